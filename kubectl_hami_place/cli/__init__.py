@@ -1,0 +1,1 @@
+"""The kubectl plugin: one module per verb, wired by app.py."""

@@ -1,0 +1,1 @@
+"""A local Kubernetes sandbox (etcd, control plane, kwok) built from Go modules, for tests and the demo."""

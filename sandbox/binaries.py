@@ -1,0 +1,138 @@
+"""Builds the sandbox's Go binaries from the wrapper modules under hack/ and caches them by version."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HACK = Path(__file__).resolve().parent.parent / "hack"
+
+KUBERNETES_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+HELM_VERSION = "v3.19.2"
+KREW_VERSION = "v0.4.5"
+
+
+def _k8s_ldflags(version: str) -> list[str]:
+    """Stamps the release into component-base and client-go so that --version and /version tell the truth."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}"]
+        flags += [f"-X {pkg}.gitTreeState=clean"]
+    return flags
+
+
+@dataclass(frozen=True)
+class Component:
+    """One binary: the wrapper module it is built from, its main package and the release it is pinned to."""
+
+    name: str
+    module_dir: str
+    package: str
+    version: str
+    ldflags: tuple[str, ...] = ()
+    cgo: bool = False
+
+    def source_digest(self) -> str:
+        """Ties the cache entry to the wrapper module's exact dependency set, not just the release tag."""
+        h = hashlib.sha256()
+        for f in ("go.mod", "go.sum"):
+            path = HACK / self.module_dir / f
+            if path.exists():
+                h.update(path.read_bytes())
+        h.update(" ".join(self.ldflags).encode())
+        return h.hexdigest()[:12]
+
+
+COMPONENTS: dict[str, Component] = {
+    c.name: c
+    for c in (
+        Component("etcd", "etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION,
+                  (f"-X go.etcd.io/etcd/api/v3/version.GitSHA={ETCD_VERSION}",)),
+        *(
+            Component(name, "k8s", f"k8s.io/kubernetes/cmd/{name}", KUBERNETES_VERSION,
+                      tuple(_k8s_ldflags(KUBERNETES_VERSION)))
+            for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+        ),
+        Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION),
+        Component("helm", "helm", "helm.sh/helm/v3/cmd/helm", HELM_VERSION,
+                  (f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",)),
+        Component("krew", "krew", "sigs.k8s.io/krew/cmd/krew", KREW_VERSION,
+                  (f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}",)),
+    )
+}
+
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+
+
+def cache_root() -> Path:
+    """Outside the repo so that a fresh clone reuses binaries built by an earlier run on the same machine."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hami-place"
+    return Path(os.environ.get("HAMI_PLACE_CACHE", default))
+
+
+def cached_path(component: Component) -> Path:
+    return cache_root() / "bin" / f"{component.name}-{component.version}-{component.source_digest()}" / component.name
+
+
+def _envtest_asset(name: str) -> Path | None:
+    """Honours envtest's KUBEBUILDER_ASSETS for the binaries envtest ships (kube-apiserver, etcd, kubectl)."""
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return None
+    path = Path(assets) / name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def build(component: Component, log=sys.stderr) -> Path:
+    """Returns the cached binary, building it first when this version is not cached yet."""
+    target = cached_path(component)
+    if target.is_file():
+        return target
+    print(f"building {component.name} {component.version} (cold cache; this takes a while)", file=log, flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=mod", CGO_ENABLED="1" if component.cgo else "0")
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / component.name
+        cmd = ["go", "build", "-trimpath", "-ldflags", " ".join(("-s", "-w", *component.ldflags)),
+               "-o", str(out), component.package]
+        subprocess.run(cmd, cwd=HACK / component.module_dir, env=env, check=True)
+        os.replace(out, target)
+    return target
+
+
+def resolve(name: str) -> Path:
+    """The path of a sandbox binary: envtest's asset if one is given, else the cached build."""
+    return _envtest_asset(name) or build(COMPONENTS[name])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", default=list(CONTROL_PLANE), help="components (default: control plane)")
+    parser.add_argument("--print", action="store_true", help="print each binary's path")
+    args = parser.parse_args(argv)
+    for name in args.names:
+        if name not in COMPONENTS:
+            print(f"unknown component {name!r}; choose from {', '.join(COMPONENTS)}", file=sys.stderr)
+            return 2
+    if shutil.which("go") is None:
+        print("go is not on PATH; install Go 1.26+ to build the sandbox binaries", file=sys.stderr)
+        return 1
+    for name in args.names:
+        path = resolve(name)
+        if args.print:
+            print(f"{name}\t{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The placement admission webhook and its read-only cluster API."""

@@ -1,0 +1,229 @@
+"""The connection to the API server, and the one place where client exceptions become typed `KubeError`s.
+
+Every adapter call goes through `request`, which returns the response as the plain JSON dict the API server sent
+(the shape the core parses), so no generated model class leaks past this package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from kubectl_hami_place.kube.errors import (
+    KubeConfigError,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeInvalid,
+    KubeNotFound,
+    KubeServerError,
+    KubeUnauthorized,
+    KubeUnreachable,
+)
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# (connect, read) seconds: a CLI must answer promptly even when the server is gone.
+DEFAULT_TIMEOUT = (5.0, 30.0)
+CONNECTION_HINT = "check --kubeconfig/--context"
+
+
+@dataclass(frozen=True)
+class Kube:
+    """A connected API client plus what the user's context says: the default namespace and where the server is."""
+
+    api: client.ApiClient
+    namespace: str
+    server: str
+    context: str | None
+
+    def core(self) -> client.CoreV1Api:
+        """Pods, nodes, services, evictions."""
+        return client.CoreV1Api(self.api)
+
+    def apps(self) -> client.AppsV1Api:
+        """Deployments, ReplicaSets, StatefulSets."""
+        return client.AppsV1Api(self.api)
+
+    def batch(self) -> client.BatchV1Api:
+        """Jobs."""
+        return client.BatchV1Api(self.api)
+
+    def policy(self) -> client.PolicyV1Api:
+        """PodDisruptionBudgets."""
+        return client.PolicyV1Api(self.api)
+
+    def custom(self) -> client.CustomObjectsApi:
+        """HamiPodPlacements."""
+        return client.CustomObjectsApi(self.api)
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
+    """Loads the kubeconfig like kubectl (`--kubeconfig`, else `KUBECONFIG`, else ~/.kube/config), else in-cluster."""
+    configuration = client.Configuration()
+    configuration.retries = 1
+    explicit = kubeconfig or os.environ.get("KUBECONFIG")
+    default_file = Path(config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser()
+    if not explicit and not default_file.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return _connect_in_cluster(configuration)
+    where = kubeconfig or explicit or str(default_file)
+    try:
+        config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+        )
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    except ConfigException as exc:
+        raise KubeConfigError(
+            f"cannot use kubeconfig {where}: {_one_line(str(exc))}", "check --kubeconfig/--context or KUBECONFIG"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {where}: {_one_line(str(exc))}", CONNECTION_HINT) from exc
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    return Kube(
+        api=client.ApiClient(configuration),
+        namespace=namespace,
+        server=configuration.host,
+        context=(chosen or {}).get("name"),
+    )
+
+
+def _connect_in_cluster(configuration: client.Configuration) -> Kube:
+    """Inside a pod: the service account's token and namespace."""
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except ConfigException as exc:
+        raise KubeConfigError(f"cannot use the in-cluster config: {_one_line(str(exc))}", "pass --kubeconfig") from exc
+    try:
+        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        namespace = "default"
+    return Kube(api=client.ApiClient(configuration), namespace=namespace, server=configuration.host, context=None)
+
+
+def request(kube: Kube, call: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> dict[str, Any]:
+    """Runs one API call and returns the server's JSON body as a dict; `what` says the action for error messages.
+
+    `what` reads like "create hamipodplacements in namespace team-a" so that a 403 can say which permission is missing.
+    """
+    kwargs.setdefault("_request_timeout", DEFAULT_TIMEOUT)
+    try:
+        response = call(*args, _preload_content=False, **kwargs)
+        data = response.data
+    except ApiException as exc:
+        raise translate_api_error(exc, kube, what) from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise translate_connection_error(exc, kube) from exc
+    if not data:
+        return {}
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        raise KubeServerError(f"the API server sent a response that is not JSON to {what}", CONNECTION_HINT) from exc
+    return body if isinstance(body, dict) else {"items": body}
+
+
+def translate_connection_error(exc: Exception, kube: Kube) -> KubeUnreachable:
+    """Names the server and the transport failure in words, not a urllib3 repr."""
+    reason = getattr(exc, "reason", None) or exc
+    text = str(reason).lower()
+    if "refused" in text:
+        why = "connection refused"
+    elif "ssl" in text or "certificate" in text:
+        why = "TLS handshake failed (" + _one_line(str(reason)).split(": ", 1)[-1][:160] + ")"
+    elif "timed out" in text or "timeout" in text:
+        why = "timed out"
+    elif "name or service not known" in text or "nodename nor servname" in text or "resolution" in text:
+        why = "cannot resolve the host name"
+    elif "reset" in text or "aborted" in text or "remote end closed" in text:
+        why = "the connection was dropped"
+    else:
+        why = _one_line(str(reason))[:200]
+    return KubeUnreachable(f"cannot reach the API server at {kube.server}: {why}", CONNECTION_HINT)
+
+
+def api_error_message(exc: ApiException) -> str:
+    """The `message` of the API server's Status body, else the HTTP reason."""
+    status = _status_body(exc)
+    message = status.get("message") if isinstance(status.get("message"), str) else None
+    return _one_line(message or str(exc.reason or f"HTTP {exc.status}"))
+
+
+def api_error_status(exc: ApiException) -> dict[str, Any]:
+    """The API server's Status body as a dict (empty when the body is not one)."""
+    return _status_body(exc)
+
+
+def translate_api_error(exc: ApiException, kube: Kube, what: str) -> KubeError:
+    """Maps an HTTP status to the error family and a hint that tells the user what to do next."""
+    message = api_error_message(exc)
+    status = _status_body(exc)
+    reason = status.get("reason", "")
+    code = exc.status or 0
+    if code == 401:
+        return KubeUnauthorized(
+            f"unauthorized by the API server at {kube.server}: {message}",
+            "refresh the credentials of --context or pass another --kubeconfig",
+        )
+    if code == 403 and _is_admission_denial(message):
+        return KubeInvalid(f"refused by the API server: {message}", "fix the request and retry")
+    if code == 403:
+        return KubeForbidden(f"forbidden: {message}", f"ask your cluster admin for RBAC permission to {what}")
+    if code == 404:
+        if reason == "NotFound" and _is_missing_resource_type(status):
+            return KubeNotFound(f"cannot {what}: the API server does not serve this resource type", _missing_hint(what))
+        return KubeNotFound(f"not found: {message}", "check the name and the namespace (-n)")
+    if code == 409:
+        return KubeConflict(f"conflict: {message}", "pick another name or retry")
+    if code in (400, 422):
+        return KubeInvalid(f"refused by the API server: {message}", "fix the request and retry")
+    if code == 429:
+        return KubeServerError(f"the API server is throttling requests: {message}", "retry in a moment")
+    if code == 0:
+        return KubeServerError(f"cannot {what}: {message}", CONNECTION_HINT)
+    return KubeServerError(f"the API server failed to {what} (HTTP {code}): {message}", "retry, or check the server")
+
+
+def _status_body(exc: ApiException) -> dict[str, Any]:
+    """Parses the Status body the API server puts in every error response."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not isinstance(body, str) or not body:
+        return {}
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {"message": body}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _is_missing_resource_type(status: dict[str, Any]) -> bool:
+    """A 404 whose Status names no object is the server saying the resource type is not served (a CRD missing)."""
+    details = status.get("details") or {}
+    return not details.get("name") or status.get("message") == "the server could not find the requested resource"
+
+
+def _missing_hint(what: str) -> str:
+    """For our own CRD the fix is known; for anything else, say which API is missing."""
+    if "hamipodplacement" in what:
+        return "install the HamiPodPlacement CRD (kubectl apply -f chart/templates/crd/hamipodplacement.yaml)"
+    return "check that the API server serves this resource type"
+
+
+def _is_admission_denial(message: str) -> bool:
+    """An admission webhook's or policy's denial comes back as 403 but is about the object, not RBAC."""
+    return "admission webhook" in message or "denied the request" in message or "ValidatingAdmissionPolicy" in message
+
+
+def _one_line(text: str) -> str:
+    """Collapses a multi-line message into one line."""
+    return " ".join(text.split())

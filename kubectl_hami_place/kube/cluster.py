@@ -1,0 +1,180 @@
+"""Reads of the cluster the plugin reasons about: nodes, pods, controllers' pod templates, and the webhook's view.
+
+Everything comes back as the API server's JSON dicts; the core turns them into cards, allocations and usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.errors import KubeError
+
+WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
+WEBHOOK_API_PORT = 8083
+CLUSTER_INFO_PATH = "api/v1/cluster-info"
+# Controllers whose pod template tells what a new pod matching a selector will ask for.
+CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
+
+
+@dataclass(frozen=True)
+class Controller:
+    """A workload controller: its kind and name, its pod selector, its pod template and its own controller owner."""
+
+    kind: str
+    name: str
+    namespace: str
+    selector: dict[str, Any]
+    template: dict[str, Any]
+    owner_kind: str | None
+
+
+@dataclass(frozen=True)
+class WebhookService:
+    """Where the hami-place webhook's HTTP API is reachable through the API server's service proxy."""
+
+    namespace: str
+    name: str
+    port: str
+
+    def describe(self) -> str:
+        """`namespace/name:port`, as shown to the user."""
+        return f"{self.namespace}/{self.name}:{self.port}"
+
+
+def list_nodes(kube: Kube) -> list[dict[str, Any]]:
+    """Every node, sorted by name."""
+    body = request(kube, kube.core().list_node, what="list nodes")
+    return sorted(_items(body), key=_name)
+
+
+def get_node(kube: Kube, name: str) -> dict[str, Any]:
+    """One node; `KubeNotFound` when there is none by that name."""
+    return request(kube, kube.core().read_node, name, what="get nodes")
+
+
+def list_pods(
+    kube: Kube, namespace: str | None, label_selector: str | None = None, field_selector: str | None = None
+) -> list[dict[str, Any]]:
+    """Pods in `namespace` (all namespaces when None), optionally filtered server-side."""
+    kwargs: dict[str, Any] = {}
+    if label_selector:
+        kwargs["label_selector"] = label_selector
+    if field_selector:
+        kwargs["field_selector"] = field_selector
+    core = kube.core()
+    if namespace is None:
+        body = request(kube, core.list_pod_for_all_namespaces, what="list pods in all namespaces", **kwargs)
+    else:
+        body = request(kube, core.list_namespaced_pod, namespace, what=f"list pods in namespace {namespace}", **kwargs)
+    return sorted(_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
+
+
+def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """One pod; `KubeNotFound` when it does not exist."""
+    return request(kube, kube.core().read_namespaced_pod, name, namespace, what=f"get pods in namespace {namespace}")
+
+
+def list_controllers(kube: Kube, namespace: str) -> list[Controller]:
+    """Deployments, ReplicaSets, StatefulSets and Jobs of the namespace, with their selectors and pod templates."""
+    apps, batch = kube.apps(), kube.batch()
+    sources = (
+        ("Deployment", apps.list_namespaced_deployment),
+        ("ReplicaSet", apps.list_namespaced_replica_set),
+        ("StatefulSet", apps.list_namespaced_stateful_set),
+        ("Job", batch.list_namespaced_job),
+    )
+    controllers: list[Controller] = []
+    for kind, call in sources:
+        plural = kind.lower() + "s"
+        body = request(kube, call, namespace, what=f"list {plural} in namespace {namespace}")
+        controllers.extend(_controller(kind, item, namespace) for item in _items(body))
+    return controllers
+
+
+def get_controller(kube: Kube, namespace: str, kind: str, name: str) -> Controller | None:
+    """One controller by kind and name, or None when the kind is not one whose template we can read."""
+    apps, batch = kube.apps(), kube.batch()
+    calls = {
+        "Deployment": apps.read_namespaced_deployment,
+        "ReplicaSet": apps.read_namespaced_replica_set,
+        "StatefulSet": apps.read_namespaced_stateful_set,
+        "Job": batch.read_namespaced_job,
+    }
+    if kind not in calls:
+        return None
+    body = request(kube, calls[kind], name, namespace, what=f"get {kind.lower()}s in namespace {namespace}")
+    return _controller(kind, body, namespace)
+
+
+def list_disruption_budgets(kube: Kube, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's PodDisruptionBudgets."""
+    body = request(
+        kube,
+        kube.policy().list_namespaced_pod_disruption_budget,
+        namespace,
+        what=f"list poddisruptionbudgets in namespace {namespace}",
+    )
+    return sorted(_items(body), key=_name)
+
+
+def find_webhook_service(kube: Kube) -> WebhookService | None:
+    """The hami-place webhook's Service in any namespace, found by its app label; None when it is not installed."""
+    body = request(
+        kube,
+        kube.core().list_service_for_all_namespaces,
+        label_selector=WEBHOOK_SERVICE_LABEL,
+        what="list services in all namespaces",
+    )
+    for service in sorted(_items(body), key=lambda s: (s.get("metadata", {}).get("namespace", ""), _name(s))):
+        ports = (service.get("spec") or {}).get("ports") or []
+        for port in ports:
+            if port.get("port") == WEBHOOK_API_PORT or port.get("targetPort") == WEBHOOK_API_PORT:
+                return WebhookService(service["metadata"]["namespace"], _name(service), str(port.get("port")))
+    return None
+
+
+def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
+    """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy."""
+    body = request(
+        kube,
+        kube.core().connect_get_namespaced_service_proxy_with_path,
+        f"{service.name}:{service.port}",
+        service.namespace,
+        CLUSTER_INFO_PATH,
+        what=f"get services/proxy in namespace {service.namespace}",
+    )
+    if "nodes" not in body:
+        raise KubeError(
+            f"the webhook at {service.describe()} answered without a node list", "check the webhook's version"
+        )
+    return body
+
+
+def _controller(kind: str, item: dict[str, Any], namespace: str) -> Controller:
+    """Extracts what a placement needs from a controller object."""
+    spec = item.get("spec") or {}
+    owner = next(
+        (ref.get("kind") for ref in item.get("metadata", {}).get("ownerReferences") or [] if ref.get("controller")),
+        None,
+    )
+    return Controller(
+        kind=kind,
+        name=_name(item),
+        namespace=namespace,
+        selector=spec.get("selector") or {},
+        template=spec.get("template") or {},
+        owner_kind=owner,
+    )
+
+
+def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `items` of a list response, dicts only."""
+    return [item for item in body.get("items") or [] if isinstance(item, dict)]
+
+
+def _name(obj: dict[str, Any]) -> str:
+    """metadata.name, or empty."""
+    return str((obj.get("metadata") or {}).get("name", ""))
+

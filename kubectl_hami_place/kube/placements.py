@@ -1,0 +1,136 @@
+"""HamiPodPlacement objects on the API server: list, get, create, delete and status patches, all as plain dicts.
+
+Writes take `dry_run` so that `--dry-run=server` runs the API server's whole validation (schema, CEL, admission)
+without persisting anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+
+from kubectl_hami_place.kube.client import Kube, request
+
+GROUP = "scheduling.hami.placement.com"
+VERSION = "v1"
+PLURAL = "hamipodplacements"
+KIND = "HamiPodPlacement"
+API_VERSION = f"{GROUP}/{VERSION}"
+FIELD_MANAGER = "kubectl-hami-place"
+
+
+def list_placements(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
+    """Every placement in `namespace`, or in all namespaces when it is None, sorted by namespace and name."""
+    api = kube.custom()
+    if namespace is None:
+        body = request(kube, api.list_cluster_custom_object, GROUP, VERSION, PLURAL, what=f"list {PLURAL}")
+    else:
+        body = request(
+            kube,
+            api.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            what=f"list {PLURAL} in namespace {namespace}",
+        )
+    items = [item for item in body.get("items", []) if isinstance(item, dict)]
+    return sorted(items, key=_namespaced_name)
+
+
+def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """One placement; `KubeNotFound` when it does not exist."""
+    return request(
+        kube,
+        kube.custom().get_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
+        what=f"get {PLURAL} in namespace {namespace}",
+    )
+
+
+def create_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+    """Creates the placement and returns what the server stored (or would store, under dry-run)."""
+    kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    return request(
+        kube,
+        kube.custom().create_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        body,
+        what=f"create {PLURAL} in namespace {namespace}",
+        **kwargs,
+    )
+
+
+def replace_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+    """Replaces the placement's spec (optimistic: the body's resourceVersion must be current)."""
+    kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    return request(
+        kube,
+        kube.custom().replace_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        body["metadata"]["name"],
+        body,
+        what=f"update {PLURAL} in namespace {namespace}",
+        **kwargs,
+    )
+
+
+def delete_placement(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> dict[str, Any]:
+    """Deletes the placement; `KubeNotFound` when it does not exist."""
+    kwargs: dict[str, Any] = {}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    return request(
+        kube,
+        kube.custom().delete_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
+        what=f"delete {PLURAL} in namespace {namespace}",
+        **kwargs,
+    )
+
+
+def patch_placement_status(kube: Kube, stored: dict[str, Any], new_status: dict[str, Any]) -> dict[str, Any]:
+    """Writes only what changed between the stored object's status and `new_status`, as a JSON patch by diff."""
+    metadata = stored.get("metadata", {})
+    namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
+    old = {"status": stored["status"]} if "status" in stored else {}
+    operations = list(jsonpatch.JsonPatch.from_diff(old, {"status": new_status}))
+    if not operations:
+        return stored
+    return request(
+        kube,
+        kube.custom().patch_namespaced_custom_object_status,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
+        operations,
+        what=f"patch {PLURAL}/status in namespace {namespace}",
+        _content_type="application/json-patch+json",
+    )
+
+
+def _namespaced_name(obj: dict[str, Any]) -> tuple[str, str]:
+    """Sort key: namespace, then name."""
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace", "")), str(metadata.get("name", "")))

@@ -1,0 +1,279 @@
+"""A node's GPU cards as HAMi's device plugin registers them in `hami.io/node-nvidia-register`.
+
+Two encodings exist and both are decoded the way HAMi v2.10 decodes them:
+
+- JSON (v2.8+, `MarshalNodeDevices`): a list of objects with the Go `omitempty` keys `id`, `index`, `count`,
+  `devmem`, `devcore`, `type`, `numa`, `mode`, `health`. A missing key is Go's zero value, so a missing `index`
+  or `numa` is 0 and a missing `health` is *unhealthy*. Keys match case-insensitively and unknown keys are
+  ignored, as Go's `encoding/json` does.
+- Legacy (up to v2.7, `DecodeNodeDevices`): cards separated by `:`, fields by `,`, either
+  `UUID,count,devmem,devcore,type,numa,health` (index 0, mode hami-core) or the same plus `,index,mode`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place.core.errors import RegisterError
+
+REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+NVIDIA = "NVIDIA"
+DEFAULT_MODE = "hami-core"
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_UINT_MAX = 2**64 - 1
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU card of a node as its register describes it (memory in MiB, cores in percent of a card)."""
+
+    uuid: str
+    index: int = 0
+    count: int = 0
+    devmem: int = 0
+    devcore: int = 0
+    type: str = ""
+    numa: int = 0
+    health: bool = False
+    mode: str = ""
+
+    @property
+    def name(self) -> str:
+        """The card's `gpu-N` reference, N being its register index."""
+        return f"gpu-{self.index}"
+
+    @property
+    def is_nvidia(self) -> bool:
+        """True when HAMi's NVIDIA scheduler considers the card (its type contains "NVIDIA", any case)."""
+        return NVIDIA in self.type.upper()
+
+    def label(self) -> str:
+        """`gpu-N (UUID)`: how messages name a card."""
+        return f"{self.name} ({self.uuid})"
+
+
+def parse_register(text: object) -> tuple[Card, ...]:
+    """Decode a register annotation in either encoding (JSON when it starts with `[`), in register order."""
+    if not isinstance(text, str):
+        raise RegisterError(f"card register must be a string, got {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        raise RegisterError("card register is empty")
+    cards = _parse_json(stripped) if stripped.startswith("[") else _parse_legacy(stripped)
+    if not cards:
+        raise RegisterError("card register lists no cards")
+    return cards
+
+
+def encode_register(cards: tuple[Card, ...] | list[Card], legacy: bool = False) -> str:
+    """Encode cards as HAMi writes them: compact JSON with omitempty, or the 9-field legacy string."""
+    if legacy:
+        return "".join(_encode_legacy_card(card) for card in cards)
+    return json.dumps([_card_to_json(card) for card in cards], separators=(",", ":"))
+
+
+def node_cards(node: Mapping[str, Any]) -> tuple[Card, ...]:
+    """The cards of a node object (JSON dict form), from its register annotation."""
+    name = _node_name(node)
+    metadata = node.get("metadata") if isinstance(node, Mapping) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    text = annotations.get(REGISTER_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if text is None:
+        raise RegisterError(f"node {name} has no {REGISTER_ANNOTATION} annotation: HAMi's device plugin is not on it")
+    try:
+        return parse_register(text)
+    except RegisterError as err:
+        raise RegisterError(f"node {name}: {err}") from None
+
+
+def _node_name(node: object) -> str:
+    """The node's name for messages, `<unnamed>` when it has none."""
+    metadata = node.get("metadata") if isinstance(node, Mapping) else None
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) and name else "<unnamed>"
+
+
+# JSON encoding -------------------------------------------------------------------------------------------
+
+_JSON_FIELDS = ("id", "index", "count", "devmem", "devcore", "type", "numa", "mode", "health")
+
+
+def _parse_json(text: str) -> tuple[Card, ...]:
+    """Decode the v2.8+ JSON register the way Go's json.Unmarshal fills []*DeviceInfo."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        raise RegisterError(f"card register is not valid JSON: {_first_line(err)}") from None
+    if not isinstance(data, list):
+        raise RegisterError(f"card register JSON must be a list of cards, got {_json_type(data)}")
+    return tuple(_json_card(item, position) for position, item in enumerate(data))
+
+
+def _reject_constant(name: str) -> object:
+    """Refuse NaN and Infinity, which Go's JSON decoder does not accept."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_card(item: object, position: int) -> Card:
+    """One card object; null entries and null values keep Go's zero values."""
+    if item is None:
+        raise RegisterError(f"card register entry {position} is null")
+    if not isinstance(item, dict):
+        raise RegisterError(f"card register entry {position} must be an object, got {_json_type(item)}")
+    values: dict[str, object] = {}
+    for key, value in item.items():
+        field = key.lower()
+        if field in _JSON_FIELDS and value is not None:
+            values[field] = value
+    where = f"card register entry {position}"
+    return Card(
+        uuid=_json_str(values, "id", where),
+        index=_json_int(values, "index", where, 0, _UINT_MAX),
+        count=_json_int(values, "count", where, _INT32_MIN, _INT32_MAX),
+        devmem=_json_int(values, "devmem", where, _INT32_MIN, _INT32_MAX),
+        devcore=_json_int(values, "devcore", where, _INT32_MIN, _INT32_MAX),
+        type=_json_str(values, "type", where),
+        numa=_json_int(values, "numa", where, -(2**63), 2**63 - 1),
+        health=_json_bool(values, "health", where),
+        mode=_json_str(values, "mode", where),
+    )
+
+
+def _json_str(values: dict[str, object], key: str, where: str) -> str:
+    """A string field, "" when absent."""
+    value = values.get(key, "")
+    if not isinstance(value, str):
+        raise RegisterError(f"{where}: {key} must be a string, got {_json_type(value)}")
+    return value
+
+
+def _json_int(values: dict[str, object], key: str, where: str, low: int, high: int) -> int:
+    """An integer field within Go's type range, 0 when absent; floats such as 1.0 are refused like Go does."""
+    value = values.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RegisterError(f"{where}: {key} must be an integer, got {_json_type(value)}")
+    if not low <= value <= high:
+        raise RegisterError(f"{where}: {key} {value} is out of range")
+    return value
+
+
+def _json_bool(values: dict[str, object], key: str, where: str) -> bool:
+    """A boolean field, false when absent."""
+    value = values.get(key, False)
+    if not isinstance(value, bool):
+        raise RegisterError(f"{where}: {key} must be true or false, got {_json_type(value)}")
+    return value
+
+
+def _card_to_json(card: Card) -> dict[str, object]:
+    """A card as Go marshals it: every zero value omitted, keys in struct order."""
+    full: dict[str, object] = {
+        "id": card.uuid,
+        "index": card.index,
+        "count": card.count,
+        "devmem": card.devmem,
+        "devcore": card.devcore,
+        "type": card.type,
+        "numa": card.numa,
+        "mode": card.mode,
+        "health": card.health,
+    }
+    return {key: value for key, value in full.items() if value not in ("", 0, False)}
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value}" if isinstance(value, int) or math.isfinite(value) else "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+# Legacy colon encoding -----------------------------------------------------------------------------------
+
+
+def _parse_legacy(text: str) -> tuple[Card, ...]:
+    """Decode the legacy `UUID,count,devmem,devcore,type,numa,health[,index,mode]:` string."""
+    if ":" not in text:
+        raise RegisterError("card register is neither JSON nor the legacy 'UUID,count,...:' string (no ':')")
+    cards = []
+    for position, segment in enumerate(text.split(":")):
+        if segment == "":
+            continue
+        fields = segment.split(",")
+        where = f"card register entry {position} ({_shorten(segment)})"
+        if len(fields) not in (7, 9):
+            raise RegisterError(f"{where} has {len(fields)} fields, expected 7 or 9")
+        index, mode = 0, DEFAULT_MODE
+        if len(fields) == 9:
+            index = _go_int(fields[7], "index", where, 0, _UINT_MAX)
+            mode = fields[8]
+        cards.append(
+            Card(
+                uuid=fields[0],
+                index=index,
+                count=_go_int(fields[1], "count", where, _INT32_MIN, _INT32_MAX),
+                devmem=_go_int(fields[2], "devmem", where, _INT32_MIN, _INT32_MAX),
+                devcore=_go_int(fields[3], "devcore", where, _INT32_MIN, _INT32_MAX),
+                type=fields[4],
+                numa=_go_int(fields[5], "numa", where, -(2**63), 2**63 - 1),
+                health=_go_bool(fields[6], where),
+                mode=mode,
+            )
+        )
+    return tuple(cards)
+
+
+def _go_int(text: str, key: str, where: str, low: int, high: int) -> int:
+    """Parse a decimal like Go's strconv.ParseInt/Atoi: optional sign, ASCII digits only, within range."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not body.isascii() or not body.isdigit():
+        raise RegisterError(f"{where}: {key} {text!r} is not an integer")
+    value = int(text)
+    if not low <= value <= high:
+        raise RegisterError(f"{where}: {key} {value} is out of range")
+    return value
+
+
+def _go_bool(text: str, where: str) -> bool:
+    """Parse a boolean like Go's strconv.ParseBool."""
+    if text in _GO_TRUE:
+        return True
+    if text in _GO_FALSE:
+        return False
+    raise RegisterError(f"{where}: health {text!r} is not a boolean")
+
+
+def _encode_legacy_card(card: Card) -> str:
+    """One card in the 9-field legacy form, refusing values the separators would corrupt."""
+    for key, value in (("uuid", card.uuid), ("type", card.type), ("mode", card.mode)):
+        if "," in value or ":" in value:
+            raise RegisterError(f"card {card.uuid!r}: {key} {value!r} cannot be written in the legacy encoding")
+    health = "true" if card.health else "false"
+    fields = (card.uuid, card.count, card.devmem, card.devcore, card.type, card.numa, health, card.index, card.mode)
+    return ",".join(str(field) for field in fields) + ":"
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    """Clip quoted input in messages so one bad annotation cannot flood a line."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an exception's message."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__

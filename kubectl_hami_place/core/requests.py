@@ -1,0 +1,199 @@
+"""A container's per-card GPU request, read from its resources the way HAMi v2.10 reads it.
+
+HAMi (`GenerateResourceRequests`, `pkg/device/nvidia/device.go`) looks at limits first, then requests, for
+`nvidia.com/gpu` (cards), `nvidia.com/gpumem` (MiB per card), `nvidia.com/gpumem-percentage` (percent of each
+card's memory, used only when gpumem is 0) and `nvidia.com/gpucores` (percent of each card's compute, default 0).
+Each is read with Kubernetes' `Quantity.AsInt64()`: `3000`, `3k` and `1Gi` are plain counts (3000, 3000 and
+1073741824 MiB), and a value that is not a whole number (`1.5`, `500m`) is ignored as if absent. Neither memory
+key gives the card's whole memory. HAMi's admission webhook adds `gpucores: 100` when the card count is set,
+gpucores is not, and the memory is exclusive (percentage 100, or neither gpumem nor percentage): such a
+container takes whole cards exclusively.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.errors import RequestError
+
+GPU = "nvidia.com/gpu"
+GPUMEM = "nvidia.com/gpumem"
+GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
+GPUCORES = "nvidia.com/gpucores"
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+@dataclass(frozen=True)
+class CardRequest:
+    """What one container asks of each of its `nums` cards: memory in MiB or percent of the card, and cores %."""
+
+    nums: int
+    memreq: int = 0
+    mem_percentage: int | None = 100
+    coresreq: int = 0
+
+    @property
+    def exclusive(self) -> bool:
+        """True when the container wants whole cards to itself (100 cores: HAMi refuses a card already in use)."""
+        return self.coresreq >= 100
+
+    def describe(self) -> str:
+        """`1 card x 4096 MiB, 30% cores`: the request in one phrase for messages."""
+        cards = f"{self.nums} card" + ("" if self.nums == 1 else "s")
+        if self.memreq > 0:
+            memory = f"{self.memreq} MiB"
+        elif self.mem_percentage is not None:
+            memory = f"{self.mem_percentage}% memory"
+        else:
+            memory = "all memory"
+        return f"{cards} x {memory}, {self.coresreq}% cores"
+
+
+def card_request(
+    nums: int, memreq: int = 0, mem_percentage: int | None = None, coresreq: int | None = None
+) -> CardRequest:
+    """A request with HAMi's defaults applied (no memory given = 100%; exclusive memory and no cores = 100 cores)."""
+    for key, value in (("cards", nums), ("memory", memreq), ("cores", coresreq), ("memory percent", mem_percentage)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise RequestError(f"{key} must be a non-negative integer, got {value!r}")
+    if nums < 1:
+        raise RequestError("a GPU request needs at least 1 card")
+    if memreq > _INT32_MAX:
+        raise RequestError(f"memory {memreq} MiB is more than HAMi can count")
+    if mem_percentage is not None and not 1 <= mem_percentage <= 100:
+        raise RequestError(f"memory percent {mem_percentage} is outside 1..100")
+    percentage = mem_percentage if memreq == 0 else None
+    if memreq == 0 and percentage is None:
+        percentage = 100
+    if coresreq is None:
+        coresreq = 100 if percentage == 100 else 0
+    return CardRequest(nums=nums, memreq=memreq, mem_percentage=percentage, coresreq=coresreq)
+
+
+def container_request(container: Mapping[str, Any], hami_webhook: bool = True) -> CardRequest | None:
+    """The container's per-card request, or None when it asks for no NVIDIA card; `hami_webhook` adds its rule."""
+    name = container.get("name") if isinstance(container, Mapping) else None
+    where = f"container {name}" if isinstance(name, str) and name else "container"
+    if not isinstance(container, Mapping):
+        raise RequestError(f"{where} must be an object, got {type(container).__name__}")
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise RequestError(f"{where}: resources must be an object")
+    limits = _resource_map(resources, "limits", where)
+    requests = _resource_map(resources, "requests", where)
+
+    def lookup(key: str) -> tuple[bool, int | None]:
+        """(present, whole value or None) of a resource, limits first then requests."""
+        source = limits if key in limits else requests if key in requests else None
+        if source is None:
+            return False, None
+        return True, _quantity_int(source[key], key, where)
+
+    has_gpu, nums = lookup(GPU)
+    if not has_gpu or nums is None or nums <= 0:
+        return None
+    has_mem, mem = lookup(GPUMEM)
+    has_percentage, percentage = lookup(GPUMEM_PERCENTAGE)
+    has_cores, cores = lookup(GPUCORES)
+    memreq = _int32(mem or 0, GPUMEM, where)
+    mem_percentage = None if percentage is None else _int32(percentage, GPUMEM_PERCENTAGE, where)
+    if mem_percentage is None and memreq == 0:
+        mem_percentage = 100
+    coresreq = _int32(cores or 0, GPUCORES, where)
+    if hami_webhook and not has_cores:
+        exclusive_memory = (has_percentage and percentage == 100) or (not has_mem and not has_percentage)
+        if exclusive_memory:
+            coresreq = 100
+    if mem_percentage is not None and memreq > 0:
+        mem_percentage = None
+    return CardRequest(nums=_int32(nums, GPU, where), memreq=memreq, mem_percentage=mem_percentage, coresreq=coresreq)
+
+
+def pod_requests(pod_spec: Mapping[str, Any], hami_webhook: bool = True) -> tuple[CardRequest | None, ...]:
+    """One entry per container, init containers first (HAMi's order), None for a container without GPUs."""
+    if not isinstance(pod_spec, Mapping):
+        raise RequestError(f"pod spec must be an object, got {type(pod_spec).__name__}")
+    result: list[CardRequest | None] = []
+    for key in ("initContainers", "containers"):
+        containers = pod_spec.get(key) or []
+        if not isinstance(containers, list):
+            raise RequestError(f"pod spec {key} must be a list")
+        result.extend(container_request(container, hami_webhook) for container in containers)
+    return tuple(result)
+
+
+def gpu_requests(pod_spec: Mapping[str, Any], hami_webhook: bool = True) -> tuple[CardRequest, ...]:
+    """Only the requests of the containers that ask for cards, init containers first."""
+    return tuple(request for request in pod_requests(pod_spec, hami_webhook) if request is not None)
+
+
+def memory_for(request: CardRequest, card: Card) -> int:
+    """MiB this request takes on that card: memreq, else its percentage of the card's memory, else the whole card."""
+    if request.memreq > 0:
+        return request.memreq
+    if request.mem_percentage is not None:
+        return card.devmem * request.mem_percentage // 100
+    return card.devmem
+
+
+def parse_quantity(value: object, key: str = "quantity") -> Decimal:
+    """A Kubernetes quantity (`3`, `3k`, `1Gi`, `500m`, `1e3`) as an exact decimal; RequestError when malformed."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise RequestError(f"{key} must be a quantity such as 1, 3k or 1Gi, got {value!r}")
+    if isinstance(value, int):
+        return Decimal(value)
+    match = _QUANTITY.fullmatch(value.strip()) if len(value) <= 64 else None
+    if match is None:
+        raise RequestError(f"{key} {value[:64]!r} is not a quantity such as 1, 3k or 1Gi")
+    suffix = match.group("suffix") or ""
+    try:
+        number = Decimal(match.group("number"))
+        if suffix in _BINARY:
+            return number * _BINARY[suffix]
+        exponent = _DECIMAL[suffix] if suffix in _DECIMAL else int(suffix[1:]) if suffix else 0
+        if abs(exponent) > 64:
+            raise RequestError(f"{key} {value!r} is out of range")
+        return number.scaleb(exponent)
+    except InvalidOperation:
+        raise RequestError(f"{key} {value!r} is not a quantity such as 1, 3k or 1Gi") from None
+
+
+def _quantity_int(value: object, key: str, where: str) -> int | None:
+    """The quantity as HAMi's AsInt64 reads it: a whole number within int64, else None (HAMi ignores it)."""
+    try:
+        number = parse_quantity(value, key)
+    except RequestError as err:
+        raise RequestError(f"{where}: {err}") from None
+    if number < 0:
+        raise RequestError(f"{where}: {key} {value!r} must not be negative")
+    if number != number.to_integral_value() or number > _INT64_MAX:
+        return None
+    return int(number)
+
+
+def _int32(value: int, key: str, where: str) -> int:
+    """Refuse what HAMi would silently wrap around when it converts to int32."""
+    if value > _INT32_MAX:
+        raise RequestError(f"{where}: {key} {value} is more than HAMi can count (it reads {key} as a plain number)")
+    return value
+
+
+def _resource_map(resources: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """resources.limits or resources.requests, {} when absent."""
+    value = resources.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise RequestError(f"{where}: resources.{key} must be an object")
+    return value

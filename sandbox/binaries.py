@@ -17,8 +17,8 @@ HACK = Path(__file__).resolve().parent.parent / "hack"
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
-HELM_VERSION = "v3.19.2"
-KREW_VERSION = "v0.4.5"
+HELM_VERSION = "v3.22.0"
+KREW_VERSION = "v0.4.4"
 
 
 def _k8s_ldflags(version: str) -> list[str]:
@@ -65,9 +65,15 @@ COMPONENTS: dict[str, Component] = {
         ),
         Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION),
         Component("helm", "helm", "helm.sh/helm/v3/cmd/helm", HELM_VERSION,
-                  (f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",)),
+                  (f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+                   "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+                   # As helm's Makefile does: without these, template and lint assume Kubernetes 1.20.
+                   *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+                     for pkg in ("chartutil", "lint/rules")
+                     for part, value in (("Major", "1"), ("Minor", KUBERNETES_VERSION.split(".")[1]))))),
         Component("krew", "krew", "sigs.k8s.io/krew/cmd/krew", KREW_VERSION,
-                  (f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}",)),
+                  (f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}",
+                   f"-X sigs.k8s.io/krew/internal/version.gitCommit={KREW_VERSION}")),
     )
 }
 

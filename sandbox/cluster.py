@@ -1,0 +1,316 @@
+"""Starts and stops a real control plane on loopback: etcd, kube-apiserver, controller-manager, scheduler, kwok."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from sandbox import binaries
+from sandbox.pki import Authority, KeyPair, service_account_keys
+
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+HAMI_SCHEDULER = "hami-scheduler"
+# HAMi's scheduler tells kube-scheduler to ignore these (managedResources.ignoredByScheduler); the sandbox
+# has no HAMi extender, so its hami-scheduler profile ignores them in NodeResourcesFit instead.
+HAMI_IGNORED_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
+                          "nvidia.com/priority")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start; the message carries the failing component's last log lines."""
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel kills it when its supervisor dies, even by SIGKILL."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _kubeconfig(path: Path, server: str, ca: Path, client: KeyPair, user: str) -> None:
+    """Writes a kubeconfig with embedded file paths; JSON is valid YAML, so no YAML writer is needed."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "hami-sandbox", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
+        "contexts": [{"name": "hami-sandbox", "context": {"cluster": "hami-sandbox", "user": user,
+                                                          "namespace": "default"}}],
+        "current-context": "hami-sandbox",
+    }
+    path.write_text(json.dumps(config, indent=2))
+
+
+@dataclass
+class Process:
+    """One running component, with the log file it writes."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+@dataclass
+class Sandbox:
+    """A running control plane; stop() ends every process and removes the work dir it owns."""
+
+    workdir: Path
+    kubeconfig: Path
+    server: str
+    processes: list[Process] = field(default_factory=list)
+    owns_workdir: bool = True
+
+    @classmethod
+    def start(cls, workdir: Path | None = None, kubeconfig: Path | None = None,
+              log: Callable[[str], None] = lambda _msg: None) -> Sandbox:
+        """Starts everything, waits until it is ready, and stops what it started when any step fails."""
+        owns = workdir is None
+        root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-")) if workdir is None else workdir
+        root.mkdir(parents=True, exist_ok=True)
+        api_port = free_port()
+        server = f"https://127.0.0.1:{api_port}"
+        sandbox = cls(root, kubeconfig or root / "kubeconfig", server, owns_workdir=owns)
+        try:
+            sandbox._boot(api_port, log)
+        except BaseException:
+            sandbox.stop()
+            raise
+        return sandbox
+
+    @classmethod
+    def attach(cls, kubeconfig: Path) -> Sandbox:
+        """A handle on a sandbox another process runs (make sandbox-up); stop() leaves it running."""
+        config = json.loads(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        workdir = Path(cluster["certificate-authority"]).parent.parent
+        return cls(workdir, kubeconfig, cluster["server"], owns_workdir=False)
+
+    def _boot(self, api_port: int, log: Callable[[str], None]) -> None:
+        paths = {name: binaries.resolve(name) for name in binaries.CONTROL_PLANE}
+        pki = self.workdir / "pki"
+        pki.mkdir(exist_ok=True)
+        ca = Authority(pki)
+        serving = ca.issue("apiserver", "kube-apiserver", server=True,
+                           dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+                           ips=("127.0.0.1", "10.96.0.1"))
+        sa = service_account_keys(pki)
+        identities = {
+            "admin": ("kubernetes-admin", "system:masters"),
+            "controller-manager": ("system:kube-controller-manager", None),
+            "scheduler": ("system:kube-scheduler", None),
+        }
+        configs = {}
+        for stem, (cn, org) in identities.items():
+            pair = ca.issue(stem, cn, organization=org)
+            configs[stem] = self.workdir / f"{stem}.kubeconfig"
+            _kubeconfig(configs[stem], self.server, ca.cert_path, pair, cn)
+        shutil.copyfile(configs["admin"], self.kubeconfig)
+
+        log("starting etcd")
+        etcd_port, peer_port = free_port(), free_port()
+        self._spawn("etcd", [
+            str(paths["etcd"]), "--name=sandbox", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=sandbox=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync=true", "--log-level=warn",
+        ])
+        self._wait(f"http://127.0.0.1:{etcd_port}/health", "etcd", tls=False)
+
+        log("starting kube-apiserver")
+        self._spawn("kube-apiserver", [
+            str(paths["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            f"--secure-port={api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--cert-dir={pki}", f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={ca.cert_path}", "--authorization-mode=Node,RBAC",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={sa.cert}", f"--service-account-signing-key-file={sa.key}",
+            "--profiling=false", "--v=1",
+        ])
+        self._wait(f"{self.server}/readyz", "kube-apiserver")
+
+        log("starting kube-controller-manager, kube-scheduler and kwok")
+        cm = configs["controller-manager"]
+        self._spawn("kube-controller-manager", [
+            str(paths["kube-controller-manager"]), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",
+            f"--authorization-kubeconfig={cm}", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={sa.key}", f"--root-ca-file={ca.cert_path}",
+            f"--cluster-signing-cert-file={ca.cert_path}", f"--cluster-signing-key-file={pki / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--v=1",
+        ])
+        scheduler_config = self.workdir / "scheduler.yaml"
+        scheduler_config.write_text(json.dumps(_scheduler_configuration(configs["scheduler"]), indent=2))
+        sc = configs["scheduler"]
+        self._spawn("kube-scheduler", [
+            str(paths["kube-scheduler"]), f"--config={scheduler_config}", f"--authentication-kubeconfig={sc}",
+            f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            "--v=1",
+        ])
+        kwok_config = self.workdir / "kwok.yaml"
+        kwok_config.write_text("")
+        self._spawn("kwok", [
+            str(paths["kwok"]), f"--kubeconfig={configs['admin']}", f"--config={kwok_config}",
+            "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{free_port()}",
+        ])
+        self._wait_for_default_service_account()
+        log(f"control plane ready at {self.server}")
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        path = logs / f"{name}.log"
+        out: IO[bytes]
+        # preexec_fn is safe here: the sandbox spawns from one thread only, and nothing else can tie the
+        # components' lives to their supervisor's when it is killed outright.
+        with path.open("wb") as out:
+            popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=self.workdir, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        self.processes.append(Process(name, popen, path))
+
+    def _check_alive(self) -> None:
+        for proc in self.processes:
+            if proc.popen.poll() is not None:
+                raise SandboxError(f"{proc.name} exited with code {proc.popen.returncode}; its log "
+                                   f"({proc.log}) ends:\n{proc.tail()}")
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client TLS context with the admin identity, for plain HTTPS calls to the API server."""
+        pki = self.workdir / "pki"
+        ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        return ctx
+
+    def get(self, path: str, timeout: float = 5) -> Any:
+        """GET a JSON document from the API server as the admin."""
+        with urllib.request.urlopen(f"{self.server}{path}", context=self.ssl_context(), timeout=timeout) as resp:
+            return json.load(resp)
+
+    def _wait(self, url: str, name: str, tls: bool = True, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                ctx = self.ssl_context() if tls else None
+                with urllib.request.urlopen(url, context=ctx, timeout=3) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as exc:
+                last = str(exc)
+            time.sleep(0.3)
+        raise SandboxError(f"{name} was not ready after {timeout:.0f}s ({last})")
+
+    def _wait_for_default_service_account(self, timeout: float = 90) -> None:
+        """The controller-manager is working once it has made the default namespace's service account."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            with contextlib.suppress(urllib.error.URLError, OSError):
+                self.get("/api/v1/namespaces/default/serviceaccounts/default")
+                return
+            time.sleep(0.5)
+        raise SandboxError("kube-controller-manager made no default service account in time")
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Runs the sandbox's own kubectl (same version as the server) against it."""
+        return subprocess.run([str(self.bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+                              capture_output=True, text=True, check=check, input=input)
+
+    @staticmethod
+    def bin(name: str) -> Path:
+        return binaries.resolve(name)
+
+    def api_client(self) -> Any:
+        """A kubernetes.client.ApiClient for the admin; imported here so the sandbox needs it only when used."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def pids(self) -> list[int]:
+        return [p.popen.pid for p in self.processes]
+
+    def stop(self) -> None:
+        """Ends the components newest first, politely then by force, and removes the work dir it created."""
+        for proc in reversed(self.processes):
+            if proc.popen.poll() is None:
+                proc.popen.terminate()
+        for proc in reversed(self.processes):
+            try:
+                proc.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait()
+        self.processes.clear()
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _scheduler_configuration(kubeconfig: Path) -> dict[str, Any]:
+    """Two profiles: the default one, and hami-scheduler, the name HAMi's pods carry."""
+    ignore = {"name": "NodeResourcesFit",
+              "args": {"ignoredResources": list(HAMI_IGNORED_RESOURCES), "scoringStrategy": {"type": "LeastAllocated"}}}
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {"schedulerName": "default-scheduler"},
+            {"schedulerName": HAMI_SCHEDULER, "pluginConfig": [ignore]},
+        ],
+    }
+
+
+@contextlib.contextmanager
+def running(workdir: Path | None = None, log: Callable[[str], None] = lambda _msg: None) -> Iterator[Sandbox]:
+    """A sandbox for the duration of a with-block, stopped however the block ends."""
+    sandbox = Sandbox.start(workdir, log=log)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def stop_on_signals() -> None:
+    """Turns SIGTERM and SIGHUP into an orderly stop, as Ctrl-C (KeyboardInterrupt) already is."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)

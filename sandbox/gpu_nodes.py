@@ -1,0 +1,74 @@
+"""Creates the fake HAMi GPU nodes of sandbox/gpu-cluster.yaml through the API and waits until kwok has them Ready."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sandbox.cluster import KWOK_NODE_ANNOTATION, Sandbox
+
+DATA = Path(__file__).resolve().parent / "gpu-cluster.yaml"
+REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+
+
+def load(path: Path = DATA) -> list[dict[str, Any]]:
+    """The node entries of the data file, as written there."""
+    return list(yaml.safe_load(path.read_text())["nodes"])
+
+
+def register(cards: list[dict[str, Any]]) -> str:
+    """The register annotation exactly as HAMi's v2.8+ device plugin writes it: a JSON list, one object a card."""
+    keys = ("id", "index", "count", "devmem", "devcore", "type", "numa", "mode", "health")
+    return json.dumps([{k: card[k] for k in keys} for card in cards], separators=(",", ":"))
+
+
+def node_object(entry: dict[str, Any]) -> dict[str, Any]:
+    """A Node as a HAMi GPU node looks to the API: register annotation, nvidia.com/gpu allocatable, kwok-managed."""
+    gpus = str(sum(int(card["count"]) for card in entry["cards"]))
+    resources = {"cpu": str(entry["cpu"]), "memory": str(entry["memory"]), "pods": str(entry["pods"]),
+                 "nvidia.com/gpu": gpus}
+    name = entry["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                       "gpu": "on", "type": "kwok"},
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", REGISTER_ANNOTATION: register(entry["cards"])},
+        },
+        "status": {"allocatable": resources, "capacity": resources,
+                   "nodeInfo": {"kubeletVersion": "fake", "operatingSystem": "linux", "architecture": "amd64"}},
+    }
+
+
+def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str]:
+    """Creates (or re-applies) every node of the data file and returns their names once all are Ready."""
+    entries = load(path)
+    nodes = [node_object(e) for e in entries]
+    manifest = {"apiVersion": "v1", "kind": "List", "items": nodes}
+    sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(manifest))
+    for obj in nodes:
+        # Status only changes through the status subresource once the node exists, as a kubelet writes it.
+        status = {"status": {k: obj["status"][k] for k in ("allocatable", "capacity")}}
+        sandbox.kubectl("patch", "node", obj["metadata"]["name"], "--subresource=status", "--type=merge",
+                        "-p", json.dumps(status))
+    names = [e["name"] for e in entries]
+    deadline = time.monotonic() + timeout
+    while True:
+        by_name = {n["metadata"]["name"]: n for n in sandbox.get("/api/v1/nodes")["items"]}
+        pending = [name for name in names if not _ready(by_name.get(name))]
+        if not pending:
+            return names
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {', '.join(pending)} (is kwok running?)")
+        time.sleep(0.5)
+
+
+def _ready(node: dict[str, Any] | None) -> bool:
+    conditions = (node or {}).get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,111 @@
+"""The sandbox is a real cluster: nodes read back intact, pods scheduled and run, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from sandbox import gpu_nodes
+from sandbox.cluster import Sandbox
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _wait_for(predicate, what: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def test_gpu_nodes_read_back_with_their_register_intact(cluster: Sandbox) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    entries = gpu_nodes.load()
+    assert {e["name"] for e in entries} >= {"gpu-a100-0", "gpu-a100-1", "gpu-h100-0"}
+    for entry in entries:
+        node = core.read_node(entry["name"])
+        register = node.metadata.annotations[gpu_nodes.REGISTER_ANNOTATION]
+        assert json.loads(register) == json.loads(gpu_nodes.register(entry["cards"]))
+        assert node.metadata.labels["gpu"] == "on"
+        assert node.status.allocatable["nvidia.com/gpu"] == str(10 * len(entry["cards"]))
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True"
+    h100 = json.loads(core.read_node("gpu-h100-0").metadata.annotations[gpu_nodes.REGISTER_ANNOTATION])
+    assert [card["devmem"] for card in h100] == [81920] * 8
+
+
+def _pod(name: str, **spec: object) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec}}
+
+
+def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandbox, namespace: str) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_pod(namespace, _pod("plain"))
+    pod = _wait_for(lambda: (p := core.read_namespaced_pod("plain", namespace)).status.phase == "Running" and p,
+                    "the pod to run")
+    assert pod.spec.node_name in {e["name"] for e in gpu_nodes.load()}
+    assert pod.status.pod_ip
+
+
+def test_hami_scheduler_profile_places_by_node_affinity_and_ignores_hami_resources(
+        cluster: Sandbox, namespace: str) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-a100-1"]}]}]}}}
+    pod = _pod("gpu", schedulerName="hami-scheduler", affinity=affinity)
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}}
+    core.create_namespaced_pod(namespace, pod)
+    placed = _wait_for(lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p,
+                       "hami-scheduler to bind the pod")
+    assert placed.spec.node_name == "gpu-a100-1"
+
+
+def _sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sandbox", command, "--dir", str(state)], cwd=REPO,
+                          capture_output=True, text=True, timeout=240, check=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sandbox_up_then_down_leaves_no_process_and_no_temp_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _sandbox_cli(state, "up")
+    pids = [int(p) for p in (state / "components").read_text().split()]
+    workdir = Path((state / "workdir").read_text())
+    supervisor = int((state / "pid").read_text())
+    assert len(pids) == 5 and all(map(_alive, pids)) and workdir.is_dir()
+    nodes = Sandbox.attach(state / "kubeconfig").kubectl("get", "nodes", "-o", "name").stdout.split()
+    assert "node/gpu-h100-0" in nodes
+    _sandbox_cli(state, "down")
+    assert not any(map(_alive, [supervisor, *pids]))
+    assert not workdir.exists()
+    assert not (state / "kubeconfig").exists()
+
+
+def test_components_die_with_a_killed_supervisor(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _sandbox_cli(state, "up")
+    pids = [int(p) for p in (state / "components").read_text().split()]
+    workdir = Path((state / "workdir").read_text())
+    os.kill(int((state / "pid").read_text()), signal.SIGKILL)
+    _wait_for(lambda: not any(map(_alive, pids)), "the components to die with their supervisor", timeout=20)
+    subprocess.run(["rm", "-rf", str(workdir)], check=True)

@@ -1,0 +1,67 @@
+"""Session fixtures: one sandbox control plane for every cluster test, a fresh namespace per test."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.cluster import Sandbox, stop_on_signals
+from sandbox.prepare import prepare
+
+ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM becomes KeyboardInterrupt, so pytest still runs the teardown that stops the sandbox."""
+    stop_on_signals()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Sandbox]:
+    """The sandbox; set HAMI_PLACE_SANDBOX_KUBECONFIG=.sandbox/kubeconfig to reuse one from make sandbox-up."""
+    attach = os.environ.get(ATTACH_ENV)
+    if attach:
+        sandbox = Sandbox.attach(Path(attach))
+        prepare(sandbox)
+        yield sandbox
+        return
+    sandbox = Sandbox.start()
+    pids, workdir = sandbox.pids(), sandbox.workdir
+    try:
+        prepare(sandbox)
+        yield sandbox
+    finally:
+        sandbox.stop()
+    left = [pid for pid in pids if _alive(pid)]
+    assert not left, f"sandbox processes still running after stop: {left}"
+    assert not workdir.exists(), f"sandbox work dir left behind: {workdir}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def namespace(cluster: Sandbox) -> Iterator[str]:
+    """A fresh namespace, labelled for webhook namespaceSelectors, with its default service account ready."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, f"hami-place-test={name}")
+    deadline = time.monotonic() + 30
+    while cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no default service account in {name} after 30s")
+        time.sleep(0.2)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+

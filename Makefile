@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit cluster-test binaries sandbox-up sandbox-down bench clean
+.PHONY: demo test lint unit cluster-test binaries sandbox-up sandbox-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +37,6 @@ sandbox-up: $(STAMP) binaries
 
 sandbox-down: $(STAMP)
 	$(PY) -m sandbox down
-
-bench: $(STAMP)
-	$(PY) -m bench
 
 clean:
 	rm -rf $(VENV) .sandbox .pytest_cache .mypy_cache .ruff_cache

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -38,12 +38,16 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
 
 @dataclass(frozen=True)
 class CardRequest:
-    """What one container asks of each of its `nums` cards: memory in MiB or percent of the card, and cores %."""
+    """What one container asks of each of its `nums` cards: memory in MiB or percent of the card, and cores %.
+
+    `cores_by_webhook` records that the 100 cores come from HAMi's webhook rule, not from the pod's own gpucores.
+    """
 
     nums: int
     memreq: int = 0
     mem_percentage: int | None = 100
     coresreq: int = 0
+    cores_by_webhook: bool = False
 
     @property
     def exclusive(self) -> bool:
@@ -78,9 +82,21 @@ def card_request(
     percentage = mem_percentage if memreq == 0 else None
     if memreq == 0 and percentage is None:
         percentage = 100
+    by_webhook = coresreq is None and percentage == 100
     if coresreq is None:
-        coresreq = 100 if percentage == 100 else 0
-    return CardRequest(nums=nums, memreq=memreq, mem_percentage=percentage, coresreq=coresreq)
+        coresreq = 100 if by_webhook else 0
+    return CardRequest(
+        nums=nums, memreq=memreq, mem_percentage=percentage, coresreq=coresreq, cores_by_webhook=by_webhook
+    )
+
+
+def with_percent(request: CardRequest, percent: int | None) -> CardRequest:
+    """The request once a `gpu-N/P` placement gave it `gpumem-percentage: P` (only when it asks no gpumem)."""
+    if percent is None or request.memreq > 0:
+        return request
+    if request.cores_by_webhook and percent != 100:
+        return replace(request, mem_percentage=percent, coresreq=0, cores_by_webhook=False)
+    return replace(request, mem_percentage=percent)
 
 
 def container_request(container: Mapping[str, Any], hami_webhook: bool = True) -> CardRequest | None:
@@ -113,13 +129,19 @@ def container_request(container: Mapping[str, Any], hami_webhook: bool = True) -
     if mem_percentage is None and memreq == 0:
         mem_percentage = 100
     coresreq = _int32(cores or 0, GPUCORES, where)
-    if hami_webhook and not has_cores:
-        exclusive_memory = (has_percentage and percentage == 100) or (not has_mem and not has_percentage)
-        if exclusive_memory:
-            coresreq = 100
+    by_webhook = hami_webhook and not has_cores
+    by_webhook = by_webhook and ((has_percentage and percentage == 100) or (not has_mem and not has_percentage))
+    if by_webhook:
+        coresreq = 100
     if mem_percentage is not None and memreq > 0:
         mem_percentage = None
-    return CardRequest(nums=_int32(nums, GPU, where), memreq=memreq, mem_percentage=mem_percentage, coresreq=coresreq)
+    return CardRequest(
+        nums=_int32(nums, GPU, where),
+        memreq=memreq,
+        mem_percentage=mem_percentage,
+        coresreq=coresreq,
+        cores_by_webhook=by_webhook,
+    )
 
 
 def pod_requests(pod_spec: Mapping[str, Any], hami_webhook: bool = True) -> tuple[CardRequest | None, ...]:

@@ -1,0 +1,237 @@
+"""Per-card usage built from pods' allocations, counted the way HAMi v2.10's scheduler counts it.
+
+Which pods count (`onAddPod`, `pkg/scheduler/scheduler.go`): every pod carrying `hami.io/vgpu-node`, decoded
+from `hami.io/vgpu-devices-allocated`, on the node that annotation names (not `spec.nodeName`). A pod stops
+counting only when its phase is Failed or Succeeded, or once it is deleted; a terminating pod still counts, and
+`hami.io/bind-phase` is not consulted.
+
+How much a pod takes of a card (`CollapseInitContainerUsage`, `pkg/device`): init containers run one after
+another and app containers together, so per card the pod takes, in each of memory, cores and slots, the larger
+of the init peak (the biggest init container's memory, the biggest cores, one slot) and the app sum (memory and
+cores summed, one slot per app container on the card). Once the pod is Running and every init container has
+terminated with exit code 0, only the app containers count. MIG entries (`UUID[t-s]`) count on their card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kubectl_hami_place.core.allocations import (
+    ALLOCATED_ANNOTATION,
+    NODE_ANNOTATION,
+    ContainerDevices,
+    parse_allocation,
+)
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.errors import AllocationError
+
+ENDED_PHASES = frozenset({"Failed", "Succeeded"})
+
+
+@dataclass(frozen=True)
+class CardShare:
+    """What one pod takes of one card once its containers are collapsed: slots, memory (MiB), cores (%)."""
+
+    uuid: str
+    slots: int
+    mem: int
+    cores: int
+
+
+@dataclass(frozen=True)
+class PodAllocation:
+    """A pod HAMi placed: where, its phase, and the devices of each container (init containers first)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    phase: str
+    containers: tuple[ContainerDevices, ...]
+    deleting: bool = False
+    init_containers: int = 0
+    init_done: bool = False
+
+    @property
+    def counted(self) -> bool:
+        """True while HAMi counts the pod: it has not ended (Failed/Succeeded); terminating pods still count."""
+        return self.phase not in ENDED_PHASES
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, how messages name the pod."""
+        return f"{self.namespace}/{self.name}"
+
+    def shares(self) -> tuple[CardShare, ...]:
+        """The pod's take of each card it holds, in first-seen card order."""
+        init_peak: dict[str, tuple[int, int]] = {}
+        app_sum: dict[str, tuple[int, int, int]] = {}
+        order: list[str] = []
+        for position, devices in enumerate(self.containers):
+            is_init = position < self.init_containers
+            if is_init and self.init_done:
+                continue
+            for device in devices:
+                uuid = device.card_uuid
+                if uuid not in init_peak and uuid not in app_sum:
+                    order.append(uuid)
+                if is_init:
+                    mem, cores = init_peak.get(uuid, (0, 0))
+                    init_peak[uuid] = (max(mem, device.usedmem), max(cores, device.usedcores))
+                else:
+                    mem, cores, slots = app_sum.get(uuid, (0, 0, 0))
+                    app_sum[uuid] = (mem + device.usedmem, cores + device.usedcores, slots + 1)
+        result = []
+        for uuid in order:
+            init_mem, init_cores = init_peak.get(uuid, (0, 0))
+            app_mem, app_cores, app_slots = app_sum.get(uuid, (0, 0, 0))
+            result.append(
+                CardShare(
+                    uuid=uuid, slots=max(app_slots, 1), mem=max(init_mem, app_mem), cores=max(init_cores, app_cores)
+                )
+            )
+        return tuple(result)
+
+
+@dataclass(frozen=True)
+class PodOnCard:
+    """A pod as seen from one card it uses: who, and what it takes of that card."""
+
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    slots: int
+    mem: int
+    cores: int
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class CardUsage:
+    """What HAMi counts as used on one card: slots, memory (MiB), cores (%), and the pods that use it."""
+
+    uuid: str
+    used_slots: int = 0
+    used_mem: int = 0
+    used_cores: int = 0
+    pods: tuple[PodOnCard, ...] = ()
+
+
+def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
+    """The allocation of a pod object (JSON dict form); None when HAMi has not placed it (no node or devices)."""
+    metadata = _mapping(pod.get("metadata")) if isinstance(pod, Mapping) else {}
+    annotations = _mapping(metadata.get("annotations"))
+    node = annotations.get(NODE_ANNOTATION)
+    text = annotations.get(ALLOCATED_ANNOTATION)
+    if not isinstance(node, str) or not node or text is None:
+        return None
+    namespace = _text(metadata.get("namespace"))
+    name = _text(metadata.get("name"))
+    try:
+        containers = parse_allocation(text)
+    except AllocationError as err:
+        raise AllocationError(f"pod {namespace}/{name}: {err}") from None
+    spec = _mapping(pod.get("spec"))
+    status = _mapping(pod.get("status"))
+    init_specs = spec.get("initContainers")
+    init_count = len(init_specs) if isinstance(init_specs, list) else 0
+    phase = _text(status.get("phase"))
+    return PodAllocation(
+        namespace=namespace,
+        name=name,
+        uid=_text(metadata.get("uid")),
+        node=node,
+        phase=phase,
+        containers=containers,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        init_containers=init_count,
+        init_done=phase == "Running" and _init_containers_succeeded(status, init_count),
+    )
+
+
+def card_usage(
+    cards: Iterable[Card], allocations: Iterable[PodAllocation], node: str | None = None
+) -> dict[str, CardUsage]:
+    """Usage of each card (by UUID) from the allocations that count; `node` keeps only allocations on that node."""
+    usage = {card.uuid: CardUsage(uuid=card.uuid) for card in cards}
+    for allocation in allocations:
+        if not allocation.counted or (node is not None and allocation.node != node):
+            continue
+        for share in allocation.shares():
+            current = usage.get(share.uuid)
+            if current is None:
+                continue
+            usage[share.uuid] = CardUsage(
+                uuid=share.uuid,
+                used_slots=current.used_slots + share.slots,
+                used_mem=current.used_mem + share.mem,
+                used_cores=current.used_cores + share.cores,
+                pods=(*current.pods, _pod_on_card(allocation, share)),
+            )
+    return usage
+
+
+def release(usage: Mapping[str, CardUsage], allocation: PodAllocation) -> dict[str, CardUsage]:
+    """The usage once the allocation is released (its pod evicted): its shares and its entry leave every card."""
+    result = dict(usage)
+    if not allocation.counted:
+        return result
+    for share in allocation.shares():
+        current = result.get(share.uuid)
+        if current is None or not any(_same_pod(pod, allocation) for pod in current.pods):
+            continue
+        result[share.uuid] = replace(
+            current,
+            used_slots=max(current.used_slots - share.slots, 0),
+            used_mem=max(current.used_mem - share.mem, 0),
+            used_cores=max(current.used_cores - share.cores, 0),
+            pods=tuple(pod for pod in current.pods if not _same_pod(pod, allocation)),
+        )
+    return result
+
+
+def _pod_on_card(allocation: PodAllocation, share: CardShare) -> PodOnCard:
+    """The card-side view of one pod's share."""
+    return PodOnCard(
+        namespace=allocation.namespace,
+        name=allocation.name,
+        uid=allocation.uid,
+        phase=allocation.phase,
+        slots=share.slots,
+        mem=share.mem,
+        cores=share.cores,
+        deleting=allocation.deleting,
+    )
+
+
+def _same_pod(pod: PodOnCard, allocation: PodAllocation) -> bool:
+    """Match by UID when both have one, else by namespace and name."""
+    if pod.uid and allocation.uid:
+        return pod.uid == allocation.uid
+    return (pod.namespace, pod.name) == (allocation.namespace, allocation.name)
+
+
+def _init_containers_succeeded(status: Mapping[str, Any], init_count: int) -> bool:
+    """True when every init container has terminated with exit code 0 (HAMi's signal to drop their share)."""
+    statuses = status.get("initContainerStatuses")
+    if init_count == 0 or not isinstance(statuses, list) or len(statuses) < init_count:
+        return False
+    for entry in statuses:
+        state = _mapping(_mapping(entry).get("state"))
+        terminated = _mapping(state.get("terminated"))
+        if not terminated or terminated.get("exitCode") != 0:
+            return False
+    return True
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one (missing or malformed metadata reads as empty)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str:
+    """The value when it is a string, else ""."""
+    return value if isinstance(value, str) else ""

@@ -226,7 +226,9 @@ def _check_value(value: str, key: str) -> str:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside parentheses; refuse unbalanced parentheses and empty terms."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1

@@ -1,9 +1,12 @@
-// Wrapper module that builds krew at a pinned release (see sandbox/binaries.py).
+// Wrapper module that builds krew and its validate-krew-manifest at a pinned release (see sandbox/binaries.py).
 module hami-place/hack/krew
 
 go 1.26.0
 
-tool sigs.k8s.io/krew/cmd/krew
+tool (
+	sigs.k8s.io/krew/cmd/krew
+	sigs.k8s.io/krew/cmd/validate-krew-manifest
+)
 
 require (
 	github.com/fatih/color v1.15.0 // indirect

@@ -1,12 +1,14 @@
 """Does a container's per-card request fit a card, in HAMi v2.10's order and with its reason names.
 
 HAMi's NVIDIA `Fit` (`pkg/device/nvidia/device.go`, checks in `fit_checks.go`) tries each card in turn:
-unhealthy, type not allowed (`nvidia.com/use-gputype`/`nouse-gputype`, `nvidia.com/vgpu-mode`), UUID not allowed
+unhealthy, cordoned (`hami.io/device-cordon`: comma list of card UUIDs on the node), type not allowed
+(`nvidia.com/use-gputype`/`nouse-gputype`, `nvidia.com/vgpu-mode`), UUID not allowed
 (`nvidia.com/use-gpuuuid`/`nouse-gpuuuid`), slots used up (`CardTimeSlicingExhausted`), the `mutex` policy on a
 card in use, free memory below the request, free cores below the request (a request above 100 is cut to 100),
 a 100-core request on a 100-core card already in use (`ExclusiveDeviceAllocateConflict`), a 0-core request on a
 card whose cores are all taken (`CardComputeUnitsExhausted`). Before those, hami-place adds what HAMi filters
-elsewhere: a card HAMi's NVIDIA scheduler ignores (type without "NVIDIA") and a cordoned card.
+elsewhere: a card HAMi's NVIDIA scheduler ignores (type without "NVIDIA"). HAMi calls an unhealthy card
+`CardNotHealth`; hami-place reports `CardUnhealthy`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ USE_TYPE = "nvidia.com/use-gputype"
 NOUSE_TYPE = "nvidia.com/nouse-gputype"
 VGPU_MODE = "nvidia.com/vgpu-mode"
 GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
+DEVICE_CORDON = "hami.io/device-cordon"
 
 
 class FitReason(StrEnum):
@@ -86,10 +89,10 @@ def fit(
         return fail(
             FitReason.CardNotNvidia, f"{label} is a {card.type or 'untyped'} card, not an NVIDIA card HAMi schedules"
         )
-    if cordoned:
-        return fail(FitReason.CardCordoned, f"{label} is cordoned (hami.io/device-cordon)")
     if not card.health:
         return fail(FitReason.CardUnhealthy, f"{label} is unhealthy in the node's register")
+    if cordoned:
+        return fail(FitReason.CardCordoned, f"{label} is cordoned (hami.io/device-cordon)")
     if not _type_allowed(annotations, card):
         return fail(
             FitReason.CardTypeMismatch,
@@ -99,7 +102,7 @@ def fit(
         return fail(FitReason.CardUuidMismatch, f"{label} is excluded by the pod's {USE_UUID}/{NOUSE_UUID} annotations")
     if card.count <= used_slots:
         return fail(FitReason.CardTimeSlicingExhausted, f"{label} has all {card.count} slots in use")
-    if annotations.get(GPU_SCHEDULER_POLICY) == "mutex" and used_slots > 0:
+    if "mutex" in _split(annotations.get(GPU_SCHEDULER_POLICY, "")) and used_slots > 0:
         return fail(
             FitReason.ExclusiveDeviceAllocateConflict,
             f"{label} is in use by {used_slots} container(s) and the pod's mutex policy wants an unused card",
@@ -125,6 +128,12 @@ def fit(
             f"{free_mem} MiB, {free_core}% cores and {card.count - used_slots} of {card.count} slots free"
         ),
     )
+
+
+def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:
+    """The card UUIDs a node's `hami.io/device-cordon` annotation takes out of new placements."""
+    value = (node_annotations or {}).get(DEVICE_CORDON)
+    return frozenset(_split(value)) if isinstance(value, str) else frozenset()
 
 
 def _split(value: str) -> list[str]:

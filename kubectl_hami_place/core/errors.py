@@ -32,3 +32,7 @@ class RequestError(ModelError):
 
 class PlacementError(ModelError):
     """A HamiPodPlacement object or spec is malformed or breaks a rule the schema cannot express."""
+
+
+class ClusterInfoError(ModelError):
+    """A cluster-info document (the webhook's `GET /api/v1/cluster-info` answer) is malformed."""

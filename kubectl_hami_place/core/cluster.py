@@ -1,0 +1,426 @@
+"""The cluster-info view: every HAMi GPU node, its cards, what HAMi counts as used on them, and the pods on each.
+
+Built from plain node and pod objects (JSON dict form) by `build_cluster_info`, served by the webhook as
+`GET /api/v1/cluster-info` (`ClusterInfo.to_dict()`), read back by the plugin with `cluster_info_from_dict`.
+Usage is counted as HAMi's scheduler counts it (see `usage.py`). A node is listed when it has a card register
+or allocatable `nvidia.com/gpu`; HAMi keeps scheduling onto a node while its allocatable `nvidia.com/gpu` is
+above 0 (`hamiUsable`).
+
+JSON shape of `to_dict()` (all memory in MiB, cores in percent of one card, times RFC 3339 UTC):
+
+    {
+      "generatedAt": "2026-01-02T03:04:05Z",
+      "nodes": [
+        {
+          "name": "gpu-a100-0",
+          "ready": true,                  # condition Ready is True
+          "schedulable": true,            # not cordoned (spec.unschedulable)
+          "hamiUsable": true,             # allocatable nvidia.com/gpu > 0
+          "gpuAllocatable": 20,           # allocatable nvidia.com/gpu (HAMi: cards x split count)
+          "registerError": null,          # one-line reason when the register is missing or undecodable
+          "cards": [
+            {
+              "uuid": "GPU-...", "index": 0, "name": "gpu-0", "type": "NVIDIA-A100-SXM4-40GB",
+              "numa": 0, "health": true, "mode": "hami-core",
+              "nvidia": true,             # HAMi's NVIDIA scheduler considers it (type contains NVIDIA)
+              "cordoned": false,          # listed in the node's hami.io/device-cordon
+              "memory": {"total": 40960, "used": 3000, "free": 37960},
+              "cores": {"total": 100, "used": 30, "free": 70},
+              "slots": {"total": 10, "used": 1, "free": 9},
+              "pods": [
+                {"namespace": "default", "name": "train-0", "uid": "...", "phase": "Running",
+                 "memory": 3000, "cores": 30, "slots": 1, "terminating": false}
+              ]
+            }
+          ]
+        }
+      ],
+      "fragmentation": { ... },           # fragmentation.Fragmentation.to_dict()
+      "warnings": ["pod default/x: allocation ..."]   # pods HAMi cannot decode either, so not counted
+    }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, node_cards
+from kubectl_hami_place.core.errors import ClusterInfoError, ModelError
+from kubectl_hami_place.core.fit import cordoned_cards
+from kubectl_hami_place.core.placement import parse_time, rfc3339
+from kubectl_hami_place.core.requests import GPU, parse_quantity
+from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
+
+
+@dataclass(frozen=True)
+class PodShare:
+    """A pod on a card and what HAMi counts it as taking there."""
+
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    memory: int
+    cores: int
+    slots: int
+    terminating: bool = False
+
+
+@dataclass(frozen=True)
+class CardInfo:
+    """One card with its totals, HAMi's usage, and the pods on it."""
+
+    uuid: str
+    index: int
+    type: str
+    numa: int
+    health: bool
+    mode: str
+    nvidia: bool
+    cordoned: bool
+    memory_total: int
+    memory_used: int
+    cores_total: int
+    cores_used: int
+    slots_total: int
+    slots_used: int
+    pods: tuple[PodShare, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """`gpu-N`."""
+        return f"gpu-{self.index}"
+
+    @property
+    def memory_free(self) -> int:
+        """MiB HAMi counts as free (negative when over-committed)."""
+        return self.memory_total - self.memory_used
+
+    @property
+    def cores_free(self) -> int:
+        """Percent of cores HAMi counts as free."""
+        return self.cores_total - self.cores_used
+
+    @property
+    def slots_free(self) -> int:
+        """Slots HAMi still lets pods take."""
+        return self.slots_total - self.slots_used
+
+    @property
+    def schedulable(self) -> bool:
+        """True when HAMi would place new pods on the card at all (NVIDIA, healthy, not cordoned)."""
+        return self.nvidia and self.health and not self.cordoned
+
+    def card(self) -> Card:
+        """The register card this view was built from."""
+        return Card(
+            uuid=self.uuid,
+            index=self.index,
+            count=self.slots_total,
+            devmem=self.memory_total,
+            devcore=self.cores_total,
+            type=self.type,
+            numa=self.numa,
+            health=self.health,
+            mode=self.mode,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card in the cluster-info JSON shape."""
+        return {
+            "uuid": self.uuid,
+            "index": self.index,
+            "name": self.name,
+            "type": self.type,
+            "numa": self.numa,
+            "health": self.health,
+            "mode": self.mode,
+            "nvidia": self.nvidia,
+            "cordoned": self.cordoned,
+            "memory": {"total": self.memory_total, "used": self.memory_used, "free": self.memory_free},
+            "cores": {"total": self.cores_total, "used": self.cores_used, "free": self.cores_free},
+            "slots": {"total": self.slots_total, "used": self.slots_used, "free": self.slots_free},
+            "pods": [
+                {
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "uid": pod.uid,
+                    "phase": pod.phase,
+                    "memory": pod.memory,
+                    "cores": pod.cores,
+                    "slots": pod.slots,
+                    "terminating": pod.terminating,
+                }
+                for pod in self.pods
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One GPU node: readiness, cordon, HAMi's view of it, and its cards."""
+
+    name: str
+    ready: bool
+    schedulable: bool
+    hami_usable: bool
+    gpu_allocatable: int
+    register_error: str | None
+    cards: tuple[CardInfo, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """True when new GPU pods can land here: ready, not cordoned, HAMi-usable, register readable."""
+        return self.ready and self.schedulable and self.hami_usable and self.register_error is None
+
+    def card(self, uuid: str) -> CardInfo | None:
+        """The card with that UUID, or None."""
+        return next((card for card in self.cards if card.uuid == uuid), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The node in the cluster-info JSON shape."""
+        return {
+            "name": self.name,
+            "ready": self.ready,
+            "schedulable": self.schedulable,
+            "hamiUsable": self.hami_usable,
+            "gpuAllocatable": self.gpu_allocatable,
+            "registerError": self.register_error,
+            "cards": [card.to_dict() for card in self.cards],
+        }
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Every GPU node with its cards and usage at one moment, plus warnings about pods HAMi cannot count."""
+
+    generated_at: datetime
+    nodes: tuple[NodeInfo, ...]
+    warnings: tuple[str, ...] = ()
+
+    def node(self, name: str) -> NodeInfo | None:
+        """The node with that name, or None."""
+        return next((node for node in self.nodes if node.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `GET /api/v1/cluster-info` document (shape in the module docstring)."""
+        from kubectl_hami_place.core.fragmentation import summarize
+
+        return {
+            "generatedAt": rfc3339(self.generated_at),
+            "nodes": [node.to_dict() for node in self.nodes],
+            "fragmentation": summarize(self).to_dict(),
+            "warnings": list(self.warnings),
+        }
+
+
+def build_cluster_info(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], now: datetime
+) -> ClusterInfo:
+    """The cluster-info view from node and pod objects (JSON dict form) as listed at `now`."""
+    warnings: list[str] = []
+    allocations: list[PodAllocation] = []
+    for pod in pods:
+        try:
+            allocation = pod_allocation(pod)
+        except ModelError as err:
+            warnings.append(f"{err}; HAMi cannot decode it either, so it is not counted")
+            continue
+        if allocation is not None:
+            allocations.append(allocation)
+    infos = []
+    for node in nodes:
+        info = _node_info(node, allocations)
+        if info is not None:
+            infos.append(info)
+    infos.sort(key=lambda info: info.name)
+    return ClusterInfo(generated_at=now, nodes=tuple(infos), warnings=tuple(warnings))
+
+
+def cluster_info_from_dict(data: object) -> ClusterInfo:
+    """Read a cluster-info document back (what the plugin gets from the webhook); ClusterInfoError when malformed."""
+    try:
+        root = _map(data, "cluster-info")
+        nodes = tuple(_node_from_dict(item, f"nodes[{i}]") for i, item in enumerate(_list(root, "nodes", "")))
+        warnings = tuple(_str(w, "warnings[]") for w in _list(root, "warnings", ""))
+        return ClusterInfo(
+            generated_at=parse_time(root.get("generatedAt"), "generatedAt"), nodes=nodes, warnings=warnings
+        )
+    except ClusterInfoError:
+        raise
+    except ModelError as err:
+        raise ClusterInfoError(f"cluster-info: {err}") from None
+
+
+def _node_info(node: Mapping[str, Any], allocations: list[PodAllocation]) -> NodeInfo | None:
+    """One node's view, None for a node that is not a GPU node at all."""
+    metadata = node.get("metadata") if isinstance(node, Mapping) else None
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    annotations = metadata.get("annotations")
+    annotations = annotations if isinstance(annotations, Mapping) else {}
+    allocatable = _gpu_allocatable(node)
+    if REGISTER_ANNOTATION not in annotations and allocatable == 0:
+        return None
+    register_error = None
+    cards: tuple[Card, ...] = ()
+    try:
+        cards = node_cards(node)
+    except ModelError as err:
+        register_error = str(err)
+    usage = card_usage(cards, allocations, node=name)
+    cordoned = cordoned_cards({k: v for k, v in annotations.items() if isinstance(v, str)})
+    spec = node.get("spec")
+    unschedulable = isinstance(spec, Mapping) and spec.get("unschedulable") is True
+    return NodeInfo(
+        name=name,
+        ready=_ready(node),
+        schedulable=not unschedulable,
+        hami_usable=allocatable > 0,
+        gpu_allocatable=allocatable,
+        register_error=register_error,
+        cards=tuple(
+            CardInfo(
+                uuid=card.uuid,
+                index=card.index,
+                type=card.type,
+                numa=card.numa,
+                health=card.health,
+                mode=card.mode,
+                nvidia=card.is_nvidia,
+                cordoned=card.uuid in cordoned,
+                memory_total=card.devmem,
+                memory_used=usage[card.uuid].used_mem,
+                cores_total=card.devcore,
+                cores_used=usage[card.uuid].used_cores,
+                slots_total=card.count,
+                slots_used=usage[card.uuid].used_slots,
+                pods=tuple(
+                    PodShare(p.namespace, p.name, p.uid, p.phase, p.mem, p.cores, p.slots, p.deleting)
+                    for p in usage[card.uuid].pods
+                ),
+            )
+            for card in cards
+        ),
+    )
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    """True when the node's Ready condition is True."""
+    status = node.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conditions, list):
+        return False
+    return any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _gpu_allocatable(node: Mapping[str, Any]) -> int:
+    """The node's allocatable `nvidia.com/gpu` (0 when absent or unreadable)."""
+    status = node.get("status")
+    allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
+    if not isinstance(allocatable, Mapping) or GPU not in allocatable:
+        return 0
+    try:
+        value = parse_quantity(allocatable[GPU], GPU)
+    except ModelError:
+        return 0
+    return max(int(value), 0)
+
+
+def _node_from_dict(data: object, where: str) -> NodeInfo:
+    """One node of a cluster-info document."""
+    node = _map(data, where)
+    error = node.get("registerError")
+    if error is not None and not isinstance(error, str):
+        raise ClusterInfoError(f"cluster-info {where}.registerError must be a string or null")
+    return NodeInfo(
+        name=_str(node.get("name"), f"{where}.name"),
+        ready=_bool(node.get("ready"), f"{where}.ready"),
+        schedulable=_bool(node.get("schedulable"), f"{where}.schedulable"),
+        hami_usable=_bool(node.get("hamiUsable"), f"{where}.hamiUsable"),
+        gpu_allocatable=_int(node.get("gpuAllocatable"), f"{where}.gpuAllocatable"),
+        register_error=error,
+        cards=tuple(_card_from_dict(item, f"{where}.cards[{i}]") for i, item in enumerate(_list(node, "cards", where))),
+    )
+
+
+def _card_from_dict(data: object, where: str) -> CardInfo:
+    """One card of a cluster-info document."""
+    card = _map(data, where)
+    memory = _map(card.get("memory"), f"{where}.memory")
+    cores = _map(card.get("cores"), f"{where}.cores")
+    slots = _map(card.get("slots"), f"{where}.slots")
+    pods = []
+    for i, item in enumerate(_list(card, "pods", where)):
+        pod = _map(item, f"{where}.pods[{i}]")
+        at = f"{where}.pods[{i}]"
+        pods.append(
+            PodShare(
+                namespace=_str(pod.get("namespace"), f"{at}.namespace"),
+                name=_str(pod.get("name"), f"{at}.name"),
+                uid=_str(pod.get("uid"), f"{at}.uid"),
+                phase=_str(pod.get("phase"), f"{at}.phase"),
+                memory=_int(pod.get("memory"), f"{at}.memory"),
+                cores=_int(pod.get("cores"), f"{at}.cores"),
+                slots=_int(pod.get("slots"), f"{at}.slots"),
+                terminating=_bool(pod.get("terminating"), f"{at}.terminating"),
+            )
+        )
+    return CardInfo(
+        uuid=_str(card.get("uuid"), f"{where}.uuid"),
+        index=_int(card.get("index"), f"{where}.index"),
+        type=_str(card.get("type"), f"{where}.type"),
+        numa=_int(card.get("numa"), f"{where}.numa"),
+        health=_bool(card.get("health"), f"{where}.health"),
+        mode=_str(card.get("mode"), f"{where}.mode"),
+        nvidia=_bool(card.get("nvidia"), f"{where}.nvidia"),
+        cordoned=_bool(card.get("cordoned"), f"{where}.cordoned"),
+        memory_total=_int(memory.get("total"), f"{where}.memory.total"),
+        memory_used=_int(memory.get("used"), f"{where}.memory.used"),
+        cores_total=_int(cores.get("total"), f"{where}.cores.total"),
+        cores_used=_int(cores.get("used"), f"{where}.cores.used"),
+        slots_total=_int(slots.get("total"), f"{where}.slots.total"),
+        slots_used=_int(slots.get("used"), f"{where}.slots.used"),
+        pods=tuple(pods),
+    )
+
+
+def _map(value: object, where: str) -> Mapping[str, Any]:
+    """An object, or ClusterInfoError."""
+    if not isinstance(value, Mapping):
+        raise ClusterInfoError(f"cluster-info {where} must be an object")
+    return value
+
+
+def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    """A list field (absent = empty), or ClusterInfoError."""
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ClusterInfoError(f"cluster-info {where + '.' if where else ''}{key} must be a list")
+    return value
+
+
+def _str(value: object, where: str) -> str:
+    """A string, or ClusterInfoError."""
+    if not isinstance(value, str):
+        raise ClusterInfoError(f"cluster-info {where} must be a string")
+    return value
+
+
+def _int(value: object, where: str) -> int:
+    """An integer, or ClusterInfoError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ClusterInfoError(f"cluster-info {where} must be an integer")
+    return value
+
+
+def _bool(value: object, where: str) -> bool:
+    """A boolean, or ClusterInfoError."""
+    if not isinstance(value, bool):
+        raise ClusterInfoError(f"cluster-info {where} must be true or false")
+    return value

@@ -1,0 +1,119 @@
+"""How fragmented the cluster's GPU memory is, from the cluster-info view.
+
+Definitions (memory in MiB):
+
+- An *open card* can take a new pod now: its node is usable (Ready, not cordoned, allocatable `nvidia.com/gpu`
+  above 0, register readable), the card is NVIDIA, healthy and not device-cordoned, it has a free slot, and its
+  cores are not all taken (HAMi refuses even a 0-core request on such a card). Its *free memory* is
+  `devmem - used`, never below 0.
+- `whole_cards_free`: open cards with no slot used at all (a pod can have the card to itself).
+- `free_mib`: the sum of free memory over open cards.
+- `largest_request_mib`: the largest one-card memory request that still fits somewhere: the most free memory on
+  any open card (0 when there is none).
+- `stranded_mib` for a request of `stranded_for_mib`: free memory on open cards that each have less than that
+  request free, i.e. free memory no single card can serve for such a request. `summarize` measures it for a
+  whole-card request, `stranded_for_mib` being the largest card memory among open cards; `stranded_for` gives it
+  for any request size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place.core.cluster import CardInfo, ClusterInfo, NodeInfo
+
+
+@dataclass(frozen=True)
+class NodeFragmentation:
+    """One node's share of the summary."""
+
+    name: str
+    open_cards: int
+    whole_cards_free: int
+    free_mib: int
+    largest_request_mib: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The node summary as JSON."""
+        return {
+            "name": self.name,
+            "openCards": self.open_cards,
+            "wholeCardsFree": self.whole_cards_free,
+            "freeMiB": self.free_mib,
+            "largestRequestMiB": self.largest_request_mib,
+        }
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """The cluster's fragmentation summary (definitions in the module docstring)."""
+
+    open_cards: int
+    whole_cards_free: int
+    free_mib: int
+    largest_request_mib: int
+    stranded_mib: int
+    stranded_for_mib: int
+    nodes: tuple[NodeFragmentation, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON (part of the cluster-info document)."""
+        return {
+            "openCards": self.open_cards,
+            "wholeCardsFree": self.whole_cards_free,
+            "freeMiB": self.free_mib,
+            "largestRequestMiB": self.largest_request_mib,
+            "strandedMiB": self.stranded_mib,
+            "strandedForMiB": self.stranded_for_mib,
+            "nodes": [node.to_dict() for node in self.nodes],
+        }
+
+
+def is_open(node: NodeInfo, card: CardInfo) -> bool:
+    """Whether the card can take a new pod now (see the module docstring)."""
+    cores_exhausted = card.cores_total != 0 and card.cores_used >= card.cores_total
+    return node.usable and card.schedulable and card.slots_free > 0 and not cores_exhausted
+
+
+def free_of(card: CardInfo) -> int:
+    """The card's free memory, never below 0."""
+    return max(card.memory_free, 0)
+
+
+def stranded_for(info: ClusterInfo, request_mib: int) -> int:
+    """Free memory on open cards that each have less than `request_mib` free."""
+    return sum(
+        free_of(card)
+        for node in info.nodes
+        for card in node.cards
+        if is_open(node, card) and free_of(card) < request_mib
+    )
+
+
+def summarize(info: ClusterInfo) -> Fragmentation:
+    """The fragmentation summary of a cluster-info view."""
+    per_node = []
+    open_cards: list[CardInfo] = []
+    for node in info.nodes:
+        cards = [card for card in node.cards if is_open(node, card)]
+        open_cards.extend(cards)
+        per_node.append(
+            NodeFragmentation(
+                name=node.name,
+                open_cards=len(cards),
+                whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
+                free_mib=sum(free_of(card) for card in cards),
+                largest_request_mib=max((free_of(card) for card in cards), default=0),
+            )
+        )
+    whole_card = max((card.memory_total for card in open_cards), default=0)
+    return Fragmentation(
+        open_cards=len(open_cards),
+        whole_cards_free=sum(node.whole_cards_free for node in per_node),
+        free_mib=sum(node.free_mib for node in per_node),
+        largest_request_mib=max((node.largest_request_mib for node in per_node), default=0),
+        stranded_mib=stranded_for(info, whole_card),
+        stranded_for_mib=whole_card,
+        nodes=tuple(per_node),
+    )

@@ -1,0 +1,76 @@
+{{/* Resource name prefix: <release>-webhook unless overridden. */}}
+{{- define "hami-place.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (default "webhook" .Values.nameOverride) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-place.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "hami-place.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: hami-place
+{{- end -}}
+
+{{/* The name label is fixed: the plugin finds the server's Service by it. */}}
+{{- define "hami-place.selectorLabels" -}}
+app.kubernetes.io/name: gpu-descheduler-webhook
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "hami-place.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "hami-place.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-place.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "hami-place.tlsSecretName" -}}
+{{- if eq .Values.certs.mode "secret" -}}
+{{- required "certs.existingSecret is required when certs.mode is secret" .Values.certs.existingSecret -}}
+{{- else -}}
+{{- printf "%s-tls" (include "hami-place.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami-place.certgenName" -}}
+{{- printf "%s-certgen" (include "hami-place.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Names the serving certificate must carry: every way the API server may address the Service. */}}
+{{- define "hami-place.dnsNames" -}}
+{{- $svc := include "hami-place.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.certs.clusterDomain) | toJson -}}
+{{- end -}}
+
+{{/* Namespaces the server skips and the webhook is never called for. */}}
+{{- define "hami-place.excludedNamespaces" -}}
+{{- prepend .Values.server.excludeNamespaces .Release.Namespace | uniq | toJson -}}
+{{- end -}}
+
+{{- define "hami-place.validate" -}}
+{{- if not (has .Values.certs.mode (list "hook" "certManager" "secret")) -}}
+{{- fail (printf "certs.mode must be hook, certManager or secret, not %q" .Values.certs.mode) -}}
+{{- end -}}
+{{- if not (has .Values.webhook.failurePolicy (list "Ignore" "Fail")) -}}
+{{- fail (printf "webhook.failurePolicy must be Ignore or Fail, not %q" .Values.webhook.failurePolicy) -}}
+{{- end -}}
+{{- if or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30) -}}
+{{- fail "webhook.timeoutSeconds must be between 1 and 30" -}}
+{{- end -}}
+{{- if and (eq .Values.certs.mode "secret") (not .Values.certs.caBundle) -}}
+{{- fail "certs.caBundle (base64 PEM of the CA) is required when certs.mode is secret" -}}
+{{- end -}}
+{{- if lt (int .Values.replicaCount) 1 -}}
+{{- fail "replicaCount must be at least 1" -}}
+{{- end -}}
+{{- end -}}

@@ -6,10 +6,13 @@ Everything comes back as the API server's JSON dicts; the core turns them into c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.cluster import ClusterInfo, build_cluster_info, cluster_info_from_dict
+from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.client import Kube, request
-from kubectl_hami_place.kube.errors import KubeError
+from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
 WEBHOOK_API_PORT = 8083
@@ -178,3 +181,28 @@ def _name(obj: dict[str, Any]) -> str:
     """metadata.name, or empty."""
     return str((obj.get("metadata") or {}).get("name", ""))
 
+
+@dataclass(frozen=True)
+class ClusterInfoRead:
+    """The cluster-info view and where it came from, in words for the user."""
+
+    info: ClusterInfo
+    source: str
+    from_webhook: bool
+
+
+def read_cluster_info(kube: Kube) -> ClusterInfoRead:
+    """The webhook's view through the service proxy when it is installed and answers, else computed from the API."""
+    try:
+        service = find_webhook_service(kube)
+    except KubeForbidden:
+        service = None
+    why = "no hami-place webhook Service found"
+    if service is not None:
+        try:
+            info = cluster_info_from_dict(read_webhook_cluster_info(kube, service))
+            return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
+        except (KubeError, ModelError) as exc:
+            why = f"webhook {service.describe()} did not answer: {exc.cause if isinstance(exc, KubeError) else exc}"
+    info = build_cluster_info(list_nodes(kube), list_pods(kube, None), datetime.now(UTC))
+    return ClusterInfoRead(info, f"computed from the API server ({why})", False)

@@ -1,4 +1,4 @@
-"""HamiPodPlacement objects on the API server: list, get, create, delete and status patches, all as plain dicts.
+"""HamiPodPlacement objects on the API server: list, get, create and delete, all as plain dicts.
 
 Writes take `dry_run` so that `--dry-run=server` runs the API server's whole validation (schema, CEL, admission)
 without persisting anything.
@@ -7,8 +7,6 @@ without persisting anything.
 from __future__ import annotations
 
 from typing import Any
-
-import jsonpatch
 
 from kubectl_hami_place.kube.client import Kube, request
 
@@ -71,25 +69,6 @@ def create_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: 
     )
 
 
-def replace_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
-    """Replaces the placement's spec (optimistic: the body's resourceVersion must be current)."""
-    kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER}
-    if dry_run:
-        kwargs["dry_run"] = "All"
-    return request(
-        kube,
-        kube.custom().replace_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        body["metadata"]["name"],
-        body,
-        what=f"update {PLURAL} in namespace {namespace}",
-        **kwargs,
-    )
-
-
 def delete_placement(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> dict[str, Any]:
     """Deletes the placement; `KubeNotFound` when it does not exist."""
     kwargs: dict[str, Any] = {}
@@ -105,28 +84,6 @@ def delete_placement(kube: Kube, namespace: str, name: str, dry_run: bool = Fals
         name,
         what=f"delete {PLURAL} in namespace {namespace}",
         **kwargs,
-    )
-
-
-def patch_placement_status(kube: Kube, stored: dict[str, Any], new_status: dict[str, Any]) -> dict[str, Any]:
-    """Writes only what changed between the stored object's status and `new_status`, as a JSON patch by diff."""
-    metadata = stored.get("metadata", {})
-    namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
-    old = {"status": stored["status"]} if "status" in stored else {}
-    operations = list(jsonpatch.JsonPatch.from_diff(old, {"status": new_status}))
-    if not operations:
-        return stored
-    return request(
-        kube,
-        kube.custom().patch_namespaced_custom_object_status,
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        name,
-        operations,
-        what=f"patch {PLURAL}/status in namespace {namespace}",
-        _content_type="application/json-patch+json",
     )
 
 

@@ -1,0 +1,191 @@
+"""What every verb shares: the kubectl-style options, the connection, printing, warnings and confirmation."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from kubectl_hami_place.cli._errors import UsageProblem
+from kubectl_hami_place.cli.output import Result, formatter_for
+from kubectl_hami_place.kube.client import Kube, connect
+
+
+class OutputFormat(StrEnum):
+    """`-o` values."""
+
+    table = "table"
+    wide = "wide"
+    json = "json"
+    yaml = "yaml"
+
+
+class DryRun(StrEnum):
+    """`--dry-run` values, as in kubectl: client sends nothing, server runs every check without persisting."""
+
+    none = "none"
+    client = "client"
+    server = "server"
+
+
+def _complete_namespaces(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Namespace names for `-n`; the import is late so plain runs never pay for completion code."""
+    from kubectl_hami_place.cli._completion import namespaces
+
+    return namespaces(ctx, incomplete)
+
+
+def _complete_contexts(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Context names of the kubeconfig for `--context`."""
+    from kubectl_hami_place.cli._completion import contexts
+
+    return contexts(ctx, incomplete)
+
+
+KubeconfigOption = Annotated[
+    str | None, typer.Option("--kubeconfig", help="Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config).")
+]
+ContextOption = Annotated[
+    str | None,
+    typer.Option("--context", help="The kubeconfig context to use.", autocompletion=_complete_contexts),
+]
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option("--namespace", "-n", help="Namespace (default: the context's).", autocompletion=_complete_namespaces),
+]
+AllNamespacesOption = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Across all namespaces.")]
+OutputOption = Annotated[OutputFormat, typer.Option("--output", "-o", help="Output format.", case_sensitive=False)]
+DryRunOption = Annotated[
+    DryRun,
+    typer.Option(
+        "--dry-run",
+        help="client: check and print, send nothing; server: let the API server check too, persist nothing.",
+        case_sensitive=False,
+    ),
+]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (required without a terminal).")]
+
+
+def color_enabled(stream: Any) -> bool:
+    """Colour only on a terminal and never when NO_COLOR is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def stderr_console() -> Console:
+    """The console for errors and warnings."""
+    color = color_enabled(sys.stderr)
+    return Console(
+        file=sys.stderr,
+        force_terminal=color,
+        no_color=not color,
+        color_system="standard" if color else None,
+        highlight=False,
+        soft_wrap=True,
+        emoji=False,
+    )
+
+
+def warn(message: str) -> None:
+    """One yellow `warning:` line on stderr; the command goes on."""
+    stderr_console().print(Text(f"warning: {message}", style="yellow"))
+
+
+def note(message: str) -> None:
+    """One plain informational line on stderr, so stdout stays the result alone."""
+    stderr_console().print(Text(message, style="dim"))
+
+
+def emit(result: Result, output: OutputFormat) -> None:
+    """Renders the result in the chosen format on stdout."""
+    text = formatter_for(output.value, color=color_enabled(sys.stdout)).render(result)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class Target:
+    """The connection and the namespace a verb works in (None: all namespaces)."""
+
+    kube: Kube
+    namespace: str | None
+
+    @property
+    def one_namespace(self) -> str:
+        """The namespace of a verb that works in exactly one."""
+        return self.namespace or self.kube.namespace
+
+
+def target(kubeconfig: str | None, context: str | None, namespace: str | None, all_namespaces: bool = False) -> Target:
+    """Connects and settles the namespace: `-A` wins over `-n`, else `-n`, else the context's namespace."""
+    if all_namespaces and namespace:
+        raise UsageProblem("--namespace and --all-namespaces conflict", "pass only one of them")
+    kube = connect(kubeconfig, context)
+    if all_namespaces:
+        return Target(kube, None)
+    return Target(kube, namespace or kube.namespace)
+
+
+def confirm(action: str, yes: bool, ask: Callable[[str], bool] | None = None) -> bool:
+    """True to go ahead. With --yes: yes. Without a terminal: refuse (exit 2). Else ask, default no."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageProblem(f"refusing to {action} without confirmation", "pass --yes to confirm")
+    prompt = ask or (lambda text: typer.confirm(text, default=False, err=True))
+    return prompt(f"{action[0].upper()}{action[1:]}?")
+
+
+def complete_nodes(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Node names."""
+    from kubectl_hami_place.cli._completion import node_names
+
+    return node_names(ctx, incomplete)
+
+
+def complete_gpus(ctx: typer.Context, incomplete: str) -> list[str]:
+    """`gpu-N` of the node given with --node or --to-node."""
+    from kubectl_hami_place.cli._completion import card_refs
+
+    return card_refs(ctx, incomplete)
+
+
+def complete_pods(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Pod names of the namespace."""
+    from kubectl_hami_place.cli._completion import pod_names
+
+    return pod_names(ctx, incomplete)
+
+
+NodeOption = Annotated[
+    str, typer.Option("--node", help="The node the pod must land on.", autocompletion=complete_nodes)
+]
+GpuOption = Annotated[
+    list[str],
+    typer.Option(
+        "--gpu",
+        help="A card on the node: gpu-N, gpu-N/P (P% of its memory) or its UUID; once per card.",
+        autocompletion=complete_gpus,
+    ),
+]
+ReqIdOption = Annotated[
+    str | None, typer.Option("--req-id", help="Request id copied onto the pod (at least 5 characters; default random).")
+]
+NameOption = Annotated[str | None, typer.Option("--name", help="Placement name (default pin-<reqID>).")]
+MemoryOption = Annotated[
+    int | None,
+    typer.Option("--request-memory", min=0, help="MiB per card the pod asks (default: from its controller)."),
+]
+CoresOption = Annotated[
+    int | None,
+    typer.Option("--request-cores", min=0, max=100, help="Percent of each card's cores the pod asks."),
+]

@@ -1,0 +1,125 @@
+"""`delete`: remove HamiPodPlacements by name, or all of a namespace (optionally only those in given phases)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from kubectl_hami_place.cli._common import (
+    ContextOption,
+    DryRun,
+    DryRunOption,
+    KubeconfigOption,
+    NamespaceOption,
+    OutputFormat,
+    OutputOption,
+    YesOption,
+    confirm,
+    emit,
+    target,
+)
+from kubectl_hami_place.cli._errors import CliError, UsageProblem
+from kubectl_hami_place.cli.output import Block, Text
+from kubectl_hami_place.kube import placements
+from kubectl_hami_place.kube.errors import KubeNotFound
+
+HELP = "Delete HamiPodPlacements by name, or --all of the namespace (narrowed by --phase)."
+PHASES = ("Pending", "Evicting", "Consumed", "Failed", "Expired")
+
+
+def _complete_placements(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Placement names of the namespace."""
+    from kubectl_hami_place.cli._completion import placement_names
+
+    return placement_names(ctx, incomplete)
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What was (or, under dry-run, would be) deleted, and names that were not found."""
+
+    namespace: str
+    names: tuple[str, ...]
+    missing: tuple[str, ...]
+    dry_run: DryRun
+
+    def to_data(self) -> Any:
+        """Names per outcome."""
+        return {
+            "namespace": self.namespace,
+            "deleted": list(self.names),
+            "notFound": list(self.missing),
+            "dryRun": self.dry_run.value,
+        }
+
+    def to_blocks(self) -> list[Block]:
+        """kubectl's `hamipodplacement.scheduling.hami.placement.com "x" deleted` lines."""
+        suffix = "" if self.dry_run is DryRun.none else f" ({self.dry_run.value} dry run)"
+        lines = [f'hamipodplacement "{name}" deleted from namespace {self.namespace}{suffix}' for name in self.names]
+        if not lines and not self.missing:
+            lines = [f"No placements to delete in namespace {self.namespace}."]
+        return [Text(tuple(lines))]
+
+
+def delete(
+    *,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Placement names.", autocompletion=_complete_placements)
+    ] = None,
+    all_placements: Annotated[bool, typer.Option("--all", help="Every placement of the namespace.")] = False,
+    phase: Annotated[
+        list[str] | None,
+        typer.Option("--phase", help=f"With --all: only placements in this phase ({', '.join(PHASES)}); repeatable."),
+    ] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    namespace: NamespaceOption = None,
+    dry_run: DryRunOption = DryRun.none,
+    yes: YesOption = False,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Delete HamiPodPlacements."""
+    wanted = list(names or [])
+    phases = set(phase or [])
+    if wanted and all_placements:
+        raise UsageProblem("names and --all conflict", "pass placement names or --all, not both")
+    if not wanted and not all_placements:
+        raise UsageProblem("nothing to delete", "pass placement names or --all")
+    if phases and not all_placements:
+        raise UsageProblem("--phase only narrows --all", "add --all, or drop --phase")
+    unknown = sorted(phases - set(PHASES))
+    if unknown:
+        raise UsageProblem(f"unknown phase {unknown[0]!r}", f"use one of {', '.join(PHASES)}")
+    where = target(kubeconfig, context, namespace)
+    ns = where.one_namespace
+    if all_placements:
+        stored = placements.list_placements(where.kube, ns)
+        wanted = [
+            item["metadata"]["name"]
+            for item in stored
+            if not phases or ((item.get("status") or {}).get("phase") or "Pending") in phases
+        ]
+    missing: list[str] = []
+    deleted: list[str] = []
+    if wanted and dry_run is not DryRun.client:
+        description = wanted[0] if len(wanted) == 1 else f"{len(wanted)} placements"
+        if dry_run is DryRun.none and not confirm(f"delete {description} in namespace {ns}", yes):
+            raise CliError("not confirmed", "nothing was deleted")
+    for name in wanted:
+        try:
+            if dry_run is DryRun.client:
+                placements.get_placement(where.kube, ns, name)
+            else:
+                placements.delete_placement(where.kube, ns, name, dry_run=dry_run is DryRun.server)
+        except KubeNotFound:
+            missing.append(name)
+            continue
+        deleted.append(name)
+    emit(Deleted(ns, tuple(deleted), tuple(missing), dry_run), output)
+    if missing:
+        raise CliError(
+            f"placement {', '.join(missing)} not found in namespace {ns}",
+            "check the names (kubectl hami-place list) and -n",
+        )

@@ -1,0 +1,202 @@
+"""`evict`: evict a pod through the Eviction API; with --to-node, first pin its replacement to a node and cards.
+
+Eviction honours PodDisruptionBudgets (exit 4 when one blocks it); the pod is never deleted directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from kubectl_hami_place.cli._common import (
+    ContextOption,
+    CoresOption,
+    DryRun,
+    DryRunOption,
+    GpuOption,
+    KubeconfigOption,
+    MemoryOption,
+    NameOption,
+    NamespaceOption,
+    OutputFormat,
+    OutputOption,
+    ReqIdOption,
+    YesOption,
+    complete_nodes,
+    complete_pods,
+    confirm,
+    emit,
+    note,
+    target,
+    warn,
+)
+from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
+from kubectl_hami_place.cli._placing import (
+    PlacementResult,
+    RequestSource,
+    build_spec,
+    check_placement,
+    parse_gpus,
+    placement_name,
+    steering_annotations,
+)
+from kubectl_hami_place.cli.output import Block, Text
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.requests import card_request, pod_requests
+from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
+from kubectl_hami_place.kube import cluster, evictions, placements
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
+
+HELP = (
+    "Evict a pod through the Eviction API (PodDisruptionBudgets apply; exit 4 when one blocks). With --to-node and "
+    "--gpu, first pin the pod's replacement to that node and those cards."
+)
+STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """A plain eviction: which pod, and whether it was a dry run."""
+
+    namespace: str
+    pod: str
+    dry_run: str
+
+    def to_data(self) -> Any:
+        """The pod and the outcome."""
+        return {"namespace": self.namespace, "pod": self.pod, "evicted": True, "dryRun": self.dry_run}
+
+    def to_blocks(self) -> list[Block]:
+        """kubectl's `pod/x evicted` line."""
+        suffix = "" if self.dry_run == "none" else f" ({self.dry_run} dry run)"
+        return [Text((f"pod {self.namespace}/{self.pod} evicted{suffix}",))]
+
+
+def evict(
+    *,
+    pod: Annotated[str, typer.Argument(help="The pod to evict.", autocompletion=complete_pods)],
+    to_node: Annotated[
+        str | None,
+        typer.Option("--to-node", help="Pin the replacement pod to this node first.", autocompletion=complete_nodes),
+    ] = None,
+    gpu: GpuOption = [],  # noqa: B006 - typer needs a literal default for a repeatable option
+    req_id: ReqIdOption = None,
+    name: NameOption = None,
+    request_memory: MemoryOption = None,
+    request_cores: CoresOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    namespace: NamespaceOption = None,
+    dry_run: DryRunOption = DryRun.none,
+    yes: YesOption = False,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Evict a pod, optionally pinning its replacement first."""
+    if gpu and not to_node:
+        raise UsageProblem("--gpu needs --to-node", "add --to-node NODE, or drop --gpu")
+    if to_node and not gpu:
+        raise UsageProblem("--to-node needs the cards", "add --gpu gpu-N once per card")
+    refs = parse_gpus(gpu) if to_node else ()
+    where = target(kubeconfig, context, namespace)
+    ns = where.one_namespace
+    kube = where.kube
+    try:
+        pod_obj = cluster.get_pod(kube, ns, pod)
+    except KubeNotFound as exc:
+        raise Refused([f"pod {pod} not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]) from exc
+    if not to_node:
+        if dry_run is DryRun.none and not confirm(f"evict pod {ns}/{pod}", yes):
+            raise CliError("not confirmed", "the pod was not evicted")
+        if dry_run is not DryRun.client:
+            evictions.evict_pod(kube, ns, pod, dry_run=dry_run is DryRun.server)
+        emit(Evicted(ns, pod, dry_run.value), output)
+        return
+    selector, why = replacement_selector(kube, ns, pod_obj)
+    if why:
+        warn(why)
+    spec = build_spec(req_id, selector, to_node, refs, None)
+    object_name = placement_name(name, spec)
+    request = _pod_request(pod_obj, len(refs), request_memory, request_cores)
+    checked = check_placement(kube, ns, spec, name=object_name, request=request, evicted_pod=pod_obj)
+    for message in checked.warnings:
+        warn(message)
+    if dry_run is DryRun.none and not confirm(f"pin the replacement to {to_node} and evict pod {ns}/{pod}", yes):
+        raise CliError("not confirmed", "nothing was created and the pod was not evicted")
+    if dry_run is DryRun.client:
+        emit(PlacementResult(checked, dry_run.value, checked.obj, evicted=pod), output)
+        return
+    server_dry_run = dry_run is DryRun.server
+    evictions.evict_pod(kube, ns, pod, dry_run=True)
+    created = placements.create_placement(kube, ns, checked.obj, dry_run=server_dry_run)
+    if not server_dry_run:
+        try:
+            evictions.evict_pod(kube, ns, pod)
+        except KubeError:
+            _roll_back(kube, ns, created["metadata"]["name"])
+            raise
+    emit(PlacementResult(checked, dry_run.value, created, evicted=pod), output)
+
+
+def replacement_selector(kube: Kube, namespace: str, pod: dict[str, Any]) -> tuple[LabelSelector, str]:
+    """The selector the replacement pod will match: its controller's, else its own labels; plus a warning or ''."""
+    metadata = pod.get("metadata") or {}
+    owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+    labels = dict(metadata.get("labels") or {})
+    if owner is not None:
+        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
+        if controller is not None and controller.selector:
+            try:
+                selector = selector_from_dict(controller.selector, require_nonempty=True)
+            except ModelError:
+                selector = None
+            if selector is not None:
+                if controller.kind == "StatefulSet" and STATEFULSET_POD_NAME in labels:
+                    extra = {STATEFULSET_POD_NAME: labels[STATEFULSET_POD_NAME]}
+                    selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
+                return selector, ""
+    if not labels:
+        raise Refused(
+            [
+                f"pod {metadata.get('name')} has no controller and no labels, so no replacement pod can be matched; "
+                "use kubectl hami-place pin -l for the pod you will create"
+            ]
+        )
+    selector = selector_from_dict({"matchLabels": labels})
+    if owner is None:
+        return selector, (
+            f"pod {metadata.get('name')} has no controller: nothing recreates it; the placement waits for the next "
+            f"pod you create with its labels ({selector})"
+        )
+    return selector, ""
+
+
+def _pod_request(pod: dict[str, Any], nums: int, memory: int | None, cores: int | None) -> RequestSource:
+    """The replacement asks what the evicted pod asks, unless --request-* says otherwise."""
+    if memory is not None or cores is not None:
+        try:
+            return RequestSource(
+                (card_request(nums, memreq=memory or 0, coresreq=cores),), "--request-memory/--request-cores"
+            )
+        except ModelError as exc:
+            raise UsageProblem(f"bad --request-memory/--request-cores: {exc}", "give whole MiB and 0..100") from exc
+    name = (pod.get("metadata") or {}).get("name", "")
+    try:
+        found = tuple(r for r in pod_requests(pod.get("spec") or {}) if r is not None)
+    except ModelError as exc:
+        raise Refused([f"pod {name}: {exc}; fix its GPU resources"]) from exc
+    if not found:
+        raise Refused([f"pod {name} asks no nvidia.com/gpu; a placement pins GPU pods only"])
+    return RequestSource(found, f"pod {name}", steering_annotations(pod))
+
+
+def _roll_back(kube: Kube, namespace: str, name: str) -> None:
+    """The eviction failed after the placement was created: delete it, so no half-done pin stays behind."""
+    try:
+        placements.delete_placement(kube, namespace, name)
+    except KubeError as exc:
+        warn(f"could not delete placement {name} after the failed eviction: {exc}")
+        return
+    note(f"placement {namespace}/{name} deleted again because the eviction failed")

@@ -1,0 +1,61 @@
+"""`list`: the HamiPodPlacements of a namespace (or all), with their phase and who consumed them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place.cli._common import (
+    AllNamespacesOption,
+    ContextOption,
+    KubeconfigOption,
+    NamespaceOption,
+    OutputFormat,
+    OutputOption,
+    emit,
+    target,
+)
+from kubectl_hami_place.cli._present import PLACEMENT_WIDE, placement_columns, placement_row
+from kubectl_hami_place.cli.output import Block, Table
+from kubectl_hami_place.kube import placements
+
+HELP = "List HamiPodPlacements: node, cards, phase, the pod that consumed each, the pod to evict."
+
+
+@dataclass(frozen=True)
+class PlacementList:
+    """Placements as stored; `all_namespaces` adds the namespace column."""
+
+    items: tuple[dict[str, Any], ...]
+    all_namespaces: bool
+    namespace: str
+
+    def to_data(self) -> Any:
+        """A kubectl-style List, so `-o yaml` output can be fed back to kubectl."""
+        return {"apiVersion": "v1", "kind": "List", "items": list(self.items)}
+
+    def to_blocks(self) -> list[Block]:
+        """One row per placement."""
+        where = "any namespace" if self.all_namespaces else f"namespace {self.namespace}"
+        return [
+            Table(
+                columns=placement_columns(self.all_namespaces),
+                rows=tuple(placement_row(item, self.all_namespaces) for item in self.items),
+                wide=PLACEMENT_WIDE,
+                empty=f"No placements in {where}.",
+            )
+        ]
+
+
+def list_placements(
+    *,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """List HamiPodPlacements."""
+    where = target(kubeconfig, context, namespace, all_namespaces)
+    items = placements.list_placements(where.kube, where.namespace)
+    emit(PlacementList(tuple(items), where.namespace is None, where.namespace or ""), output)

@@ -1,0 +1,125 @@
+"""`kubectl hami-place`: registers the verbs and turns every failure into one red line and an exit code.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 refused by validation, 4 blocked by a PodDisruptionBudget, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.text import Text
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+from kubectl_hami_place.cli import _completion, _delete, _evict, _list, _pin, _status
+from kubectl_hami_place.cli._common import stderr_console
+from kubectl_hami_place.cli._errors import (
+    EXIT_BLOCKED,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+)
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeInvalid
+
+PROG = "kubectl hami-place"
+
+app = typer.Typer(
+    name=PROG,
+    help="Pin HAMi GPU pods to exact nodes and cards, evict to make room, and see every card's state.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("pin", help=_pin.HELP, no_args_is_help=True)(_pin.pin)
+app.command("evict", help=_evict.HELP, no_args_is_help=True)(_evict.evict)
+app.command("status", help=_status.HELP)(_status.status)
+app.command("list", help=_list.HELP)(_list.list_placements)
+app.command("delete", help=_delete.HELP, no_args_is_help=True)(_delete.delete)
+app.command("completion", help=_completion.HELP, no_args_is_help=True)(_completion.completion)
+
+
+def run(argv: list[str]) -> int:
+    """Runs one command line and returns the exit code; never raises, never prints a traceback."""
+    try:
+        result = app(args=argv, prog_name=PROG, standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.format_message().rstrip("\n") + "\n")
+        return EXIT_OK
+    except UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else PROG
+        return _fail([f"{_sentence(exc.format_message())}; see '{command} --help'"], EXIT_USAGE)
+    except typer.Abort:
+        return _fail(["aborted"], EXIT_ERROR)
+    except CliError as exc:
+        return _fail(exc.lines(), exc.exit_code)
+    except BlockedByDisruptionBudget as exc:
+        return _fail([str(exc)], EXIT_BLOCKED)
+    except KubeInvalid as exc:
+        return _fail([str(exc)], EXIT_REFUSED)
+    except KubeError as exc:
+        return _fail([str(exc)], EXIT_ERROR)
+    except ModelError as exc:
+        return _fail([str(exc)], EXIT_ERROR)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except Exception as exc:
+        if os.environ.get("HAMI_PLACE_DEBUG"):
+            raise
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return _fail(
+            [f"unexpected {type(exc).__name__}: {detail}; rerun with HAMI_PLACE_DEBUG=1 and report it"], EXIT_ERROR
+        )
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def main() -> int:
+    """Console entry point `kubectl-hami_place` (kubectl runs it for `kubectl hami-place`)."""
+    try:
+        return run(sys.argv[1:])
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def complete_main() -> int:
+    """Console entry point `kubectl_complete-hami_place`: kubectl 1.26+ passes the words typed after the verb."""
+    try:
+        sys.stdout.write(_completion.complete_words(app, PROG, sys.argv[1:]))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception:
+        return EXIT_OK
+    return EXIT_OK
+
+
+def _fail(lines: list[str], code: int) -> int:
+    """Prints `error: ...` lines in red on stderr and returns the exit code."""
+    console = stderr_console()
+    for line in lines:
+        console.print(Text(f"error: {line}", style="red"))
+    return code
+
+
+def _sentence(message: str) -> str:
+    """Click's messages are sentences ("No such option: --x."); ours are clauses joined by '; '."""
+    text = " ".join(message.split()).replace("Value error, ", "").rstrip(".")
+    return text[:1].lower() + text[1:]
+
+
+def _silence_stdout() -> None:
+    """After the reader of a pipe went away, further writes (at exit) must not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+    finally:
+        os.close(devnull)

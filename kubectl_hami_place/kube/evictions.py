@@ -1,0 +1,100 @@
+"""Evictions through the Eviction API (`policy/v1`), which honours PodDisruptionBudgets; pods are never deleted.
+
+A 429 means a budget allows no disruption right now. Its message does not reliably name the budget, so the
+budgets whose selector matches the pod are looked up and named.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kubectl_hami_place.core.errors import SelectorError
+from kubectl_hami_place.core.selectors import matches, selector_from_dict
+from kubectl_hami_place.kube.client import (
+    DEFAULT_TIMEOUT,
+    Kube,
+    api_error_message,
+    translate_api_error,
+    translate_connection_error,
+)
+from kubectl_hami_place.kube.cluster import get_pod, list_disruption_budgets
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
+
+_BUDGET_IN_MESSAGE = re.compile(r"disruption budget (\S+?) needs")
+
+
+def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> None:
+    """Asks the API server to evict the pod; `BlockedByDisruptionBudget` on 429, `KubeNotFound` when it is gone."""
+    body = client.V1Eviction(
+        api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
+    )
+    kwargs: dict[str, Any] = {"_request_timeout": DEFAULT_TIMEOUT, "_preload_content": False}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    try:
+        kube.core().create_namespaced_pod_eviction(name, namespace, body, **kwargs)
+    except ApiException as exc:
+        if exc.status == 429:
+            raise _blocked(kube, namespace, name, exc) from exc
+        if exc.status == 404:
+            raise KubeNotFound(
+                f"pod {name} not found in namespace {namespace}", "check the pod name and -n (kubectl get pods)"
+            ) from exc
+        raise translate_api_error(exc, kube, f"create pods/eviction in namespace {namespace}") from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise translate_connection_error(exc, kube) from exc
+
+
+def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    found = []
+    for budget in list_disruption_budgets(kube, metadata.get("namespace", "")):
+        try:
+            selector = selector_from_dict((budget.get("spec") or {}).get("selector"))
+        except SelectorError:
+            continue
+        if not selector.empty and matches(selector, labels):
+            found.append(budget)
+    return found
+
+
+def _blocked(kube: Kube, namespace: str, name: str, exc: ApiException) -> BlockedByDisruptionBudget:
+    """Names the budget(s) that block the eviction, from the API when readable, else from the server's message."""
+    message = api_error_message(exc)
+    names: list[str] = []
+    details: list[str] = []
+    try:
+        budgets = budgets_for_pod(kube, get_pod(kube, namespace, name))
+    except KubeError:
+        budgets = []
+    for budget in budgets:
+        names.append(budget["metadata"]["name"])
+        status = budget.get("status") or {}
+        details.append(
+            f"{status.get('currentHealthy', '?')} healthy, {status.get('desiredHealthy', '?')} required, "
+            f"{status.get('disruptionsAllowed', 0)} disruption(s) allowed"
+        )
+    if not names:
+        names = _BUDGET_IN_MESSAGE.findall(message)
+    if not names:
+        return BlockedByDisruptionBudget(
+            name,
+            (),
+            f"eviction of pod {namespace}/{name} blocked by a PodDisruptionBudget: {message}",
+            "retry once more replicas are ready, or relax the budget",
+        )
+    label = "PodDisruptionBudget" if len(names) == 1 else "PodDisruptionBudgets"
+    why = f" ({'; '.join(details)})" if len(details) == 1 else ""
+    return BlockedByDisruptionBudget(
+        name,
+        tuple(names),
+        f"eviction of pod {namespace}/{name} blocked by {label} {', '.join(names)}{why}",
+        "retry once more replicas are ready, or relax the budget (kubectl get pdb -n " + namespace + ")",
+    )

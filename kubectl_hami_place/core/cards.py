@@ -61,13 +61,13 @@ class Card:
 
 
 def parse_register(text: object) -> tuple[Card, ...]:
-    """Decode a register annotation in either encoding (JSON when it starts with `[`), in register order."""
+    """Decode a register annotation in either encoding (JSON when it starts with `[` or `{`), in register order."""
     if not isinstance(text, str):
         raise RegisterError(f"card register must be a string, got {type(text).__name__}")
     stripped = text.strip()
     if not stripped:
         raise RegisterError("card register is empty")
-    cards = _parse_json(stripped) if stripped.startswith("[") else _parse_legacy(stripped)
+    cards = _parse_json(stripped) if stripped[0] in "[{" else _parse_legacy(stripped)
     if not cards:
         raise RegisterError("card register lists no cards")
     return cards
@@ -216,7 +216,7 @@ def _parse_legacy(text: str) -> tuple[Card, ...]:
         if segment == "":
             continue
         fields = segment.split(",")
-        where = f"card register entry {position} ({_shorten(segment)})"
+        where = f"card register entry {position} {_shorten(segment)!r}"
         if len(fields) not in (7, 9):
             raise RegisterError(f"{where} has {len(fields)} fields, expected 7 or 9")
         index, mode = 0, DEFAULT_MODE

@@ -1,0 +1,139 @@
+"""Card registers (`hami.io/node-nvidia-register`) in both HAMi encodings, decoded as HAMi v2.10 decodes them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from core_strategies import cards, json_text, outcome
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.cards import Card, encode_register, node_cards, parse_register
+from kubectl_hami_place.core.errors import ModelError, RegisterError
+
+A100 = (
+    '[{"id":"GPU-mock-0","index":0,"count":10,"devmem":40960,"devcore":100,'
+    '"type":"NVIDIA-A100-SXM4-40GB","health":true,"numa":0,"mode":"hami-core"}]'
+)
+
+
+def test_json_register_from_the_protocol_doc() -> None:
+    assert parse_register(A100) == (
+        Card("GPU-mock-0", 0, 10, 40960, 100, "NVIDIA-A100-SXM4-40GB", 0, True, "hami-core"),
+    )
+
+
+def test_json_omitempty_missing_index_numa_health_are_zero_values() -> None:
+    """Go omits zero values: a missing index/numa is 0, a missing health is unhealthy."""
+    (card,) = parse_register('[{"id":"GPU-1","count":10,"devmem":16384,"devcore":100,"type":"NVIDIA-T4"}]')
+    assert (card.index, card.numa, card.health, card.mode) == (0, 0, False, "")
+
+
+def test_json_keys_match_case_insensitively_and_unknown_keys_are_ignored() -> None:
+    text = '[{"ID":"GPU-2","Index":3,"COUNT":4,"devmem":1,"devcore":2,"Type":"NVIDIA-X","Health":true,"extra":[1]}]'
+    (card,) = parse_register(text)
+    assert (card.uuid, card.index, card.count, card.health) == ("GPU-2", 3, 4, True)
+
+
+def test_json_null_values_keep_zero_values() -> None:
+    (card,) = parse_register('[{"id":"GPU-3","index":null,"health":null,"count":2}]')
+    assert (card.index, card.health, card.count) == (0, False, 2)
+
+
+def test_legacy_seven_fields_from_the_protocol_doc() -> None:
+    (card,) = parse_register("GPU-0055,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:")
+    assert card == Card("GPU-0055", 0, 10, 32768, 100, "NVIDIA-Tesla V100-PCIE-32GB", 0, True, "hami-core")
+
+
+def test_legacy_nine_fields_as_hami_v2_7_wrote_them() -> None:
+    text = (
+        "GPU-40c0923a-6172-5f3c-d299-4f6eaf218ad5,10,258787,500,NVIDIA-NVIDIA H20-3e,0,true,1,mig:"
+        "GPU-22e5bae0-3938-7cc7-cab3-3f2b91e20774,10,258787,500,NVIDIA-NVIDIA H20-3e,1,false,2,hami-core:"
+    )
+    first, second = parse_register(text)
+    assert (first.index, first.mode, first.devcore, first.health) == (1, "mig", 500, True)
+    assert (second.index, second.numa, second.health, second.mode) == (2, 1, False, "hami-core")
+
+
+def test_legacy_without_trailing_colon_and_go_booleans() -> None:
+    first, second = parse_register("GPU-a,1,2,3,NVIDIA,0,T:GPU-b,1,2,3,NVIDIA,0,0")
+    assert (first.health, second.health) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("", "empty"),
+        ("[]", "no cards"),
+        ("null", "no ':'"),
+        ("[1]", "must be an object"),
+        ('{"id":"GPU-1"}', "must be a list of cards, got an object"),
+        ('[{"id":5}]', "id must be a string"),
+        ('[{"id":"GPU","count":1.5}]', "count must be an integer"),
+        ('[{"id":"GPU","count":1.0}]', "count must be an integer"),
+        ('[{"id":"GPU","count":true}]', "count must be an integer"),
+        ('[{"id":"GPU","count":4294967296}]', "out of range"),
+        ('[{"id":"GPU","index":-1}]', "out of range"),
+        ('[{"id":"GPU","health":"true"}]', "health must be true or false"),
+        ('[{"id":"GPU","devmem":NaN}]', "not valid JSON"),
+        ("[{", "not valid JSON"),
+        ("GPU-a,1,2,3,NVIDIA,0:", "6 fields"),
+        ("GPU-a,x,2,3,NVIDIA,0,true:", "count 'x' is not an integer"),
+        ("GPU-a,1,2,3,NVIDIA,0,yes:", "health 'yes'"),
+        ("GPU-a,1,2,3,NVIDIA,0,true,-1,mig:", "index -1 is out of range"),
+        ("GPU-a,1,2,3,NVIDIA,0,true,٣,mig:", "index '٣' is not an integer"),
+    ],
+)
+def test_garbage_registers_give_a_register_error_naming_the_fault(text: str, fragment: str) -> None:
+    with pytest.raises(RegisterError, match=None) as caught:
+        parse_register(text)
+    assert fragment in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_node_cards_reads_the_annotation_and_names_the_node_on_errors() -> None:
+    node = {"metadata": {"name": "gpu-a100-0", "annotations": {"hami.io/node-nvidia-register": A100}}}
+    assert node_cards(node)[0].uuid == "GPU-mock-0"
+    with pytest.raises(RegisterError, match=r"node gpu-a100-0 has no hami\.io/node-nvidia-register"):
+        node_cards({"metadata": {"name": "gpu-a100-0"}})
+    with pytest.raises(RegisterError, match="node cpu-0: card register"):
+        node_cards({"metadata": {"name": "cpu-0", "annotations": {"hami.io/node-nvidia-register": "junk"}}})
+
+
+def test_is_nvidia_follows_hamis_case_insensitive_type_check() -> None:
+    assert Card("GPU-1", type="nvidia-a10").is_nvidia
+    assert not Card("GPU-1", type="Ascend910").is_nvidia
+
+
+@given(st.lists(cards(), min_size=1, max_size=5))
+def test_json_encoding_round_trips(register: list[Card]) -> None:
+    assert parse_register(encode_register(register)) == tuple(register)
+
+
+@given(st.lists(cards(legacy_safe=True), min_size=1, max_size=5))
+def test_legacy_encoding_round_trips(register: list[Card]) -> None:
+    assert parse_register(encode_register(register, legacy=True)) == tuple(register)
+
+
+def test_json_encoding_omits_zero_values_like_go() -> None:
+    encoded = encode_register([Card("GPU-1", count=10, devmem=1024, type="NVIDIA-T4")])
+    assert json.loads(encoded) == [{"id": "GPU-1", "count": 10, "devmem": 1024, "type": "NVIDIA-T4"}]
+
+
+@given(st.text() | json_text | st.builds(lambda s: "[" + s, st.text()))
+def test_garbage_text_raises_only_register_errors(text: str) -> None:
+    result = outcome(lambda: parse_register(text), RegisterError)
+    assert isinstance(result, RegisterError) or all(isinstance(card, Card) for card in result)
+
+
+@given(st.lists(st.sampled_from(["GPU-a", "1", "-2", "x", "", "true", "NVIDIA", "٣", "99999999999"]), max_size=10))
+def test_legacy_shaped_garbage_raises_only_register_errors(fields: list[str]) -> None:
+    result = outcome(lambda: parse_register(",".join(fields) + ":"), RegisterError)
+    assert isinstance(result, RegisterError) or all(isinstance(card, Card) for card in result)
+
+
+@given(st.none() | st.integers() | st.lists(st.integers()))
+def test_non_string_registers_are_refused(value: object) -> None:
+    with pytest.raises(ModelError):
+        parse_register(value)

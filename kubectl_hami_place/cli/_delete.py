@@ -85,10 +85,10 @@ def delete(
     phases = set(phase or [])
     if wanted and all_placements:
         raise UsageProblem("names and --all conflict", "pass placement names or --all, not both")
-    if not wanted and not all_placements:
-        raise UsageProblem("nothing to delete", "pass placement names or --all")
     if phases and not all_placements:
         raise UsageProblem("--phase only narrows --all", "add --all, or drop --phase")
+    if not wanted and not all_placements:
+        raise UsageProblem("nothing to delete", "pass placement names or --all")
     unknown = sorted(phases - set(PHASES))
     if unknown:
         raise UsageProblem(f"unknown phase {unknown[0]!r}", f"use one of {', '.join(PHASES)}")

@@ -1,0 +1,155 @@
+"""Argument handling that fails before any API call: usage errors are one line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem
+from kubectl_hami_place.cli._placing import build_spec, new_req_id, parse_gpus, parse_selector, placement_name
+from kubectl_hami_place.cli.app import run
+from kubectl_hami_place.kube.client import Kube, translate_api_error, translate_connection_error
+from kubectl_hami_place.kube.errors import KubeForbidden, KubeInvalid, KubeNotFound, KubeUnreachable
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-x"], "bad --gpu 'gpu-x'"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0/101"], "bad --gpu 'gpu-0/101'"),
+        (["pin", "-l", "app in (", "--node", "n", "--gpu", "gpu-0"], "bad selector -l 'app in ('"),
+        (["pin", "-l", "", "--node", "n", "--gpu", "gpu-0"], "bad selector"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0", "--req-id", "abcd"], "reqID 'abcd' is shorter"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0/50", "--gpu", "gpu-1/60"], "mix memory percents"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0", "--evict", "Bad_Name"], "evictPod 'Bad_Name'"),
+        (["pin", "--node", "n", "--gpu", "gpu-0"], "missing option '--selector'"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0", "--request-cores", "101"], "--request-cores"),
+        (["list", "-o", "xml"], "'xml' is not one of"),
+        (["list", "--dry-run", "maybe"], "no such option: --dry-run"),
+        (["status", "-n", "a", "-A"], "--namespace and --all-namespaces conflict"),
+        (["evict", "p", "--gpu", "gpu-0"], "--gpu needs --to-node"),
+        (["evict", "p", "--to-node", "n"], "--to-node needs the cards"),
+        (["delete"], None),
+        (["delete", "a", "--all"], "names and --all conflict"),
+        (["delete", "--phase", "Expired"], "--phase only narrows --all"),
+        (["delete", "--all", "--phase", "Gone"], "unknown phase 'Gone'"),
+        (["frobnicate"], "no such command 'frobnicate'"),
+        (["completion", "tcsh"], "'tcsh' is not one of"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(
+    argv: list[str], expected: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(argv)
+    if expected is None:
+        assert code == 0
+        assert "Usage" in capsys.readouterr().out
+        return
+    assert code == EXIT_USAGE
+    assert expected in one_error_line(capsys)
+
+
+def test_no_arguments_prints_help_and_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run([]) == 0
+    out = capsys.readouterr().out
+    for verb in ("pin", "evict", "status", "list", "delete", "completion"):
+        assert verb in out
+
+
+def test_unreachable_server_is_one_line_exit_1(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kubeconfig pointing at a closed port: the real connection error, translated."""
+    from pathlib import Path
+
+    kubeconfig = Path(str(tmp_path)) / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u, namespace: team-a}}]\n"
+    )
+    assert run(["list", "--kubeconfig", str(kubeconfig)]) == 1
+    line = one_error_line(capsys)
+    assert line == (
+        "error: cannot reach the API server at https://127.0.0.1:1: connection refused; check --kubeconfig/--context"
+    )
+    assert run(["list", "--kubeconfig", str(kubeconfig), "--context", "nope"]) == 1
+    assert "nope" in one_error_line(capsys)
+
+
+def test_completion_scripts_name_the_completer(capsys: pytest.CaptureFixture[str]) -> None:
+    for shell in ("bash", "zsh", "fish"):
+        assert run(["completion", shell]) == 0
+        script = capsys.readouterr().out
+        assert "kubectl_complete-hami_place" in script
+        assert "kubectl-hami_place" in script
+
+
+def test_pure_argument_helpers() -> None:
+    assert str(parse_selector("app=x,tier in (a,b)")) == "app=x,tier in (a,b)"
+    assert [str(r) for r in parse_gpus(["gpu-0/50", "gpu-1/50"])] == ["gpu-0/50", "gpu-1/50"]
+    with pytest.raises(UsageProblem):
+        parse_gpus([])
+    req_id = new_req_id()
+    assert len(req_id) >= 8 and req_id.isalnum() and req_id != new_req_id()
+    spec = build_spec(None, parse_selector("app=x"), "n", parse_gpus(["gpu-0"]), None)
+    assert placement_name(None, spec) == f"pin-{spec.req_id}"
+    assert placement_name("mine", spec) == "mine"
+    odd = build_spec("Team_A-Request", parse_selector("app=x"), "n", parse_gpus(["gpu-0"]), None)
+    name = placement_name(None, odd)
+    assert name.startswith("pin-") and name != "pin-team_a-request"
+    assert Refused(["a", "b"]).lines() == ["a", "b"]
+
+
+def _api_error(status: int, body: dict[str, object]) -> ApiException:
+    """Fake client error: an RBAC 403 or a missing CRD cannot be produced on demand by the sandbox admin user."""
+    exc = ApiException(status=status, reason="x")
+    exc.body = json.dumps(body)
+    return exc
+
+
+def test_api_errors_are_translated_to_typed_one_line_errors() -> None:
+    kube = Kube(api=None, namespace="default", server="https://example:6443", context="c")  # type: ignore[arg-type]
+    forbidden = translate_api_error(
+        _api_error(403, {"message": 'hamipodplacements is forbidden: User "bob" cannot create', "reason": "Forbidden"}),
+        kube,
+        "create hamipodplacements in namespace team-a",
+    )
+    assert isinstance(forbidden, KubeForbidden)
+    assert str(forbidden) == (
+        'forbidden: hamipodplacements is forbidden: User "bob" cannot create; '
+        "ask your cluster admin for RBAC permission to create hamipodplacements in namespace team-a"
+    )
+    missing_crd = translate_api_error(
+        _api_error(404, {"message": "the server could not find the requested resource", "reason": "NotFound"}),
+        kube,
+        "list hamipodplacements in namespace x",
+    )
+    assert isinstance(missing_crd, KubeNotFound) and "install the HamiPodPlacement CRD" in str(missing_crd)
+    invalid = translate_api_error(
+        _api_error(422, {"message": 'spec.reqID: Invalid value: "abcd":\n should be at least 5', "reason": "Invalid"}),
+        kube,
+        "create hamipodplacements",
+    )
+    assert isinstance(invalid, KubeInvalid) and "\n" not in str(invalid)
+    denied = translate_api_error(
+        _api_error(403, {"message": 'admission webhook "x" denied the request: no', "reason": "Forbidden"}), kube, "x"
+    )
+    assert isinstance(denied, KubeInvalid)
+
+
+def test_connection_errors_name_the_server() -> None:
+    kube = Kube(api=None, namespace="default", server="https://example:6443", context="c")  # type: ignore[arg-type]
+    error = translate_connection_error(TimeoutError("Read timed out."), kube)
+    assert isinstance(error, KubeUnreachable)
+    assert str(error) == "cannot reach the API server at https://example:6443: timed out; check --kubeconfig/--context"

@@ -105,8 +105,8 @@ def selector_from_dict(data: object, require_nonempty: bool = False) -> LabelSel
     unknown = sorted(str(key) for key in data if key not in ("matchLabels", "matchExpressions"))
     if unknown:
         raise SelectorError(f"label selector has unknown field {unknown[0]!r}; use matchLabels and matchExpressions")
-    raw_labels = data.get("matchLabels") or {}
-    raw_expressions = data.get("matchExpressions") or []
+    raw_labels = _default(data.get("matchLabels"), {})
+    raw_expressions = _default(data.get("matchExpressions"), [])
     if not isinstance(raw_labels, Mapping):
         raise SelectorError("matchLabels must be an object of label: value")
     if not isinstance(raw_expressions, list):
@@ -179,7 +179,7 @@ def _requirement_from_dict(item: object, position: int) -> Requirement:
         raise SelectorError(f"{where} must be an object with key, operator and values")
     key = item.get("key")
     operator = item.get("operator")
-    values = item.get("values") or []
+    values = _default(item.get("values"), [])
     if not isinstance(key, str):
         raise SelectorError(f"{where}: key must be a string")
     if operator not in OPERATORS:
@@ -288,6 +288,11 @@ def _add_label(labels: dict[str, str], key: str, value: str) -> None:
     if key in labels and labels[key] != value:
         raise SelectorError(f"label selector asks {key}={labels[key]} and {key}={value}; it would match no pod")
     labels[key] = value
+
+
+def _default(value: object, default: object) -> object:
+    """The value, or `default` when it is absent (null); a wrong type is left for the caller to refuse."""
+    return default if value is None else value
 
 
 def _clip(text: str, limit: int = 80) -> str:

@@ -1,0 +1,95 @@
+"""Card references `gpu-N`, `gpu-N/P`, `GPU-...`, and their resolution through a node's register."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from core_strategies import UUIDS, outcome
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.errors import CardRefError
+from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, CardRef, parse_card_ref, resolve, resolve_all
+
+CARDS = (Card("GPU-aaa", index=0, type="NVIDIA-A100"), Card("GPU-bbb", index=1, type="NVIDIA-A100"))
+
+
+def test_the_three_forms() -> None:
+    assert parse_card_ref("gpu-0") == CardRef(index=0)
+    assert parse_card_ref("gpu-12/70") == CardRef(index=12, percent=70)
+    assert parse_card_ref("GPU-0fc3e0a1-1b2c") == CardRef(uuid="GPU-0fc3e0a1-1b2c")
+
+
+@pytest.mark.parametrize("text", ["gpu-", "gpu-1/0", "gpu-1/101", "gpu-1/", "GPU-", "gpu-a", "1", "gpu-1\n", "MIG-1"])
+def test_malformed_references_are_refused_with_the_accepted_forms(text: str) -> None:
+    with pytest.raises(CardRefError, match="use gpu-<index>"):
+        parse_card_ref(text)
+
+
+def test_the_crd_pattern_accepts_exactly_what_the_parser_accepts() -> None:
+    pattern = re.compile(GPU_DEVICE_PATTERN)
+    for text in ["gpu-0", "gpu-3/100", "GPU-x-1", "gpu-1/0", "gpu-1/101", "GPU-a_b"]:
+        accepted = isinstance(outcome(lambda t=text: parse_card_ref(t), CardRefError), CardRef)
+        assert accepted == bool(pattern.fullmatch(text)), text
+
+
+def test_resolve_by_index_and_uuid() -> None:
+    assert resolve(parse_card_ref("gpu-1/50"), CARDS) is CARDS[1]
+    assert resolve(parse_card_ref("GPU-aaa"), CARDS) is CARDS[0]
+
+
+def test_resolve_names_the_cards_the_node_has() -> None:
+    with pytest.raises(CardRefError) as caught:
+        resolve(parse_card_ref("gpu-3"), CARDS, "gpu-a100-0")
+    assert str(caught.value) == "node gpu-a100-0 has no card with index 3; it has gpu-0, gpu-1"
+    with pytest.raises(CardRefError, match="has no card with UUID GPU-zzz; it has GPU-aaa, GPU-bbb"):
+        resolve(parse_card_ref("GPU-zzz"), CARDS, "n")
+
+
+def test_legacy_seven_field_registers_give_every_card_index_0() -> None:
+    """gpu-0 is ambiguous then: the user must name the card by UUID."""
+    cards = (Card("GPU-aaa"), Card("GPU-bbb"))
+    with pytest.raises(CardRefError, match="2 cards registered as gpu-0: GPU-aaa, GPU-bbb; name the card by UUID"):
+        resolve(parse_card_ref("gpu-0"), cards, "n")
+
+
+def test_resolve_all_refuses_the_same_card_twice() -> None:
+    assert resolve_all([parse_card_ref("gpu-0"), parse_card_ref("gpu-1")], CARDS) == CARDS
+    with pytest.raises(CardRefError, match="already in the list"):
+        resolve_all([parse_card_ref("gpu-0"), parse_card_ref("GPU-aaa")], CARDS, "n")
+
+
+def test_a_ref_cannot_be_built_inconsistent() -> None:
+    with pytest.raises(CardRefError):
+        CardRef()
+    with pytest.raises(CardRefError):
+        CardRef(index=1, uuid="GPU-a")
+    with pytest.raises(CardRefError):
+        CardRef(uuid="GPU-a", percent=10)
+
+
+@given(
+    st.builds(
+        CardRef,
+        index=st.integers(min_value=0, max_value=2**32),
+        percent=st.none() | st.integers(min_value=1, max_value=100),
+    )
+    | st.builds(CardRef, uuid=UUIDS)
+)
+def test_str_round_trips_and_matches_the_crd_pattern(ref: CardRef) -> None:
+    assert parse_card_ref(str(ref)) == ref
+    assert re.fullmatch(GPU_DEVICE_PATTERN, str(ref))
+
+
+@given(st.text(max_size=30) | st.from_regex(r"gpu-[0-9]{0,3}(/[0-9]{0,4})?", fullmatch=True))
+def test_garbage_raises_only_card_ref_errors(text: str) -> None:
+    result = outcome(lambda: parse_card_ref(text), CardRefError)
+    assert isinstance(result, CardRefError | CardRef)
+
+
+@given(st.none() | st.integers() | st.lists(st.text()))
+def test_non_strings_are_refused(value: object) -> None:
+    with pytest.raises(CardRefError):
+        parse_card_ref(value)

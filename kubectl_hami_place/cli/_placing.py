@@ -247,10 +247,11 @@ def refusal_line(check: CardCheck, node: str, evict: str | None) -> str:
 
 
 def _message(check: CardCheck) -> str:
-    """The core's message without the card label prefix the line already carries."""
-    if check.card is not None and check.message.startswith(check.card.label()):
-        return check.message[len(check.card.label()) :].lstrip(" :")
-    return check.message
+    """The core's message without the card label the line already names: `2048 MiB free, the pod asks 4096 MiB`."""
+    if check.card is None or not check.message.startswith(check.card.label()):
+        return check.message
+    rest = check.message[len(check.card.label()) :].strip()
+    return rest[len("has ") :] if rest.startswith("has ") else f"the card {rest}"
 
 
 def _allocations(kube: Kube) -> list[PodAllocation]:

@@ -22,7 +22,15 @@ from typing import Any
 import jsonpatch
 
 from kubectl_hami_place.core.cards import Card, node_cards
-from kubectl_hami_place.core.errors import CardRefError, ModelError, RegisterError, RequestError, SelectorError
+from kubectl_hami_place.core.errors import (
+    CardRefError,
+    ModelError,
+    PlacementError,
+    RegisterError,
+    RequestError,
+    SelectorError,
+)
+from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.refs import parse_card_ref, resolve
 from kubectl_hami_place.core.requests import GPUMEM, GPUMEM_PERCENTAGE, container_request
 from kubectl_hami_place.core.selectors import LabelSelector, matches
@@ -396,14 +404,7 @@ def _claimed(placement: Mapping[str, Any], pod_name: str, token: str, now: datet
             "attempts": 0,
         }
         status["conditions"].append(condition("Evicted", False, "Pending", f"pod {evict} not evicted yet", now))
-    return StatusWrite(
-        namespace=_namespace(placement),
-        name=_name(placement),
-        resource_version=_resource_version(placement),
-        status=status,
-        reason="Claimed",
-        message=status["message"],
-    )
+    return _status_write(placement, status, "Claimed", status["message"])
 
 
 def _failed(placement: Mapping[str, Any], reason: str, now: datetime) -> StatusWrite:
@@ -413,15 +414,7 @@ def _failed(placement: Mapping[str, Any], reason: str, now: datetime) -> StatusW
     status["conditions"] = merge_condition(
         status.get("conditions"), condition("Claimed", False, "CannotHonour", reason, now)
     )
-    return StatusWrite(
-        namespace=_namespace(placement),
-        name=_name(placement),
-        resource_version=_resource_version(placement),
-        status=status,
-        reason="CannotHonour",
-        message=reason,
-        warning=True,
-    )
+    return _status_write(placement, status, "CannotHonour", reason, warning=True)
 
 
 def condition(kind: str, true: bool, reason: str, message: str, now: datetime) -> dict[str, Any]:
@@ -451,11 +444,6 @@ def merge_condition(conditions: object, new: dict[str, Any]) -> list[dict[str, A
     if not replaced:
         result.append(new)
     return result
-
-
-def rfc3339(moment: datetime) -> str:
-    """UTC, second precision, as Kubernetes writes times."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -530,3 +518,143 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
 def _mapping(value: object) -> Mapping[str, Any]:
     """The value if it is a mapping, else an empty one: API objects may carry nulls anywhere."""
     return value if isinstance(value, Mapping) else {}
+
+
+# After the claim: what the webhook's background loop does to a placement, also decided here, on plain data. ------
+
+EVICTION_RETRY_FIRST_SECONDS = 5
+EVICTION_RETRY_MAX_SECONDS = 60
+DONE_EVICTIONS = frozenset({"Evicted", "NotFound"})
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A status to write next; with `evict`, the write is the lease of one eviction attempt of that pod."""
+
+    write: StatusWrite
+    evict: str = ""
+
+
+def follow_up(placement: Mapping[str, Any], claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
+              now: datetime, ttl_seconds: int, claim_grace_seconds: int) -> FollowUp | None:
+    """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
+
+    Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy. Claimed, but
+    no such pod appeared within the grace period (its creation failed, or we stopped before answering): release
+    the claim, back to Pending. Evicting with the pod stored: lease the next eviction attempt when its backoff is
+    over, or give up once the TTL since the claim has passed.
+    """
+    status = dict(_mapping(placement.get("status")))
+    phase = str(status.get("phase") or "")
+    token = str(_mapping(status.get("claim")).get("token") or "")
+    if _mapping(placement.get("metadata")).get("deletionTimestamp"):
+        return None
+    if not token:
+        created = _parse_time(_mapping(placement.get("metadata")).get("creationTimestamp"))
+        if phase in OPEN_PHASES and created is not None and (now - created).total_seconds() > ttl_seconds:
+            return FollowUp(_status_write(placement, _expired(status, ttl_seconds, now), "Expired",
+                                          f"not claimed within {ttl_seconds}s", warning=True))
+        return None
+    if phase not in CLAIMED_PHASES:
+        return None
+    claimed_at = _parse_time(_mapping(status.get("claim")).get("claimedAt")) or now
+    consumed_by = _mapping(status.get("consumedBy"))
+    if not consumed_by.get("uid"):
+        pod = claimed_pods.get((_namespace(placement), token))
+        if pod is not None:
+            return FollowUp(_consumed_by(placement, status, pod))
+        if (now - claimed_at).total_seconds() > claim_grace_seconds:
+            return FollowUp(_released(placement, status, now))
+        return None
+    if phase != "Evicting":
+        return None
+    return _next_eviction(placement, status, claimed_at, now, ttl_seconds)
+
+
+def eviction_outcome(placement: Mapping[str, Any], result: str, message: str, now: datetime) -> StatusWrite:
+    """The status after one eviction attempt: Evicted or NotFound ends it (Consumed), Blocked or Failed retries."""
+    status = dict(_mapping(placement.get("status")))
+    eviction = dict(_mapping(status.get("eviction")))
+    eviction.update({"result": result, "message": message, "time": rfc3339(now)})
+    status["eviction"] = eviction
+    done = result in DONE_EVICTIONS
+    status["conditions"] = merge_condition(status.get("conditions"),
+                                           condition("Evicted", done, result, message, now))
+    if done:
+        status["phase"] = "Consumed"
+        status["message"] = f"consumed by pod {_mapping(status.get('consumedBy')).get('name', '')}; {message}"
+    else:
+        status["message"] = f"eviction of pod {eviction.get('pod', '')} {result.lower()}: {message}; will retry"
+    reason = {"Evicted": "Evicted", "NotFound": "EvictionNotNeeded", "Blocked": "EvictionBlocked"}.get(
+        result, "EvictionFailed")
+    return _status_write(placement, status, reason, message, warning=not done)
+
+
+def _next_eviction(placement: Mapping[str, Any], status: dict[str, Any], claimed_at: datetime, now: datetime,
+                   ttl_seconds: int) -> FollowUp | None:
+    eviction = dict(_mapping(status.get("eviction")))
+    pod = str(_mapping(placement.get("spec")).get("evictPod") or eviction.get("pod") or "")
+    if (now - claimed_at).total_seconds() > ttl_seconds:
+        last = str(eviction.get("message") or "no attempt succeeded")
+        reason = f"eviction of pod {pod} did not succeed within {ttl_seconds}s: {last}"
+        failed = dict(status, phase="Failed", message=reason)
+        failed["eviction"] = dict(eviction, result="Failed", message=reason, time=rfc3339(now))
+        failed["conditions"] = merge_condition(status.get("conditions"),
+                                               condition("Evicted", False, "GaveUp", reason, now))
+        return FollowUp(_status_write(placement, failed, "EvictionGaveUp", reason, warning=True))
+    attempts = int(eviction.get("attempts") or 0)
+    last_time = _parse_time(eviction.get("time"))
+    if attempts > 0 and last_time is not None:
+        wait = min(EVICTION_RETRY_FIRST_SECONDS * 2 ** (attempts - 1), EVICTION_RETRY_MAX_SECONDS)
+        if (now - last_time).total_seconds() < wait:
+            return None
+    eviction.update({"pod": pod, "attempts": attempts + 1, "time": rfc3339(now)})
+    eviction.setdefault("result", "Pending")
+    lease = dict(status, eviction=eviction)
+    return FollowUp(_status_write(placement, lease, "EvictionAttempt", f"evicting pod {pod} (attempt {attempts + 1})"),
+                    evict=pod)
+
+
+def _consumed_by(placement: Mapping[str, Any], status: dict[str, Any], pod: Mapping[str, Any]) -> StatusWrite:
+    meta = _mapping(pod.get("metadata"))
+    name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
+    updated = dict(status, consumedBy={"name": name, "uid": uid})
+    if updated.get("phase") == "Consumed":
+        updated["message"] = f"consumed by pod {name}"
+    else:
+        updated["message"] = f"claimed by pod {name}; evicting pod {_mapping(status.get('eviction')).get('pod', '')}"
+    return _status_write(placement, updated, "Consumed", f"pod {name} ({uid}) is stored carrying the claim")
+
+
+def _released(placement: Mapping[str, Any], status: dict[str, Any], now: datetime) -> StatusWrite:
+    reason = "claim released: no pod carrying it was stored (its creation failed or was interrupted)"
+    released = {key: value for key, value in status.items()
+                if key not in ("claim", "consumedBy", "consumedAt", "eviction")}
+    released.update({"phase": "Pending", "message": reason})
+    released["conditions"] = [c for c in merge_condition(status.get("conditions"),
+                                                         condition("Claimed", False, "ClaimReleased", reason, now))
+                              if c.get("type") != "Evicted"]
+    return _status_write(placement, released, "ClaimReleased", reason, warning=True)
+
+
+def _expired(status: dict[str, Any], ttl_seconds: int, now: datetime) -> dict[str, Any]:
+    message = f"not claimed within {ttl_seconds}s"
+    expired = dict(status, phase="Expired", message=message)
+    expired["conditions"] = merge_condition(status.get("conditions"),
+                                            condition("Claimed", False, "Expired", message, now))
+    return expired
+
+
+def _status_write(placement: Mapping[str, Any], status: dict[str, Any], reason: str, message: str,
+                  warning: bool = False) -> StatusWrite:
+    return StatusWrite(namespace=_namespace(placement), name=_name(placement),
+                       resource_version=_resource_version(placement), status=status, reason=reason, message=message,
+                       warning=warning)
+
+
+def _parse_time(value: object) -> datetime | None:
+    """An RFC3339 time as Kubernetes writes it, or None when absent or malformed."""
+    try:
+        return parse_time(value)
+    except PlacementError:
+        return None

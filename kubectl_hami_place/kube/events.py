@@ -1,0 +1,51 @@
+"""Kubernetes Events on placements: `kubectl describe hpp` then tells the story of a claim and its eviction."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.errors import KubeError
+from kubectl_hami_place.kube.placements import API_VERSION, KIND
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "hami-place-webhook"
+# The API server limits an Event's message; longer ones are cut here rather than refused there.
+MAX_MESSAGE = 1024
+
+
+def record_event(kube: Kube, placement: dict[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
+    """Create an Event about the placement; a failure is logged, never raised: events are best effort."""
+    meta = placement.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": name,
+            "namespace": namespace,
+            "uid": meta.get("uid", ""),
+        },
+        "reason": reason,
+        "message": message[:MAX_MESSAGE],
+        "type": "Warning" if warning else "Normal",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": socket.gethostname(),
+    }
+    try:
+        request(kube, kube.core().create_namespaced_event, namespace, body, what=f"create events in {namespace}")
+    except KubeError as error:
+        log.warning("event %s on %s/%s not recorded: %s", reason, namespace, name, error)
+

@@ -1,0 +1,245 @@
+"""List+watch of one kind of object into an in-memory store, so the webhook answers from memory, not the API.
+
+Objects are kept as the plain dicts the API server sends (no typed models): the core reads dicts, and decoding
+thousands of pods into generated classes would cost more than the whole admission decision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
+
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.placements import GROUP, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+
+# A watch ends after this many seconds and is re-opened from the last resourceVersion: a silent broken
+# connection is then noticed within a bounded time, and the sync age stays meaningful.
+WATCH_TIMEOUT_SECONDS = 60
+# Backoff between failed list/watch attempts, doubling up to the cap.
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+
+ListCall = Callable[..., Any]
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+class WatchExpired(Exception):
+    """The API server no longer has the resourceVersion we watch from (410 Gone): relist."""
+
+
+def object_key(obj: dict[str, Any]) -> tuple[str, str]:
+    """(namespace, name): the store key of an object; cluster-scoped objects have namespace ''."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _newer(candidate: dict[str, Any], current: dict[str, Any] | None) -> bool:
+    """Whether candidate may replace current: resourceVersions are opaque, but etcd's are integers in practice."""
+    if current is None:
+        return True
+    new_rv = str((candidate.get("metadata") or {}).get("resourceVersion") or "")
+    old_rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
+    if new_rv.isdigit() and old_rv.isdigit():
+        return int(new_rv) >= int(old_rv)
+    return True
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """The newline-separated JSON events of a watch response, however the chunks are cut."""
+    pending = b""
+    for chunk in response.stream(8192, decode_content=True):
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+class Reflector:
+    """Keeps one kind of object in memory: a full list, then a watch from its resourceVersion, relisting on 410."""
+
+    def __init__(self, kind: str, list_call: ListCall, *, list_kwargs: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        self._list_call = list_call
+        self._list_kwargs = dict(list_kwargs or {})
+        self._objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._response: Any = None
+        self.synced = threading.Event()
+        self.last_sync: float | None = None
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call listener(event_type, obj) after every change the watch or a fresher read brings."""
+        self._listeners.append(listener)
+
+    def items(self) -> list[dict[str, Any]]:
+        """A copy of the list of stored objects (the dicts themselves are shared: treat them as read-only)."""
+        with self._lock:
+            return list(self._objects.values())
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored object, or None."""
+        with self._lock:
+            return self._objects.get((namespace, name))
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        """Store an object read or written outside the watch, unless the store already holds a newer one."""
+        key = object_key(obj)
+        with self._lock:
+            if not _newer(obj, self._objects.get(key)):
+                return
+            self._objects[key] = obj
+        self._notify("MODIFIED", obj)
+
+    def remove(self, namespace: str, name: str) -> None:
+        """Forget an object known to be gone before the watch says so."""
+        with self._lock:
+            obj = self._objects.pop((namespace, name), None)
+        if obj is not None:
+            self._notify("DELETED", obj)
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until stop is set; every failure leads to a relist after a backoff."""
+        delay = RETRY_FIRST_SECONDS
+        while not stop.is_set():
+            try:
+                version = self._relist()
+                delay = RETRY_FIRST_SECONDS
+                while not stop.is_set():
+                    version = self._watch(version)
+            except WatchExpired:
+                log.info("%s: watch expired (410), relisting", self.kind)
+                continue
+            except Exception as error:
+                if stop.is_set():
+                    break
+                log.warning("%s: list/watch failed (%s), retrying in %.1fs", self.kind, _short(error), delay)
+                stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    def stop(self) -> None:
+        """Break an open watch so that run() notices its stop event at once."""
+        response = self._response
+        if response is not None:
+            try:
+                response.close()
+            except Exception:
+                log.debug("%s: closing the watch failed", self.kind, exc_info=True)
+
+    def _relist(self) -> str:
+        response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **self._list_kwargs)
+        body = json.loads(response.data)
+        fresh = {object_key(item): item for item in body.get("items") or []}
+        with self._lock:
+            gone = [obj for key, obj in self._objects.items() if key not in fresh]
+            changed = [obj for key, obj in fresh.items() if self._objects.get(key) is not obj]
+            self._objects = fresh
+        for obj in gone:
+            self._notify("DELETED", obj)
+        for obj in changed:
+            self._notify("MODIFIED", obj)
+        self._mark_synced()
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, version: str) -> str:
+        response = self._list_call(
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_TIMEOUT_SECONDS,
+            _preload_content=False,
+            _request_timeout=(10, WATCH_TIMEOUT_SECONDS + 30),
+            **self._list_kwargs,
+        )
+        self._response = response
+        try:
+            for line in _lines(response):
+                version = self._apply(json.loads(line), version)
+        finally:
+            self._response = None
+            response.release_conn()
+        self._mark_synced()
+        return version
+
+    def _apply(self, event: dict[str, Any], version: str) -> str:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise WatchExpired(obj.get("message", "resource version too old"))
+            raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
+        new_version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+        if kind == "BOOKMARK":
+            self._mark_synced()
+            return new_version
+        key = object_key(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = obj
+        self._mark_synced()
+        self._notify(str(kind), obj)
+        return new_version
+
+    def _mark_synced(self) -> None:
+        self.last_sync = time.time()
+        self.synced.set()
+
+    def _notify(self, kind: str, obj: dict[str, Any]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(kind, obj)
+            except Exception:
+                log.exception("%s: listener failed", self.kind)
+
+
+def _short(error: BaseException) -> str:
+    """One line for the log: the API status and reason, or the exception's first line."""
+    if isinstance(error, ApiException):
+        return f"{error.status} {error.reason}"
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def node_reflector(api_client: ApiClient) -> Reflector:
+    """Every node: cards come from their registers."""
+    return Reflector("nodes", CoreV1Api(api_client).list_node)
+
+
+def pod_reflector(api_client: ApiClient, scheduler_name: str) -> Reflector:
+    """The pods HAMi's scheduler places: the only ones that hold cards or that the webhook pins."""
+    return Reflector(
+        "pods",
+        CoreV1Api(api_client).list_pod_for_all_namespaces,
+        list_kwargs={"field_selector": f"spec.schedulerName={scheduler_name}"},
+    )
+
+
+def placement_reflector(api_client: ApiClient) -> Reflector:
+    """Every HamiPodPlacement in the cluster."""
+    api = CustomObjectsApi(api_client)
+
+    def list_call(**kwargs: Any) -> Any:
+        return api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)
+
+    return Reflector("placements", list_call)
+
+
+def with_pool_size(kube: Kube, size: int) -> Kube:
+    """The same connection with room for `size` pooled connections: open watches each hold one for minutes."""
+    configuration = kube.api.configuration
+    configuration.connection_pool_maxsize = size
+    return dataclasses.replace(kube, api=ApiClient(configuration))

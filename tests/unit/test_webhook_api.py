@@ -1,0 +1,272 @@
+"""The webhook's HTTP surface on a cache filled by hand (no API server): documented shapes, and 4xx for bad input."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient, Configuration
+from prometheus_client import generate_latest
+
+import webhook
+from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.kube.client import Kube
+from webhook.admit import Admitter
+from webhook.api import MAX_REVIEW_BYTES, api_app, mutate_app
+from webhook.cache import ClusterCache
+from webhook.metrics import Metrics
+
+NS = "team-a"
+UUID0 = "GPU-d66f8818-d420-5068-879c-852329dc277d"
+UUID1 = "GPU-0ca0daa1-5c30-5d99-aa15-826ea34ee962"
+
+
+def unreachable_kube() -> Kube:
+    """A connection to nowhere: these tests must never reach it (a call would fail loudly)."""
+    configuration = Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    configuration.retries = 0
+    return Kube(api=ApiClient(configuration), namespace="default", server=configuration.host, context=None)
+
+
+def gpu_node(name: str = "gpu-a100-0") -> dict[str, Any]:
+    cards = [
+        {"id": UUID0, "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100-SXM4-40GB",
+         "health": True, "mode": "hami-core"},
+        {"id": UUID1, "index": 1, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100-SXM4-40GB",
+         "numa": 1, "health": True, "mode": "hami-core"},
+    ]
+    return {
+        "metadata": {"name": name, "resourceVersion": "1",
+                     "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}},
+        "status": {"allocatable": {"nvidia.com/gpu": "20"},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def hami_pod(name: str = "train-0", token: str | None = None) -> dict[str, Any]:
+    annotations = {"hami.io/vgpu-node": "gpu-a100-0",
+                   "hami.io/vgpu-devices-allocated": f"{UUID0},NVIDIA,3000,30:;"}
+    if token:
+        annotations["scheduling.hami.placement.com/claim"] = token
+    return {
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "2",
+                     "annotations": annotations},
+        "spec": {"schedulerName": "hami-scheduler", "nodeName": "gpu-a100-0",
+                 "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def placement(name: str = "p1", status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "scheduling.hami.placement.com/v1",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "3",
+                     "creationTimestamp": "2026-11-29T10:00:00Z"},
+        "spec": {"reqID": f"req-{name}", "podSelector": {"matchLabels": {"app": "train"}},
+                 "nodeName": "gpu-a100-0", "gpuDevices": ["gpu-1/50"]},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def filled_cache(placements: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterCache:
+    """A cache holding these objects and marked synced, as if its watches had listed them."""
+    cache = ClusterCache(unreachable_kube().api, "hami-scheduler")
+    for obj in [gpu_node()]:
+        cache.nodes.upsert(obj)
+    for obj in pods:
+        cache.pods.upsert(obj)
+    for obj in placements:
+        cache.placements.upsert(obj)
+    for reflector in cache.reflectors():
+        reflector.last_sync = time.time()
+        reflector.synced.set()
+    return cache
+
+
+def admitter(cache: ClusterCache, metrics: Metrics) -> Admitter:
+    return Admitter(unreachable_kube(), cache, Settings(), metrics, new_token=lambda: "tok-unit")
+
+
+def review(*, dry_run: bool, labels: dict[str, str] | None = None, uid: str = "rev-1") -> dict[str, Any]:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": NS, "labels": labels or {"app": "train"}},
+        "spec": {"schedulerName": "hami-scheduler",
+                 "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+                        "namespace": NS, "name": "trainer", "object": pod, "dryRun": dry_run}}
+
+
+# The OpenAPI document, checked against real responses ----------------------------------------------------------
+
+OPENAPI = yaml.safe_load((Path(webhook.__file__).parent / "openapi.yaml").read_text())
+TYPES = {"object": dict, "array": list, "string": str, "integer": int, "boolean": bool, "number": (int, float)}
+
+
+def check(value: Any, schema: dict[str, Any], where: str = "$") -> None:
+    """Validate against the OpenAPI subset the document uses: $ref, type, nullable, required, properties, enum..."""
+    if "$ref" in schema:
+        target: Any = OPENAPI
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        check(value, target, where)
+        return
+    if value is None:
+        assert schema.get("nullable"), f"{where} is null but not nullable"
+        return
+    kind = schema.get("type")
+    if kind:
+        assert isinstance(value, TYPES[kind]), f"{where}: expected {kind}, got {type(value).__name__}"
+        assert not (kind == "integer" and isinstance(value, bool)), f"{where}: expected integer, got boolean"
+    if "enum" in schema:
+        assert value in schema["enum"], f"{where}: {value!r} not in {schema['enum']}"
+    for key in schema.get("required", []):
+        assert key in value, f"{where}: missing required {key}"
+    for key, sub in (schema.get("properties") or {}).items():
+        if isinstance(value, dict) and key in value:
+            check(value[key], sub, f"{where}.{key}")
+    if "items" in schema and isinstance(value, list):
+        for index, item in enumerate(value):
+            check(item, schema["items"], f"{where}[{index}]")
+
+
+def response_schema(path: str, method: str, status: str) -> dict[str, Any]:
+    response = OPENAPI["paths"][path][method]["responses"][status]
+    if "$ref" in response:
+        response = OPENAPI["components"]["responses"][response["$ref"].split("/")[-1]]
+    schema: dict[str, Any] = response["content"]["application/json"]["schema"]
+    return schema
+
+
+def readyz_schema(status: str) -> dict[str, Any]:
+    schema: dict[str, Any] = OPENAPI["paths"]["/readyz"]["get"]["responses"][status]["content"]["application/json"]
+    return dict(schema["schema"])
+
+
+def test_cluster_info_matches_the_documented_shape() -> None:
+    cache = filled_cache([placement()], [hami_pod()])
+    client = api_app(cache, Metrics()).test_client()
+    reply = client.get("/api/v1/cluster-info")
+    assert reply.status_code == 200
+    body = reply.get_json()
+    check(body, response_schema("/api/v1/cluster-info", "get", "200"))
+    card = body["nodes"][0]["cards"][0]
+    assert card["uuid"] == UUID0
+    assert card["memory"] == {"total": 40960, "used": 3000, "free": 37960}
+    assert [pod["name"] for pod in card["pods"]] == ["train-0"]
+    assert body["lastSyncTime"]
+
+
+def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> None:
+    claim = {"token": "tok-a", "claimedAt": "2026-11-29T11:00:00Z"}
+    consumed = placement("p1", status={"phase": "Consumed", "claim": claim,
+                                       "consumedBy": {"name": "train-0", "uid": "uid-train-0"},
+                                       "consumedAt": "2026-11-29T11:00:00Z"})
+    cache = filled_cache([consumed, placement("p2")], [hami_pod(token="tok-a")])
+    client = api_app(cache, Metrics()).test_client()
+    body = client.get("/api/v1/placements").get_json()
+    check(body, response_schema("/api/v1/placements", "get", "200"))
+    first, second = body["placements"]
+    assert first["matchedPod"] == {"namespace": NS, "name": "train-0", "uid": "uid-train-0", "node": "gpu-a100-0",
+                                   "phase": "Running"}
+    assert (first["phase"], second["phase"], second["matchedPod"]) == ("Consumed", "Pending", None)
+    other = client.get("/api/v1/placements?namespace=elsewhere").get_json()
+    assert other["placements"] == []
+
+
+def test_a_dry_run_admission_answers_the_documented_shape_with_a_patch() -> None:
+    metrics = Metrics()
+    cache = filled_cache([placement()], [])
+    client = mutate_app(admitter(cache, metrics), metrics).test_client()
+    reply = client.post("/mutate", json=review(dry_run=True))
+    assert reply.status_code == 200
+    body = reply.get_json()
+    check(body, response_schema("/mutate", "post", "200"))
+    assert body["response"]["uid"] == "rev-1" and body["response"]["allowed"] is True
+    assert body["response"]["patchType"] == "JSONPatch"
+    assert 'hami_place_admissions_total{result="dry_run"} 1.0' in generate_latest(metrics.registry).decode()
+
+
+def test_a_pod_no_placement_selects_is_allowed_without_a_patch() -> None:
+    metrics = Metrics()
+    client = mutate_app(admitter(filled_cache([placement()], []), metrics), metrics).test_client()
+    body = client.post("/mutate", json=review(dry_run=False, labels={"app": "web"})).get_json()
+    check(body, response_schema("/mutate", "post", "200"))
+    assert body["response"] == {"uid": "rev-1", "allowed": True}
+
+
+# Malformed requests: a 4xx with a reason, and the server keeps answering ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "content_type", "status", "fragment"),
+    [
+        (b"{not json", "application/json", 400, "not valid JSON"),
+        (b"[]", "application/json", 400, "JSON object"),
+        (json.dumps({"apiVersion": "v1", "kind": "Pod"}).encode(), "application/json", 400, "expected apiVersion"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                     "request": {"operation": "CREATE"}}).encode(), "application/json", 400, "no uid"),
+        (b"x" * (MAX_REVIEW_BYTES + 1), "application/json", 413, "larger than"),
+        (b"uid=1", "application/x-www-form-urlencoded", 415, "application/json"),
+    ],
+)
+def test_malformed_bodies_get_a_4xx_with_a_reason(data: bytes, content_type: str, status: int, fragment: str) -> None:
+    metrics = Metrics()
+    client = mutate_app(admitter(filled_cache([], []), metrics), metrics).test_client()
+    reply = client.post("/mutate", data=data, content_type=content_type)
+    assert reply.status_code == status
+    error = reply.get_json()
+    check(error, response_schema("/mutate", "post", str(status)))
+    assert fragment in error["error"]
+    assert client.post("/mutate", json=review(dry_run=True)).status_code == 200
+    assert 'hami_place_admissions_total{result="invalid"} 1.0' in generate_latest(metrics.registry).decode()
+
+
+def test_unknown_paths_and_methods_are_json_4xx() -> None:
+    metrics = Metrics()
+    client = mutate_app(admitter(filled_cache([], []), metrics), metrics).test_client()
+    assert client.get("/mutate").status_code == 405
+    assert "error" in client.get("/mutate").get_json()
+    assert client.post("/elsewhere", json={}).status_code == 404
+
+
+def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() -> None:
+    cache = ClusterCache(unreachable_kube().api, "hami-scheduler")
+    metrics = Metrics()
+    api = api_app(cache, metrics).test_client()
+    reply = api.get("/readyz")
+    assert reply.status_code == 503
+    check(reply.get_json(), readyz_schema("503"))
+    assert api.get("/api/v1/cluster-info").status_code == 503
+    assert api.get("/healthz").get_json() == {"status": "ok"}
+    body = mutate_app(admitter(cache, metrics), metrics).test_client().post("/mutate", json=review(dry_run=True))
+    assert body.get_json()["response"]["allowed"] is True
+    assert "not synced" in body.get_json()["response"]["warnings"][0]
+
+
+def test_ready_and_metrics_after_sync() -> None:
+    metrics = Metrics()
+    cache = filled_cache([], [])
+    for reflector in cache.reflectors():
+        metrics.watch_sync_age(reflector)
+    api = api_app(cache, metrics).test_client()
+    ready = api.get("/readyz")
+    assert ready.status_code == 200
+    check(ready.get_json(), readyz_schema("200"))
+    text = api.get("/metrics").get_data(as_text=True)
+    for name in ("hami_place_admissions_total", "hami_place_claims_total", "hami_place_claim_conflicts_total",
+                 "hami_place_evictions_total", "hami_place_cache_sync_age_seconds",
+                 "hami_place_admission_duration_seconds_bucket"):
+        assert name in text
+    assert 'hami_place_cache_sync_age_seconds{kind="placements"}' in text

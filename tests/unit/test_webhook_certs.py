@@ -1,0 +1,82 @@
+"""`hami-place-webhook certs`: a CA and a serving certificate the API server accepts, reused while still good."""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from webhook.certs import CA_DAYS, SERVING_DAYS, CertBundle, generate, still_good
+from webhook.main import main
+
+DNS = ["gpu-descheduler-webhook.kube-system.svc", "gpu-descheduler-webhook.kube-system"]
+IPS = ["127.0.0.1"]
+
+
+def test_the_serving_certificate_is_signed_by_the_ca_for_every_name() -> None:
+    bundle = generate(DNS, IPS)
+    ca = x509.load_pem_x509_certificate(bundle.ca_crt)
+    cert = x509.load_pem_x509_certificate(bundle.tls_crt)
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == DNS
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usages
+
+
+def test_a_bundle_is_still_good_only_for_names_it_covers_and_while_it_lasts() -> None:
+    now = datetime.now(UTC)
+    bundle = generate(DNS, IPS, now=now)
+    assert still_good(bundle, DNS, IPS, now=now)
+    assert still_good(bundle, DNS[:1], [], now=now)
+    assert not still_good(bundle, [*DNS, "other.svc"], IPS, now=now)
+    assert not still_good(bundle, DNS, ["10.0.0.1"], now=now)
+    assert not still_good(bundle, DNS, IPS, now=now + timedelta(days=SERVING_DAYS - 10))
+    assert SERVING_DAYS < CA_DAYS
+
+
+def test_a_bundle_with_a_foreign_key_or_ca_is_not_reused() -> None:
+    one, two = generate(DNS, IPS), generate(DNS, IPS)
+    assert not still_good(CertBundle(ca_crt=one.ca_crt, tls_crt=one.tls_crt, tls_key=two.tls_key), DNS, IPS)
+    assert not still_good(CertBundle(ca_crt=two.ca_crt, tls_crt=one.tls_crt, tls_key=one.tls_key), DNS, IPS)
+    assert not still_good(CertBundle(ca_crt=b"garbage", tls_crt=one.tls_crt, tls_key=one.tls_key), DNS, IPS)
+
+
+def test_no_name_at_all_is_refused() -> None:
+    with pytest.raises(ValueError, match="--dns"):
+        generate([], [])
+
+
+def test_certs_command_writes_the_three_files_with_a_private_key(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certs", "--out-dir", str(tmp_path / "out"), "--dns", *DNS, "--ip", *IPS]) == 0
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
+    assert stat.S_IMODE((out / "tls.key").stat().st_mode) == 0o600
+    bundle = CertBundle((out / "ca.crt").read_bytes(), (out / "tls.crt").read_bytes(), (out / "tls.key").read_bytes())
+    assert still_good(bundle, DNS, IPS)
+    assert "wrote ca.crt, tls.crt, tls.key" in capsys.readouterr().out
+
+
+def test_certs_command_without_a_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certs", "--dns", "x"]) == 2
+    assert "needs --out-dir" in capsys.readouterr().err
+
+
+def test_serve_without_certificates_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--tls-cert-file", "", "--tls-key-file", ""]) == 2
+    assert "needs --tls-cert-file" in capsys.readouterr().err
+
+
+def test_serve_with_a_missing_certificate_file_says_which(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = str(tmp_path / "nope.crt")
+    assert main(["serve", "--tls-cert-file", missing, "--tls-key-file", missing]) == 1
+    assert "nope.crt" in capsys.readouterr().err

@@ -1,0 +1,105 @@
+"""The HTTPS listener: TLS 1.2 at least, and a certificate rotated on disk is served without a restart."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cheroot import wsgi
+from cryptography import x509
+
+from webhook.certs import CertBundle, generate
+from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
+
+
+def hello(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"hello"]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[int, Path, CertBundle]]:
+    """A cheroot server on a free loopback port with the reloading adapter; yields (port, cert dir, first bundle)."""
+    bundle = generate(["hami-place-webhook.test"], ["127.0.0.1"])
+    bundle.write(tmp_path)
+    certificate = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    server = wsgi.Server(("127.0.0.1", 0), hello, numthreads=2)
+    server.ssl_adapter = ReloadingSSLAdapter(certificate)
+    server.prepare()
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server.bind_addr[1], tmp_path, bundle
+    finally:
+        server.stop()
+        thread.join(timeout=10)
+
+
+def served_certificate(port: int, ca: bytes, *, max_version: ssl.TLSVersion | None = None) -> x509.Certificate:
+    """Handshake trusting only `ca`, send a request, return the certificate the server presented."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    if max_version is not None:
+        context.maximum_version = max_version
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert b"hello" in tls.recv(4096) + tls.recv(4096)
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)
+
+
+def test_serves_the_certificate_from_the_files(served: tuple[int, Path, CertBundle]) -> None:
+    port, _, bundle = served
+    presented = served_certificate(port, bundle.ca_crt)
+    assert presented == x509.load_pem_x509_certificate(bundle.tls_crt)
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+def test_tls_1_2_is_accepted_and_older_versions_are_refused(served: tuple[int, Path, CertBundle]) -> None:
+    port, _, bundle = served
+    assert served_certificate(port, bundle.ca_crt, max_version=ssl.TLSVersion.TLSv1_2)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+    context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("ALL:@SECLEVEL=0")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, pytest.raises(ssl.SSLError):
+        context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def test_a_rotated_certificate_is_served_without_a_restart(served: tuple[int, Path, CertBundle]) -> None:
+    port, directory, first = served
+    assert served_certificate(port, first.ca_crt) == x509.load_pem_x509_certificate(first.tls_crt)
+    second = generate(["hami-place-webhook.test"], ["127.0.0.1"])
+    second.write(directory)
+    expected = x509.load_pem_x509_certificate(second.tls_crt)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if served_certificate(port, second.ca_crt) == expected:
+                break
+        except ssl.SSLError:
+            pass
+        assert time.monotonic() < deadline, "the rotated certificate was never served"
+        time.sleep(0.3)
+    with pytest.raises(ssl.SSLError):
+        served_certificate(port, first.ca_crt)
+
+
+def test_a_half_written_rotation_keeps_the_previous_certificate(tmp_path: Path) -> None:
+    first = generate(["a.test"], [])
+    first.write(tmp_path)
+    certificate = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    before = certificate.context()
+    (tmp_path / "tls.crt").write_bytes(generate(["a.test"], []).tls_crt)
+    certificate._checked = 0.0  # the test skips the once-a-second throttle instead of sleeping through it
+    assert certificate.context() is before
+    assert certificate.reloads == 0

@@ -1,0 +1,159 @@
+"""The two Flask apps: /mutate for the HTTPS listener, the read-only API and probes for the plain HTTP one.
+
+Shapes of every response are in webhook/openapi.yaml. A client's mistake is a 4xx with a one-line reason in
+`{"error": ...}`; a 500 would mean a bug of ours, and even then the pod is admitted (see admit.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, Response, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from werkzeug.exceptions import HTTPException
+
+from kubectl_hami_place.core.admission import ReviewError
+from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.placement import rfc3339
+from webhook.admit import Admitter
+from webhook.cache import ClusterCache
+from webhook.metrics import INVALID, Metrics
+
+log = logging.getLogger(__name__)
+
+# The API server sends at most ~3 MiB of object; anything larger is not an AdmissionReview it sent.
+MAX_REVIEW_BYTES = 4 * 1024 * 1024
+
+
+def _error(status: int, reason: str) -> Response:
+    return Response(json.dumps({"error": reason}), status=status, mimetype="application/json")
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def _http_errors(app: Flask, metrics: Metrics | None = None) -> None:
+    """Werkzeug's HTML error pages become the same one-line JSON errors as ours (counted as invalid admissions)."""
+
+    @app.errorhandler(HTTPException)
+    def on_http_error(error: HTTPException) -> Response:
+        if metrics is not None:
+            metrics.admissions.labels(INVALID).inc()
+        reason = error.description or error.name
+        if error.code == 413:
+            reason = f"the body is larger than {MAX_REVIEW_BYTES} bytes; an AdmissionReview never is"
+        return _error(error.code or 400, reason)
+
+
+def mutate_app(admitter: Admitter, metrics: Metrics) -> Flask:
+    """POST /mutate only: what the API server calls over HTTPS."""
+    app = Flask("hami-place-mutate")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REVIEW_BYTES
+    _http_errors(app, metrics)
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        if not request.is_json:
+            metrics.admissions.labels(INVALID).inc()
+            return _error(415, "send the AdmissionReview as application/json")
+        try:
+            body = json.loads(request.get_data(cache=False))
+        except (ValueError, RecursionError):
+            metrics.admissions.labels(INVALID).inc()
+            return _error(400, "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview")
+        try:
+            return _json(admitter.admit(body))
+        except ReviewError as error:
+            metrics.admissions.labels(INVALID).inc()
+            return _error(400, str(error))
+
+    return app
+
+
+def api_app(cache: ClusterCache, metrics: Metrics) -> Flask:
+    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics."""
+    app = Flask("hami-place-api")
+    _http_errors(app)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if cache.ready():
+            return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
+        waiting = [r.kind for r in cache.reflectors() if not r.synced.is_set()]
+        return _json({"status": "not ready", "reason": f"cache not synced yet: {', '.join(waiting)}"}, 503)
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/v1/cluster-info")
+    def cluster_info() -> Response:
+        if not cache.ready():
+            return _error(503, "cache not synced yet; retry in a few seconds")
+        info = build_cluster_info(cache.nodes.items(), cache.pods.items(), datetime.now(UTC)).to_dict()
+        info["lastSyncTime"] = _last_sync(cache)
+        return _json(info)
+
+    @app.get("/api/v1/placements")
+    def placements() -> Response:
+        if not cache.ready():
+            return _error(503, "cache not synced yet; retry in a few seconds")
+        namespace = request.args.get("namespace") or None
+        return _json(placements_view(cache.placements.items(), cache.pods_by_claim(), namespace,
+                                     _last_sync(cache)))
+
+    return app
+
+
+def placements_view(placements: list[dict[str, Any]], claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
+                    namespace: str | None, last_sync: str | None) -> dict[str, Any]:
+    """The `GET /api/v1/placements` document: every placement, its state, and the pod that consumed it."""
+    items = []
+    for placement in placements:
+        meta = placement.get("metadata") or {}
+        if namespace and meta.get("namespace") != namespace:
+            continue
+        status = placement.get("status") or {}
+        token = (status.get("claim") or {}).get("token")
+        pod = claimed_pods.get((str(meta.get("namespace") or ""), str(token))) if token else None
+        items.append({
+            "namespace": meta.get("namespace", ""),
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+            "createdAt": meta.get("creationTimestamp"),
+            "spec": placement.get("spec") or {},
+            "phase": status.get("phase") or "Pending",
+            "message": status.get("message") or "",
+            "claim": status.get("claim"),
+            "consumedBy": status.get("consumedBy"),
+            "consumedAt": status.get("consumedAt"),
+            "eviction": status.get("eviction"),
+            "matchedPod": _pod_summary(pod) if pod is not None else None,
+        })
+    items.sort(key=lambda item: (item["namespace"], item["name"]))
+    return {"lastSyncTime": last_sync, "placements": items}
+
+
+def _pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
+    meta = pod.get("metadata") or {}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "node": (pod.get("spec") or {}).get("nodeName") or None,
+        "phase": (pod.get("status") or {}).get("phase") or "Pending",
+    }
+
+
+def _last_sync(cache: ClusterCache) -> str | None:
+    stamp = cache.last_sync_time()
+    return None if stamp is None else rfc3339(datetime.fromtimestamp(stamp, UTC))

@@ -122,7 +122,9 @@ class CardUsage:
 
 def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
     """The allocation of a pod object (JSON dict form); None when HAMi has not placed it (no node or devices)."""
-    metadata = _mapping(pod.get("metadata")) if isinstance(pod, Mapping) else {}
+    if not isinstance(pod, Mapping):
+        raise AllocationError(f"a pod must be an object, got {type(pod).__name__}")
+    metadata = _mapping(pod.get("metadata"))
     annotations = _mapping(metadata.get("annotations"))
     node = annotations.get(NODE_ANNOTATION)
     text = annotations.get(ALLOCATED_ANNOTATION)

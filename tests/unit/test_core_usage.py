@@ -1,0 +1,155 @@
+"""Per-card usage counted as HAMi v2.10's scheduler counts it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from core_strategies import json_values, outcome
+from hypothesis import given
+
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.errors import AllocationError
+from kubectl_hami_place.core.usage import CardShare, PodAllocation, card_usage, pod_allocation, release
+
+CARDS = (
+    Card("GPU-a", index=0, count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True),
+    Card("GPU-b", index=1, count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True),
+)
+
+
+def pod(
+    name: str,
+    allocated: str,
+    *,
+    node: str = "gpu-a100-0",
+    phase: str = "Running",
+    init: int = 0,
+    deleting: bool = False,
+    init_status: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A pod object as HAMi's scheduler leaves it after Filter."""
+    metadata: dict[str, Any] = {
+        "namespace": "team",
+        "name": name,
+        "uid": f"uid-{name}",
+        "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": allocated},
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    status: dict[str, Any] = {"phase": phase}
+    if init_status is not None:
+        status["initContainerStatuses"] = init_status
+    spec = {"initContainers": [{"name": f"init{i}"} for i in range(init)], "containers": [{"name": "main"}]}
+    return {"metadata": metadata, "spec": spec, "status": status}
+
+
+def usage_of(*pods: dict[str, Any]) -> dict[str, Any]:
+    """card_usage over the pods' allocations on gpu-a100-0."""
+    allocations = [a for a in (pod_allocation(p) for p in pods) if a is not None]
+    return card_usage(CARDS, allocations, node="gpu-a100-0")
+
+
+def test_protocol_doc_allocation_counts_one_slot_and_its_memory() -> None:
+    usage = usage_of(pod("p", ";GPU-a,NVIDIA,3000,0:;", init=0))
+    assert (usage["GPU-a"].used_slots, usage["GPU-a"].used_mem, usage["GPU-a"].used_cores) == (1, 3000, 0)
+    assert usage["GPU-b"].used_slots == 0
+    assert [p.name for p in usage["GPU-a"].pods] == ["p"]
+
+
+def test_every_app_container_on_a_card_takes_a_slot_and_memory_and_cores_add_up() -> None:
+    usage = usage_of(pod("p", "GPU-a,NVIDIA,1000,10:;GPU-a,NVIDIA,2000,20:;"))
+    assert (usage["GPU-a"].used_slots, usage["GPU-a"].used_mem, usage["GPU-a"].used_cores) == (2, 3000, 30)
+
+
+def test_pods_add_up_on_a_card() -> None:
+    usage = usage_of(pod("p", "GPU-a,NVIDIA,1000,10:;"), pod("q", "GPU-a,NVIDIA,5000,30:GPU-b,NVIDIA,5000,30:;"))
+    assert (usage["GPU-a"].used_slots, usage["GPU-a"].used_mem, usage["GPU-a"].used_cores) == (2, 6000, 40)
+    assert (usage["GPU-b"].used_slots, usage["GPU-b"].used_mem) == (1, 5000)
+
+
+def test_init_containers_count_as_their_peak_against_the_app_sum() -> None:
+    """CollapseInitContainerUsage: per card max(largest init container, sum of app containers), one init slot."""
+    usage = usage_of(pod("p", "GPU-a,NVIDIA,8000,50:;GPU-a,NVIDIA,3000,60:;GPU-a,NVIDIA,2000,10:;", init=2))
+    assert (usage["GPU-a"].used_slots, usage["GPU-a"].used_mem, usage["GPU-a"].used_cores) == (1, 8000, 60)
+
+
+def test_an_init_container_alone_on_a_card_holds_it_until_init_succeeded() -> None:
+    allocated = "GPU-b,NVIDIA,4000,0:;GPU-a,NVIDIA,2000,0:;"
+    usage = usage_of(pod("p", allocated, init=1, phase="Pending"))
+    assert (usage["GPU-b"].used_slots, usage["GPU-b"].used_mem) == (1, 4000)
+    done = [{"name": "init0", "state": {"terminated": {"exitCode": 0}}}]
+    usage = usage_of(pod("p", allocated, init=1, init_status=done))
+    assert (usage["GPU-b"].used_slots, usage["GPU-b"].used_mem) == (0, 0)
+    assert usage["GPU-a"].used_mem == 2000
+
+
+def test_a_failed_init_container_keeps_the_peak() -> None:
+    failed = [{"name": "init0", "state": {"terminated": {"exitCode": 1}}}]
+    usage = usage_of(pod("p", "GPU-b,NVIDIA,4000,0:;GPU-a,NVIDIA,2000,0:;", init=1, init_status=failed))
+    assert usage["GPU-b"].used_mem == 4000
+
+
+@pytest.mark.parametrize(("phase", "counted"), [("Failed", False), ("Succeeded", False), ("Pending", True), ("", True)])
+def test_only_failed_and_succeeded_pods_stop_counting(phase: str, counted: bool) -> None:
+    usage = usage_of(pod("p", "GPU-a,NVIDIA,1000,0:;", phase=phase))
+    assert (usage["GPU-a"].used_slots == 1) is counted
+
+
+def test_terminating_pods_still_count() -> None:
+    usage = usage_of(pod("p", "GPU-a,NVIDIA,1000,0:;", deleting=True))
+    assert usage["GPU-a"].used_mem == 1000
+    assert usage["GPU-a"].pods[0].deleting
+
+
+def test_the_vgpu_node_annotation_not_spec_node_name_places_the_pod() -> None:
+    usage = usage_of(pod("p", "GPU-a,NVIDIA,1000,0:;", node="other-node"))
+    assert usage["GPU-a"].used_slots == 0
+
+
+def test_mig_entries_count_on_their_card() -> None:
+    usage = usage_of(pod("p", "GPU-a[1-0],NVIDIA,5120,0:;"))
+    assert usage["GPU-a"].used_mem == 5120
+
+
+def test_pods_without_hami_annotations_are_not_allocations() -> None:
+    assert pod_allocation({"metadata": {"name": "x", "annotations": {"hami.io/vgpu-node": "n"}}}) is None
+    assert pod_allocation({"metadata": {"name": "x"}}) is None
+    assert pod_allocation({}) is None
+
+
+def test_an_undecodable_allocation_names_the_pod() -> None:
+    with pytest.raises(AllocationError, match="pod team/p: allocation container 0"):
+        pod_allocation(pod("p", "GPU-a,NVIDIA:;"))
+
+
+def test_release_gives_back_exactly_the_evicted_pods_share() -> None:
+    victim = pod_allocation(pod("victim", "GPU-a,NVIDIA,30000,50:;"))
+    other = pod_allocation(pod("other", "GPU-a,NVIDIA,5000,20:;"))
+    assert victim is not None and other is not None
+    usage = card_usage(CARDS, [victim, other])
+    after = release(usage, victim)
+    assert (after["GPU-a"].used_slots, after["GPU-a"].used_mem, after["GPU-a"].used_cores) == (1, 5000, 20)
+    assert [p.name for p in after["GPU-a"].pods] == ["other"]
+    assert usage["GPU-a"].used_mem == 35000, "release returns a new mapping"
+    assert release(after, victim) == after, "releasing a pod that is not there changes nothing"
+
+
+def test_shares_collapse_per_card() -> None:
+    assert PodAllocation("ns", "p", "u", "n", "Running", ((),)).shares() == ()
+    allocation = pod_allocation(pod("p", "GPU-a,NVIDIA,1,2:GPU-b,NVIDIA,3,4:;GPU-a,NVIDIA,5,6:;"))
+    assert allocation is not None
+    assert allocation.shares() == (CardShare("GPU-a", 2, 6, 8), CardShare("GPU-b", 1, 3, 4))
+
+
+@given(json_values)
+def test_pod_garbage_raises_only_allocation_errors(data: object) -> None:
+    result = outcome(lambda: pod_allocation(data), AllocationError)  # type: ignore[arg-type]
+    assert result is None or isinstance(result, AllocationError | PodAllocation)
+
+
+@given(json_values, json_values)
+def test_annotation_garbage_raises_only_allocation_errors(node: object, allocated: object) -> None:
+    obj = {"metadata": {"annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": allocated}}}
+    result = outcome(lambda: pod_allocation(obj), AllocationError)
+    assert result is None or isinstance(result, AllocationError | PodAllocation)

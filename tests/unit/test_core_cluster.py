@@ -1,0 +1,180 @@
+"""The cluster-info view (shape of `GET /api/v1/cluster-info`) and the fragmentation summary."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from core_strategies import json_values, outcome
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.cards import Card, encode_register
+from kubectl_hami_place.core.cluster import ClusterInfo, build_cluster_info, cluster_info_from_dict
+from kubectl_hami_place.core.errors import ClusterInfoError
+from kubectl_hami_place.core.fragmentation import stranded_for, summarize
+
+NOW = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
+
+
+def a100(uuid: str, index: int, healthy: bool = True) -> Card:
+    """A 40 GiB A100 as the sandbox registers it."""
+    return Card(uuid, index, 10, 40960, 100, "NVIDIA-A100-SXM4-40GB", 0, healthy, "hami-core")
+
+
+def node(
+    name: str,
+    cards: list[Card] | None,
+    *,
+    allocatable: str | None = "20",
+    ready: bool = True,
+    unschedulable: bool = False,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A node object with a register."""
+    notes = dict(annotations or {})
+    if cards is not None:
+        notes["hami.io/node-nvidia-register"] = encode_register(cards)
+    status: dict[str, Any] = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    if allocatable is not None:
+        status["allocatable"] = {"cpu": "8", "nvidia.com/gpu": allocatable}
+    return {
+        "metadata": {"name": name, "annotations": notes},
+        "spec": {"unschedulable": unschedulable},
+        "status": status,
+    }
+
+
+def pod(name: str, node_name: str, allocated: str, phase: str = "Running") -> dict[str, Any]:
+    """A pod HAMi placed."""
+    return {
+        "metadata": {
+            "namespace": "team",
+            "name": name,
+            "uid": f"uid-{name}",
+            "annotations": {"hami.io/vgpu-node": node_name, "hami.io/vgpu-devices-allocated": allocated},
+        },
+        "status": {"phase": phase},
+    }
+
+
+def cluster() -> ClusterInfo:
+    """Two A100 nodes, one pod sharing gpu-0 of the first, one whole-card pod on its gpu-1, one finished pod."""
+    nodes = [
+        node("gpu-a100-0", [a100("GPU-a0", 0), a100("GPU-a1", 1)]),
+        node("gpu-a100-1", [a100("GPU-b0", 0), a100("GPU-b1", 1, healthy=False)]),
+        node("cpu-0", None, allocatable=None),
+    ]
+    pods = [
+        pod("share", "gpu-a100-0", "GPU-a0,NVIDIA,10240,30:;"),
+        pod("whole", "gpu-a100-0", "GPU-a1,NVIDIA,40960,100:;"),
+        pod("done", "gpu-a100-1", "GPU-b0,NVIDIA,40960,100:;", phase="Succeeded"),
+        pod("plain", "", ""),
+    ]
+    return build_cluster_info(nodes, pods, NOW)
+
+
+def test_gpu_nodes_cards_usage_and_pods() -> None:
+    info = cluster()
+    assert [n.name for n in info.nodes] == ["gpu-a100-0", "gpu-a100-1"]
+    first = info.node("gpu-a100-0")
+    assert first is not None and first.usable
+    card = first.card("GPU-a0")
+    assert card is not None
+    assert (card.memory_used, card.memory_free, card.cores_used, card.slots_used) == (10240, 30720, 30, 1)
+    assert [(p.name, p.memory, p.cores) for p in card.pods] == [("share", 10240, 30)]
+    second = info.node("gpu-a100-1")
+    assert second is not None and second.card("GPU-b0").slots_used == 0  # type: ignore[union-attr]
+
+
+def test_to_dict_is_the_documented_shape_and_reads_back() -> None:
+    info = cluster()
+    document = json.loads(json.dumps(info.to_dict()))
+    assert document["generatedAt"] == "2026-11-29T17:00:00Z"
+    card = document["nodes"][0]["cards"][0]
+    assert set(card) == {
+        "uuid", "index", "name", "type", "numa", "health", "mode", "nvidia", "cordoned",
+        "memory", "cores", "slots", "pods",
+    }  # fmt: skip
+    assert card["memory"] == {"total": 40960, "used": 10240, "free": 30720}
+    assert card["pods"][0] == {
+        "namespace": "team", "name": "share", "uid": "uid-share", "phase": "Running",
+        "memory": 10240, "cores": 30, "slots": 1, "terminating": False,
+    }  # fmt: skip
+    assert set(document["nodes"][0]) == {
+        "name", "ready", "schedulable", "hamiUsable", "gpuAllocatable", "registerError", "cards",
+    }  # fmt: skip
+    assert document["fragmentation"]["wholeCardsFree"] == 1
+    assert cluster_info_from_dict(document) == info
+
+
+def test_node_state_register_errors_cordons_and_warnings() -> None:
+    nodes = [
+        node("bad-register", None, annotations={"hami.io/node-nvidia-register": "junk"}),
+        node("drained", [a100("GPU-d0", 0)], allocatable="0", unschedulable=True, ready=False),
+        node("cordoned", [a100("GPU-c0", 0), a100("GPU-c1", 1)], annotations={"hami.io/device-cordon": "GPU-c1"}),
+    ]
+    pods = [pod("broken", "cordoned", "GPU-c0,NVIDIA:;")]
+    info = build_cluster_info(nodes, pods, NOW)
+    bad = info.node("bad-register")
+    assert bad is not None and bad.register_error is not None and "node bad-register" in bad.register_error
+    drained = info.node("drained")
+    assert drained is not None
+    assert (drained.ready, drained.schedulable, drained.hami_usable, drained.usable) == (False, False, False, False)
+    cordoned = info.node("cordoned")
+    assert cordoned is not None and [c.cordoned for c in cordoned.cards] == [False, True]
+    assert info.warnings == (
+        "pod team/broken: allocation container 0 device 'GPU-c0,NVIDIA' has 2 fields, expected UUID,VENDOR,MEM,CORES; "
+        "HAMi cannot decode it either, so it is not counted",
+    )
+    assert cordoned.card("GPU-c0").slots_used == 0  # type: ignore[union-attr]
+
+
+def test_fragmentation_summary() -> None:
+    summary = summarize(cluster())
+    # open: GPU-a0 (30720 free), GPU-b0 (40960 free); GPU-a1 has its cores all taken, GPU-b1 is unhealthy.
+    assert summary.open_cards == 2
+    assert summary.whole_cards_free == 1
+    assert summary.free_mib == 30720 + 40960
+    assert summary.largest_request_mib == 40960
+    assert (summary.stranded_mib, summary.stranded_for_mib) == (30720, 40960)
+    assert [(n.name, n.whole_cards_free, n.largest_request_mib) for n in summary.nodes] == [
+        ("gpu-a100-0", 0, 30720),
+        ("gpu-a100-1", 1, 40960),
+    ]
+    assert stranded_for(cluster(), 30000) == 0
+    assert summarize(build_cluster_info([], [], NOW)).to_dict()["largestRequestMiB"] == 0
+
+
+@given(json_values)
+def test_document_garbage_raises_only_cluster_info_errors(data: object) -> None:
+    result = outcome(lambda: cluster_info_from_dict(data), ClusterInfoError)
+    assert isinstance(result, ClusterInfoError | ClusterInfo)
+
+
+@given(st.sampled_from(["generatedAt", "nodes", "warnings"]), json_values)
+def test_field_garbage_raises_only_cluster_info_errors(key: str, value: object) -> None:
+    document = cluster().to_dict()
+    document[key] = value
+    result = outcome(lambda: cluster_info_from_dict(document), ClusterInfoError)
+    assert isinstance(result, ClusterInfoError | ClusterInfo)
+
+
+@given(st.sampled_from(["uuid", "index", "memory", "slots", "pods", "health"]), json_values)
+def test_card_garbage_raises_only_cluster_info_errors(key: str, value: object) -> None:
+    document = cluster().to_dict()
+    document["nodes"][0]["cards"][0][key] = value
+    result = outcome(lambda: cluster_info_from_dict(document), ClusterInfoError)
+    assert isinstance(result, ClusterInfoError | ClusterInfo)
+
+
+@given(st.lists(json_values, max_size=3), st.lists(json_values, max_size=3))
+def test_building_from_garbage_objects_never_raises(nodes: list[Any], pods: list[Any]) -> None:
+    """Listed objects are dicts, but any content in them only yields warnings or register errors."""
+    info = build_cluster_info(
+        [n if isinstance(n, dict) else {"metadata": n} for n in nodes],
+        [p if isinstance(p, dict) else {"metadata": p} for p in pods],
+        NOW,
+    )
+    assert isinstance(info, ClusterInfo)

@@ -1,0 +1,148 @@
+"""Runs the real plugin executable against the sandbox, and builds the objects the plugin's cluster tests need."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sandbox import gpu_nodes
+from sandbox.cluster import Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = REPO / ".venv" / "bin"
+PLUGIN = VENV_BIN / "kubectl-hami_place"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One plugin run: exit code, stdout, stderr."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.startswith("error: ")]
+
+    @property
+    def warning_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.startswith("warning: ")]
+
+
+def plugin(cluster: Sandbox, *args: str, env: dict[str, str] | None = None) -> Run:
+    """`kubectl-hami_place --kubeconfig <sandbox> ARGS`, stdin not a terminal; asserts no traceback ever."""
+    proc = subprocess.run(
+        [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def card_uuids(node: str) -> dict[int, str]:
+    """index -> UUID of the node's cards, from the data the sandbox registered."""
+    entry = next(e for e in gpu_nodes.load() if e["name"] == node)
+    return {card["index"]: card["id"] for card in entry["cards"]}
+
+
+def node_register_uuids(cluster: Sandbox, node: str) -> dict[int, str]:
+    """index -> UUID read back from the node's register annotation on the API server."""
+    obj = json.loads(cluster.kubectl("get", "node", node, "-o", "json").stdout)
+    cards = json.loads(obj["metadata"]["annotations"][gpu_nodes.REGISTER_ANNOTATION])
+    return {card.get("index", 0): card["id"] for card in cards}
+
+
+def allocated_pod(
+    name: str,
+    namespace: str,
+    node: str,
+    allocation: str,
+    *,
+    labels: dict[str, str] | None = None,
+    containers: int = 1,
+) -> dict[str, Any]:
+    """A pod as HAMi leaves it after Filter: bound to `node`, with `hami.io/vgpu-node` and `-devices-allocated`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels or {"app": name},
+            "annotations": {
+                "hami.io/vgpu-node": node,
+                "hami.io/vgpu-devices-allocated": allocation,
+                "hami.io/bind-phase": "success",
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": f"c{i}",
+                    "image": "registry.invalid/gpu-job:1",
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
+                }
+                for i in range(containers)
+            ],
+        },
+    }
+
+
+def apply(cluster: Sandbox, *objects: dict[str, Any]) -> None:
+    """Creates or updates objects through the sandbox's kubectl."""
+    manifest = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+
+def get(cluster: Sandbox, *args: str) -> dict[str, Any] | None:
+    """`kubectl get ... -o json`, None when it does not exist."""
+    proc = cluster.kubectl("get", *args, "-o", "json", check=False)
+    if proc.returncode != 0:
+        assert "NotFound" in proc.stderr, proc.stderr
+        return None
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def placements(cluster: Sandbox, namespace: str) -> list[dict[str, Any]]:
+    """The placements of the namespace as stored."""
+    found = get(cluster, "hamipodplacements", "-n", namespace)
+    return list((found or {}).get("items", []))
+
+
+def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60) -> T:
+    """Polls until the predicate returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def custom_node(name: str, register: str | None) -> dict[str, Any]:
+    """A node object (not kwok-managed) with the given register annotation, or none."""
+    annotations = {gpu_nodes.REGISTER_ANNOTATION: register} if register is not None else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, "annotations": annotations},
+    }

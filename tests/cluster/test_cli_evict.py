@@ -1,0 +1,197 @@
+"""`evict` against the sandbox: the Eviction API, PodDisruptionBudgets (exit 4), and --to-node's pin-then-evict.
+
+Uses gpu-h100-0's gpu-6 as the target card, which no other plugin test fills.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sandbox.cluster import Sandbox
+from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin, wait_for
+
+pytestmark = pytest.mark.cluster
+H100 = "gpu-h100-0"
+
+
+def gone_or_terminating(cluster: Sandbox, namespace: str, name: str) -> bool:
+    pod = get(cluster, "pod", name, "-n", namespace)
+    return pod is None or pod["metadata"].get("deletionTimestamp") is not None
+
+
+def guarded(cluster: Sandbox, namespace: str, pod_name: str, labels: dict[str, str]) -> None:
+    """A PodDisruptionBudget that allows no disruption of the pods with these labels, once the controller saw it."""
+    budget: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-one", "namespace": namespace},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
+    }
+    apply(cluster, budget)
+
+    def observed() -> bool:
+        pdb = get(cluster, "pdb", "keep-one", "-n", namespace) or {}
+        status = pdb.get("status") or {}
+        return status.get("observedGeneration") == pdb["metadata"]["generation"] and status.get("expectedPods") == 1
+
+    wait_for(observed, f"the disruption controller to observe keep-one over {pod_name}")
+
+
+def test_missing_pod_is_refused(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(cluster, "evict", "ghost", "-n", namespace, "--yes")
+    assert run.code == 3
+    assert run.error_lines == [
+        f"error: pod ghost not found in namespace {namespace}; check the name (kubectl get pods -n {namespace})"
+    ]
+
+
+def test_without_a_terminal_it_needs_yes(cluster: Sandbox, namespace: str) -> None:
+    apply(cluster, allocated_pod("victim", namespace, H100, f"{card_uuids(H100)[6]},NVIDIA,1000,0:;"))
+    run = plugin(cluster, "evict", "victim", "-n", namespace)
+    assert run.code == 2
+    assert run.error_lines == [
+        f"error: refusing to evict pod {namespace}/victim without confirmation; pass --yes to confirm"
+    ]
+    assert get(cluster, "pod", "victim", "-n", namespace) is not None
+
+
+def test_evictable_pod_is_evicted(cluster: Sandbox, namespace: str) -> None:
+    apply(cluster, allocated_pod("victim", namespace, H100, f"{card_uuids(H100)[6]},NVIDIA,1000,0:;"))
+    dry = plugin(cluster, "evict", "victim", "-n", namespace, "--dry-run=server", "-o", "json")
+    assert dry.code == 0, dry.err
+    assert dry.json() == {"namespace": namespace, "pod": "victim", "evicted": True, "dryRun": "server"}
+    assert not gone_or_terminating(cluster, namespace, "victim")
+    run = plugin(cluster, "evict", "victim", "-n", namespace, "--yes")
+    assert run.code == 0, run.err
+    assert run.out.strip() == f"pod {namespace}/victim evicted"
+    wait_for(lambda: gone_or_terminating(cluster, namespace, "victim"), "the evicted pod to go")
+
+
+def test_budget_that_allows_no_disruption_blocks_with_exit_4(cluster: Sandbox, namespace: str) -> None:
+    apply(
+        cluster,
+        allocated_pod(
+            "precious", namespace, H100, f"{card_uuids(H100)[6]},NVIDIA,1000,0:;", labels={"app": "precious"}
+        ),
+    )
+    guarded(cluster, namespace, "precious", {"app": "precious"})
+    run = plugin(cluster, "evict", "precious", "-n", namespace, "--yes")
+    assert run.code == 4
+    assert len(run.error_lines) == 1
+    line = run.error_lines[0]
+    assert line.startswith(f"error: eviction of pod {namespace}/precious blocked by PodDisruptionBudget keep-one (")
+    assert line.endswith(f"retry once more replicas are ready, or relax the budget (kubectl get pdb -n {namespace})")
+    pod = get(cluster, "pod", "precious", "-n", namespace)
+    assert pod is not None and pod["metadata"].get("deletionTimestamp") is None
+
+
+def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: str) -> None:
+    uuid = card_uuids("gpu-a100-1")[1]
+    apply(
+        cluster,
+        allocated_pod(
+            "mover", namespace, "gpu-a100-1", f"{uuid},NVIDIA,3000,20:;", labels={"app": "mover", "tier": "gpu"}
+        ),
+    )
+    run = plugin(
+        cluster,
+        "evict",
+        "mover",
+        "-n",
+        namespace,
+        "--to-node",
+        H100,
+        "--gpu",
+        "gpu-6",
+        "--yes",
+        "--req-id",
+        "move-12345",
+        "-o",
+        "json",
+    )
+    assert run.code == 0, run.err
+    assert run.warning_lines == [
+        "warning: pod mover has no controller: nothing recreates it; the placement waits for the next pod you "
+        "create with its labels (app=mover,tier=gpu)",
+        f"warning: pod mover runs on gpu-a100-1, not on {H100}; evicting it frees nothing there",
+    ]
+    result = run.json()
+    assert result["evicted"] == "mover"
+    assert [(c["ref"], c["memoryMiB"]) for c in result["cards"]] == [("gpu-6", 1000)]
+    [stored] = placements(cluster, namespace)
+    assert stored["spec"] == {
+        "reqID": "move-12345",
+        "podSelector": {"matchLabels": {"app": "mover", "tier": "gpu"}},
+        "nodeName": H100,
+        "gpuDevices": ["gpu-6"],
+    }
+    wait_for(lambda: gone_or_terminating(cluster, namespace, "mover"), "the evicted pod to go")
+
+
+def test_to_node_uses_the_controller_selector(cluster: Sandbox, namespace: str) -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "schedulerName": "hami-scheduler",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.invalid/web:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    apply(cluster, deployment)
+    pods = wait_for(
+        lambda: [
+            p
+            for p in (get(cluster, "pods", "-n", namespace, "-l", "app=web") or {}).get("items", [])
+            if p["spec"].get("nodeName")
+        ],
+        "the Deployment's pod to be scheduled",
+    )
+    pod = pods[0]
+    hash_label = pod["metadata"]["labels"]["pod-template-hash"]
+    run = plugin(
+        cluster,
+        "evict",
+        pod["metadata"]["name"],
+        "-n",
+        namespace,
+        "--to-node",
+        H100,
+        "--gpu",
+        "gpu-6",
+        "--yes",
+        "-o",
+        "json",
+    )
+    assert run.code == 0, run.err
+    [stored] = placements(cluster, namespace)
+    assert stored["spec"]["podSelector"] == {"matchLabels": {"app": "web", "pod-template-hash": hash_label}}
+    assert run.json()["request"] == f"pod {pod['metadata']['name']}"
+    assert run.json()["cards"][0]["memoryMiB"] == 2000
+
+
+def test_to_node_blocked_by_a_budget_leaves_no_placement(cluster: Sandbox, namespace: str) -> None:
+    uuid = card_uuids("gpu-a100-1")[1]
+    apply(cluster, allocated_pod("held", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "held"}))
+    guarded(cluster, namespace, "held", {"app": "held"})
+    run = plugin(cluster, "evict", "held", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--yes")
+    assert run.code == 4
+    assert len(run.error_lines) == 1 and "blocked by PodDisruptionBudget keep-one" in run.error_lines[0]
+    assert placements(cluster, namespace) == []
+    assert not gone_or_terminating(cluster, namespace, "held")

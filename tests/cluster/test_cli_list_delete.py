@@ -1,0 +1,76 @@
+"""`list` and `delete` against the sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.cluster import Sandbox
+from tests.cluster.cli_harness import placements, plugin
+
+pytestmark = pytest.mark.cluster
+H100 = "gpu-h100-0"
+
+
+def make(cluster: Sandbox, namespace: str, name: str, app: str) -> None:
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        f"app={app}",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "512",
+        "--name",
+        name,
+    )
+    assert run.code == 0, run.err
+
+
+def test_list_shows_the_placements(cluster: Sandbox, namespace: str) -> None:
+    empty = plugin(cluster, "list", "-n", namespace)
+    assert empty.code == 0 and empty.out == f"No placements in namespace {namespace}.\n"
+    make(cluster, namespace, "alpha", "a")
+    make(cluster, namespace, "beta", "b")
+    table = plugin(cluster, "list", "-n", namespace)
+    assert table.code == 0, table.err
+    header, *rows = table.out.splitlines()
+    assert header.split() == ["NAME", "REQID", "NODE", "GPUS", "PHASE", "POD", "EVICT", "AGE"]
+    assert [row.split()[0] for row in rows] == ["alpha", "beta"]
+    assert rows[0].split()[2:7] == [H100, "gpu-5", "Pending", "-", "-"]
+    wide = plugin(cluster, "list", "-n", namespace, "-o", "wide")
+    assert "SELECTOR" in wide.out and "app=a" in wide.out
+    every = plugin(cluster, "list", "-A", "-o", "json")
+    names = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in every.json()["items"]}
+    assert {(namespace, "alpha"), (namespace, "beta")} <= names
+    assert every.json()["kind"] == "List"
+
+
+def test_delete_by_name_all_and_missing(cluster: Sandbox, namespace: str) -> None:
+    make(cluster, namespace, "alpha", "a")
+    make(cluster, namespace, "beta", "b")
+    make(cluster, namespace, "gamma", "c")
+    refused = plugin(cluster, "delete", "alpha", "-n", namespace)
+    assert refused.code == 2
+    assert refused.error_lines == [
+        f"error: refusing to delete alpha in namespace {namespace} without confirmation; pass --yes to confirm"
+    ]
+    dry = plugin(cluster, "delete", "alpha", "-n", namespace, "--yes", "--dry-run=server")
+    assert dry.code == 0 and "(server dry run)" in dry.out
+    assert len(placements(cluster, namespace)) == 3
+    run = plugin(cluster, "delete", "alpha", "-n", namespace, "--yes")
+    assert run.code == 0, run.err
+    assert run.out == f'hamipodplacement "alpha" deleted from namespace {namespace}\n'
+    missing = plugin(cluster, "delete", "alpha", "beta", "-n", namespace, "--yes", "-o", "json")
+    assert missing.code == 1
+    assert missing.json()["deleted"] == ["beta"] and missing.json()["notFound"] == ["alpha"]
+    assert missing.error_lines == [
+        f"error: placement alpha not found in namespace {namespace}; check the names (kubectl hami-place list) and -n"
+    ]
+    everything = plugin(cluster, "delete", "--all", "--phase", "Pending", "-n", namespace, "--yes")
+    assert everything.code == 0, everything.err
+    assert placements(cluster, namespace) == []

@@ -1,0 +1,449 @@
+"""`pin` against the sandbox: every refusal with its one line and exit code, and exactly what a success creates.
+
+Cards used here (gpu-h100-0's gpu-1, gpu-2, gpu-5) are not used by other plugin tests, so terminating pods of
+another test never change the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox.cluster import Sandbox
+from tests.cluster.cli_harness import (
+    allocated_pod,
+    apply,
+    card_uuids,
+    custom_node,
+    placements,
+    plugin,
+)
+
+pytestmark = pytest.mark.cluster
+H100 = "gpu-h100-0"
+
+
+@pytest.fixture
+def odd_nodes(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, str]]:
+    """A node without a register and a node whose only card is unhealthy; removed afterwards."""
+    bare, sick = f"{namespace}-bare", f"{namespace}-sick"
+    register = json.dumps(
+        [{"id": "GPU-sick-0", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100"}]
+    )
+    apply(cluster, custom_node(bare, None), custom_node(sick, register))
+    yield bare, sick
+    cluster.kubectl("delete", "node", bare, sick, "--wait=false", check=False)
+
+
+def pin(cluster: Sandbox, namespace: str, *args: str) -> object:
+    return plugin(cluster, "pin", "-n", namespace, "-l", "app=train", *args)
+
+
+def test_unknown_node_is_refused(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(
+        cluster, "pin", "-n", namespace, "-l", "app=x", "--node", "nope-0", "--gpu", "gpu-0", "--request-memory", "1000"
+    )
+    assert run.code == 3
+    assert run.error_lines == ["error: node nope-0 not found; check the name (kubectl get nodes)"]
+    assert placements(cluster, namespace) == []
+
+
+def test_node_without_register_and_unhealthy_card_are_refused(
+    cluster: Sandbox, namespace: str, odd_nodes: tuple[str, str]
+) -> None:
+    bare, sick = odd_nodes
+    run = plugin(
+        cluster, "pin", "-n", namespace, "-l", "app=x", "--node", bare, "--gpu", "gpu-0", "--request-memory", "1000"
+    )
+    assert run.code == 3
+    assert len(run.error_lines) == 1
+    assert run.error_lines[0].startswith(f"error: node {bare} has no usable HAMi card register: ")
+    assert "hami.io/node-nvidia-register" in run.error_lines[0]
+    assert run.error_lines[0].endswith("pin to a node where HAMi's device plugin runs")
+
+    run = plugin(
+        cluster, "pin", "-n", namespace, "-l", "app=x", "--node", sick, "--gpu", "gpu-0", "--request-memory", "1000"
+    )
+    assert run.code == 3
+    assert run.error_lines == [
+        f"error: gpu-0 on {sick}: CardUnhealthy: the card is unhealthy in the node's register; "
+        f"pick another card (kubectl hami-place status {sick})"
+    ]
+    assert placements(cluster, namespace) == []
+
+
+def test_unknown_card_is_refused(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=x",
+        "--node",
+        "gpu-a100-0",
+        "--gpu",
+        "gpu-0",
+        "--gpu",
+        "gpu-7",
+        "--request-memory",
+        "1000",
+    )
+    assert run.code == 3
+    assert run.error_lines == [
+        "error: gpu-7 on gpu-a100-0: UnknownCard: node gpu-a100-0 has no card with index 7; it has gpu-0, gpu-1; "
+        "list the node's cards (kubectl hami-place status gpu-a100-0)"
+    ]
+
+
+def test_card_without_room_is_refused_with_the_numbers(cluster: Sandbox, namespace: str) -> None:
+    uuid = card_uuids(H100)[1]
+    apply(cluster, allocated_pod("filler", namespace, H100, f"{uuid},NVIDIA,79872,50:;"))
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=x",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-1",
+        "--request-memory",
+        "4096",
+        "--request-cores",
+        "10",
+    )
+    assert run.code == 3
+    assert run.error_lines == [
+        f"error: gpu-1 on {H100}: CardInsufficientMemory: 2048 MiB free, the pod asks 4096 MiB; "
+        f"pick another card (kubectl hami-place status {H100}) or add --evict POD"
+    ]
+    assert placements(cluster, namespace) == []
+
+
+def test_evict_that_frees_too_little_is_refused_and_one_that_frees_enough_passes(
+    cluster: Sandbox, namespace: str
+) -> None:
+    uuid = card_uuids(H100)[2]
+    apply(
+        cluster,
+        allocated_pod("big", namespace, H100, f"{uuid},NVIDIA,70000,40:;"),
+        allocated_pod("small", namespace, H100, f"{uuid},NVIDIA,8000,10:;"),
+    )
+    args = (
+        "-n",
+        namespace,
+        "-l",
+        "app=next",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-2",
+        "--request-memory",
+        "20000",
+        "--request-cores",
+        "20",
+    )
+    run = plugin(cluster, "pin", *args, "--evict", "small")
+    assert run.code == 3
+    assert run.error_lines == [
+        f"error: gpu-2 on {H100}: CardInsufficientMemory: 11920 MiB free, the pod asks 20000 MiB; "
+        f"it does not fit even once small is evicted; pick another card (kubectl hami-place status {H100}) "
+        "or evict another pod"
+    ]
+    assert placements(cluster, namespace) == []
+
+    run = plugin(cluster, "pin", *args, "--evict", "big", "-o", "json")
+    assert run.code == 0, run.err
+    result = run.json()
+    assert result["cards"] == [
+        {
+            "ref": "gpu-2",
+            "uuid": uuid,
+            "index": 2,
+            "model": "NVIDIA-H100-80GB-HBM3",
+            "memoryMiB": 20000,
+            "cores": 20,
+            "fitsNow": False,
+            "fitsAfterEviction": True,
+        }
+    ]
+    [stored] = placements(cluster, namespace)
+    assert stored["spec"]["evictPod"] == "big"
+
+
+def test_missing_evict_pod_is_refused(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=x",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        "--evict",
+        "ghost",
+    )
+    assert run.code == 3
+    assert run.error_lines == [
+        f"error: pod ghost (--evict) not found in namespace {namespace}; "
+        f"check the name (kubectl get pods -n {namespace})"
+    ]
+
+
+def test_evict_pod_on_another_node_only_warns(cluster: Sandbox, namespace: str) -> None:
+    uuid = card_uuids("gpu-a100-1")[0]
+    apply(cluster, allocated_pod("elsewhere", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;"))
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=x",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        "--evict",
+        "elsewhere",
+    )
+    assert run.code == 0, run.err
+    assert run.warning_lines == [
+        f"warning: pod elsewhere runs on gpu-a100-1, not on {H100}; evicting it frees nothing there"
+    ]
+
+
+def test_success_creates_exactly_the_placement(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=train,tier in (gpu)",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5/25",
+        "--request-cores",
+        "10",
+        "--req-id",
+        "req-12345",
+        "--name",
+        "train-pin",
+    )
+    assert run.code == 0, run.err
+    assert f"hamipodplacement {namespace}/train-pin created (reqID req-12345)" in run.out
+    assert "20480 MiB" in run.out
+    [stored] = placements(cluster, namespace)
+    assert stored["metadata"]["name"] == "train-pin"
+    assert stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
+    assert stored["spec"] == {
+        "reqID": "req-12345",
+        "podSelector": {
+            "matchLabels": {"app": "train"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}],
+        },
+        "nodeName": H100,
+        "gpuDevices": ["gpu-5/25"],
+    }
+    assert "status" not in stored
+
+
+def test_generated_req_id_and_name(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=gen",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        "-o",
+        "json",
+    )
+    assert run.code == 0, run.err
+    placement = run.json()["placement"]
+    req_id = placement["spec"]["reqID"]
+    assert len(req_id) >= 8
+    assert placement["metadata"]["name"] == f"pin-{req_id}"
+    assert [p["metadata"]["name"] for p in placements(cluster, namespace)] == [f"pin-{req_id}"]
+
+
+@pytest.mark.parametrize("mode", ["client", "server"])
+def test_dry_run_creates_nothing(cluster: Sandbox, namespace: str, mode: str) -> None:
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=dry",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        f"--dry-run={mode}",
+        "-o",
+        "json",
+    )
+    assert run.code == 0, run.err
+    assert run.json()["dryRun"] == mode
+    assert run.json()["placement"]["spec"]["nodeName"] == H100
+    assert placements(cluster, namespace) == []
+
+
+def test_overlapping_selector_warns(cluster: Sandbox, namespace: str) -> None:
+    first = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=train",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        "--name",
+        "first",
+    )
+    assert first.code == 0, first.err
+    second = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app in (train,eval)",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        "--name",
+        "second",
+    )
+    assert second.code == 0, second.err
+    assert second.warning_lines == [
+        "warning: placement first (Pending, -l app=train) may match the same pods as -l app in (eval,train); "
+        "the first matching pod claims only one of them"
+    ]
+    disjoint = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=other",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--request-memory",
+        "1000",
+        "--name",
+        "third",
+    )
+    assert disjoint.code == 0 and disjoint.warning_lines == []
+
+
+def test_bad_selector_and_bad_card_reference_are_usage_errors(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(cluster, "pin", "-n", namespace, "-l", "app==", "--node", H100, "--gpu", "gpu-0")
+    assert run.code == 2
+    assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad selector -l 'app=='")
+    run = plugin(cluster, "pin", "-n", namespace, "-l", "app=x", "--node", H100, "--gpu", "card-0")
+    assert run.code == 2
+    assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad --gpu 'card-0'")
+    assert placements(cluster, namespace) == []
+
+
+def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace: str) -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": namespace},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {
+                "metadata": {"labels": {"app": "trainer"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.invalid/train:1",
+                            "resources": {
+                                "limits": {
+                                    "nvidia.com/gpu": "2",
+                                    "nvidia.com/gpumem": "6000",
+                                    "nvidia.com/gpucores": "30",
+                                }
+                            },
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    apply(cluster, deployment)
+    one_card = plugin(cluster, "pin", "-n", namespace, "-l", "app=trainer", "--node", H100, "--gpu", "gpu-5")
+    assert one_card.code == 3
+    assert one_card.error_lines == [
+        "error: Deployment trainer: container 0 asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
+        "give one --gpu per card"
+    ]
+    run = plugin(
+        cluster,
+        "pin",
+        "-n",
+        namespace,
+        "-l",
+        "app=trainer",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-5",
+        "--gpu",
+        "gpu-7",
+        "-o",
+        "json",
+    )
+    assert run.code == 0, run.err
+    result = run.json()
+    assert result["request"] == "Deployment trainer"
+    assert [(c["ref"], c["memoryMiB"], c["cores"]) for c in result["cards"]] == [
+        ("gpu-5", 6000, 30),
+        ("gpu-7", 6000, 30),
+    ]
+
+
+def test_unknown_request_asks_for_flags(cluster: Sandbox, namespace: str) -> None:
+    run = plugin(cluster, "pin", "-n", namespace, "-l", "app=nobody", "--node", H100, "--gpu", "gpu-5")
+    assert run.code == 2
+    assert run.error_lines == [
+        f"error: no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching "
+        "-l app=nobody, so the pod's GPU request is unknown; pass --request-memory MiB and --request-cores PCT"
+    ]

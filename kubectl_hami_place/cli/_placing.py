@@ -186,9 +186,7 @@ def check_placement(
     try:
         cards = node_cards(node_obj)
     except ModelError as exc:
-        raise Refused(
-            [f"node {node} has no usable HAMi card register: {exc}; pin to a node where HAMi's device plugin runs"]
-        ) from exc
+        raise Refused([f"{exc}; pin to a node where HAMi's device plugin runs"]) from exc
     if not cards:
         raise Refused([f"node {node} registers no cards; pin to a node where HAMi's device plugin runs"])
     reasons: list[str] = []

@@ -50,7 +50,6 @@ class Status:
     def to_data(self) -> Any:
         """The cluster-info document plus the placements and the source it came from."""
         data = self.info.to_dict()
-        data["fragmentation"] = self.fragmentation.to_dict()
         return {
             "source": self.source,
             "fromWebhook": self.from_webhook,

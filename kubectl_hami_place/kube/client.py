@@ -70,6 +70,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     """Loads the kubeconfig like kubectl (`--kubeconfig`, else `KUBECONFIG`, else ~/.kube/config), else in-cluster."""
     configuration = client.Configuration()
     configuration.retries = 1
+    # Service-proxy paths (`.../proxy/api/v1/cluster-info`) must keep their slashes; object names never contain one.
+    configuration.safe_chars_for_path_param = "/"
     explicit = kubeconfig or os.environ.get("KUBECONFIG")
     default_file = Path(config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser()
     if not explicit and not default_file.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):

@@ -16,6 +16,7 @@ from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
 WEBHOOK_API_PORT = 8083
+WEBHOOK_API_PORT_NAME = "api"
 CLUSTER_INFO_PATH = "api/v1/cluster-info"
 # Controllers whose pod template tells what a new pod matching a selector will ask for.
 CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -123,7 +124,7 @@ def list_disruption_budgets(kube: Kube, namespace: str) -> list[dict[str, Any]]:
 
 
 def find_webhook_service(kube: Kube) -> WebhookService | None:
-    """The hami-place webhook's Service in any namespace, found by its app label; None when it is not installed."""
+    """The webhook's Service in any namespace (by its app label) and its `api` port (else 8083); None if absent."""
     body = request(
         kube,
         kube.core().list_service_for_all_namespaces,
@@ -132,9 +133,11 @@ def find_webhook_service(kube: Kube) -> WebhookService | None:
     )
     for service in sorted(_items(body), key=lambda s: (s.get("metadata", {}).get("namespace", ""), _name(s))):
         ports = (service.get("spec") or {}).get("ports") or []
-        for port in ports:
-            if port.get("port") == WEBHOOK_API_PORT or port.get("targetPort") == WEBHOOK_API_PORT:
-                return WebhookService(service["metadata"]["namespace"], _name(service), str(port.get("port")))
+        chosen = next((p for p in ports if p.get("name") == WEBHOOK_API_PORT_NAME), None) or next(
+            (p for p in ports if WEBHOOK_API_PORT in (p.get("port"), p.get("targetPort"))), None
+        )
+        if chosen is not None:
+            return WebhookService(service["metadata"]["namespace"], _name(service), str(chosen.get("port")))
     return None
 
 

@@ -1,0 +1,493 @@
+"""The webhook as a real process behind a real API server: pin, exactly-once under a race, eviction, failures.
+
+Each test registers its own MutatingWebhookConfiguration, scoped by namespaceSelector to the test's namespace (the
+`namespace` fixture labels it), pointing at `https://127.0.0.1:<port>/mutate` of a `hami-place-webhook serve`
+subprocess, and deletes it afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.cluster import Sandbox, free_port
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+GROUP, VERSION, PLURAL = "scheduling.hami.placement.com", "v1", "hamipodplacements"
+A100_1 = "gpu-a100-1"
+A100_1_CARD1 = "GPU-c2804935-f5e1-530a-853c-9a81dbf1a9a6"
+A100_1_CARD0 = "GPU-d82baece-45bc-55ae-b942-82c9f62ededd"
+CLAIM = "scheduling.hami.placement.com/claim"
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.3)
+
+
+def webhook_command() -> str:
+    beside = Path(sys.executable).with_name("hami-place-webhook")
+    found = str(beside) if beside.exists() else shutil.which("hami-place-webhook")
+    assert found, "hami-place-webhook is not installed (pip install -e .)"
+    return found
+
+
+@dataclass
+class Webhook:
+    """One `hami-place-webhook serve` subprocess."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    api_port: int
+    certs: Path
+    log: Path
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def get(self, path: str) -> tuple[int, Any]:
+        try:
+            with urllib.request.urlopen(self.api + path, timeout=10) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def metric(self, text: str) -> float:
+        with urllib.request.urlopen(self.api + "/metrics", timeout=10) as reply:
+            for line in reply.read().decode().splitlines():
+                if line.startswith(text + " "):
+                    return float(line.split()[-1])
+        return 0.0
+
+    def post_mutate(self, body: bytes, content_type: str = "application/json") -> tuple[int, Any]:
+        import ssl
+
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        request = urllib.request.Request(f"https://127.0.0.1:{self.port}/mutate", data=body, method="POST",
+                                         headers={"Content-Type": content_type})
+        try:
+            with urllib.request.urlopen(request, timeout=20, context=context) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def sees_placement(self, namespace: str, name: str) -> bool:
+        status, body = self.get(f"/api/v1/placements?namespace={namespace}")
+        return status == 200 and any(p["name"] == name for p in body["placements"])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_webhook(cluster: Sandbox, workdir: Path, *extra: str) -> Webhook:
+    """Certificates from `hami-place-webhook certs`, then `serve`, waiting for /readyz."""
+    certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
+    subprocess.run([webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
+                   check=True, capture_output=True)
+    port, api_port = free_port(), free_port()
+    log = workdir / f"webhook-{port}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [webhook_command(), "serve", "--kubeconfig", str(cluster.kubeconfig), "--bind-address", "127.0.0.1",
+             "--webhook-port", str(port), "--api-port", str(api_port), "--tls-cert-file", str(certs / "tls.crt"),
+             "--tls-key-file", str(certs / "tls.key"), *extra],
+            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    webhook = Webhook(process, port, api_port, certs, log)
+
+    def ready() -> bool:
+        assert process.poll() is None, f"webhook exited: {log.read_text()[-2000:]}"
+        try:
+            return webhook.get("/readyz")[0] == 200
+        except OSError:
+            return False
+
+    wait_for(ready, "the webhook to be ready")
+    return webhook
+
+
+@pytest.fixture
+def webhooks(cluster: Sandbox, tmp_path: Path) -> Iterator[list[Webhook]]:
+    """Webhook processes a test starts (through the returned list's owner); all stopped afterwards."""
+    started: list[Webhook] = []
+    yield started
+    for webhook in started:
+        webhook.stop()
+
+
+@pytest.fixture
+def configurations(cluster: Sandbox) -> Iterator[list[str]]:
+    """Names of the MutatingWebhookConfigurations a test registers; all deleted afterwards."""
+    names: list[str] = []
+    yield names
+    api = client.AdmissionregistrationV1Api(cluster.api_client())
+    for name in names:
+        try:
+            api.delete_mutating_webhook_configuration(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def register(cluster: Sandbox, configurations: list[str], namespace: str, hooks: list[tuple[Webhook, dict[str, Any]]]
+             ) -> None:
+    """One MutatingWebhookConfiguration for the namespace; each webhook with its own objectSelector."""
+    name = f"hami-place-test-{namespace}-{len(configurations)}"
+    entries = []
+    for index, (webhook, object_selector) in enumerate(hooks):
+        ca = base64.b64encode((webhook.certs / "ca.crt").read_bytes()).decode()
+        entries.append({
+            "name": f"w{index}.placement.hami-place.test",
+            "clientConfig": {"url": f"https://127.0.0.1:{webhook.port}/mutate", "caBundle": ca},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                       "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {"hami-place-test": namespace}},
+            "objectSelector": object_selector,
+            "sideEffects": "NoneOnDryRun",
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "IfNeeded",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 10,
+        })
+    body = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name}, "webhooks": entries}
+    client.AdmissionregistrationV1Api(cluster.api_client()).create_mutating_webhook_configuration(body)
+    configurations.append(name)
+    core = client.CoreV1Api(cluster.api_client())
+    for webhook, object_selector in hooks:
+        labels = dict(object_selector.get("matchLabels") or {})
+
+        def called(webhook: Webhook = webhook, labels: dict[str, str] = labels) -> bool:
+            before = total_admissions(webhook)
+            core.create_namespaced_pod(namespace, gpu_pod("probe-", {**labels, "probe": "yes"}), dry_run="All")
+            return total_admissions(webhook) > before
+
+        wait_for(called, "the API server to call the new webhook")
+
+
+def total_admissions(webhook: Webhook) -> float:
+    return sum(webhook.metric(f'hami_place_admissions_total{{result="{result}"}}')
+               for result in ("ignored", "no_placement", "pinned", "reinvoked", "not_honoured", "dry_run", "error"))
+
+
+def gpu_pod(generate_name: str, labels: dict[str, str], *, gpus: int = 1, name: str = "") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"labels": labels}
+    if name:
+        metadata["name"] = name
+    else:
+        metadata["generateName"] = generate_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+        },
+    }
+
+
+def create_placement(cluster: Sandbox, namespace: str, name: str, selector: dict[str, str], devices: list[str],
+                     *, node: str = A100_1, evict: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"reqID": f"req-{name}-{uuid.uuid4().hex[:6]}", "podSelector": {"matchLabels": selector},
+                            "nodeName": node, "gpuDevices": devices}
+    if evict:
+        spec["evictPod"] = evict
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HamiPodPlacement",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    created: dict[str, Any] = client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body)
+    return created
+
+
+def read_placement(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name)
+    return result
+
+
+def status_of(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
+    return read_placement(cluster, namespace, name).get("status") or {}
+
+
+def events_of(cluster: Sandbox, namespace: str, name: str) -> list[str]:
+    listed = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=HamiPodPlacement")
+    return [event.reason for event in listed.items]
+
+
+def hostname_terms(pod: client.V1Pod) -> list[list[tuple[str, str, list[str]]]]:
+    required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    return [[(e.key, e.operator, e.values) for e in term.match_expressions or []]
+            for term in required.node_selector_terms]
+
+
+# -----------------------------------------------------------------------------------------------------------------
+
+
+def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placement(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    webhook = start_webhook(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "pin-train", {"app": "train"}, ["gpu-1/50"])
+    wait_for(lambda: webhook.sees_placement(namespace, "pin-train"), "the webhook to see the placement")
+
+    core = client.CoreV1Api(cluster.api_client())
+    created = core.create_namespaced_pod(namespace, gpu_pod("trainer-", {"app": "train"}))
+    stored = core.read_namespaced_pod(created.metadata.name, namespace)
+    annotations = stored.metadata.annotations
+    assert annotations["nvidia.com/use-gpuuuid"] == A100_1_CARD1
+    assert annotations["scheduling.hami.placement.com/placement"] == "pin-train"
+    assert annotations["scheduling.hami.placement.com/req-id"].startswith("req-pin-train-")
+    assert hostname_terms(stored) == [[("kubernetes.io/hostname", "In", [A100_1])]]
+    assert stored.spec.containers[0].resources.limits["nvidia.com/gpumem-percentage"] == "50"
+
+    status = wait_for(lambda: (s := status_of(cluster, namespace, "pin-train")).get("consumedBy", {}).get("uid") and s,
+                      "consumedBy to be filled")
+    assert status["phase"] == "Consumed"
+    assert status["consumedBy"] == {"name": created.metadata.name, "uid": created.metadata.uid}
+    assert status["claim"]["token"] == annotations[CLAIM]
+    wait_for(lambda: core.read_namespaced_pod(created.metadata.name, namespace).spec.node_name == A100_1,
+             "the pod to be scheduled onto the placement's node")
+    assert {"Claimed", "Consumed"} <= set(events_of(cluster, namespace, "pin-train"))
+
+    second = core.create_namespaced_pod(namespace, gpu_pod("trainer-", {"app": "train"}))
+    assert CLAIM not in (second.metadata.annotations or {}), "a consumed placement must never be used again"
+
+
+def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str, count: int) -> list[str]:
+    """Create `count` pods labelled for the race from as many threads, released together by a barrier."""
+    names: list[str] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(count)
+
+    def create(index: int) -> None:
+        try:
+            start.wait()
+            pod = gpu_pod("", {"app": "race", "half": "ab"[index % 2], "round": round_name},
+                          name=f"{round_name}-{index:02d}")
+            names.append(core.create_namespaced_pod(namespace, pod).metadata.name)
+        except BaseException as error:  # collected and asserted on in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    return names
+
+
+def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_once(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    first, second = start_webhook(cluster, tmp_path), start_webhook(cluster, tmp_path)
+    webhooks.extend([first, second])
+    register(cluster, configurations, namespace, [(first, {"matchLabels": {"half": "a"}}),
+                                                  (second, {"matchLabels": {"half": "b"}})])
+    core = client.CoreV1Api(cluster.api_client())
+    for round_name in ("race-1", "race-2"):
+        create_placement(cluster, namespace, round_name, {"app": "race"}, ["gpu-0"])
+        for webhook in (first, second):
+            wait_for(lambda w=webhook, r=round_name: w.sees_placement(namespace, r), "both webhooks to see it")
+        names = create_concurrently(core, namespace, round_name, 30)
+        assert len(names) == 30
+        pods = core.list_namespaced_pod(namespace, label_selector=f"round={round_name}").items
+        pinned = [p for p in pods if CLAIM in (p.metadata.annotations or {})]
+        assert len(pinned) == 1, [p.metadata.name for p in pinned]
+        assert pinned[0].metadata.annotations["scheduling.hami.placement.com/placement"] == round_name
+        status = wait_for(lambda r=round_name: (s := status_of(cluster, namespace, r)).get("consumedBy", {}).get("uid")
+                          and s, "consumedBy to be filled")
+        assert status["consumedBy"] == {"name": pinned[0].metadata.name, "uid": pinned[0].metadata.uid}
+        assert status["claim"]["token"] == pinned[0].metadata.annotations[CLAIM]
+
+
+def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relaxed(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    policy = client.PolicyV1Api(cluster.api_client())
+    victim = gpu_pod("", {"app": "victim"}, name="victim")
+    victim["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                      "values": [A100_1]}]}]}}}
+    core.create_namespaced_pod(namespace, victim)
+    wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the victim to run")
+    policy.create_namespaced_pod_disruption_budget(namespace, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-victim"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}}})
+    wait_for(lambda: (s := policy.read_namespaced_pod_disruption_budget("keep-victim", namespace).status)
+             and s.observed_generation and s.current_healthy == 1, "the budget's status")
+
+    webhook = start_webhook(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"app": "newcomer"}})])
+    create_placement(cluster, namespace, "make-room", {"app": "newcomer"}, ["gpu-0"], evict="victim")
+    wait_for(lambda: webhook.sees_placement(namespace, "make-room"), "the webhook to see the placement")
+    newcomer = core.create_namespaced_pod(namespace, gpu_pod("newcomer-", {"app": "newcomer"}))
+    assert newcomer.metadata.annotations[CLAIM]
+
+    blocked = wait_for(lambda: (s := status_of(cluster, namespace, "make-room")).get("eviction", {}).get("result")
+                       == "Blocked" and s, "the eviction to be blocked")
+    assert blocked["phase"] == "Evicting"
+    assert "keep-victim" in blocked["eviction"]["message"]
+    assert core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp is None
+    assert "EvictionBlocked" in events_of(cluster, namespace, "make-room")
+
+    policy.patch_namespaced_pod_disruption_budget("keep-victim", namespace, {"spec": {"minAvailable": 0}})
+    done = wait_for(lambda: (s := status_of(cluster, namespace, "make-room")).get("phase") == "Consumed" and s,
+                    "the eviction to succeed once the budget allows it", timeout=150)
+    assert done["eviction"]["result"] == "Evicted"
+    assert done["eviction"]["attempts"] >= 2
+    assert done["consumedBy"]["name"] == newcomer.metadata.name
+    assert "Evicted" in events_of(cluster, namespace, "make-room")
+
+    def victim_evicted() -> bool:
+        try:
+            return core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp is not None
+        except ApiException as error:
+            return error.status == 404
+
+    wait_for(victim_evicted, "the victim to be evicted")
+
+
+def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_claimed(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    webhook = start_webhook(cluster, tmp_path, "--placement-ttl", "3600")
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "orphan", {"app": "lonely"}, ["gpu-0"])
+    wait_for(lambda: webhook.sees_placement(namespace, "orphan"), "the webhook to see the placement")
+    webhook.process.kill()
+    webhook.process.wait()
+
+    core = client.CoreV1Api(cluster.api_client())
+    pod = core.create_namespaced_pod(namespace, gpu_pod("lonely-", {"app": "lonely"}))
+    assert core.read_namespaced_pod(pod.metadata.name, namespace).metadata.uid
+    assert CLAIM not in (pod.metadata.annotations or {})
+    status = status_of(cluster, namespace, "orphan")
+    assert "claim" not in status and status.get("phase", "Pending") == "Pending"
+
+
+def test_a_claim_no_stored_pod_carries_is_released(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    """A claim written by a replica that died before answering: the next replica puts the placement back."""
+    create_placement(cluster, namespace, "stale", {"app": "x"}, ["gpu-0"])
+    placement = read_placement(cluster, namespace, "stale")
+    placement["status"] = {"phase": "Consumed", "message": "claimed by a pod (name given at creation)",
+                           "claim": {"token": "never-stored", "claimedAt": "2026-01-01T00:00:00Z"},
+                           "consumedAt": "2026-01-01T00:00:00Z"}
+    client.CustomObjectsApi(cluster.api_client()).replace_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "stale", placement)
+    webhooks.append(start_webhook(cluster, tmp_path))
+    released = wait_for(lambda: (s := status_of(cluster, namespace, "stale")).get("phase") == "Pending" and s,
+                        "the stale claim to be released")
+    assert "claim" not in released
+    assert "claim released" in released["message"]
+    assert "ClaimReleased" in events_of(cluster, namespace, "stale")
+
+
+def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    webhook = start_webhook(cluster, tmp_path)
+    webhooks.append(webhook)
+    wrong_kind = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {"uid": "u"}}).encode()
+    no_uid = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                         "request": {"operation": "CREATE", "object": {}}}).encode()
+    for body, status, fragment in ((b"this is not json", 400, "not valid JSON"),
+                                   (wrong_kind, 400, "expected apiVersion"),
+                                   (no_uid, 400, "no uid"),
+                                   (b"{" + b" " * (5 * 1024 * 1024) + b"}", 413, "larger than")):
+        code, reply = webhook.post_mutate(body)
+        assert code == status
+        assert fragment in reply["error"]
+        assert webhook.process.poll() is None
+    good = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "still-serving", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "operation": "CREATE", "namespace": namespace, "object": gpu_pod("x-", {"app": "none"})}}
+    code, reply = webhook.post_mutate(json.dumps(good).encode())
+    assert code == 200
+    assert reply["response"] == {"uid": "still-serving", "allowed": True}
+
+
+def test_a_server_side_dry_run_consumes_nothing(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    webhook = start_webhook(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"app": "dry"}})])
+    create_placement(cluster, namespace, "dry", {"app": "dry"}, ["gpu-1"])
+    wait_for(lambda: webhook.sees_placement(namespace, "dry"), "the webhook to see the placement")
+    before = read_placement(cluster, namespace, "dry")
+    preview = cluster.kubectl("create", "-n", namespace, "--dry-run=server", "-o", "json", "-f", "-",
+                              input=json.dumps(gpu_pod("", {"app": "dry"}, name="dry-run-pod")))
+    shown = json.loads(preview.stdout)
+    assert shown["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == A100_1_CARD1
+    after = read_placement(cluster, namespace, "dry")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "claim" not in (after.get("status") or {})
+    real = client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("", {"app": "dry"},
+                                                                                        name="real-pod"))
+    assert real.metadata.annotations[CLAIM], "the placement is still there for a real creation"
+
+
+def test_the_api_returns_the_documented_shapes(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    webhook = start_webhook(cluster, tmp_path)
+    webhooks.append(webhook)
+    create_placement(cluster, namespace, "shown", {"app": "shown"}, ["gpu-0", "gpu-1"])
+    wait_for(lambda: webhook.sees_placement(namespace, "shown"), "the webhook to see the placement")
+    schemas = yaml.safe_load((REPO / "webhook" / "openapi.yaml").read_text())["components"]["schemas"]
+
+    info = json.loads(subprocess.run(["curl", "-sf", f"{webhook.api}/api/v1/cluster-info"], check=True,
+                                     capture_output=True).stdout)
+    assert set(schemas["ClusterInfo"]["required"]) <= set(info)
+    nodes = {node["name"]: node for node in info["nodes"]}
+    assert {"gpu-a100-0", "gpu-a100-1", "gpu-h100-0"} <= set(nodes)
+    for node in nodes.values():
+        assert set(schemas["Node"]["required"]) <= set(node)
+        for card in node["cards"]:
+            assert set(schemas["Card"]["required"]) <= set(card)
+    assert [card["uuid"] for card in nodes[A100_1]["cards"]] == [A100_1_CARD0, A100_1_CARD1]
+    assert nodes[A100_1]["cards"][0]["memory"]["total"] == 40960
+
+    listed = json.loads(subprocess.run(["curl", "-sf", f"{webhook.api}/api/v1/placements?namespace={namespace}"],
+                                       check=True, capture_output=True).stdout)
+    assert set(schemas["PlacementList"]["required"]) <= set(listed)
+    (shown,) = listed["placements"]
+    assert set(schemas["Placement"]["required"]) <= set(shown)
+    assert shown["name"] == "shown" and shown["phase"] == "Pending" and shown["matchedPod"] is None
+    assert shown["spec"]["gpuDevices"] == ["gpu-0", "gpu-1"]

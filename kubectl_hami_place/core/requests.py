@@ -5,7 +5,8 @@ HAMi (`GenerateResourceRequests`, `pkg/device/nvidia/device.go`) looks at limits
 card's memory, used only when gpumem is 0) and `nvidia.com/gpucores` (percent of each card's compute, default 0).
 Each is read with Kubernetes' `Quantity.AsInt64()`: `3000`, `3k` and `1Gi` are plain counts (3000, 3000 and
 1073741824 MiB), and a value that is not a whole number (`1.5`, `500m`) is ignored as if absent. Neither memory
-key gives the card's whole memory. HAMi's admission webhook adds `gpucores: 100` when the card count is set,
+key gives the card's whole memory (HAMi's chart defaults: `defaultMem` 0, `defaultCores` 0, which this module
+assumes). HAMi's admission webhook adds `gpucores: 100` when the card count is set,
 gpucores is not, and the memory is exclusive (percentage 100, or neither gpumem nor percentage): such a
 container takes whole cards exclusively.
 """

@@ -6,7 +6,7 @@ import pytest
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.check import card_count_mismatch, check_pin
+from kubectl_hami_place.core.check import card_count_mismatch, check_pin, check_pin_pod
 from kubectl_hami_place.core.fit import FitReason, cordoned_cards, fit
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import CardRequest, card_request
@@ -174,3 +174,27 @@ def test_card_count_mismatch() -> None:
     assert card_count_mismatch([card_request(1)], refs) == (
         "container 0 asks 1 card(s) (nvidia.com/gpu) but the placement names 2; give one --gpu per card"
     )
+
+
+def test_check_pin_pod_counts_earlier_containers_on_the_card() -> None:
+    """Two whole-card containers each fit an empty card alone, but not together: HAMi counts the first."""
+    whole = card_request(1)
+    (check,) = check_pin_pod((A100, SECOND), {}, [parse_card_ref("gpu-1")], [whole, None, whole])
+    assert (check.ok, check.reason) == (False, FitReason.CardInsufficientMemory)
+    assert check.message == "container 2: gpu-1 (GPU-b) has 0 MiB free, the pod asks 40960 MiB"
+
+
+def test_check_pin_pod_fits_init_containers_alone_and_sums_app_containers() -> None:
+    init = card_request(1, memreq=30000, coresreq=10)
+    app = card_request(1, memreq=15000, coresreq=10)
+    refs = [parse_card_ref("gpu-1")]
+    (check,) = check_pin_pod((A100, SECOND), {}, refs, [init, app, app], init_containers=1)
+    assert check.ok
+    assert check.memory_mib == 30000
+    (check,) = check_pin_pod((A100, SECOND), {}, refs, [init, app, app, app], init_containers=1)
+    assert (check.ok, check.memory_mib) == (False, 45000)
+    assert check.message.startswith("container 3: ")
+
+
+def test_check_pin_pod_without_gpu_containers_checks_nothing() -> None:
+    assert check_pin_pod((A100,), {}, [parse_card_ref("gpu-0")], [None]) == []

@@ -1,0 +1,108 @@
+"""The cache's list+watch: events applied in order, a 410 leads to a relist, a broken watch to a retry."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from kubectl_hami_place.kube.watch import Reflector
+
+
+def obj(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version}}
+
+
+class Reply:
+    """What the client returns with _preload_content=False: `.data` for a list, `.stream()` for a watch."""
+
+    def __init__(self, body: Any = None, events: list[dict[str, Any]] | None = None) -> None:
+        self.data = json.dumps(body).encode() if body is not None else b""
+        self.events = events or []
+
+    def stream(self, amt: int, decode_content: bool) -> Any:
+        text = "".join(json.dumps(event) + "\n" for event in self.events).encode()
+        for start in range(0, len(text), 7):  # chunks cut mid-line, as the network does
+            yield text[start:start + 7]
+
+    def release_conn(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedServer:
+    """A scripted list/watch endpoint. A fake on purpose: a real API server cannot be made to answer 410 or break
+    a watch on demand (410 needs an etcd compaction past the watched version)."""
+
+    def __init__(self, replies: list[Reply | Exception], stop: threading.Event) -> None:
+        self.replies = replies
+        self.calls: list[dict[str, Any]] = []
+        self.stop = stop
+
+    def __call__(self, **kwargs: Any) -> Reply:
+        self.calls.append(kwargs)
+        if not self.replies:
+            self.stop.set()
+            raise ConnectionError("script finished")
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def run(replies: list[Reply | Exception]) -> tuple[Reflector, ScriptedServer]:
+    stop = threading.Event()
+    server = ScriptedServer(replies, stop)
+    reflector = Reflector("things", server)
+    reflector.run(stop)
+    return reflector, server
+
+
+def test_events_are_applied_and_the_watch_resumes_from_the_last_version() -> None:
+    reflector, server = run([
+        Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5"), obj("b", "6")]}),
+        Reply(events=[{"type": "ADDED", "object": obj("c", "11")},
+                      {"type": "MODIFIED", "object": obj("a", "12")},
+                      {"type": "DELETED", "object": obj("b", "13")},
+                      {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "14"}}}]),
+    ])
+    assert sorted(o["metadata"]["name"] for o in reflector.items()) == ["a", "c"]
+    assert reflector.get("ns", "a") == obj("a", "12")
+    assert reflector.synced.is_set() and reflector.last_sync is not None
+    watch_calls = [call for call in server.calls if call.get("watch")]
+    assert [call["resource_version"] for call in watch_calls] == ["10", "14"]
+
+
+def test_a_410_relists_and_drops_what_is_gone() -> None:
+    reflector, server = run([
+        Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("old", "5")]}),
+        Reply(events=[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}]),
+        Reply({"metadata": {"resourceVersion": "90"}, "items": [obj("new", "80")]}),
+        Reply(events=[{"type": "ADDED", "object": obj("newer", "91")}]),
+    ])
+    assert sorted(o["metadata"]["name"] for o in reflector.items()) == ["new", "newer"]
+    lists = [call for call in server.calls if not call.get("watch")]
+    assert len(lists) >= 2
+
+
+def test_a_broken_watch_is_retried_with_a_relist() -> None:
+    reflector, _ = run([
+        Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}),
+        ConnectionResetError("peer reset"),
+        Reply({"metadata": {"resourceVersion": "20"}, "items": [obj("a", "15"), obj("b", "16")]}),
+    ])
+    assert reflector.get("ns", "a") == obj("a", "15")
+    assert reflector.get("ns", "b") == obj("b", "16")
+
+
+def test_a_fresher_write_is_kept_and_a_stale_one_ignored() -> None:
+    reflector = Reflector("things", lambda **_: None)
+    reflector.upsert(obj("p", "20"))
+    reflector.upsert(obj("p", "19"))
+    assert reflector.get("ns", "p") == obj("p", "20")
+    reflector.upsert(obj("p", "21"))
+    assert reflector.get("ns", "p") == obj("p", "21")
+    reflector.remove("ns", "p")
+    assert reflector.get("ns", "p") is None

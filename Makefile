@@ -40,3 +40,26 @@ sandbox-down: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .sandbox .pytest_cache .mypy_cache .ruff_cache
+
+# Packaging: the plugin's single-file executable and krew manifest, the server image, the chart.
+.PHONY: dist krew-manifest image chart-lint
+DIST_STAMP := $(VENV)/.dist-stamp
+
+$(DIST_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,dist]'
+	touch $(DIST_STAMP)
+
+# dist/kubectl-hami_place and its krew archive for this machine's os/arch (PyInstaller output is cached).
+dist: $(DIST_STAMP)
+	$(PY) packaging/build.py
+
+# krew-manifest.yaml from every archive in dist/ (uri and sha256 per platform).
+krew-manifest: dist
+	$(PY) packaging/krew_manifest.py
+
+# The server image (needs docker buildx): make image TAG=0.1.0 PLATFORM=linux/amd64,linux/arm64 PUSH=1
+image:
+	./build-image.sh $(if $(TAG),--tag $(TAG)) $(if $(PLATFORM),--platform $(PLATFORM)) $(if $(PUSH),--push)
+
+chart-lint: $(STAMP)
+	$$($(PY) -m sandbox.binaries helm --print | cut -f2) lint chart --strict

@@ -22,11 +22,18 @@ platform="${PLATFORM:-linux/amd64}"
 push=false
 print=false
 
+value() {
+  if [[ $# -lt 2 || -z "$2" || "$2" == --* ]]; then
+    echo "error: $1 needs a value (see $0 --help)" >&2
+    exit 2
+  fi
+}
+
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --image) image="${2:?--image needs a value}"; shift 2 ;;
-    --tag) tag="${2:?--tag needs a value}"; shift 2 ;;
-    --platform) platform="${2:?--platform needs a value}"; shift 2 ;;
+    --image) value "$@"; image="$2"; shift 2 ;;
+    --tag) value "$@"; tag="$2"; shift 2 ;;
+    --platform) value "$@"; platform="$2"; shift 2 ;;
     --push) push=true; shift ;;
     --print) print=true; shift ;;
     -h|--help) usage; exit 0 ;;

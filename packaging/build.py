@@ -1,0 +1,135 @@
+"""Builds the plugin's single-file executable with PyInstaller and archives it for krew (`make dist`).
+
+The executable is cached outside the repo under a digest of everything that goes into it (the plugin's sources,
+the spec, the installed distributions, Python and PyInstaller), so a warm run only re-archives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "packaging" / "kubectl-hami_place.spec"
+BINARY = "kubectl-hami_place"
+# Fixed timestamp inside the archives: the same executable gives the same sha256 in the krew manifest.
+EPOCH = 1_700_000_000
+MACHINES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def project_version() -> str:
+    """The release version, from pyproject.toml (krew wants it with a leading v)."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        return str(tomllib.load(handle)["project"]["version"])
+
+
+def host_platform() -> tuple[str, str]:
+    """krew's os/arch names for this machine."""
+    system = platform.system().lower()
+    machine = platform.machine().lower()
+    if machine not in MACHINES:
+        raise SystemExit(f"unsupported machine {machine!r}; build on amd64 or arm64")
+    return system, MACHINES[machine]
+
+
+def source_digest() -> str:
+    """Everything that changes the executable: a different digest means a rebuild."""
+    h = hashlib.sha256()
+    files = sorted((ROOT / "kubectl_hami_place").rglob("*.py"))
+    files += [SPEC, ROOT / "packaging" / "entry.py", ROOT / "pyproject.toml"]
+    for path in files:
+        h.update(str(path.relative_to(ROOT)).encode())
+        h.update(path.read_bytes())
+    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    h.update("\n".join(installed).encode())
+    h.update(f"{sys.version} {platform.platform()}".encode())
+    return h.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    """Shared with the sandbox binaries' cache (sandbox/binaries.py), outside the repo."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hami-place"
+    return Path(os.environ.get("HAMI_PLACE_CACHE", default)) / "pyinstaller"
+
+
+def build_executable(exe_name: str, log=sys.stderr) -> Path:
+    """The cached executable, built first when the sources changed since the last build."""
+    target = cache_root() / source_digest() / exe_name
+    if target.is_file():
+        print(f"{exe_name}: cached ({target.parent.name})", file=log)
+        return target
+    if shutil.which("pyinstaller") is None and not (Path(sys.executable).parent / "pyinstaller").exists():
+        raise SystemExit("pyinstaller is not installed; run: .venv/bin/pip install -e '.[dist]'")
+    print(f"{exe_name}: building with PyInstaller (cold cache; this takes a few minutes)", file=log, flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        cmd = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
+               "--distpath", str(Path(tmp) / "dist"), "--workpath", str(Path(tmp) / "work"), str(SPEC)]
+        subprocess.run(cmd, cwd=ROOT, check=True)
+        os.replace(Path(tmp) / "dist" / exe_name, target)
+    return target
+
+
+def _tar_member(name: str, data: bytes, mode: int) -> tuple[tarfile.TarInfo, io.BytesIO]:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, EPOCH
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info, io.BytesIO(data)
+
+
+def write_archive(path: Path, members: list[tuple[str, bytes, int]]) -> None:
+    """A reproducible tar.gz (zip for Windows): fixed order, owner and timestamps."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.tmp")
+    if path.name.endswith(".zip"):
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, data, mode in members:
+                info = zipfile.ZipInfo(name, date_time=(2023, 11, 14, 22, 13, 20))
+                info.external_attr = mode << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, data)
+    else:
+        with partial.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=EPOCH, filename="") as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for name, data, mode in members:
+                archive.addfile(*_tar_member(name, data, mode))
+    partial.replace(path)
+
+
+def archive_name(version: str, os_name: str, arch: str) -> str:
+    """kubectl-hami_place_v<version>_<os>_<arch>.tar.gz; the manifest generator parses this name back."""
+    return f"{BINARY}_v{version}_{os_name}_{arch}.{'zip' if os_name == 'windows' else 'tar.gz'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="output directory (default: dist/)")
+    args = parser.parse_args(argv)
+    os_name, arch = host_platform()
+    exe_name = f"{BINARY}.exe" if os_name == "windows" else BINARY
+    executable = build_executable(exe_name)
+    args.dist.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(executable, args.dist / exe_name)
+    archive = args.dist / archive_name(project_version(), os_name, arch)
+    write_archive(archive, [(exe_name, executable.read_bytes(), 0o755),
+                            ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)])
+    sys.stdout.write(f"{archive}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

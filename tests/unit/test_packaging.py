@@ -1,0 +1,221 @@
+"""Packaging without a cluster: the image's entrypoint (run outside a container: there is no Docker engine here),
+build-image.sh's argument handling, the krew archive format and the manifest generator."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def load(name: str) -> ModuleType:
+    """packaging/ holds scripts, not a package (the name would shadow the PyPI `packaging`): load one by path."""
+    spec = importlib.util.spec_from_file_location(f"hami_place_{name}", ROOT / "packaging" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def final_stage(dockerfile: str) -> list[str]:
+    """The instructions after the last FROM, continuation lines joined."""
+    lines = dockerfile.replace("\\\n", " ").splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("FROM "))
+    return [line for line in lines[start:] if line.strip() and not line.lstrip().startswith("#")]
+
+
+def exec_form(stage: list[str], instruction: str) -> list[str]:
+    import json
+
+    (line,) = [line for line in stage if line.startswith(f"{instruction} ")]
+    return list(json.loads(line.removeprefix(f"{instruction} ")))
+
+
+def test_image_final_stage_is_slim_non_root_without_build_tools() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG PYTHON_IMAGE=python:3.11-slim" in dockerfile
+    assert dockerfile.count("FROM ") == 2, "multi-stage: a build stage and the final one"
+    stage = final_stage(dockerfile)
+    assert stage[0] == "FROM ${PYTHON_IMAGE}"
+    (user,) = [line for line in stage if line.startswith("USER ")]
+    uid = user.split()[1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "numeric non-root USER, so runAsNonRoot can verify it"
+    body = "\n".join(stage)
+    for tool in ("apt-get install", "gcc", "build-essential", "pip install"):
+        assert tool not in body
+
+
+def test_image_entrypoint_is_the_packaged_console_script() -> None:
+    stage = final_stage((ROOT / "Dockerfile").read_text())
+    entrypoint, cmd = exec_form(stage, "ENTRYPOINT"), exec_form(stage, "CMD")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert entrypoint == ["hami-place-webhook"]
+    assert scripts["hami-place-webhook"] == "webhook.main:main"
+    assert cmd == ["serve"]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["serve", "--help"], ["certs", "--help"]])
+def test_image_entrypoint_command_runs(args: list[str]) -> None:
+    """ENTRYPOINT [+ CMD] as the container would run it, from the same installed console script."""
+    stage = final_stage((ROOT / "Dockerfile").read_text())
+    argv = [str(BIN / exec_form(stage, "ENTRYPOINT")[0]), *args]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    if args[0] == "serve":
+        for flag in ("--webhook-port", "--api-port", "--tls-cert-file", "--tls-key-file", "--exclude-namespace"):
+            assert flag in result.stdout
+    if args[0] == "certs":
+        for flag in ("--secret", "--dns", "--patch-webhook"):
+            assert flag in result.stdout
+
+
+def test_dockerignore_sends_only_what_the_image_copies() -> None:
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "*" in ignore, "everything is excluded unless listed"
+    copied = {"pyproject.toml", "README.md", "LICENSE", "kubectl_hami_place/", "webhook/"}
+    assert {line.removeprefix("!") for line in ignore if line.startswith("!")} == copied
+
+
+def build_image(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([str(ROOT / "build-image.sh"), *args], capture_output=True, text=True, check=False,
+                          env=env, timeout=30)
+
+
+def test_build_image_prints_the_buildx_command() -> None:
+    result = build_image("--print", "--tag", "1.2.3", "--image", "example.org/hp", "--platform",
+                         "linux/amd64,linux/arm64", "--push")
+    assert result.returncode == 0, result.stderr
+    assert shlex.split(result.stdout) == ["docker", "buildx", "build", "--platform", "linux/amd64,linux/arm64",
+                                     "--tag", "example.org/hp:1.2.3", "--file", "Dockerfile", "--push", "."]
+    default = build_image("--print")
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"ghcr.io/hami-place/hami-place-webhook:{version}" in default.stdout
+    assert "--load" in default.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--platform", "linux/amd64,linux/arm64"], "can only be pushed"),
+    (["--bogus"], "unknown argument '--bogus'"),
+    (["--tag"], "--tag needs a value"),
+])
+def test_build_image_refuses_bad_arguments(args: list[str], message: str) -> None:
+    result = build_image(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_build_image_without_docker_says_what_to_install(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "sed", "head", "dirname"):
+        found = shutil.which(tool)
+        assert found
+        (tools / tool).symlink_to(found)
+    result = build_image(path=str(tools))
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("error: docker is not installed or not on PATH; install Docker with the buildx "
+                                     "plugin (or run with --print to see the command)")
+
+
+def test_archives_are_reproducible_and_hold_the_plugin_and_license(tmp_path: Path) -> None:
+    build = load("build")
+    members = [("kubectl-hami_place", b"\x7fELF fake", 0o755), ("LICENSE", b"Apache", 0o644)]
+    first, second = tmp_path / "a" / "x.tar.gz", tmp_path / "b" / "x.tar.gz"
+    build.write_archive(first, members)
+    build.write_archive(second, members)
+    assert first.read_bytes() == second.read_bytes(), "same executable, same sha256 in the manifest"
+    with tarfile.open(first) as archive:
+        infos = {m.name: m for m in archive.getmembers()}
+        assert set(infos) == {"kubectl-hami_place", "LICENSE"}
+        assert infos["kubectl-hami_place"].mode == 0o755
+        assert infos["kubectl-hami_place"].uid == 0
+    assert gzip.decompress(first.read_bytes())  # a plain gzip stream, as krew expects
+    windows = tmp_path / "w.zip"
+    build.write_archive(windows, [("kubectl-hami_place.exe", b"MZ", 0o755), ("LICENSE", b"Apache", 0o644)])
+    import zipfile
+
+    with zipfile.ZipFile(windows) as archive:
+        assert archive.namelist() == ["kubectl-hami_place.exe", "LICENSE"]
+
+
+def test_archive_names_round_trip_through_the_manifest_generator() -> None:
+    build, generator = load("build"), load("krew_manifest")
+    for os_name, arch in (("linux", "amd64"), ("linux", "arm64"), ("darwin", "arm64"), ("windows", "amd64")):
+        name = build.archive_name("1.2.3", os_name, arch)
+        match = generator.ARCHIVE.match(name)
+        assert match and (match["version"], match["os"], match["arch"]) == ("1.2.3", os_name, arch)
+    assert build.archive_name("1.2.3", "windows", "amd64").endswith(".zip")
+
+
+def fake_archive(dist: Path, name: str) -> Path:
+    dist.mkdir(parents=True, exist_ok=True)
+    path = dist / name
+    path.write_bytes(name.encode())
+    return path
+
+
+def test_manifest_has_one_platform_per_archive_with_its_sha256(tmp_path: Path) -> None:
+    generator = load("krew_manifest")
+    dist = tmp_path / "dist"
+    linux = fake_archive(dist, "kubectl-hami_place_v1.2.3_linux_amd64.tar.gz")
+    windows = fake_archive(dist, "kubectl-hami_place_v1.2.3_windows_amd64.zip")
+    fake_archive(dist, "kubectl-hami_place_v1.2.2_darwin_arm64.tar.gz")  # another version: ignored
+    fake_archive(dist, "notes.txt")
+    plugin = generator.manifest(dist, "1.2.3", "https://example.org/rel/")
+    assert plugin["spec"]["version"] == "v1.2.3"
+    platforms = plugin["spec"]["platforms"]
+    assert [p["selector"]["matchLabels"] for p in platforms] == [{"os": "linux", "arch": "amd64"},
+                                                                 {"os": "windows", "arch": "amd64"}]
+    assert platforms[0]["uri"] == f"https://example.org/rel/{linux.name}"
+    assert platforms[0]["sha256"] == hashlib.sha256(linux.read_bytes()).hexdigest()
+    assert platforms[1]["sha256"] == hashlib.sha256(windows.read_bytes()).hexdigest()
+    assert platforms[0]["bin"] == "kubectl-hami_place"
+    assert platforms[1]["bin"] == "kubectl-hami_place.exe"
+    assert {"from": "LICENSE", "to": "."} in platforms[1]["files"]
+
+
+def test_manifest_generator_refuses_missing_and_duplicate_archives(tmp_path: Path) -> None:
+    generator = load("krew_manifest")
+    with pytest.raises(SystemExit, match="run `make dist` first"):
+        generator.manifest(tmp_path, "1.2.3", "https://example.org")
+    fake_archive(tmp_path, "kubectl-hami_place_v1.2.3_linux_amd64.tar.gz")
+    fake_archive(tmp_path, "kubectl-hami_place_v1.2.3_linux_amd64.zip")
+    with pytest.raises(SystemExit, match="two archives for linux/amd64"):
+        generator.manifest(tmp_path, "1.2.3", "https://example.org")
+
+
+def test_build_cache_key_follows_the_plugin_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm `make dist` reuses the executable only while nothing that goes into it changed."""
+    build = load("build")
+    (tmp_path / "kubectl_hami_place").mkdir()
+    (tmp_path / "packaging").mkdir()
+    source = tmp_path / "kubectl_hami_place" / "verb.py"
+    source.write_text("A = 1\n")
+    for name in ("packaging/entry.py", "packaging/kubectl-hami_place.spec", "pyproject.toml"):
+        (tmp_path / name).write_text(name)
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    monkeypatch.setattr(build, "SPEC", tmp_path / "packaging" / "kubectl-hami_place.spec")
+    before = build.source_digest()
+    assert build.source_digest() == before
+    source.write_text("A = 2\n")
+    assert build.source_digest() != before
+    monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path / "cache"))
+    assert build.cache_root() == tmp_path / "cache" / "pyinstaller"

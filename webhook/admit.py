@@ -107,6 +107,7 @@ class Admitter:
             if raise_stale:
                 raise
             log.info("status of %s/%s changed meanwhile; %s not recorded", write.namespace, write.name, write.reason)
+            self._refresh(write.namespace, write.name)
             return None
         except KubeError as error:
             if raise_stale:

@@ -143,6 +143,7 @@ def _certs(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hami-place-webhook` console script."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # our own warnings already say what failed, in one line
     args = _parser().parse_args(argv)
     try:
         if args.command == "serve":

@@ -211,7 +211,8 @@ def _short(error: BaseException) -> str:
     """One line for the log: the API status and reason, or the exception's first line."""
     if isinstance(error, ApiException):
         return f"{error.status} {error.reason}"
-    return (str(error).splitlines() or [type(error).__name__])[0]
+    reason = getattr(error, "reason", None) or error
+    return (str(reason).splitlines() or [type(error).__name__])[0][:200]
 
 
 def node_reflector(api_client: ApiClient) -> Reflector:

@@ -76,8 +76,20 @@ def build_executable(exe_name: str, log=sys.stderr) -> Path:
     print(f"{exe_name}: building with PyInstaller (cold cache; this takes a few minutes)", file=log, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        cmd = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
-               "--distpath", str(Path(tmp) / "dist"), "--workpath", str(Path(tmp) / "work"), str(SPEC)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "PyInstaller",
+            "--noconfirm",
+            "--clean",
+            "--log-level",
+            "WARN",
+            "--distpath",
+            str(Path(tmp) / "dist"),
+            "--workpath",
+            str(Path(tmp) / "work"),
+            str(SPEC),
+        ]
         subprocess.run(cmd, cwd=ROOT, check=True)
         os.replace(Path(tmp) / "dist" / exe_name, target)
     return target
@@ -103,8 +115,11 @@ def write_archive(path: Path, members: list[tuple[str, bytes, int]]) -> None:
                 info.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(info, data)
     else:
-        with partial.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=EPOCH, filename="") as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        with (
+            partial.open("wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=EPOCH, filename="") as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as archive,
+        ):
             for name, data, mode in members:
                 archive.addfile(*_tar_member(name, data, mode))
     partial.replace(path)
@@ -125,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     args.dist.mkdir(parents=True, exist_ok=True)
     shutil.copy2(executable, args.dist / exe_name)
     archive = args.dist / archive_name(project_version(), os_name, arch)
-    write_archive(archive, [(exe_name, executable.read_bytes(), 0o755),
-                            ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)])
+    write_archive(
+        archive, [(exe_name, executable.read_bytes(), 0o755), ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)]
+    )
     sys.stdout.write(f"{archive}\n")
     return 0
 

@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "hami-place"
 BINARY = "kubectl-hami_place"
 REPOSITORY = "https://github.com/hami-place/hami-place"
-ARCHIVE = re.compile(rf"^{BINARY}_v(?P<version>[^_]+)_(?P<os>linux|darwin|windows)_(?P<arch>amd64|arm64)"
-                     r"\.(?:tar\.gz|zip)$")
+ARCHIVE = re.compile(
+    rf"^{BINARY}_v(?P<version>[^_]+)_(?P<os>linux|darwin|windows)_(?P<arch>amd64|arm64)"
+    r"\.(?:tar\.gz|zip)$"
+)
 
 DESCRIPTION = """\
 Pin a pod of a HAMi GPU cluster to an exact node and card, evict a pod to make room for it,
@@ -113,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="directory of the archives (default: dist/)")
     parser.add_argument("--out", type=Path, default=ROOT / "krew-manifest.yaml", help="manifest to write")
-    parser.add_argument("--base-url", default=f"{REPOSITORY}/releases/download/v{version}",
-                        help="where the archives are published (default: the GitHub release of this version)")
+    parser.add_argument(
+        "--base-url",
+        default=f"{REPOSITORY}/releases/download/v{version}",
+        help="where the archives are published (default: the GitHub release of this version)",
+    )
     args = parser.parse_args(argv)
     text = yaml.dump(manifest(args.dist, version, args.base_url), Dumper=_Dumper, sort_keys=False, width=120)
     args.out.write_text(text)

@@ -40,14 +40,22 @@ def helm() -> Path:
     return binaries.resolve("helm")
 
 
-def run_helm(helm: Path, *args: str, check: bool = True, env: dict[str, str] | None = None,
-             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(helm), *args], capture_output=True, text=True, check=check, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+def run_helm(
+    helm: Path, *args: str, check: bool = True, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
-def render(helm: Path, *sets: str, kube_version: str = KUBE_VERSION, namespace: str = "kube-system",
-           release: str = RELEASE) -> list[dict[str, Any]]:
+def render(
+    helm: Path, *sets: str, kube_version: str = KUBE_VERSION, namespace: str = "kube-system", release: str = RELEASE
+) -> list[dict[str, Any]]:
     """helm template with --set flags; the rendered objects, hooks included."""
     args = ["template", release, str(CHART), "-n", namespace, f"--kube-version={kube_version}"]
     for item in sets:
@@ -74,12 +82,16 @@ def webhook_entry(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- lint and render -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sets", [
-    [],
-    ["replicaCount=1", "webhook.failurePolicy=Fail", "webhook.matchConditions.enabled=false"],
-    ["certs.mode=certManager", "json:certs.certManager.issuerRef={\"kind\":\"ClusterIssuer\",\"name\":\"ca\"}"],
-    ["certs.mode=secret", "certs.existingSecret=my-tls", "certs.caBundle=Zm9v"],
-])
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        [],
+        ["replicaCount=1", "webhook.failurePolicy=Fail", "webhook.matchConditions.enabled=false"],
+        ["certs.mode=certManager", 'json:certs.certManager.issuerRef={"kind":"ClusterIssuer","name":"ca"}'],
+        ["certs.mode=secret", "certs.existingSecret=my-tls", "certs.caBundle=Zm9v"],
+    ],
+)
 def test_helm_lint_is_clean(helm: Path, sets: list[str]) -> None:
     args = ["lint", str(CHART), "--strict", f"--kube-version={KUBE_VERSION}"]
     for item in sets:
@@ -116,7 +128,9 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
 
     service = one(objects, "Service")
     assert {(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
-        ("https", 443, "webhook"), ("api", 8083, "api")}
+        ("https", 443, "webhook"),
+        ("api", 8083, "api"),
+    }
     assert service["spec"]["selector"]["app.kubernetes.io/name"] == NAME_LABEL
 
     pdb = one(objects, "PodDisruptionBudget")
@@ -129,15 +143,26 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
 
 def test_webhook_configuration_defaults(helm: Path) -> None:
     entry = webhook_entry(render(helm))
-    assert entry["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                               "resources": ["pods"], "scope": "Namespaced"}]
+    assert entry["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
     assert entry["failurePolicy"] == "Ignore"
     assert entry["sideEffects"] == "NoneOnDryRun"
     assert entry["timeoutSeconds"] == 5
     assert entry["reinvocationPolicy"] == "IfNeeded"
     assert entry["admissionReviewVersions"] == ["v1"]
-    assert entry["clientConfig"]["service"] == {"name": "gpu-descheduler-webhook", "namespace": "kube-system",
-                                                "path": "/mutate", "port": 443}
+    assert entry["clientConfig"]["service"] == {
+        "name": "gpu-descheduler-webhook",
+        "namespace": "kube-system",
+        "path": "/mutate",
+        "port": 443,
+    }
     assert "caBundle" not in entry["clientConfig"], "no cluster to look the CA up from: the post hook fills it"
     expressions = entry["namespaceSelector"]["matchExpressions"]
     assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in expressions
@@ -151,11 +176,14 @@ def test_single_replica_has_no_disruption_budget(helm: Path) -> None:
     assert by_kind(objects, "PodDisruptionBudget") == []
 
 
-@pytest.mark.parametrize(("sets", "kube_version", "present"), [
-    ([], "1.28.0", True),
-    ([], "1.27.9", False),
-    (["webhook.matchConditions.enabled=false"], KUBE_VERSION, False),
-])
+@pytest.mark.parametrize(
+    ("sets", "kube_version", "present"),
+    [
+        ([], "1.28.0", True),
+        ([], "1.27.9", False),
+        (["webhook.matchConditions.enabled=false"], KUBE_VERSION, False),
+    ],
+)
 def test_match_conditions_toggle(helm: Path, sets: list[str], kube_version: str, present: bool) -> None:
     entry = webhook_entry(render(helm, *sets, kube_version=kube_version))
     assert ("matchConditions" in entry) is present
@@ -168,10 +196,16 @@ def test_chart_refuses_kubernetes_older_than_1_24(helm: Path) -> None:
 
 
 def test_non_default_values(helm: Path) -> None:
-    objects = render(helm, "webhook.failurePolicy=Fail", "webhook.timeoutSeconds=10",
-                     "server.excludeNamespaces={batch,infra}", "server.placementTTL=600",
-                     "json:webhook.namespaceSelectorExpressions=[{\"key\":\"team\",\"operator\":\"In\","
-                     "\"values\":[\"ml\"]}]", "fullnameOverride=hp", namespace="gpu-system")
+    objects = render(
+        helm,
+        "webhook.failurePolicy=Fail",
+        "webhook.timeoutSeconds=10",
+        "server.excludeNamespaces={batch,infra}",
+        "server.placementTTL=600",
+        'json:webhook.namespaceSelectorExpressions=[{"key":"team","operator":"In","values":["ml"]}]',
+        "fullnameOverride=hp",
+        namespace="gpu-system",
+    )
     entry = webhook_entry(objects)
     assert entry["failurePolicy"] == "Fail"
     assert entry["timeoutSeconds"] == 10
@@ -180,16 +214,22 @@ def test_non_default_values(helm: Path) -> None:
     assert {"key": "team", "operator": "In", "values": ["ml"]} in expressions
     args = one(objects, "Deployment", "hp")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--exclude-namespace")] == [
-        "--exclude-namespace=gpu-system", "--exclude-namespace=batch", "--exclude-namespace=infra"]
+        "--exclude-namespace=gpu-system",
+        "--exclude-namespace=batch",
+        "--exclude-namespace=infra",
+    ]
     assert "--placement-ttl=600" in args
 
 
-@pytest.mark.parametrize(("sets", "message"), [
-    (["certs.mode=vault"], "certs.mode must be hook, certManager or secret"),
-    (["certs.mode=secret", "certs.existingSecret=x"], "certs.caBundle"),
-    (["webhook.timeoutSeconds=31"], "between 1 and 30"),
-    (["webhook.failurePolicy=Sometimes"], "failurePolicy must be Ignore or Fail"),
-])
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["certs.mode=vault"], "certs.mode must be hook, certManager or secret"),
+        (["certs.mode=secret", "certs.existingSecret=x"], "certs.caBundle"),
+        (["webhook.timeoutSeconds=31"], "between 1 and 30"),
+        (["webhook.failurePolicy=Sometimes"], "failurePolicy must be Ignore or Fail"),
+    ],
+)
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
     args = ["template", RELEASE, str(CHART)]
     for item in sets:
@@ -208,13 +248,19 @@ def test_crd_is_rendered_verbatim(helm: Path) -> None:
 def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     objects = render(helm)
     role = one(objects, "ClusterRole", "gpu-descheduler-webhook")
-    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
-               for resource in rule["resources"] for verb in rule["verbs"]}
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
     placements = "scheduling.hami.placement.com"
     expected = {("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "update", "patch")}
     expected |= {(placements, "hamipodplacements/status", v) for v in ("get", "update", "patch")}
     expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")}
+    expected |= {("policy", "poddisruptionbudgets", "list")}
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
     assert by_kind([o for o in objects if "certgen" not in o["metadata"]["name"]], "Role") == []
@@ -226,8 +272,14 @@ def test_certificate_hook_job(helm: Path) -> None:
     events = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))
     assert {"pre-install", "pre-upgrade", "post-install", "post-upgrade"} <= events
     hook_objects = [o for o in objects if "helm.sh/hook" in o["metadata"].get("annotations", {})]
-    assert {o["kind"] for o in hook_objects} == {"ServiceAccount", "Role", "RoleBinding", "ClusterRole",
-                                                "ClusterRoleBinding", "Job"}
+    assert {o["kind"] for o in hook_objects} == {
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Job",
+    }
     for obj in hook_objects:
         assert obj["metadata"]["annotations"]["helm.sh/hook"] == job["metadata"]["annotations"]["helm.sh/hook"]
         weight = int(obj["metadata"]["annotations"]["helm.sh/hook-weight"])
@@ -239,8 +291,10 @@ def test_certificate_hook_job(helm: Path) -> None:
     assert "--secret=kube-system/gpu-descheduler-webhook-tls" in args
     assert "--patch-webhook=gpu-descheduler-webhook" in args
     assert "--dns=gpu-descheduler-webhook.kube-system.svc" in args
-    assert pod["containers"][0]["image"] == one(objects, "Deployment")["spec"]["template"]["spec"][
-        "containers"][0]["image"]
+    assert (
+        pod["containers"][0]["image"]
+        == one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
@@ -248,16 +302,19 @@ def test_cert_manager_mode(helm: Path) -> None:
     objects = render(helm, "certs.mode=certManager")
     assert by_kind(objects, "Job") == []
     configuration = one(objects, "MutatingWebhookConfiguration")
-    assert configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
-        "kube-system/gpu-descheduler-webhook"
+    assert (
+        configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        == "kube-system/gpu-descheduler-webhook"
+    )
     serving = one(objects, "Certificate", "gpu-descheduler-webhook")
     assert serving["spec"]["secretName"] == "gpu-descheduler-webhook-tls"
     assert "gpu-descheduler-webhook.kube-system.svc" in serving["spec"]["dnsNames"]
     assert serving["spec"]["issuerRef"] == {"kind": "Issuer", "name": "gpu-descheduler-webhook-ca"}
     assert len(by_kind(objects, "Issuer")) == 2
 
-    given = render(helm, "certs.mode=certManager",
-                   "json:certs.certManager.issuerRef={\"kind\":\"ClusterIssuer\",\"name\":\"corp-ca\"}")
+    given = render(
+        helm, "certs.mode=certManager", 'json:certs.certManager.issuerRef={"kind":"ClusterIssuer","name":"corp-ca"}'
+    )
     assert by_kind(given, "Issuer") == []
     assert one(given, "Certificate")["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "corp-ca"}
 
@@ -272,30 +329,44 @@ def test_existing_secret_mode(helm: Path) -> None:
 
 # --- against the sandbox -----------------------------------------------------------------------------------------
 
+
 def sa_kubeconfig(cluster: Sandbox, namespace: str, account: str, path: Path) -> Path:
     """A kubeconfig that authenticates as a ServiceAccount (a short-lived token), like the pod would."""
     token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
     admin = json.loads(cluster.kubeconfig.read_text())
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "sandbox", "cluster": admin["clusters"][0]["cluster"]}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "sandbox", "user": account, "namespace": namespace}}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [{"name": "sandbox", "cluster": admin["clusters"][0]["cluster"]}],
+                "users": [{"name": account, "user": {"token": token}}],
+                "contexts": [
+                    {"name": "sa", "context": {"cluster": "sandbox", "user": account, "namespace": namespace}}
+                ],
+            }
+        )
+    )
     return path
 
 
 def can_i(cluster: Sandbox, namespace: str, account: str, *args: str) -> bool:
-    result = cluster.kubectl("auth", "can-i", *args, f"--as=system:serviceaccount:{namespace}:{account}",
-                             check=False)
+    result = cluster.kubectl("auth", "can-i", *args, f"--as=system:serviceaccount:{namespace}:{account}", check=False)
     assert result.stdout.strip() in ("yes", "no"), result.stdout + result.stderr
     return result.stdout.strip() == "yes"
 
 
 def adopt_crd(cluster: Sandbox, release: str, namespace: str) -> None:
     """The sandbox applied the CRD with kubectl; Helm adopts an existing object that carries its ownership marks."""
-    cluster.kubectl("annotate", "crd", CRD_NAME, "--overwrite", f"meta.helm.sh/release-name={release}",
-                    f"meta.helm.sh/release-namespace={namespace}")
+    cluster.kubectl(
+        "annotate",
+        "crd",
+        CRD_NAME,
+        "--overwrite",
+        f"meta.helm.sh/release-name={release}",
+        f"meta.helm.sh/release-namespace={namespace}",
+    )
     cluster.kubectl("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
 
 
@@ -309,9 +380,20 @@ def installed(cluster: Sandbox, namespace: str, helm: Path) -> Iterator[tuple[st
     release = f"gd-{namespace}"
     adopt_crd(cluster, release, namespace)
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
-    narrow = "json:webhook.namespaceSelectorExpressions=[{\"key\":\"hami-place-test-chart\",\"operator\":\"Exists\"}]"
-    args = ["install", release, str(CHART), "-n", namespace, "--wait", "--timeout=180s",
-            "--set", "image.tag=test", "--set-json", narrow.removeprefix("json:")]
+    narrow = 'json:webhook.namespaceSelectorExpressions=[{"key":"hami-place-test-chart","operator":"Exists"}]'
+    args = [
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--wait",
+        "--timeout=180s",
+        "--set",
+        "image.tag=test",
+        "--set-json",
+        narrow.removeprefix("json:"),
+    ]
     result = run_helm(helm, *args, check=False, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     try:
@@ -321,15 +403,16 @@ def installed(cluster: Sandbox, namespace: str, helm: Path) -> Iterator[tuple[st
 
 
 @pytest.mark.cluster
-def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: tuple[str, str],
-                                                  helm: Path) -> None:
+def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: tuple[str, str], helm: Path) -> None:
     release, namespace = installed
     fullname = f"{release}-webhook"
-    status = run_helm(helm, "status", release, "-n", namespace, "-o", "json",
-                      env={"KUBECONFIG": str(cluster.kubeconfig)})
+    status = run_helm(
+        helm, "status", release, "-n", namespace, "-o", "json", env={"KUBECONFIG": str(cluster.kubeconfig)}
+    )
     assert json.loads(status.stdout)["info"]["status"] == "deployed"
-    ready = cluster.kubectl("get", "deployment", fullname, "-n", namespace,
-                            "-o", "jsonpath={.status.readyReplicas}").stdout
+    ready = cluster.kubectl(
+        "get", "deployment", fullname, "-n", namespace, "-o", "jsonpath={.status.readyReplicas}"
+    ).stdout
     assert ready == "2"
     assert cluster.kubectl("get", "pdb", fullname, "-n", namespace).returncode == 0
     assert cluster.kubectl("get", "service", fullname, "-n", namespace).returncode == 0
@@ -337,12 +420,19 @@ def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: t
     conditions = [c["name"] for c in webhook["webhooks"][0]["matchConditions"]]
     assert conditions == ["not-bound", "asks-gpu"], "the API server compiled and kept the CEL conditions"
     # The hook's ServiceAccount, RBAC and Job ran and were cleaned up after succeeding.
-    leftovers = cluster.kubectl("get", "serviceaccount,role,rolebinding,job", "-n", namespace,
-                                "-l", "app.kubernetes.io/component=certgen", "-o", "name").stdout
+    leftovers = cluster.kubectl(
+        "get",
+        "serviceaccount,role,rolebinding,job",
+        "-n",
+        namespace,
+        "-l",
+        "app.kubernetes.io/component=certgen",
+        "-o",
+        "name",
+    ).stdout
     assert leftovers.strip() == ""
     assert cluster.kubectl("get", "clusterrole", f"{fullname}-certgen", check=False).returncode != 0
-    notes = run_helm(helm, "get", "notes", release, "-n", namespace,
-                     env={"KUBECONFIG": str(cluster.kubeconfig)}).stdout
+    notes = run_helm(helm, "get", "notes", release, "-n", namespace, env={"KUBECONFIG": str(cluster.kubeconfig)}).stdout
     assert f"kubectl -n {namespace} rollout status deployment/{fullname}" in notes
     assert f"/api/v1/namespaces/{namespace}/services/{fullname}:api/proxy/api/v1/cluster-info" in notes
 
@@ -352,41 +442,71 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
     release, namespace = installed
     account = f"{release}-webhook"
     needed = [
-        ("get", "nodes"), ("list", "nodes"), ("watch", "nodes"),
-        ("get", "pods", "-A"), ("list", "pods", "-A"), ("watch", "pods", "-A"),
-        *[(verb, "hamipodplacements.scheduling.hami.placement.com", "-A")
-          for verb in ("get", "list", "watch", "update", "patch")],
+        ("get", "nodes"),
+        ("list", "nodes"),
+        ("watch", "nodes"),
+        ("get", "pods", "-A"),
+        ("list", "pods", "-A"),
+        ("watch", "pods", "-A"),
+        *[
+            (verb, "hamipodplacements.scheduling.hami.placement.com", "-A")
+            for verb in ("get", "list", "watch", "update", "patch")
+        ],
         ("update", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
         ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
         ("create", "pods", "--subresource=eviction", "-n", "default"),
-        ("create", "events", "-n", "default"), ("patch", "events", "-n", "default"),
+        ("create", "events", "-n", "default"),
+        ("patch", "events", "-n", "default"),
+        ("list", "poddisruptionbudgets.policy", "-n", "default"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"
     forbidden = [
-        ("delete", "pods", "-n", "default"), ("create", "pods", "-n", "default"), ("update", "pods", "-n", "default"),
-        ("patch", "nodes"), ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("delete", "pods", "-n", "default"),
+        ("create", "pods", "-n", "default"),
+        ("update", "pods", "-n", "default"),
+        ("patch", "nodes"),
+        ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
-        ("get", "secrets", "-n", namespace), ("get", "secrets", "-n", "default"),
+        ("get", "secrets", "-n", namespace),
+        ("get", "secrets", "-n", "default"),
         ("create", "secrets", "-n", "default"),
-        ("update", "mutatingwebhookconfigurations"), ("create", "leases.coordination.k8s.io", "-n", namespace),
-        ("*", "*"), ("escalate", "clusterroles"), ("impersonate", "users"),
+        ("update", "mutatingwebhookconfigurations"),
+        ("create", "leases.coordination.k8s.io", "-n", namespace),
+        ("*", "*"),
+        ("escalate", "clusterroles"),
+        ("impersonate", "users"),
     ]
     for args in forbidden:
         assert not can_i(cluster, namespace, account, *args), f"the server may {' '.join(args)}"
 
 
 @pytest.mark.cluster
-def test_upgrade_and_rollback_keep_the_release_healthy(cluster: Sandbox, installed: tuple[str, str],
-                                                       helm: Path) -> None:
+def test_upgrade_and_rollback_keep_the_release_healthy(
+    cluster: Sandbox, installed: tuple[str, str], helm: Path
+) -> None:
     release, namespace = installed
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
-    upgrade = run_helm(helm, "upgrade", release, str(CHART), "-n", namespace, "--reuse-values", "--wait",
-                       "--timeout=180s", "--set", "replicaCount=1", check=False, env=env)
+    upgrade = run_helm(
+        helm,
+        "upgrade",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--reuse-values",
+        "--wait",
+        "--timeout=180s",
+        "--set",
+        "replicaCount=1",
+        check=False,
+        env=env,
+    )
     assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
     assert cluster.kubectl("get", "pdb", f"{release}-webhook", "-n", namespace, check=False).returncode != 0
-    rollback = run_helm(helm, "rollback", release, "1", "-n", namespace, "--wait", "--timeout=180s",
-                        check=False, env=env)
+    rollback = run_helm(
+        helm, "rollback", release, "1", "-n", namespace, "--wait", "--timeout=180s", check=False, env=env
+    )
     assert rollback.returncode == 0, rollback.stdout + rollback.stderr
     assert cluster.kubectl("get", "pdb", f"{release}-webhook", "-n", namespace).returncode == 0
 
@@ -396,15 +516,26 @@ def test_crd_survives_uninstall(cluster: Sandbox, namespace: str, helm: Path) ->
     release = f"gd-{namespace}"
     adopt_crd(cluster, release, namespace)
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
-    narrow = "[{\"key\":\"hami-place-test-chart\",\"operator\":\"Exists\"}]"
-    run_helm(helm, "install", release, str(CHART), "-n", namespace, "--no-hooks",
-             "--set-json", f"webhook.namespaceSelectorExpressions={narrow}", env=env)
+    narrow = '[{"key":"hami-place-test-chart","operator":"Exists"}]'
+    run_helm(
+        helm,
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--no-hooks",
+        "--set-json",
+        f"webhook.namespaceSelectorExpressions={narrow}",
+        env=env,
+    )
     run_helm(helm, "uninstall", release, "-n", namespace, "--wait", env=env)
     assert cluster.kubectl("get", "crd", CRD_NAME).returncode == 0
     assert cluster.kubectl("get", "hamipodplacements", "-A").returncode == 0
 
 
 # --- the certificate hook's command, run as the hook's own ServiceAccount ---------------------------------------
+
 
 def hook_objects(helm: Path, release: str, namespace: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     objects = render(helm, namespace=namespace, release=release)
@@ -413,15 +544,17 @@ def hook_objects(helm: Path, release: str, namespace: str) -> tuple[list[dict[st
 
 
 @pytest.mark.cluster
-def test_certificate_hook_command_with_its_own_account(cluster: Sandbox, namespace: str, helm: Path,
-                                                       tmp_path: Path) -> None:
+def test_certificate_hook_command_with_its_own_account(
+    cluster: Sandbox, namespace: str, helm: Path, tmp_path: Path
+) -> None:
     """What the hook Job runs, run here (no container runtime) with the Job's args and its ServiceAccount's token."""
     release = f"gd-{namespace}"
     fullname = f"{release}-webhook"
     rbac, job = hook_objects(helm, release, namespace)
     configuration = one(render(helm, namespace=namespace, release=release), "MutatingWebhookConfiguration")
     configuration["webhooks"][0]["namespaceSelector"]["matchExpressions"].append(
-        {"key": "hami-place-test-chart", "operator": "Exists"})
+        {"key": "hami-place-test-chart", "operator": "Exists"}
+    )
     manifest = "\n---\n".join(yaml.safe_dump(o) for o in [*rbac, configuration])
     cluster.kubectl("apply", "-f", "-", input=manifest)
     try:
@@ -438,33 +571,42 @@ def test_certificate_hook_command_with_its_own_account(cluster: Sandbox, namespa
         first = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
         assert first.returncode == 0, first.stdout + first.stderr
 
-        secret = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o",
-                                            "json").stdout)
+        secret = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o", "json").stdout)
         assert secret["type"] == "kubernetes.io/tls"
         assert set(secret["data"]) >= {"tls.crt", "tls.key", "ca.crt"}
-        bundle = json.loads(cluster.kubectl("get", "mutatingwebhookconfiguration", fullname, "-o",
-                                            "json").stdout)["webhooks"][0]["clientConfig"]["caBundle"]
+        bundle = json.loads(cluster.kubectl("get", "mutatingwebhookconfiguration", fullname, "-o", "json").stdout)[
+            "webhooks"
+        ][0]["clientConfig"]["caBundle"]
         assert bundle == secret["data"]["ca.crt"]
         assert base64.b64decode(bundle).startswith(b"-----BEGIN CERTIFICATE-----")
 
         # The next helm upgrade runs it again: the still-valid certificate and CA are kept.
         again = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
         assert again.returncode == 0, again.stdout + again.stderr
-        kept = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o",
-                                          "json").stdout)
+        kept = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o", "json").stdout)
         assert kept["data"] == secret["data"]
 
         # A template rendered against this cluster now carries the same CA (Helm's lookup), so Helm's own apply of
         # the configuration during an upgrade cannot blank or roll back the bundle.
-        looked_up = run_helm(helm, "template", release, str(CHART), "-n", namespace, "--dry-run=server",
-                             "--show-only", "templates/mutatingwebhook.yaml",
-                             env={"KUBECONFIG": str(cluster.kubeconfig)})
+        looked_up = run_helm(
+            helm,
+            "template",
+            release,
+            str(CHART),
+            "-n",
+            namespace,
+            "--dry-run=server",
+            "--show-only",
+            "templates/mutatingwebhook.yaml",
+            env={"KUBECONFIG": str(cluster.kubeconfig)},
+        )
         assert yaml.safe_load(looked_up.stdout)["webhooks"][0]["clientConfig"]["caBundle"] == bundle
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=manifest, check=False)
 
 
 # --- the server itself, with the Deployment's args and its ServiceAccount --------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -473,8 +615,9 @@ def free_port() -> int:
 
 
 @pytest.mark.cluster
-def test_server_runs_with_the_chart_args_and_account(cluster: Sandbox, installed: tuple[str, str],
-                                                     helm: Path, tmp_path: Path) -> None:
+def test_server_runs_with_the_chart_args_and_account(
+    cluster: Sandbox, installed: tuple[str, str], helm: Path, tmp_path: Path
+) -> None:
     """The Deployment's container args, run outside a container as the chart's ServiceAccount: it gets ready.
 
     Readiness needs the server's caches of nodes, pods and placements, so this fails when the chart's RBAC lacks a
@@ -484,17 +627,29 @@ def test_server_runs_with_the_chart_args_and_account(cluster: Sandbox, installed
     objects = render(helm, namespace=namespace, release=release)
     container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     certs = tmp_path / "tls"
-    subprocess.run([str(WEBHOOK), "certs", "--out-dir", str(certs), "--dns", "localhost",
-                    "--ip", "127.0.0.1"], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [str(WEBHOOK), "certs", "--out-dir", str(certs), "--dns", "localhost", "--ip", "127.0.0.1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     api_port, webhook_port = free_port(), free_port()
-    replaced = {"--webhook-port": str(webhook_port), "--api-port": str(api_port), "--bind-address": "127.0.0.1",
-                "--tls-cert-file": str(certs / "tls.crt"), "--tls-key-file": str(certs / "tls.key")}
-    args = [f"{a.split('=')[0]}={replaced[a.split('=')[0]]}" if a.split("=")[0] in replaced else a
-            for a in container["args"]]
+    replaced = {
+        "--webhook-port": str(webhook_port),
+        "--api-port": str(api_port),
+        "--bind-address": "127.0.0.1",
+        "--tls-cert-file": str(certs / "tls.crt"),
+        "--tls-key-file": str(certs / "tls.key"),
+    }
+    args = [
+        f"{a.split('=')[0]}={replaced[a.split('=')[0]]}" if a.split("=")[0] in replaced else a
+        for a in container["args"]
+    ]
     kubeconfig = sa_kubeconfig(cluster, namespace, f"{release}-webhook", tmp_path / "server.kubeconfig")
     log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen([str(WEBHOOK), *args], stdout=log, stderr=subprocess.STDOUT,
-                              env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+    server = subprocess.Popen(
+        [str(WEBHOOK), *args], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "KUBECONFIG": str(kubeconfig)}
+    )
     try:
         deadline = time.monotonic() + 60
         status = None

@@ -95,27 +95,43 @@ def build_image(*args: str, path: str | None = None) -> subprocess.CompletedProc
     env = dict(os.environ)
     if path is not None:
         env["PATH"] = path
-    return subprocess.run([str(ROOT / "build-image.sh"), *args], capture_output=True, text=True, check=False,
-                          env=env, timeout=30)
+    return subprocess.run(
+        [str(ROOT / "build-image.sh"), *args], capture_output=True, text=True, check=False, env=env, timeout=30
+    )
 
 
 def test_build_image_prints_the_buildx_command() -> None:
-    result = build_image("--print", "--tag", "1.2.3", "--image", "example.org/hp", "--platform",
-                         "linux/amd64,linux/arm64", "--push")
+    result = build_image(
+        "--print", "--tag", "1.2.3", "--image", "example.org/hp", "--platform", "linux/amd64,linux/arm64", "--push"
+    )
     assert result.returncode == 0, result.stderr
-    assert shlex.split(result.stdout) == ["docker", "buildx", "build", "--platform", "linux/amd64,linux/arm64",
-                                     "--tag", "example.org/hp:1.2.3", "--file", "Dockerfile", "--push", "."]
+    assert shlex.split(result.stdout) == [
+        "docker",
+        "buildx",
+        "build",
+        "--platform",
+        "linux/amd64,linux/arm64",
+        "--tag",
+        "example.org/hp:1.2.3",
+        "--file",
+        "Dockerfile",
+        "--push",
+        ".",
+    ]
     default = build_image("--print")
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert f"ghcr.io/hami-place/hami-place-webhook:{version}" in default.stdout
     assert "--load" in default.stdout
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--platform", "linux/amd64,linux/arm64"], "can only be pushed"),
-    (["--bogus"], "unknown argument '--bogus'"),
-    (["--tag"], "--tag needs a value"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--platform", "linux/amd64,linux/arm64"], "can only be pushed"),
+        (["--bogus"], "unknown argument '--bogus'"),
+        (["--tag"], "--tag needs a value"),
+    ],
+)
 def test_build_image_refuses_bad_arguments(args: list[str], message: str) -> None:
     result = build_image(*args)
     assert result.returncode == 2
@@ -131,8 +147,10 @@ def test_build_image_without_docker_says_what_to_install(tmp_path: Path) -> None
         (tools / tool).symlink_to(found)
     result = build_image(path=str(tools))
     assert result.returncode == 1
-    assert result.stderr.strip() == ("error: docker is not installed or not on PATH; install Docker with the buildx "
-                                     "plugin (or run with --print to see the command)")
+    assert result.stderr.strip() == (
+        "error: docker is not installed or not on PATH; install Docker with the buildx "
+        "plugin (or run with --print to see the command)"
+    )
 
 
 def test_archives_are_reproducible_and_hold_the_plugin_and_license(tmp_path: Path) -> None:
@@ -182,8 +200,10 @@ def test_manifest_has_one_platform_per_archive_with_its_sha256(tmp_path: Path) -
     plugin = generator.manifest(dist, "1.2.3", "https://example.org/rel/")
     assert plugin["spec"]["version"] == "v1.2.3"
     platforms = plugin["spec"]["platforms"]
-    assert [p["selector"]["matchLabels"] for p in platforms] == [{"os": "linux", "arch": "amd64"},
-                                                                 {"os": "windows", "arch": "amd64"}]
+    assert [p["selector"]["matchLabels"] for p in platforms] == [
+        {"os": "linux", "arch": "amd64"},
+        {"os": "windows", "arch": "amd64"},
+    ]
     assert platforms[0]["uri"] == f"https://example.org/rel/{linux.name}"
     assert platforms[0]["sha256"] == hashlib.sha256(linux.read_bytes()).hexdigest()
     assert platforms[1]["sha256"] == hashlib.sha256(windows.read_bytes()).hexdigest()

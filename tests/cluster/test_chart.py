@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -370,36 +371,27 @@ def adopt_crd(cluster: Sandbox, release: str, namespace: str) -> None:
     cluster.kubectl("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
 
 
-@pytest.fixture
-def installed(cluster: Sandbox, namespace: str, helm: Path) -> Iterator[tuple[str, str]]:
-    """The chart installed for real as a user would (hooks included), then uninstalled.
+@pytest.fixture(scope="module")
+def installed(cluster: Sandbox, helm: Path) -> Iterator[tuple[str, str]]:
+    """The chart installed once for this module, for real as a user would (hooks included), then uninstalled.
 
     The webhook is narrowed to a label no namespace carries: the sandbox runs no server behind the Service, and a
     cluster-wide webhook would make every other test's GPU pod creation wait for its timeout.
     """
+    namespace = f"chart-{uuid.uuid4().hex[:8]}"
     release = f"gd-{namespace}"
+    cluster.kubectl("create", "namespace", namespace)
     adopt_crd(cluster, release, namespace)
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
-    narrow = 'json:webhook.namespaceSelectorExpressions=[{"key":"hami-place-test-chart","operator":"Exists"}]'
-    args = [
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout=180s",
-        "--set",
-        "image.tag=test",
-        "--set-json",
-        narrow.removeprefix("json:"),
-    ]
-    result = run_helm(helm, *args, check=False, env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    narrow = '[{"key":"hami-place-test-chart","operator":"Exists"}]'
+    args = ["install", release, str(CHART), "-n", namespace, "--wait", "--timeout=180s", "--set", "image.tag=test"]
+    result = run_helm(helm, *args, "--set-json", f"webhook.namespaceSelectorExpressions={narrow}", check=False, env=env)
     try:
+        assert result.returncode == 0, result.stdout + result.stderr
         yield release, namespace
     finally:
         run_helm(helm, "uninstall", release, "-n", namespace, "--wait", "--timeout=120s", check=False, env=env)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @pytest.mark.cluster

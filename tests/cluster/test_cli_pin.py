@@ -371,9 +371,9 @@ def test_overlapping_selector_warns(cluster: Sandbox, namespace: str) -> None:
 
 
 def test_bad_selector_and_bad_card_reference_are_usage_errors(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(cluster, "pin", "-n", namespace, "-l", "app==", "--node", H100, "--gpu", "gpu-0")
+    run = plugin(cluster, "pin", "-n", namespace, "-l", "app b", "--node", H100, "--gpu", "gpu-0")
     assert run.code == 2
-    assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad selector -l 'app=='")
+    assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad selector -l 'app b'")
     run = plugin(cluster, "pin", "-n", namespace, "-l", "app=x", "--node", H100, "--gpu", "card-0")
     assert run.code == 2
     assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad --gpu 'card-0'")

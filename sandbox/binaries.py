@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -119,6 +120,28 @@ def build(component: Component, log=sys.stderr) -> Path:
 def resolve(name: str) -> Path:
     """The path of a sandbox binary: envtest's asset if one is given, else the cached build."""
     return _envtest_asset(name) or build(COMPONENTS[name])
+
+
+KWOK_STAGES = ("node/fast", "node/heartbeat-with-lease", "pod/general")
+
+
+def kwok_stages() -> Path:
+    """kwok's own published stage sets (Ready nodes with leases, pods that run and get deleted) as one config file.
+
+    They ship inside kwok's module, so they come from the module kwok was built from and are cached beside it.
+    """
+    target = cached_path(COMPONENTS["kwok"]).parent / "stages.yaml"
+    if target.is_file():
+        return target
+    env = dict(os.environ, GOTOOLCHAIN="local")
+    info = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], env=env,
+                          cwd=HACK / "kwok", capture_output=True, text=True, check=True)
+    stage_root = Path(json.loads(info.stdout)["Dir"]) / "kustomize" / "stage"
+    documents = [f.read_text() for name in KWOK_STAGES for f in sorted((stage_root / name).glob("*.yaml"))
+                 if f.name != "kustomization.yaml"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n---\n".join(documents))
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:

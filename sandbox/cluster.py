@@ -157,7 +157,8 @@ class Sandbox:
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={sa.cert}", f"--service-account-signing-key-file={sa.key}",
-            "--profiling=false", "--v=1",
+            # A loopback advertise address is refused by the endpoint reconciler; envtest turns it off too.
+            "--endpoint-reconciler-type=none", "--profiling=false", "--v=1",
         ])
         self._wait(f"{self.server}/readyz", "kube-apiserver")
 
@@ -179,10 +180,8 @@ class Sandbox:
             f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             "--v=1",
         ])
-        kwok_config = self.workdir / "kwok.yaml"
-        kwok_config.write_text("")
         self._spawn("kwok", [
-            str(paths["kwok"]), f"--kubeconfig={configs['admin']}", f"--config={kwok_config}",
+            str(paths["kwok"]), f"--kubeconfig={configs['admin']}", f"--config={binaries.kwok_stages()}",
             "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40",
             f"--server-address=127.0.0.1:{free_port()}",

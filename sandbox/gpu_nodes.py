@@ -41,8 +41,7 @@ def node_object(entry: dict[str, Any]) -> dict[str, Any]:
                        "gpu": "on", "type": "kwok"},
             "annotations": {KWOK_NODE_ANNOTATION: "fake", REGISTER_ANNOTATION: register(entry["cards"])},
         },
-        "status": {"allocatable": resources, "capacity": resources,
-                   "nodeInfo": {"kubeletVersion": "fake", "operatingSystem": "linux", "architecture": "amd64"}},
+        "status": {"allocatable": resources, "capacity": resources},
     }
 
 

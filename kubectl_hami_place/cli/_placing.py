@@ -25,13 +25,13 @@ from kubectl_hami_place.core.placement import (
     placement_object,
     validate_spec,
 )
-from kubectl_hami_place.core.refs import CardRef, parse_card_ref
+from kubectl_hami_place.core.refs import CardRef, parse_card_ref, resolve
 from kubectl_hami_place.core.requests import CardRequest, card_request, pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, matches, may_overlap, parse_selector_string
 from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
 from kubectl_hami_place.kube import cluster, placements
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import KubeNotFound
+from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -222,7 +222,7 @@ def check_placement(
         )
     if reasons:
         raise Refused(list(dict.fromkeys(reasons)))
-    warnings.extend(_overlap_warnings(kube, namespace, spec.pod_selector, name))
+    warnings.extend(_pending_warnings(kube, namespace, spec, name, cards))
     obj = placement_object(name, namespace, spec, labels=MANAGED_BY)
     return Checked(namespace, obj, node, tuple(checks), request, spec.evict_pod, tuple(warnings))
 
@@ -276,22 +276,45 @@ def _evict_warnings(pod: dict[str, Any], allocation: PodAllocation | None, node:
     return []
 
 
-def _overlap_warnings(kube: Kube, namespace: str, selector: LabelSelector, name: str) -> list[str]:
-    """Other unclaimed placements whose selector may match the same pods: the first pod claims only one of them."""
+def _pending_warnings(kube: Kube, namespace: str, spec: PlacementSpec, name: str, cards: Sequence[Card]) -> list[str]:
+    """Other unclaimed placements: a selector that may match the same pods, or the same cards not yet counted."""
+    try:
+        items = placements.list_placements(kube, None)
+    except KubeForbidden:
+        items = placements.list_placements(kube, namespace)
+    mine = _uuids(spec.gpu_devices, cards)
     warnings = []
-    for item in placements.list_placements(kube, namespace):
+    for item in items:
         try:
             other = placement_from_object(item)
         except PlacementError:
             continue
-        if other.name == name or not other.unclaimed:
+        if (other.namespace, other.name) == (namespace, name) or not other.unclaimed:
             continue
-        if may_overlap(selector, other.spec.pod_selector):
+        if other.namespace == namespace and may_overlap(spec.pod_selector, other.spec.pod_selector):
             warnings.append(
                 f"placement {other.name} (Pending, -l {other.spec.pod_selector}) may match the same pods as -l "
-                f"{selector}; the first matching pod claims only one of them"
+                f"{spec.pod_selector}; the first matching pod claims only one of them"
+            )
+        shared = mine & _uuids(other.spec.gpu_devices, cards) if other.spec.node_name == spec.node_name else set()
+        if shared:
+            names = ", ".join(card.name for card in cards if card.uuid in shared)
+            warnings.append(
+                f"placement {other.key} (Pending) also pins a pod to {names} on {spec.node_name}; that pod does not "
+                "exist yet, so its share was not counted"
             )
     return warnings
+
+
+def _uuids(refs: Sequence[CardRef], cards: Sequence[Card]) -> set[str]:
+    """The UUIDs of the references that name a card of the node."""
+    found = set()
+    for ref in refs:
+        try:
+            found.add(resolve(ref, cards).uuid)
+        except CardRefError:
+            continue
+    return found
 
 
 def _name(obj: dict[str, Any]) -> str:

@@ -1,0 +1,81 @@
+"""The plugin as a process: colour only on a terminal and never with NO_COLOR, and Ctrl-C exits 130 quietly."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+PLUGIN = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl-hami_place"
+BAD = ["pin", "-l", "a b", "--node", "n", "--gpu", "gpu-0"]
+
+
+def on_terminal(extra_env: dict[str, str]) -> tuple[int, bytes]:
+    """Runs the plugin with stdout and stderr on a pseudo-terminal; returns the exit code and what it printed."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | extra_env
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([str(PLUGIN), *BAD], stdin=follower, stdout=follower, stderr=follower, env=env)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    return proc.wait(timeout=60), output
+
+
+def test_errors_are_red_on_a_terminal() -> None:
+    code, output = on_terminal({})
+    assert code == 2
+    assert b"\x1b[31m" in output and b"error: bad selector" in output
+
+
+def test_no_color_turns_colour_off() -> None:
+    code, output = on_terminal({"NO_COLOR": "1"})
+    assert code == 2
+    assert b"\x1b[" not in output and b"error: bad selector" in output
+
+
+def test_piped_output_has_no_colour() -> None:
+    proc = subprocess.run([str(PLUGIN), *BAD], capture_output=True, check=False)
+    assert proc.returncode == 2
+    assert b"\x1b[" not in proc.stderr
+
+
+def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """A local server that accepts connections and never answers keeps the plugin waiting until it is interrupted."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        server.settimeout(60)
+        port = server.getsockname()[1]
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+            "users: [{name: u, user: {token: t}}]\n"
+            "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        )
+        proc = subprocess.Popen(
+            [str(PLUGIN), "list", "--kubeconfig", str(kubeconfig)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        connection, _ = server.accept()
+        with connection:
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert out == b""
+    assert err == b""

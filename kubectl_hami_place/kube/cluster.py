@@ -123,22 +123,25 @@ def list_disruption_budgets(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     return sorted(_items(body), key=_name)
 
 
-def find_webhook_service(kube: Kube) -> WebhookService | None:
-    """The webhook's Service in any namespace (by its app label) and its `api` port (else 8083); None if absent."""
+def find_webhook_services(kube: Kube) -> list[WebhookService]:
+    """The webhook's Services in any namespace (by app label), each at its `api` port (else 8083); [] if absent."""
     body = request(
         kube,
         kube.core().list_service_for_all_namespaces,
         label_selector=WEBHOOK_SERVICE_LABEL,
         what="list services in all namespaces",
     )
+    found = []
     for service in sorted(_items(body), key=lambda s: (s.get("metadata", {}).get("namespace", ""), _name(s))):
+        if (service.get("metadata") or {}).get("deletionTimestamp"):
+            continue
         ports = (service.get("spec") or {}).get("ports") or []
         chosen = next((p for p in ports if p.get("name") == WEBHOOK_API_PORT_NAME), None) or next(
             (p for p in ports if WEBHOOK_API_PORT in (p.get("port"), p.get("targetPort"))), None
         )
         if chosen is not None:
-            return WebhookService(service["metadata"]["namespace"], _name(service), str(chosen.get("port")))
-    return None
+            found.append(WebhookService(service["metadata"]["namespace"], _name(service), str(chosen.get("port"))))
+    return found
 
 
 def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
@@ -195,17 +198,21 @@ class ClusterInfoRead:
 
 
 def read_cluster_info(kube: Kube) -> ClusterInfoRead:
-    """The webhook's view through the service proxy when it is installed and answers, else computed from the API."""
+    """The view of the first webhook Service that answers through the service proxy, else computed from the API."""
     try:
-        service = find_webhook_service(kube)
+        services = find_webhook_services(kube)
     except KubeForbidden:
-        service = None
+        services = []
     why = "no hami-place webhook Service found"
-    if service is not None:
+    failures = []
+    for service in services:
         try:
             info = cluster_info_from_dict(read_webhook_cluster_info(kube, service))
-            return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
         except (KubeError, ModelError) as exc:
-            why = f"webhook {service.describe()} did not answer: {exc.cause if isinstance(exc, KubeError) else exc}"
+            failures.append(f"webhook {service.describe()} did not answer: {getattr(exc, 'cause', exc)}")
+            continue
+        return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
+    if failures:
+        why = "; ".join(failures)
     info = build_cluster_info(list_nodes(kube), list_pods(kube, None), datetime.now(UTC))
     return ClusterInfoRead(info, f"computed from the API server ({why})", False)

@@ -5,10 +5,18 @@ Uses gpu-h100-0's gpu-3 and gpu-4, which no other plugin test touches.
 
 from __future__ import annotations
 
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from kubectl_hami_place.core.cluster import build_cluster_info
+from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox
 from tests.cluster.cli_harness import allocated_pod, apply, node_register_uuids, plugin
 
@@ -123,3 +131,132 @@ def test_unknown_node_is_an_error(cluster: Sandbox) -> None:
         "error: gpu-none: not a HAMi GPU node (no card register and no nvidia.com/gpu); "
         "list the GPU nodes with kubectl hami-place status"
     ]
+
+
+def _primary_address() -> str | None:
+    """This machine's non-loopback address (the API server refuses to proxy to loopback); UDP connect sends nothing."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+@pytest.fixture
+def cluster_info_server() -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """A stand-in for the webhook's HTTP API serving one fixed cluster-info document on a non-loopback address."""
+    address = _primary_address()
+    if address is None:
+        pytest.skip("no non-loopback IPv4 address to serve on; the API server does not proxy to loopback")
+    document = build_cluster_info(
+        [
+            {
+                "metadata": {
+                    "name": "gpu-remote-0",
+                    "annotations": {
+                        gpu_nodes.REGISTER_ANNOTATION: gpu_nodes.register(
+                            [
+                                {
+                                    "id": "GPU-remote-0",
+                                    "index": 0,
+                                    "count": 4,
+                                    "devmem": 24576,
+                                    "devcore": 100,
+                                    "type": "NVIDIA-L4",
+                                    "numa": 0,
+                                    "mode": "hami-core",
+                                    "health": True,
+                                }
+                            ]
+                        )
+                    },
+                },
+                "status": {"allocatable": {"nvidia.com/gpu": "4"}, "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        ],
+        [],
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    ).to_dict()
+    body = json.dumps(document).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status = 200 if self.path == "/api/v1/cluster-info" else 404
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body if status == 200 else b"{}")
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer((address, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield address, server.server_address[1], document
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_status_reads_the_webhook_through_the_service_proxy(
+    cluster: Sandbox, namespace: str, cluster_info_server: tuple[str, int, dict[str, Any]]
+) -> None:
+    address, port, document = cluster_info_server
+    labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
+    # The service proxy only dials endpoint addresses backed by a pod with that IP: a host-network pod stands in.
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "webhook-stand-in", "namespace": namespace},
+            "spec": {
+                "nodeName": "gpu-a100-1",
+                "hostNetwork": True,
+                "containers": [{"name": "api", "image": "registry.invalid/stand-in:1"}],
+            },
+        },
+    )
+    ip_status = json.dumps({"status": {"podIP": address, "podIPs": [{"ip": address}]}})
+    cluster.kubectl(
+        "patch", "pod", "webhook-stand-in", "-n", namespace, "--subresource=status", "--type=merge", "-p", ip_status
+    )
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
+            "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": port}]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
+            "subsets": [
+                {
+                    "addresses": [
+                        {
+                            "ip": address,
+                            "targetRef": {"kind": "Pod", "name": "webhook-stand-in", "namespace": namespace},
+                        }
+                    ],
+                    "ports": [{"name": "api", "port": port}],
+                }
+            ],
+        },
+    )
+    run = plugin(cluster, "status", "-o", "json")
+    assert run.code == 0, run.err
+    result = run.json()
+    assert result["fromWebhook"] is True, result["source"]
+    assert result["source"] == f"webhook {namespace}/hami-place:8083 (/api/v1/cluster-info)"
+    assert result["nodes"] == document["nodes"]
+    assert result["generatedAt"] == "2026-01-02T03:04:05Z"
+    table = plugin(cluster, "status")
+    assert table.out.splitlines()[-1] == f"Source: webhook {namespace}/hami-place:8083 (/api/v1/cluster-info)"
+    assert "gpu-remote-0" in table.out and "NVIDIA-L4" in table.out

@@ -655,7 +655,14 @@ def test_server_runs_with_the_chart_args_and_account(
         assert status == 200, (tmp_path / "server.log").read_text()[-3000:]
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
-    finally:
+        # The kubelet sends SIGTERM and kills after terminationGracePeriodSeconds (30 by default).
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server was still running 30s after SIGTERM: every rollout would wait for a SIGKILL")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
         log.close()

@@ -666,3 +666,132 @@ def test_server_runs_with_the_chart_args_and_account(
             server.kill()
             server.wait()
         log.close()
+
+
+# --- the CRD, enforced by the API server itself ------------------------------------------------------------------
+
+
+def placement(name: str, **spec: Any) -> dict[str, Any]:
+    base = {
+        "reqID": "req-12345",
+        "podSelector": {"matchLabels": {"app": "train"}},
+        "nodeName": "gpu-a100-0",
+        "gpuDevices": ["gpu-0"],
+    }
+    return {
+        "apiVersion": "scheduling.hami.placement.com/v1",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": name},
+        "spec": {**base, **spec},
+    }
+
+
+def create(cluster: Sandbox, namespace: str, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj), check=False)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"reqID": "abcd"}, "spec.reqID: Invalid value"),
+        ({"gpuDevices": []}, "spec.gpuDevices: Invalid value"),
+        ({"gpuDevices": ["gpu-0/0"]}, "spec.gpuDevices[0]"),
+        ({"gpuDevices": ["gpu-0/101"]}, "spec.gpuDevices[0]"),
+        ({"gpuDevices": ["card-0"]}, "spec.gpuDevices[0]"),
+        ({"podSelector": {}}, "podSelector must not be empty"),
+        ({"podSelector": {"matchLabels": {}}}, "podSelector must not be empty"),
+        ({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}, "In and NotIn need at least one"),
+        (
+            {"podSelector": {"matchExpressions": [{"key": "app", "operator": "Near", "values": ["x"]}]}},
+            "Unsupported value",
+        ),
+        ({"evictPod": "Not_A_Pod"}, "spec.evictPod"),
+        ({"nodeName": None}, "spec.nodeName: Required value"),
+    ],
+)
+def test_api_server_rejects_bad_placements(
+    cluster: Sandbox, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    obj = placement("bad", **spec)
+    obj["spec"] = {k: v for k, v in obj["spec"].items() if v is not None}
+    result = create(cluster, namespace, obj)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.cluster
+def test_api_server_accepts_good_placements_and_keeps_req_id(cluster: Sandbox, namespace: str) -> None:
+    good = placement(
+        "good",
+        gpuDevices=["gpu-0/70", "gpu-1/70", "GPU-0fc3-9a1b"],
+        evictPod="old-pod-7f9c",
+        podSelector={"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+    )
+    result = create(cluster, namespace, good)
+    assert result.returncode == 0, result.stderr
+    changed = cluster.kubectl(
+        "patch", "hpp", "good", "-n", namespace, "--type=merge", "-p", '{"spec":{"reqID":"req-99999"}}', check=False
+    )
+    assert changed.returncode != 0
+    assert "reqID is immutable" in changed.stderr
+    bad_status = cluster.kubectl(
+        "patch",
+        "hpp",
+        "good",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"phase":"Done"}}',
+        check=False,
+    )
+    assert "Unsupported value" in bad_status.stderr
+    status = {
+        "status": {
+            "phase": "Consumed",
+            "message": "placed",
+            "consumedBy": {"name": "p", "uid": "u"},
+            "claim": {"token": "t0k3n", "claimedAt": "2026-01-01T00:00:00Z"},
+            "eviction": {
+                "pod": "old-pod-7f9c",
+                "result": "Evicted",
+                "attempts": 1,
+                "time": "2026-01-01T00:00:01Z",
+                "message": "evicted",
+            },
+            "conditions": [
+                {
+                    "type": "Claimed",
+                    "status": "True",
+                    "reason": "Claimed",
+                    "message": "ok",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        }
+    }
+    written = cluster.kubectl(
+        "patch",
+        "hpp",
+        "good",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+        check=False,
+    )
+    assert written.returncode == 0, written.stderr
+    table = cluster.kubectl("get", "hpp", "good", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "REQID", "NODE", "GPUS", "PHASE", "POD", "AGE"]
+    assert table[1].split()[:6] == [
+        "good",
+        "req-12345",
+        "gpu-a100-0",
+        '["gpu-0/70","gpu-1/70","GPU-0fc3-9a1b"]',
+        "Consumed",
+        "p",
+    ]

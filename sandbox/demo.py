@@ -1,51 +1,181 @@
-"""`make demo`: a sandbox with fake HAMi GPU nodes, their cards in a table, and how to point kubectl at it."""
+"""`make demo`: the main job on a sandbox: see the cards, pin a pod to one, watch it land there, move it by evicting.
+
+The sandbox has no HAMi scheduler extender (its module is not on the Go module proxy), so the pods already on the
+cards are written with the allocation annotations HAMi's scheduler records, and kube-scheduler's hami-scheduler
+profile binds the placed pods by the node affinity the webhook sets; on a real cluster HAMi also honours the card.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from kubectl_hami_place.core.cards import parse_register
+from sandbox import webhook
 from sandbox.cluster import Sandbox, stop_on_signals
-from sandbox.gpu_nodes import REGISTER_ANNOTATION
+from sandbox.gpu_nodes import load
 from sandbox.prepare import prepare
 
+NAMESPACE = "demo"
+# Pods already on the cards, as HAMi's scheduler records them: (pod, node, card index, MiB, cores %).
+RUNNING = (
+    ("inference-a", "gpu-a100-0", 0, 10240, 30),
+    ("inference-b", "gpu-a100-0", 0, 10240, 30),
+    ("inference-c", "gpu-a100-0", 1, 20480, 50),
+    ("notebook-d", "gpu-a100-1", 0, 8192, 20),
+    ("finetune-e", "gpu-h100-0", 0, 40960, 50),
+)
 
-def cards_table(sandbox: Sandbox) -> Table:
-    """Every card of every GPU node, read back from the API and decoded as HAMi decodes it."""
-    table = Table(title="HAMi GPU cards in the sandbox")
-    for column in ("node", "card", "uuid", "model", "numa", "memory", "cores", "split", "health"):
-        table.add_column(column)
-    for node in sandbox.get("/api/v1/nodes?labelSelector=gpu%3Don")["items"]:
-        name = node["metadata"]["name"]
-        for card in parse_register(node["metadata"]["annotations"][REGISTER_ANNOTATION]):
-            table.add_row(name, f"gpu-{card.index}", card.uuid, card.type, str(card.numa),
-                          f"{card.devmem} MiB", str(card.devcore), str(card.count),
-                          "healthy" if card.health else "unhealthy")
-    return table
+
+def _card_uuid(node: str, index: int) -> str:
+    entry = next(e for e in load() if e["name"] == node)
+    return str(next(c["id"] for c in entry["cards"] if c["index"] == index))
+
+
+def running_pod(name: str, node: str, index: int, mib: int, cores: int) -> dict[str, Any]:
+    """A pod HAMi has already placed: bound to its node, with HAMi's allocation annotations."""
+    allocation = f"{_card_uuid(node, index)},NVIDIA,{mib},{cores}:;"
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name.split("-", maxsplit=1)[0]},
+                     "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-time": str(int(time.time())),
+                                     "hami.io/vgpu-devices-allocated": allocation, "hami.io/bind-phase": "success"}},
+        "spec": {"nodeName": node, "schedulerName": "hami-scheduler", "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {
+                     "nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mib), "nvidia.com/gpucores": str(cores)}}}]},
+    }
+
+
+def trainer_deployment() -> dict[str, Any]:
+    """The workload the admin wants on an exact card: a Deployment whose pods HAMi schedules, not yet scaled up."""
+    labels = {"app": "trainer"}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": NAMESPACE},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"schedulerName": "hami-scheduler", "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "train", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+    }
+
+
+class Demo:
+    """The steps, each shown as the command a user types and what it printed."""
+
+    def __init__(self, sandbox: Sandbox, console: Console) -> None:
+        self.sandbox = sandbox
+        self.console = console
+        self.env = dict(os.environ, KUBECONFIG=str(sandbox.kubeconfig), COLUMNS=str(console.width),
+                        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def kubectl(self, *args: str, show: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Runs the sandbox's kubectl (and through it the plugin, found on PATH) as a user would."""
+        if show:
+            self.console.print(f"\n[bold]$ kubectl {shlex.join(args)}[/]")
+        done = subprocess.run([str(self.sandbox.bin("kubectl")), *args], env=self.env, capture_output=True,
+                              text=True, input=stdin, check=False)
+        if show:
+            self.console.print((done.stdout + done.stderr).rstrip(), markup=False, highlight=False)
+            if done.returncode:
+                self.console.print(f"[dim](exit code {done.returncode})[/]")
+        return done
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 90) -> Any:
+        deadline = time.monotonic() + timeout
+        with self.console.status(f"waiting for {what}"):
+            while time.monotonic() < deadline:
+                if value := check():
+                    return value
+                time.sleep(0.5)
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        listed = self.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json", show=False)
+        return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    def running_trainer(self, exclude: str = "") -> dict[str, Any] | None:
+        return next((p for p in self.pods("app=trainer") if p["metadata"]["name"] != exclude
+                     and p.get("status", {}).get("phase") == "Running"), None)
+
+    def placement_phase(self, name: str) -> str:
+        got = self.kubectl("get", "hamipodplacement", name, "-n", NAMESPACE, "-o", "json", show=False)
+        return str(json.loads(got.stdout).get("status", {}).get("phase", "")) if got.returncode == 0 else ""
+
+    def show_pod(self, pod: dict[str, Any]) -> None:
+        meta, affinity = pod["metadata"], pod["spec"].get("affinity") or {}
+        terms = affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        self.console.print(f"  pod {meta['name']} runs on [bold]{pod['spec']['nodeName']}[/]")
+        self.console.print(f"  nvidia.com/use-gpuuuid: {(meta.get('annotations') or {}).get('nvidia.com/use-gpuuuid')}")
+        self.console.print(f"  node affinity: {json.dumps(terms.get('nodeSelectorTerms'))}")
+        limits = pod["spec"]["containers"][0]["resources"].get("limits", {})
+        self.console.print(f"  limits: {json.dumps(limits)}")
+
+    def run(self) -> None:
+        self.console.rule("1. The cards and what already runs on them")
+        self.kubectl("create", "namespace", NAMESPACE, show=False)
+        for entry in RUNNING:
+            self.kubectl("apply", "-f", "-", stdin=json.dumps(running_pod(*entry)), show=False)
+        self.kubectl("hami-place", "status")
+
+        self.console.rule("2. Pin the trainer to gpu-0 of gpu-a100-0")
+        self.console.print("The trainer Deployment exists with 0 replicas; pin reads its pods' GPU request.")
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(trainer_deployment()))
+        self.console.print("A whole card there is refused: two pods already share it.")
+        self.kubectl("hami-place", "pin", "-n", NAMESPACE, "-l", "app=trainer", "--node", "gpu-a100-0",
+                     "--gpu", "gpu-0")
+        self.console.print("40% of its memory fits beside them:")
+        self.kubectl("hami-place", "pin", "-n", NAMESPACE, "-l", "app=trainer", "--node", "gpu-a100-0",
+                     "--gpu", "gpu-0/40", "--name", "trainer-on-a100", "--req-id", "demo-trainer-1")
+        self.kubectl("scale", "deployment/trainer", "-n", NAMESPACE, "--replicas=1")
+        trainer = self.wait("the trainer pod to run", self.running_trainer)
+        self.show_pod(trainer)
+        self.wait("the placement to be Consumed", lambda: self.placement_phase("trainer-on-a100") == "Consumed")
+        self.kubectl("hami-place", "list", "-n", NAMESPACE)
+
+        self.console.rule("3. Move it to an H100: pin the replacement, then evict")
+        old = trainer["metadata"]["name"]
+        self.kubectl("hami-place", "evict", old, "-n", NAMESPACE, "--to-node", "gpu-h100-0", "--gpu", "gpu-3",
+                     "--name", "trainer-on-h100", "--req-id", "demo-trainer-2", "--yes")
+        moved = self.wait("the replacement pod to run", lambda: self.running_trainer(exclude=old))
+        self.show_pod(moved)
+        self.wait("the second placement to be Consumed", lambda: self.placement_phase("trainer-on-h100") == "Consumed")
+        self.kubectl("hami-place", "list", "-n", NAMESPACE)
 
 
 def run(state: Path) -> int:
     """Brings the sandbox up in the foreground; stops it on Ctrl-C (or at once when not on a terminal)."""
-    console = Console(stderr=False)
+    console = Console(width=None if sys.stdout.isatty() else 160)
     stop_on_signals()
     state.mkdir(exist_ok=True)
     kubeconfig = state / "kubeconfig"
     sandbox = None
+    server = None
     try:
         with console.status("starting etcd, kube-apiserver, controller-manager, scheduler and kwok"):
             sandbox = Sandbox.start(kubeconfig=kubeconfig, log=console.log)
             nodes = prepare(sandbox)
-        console.print(f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok.")
-        console.print(cards_table(sandbox))
-        console.print("Point kubectl at it (the plugin is on the venv's PATH):")
+            server = webhook.start(sandbox, sandbox.workdir)
+            config = webhook.configuration("hami-place-demo", [(server, {})], {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]})
+            sandbox.kubectl("apply", "-f", "-", input=json.dumps(config))
+        console.print(f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok, "
+                      f"the hami-place webhook at {server.url} (API {server.api}).")
+        Demo(sandbox, console).run()
+        console.rule("Your turn")
+        console.print("Point kubectl at the sandbox (the plugin is on the venv's PATH):")
         console.print(f"  export KUBECONFIG={kubeconfig.resolve()}")
         console.print(f"  export PATH={Path(sys.executable).parent}:$PATH")
-        console.print(f"  {sandbox.bin('kubectl')} get nodes -L gpu")
+        console.print(f"  {sandbox.bin('kubectl')} hami-place status")
+        console.print(f"  curl {server.api}/api/v1/cluster-info")
         if sys.stdin.isatty():
             console.print("Press Ctrl-C to stop the sandbox.")
             while True:
@@ -53,7 +183,12 @@ def run(state: Path) -> int:
         return 0
     except KeyboardInterrupt:
         return 0
+    except (OSError, TimeoutError, RuntimeError, subprocess.CalledProcessError) as exc:
+        console.print(f"[red]demo failed:[/] {exc}")
+        return 1
     finally:
+        if server is not None:
+            server.stop()
         if sandbox is not None:
             console.print("stopping the sandbox")
             sandbox.stop()

@@ -158,8 +158,10 @@ def test_offline_krew_install_then_plugin_works(krew_env: dict[str, str], manife
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert f"Installed plugin: {PLUGIN}" in installed.stderr + installed.stdout
 
-    listed = run(krew_env, "kubectl", "krew", "list")
-    assert PLUGIN in listed.stdout
+    # `krew list` needs the index, which an offline install never fetched; its receipt is what it would read.
+    receipt = yaml.safe_load((Path(krew_env["KREW_ROOT"]) / "receipts" / f"{PLUGIN}.yaml").read_text())
+    assert receipt["metadata"]["name"] == PLUGIN
+    assert receipt["spec"]["version"] == f"v{project_version()}"
     store = Path(krew_env["KREW_ROOT"]) / "store" / PLUGIN / f"v{project_version()}"
     assert (store / "LICENSE").read_text().startswith("\n                                 Apache License")
     link = Path(krew_env["KREW_ROOT"]) / "bin" / BINARY

@@ -21,8 +21,19 @@ def gone_or_terminating(cluster: Sandbox, namespace: str, name: str) -> bool:
     return pod is None or pod["metadata"].get("deletionTimestamp") is not None
 
 
+def running_and_ready(cluster: Sandbox, namespace: str, name: str) -> bool:
+    pod = get(cluster, "pod", name, "-n", namespace) or {}
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return (pod.get("status") or {}).get("phase") == "Running" and ready
+
+
 def guarded(cluster: Sandbox, namespace: str, pod_name: str, labels: dict[str, str]) -> None:
-    """A PodDisruptionBudget that allows no disruption of the pods with these labels, once the controller saw it."""
+    """A PodDisruptionBudget that allows no disruption of the (running, ready) pod, once the controller counted it.
+
+    A pod that is not yet Running may always be evicted, so the test waits for kwok to run it first.
+    """
+    wait_for(lambda: running_and_ready(cluster, namespace, pod_name), f"{pod_name} to run")
     budget: dict[str, Any] = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -34,9 +45,13 @@ def guarded(cluster: Sandbox, namespace: str, pod_name: str, labels: dict[str, s
     def observed() -> bool:
         pdb = get(cluster, "pdb", "keep-one", "-n", namespace) or {}
         status = pdb.get("status") or {}
-        return status.get("observedGeneration") == pdb["metadata"]["generation"] and status.get("expectedPods") == 1
+        return (
+            status.get("observedGeneration") == pdb["metadata"]["generation"]
+            and status.get("currentHealthy") == 1
+            and status.get("disruptionsAllowed") == 0
+        )
 
-    wait_for(observed, f"the disruption controller to observe keep-one over {pod_name}")
+    wait_for(observed, f"the disruption controller to count {pod_name} under keep-one")
 
 
 def test_missing_pod_is_refused(cluster: Sandbox, namespace: str) -> None:
@@ -78,7 +93,7 @@ def test_budget_that_allows_no_disruption_blocks_with_exit_4(cluster: Sandbox, n
     )
     guarded(cluster, namespace, "precious", {"app": "precious"})
     run = plugin(cluster, "evict", "precious", "-n", namespace, "--yes")
-    assert run.code == 4
+    assert run.code == 4, run.out
     assert len(run.error_lines) == 1
     line = run.error_lines[0]
     assert line.startswith(f"error: eviction of pod {namespace}/precious blocked by PodDisruptionBudget keep-one (")

@@ -99,6 +99,25 @@ class Webhook:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
 
+    def post_huge(self, size: int) -> tuple[int, Any]:
+        """Announce a body of `size` bytes, send its first KiB, and read the answer (refused on the size alone)."""
+        import socket
+        import ssl
+
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        with socket.create_connection(("127.0.0.1", self.port), timeout=20) as raw, \
+                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {size}\r\n\r\n".encode() + b"{" + b" " * 1023)
+            received = b""
+            while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
+                chunk = tls.recv(4096)
+                if not chunk:
+                    break
+                received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        return int(head.split()[1]), json.loads(body)
+
     def sees_placement(self, namespace: str, name: str) -> bool:
         status, body = self.get(f"/api/v1/placements?namespace={namespace}")
         return status == 200 and any(p["name"] == name for p in body["placements"])
@@ -216,7 +235,8 @@ def gpu_pod(generate_name: str, labels: dict[str, str], *, gpus: int = 1, name: 
         "spec": {
             "schedulerName": "hami-scheduler",
             "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
         },
     }
 
@@ -325,8 +345,11 @@ def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_on
         create_placement(cluster, namespace, round_name, {"app": "race"}, ["gpu-0"])
         for webhook in (first, second):
             wait_for(lambda w=webhook, r=round_name: w.sees_placement(namespace, r), "both webhooks to see it")
+        answered = [total_admissions(first), total_admissions(second)]
         names = create_concurrently(core, namespace, round_name, 30)
         assert len(names) == 30
+        assert total_admissions(first) - answered[0] >= 15, "webhook A took part in the race"
+        assert total_admissions(second) - answered[1] >= 15, "webhook B took part in the race"
         pods = core.list_namespaced_pod(namespace, label_selector=f"round={round_name}").items
         pinned = [p for p in pods if CLAIM in (p.metadata.annotations or {})]
         assert len(pinned) == 1, [p.metadata.name for p in pinned]
@@ -430,12 +453,15 @@ def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
                          "request": {"operation": "CREATE", "object": {}}}).encode()
     for body, status, fragment in ((b"this is not json", 400, "not valid JSON"),
                                    (wrong_kind, 400, "expected apiVersion"),
-                                   (no_uid, 400, "no uid"),
-                                   (b"{" + b" " * (5 * 1024 * 1024) + b"}", 413, "larger than")):
+                                   (no_uid, 400, "no uid")):
         code, reply = webhook.post_mutate(body)
         assert code == status
         assert fragment in reply["error"]
         assert webhook.process.poll() is None
+    code, reply = webhook.post_huge(5 * 1024 * 1024)
+    assert code == 413
+    assert "larger than" in reply["error"]
+    assert webhook.process.poll() is None
     good = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "still-serving", "kind": {"group": "", "version": "v1", "kind": "Pod"},
                         "operation": "CREATE", "namespace": namespace, "object": gpu_pod("x-", {"app": "none"})}}

@@ -444,6 +444,16 @@ def test_a_claim_no_stored_pod_carries_is_released(
     assert "ClaimReleased" in events_of(cluster, namespace, "stale")
 
 
+def test_an_unclaimed_placement_expires_after_the_ttl(
+        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    webhooks.append(start_webhook(cluster, tmp_path, "--placement-ttl", "3"))
+    create_placement(cluster, namespace, "unwanted", {"app": "nobody"}, ["gpu-0"])
+    expired = wait_for(lambda: (s := status_of(cluster, namespace, "unwanted")).get("phase") == "Expired" and s,
+                       "the placement to expire")
+    assert expired["message"] == "not claimed within 3s"
+    assert "Expired" in events_of(cluster, namespace, "unwanted")
+
+
 def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
     webhook = start_webhook(cluster, tmp_path)

@@ -237,6 +237,8 @@ def refusal_line(check: CardCheck, node: str, evict: str | None) -> str:
         hint = "raise the percent in --gpu or lower the pod's nvidia.com/gpumem"
     elif check.reason in (FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardNotNvidia):
         hint = f"pick another card ({status_hint})"
+    elif check.card is not None and check.memory_mib > check.card.devmem:
+        hint = f"the card has {check.card.devmem} MiB in all; pick a bigger card or ask for less memory"
     elif evict:
         hint = f"it does not fit even once {evict} is evicted; pick another card ({status_hint}) or evict another pod"
     else:

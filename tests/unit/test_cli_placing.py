@@ -85,3 +85,11 @@ def test_created_placement_shows_what_the_pod_gets() -> None:
     data = PlacementResult(checked, "client", obj).to_data()
     assert data["dryRun"] == "client" and data["placement"] == obj
     assert data["cards"][0]["memoryMiB"] == 20480
+
+
+def test_request_bigger_than_the_card_says_so() -> None:
+    [check] = checks("gpu-0", memory=50000)
+    assert refusal_line(check, "n", None) == (
+        "gpu-0 on n: CardInsufficientMemory: 40960 MiB free, the pod asks 50000 MiB; "
+        "the card has 40960 MiB in all; pick a bigger card or ask for less memory"
+    )

@@ -134,7 +134,7 @@ def evict(
     if not server_dry_run:
         try:
             evictions.evict_pod(kube, ns, pod)
-        except KubeError:
+        except (KubeError, KeyboardInterrupt):
             _roll_back(kube, ns, created["metadata"]["name"])
             raise
     emit(PlacementResult(checked, dry_run.value, created, evicted=pod), output)

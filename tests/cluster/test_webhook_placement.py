@@ -7,20 +7,14 @@ subprocess, and deletes it afterwards.
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import shutil
-import signal
+import socket
+import ssl
 import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +23,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.cluster import Sandbox, free_port
+from sandbox.cluster import Sandbox
+from sandbox.webhook import Webhook, configuration, start
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -52,110 +47,27 @@ def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60) -> T:
         time.sleep(0.3)
 
 
-def webhook_command() -> str:
-    beside = Path(sys.executable).with_name("hami-place-webhook")
-    found = str(beside) if beside.exists() else shutil.which("hami-place-webhook")
-    assert found, "hami-place-webhook is not installed (pip install -e .)"
-    return found
+def post_huge(webhook: Webhook, size: int) -> tuple[int, Any]:
+    """Announce a body of `size` bytes, send its first KiB, and read the answer (refused on the size alone)."""
+    context = ssl.create_default_context(cafile=str(webhook.certs / "ca.crt"))
+    with socket.create_connection(("127.0.0.1", webhook.port), timeout=20) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {size}\r\n\r\n".encode() + b"{" + b" " * 1023)
+        received = b""
+        while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
+            chunk = tls.recv(4096)
+            if not chunk:
+                break
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
 
 
-@dataclass
-class Webhook:
-    """One `hami-place-webhook serve` subprocess."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    api_port: int
-    certs: Path
-    log: Path
-
-    @property
-    def api(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
-
-    def get(self, path: str) -> tuple[int, Any]:
-        try:
-            with urllib.request.urlopen(self.api + path, timeout=10) as reply:
-                return reply.status, json.loads(reply.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"null")
-
-    def metric(self, text: str) -> float:
-        with urllib.request.urlopen(self.api + "/metrics", timeout=10) as reply:
-            for line in reply.read().decode().splitlines():
-                if line.startswith(text + " "):
-                    return float(line.split()[-1])
-        return 0.0
-
-    def post_mutate(self, body: bytes, content_type: str = "application/json") -> tuple[int, Any]:
-        import ssl
-
-        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
-        request = urllib.request.Request(f"https://127.0.0.1:{self.port}/mutate", data=body, method="POST",
-                                         headers={"Content-Type": content_type})
-        try:
-            with urllib.request.urlopen(request, timeout=20, context=context) as reply:
-                return reply.status, json.loads(reply.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"null")
-
-    def post_huge(self, size: int) -> tuple[int, Any]:
-        """Announce a body of `size` bytes, send its first KiB, and read the answer (refused on the size alone)."""
-        import socket
-        import ssl
-
-        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
-        with socket.create_connection(("127.0.0.1", self.port), timeout=20) as raw, \
-                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-            tls.sendall(f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
-                        f"Content-Length: {size}\r\n\r\n".encode() + b"{" + b" " * 1023)
-            received = b""
-            while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
-                chunk = tls.recv(4096)
-                if not chunk:
-                    break
-                received += chunk
-        head, _, body = received.partition(b"\r\n\r\n")
-        return int(head.split()[1]), json.loads(body)
-
-    def sees_placement(self, namespace: str, name: str) -> bool:
-        status, body = self.get(f"/api/v1/placements?namespace={namespace}")
-        return status == 200 and any(p["name"] == name for p in body["placements"])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_webhook(cluster: Sandbox, workdir: Path, *extra: str) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve`, waiting for /readyz."""
-    certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
-    subprocess.run([webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
-                   check=True, capture_output=True)
-    port, api_port = free_port(), free_port()
-    log = workdir / f"webhook-{port}.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [webhook_command(), "serve", "--kubeconfig", str(cluster.kubeconfig), "--bind-address", "127.0.0.1",
-             "--webhook-port", str(port), "--api-port", str(api_port), "--tls-cert-file", str(certs / "tls.crt"),
-             "--tls-key-file", str(certs / "tls.key"), *extra],
-            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    webhook = Webhook(process, port, api_port, certs, log)
-
-    def ready() -> bool:
-        assert process.poll() is None, f"webhook exited: {log.read_text()[-2000:]}"
-        try:
-            return webhook.get("/readyz")[0] == 200
-        except OSError:
-            return False
-
-    wait_for(ready, "the webhook to be ready")
-    return webhook
+def sees_placement(webhook: Webhook, namespace: str, name: str) -> bool:
+    """Whether the webhook's cache lists that placement yet."""
+    status, body = webhook.get(f"/api/v1/placements?namespace={namespace}")
+    return status == 200 and any(p["name"] == name for p in body["placements"])
 
 
 @pytest.fixture
@@ -185,24 +97,7 @@ def register(cluster: Sandbox, configurations: list[str], namespace: str, hooks:
              ) -> None:
     """One MutatingWebhookConfiguration for the namespace; each webhook with its own objectSelector."""
     name = f"hami-place-test-{namespace}-{len(configurations)}"
-    entries = []
-    for index, (webhook, object_selector) in enumerate(hooks):
-        ca = base64.b64encode((webhook.certs / "ca.crt").read_bytes()).decode()
-        entries.append({
-            "name": f"w{index}.placement.hami-place.test",
-            "clientConfig": {"url": f"https://127.0.0.1:{webhook.port}/mutate", "caBundle": ca},
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                       "scope": "Namespaced"}],
-            "namespaceSelector": {"matchLabels": {"hami-place-test": namespace}},
-            "objectSelector": object_selector,
-            "sideEffects": "NoneOnDryRun",
-            "failurePolicy": "Ignore",
-            "reinvocationPolicy": "IfNeeded",
-            "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 10,
-        })
-    body = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": name}, "webhooks": entries}
+    body = configuration(name, hooks, {"matchLabels": {"hami-place-test": namespace}})
     client.AdmissionregistrationV1Api(cluster.api_client()).create_mutating_webhook_configuration(body)
     configurations.append(name)
     core = client.CoreV1Api(cluster.api_client())
@@ -281,11 +176,11 @@ def hostname_terms(pod: client.V1Pod) -> list[list[tuple[str, str, list[str]]]]:
 
 def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placement(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
-    webhook = start_webhook(cluster, tmp_path)
+    webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
     create_placement(cluster, namespace, "pin-train", {"app": "train"}, ["gpu-1/50"])
-    wait_for(lambda: webhook.sees_placement(namespace, "pin-train"), "the webhook to see the placement")
+    wait_for(lambda: sees_placement(webhook, namespace, "pin-train"), "the webhook to see the placement")
 
     core = client.CoreV1Api(cluster.api_client())
     created = core.create_namespaced_pod(namespace, gpu_pod("trainer-", {"app": "train"}))
@@ -336,7 +231,7 @@ def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str,
 
 def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_once(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
-    first, second = start_webhook(cluster, tmp_path), start_webhook(cluster, tmp_path)
+    first, second = start(cluster, tmp_path), start(cluster, tmp_path)
     webhooks.extend([first, second])
     register(cluster, configurations, namespace, [(first, {"matchLabels": {"half": "a"}}),
                                                   (second, {"matchLabels": {"half": "b"}})])
@@ -344,7 +239,7 @@ def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_on
     for round_name in ("race-1", "race-2"):
         create_placement(cluster, namespace, round_name, {"app": "race"}, ["gpu-0"])
         for webhook in (first, second):
-            wait_for(lambda w=webhook, r=round_name: w.sees_placement(namespace, r), "both webhooks to see it")
+            wait_for(lambda w=webhook, r=round_name: sees_placement(w, namespace, r), "both webhooks to see it")
         answered = [total_admissions(first), total_admissions(second)]
         names = create_concurrently(core, namespace, round_name, 30)
         assert len(names) == 30
@@ -376,11 +271,11 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
     wait_for(lambda: (s := policy.read_namespaced_pod_disruption_budget("keep-victim", namespace).status)
              and s.observed_generation and s.current_healthy == 1, "the budget's status")
 
-    webhook = start_webhook(cluster, tmp_path)
+    webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"app": "newcomer"}})])
     create_placement(cluster, namespace, "make-room", {"app": "newcomer"}, ["gpu-0"], evict="victim")
-    wait_for(lambda: webhook.sees_placement(namespace, "make-room"), "the webhook to see the placement")
+    wait_for(lambda: sees_placement(webhook, namespace, "make-room"), "the webhook to see the placement")
     newcomer = core.create_namespaced_pod(namespace, gpu_pod("newcomer-", {"app": "newcomer"}))
     assert newcomer.metadata.annotations[CLAIM]
 
@@ -410,11 +305,11 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
 
 def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_claimed(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
-    webhook = start_webhook(cluster, tmp_path, "--placement-ttl", "3600")
+    webhook = start(cluster, tmp_path, "--placement-ttl", "3600")
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
     create_placement(cluster, namespace, "orphan", {"app": "lonely"}, ["gpu-0"])
-    wait_for(lambda: webhook.sees_placement(namespace, "orphan"), "the webhook to see the placement")
+    wait_for(lambda: sees_placement(webhook, namespace, "orphan"), "the webhook to see the placement")
     webhook.process.kill()
     webhook.process.wait()
 
@@ -436,7 +331,7 @@ def test_a_claim_no_stored_pod_carries_is_released(
                            "consumedAt": "2026-01-01T00:00:00Z"}
     client.CustomObjectsApi(cluster.api_client()).replace_namespaced_custom_object_status(
         GROUP, VERSION, namespace, PLURAL, "stale", placement)
-    webhooks.append(start_webhook(cluster, tmp_path))
+    webhooks.append(start(cluster, tmp_path))
     released = wait_for(lambda: (s := status_of(cluster, namespace, "stale")).get("phase") == "Pending" and s,
                         "the stale claim to be released")
     assert "claim" not in released
@@ -446,7 +341,7 @@ def test_a_claim_no_stored_pod_carries_is_released(
 
 def test_an_unclaimed_placement_expires_after_the_ttl(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
-    webhooks.append(start_webhook(cluster, tmp_path, "--placement-ttl", "3"))
+    webhooks.append(start(cluster, tmp_path, "--placement-ttl", "3"))
     create_placement(cluster, namespace, "unwanted", {"app": "nobody"}, ["gpu-0"])
     expired = wait_for(lambda: (s := status_of(cluster, namespace, "unwanted")).get("phase") == "Expired" and s,
                        "the placement to expire")
@@ -456,7 +351,7 @@ def test_an_unclaimed_placement_expires_after_the_ttl(
 
 def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
-    webhook = start_webhook(cluster, tmp_path)
+    webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     wrong_kind = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {"uid": "u"}}).encode()
     no_uid = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -468,7 +363,7 @@ def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
         assert code == status
         assert fragment in reply["error"]
         assert webhook.process.poll() is None
-    code, reply = webhook.post_huge(5 * 1024 * 1024)
+    code, reply = post_huge(webhook, 5 * 1024 * 1024)
     assert code == 413
     assert "larger than" in reply["error"]
     assert webhook.process.poll() is None
@@ -482,11 +377,11 @@ def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
 
 def test_a_server_side_dry_run_consumes_nothing(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
-    webhook = start_webhook(cluster, tmp_path)
+    webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"app": "dry"}})])
     create_placement(cluster, namespace, "dry", {"app": "dry"}, ["gpu-1"])
-    wait_for(lambda: webhook.sees_placement(namespace, "dry"), "the webhook to see the placement")
+    wait_for(lambda: sees_placement(webhook, namespace, "dry"), "the webhook to see the placement")
     before = read_placement(cluster, namespace, "dry")
     preview = cluster.kubectl("create", "-n", namespace, "--dry-run=server", "-o", "json", "-f", "-",
                               input=json.dumps(gpu_pod("", {"app": "dry"}, name="dry-run-pod")))
@@ -502,10 +397,10 @@ def test_a_server_side_dry_run_consumes_nothing(
 
 def test_the_api_returns_the_documented_shapes(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
-    webhook = start_webhook(cluster, tmp_path)
+    webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     create_placement(cluster, namespace, "shown", {"app": "shown"}, ["gpu-0", "gpu-1"])
-    wait_for(lambda: webhook.sees_placement(namespace, "shown"), "the webhook to see the placement")
+    wait_for(lambda: sees_placement(webhook, namespace, "shown"), "the webhook to see the placement")
     schemas = yaml.safe_load((REPO / "webhook" / "openapi.yaml").read_text())["components"]["schemas"]
 
     info = json.loads(subprocess.run(["curl", "-sf", f"{webhook.api}/api/v1/cluster-info"], check=True,

@@ -35,16 +35,15 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
 from kubectl_hami_place.cli._placing import (
     PlacementResult,
-    RequestSource,
     build_spec,
     check_placement,
+    flag_request,
     parse_gpus,
     placement_name,
-    steering_annotations,
+    template_request,
 )
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.core.requests import card_request, pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 from kubectl_hami_place.kube import cluster, evictions, placements
 from kubectl_hami_place.kube.client import Kube
@@ -114,12 +113,14 @@ def evict(
             evictions.evict_pod(kube, ns, pod, dry_run=dry_run is DryRun.server)
         emit(Evicted(ns, pod, dry_run.value), output)
         return
-    selector, why = replacement_selector(kube, ns, pod_obj)
-    if why:
-        warn(why)
-    spec = build_spec(req_id, selector, to_node, refs, None)
+    successor = replacement(kube, ns, pod_obj)
+    if successor.warning:
+        warn(successor.warning)
+    spec = build_spec(req_id, successor.selector, to_node, refs, None)
     object_name = placement_name(name, spec)
-    request = _pod_request(pod_obj, len(refs), request_memory, request_cores)
+    request = flag_request(len(refs), request_memory, request_cores) or template_request(
+        successor.source, successor.template
+    )
     checked = check_placement(kube, ns, spec, name=object_name, request=request, evicted_pod=pod_obj)
     for message in checked.warnings:
         warn(message)
@@ -140,9 +141,20 @@ def evict(
     emit(PlacementResult(checked, dry_run.value, created, evicted=pod), output)
 
 
-def replacement_selector(kube: Kube, namespace: str, pod: dict[str, Any]) -> tuple[LabelSelector, str]:
-    """The selector the replacement pod will match: its controller's, else its own labels; plus a warning or ''."""
+@dataclass(frozen=True)
+class Replacement:
+    """Who recreates the evicted pod: the selector its replacement matches, the template it is made from."""
+
+    selector: LabelSelector
+    source: str
+    template: dict[str, Any]
+    warning: str = ""
+
+
+def replacement(kube: Kube, namespace: str, pod: dict[str, Any]) -> Replacement:
+    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector."""
     metadata = pod.get("metadata") or {}
+    name = metadata.get("name", "")
     owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
     labels = dict(metadata.get("labels") or {})
     if owner is not None:
@@ -156,40 +168,22 @@ def replacement_selector(kube: Kube, namespace: str, pod: dict[str, Any]) -> tup
                 if controller.kind == "StatefulSet" and STATEFULSET_POD_NAME in labels:
                     extra = {STATEFULSET_POD_NAME: labels[STATEFULSET_POD_NAME]}
                     selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
-                return selector, ""
+                return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
     if not labels:
         raise Refused(
             [
-                f"pod {metadata.get('name')} has no controller and no labels, so no replacement pod can be matched; "
+                f"pod {name} has no controller and no labels, so no replacement pod can be matched; "
                 "use kubectl hami-place pin -l for the pod you will create"
             ]
         )
     selector = selector_from_dict({"matchLabels": labels})
+    warning = ""
     if owner is None:
-        return selector, (
-            f"pod {metadata.get('name')} has no controller: nothing recreates it; the placement waits for the next "
+        warning = (
+            f"pod {name} has no controller: nothing recreates it; the placement waits for the next "
             f"pod you create with its labels ({selector})"
         )
-    return selector, ""
-
-
-def _pod_request(pod: dict[str, Any], nums: int, memory: int | None, cores: int | None) -> RequestSource:
-    """The replacement asks what the evicted pod asks, unless --request-* says otherwise."""
-    if memory is not None or cores is not None:
-        try:
-            return RequestSource(
-                (card_request(nums, memreq=memory or 0, coresreq=cores),), "--request-memory/--request-cores"
-            )
-        except ModelError as exc:
-            raise UsageProblem(f"bad --request-memory/--request-cores: {exc}", "give whole MiB and 0..100") from exc
-    name = (pod.get("metadata") or {}).get("name", "")
-    try:
-        found = tuple(r for r in pod_requests(pod.get("spec") or {}) if r is not None)
-    except ModelError as exc:
-        raise Refused([f"pod {name}: {exc}; fix its GPU resources"]) from exc
-    if not found:
-        raise Refused([f"pod {name} asks no nvidia.com/gpu; a placement pins GPU pods only"])
-    return RequestSource(found, f"pod {name}", steering_annotations(pod))
+    return Replacement(selector, f"pod {name}", pod, warning)
 
 
 def _roll_back(kube: Kube, namespace: str, name: str) -> None:

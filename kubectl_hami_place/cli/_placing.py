@@ -120,6 +120,28 @@ def placement_name(given: str | None, spec: PlacementSpec) -> str:
     return f"pin-{token}"
 
 
+def flag_request(nums: int, memory: int | None, cores: int | None) -> RequestSource | None:
+    """The request given with --request-memory/--request-cores, or None when neither flag was given."""
+    if memory is None and cores is None:
+        return None
+    try:
+        request = card_request(nums, memreq=memory or 0, coresreq=cores)
+    except ModelError as exc:
+        raise UsageProblem(f"bad --request-memory/--request-cores: {exc}", "give whole MiB and 0..100") from exc
+    return RequestSource((request,), "--request-memory/--request-cores")
+
+
+def template_request(source: str, template: dict[str, Any]) -> RequestSource:
+    """What a pod made from this template (or this pod) asks of each card; refused when it asks no GPU."""
+    try:
+        found = tuple(r for r in pod_requests(template.get("spec") or {}) if r is not None)
+    except ModelError as exc:
+        raise Refused([f"{source}: {exc}; fix its GPU resources"]) from exc
+    if not found:
+        raise Refused([f"{source}: its pods ask no nvidia.com/gpu; a placement pins GPU pods only"])
+    return RequestSource(found, source, steering_annotations(template))
+
+
 def resolve_request(
     kube: Kube,
     namespace: str,
@@ -130,31 +152,15 @@ def resolve_request(
     cores: int | None,
 ) -> RequestSource:
     """The pod's per-card request: from --request-* flags, else the pod template of a matching controller."""
-    if memory is not None or cores is not None:
-        try:
-            request = card_request(nums, memreq=memory or 0, coresreq=cores)
-        except ModelError as exc:
-            raise UsageProblem(f"bad --request-memory/--request-cores: {exc}", "give whole MiB and 0..100") from exc
-        return RequestSource((request,), "--request-memory/--request-cores")
+    given = flag_request(nums, memory, cores)
+    if given is not None:
+        return given
     for controller in cluster.list_controllers(kube, namespace):
         if controller.owner_kind in cluster.CONTROLLER_KINDS:
             continue
         labels = (controller.template.get("metadata") or {}).get("labels") or {}
-        if not matches(selector, labels):
-            continue
-        spec = controller.template.get("spec") or {}
-        try:
-            found = tuple(r for r in pod_requests(spec) if r is not None)
-        except ModelError as exc:
-            raise Refused([f"{controller.kind} {controller.name}: pod template: {exc}; fix its GPU resources"]) from exc
-        if not found:
-            raise Refused(
-                [
-                    f"{controller.kind} {namespace}/{controller.name} matches -l {selector} but its pods ask no "
-                    "nvidia.com/gpu; a placement pins GPU pods only"
-                ]
-            )
-        return RequestSource(found, f"{controller.kind} {controller.name}", steering_annotations(controller.template))
+        if matches(selector, labels):
+            return template_request(f"{controller.kind} {controller.name}", controller.template)
     raise UsageProblem(
         f"no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching -l {selector}, "
         "so the pod's GPU request is unknown",

@@ -197,7 +197,9 @@ def test_to_node_uses_the_controller_selector(cluster: Sandbox, namespace: str) 
     assert run.code == 0, run.err
     [stored] = placements(cluster, namespace)
     assert stored["spec"]["podSelector"] == {"matchLabels": {"app": "web", "pod-template-hash": hash_label}}
-    assert run.json()["request"] == f"pod {pod['metadata']['name']}"
+    owner = pod["metadata"]["ownerReferences"][0]
+    # The replacement is made from the ReplicaSet's template, not from the evicted pod's (possibly mutated) spec.
+    assert run.json()["request"] == f"ReplicaSet {owner['name']}"
     assert run.json()["cards"][0]["memoryMiB"] == 2000
 
 

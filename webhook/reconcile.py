@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.admission import FollowUp, eviction_outcome, follow_up
+from kubectl_hami_place.core.admission import FollowUp, consumed_req_ids, eviction_outcome, follow_up
 from kubectl_hami_place.kube.claims import StaleWrite, write_status
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
@@ -55,8 +55,11 @@ class Reconciler:
     def reconcile_once(self) -> None:
         """One pass over every placement."""
         pods = self.cache.pods_by_claim()
-        for placement in self.cache.placements.items():
-            step = follow_up(placement, pods, self.clock(), self.ttl_seconds, CLAIM_GRACE_SECONDS)
+        placements = self.cache.placements.items()
+        consumed = consumed_req_ids(placements)
+        for placement in placements:
+            step = follow_up(placement, pods, self.clock(), self.ttl_seconds, CLAIM_GRACE_SECONDS,
+                             consumed=consumed)
             if step is not None:
                 self._apply(placement, step)
 

@@ -535,14 +535,26 @@ class FollowUp:
     evict: str = ""
 
 
+def consumed_req_ids(placements: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(namespace, reqID) -> name of the placement that consumed that reqID."""
+    consumed: dict[tuple[str, str], str] = {}
+    for placement in sorted(placements, key=_age_key):
+        req_id = str(_mapping(placement.get("spec")).get("reqID") or "")
+        if req_id and _claimed_already(placement):
+            consumed.setdefault((_namespace(placement), req_id), _name(placement))
+    return consumed
+
+
 def follow_up(placement: Mapping[str, Any], claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
-              now: datetime, ttl_seconds: int, claim_grace_seconds: int) -> FollowUp | None:
+              now: datetime, ttl_seconds: int, claim_grace_seconds: int, *,
+              consumed: Mapping[tuple[str, str], str] | None = None) -> FollowUp | None:
     """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
 
-    Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy. Claimed, but
-    no such pod appeared within the grace period (its creation failed, or we stopped before answering): release
-    the claim, back to Pending. Evicting with the pod stored: lease the next eviction attempt when its backoff is
-    over, or give up once the TTL since the claim has passed.
+    Unclaimed while another placement of the namespace consumed its reqID (`consumed`, from
+    `consumed_req_ids`): Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is
+    stored: fill consumedBy. Claimed, but no such pod appeared within the grace period (its creation failed, or we
+    stopped before answering): release the claim, back to Pending. Evicting with the pod stored: lease the next
+    eviction attempt when its backoff is over, or give up once the TTL since the claim has passed.
     """
     status = dict(_mapping(placement.get("status")))
     phase = str(status.get("phase") or "")
@@ -550,6 +562,10 @@ def follow_up(placement: Mapping[str, Any], claimed_pods: Mapping[tuple[str, str
     if _mapping(placement.get("metadata")).get("deletionTimestamp"):
         return None
     if not token:
+        req_id = str(_mapping(placement.get("spec")).get("reqID") or "")
+        owner = (consumed or {}).get((_namespace(placement), req_id))
+        if phase in OPEN_PHASES and owner and owner != _name(placement):
+            return FollowUp(_failed(placement, f"reqID already consumed by placement {owner}", now))
         created = _parse_time(_mapping(placement.get("metadata")).get("creationTimestamp"))
         if phase in OPEN_PHASES and created is not None and (now - created).total_seconds() > ttl_seconds:
             return FollowUp(_status_write(placement, _expired(status, ttl_seconds, now), "Expired",

@@ -9,6 +9,7 @@ from kubectl_hami_place.core.admission import (
     CLAIM_ANNOTATION,
     EVICTION_RETRY_FIRST_SECONDS,
     EVICTION_RETRY_MAX_SECONDS,
+    consumed_req_ids,
     eviction_outcome,
     follow_up,
 )
@@ -167,3 +168,16 @@ def test_a_placement_being_deleted_is_left_alone() -> None:
     obj = placement({"phase": "Pending"}, created_ago=TTL * 2)
     obj["metadata"]["deletionTimestamp"] = at(1)
     assert follow_up(obj, {}, NOW, TTL, GRACE) is None
+
+
+def test_an_open_placement_whose_req_id_another_consumed_fails() -> None:
+    first = placement(claimed(uid="uid-9"))
+    first["metadata"]["name"] = "first"
+    second = placement({"phase": "Pending"})
+    consumed = consumed_req_ids([first, second])
+    assert consumed == {(NS, "req-1"): "first"}
+    step = follow_up(second, {}, NOW, TTL, GRACE, consumed=consumed)
+    assert step is not None
+    assert step.write.status["phase"] == "Failed"
+    assert step.write.status["message"] == "reqID already consumed by placement first"
+    assert follow_up(first, {}, NOW, TTL, GRACE, consumed=consumed) is None

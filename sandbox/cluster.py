@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from sandbox import binaries
 from sandbox.pki import Authority, KeyPair, service_account_keys
@@ -30,6 +30,21 @@ HAMI_SCHEDULER = "hami-scheduler"
 # has no HAMi extender, so its hami-scheduler profile ignores them in NodeResourcesFit instead.
 HAMI_IGNORED_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
                           "nvidia.com/priority")
+
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.3) -> T:
+    """Polls until the predicate gives something truthy; the TimeoutError names what never came."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
 
 
 class SandboxError(RuntimeError):
@@ -220,30 +235,28 @@ class Sandbox:
             return json.load(resp)
 
     def _wait(self, url: str, name: str, tls: bool = True, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             self._check_alive()
             try:
-                ctx = self.ssl_context() if tls else None
-                with urllib.request.urlopen(url, context=ctx, timeout=3) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError) as exc:
-                last = str(exc)
-            time.sleep(0.3)
-        raise SandboxError(f"{name} was not ready after {timeout:.0f}s ({last})")
+                with urllib.request.urlopen(url, context=self.ssl_context() if tls else None, timeout=3) as resp:
+                    return bool(resp.status == 200)
+            except (urllib.error.URLError, OSError):
+                return False
+
+        wait_for(answers, f"{name} to be ready", timeout)
 
     def _wait_for_default_service_account(self, timeout: float = 90) -> None:
         """The controller-manager is working once it has made the default namespace's service account."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def made() -> bool:
             self._check_alive()
-            with contextlib.suppress(urllib.error.URLError, OSError):
+            try:
                 self.get("/api/v1/namespaces/default/serviceaccounts/default")
-                return
-            time.sleep(0.5)
-        raise SandboxError("kube-controller-manager made no default service account in time")
+            except (urllib.error.URLError, OSError):
+                return False
+            return True
+
+        wait_for(made, "kube-controller-manager to make the default service account", timeout)
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Runs the sandbox's own kubectl (same version as the server) against it."""

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from sandbox import webhook
-from sandbox.cluster import Sandbox, stop_on_signals
+from sandbox.cluster import Sandbox, stop_on_signals, wait_for
 from sandbox.gpu_nodes import load
 from sandbox.prepare import prepare
 
@@ -90,13 +90,8 @@ class Demo:
         return done
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float = 90) -> Any:
-        deadline = time.monotonic() + timeout
         with self.console.status(f"waiting for {what}"):
-            while time.monotonic() < deadline:
-                if value := check():
-                    return value
-                time.sleep(0.5)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            return wait_for(check, what, timeout)
 
     def pods(self, selector: str) -> list[dict[str, Any]]:
         listed = self.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json", show=False)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from sandbox.cluster import KWOK_NODE_ANNOTATION, Sandbox
+from sandbox.cluster import KWOK_NODE_ANNOTATION, Sandbox, wait_for
 
 DATA = Path(__file__).resolve().parent / "gpu-cluster.yaml"
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
@@ -57,15 +56,13 @@ def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str
         sandbox.kubectl("patch", "node", obj["metadata"]["name"], "--subresource=status", "--type=merge",
                         "-p", json.dumps(status))
     names = [e["name"] for e in entries]
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def all_ready() -> bool:
         by_name = {n["metadata"]["name"]: n for n in sandbox.get("/api/v1/nodes")["items"]}
-        pending = [name for name in names if not _ready(by_name.get(name))]
-        if not pending:
-            return names
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {', '.join(pending)} (is kwok running?)")
-        time.sleep(0.5)
+        return all(_ready(by_name.get(name)) for name in names)
+
+    wait_for(all_ready, f"nodes {', '.join(names)} to be Ready through kwok", timeout)
+    return names
 
 
 def _ready(node: dict[str, Any] | None) -> bool:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from sandbox import gpu_nodes
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, wait_for
 
 CRD = Path(__file__).resolve().parent.parent / "chart" / "templates" / "crd" / "hamipodplacement.yaml"
 CRD_NAME = "hamipodplacements.scheduling.hami.placement.com"
@@ -16,11 +15,8 @@ def install_crd(sandbox: Sandbox, timeout: float = 30) -> None:
     """Applies the chart's CRD file as a user would, then waits until the API serves it."""
     sandbox.kubectl("apply", "-f", str(CRD))
     sandbox.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}")
-    deadline = time.monotonic() + timeout
-    while sandbox.kubectl("get", "hamipodplacements", "-A", check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{CRD_NAME} is Established but not served after {timeout:.0f}s")
-        time.sleep(0.3)
+    wait_for(lambda: sandbox.kubectl("get", "hamipodplacements", "-A", check=False).returncode == 0,
+             f"{CRD_NAME} to be served", timeout)
 
 
 def prepare(sandbox: Sandbox) -> list[str]:

@@ -10,7 +10,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.cluster import Sandbox, free_port
+from sandbox.cluster import Sandbox, free_port, wait_for
 
 
 def webhook_command() -> str:
@@ -101,19 +100,21 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> 
              "--tls-key-file", str(certs / "tls.key"), *extra],
             stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     webhook = Webhook(process, port, api_port, certs, log)
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"hami-place-webhook exited with {process.returncode}: {log.read_text()[-2000:]}")
         try:
-            if webhook.get("/readyz")[0] == 200:
-                return webhook
+            return webhook.get("/readyz")[0] == 200
         except OSError:
-            pass
-        if time.monotonic() > deadline:
-            webhook.stop()
-            raise TimeoutError(f"hami-place-webhook not ready after {timeout:.0f}s: {log.read_text()[-2000:]}")
-        time.sleep(0.3)
+            return False
+
+    try:
+        wait_for(ready, "hami-place-webhook to be ready", timeout)
+    except BaseException:
+        webhook.stop()
+        raise
+    return webhook
 
 
 def configuration(name: str, entries: list[tuple[Webhook, dict[str, Any]]],

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox
@@ -16,7 +14,6 @@ from sandbox.cluster import Sandbox
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 PLUGIN = VENV_BIN / "kubectl-hami_place"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -125,17 +122,6 @@ def placements(cluster: Sandbox, namespace: str) -> list[dict[str, Any]]:
     """The placements of the namespace as stored."""
     found = get(cluster, "hamipodplacements", "-n", namespace)
     return list((found or {}).get("items", []))
-
-
-def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60) -> T:
-    """Polls until the predicate returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def custom_node(name: str, register: str | None) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.cluster import Sandbox
-from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin, wait_for
+from sandbox.cluster import Sandbox, wait_for
+from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"

@@ -7,27 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from sandbox import gpu_nodes
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, wait_for
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _wait_for(predicate, what: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def test_gpu_nodes_read_back_with_their_register_intact(cluster: Sandbox) -> None:
@@ -47,35 +36,59 @@ def test_gpu_nodes_read_back_with_their_register_intact(cluster: Sandbox) -> Non
 
 
 def _pod(name: str, **spec: object) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec},
+    }
 
 
 def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandbox, namespace: str) -> None:
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespaced_pod(namespace, _pod("plain"))
-    pod = _wait_for(lambda: (p := core.read_namespaced_pod("plain", namespace)).status.phase == "Running" and p,
-                    "the pod to run")
+    pod = wait_for(
+        lambda: (p := core.read_namespaced_pod("plain", namespace)).status.phase == "Running" and p, "the pod to run"
+    )
     assert pod.spec.node_name in {e["name"] for e in gpu_nodes.load()}
     assert pod.status.pod_ip
 
 
 def test_hami_scheduler_profile_places_by_node_affinity_and_ignores_hami_resources(
-        cluster: Sandbox, namespace: str) -> None:
+    cluster: Sandbox, namespace: str
+) -> None:
     core = client.CoreV1Api(cluster.api_client())
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-a100-1"]}]}]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-a100-1"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
     pod = _pod("gpu", schedulerName="hami-scheduler", affinity=affinity)
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}}
     core.create_namespaced_pod(namespace, pod)
-    placed = _wait_for(lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p,
-                       "hami-scheduler to bind the pod")
+    placed = wait_for(
+        lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p, "hami-scheduler to bind the pod"
+    )
     assert placed.spec.node_name == "gpu-a100-1"
 
 
 def _sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sandbox", command, "--dir", str(state)], cwd=REPO,
-                          capture_output=True, text=True, timeout=240, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "sandbox", command, "--dir", str(state)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -107,5 +120,5 @@ def test_components_die_with_a_killed_supervisor(tmp_path: Path) -> None:
     pids = [int(p) for p in (state / "components").read_text().split()]
     workdir = Path((state / "workdir").read_text())
     os.kill(int((state / "pid").read_text()), signal.SIGKILL)
-    _wait_for(lambda: not any(map(_alive, pids)), "the components to die with their supervisor", timeout=20)
+    wait_for(lambda: not any(map(_alive, pids)), "the components to die with their supervisor", timeout=20)
     subprocess.run(["rm", "-rf", str(workdir)], check=True)

@@ -18,6 +18,9 @@ import yaml
 from sandbox import binaries
 from sandbox.cluster import Sandbox
 
+# Every test here needs the PyInstaller executable: cold, `make dist` builds it (about 1.5 minutes).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "hami-place"
 BINARY = "kubectl-hami_place"

@@ -199,10 +199,15 @@ def test_completion_helper_is_the_same_binary(
     assert installed.returncode == 0, installed.stderr
     helper = tmp_path / "tools" / "kubectl_complete-hami_place"
     helper.symlink_to(Path(krew_env["KREW_ROOT"]) / "bin" / BINARY)
-    completed = run(krew_env, str(helper), "")
+    # kubectl 1.26+ completes a plugin's arguments by running kubectl_complete-<plugin> from PATH.
+    completed = run(krew_env, "kubectl", "__complete", "hami-place", "st")
     assert completed.returncode == 0, completed.stderr
-    words = completed.stdout.split()
-    assert {"pin", "evict", "status"} <= set(words), completed.stdout
+    assert f"About to call: {helper} st" in completed.stderr
+    assert [line.split("\t")[0] for line in completed.stdout.splitlines()] == ["status", ":4"]
+    verbs = run(krew_env, "kubectl", "__complete", "hami-place", "")
+    assert {"pin", "evict", "status", "list", "delete", "completion"} <= {
+        line.split("\t")[0] for line in verbs.stdout.splitlines()
+    }
 
     script = run(krew_env, "kubectl", "hami-place", "completion", "bash")
     assert script.returncode == 0, script.stderr

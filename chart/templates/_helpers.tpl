@@ -57,20 +57,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- prepend .Values.server.excludeNamespaces .Release.Namespace | uniq | toJson -}}
 {{- end -}}
 
+{{/* Checks values.schema.json cannot express with a clear message. */}}
 {{- define "hami-place.validate" -}}
-{{- if not (has .Values.certs.mode (list "hook" "certManager" "secret")) -}}
-{{- fail (printf "certs.mode must be hook, certManager or secret, not %q" .Values.certs.mode) -}}
-{{- end -}}
-{{- if not (has .Values.webhook.failurePolicy (list "Ignore" "Fail")) -}}
-{{- fail (printf "webhook.failurePolicy must be Ignore or Fail, not %q" .Values.webhook.failurePolicy) -}}
-{{- end -}}
-{{- if or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30) -}}
-{{- fail "webhook.timeoutSeconds must be between 1 and 30" -}}
-{{- end -}}
 {{- if and (eq .Values.certs.mode "secret") (not .Values.certs.caBundle) -}}
 {{- fail "certs.caBundle (base64 PEM of the CA) is required when certs.mode is secret" -}}
-{{- end -}}
-{{- if lt (int .Values.replicaCount) 1 -}}
-{{- fail "replicaCount must be at least 1" -}}
 {{- end -}}
 {{- end -}}

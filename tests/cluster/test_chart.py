@@ -225,10 +225,12 @@ def test_non_default_values(helm: Path) -> None:
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
-        (["certs.mode=vault"], "certs.mode must be hook, certManager or secret"),
+        (["certs.mode=vault"], "at '/certs/mode': value must be one of 'hook', 'certManager', 'secret'"),
         (["certs.mode=secret", "certs.existingSecret=x"], "certs.caBundle"),
-        (["webhook.timeoutSeconds=31"], "between 1 and 30"),
-        (["webhook.failurePolicy=Sometimes"], "failurePolicy must be Ignore or Fail"),
+        (["webhook.timeoutSeconds=31"], "at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
+        (["webhook.failurePolicy=Sometimes"], "at '/webhook/failurePolicy': value must be one of 'Ignore', 'Fail'"),
+        (["replicaCount=0"], "at '/replicaCount': minimum: got 0, want 1"),
+        (["webhok.failurePolicy=Fail"], "additional properties 'webhok' not allowed"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:

@@ -476,15 +476,37 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
 
 
 @pytest.mark.cluster
-def test_upgrade_runs_the_hooks_and_applies_new_values(
+def test_upgrade_keeps_the_ca_bundle_and_applies_new_values(
     cluster: Sandbox, installed: tuple[str, str], helm: Path
 ) -> None:
+    """After the certificate hook filled caBundle, Helm's own apply of the configuration on upgrade keeps it.
+
+    The sandbox's kwok completes the hook Job's pod without running it, so the hook's command is run here with the
+    Job's args (as the admin: the hook's own account is tested on its own below).
+    """
     release, namespace = installed
+    fullname = f"{release}-webhook"
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
+    job = one(render(helm, namespace=namespace, release=release), "Job")
+    hook = subprocess.run(
+        [str(WEBHOOK), *job["spec"]["template"]["spec"]["containers"][0]["args"]],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    assert hook.returncode == 0, hook.stdout + hook.stderr
+    ca = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o", "json").stdout)["data"][
+        "ca.crt"
+    ]
+
     args = ["upgrade", release, str(CHART), "-n", namespace, "--reuse-values", "--wait", "--timeout=180s"]
     upgrade = run_helm(helm, *args, "--set", "replicaCount=1", check=False, env=env)
     assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
-    assert cluster.kubectl("get", "pdb", f"{release}-webhook", "-n", namespace, check=False).returncode != 0
+    configuration = json.loads(cluster.kubectl("get", "mutatingwebhookconfiguration", fullname, "-o", "json").stdout)
+    assert configuration["webhooks"][0]["clientConfig"]["caBundle"] == ca
+    assert cluster.kubectl("get", "pdb", fullname, "-n", namespace, check=False).returncode != 0
     history = json.loads(run_helm(helm, "history", release, "-n", namespace, "-o", "json", env=env).stdout)
     assert [h["status"] for h in history] == ["superseded", "deployed"]
 

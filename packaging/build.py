@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import io
 import os
 import platform
@@ -27,6 +28,8 @@ SPEC = ROOT / "packaging" / "kubectl-hami_place.spec"
 BINARY = "kubectl-hami_place"
 # Fixed timestamp inside the archives: the same executable gives the same sha256 in the krew manifest.
 EPOCH = 1_700_000_000
+# Builds kept in the cache: the current one and a few to switch branches back to.
+KEEP_BUILDS = 3
 MACHINES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -69,10 +72,11 @@ def build_executable(exe_name: str, log=sys.stderr) -> Path:
     """The cached executable, built first when the sources changed since the last build."""
     target = cache_root() / source_digest() / exe_name
     if target.is_file():
+        os.utime(target.parent)
         print(f"{exe_name}: cached ({target.parent.name})", file=log)
         return target
-    if shutil.which("pyinstaller") is None and not (Path(sys.executable).parent / "pyinstaller").exists():
-        raise SystemExit("pyinstaller is not installed; run: .venv/bin/pip install -e '.[dist]'")
+    if importlib.util.find_spec("PyInstaller") is None:
+        raise SystemExit("PyInstaller is not installed; run: make dist (or pip install -e '.[dist]')")
     print(f"{exe_name}: building with PyInstaller (cold cache; this takes a few minutes)", file=log, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
@@ -92,7 +96,15 @@ def build_executable(exe_name: str, log=sys.stderr) -> Path:
         ]
         subprocess.run(cmd, cwd=ROOT, check=True)
         os.replace(Path(tmp) / "dist" / exe_name, target)
+    prune(target.parent.parent, keep=KEEP_BUILDS)
     return target
+
+
+def prune(root: Path, keep: int) -> None:
+    """Drops all but the `keep` most recently used builds: each is tens of MB, and sources change often."""
+    builds = sorted((d for d in root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _tar_member(name: str, data: bytes, mode: int) -> tuple[tarfile.TarInfo, io.BytesIO]:

@@ -239,3 +239,13 @@ def test_build_cache_key_follows_the_plugin_sources(tmp_path: Path, monkeypatch:
     assert build.source_digest() != before
     monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path / "cache"))
     assert build.cache_root() == tmp_path / "cache" / "pyinstaller"
+
+
+def test_build_cache_keeps_only_the_recent_builds(tmp_path: Path) -> None:
+    build = load("build")
+    for age in range(5):
+        build_dir = tmp_path / f"digest{age}"
+        build_dir.mkdir()
+        os.utime(build_dir, (1_000_000 - age, 1_000_000 - age))
+    build.prune(tmp_path, keep=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digest0", "digest1", "digest2"]

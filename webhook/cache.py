@@ -20,7 +20,6 @@ class ClusterCache:
         self.placements = placement_reflector(api_client)
         self.changed = threading.Event()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         for reflector in self.reflectors():
             reflector.add_listener(lambda _kind, _obj: self.changed.set())
 
@@ -34,15 +33,12 @@ class ClusterCache:
             thread = threading.Thread(target=reflector.run, args=(self._stop,), name=f"watch-{reflector.kind}",
                                       daemon=True)
             thread.start()
-            self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop the watches and wait a little for their threads."""
+        """Stop the watches; their daemon threads end with the process, so shutdown never waits on a read."""
         self._stop.set()
         for reflector in self.reflectors():
             reflector.stop()
-        for thread in self._threads:
-            thread.join(timeout=5)
 
     def ready(self) -> bool:
         """True once every kind has been listed in full at least once."""

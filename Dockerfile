@@ -14,9 +14,9 @@ RUN python -m venv /opt/hami-place
 COPY pyproject.toml README.md LICENSE ./
 COPY kubectl_hami_place ./kubectl_hami_place
 COPY webhook ./webhook
+# pip compiles the bytecode here: the final image's root filesystem is read-only, so it could not at run time.
 RUN /opt/hami-place/bin/pip install . \
- && /opt/hami-place/bin/pip uninstall --yes pip setuptools \
- && find /opt/hami-place -name '__pycache__' -prune -exec rm -rf {} +
+ && /opt/hami-place/bin/pip uninstall --yes pip setuptools
 
 # Stage 2: the same Python, the virtualenv, nothing else: no pip, no compiler, no shell tools beyond the base.
 FROM ${PYTHON_IMAGE}

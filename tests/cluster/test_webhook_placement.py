@@ -395,6 +395,14 @@ def test_a_server_side_dry_run_consumes_nothing(
     assert real.metadata.annotations[CLAIM], "the placement is still there for a real creation"
 
 
+def curl(url: str) -> Any:
+    """GET with curl, as an operator would; the body is shown when the status is not 200."""
+    done = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", url], check=True, capture_output=True, text=True)
+    body, _, code = done.stdout.rpartition("\n")
+    assert code == "200", f"{url}: HTTP {code}: {body[:2000]}"
+    return json.loads(body)
+
+
 def test_the_api_returns_the_documented_shapes(
         cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
     webhook = start(cluster, tmp_path)
@@ -403,8 +411,7 @@ def test_the_api_returns_the_documented_shapes(
     wait_for(lambda: sees_placement(webhook, namespace, "shown"), "the webhook to see the placement")
     schemas = yaml.safe_load((REPO / "webhook" / "openapi.yaml").read_text())["components"]["schemas"]
 
-    info = json.loads(subprocess.run(["curl", "-sf", f"{webhook.api}/api/v1/cluster-info"], check=True,
-                                     capture_output=True).stdout)
+    info = curl(f"{webhook.api}/api/v1/cluster-info")
     assert set(schemas["ClusterInfo"]["required"]) <= set(info)
     nodes = {node["name"]: node for node in info["nodes"]}
     assert {"gpu-a100-0", "gpu-a100-1", "gpu-h100-0"} <= set(nodes)
@@ -415,8 +422,7 @@ def test_the_api_returns_the_documented_shapes(
     assert [card["uuid"] for card in nodes[A100_1]["cards"]] == [A100_1_CARD0, A100_1_CARD1]
     assert nodes[A100_1]["cards"][0]["memory"]["total"] == 40960
 
-    listed = json.loads(subprocess.run(["curl", "-sf", f"{webhook.api}/api/v1/placements?namespace={namespace}"],
-                                       check=True, capture_output=True).stdout)
+    listed = curl(f"{webhook.api}/api/v1/placements?namespace={namespace}")
     assert set(schemas["PlacementList"]["required"]) <= set(listed)
     (shown,) = listed["placements"]
     assert set(schemas["Placement"]["required"]) <= set(shown)

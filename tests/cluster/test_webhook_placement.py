@@ -12,18 +12,17 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, configuration, start
 
 pytestmark = pytest.mark.cluster
@@ -33,18 +32,6 @@ A100_1 = "gpu-a100-1"
 A100_1_CARD1 = "GPU-c2804935-f5e1-530a-853c-9a81dbf1a9a6"
 A100_1_CARD0 = "GPU-d82baece-45bc-55ae-b942-82c9f62ededd"
 CLAIM = "scheduling.hami.placement.com/claim"
-T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.3)
 
 
 def post_huge(webhook: Webhook, size: int) -> tuple[int, Any]:

@@ -133,11 +133,17 @@ class Reflector:
     def stop(self) -> None:
         """Break an open watch so that run() notices its stop event at once."""
         response = self._response
-        if response is not None:
-            try:
-                response.close()
-            except Exception:
-                log.debug("%s: closing the watch failed", self.kind, exc_info=True)
+        if response is None:
+            return
+        # close() waits for the thread blocked reading the stream; shutting the socket down first wakes it.
+        raw = getattr(response, "response", response)
+        try:
+            shutdown = getattr(raw, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            raw.close()
+        except Exception:
+            log.debug("%s: closing the watch failed", self.kind, exc_info=True)
 
     def _relist(self) -> str:
         response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **self._list_kwargs)

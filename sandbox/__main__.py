@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from sandbox import binaries, demo
-from sandbox.cluster import Sandbox, SandboxError, stop_on_signals
+from sandbox.cluster import Sandbox, SandboxError, alive, stop_on_signals
 from sandbox.prepare import prepare
 
 STATE = Path(".sandbox")
@@ -22,20 +22,12 @@ def _say(message: str) -> None:
     print(f"sandbox: {message}", file=sys.stderr, flush=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _pid(state: Path) -> int | None:
     try:
         pid = int((state / "pid").read_text())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
+    return pid if alive(pid) else None
 
 
 def serve(state: Path) -> int:
@@ -100,7 +92,7 @@ def down(state: Path, timeout: float = 60) -> int:
         return 0
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while alive(pid):
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             _say(f"pid {pid} did not stop in {timeout:.0f}s; killed it (its components die with it)")

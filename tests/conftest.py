@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.cluster import Sandbox, stop_on_signals
+from sandbox.cluster import Sandbox, alive, stop_on_signals
 from sandbox.prepare import prepare
 
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
@@ -37,17 +37,9 @@ def cluster() -> Iterator[Sandbox]:
         yield sandbox
     finally:
         sandbox.stop()
-    left = [pid for pid in pids if _alive(pid)]
+    left = [pid for pid in pids if alive(pid)]
     assert not left, f"sandbox processes still running after stop: {left}"
     assert not workdir.exists(), f"sandbox work dir left behind: {workdir}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture

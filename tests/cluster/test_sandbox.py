@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from sandbox import gpu_nodes
-from sandbox.cluster import Sandbox, wait_for
+from sandbox.cluster import Sandbox, alive, wait_for
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -91,25 +91,17 @@ def _sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_sandbox_up_then_down_leaves_no_process_and_no_temp_dir(tmp_path: Path) -> None:
     state = tmp_path / "state"
     _sandbox_cli(state, "up")
     pids = [int(p) for p in (state / "components").read_text().split()]
     workdir = Path((state / "workdir").read_text())
     supervisor = int((state / "pid").read_text())
-    assert len(pids) == 5 and all(map(_alive, pids)) and workdir.is_dir()
+    assert len(pids) == 5 and all(map(alive, pids)) and workdir.is_dir()
     nodes = Sandbox.attach(state / "kubeconfig").kubectl("get", "nodes", "-o", "name").stdout.split()
     assert "node/gpu-h100-0" in nodes
     _sandbox_cli(state, "down")
-    assert not any(map(_alive, [supervisor, *pids]))
+    assert not any(map(alive, [supervisor, *pids]))
     assert not workdir.exists()
     assert not (state / "kubeconfig").exists()
 
@@ -120,5 +112,5 @@ def test_components_die_with_a_killed_supervisor(tmp_path: Path) -> None:
     pids = [int(p) for p in (state / "components").read_text().split()]
     workdir = Path((state / "workdir").read_text())
     os.kill(int((state / "pid").read_text()), signal.SIGKILL)
-    wait_for(lambda: not any(map(_alive, pids)), "the components to die with their supervisor", timeout=20)
+    wait_for(lambda: not any(map(alive, pids)), "the components to die with their supervisor", timeout=20)
     subprocess.run(["rm", "-rf", str(workdir)], check=True)

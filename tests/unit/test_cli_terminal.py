@@ -51,6 +51,10 @@ def test_piped_output_has_no_colour() -> None:
     assert b"\x1b[" not in proc.stderr
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
     """A local server that accepts connections and never answers keeps the plugin waiting until it is interrupted."""
     with socket.socket() as server:
@@ -65,11 +69,14 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
             "users: [{name: u, user: {token: t}}]\n"
             "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
         )
+        # A job started in the background by a non-interactive shell (as CI may run us) inherits SIGINT ignored;
+        # give the plugin the default disposition a terminal's foreground command has, or Ctrl-C cannot reach it.
         proc = subprocess.Popen(
             [str(PLUGIN), "list", "--kubeconfig", str(kubeconfig)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
+            preexec_fn=_default_sigint,  # noqa: PLW1509 (single-threaded test process)
         )
         connection, _ = server.accept()
         with connection:

@@ -115,7 +115,7 @@ def _card_row(card: CardInfo) -> tuple[str, ...]:
     else:
         health = "[green]healthy[/]"
     pods = ", ".join(
-        f"{pod.namespace}/{pod.name} ({pod.memory} MiB, {pod.cores}%)" + (" terminating" if pod.terminating else "")
+        f"{pod.namespace}/{pod.name} ({pod.mem} MiB, {pod.cores}%)" + (" terminating" if pod.deleting else "")
         for pod in card.pods
     )
     return (

@@ -52,21 +52,7 @@ from kubectl_hami_place.core.errors import ClusterInfoError, ModelError
 from kubectl_hami_place.core.fit import cordoned_cards
 from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.requests import GPU, parse_quantity
-from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
-
-
-@dataclass(frozen=True)
-class PodShare:
-    """A pod on a card and what HAMi counts it as taking there."""
-
-    namespace: str
-    name: str
-    uid: str
-    phase: str
-    memory: int
-    cores: int
-    slots: int
-    terminating: bool = False
+from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, card_usage, pod_allocation
 
 
 @dataclass(frozen=True)
@@ -87,7 +73,7 @@ class CardInfo:
     cores_used: int
     slots_total: int
     slots_used: int
-    pods: tuple[PodShare, ...] = ()
+    pods: tuple[PodOnCard, ...] = ()
 
     @property
     def name(self) -> str:
@@ -149,10 +135,10 @@ class CardInfo:
                     "name": pod.name,
                     "uid": pod.uid,
                     "phase": pod.phase,
-                    "memory": pod.memory,
+                    "memory": pod.mem,
                     "cores": pod.cores,
                     "slots": pod.slots,
-                    "terminating": pod.terminating,
+                    "terminating": pod.deleting,
                 }
                 for pod in self.pods
             ],
@@ -300,10 +286,7 @@ def _node_info(node: Mapping[str, Any], allocations: list[PodAllocation]) -> Nod
                 cores_used=usage[card.uuid].used_cores,
                 slots_total=card.count,
                 slots_used=usage[card.uuid].used_slots,
-                pods=tuple(
-                    PodShare(p.namespace, p.name, p.uid, p.phase, p.mem, p.cores, p.slots, p.deleting)
-                    for p in usage[card.uuid].pods
-                ),
+                pods=usage[card.uuid].pods,
             )
             for card in cards
         ),
@@ -360,15 +343,15 @@ def _card_from_dict(data: object, where: str) -> CardInfo:
         pod = _map(item, f"{where}.pods[{i}]")
         at = f"{where}.pods[{i}]"
         pods.append(
-            PodShare(
+            PodOnCard(
                 namespace=_str(pod.get("namespace"), f"{at}.namespace"),
                 name=_str(pod.get("name"), f"{at}.name"),
                 uid=_str(pod.get("uid"), f"{at}.uid"),
                 phase=_str(pod.get("phase"), f"{at}.phase"),
-                memory=_int(pod.get("memory"), f"{at}.memory"),
+                mem=_int(pod.get("memory"), f"{at}.memory"),
                 cores=_int(pod.get("cores"), f"{at}.cores"),
                 slots=_int(pod.get("slots"), f"{at}.slots"),
-                terminating=_bool(pod.get("terminating"), f"{at}.terminating"),
+                deleting=_bool(pod.get("terminating"), f"{at}.terminating"),
             )
         )
     return CardInfo(

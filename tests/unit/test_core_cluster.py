@@ -83,7 +83,7 @@ def test_gpu_nodes_cards_usage_and_pods() -> None:
     card = first.card("GPU-a0")
     assert card is not None
     assert (card.memory_used, card.memory_free, card.cores_used, card.slots_used) == (10240, 30720, 30, 1)
-    assert [(p.name, p.memory, p.cores) for p in card.pods] == [("share", 10240, 30)]
+    assert [(p.name, p.mem, p.cores) for p in card.pods] == [("share", 10240, 30)]
     second = info.node("gpu-a100-1")
     assert second is not None and second.card("GPU-b0").slots_used == 0  # type: ignore[union-attr]
 

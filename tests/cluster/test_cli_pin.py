@@ -13,6 +13,7 @@ import pytest
 
 from sandbox.cluster import Sandbox
 from tests.cluster.cli_harness import (
+    Run,
     allocated_pod,
     apply,
     card_uuids,
@@ -37,14 +38,13 @@ def odd_nodes(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, str]]:
     cluster.kubectl("delete", "node", bare, sick, "--wait=false", check=False)
 
 
-def pin(cluster: Sandbox, namespace: str, *args: str) -> object:
-    return plugin(cluster, "pin", "-n", namespace, "-l", "app=train", *args)
+def pin(cluster: Sandbox, namespace: str, selector: str, *args: str) -> Run:
+    """`kubectl hami-place pin -n NAMESPACE -l SELECTOR ARGS` against the sandbox."""
+    return plugin(cluster, "pin", "-n", namespace, "-l", selector, *args)
 
 
 def test_unknown_node_is_refused(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(
-        cluster, "pin", "-n", namespace, "-l", "app=x", "--node", "nope-0", "--gpu", "gpu-0", "--request-memory", "1000"
-    )
+    run = pin(cluster, namespace, "app=x", "--node", "nope-0", "--gpu", "gpu-0", "--request-memory", "1000")
     assert run.code == 3
     assert run.error_lines == ["error: node nope-0 not found; check the name (kubectl get nodes)"]
     assert placements(cluster, namespace) == []
@@ -54,18 +54,14 @@ def test_node_without_register_and_unhealthy_card_are_refused(
     cluster: Sandbox, namespace: str, odd_nodes: tuple[str, str]
 ) -> None:
     bare, sick = odd_nodes
-    run = plugin(
-        cluster, "pin", "-n", namespace, "-l", "app=x", "--node", bare, "--gpu", "gpu-0", "--request-memory", "1000"
-    )
+    run = pin(cluster, namespace, "app=x", "--node", bare, "--gpu", "gpu-0", "--request-memory", "1000")
     assert run.code == 3
     assert run.error_lines == [
         f"error: node {bare} has no hami.io/node-nvidia-register annotation: HAMi's device plugin is not on it; "
         "pin to a node where HAMi's device plugin runs"
     ]
 
-    run = plugin(
-        cluster, "pin", "-n", namespace, "-l", "app=x", "--node", sick, "--gpu", "gpu-0", "--request-memory", "1000"
-    )
+    run = pin(cluster, namespace, "app=x", "--node", sick, "--gpu", "gpu-0", "--request-memory", "1000")
     assert run.code == 3
     assert run.error_lines == [
         f"error: gpu-0 on {sick}: CardUnhealthy: the card is unhealthy in the node's register; "
@@ -75,12 +71,9 @@ def test_node_without_register_and_unhealthy_card_are_refused(
 
 
 def test_unknown_card_is_refused(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=x",
         "--node",
         "gpu-a100-0",
@@ -101,12 +94,9 @@ def test_unknown_card_is_refused(cluster: Sandbox, namespace: str) -> None:
 def test_card_without_room_is_refused_with_the_numbers(cluster: Sandbox, namespace: str) -> None:
     uuid = card_uuids(H100)[1]
     apply(cluster, allocated_pod("filler", namespace, H100, f"{uuid},NVIDIA,79872,50:;"))
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=x",
         "--node",
         H100,
@@ -177,12 +167,9 @@ def test_evict_that_frees_too_little_is_refused_and_one_that_frees_enough_passes
 
 
 def test_missing_evict_pod_is_refused(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=x",
         "--node",
         H100,
@@ -203,12 +190,9 @@ def test_missing_evict_pod_is_refused(cluster: Sandbox, namespace: str) -> None:
 def test_evict_pod_on_another_node_only_warns(cluster: Sandbox, namespace: str) -> None:
     uuid = card_uuids("gpu-a100-1")[0]
     apply(cluster, allocated_pod("elsewhere", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;"))
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=x",
         "--node",
         H100,
@@ -226,12 +210,9 @@ def test_evict_pod_on_another_node_only_warns(cluster: Sandbox, namespace: str) 
 
 
 def test_success_creates_exactly_the_placement(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=train,tier in (gpu)",
         "--node",
         H100,
@@ -263,12 +244,9 @@ def test_success_creates_exactly_the_placement(cluster: Sandbox, namespace: str)
 
 
 def test_generated_req_id_and_name(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=gen",
         "--node",
         H100,
@@ -289,12 +267,9 @@ def test_generated_req_id_and_name(cluster: Sandbox, namespace: str) -> None:
 
 @pytest.mark.parametrize("mode", ["client", "server"])
 def test_dry_run_creates_nothing(cluster: Sandbox, namespace: str, mode: str) -> None:
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=dry",
         "--node",
         H100,
@@ -317,12 +292,9 @@ def test_other_pending_placements_warn(cluster: Sandbox, namespace: str) -> None
     a100 = "gpu-a100-0"
 
     def pin_to(app: str, card: str, name: str) -> object:
-        run = plugin(
+        run = pin(
             cluster,
-            "pin",
-            "-n",
             namespace,
-            "-l",
             app,
             "--node",
             a100,
@@ -351,10 +323,10 @@ def test_other_pending_placements_warn(cluster: Sandbox, namespace: str) -> None
 
 
 def test_bad_selector_and_bad_card_reference_are_usage_errors(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(cluster, "pin", "-n", namespace, "-l", "app b", "--node", H100, "--gpu", "gpu-0")
+    run = pin(cluster, namespace, "app b", "--node", H100, "--gpu", "gpu-0")
     assert run.code == 2
     assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad selector -l 'app b'")
-    run = plugin(cluster, "pin", "-n", namespace, "-l", "app=x", "--node", H100, "--gpu", "card-0")
+    run = pin(cluster, namespace, "app=x", "--node", H100, "--gpu", "card-0")
     assert run.code == 2
     assert len(run.error_lines) == 1 and run.error_lines[0].startswith("error: bad --gpu 'card-0'")
     assert placements(cluster, namespace) == []
@@ -389,18 +361,15 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
         },
     }
     apply(cluster, deployment)
-    one_card = plugin(cluster, "pin", "-n", namespace, "-l", "app=trainer", "--node", H100, "--gpu", "gpu-5")
+    one_card = pin(cluster, namespace, "app=trainer", "--node", H100, "--gpu", "gpu-5")
     assert one_card.code == 3
     assert one_card.error_lines == [
         "error: Deployment trainer: container 0 asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
         "give one --gpu per card"
     ]
-    run = plugin(
+    run = pin(
         cluster,
-        "pin",
-        "-n",
         namespace,
-        "-l",
         "app=trainer",
         "--node",
         H100,
@@ -421,7 +390,7 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
 
 
 def test_unknown_request_asks_for_flags(cluster: Sandbox, namespace: str) -> None:
-    run = plugin(cluster, "pin", "-n", namespace, "-l", "app=nobody", "--node", H100, "--gpu", "gpu-5")
+    run = pin(cluster, namespace, "app=nobody", "--node", H100, "--gpu", "gpu-5")
     assert run.code == 2
     assert run.error_lines == [
         f"error: no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching "

@@ -287,11 +287,14 @@ class Sandbox:
         return [p.popen.pid for p in self.processes]
 
     def stop(self) -> None:
-        """Ends the components newest first, politely then by force, and removes the work dir it created."""
+        """Ends the components newest first, politely then by force, and removes the work dir it created.
+
+        One at a time: kube-apiserver shuts down in about a second while etcd is still there, but retries for
+        over ten when both are told at once.
+        """
         for proc in reversed(self.processes):
             if proc.popen.poll() is None:
                 proc.popen.terminate()
-        for proc in reversed(self.processes):
             try:
                 proc.popen.wait(timeout=15)
             except subprocess.TimeoutExpired:

@@ -1,0 +1,43 @@
+"""Where the sandbox finds its binaries: envtest's KUBEBUILDER_ASSETS first, else a cache keyed by version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox import binaries
+
+
+def test_envtest_assets_are_used_when_they_hold_an_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    apiserver = tmp_path / "kube-apiserver"
+    apiserver.write_text("#!/bin/sh\n")
+    apiserver.chmod(0o755)
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
+    assert binaries.resolve("kube-apiserver") == apiserver
+
+
+def test_a_non_executable_asset_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "etcd").write_text("not a program")
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
+    assert binaries._envtest_asset("etcd") is None
+
+
+def test_the_cache_is_outside_the_repo_and_keyed_by_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path))
+    path = binaries.cached_path(binaries.COMPONENTS["kube-apiserver"])
+    assert path.is_relative_to(tmp_path / "bin")
+    assert path.parent.name.startswith(f"kube-apiserver-{binaries.KUBERNETES_VERSION}-")
+    assert path.name == "kube-apiserver"
+    etcd = binaries.cached_path(binaries.COMPONENTS["etcd"])
+    assert etcd.parent.name.startswith(f"etcd-{binaries.ETCD_VERSION}-")
+
+
+def test_a_cached_binary_is_returned_without_building(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.setenv("PATH", "")  # no go: a build would fail, so success proves nothing was built
+    cached = binaries.cached_path(binaries.COMPONENTS["kwok"])
+    cached.parent.mkdir(parents=True)
+    cached.write_text("#!/bin/sh\n")
+    assert binaries.resolve("kwok") == cached

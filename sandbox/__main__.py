@@ -66,8 +66,13 @@ def up(state: Path, timeout: float = 180) -> int:
     for name in binaries.CONTROL_PLANE:
         binaries.resolve(name)
     log = (state / "sandbox.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "serve", "--dir", str(state)], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox", "serve", "--dir", str(state)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     (state / "pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout
     while not (state / "ready").exists():

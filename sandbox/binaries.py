@@ -57,24 +57,50 @@ class Component:
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
-        Component("etcd", "etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION,
-                  (f"-X go.etcd.io/etcd/api/v3/version.GitSHA={ETCD_VERSION}",)),
+        Component(
+            "etcd",
+            "etcd",
+            "go.etcd.io/etcd/server/v3",
+            ETCD_VERSION,
+            (f"-X go.etcd.io/etcd/api/v3/version.GitSHA={ETCD_VERSION}",),
+        ),
         *(
-            Component(name, "k8s", f"k8s.io/kubernetes/cmd/{name}", KUBERNETES_VERSION,
-                      tuple(_k8s_ldflags(KUBERNETES_VERSION)))
+            Component(
+                name,
+                "k8s",
+                f"k8s.io/kubernetes/cmd/{name}",
+                KUBERNETES_VERSION,
+                tuple(_k8s_ldflags(KUBERNETES_VERSION)),
+            )
             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
         ),
         Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION),
-        Component("helm", "helm", "helm.sh/helm/v3/cmd/helm", HELM_VERSION,
-                  (f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
-                   "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
-                   # As helm's Makefile does: without these, template and lint assume Kubernetes 1.20.
-                   *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
-                     for pkg in ("chartutil", "lint/rules")
-                     for part, value in (("Major", "1"), ("Minor", KUBERNETES_VERSION.split(".")[1]))))),
-        Component("krew", "krew", "sigs.k8s.io/krew/cmd/krew", KREW_VERSION,
-                  (f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}",
-                   f"-X sigs.k8s.io/krew/internal/version.gitCommit={KREW_VERSION}")),
+        Component(
+            "helm",
+            "helm",
+            "helm.sh/helm/v3/cmd/helm",
+            HELM_VERSION,
+            (
+                f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+                "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+                # As helm's Makefile does: without these, template and lint assume Kubernetes 1.20.
+                *(
+                    f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+                    for pkg in ("chartutil", "lint/rules")
+                    for part, value in (("Major", "1"), ("Minor", KUBERNETES_VERSION.split(".")[1]))
+                ),
+            ),
+        ),
+        Component(
+            "krew",
+            "krew",
+            "sigs.k8s.io/krew/cmd/krew",
+            KREW_VERSION,
+            (
+                f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}",
+                f"-X sigs.k8s.io/krew/internal/version.gitCommit={KREW_VERSION}",
+            ),
+        ),
     )
 }
 
@@ -110,8 +136,16 @@ def build(component: Component, log=sys.stderr) -> Path:
     env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=mod", CGO_ENABLED="1" if component.cgo else "0")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / component.name
-        cmd = ["go", "build", "-trimpath", "-ldflags", " ".join(("-s", "-w", *component.ldflags)),
-               "-o", str(out), component.package]
+        cmd = [
+            "go",
+            "build",
+            "-trimpath",
+            "-ldflags",
+            " ".join(("-s", "-w", *component.ldflags)),
+            "-o",
+            str(out),
+            component.package,
+        ]
         subprocess.run(cmd, cwd=HACK / component.module_dir, env=env, check=True)
         os.replace(out, target)
     return target
@@ -134,11 +168,21 @@ def kwok_stages() -> Path:
     if target.is_file():
         return target
     env = dict(os.environ, GOTOOLCHAIN="local")
-    info = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], env=env,
-                          cwd=HACK / "kwok", capture_output=True, text=True, check=True)
+    info = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"],
+        env=env,
+        cwd=HACK / "kwok",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     stage_root = Path(json.loads(info.stdout)["Dir"]) / "kustomize" / "stage"
-    documents = [f.read_text() for name in KWOK_STAGES for f in sorted((stage_root / name).glob("*.yaml"))
-                 if f.name != "kustomization.yaml"]
+    documents = [
+        f.read_text()
+        for name in KWOK_STAGES
+        for f in sorted((stage_root / name).glob("*.yaml"))
+        if f.name != "kustomization.yaml"
+    ]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n---\n".join(documents))
     return target

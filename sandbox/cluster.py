@@ -29,8 +29,12 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 HAMI_SCHEDULER = "hami-scheduler"
 # HAMi's scheduler tells kube-scheduler to ignore these (managedResources.ignoredByScheduler); the sandbox
 # has no HAMi extender, so its hami-scheduler profile ignores them in NodeResourcesFit instead.
-HAMI_IGNORED_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
-                          "nvidia.com/priority")
+HAMI_IGNORED_RESOURCES = (
+    "nvidia.com/gpumem",
+    "nvidia.com/gpucores",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/priority",
+)
 
 
 T = TypeVar("T")
@@ -82,8 +86,9 @@ def _kubeconfig(path: Path, server: str, ca: Path, client: KeyPair, user: str) -
         "kind": "Config",
         "clusters": [{"name": "hami-sandbox", "cluster": {"server": server, "certificate-authority": str(ca)}}],
         "users": [{"name": user, "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
-        "contexts": [{"name": "hami-sandbox", "context": {"cluster": "hami-sandbox", "user": user,
-                                                          "namespace": "default"}}],
+        "contexts": [
+            {"name": "hami-sandbox", "context": {"cluster": "hami-sandbox", "user": user, "namespace": "default"}}
+        ],
         "current-context": "hami-sandbox",
     }
     path.write_text(json.dumps(config, indent=2))
@@ -115,8 +120,9 @@ class Sandbox:
     owns_workdir: bool = True
 
     @classmethod
-    def start(cls, workdir: Path | None = None, kubeconfig: Path | None = None,
-              log: Callable[[str], None] = lambda _msg: None) -> Sandbox:
+    def start(
+        cls, workdir: Path | None = None, kubeconfig: Path | None = None, log: Callable[[str], None] = lambda _msg: None
+    ) -> Sandbox:
         """Starts everything, waits until it is ready, and stops what it started when any step fails."""
         owns = workdir is None
         root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-")) if workdir is None else workdir
@@ -144,9 +150,13 @@ class Sandbox:
         pki = self.workdir / "pki"
         pki.mkdir(exist_ok=True)
         ca = Authority(pki)
-        serving = ca.issue("apiserver", "kube-apiserver", server=True,
-                           dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-                           ips=("127.0.0.1", "10.96.0.1"))
+        serving = ca.issue(
+            "apiserver",
+            "kube-apiserver",
+            server=True,
+            dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ips=("127.0.0.1", "10.96.0.1"),
+        )
         sa = service_account_keys(pki)
         identities = {
             "admin": ("kubernetes-admin", "system:masters"),
@@ -162,55 +172,99 @@ class Sandbox:
 
         log("starting etcd")
         etcd_port, peer_port = free_port(), free_port()
-        self._spawn("etcd", [
-            str(paths["etcd"]), "--name=sandbox", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
-            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-cluster=sandbox=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync=true", "--log-level=warn",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                str(paths["etcd"]),
+                "--name=sandbox",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=sandbox=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
         self._wait(f"http://127.0.0.1:{etcd_port}/health", "etcd", tls=False)
 
         log("starting kube-apiserver")
-        self._spawn("kube-apiserver", [
-            str(paths["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            f"--secure-port={api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--cert-dir={pki}", f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
-            f"--client-ca-file={ca.cert_path}", "--authorization-mode=Node,RBAC",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={sa.cert}", f"--service-account-signing-key-file={sa.key}",
-            # A loopback advertise address is refused by the endpoint reconciler; envtest turns it off too.
-            "--endpoint-reconciler-type=none", "--profiling=false", "--v=1",
-        ])
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(paths["kube-apiserver"]),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                f"--secure-port={api_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={ca.cert_path}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={sa.cert}",
+                f"--service-account-signing-key-file={sa.key}",
+                # A loopback advertise address is refused by the endpoint reconciler; envtest turns it off too.
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
         self._wait(f"{self.server}/readyz", "kube-apiserver")
 
         log("starting kube-controller-manager, kube-scheduler and kwok")
         cm = configs["controller-manager"]
-        self._spawn("kube-controller-manager", [
-            str(paths["kube-controller-manager"]), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",
-            f"--authorization-kubeconfig={cm}", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            "--leader-elect=false", "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={sa.key}", f"--root-ca-file={ca.cert_path}",
-            f"--cluster-signing-cert-file={ca.cert_path}", f"--cluster-signing-key-file={pki / 'ca.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--v=1",
-        ])
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(paths["kube-controller-manager"]),
+                f"--kubeconfig={cm}",
+                f"--authentication-kubeconfig={cm}",
+                f"--authorization-kubeconfig={cm}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={sa.key}",
+                f"--root-ca-file={ca.cert_path}",
+                f"--cluster-signing-cert-file={ca.cert_path}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--v=1",
+            ],
+        )
         scheduler_config = self.workdir / "scheduler.yaml"
         scheduler_config.write_text(json.dumps(_scheduler_configuration(configs["scheduler"]), indent=2))
         sc = configs["scheduler"]
-        self._spawn("kube-scheduler", [
-            str(paths["kube-scheduler"]), f"--config={scheduler_config}", f"--authentication-kubeconfig={sc}",
-            f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            "--v=1",
-        ])
-        self._spawn("kwok", [
-            str(paths["kwok"]), f"--kubeconfig={configs['admin']}", f"--config={binaries.kwok_stages()}",
-            "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40",
-            f"--server-address=127.0.0.1:{free_port()}",
-        ])
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(paths["kube-scheduler"]),
+                f"--config={scheduler_config}",
+                f"--authentication-kubeconfig={sc}",
+                f"--authorization-kubeconfig={sc}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--v=1",
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(paths["kwok"]),
+                f"--kubeconfig={configs['admin']}",
+                f"--config={binaries.kwok_stages()}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--cidr={POD_CIDR}",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{free_port()}",
+            ],
+        )
         self._wait_for_default_service_account()
         log(f"control plane ready at {self.server}")
 
@@ -222,15 +276,22 @@ class Sandbox:
         # preexec_fn is safe here: the sandbox spawns from one thread only, and nothing else can tie the
         # components' lives to their supervisor's when it is killed outright.
         with path.open("wb") as out:
-            popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=self.workdir, preexec_fn=_die_with_parent)  # noqa: PLW1509
+            popen = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
+            )
         self.processes.append(Process(name, popen, path))
 
     def _check_alive(self) -> None:
         for proc in self.processes:
             if proc.popen.poll() is not None:
-                raise SandboxError(f"{proc.name} exited with code {proc.popen.returncode}; its log "
-                                   f"({proc.log}) ends:\n{proc.tail()}")
+                raise SandboxError(
+                    f"{proc.name} exited with code {proc.popen.returncode}; its log ({proc.log}) ends:\n{proc.tail()}"
+                )
 
     def ssl_context(self) -> ssl.SSLContext:
         """A client TLS context with the admin identity, for plain HTTPS calls to the API server."""
@@ -270,8 +331,13 @@ class Sandbox:
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Runs the sandbox's own kubectl (same version as the server) against it."""
-        return subprocess.run([str(self.bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-                              capture_output=True, text=True, check=check, input=input)
+        return subprocess.run(
+            [str(self.bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            input=input,
+        )
 
     @staticmethod
     def bin(name: str) -> Path:
@@ -307,8 +373,10 @@ class Sandbox:
 
 def _scheduler_configuration(kubeconfig: Path) -> dict[str, Any]:
     """Two profiles: the default one, and hami-scheduler, the name HAMi's pods carry."""
-    ignore = {"name": "NodeResourcesFit",
-              "args": {"ignoredResources": list(HAMI_IGNORED_RESOURCES), "scoringStrategy": {"type": "LeastAllocated"}}}
+    ignore = {
+        "name": "NodeResourcesFit",
+        "args": {"ignoredResources": list(HAMI_IGNORED_RESOURCES), "scoringStrategy": {"type": "LeastAllocated"}},
+    }
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",

@@ -44,13 +44,37 @@ def running_pod(name: str, node: str, index: int, mib: int, cores: int) -> dict[
     """A pod HAMi has already placed: bound to its node, with HAMi's allocation annotations."""
     allocation = f"{_card_uuid(node, index)},NVIDIA,{mib},{cores}:;"
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name.split("-", maxsplit=1)[0]},
-                     "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-time": str(int(time.time())),
-                                     "hami.io/vgpu-devices-allocated": allocation, "hami.io/bind-phase": "success"}},
-        "spec": {"nodeName": node, "schedulerName": "hami-scheduler", "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {
-                     "nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mib), "nvidia.com/gpucores": str(cores)}}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app": name.split("-", maxsplit=1)[0]},
+            "annotations": {
+                "hami.io/vgpu-node": node,
+                "hami.io/vgpu-time": str(int(time.time())),
+                "hami.io/vgpu-devices-allocated": allocation,
+                "hami.io/bind-phase": "success",
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "hami-scheduler",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {
+                        "limits": {
+                            "nvidia.com/gpu": "1",
+                            "nvidia.com/gpumem": str(mib),
+                            "nvidia.com/gpucores": str(cores),
+                        }
+                    },
+                }
+            ],
+        },
     }
 
 
@@ -58,13 +82,23 @@ def trainer_deployment() -> dict[str, Any]:
     """The workload the admin wants on an exact card: a Deployment whose pods HAMi schedules, not yet scaled up."""
     labels = {"app": "trainer"}
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": "trainer", "namespace": NAMESPACE},
-        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
-            "metadata": {"labels": labels},
-            "spec": {"schedulerName": "hami-scheduler", "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "train", "image": "busybox",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "schedulerName": "hami-scheduler",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {"name": "train", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                    ],
+                },
+            },
+        },
     }
 
 
@@ -74,15 +108,25 @@ class Demo:
     def __init__(self, sandbox: Sandbox, console: Console) -> None:
         self.sandbox = sandbox
         self.console = console
-        self.env = dict(os.environ, KUBECONFIG=str(sandbox.kubeconfig), COLUMNS=str(console.width),
-                        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        self.env = dict(
+            os.environ,
+            KUBECONFIG=str(sandbox.kubeconfig),
+            COLUMNS=str(console.width),
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
 
     def kubectl(self, *args: str, show: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """Runs the sandbox's kubectl (and through it the plugin, found on PATH) as a user would."""
         if show:
             self.console.print(f"\n[bold]$ kubectl {shlex.join(args)}[/]")
-        done = subprocess.run([str(self.sandbox.bin("kubectl")), *args], env=self.env, capture_output=True,
-                              text=True, input=stdin, check=False)
+        done = subprocess.run(
+            [str(self.sandbox.bin("kubectl")), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            check=False,
+        )
         if show:
             self.console.print((done.stdout + done.stderr).rstrip(), markup=False, highlight=False)
             if done.returncode:
@@ -98,8 +142,14 @@ class Demo:
         return [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
 
     def running_trainer(self, exclude: str = "") -> dict[str, Any] | None:
-        return next((p for p in self.pods("app=trainer") if p["metadata"]["name"] != exclude
-                     and p.get("status", {}).get("phase") == "Running"), None)
+        return next(
+            (
+                p
+                for p in self.pods("app=trainer")
+                if p["metadata"]["name"] != exclude and p.get("status", {}).get("phase") == "Running"
+            ),
+            None,
+        )
 
     def placement_phase(self, name: str) -> str:
         got = self.kubectl("get", "hamipodplacement", name, "-n", NAMESPACE, "-o", "json", show=False)
@@ -125,11 +175,26 @@ class Demo:
         self.console.print("The trainer Deployment exists with 0 replicas; pin reads its pods' GPU request.")
         self.kubectl("apply", "-f", "-", stdin=json.dumps(trainer_deployment()))
         self.console.print("A whole card there is refused: two pods already share it.")
-        self.kubectl("hami-place", "pin", "-n", NAMESPACE, "-l", "app=trainer", "--node", "gpu-a100-0",
-                     "--gpu", "gpu-0")
+        self.kubectl(
+            "hami-place", "pin", "-n", NAMESPACE, "-l", "app=trainer", "--node", "gpu-a100-0", "--gpu", "gpu-0"
+        )
         self.console.print("40% of its memory fits beside them:")
-        self.kubectl("hami-place", "pin", "-n", NAMESPACE, "-l", "app=trainer", "--node", "gpu-a100-0",
-                     "--gpu", "gpu-0/40", "--name", "trainer-on-a100", "--req-id", "demo-trainer-1")
+        self.kubectl(
+            "hami-place",
+            "pin",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app=trainer",
+            "--node",
+            "gpu-a100-0",
+            "--gpu",
+            "gpu-0/40",
+            "--name",
+            "trainer-on-a100",
+            "--req-id",
+            "demo-trainer-1",
+        )
         self.kubectl("scale", "deployment/trainer", "-n", NAMESPACE, "--replicas=1")
         trainer = self.wait("the trainer pod to run", self.running_trainer)
         self.show_pod(trainer)
@@ -138,8 +203,22 @@ class Demo:
 
         self.console.rule("3. Move it to an H100: pin the replacement, then evict")
         old = trainer["metadata"]["name"]
-        self.kubectl("hami-place", "evict", old, "-n", NAMESPACE, "--to-node", "gpu-h100-0", "--gpu", "gpu-3",
-                     "--name", "trainer-on-h100", "--req-id", "demo-trainer-2", "--yes")
+        self.kubectl(
+            "hami-place",
+            "evict",
+            old,
+            "-n",
+            NAMESPACE,
+            "--to-node",
+            "gpu-h100-0",
+            "--gpu",
+            "gpu-3",
+            "--name",
+            "trainer-on-h100",
+            "--req-id",
+            "demo-trainer-2",
+            "--yes",
+        )
         moved = self.wait("the replacement pod to run", lambda: self.running_trainer(exclude=old))
         self.show_pod(moved)
         self.wait("the second placement to be Consumed", lambda: self.placement_phase("trainer-on-h100") == "Consumed")
@@ -159,11 +238,20 @@ def run(state: Path) -> int:
             sandbox = Sandbox.start(kubeconfig=kubeconfig, log=console.log)
             nodes = prepare(sandbox)
             server = webhook.start(sandbox, sandbox.workdir)
-            config = webhook.configuration("hami-place-demo", [(server, {})], {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]})
+            config = webhook.configuration(
+                "hami-place-demo",
+                [(server, {})],
+                {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+                    ]
+                },
+            )
             sandbox.kubectl("apply", "-f", "-", input=json.dumps(config))
-        console.print(f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok, "
-                      f"the hami-place webhook at {server.url} (API {server.api}).")
+        console.print(
+            f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok, "
+            f"the hami-place webhook at {server.url} (API {server.api})."
+        )
         Demo(sandbox, console).run()
         console.rule("Your turn")
         console.print("Point kubectl at the sandbox (the plugin is on the venv's PATH):")

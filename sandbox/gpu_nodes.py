@@ -28,16 +28,25 @@ def register(cards: list[dict[str, Any]]) -> str:
 def node_object(entry: dict[str, Any]) -> dict[str, Any]:
     """A Node as a HAMi GPU node looks to the API: register annotation, nvidia.com/gpu allocatable, kwok-managed."""
     gpus = str(sum(int(card["count"]) for card in entry["cards"]))
-    resources = {"cpu": str(entry["cpu"]), "memory": str(entry["memory"]), "pods": str(entry["pods"]),
-                 "nvidia.com/gpu": gpus}
+    resources = {
+        "cpu": str(entry["cpu"]),
+        "memory": str(entry["memory"]),
+        "pods": str(entry["pods"]),
+        "nvidia.com/gpu": gpus,
+    }
     name = entry["name"]
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                       "gpu": "on", "type": "kwok"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "gpu": "on",
+                "type": "kwok",
+            },
             "annotations": {KWOK_NODE_ANNOTATION: "fake", REGISTER_ANNOTATION: register(entry["cards"])},
         },
         "status": {"allocatable": resources, "capacity": resources},
@@ -53,8 +62,9 @@ def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str
     for obj in nodes:
         # Status only changes through the status subresource once the node exists, as a kubelet writes it.
         status = {"status": {k: obj["status"][k] for k in ("allocatable", "capacity")}}
-        sandbox.kubectl("patch", "node", obj["metadata"]["name"], "--subresource=status", "--type=merge",
-                        "-p", json.dumps(status))
+        sandbox.kubectl(
+            "patch", "node", obj["metadata"]["name"], "--subresource=status", "--type=merge", "-p", json.dumps(status)
+        )
     names = [e["name"] for e in entries]
 
     def all_ready() -> bool:

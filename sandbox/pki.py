@@ -24,8 +24,9 @@ class KeyPair:
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     path.chmod(0o600)
 
 
@@ -52,18 +53,36 @@ class Authority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False),
-                           critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self.key, hashes.SHA256())
         )
         self.cert_path = directory / "ca.crt"
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
         _write_key(directory / "ca.key", self.key)
 
-    def issue(self, stem: str, common_name: str, *, organization: str | None = None,
-              dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), server: bool = False) -> KeyPair:
+    def issue(
+        self,
+        stem: str,
+        common_name: str,
+        *,
+        organization: str | None = None,
+        dns: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        server: bool = False,
+    ) -> KeyPair:
         """Signs a leaf: a serving cert when server=True (with SANs), else a client cert."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
@@ -95,6 +114,7 @@ def service_account_keys(directory: Path) -> KeyPair:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pair = KeyPair(directory / "sa.pub", directory / "sa.key")
     _write_key(pair.key, key)
-    pair.cert.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
+    pair.cert.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return pair

@@ -15,8 +15,11 @@ def install_crd(sandbox: Sandbox, timeout: float = 30) -> None:
     """Applies the chart's CRD file as a user would, then waits until the API serves it."""
     sandbox.kubectl("apply", "-f", str(CRD))
     sandbox.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", f"crd/{CRD_NAME}")
-    wait_for(lambda: sandbox.kubectl("get", "hamipodplacements", "-A", check=False).returncode == 0,
-             f"{CRD_NAME} to be served", timeout)
+    wait_for(
+        lambda: sandbox.kubectl("get", "hamipodplacements", "-A", check=False).returncode == 0,
+        f"{CRD_NAME} to be served",
+        timeout,
+    )
 
 
 def prepare(sandbox: Sandbox) -> list[str]:

@@ -89,16 +89,36 @@ class Webhook:
 def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> Webhook:
     """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
-    subprocess.run([webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
+        check=True,
+        capture_output=True,
+    )
     port, api_port = free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [webhook_command(), "serve", "--kubeconfig", str(sandbox.kubeconfig), "--bind-address", "127.0.0.1",
-             "--webhook-port", str(port), "--api-port", str(api_port), "--tls-cert-file", str(certs / "tls.crt"),
-             "--tls-key-file", str(certs / "tls.key"), *extra],
-            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [
+                webhook_command(),
+                "serve",
+                "--kubeconfig",
+                str(sandbox.kubeconfig),
+                "--bind-address",
+                "127.0.0.1",
+                "--webhook-port",
+                str(port),
+                "--api-port",
+                str(api_port),
+                "--tls-cert-file",
+                str(certs / "tls.crt"),
+                "--tls-key-file",
+                str(certs / "tls.key"),
+                *extra,
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     webhook = Webhook(process, port, api_port, certs, log)
 
     def ready() -> bool:
@@ -117,21 +137,36 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> 
     return webhook
 
 
-def configuration(name: str, entries: list[tuple[Webhook, dict[str, Any]]],
-                  namespace_selector: dict[str, Any]) -> dict[str, Any]:
+def configuration(
+    name: str, entries: list[tuple[Webhook, dict[str, Any]]], namespace_selector: dict[str, Any]
+) -> dict[str, Any]:
     """A MutatingWebhookConfiguration as the chart renders it, one webhook entry per (process, objectSelector)."""
-    webhooks = [{
-        "name": f"w{index}.placement.hami-place.sandbox",
-        "clientConfig": {"url": webhook.url, "caBundle": webhook.ca_bundle()},
-        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                   "scope": "Namespaced"}],
-        "namespaceSelector": namespace_selector,
-        "objectSelector": object_selector,
-        "sideEffects": "NoneOnDryRun",
-        "failurePolicy": "Ignore",
-        "reinvocationPolicy": "IfNeeded",
-        "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 10,
-    } for index, (webhook, object_selector) in enumerate(entries)]
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": name}, "webhooks": webhooks}
+    webhooks = [
+        {
+            "name": f"w{index}.placement.hami-place.sandbox",
+            "clientConfig": {"url": webhook.url, "caBundle": webhook.ca_bundle()},
+            "rules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "resources": ["pods"],
+                    "scope": "Namespaced",
+                }
+            ],
+            "namespaceSelector": namespace_selector,
+            "objectSelector": object_selector,
+            "sideEffects": "NoneOnDryRun",
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "IfNeeded",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 10,
+        }
+        for index, (webhook, object_selector) in enumerate(entries)
+    ]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": webhooks,
+    }

@@ -55,5 +55,3 @@ def namespace(cluster: Sandbox) -> Iterator[str]:
         time.sleep(0.2)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-

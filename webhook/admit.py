@@ -26,9 +26,16 @@ MAX_CLAIM_ATTEMPTS = 8
 class Admitter:
     """Answers AdmissionReviews from the shared cache; writes claims and failures guarded by resourceVersion."""
 
-    def __init__(self, kube: Kube, cache: ClusterCache, settings: Settings, metrics: Metrics, *,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 new_token: Callable[[], str] = lambda: secrets.token_hex(16)) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: ClusterCache,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        new_token: Callable[[], str] = lambda: secrets.token_hex(16),
+    ) -> None:
         self.kube = kube
         self.cache = cache
         self.settings = settings
@@ -46,8 +53,9 @@ class Admitter:
         except Exception:
             # A fault of ours never blocks a pod: admit it unchanged, and say so.
             log.exception("admission %s failed; admitting the pod unchanged", review.uid)
-            decision = Decision(uid=review.uid, result=ERROR,
-                                warnings=("hami-place: internal error, the pod is admitted unchanged",))
+            decision = Decision(
+                uid=review.uid, result=ERROR, warnings=("hami-place: internal error, the pod is admitted unchanged",)
+            )
             result = ERROR
         self.metrics.admissions.labels(result).inc()
         self.metrics.latency.observe(time.perf_counter() - started)
@@ -55,9 +63,11 @@ class Admitter:
 
     def _decide(self, body: dict[str, Any], namespace: str) -> Decision:
         if not self.cache.ready():
-            return Decision(uid=str(body["request"]["uid"]), result=ERROR,
-                            warnings=("hami-place: the webhook's cache is not synced yet; the pod is admitted "
-                                      "unchanged",))
+            return Decision(
+                uid=str(body["request"]["uid"]),
+                result=ERROR,
+                warnings=("hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged",),
+            )
         token = self.new_token()
         decision = decide(body, self._snapshot(namespace, token))
         for _ in range(MAX_CLAIM_ATTEMPTS):
@@ -75,15 +85,22 @@ class Admitter:
                 continue
             except KubeError as error:
                 log.warning("claim of %s/%s not written: %s", claim.namespace, claim.name, error)
-                return decision.unchanged(f"hami-place: could not record the claim of placement {claim.name} "
-                                          f"({error.cause}); the pod is admitted unchanged")
+                return decision.unchanged(
+                    f"hami-place: could not record the claim of placement {claim.name} "
+                    f"({error.cause}); the pod is admitted unchanged"
+                )
             self.metrics.claims.inc()
             return decision
         return decision.unchanged("hami-place: too many concurrent claims; the pod is admitted unchanged")
 
     def _snapshot(self, namespace: str, token: str) -> Snapshot:
-        return Snapshot(placements=self.cache.placements_in(namespace), nodes=self.cache.nodes_by_name(),
-                        settings=self.settings, token=token, now=self.clock())
+        return Snapshot(
+            placements=self.cache.placements_in(namespace),
+            nodes=self.cache.nodes_by_name(),
+            settings=self.settings,
+            token=token,
+            now=self.clock(),
+        )
 
     def _refresh(self, namespace: str, name: str) -> None:
         """After a conflict, replace the cache's stale copy with the API server's current one."""
@@ -100,7 +117,8 @@ class Admitter:
     def _write(self, write: StatusWrite, *, raise_stale: bool = False) -> dict[str, Any] | None:
         """Write one status (guarded by its resourceVersion), update the cache, record the Event."""
         current = self.cache.placements.get(write.namespace, write.name) or {
-            "metadata": {"namespace": write.namespace, "name": write.name}}
+            "metadata": {"namespace": write.namespace, "name": write.name}
+        }
         try:
             stored = write_status(self.kube, current, write.status, write.resource_version)
         except StaleWrite:

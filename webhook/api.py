@@ -108,14 +108,17 @@ def api_app(cache: ClusterCache, metrics: Metrics) -> Flask:
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
         namespace = request.args.get("namespace") or None
-        return _json(placements_view(cache.placements.items(), cache.pods_by_claim(), namespace,
-                                     _last_sync(cache)))
+        return _json(placements_view(cache.placements.items(), cache.pods_by_claim(), namespace, _last_sync(cache)))
 
     return app
 
 
-def placements_view(placements: list[dict[str, Any]], claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
-                    namespace: str | None, last_sync: str | None) -> dict[str, Any]:
+def placements_view(
+    placements: list[dict[str, Any]],
+    claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
+    namespace: str | None,
+    last_sync: str | None,
+) -> dict[str, Any]:
     """The `GET /api/v1/placements` document: every placement, its state, and the pod that consumed it."""
     items = []
     for placement in placements:
@@ -125,20 +128,22 @@ def placements_view(placements: list[dict[str, Any]], claimed_pods: Mapping[tupl
         status = placement.get("status") or {}
         token = (status.get("claim") or {}).get("token")
         pod = claimed_pods.get((str(meta.get("namespace") or ""), str(token))) if token else None
-        items.append({
-            "namespace": meta.get("namespace", ""),
-            "name": meta.get("name", ""),
-            "uid": meta.get("uid", ""),
-            "createdAt": meta.get("creationTimestamp"),
-            "spec": placement.get("spec") or {},
-            "phase": status.get("phase") or "Pending",
-            "message": status.get("message") or "",
-            "claim": status.get("claim"),
-            "consumedBy": status.get("consumedBy"),
-            "consumedAt": status.get("consumedAt"),
-            "eviction": status.get("eviction"),
-            "matchedPod": _pod_summary(pod) if pod is not None else None,
-        })
+        items.append(
+            {
+                "namespace": meta.get("namespace", ""),
+                "name": meta.get("name", ""),
+                "uid": meta.get("uid", ""),
+                "createdAt": meta.get("creationTimestamp"),
+                "spec": placement.get("spec") or {},
+                "phase": status.get("phase") or "Pending",
+                "message": status.get("message") or "",
+                "claim": status.get("claim"),
+                "consumedBy": status.get("consumedBy"),
+                "consumedAt": status.get("consumedAt"),
+                "eviction": status.get("eviction"),
+                "matchedPod": _pod_summary(pod) if pod is not None else None,
+            }
+        )
     items.sort(key=lambda item: (item["namespace"], item["name"]))
     return {"lastSyncTime": last_sync, "placements": items}
 

@@ -30,8 +30,9 @@ class ClusterCache:
     def start(self) -> None:
         """Start listing and watching in daemon threads."""
         for reflector in self.reflectors():
-            thread = threading.Thread(target=reflector.run, args=(self._stop,), name=f"watch-{reflector.kind}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=reflector.run, args=(self._stop,), name=f"watch-{reflector.kind}", daemon=True
+            )
             thread.start()
 
     def stop(self) -> None:

@@ -35,8 +35,11 @@ class CertBundle:
     def write(self, out_dir: Path) -> None:
         """Write ca.crt, tls.crt and tls.key; the key readable by its owner only; each file replaced atomically."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        for name, data, mode in (("ca.crt", self.ca_crt, 0o644), ("tls.crt", self.tls_crt, 0o644),
-                                 ("tls.key", self.tls_key, 0o600)):
+        for name, data, mode in (
+            ("ca.crt", self.ca_crt, 0o644),
+            ("tls.crt", self.tls_crt, 0o644),
+            ("tls.key", self.tls_key, 0o600),
+        ):
             partial = out_dir / f".{name}.tmp"
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             with os.fdopen(fd, "wb") as handle:
@@ -65,9 +68,20 @@ def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = Non
         .not_valid_before(start)
         .not_valid_after(now + timedelta(days=CA_DAYS))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -91,8 +105,9 @@ def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = Non
     return CertBundle(
         ca_crt=ca_cert.public_bytes(serialization.Encoding.PEM),
         tls_crt=cert.public_bytes(serialization.Encoding.PEM),
-        tls_key=key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()),
+        tls_key=key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
     )
 
 
@@ -107,8 +122,9 @@ def still_good(bundle: CertBundle, dns_names: list[str], ips: list[str], *, now:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound):
         return False
-    if key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo) != \
-            cert.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo):
+    if key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ) != cert.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo):
         return False
     covered_dns = set(names.get_values_for_type(x509.DNSName))
     covered_ips = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}

@@ -38,48 +38,90 @@ def _env_int(name: str, default: int) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hami-place-webhook",
-                                     description="The hami-place placement admission webhook and its cluster API.")
+    parser = argparse.ArgumentParser(
+        prog="hami-place-webhook", description="The hami-place placement admission webhook and its cluster API."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("serve", help="run the webhook (HTTPS /mutate) and the API (HTTP)")
-    run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or None,
-                     help="kubeconfig file [KUBECONFIG]; in-cluster config when unset")
-    run.add_argument("--webhook-port", type=int, default=_env_int("HAMI_PLACE_WEBHOOK_PORT", 8443),
-                     help="HTTPS port of /mutate [HAMI_PLACE_WEBHOOK_PORT] (default 8443)")
-    run.add_argument("--api-port", type=int, default=_env_int("HAMI_PLACE_API_PORT", 8083),
-                     help="HTTP port of the API, probes and metrics [HAMI_PLACE_API_PORT] (default 8083)")
+    run.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG") or None,
+        help="kubeconfig file [KUBECONFIG]; in-cluster config when unset",
+    )
+    run.add_argument(
+        "--webhook-port",
+        type=int,
+        default=_env_int("HAMI_PLACE_WEBHOOK_PORT", 8443),
+        help="HTTPS port of /mutate [HAMI_PLACE_WEBHOOK_PORT] (default 8443)",
+    )
+    run.add_argument(
+        "--api-port",
+        type=int,
+        default=_env_int("HAMI_PLACE_API_PORT", 8083),
+        help="HTTP port of the API, probes and metrics [HAMI_PLACE_API_PORT] (default 8083)",
+    )
     run.add_argument("--bind-address", default="0.0.0.0", help="address both listeners bind (default 0.0.0.0)")
-    run.add_argument("--tls-cert-file", default=os.environ.get("HAMI_PLACE_TLS_CERT_FILE"),
-                     help="serving certificate, PEM [HAMI_PLACE_TLS_CERT_FILE]; reloaded when it changes")
-    run.add_argument("--tls-key-file", default=os.environ.get("HAMI_PLACE_TLS_KEY_FILE"),
-                     help="serving key, PEM [HAMI_PLACE_TLS_KEY_FILE]; reloaded when it changes")
-    run.add_argument("--scheduler-name", default="hami-scheduler",
-                     help="only pods with this schedulerName are pinned (default hami-scheduler)")
-    run.add_argument("--exclude-namespace", action="append", default=[], metavar="NAMESPACE",
-                     help="never touch pods of this namespace (repeatable)")
-    run.add_argument("--placement-ttl", type=int, default=3600, metavar="SECONDS",
-                     help="unclaimed placements expire, and blocked evictions give up, after this long (default 3600)")
+    run.add_argument(
+        "--tls-cert-file",
+        default=os.environ.get("HAMI_PLACE_TLS_CERT_FILE"),
+        help="serving certificate, PEM [HAMI_PLACE_TLS_CERT_FILE]; reloaded when it changes",
+    )
+    run.add_argument(
+        "--tls-key-file",
+        default=os.environ.get("HAMI_PLACE_TLS_KEY_FILE"),
+        help="serving key, PEM [HAMI_PLACE_TLS_KEY_FILE]; reloaded when it changes",
+    )
+    run.add_argument(
+        "--scheduler-name",
+        default="hami-scheduler",
+        help="only pods with this schedulerName are pinned (default hami-scheduler)",
+    )
+    run.add_argument(
+        "--exclude-namespace",
+        action="append",
+        default=[],
+        metavar="NAMESPACE",
+        help="never touch pods of this namespace (repeatable)",
+    )
+    run.add_argument(
+        "--placement-ttl",
+        type=int,
+        default=3600,
+        metavar="SECONDS",
+        help="unclaimed placements expire, and blocked evictions give up, after this long (default 3600)",
+    )
 
     certs = commands.add_parser("certs", help="make a CA and a serving certificate; optionally store and install them")
     certs.add_argument("--out-dir", type=Path, help="write ca.crt, tls.crt and tls.key here")
-    certs.add_argument("--dns", nargs="+", action="extend", default=[], metavar="NAME",
-                       help="DNS names the certificate is valid for")
-    certs.add_argument("--ip", nargs="+", action="extend", default=[], metavar="IP",
-                       help="IP addresses the certificate is valid for")
-    certs.add_argument("--secret", metavar="NAMESPACE/NAME",
-                       help="store the files in this kubernetes.io/tls Secret, reusing it while it is still good")
-    certs.add_argument("--patch-webhook", metavar="NAME",
-                       help="put the CA into this MutatingWebhookConfiguration's caBundle")
-    certs.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or None,
-                       help="kubeconfig file [KUBECONFIG]; in-cluster config when unset")
+    certs.add_argument(
+        "--dns", nargs="+", action="extend", default=[], metavar="NAME", help="DNS names the certificate is valid for"
+    )
+    certs.add_argument(
+        "--ip", nargs="+", action="extend", default=[], metavar="IP", help="IP addresses the certificate is valid for"
+    )
+    certs.add_argument(
+        "--secret",
+        metavar="NAMESPACE/NAME",
+        help="store the files in this kubernetes.io/tls Secret, reusing it while it is still good",
+    )
+    certs.add_argument(
+        "--patch-webhook", metavar="NAME", help="put the CA into this MutatingWebhookConfiguration's caBundle"
+    )
+    certs.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG") or None,
+        help="kubeconfig file [KUBECONFIG]; in-cluster config when unset",
+    )
     return parser
 
 
 def _serve(args: argparse.Namespace) -> int:
     if not args.tls_cert_file or not args.tls_key_file:
-        _fail("hami-place-webhook: serve needs --tls-cert-file and --tls-key-file "
-              "(make them with: hami-place-webhook certs --out-dir DIR --dns NAME)")
+        _fail(
+            "hami-place-webhook: serve needs --tls-cert-file and --tls-key-file "
+            "(make them with: hami-place-webhook certs --out-dir DIR --dns NAME)"
+        )
         return 2
     for port in (args.webhook_port, args.api_port):
         if not 0 < port < 65536:
@@ -88,17 +130,19 @@ def _serve(args: argparse.Namespace) -> int:
     if args.placement_ttl <= 0:
         _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
         return 2
-    serve(ServeOptions(
-        kubeconfig=args.kubeconfig,
-        webhook_port=args.webhook_port,
-        api_port=args.api_port,
-        bind_address=args.bind_address,
-        tls_cert_file=args.tls_cert_file,
-        tls_key_file=args.tls_key_file,
-        scheduler_name=args.scheduler_name,
-        exclude_namespaces=tuple(args.exclude_namespace),
-        placement_ttl=args.placement_ttl,
-    ))
+    serve(
+        ServeOptions(
+            kubeconfig=args.kubeconfig,
+            webhook_port=args.webhook_port,
+            api_port=args.api_port,
+            bind_address=args.bind_address,
+            tls_cert_file=args.tls_cert_file,
+            tls_key_file=args.tls_key_file,
+            scheduler_name=args.scheduler_name,
+            exclude_namespaces=tuple(args.exclude_namespace),
+            placement_ttl=args.placement_ttl,
+        )
+    )
     return 0
 
 
@@ -119,14 +163,19 @@ def _certs(args: argparse.Namespace) -> int:
                 _fail(f"hami-place-webhook: --secret {args.secret!r} must be NAMESPACE/NAME")
                 return 2
             stored = read_tls_secret(kube, namespace, name)
-            current = stored and CertBundle(ca_crt=stored["ca.crt"], tls_crt=stored["tls.crt"],
-                                            tls_key=stored["tls.key"])
+            current = stored and CertBundle(
+                ca_crt=stored["ca.crt"], tls_crt=stored["tls.crt"], tls_key=stored["tls.key"]
+            )
             if current and still_good(current, args.dns, args.ip):
                 _say(f"secret {namespace}/{name}: existing certificate is still good, reused")
                 bundle = current
             else:
-                store_tls_secret(kube, namespace, name,
-                                 {"ca.crt": bundle.ca_crt, "tls.crt": bundle.tls_crt, "tls.key": bundle.tls_key})
+                store_tls_secret(
+                    kube,
+                    namespace,
+                    name,
+                    {"ca.crt": bundle.ca_crt, "tls.crt": bundle.tls_crt, "tls.key": bundle.tls_key},
+                )
                 _say(f"secret {namespace}/{name}: new certificate stored")
         if args.patch_webhook:
             count = patch_ca_bundle(kube, args.patch_webhook, bundle.ca_crt)

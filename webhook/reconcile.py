@@ -32,8 +32,14 @@ CLAIM_GRACE_SECONDS = 60
 class Reconciler:
     """Runs `follow_up` over every cached placement whenever the cache changes, and at least every 2 seconds."""
 
-    def __init__(self, kube: Kube, cache: ClusterCache, metrics: Metrics, ttl_seconds: int,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: ClusterCache,
+        metrics: Metrics,
+        ttl_seconds: int,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.kube = kube
         self.cache = cache
         self.metrics = metrics
@@ -58,8 +64,7 @@ class Reconciler:
         placements = self.cache.placements.items()
         consumed = consumed_req_ids(placements)
         for placement in placements:
-            step = follow_up(placement, pods, self.clock(), self.ttl_seconds, CLAIM_GRACE_SECONDS,
-                             consumed=consumed)
+            step = follow_up(placement, pods, self.clock(), self.ttl_seconds, CLAIM_GRACE_SECONDS, consumed=consumed)
             if step is not None:
                 self._apply(placement, step)
 

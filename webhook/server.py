@@ -46,8 +46,9 @@ def serve(options: ServeOptions) -> None:
     """Run until SIGTERM or SIGINT; returns after a clean shutdown."""
     certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file)
     kube = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
-    settings = Settings(scheduler_name=options.scheduler_name,
-                        excluded_namespaces=frozenset(options.exclude_namespaces))
+    settings = Settings(
+        scheduler_name=options.scheduler_name, excluded_namespaces=frozenset(options.exclude_namespaces)
+    )
     metrics = Metrics()
     cache = ClusterCache(kube.api, options.scheduler_name)
     for reflector in cache.reflectors():
@@ -55,11 +56,16 @@ def serve(options: ServeOptions) -> None:
     admitter = Admitter(kube, cache, settings, metrics)
     reconciler = Reconciler(kube, cache, metrics, options.placement_ttl)
 
-    https = wsgi.Server((options.bind_address, options.webhook_port), mutate_app(admitter, metrics),
-                        numthreads=8, server_name="hami-place-webhook")
+    https = wsgi.Server(
+        (options.bind_address, options.webhook_port),
+        mutate_app(admitter, metrics),
+        numthreads=8,
+        server_name="hami-place-webhook",
+    )
     https.ssl_adapter = ReloadingSSLAdapter(certificate)
-    http = create_server(api_app(cache, metrics), host=options.bind_address, port=options.api_port, threads=4,
-                         ident="hami-place-webhook")
+    http = create_server(
+        api_app(cache, metrics), host=options.bind_address, port=options.api_port, threads=4, ident="hami-place-webhook"
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -78,9 +84,15 @@ def serve(options: ServeOptions) -> None:
     ]
     for thread in threads:
         thread.start()
-    log.info("serving /mutate on https://%s:%d and the API on http://%s:%d (scheduler %s, placement TTL %ds)",
-             options.bind_address, options.webhook_port, options.bind_address, options.api_port,
-             options.scheduler_name, options.placement_ttl)
+    log.info(
+        "serving /mutate on https://%s:%d and the API on http://%s:%d (scheduler %s, placement TTL %ds)",
+        options.bind_address,
+        options.webhook_port,
+        options.bind_address,
+        options.api_port,
+        options.scheduler_name,
+        options.placement_ttl,
+    )
     stop.wait()
     https.stop()
     http.close()

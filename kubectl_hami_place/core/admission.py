@@ -347,8 +347,11 @@ def _pinned(pod: Mapping[str, Any], pin: _Pin, placement: Mapping[str, Any], tok
     _require_hostname(spec, pin.node)
     if pin.percent is not None:
         for container in _containers(spec):
-            if _gpu_container(container) and _asked(container, GPUMEM) is None \
-                    and _asked(container, GPUMEM_PERCENTAGE) is None:
+            if (
+                _gpu_container(container)
+                and _asked(container, GPUMEM) is None
+                and _asked(container, GPUMEM_PERCENTAGE) is None
+            ):
                 _child(_child(container, "resources"), "limits")[GPUMEM_PERCENTAGE] = str(pin.percent)
     return mutated
 
@@ -545,9 +548,15 @@ def consumed_req_ids(placements: Sequence[Mapping[str, Any]]) -> dict[tuple[str,
     return consumed
 
 
-def follow_up(placement: Mapping[str, Any], claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
-              now: datetime, ttl_seconds: int, claim_grace_seconds: int, *,
-              consumed: Mapping[tuple[str, str], str] | None = None) -> FollowUp | None:
+def follow_up(
+    placement: Mapping[str, Any],
+    claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
+    now: datetime,
+    ttl_seconds: int,
+    claim_grace_seconds: int,
+    *,
+    consumed: Mapping[tuple[str, str], str] | None = None,
+) -> FollowUp | None:
     """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
 
     Unclaimed while another placement of the namespace consumed its reqID (`consumed`, from
@@ -568,8 +577,15 @@ def follow_up(placement: Mapping[str, Any], claimed_pods: Mapping[tuple[str, str
             return FollowUp(_failed(placement, f"reqID already consumed by placement {owner}", now))
         created = _parse_time(_mapping(placement.get("metadata")).get("creationTimestamp"))
         if phase in OPEN_PHASES and created is not None and (now - created).total_seconds() > ttl_seconds:
-            return FollowUp(_status_write(placement, _expired(status, ttl_seconds, now), "Expired",
-                                          f"not claimed within {ttl_seconds}s", warning=True))
+            return FollowUp(
+                _status_write(
+                    placement,
+                    _expired(status, ttl_seconds, now),
+                    "Expired",
+                    f"not claimed within {ttl_seconds}s",
+                    warning=True,
+                )
+            )
         return None
     if phase not in CLAIMED_PHASES:
         return None
@@ -594,20 +610,21 @@ def eviction_outcome(placement: Mapping[str, Any], result: str, message: str, no
     eviction.update({"result": result, "message": message, "time": rfc3339(now)})
     status["eviction"] = eviction
     done = result in DONE_EVICTIONS
-    status["conditions"] = merge_condition(status.get("conditions"),
-                                           condition("Evicted", done, result, message, now))
+    status["conditions"] = merge_condition(status.get("conditions"), condition("Evicted", done, result, message, now))
     if done:
         status["phase"] = "Consumed"
         status["message"] = f"consumed by pod {_mapping(status.get('consumedBy')).get('name', '')}; {message}"
     else:
         status["message"] = f"eviction of pod {eviction.get('pod', '')} {result.lower()}: {message}; will retry"
     reason = {"Evicted": "Evicted", "NotFound": "EvictionNotNeeded", "Blocked": "EvictionBlocked"}.get(
-        result, "EvictionFailed")
+        result, "EvictionFailed"
+    )
     return _status_write(placement, status, reason, message, warning=not done)
 
 
-def _next_eviction(placement: Mapping[str, Any], status: dict[str, Any], claimed_at: datetime, now: datetime,
-                   ttl_seconds: int) -> FollowUp | None:
+def _next_eviction(
+    placement: Mapping[str, Any], status: dict[str, Any], claimed_at: datetime, now: datetime, ttl_seconds: int
+) -> FollowUp | None:
     eviction = dict(_mapping(status.get("eviction")))
     pod = str(_mapping(placement.get("spec")).get("evictPod") or eviction.get("pod") or "")
     if (now - claimed_at).total_seconds() > ttl_seconds:
@@ -615,8 +632,9 @@ def _next_eviction(placement: Mapping[str, Any], status: dict[str, Any], claimed
         reason = f"eviction of pod {pod} did not succeed within {ttl_seconds}s: {last}"
         failed = dict(status, phase="Failed", message=reason)
         failed["eviction"] = dict(eviction, result="Failed", message=reason, time=rfc3339(now))
-        failed["conditions"] = merge_condition(status.get("conditions"),
-                                               condition("Evicted", False, "GaveUp", reason, now))
+        failed["conditions"] = merge_condition(
+            status.get("conditions"), condition("Evicted", False, "GaveUp", reason, now)
+        )
         return FollowUp(_status_write(placement, failed, "EvictionGaveUp", reason, warning=True))
     attempts = int(eviction.get("attempts") or 0)
     last_time = _parse_time(eviction.get("time"))
@@ -627,8 +645,9 @@ def _next_eviction(placement: Mapping[str, Any], status: dict[str, Any], claimed
     eviction.update({"pod": pod, "attempts": attempts + 1, "time": rfc3339(now)})
     eviction.setdefault("result", "Pending")
     lease = dict(status, eviction=eviction)
-    return FollowUp(_status_write(placement, lease, "EvictionAttempt", f"evicting pod {pod} (attempt {attempts + 1})"),
-                    evict=pod)
+    return FollowUp(
+        _status_write(placement, lease, "EvictionAttempt", f"evicting pod {pod} (attempt {attempts + 1})"), evict=pod
+    )
 
 
 def _consumed_by(placement: Mapping[str, Any], status: dict[str, Any], pod: Mapping[str, Any]) -> StatusWrite:
@@ -644,28 +663,39 @@ def _consumed_by(placement: Mapping[str, Any], status: dict[str, Any], pod: Mapp
 
 def _released(placement: Mapping[str, Any], status: dict[str, Any], now: datetime) -> StatusWrite:
     reason = "claim released: no pod carrying it was stored (its creation failed or was interrupted)"
-    released = {key: value for key, value in status.items()
-                if key not in ("claim", "consumedBy", "consumedAt", "eviction")}
+    released = {
+        key: value for key, value in status.items() if key not in ("claim", "consumedBy", "consumedAt", "eviction")
+    }
     released.update({"phase": "Pending", "message": reason})
-    released["conditions"] = [c for c in merge_condition(status.get("conditions"),
-                                                         condition("Claimed", False, "ClaimReleased", reason, now))
-                              if c.get("type") != "Evicted"]
+    released["conditions"] = [
+        c
+        for c in merge_condition(status.get("conditions"), condition("Claimed", False, "ClaimReleased", reason, now))
+        if c.get("type") != "Evicted"
+    ]
     return _status_write(placement, released, "ClaimReleased", reason, warning=True)
 
 
 def _expired(status: dict[str, Any], ttl_seconds: int, now: datetime) -> dict[str, Any]:
     message = f"not claimed within {ttl_seconds}s"
     expired = dict(status, phase="Expired", message=message)
-    expired["conditions"] = merge_condition(status.get("conditions"),
-                                            condition("Claimed", False, "Expired", message, now))
+    expired["conditions"] = merge_condition(
+        status.get("conditions"), condition("Claimed", False, "Expired", message, now)
+    )
     return expired
 
 
-def _status_write(placement: Mapping[str, Any], status: dict[str, Any], reason: str, message: str,
-                  warning: bool = False) -> StatusWrite:
-    return StatusWrite(namespace=_namespace(placement), name=_name(placement),
-                       resource_version=_resource_version(placement), status=status, reason=reason, message=message,
-                       warning=warning)
+def _status_write(
+    placement: Mapping[str, Any], status: dict[str, Any], reason: str, message: str, warning: bool = False
+) -> StatusWrite:
+    return StatusWrite(
+        namespace=_namespace(placement),
+        name=_name(placement),
+        resource_version=_resource_version(placement),
+        status=status,
+        reason=reason,
+        message=message,
+        warning=warning,
+    )
 
 
 def _parse_time(value: object) -> datetime | None:

@@ -22,8 +22,16 @@ class StaleWrite(Exception):
 def read_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     """The placement as the API server has it now (not the cache's copy), or None when it is gone."""
     try:
-        return request(kube, kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                       what=f"get {PLURAL} in namespace {namespace}")
+        return request(
+            kube,
+            kube.custom().get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            what=f"get {PLURAL} in namespace {namespace}",
+        )
     except KubeNotFound:
         return None
 
@@ -40,13 +48,25 @@ def write_status(
     body = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace,
-                     "resourceVersion": resource_version or meta.get("resourceVersion", "")},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": resource_version or meta.get("resourceVersion", ""),
+        },
         "spec": placement.get("spec") or {},
         "status": status,
     }
     try:
-        return request(kube, kube.custom().replace_namespaced_custom_object_status, GROUP, VERSION, namespace,
-                       PLURAL, name, body, what=f"update {PLURAL}/status in namespace {namespace}")
+        return request(
+            kube,
+            kube.custom().replace_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            body,
+            what=f"update {PLURAL}/status in namespace {namespace}",
+        )
     except (KubeConflict, KubeNotFound) as error:
         raise StaleWrite(f"placement {namespace}/{name} changed since it was read") from error

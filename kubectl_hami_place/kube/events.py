@@ -48,4 +48,3 @@ def record_event(kube: Kube, placement: dict[str, Any], reason: str, message: st
         request(kube, kube.core().create_namespaced_event, namespace, body, what=f"create events in {namespace}")
     except KubeError as error:
         log.warning("event %s on %s/%s not recorded: %s", reason, namespace, name, error)
-

@@ -18,8 +18,9 @@ TLS_SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt")
 def read_tls_secret(kube: Kube, namespace: str, name: str) -> dict[str, bytes] | None:
     """The Secret's tls.crt, tls.key and ca.crt as bytes; None when the Secret or one of the keys is missing."""
     try:
-        secret = request(kube, kube.core().read_namespaced_secret, name, namespace,
-                         what=f"get secrets in namespace {namespace}")
+        secret = request(
+            kube, kube.core().read_namespaced_secret, name, namespace, what=f"get secrets in namespace {namespace}"
+        )
     except KubeNotFound:
         return None
     data = secret.get("data") or {}
@@ -34,8 +35,11 @@ def store_tls_secret(kube: Kube, namespace: str, name: str, files: dict[str, byt
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "kubernetes.io/tls",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/name": "gpu-descheduler-webhook"}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "gpu-descheduler-webhook"},
+        },
         "data": {key: base64.b64encode(files[key]).decode() for key in TLS_SECRET_KEYS},
     }
     what = f"create or update secrets in namespace {namespace}"
@@ -62,6 +66,12 @@ def patch_ca_bundle(kube: Kube, name: str, ca_pem: bytes) -> int | None:
         hook.setdefault("clientConfig", {})["caBundle"] = bundle
     patch = jsonpatch.JsonPatch.from_diff(current, wanted).patch
     if patch:
-        request(kube, api.patch_mutating_webhook_configuration, name, patch, what=what,
-                _content_type="application/json-patch+json")
+        request(
+            kube,
+            api.patch_mutating_webhook_configuration,
+            name,
+            patch,
+            what=what,
+            _content_type="application/json-patch+json",
+        )
     return len(wanted.get("webhooks") or [])

@@ -20,12 +20,14 @@ def certs(cluster: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
     beside = Path(sys.executable).with_name("hami-place-webhook")
     command = str(beside) if beside.exists() else shutil.which("hami-place-webhook")
     assert command, "hami-place-webhook is not installed (pip install -e .)"
-    return subprocess.run([command, "certs", "--kubeconfig", str(cluster.kubeconfig), *args],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [command, "certs", "--kubeconfig", str(cluster.kubeconfig), *args], capture_output=True, text=True, check=False
+    )
 
 
-def test_the_secret_is_created_then_reused_while_it_is_still_good(cluster: Sandbox, namespace: str,
-                                                                   tmp_path: Path) -> None:
+def test_the_secret_is_created_then_reused_while_it_is_still_good(
+    cluster: Sandbox, namespace: str, tmp_path: Path
+) -> None:
     dns = ["gpu-descheduler-webhook." + namespace + ".svc"]
     first = certs(cluster, "--secret", f"{namespace}/webhook-tls", "--dns", *dns)
     assert first.returncode == 0, first.stderr
@@ -48,23 +50,30 @@ def test_the_secret_is_created_then_reused_while_it_is_still_good(cluster: Sandb
 
 
 def test_patch_webhook_sets_the_ca_bundle_of_every_webhook_and_tolerates_a_missing_configuration(
-        cluster: Sandbox, namespace: str, tmp_path: Path) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path
+) -> None:
     name = f"hami-place-certs-{namespace}"
     hook = {
         "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
         "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
         "namespaceSelector": {"matchLabels": {"hami-place-test": namespace}},
         "objectSelector": {"matchLabels": {"never": "matches"}},
-        "sideEffects": "NoneOnDryRun", "failurePolicy": "Ignore", "admissionReviewVersions": ["v1"],
+        "sideEffects": "NoneOnDryRun",
+        "failurePolicy": "Ignore",
+        "admissionReviewVersions": ["v1"],
     }
     api = client.AdmissionregistrationV1Api(cluster.api_client())
     missing = certs(cluster, "--out-dir", str(tmp_path / "a"), "--ip", "127.0.0.1", "--patch-webhook", name)
     assert missing.returncode == 0, missing.stderr
     assert "does not exist yet" in missing.stdout
-    api.create_mutating_webhook_configuration({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [{"name": "one.hami-place.test", **hook}, {"name": "two.hami-place.test", **hook}]})
+    api.create_mutating_webhook_configuration(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{"name": "one.hami-place.test", **hook}, {"name": "two.hami-place.test", **hook}],
+        }
+    )
     try:
         done = certs(cluster, "--out-dir", str(tmp_path / "b"), "--ip", "127.0.0.1", "--patch-webhook", name)
         assert done.returncode == 0, done.stderr

@@ -37,10 +37,16 @@ CLAIM = "scheduling.hami.placement.com/claim"
 def post_huge(webhook: Webhook, size: int) -> tuple[int, Any]:
     """Announce a body of `size` bytes, send its first KiB, and read the answer (refused on the size alone)."""
     context = ssl.create_default_context(cafile=str(webhook.certs / "ca.crt"))
-    with socket.create_connection(("127.0.0.1", webhook.port), timeout=20) as raw, \
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-        tls.sendall(f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {size}\r\n\r\n".encode() + b"{" + b" " * 1023)
+    with (
+        socket.create_connection(("127.0.0.1", webhook.port), timeout=20) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(
+            f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {size}\r\n\r\n".encode()
+            + b"{"
+            + b" " * 1023
+        )
         received = b""
         while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
             chunk = tls.recv(4096)
@@ -80,8 +86,9 @@ def configurations(cluster: Sandbox) -> Iterator[list[str]]:
                 raise
 
 
-def register(cluster: Sandbox, configurations: list[str], namespace: str, hooks: list[tuple[Webhook, dict[str, Any]]]
-             ) -> None:
+def register(
+    cluster: Sandbox, configurations: list[str], namespace: str, hooks: list[tuple[Webhook, dict[str, Any]]]
+) -> None:
     """One MutatingWebhookConfiguration for the namespace; each webhook with its own objectSelector."""
     name = f"hami-place-test-{namespace}-{len(configurations)}"
     body = configuration(name, hooks, {"matchLabels": {"hami-place-test": namespace}})
@@ -100,8 +107,10 @@ def register(cluster: Sandbox, configurations: list[str], namespace: str, hooks:
 
 
 def total_admissions(webhook: Webhook) -> float:
-    return sum(webhook.metric(f'hami_place_admissions_total{{result="{result}"}}')
-               for result in ("ignored", "no_placement", "pinned", "reinvoked", "not_honoured", "dry_run", "error"))
+    return sum(
+        webhook.metric(f'hami_place_admissions_total{{result="{result}"}}')
+        for result in ("ignored", "no_placement", "pinned", "reinvoked", "not_honoured", "dry_run", "error")
+    )
 
 
 def gpu_pod(generate_name: str, labels: dict[str, str], *, gpus: int = 1, name: str = "") -> dict[str, Any]:
@@ -117,28 +126,47 @@ def gpu_pod(generate_name: str, labels: dict[str, str], *, gpus: int = 1, name: 
         "spec": {
             "schedulerName": "hami-scheduler",
             "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": "busybox",
-                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
         },
     }
 
 
-def create_placement(cluster: Sandbox, namespace: str, name: str, selector: dict[str, str], devices: list[str],
-                     *, node: str = A100_1, evict: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"reqID": f"req-{name}-{uuid.uuid4().hex[:6]}", "podSelector": {"matchLabels": selector},
-                            "nodeName": node, "gpuDevices": devices}
+def create_placement(
+    cluster: Sandbox,
+    namespace: str,
+    name: str,
+    selector: dict[str, str],
+    devices: list[str],
+    *,
+    node: str = A100_1,
+    evict: str = "",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "reqID": f"req-{name}-{uuid.uuid4().hex[:6]}",
+        "podSelector": {"matchLabels": selector},
+        "nodeName": node,
+        "gpuDevices": devices,
+    }
     if evict:
         spec["evictPod"] = evict
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HamiPodPlacement",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
     created: dict[str, Any] = client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, body)
+        GROUP, VERSION, namespace, PLURAL, body
+    )
     return created
 
 
 def read_placement(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
     result: dict[str, Any] = client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name)
+        GROUP, VERSION, namespace, PLURAL, name
+    )
     return result
 
 
@@ -148,21 +176,24 @@ def status_of(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
 
 def events_of(cluster: Sandbox, namespace: str, name: str) -> list[str]:
     listed = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=HamiPodPlacement")
+        namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=HamiPodPlacement"
+    )
     return [event.reason for event in listed.items]
 
 
 def hostname_terms(pod: client.V1Pod) -> list[list[tuple[str, str, list[str]]]]:
     required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
-    return [[(e.key, e.operator, e.values) for e in term.match_expressions or []]
-            for term in required.node_selector_terms]
+    return [
+        [(e.key, e.operator, e.values) for e in term.match_expressions or []] for term in required.node_selector_terms
+    ]
 
 
 # -----------------------------------------------------------------------------------------------------------------
 
 
 def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placement(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
     webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
@@ -179,13 +210,17 @@ def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placeme
     assert hostname_terms(stored) == [[("kubernetes.io/hostname", "In", [A100_1])]]
     assert stored.spec.containers[0].resources.limits["nvidia.com/gpumem-percentage"] == "50"
 
-    status = wait_for(lambda: (s := status_of(cluster, namespace, "pin-train")).get("consumedBy", {}).get("uid") and s,
-                      "consumedBy to be filled")
+    status = wait_for(
+        lambda: (s := status_of(cluster, namespace, "pin-train")).get("consumedBy", {}).get("uid") and s,
+        "consumedBy to be filled",
+    )
     assert status["phase"] == "Consumed"
     assert status["consumedBy"] == {"name": created.metadata.name, "uid": created.metadata.uid}
     assert status["claim"]["token"] == annotations[CLAIM]
-    wait_for(lambda: core.read_namespaced_pod(created.metadata.name, namespace).spec.node_name == A100_1,
-             "the pod to be scheduled onto the placement's node")
+    wait_for(
+        lambda: core.read_namespaced_pod(created.metadata.name, namespace).spec.node_name == A100_1,
+        "the pod to be scheduled onto the placement's node",
+    )
     assert {"Claimed", "Consumed"} <= set(events_of(cluster, namespace, "pin-train"))
 
     second = core.create_namespaced_pod(namespace, gpu_pod("trainer-", {"app": "train"}))
@@ -201,8 +236,9 @@ def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str,
     def create(index: int) -> None:
         try:
             start.wait()
-            pod = gpu_pod("", {"app": "race", "half": "ab"[index % 2], "round": round_name},
-                          name=f"{round_name}-{index:02d}")
+            pod = gpu_pod(
+                "", {"app": "race", "half": "ab"[index % 2], "round": round_name}, name=f"{round_name}-{index:02d}"
+            )
             names.append(core.create_namespaced_pod(namespace, pod).metadata.name)
         except BaseException as error:  # collected and asserted on in the test's thread
             errors.append(error)
@@ -217,11 +253,16 @@ def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str,
 
 
 def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_once(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
     first, second = start(cluster, tmp_path), start(cluster, tmp_path)
     webhooks.extend([first, second])
-    register(cluster, configurations, namespace, [(first, {"matchLabels": {"half": "a"}}),
-                                                  (second, {"matchLabels": {"half": "b"}})])
+    register(
+        cluster,
+        configurations,
+        namespace,
+        [(first, {"matchLabels": {"half": "a"}}), (second, {"matchLabels": {"half": "b"}})],
+    )
     core = client.CoreV1Api(cluster.api_client())
     for round_name in ("race-1", "race-2"):
         create_placement(cluster, namespace, round_name, {"app": "race"}, ["gpu-0"])
@@ -236,27 +277,48 @@ def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_on
         pinned = [p for p in pods if CLAIM in (p.metadata.annotations or {})]
         assert len(pinned) == 1, [p.metadata.name for p in pinned]
         assert pinned[0].metadata.annotations["scheduling.hami.placement.com/placement"] == round_name
-        status = wait_for(lambda r=round_name: (s := status_of(cluster, namespace, r)).get("consumedBy", {}).get("uid")
-                          and s, "consumedBy to be filled")
+        status = wait_for(
+            lambda r=round_name: (s := status_of(cluster, namespace, r)).get("consumedBy", {}).get("uid") and s,
+            "consumedBy to be filled",
+        )
         assert status["consumedBy"] == {"name": pinned[0].metadata.name, "uid": pinned[0].metadata.uid}
         assert status["claim"]["token"] == pinned[0].metadata.annotations[CLAIM]
 
 
 def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relaxed(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
     core = client.CoreV1Api(cluster.api_client())
     policy = client.PolicyV1Api(cluster.api_client())
     victim = gpu_pod("", {"app": "victim"}, name="victim")
-    victim["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
-                                                      "values": [A100_1]}]}]}}}
+    victim["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [A100_1]}]}
+                ]
+            }
+        }
+    }
     core.create_namespaced_pod(namespace, victim)
     wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the victim to run")
-    policy.create_namespaced_pod_disruption_budget(namespace, {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-victim"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}}})
-    wait_for(lambda: (s := policy.read_namespaced_pod_disruption_budget("keep-victim", namespace).status)
-             and s.observed_generation and s.current_healthy == 1, "the budget's status")
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep-victim"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}},
+        },
+    )
+    wait_for(
+        lambda: (
+            (s := policy.read_namespaced_pod_disruption_budget("keep-victim", namespace).status)
+            and s.observed_generation
+            and s.current_healthy == 1
+        ),
+        "the budget's status",
+    )
 
     webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
@@ -266,16 +328,21 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
     newcomer = core.create_namespaced_pod(namespace, gpu_pod("newcomer-", {"app": "newcomer"}))
     assert newcomer.metadata.annotations[CLAIM]
 
-    blocked = wait_for(lambda: (s := status_of(cluster, namespace, "make-room")).get("eviction", {}).get("result")
-                       == "Blocked" and s, "the eviction to be blocked")
+    blocked = wait_for(
+        lambda: (s := status_of(cluster, namespace, "make-room")).get("eviction", {}).get("result") == "Blocked" and s,
+        "the eviction to be blocked",
+    )
     assert blocked["phase"] == "Evicting"
     assert "keep-victim" in blocked["eviction"]["message"]
     assert core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp is None
     assert "EvictionBlocked" in events_of(cluster, namespace, "make-room")
 
     policy.patch_namespaced_pod_disruption_budget("keep-victim", namespace, {"spec": {"minAvailable": 0}})
-    done = wait_for(lambda: (s := status_of(cluster, namespace, "make-room")).get("phase") == "Consumed" and s,
-                    "the eviction to succeed once the budget allows it", timeout=150)
+    done = wait_for(
+        lambda: (s := status_of(cluster, namespace, "make-room")).get("phase") == "Consumed" and s,
+        "the eviction to succeed once the budget allows it",
+        timeout=150,
+    )
     assert done["eviction"]["result"] == "Evicted"
     assert done["eviction"]["attempts"] >= 2
     assert done["consumedBy"]["name"] == newcomer.metadata.name
@@ -291,7 +358,8 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
 
 
 def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_claimed(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
     webhook = start(cluster, tmp_path, "--placement-ttl", "3600")
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
@@ -309,43 +377,61 @@ def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_clai
 
 
 def test_a_claim_no_stored_pod_carries_is_released(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
     """A claim written by a replica that died before answering: the next replica puts the placement back."""
     create_placement(cluster, namespace, "stale", {"app": "x"}, ["gpu-0"])
     placement = read_placement(cluster, namespace, "stale")
-    placement["status"] = {"phase": "Consumed", "message": "claimed by a pod (name given at creation)",
-                           "claim": {"token": "never-stored", "claimedAt": "2026-01-01T00:00:00Z"},
-                           "consumedAt": "2026-01-01T00:00:00Z"}
+    placement["status"] = {
+        "phase": "Consumed",
+        "message": "claimed by a pod (name given at creation)",
+        "claim": {"token": "never-stored", "claimedAt": "2026-01-01T00:00:00Z"},
+        "consumedAt": "2026-01-01T00:00:00Z",
+    }
     client.CustomObjectsApi(cluster.api_client()).replace_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "stale", placement)
+        GROUP, VERSION, namespace, PLURAL, "stale", placement
+    )
     webhooks.append(start(cluster, tmp_path))
-    released = wait_for(lambda: (s := status_of(cluster, namespace, "stale")).get("phase") == "Pending" and s,
-                        "the stale claim to be released")
+    released = wait_for(
+        lambda: (s := status_of(cluster, namespace, "stale")).get("phase") == "Pending" and s,
+        "the stale claim to be released",
+    )
     assert "claim" not in released
     assert "claim released" in released["message"]
     assert "ClaimReleased" in events_of(cluster, namespace, "stale")
 
 
 def test_an_unclaimed_placement_expires_after_the_ttl(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
     webhooks.append(start(cluster, tmp_path, "--placement-ttl", "3"))
     create_placement(cluster, namespace, "unwanted", {"app": "nobody"}, ["gpu-0"])
-    expired = wait_for(lambda: (s := status_of(cluster, namespace, "unwanted")).get("phase") == "Expired" and s,
-                       "the placement to expire")
+    expired = wait_for(
+        lambda: (s := status_of(cluster, namespace, "unwanted")).get("phase") == "Expired" and s,
+        "the placement to expire",
+    )
     assert expired["message"] == "not claimed within 3s"
     assert "Expired" in events_of(cluster, namespace, "unwanted")
 
 
 def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
     webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     wrong_kind = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {"uid": "u"}}).encode()
-    no_uid = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                         "request": {"operation": "CREATE", "object": {}}}).encode()
-    for body, status, fragment in ((b"this is not json", 400, "not valid JSON"),
-                                   (wrong_kind, 400, "expected apiVersion"),
-                                   (no_uid, 400, "no uid")):
+    no_uid = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"operation": "CREATE", "object": {}},
+        }
+    ).encode()
+    for body, status, fragment in (
+        (b"this is not json", 400, "not valid JSON"),
+        (wrong_kind, 400, "expected apiVersion"),
+        (no_uid, 400, "no uid"),
+    ):
         code, reply = webhook.post_mutate(body)
         assert code == status
         assert fragment in reply["error"]
@@ -354,31 +440,50 @@ def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(
     assert code == 413
     assert "larger than" in reply["error"]
     assert webhook.process.poll() is None
-    good = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "still-serving", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                        "operation": "CREATE", "namespace": namespace, "object": gpu_pod("x-", {"app": "none"})}}
+    good = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "still-serving",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": namespace,
+            "object": gpu_pod("x-", {"app": "none"}),
+        },
+    }
     code, reply = webhook.post_mutate(json.dumps(good).encode())
     assert code == 200
     assert reply["response"] == {"uid": "still-serving", "allowed": True}
 
 
 def test_a_server_side_dry_run_consumes_nothing(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
     webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"app": "dry"}})])
     create_placement(cluster, namespace, "dry", {"app": "dry"}, ["gpu-1"])
     wait_for(lambda: sees_placement(webhook, namespace, "dry"), "the webhook to see the placement")
     before = read_placement(cluster, namespace, "dry")
-    preview = cluster.kubectl("create", "-n", namespace, "--dry-run=server", "-o", "json", "-f", "-",
-                              input=json.dumps(gpu_pod("", {"app": "dry"}, name="dry-run-pod")))
+    preview = cluster.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=json.dumps(gpu_pod("", {"app": "dry"}, name="dry-run-pod")),
+    )
     shown = json.loads(preview.stdout)
     assert shown["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == A100_1_CARD1
     after = read_placement(cluster, namespace, "dry")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert "claim" not in (after.get("status") or {})
-    real = client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("", {"app": "dry"},
-                                                                                        name="real-pod"))
+    real = client.CoreV1Api(cluster.api_client()).create_namespaced_pod(
+        namespace, gpu_pod("", {"app": "dry"}, name="real-pod")
+    )
     assert real.metadata.annotations[CLAIM], "the placement is still there for a real creation"
 
 
@@ -391,7 +496,8 @@ def curl(url: str) -> Any:
 
 
 def test_the_api_returns_the_documented_shapes(
-        cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]) -> None:
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
     webhook = start(cluster, tmp_path)
     webhooks.append(webhook)
     create_placement(cluster, namespace, "shown", {"app": "shown"}, ["gpu-0", "gpu-1"])

@@ -44,10 +44,19 @@ def node(name: str = "gpu-0", cards: list[dict[str, Any]] | None = None) -> dict
     return {"metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
 
 
-def placement(name: str = "p1", *, devices: list[str] | None = None, node_name: str = "gpu-0",
-              selector: dict[str, Any] | None = None, created: str = "2026-11-29T10:00:00Z", req_id: str | None = None,
-              evict: str | None = None, status: dict[str, Any] | None = None, namespace: str = NS,
-              resource_version: str = "100") -> dict[str, Any]:
+def placement(
+    name: str = "p1",
+    *,
+    devices: list[str] | None = None,
+    node_name: str = "gpu-0",
+    selector: dict[str, Any] | None = None,
+    created: str = "2026-11-29T10:00:00Z",
+    req_id: str | None = None,
+    evict: str | None = None,
+    status: dict[str, Any] | None = None,
+    namespace: str = NS,
+    resource_version: str = "100",
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "reqID": req_id or f"req-{name}",
         "podSelector": selector if selector is not None else {"matchLabels": {"app": "train"}},
@@ -59,8 +68,13 @@ def placement(name: str = "p1", *, devices: list[str] | None = None, node_name: 
     obj: dict[str, Any] = {
         "apiVersion": "scheduling.hami.placement.com/v1",
         "kind": "HamiPodPlacement",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created,
-                     "resourceVersion": resource_version, "uid": f"uid-{name}"},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "creationTimestamp": created,
+            "resourceVersion": resource_version,
+            "uid": f"uid-{name}",
+        },
         "spec": spec,
     }
     if status is not None:
@@ -73,9 +87,15 @@ def gpu_container(name: str = "main", gpus: int = 1, extra: dict[str, Any] | Non
     return {"name": name, "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": gpus, **(extra or {})}}}
 
 
-def pod(*, labels: dict[str, str] | None = None, containers: list[dict[str, Any]] | None = None,
-        scheduler: str = "hami-scheduler", annotations: dict[str, str] | None = None,
-        affinity: dict[str, Any] | None = None, name: str = "trainer-0") -> dict[str, Any]:
+def pod(
+    *,
+    labels: dict[str, str] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    scheduler: str = "hami-scheduler",
+    annotations: dict[str, str] | None = None,
+    affinity: dict[str, Any] | None = None,
+    name: str = "trainer-0",
+) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -91,8 +111,9 @@ def pod(*, labels: dict[str, str] | None = None, containers: list[dict[str, Any]
     return obj
 
 
-def review(obj: dict[str, Any], *, operation: str = "CREATE", dry_run: bool = False, kind: str = "Pod",
-           uid: str = "req-uid-1") -> dict[str, Any]:
+def review(
+    obj: dict[str, Any], *, operation: str = "CREATE", dry_run: bool = False, kind: str = "Pod", uid: str = "req-uid-1"
+) -> dict[str, Any]:
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -109,8 +130,13 @@ def review(obj: dict[str, Any], *, operation: str = "CREATE", dry_run: bool = Fa
     }
 
 
-def snapshot(placements: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None, *, token: str = "tok-1",
-             excluded: frozenset[str] = frozenset()) -> Snapshot:
+def snapshot(
+    placements: list[dict[str, Any]],
+    nodes: list[dict[str, Any]] | None = None,
+    *,
+    token: str = "tok-1",
+    excluded: frozenset[str] = frozenset(),
+) -> Snapshot:
     nodes = [node()] if nodes is None else nodes
     return Snapshot(
         placements=placements,
@@ -258,8 +284,14 @@ def test_a_card_named_by_uuid_is_used_as_is() -> None:
 
 
 def test_legacy_register_resolves_too() -> None:
-    legacy = {"metadata": {"name": "gpu-0", "annotations": {
-        "hami.io/node-nvidia-register": f"{UUID0},10,32768,100,NVIDIA-Tesla V100,0,true,0,hami-core:"}}}
+    legacy = {
+        "metadata": {
+            "name": "gpu-0",
+            "annotations": {
+                "hami.io/node-nvidia-register": f"{UUID0},10,32768,100,NVIDIA-Tesla V100,0,true,0,hami-core:"
+            },
+        }
+    }
     stored = patched(pod(), decide(review(pod()), snapshot([placement()], nodes=[legacy])))
     assert stored["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] == UUID0
 
@@ -463,8 +495,9 @@ def test_pod_with_node_name() -> None:
 
 
 def test_req_id_already_consumed() -> None:
-    consumed = placement("first", req_id="shared-id", devices=["gpu-1"],
-                         status={"phase": "Consumed", "claim": {"token": "t"}})
+    consumed = placement(
+        "first", req_id="shared-id", devices=["gpu-1"], status={"phase": "Consumed", "claim": {"token": "t"}}
+    )
     second = placement("second", req_id="shared-id")
     _not_honoured(decide(review(pod()), snapshot([consumed, second])), "reqID already consumed by placement first")
 
@@ -483,8 +516,15 @@ def test_a_failure_keeps_the_status_it_had_and_adds_a_condition() -> None:
     decision = decide(review(pod()), snapshot([placement(node_name="gone", status={"phase": "Pending"})]))
     status = decision.failures[0].status
     assert status["phase"] == "Failed"
-    assert status["conditions"] == [{"type": "Claimed", "status": "False", "lastTransitionTime": "2026-11-29T12:00:00Z",
-                                     "reason": "CannotHonour", "message": "node gone not found"}]
+    assert status["conditions"] == [
+        {
+            "type": "Claimed",
+            "status": "False",
+            "lastTransitionTime": "2026-11-29T12:00:00Z",
+            "reason": "CannotHonour",
+            "message": "node gone not found",
+        }
+    ]
 
 
 # The review itself ------------------------------------------------------------------------------------------------
@@ -498,11 +538,19 @@ def test_a_failure_keeps_the_status_it_had_and_adds_a_condition() -> None:
         ({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}, "expected apiVersion"),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}, "expected apiVersion"),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "no request"),
-        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}},
-         "no uid"),
+        (
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}},
+            "no uid",
+        ),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}, "no operation"),
-        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-          "request": {"uid": "u", "operation": "CREATE", "object": "x"}}, "must carry the object"),
+        (
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u", "operation": "CREATE", "object": "x"},
+            },
+            "must carry the object",
+        ),
     ],
 )
 def test_malformed_reviews_are_refused_with_a_reason(body: object, fragment: str) -> None:
@@ -514,8 +562,11 @@ def test_malformed_reviews_are_refused_with_a_reason(body: object, fragment: str
 
 def test_the_response_echoes_the_uid_and_allows() -> None:
     response = decide(review(pod(), uid="abc-123"), snapshot([])).response()
-    assert response == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                        "response": {"uid": "abc-123", "allowed": True}}
+    assert response == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "abc-123", "allowed": True},
+    }
 
 
 def test_unchanged_drops_the_pin_and_keeps_warnings() -> None:

@@ -25,21 +25,32 @@ def at(seconds_ago: float) -> str:
 
 
 def placement(status: dict[str, Any] | None = None, *, created_ago: float = 10, evict: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"reqID": "req-1", "podSelector": {"matchLabels": {"a": "b"}}, "nodeName": "n",
-                            "gpuDevices": ["gpu-0"]}
+    spec: dict[str, Any] = {
+        "reqID": "req-1",
+        "podSelector": {"matchLabels": {"a": "b"}},
+        "nodeName": "n",
+        "gpuDevices": ["gpu-0"],
+    }
     if evict:
         spec["evictPod"] = evict
-    obj: dict[str, Any] = {"metadata": {"name": "p1", "namespace": NS, "resourceVersion": "7",
-                                        "creationTimestamp": at(created_ago)}, "spec": spec}
+    obj: dict[str, Any] = {
+        "metadata": {"name": "p1", "namespace": NS, "resourceVersion": "7", "creationTimestamp": at(created_ago)},
+        "spec": spec,
+    }
     if status is not None:
         obj["status"] = status
     return obj
 
 
-def claimed(*, ago: float = 5, phase: str = "Consumed", uid: str = "", eviction: dict[str, Any] | None = None
-            ) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase, "claim": {"token": "tok", "claimedAt": at(ago)},
-                              "consumedAt": at(ago), "message": "claimed"}
+def claimed(
+    *, ago: float = 5, phase: str = "Consumed", uid: str = "", eviction: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": phase,
+        "claim": {"token": "tok", "claimedAt": at(ago)},
+        "consumedAt": at(ago),
+        "message": "claimed",
+    }
     if uid:
         status["consumedBy"] = {"name": "trainer-abc", "uid": uid}
     if eviction is not None:
@@ -48,8 +59,9 @@ def claimed(*, ago: float = 5, phase: str = "Consumed", uid: str = "", eviction:
 
 
 def stored_pod(token: str = "tok") -> dict[str, Any]:
-    return {"metadata": {"name": "trainer-abc", "namespace": NS, "uid": "uid-9",
-                         "annotations": {CLAIM_ANNOTATION: token}}}
+    return {
+        "metadata": {"name": "trainer-abc", "namespace": NS, "uid": "uid-9", "annotations": {CLAIM_ANNOTATION: token}}
+    }
 
 
 def pods(*items: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -90,9 +102,15 @@ def test_a_pod_with_another_token_or_namespace_does_not_count() -> None:
 
 
 def test_a_claim_no_pod_carried_is_released_after_the_grace_period() -> None:
-    step = follow_up(placement(claimed(ago=GRACE + 1, phase="Evicting",
-                                       eviction={"pod": "old", "result": "Pending", "attempts": 0})),
-                     {}, NOW, TTL, GRACE)
+    step = follow_up(
+        placement(
+            claimed(ago=GRACE + 1, phase="Evicting", eviction={"pod": "old", "result": "Pending", "attempts": 0})
+        ),
+        {},
+        NOW,
+        TTL,
+        GRACE,
+    )
     assert step is not None
     status = step.write.status
     assert status["phase"] == "Pending"

@@ -14,52 +14,117 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.admission import PINNED, REINVOKED, Settings, Snapshot, decide
 
-NODE = {"metadata": {"name": "gpu-0", "annotations": {"hami.io/node-nvidia-register": json.dumps([
-    {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A", "health": True},
-    {"id": "GPU-b", "index": 1, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A", "health": True},
-])}}}
+NODE = {
+    "metadata": {
+        "name": "gpu-0",
+        "annotations": {
+            "hami.io/node-nvidia-register": json.dumps(
+                [
+                    {
+                        "id": "GPU-a",
+                        "index": 0,
+                        "count": 10,
+                        "devmem": 40960,
+                        "devcore": 100,
+                        "type": "NVIDIA-A",
+                        "health": True,
+                    },
+                    {
+                        "id": "GPU-b",
+                        "index": 1,
+                        "count": 10,
+                        "devmem": 40960,
+                        "devcore": 100,
+                        "type": "NVIDIA-A",
+                        "health": True,
+                    },
+                ]
+            )
+        },
+    }
+}
 HOSTNAME_IN = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-0"]}
 
 words = st.text(alphabet="abcdefghij", min_size=1, max_size=6)
-expressions = st.lists(st.fixed_dictionaries({"key": words, "operator": st.sampled_from(["In", "NotIn"]),
-                                              "values": st.lists(words, min_size=1, max_size=2)}), max_size=2)
-terms = st.lists(st.fixed_dictionaries({}, optional={"matchExpressions": expressions,
-                                                     "matchFields": st.just([{"key": "metadata.name",
-                                                                              "operator": "In",
-                                                                              "values": ["gpu-0"]}])}),
-                 max_size=3)
+expressions = st.lists(
+    st.fixed_dictionaries(
+        {"key": words, "operator": st.sampled_from(["In", "NotIn"]), "values": st.lists(words, min_size=1, max_size=2)}
+    ),
+    max_size=2,
+)
+terms = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "matchExpressions": expressions,
+            "matchFields": st.just([{"key": "metadata.name", "operator": "In", "values": ["gpu-0"]}]),
+        },
+    ),
+    max_size=3,
+)
 affinities = st.one_of(
     st.none(),
     st.just({}),
     terms.map(lambda t: {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": t}}}),
     st.just({"podAffinity": {}}),
 )
-limits = st.fixed_dictionaries({"nvidia.com/gpu": st.just("1")},
-                               optional={"nvidia.com/gpumem": st.sampled_from(["1000", "4096"]),
-                                         "nvidia.com/gpumem-percentage": st.sampled_from(["10", "25"]),
-                                         "cpu": st.just("1")})
-containers = st.lists(st.one_of(
-    limits.map(lambda lim: {"name": "gpu", "image": "x", "resources": {"limits": lim}}),
-    st.just({"name": "plain", "image": "x"}),
-), min_size=1, max_size=3).filter(lambda cs: any("resources" in c for c in cs))
+limits = st.fixed_dictionaries(
+    {"nvidia.com/gpu": st.just("1")},
+    optional={
+        "nvidia.com/gpumem": st.sampled_from(["1000", "4096"]),
+        "nvidia.com/gpumem-percentage": st.sampled_from(["10", "25"]),
+        "cpu": st.just("1"),
+    },
+)
+containers = st.lists(
+    st.one_of(
+        limits.map(lambda lim: {"name": "gpu", "image": "x", "resources": {"limits": lim}}),
+        st.just({"name": "plain", "image": "x"}),
+    ),
+    min_size=1,
+    max_size=3,
+).filter(lambda cs: any("resources" in c for c in cs))
 
 
 def review_of(pod: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                        "namespace": "ns", "object": pod}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "ns",
+            "object": pod,
+        },
+    }
 
 
 def placement(devices: list[str]) -> dict[str, Any]:
-    return {"metadata": {"name": "p", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "resourceVersion": "1"},
-            "spec": {"reqID": "req-1", "podSelector": {"matchLabels": {"app": "a"}}, "nodeName": "gpu-0",
-                     "gpuDevices": devices}}
+    return {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "resourceVersion": "1",
+        },
+        "spec": {
+            "reqID": "req-1",
+            "podSelector": {"matchLabels": {"app": "a"}},
+            "nodeName": "gpu-0",
+            "gpuDevices": devices,
+        },
+    }
 
 
 def snapshot(token: str, devices: list[str]) -> Snapshot:
-    return Snapshot(placements=[placement(devices)], nodes={"gpu-0": NODE}, settings=Settings(), token=token,
-                    now=datetime(2026, 1, 1, tzinfo=UTC))
+    return Snapshot(
+        placements=[placement(devices)],
+        nodes={"gpu-0": NODE},
+        settings=Settings(),
+        token=token,
+        now=datetime(2026, 1, 1, tzinfo=UTC),
+    )
 
 
 def apply(pod: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
@@ -71,11 +136,13 @@ def apply(pod: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
 
 @settings(max_examples=150, deadline=None)
 @given(affinity=affinities, containers=containers, devices=st.sampled_from([["gpu-0"], ["gpu-1/50"], ["GPU-b"]]))
-def test_the_pin_is_idempotent_and_keeps_the_pods_own_affinity(affinity: dict[str, Any] | None,
-                                                               containers: list[dict[str, Any]],
-                                                               devices: list[str]) -> None:
-    pod: dict[str, Any] = {"metadata": {"labels": {"app": "a"}},
-                           "spec": {"schedulerName": "hami-scheduler", "containers": containers}}
+def test_the_pin_is_idempotent_and_keeps_the_pods_own_affinity(
+    affinity: dict[str, Any] | None, containers: list[dict[str, Any]], devices: list[str]
+) -> None:
+    pod: dict[str, Any] = {
+        "metadata": {"labels": {"app": "a"}},
+        "spec": {"schedulerName": "hami-scheduler", "containers": containers},
+    }
     if affinity is not None:
         pod["spec"]["affinity"] = affinity
     first = decide(review_of(pod), snapshot("t1", devices))

@@ -35,29 +35,55 @@ def unreachable_kube() -> Kube:
 
 def gpu_node(name: str = "gpu-a100-0") -> dict[str, Any]:
     cards = [
-        {"id": UUID0, "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100-SXM4-40GB",
-         "health": True, "mode": "hami-core"},
-        {"id": UUID1, "index": 1, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100-SXM4-40GB",
-         "numa": 1, "health": True, "mode": "hami-core"},
+        {
+            "id": UUID0,
+            "index": 0,
+            "count": 10,
+            "devmem": 40960,
+            "devcore": 100,
+            "type": "NVIDIA-A100-SXM4-40GB",
+            "health": True,
+            "mode": "hami-core",
+        },
+        {
+            "id": UUID1,
+            "index": 1,
+            "count": 10,
+            "devmem": 40960,
+            "devcore": 100,
+            "type": "NVIDIA-A100-SXM4-40GB",
+            "numa": 1,
+            "health": True,
+            "mode": "hami-core",
+        },
     ]
     return {
-        "metadata": {"name": name, "resourceVersion": "1",
-                     "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}},
-        "status": {"allocatable": {"nvidia.com/gpu": "20"},
-                   "conditions": [{"type": "Ready", "status": "True"}]},
+        "metadata": {
+            "name": name,
+            "resourceVersion": "1",
+            "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": "20"}, "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
 def hami_pod(name: str = "train-0", token: str | None = None) -> dict[str, Any]:
-    annotations = {"hami.io/vgpu-node": "gpu-a100-0",
-                   "hami.io/vgpu-devices-allocated": f"{UUID0},NVIDIA,3000,30:;"}
+    annotations = {"hami.io/vgpu-node": "gpu-a100-0", "hami.io/vgpu-devices-allocated": f"{UUID0},NVIDIA,3000,30:;"}
     if token:
         annotations["scheduling.hami.placement.com/claim"] = token
     return {
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "2",
-                     "annotations": annotations},
-        "spec": {"schedulerName": "hami-scheduler", "nodeName": "gpu-a100-0",
-                 "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "resourceVersion": "2",
+            "annotations": annotations,
+        },
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "nodeName": "gpu-a100-0",
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
         "status": {"phase": "Running"},
     }
 
@@ -66,10 +92,19 @@ def placement(name: str = "p1", status: dict[str, Any] | None = None) -> dict[st
     obj: dict[str, Any] = {
         "apiVersion": "scheduling.hami.placement.com/v1",
         "kind": "HamiPodPlacement",
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "3",
-                     "creationTimestamp": "2026-11-29T10:00:00Z"},
-        "spec": {"reqID": f"req-{name}", "podSelector": {"matchLabels": {"app": "train"}},
-                 "nodeName": "gpu-a100-0", "gpuDevices": ["gpu-1/50"]},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "resourceVersion": "3",
+            "creationTimestamp": "2026-11-29T10:00:00Z",
+        },
+        "spec": {
+            "reqID": f"req-{name}",
+            "podSelector": {"matchLabels": {"app": "train"}},
+            "nodeName": "gpu-a100-0",
+            "gpuDevices": ["gpu-1/50"],
+        },
     }
     if status is not None:
         obj["status"] = status
@@ -100,12 +135,24 @@ def review(*, dry_run: bool, labels: dict[str, str] | None = None, uid: str = "r
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "trainer", "namespace": NS, "labels": labels or {"app": "train"}},
-        "spec": {"schedulerName": "hami-scheduler",
-                 "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+        },
     }
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                        "namespace": NS, "name": "trainer", "object": pod, "dryRun": dry_run}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": NS,
+            "name": "trainer",
+            "object": pod,
+            "dryRun": dry_run,
+        },
+    }
 
 
 # The OpenAPI document, checked against real responses ----------------------------------------------------------
@@ -170,16 +217,27 @@ def test_cluster_info_matches_the_documented_shape() -> None:
 
 def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> None:
     claim = {"token": "tok-a", "claimedAt": "2026-11-29T11:00:00Z"}
-    consumed = placement("p1", status={"phase": "Consumed", "claim": claim,
-                                       "consumedBy": {"name": "train-0", "uid": "uid-train-0"},
-                                       "consumedAt": "2026-11-29T11:00:00Z"})
+    consumed = placement(
+        "p1",
+        status={
+            "phase": "Consumed",
+            "claim": claim,
+            "consumedBy": {"name": "train-0", "uid": "uid-train-0"},
+            "consumedAt": "2026-11-29T11:00:00Z",
+        },
+    )
     cache = filled_cache([consumed, placement("p2")], [hami_pod(token="tok-a")])
     client = api_app(cache, Metrics()).test_client()
     body = client.get("/api/v1/placements").get_json()
     check(body, response_schema("/api/v1/placements", "get", "200"))
     first, second = body["placements"]
-    assert first["matchedPod"] == {"namespace": NS, "name": "train-0", "uid": "uid-train-0", "node": "gpu-a100-0",
-                                   "phase": "Running"}
+    assert first["matchedPod"] == {
+        "namespace": NS,
+        "name": "train-0",
+        "uid": "uid-train-0",
+        "node": "gpu-a100-0",
+        "phase": "Running",
+    }
     assert (first["phase"], second["phase"], second["matchedPod"]) == ("Consumed", "Pending", None)
     other = client.get("/api/v1/placements?namespace=elsewhere").get_json()
     assert other["placements"] == []
@@ -215,8 +273,14 @@ def test_a_pod_no_placement_selects_is_allowed_without_a_patch() -> None:
         (b"{not json", "application/json", 400, "not valid JSON"),
         (b"[]", "application/json", 400, "JSON object"),
         (json.dumps({"apiVersion": "v1", "kind": "Pod"}).encode(), "application/json", 400, "expected apiVersion"),
-        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                     "request": {"operation": "CREATE"}}).encode(), "application/json", 400, "no uid"),
+        (
+            json.dumps(
+                {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}}
+            ).encode(),
+            "application/json",
+            400,
+            "no uid",
+        ),
         (b"x" * (MAX_REVIEW_BYTES + 1), "application/json", 413, "larger than"),
         (b"uid=1", "application/x-www-form-urlencoded", 415, "application/json"),
     ],
@@ -265,8 +329,13 @@ def test_ready_and_metrics_after_sync() -> None:
     assert ready.status_code == 200
     check(ready.get_json(), readyz_schema("200"))
     text = api.get("/metrics").get_data(as_text=True)
-    for name in ("hami_place_admissions_total", "hami_place_claims_total", "hami_place_claim_conflicts_total",
-                 "hami_place_evictions_total", "hami_place_cache_sync_age_seconds",
-                 "hami_place_admission_duration_seconds_bucket"):
+    for name in (
+        "hami_place_admissions_total",
+        "hami_place_claims_total",
+        "hami_place_claim_conflicts_total",
+        "hami_place_evictions_total",
+        "hami_place_cache_sync_age_seconds",
+        "hami_place_admission_duration_seconds_bucket",
+    ):
         assert name in text
     assert 'hami_place_cache_sync_age_seconds{kind="placements"}' in text

@@ -55,8 +55,9 @@ def test_no_name_at_all_is_refused() -> None:
         generate([], [])
 
 
-def test_certs_command_writes_the_three_files_with_a_private_key(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_certs_command_writes_the_three_files_with_a_private_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["certs", "--out-dir", str(tmp_path / "out"), "--dns", *DNS, "--ip", *IPS]) == 0
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["ca.crt", "tls.crt", "tls.key"]

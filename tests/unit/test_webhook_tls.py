@@ -46,8 +46,10 @@ def served_certificate(port: int, ca: bytes, *, max_version: ssl.TLSVersion | No
     context = ssl.create_default_context(cadata=ca.decode())
     if max_version is not None:
         context.maximum_version = max_version
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         tls.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert b"hello" in tls.recv(4096) + tls.recv(4096)
         der = tls.getpeercert(binary_form=True)

@@ -23,7 +23,7 @@ class Reply:
     def stream(self, amt: int, decode_content: bool) -> Any:
         text = "".join(json.dumps(event) + "\n" for event in self.events).encode()
         for start in range(0, len(text), 7):  # chunks cut mid-line, as the network does
-            yield text[start:start + 7]
+            yield text[start : start + 7]
 
     def release_conn(self) -> None:
         pass
@@ -61,13 +61,19 @@ def run(replies: list[Reply | Exception]) -> tuple[Reflector, ScriptedServer]:
 
 
 def test_events_are_applied_and_the_watch_resumes_from_the_last_version() -> None:
-    reflector, server = run([
-        Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5"), obj("b", "6")]}),
-        Reply(events=[{"type": "ADDED", "object": obj("c", "11")},
-                      {"type": "MODIFIED", "object": obj("a", "12")},
-                      {"type": "DELETED", "object": obj("b", "13")},
-                      {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "14"}}}]),
-    ])
+    reflector, server = run(
+        [
+            Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5"), obj("b", "6")]}),
+            Reply(
+                events=[
+                    {"type": "ADDED", "object": obj("c", "11")},
+                    {"type": "MODIFIED", "object": obj("a", "12")},
+                    {"type": "DELETED", "object": obj("b", "13")},
+                    {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "14"}}},
+                ]
+            ),
+        ]
+    )
     assert sorted(o["metadata"]["name"] for o in reflector.items()) == ["a", "c"]
     assert reflector.get("ns", "a") == obj("a", "12")
     assert reflector.synced.is_set() and reflector.last_sync is not None
@@ -76,23 +82,27 @@ def test_events_are_applied_and_the_watch_resumes_from_the_last_version() -> Non
 
 
 def test_a_410_relists_and_drops_what_is_gone() -> None:
-    reflector, server = run([
-        Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("old", "5")]}),
-        Reply(events=[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}]),
-        Reply({"metadata": {"resourceVersion": "90"}, "items": [obj("new", "80")]}),
-        Reply(events=[{"type": "ADDED", "object": obj("newer", "91")}]),
-    ])
+    reflector, server = run(
+        [
+            Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("old", "5")]}),
+            Reply(events=[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}]),
+            Reply({"metadata": {"resourceVersion": "90"}, "items": [obj("new", "80")]}),
+            Reply(events=[{"type": "ADDED", "object": obj("newer", "91")}]),
+        ]
+    )
     assert sorted(o["metadata"]["name"] for o in reflector.items()) == ["new", "newer"]
     lists = [call for call in server.calls if not call.get("watch")]
     assert len(lists) >= 2
 
 
 def test_a_broken_watch_is_retried_with_a_relist() -> None:
-    reflector, _ = run([
-        Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}),
-        ConnectionResetError("peer reset"),
-        Reply({"metadata": {"resourceVersion": "20"}, "items": [obj("a", "15"), obj("b", "16")]}),
-    ])
+    reflector, _ = run(
+        [
+            Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}),
+            ConnectionResetError("peer reset"),
+            Reply({"metadata": {"resourceVersion": "20"}, "items": [obj("a", "15"), obj("b", "16")]}),
+        ]
+    )
     assert reflector.get("ns", "a") == obj("a", "15")
     assert reflector.get("ns", "b") == obj("b", "16")
 

@@ -1,0 +1,218 @@
+"""The planner's search: greedy, bounded, deterministic; every move is checked with HAMi's fit against the cards as
+the moves before it left them.
+
+- `fit`: per node, the cheapest cards for the pod (a card that fits now costs nothing, else the fewest of its pods
+  whose release makes it fit); nodes are tried in order of that cost, and the first whose evicted pods all find
+  other cards wins, so the plan moves exactly the pods it counted.
+- `free-cards` and `compact`: cards in use are tried from the easiest (fewest pods, least memory); a card is freed
+  when every pod on it moves, best fit, onto other cards already in use, else its trial is rolled back.
+"""
+
+from __future__ import annotations
+
+from kubectl_hami_place.core.planner.model import (
+    CompactGoal,
+    FitGoal,
+    FreeCardsGoal,
+    Goal,
+    Limits,
+    Plan,
+    PlanPod,
+    Snapshot,
+)
+from kubectl_hami_place.core.planner.state import CardSlot, State
+
+_REASONS_SHOWN = 5
+
+
+def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
+    """The moves that reach `goal` on `snapshot` within `limits`, or the nearest the planner finds, and why."""
+    state = State(snapshot, limits or Limits())
+    if isinstance(goal, FitGoal):
+        return _plan_fit(state, goal)
+    if isinstance(goal, FreeCardsGoal):
+        return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
+    return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
+
+
+def _scope(state: State, goal: CompactGoal) -> frozenset[str]:
+    """The compact goal's nodes that the snapshot knows."""
+    return frozenset(node for node in goal.nodes if node in state.by_node)
+
+
+# free-cards and compact ---------------------------------------------------------------------------------------
+
+
+def _plan_free(state: State, goal: str, count: int, card_type: str, scope: frozenset[str] | None) -> Plan:
+    """Free up to `count` cards in use (within `scope` nodes), easiest first."""
+    slots = [slot for node in sorted(scope) for slot in state.by_node[node]] if scope is not None else state.cards
+    before = state.summary(slots)
+    word = card_type.upper()
+    was_used = {slot.card.uuid for slot in slots if slot.used}
+    candidates = sorted(
+        (slot for slot in slots if slot.open and slot.used and word in slot.card.type.upper()),
+        key=lambda slot: (len(slot.pods), slot.mem, slot.cores, slot.ordinal),
+    )
+    freed: dict[str, None] = {}
+    reasons: list[str] = []
+    for slot in candidates:
+        if len(freed) >= count:
+            break
+        if not slot.used:
+            continue
+        point = len(state.moves)
+        why = _empty(state, slot, scope)
+        if why is not None:
+            reasons.append(f"{slot.node} {slot.card.name}: {why}")
+            continue
+        for move in state.moves[point:]:
+            freed.update(dict.fromkeys(u for u in move.from_cards if u in was_used and not state.by_uuid[u].used))
+    complete = len(freed) >= count
+    if not complete and scope is None:
+        reasons.insert(0, f"freed {len(freed)} of {count} card(s); the others cannot be emptied:")
+    nodes = {move.from_node for move in state.moves} | {move.to_node for move in state.moves}
+    return Plan(
+        goal=goal,
+        moves=tuple(state.moves),
+        complete=complete or scope is not None,
+        reasons=tuple(reasons[: _REASONS_SHOWN + 1]),
+        before=before,
+        after=state.summary(slots),
+        cards_after=state.card_states(nodes),
+        freed=tuple(freed),
+    )
+
+
+def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | None:
+    """Move every pod off the card, or roll back and say why not."""
+    point = state.checkpoint()
+    for key in sorted(slot.pods, key=lambda k: (-slot.pods[k][1], k)):
+        if key not in state.pods:
+            state.rollback(point)
+            return f"{key} is not a pod the snapshot knows"
+        why = state.may_move(key)
+        if why is None and state.relocate(key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope, True):
+            continue
+        state.rollback(point)
+        return f"{key} {why or 'fits no other card in use'}"
+    return None
+
+
+# fit ----------------------------------------------------------------------------------------------------------
+
+
+def _plan_fit(state: State, goal: FitGoal) -> Plan:
+    """Make room for the goal's pod on the node that needs the fewest moves."""
+    pod = goal.pod
+    before = state.summary(state.cards)
+    gpu = pod.gpu_requests
+    if not gpu:
+        return _no_plan(state, goal, ("the pod asks for no NVIDIA card",))
+    if len({request.nums for _, request in gpu}) > 1:
+        return _no_plan(state, goal, ("the pod's GPU containers ask different card counts; the planner pins one set",))
+    nums = gpu[0][1].nums
+    options: list[tuple[int, str, list[CardSlot], list[str]]] = []
+    reasons: dict[str, str] = {}
+    for node, slots in state.by_node.items():
+        if not state.node_open[node]:
+            reasons[node] = "the node takes no new pods (not ready, cordoned or without nvidia.com/gpu)"
+            continue
+        if pod.nodes is not None and node not in pod.nodes:
+            reasons[node] = "the pod's node selection excludes it"
+            continue
+        costs = []
+        blocks = []
+        for slot in slots:
+            evict, blocked = _room(state, pod, slot)
+            if evict is None:
+                blocks.append(f"{slot.card.name}: {blocked}")
+            else:
+                costs.append((len(evict), slot.ordinal, slot, evict))
+        if len(costs) < nums:
+            reasons[node] = "; ".join(blocks) or "the node has no cards"
+            continue
+        costs.sort(key=lambda item: item[:2])
+        chosen = costs[:nums]
+        evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
+        options.append((len(evicted), node, [item[2] for item in chosen], evicted))
+        if not evicted:
+            break
+    options.sort(key=lambda option: option[:2])
+    for _, node, cards, evicted in options:
+        failure = _make_room(state, pod, node, cards, evicted)
+        if failure is None:
+            target = (node, tuple(slot.card.uuid for slot in cards))
+            nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
+            return Plan(
+                goal=goal.describe(),
+                moves=tuple(state.moves),
+                complete=True,
+                reasons=(),
+                before=before,
+                after=state.summary(state.cards),
+                cards_after=state.card_states(nodes),
+                target=target,
+            )
+        reasons[node] = failure
+    ranked = [f"{node}: {reasons[node]}" for _, node, *_ in options if node in reasons]
+    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
+    return _no_plan(state, goal, ("no node can make room within the bounds:", *ranked[:_REASONS_SHOWN]))
+
+
+def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None, str]:
+    """The fewest pods to release from the card for the pod to fit it (empty when it fits now), or None and why."""
+    if state.fits(pod, slot):
+        return [], ""
+    empty = state.fits_empty(pod, slot)
+    if not empty.ok:
+        return None, f"{empty.reason}: {empty.message}"
+    movable = [key for key in slot.pods if key in state.pods and state.may_move(key) is None]
+    for key in sorted(movable, key=lambda k: (slot.pods[k][1], k)):
+        if state.fits(pod, slot, slot.pods[key]):
+            return [key], ""
+    released = (0, 0, 0)
+    chosen: list[str] = []
+    for key in sorted(movable, key=lambda k: (-slot.pods[k][1], k)):
+        share = slot.pods[key]
+        released = (released[0] + share[0], released[1] + share[1], released[2] + share[2])
+        chosen.append(key)
+        if state.fits(pod, slot, released):
+            return chosen, ""
+    verdict = state.verdict(pod, slot)
+    stuck = [f"{key} {state.may_move(key) if key in state.pods else 'is unknown'}" for key in slot.pods]
+    stuck = [text for text in stuck if not text.endswith(" None")]
+    return None, f"{verdict.reason}, and " + ("; ".join(stuck) or "moving its pods is not enough")
+
+
+def _make_room(state: State, pod: PlanPod, node: str, chosen: list[CardSlot], evicted: list[str]) -> str | None:
+    """Move the evicted pods off the chosen cards and check the pod then fits them; roll back and say why not."""
+    point = state.checkpoint()
+    exclude = {slot.card.uuid for slot in chosen}
+    shares = {key: max(s.pods.get(key, (0, 0, 0))[1] for s in chosen) for key in evicted}
+    names = ", ".join(slot.card.name for slot in chosen)
+    for key in sorted(evicted, key=lambda k: (-shares[k], k)):
+        why = state.may_move(key)
+        if why is None and state.relocate(key, f"makes room on {node} {names}", exclude):
+            continue
+        state.rollback(point)
+        return f"moving {', '.join(evicted)} would make room on {names}, but {key} {why or 'fits no other card'}"
+    for slot in chosen:
+        verdict = state.verdict(pod, slot)
+        if not verdict.ok:
+            state.rollback(point)
+            return f"{slot.card.name} still does not fit after the moves: {verdict.reason}"
+    return None
+
+
+def _no_plan(state: State, goal: FitGoal, reasons: tuple[str, ...]) -> Plan:
+    """An empty plan that says why."""
+    summary = state.summary(state.cards)
+    return Plan(
+        goal=goal.describe(),
+        moves=(),
+        complete=False,
+        reasons=reasons,
+        before=summary,
+        after=summary,
+        cards_after=(),
+    )

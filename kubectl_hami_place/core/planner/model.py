@@ -1,0 +1,246 @@
+"""The planner's input snapshot, goals, limits and output: small frozen dataclasses over plain data.
+
+A snapshot holds every GPU node with its register cards and every placed pod with HAMi's allocation
+(`usage.PodAllocation`), its GPU requests (`requests.pod_requests` order: init containers first), its controller and
+its PodDisruptionBudgets. Memory is in MiB, cores in percent of a card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.requests import CardRequest
+from kubectl_hami_place.core.usage import PodAllocation
+
+DO_NOT_MOVE = "scheduling.hami.placement.com/do-not-move"
+PLACED_BY = "scheduling.hami.placement.com/placement"
+SYSTEM_CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
+NOT_RECREATING = frozenset({"DaemonSet", "Node"})
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """A GPU node: its cards, whether new pods may land on it, and its device-cordoned card UUIDs."""
+
+    name: str
+    cards: tuple[Card, ...]
+    schedulable: bool = True
+    cordoned: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class PlanPod:
+    """A pod as the planner sees it; `allocation` is None for a pod HAMi has not placed (Pending).
+
+    `owner_kind` is the kind of its controller ("" when none), `budgets` the PodDisruptionBudgets ("ns/name") that
+    select it, `nodes` the node names it may run on (None: any).
+    """
+
+    namespace: str
+    name: str
+    requests: tuple[CardRequest | None, ...]
+    init_containers: int = 0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    allocation: PodAllocation | None = None
+    owner_kind: str = ""
+    priority_class: str = ""
+    budgets: tuple[str, ...] = ()
+    nodes: frozenset[str] | None = None
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`."""
+        return f"{self.namespace}/{self.name}"
+
+    @cached_property
+    def gpu_requests(self) -> tuple[tuple[int, CardRequest], ...]:
+        """(container position, request) of each container that asks for cards."""
+        return tuple((position, request) for position, request in enumerate(self.requests) if request is not None)
+
+    @cached_property
+    def fit_annotations(self) -> Mapping[str, str]:
+        """The annotations HAMi's fit reads; a `use-gpuuuid` hami-place wrote for an earlier placement is dropped."""
+        if PLACED_BY not in self.annotations:
+            return self.annotations
+        return {key: value for key, value in self.annotations.items() if key != "nvidia.com/use-gpuuuid"}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cluster at one moment: nodes, placed pods, and each PodDisruptionBudget's disruptions allowed."""
+
+    nodes: tuple[PlanNode, ...]
+    pods: tuple[PlanPod, ...]
+    budgets: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FitGoal:
+    """Make room for one pod (usually Pending) with the fewest moves."""
+
+    pod: PlanPod
+
+    def describe(self) -> str:
+        """The goal in words."""
+        return f"make room for {self.pod.key}"
+
+
+@dataclass(frozen=True)
+class FreeCardsGoal:
+    """Free `count` more whole cards (of a type containing `card_type`, case-insensitive), or as many as possible."""
+
+    count: int
+    card_type: str = ""
+
+    def describe(self) -> str:
+        """The goal in words."""
+        kind = f" {self.card_type}" if self.card_type else ""
+        return f"free {self.count} whole{kind} card" + ("" if self.count == 1 else "s")
+
+
+@dataclass(frozen=True)
+class CompactGoal:
+    """Pack the shares of these nodes onto as few of their cards as possible, moving pods only among them."""
+
+    nodes: tuple[str, ...]
+
+    def describe(self) -> str:
+        """The goal in words."""
+        return "compact " + ", ".join(self.nodes)
+
+
+Goal = FitGoal | FreeCardsGoal | CompactGoal
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on a plan: moves in all, and moves of pods off any one node."""
+
+    max_moves: int = 20
+    max_moves_per_node: int = 8
+
+
+@dataclass(frozen=True)
+class Move:
+    """One pod moved: evicted from its cards and re-placed on others (pinned through a placement)."""
+
+    pod: str
+    uid: str
+    from_node: str
+    from_cards: tuple[str, ...]
+    to_node: str
+    to_cards: tuple[str, ...]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The move as JSON."""
+        return {
+            "pod": self.pod,
+            "uid": self.uid,
+            "from": {"node": self.from_node, "cards": list(self.from_cards)},
+            "to": {"node": self.to_node, "cards": list(self.to_cards)},
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class CardState:
+    """One card in the card map: totals, what HAMi would count as used, and the pods on it."""
+
+    node: str
+    uuid: str
+    index: int
+    type: str
+    mem_total: int
+    mem_used: int
+    cores_total: int
+    cores_used: int
+    slots_total: int
+    slots_used: int
+    pods: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """`gpu-N`."""
+        return f"gpu-{self.index}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card as JSON."""
+        return {
+            "node": self.node,
+            "uuid": self.uuid,
+            "name": self.name,
+            "type": self.type,
+            "memory": {"total": self.mem_total, "used": self.mem_used},
+            "cores": {"total": self.cores_total, "used": self.cores_used},
+            "slots": {"total": self.slots_total, "used": self.slots_used},
+            "pods": list(self.pods),
+        }
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Fragmentation over the cards in scope that can take new pods: whole cards free, free MiB, largest free MiB."""
+
+    open_cards: int
+    whole_cards_free: int
+    free_mib: int
+    largest_free_mib: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON."""
+        return {
+            "openCards": self.open_cards,
+            "wholeCardsFree": self.whole_cards_free,
+            "freeMiB": self.free_mib,
+            "largestFreeMiB": self.largest_free_mib,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer: ordered moves, whether the goal is met, why not, and the cards before and after.
+
+    `target` is where a `fit` goal's pod would go (node and card UUIDs), `freed` the cards the moves free.
+    """
+
+    goal: str
+    moves: tuple[Move, ...]
+    complete: bool
+    reasons: tuple[str, ...]
+    before: Summary
+    after: Summary
+    cards_after: tuple[CardState, ...]
+    target: tuple[str, tuple[str, ...]] | None = None
+    freed: tuple[str, ...] = ()
+
+    @property
+    def gain(self) -> str:
+        """What the plan gains, in one line."""
+        if self.target is not None:
+            node, cards = self.target
+            return f"the pod fits {node} on {', '.join(cards)} after {len(self.moves)} move(s)"
+        return (
+            f"{len(self.freed)} whole card(s) freed with {len(self.moves)} move(s): "
+            f"{self.before.whole_cards_free} -> {self.after.whole_cards_free} whole cards free"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON."""
+        return {
+            "goal": self.goal,
+            "complete": self.complete,
+            "gain": self.gain,
+            "reasons": list(self.reasons),
+            "target": None if self.target is None else {"node": self.target[0], "cards": list(self.target[1])},
+            "freed": list(self.freed),
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+            "moves": [move.to_dict() for move in self.moves],
+            "cardsAfter": [card.to_dict() for card in self.cards_after],
+        }

@@ -1,0 +1,439 @@
+"""The planner's working copy of the cluster: per-card usage as HAMi counts it, indexed for fast target search.
+
+Usage starts from `usage.card_usage` over each node's allocations; a move releases the pod's allocated shares
+and adds the share its GPU containers would take on the target cards. Every verdict goes through `fit.fit`,
+container after container as HAMi fits them. Moves are logged so a trial can be rolled back.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from heapq import merge
+from itertools import islice
+
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitResult, fit
+from kubectl_hami_place.core.planner.model import (
+    DO_NOT_MOVE,
+    NOT_RECREATING,
+    SYSTEM_CRITICAL,
+    CardState,
+    Limits,
+    Move,
+    PlanPod,
+    Snapshot,
+    Summary,
+)
+from kubectl_hami_place.core.requests import CardRequest, memory_for
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
+
+MIRROR = "kubernetes.io/config.mirror"
+Share = tuple[int, int, int]
+
+
+def sequence_fit(
+    card: Card,
+    usage: CardUsage,
+    gpu: tuple[tuple[int, CardRequest], ...],
+    *,
+    init_containers: int,
+    annotations: Mapping[str, str],
+    cordoned: bool,
+) -> FitResult:
+    """A pod's GPU containers fitted one after another on one card, as HAMi does: the first failure decides.
+
+    App containers add their share before the next is fitted; init containers run alone, so each meets the card
+    as the pod found it.
+    """
+    running = usage
+    result = FitResult(ok=True, reason=None, message=f"{card.label()} fits")
+    for position, request in gpu:
+        is_init = position < init_containers
+        result = fit(card, usage if is_init else running, request, annotations, cordoned)
+        if not result.ok:
+            prefix = f"container {position}: " if len(gpu) > 1 else ""
+            return FitResult(ok=False, reason=result.reason, message=prefix + result.message)
+        if not is_init:
+            running = CardUsage(
+                uuid=running.uuid,
+                used_slots=running.used_slots + 1,
+                used_mem=running.used_mem + memory_for(request, card),
+                used_cores=running.used_cores + min(request.coresreq, 100),
+            )
+    return result
+
+
+def pod_share(card: Card, gpu: tuple[tuple[int, CardRequest], ...], init_containers: int) -> Share:
+    """(slots, MiB, cores) HAMi will count for the pod on that card: init containers' peak or app containers' sum."""
+    init_mem = init_cores = app_mem = app_cores = app_slots = 0
+    for position, request in gpu:
+        mem, cores = memory_for(request, card), min(request.coresreq, 100)
+        if position < init_containers:
+            init_mem, init_cores = max(init_mem, mem), max(init_cores, cores)
+        else:
+            app_mem, app_cores, app_slots = app_mem + mem, app_cores + cores, app_slots + 1
+    return max(app_slots, 1), max(init_mem, app_mem), max(init_cores, app_cores)
+
+
+def static_block(pod: PlanPod) -> str | None:
+    """Why the pod must never move whatever the plan, or None when it may."""
+    if pod.allocation is not None and pod.allocation.deleting:
+        return "is terminating"
+    if pod.annotations.get(DO_NOT_MOVE, "false").lower() != "false":
+        return f"is annotated {DO_NOT_MOVE}"
+    if pod.priority_class in SYSTEM_CRITICAL:
+        return f"is system-critical ({pod.priority_class})"
+    if MIRROR in pod.annotations or pod.owner_kind == "Node":
+        return "is a static pod"
+    if pod.owner_kind in NOT_RECREATING:
+        return f"belongs to a {pod.owner_kind}, which would not recreate it elsewhere"
+    if not pod.owner_kind:
+        return "has no controller to recreate it"
+    gpu = pod.gpu_requests
+    if not gpu:
+        return "has no GPU request in its spec"
+    if len({request.nums for _, request in gpu}) > 1:
+        return "has GPU containers asking different card counts, which one placement cannot pin"
+    return None
+
+
+class CardSlot:
+    """A card's mutable usage in the working copy."""
+
+    __slots__ = ("card", "cordoned", "cores", "mem", "node", "open", "ordinal", "pods", "slots")
+
+    def __init__(self, ordinal: int, node: str, card: Card, cordoned: bool, node_open: bool) -> None:
+        """A card with nothing counted yet."""
+        self.ordinal = ordinal
+        self.node = node
+        self.card = card
+        self.cordoned = cordoned
+        self.open = node_open and card.is_nvidia and card.health and not cordoned
+        self.slots = self.mem = self.cores = 0
+        self.pods: dict[str, Share] = {}
+
+    @property
+    def free(self) -> int:
+        """MiB HAMi counts as free."""
+        return self.card.devmem - self.mem
+
+    @property
+    def used(self) -> bool:
+        """True when any pod holds the card."""
+        return self.slots > 0 or self.mem > 0 or bool(self.pods)
+
+    def usage(self) -> CardUsage:
+        """The card's usage in `usage.CardUsage` form, for `fit`."""
+        return CardUsage(uuid=self.card.uuid, used_slots=self.slots, used_mem=self.mem, used_cores=self.cores)
+
+
+@dataclass
+class PodSlot:
+    """A placed pod in the working copy: where it is now and why it may never move."""
+
+    pod: PlanPod
+    node: str
+    cards: tuple[str, ...]
+    moved: bool = False
+
+    @cached_property
+    def blocked(self) -> str | None:
+        """Why the pod may never move (`static_block`), worked out the first time a plan asks."""
+        return static_block(self.pod)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A logged move, enough to undo it."""
+
+    key: str
+    node: str
+    cards: tuple[str, ...]
+    shares: tuple[tuple[str, Share], ...]
+    moved: bool
+
+
+class State:
+    """The working copy: cards indexed by UUID, by node and by free memory; pods by key; moves so far."""
+
+    def __init__(self, snapshot: Snapshot, limits: Limits) -> None:
+        """Count usage from the snapshot's allocations, node by node."""
+        self.limits = limits
+        self.cards: list[CardSlot] = []
+        self.by_uuid: dict[str, CardSlot] = {}
+        self.by_node: dict[str, list[CardSlot]] = {}
+        self.node_open: dict[str, bool] = {}
+        placed: dict[str, list[PodAllocation]] = {}
+        counted = sorted(
+            ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
+            key=lambda pair: pair[0].key,
+        )
+        for _, allocation in counted:
+            placed.setdefault(allocation.node, []).append(allocation)
+        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+            self.node_open[node.name] = node.schedulable
+            slots = []
+            for card in sorted(node.cards, key=lambda c: (c.index, c.uuid)):
+                if card.uuid in self.by_uuid:
+                    continue
+                slot = CardSlot(len(self.cards), node.name, card, card.uuid in node.cordoned, node.schedulable)
+                self.cards.append(slot)
+                self.by_uuid[card.uuid] = slot
+                slots.append(slot)
+            self.by_node[node.name] = slots
+            usage = card_usage([s.card for s in slots], placed.get(node.name, ()), node=node.name)
+            for slot in slots:
+                on_card = usage[slot.card.uuid]
+                slot.slots, slot.mem, slot.cores = on_card.used_slots, on_card.used_mem, on_card.used_cores
+                for pod in on_card.pods:
+                    slot.pods[f"{pod.namespace}/{pod.name}"] = (pod.slots, pod.mem, pod.cores)
+        held: dict[str, list[str]] = {}
+        for slot in self.cards:
+            for key in slot.pods:
+                held.setdefault(key, []).append(slot.card.uuid)
+        self.pods: dict[str, PodSlot] = {}
+        for plan_pod, _ in counted:
+            cards = held.get(plan_pod.key)
+            if cards:
+                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[cards[0]].node, tuple(cards))
+        self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
+        self.in_use: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and s.used)
+        self.unused: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and not s.used)
+        self.budgets = dict(snapshot.budgets)
+        self.moves: list[Move] = []
+        self.per_node: dict[str, int] = {}
+        self._log: list[_Step] = []
+        self._shares: dict[tuple[int, int], Share] = {}
+        self._empty: dict[tuple[object, ...], FitResult] = {}
+
+    # Verdicts -------------------------------------------------------------------------------------------------
+
+    def verdict(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> FitResult:
+        """HAMi's verdict for the pod's GPU containers on the card, once `released` (slots, MiB, cores) has left it."""
+        usage = CardUsage(
+            uuid=slot.card.uuid,
+            used_slots=slot.slots - released[0],
+            used_mem=slot.mem - released[1],
+            used_cores=slot.cores - released[2],
+        )
+        return sequence_fit(
+            slot.card,
+            usage,
+            pod.gpu_requests,
+            init_containers=pod.init_containers,
+            annotations=pod.fit_annotations,
+            cordoned=slot.cordoned,
+        )
+
+    def fits(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> bool:
+        """`verdict(...).ok`, skipping HAMi's fit when slots, memory or cores are plainly short (each is necessary)."""
+        share = self.share(pod, slot.card)
+        if slot.slots - released[0] >= slot.card.count or slot.free + released[1] < share[1]:
+            return False
+        if slot.card.devcore - slot.cores + released[2] < share[2]:
+            return False
+        return self.verdict(pod, slot, released).ok
+
+    def fits_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult:
+        """HAMi's verdict for the pod on the card were nobody on it; cached across cards that look the same to fit."""
+        card = slot.card
+        pinned = bool(pod.fit_annotations.get(USE_UUID) or pod.fit_annotations.get(NOUSE_UUID))
+        key = (
+            id(pod),
+            card.type,
+            card.mode,
+            card.health,
+            card.count,
+            card.devmem,
+            card.devcore,
+            slot.cordoned,
+            card.uuid if pinned else "",
+        )
+        cached = self._empty.get(key)
+        if cached is None:
+            cached = self._empty[key] = self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores))
+        return cached
+
+    def share(self, pod: PlanPod, card: Card) -> Share:
+        """`pod_share`, cached per pod and card memory."""
+        key = (id(pod), card.devmem)
+        share = self._shares.get(key)
+        if share is None:
+            share = self._shares[key] = pod_share(card, pod.gpu_requests, pod.init_containers)
+        return share
+
+    def may_move(self, key: str) -> str | None:
+        """Why this pod cannot be moved now (never, budget spent, a bound reached), or None."""
+        entry = self.pods[key]
+        if entry.blocked is not None:
+            return entry.blocked
+        if entry.moved:
+            return "was already moved by this plan"
+        for budget in entry.pod.budgets:
+            if self.budgets.get(budget, 0) <= 0:
+                return f"is protected by PodDisruptionBudget {budget}, which allows no more disruptions"
+        if len(self.moves) >= self.limits.max_moves:
+            return f"would exceed --max-moves {self.limits.max_moves}"
+        if self.per_node.get(entry.node, 0) >= self.limits.max_moves_per_node:
+            return f"would exceed {self.limits.max_moves_per_node} moves off node {entry.node}"
+        return None
+
+    # Moves ----------------------------------------------------------------------------------------------------
+
+    def checkpoint(self) -> int:
+        """A point to roll back to."""
+        return len(self._log)
+
+    def rollback(self, point: int) -> None:
+        """Undo every move made after `point`."""
+        while len(self._log) > point:
+            step = self._log.pop()
+            entry = self.pods[step.key]
+            for uuid in entry.cards:
+                self._take(self.by_uuid[uuid], step.key)
+            for uuid, share in step.shares:
+                self._give(self.by_uuid[uuid], step.key, share)
+            entry.node, entry.cards, entry.moved = step.node, step.cards, step.moved
+            move = self.moves.pop()
+            self.per_node[move.from_node] -= 1
+            for budget in entry.pod.budgets:
+                self.budgets[budget] = self.budgets.get(budget, 0) + 1
+
+    def relocate(
+        self,
+        key: str,
+        reason: str,
+        exclude: frozenset[str] | set[str],
+        scope: frozenset[str] | None = None,
+        avoid_empty: bool = False,
+    ) -> Move | None:
+        """Move the pod to the best-fitting cards outside `exclude` (and within `scope` nodes), or None if none fit.
+
+        Best fit: the cards with the least free memory that still fit, so the moves fill cards already in use
+        before they touch emptier ones; `avoid_empty` never uses a card nobody holds.
+        """
+        entry = self.pods[key]
+        old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
+        blocked = set(exclude) | set(entry.cards)
+        target = self._target(entry.pod, blocked, scope, avoid_empty)
+        if target is None:
+            for uuid, share in old:
+                self._give(self.by_uuid[uuid], key, share)
+            return None
+        node, slots = target
+        for slot in slots:
+            self._give(slot, key, self.share(entry.pod, slot.card))
+        move = Move(
+            pod=key,
+            uid=entry.pod.uid,
+            from_node=entry.node,
+            from_cards=entry.cards,
+            to_node=node,
+            to_cards=tuple(slot.card.uuid for slot in slots),
+            reason=reason,
+        )
+        self._log.append(_Step(key, entry.node, entry.cards, old, entry.moved))
+        self.moves.append(move)
+        self.per_node[entry.node] = self.per_node.get(entry.node, 0) + 1
+        for budget in entry.pod.budgets:
+            self.budgets[budget] = self.budgets.get(budget, 0) - 1
+        entry.node, entry.cards, entry.moved = node, move.to_cards, True
+        return move
+
+    def _target(
+        self, pod: PlanPod, exclude: set[str], scope: frozenset[str] | None, avoid_empty: bool
+    ) -> tuple[str, list[CardSlot]] | None:
+        """The node and cards the pod would move to, best fit first."""
+        gpu = pod.gpu_requests
+        nums = gpu[0][1].nums
+        floor = pod_share(Card(uuid="", devmem=self.min_devmem), gpu, pod.init_containers)
+        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
+
+        def usable(slot: CardSlot) -> bool:
+            """Cheap filters before HAMi's fit."""
+            if slot.card.uuid in exclude or (avoid_empty and not slot.used):
+                return False
+            if allowed is not None and slot.node not in allowed:
+                return False
+            return self.fits(pod, slot)
+
+        if nums == 1:
+            lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
+            entries = merge(*(islice(entries, bisect_left(entries, (floor[1], -1)), None) for entries in lists))
+            slot = next((self.cards[ordinal] for _, ordinal in entries if usable(self.cards[ordinal])), None)
+            return None if slot is None else (slot.node, [slot])
+        best: tuple[int, str, list[CardSlot]] | None = None
+        nodes = sorted(allowed) if allowed is not None else list(self.by_node)
+        for node in nodes:
+            candidates = [s for s in self.by_node.get(node, ()) if s.open and usable(s)]
+            if len(candidates) < nums:
+                continue
+            chosen = sorted(candidates, key=lambda s: (s.free, s.ordinal))[:nums]
+            score = sum(s.free for s in chosen)
+            if best is None or (score, node) < (best[0], best[1]):
+                best = (score, node, sorted(chosen, key=lambda s: s.ordinal))
+        return None if best is None else (best[1], best[2])
+
+    def _take(self, slot: CardSlot, key: str) -> Share:
+        """Remove the pod's share from the card and return it."""
+        share = slot.pods[key]
+        self._change(slot, key, share, -1)
+        return share
+
+    def _give(self, slot: CardSlot, key: str, share: Share) -> None:
+        """Add the pod's share to the card."""
+        self._change(slot, key, share, 1)
+
+    def _change(self, slot: CardSlot, key: str, share: Share, sign: int) -> None:
+        """Add (sign 1) or remove (-1) a pod's share, keeping the free-memory indexes sorted."""
+        if slot.open:
+            entries = self.in_use if slot.used else self.unused
+            del entries[bisect_left(entries, (slot.free, slot.ordinal))]
+        if sign > 0:
+            slot.pods[key] = share
+        else:
+            del slot.pods[key]
+        slot.slots += sign * share[0]
+        slot.mem += sign * share[1]
+        slot.cores += sign * share[2]
+        if slot.open:
+            insort(self.in_use if slot.used else self.unused, (slot.free, slot.ordinal))
+
+    # Reports --------------------------------------------------------------------------------------------------
+
+    def summary(self, slots: Iterable[CardSlot]) -> Summary:
+        """Fragmentation over the open cards among `slots`."""
+        open_cards = whole = free = largest = 0
+        for slot in slots:
+            if not slot.open or slot.slots >= slot.card.count:
+                continue
+            if slot.card.devcore != 0 and slot.cores >= slot.card.devcore:
+                continue
+            open_cards += 1
+            whole += not slot.used
+            free += max(slot.free, 0)
+            largest = max(largest, slot.free)
+        return Summary(open_cards=open_cards, whole_cards_free=whole, free_mib=free, largest_free_mib=largest)
+
+    def card_states(self, nodes: Iterable[str]) -> tuple[CardState, ...]:
+        """The card map of these nodes, node by node, card by card."""
+        return tuple(
+            CardState(
+                node=slot.node,
+                uuid=slot.card.uuid,
+                index=slot.card.index,
+                type=slot.card.type,
+                mem_total=slot.card.devmem,
+                mem_used=slot.mem,
+                cores_total=slot.card.devcore,
+                cores_used=slot.cores,
+                slots_total=slot.card.count,
+                slots_used=slot.slots,
+                pods=tuple(slot.pods),
+            )
+            for node in sorted(set(nodes))
+            for slot in self.by_node.get(node, ())
+        )

@@ -2,13 +2,15 @@
 
 HAMi (`GenerateResourceRequests`, `pkg/device/nvidia/device.go`) looks at limits first, then requests, for
 `nvidia.com/gpu` (cards), `nvidia.com/gpumem` (MiB per card), `nvidia.com/gpumem-percentage` (percent of each
-card's memory, used only when gpumem is 0) and `nvidia.com/gpucores` (percent of each card's compute, default 0).
-Each is read with Kubernetes' `Quantity.AsInt64()`: `3000`, `3k` and `1Gi` are plain counts (3000, 3000 and
-1073741824 MiB), and a value that is not a whole number (`1.5`, `500m`) is ignored as if absent. Neither memory
-key gives the card's whole memory (HAMi's chart defaults: `defaultMem` 0, `defaultCores` 0, which this module
-assumes). HAMi's admission webhook adds `gpucores: 100` when the card count is set,
-gpucores is not, and the memory is exclusive (percentage 100, or neither gpumem nor percentage): such a
-container takes whole cards exclusively.
+card's memory, used only when gpumem is 0) and `nvidia.com/gpucores` (percent of each card's compute). Each is read
+with Kubernetes' `Quantity.AsInt64()`: `3000`, `3k` and `1Gi` are plain counts (3000, 3000 and 1073741824 MiB). A
+card count or percentage that is not a whole number is ignored as if absent; a gpumem that is not a whole number
+makes HAMi drop the container's GPU request altogether. A percentage above 100 counts as 100 and one of 0 as
+absent. Neither memory key gives `defaultMemory` MiB, or the card's whole memory when that is 0; no gpucores gives
+`defaultCores`. HAMi's admission webhook first gives a container that names gpumem, a percentage or gpucores in its
+limits but no card count `defaultGPUNum` cards, then adds `gpucores: 100` when the card count is set, gpucores is
+not, and the memory is exclusive (percentage 100, or neither gpumem nor percentage): such a container takes whole
+cards exclusively. Resource names and defaults come from a `HamiConfig` (HAMi's chart defaults unless given).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 
 GPU = "nvidia.com/gpu"
 GPUMEM = "nvidia.com/gpumem"
@@ -41,7 +44,8 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
 class CardRequest:
     """What one container asks of each of its `nums` cards: memory in MiB or percent of the card, and cores %.
 
-    `cores_by_webhook` records that the 100 cores come from HAMi's webhook rule, not from the pod's own gpucores.
+    `cores_by_webhook` records that the 100 cores come from HAMi's webhook rule, not from the pod's own gpucores;
+    `memory_by_default` that memreq is HAMi's `defaultMemory`, which a percentage replaces.
     """
 
     nums: int
@@ -49,6 +53,7 @@ class CardRequest:
     mem_percentage: int | None = 100
     coresreq: int = 0
     cores_by_webhook: bool = False
+    memory_by_default: bool = False
 
     @property
     def exclusive(self) -> bool:
@@ -68,9 +73,14 @@ class CardRequest:
 
 
 def card_request(
-    nums: int, memreq: int = 0, mem_percentage: int | None = None, coresreq: int | None = None
+    nums: int,
+    memreq: int = 0,
+    mem_percentage: int | None = None,
+    coresreq: int | None = None,
+    *,
+    config: HamiConfig = HAMI_DEFAULTS,
 ) -> CardRequest:
-    """A request with HAMi's defaults applied (no memory given = 100%; exclusive memory and no cores = 100 cores)."""
+    """A request with HAMi's defaults applied (no memory = defaultMemory or 100%; exclusive and no cores = 100)."""
     for key, value in (("cards", nums), ("memory", memreq), ("cores", coresreq), ("memory percent", mem_percentage)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise RequestError(f"{key} must be a non-negative integer, got {value!r}")
@@ -80,28 +90,39 @@ def card_request(
         raise RequestError(f"memory {memreq} MiB is more than HAMi can count")
     if mem_percentage is not None and not 1 <= mem_percentage <= 100:
         raise RequestError(f"memory percent {mem_percentage} is outside 1..100")
+    by_webhook = coresreq is None and (mem_percentage == 100 or (memreq == 0 and mem_percentage is None))
     percentage = mem_percentage if memreq == 0 else None
-    if memreq == 0 and percentage is None:
+    by_default = memreq == 0 and percentage is None and config.default_memory > 0
+    if by_default:
+        memreq = config.default_memory
+    elif memreq == 0 and percentage is None:
         percentage = 100
-    by_webhook = coresreq is None and percentage == 100
     if coresreq is None:
-        coresreq = 100 if by_webhook else 0
+        coresreq = 100 if by_webhook else config.default_cores
     return CardRequest(
-        nums=nums, memreq=memreq, mem_percentage=percentage, coresreq=coresreq, cores_by_webhook=by_webhook
+        nums=nums,
+        memreq=memreq,
+        mem_percentage=percentage,
+        coresreq=coresreq,
+        cores_by_webhook=by_webhook,
+        memory_by_default=by_default,
     )
 
 
 def with_percent(request: CardRequest, percent: int | None) -> CardRequest:
     """The request once a `gpu-N/P` placement gave it `gpumem-percentage: P` (only when it asks no gpumem)."""
-    if percent is None or request.memreq > 0:
+    if percent is None or (request.memreq > 0 and not request.memory_by_default):
         return request
+    shared = replace(request, memreq=0, mem_percentage=percent, memory_by_default=False)
     if request.cores_by_webhook and percent != 100:
-        return replace(request, mem_percentage=percent, coresreq=0, cores_by_webhook=False)
-    return replace(request, mem_percentage=percent)
+        return replace(shared, coresreq=0, cores_by_webhook=False)
+    return shared
 
 
-def container_request(container: Mapping[str, Any], hami_webhook: bool = True) -> CardRequest | None:
-    """The container's per-card request, or None when it asks for no NVIDIA card; `hami_webhook` adds its rule."""
+def container_request(
+    container: Mapping[str, Any], hami_webhook: bool = True, *, config: HamiConfig = HAMI_DEFAULTS
+) -> CardRequest | None:
+    """The container's per-card request, or None when it asks for no NVIDIA card; `hami_webhook` adds its rules."""
     name = container.get("name") if isinstance(container, Mapping) else None
     where = f"container {name}" if isinstance(name, str) and name else "container"
     if not isinstance(container, Mapping):
@@ -119,33 +140,51 @@ def container_request(container: Mapping[str, Any], hami_webhook: bool = True) -
             return False, None
         return True, _quantity_int(source[key], key, where)
 
-    has_gpu, nums = lookup(GPU)
+    count_name, mem_name = config.resource_count_name, config.resource_memory_name
+    percentage_name, cores_name = config.resource_memory_percentage_name, config.resource_core_name
+    has_gpu, nums = lookup(count_name)
+    has_mem, mem = lookup(mem_name)
+    has_percentage, percentage = lookup(percentage_name)
+    has_cores, cores = lookup(cores_name)
+    named = any(key in limits for key in (cores_name, mem_name, percentage_name))
+    if hami_webhook and not has_gpu and config.default_gpu_num > 0 and named:
+        has_gpu, nums = True, config.default_gpu_num
     if not has_gpu or nums is None or nums <= 0:
         return None
-    has_mem, mem = lookup(GPUMEM)
-    has_percentage, percentage = lookup(GPUMEM_PERCENTAGE)
-    has_cores, cores = lookup(GPUCORES)
-    memreq = _int32(mem or 0, GPUMEM, where)
-    mem_percentage = None if percentage is None else _int32(percentage, GPUMEM_PERCENTAGE, where)
-    if mem_percentage is None and memreq == 0:
+    if has_mem and mem is None:
+        return None
+    if hami_webhook and percentage is not None and percentage > 100:
+        raise RequestError(f"{where}: {percentage_name} {percentage} is above 100, which HAMi's webhook denies")
+    memreq = _int32(mem or 0, mem_name, where) * max(config.memory_factor, 1)
+    if memreq > _INT32_MAX:
+        raise RequestError(f"{where}: {mem_name} {mem} is more than HAMi can count once multiplied by memoryFactor")
+    mem_percentage = min(percentage, 100) if percentage is not None and percentage > 0 else None
+    by_default = mem_percentage is None and memreq == 0 and config.default_memory > 0
+    if by_default:
+        memreq = config.default_memory
+    elif mem_percentage is None and memreq == 0:
         mem_percentage = 100
-    coresreq = _int32(cores or 0, GPUCORES, where)
+    coresreq = _int32(cores, cores_name, where) if cores is not None else config.default_cores
     by_webhook = hami_webhook and not has_cores
-    by_webhook = by_webhook and ((has_percentage and percentage == 100) or (not has_mem and not has_percentage))
+    exclusive_memory = percentage == 100 if has_percentage else not mem_name or not has_mem
+    by_webhook = by_webhook and exclusive_memory
     if by_webhook:
         coresreq = 100
     if mem_percentage is not None and memreq > 0:
         mem_percentage = None
     return CardRequest(
-        nums=_int32(nums, GPU, where),
+        nums=_int32(nums, count_name, where),
         memreq=memreq,
         mem_percentage=mem_percentage,
         coresreq=coresreq,
         cores_by_webhook=by_webhook,
+        memory_by_default=by_default,
     )
 
 
-def pod_requests(pod_spec: Mapping[str, Any], hami_webhook: bool = True) -> tuple[CardRequest | None, ...]:
+def pod_requests(
+    pod_spec: Mapping[str, Any], hami_webhook: bool = True, *, config: HamiConfig = HAMI_DEFAULTS
+) -> tuple[CardRequest | None, ...]:
     """One entry per container, init containers first (HAMi's order), None for a container without GPUs."""
     if not isinstance(pod_spec, Mapping):
         raise RequestError(f"pod spec must be an object, got {type(pod_spec).__name__}")
@@ -154,13 +193,15 @@ def pod_requests(pod_spec: Mapping[str, Any], hami_webhook: bool = True) -> tupl
         containers = pod_spec.get(key) or []
         if not isinstance(containers, list):
             raise RequestError(f"pod spec {key} must be a list")
-        result.extend(container_request(container, hami_webhook) for container in containers)
+        result.extend(container_request(container, hami_webhook, config=config) for container in containers)
     return tuple(result)
 
 
-def gpu_requests(pod_spec: Mapping[str, Any], hami_webhook: bool = True) -> tuple[CardRequest, ...]:
+def gpu_requests(
+    pod_spec: Mapping[str, Any], hami_webhook: bool = True, *, config: HamiConfig = HAMI_DEFAULTS
+) -> tuple[CardRequest, ...]:
     """Only the requests of the containers that ask for cards, init containers first."""
-    return tuple(request for request in pod_requests(pod_spec, hami_webhook) if request is not None)
+    return tuple(request for request in pod_requests(pod_spec, hami_webhook, config=config) if request is not None)
 
 
 def memory_for(request: CardRequest, card: Card) -> int:

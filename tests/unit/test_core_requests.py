@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.requests import (
     CardRequest,
     card_request,
@@ -90,16 +91,74 @@ def test_limits_first_then_requests() -> None:
     assert request == CardRequest(nums=1, memreq=1000, mem_percentage=None, coresreq=20)
 
 
-def test_fractional_values_are_ignored_as_hami_does() -> None:
+def test_fractional_values_are_read_as_hami_does() -> None:
     assert container_request(ctr({"nvidia.com/gpu": "500m"})) is None
-    request = container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1.5"}))
+    request = container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "1.5"}))
     assert request is not None and (request.memreq, request.mem_percentage) == (0, 100)
+    # HAMi drops the whole GPU request of a container whose gpumem is not a whole number
+    assert container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1.5"})) is None
 
 
 def test_no_gpu_means_no_request() -> None:
     assert container_request({"name": "side"}) is None
-    assert container_request(ctr({"cpu": "1", "nvidia.com/gpumem": "1000"})) is None
+    assert container_request(ctr({"cpu": "1", "nvidia.com/gpumem": "1000"}), hami_webhook=False) is None
     assert container_request(ctr({"nvidia.com/gpu": "0"})) is None
+
+
+def test_hamis_webhook_gives_default_gpu_num_to_a_container_naming_only_memory_or_cores() -> None:
+    assert container_request(ctr({"nvidia.com/gpumem": "1000"})) == CardRequest(1, 1000, None, 0)
+    by_percent = container_request(ctr({"nvidia.com/gpumem-percentage": "100"}))
+    assert by_percent == CardRequest(1, 0, 100, 100, cores_by_webhook=True)
+    assert container_request(ctr({"nvidia.com/gpucores": "30"})) == CardRequest(1, 0, 100, 30)
+    # only limits count for HAMi's webhook, and defaultGPUNum 0 turns the rule off
+    assert container_request(ctr(requests={"nvidia.com/gpumem": "1000"})) is None
+    config = HamiConfig(default_gpu_num=0)
+    assert container_request(ctr({"nvidia.com/gpumem": "1000"}), config=config) is None
+    assert container_request(ctr({"nvidia.com/gpumem": "1000"}), config=HamiConfig(default_gpu_num=2)) == (
+        CardRequest(2, 1000, None, 0)
+    )
+
+
+def test_percentage_zero_is_ignored_and_above_100_is_cut_to_100() -> None:
+    zero = container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "0"}))
+    assert zero == CardRequest(1, 0, 100, 0)
+    assert memory_for(zero, CARD) == 40960
+    over = container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "150"}), hami_webhook=False)
+    assert over is not None and memory_for(over, CARD) == 40960
+    with pytest.raises(RequestError, match="HAMi's webhook denies"):
+        container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "150"}))
+
+
+def test_renamed_resources_and_defaults_from_the_config() -> None:
+    config = HamiConfig(
+        resource_count_name="example.com/vgpu",
+        resource_memory_name="example.com/vmem",
+        resource_memory_percentage_name="example.com/vmem-pct",
+        resource_core_name="example.com/vcores",
+        default_memory=2048,
+        default_cores=10,
+    )
+    assert container_request(ctr({"nvidia.com/gpu": "1"}), config=config) is None
+    defaulted = container_request(ctr({"example.com/vgpu": "1", "example.com/vcores": "20"}), config=config)
+    assert defaulted == CardRequest(1, 2048, None, 20, memory_by_default=True)
+    assert memory_for(defaulted, CARD) == 2048
+    by_percent = container_request(ctr({"example.com/vgpu": "1", "example.com/vmem-pct": "50"}), config=config)
+    assert by_percent == CardRequest(1, 0, 50, 10)
+    whole = container_request(ctr({"example.com/vgpu": "2"}), config=config)
+    assert whole == CardRequest(2, 2048, None, 100, cores_by_webhook=True, memory_by_default=True)
+    assert container_request(ctr({"example.com/vgpu": "1"}), hami_webhook=False, config=config) == CardRequest(
+        1, 2048, None, 10, memory_by_default=True
+    )
+    factor = HamiConfig(memory_factor=4)
+    assert container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}), config=factor) == (
+        CardRequest(1, 4000, None, 0)
+    )
+
+
+def test_a_percentage_placement_replaces_default_memory() -> None:
+    defaulted = card_request(1, coresreq=0, config=HamiConfig(default_memory=2048))
+    assert defaulted == CardRequest(1, 2048, None, 0, memory_by_default=True)
+    assert with_percent(defaulted, 25) == CardRequest(1, 0, 25, 0)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,105 @@
+"""HAMi's NVIDIA settings as a cluster configures them: resource names, request defaults, default GPU policy.
+
+HAMi's scheduler reads them from the `hami-scheduler-device` ConfigMap's `device-config.yaml` (its `nvidia:`
+section, `NvidiaConfig` in `pkg/device/nvidia/device.go`, decoded by gopkg.in/yaml.v2) and the GPU policy from its
+`--gpu-scheduler-policy` flag. `HamiConfig()` holds what HAMi's chart renders by default. Parsing follows HAMi:
+unknown keys are ignored and a key the section leaves out takes Go's zero value (an empty name, 0), not the chart's
+default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import yaml
+
+from kubectl_hami_place.core.errors import ModelError
+
+DEVICE_CONFIG_KEY = "device-config.yaml"
+DEVICE_CONFIGMAP = "hami-scheduler-device"
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+
+
+class HamiConfigError(ModelError):
+    """HAMi's device config (`device-config.yaml`) is not YAML or holds a value of the wrong kind."""
+
+
+@dataclass(frozen=True)
+class HamiConfig:
+    """The NVIDIA settings HAMi's scheduler and webhook apply to every pod (defaults: HAMi's chart)."""
+
+    resource_count_name: str = "nvidia.com/gpu"
+    resource_memory_name: str = "nvidia.com/gpumem"
+    resource_memory_percentage_name: str = "nvidia.com/gpumem-percentage"
+    resource_core_name: str = "nvidia.com/gpucores"
+    resource_priority_name: str = "nvidia.com/priority"
+    default_memory: int = 0
+    default_cores: int = 0
+    default_gpu_num: int = 1
+    memory_factor: int = 1
+    gpu_scheduler_policy: str = "spread"
+
+    def with_policy(self, gpu_scheduler_policy: str) -> HamiConfig:
+        """The same settings with another default GPU policy (HAMi's `--gpu-scheduler-policy`)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["gpu_scheduler_policy"] = gpu_scheduler_policy
+        return HamiConfig(**values)
+
+
+HAMI_DEFAULTS = HamiConfig()
+
+# device-config.yaml key -> (HamiConfig field, kind)
+_KEYS: dict[str, tuple[str, type]] = {
+    "resourceCountName": ("resource_count_name", str),
+    "resourceMemoryName": ("resource_memory_name", str),
+    "resourceMemoryPercentageName": ("resource_memory_percentage_name", str),
+    "resourceCoreName": ("resource_core_name", str),
+    "resourcePriorityName": ("resource_priority_name", str),
+    "defaultMemory": ("default_memory", int),
+    "defaultCores": ("default_cores", int),
+    "defaultGPUNum": ("default_gpu_num", int),
+    "memoryFactor": ("memory_factor", int),
+}
+
+
+def parse_device_config(text: object, gpu_scheduler_policy: str = HAMI_DEFAULTS.gpu_scheduler_policy) -> HamiConfig:
+    """The NVIDIA settings of a `device-config.yaml` text; HamiConfigError when HAMi could not use it either."""
+    if not isinstance(text, str):
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY} must be text, got {type(text).__name__}")
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY} is not valid YAML{line}: fix the ConfigMap's text") from None
+    if not isinstance(document, Mapping):
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY} must be a mapping with an nvidia: section")
+    section = document.get("nvidia")
+    if section is None:
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY} has no nvidia: section, so HAMi schedules no NVIDIA cards")
+    if not isinstance(section, Mapping):
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia: must be a mapping of settings")
+    values: dict[str, Any] = {name: ("" if kind is str else 0) for name, kind in _KEYS.values()}
+    for key, (name, kind) in _KEYS.items():
+        if key in section and section[key] is not None:
+            values[name] = _value(section[key], key, kind)
+    return HamiConfig(**values, gpu_scheduler_policy=gpu_scheduler_policy)
+
+
+def _value(value: object, key: str, kind: type) -> object:
+    """One setting as yaml.v2 decodes it into NvidiaConfig: a string field takes scalars, an int32 only integers."""
+    if kind is str:
+        if isinstance(value, Mapping | list):
+            raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} must be a name, got a {type(value).__name__}")
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} must be an integer, got {value!r}")
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} {value} is out of range")
+    return value

@@ -1,0 +1,76 @@
+"""HAMi's NVIDIA settings from the hami-scheduler-device ConfigMap's device-config.yaml, read as HAMi reads them."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, HamiConfigError, parse_device_config
+
+CHART = """\
+nvidia:
+  resourceCountName: nvidia.com/gpu
+  resourceMemoryName: nvidia.com/gpumem
+  resourceMemoryPercentageName: nvidia.com/gpumem-percentage
+  resourceCoreName: nvidia.com/gpucores
+  resourcePriorityName: nvidia.com/priority
+  overwriteEnv: false
+  defaultMemory: 0
+  defaultCores: 0
+  defaultGPUNum: 1
+  memoryFactor: 1
+  deviceSplitCount: 10
+  migProfileAllowlist:
+  - models: [ "A30" ]
+    profiles: [ "1g.6gb" ]
+cambricon:
+  resourceCountName: cambricon.com/vmlu
+"""
+
+
+def test_the_charts_default_text_gives_the_defaults() -> None:
+    assert parse_device_config(CHART) == HAMI_DEFAULTS
+    assert HAMI_DEFAULTS.gpu_scheduler_policy == "spread"
+
+
+def test_renamed_resources_and_defaults_are_read_and_the_policy_is_given_apart() -> None:
+    text = CHART.replace("nvidia.com/gpumem\n", "example.com/vmem\n").replace("defaultMemory: 0", "defaultMemory: 512")
+    config = parse_device_config(text, gpu_scheduler_policy="binpack")
+    assert config.resource_memory_name == "example.com/vmem"
+    assert config.default_memory == 512
+    assert config.gpu_scheduler_policy == "binpack"
+    assert config.with_policy("spread") == HamiConfig(resource_memory_name="example.com/vmem", default_memory=512)
+
+
+def test_a_key_left_out_takes_gos_zero_value_as_in_hamis_yaml_decoding() -> None:
+    config = parse_device_config("nvidia:\n  resourceCountName: nvidia.com/gpu\n")
+    assert config.resource_count_name == "nvidia.com/gpu"
+    assert (config.resource_memory_name, config.default_gpu_num) == ("", 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("nvidia: [", "not valid YAML at line"),
+        ("- 1\n", "must be a mapping"),
+        ("cambricon: {}\n", "no nvidia: section"),
+        ("nvidia: 3\n", "nvidia: must be a mapping"),
+        ("nvidia:\n  defaultMemory: lots\n", "nvidia.defaultMemory must be an integer"),
+        ("nvidia:\n  defaultCores: 4294967296\n", "out of range"),
+        ("nvidia:\n  resourceCountName: [a]\n", "must be a name"),
+    ],
+)
+def test_bad_text_raises_a_one_line_config_error(text: str, fragment: str) -> None:
+    with pytest.raises(HamiConfigError) as caught:
+        parse_device_config(text)
+    assert fragment in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@given(st.text(max_size=200))
+def test_any_text_gives_a_config_or_a_config_error(text: str) -> None:
+    with contextlib.suppress(HamiConfigError):
+        assert isinstance(parse_device_config(text), HamiConfig)

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
 KREW_VERSION = "v0.4.4"
+# HAMi is refused by the Go module proxy; its source comes as an archive in the steering repo's shared/third_party.
+HAMI_VERSION = "v2.10.0"
+HAMI_ARCHIVE_NAME = "HAMi-v2.10.0-4707fb02.tar.gz"
 
 
 def _k8s_ldflags(version: str) -> list[str]:
@@ -42,10 +46,13 @@ class Component:
     version: str
     ldflags: tuple[str, ...] = ()
     cgo: bool = False
+    archive: str = ""
 
     def source_digest(self) -> str:
-        """Ties the cache entry to the wrapper module's exact dependency set, not just the release tag."""
+        """Ties the cache entry to the wrapper module's exact dependency set (or the source archive's bytes)."""
         h = hashlib.sha256()
+        if self.archive:
+            h.update(archive_digest(hami_archive()).encode())
         for f in ("go.mod", "go.sum"):
             path = HACK / self.module_dir / f
             if path.exists():
@@ -92,6 +99,15 @@ COMPONENTS: dict[str, Component] = {
             ),
         ),
         Component(
+            "hami-scheduler",
+            "",
+            "./cmd/scheduler",
+            HAMI_VERSION,
+            ("-X github.com/Project-HAMi/HAMi/pkg/version.version=" + HAMI_VERSION,),
+            cgo=True,
+            archive=HAMI_ARCHIVE_NAME,
+        ),
+        Component(
             "krew",
             "krew",
             "sigs.k8s.io/krew/cmd/krew",
@@ -104,7 +120,39 @@ COMPONENTS: dict[str, Component] = {
     )
 }
 
-CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+CONTROL_PLANE = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "hami-scheduler",
+)
+
+
+def hami_archive() -> Path:
+    """HAMi's source archive: $HAMI_PLACE_HAMI_ARCHIVE, else shared/third_party beside the checkout (as CI lays it)."""
+    given = os.environ.get("HAMI_PLACE_HAMI_ARCHIVE")
+    if given:
+        return Path(given)
+    repo = HACK.parent
+    for root in (repo.parent / "shared", repo / "shared"):
+        candidate = root / "third_party" / HAMI_ARCHIVE_NAME
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"{HAMI_ARCHIVE_NAME} not found in ../shared/third_party; set HAMI_PLACE_HAMI_ARCHIVE to its path"
+    )
+
+
+def archive_digest(path: Path) -> str:
+    """The archive's sha256, so a cached build is reused only for exactly the same source."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def cache_root() -> Path:
@@ -136,6 +184,9 @@ def build(component: Component, log=sys.stderr) -> Path:
     env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=mod", CGO_ENABLED="1" if component.cgo else "0")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / component.name
+        cwd = HACK / component.module_dir
+        if component.archive:
+            cwd = _unpack(hami_archive(), Path(tmp) / "src")
         cmd = [
             "go",
             "build",
@@ -146,9 +197,17 @@ def build(component: Component, log=sys.stderr) -> Path:
             str(out),
             component.package,
         ]
-        subprocess.run(cmd, cwd=HACK / component.module_dir, env=env, check=True)
+        subprocess.run(cmd, cwd=cwd, env=env, check=True)
         os.replace(out, target)
     return target
+
+
+def _unpack(archive: Path, into: Path) -> Path:
+    """Unpacks a source archive and returns its single top directory (the module root)."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    (top,) = [p for p in into.iterdir() if p.is_dir()]
+    return top
 
 
 def resolve(name: str) -> Path:

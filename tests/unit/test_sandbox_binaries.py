@@ -41,3 +41,25 @@ def test_a_cached_binary_is_returned_without_building(tmp_path: Path, monkeypatc
     cached.parent.mkdir(parents=True)
     cached.write_text("#!/bin/sh\n")
     assert binaries.resolve("kwok") == cached
+
+
+def test_hamis_scheduler_is_cached_by_the_digest_of_its_source_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path / "cache"))
+    archive = tmp_path / "HAMi.tar.gz"
+    archive.write_bytes(b"one source")
+    monkeypatch.setenv("HAMI_PLACE_HAMI_ARCHIVE", str(archive))
+    component = binaries.COMPONENTS["hami-scheduler"]
+    first = binaries.cached_path(component)
+    assert first.parent.name.startswith(f"hami-scheduler-{binaries.HAMI_VERSION}-")
+    assert binaries.cached_path(component) == first
+    archive.write_bytes(b"another source")
+    assert binaries.cached_path(component) != first, "a changed archive must not reuse the old build"
+
+
+def test_a_missing_hami_archive_says_where_it_was_looked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binaries, "HACK", Path("/nonexistent/repo/hack"))
+    monkeypatch.delenv("HAMI_PLACE_HAMI_ARCHIVE", raising=False)
+    with pytest.raises(FileNotFoundError, match="HAMI_PLACE_HAMI_ARCHIVE"):
+        binaries.hami_archive()

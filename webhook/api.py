@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,11 +16,12 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
-from kubectl_hami_place.core.admission import ReviewError
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.core.placement import rfc3339
+from kubectl_hami_place.core.admission import ReviewError
 from webhook.admit import Admitter
 from webhook.cache import ClusterCache
+from webhook.deadline import Deadline, admitting
 from webhook.metrics import INVALID, Metrics
 
 log = logging.getLogger(__name__)
@@ -50,14 +51,22 @@ def _http_errors(app: Flask, metrics: Metrics | None = None) -> None:
         return _error(error.code or 400, reason)
 
 
-def mutate_app(admitter: Admitter, metrics: Metrics) -> Flask:
-    """POST /mutate only: what the API server calls over HTTPS."""
+def mutate_app(admitter: Admitter, metrics: Metrics, *, admission_timeout: float = 10.0) -> Flask:
+    """POST /mutate, answered within `admission_timeout` (the webhook's timeoutSeconds); GET /healthz for /readyz."""
     app = Flask("hami-place-mutate")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REVIEW_BYTES
     _http_errors(app, metrics)
 
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
     @app.post("/mutate")
     def mutate() -> Response:
+        with admitting(Deadline.for_webhook_timeout(admission_timeout)):
+            return _mutate()
+
+    def _mutate() -> Response:
         if not request.is_json:
             metrics.admissions.labels(INVALID).inc()
             return _error(415, "send the AdmissionReview as application/json")
@@ -75,8 +84,12 @@ def mutate_app(admitter: Admitter, metrics: Metrics) -> Flask:
     return app
 
 
-def api_app(cache: ClusterCache, metrics: Metrics) -> Flask:
-    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics."""
+def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
+
+    `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
+    when the cache is synced and /mutate answers, so the Service sends the API server only to replicas that work.
+    """
     app = Flask("hami-place-api")
     _http_errors(app)
 
@@ -86,10 +99,13 @@ def api_app(cache: ClusterCache, metrics: Metrics) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if cache.ready():
-            return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
-        waiting = [r.kind for r in cache.reflectors() if not r.synced.is_set()]
-        return _json({"status": "not ready", "reason": f"cache not synced yet: {', '.join(waiting)}"}, 503)
+        if not cache.ready():
+            waiting = [r.kind for r in cache.reflectors() if not r.synced.is_set()]
+            return _json({"status": "not ready", "reason": f"cache not synced yet: {', '.join(waiting)}"}, 503)
+        reason = mutate_serving()
+        if reason is not None:
+            return _json({"status": "not ready", "reason": reason}, 503)
+        return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
@@ -119,7 +135,7 @@ def placements_view(
     namespace: str | None,
     last_sync: str | None,
 ) -> dict[str, Any]:
-    """The `GET /api/v1/placements` document: every placement, its state, and the pod that consumed it."""
+    """The `GET /api/v1/placements` document: every placement, its state, and the pod that consumed it (no token)."""
     items = []
     for placement in placements:
         meta = placement.get("metadata") or {}
@@ -137,7 +153,7 @@ def placements_view(
                 "spec": placement.get("spec") or {},
                 "phase": status.get("phase") or "Pending",
                 "message": status.get("message") or "",
-                "claim": status.get("claim"),
+                "claim": _without_token(status.get("claim")),
                 "consumedBy": status.get("consumedBy"),
                 "consumedAt": status.get("consumedAt"),
                 "eviction": status.get("eviction"),
@@ -146,6 +162,13 @@ def placements_view(
         )
     items.sort(key=lambda item: (item["namespace"], item["name"]))
     return {"lastSyncTime": last_sync, "placements": items}
+
+
+def _without_token(claim: Any) -> Any:
+    """The claim minus its token: the token is what a pod must carry to be honoured, so it is never served."""
+    if not isinstance(claim, Mapping):
+        return claim
+    return {key: value for key, value in claim.items() if key != "token"}
 
 
 def _pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,28 @@ def _parser() -> argparse.ArgumentParser:
         help="serving key, PEM [HAMI_PLACE_TLS_KEY_FILE]; reloaded when it changes",
     )
     run.add_argument(
+        "--client-ca-file",
+        default=os.environ.get("HAMI_PLACE_CLIENT_CA_FILE", ""),
+        help="require a client certificate signed by this CA on the HTTPS port, i.e. the API server's "
+        "[HAMI_PLACE_CLIENT_CA_FILE]; off when unset",
+    )
+    run.add_argument(
+        "--admission-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the webhook's timeoutSeconds: each admission, and each read on the HTTPS port, ends within it "
+        "(default 10)",
+    )
+    run.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="on SIGTERM: unready at once, answering for a third of this, then finishing admissions in flight; "
+        "keep it below the pod's terminationGracePeriodSeconds (default 15)",
+    )
+    run.add_argument(
         "--scheduler-name",
         default="hami-scheduler",
         help="only pods with this schedulerName are pinned (default hami-scheduler)",
@@ -130,6 +152,12 @@ def _serve(args: argparse.Namespace) -> int:
     if args.placement_ttl <= 0:
         _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
         return 2
+    if not 1 <= args.admission_timeout <= 30:
+        _fail("hami-place-webhook: --admission-timeout must be 1..30 seconds, the range of a webhook's timeoutSeconds")
+        return 2
+    if not 0 <= args.shutdown_grace <= 3600:
+        _fail("hami-place-webhook: --shutdown-grace must be 0..3600 seconds")
+        return 2
     serve(
         ServeOptions(
             kubeconfig=args.kubeconfig,
@@ -138,9 +166,12 @@ def _serve(args: argparse.Namespace) -> int:
             bind_address=args.bind_address,
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,
+            client_ca_file=args.client_ca_file,
             scheduler_name=args.scheduler_name,
             exclude_namespaces=tuple(args.exclude_namespace),
             placement_ttl=args.placement_ttl,
+            admission_timeout=args.admission_timeout,
+            shutdown_grace=args.shutdown_grace,
         )
     )
     return 0

@@ -1,14 +1,28 @@
-"""`hami-place-webhook serve`: one process, one cache, two listeners (HTTPS cheroot, HTTP waitress), one loop."""
+"""`hami-place-webhook serve`: one process, one cache, two listeners (HTTPS cheroot, HTTP waitress), one loop.
+
+The HTTPS listener is in the path of every pod creation, so no client may hold it up for another: cheroot's accept
+loop only accepts and wraps (tls.ReloadingSSLAdapter); a new connection waits in cheroot's selector, costing no
+thread, until it sends something or expires; only then does a worker run the TLS handshake, under a deadline of
+its own. On SIGTERM the replica turns unready, keeps answering while the Service may still route to it, then stops
+listening, finishes the admissions in flight and exits, all within --shutdown-grace (see docs/architecture.md).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
+import socket
+import ssl
 import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 from cheroot import wsgi
+from cheroot.server import HTTPConnection
 from waitress.server import create_server
 
 from kubectl_hami_place.core.admission import Settings
@@ -17,14 +31,153 @@ from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.admit import Admitter
 from webhook.api import api_app, mutate_app
 from webhook.cache import ClusterCache
+from webhook.deadline import DeadlineApiClient
 from webhook.metrics import Metrics
 from webhook.reconcile import Reconciler
 from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
 
 log = logging.getLogger(__name__)
 
-# The kube client's connection pool: three open watches plus concurrent admissions and the background loop.
-CONNECTION_POOL_SIZE = 32
+# Workers of the HTTPS listener. Idle connections cost none; a connection that sent part of a handshake holds one
+# for at most the handshake deadline, so it takes this many such clients at once to delay an admission.
+WORKER_THREADS = 32
+# The kube client's connection pool: three open watches, one per worker, and the background loop.
+CONNECTION_POOL_SIZE = WORKER_THREADS + 8
+# The listen backlog: connections the kernel holds until the accept loop takes them (cheroot's default is 5).
+LISTEN_BACKLOG = 128
+# Connections kept open between requests (the API server reuses its connections); more are closed after answering.
+KEEP_ALIVE_LIMIT = 256
+# The self-probe behind /readyz: each of connect, handshake and read must finish within this.
+PROBE_TIMEOUT_SECONDS = 1.0
+# After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
+# server's connections move to other replicas meanwhile); the rest is for the admissions still in flight.
+LISTEN_SHARE = 1 / 3
+
+
+class HandshakeInWorker(HTTPConnection):
+    """A cheroot connection whose TLS handshake runs in the worker thread, bounded by the server's handshake time."""
+
+    handshaken = False
+    waited = False
+
+    def communicate(self) -> bool:
+        """Handshake first (once), then cheroot's request handling; False closes the connection."""
+        if not self.handshaken and not self._handshake():
+            return False
+        return bool(super().communicate())
+
+    def _handshake(self) -> bool:
+        sock = self.socket
+        if not isinstance(sock, ssl.SSLSocket):
+            self.handshaken = True
+            return True
+        # Python's do_handshake applies the socket timeout to the whole handshake, not to each read.
+        sock.settimeout(self.server.handshake_timeout)
+        try:
+            sock.do_handshake()
+        except (OSError, ValueError) as error:
+            log.debug("TLS handshake with %s failed: %s", self.remote_addr, error)
+            return False
+        sock.settimeout(self.server.timeout)
+        self.handshaken = True
+        return True
+
+
+class AdmissionServer(wsgi.Server):
+    """cheroot's WSGI server, with new connections parked in its selector until they send, and a drain switch."""
+
+    ConnectionClass = HandshakeInWorker
+
+    def __init__(self, *args: Any, handshake_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handshake_timeout = handshake_timeout
+        self.keep_alive_conn_limit = KEEP_ALIVE_LIMIT
+        self.draining = False
+
+    def process_conn(self, conn: HandshakeInWorker) -> None:
+        """A new connection waits in the selector (no thread) until readable; a readable one goes to a worker."""
+        if not conn.handshaken and not conn.waited:
+            conn.waited = True
+            self.put_conn(conn)
+            return
+        super().process_conn(conn)
+
+    @property
+    def can_add_keepalive_connection(self) -> bool:
+        """While draining, every answer closes its connection, so the client reconnects through the Service."""
+        return not self.draining and bool(super().can_add_keepalive_connection)
+
+
+def https_server(
+    bind: tuple[str, int],
+    app: Callable[..., Iterable[bytes]],
+    adapter: ReloadingSSLAdapter,
+    *,
+    timeout: float,
+    threads: int = WORKER_THREADS,
+) -> AdmissionServer:
+    """The /mutate listener: `timeout` bounds the handshake, each read and write, and an idle connection's life."""
+    server = AdmissionServer(
+        bind,
+        app,
+        numthreads=threads,
+        server_name="hami-place-webhook",
+        timeout=timeout,
+        handshake_timeout=timeout,
+        request_queue_size=LISTEN_BACKLOG,
+    )
+    server.ssl_adapter = adapter
+    return server
+
+
+class InFlight:
+    """WSGI middleware counting the requests being answered, and when the last one arrived."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app = app
+        self._lock = threading.Lock()
+        self.count = 0
+        self.last_started = time.monotonic()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        with self._lock:
+            self.count += 1
+            self.last_started = time.monotonic()
+        try:
+            return list(self.app(environ, start_response))
+        finally:
+            with self._lock:
+                self.count -= 1
+
+
+class MutateProbe:
+    """Whether the HTTPS listener answers: connect, handshake and GET /healthz through it, as the API server would."""
+
+    def __init__(self, host: str, port: int, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
+        self.address = (host, port)
+        self.timeout = timeout
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self.context.check_hostname = False
+        self.context.verify_mode = ssl.CERT_NONE  # it asks whether the listener works, not who it is
+
+    def __call__(self) -> str | None:
+        """None when it answered; else why not, in one line."""
+        where = f"/mutate does not answer on port {self.address[1]}"
+        try:
+            with (
+                socket.create_connection(self.address, timeout=self.timeout) as raw,
+                self.context.wrap_socket(raw) as tls,
+            ):
+                tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: self-probe\r\nConnection: close\r\n\r\n")
+                head = tls.recv(64)
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as error:
+            return f"{where}: the connection was closed ({error})"
+        except ssl.SSLError:
+            return None  # a TLS alert (e.g. a client certificate is required): a worker ran the handshake
+        except OSError as error:
+            return f"{where}: {error}"
+        status = head.partition(b"\r\n")[0]
+        return None if status.startswith(b"HTTP/1.1 200") else f"{where}: it answered {status[:40]!r}"
 
 
 @dataclass(frozen=True)
@@ -37,15 +190,24 @@ class ServeOptions:
     bind_address: str = "0.0.0.0"
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    client_ca_file: str = ""
     scheduler_name: str = "hami-scheduler"
     exclude_namespaces: tuple[str, ...] = field(default_factory=tuple)
     placement_ttl: int = 3600
+    admission_timeout: float = 10.0
+    shutdown_grace: float = 15.0
+
+
+def probe_host(bind_address: str) -> str:
+    """Where the self-probe connects: loopback when the listener binds every address."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_address, bind_address)
 
 
 def serve(options: ServeOptions) -> None:
-    """Run until SIGTERM or SIGINT; returns after a clean shutdown."""
-    certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file)
-    kube = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
+    """Run until SIGTERM (graceful, within --shutdown-grace) or SIGINT (in-flight admissions only)."""
+    certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
+    pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
+    kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
     settings = Settings(
         scheduler_name=options.scheduler_name, excluded_namespaces=frozenset(options.exclude_namespaces)
     )
@@ -56,20 +218,31 @@ def serve(options: ServeOptions) -> None:
     admitter = Admitter(kube, cache, settings, metrics)
     reconciler = Reconciler(kube, cache, metrics, options.placement_ttl)
 
-    https = wsgi.Server(
+    in_flight = InFlight(mutate_app(admitter, metrics, admission_timeout=options.admission_timeout))
+    https = https_server(
         (options.bind_address, options.webhook_port),
-        mutate_app(admitter, metrics),
-        numthreads=8,
-        server_name="hami-place-webhook",
+        in_flight,
+        ReloadingSSLAdapter(certificate),
+        timeout=options.admission_timeout,
     )
-    https.ssl_adapter = ReloadingSSLAdapter(certificate)
+    probe = MutateProbe(probe_host(options.bind_address), options.webhook_port)
+
+    def mutate_serving() -> str | None:
+        return "shutting down" if https.draining else probe()
+
     http = create_server(
-        api_app(cache, metrics), host=options.bind_address, port=options.api_port, threads=4, ident="hami-place-webhook"
+        api_app(cache, metrics, mutate_serving),
+        host=options.bind_address,
+        port=options.api_port,
+        threads=4,
+        ident="hami-place-webhook",
     )
     stop = threading.Event()
+    received: list[int] = []
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %s: shutting down", signum)
+        received.append(signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -94,7 +267,23 @@ def serve(options: ServeOptions) -> None:
         options.placement_ttl,
     )
     stop.wait()
-    https.stop()
+    if received[0] == signal.SIGTERM:
+        drain(https, in_flight, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
+    else:
+        drain(https, in_flight, listen=0.0, finish=options.admission_timeout)
     http.close()
     cache.stop()
     log.info("stopped")
+
+
+def drain(https: AdmissionServer, in_flight: InFlight, *, listen: float, finish: float) -> None:
+    """Unready at once; keep answering for `listen` s; stop listening; in-flight admissions end by `finish` s."""
+    started = time.monotonic()
+    https.draining = True
+    if listen > 0:
+        log.info("unready; still answering for %.1fs while clients move to other replicas", listen)
+        time.sleep(listen)
+    https.shutdown_timeout = max(finish - (time.monotonic() - started), 1.0)
+    busy = in_flight.count
+    https.stop()
+    log.info("listener stopped; %d admission(s) were in flight and are answered", busy)

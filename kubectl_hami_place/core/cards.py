@@ -8,6 +8,9 @@ Two encodings exist and both are decoded the way HAMi v2.10 decodes them:
   ignored, as Go's `encoding/json` does.
 - Legacy (up to v2.7, `DecodeNodeDevices`): cards separated by `:`, fields by `,`, either
   `UUID,count,devmem,devcore,type,numa,health` (index 0, mode hami-core) or the same plus `,index,mode`.
+
+`parse_register` decodes both, for display; `node_cards`, the cards HAMi schedules on, refuses the legacy one:
+HAMi v2.10's NVIDIA scheduler unmarshals the register as JSON only and reports such a node unregistered.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def encode_register(cards: tuple[Card, ...] | list[Card], legacy: bool = False) 
 
 
 def node_cards(node: Mapping[str, Any]) -> tuple[Card, ...]:
-    """The cards of a node object (JSON dict form), from its register annotation."""
+    """The cards HAMi v2.10 schedules on for a node object (JSON dict form): its JSON register annotation."""
     name = _node_name(node)
     metadata = node.get("metadata") if isinstance(node, Mapping) else None
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
@@ -89,9 +92,20 @@ def node_cards(node: Mapping[str, Any]) -> tuple[Card, ...]:
     if text is None:
         raise RegisterError(f"node {name} has no {REGISTER_ANNOTATION} annotation: HAMi's device plugin is not on it")
     try:
-        return parse_register(text)
+        cards = parse_register(text)
     except RegisterError as err:
         raise RegisterError(f"node {name}: {err}") from None
+    if is_legacy_register(text):
+        raise RegisterError(
+            f"node {name}: its {REGISTER_ANNOTATION} is in the legacy colon format of HAMi up to v2.7, which HAMi "
+            "v2.10's scheduler does not read (it reports the node unregistered): update HAMi's device plugin there"
+        )
+    return cards
+
+
+def is_legacy_register(text: object) -> bool:
+    """True when a register is in the legacy colon encoding (not JSON), which HAMi v2.10 cannot schedule on."""
+    return isinstance(text, str) and bool(text.strip()) and text.strip()[0] not in "[{"
 
 
 def _node_name(node: object) -> str:

@@ -9,7 +9,7 @@ from core_strategies import cards, json_text, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubectl_hami_place.core.cards import Card, encode_register, node_cards, parse_register
+from kubectl_hami_place.core.cards import Card, encode_register, is_legacy_register, node_cards, parse_register
 from kubectl_hami_place.core.errors import ModelError, RegisterError
 
 A100 = (
@@ -99,6 +99,15 @@ def test_node_cards_reads_the_annotation_and_names_the_node_on_errors() -> None:
         node_cards({"metadata": {"name": "gpu-a100-0"}})
     with pytest.raises(RegisterError, match="node cpu-0: card register"):
         node_cards({"metadata": {"name": "cpu-0", "annotations": {"hami.io/node-nvidia-register": "junk"}}})
+
+
+def test_a_legacy_register_is_displayed_but_has_no_cards_hami_v2_10_schedules_on() -> None:
+    legacy = "GPU-0055,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:"
+    assert is_legacy_register(legacy) and not is_legacy_register(A100)
+    assert parse_register(legacy)[0].uuid == "GPU-0055"
+    node = {"metadata": {"name": "gpu-old", "annotations": {"hami.io/node-nvidia-register": legacy}}}
+    with pytest.raises(RegisterError, match="node gpu-old: .* legacy colon format .* reports the node unregistered"):
+        node_cards(node)
 
 
 def test_is_nvidia_follows_hamis_case_insensitive_type_check() -> None:

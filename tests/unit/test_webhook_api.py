@@ -239,6 +239,9 @@ def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> Non
         "phase": "Running",
     }
     assert (first["phase"], second["phase"], second["matchedPod"]) == ("Consumed", "Pending", None)
+    assert first["claim"] == {"claimedAt": "2026-11-29T11:00:00Z"}, "the token is never served"
+    for path in ("/api/v1/placements", "/api/v1/cluster-info"):
+        assert "tok-a" not in client.get(path).get_data(as_text=True), path
     other = client.get("/api/v1/placements?namespace=elsewhere").get_json()
     assert other["placements"] == []
 
@@ -317,6 +320,23 @@ def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() ->
     body = mutate_app(admitter(cache, metrics), metrics).test_client().post("/mutate", json=review(dry_run=True))
     assert body.get_json()["response"]["allowed"] is True
     assert "not synced" in body.get_json()["response"]["warnings"][0]
+
+
+def test_not_ready_while_mutate_does_not_answer() -> None:
+    api = api_app(
+        filled_cache([], []), Metrics(), lambda: "/mutate does not answer on port 8443: timed out"
+    ).test_client()
+    reply = api.get("/readyz")
+    assert reply.status_code == 503
+    check(reply.get_json(), readyz_schema("503"))
+    assert reply.get_json()["reason"] == "/mutate does not answer on port 8443: timed out"
+
+
+def test_the_mutate_listener_answers_its_health_check_without_counting_an_admission() -> None:
+    metrics = Metrics()
+    client = mutate_app(admitter(filled_cache([], []), metrics), metrics).test_client()
+    assert client.get("/healthz").get_json() == {"status": "ok"}
+    assert 'result="invalid"} 0.0' in generate_latest(metrics.registry).decode()
 
 
 def test_ready_and_metrics_after_sync() -> None:

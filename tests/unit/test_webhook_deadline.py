@@ -1,0 +1,103 @@
+"""The admission deadline: set for each /mutate request, and bounding the API server calls made while answering it."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client
+
+from webhook import deadline
+from webhook.api import mutate_app
+from webhook.deadline import Deadline, DeadlineApiClient, admitting, bounded
+from webhook.metrics import Metrics
+
+
+def test_without_a_deadline_timeouts_are_left_alone() -> None:
+    assert deadline.current() is None
+    assert bounded((5.0, 30.0)) == (5.0, 30.0)
+    assert bounded(None) is None
+
+
+def test_a_deadline_cuts_every_shape_of_timeout_to_what_is_left() -> None:
+    with admitting(Deadline.after(2.0)) as current:
+        assert deadline.current() is current
+        connect, read = bounded((5.0, 30.0))
+        assert 0 < connect <= 2.0 and 0 < read <= 2.0
+        assert max(bounded(None)) <= 2.0
+        assert max(bounded(60)) <= 2.0
+        assert bounded((0.5, 1.0)) == (0.5, 1.0), "shorter timeouts are kept"
+    assert deadline.current() is None
+
+
+def test_an_expired_deadline_still_gives_a_call_a_nonzero_timeout() -> None:
+    with admitting(Deadline.after(-1.0)) as current:
+        assert current.expired() and current.remaining() == 0.0
+        assert bounded((5.0, 30.0)) == (deadline.MIN_CALL_SECONDS, deadline.MIN_CALL_SECONDS)
+
+
+def test_the_webhook_deadline_keeps_a_margin_under_the_api_servers_timeout() -> None:
+    assert 0 < Deadline.for_webhook_timeout(10).remaining() <= 10 - deadline.MARGIN_SECONDS
+    assert 0 < Deadline.for_webhook_timeout(1).remaining() <= 0.5
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP port that accepts connections and never answers: an API server that hangs."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    listener.close()
+    for sock in held:
+        sock.close()
+
+
+def test_an_api_call_during_an_admission_gives_up_at_the_deadline(silent_server: int) -> None:
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{silent_server}"
+    configuration.retries = 0
+    api = client.CoreV1Api(DeadlineApiClient(configuration))
+    with admitting(Deadline.after(0.3)), pytest.raises(urllib3.exceptions.HTTPError) as raised:
+        api.list_node(_request_timeout=(5, 30))
+    read_timeout = float(re.search(r"read timeout=([0-9.]+)", str(raised.value)).group(1))  # type: ignore[union-attr]
+    assert read_timeout <= 0.3, "the call's own 30 s read timeout was cut to the admission's deadline"
+
+
+class RecordingAdmitter:
+    """Stands in for the Admitter: records the deadline current while it answers."""
+
+    def __init__(self) -> None:
+        self.seen: list[Deadline | None] = []
+
+    def admit(self, body: Any) -> dict[str, Any]:
+        self.seen.append(deadline.current())
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "u"}}
+
+
+def test_each_mutate_request_answers_under_its_own_deadline() -> None:
+    recorder = RecordingAdmitter()
+    app = mutate_app(recorder, Metrics(), admission_timeout=5)  # type: ignore[arg-type]
+    reply = app.test_client().post("/mutate", json={"request": {}})
+    assert reply.status_code == 200
+    (seen,) = recorder.seen
+    assert seen is not None and 0 < seen.remaining() <= 5 - deadline.MARGIN_SECONDS
+    assert deadline.current() is None

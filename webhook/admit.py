@@ -1,4 +1,4 @@
-"""POST /mutate: the decision from the core, and the status writes it needs, done before the answer is sent."""
+"""POST /mutate: parse the review once, decide from the cache, write the claim before the answer is sent."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, StatusWrite, decide, parse_review
-from kubectl_hami_place.kube.claims import StaleWrite, read_placement, write_status
+from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claim_holder_name, decide
+from kubectl_hami_place.core.lifecycle import StatusWrite
+from kubectl_hami_place.core.placement import placements_from_objects
+from kubectl_hami_place.core.reviews import Review, parse_review
+from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeError
-from kubectl_hami_place.kube.events import record_event
 from webhook.cache import ClusterCache
 from webhook.metrics import DRY_RUN, ERROR, Metrics
+from webhook.writes import KubeWrites, Writes
 
 log = logging.getLogger(__name__)
 
@@ -24,19 +27,22 @@ MAX_CLAIM_ATTEMPTS = 8
 
 
 class Admitter:
-    """Answers AdmissionReviews from the shared cache; writes claims and failures guarded by resourceVersion."""
+    """Answers AdmissionReviews from the shared cache; writes claims guarded by resourceVersion."""
 
     def __init__(
         self,
-        kube: Kube,
+        kube: Kube | None,
         cache: ClusterCache,
         settings: Settings,
         metrics: Metrics,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_token: Callable[[], str] = lambda: secrets.token_hex(16),
+        writes: Writes | None = None,
     ) -> None:
-        self.kube = kube
+        if writes is None and kube is None:
+            raise ValueError("an Admitter needs a Kube or its Writes")
+        self.writes: Writes = writes if writes is not None else KubeWrites(kube)  # type: ignore[arg-type]
         self.cache = cache
         self.settings = settings
         self.metrics = metrics
@@ -48,7 +54,7 @@ class Admitter:
         started = time.perf_counter()
         review = parse_review(body)
         try:
-            decision = self._decide(cast(dict[str, Any], body), review.namespace)
+            decision = self._decide(review)
             result = DRY_RUN if review.dry_run and decision.placement else decision.result
         except Exception:
             # A fault of ours never blocks a pod: admit it unchanged, and say so.
@@ -61,27 +67,26 @@ class Admitter:
         self.metrics.latency.observe(time.perf_counter() - started)
         return decision.response()
 
-    def _decide(self, body: dict[str, Any], namespace: str) -> Decision:
+    def _decide(self, review: Review) -> Decision:
         if not self.cache.ready():
-            return Decision(
-                uid=str(body["request"]["uid"]),
-                result=ERROR,
-                warnings=("hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged",),
-            )
+            warning = "hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"
+            return Decision(uid=review.uid, result=ERROR, warnings=(warning,))
+        holder = claim_holder_name(review)
+        if holder:
+            # Our annotations are honoured only against the stored claim: the cache may not have seen it yet.
+            self._refresh(review.namespace, holder)
         token = self.new_token()
-        decision = decide(body, self._snapshot(namespace, token))
+        decision = decide(review, self._snapshot(review.namespace, token))
         for _ in range(MAX_CLAIM_ATTEMPTS):
-            for failure in decision.failures:
-                self._write(failure)
             claim = decision.claim
             if claim is None:
                 return decision
             try:
-                self._write(claim, raise_stale=True)
+                self._write(claim)
             except StaleWrite:
                 self.metrics.conflicts.inc()
                 self._refresh(claim.namespace, claim.name)
-                decision = decide(body, self._snapshot(namespace, token))
+                decision = decide(review, self._snapshot(review.namespace, token))
                 continue
             except KubeError as error:
                 log.warning("claim of %s/%s not written: %s", claim.namespace, claim.name, error)
@@ -95,7 +100,7 @@ class Admitter:
 
     def _snapshot(self, namespace: str, token: str) -> Snapshot:
         return Snapshot(
-            placements=self.cache.placements_in(namespace),
+            placements=placements_from_objects(self.cache.placements_in(namespace)),
             nodes=self.cache.nodes_by_name(),
             settings=self.settings,
             token=token,
@@ -103,9 +108,9 @@ class Admitter:
         )
 
     def _refresh(self, namespace: str, name: str) -> None:
-        """After a conflict, replace the cache's stale copy with the API server's current one."""
+        """Replace the cache's copy of a placement with the API server's current one."""
         try:
-            fresh = read_placement(self.kube, namespace, name)
+            fresh = self.writes.read_placement(namespace, name)
         except KubeError as error:
             log.warning("re-reading placement %s/%s failed: %s", namespace, name, error)
             return
@@ -114,24 +119,8 @@ class Admitter:
         else:
             self.cache.placements.upsert(fresh)
 
-    def _write(self, write: StatusWrite, *, raise_stale: bool = False) -> dict[str, Any] | None:
-        """Write one status (guarded by its resourceVersion), update the cache, record the Event."""
-        current = self.cache.placements.get(write.namespace, write.name) or {
-            "metadata": {"namespace": write.namespace, "name": write.name}
-        }
-        try:
-            stored = write_status(self.kube, current, write.status, write.resource_version)
-        except StaleWrite:
-            if raise_stale:
-                raise
-            log.info("status of %s/%s changed meanwhile; %s not recorded", write.namespace, write.name, write.reason)
-            self._refresh(write.namespace, write.name)
-            return None
-        except KubeError as error:
-            if raise_stale:
-                raise
-            log.warning("status of %s/%s not written: %s", write.namespace, write.name, error)
-            return None
+    def _write(self, write: StatusWrite) -> None:
+        """Write the claim (guarded by its resourceVersion), update the cache, record the Event."""
+        stored = self.writes.write_status(write.placement, write.status)
         self.cache.placements.upsert(stored)
-        record_event(self.kube, stored, write.reason, write.message, warning=write.warning)
-        return stored
+        self.writes.record_event(stored, write.reason, write.message, warning=write.warning)

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from kubectl_hami_place.core.admission import CLAIM_ANNOTATION
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, placement_reflector, pod_reflector
 
 

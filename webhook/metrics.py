@@ -7,9 +7,9 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kubectl_hami_place.core.admission import RESULTS
+from kubectl_hami_place.core.names import ATTEMPT_RESULTS
 from kubectl_hami_place.kube.watch import Reflector
 
-EVICTION_RESULTS = ("Evicted", "NotFound", "Blocked", "Failed")
 CACHE_KINDS = ("nodes", "pods", "placements")
 # Admission results beyond the decision's own: a body we refused, an internal error answered with "allowed".
 INVALID = "invalid"
@@ -36,8 +36,8 @@ class Metrics:
         self.evictions = Counter(
             "hami_place_evictions", "Eviction attempts, by result.", ["result"], registry=self.registry
         )
-        for result in EVICTION_RESULTS:
-            self.evictions.labels(result)
+        for attempt in ATTEMPT_RESULTS:
+            self.evictions.labels(attempt.value)
         self.expirations = Counter(
             "hami_place_expirations", "Placements expired unclaimed after the TTL.", registry=self.registry
         )

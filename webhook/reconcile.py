@@ -1,4 +1,4 @@
-"""The background loop: tie claims to stored pods, release claims no pod carried, evict, retry, expire.
+"""The background loop: tie claims to stored pods, release claims no pod carried, evict, retry, expire, fail.
 
 Every replica runs it. Each step is a status write guarded by the resourceVersion it was decided on, so when two
 replicas decide the same step only one write lands; an eviction is attempted only by the replica whose lease
@@ -11,16 +11,17 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
-from kubectl_hami_place.core.admission import FollowUp, consumed_req_ids, eviction_outcome, follow_up
-from kubectl_hami_place.kube.claims import StaleWrite, write_status
+from kubectl_hami_place.core.errors import PlacementError
+from kubectl_hami_place.core.lifecycle import FollowUp, consumed_req_ids, eviction_outcome, follow_up
+from kubectl_hami_place.core.names import EvictionResult
+from kubectl_hami_place.core.placement import placement_from_object, placements_from_objects
+from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
-from kubectl_hami_place.kube.events import record_event
-from kubectl_hami_place.kube.evictions import evict_pod
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
+from webhook.writes import KubeWrites, Writes
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,17 @@ class Reconciler:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: Kube | None,
         cache: ClusterCache,
         metrics: Metrics,
         ttl_seconds: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        writes: Writes | None = None,
     ) -> None:
-        self.kube = kube
+        if writes is None and kube is None:
+            raise ValueError("a Reconciler needs a Kube or its Writes")
+        self.writes: Writes = writes if writes is not None else KubeWrites(kube)  # type: ignore[arg-type]
         self.cache = cache
         self.metrics = metrics
         self.ttl_seconds = ttl_seconds
@@ -61,17 +66,26 @@ class Reconciler:
     def reconcile_once(self) -> None:
         """One pass over every placement."""
         pods = self.cache.pods_by_claim()
-        placements = self.cache.placements.items()
+        nodes = self.cache.nodes_by_name()
+        placements = placements_from_objects(self.cache.placements.items())
         consumed = consumed_req_ids(placements)
         for placement in placements:
-            step = follow_up(placement, pods, self.clock(), self.ttl_seconds, CLAIM_GRACE_SECONDS, consumed=consumed)
+            step = follow_up(
+                placement,
+                pods,
+                self.clock(),
+                self.ttl_seconds,
+                CLAIM_GRACE_SECONDS,
+                consumed=consumed,
+                nodes=nodes,
+            )
             if step is not None:
-                self._apply(placement, step)
+                self._apply(step)
 
-    def _apply(self, placement: dict[str, Any], step: FollowUp) -> None:
+    def _apply(self, step: FollowUp) -> None:
         write = step.write
         try:
-            stored = write_status(self.kube, placement, write.status, write.resource_version)
+            stored = self.writes.write_status(write.placement, write.status)
         except StaleWrite:
             return
         except KubeError as error:
@@ -81,27 +95,27 @@ class Reconciler:
         if write.reason == "Expired":
             self.metrics.expirations.inc()
         if not step.evict:
-            record_event(self.kube, stored, write.reason, write.message, warning=write.warning)
+            self.writes.record_event(stored, write.reason, write.message, warning=write.warning)
             return
         result, message = self._evict(write.namespace, step.evict)
-        self.metrics.evictions.labels(result).inc()
-        outcome = eviction_outcome(stored, result, message, self.clock())
+        self.metrics.evictions.labels(result.value).inc()
         try:
-            final = write_status(self.kube, stored, outcome.status, outcome.resource_version)
-        except (StaleWrite, KubeError) as error:
+            outcome = eviction_outcome(placement_from_object(stored), result, message, self.clock())
+            final = self.writes.write_status(outcome.placement, outcome.status)
+        except (PlacementError, StaleWrite, KubeError) as error:
             log.warning("eviction result of %s/%s not recorded: %s", write.namespace, write.name, error)
             return
         self.cache.placements.upsert(final)
-        record_event(self.kube, final, outcome.reason, outcome.message, warning=outcome.warning)
+        self.writes.record_event(final, outcome.reason, outcome.message, warning=outcome.warning)
 
-    def _evict(self, namespace: str, pod: str) -> tuple[str, str]:
+    def _evict(self, namespace: str, pod: str) -> tuple[EvictionResult, str]:
         """(result, message) of one eviction through the Eviction API."""
         try:
-            evict_pod(self.kube, namespace, pod)
+            self.writes.evict(namespace, pod)
         except KubeNotFound:
-            return "NotFound", f"pod {pod} was already gone"
+            return EvictionResult.NotFound, f"pod {pod} was already gone"
         except BlockedByDisruptionBudget as error:
-            return "Blocked", error.cause
+            return EvictionResult.Blocked, error.cause
         except KubeError as error:
-            return "Failed", error.cause
-        return "Evicted", f"evicted pod {pod}"
+            return EvictionResult.Failed, error.cause
+        return EvictionResult.Evicted, f"evicted pod {pod}"

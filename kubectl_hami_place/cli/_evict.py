@@ -37,13 +37,13 @@ from kubectl_hami_place.cli._placing import (
     PlacementResult,
     build_spec,
     check_placement,
-    flag_request,
+    flag_workload,
     parse_gpus,
     placement_name,
-    template_request,
 )
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.plan import workload_from_pod
 from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 from kubectl_hami_place.kube import cluster, evictions, placements
 from kubectl_hami_place.kube.client import Kube
@@ -118,10 +118,10 @@ def evict(
         warn(successor.warning)
     spec = build_spec(req_id, successor.selector, to_node, refs, None)
     object_name = placement_name(name, spec)
-    request = flag_request(len(refs), request_memory, request_cores) or template_request(
-        successor.source, successor.template
+    workload = flag_workload(len(refs), request_memory, request_cores) or workload_from_pod(
+        successor.template, successor.source
     )
-    checked = check_placement(kube, ns, spec, name=object_name, request=request, evicted_pod=pod_obj)
+    checked = check_placement(kube, ns, spec, name=object_name, workload=workload, evicted_pod=pod_obj)
     for message in checked.warnings:
         warn(message)
     if dry_run is DryRun.none and not confirm(f"pin the replacement to {to_node} and evict pod {ns}/{pod}", yes):

@@ -33,7 +33,7 @@ from kubectl_hami_place.cli._placing import (
     parse_gpus,
     parse_selector,
     placement_name,
-    resolve_request,
+    resolve_workload,
 )
 from kubectl_hami_place.kube import cluster, placements
 from kubectl_hami_place.kube.errors import KubeNotFound
@@ -82,8 +82,10 @@ def pin(
             raise Refused(
                 [f"pod {evict} (--evict) not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]
             ) from exc
-    request = resolve_request(where.kube, ns, pod_selector, nums=len(refs), memory=request_memory, cores=request_cores)
-    checked = check_placement(where.kube, ns, spec, name=object_name, request=request, evicted_pod=evicted_pod)
+    workload = resolve_workload(
+        where.kube, ns, pod_selector, nums=len(refs), memory=request_memory, cores=request_cores
+    )
+    checked = check_placement(where.kube, ns, spec, name=object_name, workload=workload, evicted_pod=evicted_pod)
     for message in checked.warnings:
         warn(message)
     created = checked.obj

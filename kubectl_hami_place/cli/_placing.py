@@ -1,4 +1,4 @@
-"""What `pin` and `evict --to-node` share: read the cluster, run every check, refuse or build the placement.
+"""What `pin` and `evict --to-node` share: read a snapshot of the cluster, call `core.plan`, word its problems.
 
 Nothing is written here: the verbs create the object only after `check_placement` returned without refusing.
 """
@@ -8,27 +8,38 @@ from __future__ import annotations
 import secrets
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kubectl_hami_place.cli._errors import Refused, UsageProblem
 from kubectl_hami_place.cli._present import selector_text
 from kubectl_hami_place.cli.output import Block, Table, Text
-from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
-from kubectl_hami_place.core.cards import Card, node_cards
-from kubectl_hami_place.core.check import CardCheck, card_count_mismatch, check_pin
-from kubectl_hami_place.core.errors import CardRefError, ModelError, PlacementError, SelectorError
-from kubectl_hami_place.core.fit import USE_UUID, FitReason, cordoned_cards
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.check import CardCheck
+from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
+from kubectl_hami_place.core.fit import FitReason
 from kubectl_hami_place.core.placement import (
     PlacementSpec,
-    placement_from_object,
     placement_object,
+    placements_from_objects,
     validate_spec,
 )
-from kubectl_hami_place.core.refs import CardRef, parse_card_ref, resolve
-from kubectl_hami_place.core.requests import CardRequest, card_request, pod_requests
-from kubectl_hami_place.core.selectors import LabelSelector, matches, may_overlap, parse_selector_string
-from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
+from kubectl_hami_place.core.plan import (
+    ClusterSnapshot,
+    Plan,
+    PlanReason,
+    Problem,
+    Workload,
+    eviction_warnings,
+    pending_warnings,
+    plan,
+    workload_from_pod,
+    workload_from_request,
+)
+from kubectl_hami_place.core.refs import CardRef, parse_card_ref
+from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
+from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube import cluster, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound
@@ -36,28 +47,17 @@ from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
 REQ_ID_LENGTH = 12
-# The pod template's labels a controller adds per revision: a selector must not pin to one revision by accident.
-_REVISION_LABELS = ("pod-template-hash", "controller-revision-hash", "statefulset.kubernetes.io/pod-name")
-
-
-@dataclass(frozen=True)
-class RequestSource:
-    """The per-card request of the pod to place and where it came from (flags, a controller, a pod)."""
-
-    requests: tuple[CardRequest, ...]
-    source: str
-    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Checked:
-    """A placement that passed every check: the object to create, the card verdicts, and the warnings."""
+    """A placement that passed every check: the object to create, the plan, the pod placed, and the warnings."""
 
     namespace: str
     obj: dict[str, Any]
     node: str
     checks: tuple[CardCheck, ...]
-    request: RequestSource
+    workload: Workload
     evict: str | None
     warnings: tuple[str, ...]
 
@@ -120,29 +120,18 @@ def placement_name(given: str | None, spec: PlacementSpec) -> str:
     return f"pin-{token}"
 
 
-def flag_request(nums: int, memory: int | None, cores: int | None) -> RequestSource | None:
-    """The request given with --request-memory/--request-cores, or None when neither flag was given."""
+def flag_workload(nums: int, memory: int | None, cores: int | None) -> Workload | None:
+    """The pod given with --request-memory/--request-cores, or None when neither flag was given."""
     if memory is None and cores is None:
         return None
     try:
         request = card_request(nums, memreq=memory or 0, coresreq=cores)
     except ModelError as exc:
         raise UsageProblem(f"bad --request-memory/--request-cores: {exc}", "give whole MiB and 0..100") from exc
-    return RequestSource((request,), "--request-memory/--request-cores")
+    return workload_from_request(request, "--request-memory/--request-cores", own_memory=bool(memory))
 
 
-def template_request(source: str, template: dict[str, Any]) -> RequestSource:
-    """What a pod made from this template (or this pod) asks of each card; refused when it asks no GPU."""
-    try:
-        found = tuple(r for r in pod_requests(template.get("spec") or {}) if r is not None)
-    except ModelError as exc:
-        raise Refused([f"{source}: {exc}; fix its GPU resources"]) from exc
-    if not found:
-        raise Refused([f"{source}: its pods ask no nvidia.com/gpu; a placement pins GPU pods only"])
-    return RequestSource(found, source, steering_annotations(template))
-
-
-def resolve_request(
+def resolve_workload(
     kube: Kube,
     namespace: str,
     selector: LabelSelector,
@@ -150,9 +139,9 @@ def resolve_request(
     nums: int,
     memory: int | None,
     cores: int | None,
-) -> RequestSource:
-    """The pod's per-card request: from --request-* flags, else the pod template of a matching controller."""
-    given = flag_request(nums, memory, cores)
+) -> Workload:
+    """The pod to place: from --request-* flags, else the pod template of a matching controller."""
+    given = flag_workload(nums, memory, cores)
     if given is not None:
         return given
     for controller in cluster.list_controllers(kube, namespace):
@@ -160,7 +149,7 @@ def resolve_request(
             continue
         labels = (controller.template.get("metadata") or {}).get("labels") or {}
         if matches(selector, labels):
-            return template_request(f"{controller.kind} {controller.name}", controller.template)
+            return workload_from_pod(controller.template, f"{controller.kind} {controller.name}")
     raise UsageProblem(
         f"no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching -l {selector}, "
         "so the pod's GPU request is unknown",
@@ -168,10 +157,21 @@ def resolve_request(
     )
 
 
-def steering_annotations(pod_or_template: dict[str, Any]) -> dict[str, str]:
-    """The pod's annotations that steer HAMi's card choice, minus the card list the webhook will overwrite."""
-    annotations = (pod_or_template.get("metadata") or {}).get("annotations") or {}
-    return {str(k): str(v) for k, v in annotations.items() if k != USE_UUID}
+def read_snapshot(kube: Kube, node: str) -> ClusterSnapshot:
+    """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
+    try:
+        nodes = {node: cluster.get_node(kube, node)}
+    except KubeNotFound:
+        nodes = {}
+    found: list[PodAllocation] = []
+    for pod in cluster.list_pods(kube, None):
+        try:
+            allocation = pod_allocation(pod)
+        except ModelError:
+            continue
+        if allocation is not None:
+            found.append(allocation)
+    return ClusterSnapshot(nodes, tuple(found))
 
 
 def check_placement(
@@ -180,149 +180,93 @@ def check_placement(
     spec: PlacementSpec,
     *,
     name: str,
-    request: RequestSource,
+    workload: Workload,
     evicted_pod: dict[str, Any] | None,
 ) -> Checked:
-    """Runs every check of a placement against the cluster as it is now; raises Refused with one line per failure."""
+    """Plans the pin against the cluster as it is now; raises Refused with one line per problem."""
     node = spec.node_name
-    try:
-        node_obj = cluster.get_node(kube, node)
-    except KubeNotFound as exc:
-        raise Refused([f"node {node} not found; check the name (kubectl get nodes)"]) from exc
-    try:
-        cards = node_cards(node_obj)
-    except ModelError as exc:
-        raise Refused([f"{exc}; pin to a node where HAMi's device plugin runs"]) from exc
-    if not cards:
-        raise Refused([f"node {node} registers no cards; pin to a node where HAMi's device plugin runs"])
-    reasons: list[str] = []
+    evict_allocation = None
     warnings: list[str] = []
-    mismatch = card_count_mismatch(request.requests, spec.gpu_devices)
-    if mismatch:
-        reasons.append(f"{request.source}: {mismatch}")
-    allocations = _allocations(kube)
-    usage = card_usage(cards, allocations, node=node)
-    evict_allocation = pod_allocation(evicted_pod) if evicted_pod is not None else None
     if evicted_pod is not None:
-        warnings.extend(_evict_warnings(evicted_pod, evict_allocation, node))
+        try:
+            evict_allocation = pod_allocation(evicted_pod)
+        except ModelError:
+            evict_allocation = None
+        warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
+    pin = plan(spec, read_snapshot(kube, node), workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
-    checks: list[CardCheck] = []
-    for per_card in request.requests:
-        checks = check_pin(
-            cards,
-            usage,
-            spec.gpu_devices,
-            per_card,
-            evict_allocation if evict_allocation is not None and evict_allocation.node == node else None,
-            node=node,
-            annotations=request.annotations,
-            cordoned=cordoned_cards((node_obj.get("metadata") or {}).get("annotations")),
-        )
-        for check in checks:
-            if not check.ok:
-                reasons.append(refusal_line(check, node, evicting))
-    if len(request.requests) > 1:
-        warnings.append(
-            f"{request.source} has {len(request.requests)} GPU containers; each was checked alone, "
-            "their sum on a shared card is checked by HAMi when the pod schedules"
-        )
-    if reasons:
-        raise Refused(list(dict.fromkeys(reasons)))
-    warnings.extend(_pending_warnings(kube, namespace, spec, name, cards))
+    if not pin.ok:
+        lines = [refusal_line(problem, pin, workload.source, evicting) for problem in pin.problems]
+        raise Refused(list(dict.fromkeys(lines)))
+    warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
     obj = placement_object(name, namespace, spec, labels=MANAGED_BY)
-    return Checked(namespace, obj, node, tuple(checks), request, spec.evict_pod, tuple(warnings))
+    return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))
 
 
-def refusal_line(check: CardCheck, node: str, evict: str | None) -> str:
-    """`gpu-1 on gpu-a100-0: CardInsufficientMemory: <numbers>; <what to do>`."""
-    reason = check.reason.value if check.reason is not None else "Refused"
+_HINTS = {
+    PlanReason.NodeNotFound: "check the name (kubectl get nodes)",
+    PlanReason.NoRegister: "pin to a node where HAMi's device plugin runs",
+    PlanReason.CardNamedTwice: "give each card once",
+    PlanReason.InvalidSpec: "fix the placement",
+    PlanReason.InvalidGpuRequest: "fix its GPU resources",
+    PlanReason.NoGpuRequest: "a placement pins GPU pods only",
+    PlanReason.NodeNameSet: "drop spec.nodeName so that the scheduler places the pod",
+    PlanReason.CardCountMismatch: "give one --gpu per card",
+    PlanReason.ShareTooSmall: "raise the percent in --gpu",
+    FitReason.RequestExceedsPercent: "raise the percent in --gpu or lower the pod's nvidia.com/gpumem",
+}
+
+
+def refusal_line(problem: Problem, pin: Plan, source: str, evict: str | None) -> str:
+    """`gpu-1 on gpu-a100-0: CardInsufficientMemory: <numbers>; <what to do>`, or `<source>: <why>; <what to do>`."""
+    node = pin.node
     status_hint = f"kubectl hami-place status {node}"
-    if check.reason is FitReason.UnknownCard:
+    check = next((c for c in pin.checks if c.ref == problem.ref), None)
+    card = problem.card
+    if problem.reason in _HINTS:
+        hint = _HINTS[problem.reason]  # type: ignore[index]
+    elif problem.reason == FitReason.UnknownCard:
         hint = f"list the node's cards ({status_hint})"
-    elif check.reason is FitReason.RequestExceedsPercent:
-        hint = "raise the percent in --gpu or lower the pod's nvidia.com/gpumem"
-    elif check.reason in (FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardNotNvidia):
+    elif problem.reason in (FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardNotNvidia):
         hint = f"pick another card ({status_hint})"
-    elif check.card is not None and check.memory_mib > check.card.devmem:
-        hint = f"the card has {check.card.devmem} MiB in all; pick a bigger card or ask for less memory"
+    elif check is not None and card is not None and check.memory_mib > card.devmem:
+        hint = f"the card has {card.devmem} MiB in all; pick a bigger card or ask for less memory"
     elif evict:
         hint = f"it does not fit even once {evict} is evicted; pick another card ({status_hint}) or evict another pod"
     else:
         hint = f"pick another card ({status_hint}) or add --evict POD"
-    return f"{check.ref} on {node}: {reason}: {_message(check)}; {hint}"
+    if problem.ref is None:
+        about = f"{source}: " if problem.reason in _POD_REASONS else ""
+        return f"{about}{problem.message}; {hint}"
+    return f"{problem.ref} on {node}: {problem.reason}: {_message(problem.message, card)}; {hint}"
 
 
-def _message(check: CardCheck) -> str:
+_POD_REASONS = frozenset(
+    {
+        PlanReason.InvalidGpuRequest,
+        PlanReason.NoGpuRequest,
+        PlanReason.NodeNameSet,
+        PlanReason.CardCountMismatch,
+        PlanReason.ShareTooSmall,
+    }
+)
+
+
+def _message(message: str, card: Card | None) -> str:
     """The core's message without the card label the line already names: `2048 MiB free, the pod asks 4096 MiB`."""
-    if check.card is None or not check.message.startswith(check.card.label()):
-        return check.message
-    rest = check.message[len(check.card.label()) :].strip()
-    return rest[len("has ") :] if rest.startswith("has ") else f"the card {rest}"
+    if card is None or not message.startswith(card.label()):
+        return message
+    rest = message[len(card.label()) :].strip().lstrip(":").strip()
+    return rest[len("has ") :] if rest.startswith("has ") else rest if rest.startswith("the ") else f"the card {rest}"
 
 
-def _allocations(kube: Kube) -> list[PodAllocation]:
-    """Every pod HAMi placed, cluster-wide: usage is counted per card whatever the pod's namespace."""
-    found = []
-    for pod in cluster.list_pods(kube, None):
-        try:
-            allocation = pod_allocation(pod)
-        except ModelError:
-            continue
-        if allocation is not None:
-            found.append(allocation)
-    return found
-
-
-def _evict_warnings(pod: dict[str, Any], allocation: PodAllocation | None, node: str) -> list[str]:
-    """Warn when evicting this pod will not free anything on the target node."""
-    name = _name(pod)
-    where = allocation.node if allocation is not None else (pod.get("spec") or {}).get("nodeName")
-    if allocation is None:
-        return [f"pod {name} holds no HAMi card (no {ALLOCATED_ANNOTATION}); evicting it frees no card"]
-    if where != node:
-        return [f"pod {name} runs on {where or 'no node'}, not on {node}; evicting it frees nothing there"]
-    return []
-
-
-def _pending_warnings(kube: Kube, namespace: str, spec: PlacementSpec, name: str, cards: Sequence[Card]) -> list[str]:
-    """Other unclaimed placements: a selector that may match the same pods, or the same cards not yet counted."""
+def _placements(kube: Kube, namespace: str) -> list[Any]:
+    """Every placement the user may read: cluster-wide, else the namespace's."""
     try:
         items = placements.list_placements(kube, None)
     except KubeForbidden:
         items = placements.list_placements(kube, namespace)
-    mine = _uuids(spec.gpu_devices, cards)
-    warnings = []
-    for item in items:
-        try:
-            other = placement_from_object(item)
-        except PlacementError:
-            continue
-        if (other.namespace, other.name) == (namespace, name) or not other.unclaimed:
-            continue
-        if other.namespace == namespace and may_overlap(spec.pod_selector, other.spec.pod_selector):
-            warnings.append(
-                f"placement {other.name} (Pending, -l {other.spec.pod_selector}) may match the same pods as -l "
-                f"{spec.pod_selector}; the first matching pod claims only one of them"
-            )
-        shared = mine & _uuids(other.spec.gpu_devices, cards) if other.spec.node_name == spec.node_name else set()
-        if shared:
-            names = ", ".join(card.name for card in cards if card.uuid in shared)
-            warnings.append(
-                f"placement {other.key} (Pending) also pins a pod to {names} on {spec.node_name}; that pod does not "
-                "exist yet, so its share was not counted"
-            )
-    return warnings
-
-
-def _uuids(refs: Sequence[CardRef], cards: Sequence[Card]) -> set[str]:
-    """The UUIDs of the references that name a card of the node."""
-    found = set()
-    for ref in refs:
-        try:
-            found.add(resolve(ref, cards).uuid)
-        except CardRefError:
-            continue
-    return found
+    return placements_from_objects(items)
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -363,7 +307,7 @@ class PlacementResult:
         return {
             "placement": self.obj,
             "dryRun": self.dry_run,
-            "request": self.checked.request.source,
+            "request": self.checked.workload.source,
             "cards": self.cards(),
             "evicted": self.evicted,
             "warnings": list(self.checked.warnings),
@@ -379,7 +323,7 @@ class PlacementResult:
             f"(reqID {spec.get('reqID')})",
             f"The next pod matching -l {selector_text(spec.get('podSelector'))} in namespace "
             f"{metadata.get('namespace')} goes to node {self.checked.node} "
-            f"(its request from {self.checked.request.source}):",
+            f"(its request from {self.checked.workload.source}):",
         ]
         rows = []
         for card in self.cards():

@@ -8,44 +8,19 @@ as phase Pending: nothing has claimed the placement yet.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError, PlacementError
+from kubectl_hami_place.core.names import API_VERSION, CLAIMED_PHASES, KIND, EvictionResult, Phase
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 
-GROUP = "scheduling.hami.placement.com"
-VERSION = "v1"
-PLURAL = "hamipodplacements"
-KIND = "HamiPodPlacement"
-API_VERSION = f"{GROUP}/{VERSION}"
 MIN_REQ_ID = 5
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-class Phase(StrEnum):
-    """Where a placement is in its life: Pending until claimed, then Evicting or Consumed; Failed or Expired."""
-
-    Pending = "Pending"
-    Evicting = "Evicting"
-    Consumed = "Consumed"
-    Failed = "Failed"
-    Expired = "Expired"
-
-
-class EvictionResult(StrEnum):
-    """Outcome of evicting `spec.evictPod`; Blocked is a PodDisruptionBudget refusal."""
-
-    Pending = "Pending"
-    Evicted = "Evicted"
-    NotFound = "NotFound"
-    Blocked = "Blocked"
-    Failed = "Failed"
 
 
 @dataclass(frozen=True)
@@ -114,6 +89,7 @@ class Placement:
     spec: PlacementSpec
     status: PlacementStatus = field(default_factory=PlacementStatus)
     generation: int = 0
+    deleting: bool = False
 
     @property
     def key(self) -> str:
@@ -124,6 +100,16 @@ class Placement:
     def unclaimed(self) -> bool:
         """True while no pod has claimed the placement (phase Pending)."""
         return self.status.phase == Phase.Pending
+
+    @property
+    def open(self) -> bool:
+        """Pending, no claim token, not being deleted: a pod may claim it."""
+        return self.unclaimed and not self.status.claim_token and not self.deleting
+
+    @property
+    def claimed(self) -> bool:
+        """A pod has claimed it (whatever became of it since)."""
+        return bool(self.status.claim_token) or self.status.phase in CLAIMED_PHASES
 
 
 def validate_spec(spec: PlacementSpec) -> str | None:
@@ -180,9 +166,21 @@ def placement_from_object(obj: object) -> Placement:
             spec=spec,
             status=status,
             generation=generation,
+            deleting=metadata.get("deletionTimestamp") is not None,
         )
     except ModelError as err:
         raise PlacementError(f"{where}: {err}") from None
+
+
+def placements_from_objects(items: Iterable[object]) -> list[Placement]:
+    """The stored placements that parse; one that does not (its spec or status broken by hand) takes no part."""
+    parsed = []
+    for item in items:
+        try:
+            parsed.append(placement_from_object(item))
+        except PlacementError:
+            continue
+    return parsed
 
 
 def spec_from_object(data: object) -> PlacementSpec:
@@ -292,6 +290,28 @@ def placement_object(
     if labels:
         metadata["labels"] = dict(labels)
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec_to_object(spec)}
+
+
+def condition(kind: str, true: bool, reason: str, message: str, now: datetime) -> Condition:
+    """A Claimed or Evicted condition as of now."""
+    return Condition(
+        type=kind, status="True" if true else "False", reason=reason, message=message, last_transition_time=now
+    )
+
+
+def merge_condition(conditions: tuple[Condition, ...], new: Condition) -> tuple[Condition, ...]:
+    """Replace the condition of the same type (keeping its transition time when its status did not change)."""
+    result: list[Condition] = []
+    replaced = False
+    for old in conditions:
+        if old.type != new.type:
+            result.append(old)
+            continue
+        result.append(new if old.status != new.status else replace(new, last_transition_time=old.last_transition_time))
+        replaced = True
+    if not replaced:
+        result.append(new)
+    return tuple(result)
 
 
 def rfc3339(moment: datetime) -> str:

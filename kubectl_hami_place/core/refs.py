@@ -82,15 +82,3 @@ def resolve(ref: CardRef, cards: Iterable[Card], node: str = "the node") -> Card
 def _shorten(text: str, limit: int = 60) -> str:
     """Clip quoted input in messages."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def resolve_all(refs: Iterable[CardRef], cards: Iterable[Card], node: str = "the node") -> tuple[Card, ...]:
-    """Resolve every reference, refusing two references to the same card (e.g. `gpu-0` and its UUID)."""
-    cards = tuple(cards)
-    resolved: list[Card] = []
-    for ref in refs:
-        card = resolve(ref, cards, node)
-        if card in resolved:
-            raise CardRefError(f"{ref} names {card.label()} on node {node}, which is already in the list")
-        resolved.append(card)
-    return tuple(resolved)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubectl_hami_place.core.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from kubectl_hami_place.core.placement import Placement, PlacementStatus, spec_to_object, status_to_object
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
-from kubectl_hami_place.kube.placements import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 
 class StaleWrite(Exception):
@@ -36,25 +37,18 @@ def read_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any] | No
         return None
 
 
-def write_status(
-    kube: Kube, placement: dict[str, Any], status: dict[str, Any], resource_version: str | None = None
-) -> dict[str, Any]:
-    """Replace the placement's status, only if it is still at `resource_version` (default: the one it carries).
+def write_status(kube: Kube, placement: Placement, status: PlacementStatus) -> dict[str, Any]:
+    """Replace the placement's status, only if it is still at the resourceVersion it was read at.
 
     Returns the stored placement (with its new resourceVersion); raises StaleWrite when someone else changed it.
     """
-    meta = placement.get("metadata") or {}
-    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    namespace, name = placement.namespace, placement.name
     body = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "resourceVersion": resource_version or meta.get("resourceVersion", ""),
-        },
-        "spec": placement.get("spec") or {},
-        "status": status,
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": placement.resource_version},
+        "spec": spec_to_object(placement.spec),
+        "status": status_to_object(status),
     }
     try:
         return request(

@@ -7,9 +7,9 @@ import socket
 from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.names import API_VERSION, KIND
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeError
-from kubectl_hami_place.kube.placements import API_VERSION, KIND
 
 log = logging.getLogger(__name__)
 

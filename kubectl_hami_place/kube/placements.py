@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube, request
 
-GROUP = "scheduling.hami.placement.com"
-VERSION = "v1"
-PLURAL = "hamipodplacements"
-KIND = "HamiPodPlacement"
-API_VERSION = f"{GROUP}/{VERSION}"
+__all__ = ["GROUP", "PLURAL", "VERSION", "create_placement", "delete_placement", "get_placement", "list_placements"]
+
 FIELD_MANAGER = "kubectl-hami-place"
 
 

@@ -364,7 +364,7 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
     one_card = pin(cluster, namespace, "app=trainer", "--node", H100, "--gpu", "gpu-5")
     assert one_card.code == 3
     assert one_card.error_lines == [
-        "error: Deployment trainer: container 0 asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
+        "error: Deployment trainer: container main asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
         "give one --gpu per card"
     ]
     run = pin(

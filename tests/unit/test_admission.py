@@ -1,4 +1,4 @@
-"""The admission decision on plain dicts: which pod claims which placement, how it is pinned, when it cannot be."""
+"""The pin decision on plain data: which pod claims which placement, how it is pinned, when a placement is skipped."""
 
 from __future__ import annotations
 
@@ -11,24 +11,25 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from kubectl_hami_place.core import admission
 from kubectl_hami_place.core.admission import (
-    CLAIM_ANNOTATION,
     IGNORED,
     NO_PLACEMENT,
     NOT_HONOURED,
     PINNED,
-    PLACEMENT_ANNOTATION,
     REINVOKED,
-    REQ_ID_ANNOTATION,
-    USE_GPUUUID_ANNOTATION,
     Decision,
-    ReviewError,
     Settings,
     Snapshot,
-    decide,
-    merge_condition,
-    parse_review,
 )
+from kubectl_hami_place.core.names import (
+    CLAIM_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    REQ_ID_ANNOTATION,
+    USE_GPUUUID_ANNOTATION,
+)
+from kubectl_hami_place.core.placement import placements_from_objects, status_to_object
+from kubectl_hami_place.core.reviews import ReviewError, parse_review
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 NS = "team-a"
@@ -139,12 +140,28 @@ def snapshot(
 ) -> Snapshot:
     nodes = [node()] if nodes is None else nodes
     return Snapshot(
-        placements=placements,
+        placements=placements_from_objects(placements),
         nodes={n["metadata"]["name"]: n for n in nodes},
         settings=Settings(scheduler_name="hami-scheduler", excluded_namespaces=excluded),
         token=token,
         now=NOW,
     )
+
+
+def decide(body: dict[str, Any], snap: Snapshot) -> Decision:
+    """The decision on the review as the server parses it."""
+    return admission.decide(parse_review(body), snap)
+
+
+def claim_status(decision: Decision) -> dict[str, Any]:
+    """The claim's status in the CRD's dict form."""
+    assert decision.claim is not None
+    return status_to_object(decision.claim.status)
+
+
+def limits(stored: dict[str, Any], position: int = 0) -> dict[str, Any]:
+    """One app container's limits."""
+    return stored["spec"]["containers"][position]["resources"]["limits"]
 
 
 def patched(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
@@ -189,7 +206,7 @@ def test_an_excluded_namespace_is_never_touched() -> None:
 def test_a_pod_no_placement_selects_is_admitted_unchanged() -> None:
     decision = decide(review(pod(labels={"app": "web"})), snapshot([placement()]))
     assert decision.result == NO_PLACEMENT
-    assert decision.claim is None and not decision.failures and not decision.patch
+    assert decision.claim is None and not decision.patch
 
 
 def test_a_placement_in_another_namespace_is_not_used() -> None:
@@ -257,6 +274,7 @@ def test_an_affinity_without_required_terms_gets_one_term() -> None:
 
 
 def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_ask() -> None:
+    """b's 8000 MiB take 20% of the pod's 25% share of the 40960 MiB card (rounded up): a gets the 5% left."""
     containers = [
         gpu_container("a"),
         {"name": "sidecar", "image": "busybox"},
@@ -265,7 +283,7 @@ def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_
     original = pod(containers=containers)
     stored = patched(original, decide(review(original), snapshot([placement(devices=["gpu-0/25"])])))
     a, sidecar, b = stored["spec"]["containers"]
-    assert a["resources"]["limits"]["nvidia.com/gpumem-percentage"] == "25"
+    assert a["resources"]["limits"]["nvidia.com/gpumem-percentage"] == "5"
     assert "resources" not in sidecar
     assert "nvidia.com/gpumem-percentage" not in b["resources"]["limits"]
     assert b["resources"]["limits"]["nvidia.com/gpumem"] == 8000
@@ -283,7 +301,7 @@ def test_a_card_named_by_uuid_is_used_as_is() -> None:
     assert stored["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] == UUID1
 
 
-def test_legacy_register_resolves_too() -> None:
+def test_a_legacy_register_is_skipped_as_hami_v2_10_does_not_read_it() -> None:
     legacy = {
         "metadata": {
             "name": "gpu-0",
@@ -292,17 +310,17 @@ def test_legacy_register_resolves_too() -> None:
             },
         }
     }
-    stored = patched(pod(), decide(review(pod()), snapshot([placement()], nodes=[legacy])))
-    assert stored["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] == UUID0
+    decision = decide(review(pod()), snapshot([placement()], nodes=[legacy]))
+    assert decision.result == NOT_HONOURED and not decision.patch
+    assert "legacy" in decision.warnings[0]
 
 
 def test_a_generate_name_pod_is_claimed_without_a_name() -> None:
     original = pod(name="")
     original["metadata"]["generateName"] = "trainer-"
     decision = decide(review(original), snapshot([placement()], token="tok-g"))
-    assert decision.claim is not None
-    assert "consumedBy" not in decision.claim.status
-    assert decision.claim.status["claim"]["token"] == "tok-g"
+    assert "consumedBy" not in claim_status(decision)
+    assert claim_status(decision)["claim"]["token"] == "tok-g"
 
 
 # The claim --------------------------------------------------------------------------------------------------
@@ -313,17 +331,17 @@ def test_the_claim_carries_the_resource_version_read_and_the_token() -> None:
     claim = decision.claim
     assert claim is not None
     assert (claim.namespace, claim.name, claim.resource_version) == (NS, "p1", "4711")
-    assert claim.status["phase"] == "Consumed"
-    assert claim.status["claim"] == {"token": "tok-x", "claimedAt": "2026-11-29T12:00:00Z"}
-    assert claim.status["consumedBy"] == {"name": "trainer-0"}
-    assert claim.status["conditions"][0]["type"] == "Claimed"
-    assert claim.status["conditions"][0]["status"] == "True"
+    status = claim_status(decision)
+    assert status["phase"] == "Consumed"
+    assert status["claim"] == {"token": "tok-x", "claimedAt": "2026-11-29T12:00:00Z"}
+    assert status["consumedBy"] == {"name": "trainer-0"}
+    assert status["conditions"][0]["type"] == "Claimed"
+    assert status["conditions"][0]["status"] == "True"
 
 
 def test_a_claim_with_evict_pod_goes_evicting_first() -> None:
     decision = decide(review(pod()), snapshot([placement(evict="old-pod")]))
-    assert decision.claim is not None
-    status = decision.claim.status
+    status = claim_status(decision)
     assert status["phase"] == "Evicting"
     assert status["eviction"]["pod"] == "old-pod"
     assert status["eviction"]["result"] == "Pending"
@@ -380,23 +398,20 @@ def test_dry_run_shows_the_patch_but_writes_nothing() -> None:
     decision = decide(review(pod(), dry_run=True), snapshot([placement()]))
     assert decision.result == PINNED
     assert decision.patch
-    assert decision.claim is None and decision.failures == ()
+    assert decision.claim is None
 
 
-def test_dry_run_of_a_placement_that_cannot_be_honoured_writes_nothing() -> None:
-    decision = decide(review(pod(), dry_run=True), snapshot([placement(node_name="gone")]))
-    assert decision.result == NOT_HONOURED
-    assert decision.failures == ()
-    assert decision.warnings
+def claimed_copy(first: Decision, **kwargs: Any) -> dict[str, Any]:
+    """The placement as stored once `first`'s claim was written."""
+    return placement(status=claim_status(first), **kwargs)
 
 
 def test_reinvocation_claims_nothing_and_keeps_the_pin() -> None:
     first = decide(review(pod()), snapshot([placement(devices=["gpu-0/30"])], token="tok-1"))
     stored = patched(pod(), first)
-    claimed = placement(devices=["gpu-0/30"], status=first.claim.status if first.claim else {})
-    again = decide(review(stored), snapshot([claimed], token="tok-2"))
+    again = decide(review(stored), snapshot([claimed_copy(first, devices=["gpu-0/30"])], token="tok-2"))
     assert again.result == REINVOKED
-    assert again.claim is None and again.failures == ()
+    assert again.claim is None
     assert not again.patch
     assert patched(stored, again) == stored
 
@@ -405,7 +420,7 @@ def test_reinvocation_restores_a_pin_another_webhook_removed() -> None:
     first = decide(review(pod()), snapshot([placement()], token="tok-1"))
     stored = patched(pod(), first)
     del stored["spec"]["affinity"]
-    again = decide(review(stored), snapshot([placement()], token="tok-2"))
+    again = decide(review(stored), snapshot([claimed_copy(first)], token="tok-2"))
     assert again.result == REINVOKED and again.claim is None
     restored = patched(stored, again)
     assert restored["metadata"]["annotations"][CLAIM_ANNOTATION] == "tok-1"
@@ -413,69 +428,75 @@ def test_reinvocation_restores_a_pin_another_webhook_removed() -> None:
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
 
 
-def test_reinvocation_when_the_cache_does_not_know_the_placement_changes_nothing() -> None:
-    stored = patched(pod(), decide(review(pod()), snapshot([placement()])))
-    again = decide(review(stored), snapshot([]))
-    assert again.result == REINVOKED and not again.patch and again.claim is None
+def test_our_annotations_without_the_stored_claim_are_removed_and_the_pod_goes_the_normal_way() -> None:
+    copied = {CLAIM_ANNOTATION: "tok-old", PLACEMENT_ANNOTATION: "p1", REQ_ID_ANNOTATION: "req-p1", "team": "ml"}
+    unknown = decide(review(pod(annotations=copied)), snapshot([]))
+    assert unknown.result == NO_PLACEMENT and unknown.claim is None
+    assert patched(pod(annotations=copied), unknown)["metadata"]["annotations"] == {"team": "ml"}
+    forged = decide(review(pod(annotations=copied)), snapshot([placement()], token="tok-new"))
+    assert forged.result == PINNED
+    assert claim_status(forged)["claim"]["token"] == "tok-new"
+    assert patched(pod(annotations=copied), forged)["metadata"]["annotations"][CLAIM_ANNOTATION] == "tok-new"
+    other = placement(status={"phase": "Consumed", "claim": {"token": "tok-other"}})
+    assert decide(review(pod(annotations=copied)), snapshot([other])).result == NO_PLACEMENT
 
 
-# Cannot honour ---------------------------------------------------------------------------------------------------
+# Skipped for this pod: the placement stays open ----------------------------------------------------------------
 
 
-def _not_honoured(decision: Decision, fragment: str) -> None:
+def _skipped(decision: Decision, fragment: str) -> None:
     assert decision.result == NOT_HONOURED
     assert not decision.patch and decision.claim is None
-    assert len(decision.failures) == 1
-    failure = decision.failures[0]
-    assert failure.status["phase"] == "Failed"
-    assert fragment in failure.status["message"]
-    assert failure.resource_version == "100"
-    assert failure.warning
-    assert any(fragment in warning for warning in decision.warnings)
-    assert any("admitted unchanged" in warning for warning in decision.warnings)
+    assert any(fragment in warning for warning in decision.warnings), decision.warnings
+    assert any("admitted without a pin" in warning for warning in decision.warnings)
 
 
 def test_node_gone() -> None:
-    _not_honoured(decide(review(pod()), snapshot([placement(node_name="gpu-9")])), "node gpu-9 not found")
+    _skipped(decide(review(pod()), snapshot([placement(node_name="gpu-9")])), "node gpu-9 not found")
 
 
 def test_node_without_register() -> None:
     bare = {"metadata": {"name": "gpu-0"}}
-    _not_honoured(decide(review(pod()), snapshot([placement()], nodes=[bare])), "hami.io/node-nvidia-register")
+    _skipped(decide(review(pod()), snapshot([placement()], nodes=[bare])), "hami.io/node-nvidia-register")
 
 
 def test_card_missing() -> None:
-    _not_honoured(decide(review(pod()), snapshot([placement(devices=["gpu-7"])])), "no card with index 7")
+    _skipped(decide(review(pod()), snapshot([placement(devices=["gpu-7"])])), "no card with index 7")
 
 
 def test_card_unhealthy() -> None:
     sick = node(cards=[{"id": UUID0, "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA"}])
-    _not_honoured(decide(review(pod()), snapshot([placement()], nodes=[sick])), "unhealthy")
+    _skipped(decide(review(pod()), snapshot([placement()], nodes=[sick])), "unhealthy")
 
 
 def test_card_count_mismatch() -> None:
-    _not_honoured(decide(review(pod()), snapshot([placement(devices=["gpu-0", "gpu-1"])])), "asks for 1 card(s)")
+    _skipped(decide(review(pod()), snapshot([placement(devices=["gpu-0", "gpu-1"])])), "asks 1 card(s)")
 
 
 def test_pod_without_gpus() -> None:
     plain = pod(containers=[{"name": "c", "image": "busybox"}])
-    _not_honoured(decide(review(plain), snapshot([placement()])), "asks for no card")
+    _skipped(decide(review(plain), snapshot([placement()])), "no container asks for nvidia.com/gpu")
 
 
 def test_pod_asking_more_memory_than_its_share() -> None:
     greedy = pod(containers=[gpu_container(extra={"nvidia.com/gpumem": 30000})])
-    _not_honoured(decide(review(greedy), snapshot([placement(devices=["gpu-0/50"])])), "more than its share")
+    _skipped(decide(review(greedy), snapshot([placement(devices=["gpu-0/50"])])), "asks 30000 MiB, more than 50%")
 
 
 def test_pod_asking_a_larger_percentage_than_its_share() -> None:
     greedy = pod(containers=[gpu_container(extra={"nvidia.com/gpumem-percentage": 80})])
-    _not_honoured(decide(review(greedy), snapshot([placement(devices=["gpu-0/50"])])), "80% of card memory")
+    _skipped(decide(review(greedy), snapshot([placement(devices=["gpu-0/50"])])), "asks 32768 MiB, more than 50%")
+
+
+def test_pod_larger_than_the_card() -> None:
+    huge = pod(containers=[gpu_container(extra={"nvidia.com/gpumem": 50000, "nvidia.com/gpucores": 10})])
+    _skipped(decide(review(huge), snapshot([placement()])), "CardInsufficientMemory")
 
 
 def test_pod_asking_a_smaller_percentage_keeps_its_own() -> None:
     modest = pod(containers=[gpu_container(extra={"nvidia.com/gpumem-percentage": 20})])
     stored = patched(modest, decide(review(modest), snapshot([placement(devices=["gpu-0/50"])])))
-    assert stored["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem-percentage"] == 20
+    assert limits(stored)["nvidia.com/gpumem-percentage"] == 20
 
 
 def test_pod_within_its_share_in_mib_is_pinned() -> None:
@@ -485,13 +506,13 @@ def test_pod_within_its_share_in_mib_is_pinned() -> None:
 
 def test_mixed_percentages() -> None:
     two = pod(containers=[gpu_container(gpus=2)])
-    _not_honoured(decide(review(two), snapshot([placement(devices=["gpu-0/50", "gpu-1/40"])])), "same memory")
+    _skipped(decide(review(two), snapshot([placement(devices=["gpu-0/50", "gpu-1/40"])])), "mix memory percents")
 
 
 def test_pod_with_node_name() -> None:
     direct = pod()
     direct["spec"]["nodeName"] = "gpu-1"
-    _not_honoured(decide(review(direct), snapshot([placement()])), "spec.nodeName")
+    _skipped(decide(review(direct), snapshot([placement()])), "spec.nodeName")
 
 
 def test_req_id_already_consumed() -> None:
@@ -499,32 +520,67 @@ def test_req_id_already_consumed() -> None:
         "first", req_id="shared-id", devices=["gpu-1"], status={"phase": "Consumed", "claim": {"token": "t"}}
     )
     second = placement("second", req_id="shared-id")
-    _not_honoured(decide(review(pod()), snapshot([consumed, second])), "reqID already consumed by placement first")
+    _skipped(decide(review(pod()), snapshot([consumed, second])), "reqID already consumed by first")
 
 
-def test_a_failed_candidate_does_not_stop_the_next_one() -> None:
+def test_a_skipped_candidate_does_not_stop_the_next_one() -> None:
     broken = placement("broken", node_name="gone", created="2026-11-29T08:00:00Z")
     good = placement("good", created="2026-11-29T09:00:00Z")
     decision = decide(review(pod()), snapshot([broken, good]))
     assert decision.result == PINNED
     assert decision.claim is not None and decision.claim.name == "good"
-    assert [f.name for f in decision.failures] == ["broken"]
     assert any("broken" in warning for warning in decision.warnings)
 
 
-def test_a_failure_keeps_the_status_it_had_and_adds_a_condition() -> None:
-    decision = decide(review(pod()), snapshot([placement(node_name="gone", status={"phase": "Pending"})]))
-    status = decision.failures[0].status
-    assert status["phase"] == "Failed"
-    assert status["conditions"] == [
-        {
-            "type": "Claimed",
-            "status": "False",
-            "lastTransitionTime": "2026-11-29T12:00:00Z",
-            "reason": "CannotHonour",
-            "message": "node gone not found",
-        }
-    ]
+def test_a_pod_that_does_not_fit_leaves_the_placement_for_the_next_one_that_does() -> None:
+    wide = placement(devices=["gpu-0", "gpu-1"])
+    assert decide(review(pod()), snapshot([wide])).result == NOT_HONOURED
+    two = pod(containers=[gpu_container(gpus=2)])
+    assert decide(review(two), snapshot([wide])).result == PINNED
+
+
+# gpu-N/P is the share of the whole pod -------------------------------------------------------------------------
+
+
+def test_two_gpu_containers_split_the_share_between_them() -> None:
+    two = pod(containers=[gpu_container("a"), gpu_container("b")])
+    stored = patched(two, decide(review(two), snapshot([placement(devices=["gpu-0/70"])])))
+    assert [limits(stored, i)["nvidia.com/gpumem-percentage"] for i in (0, 1)] == ["35", "35"]
+
+
+def test_an_uneven_share_gives_the_remainder_to_the_first_containers() -> None:
+    three = pod(containers=[gpu_container("a"), gpu_container("b"), gpu_container("c")])
+    stored = patched(three, decide(review(three), snapshot([placement(devices=["gpu-0/70"])])))
+    assert [limits(stored, i)["nvidia.com/gpumem-percentage"] for i in (0, 1, 2)] == ["24", "23", "23"]
+
+
+def test_a_container_with_its_own_memory_leaves_the_rest_of_the_share_to_the_others() -> None:
+    mixed = pod(containers=[gpu_container("a", extra={"nvidia.com/gpumem-percentage": 20}), gpu_container("b")])
+    stored = patched(mixed, decide(review(mixed), snapshot([placement(devices=["gpu-0/70"])])))
+    assert limits(stored, 0)["nvidia.com/gpumem-percentage"] == 20
+    assert limits(stored, 1)["nvidia.com/gpumem-percentage"] == "50"
+
+
+def test_a_share_too_small_to_split_is_skipped() -> None:
+    three = pod(containers=[gpu_container("a"), gpu_container("b"), gpu_container("c")])
+    _skipped(decide(review(three), snapshot([placement(devices=["gpu-0/2"])])), "too little to split")
+
+
+def test_hamis_default_cores_are_dropped_from_a_share_below_the_whole_card() -> None:
+    defaulted = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": "100"})])
+    stored = patched(defaulted, decide(review(defaulted), snapshot([placement(devices=["gpu-0/50"])])))
+    assert limits(stored) == {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "50"}
+    whole = patched(defaulted, decide(review(defaulted), snapshot([placement(devices=["gpu-0/100"])])))
+    assert limits(whole)["nvidia.com/gpucores"] == "100"
+
+
+def test_cores_the_pod_chose_are_kept() -> None:
+    chosen = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": 30})])
+    stored = patched(chosen, decide(review(chosen), snapshot([placement(devices=["gpu-0/50"])])))
+    assert limits(stored)["nvidia.com/gpucores"] == 30
+    with_memory = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": 100, "nvidia.com/gpumem": 1000})])
+    stored = patched(with_memory, decide(review(with_memory), snapshot([placement(devices=["gpu-0/50"])])))
+    assert limits(stored)["nvidia.com/gpucores"] == 100
 
 
 # The review itself ------------------------------------------------------------------------------------------------
@@ -556,8 +612,6 @@ def test_a_failure_keeps_the_status_it_had_and_adds_a_condition() -> None:
 def test_malformed_reviews_are_refused_with_a_reason(body: object, fragment: str) -> None:
     with pytest.raises(ReviewError, match=fragment):
         parse_review(body)
-    with pytest.raises(ReviewError):
-        decide(body, snapshot([]))  # type: ignore[arg-type]
 
 
 def test_the_response_echoes_the_uid_and_allows() -> None:
@@ -574,11 +628,3 @@ def test_unchanged_drops_the_pin_and_keeps_warnings() -> None:
     fallback = decision.unchanged("hami-place: claim not recorded")
     assert fallback.claim is None and not fallback.patch
     assert fallback.response()["response"]["warnings"] == ["hami-place: claim not recorded"]
-
-
-def test_merge_condition_keeps_transition_time_when_status_is_unchanged() -> None:
-    old = [{"type": "Evicted", "status": "False", "lastTransitionTime": "T0", "reason": "Pending", "message": "m"}]
-    new = {"type": "Evicted", "status": "False", "lastTransitionTime": "T1", "reason": "Blocked", "message": "pdb"}
-    assert merge_condition(old, new) == [{**new, "lastTransitionTime": "T0"}]
-    flipped = {**new, "status": "True"}
-    assert merge_condition(old, flipped) == [flipped]

@@ -1,58 +1,89 @@
-"""How pin words a refusal and presents a created placement, from the core's verdicts on plain data."""
+"""How pin words the plan's problems and presents a created placement, on plain data."""
 
 from __future__ import annotations
 
-from kubectl_hami_place.cli._placing import Checked, PlacementResult, RequestSource, refusal_line
+import json
+
+from kubectl_hami_place.cli._placing import Checked, PlacementResult, refusal_line
 from kubectl_hami_place.cli.output import formatter_for
-from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.check import check_pin
+from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.placement import PlacementSpec
+from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, plan, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import card_request
-from kubectl_hami_place.core.usage import CardUsage
+from kubectl_hami_place.core.selectors import selector_from_dict
+from kubectl_hami_place.core.usage import PodAllocation
 
-CARDS = (
-    Card(uuid="GPU-a", index=0, count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True),
-    Card(uuid="GPU-b", index=1, count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True),
-    Card(uuid="GPU-c", index=2, count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=False),
+NODE = "gpu-a100-0"
+REGISTER = [
+    {"id": f"GPU-{c}", "index": i, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": i < 2}
+    for i, c in enumerate("abc")
+]
+TENANT = PodAllocation("t", "t", "u", NODE, "Running", ((ContainerDevice("GPU-b", "NVIDIA", 38912, 20),),))
+SNAPSHOT = ClusterSnapshot(
+    {NODE: {"metadata": {"name": NODE, "annotations": {"hami.io/node-nvidia-register": json.dumps(REGISTER)}}}},
+    (TENANT,),
 )
-USAGE = {"GPU-b": CardUsage(uuid="GPU-b", used_slots=1, used_mem=38912, used_cores=20)}
 
 
-def checks(*refs: str, memory: int = 4096) -> list:
-    return check_pin(
-        CARDS, USAGE, [parse_card_ref(r) for r in refs], card_request(len(refs), memory, None, 10), node="gpu-a100-0"
+def planned(*refs: str, memory: int = 4096, cores: int = 10) -> Plan:
+    spec = PlacementSpec(
+        req_id="req-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+        node_name=NODE,
+        gpu_devices=tuple(parse_card_ref(r) for r in refs),
     )
+    request = card_request(len(refs), memory, None, cores)
+    return plan(spec, SNAPSHOT, workload_from_request(request, "flags", own_memory=memory > 0))
+
+
+def line(pin: Plan, evict: str | None = None, source: str = "flags") -> str:
+    [problem] = pin.problems
+    return refusal_line(problem, pin, source, evict)
 
 
 def test_memory_refusal_names_card_node_reason_numbers_and_what_to_do() -> None:
-    [check] = checks("gpu-1")
-    assert refusal_line(check, "gpu-a100-0", None) == (
+    pin = planned("gpu-1")
+    assert line(pin) == (
         "gpu-1 on gpu-a100-0: CardInsufficientMemory: 2048 MiB free, the pod asks 4096 MiB; "
         "pick another card (kubectl hami-place status gpu-a100-0) or add --evict POD"
     )
-    assert refusal_line(check, "gpu-a100-0", "old").endswith(
+    assert line(pin, "old").endswith(
         "it does not fit even once old is evicted; pick another card (kubectl hami-place status gpu-a100-0) "
         "or evict another pod"
     )
 
 
 def test_unknown_and_unhealthy_cards() -> None:
-    [unknown] = checks("gpu-9")
-    assert refusal_line(unknown, "n", None) == (
-        "gpu-9 on n: UnknownCard: node gpu-a100-0 has no card with index 9; it has gpu-0, gpu-1, gpu-2; "
-        "list the node's cards (kubectl hami-place status n)"
+    assert line(planned("gpu-9")) == (
+        "gpu-9 on gpu-a100-0: UnknownCard: node gpu-a100-0 has no card with index 9; it has gpu-0, gpu-1, gpu-2; "
+        "list the node's cards (kubectl hami-place status gpu-a100-0)"
     )
-    [sick] = checks("gpu-2")
-    assert refusal_line(sick, "n", None) == (
-        "gpu-2 on n: CardUnhealthy: the card is unhealthy in the node's register; "
-        "pick another card (kubectl hami-place status n)"
+    assert line(planned("gpu-2")) == (
+        "gpu-2 on gpu-a100-0: CardUnhealthy: the card is unhealthy in the node's register; "
+        "pick another card (kubectl hami-place status gpu-a100-0)"
     )
 
 
 def test_percent_smaller_than_the_request() -> None:
-    [check] = check_pin(CARDS, {}, [parse_card_ref("gpu-0/5")], card_request(1, 4096, None, 0), node="n")
-    assert refusal_line(check, "n", None).startswith("gpu-0/5 on n: RequestExceedsPercent: ")
-    assert refusal_line(check, "n", None).endswith("; raise the percent in --gpu or lower the pod's nvidia.com/gpumem")
+    text = line(planned("gpu-0/5"))
+    assert text.startswith("gpu-0/5 on gpu-a100-0: RequestExceedsPercent: the pod asks 4096 MiB, more than 5%")
+    assert text.endswith("; raise the percent in --gpu or lower the pod's nvidia.com/gpumem")
+
+
+def test_a_pod_problem_names_where_the_request_came_from() -> None:
+    spec = PlacementSpec(
+        req_id="req-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+        node_name=NODE,
+        gpu_devices=(parse_card_ref("gpu-0"),),
+    )
+    template = {"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+    pin = plan(spec, SNAPSHOT, workload_from_pod(template, "Deployment trainer"))
+    assert line(pin, source="Deployment trainer") == (
+        "Deployment trainer: container main asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
+        "give one --gpu per card"
+    )
 
 
 def test_created_placement_shows_what_the_pod_gets() -> None:
@@ -67,12 +98,15 @@ def test_created_placement_shows_what_the_pod_gets() -> None:
             "gpuDevices": ["gpu-0/50"],
         },
     }
+    pin = planned("gpu-0/50", memory=0)
     checked = Checked(
         namespace="team-a",
         obj=obj,
         node="gpu-a100-0",
-        checks=tuple(check_pin(CARDS, {}, [parse_card_ref("gpu-0/50")], card_request(1, 0, None, 10), node="n")),
-        request=RequestSource((card_request(1, 0, None, 10),), "--request-memory/--request-cores"),
+        checks=pin.checks,
+        workload=workload_from_request(
+            card_request(1, 0, None, 10), "--request-memory/--request-cores", own_memory=False
+        ),
         evict=None,
         warnings=(),
     )
@@ -88,8 +122,7 @@ def test_created_placement_shows_what_the_pod_gets() -> None:
 
 
 def test_request_bigger_than_the_card_says_so() -> None:
-    [check] = checks("gpu-0", memory=50000)
-    assert refusal_line(check, "n", None) == (
-        "gpu-0 on n: CardInsufficientMemory: 40960 MiB free, the pod asks 50000 MiB; "
+    assert line(planned("gpu-0", memory=50000)) == (
+        "gpu-0 on gpu-a100-0: CardInsufficientMemory: 40960 MiB free, the pod asks 50000 MiB; "
         "the card has 40960 MiB in all; pick a bigger card or ask for less memory"
     )

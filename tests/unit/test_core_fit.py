@@ -1,16 +1,13 @@
-"""The fit check in HAMi v2.10's order with its reason names, and pin's per-card verdict."""
+"""The fit check in HAMi v2.10's order with its reason names (the whole pod's verdict: test_core_plan.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.check import card_count_mismatch, check_pin, check_pin_pod
 from kubectl_hami_place.core.fit import FitReason, cordoned_cards, fit
-from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import CardRequest, card_request
-from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
+from kubectl_hami_place.core.usage import CardUsage
 
 A100 = Card("GPU-a", 0, 10, 40960, 100, "NVIDIA-A100-SXM4-40GB", 0, True, "hami-core")
 SECOND = Card("GPU-b", index=1, count=10, devmem=40960, devcore=100, type="NVIDIA-A100-SXM4-40GB", health=True)
@@ -119,82 +116,3 @@ def test_cordoned_cards_reads_the_node_annotation() -> None:
     assert cordoned_cards({"hami.io/device-cordon": "GPU-a, GPU-b,"}) == {"GPU-a", "GPU-b"}
     assert cordoned_cards({}) == frozenset()
     assert cordoned_cards(None) == frozenset()
-
-
-def victim_and_usage() -> tuple[PodAllocation, dict[str, CardUsage]]:
-    """gpu-0 mostly taken (2960 MiB free) by a pod to evict, gpu-1 empty."""
-    devices = ((ContainerDevice("GPU-a", "NVIDIA", 38000, 50),),)
-    victim = PodAllocation("team", "old", "uid-old", "gpu-a100-0", "Running", devices)
-    return victim, card_usage((A100, SECOND), [victim])
-
-
-def test_check_pin_now_and_after_eviction() -> None:
-    victim, usage = victim_and_usage()
-    refs = [parse_card_ref("gpu-0"), parse_card_ref("gpu-1")]
-    first, second = check_pin((A100, SECOND), usage, refs, SMALL, victim, node="gpu-a100-0")
-    assert (first.fits_now, first.fits_after_eviction, first.ok) == (False, True, True)
-    assert first.message == "gpu-0 (GPU-a) has 2960 MiB free, the pod asks 4096 MiB; fits once team/old is evicted"
-    assert (second.fits_now, second.fits_after_eviction, second.ok) == (True, True, True)
-
-
-def test_check_pin_without_eviction_reports_the_reason_now() -> None:
-    _, usage = victim_and_usage()
-    big = card_request(1, memreq=8192, coresreq=10)
-    (check,) = check_pin((A100, SECOND), usage, [parse_card_ref("gpu-0")], big)
-    assert (check.ok, check.fits_after_eviction, check.reason) == (False, None, FitReason.CardInsufficientMemory)
-    assert check.message == "gpu-0 (GPU-a) has 2960 MiB free, the pod asks 8192 MiB"
-
-
-def test_check_pin_unknown_card() -> None:
-    (check,) = check_pin((A100, SECOND), {}, [parse_card_ref("gpu-7")], SMALL, node="gpu-a100-0")
-    assert (check.ok, check.card, check.reason) == (False, None, FitReason.UnknownCard)
-    assert check.message == "node gpu-a100-0 has no card with index 7; it has gpu-0, gpu-1"
-
-
-def test_check_pin_with_a_percent_gives_the_pod_that_share() -> None:
-    (check,) = check_pin((A100, SECOND), {}, [parse_card_ref("gpu-1/25")], card_request(1))
-    assert check.ok
-    assert (check.request.mem_percentage, check.request.coresreq, check.memory_mib) == (25, 0, 10240)
-
-
-def test_check_pin_refuses_a_pod_asking_more_than_the_percent() -> None:
-    (check,) = check_pin((A100, SECOND), {}, [parse_card_ref("gpu-1/10")], card_request(1, memreq=8192))
-    assert (check.ok, check.reason) == (False, FitReason.RequestExceedsPercent)
-    assert check.message == "gpu-1 (GPU-b): the pod asks 8192 MiB, more than 10% of the card (4096 MiB)"
-
-
-def test_check_pin_cordoned_card() -> None:
-    (check,) = check_pin((A100, SECOND), {}, [parse_card_ref("GPU-b")], SMALL, cordoned={"GPU-b"})
-    assert check.reason is FitReason.CardCordoned
-
-
-def test_card_count_mismatch() -> None:
-    refs = [parse_card_ref("gpu-0"), parse_card_ref("gpu-1")]
-    assert card_count_mismatch([None, card_request(2)], refs) is None
-    assert card_count_mismatch([card_request(1)], refs) == (
-        "container 0 asks 1 card(s) (nvidia.com/gpu) but the placement names 2; give one --gpu per card"
-    )
-
-
-def test_check_pin_pod_counts_earlier_containers_on_the_card() -> None:
-    """Two whole-card containers each fit an empty card alone, but not together: HAMi counts the first."""
-    whole = card_request(1)
-    (check,) = check_pin_pod((A100, SECOND), {}, [parse_card_ref("gpu-1")], [whole, None, whole])
-    assert (check.ok, check.reason) == (False, FitReason.CardInsufficientMemory)
-    assert check.message == "container 2: gpu-1 (GPU-b) has 0 MiB free, the pod asks 40960 MiB"
-
-
-def test_check_pin_pod_fits_init_containers_alone_and_sums_app_containers() -> None:
-    init = card_request(1, memreq=30000, coresreq=10)
-    app = card_request(1, memreq=15000, coresreq=10)
-    refs = [parse_card_ref("gpu-1")]
-    (check,) = check_pin_pod((A100, SECOND), {}, refs, [init, app, app], init_containers=1)
-    assert check.ok
-    assert check.memory_mib == 30000
-    (check,) = check_pin_pod((A100, SECOND), {}, refs, [init, app, app, app], init_containers=1)
-    assert (check.ok, check.memory_mib) == (False, 45000)
-    assert check.message.startswith("container 3: ")
-
-
-def test_check_pin_pod_without_gpu_containers_checks_nothing() -> None:
-    assert check_pin_pod((A100,), {}, [parse_card_ref("gpu-0")], [None]) == []

@@ -11,13 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.errors import PlacementError
+from kubectl_hami_place.core.names import API_VERSION, KIND, EvictionResult, Phase
 from kubectl_hami_place.core.placement import (
-    API_VERSION,
-    KIND,
     Condition,
-    EvictionResult,
     EvictionStatus,
-    Phase,
     Placement,
     PlacementSpec,
     PlacementStatus,

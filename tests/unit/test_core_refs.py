@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import CardRefError
-from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, CardRef, parse_card_ref, resolve, resolve_all
+from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, CardRef, parse_card_ref, resolve
 
 CARDS = (Card("GPU-aaa", index=0, type="NVIDIA-A100"), Card("GPU-bbb", index=1, type="NVIDIA-A100"))
 
@@ -53,12 +53,6 @@ def test_legacy_seven_field_registers_give_every_card_index_0() -> None:
     cards = (Card("GPU-aaa"), Card("GPU-bbb"))
     with pytest.raises(CardRefError, match="2 cards registered as gpu-0: GPU-aaa, GPU-bbb; name the card by UUID"):
         resolve(parse_card_ref("gpu-0"), cards, "n")
-
-
-def test_resolve_all_refuses_the_same_card_twice() -> None:
-    assert resolve_all([parse_card_ref("gpu-0"), parse_card_ref("gpu-1")], CARDS) == CARDS
-    with pytest.raises(CardRefError, match="already in the list"):
-        resolve_all([parse_card_ref("gpu-0"), parse_card_ref("GPU-aaa")], CARDS, "n")
 
 
 def test_a_ref_cannot_be_built_inconsistent() -> None:

@@ -1,23 +1,49 @@
-"""What happens to a placement after the claim, decided on plain dicts: consumedBy, release, eviction, expiry."""
+"""What happens to a placement after its creation, decided on plain data: consumedBy, release, eviction, expiry."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.admission import (
-    CLAIM_ANNOTATION,
+from kubectl_hami_place.core import lifecycle
+from kubectl_hami_place.core.lifecycle import (
     EVICTION_RETRY_FIRST_SECONDS,
     EVICTION_RETRY_MAX_SECONDS,
-    consumed_req_ids,
-    eviction_outcome,
-    follow_up,
+    FollowUp,
+    StatusWrite,
+)
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, EvictionResult
+from kubectl_hami_place.core.placement import (
+    Condition,
+    merge_condition,
+    placement_from_object,
+    placements_from_objects,
+    status_to_object,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 TTL = 3600
 GRACE = 60
 NS = "team-a"
+
+
+def follow_up(obj: dict[str, Any], claimed_pods: Any, now: datetime, ttl: int, grace: int, **kw: Any) -> Any:
+    """lifecycle.follow_up on the placement as the server parses it."""
+    return lifecycle.follow_up(placement_from_object(obj), claimed_pods, now, ttl, grace, **kw)
+
+
+def consumed_req_ids(items: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    return lifecycle.consumed_req_ids(placements_from_objects(items))
+
+
+def eviction_outcome(obj: dict[str, Any], result: str, message: str, now: datetime) -> StatusWrite:
+    return lifecycle.eviction_outcome(placement_from_object(obj), EvictionResult(result), message, now)
+
+
+def written(write: StatusWrite) -> dict[str, Any]:
+    """The status the write puts, in the CRD's dict form."""
+    return status_to_object(write.status)
 
 
 def at(seconds_ago: float) -> str:
@@ -75,10 +101,10 @@ def test_nothing_to_do_for_a_fresh_pending_placement() -> None:
 def test_an_unclaimed_placement_expires_after_the_ttl() -> None:
     step = follow_up(placement({"phase": "Pending"}, created_ago=TTL + 1), {}, NOW, TTL, GRACE)
     assert step is not None and not step.evict
-    assert step.write.status["phase"] == "Expired"
+    assert written(step.write)["phase"] == "Expired"
     assert step.write.resource_version == "7"
     assert step.write.reason == "Expired"
-    assert f"{TTL}s" in step.write.status["message"]
+    assert f"{TTL}s" in written(step.write)["message"]
 
 
 def test_finished_placements_never_expire() -> None:
@@ -89,9 +115,9 @@ def test_finished_placements_never_expire() -> None:
 def test_the_stored_pod_carrying_the_token_fills_consumed_by() -> None:
     step = follow_up(placement(claimed()), pods(stored_pod()), NOW, TTL, GRACE)
     assert step is not None
-    assert step.write.status["consumedBy"] == {"name": "trainer-abc", "uid": "uid-9"}
-    assert step.write.status["phase"] == "Consumed"
-    assert step.write.status["claim"]["token"] == "tok"
+    assert written(step.write)["consumedBy"] == {"name": "trainer-abc", "uid": "uid-9"}
+    assert written(step.write)["phase"] == "Consumed"
+    assert written(step.write)["claim"]["token"] == "tok"
 
 
 def test_a_pod_with_another_token_or_namespace_does_not_count() -> None:
@@ -112,7 +138,7 @@ def test_a_claim_no_pod_carried_is_released_after_the_grace_period() -> None:
         GRACE,
     )
     assert step is not None
-    status = step.write.status
+    status = written(step.write)
     assert status["phase"] == "Pending"
     for gone in ("claim", "consumedBy", "consumedAt", "eviction"):
         assert gone not in status
@@ -133,9 +159,9 @@ def test_the_first_eviction_attempt_is_leased_at_once() -> None:
     status = claimed(phase="Evicting", uid="uid-9", eviction={"pod": "old", "result": "Pending", "attempts": 0})
     step = follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE)
     assert step is not None and step.evict == "old"
-    assert step.write.status["eviction"]["attempts"] == 1
-    assert step.write.status["eviction"]["time"] == at(0)
-    assert step.write.status["phase"] == "Evicting"
+    assert written(step.write)["eviction"]["attempts"] == 1
+    assert written(step.write)["eviction"]["time"] == at(0)
+    assert written(step.write)["phase"] == "Evicting"
 
 
 def test_a_blocked_eviction_is_retried_with_backoff() -> None:
@@ -146,7 +172,7 @@ def test_a_blocked_eviction_is_retried_with_backoff() -> None:
     status["eviction"] = dict(blocked, time=at(wait))
     step = follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE)
     assert step is not None and step.evict == "old"
-    assert step.write.status["eviction"]["attempts"] == 4
+    assert written(step.write)["eviction"]["attempts"] == 4
 
 
 def test_the_backoff_is_capped() -> None:
@@ -160,25 +186,25 @@ def test_eviction_gives_up_after_the_ttl_since_the_claim() -> None:
     status = claimed(ago=TTL + 1, phase="Evicting", uid="uid-9", eviction=blocked)
     step = follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE)
     assert step is not None and not step.evict
-    assert step.write.status["phase"] == "Failed"
-    assert step.write.status["eviction"]["result"] == "Failed"
-    assert "PDB web allows 0" in step.write.status["message"]
+    assert written(step.write)["phase"] == "Failed"
+    assert written(step.write)["eviction"]["result"] == "Failed"
+    assert "PDB web allows 0" in written(step.write)["message"]
 
 
 def test_an_eviction_outcome_ends_or_retries() -> None:
     status = claimed(phase="Evicting", uid="uid-9", eviction={"pod": "old", "result": "Pending", "attempts": 1})
     evicted = eviction_outcome(placement(status, evict="old"), "Evicted", "evicted pod old", NOW)
-    assert evicted.status["phase"] == "Consumed"
-    assert evicted.status["eviction"]["result"] == "Evicted"
-    assert evicted.status["eviction"]["attempts"] == 1
-    assert {"type": "Evicted", "status": "True"}.items() <= evicted.status["conditions"][-1].items()
+    assert written(evicted)["phase"] == "Consumed"
+    assert written(evicted)["eviction"]["result"] == "Evicted"
+    assert written(evicted)["eviction"]["attempts"] == 1
+    assert {"type": "Evicted", "status": "True"}.items() <= written(evicted)["conditions"][-1].items()
     assert not evicted.warning
     gone = eviction_outcome(placement(status, evict="old"), "NotFound", "pod old was already gone", NOW)
-    assert gone.status["phase"] == "Consumed" and gone.reason == "EvictionNotNeeded"
+    assert written(gone)["phase"] == "Consumed" and gone.reason == "EvictionNotNeeded"
     blocked = eviction_outcome(placement(status, evict="old"), "Blocked", "blocked by PodDisruptionBudget web", NOW)
-    assert blocked.status["phase"] == "Evicting"
-    assert blocked.status["eviction"]["result"] == "Blocked"
-    assert "will retry" in blocked.status["message"]
+    assert written(blocked)["phase"] == "Evicting"
+    assert written(blocked)["eviction"]["result"] == "Blocked"
+    assert "will retry" in written(blocked)["message"]
     assert blocked.warning and blocked.reason == "EvictionBlocked"
 
 
@@ -196,6 +222,48 @@ def test_an_open_placement_whose_req_id_another_consumed_fails() -> None:
     assert consumed == {(NS, "req-1"): "first"}
     step = follow_up(second, {}, NOW, TTL, GRACE, consumed=consumed)
     assert step is not None
-    assert step.write.status["phase"] == "Failed"
-    assert step.write.status["message"] == "reqID already consumed by placement first"
+    assert written(step.write)["phase"] == "Failed"
+    assert written(step.write)["message"] == "reqID already consumed by placement first"
     assert follow_up(first, {}, NOW, TTL, GRACE, consumed=consumed) is None
+
+
+def test_an_open_placement_on_a_node_that_is_gone_or_a_card_that_is_missing_fails_from_the_reconciler() -> None:
+    cards = [
+        {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
+    ]
+    node = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
+    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={"n": node}) is None
+    gone = follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={})
+    assert isinstance(gone, FollowUp) and written(gone.write)["phase"] == "Failed"
+    assert written(gone.write)["message"] == "node n not found"
+    missing = placement({"phase": "Pending"})
+    missing["spec"]["gpuDevices"] = ["gpu-3"]
+    step = follow_up(missing, {}, NOW, TTL, GRACE, nodes={"n": node})
+    assert step is not None and "no card with index 3" in written(step.write)["message"]
+
+
+def test_a_card_that_is_unhealthy_or_a_node_without_register_only_waits() -> None:
+    cards = [
+        {
+            "id": "GPU-a",
+            "index": 0,
+            "count": 10,
+            "devmem": 40960,
+            "devcore": 100,
+            "type": "NVIDIA-A100",
+            "health": False,
+        }
+    ]
+    sick = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
+    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={"n": sick}) is None
+    bare = {"metadata": {"name": "n"}}
+    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={"n": bare}) is None
+
+
+def test_merge_condition_keeps_transition_time_when_status_is_unchanged() -> None:
+    t0, t1 = NOW - timedelta(hours=1), NOW
+    old = (Condition("Evicted", "False", "Pending", "m", t0),)
+    new = Condition("Evicted", "False", "Blocked", "pdb", t1)
+    assert merge_condition(old, new) == (Condition("Evicted", "False", "Blocked", "pdb", t0),)
+    flipped = Condition("Evicted", "True", "Evicted", "done", t1)
+    assert merge_condition(old, flipped) == (flipped,)

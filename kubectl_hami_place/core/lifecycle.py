@@ -1,0 +1,247 @@
+"""A placement's life after its creation, decided on the typed model: claim, consumer, eviction, release, expiry.
+
+Every step is a `StatusWrite`: the status to write, valid only if the placement is still at the resourceVersion it
+was decided on, and the Event that tells the story. The server owns the clock, the tokens and every API call; the
+rules are here (contract in docs/architecture.md, "Placement status").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from kubectl_hami_place.core.names import CLAIMED_PHASES, DONE_EVICTIONS, EvictionResult, Phase
+from kubectl_hami_place.core.placement import (
+    Condition,
+    EvictionStatus,
+    Placement,
+    PlacementStatus,
+    condition,
+    merge_condition,
+)
+from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, placement_problems
+
+EVICTION_RETRY_FIRST_SECONDS = 5
+EVICTION_RETRY_MAX_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class StatusWrite:
+    """A placement status to write, valid only if the placement is still at the version it was read at; its Event."""
+
+    placement: Placement
+    status: PlacementStatus
+    reason: str
+    message: str
+    warning: bool = False
+
+    @property
+    def namespace(self) -> str:
+        """The placement's namespace."""
+        return self.placement.namespace
+
+    @property
+    def name(self) -> str:
+        """The placement's name."""
+        return self.placement.name
+
+    @property
+    def resource_version(self) -> str:
+        """The version the write is guarded by."""
+        return self.placement.resource_version
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A status to write next; with `evict`, the write is the lease of one eviction attempt of that pod."""
+
+    write: StatusWrite
+    evict: str = ""
+
+
+def claimed(placement: Placement, pod_name: str, token: str, now: datetime) -> StatusWrite:
+    """The status that records the claim: Evicting when a pod must make room first, else Consumed."""
+    evict = placement.spec.evict_pod or ""
+    who = f"pod {pod_name}" if pod_name else "a pod (name given at creation)"
+    conditions: tuple[Condition, ...] = (condition("Claimed", True, "Claimed", f"claimed by {who}", now),)
+    eviction = None
+    if evict:
+        eviction = EvictionStatus(
+            pod=evict, result=EvictionResult.Pending, message="waiting for the placed pod to be stored", time=now
+        )
+        conditions += (condition("Evicted", False, "Pending", f"pod {evict} not evicted yet", now),)
+    status = PlacementStatus(
+        phase=Phase.Evicting if evict else Phase.Consumed,
+        message=f"claimed by {who}" + (f"; evicting pod {evict}" if evict else ""),
+        claim_token=token,
+        claimed_at=now,
+        consumed_by_name=pod_name or None,
+        consumed_at=now,
+        eviction=eviction,
+        conditions=conditions,
+    )
+    return StatusWrite(placement, status, "Claimed", status.message)
+
+
+def failed(placement: Placement, reason: str, now: datetime) -> StatusWrite:
+    """The status of a placement that can never be honoured."""
+    status = placement.status
+    conditions = merge_condition(status.conditions, condition("Claimed", False, "CannotHonour", reason, now))
+    failed_status = replace(status, phase=Phase.Failed, message=reason, conditions=conditions)
+    return StatusWrite(placement, failed_status, "CannotHonour", reason, warning=True)
+
+
+def consumed_req_ids(placements: Sequence[Placement]) -> dict[tuple[str, str], str]:
+    """(namespace, reqID) -> name of the oldest placement that consumed that reqID."""
+    consumed: dict[tuple[str, str], str] = {}
+    for placement in sorted(placements, key=age_key):
+        if placement.claimed:
+            consumed.setdefault((placement.namespace, placement.spec.req_id), placement.name)
+    return consumed
+
+
+def age_key(placement: Placement) -> tuple[str, str]:
+    """Oldest first; the name breaks ties."""
+    created = placement.created.isoformat() if placement.created is not None else ""
+    return (created, placement.name)
+
+
+def follow_up(
+    placement: Placement,
+    claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
+    now: datetime,
+    ttl_seconds: int,
+    claim_grace_seconds: int,
+    *,
+    consumed: Mapping[tuple[str, str], str] | None = None,
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> FollowUp | None:
+    """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
+
+    Unclaimed while another placement of the namespace consumed its reqID (`consumed`, from `consumed_req_ids`),
+    or unclaimed while the placement itself can never be honoured (node gone, card missing: given `nodes`):
+    Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy.
+    Claimed, but no such pod appeared within the grace period (its creation failed, or we stopped before
+    answering): release the claim, back to Pending. Evicting with the pod stored: lease the next eviction attempt
+    when its backoff is over, or give up once the TTL since the claim has passed.
+    """
+    status = placement.status
+    token = status.claim_token or ""
+    if placement.deleting:
+        return None
+    if not token:
+        if not placement.unclaimed:
+            return None
+        owner = (consumed or {}).get((placement.namespace, placement.spec.req_id))
+        if owner and owner != placement.name:
+            return FollowUp(failed(placement, f"reqID already consumed by placement {owner}", now))
+        if nodes is not None:
+            problems = placement_problems(placement.spec, ClusterSnapshot(nodes))
+            final = [problem.message for problem in problems if problem.scope is Scope.Placement]
+            if final:
+                return FollowUp(failed(placement, "; ".join(final), now))
+        created = placement.created
+        if created is not None and (now - created).total_seconds() > ttl_seconds:
+            return FollowUp(_expired(placement, ttl_seconds, now))
+        return None
+    if status.phase not in CLAIMED_PHASES:
+        return None
+    claimed_at = status.claimed_at or now
+    if not status.consumed_by_uid:
+        pod = claimed_pods.get((placement.namespace, token))
+        if pod is not None:
+            return FollowUp(_consumed_by(placement, pod))
+        if (now - claimed_at).total_seconds() > claim_grace_seconds:
+            return FollowUp(_released(placement, now))
+        return None
+    if status.phase != Phase.Evicting:
+        return None
+    return _next_eviction(placement, claimed_at, now, ttl_seconds)
+
+
+def eviction_outcome(placement: Placement, result: EvictionResult, message: str, now: datetime) -> StatusWrite:
+    """The status after one eviction attempt: Evicted or NotFound ends it (Consumed), Blocked or Failed retries."""
+    status = placement.status
+    eviction = replace(
+        status.eviction or EvictionStatus(pod=placement.spec.evict_pod or ""),
+        result=result,
+        message=message,
+        time=now,
+    )
+    done = result in DONE_EVICTIONS
+    conditions = merge_condition(status.conditions, condition("Evicted", done, result.value, message, now))
+    if done:
+        text = f"consumed by pod {status.consumed_by_name or ''}; {message}"
+        updated = replace(status, phase=Phase.Consumed, message=text, eviction=eviction, conditions=conditions)
+    else:
+        text = f"eviction of pod {eviction.pod} {result.value.lower()}: {message}; will retry"
+        updated = replace(status, message=text, eviction=eviction, conditions=conditions)
+    reason = {
+        EvictionResult.Evicted: "Evicted",
+        EvictionResult.NotFound: "EvictionNotNeeded",
+        EvictionResult.Blocked: "EvictionBlocked",
+    }.get(result, "EvictionFailed")
+    return StatusWrite(placement, updated, reason, message, warning=not done)
+
+
+def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, ttl_seconds: int) -> FollowUp | None:
+    """Lease the next eviction attempt once its backoff is over, or give up after the TTL since the claim."""
+    status = placement.status
+    eviction = status.eviction or EvictionStatus(pod=placement.spec.evict_pod or "")
+    pod = placement.spec.evict_pod or eviction.pod
+    if (now - claimed_at).total_seconds() > ttl_seconds:
+        last = eviction.message or "no attempt succeeded"
+        reason = f"eviction of pod {pod} did not succeed within {ttl_seconds}s: {last}"
+        gave_up = replace(
+            status,
+            phase=Phase.Failed,
+            message=reason,
+            eviction=replace(eviction, result=EvictionResult.Failed, message=reason, time=now),
+            conditions=merge_condition(status.conditions, condition("Evicted", False, "GaveUp", reason, now)),
+        )
+        return FollowUp(StatusWrite(placement, gave_up, "EvictionGaveUp", reason, warning=True))
+    if eviction.attempts > 0 and eviction.time is not None:
+        wait = min(EVICTION_RETRY_FIRST_SECONDS * 2 ** (eviction.attempts - 1), EVICTION_RETRY_MAX_SECONDS)
+        if (now - eviction.time).total_seconds() < wait:
+            return None
+    lease = replace(status, eviction=replace(eviction, pod=pod, attempts=eviction.attempts + 1, time=now))
+    message = f"evicting pod {pod} (attempt {eviction.attempts + 1})"
+    return FollowUp(StatusWrite(placement, lease, "EvictionAttempt", message), evict=pod)
+
+
+def _consumed_by(placement: Placement, pod: Mapping[str, Any]) -> StatusWrite:
+    """The claim's pod is stored: record its name and UID."""
+    metadata = pod.get("metadata")
+    meta = metadata if isinstance(metadata, Mapping) else {}
+    name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
+    status = placement.status
+    if status.phase == Phase.Consumed:
+        message = f"consumed by pod {name}"
+    else:
+        message = f"claimed by pod {name}; evicting pod {status.eviction.pod if status.eviction else ''}"
+    updated = replace(status, consumed_by_name=name, consumed_by_uid=uid, message=message)
+    return StatusWrite(placement, updated, "Consumed", f"pod {name} ({uid}) is stored carrying the claim")
+
+
+def _released(placement: Placement, now: datetime) -> StatusWrite:
+    """No pod carrying the claim was stored in time: back to Pending, claimable again."""
+    reason = "claim released: no pod carrying it was stored (its creation failed or was interrupted)"
+    status = placement.status
+    conditions = merge_condition(status.conditions, condition("Claimed", False, "ClaimReleased", reason, now))
+    released = PlacementStatus(
+        phase=Phase.Pending,
+        message=reason,
+        conditions=tuple(c for c in conditions if c.type != "Evicted"),
+    )
+    return StatusWrite(placement, released, "ClaimReleased", reason, warning=True)
+
+
+def _expired(placement: Placement, ttl_seconds: int, now: datetime) -> StatusWrite:
+    """Not claimed within the TTL."""
+    message = f"not claimed within {ttl_seconds}s"
+    status = placement.status
+    conditions = merge_condition(status.conditions, condition("Claimed", False, "Expired", message, now))
+    expired = replace(status, phase=Phase.Expired, message=message, conditions=conditions)
+    return StatusWrite(placement, expired, "Expired", message, warning=True)

@@ -1,0 +1,395 @@
+"""The one plan of a pin: a placement's spec, a snapshot of the cluster and the pod in; cards, patch, problems out.
+
+`pin`, `evict --to-node` and the webhook all call `plan`, so the CLI refuses exactly what the webhook would not
+honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each rule lives"):
+
+- the placement itself: a valid spec, the node, its register, every card resolvable and named once;
+- the pod: GPU resources readable, no `spec.nodeName`, every GPU container asking as many cards as are named;
+- `gpu-N/P`: P% of each card is the share of the whole pod. App containers that ask no memory of their own split
+  what the others leave of it (each at least 1%, the first ones take the remainder), init containers (which run
+  alone) get all of it; the pod must fit its share on every card;
+- fit: the pinned containers fitted one after another on each card (`core.check`), against the card's usage
+  (now and once the evicted pod is gone) when the snapshot has the allocations, against the empty card otherwise.
+
+HAMi's webhook gives a container that asks a card count but no cores and no memory `nvidia.com/gpucores: 100`,
+which makes it exclusive. A share below 100% is not exclusive, so the plan predicts 0 cores for such a container
+and its patch drops a `gpucores: 100` that HAMi's webhook may already have added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
+from kubectl_hami_place.core.cards import Card, node_cards
+from kubectl_hami_place.core.check import CardCheck, Placed, check_card
+from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
+from kubectl_hami_place.core.fit import FitReason, cordoned_cards
+from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
+from kubectl_hami_place.core.refs import CardRef, resolve
+from kubectl_hami_place.core.requests import (
+    GPUCORES,
+    GPUMEM,
+    GPUMEM_PERCENTAGE,
+    CardRequest,
+    container_request,
+    memory_for,
+)
+from kubectl_hami_place.core.selectors import may_overlap
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, release
+
+
+class Scope(StrEnum):
+    """Whom a problem is about: the webhook skips a placement for any of them, the reconciler fails it on Placement."""
+
+    Placement = "Placement"
+    """The placement can never be honoured (bad spec, node gone, card missing)."""
+    Card = "Card"
+    """The card's state now (unhealthy, cordoned, in use, no register yet): it may change."""
+    Pod = "Pod"
+    """This pod does not suit the placement; another pod may."""
+
+
+class PlanReason(StrEnum):
+    """The plan's own reasons, beside HAMi's fit reasons (`core.fit.FitReason`)."""
+
+    InvalidSpec = "InvalidSpec"
+    NodeNotFound = "NodeNotFound"
+    NoRegister = "NoRegister"
+    CardNamedTwice = "CardNamedTwice"
+    InvalidGpuRequest = "InvalidGpuRequest"
+    NoGpuRequest = "NoGpuRequest"
+    NodeNameSet = "NodeNameSet"
+    CardCountMismatch = "CardCountMismatch"
+    ShareTooSmall = "ShareTooSmall"
+
+
+_CARD_STATE = frozenset({FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardNotNvidia})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why the placement cannot take this pod: a reason name, one line, whom it is about, the card if one."""
+
+    reason: str
+    message: str
+    scope: Scope
+    ref: CardRef | None = None
+    card: Card | None = None
+
+
+@dataclass(frozen=True)
+class GpuContainer:
+    """A container that asks for cards, as HAMi reads it before the pin (its webhook's default cores included).
+
+    `own_memory`: it sets gpumem or gpumem-percentage itself, which the pin keeps. `default_cores`: its 100 cores
+    are HAMi's webhook default (no gpucores of its own, or exactly 100 with no memory ask), not a choice.
+    """
+
+    name: str
+    position: int
+    init: bool
+    request: CardRequest
+    own_memory: bool = False
+    default_cores: bool = False
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The pod to place: its GPU containers (init first), its annotations that steer HAMi, where it came from."""
+
+    containers: tuple[GpuContainer, ...]
+    source: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_name: str = ""
+    invalid: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """What the plan looks at: nodes by name, and HAMi's allocations (None: usage unknown, cards taken as empty)."""
+
+    nodes: Mapping[str, Mapping[str, Any]]
+    allocations: Sequence[PodAllocation] | None = None
+
+
+@dataclass(frozen=True)
+class ContainerPatch:
+    """What the pin writes into one container: its memory percentage, and whether HAMi's default cores go."""
+
+    position: int
+    percent: int
+    drop_cores: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The node, the cards in placement order, the verdict per card, the container patches, and the problems."""
+
+    node: str
+    cards: tuple[Card, ...] = ()
+    checks: tuple[CardCheck, ...] = ()
+    patches: tuple[ContainerPatch, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the placement can take the pod."""
+        return not self.problems
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        """The card UUIDs for `nvidia.com/use-gpuuuid`, in placement order."""
+        return tuple(card.uuid for card in self.cards)
+
+    def summary(self) -> str:
+        """The problems in one line, each with its reason name."""
+        return "; ".join(f"{problem.reason}: {problem.message}" for problem in self.problems)
+
+
+def workload_from_pod(pod: Mapping[str, Any], source: str) -> Workload:
+    """The workload of a pod or pod template (JSON dict form), its containers read the way HAMi reads them."""
+    metadata = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    annotations = {
+        str(k): str(v)
+        for k, v in _mapping(metadata.get("annotations")).items()
+        if k != USE_GPUUUID_ANNOTATION and k not in OUR_ANNOTATIONS
+    }
+    containers: list[GpuContainer] = []
+    position = 0
+    try:
+        for key in ("initContainers", "containers"):
+            items = spec.get(key) or []
+            if not isinstance(items, list):
+                raise RequestError(f"pod spec {key} must be a list")
+            for item in items:
+                found = _gpu_container(item, position, key == "initContainers")
+                if found is not None:
+                    containers.append(found)
+                position += 1
+    except RequestError as error:
+        return Workload((), source, annotations, invalid=str(error))
+    return Workload(tuple(containers), source, annotations, node_name=str(spec.get("nodeName") or ""))
+
+
+def workload_from_request(request: CardRequest, source: str, *, own_memory: bool) -> Workload:
+    """The workload of a pod known only by its per-card request (the CLI's --request-* flags): one app container."""
+    return Workload((GpuContainer("0", 0, False, request, own_memory, request.cores_by_webhook),), source)
+
+
+def plan(
+    spec: PlacementSpec, snapshot: ClusterSnapshot, workload: Workload, *, evict: PodAllocation | None = None
+) -> Plan:
+    """The pin of `workload` by `spec`: what it gets, or every problem that stops it (see the module's docstring)."""
+    node = spec.node_name
+    cards, problems = _placement(spec, snapshot)
+    if problems:
+        return Plan(node, problems=problems)
+    refs = spec.gpu_devices
+    problems = _pod_problems(workload, len(refs))
+    if problems:
+        return Plan(node, cards=cards, problems=problems)
+    placed, patches, share_problems = _shares(workload, spec.percent, cards, refs)
+    if share_problems:
+        return Plan(node, cards=cards, problems=share_problems)
+    node_obj = snapshot.nodes[node]
+    cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
+    usage: Mapping[str, CardUsage] = {}
+    if snapshot.allocations is not None:
+        usage = card_usage(cards, snapshot.allocations, node=node)
+    after = release(usage, evict) if evict is not None and evict.node == node else None
+    checks = []
+    found: list[Problem] = []
+    for ref, card in zip(refs, cards, strict=True):
+        check = check_card(
+            ref,
+            card,
+            placed,
+            usage.get(card.uuid),
+            after.get(card.uuid) if after is not None else None,
+            evicting=evict.key if after is not None and evict is not None else "",
+            annotations=workload.annotations,
+            cordoned=card.uuid in cordoned,
+        )
+        checks.append(check)
+        if not check.ok and check.reason is not None:
+            scope = Scope.Card if check.reason in _CARD_STATE or snapshot.allocations is not None else Scope.Pod
+            found.append(Problem(check.reason.value, check.message, scope, ref, card))
+    return Plan(node, cards, tuple(checks), patches, tuple(found))
+
+
+def placement_problems(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[Problem, ...]:
+    """The problems of the placement whatever the pod: the reconciler fails a placement on the Placement ones."""
+    return _placement(spec, snapshot)[1]
+
+
+def pending_warnings(
+    spec: PlacementSpec, namespace: str, name: str, others: Sequence[Placement], cards: Sequence[Card]
+) -> list[str]:
+    """Other unclaimed placements: a selector that may match the same pods, or the same cards not yet counted."""
+    mine = _uuids(spec.gpu_devices, cards)
+    warnings = []
+    for other in others:
+        if (other.namespace, other.name) == (namespace, name) or not other.unclaimed:
+            continue
+        if other.namespace == namespace and may_overlap(spec.pod_selector, other.spec.pod_selector):
+            warnings.append(
+                f"placement {other.name} (Pending, -l {other.spec.pod_selector}) may match the same pods as -l "
+                f"{spec.pod_selector}; the first matching pod claims only one of them"
+            )
+        shared = mine & _uuids(other.spec.gpu_devices, cards) if other.spec.node_name == spec.node_name else set()
+        if shared:
+            names = ", ".join(card.name for card in cards if card.uuid in shared)
+            warnings.append(
+                f"placement {other.key} (Pending) also pins a pod to {names} on {spec.node_name}; that pod does not "
+                "exist yet, so its share was not counted"
+            )
+    return warnings
+
+
+def eviction_warnings(pod: Mapping[str, Any], allocation: PodAllocation | None, node: str) -> list[str]:
+    """Warn when evicting this pod will not free anything on the target node."""
+    metadata = _mapping(pod.get("metadata"))
+    name = str(metadata.get("name") or "")
+    if allocation is None:
+        return [f"pod {name} holds no HAMi card (no {ALLOCATED_ANNOTATION}); evicting it frees no card"]
+    if allocation.node != node:
+        where = allocation.node or "no node"
+        return [f"pod {name} runs on {where}, not on {node}; evicting it frees nothing there"]
+    return []
+
+
+def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Card, ...], tuple[Problem, ...]]:
+    """The node's cards the spec names, in its order, or the problems of the placement itself."""
+    invalid = validate_spec(spec)
+    if invalid:
+        return (), (Problem(PlanReason.InvalidSpec, invalid, Scope.Placement),)
+    node = spec.node_name
+    node_obj = snapshot.nodes.get(node)
+    if node_obj is None:
+        return (), (Problem(PlanReason.NodeNotFound, f"node {node} not found", Scope.Placement),)
+    try:
+        cards = node_cards(node_obj)
+    except RegisterError as error:
+        return (), (Problem(PlanReason.NoRegister, str(error), Scope.Card),)
+    if not cards:
+        return (), (Problem(PlanReason.NoRegister, f"node {node} registers no cards", Scope.Card),)
+    chosen: list[Card] = []
+    problems: list[Problem] = []
+    for ref in spec.gpu_devices:
+        try:
+            card = resolve(ref, cards, node)
+        except CardRefError as error:
+            problems.append(Problem(FitReason.UnknownCard, str(error), Scope.Placement, ref))
+            continue
+        if card in chosen:
+            message = f"{ref} names {card.label()} on node {node}, which is already in the list"
+            problems.append(Problem(PlanReason.CardNamedTwice, message, Scope.Placement, ref, card))
+        chosen.append(card)
+    return tuple(chosen), tuple(problems)
+
+
+def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
+    """What stops this pod whatever the cards hold: unreadable GPU resources, nodeName, no or other card counts."""
+    if workload.invalid:
+        return (Problem(PlanReason.InvalidGpuRequest, workload.invalid, Scope.Pod),)
+    if workload.node_name:
+        message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
+        return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
+    if not workload.containers:
+        message = "no container asks for nvidia.com/gpu; a placement pins GPU pods only"
+        return (Problem(PlanReason.NoGpuRequest, message, Scope.Pod),)
+    return tuple(
+        Problem(
+            PlanReason.CardCountMismatch,
+            f"container {c.name} asks {c.request.nums} card(s) (nvidia.com/gpu) but the placement names {cards}",
+            Scope.Pod,
+        )
+        for c in workload.containers
+        if c.request.nums != cards
+    )
+
+
+def _shares(
+    workload: Workload, percent: int | None, cards: Sequence[Card], refs: Sequence[CardRef]
+) -> tuple[tuple[Placed, ...], tuple[ContainerPatch, ...], tuple[Problem, ...]]:
+    """Each container's request once pinned, the patches that give it, and the problems of the pod's share."""
+    if percent is None:
+        return tuple(Placed(c.name, c.init, c.request) for c in workload.containers), (), ()
+    app = [c for c in workload.containers if not c.init]
+    takers = [c for c in app if not c.own_memory]
+    own_percent = sum(c.request.mem_percentage or 0 for c in app if c.own_memory and c.request.memreq == 0)
+    own_mib = sum(c.request.memreq for c in app if c.own_memory)
+    left = min(percent - own_percent - _percent_of(own_mib, card) for card in cards)
+    if takers and left < len(takers):
+        names = ", ".join(c.name for c in takers)
+        message = (
+            f"the pod's share is {percent}% of each card, {max(left, 0)}% once the containers that ask their own "
+            f"memory are counted: too little to split among containers {names} (at least 1% each)"
+        )
+        return (), (), (Problem(PlanReason.ShareTooSmall, message, Scope.Pod),)
+    given = {c.position: left // len(takers) + (1 if i < left % len(takers) else 0) for i, c in enumerate(takers)}
+    given.update({c.position: percent for c in workload.containers if c.init and not c.own_memory})
+    placed = []
+    patches = []
+    for c in workload.containers:
+        share = given.get(c.position)
+        if share is None:
+            placed.append(Placed(c.name, c.init, c.request))
+            continue
+        drop = c.default_cores and share < 100
+        cores = 0 if drop else c.request.coresreq
+        placed.append(Placed(c.name, c.init, CardRequest(c.request.nums, 0, share, cores)))
+        patches.append(ContainerPatch(c.position, share, drop))
+    problems = []
+    for ref, card in zip(refs, cards, strict=True):
+        limit = card.devmem * percent // 100
+        asked = max(
+            [sum(memory_for(p.request, card) for p in placed if not p.init)]
+            + [memory_for(p.request, card) for p in placed if p.init]
+        )
+        if asked > limit:
+            message = f"{card.label()}: the pod asks {asked} MiB, more than {percent}% of the card ({limit} MiB)"
+            problems.append(Problem(FitReason.RequestExceedsPercent, message, Scope.Pod, ref, card))
+    return tuple(placed), tuple(patches), tuple(problems)
+
+
+def _percent_of(mib: int, card: Card) -> int:
+    """The whole percents of the card's memory that `mib` takes, rounded up (all of it on a card without memory)."""
+    if mib <= 0:
+        return 0
+    return -(-mib * 100 // card.devmem) if card.devmem else 100
+
+
+def _gpu_container(container: object, position: int, init: bool) -> GpuContainer | None:
+    """One container as the plan sees it, or None when it asks for no card."""
+    request = container_request(container, hami_webhook=True)  # type: ignore[arg-type]
+    if request is None or not isinstance(container, Mapping):
+        return None
+    resources = _mapping(container.get("resources"))
+    asked = {key for section in ("limits", "requests") for key in _mapping(resources.get(section))}
+    own_memory = GPUMEM in asked or GPUMEM_PERCENTAGE in asked
+    default_cores = request.cores_by_webhook or (not own_memory and GPUCORES in asked and request.coresreq == 100)
+    name = str(container.get("name") or position)
+    return GpuContainer(name, position, init, request, own_memory, default_cores)
+
+
+def _uuids(refs: Sequence[CardRef], cards: Sequence[Card]) -> set[str]:
+    """The UUIDs of the references that name a card of the node."""
+    found = set()
+    for ref in refs:
+        try:
+            found.add(resolve(ref, cards).uuid)
+        except CardRefError:
+            continue
+    return found
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value if it is a mapping, else an empty one: API objects may carry nulls anywhere."""
+    return value if isinstance(value, Mapping) else {}

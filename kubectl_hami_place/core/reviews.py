@@ -1,0 +1,91 @@
+"""AdmissionReview (admission.k8s.io/v1) structures: the request parsed once, the response built by a pure function.
+
+The server parses a body with `parse_review` (a ReviewError is its 400) and hands the `Review` to the decision;
+whatever the decision, `build_response` writes the answer, which never denies a pod.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place.core.errors import ModelError
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+
+
+class ReviewError(ModelError):
+    """The request body is not an AdmissionReview the webhook can answer (the server replies 400)."""
+
+
+@dataclass(frozen=True)
+class Review:
+    """The parts of an AdmissionReview request the decision reads."""
+
+    uid: str
+    operation: str
+    kind: str
+    group: str
+    sub_resource: str
+    namespace: str
+    name: str
+    dry_run: bool
+    pod: Mapping[str, Any]
+
+    @property
+    def annotations(self) -> Mapping[str, Any]:
+        """The object's annotations ({} when it has none)."""
+        metadata = self.pod.get("metadata")
+        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        return annotations if isinstance(annotations, Mapping) else {}
+
+
+def parse_review(body: object) -> Review:
+    """Check that the body is an admission.k8s.io/v1 AdmissionReview request, and extract what the decision needs."""
+    if not isinstance(body, dict):
+        raise ReviewError("the body must be a JSON object (an AdmissionReview)")
+    if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
+        raise ReviewError(
+            f"expected apiVersion {ADMISSION_API_VERSION} kind AdmissionReview, "
+            f"got {str(body.get('apiVersion'))[:60]} {str(body.get('kind'))[:60]}"
+        )
+    request = body.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError("the AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("the AdmissionReview request has no uid")
+    kind = request.get("kind")
+    if not isinstance(kind, dict):
+        kind = {}
+    operation = request.get("operation")
+    if not isinstance(operation, str) or not operation:
+        raise ReviewError("the AdmissionReview request has no operation")
+    pod = request.get("object")
+    if operation == "CREATE" and not isinstance(pod, dict):
+        raise ReviewError("a CREATE AdmissionReview request must carry the object")
+    return Review(
+        uid=uid,
+        operation=operation,
+        kind=str(kind.get("kind") or ""),
+        group=str(kind.get("group") or ""),
+        sub_resource=str(request.get("subResource") or ""),
+        namespace=str(request.get("namespace") or ""),
+        name=str(request.get("name") or ""),
+        dry_run=request.get("dryRun") is True,
+        pod=pod if isinstance(pod, dict) else {},
+    )
+
+
+def build_response(uid: str, patch: Sequence[Mapping[str, Any]] = (), warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """The AdmissionReview to send back: allowed, with the JSON patch and the warnings when there are any."""
+    body: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        body["patchType"] = "JSONPatch"
+        body["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
+    if warnings:
+        body["warnings"] = list(warnings)
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": body}

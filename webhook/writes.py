@@ -1,0 +1,58 @@
+"""What the server does to the cluster, behind one small interface: read a placement, write its status, record an
+Event, evict a pod. `KubeWrites` does it through kube/; unit tests give the Admitter and the Reconciler an
+in-memory implementation that can answer a write with a stale-write conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kubectl_hami_place.core.placement import Placement, PlacementStatus
+from kubectl_hami_place.kube.claims import read_placement, write_status
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.events import record_event
+from kubectl_hami_place.kube.evictions import evict_pod
+
+
+class Writes(Protocol):
+    """The server's side effects; every failure is a kube.claims.StaleWrite or a kube.errors.KubeError."""
+
+    def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The placement as the API server has it now, None when it is gone."""
+        ...
+
+    def write_status(self, placement: Placement, status: PlacementStatus) -> dict[str, Any]:
+        """Replace the status if the placement is still at its resourceVersion; StaleWrite otherwise."""
+        ...
+
+    def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
+        """An Event about the placement; best effort, never raises."""
+        ...
+
+    def evict(self, namespace: str, pod: str) -> None:
+        """Evict through the Eviction API: KubeNotFound, BlockedByDisruptionBudget or another KubeError."""
+        ...
+
+
+class KubeWrites:
+    """Writes through the API server."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """GET the placement."""
+        return read_placement(self.kube, namespace, name)
+
+    def write_status(self, placement: Placement, status: PlacementStatus) -> dict[str, Any]:
+        """PUT the status subresource guarded by resourceVersion."""
+        return write_status(self.kube, placement, status)
+
+    def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
+        """POST an Event."""
+        record_event(self.kube, dict(placement), reason, message, warning=warning)
+
+    def evict(self, namespace: str, pod: str) -> None:
+        """POST pods/eviction."""
+        evict_pod(self.kube, namespace, pod)

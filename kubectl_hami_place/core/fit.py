@@ -9,17 +9,28 @@ a 100-core request on a 100-core card already in use (`ExclusiveDeviceAllocateCo
 card whose cores are all taken (`CardComputeUnitsExhausted`). Before those, hami-place adds what HAMi filters
 elsewhere: a card HAMi's NVIDIA scheduler ignores (type without "NVIDIA"). HAMi calls an unhealthy card
 `CardNotHealth`; hami-place reports `CardUnhealthy`.
+
+`fit_pod` is HAMi's whole verdict for a pod on a node (`Scheduler.Filter` -> `scoreNode` -> `fitInDevices` -> `Fit`):
+each GPU container in turn, init containers against the node as it is, app containers against the node with the
+earlier app containers' cards taken; before each container the cards are scored (slots, cores and memory in use,
+in float32) and sorted by the GPU policy (Go's insertion sort, stable, as Go sorts up to 12 cards), then tried from
+the last; the first failing container's reason counts are HAMi's `FailedNodes` text for the node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import struct
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.requests import CardRequest, memory_for
-from kubectl_hami_place.core.usage import CardUsage
+from kubectl_hami_place.core.cards import Card, node_cards
+from kubectl_hami_place.core.errors import RegisterError
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
 USE_UUID = "nvidia.com/use-gpuuuid"
 NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
@@ -159,3 +170,228 @@ def _type_allowed(annotations: Mapping[str, str], card: Card) -> bool:
         return False
     mode = annotations.get(VGPU_MODE)
     return mode is None or card.mode in mode
+
+
+# The whole pod on one node, as HAMi's Filter decides it ------------------------------------------------------
+
+NODE_UNREGISTERED = "node unregistered"
+NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
+ALLOCATED_CARDS_INSUFFICIENT = "AllocatedCardsInsufficientRequest"
+_HAMI_NAMES = {FitReason.CardUnhealthy: "CardNotHealth"}
+_SCORE_WEIGHT = 10.0
+
+
+@dataclass(frozen=True)
+class PodFit:
+    """HAMi's verdict for a pod on a node: the cards each GPU container gets, or its `FailedNodes` reason text.
+
+    `reason` is "" when the pod fits, else HAMi's text: `node unregistered`, `NodeInsufficientDevice`, or the
+    failing container's per-card counts such as `1/2 CardInsufficientMemory, 1/2 CardUuidMismatch`; `counts` holds
+    those counts by HAMi's reason name. `devices` lists the card UUIDs of each GPU container, init containers first.
+    """
+
+    ok: bool
+    reason: str = ""
+    counts: Mapping[str, int] = field(default_factory=dict)
+    devices: tuple[tuple[str, ...], ...] = ()
+
+
+def hami_reason_name(reason: FitReason) -> str:
+    """HAMi's name for a card's fit reason (CardNotHealth where hami-place says CardUnhealthy)."""
+    return _HAMI_NAMES.get(reason, reason.value)
+
+
+def fit_pod(
+    cards: Sequence[Card],
+    usage: Mapping[str, CardUsage],
+    requests: Sequence[CardRequest | None],
+    init_containers: int = 0,
+    annotations: Mapping[str, str] | None = None,
+    *,
+    cordoned: frozenset[str] = frozenset(),
+    config: HamiConfig = HAMI_DEFAULTS,
+) -> PodFit:
+    """Whether HAMi places the pod (its `requests` in `pod_requests` order) on a node with these cards and usage."""
+    annotations = dict(annotations or {})
+    policy = annotations.get(GPU_SCHEDULER_POLICY, config.gpu_scheduler_policy)
+    annotations[GPU_SCHEDULER_POLICY] = policy
+    base = [_Slot(card, usage.get(card.uuid) or CardUsage(card.uuid)) for card in cards]
+    chosen: list[tuple[str, ...]] = []
+    for request in requests[:init_containers]:
+        if request is not None:
+            verdict = _fit_container([slot.copy() for slot in base], request, annotations, cordoned, policy)
+            if isinstance(verdict, PodFit):
+                return verdict
+            chosen.append(verdict)
+    running = [slot.copy() for slot in base]
+    for request in requests[init_containers:]:
+        if request is not None:
+            verdict = _fit_container(running, request, annotations, cordoned, policy)
+            if isinstance(verdict, PodFit):
+                return verdict
+            chosen.append(verdict)
+    return PodFit(ok=True, devices=tuple(chosen))
+
+
+def fit_pod_on_node(
+    node: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    allocations: Iterable[PodAllocation],
+    *,
+    hami_webhook: bool = True,
+    config: HamiConfig = HAMI_DEFAULTS,
+) -> PodFit:
+    """`fit_pod` for a node and a pod object (JSON dict form) given every pod allocation HAMi counts."""
+    node_metadata = _mapping(node.get("metadata"))
+    try:
+        cards = node_cards(node)
+    except RegisterError:
+        return PodFit(ok=False, reason=NODE_UNREGISTERED)
+    name = node_metadata.get("name")
+    usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
+    spec = _mapping(pod.get("spec"))
+    requests = pod_requests(spec, hami_webhook, config=config)
+    if all(request is None for request in requests):
+        return PodFit(ok=True)
+    init = spec.get("initContainers")
+    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    return fit_pod(
+        cards,
+        usage,
+        requests,
+        len(init) if isinstance(init, list) else 0,
+        {key: value for key, value in pod_annotations.items() if isinstance(value, str)},
+        cordoned=cordoned_cards(_mapping(node_metadata.get("annotations"))),
+        config=config,
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass
+class _Slot:
+    """One card while HAMi fits a pod: its usage so far and its score for the container being fitted."""
+
+    card: Card
+    usage: CardUsage
+    score: float = 0.0
+
+    def copy(self) -> _Slot:
+        """An independent copy (HAMi deep-copies the node for each init container and for the app containers)."""
+        return _Slot(self.card, self.usage, self.score)
+
+
+def _fit_container(
+    slots: list[_Slot],
+    request: CardRequest,
+    annotations: Mapping[str, str],
+    cordoned: frozenset[str],
+    policy: str,
+) -> tuple[str, ...] | PodFit:
+    """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure."""
+    for slot in slots:
+        slot.score = _score(slot, request)
+    _insertion_sort(slots, policy)
+    typed = [slot for slot in slots if slot.card.is_nvidia]
+    if request.nums > len(typed):
+        return PodFit(ok=False, reason=NODE_INSUFFICIENT_DEVICE, counts={NODE_INSUFFICIENT_DEVICE: 1})
+    counts: Counter[str] = Counter()
+    picked: list[_Slot] = []
+    for slot in reversed(typed):
+        verdict = fit(slot.card, slot.usage, request, annotations, slot.card.uuid in cordoned)
+        if not verdict.ok and verdict.reason is not None:
+            counts[hami_reason_name(verdict.reason)] += 1
+            continue
+        picked.append(slot)
+        if len(picked) == request.nums:
+            break
+    if len(picked) < request.nums:
+        if picked:
+            counts[ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
+        text = ", ".join(sorted(f"{count}/{len(typed)} {name}" for name, count in counts.items()))
+        return PodFit(ok=False, reason=text, counts=dict(counts))
+    cores = min(request.coresreq, 100)
+    for slot in picked:
+        used = slot.usage
+        slot.usage = CardUsage(
+            used.uuid,
+            used.used_slots + 1,
+            used.used_mem + memory_for(request, slot.card),
+            used.used_cores + cores,
+            used.pods,
+        )
+    return tuple(slot.card.uuid for slot in picked)
+
+
+def _f32(value: float) -> float:
+    """The value rounded to float32, as Go's float32 arithmetic rounds every step."""
+    result: float = struct.unpack("f", struct.pack("f", value))[0]
+    return result
+
+
+def _score(slot: _Slot, request: CardRequest) -> float:
+    """HAMi's DeviceListsScore.ComputeScore with the default weights: how full the card would be, in float32.
+
+    HAMi adds the request only to a card whose type is exactly "NVIDIA" (it compares the request's vendor word with
+    the card's model), so for every real model the score is the card's usage alone.
+    """
+    card, used = slot.card, slot.usage
+    if card.count == 0 or card.devcore == 0 or card.devmem == 0:
+        return 0.0
+    asked, cores, mem = 0, 0, 0
+    if card.type == "NVIDIA":
+        asked, cores, mem = 1, request.coresreq, memory_for(request, card)
+    slots = _f32(_f32(asked + used.used_slots) / _f32(card.count))
+    core = _f32(_f32(cores + used.used_cores) / _f32(card.devcore))
+    memory = _f32(_f32(mem + used.used_mem) / _f32(card.devmem))
+    return _f32(_SCORE_WEIGHT * _f32(_f32(slots + core) + memory))
+
+
+def _insertion_sort(slots: list[_Slot], policy: str) -> None:
+    """Go's insertionSort with HAMi's DeviceUsageList.Less (what sort.Sort does for up to 12 cards)."""
+    less = _less_by_chain(policy) if "," in policy or policy == "numa" else _less_single(policy)
+    for i in range(1, len(slots)):
+        j = i
+        while j > 0 and less(slots[j], slots[j - 1]):
+            slots[j], slots[j - 1] = slots[j - 1], slots[j]
+            j -= 1
+
+
+def _less_single(policy: str) -> Any:
+    """Less for one policy word: mutex (busy first), binpack (emptiest first), else spread (fullest first)."""
+
+    def less(a: _Slot, b: _Slot) -> bool:
+        """HAMi's comparison, NUMA breaking ties."""
+        if policy == "mutex":
+            if a.usage.used_slots != b.usage.used_slots:
+                return a.usage.used_slots > b.usage.used_slots
+        elif a.score != b.score:
+            return a.score < b.score if policy == "binpack" else a.score > b.score
+        return a.card.numa < b.card.numa
+
+    return less
+
+
+def _less_by_chain(policy: str) -> Any:
+    """Less for a comma list of binpack/spread/numa sort keys (spread when it names none), index breaking ties."""
+    chain: list[str] = []
+    for word in policy.split(","):
+        if word.strip() in ("binpack", "spread", "numa") and word.strip() not in chain:
+            chain.append(word.strip())
+    chain = chain or ["spread"]
+
+    def less(a: _Slot, b: _Slot) -> bool:
+        """HAMi's lessByChain."""
+        for key in chain:
+            if key == "binpack" and a.score != b.score:
+                return a.score < b.score
+            if key == "spread" and a.score != b.score:
+                return a.score > b.score
+            if key == "numa" and a.card.numa != b.card.numa:
+                return a.card.numa < b.card.numa
+        return a.card.index < b.card.index
+
+    return less

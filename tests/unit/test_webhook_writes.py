@@ -1,0 +1,248 @@
+"""The Admitter's claim loop and the Reconciler's eviction sequence against an in-memory `Writes`.
+
+A fake on purpose, for what a real API server cannot produce on demand: a write that loses its race at an exact
+moment, eight races lost in a row, a budget that blocks one eviction. Everything else about these writes runs
+against the sandbox in tests/cluster/test_webhook_placement.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.placement import Placement, PlacementStatus, status_to_object
+from kubectl_hami_place.kube.claims import StaleWrite
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
+from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
+from webhook.cache import ClusterCache
+from webhook.metrics import Metrics
+from webhook.reconcile import Reconciler
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+NS = "team-a"
+CARDS = [
+    {"id": f"GPU-{c}", "index": i, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
+    for i, c in enumerate("ab")
+]
+NODE = {"metadata": {"name": "gpu-0", "annotations": {"hami.io/node-nvidia-register": json.dumps(CARDS)}}}
+
+
+class MemoryWrites:
+    """The API server's placements in a dict, guarded by resourceVersion like the real status subresource.
+
+    `before_write` runs before each status write and may change the stored placement (another replica's write):
+    the write then fails as stale, as a 409 would.
+    """
+
+    def __init__(self, *placements: dict[str, Any]) -> None:
+        self.stored = {(p["metadata"]["namespace"], p["metadata"]["name"]): copy.deepcopy(p) for p in placements}
+        self.before_write: Callable[[Placement], None] = lambda _placement: None
+        self.evict_with: list[KubeError | None] = []
+        self.writes: list[dict[str, Any]] = []
+        self.events: list[str] = []
+        self.evictions: list[str] = []
+        self.reads: list[str] = []
+
+    def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(name)
+        found = self.stored.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def write_status(self, placement: Placement, status: PlacementStatus) -> dict[str, Any]:
+        self.before_write(placement)
+        current = self.stored.get((placement.namespace, placement.name))
+        if current is None or current["metadata"]["resourceVersion"] != placement.resource_version:
+            raise StaleWrite(f"placement {placement.name} changed since it was read")
+        current["metadata"]["resourceVersion"] = str(int(placement.resource_version) + 1)
+        current["status"] = status_to_object(status)
+        self.writes.append(copy.deepcopy(current["status"]))
+        return copy.deepcopy(current)
+
+    def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
+        self.events.append(reason)
+
+    def evict(self, namespace: str, pod: str) -> None:
+        self.evictions.append(pod)
+        outcome = self.evict_with.pop(0) if self.evict_with else None
+        if outcome is not None:
+            raise outcome
+
+    def touch(self, name: str, status: dict[str, Any] | None = None) -> None:
+        """Another writer changes the placement: a new resourceVersion, and the status it wrote if any."""
+        stored = self.stored[(NS, name)]
+        stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
+        if status is not None:
+            stored["status"] = status
+
+
+def placement(name: str, device: str, *, created: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": "10", "creationTimestamp": created},
+        "spec": {
+            "reqID": f"req-{name}",
+            "podSelector": {"matchLabels": {"app": "train"}},
+            "nodeName": "gpu-0",
+            "gpuDevices": [device],
+        },
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def cache(writes: MemoryWrites) -> ClusterCache:
+    """A synced cache holding the node and the stored placements (its reflectors never run)."""
+    built = ClusterCache(ApiClient(), "hami-scheduler")
+    built.nodes.upsert(NODE)
+    for obj in writes.stored.values():
+        built.placements.upsert(copy.deepcopy(obj))
+    for reflector in built.reflectors():
+        reflector.synced.set()
+    return built
+
+
+def admitter(writes: MemoryWrites, metrics: Metrics) -> Admitter:
+    tokens = iter(f"tok-{n}" for n in range(100))
+    return Admitter(
+        None, cache(writes), Settings(), metrics, clock=lambda: NOW, new_token=lambda: next(tokens), writes=writes
+    )
+
+
+def review(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "trainer-0", "namespace": NS, "labels": {"app": "train"}}
+    if annotations:
+        metadata["annotations"] = annotations
+    pod = {
+        "metadata": metadata,
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+        },
+    }
+    request = {"uid": "u1", "kind": {"kind": "Pod"}, "operation": "CREATE", "namespace": NS, "object": pod}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def patch_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    body = response["response"]
+    return json.loads(base64.b64decode(body["patch"])) if "patch" in body else []
+
+
+def counter(metrics: Metrics, name: str) -> float:
+    return metrics.registry.get_sample_value(f"{name}_total") or 0.0
+
+
+def test_a_claim_that_loses_its_race_re_reads_and_claims_the_next_placement() -> None:
+    writes = MemoryWrites(
+        placement("older", "gpu-0", created="2026-11-29T09:00:00Z"),
+        placement("newer", "gpu-1", created="2026-11-29T10:00:00Z"),
+    )
+
+    def other_replica_claims_older(target: Placement) -> None:
+        if target.name == "older" and not writes.writes:
+            writes.touch(
+                "older", {"phase": "Consumed", "claim": {"token": "theirs", "claimedAt": "2026-11-29T11:59:59Z"}}
+            )
+
+    writes.before_write = other_replica_claims_older
+    metrics = Metrics()
+    response = admitter(writes, metrics).admit(review())
+    annotations = next(op["value"] for op in patch_of(response) if op["path"] == "/metadata/annotations")
+    assert annotations[PLACEMENT_ANNOTATION] == "newer"
+    assert annotations[USE_GPUUUID_ANNOTATION] == "GPU-b"
+    assert writes.reads == ["older"]
+    assert writes.stored[(NS, "newer")]["status"]["claim"]["token"] == annotations[CLAIM_ANNOTATION]
+    assert writes.stored[(NS, "older")]["status"]["claim"]["token"] == "theirs"
+    assert (counter(metrics, "hami_place_claim_conflicts"), counter(metrics, "hami_place_claims")) == (1.0, 1.0)
+    assert writes.events == ["Claimed"]
+
+
+def test_a_claim_that_keeps_losing_gives_up_and_admits_the_pod_unchanged() -> None:
+    writes = MemoryWrites(placement("busy", "gpu-0", created="2026-11-29T09:00:00Z"))
+    writes.before_write = lambda target: writes.touch(target.name)
+    metrics = Metrics()
+    response = admitter(writes, metrics).admit(review())
+    assert patch_of(response) == []
+    assert response["response"]["warnings"] == ["hami-place: too many concurrent claims; the pod is admitted unchanged"]
+    assert counter(metrics, "hami_place_claim_conflicts") == MAX_CLAIM_ATTEMPTS
+    assert "status" not in writes.stored[(NS, "busy")] and writes.events == []
+
+
+def test_a_claim_the_api_server_refuses_admits_the_pod_unchanged_with_the_cause() -> None:
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
+
+    def refuse(_target: Placement) -> None:
+        raise KubeError("forbidden: update hamipodplacements/status")
+
+    writes.before_write = refuse
+    response = admitter(writes, Metrics()).admit(review())
+    assert patch_of(response) == []
+    assert "forbidden: update hamipodplacements/status" in response["response"]["warnings"][0]
+
+
+def test_our_annotations_are_checked_against_the_stored_claim_not_the_cache() -> None:
+    """The claim was written by another replica a moment ago: this replica's cache has not seen the placement."""
+    writes = MemoryWrites()
+    run = admitter(writes, Metrics())
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    stored = placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=claimed)
+    writes.stored[(NS, "p")] = stored
+    response = run.admit(review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: "p"}))
+    assert writes.reads == ["p"] and writes.writes == []
+    assert any(op["path"] == "/spec/affinity" for op in patch_of(response))
+    assert "warnings" not in response["response"]
+
+
+def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:
+    obj = placement("make-room", "gpu-0", created="2026-11-29T11:00:00Z")
+    obj["spec"]["evictPod"] = "old"
+    obj["status"] = {
+        "phase": "Evicting",
+        "claim": {"token": "tok", "claimedAt": "2026-11-29T11:58:00Z"},
+        "consumedBy": {"name": "trainer-0", "uid": "uid-1"},
+        "eviction": {"pod": "old", "result": "Pending", "attempts": attempts, "time": time},
+    }
+    return obj
+
+
+def reconciler(writes: MemoryWrites, clock: Callable[[], datetime] = lambda: NOW) -> Reconciler:
+    return Reconciler(None, cache(writes), Metrics(), 3600, clock, writes=writes)
+
+
+def test_an_eviction_is_leased_first_then_attempted_then_its_outcome_recorded() -> None:
+    writes = MemoryWrites(evicting())
+    writes.evict_with = [BlockedByDisruptionBudget("old", ("web",), "blocked by PodDisruptionBudget web", "")]
+    now = [NOW]
+    loop = reconciler(writes, lambda: now[0])
+    loop.reconcile_once()
+    lease, outcome = writes.writes
+    assert (lease["eviction"]["attempts"], lease["eviction"]["result"]) == (1, "Pending")
+    assert (outcome["eviction"]["attempts"], outcome["eviction"]["result"], outcome["phase"]) == (
+        1,
+        "Blocked",
+        "Evicting",
+    )
+    assert writes.evictions == ["old"]
+    assert writes.events == ["EvictionBlocked"]
+    loop.reconcile_once()
+    assert writes.evictions == ["old"], "the backoff holds the next attempt"
+    now[0] = NOW + timedelta(seconds=5)
+    loop.reconcile_once()
+    assert writes.evictions == ["old", "old"]
+    assert writes.writes[-1]["phase"] == "Consumed" and writes.writes[-1]["eviction"]["attempts"] == 2
+    assert writes.events == ["EvictionBlocked", "Evicted"]
+
+
+def test_a_lost_lease_attempts_no_eviction() -> None:
+    writes = MemoryWrites(evicting())
+    writes.before_write = lambda target: writes.touch(target.name)
+    reconciler(writes).reconcile_once()
+    assert writes.evictions == [] and writes.writes == [] and writes.events == []

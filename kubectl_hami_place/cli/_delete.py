@@ -22,11 +22,11 @@ from kubectl_hami_place.cli._common import (
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Block, Text
+from kubectl_hami_place.core.names import PHASES, Phase
 from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.errors import KubeNotFound
 
 HELP = "Delete HamiPodPlacements by name, or --all of the namespace (narrowed by --phase)."
-PHASES = ("Pending", "Evicting", "Consumed", "Failed", "Expired")
 
 
 def _complete_placements(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -99,7 +99,7 @@ def delete(
         wanted = [
             item["metadata"]["name"]
             for item in stored
-            if not phases or ((item.get("status") or {}).get("phase") or "Pending") in phases
+            if not phases or ((item.get("status") or {}).get("phase") or Phase.Pending) in phases
         ]
     missing: list[str] = []
     deleted: list[str] = []

@@ -50,6 +50,7 @@ from typing import Any
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, node_cards
 from kubectl_hami_place.core.errors import ClusterInfoError, ModelError
 from kubectl_hami_place.core.fit import cordoned_cards
+from kubectl_hami_place.core.fragmentation import summarize
 from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.requests import GPU, parse_quantity
 from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, card_usage, pod_allocation
@@ -193,8 +194,6 @@ class ClusterInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The `GET /api/v1/cluster-info` document (shape in the module docstring)."""
-        from kubectl_hami_place.core.fragmentation import summarize
-
         return {
             "generatedAt": rfc3339(self.generated_at),
             "nodes": [node.to_dict() for node in self.nodes],

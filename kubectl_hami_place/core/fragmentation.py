@@ -18,10 +18,54 @@ Definitions (memory in MiB):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from kubectl_hami_place.core.cluster import CardInfo, ClusterInfo, NodeInfo
+
+class CardInfo(Protocol):
+    """What the summary reads of a card (core.cluster.CardInfo has it): declared here so the summary needs no view."""
+
+    @property
+    def schedulable(self) -> bool: ...
+
+    @property
+    def slots_free(self) -> int: ...
+
+    @property
+    def memory_free(self) -> int: ...
+
+    @property
+    def slots_used(self) -> int: ...
+
+    @property
+    def memory_total(self) -> int: ...
+
+    @property
+    def cores_total(self) -> int: ...
+
+    @property
+    def cores_used(self) -> int: ...
+
+
+class NodeInfo(Protocol):
+    """What the summary reads of a node (core.cluster.NodeInfo)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def usable(self) -> bool: ...
+
+    @property
+    def cards(self) -> Sequence[CardInfo]: ...
+
+
+class ClusterInfo(Protocol):
+    """What the summary reads of the cluster-info view (core.cluster.ClusterInfo)."""
+
+    @property
+    def nodes(self) -> Sequence[NodeInfo]: ...
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import yaml
 
+from kubectl_hami_place.cli._common import OutputFormat
 from kubectl_hami_place.cli._present import age, bar, placement_columns, placement_row, selector_text
 from kubectl_hami_place.cli.output import FORMATS, Block, Table, Text, formatter_for
 
@@ -80,10 +82,18 @@ def test_empty_table_prints_its_empty_line_or_nothing() -> None:
     assert formatter_for("table", color=False).render(Empty("")) == ""
 
 
-def test_every_format_has_a_formatter() -> None:
-    assert FORMATS == ("table", "wide", "json", "yaml")
-    for name in FORMATS:
-        assert formatter_for(name, color=False).render(Sample())
+def test_every_format_of_o_has_its_own_formatter() -> None:
+    assert [choice.value for choice in OutputFormat] == list(FORMATS)
+    rendered = {name: formatter_for(name, color=False).render(Sample()) for name in FORMATS}
+    assert json.loads(rendered["json"]) == Sample().to_data()
+    assert yaml.safe_load(rendered["yaml"]) == Sample().to_data() and not rendered["yaml"].startswith("{")
+    assert rendered["table"].splitlines()[2].split() == ["NAME", "USED"]
+    assert rendered["wide"].splitlines()[2].split() == ["NAME", "USED", "EXTRA"]
+
+
+def test_an_unknown_format_is_refused_not_rendered_as_a_table() -> None:
+    with pytest.raises(ValueError, match="unknown output format 'xml'; use one of table, wide, json, yaml"):
+        formatter_for("xml", color=False)
 
 
 def test_age_reads_like_kubectl() -> None:

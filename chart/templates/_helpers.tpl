@@ -62,4 +62,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (eq .Values.certs.mode "secret") (not .Values.certs.caBundle) -}}
 {{- fail "certs.caBundle (base64 PEM of the CA) is required when certs.mode is secret" -}}
 {{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServerCIDRs) -}}
+{{- fail "networkPolicy.apiServerCIDRs (the API server's addresses, e.g. [10.0.0.10/32]) is required when networkPolicy.enabled: without them the API server could not call the webhook" -}}
+{{- end -}}
 {{- end -}}

@@ -91,6 +91,13 @@ def webhook_entry(objects: list[dict[str, Any]]) -> dict[str, Any]:
         ["replicaCount=1", "webhook.failurePolicy=Fail", "webhook.matchConditions.enabled=false"],
         ["certs.mode=certManager", 'json:certs.certManager.issuerRef={"kind":"ClusterIssuer","name":"ca"}'],
         ["certs.mode=secret", "certs.existingSecret=my-tls", "certs.caBundle=Zm9v"],
+        [
+            "networkPolicy.enabled=true",
+            "networkPolicy.apiServerCIDRs={10.0.0.10/32}",
+            "networkPolicy.apiNamespaces={monitoring}",
+            "serviceMonitor.enabled=true",
+            "server.clientCA.configMap=apiserver-client-ca",
+        ],
     ],
 )
 def test_helm_lint_is_clean(helm: Path, sets: list[str]) -> None:
@@ -118,6 +125,13 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert container["args"][0] == "serve"
     assert "--exclude-namespace=kube-system" in container["args"]
+    assert "--admission-timeout=5" in container["args"], "the webhook's timeoutSeconds is the server's deadline"
+    assert "--shutdown-grace=15" in container["args"]
+    assert not [a for a in container["args"] if a.startswith("--client-ca-file")]
+    assert pod["terminationGracePeriodSeconds"] == 25, "the kubelet waits longer than the server's own drain"
+    assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"
+    labels = spec["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes/name"] == labels["app.kubernetes.io/name"] == NAME_LABEL
     assert "--tls-cert-file=/etc/hami-place/tls/tls.crt" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api"}
@@ -136,6 +150,7 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
 
     pdb = one(objects, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
+    assert by_kind(objects, "NetworkPolicy") == [] and by_kind(objects, "ServiceMonitor") == []
 
     for obj in objects:
         if obj["kind"] != "CustomResourceDefinition" and "certgen" not in obj["metadata"]["name"]:
@@ -220,6 +235,53 @@ def test_non_default_values(helm: Path) -> None:
         "--exclude-namespace=infra",
     ]
     assert "--placement-ttl=600" in args
+    assert "--admission-timeout=10" in args
+
+
+def test_network_policy_admits_the_api_server_and_the_listed_namespaces(helm: Path) -> None:
+    objects = render(
+        helm,
+        "networkPolicy.enabled=true",
+        "networkPolicy.apiServerCIDRs={10.0.0.10/32,10.0.0.11/32}",
+        "networkPolicy.apiNamespaces={monitoring,ops}",
+    )
+    policy = one(objects, "NetworkPolicy", "gpu-descheduler-webhook")["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == NAME_LABEL
+    assert policy["policyTypes"] == ["Ingress"]
+    from_api_server, from_namespaces = policy["ingress"]
+    assert [peer["ipBlock"]["cidr"] for peer in from_api_server["from"]] == ["10.0.0.10/32", "10.0.0.11/32"]
+    assert {port["port"] for port in from_api_server["ports"]} == {"webhook", "api"}
+    (selector,) = from_namespaces["from"]
+    assert selector["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring", "ops"]}
+    ]
+    assert [port["port"] for port in from_namespaces["ports"]] == ["api"], "the webhook port: API server only"
+    ports = {p["name"] for p in one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports >= {"webhook", "api"}, "the policy names the container's ports"
+
+
+def test_service_monitor_scrapes_metrics_on_the_api_port(helm: Path) -> None:
+    objects = render(
+        helm, "serviceMonitor.enabled=true", "serviceMonitor.interval=15s", "serviceMonitor.labels.release=prom"
+    )
+    monitor = one(objects, "ServiceMonitor", "gpu-descheduler-webhook")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"] == one(objects, "Service")["spec"]["selector"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == ("api", "/metrics", "15s")
+    assert "api" in {p["name"] for p in one(objects, "Service")["spec"]["ports"]}
+
+
+def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: Path) -> None:
+    objects = render(helm, "server.clientCA.configMap=apiserver-client-ca", "server.shutdownGrace=40")
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert "--client-ca-file=/etc/hami-place/client-ca/ca.crt" in container["args"]
+    assert "--shutdown-grace=40" in container["args"] and pod["terminationGracePeriodSeconds"] == 50
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "client-ca")
+    assert mount["mountPath"] == "/etc/hami-place/client-ca"
+    assert next(v for v in pod["volumes"] if v["name"] == "client-ca")["configMap"]["name"] == "apiserver-client-ca"
 
 
 @pytest.mark.parametrize(
@@ -231,6 +293,8 @@ def test_non_default_values(helm: Path) -> None:
         (["webhook.failurePolicy=Sometimes"], "at '/webhook/failurePolicy': value must be one of 'Ignore', 'Fail'"),
         (["replicaCount=0"], "at '/replicaCount': minimum: got 0, want 1"),
         (["webhok.failurePolicy=Fail"], "additional properties 'webhok' not allowed"),
+        (["networkPolicy.enabled=true"], "networkPolicy.apiServerCIDRs (the API server's addresses"),
+        (["networkPolicy.apiServerCIDRs={10.0.0.10}"], "at '/networkPolicy/apiServerCIDRs/0'"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
@@ -373,6 +437,39 @@ def adopt_crd(cluster: Sandbox, release: str, namespace: str) -> None:
     cluster.kubectl("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
 
 
+# The Prometheus Operator's ServiceMonitor kind, reduced to what the API server needs to store one (its real CRD
+# carries the full schema; the chart's object is checked against the operator's fields by the render test).
+SERVICE_MONITOR_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "ServiceMonitor",
+            "listKind": "ServiceMonitorList",
+            "plural": "servicemonitors",
+            "singular": "servicemonitor",
+            "shortNames": ["smon"],
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def installed(cluster: Sandbox, helm: Path) -> Iterator[tuple[str, str]]:
     """The chart installed once for this module, for real as a user would (hooks included), then uninstalled.
@@ -384,10 +481,24 @@ def installed(cluster: Sandbox, helm: Path) -> Iterator[tuple[str, str]]:
     release = f"gd-{namespace}"
     cluster.kubectl("create", "namespace", namespace)
     adopt_crd(cluster, release, namespace)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(SERVICE_MONITOR_CRD))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{SERVICE_MONITOR_CRD['metadata']['name']}")
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
     narrow = '[{"key":"hami-place-test-chart","operator":"Exists"}]'
     args = ["install", release, str(CHART), "-n", namespace, "--wait", "--timeout=180s", "--set", "image.tag=test"]
-    result = run_helm(helm, *args, "--set-json", f"webhook.namespaceSelectorExpressions={narrow}", check=False, env=env)
+    optional = [
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.apiServerCIDRs={127.0.0.1/32}",
+        "--set",
+        f"networkPolicy.apiNamespaces={{{namespace}}}",
+        "--set",
+        "serviceMonitor.enabled=true",
+    ]
+    result = run_helm(
+        helm, *args, *optional, "--set-json", f"webhook.namespaceSelectorExpressions={narrow}", check=False, env=env
+    )
     try:
         assert result.returncode == 0, result.stdout + result.stderr
         yield release, namespace
@@ -426,6 +537,15 @@ def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: t
     ).stdout
     assert leftovers.strip() == ""
     assert cluster.kubectl("get", "clusterrole", f"{fullname}-certgen", check=False).returncode != 0
+    policy = json.loads(cluster.kubectl("get", "networkpolicy", fullname, "-n", namespace, "-o", "json").stdout)
+    assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "127.0.0.1/32"}}]
+    monitor = json.loads(cluster.kubectl("get", "servicemonitor", fullname, "-n", namespace, "-o", "json").stdout)
+    assert monitor["spec"]["endpoints"][0]["port"] == "api"
+    # The original descheduler docs select the server's pods by app.kubernetes/name (sic).
+    selected = cluster.kubectl(
+        "get", "pods", "-n", namespace, "-l", f"app.kubernetes/name={NAME_LABEL}", "-o", "name"
+    ).stdout.split()
+    assert len(selected) == 2, selected
     notes = run_helm(helm, "get", "notes", release, "-n", namespace, env={"KUBECONFIG": str(cluster.kubeconfig)}).stdout
     assert f"kubectl -n {namespace} rollout status deployment/{fullname}" in notes
     assert f"/api/v1/namespaces/{namespace}/services/{fullname}:api/proxy/api/v1/cluster-info" in notes

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import yaml
+
 from kubectl_hami_place.cli._completion import complete_words
 from kubectl_hami_place.cli.app import PROG, app
+from kubectl_hami_place.kube import cluster
 
 
 def candidates(*words: str) -> list[str]:
@@ -32,6 +38,29 @@ def test_enum_values() -> None:
     assert candidates("completion", "") == ["bash", "zsh", "fish"]
 
 
-def test_cluster_lookups_offer_nothing_without_a_cluster() -> None:
-    assert candidates("status", "--kubeconfig", "/nonexistent", "") == []
-    assert candidates("pin", "--gpu", "") == []
+def test_cluster_lookups_offer_nothing_without_a_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookups run (spied on, not replaced) against a server that refuses connections, and offer nothing."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
+                "current-context": "gone",
+            }
+        )
+    )
+    looked_up: list[str] = []
+    for name in ("list_nodes", "get_node", "list_pods"):
+        real = getattr(cluster, name)
+        monkeypatch.setattr(
+            cluster, name, lambda *a, _real=real, _name=name, **k: looked_up.append(_name) or _real(*a, **k)
+        )
+    assert candidates("status", "--kubeconfig", str(kubeconfig), "") == []
+    assert candidates("pin", "--kubeconfig", str(kubeconfig), "--node", "gpu-0", "--gpu", "") == []
+    assert candidates("evict", "--kubeconfig", str(kubeconfig), "") == []
+    assert looked_up == ["list_nodes", "get_node", "list_pods"]
+    assert candidates("pin", "--gpu", "") == [], "without --node there is no node to ask"

@@ -7,10 +7,12 @@ import pty
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-PLUGIN = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl-hami_place"
+# The console script's entry point run by this interpreter: no venv's bin/ needs to be on PATH or on disk.
+PLUGIN = [sys.executable, "-c", "import sys; from kubectl_hami_place.cli.app import main; sys.exit(main())"]
 BAD = ["pin", "-l", "a b", "--node", "n", "--gpu", "gpu-0"]
 
 
@@ -18,7 +20,7 @@ def on_terminal(extra_env: dict[str, str]) -> tuple[int, bytes]:
     """Runs the plugin with stdout and stderr on a pseudo-terminal; returns the exit code and what it printed."""
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | extra_env
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([str(PLUGIN), *BAD], stdin=follower, stdout=follower, stderr=follower, env=env)
+    proc = subprocess.Popen([*PLUGIN, *BAD], stdin=follower, stdout=follower, stderr=follower, env=env)
     os.close(follower)
     output = b""
     while True:
@@ -46,7 +48,7 @@ def test_no_color_turns_colour_off() -> None:
 
 
 def test_piped_output_has_no_colour() -> None:
-    proc = subprocess.run([str(PLUGIN), *BAD], capture_output=True, check=False)
+    proc = subprocess.run([*PLUGIN, *BAD], capture_output=True, check=False)
     assert proc.returncode == 2
     assert b"\x1b[" not in proc.stderr
 
@@ -72,7 +74,7 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
         # A job started in the background by a non-interactive shell (as CI may run us) inherits SIGINT ignored;
         # give the plugin the default disposition a terminal's foreground command has, or Ctrl-C cannot reach it.
         proc = subprocess.Popen(
-            [str(PLUGIN), "list", "--kubeconfig", str(kubeconfig)],
+            [*PLUGIN, "list", "--kubeconfig", str(kubeconfig)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,145 @@
+"""Fuzz target: POST /mutate through the Flask app with any body, content type and size: never a 5xx or a traceback.
+
+The cache holds a GPU node and an open placement, so well-shaped reviews reach the decision; the Kubernetes client
+points nowhere, so a claim write fails fast and the pod is admitted unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.fuzz.strategies import FUZZ, either, json_values
+from tests.unit.test_webhook_api import NS, admitter, filled_cache, placement
+from webhook.api import MAX_REVIEW_BYTES, mutate_app
+from webhook.metrics import Metrics
+
+METRICS = Metrics()
+CLIENT = mutate_app(admitter(filled_cache([placement()], []), METRICS), METRICS).test_client()
+CONTENT_TYPES = [
+    "application/json",
+    "application/json; charset=utf-8",
+    "text/plain",
+    "",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/merge-patch+json",
+]
+OUR_ANNOTATIONS = [
+    "scheduling.hami.placement.com/claim",
+    "scheduling.hami.placement.com/placement",
+    "scheduling.hami.placement.com/req-id",
+    "nvidia.com/use-gpuuuid",
+    "hami.io/vgpu-devices-allocated",
+]
+
+# A header value as it can arrive on the wire: printable ASCII (a newline would end the header).
+header_text = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40)
+containers = st.lists(
+    st.fixed_dictionaries(
+        {
+            "name": either("main"),
+            "image": either("busybox"),
+            "resources": either({"limits": {"nvidia.com/gpu": "1"}})
+            | st.fixed_dictionaries(
+                {
+                    "limits": st.dictionaries(
+                        st.sampled_from(
+                            [
+                                "nvidia.com/gpu",
+                                "nvidia.com/gpumem",
+                                "nvidia.com/gpumem-percentage",
+                                "nvidia.com/gpucores",
+                                "cpu",
+                            ]
+                        ),
+                        json_values,
+                        max_size=3,
+                    )
+                }
+            ),
+        }
+    ),
+    max_size=3,
+)
+pods = st.fixed_dictionaries(
+    {
+        "apiVersion": either("v1"),
+        "kind": either("Pod"),
+        "metadata": st.fixed_dictionaries(
+            {
+                "name": either("trainer"),
+                "namespace": either(NS),
+                "labels": either({"app": "train"}),
+                "annotations": st.dictionaries(st.sampled_from(OUR_ANNOTATIONS), json_values, max_size=3) | json_values,
+            }
+        ),
+        "spec": st.fixed_dictionaries(
+            {
+                "schedulerName": either("hami-scheduler"),
+                "containers": containers | json_values,
+                "initContainers": containers | json_values,
+                "affinity": json_values,
+            }
+        ),
+    }
+)
+reviews = st.fixed_dictionaries(
+    {
+        "apiVersion": either("admission.k8s.io/v1"),
+        "kind": either("AdmissionReview"),
+        "request": st.fixed_dictionaries(
+            {
+                "uid": either("fuzz-uid"),
+                "kind": either({"group": "", "version": "v1", "kind": "Pod"}),
+                "operation": either("CREATE"),
+                "namespace": either(NS),
+                "object": pods | json_values,
+                "dryRun": either(True),
+            }
+        ),
+    }
+)
+
+
+def post(body: bytes, content_type: str) -> Any:
+    reply = CLIENT.post("/mutate", data=body, content_type=content_type or None)
+    text = reply.get_data(as_text=True)
+    assert reply.status_code < 500, (reply.status_code, text[:500])
+    assert "Traceback" not in text
+    answer = json.loads(text)
+    if reply.status_code == 200:
+        assert answer["response"]["allowed"] is True, "a pod is never refused"
+    else:
+        assert isinstance(answer["error"], str) and "\n" not in answer["error"]
+    return answer
+
+
+@FUZZ
+@given(reviews)
+def test_review_shaped_bodies(review: dict[str, Any]) -> None:
+    post(json.dumps(review).encode(), "application/json")
+
+
+@FUZZ
+@given(json_values, st.sampled_from(CONTENT_TYPES))
+def test_any_json_body(body: Any, content_type: str) -> None:
+    post(json.dumps(body).encode(), content_type)
+
+
+@FUZZ
+@given(st.binary(max_size=4096), st.sampled_from(CONTENT_TYPES) | header_text)
+def test_any_bytes_and_content_type(body: bytes, content_type: str) -> None:
+    post(body, content_type)
+
+
+@FUZZ
+@given(
+    st.sampled_from([0, 1, 4096, MAX_REVIEW_BYTES, MAX_REVIEW_BYTES + 1, 2 * MAX_REVIEW_BYTES]),
+    st.sampled_from(["{", "[", '"', "1"]),
+)
+def test_any_size(size: int, first: str) -> None:
+    post((first + " " * size).encode(), "application/json")

@@ -60,6 +60,9 @@ NamespaceOption = Annotated[
     str | None,
     typer.Option("--namespace", "-n", help="Namespace (default: the context's).", autocompletion=_complete_namespaces),
 ]
+AsOption = Annotated[
+    str | None, typer.Option("--as", help="Username to impersonate for the operation (as kubectl --as).")
+]
 AllNamespacesOption = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Across all namespaces.")]
 OutputOption = Annotated[OutputFormat, typer.Option("--output", "-o", help="Output format.", case_sensitive=False)]
 DryRunOption = Annotated[
@@ -125,11 +128,17 @@ class Target:
         return self.namespace or self.kube.namespace
 
 
-def target(kubeconfig: str | None, context: str | None, namespace: str | None, all_namespaces: bool = False) -> Target:
-    """Connects and settles the namespace: `-A` wins over `-n`, else `-n`, else the context's namespace."""
+def target(
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    all_namespaces: bool = False,
+    as_user: str | None = None,
+) -> Target:
+    """Connects (as `--as` when given) and settles the namespace: `-A` wins over `-n`, else `-n`, else the context's."""
     if all_namespaces and namespace:
         raise UsageProblem("--namespace and --all-namespaces conflict", "pass only one of them")
-    kube = connect(kubeconfig, context)
+    kube = connect(kubeconfig, context, impersonate=as_user)
     if all_namespaces:
         return Target(kube, None)
     return Target(kube, namespace or kube.namespace)

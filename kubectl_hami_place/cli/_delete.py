@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._common import (
+    AsOption,
     ContextOption,
     DryRun,
     DryRunOption,
@@ -75,6 +76,7 @@ def delete(
     ] = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
+    as_user: AsOption = None,
     namespace: NamespaceOption = None,
     dry_run: DryRunOption = DryRun.none,
     yes: YesOption = False,
@@ -92,7 +94,7 @@ def delete(
     unknown = sorted(phases - set(PHASES))
     if unknown:
         raise UsageProblem(f"unknown phase {unknown[0]!r}", f"use one of {', '.join(PHASES)}")
-    where = target(kubeconfig, context, namespace)
+    where = target(kubeconfig, context, namespace, as_user=as_user)
     ns = where.one_namespace
     if all_placements:
         stored = placements.list_placements(where.kube, ns)

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._common import (
+    AsOption,
     ContextOption,
     CoresOption,
     DryRun,
@@ -88,6 +89,7 @@ def evict(
     request_cores: CoresOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
+    as_user: AsOption = None,
     namespace: NamespaceOption = None,
     dry_run: DryRunOption = DryRun.none,
     yes: YesOption = False,
@@ -99,7 +101,7 @@ def evict(
     if to_node and not gpu:
         raise UsageProblem("--to-node needs the cards", "add --gpu gpu-N once per card")
     refs = parse_gpus(gpu) if to_node else ()
-    where = target(kubeconfig, context, namespace)
+    where = target(kubeconfig, context, namespace, as_user=as_user)
     ns = where.one_namespace
     kube = where.kube
     try:

@@ -7,6 +7,7 @@ from typing import Any
 
 from kubectl_hami_place.cli._common import (
     AllNamespacesOption,
+    AsOption,
     ContextOption,
     KubeconfigOption,
     NamespaceOption,
@@ -51,11 +52,12 @@ def list_placements(
     *,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
+    as_user: AsOption = None,
     namespace: NamespaceOption = None,
     all_namespaces: AllNamespacesOption = False,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List HamiPodPlacements."""
-    where = target(kubeconfig, context, namespace, all_namespaces)
+    where = target(kubeconfig, context, namespace, all_namespaces, as_user)
     items = placements.list_placements(where.kube, where.namespace)
     emit(PlacementList(tuple(items), where.namespace is None, where.namespace or ""), output)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._common import (
+    AsOption,
     ContextOption,
     CoresOption,
     DryRun,
@@ -63,6 +64,7 @@ def pin(
     request_cores: CoresOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
+    as_user: AsOption = None,
     namespace: NamespaceOption = None,
     dry_run: DryRunOption = DryRun.none,
     output: OutputOption = OutputFormat.table,
@@ -72,7 +74,7 @@ def pin(
     refs = parse_gpus(gpu)
     spec = build_spec(req_id, pod_selector, node, refs, evict)
     object_name = placement_name(name, spec)
-    where = target(kubeconfig, context, namespace)
+    where = target(kubeconfig, context, namespace, as_user=as_user)
     ns = where.one_namespace
     evicted_pod: dict[str, Any] | None = None
     if evict:

@@ -13,6 +13,7 @@ import typer
 
 from kubectl_hami_place.cli._common import (
     AllNamespacesOption,
+    AsOption,
     ContextOption,
     KubeconfigOption,
     NamespaceOption,
@@ -157,12 +158,13 @@ def status(
     ] = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
+    as_user: AsOption = None,
     namespace: NamespaceOption = None,
     all_namespaces: AllNamespacesOption = False,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Show the cards, pods, placements and fragmentation."""
-    where = target(kubeconfig, context, namespace, all_namespaces=all_namespaces or not namespace)
+    where = target(kubeconfig, context, namespace, all_namespaces=all_namespaces or not namespace, as_user=as_user)
     read = cluster.read_cluster_info(where.kube)
     info = read.info
     wanted = list(dict.fromkeys(nodes or []))

@@ -29,10 +29,11 @@ from typing import Any
 from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.errors import RegisterError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
-USE_UUID = "nvidia.com/use-gpuuuid"
+USE_UUID = USE_GPUUUID_ANNOTATION
 NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
 USE_TYPE = "nvidia.com/use-gputype"
 NOUSE_TYPE = "nvidia.com/nouse-gputype"

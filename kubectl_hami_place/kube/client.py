@@ -66,8 +66,20 @@ class Kube:
         return client.CustomObjectsApi(self.api)
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
-    """Loads the kubeconfig like kubectl (`--kubeconfig`, else `KUBECONFIG`, else ~/.kube/config), else in-cluster."""
+def connect(kubeconfig: str | None = None, context: str | None = None, *, impersonate: str | None = None) -> Kube:
+    """Loads the kubeconfig like kubectl (`--kubeconfig`, else `KUBECONFIG`, else ~/.kube/config), else in-cluster.
+
+    `impersonate` acts as that user (kubectl's `--as`: the API server checks that we may impersonate, then
+    authorizes every request as that user).
+    """
+    kube = _connect(kubeconfig, context)
+    if impersonate:
+        kube.api.set_default_header("Impersonate-User", impersonate)
+    return kube
+
+
+def _connect(kubeconfig: str | None, context: str | None) -> Kube:
+    """The connection the kubeconfig (or the pod's service account) describes."""
     configuration = client.Configuration()
     configuration.retries = 1
     # Service-proxy paths (`.../proxy/api/v1/cluster-info`) must keep their slashes; object names never contain one.

@@ -76,6 +76,8 @@ class Decision:
     warnings: tuple[str, ...] = ()
     claim: StatusWrite | None = None
     placement: str = ""
+    unpinned: tuple[dict[str, Any], ...] = ()
+    """The patch without the pin: only the removal of our annotations the pod was not entitled to."""
 
     def response(self) -> dict[str, Any]:
         """The AdmissionReview (admission.k8s.io/v1) to send back; a decision never denies a pod."""
@@ -83,7 +85,7 @@ class Decision:
 
     def unchanged(self, warning: str) -> Decision:
         """The same admission without the pin and the claim: used when the claim cannot be written."""
-        return Decision(uid=self.uid, result=NOT_HONOURED, warnings=(*self.warnings, warning))
+        return Decision(uid=self.uid, result=NOT_HONOURED, patch=self.unpinned, warnings=(*self.warnings, warning))
 
 
 def decide(review: Review, snapshot: Snapshot) -> Decision:
@@ -104,6 +106,7 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
     workload = workload_from_pod(pod, "the pod")
+    unpinned = _diff(review.pod, pod)
     warnings: list[str] = []
     for placement in candidates:
         owner = next((o.name for o in placements if o.spec.req_id == placement.spec.req_id and o.claimed), None)
@@ -123,12 +126,12 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
             warnings=tuple(warnings),
             claim=None if review.dry_run else claim,
             placement=placement.name,
+            unpinned=unpinned,
         )
-    patch = _diff(review.pod, pod)
     if warnings:
         warnings.append("hami-place: the pod is admitted without a pin")
-        return Decision(uid=review.uid, result=NOT_HONOURED, patch=patch, warnings=tuple(warnings))
-    return Decision(uid=review.uid, result=NO_PLACEMENT, patch=patch)
+        return Decision(uid=review.uid, result=NOT_HONOURED, patch=unpinned, warnings=tuple(warnings))
+    return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned)
 
 
 def claim_holder_name(review: Review) -> str:

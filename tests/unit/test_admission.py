@@ -437,6 +437,8 @@ def test_our_annotations_without_the_stored_claim_are_removed_and_the_pod_goes_t
     assert forged.result == PINNED
     assert claim_status(forged)["claim"]["token"] == "tok-new"
     assert patched(pod(annotations=copied), forged)["metadata"]["annotations"][CLAIM_ANNOTATION] == "tok-new"
+    fallback = forged.unchanged("hami-place: claim not recorded")
+    assert patched(pod(annotations=copied), fallback)["metadata"]["annotations"] == {"team": "ml"}
     other = placement(status={"phase": "Consumed", "claim": {"token": "tok-other"}})
     assert decide(review(pod(annotations=copied)), snapshot([other])).result == NO_PLACEMENT
 

@@ -121,7 +121,7 @@ def evict(
     spec = build_spec(req_id, successor.selector, to_node, refs, None)
     object_name = placement_name(name, spec)
     workload = flag_workload(len(refs), request_memory, request_cores) or workload_from_pod(
-        successor.template, successor.source
+        successor.template, successor.source, template=True
     )
     checked = check_placement(kube, ns, spec, name=object_name, workload=workload, evicted_pod=pod_obj)
     for message in checked.warnings:

@@ -149,7 +149,7 @@ def resolve_workload(
             continue
         labels = (controller.template.get("metadata") or {}).get("labels") or {}
         if matches(selector, labels):
-            return workload_from_pod(controller.template, f"{controller.kind} {controller.name}")
+            return workload_from_pod(controller.template, f"{controller.kind} {controller.name}", template=True)
     raise UsageProblem(
         f"no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching -l {selector}, "
         "so the pod's GPU request is unknown",

@@ -151,8 +151,12 @@ class Plan:
         return "; ".join(f"{problem.reason}: {problem.message}" for problem in self.problems)
 
 
-def workload_from_pod(pod: Mapping[str, Any], source: str) -> Workload:
-    """The workload of a pod or pod template (JSON dict form), its containers read the way HAMi reads them."""
+def workload_from_pod(pod: Mapping[str, Any], source: str, *, template: bool = False) -> Workload:
+    """The workload of a pod (JSON dict form), its containers read the way HAMi reads them.
+
+    `template`: the pod to place is made from this one (a controller's template, or a pod to be recreated), so
+    its own `spec.nodeName` says nothing about the new pod.
+    """
     metadata = _mapping(pod.get("metadata"))
     spec = _mapping(pod.get("spec"))
     annotations = {
@@ -174,7 +178,8 @@ def workload_from_pod(pod: Mapping[str, Any], source: str) -> Workload:
                 position += 1
     except RequestError as error:
         return Workload((), source, annotations, invalid=str(error))
-    return Workload(tuple(containers), source, annotations, node_name=str(spec.get("nodeName") or ""))
+    node_name = "" if template else str(spec.get("nodeName") or "")
+    return Workload(tuple(containers), source, annotations, node_name=node_name)
 
 
 def workload_from_request(request: CardRequest, source: str, *, own_memory: bool) -> Workload:

@@ -111,6 +111,8 @@ def test_the_pod_card_count_gpus_and_node_name() -> None:
     assert none.reason == PlanReason.NoGpuRequest
     direct = workload_from_pod({"spec": {"nodeName": "n", "containers": [gpu("main")]}}, "the pod")
     assert plan(spec("gpu-0"), snapshot(), direct).problems[0].reason == PlanReason.NodeNameSet
+    running = {"spec": {"nodeName": "n", "containers": [gpu("main")]}}
+    assert plan(spec("gpu-0"), snapshot(), workload_from_pod(running, "pod old", template=True)).ok
     broken = pod({"name": "main", "resources": {"limits": {"nvidia.com/gpu": "lots"}}})
     assert plan(spec("gpu-0"), snapshot(), broken).problems[0].reason == PlanReason.InvalidGpuRequest
 

@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.core.placement import rfc3339
-from kubectl_hami_place.core.admission import ReviewError
+from kubectl_hami_place.core.reviews import ReviewError
 from webhook.admit import Admitter
 from webhook.cache import ClusterCache
 from webhook.deadline import Deadline, admitting

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook.certs import CertBundle, generate
+from webhook.main import main
 from webhook.server import WORKER_THREADS, AdmissionServer, InFlight, MutateProbe, drain, https_server
 from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
 
@@ -234,7 +235,8 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(tmp_path: Pa
         ):
             tls.sendall(b"GET / HTTP/1.1\r\nHost: webhook\r\nConnection: close\r\n\r\n")
             assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK")
-        assert MutateProbe("127.0.0.1", port_of(server))() is None, "an alert from a worker is an answer"
+        probe = MutateProbe("127.0.0.1", port_of(server), client_cert_required=True)
+        assert probe() is None, "a handshake a worker completed is an answer"
     finally:
         server.stop()
         thread.join(timeout=15)
@@ -252,3 +254,19 @@ def test_in_flight_counts_requests_being_answered() -> None:
     counter = InFlight(app)
     assert list(counter({}, lambda *_: None)) == [b"{}"]
     assert (seen, counter.count) == ([1], 0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--admission-timeout", "0.5"], "--admission-timeout must be 1..30 seconds"),
+        (["--admission-timeout", "31"], "--admission-timeout must be 1..30 seconds"),
+        (["--shutdown-grace", "-1"], "--shutdown-grace must be 0..3600 seconds"),
+    ],
+)
+def test_serve_refuses_timeouts_out_of_range(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

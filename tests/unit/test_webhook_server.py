@@ -6,6 +6,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -30,7 +31,7 @@ PARTIAL_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
 
 
 class Gate:
-    """A WSGI app answering 200 `ok`; while `hold` is set, each request waits until `release` is set."""
+    """A WSGI app answering 200 `ok` (or `read N` for a body); while `hold` is set, each waits for `release`."""
 
     def __init__(self) -> None:
         self.hold = threading.Event()
@@ -41,8 +42,10 @@ class Gate:
         if self.hold.is_set():
             self.entered.release()
             self.release.wait(30)
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
-        return [b"ok"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        answer = f"read {len(environ['wsgi.input'].read(length))}".encode() if length else b"ok"
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(answer)))])
+        return [answer]
 
 
 @pytest.fixture
@@ -169,21 +172,40 @@ def test_drain_closes_connections_after_answering_and_finishes_requests_in_fligh
     server.draining = True
     assert get(port_of(server), bundle.ca_crt)[1]["connection"] == "close", "clients move on while draining"
 
-    gate.hold.set()
-    answers: list[str] = []
-    request = threading.Thread(target=lambda: answers.append(get(port_of(server), bundle.ca_crt)[0]))
-    request.start()
-    assert gate.entered.acquire(timeout=TIMEOUT)
-    assert in_flight.count == 1
-    stopping = threading.Thread(target=drain, args=(server, in_flight), kwargs={"listen": 0.0, "finish": TIMEOUT})
-    stopping.start()
-    gate.release.set()
-    request.join(timeout=TIMEOUT)
+    # A request whose body is still arriving when the listener closes is read to the end and answered.
+    context = ssl.create_default_context(cadata=bundle.ca_crt.decode())
+    with (
+        socket.create_connection(("127.0.0.1", port_of(server)), timeout=TIMEOUT) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(b"POST / HTTP/1.1\r\nHost: webhook\r\nContent-Length: 10\r\n\r\nhello")
+        wait_until(lambda: in_flight.count == 1)
+        stopping = threading.Thread(target=drain, args=(server, in_flight), kwargs={"listen": 0.0, "finish": TIMEOUT})
+        stopping.start()
+        wait_until(lambda: refused(port_of(server)))
+        tls.sendall(b"world")
+        answer = b""
+        while chunk := tls.recv(4096):
+            answer += chunk
     stopping.join(timeout=TIMEOUT * 2)
-    assert answers == ["HTTP/1.1 200 OK"]
+    assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"read 10"), answer
     assert not stopping.is_alive()
-    with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", port_of(server)), timeout=TIMEOUT).close()
+
+
+def wait_until(condition: Any) -> None:
+    for _ in range(int(TIMEOUT / 0.05)):
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition never held")
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT).close()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 def client_certificate(directory: Path) -> None:

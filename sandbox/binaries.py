@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -13,6 +14,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 HACK = Path(__file__).resolve().parent.parent / "hack"
 
@@ -174,13 +176,22 @@ def _envtest_asset(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def build(component: Component, log=sys.stderr) -> Path:
+def build(component: Component, log: TextIO = sys.stderr) -> Path:
     """Returns the cached binary, building it first when this version is not cached yet."""
     target = cached_path(component)
     if target.is_file():
         return target
-    print(f"building {component.name} {component.version} (cold cache; this takes a while)", file=log, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # One builder per binary: other processes (parallel test sessions, make demo beside make test) wait for it.
+    with (target.parent / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_file():
+            _build(component, target, log)
+    return target
+
+
+def _build(component: Component, target: Path, log: TextIO) -> None:
+    print(f"building {component.name} {component.version} (cold cache; this takes a while)", file=log, flush=True)
     env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=mod", CGO_ENABLED="1" if component.cgo else "0")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / component.name
@@ -199,7 +210,6 @@ def build(component: Component, log=sys.stderr) -> Path:
         ]
         subprocess.run(cmd, cwd=cwd, env=env, check=True)
         os.replace(out, target)
-    return target
 
 
 def _unpack(archive: Path, into: Path) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,24 @@ def test_a_missing_hami_archive_says_where_it_was_looked_for(monkeypatch: pytest
     monkeypatch.delenv("HAMI_PLACE_HAMI_ARCHIVE", raising=False)
     with pytest.raises(FileNotFoundError, match="HAMI_PLACE_HAMI_ARCHIVE"):
         binaries.hami_archive()
+
+
+def test_concurrent_builds_of_one_binary_run_go_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake `go` on PATH counts its runs; two sessions resolving the same binary at once build it once."""
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    runs = tmp_path / "runs"
+    go = fake_bin / "go"
+    go.write_text(
+        '#!/bin/sh\necho run >> "$RUNS"\nsleep 1\n'
+        'while [ "$1" != "-o" ]; do shift; done\nprintf "#!/bin/sh\\n" > "$2"\nchmod +x "$2"\n'
+    )
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    monkeypatch.setenv("RUNS", str(runs))
+    monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    with ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(lambda _: binaries.resolve("kwok"), range(2)))
+    assert built[0] == built[1] and built[0].is_file()
+    assert runs.read_text().splitlines() == ["run"]

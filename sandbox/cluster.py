@@ -11,6 +11,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -20,23 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from sandbox import binaries
+from sandbox import binaries, hami
 from sandbox.pki import Authority, KeyPair, service_account_keys
 
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-HAMI_SCHEDULER = "hami-scheduler"
-# HAMi's scheduler tells kube-scheduler to ignore these (managedResources.ignoredByScheduler); the sandbox
-# has no HAMi extender, so its hami-scheduler profile ignores them in NodeResourcesFit instead.
-HAMI_IGNORED_RESOURCES = (
-    "nvidia.com/gpumem",
-    "nvidia.com/gpucores",
-    "nvidia.com/gpumem-percentage",
-    "nvidia.com/priority",
-)
-
-
 T = TypeVar("T")
 
 
@@ -118,12 +108,18 @@ class Sandbox:
     server: str
     processes: list[Process] = field(default_factory=list)
     owns_workdir: bool = True
+    hami_url: str = ""
+    authority: Authority | None = None
 
     @classmethod
     def start(
-        cls, workdir: Path | None = None, kubeconfig: Path | None = None, log: Callable[[str], None] = lambda _msg: None
+        cls,
+        workdir: Path | None = None,
+        kubeconfig: Path | None = None,
+        log: Callable[[str], None] = lambda _msg: None,
+        hami_settings: hami.HamiSettings | None = None,
     ) -> Sandbox:
-        """Starts everything, waits until it is ready, and stops what it started when any step fails."""
+        """Starts everything, HAMi included, waits until it is ready, and stops what it started when a step fails."""
         owns = workdir is None
         root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-")) if workdir is None else workdir
         root.mkdir(parents=True, exist_ok=True)
@@ -132,6 +128,7 @@ class Sandbox:
         sandbox = cls(root, kubeconfig or root / "kubeconfig", server, owns_workdir=owns)
         try:
             sandbox._boot(api_port, log)
+            sandbox.start_hami(hami_settings or hami.HamiSettings(), log)
         except BaseException:
             sandbox.stop()
             raise
@@ -149,7 +146,7 @@ class Sandbox:
         paths = {name: binaries.resolve(name) for name in binaries.CONTROL_PLANE}
         pki = self.workdir / "pki"
         pki.mkdir(exist_ok=True)
-        ca = Authority(pki)
+        ca = self.authority = Authority(pki)
         serving = ca.issue(
             "apiserver",
             "kube-apiserver",
@@ -268,7 +265,48 @@ class Sandbox:
         self._wait_for_default_service_account()
         log(f"control plane ready at {self.server}")
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
+    def start_hami(self, settings: hami.HamiSettings, log: Callable[[str], None] = lambda _msg: None) -> str:
+        """HAMi as its chart installs it: the extender + webhook, its kube-scheduler, its webhook configuration, and
+        the device-plugin stand-in; returns the extender's URL. Another call runs a second HAMi (another name)."""
+        assert self.authority is not None, "start_hami needs a sandbox this process started"
+        name = settings.scheduler_name
+        log(f"starting HAMi ({name}): scheduler extender and webhook, its kube-scheduler, the device-plugin stand-in")
+        serving = self.authority.issue(name, name, server=True, dns=("localhost",), ips=("127.0.0.1",))
+        device_config = self.workdir / f"{name}-device-config.yaml"
+        device_config.write_text(settings.device_config())
+        port = free_port()
+        url = f"https://127.0.0.1:{port}"
+        metrics = f"127.0.0.1:{free_port()}"
+        argv = hami.scheduler_args(
+            settings, f"127.0.0.1:{port}", metrics, cert=serving.cert, key=serving.key, config=device_config
+        )
+        self._spawn(name, [str(binaries.resolve("hami-scheduler")), *argv], env={"KUBECONFIG": str(self.kubeconfig)})
+        self._wait(f"{url}/healthz", name)
+        config = self.workdir / f"kube-scheduler-{name}.yaml"
+        kubeconfig = self.workdir / "scheduler.kubeconfig"
+        config.write_text(json.dumps(hami.kube_scheduler_configuration(settings, kubeconfig, url), indent=2))
+        self._spawn(
+            f"kube-scheduler-{name}",
+            [
+                str(binaries.resolve("kube-scheduler")),
+                f"--config={config}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--v=1",
+            ],
+        )
+        webhook = hami.webhook_configuration(settings, f"{url}/webhook", self.authority.cert_path.read_bytes())
+        self.kubectl("apply", "-f", "-", input=json.dumps(webhook))
+        self.kubectl("apply", "-f", "-", input=json.dumps(hami.device_configmap(settings)))
+        if not any(p.name == "device-plugin" for p in self.processes):
+            stand_in = [sys.executable, "-m", "sandbox.device_plugin", f"--kubeconfig={self.kubeconfig}"]
+            self._spawn("device-plugin", stand_in, env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        self.hami_url = self.hami_url or url
+        return url
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
         path = logs / f"{name}.log"
@@ -282,6 +320,7 @@ class Sandbox:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
+                env={**os.environ, **(env or {})},
                 preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         self.processes.append(Process(name, popen, path))
@@ -372,20 +411,13 @@ class Sandbox:
 
 
 def _scheduler_configuration(kubeconfig: Path) -> dict[str, Any]:
-    """Two profiles: the default one, and hami-scheduler, the name HAMi's pods carry."""
-    ignore = {
-        "name": "NodeResourcesFit",
-        "args": {"ignoredResources": list(HAMI_IGNORED_RESOURCES), "scoringStrategy": {"type": "LeastAllocated"}},
-    }
+    """The cluster's default scheduler; HAMi's pods go to the second kube-scheduler that start_hami runs."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "leaderElection": {"leaderElect": False},
-        "profiles": [
-            {"schedulerName": "default-scheduler"},
-            {"schedulerName": HAMI_SCHEDULER, "pluginConfig": [ignore]},
-        ],
+        "profiles": [{"schedulerName": "default-scheduler"}],
     }
 
 

@@ -12,6 +12,7 @@ from sandbox.cluster import KWOK_NODE_ANNOTATION, Sandbox, wait_for
 
 DATA = Path(__file__).resolve().parent / "gpu-cluster.yaml"
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+HANDSHAKE_ANNOTATION = "hami.io/node-handshake"
 
 
 def load(path: Path = DATA) -> list[dict[str, Any]]:
@@ -55,7 +56,11 @@ def node_object(entry: dict[str, Any]) -> dict[str, Any]:
 
 def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str]:
     """Creates (or re-applies) every node of the data file and returns their names once all are Ready."""
-    entries = load(path)
+    return create_nodes(sandbox, load(path), timeout)
+
+
+def create_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], timeout: float = 60) -> list[str]:
+    """Creates (or re-applies) these nodes; returns their names once kwok has them Ready and HAMi has seen them."""
     nodes = [node_object(e) for e in entries]
     manifest = {"apiVersion": "v1", "kind": "List", "items": nodes}
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(manifest))
@@ -69,10 +74,15 @@ def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str
 
     def all_ready() -> bool:
         by_name = {n["metadata"]["name"]: n for n in sandbox.get("/api/v1/nodes")["items"]}
-        return all(_ready(by_name.get(name)) for name in names)
+        return all(_ready(by_name.get(name)) and _seen_by_hami(by_name[name]) for name in names)
 
-    wait_for(all_ready, f"nodes {', '.join(names)} to be Ready through kwok", timeout)
+    wait_for(all_ready, f"nodes {', '.join(names)} to be Ready through kwok and seen by HAMi", timeout)
     return names
+
+
+def _seen_by_hami(node: dict[str, Any]) -> bool:
+    """HAMi's scheduler writes its handshake on a node as it first registers the node's cards."""
+    return HANDSHAKE_ANNOTATION in (node["metadata"].get("annotations") or {})
 
 
 def _ready(node: dict[str, Any] | None) -> bool:

@@ -80,7 +80,8 @@ def allocated_pod(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": labels or {"app": name},
+            # Created as HAMi leaves it, already bound: HAMi's own webhook would refuse a GPU pod with a nodeName.
+            "labels": {**(labels or {"app": name}), "hami.io/webhook": "ignore"},
             "annotations": {
                 "hami.io/vgpu-node": node,
                 "hami.io/vgpu-devices-allocated": allocation,

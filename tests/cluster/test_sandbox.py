@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from sandbox import gpu_nodes
+from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, alive, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -54,7 +54,7 @@ def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandb
     assert pod.status.pod_ip
 
 
-def test_hami_scheduler_profile_places_by_node_affinity_and_ignores_hami_resources(
+def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_card_there(
     cluster: Sandbox, namespace: str
 ) -> None:
     core = client.CoreV1Api(cluster.api_client())
@@ -78,6 +78,10 @@ def test_hami_scheduler_profile_places_by_node_affinity_and_ignores_hami_resourc
         lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p, "hami-scheduler to bind the pod"
     )
     assert placed.spec.node_name == "gpu-a100-1"
+    allocated = placed.metadata.annotations["hami.io/vgpu-devices-allocated"]
+    a100_1 = next(e for e in gpu_nodes.load() if e["name"] == "gpu-a100-1")
+    assert allocated.split(",")[0] in {card["id"] for card in a100_1["cards"]}
+    assert allocated.split(",")[1:3] == ["NVIDIA", "3000"]
 
 
 def _sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
@@ -91,15 +95,46 @@ def _sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def readme_install_composes(sandbox: Sandbox) -> None:
+    """The README's install commands, as written, on a sandbox from `make sandbox-up`: Helm adopts the CRD the
+    sandbox applied, the rollout completes, and the descheduler docs' label selector lists the server's pods."""
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)}
+    helm = [str(binaries.resolve("helm"))]
+    install = [*helm, "install", "gpu-descheduler", "./chart", "-n", "kube-system", "--create-namespace"]
+    done = subprocess.run(install, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    try:
+        rollout = sandbox.kubectl(
+            "-n",
+            "kube-system",
+            "rollout",
+            "status",
+            "deployment",
+            "-l",
+            "app.kubernetes.io/name=gpu-descheduler-webhook",
+        )
+        assert "successfully rolled out" in rollout.stdout
+        listed = sandbox.kubectl(
+            "get", "pods", "-n", "kube-system", "-l", "app.kubernetes/name=gpu-descheduler-webhook", "-o", "name"
+        )
+        assert listed.stdout.split(), "the descheduler docs' label selector lists no server pod"
+    finally:
+        subprocess.run([*helm, "uninstall", "gpu-descheduler", "-n", "kube-system"], env=env, check=False, timeout=120)
+
+
 def test_sandbox_up_then_down_leaves_no_process_and_no_temp_dir(tmp_path: Path) -> None:
     state = tmp_path / "state"
     _sandbox_cli(state, "up")
     pids = [int(p) for p in (state / "components").read_text().split()]
     workdir = Path((state / "workdir").read_text())
     supervisor = int((state / "pid").read_text())
-    assert len(pids) == 5 and all(map(alive, pids)) and workdir.is_dir()
-    nodes = Sandbox.attach(state / "kubeconfig").kubectl("get", "nodes", "-o", "name").stdout.split()
+    # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; HAMi's scheduler, its kube-scheduler and
+    # the device-plugin stand-in.
+    assert len(pids) == 8 and all(map(alive, pids)) and workdir.is_dir()
+    sandbox = Sandbox.attach(state / "kubeconfig")
+    nodes = sandbox.kubectl("get", "nodes", "-o", "name").stdout.split()
     assert "node/gpu-h100-0" in nodes
+    readme_install_composes(sandbox)
     _sandbox_cli(state, "down")
     assert not any(map(alive, [supervisor, *pids]))
     assert not workdir.exists()

@@ -12,8 +12,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +21,24 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sandbox.cluster import Sandbox, wait_for
-from sandbox.webhook import Webhook, configuration, start
+from sandbox.webhook import Webhook, start
+from tests.cluster.webhook_harness import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    create_placement,
+    events_of,
+    gpu_pod,
+    hostname_terms,
+    read_placement,
+    register,
+    sees_placement,
+    status_of,
+    total_admissions,
+)
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
-GROUP, VERSION, PLURAL = "scheduling.hami.placement.com", "v1", "hamipodplacements"
 A100_1 = "gpu-a100-1"
 A100_1_CARD1 = "GPU-c2804935-f5e1-530a-853c-9a81dbf1a9a6"
 A100_1_CARD0 = "GPU-d82baece-45bc-55ae-b942-82c9f62ededd"
@@ -55,137 +66,6 @@ def post_huge(webhook: Webhook, size: int) -> tuple[int, Any]:
             received += chunk
     head, _, body = received.partition(b"\r\n\r\n")
     return int(head.split()[1]), json.loads(body)
-
-
-def sees_placement(webhook: Webhook, namespace: str, name: str) -> bool:
-    """Whether the webhook's cache lists that placement yet."""
-    status, body = webhook.get(f"/api/v1/placements?namespace={namespace}")
-    return status == 200 and any(p["name"] == name for p in body["placements"])
-
-
-@pytest.fixture
-def webhooks(cluster: Sandbox, tmp_path: Path) -> Iterator[list[Webhook]]:
-    """Webhook processes a test starts (through the returned list's owner); all stopped afterwards."""
-    started: list[Webhook] = []
-    yield started
-    for webhook in started:
-        webhook.stop()
-
-
-@pytest.fixture
-def configurations(cluster: Sandbox) -> Iterator[list[str]]:
-    """Names of the MutatingWebhookConfigurations a test registers; all deleted afterwards."""
-    names: list[str] = []
-    yield names
-    api = client.AdmissionregistrationV1Api(cluster.api_client())
-    for name in names:
-        try:
-            api.delete_mutating_webhook_configuration(name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-
-
-def register(
-    cluster: Sandbox, configurations: list[str], namespace: str, hooks: list[tuple[Webhook, dict[str, Any]]]
-) -> None:
-    """One MutatingWebhookConfiguration for the namespace; each webhook with its own objectSelector."""
-    name = f"hami-place-test-{namespace}-{len(configurations)}"
-    body = configuration(name, hooks, {"matchLabels": {"hami-place-test": namespace}})
-    client.AdmissionregistrationV1Api(cluster.api_client()).create_mutating_webhook_configuration(body)
-    configurations.append(name)
-    core = client.CoreV1Api(cluster.api_client())
-    for webhook, object_selector in hooks:
-        labels = dict(object_selector.get("matchLabels") or {})
-
-        def called(webhook: Webhook = webhook, labels: dict[str, str] = labels) -> bool:
-            before = total_admissions(webhook)
-            core.create_namespaced_pod(namespace, gpu_pod("probe-", {**labels, "probe": "yes"}), dry_run="All")
-            return total_admissions(webhook) > before
-
-        wait_for(called, "the API server to call the new webhook")
-
-
-def total_admissions(webhook: Webhook) -> float:
-    return sum(
-        webhook.metric(f'hami_place_admissions_total{{result="{result}"}}')
-        for result in ("ignored", "no_placement", "pinned", "reinvoked", "not_honoured", "dry_run", "error")
-    )
-
-
-def gpu_pod(generate_name: str, labels: dict[str, str], *, gpus: int = 1, name: str = "") -> dict[str, Any]:
-    metadata: dict[str, Any] = {"labels": labels}
-    if name:
-        metadata["name"] = name
-    else:
-        metadata["generateName"] = generate_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-            ],
-        },
-    }
-
-
-def create_placement(
-    cluster: Sandbox,
-    namespace: str,
-    name: str,
-    selector: dict[str, str],
-    devices: list[str],
-    *,
-    node: str = A100_1,
-    evict: str = "",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "reqID": f"req-{name}-{uuid.uuid4().hex[:6]}",
-        "podSelector": {"matchLabels": selector},
-        "nodeName": node,
-        "gpuDevices": devices,
-    }
-    if evict:
-        spec["evictPod"] = evict
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "HamiPodPlacement",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-    created: dict[str, Any] = client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, body
-    )
-    return created
-
-
-def read_placement(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
-    )
-    return result
-
-
-def status_of(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
-    return read_placement(cluster, namespace, name).get("status") or {}
-
-
-def events_of(cluster: Sandbox, namespace: str, name: str) -> list[str]:
-    listed = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=HamiPodPlacement"
-    )
-    return [event.reason for event in listed.items]
-
-
-def hostname_terms(pod: client.V1Pod) -> list[list[tuple[str, str, list[str]]]]:
-    required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
-    return [
-        [(e.key, e.operator, e.values) for e in term.match_expressions or []] for term in required.node_selector_terms
-    ]
 
 
 # -----------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,36 @@
+"""Fixtures of the cluster tests that start webhook processes and register them with the API server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.cluster import Sandbox
+from sandbox.webhook import Webhook
+
+
+@pytest.fixture
+def webhooks(cluster: Sandbox, tmp_path: Path) -> Iterator[list[Webhook]]:
+    """Webhook processes a test starts (through the returned list's owner); all stopped afterwards."""
+    started: list[Webhook] = []
+    yield started
+    for webhook in started:
+        webhook.stop()
+
+
+@pytest.fixture
+def configurations(cluster: Sandbox) -> Iterator[list[str]]:
+    """Names of the MutatingWebhookConfigurations a test registers; all deleted afterwards."""
+    names: list[str] = []
+    yield names
+    api = client.AdmissionregistrationV1Api(cluster.api_client())
+    for name in names:
+        try:
+            api.delete_mutating_webhook_configuration(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise

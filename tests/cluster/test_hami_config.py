@@ -1,0 +1,78 @@
+"""Reading HAMi's device config from the cluster: found, given, missing, garbage, forbidden."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.hami_config import read_hami_config
+from sandbox.cluster import Sandbox
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def configmap(cluster: Sandbox, namespace: str) -> Iterator[str]:
+    """A ConfigMap in the test's namespace the test fills; `namespace/name`."""
+    name = f"hami-{uuid.uuid4().hex[:6]}-device"
+    yield f"{namespace}/{name}"
+    cluster.kubectl("delete", "configmap", name, "-n", namespace, "--ignore-not-found")
+
+
+def put(cluster: Sandbox, where: str, text: str) -> None:
+    namespace, name = where.split("/")
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"device-config.yaml": text},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def test_the_sandboxs_hami_configmap_is_found_without_being_named(cluster: Sandbox) -> None:
+    settings = read_hami_config(connect(str(cluster.kubeconfig)))
+    assert (settings.source, settings.notice) == ("kube-system/hami-scheduler-device", "")
+    assert settings.config == HAMI_DEFAULTS
+
+
+def test_a_named_configmap_with_renamed_resources_and_a_default_memory(cluster: Sandbox, configmap: str) -> None:
+    put(
+        cluster,
+        configmap,
+        "nvidia:\n  resourceCountName: example.com/vgpu\n  resourceMemoryName: example.com/vgpu-mem\n"
+        "  defaultMemory: 2048\n  defaultGPUNum: 1\n",
+    )
+    settings = read_hami_config(connect(str(cluster.kubeconfig)), configmap, gpu_scheduler_policy="binpack")
+    assert settings.source == configmap and not settings.notice
+    assert settings.config.resource_count_name == "example.com/vgpu"
+    assert settings.config.resource_memory_name == "example.com/vgpu-mem"
+    assert settings.config.default_memory == 2048
+    assert settings.config.gpu_scheduler_policy == "binpack"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [(None, "not found"), ("nvidia: [unclosed", "not valid YAML"), ("cambricon: {}\n", "no nvidia: section")],
+)
+def test_a_missing_or_unusable_configmap_falls_back_to_hamis_defaults_with_a_notice(
+    cluster: Sandbox, configmap: str, text: str | None, said: str
+) -> None:
+    if text is not None:
+        put(cluster, configmap, text)
+    settings = read_hami_config(connect(str(cluster.kubeconfig)), configmap)
+    assert settings.config == HAMI_DEFAULTS
+    assert said in settings.notice and settings.notice.endswith("using HAMi's defaults"), settings.notice
+
+
+def test_a_reader_without_rights_gets_the_defaults_and_is_told_why(cluster: Sandbox, namespace: str) -> None:
+    kube = connect(str(cluster.kubeconfig))
+    kube.api.default_headers["Impersonate-User"] = f"someone-{namespace}"
+    settings = read_hami_config(kube)
+    assert settings.config == HAMI_DEFAULTS
+    assert settings.notice.startswith("cannot read HAMi's device config (forbidden: "), settings.notice

@@ -55,18 +55,22 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
     )
     freed: dict[str, None] = {}
     reasons: list[str] = []
-    for slot in candidates:
-        if len(freed) >= count:
+    for _ in range(2):
+        reasons = []
+        for slot in candidates:
+            if len(freed) >= count:
+                break
+            if not slot.used:
+                continue
+            point = len(state.moves)
+            why = _empty(state, slot, scope)
+            if why is not None:
+                reasons.append(f"{slot.node} {slot.card.name}: {why}")
+                continue
+            for move in state.moves[point:]:
+                freed.update(dict.fromkeys(u for u in move.from_cards if u in was_used and not state.by_uuid[u].used))
+        if not reasons or len(freed) >= count:
             break
-        if not slot.used:
-            continue
-        point = len(state.moves)
-        why = _empty(state, slot, scope)
-        if why is not None:
-            reasons.append(f"{slot.node} {slot.card.name}: {why}")
-            continue
-        for move in state.moves[point:]:
-            freed.update(dict.fromkeys(u for u in move.from_cards if u in was_used and not state.by_uuid[u].used))
     complete = len(freed) >= count
     if not complete and scope is None:
         reasons.insert(0, f"freed {len(freed)} of {count} card(s); the others cannot be emptied:")
@@ -91,7 +95,9 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
             state.rollback(point)
             return f"{key} is not a pod the snapshot knows"
         why = state.may_move(key)
-        if why is None and state.relocate(key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope, True):
+        if why is None and state.relocate(
+            key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope=scope, avoid_empty=True
+        ):
             continue
         state.rollback(point)
         return f"{key} {why or 'fits no other card in use'}"
@@ -138,22 +144,32 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if not evicted:
             break
     options.sort(key=lambda option: option[:2])
-    for _, node, cards, evicted in options:
+    best: tuple[int, int] | None = None
+    for position, (least, node, cards, evicted) in enumerate(options):
+        if best is not None and least >= best[0]:
+            break
+        point = state.checkpoint()
         failure = _make_room(state, pod, node, cards, evicted)
-        if failure is None:
-            target = (node, tuple(slot.card.uuid for slot in cards))
-            nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
-            return Plan(
-                goal=goal.describe(),
-                moves=tuple(state.moves),
-                complete=True,
-                reasons=(),
-                before=before,
-                after=state.summary(state.cards),
-                cards_after=state.card_states(nodes),
-                target=target,
-            )
-        reasons[node] = failure
+        if failure is not None:
+            reasons[node] = failure
+            continue
+        if best is None or len(state.moves) < best[0]:
+            best = (len(state.moves), position)
+        state.rollback(point)
+    if best is not None:
+        _, node, cards, evicted = options[best[1]]
+        _make_room(state, pod, node, cards, evicted)
+        nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
+        return Plan(
+            goal=goal.describe(),
+            moves=tuple(state.moves),
+            complete=True,
+            reasons=(),
+            before=before,
+            after=state.summary(state.cards),
+            cards_after=state.card_states(nodes),
+            target=(node, tuple(slot.card.uuid for slot in cards)),
+        )
     ranked = [f"{node}: {reasons[node]}" for _, node, *_ in options if node in reasons]
     ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
     return _no_plan(state, goal, ("no node can make room within the bounds:", *ranked[:_REASONS_SHOWN]))

@@ -8,7 +8,7 @@ container after container as HAMi fits them. Moves are logged so a trial can be 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from heapq import merge
@@ -31,6 +31,7 @@ from kubectl_hami_place.core.requests import CardRequest, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
 MIRROR = "kubernetes.io/config.mirror"
+CHAIN_CARDS = 32
 Share = tuple[int, int, int]
 
 
@@ -270,8 +271,6 @@ class State:
         entry = self.pods[key]
         if entry.blocked is not None:
             return entry.blocked
-        if entry.moved:
-            return "was already moved by this plan"
         for budget in entry.pod.budgets:
             if self.budgets.get(budget, 0) <= 0:
                 return f"is protected by PodDisruptionBudget {budget}, which allows no more disruptions"
@@ -307,23 +306,109 @@ class State:
         key: str,
         reason: str,
         exclude: frozenset[str] | set[str],
+        *,
         scope: frozenset[str] | None = None,
         avoid_empty: bool = False,
+        chain: bool = True,
     ) -> Move | None:
         """Move the pod to the best-fitting cards outside `exclude` (and within `scope` nodes), or None if none fit.
 
         Best fit: the cards with the least free memory that still fit, so the moves fill cards already in use
-        before they touch emptier ones; `avoid_empty` never uses a card nobody holds.
+        before they touch emptier ones; `avoid_empty` never uses a card nobody holds. When no card fits, `chain`
+        first moves one smaller pod aside (see `_chain`). A pod this plan already
+        moved is not moved twice (its replacement has another name): its earlier move is re-aimed instead.
         """
+        if self.pods[key].moved:
+            return self._retarget(key, exclude, scope, avoid_empty)
         entry = self.pods[key]
         old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
-        blocked = set(exclude) | set(entry.cards)
-        target = self._target(entry.pod, blocked, scope, avoid_empty)
-        if target is None:
-            for uuid, share in old:
-                self._give(self.by_uuid[uuid], key, share)
+        target = self._target(entry.pod, set(exclude) | set(entry.cards), scope, avoid_empty)
+        if target is not None:
+            return self._record(key, reason, old, *target)
+        for uuid, share in old:
+            self._give(self.by_uuid[uuid], key, share)
+        return self._chain(key, reason, set(exclude) | set(entry.cards), scope, avoid_empty) if chain else None
+
+    def _chain(
+        self, key: str, reason: str, exclude: set[str], scope: frozenset[str] | None, avoid_empty: bool
+    ) -> Move | None:
+        """Make room for a one-card pod on a card in use by first moving one smaller pod off it (one more move).
+
+        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them.
+        """
+        entry = self.pods[key]
+        if entry.pod.gpu_requests[0][1].nums != 1:
             return None
-        node, slots = target
+        allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
+        need = self.share(entry.pod, Card(uuid="", devmem=self.min_devmem))[1]
+        tried = 0
+        for slot in self._by_free(allowed, 0, avoid_empty=True):
+            if slot.card.uuid in exclude:
+                continue
+            room = [q for q in slot.pods if slot.free + slot.pods[q][1] >= need and self._chainable(q, key)]
+            if not room:
+                continue
+            tried += 1
+            if tried > CHAIN_CARDS:
+                return None
+            for other in sorted(room, key=lambda q: (slot.pods[q][1], q)):
+                if not self.fits(entry.pod, slot, slot.pods[other]):
+                    continue
+                point = self.checkpoint()
+                if self.relocate(
+                    other, reason, exclude | {slot.card.uuid}, scope=scope, avoid_empty=avoid_empty, chain=False
+                ):
+                    old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
+                    if self.fits(entry.pod, slot):
+                        return self._record(key, reason, old, slot.node, [slot])
+                    for uuid, share in old:
+                        self._give(self.by_uuid[uuid], key, share)
+                self.rollback(point)
+        return None
+
+    def _chainable(self, other: str, key: str) -> bool:
+        """Whether a one-card pod may be moved aside to make room for `key`."""
+        if other == key or other not in self.pods or self.pods[other].moved:
+            return False
+        return self.may_move(other) is None and self.pods[other].pod.gpu_requests[0][1].nums == 1
+
+    def _retarget(
+        self, key: str, exclude: frozenset[str] | set[str], scope: frozenset[str] | None, avoid_empty: bool
+    ) -> Move | None:
+        """Re-aim the pod's earlier move outside `exclude`: undo the moves since, move it anew, replay the others.
+
+        Cards empty now stay empty. Each replayed move is checked with HAMi's fit again; if one no longer fits, the
+        history is restored.
+        """
+        position = next(i for i, move in enumerate(self.moves) if move.pod == key)
+        later = self.moves[position:]
+        keep = set(exclude) | ({s.card.uuid for s in self.cards if not s.used} if avoid_empty else set())
+        self.rollback(position)
+        move = self.relocate(key, later[0].reason, keep, scope=scope, avoid_empty=avoid_empty)
+        if move is not None and all(self._replay(step) for step in later[1:]):
+            return move
+        self.rollback(position)
+        for step in later:
+            self._replay(step)
+        return None
+
+    def _replay(self, move: Move) -> bool:
+        """Make a recorded move again if its target cards still fit the pod."""
+        entry = self.pods[move.pod]
+        old = tuple((uuid, self._take(self.by_uuid[uuid], move.pod)) for uuid in entry.cards)
+        slots = [self.by_uuid[uuid] for uuid in move.to_cards]
+        if all(self.fits(entry.pod, slot) for slot in slots):
+            self._record(move.pod, move.reason, old, move.to_node, slots)
+            return True
+        for uuid, share in old:
+            self._give(self.by_uuid[uuid], move.pod, share)
+        return False
+
+    def _record(
+        self, key: str, reason: str, old: tuple[tuple[str, Share], ...], node: str, slots: list[CardSlot]
+    ) -> Move:
+        """Place the pod (already taken off its cards) on `slots` and log the move."""
+        entry = self.pods[key]
         for slot in slots:
             self._give(slot, key, self.share(entry.pod, slot.card))
         move = Move(
@@ -361,9 +446,7 @@ class State:
             return self.fits(pod, slot)
 
         if nums == 1:
-            lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
-            entries = merge(*(islice(entries, bisect_left(entries, (floor[1], -1)), None) for entries in lists))
-            slot = next((self.cards[ordinal] for _, ordinal in entries if usable(self.cards[ordinal])), None)
+            slot = next((slot for slot in self._by_free(allowed, floor[1], avoid_empty) if usable(slot)), None)
             return None if slot is None else (slot.node, [slot])
         best: tuple[int, str, list[CardSlot]] | None = None
         nodes = sorted(allowed) if allowed is not None else list(self.by_node)
@@ -376,6 +459,18 @@ class State:
             if best is None or (score, node) < (best[0], best[1]):
                 best = (score, node, sorted(chosen, key=lambda s: s.ordinal))
         return None if best is None else (best[1], best[2])
+
+    def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:
+        """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked."""
+        if nodes is not None and len(nodes) * 8 < len(self.cards):
+            slots = (s for n in sorted(nodes) for s in self.by_node.get(n, ()) if s.open and s.free >= least)
+            yield from sorted((s for s in slots if s.used or not avoid_empty), key=lambda s: (s.free, s.ordinal))
+            return
+        lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
+        for _, ordinal in merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists)):
+            slot = self.cards[ordinal]
+            if nodes is None or slot.node in nodes:
+                yield slot
 
     def _take(self, slot: CardSlot, key: str) -> Share:
         """Remove the pod's share from the card and return it."""

@@ -129,7 +129,7 @@ def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: s
     assert run.code == 0, run.err
     assert [w for w in run.warning_lines if not w.startswith("warning: placement ")] == [
         "warning: pod mover has no controller: nothing recreates it; the placement waits for the next pod you "
-        "create with its labels (app=mover,tier=gpu)",
+        "create with its labels (app=mover,hami.io/webhook=ignore,tier=gpu)",
         f"warning: pod mover runs on gpu-a100-1, not on {H100}; evicting it frees nothing there",
     ]
     result = run.json()
@@ -138,7 +138,8 @@ def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: s
     [stored] = placements(cluster, namespace)
     assert stored["spec"] == {
         "reqID": "move-12345",
-        "podSelector": {"matchLabels": {"app": "mover", "tier": "gpu"}},
+        # allocated_pod labels it for HAMi's webhook to leave alone: a bare pod's replacement matches all its labels.
+        "podSelector": {"matchLabels": {"app": "mover", "hami.io/webhook": "ignore", "tier": "gpu"}},
         "nodeName": H100,
         "gpuDevices": ["gpu-6"],
     }

@@ -1,0 +1,295 @@
+"""The card model against HAMi's own scheduler: the same generated nodes and pods, the same verdict and reason.
+
+Each case (`tests/hami_cases.py`) becomes a node of its own (no kwok: HAMi's /filter only needs the register and
+allocatable cards), the pods HAMi already placed there (Pending, with HAMi's annotations), and the pod to place, first
+admitted by a dry run through HAMi's webhook (so it holds what HAMi's webhook adds), then created for a scheduler
+nobody serves. HAMi's `POST /filter` is asked about each pod and its node, as kube-scheduler asks it; hami-place's
+`fit_pod_on_node` is asked about the pod as the user wrote it. Verdict, reason text (HAMi's FailedNodes entry) and,
+when it fits, the cards HAMi allocated (it writes them on the pod) must all agree.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, parse_allocation
+from kubectl_hami_place.core.check import CardCheck, Placed, check_card
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fit import (
+    NODE_UNREGISTERED,
+    USE_UUID,
+    FitReason,
+    PodFit,
+    cordoned_cards,
+    fit_pod_on_node,
+    hami_reason_name,
+)
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
+from kubectl_hami_place.core.refs import parse_card_ref
+from kubectl_hami_place.core.requests import pod_requests
+from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
+from sandbox.cluster import Sandbox, wait_for
+from sandbox.hami import HAMI_SCHEDULER, NVIDIA_DEFAULTS, HamiSettings
+from tests.hami_cases import UNSERVED_SCHEDULER, Case, case_pod, generate, node_object, resident_pods
+
+pytestmark = pytest.mark.cluster
+
+CASES = 400
+RENAMED_CASES = 150
+WORKERS = 4
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What HAMi's /filter and the model said about one case."""
+
+    case: Case
+    node: str
+    hami_ok: bool
+    hami_reason: str
+    hami_devices: tuple[tuple[str, ...], ...]
+    model: PodFit | str
+    pin: CardCheck | None = None
+
+    def disagreement(self) -> str:
+        """Empty when HAMi, the model and pin's check agree, else what each said."""
+        pin = self.pin
+        if pin is not None and (
+            pin.ok != self.hami_ok
+            or (
+                pin.reason not in (None, FitReason.CardNotNvidia)
+                and f" {hami_reason_name(pin.reason)}" not in f" {self.hami_reason}"
+            )
+        ):
+            return (
+                f"{self.node}: pin's check on {pin.card.uuid}: ok={pin.ok} {pin.reason} ({pin.message}); "
+                f"HAMi ok={self.hami_ok} {self.hami_reason!r}\n    {self.case!r}"
+            )
+        if isinstance(self.model, str):
+            return f"{self.node}: the model raised {self.model}; HAMi said ok={self.hami_ok} {self.hami_reason!r}"
+        model = self.model
+        same_verdict = (self.hami_ok, self.hami_reason) == (model.ok, model.reason)
+        if same_verdict and (not model.ok or self.hami_devices == model.devices):
+            return ""
+        return (
+            f"{self.node}: HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}; "
+            f"model ok={model.ok} {model.reason!r} {model.devices}\n    {self.case!r}"
+        )
+
+
+@dataclass
+class Differential:
+    """One HAMi (its extender URL and scheduler name) and the model configured as it is."""
+
+    cluster: Sandbox
+    namespace: str
+    url: str
+    scheduler: str
+    config: HamiConfig
+
+    def __post_init__(self) -> None:
+        self.api = client.CoreV1Api(self.cluster.api_client())
+
+    def run(self, cases: list[Case], prefix: str) -> list[Outcome]:
+        """Creates every case's objects, waits until HAMi has the nodes, and asks HAMi and the model."""
+        names = [f"{prefix}-{i}" for i in range(len(cases))]
+        pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, strict=True)))
+        residents = _parallel(
+            lambda item: [self._create(pod) for pod in resident_pods(item[0], self.namespace, item[0], item[1])],
+            list(zip(names, cases, strict=True)),
+        )
+        nodes = _parallel(
+            lambda item: self._create_node(node_object(*item, self.config)), list(zip(names, cases, strict=True))
+        )
+        try:
+            self._wait_registered([n for n, c in zip(names, cases, strict=True) if not c.legacy])
+            answers = _parallel(lambda item: self._filter(item[1], [item[0]]), list(zip(names, pods, strict=True)))
+            stored = {
+                p.metadata.name: p.metadata.annotations or {}
+                for p in self.api.list_namespaced_pod(self.namespace).items
+            }
+            return [
+                self._outcome(case, node, answer, stored.get(name, {}), resident)
+                for case, node, answer, name, resident in zip(cases, nodes, answers, names, residents, strict=True)
+            ]
+        finally:
+            for name in names:
+                try:
+                    self.api.delete_node(name)
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
+
+    def _admit(self, name: str, case: Case) -> dict[str, Any]:
+        """The case's pod once HAMi's webhook admitted it (a dry run), created for a scheduler nobody serves."""
+        body = case_pod(name, self.namespace, case, self.scheduler, self.config)
+        admitted = self._serialize(self.api.create_namespaced_pod(self.namespace, body, dry_run="All"))
+        real = copy.deepcopy(body)
+        real["spec"]["schedulerName"] = UNSERVED_SCHEDULER
+        for key in ("initContainers", "containers"):
+            for mine, theirs in zip(real["spec"].get(key) or [], admitted["spec"].get(key) or [], strict=True):
+                mine["resources"] = theirs.get("resources") or {}
+        return self._create(real)
+
+    def _create(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """Creates a pod; returns it as stored."""
+        return self._serialize(self.api.create_namespaced_pod(self.namespace, pod))
+
+    def _create_node(self, node: dict[str, Any]) -> dict[str, Any]:
+        """Creates a node with its allocatable cards (written through the status subresource, as a kubelet does)."""
+        self.api.create_node(node)
+        stored = self.api.patch_node_status(node["metadata"]["name"], {"status": node["status"]})
+        return self._serialize(stored)
+
+    def _serialize(self, obj: object) -> dict[str, Any]:
+        """A client model object as its JSON dict."""
+        result: dict[str, Any] = self.api.api_client.sanitize_for_serialization(obj)
+        return result
+
+    def _filter(self, pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+        """HAMi's answer to kube-scheduler's extender call (ExtenderArgs with node names: nodeCacheCapable)."""
+        request = urllib.request.Request(
+            f"{self.url}/filter",
+            data=json.dumps({"Pod": pod, "NodeNames": nodes}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, context=self.cluster.ssl_context(), timeout=60) as response:
+            answer: dict[str, Any] = json.load(response)
+        return answer
+
+    def _wait_registered(self, nodes: list[str]) -> None:
+        """Until HAMi's cache has every node (a pod asking more cards than any node has gets another reason)."""
+        probe = {
+            "metadata": {"name": "probe", "namespace": self.namespace, "uid": "probe"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {self.config.resource_count_name: "64"}}}]},
+        }
+
+        def registered() -> bool:
+            failed = self._filter(probe, nodes).get("FailedNodes") or {}
+            return all(failed.get(node) not in (None, NODE_UNREGISTERED) for node in nodes)
+
+        wait_for(registered, f"HAMi ({self.scheduler}) to register {len(nodes)} nodes", timeout=90, interval=1)
+
+    def _outcome(
+        self,
+        case: Case,
+        node: dict[str, Any],
+        answer: dict[str, Any],
+        annotations: dict[str, str],
+        residents: list[dict[str, Any]],
+    ) -> Outcome:
+        """HAMi's answer next to the model's verdict for the pod as the user wrote it."""
+        name = node["metadata"]["name"]
+        users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
+        assert not answer.get("Error"), f"{name}: HAMi's filter failed: {answer['Error']}"
+        ok = name in (answer.get("NodeNames") or [])
+        reason = (answer.get("FailedNodes") or {}).get(name, "")
+        devices: tuple[tuple[str, ...], ...] = ()
+        if ok:
+            containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION, ""))
+            devices = tuple(tuple(d.uuid for d in c) for c in containers if c)
+        allocations = [a for a in (pod_allocation(r) for r in residents) if a is not None]
+        try:
+            model: PodFit | str = fit_pod_on_node(node, users_pod, allocations, config=self.config)
+        except ModelError as error:
+            model = f"{type(error).__name__}: {error}"
+        return Outcome(case, name, ok, reason, devices, model, self._pin_check(case, node, users_pod, allocations))
+
+    def _pin_check(
+        self, case: Case, node: dict[str, Any], pod: dict[str, Any], allocations: list[PodAllocation]
+    ) -> CardCheck | None:
+        """pin's own check (`check_card`) when the pod names one card by UUID and each container asks one card."""
+        wanted = [u.strip() for u in case.annotations.get(USE_UUID, "").split(",") if u.strip()]
+        cards = {card.uuid: card for card in case.cards}
+        if case.legacy or len(wanted) != 1 or wanted[0] not in cards:
+            return None
+        spec = pod["spec"]
+        init = len(spec.get("initContainers") or [])
+        requests = pod_requests(spec, config=self.config)
+        placed = [Placed(str(i), i < init, r) for i, r in enumerate(requests) if r is not None]
+        if not placed or any(p.request.nums != 1 for p in placed):
+            return None
+        card = cards[wanted[0]]
+        usage = card_usage(case.cards, allocations, node=node["metadata"]["name"])
+        cordoned = card.uuid in cordoned_cards(node["metadata"].get("annotations"))
+        ref = parse_card_ref(card.uuid)
+        return check_card(ref, card, placed, usage.get(card.uuid), annotations=case.annotations, cordoned=cordoned)
+
+
+def _parallel(work: Callable[[T], R], items: list[T]) -> list[R]:
+    """work(item) for every item, a few at a time, results in order."""
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return list(pool.map(work, items))
+
+
+def assert_agree(outcomes: list[Outcome], least: int) -> None:
+    """No disagreement, and enough cases reaching both verdicts and many of HAMi's reasons to prove something."""
+    disagreements = [line for line in (o.disagreement() for o in outcomes) if line]
+    assert not disagreements, f"{len(disagreements)} of {len(outcomes)} cases disagree:\n" + "\n".join(disagreements)
+    fits = sum(1 for o in outcomes if o.hami_ok)
+    reasons = {name for o in outcomes for name in re.findall(r"[A-Za-z][A-Za-z ]+[a-z]", o.hami_reason)}
+    assert len(outcomes) >= least and 0.1 < fits / len(outcomes) < 0.9, (fits, len(outcomes))
+    assert len(reasons) >= 8, reasons
+
+
+def test_the_card_model_gives_hamis_verdict_reason_and_cards_for_every_case(cluster: Sandbox, namespace: str) -> None:
+    run = Differential(cluster, namespace, cluster.hami_url, HAMI_SCHEDULER, HAMI_DEFAULTS)
+    assert_agree(run.run(generate(CASES), f"hd-{namespace[2:]}"), least=int(CASES * 0.9))
+
+
+RENAMED = {
+    "resourceCountName": "example.com/vgpu",
+    "resourceMemoryName": "example.com/vgpu-memory",
+    "resourceMemoryPercentageName": "example.com/vgpu-memory-percentage",
+    "resourceCoreName": "example.com/vgpu-cores",
+    "resourcePriorityName": "example.com/vgpu-priority",
+    "defaultMemory": 2048,
+}
+
+
+@pytest.fixture
+def renamed_hami(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, HamiConfig]]:
+    """A second HAMi with renamed resources, a default memory and binpack, whose webhook sees only this namespace."""
+    if cluster.authority is None:
+        pytest.skip("a second HAMi needs a sandbox this test session started")
+    settings = HamiSettings(
+        scheduler_name="hami-renamed",
+        nvidia={**NVIDIA_DEFAULTS, **RENAMED},
+        gpu_policy="binpack",
+        webhook_name="hami-renamed-webhook",
+        namespace_selector={"matchLabels": {"hami-place-test": namespace}},
+    )
+    url = cluster.start_hami(settings)
+    try:
+        yield url, parse_device_config(settings.device_config(), gpu_scheduler_policy=settings.gpu_policy)
+    finally:
+        client.AdmissionregistrationV1Api(cluster.api_client()).delete_mutating_webhook_configuration(
+            settings.webhook_name
+        )
+
+
+def test_a_hami_with_renamed_resources_and_default_memory_agrees_too(
+    cluster: Sandbox, namespace: str, renamed_hami: tuple[str, HamiConfig]
+) -> None:
+    url, config = renamed_hami
+    assert (config.resource_count_name, config.default_memory, config.gpu_scheduler_policy) == (
+        "example.com/vgpu",
+        2048,
+        "binpack",
+    )
+    run = Differential(cluster, namespace, url, "hami-renamed", config)
+    assert_agree(run.run(generate(RENAMED_CASES), f"hr-{namespace[2:]}"), least=int(RENAMED_CASES * 0.9))

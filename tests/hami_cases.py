@@ -1,0 +1,273 @@
+"""Generated nodes and pods for the differential test against HAMi's own scheduler, and the objects they become.
+
+A case is one node (its register, cordoned cards, the pods HAMi already placed on it) and one pod to place there.
+The values come from small sets so that exact boundaries (free memory equal to the request, the last slot, all cores
+taken) turn up often. Cases are drawn by hypothesis, derandomized, so every run checks the same cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.allocations import (
+    ALLOCATED_ANNOTATION,
+    NODE_ANNOTATION,
+    ContainerDevice,
+    encode_allocation,
+)
+from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
+from kubectl_hami_place.core.fit import (
+    DEVICE_CORDON,
+    GPU_SCHEDULER_POLICY,
+    NOUSE_TYPE,
+    NOUSE_UUID,
+    USE_TYPE,
+    USE_UUID,
+    VGPU_MODE,
+)
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+
+TYPES = ("NVIDIA-A100-SXM4-40GB", "NVIDIA-Tesla T4", "NVIDIA-H100-80GB-HBM3", "nvidia-a10", "Ascend910")
+MEMORIES = (1000, 4096, 16384, 40960)
+ALLOCATED_MEMORIES = (0, 1000, 2048, 4096, 10000, 40960)
+ALLOCATED_CORES = (0, 10, 30, 50, 100)
+ASKED_MEMORIES = (1, 1000, 2048, 3000, 4096, 16384, 40960, 50000)
+ASKED_PERCENTAGES = (0, 25, 50, 100)
+ASKED_CORES = (0, 10, 30, 50, 100, 150)
+TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
+UNSERVED_SCHEDULER = "hami-place-differential-nobody"
+
+
+@dataclass(frozen=True)
+class Resident:
+    """A pod HAMi already placed on the node: how many init and app containers it has, and its allocation text."""
+
+    init_containers: int
+    containers: int
+    allocation: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """One node and one pod to place on it; `init` and `app` are the containers' resource limits."""
+
+    cards: tuple[Card, ...]
+    legacy: bool = False
+    cordoned: tuple[str, ...] = ()
+    residents: tuple[Resident, ...] = ()
+    init: tuple[dict[str, str], ...] = ()
+    app: tuple[dict[str, str], ...] = ({"nvidia.com/gpu": "1"},)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@st.composite
+def card_lists(draw: st.DrawFn) -> tuple[Card, ...]:
+    """1 to 5 cards, mostly healthy NVIDIA cards with 100 cores, some exhausted, odd or foreign."""
+    size = draw(st.integers(1, 5))
+    cards = []
+    for index in range(size):
+        cards.append(
+            Card(
+                uuid=f"GPU-{index}",
+                index=index,
+                count=draw(st.sampled_from((10, 10, 10, 3, 2, 1, 0))),
+                devmem=draw(st.sampled_from((*MEMORIES, *MEMORIES, *MEMORIES, 0))),
+                devcore=draw(st.sampled_from((100, 100, 100, 100, 50, 200, 0))),
+                type=draw(st.sampled_from((*TYPES[:4], *TYPES))),
+                numa=draw(st.sampled_from((0, 0, 1))),
+                health=draw(st.sampled_from((True,) * 7 + (False,))),
+                mode=draw(st.sampled_from(("hami-core", "hami-core", "mps"))),
+            )
+        )
+    return tuple(cards)
+
+
+@st.composite
+def residents(draw: st.DrawFn, uuids: list[str]) -> Resident:
+    """A pod already on the node: per container 0 to 2 of its cards (or a card it no longer has)."""
+    init_containers = draw(st.sampled_from((0, 0, 1)))
+    containers = draw(st.integers(1, 2))
+    entries = []
+    for _ in range(init_containers + containers):
+        chosen = draw(st.lists(st.sampled_from([*uuids, "GPU-gone"]), max_size=2, unique=True))
+        entries.append(
+            tuple(
+                ContainerDevice(
+                    uuid,
+                    "NVIDIA",
+                    draw(st.sampled_from(ALLOCATED_MEMORIES)),
+                    draw(st.sampled_from(ALLOCATED_CORES)),
+                )
+                for uuid in chosen
+            )
+        )
+    return Resident(init_containers, containers, encode_allocation(entries))
+
+
+@st.composite
+def limits(draw: st.DrawFn) -> dict[str, str]:
+    """One container's resource limits: cards, memory by MiB or percent, cores, each maybe absent."""
+    result: dict[str, str] = {}
+    count = draw(st.sampled_from((1, 1, 1, 1, 1, 1, 2, 2, 3, None)))
+    if count is not None:
+        result["nvidia.com/gpu"] = str(count)
+    if draw(st.booleans()):
+        result["nvidia.com/gpumem"] = str(draw(st.sampled_from(ASKED_MEMORIES)))
+    if draw(_sometimes(4)):
+        result["nvidia.com/gpumem-percentage"] = str(draw(st.sampled_from(ASKED_PERCENTAGES)))
+    if draw(st.booleans()):
+        result["nvidia.com/gpucores"] = str(draw(st.sampled_from(ASKED_CORES)))
+    return result
+
+
+@st.composite
+def uuid_lists(draw: st.DrawFn, uuids: list[str]) -> str:
+    """A comma list of card UUIDs, maybe naming a card the node lacks, with HAMi's tolerated blanks."""
+    chosen = draw(st.lists(st.sampled_from([*uuids, "GPU-missing"]), min_size=1, max_size=2, unique=True))
+    return draw(st.sampled_from((",", ", "))).join(chosen)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    """A node with its residents and a pod with its containers and annotations."""
+    cards = draw(card_lists())
+    uuids = [card.uuid for card in cards]
+    annotations: dict[str, str] = {}
+    optional: list[tuple[str, st.SearchStrategy[str]]] = [
+        (USE_UUID, uuid_lists(uuids)),
+        (NOUSE_UUID, uuid_lists(uuids)),
+        (USE_TYPE, st.sampled_from(TYPE_WORDS)),
+        (NOUSE_TYPE, st.sampled_from(TYPE_WORDS)),
+        (GPU_SCHEDULER_POLICY, st.sampled_from(("binpack", "spread", "mutex"))),
+    ]
+    for key, values in optional:
+        if draw(_sometimes(6)):
+            annotations[key] = draw(values)
+    if draw(_sometimes(16)):
+        annotations[VGPU_MODE] = draw(st.sampled_from(("hami-core", "mps")))
+    init = (draw(limits()),) if draw(_sometimes(5)) else ()
+    app = tuple(draw(st.lists(limits(), min_size=1, max_size=3))) if draw(_sometimes(3)) else (draw(limits()),)
+    if draw(_sometimes(4)):
+        # as pin leaves a pod: one card named by UUID, one card per GPU container
+        annotations[USE_UUID] = draw(st.sampled_from(uuids))
+        init, app = (_one_card(lim) for lim in init), (_one_card(lim) for lim in app)
+    return Case(
+        cards=cards,
+        legacy=draw(_sometimes(30)),
+        cordoned=(draw(st.sampled_from(uuids)),) if draw(_sometimes(6)) else (),
+        residents=tuple(draw(st.lists(residents(uuids), max_size=3))),
+        init=tuple(init),
+        app=tuple(app),
+        annotations=annotations,
+    )
+
+
+def _one_card(resources: dict[str, str]) -> dict[str, str]:
+    """The limits with a card count of 1 where they name one."""
+    return {key: "1" if key == "nvidia.com/gpu" else value for key, value in resources.items()}
+
+
+def _sometimes(one_in: int) -> st.SearchStrategy[bool]:
+    """True about once in `one_in` draws (away from the range's ends, which hypothesis favours)."""
+    return st.integers(0, 9999).map(lambda n: n % one_in == 1)
+
+
+def generate(count: int) -> list[Case]:
+    """`count` distinct cases (hypothesis repeats some, so it draws more), the same on every run."""
+    found: dict[str, Case] = {}
+
+    @settings(
+        max_examples=count * 2,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(cases())
+    def collect(case: Case) -> None:
+        """Keeps every generated case once."""
+        found.setdefault(repr(case), case)
+
+    collect()
+    return list(found.values())[:count]
+
+
+def rename(config: HamiConfig, resources: dict[str, str]) -> dict[str, str]:
+    """Limits written with HAMi's default resource names, renamed to the ones `config` uses."""
+    names = {
+        HAMI_DEFAULTS.resource_count_name: config.resource_count_name,
+        HAMI_DEFAULTS.resource_memory_name: config.resource_memory_name,
+        HAMI_DEFAULTS.resource_memory_percentage_name: config.resource_memory_percentage_name,
+        HAMI_DEFAULTS.resource_core_name: config.resource_core_name,
+    }
+    return {names.get(key, key): value for key, value in resources.items()}
+
+
+def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> dict[str, Any]:
+    """The case's node as HAMi's device plugin leaves it: the register, and allocatable cards for HAMi's health."""
+    annotations = {REGISTER_ANNOTATION: encode_register(case.cards, legacy=case.legacy)}
+    if case.cordoned:
+        annotations[DEVICE_CORDON] = ",".join(case.cordoned)
+    gpus = str(max(sum(card.count for card in case.cards), 1))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, "annotations": annotations},
+        "status": {
+            "allocatable": {config.resource_count_name: gpus},
+            "capacity": {config.resource_count_name: gpus},
+        },
+    }
+
+
+def resident_pods(name: str, namespace: str, node: str, case: Case) -> list[dict[str, Any]]:
+    """The case's residents as pods carrying HAMi's annotations; left Pending (nobody schedules them)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-r{position}",
+                "namespace": namespace,
+                "annotations": {NODE_ANNOTATION: node, ALLOCATED_ANNOTATION: resident.allocation},
+            },
+            "spec": {
+                "schedulerName": UNSERVED_SCHEDULER,
+                "initContainers": [_container(f"i{i}", {}) for i in range(resident.init_containers)],
+                "containers": [_container(f"c{i}", {}) for i in range(resident.containers)],
+            },
+        }
+        for position, resident in enumerate(case.residents)
+    ]
+
+
+def case_pod(
+    name: str, namespace: str, case: Case, scheduler: str, config: HamiConfig = HAMI_DEFAULTS
+) -> dict[str, Any]:
+    """The pod to place, as a user writes it, for `scheduler`."""
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [_container(f"c{i}", rename(config, lim)) for i, lim in enumerate(case.app)],
+    }
+    if case.init:
+        spec["initContainers"] = [_container(f"i{i}", rename(config, lim)) for i, lim in enumerate(case.init)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(case.annotations)},
+        "spec": spec,
+    }
+
+
+def _container(name: str, resources: dict[str, str]) -> dict[str, Any]:
+    """A container that never runs (nothing schedules its pod), with these limits."""
+    container: dict[str, Any] = {"name": name, "image": "registry.invalid/cuda:12"}
+    if resources:
+        container["resources"] = {"limits": dict(resources)}
+    return container

@@ -11,8 +11,6 @@ from typing import Any
 from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube, request
 
-__all__ = ["GROUP", "PLURAL", "VERSION", "create_placement", "delete_placement", "get_placement", "list_placements"]
-
 FIELD_MANAGER = "kubectl-hami-place"
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.placements import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,8 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, plan, workload_from_pod
 from kubectl_hami_place.core.requests import GPUCORES, GPUMEM_PERCENTAGE
-from kubectl_hami_place.core.reviews import Review, ReviewError, build_response
+from kubectl_hami_place.core.reviews import Review, build_response
 from kubectl_hami_place.core.selectors import matches
-
-__all__ = ["Decision", "ReviewError", "Settings", "Snapshot", "claim_holder_name", "decide"]
 
 # Bounded values of Decision.result (a metrics label).
 IGNORED = "ignored"

@@ -2,8 +2,9 @@
 the moves before it left them.
 
 - `fit`: per node, the cheapest cards for the pod (a card that fits now costs nothing, else the fewest of its pods
-  whose release makes it fit); nodes are tried in order of that cost, and the first whose evicted pods all find
-  other cards wins, so the plan moves exactly the pods it counted.
+  whose release makes it fit, then the least memory moved); nodes are tried in order of that cost until no
+  cheaper node is left; a node wins when its evicted pods all find other cards (an evicted pod may first push one
+  smaller pod aside, one more move).
 - `free-cards` and `compact`: cards in use are tried from the easiest (fewest pods, least memory); a card is freed
   when every pod on it moves, best fit, onto other cards already in use, else its trial is rolled back.
 """
@@ -117,7 +118,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
     if len({request.nums for _, request in gpu}) > 1:
         return _no_plan(state, goal, ("the pod's GPU containers ask different card counts; the planner pins one set",))
     nums = gpu[0][1].nums
-    options: list[tuple[int, str, list[CardSlot], list[str]]] = []
+    options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
     reasons: dict[str, str] = {}
     for node, slots in state.by_node.items():
         if not state.node_open[node]:
@@ -133,31 +134,34 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             if evict is None:
                 blocks.append(f"{slot.card.name}: {blocked}")
             else:
-                costs.append((len(evict), slot.ordinal, slot, evict))
+                costs.append((len(evict), sum(slot.pods[key][1] for key in evict), slot.ordinal, slot, evict))
         if len(costs) < nums:
             reasons[node] = "; ".join(blocks) or "the node has no cards"
             continue
-        costs.sort(key=lambda item: item[:2])
+        if blocks:
+            reasons[node] = "; ".join(blocks)
+        costs.sort(key=lambda item: item[:3])
         chosen = costs[:nums]
         evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
-        options.append((len(evicted), node, [item[2] for item in chosen], evicted))
+        moved = sum(item[1] for item in chosen)
+        options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted))
         if not evicted:
             break
-    options.sort(key=lambda option: option[:2])
+    options.sort(key=lambda option: option[:3])
     best: tuple[int, int] | None = None
-    for position, (least, node, cards, evicted) in enumerate(options):
+    for position, (least, _, node, cards, evicted) in enumerate(options):
         if best is not None and least >= best[0]:
             break
         point = state.checkpoint()
         failure = _make_room(state, pod, node, cards, evicted)
         if failure is not None:
-            reasons[node] = failure
+            reasons[node] = "; ".join(filter(None, (failure, reasons.get(node))))
             continue
         if best is None or len(state.moves) < best[0]:
             best = (len(state.moves), position)
         state.rollback(point)
     if best is not None:
-        _, node, cards, evicted = options[best[1]]
+        _, _, node, cards, evicted = options[best[1]]
         _make_room(state, pod, node, cards, evicted)
         nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
         return Plan(
@@ -170,7 +174,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             cards_after=state.card_states(nodes),
             target=(node, tuple(slot.card.uuid for slot in cards)),
         )
-    ranked = [f"{node}: {reasons[node]}" for _, node, *_ in options if node in reasons]
+    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
     ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
     return _no_plan(state, goal, ("no node can make room within the bounds:", *ranked[:_REASONS_SHOWN]))
 

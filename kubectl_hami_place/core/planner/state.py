@@ -337,7 +337,7 @@ class State:
         The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them.
         """
         entry = self.pods[key]
-        if entry.pod.gpu_requests[0][1].nums != 1:
+        if entry.pod.gpu_requests[0][1].nums != 1 or len(self.moves) + 2 > self.limits.max_moves:
             return None
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
         need = self.share(entry.pod, Card(uuid="", devmem=self.min_devmem))[1]
@@ -359,7 +359,7 @@ class State:
                     other, reason, exclude | {slot.card.uuid}, scope=scope, avoid_empty=avoid_empty, chain=False
                 ):
                     old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
-                    if self.fits(entry.pod, slot):
+                    if self.fits(entry.pod, slot) and self.may_move(key) is None:
                         return self._record(key, reason, old, slot.node, [slot])
                     for uuid, share in old:
                         self._give(self.by_uuid[uuid], key, share)

@@ -1,0 +1,425 @@
+"""The defragmentation planner on plain data: goals, bounds, what must never move, `why`, and sequence feasibility.
+
+Feasibility is checked independently of the planner: each move is replayed with `fit.fit_pod` (HAMi's whole-pod
+verdict, the pod pinned to the move's cards by use-gpuuuid as a placement pins it) against the usage
+`usage.card_usage` counts from the allocations as the moves before it left them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.fit import USE_UUID, FitReason, fit_pod
+from kubectl_hami_place.core.planner import (
+    DO_NOT_MOVE,
+    CompactGoal,
+    FitGoal,
+    FreeCardsGoal,
+    Limits,
+    Plan,
+    PlanNode,
+    PlanPod,
+    Snapshot,
+    plan,
+    why,
+)
+from kubectl_hami_place.core.requests import card_request, memory_for
+from kubectl_hami_place.core.usage import PodAllocation, card_usage
+
+GIB = 1024
+A100 = "NVIDIA-A100-SXM4-40GB"
+
+
+def card(uuid: str, index: int = 0, mem: int = 40 * GIB, count: int = 10, **kw: object) -> Card:
+    """A healthy NVIDIA card."""
+    fields: dict = {"devcore": 100, "type": A100, "health": True, "mode": "hami-core", **kw}
+    return Card(uuid=uuid, index=index, count=count, devmem=mem, **fields)
+
+
+def gpu_node(name: str, cards: int = 2, **kw: object) -> PlanNode:
+    """A node with `cards` 40 GiB cards named GPU-<name>-<i>."""
+    return PlanNode(name=name, cards=tuple(card(f"GPU-{name}-{i}", i) for i in range(cards)), **kw)  # type: ignore[arg-type]
+
+
+def placed(name: str, node: str, uuids: list[str], mem: int, cores: int = 0, **kw: object) -> PlanPod:
+    """A pod of one GPU container holding `mem` MiB and `cores` % on each of `uuids`, owned by a ReplicaSet."""
+    devices = tuple(ContainerDevice(uuid, "NVIDIA", mem, cores) for uuid in uuids)
+    fields: dict = {"owner_kind": "ReplicaSet", **kw}
+    return PlanPod(
+        namespace="ns",
+        name=name,
+        uid=f"uid-{name}",
+        requests=(card_request(len(uuids), memreq=mem, coresreq=cores),),
+        allocation=PodAllocation("ns", name, f"uid-{name}", node, "Running", (devices,)),
+        **fields,
+    )
+
+
+def pending(mem: int, nums: int = 1, cores: int = 0, **kw: object) -> PlanPod:
+    """A Pending pod asking `nums` cards of `mem` MiB each."""
+    return PlanPod(namespace="ns", name="new", requests=(card_request(nums, memreq=mem, coresreq=cores),), **kw)  # type: ignore[arg-type]
+
+
+def pinned_fit(snapshot: Snapshot, allocations: dict, pod: PlanPod, node_name: str, uuids: tuple[str, ...]) -> None:
+    """Assert HAMi places the pod, pinned to `uuids` of the node, on exactly those cards."""
+    node = next(n for n in snapshot.nodes if n.name == node_name)
+    others = [a for key, a in allocations.items() if key != pod.key and a is not None]
+    usage = card_usage(node.cards, others, node=node.name)
+    annotations = {**pod.fit_annotations, USE_UUID: ",".join(uuids)}
+    verdict = fit_pod(node.cards, usage, pod.requests, pod.init_containers, annotations, cordoned=node.cordoned)
+    assert verdict.ok, (pod.key, node_name, uuids, verdict.reason)
+    assert all(set(cards) == set(uuids) for cards in verdict.devices)
+
+
+def replay(snapshot: Snapshot, result: Plan) -> None:
+    """Assert each move fits its target cards after the moves before it, and the fit goal's pod fits at the end."""
+    cards = {c.uuid: c for n in snapshot.nodes for c in n.cards}
+    pods = {p.key: p for p in snapshot.pods if p.allocation is not None}
+    allocations = {key: p.allocation for key, p in pods.items()}
+    for move in result.moves:
+        pod = pods[move.pod]
+        held = allocations[move.pod]
+        assert held is not None
+        assert set(move.from_cards) == {d.card_uuid for c in held.containers for d in c}
+        pinned_fit(snapshot, allocations, pod, move.to_node, move.to_cards)
+        devices = tuple(
+            tuple(ContainerDevice(uuid, "NVIDIA", memory_for(r, cards[uuid]), r.coresreq) for uuid in move.to_cards)
+            for r in pod.requests
+            if r is not None
+        )
+        allocations[move.pod] = PodAllocation("ns", pod.name, pod.uid, move.to_node, "Running", devices)
+    goal_pod = pending_of(result)
+    if result.target is not None and goal_pod is not None:
+        pinned_fit(snapshot, allocations, goal_pod, *result.target)
+
+
+_PENDING: dict[int, PlanPod] = {}
+
+
+def pending_of(result: Plan) -> PlanPod | None:
+    """The fit goal's pod registered for a plan by `fit_plan`."""
+    return _PENDING.get(id(result))
+
+
+def fit_plan(snapshot: Snapshot, pod: PlanPod, limits: Limits | None = None) -> Plan:
+    """plan() for a fit goal, remembering the pod so `replay` can check it fits the target at the end."""
+    result = plan(snapshot, FitGoal(pod), limits)
+    _PENDING[id(result)] = pod
+    return result
+
+
+# fit ----------------------------------------------------------------------------------------------------------
+
+
+def test_fit_needs_no_move_when_a_card_has_room() -> None:
+    """A pod that fits today gets an empty plan and the card it fits."""
+    snapshot = Snapshot(nodes=(gpu_node("a"),), pods=(placed("p", "a", ["GPU-a-0"], 30 * GIB),))
+    result = fit_plan(snapshot, pending(20 * GIB))
+    assert result.complete and result.moves == ()
+    assert result.target == ("a", ("GPU-a-1",))
+
+
+def test_fit_moves_the_one_pod_that_makes_room() -> None:
+    """Two half-full cards: one move joins the small pods and frees a card for the big one."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"),),
+        pods=(placed("p", "a", ["GPU-a-0"], 24 * GIB), placed("q", "a", ["GPU-a-1"], 10 * GIB)),
+    )
+    result = fit_plan(snapshot, pending(32 * GIB))
+    assert result.complete
+    assert [(m.pod, m.from_cards, m.to_cards) for m in result.moves] == [("ns/q", ("GPU-a-1",), ("GPU-a-0",))]
+    assert result.target == ("a", ("GPU-a-1",))
+    replay(snapshot, result)
+
+
+def test_fit_prefers_the_node_with_fewest_moves() -> None:
+    """Node b needs one move where node a needs two."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(
+            placed("a1", "a", ["GPU-a-0"], 12 * GIB),
+            placed("a2", "a", ["GPU-a-0"], 12 * GIB),
+            placed("a3", "a", ["GPU-a-1"], 12 * GIB),
+            placed("a4", "a", ["GPU-a-1"], 12 * GIB),
+            placed("b1", "b", ["GPU-b-0"], 30 * GIB),
+            placed("b2", "b", ["GPU-b-1"], 16 * GIB),
+        ),
+    )
+    result = fit_plan(snapshot, pending(32 * GIB))
+    assert result.complete and len(result.moves) == 1
+    assert result.target is not None and result.target[0] == "b"
+    replay(snapshot, result)
+
+
+def test_fit_never_moves_what_must_not_move() -> None:
+    """DaemonSet, static, system-critical, do-not-move and uncontrolled pods stay; the planner says why."""
+    blockers = {
+        "ds": {"owner_kind": "DaemonSet"},
+        "static": {"owner_kind": "Node"},
+        "crit": {"priority_class": "system-node-critical"},
+        "pinned": {"annotations": {DO_NOT_MOVE: "true"}},
+        "bare": {"owner_kind": ""},
+    }
+    for name, fields in blockers.items():
+        snapshot = Snapshot(
+            nodes=(gpu_node("a"),),
+            pods=(placed(name, "a", ["GPU-a-0"], 10 * GIB, **fields), placed("big", "a", ["GPU-a-1"], 35 * GIB)),
+        )
+        result = fit_plan(snapshot, pending(32 * GIB))
+        assert not result.complete and result.moves == (), name
+        text = " ".join(result.reasons)
+        assert f"ns/{name}" in text and "CardInsufficientMemory" in text, text
+
+
+def test_fit_respects_a_disruption_budget() -> None:
+    """A budget that allows no disruption steers the planner to another pod, and to a refusal when none is left."""
+    pods = (placed("p", "a", ["GPU-a-0"], 20 * GIB, budgets=("ns/pdb",)), placed("q", "a", ["GPU-a-1"], 10 * GIB))
+    snapshot = Snapshot(nodes=(gpu_node("a"),), pods=pods, budgets={"ns/pdb": 0})
+    result = fit_plan(snapshot, pending(32 * GIB))
+    assert [m.pod for m in result.moves] == ["ns/q"]
+    replay(snapshot, result)
+    blocked = replace(snapshot, pods=(pods[0], replace(pods[1], budgets=("ns/pdb",))))
+    refused = fit_plan(blocked, pending(32 * GIB))
+    assert not refused.complete and "PodDisruptionBudget ns/pdb" in " ".join(refused.reasons)
+
+
+def test_fit_keeps_a_pod_on_the_cards_its_constraints_allow() -> None:
+    """A pod pinned by use-gpuuuid, or by use-gputype to a type only its card has, is not moved elsewhere."""
+    t4 = PlanNode("b", (card("GPU-b-0", 0, mem=16 * GIB, type="NVIDIA-Tesla-T4"),))
+    for constraint in ({"nvidia.com/use-gpuuuid": "GPU-a-1"}, {"nvidia.com/use-gputype": "A100"}):
+        snapshot = Snapshot(
+            nodes=(gpu_node("a"), t4),
+            pods=(
+                placed("big", "a", ["GPU-a-0"], 36 * GIB),
+                placed("p", "a", ["GPU-a-1"], 8 * GIB, annotations=constraint),
+            ),
+        )
+        result = fit_plan(snapshot, pending(36 * GIB, annotations={"nvidia.com/use-gputype": "A100"}))
+        assert not result.complete, constraint
+        assert "fits no other card" in " ".join(result.reasons)
+        free = replace(snapshot, pods=(snapshot.pods[0], replace(snapshot.pods[1], annotations={})))
+        moved = fit_plan(free, pending(36 * GIB, annotations={"nvidia.com/use-gputype": "A100"}))
+        assert [(m.pod, m.to_node) for m in moved.moves] == [("ns/p", "b")]
+        replay(free, moved)
+
+
+def test_a_use_gpuuuid_written_by_an_earlier_placement_does_not_pin() -> None:
+    """hami-place's own use-gpuuuid (the pod carries its placement annotation) is not a constraint of the pod."""
+    annotations = {"nvidia.com/use-gpuuuid": "GPU-a-1", "scheduling.hami.placement.com/placement": "x"}
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b", cards=1)),
+        pods=(
+            placed("big", "a", ["GPU-a-0"], 36 * GIB),
+            placed("p", "a", ["GPU-a-1"], 8 * GIB, annotations=annotations),
+        ),
+    )
+    result = fit_plan(snapshot, pending(36 * GIB, nodes=frozenset({"a"})))
+    assert [(m.pod, m.to_node) for m in result.moves] == [("ns/p", "b")]
+
+
+def test_multi_card_pods_move_as_one() -> None:
+    """A two-card pod moves with both cards to one node."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(
+            placed("duo", "a", ["GPU-a-0", "GPU-a-1"], 10 * GIB),
+            placed("b0", "b", ["GPU-b-0"], 20 * GIB),
+            placed("b1", "b", ["GPU-b-1"], 20 * GIB),
+        ),
+    )
+    result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.from_cards, m.to_node, m.to_cards) for m in result.moves] == [
+        ("ns/duo", ("GPU-a-0", "GPU-a-1"), "b", ("GPU-b-0", "GPU-b-1"))
+    ]
+    replay(snapshot, result)
+
+
+def test_fit_that_cannot_be_done_says_why_node_by_node() -> None:
+    """Unschedulable nodes, wrong types and immovable pods each get their reason."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", schedulable=False), gpu_node("b", cordoned=frozenset({"GPU-b-0", "GPU-b-1"}))),
+        pods=(),
+    )
+    result = fit_plan(snapshot, pending(8 * GIB))
+    text = " ".join(result.reasons)
+    assert not result.complete and "a: the node takes no new pods" in text and "CardCordoned" in text
+
+
+def test_fit_stays_within_max_moves() -> None:
+    """A plan needing two moves is refused under --max-moves 1."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), gpu_node("b", cards=1)),
+        pods=(placed("p", "a", ["GPU-a-0"], 10 * GIB), placed("q", "a", ["GPU-a-0"], 10 * GIB)),
+    )
+    assert len(fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"}))).moves) == 2
+    refused = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})), Limits(max_moves=1))
+    assert not refused.complete and "--max-moves 1" in " ".join(refused.reasons)
+
+
+def test_fit_pushes_one_smaller_pod_aside_when_an_evicted_pod_fits_nowhere() -> None:
+    """p fits no other card until q steps aside; that chain is two moves, so --max-moves 1 refuses it."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(
+            placed("p", "a", ["GPU-a-0"], 20 * GIB),
+            placed("big", "a", ["GPU-a-1"], 30 * GIB),
+            placed("q", "b", ["GPU-b-0"], 8 * GIB),
+            placed("s", "b", ["GPU-b-0"], 16 * GIB),
+            placed("r", "b", ["GPU-b-1"], 22 * GIB),
+        ),
+    )
+    result = fit_plan(snapshot, pending(32 * GIB, nodes=frozenset({"a"})))
+    assert [(m.pod, m.to_cards) for m in result.moves] == [("ns/q", ("GPU-a-1",)), ("ns/p", ("GPU-b-0",))]
+    assert result.target == ("a", ("GPU-a-0",))
+    replay(snapshot, result)
+    refused = fit_plan(snapshot, pending(32 * GIB, nodes=frozenset({"a"})), Limits(max_moves=1))
+    assert not refused.complete and refused.moves == ()
+
+
+# free-cards and compact ---------------------------------------------------------------------------------------
+
+
+def scattered() -> Snapshot:
+    """Two nodes of four cards, each card a quarter full: three cards per node can be freed."""
+    nodes = (gpu_node("a", cards=4), gpu_node("b", cards=4))
+    pods = tuple(placed(f"{n}{i}", n, [f"GPU-{n}-{i}"], 10 * GIB) for n in "ab" for i in range(4))
+    return Snapshot(nodes=nodes, pods=pods)
+
+
+def test_free_cards_frees_as_many_as_asked() -> None:
+    """free-cards 2 frees two cards with two moves, and the card map shows them empty."""
+    snapshot = scattered()
+    result = plan(snapshot, FreeCardsGoal(2))
+    assert result.complete and len(result.freed) == 2 and len(result.moves) == 2
+    assert result.after.whole_cards_free == result.before.whole_cards_free + 2
+    empty = {c.uuid for c in result.cards_after if not c.pods}
+    assert set(result.freed) <= empty
+    replay(snapshot, result)
+
+
+def test_free_cards_as_many_as_possible_says_what_it_reached() -> None:
+    """Asking for more than can be freed frees the most it can and says so."""
+    snapshot = scattered()
+    result = plan(snapshot, FreeCardsGoal(8), Limits(max_moves=100))
+    assert not result.complete and len(result.freed) == 6
+    assert result.reasons[0].startswith("freed 6 of 8")
+    replay(snapshot, result)
+
+
+def test_free_cards_of_a_type() -> None:
+    """--type frees only cards whose type contains the word, even when other cards are easier to free."""
+    t4 = PlanNode("t", (card("GPU-t-0", 0, type="NVIDIA-T4"), card("GPU-t-1", 1, type="NVIDIA-T4")))
+    t4_pods = [placed(f"t{i}", "t", [f"GPU-t-{i % 2}"], 1 * GIB) for i in range(4)]
+    snapshot = Snapshot(nodes=(*scattered().nodes, t4), pods=(*scattered().pods, *t4_pods))
+    assert not any(uuid.startswith("GPU-t-") for uuid in plan(snapshot, FreeCardsGoal(1)).freed)
+    result = plan(snapshot, FreeCardsGoal(1, card_type="t4"))
+    assert result.freed and all(uuid.startswith("GPU-t-") for uuid in result.freed)
+
+
+def test_free_cards_respects_moves_per_node() -> None:
+    """At most one move off each node frees at most one card per node."""
+    result = plan(scattered(), FreeCardsGoal(8), Limits(max_moves=100, max_moves_per_node=1))
+    assert len(result.freed) == 2
+    assert sorted(m.from_node for m in result.moves) == ["a", "b"]
+
+
+def test_compact_moves_only_among_its_nodes() -> None:
+    """compact a packs node a's four quarter-full cards onto one and never touches node b."""
+    snapshot = scattered()
+    result = plan(snapshot, CompactGoal(("a",)), Limits(max_moves=100))
+    assert len(result.freed) == 3
+    assert all(m.from_node == "a" and m.to_node == "a" for m in result.moves)
+    replay(snapshot, result)
+
+
+def test_plans_are_deterministic_whatever_the_input_order() -> None:
+    """The same cluster listed in another order gives the same plan."""
+    snapshot = scattered()
+    shuffled = list(snapshot.pods)
+    random.Random(3).shuffle(shuffled)
+    other = Snapshot(nodes=tuple(reversed(snapshot.nodes)), pods=tuple(shuffled))
+    assert plan(snapshot, FreeCardsGoal(4)) == plan(other, FreeCardsGoal(4))
+
+
+# why ----------------------------------------------------------------------------------------------------------
+
+
+def test_why_names_hamis_reasons_card_by_card() -> None:
+    """Each card gets HAMi's reason; nodes get theirs."""
+    a = PlanNode(
+        "a",
+        (card("GPU-a-0", 0), card("GPU-a-1", 1, health=False), card("GPU-a-2", 2), card("GPU-a-3", 3, count=1)),
+        cordoned=frozenset({"GPU-a-2"}),
+    )
+    snapshot = Snapshot(
+        nodes=(a, gpu_node("b", schedulable=False)),
+        pods=(placed("p", "a", ["GPU-a-0"], 30 * GIB), placed("q", "a", ["GPU-a-3"], 1 * GIB)),
+    )
+    verdicts = why(snapshot, pending(20 * GIB))
+    assert [v.node for v in verdicts] == ["a", "b"]
+    assert [c.reason for c in verdicts[0].cards] == [
+        FitReason.CardInsufficientMemory,
+        FitReason.CardUnhealthy,
+        FitReason.CardCordoned,
+        FitReason.CardTimeSlicingExhausted,
+    ]
+    assert not verdicts[0].fits and verdicts[0].reason == "TooFewCards"
+    assert verdicts[1].reason == "NodeUnschedulable" and all(c.ok for c in verdicts[1].cards)
+
+
+# properties ---------------------------------------------------------------------------------------------------
+
+FORBIDDEN = ({"owner_kind": "DaemonSet"}, {"owner_kind": ""}, {"annotations": {DO_NOT_MOVE: "yes"}})
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Snapshot:
+    """Small clusters of 40 GiB cards with one- and two-card pods, some of which must never move."""
+    nodes = tuple(gpu_node(f"n{i}", cards=draw(st.integers(1, 3))) for i in range(draw(st.integers(1, 3))))
+    free = {c.uuid: 40 * GIB for n in nodes for c in n.cards}
+    pods = []
+    for i in range(draw(st.integers(0, 12))):
+        node = draw(st.sampled_from(nodes))
+        mem = draw(st.sampled_from([2, 4, 8, 12, 20])) * GIB
+        nums = draw(st.integers(1, min(2, len(node.cards))))
+        uuids = [c.uuid for c in node.cards if free[c.uuid] >= mem][:nums]
+        if len(uuids) < nums:
+            continue
+        for uuid in uuids:
+            free[uuid] -= mem
+        extra = draw(st.sampled_from([{}, {}, {}, *FORBIDDEN]))
+        pods.append(placed(f"p{i}", node.name, uuids, mem, draw(st.sampled_from([0, 10, 30])), **extra))
+    return Snapshot(nodes=nodes, pods=tuple(pods))
+
+
+goals = st.one_of(
+    st.builds(lambda m, n: FitGoal(pending(m * GIB, nums=n)), st.sampled_from([8, 20, 30, 40]), st.integers(1, 2)),
+    st.builds(FreeCardsGoal, st.integers(1, 6)),
+    st.builds(lambda: CompactGoal(("n0", "n1"))),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), goals, st.integers(1, 10))
+def test_every_plan_is_feasible_in_sequence_deterministic_and_leaves_forbidden_pods(
+    snapshot: Snapshot, goal: FitGoal | FreeCardsGoal | CompactGoal, max_moves: int
+) -> None:
+    """Each move fits after those before it; no pod moves twice or breaks a rule; the same input, the same plan."""
+    limits = Limits(max_moves=max_moves)
+    result = fit_plan(snapshot, goal.pod, limits) if isinstance(goal, FitGoal) else plan(snapshot, goal, limits)
+    replay(snapshot, result)
+    assert len(result.moves) <= max_moves
+    moved = [m.pod for m in result.moves]
+    assert len(moved) == len(set(moved))
+    forbidden = {p.key for p in snapshot.pods if p.owner_kind in ("", "DaemonSet") or DO_NOT_MOVE in p.annotations}
+    assert not forbidden & set(moved)
+    assert plan(snapshot, goal, limits) == result
+    if isinstance(goal, FitGoal) and result.complete:
+        assert result.target is not None

@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit cluster-test binaries sandbox-up sandbox-down clean
+.PHONY: demo test lint unit cluster-test binaries sandbox-up sandbox-down clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ demo: $(STAMP) binaries
 
 sandbox-up: $(STAMP) binaries
 	$(PY) -m sandbox up
+
+# The planner's figures against an exact MILP, a descheduler and HAMi alone (scipy, the bench extra); not in make test.
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	for script in bench/[!_]*.py; do $(PY) "$$script" || exit 1; done
 
 sandbox-down: $(STAMP)
 	$(PY) -m sandbox down

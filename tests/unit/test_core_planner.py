@@ -423,3 +423,79 @@ def test_every_plan_is_feasible_in_sequence_deterministic_and_leaves_forbidden_p
     assert plan(snapshot, goal, limits) == result
     if isinstance(goal, FitGoal) and result.complete:
         assert result.target is not None
+
+
+# from API objects ---------------------------------------------------------------------------------------------
+
+
+def node_object(name: str, ready: bool = True) -> dict:
+    """A GPU node as the API server returns it, with one 40 GiB card in its register."""
+    register = f'[{{"id":"GPU-{name}","count":10,"devmem":40960,"devcore":100,"type":"{A100}","health":true}}]'
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name},
+            "annotations": {"hami.io/node-nvidia-register": register},
+        },
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "10"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod_object(name: str, node: str | None, owner: str = "ReplicaSet", **spec: object) -> dict:
+    """A pod asking 1 card x 8 GiB; placed on `node` by HAMi when given."""
+    annotations = {}
+    if node is not None:
+        annotations = {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": f"GPU-{node},NVIDIA,8192,0:;"}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {"app": name},
+            "annotations": annotations,
+            "ownerReferences": [{"kind": owner, "name": "o", "controller": True}] if owner else [],
+        },
+        "spec": {
+            "containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"}}}
+            ],
+            **spec,
+        },
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
+    """Readiness, allocations, controllers, priority and the PodDisruptionBudgets that select each pod."""
+    from datetime import UTC, datetime
+
+    from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+
+    nodes = [node_object("a"), node_object("b", ready=False)]
+    pods = [
+        pod_object("web", "a"),
+        pod_object("agent", "a", owner="DaemonSet", priorityClassName="system-node-critical"),
+        pod_object("waiting", None),
+    ]
+    budget = {
+        "metadata": {"name": "pdb", "namespace": "ns"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    snapshot, warnings = snapshot_from_objects(nodes, pods, [budget], datetime.now(UTC))
+    assert warnings == ()
+    assert [(n.name, n.schedulable) for n in snapshot.nodes] == [("a", True), ("b", False)]
+    by_name = {p.name: p for p in snapshot.pods}
+    assert set(by_name) == {"web", "agent"}
+    assert by_name["web"].budgets == ("ns/pdb",) and by_name["web"].owner_kind == "ReplicaSet"
+    assert by_name["agent"].owner_kind == "DaemonSet" and by_name["agent"].priority_class == "system-node-critical"
+    assert snapshot.budgets == {"ns/pdb": 0}
+    waiting = pod_for_plan(
+        pod_object("waiting", None, nodeSelector={"kubernetes.io/hostname": "b"}), node_labels(nodes)
+    )
+    assert waiting.allocation is None and waiting.nodes == frozenset({"b"})
+    assert waiting.gpu_requests[0][1].memreq == 8192
+    result = plan(snapshot, FitGoal(replace(waiting, nodes=None)))
+    assert result.target == ("a", ("GPU-a",))

@@ -1,0 +1,170 @@
+"""`plan`: the pod moves that make room for a Pending pod, free whole cards, or compact nodes; nothing is changed.
+
+`--for POD` first says why the pod does not fit today (the `why` table). A plan that cannot reach its goal is
+still printed with the nearest it gets and why, and the command exits 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from kubectl_hami_place.cli._common import (
+    AsOption,
+    ContextOption,
+    KubeconfigOption,
+    NamespaceOption,
+    OutputFormat,
+    OutputOption,
+    complete_nodes,
+    complete_pods,
+    emit,
+    target,
+    warn,
+)
+from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, UsageProblem
+from kubectl_hami_place.cli._why import require_gpu, why_blocks
+from kubectl_hami_place.cli.output import Block, Table, Text
+from kubectl_hami_place.core.planner import (
+    CompactGoal,
+    FitGoal,
+    FreeCardsGoal,
+    Goal,
+    Limits,
+    NodeWhy,
+    Plan,
+    Snapshot,
+    Summary,
+)
+from kubectl_hami_place.core.planner import (
+    plan as make_plan,
+)
+from kubectl_hami_place.core.planner import (
+    why as explain,
+)
+from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+
+HELP = (
+    "Plan the pod moves that make room for a Pending pod (--for POD), free whole cards (--free-cards N [--type T]) "
+    "or compact nodes (--compact NODE...): fragmentation before and after, and each move with its reason. "
+    "Nothing is changed."
+)
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """A plan, the card names of the snapshot, and for --for the pod's verdict today."""
+
+    plan: Plan
+    names: dict[str, str]
+    why: tuple[NodeWhy, ...] | None
+    pod: str
+
+    def to_data(self) -> Any:
+        """The plan as JSON, with the why verdicts for --for."""
+        data = self.plan.to_dict()
+        if self.why is not None:
+            data["why"] = [verdict.to_dict() for verdict in self.why]
+        return data
+
+    def to_blocks(self) -> list[Block]:
+        """Why (for --for), the moves, before and after, and what stands in the way."""
+        blocks: list[Block] = []
+        if self.why is not None:
+            blocks.extend(why_blocks(self.pod, self.why))
+        result = self.plan
+        status = "plan" if result.complete else "plan (goal not reached)"
+        blocks.append(Text((f"{status}: {result.goal}: {result.gain}",), style="bold"))
+        rows = tuple(
+            (
+                str(number),
+                move.pod,
+                self._cards(move.from_cards),
+                self._cards(move.to_cards),
+                move.reason,
+            )
+            for number, move in enumerate(result.moves, start=1)
+        )
+        blocks.append(Table(columns=("#", "Pod", "From", "To", "Reason"), rows=rows, empty="  no moves"))
+        blocks.append(Text(("Fragmentation", *_compare(result.before, result.after))))
+        if result.reasons:
+            blocks.append(Text(("Why not further:", *(f"  {reason}" for reason in result.reasons)), style="yellow"))
+        return blocks
+
+    def _cards(self, uuids: tuple[str, ...]) -> str:
+        """`node gpu-N, gpu-M` for card UUIDs."""
+        return ", ".join(self.names.get(uuid, uuid) for uuid in uuids)
+
+
+def _compare(before: Summary, after: Summary) -> tuple[str, ...]:
+    """Before -> after lines of the summary."""
+    return (
+        f"  whole cards free:        {before.whole_cards_free} -> {after.whole_cards_free}",
+        f"  free memory:             {before.free_mib} -> {after.free_mib} MiB",
+        f"  largest free on a card:  {before.largest_free_mib} -> {after.largest_free_mib} MiB",
+    )
+
+
+def _names(snapshot: Snapshot) -> dict[str, str]:
+    """Card UUID -> `node gpu-N`."""
+    return {card.uuid: f"{node.name} gpu-{card.index}" for node in snapshot.nodes for card in node.cards}
+
+
+def plan(
+    *,
+    nodes: Annotated[
+        list[str] | None, typer.Argument(help="The nodes to compact (with --compact).", autocompletion=complete_nodes)
+    ] = None,
+    for_pod: Annotated[
+        str | None,
+        typer.Option("--for", help="Make room for this pod (usually Pending).", autocompletion=complete_pods),
+    ] = None,
+    free_cards: Annotated[int | None, typer.Option("--free-cards", min=1, help="Free this many whole cards.")] = None,
+    card_type: Annotated[
+        str | None, typer.Option("--type", help="With --free-cards: only cards whose type contains this word.")
+    ] = None,
+    compact: Annotated[
+        bool, typer.Option("--compact", help="Pack the named nodes' pods onto as few of their cards as possible.")
+    ] = False,
+    max_moves: Annotated[int, typer.Option("--max-moves", min=1, help="At most this many moves.")] = 20,
+    max_moves_per_node: Annotated[
+        int, typer.Option("--max-moves-per-node", min=1, help="At most this many pods moved off any one node.")
+    ] = 8,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_user: AsOption = None,
+    namespace: NamespaceOption = None,
+    output: OutputOption = OutputFormat.table,
+) -> int:
+    """Print the plan; exit 1 when the goal cannot be reached."""
+    goals = sum((for_pod is not None, free_cards is not None, compact))
+    if goals != 1:
+        raise UsageProblem("give exactly one goal", "use --for POD, --free-cards N or --compact NODE...")
+    if card_type is not None and free_cards is None:
+        raise UsageProblem("--type goes with --free-cards", "add --free-cards N")
+    if compact != bool(nodes):
+        raise UsageProblem("--compact takes the node names", "kubectl hami-place plan --compact NODE...")
+    where = target(kubeconfig, context, namespace, as_user=as_user)
+    read = read_snapshot(where.kube)
+    for message in read.warnings:
+        warn(message)
+    verdicts = None
+    pod_key = ""
+    goal: Goal
+    if for_pod is not None:
+        pending = read_pod(where.kube, where.one_namespace, for_pod, read)
+        require_gpu(pending)
+        verdicts, pod_key, goal = explain(read.snapshot, pending), pending.key, FitGoal(pending)
+    elif free_cards is not None:
+        goal = FreeCardsGoal(free_cards, card_type or "")
+    else:
+        known = {node.name for node in read.snapshot.nodes}
+        missing = [name for name in nodes or [] if name not in known]
+        if missing:
+            raise UsageProblem(f"{', '.join(missing)}: not a HAMi GPU node", "list them with kubectl hami-place status")
+        goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
+    result = make_plan(read.snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
+    emit(PlanView(result, _names(read.snapshot), verdicts, pod_key), output)
+    return EXIT_OK if result.complete else EXIT_ERROR

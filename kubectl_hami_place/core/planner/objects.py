@@ -1,0 +1,130 @@
+"""The planner's snapshot from the API server's objects (JSON dict form): nodes, pods and PodDisruptionBudgets.
+
+Nodes go through the cluster-info view (`cluster.build_cluster_info`), so a node takes new pods exactly when
+`status` calls it usable. A pod whose allocation or GPU request HAMi could not read either is left out of the
+snapshot (and of usage, as HAMi leaves it out); the reader gets a warning for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.planner.model import PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.requests import pod_requests
+from kubectl_hami_place.core.selectors import matches, selector_from_dict
+from kubectl_hami_place.core.usage import pod_allocation
+
+
+def snapshot_from_objects(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    budgets: Iterable[Mapping[str, Any]],
+    now: datetime,
+    config: HamiConfig = HAMI_DEFAULTS,
+) -> tuple[Snapshot, tuple[str, ...]]:
+    """The snapshot and the warnings about objects left out of it."""
+    nodes, pods = list(nodes), list(pods)
+    info = build_cluster_info(nodes, pods, now)
+    labels = node_labels(nodes)
+    plan_nodes = tuple(
+        PlanNode(
+            name=node.name,
+            cards=tuple(card.card() for card in node.cards),
+            schedulable=node.usable,
+            cordoned=frozenset(card.uuid for card in node.cards if card.cordoned),
+        )
+        for node in info.nodes
+    )
+    selectors = []
+    allowed: dict[str, int] = {}
+    warnings = list(info.warnings)
+    for budget in budgets:
+        metadata = _mapping(budget.get("metadata"))
+        key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+        try:
+            selector = selector_from_dict(_mapping(budget.get("spec")).get("selector"))
+        except ModelError as err:
+            warnings.append(f"PodDisruptionBudget {key}: {err}; it protects no pod in this plan")
+            continue
+        selectors.append((key, metadata.get("namespace", ""), selector))
+        allowed[key] = _int(_mapping(budget.get("status")).get("disruptionsAllowed"))
+    plan_pods = []
+    for pod in pods:
+        try:
+            plan_pod = pod_for_plan(pod, labels, config)
+        except ModelError as err:
+            warnings.append(f"{err}; the planner leaves the pod where it is")
+            continue
+        if plan_pod.allocation is None:
+            continue
+        pod_labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
+        covering = tuple(
+            key
+            for key, namespace, selector in selectors
+            if namespace == plan_pod.namespace and matches(selector, pod_labels)
+        )
+        plan_pods.append(replace(plan_pod, budgets=covering))
+    return Snapshot(nodes=plan_nodes, pods=tuple(plan_pods), budgets=allowed), tuple(warnings)
+
+
+def node_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each node's labels by node name."""
+    result = {}
+    for node in nodes:
+        metadata = _mapping(node.get("metadata"))
+        result[str(metadata.get("name", ""))] = _mapping(metadata.get("labels"))
+    return result
+
+
+def pod_for_plan(
+    pod: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]], config: HamiConfig = HAMI_DEFAULTS
+) -> PlanPod:
+    """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
+
+    The nodes it may run on are those whose `labels` carry its nodeSelector (node affinity is not read: any node).
+    """
+    metadata = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+    try:
+        requests = pod_requests(spec, config=config)
+    except ModelError as err:
+        raise type(err)(f"pod {namespace}/{name}: {err}") from None
+    owners = [o for o in metadata.get("ownerReferences") or [] if isinstance(o, Mapping) and o.get("controller")]
+    init = spec.get("initContainers")
+    annotations = _mapping(metadata.get("annotations"))
+    return PlanPod(
+        namespace=namespace,
+        name=name,
+        uid=str(metadata.get("uid", "")),
+        requests=requests,
+        init_containers=len(init) if isinstance(init, list) else 0,
+        annotations={key: value for key, value in annotations.items() if isinstance(value, str)},
+        allocation=pod_allocation(pod),
+        owner_kind=str(owners[0].get("kind", "")) if owners else "",
+        priority_class=str(spec.get("priorityClassName", "")),
+        nodes=_selected(_mapping(spec.get("nodeSelector")), labels),
+    )
+
+
+def _selected(selector: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]]) -> frozenset[str] | None:
+    """The nodes whose labels carry every key=value of a nodeSelector; None when the pod has none."""
+    if not selector:
+        return None
+    return frozenset(name for name, have in labels.items() if all(have.get(k) == v for k, v in selector.items()))
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: object) -> int:
+    """An integer field, 0 when absent or malformed."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,46 @@
+"""Reads what the planner needs: every node, every pod, every PodDisruptionBudget (policy/v1), HAMi's device config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.planner import PlanPod, Snapshot
+from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.cluster import get_pod, list_nodes, list_pods
+from kubectl_hami_place.kube.hami_config import read_hami_config
+
+
+@dataclass(frozen=True)
+class SnapshotRead:
+    """The snapshot, the HAMi config it was read with, and warnings for the user."""
+
+    snapshot: Snapshot
+    config: HamiConfig
+    warnings: tuple[str, ...]
+    node_labels: Mapping[str, Mapping[str, Any]]
+
+
+def read_snapshot(kube: Kube) -> SnapshotRead:
+    """The cluster as the planner sees it now."""
+    config = read_hami_config(kube)
+    nodes = list_nodes(kube)
+    pods = list_pods(kube, None)
+    body = request(
+        kube,
+        kube.policy().list_pod_disruption_budget_for_all_namespaces,
+        what="list poddisruptionbudgets.policy in all namespaces",
+    )
+    budgets = [item for item in body.get("items") or [] if isinstance(item, dict)]
+    snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config.config)
+    notices = (config.notice,) if config.notice else ()
+    return SnapshotRead(snapshot, config.config, (*notices, *warnings), node_labels(nodes))
+
+
+def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:
+    """One pod as the planner sees it, with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
+    return pod_for_plan(get_pod(kube, namespace, name), read.node_labels, read.config)

@@ -242,7 +242,14 @@ def fit_pod_on_node(
     hami_webhook: bool = True,
     config: HamiConfig = HAMI_DEFAULTS,
 ) -> PodFit:
-    """`fit_pod` for a node and a pod object (JSON dict form) given every pod allocation HAMi counts."""
+    """`fit_pod` for a node and a pod object (JSON dict form) given every pod allocation HAMi counts.
+
+    A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes.
+    """
+    spec = _mapping(pod.get("spec"))
+    requests = pod_requests(spec, hami_webhook, config=config)
+    if all(request is None for request in requests):
+        return PodFit(ok=True)
     node_metadata = _mapping(node.get("metadata"))
     try:
         cards = node_cards(node)
@@ -250,10 +257,6 @@ def fit_pod_on_node(
         return PodFit(ok=False, reason=NODE_UNREGISTERED)
     name = node_metadata.get("name")
     usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
-    spec = _mapping(pod.get("spec"))
-    requests = pod_requests(spec, hami_webhook, config=config)
-    if all(request is None for request in requests):
-        return PodFit(ok=True)
     init = spec.get("initContainers")
     pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
     return fit_pod(

@@ -8,8 +8,9 @@ counting only when its phase is Failed or Succeeded, or once it is deleted; a te
 How much a pod takes of a card (`CollapseInitContainerUsage`, `pkg/device`): init containers run one after
 another and app containers together, so per card the pod takes, in each of memory, cores and slots, the larger
 of the init peak (the biggest init container's memory, the biggest cores, one slot) and the app sum (memory and
-cores summed, one slot per app container on the card). Once the pod is Running and every init container has
-terminated with exit code 0, only the app containers count. MIG entries (`UUID[t-s]`) count on their card.
+cores summed, one slot per app container on the card). Once the pod's status lists its init containers all
+terminated with exit code 0 (`AllInitContainersSucceeded`, whatever the phase), only the app containers count.
+MIG entries (`UUID[t-s]`) count on their card.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
         containers=containers,
         deleting=metadata.get("deletionTimestamp") is not None,
         init_containers=init_count,
-        init_done=phase == "Running" and _init_containers_succeeded(status, init_count),
+        init_done=init_count > 0 and _init_containers_succeeded(status),
     )
 
 
@@ -216,10 +217,13 @@ def _same_pod(pod: PodOnCard, allocation: PodAllocation) -> bool:
     return (pod.namespace, pod.name) == (allocation.namespace, allocation.name)
 
 
-def _init_containers_succeeded(status: Mapping[str, Any], init_count: int) -> bool:
-    """True when every init container has terminated with exit code 0 (HAMi's signal to drop their share)."""
+def _init_containers_succeeded(status: Mapping[str, Any]) -> bool:
+    """HAMi's AllInitContainersSucceeded: the pod lists init container statuses, each terminated with exit code 0.
+
+    Whatever the phase and however many are listed; HAMi drops the init containers' share on the pod's next update.
+    """
     statuses = status.get("initContainerStatuses")
-    if init_count == 0 or not isinstance(statuses, list) or len(statuses) < init_count:
+    if not isinstance(statuses, list) or not statuses:
         return False
     for entry in statuses:
         state = _mapping(_mapping(entry).get("state"))

@@ -73,3 +73,4 @@ def test_a_pod_and_node_objects_with_residents_and_a_legacy_register() -> None:
     assert fit_pod_on_node(node, {"spec": {"containers": [{"name": "cpu"}]}}, [resident]).ok
     legacy = {"metadata": {"name": "n", "annotations": {REGISTER_ANNOTATION: encode_register([card(0)], legacy=True)}}}
     assert fit_pod_on_node(legacy, pod, []) == PodFit(ok=False, reason=NODE_UNREGISTERED)
+    assert fit_pod_on_node(legacy, {"spec": {"containers": [{"name": "cpu"}]}}, []).ok

@@ -84,6 +84,15 @@ def test_an_init_container_alone_on_a_card_holds_it_until_init_succeeded() -> No
     assert usage["GPU-a"].used_mem == 2000
 
 
+def test_init_containers_done_stop_counting_whatever_the_phase_as_in_hami() -> None:
+    allocated = "GPU-b,NVIDIA,4000,0:;GPU-a,NVIDIA,2000,0:;"
+    done = [{"name": "init0", "state": {"terminated": {"exitCode": 0}}}]
+    usage = usage_of(pod("p", allocated, init=1, phase="Pending", init_status=done))
+    assert (usage["GPU-b"].used_slots, usage["GPU-a"].used_mem) == (0, 2000)
+    running = [{"name": "init0", "state": {"running": {}}}]
+    assert usage_of(pod("p", allocated, init=1, phase="Pending", init_status=running))["GPU-b"].used_mem == 4000
+
+
 def test_a_failed_init_container_keeps_the_peak() -> None:
     failed = [{"name": "init0", "state": {"terminated": {"exitCode": 1}}}]
     usage = usage_of(pod("p", "GPU-b,NVIDIA,4000,0:;GPU-a,NVIDIA,2000,0:;", init=1, init_status=failed))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claim_holder_name, decide
+from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claimed_by_annotations, decide
 from kubectl_hami_place.core.lifecycle import StatusWrite
 from kubectl_hami_place.core.placement import placements_from_objects
 from kubectl_hami_place.core.reviews import Review, parse_review
@@ -71,12 +71,16 @@ class Admitter:
         if not self.cache.ready():
             warning = "hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"
             return Decision(uid=review.uid, result=ERROR, warnings=(warning,))
-        holder = claim_holder_name(review)
+        carried: frozenset[str] = frozenset()
+        holder, claimed_token = claimed_by_annotations(review)
         if holder:
-            # Our annotations are honoured only against the stored claim: the cache may not have seen it yet.
+            # Our annotations count only for the stored claim (the cache may lag) and only while no stored pod
+            # carries it (a reinvocation comes before the pod is stored; a copy of a pinned pod comes after).
             self._refresh(review.namespace, holder)
+            if self._carried(review.namespace, claimed_token):
+                carried = frozenset({claimed_token})
         token = self.new_token()
-        decision = decide(review, self._snapshot(review.namespace, token))
+        decision = decide(review, self._snapshot(review.namespace, token, carried))
         for _ in range(MAX_CLAIM_ATTEMPTS):
             claim = decision.claim
             if claim is None:
@@ -86,7 +90,7 @@ class Admitter:
             except StaleWrite:
                 self.metrics.conflicts.inc()
                 self._refresh(claim.namespace, claim.name)
-                decision = decide(review, self._snapshot(review.namespace, token))
+                decision = decide(review, self._snapshot(review.namespace, token, carried))
                 continue
             except KubeError as error:
                 log.warning("claim of %s/%s not written: %s", claim.namespace, claim.name, error)
@@ -98,14 +102,25 @@ class Admitter:
             return decision
         return decision.unchanged("hami-place: too many concurrent claims; the pod is admitted unchanged")
 
-    def _snapshot(self, namespace: str, token: str) -> Snapshot:
+    def _snapshot(self, namespace: str, token: str, carried: frozenset[str]) -> Snapshot:
         return Snapshot(
             placements=placements_from_objects(self.cache.placements_in(namespace)),
             nodes=self.cache.nodes_by_name(),
             settings=self.settings,
             token=token,
             now=self.clock(),
+            carried=carried,
         )
+
+    def _carried(self, namespace: str, token: str) -> bool:
+        """Whether a stored pod carries the token: the cache knows HAMi's pods, the API server every pod."""
+        if (namespace, token) in self.cache.pods_by_claim():
+            return True
+        try:
+            return self.writes.claim_carried(namespace, token)
+        except KubeError as error:
+            log.warning("looking up pods carrying a claim in %s failed: %s", namespace, error)
+            return False
 
     def _refresh(self, namespace: str, name: str) -> None:
         """Replace the cache's copy of a placement with the API server's current one."""

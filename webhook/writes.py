@@ -1,6 +1,6 @@
 """What the server does to the cluster, behind one small interface: read a placement, write its status, record an
-Event, evict a pod. `KubeWrites` does it through kube/; unit tests give the Admitter and the Reconciler an
-in-memory implementation that can answer a write with a stale-write conflict.
+Event, evict a pod, ask whether a stored pod carries a claim. `KubeWrites` does it through kube/; unit tests give
+the Admitter and the Reconciler an in-memory implementation that can answer a write with a stale-write conflict.
 """
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementStatus
 from kubectl_hami_place.kube.claims import read_placement, write_status
 from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.cluster import list_pods
 from kubectl_hami_place.kube.events import record_event
 from kubectl_hami_place.kube.evictions import evict_pod
 
@@ -32,6 +34,10 @@ class Writes(Protocol):
 
     def evict(self, namespace: str, pod: str) -> None:
         """Evict through the Eviction API: KubeNotFound, BlockedByDisruptionBudget or another KubeError."""
+        ...
+
+    def claim_carried(self, namespace: str, token: str) -> bool:
+        """Whether a stored pod of the namespace carries this claim token (whatever its scheduler)."""
         ...
 
 
@@ -56,3 +62,10 @@ class KubeWrites:
     def evict(self, namespace: str, pod: str) -> None:
         """POST pods/eviction."""
         evict_pod(self.kube, namespace, pod)
+
+    def claim_carried(self, namespace: str, token: str) -> bool:
+        """LIST the namespace's pods (annotations have no field selector) and look for the token."""
+        return any(
+            ((pod.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION) == token
+            for pod in list_pods(self.kube, namespace)
+        )

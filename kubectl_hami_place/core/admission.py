@@ -62,6 +62,8 @@ class Snapshot:
     settings: Settings
     token: str
     now: datetime
+    carried: frozenset[str] = frozenset()
+    """Claim tokens a stored pod already carries: a new pod arriving with one is a copy, not a reinvocation."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     nodes = ClusterSnapshot(snapshot.nodes)
     annotations = review.annotations
     if any(key in annotations for key in OUR_ANNOTATIONS):
-        holder = _claim_holder(placements, annotations)
+        holder = _claim_holder(placements, annotations, snapshot.carried)
         if holder is not None:
             return _reinvoked(review, holder, nodes)
         pod = _without_our_annotations(pod)
@@ -132,9 +134,10 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned)
 
 
-def claim_holder_name(review: Review) -> str:
-    """The placement an incoming pod's annotations say it holds ('' when none): the server re-reads it first."""
-    return str(review.annotations.get(PLACEMENT_ANNOTATION) or "") if CLAIM_ANNOTATION in review.annotations else ""
+def claimed_by_annotations(review: Review) -> tuple[str, str]:
+    """(placement, token) an incoming pod's annotations claim, ('', '') when none: the server checks them first."""
+    token = str(review.annotations.get(CLAIM_ANNOTATION) or "")
+    return (str(review.annotations.get(PLACEMENT_ANNOTATION) or ""), token) if token else ("", "")
 
 
 def _considered(review: Review, settings: Settings, namespace: str) -> bool:
@@ -151,12 +154,18 @@ def _selects(placement: Placement, labels: Mapping[str, str]) -> bool:
     return not placement.spec.pod_selector.empty and matches(placement.spec.pod_selector, labels)
 
 
-def _claim_holder(placements: Sequence[Placement], annotations: Mapping[str, Any]) -> Placement | None:
-    """The placement whose stored claim token the pod carries, None when the annotations match no claim."""
+def _claim_holder(
+    placements: Sequence[Placement], annotations: Mapping[str, Any], carried: frozenset[str]
+) -> Placement | None:
+    """The placement whose claim this pod is being admitted for (a reinvocation), None for anything else.
+
+    The token must be the placement's stored claim token, and no stored pod may carry it yet: a reinvocation
+    happens before the pod is stored, so a pod arriving with a token some stored pod carries is a copy.
+    """
     name = str(annotations.get(PLACEMENT_ANNOTATION) or "")
     token = str(annotations.get(CLAIM_ANNOTATION) or "")
     found = next((p for p in placements if p.name == name), None)
-    if found is None or not token or found.status.claim_token != token:
+    if found is None or not token or found.status.claim_token != token or token in carried:
         return None
     return found
 

@@ -107,6 +107,51 @@ def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placeme
     assert CLAIM not in (second.metadata.annotations or {}), "a consumed placement must never be used again"
 
 
+def test_a_pod_that_does_not_suit_a_placement_leaves_it_open_for_one_that_does(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    """A one-card pod for a two-card placement is admitted without a pin; the placement stays open (no review
+    alone fails it), the next pod that asks two cards claims it, and a copy of that pinned pod's annotations
+    pins nothing."""
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "pair", {"app": "pair"}, ["gpu-0", "gpu-1"])
+    wait_for(lambda: sees_placement(webhook, namespace, "pair"), "the webhook to see the placement")
+
+    core = client.CoreV1Api(cluster.api_client())
+    single = core.create_namespaced_pod(namespace, gpu_pod("single-", {"app": "pair"}))
+    assert CLAIM not in (single.metadata.annotations or {})
+    assert single.spec.affinity is None
+    assert webhook.metric('hami_place_admissions_total{result="not_honoured"}') >= 1
+    assert status_of(cluster, namespace, "pair").get("phase", "Pending") == "Pending"
+
+    double = core.create_namespaced_pod(namespace, gpu_pod("double-", {"app": "pair"}, gpus=2))
+    assert (double.metadata.annotations or {}).get("scheduling.hami.placement.com/placement") == "pair"
+    assert status_of(cluster, namespace, "pair")["claim"]["token"] == double.metadata.annotations[CLAIM]
+
+    copied = gpu_pod("copy-", {"app": "pair"}, gpus=2)
+    copied["metadata"]["annotations"] = {
+        key: value for key, value in double.metadata.annotations.items() if key.startswith("scheduling.hami")
+    }
+    copy = core.create_namespaced_pod(namespace, copied)
+    assert not any(key.startswith("scheduling.hami") for key in copy.metadata.annotations or {})
+    assert copy.spec.affinity is None
+
+
+def test_a_placement_whose_node_is_gone_fails_from_the_background_loop_without_a_pod(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    create_placement(cluster, namespace, "nowhere", {"app": "x"}, ["gpu-0"], node="gpu-gone-0")
+    status = wait_for(
+        lambda: (s := status_of(cluster, namespace, "nowhere")).get("phase") == "Failed" and s, "the placement to fail"
+    )
+    assert status["message"] == "node gpu-gone-0 not found"
+    wait_for(lambda: "CannotHonour" in events_of(cluster, namespace, "nowhere"), "the CannotHonour event")
+
+
 def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str, count: int) -> list[str]:
     """Create `count` pods labelled for the race from as many threads, released together by a barrier."""
     names: list[str] = []
@@ -278,7 +323,8 @@ def test_a_claim_no_stored_pod_carries_is_released(
     )
     assert "claim" not in released
     assert "claim released" in released["message"]
-    assert "ClaimReleased" in events_of(cluster, namespace, "stale")
+    # The Event is recorded after the status write the test has just seen.
+    wait_for(lambda: "ClaimReleased" in events_of(cluster, namespace, "stale"), "the ClaimReleased event")
 
 
 def test_an_unclaimed_placement_expires_after_the_ttl(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -437,6 +438,18 @@ def test_our_annotations_without_the_stored_claim_are_removed_and_the_pod_goes_t
     assert forged.result == PINNED
     assert claim_status(forged)["claim"]["token"] == "tok-new"
     assert patched(pod(annotations=copied), forged)["metadata"]["annotations"][CLAIM_ANNOTATION] == "tok-new"
+    stored_claim = claimed_copy(forged)
+    pinned_annotations = patched(pod(annotations=copied), forged)["metadata"]["annotations"]
+    reinvoked = decide(review(pod(annotations=pinned_annotations)), snapshot([stored_claim]))
+    assert reinvoked.result == REINVOKED
+    copy_of_stored = decide(
+        review(pod(annotations=pinned_annotations)),
+        dataclasses.replace(snapshot([stored_claim]), carried=frozenset({"tok-new"})),
+    )
+    assert copy_of_stored.result == NO_PLACEMENT and copy_of_stored.claim is None
+    assert (
+        CLAIM_ANNOTATION not in patched(pod(annotations=pinned_annotations), copy_of_stored)["metadata"]["annotations"]
+    )
     fallback = forged.unchanged("hami-place: claim not recorded")
     assert patched(pod(annotations=copied), fallback)["metadata"]["annotations"] == {"team": "ml"}
     other = placement(status={"phase": "Consumed", "claim": {"token": "tok-other"}})

@@ -50,6 +50,7 @@ class MemoryWrites:
         self.events: list[str] = []
         self.evictions: list[str] = []
         self.reads: list[str] = []
+        self.pods_carrying: set[str] = set()
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(name)
@@ -74,6 +75,9 @@ class MemoryWrites:
         outcome = self.evict_with.pop(0) if self.evict_with else None
         if outcome is not None:
             raise outcome
+
+    def claim_carried(self, namespace: str, token: str) -> bool:
+        return token in self.pods_carrying
 
     def touch(self, name: str, status: dict[str, Any] | None = None) -> None:
         """Another writer changes the placement: a new resourceVersion, and the status it wrote if any."""
@@ -199,6 +203,19 @@ def test_our_annotations_are_checked_against_the_stored_claim_not_the_cache() ->
     assert writes.reads == ["p"] and writes.writes == []
     assert any(op["path"] == "/spec/affinity" for op in patch_of(response))
     assert "warnings" not in response["response"]
+
+
+def test_a_copy_of_a_pinned_pod_carries_a_claim_a_stored_pod_has_and_is_not_pinned_by_it() -> None:
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=claimed))
+    writes.pods_carrying.add("tok-stored")
+    response = admitter(writes, Metrics()).admit(review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: "p"}))
+    assert writes.writes == []
+    assert sorted(op["path"] for op in patch_of(response) if op["op"] == "remove") == [
+        "/metadata/annotations/scheduling.hami.placement.com~1claim",
+        "/metadata/annotations/scheduling.hami.placement.com~1placement",
+    ]
+    assert len(patch_of(response)) == 2, "only our annotations go: no pin"
 
 
 def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:

@@ -280,7 +280,9 @@ class Sandbox:
         argv = hami.scheduler_args(
             settings, f"127.0.0.1:{port}", metrics, cert=serving.cert, key=serving.key, config=device_config
         )
-        self._spawn(name, [str(binaries.resolve("hami-scheduler")), *argv], env={"KUBECONFIG": str(self.kubeconfig)})
+        self._spawn(
+            name, [str(binaries.resolve("hami-scheduler")), *argv], env={"KUBECONFIG": str(self.kubeconfig.resolve())}
+        )
         self._wait(f"{url}/healthz", name)
         config = self.workdir / f"kube-scheduler-{name}.yaml"
         kubeconfig = self.workdir / "scheduler.kubeconfig"
@@ -301,7 +303,7 @@ class Sandbox:
         self.kubectl("apply", "-f", "-", input=json.dumps(webhook))
         self.kubectl("apply", "-f", "-", input=json.dumps(hami.device_configmap(settings)))
         if not any(p.name == "device-plugin" for p in self.processes):
-            stand_in = [sys.executable, "-m", "sandbox.device_plugin", f"--kubeconfig={self.kubeconfig}"]
+            stand_in = [sys.executable, "-m", "sandbox.device_plugin", f"--kubeconfig={self.kubeconfig.resolve()}"]
             self._spawn("device-plugin", stand_in, env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
         self.hami_url = self.hami_url or url
         return url

@@ -1,8 +1,8 @@
-"""`make demo`: the main job on a sandbox: see the cards, pin a pod to one, watch it land there, move it by evicting.
+"""`make demo`: the main job on the HAMi sandbox: see the cards, pin a pod to one, watch HAMi allocate it, move it.
 
-The sandbox has no HAMi scheduler extender (its module is not on the Go module proxy), so the pods already on the
-cards are written with the allocation annotations HAMi's scheduler records, and kube-scheduler's hami-scheduler
-profile binds the placed pods by the node affinity the webhook sets; on a real cluster HAMi also honours the card.
+Everything goes through HAMi v2.10's own scheduler extender and webhook: the pods already on the cards are created
+as users create them (each steered to its card with `nvidia.com/use-gpuuuid`, so the cluster starts fragmented),
+and what each pod got is read back from `hami.io/vgpu-devices-allocated`, which HAMi's scheduler writes.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from sandbox.gpu_nodes import load
 from sandbox.prepare import prepare
 
 NAMESPACE = "demo"
-# Pods already on the cards, as HAMi's scheduler records them: (pod, node, card index, MiB, cores %).
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+# Pods already on the cards: (pod, node, card index, MiB). HAMi's webhook and scheduler place each on its card.
 RUNNING = (
-    ("inference-a", "gpu-a100-0", 0, 10240, 30),
-    ("inference-b", "gpu-a100-0", 0, 10240, 30),
-    ("inference-c", "gpu-a100-0", 1, 20480, 50),
-    ("notebook-d", "gpu-a100-1", 0, 8192, 20),
-    ("finetune-e", "gpu-h100-0", 0, 40960, 50),
+    ("inference-a", "gpu-a100-0", 0, 10240),
+    ("inference-b", "gpu-a100-0", 0, 10240),
+    ("inference-c", "gpu-a100-0", 1, 20480),
+    ("notebook-d", "gpu-a100-1", 0, 8192),
+    ("finetune-e", "gpu-h100-0", 0, 40960),
 )
 
 
@@ -40,9 +41,8 @@ def _card_uuid(node: str, index: int) -> str:
     return str(next(c["id"] for c in entry["cards"] if c["index"] == index))
 
 
-def running_pod(name: str, node: str, index: int, mib: int, cores: int) -> dict[str, Any]:
-    """A pod HAMi has already placed: bound to its node, with HAMi's allocation annotations."""
-    allocation = f"{_card_uuid(node, index)},NVIDIA,{mib},{cores}:;"
+def running_pod(name: str, node: str, index: int, mib: int) -> dict[str, Any]:
+    """A GPU pod as a user writes it, steered to one card; HAMi's webhook and scheduler do the rest."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -50,28 +50,16 @@ def running_pod(name: str, node: str, index: int, mib: int, cores: int) -> dict[
             "name": name,
             "namespace": NAMESPACE,
             "labels": {"app": name.split("-", maxsplit=1)[0]},
-            "annotations": {
-                "hami.io/vgpu-node": node,
-                "hami.io/vgpu-time": str(int(time.time())),
-                "hami.io/vgpu-devices-allocated": allocation,
-                "hami.io/bind-phase": "success",
-            },
+            "annotations": {"nvidia.com/use-gpuuuid": _card_uuid(node, index)},
         },
         "spec": {
-            "nodeName": node,
-            "schedulerName": "hami-scheduler",
+            "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 0,
             "containers": [
                 {
                     "name": "main",
                     "image": "busybox",
-                    "resources": {
-                        "limits": {
-                            "nvidia.com/gpu": "1",
-                            "nvidia.com/gpumem": str(mib),
-                            "nvidia.com/gpucores": str(cores),
-                        }
-                    },
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mib)}},
                 }
             ],
         },
@@ -91,7 +79,6 @@ def trainer_deployment() -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "schedulerName": "hami-scheduler",
                     "terminationGracePeriodSeconds": 0,
                     "containers": [
                         {"name": "train", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
@@ -100,6 +87,13 @@ def trainer_deployment() -> dict[str, Any]:
             },
         },
     }
+
+
+def _allocated_and_running(pod: dict[str, Any]) -> bool:
+    """HAMi allocated the pod its cards, the bind completed, and kwok runs it."""
+    annotations = pod["metadata"].get("annotations") or {}
+    done = annotations.get("hami.io/bind-phase") == "success" and ALLOCATED in annotations
+    return done and pod.get("status", {}).get("phase") == "Running"
 
 
 class Demo:
@@ -143,11 +137,7 @@ class Demo:
 
     def running_trainer(self, exclude: str = "") -> dict[str, Any] | None:
         return next(
-            (
-                p
-                for p in self.pods("app=trainer")
-                if p["metadata"]["name"] != exclude and p.get("status", {}).get("phase") == "Running"
-            ),
+            (p for p in self.pods("app=trainer") if p["metadata"]["name"] != exclude and _allocated_and_running(p)),
             None,
         )
 
@@ -157,24 +147,31 @@ class Demo:
 
     def show_pod(self, pod: dict[str, Any]) -> None:
         meta, affinity = pod["metadata"], pod["spec"].get("affinity") or {}
+        annotations = meta.get("annotations") or {}
         terms = affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {})
         self.console.print(f"  pod {meta['name']} runs on [bold]{pod['spec']['nodeName']}[/]")
-        self.console.print(f"  nvidia.com/use-gpuuuid: {(meta.get('annotations') or {}).get('nvidia.com/use-gpuuuid')}")
-        self.console.print(f"  node affinity: {json.dumps(terms.get('nodeSelectorTerms'))}")
+        self.console.print(f"  node affinity (ours): {json.dumps(terms.get('nodeSelectorTerms'))}")
+        self.console.print(f"  nvidia.com/use-gpuuuid (ours): {annotations.get('nvidia.com/use-gpuuuid')}")
         limits = pod["spec"]["containers"][0]["resources"].get("limits", {})
-        self.console.print(f"  limits: {json.dumps(limits)}")
+        self.console.print(f"  limits (after both webhooks): {json.dumps(limits)}")
+        self.console.print(f"  [bold]{ALLOCATED}[/] (HAMi's scheduler): {annotations.get(ALLOCATED)}")
 
     def run(self) -> None:
         self.console.rule("1. The cards and what already runs on them")
         self.kubectl("create", "namespace", NAMESPACE, show=False)
         for entry in RUNNING:
             self.kubectl("apply", "-f", "-", stdin=json.dumps(running_pod(*entry)), show=False)
+        names = [entry[0] for entry in RUNNING]
+        self.wait(
+            "HAMi to allocate the running pods their cards",
+            lambda: sum(map(_allocated_and_running, self.pods("app"))) >= len(names),
+        )
         self.kubectl("hami-place", "status")
 
         self.console.rule("2. Pin the trainer to gpu-0 of gpu-a100-0")
         self.console.print("The trainer Deployment exists with 0 replicas; pin reads its pods' GPU request.")
         self.kubectl("apply", "-f", "-", stdin=json.dumps(trainer_deployment()))
-        self.console.print("A whole card there is refused: two pods already share it.")
+        self.console.print("A whole card there is refused, with HAMi's reason: two pods already share it.")
         self.kubectl(
             "hami-place", "pin", "-n", NAMESPACE, "-l", "app=trainer", "--node", "gpu-a100-0", "--gpu", "gpu-0"
         )
@@ -200,6 +197,8 @@ class Demo:
         self.show_pod(trainer)
         self.wait("the placement to be Consumed", lambda: self.placement_phase("trainer-on-a100") == "Consumed")
         self.kubectl("hami-place", "list", "-n", NAMESPACE)
+        self.console.print("The card now holds three pods, as HAMi counts them:")
+        self.kubectl("hami-place", "status", "gpu-a100-0")
 
         self.console.rule("3. Move it to an H100: pin the replacement, then evict")
         old = trainer["metadata"]["name"]
@@ -234,12 +233,12 @@ def run(state: Path) -> int:
     sandbox = None
     server = None
     try:
-        with console.status("starting etcd, kube-apiserver, controller-manager, scheduler and kwok"):
+        with console.status("starting etcd, kube-apiserver, controller-manager, scheduler, kwok and HAMi"):
             sandbox = Sandbox.start(kubeconfig=kubeconfig, log=console.log)
             nodes = prepare(sandbox)
             server = webhook.start(sandbox, sandbox.workdir)
             config = webhook.configuration(
-                "hami-place-demo",
+                "gpu-descheduler-webhook",
                 [(server, {})],
                 {
                     "matchExpressions": [
@@ -250,7 +249,8 @@ def run(state: Path) -> int:
             sandbox.kubectl("apply", "-f", "-", input=json.dumps(config))
         console.print(
             f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok, "
-            f"the hami-place webhook at {server.url} (API {server.api})."
+            f"HAMi's scheduler and webhook at {sandbox.hami_url}, the hami-place webhook at {server.url} "
+            f"(API {server.api})."
         )
         Demo(sandbox, console).run()
         console.rule("Your turn")

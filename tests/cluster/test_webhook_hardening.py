@@ -7,10 +7,12 @@ the admission was answered in time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import socket
 import ssl
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,8 +22,8 @@ import pytest
 from kubernetes import client
 
 from sandbox.cluster import Sandbox, wait_for
-from sandbox.webhook import Webhook, start
-from tests.cluster.webhook_harness import create_placement, gpu_pod, register, sees_placement
+from sandbox.webhook import Webhook, configuration, start
+from tests.cluster.webhook_harness import create_placement, gpu_pod, register, sees_placement, total_admissions
 
 pytestmark = pytest.mark.cluster
 CLAIM = "scheduling.hami.placement.com/claim"
@@ -180,3 +182,114 @@ def test_sigterm_turns_unready_answers_what_is_in_flight_and_exits(
     assert answer["response"].get("patchType") == "JSONPatch", "the admission in flight was decided, not dropped"
     assert headers.get("connection") == "close", "while draining, the client is told to reconnect elsewhere"
     assert webhook.process.wait(timeout=30) == 0
+
+
+class ReadyProxy:
+    """A stand-in for the Service: each new connection goes to the first backend whose /readyz answered 200 at the
+    last look (every 0.2 s, as kubelet probes and endpoint updates would); bytes are passed through."""
+
+    def __init__(self, backends: list[Webhook]) -> None:
+        self.backends = backends
+        self.ready = [False] * len(backends)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopped = threading.Event()
+        for target in (self._probe, self._accept):
+            threading.Thread(target=target, daemon=True).start()
+
+    def _probe(self) -> None:
+        while not self.stopped.is_set():
+            for index, backend in enumerate(self.backends):
+                try:
+                    self.ready[index] = backend.get("/readyz")[0] == 200
+                except OSError:
+                    self.ready[index] = False
+            self.stopped.wait(0.2)
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:
+                return
+            ready = [b for i, b in enumerate(self.backends) if self.ready[i]]
+            if not ready:
+                downstream.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", ready[0].port), timeout=30)
+            except OSError:
+                downstream.close()
+                continue
+            for source, sink in ((downstream, upstream), (upstream, downstream)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            for sock in (source, sink):
+                sock.close()
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+
+
+def test_a_rolling_restart_under_a_stream_of_pod_creations_loses_no_pin(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    """Two replicas behind a Service stand-in; one gets SIGTERM while pods keep being created: every pod pinned."""
+    first = start(cluster, tmp_path, "--shutdown-grace", "6")
+    webhooks.append(first)
+    shared_certificate = (
+        "--tls-cert-file",
+        str(first.certs / "tls.crt"),
+        "--tls-key-file",
+        str(first.certs / "tls.key"),
+    )
+    second = start(cluster, tmp_path, "--shutdown-grace", "6", *shared_certificate)
+    webhooks.append(second)
+    proxy = ReadyProxy([first, second])
+    try:
+        # Registered as the chart does, through the "Service"; the API server's connection may reach either replica.
+        name = f"hami-place-test-{namespace}-rolling"
+        body = configuration(
+            name, [(dataclasses.replace(first, port=proxy.port), {})], {"matchLabels": {"hami-place-test": namespace}}
+        )
+        client.AdmissionregistrationV1Api(cluster.api_client()).create_mutating_webhook_configuration(body)
+        configurations.append(name)
+        core = client.CoreV1Api(cluster.api_client())
+
+        def called() -> bool:
+            before = total_admissions(first) + total_admissions(second)
+            core.create_namespaced_pod(namespace, gpu_pod("probe-", {"probe": "yes"}), dry_run="All")
+            return total_admissions(first) + total_admissions(second) > before
+
+        wait_for(called, "the API server to call the webhook through the proxy")
+        cards = [("gpu-a100-0", 0), ("gpu-a100-0", 1), ("gpu-a100-1", 0), ("gpu-a100-1", 1)]
+        cards += [("gpu-h100-0", index) for index in range(8)]
+        for index, (node, card) in enumerate(cards):
+            create_placement(cluster, namespace, f"roll-{index:02d}", {"app": "roll"}, [f"gpu-{card}/10"], node=node)
+        for webhook in (first, second):
+            wait_for(
+                lambda w=webhook: sees_placement(w, namespace, f"roll-{len(cards) - 1:02d}"), "both to see them all"
+            )
+        answered = [total_admissions(first), total_admissions(second)]
+        unpinned = []
+        for index in range(len(cards)):
+            if index == 3:
+                assert total_admissions(first) > answered[0], "the first replica answered until now"
+                first.process.send_signal(signal.SIGTERM)
+            pod = core.create_namespaced_pod(namespace, gpu_pod("roll-", {"app": "roll"}))
+            if CLAIM not in (pod.metadata.annotations or {}):
+                unpinned.append(pod.metadata.name)
+            time.sleep(0.3)
+        assert unpinned == [], "pods created during the rolling restart went unpinned"
+        assert first.process.wait(timeout=30) == 0
+        assert total_admissions(second) > answered[1], "the other replica took over"
+    finally:
+        proxy.close()

@@ -131,18 +131,16 @@ def https_server(
 
 
 class InFlight:
-    """WSGI middleware counting the requests being answered, and when the last one arrived."""
+    """WSGI middleware counting the requests being answered (the drain logs how many it waits for)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self.app = app
         self._lock = threading.Lock()
         self.count = 0
-        self.last_started = time.monotonic()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         with self._lock:
             self.count += 1
-            self.last_started = time.monotonic()
         try:
             return list(self.app(environ, start_response))
         finally:

@@ -34,8 +34,8 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
+from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
-    PlacementResult,
     build_spec,
     check_placement,
     flag_workload,

@@ -27,8 +27,8 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import Refused
+from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
-    PlacementResult,
     build_spec,
     check_placement,
     parse_gpus,

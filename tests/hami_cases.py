@@ -35,20 +35,37 @@ TYPES = ("NVIDIA-A100-SXM4-40GB", "NVIDIA-Tesla T4", "NVIDIA-H100-80GB-HBM3", "n
 MEMORIES = (1000, 4096, 16384, 40960)
 ALLOCATED_MEMORIES = (0, 1000, 2048, 4096, 10000, 40960)
 ALLOCATED_CORES = (0, 10, 30, 50, 100)
+INIT_MEMORIES = (4096, 10000, 16384, 40960)
+INIT_CORES = (50, 100)
 ASKED_MEMORIES = (1, 1000, 2048, 3000, 4096, 16384, 40960, 50000)
 ASKED_PERCENTAGES = (0, 25, 50, 100)
 ASKED_CORES = (0, 10, 30, 50, 100, 150)
 TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
 UNSERVED_SCHEDULER = "hami-place-differential-nobody"
+IMAGE = "registry.invalid/cuda:12"
+NO_SCHEDULING = {"key": "hami-place.io/differential", "value": "true", "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)
 class Resident:
-    """A pod HAMi already placed on the node: how many init and app containers it has, and its allocation text."""
+    """A pod HAMi already placed on the node: its init and app containers, allocation text, phase, init progress."""
 
     init_containers: int
     containers: int
     allocation: str
+    phase: str = "Pending"
+    init_done: bool = False
+
+    def status(self) -> dict[str, Any] | None:
+        """The status a kubelet would have written, None for a pod nobody ran."""
+        if self.phase == "Pending" and not self.init_done:
+            return None
+        state = {"terminated": {"exitCode": 0, "reason": "Completed"}} if self.init_done else {"running": {}}
+        statuses = [
+            {"name": f"i{i}", "image": IMAGE, "imageID": "", "ready": self.init_done, "restartCount": 0, "state": state}
+            for i in range(self.init_containers)
+        ]
+        return {"phase": self.phase, "initContainerStatuses": statuses}
 
 
 @dataclass(frozen=True)
@@ -89,23 +106,23 @@ def card_lists(draw: st.DrawFn) -> tuple[Card, ...]:
 @st.composite
 def residents(draw: st.DrawFn, uuids: list[str]) -> Resident:
     """A pod already on the node: per container 0 to 2 of its cards (or a card it no longer has)."""
-    init_containers = draw(st.sampled_from((0, 0, 1)))
+    init_containers = draw(st.sampled_from((0, 1)))
     containers = draw(st.integers(1, 2))
     entries = []
-    for _ in range(init_containers + containers):
+    for position in range(init_containers + containers):
         chosen = draw(st.lists(st.sampled_from([*uuids, "GPU-gone"]), max_size=2, unique=True))
+        # init containers take much, so that whether their share still counts decides many cases
+        memories = INIT_MEMORIES if position < init_containers else ALLOCATED_MEMORIES
+        cores = INIT_CORES if position < init_containers else ALLOCATED_CORES
         entries.append(
             tuple(
-                ContainerDevice(
-                    uuid,
-                    "NVIDIA",
-                    draw(st.sampled_from(ALLOCATED_MEMORIES)),
-                    draw(st.sampled_from(ALLOCATED_CORES)),
-                )
+                ContainerDevice(uuid, "NVIDIA", draw(st.sampled_from(memories)), draw(st.sampled_from(cores)))
                 for uuid in chosen
             )
         )
-    return Resident(init_containers, containers, encode_allocation(entries))
+    phase = draw(st.sampled_from(("Pending", "Pending", "Pending", "Running", "Running", "Succeeded", "Failed")))
+    init_done = init_containers > 0 and draw(st.booleans())
+    return Resident(init_containers, containers, encode_allocation(entries), phase, init_done)
 
 
 @st.composite
@@ -218,6 +235,8 @@ def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> di
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, "annotations": annotations},
+        # HAMi's /filter ignores taints; this keeps kube-scheduler from binding other tests' pods to these nodes
+        "spec": {"taints": [NO_SCHEDULING]},
         "status": {
             "allocatable": {config.resource_count_name: gpus},
             "capacity": {config.resource_count_name: gpus},
@@ -267,7 +286,7 @@ def case_pod(
 
 def _container(name: str, resources: dict[str, str]) -> dict[str, Any]:
     """A container that never runs (nothing schedules its pod), with these limits."""
-    container: dict[str, Any] = {"name": name, "image": "registry.invalid/cuda:12"}
+    container: dict[str, Any] = {"name": name, "image": IMAGE}
     if resources:
         container["resources"] = {"limits": dict(resources)}
     return container

@@ -107,10 +107,7 @@ class Differential:
         """Creates every case's objects, waits until HAMi has the nodes, and asks HAMi and the model."""
         names = [f"{prefix}-{i}" for i in range(len(cases))]
         pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, strict=True)))
-        residents = _parallel(
-            lambda item: [self._create(pod) for pod in resident_pods(item[0], self.namespace, item[0], item[1])],
-            list(zip(names, cases, strict=True)),
-        )
+        residents = _parallel(lambda item: self._residents(*item), list(zip(names, cases, strict=True)))
         nodes = _parallel(
             lambda item: self._create_node(node_object(*item, self.config)), list(zip(names, cases, strict=True))
         )
@@ -143,6 +140,20 @@ class Differential:
             for mine, theirs in zip(real["spec"].get(key) or [], admitted["spec"].get(key) or [], strict=True):
                 mine["resources"] = theirs.get("resources") or {}
         return self._create(real)
+
+    def _residents(self, node: str, case: Case) -> list[dict[str, Any]]:
+        """The pods HAMi already placed on the node, with the status a kubelet would have given them."""
+        created = []
+        for pod, resident in zip(resident_pods(node, self.namespace, node, case), case.residents, strict=True):
+            stored = self._create(pod)
+            status = resident.status()
+            if status is not None:
+                patched = self.api.patch_namespaced_pod_status(
+                    pod["metadata"]["name"], self.namespace, {"status": status}
+                )
+                stored = self._serialize(patched)
+            created.append(stored)
+        return created
 
     def _create(self, pod: dict[str, Any]) -> dict[str, Any]:
         """Creates a pod; returns it as stored."""

@@ -106,7 +106,7 @@ def test_a_legacy_register_is_displayed_but_has_no_cards_hami_v2_10_schedules_on
     assert is_legacy_register(legacy) and not is_legacy_register(A100)
     assert parse_register(legacy)[0].uuid == "GPU-0055"
     node = {"metadata": {"name": "gpu-old", "annotations": {"hami.io/node-nvidia-register": legacy}}}
-    with pytest.raises(RegisterError, match="node gpu-old: .* legacy colon format .* reports the node unregistered"):
+    with pytest.raises(RegisterError, match=r"node gpu-old: .* legacy colon format .* reports the node unregistered"):
         node_cards(node)
 
 

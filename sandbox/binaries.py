@@ -23,6 +23,7 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
 KREW_VERSION = "v0.4.4"
+VEGETA_VERSION = "v12.13.0"
 # HAMi is refused by the Go module proxy; its source comes as an archive in the steering repo's shared/third_party.
 HAMI_VERSION = "v2.10.0"
 HAMI_ARCHIVE_NAME = "HAMi-v2.10.0-4707fb02.tar.gz"
@@ -119,6 +120,7 @@ COMPONENTS: dict[str, Component] = {
                 f"-X sigs.k8s.io/krew/internal/version.gitCommit={KREW_VERSION}",
             ),
         ),
+        Component("vegeta", "vegeta", "github.com/tsenart/vegeta/v12", VEGETA_VERSION),
     )
 }
 

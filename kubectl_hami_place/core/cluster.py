@@ -216,9 +216,13 @@ def build_cluster_info(
             continue
         if allocation is not None:
             allocations.append(allocation)
+    # Grouped once so that each node reads only its own pods: linear in nodes + pods, not their product.
+    by_node: dict[str, list[PodAllocation]] = {}
+    for allocation in allocations:
+        by_node.setdefault(allocation.node, []).append(allocation)
     infos = []
     for node in nodes:
-        info = _node_info(node, allocations)
+        info = _node_info(node, by_node)
         if info is not None:
             infos.append(info)
     infos.sort(key=lambda info: info.name)
@@ -240,7 +244,7 @@ def cluster_info_from_dict(data: object) -> ClusterInfo:
         raise ClusterInfoError(f"cluster-info: {err}") from None
 
 
-def _node_info(node: Mapping[str, Any], allocations: list[PodAllocation]) -> NodeInfo | None:
+def _node_info(node: Mapping[str, Any], by_node: Mapping[str, list[PodAllocation]]) -> NodeInfo | None:
     """One node's view, None for a node that is not a GPU node at all."""
     metadata = node.get("metadata") if isinstance(node, Mapping) else None
     metadata = metadata if isinstance(metadata, Mapping) else {}
@@ -258,7 +262,7 @@ def _node_info(node: Mapping[str, Any], allocations: list[PodAllocation]) -> Nod
         cards = node_cards(node)
     except ModelError as err:
         register_error = str(err)
-    usage = card_usage(cards, allocations, node=name)
+    usage = card_usage(cards, by_node.get(name, ()), node=name)
     cordoned = cordoned_cards({k: v for k, v in annotations.items() if isinstance(v, str)})
     spec = node.get("spec")
     unschedulable = isinstance(spec, Mapping) and spec.get("unschedulable") is True

@@ -88,6 +88,35 @@ def test_gpu_nodes_cards_usage_and_pods() -> None:
     assert second is not None and second.card("GPU-b0").slots_used == 0  # type: ignore[union-attr]
 
 
+def test_each_node_counts_only_the_pods_hami_puts_on_it_in_list_order() -> None:
+    # Pods grouped by node once: a pod naming another node's card, an unknown node and an ended pod count
+    # nowhere, and each card lists its pods in the order they were listed, interleaved across nodes.
+    nodes = [node(f"n{i}", [a100(f"GPU-{i}a", 0), a100(f"GPU-{i}b", 1)]) for i in range(3)]
+    pods = [
+        pod("p0", "n0", "GPU-0a,NVIDIA,1000,10:;"),
+        pod("p1", "n1", "GPU-1a,NVIDIA,2000,20:;"),
+        pod("p2", "n0", "GPU-0a,NVIDIA,3000,0:;"),
+        pod("stray", "n2", "GPU-0a,NVIDIA,5000,0:;"),
+        pod("gone", "n9", "GPU-1b,NVIDIA,5000,0:;"),
+        pod("ended", "n1", "GPU-1a,NVIDIA,5000,0:;", phase="Failed"),
+        pod("p3", "n1", "GPU-1b,NVIDIA,4000,0:GPU-1a,NVIDIA,100,0:;"),
+    ]
+    info = build_cluster_info(nodes, pods, NOW)
+    used = {
+        (n.name, c.uuid): (c.memory_used, c.cores_used, c.slots_used, [p.name for p in c.pods])
+        for n in info.nodes
+        for c in n.cards
+    }
+    assert used == {
+        ("n0", "GPU-0a"): (4000, 10, 2, ["p0", "p2"]),
+        ("n0", "GPU-0b"): (0, 0, 0, []),
+        ("n1", "GPU-1a"): (2100, 20, 2, ["p1", "p3"]),
+        ("n1", "GPU-1b"): (4000, 0, 1, ["p3"]),
+        ("n2", "GPU-2a"): (0, 0, 0, []),
+        ("n2", "GPU-2b"): (0, 0, 0, []),
+    }
+
+
 def test_to_dict_is_the_documented_shape_and_reads_back() -> None:
     info = cluster()
     document = json.loads(json.dumps(info.to_dict()))

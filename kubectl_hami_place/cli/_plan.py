@@ -24,7 +24,7 @@ from kubectl_hami_place.cli._common import (
     target,
     warn,
 )
-from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, UsageProblem
+from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, CliError, UsageProblem
 from kubectl_hami_place.cli._why import require_gpu, why_blocks
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.planner import (
@@ -156,6 +156,11 @@ def plan(
     if for_pod is not None:
         pending = read_pod(where.kube, where.one_namespace, for_pod, read)
         require_gpu(pending)
+        if pending.allocation is not None:
+            raise CliError(
+                f"pod {pending.key} already holds cards on {pending.allocation.node}",
+                "plan --for makes room for a pod HAMi has not placed (Pending)",
+            )
         verdicts, pod_key, goal = explain(read.snapshot, pending), pending.key, FitGoal(pending)
     elif free_cards is not None:
         goal = FreeCardsGoal(free_cards, card_type or "")

@@ -163,6 +163,12 @@ def test_plan_keeps_a_pod_its_disruption_budget_protects(
 
 
 def test_plan_compact_frees_a_card_of_the_node(cluster: Sandbox, namespace: str, fragmented: dict[int, str]) -> None:
+    other = node_register_uuids(cluster, "gpu-a100-0")
+    controller = owner(cluster, namespace)
+    spread = [placed(f"o{i}", namespace, other[i], 1000, controller) for i in (0, 1)]
+    for pod in spread:
+        pod["metadata"]["annotations"]["hami.io/vgpu-node"] = pod["spec"]["nodeName"] = "gpu-a100-0"
+    apply(cluster, *spread)
     run = plugin(cluster, "plan", "--compact", A100, "-o", "yaml")
     assert run.code == 0, run.err
     assert f"- {fragmented[1]}" in run.out.split("freed:")[1].split(":")[0]
@@ -189,3 +195,7 @@ def test_plan_and_why_refuse_bad_requests(cluster: Sandbox, namespace: str) -> N
     apply(cluster, plain)
     cpu = plugin(cluster, "why", "cpu", "-n", namespace)
     assert cpu.code == 1 and "asks for no NVIDIA card" in cpu.err
+    uuid = node_register_uuids(cluster, A100)[0]
+    apply(cluster, placed("running", namespace, uuid, 1000, owner(cluster, namespace)))
+    running = plugin(cluster, "plan", "--for", "running", "-n", namespace)
+    assert running.code == 1 and f"already holds cards on {A100}" in running.err

@@ -37,9 +37,10 @@ ALLOCATED_MEMORIES = (0, 1000, 2048, 4096, 10000, 40960)
 ALLOCATED_CORES = (0, 10, 30, 50, 100)
 INIT_MEMORIES = (4096, 10000, 16384, 40960)
 INIT_CORES = (50, 100)
-ASKED_MEMORIES = (1, 1000, 2048, 3000, 4096, 16384, 40960, 50000)
+ASKED_MEMORIES = ("1", "1000", "2048", "3k", "4096", "4Ki", "16384", "40960", "50000")
 ASKED_PERCENTAGES = (0, 25, 50, 100)
 ASKED_CORES = (0, 10, 30, 50, 100, 150)
+POLICIES = ("binpack", "spread", "mutex", "binpack", "spread", "numa", "binpack,numa", "numa,spread")
 TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
 UNSERVED_SCHEDULER = "hami-place-differential-nobody"
 IMAGE = "registry.invalid/cuda:12"
@@ -133,7 +134,7 @@ def limits(draw: st.DrawFn) -> dict[str, str]:
     if count is not None:
         result["nvidia.com/gpu"] = str(count)
     if draw(st.booleans()):
-        result["nvidia.com/gpumem"] = str(draw(st.sampled_from(ASKED_MEMORIES)))
+        result["nvidia.com/gpumem"] = draw(st.sampled_from(ASKED_MEMORIES))
     if draw(_sometimes(4)):
         result["nvidia.com/gpumem-percentage"] = str(draw(st.sampled_from(ASKED_PERCENTAGES)))
     if draw(st.booleans()):
@@ -159,7 +160,7 @@ def cases(draw: st.DrawFn) -> Case:
         (NOUSE_UUID, uuid_lists(uuids)),
         (USE_TYPE, st.sampled_from(TYPE_WORDS)),
         (NOUSE_TYPE, st.sampled_from(TYPE_WORDS)),
-        (GPU_SCHEDULER_POLICY, st.sampled_from(("binpack", "spread", "mutex"))),
+        (GPU_SCHEDULER_POLICY, st.sampled_from(POLICIES)),
     ]
     for key, values in optional:
         if draw(_sometimes(6)):

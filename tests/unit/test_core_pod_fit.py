@@ -74,3 +74,21 @@ def test_a_pod_and_node_objects_with_residents_and_a_legacy_register() -> None:
     legacy = {"metadata": {"name": "n", "annotations": {REGISTER_ANNOTATION: encode_register([card(0)], legacy=True)}}}
     assert fit_pod_on_node(legacy, pod, []) == PodFit(ok=False, reason=NODE_UNREGISTERED)
     assert fit_pod_on_node(legacy, {"spec": {"containers": [{"name": "cpu"}]}}, []).ok
+
+
+def test_a_policy_chain_sorts_by_its_keys_in_order_then_by_index() -> None:
+    cards = (
+        Card("GPU-0", 0, 10, 40960, 100, "NVIDIA-A100", 1, True),
+        Card("GPU-1", 1, 10, 40960, 100, "NVIDIA-A100", 0, True),
+    )
+    numa = {"hami.io/gpu-scheduler-policy": "numa"}
+    assert fit_pod(cards, {}, [SMALL], annotations=numa).devices == (("GPU-0",),)
+    used = {"GPU-0": CardUsage("GPU-0", 1, 1000, 0)}
+    spread_first = {"hami.io/gpu-scheduler-policy": "spread,numa"}
+    assert fit_pod(cards, used, [SMALL], annotations=spread_first).devices == (("GPU-1",),)
+    binpack_first = {"hami.io/gpu-scheduler-policy": "binpack,numa"}
+    assert fit_pod(cards, used, [SMALL], annotations=binpack_first).devices == (("GPU-0",),)
+    same_numa = (card(0), card(1))
+    assert fit_pod(same_numa, {}, [SMALL], annotations={"hami.io/gpu-scheduler-policy": "mutex,numa"}).devices == (
+        ("GPU-1",),
+    )

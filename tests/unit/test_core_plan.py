@@ -6,13 +6,16 @@ import json
 from typing import Any
 
 from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.fit import FitReason
-from kubectl_hami_place.core.placement import PlacementSpec
+from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
 from kubectl_hami_place.core.plan import (
     ClusterSnapshot,
     PlanReason,
     Scope,
     Workload,
+    eviction_warnings,
+    pending_warnings,
     placement_problems,
     plan,
     workload_from_pod,
@@ -177,3 +180,47 @@ def test_a_shared_card_in_use_takes_a_pod_asking_only_cards_with_a_share() -> No
     assert plan(spec("gpu-0/50"), snapshot([tenant]), pod(gpu("main"))).ok
     [conflict] = plan(spec("gpu-0"), snapshot([tenant]), pod(gpu("main"))).problems
     assert conflict.reason == FitReason.CardInsufficientMemory
+
+
+def test_pending_placements_that_may_take_the_same_pod_or_card_are_warned_about() -> None:
+    cards = tuple(node_cards(node()))
+    mine = spec("gpu-0")
+
+    def other(name: str, selector: dict[str, str], device: str, phase: str = "Pending") -> Placement:
+        return placement_from_object(
+            {
+                "metadata": {"name": name, "namespace": "team"},
+                "spec": {
+                    "reqID": f"req-{name}",
+                    "podSelector": {"matchLabels": selector},
+                    "nodeName": NODE,
+                    "gpuDevices": [device],
+                },
+                "status": {"phase": phase},
+            }
+        )
+
+    assert pending_warnings(mine, "team", "me", [other("me", {"app": "x"}, "gpu-0")], cards) == []
+    assert pending_warnings(mine, "team", "me", [other("done", {"app": "x"}, "gpu-0", "Consumed")], cards) == []
+    [overlap, shared] = pending_warnings(mine, "team", "me", [other("twin", {"app": "x"}, "gpu-0")], cards)
+    assert overlap.startswith("placement twin (Pending, -l app=x) may match the same pods as -l app=x")
+    assert shared.startswith(f"placement team/twin (Pending) also pins a pod to gpu-0 on {NODE}")
+    assert pending_warnings(mine, "team", "me", [other("apart", {"app": "y"}, "gpu-1")], cards) == []
+
+
+def test_evicting_a_pod_that_frees_nothing_on_the_node_is_warned_about() -> None:
+    assert eviction_warnings({"metadata": {"name": "idle"}}, None, NODE) == [
+        "pod idle holds no HAMi card (no hami.io/vgpu-devices-allocated); evicting it frees no card"
+    ]
+    elsewhere = PodAllocation("team", "far", "u", "gpu-b", "Running", ())
+    assert eviction_warnings({"metadata": {"name": "far"}}, elsewhere, NODE) == [
+        f"pod far runs on gpu-b, not on {NODE}; evicting it frees nothing there"
+    ]
+    assert eviction_warnings({"metadata": {"name": "old"}}, victim(), NODE) == []
+
+
+def test_a_pods_own_card_annotations_and_ours_do_not_steer_its_plan() -> None:
+    annotations = {"nvidia.com/use-gpuuuid": "GPU-z", "scheduling.hami.placement.com/claim": "t", "team": "ml"}
+    workload = workload_from_pod({"metadata": {"annotations": annotations}, "spec": {"containers": [gpu("m")]}}, "p")
+    assert dict(workload.annotations) == {"team": "ml"}
+    assert plan(spec("gpu-0"), snapshot([]), workload).ok

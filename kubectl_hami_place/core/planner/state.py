@@ -431,7 +431,10 @@ class State:
     def _target(
         self, pod: PlanPod, exclude: set[str], scope: frozenset[str] | None, avoid_empty: bool
     ) -> tuple[str, list[CardSlot]] | None:
-        """The node and cards the pod would move to, best fit first."""
+        """The node and cards the pod would move to, best fit first.
+
+        A multi-card pod goes to the first node that has enough fitting cards, walking cards from the least free.
+        """
         gpu = pod.gpu_requests
         nums = gpu[0][1].nums
         floor = pod_share(Card(uuid="", devmem=self.min_devmem), gpu, pod.init_containers)
@@ -448,17 +451,14 @@ class State:
         if nums == 1:
             slot = next((slot for slot in self._by_free(allowed, floor[1], avoid_empty) if usable(slot)), None)
             return None if slot is None else (slot.node, [slot])
-        best: tuple[int, str, list[CardSlot]] | None = None
-        nodes = sorted(allowed) if allowed is not None else list(self.by_node)
-        for node in nodes:
-            candidates = [s for s in self.by_node.get(node, ()) if s.open and usable(s)]
-            if len(candidates) < nums:
-                continue
-            chosen = sorted(candidates, key=lambda s: (s.free, s.ordinal))[:nums]
-            score = sum(s.free for s in chosen)
-            if best is None or (score, node) < (best[0], best[1]):
-                best = (score, node, sorted(chosen, key=lambda s: s.ordinal))
-        return None if best is None else (best[1], best[2])
+        fitting: dict[str, list[CardSlot]] = {}
+        for slot in self._by_free(allowed, floor[1], avoid_empty):
+            if usable(slot):
+                cards = fitting.setdefault(slot.node, [])
+                cards.append(slot)
+                if len(cards) == nums:
+                    return slot.node, sorted(cards, key=lambda s: s.ordinal)
+        return None
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:
         """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked."""

@@ -11,7 +11,6 @@ from typing import Any
 
 from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claimed_by_annotations, decide
 from kubectl_hami_place.core.lifecycle import StatusWrite
-from kubectl_hami_place.core.placement import placements_from_objects
 from kubectl_hami_place.core.reviews import Review, parse_review
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
@@ -104,7 +103,7 @@ class Admitter:
 
     def _snapshot(self, namespace: str, token: str, carried: frozenset[str]) -> Snapshot:
         return Snapshot(
-            placements=placements_from_objects(self.cache.placements_in(namespace)),
+            placements=self.cache.parsed_placements(namespace),
             nodes=self.cache.nodes_by_name(),
             settings=self.settings,
             token=token,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubernetes.client import ApiClient
 
+from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION
+from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, placement_reflector, pod_reflector
 
 
@@ -19,6 +22,10 @@ class ClusterCache:
         self.pods = pod_reflector(api_client, scheduler_name)
         self.placements = placement_reflector(api_client)
         self.changed = threading.Event()
+        # (namespace, name) -> (the stored dict, its parse; None when it does not parse): a dict is replaced, never
+        # changed, on every update, so a placement is parsed again only when the store holds a new dict for it.
+        self._parsed: dict[tuple[str, str], tuple[dict[str, Any], Placement | None]] = {}
+        self._parsed_lock = threading.Lock()
         self._stop = threading.Event()
         for reflector in self.reflectors():
             reflector.add_listener(lambda _kind, _obj: self.changed.set())
@@ -56,13 +63,34 @@ class ClusterCache:
             return None
         return min(stamp for stamp in stamps if stamp is not None)
 
-    def nodes_by_name(self) -> dict[str, dict[str, Any]]:
-        """Every node, by name."""
-        return {str((node.get("metadata") or {}).get("name")): node for node in self.nodes.items()}
+    def nodes_by_name(self) -> Mapping[str, dict[str, Any]]:
+        """Every node, by name: a live view of the store, so that an admission reading one node copies none."""
+        return _NodesByName(self.nodes)
 
     def placements_in(self, namespace: str) -> list[dict[str, Any]]:
         """The placements of one namespace."""
-        return [p for p in self.placements.items() if (p.get("metadata") or {}).get("namespace") == namespace]
+        return self.placements.in_namespace(namespace)
+
+    def parsed_placements(self, namespace: str | None = None) -> list[Placement]:
+        """The placements of one namespace (None: all) that parse, each parsed once per stored version."""
+        objects = self.placements.items() if namespace is None else self.placements.in_namespace(namespace)
+        parsed = []
+        seen = set()
+        with self._parsed_lock:
+            for obj in objects:
+                meta = obj.get("metadata") or {}
+                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                seen.add(key)
+                known = self._parsed.get(key)
+                if known is None or known[0] is not obj:
+                    known = (obj, _parse(obj))
+                    self._parsed[key] = known
+                if known[1] is not None:
+                    parsed.append(known[1])
+            if namespace is None:
+                for key in [key for key in self._parsed if key not in seen]:
+                    del self._parsed[key]
+        return parsed
 
     def pods_by_claim(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(namespace, claim token) -> the stored pod carrying that token; ties a claim to its pod."""
@@ -73,3 +101,30 @@ class ClusterCache:
             if token:
                 found[(str(meta.get("namespace") or ""), str(token))] = pod
         return found
+
+
+def _parse(obj: dict[str, Any]) -> Placement | None:
+    """The placement, or None when its stored spec or status is broken (it then takes no part)."""
+    try:
+        return placement_from_object(obj)
+    except PlacementError:
+        return None
+
+
+class _NodesByName(Mapping[str, dict[str, Any]]):
+    """Nodes by name, read through to the reflector's store (cluster-scoped: namespace "")."""
+
+    def __init__(self, reflector: Reflector) -> None:
+        self._reflector = reflector
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        node = self._reflector.get("", name)
+        if node is None:
+            raise KeyError(name)
+        return node
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([str((node.get("metadata") or {}).get("name")) for node in self._reflector.items()])
+
+    def __len__(self) -> int:
+        return len(self._reflector.items())

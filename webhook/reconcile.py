@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.lifecycle import FollowUp, consumed_req_ids, eviction_outcome, follow_up
 from kubectl_hami_place.core.names import EvictionResult
-from kubectl_hami_place.core.placement import placement_from_object, placements_from_objects
+from kubectl_hami_place.core.placement import placement_from_object
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
@@ -67,7 +67,7 @@ class Reconciler:
         """One pass over every placement."""
         pods = self.cache.pods_by_claim()
         nodes = self.cache.nodes_by_name()
-        placements = placements_from_objects(self.cache.placements.items())
+        placements = self.cache.parsed_placements()
         consumed = consumed_req_ids(placements)
         for placement in placements:
             step = follow_up(

@@ -155,9 +155,9 @@ def _binpack(state: State, pod: PlanPod) -> list | None:
 # The runs -------------------------------------------------------------------------------------------------------
 
 
-def small(seed: int) -> Snapshot:
-    """A small cluster with every card in use."""
-    return cluster(seed, nodes=3, cards=4, pods=26, multi=0.1)
+def small(seed: int, pods: int = 26) -> Snapshot:
+    """A small cluster: 3 nodes x 4 cards, `pods` placed at random, 10 % of them on two cards."""
+    return cluster(seed, nodes=3, cards=4, pods=pods, multi=0.1)
 
 
 def pending_pod(snapshot: Snapshot, seed: int) -> PlanPod | None:
@@ -173,12 +173,14 @@ def pending_pod(snapshot: Snapshot, seed: int) -> PlanPod | None:
 def free_cards_figures() -> None:
     """Freed cards: planner, optimum, descheduler, HAMi alone."""
     rows = []
+    unsolved = 0
     for seed in range(INSTANCES):
         snapshot = small(seed)
         state = State(snapshot, UNBOUNDED)
         before = sum(1 for s in state.cards if not s.used)
         optimum = exact(snapshot, None)
         if optimum is None:
+            unsolved += 1
             continue
         result = plan(snapshot, FreeCardsGoal(len(state.cards)), UNBOUNDED)
         base_free, base_moves, _ = descheduler(snapshot, None)
@@ -186,7 +188,8 @@ def free_cards_figures() -> None:
             (optimum[0] - before, optimum[1], len(result.freed), len(result.moves), base_free - before, base_moves)
         )
     opt = sum(r[0] for r in rows)
-    print(f"free-cards ({len(rows)} clusters of 3 nodes x 4 cards, 26 pods placed at random, every card in use)")
+    print(f"free-cards ({len(rows)} clusters of 3 nodes x 4 cards, 26 pods placed at random; {unsolved} left out:")
+    print("  the MILP proved no optimum within its time limit)")
     print(f"  {'':<22}{'cards freed':>12}{'moves':>8}{'% of optimal':>14}")
     print(f"  {'exact MILP':<22}{opt:>12}{sum(r[1] for r in rows):>8}{100.0:>13.1f}%")
     freed, moves = sum(r[2] for r in rows), sum(r[3] for r in rows)
@@ -194,26 +197,33 @@ def free_cards_figures() -> None:
     freed, moves = sum(r[4] for r in rows), sum(r[5] for r in rows)
     print(f"  {'descheduler + binpack':<22}{freed:>12}{moves:>8}{100 * freed / opt:>13.1f}%")
     print(f"  {'HAMi alone':<22}{0:>12}{0:>8}{0.0:>13.1f}%")
-    worst = min((r[2] / r[0] for r in rows if r[0]), default=1.0)
-    print(f"  planner worst cluster: {100 * worst:.1f}% of optimal; target >= 95% overall")
+    short = [r for r in rows if r[2] < r[0]]
+    missed = sum(r[0] - r[2] for r in short)
+    print(f"  planner below the optimum on {len(short)} of {len(rows)} clusters, by {missed} card(s)")
+    print("  target: planner >= 95% of optimal")
 
 
 def fit_figures() -> None:
     """Moves to make one pod fit: planner, optimum, descheduler, HAMi alone."""
     rows = []
+    unsolved = 0
     for seed in range(INSTANCES):
-        snapshot = small(1000 + seed)
+        snapshot = small(1000 + seed, pods=30)
         pending = pending_pod(snapshot, seed)
         if pending is None:
             continue
         optimum = exact(snapshot, pending)
         if optimum is None:
+            unsolved += 1
             continue
         result = plan(snapshot, FitGoal(pending), UNBOUNDED)
         _, base_moves, base_ok = descheduler(snapshot, pending)
         rows.append((optimum[1], result.complete, len(result.moves), base_ok, base_moves))
     solved = [r for r in rows if r[1]]
-    print(f"fit ({len(rows)} clusters where a pending pod fits no card but can be made to)")
+    print(
+        f"fit ({len(rows)} clusters, 30 pods, where a pending pod fits no card but can be made to; {unsolved} left out:"
+    )
+    print("  infeasible even for the MILP, or no optimum proved within its time limit)")
     print(f"  {'':<22}{'placed':>8}{'moves':>8}{'moves vs optimal':>18}")
     opt_all = sum(r[0] for r in rows)
     print(f"  {'exact MILP':<22}{len(rows):>8}{opt_all:>8}{'1.00x':>18}")

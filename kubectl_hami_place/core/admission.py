@@ -21,6 +21,7 @@ from typing import Any
 
 import jsonpatch
 
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claimed
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
@@ -32,7 +33,6 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, plan, workload_from_pod
-from kubectl_hami_place.core.requests import GPUCORES, GPUMEM_PERCENTAGE
 from kubectl_hami_place.core.reviews import Review, build_response
 from kubectl_hami_place.core.selectors import matches
 
@@ -51,6 +51,8 @@ class Settings:
 
     scheduler_name: str = "hami-scheduler"
     excluded_namespaces: frozenset[str] = frozenset()
+    hami: HamiConfig = HAMI_DEFAULTS
+    """The cluster's HAMi device config: the resource names a pin reads and writes, and HAMi's defaults."""
 
 
 @dataclass(frozen=True)
@@ -101,11 +103,11 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     if any(key in annotations for key in OUR_ANNOTATIONS):
         holder = _claim_holder(placements, annotations, snapshot.carried)
         if holder is not None:
-            return _reinvoked(review, holder, nodes)
+            return _reinvoked(review, holder, nodes, snapshot.settings.hami)
         pod = _without_our_annotations(pod)
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
-    workload = workload_from_pod(pod, "the pod")
+    workload = workload_from_pod(pod, "the pod", config=snapshot.settings.hami)
     unpinned = _diff(review.pod, pod)
     warnings: list[str] = []
     for placement in candidates:
@@ -170,10 +172,10 @@ def _claim_holder(
     return found
 
 
-def _reinvoked(review: Review, placement: Placement, nodes: ClusterSnapshot) -> Decision:
+def _reinvoked(review: Review, placement: Placement, nodes: ClusterSnapshot, config: HamiConfig) -> Decision:
     """A pod carrying its placement's claim (a reinvocation): re-apply that pin, claim nothing."""
     token = str(review.annotations.get(CLAIM_ANNOTATION))
-    pin = plan(placement.spec, nodes, workload_from_pod(review.pod, "the pod"))
+    pin = plan(placement.spec, nodes, workload_from_pod(review.pod, "the pod", config=config))
     if not pin.cards:
         return Decision(uid=review.uid, result=REINVOKED, placement=placement.name)
     mutated = _pinned(review.pod, pin, placement, token)
@@ -202,11 +204,11 @@ def _pinned(pod: Mapping[str, Any], pin: Plan, placement: Placement, token: str)
     containers = _containers(spec)
     for patch in pin.patches:
         resources = _child(containers[patch.position], "resources")
-        _child(resources, "limits")[GPUMEM_PERCENTAGE] = str(patch.percent)
+        _child(resources, "limits")[pin.config.resource_memory_percentage_name] = str(patch.percent)
         if patch.drop_cores:
             for section in ("limits", "requests"):
                 if isinstance(resources.get(section), dict):
-                    resources[section].pop(GPUCORES, None)
+                    resources[section].pop(pin.config.resource_core_name, None)
     return mutated
 
 

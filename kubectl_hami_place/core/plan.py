@@ -28,17 +28,11 @@ from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
 from kubectl_hami_place.core.fit import FitReason, cordoned_cards
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
 from kubectl_hami_place.core.refs import CardRef, resolve
-from kubectl_hami_place.core.requests import (
-    GPUCORES,
-    GPUMEM,
-    GPUMEM_PERCENTAGE,
-    CardRequest,
-    container_request,
-    memory_for,
-)
+from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for
 from kubectl_hami_place.core.selectors import may_overlap
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, release
 
@@ -107,6 +101,8 @@ class Workload:
     annotations: Mapping[str, str] = field(default_factory=dict)
     node_name: str = ""
     invalid: str = ""
+    config: HamiConfig = HAMI_DEFAULTS
+    """How the cluster's HAMi reads the pod: its resource names (which the patch writes too) and defaults."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +131,7 @@ class Plan:
     checks: tuple[CardCheck, ...] = ()
     patches: tuple[ContainerPatch, ...] = ()
     problems: tuple[Problem, ...] = ()
+    config: HamiConfig = HAMI_DEFAULTS
 
     @property
     def ok(self) -> bool:
@@ -151,8 +148,10 @@ class Plan:
         return "; ".join(f"{problem.reason}: {problem.message}" for problem in self.problems)
 
 
-def workload_from_pod(pod: Mapping[str, Any], source: str, *, template: bool = False) -> Workload:
-    """The workload of a pod (JSON dict form), its containers read the way HAMi reads them.
+def workload_from_pod(
+    pod: Mapping[str, Any], source: str, *, template: bool = False, config: HamiConfig = HAMI_DEFAULTS
+) -> Workload:
+    """The workload of a pod (JSON dict form), its containers read the way the cluster's HAMi (`config`) reads them.
 
     `template`: the pod to place is made from this one (a controller's template, or a pod to be recreated), so
     its own `spec.nodeName` says nothing about the new pod.
@@ -172,14 +171,14 @@ def workload_from_pod(pod: Mapping[str, Any], source: str, *, template: bool = F
             if not isinstance(items, list):
                 raise RequestError(f"pod spec {key} must be a list")
             for item in items:
-                found = _gpu_container(item, position, key == "initContainers")
+                found = _gpu_container(item, position, key == "initContainers", config)
                 if found is not None:
                     containers.append(found)
                 position += 1
     except RequestError as error:
-        return Workload((), source, annotations, invalid=str(error))
+        return Workload((), source, annotations, invalid=str(error), config=config)
     node_name = "" if template else str(spec.get("nodeName") or "")
-    return Workload(tuple(containers), source, annotations, node_name=node_name)
+    return Workload(tuple(containers), source, annotations, node_name=node_name, config=config)
 
 
 def workload_from_request(request: CardRequest, source: str, *, own_memory: bool) -> Workload:
@@ -191,17 +190,17 @@ def plan(
     spec: PlacementSpec, snapshot: ClusterSnapshot, workload: Workload, *, evict: PodAllocation | None = None
 ) -> Plan:
     """The pin of `workload` by `spec`: what it gets, or every problem that stops it (see the module's docstring)."""
-    node = spec.node_name
+    node, config = spec.node_name, workload.config
     cards, problems = _placement(spec, snapshot)
     if problems:
-        return Plan(node, problems=problems)
+        return Plan(node, problems=problems, config=config)
     refs = spec.gpu_devices
     problems = _pod_problems(workload, len(refs))
     if problems:
-        return Plan(node, cards=cards, problems=problems)
+        return Plan(node, cards=cards, problems=problems, config=config)
     placed, patches, share_problems = _shares(workload, spec.percent, cards, refs)
     if share_problems:
-        return Plan(node, cards=cards, problems=share_problems)
+        return Plan(node, cards=cards, problems=share_problems, config=config)
     node_obj = snapshot.nodes[node]
     cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
     usage: Mapping[str, CardUsage] = {}
@@ -225,7 +224,7 @@ def plan(
         if not check.ok and check.reason is not None:
             scope = Scope.Card if check.reason in _CARD_STATE or snapshot.allocations is not None else Scope.Pod
             found.append(Problem(check.reason.value, check.message, scope, ref, card))
-    return Plan(node, cards, tuple(checks), patches, tuple(found))
+    return Plan(node, cards, tuple(checks), patches, tuple(found), config)
 
 
 def placement_problems(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[Problem, ...]:
@@ -306,13 +305,14 @@ def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
     if workload.node_name:
         message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
         return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
+    count = workload.config.resource_count_name
     if not workload.containers:
-        message = "no container asks for nvidia.com/gpu; a placement pins GPU pods only"
+        message = f"no container asks for {count}; a placement pins GPU pods only"
         return (Problem(PlanReason.NoGpuRequest, message, Scope.Pod),)
     return tuple(
         Problem(
             PlanReason.CardCountMismatch,
-            f"container {c.name} asks {c.request.nums} card(s) (nvidia.com/gpu) but the placement names {cards}",
+            f"container {c.name} asks {c.request.nums} card(s) ({count}) but the placement names {cards}",
             Scope.Pod,
         )
         for c in workload.containers
@@ -371,15 +371,17 @@ def _percent_of(mib: int, card: Card) -> int:
     return -(-mib * 100 // card.devmem) if card.devmem else 100
 
 
-def _gpu_container(container: object, position: int, init: bool) -> GpuContainer | None:
+def _gpu_container(container: object, position: int, init: bool, config: HamiConfig) -> GpuContainer | None:
     """One container as the plan sees it, or None when it asks for no card."""
-    request = container_request(container, hami_webhook=True)  # type: ignore[arg-type]
+    request = container_request(container, hami_webhook=True, config=config)  # type: ignore[arg-type]
     if request is None or not isinstance(container, Mapping):
         return None
     resources = _mapping(container.get("resources"))
     asked = {key for section in ("limits", "requests") for key in _mapping(resources.get(section))}
-    own_memory = GPUMEM in asked or GPUMEM_PERCENTAGE in asked
-    default_cores = request.cores_by_webhook or (not own_memory and GPUCORES in asked and request.coresreq == 100)
+    own_memory = config.resource_memory_name in asked or config.resource_memory_percentage_name in asked
+    default_cores = request.cores_by_webhook or (
+        not own_memory and config.resource_core_name in asked and request.coresreq == 100
+    )
     name = str(container.get("name") or position)
     return GpuContainer(name, position, init, request, own_memory, default_cores)
 

@@ -23,6 +23,7 @@ from kubectl_hami_place.core.admission import (
     Settings,
     Snapshot,
 )
+from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -643,3 +644,39 @@ def test_unchanged_drops_the_pin_and_keeps_warnings() -> None:
     fallback = decision.unchanged("hami-place: claim not recorded")
     assert fallback.claim is None and not fallback.patch
     assert fallback.response()["response"]["warnings"] == ["hami-place: claim not recorded"]
+
+
+# HAMi as the cluster configures it ---------------------------------------------------------------------------
+
+RENAMED = HamiConfig(
+    resource_count_name="example.com/vgpu",
+    resource_memory_name="example.com/vgpu-mem",
+    resource_memory_percentage_name="example.com/vgpu-mem-percentage",
+    resource_core_name="example.com/vgpu-cores",
+    default_memory=4096,
+)
+
+
+def test_a_share_is_written_and_whole_card_cores_dropped_under_the_clusters_resource_names() -> None:
+    """With renamed resources, a container asking only `example.com/vgpu: 1` (whole card, 100 cores from HAMi's
+    webhook) pinned to gpu-0/30 gets the renamed percentage and loses the renamed cores, never nvidia.com/ names."""
+    container = {
+        "name": "main",
+        "resources": {"limits": {"example.com/vgpu": 1, "example.com/vgpu-cores": 100}},
+    }
+    obj = pod(containers=[container])
+    snap = snapshot([placement(devices=["gpu-0/30"])])
+    renamed = Snapshot(snap.placements, snap.nodes, Settings(hami=RENAMED), snap.token, snap.now)
+    decision = decide(review(obj), renamed)
+    assert decision.result == "pinned", decision.warnings
+    assert limits(patched(obj, decision)) == {"example.com/vgpu": 1, "example.com/vgpu-mem-percentage": "30"}
+
+
+def test_a_pod_asking_only_the_default_resource_names_is_not_a_gpu_pod_for_a_renamed_hami() -> None:
+    snap = snapshot([placement()])
+    renamed = Snapshot(snap.placements, snap.nodes, Settings(hami=RENAMED), snap.token, snap.now)
+    decision = decide(review(pod()), renamed)
+    assert decision.result == "not_honoured"
+    assert any("NoGpuRequest: no container asks for example.com/vgpu" in w for w in decision.warnings), (
+        decision.warnings
+    )

@@ -38,7 +38,7 @@ ALLOCATED_CORES = (0, 10, 30, 50, 100)
 INIT_MEMORIES = (4096, 10000, 16384, 40960)
 INIT_CORES = (50, 100)
 ASKED_MEMORIES = ("1", "1000", "2048", "3k", "4096", "4Ki", "16384", "40960", "50000")
-ASKED_PERCENTAGES = (0, 25, 50, 100)
+ASKED_PERCENTAGES = (0, 25, 50, 100, 150)
 ASKED_CORES = (0, 10, 30, 50, 100, 150)
 POLICIES = ("binpack", "spread", "mutex", "binpack", "spread", "numa", "binpack,numa", "numa,spread")
 TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
@@ -71,7 +71,10 @@ class Resident:
 
 @dataclass(frozen=True)
 class Case:
-    """One node and one pod to place on it; `init` and `app` are the containers' resource limits."""
+    """One node and one pod to place on it; `init` and `app` are the containers' resource limits.
+
+    `webhook` False: the pod does not go through HAMi's webhook (labelled or in a namespace it skips).
+    """
 
     cards: tuple[Card, ...]
     legacy: bool = False
@@ -80,6 +83,7 @@ class Case:
     init: tuple[dict[str, str], ...] = ()
     app: tuple[dict[str, str], ...] = ({"nvidia.com/gpu": "1"},)
     annotations: dict[str, str] = field(default_factory=dict)
+    webhook: bool = True
 
 
 @st.composite
@@ -181,6 +185,7 @@ def cases(draw: st.DrawFn) -> Case:
         init=tuple(init),
         app=tuple(app),
         annotations=annotations,
+        webhook=not draw(_sometimes(5)),
     )
 
 

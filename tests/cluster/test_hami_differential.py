@@ -63,6 +63,7 @@ class Outcome:
     hami_devices: tuple[tuple[str, ...], ...]
     model: PodFit | str
     pin: CardCheck | None = None
+    denied: bool = False
 
     def disagreement(self) -> str:
         """Empty when HAMi, the model and pin's check agree, else what each said."""
@@ -78,6 +79,10 @@ class Outcome:
                 f"{self.node}: pin's check on {pin.card.uuid}: ok={pin.ok} {pin.reason} ({pin.message}); "
                 f"HAMi ok={self.hami_ok} {self.hami_reason!r}\n    {self.case!r}"
             )
+        if self.denied != (isinstance(self.model, str) and self.model.startswith("RequestError")):
+            return f"{self.node}: {self.hami_reason}; the model said {self.model}\n    {self.case!r}"
+        if self.denied:
+            return ""
         if isinstance(self.model, str):
             return f"{self.node}: the model raised {self.model}; HAMi said ok={self.hami_ok} {self.hami_reason!r}"
         model = self.model
@@ -113,7 +118,10 @@ class Differential:
         )
         try:
             self._wait_registered([n for n, c in zip(names, cases, strict=True) if not c.legacy])
-            answers = _parallel(lambda item: self._filter(item[1], [item[0]]), list(zip(names, pods, strict=True)))
+            answers = _parallel(
+                lambda item: self._filter(item[1], [item[0]]) if isinstance(item[1], dict) else {"Denied": item[1]},
+                list(zip(names, pods, strict=True)),
+            )
             stored = {
                 p.metadata.name: p.metadata.annotations or {}
                 for p in self.api.list_namespaced_pod(self.namespace).items
@@ -130,12 +138,17 @@ class Differential:
                     if error.status != 404:
                         raise
 
-    def _admit(self, name: str, case: Case) -> dict[str, Any]:
-        """The case's pod once HAMi's webhook admitted it (a dry run), created for a scheduler nobody serves."""
+    def _admit(self, name: str, case: Case) -> dict[str, Any] | str:
+        """The pod as HAMi's webhook admits it (dry run), created for nobody's scheduler; or why it was denied."""
         body = case_pod(name, self.namespace, case, self.scheduler, self.config)
-        admitted = self._serialize(self.api.create_namespaced_pod(self.namespace, body, dry_run="All"))
         real = copy.deepcopy(body)
         real["spec"]["schedulerName"] = UNSERVED_SCHEDULER
+        if not case.webhook:
+            return self._create(real)
+        try:
+            admitted = self._serialize(self.api.create_namespaced_pod(self.namespace, body, dry_run="All"))
+        except ApiException as error:
+            return f"HAMi's webhook denied the pod ({error.status}): {json.loads(error.body or '{}').get('message')}"
         for key in ("initContainers", "containers"):
             for mine, theirs in zip(real["spec"].get(key) or [], admitted["spec"].get(key) or [], strict=True):
                 mine["resources"] = theirs.get("resources") or {}
@@ -206,19 +219,23 @@ class Differential:
         """HAMi's answer next to the model's verdict for the pod as the user wrote it."""
         name = node["metadata"]["name"]
         users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
+        denied = answer.get("Denied")
         assert not answer.get("Error"), f"{name}: HAMi's filter failed: {answer['Error']}"
         ok = name in (answer.get("NodeNames") or [])
-        reason = (answer.get("FailedNodes") or {}).get(name, "")
+        reason = denied or (answer.get("FailedNodes") or {}).get(name, "")
         devices: tuple[tuple[str, ...], ...] = ()
         if ok:
             containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION, ""))
             devices = tuple(tuple(d.uuid for d in c) for c in containers if c)
         allocations = [a for a in (pod_allocation(r) for r in residents) if a is not None]
         try:
-            model: PodFit | str = fit_pod_on_node(node, users_pod, allocations, config=self.config)
+            model: PodFit | str = fit_pod_on_node(
+                node, users_pod, allocations, hami_webhook=case.webhook, config=self.config
+            )
         except ModelError as error:
             model = f"{type(error).__name__}: {error}"
-        return Outcome(case, name, ok, reason, devices, model, self._pin_check(case, node, users_pod, allocations))
+        pin = None if denied else self._pin_check(case, node, users_pod, allocations)
+        return Outcome(case, name, ok, reason, devices, model, pin, denied=bool(denied))
 
     def _pin_check(
         self, case: Case, node: dict[str, Any], pod: dict[str, Any], allocations: list[PodAllocation]
@@ -230,7 +247,7 @@ class Differential:
             return None
         spec = pod["spec"]
         init = len(spec.get("initContainers") or [])
-        requests = pod_requests(spec, config=self.config)
+        requests = pod_requests(spec, case.webhook, config=self.config)
         placed = [Placed(str(i), i < init, r) for i, r in enumerate(requests) if r is not None]
         if not placed or any(p.request.nums != 1 for p in placed):
             return None

@@ -161,7 +161,7 @@ def plan(
                 f"pod {pending.key} already holds cards on {pending.allocation.node}",
                 "plan --for makes room for a pod HAMi has not placed (Pending)",
             )
-        verdicts, pod_key, goal = explain(read.snapshot, pending), pending.key, FitGoal(pending)
+        verdicts, pod_key, goal = explain(read.snapshot, pending, read.config), pending.key, FitGoal(pending)
     elif free_cards is not None:
         goal = FreeCardsGoal(free_cards, card_type or "")
     else:

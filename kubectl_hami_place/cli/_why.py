@@ -93,4 +93,4 @@ def why(
     for message in read.warnings:
         warn(message)
     require_gpu(plan_pod)
-    emit(Why(plan_pod.key, explain(read.snapshot, plan_pod)), output)
+    emit(Why(plan_pod.key, explain(read.snapshot, plan_pod, read.config)), output)

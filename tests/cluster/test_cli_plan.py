@@ -104,7 +104,8 @@ def test_why_gives_hamis_reason_for_every_card(cluster: Sandbox, namespace: str,
         ("gpu-0", "CardInsufficientMemory"),
         ("gpu-1", "CardInsufficientMemory"),
     ]
-    assert nodes[A100]["reason"] == "TooFewCards"
+    assert nodes[A100]["reason"] == "NodeFitFailed"
+    assert nodes[A100]["message"] == "HAMi: 2/2 CardInsufficientMemory"
     h100 = nodes["gpu-h100-0"]
     assert h100["reason"] == "NodeNotSelected"
     assert {c["reason"] for c in h100["cards"]} == {"CardTypeMismatch"}

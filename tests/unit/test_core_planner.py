@@ -370,8 +370,13 @@ def test_why_names_hamis_reasons_card_by_card() -> None:
         FitReason.CardCordoned,
         FitReason.CardTimeSlicingExhausted,
     ]
-    assert not verdicts[0].fits and verdicts[0].reason == "TooFewCards"
+    assert not verdicts[0].fits and verdicts[0].reason == "NodeFitFailed"
+    assert verdicts[0].message == (
+        "HAMi: 1/4 CardCordoned, 1/4 CardInsufficientMemory, 1/4 CardNotHealth, 1/4 CardTimeSlicingExhausted"
+    )
     assert verdicts[1].reason == "NodeUnschedulable" and all(c.ok for c in verdicts[1].cards)
+    [free] = why(Snapshot(nodes=(gpu_node("c"),), pods=(placed("p", "c", ["GPU-c-0"], 30 * GIB),)), pending(20 * GIB))
+    assert free.fits and free.message == "HAMi places it on gpu-1"
 
 
 # properties ---------------------------------------------------------------------------------------------------

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubectl_hami_place.core.fit import FitReason
+from kubectl_hami_place.core.fit import FitReason, fit_pod
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.planner.model import Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
 
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NOT_SELECTED = "NodeNotSelected"
-TOO_FEW_CARDS = "TooFewCards"
+NO_FIT = "NodeFitFailed"
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class CardWhy:
 
 @dataclass(frozen=True)
 class NodeWhy:
-    """One node's verdict: fits when enough of its cards fit; else a node-level reason or the cards' reasons."""
+    """One node's verdict: HAMi's for a node the pod may use, else why the node is out; and each card's reason."""
 
     node: str
     fits: bool
@@ -56,11 +57,12 @@ class NodeWhy:
         }
 
 
-def why(snapshot: Snapshot, pod: PlanPod) -> tuple[NodeWhy, ...]:
-    """Each node's verdict for the pod as the cluster is now, in node-name order."""
+def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) -> tuple[NodeWhy, ...]:
+    """Each node's verdict for the pod as the cluster is now, in node-name order.
+
+    A usable, selected node's verdict is HAMi's own (`fit.fit_pod`), with its `FailedNodes` text as the message.
+    """
     state = State(snapshot, Limits())
-    gpu = pod.gpu_requests
-    nums = max((request.nums for _, request in gpu), default=0)
     result = []
     for node, slots in state.by_node.items():
         cards = tuple(
@@ -68,14 +70,31 @@ def why(snapshot: Snapshot, pod: PlanPod) -> tuple[NodeWhy, ...]:
             for slot in slots
             for verdict in (state.verdict(pod, slot),)
         )
-        fitting = sum(card.ok for card in cards)
         if not state.node_open[node]:
             verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, "the node takes no new pods", cards)
         elif pod.nodes is not None and node not in pod.nodes:
             verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
-        elif fitting >= nums:
-            verdict = NodeWhy(node, True, None, f"{fitting} card(s) fit, the pod needs {nums}", cards)
         else:
-            verdict = NodeWhy(node, False, TOO_FEW_CARDS, f"{fitting} card(s) fit, the pod needs {nums}", cards)
+            hami = fit_pod(
+                [slot.card for slot in slots],
+                {slot.card.uuid: slot.usage() for slot in slots},
+                pod.requests,
+                pod.init_containers,
+                pod.annotations,
+                cordoned=frozenset(slot.card.uuid for slot in slots if slot.cordoned),
+                config=config,
+            )
+            if hami.ok:
+                placed = ", ".join(
+                    f"gpu-{state.by_uuid[uuid].card.index}" for uuid in dict.fromkeys(_flat(hami.devices))
+                )
+                verdict = NodeWhy(node, True, None, f"HAMi places it on {placed}", cards)
+            else:
+                verdict = NodeWhy(node, False, NO_FIT, f"HAMi: {hami.reason}", cards)
         result.append(verdict)
     return tuple(result)
+
+
+def _flat(devices: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every card UUID of every container, in order."""
+    return [uuid for container in devices for uuid in container]

@@ -76,7 +76,10 @@ class PlanView:
             blocks.extend(why_blocks(self.pod, self.why))
         result = self.plan
         status = "plan" if result.complete else "plan (goal not reached)"
-        blocks.append(Text((f"{status}: {result.goal}: {result.gain}",), style="bold"))
+        gain = result.gain
+        if result.target is not None:
+            gain = f"{self.pod} fits {self._cards(result.target[1])} after {len(result.moves)} move(s)"
+        blocks.append(Text((f"{status}: {result.goal}: {gain}",), style="bold"))
         rows = tuple(
             (
                 str(number),

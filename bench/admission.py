@@ -1,0 +1,320 @@
+"""Admission latency of our /mutate beside HAMi's own /webhook, same load, same run, over TLS with keep-alive.
+
+A sandbox (HAMi v2.10's scheduler + webhook included) is filled by bench/generate.py: --nodes x 8 H100 cards,
+--pods HAMi pods already bound, --placements open placements spread over 50 namespaces. Then vegeta sends, at each
+fixed rate for --duration seconds, one kind of AdmissionReview at a time to each server (admission.k8s.io/v1 to
+ours, v1beta1 to HAMi's, as its chart registers it):
+  no-placement  a GPU pod of hami-scheduler in a namespace with placements, none of which selects it
+  non-gpu       a pod asking for no GPU (default scheduler)
+  excluded      a GPU pod in a namespace our webhook is told to exclude (HAMi has no such setting: it processes it)
+  claim         a GPU pod that an open placement selects: ours claims it, an API write (--claim-rate, bounded by
+                the placements there are); shown beside the API server's own write latency (timed merge-patches
+                of a placement's status from this process, keep-alive)
+Prints the table, the p99 ratios (ours / HAMi's) and both processes' RSS after the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import generate, plot
+from sandbox import binaries, prepare
+from sandbox import webhook as sandbox_webhook
+from sandbox.cluster import Sandbox
+
+EXCLUDED_NAMESPACE = "bench-excluded"
+PATHS = ("no-placement", "non-gpu", "excluded")
+REVIEWS = (*PATHS, "claim")
+
+
+def pod_for(path: str, spread: int = 0) -> tuple[str, dict[str, Any]]:
+    """(namespace, pod) of one path's AdmissionReview, as the API server sends it on CREATE (claims: spread over
+    the placement namespaces, as pods of many teams would come)."""
+    namespace = {"excluded": EXCLUDED_NAMESPACE}.get(
+        path, generate.placement_namespace(spread if path == "claim" else 1)
+    )
+    labels = {"app": "bench-admission", **(generate.CLAIM_LABEL if path == "claim" else {})}
+    container = generate.gpu_container()
+    scheduler = generate.SCHEDULER
+    if path == "non-gpu":
+        container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {}}
+        scheduler = "default-scheduler"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "bench-", "namespace": namespace, "labels": labels},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [container],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+            ],
+        },
+        "status": {},
+    }
+    return namespace, pod
+
+
+def review(path: str, api_version: str = "admission.k8s.io/v1", spread: int = 0) -> bytes:
+    """The AdmissionReview body for one path."""
+    namespace, pod = pod_for(path, spread)
+    body = {
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "6f1d3c5e-0000-4000-8000-000000000001",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": []},
+            "object": copy.deepcopy(pod),
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+    return json.dumps(body).encode()
+
+
+def review_v1(path: str) -> bytes:
+    return review(path)
+
+
+def attack(
+    url: str, body: bytes | list[bytes], rate: int, duration: float, *, ca: Path, workdir: Path
+) -> dict[str, Any]:
+    """One vegeta run at a constant rate (several bodies: sent in turn); its JSON report (latencies in ns)."""
+    bodies = body if isinstance(body, list) else [body]
+    header = {"Content-Type": ["application/json"]}
+    targets = workdir / "target.json"
+    targets.write_text(
+        "".join(
+            json.dumps({"method": "POST", "url": url, "body": base64.b64encode(b).decode(), "header": header}) + "\n"
+            for b in bodies
+        )
+    )
+    vegeta = str(binaries.resolve("vegeta"))
+    attack_cmd = [
+        vegeta,
+        "attack",
+        "-format=json",
+        f"-targets={targets}",
+        f"-rate={rate}/s",
+        f"-duration={duration}s",
+        f"-root-certs={ca}",
+        "-keepalive=true",
+        "-timeout=10s",
+    ]
+    results = subprocess.run(attack_cmd, capture_output=True, check=True).stdout
+    report = subprocess.run([vegeta, "report", "-type=json"], input=results, capture_output=True, check=True)
+    return dict(json.loads(report.stdout))
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """p50/p99/max in ms, errors (non-200 or transport), achieved throughput."""
+    lat = report["latencies"]
+    codes = report.get("status_codes") or {}
+    errors = sum(n for code, n in codes.items() if code != "200")
+    return {
+        "p50": lat["50th"] / 1e6,
+        "p99": lat["99th"] / 1e6,
+        "max": lat["max"] / 1e6,
+        "errors": errors,
+        "requests": report["requests"],
+        "throughput": report["throughput"],
+        "error_samples": (report.get("errors") or [])[:2],
+    }
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def api_write_latency(sandbox: Sandbox, count: int = 300) -> dict[str, float]:
+    """The API server's own write latency: timed merge-patches of one placement's status, keep-alive, sequential."""
+    loader = generate.Loader(sandbox, workers=1)
+    k = 1  # in bench-place-01, where no review claims
+    path = (
+        f"/apis/scheduling.hami.placement.com/v1/namespaces/{generate.placement_namespace(k)}"
+        f"/hamipodplacements/place-{k:06d}/status"
+    )
+    samples = []
+    for i in range(count):
+        patch = {"status": {"message": f"bench write {i}"}}
+        started = time.perf_counter()
+        reply = loader.request("PATCH", path, patch, "application/merge-patch+json")
+        samples.append((time.perf_counter() - started) * 1000)
+        if reply.status != 200:
+            raise RuntimeError(f"status patch failed: {reply.status} {reply.data[:200]!r}")
+    samples.sort()
+    return {
+        "p50": statistics.median(samples),
+        "p99": samples[int(len(samples) * 0.99) - 1],
+        "max": samples[-1],
+        "errors": 0,
+        "requests": count,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=40000)
+    parser.add_argument("--placements", type=int, default=10000)
+    parser.add_argument("--duration", type=float, default=30, help="seconds per run (default 30)")
+    parser.add_argument("--rates", default="100,500,1000", help="requests per second, comma-separated")
+    parser.add_argument("--claim-rate", type=int, default=20, help="claims per second (one pod per namespace in turn)")
+    parser.add_argument(
+        "--json", type=Path, default=plot.ADMISSION, help=f"figures for bench/plot.py ({plot.ADMISSION})"
+    )
+    args = parser.parse_args(argv)
+    rates = [int(r) for r in args.rates.split(",")]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hami-place-bench-") as tmp:
+        workdir = Path(tmp)
+        print(
+            f"starting the sandbox; filling it: {args.nodes} nodes x 8 cards, {args.pods} pods, "
+            f"{args.placements} placements",
+            flush=True,
+        )
+        sandbox = Sandbox.start(workdir / "sandbox")
+        webhook = None
+        try:
+            prepare.install_crd(sandbox)
+            sandbox.kubectl("create", "namespace", EXCLUDED_NAMESPACE)
+            fill = generate.create(sandbox, args.nodes, args.pods, args.placements)
+            sync_started = time.monotonic()
+            webhook = sandbox_webhook.start(sandbox, workdir, "--exclude-namespace", EXCLUDED_NAMESPACE, timeout=900)
+            sync = time.monotonic() - sync_started
+            print(f"  webhook ready (first full sync) in {sync:.1f}s", flush=True)
+            hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
+            ca_ours = webhook.certs / "ca.crt"
+            ca_hami = sandbox.workdir / "pki" / "ca.crt"
+            hami_url = f"{sandbox.hami_url}/webhook"
+            rows = []
+            for rate in rates:
+                for path in PATHS:
+                    ours = summary(attack(webhook.url, review(path), rate, args.duration, ca=ca_ours, workdir=workdir))
+                    theirs = summary(
+                        attack(
+                            hami_url,
+                            review(path, "admission.k8s.io/v1beta1"),
+                            rate,
+                            args.duration,
+                            ca=ca_hami,
+                            workdir=workdir,
+                        )
+                    )
+                    rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs})
+                    print(_row(rows[-1]), flush=True)
+            status, answer = webhook.post_mutate(review("claim"))
+            check = answer.get("response") or {}
+            print(f"  one claim by hand: HTTP {status}, patch {'patchType' in check}, {check.get('warnings')}")
+            claim_seconds = min(args.duration, 0.8 * (args.placements - 1) / args.claim_rate)
+            spaces = min(args.placements, generate.PLACEMENT_NAMESPACES)
+            ours = summary(
+                attack(
+                    webhook.url,
+                    [review("claim", spread=k) for k in range(spaces)],
+                    args.claim_rate,
+                    claim_seconds,
+                    ca=ca_ours,
+                    workdir=workdir,
+                )
+            )
+            theirs = summary(
+                attack(
+                    hami_url,
+                    [review("claim", "admission.k8s.io/v1beta1", k) for k in range(spaces)],
+                    args.claim_rate,
+                    claim_seconds,
+                    ca=ca_hami,
+                    workdir=workdir,
+                )
+            )
+            claimed = sum(
+                1
+                for item in sandbox.get("/apis/scheduling.hami.placement.com/v1/hamipodplacements", timeout=120)[
+                    "items"
+                ]
+                if (item.get("status") or {}).get("claim")
+            )
+            writes = api_write_latency(sandbox)
+            rss = {"ours": rss_mib(webhook.process.pid), "hami": rss_mib(hami.popen.pid)}
+        finally:
+            if webhook is not None:
+                webhook.stop()
+            sandbox.stop()
+    claim_row = {"rate": args.claim_rate, "path": "claim", "ours": ours, "hami": theirs}
+    print()
+    print(
+        f"Admission latency (ms), {args.nodes} nodes x 8 cards, {args.pods} HAMi pods, {args.placements} "
+        f"placements; {args.duration:g} s a run; 2 cores shared with other work"
+    )
+    print(_header())
+    for row in rows:
+        print(_row(row))
+    print(_row(claim_row) + f"   ({claimed} placements claimed)")
+    print(
+        f"{'':>6} {'API write':<13} {writes['p50']:8.2f} {writes['p99']:8.2f} {writes['max']:8.2f} {0:6d}"
+        "   (merge-patch of a placement's status, sequential)"
+    )
+    print(
+        f"RSS after the runs: hami-place {rss['ours']:.0f} MiB, HAMi's scheduler {rss['hami']:.0f} MiB; "
+        f"first full sync {sync:.1f} s; fill {fill}; total {time.monotonic() - started:.0f} s"
+    )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        figures = {
+            "args": vars(args) | {"json": str(args.json)},
+            "rows": rows,
+            "claim": claim_row,
+            "claimed": claimed,
+            "api_write": writes,
+            "rss_mib": rss,
+            "sync_s": sync,
+            "fill_s": fill,
+        }
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _header() -> str:
+    side = f"{'p50':>8} {'p99':>8} {'max':>8} {'err':>6}"
+    names = f"{'':>6} {'':<13} {'hami-place /mutate':^33} | {'HAMi /webhook':^33}"
+    return f"{names}\n{'rate':>6} {'path':<13} {side} | {side} | {'p99 ratio':>9}"
+
+
+def _row(row: dict[str, Any]) -> str:
+    def side(s: dict[str, Any]) -> str:
+        return f"{s['p50']:8.2f} {s['p99']:8.2f} {s['max']:8.2f} {s['errors']:6d}"
+
+    ratio = row["ours"]["p99"] / row["hami"]["p99"] if row["hami"]["p99"] else float("inf")
+    return f"{row['rate']:>6} {row['path']:<13} {side(row['ours'])} | {side(row['hami'])} | {ratio:8.2f}x"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

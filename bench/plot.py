@@ -1,0 +1,146 @@
+"""docs/performance.png and docs/performance.md from the figures bench/scale.py and bench/admission.py wrote.
+
+scale.py calls this when it ends; run alone it redraws from docs/performance*.json (matplotlib: the bench extra).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+SCALE = DOCS / "performance.json"
+ADMISSION = DOCS / "performance-admission.json"
+
+
+def plot(scale: dict[str, Any], target: Path) -> None:
+    """Seconds and MiB against HAMi pods, one line a figure, so linear growth shows as a straight line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = scale["rows"]
+    pods = [row["pods"] for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label in (
+        ("floor_s", "fetch floor (kubectl get --raw nodes + pods)"),
+        ("status_api_s", "status -o json, computed from the API"),
+        ("cluster_info_s", "GET /api/v1/cluster-info"),
+        ("sync_s", "webhook first full sync"),
+    ):
+        left.plot(pods, [row[key] for row in rows], marker="o", label=label)
+    left.set_xlabel("HAMi pods (8 a node, 8 cards a node)")
+    left.set_ylabel(f"seconds (best of {scale['runs']})")
+    left.legend(fontsize=7)
+    left.grid(alpha=0.3)
+    for key, label in (
+        ("webhook_rss_mib", "webhook RSS after sync"),
+        ("webhook_rss_after_mib", "webhook RSS after cluster-info"),
+        ("status_api_rss_mib", "plugin max RSS (status -o json)"),
+    ):
+        right.plot(pods, [row[key] for row in rows], marker="o", label=label)
+    right.set_xlabel("HAMi pods")
+    right.set_ylabel("MiB")
+    right.legend(fontsize=7)
+    right.grid(alpha=0.3)
+    fig.suptitle("hami-place cost as the cluster grows (2 shared cores)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+
+
+def scale_table(scale: dict[str, Any]) -> list[str]:
+    lines = [
+        "| nodes | HAMi pods | fetch floor | `status -o json` (API) | ratio | plugin max RSS | first sync | "
+        "`GET /api/v1/cluster-info` | webhook RSS | after cluster-info |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in scale["rows"]:
+        lines.append(
+            f"| {row['nodes']:,} | {row['pods']:,} | {row['floor_s']:.2f} s | {row['status_api_s']:.2f} s | "
+            f"{row['status_api_s'] / row['floor_s']:.1f}x | {row['status_api_rss_mib']:.0f} MiB | "
+            f"{row['sync_s']:.1f} s | {row['cluster_info_s']:.2f} s | {row['webhook_rss_mib']:.0f} MiB | "
+            f"{row['webhook_rss_after_mib']:.0f} MiB |"
+        )
+    return lines
+
+
+def admission_table(adm: dict[str, Any]) -> list[str]:
+    a = adm["args"]
+    lines = [
+        f"{a['nodes']:,} nodes x 8 cards, {a['pods']:,} HAMi pods, {a['placements']:,} placements; "
+        f"{a['duration']:g} s a run.",
+        "",
+        "| rate | path | hami-place p50 / p99 / max (ms) | errors | HAMi p50 / p99 / max (ms) | errors | p99 ratio |",
+        "| ---: | --- | --- | ---: | --- | ---: | ---: |",
+    ]
+    for row in [*adm["rows"], adm["claim"]]:
+        ours, theirs = row["ours"], row["hami"]
+        ratio = ours["p99"] / theirs["p99"] if theirs["p99"] else float("inf")
+        lines.append(
+            f"| {row['rate']}/s | {row['path']} | {ours['p50']:.2f} / {ours['p99']:.2f} / {ours['max']:.2f} | "
+            f"{ours['errors']} | {theirs['p50']:.2f} / {theirs['p99']:.2f} / {theirs['max']:.2f} | "
+            f"{theirs['errors']} | {ratio:.2f}x |"
+        )
+    w = adm["api_write"]
+    lines += [
+        "",
+        f"API server's own write latency (sequential merge-patches of a placement's status): p50 {w['p50']:.2f} ms, "
+        f"p99 {w['p99']:.2f} ms, max {w['max']:.2f} ms. Placements claimed: {adm['claimed']}.",
+        f"RSS after the runs: hami-place {adm['rss_mib']['ours']:.0f} MiB, HAMi's scheduler "
+        f"{adm['rss_mib']['hami']:.0f} MiB.",
+    ]
+    return lines
+
+
+def main() -> int:
+    if not SCALE.exists() and not ADMISSION.exists():
+        print(f"no figures yet ({SCALE.name}, {ADMISSION.name}); run bench/scale.py and bench/admission.py")
+        return 0
+    md = DOCS / "performance.md"
+    lines = [
+        "# Performance",
+        "",
+        "Measured by the benches in `bench/` (written by `bench/plot.py`; do not edit by hand).",
+        "The machine: 2 cores shared with other work (test sessions, other benches), so the figures are",
+        "pessimistic and noisy; the ratios against the baseline in the same run are what to read.",
+        "",
+    ]
+    if SCALE.exists():
+        scale = json.loads(SCALE.read_text())
+        plot(scale, DOCS / "performance.png")
+        lines += [
+            "## Cost as the cluster grows",
+            "",
+            "![cost against cluster size](performance.png)",
+            "",
+            *scale_table(scale),
+            "",
+            "Reproduce: `.venv/bin/python bench/scale.py --sizes "
+            + ",".join(str(r["nodes"]) for r in scale["rows"])
+            + "`",
+            "",
+        ]
+    if ADMISSION.exists():
+        adm = json.loads(ADMISSION.read_text())
+        a = adm["args"]
+        lines += [
+            "## Admission latency beside HAMi's own webhook",
+            "",
+            *admission_table(adm),
+            "",
+            f"Reproduce: `.venv/bin/python bench/admission.py --nodes {a['nodes']} --pods {a['pods']} "
+            f"--placements {a['placements']} --duration {a['duration']:g} --rates {a['rates']} "
+            f"--claim-rate {a['claim_rate']}`",
+            "",
+        ]
+    md.write_text("\n".join(lines))
+    print(f"wrote {md}" + (" and performance.png" if SCALE.exists() else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

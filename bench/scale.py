@@ -1,0 +1,176 @@
+"""The cost of the webhook and of `status` as the cluster grows, beside the fetch floor, in one sandbox grown in steps.
+
+At each size (--sizes, nodes; 8 H100 cards and --pods-per-node HAMi pods a node, from bench/generate.py) the
+sandbox is grown to that size, then:
+- a fresh webhook's first full sync: seconds from start to /readyz 200 (list of nodes, HAMi's pods, placements);
+  its RSS then, and after `GET /api/v1/cluster-info`;
+- `GET /api/v1/cluster-info` straight from the webhook's API port (the plugin reads the same document through the
+  API server's service proxy; the sandbox cannot route that proxy to a loopback process);
+- `kubectl hami-place status -o json` computed from the API (no webhook Service): time and the plugin's max RSS;
+- the fetch floor: `kubectl get --raw /api/v1/nodes` plus `kubectl get --raw /api/v1/pods`.
+Each timing is the best of --runs. Prints the table and the ratios, writes --json for bench/plot.py.
+The webhook keeps every node and every HAMi pod (schedulerName hami-scheduler) as the API server's JSON dicts,
+plus every placement; nothing else per pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import generate, plot
+from bench.admission import rss_mib
+from sandbox import prepare
+from sandbox import webhook as sandbox_webhook
+from sandbox.cluster import Sandbox
+
+DEFAULT_JSON = plot.SCALE
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """(seconds, max RSS MiB, output bytes) of one command; its own rusage, not the sum of all children."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise RuntimeError(f"{argv[0]} exited {process.returncode}: {process.stderr.read()[-500:]!r}")  # type: ignore[union-attr]
+        size = out.seek(0, 2)
+    return elapsed, usage.ru_maxrss / 1024, size
+
+
+def best(runs: int, measure: Any) -> Any:
+    """The run with the least time (first item) of `runs` calls."""
+    return min((measure() for _ in range(runs)), key=lambda result: result[0])
+
+
+def grow(sandbox: Sandbox, have: tuple[int, int], nodes: int, pods: int) -> None:
+    """Add nodes and pods up to the size (objects already there are left alone)."""
+    loader = generate.Loader(sandbox)
+    started = time.monotonic()
+    loader.create_all(("/api/v1/nodes", _bare(generate.node(n))) for n in range(have[0], nodes))
+    generate.patch_statuses(loader, range(have[0], nodes))
+    loader.create_all(
+        (f"/api/v1/namespaces/{generate.pod_namespace(i)}/pods", generate.pod_for_create(generate.pod(i, nodes)))
+        for i in range(have[1], pods)
+    )
+    if loader.failed:
+        raise RuntimeError(f"{len(loader.failed)} creates failed, first: {loader.failed[0]}")
+    print(f"  grown to {nodes} nodes, {pods} pods in {time.monotonic() - started:.0f}s", flush=True)
+
+
+def _bare(node: dict[str, Any]) -> dict[str, Any]:
+    return {**node, "status": {}}
+
+
+def measure(sandbox: Sandbox, workdir: Path, runs: int) -> dict[str, Any]:
+    """Every figure at the sandbox's current size."""
+    kubectl = [str(sandbox.bin("kubectl")), f"--kubeconfig={sandbox.kubeconfig}"]
+    figures: dict[str, Any] = {}
+    nodes_s = best(runs, lambda: timed([*kubectl, "get", "--raw", "/api/v1/nodes"]))
+    pods_s = best(runs, lambda: timed([*kubectl, "get", "--raw", "/api/v1/pods"]))
+    figures["floor_s"] = nodes_s[0] + pods_s[0]
+    figures["floor_bytes"] = nodes_s[2] + pods_s[2]
+    plugin = str(Path(sys.executable).with_name("kubectl-hami_place"))
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)}
+    status = best(runs, lambda: timed([plugin, "status", "-o", "json"], env))
+    figures["status_api_s"], figures["status_api_rss_mib"] = status[0], status[1]
+    started = time.monotonic()
+    webhook = sandbox_webhook.start(sandbox, workdir, timeout=1800)
+    try:
+        figures["sync_s"] = time.monotonic() - started
+        figures["webhook_rss_mib"] = rss_mib(webhook.process.pid)
+
+        def cluster_info() -> tuple[float, float, int]:
+            begun = time.perf_counter()
+            with urllib.request.urlopen(webhook.api + "/api/v1/cluster-info", timeout=600) as reply:
+                size = len(reply.read())
+            return time.perf_counter() - begun, 0.0, size
+
+        info = best(runs, cluster_info)
+        figures["cluster_info_s"], figures["cluster_info_bytes"] = info[0], info[2]
+        figures["webhook_rss_after_mib"] = rss_mib(webhook.process.pid)
+    finally:
+        webhook.stop()
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,2500,5000", help="node counts, ascending, comma-separated")
+    parser.add_argument("--pods-per-node", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"figures for bench/plot.py ({DEFAULT_JSON})")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hami-place-scale-") as tmp:
+        workdir = Path(tmp)
+        print(f"starting the sandbox; sizes {sizes} nodes x 8 cards, {args.pods_per_node} pods a node", flush=True)
+        sandbox = Sandbox.start(workdir / "sandbox")
+        try:
+            prepare.install_crd(sandbox)
+            loader = generate.Loader(sandbox)
+            for ns in generate.namespaces(0):
+                loader.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": generate.IGNORE}})
+            for ns in generate.namespaces(0):
+                generate.wait_service_account(loader, ns)
+            have = (0, 0)
+            for nodes in sizes:
+                pods = nodes * args.pods_per_node
+                grow(sandbox, have, nodes, pods)
+                have = (nodes, pods)
+                row = {"nodes": nodes, "pods": pods, **measure(sandbox, workdir, args.runs)}
+                rows.append(row)
+                print(_row(row), flush=True)
+        finally:
+            sandbox.stop()
+    print()
+    print(f"Scale (best of {args.runs}; 2 cores shared with other work)")
+    print(_header())
+    for row in rows:
+        print(_row(row))
+    first = rows[0]
+    for row in rows[1:]:
+        grow_by = row["pods"] / first["pods"]
+        print(
+            f"x{grow_by:.1f} the cluster: cluster-info x{row['cluster_info_s'] / first['cluster_info_s']:.1f}, "
+            f"sync x{row['sync_s'] / first['sync_s']:.1f}, status x{row['status_api_s'] / first['status_api_s']:.1f}, "
+            f"floor x{row['floor_s'] / first['floor_s']:.1f}, "
+            f"webhook RSS x{row['webhook_rss_mib'] / first['webhook_rss_mib']:.1f}"
+        )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"runs": args.runs, "rows": rows}, indent=2) + "\n")
+    print(f"figures written to {args.json}")
+    return plot.main() if args.json == plot.SCALE else 0
+
+
+def _header() -> str:
+    return (
+        f"{'nodes':>6} {'pods':>6} {'floor s':>8} {'status s':>9} {'x floor':>8} {'status MiB':>10} "
+        f"{'sync s':>7} {'info s':>7} {'RSS MiB':>8} {'after':>6}"
+    )
+
+
+def _row(row: dict[str, Any]) -> str:
+    return (
+        f"{row['nodes']:>6} {row['pods']:>6} {row['floor_s']:8.2f} {row['status_api_s']:9.2f} "
+        f"{row['status_api_s'] / row['floor_s']:7.1f}x {row['status_api_rss_mib']:10.0f} {row['sync_s']:7.1f} "
+        f"{row['cluster_info_s']:7.2f} {row['webhook_rss_mib']:8.0f} {row['webhook_rss_after_mib']:6.0f}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -100,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
         help="only pods with this schedulerName are pinned (default hami-scheduler)",
     )
     run.add_argument(
+        "--hami-config",
+        default=os.environ.get("HAMI_PLACE_HAMI_CONFIG", ""),
+        metavar="NAMESPACE/NAME",
+        help="HAMi's device-config ConfigMap, read once at start as HAMi reads it [HAMI_PLACE_HAMI_CONFIG] "
+        "(default: the one named hami-scheduler-device, in any namespace; HAMi's defaults if none)",
+    )
+    run.add_argument(
         "--exclude-namespace",
         action="append",
         default=[],
@@ -168,6 +175,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_key_file=args.tls_key_file,
             client_ca_file=args.client_ca_file,
             scheduler_name=args.scheduler_name,
+            hami_config=args.hami_config,
             exclude_namespaces=tuple(args.exclude_namespace),
             placement_ttl=args.placement_ttl,
             admission_timeout=args.admission_timeout,

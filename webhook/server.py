@@ -27,6 +27,7 @@ from waitress.server import create_server
 
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.admit import Admitter
 from webhook.api import api_app, mutate_app
@@ -196,6 +197,7 @@ class ServeOptions:
     tls_key_file: str = ""
     client_ca_file: str = ""
     scheduler_name: str = "hami-scheduler"
+    hami_config: str = ""
     exclude_namespaces: tuple[str, ...] = field(default_factory=tuple)
     placement_ttl: int = 3600
     admission_timeout: float = 10.0
@@ -212,8 +214,13 @@ def serve(options: ServeOptions) -> None:
     certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
+    hami = read_hami_config(kube, options.hami_config)
+    if hami.notice:
+        log.warning("%s", hami.notice)
     settings = Settings(
-        scheduler_name=options.scheduler_name, excluded_namespaces=frozenset(options.exclude_namespaces)
+        scheduler_name=options.scheduler_name,
+        excluded_namespaces=frozenset(options.exclude_namespaces),
+        hami=hami.config,
     )
     metrics = Metrics()
     cache = ClusterCache(kube.api, options.scheduler_name)

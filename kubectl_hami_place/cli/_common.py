@@ -194,6 +194,14 @@ MemoryOption = Annotated[
     int | None,
     typer.Option("--request-memory", min=0, help="MiB per card the pod asks (default: from its controller)."),
 ]
+HamiConfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--hami-config",
+        metavar="NS/NAME",
+        help="HAMi's device-config ConfigMap (default: the one named hami-scheduler-device, in any namespace).",
+    ),
+]
 CoresOption = Annotated[
     int | None,
     typer.Option("--request-cores", min=0, max=100, help="Percent of each card's cores the pod asks."),

@@ -17,6 +17,7 @@ from kubectl_hami_place.cli._common import (
     DryRun,
     DryRunOption,
     GpuOption,
+    HamiConfigOption,
     KubeconfigOption,
     MemoryOption,
     NameOption,
@@ -39,6 +40,7 @@ from kubectl_hami_place.cli._placing import (
     build_spec,
     check_placement,
     flag_workload,
+    hami_config,
     parse_gpus,
     placement_name,
 )
@@ -87,6 +89,7 @@ def evict(
     name: NameOption = None,
     request_memory: MemoryOption = None,
     request_cores: CoresOption = None,
+    hami_config_ref: HamiConfigOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -120,8 +123,11 @@ def evict(
         warn(successor.warning)
     spec = build_spec(req_id, successor.selector, to_node, refs, None)
     object_name = placement_name(name, spec)
+    config, notice = hami_config(kube, hami_config_ref)
+    if notice:
+        warn(notice)
     workload = flag_workload(len(refs), request_memory, request_cores) or workload_from_pod(
-        successor.template, successor.source, template=True
+        successor.template, successor.source, template=True, config=config
     )
     checked = check_placement(kube, ns, spec, name=object_name, workload=workload, evicted_pod=pod_obj)
     for message in checked.warnings:

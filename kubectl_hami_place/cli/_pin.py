@@ -13,6 +13,7 @@ from kubectl_hami_place.cli._common import (
     DryRun,
     DryRunOption,
     GpuOption,
+    HamiConfigOption,
     KubeconfigOption,
     MemoryOption,
     NameOption,
@@ -31,6 +32,7 @@ from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
     build_spec,
     check_placement,
+    hami_config,
     parse_gpus,
     parse_selector,
     placement_name,
@@ -62,6 +64,7 @@ def pin(
     name: NameOption = None,
     request_memory: MemoryOption = None,
     request_cores: CoresOption = None,
+    hami_config_ref: HamiConfigOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -84,8 +87,11 @@ def pin(
             raise Refused(
                 [f"pod {evict} (--evict) not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]
             ) from exc
+    config, notice = hami_config(where.kube, hami_config_ref)
+    if notice:
+        warn(notice)
     workload = resolve_workload(
-        where.kube, ns, pod_selector, nums=len(refs), memory=request_memory, cores=request_cores
+        where.kube, ns, pod_selector, nums=len(refs), memory=request_memory, cores=request_cores, config=config
     )
     checked = check_placement(where.kube, ns, spec, name=object_name, workload=workload, evicted_pod=evicted_pod)
     for message in checked.warnings:

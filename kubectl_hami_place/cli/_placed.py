@@ -32,7 +32,7 @@ _HINTS = {
     PlanReason.CardNamedTwice: "give each card once",
     PlanReason.InvalidSpec: "fix the placement",
     PlanReason.InvalidGpuRequest: "fix its GPU resources",
-    PlanReason.NoGpuRequest: "a placement pins GPU pods only",
+    PlanReason.NoGpuRequest: "a placement pins GPU pods only; check -l, or give --hami-config if resources are renamed",
     PlanReason.NodeNameSet: "drop spec.nodeName so that the scheduler places the pod",
     PlanReason.CardCountMismatch: "give one --gpu per card",
     PlanReason.ShareTooSmall: "raise the percent in --gpu",

@@ -14,6 +14,7 @@ from typing import Any
 from kubectl_hami_place.cli._errors import Refused, UsageProblem
 from kubectl_hami_place.cli._placed import Checked, refusal_line
 from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
+from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.placement import (
     PlacementSpec,
     placement_object,
@@ -36,6 +37,7 @@ from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube import cluster, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound
+from kubectl_hami_place.kube.hami_config import read_hami_config
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -111,6 +113,12 @@ def flag_workload(nums: int, memory: int | None, cores: int | None) -> Workload 
     return workload_from_request(request, "--request-memory/--request-cores", own_memory=bool(memory))
 
 
+def hami_config(kube: Kube, where: str | None) -> tuple[HamiConfig, str]:
+    """The cluster's HAMi device config (--hami-config, else found), and a notice when HAMi's defaults stand in."""
+    found = read_hami_config(kube, where or "")
+    return found.config, found.notice
+
+
 def resolve_workload(
     kube: Kube,
     namespace: str,
@@ -119,6 +127,7 @@ def resolve_workload(
     nums: int,
     memory: int | None,
     cores: int | None,
+    config: HamiConfig,
 ) -> Workload:
     """The pod to place: from --request-* flags, else the pod template of a matching controller."""
     given = flag_workload(nums, memory, cores)
@@ -129,7 +138,8 @@ def resolve_workload(
             continue
         labels = (controller.template.get("metadata") or {}).get("labels") or {}
         if matches(selector, labels):
-            return workload_from_pod(controller.template, f"{controller.kind} {controller.name}", template=True)
+            source = f"{controller.kind} {controller.name}"
+            return workload_from_pod(controller.template, source, template=True, config=config)
     raise UsageProblem(
         f"no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching -l {selector}, "
         "so the pod's GPU request is unknown",

@@ -307,7 +307,7 @@ def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
         return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
-        message = f"no container asks for {count}; a placement pins GPU pods only"
+        message = f"no container asks for {count}"
         return (Problem(PlanReason.NoGpuRequest, message, Scope.Pod),)
     return tuple(
         Problem(

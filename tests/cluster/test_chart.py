@@ -572,6 +572,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "events", "-n", "default"),
         ("patch", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
+        ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"
@@ -585,6 +586,9 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "secrets", "-n", namespace),
         ("get", "secrets", "-n", "default"),
         ("create", "secrets", "-n", "default"),
+        ("get", "configmaps/other", "-n", "kube-system"),
+        ("list", "configmaps", "-n", "kube-system"),
+        ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("update", "mutatingwebhookconfigurations"),
         ("create", "leases.coordination.k8s.io", "-n", namespace),
         ("*", "*"),

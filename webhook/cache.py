@@ -11,7 +11,7 @@ from kubernetes.client import ApiClient
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, placement_from_object
-from kubectl_hami_place.kube.watch import Reflector, node_reflector, placement_reflector, pod_reflector
+from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
 
 class ClusterCache:
@@ -26,6 +26,12 @@ class ClusterCache:
         # changed, on every update, so a placement is parsed again only when the store holds a new dict for it.
         self._parsed: dict[tuple[str, str], tuple[dict[str, Any], Placement | None]] = {}
         self._parsed_lock = threading.Lock()
+        # (namespace, claim token) -> the pods carrying it, by store key: kept from the pod watch's events, so that
+        # the reconciler's every pass does not read all of HAMi's pods to find the few that carry a claim.
+        self._claims: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self._claim_of: dict[tuple[str, str], tuple[str, str]] = {}
+        self._claims_lock = threading.Lock()
+        self.pods.add_listener(self._index_claim)
         self._stop = threading.Event()
         for reflector in self.reflectors():
             reflector.add_listener(lambda _kind, _obj: self.changed.set())
@@ -93,14 +99,28 @@ class ClusterCache:
         return parsed
 
     def pods_by_claim(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """(namespace, claim token) -> the stored pod carrying that token; ties a claim to its pod."""
-        found: dict[tuple[str, str], dict[str, Any]] = {}
-        for pod in self.pods.items():
-            meta = pod.get("metadata") or {}
-            token = (meta.get("annotations") or {}).get(CLAIM_ANNOTATION)
-            if token:
-                found[(str(meta.get("namespace") or ""), str(token))] = pod
-        return found
+        """(namespace, claim token) -> the stored pod carrying that token (the last stored, when copies carry it
+        too); ties a claim to its pod."""
+        with self._claims_lock:
+            return {claim: list(pods.values())[-1] for claim, pods in self._claims.items()}
+
+    def _index_claim(self, kind: str, pod: dict[str, Any]) -> None:
+        """Follow one pod event in the claim index (the pod watch is the only writer of the pod store)."""
+        key = object_key(pod)
+        meta = pod.get("metadata") or {}
+        token = (meta.get("annotations") or {}).get(CLAIM_ANNOTATION)
+        claim = (key[0], str(token)) if token and kind != "DELETED" else None
+        with self._claims_lock:
+            old = self._claim_of.get(key)
+            if old is not None and old != claim:
+                del self._claim_of[key]
+                carriers = self._claims[old]
+                del carriers[key]
+                if not carriers:
+                    del self._claims[old]
+            if claim is not None:
+                self._claim_of[key] = claim
+                self._claims.setdefault(claim, {})[key] = pod
 
 
 def _parse(obj: dict[str, Any]) -> Placement | None:

@@ -66,3 +66,44 @@ def test_placements_are_parsed_once_per_version_and_follow_the_store(
     cache.placements.remove("team", "a")
     assert cache.parsed_placements("team") == []
     assert [p.name for p in cache.parsed_placements()] == ["b"]
+
+
+def claimed_pod(name: str, version: str, token: str | None, namespace: str = "team") -> dict[str, Any]:
+    notes = {"scheduling.hami.placement.com/claim": token} if token else {}
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "annotations": notes}}
+
+
+def scan(cache: ClusterCache) -> dict[tuple[str, str], dict[str, Any]]:
+    """What a pass over every stored pod finds: the index must always agree with it."""
+    found = {}
+    for pod in cache.pods.items():
+        token = pod["metadata"]["annotations"].get("scheduling.hami.placement.com/claim")
+        if token:
+            found[(pod["metadata"]["namespace"], token)] = pod
+    return found
+
+
+def test_pods_by_claim_follows_every_pod_event(cache: ClusterCache) -> None:
+    steps: list[Any] = [
+        claimed_pod("a", "1", "t1"),
+        claimed_pod("b", "2", None),
+        claimed_pod("c", "3", "t1", "other"),
+        claimed_pod("a", "4", "t2"),  # the token changes
+        claimed_pod("d", "5", "t2"),  # a copy carrying the same token
+        ("team", "d"),
+        claimed_pod("b", "6", "t3"),
+        claimed_pod("b", "7", None),  # the token goes
+        ("team", "a"),
+    ]
+    seen = []
+    for step in steps:
+        if isinstance(step, tuple):
+            cache.pods.remove(*step)
+        else:
+            cache.pods.upsert(step)
+        assert cache.pods_by_claim() == scan(cache)
+        seen.append(sorted((ns, token, pod["metadata"]["name"]) for (ns, token), pod in cache.pods_by_claim().items()))
+    assert seen[4] == [("other", "t1", "c"), ("team", "t2", "d")]
+    assert seen[5] == [("other", "t1", "c"), ("team", "t2", "a")]
+    assert seen[6] == [("other", "t1", "c"), ("team", "t2", "a"), ("team", "t3", "b")]
+    assert seen[-1] == [("other", "t1", "c")]

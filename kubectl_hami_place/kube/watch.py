@@ -43,6 +43,14 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
+def _trimmed(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without metadata.managedFields: nothing here reads them, and they are ~40% of a pod's JSON."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {key: value for key, value in meta.items() if key != "managedFields"}}
+
+
 def _newer(candidate: dict[str, Any], current: dict[str, Any] | None) -> bool:
     """Whether candidate may replace current: resourceVersions are opaque, but etcd's are integers in practice."""
     if current is None:
@@ -104,6 +112,7 @@ class Reflector:
 
     def upsert(self, obj: dict[str, Any]) -> None:
         """Store an object read or written outside the watch, unless the store already holds a newer one."""
+        obj = _trimmed(obj)
         key = object_key(obj)
         with self._lock:
             if not _newer(obj, self._objects.get(key)):
@@ -155,7 +164,7 @@ class Reflector:
     def _relist(self) -> str:
         response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **self._list_kwargs)
         body = json.loads(response.data)
-        fresh = {object_key(item): item for item in body.get("items") or []}
+        fresh = {object_key(item): _trimmed(item) for item in body.get("items") or []}
         with self._lock:
             gone = [obj for key, obj in self._objects.items() if key not in fresh]
             changed = [obj for key, obj in fresh.items() if self._objects.get(key) is not obj]
@@ -192,7 +201,7 @@ class Reflector:
 
     def _apply(self, event: dict[str, Any], version: str) -> str:
         kind = event.get("type")
-        obj = event.get("object") or {}
+        obj = _trimmed(event.get("object") or {})
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise WatchExpired(obj.get("message", "resource version too old"))

@@ -149,3 +149,23 @@ def test_one_namespace_is_read_as_items_has_it_through_lists_events_and_writes()
     reflector.remove("third", "d")
     assert by_namespace(reflector) == {"ns": ["c"], "other": ["e"], "third": [], "never": []}
     assert reflector.in_namespace("ns") == [obj("c", "80")]
+
+
+def test_managed_fields_are_not_kept() -> None:
+    def managed(name: str, version: str) -> dict[str, Any]:
+        thing = obj(name, version)
+        thing["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+        thing["metadata"]["labels"] = {"app": name}
+        return thing
+
+    reflector, _ = run(
+        [
+            Reply({"metadata": {"resourceVersion": "10"}, "items": [managed("a", "5")]}),
+            Reply(events=[{"type": "ADDED", "object": managed("b", "11")}]),
+        ]
+    )
+    reflector.upsert(managed("c", "12"))
+    for name in ("a", "b", "c"):
+        stored = reflector.get("ns", name)
+        assert stored is not None and stored["metadata"]["labels"] == {"app": name}
+        assert "managedFields" not in stored["metadata"]

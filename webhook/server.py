@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from cheroot import wsgi
-from cheroot.server import HTTPConnection
+from cheroot.server import HTTPConnection, HTTPRequest
 from waitress.server import create_server
 
 from kubectl_hami_place.core.admission import Settings
@@ -53,11 +53,28 @@ PROBE_TIMEOUT_SECONDS = 1.0
 # After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
 # server's connections move to other replicas meanwhile); the rest is for the admissions still in flight.
 LISTEN_SHARE = 1 / 3
+# cheroot's own answers to a client's mistake that carry a 5xx code; sent as a 400 with the reason instead.
+CLIENT_MISTAKES = {
+    "501": "unsupported Transfer-Encoding; send the body with Content-Length or chunked",
+    "505": "unsupported HTTP version; send HTTP/1.1",
+}
+
+
+class ClientMistakesAre4xx(HTTPRequest):
+    """cheroot's request parser, answering an unsupported transfer coding or HTTP version with a 400."""
+
+    def simple_response(self, status: str | int, msg: str = "") -> None:
+        """cheroot's plain-text answer, a 400 with a reason where cheroot would say 501 or 505."""
+        reason = CLIENT_MISTAKES.get(str(status)[:3])
+        if reason is not None:
+            status, msg = "400 Bad Request", reason
+        super().simple_response(status, msg)
 
 
 class HandshakeInWorker(HTTPConnection):
     """A cheroot connection whose TLS handshake runs in the worker thread, bounded by the server's handshake time."""
 
+    RequestHandlerClass = ClientMistakesAre4xx
     handshaken = False
     waited = False
 
@@ -115,16 +132,18 @@ def https_server(
     adapter: ReloadingSSLAdapter,
     *,
     timeout: float,
+    handshake_timeout: float | None = None,
     threads: int = WORKER_THREADS,
 ) -> AdmissionServer:
-    """The /mutate listener: `timeout` bounds the handshake, each read and write, and an idle connection's life."""
+    """The /mutate listener: `timeout` bounds each read and write, an idle connection's life, and (by default)
+    the whole TLS handshake."""
     server = AdmissionServer(
         bind,
         app,
         numthreads=threads,
         server_name="hami-place-webhook",
         timeout=timeout,
-        handshake_timeout=timeout,
+        handshake_timeout=timeout if handshake_timeout is None else handshake_timeout,
         request_queue_size=LISTEN_BACKLOG,
     )
     server.ssl_adapter = adapter

@@ -199,9 +199,11 @@ def _node_items(nodes: int) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def create(
-    sandbox: Sandbox, nodes: int, pods: int, placements: int, *, log: Any = print, workers: int = 12
+    sandbox: Sandbox, nodes: int, pods: int, placements: int, *, log: Any = None, workers: int = 12
 ) -> dict[str, float]:
     """Fills the sandbox; returns the seconds each kind took to create."""
+    if log is None:
+        log = lambda message: print(message, flush=True)  # noqa: E731
     loader = Loader(sandbox, workers)
     timings: dict[str, float] = {}
     for ns in namespaces(placements):

@@ -37,8 +37,11 @@ from sandbox.cluster import Sandbox
 DEFAULT_JSON = plot.SCALE
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """(seconds, max RSS MiB, output bytes) of one command; its own rusage, not the sum of all children."""
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, float]:
+    """(seconds, max RSS MiB, output bytes, CPU seconds) of one command; its own rusage, not all children's.
+
+    CPU seconds (user + system) are what the command itself costs; on a box shared with other work the wall
+    time also holds the time it waited for a core."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
@@ -48,7 +51,13 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
         if process.returncode != 0:
             raise RuntimeError(f"{argv[0]} exited {process.returncode}: {process.stderr.read()[-500:]!r}")  # type: ignore[union-attr]
         size = out.seek(0, 2)
-    return elapsed, usage.ru_maxrss / 1024, size
+    return elapsed, usage.ru_maxrss / 1024, size, usage.ru_utime + usage.ru_stime
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def best(runs: int, measure: Any) -> Any:
@@ -83,24 +92,30 @@ def measure(sandbox: Sandbox, workdir: Path, runs: int) -> dict[str, Any]:
     pods_s = best(runs, lambda: timed([*kubectl, "get", "--raw", "/api/v1/pods"]))
     figures["floor_s"] = nodes_s[0] + pods_s[0]
     figures["floor_bytes"] = nodes_s[2] + pods_s[2]
+    figures["floor_cpu_s"] = nodes_s[3] + pods_s[3]
     plugin = str(Path(sys.executable).with_name("kubectl-hami_place"))
     env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)}
+    # The plugin's own start (interpreter, imports): the part of `status` no cluster size changes.
+    figures["plugin_start_s"] = best(runs, lambda: timed([plugin, "--help"], env))[0]
     status = best(runs, lambda: timed([plugin, "status", "-o", "json"], env))
     figures["status_api_s"], figures["status_api_rss_mib"] = status[0], status[1]
+    figures["status_api_cpu_s"] = status[3]
     started = time.monotonic()
     webhook = sandbox_webhook.start(sandbox, workdir, timeout=1800)
     try:
         figures["sync_s"] = time.monotonic() - started
         figures["webhook_rss_mib"] = rss_mib(webhook.process.pid)
 
-        def cluster_info() -> tuple[float, float, int]:
-            begun = time.perf_counter()
+        def cluster_info() -> tuple[float, float, int, float]:
+            begun, cpu = time.perf_counter(), cpu_seconds(webhook.process.pid)
             with urllib.request.urlopen(webhook.api + "/api/v1/cluster-info", timeout=600) as reply:
                 size = len(reply.read())
-            return time.perf_counter() - begun, 0.0, size
+            return time.perf_counter() - begun, 0.0, size, cpu_seconds(webhook.process.pid) - cpu
 
         info = best(runs, cluster_info)
         figures["cluster_info_s"], figures["cluster_info_bytes"] = info[0], info[2]
+        # The whole process's CPU meanwhile: the watches and the reconciler run beside the request.
+        figures["cluster_info_cpu_s"] = info[3]
         figures["webhook_rss_after_mib"] = rss_mib(webhook.process.pid)
     finally:
         webhook.stop()
@@ -160,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 def _header() -> str:
     return (
         f"{'nodes':>6} {'pods':>6} {'floor s':>8} {'status s':>9} {'x floor':>8} {'status MiB':>10} "
-        f"{'sync s':>7} {'info s':>7} {'RSS MiB':>8} {'after':>6}"
+        f"{'sync s':>7} {'info s':>7} {'RSS MiB':>8} {'after':>6} {'plugin start s':>14}"
     )
 
 
@@ -168,7 +183,14 @@ def _row(row: dict[str, Any]) -> str:
     return (
         f"{row['nodes']:>6} {row['pods']:>6} {row['floor_s']:8.2f} {row['status_api_s']:9.2f} "
         f"{row['status_api_s'] / row['floor_s']:7.1f}x {row['status_api_rss_mib']:10.0f} {row['sync_s']:7.1f} "
-        f"{row['cluster_info_s']:7.2f} {row['webhook_rss_mib']:8.0f} {row['webhook_rss_after_mib']:6.0f}"
+        f"{row['cluster_info_s']:7.2f} {row['webhook_rss_mib']:8.0f} {row['webhook_rss_after_mib']:6.0f} "
+        f"{row['plugin_start_s']:14.2f}"
+        + (
+            f"   CPU s: floor {row['floor_cpu_s']:.2f}, status {row['status_api_cpu_s']:.2f}, "
+            f"cluster-info {row['cluster_info_cpu_s']:.2f}"
+            if "floor_cpu_s" in row
+            else ""
+        )
     )
 
 

@@ -10,6 +10,7 @@ when it fits, the cards HAMi allocated (it writes them on the pod) must all agre
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -301,13 +302,20 @@ def renamed_hami(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, HamiCo
         webhook_name="hami-renamed-webhook",
         namespace_selector={"matchLabels": {"hami-place-test": namespace}},
     )
-    url = cluster.start_hami(settings)
+    before = list(cluster.processes)
     try:
+        url = cluster.start_hami(settings)
         yield url, parse_device_config(settings.device_config(), gpu_scheduler_policy=settings.gpu_policy)
     finally:
-        client.AdmissionregistrationV1Api(cluster.api_client()).delete_mutating_webhook_configuration(
-            settings.webhook_name
-        )
+        with contextlib.suppress(ApiException):
+            client.AdmissionregistrationV1Api(cluster.api_client()).delete_mutating_webhook_configuration(
+                settings.webhook_name
+            )
+        # stop what this fixture started, so that the second HAMi's node health checks do not outlive the test
+        for process in [p for p in cluster.processes if p not in before]:
+            process.popen.terminate()
+            process.popen.wait(timeout=30)
+            cluster.processes.remove(process)
 
 
 def test_a_hami_with_renamed_resources_and_default_memory_agrees_too(

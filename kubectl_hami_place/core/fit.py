@@ -84,8 +84,13 @@ def fit(
     request: CardRequest,
     annotations: Mapping[str, str] | None = None,
     cordoned: bool = False,
+    *,
+    default_policy: str = "",
 ) -> FitResult:
-    """Whether `request` fits `card` given its `usage`, checked in HAMi's order; `annotations` are the pod's."""
+    """Whether `request` fits `card` given its `usage`, checked in HAMi's order; `annotations` are the pod's.
+
+    `default_policy` is HAMi's `--gpu-scheduler-policy` (`HamiConfig.gpu_scheduler_policy`), for a pod naming none.
+    """
     annotations = annotations or {}
     used_slots = usage.used_slots if usage else 0
     used_cores = usage.used_cores if usage else 0
@@ -114,7 +119,7 @@ def fit(
         return fail(FitReason.CardUuidMismatch, f"{label} is excluded by the pod's {USE_UUID}/{NOUSE_UUID} annotations")
     if card.count <= used_slots:
         return fail(FitReason.CardTimeSlicingExhausted, f"{label} has all {card.count} slots in use")
-    if "mutex" in _split(annotations.get(GPU_SCHEDULER_POLICY, "")) and used_slots > 0:
+    if "mutex" in _split(annotations.get(GPU_SCHEDULER_POLICY, default_policy)) and used_slots > 0:
         return fail(
             FitReason.ExclusiveDeviceAllocateConflict,
             f"{label} is in use by {used_slots} container(s) and the pod's mutex policy wants an unused card",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
-from kubectl_hami_place.core.fit import NODE_UNREGISTERED, PodFit, fit_pod, fit_pod_on_node
+from kubectl_hami_place.core.fit import NODE_UNREGISTERED, FitReason, PodFit, fit, fit_pod, fit_pod_on_node
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, parse_allocation
@@ -92,3 +92,11 @@ def test_a_policy_chain_sorts_by_its_keys_in_order_then_by_index() -> None:
     assert fit_pod(same_numa, {}, [SMALL], annotations={"hami.io/gpu-scheduler-policy": "mutex,numa"}).devices == (
         ("GPU-1",),
     )
+
+
+def test_the_cluster_default_policy_applies_to_a_single_card_check_when_the_pod_names_none() -> None:
+    used = CardUsage("GPU-0", 1, 1000, 0)
+    assert fit(card(0), used, SMALL).ok
+    assert fit(card(0), used, SMALL, default_policy="mutex").reason == FitReason.ExclusiveDeviceAllocateConflict
+    spread = {"hami.io/gpu-scheduler-policy": "spread"}
+    assert fit(card(0), used, SMALL, spread, default_policy="mutex").ok

@@ -328,9 +328,14 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {(placements, "hamipodplacements/status", v) for v in ("get", "update", "patch")}
     expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
+    expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
-    assert by_kind([o for o in objects if "certgen" not in o["metadata"]["name"]], "Role") == []
+    (hami_config,) = by_kind([o for o in objects if "certgen" not in o["metadata"]["name"]], "Role")
+    assert hami_config["metadata"]["namespace"] == "kube-system"
+    assert hami_config["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["hami-scheduler-device"], "verbs": ["get"]}
+    ], "HAMi's device config, that one ConfigMap only"
 
 
 def test_certificate_hook_job(helm: Path) -> None:
@@ -590,7 +595,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("list", "configmaps", "-n", "kube-system"),
         ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("update", "mutatingwebhookconfigurations"),
-        ("create", "leases.coordination.k8s.io", "-n", namespace),
+        ("update", "leases.coordination.k8s.io", "-n", namespace),
         ("*", "*"),
         ("escalate", "clusterroles"),
         ("impersonate", "users"),

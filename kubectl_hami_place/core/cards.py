@@ -15,6 +15,7 @@ HAMi v2.10's NVIDIA scheduler unmarshals the register as JSON only and reports s
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -67,6 +68,13 @@ def parse_register(text: object) -> tuple[Card, ...]:
     """Decode a register annotation in either encoding (JSON when it starts with `[` or `{`), in register order."""
     if not isinstance(text, str):
         raise RegisterError(f"card register must be a string, got {type(text).__name__}")
+    return _parse_register_text(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _parse_register_text(text: str) -> tuple[Card, ...]:
+    """Memoised by the text: the webhook checks every open placement's node each pass, and registers rarely change
+    (the cards are frozen, so a cached decode is shared safely; a failure is not cached and raises again)."""
     stripped = text.strip()
     if not stripped:
         raise RegisterError("card register is empty")

@@ -146,3 +146,14 @@ def test_legacy_shaped_garbage_raises_only_register_errors(fields: list[str]) ->
 def test_non_string_registers_are_refused(value: object) -> None:
     with pytest.raises(ModelError):
         parse_register(value)
+
+
+def test_a_register_is_decoded_once_per_text_and_a_bad_one_fails_every_time() -> None:
+    # The webhook checks each open placement's node on every pass: the same text must give the same cards.
+    text = encode_register([Card("GPU-memo", 0, 10, 40960, 100, "NVIDIA-A100-SXM4-40GB", 0, True, "hami-core")])
+    first = parse_register(text)
+    assert parse_register(str(text)) is first
+    assert parse_register(text + " ") == first
+    for _ in range(2):
+        with pytest.raises(RegisterError):
+            parse_register("[]")

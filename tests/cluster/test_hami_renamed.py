@@ -1,8 +1,8 @@
 """HAMi as a cluster configures it: renamed resources and a non-zero defaultMemory, where pin, our webhook and HAMi
 still agree.
 
-A second HAMi (scheduler `hami-renamed`, its own webhook scoped to namespaces labelled `hami-renamed=yes`, its own
-kube-scheduler and `hami-renamed-device` ConfigMap) runs beside the sandbox's own for the rest of the session.
+A second HAMi (scheduler `hami-custom`, its own webhook scoped to namespaces labelled `hami-custom=yes`, its own
+kube-scheduler and `hami-custom-device` ConfigMap) runs beside the sandbox's own for this module.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from tests.cluster.hami_harness import GpuNode, allocation, card_entries, create
 from tests.cluster.webhook_harness import register, sees_placement
 
 pytestmark = pytest.mark.cluster
-SCHEDULER = "hami-renamed"
+SCHEDULER = "hami-custom"
 COUNT, MEM, CORES = "example.com/vgpu", "example.com/vgpu-mem", "example.com/vgpu-cores"
 DEFAULT_MEMORY = 3000
-HAMI_NAMESPACE = "hami-renamed-system"
+HAMI_NAMESPACE = "hami-custom-system"
 DEVICE_CONFIG = f"{HAMI_NAMESPACE}/{SCHEDULER}-device"
 
 
 @pytest.fixture(scope="module")
-def renamed(cluster: Sandbox) -> str:
-    """The second HAMi's namespace (its ConfigMap lives there); started once for the module."""
+def renamed(cluster: Sandbox) -> Iterator[str]:
+    """The second HAMi's namespace (its ConfigMap lives there); started for the module, stopped after it."""
     if cluster.authority is None:
         pytest.skip("a second HAMi needs a sandbox this session started, not an attached one")
     namespace = HAMI_NAMESPACE
@@ -48,12 +48,21 @@ def renamed(cluster: Sandbox) -> str:
     settings = HamiSettings(
         scheduler_name=SCHEDULER,
         nvidia=nvidia,
-        webhook_name="hami-renamed-webhook",
+        webhook_name="hami-custom-webhook",
         namespace=namespace,
-        namespace_selector={"matchLabels": {"hami-renamed": "yes"}},
+        namespace_selector={"matchLabels": {"hami-custom": "yes"}},
     )
+    before = list(cluster.processes)
     cluster.start_hami(settings)
-    return namespace
+    try:
+        yield namespace
+    finally:
+        cluster.kubectl("delete", "mutatingwebhookconfiguration", settings.webhook_name, "--ignore-not-found")
+        for process in [p for p in cluster.processes if p not in before]:
+            process.popen.terminate()
+            process.popen.wait(timeout=30)
+            cluster.processes.remove(process)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 @pytest.fixture
@@ -66,7 +75,7 @@ def node(cluster: Sandbox) -> Iterator[GpuNode]:
 @pytest.fixture
 def renamed_namespace(cluster: Sandbox, renamed: str, namespace: str) -> str:
     """The test's namespace, under the second HAMi's webhook."""
-    cluster.kubectl("label", "namespace", namespace, "hami-renamed=yes")
+    cluster.kubectl("label", "namespace", namespace, "hami-custom=yes")
     return namespace
 
 

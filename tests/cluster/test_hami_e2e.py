@@ -224,7 +224,7 @@ def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
         return pods[0].metadata.name if pods else ""
 
     trainer = wait_for(trainer_pod, "the Deployment's pod")
-    got = allocation(cluster, namespace, trainer, timeout=120)
+    got = allocation(cluster, namespace, trainer, timeout=240)
     assert got.containers == (((node.uuid(0), 20000, 0),),)
     filler_gone = api.list_namespaced_pod(namespace, field_selector="metadata.name=filler").items
     assert not filler_gone or filler_gone[0].metadata.deletion_timestamp is not None

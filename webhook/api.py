@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +17,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place.core.cluster import build_cluster_info
-from kubectl_hami_place.core.placement import rfc3339
+from kubectl_hami_place.core.placement import (
+    Placement,
+    placements_from_objects,
+    rfc3339,
+    spec_to_object,
+    status_to_object,
+)
 from kubectl_hami_place.core.reviews import ReviewError
 from webhook.admit import Admitter
 from webhook.cache import ClusterCache
@@ -124,13 +130,14 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
         namespace = request.args.get("namespace") or None
-        return _json(placements_view(cache.placements.items(), cache.pods_by_claim(), namespace, _last_sync(cache)))
+        placements = placements_from_objects(cache.placements.items())
+        return _json(placements_view(placements, cache.pods_by_claim(), namespace, _last_sync(cache)))
 
     return app
 
 
 def placements_view(
-    placements: list[dict[str, Any]],
+    placements: Sequence[Placement],
     claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
     namespace: str | None,
     last_sync: str | None,
@@ -138,22 +145,23 @@ def placements_view(
     """The `GET /api/v1/placements` document: every placement, its state, and the pod that consumed it (no token)."""
     items = []
     for placement in placements:
-        meta = placement.get("metadata") or {}
-        if namespace and meta.get("namespace") != namespace:
+        if namespace and placement.namespace != namespace:
             continue
-        status = placement.get("status") or {}
-        token = (status.get("claim") or {}).get("token")
-        pod = claimed_pods.get((str(meta.get("namespace") or ""), str(token))) if token else None
+        status = status_to_object(placement.status)
+        token = placement.status.claim_token
+        pod = claimed_pods.get((placement.namespace, token)) if token else None
+        claim = status.get("claim")
         items.append(
             {
-                "namespace": meta.get("namespace", ""),
-                "name": meta.get("name", ""),
-                "uid": meta.get("uid", ""),
-                "createdAt": meta.get("creationTimestamp"),
-                "spec": placement.get("spec") or {},
-                "phase": status.get("phase") or "Pending",
-                "message": status.get("message") or "",
-                "claim": _without_token(status.get("claim")),
+                "namespace": placement.namespace,
+                "name": placement.name,
+                "uid": placement.uid,
+                "createdAt": rfc3339(placement.created) if placement.created is not None else None,
+                "spec": spec_to_object(placement.spec),
+                "phase": placement.status.phase.value,
+                "message": placement.status.message,
+                # The token is what a pod must carry to be honoured, so it is never served.
+                "claim": {k: v for k, v in claim.items() if k != "token"} if claim is not None else None,
                 "consumedBy": status.get("consumedBy"),
                 "consumedAt": status.get("consumedAt"),
                 "eviction": status.get("eviction"),
@@ -162,13 +170,6 @@ def placements_view(
         )
     items.sort(key=lambda item: (item["namespace"], item["name"]))
     return {"lastSyncTime": last_sync, "placements": items}
-
-
-def _without_token(claim: Any) -> Any:
-    """The claim minus its token: the token is what a pod must carry to be honoured, so it is never served."""
-    if not isinstance(claim, Mapping):
-        return claim
-    return {key: value for key, value in claim.items() if key != "token"}
 
 
 def _pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

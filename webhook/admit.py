@@ -11,6 +11,7 @@ from typing import Any
 
 from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claimed_by_annotations, decide
 from kubectl_hami_place.core.lifecycle import StatusWrite
+from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.reviews import Review, parse_review
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
@@ -102,14 +103,28 @@ class Admitter:
         return decision.unchanged("hami-place: too many concurrent claims; the pod is admitted unchanged")
 
     def _snapshot(self, namespace: str, token: str, carried: frozenset[str]) -> Snapshot:
+        placements = self.cache.parsed_placements(namespace)
         return Snapshot(
-            placements=self.cache.parsed_placements(namespace),
+            placements=placements,
             nodes=self.cache.nodes_by_name(),
             settings=self.settings,
             token=token,
             now=self.clock(),
             carried=carried,
+            pod_uids=self._evict_uids(namespace, placements),
         )
+
+    def _evict_uids(self, namespace: str, placements: list[Placement]) -> dict[str, str]:
+        """UIDs of the cached pods the open placements name in evictPod: the pod a claim will evict, by identity."""
+        uids = {}
+        for placement in placements:
+            name = placement.spec.evict_pod
+            if name and placement.open:
+                pod = self.cache.pods.get(namespace, name)
+                uid = str(((pod or {}).get("metadata") or {}).get("uid") or "")
+                if uid:
+                    uids[name] = uid
+        return uids
 
     def _carried(self, namespace: str, token: str) -> bool:
         """Whether a stored pod carries the token: the cache knows HAMi's pods, the API server every pod."""

@@ -19,6 +19,7 @@ from kubectl_hami_place.core.placement import placement_from_object
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
+from kubectl_hami_place.kube.evictions import PodReplaced
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.writes import KubeWrites, Writes
@@ -97,7 +98,7 @@ class Reconciler:
         if not step.evict:
             self.writes.record_event(stored, write.reason, write.message, warning=write.warning)
             return
-        result, message = self._evict(write.namespace, step.evict)
+        result, message = self._evict(write.namespace, step.evict, step.evict_uid)
         self.metrics.evictions.labels(result.value).inc()
         try:
             outcome = eviction_outcome(placement_from_object(stored), result, message, self.clock())
@@ -108,10 +109,12 @@ class Reconciler:
         self.cache.placements.upsert(final)
         self.writes.record_event(final, outcome.reason, outcome.message, warning=outcome.warning)
 
-    def _evict(self, namespace: str, pod: str) -> tuple[EvictionResult, str]:
-        """(result, message) of one eviction through the Eviction API."""
+    def _evict(self, namespace: str, pod: str, uid: str) -> tuple[EvictionResult, str]:
+        """(result, message) of one eviction through the Eviction API, of that pod only."""
         try:
-            self.writes.evict(namespace, pod)
+            self.writes.evict(namespace, pod, uid)
+        except PodReplaced:
+            return EvictionResult.NotFound, f"pod {pod} ({uid}) was already gone; a newer pod of that name is kept"
         except KubeNotFound:
             return EvictionResult.NotFound, f"pod {pod} was already gone"
         except BlockedByDisruptionBudget as error:

@@ -32,8 +32,9 @@ class Writes(Protocol):
         """An Event about the placement; best effort, never raises."""
         ...
 
-    def evict(self, namespace: str, pod: str) -> None:
-        """Evict through the Eviction API: KubeNotFound, BlockedByDisruptionBudget or another KubeError."""
+    def evict(self, namespace: str, pod: str, uid: str) -> None:
+        """Evict the pod of that UID (any, when empty) through the Eviction API: KubeNotFound (PodReplaced when
+        another pod holds the name), BlockedByDisruptionBudget or another KubeError."""
         ...
 
     def claim_carried(self, namespace: str, token: str) -> bool:
@@ -59,9 +60,9 @@ class KubeWrites:
         """POST an Event."""
         record_event(self.kube, dict(placement), reason, message, warning=warning)
 
-    def evict(self, namespace: str, pod: str) -> None:
-        """POST pods/eviction."""
-        evict_pod(self.kube, namespace, pod)
+    def evict(self, namespace: str, pod: str, uid: str) -> None:
+        """POST pods/eviction with the UID as its precondition."""
+        evict_pod(self.kube, namespace, pod, uid=uid)
 
     def claim_carried(self, namespace: str, token: str) -> bool:
         """LIST the namespace's pods (annotations have no field selector) and look for the token."""

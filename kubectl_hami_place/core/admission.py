@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -66,6 +66,8 @@ class Snapshot:
     now: datetime
     carried: frozenset[str] = frozenset()
     """Claim tokens a stored pod already carries: a new pod arriving with one is a copy, not a reinvocation."""
+    pod_uids: Mapping[str, str] = field(default_factory=dict)
+    """Name -> UID of the namespace's stored pods that placements name in evictPod: the identity a claim records."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
             warnings.append(f"hami-place: placement {placement.name} skipped for this pod: {pin.summary()}")
             continue
         mutated = _pinned(pod, pin, placement, snapshot.token)
-        claim = claimed(placement, review.name or str(meta.get("name") or ""), snapshot.token, snapshot.now)
+        evict_uid = snapshot.pod_uids.get(placement.spec.evict_pod or "", "")
+        claim = claimed(placement, review.name or str(meta.get("name") or ""), snapshot.token, snapshot.now, evict_uid)
         return Decision(
             uid=review.uid,
             result=PINNED,

@@ -55,26 +55,48 @@ class StatusWrite:
 
 @dataclass(frozen=True)
 class FollowUp:
-    """A status to write next; with `evict`, the write is the lease of one eviction attempt of that pod."""
+    """A status to write next; with `evict`, the write is the lease of one eviction attempt of that pod.
+
+    `evict_uid` is the identity the eviction must carry as its precondition (empty for a status written before
+    UIDs were recorded: then the name alone).
+    """
 
     write: StatusWrite
     evict: str = ""
+    evict_uid: str = ""
 
 
-def claimed(placement: Placement, pod_name: str, token: str, now: datetime) -> StatusWrite:
-    """The status that records the claim: Evicting when a pod must make room first, else Consumed."""
+def claimed(placement: Placement, pod_name: str, token: str, now: datetime, evict_uid: str = "") -> StatusWrite:
+    """The status that records the claim: Evicting when a pod must make room first, else Consumed.
+
+    `evict_uid` is the UID of the stored pod named by `spec.evictPod` at this moment: only that pod will be
+    evicted. Without it the pod did not exist (a misspelled name, or already gone): nothing is evicted, and the
+    status says the pod was missing, not that it was evicted.
+    """
     evict = placement.spec.evict_pod or ""
     who = f"pod {pod_name}" if pod_name else "a pod (name given at creation)"
     conditions: tuple[Condition, ...] = (condition("Claimed", True, "Claimed", f"claimed by {who}", now),)
     eviction = None
-    if evict:
+    message = f"claimed by {who}"
+    evicting = bool(evict and evict_uid)
+    if evicting:
         eviction = EvictionStatus(
-            pod=evict, result=EvictionResult.Pending, message="waiting for the placed pod to be stored", time=now
+            pod=evict,
+            uid=evict_uid,
+            result=EvictionResult.Pending,
+            message="waiting for the placed pod to be stored",
+            time=now,
         )
         conditions += (condition("Evicted", False, "Pending", f"pod {evict} not evicted yet", now),)
+        message += f"; evicting pod {evict}"
+    elif evict:
+        missing = f"pod {evict} did not exist when the placement was claimed; nothing was evicted (check evictPod)"
+        eviction = EvictionStatus(pod=evict, result=EvictionResult.NotFound, message=missing, time=now)
+        conditions += (condition("Evicted", False, "NotFound", missing, now),)
+        message += f"; {missing}"
     status = PlacementStatus(
-        phase=Phase.Evicting if evict else Phase.Consumed,
-        message=f"claimed by {who}" + (f"; evicting pod {evict}" if evict else ""),
+        phase=Phase.Evicting if evicting else Phase.Consumed,
+        message=message,
         claim_token=token,
         claimed_at=now,
         consumed_by_name=pod_name or None,
@@ -82,7 +104,7 @@ def claimed(placement: Placement, pod_name: str, token: str, now: datetime) -> S
         eviction=eviction,
         conditions=conditions,
     )
-    return StatusWrite(placement, status, "Claimed", status.message)
+    return StatusWrite(placement, status, "Claimed", message, warning=bool(evict and not evict_uid))
 
 
 def failed(placement: Placement, reason: str, now: datetime) -> StatusWrite:
@@ -125,7 +147,8 @@ def follow_up(
     Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy.
     Claimed, but no such pod appeared within the grace period (its creation failed, or we stopped before
     answering): release the claim, back to Pending. Evicting with the pod stored: lease the next eviction attempt
-    when its backoff is over, or give up once the TTL since the claim has passed.
+    when its backoff is over, or give up once the TTL since the claim has passed; stop once the placed pod is
+    gone (deleted, or finished), and never evict the placed pod itself.
     """
     status = placement.status
     token = status.claim_token or ""
@@ -158,6 +181,15 @@ def follow_up(
         return None
     if status.phase != Phase.Evicting:
         return None
+    placed = claimed_pods.get((placement.namespace, token))
+    if placed is None or _finished(placed) or _uid_of(placed) != status.consumed_by_uid:
+        return FollowUp(_placed_pod_gone(placement, now))
+    eviction = status.eviction or EvictionStatus(pod=placement.spec.evict_pod or "")
+    if (eviction.uid and eviction.uid == status.consumed_by_uid) or (
+        not eviction.uid and eviction.pod == status.consumed_by_name
+    ):
+        message = f"pod {eviction.pod} is the placed pod itself; it is never evicted"
+        return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
     return _next_eviction(placement, claimed_at, now, ttl_seconds)
 
 
@@ -208,7 +240,39 @@ def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, tt
             return None
     lease = replace(status, eviction=replace(eviction, pod=pod, attempts=eviction.attempts + 1, time=now))
     message = f"evicting pod {pod} (attempt {eviction.attempts + 1})"
-    return FollowUp(StatusWrite(placement, lease, "EvictionAttempt", message), evict=pod)
+    return FollowUp(StatusWrite(placement, lease, "EvictionAttempt", message), evict=pod, evict_uid=eviction.uid)
+
+
+def _finished(pod: Mapping[str, Any]) -> bool:
+    """The pod is being deleted or has ended: it no longer needs the room an eviction would make."""
+    metadata = pod.get("metadata")
+    pod_status = pod.get("status")
+    deleting = isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
+    ended = isinstance(pod_status, Mapping) and pod_status.get("phase") in ("Succeeded", "Failed")
+    return deleting or ended
+
+
+def _uid_of(pod: Mapping[str, Any]) -> str:
+    """metadata.uid, '' when absent."""
+    metadata = pod.get("metadata")
+    return str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
+
+
+def _placed_pod_gone(placement: Placement, now: datetime) -> StatusWrite:
+    """The pod that claimed the placement is gone while its eviction was pending: stop evicting, say so."""
+    status = placement.status
+    eviction = status.eviction or EvictionStatus(pod=placement.spec.evict_pod or "")
+    reason = (
+        f"placed pod {status.consumed_by_name or ''} is gone (deleted or ended); eviction of pod {eviction.pod} stopped"
+    )
+    stopped = replace(
+        status,
+        phase=Phase.Failed,
+        message=reason,
+        eviction=replace(eviction, result=EvictionResult.Failed, message=reason, time=now),
+        conditions=merge_condition(status.conditions, condition("Evicted", False, "PlacedPodGone", reason, now)),
+    )
+    return StatusWrite(placement, stopped, "PlacedPodGone", reason, warning=True)
 
 
 def _consumed_by(placement: Placement, pod: Mapping[str, Any]) -> StatusWrite:

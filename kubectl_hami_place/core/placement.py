@@ -41,13 +41,14 @@ class PlacementSpec:
 
 @dataclass(frozen=True)
 class EvictionStatus:
-    """Progress of the eviction of `spec.evictPod`."""
+    """Progress of the eviction of `spec.evictPod`; `uid` is that pod's identity when the placement was claimed."""
 
     pod: str
     result: EvictionResult = EvictionResult.Pending
     message: str = ""
     time: datetime | None = None
     attempts: int = 0
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,8 @@ def status_to_object(status: PlacementStatus) -> dict[str, Any]:
             "result": status.eviction.result.value,
             "attempts": status.eviction.attempts,
         }
+        if status.eviction.uid:
+            eviction["uid"] = status.eviction.uid
         if status.eviction.message:
             eviction["message"] = status.eviction.message
         if status.eviction.time is not None:
@@ -353,6 +356,7 @@ def _eviction(data: object) -> EvictionStatus | None:
         raise PlacementError("status.eviction.attempts must be a non-negative integer")
     return EvictionStatus(
         pod=_optional_str(data, "pod", "status.eviction") or "",
+        uid=_optional_str(data, "uid", "status.eviction") or "",
         result=EvictionResult(result),
         message=_optional_str(data, "message", "status.eviction") or "",
         time=_time(data.get("time"), "status.eviction.time"),

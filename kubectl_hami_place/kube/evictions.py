@@ -28,10 +28,22 @@ from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError,
 _BUDGET_IN_MESSAGE = re.compile(r"disruption budget (\S+?) needs")
 
 
-def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> None:
-    """Asks the API server to evict the pod; `BlockedByDisruptionBudget` on 429, `KubeNotFound` when it is gone."""
+class PodReplaced(KubeNotFound):
+    """The pod of that name is not the one meant (its UID precondition failed): the pod meant is gone."""
+
+
+def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid: str = "") -> None:
+    """Asks the API server to evict the pod; `BlockedByDisruptionBudget` on 429, `KubeNotFound` when it is gone.
+
+    With `uid`, only the pod of that identity is evicted (a precondition checked by the API server): a pod
+    re-created under the same name answers 409, raised as `PodReplaced`.
+    """
+    options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
     body = client.V1Eviction(
-        api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
+        api_version="policy/v1",
+        kind="Eviction",
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        delete_options=options,
     )
     kwargs: dict[str, Any] = {"_request_timeout": DEFAULT_TIMEOUT, "_preload_content": False}
     if dry_run:
@@ -41,6 +53,11 @@ def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> N
     except ApiException as exc:
         if exc.status == 429:
             raise _blocked(kube, namespace, name, exc) from exc
+        if exc.status == 409 and uid:
+            raise PodReplaced(
+                f"pod {namespace}/{name} is no longer the pod {uid} meant (re-created under the same name)",
+                "nothing to do: the pod meant is gone",
+            ) from exc
         if exc.status == 404:
             raise KubeNotFound(
                 f"pod {name} not found in namespace {namespace}", "check the pod name and -n (kubectl get pods)"

@@ -282,6 +282,79 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
     wait_for(victim_evicted, "the victim to be evicted")
 
 
+def on_a100_1(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod, required onto gpu-a100-1 (where the placements' cards are)."""
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [A100_1]}]}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    return pod
+
+
+def test_evictions_go_by_identity_a_pod_re_created_under_the_name_is_kept_and_a_missing_one_is_reported(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    policy = client.PolicyV1Api(cluster.api_client())
+    first = core.create_namespaced_pod(namespace, on_a100_1(gpu_pod("", {"app": "victim"}, name="victim")))
+    wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the victim to run")
+    budget = {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}}
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"}, "spec": budget},
+    )
+    wait_for(
+        lambda: (
+            (s := policy.read_namespaced_pod_disruption_budget("keep", namespace).status) and s.current_healthy == 1
+        ),
+        "the budget's status",
+    )
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"tier": "placed"}})])
+    create_placement(cluster, namespace, "make-room", {"app": "newcomer"}, ["gpu-0"], evict="victim")
+    create_placement(cluster, namespace, "misspelled", {"app": "other"}, ["gpu-1"], evict="no-such-pod")
+    for name in ("make-room", "misspelled"):
+        wait_for(lambda n=name: sees_placement(webhook, namespace, n), "the webhook to see the placements")
+
+    core.create_namespaced_pod(namespace, gpu_pod("newcomer-", {"app": "newcomer", "tier": "placed"}))
+    blocked = wait_for(
+        lambda: (s := status_of(cluster, namespace, "make-room")).get("eviction", {}).get("result") == "Blocked" and s,
+        "the eviction to be blocked",
+    )
+    assert blocked["eviction"]["uid"] == first.metadata.uid
+
+    core.delete_namespaced_pod("victim", namespace, grace_period_seconds=0)
+
+    def victim_gone() -> bool:
+        try:
+            core.read_namespaced_pod("victim", namespace)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(victim_gone, "the first victim to be gone")
+    second = core.create_namespaced_pod(namespace, on_a100_1(gpu_pod("", {"app": "victim"}, name="victim")))
+    wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the second to run")
+    policy.patch_namespaced_pod_disruption_budget("keep", namespace, {"spec": {"minAvailable": 0}})
+    done = wait_for(
+        lambda: (s := status_of(cluster, namespace, "make-room")).get("phase") == "Consumed" and s,
+        "the eviction to end once the budget allows it",
+        timeout=150,
+    )
+    assert done["eviction"]["result"] == "NotFound", done["eviction"]
+    assert "a newer pod of that name is kept" in done["eviction"]["message"]
+    kept = core.read_namespaced_pod("victim", namespace)
+    assert (kept.metadata.uid, kept.metadata.deletion_timestamp) == (second.metadata.uid, None)
+
+    other = core.create_namespaced_pod(namespace, gpu_pod("other-", {"app": "other", "tier": "placed"}))
+    assert other.metadata.annotations[CLAIM]
+    missing = status_of(cluster, namespace, "misspelled")
+    assert (missing["phase"], missing["eviction"]["result"]) == ("Consumed", "NotFound")
+    assert "pod no-such-pod did not exist when the placement was claimed" in missing["eviction"]["message"]
+    assert "Evicted" not in events_of(cluster, namespace, "misspelled")
+
+
 def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_claimed(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:

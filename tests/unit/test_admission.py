@@ -342,13 +342,21 @@ def test_the_claim_carries_the_resource_version_read_and_the_token() -> None:
 
 
 def test_a_claim_with_evict_pod_goes_evicting_first() -> None:
-    decision = decide(review(pod()), snapshot([placement(evict="old-pod")]))
+    stored = dataclasses.replace(snapshot([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
+    decision = decide(review(pod()), stored)
     status = claim_status(decision)
     assert status["phase"] == "Evicting"
-    assert status["eviction"]["pod"] == "old-pod"
+    assert (status["eviction"]["pod"], status["eviction"]["uid"]) == ("old-pod", "uid-old")
     assert status["eviction"]["result"] == "Pending"
     assert status["eviction"]["attempts"] == 0
     assert {c["type"] for c in status["conditions"]} == {"Claimed", "Evicted"}
+
+
+def test_a_claim_whose_evict_pod_is_not_stored_reports_it_missing_and_evicts_nothing() -> None:
+    status = claim_status(decide(review(pod()), snapshot([placement(evict="old-pod")])))
+    assert status["phase"] == "Consumed"
+    assert status["eviction"]["result"] == "NotFound" and "uid" not in status["eviction"]
+    assert "pod old-pod did not exist when the placement was claimed" in status["eviction"]["message"]
 
 
 def test_the_oldest_matching_placement_is_claimed_first() -> None:

@@ -94,6 +94,9 @@ def pods(*items: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(p["metadata"]["namespace"], p["metadata"]["annotations"][CLAIM_ANNOTATION]): p for p in items}
 
 
+PLACED = pods(stored_pod())
+
+
 def test_nothing_to_do_for_a_fresh_pending_placement() -> None:
     assert follow_up(placement(), {}, NOW, TTL, GRACE) is None
 
@@ -157,8 +160,8 @@ def test_eviction_waits_for_the_placed_pod_to_be_stored() -> None:
 
 def test_the_first_eviction_attempt_is_leased_at_once() -> None:
     status = claimed(phase="Evicting", uid="uid-9", eviction={"pod": "old", "result": "Pending", "attempts": 0})
-    step = follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE)
-    assert step is not None and step.evict == "old"
+    step = follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE)
+    assert step is not None and step.evict == "old" and step.evict_uid == ""
     assert written(step.write)["eviction"]["attempts"] == 1
     assert written(step.write)["eviction"]["time"] == at(0)
     assert written(step.write)["phase"] == "Evicting"
@@ -167,10 +170,10 @@ def test_the_first_eviction_attempt_is_leased_at_once() -> None:
 def test_a_blocked_eviction_is_retried_with_backoff() -> None:
     blocked = {"pod": "old", "result": "Blocked", "attempts": 3, "time": at(1)}
     status = claimed(phase="Evicting", uid="uid-9", eviction=blocked)
-    assert follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE) is None
+    assert follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE) is None
     wait = min(EVICTION_RETRY_FIRST_SECONDS * 4, EVICTION_RETRY_MAX_SECONDS)
     status["eviction"] = dict(blocked, time=at(wait))
-    step = follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE)
+    step = follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE)
     assert step is not None and step.evict == "old"
     assert written(step.write)["eviction"]["attempts"] == 4
 
@@ -178,13 +181,13 @@ def test_a_blocked_eviction_is_retried_with_backoff() -> None:
 def test_the_backoff_is_capped() -> None:
     blocked = {"pod": "old", "result": "Blocked", "attempts": 30, "time": at(EVICTION_RETRY_MAX_SECONDS)}
     status = claimed(phase="Evicting", uid="uid-9", eviction=blocked)
-    assert follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE) is not None
+    assert follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE) is not None
 
 
 def test_eviction_gives_up_after_the_ttl_since_the_claim() -> None:
     blocked = {"pod": "old", "result": "Blocked", "attempts": 9, "time": at(5), "message": "PDB web allows 0"}
     status = claimed(ago=TTL + 1, phase="Evicting", uid="uid-9", eviction=blocked)
-    step = follow_up(placement(status, evict="old"), {}, NOW, TTL, GRACE)
+    step = follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE)
     assert step is not None and not step.evict
     assert written(step.write)["phase"] == "Failed"
     assert written(step.write)["eviction"]["result"] == "Failed"
@@ -267,3 +270,60 @@ def test_merge_condition_keeps_transition_time_when_status_is_unchanged() -> Non
     assert merge_condition(old, new) == (Condition("Evicted", "False", "Blocked", "pdb", t0),)
     flipped = Condition("Evicted", "True", "Evicted", "done", t1)
     assert merge_condition(old, flipped) == (flipped,)
+
+
+def evicting_status(target_uid: str = "uid-old") -> dict[str, Any]:
+    eviction = {"pod": "old", "uid": target_uid, "result": "Pending", "attempts": 0}
+    return claimed(phase="Evicting", uid="uid-9", eviction=eviction)
+
+
+def test_the_eviction_carries_the_uid_recorded_at_the_claim() -> None:
+    step = follow_up(placement(evicting_status(), evict="old"), PLACED, NOW, TTL, GRACE)
+    assert step is not None and (step.evict, step.evict_uid) == ("old", "uid-old")
+    assert written(step.write)["eviction"]["uid"] == "uid-old"
+
+
+def test_the_placed_pod_itself_is_never_evicted() -> None:
+    for target_uid, name in (("uid-9", "old"), ("", "trainer-abc")):
+        status = evicting_status(target_uid)
+        status["eviction"]["pod"] = name
+        step = follow_up(placement(status, evict=name), PLACED, NOW, TTL, GRACE)
+        assert step is not None and not step.evict
+        assert written(step.write)["phase"] == "Consumed"
+        assert written(step.write)["eviction"]["result"] == "NotFound"
+        assert "is the placed pod itself" in written(step.write)["message"]
+
+
+def test_evicting_stops_when_the_placed_pod_is_gone_or_ended() -> None:
+    deleting = stored_pod()
+    deleting["metadata"]["deletionTimestamp"] = at(1)
+    failed = dict(stored_pod(), status={"phase": "Failed"})
+    recreated = stored_pod()
+    recreated["metadata"]["uid"] = "uid-other"
+    for stored in ({}, pods(deleting), pods(failed), pods(recreated)):
+        step = follow_up(placement(evicting_status(), evict="old"), stored, NOW, TTL, GRACE)
+        assert step is not None and not step.evict, stored
+        assert written(step.write)["phase"] == "Failed"
+        assert written(step.write)["eviction"]["result"] == "Failed"
+        assert "placed pod trainer-abc is gone" in written(step.write)["message"]
+        assert step.write.reason == "PlacedPodGone" and step.write.warning
+
+
+def test_a_claim_records_the_evict_target_uid_or_reports_it_missing() -> None:
+    obj = placement(evict="old")
+    present = lifecycle.claimed(placement_from_object(obj), "trainer-abc", "tok", NOW, "uid-old")
+    assert written(present)["phase"] == "Evicting"
+    assert written(present)["eviction"] == {
+        "pod": "old",
+        "uid": "uid-old",
+        "result": "Pending",
+        "attempts": 0,
+        "message": "waiting for the placed pod to be stored",
+        "time": at(0),
+    }
+    missing = lifecycle.claimed(placement_from_object(obj), "trainer-abc", "tok", NOW)
+    assert written(missing)["phase"] == "Consumed"
+    assert written(missing)["eviction"]["result"] == "NotFound"
+    assert "pod old did not exist when the placement was claimed" in written(missing)["message"]
+    assert missing.warning
+    assert "Evicted" not in {c["reason"] for c in written(missing)["conditions"]}

@@ -87,12 +87,12 @@ def test_full_status_round_trips() -> None:
         consumed_by_name="train-0",
         consumed_by_uid="u-pod",
         consumed_at=T0,
-        eviction=EvictionStatus("old-0", EvictionResult.Evicted, "evicted", T0, 1),
+        eviction=EvictionStatus("old-0", EvictionResult.Evicted, "evicted", T0, 1, uid="u-old"),
         conditions=(Condition("Claimed", "True", "Claimed", "claimed by train-0", T0, 1),),
     )
     rendered = status_to_object(status)
     assert rendered["claim"] == {"token": "tok", "claimedAt": "2026-11-29T17:00:00Z"}
-    assert rendered["eviction"]["result"] == "Evicted"
+    assert (rendered["eviction"]["result"], rendered["eviction"]["uid"]) == ("Evicted", "u-old")
     assert status_from_object(rendered) == status
     assert not placement_from_object(stored(rendered)).unclaimed
 

@@ -21,6 +21,7 @@ from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementStatus, status_to_object
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
+from kubectl_hami_place.kube.evictions import PodReplaced
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
@@ -49,6 +50,7 @@ class MemoryWrites:
         self.writes: list[dict[str, Any]] = []
         self.events: list[str] = []
         self.evictions: list[str] = []
+        self.evicted_uids: list[str] = []
         self.reads: list[str] = []
         self.pods_carrying: set[str] = set()
 
@@ -70,8 +72,9 @@ class MemoryWrites:
     def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
         self.events.append(reason)
 
-    def evict(self, namespace: str, pod: str) -> None:
+    def evict(self, namespace: str, pod: str, uid: str) -> None:
         self.evictions.append(pod)
+        self.evicted_uids.append(uid)
         outcome = self.evict_with.pop(0) if self.evict_with else None
         if outcome is not None:
             raise outcome
@@ -102,10 +105,12 @@ def placement(name: str, device: str, *, created: str, status: dict[str, Any] | 
     return obj
 
 
-def cache(writes: MemoryWrites) -> ClusterCache:
-    """A synced cache holding the node and the stored placements (its reflectors never run)."""
+def cache(writes: MemoryWrites, pods: tuple[dict[str, Any], ...] = ()) -> ClusterCache:
+    """A synced cache holding the node, the given pods and the stored placements (its reflectors never run)."""
     built = ClusterCache(ApiClient(), "hami-scheduler")
     built.nodes.upsert(NODE)
+    for pod in pods:
+        built.pods.upsert(copy.deepcopy(pod))
     for obj in writes.stored.values():
         built.placements.upsert(copy.deepcopy(obj))
     for reflector in built.reflectors():
@@ -230,8 +235,21 @@ def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str,
     return obj
 
 
-def reconciler(writes: MemoryWrites, clock: Callable[[], datetime] = lambda: NOW) -> Reconciler:
-    return Reconciler(None, cache(writes), Metrics(), 3600, clock, writes=writes)
+def stored_pod(name: str, uid: str, token: str = "", **status: str) -> dict[str, Any]:
+    """A stored pod of HAMi's scheduler, carrying a claim token when given."""
+    metadata: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "1"}
+    if token:
+        metadata["annotations"] = {CLAIM_ANNOTATION: token}
+    return {"metadata": metadata, "spec": {"schedulerName": "hami-scheduler"}, "status": dict(status)}
+
+
+PLACED = stored_pod("trainer-0", "uid-1", "tok", phase="Running")
+
+
+def reconciler(
+    writes: MemoryWrites, clock: Callable[[], datetime] = lambda: NOW, pods: tuple[dict[str, Any], ...] = (PLACED,)
+) -> Reconciler:
+    return Reconciler(None, cache(writes, pods), Metrics(), 3600, clock, writes=writes)
 
 
 def test_an_eviction_is_leased_first_then_attempted_then_its_outcome_recorded() -> None:
@@ -263,3 +281,45 @@ def test_a_lost_lease_attempts_no_eviction() -> None:
     writes.before_write = lambda target: writes.touch(target.name)
     reconciler(writes).reconcile_once()
     assert writes.evictions == [] and writes.writes == [] and writes.events == []
+
+
+def test_a_claim_records_the_uid_of_the_cached_evict_pod_and_the_eviction_carries_it() -> None:
+    obj = placement("make-room", "gpu-0", created="2026-11-29T11:00:00Z")
+    obj["spec"]["evictPod"] = "old"
+    writes = MemoryWrites(obj)
+    run = Admitter(
+        None,
+        cache(writes, (stored_pod("old", "uid-old", phase="Running"),)),
+        Settings(),
+        Metrics(),
+        clock=lambda: NOW,
+        new_token=lambda: "tok",
+        writes=writes,
+    )
+    run.admit(review())
+    assert writes.stored[(NS, "make-room")]["status"]["eviction"]["uid"] == "uid-old"
+    loop = reconciler(writes)
+    loop.reconcile_once()
+    loop.reconcile_once()
+    assert writes.evictions == ["old"] and writes.evicted_uids == ["uid-old"]
+
+
+def test_a_pod_re_created_under_the_evicted_name_is_kept_and_the_eviction_reads_as_the_pod_gone() -> None:
+    obj = evicting()
+    obj["status"]["eviction"]["uid"] = "uid-old"
+    writes = MemoryWrites(obj)
+    writes.evict_with = [PodReplaced("pod team-a/old is no longer the pod uid-old meant", "")]
+    reconciler(writes).reconcile_once()
+    assert writes.evicted_uids == ["uid-old"]
+    final = writes.writes[-1]
+    assert (final["phase"], final["eviction"]["result"]) == ("Consumed", "NotFound")
+    assert "a newer pod of that name is kept" in final["eviction"]["message"]
+    assert writes.events == ["EvictionNotNeeded"]
+
+
+def test_no_eviction_once_the_placed_pod_is_gone() -> None:
+    writes = MemoryWrites(evicting())
+    reconciler(writes, pods=()).reconcile_once()
+    assert writes.evictions == []
+    assert writes.stored[(NS, "make-room")]["status"]["phase"] == "Failed"
+    assert writes.events == ["PlacedPodGone"]

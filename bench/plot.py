@@ -187,7 +187,7 @@ def main() -> int:
             "",
             "Reproduce: `.venv/bin/python bench/scale.py --sizes "
             + ",".join(str(r["nodes"]) for r in scale["rows"])
-            + "`",
+            + f" --runs {scale['runs']}`",
             "",
         ]
     if ADMISSION.exists():

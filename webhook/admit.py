@@ -1,4 +1,8 @@
-"""POST /mutate: parse the review once, decide from the cache, write the claim before the answer is sent."""
+"""POST /mutate: parse the review once, decide from the cache, write the claim before the answer is sent.
+
+Before a claim is written, the placement takes its reqID's guard at the API server (a create that succeeds once);
+a placement whose reqID another placement holds is skipped for this pod, and nothing of its claim is written.
+"""
 
 from __future__ import annotations
 
@@ -80,17 +84,24 @@ class Admitter:
             if self._carried(review.namespace, claimed_token):
                 carried = frozenset({claimed_token})
         token = self.new_token()
-        decision = decide(review, self._snapshot(review.namespace, token, carried))
+        held: dict[str, str] = {}
+        decision = decide(review, self._snapshot(review.namespace, token, carried, held))
         for _ in range(MAX_CLAIM_ATTEMPTS):
             claim = decision.claim
             if claim is None:
                 return decision
             try:
+                holder = self._req_id_holder(claim.placement)
+                if holder:
+                    self.metrics.conflicts.inc()
+                    held[claim.placement.spec.req_id] = holder
+                    decision = decide(review, self._snapshot(review.namespace, token, carried, held))
+                    continue
                 self._write(claim)
             except StaleWrite:
                 self.metrics.conflicts.inc()
                 self._refresh(claim.namespace, claim.name)
-                decision = decide(review, self._snapshot(review.namespace, token, carried))
+                decision = decide(review, self._snapshot(review.namespace, token, carried, held))
                 continue
             except KubeError as error:
                 log.warning("claim of %s/%s not written: %s", claim.namespace, claim.name, error)
@@ -102,7 +113,14 @@ class Admitter:
             return decision
         return decision.unchanged("hami-place: too many concurrent claims; the pod is admitted unchanged")
 
-    def _snapshot(self, namespace: str, token: str, carried: frozenset[str]) -> Snapshot:
+    def _req_id_holder(self, placement: Placement) -> str:
+        """'' when the placement holds its reqID's guard (created now, or earlier by it); else who holds it."""
+        guard = self.writes.hold_req_id(placement)
+        if guard.holder_uid == placement.uid:
+            return ""
+        return f"placement {guard.holder_name or '?'} ({guard.holder_uid})"
+
+    def _snapshot(self, namespace: str, token: str, carried: frozenset[str], held: dict[str, str]) -> Snapshot:
         placements = self.cache.parsed_placements(namespace)
         return Snapshot(
             placements=placements,
@@ -112,6 +130,7 @@ class Admitter:
             now=self.clock(),
             carried=carried,
             pod_uids=self._evict_uids(namespace, placements),
+            held_req_ids=held,
         )
 
     def _evict_uids(self, namespace: str, placements: list[Placement]) -> dict[str, str]:

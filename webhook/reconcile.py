@@ -1,4 +1,5 @@
-"""The background loop: tie claims to stored pods, release claims no pod carried, evict, retry, expire, fail.
+"""The background loop: tie claims to stored pods, release claims no pod carried, evict, retry, expire, fail, and
+release the reqID guards of placements that no longer need them.
 
 Every replica runs it. Each step is a status write guarded by the resourceVersion it was decided on, so when two
 replicas decide the same step only one write lands; an eviction is attempted only by the replica whose lease
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from kubectl_hami_place.core.errors import PlacementError
-from kubectl_hami_place.core.lifecycle import FollowUp, consumed_req_ids, eviction_outcome, follow_up
+from kubectl_hami_place.core.lifecycle import FollowUp, consumed_req_ids, eviction_outcome, follow_up, guard_obsolete
 from kubectl_hami_place.core.names import EvictionResult
-from kubectl_hami_place.core.placement import placement_from_object
+from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
@@ -27,6 +29,8 @@ from webhook.writes import KubeWrites, Writes
 log = logging.getLogger(__name__)
 
 PERIOD_SECONDS = 2.0
+# How often the guards of reqIDs are checked for placements that no longer need them.
+GUARD_SWEEP_SECONDS = 30.0
 # How long a claim may wait for its pod to be stored: longer than the API server's longest admission (30 s).
 CLAIM_GRACE_SECONDS = 60
 
@@ -43,6 +47,7 @@ class Reconciler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         *,
         writes: Writes | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if writes is None and kube is None:
             raise ValueError("a Reconciler needs a Kube or its Writes")
@@ -51,6 +56,8 @@ class Reconciler:
         self.metrics = metrics
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        self.monotonic = monotonic
+        self._last_sweep: float | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set."""
@@ -82,6 +89,30 @@ class Reconciler:
             )
             if step is not None:
                 self._apply(step)
+        now = self.monotonic()
+        if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
+            self._last_sweep = now
+            self._sweep_guards(placements)
+
+    def _sweep_guards(self, placements: list[Placement]) -> None:
+        """Release the reqID guards of placements gone, replaced, or ended without a claim (confirmed by a read)."""
+        try:
+            guards = self.writes.list_guards()
+        except KubeError as error:
+            log.warning("listing reqID guards failed: %s", error)
+            return
+        cached = {(p.namespace, p.name): p for p in placements}
+        for guard in guards:
+            if not guard_obsolete(cached.get((guard.namespace, guard.holder_name)), guard.holder_uid):
+                continue
+            try:
+                # The cache may not have seen a placement created a moment ago: the API server decides.
+                stored = self.writes.read_placement(guard.namespace, guard.holder_name) if guard.holder_name else None
+                holder = placement_from_object(stored) if stored is not None else None
+                if guard_obsolete(holder, guard.holder_uid):
+                    self.writes.release_guard(guard)
+            except (KubeError, PlacementError) as error:
+                log.warning("reqID guard %s/%s not released: %s", guard.namespace, guard.name, error)
 
     def _apply(self, step: FollowUp) -> None:
         write = step.write

@@ -1,5 +1,6 @@
 """What the server does to the cluster, behind one small interface: read a placement, write its status, record an
-Event, evict a pod, ask whether a stored pod carries a claim. `KubeWrites` does it through kube/; unit tests give
+Event, evict a pod, ask whether a stored pod carries a claim, hold and release reqID guards. `KubeWrites` does it
+through kube/; unit tests give
 the Admitter and the Reconciler an in-memory implementation that can answer a write with a stale-write conflict.
 """
 
@@ -10,7 +11,7 @@ from typing import Any, Protocol
 
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementStatus
-from kubectl_hami_place.kube.claims import read_placement, write_status
+from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read_placement, release_guard, write_status
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.cluster import list_pods
 from kubectl_hami_place.kube.events import record_event
@@ -39,6 +40,18 @@ class Writes(Protocol):
 
     def claim_carried(self, namespace: str, token: str) -> bool:
         """Whether a stored pod of the namespace carries this claim token (whatever its scheduler)."""
+        ...
+
+    def hold_req_id(self, placement: Placement) -> Guard:
+        """Create the guard of the placement's reqID held by it; when one exists, the stored one (maybe another's)."""
+        ...
+
+    def list_guards(self) -> list[Guard]:
+        """Every reqID guard of the cluster."""
+        ...
+
+    def release_guard(self, guard: Guard) -> None:
+        """Delete that very guard; one already gone or replaced is left alone."""
         ...
 
 
@@ -70,3 +83,15 @@ class KubeWrites:
             ((pod.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION) == token
             for pod in list_pods(self.kube, namespace)
         )
+
+    def hold_req_id(self, placement: Placement) -> Guard:
+        """CREATE the Lease named after (namespace, reqID), or GET it on 409."""
+        return hold_req_id(self.kube, placement.namespace, placement.spec.req_id, placement)
+
+    def list_guards(self) -> list[Guard]:
+        """LIST the guard Leases of every namespace."""
+        return list_guards(self.kube)
+
+    def release_guard(self, guard: Guard) -> None:
+        """DELETE the Lease, preconditioned on its UID."""
+        release_guard(self.kube, guard)

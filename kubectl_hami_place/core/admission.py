@@ -68,6 +68,8 @@ class Snapshot:
     """Claim tokens a stored pod already carries: a new pod arriving with one is a copy, not a reinvocation."""
     pod_uids: Mapping[str, str] = field(default_factory=dict)
     """Name -> UID of the namespace's stored pods that placements name in evictPod: the identity a claim records."""
+    held_req_ids: Mapping[str, str] = field(default_factory=dict)
+    """reqID -> the other placement whose guard holds it (learned from the API server): not claimable here."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,10 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
         owner = next((o.name for o in placements if o.spec.req_id == placement.spec.req_id and o.claimed), None)
         if owner is not None:
             warnings.append(f"hami-place: placement {placement.name} skipped: reqID already consumed by {owner}")
+            continue
+        guard_holder = snapshot.held_req_ids.get(placement.spec.req_id)
+        if guard_holder is not None:
+            warnings.append(f"hami-place: placement {placement.name} skipped: reqID already held by {guard_holder}")
             continue
         pin = plan(placement.spec, nodes, workload)
         if not pin.ok:

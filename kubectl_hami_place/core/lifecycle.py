@@ -7,6 +7,7 @@ rules are here (contract in docs/architecture.md, "Placement status").
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -25,6 +26,8 @@ from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, placement_probl
 
 EVICTION_RETRY_FIRST_SECONDS = 5
 EVICTION_RETRY_MAX_SECONDS = 60
+GUARD_LABEL = "app.kubernetes.io/managed-by"
+GUARD_LABEL_VALUE = "hami-place-reqid-guard"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,19 @@ def claimed(placement: Placement, pod_name: str, token: str, now: datetime, evic
         conditions=conditions,
     )
     return StatusWrite(placement, status, "Claimed", message, warning=bool(evict and not evict_uid))
+
+
+def req_id_guard_name(namespace: str, req_id: str) -> str:
+    """The name of the Lease that guards a reqID in its namespace: one object per (namespace, reqID)."""
+    digest = hashlib.sha256(f"{namespace}/{req_id}".encode()).hexdigest()[:32]
+    return f"hami-place-reqid-{digest}"
+
+
+def guard_obsolete(holder: Placement | None, holder_uid: str) -> bool:
+    """Whether a reqID guard may go: its placement is gone (or replaced), or ended without a claim (Expired, Failed)."""
+    if holder is None or holder.uid != holder_uid:
+        return True
+    return holder.status.phase in (Phase.Expired, Phase.Failed) and not holder.status.claim_token
 
 
 def failed(placement: Placement, reason: str, now: datetime) -> StatusWrite:

@@ -4,13 +4,29 @@ Every status change the webhook makes (a claim, a failure, an eviction attempt, 
 `write_status`: a PUT of the status subresource carrying the resourceVersion of the copy the decision was made
 on. When another replica (or the user) changed the placement meanwhile, the API server answers 409 and nothing is
 written; the caller re-reads and decides again.
+
+A reqID is guarded the same way, by a create that can succeed once: before a claim is written, a Lease named after
+(namespace, reqID) is created holding the placement's UID, so two placements sharing a reqID claimed at the same
+moment by two replicas cannot both be consumed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from kubectl_hami_place.core.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from kubernetes import client
+
+from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE, req_id_guard_name
+from kubectl_hami_place.core.names import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    PLACEMENT_ANNOTATION,
+    PLURAL,
+    REQ_ID_ANNOTATION,
+    VERSION,
+)
 from kubectl_hami_place.core.placement import Placement, PlacementStatus, spec_to_object, status_to_object
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
@@ -64,3 +80,81 @@ def write_status(kube: Kube, placement: Placement, status: PlacementStatus) -> d
         )
     except (KubeConflict, KubeNotFound) as error:
         raise StaleWrite(f"placement {namespace}/{name} changed since it was read") from error
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A reqID guard as stored: a Lease whose holder is the UID of the one placement allowed to use that reqID."""
+
+    namespace: str
+    name: str
+    uid: str
+    holder_uid: str
+    holder_name: str
+
+
+def hold_req_id(kube: Kube, namespace: str, req_id: str, holder: Placement) -> Guard:
+    """Create the reqID's guard held by this placement; when it exists already, the stored one (maybe another's).
+
+    The create can succeed once per (namespace, reqID): the API server, not a cache, says who uses a reqID.
+    """
+    name = req_id_guard_name(namespace, req_id)
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {GUARD_LABEL: GUARD_LABEL_VALUE},
+            "annotations": {PLACEMENT_ANNOTATION: holder.name, REQ_ID_ANNOTATION: req_id},
+        },
+        "spec": {"holderIdentity": holder.uid},
+    }
+    api = client.CoordinationV1Api(kube.api)
+    what = f"create leases in namespace {namespace}"
+    try:
+        return _guard(request(kube, api.create_namespaced_lease, namespace, body, what=what))
+    except KubeConflict:
+        return _guard(request(kube, api.read_namespaced_lease, name, namespace, what=f"get leases in {namespace}"))
+
+
+def list_guards(kube: Kube) -> list[Guard]:
+    """Every reqID guard of the cluster."""
+    api = client.CoordinationV1Api(kube.api)
+    found = request(
+        kube,
+        api.list_lease_for_all_namespaces,
+        label_selector=f"{GUARD_LABEL}={GUARD_LABEL_VALUE}",
+        what="list leases",
+    )
+    return [_guard(item) for item in found.get("items") or [] if isinstance(item, dict)]
+
+
+def release_guard(kube: Kube, guard: Guard) -> None:
+    """Delete that guard (that very object: a newer one of the same name stays); gone already is fine."""
+    api = client.CoordinationV1Api(kube.api)
+    options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=guard.uid))
+    try:
+        request(
+            kube,
+            api.delete_namespaced_lease,
+            guard.name,
+            guard.namespace,
+            body=options,
+            what=f"delete leases in namespace {guard.namespace}",
+        )
+    except (KubeNotFound, KubeConflict):
+        return
+
+
+def _guard(lease: dict[str, Any]) -> Guard:
+    """A stored Lease as a Guard."""
+    metadata = lease.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    return Guard(
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        holder_uid=str((lease.get("spec") or {}).get("holderIdentity") or ""),
+        holder_name=str(annotations.get(PLACEMENT_ANNOTATION) or ""),
+    )

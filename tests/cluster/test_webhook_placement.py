@@ -210,6 +210,49 @@ def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_on
         assert status["claim"]["token"] == pinned[0].metadata.annotations[CLAIM]
 
 
+def test_two_placements_sharing_a_req_id_claimed_by_two_replicas_in_one_burst_are_consumed_once(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    """Webhook A sees only half-a pods, which suit only placement shared-a; B half-b and shared-b: one reqID."""
+    first, second = start(cluster, tmp_path), start(cluster, tmp_path)
+    webhooks.extend([first, second])
+    register(
+        cluster,
+        configurations,
+        namespace,
+        [(first, {"matchLabels": {"half": "a"}}), (second, {"matchLabels": {"half": "b"}})],
+    )
+    custom = client.CustomObjectsApi(cluster.api_client())
+    for half, card in (("a", "gpu-0"), ("b", "gpu-1")):
+        spec = {
+            "reqID": "req-shared-by-two",
+            "podSelector": {"matchLabels": {"half": half, "round": "shared"}},
+            "nodeName": A100_1,
+            "gpuDevices": [card],
+        }
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HamiPodPlacement", "metadata": {"name": f"shared-{half}"}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {**body, "spec": spec})
+    for webhook in (first, second):
+        for half in "ab":
+            wait_for(lambda w=webhook, h=half: sees_placement(w, namespace, f"shared-{h}"), "both to see both")
+    core = client.CoreV1Api(cluster.api_client())
+    assert len(create_concurrently(core, namespace, "shared", 30)) == 30
+    pods = core.list_namespaced_pod(namespace, label_selector="round=shared").items
+    pinned = [p for p in pods if CLAIM in (p.metadata.annotations or {})]
+    assert len(pinned) == 1, [(p.metadata.name, p.metadata.annotations) for p in pinned]
+    claimed = [h for h in "ab" if status_of(cluster, namespace, f"shared-{h}").get("claim")]
+    assert len(claimed) == 1, claimed
+    leases = client.CoordinationV1Api(cluster.api_client()).list_namespaced_lease(namespace).items
+    (guard,) = [lease for lease in leases if lease.metadata.name.startswith("hami-place-reqid-")]
+    assert guard.metadata.annotations["scheduling.hami.placement.com/placement"] == f"shared-{claimed[0]}"
+    loser = "b" if claimed == ["a"] else "a"
+    failed = wait_for(
+        lambda: (s := status_of(cluster, namespace, f"shared-{loser}")).get("phase") == "Failed" and s,
+        "the other placement to fail on the consumed reqID",
+    )
+    assert "reqID already consumed" in failed["message"]
+
+
 def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relaxed(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:

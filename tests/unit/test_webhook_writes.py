@@ -17,9 +17,10 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.core.lifecycle import req_id_guard_name
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, USE_GPUUUID_ANNOTATION
-from kubectl_hami_place.core.placement import Placement, PlacementStatus, status_to_object
-from kubectl_hami_place.kube.claims import StaleWrite
+from kubectl_hami_place.core.placement import Placement, PlacementStatus, placement_from_object, status_to_object
+from kubectl_hami_place.kube.claims import Guard, StaleWrite
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
 from kubectl_hami_place.kube.evictions import PodReplaced
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
@@ -53,6 +54,7 @@ class MemoryWrites:
         self.evicted_uids: list[str] = []
         self.reads: list[str] = []
         self.pods_carrying: set[str] = set()
+        self.guards: dict[tuple[str, str], Guard] = {}
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(name)
@@ -82,6 +84,19 @@ class MemoryWrites:
     def claim_carried(self, namespace: str, token: str) -> bool:
         return token in self.pods_carrying
 
+    def hold_req_id(self, placement: Placement) -> Guard:
+        """A create that succeeds once per (namespace, reqID), as the API server's."""
+        name = req_id_guard_name(placement.namespace, placement.spec.req_id)
+        new = Guard(placement.namespace, name, f"lease-{len(self.guards)}", placement.uid, placement.name)
+        return self.guards.setdefault((placement.namespace, name), new)
+
+    def list_guards(self) -> list[Guard]:
+        return list(self.guards.values())
+
+    def release_guard(self, guard: Guard) -> None:
+        if self.guards.get((guard.namespace, guard.name)) == guard:
+            del self.guards[(guard.namespace, guard.name)]
+
     def touch(self, name: str, status: dict[str, Any] | None = None) -> None:
         """Another writer changes the placement: a new resourceVersion, and the status it wrote if any."""
         stored = self.stored[(NS, name)]
@@ -92,7 +107,13 @@ class MemoryWrites:
 
 def placement(name: str, device: str, *, created: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
     obj: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": NS, "resourceVersion": "10", "creationTimestamp": created},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "resourceVersion": "10",
+            "creationTimestamp": created,
+        },
         "spec": {
             "reqID": f"req-{name}",
             "podSelector": {"matchLabels": {"app": "train"}},
@@ -323,3 +344,56 @@ def test_no_eviction_once_the_placed_pod_is_gone() -> None:
     assert writes.evictions == []
     assert writes.stored[(NS, "make-room")]["status"]["phase"] == "Failed"
     assert writes.events == ["PlacedPodGone"]
+
+
+def sharing_req_id() -> MemoryWrites:
+    """Two open placements with one reqID, on two cards: "first" for app=train pods, "second" for app=serve."""
+    first = placement("first", "gpu-0", created="2026-11-29T09:00:00Z")
+    second = placement("second", "gpu-1", created="2026-11-29T10:00:00Z")
+    second["spec"]["reqID"] = first["spec"]["reqID"]
+    second["spec"]["podSelector"] = {"matchLabels": {"app": "serve"}}
+    return MemoryWrites(first, second)
+
+
+def test_two_placements_sharing_a_req_id_claimed_at_once_by_two_replicas_consume_it_once() -> None:
+    """Each replica's cache still shows both placements open: only the guard at the API server tells them apart."""
+    writes = sharing_req_id()
+    replica_a, replica_b = admitter(writes, Metrics()), admitter(writes, Metrics())
+    answer_a = replica_a.admit(review())
+    annotations = next(op["value"] for op in patch_of(answer_a) if op["path"] == "/metadata/annotations")
+    assert annotations[PLACEMENT_ANNOTATION] == "first"
+    serving = review()
+    serving["request"]["object"]["metadata"]["labels"] = {"app": "serve"}
+    answer_b = replica_b.admit(serving)
+    assert patch_of(answer_b) == []
+    assert any("reqID already held by placement first (uid-first)" in w for w in answer_b["response"]["warnings"])
+    assert "status" not in writes.stored[(NS, "second")], "nothing of the losing claim is written"
+    claimed_ones = [name for (_, name), obj in writes.stored.items() if "claim" in obj.get("status", {})]
+    assert claimed_ones == ["first"]
+
+
+def test_a_placement_takes_its_req_id_guard_before_its_claim_and_keeps_it_when_claimed_again() -> None:
+    writes = sharing_req_id()
+    run = admitter(writes, Metrics())
+    run.admit(review())
+    (guard,) = writes.guards.values()
+    assert (guard.holder_name, guard.holder_uid) == ("first", "uid-first")
+    writes.touch("first", {"phase": "Pending"})
+    run.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, "first")]))
+    annotations = next(op["value"] for op in patch_of(run.admit(review())) if op["path"] == "/metadata/annotations")
+    assert annotations[PLACEMENT_ANNOTATION] == "first", "a released claim may be claimed again by its holder"
+
+
+def test_the_reconciler_releases_guards_of_placements_gone_or_ended_unclaimed_and_keeps_the_others() -> None:
+    writes = sharing_req_id()
+    writes.stored[(NS, "expired")] = placement(
+        "expired", "gpu-0", created="2026-11-29T08:00:00Z", status={"phase": "Expired"}
+    )
+    for name in ("first", "expired", "deleted"):
+        obj = placement(name, "gpu-0", created="2026-11-29T08:00:00Z")
+        obj["spec"]["reqID"] = f"req-own-{name}"
+        writes.hold_req_id(placement_from_object(obj))
+    loop = reconciler(writes, pods=())
+    loop.cache.placements.remove(NS, "first")  # created a moment ago: the cache lags, the API server has it
+    loop.reconcile_once()
+    assert sorted(guard.holder_name for guard in writes.guards.values()) == ["first"]

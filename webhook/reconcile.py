@@ -22,6 +22,7 @@ from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
 from kubectl_hami_place.kube.evictions import PodReplaced
+from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.writes import KubeWrites, Writes
@@ -31,8 +32,12 @@ log = logging.getLogger(__name__)
 PERIOD_SECONDS = 2.0
 # How often the guards of reqIDs are checked for placements that no longer need them.
 GUARD_SWEEP_SECONDS = 30.0
-# How long a claim may wait for its pod to be stored: longer than the API server's longest admission (30 s).
-CLAIM_GRACE_SECONDS = 60
+# How long a claim may wait for its pod to be stored, on this replica's monotonic clock from when it first saw the
+# claim: twice the API server's longest admission (30 s) plus its request timeout for the pod's create (the default
+# --request-timeout is 60 s), so no pod still on its way to storage can find its claim released.
+CLAIM_GRACE_SECONDS = 120
+# The cache is stale when no list, event or bookmark arrived for longer than a watch lasts: no releases then.
+CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 
 
 class Reconciler:
@@ -58,6 +63,7 @@ class Reconciler:
         self.clock = clock
         self.monotonic = monotonic
         self._last_sweep: float | None = None
+        self._claims_seen: dict[tuple[str, str], float] = {}
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set."""
@@ -77,6 +83,7 @@ class Reconciler:
         nodes = self.cache.nodes_by_name()
         placements = self.cache.parsed_placements()
         consumed = consumed_req_ids(placements)
+        claim_ages = self._claim_ages(placements)
         for placement in placements:
             step = follow_up(
                 placement,
@@ -86,6 +93,7 @@ class Reconciler:
                 CLAIM_GRACE_SECONDS,
                 consumed=consumed,
                 nodes=nodes,
+                claim_ages=claim_ages,
             )
             if step is not None:
                 self._apply(step)
@@ -93,6 +101,29 @@ class Reconciler:
         if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
             self._last_sweep = now
             self._sweep_guards(placements)
+
+    def _claim_ages(self, placements: list[Placement]) -> dict[tuple[str, str], float]:
+        """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod."""
+        now = self.monotonic()
+        current = {
+            (p.namespace, p.status.claim_token): p
+            for p in placements
+            if p.status.claim_token and not p.status.consumed_by_uid
+        }
+        self._claims_seen = {key: self._claims_seen.get(key, now) for key in current}
+        return {key: now - seen for key, seen in self._claims_seen.items()}
+
+    def _may_release(self, namespace: str, token: str) -> bool:
+        """Only with a fresh cache, and only when the API server knows no pod carrying the claim (any scheduler)."""
+        synced = self.cache.last_sync_time()
+        if synced is None or time.time() - synced > CACHE_STALE_SECONDS:
+            log.warning("claim in %s not released: the cache is stale", namespace)
+            return False
+        try:
+            return not self.writes.claim_carried(namespace, token)
+        except KubeError as error:
+            log.warning("claim in %s not released: looking up pods carrying it failed: %s", namespace, error)
+            return False
 
     def _sweep_guards(self, placements: list[Placement]) -> None:
         """Release the reqID guards of placements gone, replaced, or ended without a claim (confirmed by a read)."""
@@ -116,6 +147,8 @@ class Reconciler:
 
     def _apply(self, step: FollowUp) -> None:
         write = step.write
+        if step.release and not self._may_release(write.namespace, write.placement.status.claim_token or ""):
+            return
         try:
             stored = self.writes.write_status(write.placement, write.status)
         except StaleWrite:

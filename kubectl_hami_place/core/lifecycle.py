@@ -67,6 +67,8 @@ class FollowUp:
     write: StatusWrite
     evict: str = ""
     evict_uid: str = ""
+    release: bool = False
+    """The write releases a claim: the server first asks the API server whether a pod carries it after all."""
 
 
 def claimed(placement: Placement, pod_name: str, token: str, now: datetime, evict_uid: str = "") -> StatusWrite:
@@ -155,6 +157,7 @@ def follow_up(
     *,
     consumed: Mapping[tuple[str, str], str] | None = None,
     nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    claim_ages: Mapping[tuple[str, str], float] | None = None,
 ) -> FollowUp | None:
     """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
 
@@ -162,7 +165,9 @@ def follow_up(
     or unclaimed while the placement itself can never be honoured (node gone, card missing: given `nodes`):
     Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy.
     Claimed, but no such pod appeared within the grace period (its creation failed, or we stopped before
-    answering): release the claim, back to Pending. Evicting with the pod stored: lease the next eviction attempt
+    answering): release the claim, back to Pending. The grace is measured by `claim_ages` when given ((namespace,
+    token) -> seconds since the deciding replica first saw the claim, on its own monotonic clock), else from the
+    claim's wall-clock claimedAt. Evicting with the pod stored: lease the next eviction attempt
     when its backoff is over, or give up once the TTL since the claim has passed; stop once the placed pod is
     gone (deleted, or finished), and never evict the placed pod itself.
     """
@@ -192,8 +197,12 @@ def follow_up(
         pod = claimed_pods.get((placement.namespace, token))
         if pod is not None:
             return FollowUp(_consumed_by(placement, pod))
-        if (now - claimed_at).total_seconds() > claim_grace_seconds:
-            return FollowUp(_released(placement, now))
+        if claim_ages is not None:
+            age = claim_ages.get((placement.namespace, token), 0.0)
+        else:
+            age = (now - claimed_at).total_seconds()
+        if age > claim_grace_seconds:
+            return FollowUp(_released(placement, now), release=True)
         return None
     if status.phase != Phase.Evicting:
         return None

@@ -36,6 +36,7 @@ from tests.cluster.webhook_harness import (
     status_of,
     total_admissions,
 )
+from webhook.reconcile import CLAIM_GRACE_SECONDS
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -420,27 +421,39 @@ def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_clai
 def test_a_claim_no_stored_pod_carries_is_released(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
 ) -> None:
-    """A claim written by a replica that died before answering: the next replica puts the placement back."""
-    create_placement(cluster, namespace, "stale", {"app": "x"}, ["gpu-0"])
-    placement = read_placement(cluster, namespace, "stale")
-    placement["status"] = {
-        "phase": "Consumed",
-        "message": "claimed by a pod (name given at creation)",
-        "claim": {"token": "never-stored", "claimedAt": "2026-01-01T00:00:00Z"},
-        "consumedAt": "2026-01-01T00:00:00Z",
-    }
-    client.CustomObjectsApi(cluster.api_client()).replace_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "stale", placement
-    )
+    """A claim written by a replica that died before answering: the next replica puts the placement back.
+
+    Both claims say claimedAt months ago (a writer whose clock ran ahead): the grace still runs on the deciding
+    replica's own monotonic clock from when it first saw them. One claim is carried by a stored pod of another
+    scheduler (outside the webhook's pod cache): the API server is asked, and that claim is never released.
+    """
+    custom = client.CustomObjectsApi(cluster.api_client())
+    for name, token in (("stale", "never-stored"), ("carried", "carried-elsewhere")):
+        create_placement(cluster, namespace, name, {"app": "x"}, ["gpu-0"])
+        placement = read_placement(cluster, namespace, name)
+        placement["status"] = {
+            "phase": "Consumed",
+            "message": "claimed by a pod (name given at creation)",
+            "claim": {"token": token, "claimedAt": "2026-01-01T00:00:00Z"},
+            "consumedAt": "2026-01-01T00:00:00Z",
+        }
+        custom.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, placement)
+    elsewhere = gpu_pod("", {"app": "elsewhere"}, name="elsewhere")
+    elsewhere["spec"]["schedulerName"] = "another-scheduler"
+    elsewhere["metadata"]["annotations"] = {CLAIM: "carried-elsewhere"}
+    client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, elsewhere)
     webhooks.append(start(cluster, tmp_path))
     released = wait_for(
         lambda: (s := status_of(cluster, namespace, "stale")).get("phase") == "Pending" and s,
-        "the stale claim to be released",
+        "the stale claim to be released after the grace on the replica's own clock",
+        timeout=CLAIM_GRACE_SECONDS + 90,
     )
     assert "claim" not in released
     assert "claim released" in released["message"]
     # The Event is recorded after the status write the test has just seen.
     wait_for(lambda: "ClaimReleased" in events_of(cluster, namespace, "stale"), "the ClaimReleased event")
+    kept = status_of(cluster, namespace, "carried")
+    assert (kept["phase"], kept["claim"]["token"]) == ("Consumed", "carried-elsewhere")
 
 
 def test_an_unclaimed_placement_expires_after_the_ttl(

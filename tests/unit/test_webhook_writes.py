@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +27,7 @@ from kubectl_hami_place.kube.evictions import PodReplaced
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
-from webhook.reconcile import Reconciler
+from webhook.reconcile import CACHE_STALE_SECONDS, CLAIM_GRACE_SECONDS, Reconciler
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 NS = "team-a"
@@ -136,6 +137,7 @@ def cache(writes: MemoryWrites, pods: tuple[dict[str, Any], ...] = ()) -> Cluste
         built.placements.upsert(copy.deepcopy(obj))
     for reflector in built.reflectors():
         reflector.synced.set()
+        reflector.last_sync = time.time()
     return built
 
 
@@ -397,3 +399,42 @@ def test_the_reconciler_releases_guards_of_placements_gone_or_ended_unclaimed_an
     loop.cache.placements.remove(NS, "first")  # created a moment ago: the cache lags, the API server has it
     loop.reconcile_once()
     assert sorted(guard.holder_name for guard in writes.guards.values()) == ["first"]
+
+
+def stale_claim() -> dict[str, Any]:
+    """A claim some replica wrote with claimedAt far in the past (its clock ran ahead), no pod carrying it yet."""
+    status = {"phase": "Consumed", "claim": {"token": "tok-far", "claimedAt": "2026-01-01T00:00:00Z"}}
+    return placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=status)
+
+
+def test_a_claim_is_released_only_after_the_grace_on_this_replicas_monotonic_clock() -> None:
+    writes = MemoryWrites(stale_claim())
+    ticks = [1000.0]
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
+    loop.reconcile_once()
+    ticks[0] += CLAIM_GRACE_SECONDS
+    loop.reconcile_once()
+    assert writes.writes == [], "claimedAt months ago does not count: the grace runs from when this replica saw it"
+    ticks[0] += 1
+    loop.reconcile_once()
+    assert writes.writes[-1]["phase"] == "Pending" and writes.events == ["ClaimReleased"]
+
+
+def test_no_release_when_the_api_server_knows_a_pod_carrying_the_claim_or_the_cache_is_stale() -> None:
+    writes = MemoryWrites(stale_claim())
+    ticks = [0.0]
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
+    loop.reconcile_once()
+    ticks[0] += CLAIM_GRACE_SECONDS + 1
+    writes.pods_carrying.add("tok-far")
+    loop.reconcile_once()
+    assert writes.writes == [], "a pod of another scheduler carries it: the cache could not know"
+    writes.pods_carrying.clear()
+    for reflector in loop.cache.reflectors():
+        reflector.last_sync = time.time() - CACHE_STALE_SECONDS - 1
+    loop.reconcile_once()
+    assert writes.writes == [], "no release from a stale cache"
+    for reflector in loop.cache.reflectors():
+        reflector.last_sync = time.time()
+    loop.reconcile_once()
+    assert writes.writes[-1]["phase"] == "Pending"

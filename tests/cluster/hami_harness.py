@@ -82,6 +82,29 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+def deployment(name: str, replicas: int, limits: dict[str, str], node: str = "") -> dict[str, Any]:
+    """A Deployment of `pod(name, limits)` pods, labelled app=<name>."""
+    template = {"metadata": {"labels": {"app": name}}, "spec": pod(name, limits, node=node)["spec"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template},
+    }
+
+
+def scale_up(cluster: Sandbox, namespace: str, name: str) -> str:
+    """Scales the Deployment to one replica, as a user would, and returns the name of the pod it creates."""
+    cluster.kubectl("scale", "deployment", name, "-n", namespace, "--replicas=1")
+    api = client.CoreV1Api(cluster.api_client())
+
+    def created() -> str:
+        pods = api.list_namespaced_pod(namespace, label_selector=f"app={name}").items
+        return str(pods[0].metadata.name) if pods else ""
+
+    return wait_for(created, f"Deployment {name}'s pod")
+
+
 @dataclass(frozen=True)
 class Allocation:
     """What HAMi's scheduler wrote on a pod it placed, and what the device-plugin stand-in completed."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -25,8 +24,10 @@ from tests.cluster.hami_harness import (
     card_entries,
     create,
     delete_nodes,
+    deployment,
     fresh_node,
     pod,
+    scale_up,
     scheduling_failures,
 )
 from tests.cluster.webhook_harness import create_placement, register, sees_placement, status_of
@@ -176,16 +177,6 @@ def test_a_pod_with_two_gpu_containers_lands_both_on_the_placed_card(
     assert got.containers == (((node.uuid(1), 3000, 0),), ((node.uuid(1), 2000, 0),))
 
 
-def deployment(name: str, replicas: int, limits: dict[str, str], node: str = "") -> dict[str, Any]:
-    template = {"metadata": {"labels": {"app": name}}, "spec": pod(name, limits, node=node)["spec"]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template},
-    }
-
-
 def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
     cluster: Sandbox, namespace: str, nodes: list[GpuNode], placing: Webhook
 ) -> None:
@@ -215,16 +206,9 @@ def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
     assert run.code == 0, run.err
     name = run.json()["placement"]["metadata"]["name"]
     wait_for(lambda: sees_placement(placing, namespace, name), "the webhook to see the placement")
-    cluster.kubectl("scale", "deployment", "trainer", "-n", namespace, "--replicas=1")
-
-    api = client.CoreV1Api(cluster.api_client())
-
-    def trainer_pod() -> str:
-        pods = api.list_namespaced_pod(namespace, label_selector="app=trainer").items
-        return pods[0].metadata.name if pods else ""
-
-    trainer = wait_for(trainer_pod, "the Deployment's pod")
+    trainer = scale_up(cluster, namespace, "trainer")
     got = allocation(cluster, namespace, trainer, timeout=240)
     assert got.containers == (((node.uuid(0), 20000, 0),),)
+    api = client.CoreV1Api(cluster.api_client())
     filler_gone = api.list_namespaced_pod(namespace, field_selector="metadata.name=filler").items
     assert not filler_gone or filler_gone[0].metadata.deletion_timestamp is not None

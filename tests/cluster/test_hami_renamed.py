@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -18,7 +17,17 @@ from sandbox.cluster import Sandbox, wait_for
 from sandbox.hami import NVIDIA_DEFAULTS, HamiSettings
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import plugin
-from tests.cluster.hami_harness import GpuNode, allocation, card_entries, create, delete_nodes, fresh_node, pod
+from tests.cluster.hami_harness import (
+    GpuNode,
+    allocation,
+    card_entries,
+    create,
+    delete_nodes,
+    deployment,
+    fresh_node,
+    pod,
+    scale_up,
+)
 from tests.cluster.webhook_harness import register, sees_placement
 
 pytestmark = pytest.mark.cluster
@@ -95,28 +104,14 @@ def placing(
     return hook
 
 
-def trainer(replicas: int) -> dict[str, Any]:
-    """A Deployment whose pods ask one card and 20% of its cores, and no memory: HAMi's defaultMemory applies."""
-    spec = pod("trainer", {COUNT: "1", CORES: "20"})["spec"]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "trainer"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "trainer"}},
-            "template": {"metadata": {"labels": {"app": "trainer"}}, "spec": spec},
-        },
-    }
-
-
 def test_pin_the_webhook_and_hami_agree_on_renamed_resources_and_a_default_memory(
     cluster: Sandbox, renamed_namespace: str, node: GpuNode, placing: Webhook
 ) -> None:
     namespace = renamed_namespace
     create(cluster, namespace, pod("neighbour", {COUNT: "1", MEM: "36000"}, node=node.name))
     assert allocation(cluster, namespace, "neighbour").containers == (((node.uuid(0), 36000, 0),),)
-    create(cluster, namespace, trainer(0))
+    # One card and 20 % of its cores, and no memory: HAMi's defaultMemory applies.
+    create(cluster, namespace, deployment("trainer", 0, {COUNT: "1", CORES: "20"}))
 
     pin = ["pin", "-n", namespace, "-l", "app=trainer", "--node", node.name, "--gpu", "gpu-0", "-o", "json"]
     by_default = plugin(cluster, *pin, "--dry-run=client")
@@ -132,15 +127,8 @@ def test_pin_the_webhook_and_hami_agree_on_renamed_resources_and_a_default_memor
     name = run.json()["placement"]["metadata"]["name"]
     wait_for(lambda: sees_placement(placing, namespace, name), "the webhook to see the placement")
 
-    cluster.kubectl("scale", "deployment", "trainer", "-n", namespace, "--replicas=1")
-    api = client.CoreV1Api(cluster.api_client())
-
-    def trainer_pod() -> str:
-        pods = api.list_namespaced_pod(namespace, label_selector="app=trainer").items
-        return pods[0].metadata.name if pods else ""
-
-    placed = wait_for(trainer_pod, "the Deployment's pod")
-    stored = api.read_namespaced_pod(placed, namespace)
+    placed = scale_up(cluster, namespace, "trainer")
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod(placed, namespace)
     assert stored.spec.scheduler_name == SCHEDULER
     assert stored.metadata.annotations["nvidia.com/use-gpuuuid"] == node.uuid(0)
     assert allocation(cluster, namespace, placed).containers == (((node.uuid(0), DEFAULT_MEMORY, 20),),)

@@ -86,5 +86,9 @@ def _seen_by_hami(node: dict[str, Any]) -> bool:
 
 
 def _ready(node: dict[str, Any] | None) -> bool:
+    """Ready, and the node lifecycle controller has lifted its not-ready taint (it lags the condition)."""
     conditions = (node or {}).get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = (node or {}).get("spec", {}).get("taints") or []
+    lifecycle = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    untainted = not any(t.get("key") in lifecycle for t in taints)
+    return untainted and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

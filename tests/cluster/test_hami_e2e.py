@@ -88,8 +88,12 @@ def test_a_pod_too_big_for_every_card_stays_pending_with_hamis_reason(
 ) -> None:
     node = node_with(cluster, nodes, 2)
     create(cluster, namespace, pod("huge", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "50000"}, node=node.name))
-    failures = wait_for(lambda: scheduling_failures(cluster, namespace, "huge"), "a FailedScheduling event")
-    assert any("CardInsufficientMemory" in message for message in failures), failures
+
+    def hamis_reason() -> list[str]:
+        return [m for m in scheduling_failures(cluster, namespace, "huge") if "CardInsufficientMemory" in m]
+
+    failures = wait_for(hamis_reason, "a FailedScheduling event with HAMi's reason")
+    assert "2/2 CardInsufficientMemory" in failures[0], failures
     stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("huge", namespace)
     assert stored.spec.node_name is None
 

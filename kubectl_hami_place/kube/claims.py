@@ -30,6 +30,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.placement import Placement, PlacementStatus, spec_to_object, status_to_object
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
+from kubectl_hami_place.kube.placements import get_placement
 
 
 class StaleWrite(Exception):
@@ -39,16 +40,7 @@ class StaleWrite(Exception):
 def read_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     """The placement as the API server has it now (not the cache's copy), or None when it is gone."""
     try:
-        return request(
-            kube,
-            kube.custom().get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            what=f"get {PLURAL} in namespace {namespace}",
-        )
+        return get_placement(kube, namespace, name)
     except KubeNotFound:
         return None
 

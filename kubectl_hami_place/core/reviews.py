@@ -67,6 +67,9 @@ def parse_review(body: object) -> Review:
     pod = request.get("object")
     if operation == "CREATE" and not isinstance(pod, dict):
         raise ReviewError("a CREATE AdmissionReview request must carry the object")
+    for field in ("namespace", "name", "subResource"):
+        if not isinstance(request.get(field, ""), str | None):
+            raise ReviewError(f"the AdmissionReview request's {field} must be a string")
     return Review(
         uid=uid,
         operation=operation,

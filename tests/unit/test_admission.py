@@ -631,6 +631,22 @@ def test_cores_the_pod_chose_are_kept() -> None:
             },
             "must carry the object",
         ),
+        (
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u", "operation": "CREATE", "object": {}, "namespace": {"not": "a string"}},
+            },
+            "namespace must be a string",
+        ),
+        (
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u", "operation": "CREATE", "object": {}, "namespace": "ns", "name": 7},
+            },
+            "name must be a string",
+        ),
     ],
 )
 def test_malformed_reviews_are_refused_with_a_reason(body: object, fragment: str) -> None:

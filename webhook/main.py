@@ -12,6 +12,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
 from webhook.certs import CertBundle, generate, still_good
+from webhook.reconcile import CLAIM_GRACE_SECONDS
 from webhook.server import ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
@@ -120,6 +121,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="unclaimed placements expire, and blocked evictions give up, after this long (default 3600)",
     )
+    run.add_argument(
+        "--claim-grace",
+        type=int,
+        default=CLAIM_GRACE_SECONDS,
+        metavar="SECONDS",
+        help="a claim no stored pod carries is released after this long on the replica's own clock; keep it over "
+        "twice the API server's longest admission plus its request timeout "
+        f"(default {CLAIM_GRACE_SECONDS})",
+    )
 
     certs = commands.add_parser("certs", help="make a CA and a serving certificate; optionally store and install them")
     certs.add_argument("--out-dir", type=Path, help="write ca.crt, tls.crt and tls.key here")
@@ -159,6 +169,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.placement_ttl <= 0:
         _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
         return 2
+    if args.claim_grace <= 0:
+        _fail("hami-place-webhook: --claim-grace must be a positive number of seconds")
+        return 2
     if not 1 <= args.admission_timeout <= 30:
         _fail("hami-place-webhook: --admission-timeout must be 1..30 seconds, the range of a webhook's timeoutSeconds")
         return 2
@@ -180,6 +193,7 @@ def _serve(args: argparse.Namespace) -> int:
             placement_ttl=args.placement_ttl,
             admission_timeout=args.admission_timeout,
             shutdown_grace=args.shutdown_grace,
+            claim_grace=args.claim_grace,
         )
     )
     return 0

@@ -53,6 +53,7 @@ class Reconciler:
         *,
         writes: Writes | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        claim_grace: int = CLAIM_GRACE_SECONDS,
     ) -> None:
         if writes is None and kube is None:
             raise ValueError("a Reconciler needs a Kube or its Writes")
@@ -62,6 +63,7 @@ class Reconciler:
         self.ttl_seconds = ttl_seconds
         self.clock = clock
         self.monotonic = monotonic
+        self.claim_grace = claim_grace
         self._last_sweep: float | None = None
         self._claims_seen: dict[tuple[str, str], float] = {}
 
@@ -90,7 +92,7 @@ class Reconciler:
                 pods,
                 self.clock(),
                 self.ttl_seconds,
-                CLAIM_GRACE_SECONDS,
+                self.claim_grace,
                 consumed=consumed,
                 nodes=nodes,
                 claim_ages=claim_ages,

@@ -34,7 +34,7 @@ from webhook.api import api_app, mutate_app
 from webhook.cache import ClusterCache
 from webhook.deadline import DeadlineApiClient
 from webhook.metrics import Metrics
-from webhook.reconcile import Reconciler
+from webhook.reconcile import CLAIM_GRACE_SECONDS, Reconciler
 from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
 
 log = logging.getLogger(__name__)
@@ -221,6 +221,7 @@ class ServeOptions:
     placement_ttl: int = 3600
     admission_timeout: float = 10.0
     shutdown_grace: float = 15.0
+    claim_grace: int = CLAIM_GRACE_SECONDS
 
 
 def probe_host(bind_address: str) -> str:
@@ -246,7 +247,7 @@ def serve(options: ServeOptions) -> None:
     for reflector in cache.reflectors():
         metrics.watch_sync_age(reflector)
     admitter = Admitter(kube, cache, settings, metrics)
-    reconciler = Reconciler(kube, cache, metrics, options.placement_ttl)
+    reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace)
 
     in_flight = InFlight(mutate_app(admitter, metrics, admission_timeout=options.admission_timeout))
     https = https_server(

@@ -127,6 +127,7 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "--exclude-namespace=kube-system" in container["args"]
     assert "--admission-timeout=5" in container["args"], "the webhook's timeoutSeconds is the server's deadline"
     assert "--shutdown-grace=15" in container["args"]
+    assert "--claim-grace=120" in container["args"]
     assert not [a for a in container["args"] if a.startswith("--client-ca-file")]
     assert pod["terminationGracePeriodSeconds"] == 25, "the kubelet waits longer than the server's own drain"
     assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"

@@ -284,6 +284,7 @@ def test_in_flight_counts_requests_being_answered() -> None:
         (["--admission-timeout", "0.5"], "--admission-timeout must be 1..30 seconds"),
         (["--admission-timeout", "31"], "--admission-timeout must be 1..30 seconds"),
         (["--shutdown-grace", "-1"], "--shutdown-grace must be 0..3600 seconds"),
+        (["--claim-grace", "0"], "--claim-grace must be a positive number of seconds"),
     ],
 )
 def test_serve_refuses_timeouts_out_of_range(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,18 +48,26 @@ class CertBundle:
             partial.replace(out_dir / name)
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    return x509.Name(attrs)
 
 
-def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = None) -> CertBundle:
-    """A fresh CA and a serving certificate for the given DNS names and IP addresses (ECDSA P-256)."""
-    if not dns_names and not ips:
-        raise ValueError("give at least one --dns name or --ip address for the serving certificate")
-    now = now or datetime.now(UTC)
-    start = now - timedelta(minutes=5)
+def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """A private key as unencrypted PKCS#8 PEM, the form the servers and Kubernetes components read."""
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def new_ca(
+    common_name: str, start: datetime, end: datetime, *, path_length: int | None = 0
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA (ECDSA P-256) that may sign leaves only; shared by the webhook's PKI and the sandbox's."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("hami-place-webhook-ca")
+    ca_name = _name(common_name)
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -66,8 +75,8 @@ def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = Non
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
-        .not_valid_after(now + timedelta(days=CA_DAYS))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -85,29 +94,57 @@ def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = Non
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca_cert
+
+
+def issue_leaf(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    common_name: str,
+    start: datetime,
+    end: datetime,
+    *,
+    organization: str | None = None,
+    dns_names: Sequence[str] = (),
+    ips: Sequence[str] = (),
+    server: bool = True,
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A leaf signed by the CA: a serving certificate (with the names as SANs) or, server=False, a client one."""
     key = ec.generate_private_key(ec.SECP256R1())
-    alt_names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
-    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-    cert = (
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(_name((dns_names or ips)[0]))
-        .issuer_name(ca_name)
+        .subject_name(_name(common_name, organization))
+        .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
-        .not_valid_after(now + timedelta(days=SERVING_DAYS))
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
+    )
+    alt_names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = None) -> CertBundle:
+    """A fresh CA and a serving certificate for the given DNS names and IP addresses (ECDSA P-256)."""
+    if not dns_names and not ips:
+        raise ValueError("give at least one --dns name or --ip address for the serving certificate")
+    now = now or datetime.now(UTC)
+    start = now - timedelta(minutes=5)
+    ca_key, ca_cert = new_ca("hami-place-webhook-ca", start, now + timedelta(days=CA_DAYS))
+    key, cert = issue_leaf(
+        ca_key, ca_cert, (dns_names or ips)[0], start, now + timedelta(days=SERVING_DAYS), dns_names=dns_names, ips=ips
     )
     return CertBundle(
         ca_crt=ca_cert.public_bytes(serialization.Encoding.PEM),
         tls_crt=cert.public_bytes(serialization.Encoding.PEM),
-        tls_key=key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
+        tls_key=pem_key(key),
     )
 
 

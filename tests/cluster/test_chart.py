@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import pytest
 import yaml
 
 from sandbox import binaries
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
@@ -736,12 +735,6 @@ def test_certificate_hook_command_with_its_own_account(
 
 
 # --- the server itself, with the Deployment's args and its ServiceAccount --------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.cluster

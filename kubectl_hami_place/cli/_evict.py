@@ -43,11 +43,10 @@ from kubectl_hami_place.cli._placing import (
     hami_config,
     parse_gpus,
     placement_name,
+    replacement,
 )
 from kubectl_hami_place.cli.output import Block, Text
-from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.plan import workload_from_pod
-from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 from kubectl_hami_place.kube import cluster, evictions, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
@@ -56,7 +55,6 @@ HELP = (
     "Evict a pod through the Eviction API (PodDisruptionBudgets apply; exit 4 when one blocks). With --to-node and "
     "--gpu, first pin the pod's replacement to that node and those cards."
 )
-STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 
 
 @dataclass(frozen=True)
@@ -147,51 +145,6 @@ def evict(
             _roll_back(kube, ns, created["metadata"]["name"])
             raise
     emit(PlacementResult(checked, dry_run.value, created, evicted=pod), output)
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """Who recreates the evicted pod: the selector its replacement matches, the template it is made from."""
-
-    selector: LabelSelector
-    source: str
-    template: dict[str, Any]
-    warning: str = ""
-
-
-def replacement(kube: Kube, namespace: str, pod: dict[str, Any]) -> Replacement:
-    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector."""
-    metadata = pod.get("metadata") or {}
-    name = metadata.get("name", "")
-    owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
-    labels = dict(metadata.get("labels") or {})
-    if owner is not None:
-        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
-        if controller is not None and controller.selector:
-            try:
-                selector = selector_from_dict(controller.selector, require_nonempty=True)
-            except ModelError:
-                selector = None
-            if selector is not None:
-                if controller.kind == "StatefulSet" and STATEFULSET_POD_NAME in labels:
-                    extra = {STATEFULSET_POD_NAME: labels[STATEFULSET_POD_NAME]}
-                    selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
-                return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
-    if not labels:
-        raise Refused(
-            [
-                f"pod {name} has no controller and no labels, so no replacement pod can be matched; "
-                "use kubectl hami-place pin -l for the pod you will create"
-            ]
-        )
-    selector = selector_from_dict({"matchLabels": labels})
-    warning = ""
-    if owner is None:
-        warning = (
-            f"pod {name} has no controller: nothing recreates it; the placement waits for the next "
-            f"pod you create with its labels ({selector})"
-        )
-    return Replacement(selector, f"pod {name}", pod, warning)
 
 
 def _roll_back(kube: Kube, namespace: str, name: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kubectl_hami_place.cli._errors import Refused, UsageProblem
@@ -32,13 +33,14 @@ from kubectl_hami_place.core.plan import (
 )
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.requests import card_request
-from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
+from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string, selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube import cluster, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound
 from kubectl_hami_place.kube.hami_config import read_hami_config
 
+STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
 REQ_ID_LENGTH = 12
@@ -205,3 +207,48 @@ def _placements(kube: Kube, namespace: str) -> list[Any]:
 def _name(obj: dict[str, Any]) -> str:
     """metadata.name."""
     return str((obj.get("metadata") or {}).get("name", ""))
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Who recreates the evicted pod: the selector its replacement matches, the template it is made from."""
+
+    selector: LabelSelector
+    source: str
+    template: dict[str, Any]
+    warning: str = ""
+
+
+def replacement(kube: Kube, namespace: str, pod: dict[str, Any]) -> Replacement:
+    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector."""
+    metadata = pod.get("metadata") or {}
+    name = metadata.get("name", "")
+    owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+    labels = dict(metadata.get("labels") or {})
+    if owner is not None:
+        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
+        if controller is not None and controller.selector:
+            try:
+                selector = selector_from_dict(controller.selector, require_nonempty=True)
+            except ModelError:
+                selector = None
+            if selector is not None:
+                if controller.kind == "StatefulSet" and STATEFULSET_POD_NAME in labels:
+                    extra = {STATEFULSET_POD_NAME: labels[STATEFULSET_POD_NAME]}
+                    selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
+                return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
+    if not labels:
+        raise Refused(
+            [
+                f"pod {name} has no controller and no labels, so no replacement pod can be matched; "
+                "use kubectl hami-place pin -l for the pod you will create"
+            ]
+        )
+    selector = selector_from_dict({"matchLabels": labels})
+    warning = ""
+    if owner is None:
+        warning = (
+            f"pod {name} has no controller: nothing recreates it; the placement waits for the next "
+            f"pod you create with its labels ({selector})"
+        )
+    return Replacement(selector, f"pod {name}", pod, warning)

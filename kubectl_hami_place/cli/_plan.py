@@ -1,7 +1,8 @@
 """`plan`: the pod moves that make room for a Pending pod, free whole cards, or compact nodes; nothing is changed.
 
 `--for POD` first says why the pod does not fit today (the `why` table). A plan that cannot reach its goal is
-still printed with the nearest it gets and why, and the command exits 1.
+still printed with the nearest it gets and why, and the command exits 1. With `--apply` a complete plan is then
+carried out, as `apply -f` would (after a confirmation unless --yes).
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from typing import Annotated, Any
 
 import typer
 
+from kubectl_hami_place.cli._applying import ApplyReport, TimeoutOption, WaitPodOption, carry_out
 from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
+    DryRun,
     KubeconfigOption,
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    YesOption,
     complete_nodes,
     complete_pods,
     emit,
@@ -44,6 +48,7 @@ from kubectl_hami_place.core.planner import (
 from kubectl_hami_place.core.planner import (
     why as explain,
 )
+from kubectl_hami_place.core.planner.apply import read_plan
 from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
 HELP = (
@@ -66,6 +71,8 @@ class PlanView:
         """The plan as JSON, with the why verdicts for --for."""
         data = self.plan.to_dict()
         if self.why is not None:
+            namespace, name = self.pod.split("/", 1)
+            data["pod"] = {"namespace": namespace, "name": name}
             data["why"] = [verdict.to_dict() for verdict in self.why]
         return data
 
@@ -99,6 +106,22 @@ class PlanView:
     def _cards(self, uuids: tuple[str, ...]) -> str:
         """`node gpu-N, gpu-M` for card UUIDs."""
         return ", ".join(self.names.get(uuid, uuid) for uuid in uuids)
+
+
+@dataclass(frozen=True)
+class PlanApplied:
+    """`plan --apply` with -o json|yaml: the plan and the run in one document."""
+
+    view: PlanView
+    report: ApplyReport
+
+    def to_data(self) -> Any:
+        """`{plan, apply}`."""
+        return {"plan": self.view.to_data(), "apply": self.report.to_data()}
+
+    def to_blocks(self) -> list[Block]:
+        """The plan, then the run."""
+        return [*self.view.to_blocks(), *self.report.to_blocks()]
 
 
 def _compare(before: Summary, after: Summary) -> tuple[str, ...]:
@@ -135,6 +158,12 @@ def plan(
     max_moves_per_node: Annotated[
         int, typer.Option("--max-moves-per-node", min=1, help="At most this many pods moved off any one node.")
     ] = 8,
+    then_apply: Annotated[
+        bool, typer.Option("--apply", help="Then carry the plan out, as apply -f would (confirm unless --yes).")
+    ] = False,
+    timeout: TimeoutOption = 300,
+    wait_pod: WaitPodOption = False,
+    yes: YesOption = False,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -174,5 +203,17 @@ def plan(
             raise UsageProblem(f"{', '.join(missing)}: not a HAMi GPU node", "list them with kubectl hami-place status")
         goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
     result = make_plan(read.snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
-    emit(PlanView(result, _names(read.snapshot), verdicts, pod_key), output)
-    return EXIT_OK if result.complete else EXIT_ERROR
+    view = PlanView(result, _names(read.snapshot), verdicts, pod_key)
+    structured = output in (OutputFormat.json, OutputFormat.yaml)
+    if not then_apply or not result.complete:
+        emit(view, output)
+        return EXIT_OK if result.complete else EXIT_ERROR
+    if not structured:
+        emit(view, output)
+    report = carry_out(
+        where.kube, read_plan(view.to_data()), dry_run=DryRun.none, timeout=timeout, wait_pod=wait_pod, yes=yes
+    )
+    emit(PlanApplied(view, report) if structured else report, output)
+    if report.failure:
+        raise report.error()
+    return EXIT_OK

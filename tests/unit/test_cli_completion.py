@@ -19,7 +19,7 @@ def candidates(*words: str) -> list[str]:
 
 
 def test_verbs_complete_from_the_empty_word() -> None:
-    assert candidates("") == ["pin", "evict", "status", "list", "delete", "why", "plan", "completion"]
+    assert candidates("") == ["pin", "evict", "status", "list", "delete", "why", "plan", "apply", "completion"]
 
 
 def test_verbs_complete_from_a_prefix() -> None:

@@ -392,6 +392,10 @@ class State:
             self._replay(step)
         return None
 
+    def carry_out(self, move: Move) -> bool:
+        """Make a planned move again on the working copy (apply checks a plan so) if its target cards fit the pod."""
+        return self._replay(move)
+
     def _replay(self, move: Move) -> bool:
         """Make a recorded move again if its target cards still fit the pod."""
         entry = self.pods[move.pod]

@@ -1,0 +1,451 @@
+"""Carrying a plan out move by move, shared by `apply -f PLAN` and `plan ... --apply`.
+
+Each move: check the cluster still matches it (`core.planner.apply`), pin the pod's replacement to the target
+cards (a placement, checked as `evict --to-node` checks it), evict the pod through the Eviction API with its UID as
+precondition, and wait until the old pod is gone and HAMi allocated the replacement the target cards. The first
+failure stops the run; the report says which moves were done, which failed and why. A re-run resumes: moves already
+done are skipped, a move half done is waited for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Annotated, Any
+
+import typer
+
+from kubectl_hami_place.cli._common import DryRun, confirm, note, stderr_console, warn
+from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK, EXIT_REFUSED, CliError, Refused
+from kubectl_hami_place.cli._placing import (
+    MANAGED_BY,
+    Replacement,
+    build_spec,
+    check_placement,
+    parse_gpus,
+    replacement,
+)
+from kubectl_hami_place.cli.output import Block, Table, Text
+from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.placement import PlacementSpec, placement_object
+from kubectl_hami_place.core.plan import workload_from_pod
+from kubectl_hami_place.core.planner import Move, Snapshot
+from kubectl_hami_place.core.planner.apply import (
+    MoveCheck,
+    PlanFile,
+    Step,
+    check_plan,
+    move_step,
+    placement_for,
+    req_id_for,
+    target_pod_state,
+)
+from kubectl_hami_place.kube import cluster, evictions, placements
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeConflict, KubeError, KubeNotFound
+from kubectl_hami_place.kube.snapshot import SnapshotRead, read_pod, read_snapshot
+
+POLL_SECONDS = 1.0
+
+TimeoutOption = Annotated[
+    float,
+    typer.Option("--timeout", min=1, help="Seconds to wait for each move's replacement to hold its target cards."),
+]
+WaitPodOption = Annotated[
+    bool,
+    typer.Option("--wait-for-pod", help="With a --for plan: after the last move, wait (up to --timeout) for the pod."),
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one move in this run."""
+
+    number: int
+    move: Move
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    """The run: each move's outcome, the failure that stopped it (if any), and for a `--for` plan its pod."""
+
+    goal: str
+    dry_run: str
+    outcomes: tuple[Outcome, ...]
+    names: dict[str, str]
+    failure: str = ""
+    hint: str = ""
+    exit_code: int = EXIT_OK
+    pod: str = ""
+    scheduled: bool | None = None
+    pod_detail: str = ""
+
+    def error(self) -> CliError:
+        """The failure as the error the command exits with."""
+        error = CliError(self.failure, self.hint)
+        error.exit_code = self.exit_code
+        return error
+
+    def to_data(self) -> Any:
+        """The run as JSON."""
+        data: dict[str, Any] = {
+            "goal": self.goal,
+            "dryRun": self.dry_run,
+            "complete": not self.failure,
+            "failure": self.failure or None,
+            "moves": [
+                {
+                    "number": outcome.number,
+                    **outcome.move.to_dict(),
+                    "placement": placement_for(outcome.move),
+                    "status": outcome.status,
+                    "detail": outcome.detail,
+                }
+                for outcome in self.outcomes
+            ],
+        }
+        if self.pod:
+            data["pod"] = {"key": self.pod, "scheduled": self.scheduled, "detail": self.pod_detail}
+        return data
+
+    def to_blocks(self) -> list[Block]:
+        """One row per move with its outcome, then what stopped the run or the pod's state."""
+        rows = tuple(
+            (
+                str(outcome.number),
+                outcome.move.pod,
+                self._cards(outcome.move.from_cards),
+                self._cards(outcome.move.to_cards),
+                outcome.status,
+                outcome.detail,
+            )
+            for outcome in self.outcomes
+        )
+        suffix = "" if self.dry_run == DryRun.none else f" ({self.dry_run} dry run)"
+        blocks: list[Block] = [
+            Text((f"apply: {self.goal}{suffix}",), style="bold"),
+            Table(columns=("#", "Pod", "From", "To", "Status", "Detail"), rows=rows, empty="  no moves"),
+        ]
+        if self.failure:
+            blocks.append(Text((f"stopped: {self.failure}",), style="red"))
+        if self.pod:
+            blocks.append(Text((self.pod_detail,), style="green" if self.scheduled else "yellow"))
+        return blocks
+
+    def _cards(self, uuids: tuple[str, ...]) -> str:
+        """`node gpu-N` for card UUIDs."""
+        return ", ".join(self.names.get(uuid, uuid) for uuid in uuids)
+
+
+class Progress:
+    """Progress on stderr: a spinner while waiting on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.console = stderr_console()
+
+    def line(self, text: str) -> None:
+        """One line of progress."""
+        note(text)
+
+    @contextmanager
+    def waiting(self, text: str) -> Iterator[None]:
+        """A spinner on a terminal, one line elsewhere."""
+        if self.console.is_terminal:
+            with self.console.status(text):
+                yield
+        else:
+            note(text)
+            yield
+
+
+class _Stop(Exception):
+    """A move failed: the run stops with this cause, hint and exit code."""
+
+    def __init__(self, cause: str, hint: str = "", code: int = EXIT_ERROR) -> None:
+        super().__init__(cause)
+        self.cause, self.hint, self.code = cause, hint, code
+
+
+def carry_out(
+    kube: Kube,
+    plan: PlanFile,
+    *,
+    dry_run: DryRun,
+    timeout: float,
+    wait_pod: bool,
+    yes: bool,
+) -> ApplyReport:
+    """Runs the plan (or checks it, under --dry-run) and reports; never raises for a failed move."""
+    read = read_snapshot(kube)
+    for message in read.warnings:
+        warn(message)
+    names = _names(read.snapshot)
+    checks = check_plan(plan, read.snapshot, _placements(kube, plan))
+    report = ApplyReport(goal=plan.goal, dry_run=dry_run.value, outcomes=(), names=names)
+    if dry_run is not DryRun.none:
+        return _dry_run(kube, plan, read, checks, report, server=dry_run is DryRun.server)
+    first = next(((number, check) for number, (_, check) in enumerate(checks, 1) if check.step is not Step.done), None)
+    if first is not None and first[1].step is Step.changed:
+        return replace(
+            report,
+            outcomes=_outcomes(plan, checks, stop=first[0]),
+            failure=f"move {first[0]}: {first[1].detail}",
+            hint=_CHANGED_HINT,
+            exit_code=EXIT_ERROR,
+        )
+    todo = [move.pod for move, check in checks if check.step is not Step.done]
+    todo += [move.pod for move in plan.moves[len(checks) :]]
+    if todo and not confirm(f"carry out {len(todo)} move(s), evicting {', '.join(todo)}", yes):
+        raise CliError("not confirmed", "nothing was changed")
+    progress = Progress()
+    outcomes: list[Outcome] = []
+    for number, move in enumerate(plan.moves, start=1):
+        was_done = number <= len(checks) and checks[number - 1][1].step is Step.done
+        try:
+            label = f"move {number}/{len(plan.moves)}: {move.pod}"
+            detail = _one_move(kube, move, config=read.config, label=label, timeout=timeout, progress=progress)
+        except _Stop as stop:
+            outcomes.append(Outcome(number, move, "failed", stop.cause))
+            outcomes += [Outcome(n, m, "not run", "") for n, m in enumerate(plan.moves[number:], start=number + 1)]
+            return replace(
+                report,
+                outcomes=tuple(outcomes),
+                failure=f"move {number} ({move.pod}): {stop.cause}",
+                hint=stop.hint,
+                exit_code=stop.code,
+            )
+        outcomes.append(Outcome(number, move, "already done" if was_done else "done", detail))
+    report = replace(report, outcomes=tuple(outcomes))
+    return _target_pod(kube, plan, report, wait_pod=wait_pod, timeout=timeout, progress=progress)
+
+
+_CHANGED_HINT = "the cluster no longer matches the plan: make a new one (kubectl hami-place plan)"
+
+
+def _one_move(kube: Kube, move: Move, *, config: HamiConfig, label: str, timeout: float, progress: Progress) -> str:
+    """Makes one move (or finds it made) and waits until it settled; `_Stop` when it cannot."""
+    check = _current(kube, move)
+    if check.step is Step.done:
+        progress.line(f"{label}: already done ({check.detail})")
+        return check.detail
+    if check.step is Step.changed:
+        raise _Stop(check.detail, _CHANGED_HINT)
+    if check.step is Step.ready:
+        progress.line(f"{label}: pinning its replacement to {move.to_node} and evicting it")
+        _make(kube, config, move)
+    deadline = time.monotonic() + timeout
+    with progress.waiting(f"{label}: waiting for its replacement on {move.to_node}"):
+        while True:
+            check = _current(kube, move)
+            if check.step is Step.done:
+                progress.line(f"{label}: done ({check.detail})")
+                return check.detail
+            if check.step is Step.changed:
+                raise _Stop(check.detail, _CHANGED_HINT)
+            if time.monotonic() > deadline:
+                raise _Stop(
+                    f"not settled within {timeout:g} s: {check.detail}{_placement_state(kube, move)}",
+                    "re-run the same apply to resume once the replacement runs, or raise --timeout",
+                )
+            time.sleep(POLL_SECONDS)
+
+
+def _make(kube: Kube, config: HamiConfig, move: Move) -> None:
+    """Pins the replacement and evicts the pod; the placement is deleted again when the eviction fails."""
+    namespace, name = move.pod.split("/", 1)
+    try:
+        pod = cluster.get_pod(kube, namespace, name)
+    except KubeNotFound as exc:
+        raise _Stop(f"{move.pod} vanished just before its eviction", _CHANGED_HINT) from exc
+    try:
+        successor = replacement(kube, namespace, pod)
+        checked = check_placement(
+            kube,
+            namespace,
+            _spec(successor, move),
+            name=placement_for(move),
+            workload=workload_from_pod(successor.template, successor.source, template=True, config=config),
+            evicted_pod=pod,
+        )
+    except Refused as exc:
+        raise _Stop("; ".join(exc.reasons), "make a new plan (kubectl hami-place plan)", EXIT_REFUSED) from exc
+    for message in checked.warnings:
+        warn(message)
+    try:
+        evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)
+    except BlockedByDisruptionBudget as exc:
+        raise _Stop(exc.cause, exc.hint, EXIT_BLOCKED) from exc
+    created = True
+    try:
+        placements.create_placement(kube, namespace, checked.obj)
+    except KubeConflict:
+        created = False
+    try:
+        evictions.evict_pod(kube, namespace, name, uid=move.uid)
+    except (KubeError, KeyboardInterrupt) as exc:
+        if created:
+            _roll_back(kube, namespace, placement_for(move))
+        if isinstance(exc, BlockedByDisruptionBudget):
+            raise _Stop(exc.cause, exc.hint, EXIT_BLOCKED) from exc
+        if isinstance(exc, KubeError):
+            raise _Stop(str(exc)) from exc
+        raise
+
+
+def _spec(successor: Replacement, move: Move) -> PlacementSpec:
+    """The placement spec pinning the pod's replacement (its controller's selector) to the move's cards."""
+    return build_spec(req_id_for(move), successor.selector, move.to_node, parse_gpus(move.to_cards), None)
+
+
+def _roll_back(kube: Kube, namespace: str, name: str) -> None:
+    """The eviction failed after the placement was created: delete it, so no half-done pin stays behind."""
+    try:
+        placements.delete_placement(kube, namespace, name)
+    except KubeError as exc:
+        warn(f"could not delete placement {name} after the failed eviction: {exc}")
+
+
+def _current(kube: Kube, move: Move) -> MoveCheck:
+    """The move's step in the cluster as it is now."""
+    read = read_snapshot(kube)
+    namespace = move.pod.split("/", 1)[0]
+    return move_step(move, read.snapshot, _names_in(kube, namespace))
+
+
+def _placement_state(kube: Kube, move: Move) -> str:
+    """`; placement P is <phase>: <message>` for a timeout report, or nothing when unreadable."""
+    namespace = move.pod.split("/", 1)[0]
+    try:
+        status = placements.get_placement(kube, namespace, placement_for(move)).get("status") or {}
+    except KubeError:
+        return ""
+    phase = status.get("phase") or "Pending (not claimed by any pod yet)"
+    message = f": {status['message']}" if status.get("message") else ""
+    return f"; placement {placement_for(move)} is {phase}{message}"
+
+
+def _target_pod(
+    kube: Kube, plan: PlanFile, report: ApplyReport, *, wait_pod: bool, timeout: float, progress: Progress
+) -> ApplyReport:
+    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`."""
+    if not plan.pod:
+        return report
+    namespace, name = plan.pod.split("/", 1)
+    deadline = time.monotonic() + timeout
+    with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
+        while True:
+            read = read_snapshot(kube)
+            try:
+                pod = read_pod(kube, namespace, name, read)
+            except KubeNotFound:
+                pod = None
+            scheduled, detail = target_pod_state(plan, pod)
+            if scheduled or not wait_pod or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_SECONDS)
+    report = replace(report, pod=plan.pod, scheduled=scheduled, pod_detail=detail)
+    if wait_pod and not scheduled:
+        return replace(
+            report,
+            failure=f"{detail} within {timeout:g} s",
+            hint=f"see why with kubectl hami-place why {name} -n {namespace}",
+        )
+    return report
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    """No progress to show."""
+    yield
+
+
+def _dry_run(
+    kube: Kube,
+    plan: PlanFile,
+    read: SnapshotRead,
+    checks: tuple[tuple[Move, MoveCheck], ...],
+    report: ApplyReport,
+    *,
+    server: bool,
+) -> ApplyReport:
+    """Each move checked on the cards as the moves before it would leave them; with `server`, the API server
+    also runs each eviction and placement creation without persisting them."""
+    outcomes = list(_outcomes(plan, checks, stop=len(checks) + 1))
+    failure = next(((number, c) for number, (_, c) in enumerate(checks, 1) if c.step is Step.changed), None)
+    if failure is not None:
+        return replace(
+            report,
+            outcomes=tuple(outcomes),
+            failure=f"move {failure[0]}: {failure[1].detail}",
+            hint=_CHANGED_HINT,
+            exit_code=EXIT_ERROR,
+        )
+    if server:
+        for position, (move, check) in enumerate(checks):
+            if check.step is not Step.ready:
+                continue
+            try:
+                _server_dry_run(kube, read, move)
+            except _Stop as stop:
+                outcomes[position] = Outcome(position + 1, move, "failed", stop.cause)
+                return replace(
+                    report,
+                    outcomes=tuple(outcomes),
+                    failure=f"move {position + 1} ({move.pod}): {stop.cause}",
+                    hint=stop.hint,
+                    exit_code=stop.code,
+                )
+    return replace(report, outcomes=tuple(outcomes))
+
+
+def _server_dry_run(kube: Kube, read: SnapshotRead, move: Move) -> None:
+    """The API server checks the eviction and the placement without persisting either."""
+    namespace, name = move.pod.split("/", 1)
+    try:
+        pod = cluster.get_pod(kube, namespace, name)
+        spec = _spec(replacement(kube, namespace, pod), move)
+        obj = placement_object(placement_for(move), namespace, spec, labels=MANAGED_BY)
+        evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)
+        placements.create_placement(kube, namespace, obj, dry_run=True)
+    except BlockedByDisruptionBudget as exc:
+        raise _Stop(exc.cause, exc.hint, EXIT_BLOCKED) from exc
+    except KubeConflict:
+        return
+    except Refused as exc:
+        raise _Stop("; ".join(exc.reasons), "make a new plan (kubectl hami-place plan)", EXIT_REFUSED) from exc
+    except KubeError as exc:
+        raise _Stop(str(exc)) from exc
+
+
+def _outcomes(plan: PlanFile, checks: tuple[tuple[Move, MoveCheck], ...], stop: int) -> tuple[Outcome, ...]:
+    """Each move's outcome from its check, up to move `stop`; the moves after it are not run."""
+    words = {Step.ready: "ready", Step.done: "already done", Step.waiting: "in progress", Step.changed: "failed"}
+    outcomes = [
+        Outcome(number, move, words[check.step], check.detail)
+        for number, (move, check) in enumerate(checks, 1)
+        if number <= stop
+    ]
+    outcomes += [Outcome(n, m, "not run", "") for n, m in enumerate(plan.moves, 1) if n > len(outcomes)]
+    return tuple(outcomes)
+
+
+def _placements(kube: Kube, plan: PlanFile) -> set[str]:
+    """`namespace/name` of the placements in the namespaces the plan moves pods in."""
+    found: set[str] = set()
+    for namespace in sorted({move.pod.split("/", 1)[0] for move in plan.moves}):
+        found |= _names_in(kube, namespace)
+    return found
+
+
+def _names_in(kube: Kube, namespace: str) -> set[str]:
+    """`namespace/name` of the namespace's placements."""
+    return {f"{namespace}/{item['metadata']['name']}" for item in placements.list_placements(kube, namespace)}
+
+
+def _names(snapshot: Snapshot) -> dict[str, str]:
+    """Card UUID -> `node gpu-N`."""
+    return {card.uuid: f"{node.name} gpu-{card.index}" for node in snapshot.nodes for card in node.cards}

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubernetes.client import ApiClient
 
+from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION
+from kubectl_hami_place.core.cards import REGISTER_ANNOTATION
 from kubectl_hami_place.core.errors import PlacementError
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION
+from kubectl_hami_place.core.fit import DEVICE_CORDON
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP
 from kubectl_hami_place.core.placement import Placement, placement_from_object
+from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
 
@@ -18,8 +23,8 @@ class ClusterCache:
     """Three list+watch reflectors, ready once each has completed a full list."""
 
     def __init__(self, api_client: ApiClient, scheduler_name: str) -> None:
-        self.nodes = node_reflector(api_client)
-        self.pods = pod_reflector(api_client, scheduler_name)
+        self.nodes = node_reflector(api_client, project=project_node)
+        self.pods = pod_reflector(api_client, scheduler_name, project=project_pod)
         self.placements = placement_reflector(api_client)
         self.changed = threading.Event()
         # (namespace, name) -> (the stored dict, its parse; None when it does not parse): a dict is replaced, never
@@ -121,6 +126,80 @@ class ClusterCache:
             if claim is not None:
                 self._claim_of[key] = claim
                 self._claims.setdefault(claim, {})[key] = pod
+
+
+# What of a pod or node the readers use (the cluster-info view, the claim index, the reconciler, /mutate's evictPod
+# UIDs and the placements document); the rest of the API server's object (~17 KiB a pod as dicts) is not kept.
+POD_ANNOTATIONS = frozenset({NODE_ANNOTATION, ALLOCATED_ANNOTATION})
+NODE_ANNOTATIONS = frozenset({REGISTER_ANNOTATION, DEVICE_CORDON})
+
+
+def project_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod as its readers see it: names, uid, version, deletion, HAMi's and our annotations, node name, phase,
+    how many init containers and whether they exited 0; same shape as the API server's, nothing else."""
+    spec = _dict(pod.get("spec"))
+    status = _dict(pod.get("status"))
+    kept_spec: dict[str, Any] = {}
+    if isinstance(spec.get("nodeName"), str):
+        kept_spec["nodeName"] = sys.intern(spec["nodeName"])
+    init = spec.get("initContainers")
+    if isinstance(init, list):
+        kept_spec["initContainers"] = [{"name": _dict(c).get("name")} for c in init]
+    kept_status: dict[str, Any] = {}
+    if isinstance(status.get("phase"), str):
+        kept_status["phase"] = sys.intern(status["phase"])
+    states = status.get("initContainerStatuses")
+    if isinstance(states, list):
+        kept_status["initContainerStatuses"] = [_init_state(entry) for entry in states]
+    return {
+        "metadata": _metadata(pod, lambda key: key in POD_ANNOTATIONS or key.startswith(GROUP + "/")),
+        "spec": kept_spec,
+        "status": kept_status,
+    }
+
+
+def project_node(node: dict[str, Any]) -> dict[str, Any]:
+    """The node as its readers see it: name, version, register and card cordons, cordon, Ready, GPUs allocatable."""
+    spec = _dict(node.get("spec"))
+    status = _dict(node.get("status"))
+    allocatable = _dict(status.get("allocatable"))
+    conditions = status.get("conditions")
+    kept_status: dict[str, Any] = {}
+    if GPU in allocatable:
+        kept_status["allocatable"] = {GPU: allocatable[GPU]}
+    if isinstance(conditions, list):
+        kept_status["conditions"] = [
+            {"type": c.get("type"), "status": c.get("status")} for c in conditions if isinstance(c, dict)
+        ]
+    return {
+        "metadata": _metadata(node, NODE_ANNOTATIONS.__contains__),
+        "spec": {"unschedulable": spec["unschedulable"]} if "unschedulable" in spec else {},
+        "status": kept_status,
+    }
+
+
+def _metadata(obj: dict[str, Any], keep: Any) -> dict[str, Any]:
+    """Name, namespace, uid, resourceVersion, deletionTimestamp (when set) and the annotations `keep` says yes to."""
+    meta = _dict(obj.get("metadata"))
+    kept: dict[str, Any] = {
+        key: sys.intern(meta[key]) if key == "namespace" and isinstance(meta[key], str) else meta[key]
+        for key in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+        if key in meta
+    }
+    annotations = _dict(meta.get("annotations"))
+    kept["annotations"] = {key: value for key, value in annotations.items() if keep(key)}
+    return kept
+
+
+def _init_state(entry: object) -> dict[str, Any]:
+    """An init container's status reduced to what HAMi reads: whether and how it terminated."""
+    terminated = _dict(_dict(_dict(entry).get("state")).get("terminated"))
+    return {"state": {"terminated": {"exitCode": terminated.get("exitCode")}}} if terminated else {"state": {}}
+
+
+def _dict(value: object) -> dict[str, Any]:
+    """The value when it is a dict, else an empty one (readers treat malformed parts as missing)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _parse(obj: dict[str, Any]) -> Placement | None:

@@ -1,7 +1,8 @@
 """List+watch of one kind of object into an in-memory store, so the webhook answers from memory, not the API.
 
-Objects are kept as the plain dicts the API server sends (no typed models): the core reads dicts, and decoding
-thousands of pods into generated classes would cost more than the whole admission decision.
+Objects are kept as plain dicts in the API server's shape (no typed models): the core reads dicts, and decoding
+thousands of pods into generated classes would cost more than the whole admission decision. A projection, given
+by the store's owner, keeps of each object only what its readers use.
 """
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ WATCH_TIMEOUT_SECONDS = 60
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 
+# A relist reads this many objects a page, so that it never holds the whole list's JSON and dicts at once.
+LIST_PAGE_SIZE = 500
+
 ListCall = Callable[..., Any]
 Listener = Callable[[str, dict[str, Any]], None]
+Projection = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class WatchExpired(Exception):
@@ -78,8 +83,17 @@ def _lines(response: Any) -> Iterator[bytes]:
 class Reflector:
     """Keeps one kind of object in memory: a full list, then a watch from its resourceVersion, relisting on 410."""
 
-    def __init__(self, kind: str, list_call: ListCall, *, list_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        list_call: ListCall,
+        *,
+        list_kwargs: dict[str, Any] | None = None,
+        project: Projection = _trimmed,
+    ) -> None:
         self.kind = kind
+        # What of each object is stored (every list item, event and upsert goes through it).
+        self._project = project
         self._list_call = list_call
         self._list_kwargs = dict(list_kwargs or {})
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
@@ -112,7 +126,7 @@ class Reflector:
 
     def upsert(self, obj: dict[str, Any]) -> None:
         """Store an object read or written outside the watch, unless the store already holds a newer one."""
-        obj = _trimmed(obj)
+        obj = self._project(obj)
         key = object_key(obj)
         with self._lock:
             if not _newer(obj, self._objects.get(key)):
@@ -162,9 +176,18 @@ class Reflector:
             log.debug("%s: closing the watch failed", self.kind, exc_info=True)
 
     def _relist(self) -> str:
-        response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **self._list_kwargs)
-        body = json.loads(response.data)
-        fresh = {object_key(item): _trimmed(item) for item in body.get("items") or []}
+        fresh: dict[tuple[str, str], dict[str, Any]] = {}
+        token = ""
+        while True:
+            paging: dict[str, Any] = {"limit": LIST_PAGE_SIZE, **({"_continue": token} if token else {})}
+            response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **paging, **self._list_kwargs)
+            body = json.loads(response.data)
+            for item in body.get("items") or []:
+                obj = self._project(item)
+                fresh[object_key(obj)] = obj
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
         with self._lock:
             gone = [obj for key, obj in self._objects.items() if key not in fresh]
             changed = [obj for key, obj in fresh.items() if self._objects.get(key) is not obj]
@@ -201,7 +224,7 @@ class Reflector:
 
     def _apply(self, event: dict[str, Any], version: str) -> str:
         kind = event.get("type")
-        obj = _trimmed(event.get("object") or {})
+        obj = event.get("object") or {}
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise WatchExpired(obj.get("message", "resource version too old"))
@@ -210,6 +233,7 @@ class Reflector:
         if kind == "BOOKMARK":
             self._mark_synced()
             return new_version
+        obj = self._project(obj)
         key = object_key(obj)
         with self._lock:
             if kind == "DELETED":
@@ -255,17 +279,18 @@ def _short(error: BaseException) -> str:
     return (str(reason).splitlines() or [type(error).__name__])[0][:200]
 
 
-def node_reflector(api_client: ApiClient) -> Reflector:
+def node_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every node: cards come from their registers."""
-    return Reflector("nodes", CoreV1Api(api_client).list_node)
+    return Reflector("nodes", CoreV1Api(api_client).list_node, project=project)
 
 
-def pod_reflector(api_client: ApiClient, scheduler_name: str) -> Reflector:
+def pod_reflector(api_client: ApiClient, scheduler_name: str, project: Projection = _trimmed) -> Reflector:
     """The pods HAMi's scheduler places: the only ones that hold cards or that the webhook pins."""
     return Reflector(
         "pods",
         CoreV1Api(api_client).list_pod_for_all_namespaces,
         list_kwargs={"field_selector": f"spec.schedulerName={scheduler_name}"},
+        project=project,
     )
 
 

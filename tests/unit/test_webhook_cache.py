@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
 
+from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
-from webhook.cache import ClusterCache
+from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.usage import pod_allocation
+from kubectl_hami_place.kube.watch import object_key
+from webhook.api import _pod_summary
+from webhook.cache import ClusterCache, project_node, project_pod
 
 
 def placement(name: str, version: str, namespace: str = "team", node: str = "gpu-0") -> dict[str, Any]:
@@ -68,42 +74,90 @@ def test_placements_are_parsed_once_per_version_and_follow_the_store(
     assert [p.name for p in cache.parsed_placements()] == ["b"]
 
 
-def claimed_pod(name: str, version: str, token: str | None, namespace: str = "team") -> dict[str, Any]:
-    notes = {"scheduling.hami.placement.com/claim": token} if token else {}
-    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "annotations": notes}}
+def full_pod(init_exit: int | None, deleting: bool, phase: str = "Running") -> dict[str, Any]:
+    """A pod with much the readers never look at, and each field they do."""
+    statuses = [] if init_exit is None else [{"name": "init", "state": {"terminated": {"exitCode": init_exit}}}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train",
+            "namespace": "team",
+            "uid": "uid-1",
+            "resourceVersion": "7",
+            "labels": {"app": "x"},
+            "managedFields": [{"manager": "kubectl"}],
+            **({"deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {}),
+            "annotations": {
+                "hami.io/vgpu-node": "gpu-0",
+                "hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,1000,10:;GPU-a,NVIDIA,3000,30:;",
+                "hami.io/bind-phase": "success",
+                "scheduling.hami.placement.com/claim": "tok",
+                "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+            },
+        },
+        "spec": {
+            "nodeName": "gpu-0",
+            "schedulerName": "hami-scheduler",
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [{"name": "main", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            "volumes": [{"name": "token"}],
+        },
+        "status": {"phase": phase, "initContainerStatuses": statuses, "conditions": [{"type": "Ready"}]},
+    }
 
 
-def scan(cache: ClusterCache) -> dict[tuple[str, str], dict[str, Any]]:
-    """What a pass over every stored pod finds: the index must always agree with it."""
-    found = {}
-    for pod in cache.pods.items():
-        token = pod["metadata"]["annotations"].get("scheduling.hami.placement.com/claim")
-        if token:
-            found[(pod["metadata"]["namespace"], token)] = pod
-    return found
+def gpu_node(cordon: str = "") -> dict[str, Any]:
+    register = '[{"id":"GPU-a","index":0,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","health":true}]'
+    return {
+        "metadata": {
+            "name": "gpu-0",
+            "resourceVersion": "3",
+            "labels": {"kubernetes.io/hostname": "gpu-0"},
+            "annotations": {
+                "hami.io/node-nvidia-register": register,
+                "hami.io/node-handshake": "Reported",
+                **({"hami.io/device-cordon": cordon} if cordon else {}),
+            },
+        },
+        "spec": {"unschedulable": True, "podCIDR": "10.0.0.0/24"},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "10", "cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True", "message": "kubelet is posting ready status"}],
+            "nodeInfo": {"kernelVersion": "6.1"},
+        },
+    }
 
 
-def test_pods_by_claim_follows_every_pod_event(cache: ClusterCache) -> None:
-    steps: list[Any] = [
-        claimed_pod("a", "1", "t1"),
-        claimed_pod("b", "2", None),
-        claimed_pod("c", "3", "t1", "other"),
-        claimed_pod("a", "4", "t2"),  # the token changes
-        claimed_pod("d", "5", "t2"),  # a copy carrying the same token
-        ("team", "d"),
-        claimed_pod("b", "6", "t3"),
-        claimed_pod("b", "7", None),  # the token goes
-        ("team", "a"),
-    ]
-    seen = []
-    for step in steps:
-        if isinstance(step, tuple):
-            cache.pods.remove(*step)
-        else:
-            cache.pods.upsert(step)
-        assert cache.pods_by_claim() == scan(cache)
-        seen.append(sorted((ns, token, pod["metadata"]["name"]) for (ns, token), pod in cache.pods_by_claim().items()))
-    assert seen[4] == [("other", "t1", "c"), ("team", "t2", "d")]
-    assert seen[5] == [("other", "t1", "c"), ("team", "t2", "a")]
-    assert seen[6] == [("other", "t1", "c"), ("team", "t2", "a"), ("team", "t3", "b")]
-    assert seen[-1] == [("other", "t1", "c")]
+@pytest.mark.parametrize("init_exit", [None, 0, 1])
+@pytest.mark.parametrize("deleting", [False, True])
+@pytest.mark.parametrize("phase", ["Running", "Succeeded"])
+def test_the_projections_read_as_the_whole_objects(init_exit: int | None, deleting: bool, phase: str) -> None:
+    pod = full_pod(init_exit, deleting, phase)
+    kept = project_pod(pod)
+    assert pod_allocation(kept) == pod_allocation(pod)
+    assert _pod_summary(kept) == _pod_summary(pod)
+    assert object_key(kept) == object_key(pod)
+    assert kept["metadata"]["annotations"] == {
+        key: value
+        for key, value in pod["metadata"]["annotations"].items()
+        if key.startswith(("hami.io/vgpu-", "scheduling.hami.placement.com/"))
+    }
+    for step in (lifecycle._finished, lifecycle._uid_of):
+        assert step(kept) == step(pod)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    for node in (gpu_node(), gpu_node(cordon="GPU-a")):
+        assert build_cluster_info([project_node(node)], [kept], now) == build_cluster_info([node], [pod], now)
+    assert set(kept["metadata"]) == {"name", "namespace", "uid", "resourceVersion", "annotations"} | (
+        {"deletionTimestamp"} if deleting else set()
+    )
+    assert "containers" not in kept["spec"] and "conditions" not in kept["status"]
+    assert "nodeInfo" not in project_node(gpu_node())["status"]
+
+
+def test_the_cache_stores_pods_and_nodes_projected(cache: ClusterCache) -> None:
+    cache.pods.upsert(full_pod(0, False))
+    cache.nodes.upsert(gpu_node())
+    assert cache.pods.get("team", "train") == project_pod(full_pod(0, False))
+    assert cache.nodes.get("", "gpu-0") == project_node(gpu_node())
+    assert [key for key, _ in cache.pods_by_claim()] == ["team"]

@@ -169,3 +169,23 @@ def test_managed_fields_are_not_kept() -> None:
         stored = reflector.get("ns", name)
         assert stored is not None and stored["metadata"]["labels"] == {"app": name}
         assert "managedFields" not in stored["metadata"]
+
+
+def test_a_relist_reads_page_after_page_and_stores_each_object_projected() -> None:
+    stop = threading.Event()
+    server = ScriptedServer(
+        [
+            Reply({"metadata": {"resourceVersion": "10", "continue": "page-2"}, "items": [obj("a", "5")]}),
+            Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("b", "6", "other")]}),
+            Reply(events=[{"type": "ADDED", "object": {**obj("c", "11"), "spec": {"big": "x"}}}]),
+        ],
+        stop,
+    )
+    reflector = Reflector("things", server, project=lambda o: {"metadata": o["metadata"]})
+    reflector.run(stop)
+    assert sorted(o["metadata"]["name"] for o in reflector.items()) == ["a", "b", "c"]
+    assert reflector.get("ns", "c") == obj("c", "11")
+    lists = [call for call in server.calls if not call.get("watch")]
+    assert [call.get("_continue") for call in lists[:2]] == [None, "page-2"]
+    assert all(call["limit"] > 0 for call in lists)
+    assert next(call for call in server.calls if call.get("watch"))["resource_version"] == "10"

@@ -91,6 +91,8 @@ class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
 
     def tail(self, lines: int = 25) -> str:
         try:
@@ -308,6 +310,46 @@ class Sandbox:
         self.hami_url = self.hami_url or url
         return url
 
+    @contextlib.contextmanager
+    def restart_apiserver(self) -> Iterator[None]:
+        """Stop kube-apiserver, run the with-block while it is down, then start it again with the same flags (same
+        port, same etcd) and wait until it is ready; the other components reconnect, or are started again."""
+        found = [(i, p) for i, p in enumerate(self.processes) if p.name == "kube-apiserver"]
+        if not found:
+            raise SandboxError("restart_apiserver needs a sandbox this process started (not one attached to)")
+        index, old = found[0]
+        old.popen.terminate()
+        try:
+            old.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            old.popen.kill()
+            old.popen.wait()
+        try:
+            yield
+        finally:
+            self._spawn(old.name, old.argv, old.env)
+            # Back in its place, so stop() still ends it before etcd.
+            self.processes[index] = self.processes.pop()
+            apiserver = self.processes[index]
+
+            def answers() -> bool:
+                if apiserver.popen.poll() is not None:
+                    raise SandboxError(
+                        f"kube-apiserver exited again; its log ({apiserver.log}) ends:\n{apiserver.tail()}"
+                    )
+                try:
+                    with urllib.request.urlopen(f"{self.server}/readyz", context=self.ssl_context(), timeout=3) as resp:
+                        return bool(resp.status == 200)
+                except (urllib.error.URLError, OSError):
+                    return False
+
+            wait_for(answers, "kube-apiserver to be ready again", 90)
+            # A component that gave up while it was away (the device-plugin stand-in does) starts again too.
+            for at, proc in enumerate(list(self.processes)):
+                if proc.popen.poll() is not None:
+                    self._spawn(proc.name, proc.argv, proc.env)
+                    self.processes[at] = self.processes.pop()
+
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
@@ -325,7 +367,7 @@ class Sandbox:
                 env={**os.environ, **(env or {})},
                 preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
-        self.processes.append(Process(name, popen, path))
+        self.processes.append(Process(name, popen, path, argv, env))
 
     def _check_alive(self) -> None:
         for proc in self.processes:

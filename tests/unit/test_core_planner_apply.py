@@ -22,6 +22,7 @@ from kubectl_hami_place.core.usage import PodAllocation
 from tests.unit.test_core_planner import gpu_node, pending, placed
 
 GIB = 1024
+TWICE = {"pod": "ns/p", "uid": "u", "from": {"node": "a", "cards": ["G0"]}, "to": {"node": "a", "cards": ["G1"]}}
 
 
 def fragmented() -> Snapshot:
@@ -73,6 +74,7 @@ def test_read_plan_takes_back_what_plan_prints() -> None:
         ),
         ({"moves": [{"pod": "ns/p"}]}, "move 1: uid must be a non-empty string"),
         ({"moves": [], "pod": {"name": "p"}}, "pod: needs namespace and name"),
+        ({"moves": [TWICE, TWICE]}, "moves one pod twice"),
     ],
 )
 def test_read_plan_names_what_is_wrong(data: object, says: str) -> None:

@@ -1,0 +1,204 @@
+"""`plan --for` and `apply` end to end on the HAMi sandbox: HAMi's scheduler places every pod, our webhook pins
+the replacements, and the card HAMi allocates is the proof.
+
+One fresh node with two 40 GiB cards; two Deployments' pods of 10,000 MiB sit one per card (HAMi's spread
+policy). The story runs in one test, as each pod round trip through HAMi costs seconds: a `--compact` plan whose
+pod is deleted meanwhile stops `apply` with the mismatch; a pod asking 35,000 MiB fits neither card and stays
+Pending; a PodDisruptionBudget on both pods leaves `plan --for` no move; on one pod, the plan moves the other;
+`apply` makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan
+again is a no-op.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client, watch
+
+from sandbox.cluster import Sandbox, wait_for
+from sandbox.webhook import Webhook, start
+from tests.cluster.cli_harness import PLUGIN, Run, plugin
+from tests.cluster.hami_harness import (
+    GpuNode,
+    allocation,
+    card_entries,
+    create,
+    delete_nodes,
+    deployment,
+    fresh_node,
+    pod,
+    scale_up,
+    scheduling_failures,
+)
+from tests.cluster.webhook_harness import register
+
+pytestmark = pytest.mark.cluster
+SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
+BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
+
+
+@pytest.fixture
+def node(cluster: Sandbox) -> Iterator[GpuNode]:
+    """A fresh node with two 40 GiB cards, deleted afterwards."""
+    made = fresh_node(cluster, card_entries(2))
+    yield made
+    delete_nodes(cluster, [made])
+
+
+@pytest.fixture
+def placing(cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]):
+    """Our webhook, registered for the test's namespace as the chart registers it."""
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    return webhook
+
+
+class Evictions:
+    """Pods of the namespace deleted while it watches, with whether the Eviction API marked them (DisruptionTarget,
+    EvictionByEvictionAPI: set by the eviction subresource, never by a plain delete)."""
+
+    def __init__(self, cluster: Sandbox, namespace: str) -> None:
+        self.deleted: dict[str, bool] = {}
+        self._watch = watch.Watch()
+        api = client.CoreV1Api(cluster.api_client())
+        since = api.list_namespaced_pod(namespace).metadata.resource_version
+        stream = self._watch.stream(api.list_namespaced_pod, namespace, resource_version=since, timeout_seconds=600)
+        self._thread = threading.Thread(target=self._follow, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _follow(self, stream: Iterator[dict[str, Any]]) -> None:
+        try:
+            for event in stream:
+                if event["type"] == "DELETED":
+                    stored: client.V1Pod = event["object"]
+                    conditions = stored.status.conditions or []
+                    self.deleted[stored.metadata.name] = any(
+                        c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI" for c in conditions
+                    )
+        except urllib3.exceptions.HTTPError:
+            return
+
+    def stop(self) -> None:
+        self._watch.stop()
+
+
+def run(cluster: Sandbox, *args: str) -> Run:
+    """The plugin, with room for apply's waits (the harness's `plugin` gives a run 120 s)."""
+    proc = subprocess.run(
+        [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def budget(cluster: Sandbox, namespace: str, app: str) -> None:
+    """A PodDisruptionBudget that allows no disruption of the app's pods."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": app},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
+    }
+    create(cluster, namespace, body)
+
+
+def running_pod(cluster: Sandbox, namespace: str, app: str) -> client.V1Pod:
+    """The app's one pod not being deleted."""
+    pods = client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace, label_selector=f"app={app}").items
+    live = [p for p in pods if p.metadata.deletion_timestamp is None]
+    assert len(live) == 1, [p.metadata.name for p in live]
+    return live[0]
+
+
+def replaced(cluster: Sandbox, namespace: str, old: client.V1Pod) -> bool:
+    """Whether the app's pod is another than `old` and HAMi allocated it."""
+    app = old.metadata.labels["app"]
+    pods = client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace, label_selector=f"app={app}").items
+    return any(
+        p.metadata.uid != old.metadata.uid and p.metadata.deletion_timestamp is None and p.spec.node_name for p in pods
+    ) and not any(p.metadata.uid == old.metadata.uid for p in pods)
+
+
+def write_plan(cluster: Sandbox, namespace: str, path: Path) -> Run:
+    """`plan --for big -o json` into `path`."""
+    done = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+    path.write_text(done.out)
+    return done
+
+
+def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
+    cluster: Sandbox, namespace: str, node: GpuNode, placing: Webhook, tmp_path: Path
+) -> None:
+    for app in ("keep", "move"):
+        create(cluster, namespace, deployment(app, 0, SMALL, node=node.name))
+        scale_up(cluster, namespace, app)
+    keep_pod, move_pod = (running_pod(cluster, namespace, app) for app in ("keep", "move"))
+    keep_card = allocation(cluster, namespace, keep_pod.metadata.name).uuids
+    move_card = allocation(cluster, namespace, move_pod.metadata.name).uuids
+    assert keep_card != move_card, "HAMi's spread policy puts the two pods on two cards"
+    budget(cluster, namespace, "keep")
+    free = plugin(cluster, "plan", "--compact", node.name, "-o", "json")
+    assert free.code == 0, free.err
+    assert [m["pod"] for m in free.json()["moves"]] == [f"{namespace}/{move_pod.metadata.name}"]
+    (tmp_path / "free.json").write_text(free.out)
+    client.CoreV1Api(cluster.api_client()).delete_namespaced_pod(move_pod.metadata.name, namespace)
+    wait_for(lambda: replaced(cluster, namespace, move_pod), "the Deployment to replace the deleted pod")
+    changed = run(cluster, "apply", "-f", str(tmp_path / "free.json"), "--yes", "-o", "json")
+    assert changed.code == 1, changed.err
+    assert changed.json()["moves"][0]["status"] == "failed"
+    assert changed.error_lines == [
+        f"error: move 1: {namespace}/{move_pod.metadata.name} (uid {move_pod.metadata.uid}) is gone and no pod "
+        "pinned by this plan replaced it: it was deleted or moved meanwhile; the cluster no longer matches the "
+        "plan: make a new one (kubectl hami-place plan)"
+    ]
+
+    create(cluster, namespace, pod("big", BIG, node=node.name))
+    wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+    budget(cluster, namespace, "move")
+    stuck = write_plan(cluster, namespace, tmp_path / "stuck.json")
+    assert stuck.code == 1, stuck.err
+    assert stuck.json()["moves"] == []
+    assert "PodDisruptionBudget" in " ".join(stuck.json()["reasons"]), stuck.json()["reasons"]
+    cluster.kubectl("delete", "pdb", "move", "-n", namespace)
+
+    moved = running_pod(cluster, namespace, "move")
+    moved_card = allocation(cluster, namespace, moved.metadata.name).uuids
+    plan_file = tmp_path / "plan.json"
+    planned = write_plan(cluster, namespace, plan_file)
+    assert planned.code == 0, planned.err
+    freed = planned.json()["target"]["cards"]
+    assert [(m["pod"], m["from"]["cards"], m["to"]["cards"]) for m in planned.json()["moves"]] == [
+        (f"{namespace}/{moved.metadata.name}", moved_card, keep_card)
+    ], "the budget on keep leaves only the other pod to move, onto keep's card"
+    assert freed == moved_card
+    evictions = Evictions(cluster, namespace)
+    try:
+        applied = run(
+            cluster, "apply", "-f", str(plan_file), "--yes", "--wait-for-pod", "--timeout", "240", "-o", "json"
+        )
+    finally:
+        evictions.stop()
+    assert applied.code == 0, applied.err
+    report = applied.json()
+    assert [m["status"] for m in report["moves"]] == ["done"]
+    assert report["pod"]["scheduled"] is True, report["pod"]
+    assert allocation(cluster, namespace, "big").uuids == freed
+    assert evictions.deleted == {moved.metadata.name: True}, "the one move went through the Eviction API"
+    assert running_pod(cluster, namespace, "keep").metadata.uid == keep_pod.metadata.uid
+
+    again = run(cluster, "apply", "-f", str(plan_file), "--yes", "-o", "json")
+    assert again.code == 0, again.err
+    assert [m["status"] for m in again.json()["moves"]] == ["already done"]
+    assert again.json()["pod"]["scheduled"] is True

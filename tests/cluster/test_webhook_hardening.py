@@ -185,11 +185,14 @@ def test_sigterm_turns_unready_answers_what_is_in_flight_and_exits(
 
 
 class ReadyProxy:
-    """A stand-in for the Service: each new connection goes to the first backend whose /readyz answered 200 at the
-    last look (every 0.2 s, as kubelet probes and endpoint updates would); bytes are passed through."""
+    """A stand-in for the Service: each new connection goes to the first backend counted ready; bytes are passed
+    through. /readyz is looked at every 0.2 s; a backend is counted ready from its first 200, and stays counted
+    `lag` seconds after it stopped answering 200, as a Service keeps routing to a pod until the kubelet's probes
+    have failed and the endpoints have been updated (seconds; the chart probes every 5 s)."""
 
-    def __init__(self, backends: list[Webhook]) -> None:
+    def __init__(self, backends: list[Webhook], *, lag: float = 1.0) -> None:
         self.backends = backends
+        self.lag = lag
         self.ready = [False] * len(backends)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -198,12 +201,19 @@ class ReadyProxy:
             threading.Thread(target=target, daemon=True).start()
 
     def _probe(self) -> None:
+        failing_since: list[float | None] = [None] * len(self.backends)
         while not self.stopped.is_set():
             for index, backend in enumerate(self.backends):
                 try:
-                    self.ready[index] = backend.get("/readyz")[0] == 200
+                    answered = backend.get("/readyz")[0] == 200
                 except OSError:
-                    self.ready[index] = False
+                    answered = False
+                if answered:
+                    failing_since[index] = None
+                    self.ready[index] = True
+                    continue
+                since = failing_since[index] = failing_since[index] or time.monotonic()
+                self.ready[index] = self.ready[index] and time.monotonic() - since < self.lag
             self.stopped.wait(0.2)
 
     def _accept(self) -> None:
@@ -242,7 +252,12 @@ class ReadyProxy:
 def test_a_rolling_restart_under_a_stream_of_pod_creations_loses_no_pin(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:
-    """Two replicas behind a Service stand-in; one gets SIGTERM while pods keep being created: every pod pinned."""
+    """Two replicas behind a Service stand-in; one gets SIGTERM while pods keep being created: every pod pinned.
+
+    The Service keeps sending new connections to the replica for a second after it turned unready; the replica
+    answers them (the first third of --shutdown-grace) and closes each after its answer, so the API server's next
+    request reconnects and, once the endpoints caught up, reaches the other replica. A replica that stopped
+    listening at SIGTERM would refuse those connections and its pods would go unpinned."""
     first = start(cluster, tmp_path, "--shutdown-grace", "6")
     webhooks.append(first)
     shared_certificate = (

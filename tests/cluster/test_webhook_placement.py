@@ -36,7 +36,6 @@ from tests.cluster.webhook_harness import (
     status_of,
     total_admissions,
 )
-from webhook.reconcile import CLAIM_GRACE_SECONDS
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -211,10 +210,19 @@ def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_on
         assert status["claim"]["token"] == pinned[0].metadata.annotations[CLAIM]
 
 
+# Six reqIDs, each shared by two placements on cards of their own: one placement that only webhook A's pods suit,
+# one that only B's suit. Each replica takes its oldest open placement for each pod, so the two race on every reqID.
+SHARED_CARDS = [("gpu-a100-1", 0), ("gpu-a100-1", 1), ("gpu-a100-0", 0), ("gpu-a100-0", 1)]
+SHARED_CARDS += [("gpu-h100-0", index) for index in range(8)]
+
+
 def test_two_placements_sharing_a_req_id_claimed_by_two_replicas_in_one_burst_are_consumed_once(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:
-    """Webhook A sees only half-a pods, which suit only placement shared-a; B half-b and shared-b: one reqID."""
+    """Webhook A sees only half-a pods, which suit only the shared-a-N placements; B half-b and shared-b-N. The
+    pairs shared-a-N and shared-b-N have one reqID; a 40-pod burst has both replicas claim the pairs in step, each
+    before its cache shows the other's claim: only the reqID's guard (a Lease only one can create) keeps one pod
+    per reqID."""
     first, second = start(cluster, tmp_path), start(cluster, tmp_path)
     webhooks.extend([first, second])
     register(
@@ -224,34 +232,54 @@ def test_two_placements_sharing_a_req_id_claimed_by_two_replicas_in_one_burst_ar
         [(first, {"matchLabels": {"half": "a"}}), (second, {"matchLabels": {"half": "b"}})],
     )
     custom = client.CustomObjectsApi(cluster.api_client())
-    for half, card in (("a", "gpu-0"), ("b", "gpu-1")):
-        spec = {
-            "reqID": "req-shared-by-two",
-            "podSelector": {"matchLabels": {"half": half, "round": "shared"}},
-            "nodeName": A100_1,
-            "gpuDevices": [card],
-        }
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HamiPodPlacement", "metadata": {"name": f"shared-{half}"}}
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {**body, "spec": spec})
+    pairs = len(SHARED_CARDS) // 2
+    for index in range(pairs):
+        for half, (node, card) in zip("ab", SHARED_CARDS[2 * index : 2 * index + 2], strict=True):
+            spec = {
+                "reqID": f"req-shared-{index}",
+                "podSelector": {"matchLabels": {"half": half, "round": "shared"}},
+                "nodeName": node,
+                "gpuDevices": [f"gpu-{card}/10"],
+            }
+            body = {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "HamiPodPlacement",
+                "metadata": {"name": f"shared-{half}-{index}"},
+            }
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {**body, "spec": spec})
     for webhook in (first, second):
         for half in "ab":
-            wait_for(lambda w=webhook, h=half: sees_placement(w, namespace, f"shared-{h}"), "both to see both")
+            wait_for(
+                lambda w=webhook, h=half: sees_placement(w, namespace, f"shared-{h}-{pairs - 1}"), "both to see all"
+            )
     core = client.CoreV1Api(cluster.api_client())
-    assert len(create_concurrently(core, namespace, "shared", 30)) == 30
+    assert len(create_concurrently(core, namespace, "shared", 40)) == 40
     pods = core.list_namespaced_pod(namespace, label_selector="round=shared").items
     pinned = [p for p in pods if CLAIM in (p.metadata.annotations or {})]
-    assert len(pinned) == 1, [(p.metadata.name, p.metadata.annotations) for p in pinned]
-    claimed = [h for h in "ab" if status_of(cluster, namespace, f"shared-{h}").get("claim")]
-    assert len(claimed) == 1, claimed
+    req_ids = sorted(p.metadata.annotations["scheduling.hami.placement.com/req-id"] for p in pinned)
+    assert req_ids == sorted(f"req-shared-{index}" for index in range(pairs)), "one pod per reqID, every reqID used"
+    claimed = {
+        f"{h}-{index}": status_of(cluster, namespace, f"shared-{h}-{index}").get("claim")
+        for index in range(pairs)
+        for h in "ab"
+    }
     leases = client.CoordinationV1Api(cluster.api_client()).list_namespaced_lease(namespace).items
-    (guard,) = [lease for lease in leases if lease.metadata.name.startswith("hami-place-reqid-")]
-    assert guard.metadata.annotations["scheduling.hami.placement.com/placement"] == f"shared-{claimed[0]}"
-    loser = "b" if claimed == ["a"] else "a"
-    failed = wait_for(
-        lambda: (s := status_of(cluster, namespace, f"shared-{loser}")).get("phase") == "Failed" and s,
-        "the other placement to fail on the consumed reqID",
-    )
-    assert "reqID already consumed" in failed["message"]
+    guards = {
+        lease.metadata.annotations["scheduling.hami.placement.com/placement"]
+        for lease in leases
+        if lease.metadata.name.startswith("hami-place-reqid-")
+    }
+    for index in range(pairs):
+        winners = [h for h in "ab" if claimed[f"{h}-{index}"]]
+        assert len(winners) == 1, f"req-shared-{index} claimed by {winners}"
+        assert f"shared-{winners[0]}-{index}" in guards, "the reqID's guard names the placement that claimed it"
+        loser = f"shared-{'b' if winners == ['a'] else 'a'}-{index}"
+        failed = wait_for(
+            lambda n=loser: (s := status_of(cluster, namespace, n)).get("phase") == "Failed" and s,
+            "the other placement to fail on the consumed reqID",
+        )
+        assert "reqID already consumed" in failed["message"]
+    assert len(guards) == pairs
 
 
 def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relaxed(
@@ -442,11 +470,10 @@ def test_a_claim_no_stored_pod_carries_is_released(
     elsewhere["spec"]["schedulerName"] = "another-scheduler"
     elsewhere["metadata"]["annotations"] = {CLAIM: "carried-elsewhere"}
     client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, elsewhere)
-    webhooks.append(start(cluster, tmp_path))
+    webhooks.append(start(cluster, tmp_path, "--claim-grace", "3"))
     released = wait_for(
         lambda: (s := status_of(cluster, namespace, "stale")).get("phase") == "Pending" and s,
-        "the stale claim to be released after the grace on the replica's own clock",
-        timeout=CLAIM_GRACE_SECONDS + 90,
+        "the stale claim to be released after the grace (3 s) on the replica's own clock",
     )
     assert "claim" not in released
     assert "claim released" in released["message"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claimed_by_annotations, decide
 from kubectl_hami_place.core.lifecycle import StatusWrite
+from kubectl_hami_place.core.names import OUR_ANNOTATIONS
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.reviews import Review, parse_review
 from kubectl_hami_place.kube.claims import StaleWrite
@@ -85,7 +86,7 @@ class Admitter:
                 carried = frozenset({claimed_token})
         token = self.new_token()
         held: dict[str, str] = {}
-        decision = decide(review, self._snapshot(review.namespace, token, carried, held))
+        decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
         for _ in range(MAX_CLAIM_ATTEMPTS):
             claim = decision.claim
             if claim is None:
@@ -95,13 +96,13 @@ class Admitter:
                 if holder:
                     self.metrics.conflicts.inc()
                     held[claim.placement.spec.req_id] = holder
-                    decision = decide(review, self._snapshot(review.namespace, token, carried, held))
+                    decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
                     continue
                 self._write(claim)
             except StaleWrite:
                 self.metrics.conflicts.inc()
                 self._refresh(claim.namespace, claim.name)
-                decision = decide(review, self._snapshot(review.namespace, token, carried, held))
+                decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
                 continue
             except KubeError as error:
                 log.warning("claim of %s/%s not written: %s", claim.namespace, claim.name, error)
@@ -120,8 +121,18 @@ class Admitter:
             return ""
         return f"placement {guard.holder_name or '?'} ({guard.holder_uid})"
 
-    def _snapshot(self, namespace: str, token: str, carried: frozenset[str], held: dict[str, str]) -> Snapshot:
-        placements = self.cache.parsed_placements(namespace)
+    def _snapshot(
+        self, review: Review, namespace: str, token: str, carried: frozenset[str], held: dict[str, str]
+    ) -> Snapshot:
+        if any(key in review.annotations for key in OUR_ANNOTATIONS):
+            placements = self.cache.parsed_placements(namespace)
+        else:
+            # Without our annotations the decision reads only the placements that may select the pod and the
+            # claimed ones sharing their reqIDs: looked up by label, not scanned.
+            labels = (review.pod.get("metadata") or {}).get("labels")
+            placements = self.cache.placements_for(
+                namespace, {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+            )
         return Snapshot(
             placements=placements,
             nodes=self.cache.nodes_by_name(),

@@ -27,10 +27,10 @@ class ClusterCache:
         self.pods = pod_reflector(api_client, scheduler_name, project=project_pod)
         self.placements = placement_reflector(api_client)
         self.changed = threading.Event()
-        # (namespace, name) -> (the stored dict, its parse; None when it does not parse): a dict is replaced, never
-        # changed, on every update, so a placement is parsed again only when the store holds a new dict for it.
-        self._parsed: dict[tuple[str, str], tuple[dict[str, Any], Placement | None]] = {}
+        # The placements parsed once per stored version, kept from the placement events (see _PlacementIndex).
+        self._placements = _PlacementIndex()
         self._parsed_lock = threading.Lock()
+        self.placements.add_listener(self._index_placement)
         # (namespace, claim token) -> the pods carrying it, by store key: kept from the pod watch's events, so that
         # the reconciler's every pass does not read all of HAMi's pods to find the few that carry a claim.
         self._claims: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
@@ -84,24 +84,21 @@ class ClusterCache:
 
     def parsed_placements(self, namespace: str | None = None) -> list[Placement]:
         """The placements of one namespace (None: all) that parse, each parsed once per stored version."""
-        objects = self.placements.items() if namespace is None else self.placements.in_namespace(namespace)
-        parsed = []
-        seen = set()
         with self._parsed_lock:
-            for obj in objects:
-                meta = obj.get("metadata") or {}
-                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-                seen.add(key)
-                known = self._parsed.get(key)
-                if known is None or known[0] is not obj:
-                    known = (obj, _parse(obj))
-                    self._parsed[key] = known
-                if known[1] is not None:
-                    parsed.append(known[1])
-            if namespace is None:
-                for key in [key for key in self._parsed if key not in seen]:
-                    del self._parsed[key]
-        return parsed
+            return self._placements.parsed(namespace)
+
+    def placements_for(self, namespace: str, labels: Mapping[str, str]) -> list[Placement]:
+        """What an admission of a pod with these labels reads of one namespace: the open placements whose
+        matchLabels it has (or that select by expressions only), and the claimed ones sharing their reqIDs."""
+        with self._parsed_lock:
+            return self._placements.for_labels(namespace, labels)
+
+    def _index_placement(self, _kind: str, obj: dict[str, Any]) -> None:
+        """Follow one placement event: whatever the event, the index takes what the store holds now, so that two
+        writers notifying out of order still leave the newest version indexed."""
+        namespace, name = object_key(obj)
+        with self._parsed_lock:
+            self._placements.update(namespace, name, self.placements.get(namespace, name))
 
     def pods_by_claim(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(namespace, claim token) -> the stored pod carrying that token (the last stored, when copies carry it
@@ -200,6 +197,79 @@ def _init_state(entry: object) -> dict[str, Any]:
 def _dict(value: object) -> dict[str, Any]:
     """The value when it is a dict, else an empty one (readers treat malformed parts as missing)."""
     return value if isinstance(value, dict) else {}
+
+
+class _PlacementIndex:
+    """The parsed placements by namespace, with the open ones indexed by one of their matchLabels pairs (a pod
+    they select has every pair) and the others by reqID, so that an admission reads no unrelated placement."""
+
+    def __init__(self) -> None:
+        self._stored: dict[tuple[str, str], tuple[dict[str, Any], Placement | None]] = {}
+        self._by_namespace: dict[str, dict[str, Placement]] = {}
+        self._open_by_label: dict[str, dict[tuple[str, str] | None, dict[str, Placement]]] = {}
+        self._closed_by_req_id: dict[str, dict[str, dict[str, Placement]]] = {}
+
+    def parsed(self, namespace: str | None) -> list[Placement]:
+        if namespace is None:
+            return [p for placements in self._by_namespace.values() for p in placements.values()]
+        return list(self._by_namespace.get(namespace, {}).values())
+
+    def for_labels(self, namespace: str, labels: Mapping[str, str]) -> list[Placement]:
+        by_label = self._open_by_label.get(namespace, {})
+        found = list(by_label.get(None, {}).values())
+        for pair in labels.items():
+            found.extend(by_label.get(pair, {}).values())
+        closed = self._closed_by_req_id.get(namespace, {})
+        for req_id in {p.spec.req_id for p in found}:
+            found.extend(closed.get(req_id, {}).values())
+        return found
+
+    def update(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
+        key = (namespace, name)
+        known = self._stored.get(key)
+        if known is not None and known[0] is obj:
+            return
+        if known is not None:
+            del self._stored[key]
+            if known[1] is not None:
+                self._forget(known[1])
+        if obj is not None:
+            parsed = _parse(obj)
+            self._stored[key] = (obj, parsed)
+            if parsed is not None:
+                self._add(parsed)
+
+    def _slot(self, placement: Placement) -> dict[str, Placement]:
+        """The innermost dict the placement is indexed in (created when missing)."""
+        if placement.open:
+            pairs = placement.spec.pod_selector.match_labels
+            by_label = self._open_by_label.setdefault(placement.namespace, {})
+            return by_label.setdefault(pairs[0] if pairs else None, {})
+        closed = self._closed_by_req_id.setdefault(placement.namespace, {})
+        return closed.setdefault(placement.spec.req_id, {})
+
+    def _add(self, placement: Placement) -> None:
+        self._by_namespace.setdefault(placement.namespace, {})[placement.name] = placement
+        self._slot(placement)[placement.name] = placement
+
+    def _forget(self, placement: Placement) -> None:
+        names = self._by_namespace[placement.namespace]
+        del names[placement.name]
+        if not names:
+            del self._by_namespace[placement.namespace]
+        slot = self._slot(placement)
+        del slot[placement.name]
+        if not slot:
+            self._prune(placement)
+
+    def _prune(self, placement: Placement) -> None:
+        """Drop the empty dicts a placement leaves behind."""
+        for index in (self._open_by_label, self._closed_by_req_id):
+            inner: dict[Any, dict[str, Placement]] = index.get(placement.namespace, {})
+            for key in [key for key, names in inner.items() if not names]:
+                del inner[key]
+            if placement.namespace in index and not inner:
+                del index[placement.namespace]
 
 
 def _parse(obj: dict[str, Any]) -> Placement | None:

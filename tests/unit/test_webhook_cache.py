@@ -64,7 +64,7 @@ def test_placements_are_parsed_once_per_version_and_follow_the_store(
         cache.placements.upsert(obj)
     assert [p.name for p in cache.parsed_placements("team")] == ["a"]
     assert [p.name for p in cache.parsed_placements("team")] == ["a"]
-    assert sorted(parsed) == ["a", "broken"]
+    assert sorted(parsed) == ["a", "b", "broken"]
     cache.placements.upsert(placement("a", "5", node="gpu-9"))
     assert [(p.name, p.spec.node_name) for p in cache.parsed_placements("team")] == [("a", "gpu-9")]
     assert sorted(p.name for p in cache.parsed_placements()) == ["a", "b"]
@@ -72,6 +72,83 @@ def test_placements_are_parsed_once_per_version_and_follow_the_store(
     cache.placements.remove("team", "a")
     assert cache.parsed_placements("team") == []
     assert [p.name for p in cache.parsed_placements()] == ["b"]
+
+
+def selecting(name: str, version: str, selector: dict[str, Any], req_id: str, claim: str = "") -> dict[str, Any]:
+    obj = placement(name, version)
+    obj["spec"].update(podSelector=selector, reqID=req_id)
+    if claim:
+        obj["status"] = {
+            "phase": "Consumed",
+            "claim": {"token": claim, "pod": "p", "claimedAt": "2026-01-01T00:00:00Z"},
+        }
+    return obj
+
+
+def test_placements_for_a_pod_are_those_that_may_select_it_and_the_claimed_ones_of_their_req_ids(
+    cache: ClusterCache,
+) -> None:
+    objects = [
+        selecting("by-app", "1", {"matchLabels": {"app": "x", "tier": "gpu"}}, "req-one"),
+        selecting("by-tier", "2", {"matchLabels": {"tier": "gpu"}}, "req-two"),
+        selecting("by-expression", "3", {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "req-three"),
+        selecting("other-app", "4", {"matchLabels": {"app": "y"}}, "req-four"),
+        selecting("consumed-one", "5", {"matchLabels": {"app": "x"}}, "req-one", claim="t1"),
+        selecting("consumed-four", "6", {"matchLabels": {"app": "y"}}, "req-four", claim="t2"),
+    ]
+    for obj in objects:
+        cache.placements.upsert(obj)
+    names = lambda labels: sorted(p.name for p in cache.placements_for("team", labels))  # noqa: E731
+    assert names({"app": "x", "tier": "gpu"}) == ["by-app", "by-expression", "by-tier", "consumed-one"]
+    assert names({"app": "y"}) == ["by-expression", "consumed-four", "other-app"]
+    assert names({}) == ["by-expression"]
+    # A placement claimed since leaves the open index and is read only beside the open ones of its reqID.
+    cache.placements.upsert(selecting("by-app", "7", {"matchLabels": {"app": "x"}}, "req-one", claim="t3"))
+    assert names({"app": "x", "tier": "gpu"}) == ["by-expression", "by-tier"]
+    cache.placements.remove("team", "by-tier")
+    assert names({"app": "x", "tier": "gpu"}) == ["by-expression"]
+    assert cache.placements_for("elsewhere", {"app": "x"}) == []
+
+
+def claimed_pod(name: str, version: str, token: str | None, namespace: str = "team") -> dict[str, Any]:
+    notes = {"scheduling.hami.placement.com/claim": token} if token else {}
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "annotations": notes}}
+
+
+def scan(cache: ClusterCache) -> dict[tuple[str, str], dict[str, Any]]:
+    """What a pass over every stored pod finds: the index must always agree with it."""
+    found = {}
+    for pod in cache.pods.items():
+        token = pod["metadata"]["annotations"].get("scheduling.hami.placement.com/claim")
+        if token:
+            found[(pod["metadata"]["namespace"], token)] = pod
+    return found
+
+
+def test_pods_by_claim_follows_every_pod_event(cache: ClusterCache) -> None:
+    steps: list[Any] = [
+        claimed_pod("a", "1", "t1"),
+        claimed_pod("b", "2", None),
+        claimed_pod("c", "3", "t1", "other"),
+        claimed_pod("a", "4", "t2"),  # the token changes
+        claimed_pod("d", "5", "t2"),  # a copy carrying the same token
+        ("team", "d"),
+        claimed_pod("b", "6", "t3"),
+        claimed_pod("b", "7", None),  # the token goes
+        ("team", "a"),
+    ]
+    seen = []
+    for step in steps:
+        if isinstance(step, tuple):
+            cache.pods.remove(*step)
+        else:
+            cache.pods.upsert(step)
+        assert cache.pods_by_claim() == scan(cache)
+        seen.append(sorted((ns, token, pod["metadata"]["name"]) for (ns, token), pod in cache.pods_by_claim().items()))
+    assert seen[4] == [("other", "t1", "c"), ("team", "t2", "d")]
+    assert seen[5] == [("other", "t1", "c"), ("team", "t2", "a")]
+    assert seen[6] == [("other", "t1", "c"), ("team", "t2", "a"), ("team", "t3", "b")]
+    assert seen[-1] == [("other", "t1", "c")]
 
 
 def full_pod(init_exit: int | None, deleting: bool, phase: str = "Running") -> dict[str, Any]:

@@ -5,8 +5,9 @@ One fresh node with two 40 GiB cards; two Deployments' pods of 10,000 MiB sit on
 policy). The story runs in one test, as each pod round trip through HAMi costs seconds: a `--compact` plan whose
 pod is deleted meanwhile stops `apply` with the mismatch; a pod asking 35,000 MiB fits neither card and stays
 Pending; a PodDisruptionBudget on both pods leaves `plan --for` no move; on one pod, the plan moves the other;
-`apply` makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan
-again is a no-op.
+a budget added after the plan blocks `apply` (exit 4, nothing pinned); `--dry-run=server` changes nothing; `apply`
+makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan again is a
+no-op.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kubernetes import client, watch
 
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
-from tests.cluster.cli_harness import PLUGIN, Run, plugin
+from tests.cluster.cli_harness import PLUGIN, Run, placements, plugin
 from tests.cluster.hami_harness import (
     GpuNode,
     allocation,
@@ -183,6 +184,18 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
         (f"{namespace}/{moved.metadata.name}", moved_card, keep_card)
     ], "the budget on keep leaves only the other pod to move, onto keep's card"
     assert freed == moved_card
+    budget(cluster, namespace, "move")
+    blocked = run(cluster, "apply", "-f", str(plan_file), "--yes")
+    assert blocked.code == 4, blocked.err
+    assert "PodDisruptionBudget move" in blocked.err, blocked.err
+    assert placements(cluster, namespace) == [], "nothing is pinned when the eviction cannot happen"
+    cluster.kubectl("delete", "pdb", "move", "-n", namespace)
+    checked = run(cluster, "apply", "-f", str(plan_file), "--dry-run=server", "-o", "json")
+    assert checked.code == 0, checked.err
+    assert [m["status"] for m in checked.json()["moves"]] == ["ready"]
+    assert running_pod(cluster, namespace, "move").metadata.uid == moved.metadata.uid
+    assert placements(cluster, namespace) == []
+
     evictions = Evictions(cluster, namespace)
     try:
         applied = run(

@@ -1,4 +1,5 @@
-"""`make demo`: the main job on the HAMi sandbox: see the cards, pin a pod to one, watch HAMi allocate it, move it.
+"""`make demo`: the main job on the HAMi sandbox: see the cards, pin a pod to one, watch HAMi allocate it, move it;
+then make room for a Pending pod: `plan --for` it, `apply` the plan, and the pod runs on the card the plan freed.
 
 Everything goes through HAMi v2.10's own scheduler extender and webhook: the pods already on the cards are created
 as users create them (each steered to its card with `nvidia.com/use-gpuuuid`, so the cluster starts fragmented),
@@ -89,6 +90,59 @@ def trainer_deployment() -> dict[str, Any]:
     }
 
 
+def serving_deployment() -> dict[str, Any]:
+    """A one-replica Deployment on gpu-a100-1; HAMi's spread policy puts its pod on the card notebook-d leaves empty."""
+    labels = {"app": "serving"}
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "12000"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serving", "namespace": NAMESPACE},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": "gpu-a100-1"},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "serve", "image": "busybox", "resources": {"limits": limits}}],
+                },
+            },
+        },
+    }
+
+
+def big_pod() -> dict[str, Any]:
+    """A pod asking 36,000 MiB of one A100: more than any A100 card has free while the cluster is fragmented."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "big-train",
+            "namespace": NAMESPACE,
+            "labels": {"app": "big-train"},
+            "annotations": {"nvidia.com/use-gputype": "A100"},
+        },
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "36000"}},
+                }
+            ],
+        },
+    }
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    """The scheduler tried the pod and found no place for it."""
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
+
+
 def _allocated_and_running(pod: dict[str, Any]) -> bool:
     """HAMi allocated the pod its cards, the bind completed, and kwok runs it."""
     annotations = pod["metadata"].get("annotations") or {}
@@ -140,6 +194,10 @@ class Demo:
             (p for p in self.pods("app=trainer") if p["metadata"]["name"] != exclude and _allocated_and_running(p)),
             None,
         )
+
+    def pod(self, name: str) -> dict[str, Any]:
+        got = self.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json", show=False)
+        return dict(json.loads(got.stdout)) if got.returncode == 0 else {}
 
     def placement_phase(self, name: str) -> str:
         got = self.kubectl("get", "hamipodplacement", name, "-n", NAMESPACE, "-o", "json", show=False)
@@ -222,6 +280,32 @@ class Demo:
         self.show_pod(moved)
         self.wait("the second placement to be Consumed", lambda: self.placement_phase("trainer-on-h100") == "Consumed")
         self.kubectl("hami-place", "list", "-n", NAMESPACE)
+        self.defragment()
+
+    def defragment(self) -> None:
+        """A Pending pod no A100 card has room for; plan the moves that make room, apply them, and it runs."""
+        self.console.rule("4. Make room for a Pending pod: plan --for, then apply")
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(serving_deployment()))
+        self.wait("the serving pod to run", lambda: any(map(_allocated_and_running, self.pods("app=serving"))))
+        self.console.print("big-train asks 36,000 MiB of one A100. Enough A100 memory is free, but scattered:")
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(big_pod()))
+        self.wait("HAMi to leave big-train Pending", lambda: _unschedulable(self.pod("big-train")))
+        self.kubectl("hami-place", "plan", "--for", "big-train", "-n", NAMESPACE)
+        plan_file = self.sandbox.workdir / "plan.json"
+        self.console.print(f"\n[bold]$ kubectl hami-place plan --for big-train -n {NAMESPACE} -o json > plan.json[/]")
+        printed = self.kubectl("hami-place", "plan", "--for", "big-train", "-n", NAMESPACE, "-o", "json", show=False)
+        if printed.returncode:
+            raise RuntimeError(f"plan --for big-train failed: {printed.stderr.strip()}")
+        plan_file.write_text(printed.stdout)
+        applied = self.kubectl("hami-place", "apply", "-f", str(plan_file), "--yes", "--wait-for-pod")
+        if applied.returncode:
+            raise RuntimeError("apply failed")
+        self.wait("big-train to run", lambda: _allocated_and_running(self.pod("big-train")))
+        big = self.pod("big-train")
+        annotations = big["metadata"].get("annotations") or {}
+        self.console.print(f"  pod big-train runs on [bold]{big['spec']['nodeName']}[/]")
+        self.console.print(f"  [bold]{ALLOCATED}[/] (HAMi's scheduler): {annotations.get(ALLOCATED)}")
+        self.kubectl("hami-place", "status", "gpu-a100-1")
 
 
 def run(state: Path) -> int:

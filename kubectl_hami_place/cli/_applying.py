@@ -343,7 +343,8 @@ def _target_pod(
                 pod = read_pod(kube, namespace, name, read)
             except KubeNotFound:
                 pod = None
-            scheduled, detail = target_pod_state(plan, pod)
+            cards = {card.uuid: card.name for node in read.snapshot.nodes for card in node.cards}
+            scheduled, detail = target_pod_state(plan, pod, cards)
             if scheduled or not wait_pod or time.monotonic() > deadline:
                 break
             time.sleep(POLL_SECONDS)

@@ -18,7 +18,6 @@ from kubectl_hami_place.core.planner.apply import (
     req_id_for,
     target_pod_state,
 )
-from kubectl_hami_place.core.usage import PodAllocation
 from tests.unit.test_core_planner import gpu_node, pending, placed
 
 GIB = 1024
@@ -206,9 +205,15 @@ def test_the_target_pod_is_reported_where_it_runs() -> None:
     plan_file = planned(snapshot)
     assert plan_file.target is not None
     node, cards = plan_file.target
-    assert target_pod_state(plan_file, None) == (False, "ns/new no longer exists")
-    assert target_pod_state(plan_file, pending(35 * GIB)) == (False, "ns/new is not scheduled yet")
-    devices = placed("new", node, list(cards), 35 * GIB).allocation
-    assert isinstance(devices, PodAllocation)
-    running = replace(pending(35 * GIB), allocation=devices)
-    assert target_pod_state(plan_file, running) == (True, f"ns/new holds {', '.join(cards)} on {node}")
+    names = {"GPU-a-0": "gpu-0", "GPU-a-1": "gpu-1"}
+    assert target_pod_state(plan_file, None, names) == (False, "ns/new no longer exists")
+    assert target_pod_state(plan_file, pending(35 * GIB), names) == (False, "ns/new is not scheduled yet")
+    running = replace(pending(35 * GIB), allocation=placed("new", node, list(cards), 35 * GIB).allocation)
+    named = ", ".join(names[uuid] for uuid in cards)
+    assert target_pod_state(plan_file, running, names) == (True, f"ns/new holds {named} on {node}")
+    other = "GPU-a-1" if cards == ("GPU-a-0",) else "GPU-a-0"
+    elsewhere = replace(pending(35 * GIB), allocation=placed("new", node, [other], 35 * GIB).allocation)
+    assert target_pod_state(plan_file, elsewhere, names) == (
+        True,
+        f"ns/new holds {names[other]} on {node} (the plan made room on {named} on {node})",
+    )

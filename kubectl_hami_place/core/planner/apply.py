@@ -215,18 +215,23 @@ def _landed(move: Move, replacement: PlanPod, state: State) -> MoveCheck:
     )
 
 
-def target_pod_state(plan: PlanFile, pod: PlanPod | None) -> tuple[bool, str]:
-    """For a `--for` plan: whether its pod now holds cards, and where (or that it is still waiting)."""
+def target_pod_state(plan: PlanFile, pod: PlanPod | None, names: Mapping[str, str]) -> tuple[bool, str]:
+    """For a `--for` plan: whether its pod now holds cards, and where (card names from `names`, by UUID)."""
     if pod is None:
         return False, f"{plan.pod} no longer exists"
     allocation = pod.allocation
     if allocation is None or not allocation.counted:
         return False, f"{plan.pod} is not scheduled yet"
     cards = tuple(dict.fromkeys(share.uuid for share in allocation.shares()))
-    where = f"{plan.pod} holds {', '.join(cards)} on {allocation.node}"
+    where = f"{plan.pod} holds {_named(names, cards)} on {allocation.node}"
     if plan.target is not None and (allocation.node, set(cards)) != (plan.target[0], set(plan.target[1])):
-        where += f" (the plan made room on {', '.join(plan.target[1])} on {plan.target[0]})"
+        where += f" (the plan made room on {_named(names, plan.target[1])} on {plan.target[0]})"
     return True, where
+
+
+def _named(names: Mapping[str, str], uuids: Sequence[str]) -> str:
+    """Card names for UUIDs, the UUID where no name is known."""
+    return ", ".join(names.get(uuid, uuid) for uuid in uuids)
 
 
 def _names(state: State, uuids: Sequence[str]) -> str:

@@ -259,6 +259,37 @@ def kwok_stages() -> Path:
     return target
 
 
+LIBFAKETIME_PACKAGE = "libfaketime"
+
+
+def libfaketime() -> Path:
+    """libfaketime (the test of replicas with skewed wall clocks preloads it): the system's, else its Debian package's.
+
+    The package is downloaded with apt and unpacked into the cache, keyed by its version, so no root install is
+    needed once the package index is there (`apt-get update` is run first when it is not, as root).
+    """
+    installed = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if installed:
+        return installed[0]
+    cached = sorted((cache_root() / "lib").glob("libfaketime-*/usr/lib/*/faketime/libfaketime.so.1"))
+    if cached:
+        return cached[-1]
+    (cache_root() / "lib").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_root() / "lib") as tmp:
+        download = ["apt-get", "download", LIBFAKETIME_PACKAGE]
+        if subprocess.run(download, cwd=tmp, capture_output=True, check=False).returncode != 0 and os.geteuid() == 0:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+        subprocess.run(download, cwd=tmp, capture_output=True, check=True)
+        (deb,) = Path(tmp).glob("*.deb")
+        version = deb.stem.split("_")[1]
+        unpacked = Path(tmp) / "unpacked"
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
+        target = cache_root() / "lib" / f"libfaketime-{version}"
+        if not target.exists():
+            os.replace(unpacked, target)
+    return sorted((cache_root() / "lib").glob("libfaketime-*/usr/lib/*/faketime/libfaketime.so.1"))[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", default=list(CONTROL_PLANE), help="components (default: control plane)")

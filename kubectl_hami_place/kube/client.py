@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -139,7 +140,7 @@ def request(kube: Kube, call: Callable[..., Any], *args: Any, what: str, **kwarg
     if not data:
         return {}
     try:
-        body = json.loads(data)
+        body = orjson.loads(data)
     except ValueError as exc:
         raise KubeServerError(f"the API server sent a response that is not JSON to {what}", CONNECTION_HINT) from exc
     return body if isinstance(body, dict) else {"items": body}

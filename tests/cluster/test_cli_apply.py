@@ -7,7 +7,7 @@ pod is deleted meanwhile stops `apply` with the mismatch; a pod asking 35,000 Mi
 Pending; a PodDisruptionBudget on both pods leaves `plan --for` no move; on one pod, the plan moves the other;
 a budget added after the plan blocks `apply` (exit 4, nothing pinned); `--dry-run=server` changes nothing; `apply`
 makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan again is a
-no-op.
+no-op; `plan --apply` prints the plan and the run as one document.
 """
 
 from __future__ import annotations
@@ -124,11 +124,12 @@ def running_pod(cluster: Sandbox, namespace: str, app: str) -> client.V1Pod:
 
 
 def replaced(cluster: Sandbox, namespace: str, old: client.V1Pod) -> bool:
-    """Whether the app's pod is another than `old` and HAMi allocated it."""
+    """Whether the app's pod is another than `old` and runs (the Eviction API ignores budgets for a Pending pod)."""
     app = old.metadata.labels["app"]
     pods = client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace, label_selector=f"app={app}").items
     return any(
-        p.metadata.uid != old.metadata.uid and p.metadata.deletion_timestamp is None and p.spec.node_name for p in pods
+        p.metadata.uid != old.metadata.uid and p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+        for p in pods
     ) and not any(p.metadata.uid == old.metadata.uid for p in pods)
 
 
@@ -215,3 +216,9 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     assert again.code == 0, again.err
     assert [m["status"] for m in again.json()["moves"]] == ["already done"]
     assert again.json()["pod"]["scheduled"] is True
+
+    compacted = run(cluster, "plan", "--compact", node.name, "--apply", "--yes", "-o", "json")
+    assert compacted.code == 0, compacted.err
+    assert compacted.json()["plan"]["moves"] == [], "the budget on keep and the big pod leave nothing to pack"
+    assert compacted.json()["apply"]["moves"] == []
+    assert compacted.json()["apply"]["complete"] is True

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
@@ -41,7 +42,7 @@ def _error(status: int, reason: str) -> Response:
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body), status=status, mimetype="application/json")
+    return Response(orjson.dumps(body), status=status, mimetype="application/json")
 
 
 def _http_errors(app: Flask, metrics: Metrics | None = None) -> None:
@@ -67,27 +68,67 @@ def mutate_app(admitter: Admitter, metrics: Metrics, *, admission_timeout: float
     def healthz() -> Response:
         return _json({"status": "ok"})
 
+    def answer(data: bytes) -> tuple[int, bytes]:
+        """(status, JSON body) of one review's bytes, under the webhook's deadline."""
+        with admitting(Deadline.for_webhook_timeout(admission_timeout)):
+            try:
+                body = orjson.loads(data)
+            except (ValueError, RecursionError):
+                metrics.admissions.labels(INVALID).inc()
+                return 400, _error_body("the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview")
+            try:
+                return 200, orjson.dumps(admitter.admit(body))
+            except ReviewError as error:
+                metrics.admissions.labels(INVALID).inc()
+                return 400, _error_body(str(error))
+
     @app.post("/mutate")
     def mutate() -> Response:
-        with admitting(Deadline.for_webhook_timeout(admission_timeout)):
-            return _mutate()
-
-    def _mutate() -> Response:
         if not request.is_json:
             metrics.admissions.labels(INVALID).inc()
             return _error(415, "send the AdmissionReview as application/json")
-        try:
-            body = json.loads(request.get_data(cache=False))
-        except (ValueError, RecursionError):
-            metrics.admissions.labels(INVALID).inc()
-            return _error(400, "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview")
-        try:
-            return _json(admitter.admit(body))
-        except ReviewError as error:
-            metrics.admissions.labels(INVALID).inc()
-            return _error(400, str(error))
+        status, body = answer(request.get_data(cache=False))
+        return Response(body, status=status, mimetype="application/json")
 
+    app.wsgi_app = MutateFastPath(app.wsgi_app, answer)  # type: ignore[method-assign]
     return app
+
+
+class MutateFastPath:
+    """WSGI middleware answering a well-formed POST /mutate (JSON, a Content-Length within the limit) without
+    Flask's routing and request objects (~0.5 ms of the ~0.6 ms a small review took, profiled); anything else,
+    errors included, goes to the Flask app, which answers it as before."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], answer: Callable[[bytes], tuple[int, bytes]]) -> None:
+        self.app = app
+        self.answer = answer
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        length = environ.get("CONTENT_LENGTH") or ""
+        if (
+            environ.get("PATH_INFO") != "/mutate"
+            or environ.get("REQUEST_METHOD") != "POST"
+            or not length.isdigit()
+            or int(length) > MAX_REVIEW_BYTES
+            or not _is_json(environ.get("CONTENT_TYPE") or "")
+        ):
+            return self.app(environ, start_response)
+        status, body = self.answer(environ["wsgi.input"].read(int(length)))
+        start_response(_STATUS[status], [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+_STATUS = {200: "200 OK", 400: "400 BAD REQUEST"}
+
+
+def _is_json(content_type: str) -> bool:
+    """werkzeug's Request.is_json, on the raw header: application/json or application/*+json."""
+    mimetype = content_type.split(";", 1)[0].strip().lower()
+    return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
+
+
+def _error_body(reason: str) -> bytes:
+    return json.dumps({"error": reason}).encode()
 
 
 def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:

@@ -10,6 +10,7 @@ listening, finishes the admissions in flight and exits, all within --shutdown-gr
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import signal
 import socket
@@ -48,6 +49,8 @@ CONNECTION_POOL_SIZE = WORKER_THREADS + 8
 LISTEN_BACKLOG = 128
 # Connections kept open between requests (the API server reuses its connections); more are closed after answering.
 KEEP_ALIVE_LIMIT = 256
+# How often the wait for the first sync looks whether the process is stopping.
+FREEZE_WAIT_SECONDS = 5.0
 # The self-probe behind /readyz: each of connect, handshake and read must finish within this.
 PROBE_TIMEOUT_SECONDS = 1.0
 # After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
@@ -287,6 +290,7 @@ def serve(options: ServeOptions) -> None:
         threading.Thread(target=https.serve, name="https", daemon=True),
         threading.Thread(target=http.run, name="http", daemon=True),
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
+        threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
     ]
     for thread in threads:
         thread.start()
@@ -307,6 +311,20 @@ def serve(options: ServeOptions) -> None:
     http.close()
     cache.stop()
     log.info("stopped")
+
+
+def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
+    """Once the first full sync is in, move every object alive to the collector's permanent generation.
+
+    The cache's tens of thousands of dicts would otherwise be walked by every full collection, a pause of tens of
+    milliseconds in whichever admission triggers it; the objects stay freed by reference counting when replaced.
+    """
+    while not stop.is_set():
+        if cache.wait_ready(FREEZE_WAIT_SECONDS):
+            gc.collect()
+            gc.freeze()
+            log.info("first sync in: %d objects frozen out of the collector's scans", gc.get_freeze_count())
+            return
 
 
 def drain(https: AdmissionServer, in_flight: InFlight, *, listen: float, finish: float) -> None:

@@ -17,7 +17,7 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core import cluster as view
 from kubectl_hami_place.core.placement import (
     Placement,
     placements_from_objects,
@@ -162,7 +162,7 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
     def cluster_info() -> Response:
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
-        info = build_cluster_info(cache.nodes.items(), cache.pods.items(), datetime.now(UTC)).to_dict()
+        info = view.cluster_info(cache.nodes.items(), cache.counted_allocations(), datetime.now(UTC)).to_dict()
         info["lastSyncTime"] = _last_sync(cache)
         return _json(info)
 

@@ -11,11 +11,13 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION
+from kubectl_hami_place.core.cluster import counted_allocation
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fit import DEVICE_CORDON
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.core.requests import GPU
+from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
 
@@ -37,6 +39,11 @@ class ClusterCache:
         self._claim_of: dict[tuple[str, str], tuple[str, str]] = {}
         self._claims_lock = threading.Lock()
         self.pods.add_listener(self._index_claim)
+        # (namespace, name) -> (the stored pod, what it adds to the cluster-info view): decoded once per stored
+        # version from the pod events, so that GET /api/v1/cluster-info does not decode every allocation again.
+        self._allocations: dict[tuple[str, str], tuple[dict[str, Any], PodAllocation | str]] = {}
+        self._allocations_lock = threading.Lock()
+        self.pods.add_listener(self._index_allocation)
         self._stop = threading.Event()
         for reflector in self.reflectors():
             reflector.add_listener(lambda _kind, _obj: self.changed.set())
@@ -105,6 +112,26 @@ class ClusterCache:
         too); ties a claim to its pod."""
         with self._claims_lock:
             return {claim: list(pods.values())[-1] for claim, pods in self._claims.items()}
+
+    def counted_allocations(self) -> list[PodAllocation | str]:
+        """Each placed pod's allocation (or the warning of one HAMi cannot decode), for `core.cluster.cluster_info`."""
+        with self._allocations_lock:
+            return [counted for _pod, counted in self._allocations.values()]
+
+    def _index_allocation(self, _kind: str, pod: dict[str, Any]) -> None:
+        """Follow one pod event: decode what the store holds now (the newest version, whatever the order of
+        notifications), once per stored version."""
+        key = object_key(pod)
+        with self._allocations_lock:
+            current = self.pods.get(*key)
+            known = self._allocations.get(key)
+            if known is not None and known[0] is current:
+                return
+            counted = counted_allocation(current) if current is not None else None
+            if counted is None:
+                self._allocations.pop(key, None)
+            else:
+                self._allocations[key] = (current, counted)  # type: ignore[assignment]
 
     def _index_claim(self, kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event in the claim index (the pod watch is the only writer of the pod store)."""

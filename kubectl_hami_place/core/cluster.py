@@ -206,20 +206,34 @@ def build_cluster_info(
     nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], now: datetime
 ) -> ClusterInfo:
     """The cluster-info view from node and pod objects (JSON dict form) as listed at `now`."""
-    warnings: list[str] = []
-    allocations: list[PodAllocation] = []
+    counted: list[PodAllocation | str] = []
     for pod in pods:
-        try:
-            allocation = pod_allocation(pod)
-        except ModelError as err:
-            warnings.append(f"{err}; HAMi cannot decode it either, so it is not counted")
-            continue
+        allocation = counted_allocation(pod)
         if allocation is not None:
-            allocations.append(allocation)
+            counted.append(allocation)
+    return cluster_info(nodes, counted, now)
+
+
+def counted_allocation(pod: Mapping[str, Any]) -> PodAllocation | str | None:
+    """What one pod adds to the view: its allocation, a warning when HAMi cannot decode it, None when unplaced."""
+    try:
+        return pod_allocation(pod)
+    except ModelError as err:
+        return f"{err}; HAMi cannot decode it either, so it is not counted"
+
+
+def cluster_info(
+    nodes: Iterable[Mapping[str, Any]], counted: Iterable[PodAllocation | str], now: datetime
+) -> ClusterInfo:
+    """The view from node objects and each pod's `counted_allocation` (a cache may keep those per pod)."""
+    warnings: list[str] = []
     # Grouped once so that each node reads only its own pods: linear in nodes + pods, not their product.
     by_node: dict[str, list[PodAllocation]] = {}
-    for allocation in allocations:
-        by_node.setdefault(allocation.node, []).append(allocation)
+    for allocation in counted:
+        if isinstance(allocation, str):
+            warnings.append(allocation)
+        else:
+            by_node.setdefault(allocation.node, []).append(allocation)
     infos = []
     for node in nodes:
         info = _node_info(node, by_node)

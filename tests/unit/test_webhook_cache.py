@@ -10,7 +10,7 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.cluster import build_cluster_info, cluster_info
 from kubectl_hami_place.core.usage import pod_allocation
 from kubectl_hami_place.kube.watch import object_key
 from webhook.api import _pod_summary
@@ -238,3 +238,22 @@ def test_the_cache_stores_pods_and_nodes_projected(cache: ClusterCache) -> None:
     assert cache.pods.get("team", "train") == project_pod(full_pod(0, False))
     assert cache.nodes.get("", "gpu-0") == project_node(gpu_node())
     assert [key for key, _ in cache.pods_by_claim()] == ["team"]
+
+
+def test_the_allocations_kept_from_pod_events_give_the_view_the_stored_pods_give(cache: ClusterCache) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cache.nodes.upsert(gpu_node())
+    broken = full_pod(None, False)
+    broken["metadata"].update(name="broken", resourceVersion="8")
+    broken["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,x,10:;"
+    unplaced = full_pod(None, False)
+    unplaced["metadata"].update(name="unplaced", resourceVersion="9", annotations={})
+    steps: list[Any] = [full_pod(0, False), broken, unplaced, full_pod(None, True), ("team", "broken")]
+    for step in steps:
+        if isinstance(step, tuple):
+            cache.pods.remove(*step)
+        else:
+            cache.pods.upsert(step)
+        expected = build_cluster_info(cache.nodes.items(), cache.pods.items(), now)
+        assert cluster_info(cache.nodes.items(), cache.counted_allocations(), now) == expected
+    assert len(cache.counted_allocations()) == 1

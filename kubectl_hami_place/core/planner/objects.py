@@ -15,7 +15,8 @@ from typing import Any
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.planner.model import PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.names import HOSTNAME_LABEL
+from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
@@ -87,7 +88,9 @@ def pod_for_plan(
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
-    The nodes it may run on are those whose `labels` carry its nodeSelector (node affinity is not read: any node).
+    The nodes it may run on are those whose `labels` carry its nodeSelector and match its required node affinity
+    (`node_allows`); the hostname requirement our webhook merged into a placed pod's affinity pins that pod only,
+    not its replacement, so it is left out.
     """
     metadata = _mapping(pod.get("metadata"))
     spec = _mapping(pod.get("spec"))
@@ -109,15 +112,80 @@ def pod_for_plan(
         allocation=pod_allocation(pod),
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
-        nodes=_selected(_mapping(spec.get("nodeSelector")), labels),
+        nodes=_selected(spec, labels, str(spec.get("nodeName") or "") if PLACED_BY in annotations else ""),
     )
 
 
-def _selected(selector: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]]) -> frozenset[str] | None:
-    """The nodes whose labels carry every key=value of a nodeSelector; None when the pod has none."""
-    if not selector:
+def _selected(
+    spec: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]], placed_on: str
+) -> frozenset[str] | None:
+    """The nodes the pod's nodeSelector and required node affinity allow; None when it has neither."""
+    selector = _mapping(spec.get("nodeSelector"))
+    terms = _required_terms(spec, placed_on)
+    if not selector and terms is None:
         return None
-    return frozenset(name for name, have in labels.items() if all(have.get(k) == v for k, v in selector.items()))
+    return frozenset(
+        name
+        for name, have in labels.items()
+        if all(have.get(k) == v for k, v in selector.items()) and (terms is None or node_allows(terms, name, have))
+    )
+
+
+def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str, Any]] | None:
+    """The required nodeSelectorTerms (None: no requirement); for a placed pod, without our hostname pin on
+    `placed_on`, and without the terms that pin alone made up."""
+    affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(required, Mapping):
+        return None
+    terms = [term for term in required.get("nodeSelectorTerms") or [] if isinstance(term, Mapping)]
+    if not placed_on:
+        return terms
+    pin = {"key": HOSTNAME_LABEL, "operator": "In", "values": [placed_on]}
+    kept: list[Mapping[str, Any]] = []
+    for term in terms:
+        expressions = [e for e in term.get("matchExpressions") or [] if e != pin]
+        if expressions or term.get("matchFields"):
+            kept.append({**term, "matchExpressions": expressions})
+    return kept or None
+
+
+def node_allows(terms: Iterable[Mapping[str, Any]], name: str, labels: Mapping[str, Any]) -> bool:
+    """Kubernetes' required node affinity: any term matches (an empty term matches no node), a term when all its
+    matchExpressions (on labels) and matchFields (on metadata.name) hold."""
+    for term in terms:
+        expressions = [e for e in term.get("matchExpressions") or [] if isinstance(e, Mapping)]
+        fields = [e for e in term.get("matchFields") or [] if isinstance(e, Mapping)]
+        if not expressions and not fields:
+            continue
+        by_label = all(_holds(e, labels) for e in expressions)
+        by_field = all(_holds(e, {"metadata.name": name}) for e in fields)
+        if by_label and by_field:
+            return True
+    return False
+
+
+def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
+    """One node selector requirement (In, NotIn, Exists, DoesNotExist, Gt, Lt) against a node's labels or fields."""
+    key = str(requirement.get("key", ""))
+    present, value = key in have, have.get(key)
+    operator = requirement.get("operator")
+    values = [str(v) for v in requirement.get("values") or []]
+    if operator == "In":
+        return present and str(value) in values
+    if operator == "NotIn":
+        return not present or str(value) not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            number, bound = int(str(value)), int(values[0])
+        except ValueError:
+            return False
+        return number > bound if operator == "Gt" else number < bound
+    return False
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

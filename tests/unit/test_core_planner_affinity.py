@@ -1,0 +1,96 @@
+"""The nodes a pod may run on, as the planner reads them: nodeSelector and required node affinity, on plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.names import HOSTNAME_LABEL, PLACEMENT_ANNOTATION
+from kubectl_hami_place.core.planner.objects import node_allows, pod_for_plan
+from tests.unit.test_core_planner import pod_object
+
+LABELS: dict[str, dict[str, Any]] = {
+    "a100-0": {HOSTNAME_LABEL: "a100-0", "gpu": "a100", "zone": "z1", "rack": "3"},
+    "a100-1": {HOSTNAME_LABEL: "a100-1", "gpu": "a100", "zone": "z2", "rack": "12"},
+    "h100-0": {HOSTNAME_LABEL: "h100-0", "gpu": "h100", "zone": "z1"},
+}
+
+
+def required(*terms: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec's affinity with these required nodeSelectorTerms."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    """One matchExpressions entry."""
+    entry: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        entry["values"] = list(values)
+    return entry
+
+
+def allowed(**spec: object) -> frozenset[str] | None:
+    """The nodes the planner lets a Pending pod of this spec run on."""
+    return pod_for_plan(pod_object("p", None, **spec), LABELS).nodes
+
+
+@pytest.mark.parametrize(
+    ("requirement", "nodes"),
+    [
+        (expr("gpu", "In", "a100"), {"a100-0", "a100-1"}),
+        (expr("gpu", "NotIn", "a100"), {"h100-0"}),
+        (expr("rack", "NotIn", "3"), {"a100-1", "h100-0"}),
+        (expr("rack", "Exists"), {"a100-0", "a100-1"}),
+        (expr("rack", "DoesNotExist"), {"h100-0"}),
+        (expr("rack", "Gt", "5"), {"a100-1"}),
+        (expr("rack", "Lt", "5"), {"a100-0"}),
+        (expr("rack", "Gt", "five"), set()),
+        (expr("gpu", "Near", "a100"), set()),
+    ],
+)
+def test_each_operator(requirement: dict[str, Any], nodes: set[str]) -> None:
+    assert allowed(affinity=required({"matchExpressions": [requirement]})) == nodes
+
+
+def test_expressions_of_a_term_are_anded_and_terms_ored() -> None:
+    anded = {"matchExpressions": [expr("gpu", "In", "a100"), expr("zone", "In", "z1")]}
+    assert allowed(affinity=required(anded)) == {"a100-0"}
+    ored = required({"matchExpressions": [expr("gpu", "In", "h100")]}, {"matchExpressions": [expr("zone", "In", "z2")]})
+    assert allowed(affinity=ored) == {"h100-0", "a100-1"}
+
+
+def test_match_fields_name_the_node() -> None:
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["h100-0"]}]}
+    assert allowed(affinity=required(term)) == {"h100-0"}
+
+
+def test_empty_terms_match_no_node_and_no_affinity_allows_every_node() -> None:
+    assert allowed(affinity=required({})) == set()
+    assert allowed(affinity=required()) == set()
+    assert allowed() is None
+    assert allowed(affinity={"nodeAffinity": {}}) is None
+
+
+def test_node_selector_and_affinity_both_hold() -> None:
+    both = allowed(nodeSelector={"zone": "z1"}, affinity=required({"matchExpressions": [expr("gpu", "In", "a100")]}))
+    assert both == {"a100-0"}
+
+
+def test_the_hostname_pin_of_our_webhook_is_not_the_pods_own_constraint() -> None:
+    """A placed pod's affinity carries `hostname In [its node]`, merged by the webhook into each term: its
+    replacement (from the controller's template) is not pinned, so the planner may move the pod elsewhere."""
+    pin = expr(HOSTNAME_LABEL, "In", "a100-0")
+    placed = pod_object("p", "a100-0", affinity=required({"matchExpressions": [pin]}), nodeName="a100-0")
+    placed["metadata"]["annotations"][PLACEMENT_ANNOTATION] = "move-p-123"
+    assert pod_for_plan(placed, LABELS).nodes is None
+    merged = required({"matchExpressions": [expr("gpu", "In", "a100"), pin]})
+    placed["spec"]["affinity"] = merged
+    assert pod_for_plan(placed, LABELS).nodes == {"a100-0", "a100-1"}
+    del placed["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+    assert pod_for_plan(placed, LABELS).nodes == {"a100-0"}, "a pin the user wrote stays"
+
+
+def test_node_allows_on_its_own() -> None:
+    assert node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {"gpu": "a100"})
+    assert not node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {})

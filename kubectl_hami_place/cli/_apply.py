@@ -41,14 +41,15 @@ def load_plan(path: str) -> PlanFile:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageProblem(f"cannot read {path}: {exc.strerror}", "give the file plan -o json wrote") from exc
+    source = "stdin" if path == "-" else path
     try:
         data: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UsageProblem(f"{path} is not JSON or YAML: {' '.join(str(exc).split())}", _PLAN_HINT) from exc
+        raise UsageProblem(f"{source} is not JSON or YAML: {' '.join(str(exc).split())}", _PLAN_HINT) from exc
     try:
         return read_plan(data)
     except PlanFileError as exc:
-        raise UsageProblem(f"{path} is not a plan: {exc}", _PLAN_HINT) from exc
+        raise UsageProblem(f"{source} is not a plan: {exc}", _PLAN_HINT) from exc
 
 
 _PLAN_HINT = "write one with kubectl hami-place plan ... -o json > plan.json"

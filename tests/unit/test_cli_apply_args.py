@@ -1,0 +1,68 @@
+"""`apply -f` and `plan --apply` arguments that fail before any API call: one line, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from kubectl_hami_place.cli.app import run
+
+MOVE = {
+    "pod": "ns/p",
+    "uid": "u",
+    "from": {"node": "a", "cards": ["GPU-0"]},
+    "to": {"node": "a", "cards": ["GPU-1"]},
+}
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{not: [valid", "is not JSON or YAML"),
+        ('"a string"', "is not a plan: the plan is not an object"),
+        (json.dumps({"goal": "x", "moves": [{**MOVE, "uid": ""}]}), "is not a plan: move 1: uid must be"),
+    ],
+)
+def test_a_bad_plan_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    assert run(["apply", "-f", str(path)]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {path} {expected}"), line
+    assert line.endswith("; write one with kubectl hami-place plan ... -o json > plan.json")
+
+
+def test_a_missing_plan_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.json"
+    assert run(["apply", "-f", str(missing)]) == 2
+    assert (
+        one_error_line(capsys)
+        == f"error: cannot read {missing}: No such file or directory; give the file plan -o json wrote"
+    )
+
+
+def test_the_plan_is_read_from_stdin_with_dash(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("moves: 3\n"))
+    assert run(["apply", "-f", "-"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("error: stdin is not a plan: the plan has no moves list; write one"), line
+
+
+def test_apply_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["apply", "--yes"]) == 2
+    assert "missing option '--filename'" in one_error_line(capsys)

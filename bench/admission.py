@@ -19,6 +19,7 @@ import argparse
 import base64
 import copy
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -263,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (item.get("status") or {}).get("claim")
             )
             writes = api_write_latency(sandbox)
+            load = os.getloadavg()[1]
             rss = {"ours": rss_mib(webhook.process.pid), "hami": rss_mib(hami.popen.pid)}
         finally:
             if webhook is not None:
@@ -284,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"RSS after the runs: hami-place {rss['ours']:.0f} MiB, HAMi's scheduler {rss['hami']:.0f} MiB; "
-        f"first full sync {sync:.1f} s; fill {fill}; total {time.monotonic() - started:.0f} s"
+        f"first full sync {sync:.1f} s; fill {fill}; total {time.monotonic() - started:.0f} s; "
+        f"load average (5 min) at the end {load:.1f} on 2 cores"
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -297,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             "rss_mib": rss,
             "sync_s": sync,
             "fill_s": fill,
+            "load5": load,
         }
         args.json.write_text(json.dumps(figures, indent=2))
     return 0

@@ -131,6 +131,10 @@ def scale_table(scale: dict[str, Any]) -> list[str]:
             f"{row['status_api_cpu_s'] / max(row['floor_cpu_s'], 0.01):.1f}x | {row['cluster_info_cpu_s']:.2f} s |"
             for row in cpu
         ]
+    loads = [row for row in scale["rows"] if "load5" in row]
+    if loads:
+        shown = ", ".join(f"{row['nodes']:,} nodes {row['load5']:.1f}" for row in loads)
+        lines += ["", f"Load average (5 min) on the 2 cores when each size was measured: {shown}."]
     return lines
 
 
@@ -157,7 +161,8 @@ def admission_table(adm: dict[str, Any]) -> list[str]:
         f"API server's own write latency (sequential merge-patches of a placement's status): p50 {w['p50']:.2f} ms, "
         f"p99 {w['p99']:.2f} ms, max {w['max']:.2f} ms. Placements claimed: {adm['claimed']}.",
         f"RSS after the runs: hami-place {adm['rss_mib']['ours']:.0f} MiB, HAMi's scheduler "
-        f"{adm['rss_mib']['hami']:.0f} MiB.",
+        f"{adm['rss_mib']['hami']:.0f} MiB. First full sync of the webhook: {adm['sync_s']:.1f} s."
+        + (f" Load average (5 min) at the end: {adm['load5']:.1f} on the 2 cores." if "load5" in adm else ""),
     ]
     return lines
 

@@ -147,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
                 pods = nodes * args.pods_per_node
                 grow(sandbox, have, nodes, pods)
                 have = (nodes, pods)
-                row = {"nodes": nodes, "pods": pods, **measure(sandbox, workdir, args.runs)}
+                row = {
+                    "nodes": nodes,
+                    "pods": pods,
+                    **measure(sandbox, workdir, args.runs),
+                    "load5": os.getloadavg()[1],
+                }
                 rows.append(row)
                 print(_row(row), flush=True)
         finally:

@@ -22,6 +22,7 @@ from unittest import mock
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from sandbox import gpu_nodes
 from sandbox.cluster import KWOK_NODE_ANNOTATION, Sandbox, wait_for
@@ -62,11 +63,13 @@ CARDS += [("gpu-h100-0", index) for index in range(8)]
 def test_sigkill_of_one_of_two_replicas_during_a_burst_leaves_no_claim_twice_used_or_lost(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:
-    """Both replicas answer for the same placements (half the pods each); one is killed -9 while the burst is being
-    admitted. Its pods that were in flight are created unpinned (failurePolicy Ignore); a claim it wrote whose pod
-    never got stored is released by the survivor after the grace and taken by the next pod."""
-    doomed = start(cluster, tmp_path, "--claim-grace", "4")
-    survivor = start(cluster, tmp_path, "--claim-grace", "4")
+    """Both replicas answer for the same placements (half the pods each); one is killed -9 while a burst is being
+    admitted. Its pods in flight are created unpinned (failurePolicy Ignore). Two of its claims outlive it, their
+    pods held by a slow validator: one pod is stored afterwards, and the survivor ties the claim to it; the other is
+    refused, and the survivor releases its claim after the grace, for the next pod to take."""
+    # The grace outlasts the validator's hold (as the default outlasts the API server's longest admission).
+    doomed = start(cluster, tmp_path, "--claim-grace", "8")
+    survivor = start(cluster, tmp_path, "--claim-grace", "8")
     webhooks.extend([doomed, survivor])
     register(
         cluster,
@@ -81,28 +84,47 @@ def test_sigkill_of_one_of_two_replicas_during_a_burst_leaves_no_claim_twice_use
         wait_for(lambda w=webhook: sees_placement(w, namespace, names[-1]), "both replicas to see every placement")
 
     core = client.CoreV1Api(cluster.api_client())
-    before = total_admissions(doomed)
+    late: list[client.V1Pod] = []
+    refusals: list[ApiException] = []
+
+    def create_late(labels: dict[str, str]) -> None:
+        try:
+            late.append(core.create_namespaced_pod(namespace, gpu_pod("late-", labels)))
+        except ApiException as error:
+            refusals.append(error)
+
     pods = [gpu_pod("burst-", {"app": "burst", "half": "ab"[index % 2]}) for index in range(2 * len(CARDS))]
     created: list[client.V1Pod] = []
-    burst = threading.Thread(target=lambda: created.extend(create_in_threads(core, namespace, pods)))
-    burst.start()
-    wait_for(lambda: total_admissions(doomed) >= before + 2, "the replica to be answering the burst", interval=0.02)
-    doomed.process.send_signal(signal.SIGKILL)
-    burst.join()
+    with slow_validation(cluster, namespace, doomed.certs, 3.0, {"slow": "yes"}) as validator:
+        held = [
+            threading.Thread(target=create_late, args=({"app": "burst", "half": "a", "slow": "yes", **extra},))
+            for extra in ({}, {"deny": "yes"})
+        ]
+        for thread in held:
+            thread.start()
+        wait_for(lambda: validator.calls == 2, "both pods, claimed by the doomed replica, to reach the validator")
+        before = total_admissions(doomed)
+        burst = threading.Thread(target=lambda: created.extend(create_in_threads(core, namespace, pods)))
+        burst.start()
+        wait_for(lambda: total_admissions(doomed) >= before + 2, "the replica to be answering the burst", interval=0.02)
+        doomed.process.send_signal(signal.SIGKILL)
+        for thread in (burst, *held):
+            thread.join()
     assert doomed.process.wait(timeout=10) == -signal.SIGKILL
-    assert len(created) == len(pods), "every creation succeeded: none blocked"
+    assert len(created) == len(pods), "every creation of the burst succeeded: none blocked"
+    assert len(late) == 1 and [e.status for e in refusals] == [403], "one held pod stored, the other refused"
+    assert "refused by the test's validator" in str(refusals[0].body)
 
     wait_for(lambda: claims_settled(cluster, namespace), "every claim tied to its pod or released by the survivor")
     consumed = assert_consumed_at_most_once(cluster, namespace)
-    pinned = [p for p in created if CLAIM in (p.metadata.annotations or {})]
-    assert len(consumed) == len(pinned)
-    released = [name for name in names if "ClaimReleased" in events_of(cluster, namespace, name)]
+    assert late[0].metadata.name in consumed.values(), "the claim of the pod stored late is tied by the survivor"
+    (dropped,) = validator.refused
+    assert dropped not in consumed and "ClaimReleased" in events_of(cluster, namespace, dropped)
 
     # Whatever the kill left open (released claims included) is taken by the next pods, each placement once.
-    still_open = [name for name in names if name not in consumed]
-    for _ in still_open:
+    for _ in [name for name in names if name not in consumed]:
         pod = core.create_namespaced_pod(namespace, gpu_pod("after-", {"app": "burst", "half": "b"}))
-        assert CLAIM in (pod.metadata.annotations or {}), f"an open placement was lost ({released=})"
+        assert CLAIM in (pod.metadata.annotations or {}), "an open placement was lost"
     wait_for(lambda: claims_settled(cluster, namespace), "the new claims tied to their pods")
     assert sorted(assert_consumed_at_most_once(cluster, namespace)) == names
     extra = core.create_namespaced_pod(namespace, gpu_pod("extra-", {"app": "burst", "half": "b"}))
@@ -285,11 +307,11 @@ def test_a_replica_whose_wall_clock_runs_ten_minutes_ahead_does_not_release_a_cl
     webhooks: list[Webhook],
     configurations: list[str],
 ) -> None:
-    """Replica A claims a placement for a pod that a slow validating webhook keeps from being stored for 8 s.
+    """Replica A claims a placement for a pod that a slow validating webhook keeps from being stored for 5 s.
     Replica B, whose wall clock is 10 minutes ahead, sees a claim dated 10 minutes back with no pod carrying it;
-    the grace (20 s) runs on B's monotonic clock from when B first saw it, so B keeps it: the pod is stored
+    the grace (15 s) runs on B's monotonic clock from when B first saw it, so B keeps it: the pod is stored
     carrying a claim that still holds, and the placement is consumed once."""
-    grace = "20"
+    grace = "15"
     first = start(cluster, tmp_path, "--claim-grace", grace)
     webhooks.append(first)
     # B serves A's certificate: one made under B's fake clock would not be valid yet for the API server.
@@ -322,7 +344,7 @@ def test_a_replica_whose_wall_clock_runs_ten_minutes_ahead_does_not_release_a_cl
 
     core = client.CoreV1Api(cluster.api_client())
     stored: list[client.V1Pod] = []
-    with slow_validation(cluster, namespace, first.certs, 8.0, {"slow": "yes"}) as validator:
+    with slow_validation(cluster, namespace, first.certs, 5.0, {"slow": "yes"}) as validator:
         creation = threading.Thread(
             target=lambda: stored.append(
                 core.create_namespaced_pod(namespace, gpu_pod("late-", {"app": "late", "half": "a", "slow": "yes"}))

@@ -269,12 +269,15 @@ def wall_clock_ahead(seconds: int) -> dict[str, str]:
 
 
 class SlowValidator:
-    """A validating admission webhook that allows every pod after `delay` seconds, so that a pod is stored that much
-    after the mutating webhook wrote its claim (a pod stored late). Serves with the given certificate files."""
+    """A validating admission webhook that answers each pod after `delay` seconds, so that a pod is stored that
+    much after the mutating webhook wrote its claim (a pod stored late); a pod labelled deny=yes is refused then,
+    so that it is never stored (as when the API server gives up on the creation). Serves with the given files."""
 
     def __init__(self, cert_file: Path, key_file: Path, delay: float) -> None:
         self.delay = delay
         self.calls = 0
+        # The placement named on each pod it refused (by the mutating webhook's annotation).
+        self.refused: list[str] = []
         validator = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -282,11 +285,12 @@ class SlowValidator:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 validator.calls += 1
                 time.sleep(validator.delay)
-                answer = {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": {"uid": body["request"]["uid"], "allowed": True},
-                }
+                metadata = body["request"]["object"]["metadata"]
+                response: dict[str, Any] = {"uid": body["request"]["uid"], "allowed": True}
+                if (metadata.get("labels") or {}).get("deny") == "yes":
+                    validator.refused.append((metadata.get("annotations") or {}).get(PLACEMENT, ""))
+                    response.update(allowed=False, status={"code": 403, "message": "refused by the test's validator"})
+                answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
                 data = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

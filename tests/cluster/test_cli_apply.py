@@ -222,3 +222,45 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     assert compacted.json()["plan"]["moves"] == [], "the budget on keep and the big pod leave nothing to pack"
     assert compacted.json()["apply"]["moves"] == []
     assert compacted.json()["apply"]["complete"] is True
+
+
+def test_a_two_move_plan_runs_move_after_move(
+    cluster: Sandbox, namespace: str, placing: Webhook, tmp_path: Path
+) -> None:
+    """Three cards: a 15,000 and a 25,000 MiB pod spread one per card, then a 25,000 and a 15,000 MiB pod; the
+    second 15,000 MiB pod joins the first. A 35,000 MiB pod fits no card, and no one move makes room: the plan has
+    two, and each is checked and settled before the next."""
+    node = fresh_node(cluster, card_entries(3))
+    try:
+        sizes = {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}
+        for app, mib in sizes.items():
+            limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}
+            create(cluster, namespace, deployment(app, 0, limits, node.name))
+            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        create(cluster, namespace, pod("big", BIG, node=node.name))
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+        planned = write_plan(cluster, namespace, tmp_path / "plan.json")
+        assert planned.code == 0, planned.err
+        assert len(planned.json()["moves"]) == 2, planned.json()
+        evictions = Evictions(cluster, namespace)
+        try:
+            applied = run(
+                cluster,
+                "apply",
+                "-f",
+                str(tmp_path / "plan.json"),
+                "--yes",
+                "--wait-for-pod",
+                "--timeout",
+                "240",
+                "-o",
+                "json",
+            )
+        finally:
+            evictions.stop()
+        assert applied.code == 0, applied.err
+        assert [m["status"] for m in applied.json()["moves"]] == ["done", "done"]
+        assert allocation(cluster, namespace, "big").uuids == planned.json()["target"]["cards"]
+        assert sorted(evictions.deleted.values()) == [True, True] and len(evictions.deleted) == 2, evictions.deleted
+    finally:
+        delete_nodes(cluster, [node])

@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.kube import cluster as kube_cluster
+from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox
 from tests.cluster.cli_harness import allocated_pod, apply, node_register_uuids, plugin
@@ -260,3 +263,20 @@ def test_status_reads_the_webhook_through_the_service_proxy(
     table = plugin(cluster, "status")
     assert table.out.splitlines()[-1] == f"Source: webhook {namespace}/hami-place:8083 (/api/v1/cluster-info)"
     assert "gpu-remote-0" in table.out and "NVIDIA-L4" in table.out
+
+
+def test_status_computed_from_the_api_reads_pods_page_by_page_and_counts_them_all(
+    cluster: Sandbox, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uuids = node_register_uuids(cluster, H100)
+    apply(
+        cluster,
+        *(allocated_pod(f"paged-{i}", namespace, H100, f"{uuids[3]},NVIDIA,100,0:;") for i in range(3)),
+    )
+    kube = connect(str(cluster.kubeconfig))
+    whole = build_cluster_info(list_nodes(kube), list_pods(kube, None), datetime.now(UTC))
+    monkeypatch.setattr(kube_cluster, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(kube_cluster, "find_webhook_services", lambda _kube: [])
+    paged = kube_cluster.read_cluster_info(kube).info
+    assert paged.nodes == whole.nodes and paged.warnings == whole.warnings
+    assert {"paged-0", "paged-1", "paged-2"} <= {p.name for p in paged.node(H100).card(uuids[3]).pods}  # type: ignore[union-attr]

@@ -354,6 +354,7 @@ def _target_pod(
             report,
             failure=f"{detail} within {timeout:g} s",
             hint=f"see why with kubectl hami-place why {name} -n {namespace}",
+            exit_code=EXIT_ERROR,
         )
     return report
 

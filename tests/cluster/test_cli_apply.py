@@ -2,12 +2,13 @@
 the replacements, and the card HAMi allocates is the proof.
 
 One fresh node with two 40 GiB cards; two Deployments' pods of 10,000 MiB sit one per card (HAMi's spread
-policy). The story runs in one test, as each pod round trip through HAMi costs seconds: a `--compact` plan whose
+policy). The main story runs in one test, as each pod round trip through HAMi costs seconds: a `--compact` plan whose
 pod is deleted meanwhile stops `apply` with the mismatch; a pod asking 35,000 MiB fits neither card and stays
 Pending; a PodDisruptionBudget on both pods leaves `plan --for` no move; on one pod, the plan moves the other;
 a budget added after the plan blocks `apply` (exit 4, nothing pinned); `--dry-run=server` changes nothing; `apply`
 makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan again is a
-no-op; `plan --apply` prints the plan and the run as one document.
+no-op; `plan --apply` prints the plan and the run as one document. A second test applies a two-move plan on three
+cards, the second move possible only once the first settled.
 """
 
 from __future__ import annotations

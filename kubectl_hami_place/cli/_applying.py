@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._common import DryRun, confirm, note, stderr_console, warn
-from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK, EXIT_REFUSED, CliError, Refused
+from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError, Refused
 from kubectl_hami_place.cli._placing import (
     MANAGED_BY,
     Replacement,
@@ -71,7 +71,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class ApplyReport:
-    """The run: each move's outcome, the failure that stopped it (if any), and for a `--for` plan its pod."""
+    """The run: each move's outcome, the failure that stopped it (if any) with its exit code, and for a `--for` plan
+    its pod."""
 
     goal: str
     dry_run: str
@@ -79,7 +80,7 @@ class ApplyReport:
     names: dict[str, str]
     failure: str = ""
     hint: str = ""
-    exit_code: int = EXIT_OK
+    exit_code: int = EXIT_ERROR
     pod: str = ""
     scheduled: bool | None = None
     pod_detail: str = ""

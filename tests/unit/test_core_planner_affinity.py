@@ -94,3 +94,16 @@ def test_the_hostname_pin_of_our_webhook_is_not_the_pods_own_constraint() -> Non
 def test_node_allows_on_its_own() -> None:
     assert node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {"gpu": "a100"})
     assert not node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {})
+
+
+def test_nodes_are_worked_out_for_gpu_pods_only_once_per_constraint() -> None:
+    """Pods of one template share one answer (a large cluster's pods would otherwise each walk every node); a pod
+    without a GPU request is never moved, so its nodes are not worked out."""
+    affinity = required({"matchExpressions": [expr("gpu", "In", "a100")]})
+    memo: dict[str, frozenset[str] | None] = {}
+    first = pod_for_plan(pod_object("p1", None, affinity=affinity), LABELS, memo=memo)
+    second = pod_for_plan(pod_object("p2", None, affinity=affinity), LABELS, memo=memo)
+    assert first.nodes == {"a100-0", "a100-1"} and first.nodes is second.nodes and len(memo) == 1
+    plain = pod_object("x", None, affinity=affinity)
+    plain["spec"]["containers"][0]["resources"] = {}
+    assert pod_for_plan(plain, LABELS).nodes is None

@@ -7,6 +7,7 @@ snapshot (and of usage, as HAMi leaves it out); the reader gets a warning for it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -43,6 +44,7 @@ def snapshot_from_objects(
         for node in info.nodes
     )
     selectors = []
+    memo: dict[str, frozenset[str] | None] = {}
     allowed: dict[str, int] = {}
     warnings = list(info.warnings)
     for budget in budgets:
@@ -58,7 +60,7 @@ def snapshot_from_objects(
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, labels, config)
+            plan_pod = pod_for_plan(pod, labels, config, memo)
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -84,13 +86,17 @@ def node_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, An
 
 
 def pod_for_plan(
-    pod: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]], config: HamiConfig = HAMI_DEFAULTS
+    pod: Mapping[str, Any],
+    labels: Mapping[str, Mapping[str, Any]],
+    config: HamiConfig = HAMI_DEFAULTS,
+    memo: dict[str, frozenset[str] | None] | None = None,
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
     The nodes it may run on are those whose `labels` carry its nodeSelector and match its required node affinity
     (`node_allows`); the hostname requirement our webhook merged into a placed pod's affinity pins that pod only,
-    not its replacement, so it is left out.
+    not its replacement, so it is left out. Only a GPU pod's nodes are worked out (the planner moves no other), once
+    per distinct constraint in `memo` (pods of one template share theirs).
     """
     metadata = _mapping(pod.get("metadata"))
     spec = _mapping(pod.get("spec"))
@@ -102,6 +108,7 @@ def pod_for_plan(
     owners = [o for o in metadata.get("ownerReferences") or [] if isinstance(o, Mapping) and o.get("controller")]
     init = spec.get("initContainers")
     annotations = _mapping(metadata.get("annotations"))
+    placed_on = str(spec.get("nodeName") or "") if PLACED_BY in annotations else ""
     return PlanPod(
         namespace=namespace,
         name=name,
@@ -112,18 +119,31 @@ def pod_for_plan(
         allocation=pod_allocation(pod),
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
-        nodes=_selected(spec, labels, str(spec.get("nodeName") or "") if PLACED_BY in annotations else ""),
+        nodes=_selected(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
     )
 
 
 def _selected(
-    spec: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]], placed_on: str
+    spec: Mapping[str, Any],
+    labels: Mapping[str, Mapping[str, Any]],
+    placed_on: str,
+    memo: dict[str, frozenset[str] | None],
 ) -> frozenset[str] | None:
     """The nodes the pod's nodeSelector and required node affinity allow; None when it has neither."""
     selector = _mapping(spec.get("nodeSelector"))
     terms = _required_terms(spec, placed_on)
     if not selector and terms is None:
         return None
+    key = json.dumps([selector, terms], sort_keys=True, default=str)
+    if key not in memo:
+        memo[key] = _allowed_nodes(selector, terms, labels)
+    return memo[key]
+
+
+def _allowed_nodes(
+    selector: Mapping[str, Any], terms: list[Mapping[str, Any]] | None, labels: Mapping[str, Mapping[str, Any]]
+) -> frozenset[str]:
+    """The nodes whose labels carry the nodeSelector and match the terms (None: no affinity)."""
     return frozenset(
         name
         for name, have in labels.items()

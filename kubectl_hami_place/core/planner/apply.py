@@ -133,7 +133,7 @@ def check_plan(plan: PlanFile, snapshot: Snapshot, placements: Collection[str]) 
 
     `placements` holds the `namespace/name` of the placements that exist.
     """
-    state = State(snapshot, Limits(max_moves=len(plan.moves) + 1, max_moves_per_node=len(plan.moves) + 1))
+    state = State(snapshot, Limits())
     checks: list[tuple[Move, MoveCheck]] = []
     for move in plan.moves:
         check = check_move(move, state, placements)

@@ -15,6 +15,7 @@ import logging
 import signal
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -49,6 +50,8 @@ CONNECTION_POOL_SIZE = WORKER_THREADS + 8
 LISTEN_BACKLOG = 128
 # Connections kept open between requests (the API server reuses its connections); more are closed after answering.
 KEEP_ALIVE_LIMIT = 256
+# How long a thread may keep the GIL while another waits for it (Python's default is 5 ms).
+SWITCH_INTERVAL_SECONDS = 0.001
 # How often the wait for the first sync looks whether the process is stopping.
 FREEZE_WAIT_SECONDS = 5.0
 # The self-probe behind /readyz: each of connect, handshake and read must finish within this.
@@ -284,6 +287,10 @@ def serve(options: ServeOptions) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    # A thread that computes (the reconciler's pass, a watch's decode, a cluster-info build) keeps the GIL for up to
+    # the switch interval each time an admission's thread wants it back; 5 ms by default, paid several times per
+    # admission (every socket read and write re-takes the GIL).
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     cache.start()
     https.prepare()
     threads = [

@@ -162,9 +162,11 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
     def cluster_info() -> Response:
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
-        info = view.cluster_info(cache.nodes.items(), cache.counted_allocations(), datetime.now(UTC)).to_dict()
-        info["lastSyncTime"] = _last_sync(cache)
-        return _json(info)
+        info = view.cluster_info(cache.nodes.items(), cache.counted_allocations(), datetime.now(UTC))
+        # Each node is encoded as soon as its dicts are built: the whole document never exists as dicts.
+        document = info.to_dict(lambda node: orjson.Fragment(orjson.dumps(node.to_dict())))
+        document["lastSyncTime"] = _last_sync(cache)
+        return _json(document)
 
     @app.get("/api/v1/placements")
     def placements() -> Response:

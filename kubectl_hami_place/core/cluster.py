@@ -42,7 +42,7 @@ JSON shape of `to_dict()` (all memory in MiB, cores in percent of one card, time
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -192,11 +192,12 @@ class ClusterInfo:
         """The node with that name, or None."""
         return next((node for node in self.nodes if node.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The `GET /api/v1/cluster-info` document (shape in the module docstring)."""
+    def to_dict(self, encode_node: Callable[[NodeInfo], Any] = NodeInfo.to_dict) -> dict[str, Any]:
+        """The `GET /api/v1/cluster-info` document (shape in the module docstring); `encode_node` may turn each
+        node into something more compact than its dict (a server encodes each as it goes, never holding them all)."""
         return {
             "generatedAt": rfc3339(self.generated_at),
-            "nodes": [node.to_dict() for node in self.nodes],
+            "nodes": [encode_node(node) for node in self.nodes],
             "fragmentation": summarize(self).to_dict(),
             "warnings": list(self.warnings),
         }

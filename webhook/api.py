@@ -6,9 +6,12 @@ Shapes of every response are in webhook/openapi.yaml. A client's mistake is a 4x
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -162,11 +165,12 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
     def cluster_info() -> Response:
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
-        info = view.cluster_info(cache.nodes.items(), cache.counted_allocations(), datetime.now(UTC))
-        # Each node is encoded as soon as its dicts are built: the whole document never exists as dicts.
-        document = info.to_dict(lambda node: orjson.Fragment(orjson.dumps(node.to_dict())))
-        document["lastSyncTime"] = _last_sync(cache)
-        return _json(document)
+        with collector_paused():
+            info = view.cluster_info(cache.nodes.items(), cache.counted_allocations(), datetime.now(UTC))
+            # Each node is encoded as soon as its dicts are built: the whole document never exists as dicts.
+            document = info.to_dict(lambda node: orjson.Fragment(orjson.dumps(node.to_dict())))
+            document["lastSyncTime"] = _last_sync(cache)
+            return _json(document)
 
     @app.get("/api/v1/placements")
     def placements() -> Response:
@@ -177,6 +181,33 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
         return _json(placements_view(placements, cache.pods_by_claim(), namespace, _last_sync(cache)))
 
     return app
+
+
+class CollectorPause:
+    """The cyclic garbage collector off while a cluster-info is built: the view's ~200,000 short-lived objects
+    (no cycles) made it walk them again and again, 40% of the build's CPU at 5,000 nodes (in-process, 1.65 -> 1.0
+    s); admissions in the meantime make no cycles either. Nested or concurrent builds keep it off until the last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._builds = 0
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            self._builds += 1
+            if self._builds == 1:
+                gc.disable()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._builds -= 1
+                if self._builds == 0:
+                    gc.enable()
+
+
+collector_paused = CollectorPause()
 
 
 def placements_view(

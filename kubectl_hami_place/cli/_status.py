@@ -6,6 +6,7 @@ installed, else computes the same view from the API; the output says which.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
@@ -165,6 +166,9 @@ def status(
 ) -> None:
     """Show the cards, pods, placements and fragmentation."""
     where = target(kubeconfig, context, namespace, all_namespaces=all_namespaces or not namespace, as_user=as_user)
+    # Decoded API objects and the view make no reference cycles; the cyclic collector walking them again and again
+    # was half of status's CPU at 5,000 nodes / 40,000 pods (in-process, 6.4 -> 2.8 s). The process ends soon after.
+    gc.disable()
     read = cluster.read_cluster_info(where.kube)
     info = read.info
     wanted = list(dict.fromkeys(nodes or []))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ import webhook
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
 from webhook.admit import Admitter
-from webhook.api import MAX_REVIEW_BYTES, api_app, mutate_app
+from webhook.api import MAX_REVIEW_BYTES, CollectorPause, api_app, mutate_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 
@@ -359,3 +360,17 @@ def test_ready_and_metrics_after_sync() -> None:
     ):
         assert name in text
     assert 'hami_place_cache_sync_age_seconds{kind="placements"}' in text
+
+
+def test_the_collector_stays_paused_until_the_last_overlapping_build_ends() -> None:
+    pause = CollectorPause()
+    assert gc.isenabled()
+    with pause():
+        assert not gc.isenabled()
+        with pause():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), pause():
+        raise RuntimeError("a failed build")
+    assert gc.isenabled()

@@ -30,7 +30,6 @@ from sandbox.pki import Authority
 from sandbox.webhook import Webhook, start
 from tests.cluster.webhook_harness import (
     CLAIM,
-    FAKETIME_LIBRARIES,
     GROUP,
     PLACEMENT,
     PLURAL,
@@ -299,7 +298,6 @@ def test_a_placements_node_deleted_mid_flight_fails_it_and_blocks_no_pod(
     assert assert_consumed_at_most_once(cluster, namespace) == {"placed": placed.metadata.name}
 
 
-@pytest.mark.skipif(not FAKETIME_LIBRARIES, reason="needs libfaketime: apt-get install -y faketime")
 def test_a_replica_whose_wall_clock_runs_ten_minutes_ahead_does_not_release_a_claim_early(
     cluster: Sandbox,
     namespace: str,

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client
 
+from sandbox import binaries
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.pki import Authority, KeyPair
 from sandbox.webhook import Webhook, configuration
@@ -255,14 +256,11 @@ def install_pair(pair: KeyPair, cert_file: Path, key_file: Path) -> str:
     return cert_file.read_text()
 
 
-FAKETIME_LIBRARIES = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
-
-
 def wall_clock_ahead(seconds: int) -> dict[str, str]:
     """The environment that runs a process with its wall clock `seconds` ahead, its monotonic clock untouched
-    (libfaketime, Debian package faketime)."""
+    (libfaketime: the system's, else its Debian package unpacked into the binaries' cache)."""
     return {
-        "LD_PRELOAD": str(FAKETIME_LIBRARIES[0]),
+        "LD_PRELOAD": str(binaries.libfaketime()),
         "FAKETIME": f"+{seconds}s",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
     }

@@ -9,10 +9,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.cluster import ClusterInfo, cluster_info, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, request
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
@@ -52,7 +56,7 @@ class WebhookService:
 
 def list_nodes(kube: Kube) -> list[dict[str, Any]]:
     """Every node, sorted by name."""
-    body = request(kube, kube.core().list_node, what="list nodes")
+    body = request(kube, _get(kube, "/api/v1/nodes"), what="list nodes")
     return sorted(_items(body), key=_name)
 
 
@@ -70,11 +74,11 @@ def list_pods(
         kwargs["label_selector"] = label_selector
     if field_selector:
         kwargs["field_selector"] = field_selector
-    core = kube.core()
     if namespace is None:
-        body = request(kube, core.list_pod_for_all_namespaces, what="list pods in all namespaces", **kwargs)
+        body = request(kube, _get(kube, "/api/v1/pods"), what="list pods in all namespaces", **kwargs)
     else:
-        body = request(kube, core.list_namespaced_pod, namespace, what=f"list pods in namespace {namespace}", **kwargs)
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+        body = request(kube, _get(kube, path), what=f"list pods in namespace {namespace}", **kwargs)
     return sorted(_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
 
 
@@ -130,7 +134,7 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
     """The webhook's Services in any namespace (by app label), each at its `api` port (else 8083); [] if absent."""
     body = request(
         kube,
-        kube.core().list_service_for_all_namespaces,
+        _get(kube, "/api/v1/services"),
         label_selector=WEBHOOK_SERVICE_LABEL,
         what="list services in all namespaces",
     )
@@ -149,19 +153,53 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
 
 def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
     """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy."""
-    body = request(
-        kube,
-        kube.core().connect_get_namespaced_service_proxy_with_path,
-        f"{service.name}:{service.port}",
-        service.namespace,
-        CLUSTER_INFO_PATH,
-        what=f"get services/proxy in namespace {service.namespace}",
+    path = (
+        f"/api/v1/namespaces/{quote(service.namespace, safe='')}/services/"
+        f"{quote(f'{service.name}:{service.port}', safe=':')}/proxy/{CLUSTER_INFO_PATH}"
     )
+    body = request(kube, _get(kube, path), what=f"get services/proxy in namespace {service.namespace}")
     if "nodes" not in body:
         raise KubeError(
             f"the webhook at {service.describe()} answered without a node list", "check the webhook's version"
         )
     return body
+
+
+# Query parameters `request` passes by their Python names, as the generated API methods name them.
+_QUERY = {
+    "label_selector": "labelSelector",
+    "field_selector": "fieldSelector",
+    "limit": "limit",
+    "_continue": "continue",
+}
+
+
+def _get(kube: Kube, path: str) -> Callable[..., Any]:
+    """A GET of `path` for `request`, through the API client's own connection pool and credentials: the generated
+    CoreV1Api costs ~1 s of CPU to import (it builds its validators on import), more than `status`'s whole view at
+    1,000 nodes, and the reads of `status` need nothing of it."""
+
+    def call(*, _preload_content: bool = False, _request_timeout: Any = None, **query: Any) -> Any:
+        api = kube.api
+        headers = {**api.default_headers, "Accept": "application/json"}
+        for auth in api.configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        params = urlencode({_QUERY[key]: value for key, value in query.items()})
+        connect, read = _request_timeout or DEFAULT_TIMEOUT
+        reply = api.rest_client.pool_manager.request(
+            "GET",
+            f"{api.configuration.host}{path}" + (f"?{params}" if params else ""),
+            headers=headers,
+            timeout=urllib3.Timeout(connect=connect, read=read),
+        )
+        if not 200 <= reply.status <= 299:
+            error = ApiException(status=reply.status, reason=reply.reason)
+            error.body = reply.data.decode("utf-8", "replace")
+            raise error
+        return reply
+
+    return call
 
 
 def _controller(kind: str, item: dict[str, Any], namespace: str) -> Controller:
@@ -219,7 +257,7 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
         why = "; ".join(failures)
     # Each page of pods is reduced to what the view counts before the next is read: at 40,000 pods the whole
     # list as dicts is ~700 MiB, the allocations a few tens.
-    pods = _pages(kube, kube.core().list_pod_for_all_namespaces, "list pods in all namespaces")
+    pods = _pages(kube, _get(kube, "/api/v1/pods"), "list pods in all namespaces")
     counted = [found for page in pods for found in map(counted_allocation, page) if found is not None]
     info = cluster_info(list_nodes(kube), counted, datetime.now(UTC))
     return ClusterInfoRead(info, f"computed from the API server ({why})", False)

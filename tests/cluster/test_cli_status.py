@@ -280,3 +280,9 @@ def test_status_computed_from_the_api_reads_pods_page_by_page_and_counts_them_al
     paged = kube_cluster.read_cluster_info(kube).info
     assert paged.nodes == whole.nodes and paged.warnings == whole.warnings
     assert {"paged-0", "paged-1", "paged-2"} <= {p.name for p in paged.node(H100).card(uuids[3]).pods}  # type: ignore[union-attr]
+
+
+def test_status_as_a_user_who_may_not_list_pods_says_which_permission_is_missing(cluster: Sandbox) -> None:
+    run = plugin(cluster, "status", "--as", "hami-place-nobody")
+    assert run.code == 1, (run.code, run.err)
+    assert "forbidden" in run.err and "list pods in all namespaces" in run.err, run.err

@@ -169,7 +169,8 @@ class Reconciler:
         if write.reason == "Expired":
             self.metrics.expirations.inc()
         if not step.evict:
-            self.writes.record_event(stored, write.reason, write.message, warning=write.warning)
+            if write.event:
+                self.writes.record_event(stored, write.reason, write.message, warning=write.warning)
             return
         result, message = self._evict(write.namespace, step.evict, step.evict_uid)
         self.metrics.evictions.labels(result.value).inc()

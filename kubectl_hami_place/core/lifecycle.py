@@ -39,6 +39,8 @@ class StatusWrite:
     reason: str
     message: str
     warning: bool = False
+    event: bool = True
+    """Whether the step is worth an Event (an acknowledgement is not: it happens to every placement)."""
 
     @property
     def namespace(self) -> str:
@@ -108,8 +110,19 @@ def claimed(placement: Placement, pod_name: str, token: str, now: datetime, evic
         consumed_at=now,
         eviction=eviction,
         conditions=conditions,
+        observed_generation=placement.generation or placement.status.observed_generation,
     )
     return StatusWrite(placement, status, "Claimed", message, warning=bool(evict and not evict_uid))
+
+
+def acknowledgement(placement: Placement) -> StatusWrite | None:
+    """The status that tells the CLI the webhook has seen this generation (it waits for it before evicting); None
+    when status.observedGeneration already caught up."""
+    if placement.acknowledged:
+        return None
+    status = replace(placement.status, observed_generation=placement.generation)
+    message = f"generation {placement.generation} observed"
+    return StatusWrite(placement, status, "Observed", message, event=False)
 
 
 def req_id_guard_name(namespace: str, req_id: str) -> str:
@@ -161,6 +174,7 @@ def follow_up(
 ) -> FollowUp | None:
     """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
 
+    A generation not yet acknowledged (status.observedGeneration behind metadata.generation): acknowledge it first.
     Unclaimed while another placement of the namespace consumed its reqID (`consumed`, from `consumed_req_ids`),
     or unclaimed while the placement itself can never be honoured (node gone, card missing: given `nodes`):
     Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy.
@@ -175,6 +189,9 @@ def follow_up(
     token = status.claim_token or ""
     if placement.deleting:
         return None
+    ack = acknowledgement(placement)
+    if ack is not None:
+        return FollowUp(ack)
     if not token:
         if not placement.unclaimed:
             return None
@@ -323,6 +340,7 @@ def _released(placement: Placement, now: datetime) -> StatusWrite:
         phase=Phase.Pending,
         message=reason,
         conditions=tuple(c for c in conditions if c.type != "Evicted"),
+        observed_generation=status.observed_generation,
     )
     return StatusWrite(placement, released, "ClaimReleased", reason, warning=True)
 

@@ -76,6 +76,8 @@ class PlacementStatus:
     consumed_at: datetime | None = None
     eviction: EvictionStatus | None = None
     conditions: tuple[Condition, ...] = ()
+    observed_generation: int | None = None
+    """The placement generation the webhook has seen: the CLI evicts only once it caught up."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,11 @@ class Placement:
     def claimed(self) -> bool:
         """A pod has claimed it (whatever became of it since)."""
         return bool(self.status.claim_token) or self.status.phase in CLAIMED_PHASES
+
+    @property
+    def acknowledged(self) -> bool:
+        """The webhook has seen this generation (status.observedGeneration caught up with metadata.generation)."""
+        return (self.status.observed_generation or 0) >= self.generation
 
 
 def validate_spec(spec: PlacementSpec) -> str | None:
@@ -220,6 +227,9 @@ def status_from_object(data: object) -> PlacementStatus:
     conditions = data.get("conditions") or []
     if not isinstance(conditions, list):
         raise PlacementError("status.conditions must be a list")
+    observed = data.get("observedGeneration")
+    if observed is not None and (isinstance(observed, bool) or not isinstance(observed, int)):
+        raise PlacementError("status.observedGeneration must be an integer")
     return PlacementStatus(
         phase=Phase(phase_text),
         message=_optional_str(data, "message", "status") or "",
@@ -230,6 +240,7 @@ def status_from_object(data: object) -> PlacementStatus:
         consumed_at=_time(data.get("consumedAt"), "status.consumedAt"),
         eviction=_eviction(data.get("eviction")),
         conditions=tuple(_condition(item, position) for position, item in enumerate(conditions)),
+        observed_generation=observed,
     )
 
 
@@ -282,6 +293,8 @@ def status_to_object(status: PlacementStatus) -> dict[str, Any]:
         result["eviction"] = eviction
     if status.conditions:
         result["conditions"] = [_condition_to_object(condition) for condition in status.conditions]
+    if status.observed_generation is not None:
+        result["observedGeneration"] = status.observed_generation
     return result
 
 

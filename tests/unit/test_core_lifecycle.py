@@ -327,3 +327,45 @@ def test_a_claim_records_the_evict_target_uid_or_reports_it_missing() -> None:
     assert "pod old did not exist when the placement was claimed" in written(missing)["message"]
     assert missing.warning
     assert "Evicted" not in {c["reason"] for c in written(missing)["conditions"]}
+
+
+def generation(obj: dict[str, Any], value: int) -> dict[str, Any]:
+    """The placement at metadata.generation `value`."""
+    obj["metadata"]["generation"] = value
+    return obj
+
+
+def test_a_new_generation_is_acknowledged_once_and_not_rewritten() -> None:
+    step = follow_up(generation(placement(), 1), {}, NOW, TTL, GRACE)
+    assert step is not None and not step.evict
+    assert written(step.write) == {"phase": "Pending", "observedGeneration": 1}
+    assert step.write.resource_version == "7"
+    assert not step.write.event
+    assert (
+        follow_up(generation(placement({"phase": "Pending", "observedGeneration": 1}), 1), {}, NOW, TTL, GRACE) is None
+    )
+    behind = follow_up(generation(placement({"phase": "Pending", "observedGeneration": 1}), 2), {}, NOW, TTL, GRACE)
+    assert behind is not None and written(behind.write)["observedGeneration"] == 2
+
+
+def test_every_later_status_keeps_the_observed_generation() -> None:
+    def acked(status: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return generation(placement({**status, "observedGeneration": 3}, **kw), 3)
+
+    claim = lifecycle.claimed(placement_from_object(acked({"phase": "Pending"}, evict="old")), "p", "tok", NOW, "u")
+    consumed = follow_up(acked(claimed()), PLACED, NOW, TTL, GRACE)
+    released = follow_up(acked(claimed(ago=GRACE + 1)), {}, NOW, TTL, GRACE)
+    expired = follow_up(acked({"phase": "Pending"}, created_ago=TTL + 1), {}, NOW, TTL, GRACE)
+    failed = lifecycle.failed(placement_from_object(acked({"phase": "Pending"})), "node gone", NOW)
+    evicting = acked(claimed(phase="Evicting", uid="uid-9", eviction={"pod": "old", "result": "Pending"}))
+    lease = follow_up(evicting, PLACED, NOW, TTL, GRACE)
+    outcome = eviction_outcome(evicting, "Evicted", "evicted pod old", NOW)
+    steps = [consumed, released, expired, lease]
+    assert all(step is not None for step in steps)
+    writes = [claim, failed, outcome, *(step.write for step in steps if step is not None)]
+    assert [written(write).get("observedGeneration") for write in writes] == [3] * len(writes)
+
+
+def test_a_claim_acknowledges_the_generation_it_was_decided_on() -> None:
+    claim = lifecycle.claimed(placement_from_object(generation(placement(), 4)), "p", "tok", NOW)
+    assert written(claim)["observedGeneration"] == 4

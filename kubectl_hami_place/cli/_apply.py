@@ -26,6 +26,7 @@ from kubectl_hami_place.cli._common import (
     target,
 )
 from kubectl_hami_place.cli._errors import EXIT_OK, UsageProblem
+from kubectl_hami_place.cli._placing import ACK_TIMEOUT_SECONDS, AckTimeoutOption
 from kubectl_hami_place.core.planner.apply import PlanFile, PlanFileError, read_plan
 
 HELP = (
@@ -61,6 +62,7 @@ def apply(
         str, typer.Option("--filename", "-f", help="The plan, as `plan -o json|yaml` printed it; - for stdin.")
     ],
     timeout: TimeoutOption = 300,
+    ack_timeout: AckTimeoutOption = ACK_TIMEOUT_SECONDS,
     wait_pod: WaitPodOption = False,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
@@ -72,7 +74,9 @@ def apply(
     """Carry out the plan; exit 1 when a move fails or the cluster no longer matches, 4 when a budget blocks."""
     plan = load_plan(filename)
     where = target(kubeconfig, context, None, as_user=as_user)
-    report = carry_out(where.kube, plan, dry_run=dry_run, timeout=timeout, wait_pod=wait_pod, yes=yes)
+    report = carry_out(
+        where.kube, plan, dry_run=dry_run, timeout=timeout, wait_pod=wait_pod, yes=yes, ack_timeout=ack_timeout
+    )
     emit(report, output)
     if report.failure:
         raise report.error()

@@ -20,8 +20,10 @@ import typer
 from kubectl_hami_place.cli._common import DryRun, confirm, note, stderr_console, warn
 from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError, Refused
 from kubectl_hami_place.cli._placing import (
+    ACK_TIMEOUT_SECONDS,
     MANAGED_BY,
     Replacement,
+    await_acknowledgement,
     build_spec,
     check_placement,
     parse_gpus,
@@ -179,6 +181,7 @@ def carry_out(
     timeout: float,
     wait_pod: bool,
     yes: bool,
+    ack_timeout: float = ACK_TIMEOUT_SECONDS,
 ) -> ApplyReport:
     """Runs the plan (or checks it, under --dry-run) and reports; never raises for a failed move."""
     read = read_snapshot(kube)
@@ -208,7 +211,15 @@ def carry_out(
         was_done = number <= len(checks) and checks[number - 1][1].step is Step.done
         try:
             label = f"move {number}/{len(plan.moves)}: {move.pod}"
-            detail = _one_move(kube, move, config=read.config, label=label, timeout=timeout, progress=progress)
+            detail = _one_move(
+                kube,
+                move,
+                config=read.config,
+                label=label,
+                timeout=timeout,
+                ack_timeout=ack_timeout,
+                progress=progress,
+            )
         except _Stop as stop:
             outcomes.append(Outcome(number, move, "failed", stop.cause))
             outcomes += [Outcome(n, m, "not run", "") for n, m in enumerate(plan.moves[number:], start=number + 1)]
@@ -227,7 +238,16 @@ def carry_out(
 _CHANGED_HINT = "the cluster no longer matches the plan: make a new one (kubectl hami-place plan)"
 
 
-def _one_move(kube: Kube, move: Move, *, config: HamiConfig, label: str, timeout: float, progress: Progress) -> str:
+def _one_move(
+    kube: Kube,
+    move: Move,
+    *,
+    config: HamiConfig,
+    label: str,
+    timeout: float,
+    ack_timeout: float,
+    progress: Progress,
+) -> str:
     """Makes one move (or finds it made) and waits until it settled; `_Stop` when it cannot."""
     check = _current(kube, move)
     if check.step is Step.done:
@@ -237,7 +257,7 @@ def _one_move(kube: Kube, move: Move, *, config: HamiConfig, label: str, timeout
         raise _Stop(check.detail, _CHANGED_HINT)
     if check.step is Step.ready:
         progress.line(f"{label}: pinning its replacement to {move.to_node} and evicting it")
-        _make(kube, config, move)
+        _make(kube, config, move, ack_timeout)
     deadline = time.monotonic() + timeout
     with progress.waiting(f"{label}: waiting for its replacement on {move.to_node}"):
         while True:
@@ -255,8 +275,9 @@ def _one_move(kube: Kube, move: Move, *, config: HamiConfig, label: str, timeout
             time.sleep(POLL_SECONDS)
 
 
-def _make(kube: Kube, config: HamiConfig, move: Move) -> None:
-    """Pins the replacement and evicts the pod; the placement is deleted again when the eviction fails."""
+def _make(kube: Kube, config: HamiConfig, move: Move, ack_timeout: float) -> None:
+    """Pins the replacement, waits for the webhook to acknowledge the pin, and evicts the pod; the placement is
+    deleted again when either fails."""
     namespace, name = move.pod.split("/", 1)
     try:
         pod = cluster.get_pod(kube, namespace, name)
@@ -286,6 +307,14 @@ def _make(kube: Kube, config: HamiConfig, move: Move) -> None:
     except KubeConflict:
         created = False
     try:
+        await_acknowledgement(kube, namespace, placement_for(move), ack_timeout)
+    except (CliError, KeyboardInterrupt) as exc:
+        if created:
+            _roll_back(kube, namespace, placement_for(move))
+        if isinstance(exc, CliError):
+            raise _Stop(exc.cause, exc.hint) from exc
+        raise
+    try:
         evictions.evict_pod(kube, namespace, name, uid=move.uid)
     except (KubeError, KeyboardInterrupt) as exc:
         if created:
@@ -303,11 +332,11 @@ def _spec(successor: Replacement, move: Move) -> PlacementSpec:
 
 
 def _roll_back(kube: Kube, namespace: str, name: str) -> None:
-    """The eviction failed after the placement was created: delete it, so no half-done pin stays behind."""
+    """The pod was not evicted after the placement was created: delete it, so no half-done pin stays behind."""
     try:
         placements.delete_placement(kube, namespace, name)
     except KubeError as exc:
-        warn(f"could not delete placement {name} after the failed eviction: {exc}")
+        warn(f"could not delete placement {name} after the pod was not evicted: {exc}")
 
 
 def _current(kube: Kube, move: Move) -> MoveCheck:

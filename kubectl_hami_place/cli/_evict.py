@@ -37,6 +37,9 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
 from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
+    ACK_TIMEOUT_SECONDS,
+    AckTimeoutOption,
+    await_acknowledgement,
     build_spec,
     check_placement,
     flag_workload,
@@ -92,6 +95,7 @@ def evict(
     context: ContextOption = None,
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
+    ack_timeout: AckTimeoutOption = ACK_TIMEOUT_SECONDS,
     dry_run: DryRunOption = DryRun.none,
     yes: YesOption = False,
     output: OutputOption = OutputFormat.table,
@@ -139,19 +143,25 @@ def evict(
     evictions.evict_pod(kube, ns, pod, dry_run=True)
     created = placements.create_placement(kube, ns, checked.obj, dry_run=server_dry_run)
     if not server_dry_run:
+        created_name = created["metadata"]["name"]
+        try:
+            await_acknowledgement(kube, ns, created_name, ack_timeout)
+        except (CliError, KeyboardInterrupt):
+            _roll_back(kube, ns, created_name, "the webhook did not acknowledge it")
+            raise
         try:
             evictions.evict_pod(kube, ns, pod)
         except (KubeError, KeyboardInterrupt):
-            _roll_back(kube, ns, created["metadata"]["name"])
+            _roll_back(kube, ns, created_name, "the eviction failed")
             raise
     emit(PlacementResult(checked, dry_run.value, created, evicted=pod), output)
 
 
-def _roll_back(kube: Kube, namespace: str, name: str) -> None:
-    """The eviction failed after the placement was created: delete it, so no half-done pin stays behind."""
+def _roll_back(kube: Kube, namespace: str, name: str, because: str) -> None:
+    """The pod was not evicted after the placement was created: delete it, so no half-done pin stays behind."""
     try:
         placements.delete_placement(kube, namespace, name)
     except KubeError as exc:
-        warn(f"could not delete placement {name} after the failed eviction: {exc}")
+        warn(f"could not delete placement {name} after {because}: {exc}")
         return
-    note(f"placement {namespace}/{name} deleted again because the eviction failed")
+    note(f"placement {namespace}/{name} deleted again because {because}")

@@ -1,23 +1,28 @@
 """What `pin` and `evict --to-node` share: parse the flags, read a snapshot of the cluster, call `core.plan`.
 
 Nothing is written here: the verbs create the object only after `check_placement` returned without refusing;
-`_placed` words the outcome.
+`_placed` words the outcome. `await_acknowledgement` is what `evict --to-node` and `apply` wait for between
+creating the placement and evicting the pod.
 """
 
 from __future__ import annotations
 
 import secrets
 import string
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from kubectl_hami_place.cli._errors import Refused, UsageProblem
+import typer
+
+from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
 from kubectl_hami_place.cli._placed import Checked, refusal_line
-from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
+from kubectl_hami_place.core.errors import CardRefError, ModelError, PlacementError, SelectorError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.placement import (
     PlacementSpec,
+    placement_from_object,
     placement_object,
     placements_from_objects,
     validate_spec,
@@ -44,6 +49,17 @@ STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
 REQ_ID_LENGTH = 12
+ACK_TIMEOUT_SECONDS = 10.0
+ACK_POLL_SECONDS = 0.2
+
+AckTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--ack-timeout",
+        min=0.1,
+        help="Seconds to wait for the hami-place webhook to acknowledge a new placement before evicting.",
+    ),
+]
 
 
 def parse_selector(text: str) -> LabelSelector:
@@ -252,3 +268,24 @@ def replacement(kube: Kube, namespace: str, pod: dict[str, Any]) -> Replacement:
             f"pod you create with its labels ({selector})"
         )
     return Replacement(selector, f"pod {name}", pod, warning)
+
+
+def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float) -> None:
+    """Returns once the webhook acknowledged the placement (status.observedGeneration); CliError after `timeout`.
+
+    Evicting before the webhook has the placement in its cache would let the replacement pod through unpinned.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if placement_from_object(placements.get_placement(kube, namespace, name)).acknowledged:
+                return
+        except (KubeNotFound, PlacementError):
+            pass
+        if time.monotonic() >= deadline:
+            raise CliError(
+                f"the hami-place webhook did not acknowledge placement {namespace}/{name} within {timeout:g}s, "
+                "so the pod was not evicted",
+                f"check that it runs (kubectl get pods -A -l {cluster.WEBHOOK_SERVICE_LABEL}), then retry",
+            )
+        time.sleep(ACK_POLL_SECONDS)

@@ -5,15 +5,25 @@ Uses gpu-h100-0's gpu-6 as the target card, which no other plugin test fills.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.cluster import Sandbox, wait_for
+from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
+
+
+@pytest.fixture
+def acknowledging(cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]) -> Webhook:
+    """Our webhook running (not registered for admission): it acknowledges placements, which --to-node waits for."""
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    return webhook
 
 
 def gone_or_terminating(cluster: Sandbox, namespace: str, name: str) -> bool:
@@ -102,7 +112,7 @@ def test_budget_that_allows_no_disruption_blocks_with_exit_4(cluster: Sandbox, n
     assert pod is not None and pod["metadata"].get("deletionTimestamp") is None
 
 
-def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: str) -> None:
+def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: str, acknowledging: Webhook) -> None:
     uuid = card_uuids("gpu-a100-1")[1]
     apply(
         cluster,
@@ -146,7 +156,7 @@ def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: s
     wait_for(lambda: gone_or_terminating(cluster, namespace, "mover"), "the evicted pod to go")
 
 
-def test_to_node_uses_the_controller_selector(cluster: Sandbox, namespace: str) -> None:
+def test_to_node_uses_the_controller_selector(cluster: Sandbox, namespace: str, acknowledging: Webhook) -> None:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -213,3 +223,35 @@ def test_to_node_blocked_by_a_budget_leaves_no_placement(cluster: Sandbox, names
     assert len(run.error_lines) == 1 and "blocked by PodDisruptionBudget keep-one" in run.error_lines[0]
     assert placements(cluster, namespace) == []
     assert not gone_or_terminating(cluster, namespace, "held")
+
+
+def test_to_node_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
+    cluster: Sandbox, namespace: str
+) -> None:
+    uuid = card_uuids("gpu-a100-1")[1]
+    apply(cluster, allocated_pod("alone", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "alone"}))
+    run = plugin(
+        cluster,
+        "evict",
+        "alone",
+        "-n",
+        namespace,
+        "--to-node",
+        H100,
+        "--gpu",
+        "gpu-6",
+        "--yes",
+        "--name",
+        "pin-alone",
+        "--ack-timeout",
+        "2",
+    )
+    assert run.code == 1, run.err
+    assert run.error_lines == [
+        f"error: the hami-place webhook did not acknowledge placement {namespace}/pin-alone within 2s, so the pod "
+        "was not evicted; check that it runs (kubectl get pods -A -l app.kubernetes.io/name=gpu-descheduler-webhook), "
+        "then retry"
+    ]
+    assert f"placement {namespace}/pin-alone deleted again because the webhook did not acknowledge it" in run.err
+    assert placements(cluster, namespace) == []
+    assert not gone_or_terminating(cluster, namespace, "alone")

@@ -152,6 +152,21 @@ def test_a_placement_whose_node_is_gone_fails_from_the_background_loop_without_a
     wait_for(lambda: "CannotHonour" in events_of(cluster, namespace, "nowhere"), "the CannotHonour event")
 
 
+def test_the_webhook_acknowledges_each_placement_generation_it_has_seen_without_an_event(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    created = create_placement(cluster, namespace, "seen", {"app": "x"}, ["gpu-0"])
+    generation = created["metadata"]["generation"]
+    status = wait_for(
+        lambda: (s := status_of(cluster, namespace, "seen")).get("observedGeneration") == generation and s,
+        "the webhook to acknowledge the placement",
+    )
+    assert status["phase"] == "Pending"
+    assert events_of(cluster, namespace, "seen") == []
+
+
 def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str, count: int) -> list[str]:
     """Create `count` pods labelled for the race from as many threads, released together by a barrier."""
     names: list[str] = []

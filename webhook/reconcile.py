@@ -173,6 +173,7 @@ class Reconciler:
                 self.writes.record_event(stored, write.reason, write.message, warning=write.warning)
             return
         result, message = self._evict(write.namespace, step.evict, step.evict_uid)
+        log.info("placement %s/%s: eviction %s: %s", write.namespace, write.name, result.value, message)
         self.metrics.evictions.labels(result.value).inc()
         try:
             outcome = eviction_outcome(placement_from_object(stored), result, message, self.clock())

@@ -12,14 +12,22 @@ from kubernetes.client.exceptions import ApiException
 from sandbox.cluster import Sandbox
 from sandbox.webhook import Webhook
 
+# Lines of a webhook's log shown with a failed test.
+LOG_TAIL = 80
+
 
 @pytest.fixture
 def webhooks(cluster: Sandbox, tmp_path: Path) -> Iterator[list[Webhook]]:
-    """Webhook processes a test starts (through the returned list's owner); all stopped afterwards."""
+    """Webhook processes a test starts (through the returned list's owner); all stopped afterwards.
+
+    The end of each one's log is printed at teardown, which pytest shows only when the test failed.
+    """
     started: list[Webhook] = []
     yield started
     for webhook in started:
         webhook.stop()
+        lines = webhook.log.read_text(errors="replace").splitlines() if webhook.log.is_file() else []
+        print(f"--- the last {LOG_TAIL} lines of {webhook.log} ---", *lines[-LOG_TAIL:], sep="\n")
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ ADMISSION_BEFORE = DOCS / "performance-admission-before.json"
 NOTES = """## Targets, as measured above (2 shared cores, load average 6-7 from other sessions)
 
 - Webhook RSS under 250 MB at 5,000 nodes x 8 cards / 40,000 pods: **met after the first sync (211 MiB)**;
-  missed once it has served: 364 MiB after two cluster-info requests, 381 MiB after the saturated 1,000/s runs
+  missed once it has served: 363 MiB after two cluster-info requests, 381 MiB after the saturated 1,000/s runs
   (memory a request freed is not returned to the OS; see Left).
-- `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **missed** (2.15 s wall, 1.61 s CPU of the process).
-- `status -o json` within 2x of the fetch floor: **missed** (3.2x at 5,000 nodes, was 5.4x; 5.3x at 1,000).
+- `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **missed** (2.24 s wall, 1.67 s CPU of the process).
+- `status -o json` within 2x of the fetch floor: **missed** (3.6x at 5,000 nodes, was 5.4x; 4.0x at 1,000, was
+  5.1x; CPU 5.1 s against the floor's 0.5 s).
 - p99 under 10 ms at 500/s for the non-claiming paths: **missed** on this box (76-299 ms; HAMi's own p99 was
   36-48 ms in the same run); **no errors at 100 and 500/s** (before: errors from 500/s).
 - p99 within 2x of HAMi's: **met** at 100/s for non-GPU and excluded pods (1.4x, 1.6x) and at 500/s for GPU pods
@@ -68,17 +69,18 @@ This round (issue 12), each a commit of its own:
   encodes each node as it is built (orjson.Fragment), and pauses the cyclic GC while building (its ~200,000
   short-lived objects have no cycles). In-process at 5,000 nodes / 40,000 pods: 3.46 -> 1.76 s wall (allocations
   kept), then 1.65 -> 1.0 s CPU (GC paused); the request's traced peak at 2,500 nodes 62.8 -> 45.4 MiB. In the
-  scale bench at 5,000 nodes the request took 2.22 s (1.67 s CPU) with the allocations kept and 2.15 s (1.61 s)
-  with all three: the process's other threads (watches, reconciler) share those seconds.
+  scale bench at 5,000 nodes the request took 2.22 s (1.67 s CPU) with the allocations kept and 2.15-2.24 s
+  (1.61-1.67 s) with all three in two later runs: the process's other threads (watches, reconciler) share those
+  seconds, so the in-process gain does not show there.
 - **status**: orjson for the indented output (0.90 -> 0.05 s for the 2,000-node document, byte-identical) and
   for decoding; pods read a page of 500 at a time and reduced to allocations at once; GC off for the short-lived
   command (in-process at 5,000 nodes, paged decode + view + output 6.4-7.6 -> 2.8-3.9 s CPU). Scale bench at
-  5,000 nodes / 40,000 pods, with orjson only / with all: 27.7 -> 9.9 s wall, 12.8 -> 5.4 s CPU, plugin max RSS
-  1,065 -> 307 MiB; at 2,000 nodes before this round: 30.1 s, 400 MiB.
+  5,000 nodes / 40,000 pods, with orjson only / with all (this one included): 27.7 -> 10.5 s wall, 12.8 -> 5.1 s
+  CPU, plugin max RSS 1,065 -> 289 MiB; at 2,000 nodes before this round: 30.1 s, 400 MiB.
 - **status without the generated CoreV1Api**: its reads are plain GETs through the API client's own connection
   pool and credentials; importing CoreV1Api alone cost ~0.6 s CPU per run whatever the cluster size. `status -o
-  json` on a 100-node / 800-pod sandbox: 1.17 -> 0.60 s CPU (best of 3, twice). The scale table above was
-  measured before this change.
+  json` on a 100-node / 800-pod sandbox: 1.17 -> 0.60 s CPU (best of 3, twice); in the scale bench at 1,000
+  nodes 2.37 -> 1.79 s CPU (runs before / after it).
 
 ## What the webhook keeps
 
@@ -94,7 +96,7 @@ parsed copy, indexed by namespace, label and reqID. Nothing else grows with the 
 
 - Webhook RSS after serving: memory a cluster-info request or a burst of connections freed stays with the
   process (allocator fragmentation; in-process at 5,000 nodes a cluster-info leaves +53 MiB, `malloc_trim` gives
-  13 back), so RSS climbs from 211 to 364 MiB across the first requests. Building each node's view only when its
+  13 back), so RSS climbs from 211 to 363 MiB across the first requests. Building each node's view only when its
   node or pods changed (and keeping it encoded) would bound both the memory churn and the time.
 - `GET /api/v1/cluster-info` is still above 1 s at 5,000 nodes: the view (cards, usage, fragmentation, ~200,000
   objects) is rebuilt per request; the per-node cache above would make it proportional to the changes.

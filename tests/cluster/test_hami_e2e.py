@@ -211,7 +211,10 @@ def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
     name = run.json()["placement"]["metadata"]["name"]
     wait_for(lambda: sees_placement(placing, namespace, name), "the webhook to see the placement")
     trainer = scale_up(cluster, namespace, "trainer")
-    got = allocation(cluster, namespace, trainer, timeout=240)
+    # When HAMi filtered the pinned pod before the filler was gone, only NodeAffinity is among the plugins that
+    # rejected it (HAMi is an extender), and no node event requeues it: kube-scheduler retries it at its flush of
+    # unschedulable pods (podMaxInUnschedulablePodsDuration 5 min, checked every 30 s).
+    got = allocation(cluster, namespace, trainer, timeout=360)
     assert got.containers == (((node.uuid(0), 20000, 0),),)
     api = client.CoreV1Api(cluster.api_client())
     filler_gone = api.list_namespaced_pod(namespace, field_selector="metadata.name=filler").items

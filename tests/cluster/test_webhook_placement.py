@@ -561,7 +561,11 @@ def test_a_server_side_dry_run_consumes_nothing(
     register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"app": "dry"}})])
     create_placement(cluster, namespace, "dry", {"app": "dry"}, ["gpu-1"])
     wait_for(lambda: sees_placement(webhook, namespace, "dry"), "the webhook to see the placement")
-    before = read_placement(cluster, namespace, "dry")
+    # Its acknowledgement is the last write before a pod comes: the resourceVersion compared is the one after it.
+    before = wait_for(
+        lambda: (p := read_placement(cluster, namespace, "dry")).get("status", {}).get("observedGeneration") and p,
+        "the webhook to acknowledge the placement",
+    )
     preview = cluster.kubectl(
         "create",
         "-n",

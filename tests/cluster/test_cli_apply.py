@@ -265,3 +265,29 @@ def test_a_two_move_plan_runs_move_after_move(
         assert sorted(evictions.deleted.values()) == [True, True] and len(evictions.deleted) == 2, evictions.deleted
     finally:
         delete_nodes(cluster, [node])
+
+
+def test_apply_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
+    cluster: Sandbox, namespace: str, node: GpuNode, tmp_path: Path
+) -> None:
+    for app in ("keep", "move"):
+        create(cluster, namespace, deployment(app, 0, SMALL, node=node.name))
+        scale_up(cluster, namespace, app)
+    before = {app: running_pod(cluster, namespace, app).metadata.uid for app in ("keep", "move")}
+    planned = plugin(cluster, "plan", "--compact", node.name, "-o", "json")
+    assert planned.code == 0, planned.err
+    [move] = planned.json()["moves"]
+    (tmp_path / "plan.json").write_text(planned.out)
+    applied = run(cluster, "apply", "-f", str(tmp_path / "plan.json"), "--yes", "--ack-timeout", "2", "-o", "json")
+    assert applied.code == 1, applied.err
+    assert applied.json()["moves"][0]["status"] == "failed"
+    [line] = applied.error_lines
+    assert line.startswith(f"error: move 1 ({move['pod']}): the hami-place webhook did not acknowledge placement "), (
+        line
+    )
+    assert line.endswith(
+        "within 2s, so the pod was not evicted; check that it runs "
+        "(kubectl get pods -A -l app.kubernetes.io/name=gpu-descheduler-webhook), then retry"
+    ), line
+    assert placements(cluster, namespace) == [], "the placement is deleted again"
+    assert {app: running_pod(cluster, namespace, app).metadata.uid for app in ("keep", "move")} == before

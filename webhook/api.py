@@ -20,7 +20,6 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
-from kubectl_hami_place.core import cluster as view
 from kubectl_hami_place.core.placement import (
     Placement,
     placements_from_objects,
@@ -166,9 +165,8 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
         with collector_paused():
-            info = view.cluster_info(cache.nodes.items(), cache.counted_allocations(), datetime.now(UTC))
-            # Each node is encoded as soon as its dicts are built: the whole document never exists as dicts.
-            document = info.to_dict(lambda node: orjson.Fragment(orjson.dumps(node.to_dict())))
+            # Only the nodes that changed since the last request are built and encoded again (see the cache).
+            document = cache.cluster_info_document(datetime.now(UTC))
             document["lastSyncTime"] = _last_sync(cache)
             return _json(document)
 

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import orjson
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION
-from kubectl_hami_place.core.cluster import counted_allocation
+from kubectl_hami_place.core.cluster import (
+    NodeInfo,
+    NodeShare,
+    counted_allocation,
+    fragmentation_of,
+    node_info,
+    node_share,
+)
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fit import DEVICE_CORDON
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP
-from kubectl_hami_place.core.placement import Placement, placement_from_object
+from kubectl_hami_place.core.placement import Placement, placement_from_object, rfc3339
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
@@ -39,11 +50,20 @@ class ClusterCache:
         self._claim_of: dict[tuple[str, str], tuple[str, str]] = {}
         self._claims_lock = threading.Lock()
         self.pods.add_listener(self._index_claim)
-        # (namespace, name) -> (the stored pod, what it adds to the cluster-info view): decoded once per stored
-        # version from the pod events, so that GET /api/v1/cluster-info does not decode every allocation again.
-        self._allocations: dict[tuple[str, str], tuple[dict[str, Any], PodAllocation | str]] = {}
+        # (namespace, name) -> (the stored pod, what it adds to the cluster-info view, when it entered this dict):
+        # decoded once per stored version from the pod events, so that GET /api/v1/cluster-info does not decode
+        # every allocation again. The same allocations by node, each with when it entered, so that a node's view
+        # reads its pods in the order the whole view would; and a version per node, bumped when its pods change.
+        self._allocations: dict[tuple[str, str], tuple[dict[str, Any], PodAllocation | str, int]] = {}
+        self._on_node: dict[str, dict[tuple[str, str], tuple[int, PodAllocation]]] = {}
+        self._pod_versions: dict[str, int] = {}
+        self._entered = itertools.count()
         self._allocations_lock = threading.Lock()
         self.pods.add_listener(self._index_allocation)
+        # Node name -> its view as served, kept until its node object or its pods' version changes (see
+        # cluster_info_document); only a cluster-info request writes it, under this lock.
+        self._views: dict[str, _NodeView] = {}
+        self._views_lock = threading.Lock()
         self._stop = threading.Event()
         for reflector in self.reflectors():
             reflector.add_listener(lambda _kind, _obj: self.changed.set())
@@ -116,11 +136,42 @@ class ClusterCache:
     def counted_allocations(self) -> list[PodAllocation | str]:
         """Each placed pod's allocation (or the warning of one HAMi cannot decode), for `core.cluster.cluster_info`."""
         with self._allocations_lock:
-            return [counted for _pod, counted in self._allocations.values()]
+            return [counted for _pod, counted, _entered in self._allocations.values()]
+
+    def cluster_info_document(self, now: datetime) -> dict[str, Any]:
+        """`core.cluster.cluster_info(nodes, counted_allocations(), now).to_dict()` with each node encoded, built
+        again only for the nodes whose object or pods changed since the last request; the rest is reused."""
+        nodes = self.nodes.items()
+        with self._views_lock:
+            views: dict[str, _NodeView] = {}
+            stale = []
+            with self._allocations_lock:
+                warnings = [counted for _pod, counted, _ in self._allocations.values() if isinstance(counted, str)]
+                for node in nodes:
+                    name = str((node.get("metadata") or {}).get("name") or "")
+                    version = self._pod_versions.get(name, 0)
+                    known = self._views.get(name)
+                    if known is not None and known.node is node and known.version == version:
+                        views[name] = known
+                    elif name:
+                        pods = sorted(self._on_node.get(name, {}).values(), key=lambda entry: entry[0])
+                        stale.append((name, node, version, [allocation for _, allocation in pods]))
+            for name, node, version, allocations in stale:
+                views[name] = _NodeView.of(node, version, node_info(node, allocations))
+            self._views = views
+        shown = [views[name] for name in sorted(views) if views[name].share is not None]
+        fragmentation = fragmentation_of([view.share for view in shown if view.share is not None]).to_dict()
+        fragmentation["nodes"] = [view.encoded_share for view in shown]
+        return {
+            "generatedAt": rfc3339(now),
+            "nodes": [view.encoded for view in shown],
+            "fragmentation": fragmentation,
+            "warnings": warnings,
+        }
 
     def _index_allocation(self, _kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event: decode what the store holds now (the newest version, whatever the order of
-        notifications), once per stored version."""
+        notifications), once per stored version; the nodes it leaves or lands on get a new pod version."""
         key = object_key(pod)
         with self._allocations_lock:
             current = self.pods.get(*key)
@@ -128,10 +179,27 @@ class ClusterCache:
             if known is not None and known[0] is current:
                 return
             counted = counted_allocation(current) if current is not None else None
-            if counted is None:
+            if current is None or counted is None:
                 self._allocations.pop(key, None)
+            elif known is not None and known[1] == counted:
+                self._allocations[key] = (current, counted, known[2])
+                return
             else:
-                self._allocations[key] = (current, counted)  # type: ignore[assignment]
+                entered = known[2] if known is not None else next(self._entered)
+                self._allocations[key] = (current, counted, entered)
+            if known is not None and isinstance(known[1], PodAllocation):
+                self._leave(key, known[1].node)
+            if counted is not None and not isinstance(counted, str):
+                self._on_node.setdefault(counted.node, {})[key] = (self._allocations[key][2], counted)
+                self._pod_versions[counted.node] = next(self._entered)
+
+    def _leave(self, key: tuple[str, str], node: str) -> None:
+        """The pod's allocation leaves the node's (under the allocations lock)."""
+        on_node = self._on_node[node]
+        del on_node[key]
+        if not on_node:
+            del self._on_node[node]
+        self._pod_versions[node] = next(self._entered)
 
     def _index_claim(self, kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event in the claim index (the pod watch is the only writer of the pod store)."""
@@ -305,6 +373,36 @@ def _parse(obj: dict[str, Any]) -> Placement | None:
         return placement_from_object(obj)
     except PlacementError:
         return None
+
+
+@dataclass(frozen=True)
+class _NodeView:
+    """One node's part of the cluster-info document, encoded, with the node object and pod version it is of."""
+
+    node: dict[str, Any]
+    version: int
+    encoded: orjson.Fragment | None  # None: not a GPU node, not in the document
+    share: NodeShare | None
+    encoded_share: orjson.Fragment | None
+
+    @classmethod
+    def of(cls, node: dict[str, Any], version: int, info: NodeInfo | None) -> _NodeView:
+        if info is None:
+            return cls(node, version, None, None, None)
+        share = node_share(info)
+        return cls(
+            node,
+            version,
+            _encoded(info.to_dict()),
+            share,
+            _encoded(share.fragmentation.to_dict()),
+        )
+
+
+def _encoded(part: dict[str, Any]) -> orjson.Fragment:
+    """The part as JSON, copied to its exact size: orjson's own result keeps its growth buffer (twice the text for
+    a node's view, 62 -> 23 MiB kept at 5,000 nodes)."""
+    return orjson.Fragment(bytes(memoryview(orjson.dumps(part))))
 
 
 class _NodesByName(Mapping[str, dict[str, Any]]):

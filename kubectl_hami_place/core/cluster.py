@@ -42,7 +42,7 @@ JSON shape of `to_dict()` (all memory in MiB, cores in percent of one card, time
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,7 +50,7 @@ from typing import Any
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, node_cards
 from kubectl_hami_place.core.errors import ClusterInfoError, ModelError
 from kubectl_hami_place.core.fit import cordoned_cards
-from kubectl_hami_place.core.fragmentation import summarize
+from kubectl_hami_place.core.fragmentation import Fragmentation, NodeFragmentation, free_of, is_open, summarize
 from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.requests import GPU, parse_quantity
 from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, card_usage, pod_allocation
@@ -192,12 +192,11 @@ class ClusterInfo:
         """The node with that name, or None."""
         return next((node for node in self.nodes if node.name == name), None)
 
-    def to_dict(self, encode_node: Callable[[NodeInfo], Any] = NodeInfo.to_dict) -> dict[str, Any]:
-        """The `GET /api/v1/cluster-info` document (shape in the module docstring); `encode_node` may turn each
-        node into something more compact than its dict (a server encodes each as it goes, never holding them all)."""
+    def to_dict(self) -> dict[str, Any]:
+        """The `GET /api/v1/cluster-info` document (shape in the module docstring)."""
         return {
             "generatedAt": rfc3339(self.generated_at),
-            "nodes": [encode_node(node) for node in self.nodes],
+            "nodes": [node.to_dict() for node in self.nodes],
             "fragmentation": summarize(self).to_dict(),
             "warnings": list(self.warnings),
         }
@@ -237,7 +236,7 @@ def cluster_info(
             by_node.setdefault(allocation.node, []).append(allocation)
     infos = []
     for node in nodes:
-        info = _node_info(node, by_node)
+        info = node_info(node, by_node.get(_node_name(node), ()))
         if info is not None:
             infos.append(info)
     infos.sort(key=lambda info: info.name)
@@ -259,13 +258,13 @@ def cluster_info_from_dict(data: object) -> ClusterInfo:
         raise ClusterInfoError(f"cluster-info: {err}") from None
 
 
-def _node_info(node: Mapping[str, Any], by_node: Mapping[str, list[PodAllocation]]) -> NodeInfo | None:
-    """One node's view, None for a node that is not a GPU node at all."""
-    metadata = node.get("metadata") if isinstance(node, Mapping) else None
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+def node_info(node: Mapping[str, Any], allocations: Iterable[PodAllocation]) -> NodeInfo | None:
+    """One node's view from its object and the allocations on it (in the order `cluster_info` reads them), None
+    for a node that is not a GPU node at all: what a cache may keep per node until that node or its pods change."""
+    name = _node_name(node)
+    if not name:
         return None
+    metadata = node["metadata"]
     annotations = metadata.get("annotations")
     annotations = annotations if isinstance(annotations, Mapping) else {}
     allocatable = _gpu_allocatable(node)
@@ -277,7 +276,7 @@ def _node_info(node: Mapping[str, Any], by_node: Mapping[str, list[PodAllocation
         cards = node_cards(node)
     except ModelError as err:
         register_error = str(err)
-    usage = card_usage(cards, by_node.get(name, ()), node=name)
+    usage = card_usage(cards, allocations, node=name)
     cordoned = cordoned_cards({k: v for k, v in annotations.items() if isinstance(v, str)})
     spec = node.get("spec")
     unschedulable = isinstance(spec, Mapping) and spec.get("unschedulable") is True
@@ -309,6 +308,52 @@ def _node_info(node: Mapping[str, Any], by_node: Mapping[str, list[PodAllocation
             for card in cards
         ),
     )
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """One node's part of the fragmentation summary, with what the cluster-wide stranded memory needs of it."""
+
+    fragmentation: NodeFragmentation
+    largest_card_mib: int  # the largest card memory among its open cards (0: none open)
+    open_free_mib: tuple[int, ...]  # each open card's free memory
+
+
+def node_share(node: NodeInfo) -> NodeShare:
+    """The node's share of `fragmentation.summarize`, so that a cache keeping it per node sums the summary."""
+    cards = [card for card in node.cards if is_open(node, card)]
+    return NodeShare(
+        fragmentation=NodeFragmentation(
+            name=node.name,
+            open_cards=len(cards),
+            whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
+            free_mib=sum(free_of(card) for card in cards),
+            largest_request_mib=max((free_of(card) for card in cards), default=0),
+        ),
+        largest_card_mib=max((card.memory_total for card in cards), default=0),
+        open_free_mib=tuple(free_of(card) for card in cards),
+    )
+
+
+def fragmentation_of(shares: Sequence[NodeShare]) -> Fragmentation:
+    """The summary `fragmentation.summarize` gives for the nodes these shares are of (same order)."""
+    whole_card = max((share.largest_card_mib for share in shares), default=0)
+    return Fragmentation(
+        open_cards=sum(share.fragmentation.open_cards for share in shares),
+        whole_cards_free=sum(share.fragmentation.whole_cards_free for share in shares),
+        free_mib=sum(share.fragmentation.free_mib for share in shares),
+        largest_request_mib=max((share.fragmentation.largest_request_mib for share in shares), default=0),
+        stranded_mib=sum(free for share in shares for free in share.open_free_mib if free < whole_card),
+        stranded_for_mib=whole_card,
+        nodes=tuple(share.fragmentation for share in shares),
+    )
+
+
+def _node_name(node: Mapping[str, Any]) -> str:
+    """The node's name ("" when it has none)."""
+    metadata = node.get("metadata") if isinstance(node, Mapping) else None
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _ready(node: Mapping[str, Any]) -> bool:

@@ -133,13 +133,8 @@ class ClusterCache:
         with self._claims_lock:
             return {claim: list(pods.values())[-1] for claim, pods in self._claims.items()}
 
-    def counted_allocations(self) -> list[PodAllocation | str]:
-        """Each placed pod's allocation (or the warning of one HAMi cannot decode), for `core.cluster.cluster_info`."""
-        with self._allocations_lock:
-            return [counted for _pod, counted, _entered in self._allocations.values()]
-
     def cluster_info_document(self, now: datetime) -> dict[str, Any]:
-        """`core.cluster.cluster_info(nodes, counted_allocations(), now).to_dict()` with each node encoded, built
+        """`core.cluster.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded, built
         again only for the nodes whose object or pods changed since the last request; the rest is reused."""
         nodes = self.nodes.items()
         with self._views_lock:

@@ -22,7 +22,6 @@ from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place.core.placement import (
     Placement,
-    placements_from_objects,
     rfc3339,
     spec_to_object,
     status_to_object,
@@ -40,7 +39,7 @@ MAX_REVIEW_BYTES = 4 * 1024 * 1024
 
 
 def _error(status: int, reason: str) -> Response:
-    return Response(json.dumps({"error": reason}), status=status, mimetype="application/json")
+    return Response(_error_body(reason), status=status, mimetype="application/json")
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -175,7 +174,7 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
         namespace = request.args.get("namespace") or None
-        placements = placements_from_objects(cache.placements.items())
+        placements = cache.parsed_placements(namespace)
         return _json(placements_view(placements, cache.pods_by_claim(), namespace, _last_sync(cache)))
 
     return app

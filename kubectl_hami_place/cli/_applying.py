@@ -10,7 +10,7 @@ done are skipped, a move half done is waited for.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
@@ -194,13 +194,7 @@ def carry_out(
         return _dry_run(kube, plan, read, checks, report, server=dry_run is DryRun.server)
     first = next(((number, check) for number, (_, check) in enumerate(checks, 1) if check.step is not Step.done), None)
     if first is not None and first[1].step is Step.changed:
-        return replace(
-            report,
-            outcomes=_outcomes(plan, checks, stop=first[0]),
-            failure=f"move {first[0]}: {first[1].detail}",
-            hint=_CHANGED_HINT,
-            exit_code=EXIT_ERROR,
-        )
+        return _changed(report, _outcomes(plan, checks, stop=first[0]), *first)
     todo = [move.pod for move, check in checks if check.step is not Step.done]
     todo += [move.pod for move in plan.moves[len(checks) :]]
     if todo and not confirm(f"carry out {len(todo)} move(s), evicting {', '.join(todo)}", yes):
@@ -223,19 +217,35 @@ def carry_out(
         except _Stop as stop:
             outcomes.append(Outcome(number, move, "failed", stop.cause))
             outcomes += [Outcome(n, m, "not run", "") for n, m in enumerate(plan.moves[number:], start=number + 1)]
-            return replace(
-                report,
-                outcomes=tuple(outcomes),
-                failure=f"move {number} ({move.pod}): {stop.cause}",
-                hint=stop.hint,
-                exit_code=stop.code,
-            )
+            return _stopped(report, outcomes, number, move, stop)
         outcomes.append(Outcome(number, move, "already done" if was_done else "done", detail))
     report = replace(report, outcomes=tuple(outcomes))
     return _target_pod(kube, plan, report, wait_pod=wait_pod, timeout=timeout, progress=progress)
 
 
 _CHANGED_HINT = "the cluster no longer matches the plan: make a new one (kubectl hami-place plan)"
+
+
+def _changed(report: ApplyReport, outcomes: Sequence[Outcome], number: int, check: MoveCheck) -> ApplyReport:
+    """The report of a run stopped before move `number`, which the cluster no longer matches."""
+    return replace(
+        report,
+        outcomes=tuple(outcomes),
+        failure=f"move {number}: {check.detail}",
+        hint=_CHANGED_HINT,
+        exit_code=EXIT_ERROR,
+    )
+
+
+def _stopped(report: ApplyReport, outcomes: Sequence[Outcome], number: int, move: Move, stop: _Stop) -> ApplyReport:
+    """The report of a run stopped by move `number`'s failure."""
+    return replace(
+        report,
+        outcomes=tuple(outcomes),
+        failure=f"move {number} ({move.pod}): {stop.cause}",
+        hint=stop.hint,
+        exit_code=stop.code,
+    )
 
 
 def _one_move(
@@ -409,13 +419,7 @@ def _dry_run(
     outcomes = list(_outcomes(plan, checks, stop=len(checks) + 1))
     failure = next(((number, c) for number, (_, c) in enumerate(checks, 1) if c.step is Step.changed), None)
     if failure is not None:
-        return replace(
-            report,
-            outcomes=tuple(outcomes),
-            failure=f"move {failure[0]}: {failure[1].detail}",
-            hint=_CHANGED_HINT,
-            exit_code=EXIT_ERROR,
-        )
+        return _changed(report, outcomes, *failure)
     if server:
         for position, (move, check) in enumerate(checks):
             if check.step is not Step.ready:
@@ -424,13 +428,7 @@ def _dry_run(
                 _server_dry_run(kube, read, move)
             except _Stop as stop:
                 outcomes[position] = Outcome(position + 1, move, "failed", stop.cause)
-                return replace(
-                    report,
-                    outcomes=tuple(outcomes),
-                    failure=f"move {position + 1} ({move.pod}): {stop.cause}",
-                    hint=stop.hint,
-                    exit_code=stop.code,
-                )
+                return _stopped(report, outcomes, position + 1, move, stop)
     return replace(report, outcomes=tuple(outcomes))
 
 

@@ -192,9 +192,10 @@ def create_concurrently(core: client.CoreV1Api, namespace: str, round_name: str,
     return names
 
 
-def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_once(
+def two_halves(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
-) -> None:
+) -> tuple[Webhook, Webhook]:
+    """Two webhook processes, registered so that A answers for pods labelled half=a and B for half=b."""
     first, second = start(cluster, tmp_path), start(cluster, tmp_path)
     webhooks.extend([first, second])
     register(
@@ -203,6 +204,13 @@ def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_on
         namespace,
         [(first, {"matchLabels": {"half": "a"}}), (second, {"matchLabels": {"half": "b"}})],
     )
+    return first, second
+
+
+def test_two_webhook_processes_and_thirty_concurrent_pods_consume_a_placement_once(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    first, second = two_halves(cluster, namespace, tmp_path, webhooks, configurations)
     core = client.CoreV1Api(cluster.api_client())
     for round_name in ("race-1", "race-2"):
         create_placement(cluster, namespace, round_name, {"app": "race"}, ["gpu-0"])
@@ -238,14 +246,7 @@ def test_two_placements_sharing_a_req_id_claimed_by_two_replicas_in_one_burst_ar
     pairs shared-a-N and shared-b-N have one reqID; a 40-pod burst has both replicas claim the pairs in step, each
     before its cache shows the other's claim: only the reqID's guard (a Lease only one can create) keeps one pod
     per reqID."""
-    first, second = start(cluster, tmp_path), start(cluster, tmp_path)
-    webhooks.extend([first, second])
-    register(
-        cluster,
-        configurations,
-        namespace,
-        [(first, {"matchLabels": {"half": "a"}}), (second, {"matchLabels": {"half": "b"}})],
-    )
+    first, second = two_halves(cluster, namespace, tmp_path, webhooks, configurations)
     custom = client.CustomObjectsApi(cluster.api_client())
     pairs = len(SHARED_CARDS) // 2
     for index in range(pairs):

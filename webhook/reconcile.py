@@ -115,7 +115,7 @@ class Reconciler:
         """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod."""
         now = self.monotonic()
         current = {
-            (p.namespace, p.status.claim_token): p
+            (p.namespace, p.status.claim_token)
             for p in placements
             if p.status.claim_token and not p.status.consumed_by_uid
         }

@@ -19,7 +19,7 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
-from kubectl_hami_place.core.selectors import matches, selector_from_dict
+from kubectl_hami_place.core.selectors import OPERATORS, Requirement, matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
 
 
@@ -191,14 +191,8 @@ def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
     present, value = key in have, have.get(key)
     operator = requirement.get("operator")
     values = [str(v) for v in requirement.get("values") or []]
-    if operator == "In":
-        return present and str(value) in values
-    if operator == "NotIn":
-        return not present or str(value) not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
+    if operator in OPERATORS:
+        return Requirement(key, str(operator), tuple(values)).matches({key: str(value)} if present else {})
     if operator in ("Gt", "Lt") and present and len(values) == 1:
         try:
             number, bound = int(str(value)), int(values[0])

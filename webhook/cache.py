@@ -134,8 +134,9 @@ class ClusterCache:
             return {claim: list(pods.values())[-1] for claim, pods in self._claims.items()}
 
     def cluster_info_document(self, now: datetime) -> dict[str, Any]:
-        """`core.cluster.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded, built
-        again only for the nodes whose object or pods changed since the last request; the rest is reused."""
+        """`core.cluster.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded (bytes,
+        see json_pieces), built again only for the nodes whose object or pods changed since the last request; the
+        rest is reused."""
         nodes = self.nodes.items()
         with self._views_lock:
             views: dict[str, _NodeView] = {}
@@ -376,9 +377,9 @@ class _NodeView:
 
     node: dict[str, Any]
     version: int
-    encoded: orjson.Fragment | None  # None: not a GPU node, not in the document
+    encoded: bytes | None  # None: not a GPU node, not in the document
     share: NodeShare | None
-    encoded_share: orjson.Fragment | None
+    encoded_share: bytes | None
 
     @classmethod
     def of(cls, node: dict[str, Any], version: int, info: NodeInfo | None) -> _NodeView:
@@ -394,10 +395,29 @@ class _NodeView:
         )
 
 
-def _encoded(part: dict[str, Any]) -> orjson.Fragment:
+def _encoded(part: dict[str, Any]) -> bytes:
     """The part as JSON, copied to its exact size: orjson's own result keeps its growth buffer (twice the text for
     a node's view, 62 -> 23 MiB kept at 5,000 nodes)."""
-    return orjson.Fragment(bytes(memoryview(orjson.dumps(part))))
+    return bytes(memoryview(orjson.dumps(part)))
+
+
+def json_pieces(value: Any) -> Iterator[bytes]:
+    """orjson.dumps(value) in pieces, its bytes taken as JSON already encoded: the kept views are served as they
+    are, so that no copy of the whole ~20 MiB document is made (each one stayed with the process after it)."""
+    if isinstance(value, bytes):
+        yield value
+    elif isinstance(value, dict):
+        for index, (key, item) in enumerate(value.items()):
+            yield (b"{" if index == 0 else b",") + orjson.dumps(key) + b":"
+            yield from json_pieces(item)
+        yield b"}" if value else b"{}"
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield b"[" if index == 0 else b","
+            yield from json_pieces(item)
+        yield b"]" if value else b"[]"
+    else:
+        yield orjson.dumps(value)
 
 
 class _NodesByName(Mapping[str, dict[str, Any]]):

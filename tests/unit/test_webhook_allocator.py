@@ -1,0 +1,37 @@
+"""A large block freed goes back to the kernel once the allocator's thresholds are fixed (a fresh interpreter each)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# A 20 MiB block freed (which raises glibc's default thresholds), then 16 MiB blocks freed under a small one.
+CHURN = """
+import sys
+from webhook.allocator import return_freed_memory
+
+def anon_mib():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("RssAnon")) // 1024
+
+if not return_freed_memory():
+    sys.exit(3)
+before = anon_mib()
+block = bytes(20 << 20)
+del block
+kept = []
+for _ in range(5):
+    block = bytearray(16 << 20)
+    kept.append(bytearray(4096))
+    del block
+print(anon_mib() - before)
+"""
+
+
+def test_a_freed_large_block_leaves_the_process() -> None:
+    run = subprocess.run([sys.executable, "-c", CHURN], capture_output=True, text=True, check=False)
+    if run.returncode == 3:
+        pytest.skip("this C library has no mallopt (not glibc)")
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) < 8, f"{run.stdout.strip()} MiB stayed with the process after the blocks were freed"

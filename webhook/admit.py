@@ -56,10 +56,17 @@ class Admitter:
 
     def admit(self, body: object) -> dict[str, Any]:
         """The AdmissionReview answer; ReviewError (a 400) propagates for a malformed body, nothing else does."""
-        started = time.perf_counter()
-        review = parse_review(body)
+        answer = self.admit_review(parse_review(body), time.perf_counter())
+        assert answer is not None  # only a cache_only admission leaves it to a thread
+        return answer
+
+    def admit_review(self, review: Review, started: float, *, cache_only: bool = False) -> dict[str, Any] | None:
+        """The answer to a parsed review; with `cache_only`, None when answering needs the API server (a claim, or
+        a pod carrying our annotations): the event loop answers the rest itself and hands those to a thread."""
         try:
-            decision = self._decide(review)
+            decision = self._decide(review, cache_only=cache_only)
+            if decision is None:
+                return None
             result = DRY_RUN if review.dry_run and decision.placement else decision.result
         except Exception:
             # A fault of ours never blocks a pod: admit it unchanged, and say so.
@@ -72,12 +79,14 @@ class Admitter:
         self.metrics.latency.observe(time.perf_counter() - started)
         return decision.response()
 
-    def _decide(self, review: Review) -> Decision:
+    def _decide(self, review: Review, *, cache_only: bool = False) -> Decision | None:
         if not self.cache.ready():
             warning = "hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"
             return Decision(uid=review.uid, result=ERROR, warnings=(warning,))
         carried: frozenset[str] = frozenset()
         holder, claimed_token = claimed_by_annotations(review)
+        if holder and cache_only:
+            return None
         if holder:
             # Our annotations count only for the stored claim (the cache may lag) and only while no stored pod
             # carries it (a reinvocation comes before the pod is stored; a copy of a pinned pod comes after).
@@ -87,6 +96,8 @@ class Admitter:
         token = self.new_token()
         held: dict[str, str] = {}
         decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
+        if cache_only and decision.claim is not None:
+            return None
         for _ in range(MAX_CLAIM_ATTEMPTS):
             claim = decision.claim
             if claim is None:

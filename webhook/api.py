@@ -1,13 +1,12 @@
-"""The two Flask apps: /mutate for the HTTPS listener, the read-only API and probes for the plain HTTP one.
+"""The plain HTTP listener's Flask app: the read-only API, probes and metrics (/mutate is webhook/mutate.py).
 
 Shapes of every response are in webhook/openapi.yaml. A client's mistake is a 4xx with a one-line reason in
-`{"error": ...}`; a 500 would mean a bug of ours, and even then the pod is admitted (see admit.py).
+`{"error": ...}`; a 500 would mean a bug of ours.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,110 +25,27 @@ from kubectl_hami_place.core.placement import (
     spec_to_object,
     status_to_object,
 )
-from kubectl_hami_place.core.reviews import ReviewError
-from webhook.admit import Admitter
 from webhook.cache import ClusterCache, json_pieces
-from webhook.deadline import Deadline, admitting
-from webhook.metrics import INVALID, Metrics
+from webhook.metrics import Metrics
+from webhook.mutate import error_body
 
 log = logging.getLogger(__name__)
 
-# The API server sends at most ~3 MiB of object; anything larger is not an AdmissionReview it sent.
-MAX_REVIEW_BYTES = 4 * 1024 * 1024
-
 
 def _error(status: int, reason: str) -> Response:
-    return Response(_error_body(reason), status=status, mimetype="application/json")
+    return Response(error_body(reason), status=status, mimetype="application/json")
 
 
 def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status=status, mimetype="application/json")
 
 
-def _http_errors(app: Flask, metrics: Metrics | None = None) -> None:
-    """Werkzeug's HTML error pages become the same one-line JSON errors as ours (counted as invalid admissions)."""
+def _http_errors(app: Flask) -> None:
+    """Werkzeug's HTML error pages become the same one-line JSON errors as ours."""
 
     @app.errorhandler(HTTPException)
     def on_http_error(error: HTTPException) -> Response:
-        if metrics is not None:
-            metrics.admissions.labels(INVALID).inc()
-        reason = error.description or error.name
-        if error.code == 413:
-            reason = f"the body is larger than {MAX_REVIEW_BYTES} bytes; an AdmissionReview never is"
-        return _error(error.code or 400, reason)
-
-
-def mutate_app(admitter: Admitter, metrics: Metrics, *, admission_timeout: float = 10.0) -> Flask:
-    """POST /mutate, answered within `admission_timeout` (the webhook's timeoutSeconds); GET /healthz for /readyz."""
-    app = Flask("hami-place-mutate")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_REVIEW_BYTES
-    _http_errors(app, metrics)
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return _json({"status": "ok"})
-
-    def answer(data: bytes) -> tuple[int, bytes]:
-        """(status, JSON body) of one review's bytes, under the webhook's deadline."""
-        with admitting(Deadline.for_webhook_timeout(admission_timeout)):
-            try:
-                body = orjson.loads(data)
-            except (ValueError, RecursionError):
-                metrics.admissions.labels(INVALID).inc()
-                return 400, _error_body("the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview")
-            try:
-                return 200, orjson.dumps(admitter.admit(body))
-            except ReviewError as error:
-                metrics.admissions.labels(INVALID).inc()
-                return 400, _error_body(str(error))
-
-    @app.post("/mutate")
-    def mutate() -> Response:
-        if not request.is_json:
-            metrics.admissions.labels(INVALID).inc()
-            return _error(415, "send the AdmissionReview as application/json")
-        status, body = answer(request.get_data(cache=False))
-        return Response(body, status=status, mimetype="application/json")
-
-    app.wsgi_app = MutateFastPath(app.wsgi_app, answer)  # type: ignore[method-assign]
-    return app
-
-
-class MutateFastPath:
-    """WSGI middleware answering a well-formed POST /mutate (JSON, a Content-Length within the limit) without
-    Flask's routing and request objects (~0.5 ms of the ~0.6 ms a small review took, profiled); anything else,
-    errors included, goes to the Flask app, which answers it as before."""
-
-    def __init__(self, app: Callable[..., Iterable[bytes]], answer: Callable[[bytes], tuple[int, bytes]]) -> None:
-        self.app = app
-        self.answer = answer
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        length = environ.get("CONTENT_LENGTH") or ""
-        if (
-            environ.get("PATH_INFO") != "/mutate"
-            or environ.get("REQUEST_METHOD") != "POST"
-            or not length.isdigit()
-            or int(length) > MAX_REVIEW_BYTES
-            or not _is_json(environ.get("CONTENT_TYPE") or "")
-        ):
-            return self.app(environ, start_response)
-        status, body = self.answer(environ["wsgi.input"].read(int(length)))
-        start_response(_STATUS[status], [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-        return [body]
-
-
-_STATUS = {200: "200 OK", 400: "400 BAD REQUEST"}
-
-
-def _is_json(content_type: str) -> bool:
-    """werkzeug's Request.is_json, on the raw header: application/json or application/*+json."""
-    mimetype = content_type.split(";", 1)[0].strip().lower()
-    return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
-
-
-def _error_body(reason: str) -> bytes:
-    return json.dumps({"error": reason}).encode()
+        return _error(error.code or 400, error.description or error.name)
 
 
 def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:

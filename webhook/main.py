@@ -13,7 +13,7 @@ from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
 from webhook.certs import CertBundle, generate, still_good
 from webhook.reconcile import CLAIM_GRACE_SECONDS
-from webhook.server import ServeOptions, serve
+from webhook.server import IDLE_SECONDS, ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
 
@@ -86,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the webhook's timeoutSeconds: each admission, and each read on the HTTPS port, ends within it "
         "(default 10)",
+    )
+    run.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=IDLE_SECONDS,
+        metavar="SECONDS",
+        help="an HTTPS connection that sends nothing for this long is closed, before its first request as after its "
+        f"last; keep it above the API server's 90 s idle timeout for its webhook connections (default {IDLE_SECONDS})",
     )
     run.add_argument(
         "--shutdown-grace",
@@ -175,6 +183,9 @@ def _serve(args: argparse.Namespace) -> int:
     if not 1 <= args.admission_timeout <= 30:
         _fail("hami-place-webhook: --admission-timeout must be 1..30 seconds, the range of a webhook's timeoutSeconds")
         return 2
+    if not 1 <= args.idle_timeout <= 3600:
+        _fail("hami-place-webhook: --idle-timeout must be 1..3600 seconds")
+        return 2
     if not 0 <= args.shutdown_grace <= 3600:
         _fail("hami-place-webhook: --shutdown-grace must be 0..3600 seconds")
         return 2
@@ -193,6 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
             placement_ttl=args.placement_ttl,
             admission_timeout=args.admission_timeout,
             shutdown_grace=args.shutdown_grace,
+            idle_timeout=args.idle_timeout,
             claim_grace=args.claim_grace,
         )
     )

@@ -1,14 +1,15 @@
-"""`hami-place-webhook serve`: one process, one cache, two listeners (HTTPS cheroot, HTTP waitress), one loop.
+"""`hami-place-webhook serve`: one process, one cache, two listeners (HTTPS uvicorn on uvloop, HTTP waitress).
 
-The HTTPS listener is in the path of every pod creation, so no client may hold it up for another: cheroot's accept
-loop only accepts and wraps (tls.ReloadingSSLAdapter); a new connection waits in cheroot's selector, costing no
-thread, until it sends something or expires; only then does a worker run the TLS handshake, under a deadline of
-its own. On SIGTERM the replica turns unready, keeps answering while the Service may still route to it, then stops
-listening, finishes the admissions in flight and exits, all within --shutdown-grace (see docs/architecture.md).
+/mutate is in the path of every pod creation: it runs on an event loop of its own (uvicorn with uvloop and the
+httptools parser), where an idle or half-open connection holds only its own socket and a review the cache alone
+decides is answered without a thread hand-off. On SIGTERM the replica turns unready, keeps answering while the
+Service may still route to it (each answer closing its connection), then stops listening, finishes the admissions
+in flight and exits, all within --shutdown-grace (see docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gc
 import logging
@@ -18,14 +19,12 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
 
-from cheroot import wsgi
-from cheroot.server import HTTPConnection, HTTPRequest
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from waitress.server import create_server
 
 from kubectl_hami_place.core.admission import Settings
@@ -33,24 +32,24 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.admit import Admitter
-from webhook.api import api_app, mutate_app
+from webhook.allocator import return_freed_memory
+from webhook.api import api_app
 from webhook.cache import ClusterCache
 from webhook.deadline import DeadlineApiClient
 from webhook.metrics import Metrics
+from webhook.mutate import CLAIM_THREADS, MutateApp
 from webhook.reconcile import CLAIM_GRACE_SECONDS, Reconciler
-from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
+from webhook.tls import ReloadingCertificate
 
 log = logging.getLogger(__name__)
 
-# Workers of the HTTPS listener. Idle connections cost none; a connection that sent part of a handshake holds one
-# for at most the handshake deadline, so it takes this many such clients at once to delay an admission.
-WORKER_THREADS = 32
-# The kube client's connection pool: three open watches, one per worker, and the background loop.
-CONNECTION_POOL_SIZE = WORKER_THREADS + 8
-# The listen backlog: connections the kernel holds until the accept loop takes them (cheroot's default is 5).
-LISTEN_BACKLOG = 128
-# Connections kept open between requests (the API server reuses its connections); more are closed after answering.
-KEEP_ALIVE_LIMIT = 256
+# The kube client's connection pool: three open watches, one per claim thread, and the background loop.
+CONNECTION_POOL_SIZE = CLAIM_THREADS + 8
+# The listen backlog: connections the kernel holds until the event loop accepts them.
+LISTEN_BACKLOG = 1024
+# A connection that sends nothing for this long is closed, before its first request as after its last; longer
+# than the API server's own idle timeout for its webhook connections (90 s), so the client closes first.
+IDLE_SECONDS = 120
 # How long a thread may keep the GIL while another waits for it (Python's default is 5 ms).
 SWITCH_INTERVAL_SECONDS = 0.001
 # How often the wait for the first sync looks whether the process is stopping.
@@ -60,119 +59,89 @@ PROBE_TIMEOUT_SECONDS = 1.0
 # After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
 # server's connections move to other replicas meanwhile); the rest is for the admissions still in flight.
 LISTEN_SHARE = 1 / 3
-# cheroot's own answers to a client's mistake that carry a 5xx code; sent as a 400 with the reason instead.
-CLIENT_MISTAKES = {
-    "501": "unsupported Transfer-Encoding; send the body with Content-Length or chunked",
-    "505": "unsupported HTTP version; send HTTP/1.1",
-}
+# The TLS handshake deadline: a client that connects and never completes one is dropped after this.
+HANDSHAKE_SECONDS = 10.0
 
 
-class ClientMistakesAre4xx(HTTPRequest):
-    """cheroot's request parser, answering an unsupported transfer coding or HTTP version with a 400."""
+class IdleLimited(HttpToolsProtocol):
+    """uvicorn's httptools connection, whose idle limit also runs before the first request (uvicorn's starts
+    after a response only), so a client that connects and sends nothing does not keep its socket for ever."""
 
-    def simple_response(self, status: str | int, msg: str = "") -> None:
-        """cheroot's plain-text answer, a 400 with a reason where cheroot would say 501 or 505."""
-        reason = CLIENT_MISTAKES.get(str(status)[:3])
-        if reason is not None:
-            status, msg = "400 Bad Request", reason
-        super().simple_response(status, msg)
-
-
-class HandshakeInWorker(HTTPConnection):
-    """A cheroot connection whose TLS handshake runs in the worker thread, bounded by the server's handshake time."""
-
-    RequestHandlerClass = ClientMistakesAre4xx
-    handshaken = False
-    waited = False
-
-    def communicate(self) -> bool:
-        """Handshake first (once), then cheroot's request handling; False closes the connection."""
-        if not self.handshaken and not self._handshake():
-            return False
-        return bool(super().communicate())
-
-    def _handshake(self) -> bool:
-        sock = self.socket
-        if not isinstance(sock, ssl.SSLSocket):
-            self.handshaken = True
-            return True
-        # Python's do_handshake applies the socket timeout to the whole handshake, not to each read.
-        sock.settimeout(self.server.handshake_timeout)
-        try:
-            sock.do_handshake()
-        except (OSError, ValueError) as error:
-            log.debug("TLS handshake with %s failed: %s", self.remote_addr, error)
-            return False
-        sock.settimeout(self.server.timeout)
-        self.handshaken = True
-        return True
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """uvicorn's bookkeeping, then the idle timer."""
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
 
-class AdmissionServer(wsgi.Server):
-    """cheroot's WSGI server, with new connections parked in its selector until they send, and a drain switch."""
+class HandshakeBounded(uvicorn.Server):
+    """uvicorn's server, listening with a TLS handshake deadline (uvicorn leaves asyncio's 60 s)."""
 
-    ConnectionClass = HandshakeInWorker
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve the given sockets as uvicorn would, with `HANDSHAKE_SECONDS` for each handshake."""
+        config = self.config
+        loop = asyncio.get_running_loop()
 
-    def __init__(self, *args: Any, handshake_timeout: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.handshake_timeout = handshake_timeout
-        self.keep_alive_conn_limit = KEEP_ALIVE_LIMIT
-        self.draining = False
+        def protocol() -> asyncio.Protocol:
+            return IdleLimited(config=config, server_state=self.server_state, app_state={}, _loop=loop)
 
-    def process_conn(self, conn: HandshakeInWorker) -> None:
-        """A new connection waits in the selector (no thread) until readable; a readable one goes to a worker."""
-        if not conn.handshaken and not conn.waited:
-            conn.waited = True
-            self.put_conn(conn)
-            return
-        super().process_conn(conn)
-
-    @property
-    def can_add_keepalive_connection(self) -> bool:
-        """While draining, every answer closes its connection, so the client reconnects through the Service."""
-        return not self.draining and bool(super().can_add_keepalive_connection)
-
-
-def https_server(
-    bind: tuple[str, int],
-    app: Callable[..., Iterable[bytes]],
-    adapter: ReloadingSSLAdapter,
-    *,
-    timeout: float,
-    handshake_timeout: float | None = None,
-    threads: int = WORKER_THREADS,
-) -> AdmissionServer:
-    """The /mutate listener: `timeout` bounds each read and write, an idle connection's life, and (by default)
-    the whole TLS handshake."""
-    server = AdmissionServer(
-        bind,
-        app,
-        numthreads=threads,
-        server_name="hami-place-webhook",
-        timeout=timeout,
-        handshake_timeout=timeout if handshake_timeout is None else handshake_timeout,
-        request_queue_size=LISTEN_BACKLOG,
-    )
-    server.ssl_adapter = adapter
-    return server
+        self.servers = []
+        for sock in sockets or ():
+            server = await loop.create_server(
+                protocol,
+                sock=sock,
+                ssl=config.ssl,
+                backlog=config.backlog,
+                ssl_handshake_timeout=HANDSHAKE_SECONDS if config.ssl else None,
+            )
+            self.servers.append(server)
+        self.started = True
 
 
-class InFlight:
-    """WSGI middleware counting the requests being answered (the drain logs how many it waits for)."""
+class MutateListener:
+    """The HTTPS /mutate listener: bound at construction (a port in use fails at start), served by `run`."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+    def __init__(
+        self,
+        bind: tuple[str, int],
+        app: MutateApp,
+        context: ssl.SSLContext,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
+        family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
+        self.socket = socket.create_server(bind, family=family, backlog=LISTEN_BACKLOG)
+        self.socket.setblocking(False)  # uvloop accepts on it as is: a blocking accept would stall the event loop
+        self.port = int(self.socket.getsockname()[1])
         self.app = app
-        self._lock = threading.Lock()
-        self.count = 0
+        config = uvicorn.Config(
+            app,
+            loop="uvloop",
+            http="httptools",
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            date_header=False,
+            backlog=LISTEN_BACKLOG,
+            timeout_keep_alive=idle_seconds,  # type: ignore[arg-type]
+        )
+        config.load()
+        config.ssl = context
+        self.server = HandshakeBounded(config)
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        with self._lock:
-            self.count += 1
-        try:
-            return list(self.app(environ, start_response))
-        finally:
-            with self._lock:
-                self.count -= 1
+    def run(self) -> None:
+        """Serve until `stop` (in a thread of its own: the event loop)."""
+        self.server.run(sockets=[self.socket])
+
+    def started(self) -> bool:
+        """Whether the event loop serves the socket yet."""
+        return bool(self.server.started)
+
+    def stop(self, grace: float) -> None:
+        """Stop listening, close idle connections, let requests in flight finish within `grace` seconds."""
+        self.server.config.timeout_graceful_shutdown = max(int(grace), 1)
+        self.server.should_exit = True
 
 
 class MutateProbe:
@@ -228,6 +197,7 @@ class ServeOptions:
     placement_ttl: int = 3600
     admission_timeout: float = 10.0
     shutdown_grace: float = 15.0
+    idle_timeout: float = IDLE_SECONDS
     claim_grace: int = CLAIM_GRACE_SECONDS
 
 
@@ -238,6 +208,8 @@ def probe_host(bind_address: str) -> str:
 
 def serve(options: ServeOptions) -> None:
     """Run until SIGTERM (graceful, within --shutdown-grace) or SIGINT (in-flight admissions only)."""
+    if not return_freed_memory():
+        log.warning("this libc has no mallopt: memory freed after large responses may stay with the process")
     certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
@@ -256,19 +228,19 @@ def serve(options: ServeOptions) -> None:
     admitter = Admitter(kube, cache, settings, metrics)
     reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace)
 
-    in_flight = InFlight(mutate_app(admitter, metrics, admission_timeout=options.admission_timeout))
-    https = https_server(
+    mutate = MutateApp(admitter, metrics, admission_timeout=options.admission_timeout)
+    https = MutateListener(
         (options.bind_address, options.webhook_port),
-        in_flight,
-        ReloadingSSLAdapter(certificate),
-        timeout=options.admission_timeout,
+        mutate,
+        certificate.serving_context(),
+        idle_seconds=options.idle_timeout,
     )
     probe = MutateProbe(
         probe_host(options.bind_address), options.webhook_port, client_cert_required=bool(options.client_ca_file)
     )
 
     def mutate_serving() -> str | None:
-        return "shutting down" if https.draining else probe()
+        return "shutting down" if mutate.draining else probe()
 
     http = create_server(
         api_app(cache, metrics, mutate_serving),
@@ -293,15 +265,15 @@ def serve(options: ServeOptions) -> None:
     # admission (every socket read and write re-takes the GIL).
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     cache.start()
-    https.prepare()
     threads = [
-        threading.Thread(target=https.serve, name="https", daemon=True),
+        threading.Thread(target=https.run, name="https", daemon=True),
         threading.Thread(target=http.run, name="http", daemon=True),
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
     ]
     for thread in threads:
         thread.start()
+    https_thread = threads[0]
     log.info(
         "serving /mutate on https://%s:%d and the API on http://%s:%d (scheduler %s, placement TTL %ds)",
         options.bind_address,
@@ -313,9 +285,9 @@ def serve(options: ServeOptions) -> None:
     )
     stop.wait()
     if received[0] == signal.SIGTERM:
-        drain(https, in_flight, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
+        drain(https, https_thread, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
     else:
-        drain(https, in_flight, listen=0.0, finish=options.admission_timeout)
+        drain(https, https_thread, listen=0.0, finish=options.admission_timeout)
     http.close()
     cache.stop()
     log.info("stopped")
@@ -338,14 +310,16 @@ def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
             return
 
 
-def drain(https: AdmissionServer, in_flight: InFlight, *, listen: float, finish: float) -> None:
+def drain(https: MutateListener, serving: threading.Thread, *, listen: float, finish: float) -> None:
     """Unready at once; keep answering for `listen` s; stop listening; in-flight admissions end by `finish` s."""
     started = time.monotonic()
-    https.draining = True
+    https.app.draining = True
     if listen > 0:
         log.info("unready; still answering for %.1fs while clients move to other replicas", listen)
         time.sleep(listen)
-    https.shutdown_timeout = max(finish - (time.monotonic() - started), 1.0)
-    busy = in_flight.count
-    https.stop()
+    left = max(finish - (time.monotonic() - started), 1.0)
+    busy = https.app.in_flight
+    https.stop(left)
+    serving.join(left + 1.0)
+    https.app.close()
     log.info("listener stopped; %d admission(s) were in flight and are answered", busy)

@@ -1,24 +1,18 @@
-"""TLS for the /mutate listener: TLS 1.2+, a certificate rotated on disk without a restart, no handshake on accept.
+"""TLS for the /mutate listener: TLS 1.2+, a certificate rotated on disk served without a restart.
 
-cheroot wraps every accepted connection with its adapter's `context`; ours is a property that looks at the cert
-and key files' modification times (at most once a second) and, when they changed, builds a fresh context. New
-connections get the new certificate; connections already open keep the one they started with.
-
-cheroot's own adapter runs the handshake inside `wrap()`, on its single accept loop, so one client that connects
-and sends nothing stalls every other connection for the socket timeout. Ours only wraps; the handshake runs in a
-worker thread with its own deadline (server.HandshakeInWorker).
+The listener's context swaps each new connection to the newest context in its ClientHello callback; that context
+is rebuilt when the cert, key or client CA files change (looked at at most once a second). Connections already
+open keep the certificate they started with. Handshakes run on the listener's event loop, so a client that
+connects and sends nothing holds only its own socket.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import ssl
 import threading
 import time
-
-from cheroot.ssl.builtin import BuiltinSSLAdapter
 
 log = logging.getLogger(__name__)
 
@@ -73,27 +67,13 @@ class ReloadingCertificate:
                 log.warning("TLS certificate not reloaded yet (%s); serving the previous one", error)
             return self._current
 
+    def serving_context(self) -> ssl.SSLContext:
+        """The listener's context: at each ClientHello (SNI or not) it hands the connection the newest context, so a
+        rotated certificate serves new connections while open ones keep theirs."""
+        listening = self._build()
 
-class ReloadingSSLAdapter(BuiltinSSLAdapter):
-    """cheroot's builtin adapter, wrapping each connection with the newest context and deferring the handshake."""
+        def newest(connection: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext) -> None:
+            connection.context = self.context()
 
-    def __init__(self, certificate: ReloadingCertificate) -> None:
-        self._certificate: ReloadingCertificate | None = None
-        super().__init__(certificate.cert_file, certificate.key_file)
-        self._certificate = certificate
-
-    @property
-    def context(self) -> ssl.SSLContext:
-        """The context cheroot wraps the next connection with."""
-        if self._certificate is None:
-            return self._context
-        return self._certificate.context()
-
-    @context.setter
-    def context(self, context: ssl.SSLContext) -> None:
-        self._context = context
-
-    def wrap(self, sock: socket.socket) -> tuple[ssl.SSLSocket, dict[str, str]]:
-        """Wrap without handshaking: this runs on the accept loop, the handshake must not (see the module doc)."""
-        wrapped = self.context.wrap_socket(sock, do_handshake_on_connect=False, server_side=True)
-        return wrapped, {"wsgi.url_scheme": "https", "HTTPS": "on"}
+        listening.sni_callback = newest
+        return listening

@@ -201,6 +201,8 @@ def test_serving_certificates_replaced_expired_and_restored_without_a_restart(
         tmp_path,
         "--admission-timeout",
         "4",
+        "--idle-timeout",
+        "4",
         "--tls-cert-file",
         str(cert_file),
         "--tls-key-file",

@@ -79,17 +79,18 @@ def test_idle_and_half_open_connections_do_not_keep_pods_from_being_pinned(
         assert token not in with_pods and token not in info
 
 
-def test_readiness_follows_whether_mutate_answers(cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]) -> None:
-    """More half-open handshakes than workers hold every worker for the handshake deadline: unready, then ready."""
+def test_half_open_handshakes_leave_the_replica_ready(
+    cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    """Forty half-open handshakes and a hundred idle connections (the old server's 32 workers were held by them,
+    and /readyz said so): the event loop still answers its own probe, so the replica stays in the Service."""
     webhook = start(cluster, tmp_path, "--admission-timeout", "5")
     webhooks.append(webhook)
     assert webhook.get("/readyz")[0] == 200
     with ExitStack() as stack:
-        hold(stack, webhook, idle=0, half_open=40)
+        hold(stack, webhook, idle=100, half_open=40)
         status, body = webhook.get("/readyz")
-        assert status == 503, body
-        assert f"/mutate does not answer on port {webhook.port}" in body["reason"]
-    wait_for(lambda: webhook.get("/readyz")[0] == 200, "ready again once the handshakes timed out")
+        assert status == 200, body
 
 
 def post_in_two_halves(webhook: Webhook, body: bytes) -> tuple[ssl.SSLSocket, bytes]:

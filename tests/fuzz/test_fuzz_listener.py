@@ -1,11 +1,10 @@
-"""Fuzz target: raw HTTP over TLS to the real /mutate listener (cheroot + Flask): never a 5xx, never a traceback."""
+"""Fuzz target: raw HTTP over TLS to the real /mutate listener (uvicorn + MutateApp): never a 5xx, never a traceback."""
 
 from __future__ import annotations
 
 import json
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +14,14 @@ from hypothesis import strategies as st
 
 from tests.fuzz.strategies import FUZZ, json_values
 from tests.unit.test_webhook_api import admitter, filled_cache, placement
-from webhook.api import mutate_app
+from tests.webhook_listener import serving
 from webhook.certs import generate
 from webhook.metrics import Metrics
-from webhook.server import AdmissionServer, InFlight, https_server
-from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
+from webhook.mutate import MutateApp
+from webhook.server import MutateListener
 
 TIMEOUT = 10.0
-# The listener's own read timeout (and idle expiry), short so that a request whose framing is off ends quickly.
+# The listener's admission timeout and idle limit, short so that a request whose framing is off ends quickly.
 SERVER_TIMEOUT = 2.0
 methods = st.sampled_from(["POST", "GET", "PUT", "DELETE", "OPTIONS", "HEAD", "PATCH", "BREW", "post", ""])
 paths = st.sampled_from(["/mutate", "/mutate?x=1", "/", "/healthz", "//mutate", "/mutate/../mutate", "*", "%"])
@@ -51,32 +50,24 @@ def requests(draw: st.DrawFn) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdmissionServer, bytes]]:
+def listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MutateListener, bytes]]:
     directory: Path = tmp_path_factory.mktemp("listener")
     bundle = generate(["hami-place-webhook.test"], ["127.0.0.1"])
     bundle.write(directory)
     metrics = Metrics()
-    app = InFlight(mutate_app(admitter(filled_cache([placement()], []), metrics), metrics))
-    certificate = ReloadingCertificate(str(directory / "tls.crt"), str(directory / "tls.key"))
-    server = https_server(
-        ("127.0.0.1", 0), app, ReloadingSSLAdapter(certificate), timeout=SERVER_TIMEOUT, handshake_timeout=TIMEOUT
-    )
-    server.prepare()
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
-    yield server, bundle.ca_crt
-    server.stop()
-    thread.join(timeout=15)
+    app = MutateApp(admitter(filled_cache([placement()], []), metrics), metrics, admission_timeout=SERVER_TIMEOUT)
+    with serving(app, directory, idle_seconds=SERVER_TIMEOUT) as (served, _thread):
+        yield served, bundle.ca_crt
 
 
 @settings(FUZZ, max_examples=60)  # each example is a TLS connection; a few wait out the server's read timeout
 @given(request=requests() | st.binary(max_size=256).map(lambda junk: junk + b"\r\n\r\n"))
-def test_raw_requests(listener: tuple[AdmissionServer, bytes], request: bytes) -> None:
+def test_raw_requests(listener: tuple[MutateListener, bytes], request: bytes) -> None:
     server, ca = listener
     context = ssl.create_default_context(cadata=ca.decode())
     received = b""
     with (
-        socket.create_connection(("127.0.0.1", server.bind_addr[1]), timeout=TIMEOUT) as raw,
+        socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as raw,
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
         tls.settimeout(SERVER_TIMEOUT * 1.5)  # past the server's read timeout: its 408, or its close

@@ -1,4 +1,4 @@
-"""Fuzz target: POST /mutate through the Flask app with any body, content type and size: never a 5xx or a traceback.
+"""Fuzz target: POST /mutate through the ASGI app with any body, content type and size: never a 5xx or a traceback.
 
 The cache holds a GPU node and an open placement, so well-shaped reviews reach the decision; the Kubernetes client
 points nowhere, so a claim write fails fast and the pod is admitted unchanged.
@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from tests.fuzz.strategies import FUZZ, either, json_values
 from tests.unit.test_webhook_api import NS, admitter, filled_cache, placement
-from webhook.api import MAX_REVIEW_BYTES, mutate_app
+from tests.webhook_listener import call
 from webhook.metrics import Metrics
+from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
 
 METRICS = Metrics()
-CLIENT = mutate_app(admitter(filled_cache([placement()], []), METRICS), METRICS).test_client()
+APP = MutateApp(admitter(filled_cache([placement()], []), METRICS), METRICS)
 CONTENT_TYPES = [
     "application/json",
     "application/json; charset=utf-8",
@@ -106,12 +107,12 @@ reviews = st.fixed_dictionaries(
 
 
 def post(body: bytes, content_type: str) -> Any:
-    reply = CLIENT.post("/mutate", data=body, content_type=content_type or None)
-    text = reply.get_data(as_text=True)
-    assert reply.status_code < 500, (reply.status_code, text[:500])
+    status, _headers, reply = call(APP, "POST", "/mutate", body, content_type=content_type or None)
+    text = reply.decode()
+    assert status < 500, (status, text[:500])
     assert "Traceback" not in text
     answer = json.loads(text)
-    if reply.status_code == 200:
+    if status == 200:
         assert answer["response"]["allowed"] is True, "a pod is never refused"
     else:
         assert isinstance(answer["error"], str) and "\n" not in answer["error"]

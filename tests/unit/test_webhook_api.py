@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import time
@@ -16,10 +17,12 @@ from prometheus_client import generate_latest
 import webhook
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
+from tests.webhook_listener import call
 from webhook.admit import Admitter
-from webhook.api import MAX_REVIEW_BYTES, CollectorPause, api_app, mutate_app
+from webhook.api import CollectorPause, api_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
+from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
 
 NS = "team-a"
 UUID0 = "GPU-d66f8818-d420-5068-879c-852329dc277d"
@@ -125,6 +128,10 @@ def filled_cache(placements: list[dict[str, Any]], pods: list[dict[str, Any]]) -
         reflector.last_sync = time.time()
         reflector.synced.set()
     return cache
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 def admitter(cache: ClusterCache, metrics: Metrics) -> Admitter:
@@ -250,10 +257,11 @@ def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> Non
 def test_a_dry_run_admission_answers_the_documented_shape_with_a_patch() -> None:
     metrics = Metrics()
     cache = filled_cache([placement()], [])
-    client = mutate_app(admitter(cache, metrics), metrics).test_client()
-    reply = client.post("/mutate", json=review(dry_run=True))
-    assert reply.status_code == 200
-    body = reply.get_json()
+    status, _, reply = call(
+        MutateApp(admitter(cache, metrics), metrics), "POST", "/mutate", dumps(review(dry_run=True))
+    )
+    assert status == 200
+    body = json.loads(reply)
     check(body, response_schema("/mutate", "post", "200"))
     assert body["response"]["uid"] == "rev-1" and body["response"]["allowed"] is True
     assert body["response"]["patchType"] == "JSONPatch"
@@ -262,8 +270,8 @@ def test_a_dry_run_admission_answers_the_documented_shape_with_a_patch() -> None
 
 def test_a_pod_no_placement_selects_is_allowed_without_a_patch() -> None:
     metrics = Metrics()
-    client = mutate_app(admitter(filled_cache([placement()], []), metrics), metrics).test_client()
-    body = client.post("/mutate", json=review(dry_run=False, labels={"app": "web"})).get_json()
+    app = MutateApp(admitter(filled_cache([placement()], []), metrics), metrics)
+    body = json.loads(call(app, "POST", "/mutate", dumps(review(dry_run=False, labels={"app": "web"})))[2])
     check(body, response_schema("/mutate", "post", "200"))
     assert body["response"] == {"uid": "rev-1", "allowed": True}
 
@@ -291,22 +299,43 @@ def test_a_pod_no_placement_selects_is_allowed_without_a_patch() -> None:
 )
 def test_malformed_bodies_get_a_4xx_with_a_reason(data: bytes, content_type: str, status: int, fragment: str) -> None:
     metrics = Metrics()
-    client = mutate_app(admitter(filled_cache([], []), metrics), metrics).test_client()
-    reply = client.post("/mutate", data=data, content_type=content_type)
-    assert reply.status_code == status
-    error = reply.get_json()
-    check(error, response_schema("/mutate", "post", str(status)))
-    assert fragment in error["error"]
-    assert client.post("/mutate", json=review(dry_run=True)).status_code == 200
-    assert 'hami_place_admissions_total{result="invalid"} 1.0' in generate_latest(metrics.registry).decode()
+    app = MutateApp(admitter(filled_cache([], []), metrics), metrics)
+    for chunks in (1, 3):  # with a Content-Length, and chunked (no length up front)
+        got, _, reply = call(app, "POST", "/mutate", data, content_type=content_type, chunks=chunks)
+        assert got == status
+        error = json.loads(reply)
+        check(error, response_schema("/mutate", "post", str(status)))
+        assert fragment in error["error"]
+    assert call(app, "POST", "/mutate", dumps(review(dry_run=True)))[0] == 200
+    assert 'hami_place_admissions_total{result="invalid"} 2.0' in generate_latest(metrics.registry).decode()
 
 
 def test_unknown_paths_and_methods_are_json_4xx() -> None:
     metrics = Metrics()
-    client = mutate_app(admitter(filled_cache([], []), metrics), metrics).test_client()
-    assert client.get("/mutate").status_code == 405
-    assert "error" in client.get("/mutate").get_json()
-    assert client.post("/elsewhere", json={}).status_code == 404
+    app = MutateApp(admitter(filled_cache([], []), metrics), metrics)
+    status, headers, body = call(app, "GET", "/mutate")
+    assert (status, headers["content-type"]) == (405, "application/json")
+    assert "POST an AdmissionReview" in json.loads(body)["error"]
+    assert call(app, "POST", "/elsewhere", b"{}")[0] == 404
+    assert call(app, "DELETE", "/healthz")[0] == 405
+
+
+def test_a_body_that_does_not_arrive_in_time_is_a_408() -> None:
+    async def never() -> dict[str, Any]:
+        await asyncio.sleep(30)
+        return {}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    app = MutateApp(admitter(filled_cache([], []), Metrics()), Metrics(), admission_timeout=1.0)
+    scope = {"type": "http", "method": "POST", "path": "/mutate", "headers": [(b"content-type", b"application/json")]}
+    asyncio.run(app(scope, never, send))
+    assert sent[0]["status"] == 408
+    check(json.loads(sent[1]["body"]), response_schema("/mutate", "post", "408"))
+    assert "did not arrive" in json.loads(sent[1]["body"])["error"]
 
 
 def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() -> None:
@@ -318,9 +347,11 @@ def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() ->
     check(reply.get_json(), readyz_schema("503"))
     assert api.get("/api/v1/cluster-info").status_code == 503
     assert api.get("/healthz").get_json() == {"status": "ok"}
-    body = mutate_app(admitter(cache, metrics), metrics).test_client().post("/mutate", json=review(dry_run=True))
-    assert body.get_json()["response"]["allowed"] is True
-    assert "not synced" in body.get_json()["response"]["warnings"][0]
+    body = json.loads(
+        call(MutateApp(admitter(cache, metrics), metrics), "POST", "/mutate", dumps(review(dry_run=True)))[2]
+    )
+    assert body["response"]["allowed"] is True
+    assert "not synced" in body["response"]["warnings"][0]
 
 
 def test_not_ready_while_mutate_does_not_answer() -> None:
@@ -335,8 +366,8 @@ def test_not_ready_while_mutate_does_not_answer() -> None:
 
 def test_the_mutate_listener_answers_its_health_check_without_counting_an_admission() -> None:
     metrics = Metrics()
-    client = mutate_app(admitter(filled_cache([], []), metrics), metrics).test_client()
-    assert client.get("/healthz").get_json() == {"status": "ok"}
+    app = MutateApp(admitter(filled_cache([], []), metrics), metrics)
+    assert json.loads(call(app, "GET", "/healthz")[2]) == {"status": "ok"}
     assert 'result="invalid"} 0.0' in generate_latest(metrics.registry).decode()
 
 

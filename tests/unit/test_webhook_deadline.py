@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -12,10 +13,12 @@ import pytest
 import urllib3
 from kubernetes import client
 
+from tests.unit.test_webhook_api import review
+from tests.webhook_listener import call
 from webhook import deadline
-from webhook.api import mutate_app
 from webhook.deadline import Deadline, DeadlineApiClient, admitting, bounded
 from webhook.metrics import Metrics
+from webhook.mutate import MutateApp
 
 
 def test_without_a_deadline_timeouts_are_left_alone() -> None:
@@ -83,21 +86,23 @@ def test_an_api_call_during_an_admission_gives_up_at_the_deadline(silent_server:
 
 
 class RecordingAdmitter:
-    """Stands in for the Admitter: records the deadline current while it answers."""
+    """Stands in for the Admitter: every review needs the API server; records the deadline current in the thread."""
 
     def __init__(self) -> None:
         self.seen: list[Deadline | None] = []
 
-    def admit(self, body: Any) -> dict[str, Any]:
+    def admit_review(self, review: Any, started: float, *, cache_only: bool = False) -> dict[str, Any] | None:
+        if cache_only:
+            return None
         self.seen.append(deadline.current())
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "u"}}
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": review.uid}}
 
 
-def test_each_mutate_request_answers_under_its_own_deadline() -> None:
+def test_a_mutate_request_that_needs_the_api_server_answers_under_its_own_deadline() -> None:
     recorder = RecordingAdmitter()
-    app = mutate_app(recorder, Metrics(), admission_timeout=5)  # type: ignore[arg-type]
-    reply = app.test_client().post("/mutate", json={"request": {}})
-    assert reply.status_code == 200
+    app = MutateApp(recorder, Metrics(), admission_timeout=5)  # type: ignore[arg-type]
+    status, _headers, _body = call(app, "POST", "/mutate", json.dumps(review(dry_run=False)).encode())
+    assert status == 200
     (seen,) = recorder.seen
     assert seen is not None and 0 < seen.remaining() <= 5 - deadline.MARGIN_SECONDS
     assert deadline.current() is None

@@ -1,4 +1,4 @@
-"""The HTTPS listener on loopback with a plain WSGI app: idle and half-open clients, the self-probe, the drain."""
+"""The HTTPS listener on loopback, a stub admitter behind it: idle clients, claims in threads, probe, drain."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,33 +19,60 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from kubectl_hami_place.core.reviews import Review
+from tests.webhook_listener import serving
+from webhook import server as webhook_server
 from webhook.certs import CertBundle, generate
 from webhook.main import main
-from webhook.server import WORKER_THREADS, AdmissionServer, InFlight, MutateProbe, drain, https_server
-from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
+from webhook.metrics import Metrics
+from webhook.mutate import MutateApp
+from webhook.server import MutateListener, MutateProbe, drain
 
-# What the API server waits for a webhook by default; the listener is given the same.
+# What the API server waits for a webhook by default.
 TIMEOUT = 10.0
 # The first bytes of a TLS ClientHello record announcing 512 bytes, of which a half-open client sends no more.
 PARTIAL_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
 
 
 class Gate:
-    """A WSGI app answering 200 `ok` (or `read N` for a body); while `hold` is set, each waits for `release`."""
+    """An admitter answering every review `allowed` from its "cache"; a pod named `hold` needs the API server (a
+    claim), and its thread waits for `release` while `hold` is set."""
 
     def __init__(self) -> None:
         self.hold = threading.Event()
         self.release = threading.Event()
         self.entered = threading.Semaphore(0)
 
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        if self.hold.is_set():
-            self.entered.release()
-            self.release.wait(30)
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        answer = f"read {len(environ['wsgi.input'].read(length))}".encode() if length else b"ok"
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(answer)))])
-        return [answer]
+    def admit_review(self, review: Review, _started: float, *, cache_only: bool = False) -> dict[str, Any] | None:
+        if review.name == "hold":
+            if cache_only:
+                return None
+            if self.hold.is_set():
+                self.entered.release()
+                self.release.wait(30)
+        return {"response": {"uid": review.uid, "allowed": True}}
+
+
+def review_body(name: str = "web-0") -> bytes:
+    pod = {"metadata": {"name": name, "namespace": "team-a"}, "spec": {"containers": []}}
+    request = {
+        "uid": f"uid-{name}",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "team-a",
+        "name": name,
+        "operation": "CREATE",
+        "object": pod,
+    }
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+
+
+def post_request(name: str = "web-0", *, close: bool = False) -> bytes:
+    body = review_body(name)
+    head = (
+        f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    )
+    return head.encode() + (b"Connection: close\r\n" if close else b"") + b"\r\n" + body
 
 
 @pytest.fixture
@@ -55,53 +82,56 @@ def bundle(tmp_path: Path) -> CertBundle:
     return made
 
 
-def listener(tmp_path: Path, app: Any, threads: int = WORKER_THREADS) -> tuple[AdmissionServer, threading.Thread]:
-    certificate = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
-    server = https_server(("127.0.0.1", 0), app, ReloadingSSLAdapter(certificate), timeout=TIMEOUT, threads=threads)
-    server.prepare()
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
-    return server, thread
-
-
 @pytest.fixture
 def gate() -> Gate:
     return Gate()
 
 
 @pytest.fixture
-def served(tmp_path: Path, bundle: CertBundle, gate: Gate) -> Iterator[tuple[AdmissionServer, InFlight]]:
-    in_flight = InFlight(gate)
-    server, thread = listener(tmp_path, in_flight)
+def app(gate: Gate) -> MutateApp:
+    return MutateApp(gate, Metrics(), admission_timeout=TIMEOUT)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def served(tmp_path: Path, bundle: CertBundle, app: MutateApp, gate: Gate) -> Iterator[MutateListener]:
     try:
-        yield server, in_flight
+        with serving(app, tmp_path) as (listener, _thread):
+            yield listener
     finally:
         gate.release.set()
-        server.stop()
-        thread.join(timeout=15)
 
 
-def port_of(server: AdmissionServer) -> int:
-    return int(server.bind_addr[1])
+def read_answer(tls: ssl.SSLSocket) -> tuple[str, dict[str, str], bytes]:
+    """One HTTP answer read to its Content-Length: (status line, headers, body)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = tls.recv(4096)
+        if not chunk:
+            raise ConnectionError(f"closed after {received!r}")
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {key.lower(): value for key, value in (line.split(": ", 1) for line in lines[1:])}
+    while len(body) < int(headers.get("content-length", "0")):
+        body += tls.recv(4096)
+    return lines[0], headers, body
 
 
-def get(port: int, ca: bytes, timeout: float = TIMEOUT) -> tuple[str, dict[str, str]]:
-    """One request over TLS, as the API server sends it: (status line, headers)."""
+@contextmanager
+def connected(port: int, ca: bytes) -> Iterator[ssl.SSLSocket]:
     context = ssl.create_default_context(cadata=ca.decode())
     with (
-        socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw,
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
-        tls.sendall(b"GET / HTTP/1.1\r\nHost: webhook\r\n\r\n")
-        received = b""
-        while not received.endswith(b"ok"):
-            chunk = tls.recv(4096)
-            if not chunk:
-                break
-            received += chunk
-    head = received.partition(b"\r\n\r\n")[0].decode().split("\r\n")
-    headers = dict(line.split(": ", 1) for line in head[1:])
-    return head[0], {key.lower(): value for key, value in headers.items()}
+        yield tls
+
+
+def post(port: int, ca: bytes, name: str = "web-0") -> tuple[str, dict[str, str], bytes]:
+    """One admission over TLS, as the API server sends it: (status line, headers, body)."""
+    with connected(port, ca) as tls:
+        tls.sendall(post_request(name))
+        return read_answer(tls)
 
 
 def hold_connections(stack: ExitStack, port: int, idle: int, half_open: int) -> None:
@@ -112,48 +142,56 @@ def hold_connections(stack: ExitStack, port: int, idle: int, half_open: int) -> 
             sock.sendall(PARTIAL_CLIENT_HELLO)
 
 
-def test_idle_and_half_open_connections_do_not_delay_a_request(
-    served: tuple[AdmissionServer, InFlight], bundle: CertBundle
-) -> None:
-    """More idle connections than workers, and a few half-open handshakes: a request is still answered in time."""
-    server, _ = served
+def test_idle_and_half_open_connections_do_not_delay_a_request(served: MutateListener, bundle: CertBundle) -> None:
+    """A hundred idle connections and a few half-open handshakes: admissions are still answered."""
     with ExitStack() as stack:
-        hold_connections(stack, port_of(server), idle=3 * WORKER_THREADS, half_open=4)
+        hold_connections(stack, served.port, idle=100, half_open=4)
         for _ in range(3):
-            status, _headers = get(port_of(server), bundle.ca_crt)
+            status, _headers, body = post(served.port, bundle.ca_crt)
             assert status == "HTTP/1.1 200 OK"
+            assert json.loads(body)["response"] == {"uid": "uid-web-0", "allowed": True}
 
 
-def test_a_handshake_that_fails_closes_only_its_own_connection(
-    served: tuple[AdmissionServer, InFlight], bundle: CertBundle
+def test_a_connection_that_sends_nothing_is_closed_after_the_idle_limit(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server, _ = served
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=TIMEOUT) as plain:
+    """Neither a TCP client that never completes its handshake nor a TLS client that never sends a request keeps
+    its socket: the handshake deadline closes the first, the idle limit the second."""
+    monkeypatch.setattr(webhook_server, "HANDSHAKE_SECONDS", 0.5)
+    with serving(app, tmp_path, idle_seconds=1) as (listener, _thread):
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=TIMEOUT) as half_open:
+            half_open.sendall(PARTIAL_CLIENT_HELLO)
+            assert half_open.recv(4096) == b"", "closed by the handshake deadline"
+        with connected(listener.port, bundle.ca_crt) as idle:
+            assert idle.recv(4096) == b"", "closed by the idle limit"
+
+
+def test_a_handshake_that_fails_closes_only_its_own_connection(served: MutateListener, bundle: CertBundle) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=TIMEOUT) as plain:
         plain.sendall(b"GET / HTTP/1.1\r\nHost: webhook\r\n\r\n")
         plain.recv(4096)  # closed (or an alert) without an HTTP answer: it never reached the app
-    assert get(port_of(server), bundle.ca_crt)[0] == "HTTP/1.1 200 OK"
+    assert post(served.port, bundle.ca_crt)[0] == "HTTP/1.1 200 OK"
 
 
-def test_the_probe_answers_while_the_listener_serves(served: tuple[AdmissionServer, InFlight]) -> None:
-    server, _ = served
-    assert MutateProbe("127.0.0.1", port_of(server))() is None
+def test_a_claim_being_written_does_not_hold_up_other_admissions(
+    served: MutateListener, bundle: CertBundle, gate: Gate
+) -> None:
+    """A review that needs the API server waits in a thread of its own; the event loop answers the others."""
+    gate.hold.set()
+    held: list[tuple[str, dict[str, str], bytes]] = []
+    claiming = threading.Thread(target=lambda: held.append(post(served.port, bundle.ca_crt, "hold")), daemon=True)
+    claiming.start()
+    assert gate.entered.acquire(timeout=TIMEOUT)
+    assert post(served.port, bundle.ca_crt)[0] == "HTTP/1.1 200 OK"
+    assert MutateProbe("127.0.0.1", served.port)() is None
+    assert not held, "the claim is still being written"
+    gate.release.set()
+    claiming.join(TIMEOUT)
+    assert held and json.loads(held[0][2])["response"]["uid"] == "uid-hold"
 
 
-def test_the_probe_says_why_when_no_worker_is_free(tmp_path: Path, bundle: CertBundle, gate: Gate) -> None:
-    """With its only worker stuck in a request, the listener does not answer, and the probe says so."""
-    server, thread = listener(tmp_path, gate, threads=1)
-    try:
-        gate.hold.set()
-        stuck = threading.Thread(target=get, args=(port_of(server), bundle.ca_crt), daemon=True)
-        stuck.start()
-        assert gate.entered.acquire(timeout=TIMEOUT)
-        reason = MutateProbe("127.0.0.1", port_of(server))()
-        assert reason is not None
-        assert f"/mutate does not answer on port {port_of(server)}" in reason
-    finally:
-        gate.release.set()
-        server.stop()
-        thread.join(timeout=15)
+def test_the_probe_answers_while_the_listener_serves(served: MutateListener) -> None:
+    assert MutateProbe("127.0.0.1", served.port)() is None
 
 
 def test_the_probe_says_why_when_nothing_listens() -> None:
@@ -165,31 +203,31 @@ def test_the_probe_says_why_when_nothing_listens() -> None:
 
 
 def test_drain_closes_connections_after_answering_and_finishes_requests_in_flight(
-    served: tuple[AdmissionServer, InFlight], bundle: CertBundle, gate: Gate
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
 ) -> None:
-    server, in_flight = served
-    assert "connection" not in get(port_of(server), bundle.ca_crt)[1], "kept alive before the drain"
-    server.draining = True
-    assert get(port_of(server), bundle.ca_crt)[1]["connection"] == "close", "clients move on while draining"
+    with serving(app, tmp_path) as (listener, thread):
+        with connected(listener.port, bundle.ca_crt) as tls:
+            tls.sendall(post_request())
+            assert "connection" not in read_answer(tls)[1], "kept alive before the drain"
+            app.draining = True
+            tls.sendall(post_request())
+            assert read_answer(tls)[1]["connection"] == "close", "clients move on while draining"
 
-    # A request whose body is still arriving when the listener closes is read to the end and answered.
-    context = ssl.create_default_context(cadata=bundle.ca_crt.decode())
-    with (
-        socket.create_connection(("127.0.0.1", port_of(server)), timeout=TIMEOUT) as raw,
-        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
-    ):
-        tls.sendall(b"POST / HTTP/1.1\r\nHost: webhook\r\nContent-Length: 10\r\n\r\nhello")
-        wait_until(lambda: in_flight.count == 1)
-        stopping = threading.Thread(target=drain, args=(server, in_flight), kwargs={"listen": 0.0, "finish": TIMEOUT})
-        stopping.start()
-        wait_until(lambda: refused(port_of(server)))
-        tls.sendall(b"world")
-        answer = b""
-        while chunk := tls.recv(4096):
-            answer += chunk
-    stopping.join(timeout=TIMEOUT * 2)
-    assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"read 10"), answer
-    assert not stopping.is_alive()
+        # A request whose body is still arriving when the listener closes is read to the end and answered.
+        request = post_request(close=True)
+        with connected(listener.port, bundle.ca_crt) as tls:
+            tls.sendall(request[:-10])
+            wait_until(lambda: app.in_flight == 1)
+            stopping = threading.Thread(
+                target=drain, args=(listener, thread), kwargs={"listen": 0.0, "finish": TIMEOUT}
+            )
+            stopping.start()
+            wait_until(lambda: refused(listener.port))
+            tls.sendall(request[-10:])
+            status, _headers, body = read_answer(tls)
+        stopping.join(timeout=TIMEOUT * 2)
+        assert status == "HTTP/1.1 200 OK" and json.loads(body)["response"]["allowed"] is True
+        assert not stopping.is_alive() and not thread.is_alive()
 
 
 def wait_until(condition: Any) -> None:
@@ -236,46 +274,24 @@ def client_certificate(directory: Path) -> None:
     )
 
 
-def test_a_client_certificate_is_required_when_a_client_ca_is_given(tmp_path: Path, bundle: CertBundle) -> None:
+def test_a_client_certificate_is_required_when_a_client_ca_is_given(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
+) -> None:
     (tmp_path / "client").mkdir()
     client_certificate(tmp_path / "client")
-    certificate = ReloadingCertificate(
-        str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), str(tmp_path / "client" / "ca.crt")
-    )
-    server = https_server(("127.0.0.1", 0), Gate(), ReloadingSSLAdapter(certificate), timeout=TIMEOUT)
-    server.prepare()
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
-    try:
+    with serving(app, tmp_path, client_ca=str(tmp_path / "client" / "ca.crt")) as (listener, _thread):
         with pytest.raises((ssl.SSLError, ConnectionError)):
-            get(port_of(server), bundle.ca_crt)
+            post(listener.port, bundle.ca_crt)
         context = ssl.create_default_context(cadata=bundle.ca_crt.decode())
         context.load_cert_chain(str(tmp_path / "client" / "client.crt"), str(tmp_path / "client" / "client.key"))
         with (
-            socket.create_connection(("127.0.0.1", port_of(server)), timeout=TIMEOUT) as raw,
+            socket.create_connection(("127.0.0.1", listener.port), timeout=TIMEOUT) as raw,
             context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
         ):
-            tls.sendall(b"GET / HTTP/1.1\r\nHost: webhook\r\nConnection: close\r\n\r\n")
-            assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK")
-        probe = MutateProbe("127.0.0.1", port_of(server), client_cert_required=True)
-        assert probe() is None, "a handshake a worker completed is an answer"
-    finally:
-        server.stop()
-        thread.join(timeout=15)
-
-
-def test_in_flight_counts_requests_being_answered() -> None:
-    seen: list[int] = []
-    counter: InFlight
-
-    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        seen.append(counter.count)
-        start_response("200 OK", [])
-        return [json.dumps({}).encode()]
-
-    counter = InFlight(app)
-    assert list(counter({}, lambda *_: None)) == [b"{}"]
-    assert (seen, counter.count) == ([1], 0)
+            tls.sendall(post_request(close=True))
+            assert read_answer(tls)[0] == "HTTP/1.1 200 OK"
+        probe = MutateProbe("127.0.0.1", listener.port, client_cert_required=True)
+        assert probe() is None, "a completed handshake is an answer"
 
 
 @pytest.mark.parametrize(
@@ -284,6 +300,7 @@ def test_in_flight_counts_requests_being_answered() -> None:
         (["--admission-timeout", "0.5"], "--admission-timeout must be 1..30 seconds"),
         (["--admission-timeout", "31"], "--admission-timeout must be 1..30 seconds"),
         (["--shutdown-grace", "-1"], "--shutdown-grace must be 0..3600 seconds"),
+        (["--idle-timeout", "0"], "--idle-timeout must be 1..3600 seconds"),
         (["--claim-grace", "0"], "--claim-grace must be a positive number of seconds"),
     ],
 )

@@ -4,41 +4,29 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cheroot import wsgi
 from cryptography import x509
 
+from tests.unit.test_webhook_api import admitter, filled_cache
+from tests.webhook_listener import serving
 from webhook.certs import CertBundle, generate
-from webhook.tls import ReloadingCertificate, ReloadingSSLAdapter
-
-
-def hello(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"hello"]
+from webhook.metrics import Metrics
+from webhook.mutate import MutateApp
+from webhook.tls import ReloadingCertificate
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[int, Path, CertBundle]]:
-    """A cheroot server on a free loopback port with the reloading adapter; yields (port, cert dir, first bundle)."""
+    """The /mutate listener on a free loopback port, its certificate in tmp_path; yields (port, cert dir, bundle)."""
     bundle = generate(["hami-place-webhook.test"], ["127.0.0.1"])
     bundle.write(tmp_path)
-    certificate = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
-    server = wsgi.Server(("127.0.0.1", 0), hello, numthreads=2)
-    server.ssl_adapter = ReloadingSSLAdapter(certificate)
-    server.prepare()
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
-    try:
-        yield server.bind_addr[1], tmp_path, bundle
-    finally:
-        server.stop()
-        thread.join(timeout=10)
+    metrics = Metrics()
+    with serving(MutateApp(admitter(filled_cache([], []), metrics), metrics), tmp_path) as (listener, _thread):
+        yield listener.port, tmp_path, bundle
 
 
 def served_certificate(port: int, ca: bytes, *, max_version: ssl.TLSVersion | None = None) -> x509.Certificate:
@@ -50,8 +38,8 @@ def served_certificate(port: int, ca: bytes, *, max_version: ssl.TLSVersion | No
         socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
-        tls.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        assert b"hello" in tls.recv(4096) + tls.recv(4096)
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert b'{"status":"ok"}' in tls.recv(4096) + tls.recv(4096)
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return x509.load_der_x509_certificate(der)

@@ -1,0 +1,165 @@
+"""The /mutate listener's ASGI app: POST /mutate and GET /healthz, answered on the event loop where the cache decides.
+
+A review the cache alone answers (no placement to claim, none of our annotations; nearly every pod) is decided on
+the loop: no thread hand-off, no GIL ping-pong. One that needs the API server (a claim to write, a claim to look up)
+goes to a worker thread under the admission's deadline. A client's mistake is a 4xx with `{"error": reason}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+
+from kubectl_hami_place.core.reviews import Review, ReviewError, parse_review
+from webhook.admit import Admitter
+from webhook.deadline import Deadline, admitting
+from webhook.metrics import INVALID, Metrics
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+# The API server sends at most ~3 MiB of object; anything larger is not an AdmissionReview it sent.
+MAX_REVIEW_BYTES = 4 * 1024 * 1024
+# Threads writing claims at once; each call is bounded by its admission's deadline.
+CLAIM_THREADS = 16
+HEALTHY = orjson.dumps({"status": "ok"})
+JSON_HEADER = (b"content-type", b"application/json")
+CLOSE_HEADER = (b"connection", b"close")
+
+
+def error_body(reason: str) -> bytes:
+    """The one-line JSON error every 4xx carries."""
+    return json.dumps({"error": reason}).encode()
+
+
+class ClientMistake(Exception):
+    """A request the webhook refuses with a 4xx and a reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def is_json(content_type: str) -> bool:
+    """application/json or application/*+json, parameters ignored."""
+    mimetype = content_type.split(";", 1)[0].strip().lower()
+    return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
+
+
+class MutateApp:
+    """POST /mutate within the webhook's timeoutSeconds; GET /healthz for the self-probe behind /readyz."""
+
+    def __init__(
+        self,
+        admitter: Admitter,
+        metrics: Metrics,
+        *,
+        admission_timeout: float = 10.0,
+        claim_threads: int = CLAIM_THREADS,
+    ) -> None:
+        self.admitter = admitter
+        self.metrics = metrics
+        self.admission_timeout = admission_timeout
+        self.claims = ThreadPoolExecutor(max_workers=claim_threads, thread_name_prefix="claim")
+        # Set by the drain: every answer then closes its connection, so the client reconnects through the Service.
+        self.draining = False
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        self.in_flight += 1
+        try:
+            try:
+                status, body = await self._route(scope, receive)
+            except ClientMistake as mistake:
+                if scope["path"] == "/mutate":
+                    self.metrics.admissions.labels(INVALID).inc()
+                status, body = mistake.status, error_body(str(mistake))
+            headers = [JSON_HEADER, (b"content-length", str(len(body)).encode())]
+            if self.draining:
+                headers.append(CLOSE_HEADER)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+        finally:
+            self.in_flight -= 1
+
+    async def _route(self, scope: Scope, receive: Receive) -> tuple[int, bytes]:
+        path, method = scope["path"], scope["method"]
+        if path == "/healthz":
+            if method not in ("GET", "HEAD"):
+                raise ClientMistake(405, f"{method} is not allowed on /healthz; use GET")
+            return 200, HEALTHY
+        if path != "/mutate":
+            raise ClientMistake(404, f"no such path {path!r}; the webhook serves POST /mutate and GET /healthz")
+        if method != "POST":
+            raise ClientMistake(405, f"{method} is not allowed on /mutate; POST an AdmissionReview")
+        started = time.perf_counter()
+        deadline = Deadline.for_webhook_timeout(self.admission_timeout)
+        headers = dict(scope["headers"])
+        if not is_json(headers.get(b"content-type", b"").decode("latin-1")):
+            raise ClientMistake(415, "send the AdmissionReview as application/json")
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > MAX_REVIEW_BYTES:
+            raise ClientMistake(413, too_large())
+        try:
+            data = await asyncio.wait_for(read_body(receive), deadline.remaining())
+        except TimeoutError:
+            raise ClientMistake(408, "the body did not arrive within the admission timeout") from None
+        return await self._answer(data, started, deadline)
+
+    async def _answer(self, data: bytes, started: float, deadline: Deadline) -> tuple[int, bytes]:
+        try:
+            body = orjson.loads(data)
+        except (ValueError, RecursionError):
+            raise ClientMistake(400, "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview") from (
+                None
+            )
+        try:
+            review = parse_review(body)
+        except ReviewError as error:
+            raise ClientMistake(400, str(error)) from None
+        answer = self.admitter.admit_review(review, started, cache_only=True)
+        if answer is None:
+            loop = asyncio.get_running_loop()
+            answer = await loop.run_in_executor(self.claims, self._admit_in_thread, review, started, deadline)
+        return 200, orjson.dumps(answer)
+
+    def _admit_in_thread(self, review: Review, started: float, deadline: Deadline) -> dict[str, Any]:
+        """The full admission, API calls included, each cut to what is left of the deadline."""
+        with admitting(deadline):
+            answer = self.admitter.admit_review(review, started)
+        assert answer is not None  # without cache_only every review is answered
+        return answer
+
+    def close(self) -> None:
+        """Let the claims being written finish; accept no more."""
+        self.claims.shutdown(wait=True)
+
+
+def too_large() -> str:
+    return f"the body is larger than {MAX_REVIEW_BYTES} bytes; an AdmissionReview never is"
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The request body, refused once it grows past MAX_REVIEW_BYTES (a chunked body says no length up front)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientMistake(400, "the client went away before the body was complete")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REVIEW_BYTES:
+            raise ClientMistake(413, too_large())
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)

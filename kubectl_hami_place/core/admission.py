@@ -111,8 +111,10 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
         pod = _without_our_annotations(pod)
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
-    workload = workload_from_pod(pod, "the pod", config=snapshot.settings.hami)
     unpinned = _diff(review.pod, pod)
+    if not candidates:
+        return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned)
+    workload = workload_from_pod(pod, "the pod", config=snapshot.settings.hami)
     warnings: list[str] = []
     for placement in candidates:
         owner = next((o.name for o in placements if o.spec.req_id == placement.spec.req_id and o.claimed), None)

@@ -51,7 +51,7 @@ class Status:
 
     def to_data(self) -> Any:
         """The cluster-info document plus the placements and the source it came from."""
-        data = self.info.to_dict()
+        data = self.info.to_dict(self.fragmentation)
         return {
             "source": self.source,
             "fromWebhook": self.from_webhook,

@@ -192,12 +192,13 @@ class ClusterInfo:
         """The node with that name, or None."""
         return next((node for node in self.nodes if node.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The `GET /api/v1/cluster-info` document (shape in the module docstring)."""
+    def to_dict(self, fragmentation: Fragmentation | None = None) -> dict[str, Any]:
+        """The `GET /api/v1/cluster-info` document (shape in the module docstring); `fragmentation` is
+        `summarize(self)` when the caller has it already (at 5,000 nodes it costs 0.2 s)."""
         return {
             "generatedAt": rfc3339(self.generated_at),
             "nodes": [node.to_dict() for node in self.nodes],
-            "fragmentation": summarize(self).to_dict(),
+            "fragmentation": (summarize(self) if fragmentation is None else fragmentation).to_dict(),
             "warnings": list(self.warnings),
         }
 

@@ -5,6 +5,8 @@ Everything comes back as the API server's JSON dicts; the core turns them into c
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +29,8 @@ CLUSTER_INFO_PATH = "api/v1/cluster-info"
 CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 # Pods are read this many a page when only their allocations are kept, so the whole list is never held at once.
 LIST_PAGE_SIZE = 500
+# Pages read ahead of the one being reduced: enough to keep the API server busy, few enough to bound memory.
+PAGES_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,8 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
     if failures:
         why = "; ".join(failures)
     # Each page of pods is reduced to what the view counts before the next is read: at 40,000 pods the whole
-    # list as dicts is ~700 MiB, the allocations a few tens.
+    # list as dicts is ~700 MiB, the allocations a few tens. The next page is read while one is reduced, so the
+    # API server encodes on one core while this process works on the other.
     pods = _pages(kube, _get(kube, "/api/v1/pods"), "list pods in all namespaces")
     counted = [found for page in pods for found in map(counted_allocation, page) if found is not None]
     info = cluster_info(list_nodes(kube), counted, datetime.now(UTC))
@@ -264,12 +269,28 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
 
 
 def _pages(kube: Kube, call: Callable[..., Any], what: str) -> Iterator[list[dict[str, Any]]]:
-    """The items of a list call, a page at a time (limit + continue, one consistent snapshot)."""
-    token = ""
-    while True:
-        paging: dict[str, Any] = {"limit": LIST_PAGE_SIZE, **({"_continue": token} if token else {})}
-        body = request(kube, call, what=what, **paging)
-        yield _items(body)
-        token = str((body.get("metadata") or {}).get("continue") or "")
-        if not token:
+    """The items of a list call, a page at a time (limit + continue, one consistent snapshot), the next page read
+    by a thread while the caller works on this one; the thread's error is raised where its page would be."""
+    ahead: queue.Queue[list[dict[str, Any]] | Exception | None] = queue.Queue(maxsize=PAGES_AHEAD)
+
+    def read() -> None:
+        token = ""
+        try:
+            while True:
+                paging: dict[str, Any] = {"limit": LIST_PAGE_SIZE, **({"_continue": token} if token else {})}
+                body = request(kube, call, what=what, **paging)
+                ahead.put(_items(body))
+                token = str((body.get("metadata") or {}).get("continue") or "")
+                if not token:
+                    break
+        except Exception as exc:  # raised again in the caller's thread, as it would be without the read-ahead
+            ahead.put(exc)
             return
+        ahead.put(None)
+
+    # A daemon: a caller that stops early (an error, ^C) leaves the reader blocked on a full queue until exit.
+    threading.Thread(target=read, name=f"read ahead: {what}", daemon=True).start()
+    while (page := ahead.get()) is not None:
+        if isinstance(page, Exception):
+            raise page
+        yield page

@@ -110,7 +110,8 @@ class MutateApp:
         if length.isdigit() and int(length) > MAX_REVIEW_BYTES:
             raise ClientMistake(413, too_large())
         try:
-            data = await asyncio.wait_for(read_body(receive), deadline.remaining())
+            async with asyncio.timeout(deadline.remaining()):  # a timer on this task, not a task of its own
+                data = await read_body(receive)
         except TimeoutError:
             raise ClientMistake(408, "the body did not arrive within the admission timeout") from None
         return await self._answer(data, started, deadline)

@@ -136,17 +136,21 @@ def plot(scale: dict[str, Any], target: Path) -> None:
         (
             ("floor_cpu_s", "fetch floor: kubectl get --raw nodes + pods (kubectl's CPU)"),
             ("status_api_cpu_s", "status -o json, computed from the API"),
+            ("status_webhook_cpu_s", "status -o json, through the webhook"),
             ("cluster_info_cpu_s", "GET /api/v1/cluster-info (webhook process)"),
         )
         if cpu
         else (
             ("floor_s", "fetch floor (kubectl get --raw nodes + pods)"),
             ("status_api_s", "status -o json, computed from the API"),
+            ("status_webhook_s", "status -o json, through the webhook"),
             ("cluster_info_s", "GET /api/v1/cluster-info"),
             ("sync_s", "webhook first full sync"),
         )
     )
     for key, label in series:
+        if not all(key in row for row in rows):
+            continue
         left.plot(pods, [row[key] for row in rows], marker="o", label=label)
     left.set_xlabel("HAMi pods (8 a node, 8 cards a node)")
     left.set_ylabel(f"{'CPU ' if cpu else ''}seconds (best of {scale['runs']})")
@@ -170,25 +174,35 @@ def plot(scale: dict[str, Any], target: Path) -> None:
 
 def scale_table(scale: dict[str, Any]) -> list[str]:
     lines = [
-        "| nodes | HAMi pods | fetch floor | `status -o json` (API) | ratio | plugin max RSS | first sync | "
-        "`GET /api/v1/cluster-info` | webhook RSS | after cluster-info |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| nodes | HAMi pods | fetch floor | `status -o json` (API) | ratio | `status -o json` (webhook) | ratio | "
+        "plugin max RSS | first sync | `GET /api/v1/cluster-info` | webhook RSS | after cluster-info |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in scale["rows"]:
+        through = (
+            f"{row['status_webhook_s']:.2f} s | {row['status_webhook_s'] / row['floor_s']:.1f}x"
+            if "status_webhook_s" in row
+            else "— | —"
+        )
         lines.append(
             f"| {row['nodes']:,} | {row['pods']:,} | {row['floor_s']:.2f} s | {row['status_api_s']:.2f} s | "
-            f"{row['status_api_s'] / row['floor_s']:.1f}x | {row['status_api_rss_mib']:.0f} MiB | "
+            f"{row['status_api_s'] / row['floor_s']:.1f}x | {through} | {row['status_api_rss_mib']:.0f} MiB | "
             f"{row['sync_s']:.1f} s | {row['cluster_info_s']:.2f} s | {row['webhook_rss_mib']:.0f} MiB | "
             f"{row['webhook_rss_after_mib']:.0f} MiB |"
         )
     cpu = [row for row in scale["rows"] if "floor_cpu_s" in row]
     if cpu:
         lines += ["", "CPU seconds (user + system; wall time on the shared box includes waiting for a core):", ""]
-        lines += ["| nodes | fetch floor | `status -o json` | ratio | cluster-info (whole webhook process) |"]
-        lines += ["| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "| nodes | fetch floor | `status -o json` (API) | ratio | `status -o json` (webhook) | "
+            "cluster-info (whole webhook process) |"
+        ]
+        lines += ["| ---: | ---: | ---: | ---: | ---: | ---: |"]
         lines += [
             f"| {row['nodes']:,} | {row['floor_cpu_s']:.2f} s | {row['status_api_cpu_s']:.2f} s | "
-            f"{row['status_api_cpu_s'] / max(row['floor_cpu_s'], 0.01):.1f}x | {row['cluster_info_cpu_s']:.2f} s |"
+            f"{row['status_api_cpu_s'] / max(row['floor_cpu_s'], 0.01):.1f}x | "
+            + (f"{row['status_webhook_cpu_s']:.2f} s" if "status_webhook_cpu_s" in row else "—")
+            + f" | {row['cluster_info_cpu_s']:.2f} s |"
             for row in cpu
         ]
     loads = [row for row in scale["rows"] if "load5" in row]
@@ -204,16 +218,21 @@ def admission_table(adm: dict[str, Any]) -> list[str]:
         f"{a['nodes']:,} nodes x 8 cards, {a['pods']:,} HAMi pods, {a['placements']:,} placements; "
         f"{a['duration']:g} s a run.",
         "",
-        "| rate | path | hami-place p50 / p99 / max (ms) | errors | HAMi p50 / p99 / max (ms) | errors | p99 ratio |",
-        "| ---: | --- | --- | ---: | --- | ---: | ---: |",
+        "| rate | path | hami-place p50 / p99 / max (ms) | errors | CPU ms/req | HAMi p50 / p99 / max (ms) | errors "
+        "| CPU ms/req | p99 ratio |",
+        "| ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
+
+    def cpu(side: dict[str, Any]) -> str:
+        return f"{side['cpu_ms']:.3f}" if "cpu_ms" in side else "—"
+
     for row in [*adm["rows"], adm["claim"]]:
         ours, theirs = row["ours"], row["hami"]
         ratio = ours["p99"] / theirs["p99"] if theirs["p99"] else float("inf")
         lines.append(
             f"| {row['rate']}/s | {row['path']} | {ours['p50']:.2f} / {ours['p99']:.2f} / {ours['max']:.2f} | "
-            f"{ours['errors']} | {theirs['p50']:.2f} / {theirs['p99']:.2f} / {theirs['max']:.2f} | "
-            f"{theirs['errors']} | {ratio:.2f}x |"
+            f"{ours['errors']} | {cpu(ours)} | {theirs['p50']:.2f} / {theirs['p99']:.2f} / {theirs['max']:.2f} | "
+            f"{theirs['errors']} | {cpu(theirs)} | {ratio:.2f}x |"
         )
     w = adm["api_write"]
     lines += [

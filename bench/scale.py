@@ -4,9 +4,12 @@ At each size (--sizes, nodes; 8 H100 cards and --pods-per-node HAMi pods a node,
 sandbox is grown to that size, then:
 - a fresh webhook's first full sync: seconds from start to /readyz 200 (list of nodes, HAMi's pods, placements);
   its RSS then, and after `GET /api/v1/cluster-info`;
-- `GET /api/v1/cluster-info` straight from the webhook's API port (the plugin reads the same document through the
-  API server's service proxy; the sandbox cannot route that proxy to a loopback process);
+- `GET /api/v1/cluster-info` straight from the webhook's API port;
 - `kubectl hami-place status -o json` computed from the API (no webhook Service): time and the plugin's max RSS;
+- the same command through the webhook: its API port bound to this machine's non-loopback address (the API
+  server refuses to proxy to loopback), a Service labelled as the chart labels it with Endpoints at that address
+  (backed by a host-network stand-in pod, as the service proxy requires), so `status` reads the cluster-info
+  through the API server's service proxy;
 - the fetch floor: `kubectl get --raw /api/v1/nodes` plus `kubectl get --raw /api/v1/pods`.
 Each timing is the best of --runs. Prints the table and the ratios, writes --json for bench/plot.py.
 The webhook keeps every node and every HAMi pod (schedulerName hami-scheduler) as the API server's JSON dicts,
@@ -16,13 +19,16 @@ plus every placement; nothing else per pod.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,10 @@ from sandbox import webhook as sandbox_webhook
 from sandbox.cluster import Sandbox
 
 DEFAULT_JSON = plot.SCALE
+# Where the webhook's Service and its stand-in pod go: a namespace the generator made (its service account exists).
+PROXY_NAMESPACE = generate.pod_namespace(0)
+# What `status` finds the webhook's Service by (kubectl_hami_place.kube.cluster.WEBHOOK_SERVICE_LABEL).
+WEBHOOK_LABELS = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, float]:
@@ -101,7 +111,9 @@ def measure(sandbox: Sandbox, workdir: Path, runs: int) -> dict[str, Any]:
     figures["status_api_s"], figures["status_api_rss_mib"] = status[0], status[1]
     figures["status_api_cpu_s"] = status[3]
     started = time.monotonic()
-    webhook = sandbox_webhook.start(sandbox, workdir, timeout=1800)
+    address = primary_address()
+    bind = () if address is None else ("--bind-address", "0.0.0.0")
+    webhook = sandbox_webhook.start(sandbox, workdir, *bind, timeout=1800)
     try:
         figures["sync_s"] = time.monotonic() - started
         figures["webhook_rss_mib"] = rss_mib(webhook.process.pid)
@@ -117,9 +129,77 @@ def measure(sandbox: Sandbox, workdir: Path, runs: int) -> dict[str, Any]:
         # The whole process's CPU meanwhile: the watches and the reconciler run beside the request.
         figures["cluster_info_cpu_s"] = info[3]
         figures["webhook_rss_after_mib"] = rss_mib(webhook.process.pid)
+        if address is not None:
+            with routed(sandbox, address, webhook.api_port):
+                source = json.loads(
+                    subprocess.run([plugin, "status", "-o", "json"], env=env, check=True, capture_output=True).stdout
+                )
+                if not source["fromWebhook"]:
+                    raise RuntimeError(f"status did not read the webhook: {source['source']}")
+                through = best(runs, lambda: timed([plugin, "status", "-o", "json"], env))
+            figures["status_webhook_s"], figures["status_webhook_rss_mib"] = through[0], through[1]
+            figures["status_webhook_cpu_s"] = through[3]
     finally:
         webhook.stop()
     return figures
+
+
+def primary_address() -> str | None:
+    """This machine's non-loopback IPv4 address, None without one (UDP connect sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+@contextlib.contextmanager
+def routed(sandbox: Sandbox, address: str, port: int) -> Iterator[None]:
+    """The webhook's Service, its Endpoints at `address:port` and the host-network pod that backs that address (the
+    service proxy dials only endpoints of a pod with that IP); all deleted again, so the next size's `status`
+    computed from the API finds no Service."""
+    loader = generate.Loader(sandbox)
+    base = f"/api/v1/namespaces/{PROXY_NAMESPACE}"
+    name = "hami-place-bench"
+    stand_in = {
+        "metadata": {"name": name, "namespace": PROXY_NAMESPACE},
+        "spec": {
+            # Not a kwok node (kwok would set the pod's IP); tolerated so that the node's taints do not evict it.
+            "nodeName": generate.node_name(generate.KWOK_NODES),
+            "hostNetwork": True,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "api", "image": "registry.invalid/stand-in:1"}],
+        },
+    }
+    service = {
+        "metadata": {"name": name, "namespace": PROXY_NAMESPACE, "labels": WEBHOOK_LABELS},
+        "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": port}]},
+    }
+    endpoints = {
+        "metadata": {"name": name, "namespace": PROXY_NAMESPACE, "labels": WEBHOOK_LABELS},
+        "subsets": [
+            {
+                "addresses": [
+                    {"ip": address, "targetRef": {"kind": "Pod", "name": name, "namespace": PROXY_NAMESPACE}}
+                ],
+                "ports": [{"name": "api", "port": port}],
+            }
+        ],
+    }
+    try:
+        loader.request("POST", f"{base}/pods", stand_in)
+        ip = {"status": {"podIP": address, "podIPs": [{"ip": address}]}}
+        loader.request("PATCH", f"{base}/pods/{name}/status", ip, "application/merge-patch+json")
+        loader.request("POST", f"{base}/services", service)
+        loader.request("POST", f"{base}/endpoints", endpoints)
+        if loader.failed:
+            raise RuntimeError(f"routing the service proxy to the webhook failed: {loader.failed}")
+        yield
+    finally:
+        for kind in ("services", "endpoints", "pods"):
+            loader.request("DELETE", f"{base}/{kind}/{name}?gracePeriodSeconds=0")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _header() -> str:
     return (
-        f"{'nodes':>6} {'pods':>6} {'floor s':>8} {'status s':>9} {'x floor':>8} {'status MiB':>10} "
+        f"{'nodes':>6} {'pods':>6} {'floor s':>8} {'status s':>9} {'x floor':>8} {'webhook s':>9} {'x floor':>8} "
+        f"{'status MiB':>10} "
         f"{'sync s':>7} {'info s':>7} {'RSS MiB':>8} {'after':>6} {'plugin start s':>14}"
     )
 
@@ -187,11 +268,18 @@ def _header() -> str:
 def _row(row: dict[str, Any]) -> str:
     return (
         f"{row['nodes']:>6} {row['pods']:>6} {row['floor_s']:8.2f} {row['status_api_s']:9.2f} "
-        f"{row['status_api_s'] / row['floor_s']:7.1f}x {row['status_api_rss_mib']:10.0f} {row['sync_s']:7.1f} "
+        f"{row['status_api_s'] / row['floor_s']:7.1f}x "
+        + (
+            f"{row['status_webhook_s']:9.2f} {row['status_webhook_s'] / row['floor_s']:7.1f}x "
+            if "status_webhook_s" in row
+            else f"{'-':>9} {'-':>8} "
+        )
+        + f"{row['status_api_rss_mib']:10.0f} {row['sync_s']:7.1f} "
         f"{row['cluster_info_s']:7.2f} {row['webhook_rss_mib']:8.0f} {row['webhook_rss_after_mib']:6.0f} "
         f"{row['plugin_start_s']:14.2f}"
         + (
             f"   CPU s: floor {row['floor_cpu_s']:.2f}, status {row['status_api_cpu_s']:.2f}, "
+            f"through the webhook {row.get('status_webhook_cpu_s', float('nan')):.2f}, "
             f"cluster-info {row['cluster_info_cpu_s']:.2f}"
             if "floor_cpu_s" in row
             else ""

@@ -185,7 +185,8 @@ def _get(kube: Kube, path: str) -> Callable[..., Any]:
 
     def call(*, _preload_content: bool = False, _request_timeout: Any = None, **query: Any) -> Any:
         api = kube.api
-        headers = {**api.default_headers, "Accept": "application/json"}
+        # gzip as kubectl asks for it: a tenth of the bytes through Python's TLS reads, inflated by zlib in C.
+        headers = {**api.default_headers, "Accept": "application/json", "Accept-Encoding": "gzip"}
         for auth in api.configuration.auth_settings().values():
             if auth.get("in") == "header" and auth.get("value"):
                 headers[auth["key"]] = auth["value"]

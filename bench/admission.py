@@ -241,7 +241,12 @@ def main(argv: list[str] | None = None) -> int:
             sync = time.monotonic() - sync_started
             print(f"  webhook ready (first full sync) in {sync:.1f}s", flush=True)
             settled = settle(webhook.process.pid)
-            print(f"  webhook settled (placements acknowledged, cache frozen) {settled:.0f}s later", flush=True)
+            settled_rss = rss_mib(webhook.process.pid)
+            print(
+                f"  webhook settled (placements acknowledged, cache frozen) {settled:.0f}s later, "
+                f"RSS {settled_rss:.0f} MiB",
+                flush=True,
+            )
             hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
             ca_ours = webhook.certs / "ca.crt"
             ca_hami = sandbox.workdir / "pki" / "ca.crt"
@@ -296,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             writes = api_write_latency(sandbox)
             load = os.getloadavg()[1]
-            rss = {"ours": rss_mib(webhook.process.pid), "hami": rss_mib(hami.popen.pid)}
+            rss = {"ours": rss_mib(webhook.process.pid), "hami": rss_mib(hami.popen.pid), "settled": settled_rss}
         finally:
             if webhook is not None:
                 webhook.stop()

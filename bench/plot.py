@@ -239,7 +239,9 @@ def admission_table(adm: dict[str, Any]) -> list[str]:
         "",
         f"API server's own write latency (sequential merge-patches of a placement's status): p50 {w['p50']:.2f} ms, "
         f"p99 {w['p99']:.2f} ms, max {w['max']:.2f} ms. Placements claimed: {adm['claimed']}.",
-        f"RSS after the runs: hami-place {adm['rss_mib']['ours']:.0f} MiB, HAMi's scheduler "
+        f"RSS after the runs: hami-place {adm['rss_mib']['ours']:.0f} MiB"
+        + (f" ({adm['rss_mib']['settled']:.0f} MiB before them)" if "settled" in adm["rss_mib"] else "")
+        + ", HAMi's scheduler "
         f"{adm['rss_mib']['hami']:.0f} MiB. First full sync of the webhook: {adm['sync_s']:.1f} s"
         + (
             f"; the runs began once it had settled, {adm['settle_s']:.0f} s later (every placement acknowledged)."

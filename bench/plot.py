@@ -17,78 +17,81 @@ ADMISSION = DOCS / "performance-admission.json"
 ADMISSION_BEFORE = DOCS / "performance-admission-before.json"
 
 
-NOTES = """## Targets, as measured above (2 shared cores, load average 6-7 from other sessions)
+NOTES = """## Targets, as measured above (2 cores, busy with the sandbox itself: API server, etcd, kwok)
 
-- Webhook RSS under 250 MB at 5,000 nodes x 8 cards / 40,000 pods: **met after the first sync (211-218 MiB)**;
-  missed once it has served: 270-312 MiB after two cluster-info requests with the per-node views (363 MiB
-  before them), 381 MiB after the saturated 1,000/s runs (memory a request freed is not returned to the OS).
-- `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **met since the per-node views** (last fix below): 0.24 s
-  wall, 0.16 s CPU of the process, best of 2 in `bench/scale.py --sizes 5000 --runs 2` (the tables above predate
-  it: 2.24 s, 1.67 s). The first request after start-up waits for the views built at the first sync.
-- `status -o json` within 2x of the fetch floor: **missed** (3.6x at 5,000 nodes, was 5.4x; 4.0x at 1,000, was
-  5.1x; CPU 5.1 s against the floor's 0.5 s).
-- p99 under 10 ms at 500/s for the non-claiming paths: **missed** on this box (76-299 ms; HAMi's own p99 was
-  36-48 ms in the same run); **no errors at 100 and 500/s** (before: errors from 500/s).
-- p99 within 2x of HAMi's: **met** at 100/s for non-GPU and excluded pods (1.4x, 1.6x) and at 500/s for GPU pods
-  without placement (1.6x); **missed** elsewhere (2.4x-8.4x), and at 1,000/s the webhook saturates (errors on
-  two paths) while HAMi's Go server uses both cores.
+- p99 under 10 ms at 500/s for the non-claiming paths: **met for GPU pods without a placement (9.9 ms), missed for
+  non-GPU and excluded pods (64.9, 71.3 ms)** in the table's run; in an earlier full run of the same code (not
+  settled first) 16.2-21.3 ms on all three. HAMi's own p99 at 500/s was 19.1-29.2 ms in the table's run and
+  26.6-40.9 ms in the other: on this box neither server holds 10 ms at 500/s on every path.
+- No errors at any rate HAMi serves without errors: **met**, none at 100, 500 and 1,000/s on any path (before
+  this round: 4,203 and 4,515 errors at 1,000/s; the server saturated at ~850/s).
+- p99 within 2x of HAMi's at every rate: **met in 6 of the table's 9 rows** (0.12-0.94x, including 1,000/s for
+  GPU pods without placement, 0.24x, and excluded pods, 0.12x), **missed in 3** (500/s non-GPU 2.22x and excluded
+  3.75x, 1,000/s non-GPU 3.69x). In the earlier run 7 of the 8 settled rows were within 2x (0.40-1.79x) and
+  1,000/s non-GPU was 1.51x. The misses are tails: p50 stays 0.45-0.60 ms, as HAMi's, and CPU a request is at or
+  below HAMi's in every row (0.38-0.86 ms against 0.52-2.22 ms).
+- The claiming path (an API write), apart: 20 claims a second, p50 17.5 ms, p99 107 ms (a reqID guard create, a
+  status write and an Event, in a thread), beside the API server's own sequential status write at p50 3.6 ms, p99
+  22.9 ms; 601 placements claimed, none twice.
+- Webhook RSS under 250 MB (238 MiB) at 5,000 nodes x 8 cards / 40,000 pods: **met after the first sync (213
+  MiB); borderline after serving cluster-info (252 MiB = 264 MB, over by 14 MB)**; before this round RSS climbed to
+  313 MiB after two requests and 426 after five, now it stays at 249-254. **Missed with 10,000 placements**: 304
+  MiB once the webhook settled, 322 MiB after the admission runs.
+- `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **met**, 0.15 s wall, 0.09 s CPU (0.24 s last round).
+- `status -o json` within 2x of the fetch floor: **met through the webhook** (1.1x at 5,000 nodes, 1.2x at 2,500,
+  1.9x at 1,000), **missed computed from the API** (3.4x at every size; 3.59 s CPU against the floor's 0.42 s).
 
-## What was fixed (profiled, before / after; in-process figures on generated data, same loaded box)
+## What was fixed (profiled, before / after; in-process figures on generated data)
 
-Earlier:
+Earlier rounds:
 
 - `GET /api/v1/cluster-info` and `status` computed from the API: every node's usage was counted over every HAMi
-  pod (nodes x pods). Pods are now grouped by node once. `build_cluster_info`, in-process: 1,000 nodes / 8,000
-  pods 37.6 s -> 2.6 s; 2,000 / 16,000 68.4 s -> 2.4 s.
-- `/mutate` copied every node into a dict and parsed every placement of its namespace per admission; nodes are
-  read through a live view and placements parsed once per stored version (GPU pod without placement at 5,000
-  nodes 53.8 -> 3.9 ms in-process).
-- The reconciler found claim tokens by reading all HAMi pods each pass; they are indexed from the pod watch. A
-  register's decode is memoised by its text. The cache dropped `metadata.managedFields`.
+  pod (nodes x pods); pods are grouped by node once (1,000 nodes / 8,000 pods 37.6 -> 2.6 s in-process).
+- `/mutate` reads nodes through a live view and placements parsed once per stored version (GPU pod without
+  placement at 5,000 nodes 53.8 -> 3.9 ms in-process); claim tokens are indexed from the pod watch; a
+  register's decode is memoised by its text; the cache dropped `metadata.managedFields`.
+- The cache keeps projected pods and nodes (40,000 pods 464.6 -> 55.2 MiB; 5,000 nodes 54.4 -> 20.9 MiB);
+  /mutate looks candidate placements up by label (GPU pod without placement 3.79 -> 0.22 ms in-process);
+  gc.freeze() after the first sync (a full collection walked 374,000 objects, 173 ms); the reconciler rests 4x a
+  pass's duration and the GIL switch interval is 1 ms (it had starved /mutate: 2,061 errors at 500/s -> none);
+  cluster-info keeps allocations from the pod events and per-node encoded views (5,000 nodes 2.24 -> 0.24 s);
+  `status` decodes with orjson, reads pods a page at a time and skips the generated CoreV1Api (27.7 -> 10.5 s at
+  5,000 nodes, plugin max RSS 1,065 -> 289 MiB).
 
-This round (issue 12), each a commit of its own:
+This round, each a commit of its own:
 
-- **The cache keeps projected pods and nodes** (`webhook/cache.py` `project_pod` / `project_node`, applied by the
-  reflector to every list item, event and upsert; relists read pages of 500). `bench/memory.py`, sandbox-shaped
-  objects decoded one by one as watch events: 40,000 pods 464.6 MiB (12,180 B a pod; 680.8 MiB with
-  managedFields) -> 55.2 MiB (1,447 B); 5,000 nodes 54.4 -> 20.9 MiB. Webhook RSS after the first sync: 337 MiB
-  at 2,000 nodes before, 211 MiB at 5,000 nodes / 40,000 pods now.
-- **/mutate looks candidate placements up by label** instead of scanning the namespace's (the cache indexes open
-  placements by one matchLabels pair, claimed ones by reqID), and skips jsonpatch when nothing changed.
-  `Admitter.admit` in-process at 5,000 nodes / 40,000 pods / 10,000 placements (200 a namespace): GPU pod
-  without placement 3.79 -> 0.22 ms, non-GPU 0.36 -> 0.04 ms, excluded 0.07 -> 0.03 ms, claim (in-memory
-  writes) 15.7 -> 2.6 ms.
-- **/mutate without Flask's routing**: a WSGI middleware answers a well-formed POST /mutate from the body bytes
-  (orjson in and out); errors still go through Flask. In-process WSGI call of a small review: 596 -> 159 us.
-- **gc.freeze() after the first sync**: a full collection walked 374,000 cached objects (173 ms, a pause in
-  whichever admission triggered it); ~0 ms after.
-- **The reconciler no longer starves /mutate**: at 5,000 nodes / 10,000 placements the cache changes all the
-  time and py-spy showed 99% of the GIL-holding samples in back-to-back reconcile passes. The loop now rests 4x a
-  pass's duration after it, and the GIL switch interval is 1 ms instead of 5. Admission bench at 5,000 nodes
-  (tables above, after / before): GPU pod without placement at 100/s p50 35.6 -> 1.8 ms, p99 584 -> 35 ms; at
-  500/s 2,061 errors -> none, p99 76.5 ms; claims at 20/s p99 1,118 -> 121 ms.
-- **cluster-info keeps allocations from the pod events** (decoded once per stored pod version, not per request),
-  encodes each node as it is built (orjson.Fragment), and pauses the cyclic GC while building (its ~200,000
-  short-lived objects have no cycles). In-process at 5,000 nodes / 40,000 pods: 3.46 -> 1.76 s wall (allocations
-  kept), then 1.65 -> 1.0 s CPU (GC paused); the request's traced peak at 2,500 nodes 62.8 -> 45.4 MiB. In the
-  scale bench at 5,000 nodes the request took 2.22 s (1.67 s CPU) with the allocations kept and 2.15-2.24 s
-  (1.61-1.67 s) with all three in two later runs: the process's other threads (watches, reconciler) share those
-  seconds, so the in-process gain does not show there.
-- **cluster-info from per-node encoded views** (`webhook/cache.py`): each node's view is kept encoded (exact-size
-  bytes) with its share of the summary, and rebuilt only when the node object or a pod on it changed; the
-  document is the concatenation, byte-identical to a build from scratch (a unit test checks that after each of 19
-  node and pod events). In-process at 5,000 nodes / 40,000 pods: a second request 0.86 -> 0.03-0.05 s, after 100
-  pod changes 0.81 -> 0.06-0.15 s, traced peak 90.7 -> 32.6 MiB (19.8 MiB of it the body); the memo holds 24 MiB.
-  `bench/scale.py --sizes 5000 --runs 2`: 2.24 -> 0.24 s wall, 1.67 -> 0.16 s CPU.
-- **status**: orjson for the indented output (0.90 -> 0.05 s for the 2,000-node document, byte-identical) and
-  for decoding; pods read a page of 500 at a time and reduced to allocations at once; GC off for the short-lived
-  command (in-process at 5,000 nodes, paged decode + view + output 6.4-7.6 -> 2.8-3.9 s CPU). Scale bench at
-  5,000 nodes / 40,000 pods, with orjson only / with all (this one included): 27.7 -> 10.5 s wall, 12.8 -> 5.1 s
-  CPU, plugin max RSS 1,065 -> 289 MiB; at 2,000 nodes before this round: 30.1 s, 400 MiB.
-- **status without the generated CoreV1Api**: its reads are plain GETs through the API client's own connection
-  pool and credentials; importing CoreV1Api alone cost ~0.6 s CPU per run whatever the cluster size. `status -o
-  json` on a 100-node / 800-pod sandbox: 1.17 -> 0.60 s CPU (best of 3, twice); in the scale bench at 1,000
-  nodes 2.37 -> 1.79 s CPU (runs before / after it).
+- **/mutate on uvicorn with uvloop and httptools** (`webhook/mutate.py`, an ASGI app; `webhook/server.py`)
+  instead of cheroot's pure-Python HTTP and Flask. A review the cache alone decides (every path here but the
+  claim) is answered on the event loop with no thread hand-off; one that needs the API server goes to one of 16
+  threads under its deadline. CPU per admission, same vegeta load on loopback with a small cache: ~1 ms -> 0.3-0.4
+  ms; in this bench 0.42-0.58 ms against HAMi's 0.70-0.87 ms at 500 and 1,000/s (the table's CPU columns: each
+  process's CPU over the run, its background work included). Admission bench at 5,000 nodes, cheroot (the
+  previous table, 10 s runs) -> uvicorn: 500/s p99 76-299 -> 9.9-71.3 ms; 1,000/s 4,203-4,515 errors on two
+  paths and p99 2.4-10.1 s -> no errors, p99 96.5-174.4 ms.
+- **A pod no open placement selects is answered before its GPU request is parsed** (`core/admission.py`): parse
+  + decide of the bench's GPU pod without placement 54.9 -> 28.9 us in-process.
+- **Watch events decoded with orjson, read 64 KiB at a time** (`kube/watch.py`): at 5,000 kwok nodes the node
+  watch is the webhook's steady background work; a 2 KiB node event 12.6 -> 3.2 us to decode.
+- **cluster-info streamed from the kept per-node views** (`json_pieces`, ~64 KiB writes with the length known)
+  instead of one ~20 MiB body that waitress copied again; byte-identical (unit test). In-process at 5,000 nodes /
+  40,000 pods under waitress, RSS after 5 requests 241 -> 411 MiB before, 241 -> 307 MiB with it.
+- **glibc's mmap and trim thresholds fixed at 128 KiB** at start-up (`webhook/allocator.py`): by default each
+  large block freed raises both (up to 32 MiB), so later large blocks come from the heap and stay with the
+  process. In-process, RSS after 5 cluster-info requests 307 -> 243-247 MiB; in a 5,000-node sandbox 257 -> 313
+  -> 426 MiB after 0, 2 and 5 requests before, 249-254 MiB flat after.
+- **A relisted pod's allocation replaces its old copy in the per-node index** (the old one, holding the old pod's
+  strings, stayed): in-process relist at 5,000 nodes / 40,000 pods, traced +35 -> +10 MiB; RSS after 3 relists
+  411 -> 384 MiB.
+- **status**: gzip for the node and pod reads, as kubectl asks (urllib3 inflates in C; a tenth of the bytes
+  through Python's TLS reads; CPU 3.83-4.20 -> 3.81-3.89 s at 5,000 nodes), the next page of pods read in a
+  thread while the current one is reduced, and fragmentation summarised once for `-o json` (0.2 s at 5,000
+  nodes). Computed from the API at 5,000 nodes: 10.5 s / 5.1 s CPU (last round) -> 7.28 s / 3.59 s CPU (floor 2.12 s).
+- **status through the webhook, measured**: `bench/scale.py` binds the webhook's API port to a non-loopback
+  address, adds a Service labelled as the chart labels it, Endpoints there and a host-network stand-in pod (the
+  API server proxies only to a pod's IP, never to loopback); the output must say `fromWebhook`.
+- **The admission bench** waits until the webhook has settled before it measures: after its first sync it
+  acknowledges every placement (10,000 status writes; 60 s here) and the first 10 s runs measured that storm
+  (100/s p99 268 ms, 3.1 ms CPU a request); each row now carries both processes' CPU per request; runs are 30 s.
 
 ## What the webhook keeps
 
@@ -98,25 +101,27 @@ containers and their exit codes (1,447 B as dicts, `bench/memory.py`), plus its 
 for a pod that carries a claim token, one index entry: ~2 KB a pod, ~80 MiB at 40,000 pods. Per node: name,
 register and device-cordon annotations, unschedulable, the conditions' type and status, allocatable
 `nvidia.com/gpu` (4,373 B, most of it the register text). Every placement as the API server's JSON plus one
-parsed copy, indexed by namespace, label and reqID. Each node's cluster-info view, encoded
-(~5 KB a node, 24 MiB at 5,000 nodes). Nothing else grows with the cluster.
+parsed copy, indexed by namespace, label and reqID. Each node's cluster-info view, encoded (~5 KB a node, 24 MiB
+at 5,000 nodes). Nothing else grows with the cluster. Costs grow linearly with nodes and pods (the table's
+columns at three sizes); the first sync's time also includes the API server's list of 40,000 pods.
 
 ## Left
 
-- Webhook RSS after serving: memory a request or a burst of connections freed stays with the process (allocator
-  fragmentation), and each cluster-info still builds its ~20 MiB body; RSS climbs from ~215 to 270-312 MiB across
-  the first requests. Streaming the body is the next thing to try.
-- `status -o json` stays above 2x the fetch floor: it decodes the full pod and node JSON in Python (the floor only
-  copies bytes) and starts an interpreter with the kubernetes client (~0.6 s CPU before any request).
-- `/mutate` throughput is bound by the Python server: ~1 ms CPU per admission (py-spy: half of it in cheroot's
-  pure-Python HTTP parsing and `_pyio` buffered reads, a sixth in the decision), so one GIL serves ~1,000/s only
-  with the box to itself; on this shared box the 1,000/s runs saturate while HAMi's Go server spreads over both
-  cores, and p99 at 500/s follows the box's load (HAMi's own p99 was 36-48 ms in the same run).
-- The reconciler still re-checks every open placement (`placement_problems`) and sorts all placements
-  (`consumed_req_ids`) on every pass: ~60 ms a pass at 10,000 placements in-process, now at most a fifth of the
-  time; doing it only for placements whose node changed would make it incremental (issue 10 owns the loop).
-- Not measured: `status` through the webhook's service proxy (the sandbox cannot route the API server's proxy
-  to a loopback process; the cluster-info column is the webhook's side of it).
+- `/mutate` tails at 500 and 1,000/s: one event loop serves every admission, so when the process waits for a core
+  (the sandbox's API server, kwok and etcd share the two) every request in flight waits; HAMi's Go server spreads
+  over threads. p50 and CPU a request are at HAMi's level. Next: a listener per core (SO_REUSEPORT) answering the
+  cache-only paths, which needs the placement index in each process.
+- Memory with 10,000 placements (304 MiB settled): every placement is kept as the API server's JSON plus a parsed
+  copy, and the acknowledgement of all placements after the first sync churns them; keeping only the parsed
+  placement (and its resourceVersion) is the next cut. A relist still builds the new store beside the old one
+  (in-process worst case 265 -> 384 MiB): keeping stored objects whose resourceVersion did not change would avoid
+  it.
+- `status -o json` computed from the API stays at 3.4x: ~0.85 s of interpreter and kubernetes-client start-up before
+  the first request, ~0.8 s decoding, ~0.9 s reducing pods to allocations, ~1.1-1.4 s building the view (the
+  registers' cards checked one by one), ~0.4 s output; the API server's paged reads take the rest. Through the
+  webhook (the installed case) it is 1.1-1.9x.
+- The reconciler still re-checks every open placement on each pass (~60 ms at 10,000 placements in-process, at
+  most a fifth of the time).
 """
 
 
@@ -262,8 +267,9 @@ def main() -> int:
         "# Performance",
         "",
         "Measured by the benches in `bench/` (written by `bench/plot.py`; do not edit by hand).",
-        "The machine: 2 cores shared with other work (test sessions, other benches), so the figures are",
-        "pessimistic and noisy; the ratios against the baseline in the same run are what to read.",
+        "The machine: 2 cores, shared by the server measured, the load generator and the bench's own sandbox (API",
+        "server, etcd, kwok, HAMi's scheduler), so the figures are noisy; the ratios against the baseline in the",
+        "same run, and the CPU per request, are what to read.",
         "",
     ]
     if SCALE.exists():
@@ -296,7 +302,8 @@ def main() -> int:
         ]
     if ADMISSION_BEFORE.exists():
         lines += [
-            "Before: the same bench when back-to-back reconcile passes starved /mutate (see What was fixed):",
+            "Before: the same bench with /mutate on cheroot and Flask (the previous round; 10 s runs, measured right",
+            "after the first sync, while the webhook still acknowledged its placements):",
             "",
             *admission_table(json.loads(ADMISSION_BEFORE.read_text())),
             "",

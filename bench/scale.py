@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from bench import generate, plot
 from bench.admission import rss_mib
 from sandbox import prepare
 from sandbox import webhook as sandbox_webhook
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, primary_address
 
 DEFAULT_JSON = plot.SCALE
 # Where the webhook's Service and its stand-in pod go: a namespace the generator made (its service account exists).
@@ -142,17 +141,6 @@ def measure(sandbox: Sandbox, workdir: Path, runs: int) -> dict[str, Any]:
     finally:
         webhook.stop()
     return figures
-
-
-def primary_address() -> str | None:
-    """This machine's non-loopback IPv4 address, None without one (UDP connect sends nothing)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))
-        except OSError:
-            return None
-        address: str = probe.getsockname()[0]
-    return None if address.startswith("127.") else address
 
 
 @contextlib.contextmanager

@@ -53,6 +53,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def primary_address() -> str | None:
+    """This machine's non-loopback IPv4 address (the API server refuses to proxy to loopback), None without one;
+    the UDP connect only picks the route, it sends nothing."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
 def alive(pid: int) -> bool:
     """Whether a process with this pid still exists."""
     try:

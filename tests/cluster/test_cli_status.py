@@ -6,7 +6,6 @@ Uses gpu-h100-0's gpu-3 and gpu-4, which no other plugin test touches.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from kubectl_hami_place.kube import cluster as kube_cluster
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, primary_address
 from tests.cluster.cli_harness import allocated_pod, apply, node_register_uuids, plugin
 
 pytestmark = pytest.mark.cluster
@@ -136,21 +135,10 @@ def test_unknown_node_is_an_error(cluster: Sandbox) -> None:
     ]
 
 
-def _primary_address() -> str | None:
-    """This machine's non-loopback address (the API server refuses to proxy to loopback); UDP connect sends nothing."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))
-        except OSError:
-            return None
-        address: str = probe.getsockname()[0]
-    return None if address.startswith("127.") else address
-
-
 @pytest.fixture
 def cluster_info_server() -> Iterator[tuple[str, int, dict[str, Any]]]:
     """A stand-in for the webhook's HTTP API serving one fixed cluster-info document on a non-loopback address."""
-    address = _primary_address()
+    address = primary_address()
     if address is None:
         pytest.skip("no non-loopback IPv4 address to serve on; the API server does not proxy to loopback")
     document = build_cluster_info(

@@ -69,6 +69,12 @@ def _newer(candidate: dict[str, Any], current: dict[str, Any] | None) -> bool:
     return True
 
 
+def _same_version(stored: dict[str, Any], listed: dict[str, Any]) -> bool:
+    """Whether the listed object is the stored one's version (an empty resourceVersion never matches)."""
+    version = (stored.get("metadata") or {}).get("resourceVersion")
+    return bool(version) and version == (listed.get("metadata") or {}).get("resourceVersion")
+
+
 def _lines(response: Any) -> Iterator[bytes]:
     """The newline-separated JSON events of a watch response, however the chunks are cut."""
     pending = b""
@@ -182,8 +188,11 @@ class Reflector:
             response = self._list_call(_preload_content=False, _request_timeout=(10, 60), **paging, **self._list_kwargs)
             body = orjson.loads(response.data)
             for item in body.get("items") or []:
-                obj = self._project(item)
-                fresh[object_key(obj)] = obj
+                key = object_key(item)
+                stored = self._objects.get(key)
+                # An object the relist finds unchanged stays the stored one: listeners hear of it no more, and
+                # the relist does not hold a second copy of every object until the swap.
+                fresh[key] = stored if stored is not None and _same_version(stored, item) else self._project(item)
             token = str((body.get("metadata") or {}).get("continue") or "")
             if not token:
                 break

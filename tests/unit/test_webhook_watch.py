@@ -189,3 +189,36 @@ def test_a_relist_reads_page_after_page_and_stores_each_object_projected() -> No
     assert [call.get("_continue") for call in lists[:2]] == [None, "page-2"]
     assert all(call["limit"] > 0 for call in lists)
     assert next(call for call in server.calls if call.get("watch"))["resource_version"] == "10"
+
+
+def test_a_relist_keeps_the_objects_it_finds_unchanged_and_tells_only_of_the_others() -> None:
+    stop = threading.Event()
+    server = ScriptedServer(
+        [
+            Reply(
+                {
+                    "metadata": {"resourceVersion": "10"},
+                    "items": [obj("same", "5"), obj("moved", "6"), obj("gone", "7")],
+                }
+            ),
+            ConnectionResetError("peer reset"),
+            Reply({"metadata": {"resourceVersion": "20"}, "items": [obj("same", "5"), obj("moved", "16")]}),
+        ],
+        stop,
+    )
+    reflector = Reflector("things", server)
+    heard: list[tuple[str, str]] = []
+    first: dict[str, Any] = {}
+
+    def listener(event: str, stored: dict[str, Any]) -> None:
+        heard.append((event, stored["metadata"]["name"]))
+        if stored["metadata"]["resourceVersion"] == "5":
+            first.setdefault("same", stored)
+
+    reflector.add_listener(listener)
+    reflector.run(stop)
+    after_first_list = [("MODIFIED", "same"), ("MODIFIED", "moved"), ("MODIFIED", "gone")]
+    assert heard[:3] == after_first_list
+    assert sorted(heard[3:]) == [("DELETED", "gone"), ("MODIFIED", "moved")]
+    assert reflector.get("ns", "same") is first["same"], "the unchanged object is the one stored before"
+    assert reflector.get("ns", "moved") == obj("moved", "16")

@@ -1,10 +1,11 @@
 """The time an admission may still take: the API server stops waiting after the webhook's timeoutSeconds.
 
-The /mutate handler starts a `Deadline` when a review arrives and makes it current for that request (a context
-variable, so each worker thread sees its own). Admission code reads it with `current()`; every API server call made
-from that thread through a `DeadlineApiClient` has its read and connect timeouts cut to what is left, so no write
-of ours outlives the API server's patience by more than the margin. Threads without a current deadline (watches,
-the reconciler) keep their own timeouts.
+The /mutate app starts a `Deadline` when a review arrives: its body must arrive by then, and a review that needs
+the API server is answered in a claim thread with the deadline current (a context variable, so each thread sees its
+own). Admission code reads it with `current()`; every API server call made from that thread through a
+`DeadlineApiClient` has its read and connect timeouts cut to what is left, so no write of ours outlives the API
+server's patience by more than the margin. Threads without a current deadline (watches, the reconciler) keep their
+own timeouts.
 """
 
 from __future__ import annotations

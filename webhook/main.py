@@ -84,8 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="the webhook's timeoutSeconds: each admission, and each read on the HTTPS port, ends within it "
-        "(default 10)",
+        help="the webhook's timeoutSeconds: each admission ends within it, its body's arrival included (default 10)",
     )
     run.add_argument(
         "--idle-timeout",

@@ -32,6 +32,7 @@ CLAIM_THREADS = 16
 HEALTHY = orjson.dumps({"status": "ok"})
 JSON_HEADER = (b"content-type", b"application/json")
 CLOSE_HEADER = (b"connection", b"close")
+NOT_JSON = "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview"
 
 
 def error_body(reason: str) -> bytes:
@@ -62,12 +63,11 @@ class MutateApp:
         metrics: Metrics,
         *,
         admission_timeout: float = 10.0,
-        claim_threads: int = CLAIM_THREADS,
     ) -> None:
         self.admitter = admitter
         self.metrics = metrics
         self.admission_timeout = admission_timeout
-        self.claims = ThreadPoolExecutor(max_workers=claim_threads, thread_name_prefix="claim")
+        self.claims = ThreadPoolExecutor(max_workers=CLAIM_THREADS, thread_name_prefix="claim")
         # Set by the drain: every answer then closes its connection, so the client reconnects through the Service.
         self.draining = False
         self.in_flight = 0
@@ -120,9 +120,7 @@ class MutateApp:
         try:
             body = orjson.loads(data)
         except (ValueError, RecursionError):
-            raise ClientMistake(400, "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview") from (
-                None
-            )
+            raise ClientMistake(400, NOT_JSON) from None
         try:
             review = parse_review(body)
         except ReviewError as error:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,21 +19,20 @@ STARTUP_SECONDS = 10.0
 @contextmanager
 def serving(
     app: MutateApp, certs: Path, *, client_ca: str = "", idle_seconds: float = IDLE_SECONDS
-) -> Iterator[tuple[MutateListener, threading.Thread]]:
+) -> Iterator[MutateListener]:
     """The listener on a free loopback port with the certificate in `certs` (tls.crt, tls.key); drained on exit."""
     certificate = ReloadingCertificate(str(certs / "tls.crt"), str(certs / "tls.key"), client_ca)
     listener = MutateListener(("127.0.0.1", 0), app, certificate.serving_context(), idle_seconds=idle_seconds)
-    thread = threading.Thread(target=listener.run, daemon=True)
-    thread.start()
+    listener.start()
     deadline = time.monotonic() + STARTUP_SECONDS
     while not listener.started():
         assert time.monotonic() < deadline, "the listener did not start"
         time.sleep(0.01)
     try:
-        yield listener, thread
+        yield listener
     finally:
-        if thread.is_alive():
-            drain(listener, thread, listen=0.0, finish=5.0)
+        if listener.thread.is_alive():
+            drain(listener, listen=0.0, finish=5.0)
 
 
 def call(

@@ -82,7 +82,9 @@ class HandshakeBounded(uvicorn.Server):
         loop = asyncio.get_running_loop()
 
         def protocol() -> asyncio.Protocol:
-            return IdleLimited(config=config, server_state=self.server_state, app_state={}, _loop=loop)
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state={}, _loop=loop
+            )
 
         self.servers = []
         for sock in sockets or ():
@@ -98,7 +100,8 @@ class HandshakeBounded(uvicorn.Server):
 
 
 class MutateListener:
-    """The HTTPS /mutate listener: bound at construction (a port in use fails at start), served by `run`."""
+    """The HTTPS /mutate listener: bound at construction (a port in use fails at start), served from `start` to
+    `stop` by an event loop in a thread of its own."""
 
     def __init__(
         self,
@@ -116,7 +119,7 @@ class MutateListener:
         config = uvicorn.Config(
             app,
             loop="uvloop",
-            http="httptools",
+            http=IdleLimited,
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -129,10 +132,11 @@ class MutateListener:
         config.load()
         config.ssl = context
         self.server = HandshakeBounded(config)
+        self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="https", daemon=True)
 
-    def run(self) -> None:
-        """Serve until `stop` (in a thread of its own: the event loop)."""
-        self.server.run(sockets=[self.socket])
+    def start(self) -> None:
+        """Serve from a thread of its own (the event loop) until `stop`."""
+        self.thread.start()
 
     def started(self) -> bool:
         """Whether the event loop serves the socket yet."""
@@ -142,6 +146,7 @@ class MutateListener:
         """Stop listening, close idle connections, let requests in flight finish within `grace` seconds."""
         self.server.config.timeout_graceful_shutdown = max(int(grace), 1)
         self.server.should_exit = True
+        self.thread.join(grace + 1.0)
 
 
 class MutateProbe:
@@ -265,15 +270,14 @@ def serve(options: ServeOptions) -> None:
     # admission (every socket read and write re-takes the GIL).
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     cache.start()
+    https.start()
     threads = [
-        threading.Thread(target=https.run, name="https", daemon=True),
         threading.Thread(target=http.run, name="http", daemon=True),
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
     ]
     for thread in threads:
         thread.start()
-    https_thread = threads[0]
     log.info(
         "serving /mutate on https://%s:%d and the API on http://%s:%d (scheduler %s, placement TTL %ds)",
         options.bind_address,
@@ -285,9 +289,9 @@ def serve(options: ServeOptions) -> None:
     )
     stop.wait()
     if received[0] == signal.SIGTERM:
-        drain(https, https_thread, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
+        drain(https, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
     else:
-        drain(https, https_thread, listen=0.0, finish=options.admission_timeout)
+        drain(https, listen=0.0, finish=options.admission_timeout)
     http.close()
     cache.stop()
     log.info("stopped")
@@ -310,7 +314,7 @@ def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
             return
 
 
-def drain(https: MutateListener, serving: threading.Thread, *, listen: float, finish: float) -> None:
+def drain(https: MutateListener, *, listen: float, finish: float) -> None:
     """Unready at once; keep answering for `listen` s; stop listening; in-flight admissions end by `finish` s."""
     started = time.monotonic()
     https.app.draining = True
@@ -320,6 +324,5 @@ def drain(https: MutateListener, serving: threading.Thread, *, listen: float, fi
     left = max(finish - (time.monotonic() - started), 1.0)
     busy = https.app.in_flight
     https.stop(left)
-    serving.join(left + 1.0)
     https.app.close()
     log.info("listener stopped; %d admission(s) were in flight and are answered", busy)

@@ -56,7 +56,7 @@ def listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MutateL
     bundle.write(directory)
     metrics = Metrics()
     app = MutateApp(admitter(filled_cache([placement()], []), metrics), metrics, admission_timeout=SERVER_TIMEOUT)
-    with serving(app, directory, idle_seconds=SERVER_TIMEOUT) as (served, _thread):
+    with serving(app, directory, idle_seconds=SERVER_TIMEOUT) as served:
         yield served, bundle.ca_crt
 
 

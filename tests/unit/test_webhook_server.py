@@ -95,7 +95,7 @@ def app(gate: Gate) -> MutateApp:
 @pytest.fixture
 def served(tmp_path: Path, bundle: CertBundle, app: MutateApp, gate: Gate) -> Iterator[MutateListener]:
     try:
-        with serving(app, tmp_path) as (listener, _thread):
+        with serving(app, tmp_path) as listener:
             yield listener
     finally:
         gate.release.set()
@@ -158,7 +158,7 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_limit(
     """Neither a TCP client that never completes its handshake nor a TLS client that never sends a request keeps
     its socket: the handshake deadline closes the first, the idle limit the second."""
     monkeypatch.setattr(webhook_server, "HANDSHAKE_SECONDS", 0.5)
-    with serving(app, tmp_path, idle_seconds=1) as (listener, _thread):
+    with serving(app, tmp_path, idle_seconds=1) as listener:
         with socket.create_connection(("127.0.0.1", listener.port), timeout=TIMEOUT) as half_open:
             half_open.sendall(PARTIAL_CLIENT_HELLO)
             assert half_open.recv(4096) == b"", "closed by the handshake deadline"
@@ -205,7 +205,7 @@ def test_the_probe_says_why_when_nothing_listens() -> None:
 def test_drain_closes_connections_after_answering_and_finishes_requests_in_flight(
     tmp_path: Path, bundle: CertBundle, app: MutateApp
 ) -> None:
-    with serving(app, tmp_path) as (listener, thread):
+    with serving(app, tmp_path) as listener:
         with connected(listener.port, bundle.ca_crt) as tls:
             tls.sendall(post_request())
             assert "connection" not in read_answer(tls)[1], "kept alive before the drain"
@@ -218,16 +218,14 @@ def test_drain_closes_connections_after_answering_and_finishes_requests_in_fligh
         with connected(listener.port, bundle.ca_crt) as tls:
             tls.sendall(request[:-10])
             wait_until(lambda: app.in_flight == 1)
-            stopping = threading.Thread(
-                target=drain, args=(listener, thread), kwargs={"listen": 0.0, "finish": TIMEOUT}
-            )
+            stopping = threading.Thread(target=drain, args=(listener,), kwargs={"listen": 0.0, "finish": TIMEOUT})
             stopping.start()
             wait_until(lambda: refused(listener.port))
             tls.sendall(request[-10:])
             status, _headers, body = read_answer(tls)
         stopping.join(timeout=TIMEOUT * 2)
         assert status == "HTTP/1.1 200 OK" and json.loads(body)["response"]["allowed"] is True
-        assert not stopping.is_alive() and not thread.is_alive()
+        assert not stopping.is_alive() and not listener.thread.is_alive()
 
 
 def wait_until(condition: Any) -> None:
@@ -279,7 +277,7 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
 ) -> None:
     (tmp_path / "client").mkdir()
     client_certificate(tmp_path / "client")
-    with serving(app, tmp_path, client_ca=str(tmp_path / "client" / "ca.crt")) as (listener, _thread):
+    with serving(app, tmp_path, client_ca=str(tmp_path / "client" / "ca.crt")) as listener:
         with pytest.raises((ssl.SSLError, ConnectionError)):
             post(listener.port, bundle.ca_crt)
         context = ssl.create_default_context(cadata=bundle.ca_crt.decode())

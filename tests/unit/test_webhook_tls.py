@@ -25,7 +25,7 @@ def served(tmp_path: Path) -> Iterator[tuple[int, Path, CertBundle]]:
     bundle = generate(["hami-place-webhook.test"], ["127.0.0.1"])
     bundle.write(tmp_path)
     metrics = Metrics()
-    with serving(MutateApp(admitter(filled_cache([], []), metrics), metrics), tmp_path) as (listener, _thread):
+    with serving(MutateApp(admitter(filled_cache([], []), metrics), metrics), tmp_path) as listener:
         yield listener.port, tmp_path, bundle
 
 

@@ -83,10 +83,10 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
             # Only the nodes that changed since the last request are built and encoded again (see the cache).
             document = cache.cluster_info_document(datetime.now(UTC))
         document["lastSyncTime"] = _last_sync(cache)
-        length = sum(map(len, json_pieces(document)))
-        return Response(
-            _chunks(json_pieces(document)), mimetype="application/json", headers={"Content-Length": str(length)}
-        )
+        # The pieces are the kept views themselves (no copies): listed once, for the length and for the body.
+        pieces = list(json_pieces(document))
+        length = sum(map(len, pieces))
+        return Response(_chunks(pieces), mimetype="application/json", headers={"Content-Length": str(length)})
 
     @app.get("/api/v1/placements")
     def placements() -> Response:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -13,6 +16,8 @@ from kubectl_hami_place.kube.watch import Reflector
 CACHE_KINDS = ("nodes", "pods", "placements")
 # Admission results beyond the decision's own: a body we refused, an internal error answered with "allowed".
 INVALID = "invalid"
+# Pauses worth telling apart: a young collection takes microseconds, a full one over a large heap tens of ms.
+PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 ERROR = "error"
 DRY_RUN = "dry_run"
 
@@ -53,6 +58,36 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
             registry=self.registry,
         )
+
+        self.collector_pauses = Histogram(
+            "hami_place_collector_pause_seconds",
+            "Time the process stood still in Python's cyclic garbage collector, by generation collected.",
+            ["generation"],
+            buckets=PAUSE_BUCKETS,
+            registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            "hami_place_event_loop_lag_seconds",
+            "How late the /mutate event loop ran a timer: time every admission on it waited for the process.",
+            buckets=PAUSE_BUCKETS,
+            registry=self.registry,
+        )
+
+    def watch_collector(self) -> Callable[[], None]:
+        """Time every cyclic collection (in whichever thread runs it): a full one stops every admission. Returns
+        what stops the timing."""
+        started: list[float] = []
+        # Made now: the callback must not take the metric's lock, which a collection may interrupt the holder of.
+        by_generation = [self.collector_pauses.labels(str(generation)) for generation in range(3)]
+
+        def timed(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                started.append(time.perf_counter())
+            elif started:
+                by_generation[info["generation"]].observe(time.perf_counter() - started.pop())
+
+        gc.callbacks.append(timed)
+        return lambda: gc.callbacks.remove(timed)
 
     def watch_sync_age(self, reflector: Reflector) -> None:
         """Report the age of a reflector's last sync at scrape time."""

@@ -19,6 +19,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import FrameType
@@ -61,6 +62,8 @@ PROBE_TIMEOUT_SECONDS = 1.0
 LISTEN_SHARE = 1 / 3
 # The TLS handshake deadline: a client that connects and never completes one is dropped after this.
 HANDSHAKE_SECONDS = 10.0
+# How often the event loop times one of its own timers (hami_place_event_loop_lag_seconds).
+LAG_PROBE_SECONDS = 0.05
 
 
 class IdleLimited(HttpToolsProtocol):
@@ -73,8 +76,24 @@ class IdleLimited(HttpToolsProtocol):
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
 
+async def probe_lag(observe: Callable[[float], None], interval: float = LAG_PROBE_SECONDS) -> None:
+    """Sleep `interval` again and again and observe how late each wake-up came: what every admission on the loop
+    waited then, for the GIL, a core or a collection."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval
+        await asyncio.sleep(interval)
+        observe(max(0.0, loop.time() - due))
+
+
 class HandshakeBounded(uvicorn.Server):
-    """uvicorn's server, listening with a TLS handshake deadline (uvicorn leaves asyncio's 60 s)."""
+    """uvicorn's server, listening with a TLS handshake deadline (uvicorn leaves asyncio's 60 s), its loop's lag
+    observed while it serves."""
+
+    def __init__(self, config: uvicorn.Config, observe_lag: Callable[[float], None]) -> None:
+        super().__init__(config)
+        self.observe_lag = observe_lag
+        self.lag_probe: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve the given sockets as uvicorn would, with `HANDSHAKE_SECONDS` for each handshake."""
@@ -96,7 +115,14 @@ class HandshakeBounded(uvicorn.Server):
                 ssl_handshake_timeout=HANDSHAKE_SECONDS if config.ssl else None,
             )
             self.servers.append(server)
+        self.lag_probe = loop.create_task(probe_lag(self.observe_lag))
         self.started = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown, the lag probe stopped first."""
+        if self.lag_probe is not None:
+            self.lag_probe.cancel()
+        await super().shutdown(sockets)
 
 
 class MutateListener:
@@ -131,7 +157,7 @@ class MutateListener:
         )
         config.load()
         config.ssl = context
-        self.server = HandshakeBounded(config)
+        self.server = HandshakeBounded(config, app.metrics.loop_lag.observe)
         self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="https", daemon=True)
 
     def start(self) -> None:
@@ -269,6 +295,7 @@ def serve(options: ServeOptions) -> None:
     # the switch interval each time an admission's thread wants it back; 5 ms by default, paid several times per
     # admission (every socket read and write re-takes the GIL).
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    unwatch_collector = metrics.watch_collector()
     cache.start()
     https.start()
     threads = [
@@ -294,6 +321,7 @@ def serve(options: ServeOptions) -> None:
         drain(https, listen=0.0, finish=options.admission_timeout)
     http.close()
     cache.stop()
+    unwatch_collector()
     log.info("stopped")
 
 

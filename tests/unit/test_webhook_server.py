@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 import ssl
@@ -32,11 +33,13 @@ from webhook.server import MutateListener, MutateProbe, drain
 TIMEOUT = 10.0
 # The first bytes of a TLS ClientHello record announcing 512 bytes, of which a half-open client sends no more.
 PARTIAL_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+# How long a `stall` review keeps the event loop from anything else.
+STALL_SECONDS = 0.3
 
 
 class Gate:
     """An admitter answering every review `allowed` from its "cache"; a pod named `hold` needs the API server (a
-    claim), and its thread waits for `release` while `hold` is set."""
+    claim), and its thread waits for `release` while `hold` is set; one named `stall` keeps the event loop busy."""
 
     def __init__(self) -> None:
         self.hold = threading.Event()
@@ -44,6 +47,8 @@ class Gate:
         self.entered = threading.Semaphore(0)
 
     def admit_review(self, review: Review, _started: float, *, cache_only: bool = False) -> dict[str, Any] | None:
+        if review.name == "stall":
+            time.sleep(STALL_SECONDS)
         if review.name == "hold":
             if cache_only:
                 return None
@@ -188,6 +193,38 @@ def test_a_claim_being_written_does_not_hold_up_other_admissions(
     gate.release.set()
     claiming.join(TIMEOUT)
     assert held and json.loads(held[0][2])["response"]["uid"] == "uid-hold"
+
+
+def test_a_stalled_event_loop_shows_in_its_lag(served: MutateListener, bundle: CertBundle) -> None:
+    """The lag histogram counts the loop's own timer waking late while an admission held the loop."""
+    lag = served.app.metrics.loop_lag
+    assert post(served.port, bundle.ca_crt, "stall")[0] == "HTTP/1.1 200 OK"
+    time.sleep(2 * webhook_server.LAG_PROBE_SECONDS)
+    assert sample(lag, "_bucket", le="0.1") < sample(lag, "_count"), "no wake-up as late as the stall"
+
+
+def test_every_collection_is_timed_by_generation() -> None:
+    metrics = Metrics()
+    unwatch = metrics.watch_collector()
+    try:
+        gc.collect()
+        gc.collect(0)
+    finally:
+        unwatch()
+    pauses = metrics.collector_pauses
+    assert sample(pauses, "_count", generation="2") == 1
+    assert sample(pauses, "_count", generation="0") == 1
+    gc.collect()
+    assert sample(pauses, "_count", generation="2") == 1, "still timed once no longer watched"
+
+
+def sample(metric: Any, suffix: str, **labels: str) -> float:
+    """One sample of a metric by its name's suffix and labels."""
+    for family in metric.collect():
+        for found in family.samples:
+            if found.name == family.name + suffix and all(found.labels.get(k) == v for k, v in labels.items()):
+                return float(found.value)
+    raise AssertionError(f"no sample {suffix} {labels}")
 
 
 def test_the_probe_answers_while_the_listener_serves(served: MutateListener) -> None:

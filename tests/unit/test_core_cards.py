@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -9,7 +10,14 @@ from core_strategies import cards, json_text, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubectl_hami_place.core.cards import Card, encode_register, is_legacy_register, node_cards, parse_register
+from kubectl_hami_place.core.cards import (
+    Card,
+    _json_card,
+    encode_register,
+    is_legacy_register,
+    node_cards,
+    parse_register,
+)
 from kubectl_hami_place.core.errors import ModelError, RegisterError
 
 A100 = (
@@ -157,3 +165,71 @@ def test_a_register_is_decoded_once_per_text_and_a_bad_one_fails_every_time() ->
     for _ in range(2):
         with pytest.raises(RegisterError):
             parse_register("[]")
+
+
+_CARD_KEYS = ["id", "index", "count", "devmem", "devcore", "type", "numa", "mode", "health", "ID", "devMem", "other"]
+_CARD_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**66), max_value=2**66)
+    | st.sampled_from([2**31, -(2**31) - 1, 2**63, -(2**63) - 1, 2**64, 1.0, -0.0])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+)
+
+
+@st.composite
+def _card_objects(draw: st.DrawFn) -> dict[str, object]:
+    """A card object as HAMi writes it, with some keys left out and maybe one key set to an odd value."""
+    card = draw(cards())
+    full: dict[str, object] = {
+        "id": card.uuid,
+        "index": card.index,
+        "count": card.count,
+        "devmem": card.devmem,
+        "devcore": card.devcore,
+        "type": card.type,
+        "numa": card.numa,
+        "mode": card.mode,
+        "health": card.health,
+    }
+    dropped = draw(st.sets(st.sampled_from(list(full))))
+    item = {key: value for key, value in full.items() if key not in dropped}
+    if draw(st.booleans()):
+        item[draw(st.sampled_from(_CARD_KEYS))] = draw(_CARD_VALUES)
+    return item
+
+
+def _reference(text: str) -> tuple[Card, ...]:
+    """The register as the json module and the field-by-field checks read it, entry by entry."""
+    data = json.loads(text)
+    cards = tuple(_json_card(item, position) for position, item in enumerate(data))
+    if not cards:
+        raise RegisterError("card register lists no cards")
+    return cards
+
+
+@given(st.lists(_card_objects() | st.none() | st.integers() | st.text(max_size=3), max_size=4))
+def test_a_register_read_by_orjson_gives_the_cards_and_errors_the_json_module_gives(register: list[object]) -> None:
+    # Registers as HAMi writes them are read by orjson (status at 5,000 nodes); anything odd must still decode or
+    # fail exactly as the field-by-field reading does, with the same message.
+    text = json.dumps(register)
+    got, want = outcome(lambda: parse_register(text), RegisterError), outcome(lambda: _reference(text), RegisterError)
+    assert type(got) is type(want)
+    assert (str(got), repr(got)) == (str(want), repr(want))
+
+
+_ODD_VALUES = [None, True, False, 0, 1, -1, 1.0, 1.5, -0.0, "", "x", 2**31 - 1, 2**31, -(2**31), -(2**31) - 1]
+_ODD_VALUES += [2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64 - 1, 2**64, 2**70, -(2**70)]
+
+
+@pytest.mark.parametrize(
+    "key", ["id", "index", "count", "devmem", "devcore", "type", "numa", "mode", "health", "Count"]
+)
+def test_every_field_of_every_type_reads_as_the_json_module_reads_it(key: str) -> None:
+    base = {"id": "GPU-1", "index": 1, "count": 10, "devmem": 81920, "devcore": 100, "type": "NVIDIA", "health": True}
+    for value in _ODD_VALUES:
+        text = json.dumps([base, {**base, key: value}])
+        got = outcome(functools.partial(parse_register, text), RegisterError)
+        want = outcome(functools.partial(_reference, text), RegisterError)
+        assert (type(got), str(got), repr(got)) == (type(want), str(want), repr(want)), value

@@ -116,8 +116,13 @@ class Fragmentation:
 
 def is_open(node: NodeInfo, card: CardInfo) -> bool:
     """Whether the card can take a new pod now (see the module docstring)."""
+    return node.usable and _card_open(card)
+
+
+def _card_open(card: CardInfo) -> bool:
+    """Whether the card itself can take a new pod, on a usable node."""
     cores_exhausted = card.cores_total != 0 and card.cores_used >= card.cores_total
-    return node.usable and card.schedulable and card.slots_free > 0 and not cores_exhausted
+    return card.schedulable and card.slots_free > 0 and not cores_exhausted
 
 
 def free_of(card: CardInfo) -> int:
@@ -138,26 +143,30 @@ def stranded_for(info: ClusterInfo, request_mib: int) -> int:
 def summarize(info: ClusterInfo) -> Fragmentation:
     """The fragmentation summary of a cluster-info view."""
     per_node = []
-    open_cards: list[CardInfo] = []
+    # Each open card's free memory, found in one pass (the card checks were half the summary at 5,000 nodes).
+    open_free: list[int] = []
+    open_total: list[int] = []
     for node in info.nodes:
-        cards = [card for card in node.cards if is_open(node, card)]
-        open_cards.extend(cards)
+        cards = [card for card in node.cards if _card_open(card)] if node.usable else []
+        free = [free_of(card) for card in cards]
+        open_free.extend(free)
+        open_total.extend(card.memory_total for card in cards)
         per_node.append(
             NodeFragmentation(
                 name=node.name,
-                open_cards=len(cards),
+                open_cards=len(free),
                 whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
-                free_mib=sum(free_of(card) for card in cards),
-                largest_request_mib=max((free_of(card) for card in cards), default=0),
+                free_mib=sum(free),
+                largest_request_mib=max(free, default=0),
             )
         )
-    whole_card = max((card.memory_total for card in open_cards), default=0)
+    whole_card = max(open_total, default=0)
     return Fragmentation(
-        open_cards=len(open_cards),
+        open_cards=len(open_free),
         whole_cards_free=sum(node.whole_cards_free for node in per_node),
         free_mib=sum(node.free_mib for node in per_node),
         largest_request_mib=max((node.largest_request_mib for node in per_node), default=0),
-        stranded_mib=stranded_for(info, whole_card),
+        stranded_mib=sum(free for free in open_free if free < whole_card),
         stranded_for_mib=whole_card,
         nodes=tuple(per_node),
     )

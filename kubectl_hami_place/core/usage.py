@@ -159,22 +159,24 @@ def card_usage(
     cards: Iterable[Card], allocations: Iterable[PodAllocation], node: str | None = None
 ) -> dict[str, CardUsage]:
     """Usage of each card (by UUID) from the allocations that count; `node` keeps only allocations on that node."""
-    usage = {card.uuid: CardUsage(uuid=card.uuid) for card in cards}
+    # Summed in place and frozen once per card: a CardUsage per share made 40,000 of them at 5,000 nodes.
+    totals: dict[str, tuple[list[int], list[PodOnCard]]] = {card.uuid: ([0, 0, 0], []) for card in cards}
     for allocation in allocations:
         if not allocation.counted or (node is not None and allocation.node != node):
             continue
         for share in allocation.shares():
-            current = usage.get(share.uuid)
-            if current is None:
+            total = totals.get(share.uuid)
+            if total is None:
                 continue
-            usage[share.uuid] = CardUsage(
-                uuid=share.uuid,
-                used_slots=current.used_slots + share.slots,
-                used_mem=current.used_mem + share.mem,
-                used_cores=current.used_cores + share.cores,
-                pods=(*current.pods, _pod_on_card(allocation, share)),
-            )
-    return usage
+            used, pods = total
+            used[0] += share.slots
+            used[1] += share.mem
+            used[2] += share.cores
+            pods.append(_pod_on_card(allocation, share))
+    return {
+        uuid: CardUsage(uuid=uuid, used_slots=slots, used_mem=mem, used_cores=cores, pods=tuple(pods))
+        for uuid, ([slots, mem, cores], pods) in totals.items()
+    }
 
 
 def release(usage: Mapping[str, CardUsage], allocation: PodAllocation) -> dict[str, CardUsage]:
@@ -235,7 +237,8 @@ def _init_containers_succeeded(status: Mapping[str, Any]) -> bool:
 
 def _mapping(value: object) -> Mapping[str, Any]:
     """The value when it is a mapping, else an empty one (missing or malformed metadata reads as empty)."""
-    return value if isinstance(value, Mapping) else {}
+    # A decoded object is a dict: checked first, as the ABC check costs several times more (40,000 pods a status).
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _text(value: object) -> str:

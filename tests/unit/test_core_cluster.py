@@ -11,9 +11,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card, encode_register
-from kubectl_hami_place.core.cluster import ClusterInfo, build_cluster_info, cluster_info_from_dict
+from kubectl_hami_place.core.cluster import (
+    CardInfo,
+    ClusterInfo,
+    NodeInfo,
+    build_cluster_info,
+    cluster_info_from_dict,
+    fragmentation_of,
+    node_share,
+)
 from kubectl_hami_place.core.errors import ClusterInfoError
-from kubectl_hami_place.core.fragmentation import stranded_for, summarize
+from kubectl_hami_place.core.fragmentation import (
+    Fragmentation,
+    NodeFragmentation,
+    free_of,
+    is_open,
+    stranded_for,
+    summarize,
+)
 
 NOW = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
 
@@ -207,3 +222,60 @@ def test_building_from_garbage_objects_never_raises(nodes: list[Any], pods: list
         NOW,
     )
     assert isinstance(info, ClusterInfo)
+
+
+_SMALL = st.integers(min_value=-3, max_value=3) | st.sampled_from([0, 10, 100, 40960, 81920, -40960])
+_CARD_VIEWS = st.builds(
+    CardInfo,
+    uuid=st.sampled_from(["GPU-a", "GPU-b", "GPU-c"]),
+    index=st.integers(min_value=0, max_value=3),
+    type=st.sampled_from(["NVIDIA-H100", "Ascend"]),
+    numa=st.just(0),
+    health=st.booleans(),
+    mode=st.just("hami-core"),
+    nvidia=st.booleans(),
+    cordoned=st.booleans(),
+    memory_total=_SMALL,
+    memory_used=_SMALL,
+    cores_total=_SMALL,
+    cores_used=_SMALL,
+    slots_total=_SMALL,
+    slots_used=_SMALL,
+)
+_NODE_VIEWS = st.builds(
+    NodeInfo,
+    name=st.text(max_size=3),
+    ready=st.booleans(),
+    schedulable=st.booleans(),
+    hami_usable=st.booleans(),
+    gpu_allocatable=st.integers(min_value=0, max_value=80),
+    register_error=st.none() | st.just("bad"),
+    cards=st.lists(_CARD_VIEWS, max_size=4).map(tuple),
+)
+
+
+def _summary_by_definition(info: ClusterInfo) -> Fragmentation:
+    """The summary as the module docstring defines it, card by card."""
+    per_node = []
+    for node in info.nodes:
+        free = [free_of(card) for card in node.cards if is_open(node, card)]
+        whole = sum(1 for card in node.cards if is_open(node, card) and card.slots_used == 0)
+        per_node.append(NodeFragmentation(node.name, len(free), whole, sum(free), max(free, default=0)))
+    whole_card = max((c.memory_total for n in info.nodes for c in n.cards if is_open(n, c)), default=0)
+    return Fragmentation(
+        open_cards=sum(n.open_cards for n in per_node),
+        whole_cards_free=sum(n.whole_cards_free for n in per_node),
+        free_mib=sum(n.free_mib for n in per_node),
+        largest_request_mib=max((n.largest_request_mib for n in per_node), default=0),
+        stranded_mib=stranded_for(info, whole_card),
+        stranded_for_mib=whole_card,
+        nodes=tuple(per_node),
+    )
+
+
+@given(st.lists(_NODE_VIEWS, max_size=4).map(tuple))
+def test_the_summary_is_its_definition_and_the_sum_of_the_node_shares(nodes: tuple[NodeInfo, ...]) -> None:
+    # summarize reads each card once (status at 5,000 nodes); the webhook sums per-node shares instead.
+    info = ClusterInfo(generated_at=NOW, nodes=nodes)
+    assert summarize(info) == _summary_by_definition(info)
+    assert summarize(info) == fragmentation_of([node_share(node) for node in nodes])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -91,6 +92,15 @@ def test_init_containers_done_stop_counting_whatever_the_phase_as_in_hami() -> N
     assert (usage["GPU-b"].used_slots, usage["GPU-a"].used_mem) == (0, 2000)
     running = [{"name": "init0", "state": {"running": {}}}]
     assert usage_of(pod("p", allocated, init=1, phase="Pending", init_status=running))["GPU-b"].used_mem == 4000
+
+
+def test_a_pod_read_through_read_only_mappings_is_the_same_allocation() -> None:
+    # Decoded objects are dicts and take the quick check; any other mapping must read the same.
+    allocated = "GPU-b,NVIDIA,4000,0:;GPU-a,NVIDIA,2000,0:;"
+    done = [{"name": "init0", "state": {"terminated": {"exitCode": 0}}}]
+    plain = pod("p", allocated, init=1, deleting=True, init_status=done)
+    frozen = MappingProxyType({key: MappingProxyType(value) for key, value in plain.items()})
+    assert pod_allocation(frozen) == pod_allocation(plain)
 
 
 def test_a_failed_init_container_keeps_the_peak() -> None:

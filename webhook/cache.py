@@ -6,7 +6,7 @@ import itertools
 import sys
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -38,9 +38,10 @@ class ClusterCache:
     def __init__(self, api_client: ApiClient, scheduler_name: str) -> None:
         self.nodes = node_reflector(api_client, project=project_node)
         self.pods = pod_reflector(api_client, scheduler_name, project=project_pod)
-        self.placements = placement_reflector(api_client)
+        self.placements = placement_reflector(api_client, project=project_placement)
         self.changed = threading.Event()
-        # The placements parsed once per stored version, kept from the placement events (see _PlacementIndex).
+        # The placements as the store keeps them (parsed once per stored version, see project_placement), indexed
+        # from the placement events (see _PlacementIndex).
         self._placements = _PlacementIndex()
         self._parsed_lock = threading.Lock()
         self.placements.add_listener(self._index_placement)
@@ -104,10 +105,6 @@ class ClusterCache:
     def nodes_by_name(self) -> Mapping[str, dict[str, Any]]:
         """Every node, by name: a live view of the store, so that an admission reading one node copies none."""
         return _NodesByName(self.nodes)
-
-    def placements_in(self, namespace: str) -> list[dict[str, Any]]:
-        """The placements of one namespace."""
-        return self.placements.in_namespace(namespace)
 
     def parsed_placements(self, namespace: str | None = None) -> list[Placement]:
         """The placements of one namespace (None: all) that parse, each parsed once per stored version."""
@@ -175,6 +172,8 @@ class ClusterCache:
             if known is not None and known[0] is current:
                 return
             counted = counted_allocation(current) if current is not None else None
+            if isinstance(counted, PodAllocation):
+                counted = _interned(counted)
             if current is None or counted is None:
                 self._allocations.pop(key, None)
             elif known is not None and known[1] == counted:
@@ -246,9 +245,39 @@ def project_pod(pod: dict[str, Any]) -> dict[str, Any]:
         kept_status["initContainerStatuses"] = [_init_state(entry) for entry in states]
     return {
         "metadata": _metadata(pod, lambda key: key in POD_ANNOTATIONS or key.startswith(GROUP + "/")),
-        "spec": kept_spec,
-        "status": kept_status,
+        "spec": _shared(kept_spec),
+        "status": _shared(kept_status),
     }
+
+
+# The pods' parts that many pods hold alike ({"nodeName": n}, {"phase": p}), each kept once: stored objects are
+# read-only, so pods may share them (~200 B a pod each, 15 MiB at 40,000 pods). Cleared when it reaches the limit
+# (names of nodes long gone); the pods keep what they share.
+_SHARED: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+SHARED_LIMIT = 65536
+
+
+def _shared(part: dict[str, Any]) -> dict[str, Any]:
+    """The one kept dict equal to part, when its values are strings (init containers' lists are the pod's own)."""
+    if not all(isinstance(value, str) for value in part.values()):
+        return part
+    key = tuple(part.items())
+    kept = _SHARED.get(key)
+    if kept is None:
+        if len(_SHARED) >= SHARED_LIMIT:
+            _SHARED.clear()
+        kept = _SHARED.setdefault(key, part)
+    return kept
+
+
+def _interned(counted: PodAllocation) -> PodAllocation:
+    """The allocation with its cards' UUIDs and vendor words interned: decoded from each pod's annotation they are
+    copies, ~150 B a card a pod (the pod's own strings, name, uid and node, are the stored pod's already)."""
+    containers = tuple(
+        tuple(replace(device, uuid=sys.intern(device.uuid), vendor=sys.intern(device.vendor)) for device in devices)
+        for devices in counted.containers
+    )
+    return replace(counted, containers=containers)
 
 
 def project_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -269,6 +298,19 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
         "spec": {"unschedulable": spec["unschedulable"]} if "unschedulable" in spec else {},
         "status": kept_status,
     }
+
+
+# What the placement store keeps beside a placement's key and version: its parsed form, the only one read (None:
+# its spec or status is broken, so it takes no part); the API server's JSON was kept too (+1.6 KiB a placement).
+PARSED = "parsed"
+
+
+def project_placement(obj: dict[str, Any]) -> dict[str, Any]:
+    """The placement as the store keeps it: name, namespace and resourceVersion (the reflector's key and order),
+    and the placement parsed (status writes and admissions read that form, nothing reads the JSON)."""
+    meta = _dict(obj.get("metadata"))
+    kept = {key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta}
+    return {"metadata": kept, PARSED: _parse(obj)}
 
 
 def _metadata(obj: dict[str, Any], keep: Any) -> dict[str, Any]:
@@ -300,7 +342,7 @@ class _PlacementIndex:
     they select has every pair) and the others by reqID, so that an admission reads no unrelated placement."""
 
     def __init__(self) -> None:
-        self._stored: dict[tuple[str, str], tuple[dict[str, Any], Placement | None]] = {}
+        self._stored: dict[tuple[str, str], dict[str, Any]] = {}
         self._by_namespace: dict[str, dict[str, Placement]] = {}
         self._open_by_label: dict[str, dict[tuple[str, str] | None, dict[str, Placement]]] = {}
         self._closed_by_req_id: dict[str, dict[str, dict[str, Placement]]] = {}
@@ -321,19 +363,19 @@ class _PlacementIndex:
         return found
 
     def update(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
+        """Index the stored placement (project_placement's form) in place of the one known under its key."""
         key = (namespace, name)
         known = self._stored.get(key)
-        if known is not None and known[0] is obj:
+        if known is not None and known is obj:
             return
         if known is not None:
             del self._stored[key]
-            if known[1] is not None:
-                self._forget(known[1])
+            if known[PARSED] is not None:
+                self._forget(known[PARSED])
         if obj is not None:
-            parsed = _parse(obj)
-            self._stored[key] = (obj, parsed)
-            if parsed is not None:
-                self._add(parsed)
+            self._stored[key] = obj
+            if obj[PARSED] is not None:
+                self._add(obj[PARSED])
 
     def _slot(self, placement: Placement) -> dict[str, Placement]:
         """The innermost dict the placement is indexed in (created when missing)."""

@@ -302,14 +302,14 @@ def pod_reflector(api_client: ApiClient, scheduler_name: str, project: Projectio
     )
 
 
-def placement_reflector(api_client: ApiClient) -> Reflector:
+def placement_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every HamiPodPlacement in the cluster."""
     api = CustomObjectsApi(api_client)
 
     def list_call(**kwargs: Any) -> Any:
         return api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)
 
-    return Reflector("placements", list_call)
+    return Reflector("placements", list_call, project=project)
 
 
 def with_pool_size(kube: Kube, size: int) -> Kube:

@@ -12,7 +12,7 @@ from kubernetes.client import ApiClient
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
 from kubectl_hami_place.core.cluster import build_cluster_info
-from kubectl_hami_place.core.usage import pod_allocation
+from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import object_key
 from webhook.api import _pod_summary
 from webhook.cache import ClusterCache, json_pieces, project_node, project_pod
@@ -258,3 +258,49 @@ def test_the_allocations_kept_from_pod_events_give_the_view_the_stored_pods_give
         expected = build_cluster_info(cache.nodes.items(), cache.pods.items(), now)
         assert b"".join(json_pieces(cache.cluster_info_document(now))) == orjson.dumps(expected.to_dict())
     assert len(cache._allocations) == 1, "the broken pod's entry went with it, the unplaced pod never had one"
+
+
+def test_the_placement_store_keeps_the_key_the_version_and_the_parsed_placement_only(cache: ClusterCache) -> None:
+    obj = placement("a", "1")
+    obj["metadata"].update(uid="uid-a", generation=1, managedFields=[{"manager": "kubectl"}])
+    obj["status"] = {"phase": "Pending", "observedGeneration": 1}
+    cache.placements.upsert(obj)
+    assert cache.placements.get("team", "a") == {
+        "metadata": {"name": "a", "namespace": "team", "resourceVersion": "1"},
+        "parsed": placement_module.placement_from_object(obj),
+    }
+    broken = placement("broken", "2")
+    del broken["spec"]["nodeName"]
+    cache.placements.upsert(broken)
+    stored = cache.placements.get("team", "broken")
+    assert stored is not None and stored["parsed"] is None
+
+
+def without_init(name: str, phase: str = "Running") -> dict[str, Any]:
+    pod = full_pod(None, False, phase)
+    pod["metadata"]["name"] = name
+    del pod["spec"]["initContainers"], pod["status"]["initContainerStatuses"]
+    return pod
+
+
+def test_pods_alike_share_their_node_name_and_phase_parts_and_read_the_same() -> None:
+    first, second, other = (project_pod(without_init(name)) for name in ("a", "b", "c"))
+    ended = project_pod(without_init("d", "Succeeded"))
+    with_init = project_pod(full_pod(0, False))
+    assert first["spec"] is second["spec"] is other["spec"] and first["status"] is second["status"]
+    assert first["spec"] == {"nodeName": "gpu-0"} and first["status"] == {"phase": "Running"}
+    assert ended["status"] == {"phase": "Succeeded"} and ended["spec"] is first["spec"]
+    assert with_init["spec"] is not first["spec"] and with_init["spec"]["initContainers"] == [{"name": "init"}]
+
+
+def test_the_kept_allocations_share_their_card_strings(cache: ClusterCache) -> None:
+    for name in ("a", "b"):
+        pod = full_pod(None, False)
+        pod["metadata"]["name"] = name
+        pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "".join(["GPU-", "a,NVIDIA,1000,10:;"])
+        cache.pods.upsert(pod)
+    first, second = (cache._allocations[("team", name)][1] for name in ("a", "b"))
+    assert isinstance(first, PodAllocation) and isinstance(second, PodAllocation)
+    assert first == pod_allocation(cache.pods.get("team", "a") or {})
+    assert first.containers[0][0].uuid is second.containers[0][0].uuid
+    assert first.containers[0][0].vendor is second.containers[0][0].vendor

@@ -2,7 +2,8 @@
 
 A sandbox (HAMi v2.10's scheduler + webhook included) is filled by bench/generate.py: --nodes x 8 H100 cards,
 --pods HAMi pods already bound, --placements open placements spread over 50 namespaces. Then vegeta sends, at each
-fixed rate for --duration seconds, one kind of AdmissionReview at a time to each server (admission.k8s.io/v1 to
+fixed rate for --duration seconds (cut into --slices turns, the two servers alternating, so that both meet the
+same background), one kind of AdmissionReview at a time to each server (admission.k8s.io/v1 to
 ours, v1beta1 to HAMi's, as its chart registers it):
   no-placement  a GPU pod of hami-scheduler in a namespace with placements, none of which selects it
   non-gpu       a pod asking for no GPU (default scheduler)
@@ -26,8 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -98,38 +104,49 @@ def review(path: str, api_version: str = "admission.k8s.io/v1", spread: int = 0)
     return json.dumps(body).encode()
 
 
-def review_v1(path: str) -> bytes:
-    return review(path)
+@dataclass
+class Target:
+    """One server under load: its process, its URL, the CA its certificate chains to, the body (or bodies, sent in
+    turn) and, for ours, what reads its stalls from /metrics."""
+
+    pid: int
+    url: str
+    ca: Path
+    body: bytes | list[bytes]
+    stalls: Callable[[], dict[str, float]] | None = None
 
 
-def attack(
-    url: str, body: bytes | list[bytes], rate: int, duration: float, *, ca: Path, workdir: Path
-) -> dict[str, Any]:
-    """One vegeta run at a constant rate (several bodies: sent in turn); its JSON report (latencies in ns)."""
-    bodies = body if isinstance(body, list) else [body]
+def attack(target: Target, rate: int, duration: float, results: Path, workdir: Path) -> None:
+    """One vegeta run at a constant rate, its results written to `results`."""
+    bodies = target.body if isinstance(target.body, list) else [target.body]
     header = {"Content-Type": ["application/json"]}
     targets = workdir / "target.json"
     targets.write_text(
         "".join(
-            json.dumps({"method": "POST", "url": url, "body": base64.b64encode(b).decode(), "header": header}) + "\n"
+            json.dumps({"method": "POST", "url": target.url, "body": base64.b64encode(b).decode(), "header": header})
+            + "\n"
             for b in bodies
         )
     )
-    vegeta = str(binaries.resolve("vegeta"))
     attack_cmd = [
-        vegeta,
+        str(binaries.resolve("vegeta")),
         "attack",
         "-format=json",
         f"-targets={targets}",
         f"-rate={rate}/s",
         f"-duration={duration}s",
-        f"-root-certs={ca}",
+        f"-root-certs={target.ca}",
         "-keepalive=true",
         "-timeout=10s",
+        f"-output={results}",
     ]
-    results = subprocess.run(attack_cmd, capture_output=True, check=True).stdout
-    report = subprocess.run([vegeta, "report", "-type=json"], input=results, capture_output=True, check=True)
-    return dict(json.loads(report.stdout))
+    subprocess.run(attack_cmd, capture_output=True, check=True)
+
+
+def report(results: list[Path]) -> dict[str, Any]:
+    """vegeta's JSON report over several runs' results (latencies in ns)."""
+    command = [str(binaries.resolve("vegeta")), "report", "-type=json", *map(str, results)]
+    return dict(json.loads(subprocess.run(command, capture_output=True, check=True).stdout))
 
 
 def summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -154,13 +171,68 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(pid: int, url: str, body: bytes | list[bytes], rate: int, duration: float, **where: Any) -> dict[str, Any]:
-    """One run's summary plus the serving process's CPU milliseconds per request over it (its background work,
-    watches and loops, included): a figure the shared box's load does not inflate the way it does latency."""
-    before = cpu_seconds(pid)
-    figures = summary(attack(url, body, rate, duration, **where))
-    figures["cpu_ms"] = (cpu_seconds(pid) - before) * 1000 / max(figures["requests"], 1)
-    return figures
+def side_by_side(
+    ours: Target, theirs: Target, rate: int, duration: float, *, slices: int, workdir: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both servers under the same load for `duration` s each, in `slices` alternating turns (ours first, then
+    theirs first, ...) so that both meet the same background (the sandbox's bursts come and go); each side's
+    summary over all its turns, with its process's CPU milliseconds per request over them (its own background
+    work included: a figure the shared box's load does not inflate the way it does latency) and, where it has
+    them, its stalls over them."""
+    sides = {id(ours): ours, id(theirs): theirs}
+    results: dict[int, list[Path]] = {key: [] for key in sides}
+    cpu = dict.fromkeys(sides, 0.0)
+    stalls: dict[int, dict[str, float]] = {key: {} for key in sides}
+    for turn in range(slices):
+        for target in (ours, theirs) if turn % 2 == 0 else (theirs, ours):
+            key = id(target)
+            before = cpu_seconds(target.pid)
+            stalled = target.stalls() if target.stalls else {}
+            results[key].append(workdir / f"results-{key}-{turn}.bin")
+            attack(target, rate, duration / slices, results[key][-1], workdir)
+            cpu[key] += cpu_seconds(target.pid) - before
+            if target.stalls:
+                for name, value in target.stalls().items():
+                    stalls[key][name] = stalls[key].get(name, 0.0) + value - stalled.get(name, 0.0)
+    figures = []
+    for key in (id(ours), id(theirs)):
+        side = summary(report(results[key]))
+        side["cpu_ms"] = cpu[key] * 1000 / max(side["requests"], 1)
+        if sides[key].stalls:
+            side["stalls"] = stalls[key]
+        figures.append(side)
+    return figures[0], figures[1]
+
+
+def stall_reading(metrics_url: str) -> dict[str, float]:
+    """From the webhook's /metrics: its event loop's lag probes (all, and those later than 10 and 50 ms) and its
+    cyclic collections (count and seconds) by generation, as running totals."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as reply:
+        text = reply.read().decode()
+    reading: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "hami_place_event_loop_lag_seconds_count":
+                reading["lag probes"] = sample.value
+            elif sample.name == "hami_place_event_loop_lag_seconds_bucket" and sample.labels["le"] in ("0.01", "0.05"):
+                reading[f"lag<={sample.labels['le']}"] = sample.value
+            elif sample.name.startswith("hami_place_collector_pause_seconds_") and sample.name[-4:] in ("_sum", "ount"):
+                kind = "s" if sample.name.endswith("_sum") else "n"
+                reading[f"gc{sample.labels['generation']} {kind}"] = sample.value
+    return reading
+
+
+def stall_line(stalls: dict[str, float]) -> str:
+    """One run's stalls, in a line: lag probes later than 10 / 50 ms, full collections and their total pause."""
+    probes = stalls.get("lag probes", 0.0)
+    late = probes - stalls.get("lag<=0.01", 0.0)
+    very_late = probes - stalls.get("lag<=0.05", 0.0)
+    return (
+        f"loop late >10 ms {late:.0f}/{probes:.0f}, >50 ms {very_late:.0f}; "
+        f"full collections {stalls.get('gc2 n', 0):.0f} ({stalls.get('gc2 s', 0) * 1000:.0f} ms), "
+        f"young {stalls.get('gc0 n', 0) + stalls.get('gc1 n', 0):.0f} "
+        f"({(stalls.get('gc0 s', 0) + stalls.get('gc1 s', 0)) * 1000:.0f} ms)"
+    )
 
 
 def settle(pid: int, *, quiet: float = 0.15, window: float = 5.0, limit: float = 900.0) -> float:
@@ -216,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--placements", type=int, default=10000)
     parser.add_argument("--duration", type=float, default=30, help="seconds per run (default 30)")
     parser.add_argument("--rates", default="100,500,1000", help="requests per second, comma-separated")
+    parser.add_argument(
+        "--slices",
+        type=int,
+        default=3,
+        help="turns each run is cut into, the servers alternating (default 3: ours, HAMi, HAMi, ours, ours, HAMi)",
+    )
     parser.add_argument("--claim-rate", type=int, default=20, help="claims per second (one pod per namespace in turn)")
     parser.add_argument(
         "--json", type=Path, default=plot.ADMISSION, help=f"figures for bench/plot.py ({plot.ADMISSION})"
@@ -253,43 +331,36 @@ def main(argv: list[str] | None = None) -> int:
             hami_url = f"{sandbox.hami_url}/webhook"
             rows = []
             ours_pid, hami_pid = webhook.process.pid, hami.popen.pid
+            metrics_url = webhook.api + "/metrics"
             for rate in rates:
                 for path in PATHS:
-                    ours = measured(
-                        ours_pid, webhook.url, review(path), rate, args.duration, ca=ca_ours, workdir=workdir
-                    )
-                    theirs = measured(
-                        hami_pid,
-                        hami_url,
-                        review(path, "admission.k8s.io/v1beta1"),
+                    ours, theirs = side_by_side(
+                        Target(ours_pid, webhook.url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
+                        Target(hami_pid, hami_url, ca_hami, review(path, "admission.k8s.io/v1beta1")),
                         rate,
                         args.duration,
-                        ca=ca_hami,
+                        slices=args.slices,
                         workdir=workdir,
                     )
                     rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs})
                     print(_row(rows[-1]), flush=True)
+                    print(f"{'':>20} ours: {stall_line(ours['stalls'])}", flush=True)
             status, answer = webhook.post_mutate(review("claim"))
             check = answer.get("response") or {}
             print(f"  one claim by hand: HTTP {status}, patch {'patchType' in check}, {check.get('warnings')}")
             claim_seconds = min(args.duration, 0.8 * (args.placements - 1) / args.claim_rate)
             spaces = min(args.placements, generate.PLACEMENT_NAMESPACES)
-            ours = measured(
-                ours_pid,
-                webhook.url,
-                [review("claim", spread=k) for k in range(spaces)],
+            ours, theirs = side_by_side(
+                Target(ours_pid, webhook.url, ca_ours, [review("claim", spread=k) for k in range(spaces)]),
+                Target(
+                    hami_pid,
+                    hami_url,
+                    ca_hami,
+                    [review("claim", "admission.k8s.io/v1beta1", k) for k in range(spaces)],
+                ),
                 args.claim_rate,
                 claim_seconds,
-                ca=ca_ours,
-                workdir=workdir,
-            )
-            theirs = measured(
-                hami_pid,
-                hami_url,
-                [review("claim", "admission.k8s.io/v1beta1", k) for k in range(spaces)],
-                args.claim_rate,
-                claim_seconds,
-                ca=ca_hami,
+                slices=1,
                 workdir=workdir,
             )
             claimed = sum(

@@ -53,7 +53,7 @@ from kubectl_hami_place.core.fit import cordoned_cards
 from kubectl_hami_place.core.fragmentation import Fragmentation, NodeFragmentation, free_of, is_open, summarize
 from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.requests import GPU, parse_quantity
-from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, card_usage, pod_allocation
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, PodOnCard, UsageTally, pod_allocation
 
 
 @dataclass(frozen=True)
@@ -227,21 +227,39 @@ def cluster_info(
     nodes: Iterable[Mapping[str, Any]], counted: Iterable[PodAllocation | str], now: datetime
 ) -> ClusterInfo:
     """The view from node objects and each pod's `counted_allocation` (a cache may keep those per pod)."""
-    warnings: list[str] = []
-    # Grouped once so that each node reads only its own pods: linear in nodes + pods, not their product.
-    by_node: dict[str, list[PodAllocation]] = {}
+    count = ClusterCount(nodes)
     for allocation in counted:
+        count.add(allocation)
+    return count.view(now)
+
+
+class ClusterCount:
+    """`cluster_info` with the pods added one at a time: status computed from the API counts each page of pods
+    while the next one is read (at 5,000 nodes, the count was half the view built after the last page)."""
+
+    def __init__(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        self._nodes: list[_NodeCount] = []
+        # By name, so that each pod reaches only its own node: linear in nodes + pods, not their product.
+        self._by_name: dict[str, list[_NodeCount]] = {}
+        self._warnings: list[str] = []
+        for node in nodes:
+            count = _NodeCount.of(node)
+            if count is not None:
+                self._nodes.append(count)
+                self._by_name.setdefault(count.name, []).append(count)
+
+    def add(self, allocation: PodAllocation | str) -> None:
+        """One pod's `counted_allocation`, in list order."""
         if isinstance(allocation, str):
-            warnings.append(allocation)
-        else:
-            by_node.setdefault(allocation.node, []).append(allocation)
-    infos = []
-    for node in nodes:
-        info = node_info(node, by_node.get(_node_name(node), ()))
-        if info is not None:
-            infos.append(info)
-    infos.sort(key=lambda info: info.name)
-    return ClusterInfo(generated_at=now, nodes=tuple(infos), warnings=tuple(warnings))
+            self._warnings.append(allocation)
+            return
+        for node in self._by_name.get(allocation.node, ()):
+            node.tally.add(allocation)
+
+    def view(self, now: datetime) -> ClusterInfo:
+        """The view of the pods added so far, nodes sorted by name."""
+        infos = sorted((node.info() for node in self._nodes), key=lambda info: info.name)
+        return ClusterInfo(generated_at=now, nodes=tuple(infos), warnings=tuple(self._warnings))
 
 
 def cluster_info_from_dict(data: object) -> ClusterInfo:
@@ -262,52 +280,90 @@ def cluster_info_from_dict(data: object) -> ClusterInfo:
 def node_info(node: Mapping[str, Any], allocations: Iterable[PodAllocation]) -> NodeInfo | None:
     """One node's view from its object and the allocations on it (in the order `cluster_info` reads them), None
     for a node that is not a GPU node at all: what a cache may keep per node until that node or its pods change."""
-    name = _node_name(node)
-    if not name:
+    count = _NodeCount.of(node)
+    if count is None:
         return None
-    metadata = node["metadata"]
-    annotations = metadata.get("annotations")
-    annotations = annotations if isinstance(annotations, Mapping) else {}
-    allocatable = _gpu_allocatable(node)
-    if REGISTER_ANNOTATION not in annotations and allocatable == 0:
-        return None
-    register_error = None
-    cards: tuple[Card, ...] = ()
-    try:
-        cards = node_cards(node)
-    except ModelError as err:
-        register_error = str(err)
-    usage = card_usage(cards, allocations, node=name)
-    cordoned = cordoned_cards({k: v for k, v in annotations.items() if isinstance(v, str)})
-    spec = node.get("spec")
-    unschedulable = isinstance(spec, Mapping) and spec.get("unschedulable") is True
-    return NodeInfo(
-        name=name,
-        ready=_ready(node),
-        schedulable=not unschedulable,
-        hami_usable=allocatable > 0,
-        gpu_allocatable=allocatable,
-        register_error=register_error,
-        cards=tuple(
-            CardInfo(
-                uuid=card.uuid,
-                index=card.index,
-                type=card.type,
-                numa=card.numa,
-                health=card.health,
-                mode=card.mode,
-                nvidia=card.is_nvidia,
-                cordoned=card.uuid in cordoned,
-                memory_total=card.devmem,
-                memory_used=usage[card.uuid].used_mem,
-                cores_total=card.devcore,
-                cores_used=usage[card.uuid].used_cores,
-                slots_total=card.count,
-                slots_used=usage[card.uuid].used_slots,
-                pods=usage[card.uuid].pods,
-            )
-            for card in cards
-        ),
+    for allocation in allocations:
+        count.tally.add(allocation)
+    return count.info()
+
+
+@dataclass
+class _NodeCount:
+    """What a node's view reads of its object, and the usage of its cards as its pods are added."""
+
+    name: str
+    ready: bool
+    schedulable: bool
+    allocatable: int
+    register_error: str | None
+    cards: tuple[Card, ...]
+    cordoned: frozenset[str]
+    tally: UsageTally
+
+    @classmethod
+    def of(cls, node: Mapping[str, Any]) -> _NodeCount | None:
+        """The node's part, None for a node that is not a GPU node at all."""
+        name = _node_name(node)
+        if not name:
+            return None
+        metadata = node["metadata"]
+        annotations = metadata.get("annotations")
+        annotations = annotations if isinstance(annotations, Mapping) else {}
+        allocatable = _gpu_allocatable(node)
+        if REGISTER_ANNOTATION not in annotations and allocatable == 0:
+            return None
+        register_error = None
+        cards: tuple[Card, ...] = ()
+        try:
+            cards = node_cards(node)
+        except ModelError as err:
+            register_error = str(err)
+        spec = node.get("spec")
+        unschedulable = isinstance(spec, Mapping) and spec.get("unschedulable") is True
+        return cls(
+            name=name,
+            ready=_ready(node),
+            schedulable=not unschedulable,
+            allocatable=allocatable,
+            register_error=register_error,
+            cards=cards,
+            cordoned=cordoned_cards({k: v for k, v in annotations.items() if isinstance(v, str)}),
+            tally=UsageTally(cards, node=name),
+        )
+
+    def info(self) -> NodeInfo:
+        """The node's view with the allocations added so far."""
+        usage = self.tally.usage()
+        return NodeInfo(
+            name=self.name,
+            ready=self.ready,
+            schedulable=self.schedulable,
+            hami_usable=self.allocatable > 0,
+            gpu_allocatable=self.allocatable,
+            register_error=self.register_error,
+            cards=tuple(_card_info(card, usage[card.uuid], card.uuid in self.cordoned) for card in self.cards),
+        )
+
+
+def _card_info(card: Card, usage: CardUsage, cordoned: bool) -> CardInfo:
+    """One card's view: its register entry and HAMi's usage of it."""
+    return CardInfo(
+        uuid=card.uuid,
+        index=card.index,
+        type=card.type,
+        numa=card.numa,
+        health=card.health,
+        mode=card.mode,
+        nvidia=card.is_nvidia,
+        cordoned=cordoned,
+        memory_total=card.devmem,
+        memory_used=usage.used_mem,
+        cores_total=card.devcore,
+        cores_used=usage.used_cores,
+        slots_total=card.count,
+        slots_used=usage.used_slots,
+        pods=usage.pods,
     )
 
 

@@ -159,13 +159,26 @@ def card_usage(
     cards: Iterable[Card], allocations: Iterable[PodAllocation], node: str | None = None
 ) -> dict[str, CardUsage]:
     """Usage of each card (by UUID) from the allocations that count; `node` keeps only allocations on that node."""
-    # Summed in place and frozen once per card: a CardUsage per share made 40,000 of them at 5,000 nodes.
-    totals: dict[str, tuple[list[int], list[PodOnCard]]] = {card.uuid: ([0, 0, 0], []) for card in cards}
+    tally = UsageTally(cards, node)
     for allocation in allocations:
-        if not allocation.counted or (node is not None and allocation.node != node):
-            continue
+        tally.add(allocation)
+    return tally.usage()
+
+
+class UsageTally:
+    """`card_usage` summed one allocation at a time, for a caller that gets them a page at a time."""
+
+    def __init__(self, cards: Iterable[Card], node: str | None = None) -> None:
+        self._node = node
+        # Summed in place and frozen once per card: a CardUsage per share made 40,000 of them at 5,000 nodes.
+        self._totals: dict[str, tuple[list[int], list[PodOnCard]]] = {card.uuid: ([0, 0, 0], []) for card in cards}
+
+    def add(self, allocation: PodAllocation) -> None:
+        """Count the allocation if it counts, on this node, on these cards."""
+        if not allocation.counted or (self._node is not None and allocation.node != self._node):
+            return
         for share in allocation.shares():
-            total = totals.get(share.uuid)
+            total = self._totals.get(share.uuid)
             if total is None:
                 continue
             used, pods = total
@@ -173,10 +186,13 @@ def card_usage(
             used[1] += share.mem
             used[2] += share.cores
             pods.append(_pod_on_card(allocation, share))
-    return {
-        uuid: CardUsage(uuid=uuid, used_slots=slots, used_mem=mem, used_cores=cores, pods=tuple(pods))
-        for uuid, ([slots, mem, cores], pods) in totals.items()
-    }
+
+    def usage(self) -> dict[str, CardUsage]:
+        """Each card's usage so far."""
+        return {
+            uuid: CardUsage(uuid=uuid, used_slots=slots, used_mem=mem, used_cores=cores, pods=tuple(pods))
+            for uuid, ([slots, mem, cores], pods) in self._totals.items()
+        }
 
 
 def release(usage: Mapping[str, CardUsage], allocation: PodAllocation) -> dict[str, CardUsage]:

@@ -5,6 +5,7 @@ Everything comes back as the API server's JSON dicts; the core turns them into c
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_hami_place.core.cluster import ClusterInfo, cluster_info, cluster_info_from_dict, counted_allocation
+from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, request
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
@@ -260,13 +261,18 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
         return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
     if failures:
         why = "; ".join(failures)
-    # Each page of pods is reduced to what the view counts before the next is read: at 40,000 pods the whole
-    # list as dicts is ~700 MiB, the allocations a few tens. The next page is read while one is reduced, so the
-    # API server encodes on one core while this process works on the other.
+    # Each page of pods is counted into the view before the next is read: at 40,000 pods the whole list as dicts
+    # is ~700 MiB, the allocations a few tens. The next page is read while one is counted, so the API server
+    # encodes on one core while this process works on the other; the nodes are read once the first page is in
+    # (a pods error comes first, as before), while the reader fetches the next ones.
     pods = _pages(kube, _get(kube, "/api/v1/pods"), "list pods in all namespaces")
-    counted = [found for page in pods for found in map(counted_allocation, page) if found is not None]
-    info = cluster_info(list_nodes(kube), counted, datetime.now(UTC))
-    return ClusterInfoRead(info, f"computed from the API server ({why})", False)
+    first = next(pods, [])
+    count = ClusterCount(list_nodes(kube))
+    for page in itertools.chain([first], pods):
+        for found in map(counted_allocation, page):
+            if found is not None:
+                count.add(found)
+    return ClusterInfoRead(count.view(datetime.now(UTC)), f"computed from the API server ({why})", False)
 
 
 def _pages(kube: Kube, call: Callable[..., Any], what: str) -> Iterator[list[dict[str, Any]]]:

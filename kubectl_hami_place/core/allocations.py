@@ -65,8 +65,12 @@ def _parse_container(entry: str, position: int) -> ContainerDevices:
     for segment in entry.split(":"):
         if segment == "":
             continue
-        where = f"allocation container {position} device {_shorten(segment)!r}"
         fields = segment.split(",")
+        if len(fields) >= 4 and fields[0] and fields[1] and _plain_int32(fields[2]) and _plain_int32(fields[3]):
+            # As HAMi writes them (status reads 40,000 a run): the checks below would accept them unchanged.
+            devices.append(ContainerDevice(fields[0], fields[1], int(fields[2]), int(fields[3])))
+            continue
+        where = f"allocation container {position} device {_shorten(segment)!r}"
         if len(fields) < 4:
             raise AllocationError(f"{where} has {len(fields)} fields, expected UUID,VENDOR,MEM,CORES")
         if fields[0] == "":
@@ -82,6 +86,11 @@ def _parse_container(entry: str, position: int) -> ContainerDevices:
             )
         )
     return tuple(devices)
+
+
+def _plain_int32(text: str) -> bool:
+    """ASCII digits alone, within int32: what `_non_negative` reads as the same number without a sign."""
+    return text.isascii() and text.isdigit() and int(text) <= _INT32_MAX
 
 
 def _non_negative(text: str, key: str, where: str) -> int:

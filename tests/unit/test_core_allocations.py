@@ -50,6 +50,7 @@ def test_mig_entry_counts_on_its_physical_card() -> None:
         ("GPU-a,NVIDIA,-1,0:;", "memory -1 must not be negative"),
         ("GPU-a,NVIDIA,1,x:;", "cores 'x' is not an integer"),
         ("GPU-a,NVIDIA,2147483648,0:;", "out of range"),
+        ("GPU-a,NVIDIA,1,٣:;", "cores '٣' is not an integer"),
         (";;GPU-a,NVIDIA,1.5,0:;", "allocation container 2"),
     ],
 )
@@ -57,6 +58,10 @@ def test_garbage_gives_an_allocation_error_naming_the_container(text: str, fragm
     with pytest.raises(AllocationError) as caught:
         parse_allocation(text)
     assert fragment in str(caught.value)
+
+
+def test_signs_and_leading_zeros_read_as_go_reads_them() -> None:
+    assert parse_allocation("GPU-a,NVIDIA,+0010,-0:;") == ((ContainerDevice("GPU-a", "NVIDIA", 10, 0),),)
 
 
 @given(allocations)

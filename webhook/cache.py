@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 from kubernetes.client import ApiClient
@@ -30,6 +31,8 @@ from kubectl_hami_place.core.placement import Placement, placement_from_object, 
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
+
+_Part = TypeVar("_Part")
 
 
 class ClusterCache:
@@ -310,7 +313,36 @@ def project_placement(obj: dict[str, Any]) -> dict[str, Any]:
     and the placement parsed (status writes and admissions read that form, nothing reads the JSON)."""
     meta = _dict(obj.get("metadata"))
     kept = {key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta}
-    return {"metadata": kept, PARSED: _parse(obj)}
+    parsed = _parse(obj)
+    return {"metadata": kept, PARSED: _alike_parts(parsed) if parsed is not None else None}
+
+
+# Parts of placements equal to a kept one's are that one (frozen values, so sharing is safe): open placements hold
+# the same status, and often the same selector and card references (~0.6 KiB a placement in the benches' shape).
+# Weak: a part leaves with the last placement holding it.
+_ALIKE: weakref.WeakValueDictionary[tuple[Any, ...], Any] = weakref.WeakValueDictionary()
+
+
+def _alike(part: _Part) -> _Part:
+    """The kept part equal to this one, or this one, kept from now on. Keyed by its type and fields, not by itself:
+    a key is held strongly, and the part would then never leave."""
+    key = (type(part), *(getattr(part, field.name) for field in fields(cast(Any, part))))
+    try:
+        return cast(_Part, _ALIKE.setdefault(key, part))
+    except TypeError:  # a part holding something unhashable is kept as it is
+        return part
+
+
+def _alike_parts(placement: Placement) -> Placement:
+    """The placement with its status, selector and card references shared with equal ones, and its namespace and
+    node name interned."""
+    spec = replace(
+        placement.spec,
+        node_name=sys.intern(placement.spec.node_name),
+        pod_selector=_alike(placement.spec.pod_selector),
+        gpu_devices=tuple(_alike(ref) for ref in placement.spec.gpu_devices),
+    )
+    return replace(placement, namespace=sys.intern(placement.namespace), spec=spec, status=_alike(placement.status))
 
 
 def _metadata(obj: dict[str, Any], keep: Any) -> dict[str, Any]:
@@ -322,7 +354,11 @@ def _metadata(obj: dict[str, Any], keep: Any) -> dict[str, Any]:
         if key in meta
     }
     annotations = _dict(meta.get("annotations"))
-    kept["annotations"] = {key: value for key, value in annotations.items() if keep(key)}
+    kept["annotations"] = {
+        key: sys.intern(value) if key == NODE_ANNOTATION and isinstance(value, str) else value
+        for key, value in annotations.items()
+        if keep(key)
+    }
     return kept
 
 

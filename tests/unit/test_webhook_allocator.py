@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from webhook.allocator import ARENAS
+
 # A 20 MiB block freed (which raises glibc's default thresholds), then 16 MiB blocks freed under a small one.
 CHURN = """
 import sys
@@ -35,3 +37,38 @@ def test_a_freed_large_block_leaves_the_process() -> None:
         pytest.skip("this C library has no mallopt (not glibc)")
     assert run.returncode == 0, run.stderr
     assert int(run.stdout) < 8, f"{run.stdout.strip()} MiB stayed with the process after the blocks were freed"
+
+
+# Eight threads alive at once, each allocating from glibc (blocks past pymalloc's 512 B); glibc's malloc_stats()
+# then prints one "Arena N:" heading per arena to stderr.
+THREADS = """
+import ctypes
+import sys
+import threading
+from webhook.allocator import return_freed_memory
+
+if not return_freed_memory():
+    sys.exit(3)
+barrier = threading.Barrier(8)
+
+def work():
+    blocks = [bytearray(4096) for _ in range(64)]
+    barrier.wait()
+    del blocks
+
+threads = [threading.Thread(target=work) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def test_the_threads_share_the_arenas_there_are() -> None:
+    run = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True, check=False)
+    if run.returncode == 3:
+        pytest.skip("this C library has no mallopt (not glibc)")
+    assert run.returncode == 0, run.stderr
+    arenas = [line for line in run.stderr.splitlines() if line.startswith("Arena ")]
+    assert 1 <= len(arenas) <= ARENAS, run.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import object_key
 from webhook.api import _pod_summary
-from webhook.cache import ClusterCache, json_pieces, project_node, project_pod
+from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod
 
 
 def placement(name: str, version: str, namespace: str = "team", node: str = "gpu-0") -> dict[str, Any]:
@@ -284,10 +285,14 @@ def without_init(name: str, phase: str = "Running") -> dict[str, Any]:
 
 
 def test_pods_alike_share_their_node_name_and_phase_parts_and_read_the_same() -> None:
-    first, second, other = (project_pod(without_init(name)) for name in ("a", "b", "c"))
+    # Each decoded from its own JSON, as a watch event is: equal strings, not the same ones.
+    first, second, other = (project_pod(orjson.loads(orjson.dumps(without_init(name)))) for name in ("a", "b", "c"))
     ended = project_pod(without_init("d", "Succeeded"))
     with_init = project_pod(full_pod(0, False))
     assert first["spec"] is second["spec"] is other["spec"] and first["status"] is second["status"]
+    assert (
+        first["metadata"]["annotations"]["hami.io/vgpu-node"] is second["metadata"]["annotations"]["hami.io/vgpu-node"]
+    )
     assert first["spec"] == {"nodeName": "gpu-0"} and first["status"] == {"phase": "Running"}
     assert ended["status"] == {"phase": "Succeeded"} and ended["spec"] is first["spec"]
     assert with_init["spec"] is not first["spec"] and with_init["spec"]["initContainers"] == [{"name": "init"}]
@@ -304,3 +309,21 @@ def test_the_kept_allocations_share_their_card_strings(cache: ClusterCache) -> N
     assert first == pod_allocation(cache.pods.get("team", "a") or {})
     assert first.containers[0][0].uuid is second.containers[0][0].uuid
     assert first.containers[0][0].vendor is second.containers[0][0].vendor
+
+
+def test_placements_alike_share_their_status_selector_and_cards_and_read_the_same(cache: ClusterCache) -> None:
+    objects = [orjson.loads(orjson.dumps(placement(name, version))) for name, version in (("a", "1"), ("b", "2"))]
+    for obj in objects:
+        obj["status"] = {"phase": "Pending", "message": "alike", "observedGeneration": 1}
+        cache.placements.upsert(obj)
+    first, second = sorted(cache.parsed_placements("team"), key=lambda p: p.name)
+    assert [first, second] == [placement_module.placement_from_object(obj) for obj in objects]
+    assert first.status is second.status and first.spec.pod_selector is second.spec.pod_selector
+    assert first.spec.gpu_devices[0] is second.spec.gpu_devices[0]
+    assert first.namespace is second.namespace and first.spec.node_name is second.spec.node_name
+    # The shared parts are held by the placements only: gone with them.
+    del first, second
+    for name in ("a", "b"):
+        cache.placements.remove("team", name)
+    gc.collect()
+    assert not [part for part in list(_ALIKE.values()) if getattr(part, "message", "") == "alike"]

@@ -41,6 +41,7 @@ from webhook.metrics import Metrics
 from webhook.mutate import CLAIM_THREADS, MutateApp
 from webhook.reconcile import CLAIM_GRACE_SECONDS, Reconciler
 from webhook.tls import ReloadingCertificate
+from webhook.writes import KubeWrites
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ PROBE_TIMEOUT_SECONDS = 1.0
 # After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
 # server's connections move to other replicas meanwhile); the rest is for the admissions still in flight.
 LISTEN_SHARE = 1 / 3
+# At shutdown, how long the Events still queued may take to be sent.
+EVENTS_FLUSH_SECONDS = 5.0
 # The TLS handshake deadline: a client that connects and never completes one is dropped after this.
 HANDSHAKE_SECONDS = 10.0
 # How often the event loop times one of its own timers (hami_place_event_loop_lag_seconds).
@@ -256,8 +259,9 @@ def serve(options: ServeOptions) -> None:
     cache = ClusterCache(kube.api, options.scheduler_name)
     for reflector in cache.reflectors():
         metrics.watch_sync_age(reflector)
-    admitter = Admitter(kube, cache, settings, metrics)
-    reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace)
+    writes = KubeWrites(kube)
+    admitter = Admitter(kube, cache, settings, metrics, writes=writes)
+    reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace, writes=writes)
 
     mutate = MutateApp(admitter, metrics, admission_timeout=options.admission_timeout)
     https = MutateListener(
@@ -320,6 +324,7 @@ def serve(options: ServeOptions) -> None:
     else:
         drain(https, listen=0.0, finish=options.admission_timeout)
     http.close()
+    writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
     unwatch_collector()
     log.info("stopped")

@@ -6,7 +6,10 @@ the Admitter and the Reconciler an in-memory implementation that can answer a wr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION
@@ -16,6 +19,11 @@ from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.cluster import list_pods
 from kubectl_hami_place.kube.events import record_event
 from kubectl_hami_place.kube.evictions import evict_pod
+
+log = logging.getLogger(__name__)
+
+# Events waiting for their thread; past this many a new one is dropped (and logged), as client-go's recorder does.
+EVENT_QUEUE = 1000
 
 
 class Writes(Protocol):
@@ -55,11 +63,44 @@ class Writes(Protocol):
         ...
 
 
+class QueuedEvents:
+    """Events sent by a thread of their own: an admission that claims answers after its status write, not after the
+    Event too (best effort either way; one the queue has no room for is dropped)."""
+
+    def __init__(self, send: Callable[[dict[str, Any], str, str, bool], None], size: int = EVENT_QUEUE) -> None:
+        self._send = send
+        self._queue: queue.Queue[tuple[dict[str, Any], str, str, bool] | None] = queue.Queue(maxsize=size)
+        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+        self._thread.start()
+
+    def put(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
+        """Queue one Event; never blocks."""
+        try:
+            self._queue.put_nowait((dict(placement), reason, message, warning))
+        except queue.Full:
+            log.warning("event %s not recorded: %d events are already waiting", reason, self._queue.maxsize)
+
+    def close(self, timeout: float) -> None:
+        """Send what is queued, within `timeout` seconds; then stop the thread."""
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            self._send(*item)
+
+
 class KubeWrites:
-    """Writes through the API server."""
+    """Writes through the API server; Events through a queue (see QueuedEvents)."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
+        self.events = QueuedEvents(
+            lambda placement, reason, message, warning: record_event(kube, placement, reason, message, warning=warning)
+        )
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET the placement."""
@@ -70,8 +111,8 @@ class KubeWrites:
         return write_status(self.kube, placement, status)
 
     def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
-        """POST an Event."""
-        record_event(self.kube, dict(placement), reason, message, warning=warning)
+        """POST an Event, from the events thread."""
+        self.events.put(placement, reason, message, warning=warning)
 
     def evict(self, namespace: str, pod: str, uid: str) -> None:
         """POST pods/eviction with the UID as its precondition."""

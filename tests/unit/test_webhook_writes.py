@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.reconcile import CACHE_STALE_SECONDS, CLAIM_GRACE_SECONDS, Reconciler
+from webhook.writes import QueuedEvents
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 NS = "team-a"
@@ -438,3 +440,39 @@ def test_no_release_when_the_api_server_knows_a_pod_carrying_the_claim_or_the_ca
         reflector.last_sync = time.time()
     loop.reconcile_once()
     assert writes.writes[-1]["phase"] == "Pending"
+
+
+class HeldSender:
+    """Sends Events into a list, each only once `release` is set: an API server that is slow to answer."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.sent: list[str] = []
+
+    def __call__(self, _placement: dict[str, Any], reason: str, _message: str, _warning: bool) -> None:
+        self.entered.set()
+        self.release.wait(10)
+        self.sent.append(reason)
+
+
+def test_an_event_is_queued_without_waiting_for_the_api_server() -> None:
+    sender = HeldSender()
+    events = QueuedEvents(sender)
+    events.put({"metadata": {"name": "p"}}, "Claimed", "claimed by web-0", warning=False)
+    assert sender.sent == [], "put waited for the send"
+    sender.release.set()
+    events.close(10)
+    assert sender.sent == ["Claimed"]
+
+
+def test_events_past_the_queue_size_are_dropped_and_the_queued_ones_sent_in_order() -> None:
+    sender = HeldSender()
+    events = QueuedEvents(sender, size=2)
+    events.put({}, "first", "", warning=False)
+    assert sender.entered.wait(10), "the events thread did not take the first"
+    for reason in ("second", "third", "fourth", "fifth"):
+        events.put({}, reason, "", warning=False)
+    sender.release.set()
+    events.close(10)
+    assert sender.sent == ["first", "second", "third"]

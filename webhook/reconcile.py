@@ -68,12 +68,19 @@ class Reconciler:
         self.claim_grace = claim_grace
         self._last_sweep: float | None = None
         self._claims_seen: dict[tuple[str, str], float] = {}
+        # Placement and pod events wake a pass at once; node events do not: on a cluster of thousands of nodes they
+        # come several a second (heartbeats, HAMi's handshakes), so every pass would follow the last (at 10,000
+        # placements a fifth of a core), while what they change (whether an open placement can still be honoured)
+        # waits for the next periodic pass.
+        self.wake = threading.Event()
+        for reflector in (cache.pods, cache.placements):
+            reflector.add_listener(lambda _kind, _obj: self.wake.set())
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set."""
         while not stop.is_set():
-            self.cache.changed.wait(PERIOD_SECONDS)
-            self.cache.changed.clear()
+            self.wake.wait(PERIOD_SECONDS)
+            self.wake.clear()
             if stop.is_set() or not self.cache.ready():
                 continue
             started = time.monotonic()

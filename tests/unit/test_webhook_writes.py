@@ -476,3 +476,15 @@ def test_events_past_the_queue_size_are_dropped_and_the_queued_ones_sent_in_orde
     sender.release.set()
     events.close(10)
     assert sender.sent == ["first", "second", "third"]
+
+
+def test_placement_and_pod_events_wake_the_reconciler_and_node_events_do_not() -> None:
+    loop = reconciler(MemoryWrites())
+    loop.wake.clear()
+    loop.cache.nodes.upsert({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "2"}})
+    assert not loop.wake.is_set(), "a node's heartbeat woke a pass"
+    loop.cache.pods.upsert(stored_pod("trainer-1", "uid-2", phase="Running"))
+    assert loop.wake.is_set()
+    loop.wake.clear()
+    loop.cache.placements.upsert(placement("again", "gpu-0", created="2026-11-29T11:00:00Z"))
+    assert loop.wake.is_set()

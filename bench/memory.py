@@ -1,9 +1,13 @@
-"""What the webhook's cache holds per pod and per node: the API server's object, without managedFields, projected.
+"""What the webhook's cache holds per pod, per node and per placement.
 
-In-process, no sandbox: --pods HAMi pods and --nodes nodes shaped as the sandbox's API server stores them (the
-defaults it adds, managedFields, kubelet-style node status), each decoded from its own JSON as a watch event is,
-then stored as the reflector would: whole, trimmed of managedFields (what the cache kept before), or projected
-(webhook.cache.project_pod / project_node: what it keeps now). Prints MiB held (tracemalloc) and bytes per object.
+In-process, no sandbox: --pods HAMi pods, --nodes nodes and --placements placements shaped as the sandbox's API
+server stores them (the defaults it adds, managedFields, kubelet-style node status, the webhook's acknowledgement in
+each placement's status), each decoded from its own JSON as a watch event is, then stored as the reflector would:
+whole, trimmed of managedFields (what the cache kept before), or projected (webhook.cache.project_pod /
+project_node / project_placement: what it keeps now). Prints MiB held (tracemalloc) and bytes per object.
+Then the whole cache (webhook.cache.ClusterCache) listed through its reflectors' own relist, pages of the API
+server's JSON, with its indexes (allocations by pod and node, claims, placements by namespace and label): MiB held
+after each kind, and after GET /api/v1/cluster-info built its per-node views.
 """
 
 from __future__ import annotations
@@ -19,9 +23,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import orjson
+from kubernetes.client import ApiClient
+
 from bench import generate
 from kubectl_hami_place.kube.watch import _trimmed
-from webhook.cache import project_node, project_pod
+from webhook.cache import ClusterCache, json_pieces, project_node, project_placement, project_pod
 
 STAMP = "2026-11-30T14:11:27Z"
 
@@ -159,6 +169,31 @@ def stored_node(n: int) -> dict[str, Any]:
     }
 
 
+def stored_placement(k: int, nodes: int) -> dict[str, Any]:
+    """Placement k as the sandbox stores it once the webhook acknowledged it (status, managedFields of both)."""
+    obj = generate.placement(k, nodes)
+    fields: dict[str, Any] = {"f:status": {".": {}, "f:observedGeneration": {}, "f:phase": {}}}
+    obj["metadata"].update(
+        uid=f"00000000-0000-0000-0002-{k:012d}",
+        resourceVersion=str(100000 + k),
+        generation=1,
+        creationTimestamp=STAMP,
+        managedFields=[
+            {
+                "manager": manager,
+                "operation": "Update",
+                "apiVersion": obj["apiVersion"],
+                "time": STAMP,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": fields,
+            }
+            for manager in ("python-urllib3", "hami-place-webhook")
+        ],
+    )
+    obj["status"] = {"phase": "Pending", "observedGeneration": 1}
+    return obj
+
+
 def held(texts: list[bytes], keep: Callable[[dict[str, Any]], dict[str, Any]]) -> float:
     """Bytes still allocated once every object is decoded (one json.loads each, as watch events) and kept."""
     gc.collect()
@@ -171,16 +206,59 @@ def held(texts: list[bytes], keep: Callable[[dict[str, Any]], dict[str, Any]]) -
     return float(size)
 
 
+def pages(make: Callable[[int], dict[str, Any]], count: int) -> Callable[..., Any]:
+    """A list call answering pages of `count` objects as the API server does (limit, continue)."""
+
+    def call(*, limit: int, _continue: str = "", **_: Any) -> Any:
+        start = int(_continue or 0)
+        end = min(count, start + limit)
+        more = {"continue": str(end)} if end < count else {}
+        body = {"metadata": {"resourceVersion": "1", **more}, "items": [make(i) for i in range(start, end)]}
+        return SimpleNamespace(data=orjson.dumps(body))
+
+    return call
+
+
+def cache_held(nodes: int, pods: int, placements: int) -> None:
+    """The whole cache listed kind after kind, then one cluster-info: MiB held after each, and per object."""
+    cache = ClusterCache(ApiClient(), generate.SCHEDULER)
+    cache.nodes._list_call = pages(stored_node, nodes)
+    cache.pods._list_call = pages(lambda i: stored_pod(i, nodes), pods)
+    cache.placements._list_call = pages(lambda k: stored_placement(k, nodes), placements)
+    gc.collect()
+    tracemalloc.start()
+    before = 0
+    print(f"\nClusterCache, listed: {'MiB held':>9} {'added':>7}")
+    for what, count, step in (
+        ("nodes", nodes, cache.nodes._relist),
+        ("pods", pods, cache.pods._relist),
+        ("placements", placements, cache.placements._relist),
+        ("cluster-info views", nodes, lambda: list(json_pieces(cache.cluster_info_document(datetime.now(UTC))))),
+    ):
+        step()
+        gc.collect()
+        size, _ = tracemalloc.get_traced_memory()
+        added = size - before
+        print(f"  {what:<19} {size / 2**20:9.1f} {added / 2**20:7.1f}  ({added / max(count, 1):5.0f} B each)")
+        before = size
+    tracemalloc.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=40000)
+    parser.add_argument("--placements", type=int, default=10000)
     args = parser.parse_args(argv)
+    placements = [json.dumps(stored_placement(k, args.nodes)).encode() for k in range(args.placements)]
     kinds = (
         ("pods", [json.dumps(stored_pod(i, args.nodes)).encode() for i in range(args.pods)], project_pod),
         ("nodes", [json.dumps(stored_node(n)).encode() for n in range(args.nodes)], project_node),
+        ("placements", placements, project_placement),
     )
-    print(f"{'kind':<6} {'count':>6} {'JSON B/obj':>10} | {'whole':>15} | {'no managedFields':>16} | {'projected':>15}")
+    print(
+        f"{'kind':<10} {'count':>6} {'JSON B/obj':>10} | {'whole':>15} | {'no managedFields':>16} | {'projected':>15}"
+    )
     for kind, texts, project in kinds:
         whole, trimmed, projected = (held(texts, keep) for keep in (lambda obj: obj, _trimmed, project))
         count = len(texts)
@@ -189,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         def cell(size: float, count: int = count) -> str:
             return f"{size / 2**20:6.1f} MiB {size / count:5.0f} B"
 
-        print(f"{kind:<6} {count:>6} {json_size:10.0f} | {cell(whole)} | {cell(trimmed):>16} | {cell(projected)}")
+        print(f"{kind:<10} {count:>6} {json_size:10.0f} | {cell(whole)} | {cell(trimmed):>16} | {cell(projected)}")
+    del kinds, placements
+    cache_held(args.nodes, args.pods, args.placements)
     return 0
 
 

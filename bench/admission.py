@@ -205,8 +205,8 @@ def side_by_side(
 
 
 def stall_reading(metrics_url: str) -> dict[str, float]:
-    """From the webhook's /metrics: its event loop's lag probes (all, and those later than 10 and 50 ms) and its
-    cyclic collections (count and seconds) by generation, as running totals."""
+    """From the webhook's /metrics: its event loop's lag probes (all, and those later than 10 and 50 ms), its
+    cyclic collections (count and seconds) by generation and the objects its watches took in, as running totals."""
     with urllib.request.urlopen(metrics_url, timeout=10) as reply:
         text = reply.read().decode()
     reading: dict[str, float] = {}
@@ -216,6 +216,8 @@ def stall_reading(metrics_url: str) -> dict[str, float]:
                 reading["lag probes"] = sample.value
             elif sample.name == "hami_place_event_loop_lag_seconds_bucket" and sample.labels["le"] in ("0.01", "0.05"):
                 reading[f"lag<={sample.labels['le']}"] = sample.value
+            elif sample.name == "hami_place_watch_events_total":
+                reading[f"{sample.labels['kind']} events"] = sample.value
             elif sample.name.startswith("hami_place_collector_pause_seconds_") and sample.name[-4:] in ("_sum", "ount"):
                 kind = "s" if sample.name.endswith("_sum") else "n"
                 reading[f"gc{sample.labels['generation']} {kind}"] = sample.value
@@ -223,7 +225,8 @@ def stall_reading(metrics_url: str) -> dict[str, float]:
 
 
 def stall_line(stalls: dict[str, float]) -> str:
-    """One run's stalls, in a line: lag probes later than 10 / 50 ms, full collections and their total pause."""
+    """One run's stalls, in a line: lag probes later than 10 / 50 ms, collections and their total pause, and the
+    watches' objects taken in meanwhile."""
     probes = stalls.get("lag probes", 0.0)
     late = probes - stalls.get("lag<=0.01", 0.0)
     very_late = probes - stalls.get("lag<=0.05", 0.0)
@@ -231,7 +234,8 @@ def stall_line(stalls: dict[str, float]) -> str:
         f"loop late >10 ms {late:.0f}/{probes:.0f}, >50 ms {very_late:.0f}; "
         f"full collections {stalls.get('gc2 n', 0):.0f} ({stalls.get('gc2 s', 0) * 1000:.0f} ms), "
         f"young {stalls.get('gc0 n', 0) + stalls.get('gc1 n', 0):.0f} "
-        f"({(stalls.get('gc0 s', 0) + stalls.get('gc1 s', 0)) * 1000:.0f} ms)"
+        f"({(stalls.get('gc0 s', 0) + stalls.get('gc1 s', 0)) * 1000:.0f} ms); watch events: "
+        + ", ".join(f"{stalls.get(kind + ' events', 0):.0f} {kind}" for kind in ("nodes", "pods", "placements"))
     )
 
 

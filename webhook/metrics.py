@@ -59,6 +59,12 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.watch_events = Counter(
+            "hami_place_watch_events",
+            "Objects the cache took from its watches and relists (each decoded and indexed), by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.collector_pauses = Histogram(
             "hami_place_collector_pause_seconds",
             "Time the process stood still in Python's cyclic garbage collector, by generation collected.",
@@ -88,6 +94,11 @@ class Metrics:
 
         gc.callbacks.append(timed)
         return lambda: gc.callbacks.remove(timed)
+
+    def count_events(self, reflector: Reflector) -> None:
+        """Count the objects a reflector takes in: the cache's steady background work."""
+        counter = self.watch_events.labels(reflector.kind)
+        reflector.add_listener(lambda _event, _obj: counter.inc())
 
     def watch_sync_age(self, reflector: Reflector) -> None:
         """Report the age of a reflector's last sync at scrape time."""

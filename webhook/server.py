@@ -259,6 +259,7 @@ def serve(options: ServeOptions) -> None:
     cache = ClusterCache(kube.api, options.scheduler_name)
     for reflector in cache.reflectors():
         metrics.watch_sync_age(reflector)
+        metrics.count_events(reflector)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
     reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace, writes=writes)

@@ -405,3 +405,16 @@ def test_the_collector_stays_paused_until_the_last_overlapping_build_ends() -> N
     with pytest.raises(RuntimeError), pause():
         raise RuntimeError("a failed build")
     assert gc.isenabled()
+
+
+def test_the_objects_each_watch_takes_in_are_counted_by_kind() -> None:
+    metrics = Metrics()
+    cache = filled_cache([], [])
+    for reflector in cache.reflectors():
+        metrics.count_events(reflector)
+    cache.nodes.upsert(gpu_node("gpu-a100-1"))
+    cache.nodes.remove("", "gpu-a100-1")
+    cache.placements.upsert(placement())
+    text = generate_latest(metrics.registry).decode()
+    assert 'hami_place_watch_events_total{kind="nodes"} 2.0' in text
+    assert 'hami_place_watch_events_total{kind="placements"} 1.0' in text

@@ -53,7 +53,7 @@ from kubectl_hami_place.core.fit import cordoned_cards
 from kubectl_hami_place.core.fragmentation import Fragmentation, NodeFragmentation, free_of, is_open, summarize
 from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.requests import GPU, parse_quantity
-from kubectl_hami_place.core.usage import CardUsage, PodAllocation, PodOnCard, UsageTally, pod_allocation
+from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, UsageTally, pod_allocation
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,7 @@ class _NodeCount:
 
     def info(self) -> NodeInfo:
         """The node's view with the allocations added so far."""
-        usage = self.tally.usage()
+        usage = self.tally.totals()
         return NodeInfo(
             name=self.name,
             ready=self.ready,
@@ -346,8 +346,9 @@ class _NodeCount:
         )
 
 
-def _card_info(card: Card, usage: CardUsage, cordoned: bool) -> CardInfo:
-    """One card's view: its register entry and HAMi's usage of it."""
+def _card_info(card: Card, usage: tuple[int, int, int, tuple[PodOnCard, ...]], cordoned: bool) -> CardInfo:
+    """One card's view: its register entry and HAMi's usage of it (`UsageTally.totals`)."""
+    slots, mem, cores, pods = usage
     return CardInfo(
         uuid=card.uuid,
         index=card.index,
@@ -358,12 +359,12 @@ def _card_info(card: Card, usage: CardUsage, cordoned: bool) -> CardInfo:
         nvidia=card.is_nvidia,
         cordoned=cordoned,
         memory_total=card.devmem,
-        memory_used=usage.used_mem,
+        memory_used=mem,
         cores_total=card.devcore,
-        cores_used=usage.used_cores,
+        cores_used=cores,
         slots_total=card.count,
-        slots_used=usage.used_slots,
-        pods=usage.pods,
+        slots_used=slots,
+        pods=pods,
     )
 
 

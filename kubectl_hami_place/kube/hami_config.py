@@ -8,6 +8,7 @@ saying why, so that a cluster with the defaults works even where the reader may 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from kubectl_hami_place.core.hami_config import (
     DEVICE_CONFIG_KEY,
@@ -17,7 +18,7 @@ from kubectl_hami_place.core.hami_config import (
     HamiConfigError,
     parse_device_config,
 )
-from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.client import Kube, by_path, request
 from kubectl_hami_place.kube.errors import KubeError
 
 
@@ -54,17 +55,13 @@ def _configmap(kube: Kube, where: str) -> tuple[str, object] | None:
     """(namespace/name, its device-config.yaml) of the ConfigMap, None when there is none."""
     if where:
         namespace, _, name = where.rpartition("/")
-        body = request(
-            kube,
-            kube.core().read_namespaced_config_map,
-            name,
-            namespace or kube.namespace,
-            what=f"get configmap {name} in namespace {namespace or kube.namespace}",
-        )
-        return f"{namespace or kube.namespace}/{name}", (body.get("data") or {}).get(DEVICE_CONFIG_KEY)
+        namespace = namespace or kube.namespace
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
+        body = request(kube, by_path(kube.api, "GET", path), what=f"get configmap {name} in namespace {namespace}")
+        return f"{namespace}/{name}", (body.get("data") or {}).get(DEVICE_CONFIG_KEY)
     listed = request(
         kube,
-        kube.core().list_config_map_for_all_namespaces,
+        by_path(kube.api, "GET", "/api/v1/configmaps"),
         field_selector=f"metadata.name={DEVICE_CONFIGMAP}",
         what=f"list configmaps named {DEVICE_CONFIGMAP} in all namespaces",
     )

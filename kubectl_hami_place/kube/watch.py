@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
-from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes.client import ApiClient, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
-from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.client import Kube, by_path
 
 log = logging.getLogger(__name__)
 
@@ -289,14 +289,14 @@ def _short(error: BaseException) -> str:
 
 def node_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every node: cards come from their registers."""
-    return Reflector("nodes", CoreV1Api(api_client).list_node, project=project)
+    return Reflector("nodes", by_path(api_client, "GET", "/api/v1/nodes"), project=project)
 
 
 def pod_reflector(api_client: ApiClient, scheduler_name: str, project: Projection = _trimmed) -> Reflector:
     """The pods HAMi's scheduler places: the only ones that hold cards or that the webhook pins."""
     return Reflector(
         "pods",
-        CoreV1Api(api_client).list_pod_for_all_namespaces,
+        by_path(api_client, "GET", "/api/v1/pods"),
         list_kwargs={"field_selector": f"spec.schedulerName={scheduler_name}"},
         project=project,
     )

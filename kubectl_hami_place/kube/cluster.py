@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -26,12 +26,13 @@ WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
 WEBHOOK_API_PORT = 8083
 WEBHOOK_API_PORT_NAME = "api"
 CLUSTER_INFO_PATH = "api/v1/cluster-info"
+T = TypeVar("T")
 # Controllers whose pod template tells what a new pod matching a selector will ask for.
 CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 # Pods are read this many a page when only their allocations are kept, so the whole list is never held at once.
 LIST_PAGE_SIZE = 500
 # Pages read ahead of the one being reduced: enough to keep the API server busy, few enough to bound memory.
-PAGES_AHEAD = 2
+PAGES_AHEAD = 4
 
 
 @dataclass(frozen=True)
@@ -261,18 +262,42 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
         return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
     if failures:
         why = "; ".join(failures)
-    # Each page of pods is counted into the view before the next is read: at 40,000 pods the whole list as dicts
-    # is ~700 MiB, the allocations a few tens. The next page is read while one is counted, so the API server
-    # encodes on one core while this process works on the other; the nodes are read once the first page is in
-    # (a pods error comes first, as before), while the reader fetches the next ones.
+    # Each page of pods is counted into the view as it comes: at 40,000 pods the whole list as dicts is ~700 MiB,
+    # the allocations a few tens. The next pages are read while one is counted, so the API server encodes on one
+    # core while this process works on the other; the nodes are read beside the first pages, and needed (their
+    # error raised) only once the first page is in, so a pods error still comes first.
     pods = _pages(kube, _get(kube, "/api/v1/pods"), "list pods in all namespaces")
+    nodes = _in_thread(lambda: list_nodes(kube), "read nodes")
     first = next(pods, [])
-    count = ClusterCount(list_nodes(kube))
+    count = ClusterCount(nodes())
     for page in itertools.chain([first], pods):
         for found in map(counted_allocation, page):
             if found is not None:
                 count.add(found)
     return ClusterInfoRead(count.view(datetime.now(UTC)), f"computed from the API server ({why})", False)
+
+
+def _in_thread(read: Callable[[], T], name: str) -> Callable[[], T]:
+    """Starts `read` in a thread; the returned call waits for it and gives its result or raises its error."""
+    done: list[T] = []
+    failed: list[Exception] = []
+
+    def run() -> None:
+        try:
+            done.append(read())
+        except Exception as exc:  # raised again in the caller's thread, where the result is asked for
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if failed:
+            raise failed[0]
+        return done[0]
+
+    return result
 
 
 def _pages(kube: Kube, call: Callable[..., Any], what: str) -> Iterator[list[dict[str, Any]]]:

@@ -309,6 +309,8 @@ def test_the_kept_allocations_share_their_card_strings(cache: ClusterCache) -> N
     assert first == pod_allocation(cache.pods.get("team", "a") or {})
     assert first.containers[0][0].uuid is second.containers[0][0].uuid
     assert first.containers[0][0].vendor is second.containers[0][0].vendor
+    # The by-node index holds the same entries, not copies.
+    assert all(cache._on_node["gpu-0"][key] is cache._allocations[key] for key in (("team", "a"), ("team", "b")))
 
 
 def test_placements_alike_share_their_status_selector_and_cards_and_read_the_same(cache: ClusterCache) -> None:

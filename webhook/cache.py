@@ -44,7 +44,6 @@ class ClusterCache:
         self.nodes = node_reflector(api_client, project=project_node)
         self.pods = pod_reflector(api_client, scheduler_name, project=project_pod)
         self.placements = placement_reflector(api_client, project=project_placement)
-        self.changed = threading.Event()
         # The placements as the store keeps them (parsed once per stored version, see project_placement), indexed
         # from the placement events (see _PlacementIndex).
         self._placements = _PlacementIndex()
@@ -72,8 +71,6 @@ class ClusterCache:
         self._views: dict[str, _NodeView] = {}
         self._views_lock = threading.Lock()
         self._stop = threading.Event()
-        for reflector in self.reflectors():
-            reflector.add_listener(lambda _kind, _obj: self.changed.set())
 
     def reflectors(self) -> tuple[Reflector, ...]:
         """Nodes, pods, placements."""

@@ -32,7 +32,7 @@ CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
 # Pods are read this many a page when only their allocations are kept, so the whole list is never held at once.
 LIST_PAGE_SIZE = 500
 # Pages read ahead of the one being reduced: enough to keep the API server busy, few enough to bound memory.
-PAGES_AHEAD = 4
+PAGES_AHEAD = 2
 
 
 @dataclass(frozen=True)

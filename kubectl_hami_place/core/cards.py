@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -194,7 +195,8 @@ def _plain_card(item: dict[str, object]) -> Card | None:
         and _INT64_MIN <= numa <= _INT64_MAX
     ):
         return None
-    return Card(uuid, index, count, devmem, devcore, kind, numa, health, mode)
+    # The model and mode words repeat on every card of a cluster: one string each, not one per card kept.
+    return Card(uuid, index, count, devmem, devcore, sys.intern(kind), numa, health, sys.intern(mode))
 
 
 def _reject_constant(name: str) -> object:

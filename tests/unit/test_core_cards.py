@@ -233,3 +233,12 @@ def test_every_field_of_every_type_reads_as_the_json_module_reads_it(key: str) -
         got = outcome(functools.partial(parse_register, text), RegisterError)
         want = outcome(functools.partial(_reference, text), RegisterError)
         assert (type(got), str(got), repr(got)) == (type(want), str(want), repr(want)), value
+
+
+def test_cards_of_different_registers_share_their_model_and_mode_words() -> None:
+    first, second = (
+        parse_register(json.dumps([{"id": uuid, "type": "NVIDIA-" + "H100", "mode": "hami-" + "core", "health": True}]))
+        for uuid in ("GPU-a", "GPU-b")
+    )
+    assert first[0].type is second[0].type
+    assert first[0].mode is second[0].mode

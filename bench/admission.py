@@ -44,6 +44,8 @@ from sandbox.cluster import Sandbox
 
 EXCLUDED_NAMESPACE = "bench-excluded"
 PATHS = ("no-placement", "non-gpu", "excluded")
+# How long a read of the webhook's /metrics may take around a turn.
+METRICS_TIMEOUT = 30.0
 REVIEWS = (*PATHS, "claim")
 
 
@@ -192,7 +194,11 @@ def side_by_side(
             attack(target, rate, duration / slices, results[key][-1], workdir)
             cpu[key] += cpu_seconds(target.pid) - before
             if target.stalls:
-                for name, value in target.stalls().items():
+                after = target.stalls()
+                if "unread" in after or "unread" in stalled:
+                    stalls[key]["unread"] = 1.0
+                    continue
+                for name, value in after.items():
                     stalls[key][name] = stalls[key].get(name, 0.0) + value - stalled.get(name, 0.0)
     figures = []
     for key in (id(ours), id(theirs)):
@@ -207,9 +213,12 @@ def side_by_side(
 def stall_reading(metrics_url: str) -> dict[str, float]:
     """From the webhook's /metrics: its event loop's lag probes (all, and those later than 10 and 50 ms), its
     cyclic collections (count and seconds) by generation and the objects its watches took in, as running totals."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as reply:
-        text = reply.read().decode()
     reading: dict[str, float] = {}
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=METRICS_TIMEOUT) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return {"unread": 1.0}  # the run's figures stand; its stalls are reported as not read
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "hami_place_event_loop_lag_seconds_count":
@@ -227,6 +236,8 @@ def stall_reading(metrics_url: str) -> dict[str, float]:
 def stall_line(stalls: dict[str, float]) -> str:
     """One run's stalls, in a line: lag probes later than 10 / 50 ms, collections and their total pause, and the
     watches' objects taken in meanwhile."""
+    if stalls.get("unread"):
+        return f"/metrics did not answer within {METRICS_TIMEOUT:.0f} s around a turn: stalls not read"
     probes = stalls.get("lag probes", 0.0)
     late = probes - stalls.get("lag<=0.01", 0.0)
     very_late = probes - stalls.get("lag<=0.05", 0.0)

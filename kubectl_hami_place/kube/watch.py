@@ -102,8 +102,6 @@ class Reflector:
         self._list_call = list_call
         self._list_kwargs = dict(list_kwargs or {})
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
-        # The same objects by namespace, kept with _objects under the lock: one namespace is read per admission.
-        self._by_namespace: dict[str, dict[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
         self._response: Any = None
@@ -119,11 +117,6 @@ class Reflector:
         with self._lock:
             return list(self._objects.values())
 
-    def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
-        """The stored objects of one namespace (shared dicts, read-only), without a pass over the others."""
-        with self._lock:
-            return list(self._by_namespace.get(namespace, {}).values())
-
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The stored object, or None."""
         with self._lock:
@@ -136,13 +129,13 @@ class Reflector:
         with self._lock:
             if not _newer(obj, self._objects.get(key)):
                 return
-            self._store(key, obj)
+            self._objects[key] = obj
         self._notify("MODIFIED", obj)
 
     def remove(self, namespace: str, name: str) -> None:
         """Forget an object known to be gone before the watch says so."""
         with self._lock:
-            obj = self._discard((namespace, name))
+            obj = self._objects.pop((namespace, name), None)
         if obj is not None:
             self._notify("DELETED", obj)
 
@@ -200,9 +193,6 @@ class Reflector:
             gone = [obj for key, obj in self._objects.items() if key not in fresh]
             changed = [obj for key, obj in fresh.items() if self._objects.get(key) is not obj]
             self._objects = fresh
-            self._by_namespace = {}
-            for (namespace, name), obj in fresh.items():
-                self._by_namespace.setdefault(namespace, {})[name] = obj
         for obj in gone:
             self._notify("DELETED", obj)
         for obj in changed:
@@ -245,27 +235,12 @@ class Reflector:
         key = object_key(obj)
         with self._lock:
             if kind == "DELETED":
-                self._discard(key)
+                self._objects.pop(key, None)
             else:
-                self._store(key, obj)
+                self._objects[key] = obj
         self._mark_synced()
         self._notify(str(kind), obj)
         return new_version
-
-    def _store(self, key: tuple[str, str], obj: dict[str, Any]) -> None:
-        """Store under the lock, in both maps."""
-        self._objects[key] = obj
-        self._by_namespace.setdefault(key[0], {})[key[1]] = obj
-
-    def _discard(self, key: tuple[str, str]) -> dict[str, Any] | None:
-        """Forget under the lock, in both maps; the object, if there was one."""
-        obj = self._objects.pop(key, None)
-        names = self._by_namespace.get(key[0])
-        if names is not None:
-            names.pop(key[1], None)
-            if not names:
-                del self._by_namespace[key[0]]
-        return obj
 
     def _mark_synced(self) -> None:
         self.last_sync = time.time()

@@ -121,39 +121,6 @@ def test_a_fresher_write_is_kept_and_a_stale_one_ignored() -> None:
     assert reflector.get("ns", "p") is None
 
 
-def by_namespace(reflector: Reflector) -> dict[str, list[str]]:
-    """What in_namespace gives for every namespace the test uses; it must agree with items()."""
-    spaces = ("ns", "other", "third", "never")
-    result = {ns: sorted(o["metadata"]["name"] for o in reflector.in_namespace(ns)) for ns in spaces}
-    assert sorted(n for names in result.values() for n in names) == sorted(
-        o["metadata"]["name"] for o in reflector.items()
-    )
-    return result
-
-
-def test_one_namespace_is_read_as_items_has_it_through_lists_events_and_writes() -> None:
-    reflector, _ = run(
-        [
-            Reply({"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5"), obj("b", "6", "other")]}),
-            Reply(
-                events=[
-                    {"type": "ADDED", "object": obj("c", "11")},
-                    {"type": "DELETED", "object": obj("b", "12", "other")},
-                    {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}},
-                ]
-            ),
-            Reply({"metadata": {"resourceVersion": "90"}, "items": [obj("c", "80"), obj("d", "81", "third")]}),
-        ]
-    )
-    assert by_namespace(reflector) == {"ns": ["c"], "other": [], "third": ["d"], "never": []}
-    assert reflector.in_namespace("ns") == [obj("c", "80")]
-    reflector.upsert(obj("e", "95", "other"))
-    reflector.upsert(obj("c", "70"))  # stale: ignored in both
-    reflector.remove("third", "d")
-    assert by_namespace(reflector) == {"ns": ["c"], "other": ["e"], "third": [], "never": []}
-    assert reflector.in_namespace("ns") == [obj("c", "80")]
-
-
 def test_managed_fields_are_not_kept() -> None:
     def managed(name: str, version: str) -> dict[str, Any]:
         thing = obj(name, version)

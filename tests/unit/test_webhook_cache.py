@@ -15,6 +15,7 @@ from kubectl_hami_place.core import placement as placement_module
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import object_key
+from webhook import cache as cache_module
 from webhook.api import _pod_summary
 from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod
 
@@ -296,6 +297,23 @@ def test_pods_alike_share_their_node_name_and_phase_parts_and_read_the_same() ->
     assert first["spec"] == {"nodeName": "gpu-0"} and first["status"] == {"phase": "Running"}
     assert ended["status"] == {"phase": "Succeeded"} and ended["spec"] is first["spec"]
     assert with_init["spec"] is not first["spec"] and with_init["spec"]["initContainers"] == [{"name": "init"}]
+
+
+def test_the_table_of_shared_parts_is_emptied_at_its_limit_and_pods_keep_what_they_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cache_module, "_SHARED", {})
+    monkeypatch.setattr(cache_module, "SHARED_LIMIT", 4)
+    kept = []
+    for node in range(10):
+        pod = without_init(f"p{node}")
+        pod["spec"]["nodeName"] = f"gpu-{node}"
+        kept.append(project_pod(pod))
+        assert len(cache_module._SHARED) <= 4
+    assert [pod["spec"] for pod in kept] == [{"nodeName": f"gpu-{node}"} for node in range(10)]
+    again = without_init("again")
+    again["spec"]["nodeName"] = "gpu-9"
+    assert project_pod(again)["spec"] is kept[9]["spec"]
 
 
 def test_the_kept_allocations_share_their_card_strings(cache: ClusterCache) -> None:

@@ -33,6 +33,7 @@ HEALTHY = orjson.dumps({"status": "ok"})
 JSON_HEADER = (b"content-type", b"application/json")
 CLOSE_HEADER = (b"connection", b"close")
 NOT_JSON = "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview"
+BODY_LATE = "the body did not arrive within the admission timeout"
 
 
 def error_body(reason: str) -> bytes:
@@ -113,23 +114,27 @@ class MutateApp:
             async with asyncio.timeout(deadline.remaining()):  # a timer on this task, not a task of its own
                 data = await read_body(receive)
         except TimeoutError:
-            raise ClientMistake(408, "the body did not arrive within the admission timeout") from None
+            raise ClientMistake(408, BODY_LATE) from None
         return await self._answer(data, started, deadline)
 
     async def _answer(self, data: bytes, started: float, deadline: Deadline) -> tuple[int, bytes]:
-        try:
-            body = orjson.loads(data)
-        except (ValueError, RecursionError):
-            raise ClientMistake(400, NOT_JSON) from None
-        try:
-            review = parse_review(body)
-        except ReviewError as error:
-            raise ClientMistake(400, str(error)) from None
+        review = parsed_review(data)
         answer = self.admitter.admit_review(review, started, cache_only=True)
         if answer is None:
             loop = asyncio.get_running_loop()
             answer = await loop.run_in_executor(self.claims, self._admit_in_thread, review, started, deadline)
         return 200, orjson.dumps(answer)
+
+    def answer_on_loop(self, data: bytes, started: float) -> tuple[int, bytes] | None:
+        """(status, body) for a whole /mutate body when the cache decides it, a client's mistake included; None
+        when the review needs the API server (the ASGI path then takes it to a thread)."""
+        try:
+            review = parsed_review(data)
+        except ClientMistake as mistake:
+            self.metrics.admissions.labels(INVALID).inc()
+            return mistake.status, error_body(str(mistake))
+        answer = self.admitter.admit_review(review, started, cache_only=True)
+        return None if answer is None else (200, orjson.dumps(answer))
 
     def _admit_in_thread(self, review: Review, started: float, deadline: Deadline) -> dict[str, Any]:
         """The full admission, API calls included, each cut to what is left of the deadline."""
@@ -141,6 +146,18 @@ class MutateApp:
     def close(self) -> None:
         """Let the claims being written finish; accept no more."""
         self.claims.shutdown(wait=True)
+
+
+def parsed_review(data: bytes) -> Review:
+    """The review in a /mutate body; ClientMistake (400) when it is not JSON or not an AdmissionReview."""
+    try:
+        body = orjson.loads(data)
+    except (ValueError, RecursionError):
+        raise ClientMistake(400, NOT_JSON) from None
+    try:
+        return parse_review(body)
+    except ReviewError as error:
+        raise ClientMistake(400, str(error)) from None
 
 
 def too_large() -> str:

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kubectl_hami_place.core.reviews import Review
-from tests.webhook_listener import serving
+from tests.webhook_listener import call, serving
 from webhook import server as webhook_server
 from webhook.certs import CertBundle, generate
 from webhook.main import main
@@ -193,6 +193,85 @@ def test_a_claim_being_written_does_not_hold_up_other_admissions(
     gate.release.set()
     claiming.join(TIMEOUT)
     assert held and json.loads(held[0][2])["response"]["uid"] == "uid-hold"
+
+
+class Recorded(MutateApp):
+    """The app, noting each request that reached it through uvicorn's ASGI cycle."""
+
+    def __init__(self, gate: Gate, admission_timeout: float = TIMEOUT) -> None:
+        super().__init__(gate, Metrics(), admission_timeout=admission_timeout)  # type: ignore[arg-type]
+        self.through_asgi: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.through_asgi.append(f"{scope['method']} {scope['path']}")
+        await super().__call__(scope, receive, send)
+
+
+def raw_post(body: bytes, content_type: str = "application/json") -> bytes:
+    head = (
+        f"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def test_a_review_the_cache_decides_is_answered_from_the_parser_and_the_others_through_the_app(
+    tmp_path: Path, bundle: CertBundle, gate: Gate
+) -> None:
+    """On one kept-alive connection: cache-decided reviews and malformed bodies never reach the ASGI cycle, a
+    review that needs a claim and everything else do; each answer is the one the app gives, in order."""
+    app = Recorded(gate)
+    requests = [
+        post_request("web-0"),
+        raw_post(b"{not json"),
+        raw_post(b'{"kind": "Pod"}'),
+        post_request("hold"),
+        raw_post(review_body("web-1"), "text/plain"),
+        b"GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n",
+        post_request("web-2"),
+    ]
+    with serving(app, tmp_path) as listener, connected(listener.port, bundle.ca_crt) as tls:
+        answers = []
+        for request in requests:
+            tls.sendall(request)
+            answers.append(read_answer(tls))
+    assert app.through_asgi == ["POST /mutate", "POST /mutate", "GET /healthz"]
+    expected = [
+        call(Recorded(gate), *parse_request(request)[:3], content_type=parse_request(request)[3])
+        for request in requests
+    ]
+    for (status_line, headers, body), (status, expected_headers, expected_body) in zip(answers, expected, strict=True):
+        assert status_line.split(" ", 2)[1] == str(status)
+        assert headers == expected_headers
+        assert json.loads(body) == json.loads(expected_body)
+    assert [json.loads(body)["response"]["uid"] for _, _, body in (answers[0], answers[3], answers[6])] == [
+        "uid-web-0",
+        "uid-hold",
+        "uid-web-2",
+    ]
+
+
+def parse_request(request: bytes) -> tuple[str, str, bytes, str | None]:
+    """(method, path, body, content type) of a request as `call` takes them."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    method, path, _ = lines[0].split(" ")
+    headers = {key.lower(): value for key, value in (line.split(": ", 1) for line in lines[1:])}
+    return method, path, body, headers.get("content-type")
+
+
+def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closes(
+    tmp_path: Path, bundle: CertBundle, gate: Gate
+) -> None:
+    app = Recorded(gate, admission_timeout=1.0)
+    request = post_request()
+    with serving(app, tmp_path) as listener, connected(listener.port, bundle.ca_crt) as tls:
+        tls.sendall(request[:-10])
+        status, headers, body = read_answer(tls)
+        assert tls.recv(4096) == b"", "the connection is closed after the 408"
+    assert status == "HTTP/1.1 408 Request Timeout" and headers["connection"] == "close"
+    assert "did not arrive" in json.loads(body)["error"]
+    assert app.metrics.admissions.labels("invalid")._value.get() == 1
+    assert app.through_asgi == [] and app.in_flight == 0
 
 
 def test_a_stalled_event_loop_shows_in_its_lag(served: MutateListener, bundle: CertBundle) -> None:

@@ -26,8 +26,9 @@ from http import HTTPStatus
 from types import FrameType
 
 import uvicorn
+from flask import Flask
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from waitress.server import create_server
+from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import connect
@@ -392,13 +393,7 @@ def serve(options: ServeOptions) -> None:
     def mutate_serving() -> str | None:
         return "shutting down" if mutate.draining else probe()
 
-    http = create_server(
-        api_app(cache, metrics, mutate_serving),
-        host=options.bind_address,
-        port=options.api_port,
-        threads=4,
-        ident="hami-place-webhook",
-    )
+    http = api_server(api_app(cache, metrics, mutate_serving), options.bind_address, options.api_port)
     stop = threading.Event()
     received: list[int] = []
 
@@ -443,6 +438,12 @@ def serve(options: ServeOptions) -> None:
     cache.stop()
     unwatch_collector()
     log.info("stopped")
+
+
+def api_server(app: Flask, host: str, port: int) -> MultiSocketServer | BaseWSGIServer:
+    """waitress for the HTTP API, polling its sockets with poll(): select() fails on a descriptor above 1,024, and
+    the /mutate listener's connections alone pass that under load, which stopped /readyz and /metrics for good."""
+    return create_server(app, host=host, port=port, threads=4, ident="hami-place-webhook", asyncore_use_poll=True)
 
 
 def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:

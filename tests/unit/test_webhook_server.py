@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import resource
 import socket
 import ssl
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -21,8 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kubectl_hami_place.core.reviews import Review
+from tests.unit.test_webhook_api import filled_cache
 from tests.webhook_listener import call, serving
 from webhook import server as webhook_server
+from webhook.api import api_app
 from webhook.certs import CertBundle, generate
 from webhook.main import main
 from webhook.metrics import Metrics
@@ -304,6 +309,31 @@ def sample(metric: Any, suffix: str, **labels: str) -> float:
             if found.name == family.name + suffix and all(found.labels.get(k) == v for k, v in labels.items()):
                 return float(found.value)
     raise AssertionError(f"no sample {suffix} {labels}")
+
+
+def test_the_http_api_answers_while_the_process_holds_more_than_1024_descriptors() -> None:
+    """Under load the /mutate listener's connections alone pass 1,024 descriptors; select() refuses any above."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 2048:
+        pytest.skip(f"the hard limit on open files ({hard}) leaves no room above 1,024")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] <= 1100:
+            held.extend(os.pipe())
+        server = webhook_server.api_server(api_app(filled_cache([], []), Metrics()), "127.0.0.1", 0)
+        threading.Thread(target=server.run, daemon=True).start()
+        try:
+            for _ in range(3):
+                url = f"http://127.0.0.1:{server.effective_port}/healthz"
+                with urllib.request.urlopen(url, timeout=TIMEOUT) as answer:
+                    assert answer.status == 200
+        finally:
+            server.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_the_probe_answers_while_the_listener_serves(served: MutateListener) -> None:

@@ -250,15 +250,19 @@ def stall_line(stalls: dict[str, float]) -> str:
     )
 
 
-def settle(pid: int, *, quiet: float = 0.15, window: float = 5.0, limit: float = 900.0) -> float:
-    """Seconds until the process uses less than `quiet` of a core over `window` seconds: after its first sync the
-    webhook acknowledges every placement (one status write each) and freezes its cache out of the collector; the
-    runs measure the steady state after that."""
+def settle(
+    pid: int, events: Callable[[], float], *, quiet: float = 0.15, window: float = 5.0, limit: float = 900.0
+) -> float:
+    """Seconds until, over `window` seconds, the process uses less than `quiet` of a core and `events` (its placement
+    watch's running total) stays put: after its first sync the webhook acknowledges every placement (one status
+    write each, mostly waiting on the API server, so its CPU alone read quiet too early: the first rows of an earlier
+    run still met 2,741 placement events) and freezes its cache out of the collector; the runs measure the steady
+    state after that."""
     started = time.monotonic()
     while time.monotonic() - started < limit:
-        before = cpu_seconds(pid)
+        before, seen = cpu_seconds(pid), events()
         time.sleep(window)
-        if cpu_seconds(pid) - before < quiet * window:
+        if cpu_seconds(pid) - before < quiet * window and events() == seen:
             break
     return time.monotonic() - started
 
@@ -333,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
             webhook = sandbox_webhook.start(sandbox, workdir, "--exclude-namespace", EXCLUDED_NAMESPACE, timeout=900)
             sync = time.monotonic() - sync_started
             print(f"  webhook ready (first full sync) in {sync:.1f}s", flush=True)
-            settled = settle(webhook.process.pid)
+            metrics_url = webhook.api + "/metrics"
+            settled = settle(webhook.process.pid, lambda: stall_reading(metrics_url).get("placements events", 0.0))
             settled_rss = rss_mib(webhook.process.pid)
             print(
                 f"  webhook settled (placements acknowledged, cache frozen) {settled:.0f}s later, "
@@ -346,7 +351,6 @@ def main(argv: list[str] | None = None) -> int:
             hami_url = f"{sandbox.hami_url}/webhook"
             rows = []
             ours_pid, hami_pid = webhook.process.pid, hami.popen.pid
-            metrics_url = webhook.api + "/metrics"
             for rate in rates:
                 for path in PATHS:
                     ours, theirs = side_by_side(

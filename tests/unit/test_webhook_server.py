@@ -336,6 +336,20 @@ def test_the_http_api_answers_while_the_process_holds_more_than_1024_descriptors
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def test_the_survivors_of_a_full_collection_are_frozen_out_of_the_next() -> None:
+    undo = webhook_server.freeze_after_full_collections()
+    try:
+        kept = [[index] for index in range(1000)]
+        before = gc.get_freeze_count()
+        gc.collect(1)
+        assert gc.get_freeze_count() == before, "only a full collection freezes"
+        gc.collect()
+        assert gc.get_freeze_count() >= before + len(kept)
+    finally:
+        undo()
+        gc.unfreeze()
+
+
 def test_the_probe_answers_while_the_listener_serves(served: MutateListener) -> None:
     assert MutateProbe("127.0.0.1", served.port)() is None
 

@@ -47,6 +47,8 @@ PATHS = ("no-placement", "non-gpu", "excluded")
 # How long a read of the webhook's /metrics may take around a turn.
 METRICS_TIMEOUT = 30.0
 REVIEWS = (*PATHS, "claim")
+# What the API server adds to a webhook's URL: the webhook's timeoutSeconds (10 s by default).
+API_SERVER_QUERY = "?timeout=10s"
 
 
 def pod_for(path: str, spread: int = 0) -> tuple[str, dict[str, Any]]:
@@ -348,13 +350,14 @@ def main(argv: list[str] | None = None) -> int:
             hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
             ca_ours = webhook.certs / "ca.crt"
             ca_hami = sandbox.workdir / "pki" / "ca.crt"
-            hami_url = f"{sandbox.hami_url}/webhook"
+            hami_url = f"{sandbox.hami_url}/webhook{API_SERVER_QUERY}"
+            ours_url = f"{webhook.url}{API_SERVER_QUERY}"
             rows = []
             ours_pid, hami_pid = webhook.process.pid, hami.popen.pid
             for rate in rates:
                 for path in PATHS:
                     ours, theirs = side_by_side(
-                        Target(ours_pid, webhook.url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
+                        Target(ours_pid, ours_url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
                         Target(hami_pid, hami_url, ca_hami, review(path, "admission.k8s.io/v1beta1")),
                         rate,
                         args.duration,
@@ -370,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             claim_seconds = min(args.duration, 0.8 * (args.placements - 1) / args.claim_rate)
             spaces = min(args.placements, generate.PLACEMENT_NAMESPACES)
             ours, theirs = side_by_side(
-                Target(ours_pid, webhook.url, ca_ours, [review("claim", spread=k) for k in range(spaces)]),
+                Target(ours_pid, ours_url, ca_ours, [review("claim", spread=k) for k in range(spaces)]),
                 Target(
                     hami_pid,
                     hami_url,

@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.lifecycle import FollowUp, consumed_req_ids, eviction_outcome, follow_up, guard_obsolete
 from kubectl_hami_place.core.names import EvictionResult
-from kubectl_hami_place.core.placement import Placement, placement_from_object
+from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
+from kubectl_hami_place.core.plan import Problem, problems_on
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
@@ -40,6 +42,31 @@ GUARD_SWEEP_SECONDS = 30.0
 CLAIM_GRACE_SECONDS = 120
 # The cache is stale when no list, event or bookmark arrived for longer than a watch lasts: no releases then.
 CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
+
+
+class KnownProblems:
+    """What each open placement's spec finds wrong on its node, worked out again only when the spec (a new
+    version) or the node's stored object changed: every pass asks it of every open placement, 65% of a 150 ms pass
+    at 10,000 of them, while nodes change a few a second."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[PlacementSpec, object, tuple[Problem, ...]]] = {}
+
+    def pass_over(self, nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], tuple[Problem, ...]]:
+        """The problems of each spec this pass asks of (keyed by the spec itself, its node compared by identity:
+        the cache replaces a changed node, never edits it); what the pass does not ask of is forgotten."""
+        known, self._known = self._known, {}
+        work_out = problems_on(nodes)
+
+        def problems(spec: PlacementSpec) -> tuple[Problem, ...]:
+            node = nodes.get(spec.node_name)
+            entry = known.get(id(spec))
+            if entry is None or entry[0] is not spec or entry[1] is not node:
+                entry = (spec, node, work_out(spec))
+            self._known[id(spec)] = entry
+            return entry[2]
+
+        return problems
 
 
 class Reconciler:
@@ -68,6 +95,7 @@ class Reconciler:
         self.claim_grace = claim_grace
         self._last_sweep: float | None = None
         self._claims_seen: dict[tuple[str, str], float] = {}
+        self._problems = KnownProblems()
         # Placement and pod events wake a pass at once; node events do not: on a cluster of thousands of nodes they
         # come several a second (heartbeats, HAMi's handshakes), so every pass would follow the last (at 10,000
         # placements a fifth of a core), while what they change (whether an open placement can still be honoured)
@@ -100,6 +128,7 @@ class Reconciler:
         placements = self.cache.parsed_placements()
         consumed = consumed_req_ids(placements)
         claim_ages = self._claim_ages(placements)
+        problems = self._problems.pass_over(nodes)
         for placement in placements:
             step = follow_up(
                 placement,
@@ -108,7 +137,7 @@ class Reconciler:
                 self.ttl_seconds,
                 self.claim_grace,
                 consumed=consumed,
-                nodes=nodes,
+                problems=problems,
                 claim_ages=claim_ages,
             )
             if step is not None:

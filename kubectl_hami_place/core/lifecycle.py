@@ -8,7 +8,7 @@ rules are here (contract in docs/architecture.md, "Placement status").
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -18,11 +18,12 @@ from kubectl_hami_place.core.placement import (
     Condition,
     EvictionStatus,
     Placement,
+    PlacementSpec,
     PlacementStatus,
     condition,
     merge_condition,
 )
-from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, placement_problems
+from kubectl_hami_place.core.plan import Problem, Scope
 
 EVICTION_RETRY_FIRST_SECONDS = 5
 EVICTION_RETRY_MAX_SECONDS = 60
@@ -149,9 +150,9 @@ def failed(placement: Placement, reason: str, now: datetime) -> StatusWrite:
 def consumed_req_ids(placements: Sequence[Placement]) -> dict[tuple[str, str], str]:
     """(namespace, reqID) -> name of the oldest placement that consumed that reqID."""
     consumed: dict[tuple[str, str], str] = {}
-    for placement in sorted(placements, key=age_key):
-        if placement.claimed:
-            consumed.setdefault((placement.namespace, placement.spec.req_id), placement.name)
+    # Only the claimed ones are sorted: every reconcile pass asks, and most placements are open.
+    for placement in sorted((p for p in placements if p.claimed), key=age_key):
+        consumed.setdefault((placement.namespace, placement.spec.req_id), placement.name)
     return consumed
 
 
@@ -169,14 +170,15 @@ def follow_up(
     claim_grace_seconds: int,
     *,
     consumed: Mapping[tuple[str, str], str] | None = None,
-    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    problems: Callable[[PlacementSpec], Sequence[Problem]] | None = None,
     claim_ages: Mapping[tuple[str, str], float] | None = None,
 ) -> FollowUp | None:
     """The next step for one placement, given the stored pods by (namespace, claim token); None when none is due.
 
     A generation not yet acknowledged (status.observedGeneration behind metadata.generation): acknowledge it first.
     Unclaimed while another placement of the namespace consumed its reqID (`consumed`, from `consumed_req_ids`),
-    or unclaimed while the placement itself can never be honoured (node gone, card missing: given `nodes`):
+    or unclaimed while the placement itself can never be honoured (node gone, card missing: given `problems`,
+    `plan.problems_on` the nodes):
     Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy.
     Claimed, but no such pod appeared within the grace period (its creation failed, or we stopped before
     answering): release the claim, back to Pending. The grace is measured by `claim_ages` when given ((namespace,
@@ -198,9 +200,8 @@ def follow_up(
         owner = (consumed or {}).get((placement.namespace, placement.spec.req_id))
         if owner and owner != placement.name:
             return FollowUp(failed(placement, f"reqID already consumed by placement {owner}", now))
-        if nodes is not None:
-            problems = placement_problems(placement.spec, ClusterSnapshot(nodes))
-            final = [problem.message for problem in problems if problem.scope is Scope.Placement]
+        if problems is not None:
+            final = [problem.message for problem in problems(placement.spec) if problem.scope is Scope.Placement]
             if final:
                 return FollowUp(failed(placement, "; ".join(final), now))
         created = placement.created

@@ -18,7 +18,7 @@ and its patch drops a `gpucores: 100` that HAMi's webhook may already have added
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -230,6 +230,12 @@ def plan(
 def placement_problems(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[Problem, ...]:
     """The problems of the placement whatever the pod: the reconciler fails a placement on the Placement ones."""
     return _placement(spec, snapshot)[1]
+
+
+def problems_on(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], tuple[Problem, ...]]:
+    """`placement_problems` against these nodes, as `lifecycle.follow_up` asks for them."""
+    snapshot = ClusterSnapshot(nodes)
+    return lambda spec: placement_problems(spec, snapshot)
 
 
 def pending_warnings(

@@ -21,6 +21,7 @@ from kubectl_hami_place.core.placement import (
     placements_from_objects,
     status_to_object,
 )
+from kubectl_hami_place.core.plan import problems_on
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 TTL = 3600
@@ -235,13 +236,13 @@ def test_an_open_placement_on_a_node_that_is_gone_or_a_card_that_is_missing_fail
         {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
     ]
     node = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
-    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={"n": node}) is None
-    gone = follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={})
+    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({"n": node})) is None
+    gone = follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({}))
     assert isinstance(gone, FollowUp) and written(gone.write)["phase"] == "Failed"
     assert written(gone.write)["message"] == "node n not found"
     missing = placement({"phase": "Pending"})
     missing["spec"]["gpuDevices"] = ["gpu-3"]
-    step = follow_up(missing, {}, NOW, TTL, GRACE, nodes={"n": node})
+    step = follow_up(missing, {}, NOW, TTL, GRACE, problems=problems_on({"n": node}))
     assert step is not None and "no card with index 3" in written(step.write)["message"]
 
 
@@ -258,9 +259,9 @@ def test_a_card_that_is_unhealthy_or_a_node_without_register_only_waits() -> Non
         }
     ]
     sick = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
-    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={"n": sick}) is None
+    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({"n": sick})) is None
     bare = {"metadata": {"name": "n"}}
-    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, nodes={"n": bare}) is None
+    assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({"n": bare})) is None
 
 
 def test_merge_condition_keeps_transition_time_when_status_is_unchanged() -> None:

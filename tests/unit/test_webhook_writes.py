@@ -16,15 +16,23 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.core.lifecycle import req_id_guard_name
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, USE_GPUUUID_ANNOTATION
-from kubectl_hami_place.core.placement import Placement, PlacementStatus, placement_from_object, status_to_object
+from kubectl_hami_place.core.placement import (
+    Placement,
+    PlacementSpec,
+    PlacementStatus,
+    placement_from_object,
+    status_to_object,
+)
 from kubectl_hami_place.kube.claims import Guard, StaleWrite
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
 from kubectl_hami_place.kube.evictions import PodReplaced
+from webhook import reconcile as reconcile_module
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
@@ -488,3 +496,33 @@ def test_placement_and_pod_events_wake_the_reconciler_and_node_events_do_not() -
     loop.wake.clear()
     loop.cache.placements.upsert(placement("again", "gpu-0", created="2026-11-29T11:00:00Z"))
     assert loop.wake.is_set()
+
+
+def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worked: list[str] = []
+    work_out = reconcile_module.problems_on
+
+    def counted(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], Any]:
+        problems = work_out(nodes)
+
+        def counting(spec: PlacementSpec) -> Any:
+            worked.append(spec.node_name)
+            return problems(spec)
+
+        return counting
+
+    monkeypatch.setattr(reconcile_module, "problems_on", counted)
+    writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
+    loop = reconciler(writes)
+    for _ in range(3):
+        loop.reconcile_once()
+    assert worked == ["gpu-0"] and not writes.writes
+    loop.cache.nodes.upsert({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "5"}})
+    loop.reconcile_once()
+    assert worked == ["gpu-0", "gpu-0"] and not writes.writes
+    loop.cache.nodes.remove("", "gpu-0")
+    loop.reconcile_once()
+    assert worked == ["gpu-0"] * 3
+    assert writes.writes[-1]["phase"] == "Failed" and "gpu-0 not found" in writes.writes[-1]["message"]

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, request
+from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, list_batches, request
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
@@ -29,10 +29,8 @@ CLUSTER_INFO_PATH = "api/v1/cluster-info"
 T = TypeVar("T")
 # Controllers whose pod template tells what a new pod matching a selector will ask for.
 CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
-# Pods are read this many a page when only their allocations are kept, so the whole list is never held at once.
-LIST_PAGE_SIZE = 500
-# Pages read ahead of the one being reduced: enough to keep the API server busy, few enough to bound memory.
-PAGES_AHEAD = 2
+# Batches of pods decoded ahead of the one being counted: enough to keep the reader busy, few enough to bound memory.
+BATCHES_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -175,8 +173,6 @@ def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, 
 _QUERY = {
     "label_selector": "labelSelector",
     "field_selector": "fieldSelector",
-    "limit": "limit",
-    "_continue": "continue",
 }
 
 
@@ -199,6 +195,7 @@ def _get(kube: Kube, path: str) -> Callable[..., Any]:
             f"{api.configuration.host}{path}" + (f"?{params}" if params else ""),
             headers=headers,
             timeout=urllib3.Timeout(connect=connect, read=read),
+            preload_content=_preload_content,
         )
         if not 200 <= reply.status <= 299:
             error = ApiException(status=reply.status, reason=reply.reason)
@@ -262,16 +259,17 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
         return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
     if failures:
         why = "; ".join(failures)
-    # Each page of pods is counted into the view as it comes: at 40,000 pods the whole list as dicts is ~700 MiB,
-    # the allocations a few tens. The next pages are read while one is counted, so the API server encodes on one
-    # core while this process works on the other; the nodes are read beside the first pages, and needed (their
-    # error raised) only once the first page is in, so a pods error still comes first.
-    pods = _pages(kube, _get(kube, "/api/v1/pods"), "list pods in all namespaces")
+    # Each batch of pods is counted into the view as it comes: at 40,000 pods the whole list as dicts is ~700 MiB,
+    # the allocations a few tens. The next batches are read while one is counted, so the API server encodes on one
+    # core while this process works on the other; the nodes are read beside the first batch, and needed (their
+    # error raised) only once the first batch is in, so a pods error still comes first.
+    what = "list pods in all namespaces"
+    pods = _read_ahead(list_batches(kube, _get(kube, "/api/v1/pods"), what=what), f"read ahead: {what}")
     nodes = _in_thread(lambda: list_nodes(kube), "read nodes")
     first = next(pods, [])
     count = ClusterCount(nodes())
-    for page in itertools.chain([first], pods):
-        for found in map(counted_allocation, page):
+    for batch in itertools.chain([first], pods):
+        for found in map(counted_allocation, batch):
             if found is not None:
                 count.add(found)
     return ClusterInfoRead(count.view(datetime.now(UTC)), f"computed from the API server ({why})", False)
@@ -300,29 +298,23 @@ def _in_thread(read: Callable[[], T], name: str) -> Callable[[], T]:
     return result
 
 
-def _pages(kube: Kube, call: Callable[..., Any], what: str) -> Iterator[list[dict[str, Any]]]:
-    """The items of a list call, a page at a time (limit + continue, one consistent snapshot), the next page read
-    by a thread while the caller works on this one; the thread's error is raised where its page would be."""
-    ahead: queue.Queue[list[dict[str, Any]] | Exception | None] = queue.Queue(maxsize=PAGES_AHEAD)
+def _read_ahead(items: Iterator[T], name: str) -> Iterator[T]:
+    """The items, the next ones taken by a thread while the caller works on this one; the thread's error is raised
+    where its item would be."""
+    ahead: queue.Queue[tuple[T] | Exception | None] = queue.Queue(maxsize=BATCHES_AHEAD)
 
     def read() -> None:
-        token = ""
         try:
-            while True:
-                paging: dict[str, Any] = {"limit": LIST_PAGE_SIZE, **({"_continue": token} if token else {})}
-                body = request(kube, call, what=what, **paging)
-                ahead.put(_items(body))
-                token = str((body.get("metadata") or {}).get("continue") or "")
-                if not token:
-                    break
+            for item in items:
+                ahead.put((item,))
         except Exception as exc:  # raised again in the caller's thread, as it would be without the read-ahead
             ahead.put(exc)
             return
         ahead.put(None)
 
     # A daemon: a caller that stops early (an error, ^C) leaves the reader blocked on a full queue until exit.
-    threading.Thread(target=read, name=f"read ahead: {what}", daemon=True).start()
-    while (page := ahead.get()) is not None:
-        if isinstance(page, Exception):
-            raise page
-        yield page
+    threading.Thread(target=read, name=name, daemon=True).start()
+    while (got := ahead.get()) is not None:
+        if isinstance(got, Exception):
+            raise got
+        yield got[0]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.kube import client as kube_client
 from kubectl_hami_place.kube import cluster as kube_cluster
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
@@ -253,7 +254,7 @@ def test_status_reads_the_webhook_through_the_service_proxy(
     assert "gpu-remote-0" in table.out and "NVIDIA-L4" in table.out
 
 
-def test_status_computed_from_the_api_reads_pods_page_by_page_and_counts_them_all(
+def test_status_computed_from_the_api_reads_pods_batch_by_batch_and_counts_them_all(
     cluster: Sandbox, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uuids = node_register_uuids(cluster, H100)
@@ -262,12 +263,22 @@ def test_status_computed_from_the_api_reads_pods_page_by_page_and_counts_them_al
         *(allocated_pod(f"paged-{i}", namespace, H100, f"{uuids[3]},NVIDIA,100,0:;") for i in range(3)),
     )
     kube = connect(str(cluster.kubeconfig))
-    whole = build_cluster_info(list_nodes(kube), list_pods(kube, None), datetime.now(UTC))
-    monkeypatch.setattr(kube_cluster, "LIST_PAGE_SIZE", 2)
+    pods = list_pods(kube, None)
+    whole = build_cluster_info(list_nodes(kube), pods, datetime.now(UTC))
+    batches: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
+        for batch in kube_client.list_batches(*args, **kwargs):
+            batches.append(len(batch))
+            yield batch
+
+    monkeypatch.setattr(kube_client, "LIST_BATCH_BYTES", 1)
+    monkeypatch.setattr(kube_cluster, "list_batches", counted)
     monkeypatch.setattr(kube_cluster, "find_webhook_services", lambda _kube: [])
     paged = kube_cluster.read_cluster_info(kube).info
     assert paged.nodes == whole.nodes and paged.warnings == whole.warnings
     assert {"paged-0", "paged-1", "paged-2"} <= {p.name for p in paged.node(H100).card(uuids[3]).pods}  # type: ignore[union-attr]
+    assert len(batches) > 1 and sum(batches) == len(pods), batches
 
 
 def test_status_as_a_user_who_may_not_list_pods_says_which_permission_is_missing(cluster: Sandbox) -> None:

@@ -180,6 +180,7 @@ class H2Admissions(asyncio.Protocol):
             self._respond(stream_id, status, body)
         self._flush()
         self._close_when_done()
+        self._idle_from_now()
 
     def _late(self, stream_id: int) -> None:
         """The body did not arrive within the admission's deadline: a 408 on its stream."""
@@ -189,6 +190,7 @@ class H2Admissions(asyncio.Protocol):
         self.app.metrics.admissions.labels(INVALID).inc()
         self._respond(stream_id, 408, error_body(BODY_LATE))
         self._flush()
+        self._idle_from_now()
 
     def _refuse(self, stream_id: int, mistake: ClientMistake, path: str) -> None:
         """A client's mistake, counted as an invalid admission when it was sent to /mutate (as over HTTP/1.1)."""

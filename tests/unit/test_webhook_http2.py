@@ -183,3 +183,21 @@ def test_a_stream_whose_body_stops_arriving_is_a_408(tmp_path: Path) -> None:
     assert status == 408 and "did not arrive" in json.loads(body)["error"]
     assert other[0] == 200, "the connection serves on"
     assert app.in_flight == 0
+
+
+def test_a_connection_idle_after_a_claim_is_closed_after_the_idle_limit(tmp_path: Path) -> None:
+    """The limit runs again once the last stream is answered, a claim answered from its thread included."""
+    bundle = generate(["hami-place-webhook.test"], ["127.0.0.1"])
+    bundle.write(tmp_path)
+    with (
+        serving(Recorded(Gate()), tmp_path, idle_seconds=1) as listener,
+        h2_connected(listener, bundle.ca_crt) as client,
+    ):
+        assert client.answer(client.send("POST", "/mutate", review_body("web-0")))[0] == 200  # settings exchanged
+        status, _headers, body = client.answer(client.send("POST", "/mutate", review_body("hold")))
+        assert status == 200 and json.loads(body)["response"]["uid"] == "uid-hold"
+        received = b""
+        while chunk := client.tls.recv(65536):
+            received += chunk
+        events = client.h2.receive_data(received)
+    assert any(isinstance(event, ConnectionTerminated) for event in events), "GOAWAY, then the connection closed"

@@ -18,7 +18,7 @@ from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import ConnectionTerminated, DataReceived, RequestReceived, StreamEnded, StreamReset
 from h2.exceptions import H2Error
-from h2.settings import SettingCodes, Settings
+from h2.settings import SettingCodes
 
 from webhook.deadline import Deadline
 from webhook.metrics import INVALID
@@ -73,10 +73,8 @@ class H2Admissions(asyncio.Protocol):
         """Settings first, then the idle limit until the first stream."""
         self.transport = cast(asyncio.Transport, transport)  # uvloop's TLS transport, not an asyncio subclass
         self.server_state.connections.add(self)
-        self.h2.local_settings = Settings(
-            client=False, initial_values={SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS}
-        )
         self.h2.initiate_connection()
+        self.h2.update_settings({SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS})
         self.h2.increment_flow_control_window(CONNECTION_WINDOW)
         self._flush()
         self._idle_from_now()

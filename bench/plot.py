@@ -19,32 +19,33 @@ ADMISSION_BEFORE = DOCS / "performance-admission-before.json"
 
 NOTES = """## Targets, as measured above (2 cores, busy with the sandbox itself: API server, etcd, kwok)
 
-This round's runs met a slower, noisier box than the last round's (`kubectl hami-place --help` 1.1-1.6 s against
-0.6 s; the 5,000-node sandbox's API server alone at ~75% of a core): HAMi's own p99 at 500/s went from 19-29 ms
-("Before") to 55-1,147 ms, at 1,000/s to 728-1,353 ms. Every row alternates the two servers in 10 s turns
-(ours, HAMi, HAMi, ours, ours, HAMi) so that both meet the same background.
+This round's box was quieter than the last round's (HAMi's own p99 at 500/s: 22-38 ms now, 55-1,147 ms then).
+Every row alternates the two servers in 10 s turns (ours, HAMi, HAMi, ours, ours, HAMi) so that both meet the same
+background. Both servers now speak HTTP/2 with the load generator, as the API server's client does with a webhook
+that offers it (HAMi's Go server always did; ours from this round). The runs start once the webhook has
+acknowledged every placement (its placement watch quiet, not only its CPU) and are called with `?timeout=10s`, as
+the API server calls a webhook.
 
-- p99 under 10 ms at 500/s for the non-claiming paths: **missed** (54.7-324 ms in the table's run; 29.5-122 ms in a
-  run of the same code cut short at 1,000/s), as HAMi's (55-1,147 ms; 98.7-502 ms in the other run).
+- p99 under 10 ms at 500/s for the non-claiming paths: **missed**, 51.7-59.4 ms (HAMi 22.2-38.3 ms: missed too).
 - No errors at any rate HAMi serves without errors: **met**, none at 100, 500 and 1,000/s on any path.
-- p99 within 2x of HAMi's at every rate: **7 of 9 rows in the table's run** (0.05-1.58x), **missed in 2** (500/s
-  non-GPU 5.87x, 1,000/s GPU pod without placement 5.39x); in the other run
-  all 6 rows it reached were within 2x (1.03-1.46x at 100/s, 0.06-0.32x at 500/s). The misses are tails: the
-  event loop's own timer came >50 ms late 62 times in the 1,000/s GPU-pod run (`hami_place_event_loop_lag_seconds`),
-  with 2 full collections (350 ms) and 237 young ones (565 ms) as vegeta opened connections to catch up; p50 stays
-  within 1-2 ms of HAMi's below 1,000/s and CPU a request is below HAMi's in 8 of 9 rows.
-- The claiming path (an API write), apart: 20 claims a second, p50 24.2 ms, p99 147 ms (a reqID guard create and a
-  status write in a thread; the Event is now sent from a queue after the answer), beside the API server's own
-  sequential status write at p50 6.1 ms, p99 16.7 ms; 601 placements claimed, none twice.
-- Webhook RSS under 250 MB (238 MiB) at 5,000 nodes x 8 cards / 40,000 pods: **met**: 172 MiB after the first sync,
-  205 MiB after serving cluster-info (last round 213 / 252), and **225 MiB with 10,000 placements once settled**
-  (last round 304; 233 in the other run); 283 MiB after the admission runs (last round 322), where 1,000/s made
-  vegeta open hundreds of connections.
-- `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **met**, 0.14 s wall, 0.11 s CPU.
-- `status -o json` within 2x of the fetch floor: **met through the webhook** (0.9x at 5,000 nodes, 1.3x at 2,500,
-  2.2x at 1,000 where the plugin's own 1.6 s start-up is most of it), **missed computed from the API** (3.7x at
-  5,000 nodes, 2.3x at 2,500, 2.8x at 1,000). Interleaved with the last round's code in one 5,000-node sandbox
-  (3 rounds each): median 13.07 -> 10.85 s wall, 6.24 -> 5.23 s CPU, floor 4.19 s (3.1x -> 2.6x).
+- p99 within 2x of HAMi's at every rate: **6 of 9 rows** (0.17-1.36x), **missed in 3**: 500/s non-GPU 2.67x and
+  excluded 2.06x (59 and 52 ms against 22 and 25), 1,000/s GPU pod without placement 9.43x (547 against 58 ms):
+  in that run one full collection took 196 ms (the first after start-up, walking what the acknowledgement of
+  10,000 placements left) and 194 young ones 169 ms, and the loop's own timer came >50 ms late 20 times. The other
+  two 1,000/s rows: 89 and 96 ms against HAMi's 458 and 567 ms. CPU a request is below HAMi's in all 9 rows
+  (0.62-1.37 ms against 0.70-2.41), HTTP/2's framing in Python included.
+- The claiming path (an API write), apart: 20 claims a second, p50 24.7 ms, p99 232 ms (a reqID guard create and a
+  status write in a thread), beside the API server's own sequential status write at p50 7.9 ms, p99 31.9 ms; 601
+  placements claimed, none twice.
+- Webhook RSS under 250 MB (238 MiB) at 5,000 nodes x 8 cards / 40,000 pods: **met**, 175 MiB after the first
+  sync and 212 MiB after serving cluster-info (last round 172 / 205); with 10,000 placements besides, 238 MiB once
+  settled and 251 MiB after the admission runs (last round 225 / 283).
+- `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **met**, 0.15 s wall, 0.10 s CPU.
+- `status -o json` within 2x of the fetch floor at 5,000 nodes: **met through the webhook** (1.2x; 1.1x in a second
+  run), **missed computed from the API, narrowly**: 2.7x in the table's run (7.48 s, best of 2, against a 2.80 s
+  floor; the plugin's CPU 4.70 s) and 2.4x in a 5,000-node run of its own (5.69 s, best of 3, floor 2.41 s, CPU
+  3.82 s); last round 3.7x. Back to back in a loaded sandbox the change itself measured 3.2x -> 1.8x (a loaded box
+  slows kubectl's floor too: on a quiet one the plugin's own CPU is what is left, below).
 
 ## What was fixed (profiled, before / after; in-process figures on generated data)
 
@@ -56,32 +57,32 @@ Earlier rounds:
   indexed from the pod watch; a register's decode is memoised by its text; the cache dropped managedFields.
 - The cache keeps projected pods and nodes; /mutate looks candidate placements up by label; gc.freeze() after the
   first sync; the reconciler rests 4x a pass's duration and the GIL switch interval is 1 ms; cluster-info keeps
-  allocations from the pod events and per-node encoded views; `status` decodes with orjson and reads pods a page
-  at a time.
-- /mutate on uvicorn with uvloop and httptools (no errors at 1,000/s, where cheroot saturated at ~850/s); watch
-  events decoded with orjson; cluster-info streamed; glibc's mmap and trim thresholds fixed; a relist keeps the
-  objects it finds unchanged; status through the webhook measured.
+  allocations from the pod events and per-node encoded views; `status` decodes with orjson.
+- /mutate on uvicorn with uvloop and httptools; watch events decoded with orjson; cluster-info streamed; glibc's
+  mmap and trim thresholds fixed; a relist keeps the objects it finds unchanged; status through the webhook.
+- A placement kept as its key, version and parsed form, parts alike shared, strings interned (3,000 -> 1,325 B a
+  placement, 2,180 -> 1,755 B a pod); the watches by path without the generated CoreV1Api; node events no longer
+  wake the reconciler; Events sent from a queue; the event loop's lag and the collector's pauses measured.
 
 This round, each a commit of its own:
 
-- **A placement is kept as its key, resourceVersion and parsed form** (the API server's JSON went unread), parts
-  alike shared (status, selector, card references, weakly kept) and strings interned: 3,000 -> 1,325 B a placement;
-  pods alike share their node and phase parts, allocations intern card UUIDs (2,180 -> 1,755 B a pod); glibc's
-  arenas capped at 2; a card's model and mode words interned. Scale bench at 5,000 nodes, RSS after sync / after
-  cluster-info: 213/252 -> 174/211 MiB (this table: 172/205).
-- **The webhook's watches, HAMi's config and its Events go by path** through the client's REST layer instead of the
-  generated CoreV1Api, whose module alone is ~22 MiB: `import webhook.server` 80 -> 60 MiB.
-- **Node events no longer wake the reconciler** (placement and pod events do; nodes are read by the 2 s periodic
-  pass): at 5,000 kwok nodes the node watch brings ~80 objects a second (`hami_place_watch_events_total`), so every
-  pass followed the last, a fifth of a core at 10,000 placements competing with /mutate for the GIL.
-- **Events are sent from a queue** (1,000 waiting at most, as client-go's recorder): a claim answers after its
-  guard and status writes, one API call fewer in its path.
-- **status computed from the API**: registers read by orjson with one check per card (5,000 registers 0.32-0.47
-  -> 0.16-0.18 s), each page of pods counted into the view while the next is read, usage summed as plain tuples
-  (80,000 objects fewer), fragmentation read once per card, allocations as HAMi writes them parsed without the
-  checks' message text, the nodes read in a thread beside the first pages; same output byte for byte.
-- **What stalls every admission is measured**: `hami_place_event_loop_lag_seconds` (how late the loop ran its own
-  50 ms timer) and `hami_place_collector_pause_seconds{generation}`; the bench prints both per row.
+- **HTTP/2 on /mutate** (ALPN h2, on by default, `--no-http2`): over HTTP/1.1 a connection carries one request at a
+  time, so whenever the loop was held up the client opened a connection and a TLS handshake (~0.5 ms of the loop's
+  CPU) per request waiting, work that made the wait longer: locally 755 connections in 12 s at 600/s. A Go server
+  under the same load at 1,000/s: 4 connections and p99 13.8 ms over HTTP/2, 99 connections and 84 ms over
+  HTTP/1.1. Ours at 1,000/s locally: 6-9 connections. CPU a request ~0.6 ms over HTTP/2 (pure-Python HPACK and
+  framing) against ~0.3 over HTTP/1.1.
+- **A review the cache decides is answered from the HTTP/1.1 parser's callbacks**, without uvicorn's ASGI cycle
+  (task, timeout, receive/send): 0.45-0.49 -> 0.31-0.37 ms of CPU a request at 600/s locally.
+- **The HTTP API polls its sockets with poll()**: past 1,024 descriptors waitress's select() failed and the API
+  (/readyz, /metrics) never answered again (the last round's "/metrics did not answer" at 1,000/s).
+- **After the first sync, the survivors of every full collection are frozen**: in-process, full-collection pauses
+  44-220 ms -> 3-22 ms as the kept objects grow after start-up.
+- **The reconciler works out an open placement's problems again only when its spec or node changed**: a pass at
+  10,000 open placements 111-174 -> 33-60 ms (every claim's event wakes one).
+- **status computed from the API lists the pods in one request, decoded ~1 MiB at a time as it streams in**,
+  instead of 80 pages of 500 each waiting a round trip: 11.38 s (3.2x) -> 6.30 s (1.8x) at 5,000 nodes, back to
+  back in one sandbox; plugin CPU 4.39 -> 3.82 s, max RSS 321 -> 307 MiB; output byte for byte the same.
 
 ## What the webhook keeps
 
@@ -93,17 +94,18 @@ node: name, register and device-cordon annotations, unschedulable, the condition
 `nvidia.com/gpu` (4,395 B, most of it the register text). Per placement: its key, resourceVersion and parsed form
 (1,325 B). Each node's cluster-info view: ~4 KB encoded plus the memoised register decode (~8 KB a node in all).
 Nothing else grows with the cluster. Costs grow linearly with nodes and pods (the table's columns at three sizes);
-the first sync's time also includes the API server's list of 40,000 pods.
+the first sync's time also includes the API server's list of 40,000 pods. At 1,000 nodes the plugin's own
+start-up (interpreter and imports, ~1.2 s of CPU) is most of `status`, so its ratio to the floor is highest there.
 
 ## Left
 
-- `/mutate` tails at 500 and 1,000/s: one event loop serves every admission, so when the process waits for a core
-  every request in flight waits, and under the Linux scheduler one runnable thread gets one share while HAMi's Go
-  server runs on several. Next: a listener per core (SO_REUSEPORT) answering the cache-only paths, with the
-  placement index in each process (now ~13 MiB at 10,000 placements). The chart runs 2 replicas by default.
-- status computed from the API: interpreter and client start-up (~0.6 s on a quiet box), decoding ~107 MB of pod
-  JSON and ~200,000 model objects; through the webhook it is within the target.
-- A relist where every object changed still builds the new store beside the old one.
+- The first full collection after start-up walks what the acknowledgement of every placement left (196 ms in the
+  1,000/s GPU-pod run): freeze once more when the reconciler has nothing left to acknowledge.
+- HTTP/2 costs twice the CPU a request of the HTTP/1.1 path (h2 and HPACK are pure Python); on two cores shared
+  with the sandbox that is what the 500/s rows' tails wait for. p99 under 10 ms at 500/s is missed by both servers.
+- status computed from the API (2.4-2.7x): the plugin's own CPU (3.8-4.7 s on one core) is now the limit:
+  imports 0.5-0.7 s, TLS and inflate 0.4 s, decoding pods 0.6 s, counting 0.6 s, nodes 0.4 s, output 0.6 s. Next:
+  the nodes' count built in their thread, cheaper per-pod objects than frozen dataclasses, imports trimmed.
 """
 
 
@@ -284,8 +286,8 @@ def main() -> int:
         ]
     if ADMISSION_BEFORE.exists():
         lines += [
-            "Before: the same bench, the previous round's code (uvicorn already; one 30 s run per server, not",
-            "alternated), on a quieter box:",
+            "Before: the same bench, the previous round's code (HTTP/1.1 only, each review through uvicorn's ASGI",
+            "cycle; the runs began before every placement was acknowledged), on a noisier box:",
             "",
             *admission_table(json.loads(ADMISSION_BEFORE.read_text())),
             "",

@@ -87,13 +87,6 @@ def _parser() -> argparse.ArgumentParser:
         help="the webhook's timeoutSeconds: each admission ends within it, its body's arrival included (default 10)",
     )
     run.add_argument(
-        "--http2",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="offer HTTP/2 on /mutate in ALPN, as the API server's client uses it: every admission an API server "
-        "sends at once on one connection, no connection and handshake per request waiting (default on)",
-    )
-    run.add_argument(
         "--idle-timeout",
         type=float,
         default=IDLE_SECONDS,
@@ -211,7 +204,6 @@ def _serve(args: argparse.Namespace) -> int:
             admission_timeout=args.admission_timeout,
             shutdown_grace=args.shutdown_grace,
             idle_timeout=args.idle_timeout,
-            http2=args.http2,
             claim_grace=args.claim_grace,
         )
     )

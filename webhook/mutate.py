@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -93,20 +93,31 @@ class MutateApp:
             self.in_flight -= 1
 
     async def _route(self, scope: Scope, receive: Receive) -> tuple[int, bytes]:
-        headers = dict(scope["headers"])
-        if (answer := routed(scope["method"], scope["path"], headers)) is not None:
-            return answer
+        path, method = scope["path"], scope["method"]
+        if path == "/healthz":
+            if method not in ("GET", "HEAD"):
+                raise ClientMistake(405, f"{method} is not allowed on /healthz; use GET")
+            return 200, HEALTHY
+        if path != "/mutate":
+            raise ClientMistake(404, f"no such path {path!r}; the webhook serves POST /mutate and GET /healthz")
+        if method != "POST":
+            raise ClientMistake(405, f"{method} is not allowed on /mutate; POST an AdmissionReview")
         started = time.perf_counter()
         deadline = Deadline.for_webhook_timeout(self.admission_timeout)
+        headers = dict(scope["headers"])
+        if not is_json(headers.get(b"content-type", b"").decode("latin-1")):
+            raise ClientMistake(415, "send the AdmissionReview as application/json")
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > MAX_REVIEW_BYTES:
+            raise ClientMistake(413, too_large())
         try:
             async with asyncio.timeout(deadline.remaining()):  # a timer on this task, not a task of its own
                 data = await read_body(receive)
         except TimeoutError:
             raise ClientMistake(408, BODY_LATE) from None
-        return await self.answer(data, started, deadline)
+        return await self._answer(data, started, deadline)
 
-    async def answer(self, data: bytes, started: float, deadline: Deadline) -> tuple[int, bytes]:
-        """(status, body) for a whole /mutate body, a review that needs the API server taken to a thread."""
+    async def _answer(self, data: bytes, started: float, deadline: Deadline) -> tuple[int, bytes]:
         review = parsed_review(data)
         answer = self.admitter.admit_review(review, started, cache_only=True)
         if answer is None:
@@ -135,25 +146,6 @@ class MutateApp:
     def close(self) -> None:
         """Let the claims being written finish; accept no more."""
         self.claims.shutdown(wait=True)
-
-
-def routed(method: str, path: str, headers: Mapping[bytes, bytes]) -> tuple[int, bytes] | None:
-    """The answer to a request that is not a review to decide (/healthz), None for one that is; ClientMistake for a
-    wrong path, method, content type or announced length."""
-    if path == "/healthz":
-        if method not in ("GET", "HEAD"):
-            raise ClientMistake(405, f"{method} is not allowed on /healthz; use GET")
-        return 200, HEALTHY
-    if path != "/mutate":
-        raise ClientMistake(404, f"no such path {path!r}; the webhook serves POST /mutate and GET /healthz")
-    if method != "POST":
-        raise ClientMistake(405, f"{method} is not allowed on /mutate; POST an AdmissionReview")
-    if not is_json(headers.get(b"content-type", b"").decode("latin-1")):
-        raise ClientMistake(415, "send the AdmissionReview as application/json")
-    length = headers.get(b"content-length", b"")
-    if length.isdigit() and int(length) > MAX_REVIEW_BYTES:
-        raise ClientMistake(413, too_large())
-    return None
 
 
 def parsed_review(data: bytes) -> Review:

@@ -35,7 +35,6 @@ from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
-from webhook import http2
 from webhook.admit import Admitter
 from webhook.allocator import return_freed_memory
 from webhook.api import api_app
@@ -69,8 +68,6 @@ LISTEN_SHARE = 1 / 3
 EVENTS_FLUSH_SECONDS = 5.0
 # The TLS handshake deadline: a client that connects and never completes one is dropped after this.
 HANDSHAKE_SECONDS = 10.0
-# What /mutate offers in ALPN with --http2, preferred first.
-MUTATE_PROTOCOLS = (http2.ALPN, "http/1.1")
 # How often the event loop times one of its own timers (hami_place_event_loop_lag_seconds).
 LAG_PROBE_SECONDS = 0.05
 
@@ -99,14 +96,7 @@ class IdleLimited(HttpToolsProtocol):
     closing = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """A client that chose HTTP/2 in ALPN is handed to `H2Admissions`; else uvicorn's bookkeeping, then the idle
-        timer."""
-        tls = transport.get_extra_info("ssl_object")
-        if tls is not None and tls.selected_alpn_protocol() == http2.ALPN:
-            streams = http2.H2Admissions(self.mutate, self.server_state, self.timeout_keep_alive, self.loop)
-            transport.set_protocol(streams)
-            streams.connection_made(transport)
-            return
+        """uvicorn's bookkeeping, then the idle timer."""
         super().connection_made(transport)
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
@@ -359,7 +349,6 @@ class ServeOptions:
     admission_timeout: float = 10.0
     shutdown_grace: float = 15.0
     idle_timeout: float = IDLE_SECONDS
-    http2: bool = True
     claim_grace: int = CLAIM_GRACE_SECONDS
 
 
@@ -372,9 +361,7 @@ def serve(options: ServeOptions) -> None:
     """Run until SIGTERM (graceful, within --shutdown-grace) or SIGINT (in-flight admissions only)."""
     if not return_freed_memory():
         log.warning("this libc has no mallopt: memory freed after large responses may stay with the process")
-    certificate = ReloadingCertificate(
-        options.tls_cert_file, options.tls_key_file, options.client_ca_file, MUTATE_PROTOCOLS if options.http2 else ()
-    )
+    certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
     hami = read_hami_config(kube, options.hami_config)

@@ -19,16 +19,11 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL_SECONDS = 1.0
 
 
-def server_context(
-    cert_file: str, key_file: str, client_ca_file: str = "", protocols: tuple[str, ...] = ()
-) -> ssl.SSLContext:
-    """TLS 1.2 and 1.3 only, Python's default (strong) ciphers; with a client CA, a client certificate it signed;
-    the application protocols offered in ALPN, in order of preference (none: HTTP/1.1 only)."""
+def server_context(cert_file: str, key_file: str, client_ca_file: str = "") -> ssl.SSLContext:
+    """TLS 1.2 and 1.3 only, Python's default (strong) ciphers; with a client CA, a client certificate it signed."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_file, key_file)
-    if protocols:
-        context.set_alpn_protocols(list(protocols))
     if client_ca_file:
         context.load_verify_locations(cafile=client_ca_file)
         context.verify_mode = ssl.CERT_REQUIRED
@@ -38,13 +33,10 @@ def server_context(
 class ReloadingCertificate:
     """The current SSLContext for a cert/key pair (and client CA) on disk, rebuilt when any of the files changes."""
 
-    def __init__(
-        self, cert_file: str, key_file: str, client_ca_file: str = "", protocols: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, cert_file: str, key_file: str, client_ca_file: str = "") -> None:
         self.cert_file = cert_file
         self.key_file = key_file
         self.client_ca_file = client_ca_file
-        self.protocols = protocols
         self._lock = threading.Lock()
         self._stamp = self._file_stamp()
         self._current = self._build()
@@ -52,7 +44,7 @@ class ReloadingCertificate:
         self.reloads = 0
 
     def _build(self) -> ssl.SSLContext:
-        return server_context(self.cert_file, self.key_file, self.client_ca_file, self.protocols)
+        return server_context(self.cert_file, self.key_file, self.client_ca_file)
 
     def _file_stamp(self) -> tuple[int, ...]:
         files = [self.cert_file, self.key_file, *([self.client_ca_file] if self.client_ca_file else [])]

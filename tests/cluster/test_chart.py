@@ -128,7 +128,6 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "--shutdown-grace=15" in container["args"]
     assert "--claim-grace=120" in container["args"]
     assert not [a for a in container["args"] if a.startswith("--client-ca-file")]
-    assert "--no-http2" not in container["args"], "HTTP/2 offered by default"
     assert pod["terminationGracePeriodSeconds"] == 25, "the kubelet waits longer than the server's own drain"
     assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"
     labels = spec["template"]["metadata"]["labels"]
@@ -219,7 +218,6 @@ def test_non_default_values(helm: Path) -> None:
         "webhook.timeoutSeconds=10",
         "server.excludeNamespaces={batch,infra}",
         "server.placementTTL=600",
-        "server.http2=false",
         'json:webhook.namespaceSelectorExpressions=[{"key":"team","operator":"In","values":["ml"]}]',
         "fullnameOverride=hp",
         namespace="gpu-system",
@@ -237,7 +235,6 @@ def test_non_default_values(helm: Path) -> None:
         "--exclude-namespace=infra",
     ]
     assert "--placement-ttl=600" in args
-    assert "--no-http2" in args
     assert "--admission-timeout=10" in args
 
 

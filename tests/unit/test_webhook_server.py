@@ -26,7 +26,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubectl_hami_place.core.reviews import Review
 from tests.unit.test_webhook_api import filled_cache
 from tests.webhook_listener import call, serving
-from webhook import main as webhook_main
 from webhook import server as webhook_server
 from webhook.api import api_app
 from webhook.certs import CertBundle, generate
@@ -470,16 +469,3 @@ def test_serve_refuses_timeouts_out_of_range(
     argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(("flags", "http2"), [([], True), (["--no-http2"], False), (["--http2"], True)])
-def test_serve_offers_http2_unless_told_not_to(
-    flags: list[str], http2: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    served: list[webhook_server.ServeOptions] = []
-    monkeypatch.setattr(webhook_main, "serve", served.append)
-    for name in ("c", "k"):
-        (tmp_path / name).write_text("")
-    argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]
-    assert main(argv) == 0
-    assert served[0].http2 is http2

@@ -141,6 +141,9 @@ def attack(target: Target, rate: int, duration: float, results: Path, workdir: P
         f"-duration={duration}s",
         f"-root-certs={target.ca}",
         "-keepalive=true",
+        # HTTP/1.1 to both servers, as the API server calls a Service webhook (k8s.io/apiserver's webhook client
+        # sets NextProtos to http/1.1 but for loopback URLs); vegeta would speak HTTP/2 to HAMi's Go server.
+        "-http2=false",
         "-timeout=10s",
         f"-output={results}",
     ]

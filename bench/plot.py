@@ -19,27 +19,26 @@ ADMISSION_BEFORE = DOCS / "performance-admission-before.json"
 
 NOTES = """## Targets, as measured above (2 cores, busy with the sandbox itself: API server, etcd, kwok)
 
-This round's box was quieter than the last round's (HAMi's own p99 at 500/s: 22-38 ms now, 55-1,147 ms then).
+This round's box was quieter than the last round's (HAMi's own p99 at 500/s: 19.8-36.1 ms now, 55-1,147 ms then).
 Every row alternates the two servers in 10 s turns (ours, HAMi, HAMi, ours, ours, HAMi) so that both meet the same
-background. Both servers now speak HTTP/2 with the load generator, as the API server's client does with a webhook
-that offers it (HAMi's Go server always did; ours from this round). The runs start once the webhook has
-acknowledged every placement (its placement watch quiet, not only its CPU) and are called with `?timeout=10s`, as
-the API server calls a webhook.
+background. Both servers are now sent HTTP/1.1, as the API server calls a Service webhook (k8s.io/apiserver's
+webhook client sets NextProtos to http/1.1 but for loopback URLs): earlier rounds let vegeta speak HTTP/2 to
+HAMi's Go server, which offers it, so only ours met a connection and a TLS handshake per request waiting whenever
+it was held up. The runs start once the webhook has acknowledged every placement (its placement watch quiet, not
+only its CPU) and are called with `?timeout=10s`, as the API server calls a webhook.
 
-- p99 under 10 ms at 500/s for the non-claiming paths: **missed**, 51.7-59.4 ms (HAMi 22.2-38.3 ms: missed too).
+- p99 under 10 ms at 500/s for the non-claiming paths: **missed**, 18.3-27.2 ms (HAMi 19.8-36.1 ms: missed too);
+  at 100/s ours is 7.0-9.7 ms (HAMi 9.6-19.2).
 - No errors at any rate HAMi serves without errors: **met**, none at 100, 500 and 1,000/s on any path.
-- p99 within 2x of HAMi's at every rate: **6 of 9 rows** (0.17-1.36x), **missed in 3**: 500/s non-GPU 2.67x and
-  excluded 2.06x (59 and 52 ms against 22 and 25), 1,000/s GPU pod without placement 9.43x (547 against 58 ms):
-  in that run one full collection took 196 ms (the first after start-up, walking what the acknowledgement of
-  10,000 placements left) and 194 young ones 169 ms, and the loop's own timer came >50 ms late 20 times. The other
-  two 1,000/s rows: 89 and 96 ms against HAMi's 458 and 567 ms. CPU a request is below HAMi's in all 9 rows
-  (0.62-1.37 ms against 0.70-2.41), HTTP/2's framing in Python included.
-- The claiming path (an API write), apart: 20 claims a second, p50 24.7 ms, p99 232 ms (a reqID guard create and a
-  status write in a thread), beside the API server's own sequential status write at p50 7.9 ms, p99 31.9 ms; 601
+- p99 within 2x of HAMi's at every rate, 1,000/s included: **met in all 9 rows** (0.34-1.38x); at 1,000/s 57, 97
+  and 55 ms against HAMi's 170, 72 and 88 ms. CPU a request is below half of HAMi's in every row (0.37-0.91 ms
+  against 0.65-4.51). One full collection in all the runs (68 ms, 1,000/s non-GPU).
+- The claiming path (an API write), apart: 20 claims a second, p50 20.9 ms, p99 139 ms (a reqID guard create and a
+  status write in a thread), beside the API server's own sequential status write at p50 4.8 ms, p99 12.0 ms; 601
   placements claimed, none twice.
 - Webhook RSS under 250 MB (238 MiB) at 5,000 nodes x 8 cards / 40,000 pods: **met**, 175 MiB after the first
-  sync and 212 MiB after serving cluster-info (last round 172 / 205); with 10,000 placements besides, 238 MiB once
-  settled and 251 MiB after the admission runs (last round 225 / 283).
+  sync and 212 MiB after serving cluster-info (last round 172 / 205); with 10,000 placements besides, 234 MiB once
+  settled and 249 MiB after the admission runs (last round 225 / 283).
 - `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **met**, 0.15 s wall, 0.10 s CPU.
 - `status -o json` within 2x of the fetch floor at 5,000 nodes: **met through the webhook** (1.2x; 1.1x in a second
   run), **missed computed from the API, narrowly**: 2.7x in the table's run (7.48 s, best of 2, against a 2.80 s
@@ -66,12 +65,7 @@ Earlier rounds:
 
 This round, each a commit of its own:
 
-- **HTTP/2 on /mutate** (ALPN h2, on by default, `--no-http2`): over HTTP/1.1 a connection carries one request at a
-  time, so whenever the loop was held up the client opened a connection and a TLS handshake (~0.5 ms of the loop's
-  CPU) per request waiting, work that made the wait longer: locally 755 connections in 12 s at 600/s. A Go server
-  under the same load at 1,000/s: 4 connections and p99 13.8 ms over HTTP/2, 99 connections and 84 ms over
-  HTTP/1.1. Ours at 1,000/s locally: 6-9 connections. CPU a request ~0.6 ms over HTTP/2 (pure-Python HPACK and
-  framing) against ~0.3 over HTTP/1.1.
+- **The bench sends HTTP/1.1 to both servers** (above), and starts once every placement is acknowledged.
 - **A review the cache decides is answered from the HTTP/1.1 parser's callbacks**, without uvicorn's ASGI cycle
   (task, timeout, receive/send): 0.45-0.49 -> 0.31-0.37 ms of CPU a request at 600/s locally.
 - **The HTTP API polls its sockets with poll()**: past 1,024 descriptors waitress's select() failed and the API
@@ -99,10 +93,12 @@ start-up (interpreter and imports, ~1.2 s of CPU) is most of `status`, so its ra
 
 ## Left
 
-- The first full collection after start-up walks what the acknowledgement of every placement left (196 ms in the
-  1,000/s GPU-pod run): freeze once more when the reconciler has nothing left to acknowledge.
-- HTTP/2 costs twice the CPU a request of the HTTP/1.1 path (h2 and HPACK are pure Python); on two cores shared
-  with the sandbox that is what the 500/s rows' tails wait for. p99 under 10 ms at 500/s is missed by both servers.
+- p99 under 10 ms at 500/s (18-27 ms, HAMi's 20-36): one event loop on two cores shared with the sandbox; the
+  loop's own timer still comes >10 ms late 3-8 times in 600 at 500/s.
+- The first full collection after start-up walks what the acknowledgement of every placement left (196 ms in a
+  run with HTTP/2): freeze once more when the reconciler has nothing left to acknowledge.
+- HTTP/2 on /mutate was built and measured this round and reverted: the API server calls a Service webhook over
+  HTTP/1.1, so it would not have been used (and cost ~2x the CPU a request in pure-Python h2).
 - status computed from the API (2.4-2.7x): the plugin's own CPU (3.8-4.7 s on one core) is now the limit:
   imports 0.5-0.7 s, TLS and inflate 0.4 s, decoding pods 0.6 s, counting 0.6 s, nodes 0.4 s, output 0.6 s. Next:
   the nodes' count built in their thread, cheaper per-pod objects than frozen dataclasses, imports trimmed.
@@ -286,8 +282,9 @@ def main() -> int:
         ]
     if ADMISSION_BEFORE.exists():
         lines += [
-            "Before: the same bench, the previous round's code (HTTP/1.1 only, each review through uvicorn's ASGI",
-            "cycle; the runs began before every placement was acknowledged), on a noisier box:",
+            "Before: the previous round's code and bench (each review through uvicorn's ASGI cycle; vegeta spoke",
+            "HTTP/2 to HAMi and HTTP/1.1 to ours; the runs began before every placement was acknowledged), on a",
+            "noisier box:",
             "",
             *admission_table(json.loads(ADMISSION_BEFORE.read_text())),
             "",

@@ -28,7 +28,7 @@ from kubectl_hami_place.core.names import (
     VERSION,
 )
 from kubectl_hami_place.core.placement import Placement, PlacementStatus, spec_to_object, status_to_object
-from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.client import Kube, list_items, request
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
 from kubectl_hami_place.kube.placements import get_placement
 
@@ -119,7 +119,7 @@ def list_guards(kube: Kube) -> list[Guard]:
         label_selector=f"{GUARD_LABEL}={GUARD_LABEL_VALUE}",
         what="list leases",
     )
-    return [_guard(item) for item in found.get("items") or [] if isinstance(item, dict)]
+    return [_guard(item) for item in list_items(found)]
 
 
 def release_guard(kube: Kube, guard: Guard) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,10 +234,10 @@ def item_batches(chunks: Iterable[bytes], what: str) -> Iterator[list[dict[str, 
         if not rest:
             return
         body = _decoded(rest, what)
-        yield _dicts((body if isinstance(body, dict) else {"items": body}).get("items"))
+        yield list_items(body if isinstance(body, dict) else {"items": body})
         return
     body = _decoded(head + _ITEMS_KEY + rest, what)
-    yield _dicts(body.get("items") if isinstance(body, dict) else None)
+    yield list_items(body) if isinstance(body, dict) else []
 
 
 def _list_head(body: bytes) -> tuple[bytes | None, bytes, bool]:
@@ -271,6 +271,11 @@ def _decoded(data: bytes, what: str) -> Any:
         return orjson.loads(data)
     except ValueError as exc:
         raise KubeServerError(f"the API server sent a response that is not JSON to {what}", CONNECTION_HINT) from exc
+
+
+def list_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The `items` of a list response, dicts only."""
+    return _dicts(body.get("items"))
 
 
 def _dicts(items: object) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, list_batches, request
+from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, list_batches, list_items, request
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
@@ -61,7 +61,7 @@ class WebhookService:
 def list_nodes(kube: Kube) -> list[dict[str, Any]]:
     """Every node, sorted by name."""
     body = request(kube, _get(kube, "/api/v1/nodes"), what="list nodes")
-    return sorted(_items(body), key=_name)
+    return sorted(list_items(body), key=_name)
 
 
 def get_node(kube: Kube, name: str) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def list_pods(
     else:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
         body = request(kube, _get(kube, path), what=f"list pods in namespace {namespace}", **kwargs)
-    return sorted(_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
+    return sorted(list_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
 
 
 def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def list_controllers(kube: Kube, namespace: str) -> list[Controller]:
     for kind, call in sources:
         plural = kind.lower() + "s"
         body = request(kube, call, namespace, what=f"list {plural} in namespace {namespace}")
-        controllers.extend(_controller(kind, item, namespace) for item in _items(body))
+        controllers.extend(_controller(kind, item, namespace) for item in list_items(body))
     return controllers
 
 
@@ -131,7 +131,7 @@ def list_disruption_budgets(kube: Kube, namespace: str) -> list[dict[str, Any]]:
         namespace,
         what=f"list poddisruptionbudgets in namespace {namespace}",
     )
-    return sorted(_items(body), key=_name)
+    return sorted(list_items(body), key=_name)
 
 
 def find_webhook_services(kube: Kube) -> list[WebhookService]:
@@ -143,7 +143,7 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
         what="list services in all namespaces",
     )
     found = []
-    for service in sorted(_items(body), key=lambda s: (s.get("metadata", {}).get("namespace", ""), _name(s))):
+    for service in sorted(list_items(body), key=lambda s: (s.get("metadata", {}).get("namespace", ""), _name(s))):
         if (service.get("metadata") or {}).get("deletionTimestamp"):
             continue
         ports = (service.get("spec") or {}).get("ports") or []
@@ -221,11 +221,6 @@ def _controller(kind: str, item: dict[str, Any], namespace: str) -> Controller:
         template=spec.get("template") or {},
         owner_kind=owner,
     )
-
-
-def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `items` of a list response, dicts only."""
-    return [item for item in body.get("items") or [] if isinstance(item, dict)]
 
 
 def _name(obj: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.client import Kube, list_items, request
 from kubectl_hami_place.kube.cluster import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
 
@@ -35,7 +35,7 @@ def read_snapshot(kube: Kube) -> SnapshotRead:
         kube.policy().list_pod_disruption_budget_for_all_namespaces,
         what="list poddisruptionbudgets.policy in all namespaces",
     )
-    budgets = [item for item in body.get("items") or [] if isinstance(item, dict)]
+    budgets = list_items(body)
     snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config.config)
     notices = (config.notice,) if config.notice else ()
     return SnapshotRead(snapshot, config.config, (*notices, *warnings), node_labels(nodes))

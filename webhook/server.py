@@ -41,7 +41,16 @@ from webhook.api import api_app
 from webhook.cache import ClusterCache
 from webhook.deadline import Deadline, DeadlineApiClient
 from webhook.metrics import INVALID, Metrics
-from webhook.mutate import BODY_LATE, CLAIM_THREADS, MAX_REVIEW_BYTES, MutateApp, error_body, is_json
+from webhook.mutate import (
+    BODY_LATE,
+    CLAIM_THREADS,
+    CLOSE_HEADER,
+    JSON_HEADER,
+    MAX_REVIEW_BYTES,
+    MutateApp,
+    error_body,
+    is_json,
+)
 from webhook.reconcile import CLAIM_GRACE_SECONDS, Reconciler
 from webhook.tls import ReloadingCertificate
 from webhook.writes import KubeWrites
@@ -184,12 +193,9 @@ class IdleLimited(HttpToolsProtocol):
 
     def _respond(self, status: int, body: bytes, *, keep_alive: bool) -> None:
         """Writes the answer as the ASGI path would (JSON, its length, a close when the connection ends)."""
-        head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % (
-            status,
-            HTTPStatus(status).phrase.encode(),
-            len(body),
-        )
-        self.transport.write(head + (b"\r\n" if keep_alive else b"connection: close\r\n\r\n") + body)
+        headers = [JSON_HEADER, (b"content-length", b"%d" % len(body)), *(() if keep_alive else (CLOSE_HEADER,))]
+        head = b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode())
+        self.transport.write(head + b"".join(b"%s: %s\r\n" % header for header in headers) + b"\r\n" + body)
         if not keep_alive:
             self.transport.close()
         self.on_response_complete()

@@ -189,14 +189,22 @@ def request(kube: Kube, call: Callable[..., Any], *args: Any, what: str, **kwarg
     return body if isinstance(body, dict) else {"items": body}
 
 
-def list_batches(kube: Kube, call: Callable[..., Any], *, what: str, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
+def list_batches(
+    kube: Kube,
+    call: Callable[..., Any],
+    *,
+    what: str,
+    decode: Callable[[bytes], list[dict[str, Any]]] | None = None,
+    **kwargs: Any,
+) -> Iterator[list[dict[str, Any]]]:
     """The items of one list call, a batch at a time as the body streams in: one request, one consistent snapshot,
     the API server encoding while earlier items are decoded (80 pages of 500 pods each waited a round trip), and
-    never the whole list decoded at once. Errors are `request`'s, raised where the next batch would be."""
+    never the whole list decoded at once. `decode` is `item_batches`'. Errors are `request`'s, raised where the next
+    batch would be."""
     kwargs.setdefault("_request_timeout", DEFAULT_TIMEOUT)
     try:
         response = call(_preload_content=False, **kwargs)
-        yield from item_batches(response.stream(_READ_BYTES, decode_content=True), what)
+        yield from item_batches(response.stream(_READ_BYTES, decode_content=True), what, decode)
         response.release_conn()
     except ApiException as exc:
         raise translate_api_error(exc, kube, what) from exc
@@ -204,12 +212,16 @@ def list_batches(kube: Kube, call: Callable[..., Any], *, what: str, **kwargs: A
         raise translate_connection_error(exc, kube) from exc
 
 
-def item_batches(chunks: Iterable[bytes], what: str) -> Iterator[list[dict[str, Any]]]:
+def item_batches(
+    chunks: Iterable[bytes], what: str, decode: Callable[[bytes], list[dict[str, Any]]] | None = None
+) -> Iterator[list[dict[str, Any]]]:
     """A list body's `items` (dicts only), decoded a batch at a time from the chunks it arrives in.
 
-    A batch ends where the API server's encoder ends an item (`},{"metadata":{`) and is decoded as a JSON array: a
-    split anywhere but between two items of the list leaves a bracket open and fails to decode, so the bytes wait for
-    the next batch. A body of another shape is decoded whole at its end, as `request` decodes it."""
+    A batch ends where the API server's encoder ends an item (`},{"metadata":{`) and is decoded as a JSON array by
+    `decode` (default `whole_items`; ValueError when the bytes are not one whole array): a split anywhere but between
+    two items of the list leaves a bracket open and fails to decode, so the bytes wait for the next batch. The last
+    batch, and a body of another shape, are decoded whole at its end, as `request` decodes it."""
+    decode = decode or whole_items
     head: bytes | None = None  # the body up to its items, once it reads as the start of a list
     whole = False  # the body is not read by batches
     rest = b""
@@ -226,7 +238,7 @@ def item_batches(chunks: Iterable[bytes], what: str) -> Iterator[list[dict[str, 
         if head is None:
             head, rest, whole = _list_head(rest)
         if head is not None:
-            batch, rest = _leading_items(rest)
+            batch, rest = _leading_items(rest, decode)
             if batch:
                 yield batch
     rest += b"".join(pending)
@@ -253,16 +265,21 @@ def _list_head(body: bytes) -> tuple[bytes | None, bytes, bool]:
     return (body[:at], body[at + len(_ITEMS_KEY) :], False) if opened else (None, body, True)
 
 
-def _leading_items(items: bytes) -> tuple[list[dict[str, Any]], bytes]:
+def _leading_items(items: bytes, decode: Callable[[bytes], list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], bytes]:
     """(the whole items at the start of the bytes after a list's `[`, the bytes after them)."""
     end = items.rfind(_NEXT_ITEM)
     if end < 0:
         return [], items
     try:
-        batch = orjson.loads(b"[" + items[: end + 1] + b"]")
-    except orjson.JSONDecodeError:
+        batch = decode(b"[" + items[: end + 1] + b"]")
+    except ValueError:
         return [], items
-    return _dicts(batch), items[end + 2 :]
+    return batch, items[end + 2 :]
+
+
+def whole_items(data: bytes) -> list[dict[str, Any]]:
+    """The objects of a JSON array, decoded whole (ValueError when the bytes are not JSON)."""
+    return _dicts(orjson.loads(data))
 
 
 def _decoded(data: bytes, what: str) -> Any:

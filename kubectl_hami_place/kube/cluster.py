@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, list_batches, list_items, request
+from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
@@ -258,9 +259,12 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
     # the allocations a few tens. The next batches are read while one is counted, so the API server encodes on one
     # core while this process works on the other; the nodes are read beside the first batch, and needed (their
     # error raised) only once the first batch is in, so a pods error still comes first.
+    # Only what the count reads of each object is decoded (`counted`).
     what = "list pods in all namespaces"
-    pods = _read_ahead(list_batches(kube, _get(kube, "/api/v1/pods"), what=what), f"read ahead: {what}")
-    nodes = _in_thread(lambda: list_nodes(kube), "read nodes")
+    pods = _read_ahead(
+        list_batches(kube, _get(kube, "/api/v1/pods"), what=what, decode=COUNTED_PODS), f"read ahead: {what}"
+    )
+    nodes = _in_thread(lambda: _counted_nodes(kube), "read nodes")
     first = next(pods, [])
     count = ClusterCount(nodes())
     for batch in itertools.chain([first], pods):
@@ -268,6 +272,12 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
             if found is not None:
                 count.add(found)
     return ClusterInfoRead(count.view(datetime.now(UTC)), f"computed from the API server ({why})", False)
+
+
+def _counted_nodes(kube: Kube) -> list[dict[str, Any]]:
+    """Every node, with only what the cluster view reads of it."""
+    batches = list_batches(kube, _get(kube, "/api/v1/nodes"), what="list nodes", decode=COUNTED_NODES)
+    return [node for batch in batches for node in batch]
 
 
 def _in_thread(read: Callable[[], T], name: str) -> Callable[[], T]:

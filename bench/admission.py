@@ -23,6 +23,7 @@ import contextlib
 import copy
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -121,28 +122,24 @@ class Target:
     stalls: Callable[[], dict[str, float]] | None = None
 
 
+# What makes the sandbox's churn: kwok's node heartbeats and lease renewals, the controllers' writes they set off.
+CHURN = ("kwok", "kube-controller-manager")
+
+
 @contextlib.contextmanager
-def prioritized(pid: int, priority: int) -> Iterator[None]:
-    """Every thread of the process at nice -`priority` meanwhile (0: as it is), then back at 0."""
-    if priority:
-        _renice(pid, -priority)
+def churn_paused(pids: list[int]) -> Iterator[None]:
+    """Those processes stopped meanwhile (a turn, 10 s by default: well within the 40 s a node lease lasts)."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
     try:
         yield
     finally:
-        if priority:
-            _renice(pid, 0)
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
 
 
-def _renice(pid: int, nice: int) -> None:
-    """Each thread's nice value (Linux keeps one per thread; the threads a process starts later take its own)."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(ProcessLookupError):
-            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
-
-
-def attack(target: Target, rate: int, duration: float, results: Path, workdir: Path, *, priority: int = 0) -> None:
-    """One vegeta run at a constant rate, its results written to `results`; with `priority`, vegeta and the server
-    under test run at nice -`priority` meanwhile."""
+def attack(target: Target, rate: int, duration: float, results: Path, workdir: Path) -> None:
+    """One vegeta run at a constant rate, its results written to `results`."""
     bodies = target.body if isinstance(target.body, list) else [target.body]
     header = {"Content-Type": ["application/json"]}
     targets = workdir / "target.json"
@@ -168,8 +165,7 @@ def attack(target: Target, rate: int, duration: float, results: Path, workdir: P
         "-timeout=10s",
         f"-output={results}",
     ]
-    with prioritized(target.pid, priority):
-        subprocess.run(attack_cmd, capture_output=True, check=True, preexec_fn=lambda: os.nice(-priority))
+    subprocess.run(attack_cmd, capture_output=True, check=True)
 
 
 def report(results: list[Path]) -> dict[str, Any]:
@@ -201,7 +197,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def side_by_side(
-    ours: Target, theirs: Target, rate: int, duration: float, *, slices: int, workdir: Path, priority: int = 0
+    ours: Target,
+    theirs: Target,
+    rate: int,
+    duration: float,
+    *,
+    slices: int,
+    workdir: Path,
+    paused: list[int] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Both servers under the same load for `duration` s each, in `slices` alternating turns (ours first, then
     theirs first, ...) so that both meet the same background (the sandbox's bursts come and go); each side's
@@ -218,7 +221,8 @@ def side_by_side(
             before = cpu_seconds(target.pid)
             stalled = target.stalls() if target.stalls else {}
             results[key].append(workdir / f"results-{key}-{turn}.bin")
-            attack(target, rate, duration / slices, results[key][-1], workdir, priority=priority)
+            with churn_paused(paused or []):
+                attack(target, rate, duration / slices, results[key][-1], workdir)
             cpu[key] += cpu_seconds(target.pid) - before
             if target.stalls:
                 after = target.stalls()
@@ -342,11 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--claim-rate", type=int, default=20, help="claims per second (one pod per namespace in turn)")
     parser.add_argument(
-        "--priority",
-        type=int,
-        default=0,
-        help="run vegeta and the server under test at nice -N during its turns (default 0: as the sandbox): "
-        "the CPU a webhook has on a node of its own, the control plane not on its cores",
+        "--pause-churn",
+        action="store_true",
+        help="stop kwok and the controller-manager during each turn (the non-claiming paths; both servers alike): "
+        "the servers with their caches full on a box the 5,000-node control plane is not keeping busy",
     )
     parser.add_argument(
         "--json", type=Path, default=plot.ADMISSION, help=f"figures for bench/plot.py ({plot.ADMISSION})"
@@ -386,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             ours_url = f"{webhook.url}{API_SERVER_QUERY}"
             rows = []
             ours_pid, hami_pid = webhook.process.pid, hami.popen.pid
+            churn = [p.popen.pid for p in sandbox.processes if p.name in CHURN]
             for rate in rates:
                 for path in PATHS:
                     ours, theirs = side_by_side(
@@ -395,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.duration,
                         slices=args.slices,
                         workdir=workdir,
-                        priority=args.priority,
+                        paused=churn if args.pause_churn else None,
                     )
                     rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs})
                     print(_row(rows[-1]), flush=True)
@@ -417,7 +421,6 @@ def main(argv: list[str] | None = None) -> int:
                 claim_seconds,
                 slices=1,
                 workdir=workdir,
-                priority=args.priority,
             )
             claimed = sum(
                 1
@@ -438,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"Admission latency (ms), {args.nodes} nodes x 8 cards, {args.pods} HAMi pods, {args.placements} "
         f"placements; {args.duration:g} s a run; 2 cores shared with other work"
-        + (f"; vegeta and the server under test at nice -{args.priority} in their turns" if args.priority else "")
+        + ("; kwok and the controller-manager stopped during each turn" if args.pause_churn else "")
     )
     print(_header())
     for row in rows:

@@ -199,8 +199,8 @@ def list_batches(
 ) -> Iterator[list[dict[str, Any]]]:
     """The items of one list call, a batch at a time as the body streams in: one request, one consistent snapshot,
     the API server encoding while earlier items are decoded (80 pages of 500 pods each waited a round trip), and
-    never the whole list decoded at once. `decode` is `item_batches`'. Errors are `request`'s, raised where the next
-    batch would be."""
+    never the whole list decoded at once; `decode` as for `item_batches`. Errors are `request`'s, raised where the
+    next batch would be."""
     kwargs.setdefault("_request_timeout", DEFAULT_TIMEOUT)
     try:
         response = call(_preload_content=False, **kwargs)

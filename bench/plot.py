@@ -45,7 +45,7 @@ server calls a Service webhook) with `?timeout=10s`, and starts once every place
   249-251 MiB after the admission runs.
 - `GET /api/v1/cluster-info` under 1 s at 5,000 nodes: **met**, 0.22 s wall, 0.14 s CPU.
 - `status -o json` within 2x of the fetch floor at 5,000 nodes: **met both ways** this round. Computed from the API
-  1.3x in the table's run (5.59 s against a 4.45 s floor; the plugin's CPU 3.42 s, last round 4.70) and 1.0-1.6x
+  1.3x in the table's run (5.59 s against a 4.45 s floor; the plugin's CPU 3.42 s, last round 4.70) and 1.0-1.7x
   back to back with the floor on one 5,000-node sandbox (4.0-5.1 s against 2.6-3.9 s; the code before this round's
   change 7.2-9.1 s there, CPU 4.4-5.3 s); through the webhook 0.7x. The plugin's own memory: 227 MiB max RSS (last
   round 312). At 1,000 and 2,500 nodes the plugin's start (interpreter and imports, 1.2-1.6 s of wall on this

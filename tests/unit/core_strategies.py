@@ -20,11 +20,17 @@ NON_NEGATIVE_INT32 = st.integers(min_value=0, max_value=2**31 - 1)
 SAFE_TEXT = st.text(alphabet=string.ascii_letters + string.digits + "-_. ", max_size=30)
 UUIDS = st.from_regex(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){0,4}", fullmatch=True)
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=12,
-)
+
+def json_of(integers: st.SearchStrategy[int]) -> st.SearchStrategy[object]:
+    """JSON values whose integers come from `integers`."""
+    return st.recursive(
+        st.none() | st.booleans() | integers | st.floats(allow_nan=False) | st.text(max_size=20),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+        max_leaves=12,
+    )
+
+
+json_values = json_of(st.integers())
 """Any JSON-encodable value: what a garbage annotation or object could decode to."""
 
 json_text = json_values.map(json.dumps)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from core_strategies import json_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,15 +19,7 @@ from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 # Any JSON value the API server could send (its integers are 64-bit; orjson refuses larger ones either way).
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=12,
-)
+JSON = json_of(st.integers(min_value=-(2**63), max_value=2**63 - 1))
 CARDS = [Card(f"GPU-{i}", i, 10, 81920, 100, "NVIDIA-H100-80GB-HBM3", 0, True, "hami-core") for i in range(2)]
 
 

@@ -6,7 +6,7 @@ import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -120,6 +120,17 @@ class ClusterCache:
         with self._parsed_lock:
             return self._placements.for_labels(namespace, labels)
 
+    def parsed_placement(self, namespace: str, name: str) -> Placement | None:
+        """One placement as the index holds it (None: gone, or its stored spec or status is broken)."""
+        with self._parsed_lock:
+            return self._placements.one(namespace, name)
+
+    def closed_sharing(self, namespace: str, req_id: str) -> list[Placement]:
+        """The placements of the namespace with this reqID that are not open: among them is the one that consumed
+        it, if one did."""
+        with self._parsed_lock:
+            return self._placements.closed(namespace, req_id)
+
     def _index_placement(self, _kind: str, obj: dict[str, Any]) -> None:
         """Follow one placement event: whatever the event, the index takes what the store holds now, so that two
         writers notifying out of order still leave the newest version indexed."""
@@ -127,11 +138,13 @@ class ClusterCache:
         with self._parsed_lock:
             self._placements.update(namespace, name, self.placements.get(namespace, name))
 
-    def pods_by_claim(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def pods_by_claim(self, claims: Iterable[tuple[str, str]] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
         """(namespace, claim token) -> the stored pod carrying that token (the last stored, when copies carry it
-        too); ties a claim to its pod."""
+        too), of every claim or of these only; ties a claim to its pod."""
         with self._claims_lock:
-            return {claim: list(pods.values())[-1] for claim, pods in self._claims.items()}
+            if claims is None:
+                return {claim: list(pods.values())[-1] for claim, pods in self._claims.items()}
+            return {claim: list(pods.values())[-1] for claim in claims if (pods := self._claims.get(claim))}
 
     def cluster_info_document(self, now: datetime) -> dict[str, Any]:
         """`core.cluster.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded (bytes,
@@ -304,6 +317,24 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def same_node(stored: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:
+    """Whether two of project_node's nodes differ at most in resourceVersion: a kubelet's heartbeat or HAMi's
+    handshake gives a new stored node every few seconds, with nothing a placement reads changed."""
+    if stored is other:
+        return True
+    if stored is None or other is None:
+        return False
+    return (
+        stored.get("spec") == other.get("spec")
+        and stored.get("status") == other.get("status")
+        and _sans_version(stored) == _sans_version(other)
+    )
+
+
+def _sans_version(node: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in _dict(node.get("metadata")).items() if key != "resourceVersion"}
+
+
 # What the placement store keeps beside a placement's key and version: its parsed form, the only one read (None:
 # its spec or status is broken, so it takes no part); the API server's JSON was kept too (+1.6 KiB a placement).
 PARSED = "parsed"
@@ -388,6 +419,12 @@ class _PlacementIndex:
         if namespace is None:
             return [p for placements in self._by_namespace.values() for p in placements.values()]
         return list(self._by_namespace.get(namespace, {}).values())
+
+    def one(self, namespace: str, name: str) -> Placement | None:
+        return self._by_namespace.get(namespace, {}).get(name)
+
+    def closed(self, namespace: str, req_id: str) -> list[Placement]:
+        return list(self._closed_by_req_id.get(namespace, {}).get(req_id, {}).values())
 
     def for_labels(self, namespace: str, labels: Mapping[str, str]) -> list[Placement]:
         by_label = self._open_by_label.get(namespace, {})

@@ -8,15 +8,24 @@ replicas decide the same step only one write lands; an eviction is attempted onl
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubectl_hami_place.core.errors import PlacementError
-from kubectl_hami_place.core.lifecycle import FollowUp, consumed_req_ids, eviction_outcome, follow_up, guard_obsolete
+from kubectl_hami_place.core.lifecycle import (
+    FOREVER,
+    FollowUp,
+    consumed_req_ids,
+    eviction_outcome,
+    follow_up,
+    guard_obsolete,
+    quiet_until,
+)
 from kubectl_hami_place.core.names import EvictionResult
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
 from kubectl_hami_place.core.plan import Problem, problems_on
@@ -24,14 +33,17 @@ from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
 from kubectl_hami_place.kube.evictions import PodReplaced
-from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
-from webhook.cache import ClusterCache
+from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS, object_key
+from webhook.cache import ClusterCache, same_node
 from webhook.metrics import Metrics
 from webhook.writes import KubeWrites, Writes
 
 log = logging.getLogger(__name__)
 
 PERIOD_SECONDS = 2.0
+# How often a pass asks every placement, not only those an event, a deadline or a claim in flight points at: what
+# no event told (none is known) is then at most this late, as an informer's resync bounds it.
+FULL_PASS_SECONDS = 300.0
 # After each pass the loop rests this many times the pass's own duration, so passes take at most a fifth of the time.
 REST_PER_PASS = 4
 # How often the guards of reqIDs are checked for placements that no longer need them.
@@ -46,31 +58,148 @@ CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 
 class KnownProblems:
     """What each open placement's spec finds wrong on its node, worked out again only when the spec (a new
-    version) or the node's stored object changed: every pass asks it of every open placement, 65% of a 150 ms pass
-    at 10,000 of them, while nodes change a few a second."""
+    version) or what its node says (not its heartbeats) changed: a full pass asks it of every open placement, 65%
+    of a 150 ms pass at 10,000 of them, while nodes change a few a second."""
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[PlacementSpec, object, tuple[Problem, ...]]] = {}
+        self._known: dict[int, tuple[PlacementSpec, Mapping[str, Any] | None, tuple[Problem, ...]]] = {}
 
-    def pass_over(self, nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], tuple[Problem, ...]]:
-        """The problems of each spec this pass asks of (keyed by the spec itself, its node compared by identity:
-        the cache replaces a changed node, never edits it); what the pass does not ask of is forgotten."""
-        known, self._known = self._known, {}
+    def pass_over(
+        self, nodes: Mapping[str, Mapping[str, Any]], *, complete: bool
+    ) -> Callable[[PlacementSpec], tuple[Problem, ...]]:
+        """The problems of each spec this pass asks of (keyed by the spec itself, its node compared by
+        `same_node`: the cache replaces a changed node, never edits it); a complete pass forgets what it does not
+        ask of."""
+        known = self._known
+        if complete:
+            self._known = {}
         work_out = problems_on(nodes)
+        # Whether a node known is alike the one stored now, asked once a pass for the hundreds of placements on it.
+        alike: dict[tuple[int, int], bool] = {}
 
         def problems(spec: PlacementSpec) -> tuple[Problem, ...]:
             node = nodes.get(spec.node_name)
             entry = known.get(id(spec))
-            if entry is None or entry[0] is not spec or entry[1] is not node:
+            if entry is not None and entry[1] is not node:
+                pair = (id(entry[1]), id(node))
+                if pair not in alike:
+                    alike[pair] = same_node(entry[1], node)
+                if not alike[pair]:
+                    entry = None
+            if entry is None or entry[0] is not spec:
                 entry = (spec, node, work_out(spec))
+            elif entry[1] is not node:
+                entry = (spec, node, entry[2])
             self._known[id(spec)] = entry
             return entry[2]
 
         return problems
 
 
+Key = tuple[str, str]
+T = TypeVar("T")
+
+
+class QuietPlacements:
+    """The placements a pass found no step for, and what would give them one: an event of their own, an event of
+    their node, a change to the placements sharing their reqID (which one consumed it), or their deadline (the
+    TTL). A pass asks those and the placements in motion (claims not yet tied to a pod, evictions), not every
+    placement: over 10,000 open placements asking all took 33-60 ms every 2 s, in the tail of the admissions beside
+    it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed: set[Key] = set()
+        self._changed_nodes: set[str] = set()
+        self._quiet: dict[Key, tuple[Placement, datetime]] = {}
+        self._moving: dict[Key, Placement] = {}
+        self._on_node: dict[str, set[Key]] = {}
+        self._sharing: dict[Key, set[Key]] = {}
+        self._deadlines: list[tuple[datetime, Key]] = []
+
+    def placement_changed(self, key: Key) -> None:
+        """A placement event (any thread)."""
+        with self._lock:
+            self._changed.add(key)
+
+    def node_changed(self, name: str) -> None:
+        """A node event (any thread)."""
+        with self._lock:
+            self._changed_nodes.add(name)
+
+    def forget_all(self) -> None:
+        """Start over: a full pass is about to record every placement."""
+        with self._lock:
+            self._changed, self._changed_nodes = set(), set()
+        self._quiet, self._moving, self._on_node, self._sharing, self._deadlines = {}, {}, {}, {}, []
+
+    def to_ask(self, now: datetime, lookup: Callable[[str, str], Placement | None]) -> list[Placement]:
+        """The placements this pass must ask (`lookup` reads one from the cache); those gone are forgotten."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+            nodes, self._changed_nodes = self._changed_nodes, set()
+        keys = set(self._moving) | changed
+        for name in nodes:
+            keys |= self._on_node.get(name, set())
+        while self._deadlines and self._deadlines[0][0] < now:
+            until, key = heapq.heappop(self._deadlines)
+            entry = self._quiet.get(key)
+            if entry is not None and entry[1] == until:
+                keys.add(key)
+        req_ids = {_req_id_key(old) for key in changed if (old := self._known(key)) is not None}
+        found = {key: lookup(*key) for key in keys}
+        req_ids |= {_req_id_key(placement) for key in changed if (placement := found[key]) is not None}
+        for req_id in req_ids:
+            for key in self._sharing.get(req_id, set()) - keys:
+                found[key] = lookup(*key)
+        for key, placement in found.items():
+            if placement is None:
+                self._drop(key)
+        return [placement for placement in found.values() if placement is not None]
+
+    def record(self, placement: Placement, until: datetime | None) -> None:
+        """What a pass found: quiet until `until`, or in motion (None: ask it every pass)."""
+        key = (placement.namespace, placement.name)
+        self._drop(key)
+        self._sharing.setdefault(_req_id_key(placement), set()).add(key)
+        if until is None:
+            self._moving[key] = placement
+            return
+        self._quiet[key] = (placement, until)
+        self._on_node.setdefault(placement.spec.node_name, set()).add(key)
+        if until != FOREVER:
+            heapq.heappush(self._deadlines, (until, key))
+
+    def _known(self, key: Key) -> Placement | None:
+        entry = self._quiet.get(key)
+        return entry[0] if entry is not None else self._moving.get(key)
+
+    def _drop(self, key: Key) -> None:
+        old = self._known(key)
+        if old is None:
+            return
+        self._quiet.pop(key, None)
+        self._moving.pop(key, None)
+        _unindex(self._on_node, old.spec.node_name, key)
+        _unindex(self._sharing, _req_id_key(old), key)
+
+
+def _req_id_key(placement: Placement) -> Key:
+    return (placement.namespace, placement.spec.req_id)
+
+
+def _unindex(index: dict[T, set[Key]], at: T, key: Key) -> None:
+    """Take the key out of index[at], and index[at] out of the index once empty."""
+    keys = index.get(at)
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del index[at]
+
+
 class Reconciler:
-    """Runs `follow_up` over every cached placement whenever the cache changes, and at least every 2 seconds."""
+    """Runs `follow_up` over the cached placements that may have a step whenever a placement or pod changes, and at
+    least every 2 seconds; over all of them every FULL_PASS_SECONDS."""
 
     def __init__(
         self,
@@ -96,6 +225,8 @@ class Reconciler:
         self._last_sweep: float | None = None
         self._claims_seen: dict[tuple[str, str], float] = {}
         self._problems = KnownProblems()
+        self._quiet = QuietPlacements()
+        self._last_full: float | None = None
         # Placement and pod events wake a pass at once; node events do not: on a cluster of thousands of nodes they
         # come several a second (heartbeats, HAMi's handshakes), so every pass would follow the last (at 10,000
         # placements a fifth of a core), while what they change (whether an open placement can still be honoured)
@@ -103,6 +234,18 @@ class Reconciler:
         self.wake = threading.Event()
         for reflector in (cache.pods, cache.placements):
             reflector.add_listener(lambda _kind, _obj: self.wake.set())
+        cache.placements.add_listener(lambda _kind, obj: self._quiet.placement_changed(object_key(obj)))
+        self._nodes_seen: dict[str, dict[str, Any]] = {}
+        cache.nodes.add_listener(self._node_event)
+
+    def _node_event(self, kind: str, node: dict[str, Any]) -> None:
+        """Tell QuietPlacements of a node that changed in what a placement reads (not of a heartbeat)."""
+        name = object_key(node)[1]
+        seen = self._nodes_seen.pop(name, None) if kind == "DELETED" else self._nodes_seen.get(name)
+        if kind != "DELETED":
+            self._nodes_seen[name] = node
+        if kind == "DELETED" or not same_node(seen, node):
+            self._quiet.node_changed(name)
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set."""
@@ -122,13 +265,25 @@ class Reconciler:
             stop.wait((time.monotonic() - started) * REST_PER_PASS)
 
     def reconcile_once(self) -> None:
-        """One pass over every placement."""
-        pods = self.cache.pods_by_claim()
+        """One pass: over every placement at first and every FULL_PASS_SECONDS, else over those QuietPlacements
+        says may have a step."""
+        now = self.monotonic()
+        full = self._last_full is None or now - self._last_full >= FULL_PASS_SECONDS
+        if full:
+            self._last_full = now
+            self._quiet.forget_all()
+            placements = self.cache.parsed_placements()
+            consumed = consumed_req_ids(placements)
+        else:
+            placements = self._quiet.to_ask(self.clock(), self.cache.parsed_placement)
+            sharing = {(p.namespace, p.spec.req_id) for p in placements if p.open}
+            consumed = consumed_req_ids([c for key in sharing for c in self.cache.closed_sharing(*key)])
         nodes = self.cache.nodes_by_name()
-        placements = self.cache.parsed_placements()
-        consumed = consumed_req_ids(placements)
+        pods = self.cache.pods_by_claim(
+            {(p.namespace, p.status.claim_token) for p in placements if p.status.claim_token}
+        )
         claim_ages = self._claim_ages(placements)
-        problems = self._problems.pass_over(nodes)
+        problems = self._problems.pass_over(nodes, complete=full)
         for placement in placements:
             step = follow_up(
                 placement,
@@ -140,12 +295,12 @@ class Reconciler:
                 problems=problems,
                 claim_ages=claim_ages,
             )
+            self._quiet.record(placement, quiet_until(placement, self.ttl_seconds) if step is None else None)
             if step is not None:
                 self._apply(step)
-        now = self.monotonic()
         if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
             self._last_sweep = now
-            self._sweep_guards(placements)
+            self._sweep_guards(self.cache.parsed_placements())
 
     def _claim_ages(self, placements: list[Placement]) -> dict[tuple[str, str], float]:
         """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod."""

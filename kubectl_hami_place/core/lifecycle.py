@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.names import CLAIMED_PHASES, DONE_EVICTIONS, EvictionResult, Phase
@@ -29,6 +29,8 @@ EVICTION_RETRY_FIRST_SECONDS = 5
 EVICTION_RETRY_MAX_SECONDS = 60
 GUARD_LABEL = "app.kubernetes.io/managed-by"
 GUARD_LABEL_VALUE = "hami-place-reqid-guard"
+FOREVER = datetime.max.replace(tzinfo=UTC)
+"""What `quiet_until` says of a placement no clock will move: only a change of its inputs will."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,26 @@ def follow_up(
         message = f"pod {eviction.pod} is the placed pod itself; it is never evicted"
         return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
     return _next_eviction(placement, claimed_at, now, ttl_seconds)
+
+
+def quiet_until(placement: Placement, ttl_seconds: int) -> datetime | None:
+    """Until when `follow_up`, having found no step for this placement, finds none again whatever the pods and the
+    claims' ages, while the placement, its node and its reqID's consumer stay as they are (FOREVER: until one of
+    them changes); None when its next step hangs on the pods or a claim's age, so that it is asked every pass."""
+    status = placement.status
+    if placement.deleting:
+        return FOREVER
+    if not placement.acknowledged:
+        return None
+    if not status.claim_token:
+        if placement.unclaimed and placement.created is not None:
+            return placement.created + timedelta(seconds=ttl_seconds)
+        return FOREVER
+    if status.phase not in CLAIMED_PHASES:
+        return FOREVER
+    if not status.consumed_by_uid or status.phase == Phase.Evicting:
+        return None
+    return FOREVER
 
 
 def eviction_outcome(placement: Placement, result: EvictionResult, message: str, now: datetime) -> StatusWrite:

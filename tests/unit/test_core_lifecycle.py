@@ -6,6 +6,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core.lifecycle import (
     EVICTION_RETRY_FIRST_SECONDS,
@@ -370,3 +373,109 @@ def test_every_later_status_keeps_the_observed_generation() -> None:
 def test_a_claim_acknowledges_the_generation_it_was_decided_on() -> None:
     claim = lifecycle.claimed(placement_from_object(generation(placement(), 4)), "p", "tok", NOW)
     assert written(claim)["observedGeneration"] == 4
+
+
+NODE_N = {
+    "metadata": {
+        "name": "n",
+        "annotations": {
+            "hami.io/node-nvidia-register": json.dumps(
+                [
+                    {
+                        "id": "GPU-a",
+                        "index": 0,
+                        "count": 10,
+                        "devmem": 40960,
+                        "devcore": 100,
+                        "type": "A100",
+                        "health": True,
+                    }
+                ]
+            )
+        },
+    }
+}
+
+
+def pod_carrying(token: str, uid: str, *, finished: bool) -> dict[str, Any]:
+    pod = stored_pod(token)
+    pod["metadata"]["uid"] = uid
+    if finished:
+        pod["status"] = {"phase": "Succeeded"}
+    return pod
+
+
+@st.composite
+def placements_any_step(draw: st.DrawFn) -> dict[str, Any]:
+    """A placement at any point of its life: open, claimed in flight, consumed, evicting, ended, being deleted."""
+    phase = draw(st.sampled_from(["Pending", "Pending", "Pending", "Consumed", "Evicting", "Failed", "Expired"]))
+    status: dict[str, Any] = {"phase": phase, "observedGeneration": draw(st.integers(0, 2))}
+    if draw(st.booleans()):
+        status["claim"] = {"token": "tok", "claimedAt": at(draw(st.integers(0, 2 * TTL)))}
+    if draw(st.booleans()):
+        status["consumedBy"] = {"name": "trainer-abc", "uid": draw(st.sampled_from(["uid-9", "uid-8"]))}
+    if draw(st.booleans()):
+        status["eviction"] = {
+            "pod": "old",
+            "result": draw(st.sampled_from(["Pending", "Blocked", "Failed"])),
+            "attempts": draw(st.integers(0, 4)),
+            "time": at(draw(st.integers(0, 120))),
+        }
+    obj = placement(status, created_ago=draw(st.integers(0, 2 * TTL)), evict=draw(st.sampled_from(["", "old"])))
+    obj["metadata"]["generation"] = draw(st.integers(0, 1))
+    if draw(st.integers(0, 3)) == 0:
+        obj["metadata"]["deletionTimestamp"] = at(1)
+    return obj
+
+
+claimed_pods_any = st.lists(
+    st.builds(
+        pod_carrying, st.sampled_from(["tok", "other"]), st.sampled_from(["uid-9", "uid-8"]), finished=st.booleans()
+    ),
+    max_size=2,
+).map(lambda items: pods(*items))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    obj=placements_any_step(),
+    first_pods=claimed_pods_any,
+    later_pods=claimed_pods_any,
+    first_age=st.floats(0, 3 * GRACE),
+    later_age=st.floats(0, 3 * GRACE),
+    owner=st.sampled_from(["", "p1", "other"]),
+    node_there=st.booleans(),
+    later=st.floats(0, 1),
+)
+def test_a_placement_quiet_until_a_time_has_no_step_before_it_whatever_the_pods_and_claim_ages(
+    *,
+    obj: dict[str, Any],
+    first_pods: dict[tuple[str, str], dict[str, Any]],
+    later_pods: dict[tuple[str, str], dict[str, Any]],
+    first_age: float,
+    later_age: float,
+    owner: str,
+    node_there: bool,
+    later: float,
+) -> None:
+    parsed = placement_from_object(obj)
+    consumed = {(NS, "req-1"): owner} if owner else {}
+    problems = problems_on({"n": NODE_N} if node_there else {})
+
+    def step(now: datetime, claimed_pods: Any, age: float) -> Any:
+        ages = {(NS, "tok"): age}
+        return lifecycle.follow_up(
+            parsed, claimed_pods, now, TTL, GRACE, consumed=consumed, problems=problems, claim_ages=ages
+        )
+
+    if step(NOW, first_pods, first_age) is not None:
+        return
+    until = lifecycle.quiet_until(parsed, TTL)
+    if until is None:
+        return
+    event("quiet for ever" if until == lifecycle.FOREVER else "quiet until a deadline")
+    horizon = min(until, NOW + timedelta(seconds=3 * TTL))
+    when = NOW + (horizon - NOW) * later if horizon > NOW else NOW
+    assert step(when, later_pods, later_age) is None
+    if until != lifecycle.FOREVER:
+        assert step(until + timedelta(seconds=1), later_pods, later_age) is not None, "quiet past its deadline"

@@ -521,8 +521,105 @@ def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
     assert worked == ["gpu-0"] and not writes.writes
     loop.cache.nodes.upsert({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "5"}})
     loop.reconcile_once()
+    assert worked == ["gpu-0"], "a heartbeat (a new resourceVersion, nothing else) worked the problems out again"
+    loop.cache.nodes.upsert(
+        {**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "6"}, "spec": {"unschedulable": True}}
+    )
+    loop.reconcile_once()
     assert worked == ["gpu-0", "gpu-0"] and not writes.writes
     loop.cache.nodes.remove("", "gpu-0")
     loop.reconcile_once()
     assert worked == ["gpu-0"] * 3
     assert writes.writes[-1]["phase"] == "Failed" and "gpu-0 not found" in writes.writes[-1]["message"]
+
+
+def asking(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the placements the reconciler asks follow_up of, in order."""
+    asked: list[str] = []
+    ask = reconcile_module.follow_up
+
+    def counted(placement: Placement, *args: Any, **kwargs: Any) -> Any:
+        asked.append(placement.name)
+        return ask(placement, *args, **kwargs)
+
+    monkeypatch.setattr(reconcile_module, "follow_up", counted)
+    return asked
+
+
+def other_node(name: str) -> dict[str, Any]:
+    return {**NODE, "metadata": {**NODE["metadata"], "name": name}}
+
+
+def test_a_pass_asks_only_what_an_event_or_a_claim_in_flight_points_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = asking(monkeypatch)
+    on_other = placement("elsewhere", "gpu-0", created="2026-11-29T11:59:00Z")
+    on_other["spec"]["nodeName"] = "gpu-1"
+    in_flight = placement("in-flight", "gpu-1", created="2026-11-29T11:59:00Z")
+    in_flight["status"] = {"phase": "Consumed", "claim": {"token": "tok-9", "claimedAt": "2026-11-29T11:59:30Z"}}
+    writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"), on_other, in_flight)
+    loop = reconciler(writes, pods=())
+    loop.cache.nodes.upsert(other_node("gpu-1"))
+    loop.reconcile_once()
+    assert sorted(asked) == ["elsewhere", "in-flight", "open"], "the first pass asks every placement"
+    for _ in range(2):
+        asked.clear()
+        loop.reconcile_once()
+        assert asked == ["in-flight"], "a quiet placement was asked with nothing changed"
+    heartbeat = {**other_node("gpu-1"), "metadata": {**other_node("gpu-1")["metadata"], "resourceVersion": "3"}}
+    asked.clear()
+    loop.cache.nodes.upsert(heartbeat)
+    loop.reconcile_once()
+    assert asked == ["in-flight"], "a node's heartbeat asked the placements on it"
+    asked.clear()
+    loop.cache.nodes.upsert(
+        {**heartbeat, "metadata": {**heartbeat["metadata"], "resourceVersion": "4"}, "spec": {"unschedulable": True}}
+    )
+    loop.reconcile_once()
+    assert sorted(asked) == ["elsewhere", "in-flight"], "a node's cordon did not ask the placements on that node"
+    asked.clear()
+    writes.touch("open")
+    loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, "open")]))
+    loop.reconcile_once()
+    assert sorted(asked) == ["in-flight", "open"], "a placement event asks that placement"
+    assert not writes.writes
+
+
+def test_an_open_placement_expires_at_its_ttl_with_no_event() -> None:
+    now = [NOW]
+    writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:00:00Z"))
+    loop = reconciler(writes, lambda: now[0])
+    loop.reconcile_once()
+    assert not writes.writes, "expired at exactly its TTL"
+    now[0] = NOW + timedelta(seconds=1)
+    loop.reconcile_once()
+    assert [w["phase"] for w in writes.writes] == ["Expired"]
+
+
+def test_an_open_placement_fails_once_another_with_its_req_id_is_claimed() -> None:
+    waiting = placement("waiting", "gpu-0", created="2026-11-29T11:59:00Z")
+    rival = placement("rival", "gpu-1", created="2026-11-29T11:58:00Z")
+    waiting["spec"]["reqID"] = rival["spec"]["reqID"] = "req-shared"
+    writes = MemoryWrites(waiting, rival)
+    loop = reconciler(writes, pods=())
+    loop.reconcile_once()
+    assert not writes.writes
+    writes.touch("rival", {"phase": "Consumed", "claim": {"token": "tok-r", "claimedAt": "2026-11-29T11:59:30Z"}})
+    loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, "rival")]))
+    loop.reconcile_once()
+    assert writes.writes[-1]["phase"] == "Failed"
+    assert writes.writes[-1]["message"] == "reqID already consumed by placement rival"
+
+
+def test_every_placement_is_asked_again_once_a_full_pass_is_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = asking(monkeypatch)
+    ticks = [0.0]
+    writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(3)))
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
+    loop.reconcile_once()
+    asked.clear()
+    ticks[0] = reconcile_module.FULL_PASS_SECONDS - 1
+    loop.reconcile_once()
+    assert asked == []
+    ticks[0] = reconcile_module.FULL_PASS_SECONDS
+    loop.reconcile_once()
+    assert sorted(asked) == ["open-0", "open-1", "open-2"]

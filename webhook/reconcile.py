@@ -255,14 +255,20 @@ class Reconciler:
             if stop.is_set() or not self.cache.ready():
                 continue
             started = time.monotonic()
-            try:
-                self.reconcile_once()
-            except Exception:
-                log.exception("reconcile pass failed")
+            self.pass_once()
             # A pass holds the GIL; on a busy cluster the cache changes all the time, so back-to-back passes would
             # starve /mutate (py-spy at 10,000 placements: 99% of the process in the reconciler). Rest a multiple
             # of the pass: a 1 ms pass costs 4 ms, a 200 ms pass leaves /mutate 800 ms.
             stop.wait((time.monotonic() - started) * REST_PER_PASS)
+
+    def pass_once(self) -> None:
+        """One pass that never raises: a failure is logged, and as what the failed pass took from QuietPlacements
+        was not all asked, the next pass asks every placement."""
+        try:
+            self.reconcile_once()
+        except Exception:
+            log.exception("reconcile pass failed")
+            self._last_full = None
 
     def reconcile_once(self) -> None:
         """One pass: over every placement at first and every FULL_PASS_SECONDS, else over those QuietPlacements

@@ -623,3 +623,24 @@ def test_every_placement_is_asked_again_once_a_full_pass_is_due(monkeypatch: pyt
     ticks[0] = reconcile_module.FULL_PASS_SECONDS
     loop.reconcile_once()
     assert sorted(asked) == ["open-0", "open-1", "open-2"]
+
+
+def test_after_a_failed_pass_the_next_asks_every_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = asking(monkeypatch)
+    writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(2)))
+    loop = reconciler(writes)
+    loop.pass_once()
+    for name in ("open-0", "open-1"):
+        writes.touch(name)
+        loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, name)]))
+    ask = reconcile_module.follow_up
+
+    def failing(placement: Placement, *args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(reconcile_module, "follow_up", ask)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(reconcile_module, "follow_up", failing)
+    loop.pass_once()
+    asked.clear()
+    loop.pass_once()
+    assert sorted(asked) == ["open-0", "open-1"], "a placement the failed pass did not ask was not asked again"

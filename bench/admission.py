@@ -2,8 +2,8 @@
 
 A sandbox (HAMi v2.10's scheduler + webhook included) is filled by bench/generate.py: --nodes x 8 H100 cards,
 --pods HAMi pods already bound, --placements open placements spread over 50 namespaces. Then vegeta sends, at each
-fixed rate for --duration seconds (cut into --slices turns, the two servers alternating, so that both meet the
-same background), one kind of AdmissionReview at a time to each server (admission.k8s.io/v1 to
+fixed rate for --duration seconds (cut into --slices turns, the servers taking turns in a rotating order, so that all
+meet the same background), one kind of AdmissionReview at a time to each server (admission.k8s.io/v1 to
 ours, v1beta1 to HAMi's, as its chart registers it):
   no-placement  a GPU pod of hami-scheduler in a namespace with placements, none of which selects it
   non-gpu       a pod asking for no GPU (default scheduler)
@@ -11,8 +11,11 @@ ours, v1beta1 to HAMi's, as its chart registers it):
   claim         a GPU pod that an open placement selects: ours claims it, an API write (--claim-rate, bounded by
                 the placements there are); shown beside the API server's own write latency (timed merge-patches
                 of a placement's status from this process, keep-alive)
-Prints the table (latencies and each process's CPU milliseconds per request), the p99 ratios (ours / HAMi's) and
-both processes' RSS after the runs.
+The non-claiming paths also go to a floor (hack/admission-floor: a Go HTTPS server that allows every review and does
+nothing else, with our webhook's certificate): what the box, TLS, HTTP/1.1 and vegeta cost by themselves at that
+moment, so that a latency target is read against what this machine allows any server.
+Prints the table (latencies and each process's CPU milliseconds per request), the p99 ratios (ours / HAMi's), the
+floor's p50/p99 and both servers' RSS after the runs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import copy
 import json
 import os
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -42,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import generate, plot
 from sandbox import binaries, prepare
 from sandbox import webhook as sandbox_webhook
-from sandbox.cluster import Sandbox
+from sandbox.cluster import Sandbox, free_port
 
 EXCLUDED_NAMESPACE = "bench-excluded"
 PATHS = ("no-placement", "non-gpu", "excluded")
@@ -168,6 +172,26 @@ def attack(target: Target, rate: int, duration: float, results: Path, workdir: P
     subprocess.run(attack_cmd, capture_output=True, check=True)
 
 
+def start_floor(certs: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The floor (hack/admission-floor: every review allowed, nothing else done) serving with our webhook's
+    certificate, and its URL once it answers."""
+    address = f"127.0.0.1:{free_port()}"
+    command = [str(binaries.resolve("admission-floor")), address, str(certs / "tls.crt"), str(certs / "tls.key")]
+    process = subprocess.Popen(command)
+    url = f"https://{address}/mutate{API_SERVER_QUERY}"
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, data=b"{}", context=context, timeout=5):
+                return process, url
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise
+            time.sleep(0.1)
+
+
 def report(results: list[Path]) -> dict[str, Any]:
     """vegeta's JSON report over several runs' results (latencies in ns)."""
     command = [str(binaries.resolve("vegeta")), "report", "-type=json", *map(str, results)]
@@ -197,48 +221,46 @@ def cpu_seconds(pid: int) -> float:
 
 
 def side_by_side(
-    ours: Target,
-    theirs: Target,
+    targets: list[Target],
     rate: int,
     duration: float,
     *,
     slices: int,
     workdir: Path,
     paused: list[int] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both servers under the same load for `duration` s each, in `slices` alternating turns (ours first, then
-    theirs first, ...) so that both meet the same background (the sandbox's bursts come and go); each side's
-    summary over all its turns, with its process's CPU milliseconds per request over them (its own background
-    work included: a figure the shared box's load does not inflate the way it does latency) and, where it has
-    them, its stalls over them."""
-    sides = {id(ours): ours, id(theirs): theirs}
-    results: dict[int, list[Path]] = {key: [] for key in sides}
-    cpu = dict.fromkeys(sides, 0.0)
-    stalls: dict[int, dict[str, float]] = {key: {} for key in sides}
+) -> list[dict[str, Any]]:
+    """Every server under the same load for `duration` s each, in `slices` turns, the order turned round at each
+    (ours, HAMi, floor; HAMi, floor, ours; ...) so that all meet the same background (the sandbox's bursts come and
+    go); each side's summary over all its turns, with its process's CPU milliseconds per request over them (its own
+    background work included: a figure the shared box's load does not inflate the way it does latency) and, where
+    it has them, its stalls over them."""
+    results: list[list[Path]] = [[] for _ in targets]
+    cpu = [0.0 for _ in targets]
+    stalls: list[dict[str, float]] = [{} for _ in targets]
     for turn in range(slices):
-        for target in (ours, theirs) if turn % 2 == 0 else (theirs, ours):
-            key = id(target)
+        for index in [(turn + k) % len(targets) for k in range(len(targets))]:
+            target = targets[index]
             before = cpu_seconds(target.pid)
             stalled = target.stalls() if target.stalls else {}
-            results[key].append(workdir / f"results-{key}-{turn}.bin")
+            results[index].append(workdir / f"results-{index}-{turn}.bin")
             with churn_paused(paused or []):
-                attack(target, rate, duration / slices, results[key][-1], workdir)
-            cpu[key] += cpu_seconds(target.pid) - before
+                attack(target, rate, duration / slices, results[index][-1], workdir)
+            cpu[index] += cpu_seconds(target.pid) - before
             if target.stalls:
                 after = target.stalls()
                 if "unread" in after or "unread" in stalled:
-                    stalls[key]["unread"] = 1.0
+                    stalls[index]["unread"] = 1.0
                     continue
                 for name, value in after.items():
-                    stalls[key][name] = stalls[key].get(name, 0.0) + value - stalled.get(name, 0.0)
+                    stalls[index][name] = stalls[index].get(name, 0.0) + value - stalled.get(name, 0.0)
     figures = []
-    for key in (id(ours), id(theirs)):
-        side = summary(report(results[key]))
-        side["cpu_ms"] = cpu[key] * 1000 / max(side["requests"], 1)
-        if sides[key].stalls:
-            side["stalls"] = stalls[key]
+    for index, target in enumerate(targets):
+        side = summary(report(results[index]))
+        side["cpu_ms"] = cpu[index] * 1000 / max(side["requests"], 1)
+        if target.stalls:
+            side["stalls"] = stalls[index]
         figures.append(side)
-    return figures[0], figures[1]
+    return figures
 
 
 def stall_reading(metrics_url: str) -> dict[str, float]:
@@ -366,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         sandbox = Sandbox.start(workdir / "sandbox")
         webhook = None
+        floor: subprocess.Popen[bytes] | None = None
         try:
             prepare.install_crd(sandbox)
             sandbox.kubectl("create", "namespace", EXCLUDED_NAMESPACE)
@@ -384,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
             ca_ours = webhook.certs / "ca.crt"
+            floor, floor_url = start_floor(webhook.certs)
             ca_hami = sandbox.workdir / "pki" / "ca.crt"
             hami_url = f"{sandbox.hami_url}/webhook{API_SERVER_QUERY}"
             ours_url = f"{webhook.url}{API_SERVER_QUERY}"
@@ -392,16 +416,19 @@ def main(argv: list[str] | None = None) -> int:
             churn = [p.popen.pid for p in sandbox.processes if p.name in CHURN]
             for rate in rates:
                 for path in PATHS:
-                    ours, theirs = side_by_side(
-                        Target(ours_pid, ours_url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
-                        Target(hami_pid, hami_url, ca_hami, review(path, "admission.k8s.io/v1beta1")),
+                    ours, theirs, least = side_by_side(
+                        [
+                            Target(ours_pid, ours_url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
+                            Target(hami_pid, hami_url, ca_hami, review(path, "admission.k8s.io/v1beta1")),
+                            Target(floor.pid, floor_url, ca_ours, review(path)),
+                        ],
                         rate,
                         args.duration,
                         slices=args.slices,
                         workdir=workdir,
                         paused=churn if args.pause_churn else None,
                     )
-                    rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs})
+                    rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs, "floor": least})
                     print(_row(rows[-1]), flush=True)
                     print(f"{'':>20} ours: {stall_line(ours['stalls'])}", flush=True)
             status, answer = webhook.post_mutate(review("claim"))
@@ -410,13 +437,15 @@ def main(argv: list[str] | None = None) -> int:
             claim_seconds = min(args.duration, 0.8 * (args.placements - 1) / args.claim_rate)
             spaces = min(args.placements, generate.PLACEMENT_NAMESPACES)
             ours, theirs = side_by_side(
-                Target(ours_pid, ours_url, ca_ours, [review("claim", spread=k) for k in range(spaces)]),
-                Target(
-                    hami_pid,
-                    hami_url,
-                    ca_hami,
-                    [review("claim", "admission.k8s.io/v1beta1", k) for k in range(spaces)],
-                ),
+                [
+                    Target(ours_pid, ours_url, ca_ours, [review("claim", spread=k) for k in range(spaces)]),
+                    Target(
+                        hami_pid,
+                        hami_url,
+                        ca_hami,
+                        [review("claim", "admission.k8s.io/v1beta1", k) for k in range(spaces)],
+                    ),
+                ],
                 args.claim_rate,
                 claim_seconds,
                 slices=1,
@@ -435,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if webhook is not None:
                 webhook.stop()
+            if floor is not None:
+                floor.kill()
+                floor.wait()
             sandbox.stop()
     claim_row = {"rate": args.claim_rate, "path": "claim", "ours": ours, "hami": theirs}
     print()
@@ -477,16 +509,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _header() -> str:
     side = f"{'p50':>8} {'p99':>8} {'max':>8} {'err':>6} {'cpu/req':>7}"
-    names = f"{'':>6} {'':<13} {'hami-place /mutate':^41} | {'HAMi /webhook':^41}"
-    return f"{names}\n{'rate':>6} {'path':<13} {side} | {side} | {'p99 ratio':>9}"
+    names = f"{'':>6} {'':<13} {'hami-place /mutate':^41} | {'HAMi /webhook':^41} | {'floor':^17}"
+    return f"{names}\n{'rate':>6} {'path':<13} {side} | {side} | {'p50':>8} {'p99':>8} | {'p99 ratio':>9}"
 
 
 def _row(row: dict[str, Any]) -> str:
     def side(s: dict[str, Any]) -> str:
         return f"{s['p50']:8.2f} {s['p99']:8.2f} {s['max']:8.2f} {s['errors']:6d} {s['cpu_ms']:7.3f}"
 
+    least = row.get("floor")
+    floor = f"{least['p50']:8.2f} {least['p99']:8.2f}" if least else f"{'':>8} {'':>8}"
     ratio = row["ours"]["p99"] / row["hami"]["p99"] if row["hami"]["p99"] else float("inf")
-    return f"{row['rate']:>6} {row['path']:<13} {side(row['ours'])} | {side(row['hami'])} | {ratio:8.2f}x"
+    return f"{row['rate']:>6} {row['path']:<13} {side(row['ours'])} | {side(row['hami'])} | {floor} | {ratio:8.2f}x"
 
 
 if __name__ == "__main__":

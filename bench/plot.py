@@ -227,8 +227,8 @@ def admission_table(adm: dict[str, Any]) -> list[str]:
         f"{a['duration']:g} s a run.",
         "",
         "| rate | path | hami-place p50 / p99 / max (ms) | errors | CPU ms/req | HAMi p50 / p99 / max (ms) | errors "
-        "| CPU ms/req | p99 ratio |",
-        "| ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| CPU ms/req | p99 ratio | floor p50 / p99 (ms) |",
+        "| ---: | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
 
     def cpu(side: dict[str, Any]) -> str:
@@ -237,10 +237,12 @@ def admission_table(adm: dict[str, Any]) -> list[str]:
     for row in [*adm["rows"], adm["claim"]]:
         ours, theirs = row["ours"], row["hami"]
         ratio = ours["p99"] / theirs["p99"] if theirs["p99"] else float("inf")
+        least = row.get("floor")
+        floor = f"{least['p50']:.2f} / {least['p99']:.2f}" if least else "—"
         lines.append(
             f"| {row['rate']}/s | {row['path']} | {ours['p50']:.2f} / {ours['p99']:.2f} / {ours['max']:.2f} | "
             f"{ours['errors']} | {cpu(ours)} | {theirs['p50']:.2f} / {theirs['p99']:.2f} / {theirs['max']:.2f} | "
-            f"{theirs['errors']} | {cpu(theirs)} | {ratio:.2f}x |"
+            f"{theirs['errors']} | {cpu(theirs)} | {ratio:.2f}x | {floor} |"
         )
     w = adm["api_write"]
     lines += [

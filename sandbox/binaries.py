@@ -50,13 +50,15 @@ class Component:
     ldflags: tuple[str, ...] = ()
     cgo: bool = False
     archive: str = ""
+    sources: tuple[str, ...] = ()
+    """Go files of the module directory itself, when the binary is built from them (not only from a pinned module)."""
 
     def source_digest(self) -> str:
         """Ties the cache entry to the wrapper module's exact dependency set (or the source archive's bytes)."""
         h = hashlib.sha256()
         if self.archive:
             h.update(archive_digest(hami_archive()).encode())
-        for f in ("go.mod", "go.sum"):
+        for f in ("go.mod", "go.sum", *self.sources):
             path = HACK / self.module_dir / f
             if path.exists():
                 h.update(path.read_bytes())
@@ -121,6 +123,7 @@ COMPONENTS: dict[str, Component] = {
             ),
         ),
         Component("vegeta", "vegeta", "github.com/tsenart/vegeta/v12", VEGETA_VERSION),
+        Component("admission-floor", "admission-floor", ".", "v1", sources=("main.go",)),
     )
 }
 

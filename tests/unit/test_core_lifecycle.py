@@ -235,10 +235,7 @@ def test_an_open_placement_whose_req_id_another_consumed_fails() -> None:
 
 
 def test_an_open_placement_on_a_node_that_is_gone_or_a_card_that_is_missing_fails_from_the_reconciler() -> None:
-    cards = [
-        {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
-    ]
-    node = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
+    node = NODE_N
     assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({"n": node})) is None
     gone = follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({}))
     assert isinstance(gone, FollowUp) and written(gone.write)["phase"] == "Failed"
@@ -250,17 +247,7 @@ def test_an_open_placement_on_a_node_that_is_gone_or_a_card_that_is_missing_fail
 
 
 def test_a_card_that_is_unhealthy_or_a_node_without_register_only_waits() -> None:
-    cards = [
-        {
-            "id": "GPU-a",
-            "index": 0,
-            "count": 10,
-            "devmem": 40960,
-            "devcore": 100,
-            "type": "NVIDIA-A100",
-            "health": False,
-        }
-    ]
+    cards = [{**CARD_A, "health": False}]
     sick = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
     assert follow_up(placement({"phase": "Pending"}), {}, NOW, TTL, GRACE, problems=problems_on({"n": sick})) is None
     bare = {"metadata": {"name": "n"}}
@@ -375,26 +362,16 @@ def test_a_claim_acknowledges_the_generation_it_was_decided_on() -> None:
     assert written(claim)["observedGeneration"] == 4
 
 
-NODE_N = {
-    "metadata": {
-        "name": "n",
-        "annotations": {
-            "hami.io/node-nvidia-register": json.dumps(
-                [
-                    {
-                        "id": "GPU-a",
-                        "index": 0,
-                        "count": 10,
-                        "devmem": 40960,
-                        "devcore": 100,
-                        "type": "A100",
-                        "health": True,
-                    }
-                ]
-            )
-        },
-    }
+CARD_A = {
+    "id": "GPU-a",
+    "index": 0,
+    "count": 10,
+    "devmem": 40960,
+    "devcore": 100,
+    "type": "NVIDIA-A100",
+    "health": True,
 }
+NODE_N = {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": json.dumps([CARD_A])}}}
 
 
 def pod_carrying(token: str, uid: str, *, finished: bool) -> dict[str, Any]:

@@ -268,15 +268,24 @@ def test_a_placements_node_deleted_mid_flight_fails_it_and_blocks_no_pod(
         placed = core.create_namespaced_pod(namespace, gpu_pod("placed-", {"app": "placed", "placed": "yes"}))
         assert (placed.metadata.annotations or {}).get(PLACEMENT) == "placed"
         custom = client.CustomObjectsApi(cluster.api_client())
-        in_flight = read_placement(cluster, namespace, "in-flight")
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        in_flight["status"] = {
-            "phase": "Consumed",
-            "message": "claimed by a pod (name given at creation)",
-            "claim": {"token": "never-stored", "claimedAt": now},
-            "consumedAt": now,
-        }
-        custom.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, "in-flight", in_flight)
+        # The webhook may write its acknowledgement between our read and our write: read again on a conflict.
+        for _ in range(5):
+            in_flight = read_placement(cluster, namespace, "in-flight")
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            in_flight["status"] = {
+                "phase": "Consumed",
+                "message": "claimed by a pod (name given at creation)",
+                "claim": {"token": "never-stored", "claimedAt": now},
+                "consumedAt": now,
+            }
+            try:
+                custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, "in-flight", in_flight
+                )
+                break
+            except client.exceptions.ApiException as error:
+                if error.status != 409:
+                    raise
         wait_for(lambda: phase_seen(webhook, namespace, "in-flight") == "Consumed", "the webhook to see the claim")
     finally:
         core.delete_node(node)

@@ -74,24 +74,23 @@ class KnownProblems:
         if complete:
             self._known = {}
         work_out = problems_on(nodes)
-        # Whether a node known is alike the one stored now, asked once a pass for the hundreds of placements on it.
         alike: dict[tuple[int, int], bool] = {}
+
+        def same(seen: Mapping[str, Any] | None, node: Mapping[str, Any] | None) -> bool:
+            """`same_node`, asked once a pass per pair of node objects for the hundreds of placements on a node."""
+            if seen is node:
+                return True
+            pair = (id(seen), id(node))
+            if pair not in alike:
+                alike[pair] = same_node(seen, node)
+            return alike[pair]
 
         def problems(spec: PlacementSpec) -> tuple[Problem, ...]:
             node = nodes.get(spec.node_name)
             entry = known.get(id(spec))
-            if entry is not None and entry[1] is not node:
-                pair = (id(entry[1]), id(node))
-                if pair not in alike:
-                    alike[pair] = same_node(entry[1], node)
-                if not alike[pair]:
-                    entry = None
-            if entry is None or entry[0] is not spec:
-                entry = (spec, node, work_out(spec))
-            elif entry[1] is not node:
-                entry = (spec, node, entry[2])
-            self._known[id(spec)] = entry
-            return entry[2]
+            found = entry[2] if entry is not None and entry[0] is spec and same(entry[1], node) else work_out(spec)
+            self._known[id(spec)] = (spec, node, found)
+            return found
 
         return problems
 
@@ -306,7 +305,7 @@ class Reconciler:
                 self._apply(step)
         if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
             self._last_sweep = now
-            self._sweep_guards(self.cache.parsed_placements())
+            self._sweep_guards(placements if full else self.cache.parsed_placements())
 
     def _claim_ages(self, placements: list[Placement]) -> dict[tuple[str, str], float]:
         """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod."""

@@ -75,9 +75,10 @@ This round:
 
 - **the reconciler's pass asks only the placements that may have a step** (`QuietPlacements`: an event, a node
   changed in what placements read, a reqID's new consumer, a deadline; claims in flight and evictions every pass;
-  every placement every 300 s). `bench/reconcile.py`, 5,000 nodes / 10,000 open placements, 2 s of the admission
-  bench's events between passes: 0.77 ms a pass (p95 1.7) against 133 ms asking every placement; with one node
-  change a pass on a node holding 625 placements, 25 ms against 163 ms.
+  every placement every 300 s). `bench/reconcile.py --node-changes 0`, 5,000 nodes / 10,000 open placements, 2 s
+  of the admission bench's heartbeats and placement events between passes: 0.65-0.77 ms a pass (p95 1.2-1.7)
+  against 133-184 ms asking every placement; with the default `--node-changes 1` (a cordon each pass on a node
+  holding 625 placements) 21-25 ms against 138-163 ms.
 - **a floor in the admission bench** (`hack/admission-floor`).
 
 Last round:
@@ -107,8 +108,8 @@ the first sync's time also includes the API server's list of 40,000 pods.
 ## Left
 
 - p99 under 10 ms at 500/s: missed by both servers (above). Done this round: the reconciler's periodic pass asks
-  only the placements an event, a changed node, a reqID's new consumer or a deadline points at (bench/reconcile.py:
-  0.8 ms a pass against 133 ms for every placement, in-process at 10,000 placements), which removed the 2 s bursts
+  only the placements an event, a changed node, a reqID's new consumer or a deadline points at (`bench/reconcile.py
+  --node-changes 0`: 0.65-0.77 ms a pass against 133-184 ms for every placement, in-process at 10,000 placements), which removed the 2 s bursts
   from the trace. Tried and not kept: the control plane on one core and the server under test with vegeta on the
   other (taskset; ours p99 27-28 ms, HAMi 42-143 ms): no better. Left: the bursts that remain are outside our
   handler (its own histogram: 99.8% within 5 ms) and hit HAMi's Go server too.

@@ -108,11 +108,12 @@ the first sync's time also includes the API server's list of 40,000 pods.
 ## Left
 
 - p99 under 10 ms at 500/s: missed by both servers (above). Done this round: the reconciler's periodic pass asks
-  only the placements an event, a changed node, a reqID's new consumer or a deadline points at (`bench/reconcile.py
-  --node-changes 0`: 0.65-0.77 ms a pass against 133-184 ms for every placement, in-process at 10,000
-  placements), which removed the 2 s bursts from the trace. Tried and not kept: the control plane on one core and the server under test with vegeta on the
-  other (taskset; ours p99 27-28 ms, HAMi 42-143 ms): no better. Left: the bursts that remain are outside our
-  handler (its own histogram: 99.8% within 5 ms) and hit HAMi's Go server too.
+  only the placements an event, a changed node, a reqID's new consumer or a deadline points at
+  (`bench/reconcile.py --node-changes 0`: 0.65-0.77 ms a pass against 133-184 ms for every placement, in-process
+  at 10,000 placements), which removed the 2 s bursts from the trace. Tried and not kept: the control plane on one
+  core and the server under test with vegeta on the other (taskset; ours p99 27-28 ms, HAMi 42-143 ms): no
+  better. Left: the bursts that remain are outside our handler (its own histogram: 99.8% within 5 ms) and hit
+  HAMi's Go server too.
 - The first full collection after start-up walks what the acknowledgement of every placement left (196 ms in a
   run last round): freeze once more when the reconciler has nothing left to acknowledge.
 """

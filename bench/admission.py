@@ -14,8 +14,10 @@ ours, v1beta1 to HAMi's, as its chart registers it):
 The non-claiming paths also go to a floor (hack/admission-floor: a Go HTTPS server that allows every review and does
 nothing else, with our webhook's certificate): what the box, TLS, HTTP/1.1 and vegeta cost by themselves at that
 moment, so that a latency target is read against what this machine allows any server.
+The runs start once the filled sandbox has gone quiet (--quiet-level); each row gives the cores the rest of the box
+(the sandbox and the servers not under test) used during ours' and HAMi's turns.
 Prints the table (latencies and each process's CPU milliseconds per request), the p99 ratios (ours / HAMi's), the
-floor's p50/p99 and both servers' RSS after the runs.
+floor's p50/p99, the box's cores and both servers' RSS after the runs.
 """
 
 from __future__ import annotations
@@ -220,6 +222,39 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpus_seconds(pids: list[int]) -> float:
+    """The CPU seconds of those processes together (one that has exited counts for nothing)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
+
+
+def quiet_box(
+    processes: dict[int, str], *, level: float, window: float = 30.0, limit: float = 1200.0
+) -> tuple[float, float]:
+    """Seconds until, over `window` seconds, those processes (the sandbox's and the servers) use less than `level`
+    cores together, and the cores they used in the last window: a freshly filled sandbox keeps the box busy for
+    a while, which is no part of any webhook's latency; the runs start once that has passed (or `limit` has), and
+    each row says how busy the box still was."""
+    started = time.monotonic()
+    while True:
+        before, at = {pid: cpus_seconds([pid]) for pid in processes}, time.monotonic()
+        time.sleep(window)
+        spent = {pid: (cpus_seconds([pid]) - before[pid]) / (time.monotonic() - at) for pid in processes}
+        used = sum(spent.values())
+        busiest = sorted(processes, key=spent.__getitem__, reverse=True)[:3]
+        print(
+            f"  the sandbox used {used:.2f} cores over the last {window:.0f} s ("
+            + ", ".join(f"{processes[pid]} {spent[pid]:.2f}" for pid in busiest)
+            + ")",
+            flush=True,
+        )
+        if used < level or time.monotonic() - started >= limit:
+            return time.monotonic() - started, used
+
+
 def side_by_side(
     targets: list[Target],
     rate: int,
@@ -228,24 +263,29 @@ def side_by_side(
     slices: int,
     workdir: Path,
     paused: list[int] | None = None,
+    background: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Every server under the same load for `duration` s each, in `slices` turns, the order turned round at each
     (ours, HAMi, floor; HAMi, floor, ours; ...) so that all meet the same background (the sandbox's bursts come and
     go); each side's summary over all its turns, with its process's CPU milliseconds per request over them (its own
-    background work included: a figure the shared box's load does not inflate the way it does latency) and, where
-    it has them, its stalls over them."""
+    background work included: a figure the shared box's load does not inflate the way it does latency), the cores
+    the `background` processes (the sandbox's, the other servers) used meanwhile and, where it has them, its stalls
+    over them."""
     results: list[list[Path]] = [[] for _ in targets]
     cpu = [0.0 for _ in targets]
+    box = [0.0 for _ in targets]
     stalls: list[dict[str, float]] = [{} for _ in targets]
     for turn in range(slices):
         for index in [(turn + k) % len(targets) for k in range(len(targets))]:
             target = targets[index]
-            before = cpu_seconds(target.pid)
+            others = [pid for pid in background or [] if pid != target.pid]
+            before, box_before, started = cpu_seconds(target.pid), cpus_seconds(others), time.monotonic()
             stalled = target.stalls() if target.stalls else {}
             results[index].append(workdir / f"results-{index}-{turn}.bin")
             with churn_paused(paused or []):
                 attack(target, rate, duration / slices, results[index][-1], workdir)
             cpu[index] += cpu_seconds(target.pid) - before
+            box[index] += (cpus_seconds(others) - box_before) / (time.monotonic() - started) / slices
             if target.stalls:
                 after = target.stalls()
                 if "unread" in after or "unread" in stalled:
@@ -257,6 +297,8 @@ def side_by_side(
     for index, target in enumerate(targets):
         side = summary(report(results[index]))
         side["cpu_ms"] = cpu[index] * 1000 / max(side["requests"], 1)
+        if background:
+            side["box_cores"] = box[index]
         if target.stalls:
             side["stalls"] = stalls[index]
         figures.append(side)
@@ -374,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         "the servers with their caches full on a box the 5,000-node control plane is not keeping busy",
     )
     parser.add_argument(
+        "--quiet-level",
+        type=float,
+        default=0.6,
+        help="start the runs once the sandbox's processes use fewer cores than this over 30 s (default 0.6)",
+    )
+    parser.add_argument(
         "--json", type=Path, default=plot.ADMISSION, help=f"figures for bench/plot.py ({plot.ADMISSION})"
     )
     args = parser.parse_args(argv)
@@ -414,6 +462,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             ours_pid, hami_pid = webhook.process.pid, hami.popen.pid
             churn = [p.popen.pid for p in sandbox.processes if p.name in CHURN]
+            everyone = {p.popen.pid: p.name for p in sandbox.processes} | {
+                ours_pid: "hami-place",
+                floor.pid: "floor",
+            }
+            waited, quiet = quiet_box(everyone, level=args.quiet_level)
+            print(f"  the runs start {waited:.0f} s later, the sandbox at {quiet:.2f} cores", flush=True)
             for rate in rates:
                 for path in PATHS:
                     ours, theirs, least = side_by_side(
@@ -427,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                         slices=args.slices,
                         workdir=workdir,
                         paused=churn if args.pause_churn else None,
+                        background=list(everyone),
                     )
                     rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs, "floor": least})
                     print(_row(rows[-1]), flush=True)
@@ -450,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
                 claim_seconds,
                 slices=1,
                 workdir=workdir,
+                background=list(everyone),
             )
             claimed = sum(
                 1
@@ -500,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
             "rss_mib": rss,
             "sync_s": sync,
             "settle_s": settled,
+            "quiet_wait_s": waited,
+            "quiet_cores": quiet,
             "fill_s": fill,
             "load5": load,
         }
@@ -510,7 +568,10 @@ def main(argv: list[str] | None = None) -> int:
 def _header() -> str:
     side = f"{'p50':>8} {'p99':>8} {'max':>8} {'err':>6} {'cpu/req':>7}"
     names = f"{'':>6} {'':<13} {'hami-place /mutate':^41} | {'HAMi /webhook':^41} | {'floor':^17}"
-    return f"{names}\n{'rate':>6} {'path':<13} {side} | {side} | {'p50':>8} {'p99':>8} | {'p99 ratio':>9}"
+    return (
+        f"{names}\n{'rate':>6} {'path':<13} {side} | {side} | {'p50':>8} {'p99':>8} | {'p99 ratio':>9}"
+        f" | {'box cores':>9}"
+    )
 
 
 def _row(row: dict[str, Any]) -> str:
@@ -520,7 +581,11 @@ def _row(row: dict[str, Any]) -> str:
     least = row.get("floor")
     floor = f"{least['p50']:8.2f} {least['p99']:8.2f}" if least else f"{'':>8} {'':>8}"
     ratio = row["ours"]["p99"] / row["hami"]["p99"] if row["hami"]["p99"] else float("inf")
-    return f"{row['rate']:>6} {row['path']:<13} {side(row['ours'])} | {side(row['hami'])} | {floor} | {ratio:8.2f}x"
+    box = "/".join(f"{row[k]['box_cores']:.2f}" for k in ("ours", "hami") if "box_cores" in (row.get(k) or {}))
+    return (
+        f"{row['rate']:>6} {row['path']:<13} {side(row['ours'])} | {side(row['hami'])} | {floor} | {ratio:8.2f}x"
+        f" | {box:>9}"
+    )
 
 
 if __name__ == "__main__":

@@ -498,8 +498,9 @@ def test_placement_and_pod_events_wake_the_reconciler_and_node_events_do_not() -
     assert loop.wake.is_set()
 
 
-def working_out(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The node of each spec whose problems the reconciler works out, in order."""
+def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     worked: list[str] = []
     work_out = reconcile_module.problems_on
 
@@ -513,13 +514,6 @@ def working_out(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return counting
 
     monkeypatch.setattr(reconcile_module, "problems_on", counted)
-    return worked
-
-
-def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    worked = working_out(monkeypatch)
     writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
     loop = reconciler(writes)
     for _ in range(3):
@@ -669,7 +663,19 @@ def test_standing_still_the_resync_asks_nothing(monkeypatch: pytest.MonkeyPatch)
 def test_known_problems_outlive_one_round_and_are_forgotten_after_a_round_unasked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    worked = working_out(monkeypatch)
+    worked: list[str] = []
+    work_out = reconcile_module.problems_on
+
+    def counted(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], Any]:
+        problems = work_out(nodes)
+
+        def counting(spec: PlacementSpec) -> Any:
+            worked.append(spec.node_name)
+            return problems(spec)
+
+        return counting
+
+    monkeypatch.setattr(reconcile_module, "problems_on", counted)
     spec = placement_from_object(placement("open", "gpu-0", created="2026-11-29T11:59:00Z")).spec
     nodes = {"gpu-0": NODE}
     known = reconcile_module.KnownProblems()

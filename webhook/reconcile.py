@@ -186,11 +186,8 @@ class QuietPlacements:
         return False, due
 
     def record(self, placement: Placement, until: datetime | None) -> None:
-        """What a pass found: quiet until `until`, or in motion (None: ask it every pass). A deadline already
-        waiting in the heap is not pushed again: each resync round asks every quiet placement, and an open one's TTL
-        stays what it was, so the heap would gain an entry per placement a round until the TTL came."""
+        """What a pass found: quiet until `until`, or in motion (None: ask it every pass)."""
         key = (placement.namespace, placement.name)
-        waiting = self._quiet.get(key, (None, None))[1]
         self._drop(key)
         self._sharing.setdefault(_req_id_key(placement), set()).add(key)
         if until is None:
@@ -198,7 +195,7 @@ class QuietPlacements:
             return
         self._quiet[key] = (placement, until)
         self._on_node.setdefault(placement.spec.node_name, set()).add(key)
-        if until not in (FOREVER, waiting):
+        if until != FOREVER:
             heapq.heappush(self._deadlines, (until, key))
 
     def _known(self, key: Key) -> Placement | None:

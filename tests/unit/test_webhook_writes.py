@@ -635,20 +635,6 @@ def test_the_resync_asks_each_quiet_placement_a_slice_at_a_time_within_its_bound
     assert not writes.writes
 
 
-def test_a_deadline_asked_again_unchanged_waits_once_in_the_heap() -> None:
-    quiet = reconcile_module.QuietPlacements()
-    open_one = placement_from_object(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
-    for _ in range(50):
-        quiet.record(open_one, NOW + timedelta(hours=1))
-    assert len(quiet._deadlines) == 1, "each resync of an unchanged TTL added a heap entry"
-    quiet.record(open_one, NOW + timedelta(hours=2))
-    assert len(quiet._deadlines) == 2
-    asked, _ = quiet.to_ask(NOW + timedelta(hours=1, seconds=1), 0.0, lambda ns, name: open_one)
-    assert asked == [], "a deadline replaced by a later one still asked the placement"
-    asked, _ = quiet.to_ask(NOW + timedelta(hours=2, seconds=1), 0.0, lambda ns, name: open_one)
-    assert asked == [open_one]
-
-
 def test_standing_still_the_resync_asks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = asking(monkeypatch)
     writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(3)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -42,11 +41,9 @@ from webhook.writes import KubeWrites, Writes
 log = logging.getLogger(__name__)
 
 PERIOD_SECONDS = 2.0
-# Every placement is asked at least this often, not only when an event, a deadline or a claim in flight points at
-# it: what no event told (none is known) is then at most this late, as an informer's resync bounds it. A round of
-# half this walks the quiet placements a slice a pass, not all in one pass: asking 10,000 at once took 110-190 ms of
-# the reconciler's CPU and stalled the admissions beside it by up to 47-99 ms.
-RESYNC_SECONDS = 300.0
+# How often a pass asks every placement, not only those an event, a deadline or a claim in flight points at: what
+# no event told (none is known) is then at most this late, as an informer's resync bounds it.
+FULL_PASS_SECONDS = 300.0
 # After each pass the loop rests this many times the pass's own duration, so passes take at most a fifth of the time.
 REST_PER_PASS = 4
 # How often the guards of reqIDs are checked for placements that no longer need them.
@@ -59,27 +56,23 @@ CLAIM_GRACE_SECONDS = 120
 CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 
 
-Known = dict[int, tuple[PlacementSpec, Mapping[str, Any] | None, tuple[Problem, ...]]]
-
-
 class KnownProblems:
     """What each open placement's spec finds wrong on its node, worked out again only when the spec (a new
-    version) or what its node says (not its heartbeats) changed: asking it of every open placement was 65% of a
-    150 ms pass at 10,000 of them, while nodes change a few a second."""
+    version) or what its node says (not its heartbeats) changed: a full pass asks it of every open placement, 65%
+    of a 150 ms pass at 10,000 of them, while nodes change a few a second."""
 
     def __init__(self) -> None:
-        self._known: Known = {}
-        self._previous: Known = {}
+        self._known: dict[int, tuple[PlacementSpec, Mapping[str, Any] | None, tuple[Problem, ...]]] = {}
 
     def pass_over(
-        self, nodes: Mapping[str, Mapping[str, Any]], *, new_round: bool
+        self, nodes: Mapping[str, Mapping[str, Any]], *, complete: bool
     ) -> Callable[[PlacementSpec], tuple[Problem, ...]]:
         """The problems of each spec this pass asks of (keyed by the spec itself, its node compared by
-        `same_node`: the cache replaces a changed node, never edits it). A new round of the resync forgets what
-        was not asked of in the round before: every live placement is asked once a round."""
-        if new_round:
-            self._previous, self._known = self._known, {}
-        known, previous = self._known, self._previous
+        `same_node`: the cache replaces a changed node, never edits it); a complete pass forgets what it does not
+        ask of."""
+        known = self._known
+        if complete:
+            self._known = {}
         work_out = problems_on(nodes)
         alike: dict[tuple[int, int], bool] = {}
 
@@ -94,9 +87,9 @@ class KnownProblems:
 
         def problems(spec: PlacementSpec) -> tuple[Problem, ...]:
             node = nodes.get(spec.node_name)
-            entry = known.get(id(spec)) or previous.pop(id(spec), None)
+            entry = known.get(id(spec))
             found = entry[2] if entry is not None and entry[0] is spec and same(entry[1], node) else work_out(spec)
-            known[id(spec)] = (spec, node, found)
+            self._known[id(spec)] = (spec, node, found)
             return found
 
         return problems
@@ -108,10 +101,10 @@ T = TypeVar("T")
 
 class QuietPlacements:
     """The placements a pass found no step for, and what would give them one: an event of their own, an event of
-    their node, a change to the placements sharing their reqID (which one consumed it), their deadline (the
-    TTL), or their turn in the resync's round. A pass asks those and the placements in motion (claims not yet
-    tied to a pod, evictions), not every placement: over 10,000 open placements asking all took 33-60 ms every 2 s,
-    in the tail of the admissions beside it."""
+    their node, a change to the placements sharing their reqID (which one consumed it), or their deadline (the
+    TTL). A pass asks those and the placements in motion (claims not yet tied to a pod, evictions), not every
+    placement: over 10,000 open placements asking all took 33-60 ms every 2 s, in the tail of the admissions beside
+    it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -122,9 +115,6 @@ class QuietPlacements:
         self._on_node: dict[str, set[Key]] = {}
         self._sharing: dict[Key, set[Key]] = {}
         self._deadlines: list[tuple[datetime, Key]] = []
-        self._round: list[Key] = []
-        self._round_at = 0
-        self._round_started: float | None = None
 
     def placement_changed(self, key: Key) -> None:
         """A placement event (any thread)."""
@@ -141,18 +131,13 @@ class QuietPlacements:
         with self._lock:
             self._changed, self._changed_nodes = set(), set()
         self._quiet, self._moving, self._on_node, self._sharing, self._deadlines = {}, {}, {}, {}, []
-        self._round, self._round_at, self._round_started = [], 0, None
 
-    def to_ask(
-        self, now: datetime, monotonic: float, lookup: Callable[[str, str], Placement | None]
-    ) -> tuple[list[Placement], bool]:
-        """The placements this pass must ask (`lookup` reads one from the cache), and whether a new round of the
-        resync began with it; those gone are forgotten."""
+    def to_ask(self, now: datetime, lookup: Callable[[str, str], Placement | None]) -> list[Placement]:
+        """The placements this pass must ask (`lookup` reads one from the cache); those gone are forgotten."""
         with self._lock:
             changed, self._changed = self._changed, set()
             nodes, self._changed_nodes = self._changed_nodes, set()
-        new_round, due = self._resync(monotonic)
-        keys = set(self._moving) | changed | due
+        keys = set(self._moving) | changed
         for name in nodes:
             keys |= self._on_node.get(name, set())
         while self._deadlines and self._deadlines[0][0] < now:
@@ -169,21 +154,7 @@ class QuietPlacements:
         for key, placement in found.items():
             if placement is None:
                 self._drop(key)
-        return [placement for placement in found.values() if placement is not None], new_round
-
-    def _resync(self, monotonic: float) -> tuple[bool, set[Key]]:
-        """Whether a round begins now, and the quiet placements whose turn in the round has come: a round walks
-        the placements quiet at its start in order, a share of them as its RESYNC_SECONDS / 2 pass, so that each
-        is asked at least every RESYNC_SECONDS however the rounds fall."""
-        length = RESYNC_SECONDS / 2
-        started = self._round_started
-        if started is None or (self._round_at >= len(self._round) and monotonic - started >= length):
-            self._round, self._round_at, self._round_started = list(self._quiet), 0, monotonic
-            return True, set()
-        share = min(1.0, (monotonic - started) / length)
-        end = max(self._round_at, math.floor(len(self._round) * share))
-        due, self._round_at = set(self._round[self._round_at : end]), end
-        return False, due
+        return [placement for placement in found.values() if placement is not None]
 
     def record(self, placement: Placement, until: datetime | None) -> None:
         """What a pass found: quiet until `until`, or in motion (None: ask it every pass)."""
@@ -227,8 +198,7 @@ def _unindex(index: dict[T, set[Key]], at: T, key: Key) -> None:
 
 class Reconciler:
     """Runs `follow_up` over the cached placements that may have a step whenever a placement or pod changes, and at
-    least every 2 seconds; over all of them at first and after a failed pass, and each at least every
-    RESYNC_SECONDS."""
+    least every 2 seconds; over all of them every FULL_PASS_SECONDS."""
 
     def __init__(
         self,
@@ -255,7 +225,7 @@ class Reconciler:
         self._claims_seen: dict[tuple[str, str], float] = {}
         self._problems = KnownProblems()
         self._quiet = QuietPlacements()
-        self._full = True
+        self._last_full: float | None = None
         # Placement and pod events wake a pass at once; node events do not: on a cluster of thousands of nodes they
         # come several a second (heartbeats, HAMi's handshakes), so every pass would follow the last (at 10,000
         # placements a fifth of a core), while what they change (whether an open placement can still be honoured)
@@ -297,24 +267,20 @@ class Reconciler:
             self.reconcile_once()
         except Exception:
             log.exception("reconcile pass failed")
-            self.full_pass_next()
-
-    def full_pass_next(self) -> None:
-        """The next pass asks every placement (what a failed pass took from QuietPlacements was not all asked)."""
-        self._full = True
+            self._last_full = None
 
     def reconcile_once(self) -> None:
-        """One pass: over every placement at first and after a failed pass, else over those QuietPlacements says
-        may have a step or are due for their resync."""
+        """One pass: over every placement at first and every FULL_PASS_SECONDS, else over those QuietPlacements
+        says may have a step."""
         now = self.monotonic()
-        full, self._full = self._full, False
+        full = self._last_full is None or now - self._last_full >= FULL_PASS_SECONDS
         if full:
+            self._last_full = now
             self._quiet.forget_all()
             placements = self.cache.parsed_placements()
             consumed = consumed_req_ids(placements)
-            new_round = True
         else:
-            placements, new_round = self._quiet.to_ask(self.clock(), now, self.cache.parsed_placement)
+            placements = self._quiet.to_ask(self.clock(), self.cache.parsed_placement)
             sharing = {(p.namespace, p.spec.req_id) for p in placements if p.open}
             consumed = consumed_req_ids([c for key in sharing for c in self.cache.closed_sharing(*key)])
         nodes = self.cache.nodes_by_name()
@@ -322,7 +288,7 @@ class Reconciler:
             {(p.namespace, p.status.claim_token) for p in placements if p.status.claim_token}
         )
         claim_ages = self._claim_ages(placements)
-        problems = self._problems.pass_over(nodes, new_round=new_round)
+        problems = self._problems.pass_over(nodes, complete=full)
         for placement in placements:
             step = follow_up(
                 placement,

@@ -610,67 +610,19 @@ def test_an_open_placement_fails_once_another_with_its_req_id_is_claimed() -> No
     assert writes.writes[-1]["message"] == "reqID already consumed by placement rival"
 
 
-def test_the_resync_asks_each_quiet_placement_a_slice_at_a_time_within_its_bound(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_every_placement_is_asked_again_once_a_full_pass_is_due(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = asking(monkeypatch)
     ticks = [0.0]
-    names = [f"open-{n}" for n in range(6)]
-    writes = MemoryWrites(*(placement(name, "gpu-0", created="2026-11-29T11:59:00Z") for name in names))
+    writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(3)))
     loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
     loop.reconcile_once()
-    last_asked = dict.fromkeys(names, 0.0)
-    per_pass = []
-    while ticks[0] < 4 * reconcile_module.RESYNC_SECONDS:
-        asked.clear()
-        ticks[0] += reconcile_module.PERIOD_SECONDS
-        loop.reconcile_once()
-        per_pass.append(len(asked))
-        for name in asked:
-            last_asked[name] = ticks[0]
-        late = {name: ticks[0] - at for name, at in last_asked.items()}
-        assert max(late.values()) <= reconcile_module.RESYNC_SECONDS + reconcile_module.PERIOD_SECONDS, late
-    assert max(per_pass) == 1, "a pass asked several quiet placements at once"
-    assert sum(per_pass) >= 4 * 2 * len(names) - len(names), "a round did not ask every quiet placement"
-    assert not writes.writes
-
-
-def test_standing_still_the_resync_asks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    asked = asking(monkeypatch)
-    writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(3)))
-    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: 0.0)
-    loop.reconcile_once()
     asked.clear()
-    for _ in range(5):
-        loop.reconcile_once()
+    ticks[0] = reconcile_module.FULL_PASS_SECONDS - 1
+    loop.reconcile_once()
     assert asked == []
-
-
-def test_known_problems_outlive_one_round_and_are_forgotten_after_a_round_unasked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    worked: list[str] = []
-    work_out = reconcile_module.problems_on
-
-    def counted(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], Any]:
-        problems = work_out(nodes)
-
-        def counting(spec: PlacementSpec) -> Any:
-            worked.append(spec.node_name)
-            return problems(spec)
-
-        return counting
-
-    monkeypatch.setattr(reconcile_module, "problems_on", counted)
-    spec = placement_from_object(placement("open", "gpu-0", created="2026-11-29T11:59:00Z")).spec
-    nodes = {"gpu-0": NODE}
-    known = reconcile_module.KnownProblems()
-    known.pass_over(nodes, new_round=True)(spec)
-    known.pass_over(nodes, new_round=True)(spec)
-    assert len(worked) == 1, "a spec asked in the round before was worked out again"
-    known.pass_over(nodes, new_round=True)
-    known.pass_over(nodes, new_round=True)(spec)
-    assert len(worked) == 2, "a spec no pass asked for a whole round was still kept"
+    ticks[0] = reconcile_module.FULL_PASS_SECONDS
+    loop.reconcile_once()
+    assert sorted(asked) == ["open-0", "open-1", "open-2"]
 
 
 def test_after_a_failed_pass_the_next_asks_every_placement(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -157,8 +157,11 @@ class QuietPlacements:
         return [placement for placement in found.values() if placement is not None]
 
     def record(self, placement: Placement, until: datetime | None) -> None:
-        """What a pass found: quiet until `until`, or in motion (None: ask it every pass)."""
+        """What a pass found: quiet until `until`, or in motion (None: ask it every pass). A deadline already
+        waiting in the heap is not pushed again: a full pass asks every quiet placement, and an open one's TTL stays
+        what it was, so the heap would gain an entry per placement a full pass until the TTL came."""
         key = (placement.namespace, placement.name)
+        waiting = self._quiet.get(key, (None, None))[1]
         self._drop(key)
         self._sharing.setdefault(_req_id_key(placement), set()).add(key)
         if until is None:
@@ -166,7 +169,7 @@ class QuietPlacements:
             return
         self._quiet[key] = (placement, until)
         self._on_node.setdefault(placement.spec.node_name, set()).add(key)
-        if until != FOREVER:
+        if until not in (FOREVER, waiting):
             heapq.heappush(self._deadlines, (until, key))
 
     def _known(self, key: Key) -> Placement | None:

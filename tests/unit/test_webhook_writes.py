@@ -625,6 +625,20 @@ def test_every_placement_is_asked_again_once_a_full_pass_is_due(monkeypatch: pyt
     assert sorted(asked) == ["open-0", "open-1", "open-2"]
 
 
+def test_a_deadline_asked_again_unchanged_waits_once_in_the_heap() -> None:
+    quiet = reconcile_module.QuietPlacements()
+    open_one = placement_from_object(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
+    for _ in range(50):
+        quiet.record(open_one, NOW + timedelta(hours=1))
+    assert len(quiet._deadlines) == 1, "each full pass over an unchanged TTL added a heap entry"
+    quiet.record(open_one, NOW + timedelta(hours=2))
+    assert len(quiet._deadlines) == 2
+    assert quiet.to_ask(NOW + timedelta(hours=1, seconds=1), lambda ns, name: open_one) == [], (
+        "a deadline replaced by a later one still asked the placement"
+    )
+    assert quiet.to_ask(NOW + timedelta(hours=2, seconds=1), lambda ns, name: open_one) == [open_one]
+
+
 def test_after_a_failed_pass_the_next_asks_every_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = asking(monkeypatch)
     writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(2)))

@@ -13,14 +13,26 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCALE = DOCS / "performance.json"
 ADMISSION = DOCS / "performance-admission.json"
-# The same bench run again right after, on a new sandbox: how far its figures move from one run to the next.
-ADMISSION_AGAIN = DOCS / "performance-admission-again.json"
+# Other runs of the same command, each with a heading and a line saying what differed.
+ADMISSION_OTHERS = (
+    (
+        DOCS / "performance-admission-again.json",
+        "### The same command again",
+        "Run right after the first, on a new sandbox filled the same way: how far the figures move between runs.",
+    ),
+    (
+        DOCS / "performance-admission-resync.json",
+        "### With the resync spread over the 300 s (tried, reverted)",
+        "The same command on 36e1245 (each quiet placement asked a slice a pass, not all in one full pass every"
+        " 300 s): worse at 500 and 1,000/s, with more of the collector's time in every row, so it was reverted.",
+    ),
+)
 
 
 NOTES = """## Targets, as measured above (2 cores, shared with the sandbox itself: API server, etcd, kwok)
 
-Both admission tables are this round's, the same command twice, each on a sandbox of its own, with the webhook as
-it was before this round's resync change (below: not measured with this bench yet). Every row takes the
+The first two admission tables are this round's, the same command twice, each on a sandbox of its own, on the
+webhook as shipped; the third is a change tried and reverted (below). Every row takes the
 servers in 10 s turns in a rotating order so that all meet the same background, sends HTTP/1.1 (as the API server
 calls a Service webhook) with `?timeout=10s`, and starts once every placement is acknowledged and, new this
 round, once the filled sandbox has gone quiet: in both runs its processes used 0.9-1.3 cores (the API server
@@ -76,17 +88,19 @@ Earlier rounds:
 
 This round:
 
-- **the reconciler's resync is spread**: each quiet placement is still asked at least every 300 s whatever events
-  said, but a round of 150 s walks them a slice a pass; before, one full pass asked all 10,000 every 300 s, 110-190
-  ms of the reconciler's CPU each time. A trace of /mutate at 500/s for 560 s beside each webhook thread's CPU (a
-  kept 5,000-node sandbox) put the two largest bursts of slow admissions (83 and 105 requests, up to 47 and 99 ms)
-  on the reconciler's thread (the first at a full pass, its spikes recurring 301 s later; the second at 130 ms of
-  it 26 s after). `bench/reconcile.py --node-changes 0`: 2.5 ms a pass with the
-  resync's slice and the guard sweep, against 129 ms for a full pass (still made at start and after a failed
-  pass). The same trace after the change: 322 requests over 10 ms (405 before), p99 3.8 ms (3.7), max 84 ms (99);
-  no spike at the 300 s marks any more, the other bursts remain (Left). Found on the way: each time a quiet open
-  placement was asked again its unchanged TTL deadline was pushed on the heap again (10,000 entries a full pass,
-  kept until the TTL came); now only a new deadline is.
+- **tried and reverted: spreading the reconciler's resync.** A trace of /mutate at 500/s for 560 s beside each
+  webhook thread's CPU (a kept 5,000-node sandbox) put the largest burst of slow admissions (83 requests, up to
+  47 ms) on the reconciler's full pass (all 10,000 placements asked every 300 s, 110-190 ms of its CPU; its spikes
+  recur 301 s apart) and the next (105, up to 99 ms) on another 130 ms of that thread 26 s later. 36e1245 asked
+  each quiet placement at least every 300 s a slice a pass instead: `bench/reconcile.py --node-changes 0` 2.5 ms a
+  pass against 129 ms for a full pass; in the trace on it the spikes 301 s apart were gone but the thread still
+  spent 330 ms at once 5.5 min after start (322 requests over 10 ms against 405, max 84 ms against 99). The
+  admission bench on it (third table) was worse: p99 at 500/s 13.5 / 50.4 / 4.9 ms,
+  at 1,000/s up to 53.8 ms, with the collector's young collections at 49-124 ms a row (3-58 before) and one full
+  collection of 170 ms: the slices re-record placements all the time, and that garbage costs the event loop more
+  than one pass every 300 s. Reverted. Found on the way and kept: each full pass pushed every quiet open
+  placement's unchanged TTL deadline on the heap again (10,000 entries every 300 s, kept until the TTL came); now
+  only a new deadline is.
 - **bench/admission.py waits for the filled sandbox to go quiet** (`--quiet-level`, default 0.6 cores over 30 s)
   and gives the cores the rest of the box used during each server's turns; the second table is the same command
   again (it replaces the `--pause-churn` table of two rounds ago: that run, on older code and started right after
@@ -128,10 +142,11 @@ the first sync's time also includes the API server's list of 40,000 pods.
 
 ## Left
 
-- The bursts behind the max latencies (8-85 ms in the tables, 84 ms in the trace after the resync change): the
-  reconciler's thread still spent 330 ms at once 5.5 min after start, outside any resync slice, and the webhook's
-  own histogram counted 34 full collections by 16 min after start, 6.8 s in all, 33 of them over 50 ms (those of
-  the first sync among them; how many came after it is not read yet). Next: time both against the bursts.
+- The bursts behind the max latencies (8-85 ms in the shipped tables): the reconciler's full pass every 300 s is
+  one (above); a full pass that allocates less (keeping QuietPlacements' entries of placements whose version did
+  not change, instead of forgetting all and recording them again) is the next try, measured with this bench. The
+  webhook's own histogram counted 34 full collections by 16 min after start, 6.8 s in all, 33 of them over 50 ms
+  (those of the first sync among them; how many came after it is not read yet).
 - The first full collection after start-up walks what the acknowledgement of every placement left (196 ms in a
   run two rounds ago): freeze once more when the reconciler has nothing left to acknowledge.
 - RSS with 10,000 placements, 252-253 MiB after the runs: `QuietPlacements` keeps one set per reqID (most hold one
@@ -333,14 +348,9 @@ def main() -> int:
         ]
     if ADMISSION.exists():
         lines += ["## Admission latency beside HAMi's own webhook", "", *admission_section(ADMISSION)]
-    if ADMISSION_AGAIN.exists():
-        lines += [
-            "### The same command again",
-            "",
-            "Run right after the first, on a new sandbox filled the same way: how far the figures move between runs.",
-            "",
-            *admission_section(ADMISSION_AGAIN),
-        ]
+    for figures, heading, what in ADMISSION_OTHERS:
+        if figures.exists():
+            lines += [heading, "", what, "", *admission_section(figures)]
     lines += NOTES.splitlines()
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md}" + (" and performance.png" if SCALE.exists() else ""))

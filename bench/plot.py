@@ -98,9 +98,9 @@ This round:
   admission bench on it (third table) was worse: p99 at 500/s 13.5 / 50.4 / 4.9 ms,
   at 1,000/s up to 53.8 ms, with the collector's young collections at 49-124 ms a row (3-58 before) and one full
   collection of 170 ms: the slices re-record placements all the time, and that garbage costs the event loop more
-  than one pass every 300 s. Reverted. Found on the way and kept: each full pass pushed every quiet open
-  placement's unchanged TTL deadline on the heap again (10,000 entries every 300 s, kept until the TTL came); now
-  only a new deadline is.
+  than one pass every 300 s. Reverted. Found on the way and kept: a quiet open placement asked again between
+  full passes (its node changed, say) pushed its unchanged TTL deadline on the heap once more, an entry per ask
+  until the next full pass emptied the heap; now only a new deadline is.
 - **bench/admission.py waits for the filled sandbox to go quiet** (`--quiet-level`, default 0.6 cores over 30 s)
   and gives the cores the rest of the box used during each server's turns; the second table is the same command
   again (it replaces the `--pause-churn` table of two rounds ago: that run, on older code and started right after

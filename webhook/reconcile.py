@@ -158,8 +158,9 @@ class QuietPlacements:
 
     def record(self, placement: Placement, until: datetime | None) -> None:
         """What a pass found: quiet until `until`, or in motion (None: ask it every pass). A deadline already
-        waiting in the heap is not pushed again: a full pass asks every quiet placement, and an open one's TTL stays
-        what it was, so the heap would gain an entry per placement a full pass until the TTL came."""
+        waiting in the heap is not pushed again: a placement asked between full passes (its node changed, a
+        placement sharing its reqID did) mostly keeps its TTL, and each ask would add an entry until the next
+        full pass empties the heap."""
         key = (placement.namespace, placement.name)
         waiting = self._quiet.get(key, (None, None))[1]
         self._drop(key)

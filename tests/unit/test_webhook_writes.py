@@ -630,7 +630,7 @@ def test_a_deadline_asked_again_unchanged_waits_once_in_the_heap() -> None:
     open_one = placement_from_object(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
     for _ in range(50):
         quiet.record(open_one, NOW + timedelta(hours=1))
-    assert len(quiet._deadlines) == 1, "each full pass over an unchanged TTL added a heap entry"
+    assert len(quiet._deadlines) == 1, "each ask of a placement with an unchanged TTL added a heap entry"
     quiet.record(open_one, NOW + timedelta(hours=2))
     assert len(quiet._deadlines) == 2
     assert quiet.to_ask(NOW + timedelta(hours=1, seconds=1), lambda ns, name: open_one) == [], (

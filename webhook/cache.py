@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import orjson
-from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION
@@ -30,6 +29,7 @@ from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP
 from kubectl_hami_place.core.placement import Placement, placement_from_object, rfc3339
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.usage import PodAllocation
+from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
 _Part = TypeVar("_Part")

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from kubectl_hami_place.core.reviews import Review, ReviewError, parse_review
+from kubectl_hami_place.kube.deadline import Deadline, admitting
 from webhook.admit import Admitter
-from webhook.deadline import Deadline, admitting
 from webhook.metrics import INVALID, Metrics
 
 Scope = MutableMapping[str, Any]

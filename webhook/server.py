@@ -33,13 +33,13 @@ from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.deadline import Deadline, DeadlineApiClient
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.admit import Admitter
 from webhook.allocator import return_freed_memory
 from webhook.api import api_app
 from webhook.cache import ClusterCache
-from webhook.deadline import Deadline, DeadlineApiClient
 from webhook.metrics import INVALID, Metrics
 from webhook.mutate import (
     BODY_LATE,

@@ -34,6 +34,8 @@ from kubectl_hami_place.kube.errors import (
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # (connect, read) seconds: a CLI must answer promptly even when the server is gone.
+# The connection type the server names when it hands one to the adapters; it imports no kubernetes module itself.
+ApiClient = client.ApiClient
 DEFAULT_TIMEOUT = (5.0, 30.0)
 CONNECTION_HINT = "check --kubeconfig/--context"
 # A list's body is decoded this many bytes of items at a time as it streams in (~350 pods), read 64 KiB a time.

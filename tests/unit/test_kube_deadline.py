@@ -13,10 +13,10 @@ import pytest
 import urllib3
 from kubernetes import client
 
+from kubectl_hami_place.kube import deadline
+from kubectl_hami_place.kube.deadline import Deadline, DeadlineApiClient, admitting, bounded
 from tests.unit.test_webhook_api import review
 from tests.webhook_listener import call
-from webhook import deadline
-from webhook.deadline import Deadline, DeadlineApiClient, admitting, bounded
 from webhook.metrics import Metrics
 from webhook.mutate import MutateApp
 

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from kubectl_hami_place.cli.app import complete_main, main
+from kubectl_hami_place.entry import complete_main, main
 
 
 def _entry() -> int:

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from kubectl_hami_place import __version__
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hami-place-webhook", description="The hami-place placement admission webhook and its cluster API."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("serve", help="run the webhook (HTTPS /mutate) and the API (HTTP)")

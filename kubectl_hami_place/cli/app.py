@@ -48,7 +48,8 @@ app.command("completion", help=_completion.HELP, no_args_is_help=True)(_completi
 
 
 def run(argv: list[str]) -> int:
-    """Runs one command line and returns the exit code; never raises, never prints a traceback."""
+    """Runs one command line and returns the exit code; never raises, never prints a traceback. typer turns Ctrl-C
+    inside a verb into the return value 130."""
     try:
         result = app(args=argv, prog_name=PROG, standalone_mode=False)
     except NoArgsIsHelpError as exc:
@@ -70,7 +71,7 @@ def run(argv: list[str]) -> int:
     except ModelError as exc:
         return _fail([str(exc)], EXIT_ERROR)
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return _fail(["interrupted"], EXIT_INTERRUPTED)
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
@@ -81,6 +82,8 @@ def run(argv: list[str]) -> int:
         return _fail(
             [f"unexpected {type(exc).__name__}: {detail}; rerun with HAMI_PLACE_DEBUG=1 and report it"], EXIT_ERROR
         )
+    if result == EXIT_INTERRUPTED:
+        return _fail(["interrupted"], EXIT_INTERRUPTED)
     return result if isinstance(result, int) else EXIT_OK
 
 
@@ -89,7 +92,7 @@ def main() -> int:
     try:
         return run(sys.argv[1:])
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return _fail(["interrupted"], EXIT_INTERRUPTED)
 
 
 def complete_main() -> int:

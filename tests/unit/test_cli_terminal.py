@@ -1,4 +1,4 @@
-"""The plugin as a process: colour only on a terminal and never with NO_COLOR, and Ctrl-C exits 130 quietly."""
+"""The plugin as a process: colour only on a terminal and never with NO_COLOR, Ctrl-C exits 130 with one line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 # The console script's entry point run by this interpreter: no venv's bin/ needs to be on PATH or on disk.
-PLUGIN = [sys.executable, "-c", "import sys; from kubectl_hami_place.cli.app import main; sys.exit(main())"]
+PLUGIN = [sys.executable, "-c", "import sys; from kubectl_hami_place.entry import main; sys.exit(main())"]
 BAD = ["pin", "-l", "a b", "--node", "n", "--gpu", "gpu-0"]
 
 
@@ -87,4 +87,4 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
             out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert out == b""
-    assert err == b""
+    assert err == b"error: interrupted\n"

@@ -160,6 +160,7 @@ def check_pin(
     workload: Workload,
     evicted_pod: Mapping[str, Any] | None,
     labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
 ) -> Checked:
     """Plans the pin against the cluster as it is now; `PinRefused` carrying the plan when it has problems."""
     node = spec.node_name
@@ -176,7 +177,7 @@ def check_pin(
     if not pin.ok:
         raise PinRefused(pin, workload.source, evicting)
     warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
-    obj = placement_object(name, namespace, spec, labels=dict(labels))
+    obj = placement_object(name, namespace, spec, labels=labels, annotations=annotations)
     return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))
 
 
@@ -211,6 +212,7 @@ def pin_then_evict(
     existing_ok: bool = False,
     dry_run: bool = False,
     rolled_back: Callable[[RolledBack], None] | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> Pinned:
     """Creates the checked placement, waits for its acknowledgement and evicts `pod` by its UID.
 
@@ -218,12 +220,16 @@ def pin_then_evict(
     stops the move before anything is created. With `existing_ok`, a placement of that name already there (an
     earlier attempt of the same move) is waited for instead of refused. With `dry_run`, the API server checks the
     eviction and the creation without persisting either. A placement this call created is deleted again when the
-    acknowledgement or the eviction fails, or the caller is interrupted; `rolled_back` hears of it.
+    acknowledgement or the eviction fails, or the caller is interrupted; `rolled_back` hears of it. `guard` is
+    called before the creation and again before the eviction: a `KubeError` it raises (the controller lost its
+    lease) stops the move there, as any failure of that step would.
     """
     metadata = pod.get("metadata") or {}
     namespace, name, uid = str(metadata.get("namespace") or checked.namespace), metadata["name"], metadata["uid"]
     evictions.evict_pod(kube, namespace, name, dry_run=True, uid=uid)
     placement_name = checked.obj["metadata"]["name"]
+    if guard is not None:
+        guard()
     try:
         stored = placements.create_placement(kube, checked.namespace, checked.obj, dry_run=dry_run)
     except KubeConflict:
@@ -238,6 +244,8 @@ def pin_then_evict(
     try:
         await_acknowledgement(kube, checked.namespace, placement_name, ack_timeout)
         stage = Stage.eviction
+        if guard is not None:
+            guard()
         evictions.evict_pod(kube, namespace, name, uid=uid)
     except (KubeError, KeyboardInterrupt):
         if created:
@@ -274,7 +282,13 @@ def move_spec(successor: Replacement, move: Move) -> PlacementSpec:
 
 
 def check_move(
-    kube: Kube, move: Move, pod: Mapping[str, Any], *, config: HamiConfig, labels: Mapping[str, str]
+    kube: Kube,
+    move: Move,
+    pod: Mapping[str, Any],
+    *,
+    config: HamiConfig,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
 ) -> Checked:
     """The placement of a planned move, checked against the cluster as it is now (`PinRefused`, `NoReplacement`)."""
     namespace = move.pod.split("/", 1)[0]
@@ -287,6 +301,7 @@ def check_move(
         workload=workload_from_pod(successor.template, successor.source, template=True, config=config),
         evicted_pod=pod,
         labels=labels,
+        annotations=annotations,
     )
 
 
@@ -296,8 +311,10 @@ def make_move(
     *,
     config: HamiConfig,
     labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
     ack_timeout: float,
     rolled_back: Callable[[RolledBack], None] | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> Checked:
     """Pins the moved pod's replacement to the move's cards and evicts the pod (the one of the move's UID).
 
@@ -306,8 +323,8 @@ def make_move(
     earlier attempt is reused.
     """
     pod = get_moved_pod(kube, move)
-    checked = check_move(kube, move, pod, config=config, labels=labels)
-    pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=rolled_back)
+    checked = check_move(kube, move, pod, config=config, labels=labels, annotations=annotations)
+    pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=rolled_back, guard=guard)
     return checked
 
 
@@ -325,7 +342,7 @@ def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
     namespace, name = move.pod.split("/", 1)
     pod = cluster.get_pod(kube, namespace, name)
     spec = move_spec(replacement(kube, namespace, pod), move)
-    obj = placement_object(placement_for(move), namespace, spec, labels=dict(labels))
+    obj = placement_object(placement_for(move), namespace, spec, labels=labels)
     evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)
     try:
         placements.create_placement(kube, namespace, obj, dry_run=True)
@@ -333,10 +350,10 @@ def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
         return
 
 
-def move_state(kube: Kube, move: Move) -> MoveCheck:
+def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
     """The move's step in the cluster as it is now (to make, made and settled, settling, no longer the plan's)."""
     namespace = move.pod.split("/", 1)[0]
-    read = read_plan_snapshot(kube)
+    read = read_plan_snapshot(kube, hami_config)
     return move_step(move, read.snapshot, placement_names(kube, namespace))
 
 

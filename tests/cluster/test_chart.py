@@ -129,6 +129,10 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "--shutdown-grace=15" in container["args"]
     assert "--claim-grace=120" in container["args"]
     assert "--defrag-policy=kube-system/gpu-descheduler-defrag-policy" in container["args"]
+    assert [(e["name"], e["valueFrom"]["fieldRef"]["fieldPath"]) for e in container["env"]] == [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ], "the controller's identity in its leader Lease, and the Lease's namespace"
     assert not [a for a in container["args"] if a.startswith("--client-ca-file")]
     assert pod["terminationGracePeriodSeconds"] == 25, "the kubelet waits longer than the server's own drain"
     assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"
@@ -385,6 +389,9 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {(placements, "hamipodplacements", v) for v in ("create", "delete")}
     expected |= {(placements, "hamipodplacements/status", v) for v in ("get", "update", "patch")}
     expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")}
+    expected |= {("", "events", "list")}
+    expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
+    expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     assert granted == expected
@@ -662,6 +669,10 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("create", "leases.coordination.k8s.io", "-n", namespace),
+        ("list", "events", "-A"),
+        ("get", "replicasets.apps", "-n", "default"),
+        ("get", "statefulsets.apps", "-n", "default"),
+        ("get", "jobs.batch", "-n", "default"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"

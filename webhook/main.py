@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
+import socket
 import sys
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
 from webhook.certs import CertBundle, generate, still_good
+from webhook.defrag import INTERVAL_SECONDS, DefragOptions
 from webhook.reconcile import CLAIM_GRACE_SECONDS
 from webhook.server import IDLE_SECONDS, ServeOptions, serve
 
@@ -140,6 +143,28 @@ def _parser() -> argparse.ArgumentParser:
         f"(default {CLAIM_GRACE_SECONDS})",
     )
 
+    run.add_argument(
+        "--defrag-policy",
+        default=os.environ.get("HAMI_PLACE_DEFRAG_POLICY", ""),
+        metavar="NAMESPACE/NAME",
+        help="run the defragmentation controller with the DefragPolicy in this ConfigMap (key policy.yaml), "
+        "on the replica holding the hami-place-defrag-leader Lease [HAMI_PLACE_DEFRAG_POLICY]; off when unset",
+    )
+    run.add_argument(
+        "--defrag-interval",
+        type=float,
+        default=INTERVAL_SECONDS,
+        metavar="SECONDS",
+        help=f"seconds between the controller's passes: policy re-read, rescues (default {INTERVAL_SECONDS:g})",
+    )
+    run.add_argument(
+        "--defrag-namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        metavar="NAMESPACE",
+        help="the server's namespace: the leader Lease lives there and its pods are never moved [POD_NAMESPACE] "
+        "(default: the policy's namespace)",
+    )
+
     certs = commands.add_parser("certs", help="make a CA and a serving certificate; optionally store and install them")
     certs.add_argument("--out-dir", type=Path, help="write ca.crt, tls.crt and tls.key here")
     certs.add_argument(
@@ -190,6 +215,25 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.shutdown_grace <= 3600:
         _fail("hami-place-webhook: --shutdown-grace must be 0..3600 seconds")
         return 2
+    defrag = None
+    if args.defrag_policy:
+        namespace, _, name = args.defrag_policy.partition("/")
+        if not namespace or not name or "/" in name:
+            _fail(f"hami-place-webhook: --defrag-policy {args.defrag_policy!r} must be NAMESPACE/NAME of a ConfigMap")
+            return 2
+        if not 0.1 <= args.defrag_interval <= 3600:
+            _fail("hami-place-webhook: --defrag-interval must be 0.1..3600 seconds")
+            return 2
+        identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{secrets.token_hex(3)}"
+        defrag = DefragOptions(
+            policy_namespace=namespace,
+            policy_name=name,
+            lease_namespace=args.defrag_namespace or namespace,
+            identity=identity,
+            scheduler_name=args.scheduler_name,
+            hami_config=args.hami_config,
+            interval=args.defrag_interval,
+        )
     serve(
         ServeOptions(
             kubeconfig=args.kubeconfig,
@@ -207,6 +251,7 @@ def _serve(args: argparse.Namespace) -> int:
             shutdown_grace=args.shutdown_grace,
             idle_timeout=args.idle_timeout,
             claim_grace=args.claim_grace,
+            defrag=defrag,
         )
     )
     return 0

@@ -79,6 +79,8 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.defrag = DefragMetrics(self.registry)
+
     def watch_collector(self) -> Callable[[], None]:
         """Time every cyclic collection (in whichever thread runs it): a full one stops every admission. Returns
         what stops the timing."""
@@ -108,3 +110,59 @@ class Metrics:
             return float("inf") if stamp is None else max(0.0, time.time() - stamp)
 
         self.sync_age.labels(reflector.kind).set_function(age)
+
+
+DEFRAG_TRIGGERS = ("rescue", "keep_room")
+# What a run ended in: moves made, moves only named (dry-run), nothing to do or no plan, refused by the budgets,
+# stopped by a failed move.
+DEFRAG_RUN_RESULTS = ("moved", "dry_run", "no_plan", "budget", "failed")
+# What a move ended in: made and settled, only named, or failed (refused, blocked, not acknowledged, not settled).
+DEFRAG_MOVE_RESULTS = ("done", "dry_run", "blocked", "failed")
+# From Pending to Running of a rescued pod: the scheduler's backoff plus the moves' own round trips.
+RESCUE_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+class DefragMetrics:
+    """The defragmentation controller's metrics, on the server's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.policy_valid = Gauge(
+            "hami_place_defrag_policy_valid",
+            "1 when the DefragPolicy was read and parsed; 0 when missing or invalid (the controller moves nothing).",
+            registry=registry,
+        )
+        self.leader = Gauge(
+            "hami_place_defrag_leader", "1 while this replica holds the defragmentation lease.", registry=registry
+        )
+        self.runs = Counter(
+            "hami_place_defrag_runs",
+            "Defragmentation runs, by trigger and result.",
+            ["trigger", "result"],
+            registry=registry,
+        )
+        for trigger in DEFRAG_TRIGGERS:
+            for result in DEFRAG_RUN_RESULTS:
+                self.runs.labels(trigger, result)
+        self.moves = Counter("hami_place_defrag_moves", "Moves, by result.", ["result"], registry=registry)
+        for result in DEFRAG_MOVE_RESULTS:
+            self.moves.labels(result)
+        self.rescued = Counter(
+            "hami_place_defrag_rescued_pods", "Pending pods that ran after a rescue's moves.", registry=registry
+        )
+        self.room_lost = Counter(
+            "hami_place_defrag_room_lost",
+            "Rescues whose pod the scheduler refused again after the moves (another pod took the room).",
+            registry=registry,
+        )
+        self.rescue_seconds = Histogram(
+            "hami_place_defrag_rescue_seconds",
+            "Seconds from Pending to scheduled for each rescued pod.",
+            buckets=RESCUE_BUCKETS,
+            registry=registry,
+        )
+        self.budget_left = Gauge(
+            "hami_place_defrag_budget_left_moves",
+            "Moves the budgets still allow now, by window (run: budgets.movesPerRun, hour: budgets.movesPerHour).",
+            ["window"],
+            registry=registry,
+        )

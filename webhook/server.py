@@ -40,6 +40,7 @@ from webhook.admit import Admitter
 from webhook.allocator import return_freed_memory
 from webhook.api import api_app
 from webhook.cache import ClusterCache
+from webhook.defrag import DefragController, DefragOptions
 from webhook.metrics import INVALID, Metrics
 from webhook.mutate import (
     BODY_LATE,
@@ -356,6 +357,7 @@ class ServeOptions:
     shutdown_grace: float = 15.0
     idle_timeout: float = IDLE_SECONDS
     claim_grace: int = CLAIM_GRACE_SECONDS
+    defrag: DefragOptions | None = None
 
 
 def probe_host(bind_address: str) -> str:
@@ -425,6 +427,10 @@ def serve(options: ServeOptions) -> None:
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
     ]
+    if options.defrag is not None:
+        # Its own connection pool: the controller's lists and waits never hold a connection admission needs.
+        controller = DefragController(connect(options.kubeconfig), options.defrag, metrics.defrag)
+        threads += controller.threads(stop)
     for thread in threads:
         thread.start()
     log.info(

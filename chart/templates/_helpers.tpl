@@ -66,3 +66,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "networkPolicy.apiServerCIDRs (the API server's addresses, e.g. [10.0.0.10/32]) is required when networkPolicy.enabled: without them the API server could not call the webhook" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The DefragPolicy ConfigMap: <release>-defrag-policy in the release namespace. */}}
+{{- define "hami-place.defragPolicyName" -}}
+{{- printf "%s-defrag-policy" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* defrag.mode as the policy writes it: YAML reads a bare off/on in values as a boolean. */}}
+{{- define "hami-place.defragMode" -}}
+{{- $mode := .Values.defrag.mode -}}
+{{- if kindIs "bool" $mode -}}
+{{- ternary "on" "off" $mode -}}
+{{- else -}}
+{{- $mode -}}
+{{- end -}}
+{{- end -}}

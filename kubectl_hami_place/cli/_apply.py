@@ -26,8 +26,9 @@ from kubectl_hami_place.cli._common import (
     target,
 )
 from kubectl_hami_place.cli._errors import EXIT_OK, UsageProblem
-from kubectl_hami_place.cli._placing import ACK_TIMEOUT_SECONDS, AckTimeoutOption
+from kubectl_hami_place.cli._placing import AckTimeoutOption
 from kubectl_hami_place.core.planner.apply import PlanFile, PlanFileError, read_plan
+from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS
 
 HELP = (
     "Carry out a plan printed by `plan -o json|yaml` (-f - reads stdin): for each move, pin the pod's replacement to "

@@ -18,36 +18,26 @@ from typing import Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._common import DryRun, confirm, note, stderr_console, warn
-from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError, Refused
-from kubectl_hami_place.cli._placing import (
-    ACK_TIMEOUT_SECONDS,
-    MANAGED_BY,
-    Replacement,
-    await_acknowledgement,
-    build_spec,
-    check_placement,
-    parse_gpus,
-    replacement,
-)
+from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError
+from kubectl_hami_place.cli._placing import MANAGED_BY, refusal_lines
 from kubectl_hami_place.cli.output import Block, Table, Text
+from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.placement import PlacementSpec, placement_object
-from kubectl_hami_place.core.plan import workload_from_pod
 from kubectl_hami_place.core.planner import Move, Snapshot
-from kubectl_hami_place.core.planner.apply import (
-    MoveCheck,
-    PlanFile,
-    Step,
-    check_plan,
-    move_step,
-    placement_for,
-    req_id_for,
-    target_pod_state,
-)
-from kubectl_hami_place.kube import cluster, evictions, placements
+from kubectl_hami_place.core.planner.apply import MoveCheck, PlanFile, Step, check_plan, placement_for, target_pod_state
+from kubectl_hami_place.kube import moves, placements
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeConflict, KubeError, KubeNotFound
-from kubectl_hami_place.kube.snapshot import SnapshotRead, read_pod, read_snapshot
+from kubectl_hami_place.kube.errors import (
+    BlockedByDisruptionBudget,
+    KubeError,
+    KubeNotFound,
+    NoReplacement,
+    NotAcknowledged,
+    PinRefused,
+    PodGone,
+)
+from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS, RolledBack
+from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
 POLL_SECONDS = 1.0
 
@@ -191,7 +181,7 @@ def carry_out(
     checks = check_plan(plan, read.snapshot, _placements(kube, plan))
     report = ApplyReport(goal=plan.goal, dry_run=dry_run.value, outcomes=(), names=names)
     if dry_run is not DryRun.none:
-        return _dry_run(kube, plan, read, checks, report, server=dry_run is DryRun.server)
+        return _dry_run(kube, plan, checks, report, server=dry_run is DryRun.server)
     first = next(((number, check) for number, (_, check) in enumerate(checks, 1) if check.step is not Step.done), None)
     if first is not None and first[1].step is Step.changed:
         return _changed(report, _outcomes(plan, checks, stop=first[0]), *first)
@@ -286,74 +276,47 @@ def _one_move(
 
 
 def _make(kube: Kube, config: HamiConfig, move: Move, ack_timeout: float) -> None:
-    """Pins the replacement, waits for the webhook to acknowledge the pin, and evicts the pod; the placement is
-    deleted again when either fails."""
-    namespace, name = move.pod.split("/", 1)
+    """Pins the replacement, waits for the webhook to acknowledge the pin, and evicts the pod (`kube.moves`); the
+    placement is deleted again when either fails."""
     try:
-        pod = cluster.get_pod(kube, namespace, name)
-    except KubeNotFound as exc:
-        raise _Stop(f"{move.pod} vanished just before its eviction", _CHANGED_HINT) from exc
-    try:
-        successor = replacement(kube, namespace, pod)
-        checked = check_placement(
-            kube,
-            namespace,
-            _spec(successor, move),
-            name=placement_for(move),
-            workload=workload_from_pod(successor.template, successor.source, template=True, config=config),
-            evicted_pod=pod,
-        )
-    except Refused as exc:
-        raise _Stop("; ".join(exc.reasons), "make a new plan (kubectl hami-place plan)", EXIT_REFUSED) from exc
-    for message in checked.warnings:
-        warn(message)
-    try:
-        evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)
-    except BlockedByDisruptionBudget as exc:
-        raise _Stop(exc.cause, exc.hint, EXIT_BLOCKED) from exc
-    created = True
-    try:
-        placements.create_placement(kube, namespace, checked.obj)
-    except KubeConflict:
-        created = False
-    try:
-        await_acknowledgement(kube, namespace, placement_for(move), ack_timeout)
-    except (CliError, KeyboardInterrupt) as exc:
-        if created:
-            _roll_back(kube, namespace, placement_for(move))
-        if isinstance(exc, CliError):
-            raise _Stop(exc.cause, exc.hint) from exc
-        raise
-    try:
-        evictions.evict_pod(kube, namespace, name, uid=move.uid)
-    except (KubeError, KeyboardInterrupt) as exc:
-        if created:
-            _roll_back(kube, namespace, placement_for(move))
-        if isinstance(exc, BlockedByDisruptionBudget):
-            raise _Stop(exc.cause, exc.hint, EXIT_BLOCKED) from exc
-        if isinstance(exc, KubeError):
-            raise _Stop(str(exc)) from exc
-        raise
-
-
-def _spec(successor: Replacement, move: Move) -> PlacementSpec:
-    """The placement spec pinning the pod's replacement (its controller's selector) to the move's cards."""
-    return build_spec(req_id_for(move), successor.selector, move.to_node, parse_gpus(move.to_cards), None)
-
-
-def _roll_back(kube: Kube, namespace: str, name: str) -> None:
-    """The pod was not evicted after the placement was created: delete it, so no half-done pin stays behind."""
-    try:
-        placements.delete_placement(kube, namespace, name)
+        pod = moves.get_moved_pod(kube, move)
+        checked = moves.check_move(kube, move, pod, config=config, labels=MANAGED_BY)
+        for message in checked.warnings:
+            warn(message)
+        moves.pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=_rolled_back)
     except KubeError as exc:
-        warn(f"could not delete placement {name} after the pod was not evicted: {exc}")
+        raise _stop(exc) from exc
+    except ModelError as exc:
+        raise _Stop(str(exc), _REPLAN_HINT, EXIT_REFUSED) from exc
+
+
+_REPLAN_HINT = "make a new plan (kubectl hami-place plan)"
+
+
+def _stop(exc: KubeError) -> _Stop:
+    """A move's failure in the CLI's words and exit code."""
+    if isinstance(exc, PodGone):
+        return _Stop(exc.cause, _CHANGED_HINT)
+    if isinstance(exc, PinRefused):
+        return _Stop("; ".join(refusal_lines(exc)), _REPLAN_HINT, EXIT_REFUSED)
+    if isinstance(exc, NoReplacement):
+        return _Stop(str(exc), _REPLAN_HINT, EXIT_REFUSED)
+    if isinstance(exc, BlockedByDisruptionBudget):
+        return _Stop(exc.cause, exc.hint, EXIT_BLOCKED)
+    if isinstance(exc, NotAcknowledged):
+        return _Stop(exc.cause, exc.hint)
+    return _Stop(str(exc))
+
+
+def _rolled_back(done: RolledBack) -> None:
+    """Warns when the placement of a move that was not made could not be deleted again."""
+    if done.error is not None:
+        warn(f"could not delete placement {done.name} after the pod was not evicted: {done.error}")
 
 
 def _current(kube: Kube, move: Move) -> MoveCheck:
     """The move's step in the cluster as it is now."""
-    read = read_snapshot(kube)
-    namespace = move.pod.split("/", 1)[0]
-    return move_step(move, read.snapshot, _names_in(kube, namespace))
+    return moves.move_state(kube, move)
 
 
 def _placement_state(kube: Kube, move: Move) -> str:
@@ -408,7 +371,6 @@ def _nothing() -> Iterator[None]:
 def _dry_run(
     kube: Kube,
     plan: PlanFile,
-    read: SnapshotRead,
     checks: tuple[tuple[Move, MoveCheck], ...],
     report: ApplyReport,
     *,
@@ -425,30 +387,21 @@ def _dry_run(
             if check.step is not Step.ready:
                 continue
             try:
-                _server_dry_run(kube, read, move)
+                _server_dry_run(kube, move)
             except _Stop as stop:
                 outcomes[position] = Outcome(position + 1, move, "failed", stop.cause)
                 return _stopped(report, outcomes, position + 1, move, stop)
     return replace(report, outcomes=tuple(outcomes))
 
 
-def _server_dry_run(kube: Kube, read: SnapshotRead, move: Move) -> None:
+def _server_dry_run(kube: Kube, move: Move) -> None:
     """The API server checks the eviction and the placement without persisting either."""
-    namespace, name = move.pod.split("/", 1)
     try:
-        pod = cluster.get_pod(kube, namespace, name)
-        spec = _spec(replacement(kube, namespace, pod), move)
-        obj = placement_object(placement_for(move), namespace, spec, labels=MANAGED_BY)
-        evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)
-        placements.create_placement(kube, namespace, obj, dry_run=True)
-    except BlockedByDisruptionBudget as exc:
-        raise _Stop(exc.cause, exc.hint, EXIT_BLOCKED) from exc
-    except KubeConflict:
-        return
-    except Refused as exc:
-        raise _Stop("; ".join(exc.reasons), "make a new plan (kubectl hami-place plan)", EXIT_REFUSED) from exc
+        moves.dry_run_move(kube, move, MANAGED_BY)
     except KubeError as exc:
-        raise _Stop(str(exc)) from exc
+        raise _stop(exc) from exc
+    except ModelError as exc:
+        raise _Stop(str(exc), _REPLAN_HINT, EXIT_REFUSED) from exc
 
 
 def _outcomes(plan: PlanFile, checks: tuple[tuple[Move, MoveCheck], ...], stop: int) -> tuple[Outcome, ...]:
@@ -467,13 +420,8 @@ def _placements(kube: Kube, plan: PlanFile) -> set[str]:
     """`namespace/name` of the placements in the namespaces the plan moves pods in."""
     found: set[str] = set()
     for namespace in sorted({move.pod.split("/", 1)[0] for move in plan.moves}):
-        found |= _names_in(kube, namespace)
+        found |= moves.placement_names(kube, namespace)
     return found
-
-
-def _names_in(kube: Kube, namespace: str) -> set[str]:
-    """`namespace/name` of the namespace's placements."""
-    return {f"{namespace}/{item['metadata']['name']}" for item in placements.list_placements(kube, namespace)}
 
 
 def _names(snapshot: Snapshot) -> dict[str, str]:

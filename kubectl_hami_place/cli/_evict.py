@@ -37,9 +37,7 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
 from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
-    ACK_TIMEOUT_SECONDS,
     AckTimeoutOption,
-    await_acknowledgement,
     build_spec,
     check_placement,
     flag_workload,
@@ -47,12 +45,13 @@ from kubectl_hami_place.cli._placing import (
     parse_gpus,
     placement_name,
     replacement,
+    replacement_warning,
 )
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.plan import workload_from_pod
-from kubectl_hami_place.kube import cluster, evictions, placements
-from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
+from kubectl_hami_place.kube import cluster, evictions, moves
+from kubectl_hami_place.kube.errors import KubeNotFound
+from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 
 HELP = (
     "Evict a pod through the Eviction API (PodDisruptionBudgets apply; exit 4 when one blocks). With --to-node and "
@@ -121,8 +120,9 @@ def evict(
         emit(Evicted(ns, pod, dry_run.value), output)
         return
     successor = replacement(kube, ns, pod_obj)
-    if successor.warning:
-        warn(successor.warning)
+    warning = replacement_warning(successor, pod)
+    if warning:
+        warn(warning)
     spec = build_spec(req_id, successor.selector, to_node, refs, None)
     object_name = placement_name(name, spec)
     config, notice = hami_config(kube, hami_config_ref)
@@ -139,29 +139,22 @@ def evict(
     if dry_run is DryRun.client:
         emit(PlacementResult(checked, dry_run.value, checked.obj, evicted=pod), output)
         return
-    server_dry_run = dry_run is DryRun.server
-    evictions.evict_pod(kube, ns, pod, dry_run=True)
-    created = placements.create_placement(kube, ns, checked.obj, dry_run=server_dry_run)
-    if not server_dry_run:
-        created_name = created["metadata"]["name"]
-        try:
-            await_acknowledgement(kube, ns, created_name, ack_timeout)
-        except (CliError, KeyboardInterrupt):
-            _roll_back(kube, ns, created_name, "the webhook did not acknowledge it")
-            raise
-        try:
-            evictions.evict_pod(kube, ns, pod)
-        except (KubeError, KeyboardInterrupt):
-            _roll_back(kube, ns, created_name, "the eviction failed")
-            raise
-    emit(PlacementResult(checked, dry_run.value, created, evicted=pod), output)
+    pinned = moves.pin_then_evict(
+        kube, checked, pod_obj, ack_timeout=ack_timeout, dry_run=dry_run is DryRun.server, rolled_back=_rolled_back
+    )
+    emit(PlacementResult(checked, dry_run.value, pinned.obj, evicted=pod), output)
 
 
-def _roll_back(kube: Kube, namespace: str, name: str, because: str) -> None:
-    """The pod was not evicted after the placement was created: delete it, so no half-done pin stays behind."""
-    try:
-        placements.delete_placement(kube, namespace, name)
-    except KubeError as exc:
-        warn(f"could not delete placement {name} after {because}: {exc}")
+_BECAUSE = {
+    Stage.acknowledgement: "the webhook did not acknowledge it",
+    Stage.eviction: "the eviction failed",
+}
+
+
+def _rolled_back(done: RolledBack) -> None:
+    """Says that the placement was deleted again (or could not be) after the pod was not evicted."""
+    because = _BECAUSE[done.stage]
+    if done.error is not None:
+        warn(f"could not delete placement {done.name} after {because}: {done.error}")
         return
-    note(f"placement {namespace}/{name} deleted again because {because}")
+    note(f"placement {done.namespace}/{done.name} deleted again because {because}")

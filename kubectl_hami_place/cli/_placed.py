@@ -8,23 +8,9 @@ from typing import Any
 from kubectl_hami_place.cli._present import selector_text
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.check import CardCheck
 from kubectl_hami_place.core.fit import FitReason
-from kubectl_hami_place.core.plan import Plan, PlanReason, Problem, Workload
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A placement that passed every check: the object to create, the plan, the pod placed, and the warnings."""
-
-    namespace: str
-    obj: dict[str, Any]
-    node: str
-    checks: tuple[CardCheck, ...]
-    workload: Workload
-    evict: str | None
-    warnings: tuple[str, ...]
-
+from kubectl_hami_place.core.plan import Plan, PlanReason, Problem
+from kubectl_hami_place.kube.moves import Checked
 
 _HINTS = {
     PlanReason.NodeNotFound: "check the name (kubectl get nodes)",

@@ -1,56 +1,37 @@
 """What `pin` and `evict --to-node` share: parse the flags, read a snapshot of the cluster, call `core.plan`.
 
 Nothing is written here: the verbs create the object only after `check_placement` returned without refusing;
-`_placed` words the outcome. `await_acknowledgement` is what `evict --to-node` and `apply` wait for between
-creating the placement and evicting the pod.
+`_placed` words the outcome. The checks and the pin-then-evict itself live in `kube.moves`; here they get the CLI's
+words.
 """
 
 from __future__ import annotations
 
 import secrets
 import string
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
 
-from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
-from kubectl_hami_place.cli._placed import Checked, refusal_line
-from kubectl_hami_place.core.errors import CardRefError, ModelError, PlacementError, SelectorError
+from kubectl_hami_place.cli._errors import Refused, UsageProblem
+from kubectl_hami_place.cli._placed import refusal_line
+from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
 from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.placement import (
-    PlacementSpec,
-    placement_from_object,
-    placement_object,
-    placements_from_objects,
-    validate_spec,
-)
-from kubectl_hami_place.core.plan import (
-    ClusterSnapshot,
-    Workload,
-    eviction_warnings,
-    pending_warnings,
-    plan,
-    workload_from_pod,
-    workload_from_request,
-)
+from kubectl_hami_place.core.placement import PlacementSpec, validate_spec
+from kubectl_hami_place.core.plan import Workload, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.requests import card_request
-from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string, selector_from_dict
-from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
-from kubectl_hami_place.kube import cluster, placements
+from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
+from kubectl_hami_place.kube import cluster, moves
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound
+from kubectl_hami_place.kube.errors import NoReplacement, PinRefused
 from kubectl_hami_place.kube.hami_config import read_hami_config
+from kubectl_hami_place.kube.moves import Checked, Replacement
 
-STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
 REQ_ID_LENGTH = 12
-ACK_TIMEOUT_SECONDS = 10.0
-ACK_POLL_SECONDS = 0.2
 
 AckTimeoutOption = Annotated[
     float,
@@ -165,23 +146,6 @@ def resolve_workload(
     )
 
 
-def read_snapshot(kube: Kube, node: str) -> ClusterSnapshot:
-    """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
-    try:
-        nodes = {node: cluster.get_node(kube, node)}
-    except KubeNotFound:
-        nodes = {}
-    found: list[PodAllocation] = []
-    for pod in cluster.list_pods(kube, None):
-        try:
-            allocation = pod_allocation(pod)
-        except ModelError:
-            continue
-        if allocation is not None:
-            found.append(allocation)
-    return ClusterSnapshot(nodes, tuple(found))
-
-
 def check_placement(
     kube: Kube,
     namespace: str,
@@ -190,102 +154,37 @@ def check_placement(
     name: str,
     workload: Workload,
     evicted_pod: dict[str, Any] | None,
+    labels: Mapping[str, str] = MANAGED_BY,
 ) -> Checked:
     """Plans the pin against the cluster as it is now; raises Refused with one line per problem."""
-    node = spec.node_name
-    evict_allocation = None
-    warnings: list[str] = []
-    if evicted_pod is not None:
-        try:
-            evict_allocation = pod_allocation(evicted_pod)
-        except ModelError:
-            evict_allocation = None
-        warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
-    pin = plan(spec, read_snapshot(kube, node), workload, evict=evict_allocation)
-    evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
-    if not pin.ok:
-        lines = [refusal_line(problem, pin, workload.source, evicting) for problem in pin.problems]
-        raise Refused(list(dict.fromkeys(lines)))
-    warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
-    obj = placement_object(name, namespace, spec, labels=MANAGED_BY)
-    return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))
-
-
-def _placements(kube: Kube, namespace: str) -> list[Any]:
-    """Every placement the user may read: cluster-wide, else the namespace's."""
     try:
-        items = placements.list_placements(kube, None)
-    except KubeForbidden:
-        items = placements.list_placements(kube, namespace)
-    return placements_from_objects(items)
+        return moves.check_pin(
+            kube, namespace, spec, name=name, workload=workload, evicted_pod=evicted_pod, labels=labels
+        )
+    except PinRefused as exc:
+        raise Refused(refusal_lines(exc)) from exc
 
 
-def _name(obj: dict[str, Any]) -> str:
-    """metadata.name."""
-    return str((obj.get("metadata") or {}).get("name", ""))
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """Who recreates the evicted pod: the selector its replacement matches, the template it is made from."""
-
-    selector: LabelSelector
-    source: str
-    template: dict[str, Any]
-    warning: str = ""
+def refusal_lines(refused: PinRefused) -> list[str]:
+    """One line per problem of a refused pin, each with what to do."""
+    pin = refused.plan
+    lines = [refusal_line(problem, pin, refused.source, refused.evicting) for problem in pin.problems]
+    return list(dict.fromkeys(lines))
 
 
 def replacement(kube: Kube, namespace: str, pod: dict[str, Any]) -> Replacement:
-    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector."""
-    metadata = pod.get("metadata") or {}
-    name = metadata.get("name", "")
-    owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
-    labels = dict(metadata.get("labels") or {})
-    if owner is not None:
-        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
-        if controller is not None and controller.selector:
-            try:
-                selector = selector_from_dict(controller.selector, require_nonempty=True)
-            except ModelError:
-                selector = None
-            if selector is not None:
-                if controller.kind == "StatefulSet" and STATEFULSET_POD_NAME in labels:
-                    extra = {STATEFULSET_POD_NAME: labels[STATEFULSET_POD_NAME]}
-                    selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
-                return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
-    if not labels:
-        raise Refused(
-            [
-                f"pod {name} has no controller and no labels, so no replacement pod can be matched; "
-                "use kubectl hami-place pin -l for the pod you will create"
-            ]
-        )
-    selector = selector_from_dict({"matchLabels": labels})
-    warning = ""
-    if owner is None:
-        warning = (
-            f"pod {name} has no controller: nothing recreates it; the placement waits for the next "
-            f"pod you create with its labels ({selector})"
-        )
-    return Replacement(selector, f"pod {name}", pod, warning)
+    """The pod's controller (selector and pod template), else the pod itself; Refused when neither matches."""
+    try:
+        return moves.replacement(kube, namespace, pod)
+    except NoReplacement as exc:
+        raise Refused([str(exc)]) from exc
 
 
-def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float) -> None:
-    """Returns once the webhook acknowledged the placement (status.observedGeneration); CliError after `timeout`.
-
-    Evicting before the webhook has the placement in its cache would let the replacement pod through unpinned.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if placement_from_object(placements.get_placement(kube, namespace, name)).acknowledged:
-                return
-        except (KubeNotFound, PlacementError):
-            pass
-        if time.monotonic() >= deadline:
-            raise CliError(
-                f"the hami-place webhook did not acknowledge placement {namespace}/{name} within {timeout:g}s, "
-                "so the pod was not evicted",
-                f"check that it runs (kubectl get pods -A -l {cluster.WEBHOOK_SERVICE_LABEL}), then retry",
-            )
-        time.sleep(ACK_POLL_SECONDS)
+def replacement_warning(successor: Replacement, pod: str) -> str:
+    """The warning for a pod nothing recreates, or nothing."""
+    if successor.controlled:
+        return ""
+    return (
+        f"pod {pod} has no controller: nothing recreates it; the placement waits for the next "
+        f"pod you create with its labels ({successor.selector})"
+    )

@@ -22,6 +22,24 @@ OUR_ANNOTATIONS = (PLACEMENT_ANNOTATION, REQ_ID_ANNOTATION, CLAIM_ANNOTATION)
 USE_GPUUUID_ANNOTATION = "nvidia.com/use-gpuuuid"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
+DEFRAG_RUN_LABEL = f"{GROUP}/defrag-run"
+"""On a placement the defragmentation controller made: the id of the run that made it."""
+DEFRAG_LEASE = "hami-place-defrag-leader"
+"""The coordination.k8s.io Lease, in the server's namespace, whose holder is the acting controller."""
+COMPONENT_LABEL = "app.kubernetes.io/component"
+DEFRAG_POLICY_COMPONENT = "defrag-policy"
+"""The component label value of the chart's DefragPolicy ConfigMap (the CLI finds it by this label)."""
+DEFRAG_POLICY_KEY = "policy.yaml"
+"""The ConfigMap data key holding the DefragPolicy document."""
+DEFRAG_RESUME_ANNOTATION = f"{GROUP}/resume-mode"
+"""On the policy ConfigMap while paused: the mode `defrag resume` restores."""
+DEFRAG_POD_ANNOTATION = f"{GROUP}/defrag-pod"
+"""On a move's placement: `namespace/name` of the pod the move evicts."""
+DEFRAG_POD_UID_ANNOTATION = f"{GROUP}/defrag-pod-uid"
+"""On a move's placement: the UID of the pod the move evicts (a run resumed by another leader checks it)."""
+DEFRAG_FROM_NODE_ANNOTATION = f"{GROUP}/defrag-from-node"
+"""On a move's placement: the node the move takes the pod off (the per-node budget counts it)."""
+
 
 class Phase(StrEnum):
     """Where a placement is in its life: Pending until claimed, then Evicting or Consumed; Failed or Expired."""

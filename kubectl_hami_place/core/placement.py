@@ -299,12 +299,18 @@ def status_to_object(status: PlacementStatus) -> dict[str, Any]:
 
 
 def placement_object(
-    name: str, namespace: str, spec: PlacementSpec, labels: Mapping[str, str] | None = None
+    name: str,
+    namespace: str,
+    spec: PlacementSpec,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A new HamiPodPlacement object to create (no status: the webhook owns it)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec_to_object(spec)}
 
 

@@ -6,6 +6,11 @@ as `<cause>; <what to do>`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.core.plan import Plan
+
 
 class KubeError(Exception):
     """Base of every error a Kubernetes adapter raises: the cause, and a hint on what to do."""
@@ -58,3 +63,25 @@ class BlockedByDisruptionBudget(KubeError):
         super().__init__(cause, hint)
         self.pod = pod
         self.budgets = budgets
+
+
+class PodGone(KubeNotFound):
+    """The pod to move no longer exists."""
+
+
+class NoReplacement(KubeError):
+    """The pod has no controller and no labels: no selector can match the pod that would replace it."""
+
+
+class NotAcknowledged(KubeError):
+    """The webhook did not acknowledge a new placement in time, so the pod was not evicted."""
+
+
+class PinRefused(KubeError):
+    """The core's plan found problems with a pin: the plan carries them, the caller words them."""
+
+    def __init__(self, pin: Plan, source: str, evicting: str | None) -> None:
+        super().__init__("; ".join(dict.fromkeys(problem.message for problem in pin.problems)) or "refused")
+        self.plan = pin
+        self.source = source
+        self.evicting = evicting

@@ -1,9 +1,11 @@
-"""Kubernetes Events on placements: `kubectl describe hpp` then tells the story of a claim and its eviction."""
+"""Kubernetes Events: `kubectl describe` of a placement tells the story of its claim and eviction, of a pod or of the
+defragmentation policy's ConfigMap the story of the controller's runs."""
 
 from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -19,9 +21,20 @@ COMPONENT = "hami-place-webhook"
 MAX_MESSAGE = 1024
 
 
-def record_event(kube: Kube, placement: dict[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
-    """Create an Event about the placement; a failure is logged, never raised: events are best effort."""
-    meta = placement.get("metadata") or {}
+def record_event(
+    kube: Kube,
+    involved: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    warning: bool = False,
+    api_version: str = API_VERSION,
+    kind: str = KIND,
+    component: str = COMPONENT,
+) -> None:
+    """Create an Event about the object (a placement unless `api_version`/`kind`, or the object's own, say
+    otherwise); a failure is logged, never raised: events are best effort."""
+    meta = involved.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {
@@ -29,8 +42,8 @@ def record_event(kube: Kube, placement: dict[str, Any], reason: str, message: st
         "kind": "Event",
         "metadata": {"generateName": f"{name}.", "namespace": namespace},
         "involvedObject": {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
+            "apiVersion": involved.get("apiVersion") or api_version,
+            "kind": involved.get("kind") or kind,
             "name": name,
             "namespace": namespace,
             "uid": meta.get("uid", ""),
@@ -41,8 +54,8 @@ def record_event(kube: Kube, placement: dict[str, Any], reason: str, message: st
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
+        "source": {"component": component},
+        "reportingComponent": component,
         "reportingInstance": socket.gethostname(),
     }
     try:

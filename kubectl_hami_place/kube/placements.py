@@ -14,11 +14,13 @@ from kubectl_hami_place.kube.client import Kube, request
 FIELD_MANAGER = "kubectl-hami-place"
 
 
-def list_placements(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
-    """Every placement in `namespace`, or in all namespaces when it is None, sorted by namespace and name."""
+def list_placements(kube: Kube, namespace: str | None, label_selector: str = "") -> list[dict[str, Any]]:
+    """Every placement in `namespace` (all namespaces when it is None) with the labels asked, sorted by namespace and
+    name."""
     api = kube.custom()
+    query = {"label_selector": label_selector} if label_selector else {}
     if namespace is None:
-        body = request(kube, api.list_cluster_custom_object, GROUP, VERSION, PLURAL, what=f"list {PLURAL}")
+        body = request(kube, api.list_cluster_custom_object, GROUP, VERSION, PLURAL, what=f"list {PLURAL}", **query)
     else:
         body = request(
             kube,
@@ -28,6 +30,7 @@ def list_placements(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
             namespace,
             PLURAL,
             what=f"list {PLURAL} in namespace {namespace}",
+            **query,
         )
     items = [item for item in body.get("items", []) if isinstance(item, dict)]
     return sorted(items, key=_namespaced_name)

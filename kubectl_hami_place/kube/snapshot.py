@@ -23,11 +23,14 @@ class SnapshotRead:
     config: HamiConfig
     warnings: tuple[str, ...]
     node_labels: Mapping[str, Mapping[str, Any]]
+    pods: tuple[dict[str, Any], ...] = ()
+    nodes: tuple[dict[str, Any], ...] = ()
 
 
-def read_snapshot(kube: Kube) -> SnapshotRead:
-    """The cluster as the planner sees it now."""
-    config = read_hami_config(kube)
+def read_snapshot(kube: Kube, hami_config: str = "") -> SnapshotRead:
+    """The cluster as the planner sees it now, with the objects it was read from; HAMi's device config from the
+    ConfigMap `hami_config` (`namespace/name`), else found by its name."""
+    config = read_hami_config(kube, hami_config)
     nodes = list_nodes(kube)
     pods = list_pods(kube, None)
     body = request(
@@ -38,7 +41,7 @@ def read_snapshot(kube: Kube) -> SnapshotRead:
     budgets = list_items(body)
     snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config.config)
     notices = (config.notice,) if config.notice else ()
-    return SnapshotRead(snapshot, config.config, (*notices, *warnings), node_labels(nodes))
+    return SnapshotRead(snapshot, config.config, (*notices, *warnings), node_labels(nodes), tuple(pods), tuple(nodes))
 
 
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:

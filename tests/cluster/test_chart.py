@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, parse_policy
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port
 
@@ -127,6 +128,11 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "--admission-timeout=5" in container["args"], "the webhook's timeoutSeconds is the server's deadline"
     assert "--shutdown-grace=15" in container["args"]
     assert "--claim-grace=120" in container["args"]
+    assert "--defrag-policy=kube-system/gpu-descheduler-defrag-policy" in container["args"]
+    assert [(e["name"], e["valueFrom"]["fieldRef"]["fieldPath"]) for e in container["env"]] == [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ], "the controller's identity in its leader Lease, and the Lease's namespace"
     assert not [a for a in container["args"] if a.startswith("--client-ca-file")]
     assert pod["terminationGracePeriodSeconds"] == 25, "the kubelet waits longer than the server's own drain"
     assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"
@@ -238,6 +244,56 @@ def test_non_default_values(helm: Path) -> None:
     assert "--admission-timeout=10" in args
 
 
+def defrag_policy(objects: list[dict[str, Any]], name: str = "gpu-descheduler-defrag-policy") -> dict[str, Any]:
+    """The rendered DefragPolicy ConfigMap."""
+    config_map = one(objects, "ConfigMap", name)
+    assert config_map["metadata"]["labels"]["app.kubernetes.io/component"] == "defrag-policy"
+    return config_map
+
+
+def test_default_defrag_policy_is_the_documented_dry_run(helm: Path) -> None:
+    policy = parse_policy(defrag_policy(render(helm))["data"]["policy.yaml"], "kube-system")
+    assert policy == parse_policy(
+        "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy", "kube-system"
+    )
+    assert policy.mode is Mode.dry_run and policy.budgets == DefragPolicy().budgets
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("on", Mode.on), ("json:false", Mode.off), ("json:true", Mode.on)])
+def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: Mode) -> None:
+    """Every defrag value reaches the document; a bare YAML off/on (a boolean) still means the mode."""
+    mode_set = f"json:defrag.mode={mode.removeprefix('json:')}" if mode.startswith("json:") else f"defrag.mode={mode}"
+    objects = render(
+        helm,
+        mode_set,
+        "defrag.namespaces.include={team-*,ml}",
+        "defrag.namespaces.exclude={team-b}",
+        "defrag.rescue.pendingFor=2m",
+        "defrag.keepRoom.enabled=true",
+        "defrag.keepRoom.interval=90",
+        "defrag.keepRoom.wholeFreeCards.count=2",
+        "defrag.keepRoom.wholeFreeCards.type=A100",
+        "json:defrag.keepRoom.maxStrandedShare=null",
+        "defrag.budgets.movesPerHour=3",
+        "defrag.budgets.cooldown=1h30m",
+        "defrag.maxMovesPerPlan=5",
+        namespace="gpu-system",
+        release="gd",
+    )
+    policy = parse_policy(defrag_policy(objects, "gd-defrag-policy")["data"]["policy.yaml"], "gpu-system")
+    assert policy.mode is expected
+    assert policy.namespaces.include == ("team-*", "ml") and policy.namespaces.exclude == ("team-b",)
+    assert not policy.namespaces.allows("gpu-system"), "the release namespace is always out"
+    assert policy.rescue.pending_for.total_seconds() == 120
+    room = policy.keep_room
+    assert room.enabled and room.interval.total_seconds() == 90 and room.max_stranded_share is None
+    assert (room.whole_free_cards.count, room.whole_free_cards.type) == (2, "A100")
+    assert policy.budgets.moves_per_hour == 3 and policy.budgets.cooldown.total_seconds() == 5400
+    assert policy.max_moves_per_plan == 5
+    args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
+
+
 def test_network_policy_admits_the_api_server_and_the_listed_namespaces(helm: Path) -> None:
     objects = render(
         helm,
@@ -295,6 +351,11 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["webhok.failurePolicy=Fail"], "additional properties 'webhok' not allowed"),
         (["networkPolicy.enabled=true"], "networkPolicy.apiServerCIDRs (the API server's addresses"),
         (["networkPolicy.apiServerCIDRs={10.0.0.10}"], "at '/networkPolicy/apiServerCIDRs/0'"),
+        (["defrag.mode=sometimes"], "at '/defrag/mode': value must be one of 'off', 'dry-run', 'on'"),
+        (["defrag.budgets.movesPerRun=-1"], "at '/defrag/budgets/movesPerRun': minimum: got -1, want 0"),
+        (["defrag.budgets.cooldown=1hour"], "at '/defrag/budgets/cooldown'"),
+        (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
+        (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
@@ -325,13 +386,37 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     placements = "scheduling.hami.placement.com"
     expected = {("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "update", "patch")}
+    expected |= {(placements, "hamipodplacements", v) for v in ("create", "delete")}
     expected |= {(placements, "hamipodplacements/status", v) for v in ("get", "update", "patch")}
     expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")}
+    expected |= {("", "events", "list")}
+    expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
+    expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
-    (hami_config,) = by_kind([o for o in objects if "certgen" not in o["metadata"]["name"]], "Role")
+    roles = {o["metadata"]["name"]: o for o in by_kind(objects, "Role") if "certgen" not in o["metadata"]["name"]}
+    assert set(roles) == {"gpu-descheduler-webhook-hami-config", "gpu-descheduler-webhook-defrag"}
+    defrag = roles["gpu-descheduler-webhook-defrag"]
+    assert defrag["metadata"]["namespace"] == "kube-system"
+    assert defrag["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["gpu-descheduler-defrag-policy"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["hami-place-defrag-leader"],
+            "verbs": ["get", "update"],
+        },
+    ], "the policy ConfigMap read only, and the leader Lease, those two objects only"
+    binding = one(objects, "RoleBinding", "gpu-descheduler-webhook-defrag")
+    assert binding["roleRef"]["name"] == "gpu-descheduler-webhook-defrag"
+    hami_config = roles["gpu-descheduler-webhook-hami-config"]
     assert hami_config["metadata"]["namespace"] == "kube-system"
     assert hami_config["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["hami-scheduler-device"], "verbs": ["get"]}
@@ -578,6 +663,16 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("patch", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
         ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
+        ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        *[(verb, f"configmaps/{release}-defrag-policy", "-n", namespace) for verb in ("get", "list", "watch")],
+        ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
+        ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
+        ("create", "leases.coordination.k8s.io", "-n", namespace),
+        ("list", "events", "-A"),
+        ("get", "replicasets.apps", "-n", "default"),
+        ("get", "statefulsets.apps", "-n", "default"),
+        ("get", "jobs.batch", "-n", "default"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"
@@ -586,8 +681,6 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "pods", "-n", "default"),
         ("update", "pods", "-n", "default"),
         ("patch", "nodes"),
-        ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
-        ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("get", "secrets", "-n", namespace),
         ("get", "secrets", "-n", "default"),
         ("create", "secrets", "-n", "default"),
@@ -596,6 +689,11 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("update", "mutatingwebhookconfigurations"),
         ("update", "leases.coordination.k8s.io", "-n", namespace),
+        ("update", "leases.coordination.k8s.io/other", "-n", namespace),
+        ("update", f"configmaps/{release}-defrag-policy", "-n", namespace),
+        ("patch", f"configmaps/{release}-defrag-policy", "-n", namespace),
+        ("get", "configmaps/other", "-n", namespace),
+        ("list", "configmaps", "-n", namespace),
         ("*", "*"),
         ("escalate", "clusterroles"),
         ("impersonate", "users"),

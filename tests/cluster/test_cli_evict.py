@@ -10,6 +10,13 @@ from typing import Any
 
 import pytest
 
+from kubectl_hami_place.core.placement import PlacementSpec
+from kubectl_hami_place.core.plan import workload_from_pod
+from kubectl_hami_place.core.refs import parse_card_ref
+from kubectl_hami_place.core.selectors import selector_from_dict
+from kubectl_hami_place.kube import moves
+from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.evictions import PodReplaced
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
@@ -255,3 +262,38 @@ def test_to_node_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
     assert f"placement {namespace}/pin-alone deleted again because the webhook did not acknowledge it" in run.err
     assert placements(cluster, namespace) == []
     assert not gone_or_terminating(cluster, namespace, "alone")
+
+
+def test_pin_then_evict_never_evicts_a_pod_recreated_under_the_same_name(
+    cluster: Sandbox, namespace: str, acknowledging: Webhook
+) -> None:
+    """The shared pin-then-evict (evict --to-node, apply, the controller) evicts by the UID it read, not by name."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    body = allocated_pod("twin", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "twin"})
+    apply(cluster, body)
+    kube = connect(str(cluster.kubeconfig))
+    stale = get(cluster, "pod", "twin", "-n", namespace)
+    assert stale is not None
+    cluster.kubectl("delete", "pod", "twin", "-n", namespace, "--grace-period=0", "--force", "--wait=true")
+    apply(cluster, body)
+    spec = PlacementSpec(
+        req_id="twin-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "twin"}}),
+        node_name=H100,
+        gpu_devices=(parse_card_ref("gpu-6"),),
+    )
+    checked = moves.check_pin(
+        kube,
+        namespace,
+        spec,
+        name="pin-twin",
+        workload=workload_from_pod(stale, "pod twin", template=True),
+        evicted_pod=stale,
+        labels={},
+    )
+    with pytest.raises(PodReplaced):
+        moves.pin_then_evict(kube, checked, stale, ack_timeout=5)
+    assert placements(cluster, namespace) == []
+    recreated = get(cluster, "pod", "twin", "-n", namespace)
+    assert recreated is not None and recreated["metadata"]["uid"] != stale["metadata"]["uid"]
+    assert not gone_or_terminating(cluster, namespace, "twin")

@@ -36,8 +36,9 @@ class PlanNode:
 class PlanPod:
     """A pod as the planner sees it; `allocation` is None for a pod HAMi has not placed (Pending).
 
-    `owner_kind` is the kind of its controller ("" when none), `budgets` the PodDisruptionBudgets ("ns/name") that
-    select it, `nodes` the node names it may run on (None: any).
+    `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
+    PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `held` why a
+    caller keeps it where it is in this plan ("" when it may move; the defragmentation controller's policy).
     """
 
     namespace: str
@@ -48,9 +49,11 @@ class PlanPod:
     allocation: PodAllocation | None = None
     owner_kind: str = ""
     priority_class: str = ""
+    priority: int = 0
     budgets: tuple[str, ...] = ()
     nodes: frozenset[str] | None = None
     uid: str = ""
+    held: str = ""
 
     @property
     def key(self) -> str:
@@ -119,10 +122,17 @@ Goal = FitGoal | FreeCardsGoal | CompactGoal
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on a plan: moves in all, and moves of pods off any one node."""
+    """Bounds on a plan: moves in all, moves of pods off any one node, and moves of any one namespace's pods.
+
+    `node_moves_left` and `namespace_moves_left` lower the bound for the nodes and namespaces they name (moves made
+    earlier within a budget's window).
+    """
 
     max_moves: int = 20
     max_moves_per_node: int = 8
+    max_moves_per_namespace: int | None = None
+    node_moves_left: Mapping[str, int] = field(default_factory=dict)
+    namespace_moves_left: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ def pod_for_plan(
         allocation=pod_allocation(pod),
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
+        priority=_int(spec.get("priority")),
         nodes=_selected(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
     )
 

@@ -81,6 +81,8 @@ def pod_share(card: Card, gpu: tuple[tuple[int, CardRequest], ...], init_contain
 
 def static_block(pod: PlanPod) -> str | None:
     """Why the pod must never move whatever the plan, or None when it may."""
+    if pod.held:
+        return pod.held
     if pod.allocation is not None and pod.allocation.deleting:
         return "is terminating"
     if pod.annotations.get(DO_NOT_MOVE, "false").lower() != "false":
@@ -206,6 +208,7 @@ class State:
         self.budgets = dict(snapshot.budgets)
         self.moves: list[Move] = []
         self.per_node: dict[str, int] = {}
+        self.per_namespace: dict[str, int] = {}
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
         self._empty: dict[tuple[object, ...], FitResult] = {}
@@ -276,8 +279,18 @@ class State:
                 return f"is protected by PodDisruptionBudget {budget}, which allows no more disruptions"
         if len(self.moves) >= self.limits.max_moves:
             return f"would exceed --max-moves {self.limits.max_moves}"
-        if self.per_node.get(entry.node, 0) >= self.limits.max_moves_per_node:
-            return f"would exceed {self.limits.max_moves_per_node} moves off node {entry.node}"
+        limits = self.limits
+        node_bound = min(limits.max_moves_per_node, limits.node_moves_left.get(entry.node, limits.max_moves_per_node))
+        if self.per_node.get(entry.node, 0) >= node_bound:
+            return f"would exceed {node_bound} moves off node {entry.node}"
+        namespace = entry.pod.namespace
+        bounds = [
+            bound
+            for bound in (limits.max_moves_per_namespace, limits.namespace_moves_left.get(namespace))
+            if bound is not None
+        ]
+        if bounds and self.per_namespace.get(namespace, 0) >= min(bounds):
+            return f"would exceed {min(bounds)} moves of namespace {namespace}'s pods"
         return None
 
     # Moves ----------------------------------------------------------------------------------------------------
@@ -298,6 +311,7 @@ class State:
             entry.node, entry.cards, entry.moved = step.node, step.cards, step.moved
             move = self.moves.pop()
             self.per_node[move.from_node] -= 1
+            self.per_namespace[entry.pod.namespace] -= 1
             for budget in entry.pod.budgets:
                 self.budgets[budget] = self.budgets.get(budget, 0) + 1
 
@@ -427,6 +441,7 @@ class State:
         self._log.append(_Step(key, entry.node, entry.cards, old, entry.moved))
         self.moves.append(move)
         self.per_node[entry.node] = self.per_node.get(entry.node, 0) + 1
+        self.per_namespace[entry.pod.namespace] = self.per_namespace.get(entry.pod.namespace, 0) + 1
         for budget in entry.pod.budgets:
             self.budgets[budget] = self.budgets.get(budget, 0) - 1
         entry.node, entry.cards, entry.moved = node, move.to_cards, True

@@ -1,0 +1,119 @@
+"""Budget accounting from the history of moves: how many moves a run may still make now, and which pods rest.
+
+A move counts against the budgets once it may have evicted a pod: every result but `DryRun` (nothing done) and
+`Blocked` (a PodDisruptionBudget refused the eviction, nothing evicted). The hour is a rolling window ending now;
+the run's own earlier moves (a run resumed after a leader change) count against `movesPerRun`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from kubectl_hami_place.core.defrag.policy import Budgets
+
+HOUR = timedelta(hours=1)
+NOT_SPENT = frozenset({"DryRun", "Blocked"})
+
+
+@dataclass(frozen=True)
+class MoveRecord:
+    """One move a run made (or, in dry-run, would have made): the pod moved and, once known, its replacement.
+
+    `pod` and `replacement` are `namespace/name` keys; `result` is the placement's eviction result (`Pending`,
+    `Evicted`, `NotFound`, `Blocked`, `Failed`) or `DryRun`.
+    """
+
+    run_id: str
+    pod: str
+    namespace: str
+    from_node: str
+    time: datetime
+    result: str = "Pending"
+    to_node: str = ""
+    replacement: str = ""
+
+    @property
+    def spent(self) -> bool:
+        """Whether the move counts against the budgets."""
+        return self.result not in NOT_SPENT
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """The moves a run may still make now; `reason` says in words what binds when `moves` is 0."""
+
+    moves: int
+    run_left: int
+    hour_left: int
+    node_left: Mapping[str, int] = field(default_factory=dict)
+    namespace_left: Mapping[str, int] = field(default_factory=dict)
+    per_node: int = 0
+    per_namespace: int = 0
+    reason: str = ""
+
+    def for_node(self, node: str) -> int:
+        """Moves off this node still allowed this hour."""
+        return self.node_left.get(node, self.per_node)
+
+    def for_namespace(self, namespace: str) -> int:
+        """Moves of this namespace's pods still allowed this hour."""
+        return self.namespace_left.get(namespace, self.per_namespace)
+
+    def binding(self) -> str:
+        """Which of the run's and the hour's budgets binds, in words: `this run` or `this hour`."""
+        return "this run" if self.run_left <= self.hour_left else "this hour"
+
+
+def allowance(budgets: Budgets, history: Iterable[MoveRecord], now: datetime, run_id: str) -> Allowance:
+    """What the budgets still allow a run `run_id` at `now`, given every move made so far."""
+    spent = [record for record in history if record.spent]
+    in_run = sum(1 for record in spent if record.run_id == run_id)
+    recent = [record for record in spent if now - HOUR < record.time <= now]
+    by_node = Counter(record.from_node for record in recent)
+    by_namespace = Counter(record.namespace for record in recent)
+    run_left = max(budgets.moves_per_run - in_run, 0)
+    hour_left = max(budgets.moves_per_hour - len(recent), 0)
+    moves = min(run_left, hour_left)
+    reason = ""
+    if run_left == 0:
+        reason = f"budget: this run made {in_run} of its {budgets.moves_per_run} move(s) (budgets.movesPerRun)"
+    elif hour_left == 0:
+        oldest = min(record.time for record in recent) if recent else now
+        reason = (
+            f"budget: {len(recent)} of {budgets.moves_per_hour} move(s) made in the last hour (budgets.movesPerHour); "
+            f"the next is allowed after {(oldest + HOUR).strftime('%H:%M:%S')} UTC"
+        )
+    return Allowance(
+        moves=moves,
+        run_left=run_left,
+        hour_left=hour_left,
+        node_left={node: max(budgets.moves_per_node - count, 0) for node, count in by_node.items()},
+        namespace_left={ns: max(budgets.moves_per_namespace - count, 0) for ns, count in by_namespace.items()},
+        per_node=budgets.moves_per_node,
+        per_namespace=budgets.moves_per_namespace,
+        reason=reason,
+    )
+
+
+def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
+    """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move.
+
+    Dry-run moves never start a cooldown; a Blocked move does not either, since the pod stayed.
+    """
+    ends = [
+        record.time + budgets.cooldown
+        for record in history
+        if record.spent and pod in (record.pod, record.replacement) and record.time + budgets.cooldown > now
+    ]
+    return max(ends, default=None)
+
+
+def cooldown_reason(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> str | None:
+    """Why the pod may not move now because of its cooldown, or None."""
+    until = cooldown_until(budgets, history, pod, now)
+    if until is None:
+        return None
+    return f"was moved recently; its cooldown (budgets.cooldown) ends at {until.strftime('%H:%M:%S')} UTC"

@@ -1,0 +1,355 @@
+"""The DefragPolicy document an operator writes once: parsed strictly, every mistake named by its field path.
+
+```yaml
+apiVersion: scheduling.hami.placement.com/v1alpha1
+kind: DefragPolicy
+mode: dry-run                 # off | dry-run | on
+namespaces: {include: ["*"], exclude: []}          # glob patterns; kube-system and the server's are always out
+rescue: {enabled: true, pendingFor: 60s}
+keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2}
+budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
+maxMovesPerPlan: 8
+```
+
+`movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
+the same rolling hour as `movesPerHour`. Durations are `90s`, `5m`, `1h30m` or a number of seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Any
+
+import yaml
+
+from kubectl_hami_place.core.names import GROUP
+
+POLICY_API_VERSION = f"{GROUP}/v1alpha1"
+POLICY_KIND = "DefragPolicy"
+ALWAYS_OUT = ("kube-system",)
+_TOP_FIELDS = ("apiVersion", "kind", "mode", "namespaces", "rescue", "keepRoom", "budgets", "maxMovesPerPlan")
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
+
+
+class PolicyError(ValueError):
+    """A policy the controller cannot act on; the message is one line naming the field and what to write instead."""
+
+
+class Mode(StrEnum):
+    """What the controller does with a decision: nothing, say what it would do, or carry it out."""
+
+    off = "off"
+    dry_run = "dry-run"
+    on = "on"
+
+
+@dataclass(frozen=True)
+class Namespaces:
+    """Which namespaces' pods may be moved or rescued; `always_out` wins over `include`."""
+
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    always_out: tuple[str, ...] = ALWAYS_OUT
+
+    def allows(self, namespace: str) -> bool:
+        """Whether a pod of this namespace may be moved or rescued."""
+        if namespace in self.always_out:
+            return False
+        if any(fnmatchcase(namespace, pattern) for pattern in self.exclude):
+            return False
+        return any(fnmatchcase(namespace, pattern) for pattern in self.include)
+
+
+@dataclass(frozen=True)
+class Rescue:
+    """Rescue a GPU pod Pending for at least `pending_for` on HAMi's fit reasons."""
+
+    enabled: bool = True
+    pending_for: timedelta = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class WholeFreeCards:
+    """Keep at least `count` whole free cards (of a type containing `type`, any type when empty)."""
+
+    count: int = 0
+    type: str = ""
+
+
+@dataclass(frozen=True)
+class KeepRoom:
+    """Every `interval`, plan toward the room goals when they are not met; `max_stranded_share` None: no such goal."""
+
+    enabled: bool = False
+    interval: timedelta = timedelta(minutes=5)
+    whole_free_cards: WholeFreeCards = field(default_factory=WholeFreeCards)
+    max_stranded_share: float | None = 0.2
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """How many moves may be made: per run, per rolling hour, off one node and of one namespace's pods in that hour;
+    and how long a moved pod (and its replacement) is left alone."""
+
+    moves_per_run: int = 4
+    moves_per_hour: int = 12
+    moves_per_node: int = 2
+    moves_per_namespace: int = 4
+    cooldown: timedelta = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class DefragPolicy:
+    """The whole policy; the defaults are a fresh install's (dry-run: show what it would do, move nothing)."""
+
+    mode: Mode = Mode.dry_run
+    namespaces: Namespaces = field(default_factory=Namespaces)
+    rescue: Rescue = field(default_factory=Rescue)
+    keep_room: KeepRoom = field(default_factory=KeepRoom)
+    budgets: Budgets = field(default_factory=Budgets)
+    max_moves_per_plan: int = 8
+
+
+DEFAULT_POLICY = DefragPolicy()
+
+
+def parse_policy(text: str, server_namespace: str = "") -> DefragPolicy:
+    """The policy in `text` (YAML or JSON), or PolicyError naming the first wrong field; `server_namespace` is out."""
+    document = _load(text)
+    _known(document, "", _TOP_FIELDS)
+    if document.get("apiVersion") != POLICY_API_VERSION:
+        raise PolicyError(f"apiVersion: {document.get('apiVersion')!r} is not supported; write {POLICY_API_VERSION}")
+    if document.get("kind") != POLICY_KIND:
+        raise PolicyError(f"kind: {document.get('kind')!r} is not a policy kind; write {POLICY_KIND}")
+    return DefragPolicy(
+        mode=parse_mode(document.get("mode", DEFAULT_POLICY.mode.value), "mode"),
+        namespaces=_namespaces(document.get("namespaces", {}), server_namespace),
+        rescue=_rescue(document.get("rescue", {})),
+        keep_room=_keep_room(document.get("keepRoom", {})),
+        budgets=_budgets(document.get("budgets", {})),
+        max_moves_per_plan=_count(document, "maxMovesPerPlan", DEFAULT_POLICY.max_moves_per_plan, "", least=1),
+    )
+
+
+def parse_mode(value: object, path: str = "mode") -> Mode:
+    """A mode; YAML 1.1 reads a bare `off`/`on` as a boolean, which means the same here."""
+    if value is False:
+        return Mode.off
+    if value is True:
+        return Mode.on
+    try:
+        return Mode(str(value))
+    except ValueError:
+        raise PolicyError(f"{path}: {value!r} is not a mode; write off, dry-run or on") from None
+
+
+def policy_to_dict(policy: DefragPolicy) -> dict[str, Any]:
+    """The policy as its document (durations in their shortest written form)."""
+    room = policy.keep_room
+    budgets = policy.budgets
+    return {
+        "apiVersion": POLICY_API_VERSION,
+        "kind": POLICY_KIND,
+        "mode": policy.mode.value,
+        "namespaces": {"include": list(policy.namespaces.include), "exclude": list(policy.namespaces.exclude)},
+        "rescue": {"enabled": policy.rescue.enabled, "pendingFor": format_duration(policy.rescue.pending_for)},
+        "keepRoom": {
+            "enabled": room.enabled,
+            "interval": format_duration(room.interval),
+            "wholeFreeCards": {"count": room.whole_free_cards.count, "type": room.whole_free_cards.type},
+            "maxStrandedShare": room.max_stranded_share,
+        },
+        "budgets": {
+            "movesPerRun": budgets.moves_per_run,
+            "movesPerHour": budgets.moves_per_hour,
+            "movesPerNode": budgets.moves_per_node,
+            "movesPerNamespace": budgets.moves_per_namespace,
+            "cooldown": format_duration(budgets.cooldown),
+        },
+        "maxMovesPerPlan": policy.max_moves_per_plan,
+    }
+
+
+def policy_to_text(policy: DefragPolicy) -> str:
+    """The policy as a YAML document that `parse_policy` reads back to the same policy."""
+    return yaml.safe_dump(policy_to_dict(policy), sort_keys=False)
+
+
+def with_mode(text: str, mode: Mode | str) -> str:
+    """The document with only its mode changed; the rest is kept as written, even fields a parse would refuse."""
+    document = _load(text)
+    document["mode"] = parse_mode(mode).value
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def mode_of(text: str) -> Mode | None:
+    """The mode written in the document, or None when the document or its mode cannot be read."""
+    try:
+        return parse_mode(_load(text).get("mode", DEFAULT_POLICY.mode.value))
+    except PolicyError:
+        return None
+
+
+def parse_duration(value: object, path: str) -> timedelta:
+    """`90s`, `5m`, `1h30m` or a number of seconds, never negative."""
+    if isinstance(value, bool):
+        raise PolicyError(f"{path}: {value!r} is not a duration; write e.g. 60s, 5m or 1h")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise PolicyError(f"{path}: {value!r} is negative; write a duration of 0s or more, e.g. 60s")
+        return timedelta(seconds=value)
+    text = str(value).strip()
+    match = _DURATION.match(text)
+    if not text or match is None:
+        hint = "; durations are never negative" if text.startswith("-") else ""
+        raise PolicyError(f"{path}: {value!r} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest `1h30m`-style form of a duration (whole seconds)."""
+    total = int(value.total_seconds())
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{seconds}s" if seconds else "")
+    return text or "0s"
+
+
+def _load(text: str) -> dict[str, Any]:
+    """The document's top-level mapping."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "unreadable"
+        raise PolicyError(f"policy: not YAML or JSON{where} ({problem}); fix the document's syntax") from None
+    if not isinstance(document, dict):
+        raise PolicyError(f"policy: the document is not a mapping; write a {POLICY_KIND} with apiVersion and kind")
+    return document
+
+
+def _section(value: object, path: str, fields: tuple[str, ...]) -> Mapping[str, Any]:
+    """A nested mapping with only known fields (null: all defaults)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{path}: expected a mapping with {', '.join(fields)}; got {type(value).__name__}")
+    _known(value, path, fields)
+    return value
+
+
+def _known(value: Mapping[str, Any], path: str, fields: tuple[str, ...]) -> None:
+    """Refuse a field the document version does not have."""
+    for key in value:
+        if key not in fields:
+            where = f"{path}.{key}" if path else str(key)
+            raise PolicyError(f"{where}: unknown field; the fields here are {', '.join(fields)}")
+
+
+def _bool(section: Mapping[str, Any], key: str, default: bool, path: str) -> bool:
+    """A true/false field."""
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise PolicyError(f"{path}.{key}: {value!r} is not true or false; write true or false")
+    return value
+
+
+def _count(section: Mapping[str, Any], key: str, default: int, path: str, least: int = 0) -> int:
+    """A whole number field of at least `least`."""
+    value = section.get(key, default)
+    where = f"{path}.{key}" if path else key
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyError(f"{where}: {value!r} is not a whole number; write a number such as {default}")
+    if value < least:
+        word = "negative" if value < 0 else f"below {least}"
+        raise PolicyError(f"{where}: {value} is {word}; write {least} or more")
+    return value
+
+
+def _namespaces(value: object, server_namespace: str) -> Namespaces:
+    """Include and exclude glob patterns."""
+    section = _section(value, "namespaces", ("include", "exclude"))
+    include = _patterns(section.get("include", ["*"]), "namespaces.include")
+    exclude = _patterns(section.get("exclude", []), "namespaces.exclude")
+    out = ALWAYS_OUT + ((server_namespace,) if server_namespace and server_namespace not in ALWAYS_OUT else ())
+    return Namespaces(include=include, exclude=exclude, always_out=out)
+
+
+def _patterns(value: object, path: str) -> tuple[str, ...]:
+    """A list of namespace glob patterns: DNS-label characters with `*`, `?` and `[a-z]` classes."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise PolicyError(f"{path}: expected a list of namespace patterns, e.g. [team-*]; got {type(value).__name__}")
+    patterns = []
+    for position, pattern in enumerate(value):
+        if not isinstance(pattern, str) or len(pattern) > 63 or not _PATTERN.match(pattern):
+            raise PolicyError(
+                f"{path}[{position}]: {pattern!r} is not a namespace pattern; write a namespace name "
+                "(lowercase letters, digits, -) with * ? or [a-z] wildcards, e.g. team-*"
+            )
+        patterns.append(pattern)
+    return tuple(patterns)
+
+
+def _rescue(value: object) -> Rescue:
+    """The rescue trigger."""
+    section = _section(value, "rescue", ("enabled", "pendingFor"))
+    default = Rescue()
+    return Rescue(
+        enabled=_bool(section, "enabled", default.enabled, "rescue"),
+        pending_for=parse_duration(section.get("pendingFor", default.pending_for.total_seconds()), "rescue.pendingFor"),
+    )
+
+
+def _keep_room(value: object) -> KeepRoom:
+    """The keep-room trigger and its goals."""
+    section = _section(value, "keepRoom", ("enabled", "interval", "wholeFreeCards", "maxStrandedShare"))
+    default = KeepRoom()
+    interval = parse_duration(section.get("interval", default.interval.total_seconds()), "keepRoom.interval")
+    if interval.total_seconds() < 1:
+        raise PolicyError("keepRoom.interval: 0s would plan without pause; write 1s or more, e.g. 5m")
+    cards = _section(section.get("wholeFreeCards"), "keepRoom.wholeFreeCards", ("count", "type"))
+    card_type = cards.get("type", "")
+    if card_type is None:
+        card_type = ""
+    if not isinstance(card_type, str):
+        raise PolicyError(
+            f"keepRoom.wholeFreeCards.type: {card_type!r} is not text; write part of a card type, e.g. A100"
+        )
+    share = section.get("maxStrandedShare", default.max_stranded_share)
+    if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1):
+        raise PolicyError(
+            f"keepRoom.maxStrandedShare: {share!r} is not a share; write a number from 0 to 1 (e.g. 0.2), or null"
+        )
+    return KeepRoom(
+        enabled=_bool(section, "enabled", default.enabled, "keepRoom"),
+        interval=interval,
+        whole_free_cards=WholeFreeCards(
+            count=_count(cards, "count", 0, "keepRoom.wholeFreeCards"), type=card_type.strip()
+        ),
+        max_stranded_share=None if share is None else float(share),
+    )
+
+
+def _budgets(value: object) -> Budgets:
+    """The move budgets and the cooldown."""
+    fields = ("movesPerRun", "movesPerHour", "movesPerNode", "movesPerNamespace", "cooldown")
+    section = _section(value, "budgets", fields)
+    default = Budgets()
+    return Budgets(
+        moves_per_run=_count(section, "movesPerRun", default.moves_per_run, "budgets"),
+        moves_per_hour=_count(section, "movesPerHour", default.moves_per_hour, "budgets"),
+        moves_per_node=_count(section, "movesPerNode", default.moves_per_node, "budgets"),
+        moves_per_namespace=_count(section, "movesPerNamespace", default.moves_per_namespace, "budgets"),
+        cooldown=parse_duration(section.get("cooldown", default.cooldown.total_seconds()), "budgets.cooldown"),
+    )

@@ -1,0 +1,189 @@
+"""One run's decision: the planner's moves toward the trigger's goal within the policy's budgets, or why none.
+
+The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends
+each PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out,
+pods in their cooldown, and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by
+what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
+than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
+from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanPod, Snapshot, plan
+
+
+@dataclass(frozen=True)
+class RescueTrigger:
+    """Make room for a Pending pod HAMi refused; `reason` is HAMi's (see `triggers.rescue_reason`)."""
+
+    pod: PlanPod
+    reason: str = ""
+
+    def describe(self) -> str:
+        """The trigger in words."""
+        return f"rescue {self.pod.key}" + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass(frozen=True)
+class RoomTrigger:
+    """Plan toward a keep-room goal (see `triggers.room_goal`)."""
+
+    goal: Goal
+
+    def describe(self) -> str:
+        """The trigger in words."""
+        return f"keep room: {self.goal.describe()}"
+
+
+Trigger = RescueTrigger | RoomTrigger
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    """What a run does: the moves (none when `reason` says why), whether only as a dry-run, and the plan behind them.
+
+    `held` lists the pods the policy kept in place (`ns/name: why`); `message` is the outcome in one line, the text
+    of the Events.
+    """
+
+    run_id: str
+    trigger: str
+    goal: Goal | None
+    moves: tuple[Move, ...]
+    dry_run: bool
+    reason: str = ""
+    plan: Plan | None = None
+    held: tuple[str, ...] = ()
+    message: str = ""
+
+    @property
+    def acts(self) -> bool:
+        """Whether the run carries moves out (not a dry-run, not nothing)."""
+        return bool(self.moves) and not self.dry_run
+
+
+def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six parts in this order
+    policy: DefragPolicy,
+    snapshot: Snapshot,
+    trigger: Trigger,
+    history: Iterable[MoveRecord],
+    now: datetime,
+    run_id: str,
+) -> RunDecision:
+    """The run's moves toward the trigger's goal on `snapshot`, within the policy and the budgets left at `now`."""
+    history = tuple(history)
+    goal: Goal = FitGoal(trigger.pod) if isinstance(trigger, RescueTrigger) else trigger.goal
+    dry_run = policy.mode is Mode.dry_run
+
+    def nothing(reason: str, result: Plan | None = None, held: tuple[str, ...] = ()) -> RunDecision:
+        """A decision that moves nothing, and why."""
+        return RunDecision(run_id, trigger.describe(), goal, (), dry_run, reason, result, held, reason)
+
+    if policy.mode is Mode.off:
+        return nothing("the policy's mode is off")
+    if isinstance(trigger, RescueTrigger):
+        if not policy.rescue.enabled:
+            return nothing("rescue is off in the policy (rescue.enabled: false)")
+        if not policy.namespaces.allows(trigger.pod.namespace):
+            return nothing(f"namespace {trigger.pod.namespace} is out of the policy's namespaces")
+    elif not policy.keep_room.enabled:
+        return nothing("keep-room is off in the policy (keepRoom.enabled: false)")
+    left = allowance(policy.budgets, history, now, run_id)
+    if left.moves == 0:
+        return nothing(left.reason)
+    held_snapshot, held = _hold(policy, snapshot, trigger, history, now)
+    limits = Limits(
+        max_moves=min(left.moves, policy.max_moves_per_plan),
+        max_moves_per_node=policy.budgets.moves_per_node,
+        max_moves_per_namespace=policy.budgets.moves_per_namespace,
+        node_moves_left=left.node_left,
+        namespace_moves_left=left.namespace_left,
+    )
+    result = plan(held_snapshot, goal, limits)
+    if isinstance(trigger, RescueTrigger):
+        if not result.complete:
+            unbounded = plan(held_snapshot, goal, _unbounded(policy))
+            if unbounded.complete and unbounded.moves:
+                return nothing(_over_budget(unbounded.moves, left), result, held)
+            return nothing("no plan: " + " ".join(result.reasons), result, held)
+        if not result.moves:
+            where = f" on {result.target[0]}" if result.target else ""
+            return nothing(f"no move needed: {trigger.pod.key} fits{where} now", result, held)
+    elif not result.moves:
+        return nothing("no plan: " + " ".join(result.reasons or ("nothing to gain",)), result, held)
+    message = _words(result.moves, snapshot, dry_run, trigger)
+    return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message)
+
+
+def _hold(
+    policy: DefragPolicy, snapshot: Snapshot, trigger: Trigger, history: tuple[MoveRecord, ...], now: datetime
+) -> tuple[Snapshot, tuple[str, ...]]:
+    """The snapshot with the pods the policy keeps in place marked `held`, and those pods with why."""
+    ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
+    pods = []
+    held = []
+    for pod in snapshot.pods:
+        why = None
+        if not policy.namespaces.allows(pod.namespace):
+            why = f"is in namespace {pod.namespace}, which the policy leaves out"
+        elif (cooling := cooldown_reason(policy.budgets, history, pod.key, now)) is not None:
+            why = cooling
+        elif ceiling is not None and pod.priority > ceiling:
+            why = f"has priority {pod.priority}, above the rescued pod's {ceiling}"
+        if why is None:
+            pods.append(pod)
+            continue
+        pods.append(replace(pod, held=why))
+        held.append(f"{pod.key}: {why}")
+    return replace(snapshot, pods=tuple(pods)), tuple(held)
+
+
+def _unbounded(policy: DefragPolicy) -> Limits:
+    """Limits with only the plan's own bound: how many moves a rescue would need were the budgets untouched."""
+    return Limits(max_moves=policy.max_moves_per_plan, max_moves_per_node=policy.max_moves_per_plan)
+
+
+def _over_budget(moves: tuple[Move, ...], left: Allowance) -> str:
+    """Which budget a rescue needing `moves` overruns, in words: `budget: 1 move left this hour, the rescue needs 2`."""
+    need = len(moves)
+    if need > left.moves:
+        return f"budget: {_moves(left.moves)} left {left.binding()}, the rescue needs {need}"
+    for node, count in Counter(move.from_node for move in moves).items():
+        if count > left.for_node(node):
+            return f"budget: {_moves(left.for_node(node))} left off node {node} this hour, the rescue needs {count}"
+    for namespace, count in Counter(move.pod.split("/", 1)[0] for move in moves).items():
+        if count > left.for_namespace(namespace):
+            return (
+                f"budget: {_moves(left.for_namespace(namespace))} left in namespace {namespace} this hour, "
+                f"the rescue needs {count}"
+            )
+    return f"budget: the rescue needs {need} moves and the budgets allow them only in another order"
+
+
+def _moves(count: int) -> str:
+    """`1 move`, `2 moves`."""
+    return f"{count} move" + ("" if count == 1 else "s")
+
+
+def _words(moves: tuple[Move, ...], snapshot: Snapshot, dry_run: bool, trigger: Trigger) -> str:
+    """The moves in one line: `would move a/x from n/gpu-1 to m/gpu-0 (dry-run)`."""
+    names = {card.uuid: f"{node.name}/gpu-{card.index}" for node in snapshot.nodes for card in node.cards}
+
+    def where(node: str, cards: tuple[str, ...]) -> str:
+        """`node/gpu-N[,gpu-M]`."""
+        return ",".join(names.get(uuid, f"{node}/{uuid}") for uuid in cards)
+
+    each = "; ".join(
+        f"{move.pod} from {where(move.from_node, move.from_cards)} to {where(move.to_node, move.to_cards)}"
+        for move in moves
+    )
+    if dry_run:
+        return f"would move {each} (dry-run) to {trigger.describe()}"
+    return f"moving {each} to {trigger.describe()}"

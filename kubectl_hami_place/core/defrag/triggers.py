@@ -1,0 +1,259 @@
+"""The two triggers: a Pending pod HAMi refused for want of room (rescue), and a room goal not met (keep room).
+
+HAMi's scheduler extender answers kube-scheduler with a reason per failed node, `common.GenReason`'s
+`"<n>/<cards> <Reason>"` joined by `, ` (e.g. `1/2 CardInsufficientMemory, 1/2 NumaNotFit`), or a bare name such as
+`NodeInsufficientDevice`. kube-scheduler folds them into the pod's FailedScheduling message with the other
+plugins' reasons: `0/3 nodes are available: 1 node(s) had untolerated taint {...}, 2 1/2 CardInsufficientMemory.
+preemption: ...`. Only the reasons moving pods can cure start a rescue; a card type or UUID the pod excludes, an
+unhealthy or cordoned card, a node with too few cards, CPU, memory, taints and node lock contention do not.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubectl_hami_place.core.defrag.policy import DefragPolicy
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
+from kubectl_hami_place.core.planner.model import PLACED_BY
+from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan
+from kubectl_hami_place.core.planner.state import State
+from kubectl_hami_place.core.requests import pod_requests
+
+ROOM_REASONS = (
+    "CardInsufficientMemory",
+    "CardInsufficientCore",
+    "CardTimeSlicingExhausted",
+    "CardComputeUnitsExhausted",
+    "ExclusiveDeviceAllocateConflict",
+    "NumaNotFit",
+    "AllocatedCardsInsufficientRequest",
+)
+"""HAMi's fit reasons (pkg/device/common/common.go, v2.10) that moving other pods off a card can cure."""
+OTHER_REASONS = (
+    "CardTypeMismatch",
+    "CardUuidMismatch",
+    "CardNotHealth",
+    "CardCordoned",
+    "CardNotFoundCustomFilterRule",
+    "CardMigTopologyInfeasible",
+    "NodeInsufficientDevice",
+    "ResourceQuotaNotFit",
+    "ModeNotFit",
+)
+"""HAMi's reasons that no move cures."""
+FAILED_SCHEDULING = "FailedScheduling"
+_COUNTED = re.compile(r"\b\d+/\d+ ([A-Za-z]+)\b")
+_TRANSIENT = ("node lock contention", "is locked")
+
+
+def rescue_reason(message: str) -> str | None:
+    """HAMi's curable fit reasons in a FailedScheduling message (`CardInsufficientMemory, NumaNotFit`), or None.
+
+    None too when the failure was node lock contention: the scheduler retries that on its own.
+    """
+    if any(marker in message for marker in _TRANSIENT):
+        return None
+    found = dict.fromkeys(name for name in _COUNTED.findall(message) if name in ROOM_REASONS)
+    return ", ".join(found) or None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A Pending GPU pod to rescue: why HAMi refused it and since when it waits; `pod` is the API object."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    message: str
+    pending_since: datetime
+    pod: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`."""
+        return f"{self.namespace}/{self.name}"
+
+
+def rescue_candidates(
+    pods: Iterable[Mapping[str, Any]],
+    events: Iterable[Mapping[str, Any]],
+    now: datetime,
+    policy: DefragPolicy,
+    config: HamiConfig = HAMI_DEFAULTS,
+) -> tuple[Candidate, ...]:
+    """The pods the rescue trigger would plan for now, longest waiting first.
+
+    A candidate is Pending and unscheduled, not terminating, asks for GPU cards, is not pinned by a placement (that
+    pod waits for its own card), lives in a namespace the policy allows, has waited at least `rescue.pendingFor`,
+    and its latest FailedScheduling event carries a curable HAMi reason.
+    """
+    if not policy.rescue.enabled:
+        return ()
+    latest = _latest_failures(events)
+    found = []
+    for pod in pods:
+        metadata, spec = _mapping(pod.get("metadata")), _mapping(pod.get("spec"))
+        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        if _mapping(pod.get("status")).get("phase") != "Pending" or spec.get("nodeName"):
+            continue
+        if metadata.get("deletionTimestamp") or PLACED_BY in _mapping(metadata.get("annotations")):
+            continue
+        if not policy.namespaces.allows(namespace) or not _asks_gpu(spec, config):
+            continue
+        since = _pending_since(pod)
+        if since is None or now - since < policy.rescue.pending_for:
+            continue
+        event = latest.get((namespace, name))
+        if event is None or (event[2] and metadata.get("uid") and event[2] != metadata.get("uid")):
+            continue
+        reason = rescue_reason(event[1])
+        if reason is None:
+            continue
+        found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, event[1], since, pod))
+    return tuple(sorted(found, key=lambda c: (c.pending_since, c.key)))
+
+
+def rescue_pod(candidate: Candidate, nodes: Iterable[Mapping[str, Any]], config: HamiConfig = HAMI_DEFAULTS) -> PlanPod:
+    """The candidate as the planner's goal pod (its node selection read against the nodes' labels)."""
+    return pod_for_plan(candidate.pod, node_labels(nodes), config)
+
+
+def _asks_gpu(spec: Mapping[str, Any], config: HamiConfig) -> bool:
+    """Whether any container asks for cards (an unreadable request: no, HAMi would not place it either)."""
+    try:
+        return any(request is not None for request in pod_requests(spec, config=config))
+    except ModelError:
+        return False
+
+
+def _pending_since(pod: Mapping[str, Any]) -> datetime | None:
+    """When the pod became unschedulable (its PodScheduled=False condition), else when it was created."""
+    for condition in _mapping(pod.get("status")).get("conditions") or []:
+        unscheduled = isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+        if unscheduled and condition.get("status") == "False":
+            stamp = _time(condition.get("lastTransitionTime"))
+            if stamp is not None:
+                return stamp
+    return _time(_mapping(pod.get("metadata")).get("creationTimestamp"))
+
+
+def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[datetime, str, str]]:
+    """Each pod's latest FailedScheduling event: (time, message, pod UID); core/v1 and events.k8s.io/v1 forms."""
+    latest: dict[tuple[str, str], tuple[datetime, str, str]] = {}
+    for event in events:
+        if event.get("reason") != FAILED_SCHEDULING:
+            continue
+        regarding = _mapping(event.get("involvedObject") or event.get("regarding"))
+        if regarding.get("kind", "Pod") != "Pod":
+            continue
+        metadata = _mapping(event.get("metadata"))
+        stamp = None
+        for value in (
+            event.get("lastTimestamp"),
+            event.get("deprecatedLastTimestamp"),
+            _mapping(event.get("series")).get("lastObservedTime"),
+            event.get("eventTime"),
+            metadata.get("creationTimestamp"),
+        ):
+            stamp = stamp or _time(value)
+        if stamp is None:
+            continue
+        key = (str(regarding.get("namespace") or metadata.get("namespace", "")), str(regarding.get("name", "")))
+        message = str(event.get("message") or event.get("note") or "")
+        if key not in latest or latest[key][0] <= stamp:
+            latest[key] = (stamp, message, str(regarding.get("uid", "")))
+    return latest
+
+
+@dataclass(frozen=True)
+class Room:
+    """The room the keep-room goals read: whole free cards by type, free and stranded memory of the open cards.
+
+    `stranded_mib` is free memory on open cards with less free than the largest open card holds (as
+    `fragmentation.summarize` counts it).
+    """
+
+    whole_free: Mapping[str, int]
+    free_mib: int
+    stranded_mib: int
+    whole_card_mib: int
+
+    def whole_free_of(self, card_type: str) -> int:
+        """Whole free cards whose type contains `card_type` (case-insensitive; all when empty)."""
+        word = card_type.upper()
+        return sum(count for kind, count in self.whole_free.items() if word in kind.upper())
+
+    @property
+    def stranded_share(self) -> float:
+        """Stranded memory as a share of free memory (0 when nothing is free)."""
+        return self.stranded_mib / self.free_mib if self.free_mib else 0.0
+
+
+def room_of(snapshot: Snapshot) -> Room:
+    """The room on the snapshot's open cards, counted as the planner counts usage."""
+    state = State(snapshot, Limits())
+    slots = [
+        slot
+        for slot in state.cards
+        if slot.open
+        and slot.slots < slot.card.count
+        and not (slot.card.devcore != 0 and slot.cores >= slot.card.devcore)
+    ]
+    whole: dict[str, int] = {}
+    for slot in slots:
+        if not slot.used:
+            whole[slot.card.type] = whole.get(slot.card.type, 0) + 1
+    free = [max(slot.free, 0) for slot in slots]
+    card_mib = max((slot.card.devmem for slot in slots), default=0)
+    return Room(
+        whole_free=whole,
+        free_mib=sum(free),
+        stranded_mib=sum(mib for mib in free if mib < card_mib),
+        whole_card_mib=card_mib,
+    )
+
+
+def room_goal(room: Room, policy: DefragPolicy) -> Goal | None:
+    """The goal keep-room plans toward now, or None when its goals are met (or it is off).
+
+    Whole free cards first: free the missing ones. Else, when stranded memory is above its share of free memory,
+    free enough whole cards to bring it under: each card freed turns at most one card's memory from stranded to
+    whole, so the estimate asks for at least that many.
+    """
+    keep = policy.keep_room
+    if not keep.enabled:
+        return None
+    wanted = keep.whole_free_cards
+    missing = wanted.count - room.whole_free_of(wanted.type)
+    if wanted.count and missing > 0:
+        return FreeCardsGoal(count=missing, card_type=wanted.type)
+    share = keep.max_stranded_share
+    if share is not None and room.whole_card_mib and room.stranded_share > share:
+        excess = room.stranded_mib - share * room.free_mib
+        return FreeCardsGoal(count=max(1, math.ceil(excess / room.whole_card_mib)))
+    return None
+
+
+def _time(value: object) -> datetime | None:
+    """An RFC 3339 time, or None."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}

@@ -1,0 +1,376 @@
+"""Pin-then-evict, the one way a pod is moved: `evict --to-node`, `apply` and the defragmentation controller share it.
+
+A move pins the pod's replacement (its controller's selector) to the target cards with a placement checked by the
+core's `plan`, asks the API server whether the eviction would pass (PodDisruptionBudgets), creates the placement,
+waits until the webhook acknowledges it (`status.observedGeneration`), and only then evicts the pod by its UID.
+When the acknowledgement or the eviction fails, the placement just created is deleted again, so no half-done pin
+stays behind. Failures are the typed errors of `kube.errors`; callers word them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from kubectl_hami_place.core.check import CardCheck
+from kubectl_hami_place.core.errors import ModelError, PlacementError
+from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.placement import (
+    Placement,
+    PlacementSpec,
+    placement_from_object,
+    placement_object,
+    placements_from_objects,
+    validate_spec,
+)
+from kubectl_hami_place.core.plan import (
+    ClusterSnapshot,
+    Workload,
+    eviction_warnings,
+    pending_warnings,
+    plan,
+    workload_from_pod,
+)
+from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placement_for, req_id_for
+from kubectl_hami_place.core.refs import parse_card_ref
+from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
+from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
+from kubectl_hami_place.kube import cluster, evictions, placements
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import (
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    NoReplacement,
+    NotAcknowledged,
+    PinRefused,
+    PodGone,
+)
+from kubectl_hami_place.kube.snapshot import read_snapshot as read_plan_snapshot
+
+STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
+ACK_TIMEOUT_SECONDS = 10.0
+ACK_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Who recreates the evicted pod: the selector its replacement matches, the template it is made from."""
+
+    selector: LabelSelector
+    source: str
+    template: dict[str, Any]
+    controlled: bool = True
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A placement that passed every check: the object to create, the plan, the pod placed, and the warnings."""
+
+    namespace: str
+    obj: dict[str, Any]
+    node: str
+    checks: tuple[CardCheck, ...]
+    workload: Workload
+    evict: str | None
+    warnings: tuple[str, ...]
+
+
+class Stage(StrEnum):
+    """The step of a pin-then-evict after which the placement was deleted again."""
+
+    acknowledgement = "acknowledgement"
+    eviction = "eviction"
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """The placement deleted again after `stage` failed; `error` when the delete itself failed."""
+
+    namespace: str
+    name: str
+    stage: Stage
+    error: KubeError | None = None
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """What pin-then-evict left: the placement (as stored, or as it would be under dry-run), and whether this call
+    created it (False when it already existed from an earlier, interrupted attempt)."""
+
+    obj: dict[str, Any]
+    created: bool
+
+
+def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replacement:
+    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector;
+    `NoReplacement` when it has neither."""
+    metadata = pod.get("metadata") or {}
+    name = metadata.get("name", "")
+    owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+    labels = dict(metadata.get("labels") or {})
+    if owner is not None:
+        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
+        if controller is not None and controller.selector:
+            try:
+                selector = selector_from_dict(controller.selector, require_nonempty=True)
+            except ModelError:
+                selector = None
+            if selector is not None:
+                if controller.kind == "StatefulSet" and STATEFULSET_POD_NAME in labels:
+                    extra = {STATEFULSET_POD_NAME: labels[STATEFULSET_POD_NAME]}
+                    selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
+                return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
+    if not labels:
+        raise NoReplacement(
+            f"pod {name} has no controller and no labels, so no replacement pod can be matched",
+            "use kubectl hami-place pin -l for the pod you will create",
+        )
+    return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
+
+
+def pin_snapshot(kube: Kube, node: str) -> ClusterSnapshot:
+    """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
+    try:
+        nodes = {node: cluster.get_node(kube, node)}
+    except KubeNotFound:
+        nodes = {}
+    found: list[PodAllocation] = []
+    for pod in cluster.list_pods(kube, None):
+        try:
+            allocation = pod_allocation(pod)
+        except ModelError:
+            continue
+        if allocation is not None:
+            found.append(allocation)
+    return ClusterSnapshot(nodes, tuple(found))
+
+
+def check_pin(
+    kube: Kube,
+    namespace: str,
+    spec: PlacementSpec,
+    *,
+    name: str,
+    workload: Workload,
+    evicted_pod: Mapping[str, Any] | None,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
+) -> Checked:
+    """Plans the pin against the cluster as it is now; `PinRefused` carrying the plan when it has problems."""
+    node = spec.node_name
+    evict_allocation = None
+    warnings: list[str] = []
+    if evicted_pod is not None:
+        try:
+            evict_allocation = pod_allocation(evicted_pod)
+        except ModelError:
+            evict_allocation = None
+        warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
+    pin = plan(spec, pin_snapshot(kube, node), workload, evict=evict_allocation)
+    evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
+    if not pin.ok:
+        raise PinRefused(pin, workload.source, evicting)
+    warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
+    obj = placement_object(name, namespace, spec, labels=labels, annotations=annotations)
+    return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))
+
+
+def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float) -> None:
+    """Returns once the webhook acknowledged the placement (status.observedGeneration); `NotAcknowledged` after
+    `timeout`.
+
+    Evicting before the webhook has the placement in its cache would let the replacement pod through unpinned.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if placement_from_object(placements.get_placement(kube, namespace, name)).acknowledged:
+                return
+        except (KubeNotFound, PlacementError):
+            pass
+        if time.monotonic() >= deadline:
+            raise NotAcknowledged(
+                f"the hami-place webhook did not acknowledge placement {namespace}/{name} within {timeout:g}s, "
+                "so the pod was not evicted",
+                f"check that it runs (kubectl get pods -A -l {cluster.WEBHOOK_SERVICE_LABEL}), then retry",
+            )
+        time.sleep(ACK_POLL_SECONDS)
+
+
+def pin_then_evict(
+    kube: Kube,
+    checked: Checked,
+    pod: Mapping[str, Any],
+    *,
+    ack_timeout: float,
+    existing_ok: bool = False,
+    dry_run: bool = False,
+    rolled_back: Callable[[RolledBack], None] | None = None,
+    guard: Callable[[], None] | None = None,
+) -> Pinned:
+    """Creates the checked placement, waits for its acknowledgement and evicts `pod` by its UID.
+
+    The eviction is first tried as a dry run, so a PodDisruptionBudget that blocks it (`BlockedByDisruptionBudget`)
+    stops the move before anything is created. With `existing_ok`, a placement of that name already there (an
+    earlier attempt of the same move) is waited for instead of refused. With `dry_run`, the API server checks the
+    eviction and the creation without persisting either. A placement this call created is deleted again when the
+    acknowledgement or the eviction fails, or the caller is interrupted; `rolled_back` hears of it. `guard` is
+    called before the creation and again before the eviction: a `KubeError` it raises (the controller lost its
+    lease) stops the move there, as any failure of that step would.
+    """
+    metadata = pod.get("metadata") or {}
+    namespace, name, uid = str(metadata.get("namespace") or checked.namespace), metadata["name"], metadata["uid"]
+    evictions.evict_pod(kube, namespace, name, dry_run=True, uid=uid)
+    placement_name = checked.obj["metadata"]["name"]
+    if guard is not None:
+        guard()
+    try:
+        stored = placements.create_placement(kube, checked.namespace, checked.obj, dry_run=dry_run)
+    except KubeConflict:
+        if not existing_ok:
+            raise
+        stored, created = checked.obj, False
+    else:
+        created = True
+    if dry_run:
+        return Pinned(stored, created)
+    stage = Stage.acknowledgement
+    try:
+        await_acknowledgement(kube, checked.namespace, placement_name, ack_timeout)
+        stage = Stage.eviction
+        if guard is not None:
+            guard()
+        evictions.evict_pod(kube, namespace, name, uid=uid)
+    except (KubeError, KeyboardInterrupt):
+        if created:
+            _roll_back(kube, checked.namespace, placement_name, stage, rolled_back)
+        raise
+    return Pinned(stored, created)
+
+
+def _roll_back(
+    kube: Kube, namespace: str, name: str, stage: Stage, rolled_back: Callable[[RolledBack], None] | None
+) -> None:
+    """The pod was not evicted after the placement was created: delete it, so no half-done pin stays behind."""
+    error: KubeError | None = None
+    try:
+        placements.delete_placement(kube, namespace, name)
+    except KubeError as exc:
+        error = exc
+    if rolled_back is not None:
+        rolled_back(RolledBack(namespace, name, stage, error))
+
+
+def move_spec(successor: Replacement, move: Move) -> PlacementSpec:
+    """The placement spec pinning the pod's replacement (its controller's selector) to the move's cards."""
+    spec = PlacementSpec(
+        req_id=req_id_for(move),
+        pod_selector=successor.selector,
+        node_name=move.to_node,
+        gpu_devices=tuple(parse_card_ref(uuid) for uuid in move.to_cards),
+    )
+    problem = validate_spec(spec)
+    if problem:
+        raise PlacementError(f"move of {move.pod}: {problem}")
+    return spec
+
+
+def check_move(
+    kube: Kube,
+    move: Move,
+    pod: Mapping[str, Any],
+    *,
+    config: HamiConfig,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
+) -> Checked:
+    """The placement of a planned move, checked against the cluster as it is now (`PinRefused`, `NoReplacement`)."""
+    namespace = move.pod.split("/", 1)[0]
+    successor = replacement(kube, namespace, pod)
+    return check_pin(
+        kube,
+        namespace,
+        move_spec(successor, move),
+        name=placement_for(move),
+        workload=workload_from_pod(successor.template, successor.source, template=True, config=config),
+        evicted_pod=pod,
+        labels=labels,
+        annotations=annotations,
+    )
+
+
+def make_move(
+    kube: Kube,
+    move: Move,
+    *,
+    config: HamiConfig,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
+    ack_timeout: float,
+    rolled_back: Callable[[RolledBack], None] | None = None,
+    guard: Callable[[], None] | None = None,
+) -> Checked:
+    """Pins the moved pod's replacement to the move's cards and evicts the pod (the one of the move's UID).
+
+    `PodGone` when the pod is gone, `PodReplaced` (from the eviction's UID precondition) when its name now holds
+    another pod, and every error of `check_move` and `pin_then_evict`. A placement of the move's name left by an
+    earlier attempt is reused.
+    """
+    pod = get_moved_pod(kube, move)
+    checked = check_move(kube, move, pod, config=config, labels=labels, annotations=annotations)
+    pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=rolled_back, guard=guard)
+    return checked
+
+
+def get_moved_pod(kube: Kube, move: Move) -> dict[str, Any]:
+    """The pod a move evicts, as stored now; `PodGone` when there is none of its name."""
+    namespace, name = move.pod.split("/", 1)
+    try:
+        return cluster.get_pod(kube, namespace, name)
+    except KubeNotFound as exc:
+        raise PodGone(f"{move.pod} vanished just before its eviction", exc.hint) from exc
+
+
+def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
+    """The API server checks the move's eviction and placement without persisting either."""
+    namespace, name = move.pod.split("/", 1)
+    pod = cluster.get_pod(kube, namespace, name)
+    spec = move_spec(replacement(kube, namespace, pod), move)
+    obj = placement_object(placement_for(move), namespace, spec, labels=labels)
+    evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)
+    try:
+        placements.create_placement(kube, namespace, obj, dry_run=True)
+    except KubeConflict:
+        return
+
+
+def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
+    """The move's step in the cluster as it is now (to make, made and settled, settling, no longer the plan's)."""
+    namespace = move.pod.split("/", 1)[0]
+    read = read_plan_snapshot(kube, hami_config)
+    return move_step(move, read.snapshot, placement_names(kube, namespace))
+
+
+def placement_names(kube: Kube, namespace: str) -> set[str]:
+    """`namespace/name` of the namespace's placements."""
+    return {f"{namespace}/{item['metadata']['name']}" for item in placements.list_placements(kube, namespace)}
+
+
+def _placements(kube: Kube, namespace: str) -> list[Placement]:
+    """Every placement the caller may read: cluster-wide, else the namespace's."""
+    try:
+        items = placements.list_placements(kube, None)
+    except KubeForbidden:
+        items = placements.list_placements(kube, namespace)
+    return placements_from_objects(items)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    """metadata.name."""
+    return str((obj.get("metadata") or {}).get("name", ""))

@@ -1,0 +1,287 @@
+"""The defragmentation controller on the HAMi sandbox: HAMi's scheduler refuses a pod for want of room on one card,
+and the controller, with no command run, makes the room (or says why it will not).
+
+Each test gets a fresh node with two (or three) 40 GiB cards where Deployments' pods of 10,000 MiB sit one per card
+(HAMi's spread policy), and a pod asking 35,000 MiB that fits no card. The server runs with `--defrag-policy`
+pointing at a ConfigMap in a namespace of its own (the server's namespace is always out of the policy), the policy
+limited to the test's namespace, `rescue.pendingFor: 1s` and a pass every second.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from kubectl_hami_place.core.names import DEFRAG_LEASE, DEFRAG_RUN_LABEL
+from sandbox.cluster import Sandbox, wait_for
+from sandbox.webhook import Webhook, start
+from tests.cluster.cli_harness import placements
+from tests.cluster.hami_harness import (
+    GpuNode,
+    allocation,
+    card_entries,
+    create,
+    delete_nodes,
+    deployment,
+    fresh_node,
+    pod,
+    scale_up,
+    scheduling_failures,
+)
+from tests.cluster.test_cli_apply import Evictions
+from tests.cluster.webhook_harness import register
+
+pytestmark = pytest.mark.cluster
+SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
+BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
+POLICY = "defrag-policy"
+
+
+@pytest.fixture
+def server_namespace(cluster: Sandbox) -> Iterator[str]:
+    """The server's own namespace: its policy ConfigMap and its leader Lease live there."""
+    name = f"ctl-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def node(cluster: Sandbox) -> Iterator[GpuNode]:
+    """A fresh node with two 40 GiB cards, deleted afterwards."""
+    made = fresh_node(cluster, card_entries(2))
+    yield made
+    delete_nodes(cluster, [made])
+
+
+def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int) -> None:
+    """The DefragPolicy ConfigMap for the test's namespace, created or replaced."""
+    policy = {
+        "apiVersion": "scheduling.hami.placement.com/v1alpha1",
+        "kind": "DefragPolicy",
+        "mode": mode,
+        "namespaces": {"include": [namespace]},
+        "rescue": {"enabled": True, "pendingFor": "1s"},
+        "budgets": {"cooldown": "1h", **budgets},
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": POLICY, "namespace": server_namespace},
+        "data": {"policy.yaml": json.dumps(policy)},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def controller(
+    cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook], configurations: list[str], *, namespace: str, home: str
+) -> Webhook:
+    """A server with the controller on, registered for the test's namespace (it pins the moves' replacements)."""
+    webhook = start(
+        cluster,
+        tmp_path,
+        "--defrag-policy",
+        f"{home}/{POLICY}",
+        "--defrag-namespace",
+        home,
+        "--defrag-interval",
+        "1",
+    )
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    return webhook
+
+
+def events(cluster: Sandbox, namespace: str, name: str) -> list[tuple[str, str]]:
+    """(reason, message) of the controller's Events on the object, oldest first."""
+    listed = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}"
+    )
+    ours = [e for e in listed.items if (e.source.component if e.source else "") == "hami-place-defrag"]
+    return [(e.reason, e.message) for e in sorted(ours, key=lambda e: e.metadata.creation_timestamp)]
+
+
+def said(cluster: Sandbox, namespace: str, name: str, reason: str) -> str:
+    """The message of the controller's latest Event of that reason on the object, "" when none."""
+    found = [message for r, message in events(cluster, namespace, name) if r == reason]
+    return found[-1] if found else ""
+
+
+def two_pods_one_per_card(
+    cluster: Sandbox, namespace: str, node: GpuNode, priority_class: str = ""
+) -> dict[str, tuple[str, str]]:
+    """Deployments keep and move, one 10,000 MiB pod each, spread one per card: app -> (pod name, its card)."""
+    held = {}
+    for app in ("keep", "move"):
+        body = deployment(app, 0, SMALL, node=node.name)
+        if priority_class:
+            body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+        create(cluster, namespace, body)
+        name = scale_up(cluster, namespace, app)
+        held[app] = (name, allocation(cluster, namespace, name).uuids[0])
+    assert held["keep"][1] != held["move"][1], "HAMi's spread policy puts the two pods on two cards"
+    return held
+
+
+def pending_big(cluster: Sandbox, namespace: str, node: GpuNode) -> None:
+    """The pod that fits no card, Pending on HAMi's reasons."""
+    create(cluster, namespace, pod("big", BIG, node=node.name))
+    wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+
+
+def uids(cluster: Sandbox, namespace: str) -> set[str]:
+    """UIDs of the namespace's pods."""
+    return {p.metadata.uid for p in client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace).items}
+
+
+@pytest.fixture
+def serving(tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> dict[str, Any]:
+    """What `controller` needs besides the cluster and the namespaces."""
+    return {"tmp_path": tmp_path, "webhooks": webhooks, "configurations": configurations}
+
+
+def test_mode_on_rescues_the_pending_pod_without_any_command(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    held = dict(two_pods_one_per_card(cluster, namespace, node).values())
+    write_policy(cluster, server_namespace, namespace, "on")
+    evictions = Evictions(cluster, namespace)
+    try:
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        pending_big(cluster, namespace, node)
+        big = allocation(cluster, namespace, "big", timeout=240)
+    finally:
+        evictions.stop()
+    assert len(evictions.deleted) == 1 and all(evictions.deleted.values()), evictions.deleted
+    [moved] = evictions.deleted
+    assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"
+    story = wait_for(lambda: said(cluster, namespace, "big", "DefragRescued"), "the rescue's last Event")
+    assert story == "rescued by 1 move(s): scheduled on " + node.name
+    run = said(cluster, namespace, "big", "DefragRun")
+    assert run.startswith("run ") and f"moving {namespace}/{moved} from {node.name}/gpu-" in run, run
+    assert f"to rescue {namespace}/big" in run, run
+    assert said(cluster, namespace, moved, "DefragMoved").startswith("evicted by run ")
+    [made] = placements(cluster, namespace)
+    assert made["metadata"]["name"].startswith(f"move-{moved}-")
+    assert made["metadata"]["labels"][DEFRAG_RUN_LABEL] in run
+    assert made["status"]["phase"] == "Consumed"
+    assert server.metric("hami_place_defrag_rescued_pods_total") == 1
+    assert server.metric('hami_place_defrag_moves_total{result="done"}') == 1
+    assert server.metric("hami_place_defrag_leader") == 1
+
+
+def test_dry_run_moves_nothing_and_names_the_moves(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    two_pods_one_per_card(cluster, namespace, node)
+    write_policy(cluster, server_namespace, namespace, "dry-run")
+    before = uids(cluster, namespace)
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    pending_big(cluster, namespace, node)
+    message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
+    assert message.startswith(f"would move {namespace}/"), message
+    assert f" from {node.name}/gpu-" in message and f" to {node.name}/gpu-" in message, message
+    assert message.endswith(f"(dry-run) to rescue {namespace}/big (CardInsufficientMemory)"), message
+    wait_for(
+        lambda: server.metric('hami_place_defrag_runs_total{result="dry_run",trigger="rescue"}') == 1,
+        "the dry-run to be counted",
+    )
+    assert placements(cluster, namespace) == []
+    assert before <= uids(cluster, namespace), "no pod was evicted"
+    assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
+
+
+def test_a_rescue_over_budget_does_nothing_and_says_why(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """Three cards (15,000 and 25,000 MiB pods spread, then 25,000 and 15,000): the big pod needs two moves, and
+    one move an hour is allowed."""
+    node = fresh_node(cluster, card_entries(3))
+    try:
+        for app, mib in {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}.items():
+            body = deployment(app, 0, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}, node.name)
+            create(cluster, namespace, body)
+            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        before = uids(cluster, namespace)
+        write_policy(cluster, server_namespace, namespace, "on", movesPerHour=1)
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        pending_big(cluster, namespace, node)
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the budget's Event")
+        assert message == "budget: 1 move left this hour, the rescue needs 2", message
+        assert placements(cluster, namespace) == []
+        assert before <= uids(cluster, namespace), "no pod was evicted"
+        assert server.metric('hami_place_defrag_runs_total{result="budget",trigger="rescue"}') == 1
+    finally:
+        delete_nodes(cluster, [node])
+
+
+def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    high = f"high-{namespace}"
+    scheduling = client.SchedulingV1Api(cluster.api_client())
+    scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
+    try:
+        two_pods_one_per_card(cluster, namespace, node, priority_class=high)
+        before = uids(cluster, namespace)
+        write_policy(cluster, server_namespace, namespace, "on")
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        pending_big(cluster, namespace, node)
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the controller's Event")
+        assert message.startswith("no plan: "), message
+        assert placements(cluster, namespace) == []
+        assert before <= uids(cluster, namespace), "no higher-priority pod was evicted"
+        assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
+    finally:
+        scheduling.delete_priority_class(high)
+
+
+def test_two_replicas_one_leader_each_move_once(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    two_pods_one_per_card(cluster, namespace, node)
+    write_policy(cluster, server_namespace, namespace, "on")
+    flags = ("--defrag-policy", f"{server_namespace}/{POLICY}", "--defrag-namespace", server_namespace)
+    replicas = []
+    for _ in range(2):
+        replicas.append(start(cluster, serving["tmp_path"], *flags, "--defrag-interval", "1"))
+        serving["webhooks"].append(replicas[-1])
+    register(cluster, serving["configurations"], namespace, [(replica, {}) for replica in replicas])
+    wait_for(lambda: sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1, "one leader")
+    evictions = Evictions(cluster, namespace)
+    try:
+        pending_big(cluster, namespace, node)
+        allocation(cluster, namespace, "big", timeout=240)
+    finally:
+        evictions.stop()
+    assert len(evictions.deleted) == 1, f"one move, one eviction: {evictions.deleted}"
+    assert sum(r.metric('hami_place_defrag_moves_total{result="done"}') for r in replicas) == 1
+    assert sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1
+    leader, follower = sorted(replicas, key=lambda r: -r.metric("hami_place_defrag_leader"))
+    lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(DEFRAG_LEASE, server_namespace)
+    assert lease.spec.holder_identity, lease.spec
+    leader.stop()
+    wait_for(lambda: follower.metric("hami_place_defrag_leader") == 1, "the other replica to take the lease over")
+    assert len(placements(cluster, namespace)) == 1, "the new leader made no second move"
+
+
+def test_a_bad_policy_turns_the_controller_off_and_says_which_field(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    write_policy(cluster, server_namespace, namespace, "sometimes")
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    warning = wait_for(
+        lambda: said(cluster, server_namespace, POLICY, "DefragPolicyInvalid"), "the Warning on the ConfigMap"
+    )
+    assert warning == "nothing is moved until this is fixed: mode: 'sometimes' is not a mode; write off, dry-run or on"
+    assert server.metric("hami_place_defrag_policy_valid") == 0
+    assert server.get("/readyz")[0] == 200, "admission stays ready"
+    assert "mode: 'sometimes' is not a mode" in server.log.read_text()
+    write_policy(cluster, server_namespace, namespace, "dry-run")
+    wait_for(lambda: server.metric("hami_place_defrag_policy_valid") == 1, "the fixed policy to be read")

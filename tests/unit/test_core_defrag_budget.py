@@ -1,0 +1,61 @@
+"""Budget accounting from the history of moves: per run, per rolling hour, per node, per namespace; cooldowns."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_reason, cooldown_until
+from kubectl_hami_place.core.defrag.policy import Budgets
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+BUDGETS = Budgets(moves_per_run=4, moves_per_hour=5, moves_per_node=2, moves_per_namespace=3)
+
+
+def record(pod: str, minutes_ago: float, run: str = "r0", node: str = "n1", result: str = "Evicted") -> MoveRecord:
+    """A move `minutes_ago` before NOW."""
+    return MoveRecord(run, pod, pod.split("/", maxsplit=1)[0], node, NOW - timedelta(minutes=minutes_ago), result)
+
+
+def test_nothing_moved_leaves_the_whole_budget() -> None:
+    left = allowance(BUDGETS, [], NOW, "r1")
+    assert (left.moves, left.run_left, left.hour_left, left.reason) == (4, 4, 5, "")
+    assert left.for_node("n1") == 2 and left.for_namespace("a") == 3
+
+
+def test_the_hour_rolls() -> None:
+    history = [record(f"a/p{i}", 10 + i) for i in range(4)] + [record("a/old", 61)]
+    left = allowance(BUDGETS, history, NOW, "r1")
+    assert left.hour_left == 1 and left.moves == 1
+    assert left.for_node("n1") == 0 and left.for_namespace("a") == 0 and left.for_namespace("b") == 3
+
+
+def test_a_spent_hour_says_when_the_next_move_is_allowed() -> None:
+    history = [record(f"b/p{i}", 50 - i, node=f"n{i}") for i in range(5)]
+    left = allowance(BUDGETS, history, NOW, "r1")
+    assert left.moves == 0
+    assert left.reason == (
+        "budget: 5 of 5 move(s) made in the last hour (budgets.movesPerHour); the next is allowed after 12:10:00 UTC"
+    )
+
+
+def test_a_resumed_run_counts_its_own_moves() -> None:
+    history = [record(f"c/p{i}", 1, run="r1", node=f"n{i}") for i in range(4)]
+    left = allowance(BUDGETS, history, NOW, "r1")
+    assert left.moves == 0 and left.reason.startswith("budget: this run made 4 of its 4 move(s)")
+    assert allowance(BUDGETS, history, NOW, "r2").moves == 1
+
+
+def test_dry_run_and_blocked_moves_spend_nothing() -> None:
+    history = [record("a/p", 1, result="DryRun"), record("a/q", 1, result="Blocked")]
+    assert allowance(BUDGETS, history, NOW, "r1").moves == 4
+    assert cooldown_until(BUDGETS, history, "a/p", NOW) is None
+
+
+def test_a_moved_pod_and_its_replacement_rest_for_the_cooldown() -> None:
+    moved = MoveRecord("r0", "a/p", "a", "n1", NOW - timedelta(minutes=20), "Evicted", "n2", "a/p-2")
+    assert cooldown_until(BUDGETS, [moved], "a/p", NOW) == NOW + timedelta(minutes=40)
+    assert cooldown_reason(BUDGETS, [moved], "a/p-2", NOW) == (
+        "was moved recently; its cooldown (budgets.cooldown) ends at 12:40:00 UTC"
+    )
+    assert cooldown_reason(BUDGETS, [moved], "a/other", NOW) is None
+    assert cooldown_reason(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None

@@ -1,0 +1,145 @@
+"""The DefragPolicy document: defaults, every field read, and one clear line for every mistake."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.defrag.policy import (
+    DefragPolicy,
+    Mode,
+    PolicyError,
+    mode_of,
+    parse_duration,
+    parse_policy,
+    policy_to_text,
+    with_mode,
+)
+
+HEAD = "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\n"
+
+
+def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
+    policy = parse_policy(HEAD)
+    assert policy == DefragPolicy()
+    assert policy.mode is Mode.dry_run
+    assert policy.budgets.moves_per_run == 4 and policy.budgets.moves_per_hour == 12
+    assert policy.budgets.cooldown == timedelta(hours=1)
+    assert policy.rescue.pending_for == timedelta(seconds=60)
+
+
+def test_every_field_is_read() -> None:
+    policy = parse_policy(
+        HEAD
+        + """
+mode: on
+namespaces: {include: [team-*, ml], exclude: [team-b]}
+rescue: {enabled: false, pendingFor: 2m}
+keepRoom:
+  enabled: true
+  interval: 1h30m
+  wholeFreeCards: {count: 2, type: A100}
+  maxStrandedShare: 0.3
+budgets: {movesPerRun: 1, movesPerHour: 3, movesPerNode: 1, movesPerNamespace: 2, cooldown: 90}
+maxMovesPerPlan: 5
+""",
+        server_namespace="hami-place",
+    )
+    assert policy.mode is Mode.on
+    assert policy.rescue.enabled is False and policy.rescue.pending_for == timedelta(minutes=2)
+    room = policy.keep_room
+    assert room.enabled and room.interval == timedelta(hours=1, minutes=30)
+    assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
+    assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
+    assert policy.max_moves_per_plan == 5
+
+
+def test_namespaces_include_exclude_and_always_out() -> None:
+    policy = parse_policy(
+        HEAD + "namespaces: {include: ['team-*', kube-system, hami-place], exclude: [team-b]}", "hami-place"
+    )
+    allows = policy.namespaces.allows
+    assert allows("team-a") and not allows("team-b") and not allows("default")
+    assert not allows("kube-system") and not allows("hami-place")
+
+
+def test_json_is_read_too() -> None:
+    text = '{"apiVersion": "scheduling.hami.placement.com/v1alpha1", "kind": "DefragPolicy", "mode": "off"}'
+    assert parse_policy(text).mode is Mode.off
+
+
+@pytest.mark.parametrize(
+    ("body", "start", "hint"),
+    [
+        ("budgets: {movesPerHuor: 3}", "budgets.movesPerHuor: unknown field", "movesPerHour"),
+        ("modes: on", "modes: unknown field", "mode"),
+        ("budgets: {movesPerRun: -1}", "budgets.movesPerRun: -1 is negative", "write 0 or more"),
+        ("budgets: {movesPerNode: two}", "budgets.movesPerNode: 'two' is not a whole number", "write a number"),
+        ("budgets: {cooldown: 1 hour}", "budgets.cooldown: '1 hour' is not a duration", "1h30m"),
+        ("budgets: {cooldown: -5m}", "budgets.cooldown: '-5m' is not a duration; durations are never negative", "60s"),
+        ("rescue: {pendingFor: -3}", "rescue.pendingFor: -3 is negative", "60s"),
+        ("namespaces: {exclude: [team_a]}", "namespaces.exclude[0]: 'team_a' is not a namespace pattern", "team-*"),
+        ("namespaces: {include: ['[a-']}", "namespaces.include[0]: '[a-' is not a namespace pattern", "wildcards"),
+        ("namespaces: team-a", "namespaces: expected a mapping", "include"),
+        ("mode: sometimes", "mode: 'sometimes' is not a mode", "off, dry-run or on"),
+        ("rescue: {enabled: yes please}", "rescue.enabled: 'yes please' is not true or false", "write true"),
+        ("keepRoom: {maxStrandedShare: 1.5}", "keepRoom.maxStrandedShare: 1.5 is not a share", "from 0 to 1"),
+        ("keepRoom: {interval: 0s}", "keepRoom.interval: 0s", "1s or more"),
+        ("maxMovesPerPlan: 0", "maxMovesPerPlan: 0 is below 1", "write 1 or more"),
+    ],
+)
+def test_a_mistake_is_one_line_naming_the_field_and_the_fix(body: str, start: str, hint: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(HEAD + body)
+    message = str(caught.value)
+    assert message.startswith(start), message
+    assert hint in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ("apiVersion: v1\nkind: DefragPolicy", "apiVersion: 'v1' is not supported; write scheduling.hami"),
+        ("apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: Policy", "kind: 'Policy' is not a policy kind"),
+        ("- a\n- b", "policy: the document is not a mapping"),
+        ("mode: [on", "policy: not YAML or JSON at line"),
+    ],
+)
+def test_a_wrong_document_says_what_to_write(text: str, start: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text)
+    assert str(caught.value).startswith(start), caught.value
+    assert "\n" not in str(caught.value)
+
+
+@given(hours=st.integers(0, 48), minutes=st.integers(0, 59), seconds=st.integers(0, 59), run=st.integers(0, 50))
+def test_a_policy_written_back_reads_the_same(hours: int, minutes: int, seconds: int, run: int) -> None:
+    cooldown = f"{hours}h{minutes}m{seconds}s"
+    policy = parse_policy(HEAD + f"mode: on\nbudgets: {{cooldown: {cooldown}, movesPerRun: {run}}}")
+    assert parse_policy(policy_to_text(policy)) == policy
+    assert parse_duration(cooldown, "x") == timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def test_with_mode_flips_only_the_mode() -> None:
+    text = HEAD + "mode: on\nbudgets: {movesPerRun: 1}\nrescue: {pendingFor: 2m}\n"
+    paused = with_mode(text, Mode.off)
+    assert mode_of(paused) is Mode.off
+    assert parse_policy(paused) == DefragPolicy(
+        mode=Mode.off, budgets=parse_policy(text).budgets, rescue=parse_policy(text).rescue
+    )
+    assert parse_policy(with_mode(paused, "dry-run")).mode is Mode.dry_run
+
+
+def test_with_mode_keeps_a_field_a_parse_refuses() -> None:
+    """Pausing must work on a policy the controller could not read: the rest is kept as written."""
+    paused = with_mode(HEAD + "budgets: {movesPerHuor: 3}\n", Mode.off)
+    assert "movesPerHuor: 3" in paused and mode_of(paused) is Mode.off
+
+
+def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
+    assert parse_policy(HEAD + "mode: off").mode is Mode.off
+    assert parse_policy(HEAD + "mode: on").mode is Mode.on
+    assert "mode: 'off'" in with_mode(HEAD, "off")

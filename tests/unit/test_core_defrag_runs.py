@@ -1,0 +1,237 @@
+"""One run's decision: the planner's moves within the policy, budgets, cooldowns and priorities, or why none.
+
+The properties build random clusters, histories and policies and check a decision never exceeds a budget, never
+moves a pod in its cooldown, of a left-out namespace or of a higher priority than the rescued pod, and never
+rescues halfway.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_until
+from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces
+from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run
+from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.usage import PodAllocation
+
+GIB = 1024
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+ON = DefragPolicy(mode=Mode.on)
+
+
+def node(name: str, cards: int = 2) -> PlanNode:
+    """A node of 40 GiB cards `<name>0`, `<name>1`, ..."""
+    return PlanNode(
+        name,
+        tuple(
+            Card(uuid=f"{name}{i}", index=i, count=10, devmem=40 * GIB, devcore=100, type="NVIDIA-A100", health=True)
+            for i in range(cards)
+        ),
+    )
+
+
+def placed(name: str, uuid: str, gib: int, namespace: str = "team-a", priority: int = 0) -> PlanPod:
+    """A ReplicaSet's pod holding `gib` GiB of one card (the node is the card's name without its index)."""
+    devices = ((ContainerDevice(uuid, "NVIDIA", gib * GIB, 0),),)
+    return PlanPod(
+        namespace=namespace,
+        name=name,
+        uid=f"uid-{name}",
+        requests=(card_request(1, memreq=gib * GIB),),
+        allocation=PodAllocation(namespace, name, f"uid-{name}", uuid[:-1], "Running", devices),
+        owner_kind="ReplicaSet",
+        priority=priority,
+    )
+
+
+def waiting(gib: int, priority: int = 0, namespace: str = "team-a") -> RescueTrigger:
+    """A rescue of a Pending pod asking `gib` GiB of one card."""
+    pod = PlanPod(namespace=namespace, name="waiting", requests=(card_request(1, memreq=gib * GIB),), priority=priority)
+    return RescueTrigger(pod, "CardInsufficientMemory")
+
+
+def one_move() -> Snapshot:
+    """Node a: gpu-0 holds p (24 GiB), gpu-1 holds q (10 GiB); a 32 GiB pod fits once q joins p."""
+    return Snapshot((node("a"),), (placed("p", "a0", 24), placed("q", "a1", 10)))
+
+
+def two_moves() -> Snapshot:
+    """A 40 GiB pod needs a0 emptied: p1 and p2 (8 GiB each) move, q (26 GiB) and b's pods (30 GiB) cannot."""
+    return Snapshot(
+        (node("a"), node("b")),
+        (
+            placed("p1", "a0", 8),
+            placed("p2", "a0", 8),
+            placed("q", "a1", 26),
+            placed("r", "b0", 30),
+            placed("s", "b1", 30),
+        ),
+    )
+
+
+def spent(pod: str, node_name: str, minutes_ago: float, run: str = "r0") -> MoveRecord:
+    """An earlier move that evicted."""
+    namespace = pod.split("/", maxsplit=1)[0]
+    return MoveRecord(run, pod, namespace, node_name, NOW - timedelta(minutes=minutes_ago), "Evicted")
+
+
+def test_a_rescue_within_budget_moves_and_says_what() -> None:
+    decision = decide_run(ON, one_move(), waiting(32), [], NOW, "r1")
+    assert decision.acts and decision.reason == ""
+    assert [(m.pod, m.to_cards) for m in decision.moves] == [("team-a/q", ("a0",))]
+    assert (
+        decision.message == "moving team-a/q from a/gpu-1 to a/gpu-0 to rescue team-a/waiting (CardInsufficientMemory)"
+    )
+
+
+def test_dry_run_names_the_moves_it_would_make_and_makes_none() -> None:
+    decision = decide_run(DefragPolicy(), one_move(), waiting(32), [], NOW, "r1")
+    assert decision.dry_run and not decision.acts and len(decision.moves) == 1
+    assert decision.message.startswith("would move team-a/q from a/gpu-1 to a/gpu-0 (dry-run)")
+
+
+def test_off_does_nothing() -> None:
+    decision = decide_run(DefragPolicy(mode=Mode.off), one_move(), waiting(32), [], NOW, "r1")
+    assert decision.moves == () and decision.reason == "the policy's mode is off"
+
+
+def test_a_rescue_needing_more_than_the_budget_does_nothing_and_says_why() -> None:
+    history = [spent(f"team-b/x{i}", f"n{i}", 30) for i in range(11)]
+    decision = decide_run(ON, two_moves(), waiting(40), history, NOW, "r1")
+    assert decision.moves == ()
+    assert decision.reason == "budget: 1 move left this hour, the rescue needs 2"
+    assert len(decide_run(ON, two_moves(), waiting(40), history[:10], NOW, "r1").moves) == 2
+
+
+def test_a_node_budget_spent_this_hour_blocks_a_rescue_that_needs_that_node() -> None:
+    history = [spent("team-b/x", "a", 30), spent("team-b/y", "a", 20)]
+    decision = decide_run(ON, two_moves(), waiting(40), history, NOW, "r1")
+    assert decision.moves == ()
+    assert decision.reason == "budget: 0 moves left off node a this hour, the rescue needs 2"
+
+
+def test_a_higher_priority_pod_is_never_moved_for_a_lower_one() -> None:
+    snapshot = two_moves()
+    high = ("p1", "q", "r", "s")
+    snapshot = replace(snapshot, pods=tuple(replace(p, priority=10) if p.name in high else p for p in snapshot.pods))
+    decision = decide_run(ON, snapshot, waiting(40, priority=5), [], NOW, "r1")
+    assert decision.moves == () and decision.reason.startswith("no plan: ")
+    assert "has priority 10, above the rescued pod's 5" in decision.reason
+    assert decision.held == tuple(f"team-a/{name}: has priority 10, above the rescued pod's 5" for name in high)
+    assert len(decide_run(ON, snapshot, waiting(40, priority=10), [], NOW, "r1").moves) == 2
+
+
+def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:
+    cooling = decide_run(ON, one_move(), waiting(32), [spent("team-a/q", "z", 10)], NOW, "r1")
+    assert [m.pod for m in cooling.moves] == ["team-a/p"]
+    both = decide_run(ON, one_move(), waiting(32), [spent("team-a/q", "z", 10), spent("team-a/p", "z", 5)], NOW, "r1")
+    assert both.moves == () and "team-a/q was moved recently" in both.reason
+    out = decide_run(
+        replace(ON, namespaces=Namespaces(exclude=("team-a",))), one_move(), waiting(32, namespace="b"), [], NOW, "r1"
+    )
+    assert out.moves == () and "which the policy leaves out" in out.reason
+    own = decide_run(ON, one_move(), waiting(32, namespace="kube-system"), [], NOW, "r1")
+    assert own.reason == "namespace kube-system is out of the policy's namespaces"
+
+
+def test_a_pod_that_fits_now_needs_no_move() -> None:
+    decision = decide_run(ON, one_move(), waiting(8), [], NOW, "r1")
+    assert decision.moves == () and decision.reason == "no move needed: team-a/waiting fits on a now"
+
+
+def test_keep_room_moves_within_budget_even_when_the_goal_is_not_met_in_full() -> None:
+    policy = replace(ON, keep_room=KeepRoom(enabled=True))
+    snapshot = Snapshot((node("a"), node("b")), (placed("p", "a0", 10), placed("q", "a1", 10), placed("r", "b0", 5)))
+    decision = decide_run(policy, snapshot, RoomTrigger(FreeCardsGoal(3)), [], NOW, "r1")
+    assert decision.acts and 1 <= len(decision.moves) <= 2
+    assert decide_run(ON, snapshot, RoomTrigger(FreeCardsGoal(1)), [], NOW, "r1").reason.startswith("keep-room is off")
+
+
+NAMESPACES = ("team-a", "team-b", "kube-system", "ml")
+
+
+@st.composite
+def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | RoomTrigger, list[MoveRecord]]:
+    """A random cluster of 40 GiB cards, pods that fit them, a history, a policy in mode on and a trigger."""
+    nodes = [node(f"n{i}", draw(st.integers(1, 3))) for i in range(draw(st.integers(2, 4)))]
+    pods = []
+    for slot in (card for n in nodes for card in n.cards):
+        free = 40
+        for _ in range(draw(st.integers(1, 5))):
+            gib = draw(st.sampled_from((6, 8, 12, 16, 20)))
+            if gib > free:
+                continue
+            free -= gib
+            pods.append(
+                placed(
+                    f"p{len(pods)}",
+                    slot.uuid,
+                    gib,
+                    namespace=draw(st.sampled_from(NAMESPACES)),
+                    priority=draw(st.integers(0, 3)),
+                )
+            )
+    history = [
+        MoveRecord(
+            draw(st.sampled_from(("r0", "r1"))),
+            pod.key if draw(st.booleans()) else f"{pod.namespace}/gone",
+            pod.namespace,
+            draw(st.sampled_from([n.name for n in nodes])),
+            NOW - timedelta(minutes=draw(st.integers(0, 120))),
+            draw(st.sampled_from(("Evicted", "DryRun", "Blocked", "Pending"))),
+        )
+        for pod in (draw(st.lists(st.sampled_from(pods), max_size=6)) if pods else [])
+    ]
+    budgets = Budgets(
+        moves_per_run=draw(st.integers(1, 4)),
+        moves_per_hour=draw(st.integers(1, 6)),
+        moves_per_node=draw(st.integers(0, 3)),
+        moves_per_namespace=draw(st.integers(0, 3)),
+        cooldown=timedelta(minutes=draw(st.integers(0, 90))),
+    )
+    policy = DefragPolicy(
+        mode=Mode.on,
+        namespaces=Namespaces(exclude=tuple(draw(st.lists(st.sampled_from(("team-b", "ml*")), max_size=2)))),
+        keep_room=KeepRoom(enabled=True),
+        budgets=budgets,
+        max_moves_per_plan=draw(st.integers(1, 6)),
+    )
+    trigger: RescueTrigger | RoomTrigger
+    if draw(st.booleans()):
+        trigger = waiting(draw(st.sampled_from((28, 32, 36, 40))), priority=draw(st.integers(0, 3)))
+    else:
+        trigger = RoomTrigger(FreeCardsGoal(draw(st.integers(1, 3))))
+    return policy, Snapshot(tuple(nodes), tuple(pods)), trigger, history
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenes())
+def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scene: tuple) -> None:
+    policy, snapshot, trigger, history = scene
+    decision = decide_run(policy, snapshot, trigger, history, NOW, "r1")
+    left = allowance(policy.budgets, history, NOW, "r1")
+    moves = decision.moves
+    assert len(moves) <= min(left.moves, policy.max_moves_per_plan)
+    for from_node, count in Counter(m.from_node for m in moves).items():
+        assert count <= left.for_node(from_node) and count <= policy.budgets.moves_per_node
+    for namespace, count in Counter(m.pod.split("/")[0] for m in moves).items():
+        assert count <= left.for_namespace(namespace) and count <= policy.budgets.moves_per_namespace
+    pods = {p.key: p for p in snapshot.pods}
+    for move in moves:
+        pod = pods[move.pod]
+        assert policy.namespaces.allows(pod.namespace), move
+        assert cooldown_until(policy.budgets, history, move.pod, NOW) is None, move
+        if isinstance(trigger, RescueTrigger):
+            assert pod.priority <= trigger.pod.priority, move
+    if isinstance(trigger, RescueTrigger) and moves:
+        assert decision.plan is not None and decision.plan.complete
+    assert bool(moves) != bool(decision.reason)

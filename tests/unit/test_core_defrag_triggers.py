@@ -1,0 +1,194 @@
+"""The triggers: HAMi's curable reasons in FailedScheduling messages, rescue candidates, and keep-room goals."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, KeepRoom, Namespaces, Rescue, WholeFreeCards
+from kubectl_hami_place.core.defrag.triggers import rescue_candidates, rescue_pod, rescue_reason, room_goal, room_of
+from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.usage import PodAllocation
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+GIB = 1024
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (
+            "0/2 nodes are available: 2 2/2 CardInsufficientMemory. preemption: 0/2 nodes are available: "
+            "2 No preemption victims found for incoming pod.",
+            "CardInsufficientMemory",
+        ),
+        (
+            "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: x}, "
+            "2 1/2 CardInsufficientCore, 1/2 NumaNotFit.",
+            "CardInsufficientCore, NumaNotFit",
+        ),
+        (
+            "0/1 nodes are available: 1 1/4 CardTypeMismatch, 3/4 ExclusiveDeviceAllocateConflict.",
+            "ExclusiveDeviceAllocateConflict",
+        ),
+        (
+            "0/1 nodes are available: 1 1/2 AllocatedCardsInsufficientRequest, 1/2 CardTimeSlicingExhausted.",
+            "AllocatedCardsInsufficientRequest, CardTimeSlicingExhausted",
+        ),
+        ("0/1 nodes are available: 1 Insufficient cpu, 1 4/4 CardComputeUnitsExhausted.", "CardComputeUnitsExhausted"),
+        ("0/2 nodes are available: 2 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.", None),
+        ("0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient memory.", None),
+        ("0/1 nodes are available: 1 2/2 CardTypeMismatch.", None),
+        ("0/1 nodes are available: 1 2/2 CardUuidMismatch.", None),
+        ("0/1 nodes are available: 1 NodeInsufficientDevice.", None),
+        ("running Bind plugin: node gpu-0 is locked: node lock contention", None),
+        ("binding rejected: 1/2 CardInsufficientMemory; node lock contention", None),
+    ],
+)
+def test_rescue_reason_takes_only_what_moves_can_cure(message: str, reason: str | None) -> None:
+    assert rescue_reason(message) == reason
+
+
+def pod(name: str, *, namespace: str = "team-a", minutes: float = 5, gpu: bool = True, **extra: Any) -> dict:
+    """A Pending pod unschedulable since `minutes` before NOW."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "30000"} if gpu else {"cpu": "1"}
+    since = (NOW - timedelta(minutes=minutes)).isoformat()
+    obj: dict = {
+        "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}", "creationTimestamp": since},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}], "priority": 5},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "lastTransitionTime": since}],
+        },
+    }
+    for key, value in extra.items():
+        obj[key] = {**obj.get(key, {}), **value}
+    return obj
+
+
+def event(name: str, message: str, minutes: float = 1, namespace: str = "team-a") -> dict:
+    """A FailedScheduling event for the pod, `minutes` before NOW."""
+    return {
+        "metadata": {"namespace": namespace},
+        "reason": "FailedScheduling",
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": name, "uid": f"uid-{name}"},
+        "message": message,
+        "lastTimestamp": (NOW - timedelta(minutes=minutes)).isoformat(),
+    }
+
+
+FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
+
+
+def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting_first() -> None:
+    pods = [
+        pod("new", minutes=0.5),
+        pod("ok"),
+        pod("older", minutes=9),
+        pod("cpu", gpu=False),
+        pod("elsewhere", namespace="kube-system"),
+        pod("tainted"),
+        pod("pinned", metadata={"annotations": {"scheduling.hami.placement.com/placement": "move-x"}}),
+        pod("running", status={"phase": "Running"}),
+        pod("bound", spec={"nodeName": "gpu-0"}),
+        pod("silent"),
+    ]
+    events = [
+        event("new", FULL),
+        event("ok", "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}.", minutes=3),
+        event("ok", FULL, minutes=2),
+        event("older", FULL),
+        event("cpu", FULL),
+        event("elsewhere", FULL, namespace="kube-system"),
+        event("tainted", FULL, minutes=3),
+        event("tainted", "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}.", minutes=2),
+        event("pinned", FULL),
+        event("running", FULL),
+        event("bound", FULL),
+    ]
+    found = rescue_candidates(pods, events, NOW, DefragPolicy())
+    assert [c.key for c in found] == ["team-a/older", "team-a/ok"]
+    assert found[0].reason == "CardInsufficientMemory"
+    planned = rescue_pod(found[0], [])
+    assert planned.key == "team-a/older" and planned.priority == 5 and planned.allocation is None
+
+
+def test_rescue_off_or_namespace_out_finds_nothing() -> None:
+    pods, events = [pod("ok")], [event("ok", FULL)]
+    assert rescue_candidates(pods, events, NOW, DefragPolicy(rescue=Rescue(enabled=False))) == ()
+    assert rescue_candidates(pods, events, NOW, DefragPolicy(namespaces=Namespaces(exclude=("team-*",)))) == ()
+    assert len(rescue_candidates(pods, events, NOW, DefragPolicy())) == 1
+
+
+def test_an_event_of_an_earlier_pod_of_the_same_name_does_not_count() -> None:
+    stale = event("ok", FULL)
+    stale["involvedObject"]["uid"] = "uid-of-the-pod-before"
+    assert rescue_candidates([pod("ok")], [stale], NOW, DefragPolicy()) == ()
+
+
+def test_events_k8s_io_form_is_read() -> None:
+    new_form = {
+        "metadata": {"namespace": "team-a"},
+        "reason": "FailedScheduling",
+        "regarding": {"kind": "Pod", "namespace": "team-a", "name": "ok"},
+        "note": FULL,
+        "eventTime": (NOW - timedelta(minutes=1)).isoformat(),
+    }
+    assert [c.key for c in rescue_candidates([pod("ok")], [new_form], NOW, DefragPolicy())] == ["team-a/ok"]
+
+
+def gpu_card(uuid: str, index: int, card_type: str = "NVIDIA-A100") -> Card:
+    """A 40 GiB card."""
+    return Card(uuid=uuid, index=index, count=10, devmem=40 * GIB, devcore=100, type=card_type, health=True)
+
+
+def holding(name: str, node: str, uuid: str, mem: int) -> PlanPod:
+    """A placed pod holding `mem` MiB of one card."""
+    devices = ((ContainerDevice(uuid, "NVIDIA", mem, 0),),)
+    return PlanPod(
+        namespace="ns",
+        name=name,
+        uid=name,
+        requests=(card_request(1, memreq=mem),),
+        allocation=PodAllocation("ns", name, name, node, "Running", devices),
+        owner_kind="ReplicaSet",
+    )
+
+
+def room_snapshot() -> Snapshot:
+    """Node a: two A100s each a quarter used; node b: an empty T4 and an empty A100."""
+    return Snapshot(
+        nodes=(
+            PlanNode("a", (gpu_card("a0", 0), gpu_card("a1", 1))),
+            PlanNode("b", (gpu_card("b0", 0, "NVIDIA-T4"), gpu_card("b1", 1))),
+        ),
+        pods=(holding("p", "a", "a0", 10 * GIB), holding("q", "a", "a1", 10 * GIB)),
+    )
+
+
+def test_room_counts_whole_free_cards_by_type_and_stranded_memory() -> None:
+    room = room_of(room_snapshot())
+    assert room.whole_free_of("a100") == 1 and room.whole_free_of("T4") == 1 and room.whole_free_of("") == 2
+    assert room.free_mib == 140 * GIB and room.stranded_mib == 60 * GIB
+    assert room.stranded_share == pytest.approx(60 / 140)
+
+
+def keep(count: int = 0, card_type: str = "", share: float | None = None) -> DefragPolicy:
+    """A policy keeping room."""
+    return DefragPolicy(
+        keep_room=KeepRoom(True, whole_free_cards=WholeFreeCards(count, card_type), max_stranded_share=share)
+    )
+
+
+def test_room_goal_asks_for_the_missing_whole_cards_then_for_less_stranded_memory() -> None:
+    room = room_of(room_snapshot())
+    assert room_goal(room, keep(3, "A100")) == FreeCardsGoal(count=2, card_type="A100")
+    assert room_goal(room, keep(1, "A100")) is None
+    assert room_goal(room, keep(share=0.5)) is None
+    assert room_goal(room, keep(share=0.2)) == FreeCardsGoal(count=1)
+    assert room_goal(room, DefragPolicy()) is None

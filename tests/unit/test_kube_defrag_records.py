@@ -1,0 +1,76 @@
+"""The history of moves read back from the placements of the defragmentation runs (budgets and cooldowns count it)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_NODE_ANNOTATION,
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+)
+from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.kube.defrag import move_annotations, move_labels, move_records
+
+MOVE = Move(
+    pod="team-a/x-1",
+    uid="u-1",
+    from_node="gpu-a",
+    from_cards=("GPU-1",),
+    to_node="gpu-b",
+    to_cards=("GPU-2",),
+    reason="",
+)
+
+
+def placement(phase: str | None, consumed: str = "", created: str = "2026-12-01T10:00:00Z") -> dict[str, object]:
+    status: dict[str, object] = {"phase": phase} if phase else {}
+    if consumed:
+        status["consumedBy"] = {"name": consumed, "uid": "u-2"}
+    return {
+        "metadata": {
+            "name": "move-x-1-abc",
+            "namespace": "team-a",
+            "creationTimestamp": created,
+            "labels": move_labels("run-1"),
+            "annotations": move_annotations(MOVE),
+        },
+        "spec": {"nodeName": "gpu-b"},
+        "status": status,
+    }
+
+
+def test_a_consumed_move_counts_as_evicted_with_its_replacement() -> None:
+    [record] = move_records([placement("Consumed", consumed="x-2")])
+    assert record.run_id == "run-1"
+    assert (record.pod, record.namespace, record.from_node, record.to_node) == (
+        "team-a/x-1",
+        "team-a",
+        "gpu-a",
+        "gpu-b",
+    )
+    assert record.time == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert record.result == "Evicted"
+    assert record.replacement == "team-a/x-2"
+    assert record.spent
+
+
+def test_open_and_ended_moves_and_foreign_placements() -> None:
+    pending, expired = move_records(
+        [placement(None, created="2026-12-01T10:00:00Z"), placement("Expired", created="2026-12-01T11:00:00Z")]
+    )
+    assert pending.result == "Pending" and pending.replacement == ""
+    assert expired.result == "Failed"
+    foreign = placement("Consumed")
+    del foreign["metadata"]["annotations"][DEFRAG_POD_ANNOTATION]  # type: ignore[index]
+    assert move_records([foreign]) == ()
+
+
+def test_the_labels_and_annotations_name_the_run_the_pod_and_the_node_left() -> None:
+    assert move_labels("run-1")[DEFRAG_RUN_LABEL] == "run-1"
+    assert move_annotations(MOVE) == {
+        DEFRAG_POD_ANNOTATION: "team-a/x-1",
+        DEFRAG_POD_UID_ANNOTATION: "u-1",
+        DEFRAG_FROM_NODE_ANNOTATION: "gpu-a",
+    }

@@ -88,12 +88,13 @@ class PolicyView:
 
 @dataclass(frozen=True)
 class Status:
-    """Mode, leader, budgets used in the last hour, and the last runs."""
+    """Mode, leader, budgets used in the last hour, the last runs, and the newest run's moves."""
 
     view: PolicyView
     leader: Leader
     used: Used
     runs: tuple[RunSummary, ...]
+    latest: tuple[MoveRecord, ...] = ()
 
     def to_data(self) -> Any:
         """The status as JSON."""
@@ -122,6 +123,7 @@ class Status:
                 "perNamespace": dict(self.used.per_namespace),
             },
             "runs": [_run_data(run) for run in self.runs],
+            "latestRunMoves": [_move_data(record) for record in self.latest],
         }
 
     def to_blocks(self) -> list[Block]:
@@ -164,6 +166,14 @@ class Status:
                 empty="none",
             )
         )
+        if self.latest:
+            blocks.append(
+                Table(
+                    title=f"Moves of run {self.latest[0].run_id}",
+                    columns=("POD", "FROM", "TO", "RESULT"),
+                    rows=tuple((r.pod, r.from_node or "-", r.to_node or "-", r.result) for r in self.latest),
+                )
+            )
         return blocks
 
 
@@ -246,12 +256,14 @@ def status(
     namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
     now = datetime.now(UTC)
     history = history_from_placements(defrag.list_move_placements(kube))
+    runs = runs_of(history)[:RUNS_SHOWN]
     emit(
         Status(
             view=view,
             leader=leader_of(defrag.read_leader_lease(kube, namespace), now),
             used=used_in_hour(history, now),
-            runs=runs_of(history)[:RUNS_SHOWN],
+            runs=runs,
+            latest=tuple(record for record in history if runs and record.run_id == runs[0].run_id),
         ),
         output,
     )

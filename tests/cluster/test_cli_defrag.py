@@ -176,8 +176,9 @@ def test_status_and_history_read_the_leader_and_the_runs_placements(
     assert shown["usedLastHour"]["moves"] >= 2 and shown["usedLastHour"]["perNode"]["gpu-a100-0"] >= 2
     (ours,) = [r for r in shown["runs"] if r["run"] == run]
     assert (ours["moves"], ours["results"]) == (2, {"Pending": 2})
+    assert {m["pod"] for m in shown["latestRunMoves"]} == {f"{namespace}/x", f"{namespace}/y"}
     table = plugin(cluster, "defrag", "status", "--policy", ref)
-    assert "Leader:  server-a" in table.out and run in table.out
+    assert "Leader:  server-a" in table.out and f"Moves of run {run}" in table.out
 
     listed = plugin(cluster, "defrag", "history", "--run", run, "-o", "json")
     assert listed.code == 0, listed.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from kubectl_hami_place.core.defrag.budget import (
@@ -60,11 +61,13 @@ def test_dry_run_and_blocked_moves_spend_nothing() -> None:
 def test_a_moved_pod_and_its_replacement_rest_for_the_cooldown() -> None:
     moved = MoveRecord("r0", "a/p", "a", "n1", NOW - timedelta(minutes=20), "Evicted", "n2", "a/p-2")
     assert cooldown_until(BUDGETS, [moved], "a/p", NOW) == NOW + timedelta(minutes=40)
-    assert cooldown_reason(BUDGETS, [moved], "a/p-2", NOW) == (
-        "was moved recently; its cooldown (budgets.cooldown) ends at 12:40:00 UTC"
-    )
-    assert cooldown_reason(BUDGETS, [moved], "a/other", NOW) is None
-    assert cooldown_reason(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None
+    until = cooldown_until(BUDGETS, [moved], "a/p-2", NOW)
+    assert until is not None
+    assert cooldown_reason(until) == "was moved recently; its cooldown (budgets.cooldown) ends at 12:40:00 UTC"
+    assert cooldown_until(BUDGETS, [moved], "a/other", NOW) is None
+    assert cooldown_until(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None
+    again = replace(moved, time=NOW - timedelta(minutes=5), replacement="")
+    assert cooldown_until(BUDGETS, [moved, again], "a/p", NOW) == NOW + timedelta(minutes=55), "the latest move wins"
 
 
 def placement(name: str, minutes_ago: float, run: str | None = "run-1", status: dict | None = None) -> dict:

@@ -104,24 +104,28 @@ def allowance(budgets: Budgets, history: Iterable[MoveRecord], now: datetime, ru
     )
 
 
-def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
-    """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move.
+def cooldowns(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> dict[str, datetime]:
+    """Every pod resting at `now` (a moved pod and its replacement) and until when.
 
-    Dry-run moves never start a cooldown; a Blocked move does not either, since the pod stayed.
+    Dry-run moves never start a cooldown; a Blocked one does not either, since the pod stayed.
     """
-    ends = [
-        record.time + budgets.cooldown
-        for record in history
-        if record.spent and pod in (record.pod, record.replacement) and record.time + budgets.cooldown > now
-    ]
-    return max(ends, default=None)
+    resting: dict[str, datetime] = {}
+    for record in history:
+        until = record.time + budgets.cooldown
+        if not record.spent or until <= now:
+            continue
+        for pod in filter(None, (record.pod, record.replacement)):
+            resting[pod] = max(until, resting.get(pod, until))
+    return resting
 
 
-def cooldown_reason(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> str | None:
-    """Why the pod may not move now because of its cooldown, or None."""
-    until = cooldown_until(budgets, history, pod, now)
-    if until is None:
-        return None
+def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
+    """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move."""
+    return cooldowns(budgets, history, now).get(pod)
+
+
+def cooldown_reason(until: datetime) -> str:
+    """Why a pod resting until `until` may not move now."""
     return f"was moved recently; its cooldown (budgets.cooldown) ends at {until.strftime('%H:%M:%S')} UTC"
 
 

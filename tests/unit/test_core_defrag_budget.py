@@ -67,7 +67,7 @@ def test_a_moved_pod_and_its_replacement_rest_for_the_cooldown() -> None:
     assert cooldown_until(BUDGETS, [moved], "a/other", NOW) is None
     assert cooldown_until(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None
     again = replace(moved, time=NOW - timedelta(minutes=5), replacement="")
-    assert cooldown_until(BUDGETS, [moved, again], "a/p", NOW) == NOW + timedelta(minutes=55), "the latest move wins"
+    assert cooldown_until(BUDGETS, [again, moved], "a/p", NOW) == NOW + timedelta(minutes=55), "the latest move wins"
 
 
 def placement(name: str, minutes_ago: float, run: str | None = "run-1", status: dict | None = None) -> dict:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance
+from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, history_from_placements
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
@@ -55,7 +55,6 @@ from kubectl_hami_place.kube.defrag import (
     failed_scheduling_events,
     move_annotations,
     move_labels,
-    move_records,
     read_policy,
     run_placements,
 )
@@ -165,7 +164,7 @@ class DefragController:
         read = read_snapshot(self.kube, self.options.hami_config)
         events = failed_scheduling_events(self.kube)
         self._follow(read, events, now)
-        history = move_records(run_placements(self.kube))
+        history = history_from_placements(run_placements(self.kube))
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)

@@ -85,8 +85,9 @@ def event(name: str, message: str, minutes: float = 1, namespace: str = "team-a"
 FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
 
 
-def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting_first() -> None:
+def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priority_then_longest_waiting() -> None:
     pods = [
+        pod("urgent", minutes=2, spec={"priority": 100}),
         pod("new", minutes=0.5),
         pod("ok"),
         pod("older", minutes=9),
@@ -99,6 +100,7 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting
         pod("silent"),
     ]
     events = [
+        event("urgent", FULL),
         event("new", FULL),
         event("ok", "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}.", minutes=3),
         event("ok", FULL, minutes=2),
@@ -112,9 +114,9 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting
         event("bound", FULL),
     ]
     found = rescue_candidates(pods, events, NOW, DefragPolicy())
-    assert [c.key for c in found] == ["team-a/older", "team-a/ok"]
-    assert found[0].reason == "CardInsufficientMemory"
-    planned = rescue_pod(found[0], [])
+    assert [c.key for c in found] == ["team-a/urgent", "team-a/older", "team-a/ok"]
+    assert found[1].reason == "CardInsufficientMemory"
+    planned = rescue_pod(found[1], [])
     assert planned.key == "team-a/older" and planned.priority == 5 and planned.allocation is None
 
 

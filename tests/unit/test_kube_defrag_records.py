@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from kubectl_hami_place.core.defrag.budget import history_from_placements
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
@@ -12,7 +13,6 @@ from kubectl_hami_place.core.names import (
     DEFRAG_RUN_LABEL,
 )
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.core.defrag.budget import history_from_placements
 from kubectl_hami_place.kube.defrag import move_annotations, move_labels
 
 MOVE = Move(

@@ -1,5 +1,6 @@
 """`make demo`: the main job on the HAMi sandbox: see the cards, pin a pod to one, watch HAMi allocate it, move it;
-then make room for a Pending pod: `plan --for` it, `apply` the plan, and the pod runs on the card the plan freed.
+then make room for a Pending pod: `plan --for` it, `apply` the plan, and the pod runs on the card the plan freed;
+last, the server's defragmentation controller rescues a Pending pod on its own once its policy says `mode: on`.
 
 Everything goes through HAMi v2.10's own scheduler extender and webhook: the pods already on the cards are created
 as users create them (each steered to its card with `nvidia.com/use-gpuuuid`, so the cluster starts fragmented),
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
 from sandbox import webhook
@@ -26,6 +28,9 @@ from sandbox.gpu_nodes import load
 from sandbox.prepare import prepare
 
 NAMESPACE = "demo"
+# The server's own namespace, as the chart's: the controller's policy ConfigMap and leader Lease live there.
+SERVER_NAMESPACE = "hami-place-system"
+POLICY = "gpu-descheduler-defrag-policy"
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 # Pods already on the cards: (pod, node, card index, MiB). HAMi's webhook and scheduler place each on its card.
 RUNNING = (
@@ -131,6 +136,71 @@ def big_pod() -> dict[str, Any]:
                     "name": "train",
                     "image": "busybox",
                     "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "36000"}},
+                }
+            ],
+        },
+    }
+
+
+def defrag_policy(mode: str) -> dict[str, Any]:
+    """The controller's policy as the chart renders it: rescue pods of the demo namespace Pending for 5 s."""
+    policy = {
+        "apiVersion": "scheduling.hami.placement.com/v1alpha1",
+        "kind": "DefragPolicy",
+        "mode": mode,
+        "namespaces": {"include": [NAMESPACE]},
+        "rescue": {"enabled": True, "pendingFor": "5s"},
+        "budgets": {"movesPerRun": 2, "movesPerHour": 6, "movesPerNode": 2, "movesPerNamespace": 4, "cooldown": "1h"},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": POLICY,
+            "namespace": SERVER_NAMESPACE,
+            "labels": {"app.kubernetes.io/component": "defrag-policy"},
+        },
+        "data": {"policy.yaml": yaml.safe_dump(policy, sort_keys=False)},
+    }
+
+
+def batch_deployment() -> dict[str, Any]:
+    """Two 8,000 MiB pods on gpu-a100-0; HAMi's spread policy puts one on each of its cards."""
+    labels = {"app": "batch"}
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "batch", "namespace": NAMESPACE},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": "gpu-a100-0"},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "work", "image": "busybox", "resources": {"limits": limits}}],
+                },
+            },
+        },
+    }
+
+
+def eval_pod() -> dict[str, Any]:
+    """A pod asking 18,000 MiB of a card of gpu-a100-0, where each card has 12,000 MiB left beside the batch pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "eval", "namespace": NAMESPACE, "labels": {"app": "eval"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "gpu-a100-0"},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "eval",
+                    "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "18000"}},
                 }
             ],
         },
@@ -281,6 +351,7 @@ class Demo:
         self.wait("the second placement to be Consumed", lambda: self.placement_phase("trainer-on-h100") == "Consumed")
         self.kubectl("hami-place", "list", "-n", NAMESPACE)
         self.defragment()
+        self.rescue()
 
     def defragment(self) -> None:
         """A Pending pod no A100 card has room for; plan the moves that make room, apply them, and it runs."""
@@ -307,6 +378,49 @@ class Demo:
         self.console.print(f"  [bold]{ALLOCATED}[/] (HAMi's scheduler): {annotations.get(ALLOCATED)}")
         self.kubectl("hami-place", "status", "gpu-a100-1")
 
+    def events(self, pod: str) -> list[str]:
+        """The controller's Events on the pod, oldest first, as `reason: message`."""
+        printed = self.kubectl(
+            "get", "events", "-n", NAMESPACE, "--field-selector", f"involvedObject.name={pod}", "-o", "json", show=False
+        )
+        items = json.loads(printed.stdout or "{}").get("items") or []
+        ours = [e for e in items if (e.get("source") or {}).get("component") == "hami-place-defrag"]
+        ours.sort(key=lambda e: e["metadata"]["creationTimestamp"])
+        return [f"{e['reason']}: {e['message']}" for e in ours]
+
+    def rescue(self) -> None:
+        """The server's controller, switched on in its policy, rescues a Pending pod with no command run."""
+        self.console.rule("5. The controller rescues a Pending pod on its own")
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(batch_deployment()))
+        self.wait("the batch pods to run", lambda: sum(map(_allocated_and_running, self.pods("app=batch"))) == 2)
+        self.console.print(
+            "The policy is in dry-run, as the chart installs it: the controller only says what it would do."
+        )
+        self.kubectl("hami-place", "defrag", "status")
+        self.console.print(
+            "eval asks 18,000 MiB of a gpu-a100-0 card; each card has 12,000 MiB left beside a batch pod:"
+        )
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(eval_pod()))
+        self.wait("HAMi to leave eval Pending", lambda: _unschedulable(self.pod("eval")))
+        would = self.wait(
+            "the controller's dry-run Event on eval", lambda: [e for e in self.events("eval") if "dry-run" in e]
+        )
+        self.console.print(f"  [bold]Event on eval[/]: {would[-1]}")
+        self.console.print(
+            "Switch the policy to [bold]mode: on[/] (the operator's one change) and wait; no command moves a pod:"
+        )
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(defrag_policy("on")))
+        self.wait("eval to run", lambda: _allocated_and_running(self.pod("eval")), timeout=240)
+        for line in self.wait(
+            "the controller's rescue Event",
+            lambda: [e for e in self.events("eval") if "rescued" in e] and self.events("eval"),
+        ):
+            self.console.print(f"  [bold]Event on eval[/]: {line}")
+        annotations = self.pod("eval")["metadata"].get("annotations") or {}
+        self.console.print(f"  [bold]{ALLOCATED}[/] (HAMi's scheduler): {annotations.get(ALLOCATED)}")
+        self.kubectl("hami-place", "defrag", "history")
+        self.kubectl("hami-place", "status", "gpu-a100-0")
+
 
 def run(state: Path) -> int:
     """Brings the sandbox up in the foreground; stops it on Ctrl-C (or at once when not on a terminal)."""
@@ -320,7 +434,18 @@ def run(state: Path) -> int:
         with console.status("starting etcd, kube-apiserver, controller-manager, scheduler, kwok and HAMi"):
             sandbox = Sandbox.start(kubeconfig=kubeconfig, log=console.log)
             nodes = prepare(sandbox)
-            server = webhook.start(sandbox, sandbox.workdir)
+            sandbox.kubectl("create", "namespace", SERVER_NAMESPACE)
+            sandbox.kubectl("apply", "-f", "-", input=json.dumps(defrag_policy("dry-run")))
+            server = webhook.start(
+                sandbox,
+                sandbox.workdir,
+                "--defrag-policy",
+                f"{SERVER_NAMESPACE}/{POLICY}",
+                "--defrag-namespace",
+                SERVER_NAMESPACE,
+                "--defrag-interval",
+                "2",
+            )
             config = webhook.configuration(
                 "gpu-descheduler-webhook",
                 [(server, {})],

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kubectl_hami_place.core.errors import PlacementError
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import (
     FOREVER,
     FollowUp,
@@ -347,7 +348,9 @@ class Reconciler:
                 continue
             try:
                 # The cache may not have seen a placement created a moment ago: the API server decides.
-                stored = self.writes.read_placement(guard.namespace, guard.holder_name) if guard.holder_name else None
+                # A holder that is no placement name holds nothing, and never reaches an API path.
+                named = is_object_name(guard.holder_name)
+                stored = self.writes.read_placement(guard.namespace, guard.holder_name) if named else None
                 holder = placement_from_object(stored) if stored is not None else None
                 if guard_obsolete(holder, guard.holder_uid):
                     self.writes.release_guard(guard)

@@ -22,6 +22,7 @@ from typing import Any
 import jsonpatch
 
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claimed
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
@@ -148,9 +149,13 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
 
 
 def claimed_by_annotations(review: Review) -> tuple[str, str]:
-    """(placement, token) an incoming pod's annotations claim, ('', '') when none: the server checks them first."""
+    """(placement, token) an incoming pod's annotations claim, ('', '') when none: the server checks them first.
+
+    A placement name that is not an object name claims nothing (no stored placement has it): it never reaches the
+    API server, where it would be a path (`../../../api/v1/pods`) rather than a name."""
     token = str(review.annotations.get(CLAIM_ANNOTATION) or "")
-    return (str(review.annotations.get(PLACEMENT_ANNOTATION) or ""), token) if token else ("", "")
+    name = review.annotations.get(PLACEMENT_ANNOTATION)
+    return (name, token) if token and is_object_name(name) else ("", "")
 
 
 def _considered(review: Review, settings: Settings, namespace: str) -> bool:

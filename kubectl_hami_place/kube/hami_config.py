@@ -8,7 +8,6 @@ saying why, so that a cluster with the defaults works even where the reader may 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
 
 from kubectl_hami_place.core.hami_config import (
     DEVICE_CONFIG_KEY,
@@ -18,7 +17,7 @@ from kubectl_hami_place.core.hami_config import (
     HamiConfigError,
     parse_device_config,
 )
-from kubectl_hami_place.kube.client import Kube, by_path, request
+from kubectl_hami_place.kube.client import Kube, by_path, path_segment, request
 from kubectl_hami_place.kube.errors import KubeError
 
 
@@ -56,7 +55,7 @@ def _configmap(kube: Kube, where: str) -> tuple[str, object] | None:
     if where:
         namespace, _, name = where.rpartition("/")
         namespace = namespace or kube.namespace
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/configmaps/{path_segment(name)}"
         body = request(kube, by_path(kube.api, "GET", path), what=f"get configmap {name} in namespace {namespace}")
         return f"{namespace}/{name}", (body.get("data") or {}).get(DEVICE_CONFIG_KEY)
     listed = request(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
+from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.errors import KubeInvalid, KubeServerError
 
 FIELD_MANAGER = "kubectl-hami-place"
 
@@ -34,8 +36,12 @@ def list_placements(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
 
 
 def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    """One placement; `KubeNotFound` when it does not exist."""
-    return request(
+    """One placement; `KubeNotFound` when it does not exist, `KubeInvalid` for a name no placement can have."""
+    if not is_namespace(namespace) or not is_object_name(name):
+        raise KubeInvalid(
+            f"{namespace[:70]!r}/{name[:120]!r} cannot name a placement (not a Kubernetes name)", "check the name"
+        )
+    found = request(
         kube,
         kube.custom().get_namespaced_custom_object,
         GROUP,
@@ -45,6 +51,20 @@ def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
         name,
         what=f"get {PLURAL} in namespace {namespace}",
     )
+    return _that_placement(found, namespace, name)
+
+
+def _that_placement(found: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    """The object read, checked to be the placement asked for: anything else must never be taken for it."""
+    metadata = found.get("metadata") or {}
+    what = (found.get("apiVersion"), found.get("kind"), metadata.get("namespace"), metadata.get("name"))
+    if what != (API_VERSION, KIND, namespace, name):
+        raise KubeServerError(
+            f"the read of placement {namespace}/{name} returned {str(what[1])[:40]} "
+            f"{str(what[2])[:70]}/{str(what[3])[:120]}, not that placement",
+            "check the API server and the CRD",
+        )
+    return found
 
 
 def create_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class MemoryWrites:
         self.evicted_uids: list[str] = []
         self.reads: list[str] = []
         self.pods_carrying: set[str] = set()
+        self.carried_asks: list[str] = []
         self.guards: dict[tuple[str, str], Guard] = {}
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -93,6 +94,7 @@ class MemoryWrites:
             raise outcome
 
     def claim_carried(self, namespace: str, token: str) -> bool:
+        self.carried_asks.append(token)
         return token in self.pods_carrying
 
     def hold_req_id(self, placement: Placement) -> Guard:
@@ -254,6 +256,30 @@ def test_a_copy_of_a_pinned_pod_carries_a_claim_a_stored_pod_has_and_is_not_pinn
         "/metadata/annotations/scheduling.hami.placement.com~1placement",
     ]
     assert len(patch_of(response)) == 2, "only our annotations go: no pin"
+
+
+@pytest.mark.parametrize(
+    "forged", ["../../../../../../api/v1/pods", "p/status", "..", "P", "p?watch=true", "x" * 254, "%2e%2e"]
+)
+def test_a_placement_annotation_that_is_no_name_reaches_no_api_path_and_is_removed(forged: str) -> None:
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=claimed))
+    body = review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: forged})
+    body["request"]["object"]["metadata"]["labels"] = {"app": "other"}
+    response = admitter(writes, Metrics()).admit(body)
+    assert writes.reads == [] and writes.carried_asks == [], "no read of the named placement, no lookup of the token"
+    assert sorted(op["path"] for op in patch_of(response) if op["op"] == "remove") == [
+        "/metadata/annotations/scheduling.hami.placement.com~1claim",
+        "/metadata/annotations/scheduling.hami.placement.com~1placement",
+    ]
+
+
+def test_a_guard_whose_holder_is_no_name_is_released_without_a_read_of_it() -> None:
+    writes = MemoryWrites()
+    forged = Guard(NS, req_id_guard_name(NS, "req-x"), "lease-forged", "uid-x", "../../../../api/v1/pods")
+    writes.guards[(NS, forged.name)] = forged
+    reconciler(writes, pods=()).reconcile_once()
+    assert writes.reads == [] and writes.guards == {}
 
 
 def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:

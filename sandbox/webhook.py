@@ -86,8 +86,9 @@ class Webhook:
                 self.process.wait()
 
 
-def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return."""
+def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kubeconfig: Path | None = None) -> Webhook:
+    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return; as the
+    sandbox's admin unless `kubeconfig` gives another identity."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     subprocess.run(
         [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
@@ -102,7 +103,7 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> 
                 webhook_command(),
                 "serve",
                 "--kubeconfig",
-                str(sandbox.kubeconfig),
+                str(kubeconfig or sandbox.kubeconfig),
                 "--bind-address",
                 "127.0.0.1",
                 "--webhook-port",

@@ -1,0 +1,85 @@
+"""Attacks on the server by someone who may only create pods in one namespace (issue 23), on the sandbox.
+
+The webhook runs as a user of its own whose every API call the sandbox's API server writes to its audit log, so
+"no call outside the placement's own path" is read from the API server's record, not from the webhook's word.
+"""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
+from sandbox.webhook import Webhook, start
+from tests.cluster.webhook_harness import create_placement, gpu_pod, register, sees_placement
+
+pytestmark = pytest.mark.cluster
+PLACEMENT = "scheduling.hami.placement.com/placement"
+CLAIM = "scheduling.hami.placement.com/claim"
+TRAVERSAL = "../../../../../../api/v1/pods"
+FORGED_PODS = 40
+
+
+def audited_webhook(cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]) -> Webhook:
+    """A webhook acting as the audited user (with the admin's rights: what it may read is not what stops it)."""
+    if cluster.authority is None:
+        pytest.skip("needs a sandbox this test session started: an attached one has no audit log")
+    webhook = start(cluster, tmp_path, kubeconfig=cluster.identity_kubeconfig(AUDITED_USER))
+    webhooks.append(webhook)
+    return webhook
+
+
+def webhook_calls(cluster: Sandbox, since: int) -> list[dict[str, Any]]:
+    """The audited user's API calls recorded after the first `since` events."""
+    return [e for e in cluster.audit_events()[since:] if (e.get("user") or {}).get("username") == AUDITED_USER]
+
+
+def forged(index: int) -> dict[str, Any]:
+    """A pod claiming a 'placement' that is a path, with a token no placement holds."""
+    pod = gpu_pod(f"forged-{index}-", {"app": "forged"})
+    pod["metadata"]["annotations"] = {PLACEMENT: TRAVERSAL, CLAIM: uuid.uuid4().hex}
+    return pod
+
+
+def test_a_placement_annotation_that_is_a_path_reaches_no_api_path_and_the_placement_still_pins(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    webhook = audited_webhook(cluster, tmp_path, webhooks)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "real", {"app": "real"}, ["gpu-0"], node="gpu-a100-0")
+    wait_for(lambda: sees_placement(webhook, namespace, "real"), "the webhook to see the placement")
+    assert webhook_calls(cluster, 0), "the audit log records the webhook's calls"
+    core = client.CoreV1Api(cluster.api_client())
+    since = len(cluster.audit_events())
+
+    with ThreadPoolExecutor(FORGED_PODS) as pool:
+        admitted = list(
+            pool.map(lambda i: core.create_namespaced_pod(namespace, forged(i), dry_run="All"), range(FORGED_PODS))
+        )
+    for pod in admitted:
+        annotations = pod.metadata.annotations or {}
+        assert PLACEMENT not in annotations and CLAIM not in annotations, "the forged annotations are removed"
+    pinned = core.create_namespaced_pod(namespace, gpu_pod("real-", {"app": "real"}))
+    assert (pinned.metadata.annotations or {}).get(PLACEMENT) == "real", "the real placement pins the next pod"
+
+    calls = webhook_calls(cluster, since)
+    stray = [
+        f"{e['verb']} {e['requestURI']}"
+        for e in calls
+        if ".." in e["requestURI"]
+        # The pod cache's own list and watch select HAMi's pods by scheduler; any other pod read is the attack's.
+        or ((e.get("objectRef") or {}).get("resource") == "pods" and "fieldSelector" not in e["requestURI"])
+        or (
+            (e.get("objectRef") or {}).get("resource") == "hamipodplacements"
+            and (e.get("objectRef") or {}).get("name", "") not in ("", "real")
+        )
+    ]
+    assert stray == [], f"API calls outside the placement's own path: {stray[:5]}"
+    assert any((e.get("objectRef") or {}).get("name") == "real" and e["verb"] == "update" for e in calls), (
+        "the claim of the real placement is on record: the audit log was read over the right span"
+    )

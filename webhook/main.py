@@ -12,7 +12,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
 from webhook.certs import CertBundle, generate, still_good
-from webhook.reconcile import CLAIM_GRACE_SECONDS
+from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
 from webhook.server import IDLE_SECONDS, ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
@@ -129,6 +129,14 @@ def _parser() -> argparse.ArgumentParser:
         help="unclaimed placements expire, and blocked evictions give up, after this long (default 3600)",
     )
     run.add_argument(
+        "--finished-ttl",
+        type=int,
+        default=FINISHED_TTL_SECONDS,
+        metavar="SECONDS",
+        help="placements that finished (Consumed, Failed, Expired) are deleted this long after; 0 keeps them "
+        f"(default {FINISHED_TTL_SECONDS})",
+    )
+    run.add_argument(
         "--claim-grace",
         type=int,
         default=CLAIM_GRACE_SECONDS,
@@ -176,6 +184,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.placement_ttl <= 0:
         _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
         return 2
+    if args.finished_ttl < 0:
+        _fail("hami-place-webhook: --finished-ttl must be 0 (keep) or a positive number of seconds")
     if args.claim_grace <= 0:
         _fail("hami-place-webhook: --claim-grace must be a positive number of seconds")
         return 2
@@ -205,6 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
             shutdown_grace=args.shutdown_grace,
             idle_timeout=args.idle_timeout,
             claim_grace=args.claim_grace,
+            finished_ttl=args.finished_ttl,
         )
     )
     return 0

@@ -51,7 +51,7 @@ from webhook.mutate import (
     error_body,
     is_json,
 )
-from webhook.reconcile import CLAIM_GRACE_SECONDS, Reconciler
+from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS, Reconciler
 from webhook.tls import ReloadingCertificate
 from webhook.writes import KubeWrites
 
@@ -356,6 +356,7 @@ class ServeOptions:
     shutdown_grace: float = 15.0
     idle_timeout: float = IDLE_SECONDS
     claim_grace: int = CLAIM_GRACE_SECONDS
+    finished_ttl: int = FINISHED_TTL_SECONDS
 
 
 def probe_host(bind_address: str) -> str:
@@ -385,7 +386,15 @@ def serve(options: ServeOptions) -> None:
         metrics.count_events(reflector)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
-    reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace, writes=writes)
+    reconciler = Reconciler(
+        kube,
+        cache,
+        metrics,
+        options.placement_ttl,
+        claim_grace=options.claim_grace,
+        finished_ttl=options.finished_ttl,
+        writes=writes,
+    )
 
     mutate = MutateApp(admitter, metrics, admission_timeout=options.admission_timeout)
     https = MutateListener(

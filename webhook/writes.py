@@ -1,5 +1,6 @@
 """What the server does to the cluster, behind one small interface: read a placement, write its status, record an
-Event, evict a pod, ask whether a stored pod carries a claim, hold and release reqID guards. `KubeWrites` does it
+Event, evict a pod, ask whether a stored pod carries a claim, hold and release reqID guards, delete a finished
+placement. `KubeWrites` does it
 through kube/; unit tests give
 the Admitter and the Reconciler an in-memory implementation that can answer a write with a stale-write conflict.
 """
@@ -17,8 +18,10 @@ from kubectl_hami_place.core.placement import Placement, PlacementStatus
 from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read_placement, release_guard, write_status
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.cluster import list_pods
+from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
 from kubectl_hami_place.kube.events import record_event
 from kubectl_hami_place.kube.evictions import evict_pod
+from kubectl_hami_place.kube.placements import delete_placement
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,10 @@ class Writes(Protocol):
 
     def claim_carried(self, namespace: str, token: str) -> bool:
         """Whether a stored pod of the namespace carries this claim token (whatever its scheduler)."""
+        ...
+
+    def delete_placement(self, placement: Placement) -> None:
+        """Delete that very version of the placement; one changed, replaced or gone since is left alone."""
         ...
 
     def hold_req_id(self, placement: Placement) -> Guard:
@@ -124,6 +131,19 @@ class KubeWrites:
             ((pod.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION) == token
             for pod in list_pods(self.kube, namespace)
         )
+
+    def delete_placement(self, placement: Placement) -> None:
+        """DELETE the placement, preconditioned on its UID and resourceVersion."""
+        try:
+            delete_placement(
+                self.kube,
+                placement.namespace,
+                placement.name,
+                uid=placement.uid,
+                resource_version=placement.resource_version,
+            )
+        except (KubeNotFound, KubeConflict):
+            return
 
     def hold_req_id(self, placement: Placement) -> Guard:
         """CREATE the Lease named after (namespace, reqID), or GET it on 409."""

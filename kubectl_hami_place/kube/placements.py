@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes import client
+
 from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
 from kubectl_hami_place.core.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube, request
@@ -85,11 +87,17 @@ def create_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: 
     )
 
 
-def delete_placement(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> dict[str, Any]:
-    """Deletes the placement; `KubeNotFound` when it does not exist."""
+def delete_placement(
+    kube: Kube, namespace: str, name: str, dry_run: bool = False, *, uid: str = "", resource_version: str = ""
+) -> dict[str, Any]:
+    """Deletes the placement; `KubeNotFound` when it does not exist. With `uid` and `resource_version`, only that
+    very version of it (`KubeConflict` when it changed or was replaced since it was read)."""
     kwargs: dict[str, Any] = {}
     if dry_run:
         kwargs["dry_run"] = "All"
+    if uid or resource_version:
+        preconditions = client.V1Preconditions(uid=uid or None, resource_version=resource_version or None)
+        kwargs["body"] = client.V1DeleteOptions(preconditions=preconditions)
     return request(
         kube,
         kube.custom().delete_namespaced_custom_object,

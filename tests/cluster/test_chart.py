@@ -323,10 +323,11 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         for verb in rule["verbs"]
     }
     placements = "scheduling.hami.placement.com"
-    expected = {("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")}
-    expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "update", "patch")}
-    expected |= {(placements, "hamipodplacements/status", v) for v in ("get", "update", "patch")}
-    expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")}
+    expected = {("", "nodes", "list"), ("", "nodes", "watch")}
+    expected |= {("", "pods", v) for v in ("get", "list", "watch")}
+    expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "delete")}
+    expected |= {(placements, "hamipodplacements/status", "update")}
+    expected |= {("", "pods/eviction", "create"), ("", "events", "create")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     assert granted == expected
@@ -561,7 +562,6 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
     release, namespace = installed
     account = f"{release}-webhook"
     needed = [
-        ("get", "nodes"),
         ("list", "nodes"),
         ("watch", "nodes"),
         ("get", "pods", "-A"),
@@ -569,13 +569,11 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("watch", "pods", "-A"),
         *[
             (verb, "hamipodplacements.scheduling.hami.placement.com", "-A")
-            for verb in ("get", "list", "watch", "update", "patch")
+            for verb in ("get", "list", "watch", "delete")
         ],
         ("update", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
-        ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
         ("create", "pods", "--subresource=eviction", "-n", "default"),
         ("create", "events", "-n", "default"),
-        ("patch", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
         ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
     ]
@@ -586,8 +584,12 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "pods", "-n", "default"),
         ("update", "pods", "-n", "default"),
         ("patch", "nodes"),
-        ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("update", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("patch", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
+        ("patch", "events", "-n", "default"),
+        ("get", "nodes"),
         ("get", "secrets", "-n", namespace),
         ("get", "secrets", "-n", "default"),
         ("create", "secrets", "-n", "default"),

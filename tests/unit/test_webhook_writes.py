@@ -97,6 +97,13 @@ class MemoryWrites:
         self.carried_asks.append(token)
         return token in self.pods_carrying
 
+    def delete_placement(self, placement: Placement) -> None:
+        """A delete preconditioned on the UID and resourceVersion read, as the server's."""
+        stored = self.stored.get((placement.namespace, placement.name))
+        meta = (stored or {}).get("metadata") or {}
+        if (meta.get("uid"), meta.get("resourceVersion")) == (placement.uid, placement.resource_version):
+            del self.stored[(placement.namespace, placement.name)]
+
     def hold_req_id(self, placement: Placement) -> Guard:
         """A create that succeeds once per (namespace, reqID), as the API server's."""
         name = req_id_guard_name(placement.namespace, placement.spec.req_id)
@@ -280,6 +287,45 @@ def test_a_guard_whose_holder_is_no_name_is_released_without_a_read_of_it() -> N
     writes.guards[(NS, forged.name)] = forged
     reconciler(writes, pods=()).reconcile_once()
     assert writes.reads == [] and writes.guards == {}
+
+
+def finished(name: str, at: datetime) -> dict[str, Any]:
+    """A placement consumed by its pod at `at`."""
+    stamp = at.isoformat().replace("+00:00", "Z")
+    status = {
+        "phase": "Consumed",
+        "claim": {"token": f"tok-{name}", "claimedAt": stamp},
+        "consumedBy": {"name": f"pod-{name}", "uid": f"pod-uid-{name}"},
+        "consumedAt": stamp,
+    }
+    return placement(name, "gpu-0", created="2026-11-20T09:00:00Z", status=status)
+
+
+@pytest.mark.parametrize(("finished_ttl", "left"), [(86400, ["recent", "open"]), (0, ["old", "recent", "open"])])
+def test_placements_finished_longer_than_the_ttl_ago_are_deleted_and_nothing_else(
+    finished_ttl: int, left: list[str]
+) -> None:
+    expired = placement("old", "gpu-0", created="2026-11-20T09:00:00Z")
+    expired["status"] = {
+        "phase": "Expired",
+        "conditions": [
+            {
+                "type": "Claimed",
+                "status": "False",
+                "reason": "Expired",
+                "message": "",
+                "lastTransitionTime": "2026-11-27T11:00:00Z",
+            }
+        ],
+    }
+    writes = MemoryWrites(
+        expired,
+        finished("recent", NOW - timedelta(hours=23)),
+        placement("open", "gpu-1", created="2026-11-20T09:00:00Z"),
+    )
+    loop = Reconciler(None, cache(writes), Metrics(), 10**9, lambda: NOW, writes=writes, finished_ttl=finished_ttl)
+    loop.reconcile_once()
+    assert sorted(name for _, name in writes.stored) == sorted(left)
 
 
 def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:

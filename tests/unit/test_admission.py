@@ -539,6 +539,12 @@ def test_pod_with_node_name() -> None:
     _skipped(decide(review(direct), snapshot([placement()])), "spec.nodeName")
 
 
+def test_a_pod_with_a_privileged_container_claims_nothing() -> None:
+    privileged = pod()
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    _skipped(decide(review(privileged), snapshot([placement()])), "is privileged")
+
+
 def test_req_id_already_consumed() -> None:
     consumed = placement(
         "first", req_id="shared-id", devices=["gpu-1"], status={"phase": "Consumed", "claim": {"token": "t"}}

@@ -13,10 +13,21 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
+from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE, req_id_guard_name
 from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
 from sandbox.webhook import Webhook, start
-from tests.cluster.webhook_harness import create_placement, gpu_pod, register, sees_placement
+from tests.cluster.webhook_harness import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    create_placement,
+    gpu_pod,
+    register,
+    sees_placement,
+    status_of,
+)
 
 pytestmark = pytest.mark.cluster
 PLACEMENT = "scheduling.hami.placement.com/placement"
@@ -83,3 +94,67 @@ def test_a_placement_annotation_that_is_a_path_reaches_no_api_path_and_the_place
     assert any((e.get("objectRef") or {}).get("name") == "real" and e["verb"] == "update" for e in calls), (
         "the claim of the real placement is on record: the audit log was read over the right span"
     )
+
+
+def placement_ready(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str], *extra: str
+) -> tuple[Webhook, dict[str, Any]]:
+    """A registered webhook and one placement it sees, on gpu-a100-0's first card, selecting app=target."""
+    webhook = start(cluster, tmp_path, *extra)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    created = create_placement(cluster, namespace, "target", {"app": "target"}, ["gpu-0"], node="gpu-a100-0")
+    wait_for(lambda: sees_placement(webhook, namespace, "target"), "the webhook to see the placement")
+    return webhook, created
+
+
+def test_a_lease_with_the_guards_name_but_not_its_label_blocks_nothing(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    _webhook, created = placement_ready(cluster, namespace, tmp_path, webhooks, configurations)
+    name = req_id_guard_name(namespace, created["spec"]["reqID"])
+    leases = client.CoordinationV1Api(cluster.api_client())
+    squatter = {"metadata": {"name": name, "namespace": namespace}, "spec": {"holderIdentity": "someone-else"}}
+    leases.create_namespaced_lease(namespace, squatter)
+
+    pod = client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
+    assert (pod.metadata.annotations or {}).get(PLACEMENT) == "target", "the squatting Lease held nothing"
+    guard = leases.read_namespaced_lease(name, namespace)
+    assert guard.metadata.labels == {GUARD_LABEL: GUARD_LABEL_VALUE}
+    assert guard.spec.holder_identity == created["metadata"]["uid"]
+
+
+def test_a_pod_with_a_privileged_container_claims_no_placement(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations)
+    core = client.CoreV1Api(cluster.api_client())
+    privileged = gpu_pod("priv-", {"app": "target"})
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    with pytest.raises(ApiException) as denied:
+        core.create_namespaced_pod(namespace, privileged)
+    assert "is privileged" in str(denied.value.body), "HAMi's webhook denies it"
+    assert "claim" not in status_of(cluster, namespace, "target"), "ours claimed nothing for it"
+    pod = core.create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
+    assert (pod.metadata.annotations or {}).get(PLACEMENT) == "target", "the placement is still open"
+
+
+def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--finished-ttl", "1")
+    create_placement(cluster, namespace, "open", {"app": "nobody"}, ["gpu-1"], node="gpu-a100-0")
+    client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
+    wait_for(lambda: (status_of(cluster, namespace, "target").get("consumedBy") or {}).get("uid"), "the pod stored")
+    custom = client.CustomObjectsApi(cluster.api_client())
+
+    def gone() -> bool:
+        try:
+            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "target")
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    # The reconciler looks for finished placements every 30 s (with its sweep of reqID guards).
+    wait_for(gone, "the consumed placement to be deleted", timeout=90)
+    assert status_of(cluster, namespace, "open").get("phase", "Pending") == "Pending", "an open one is kept"

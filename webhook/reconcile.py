@@ -337,7 +337,7 @@ class Reconciler:
             log.warning("claim in %s not released: the cache is stale", namespace)
             return False
         try:
-            return not self.writes.claim_carried(namespace, token)
+            return not self.writes.claim_carried(namespace, token, unlabelled=True)
         except KubeError as error:
             log.warning("claim in %s not released: looking up pods carrying it failed: %s", namespace, error)
             return False

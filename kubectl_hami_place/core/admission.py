@@ -23,9 +23,10 @@ import jsonpatch
 
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.k8s_names import is_object_name
-from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claimed
+from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claim_digest, claimed
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
+    CLAIM_DIGEST_LABEL,
     HOSTNAME_LABEL,
     OUR_ANNOTATIONS,
     PLACEMENT_ANNOTATION,
@@ -105,12 +106,13 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     placements = [p for p in snapshot.placements if p.namespace == namespace]
     nodes = ClusterSnapshot(snapshot.nodes)
     annotations = review.annotations
-    if any(key in annotations for key in OUR_ANNOTATIONS):
+    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+    if any(key in annotations for key in OUR_ANNOTATIONS) or CLAIM_DIGEST_LABEL in labels:
         holder = _claim_holder(placements, annotations, snapshot.carried)
         if holder is not None:
             return _reinvoked(review, holder, nodes, snapshot.settings.hami)
         pod = _without_our_annotations(pod)
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+        labels.pop(CLAIM_DIGEST_LABEL, None)
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
     unpinned = _diff(review.pod, pod)
     if not candidates:
@@ -199,11 +201,15 @@ def _reinvoked(review: Review, placement: Placement, nodes: ClusterSnapshot, con
 
 
 def _without_our_annotations(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of the pod without our annotations (copied from a pinned pod, or forged): it is not pinned by them."""
+    """A copy of the pod without our annotations and claim-digest label (copied from a pinned pod, or forged): it is
+    not pinned by them."""
     stripped: dict[str, Any] = copy.deepcopy(dict(pod))
-    annotations = _child(_child(stripped, "metadata"), "annotations")
-    for key in OUR_ANNOTATIONS:
-        annotations.pop(key, None)
+    metadata = _child(stripped, "metadata")
+    for key, names in (("annotations", OUR_ANNOTATIONS), ("labels", (CLAIM_DIGEST_LABEL,))):
+        found = metadata.get(key)
+        if isinstance(found, dict):
+            for name in names:
+                found.pop(name, None)
     return stripped
 
 
@@ -215,6 +221,7 @@ def _pinned(pod: Mapping[str, Any], pin: Plan, placement: Placement, token: str)
     annotations[PLACEMENT_ANNOTATION] = placement.name
     annotations[REQ_ID_ANNOTATION] = placement.spec.req_id
     annotations[CLAIM_ANNOTATION] = token
+    _child(_child(mutated, "metadata"), "labels")[CLAIM_DIGEST_LABEL] = claim_digest(token)
     spec = _child(mutated, "spec")
     _require_hostname(spec, pin.node)
     containers = _containers(spec)

@@ -134,6 +134,11 @@ def req_id_guard_name(namespace: str, req_id: str) -> str:
     return f"hami-place-reqid-{digest}"
 
 
+def claim_digest(token: str) -> str:
+    """The value of a pinned pod's claim-digest label: a label value holds 63 characters at most."""
+    return hashlib.sha256(token.encode()).hexdigest()[:40]
+
+
 def guard_obsolete(holder: Placement | None, holder_uid: str) -> bool:
     """Whether a reqID guard may go: its placement is gone (or replaced), or ended without a claim (Expired, Failed)."""
     if holder is None or holder.uid != holder_uid:

@@ -19,6 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.lifecycle import claim_digest
+from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL
 from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
@@ -93,6 +95,11 @@ def list_pods(
         path = f"/api/v1/namespaces/{path_segment(namespace)}/pods"
         body = request(kube, _get(kube, path), what=f"list pods in namespace {namespace}", **kwargs)
     return sorted(list_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
+
+
+def pods_labelled_with_claim(kube: Kube, namespace: str, token: str) -> list[dict[str, Any]]:
+    """The namespace's pods labelled with the claim's digest (pinned by a server that labels, from issue 23 on)."""
+    return list_pods(kube, namespace, label_selector=f"{CLAIM_DIGEST_LABEL}={claim_digest(token)}")
 
 
 def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:

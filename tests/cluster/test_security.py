@@ -96,6 +96,33 @@ def test_a_placement_annotation_that_is_a_path_reaches_no_api_path_and_the_place
     )
 
 
+def test_forged_claims_of_a_real_placement_look_up_pods_by_label_not_by_listing_the_namespace(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    webhook = audited_webhook(cluster, tmp_path, webhooks)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "real", {"app": "real"}, ["gpu-0"], node="gpu-a100-0")
+    wait_for(lambda: sees_placement(webhook, namespace, "real"), "the webhook to see the placement")
+    core = client.CoreV1Api(cluster.api_client())
+    since = len(cluster.audit_events())
+
+    def copy(index: int) -> Any:
+        pod = gpu_pod(f"copy-{index}-", {"app": "forged"})
+        pod["metadata"]["annotations"] = {PLACEMENT: "real", CLAIM: uuid.uuid4().hex}
+        return core.create_namespaced_pod(namespace, pod, dry_run="All")
+
+    with ThreadPoolExecutor(FORGED_PODS) as pool:
+        list(pool.map(copy, range(FORGED_PODS)))
+    pod_reads = [
+        e["requestURI"]
+        for e in webhook_calls(cluster, since)
+        if (e.get("objectRef") or {}).get("resource") == "pods" and "fieldSelector" not in e["requestURI"]
+    ]
+    assert pod_reads, "each forged claim is looked up"
+    unselected = [uri for uri in pod_reads if "claim-digest" not in uri]
+    assert unselected == [], f"pods listed without the claim-digest selector: {unselected[:3]}"
+
+
 def placement_ready(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str], *extra: str
 ) -> tuple[Webhook, dict[str, Any]]:

@@ -93,8 +93,8 @@ class MemoryWrites:
         if outcome is not None:
             raise outcome
 
-    def claim_carried(self, namespace: str, token: str) -> bool:
-        self.carried_asks.append(token)
+    def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
+        self.carried_asks.append(f"{token} unlabelled" if unlabelled else token)
         return token in self.pods_carrying
 
     def delete_placement(self, placement: Placement) -> None:
@@ -511,6 +511,7 @@ def test_no_release_when_the_api_server_knows_a_pod_carrying_the_claim_or_the_ca
     writes.pods_carrying.add("tok-far")
     loop.reconcile_once()
     assert writes.writes == [], "a pod of another scheduler carries it: the cache could not know"
+    assert writes.carried_asks == ["tok-far unlabelled"], "a pod pinned before pods were labelled counts too"
     writes.pods_carrying.clear()
     for reflector in loop.cache.reflectors():
         reflector.last_sync = time.time() - CACHE_STALE_SECONDS - 1

@@ -40,6 +40,7 @@ from webhook.allocator import return_freed_memory
 from webhook.api import api_app
 from webhook.cache import ClusterCache
 from webhook.deadline import Deadline, DeadlineApiClient
+from webhook.hami_config import FollowedHamiConfig
 from webhook.metrics import INVALID, Metrics
 from webhook.mutate import (
     BODY_LATE,
@@ -371,13 +372,11 @@ def serve(options: ServeOptions) -> None:
     certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
-    hami = read_hami_config(kube, options.hami_config)
-    if hami.notice:
-        log.warning("%s", hami.notice)
+    hami = FollowedHamiConfig(lambda: read_hami_config(kube, options.hami_config))
     settings = Settings(
         scheduler_name=options.scheduler_name,
         excluded_namespaces=frozenset(options.exclude_namespaces),
-        hami=hami.config,
+        hami=hami.refresh(),
     )
     metrics = Metrics()
     cache = ClusterCache(kube.api, options.scheduler_name)
@@ -386,6 +385,7 @@ def serve(options: ServeOptions) -> None:
         metrics.count_events(reflector)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
+    hami.on_change = lambda config: setattr(admitter, "settings", dataclasses.replace(admitter.settings, hami=config))
     reconciler = Reconciler(
         kube,
         cache,
@@ -433,6 +433,7 @@ def serve(options: ServeOptions) -> None:
         threading.Thread(target=http.run, name="http", daemon=True),
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
+        threading.Thread(target=hami.run, args=(stop,), name="hami-config", daemon=True),
     ]
     for thread in threads:
         thread.start()

@@ -18,7 +18,7 @@ from kubectl_hami_place.core.hami_config import (
     parse_device_config,
 )
 from kubectl_hami_place.kube.client import Kube, by_path, path_segment, request
-from kubectl_hami_place.kube.errors import KubeError
+from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class HamiConfigInForce:
     config: HamiConfig
     source: str
     notice: str = ""
+    unreadable: bool = False
+    """The API server could not be asked (unreachable, forbidden): the defaults stand in for a config not seen."""
 
 
 def read_hami_config(kube: Kube, where: str = "", gpu_scheduler_policy: str = "") -> HamiConfigInForce:
@@ -37,9 +39,8 @@ def read_hami_config(kube: Kube, where: str = "", gpu_scheduler_policy: str = ""
     try:
         found = _configmap(kube, where)
     except KubeError as error:
-        return HamiConfigInForce(
-            defaults, "", f"cannot read HAMi's device config ({error.cause}); using HAMi's defaults"
-        )
+        notice = f"cannot read HAMi's device config ({error.cause}); using HAMi's defaults"
+        return HamiConfigInForce(defaults, "", notice, unreadable=not isinstance(error, KubeNotFound))
     if found is None:
         notice = f"no ConfigMap {DEVICE_CONFIGMAP} found; using HAMi's defaults (give it with --hami-config NS/NAME)"
         return HamiConfigInForce(defaults, "", notice)

@@ -6,6 +6,7 @@ The webhook runs as a user of its own whose every API call the sandbox's API ser
 
 from __future__ import annotations
 
+import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -185,3 +186,32 @@ def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
     # The reconciler looks for finished placements every 30 s (with its sweep of reqID guards).
     wait_for(gone, "the consumed placement to be deleted", timeout=90)
     assert status_of(cluster, namespace, "open").get("phase", "Pending") == "Pending", "an open one is kept"
+
+
+def put_device_config(cluster: Sandbox, namespace: str, count_name: str) -> None:
+    """HAMi's device config in a ConfigMap of the test's namespace, counting cards by `count_name`."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "hami-device", "namespace": namespace},
+        "data": {"device-config.yaml": f"nvidia:\n  resourceCountName: {count_name}\n"},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def test_a_change_of_hamis_device_config_reaches_admissions_without_a_restart(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    put_device_config(cluster, namespace, "nvidia.com/gpu")
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--hami-config", f"{namespace}/hami-device")
+    put_device_config(cluster, namespace, "example.com/vgpu")
+    core = client.CoreV1Api(cluster.api_client())
+    renamed = gpu_pod("renamed-", {"app": "target"})
+    renamed["spec"]["containers"][0]["resources"] = {"limits": {"example.com/vgpu": 1}}
+
+    def pinned() -> bool:
+        pod = core.create_namespaced_pod(namespace, renamed, dry_run="All")
+        return (pod.metadata.annotations or {}).get(PLACEMENT) == "target"
+
+    # The server reads the ConfigMap again every 30 s.
+    wait_for(pinned, "a pod asking example.com/vgpu to be pinned", timeout=75, interval=3)

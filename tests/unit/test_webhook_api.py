@@ -19,7 +19,7 @@ from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
 from tests.webhook_listener import call
 from webhook.admit import Admitter
-from webhook.api import CollectorPause, api_app
+from webhook.api import STALE_SECONDS, CollectorPause, api_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
@@ -362,6 +362,18 @@ def test_not_ready_while_mutate_does_not_answer() -> None:
     assert reply.status_code == 503
     check(reply.get_json(), readyz_schema("503"))
     assert reply.get_json()["reason"] == "/mutate does not answer on port 8443: timed out"
+
+
+def test_a_cache_that_heard_nothing_for_twice_a_watch_is_not_ready_until_it_hears_again() -> None:
+    cache = filled_cache([], [])
+    api = api_app(cache, Metrics()).test_client()
+    cache.pods.last_sync = time.time() - STALE_SECONDS - 1
+    reply = api.get("/readyz")
+    assert reply.status_code == 503
+    check(reply.get_json(), readyz_schema("503"))
+    assert reply.get_json()["reason"] == "cache stale: no list, event or bookmark for over 120 s: pods"
+    cache.pods.last_sync = time.time()
+    assert api.get("/readyz").status_code == 200
 
 
 def test_the_mutate_listener_answers_its_health_check_without_counting_an_admission() -> None:

@@ -38,6 +38,7 @@ class Webhook:
     api_port: int
     certs: Path
     log: Path
+    probe_port: int = 0
 
     @property
     def api(self) -> str:
@@ -95,7 +96,7 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kub
         check=True,
         capture_output=True,
     )
-    port, api_port = free_port(), free_port()
+    port, api_port, probe_port = free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -110,6 +111,8 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kub
                 str(port),
                 "--api-port",
                 str(api_port),
+                "--probe-port",
+                str(probe_port),
                 "--tls-cert-file",
                 str(certs / "tls.crt"),
                 "--tls-key-file",
@@ -123,7 +126,7 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kub
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    webhook = Webhook(process, port, api_port, certs, log)
+    webhook = Webhook(process, port, api_port, certs, log, probe_port)
 
     def ready() -> bool:
         if process.poll() is not None:

@@ -54,15 +54,16 @@ def _http_errors(app: Flask) -> None:
         return _error(error.code or 400, error.description or error.name)
 
 
-def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
-    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
-
-    `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
-    when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
-    decides from an old view), and /mutate answers, so the Service sends the API server only to replicas that work.
-    """
-    app = Flask("hami-place-api")
+def probe_app(cache: ClusterCache, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+    """GET /healthz and /readyz only: the probes' own port, which no client of the API can crowd out."""
+    app = Flask("hami-place-probes")
     _http_errors(app)
+    _probes(app, cache, mutate_serving)
+    return app
+
+
+def _probes(app: Flask, cache: ClusterCache, mutate_serving: Callable[[], str | None]) -> None:
+    """/healthz (the process answers) and /readyz (synced, fresh, /mutate answers) on the app."""
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -82,6 +83,19 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
         if reason is not None:
             return _json({"status": "not ready", "reason": reason}, 503)
         return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
+
+
+def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
+
+    `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
+    when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
+    decides from an old view), and /mutate answers, so the Service sends the API server only to replicas that work.
+    """
+    app = Flask("hami-place-api")
+    _http_errors(app)
+
+    _probes(app, cache, mutate_serving)
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:

@@ -60,7 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         "--api-port",
         type=int,
         default=_env_int("HAMI_PLACE_API_PORT", 8083),
-        help="HTTP port of the API, probes and metrics [HAMI_PLACE_API_PORT] (default 8083)",
+        help="HTTP port of the API, metrics and probes [HAMI_PLACE_API_PORT] (default 8083)",
+    )
+    run.add_argument(
+        "--probe-port",
+        type=int,
+        default=_env_int("HAMI_PLACE_PROBE_PORT", 8084),
+        help="HTTP port of /healthz and /readyz alone, for the kubelet's probes [HAMI_PLACE_PROBE_PORT] (default 8084)",
     )
     run.add_argument("--bind-address", default="0.0.0.0", help="address both listeners bind (default 0.0.0.0)")
     run.add_argument(
@@ -177,7 +183,7 @@ def _serve(args: argparse.Namespace) -> int:
             "(make them with: hami-place-webhook certs --out-dir DIR --dns NAME)"
         )
         return 2
-    for port in (args.webhook_port, args.api_port):
+    for port in (args.webhook_port, args.api_port, args.probe_port):
         if not 0 < port < 65536:
             _fail(f"hami-place-webhook: port {port} is out of range 1..65535")
             return 2
@@ -203,6 +209,7 @@ def _serve(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             webhook_port=args.webhook_port,
             api_port=args.api_port,
+            probe_port=args.probe_port,
             bind_address=args.bind_address,
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,

@@ -37,7 +37,7 @@ from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.admit import Admitter
 from webhook.allocator import return_freed_memory
-from webhook.api import api_app
+from webhook.api import api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.deadline import Deadline, DeadlineApiClient
 from webhook.hami_config import FollowedHamiConfig
@@ -69,6 +69,13 @@ IDLE_SECONDS = 120
 SWITCH_INTERVAL_SECONDS = 0.001
 # How often the wait for the first sync looks whether the process is stopping.
 FREEZE_WAIT_SECONDS = 5.0
+# The HTTP API's limits (waitress keeps 100 connections, 120 s of idleness and 1 GiB bodies spooled to disk).
+API_CONNECTIONS = 64
+API_IDLE_SECONDS = 30
+API_MAX_BODY_BYTES = 16 * 1024
+API_MAX_HEADER_BYTES = 64 * 1024
+# The probes' port: the kubelet's probes, one at a time each.
+PROBE_CONNECTIONS = 8
 # The self-probe behind /readyz: each of connect, handshake and read must finish within this.
 PROBE_TIMEOUT_SECONDS = 1.0
 # After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
@@ -345,6 +352,7 @@ class ServeOptions:
     kubeconfig: str | None
     webhook_port: int = 8443
     api_port: int = 8083
+    probe_port: int = 8084
     bind_address: str = "0.0.0.0"
     tls_cert_file: str = ""
     tls_key_file: str = ""
@@ -411,6 +419,13 @@ def serve(options: ServeOptions) -> None:
         return "shutting down" if mutate.draining else probe()
 
     http = api_server(api_app(cache, metrics, mutate_serving), options.bind_address, options.api_port)
+    probes = api_server(
+        probe_app(cache, mutate_serving),
+        options.bind_address,
+        options.probe_port,
+        threads=1,
+        connections=PROBE_CONNECTIONS,
+    )
     stop = threading.Event()
     received: list[int] = []
 
@@ -431,6 +446,7 @@ def serve(options: ServeOptions) -> None:
     https.start()
     threads = [
         threading.Thread(target=http.run, name="http", daemon=True),
+        threading.Thread(target=probes.run, name="probes", daemon=True),
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
         threading.Thread(target=hami.run, args=(stop,), name="hami-config", daemon=True),
@@ -452,16 +468,33 @@ def serve(options: ServeOptions) -> None:
     else:
         drain(https, listen=0.0, finish=options.admission_timeout)
     http.close()
+    probes.close()
     writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
     unwatch_collector()
     log.info("stopped")
 
 
-def api_server(app: Flask, host: str, port: int) -> MultiSocketServer | BaseWSGIServer:
+def api_server(
+    app: Flask, host: str, port: int, *, threads: int = 4, connections: int = API_CONNECTIONS
+) -> MultiSocketServer | BaseWSGIServer:
     """waitress for the HTTP API, polling its sockets with poll(): select() fails on a descriptor above 1,024, and
-    the /mutate listener's connections alone pass that under load, which stopped /readyz and /metrics for good."""
-    return create_server(app, host=host, port=port, threads=4, ident="hami-place-webhook", asyncore_use_poll=True)
+    the /mutate listener's connections alone pass that under load, which stopped /readyz and /metrics for good.
+
+    Its connections are capped, a connection idle (or sending its request slowly) for API_IDLE_SECONDS is closed,
+    and a request body over API_MAX_BODY_BYTES gets 413 at once: it serves only GETs, so no client needs more."""
+    return create_server(
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        ident="hami-place-webhook",
+        asyncore_use_poll=True,
+        connection_limit=connections,
+        channel_timeout=API_IDLE_SECONDS,
+        max_request_body_size=API_MAX_BODY_BYTES,
+        max_request_header_size=API_MAX_HEADER_BYTES,
+    )
 
 
 def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:

@@ -133,11 +133,11 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     labels = spec["template"]["metadata"]["labels"]
     assert labels["app.kubernetes/name"] == labels["app.kubernetes.io/name"] == NAME_LABEL
     assert "--tls-cert-file=/etc/hami-place/tls/tls.crt" in container["args"]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probe"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"webhook": 8443, "api": 8083}
+    assert ports == {"webhook": 8443, "api": 8083, "probe": 8084}
     tls_volume = next(v for v in pod["volumes"] if v["name"] == "tls")
     assert tls_volume["secret"]["secretName"] == "gpu-descheduler-webhook-tls"
 
@@ -762,6 +762,7 @@ def test_server_runs_with_the_chart_args_and_account(
     replaced = {
         "--webhook-port": str(webhook_port),
         "--api-port": str(api_port),
+        "--probe-port": str(free_port()),
         "--bind-address": "127.0.0.1",
         "--tls-cert-file": str(certs / "tls.crt"),
         "--tls-key-file": str(certs / "tls.key"),

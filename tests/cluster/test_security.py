@@ -7,8 +7,11 @@ The webhook runs as a user of its own whose every API call the sandbox's API ser
 from __future__ import annotations
 
 import json
+import socket
+import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +218,16 @@ def test_a_change_of_hamis_device_config_reaches_admissions_without_a_restart(
 
     # The server reads the ConfigMap again every 30 s.
     wait_for(pinned, "a pod asking example.com/vgpu to be pinned", timeout=75, interval=3)
+
+
+def test_110_slow_header_connections_to_the_api_port_do_not_make_the_pod_unready(
+    cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    with ExitStack() as stack:
+        for _ in range(110):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", webhook.api_port), timeout=10))
+            sock.sendall(b"GET /api/v1/cluster-info HTTP/1.1\r\nHost: x\r\n")  # the header never ends
+        with urllib.request.urlopen(f"http://127.0.0.1:{webhook.probe_port}/readyz", timeout=5) as reply:
+            assert reply.status == 200, "the probes' port is the kubelet's alone"

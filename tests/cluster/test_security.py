@@ -54,6 +54,12 @@ def webhook_calls(cluster: Sandbox, since: int) -> list[dict[str, Any]]:
     return [e for e in cluster.audit_events()[since:] if (e.get("user") or {}).get("username") == AUDITED_USER]
 
 
+def pod_read(event: dict[str, Any]) -> bool:
+    """A GET, LIST or WATCH of pods (not of a subresource such as an eviction)."""
+    ref = event.get("objectRef") or {}
+    return ref.get("resource") == "pods" and not ref.get("subresource") and event["verb"] in ("get", "list", "watch")
+
+
 def forged(index: int) -> dict[str, Any]:
     """A pod claiming a 'placement' that is a path, with a token no placement holds."""
     pod = gpu_pod(f"forged-{index}-", {"app": "forged"})
@@ -88,7 +94,7 @@ def test_a_placement_annotation_that_is_a_path_reaches_no_api_path_and_the_place
         for e in calls
         if ".." in e["requestURI"]
         # The pod cache's own list and watch select HAMi's pods by scheduler; any other pod read is the attack's.
-        or ((e.get("objectRef") or {}).get("resource") == "pods" and "fieldSelector" not in e["requestURI"])
+        or (pod_read(e) and "fieldSelector" not in e["requestURI"])
         or (
             (e.get("objectRef") or {}).get("resource") == "hamipodplacements"
             and (e.get("objectRef") or {}).get("name", "") not in ("", "real")
@@ -118,9 +124,7 @@ def test_forged_claims_of_a_real_placement_look_up_pods_by_label_not_by_listing_
     with ThreadPoolExecutor(FORGED_PODS) as pool:
         list(pool.map(copy, range(FORGED_PODS)))
     pod_reads = [
-        e["requestURI"]
-        for e in webhook_calls(cluster, since)
-        if (e.get("objectRef") or {}).get("resource") == "pods" and "fieldSelector" not in e["requestURI"]
+        e["requestURI"] for e in webhook_calls(cluster, since) if pod_read(e) and "fieldSelector" not in e["requestURI"]
     ]
     assert pod_reads, "each forged claim is looked up"
     unselected = [uri for uri in pod_reads if "claim-digest" not in uri]

@@ -65,6 +65,10 @@ LISTEN_BACKLOG = 1024
 # A connection that sends nothing for this long is closed, before its first request as after its last; longer
 # than the API server's own idle timeout for its webhook connections (90 s), so the client closes first.
 IDLE_SECONDS = 120
+# A request's header must be whole this long after its first byte: uvicorn's idle timer stops at the first byte, so
+# a client sending a byte now and then would otherwise keep its connection for ever. The API server sends a review's
+# header in one write.
+HEADER_SECONDS = 10.0
 # How long a thread may keep the GIL while another waits for it (Python's default is 5 ms).
 SWITCH_INTERVAL_SECONDS = 0.001
 # How often the wait for the first sync looks whether the process is stopping.
@@ -108,6 +112,8 @@ class IdleLimited(HttpToolsProtocol):
     """
 
     mutate: MutateApp
+    header_seconds: float = HEADER_SECONDS
+    header_late: asyncio.TimerHandle | None = None
     arriving: _Arriving | None = None
     # Set by a shutdown while a body arrives: that request is answered, then the connection closes.
     closing = False
@@ -119,6 +125,7 @@ class IdleLimited(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         """A body still arriving is given up with its deadline; then uvicorn's bookkeeping."""
+        self._header_arrived()
         self._take_arriving()
         super().connection_lost(exc)
 
@@ -129,8 +136,26 @@ class IdleLimited(HttpToolsProtocol):
         else:
             super().shutdown()
 
+    def on_message_begin(self) -> None:
+        """uvicorn's, then the header deadline from this first byte of a request."""
+        super().on_message_begin()
+        self._header_arrived()
+        self.header_late = self.loop.call_later(self.header_seconds, self._header_missing)
+
+    def _header_arrived(self) -> None:
+        """The header deadline no longer runs."""
+        if self.header_late is not None:
+            self.header_late.cancel()
+            self.header_late = None
+
+    def _header_missing(self) -> None:
+        """The header did not arrive in time: the connection is closed, nothing answered."""
+        self.header_late = None
+        self.transport.close()
+
     def on_headers_complete(self) -> None:
         """A review for the fast path waits for its body here; anything else starts uvicorn's cycle."""
+        self._header_arrived()
         if self._fast():
             deadline = Deadline.for_webhook_timeout(self.mutate.admission_timeout)
             late = self.loop.call_later(deadline.remaining(), self._body_late)
@@ -223,9 +248,10 @@ class HandshakeBounded(uvicorn.Server):
     """uvicorn's server, listening with a TLS handshake deadline (uvicorn leaves asyncio's 60 s), each connection
     given the app for its fast path, its loop's lag observed while it serves."""
 
-    def __init__(self, config: uvicorn.Config, app: MutateApp) -> None:
+    def __init__(self, config: uvicorn.Config, app: MutateApp, header_seconds: float = HEADER_SECONDS) -> None:
         super().__init__(config)
         self.app = app
+        self.header_seconds = header_seconds
         self.observe_lag = app.metrics.loop_lag.observe
         self.lag_probe: asyncio.Task[None] | None = None
 
@@ -237,6 +263,7 @@ class HandshakeBounded(uvicorn.Server):
         def protocol() -> asyncio.Protocol:
             connection = IdleLimited(config=config, server_state=self.server_state, app_state={}, _loop=loop)
             connection.mutate = self.app
+            connection.header_seconds = self.header_seconds
             return connection
 
         self.servers = []
@@ -270,6 +297,7 @@ class MutateListener:
         context: ssl.SSLContext,
         *,
         idle_seconds: float = IDLE_SECONDS,
+        header_seconds: float = HEADER_SECONDS,
     ) -> None:
         family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
         self.socket = socket.create_server(bind, family=family, backlog=LISTEN_BACKLOG)
@@ -291,7 +319,7 @@ class MutateListener:
         )
         config.load()
         config.ssl = context
-        self.server = HandshakeBounded(config, app)
+        self.server = HandshakeBounded(config, app, header_seconds)
         self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="https", daemon=True)
 
     def start(self) -> None:

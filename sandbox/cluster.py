@@ -27,6 +27,15 @@ from sandbox.pki import Authority, KeyPair, service_account_keys
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# The API server's audit log records the requests of this user only (metadata, once each): a process a test runs
+# with `identity_kubeconfig(AUDITED_USER)` has every API call it makes on record, and nothing else is slowed.
+AUDITED_USER = "hami-place-audited"
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "users": [AUDITED_USER]}, {"level": "None"}],
+}
 T = TypeVar("T")
 
 
@@ -201,6 +210,8 @@ class Sandbox:
         self._wait(f"http://127.0.0.1:{etcd_port}/health", "etcd", tls=False)
 
         log("starting kube-apiserver")
+        audit_policy = self.workdir / "audit-policy.json"
+        audit_policy.write_text(json.dumps(AUDIT_POLICY))
         self._spawn(
             "kube-apiserver",
             [
@@ -222,6 +233,9 @@ class Sandbox:
                 # A loopback advertise address is refused by the endpoint reconciler; envtest turns it off too.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking",
                 "--v=1",
             ],
         )
@@ -278,6 +292,27 @@ class Sandbox:
         )
         self._wait_for_default_service_account()
         log(f"control plane ready at {self.server}")
+
+    @property
+    def audit_log(self) -> Path:
+        """Where the API server writes the audit events of AUDITED_USER, one JSON object a line."""
+        return self.workdir / "logs" / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audit event written so far (none for a sandbox attached to, which has no audit log)."""
+        if not self.audit_log.is_file():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+
+    def identity_kubeconfig(self, user: str, group: str = "system:masters") -> Path:
+        """A kubeconfig acting as `user` (in `group`), signed by the sandbox's CA: a process of its own identity."""
+        if self.authority is None:
+            raise SandboxError("identity_kubeconfig needs a sandbox this process started (not one attached to)")
+        path = self.workdir / f"{user}.kubeconfig"
+        _kubeconfig(
+            path, self.server, self.authority.cert_path, self.authority.issue(user, user, organization=group), user
+        )
+        return path
 
     def start_hami(self, settings: hami.HamiSettings, log: Callable[[str], None] = lambda _msg: None) -> str:
         """HAMi as its chart installs it: the extender + webhook, its kube-scheduler, its webhook configuration, and

@@ -38,6 +38,7 @@ class Webhook:
     api_port: int
     certs: Path
     log: Path
+    probe_port: int = 0
 
     @property
     def api(self) -> str:
@@ -86,15 +87,16 @@ class Webhook:
                 self.process.wait()
 
 
-def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return."""
+def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kubeconfig: Path | None = None) -> Webhook:
+    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return; as the
+    sandbox's admin unless `kubeconfig` gives another identity."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     subprocess.run(
         [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
         check=True,
         capture_output=True,
     )
-    port, api_port = free_port(), free_port()
+    port, api_port, probe_port = free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -102,13 +104,15 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> 
                 webhook_command(),
                 "serve",
                 "--kubeconfig",
-                str(sandbox.kubeconfig),
+                str(kubeconfig or sandbox.kubeconfig),
                 "--bind-address",
                 "127.0.0.1",
                 "--webhook-port",
                 str(port),
                 "--api-port",
                 str(api_port),
+                "--probe-port",
+                str(probe_port),
                 "--tls-cert-file",
                 str(certs / "tls.crt"),
                 "--tls-key-file",
@@ -122,7 +126,7 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60) -> 
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    webhook = Webhook(process, port, api_port, certs, log)
+    webhook = Webhook(process, port, api_port, certs, log, probe_port)
 
     def ready() -> bool:
         if process.poll() is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.mutate import MutateApp
-from webhook.server import IDLE_SECONDS, MutateListener, drain
+from webhook.server import HEADER_SECONDS, IDLE_SECONDS, MutateListener, drain
 from webhook.tls import ReloadingCertificate
 
 STARTUP_SECONDS = 10.0
@@ -18,11 +18,18 @@ STARTUP_SECONDS = 10.0
 
 @contextmanager
 def serving(
-    app: MutateApp, certs: Path, *, client_ca: str = "", idle_seconds: float = IDLE_SECONDS
+    app: MutateApp,
+    certs: Path,
+    *,
+    client_ca: str = "",
+    idle_seconds: float = IDLE_SECONDS,
+    header_seconds: float = HEADER_SECONDS,
 ) -> Iterator[MutateListener]:
     """The listener on a free loopback port with the certificate in `certs` (tls.crt, tls.key); drained on exit."""
     certificate = ReloadingCertificate(str(certs / "tls.crt"), str(certs / "tls.key"), client_ca)
-    listener = MutateListener(("127.0.0.1", 0), app, certificate.serving_context(), idle_seconds=idle_seconds)
+    listener = MutateListener(
+        ("127.0.0.1", 0), app, certificate.serving_context(), idle_seconds=idle_seconds, header_seconds=header_seconds
+    )
     listener.start()
     deadline = time.monotonic() + STARTUP_SECONDS
     while not listener.started():

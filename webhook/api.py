@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -25,11 +26,16 @@ from kubectl_hami_place.core.placement import (
     spec_to_object,
     status_to_object,
 )
+from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
 from webhook.cache import ClusterCache, json_pieces
 from webhook.metrics import Metrics
 from webhook.mutate import error_body
 
 log = logging.getLogger(__name__)
+
+# /readyz turns unready when a kind of the cache heard nothing (no list, event or bookmark) for this long: twice a
+# watch's timeout, at whose end a healthy API server always answers (a bookmark, or the watch's end and a new one).
+STALE_SECONDS = 2 * WATCH_TIMEOUT_SECONDS
 
 
 def _error(status: int, reason: str) -> Response:
@@ -48,14 +54,16 @@ def _http_errors(app: Flask) -> None:
         return _error(error.code or 400, error.description or error.name)
 
 
-def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
-    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
-
-    `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
-    when the cache is synced and /mutate answers, so the Service sends the API server only to replicas that work.
-    """
-    app = Flask("hami-place-api")
+def probe_app(cache: ClusterCache, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+    """GET /healthz and /readyz only: the probes' own port, which no client of the API can crowd out."""
+    app = Flask("hami-place-probes")
     _http_errors(app)
+    _probes(app, cache, mutate_serving)
+    return app
+
+
+def _probes(app: Flask, cache: ClusterCache, mutate_serving: Callable[[], str | None]) -> None:
+    """/healthz (the process answers) and /readyz (synced, fresh, /mutate answers) on the app."""
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -66,10 +74,28 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
         if not cache.ready():
             waiting = [r.kind for r in cache.reflectors() if not r.synced.is_set()]
             return _json({"status": "not ready", "reason": f"cache not synced yet: {', '.join(waiting)}"}, 503)
+        now = time.time()
+        stale = [r.kind for r in cache.reflectors() if r.last_sync is None or now - r.last_sync > STALE_SECONDS]
+        if stale:
+            why = f"cache stale: no list, event or bookmark for over {STALE_SECONDS:.0f} s: {', '.join(stale)}"
+            return _json({"status": "not ready", "reason": why}, 503)
         reason = mutate_serving()
         if reason is not None:
             return _json({"status": "not ready", "reason": reason}, 503)
         return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
+
+
+def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
+
+    `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
+    when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
+    decides from an old view), and /mutate answers, so the Service sends the API server only to replicas that work.
+    """
+    app = Flask("hami-place-api")
+    _http_errors(app)
+
+    _probes(app, cache, mutate_serving)
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:

@@ -16,7 +16,7 @@ from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
 from webhook.certs import CertBundle, generate, still_good
 from webhook.defrag import INTERVAL_SECONDS, DefragOptions
-from webhook.reconcile import CLAIM_GRACE_SECONDS
+from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
 from webhook.server import IDLE_SECONDS, ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
@@ -65,7 +65,13 @@ def _parser() -> argparse.ArgumentParser:
         "--api-port",
         type=int,
         default=_env_int("HAMI_PLACE_API_PORT", 8083),
-        help="HTTP port of the API, probes and metrics [HAMI_PLACE_API_PORT] (default 8083)",
+        help="HTTP port of the API, metrics and probes [HAMI_PLACE_API_PORT] (default 8083)",
+    )
+    run.add_argument(
+        "--probe-port",
+        type=int,
+        default=_env_int("HAMI_PLACE_PROBE_PORT", 8084),
+        help="HTTP port of /healthz and /readyz alone, for the kubelet's probes [HAMI_PLACE_PROBE_PORT] (default 8084)",
     )
     run.add_argument("--bind-address", default="0.0.0.0", help="address both listeners bind (default 0.0.0.0)")
     run.add_argument(
@@ -134,6 +140,14 @@ def _parser() -> argparse.ArgumentParser:
         help="unclaimed placements expire, and blocked evictions give up, after this long (default 3600)",
     )
     run.add_argument(
+        "--finished-ttl",
+        type=int,
+        default=FINISHED_TTL_SECONDS,
+        metavar="SECONDS",
+        help="placements that finished (Consumed, Failed, Expired) are deleted this long after; 0 keeps them "
+        f"(default {FINISHED_TTL_SECONDS})",
+    )
+    run.add_argument(
         "--claim-grace",
         type=int,
         default=CLAIM_GRACE_SECONDS,
@@ -196,13 +210,15 @@ def _serve(args: argparse.Namespace) -> int:
             "(make them with: hami-place-webhook certs --out-dir DIR --dns NAME)"
         )
         return 2
-    for port in (args.webhook_port, args.api_port):
+    for port in (args.webhook_port, args.api_port, args.probe_port):
         if not 0 < port < 65536:
             _fail(f"hami-place-webhook: port {port} is out of range 1..65535")
             return 2
     if args.placement_ttl <= 0:
         _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
         return 2
+    if args.finished_ttl < 0:
+        _fail("hami-place-webhook: --finished-ttl must be 0 (keep) or a positive number of seconds")
     if args.claim_grace <= 0:
         _fail("hami-place-webhook: --claim-grace must be a positive number of seconds")
         return 2
@@ -239,6 +255,7 @@ def _serve(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             webhook_port=args.webhook_port,
             api_port=args.api_port,
+            probe_port=args.probe_port,
             bind_address=args.bind_address,
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,
@@ -251,6 +268,7 @@ def _serve(args: argparse.Namespace) -> int:
             shutdown_grace=args.shutdown_grace,
             idle_timeout=args.idle_timeout,
             claim_grace=args.claim_grace,
+            finished_ttl=args.finished_ttl,
             defrag=defrag,
         )
     )

@@ -17,11 +17,13 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kubectl_hami_place.core.errors import PlacementError
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import (
     FOREVER,
     FollowUp,
     consumed_req_ids,
     eviction_outcome,
+    finished_at,
     follow_up,
     guard_obsolete,
     quiet_until,
@@ -52,6 +54,8 @@ GUARD_SWEEP_SECONDS = 30.0
 # claim: twice the API server's longest admission (30 s) plus its request timeout for the pod's create (the default
 # --request-timeout is 60 s), so no pod still on its way to storage can find its claim released.
 CLAIM_GRACE_SECONDS = 120
+# Finished placements are deleted this long after they finished (--finished-ttl), as a Job a day after by default.
+FINISHED_TTL_SECONDS = 86400
 # The cache is stale when no list, event or bookmark arrived for longer than a watch lasts: no releases then.
 CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 
@@ -215,6 +219,7 @@ class Reconciler:
         writes: Writes | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         claim_grace: int = CLAIM_GRACE_SECONDS,
+        finished_ttl: int = 0,
     ) -> None:
         if writes is None and kube is None:
             raise ValueError("a Reconciler needs a Kube or its Writes")
@@ -225,6 +230,7 @@ class Reconciler:
         self.clock = clock
         self.monotonic = monotonic
         self.claim_grace = claim_grace
+        self.finished_ttl = finished_ttl
         self._last_sweep: float | None = None
         self._claims_seen: dict[tuple[str, str], float] = {}
         self._problems = KnownProblems()
@@ -309,7 +315,9 @@ class Reconciler:
                 self._apply(step)
         if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
             self._last_sweep = now
-            self._sweep_guards(placements if full else self.cache.parsed_placements())
+            every = placements if full else self.cache.parsed_placements()
+            self._sweep_guards(every)
+            self._delete_finished(every)
 
     def _claim_ages(self, placements: list[Placement]) -> dict[tuple[str, str], float]:
         """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod."""
@@ -329,7 +337,7 @@ class Reconciler:
             log.warning("claim in %s not released: the cache is stale", namespace)
             return False
         try:
-            return not self.writes.claim_carried(namespace, token)
+            return not self.writes.claim_carried(namespace, token, unlabelled=True)
         except KubeError as error:
             log.warning("claim in %s not released: looking up pods carrying it failed: %s", namespace, error)
             return False
@@ -347,12 +355,30 @@ class Reconciler:
                 continue
             try:
                 # The cache may not have seen a placement created a moment ago: the API server decides.
-                stored = self.writes.read_placement(guard.namespace, guard.holder_name) if guard.holder_name else None
+                # A holder that is no placement name holds nothing, and never reaches an API path.
+                named = is_object_name(guard.holder_name)
+                stored = self.writes.read_placement(guard.namespace, guard.holder_name) if named else None
                 holder = placement_from_object(stored) if stored is not None else None
                 if guard_obsolete(holder, guard.holder_uid):
                     self.writes.release_guard(guard)
             except (KubeError, PlacementError) as error:
                 log.warning("reqID guard %s/%s not released: %s", guard.namespace, guard.name, error)
+
+    def _delete_finished(self, placements: list[Placement]) -> None:
+        """Delete the placements finished over finished_ttl ago (0 keeps them), as Jobs' ttlSecondsAfterFinished."""
+        if self.finished_ttl <= 0:
+            return
+        now = self.clock()
+        for placement in placements:
+            done = finished_at(placement)
+            if done is None or (now - done).total_seconds() <= self.finished_ttl:
+                continue
+            try:
+                self.writes.delete_placement(placement)
+            except KubeError as error:
+                log.warning("finished placement %s/%s not deleted: %s", placement.namespace, placement.name, error)
+                continue
+            log.info("placement %s/%s deleted: finished at %s", placement.namespace, placement.name, done.isoformat())
 
     def _apply(self, step: FollowUp) -> None:
         write = step.write

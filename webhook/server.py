@@ -38,9 +38,10 @@ from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.admit import Admitter
 from webhook.allocator import return_freed_memory
-from webhook.api import api_app
+from webhook.api import api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.defrag import DefragController, DefragOptions
+from webhook.hami_config import FollowedHamiConfig
 from webhook.metrics import INVALID, Metrics
 from webhook.mutate import (
     BODY_LATE,
@@ -52,7 +53,7 @@ from webhook.mutate import (
     error_body,
     is_json,
 )
-from webhook.reconcile import CLAIM_GRACE_SECONDS, Reconciler
+from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS, Reconciler
 from webhook.tls import ReloadingCertificate
 from webhook.writes import KubeWrites
 
@@ -65,10 +66,21 @@ LISTEN_BACKLOG = 1024
 # A connection that sends nothing for this long is closed, before its first request as after its last; longer
 # than the API server's own idle timeout for its webhook connections (90 s), so the client closes first.
 IDLE_SECONDS = 120
+# A request's header must be whole this long after its first byte: uvicorn's idle timer stops at the first byte, so
+# a client sending a byte now and then would otherwise keep its connection for ever. The API server sends a review's
+# header in one write.
+HEADER_SECONDS = 10.0
 # How long a thread may keep the GIL while another waits for it (Python's default is 5 ms).
 SWITCH_INTERVAL_SECONDS = 0.001
 # How often the wait for the first sync looks whether the process is stopping.
 FREEZE_WAIT_SECONDS = 5.0
+# The HTTP API's limits (waitress keeps 100 connections, 120 s of idleness and 1 GiB bodies spooled to disk).
+API_CONNECTIONS = 64
+API_IDLE_SECONDS = 30
+API_MAX_BODY_BYTES = 16 * 1024
+API_MAX_HEADER_BYTES = 64 * 1024
+# The probes' port: the kubelet's probes, one at a time each.
+PROBE_CONNECTIONS = 8
 # The self-probe behind /readyz: each of connect, handshake and read must finish within this.
 PROBE_TIMEOUT_SECONDS = 1.0
 # After SIGTERM, the share of --shutdown-grace spent still answering while unready (the Service and the API
@@ -101,6 +113,8 @@ class IdleLimited(HttpToolsProtocol):
     """
 
     mutate: MutateApp
+    header_seconds: float = HEADER_SECONDS
+    header_late: asyncio.TimerHandle | None = None
     arriving: _Arriving | None = None
     # Set by a shutdown while a body arrives: that request is answered, then the connection closes.
     closing = False
@@ -112,6 +126,7 @@ class IdleLimited(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         """A body still arriving is given up with its deadline; then uvicorn's bookkeeping."""
+        self._header_arrived()
         self._take_arriving()
         super().connection_lost(exc)
 
@@ -122,8 +137,26 @@ class IdleLimited(HttpToolsProtocol):
         else:
             super().shutdown()
 
+    def on_message_begin(self) -> None:
+        """uvicorn's, then the header deadline from this first byte of a request."""
+        super().on_message_begin()
+        self._header_arrived()
+        self.header_late = self.loop.call_later(self.header_seconds, self._header_missing)
+
+    def _header_arrived(self) -> None:
+        """The header deadline no longer runs."""
+        if self.header_late is not None:
+            self.header_late.cancel()
+            self.header_late = None
+
+    def _header_missing(self) -> None:
+        """The header did not arrive in time: the connection is closed, nothing answered."""
+        self.header_late = None
+        self.transport.close()
+
     def on_headers_complete(self) -> None:
         """A review for the fast path waits for its body here; anything else starts uvicorn's cycle."""
+        self._header_arrived()
         if self._fast():
             deadline = Deadline.for_webhook_timeout(self.mutate.admission_timeout)
             late = self.loop.call_later(deadline.remaining(), self._body_late)
@@ -216,9 +249,10 @@ class HandshakeBounded(uvicorn.Server):
     """uvicorn's server, listening with a TLS handshake deadline (uvicorn leaves asyncio's 60 s), each connection
     given the app for its fast path, its loop's lag observed while it serves."""
 
-    def __init__(self, config: uvicorn.Config, app: MutateApp) -> None:
+    def __init__(self, config: uvicorn.Config, app: MutateApp, header_seconds: float = HEADER_SECONDS) -> None:
         super().__init__(config)
         self.app = app
+        self.header_seconds = header_seconds
         self.observe_lag = app.metrics.loop_lag.observe
         self.lag_probe: asyncio.Task[None] | None = None
 
@@ -230,6 +264,7 @@ class HandshakeBounded(uvicorn.Server):
         def protocol() -> asyncio.Protocol:
             connection = IdleLimited(config=config, server_state=self.server_state, app_state={}, _loop=loop)
             connection.mutate = self.app
+            connection.header_seconds = self.header_seconds
             return connection
 
         self.servers = []
@@ -263,6 +298,7 @@ class MutateListener:
         context: ssl.SSLContext,
         *,
         idle_seconds: float = IDLE_SECONDS,
+        header_seconds: float = HEADER_SECONDS,
     ) -> None:
         family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
         self.socket = socket.create_server(bind, family=family, backlog=LISTEN_BACKLOG)
@@ -284,7 +320,7 @@ class MutateListener:
         )
         config.load()
         config.ssl = context
-        self.server = HandshakeBounded(config, app)
+        self.server = HandshakeBounded(config, app, header_seconds)
         self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="https", daemon=True)
 
     def start(self) -> None:
@@ -345,6 +381,7 @@ class ServeOptions:
     kubeconfig: str | None
     webhook_port: int = 8443
     api_port: int = 8083
+    probe_port: int = 8084
     bind_address: str = "0.0.0.0"
     tls_cert_file: str = ""
     tls_key_file: str = ""
@@ -357,6 +394,7 @@ class ServeOptions:
     shutdown_grace: float = 15.0
     idle_timeout: float = IDLE_SECONDS
     claim_grace: int = CLAIM_GRACE_SECONDS
+    finished_ttl: int = FINISHED_TTL_SECONDS
     defrag: DefragOptions | None = None
 
 
@@ -372,13 +410,11 @@ def serve(options: ServeOptions) -> None:
     certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
-    hami = read_hami_config(kube, options.hami_config)
-    if hami.notice:
-        log.warning("%s", hami.notice)
+    hami = FollowedHamiConfig(lambda: read_hami_config(kube, options.hami_config))
     settings = Settings(
         scheduler_name=options.scheduler_name,
         excluded_namespaces=frozenset(options.exclude_namespaces),
-        hami=hami.config,
+        hami=hami.refresh(),
     )
     metrics = Metrics()
     cache = ClusterCache(kube.api, options.scheduler_name)
@@ -387,7 +423,16 @@ def serve(options: ServeOptions) -> None:
         metrics.count_events(reflector)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
-    reconciler = Reconciler(kube, cache, metrics, options.placement_ttl, claim_grace=options.claim_grace, writes=writes)
+    hami.on_change = lambda config: setattr(admitter, "settings", dataclasses.replace(admitter.settings, hami=config))
+    reconciler = Reconciler(
+        kube,
+        cache,
+        metrics,
+        options.placement_ttl,
+        claim_grace=options.claim_grace,
+        finished_ttl=options.finished_ttl,
+        writes=writes,
+    )
 
     mutate = MutateApp(admitter, metrics, admission_timeout=options.admission_timeout)
     https = MutateListener(
@@ -404,6 +449,13 @@ def serve(options: ServeOptions) -> None:
         return "shutting down" if mutate.draining else probe()
 
     http = api_server(api_app(cache, metrics, mutate_serving), options.bind_address, options.api_port)
+    probes = api_server(
+        probe_app(cache, mutate_serving),
+        options.bind_address,
+        options.probe_port,
+        threads=1,
+        connections=PROBE_CONNECTIONS,
+    )
     stop = threading.Event()
     received: list[int] = []
 
@@ -424,8 +476,10 @@ def serve(options: ServeOptions) -> None:
     https.start()
     threads = [
         threading.Thread(target=http.run, name="http", daemon=True),
+        threading.Thread(target=probes.run, name="probes", daemon=True),
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
+        threading.Thread(target=hami.run, args=(stop,), name="hami-config", daemon=True),
     ]
     if options.defrag is not None:
         # Its own connection pool: the controller's lists and waits never hold a connection admission needs.
@@ -448,16 +502,33 @@ def serve(options: ServeOptions) -> None:
     else:
         drain(https, listen=0.0, finish=options.admission_timeout)
     http.close()
+    probes.close()
     writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
     unwatch_collector()
     log.info("stopped")
 
 
-def api_server(app: Flask, host: str, port: int) -> MultiSocketServer | BaseWSGIServer:
+def api_server(
+    app: Flask, host: str, port: int, *, threads: int = 4, connections: int = API_CONNECTIONS
+) -> MultiSocketServer | BaseWSGIServer:
     """waitress for the HTTP API, polling its sockets with poll(): select() fails on a descriptor above 1,024, and
-    the /mutate listener's connections alone pass that under load, which stopped /readyz and /metrics for good."""
-    return create_server(app, host=host, port=port, threads=4, ident="hami-place-webhook", asyncore_use_poll=True)
+    the /mutate listener's connections alone pass that under load, which stopped /readyz and /metrics for good.
+
+    Its connections are capped, a connection idle (or sending its request slowly) for API_IDLE_SECONDS is closed,
+    and a request body over API_MAX_BODY_BYTES gets 413 at once: it serves only GETs, so no client needs more."""
+    return create_server(
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        ident="hami-place-webhook",
+        asyncore_use_poll=True,
+        connection_limit=connections,
+        channel_timeout=API_IDLE_SECONDS,
+        max_request_body_size=API_MAX_BODY_BYTES,
+        max_request_header_size=API_MAX_HEADER_BYTES,
+    )
 
 
 def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:

@@ -1,5 +1,6 @@
 """What the server does to the cluster, behind one small interface: read a placement, write its status, record an
-Event, evict a pod, ask whether a stored pod carries a claim, hold and release reqID guards. `KubeWrites` does it
+Event, evict a pod, ask whether a stored pod carries a claim, hold and release reqID guards, delete a finished
+placement. `KubeWrites` does it
 through kube/; unit tests give
 the Admitter and the Reconciler an in-memory implementation that can answer a write with a stale-write conflict.
 """
@@ -16,9 +17,11 @@ from kubectl_hami_place.core.names import CLAIM_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementStatus
 from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read_placement, release_guard, write_status
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.cluster import list_pods
+from kubectl_hami_place.kube.cluster import list_pods, pods_labelled_with_claim
+from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
 from kubectl_hami_place.kube.events import record_event
 from kubectl_hami_place.kube.evictions import evict_pod
+from kubectl_hami_place.kube.placements import delete_placement
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +49,13 @@ class Writes(Protocol):
         another pod holds the name), BlockedByDisruptionBudget or another KubeError."""
         ...
 
-    def claim_carried(self, namespace: str, token: str) -> bool:
-        """Whether a stored pod of the namespace carries this claim token (whatever its scheduler)."""
+    def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
+        """Whether a stored pod of the namespace carries this claim token (whatever its scheduler), found by its
+        claim-digest label; with `unlabelled`, also among pods pinned before pods were labelled."""
+        ...
+
+    def delete_placement(self, placement: Placement) -> None:
+        """Delete that very version of the placement; one changed, replaced or gone since is left alone."""
         ...
 
     def hold_req_id(self, placement: Placement) -> Guard:
@@ -61,6 +69,11 @@ class Writes(Protocol):
     def release_guard(self, guard: Guard) -> None:
         """Delete that very guard; one already gone or replaced is left alone."""
         ...
+
+
+def _carries(pod: Mapping[str, Any], token: str) -> bool:
+    """Whether the pod's claim annotation is that token."""
+    return bool(((pod.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION) == token)
 
 
 class QueuedEvents:
@@ -118,12 +131,28 @@ class KubeWrites:
         """POST pods/eviction with the UID as its precondition."""
         evict_pod(self.kube, namespace, pod, uid=uid)
 
-    def claim_carried(self, namespace: str, token: str) -> bool:
-        """LIST the namespace's pods (annotations have no field selector) and look for the token."""
-        return any(
-            ((pod.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION) == token
-            for pod in list_pods(self.kube, namespace)
-        )
+    def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
+        """LIST the namespace's pods labelled with the token's digest, and check the token itself in their
+        annotations (a label anyone may set on a pod is an index, not a proof). With `unlabelled`, and when none is
+        found, LIST the whole namespace: a pod pinned by a version that did not label carries only the annotation
+        (the reconciler asks so before releasing a claim, once per claim that no pod took, so a claim written by
+        an older replica during an upgrade is never released under its pod)."""
+        if any(_carries(pod, token) for pod in pods_labelled_with_claim(self.kube, namespace, token)):
+            return True
+        return unlabelled and any(_carries(pod, token) for pod in list_pods(self.kube, namespace))
+
+    def delete_placement(self, placement: Placement) -> None:
+        """DELETE the placement, preconditioned on its UID and resourceVersion."""
+        try:
+            delete_placement(
+                self.kube,
+                placement.namespace,
+                placement.name,
+                uid=placement.uid,
+                resource_version=placement.resource_version,
+            )
+        except (KubeNotFound, KubeConflict):
+            return
 
     def hold_req_id(self, placement: Placement) -> Guard:
         """CREATE the Lease named after (namespace, reqID), or GET it on 409."""

@@ -20,6 +20,7 @@ _HINTS = {
     PlanReason.InvalidGpuRequest: "fix its GPU resources",
     PlanReason.NoGpuRequest: "a placement pins GPU pods only; check -l, or give --hami-config if resources are renamed",
     PlanReason.NodeNameSet: "drop spec.nodeName so that the scheduler places the pod",
+    PlanReason.PrivilegedContainer: "drop securityContext.privileged from the pod's containers",
     PlanReason.CardCountMismatch: "give one --gpu per card",
     PlanReason.ShareTooSmall: "raise the percent in --gpu",
     FitReason.RequestExceedsPercent: "raise the percent in --gpu or lower the pod's nvidia.com/gpumem",
@@ -55,6 +56,7 @@ _POD_REASONS = frozenset(
         PlanReason.InvalidGpuRequest,
         PlanReason.NoGpuRequest,
         PlanReason.NodeNameSet,
+        PlanReason.PrivilegedContainer,
         PlanReason.CardCountMismatch,
         PlanReason.ShareTooSmall,
     }

@@ -22,9 +22,11 @@ from typing import Any
 import jsonpatch
 
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claimed
+from kubectl_hami_place.core.k8s_names import is_object_name
+from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claim_digest, claimed
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
+    CLAIM_DIGEST_LABEL,
     HOSTNAME_LABEL,
     OUR_ANNOTATIONS,
     PLACEMENT_ANNOTATION,
@@ -104,12 +106,13 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     placements = [p for p in snapshot.placements if p.namespace == namespace]
     nodes = ClusterSnapshot(snapshot.nodes)
     annotations = review.annotations
-    if any(key in annotations for key in OUR_ANNOTATIONS):
+    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+    if any(key in annotations for key in OUR_ANNOTATIONS) or CLAIM_DIGEST_LABEL in labels:
         holder = _claim_holder(placements, annotations, snapshot.carried)
         if holder is not None:
             return _reinvoked(review, holder, nodes, snapshot.settings.hami)
         pod = _without_our_annotations(pod)
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+        labels.pop(CLAIM_DIGEST_LABEL, None)
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
     unpinned = _diff(review.pod, pod)
     if not candidates:
@@ -148,9 +151,13 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
 
 
 def claimed_by_annotations(review: Review) -> tuple[str, str]:
-    """(placement, token) an incoming pod's annotations claim, ('', '') when none: the server checks them first."""
+    """(placement, token) an incoming pod's annotations claim, ('', '') when none: the server checks them first.
+
+    A placement name that is not an object name claims nothing (no stored placement has it): it never reaches the
+    API server, where it would be a path (`../../../api/v1/pods`) rather than a name."""
     token = str(review.annotations.get(CLAIM_ANNOTATION) or "")
-    return (str(review.annotations.get(PLACEMENT_ANNOTATION) or ""), token) if token else ("", "")
+    name = review.annotations.get(PLACEMENT_ANNOTATION)
+    return (name, token) if token and is_object_name(name) else ("", "")
 
 
 def _considered(review: Review, settings: Settings, namespace: str) -> bool:
@@ -194,11 +201,15 @@ def _reinvoked(review: Review, placement: Placement, nodes: ClusterSnapshot, con
 
 
 def _without_our_annotations(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of the pod without our annotations (copied from a pinned pod, or forged): it is not pinned by them."""
+    """A copy of the pod without our annotations and claim-digest label (copied from a pinned pod, or forged): it is
+    not pinned by them."""
     stripped: dict[str, Any] = copy.deepcopy(dict(pod))
-    annotations = _child(_child(stripped, "metadata"), "annotations")
-    for key in OUR_ANNOTATIONS:
-        annotations.pop(key, None)
+    metadata = _child(stripped, "metadata")
+    for key, names in (("annotations", OUR_ANNOTATIONS), ("labels", (CLAIM_DIGEST_LABEL,))):
+        found = metadata.get(key)
+        if isinstance(found, dict):
+            for name in names:
+                found.pop(name, None)
     return stripped
 
 
@@ -210,6 +221,7 @@ def _pinned(pod: Mapping[str, Any], pin: Plan, placement: Placement, token: str)
     annotations[PLACEMENT_ANNOTATION] = placement.name
     annotations[REQ_ID_ANNOTATION] = placement.spec.req_id
     annotations[CLAIM_ANNOTATION] = token
+    _child(_child(mutated, "metadata"), "labels")[CLAIM_DIGEST_LABEL] = claim_digest(token)
     spec = _child(mutated, "spec")
     _require_hostname(spec, pin.node)
     containers = _containers(spec)

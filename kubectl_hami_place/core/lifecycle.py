@@ -134,11 +134,32 @@ def req_id_guard_name(namespace: str, req_id: str) -> str:
     return f"hami-place-reqid-{digest}"
 
 
+def claim_digest(token: str) -> str:
+    """The value of a pinned pod's claim-digest label: a label value holds 63 characters at most."""
+    return hashlib.sha256(token.encode()).hexdigest()[:40]
+
+
 def guard_obsolete(holder: Placement | None, holder_uid: str) -> bool:
     """Whether a reqID guard may go: its placement is gone (or replaced), or ended without a claim (Expired, Failed)."""
     if holder is None or holder.uid != holder_uid:
         return True
     return holder.status.phase in (Phase.Expired, Phase.Failed) and not holder.status.claim_token
+
+
+def finished_at(placement: Placement) -> datetime | None:
+    """When a placement that can do nothing more finished (Consumed with its pod known, Failed, Expired): the latest
+    time its status records; None while it may still act, or when it records no time at all (kept)."""
+    status = placement.status
+    done = status.phase in (Phase.Failed, Phase.Expired) or (
+        status.phase == Phase.Consumed and bool(status.consumed_by_uid)
+    )
+    if not done or placement.deleting:
+        return None
+    eviction_time = status.eviction.time if status.eviction else None
+    stamps = [status.claimed_at, status.consumed_at, eviction_time]
+    stamps += [c.last_transition_time for c in status.conditions]
+    known = [stamp for stamp in stamps if stamp is not None]
+    return max(known) if known else None
 
 
 def failed(placement: Placement, reason: str, now: datetime) -> StatusWrite:

@@ -19,6 +19,8 @@ PLACEMENT_ANNOTATION = f"{GROUP}/placement"
 REQ_ID_ANNOTATION = f"{GROUP}/req-id"
 CLAIM_ANNOTATION = f"{GROUP}/claim"
 OUR_ANNOTATIONS = (PLACEMENT_ANNOTATION, REQ_ID_ANNOTATION, CLAIM_ANNOTATION)
+CLAIM_DIGEST_LABEL = f"{GROUP}/claim-digest"
+"""On a pinned pod, a digest of its claim token: the pod carrying a token is found by a label selector."""
 USE_GPUUUID_ANNOTATION = "nvidia.com/use-gpuuuid"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 

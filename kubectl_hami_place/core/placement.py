@@ -7,20 +7,18 @@ as phase Pending: nothing has claimed the placement yet.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError, PlacementError
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import API_VERSION, CLAIMED_PHASES, KIND, EvictionResult, Phase
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 
 MIN_REQ_ID = 5
-
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -143,7 +141,7 @@ def validate_spec(spec: PlacementSpec) -> str | None:
         if key in seen:
             return f"gpuDevices names {key} twice; a card can be given once"
         seen.add(key)
-    if spec.evict_pod is not None and (len(spec.evict_pod) > 253 or not _DNS_SUBDOMAIN.fullmatch(spec.evict_pod)):
+    if spec.evict_pod is not None and not is_object_name(spec.evict_pod):
         return f"evictPod {spec.evict_pod!r} is not a valid pod name"
     return None
 

@@ -58,6 +58,7 @@ class PlanReason(StrEnum):
     InvalidGpuRequest = "InvalidGpuRequest"
     NoGpuRequest = "NoGpuRequest"
     NodeNameSet = "NodeNameSet"
+    PrivilegedContainer = "PrivilegedContainer"
     CardCountMismatch = "CardCountMismatch"
     ShareTooSmall = "ShareTooSmall"
 
@@ -103,6 +104,8 @@ class Workload:
     invalid: str = ""
     config: HamiConfig = HAMI_DEFAULTS
     """How the cluster's HAMi reads the pod: its resource names (which the patch writes too) and defaults."""
+    privileged: str = ""
+    """The first privileged container (init containers first), '' when none: HAMi denies it any card."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,7 @@ def workload_from_pod(
         if k != USE_GPUUUID_ANNOTATION and k not in OUR_ANNOTATIONS
     }
     containers: list[GpuContainer] = []
+    privileged: list[str] = []
     position = 0
     try:
         for key in ("initContainers", "containers"):
@@ -174,11 +178,20 @@ def workload_from_pod(
                 found = _gpu_container(item, position, key == "initContainers", config)
                 if found is not None:
                     containers.append(found)
+                if _privileged(item):
+                    privileged.append(str(_mapping(item).get("name") or position))
                 position += 1
     except RequestError as error:
         return Workload((), source, annotations, invalid=str(error), config=config)
     node_name = "" if template else str(spec.get("nodeName") or "")
-    return Workload(tuple(containers), source, annotations, node_name=node_name, config=config)
+    first = privileged[0] if privileged else ""
+    return Workload(tuple(containers), source, annotations, node_name=node_name, config=config, privileged=first)
+
+
+def _privileged(container: object) -> bool:
+    """`securityContext.privileged: true`, as HAMi's webhook (`isPrivilegedContainer`) reads it."""
+    context = _mapping(_mapping(container).get("securityContext"))
+    return context.get("privileged") is True
 
 
 def workload_from_request(request: CardRequest, source: str, *, own_memory: bool) -> Workload:
@@ -305,12 +318,19 @@ def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Ca
 
 
 def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
-    """What stops this pod whatever the cards hold: unreadable GPU resources, nodeName, no or other card counts."""
+    """What stops this pod whatever the cards hold: unreadable GPU resources, nodeName, a privileged container, no
+    or other card counts."""
     if workload.invalid:
         return (Problem(PlanReason.InvalidGpuRequest, workload.invalid, Scope.Pod),)
     if workload.node_name:
         message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
         return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
+    if workload.privileged and workload.containers:
+        message = (
+            f"container {workload.privileged} is privileged: HAMi's webhook denies a pod asking for cards with a "
+            "privileged container"
+        )
+        return (Problem(PlanReason.PrivilegedContainer, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
         message = f"no container asks for {count}"

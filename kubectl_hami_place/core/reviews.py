@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.k8s_names import is_namespace
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 
@@ -70,13 +71,17 @@ def parse_review(body: object) -> Review:
     for field in ("namespace", "name", "subResource"):
         if not isinstance(request.get(field, ""), str | None):
             raise ReviewError(f"the AdmissionReview request's {field} must be a string")
+    namespace = str(request.get("namespace") or "")
+    if namespace and not is_namespace(namespace):
+        # The API server only sends namespaces that exist; this one could only reach an API path as a path.
+        raise ReviewError(f"the AdmissionReview request's namespace {namespace[:70]!r} is not a namespace name")
     return Review(
         uid=uid,
         operation=operation,
         kind=str(kind.get("kind") or ""),
         group=str(kind.get("group") or ""),
         sub_resource=str(request.get("subResource") or ""),
-        namespace=str(request.get("namespace") or ""),
+        namespace=namespace,
         name=str(request.get("name") or ""),
         dry_run=request.get("dryRun") is True,
         pod=pod if isinstance(pod, dict) else {},

@@ -88,7 +88,9 @@ class Guard:
 def hold_req_id(kube: Kube, namespace: str, req_id: str, holder: Placement) -> Guard:
     """Create the reqID's guard held by this placement; when it exists already, the stored one (maybe another's).
 
-    The create can succeed once per (namespace, reqID): the API server, not a cache, says who uses a reqID.
+    The create can succeed once per (namespace, reqID): the API server, not a cache, says who uses a reqID. A Lease
+    of the guard's name without our label is not a guard and blocks nothing: that very Lease is deleted (anyone
+    who may create Leases in the namespace could have made it, to hold the reqID) and ours created in its place.
     """
     name = req_id_guard_name(namespace, req_id)
     body = {
@@ -104,10 +106,24 @@ def hold_req_id(kube: Kube, namespace: str, req_id: str, holder: Placement) -> G
     }
     api = client.CoordinationV1Api(kube.api)
     what = f"create leases in namespace {namespace}"
-    try:
-        return _guard(request(kube, api.create_namespaced_lease, namespace, body, what=what))
-    except KubeConflict:
-        return _guard(request(kube, api.read_namespaced_lease, name, namespace, what=f"get leases in {namespace}"))
+    for _ in range(2):
+        try:
+            return _guard(request(kube, api.create_namespaced_lease, namespace, body, what=what))
+        except KubeConflict:
+            stored = request(kube, api.read_namespaced_lease, name, namespace, what=f"get leases in {namespace}")
+        if _ours(stored):
+            return _guard(stored)
+        release_guard(kube, _guard(stored))
+    raise KubeConflict(
+        f"lease {namespace}/{name} is not a hami-place reqID guard and came back after it was deleted",
+        "find who creates it (kubectl get lease -o yaml) and stop them",
+    )
+
+
+def _ours(lease: dict[str, Any]) -> bool:
+    """Whether a stored Lease carries the guards' label."""
+    labels = (lease.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(GUARD_LABEL) == GUARD_LABEL_VALUE)
 
 
 def list_guards(kube: Kube) -> list[Guard]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import orjson
 import urllib3
@@ -80,6 +80,42 @@ class Kube:
         return client.CoordinationV1Api(self.api)
 
 
+class CheckedApiClient(client.ApiClient):
+    """The generated client, refusing a path parameter that is not one segment: a name never carries `/` and is
+    never `.` or `..`, so a forged one cannot turn a GET of an object into a GET of another path."""
+
+    def param_serialize(
+        self, method: str, resource_path: str, path_params: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        for value in (path_params or {}).values():
+            path_segment(value)
+        return super().param_serialize(method, resource_path, path_params, *args, **kwargs)
+
+
+class PathError(KubeInvalid):
+    """A value meant as one segment of an API path (a name, a namespace) would be several, or a step up."""
+
+
+def path_segment(value: object) -> str:
+    """The value as one path segment, quoted; PathError when it carries `/`, is empty, or is `.` or `..`."""
+    text = str(value)
+    if not text or "/" in text or text in (".", ".."):
+        raise PathError(
+            f"refused to put {text[:80]!r} in an API path: not a Kubernetes name", "check the name it came from"
+        )
+    return quote(text, safe="")
+
+
+def checked_path(path: str) -> str:
+    """The path of a `by_path` call, refused when a segment steps up or in place (`..`, `.`) or is an encoded `/`."""
+    segments = path.split("?", 1)[0].split("/")
+    if any(segment in (".", "..") for segment in segments) or "%2f" in path.lower():
+        raise PathError(
+            f"refused the API path {path[:120]!r}: it is not a plain path", "check the names it was built from"
+        )
+    return path
+
+
 # Query parameters by the Python names the generated API methods give them.
 QUERY_NAMES = {
     "watch": "watch",
@@ -97,6 +133,7 @@ def by_path(api: client.ApiClient, method: str, path: str, body: Any = None) -> 
     """One API call by its path, called as a generated API method is (query by Python name, _request_timeout; the
     urllib3 response, unread): through the client's REST layer, so its pool, credentials and any deadline set there,
     without the generated CoreV1Api, whose import costs ~22 MiB of RSS for the few core calls the webhook makes."""
+    path = checked_path(path)
 
     def call(*, _preload_content: bool = False, _request_timeout: Any = None, **query: Any) -> Any:
         headers = {**api.default_headers, "Accept": "application/json"}
@@ -135,8 +172,6 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     """The connection the kubeconfig (or the pod's service account) describes."""
     configuration = client.Configuration()
     configuration.retries = 1
-    # Service-proxy paths (`.../proxy/api/v1/cluster-info`) must keep their slashes; object names never contain one.
-    configuration.safe_chars_for_path_param = "/"
     explicit = kubeconfig or os.environ.get("KUBECONFIG")
     default_file = Path(config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser()
     if not explicit and not default_file.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -156,7 +191,7 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
     namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     return Kube(
-        api=client.ApiClient(configuration),
+        api=CheckedApiClient(configuration),
         namespace=namespace,
         server=configuration.host,
         context=(chosen or {}).get("name"),
@@ -173,7 +208,7 @@ def _connect_in_cluster(configuration: client.Configuration) -> Kube:
         namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
     except OSError:
         namespace = "default"
-    return Kube(api=client.ApiClient(configuration), namespace=namespace, server=configuration.host, context=None)
+    return Kube(api=CheckedApiClient(configuration), namespace=namespace, server=configuration.host, context=None)
 
 
 def request(kube: Kube, call: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> dict[str, Any]:

@@ -12,14 +12,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.kube.client import DEFAULT_TIMEOUT, Kube, list_batches, list_items, request
+from kubectl_hami_place.core.lifecycle import claim_digest
+from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL
+from kubectl_hami_place.kube.client import (
+    DEFAULT_TIMEOUT,
+    Kube,
+    checked_path,
+    list_batches,
+    list_items,
+    path_segment,
+    request,
+)
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
@@ -82,9 +92,14 @@ def list_pods(
     if namespace is None:
         body = request(kube, _get(kube, "/api/v1/pods"), what="list pods in all namespaces", **kwargs)
     else:
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/pods"
         body = request(kube, _get(kube, path), what=f"list pods in namespace {namespace}", **kwargs)
     return sorted(list_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
+
+
+def pods_labelled_with_claim(kube: Kube, namespace: str, token: str) -> list[dict[str, Any]]:
+    """The namespace's pods labelled with the claim's digest (pinned by a server that labels, from issue 23 on)."""
+    return list_pods(kube, namespace, label_selector=f"{CLAIM_DIGEST_LABEL}={claim_digest(token)}")
 
 
 def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -159,8 +174,8 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
 def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
     """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy."""
     path = (
-        f"/api/v1/namespaces/{quote(service.namespace, safe='')}/services/"
-        f"{quote(f'{service.name}:{service.port}', safe=':')}/proxy/{CLUSTER_INFO_PATH}"
+        f"/api/v1/namespaces/{path_segment(service.namespace)}/services/"
+        f"{path_segment(service.name)}:{path_segment(service.port)}/proxy/{CLUSTER_INFO_PATH}"
     )
     body = request(kube, _get(kube, path), what=f"get services/proxy in namespace {service.namespace}")
     if "nodes" not in body:
@@ -181,6 +196,8 @@ def _get(kube: Kube, path: str) -> Callable[..., Any]:
     """A GET of `path` for `request`, through the API client's own connection pool and credentials: the generated
     CoreV1Api costs ~1 s of CPU to import (it builds its validators on import), more than `status`'s whole view at
     1,000 nodes, and the reads of `status` need nothing of it."""
+
+    path = checked_path(path)
 
     def call(*, _preload_content: bool = False, _request_timeout: Any = None, **query: Any) -> Any:
         api = kube.api

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client import ApiClient
+from kubectl_hami_place.kube.client import CheckedApiClient
 
 # What is kept back from the webhook timeout: the answer still has to travel back and be read by the API server.
 MARGIN_SECONDS = 1.0
@@ -81,7 +81,7 @@ def bounded(timeout: Any) -> Any:
     return (min(float(connect), left), min(float(read), left))
 
 
-class DeadlineApiClient(ApiClient):
+class DeadlineApiClient(CheckedApiClient):
     """The kubernetes ApiClient, with every request's timeouts cut to the current admission's deadline."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

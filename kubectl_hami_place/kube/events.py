@@ -8,10 +8,9 @@ import socket
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from kubectl_hami_place.core.names import API_VERSION, KIND
-from kubectl_hami_place.kube.client import Kube, by_path, request
+from kubectl_hami_place.kube.client import Kube, by_path, path_segment, request
 from kubectl_hami_place.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ def record_event(
         "reportingInstance": socket.gethostname(),
     }
     try:
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/events"
         request(kube, by_path(kube.api, "POST", path, body), what=f"create events in {namespace}")
     except KubeError as error:
         log.warning("event %s on %s/%s not recorded: %s", reason, namespace, name, error)

@@ -8,7 +8,6 @@ saying why, so that a cluster with the defaults works even where the reader may 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
 
 from kubectl_hami_place.core.hami_config import (
     DEVICE_CONFIG_KEY,
@@ -18,8 +17,8 @@ from kubectl_hami_place.core.hami_config import (
     HamiConfigError,
     parse_device_config,
 )
-from kubectl_hami_place.kube.client import Kube, by_path, request
-from kubectl_hami_place.kube.errors import KubeError
+from kubectl_hami_place.kube.client import Kube, by_path, path_segment, request
+from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,8 @@ class HamiConfigInForce:
     config: HamiConfig
     source: str
     notice: str = ""
+    unreadable: bool = False
+    """The API server could not be asked (unreachable, forbidden): the defaults stand in for a config not seen."""
 
 
 def read_hami_config(kube: Kube, where: str = "", gpu_scheduler_policy: str = "") -> HamiConfigInForce:
@@ -38,9 +39,8 @@ def read_hami_config(kube: Kube, where: str = "", gpu_scheduler_policy: str = ""
     try:
         found = _configmap(kube, where)
     except KubeError as error:
-        return HamiConfigInForce(
-            defaults, "", f"cannot read HAMi's device config ({error.cause}); using HAMi's defaults"
-        )
+        notice = f"cannot read HAMi's device config ({error.cause}); using HAMi's defaults"
+        return HamiConfigInForce(defaults, "", notice, unreadable=not isinstance(error, KubeNotFound))
     if found is None:
         notice = f"no ConfigMap {DEVICE_CONFIGMAP} found; using HAMi's defaults (give it with --hami-config NS/NAME)"
         return HamiConfigInForce(defaults, "", notice)
@@ -56,7 +56,7 @@ def _configmap(kube: Kube, where: str) -> tuple[str, object] | None:
     if where:
         namespace, _, name = where.rpartition("/")
         namespace = namespace or kube.namespace
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/configmaps/{path_segment(name)}"
         body = request(kube, by_path(kube.api, "GET", path), what=f"get configmap {name} in namespace {namespace}")
         return f"{namespace}/{name}", (body.get("data") or {}).get(DEVICE_CONFIG_KEY)
     listed = request(

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
+from kubernetes import client
+
+from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube, request
+from kubectl_hami_place.kube.errors import KubeInvalid, KubeServerError
 
 FIELD_MANAGER = "kubectl-hami-place"
 
@@ -37,8 +41,12 @@ def list_placements(kube: Kube, namespace: str | None, label_selector: str = "")
 
 
 def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    """One placement; `KubeNotFound` when it does not exist."""
-    return request(
+    """One placement; `KubeNotFound` when it does not exist, `KubeInvalid` for a name no placement can have."""
+    if not is_namespace(namespace) or not is_object_name(name):
+        raise KubeInvalid(
+            f"{namespace[:70]!r}/{name[:120]!r} cannot name a placement (not a Kubernetes name)", "check the name"
+        )
+    found = request(
         kube,
         kube.custom().get_namespaced_custom_object,
         GROUP,
@@ -48,6 +56,20 @@ def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
         name,
         what=f"get {PLURAL} in namespace {namespace}",
     )
+    return _that_placement(found, namespace, name)
+
+
+def _that_placement(found: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    """The object read, checked to be the placement asked for: anything else must never be taken for it."""
+    metadata = found.get("metadata") or {}
+    what = (found.get("apiVersion"), found.get("kind"), metadata.get("namespace"), metadata.get("name"))
+    if what != (API_VERSION, KIND, namespace, name):
+        raise KubeServerError(
+            f"the read of placement {namespace}/{name} returned {str(what[1])[:40]} "
+            f"{str(what[2])[:70]}/{str(what[3])[:120]}, not that placement",
+            "check the API server and the CRD",
+        )
+    return found
 
 
 def create_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
@@ -68,11 +90,17 @@ def create_placement(kube: Kube, namespace: str, body: dict[str, Any], dry_run: 
     )
 
 
-def delete_placement(kube: Kube, namespace: str, name: str, dry_run: bool = False) -> dict[str, Any]:
-    """Deletes the placement; `KubeNotFound` when it does not exist."""
+def delete_placement(
+    kube: Kube, namespace: str, name: str, dry_run: bool = False, *, uid: str = "", resource_version: str = ""
+) -> dict[str, Any]:
+    """Deletes the placement; `KubeNotFound` when it does not exist. With `uid` and `resource_version`, only that
+    very version of it (`KubeConflict` when it changed or was replaced since it was read)."""
     kwargs: dict[str, Any] = {}
     if dry_run:
         kwargs["dry_run"] = "All"
+    if uid or resource_version:
+        preconditions = client.V1Preconditions(uid=uid or None, resource_version=resource_version or None)
+        kwargs["body"] = client.V1DeleteOptions(preconditions=preconditions)
     return request(
         kube,
         kube.custom().delete_namespaced_custom_object,

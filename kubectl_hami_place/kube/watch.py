@@ -19,7 +19,7 @@ from kubernetes.client import ApiClient, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
-from kubectl_hami_place.kube.client import Kube, by_path
+from kubectl_hami_place.kube.client import CheckedApiClient, Kube, by_path
 
 log = logging.getLogger(__name__)
 
@@ -291,4 +291,4 @@ def with_pool_size(kube: Kube, size: int) -> Kube:
     """The same connection with room for `size` pooled connections: open watches each hold one for minutes."""
     configuration = kube.api.configuration
     configuration.connection_pool_maxsize = size
-    return dataclasses.replace(kube, api=ApiClient(configuration))
+    return dataclasses.replace(kube, api=CheckedApiClient(configuration))

@@ -139,11 +139,11 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     labels = spec["template"]["metadata"]["labels"]
     assert labels["app.kubernetes/name"] == labels["app.kubernetes.io/name"] == NAME_LABEL
     assert "--tls-cert-file=/etc/hami-place/tls/tls.crt" in container["args"]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probe"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"webhook": 8443, "api": 8083}
+    assert ports == {"webhook": 8443, "api": 8083, "probe": 8084}
     tls_volume = next(v for v in pod["volumes"] if v["name"] == "tls")
     assert tls_volume["secret"]["secretName"] == "gpu-descheduler-webhook-tls"
 
@@ -384,12 +384,11 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         for verb in rule["verbs"]
     }
     placements = "scheduling.hami.placement.com"
-    expected = {("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")}
-    expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "update", "patch")}
-    expected |= {(placements, "hamipodplacements", v) for v in ("create", "delete")}
-    expected |= {(placements, "hamipodplacements/status", v) for v in ("get", "update", "patch")}
-    expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")}
-    expected |= {("", "events", "list")}
+    expected = {("", "nodes", "list"), ("", "nodes", "watch")}
+    expected |= {("", "pods", v) for v in ("get", "list", "watch")}
+    expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
+    expected |= {(placements, "hamipodplacements/status", "update")}
+    expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "list")}
     expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
     expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
@@ -646,7 +645,6 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
     release, namespace = installed
     account = f"{release}-webhook"
     needed = [
-        ("get", "nodes"),
         ("list", "nodes"),
         ("watch", "nodes"),
         ("get", "pods", "-A"),
@@ -654,13 +652,11 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("watch", "pods", "-A"),
         *[
             (verb, "hamipodplacements.scheduling.hami.placement.com", "-A")
-            for verb in ("get", "list", "watch", "update", "patch")
+            for verb in ("get", "list", "watch", "delete")
         ],
         ("update", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
-        ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
         ("create", "pods", "--subresource=eviction", "-n", "default"),
         ("create", "events", "-n", "default"),
-        ("patch", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
         ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
@@ -681,6 +677,11 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "pods", "-n", "default"),
         ("update", "pods", "-n", "default"),
         ("patch", "nodes"),
+        ("update", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("patch", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
+        ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
+        ("patch", "events", "-n", "default"),
+        ("get", "nodes"),
         ("get", "secrets", "-n", namespace),
         ("get", "secrets", "-n", "default"),
         ("create", "secrets", "-n", "default"),
@@ -858,6 +859,7 @@ def test_server_runs_with_the_chart_args_and_account(
     replaced = {
         "--webhook-port": str(webhook_port),
         "--api-port": str(api_port),
+        "--probe-port": str(free_port()),
         "--bind-address": "127.0.0.1",
         "--tls-cert-file": str(certs / "tls.crt"),
         "--tls-key-file": str(certs / "tls.key"),

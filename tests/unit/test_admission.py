@@ -24,8 +24,10 @@ from kubectl_hami_place.core.admission import (
     Snapshot,
 )
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.lifecycle import claim_digest
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
+    CLAIM_DIGEST_LABEL,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
@@ -229,6 +231,7 @@ def test_pinned_pod_gets_hostname_affinity_card_uuids_and_our_annotations() -> N
     assert annotations[PLACEMENT_ANNOTATION] == "p1"
     assert annotations[REQ_ID_ANNOTATION] == "req-p1"
     assert annotations[CLAIM_ANNOTATION] == "tok-9"
+    assert stored["metadata"]["labels"][CLAIM_DIGEST_LABEL] == claim_digest("tok-9"), "found by label, not a scan"
     terms = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
     assert "nodeName" not in stored["spec"]
@@ -241,7 +244,15 @@ def test_the_patch_is_a_diff_that_leaves_everything_else_alone() -> None:
     stored = patched(original, decide(review(original), snapshot([placement()])))
     assert stored["metadata"]["annotations"]["team"] == "ml"
     assert stored["spec"]["tolerations"] == original["spec"]["tolerations"]
-    assert stored["metadata"]["labels"] == original["metadata"]["labels"]
+    digest = {CLAIM_DIGEST_LABEL: stored["metadata"]["labels"][CLAIM_DIGEST_LABEL]}
+    assert stored["metadata"]["labels"] == {**original["metadata"]["labels"], **digest}
+
+
+def test_a_claim_digest_label_the_pod_brings_itself_is_removed() -> None:
+    forged = pod()
+    forged["metadata"]["labels"] = {"app": "elsewhere", CLAIM_DIGEST_LABEL: claim_digest("tok-stolen")}
+    decision = decide(review(forged), snapshot([placement()]))
+    assert decision.patch == ({"op": "remove", "path": "/metadata/labels/scheduling.hami.placement.com~1claim-digest"},)
 
 
 def test_affinity_is_merged_into_every_existing_term_never_overwritten() -> None:
@@ -537,6 +548,12 @@ def test_pod_with_node_name() -> None:
     direct = pod()
     direct["spec"]["nodeName"] = "gpu-1"
     _skipped(decide(review(direct), snapshot([placement()])), "spec.nodeName")
+
+
+def test_a_pod_with_a_privileged_container_claims_nothing() -> None:
+    privileged = pod()
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    _skipped(decide(review(privileged), snapshot([placement()])), "is privileged")
 
 
 def test_req_id_already_consumed() -> None:

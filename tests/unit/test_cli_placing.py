@@ -86,6 +86,21 @@ def test_a_pod_problem_names_where_the_request_came_from() -> None:
     )
 
 
+def test_a_template_with_a_privileged_container_is_refused_with_what_to_change() -> None:
+    spec = PlacementSpec(
+        req_id="req-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+        node_name=NODE,
+        gpu_devices=(parse_card_ref("gpu-0"),),
+    )
+    main = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}, "securityContext": {"privileged": True}}
+    pin = plan(spec, SNAPSHOT, workload_from_pod({"spec": {"containers": [main]}}, "Deployment trainer", template=True))
+    assert line(pin, source="Deployment trainer") == (
+        "Deployment trainer: container main is privileged: HAMi's webhook denies a pod asking for cards with a "
+        "privileged container; drop securityContext.privileged from the pod's containers"
+    )
+
+
 def test_created_placement_shows_what_the_pod_gets() -> None:
     obj = {
         "apiVersion": "scheduling.hami.placement.com/v1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,10 +16,12 @@ from kubectl_hami_place.core.lifecycle import (
     EVICTION_RETRY_MAX_SECONDS,
     FollowUp,
     StatusWrite,
+    finished_at,
 )
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, EvictionResult
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, EvictionResult, Phase
 from kubectl_hami_place.core.placement import (
     Condition,
+    PlacementStatus,
     merge_condition,
     placement_from_object,
     placements_from_objects,
@@ -456,3 +459,33 @@ def test_a_placement_quiet_until_a_time_has_no_step_before_it_whatever_the_pods_
     assert step(when, later_pods, later_age) is None
     if until != lifecycle.FOREVER:
         assert step(until + timedelta(seconds=1), later_pods, later_age) is not None, "quiet past its deadline"
+
+
+def test_a_placement_is_finished_only_once_it_can_do_nothing_more_and_at_its_latest_time() -> None:
+    at = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    later = at + timedelta(minutes=5)
+    consumed = PlacementStatus(
+        phase=Phase.Consumed, claim_token="t", claimed_at=at, consumed_at=at, consumed_by_name="p", consumed_by_uid="u"
+    )
+    expired = PlacementStatus(phase=Phase.Expired, conditions=(Condition("Claimed", "False", "Expired", "", later),))
+    base = placement_from_object(_finished_base())
+    assert finished_at(dataclasses.replace(base, status=consumed)) == at
+    assert finished_at(dataclasses.replace(base, status=expired)) == later
+    waiting_for_its_pod = dataclasses.replace(consumed, consumed_by_uid=None)
+    assert finished_at(dataclasses.replace(base, status=waiting_for_its_pod)) is None, "its claim may be released"
+    evicting = dataclasses.replace(consumed, phase=Phase.Evicting)
+    assert finished_at(dataclasses.replace(base, status=evicting)) is None
+    assert finished_at(base) is None, "open"
+    assert finished_at(dataclasses.replace(base, status=PlacementStatus(phase=Phase.Failed))) is None, "no time: kept"
+
+
+def _finished_base() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "resourceVersion": "1"},
+        "spec": {
+            "reqID": "req-p1",
+            "podSelector": {"matchLabels": {"a": "b"}},
+            "nodeName": "n",
+            "gpuDevices": ["gpu-0"],
+        },
+    }

@@ -120,6 +120,22 @@ def test_the_pod_card_count_gpus_and_node_name() -> None:
     assert plan(spec("gpu-0"), snapshot(), broken).problems[0].reason == PlanReason.InvalidGpuRequest
 
 
+def test_a_pod_asking_cards_with_a_privileged_container_is_refused_as_hami_denies_it() -> None:
+    side = {"name": "side", "securityContext": {"privileged": True}}
+    [refused] = plan(spec("gpu-0"), snapshot(), pod(gpu("main"), side)).problems
+    assert (refused.reason, refused.scope) == (PlanReason.PrivilegedContainer, Scope.Pod)
+    assert refused.message.startswith("container side is privileged")
+    init = {"spec": {"initContainers": [{"name": "setup", "securityContext": {"privileged": True}}]}}
+    init["spec"]["containers"] = [gpu("main")]
+    assert (
+        plan(spec("gpu-0"), snapshot(), workload_from_pod(init, "the pod"))
+        .problems[0]
+        .message.startswith("container setup is privileged")
+    )
+    unprivileged = {"name": "side", "securityContext": {"privileged": False}}
+    assert plan(spec("gpu-0"), snapshot(), pod(gpu("main"), unprivileged)).ok
+
+
 def test_the_whole_pod_is_fitted_counting_earlier_containers() -> None:
     """Two whole-card containers each fit an empty card alone, but not together: HAMi counts the first."""
     result = plan(spec("gpu-1"), snapshot([]), pod(gpu("a"), {"name": "side"}, gpu("b")))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,11 @@ from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
 from tests.webhook_listener import call
 from webhook.admit import Admitter
-from webhook.api import CollectorPause, api_app
+from webhook.api import STALE_SECONDS, CollectorPause, api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
+from webhook.server import API_MAX_BODY_BYTES, api_server
 
 NS = "team-a"
 UUID0 = "GPU-d66f8818-d420-5068-879c-852329dc277d"
@@ -362,6 +365,41 @@ def test_not_ready_while_mutate_does_not_answer() -> None:
     assert reply.status_code == 503
     check(reply.get_json(), readyz_schema("503"))
     assert reply.get_json()["reason"] == "/mutate does not answer on port 8443: timed out"
+
+
+def test_a_cache_that_heard_nothing_for_twice_a_watch_is_not_ready_until_it_hears_again() -> None:
+    cache = filled_cache([], [])
+    api = api_app(cache, Metrics()).test_client()
+    cache.pods.last_sync = time.time() - STALE_SECONDS - 1
+    reply = api.get("/readyz")
+    assert reply.status_code == 503
+    check(reply.get_json(), readyz_schema("503"))
+    assert reply.get_json()["reason"] == "cache stale: no list, event or bookmark for over 120 s: pods"
+    cache.pods.last_sync = time.time()
+    assert api.get("/readyz").status_code == 200
+
+
+def test_the_probe_port_serves_the_probes_and_nothing_else() -> None:
+    probes = probe_app(filled_cache([], []), lambda: None).test_client()
+    assert probes.get("/healthz").get_json() == {"status": "ok"}
+    assert probes.get("/readyz").status_code == 200
+    for path in ("/api/v1/cluster-info", "/api/v1/placements", "/metrics"):
+        assert probes.get(path).status_code == 404, path
+
+
+def test_a_request_body_over_the_limit_gets_413_at_once() -> None:
+    server = api_server(api_app(filled_cache([], []), Metrics()), "127.0.0.1", 0)
+    port = server.socket.getsockname()[1]  # type: ignore[union-attr]
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            head = f"POST /api/v1/placements HTTP/1.1\r\nHost: x\r\nContent-Length: {API_MAX_BODY_BYTES + 1}\r\n\r\n"
+            sock.sendall(head.encode())  # the body never comes: the answer must not wait for it
+            assert sock.recv(64).startswith(b"HTTP/1.1 413")
+    finally:
+        server.close()
+        thread.join(5)
 
 
 def test_the_mutate_listener_answers_its_health_check_without_counting_an_admission() -> None:

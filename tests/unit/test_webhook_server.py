@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import os
 import resource
@@ -22,6 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from kubectl_hami_place.core.reviews import Review
 from tests.unit.test_webhook_api import filled_cache
@@ -174,6 +176,51 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_limit(
             assert half_open.recv(4096) == b"", "closed by the handshake deadline"
         with connected(listener.port, bundle.ca_crt) as idle:
             assert idle.recv(4096) == b"", "closed by the idle limit"
+
+
+def test_a_header_that_trickles_in_is_cut_off_at_its_deadline_while_other_requests_are_answered(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
+) -> None:
+    """uvicorn's idle timer stops at a request's first byte: a byte now and then must not keep the connection (the
+    idle limit here is longer than the client's read timeout, so only the header deadline can close it)."""
+    with (
+        serving(app, tmp_path, idle_seconds=10 * TIMEOUT, header_seconds=1) as listener,
+        connected(listener.port, bundle.ca_crt) as slow,
+    ):
+        slow.sendall(b"POST /mutate HTTP/1.1\r\n")
+        for _ in range(4):
+            time.sleep(0.4)
+            try:
+                slow.sendall(b"X-Slow: 1\r\n")
+            except OSError:
+                break
+        status, _headers, _body = post(listener.port, bundle.ca_crt)
+        assert status == "HTTP/1.1 200 OK"
+        assert slow.recv(4096) == b"", "closed by the header deadline, nothing answered"
+
+
+def test_the_private_uvicorn_class_the_listener_builds_on_has_the_shape_it_relies_on() -> None:
+    """IdleLimited overrides and calls these parts of uvicorn's HttpToolsProtocol (uvicorn is pinned to its minor
+    version in pyproject.toml): a new uvicorn that moves them fails here, not in production."""
+    protocol = HttpToolsProtocol
+    for method in (
+        "connection_made",
+        "connection_lost",
+        "shutdown",
+        "on_message_begin",
+        "on_headers_complete",
+        "on_body",
+        "on_message_complete",
+        "on_response_complete",
+        "timeout_keep_alive_handler",
+    ):
+        assert callable(getattr(protocol, method, None)), method
+    source = inspect.getsource(protocol)
+    for attribute in ("self.timeout_keep_alive_task", "self.cycle", "self.parser", "self.url", "self.headers"):
+        assert attribute in source, attribute
+    assert "self._unset_keepalive_if_required()" in inspect.getsource(protocol.data_received), (
+        "the idle timer stops at the first byte: why the header deadline exists"
+    )
 
 
 def test_a_handshake_that_fails_closes_only_its_own_connection(served: MutateListener, bundle: CertBundle) -> None:

@@ -65,6 +65,7 @@ class MemoryWrites:
         self.evicted_uids: list[str] = []
         self.reads: list[str] = []
         self.pods_carrying: set[str] = set()
+        self.carried_asks: list[str] = []
         self.guards: dict[tuple[str, str], Guard] = {}
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -92,8 +93,16 @@ class MemoryWrites:
         if outcome is not None:
             raise outcome
 
-    def claim_carried(self, namespace: str, token: str) -> bool:
+    def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
+        self.carried_asks.append(f"{token} unlabelled" if unlabelled else token)
         return token in self.pods_carrying
+
+    def delete_placement(self, placement: Placement) -> None:
+        """A delete preconditioned on the UID and resourceVersion read, as the server's."""
+        stored = self.stored.get((placement.namespace, placement.name))
+        meta = (stored or {}).get("metadata") or {}
+        if (meta.get("uid"), meta.get("resourceVersion")) == (placement.uid, placement.resource_version):
+            del self.stored[(placement.namespace, placement.name)]
 
     def hold_req_id(self, placement: Placement) -> Guard:
         """A create that succeeds once per (namespace, reqID), as the API server's."""
@@ -254,6 +263,69 @@ def test_a_copy_of_a_pinned_pod_carries_a_claim_a_stored_pod_has_and_is_not_pinn
         "/metadata/annotations/scheduling.hami.placement.com~1placement",
     ]
     assert len(patch_of(response)) == 2, "only our annotations go: no pin"
+
+
+@pytest.mark.parametrize(
+    "forged", ["../../../../../../api/v1/pods", "p/status", "..", "P", "p?watch=true", "x" * 254, "%2e%2e"]
+)
+def test_a_placement_annotation_that_is_no_name_reaches_no_api_path_and_is_removed(forged: str) -> None:
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=claimed))
+    body = review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: forged})
+    body["request"]["object"]["metadata"]["labels"] = {"app": "other"}
+    response = admitter(writes, Metrics()).admit(body)
+    assert writes.reads == [] and writes.carried_asks == [], "no read of the named placement, no lookup of the token"
+    assert sorted(op["path"] for op in patch_of(response) if op["op"] == "remove") == [
+        "/metadata/annotations/scheduling.hami.placement.com~1claim",
+        "/metadata/annotations/scheduling.hami.placement.com~1placement",
+    ]
+
+
+def test_a_guard_whose_holder_is_no_name_is_released_without_a_read_of_it() -> None:
+    writes = MemoryWrites()
+    forged = Guard(NS, req_id_guard_name(NS, "req-x"), "lease-forged", "uid-x", "../../../../api/v1/pods")
+    writes.guards[(NS, forged.name)] = forged
+    reconciler(writes, pods=()).reconcile_once()
+    assert writes.reads == [] and writes.guards == {}
+
+
+def finished(name: str, at: datetime) -> dict[str, Any]:
+    """A placement consumed by its pod at `at`."""
+    stamp = at.isoformat().replace("+00:00", "Z")
+    status = {
+        "phase": "Consumed",
+        "claim": {"token": f"tok-{name}", "claimedAt": stamp},
+        "consumedBy": {"name": f"pod-{name}", "uid": f"pod-uid-{name}"},
+        "consumedAt": stamp,
+    }
+    return placement(name, "gpu-0", created="2026-11-20T09:00:00Z", status=status)
+
+
+@pytest.mark.parametrize(("finished_ttl", "left"), [(86400, ["recent", "open"]), (0, ["old", "recent", "open"])])
+def test_placements_finished_longer_than_the_ttl_ago_are_deleted_and_nothing_else(
+    finished_ttl: int, left: list[str]
+) -> None:
+    expired = placement("old", "gpu-0", created="2026-11-20T09:00:00Z")
+    expired["status"] = {
+        "phase": "Expired",
+        "conditions": [
+            {
+                "type": "Claimed",
+                "status": "False",
+                "reason": "Expired",
+                "message": "",
+                "lastTransitionTime": "2026-11-27T11:00:00Z",
+            }
+        ],
+    }
+    writes = MemoryWrites(
+        expired,
+        finished("recent", NOW - timedelta(hours=23)),
+        placement("open", "gpu-1", created="2026-11-20T09:00:00Z"),
+    )
+    loop = Reconciler(None, cache(writes), Metrics(), 10**9, lambda: NOW, writes=writes, finished_ttl=finished_ttl)
+    loop.reconcile_once()
+    assert sorted(name for _, name in writes.stored) == sorted(left)
 
 
 def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:
@@ -439,6 +511,7 @@ def test_no_release_when_the_api_server_knows_a_pod_carrying_the_claim_or_the_ca
     writes.pods_carrying.add("tok-far")
     loop.reconcile_once()
     assert writes.writes == [], "a pod of another scheduler carries it: the cache could not know"
+    assert writes.carried_asks == ["tok-far unlabelled"], "a pod pinned before pods were labelled counts too"
     writes.pods_carrying.clear()
     for reflector in loop.cache.reflectors():
         reflector.last_sync = time.time() - CACHE_STALE_SECONDS - 1

@@ -1,0 +1,240 @@
+"""Attacks on the server by someone who may only create pods in one namespace (issue 23), on the sandbox.
+
+The webhook runs as a user of its own whose every API call the sandbox's API server writes to its audit log, so
+"no call outside the placement's own path" is read from the API server's record, not from the webhook's word.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE, req_id_guard_name
+from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
+from sandbox.webhook import Webhook, start
+from tests.cluster.webhook_harness import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    create_placement,
+    gpu_pod,
+    register,
+    sees_placement,
+    status_of,
+)
+
+pytestmark = pytest.mark.cluster
+PLACEMENT = "scheduling.hami.placement.com/placement"
+CLAIM = "scheduling.hami.placement.com/claim"
+DIGEST = "scheduling.hami.placement.com/claim-digest"
+TRAVERSAL = "../../../../../../api/v1/pods"
+FORGED_PODS = 40
+
+
+def audited_webhook(cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]) -> Webhook:
+    """A webhook acting as the audited user (with the admin's rights: what it may read is not what stops it)."""
+    if cluster.authority is None:
+        pytest.skip("needs a sandbox this test session started: an attached one has no audit log")
+    webhook = start(cluster, tmp_path, kubeconfig=cluster.identity_kubeconfig(AUDITED_USER))
+    webhooks.append(webhook)
+    return webhook
+
+
+def webhook_calls(cluster: Sandbox, since: int) -> list[dict[str, Any]]:
+    """The audited user's API calls recorded after the first `since` events."""
+    return [e for e in cluster.audit_events()[since:] if (e.get("user") or {}).get("username") == AUDITED_USER]
+
+
+def pod_read(event: dict[str, Any]) -> bool:
+    """A GET, LIST or WATCH of pods (not of a subresource such as an eviction)."""
+    ref = event.get("objectRef") or {}
+    return ref.get("resource") == "pods" and not ref.get("subresource") and event["verb"] in ("get", "list", "watch")
+
+
+def forged(index: int) -> dict[str, Any]:
+    """A pod claiming a 'placement' that is a path, with a token no placement holds."""
+    pod = gpu_pod(f"forged-{index}-", {"app": "forged"})
+    pod["metadata"]["annotations"] = {PLACEMENT: TRAVERSAL, CLAIM: uuid.uuid4().hex}
+    return pod
+
+
+def test_a_placement_annotation_that_is_a_path_reaches_no_api_path_and_the_placement_still_pins(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    webhook = audited_webhook(cluster, tmp_path, webhooks)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "real", {"app": "real"}, ["gpu-0"], node="gpu-a100-0")
+    wait_for(lambda: sees_placement(webhook, namespace, "real"), "the webhook to see the placement")
+    assert webhook_calls(cluster, 0), "the audit log records the webhook's calls"
+    core = client.CoreV1Api(cluster.api_client())
+    since = len(cluster.audit_events())
+
+    with ThreadPoolExecutor(FORGED_PODS) as pool:
+        admitted = list(
+            pool.map(lambda i: core.create_namespaced_pod(namespace, forged(i), dry_run="All"), range(FORGED_PODS))
+        )
+    for pod in admitted:
+        annotations = pod.metadata.annotations or {}
+        assert PLACEMENT not in annotations and CLAIM not in annotations, "the forged annotations are removed"
+    pinned = core.create_namespaced_pod(namespace, gpu_pod("real-", {"app": "real"}))
+    assert (pinned.metadata.annotations or {}).get(PLACEMENT) == "real", "the real placement pins the next pod"
+
+    calls = webhook_calls(cluster, since)
+    # The real pod's reinvocation looks up its own claim, by its digest.
+    own = (pinned.metadata.labels or {})[DIGEST]
+    stray = [
+        f"{e['verb']} {e['requestURI']}"
+        for e in calls
+        if ".." in e["requestURI"]
+        # The pod cache's own list and watch select HAMi's pods by scheduler; any other pod read is the attack's.
+        or (pod_read(e) and "fieldSelector" not in e["requestURI"] and own not in e["requestURI"])
+        or (
+            (e.get("objectRef") or {}).get("resource") == "hamipodplacements"
+            and (e.get("objectRef") or {}).get("name", "") not in ("", "real")
+        )
+    ]
+    assert stray == [], f"API calls outside the placement's own path: {stray[:5]}"
+    assert any((e.get("objectRef") or {}).get("name") == "real" and e["verb"] == "update" for e in calls), (
+        "the claim of the real placement is on record: the audit log was read over the right span"
+    )
+
+
+def test_forged_claims_of_a_real_placement_look_up_pods_by_label_not_by_listing_the_namespace(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    webhook = audited_webhook(cluster, tmp_path, webhooks)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create_placement(cluster, namespace, "real", {"app": "real"}, ["gpu-0"], node="gpu-a100-0")
+    wait_for(lambda: sees_placement(webhook, namespace, "real"), "the webhook to see the placement")
+    core = client.CoreV1Api(cluster.api_client())
+    since = len(cluster.audit_events())
+
+    def copy(index: int) -> Any:
+        pod = gpu_pod(f"copy-{index}-", {"app": "forged"})
+        pod["metadata"]["annotations"] = {PLACEMENT: "real", CLAIM: uuid.uuid4().hex}
+        return core.create_namespaced_pod(namespace, pod, dry_run="All")
+
+    with ThreadPoolExecutor(FORGED_PODS) as pool:
+        list(pool.map(copy, range(FORGED_PODS)))
+    pod_reads = [
+        e["requestURI"] for e in webhook_calls(cluster, since) if pod_read(e) and "fieldSelector" not in e["requestURI"]
+    ]
+    assert pod_reads, "each forged claim is looked up"
+    unselected = [uri for uri in pod_reads if "claim-digest" not in uri]
+    assert unselected == [], f"pods listed without the claim-digest selector: {unselected[:3]}"
+
+
+def placement_ready(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str], *extra: str
+) -> tuple[Webhook, dict[str, Any]]:
+    """A registered webhook and one placement it sees, on gpu-a100-0's first card, selecting app=target."""
+    webhook = start(cluster, tmp_path, *extra)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    created = create_placement(cluster, namespace, "target", {"app": "target"}, ["gpu-0"], node="gpu-a100-0")
+    wait_for(lambda: sees_placement(webhook, namespace, "target"), "the webhook to see the placement")
+    return webhook, created
+
+
+def test_a_lease_with_the_guards_name_but_not_its_label_blocks_nothing(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    _webhook, created = placement_ready(cluster, namespace, tmp_path, webhooks, configurations)
+    name = req_id_guard_name(namespace, created["spec"]["reqID"])
+    leases = client.CoordinationV1Api(cluster.api_client())
+    squatter = {"metadata": {"name": name, "namespace": namespace}, "spec": {"holderIdentity": "someone-else"}}
+    leases.create_namespaced_lease(namespace, squatter)
+
+    pod = client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
+    assert (pod.metadata.annotations or {}).get(PLACEMENT) == "target", "the squatting Lease held nothing"
+    guard = leases.read_namespaced_lease(name, namespace)
+    assert guard.metadata.labels == {GUARD_LABEL: GUARD_LABEL_VALUE}
+    assert guard.spec.holder_identity == created["metadata"]["uid"]
+
+
+def test_a_pod_with_a_privileged_container_claims_no_placement(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations)
+    core = client.CoreV1Api(cluster.api_client())
+    privileged = gpu_pod("priv-", {"app": "target"})
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    with pytest.raises(ApiException) as denied:
+        core.create_namespaced_pod(namespace, privileged)
+    assert "is privileged" in str(denied.value.body), "HAMi's webhook denies it"
+    assert "claim" not in status_of(cluster, namespace, "target"), "ours claimed nothing for it"
+    pod = core.create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
+    assert (pod.metadata.annotations or {}).get(PLACEMENT) == "target", "the placement is still open"
+
+
+def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--finished-ttl", "1")
+    create_placement(cluster, namespace, "open", {"app": "nobody"}, ["gpu-1"], node="gpu-a100-0")
+    client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
+    wait_for(lambda: (status_of(cluster, namespace, "target").get("consumedBy") or {}).get("uid"), "the pod stored")
+    custom = client.CustomObjectsApi(cluster.api_client())
+
+    def gone() -> bool:
+        try:
+            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "target")
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    # The reconciler looks for finished placements every 30 s (with its sweep of reqID guards).
+    wait_for(gone, "the consumed placement to be deleted", timeout=90)
+    assert status_of(cluster, namespace, "open").get("phase", "Pending") == "Pending", "an open one is kept"
+
+
+def put_device_config(cluster: Sandbox, namespace: str, count_name: str) -> None:
+    """HAMi's device config in a ConfigMap of the test's namespace, counting cards by `count_name`."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "hami-device", "namespace": namespace},
+        "data": {"device-config.yaml": f"nvidia:\n  resourceCountName: {count_name}\n"},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def test_a_change_of_hamis_device_config_reaches_admissions_without_a_restart(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    put_device_config(cluster, namespace, "nvidia.com/gpu")
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--hami-config", f"{namespace}/hami-device")
+    put_device_config(cluster, namespace, "example.com/vgpu")
+    core = client.CoreV1Api(cluster.api_client())
+    renamed = gpu_pod("renamed-", {"app": "target"})
+    renamed["spec"]["containers"][0]["resources"] = {"limits": {"example.com/vgpu": "1"}}
+
+    def pinned() -> bool:
+        pod = core.create_namespaced_pod(namespace, renamed, dry_run="All")
+        return (pod.metadata.annotations or {}).get(PLACEMENT) == "target"
+
+    # The server reads the ConfigMap again every 30 s.
+    wait_for(pinned, "a pod asking example.com/vgpu to be pinned", timeout=75, interval=3)
+
+
+def test_110_slow_header_connections_to_the_api_port_do_not_make_the_pod_unready(
+    cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    with ExitStack() as stack:
+        for _ in range(110):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", webhook.api_port), timeout=10))
+            sock.sendall(b"GET /api/v1/cluster-info HTTP/1.1\r\nHost: x\r\n")  # the header never ends
+        with urllib.request.urlopen(f"http://127.0.0.1:{webhook.probe_port}/readyz", timeout=5) as reply:
+            assert reply.status == 200, "the probes' port is the kubelet's alone"

@@ -1,0 +1,52 @@
+"""HAMi's device config for the life of the server: read at start, then again every REREAD_SECONDS, so that a change
+of the ConfigMap, or a start while the API server could not be asked, does not leave the start's config in force
+until a restart. A read that cannot ask the API server keeps the config read before."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.kube.hami_config import HamiConfigInForce
+
+log = logging.getLogger(__name__)
+
+# One GET (or one LIST by name) this often: a ConfigMap change reaches admissions at most this late.
+REREAD_SECONDS = 30.0
+
+
+class FollowedHamiConfig:
+    """The config in force, and `on_change` told of every new one (after the first, which `refresh` returns)."""
+
+    def __init__(self, read: Callable[[], HamiConfigInForce]) -> None:
+        self._read = read
+        self.on_change: Callable[[HamiConfig], None] = lambda _config: None
+        self.current: HamiConfigInForce | None = None
+
+    def refresh(self) -> HamiConfig:
+        """Read it again; a new config goes to `on_change`; one that could not be read leaves the last one seen."""
+        found = self._read()
+        current = self.current
+        if current is not None and found.unreadable and not current.unreadable:
+            log.warning("%s; keeping the config read from %s", found.notice, current.source or "HAMi's defaults")
+            return current.config
+        self.current = found
+        if current is not None and (found.config, found.source) == (current.config, current.source):
+            return found.config
+        if found.notice:
+            log.warning("%s", found.notice)
+        else:
+            log.info("HAMi's device config in force: %s", found.source)
+        if current is not None:
+            self.on_change(found.config)
+        return found.config
+
+    def run(self, stop: threading.Event) -> None:
+        """Re-read every REREAD_SECONDS until stop is set; never raises."""
+        while not stop.wait(REREAD_SECONDS):
+            try:
+                self.refresh()
+            except Exception:
+                log.exception("re-reading HAMi's device config failed")

@@ -7,6 +7,7 @@ taken) turn up often. Cases are drawn by hypothesis, derandomized, so every run 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from kubectl_hami_place.core.allocations import (
     ContainerDevice,
     encode_allocation,
 )
-from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
+from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, encode_register
 from kubectl_hami_place.core.fit import (
     DEVICE_CORDON,
     GPU_SCHEDULER_POLICY,
@@ -45,6 +46,17 @@ TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
 UNSERVED_SCHEDULER = "hami-place-differential-nobody"
 IMAGE = "registry.invalid/cuda:12"
 NO_SCHEDULING = {"key": "hami-place.io/differential", "value": "true", "effect": "NoSchedule"}
+# keys of HAMi's DeviceInfo the model does not use, each with a value of the right and of the wrong JSON type
+REGISTER_EXTRAS: tuple[dict[str, Any], ...] = (
+    {"migProfiles": [{"name": "1g.10gb", "memoryMB": 9856, "core": 14, "sliceCount": 1, "placements": []}]},
+    {"custominfo": {"any": [1, "x"]}, "devicevendor": "NVIDIA"},
+    {"migProfiles": "1g.10gb"},
+    {"migProfiles": [{"memoryMB": "9856"}]},
+    {"devicevendor": 7},
+    {"custominfo": [1]},
+    {"migtemplate": [{"Name": "1g"}]},
+)
+PAIR_SCORES = ('[{"uuid":"GPU-0","score":{"GPU-1":50}}]', "null", "", "{", '[{"uuid":"GPU-0","score":{"GPU-1":0.5}}]')
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,8 @@ class Case:
 
     cards: tuple[Card, ...]
     legacy: bool = False
+    register_extra: dict[str, Any] = field(default_factory=dict)
+    pair_scores: str | None = None
     cordoned: tuple[str, ...] = ()
     residents: tuple[Resident, ...] = ()
     init: tuple[dict[str, str], ...] = ()
@@ -121,13 +135,23 @@ def residents(draw: st.DrawFn, uuids: list[str]) -> Resident:
         cores = INIT_CORES if position < init_containers else ALLOCATED_CORES
         entries.append(
             tuple(
-                ContainerDevice(uuid, "NVIDIA", draw(st.sampled_from(memories)), draw(st.sampled_from(cores)))
+                ContainerDevice(
+                    # HAMi's decoder keeps a legacy MIG suffix (no card matches it), an empty vendor, negative numbers
+                    uuid + ("[0-1]" if draw(_sometimes(12)) else ""),
+                    "" if draw(_sometimes(12)) else "NVIDIA",
+                    draw(st.sampled_from(memories)) * (-1 if draw(_sometimes(12)) else 1),
+                    draw(st.sampled_from(cores)),
+                )
                 for uuid in chosen
             )
         )
     phase = draw(st.sampled_from(("Pending", "Pending", "Pending", "Running", "Running", "Succeeded", "Failed")))
     init_done = init_containers > 0 and draw(st.booleans())
-    return Resident(init_containers, containers, encode_allocation(entries), phase, init_done)
+    text = encode_allocation(entries)
+    if draw(_sometimes(8)):
+        # a device without a comma (HAMi skips it) or with too few fields (HAMi drops the pod)
+        text = draw(st.sampled_from(("junk:", "GPU-0,NVIDIA,1:"))) + text
+    return Resident(init_containers, containers, text, phase, init_done)
 
 
 @st.composite
@@ -180,6 +204,8 @@ def cases(draw: st.DrawFn) -> Case:
     return Case(
         cards=cards,
         legacy=draw(_sometimes(30)),
+        register_extra=draw(st.sampled_from(REGISTER_EXTRAS)) if draw(_sometimes(15)) else {},
+        pair_scores=draw(st.sampled_from(PAIR_SCORES)) if draw(_sometimes(15)) else None,
         cordoned=(draw(st.sampled_from(uuids)),) if draw(_sometimes(6)) else (),
         residents=tuple(draw(st.lists(residents(uuids), max_size=3))),
         init=tuple(init),
@@ -233,7 +259,9 @@ def rename(config: HamiConfig, resources: dict[str, str]) -> dict[str, str]:
 
 def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> dict[str, Any]:
     """The case's node as HAMi's device plugin leaves it: the register, and allocatable cards for HAMi's health."""
-    annotations = {REGISTER_ANNOTATION: encode_register(case.cards, legacy=case.legacy)}
+    annotations = {REGISTER_ANNOTATION: register_text(case)}
+    if case.pair_scores is not None:
+        annotations[PAIR_SCORE_ANNOTATION] = case.pair_scores
     if case.cordoned:
         annotations[DEVICE_CORDON] = ",".join(case.cordoned)
     gpus = str(max(sum(card.count for card in case.cards), 1))
@@ -248,6 +276,16 @@ def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> di
             "capacity": {config.resource_count_name: gpus},
         },
     }
+
+
+def register_text(case: Case) -> str:
+    """The register as the device plugin writes it, with the case's extra keys on the first card."""
+    text = encode_register(case.cards, legacy=case.legacy)
+    if case.legacy or not case.register_extra:
+        return text
+    entries = json.loads(text)
+    entries[0].update(case.register_extra)
+    return json.dumps(entries, separators=(",", ":"))
 
 
 def resident_pods(name: str, namespace: str, node: str, case: Case) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, parse_allocation
+from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fit import (
@@ -118,7 +119,8 @@ class Differential:
             lambda item: self._create_node(node_object(*item, self.config)), list(zip(names, cases, strict=True))
         )
         try:
-            self._wait_registered([n for n, c in zip(names, cases, strict=True) if not c.legacy])
+            # HAMi registers every node in one pass: once the readable ones are in, it has judged the others too
+            self._wait_registered([n for n, c in zip(names, cases, strict=True) if _readable(c)])
             answers = _parallel(
                 lambda item: self._filter(item[1], [item[0]]) if isinstance(item[1], dict) else {"Denied": item[1]},
                 list(zip(names, pods, strict=True)),
@@ -228,7 +230,7 @@ class Differential:
         if ok:
             containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION, ""))
             devices = tuple(tuple(d.uuid for d in c) for c in containers if c)
-        allocations = [a for a in (pod_allocation(r) for r in residents) if a is not None]
+        allocations = [a for a in (_decoded(r) for r in residents) if a is not None]
         try:
             model: PodFit | str = fit_pod_on_node(
                 node, users_pod, allocations, hami_webhook=case.webhook, config=self.config
@@ -244,7 +246,7 @@ class Differential:
         """pin's own check (`check_card`) when the pod names one card by UUID and each container asks one card."""
         wanted = [u.strip() for u in case.annotations.get(USE_UUID, "").split(",") if u.strip()]
         cards = {card.uuid: card for card in case.cards}
-        if case.legacy or len(wanted) != 1 or wanted[0] not in cards:
+        if not _readable(case) or len(wanted) != 1 or wanted[0] not in cards:
             return None
         spec = pod["spec"]
         init = len(spec.get("initContainers") or [])
@@ -257,6 +259,23 @@ class Differential:
         cordoned = card.uuid in cordoned_cards(node["metadata"].get("annotations"))
         ref = parse_card_ref(card.uuid)
         return check_card(ref, card, placed, usage.get(card.uuid), annotations=case.annotations, cordoned=cordoned)
+
+
+def _readable(case: Case) -> bool:
+    """True when the model reads the case's node as registered (legacy registers, bad extra keys or pair scores not)."""
+    try:
+        node_cards(node_object("readable", case))
+    except ModelError:
+        return False
+    return True
+
+
+def _decoded(pod: dict[str, Any]) -> PodAllocation | None:
+    """The resident's allocation, None when HAMi cannot decode it either (it drops such a pod)."""
+    try:
+        return pod_allocation(pod)
+    except ModelError:
+        return None
 
 
 def _parallel(work: Callable[[T], R], items: list[T]) -> list[R]:

@@ -86,7 +86,7 @@ def replay(snapshot: Snapshot, result: Plan) -> None:
         pod = pods[move.pod]
         held = allocations[move.pod]
         assert held is not None
-        assert set(move.from_cards) == {d.card_uuid for c in held.containers for d in c}
+        assert set(move.from_cards) == {d.uuid for c in held.containers for d in c}
         pinned_fit(snapshot, allocations, pod, move.to_node, move.to_cards)
         devices = tuple(
             tuple(ContainerDevice(uuid, "NVIDIA", memory_for(r, cards[uuid]), r.coresreq) for uuid in move.to_cards)

@@ -1,0 +1,179 @@
+"""Vectors read from HAMi v2.10's code, one citation (file and function) per case, kept apart from the generator.
+
+The differential test (`tests/cluster/test_hami_differential.py`) asks the sandbox's HAMi about generated cases;
+these cases hold the model to what the code says where the sandbox cannot judge (or as a second check where it can).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.allocations import parse_allocation
+from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, node_cards
+from kubectl_hami_place.core.errors import AllocationError, RegisterError
+from kubectl_hami_place.core.usage import card_usage, pod_allocation
+
+CARD = {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
+CARDS = (
+    Card("GPU-a", 0, 10, 40960, 100, "NVIDIA-A100", 0, True, "hami-core"),
+    Card("GPU-b", 1, 10, 40960, 100, "NVIDIA-A100", 0, True, "hami-core"),
+)
+
+
+def node(register: object, **annotations: str) -> dict[str, Any]:
+    """A node carrying this register (a list is written as JSON) and these annotations."""
+    text = register if isinstance(register, str) else json.dumps(register)
+    return {"metadata": {"name": "n", "annotations": {REGISTER_ANNOTATION: text, **annotations}}}
+
+
+# Item 6, the register: HAMi's GetNodeDevices (pkg/device/nvidia/device.go) fails the node when json.Unmarshal of the
+# register into []*DeviceInfo (pkg/device/devices.go, UnMarshalNodeDevices) fails, or when DecodePairScores fails on
+# a present hami.io/node-nvidia-score; register() then skips the node and Filter calls it "node unregistered".
+REGISTER_CASES = [
+    ("devices.go DeviceInfo.MIGProfiles []MigProfile: a string", [{**CARD, "migProfiles": "x"}], False),
+    ("devices.go MigProfile.MemoryMB int32: a float", [{**CARD, "migProfiles": [{"memoryMB": 1.5}]}], False),
+    ("devices.go MigProfile.SliceCount uint32: negative", [{**CARD, "MIGPROFILES": [{"sliceCount": -1}]}], False),
+    (
+        "devices.go MigPlacement.Start uint32: a string",
+        [{**CARD, "migProfiles": [{"placements": [{"start": "0"}]}]}],
+        False,
+    ),
+    ("devices.go DeviceInfo.MIGTemplate []Geometry: a list of objects", [{**CARD, "migtemplate": [{"a": 1}]}], False),
+    (
+        "devices.go MigTemplate.Count int32 (no json tag: key Count)",
+        [{**CARD, "migtemplate": [[{"count": "2"}]]}],
+        False,
+    ),
+    ("devices.go DeviceInfo.DeviceVendor string: a number", [{**CARD, "devicevendor": 1}], False),
+    ("devices.go DeviceInfo.CustomInfo map[string]any: a list", [{**CARD, "custominfo": [1]}], False),
+    (
+        "devices.go DeviceInfo: right types and nulls decode",
+        [
+            {
+                **CARD,
+                "migProfiles": None,
+                "custominfo": {"a": [1]},
+                "migtemplate": [[{"Name": "1g", "Core": 10, "Memory": 5, "Count": 1}], None],
+                "devicevendor": "NVIDIA",
+            }
+        ],
+        True,
+    ),
+    ('devices.go DeviceInfo.DevicePairScore has json:"-": never decoded', [{**CARD, "devicepairscore": 7}], True),
+]
+
+
+@pytest.mark.parametrize(("citation", "register", "registered"), REGISTER_CASES, ids=[c[0] for c in REGISTER_CASES])
+def test_a_known_register_field_of_the_wrong_type_unregisters_the_node(
+    citation: str, register: object, registered: bool
+) -> None:
+    if registered:
+        assert node_cards(node(register))[0].uuid == "GPU-a"
+    else:
+        with pytest.raises(RegisterError):
+            node_cards(node(register))
+
+
+PAIR_SCORE_CASES = [
+    ("device.go GetNodeDevices/DecodePairScores: not JSON", "{", False),
+    ("device.go GetNodeDevices/DecodePairScores: empty text is not JSON", "", False),
+    ("devices.go DevicePairScores is a list: an object", '{"uuid":"GPU-a"}', False),
+    ("devices.go DevicePairScore.ID string: a number", '[{"uuid":1}]', False),
+    ("devices.go DevicePairScore.Scores map[string]int: a float", '[{"uuid":"GPU-a","score":{"GPU-b":1.5}}]', False),
+    ("devices.go DevicePairScore.Scores map[string]int: a list", '[{"uuid":"GPU-a","score":[1]}]', False),
+    ("devices.go DevicePairScores: null, null entries and unknown keys decode", '[null,{"x":1,"uuid":null}]', True),
+    ("devices.go DevicePairScores: as the device plugin writes it", '[{"uuid":"GPU-a","score":{"GPU-b":40}}]', True),
+]
+
+
+@pytest.mark.parametrize(("citation", "scores", "registered"), PAIR_SCORE_CASES, ids=[c[0] for c in PAIR_SCORE_CASES])
+def test_a_malformed_pair_score_annotation_unregisters_the_node(citation: str, scores: str, registered: bool) -> None:
+    annotated = node([CARD], **{PAIR_SCORE_ANNOTATION: scores})
+    if registered:
+        assert len(node_cards(annotated)) == 1
+    else:
+        with pytest.raises(RegisterError, match=PAIR_SCORE_ANNOTATION):
+            node_cards(annotated)
+
+
+# Item 6, the allocation: DecodeContainerDevices (pkg/device/devices.go) skips a device without a comma, fails the
+# pod (onAddPod drops it) on a device with a comma and fewer than 4 fields or a number ParseInt(s, 10, 32) refuses,
+# keeps empty UUIDs and vendors and negative numbers; getNodesUsage (pkg/scheduler/scheduler.go) matches
+# d.Device.ID == udevice.UUID exactly.
+ALLOCATION_CASES = [
+    ("devices.go DecodeContainerDevices: no comma, skipped", "GPU-b:GPU-a,NVIDIA,1000,10:;", 1000, 10),
+    ("devices.go DecodeContainerDevices: a container of no comma at all", "junk;GPU-a,NVIDIA,1000,10:;", 1000, 10),
+    ("devices.go DecodeContainerDevices: empty vendor counts", "GPU-a,,1000,10:;", 1000, 10),
+    (
+        "devices.go DecodeContainerDevices: ParseInt reads a sign",
+        "GPU-a,NVIDIA,5000,10:GPU-a,NVIDIA,-1000,+5:;",
+        4000,
+        15,
+    ),
+    ("scheduler.go getNodesUsage: a legacy MIG suffix matches no card", "GPU-a[0-1],NVIDIA,1000,10:;", 0, 0),
+    ("initContainer.go CollapseInitContainerUsage: a negative sum counts as 0", "GPU-a,NVIDIA,-1000,-5:;", 0, 0),
+]
+
+
+@pytest.mark.parametrize(("citation", "text", "mem", "cores"), ALLOCATION_CASES, ids=[c[0] for c in ALLOCATION_CASES])
+def test_allocations_count_as_hami_decodes_them(citation: str, text: str, mem: int, cores: int) -> None:
+    pod = {
+        "metadata": {
+            "name": "p",
+            "annotations": {"hami.io/vgpu-node": "n", "hami.io/vgpu-devices-allocated": text},
+        },
+        "status": {"phase": "Running"},
+    }
+    allocation = pod_allocation(pod)
+    assert allocation is not None
+    usage = card_usage(CARDS, [allocation], node="n")["GPU-a"]
+    assert (usage.used_mem, usage.used_cores) == (mem, cores)
+
+
+def test_an_empty_uuid_counts_on_a_card_registered_without_one() -> None:
+    """scheduler.go getNodesUsage: d.Device.ID == udevice.UUID, both "" for a register entry without an id."""
+    allocation = pod_allocation(
+        {
+            "metadata": {
+                "name": "p",
+                "annotations": {"hami.io/vgpu-node": "n", "hami.io/vgpu-devices-allocated": ",x,7,0:;"},
+            }
+        }
+    )
+    assert allocation is not None
+    assert card_usage((Card(""),), [allocation], node="n")[""].used_mem == 7
+
+
+def test_app_containers_only_keep_a_negative_sum_once_init_containers_succeeded() -> None:
+    """initContainer.go AppContainersOnlyDeviceUsage sums the app containers with no floor at 0."""
+    done = {"state": {"terminated": {"exitCode": 0}}}
+    pod = {
+        "metadata": {
+            "name": "p",
+            "annotations": {
+                "hami.io/vgpu-node": "n",
+                "hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,3000,0:;GPU-a,NVIDIA,-1000,0:;",
+            },
+        },
+        "spec": {"initContainers": [{"name": "i"}], "containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "initContainerStatuses": [done]},
+    }
+    allocation = pod_allocation(pod)
+    assert allocation is not None
+    assert card_usage(CARDS, [allocation], node="n")["GPU-a"].used_mem == -1000
+
+
+@pytest.mark.parametrize(
+    ("citation", "text"),
+    [
+        ("devices.go DecodeContainerDevices: a comma and fewer than 4 fields", "GPU-a,NVIDIA,1:;"),
+        ("devices.go DecodeContainerDevices: ParseInt(s, 10, 32) out of range", "GPU-a,NVIDIA,2147483648,0:;"),
+        ("devices.go DecodeContainerDevices: ParseInt refuses a fraction", "GPU-a,NVIDIA,1.5,0:;"),
+    ],
+)
+def test_what_hami_cannot_decode_drops_the_pod(citation: str, text: str) -> None:
+    with pytest.raises(AllocationError):
+        parse_allocation(text)

@@ -12,8 +12,10 @@ honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each 
   (now and once the evicted pod is gone) when the snapshot has the allocations, against the empty card otherwise.
 
 HAMi's webhook gives a container that asks a card count but no cores and no memory `nvidia.com/gpucores: 100`,
-which makes it exclusive. A share below 100% is not exclusive, so the plan predicts 0 cores for such a container
-and its patch drops a `gpucores: 100` that HAMi's webhook may already have added.
+which makes it exclusive. A share below 100% is not exclusive, so the patch drops a `gpucores: 100` that HAMi's
+webhook may already have added, and HAMi's scheduler then gives the container its `defaultCores`
+(`GenerateResourceRequests`, `pkg/device/nvidia/device.go`): the plan predicts those cores (0 with HAMi's chart),
+so a card without them free is refused with `CardInsufficientCore`, as HAMi would refuse it.
 """
 
 from __future__ import annotations
@@ -181,9 +183,12 @@ def workload_from_pod(
     return Workload(tuple(containers), source, annotations, node_name=node_name, config=config)
 
 
-def workload_from_request(request: CardRequest, source: str, *, own_memory: bool) -> Workload:
+def workload_from_request(
+    request: CardRequest, source: str, *, own_memory: bool, config: HamiConfig = HAMI_DEFAULTS
+) -> Workload:
     """The workload of a pod known only by its per-card request (the CLI's --request-* flags): one app container."""
-    return Workload((GpuContainer("0", 0, False, request, own_memory, request.cores_by_webhook),), source)
+    container = GpuContainer("0", 0, False, request, own_memory, request.cores_by_webhook)
+    return Workload((container,), source, config=config)
 
 
 def plan(
@@ -354,7 +359,7 @@ def _shares(
             placed.append(Placed(c.name, c.init, c.request))
             continue
         drop = c.default_cores and share < 100
-        cores = 0 if drop else c.request.coresreq
+        cores = workload.config.default_cores if drop else c.request.coresreq
         placed.append(Placed(c.name, c.init, CardRequest(c.request.nums, 0, share, cores)))
         patches.append(ContainerPatch(c.position, share, drop))
     problems = []

@@ -7,14 +7,20 @@ these cases hold the model to what the code says where the sandbox cannot judge 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from kubectl_hami_place.core.allocations import parse_allocation
+from kubectl_hami_place.core.allocations import ContainerDevice, parse_allocation
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, node_cards
 from kubectl_hami_place.core.errors import AllocationError, RegisterError
-from kubectl_hami_place.core.usage import card_usage, pod_allocation
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.placement import PlacementSpec
+from kubectl_hami_place.core.plan import ClusterSnapshot, plan, workload_from_pod
+from kubectl_hami_place.core.refs import parse_card_ref
+from kubectl_hami_place.core.selectors import selector_from_dict
+from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
 
 CARD = {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
 CARDS = (
@@ -177,3 +183,40 @@ def test_app_containers_only_keep_a_negative_sum_once_init_containers_succeeded(
 def test_what_hami_cannot_decode_drops_the_pod(citation: str, text: str) -> None:
     with pytest.raises(AllocationError):
         parse_allocation(text)
+
+
+# Item 3: the pin drops the webhook's `gpucores: 100` from a container given a share below 100%; HAMi's scheduler then
+# reads no gpucores and applies defaultCores (device.go GenerateResourceRequests: `corenum := dev.config.DefaultCores`),
+# and Fit refuses a card with fewer cores free (device.go Fit: `dev.Totalcore-dev.Usedcores < k.Coresreq`).
+DEFAULT_CORES_CASES = [
+    ("device.go GenerateResourceRequests + Fit: defaultCores 20, 85 cores used", 20, 85, "CardInsufficientCore"),
+    ("device.go GenerateResourceRequests + Fit: defaultCores 20, 80 cores used", 20, 80, None),
+    ("device.go Fit: defaultCores 0 on a card whose cores are all used", 0, 100, "CardComputeUnitsExhausted"),
+    ("device.go Fit: defaultCores 150 is cut to 100 (k.Coresreq > 100)", 150, 1, "CardInsufficientCore"),
+]
+
+
+@pytest.mark.parametrize(
+    ("citation", "default_cores", "used_cores", "reason"), DEFAULT_CORES_CASES, ids=[c[0] for c in DEFAULT_CORES_CASES]
+)
+def test_a_share_pin_predicts_hamis_default_cores(
+    citation: str, default_cores: int, used_cores: int, reason: str | None
+) -> None:
+    config = replace(HAMI_DEFAULTS, default_cores=default_cores)
+    tenant = PodAllocation("t", "t", "u", "n", "Running", ((ContainerDevice("GPU-a", "NVIDIA", 1000, used_cores),),))
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    workload = workload_from_pod(pod, "the pod", config=config)
+    pinned = plan(pin_spec("gpu-0/50"), ClusterSnapshot({"n": node([CARD])}, (tenant,)), workload)
+    assert pinned.checks[0].request.coresreq == default_cores
+    assert pinned.patches[0].drop_cores
+    assert [p.reason for p in pinned.problems] == ([reason] if reason else [])
+
+
+def pin_spec(*devices: str) -> PlacementSpec:
+    """A placement on node n naming these cards."""
+    return PlacementSpec(
+        req_id="req-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+        node_name="n",
+        gpu_devices=tuple(parse_card_ref(d) for d in devices),
+    )

@@ -26,6 +26,7 @@ from kubectl_hami_place.core.fit import (
     GPU_SCHEDULER_POLICY,
     NOUSE_TYPE,
     NOUSE_UUID,
+    NUMA_BIND,
     USE_TYPE,
     USE_UUID,
     VGPU_MODE,
@@ -189,6 +190,7 @@ def cases(draw: st.DrawFn) -> Case:
         (USE_TYPE, st.sampled_from(TYPE_WORDS)),
         (NOUSE_TYPE, st.sampled_from(TYPE_WORDS)),
         (GPU_SCHEDULER_POLICY, st.sampled_from(POLICIES)),
+        (NUMA_BIND, st.sampled_from(("true", "true", "1", "false", "yes"))),
     ]
     for key, values in optional:
         if draw(_sometimes(6)):

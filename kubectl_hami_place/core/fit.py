@@ -15,6 +15,10 @@ each GPU container in turn, init containers against the node as it is, app conta
 earlier app containers' cards taken; before each container the cards are scored (slots, cores and memory in use,
 in float32) and sorted by the GPU policy (Go's insertion sort, stable, as Go sorts up to 12 cards), then tried from
 the last; the first failing container's reason counts are HAMi's `FailedNodes` text for the node.
+
+`nvidia.com/numa-bind` (true as Go's `strconv.ParseBool` reads it) makes HAMi keep a container's cards on one NUMA
+node: the sort keeps NUMA groups together (`DeviceUsageList.Less`, `pkg/scheduler/policy/gpu_policy.go`) and `Fit`
+starts over whenever the walk reaches a card of another NUMA node, counting the cards it gives up as `NumaNotFit`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ NOUSE_TYPE = "nvidia.com/nouse-gputype"
 VGPU_MODE = "nvidia.com/vgpu-mode"
 GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
 DEVICE_CORDON = "hami.io/device-cordon"
+NUMA_BIND = "nvidia.com/numa-bind"
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
 class FitReason(StrEnum):
@@ -57,6 +63,7 @@ class FitReason(StrEnum):
     CardNotNvidia = "CardNotNvidia"
     UnknownCard = "UnknownCard"
     RequestExceedsPercent = "RequestExceedsPercent"
+    NumaNotFit = "NumaNotFit"
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,11 @@ def fit(
     )
 
 
+def numa_bind(annotations: Mapping[str, str] | None) -> bool:
+    """True when the pod asks its cards on one NUMA node: `nvidia.com/numa-bind` true for Go's strconv.ParseBool."""
+    return (annotations or {}).get(NUMA_BIND) in _GO_TRUE
+
+
 def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:
     """The card UUIDs a node's `hami.io/device-cordon` annotation takes out of new placements."""
     value = (node_annotations or {}).get(DEVICE_CORDON)
@@ -184,6 +196,10 @@ NODE_UNREGISTERED = "node unregistered"
 NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 ALLOCATED_CARDS_INSUFFICIENT = "AllocatedCardsInsufficientRequest"
 _HAMI_NAMES = {FitReason.CardUnhealthy: "CardNotHealth"}
+# the checks HAMi's Fit makes before it looks at the card's NUMA node
+_BEFORE_NUMA = frozenset(
+    {FitReason.CardNotNvidia, FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardTypeMismatch}
+)
 _SCORE_WEIGHT = 10.0
 
 
@@ -303,14 +319,24 @@ def _fit_container(
     """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure."""
     for slot in slots:
         slot.score = _score(slot, request)
-    _insertion_sort(slots, policy)
+    bind = numa_bind(annotations)
+    _insertion_sort(slots, policy, bind)
     typed = [slot for slot in slots if slot.card.is_nvidia]
     if request.nums > len(typed):
         return PodFit(ok=False, reason=NODE_INSUFFICIENT_DEVICE, counts={NODE_INSUFFICIENT_DEVICE: 1})
     counts: Counter[str] = Counter()
     picked: list[_Slot] = []
+    previous_numa = -1
     for slot in reversed(typed):
         verdict = fit(slot.card, slot.usage, request, annotations, slot.card.uuid in cordoned)
+        if verdict.reason in _BEFORE_NUMA:
+            counts[hami_reason_name(verdict.reason)] += 1
+            continue
+        if bind and slot.card.numa != previous_numa:
+            # HAMi's Fit: a card of another NUMA node drops what the walk picked so far
+            if picked:
+                counts[FitReason.NumaNotFit.value] += len(picked)
+            picked, previous_numa = [], slot.card.numa
         if not verdict.ok and verdict.reason is not None:
             counts[hami_reason_name(verdict.reason)] += 1
             continue
@@ -359,9 +385,9 @@ def _score(slot: _Slot, request: CardRequest) -> float:
     return _f32(_SCORE_WEIGHT * _f32(_f32(slots + core) + memory))
 
 
-def _insertion_sort(slots: list[_Slot], policy: str) -> None:
+def _insertion_sort(slots: list[_Slot], policy: str, bind: bool = False) -> None:
     """Go's insertionSort with HAMi's DeviceUsageList.Less (what sort.Sort does for up to 12 cards)."""
-    less = _less_by_chain(policy) if "," in policy or policy == "numa" else _less_single(policy)
+    less = _less_by_chain(policy, bind) if "," in policy or policy == "numa" else _less_single(policy, bind)
     for i in range(1, len(slots)):
         j = i
         while j > 0 and less(slots[j], slots[j - 1]):
@@ -369,14 +395,19 @@ def _insertion_sort(slots: list[_Slot], policy: str) -> None:
             j -= 1
 
 
-def _less_single(policy: str) -> Any:
-    """Less for one policy word: mutex (busy first), binpack (emptiest first), else spread (fullest first)."""
+def _less_single(policy: str, bind: bool) -> Any:
+    """Less for one policy word: mutex (busy first), binpack (emptiest first), else spread (fullest first); under
+    numa-bind binpack puts higher NUMA nodes first and spread lower ones, the score ordering cards within one."""
 
     def less(a: _Slot, b: _Slot) -> bool:
         """HAMi's comparison, NUMA breaking ties."""
         if policy == "mutex":
             if a.usage.used_slots != b.usage.used_slots:
                 return a.usage.used_slots > b.usage.used_slots
+        elif bind:
+            if a.card.numa == b.card.numa:
+                return a.score < b.score if policy == "binpack" else a.score > b.score
+            return a.card.numa > b.card.numa if policy == "binpack" else a.card.numa < b.card.numa
         elif a.score != b.score:
             return a.score < b.score if policy == "binpack" else a.score > b.score
         return a.card.numa < b.card.numa
@@ -384,13 +415,16 @@ def _less_single(policy: str) -> Any:
     return less
 
 
-def _less_by_chain(policy: str) -> Any:
-    """Less for a comma list of binpack/spread/numa sort keys (spread when it names none), index breaking ties."""
+def _less_by_chain(policy: str, bind: bool) -> Any:
+    """Less for a comma list of binpack/spread/numa sort keys (spread when it names none; numa first under
+    numa-bind), index breaking ties."""
     chain: list[str] = []
     for word in policy.split(","):
         if word.strip() in ("binpack", "spread", "numa") and word.strip() not in chain:
             chain.append(word.strip())
     chain = chain or ["spread"]
+    if bind and chain[0] != "numa":
+        chain = ["numa", *(key for key in chain if key != "numa")]
 
     def less(a: _Slot, b: _Slot) -> bool:
         """HAMi's lessByChain."""

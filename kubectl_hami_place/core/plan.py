@@ -8,6 +8,7 @@ honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each 
 - `gpu-N/P`: P% of each card is the share of the whole pod. App containers that ask no memory of their own split
   what the others leave of it (each at least 1%, the first ones take the remainder), init containers (which run
   alone) get all of it; the pod must fit its share on every card;
+- `nvidia.com/numa-bind`: a pod that asks it cannot have cards of two NUMA nodes (HAMi's `NumaNotFit`);
 - fit: the pinned containers fitted one after another on each card (`core.check`), against the card's usage
   (now and once the evicted pod is gone) when the snapshot has the allocations, against the empty card otherwise.
 
@@ -29,7 +30,7 @@ from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
 from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
-from kubectl_hami_place.core.fit import FitReason, cordoned_cards
+from kubectl_hami_place.core.fit import NUMA_BIND, FitReason, cordoned_cards, numa_bind
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
@@ -206,6 +207,8 @@ def plan(
     placed, patches, share_problems = _shares(workload, spec.percent, cards, refs)
     if share_problems:
         return Plan(node, cards=cards, problems=share_problems, config=config)
+    if numa_bind(workload.annotations) and len({card.numa for card in cards}) > 1:
+        return Plan(node, cards=cards, problems=(_numa_problem(cards),), config=config)
     node_obj = snapshot.nodes[node]
     cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
     usage: Mapping[str, CardUsage] = {}
@@ -373,6 +376,16 @@ def _shares(
             message = f"{card.label()}: the pod asks {asked} MiB, more than {percent}% of the card ({limit} MiB)"
             problems.append(Problem(FitReason.RequestExceedsPercent, message, Scope.Pod, ref, card))
     return tuple(placed), tuple(patches), tuple(problems)
+
+
+def _numa_problem(cards: Sequence[Card]) -> Problem:
+    """HAMi's Fit under numa-bind drops the cards picked on one NUMA node when the next is on another, every time."""
+    where = ", ".join(f"{card.name} on NUMA node {card.numa}" for card in cards)
+    message = (
+        f"the pod asks {NUMA_BIND}: true but the placement names {where}; HAMi refuses it on every try "
+        "(AllocatedCardsInsufficientRequest, NumaNotFit): name cards of one NUMA node"
+    )
+    return Problem(FitReason.NumaNotFit, message, Scope.Pod)
 
 
 def _percent_of(mib: int, card: Card) -> int:

@@ -15,12 +15,14 @@ import pytest
 from kubectl_hami_place.core.allocations import ContainerDevice, parse_allocation
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, node_cards
 from kubectl_hami_place.core.errors import AllocationError, RegisterError
+from kubectl_hami_place.core.fit import NUMA_BIND, fit_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.placement import PlacementSpec
-from kubectl_hami_place.core.plan import ClusterSnapshot, plan, workload_from_pod
+from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, plan, workload_from_pod
 from kubectl_hami_place.core.refs import parse_card_ref
+from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import selector_from_dict
-from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, pod_allocation
 
 CARD = {"id": "GPU-a", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-A100", "health": True}
 CARDS = (
@@ -220,3 +222,79 @@ def pin_spec(*devices: str) -> PlacementSpec:
         node_name="n",
         gpu_devices=tuple(parse_card_ref(d) for d in devices),
     )
+
+
+# Item 1: nvidia.com/numa-bind. device.go assertNuma (strconv.ParseBool), gpu_policy.go DeviceUsageList.Less (NUMA
+# groups kept together: spread lower NUMA first, binpack higher first, the score within a group), device.go Fit (a
+# card of another NUMA node drops the cards picked so far, counted as NumaNotFit).
+def numa_cards(*numas: int) -> tuple[Card, ...]:
+    """Cards GPU-0.. on these NUMA nodes."""
+    return tuple(
+        Card(f"GPU-{i}", i, 10, 8192, 100, "NVIDIA-A100", numa, True, "hami-core") for i, numa in enumerate(numas)
+    )
+
+
+def slots_used(*counts: int) -> dict[str, CardUsage]:
+    """Usage of GPU-0.. by slots alone (the score is the slots used)."""
+    return {f"GPU-{i}": CardUsage(f"GPU-{i}", used_slots=n) for i, n in enumerate(counts)}
+
+
+NUMA_CASES = [
+    ("gpu_policy.go Less spread, no numa-bind: score first", "spread", "", (0, 0, 1), (5, 1, 3), ("GPU-1", "GPU-2")),
+    (
+        "gpu_policy.go Less spread + numa-bind; device.go Fit",
+        "spread",
+        "true",
+        (0, 0, 1),
+        (5, 1, 3),
+        ("GPU-1", "GPU-0"),
+    ),
+    ("gpu_policy.go Less binpack, no numa-bind", "binpack", "", (0, 0, 1, 1), (5, 1, 3, 0), ("GPU-0", "GPU-2")),
+    ("gpu_policy.go Less binpack + numa-bind", "binpack", "True", (0, 0, 1, 1), (5, 1, 3, 0), ("GPU-0", "GPU-1")),
+    (
+        "gpu_policy.go lessByChain: numa-bind puts numa first",
+        "spread,binpack",
+        "1",
+        (1, 0, 1),
+        (5, 1, 3),
+        ("GPU-2", "GPU-0"),
+    ),
+    ("device.go assertNuma: ParseBool refuses 'yes'", "spread", "yes", (0, 0, 1), (5, 1, 3), ("GPU-1", "GPU-2")),
+]
+
+
+@pytest.mark.parametrize("case", NUMA_CASES, ids=[c[0] for c in NUMA_CASES])
+def test_numa_bind_picks_the_cards_hami_picks(case: tuple[Any, ...]) -> None:
+    _, policy, bind, numas, used, picked = case
+    annotations = {"hami.io/gpu-scheduler-policy": policy, **({NUMA_BIND: bind} if bind else {})}
+    verdict = fit_pod(
+        numa_cards(*numas), slots_used(*used), (card_request(2, memreq=100, coresreq=10),), 0, annotations
+    )
+    assert verdict.ok and verdict.devices == (picked,)
+
+
+def test_numa_bind_across_numa_nodes_gives_hamis_reason() -> None:
+    """device.go Fit: one card picked on NUMA 1, dropped on reaching NUMA 0 (NumaNotFit), one picked there."""
+    verdict = fit_pod(numa_cards(0, 1), {}, (card_request(2, memreq=100),), 0, {NUMA_BIND: "true"})
+    assert not verdict.ok
+    assert verdict.reason == "1/2 AllocatedCardsInsufficientRequest, 1/2 NumaNotFit"
+
+
+@pytest.mark.parametrize(
+    ("citation", "bind", "refs", "reason"),
+    [
+        ("device.go Fit: two NUMA nodes under numa-bind fail every try", "true", ("gpu-0", "gpu-1"), "NumaNotFit"),
+        ("device.go Fit: one NUMA node under numa-bind fits", "true", ("gpu-0", "gpu-2"), None),
+        ("device.go assertNuma: false binds nothing", "false", ("gpu-0", "gpu-1"), None),
+    ],
+)
+def test_a_pin_across_numa_nodes_under_numa_bind_is_refused(
+    citation: str, bind: str, refs: tuple[str, ...], reason: str | None
+) -> None:
+    cards = [{**CARD, "id": f"GPU-{i}", "index": i, "numa": numa} for i, numa in enumerate((0, 1, 0))]
+    pod = {
+        "metadata": {"annotations": {NUMA_BIND: bind}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+    }
+    pinned = plan(pin_spec(*refs), ClusterSnapshot({"n": node(cards)}, ()), workload_from_pod(pod, "the pod"))
+    assert [(p.reason, p.scope) for p in pinned.problems] == ([(reason, Scope.Pod)] if reason else [])

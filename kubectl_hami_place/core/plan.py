@@ -4,6 +4,8 @@
 honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each rule lives"):
 
 - the placement itself: a valid spec, the node, its register, every card resolvable and named once;
+- the node's allocatable card count, when listed, above 0 (else HAMi's health check cycles the node and the kubelet
+  refuses the pod);
 - the pod: GPU resources readable, no `spec.nodeName`, every GPU container asking as many cards as are named;
 - `gpu-N/P`: P% of each card is the share of the whole pod. App containers that ask no memory of their own split
   what the others leave of it (each at least 1%, the first ones take the remainder), init containers (which run
@@ -35,7 +37,7 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
 from kubectl_hami_place.core.refs import CardRef, resolve
-from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for
+from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for, parse_quantity
 from kubectl_hami_place.core.selectors import may_overlap
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, release
 
@@ -61,6 +63,7 @@ class PlanReason(StrEnum):
     InvalidGpuRequest = "InvalidGpuRequest"
     NoGpuRequest = "NoGpuRequest"
     NodeNameSet = "NodeNameSet"
+    NoAllocatableGpu = "NoAllocatableGpu"
     CardCountMismatch = "CardCountMismatch"
     ShareTooSmall = "ShareTooSmall"
 
@@ -200,6 +203,9 @@ def plan(
     cards, problems = _placement(spec, snapshot)
     if problems:
         return Plan(node, problems=problems, config=config)
+    empty = _no_allocatable(snapshot.nodes[node], node, config)
+    if empty is not None:
+        return Plan(node, cards=cards, problems=(empty,), config=config)
     refs = spec.gpu_devices
     problems = _pod_problems(workload, len(refs))
     if problems:
@@ -376,6 +382,27 @@ def _shares(
             message = f"{card.label()}: the pod asks {asked} MiB, more than {percent}% of the card ({limit} MiB)"
             problems.append(Problem(FitReason.RequestExceedsPercent, message, Scope.Pod, ref, card))
     return tuple(placed), tuple(patches), tuple(problems)
+
+
+def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) -> Problem | None:
+    """A node whose allocatable card count is listed as 0 (the kubelet lost HAMi's device plugin): HAMi's CheckHealth
+    (`pkg/device/nvidia/device.go`) keeps or re-adds its cards while the plugin's handshake is fresh and drops them
+    once it expires, and the kubelet refuses a pod asking cards there, so a pinned pod never runs."""
+    count = config.resource_count_name
+    allocatable = _mapping(_mapping(node_obj.get("status")).get("allocatable"))
+    if count not in allocatable:
+        return None
+    try:
+        if parse_quantity(allocatable[count], count) > 0:
+            return None
+    except RequestError:
+        pass
+    message = (
+        f"node {node} has no allocatable {count} (HAMi's device plugin is not serving it): HAMi drops and re-adds the "
+        "node as its handshake expires and the kubelet refuses a pod asking cards there; wait until the node lists "
+        f"{count} again"
+    )
+    return Problem(PlanReason.NoAllocatableGpu, message, Scope.Card)
 
 
 def _numa_problem(cards: Sequence[Card]) -> Problem:

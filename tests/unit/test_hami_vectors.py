@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,6 +20,9 @@ from kubectl_hami_place.core.fit import NUMA_BIND, fit_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, plan, workload_from_pod
+from kubectl_hami_place.core.planner import FitGoal, PlanPod, why
+from kubectl_hami_place.core.planner import plan as planner_plan
+from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -298,3 +302,46 @@ def test_a_pin_across_numa_nodes_under_numa_bind_is_refused(
     }
     pinned = plan(pin_spec(*refs), ClusterSnapshot({"n": node(cards)}, ()), workload_from_pod(pod, "the pod"))
     assert [(p.reason, p.scope) for p in pinned.problems] == ([(reason, Scope.Pod)] if reason else [])
+
+
+# Item 9: allocatable card count 0 on a registered node. device.go NvidiaGPUDevices.CheckHealth: `current == 0` and
+# a count reported before -> unhealthy, register() drops the node's cards; with none reported before, the handshake
+# decides (devices.go CheckHealth: healthy while "Requesting_" is under 60 s old, then unhealthy): the node cycles.
+# The kubelet refuses a pod asking an extended resource the node has 0 of, so a pin there never runs.
+ALLOCATABLE_CASES = [
+    ("device.go CheckHealth: current 0", {"nvidia.com/gpu": "0"}, "NoAllocatableGpu"),
+    ("device.go CheckHealth: current 0 from a quantity", {"nvidia.com/gpu": "0k"}, "NoAllocatableGpu"),
+    ("device.go CheckHealth: current > 0 keeps the node", {"nvidia.com/gpu": "10"}, None),
+    ("not listed: nothing to judge (the webhook's cache keeps only nvidia.com/gpu)", {"cpu": "4"}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("citation", "allocatable", "reason"), ALLOCATABLE_CASES, ids=[c[0] for c in ALLOCATABLE_CASES]
+)
+def test_a_pin_to_a_node_without_allocatable_cards_is_refused_until_it_has_them(
+    citation: str, allocatable: dict[str, str], reason: str | None
+) -> None:
+    listed = {**node([CARD]), "status": {"allocatable": allocatable}}
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    pinned = plan(pin_spec("gpu-0"), ClusterSnapshot({"n": listed}, ()), workload_from_pod(pod, "the pod"))
+    assert [(p.reason, p.scope) for p in pinned.problems] == ([(reason, Scope.Card)] if reason else [])
+
+
+def test_why_and_the_planner_close_a_node_without_allocatable_cards() -> None:
+    """device.go CheckHealth with allocatable 0: `why` says the node takes no GPU pods, and what HAMi does there."""
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    nodes = [
+        {**node([CARD]), "status": {**ready, "allocatable": {"nvidia.com/gpu": "0"}}},
+        {
+            "metadata": {"name": "m", "annotations": node([CARD])["metadata"]["annotations"]},
+            "status": {**ready, "allocatable": {"nvidia.com/gpu": "10"}},
+        },
+    ]
+    snapshot, _ = snapshot_from_objects(nodes, [], [], datetime(2026, 1, 1, tzinfo=UTC))
+    pod = PlanPod("ns", "p", (card_request(1, memreq=100),))
+    verdicts = {v.node: v for v in why(snapshot, pod)}
+    assert (verdicts["n"].fits, verdicts["n"].reason) == (False, "NodeUnschedulable")
+    assert "allocatable nvidia.com/gpu" in verdicts["n"].message and "kubelet refuses" in verdicts["n"].message
+    assert verdicts["m"].fits
+    assert planner_plan(snapshot, FitGoal(pod)).target == ("m", ("GPU-a",))

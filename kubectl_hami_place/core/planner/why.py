@@ -13,6 +13,10 @@ from kubectl_hami_place.core.planner.state import State
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NOT_SELECTED = "NodeNotSelected"
 NO_FIT = "NodeFitFailed"
+NODE_CLOSED = (
+    "the node takes no new pods: not Ready, cordoned, its register unreadable, or no allocatable nvidia.com/gpu "
+    "(HAMi's health check then drops and re-adds the node and the kubelet refuses GPU pods there)"
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
             for verdict in (state.verdict(pod, slot),)
         )
         if not state.node_open[node]:
-            verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, "the node takes no new pods", cards)
+            verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, NODE_CLOSED, cards)
         elif pod.nodes is not None and node not in pod.nodes:
             verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         else:

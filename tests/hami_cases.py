@@ -27,6 +27,7 @@ from kubectl_hami_place.core.fit import (
     NOUSE_TYPE,
     NOUSE_UUID,
     NUMA_BIND,
+    SCORING_WEIGHTS,
     USE_TYPE,
     USE_UUID,
     VGPU_MODE,
@@ -56,6 +57,14 @@ REGISTER_EXTRAS: tuple[dict[str, Any], ...] = (
     {"devicevendor": 7},
     {"custominfo": [1]},
     {"migtemplate": [{"Name": "1g"}]},
+)
+WEIGHTS = (
+    "slot=3,core=1,memory=1",
+    "slot=0,core=0,memory=1",
+    " memory = 5, slot = 1, core = 0 ",
+    "slot=1,core=1",
+    "slot=1,core=x,memory=1",
+    "slot=0,core=0,memory=0",
 )
 PAIR_SCORES = ('[{"uuid":"GPU-0","score":{"GPU-1":50}}]', "null", "", "{", '[{"uuid":"GPU-0","score":{"GPU-1":0.5}}]')
 
@@ -191,6 +200,7 @@ def cases(draw: st.DrawFn) -> Case:
         (NOUSE_TYPE, st.sampled_from(TYPE_WORDS)),
         (GPU_SCHEDULER_POLICY, st.sampled_from(POLICIES)),
         (NUMA_BIND, st.sampled_from(("true", "true", "1", "false", "yes"))),
+        (SCORING_WEIGHTS, st.sampled_from(WEIGHTS)),
     ]
     for key, values in optional:
         if draw(_sometimes(6)):

@@ -16,6 +16,10 @@ earlier app containers' cards taken; before each container the cards are scored 
 in float32) and sorted by the GPU policy (Go's insertion sort, stable, as Go sorts up to 12 cards), then tried from
 the last; the first failing container's reason counts are HAMi's `FailedNodes` text for the node.
 
+`hami.io/device-scoring-weights` (`slot=1,core=1,memory=3`) weighs the three parts of the score
+(`ParseDeviceScoringWeights`, `pkg/util/device_scoring_weights.go`; `ComputeScore`); a value HAMi cannot parse fails
+its whole Filter for the pod (`calcScore`, `pkg/scheduler/score.go`), on every node.
+
 `nvidia.com/numa-bind` (true as Go's `strconv.ParseBool` reads it) makes HAMi keep a container's cards on one NUMA
 node: the sort keeps NUMA groups together (`DeviceUsageList.Less`, `pkg/scheduler/policy/gpu_policy.go`) and `Fit`
 starts over whenever the walk reaches a card of another NUMA node, counting the cards it gives up as `NumaNotFit`.
@@ -23,6 +27,7 @@ starts over whenever the walk reaches a card of another NUMA node, counting the 
 
 from __future__ import annotations
 
+import json
 import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from kubectl_hami_place.core.cards import Card, node_cards
-from kubectl_hami_place.core.errors import RegisterError
+from kubectl_hami_place.core.errors import RegisterError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
@@ -45,6 +50,8 @@ VGPU_MODE = "nvidia.com/vgpu-mode"
 GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
 DEVICE_CORDON = "hami.io/device-cordon"
 NUMA_BIND = "nvidia.com/numa-bind"
+SCORING_WEIGHTS = "hami.io/device-scoring-weights"
+_INT64_MAX = 2**63 - 1
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
@@ -154,6 +161,51 @@ def fit(
     )
 
 
+Weights = tuple[int, int, int]
+DEFAULT_WEIGHTS: Weights = (1, 1, 1)
+
+
+def scoring_weights(annotations: Mapping[str, str] | None) -> Weights:
+    """The pod's (slot, core, memory) score weights as HAMi's GetDeviceScoringWeightsByPod reads them (1, 1, 1 when
+    not given); RequestError with HAMi's own message for a value it refuses (its Filter then fails for the pod)."""
+    value = (annotations or {}).get(SCORING_WEIGHTS)
+    if value is None:
+        return DEFAULT_WEIGHTS
+
+    def refuse(why: str) -> RequestError:
+        """HAMi's error for the value."""
+        return RequestError(f"invalid {SCORING_WEIGHTS} annotation {_go_quote(value)}: {why}")
+
+    parts = value.split(",")
+    if len(parts) != 3:
+        raise refuse("expected slot, core, and memory weights")
+    weights: dict[str, int] = {}
+    for part in parts:
+        pair = part.strip().split("=", 1)
+        if len(pair) != 2:
+            raise refuse("expected key=value entries")
+        key = pair[0].strip()
+        if key in weights:
+            raise refuse(f"duplicate {_go_quote(key)} weight")
+        number = pair[1].strip()
+        body = number[1:] if number[:1] in ("+", "-") else number
+        if not body or not body.isascii() or not body.isdigit() or not -_INT64_MAX - 1 <= int(number) <= _INT64_MAX:
+            raise refuse(f"{_go_quote(key)} weight must be an integer")
+        if int(number) < 0:
+            raise refuse(f"{_go_quote(key)} weight must not be negative")
+        if key not in ("slot", "core", "memory"):
+            raise refuse(f"unknown weight {_go_quote(key)}")
+        weights[key] = int(number)
+    if not any(weights.values()):
+        raise refuse("at least one weight must be positive")
+    return weights["slot"], weights["core"], weights["memory"]
+
+
+def _go_quote(text: str) -> str:
+    """A string as Go's %q writes it (close enough for messages: JSON's quoting of printable text)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def numa_bind(annotations: Mapping[str, str] | None) -> bool:
     """True when the pod asks its cards on one NUMA node: `nvidia.com/numa-bind` true for Go's strconv.ParseBool."""
     return (annotations or {}).get(NUMA_BIND) in _GO_TRUE
@@ -195,6 +247,7 @@ def _type_allowed(annotations: Mapping[str, str], card: Card) -> bool:
 NODE_UNREGISTERED = "node unregistered"
 NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 ALLOCATED_CARDS_INSUFFICIENT = "AllocatedCardsInsufficientRequest"
+CALC_SCORE_FAILED = "calcScore failed"
 _HAMI_NAMES = {FitReason.CardUnhealthy: "CardNotHealth"}
 # the checks HAMi's Fit makes before it looks at the card's NUMA node
 _BEFORE_NUMA = frozenset(
@@ -235,20 +288,28 @@ def fit_pod(
 ) -> PodFit:
     """Whether HAMi places the pod (its `requests` in `pod_requests` order) on a node with these cards and usage."""
     annotations = dict(annotations or {})
+    if all(request is None for request in requests):
+        return PodFit(ok=True)
+    try:
+        weights = scoring_weights(annotations)
+    except RequestError as err:
+        return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
     policy = annotations.get(GPU_SCHEDULER_POLICY, config.gpu_scheduler_policy)
     annotations[GPU_SCHEDULER_POLICY] = policy
     base = [_Slot(card, usage.get(card.uuid) or CardUsage(card.uuid)) for card in cards]
     chosen: list[tuple[str, ...]] = []
     for request in requests[:init_containers]:
         if request is not None:
-            verdict = _fit_container([slot.copy() for slot in base], request, annotations, cordoned, policy)
+            verdict = _fit_container(
+                [slot.copy() for slot in base], request, annotations, cordoned, policy, weights=weights
+            )
             if isinstance(verdict, PodFit):
                 return verdict
             chosen.append(verdict)
     running = [slot.copy() for slot in base]
     for request in requests[init_containers:]:
         if request is not None:
-            verdict = _fit_container(running, request, annotations, cordoned, policy)
+            verdict = _fit_container(running, request, annotations, cordoned, policy, weights=weights)
             if isinstance(verdict, PodFit):
                 return verdict
             chosen.append(verdict)
@@ -265,12 +326,19 @@ def fit_pod_on_node(
 ) -> PodFit:
     """`fit_pod` for a node and a pod object (JSON dict form) given every pod allocation HAMi counts.
 
-    A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes.
+    A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes; one
+    whose score weights HAMi cannot read fails on every node, registered or not.
     """
     spec = _mapping(pod.get("spec"))
     requests = pod_requests(spec, hami_webhook, config=config)
     if all(request is None for request in requests):
         return PodFit(ok=True)
+    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    annotations = {key: value for key, value in pod_annotations.items() if isinstance(value, str)}
+    try:
+        scoring_weights(annotations)
+    except RequestError as err:
+        return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
     node_metadata = _mapping(node.get("metadata"))
     try:
         cards = node_cards(node)
@@ -279,13 +347,12 @@ def fit_pod_on_node(
     name = node_metadata.get("name")
     usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
     init = spec.get("initContainers")
-    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
     return fit_pod(
         cards,
         usage,
         requests,
         len(init) if isinstance(init, list) else 0,
-        {key: value for key, value in pod_annotations.items() if isinstance(value, str)},
+        annotations,
         cordoned=cordoned_cards(_mapping(node_metadata.get("annotations"))),
         config=config,
     )
@@ -315,10 +382,12 @@ def _fit_container(
     annotations: Mapping[str, str],
     cordoned: frozenset[str],
     policy: str,
+    *,
+    weights: Weights = DEFAULT_WEIGHTS,
 ) -> tuple[str, ...] | PodFit:
     """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure."""
     for slot in slots:
-        slot.score = _score(slot, request)
+        slot.score = _score(slot, request, weights)
     bind = numa_bind(annotations)
     _insertion_sort(slots, policy, bind)
     typed = [slot for slot in slots if slot.card.is_nvidia]
@@ -367,8 +436,8 @@ def _f32(value: float) -> float:
     return result
 
 
-def _score(slot: _Slot, request: CardRequest) -> float:
-    """HAMi's DeviceListsScore.ComputeScore with the default weights: how full the card would be, in float32.
+def _score(slot: _Slot, request: CardRequest, weights: Weights = DEFAULT_WEIGHTS) -> float:
+    """HAMi's DeviceListsScore.ComputeScore: how full the card would be, each part weighted, in float32.
 
     HAMi adds the request only to a card whose type is exactly "NVIDIA" (it compares the request's vendor word with
     the card's model), so for every real model the score is the card's usage alone.
@@ -382,7 +451,9 @@ def _score(slot: _Slot, request: CardRequest) -> float:
     slots = _f32(_f32(asked + used.used_slots) / _f32(card.count))
     core = _f32(_f32(cores + used.used_cores) / _f32(card.devcore))
     memory = _f32(_f32(mem + used.used_mem) / _f32(card.devmem))
-    return _f32(_SCORE_WEIGHT * _f32(_f32(slots + core) + memory))
+    slot_weight, core_weight, memory_weight = (_f32(float(weight)) for weight in weights)
+    total = _f32(_f32(_f32(slot_weight * slots) + _f32(core_weight * core)) + _f32(memory_weight * memory))
+    return _f32(_SCORE_WEIGHT * total)
 
 
 def _insertion_sort(slots: list[_Slot], policy: str, bind: bool = False) -> None:

@@ -6,7 +6,8 @@ honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each 
 - the placement itself: a valid spec, the node, its register, every card resolvable and named once;
 - the node's allocatable card count, when listed, above 0 (else HAMi's health check cycles the node and the kubelet
   refuses the pod);
-- the pod: GPU resources readable, no `spec.nodeName`, every GPU container asking as many cards as are named;
+- the pod: GPU resources readable, no `spec.nodeName`, score weights HAMi can read, every GPU container asking as
+  many cards as are named;
 - `gpu-N/P`: P% of each card is the share of the whole pod. App containers that ask no memory of their own split
   what the others leave of it (each at least 1%, the first ones take the remainder), init containers (which run
   alone) get all of it; the pod must fit its share on every card;
@@ -32,7 +33,14 @@ from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
 from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
-from kubectl_hami_place.core.fit import NUMA_BIND, FitReason, cordoned_cards, numa_bind
+from kubectl_hami_place.core.fit import (
+    NUMA_BIND,
+    SCORING_WEIGHTS,
+    FitReason,
+    cordoned_cards,
+    numa_bind,
+    scoring_weights,
+)
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
@@ -64,6 +72,7 @@ class PlanReason(StrEnum):
     NoGpuRequest = "NoGpuRequest"
     NodeNameSet = "NodeNameSet"
     NoAllocatableGpu = "NoAllocatableGpu"
+    InvalidScoringWeights = "InvalidScoringWeights"
     CardCountMismatch = "CardCountMismatch"
     ShareTooSmall = "ShareTooSmall"
 
@@ -325,6 +334,12 @@ def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
     if workload.node_name:
         message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
         return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
+    if workload.containers:
+        try:
+            scoring_weights(workload.annotations)
+        except RequestError as error:
+            message = f"{error}: HAMi's filter fails for the pod on every node; fix or remove {SCORING_WEIGHTS}"
+            return (Problem(PlanReason.InvalidScoringWeights, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
         message = f"no container asks for {count}"

@@ -29,6 +29,7 @@ from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fit import (
+    CALC_SCORE_FAILED,
     NODE_UNREGISTERED,
     USE_UUID,
     FitReason,
@@ -36,6 +37,7 @@ from kubectl_hami_place.core.fit import (
     cordoned_cards,
     fit_pod_on_node,
     hami_reason_name,
+    scoring_weights,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
 from kubectl_hami_place.core.refs import parse_card_ref
@@ -223,9 +225,11 @@ class Differential:
         name = node["metadata"]["name"]
         users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
         denied = answer.get("Denied")
-        assert not answer.get("Error"), f"{name}: HAMi's filter failed: {answer['Error']}"
+        error = answer.get("Error") or ""
+        # HAMi's Filter fails outright on score weights it cannot read: "calcScore failed <why> for pod <name>"
+        assert not error or error.startswith(CALC_SCORE_FAILED), f"{name}: HAMi's filter failed: {error}"
         ok = name in (answer.get("NodeNames") or [])
-        reason = denied or (answer.get("FailedNodes") or {}).get(name, "")
+        reason = denied or error.rsplit(" for pod ", 1)[0] or (answer.get("FailedNodes") or {}).get(name, "")
         devices: tuple[tuple[str, ...], ...] = ()
         if ok:
             containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION, ""))
@@ -248,6 +252,10 @@ class Differential:
         cards = {card.uuid: card for card in case.cards}
         if not _readable(case) or len(wanted) != 1 or wanted[0] not in cards:
             return None
+        try:
+            scoring_weights(case.annotations)
+        except ModelError:
+            return None  # the pin's plan refuses such a pod before any card is checked (InvalidScoringWeights)
         spec = pod["spec"]
         init = len(spec.get("initContainers") or [])
         requests = pod_requests(spec, case.webhook, config=self.config)

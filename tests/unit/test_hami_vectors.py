@@ -7,6 +7,7 @@ these cases hold the model to what the code says where the sandbox cannot judge 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -15,8 +16,8 @@ import pytest
 
 from kubectl_hami_place.core.allocations import ContainerDevice, parse_allocation
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, node_cards
-from kubectl_hami_place.core.errors import AllocationError, RegisterError
-from kubectl_hami_place.core.fit import NUMA_BIND, fit_pod
+from kubectl_hami_place.core.errors import AllocationError, RegisterError, RequestError
+from kubectl_hami_place.core.fit import NUMA_BIND, SCORING_WEIGHTS, fit_pod, fit_pod_on_node, scoring_weights
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, plan, workload_from_pod
@@ -345,3 +346,54 @@ def test_why_and_the_planner_close_a_node_without_allocatable_cards() -> None:
     assert "allocatable nvidia.com/gpu" in verdicts["n"].message and "kubelet refuses" in verdicts["n"].message
     assert verdicts["m"].fits
     assert planner_plan(snapshot, FitGoal(pod)).target == ("m", ("GPU-a",))
+
+
+# Item 5: hami.io/device-scoring-weights. pkg/util/device_scoring_weights.go ParseDeviceScoringWeights (the cases of
+# its TestParseDeviceScoringWeights); score.go calcScoreWithOptions returns its error, so Filter fails on every node;
+# gpu_policy.go ComputeScore weighs slots, cores and memory.
+WEIGHT_CASES = [
+    ("device_scoring_weights.go: all three", "slot=1,core=2,memory=3", (1, 2, 3)),
+    ("device_scoring_weights.go: spaces and any order", " memory = 3, slot = 1, core = 0 ", (1, 0, 3)),
+    ("device_scoring_weights.go: empty", "", "expected slot, core, and memory weights"),
+    ("device_scoring_weights.go: missing dimension", "slot=1,memory=3", "expected slot, core, and memory weights"),
+    ("device_scoring_weights.go: malformed entry", "slot=1,core,memory=3", "expected key=value entries"),
+    ("device_scoring_weights.go: non-integer", "slot=1,core=high,memory=3", '"core" weight must be an integer'),
+    ("device_scoring_weights.go: negative", "slot=1,core=-1,memory=3", '"core" weight must not be negative'),
+    ("device_scoring_weights.go: unknown key", "slot=1,bandwidth=2,memory=3", 'unknown weight "bandwidth"'),
+    ("device_scoring_weights.go: duplicate key", "slot=1,slot=2,memory=3", 'duplicate "slot" weight'),
+    ("device_scoring_weights.go: all zero", "slot=0,core=0,memory=0", "at least one weight must be positive"),
+]
+
+
+@pytest.mark.parametrize(("citation", "value", "expected"), WEIGHT_CASES, ids=[c[0] for c in WEIGHT_CASES])
+def test_scoring_weights_parse_as_hami_parses_them(citation: str, value: str, expected: object) -> None:
+    if isinstance(expected, tuple):
+        assert scoring_weights({SCORING_WEIGHTS: value}) == expected
+    else:
+        with pytest.raises(RequestError, match=re.escape(str(expected))):
+            scoring_weights({SCORING_WEIGHTS: value})
+
+
+def test_scoring_weights_change_the_card_hami_picks() -> None:
+    """gpu_policy.go ComputeScore: GPU-0 has half its slots used, GPU-1 most of its memory; spread takes the lower
+    score, GPU-0 by default (5 < 7.3), GPU-1 once slots weigh 3 (15 > 7.3)."""
+    cards = numa_cards(0, 0)
+    usage = {"GPU-0": CardUsage("GPU-0", used_slots=5), "GPU-1": CardUsage("GPU-1", used_mem=6000)}
+    request = (card_request(1, memreq=100, coresreq=10),)
+    assert fit_pod(cards, usage, request, 0, {}).devices == (("GPU-0",),)
+    weighted = {SCORING_WEIGHTS: "slot=3,core=1,memory=1"}
+    assert fit_pod(cards, usage, request, 0, weighted).devices == (("GPU-1",),)
+
+
+def test_invalid_scoring_weights_fail_hamis_filter_and_the_pin() -> None:
+    """score.go calcScore fails before any node is scored (Filter: "calcScore failed <err> for pod <name>")."""
+    pod = {
+        "metadata": {"annotations": {SCORING_WEIGHTS: "slot=1"}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    }
+    verdict = fit_pod_on_node({"metadata": {"name": "unregistered"}}, pod, [])
+    assert verdict.reason.startswith("calcScore failed invalid hami.io/device-scoring-weights annotation")
+    pinned = plan(pin_spec("gpu-0"), ClusterSnapshot({"n": node([CARD])}, ()), workload_from_pod(pod, "the pod"))
+    assert [(p.reason, p.scope) for p in pinned.problems] == [("InvalidScoringWeights", Scope.Pod)]
+    no_cards = {**pod, "spec": {"containers": [{"name": "c"}]}}
+    assert fit_pod_on_node({"metadata": {"name": "unregistered"}}, no_cards, []).ok

@@ -35,6 +35,7 @@ REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 PAIR_SCORE_ANNOTATION = "hami.io/node-nvidia-score"
 NVIDIA = "NVIDIA"
 DEFAULT_MODE = "hami-core"
+MIG_MODE = "mig"
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
@@ -64,6 +65,11 @@ class Card:
     def name(self) -> str:
         """The card's `gpu-N` reference, N being its register index."""
         return f"gpu-{self.index}"
+
+    @property
+    def is_mig(self) -> bool:
+        """True for a card in MIG mode, which HAMi fits by its MIG profiles and placements (not modelled here)."""
+        return self.mode == MIG_MODE
 
     @property
     def is_nvidia(self) -> bool:

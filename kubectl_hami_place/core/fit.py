@@ -71,6 +71,7 @@ class FitReason(StrEnum):
     UnknownCard = "UnknownCard"
     RequestExceedsPercent = "RequestExceedsPercent"
     NumaNotFit = "NumaNotFit"
+    CardMigMode = "CardMigMode"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 `pin`, `evict --to-node` and the webhook all call `plan`, so the CLI refuses exactly what the webhook would not
 honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each rule lives"):
 
-- the placement itself: a valid spec, the node, its register, every card resolvable and named once;
+- the placement itself: a valid spec, the node, its register, every card resolvable, named once and not in MIG
+  mode (not modelled);
 - the node's allocatable card count, when listed, above 0 (else HAMi's health check cycles the node and the kubelet
   refuses the pod);
 - the pod: GPU resources readable, no `spec.nodeName`, score weights HAMi can read, every GPU container asking as
@@ -323,6 +324,8 @@ def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Ca
         if card in chosen:
             message = f"{ref} names {card.label()} on node {node}, which is already in the list"
             problems.append(Problem(PlanReason.CardNamedTwice, message, Scope.Placement, ref, card))
+        elif card.is_mig:
+            problems.append(Problem(FitReason.CardMigMode, _mig_message(card), Scope.Placement, ref, card))
         chosen.append(card)
     return tuple(chosen), tuple(problems)
 
@@ -418,6 +421,15 @@ def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) 
         f"{count} again"
     )
     return Problem(PlanReason.NoAllocatableGpu, message, Scope.Card)
+
+
+def _mig_message(card: Card) -> str:
+    """Why a MIG card cannot be pinned: HAMi's MIG rules are not modelled, so a pin could be refused forever."""
+    return (
+        f"{card.label()} is in MIG mode: HAMi fits it by its MIG profiles and free placements "
+        "(CardMigTopologyInfeasible) and calls it unhealthy when a pod holds it without a MIG reservation, which "
+        "hami-place does not model; name a card in hami-core or mps mode"
+    )
 
 
 def _numa_problem(cards: Sequence[Card]) -> Problem:

@@ -397,3 +397,35 @@ def test_invalid_scoring_weights_fail_hamis_filter_and_the_pin() -> None:
     assert [(p.reason, p.scope) for p in pinned.problems] == [("InvalidScoringWeights", Scope.Pod)]
     no_cards = {**pod, "spec": {"containers": [{"name": "c"}]}}
     assert fit_pod_on_node({"metadata": {"name": "unregistered"}}, no_cards, []).ok
+
+
+# Item 4: MIG. device.go CustomFilterRule/selectMigCandidate (a MIG card takes a pod only where a MIG profile and a
+# free placement fit: CardMigTopologyInfeasible), scheduler.go getNodesUsage (a MIG card held without a
+# hami.io/vgpu-mig-allocations reservation, or a hami-core card holding one, becomes unhealthy). Not modelled: pin
+# refuses MIG cards, the planner never targets them.
+def test_a_pin_naming_a_mig_card_is_refused() -> None:
+    """device.go Fit/CustomFilterRule: HAMi's verdict on a MIG card rests on its MIG profiles, not modelled."""
+    cards = [
+        {**CARD, "mode": "mig", "migProfiles": [{"name": "1g.10gb", "memoryMB": 9856}]},
+        {**CARD, "id": "GPU-b", "index": 1},
+    ]
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    snapshot = ClusterSnapshot({"n": node(cards)}, ())
+    [problem] = plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod")).problems
+    assert (problem.reason, problem.scope) == ("CardMigMode", Scope.Placement)
+    assert "MIG mode" in problem.message and "hami-core or mps" in problem.message
+    assert plan(pin_spec("gpu-1"), snapshot, workload_from_pod(pod, "the pod")).ok
+
+
+def test_the_planner_never_targets_a_mig_card_and_why_says_so() -> None:
+    """scheduler.go getNodesUsage: a MIG card used without a reservation turns unhealthy; the planner keeps off."""
+    ready = {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"nvidia.com/gpu": "20"}}
+    mig = {**CARD, "id": "GPU-m", "mode": "mig"}
+    nodes = [{**node([mig, {**CARD, "id": "GPU-b", "index": 1, "devmem": 1000}]), "status": ready}]
+    snapshot, _ = snapshot_from_objects(nodes, [], [], datetime(2026, 1, 1, tzinfo=UTC))
+    pod = PlanPod("ns", "p", (card_request(1, memreq=4096),))
+    result = planner_plan(snapshot, FitGoal(pod))
+    assert result.target is None
+    [verdict] = why(snapshot, pod)
+    assert {card.uuid: card.reason for card in verdict.cards}["GPU-m"] == "CardMigMode"
+    assert "MIG mode" in verdict.message

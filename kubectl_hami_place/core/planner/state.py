@@ -15,7 +15,7 @@ from heapq import merge
 from itertools import islice
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitResult, fit, numa_bind
+from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitReason, FitResult, fit, numa_bind
 from kubectl_hami_place.core.planner.model import (
     DO_NOT_MOVE,
     NOT_RECREATING,
@@ -49,6 +49,10 @@ def sequence_fit(
     App containers add their share before the next is fitted; init containers run alone, so each meets the card
     as the pod found it.
     """
+    if card.is_mig:
+        return FitResult(
+            ok=False, reason=FitReason.CardMigMode, message=f"{card.label()} is in MIG mode (not modelled)"
+        )
     running = usage
     result = FitResult(ok=True, reason=None, message=f"{card.label()} fits")
     for position, request in gpu:
@@ -112,7 +116,7 @@ class CardSlot:
         self.node = node
         self.card = card
         self.cordoned = cordoned
-        self.open = node_open and card.is_nvidia and card.health and not cordoned
+        self.open = node_open and card.is_nvidia and card.health and not cordoned and not card.is_mig
         self.slots = self.mem = self.cores = 0
         self.pods: dict[str, Share] = {}
 

@@ -89,10 +89,13 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
                 config=config,
             )
             if hami.ok:
-                placed = ", ".join(
-                    f"gpu-{state.by_uuid[uuid].card.index}" for uuid in dict.fromkeys(_flat(hami.devices))
+                chosen = [state.by_uuid[uuid].card for uuid in dict.fromkeys(_flat(hami.devices))]
+                placed = ", ".join(card.name for card in chosen)
+                mig = ", ".join(card.name for card in chosen if card.is_mig)
+                caveat = (
+                    f" ({mig} in MIG mode, which hami-place does not model: HAMi may decide otherwise)" if mig else ""
                 )
-                verdict = NodeWhy(node, True, None, f"HAMi places it on {placed}", cards)
+                verdict = NodeWhy(node, True, None, f"HAMi places it on {placed}{caveat}", cards)
             else:
                 verdict = NodeWhy(node, False, NO_FIT, f"HAMi: {hami.reason}", cards)
         result.append(verdict)

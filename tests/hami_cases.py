@@ -95,7 +95,9 @@ class Resident:
 class Case:
     """One node and one pod to place on it; `init` and `app` are the containers' resource limits.
 
-    `webhook` False: the pod does not go through HAMi's webhook (labelled or in a namespace it skips).
+    `webhook` False: the pod does not go through HAMi's webhook (labelled or in a namespace it skips). `pin`: the
+    pod goes through the pin's whole plan instead, naming these cards (`gpu-N` or `gpu-N/P`, every container asking
+    that many cards), and HAMi is asked about the pod as the pin's patch leaves it.
     """
 
     cards: tuple[Card, ...]
@@ -108,6 +110,7 @@ class Case:
     app: tuple[dict[str, str], ...] = ({"nvidia.com/gpu": "1"},)
     annotations: dict[str, str] = field(default_factory=dict)
     webhook: bool = True
+    pin: tuple[str, ...] = ()
 
 
 @st.composite
@@ -209,10 +212,18 @@ def cases(draw: st.DrawFn) -> Case:
         annotations[VGPU_MODE] = draw(st.sampled_from(("hami-core", "mps")))
     init = (draw(limits()),) if draw(_sometimes(5)) else ()
     app = tuple(draw(st.lists(limits(), min_size=1, max_size=3))) if draw(_sometimes(3)) else (draw(limits()),)
+    pin: tuple[str, ...] = ()
     if draw(_sometimes(4)):
         # as pin leaves a pod: one card named by UUID, one card per GPU container
         annotations[USE_UUID] = draw(st.sampled_from(uuids))
         init, app = (_one_card(lim) for lim in init), (_one_card(lim) for lim in app)
+    elif draw(_sometimes(3)):
+        # through the pin's whole plan: one or two cards, whole or a share, every container asking that many
+        chosen = draw(st.lists(st.sampled_from(range(len(cards))), min_size=1, max_size=2, unique=True))
+        share = draw(st.sampled_from(("", "", "/25", "/50", "/100")))
+        pin = tuple(f"gpu-{index}{share}" for index in chosen)
+        annotations.pop(USE_UUID, None)
+        init, app = (_one_card(lim, len(pin)) for lim in init), (_one_card(lim, len(pin)) for lim in app)
     return Case(
         cards=cards,
         legacy=draw(_sometimes(30)),
@@ -223,13 +234,14 @@ def cases(draw: st.DrawFn) -> Case:
         init=tuple(init),
         app=tuple(app),
         annotations=annotations,
-        webhook=not draw(_sometimes(5)),
+        webhook=not pin and not draw(_sometimes(5)),
+        pin=pin,
     )
 
 
-def _one_card(resources: dict[str, str]) -> dict[str, str]:
-    """The limits with a card count of 1 where they name one."""
-    return {key: "1" if key == "nvidia.com/gpu" else value for key, value in resources.items()}
+def _one_card(resources: dict[str, str], count: int = 1) -> dict[str, str]:
+    """The limits with a card count of `count` where they name one."""
+    return {key: str(count) if key == "nvidia.com/gpu" else value for key, value in resources.items()}
 
 
 def _sometimes(one_in: int) -> st.SearchStrategy[bool]:

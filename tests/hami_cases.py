@@ -43,7 +43,18 @@ INIT_CORES = (50, 100)
 ASKED_MEMORIES = ("1", "1000", "2048", "3k", "4096", "4Ki", "16384", "40960", "50000")
 ASKED_PERCENTAGES = (0, 25, 50, 100, 150)
 ASKED_CORES = (0, 10, 30, 50, 100, 150)
-POLICIES = ("binpack", "spread", "mutex", "binpack", "spread", "numa", "binpack,numa", "numa,spread")
+POLICIES = (
+    "binpack",
+    "spread",
+    "mutex",
+    "binpack",
+    "spread",
+    "numa",
+    "binpack,numa",
+    "numa,spread",
+    "topology-aware",
+    "spread,topology-aware",
+)
 TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
 UNSERVED_SCHEDULER = "hami-place-differential-nobody"
 IMAGE = "registry.invalid/cuda:12"
@@ -66,7 +77,16 @@ WEIGHTS = (
     "slot=1,core=x,memory=1",
     "slot=0,core=0,memory=0",
 )
-PAIR_SCORES = ('[{"uuid":"GPU-0","score":{"GPU-1":50}}]', "null", "", "{", '[{"uuid":"GPU-0","score":{"GPU-1":0.5}}]')
+PAIR_SCORES = (
+    '[{"uuid":"GPU-0","score":{"GPU-1":50}}]',
+    '[{"uuid":"GPU-0","score":{"GPU-1":50,"GPU-2":10}},{"uuid":"GPU-1","score":{"GPU-0":50,"GPU-2":90}},'
+    '{"uuid":"GPU-2","score":{"GPU-0":10,"GPU-1":90}},{"uuid":"GPU-3","score":{"GPU-0":70}}]',
+    '[{"uuid":"GPU-1","score":{"GPU-0":-5,"GPU-2":30}},{"uuid":"GPU-2","score":{"GPU-1":30}}]',
+    "null",
+    "",
+    "{",
+    '[{"uuid":"GPU-0","score":{"GPU-1":0.5}}]',
+)
 
 
 @dataclass(frozen=True)
@@ -228,7 +248,7 @@ def cases(draw: st.DrawFn) -> Case:
         cards=cards,
         legacy=draw(_sometimes(30)),
         register_extra=draw(st.sampled_from(REGISTER_EXTRAS)) if draw(_sometimes(15)) else {},
-        pair_scores=draw(st.sampled_from(PAIR_SCORES)) if draw(_sometimes(15)) else None,
+        pair_scores=draw(st.sampled_from(PAIR_SCORES)) if draw(_sometimes(8)) else None,
         cordoned=(draw(st.sampled_from(uuids)),) if draw(_sometimes(6)) else (),
         residents=tuple(draw(st.lists(residents(uuids), max_size=3))),
         init=tuple(init),

@@ -27,6 +27,7 @@ starts over whenever the walk reaches a card of another NUMA node, counting the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 from collections import Counter
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kubectl_hami_place.core.cards import Card, node_cards
+from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
 from kubectl_hami_place.core.errors import RegisterError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
@@ -50,6 +51,7 @@ VGPU_MODE = "nvidia.com/vgpu-mode"
 GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
 DEVICE_CORDON = "hami.io/device-cordon"
 NUMA_BIND = "nvidia.com/numa-bind"
+TOPOLOGY_AWARE = "topology-aware"
 SCORING_WEIGHTS = "hami.io/device-scoring-weights"
 _INT64_MAX = 2**63 - 1
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -286,8 +288,10 @@ def fit_pod(
     *,
     cordoned: frozenset[str] = frozenset(),
     config: HamiConfig = HAMI_DEFAULTS,
+    pair_scores: Mapping[str, Mapping[str, int]] | None = None,
 ) -> PodFit:
-    """Whether HAMi places the pod (its `requests` in `pod_requests` order) on a node with these cards and usage."""
+    """Whether HAMi places the pod (its `requests` in `pod_requests` order) on a node with these cards and usage;
+    `pair_scores` are the node's `hami.io/node-nvidia-score` (`cards.pair_scores`), read by `topology-aware`."""
     annotations = dict(annotations or {})
     if all(request is None for request in requests):
         return PodFit(ok=True)
@@ -297,12 +301,13 @@ def fit_pod(
         return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
     policy = annotations.get(GPU_SCHEDULER_POLICY, config.gpu_scheduler_policy)
     annotations[GPU_SCHEDULER_POLICY] = policy
+    scores = pair_scores or {}
     base = [_Slot(card, usage.get(card.uuid) or CardUsage(card.uuid)) for card in cards]
     chosen: list[tuple[str, ...]] = []
     for request in requests[:init_containers]:
         if request is not None:
             verdict = _fit_container(
-                [slot.copy() for slot in base], request, annotations, cordoned, policy, weights=weights
+                [slot.copy() for slot in base], request, annotations, cordoned, policy, weights=weights, scores=scores
             )
             if isinstance(verdict, PodFit):
                 return verdict
@@ -310,7 +315,7 @@ def fit_pod(
     running = [slot.copy() for slot in base]
     for request in requests[init_containers:]:
         if request is not None:
-            verdict = _fit_container(running, request, annotations, cordoned, policy, weights=weights)
+            verdict = _fit_container(running, request, annotations, cordoned, policy, weights=weights, scores=scores)
             if isinstance(verdict, PodFit):
                 return verdict
             chosen.append(verdict)
@@ -348,14 +353,17 @@ def fit_pod_on_node(
     name = node_metadata.get("name")
     usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
     init = spec.get("initContainers")
+    node_annotations = _mapping(node_metadata.get("annotations"))
+    scores = node_annotations.get(PAIR_SCORE_ANNOTATION)
     return fit_pod(
         cards,
         usage,
         requests,
         len(init) if isinstance(init, list) else 0,
         annotations,
-        cordoned=cordoned_cards(_mapping(node_metadata.get("annotations"))),
+        cordoned=cordoned_cards(node_annotations),
         config=config,
+        pair_scores=pair_scores(scores) if scores is not None else None,
     )
 
 
@@ -385,8 +393,13 @@ def _fit_container(
     policy: str,
     *,
     weights: Weights = DEFAULT_WEIGHTS,
+    scores: Mapping[str, Mapping[str, int]],
 ) -> tuple[str, ...] | PodFit:
-    """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure."""
+    """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure.
+
+    Under `topology-aware` HAMi's Fit walks every card, then keeps, of more fitting cards than asked, the one card
+    with the lowest pair scores to the others (`computeWorstSingleCard`) or the combination with the highest
+    (`computeBestCombination`), the first found on ties."""
     for slot in slots:
         slot.score = _score(slot, request, weights)
     bind = numa_bind(annotations)
@@ -394,6 +407,7 @@ def _fit_container(
     typed = [slot for slot in slots if slot.card.is_nvidia]
     if request.nums > len(typed):
         return PodFit(ok=False, reason=NODE_INSUFFICIENT_DEVICE, counts={NODE_INSUFFICIENT_DEVICE: 1})
+    topology = TOPOLOGY_AWARE in _split(policy)
     counts: Counter[str] = Counter()
     picked: list[_Slot] = []
     previous_numa = -1
@@ -404,15 +418,17 @@ def _fit_container(
             continue
         if bind and slot.card.numa != previous_numa:
             # HAMi's Fit: a card of another NUMA node drops what the walk picked so far
-            if picked:
+            if picked and not topology:
                 counts[FitReason.NumaNotFit.value] += len(picked)
             picked, previous_numa = [], slot.card.numa
         if not verdict.ok and verdict.reason is not None:
             counts[hami_reason_name(verdict.reason)] += 1
             continue
         picked.append(slot)
-        if len(picked) == request.nums:
+        if len(picked) == request.nums and not topology:
             break
+    if topology and len(picked) > request.nums:
+        picked = _worst_single(picked, scores) if request.nums == 1 else _best_combination(picked, request.nums, scores)
     if len(picked) < request.nums:
         if picked:
             counts[ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
@@ -429,6 +445,31 @@ def _fit_container(
             used.pods,
         )
     return tuple(slot.card.uuid for slot in picked)
+
+
+def _pair_total(group: Sequence[_Slot], scores: Mapping[str, Mapping[str, int]]) -> int:
+    """The group's pair scores, each card's score of every later card (HAMi's computeBestCombination)."""
+    return sum(scores.get(a.card.uuid, {}).get(b.card.uuid, 0) for i, a in enumerate(group) for b in group[i + 1 :])
+
+
+def _worst_single(picked: list[_Slot], scores: Mapping[str, Mapping[str, int]]) -> list[_Slot]:
+    """HAMi's computeWorstSingleCard: the first card whose scores of the other fitting cards sum lowest."""
+    best: tuple[int, _Slot] | None = None
+    for a in picked:
+        total = sum(scores.get(a.card.uuid, {}).get(b.card.uuid, 0) for b in picked if b.card.uuid != a.card.uuid)
+        if best is None or total < best[0]:
+            best = (total, a)
+    return [best[1]] if best is not None else []
+
+
+def _best_combination(picked: list[_Slot], nums: int, scores: Mapping[str, Mapping[str, int]]) -> list[_Slot]:
+    """HAMi's generateCombinations + computeBestCombination: the first combination with the highest pair scores."""
+    best: tuple[int, tuple[_Slot, ...]] | None = None
+    for group in itertools.combinations(picked, nums):
+        total = _pair_total(group, scores)
+        if best is None or total > best[0]:
+            best = (total, group)
+    return list(best[1]) if best is not None else []
 
 
 def _f32(value: float) -> float:

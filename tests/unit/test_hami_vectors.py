@@ -429,3 +429,49 @@ def test_the_planner_never_targets_a_mig_card_and_why_says_so() -> None:
     [verdict] = why(snapshot, pod)
     assert {card.uuid: card.reason for card in verdict.cards}["GPU-m"] == "CardMigMode"
     assert "MIG mode" in verdict.message
+
+
+# Item 8: topology-aware with hami.io/node-nvidia-score. device.go Fit walks every card under topology-aware, then
+# computeWorstSingleCard / computeBestCombination; the cases of device_test.go TestFit_Topology*.
+PAIRS = {
+    "GPU-0": {"GPU-1": 100, "GPU-2": 200},
+    "GPU-1": {"GPU-0": 100, "GPU-2": 150},
+    "GPU-2": {"GPU-0": 200, "GPU-1": 150},
+}
+NEGATIVE = {
+    "GPU-0": {"GPU-1": -5, "GPU-2": -3},
+    "GPU-1": {"GPU-0": -5, "GPU-2": -1},
+    "GPU-2": {"GPU-0": -3, "GPU-1": -1},
+}
+TOPOLOGY_CASES = [
+    ("device_test.go TestFit_TopologyWorstSingleCard", PAIRS, 1, {"GPU-1"}),
+    ("device_test.go TestFit_TopologyBestCombination", PAIRS, 2, {"GPU-0", "GPU-2"}),
+    ("device_test.go TestFit_TopologyNegativeScores/SingleGPU", NEGATIVE, 1, {"GPU-0"}),
+    ("device_test.go TestFit_TopologyNegativeScores/MultiGPU", NEGATIVE, 2, {"GPU-1", "GPU-2"}),
+    ("device_test.go TestFit_TopologyBestCombinationZeroScores: the first combination", {}, 2, {"GPU-2", "GPU-1"}),
+    ("device_test.go TestFit_TopologyExactMatch: as many cards as asked", PAIRS, 3, {"GPU-0", "GPU-1", "GPU-2"}),
+]
+
+
+@pytest.mark.parametrize(("citation", "scores", "nums", "picked"), TOPOLOGY_CASES, ids=[c[0] for c in TOPOLOGY_CASES])
+def test_topology_aware_picks_by_the_nodes_pair_scores(
+    citation: str, scores: dict[str, dict[str, int]], nums: int, picked: set[str]
+) -> None:
+    annotations = {"hami.io/gpu-scheduler-policy": "topology-aware"}
+    request = (card_request(nums, memreq=100, coresreq=10),)
+    verdict = fit_pod(numa_cards(0, 0, 0), {}, request, 0, annotations, pair_scores=scores)
+    assert verdict.ok and set(verdict.devices[0]) == picked
+
+
+def test_topology_aware_reads_the_pair_scores_from_the_node() -> None:
+    """device.go GetNodeDevices: the first hami.io/node-nvidia-score entry of a card's UUID is its pair scores."""
+    cards = [{**CARD, "id": f"GPU-{i}", "index": i} for i in range(3)]
+    entries = [{"uuid": uuid, "score": score} for uuid, score in PAIRS.items()] + [{"uuid": "GPU-1", "score": {}}]
+    annotated = node(cards, **{PAIR_SCORE_ANNOTATION: json.dumps(entries)})
+    pod = {
+        "metadata": {"annotations": {"hami.io/gpu-scheduler-policy": "spread,topology-aware"}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100"}}}]
+        },
+    }
+    assert fit_pod_on_node(annotated, pod, []).devices == (("GPU-1",),)

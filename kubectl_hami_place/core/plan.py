@@ -243,6 +243,7 @@ def plan(
             evicting=evict.key if after is not None and evict is not None else "",
             annotations=workload.annotations,
             cordoned=card.uuid in cordoned,
+            default_policy=config.gpu_scheduler_policy,
         )
         checks.append(check)
         if not check.ok and check.reason is not None:

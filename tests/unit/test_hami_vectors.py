@@ -475,3 +475,21 @@ def test_topology_aware_reads_the_pair_scores_from_the_node() -> None:
         },
     }
     assert fit_pod_on_node(annotated, pod, []).devices == (("GPU-1",),)
+
+
+def test_the_pin_applies_hamis_default_gpu_policy_to_a_pod_naming_none() -> None:
+    """device.go Fit: GetGPUSchedulerPolicyByPod(device.GPUSchedulerPolicy, pod) — the --gpu-scheduler-policy default
+    applies when the pod names no hami.io/gpu-scheduler-policy; mutex refuses a card in use."""
+    tenant = PodAllocation("t", "t", "u", "n", "Running", ((ContainerDevice("GPU-a", "NVIDIA", 1000, 0),),))
+    pod = {
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}]
+        }
+    }
+    snapshot = ClusterSnapshot({"n": node([CARD])}, (tenant,))
+    mutex = HAMI_DEFAULTS.with_policy("mutex")
+    [problem] = plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod", config=mutex)).problems
+    assert problem.reason == "ExclusiveDeviceAllocateConflict"
+    assert plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod")).ok
+    named = {**pod, "metadata": {"annotations": {"hami.io/gpu-scheduler-policy": "binpack"}}}
+    assert plan(pin_spec("gpu-0"), snapshot, workload_from_pod(named, "the pod", config=mutex)).ok

@@ -36,7 +36,6 @@ from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
 from kubectl_hami_place.core.fit import (
     NUMA_BIND,
-    SCORING_WEIGHTS,
     FitReason,
     cordoned_cards,
     numa_bind,
@@ -342,7 +341,7 @@ def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
         try:
             scoring_weights(workload.annotations)
         except RequestError as error:
-            message = f"{error}: HAMi's filter fails for the pod on every node; fix or remove {SCORING_WEIGHTS}"
+            message = f"{error}: HAMi's filter fails for the pod on every node"
             return (Problem(PlanReason.InvalidScoringWeights, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
@@ -418,8 +417,7 @@ def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) 
         pass
     message = (
         f"node {node} has no allocatable {count} (HAMi's device plugin is not serving it): HAMi drops and re-adds the "
-        "node as its handshake expires and the kubelet refuses a pod asking cards there; wait until the node lists "
-        f"{count} again"
+        "node as its handshake expires and the kubelet refuses a pod asking cards there"
     )
     return Problem(PlanReason.NoAllocatableGpu, message, Scope.Card)
 
@@ -429,7 +427,7 @@ def _mig_message(card: Card) -> str:
     return (
         f"{card.label()} is in MIG mode: HAMi fits it by its MIG profiles and free placements "
         "(CardMigTopologyInfeasible) and calls it unhealthy when a pod holds it without a MIG reservation, which "
-        "hami-place does not model; name a card in hami-core or mps mode"
+        "hami-place does not model"
     )
 
 
@@ -438,7 +436,7 @@ def _numa_problem(cards: Sequence[Card]) -> Problem:
     where = ", ".join(f"{card.name} on NUMA node {card.numa}" for card in cards)
     message = (
         f"the pod asks {NUMA_BIND}: true but the placement names {where}; HAMi refuses it on every try "
-        "(AllocatedCardsInsufficientRequest, NumaNotFit): name cards of one NUMA node"
+        "(AllocatedCardsInsufficientRequest, NumaNotFit)"
     )
     return Problem(FitReason.NumaNotFit, message, Scope.Pod)
 

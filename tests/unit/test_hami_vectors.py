@@ -413,7 +413,7 @@ def test_a_pin_naming_a_mig_card_is_refused() -> None:
     snapshot = ClusterSnapshot({"n": node(cards)}, ())
     [problem] = plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod")).problems
     assert (problem.reason, problem.scope) == ("CardMigMode", Scope.Placement)
-    assert "MIG mode" in problem.message and "hami-core or mps" in problem.message
+    assert "MIG mode" in problem.message and "does not model" in problem.message
     assert plan(pin_spec("gpu-1"), snapshot, workload_from_pod(pod, "the pod")).ok
 
 

@@ -540,3 +540,11 @@ def test_a_numa_bind_pod_moves_to_cards_of_one_numa_node() -> None:
     assert result.complete
     assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
     replay(snapshot, result)
+
+
+def test_a_pod_whose_score_weights_hami_cannot_read_gets_no_plan() -> None:
+    """score.go calcScore fails for such a pod on every node: no move can make room for it."""
+    snapshot = Snapshot(nodes=(gpu_node("a"),), pods=())
+    result = fit_plan(snapshot, pending(GIB, annotations={"hami.io/device-scoring-weights": "slot=1"}))
+    assert not result.complete and result.target is None
+    assert "HAMi's filter fails for the pod on every node" in " ".join(result.reasons)

@@ -11,7 +11,8 @@ the moves before it left them.
 
 from __future__ import annotations
 
-from kubectl_hami_place.core.fit import numa_bind
+from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.fit import numa_bind, scoring_weights
 from kubectl_hami_place.core.planner.model import (
     CompactGoal,
     FitGoal,
@@ -135,6 +136,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         return _no_plan(state, goal, ("the pod asks for no NVIDIA card",))
     if len({request.nums for _, request in gpu}) > 1:
         return _no_plan(state, goal, ("the pod's GPU containers ask different card counts; the planner pins one set",))
+    try:
+        scoring_weights(pod.fit_annotations)
+    except RequestError as error:
+        return _no_plan(state, goal, (f"{error}: HAMi's filter fails for the pod on every node",))
     nums = gpu[0][1].nums
     options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
     reasons: dict[str, str] = {}

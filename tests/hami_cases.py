@@ -254,7 +254,7 @@ def cases(draw: st.DrawFn) -> Case:
         init=tuple(init),
         app=tuple(app),
         annotations=annotations,
-        webhook=not pin and not draw(_sometimes(5)),
+        webhook=bool(pin) or not draw(_sometimes(5)),
         pin=pin,
     )
 

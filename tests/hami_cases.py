@@ -7,6 +7,7 @@ taken) turn up often. Cases are drawn by hypothesis, derandomized, so every run 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +20,14 @@ from kubectl_hami_place.core.allocations import (
     ContainerDevice,
     encode_allocation,
 )
-from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
+from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, encode_register
 from kubectl_hami_place.core.fit import (
     DEVICE_CORDON,
     GPU_SCHEDULER_POLICY,
     NOUSE_TYPE,
     NOUSE_UUID,
+    NUMA_BIND,
+    SCORING_WEIGHTS,
     USE_TYPE,
     USE_UUID,
     VGPU_MODE,
@@ -40,11 +43,50 @@ INIT_CORES = (50, 100)
 ASKED_MEMORIES = ("1", "1000", "2048", "3k", "4096", "4Ki", "16384", "40960", "50000")
 ASKED_PERCENTAGES = (0, 25, 50, 100, 150)
 ASKED_CORES = (0, 10, 30, 50, 100, 150)
-POLICIES = ("binpack", "spread", "mutex", "binpack", "spread", "numa", "binpack,numa", "numa,spread")
+POLICIES = (
+    "binpack",
+    "spread",
+    "mutex",
+    "binpack",
+    "spread",
+    "numa",
+    "binpack,numa",
+    "numa,spread",
+    "topology-aware",
+    "spread,topology-aware",
+)
 TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
 UNSERVED_SCHEDULER = "hami-place-differential-nobody"
 IMAGE = "registry.invalid/cuda:12"
 NO_SCHEDULING = {"key": "hami-place.io/differential", "value": "true", "effect": "NoSchedule"}
+# keys of HAMi's DeviceInfo the model does not use, each with a value of the right and of the wrong JSON type
+REGISTER_EXTRAS: tuple[dict[str, Any], ...] = (
+    {"migProfiles": [{"name": "1g.10gb", "memoryMB": 9856, "core": 14, "sliceCount": 1, "placements": []}]},
+    {"custominfo": {"any": [1, "x"]}, "devicevendor": "NVIDIA"},
+    {"migProfiles": "1g.10gb"},
+    {"migProfiles": [{"memoryMB": "9856"}]},
+    {"devicevendor": 7},
+    {"custominfo": [1]},
+    {"migtemplate": [{"Name": "1g"}]},
+)
+WEIGHTS = (
+    "slot=3,core=1,memory=1",
+    "slot=0,core=0,memory=1",
+    " memory = 5, slot = 1, core = 0 ",
+    "slot=1,core=1",
+    "slot=1,core=x,memory=1",
+    "slot=0,core=0,memory=0",
+)
+PAIR_SCORES = (
+    '[{"uuid":"GPU-0","score":{"GPU-1":50}}]',
+    '[{"uuid":"GPU-0","score":{"GPU-1":50,"GPU-2":10}},{"uuid":"GPU-1","score":{"GPU-0":50,"GPU-2":90}},'
+    '{"uuid":"GPU-2","score":{"GPU-0":10,"GPU-1":90}},{"uuid":"GPU-3","score":{"GPU-0":70}}]',
+    '[{"uuid":"GPU-1","score":{"GPU-0":-5,"GPU-2":30}},{"uuid":"GPU-2","score":{"GPU-1":30}}]',
+    "null",
+    "",
+    "{",
+    '[{"uuid":"GPU-0","score":{"GPU-1":0.5}}]',
+)
 
 
 @dataclass(frozen=True)
@@ -73,17 +115,22 @@ class Resident:
 class Case:
     """One node and one pod to place on it; `init` and `app` are the containers' resource limits.
 
-    `webhook` False: the pod does not go through HAMi's webhook (labelled or in a namespace it skips).
+    `webhook` False: the pod does not go through HAMi's webhook (labelled or in a namespace it skips). `pin`: the
+    pod goes through the pin's whole plan instead, naming these cards (`gpu-N` or `gpu-N/P`, every container asking
+    that many cards), and HAMi is asked about the pod as the pin's patch leaves it.
     """
 
     cards: tuple[Card, ...]
     legacy: bool = False
+    register_extra: dict[str, Any] = field(default_factory=dict)
+    pair_scores: str | None = None
     cordoned: tuple[str, ...] = ()
     residents: tuple[Resident, ...] = ()
     init: tuple[dict[str, str], ...] = ()
     app: tuple[dict[str, str], ...] = ({"nvidia.com/gpu": "1"},)
     annotations: dict[str, str] = field(default_factory=dict)
     webhook: bool = True
+    pin: tuple[str, ...] = ()
 
 
 @st.composite
@@ -121,13 +168,23 @@ def residents(draw: st.DrawFn, uuids: list[str]) -> Resident:
         cores = INIT_CORES if position < init_containers else ALLOCATED_CORES
         entries.append(
             tuple(
-                ContainerDevice(uuid, "NVIDIA", draw(st.sampled_from(memories)), draw(st.sampled_from(cores)))
+                ContainerDevice(
+                    # HAMi's decoder keeps a legacy MIG suffix (no card matches it), an empty vendor, negative numbers
+                    uuid + ("[0-1]" if draw(_sometimes(12)) else ""),
+                    "" if draw(_sometimes(12)) else "NVIDIA",
+                    draw(st.sampled_from(memories)) * (-1 if draw(_sometimes(12)) else 1),
+                    draw(st.sampled_from(cores)),
+                )
                 for uuid in chosen
             )
         )
     phase = draw(st.sampled_from(("Pending", "Pending", "Pending", "Running", "Running", "Succeeded", "Failed")))
     init_done = init_containers > 0 and draw(st.booleans())
-    return Resident(init_containers, containers, encode_allocation(entries), phase, init_done)
+    text = encode_allocation(entries)
+    if draw(_sometimes(8)):
+        # a device without a comma (HAMi skips it) or with too few fields (HAMi drops the pod)
+        text = draw(st.sampled_from(("junk:", "GPU-0,NVIDIA,1:"))) + text
+    return Resident(init_containers, containers, text, phase, init_done)
 
 
 @st.composite
@@ -165,6 +222,8 @@ def cases(draw: st.DrawFn) -> Case:
         (USE_TYPE, st.sampled_from(TYPE_WORDS)),
         (NOUSE_TYPE, st.sampled_from(TYPE_WORDS)),
         (GPU_SCHEDULER_POLICY, st.sampled_from(POLICIES)),
+        (NUMA_BIND, st.sampled_from(("true", "true", "1", "false", "yes"))),
+        (SCORING_WEIGHTS, st.sampled_from(WEIGHTS)),
     ]
     for key, values in optional:
         if draw(_sometimes(6)):
@@ -173,25 +232,36 @@ def cases(draw: st.DrawFn) -> Case:
         annotations[VGPU_MODE] = draw(st.sampled_from(("hami-core", "mps")))
     init = (draw(limits()),) if draw(_sometimes(5)) else ()
     app = tuple(draw(st.lists(limits(), min_size=1, max_size=3))) if draw(_sometimes(3)) else (draw(limits()),)
+    pin: tuple[str, ...] = ()
     if draw(_sometimes(4)):
         # as pin leaves a pod: one card named by UUID, one card per GPU container
         annotations[USE_UUID] = draw(st.sampled_from(uuids))
         init, app = (_one_card(lim) for lim in init), (_one_card(lim) for lim in app)
+    elif draw(_sometimes(3)):
+        # through the pin's whole plan: one or two cards, whole or a share, every container asking that many
+        chosen = draw(st.lists(st.sampled_from(range(len(cards))), min_size=1, max_size=2, unique=True))
+        share = draw(st.sampled_from(("", "", "/25", "/50", "/100")))
+        pin = tuple(f"gpu-{index}{share}" for index in chosen)
+        annotations.pop(USE_UUID, None)
+        init, app = (_one_card(lim, len(pin)) for lim in init), (_one_card(lim, len(pin)) for lim in app)
     return Case(
         cards=cards,
         legacy=draw(_sometimes(30)),
+        register_extra=draw(st.sampled_from(REGISTER_EXTRAS)) if draw(_sometimes(15)) else {},
+        pair_scores=draw(st.sampled_from(PAIR_SCORES)) if draw(_sometimes(8)) else None,
         cordoned=(draw(st.sampled_from(uuids)),) if draw(_sometimes(6)) else (),
         residents=tuple(draw(st.lists(residents(uuids), max_size=3))),
         init=tuple(init),
         app=tuple(app),
         annotations=annotations,
-        webhook=not draw(_sometimes(5)),
+        webhook=bool(pin) or not draw(_sometimes(5)),
+        pin=pin,
     )
 
 
-def _one_card(resources: dict[str, str]) -> dict[str, str]:
-    """The limits with a card count of 1 where they name one."""
-    return {key: "1" if key == "nvidia.com/gpu" else value for key, value in resources.items()}
+def _one_card(resources: dict[str, str], count: int = 1) -> dict[str, str]:
+    """The limits with a card count of `count` where they name one."""
+    return {key: str(count) if key == "nvidia.com/gpu" else value for key, value in resources.items()}
 
 
 def _sometimes(one_in: int) -> st.SearchStrategy[bool]:
@@ -233,7 +303,9 @@ def rename(config: HamiConfig, resources: dict[str, str]) -> dict[str, str]:
 
 def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> dict[str, Any]:
     """The case's node as HAMi's device plugin leaves it: the register, and allocatable cards for HAMi's health."""
-    annotations = {REGISTER_ANNOTATION: encode_register(case.cards, legacy=case.legacy)}
+    annotations = {REGISTER_ANNOTATION: register_text(case)}
+    if case.pair_scores is not None:
+        annotations[PAIR_SCORE_ANNOTATION] = case.pair_scores
     if case.cordoned:
         annotations[DEVICE_CORDON] = ",".join(case.cordoned)
     gpus = str(max(sum(card.count for card in case.cards), 1))
@@ -248,6 +320,16 @@ def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> di
             "capacity": {config.resource_count_name: gpus},
         },
     }
+
+
+def register_text(case: Case) -> str:
+    """The register as the device plugin writes it, with the case's extra keys on the first card."""
+    text = encode_register(case.cards, legacy=case.legacy)
+    if case.legacy or not case.register_extra:
+        return text
+    entries = json.loads(text)
+    entries[0].update(case.register_extra)
+    return json.dumps(entries, separators=(",", ":"))
 
 
 def resident_pods(name: str, namespace: str, node: str, case: Case) -> list[dict[str, Any]]:

@@ -128,7 +128,7 @@ def evict(
     config, notice = hami_config(kube, hami_config_ref)
     if notice:
         warn(notice)
-    workload = flag_workload(len(refs), request_memory, request_cores) or workload_from_pod(
+    workload = flag_workload(len(refs), request_memory, request_cores, config) or workload_from_pod(
         successor.template, successor.source, template=True, config=config
     )
     checked = check_placement(kube, ns, spec, name=object_name, workload=workload, evicted_pod=pod_obj)

@@ -24,6 +24,10 @@ _HINTS = {
     PlanReason.CardCountMismatch: "give one --gpu per card",
     PlanReason.ShareTooSmall: "raise the percent in --gpu",
     FitReason.RequestExceedsPercent: "raise the percent in --gpu or lower the pod's nvidia.com/gpumem",
+    FitReason.NumaNotFit: "name cards of one NUMA node (kubectl hami-place status shows each card's)",
+    FitReason.CardMigMode: "name a card in hami-core or mps mode",
+    PlanReason.InvalidScoringWeights: "fix or remove the pod's hami.io/device-scoring-weights",
+    PlanReason.NoAllocatableGpu: "wait until HAMi's device plugin serves the node again, or pin to another node",
 }
 
 
@@ -59,6 +63,8 @@ _POD_REASONS = frozenset(
         PlanReason.PrivilegedContainer,
         PlanReason.CardCountMismatch,
         PlanReason.ShareTooSmall,
+        PlanReason.InvalidScoringWeights,
+        FitReason.NumaNotFit,
     }
 )
 

@@ -101,15 +101,16 @@ def placement_name(given: str | None, spec: PlacementSpec) -> str:
     return f"pin-{token}"
 
 
-def flag_workload(nums: int, memory: int | None, cores: int | None) -> Workload | None:
-    """The pod given with --request-memory/--request-cores, or None when neither flag was given."""
+def flag_workload(nums: int, memory: int | None, cores: int | None, config: HamiConfig) -> Workload | None:
+    """The pod given with --request-memory/--request-cores (read with the cluster's HAMi defaults), or None when
+    neither flag was given."""
     if memory is None and cores is None:
         return None
     try:
-        request = card_request(nums, memreq=memory or 0, coresreq=cores)
+        request = card_request(nums, memreq=memory or 0, coresreq=cores, config=config)
     except ModelError as exc:
         raise UsageProblem(f"bad --request-memory/--request-cores: {exc}", "give whole MiB and 0..100") from exc
-    return workload_from_request(request, "--request-memory/--request-cores", own_memory=bool(memory))
+    return workload_from_request(request, "--request-memory/--request-cores", own_memory=bool(memory), config=config)
 
 
 def hami_config(kube: Kube, where: str | None) -> tuple[HamiConfig, str]:
@@ -129,7 +130,7 @@ def resolve_workload(
     config: HamiConfig,
 ) -> Workload:
     """The pod to place: from --request-* flags, else the pod template of a matching controller."""
-    given = flag_workload(nums, memory, cores)
+    given = flag_workload(nums, memory, cores, config)
     if given is not None:
         return given
     for controller in cluster.list_controllers(kube, namespace):

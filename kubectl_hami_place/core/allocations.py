@@ -3,8 +3,11 @@
 One entry per container, init containers first, each entry ending with `;` (an entry is empty for a container
 without GPUs). Inside an entry one device per card, each `UUID,VENDOR,<mem MiB>,<cores %>` and ending with `:`.
 Example, two containers, only the second on a GPU: `;GPU-x,NVIDIA,3000,0:;`. Decoded as HAMi v2.10's
-`DecodePodDevices`/`DecodeContainerDevices` do: fields past the fourth are ignored, memory and cores must be
-non-negative 32-bit integers, UUID and vendor must be non-empty.
+`DecodePodDevices`/`DecodeContainerDevices` (`pkg/device/devices.go`) do: a device without a comma is skipped (the
+rest of the pod still counts), fields past the fourth are ignored, memory and cores are 32-bit integers with an
+optional sign (negative ones included), UUID and vendor may be empty. A device with a comma but fewer than four
+fields, or a number Go cannot read, makes HAMi drop the whole pod (`AllocationError`). A UUID is matched to a card
+exactly: a legacy MIG suffix (`GPU-a[0-1]`) names no card.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from kubectl_hami_place.core.errors import AllocationError
 ALLOCATED_ANNOTATION = "hami.io/vgpu-devices-allocated"
 NODE_ANNOTATION = "hami.io/vgpu-node"
 
+_INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 
 
@@ -27,11 +31,6 @@ class ContainerDevice:
     vendor: str
     usedmem: int
     usedcores: int
-
-    @property
-    def card_uuid(self) -> str:
-        """The physical card's UUID: HAMi's MIG entries append `[template-slot]`, which usage ignores."""
-        return self.uuid.split("[", 1)[0]
 
 
 ContainerDevices = tuple[ContainerDevice, ...]
@@ -60,48 +59,42 @@ def encode_allocation(containers: tuple[ContainerDevices, ...] | list[ContainerD
 
 
 def _parse_container(entry: str, position: int) -> ContainerDevices:
-    """One container's `UUID,VENDOR,mem,cores:` list."""
+    """One container's `UUID,VENDOR,mem,cores:` list, as HAMi's DecodeContainerDevices reads it."""
     devices = []
     for segment in entry.split(":"):
-        if segment == "":
+        if "," not in segment:
             continue
         fields = segment.split(",")
-        if len(fields) >= 4 and fields[0] and fields[1] and _plain_int32(fields[2]) and _plain_int32(fields[3]):
+        if len(fields) >= 4 and _plain_int32(fields[2]) and _plain_int32(fields[3]):
             # As HAMi writes them (status reads 40,000 a run): the checks below would accept them unchanged.
             devices.append(ContainerDevice(fields[0], fields[1], int(fields[2]), int(fields[3])))
             continue
         where = f"allocation container {position} device {_shorten(segment)!r}"
         if len(fields) < 4:
             raise AllocationError(f"{where} has {len(fields)} fields, expected UUID,VENDOR,MEM,CORES")
-        if fields[0] == "":
-            raise AllocationError(f"{where} has no card UUID")
-        if fields[1] == "":
-            raise AllocationError(f"{where} has no vendor")
         devices.append(
             ContainerDevice(
                 uuid=fields[0],
                 vendor=fields[1],
-                usedmem=_non_negative(fields[2], "memory", where),
-                usedcores=_non_negative(fields[3], "cores", where),
+                usedmem=_go_int32(fields[2], "memory", where),
+                usedcores=_go_int32(fields[3], "cores", where),
             )
         )
     return tuple(devices)
 
 
 def _plain_int32(text: str) -> bool:
-    """ASCII digits alone, within int32: what `_non_negative` reads as the same number without a sign."""
+    """ASCII digits alone, within int32: what `_go_int32` reads as the same number without a sign."""
     return text.isascii() and text.isdigit() and int(text) <= _INT32_MAX
 
 
-def _non_negative(text: str, key: str, where: str) -> int:
-    """A decimal as Go's strconv.ParseInt(s, 10, 32) reads it, then refused when negative (as HAMi does)."""
+def _go_int32(text: str, key: str, where: str) -> int:
+    """A decimal as Go's strconv.ParseInt(s, 10, 32) reads it: optional sign, ASCII digits, within int32."""
     body = text[1:] if text[:1] in ("+", "-") else text
     if not body or not body.isascii() or not body.isdigit():
         raise AllocationError(f"{where}: {key} {text!r} is not an integer")
     value = int(text)
-    if value < 0:
-        raise AllocationError(f"{where}: {key} {value} must not be negative")
-    if value > _INT32_MAX:
+    if not _INT32_MIN <= value <= _INT32_MAX:
         raise AllocationError(f"{where}: {key} {value} is out of range")
     return value
 
@@ -109,10 +102,10 @@ def _non_negative(text: str, key: str, where: str) -> int:
 def _check_encodable(device: ContainerDevice, position: int) -> None:
     """Refuse a device whose text or numbers would not decode back to itself."""
     for key, value in (("uuid", device.uuid), ("vendor", device.vendor)):
-        if value == "" or any(sep in value for sep in ",:;"):
+        if any(sep in value for sep in ",:;"):
             raise AllocationError(f"allocation container {position}: {key} {value!r} cannot be encoded")
     for key, number in (("memory", device.usedmem), ("cores", device.usedcores)):
-        if not 0 <= number <= _INT32_MAX:
+        if not _INT32_MIN <= number <= _INT32_MAX:
             raise AllocationError(f"allocation container {position}: {key} {number} is out of range")
 
 

@@ -5,12 +5,16 @@ Two encodings exist and both are decoded the way HAMi v2.10 decodes them:
 - JSON (v2.8+, `MarshalNodeDevices`): a list of objects with the Go `omitempty` keys `id`, `index`, `count`,
   `devmem`, `devcore`, `type`, `numa`, `mode`, `health`. A missing key is Go's zero value, so a missing `index`
   or `numa` is 0 and a missing `health` is *unhealthy*. Keys match case-insensitively and unknown keys are
-  ignored, as Go's `encoding/json` does.
+  ignored, as Go's `encoding/json` does. HAMi's `DeviceInfo` (`pkg/device/devices.go`) knows four more keys,
+  `migProfiles`, `migtemplate`, `devicevendor` and `custominfo`: the model does not use them, but one of the wrong
+  JSON type fails HAMi's `json.Unmarshal` and with it the whole node, so it fails `parse_register` too.
 - Legacy (up to v2.7, `DecodeNodeDevices`): cards separated by `:`, fields by `,`, either
   `UUID,count,devmem,devcore,type,numa,health` (index 0, mode hami-core) or the same plus `,index,mode`.
 
 `parse_register` decodes both, for display; `node_cards`, the cards HAMi schedules on, refuses the legacy one:
-HAMi v2.10's NVIDIA scheduler unmarshals the register as JSON only and reports such a node unregistered.
+HAMi v2.10's NVIDIA scheduler unmarshals the register as JSON only and reports such a node unregistered. So does
+a `hami.io/node-nvidia-score` annotation (the cards' pair scores) that `DecodePairScores` cannot read
+(`GetNodeDevices`, `pkg/device/nvidia/device.go`).
 """
 
 from __future__ import annotations
@@ -28,14 +32,17 @@ import orjson
 from kubectl_hami_place.core.errors import RegisterError
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+PAIR_SCORE_ANNOTATION = "hami.io/node-nvidia-score"
 NVIDIA = "NVIDIA"
 DEFAULT_MODE = "hami-core"
+MIG_MODE = "mig"
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _UINT_MAX = 2**64 - 1
+_UINT32_MAX = 2**32 - 1
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -58,6 +65,11 @@ class Card:
     def name(self) -> str:
         """The card's `gpu-N` reference, N being its register index."""
         return f"gpu-{self.index}"
+
+    @property
+    def is_mig(self) -> bool:
+        """True for a card in MIG mode, which HAMi fits by its MIG profiles and placements (not modelled here)."""
+        return self.mode == MIG_MODE
 
     @property
     def is_nvidia(self) -> bool:
@@ -113,7 +125,33 @@ def node_cards(node: Mapping[str, Any]) -> tuple[Card, ...]:
             f"node {name}: its {REGISTER_ANNOTATION} is in the legacy colon format of HAMi up to v2.7, which HAMi "
             "v2.10's scheduler does not read (it reports the node unregistered): update HAMi's device plugin there"
         )
+    if isinstance(annotations, Mapping) and PAIR_SCORE_ANNOTATION in annotations:
+        try:
+            pair_scores(annotations[PAIR_SCORE_ANNOTATION])
+        except RegisterError as err:
+            raise RegisterError(
+                f"node {name}: {err}, so HAMi reports the node unregistered: fix or remove the annotation"
+            ) from None
     return cards
+
+
+def pair_scores(text: object) -> dict[str, dict[str, int]]:
+    """The cards' pair scores of a `hami.io/node-nvidia-score` text, by card UUID, as HAMi's DecodePairScores reads
+    them (a JSON list of `{"uuid": ..., "score": {uuid: int}}`; the first entry of a UUID is the one HAMi uses)."""
+    if not isinstance(text, str):
+        raise RegisterError(f"{PAIR_SCORE_ANNOTATION} must be a string, got {type(text).__name__}")
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        raise RegisterError(f"{PAIR_SCORE_ANNOTATION} is not valid JSON: {_first_line(err)}") from None
+    _check_go(data, _PAIR_SCORES, PAIR_SCORE_ANNOTATION)
+    scores: dict[str, dict[str, int]] = {}
+    for entry in data or []:
+        fields = _fold(entry or {})
+        uuid = fields.get("uuid") or ""
+        if uuid not in scores:
+            scores[uuid] = dict(fields.get("score") or {})
+    return scores
 
 
 def is_legacy_register(text: object) -> bool:
@@ -211,11 +249,13 @@ def _json_card(item: object, position: int) -> Card:
     if not isinstance(item, dict):
         raise RegisterError(f"card register entry {position} must be an object, got {_json_type(item)}")
     values: dict[str, object] = {}
+    where = f"card register entry {position}"
     for key, value in item.items():
         field = key.lower()
         if field in _JSON_FIELDS and value is not None:
             values[field] = value
-    where = f"card register entry {position}"
+        elif field in _EXTRA_FIELDS:
+            _check_go(value, _EXTRA_FIELDS[field], f"{where}: {key}")
     return Card(
         uuid=_json_str(values, "id", where),
         index=_json_int(values, "index", where, 0, _UINT_MAX),
@@ -227,6 +267,71 @@ def _json_card(item: object, position: int) -> Card:
         health=_json_bool(values, "health", where),
         mode=_json_str(values, "mode", where),
     )
+
+
+# The Go types of the register keys the model does not use, and of the pair scores: ("str",), ("int", low, high),
+# ("list", element), ("struct", {lower-case key: type}), ("object",) for map[string]any, ("map", value type).
+_GoType = tuple[Any, ...]
+_INT32: _GoType = ("int", _INT32_MIN, _INT32_MAX)
+_UINT32: _GoType = ("int", 0, _UINT32_MAX)
+_MIG_PROFILE: _GoType = (
+    "struct",
+    {
+        "name": ("str",),
+        "memorymb": _INT32,
+        "core": _INT32,
+        "slicecount": _UINT32,
+        "placements": ("list", ("struct", {"start": _UINT32, "size": _UINT32})),
+    },
+)
+_MIG_TEMPLATE: _GoType = ("struct", {"name": ("str",), "core": _INT32, "memory": _INT32, "count": _INT32})
+_EXTRA_FIELDS: dict[str, _GoType] = {
+    "migprofiles": ("list", _MIG_PROFILE),
+    "migtemplate": ("list", ("list", _MIG_TEMPLATE)),
+    "devicevendor": ("str",),
+    "custominfo": ("object",),
+}
+_PAIR_SCORES: _GoType = (
+    "list",
+    ("struct", {"uuid": ("str",), "score": ("map", ("int", _INT64_MIN, _INT64_MAX))}),
+)
+
+
+def _check_go(value: object, kind: _GoType, where: str) -> None:
+    """Refuse a decoded JSON value Go's json.Unmarshal cannot store in a field of that type (null always fits)."""
+    if value is None:
+        return
+    name = kind[0]
+    if name == "str":
+        ok = isinstance(value, str)
+    elif name == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool) and kind[1] <= value <= kind[2]
+    elif isinstance(value, list):
+        ok = name == "list"
+        for position, item in enumerate(value if ok else []):
+            _check_go(item, kind[1], f"{where}[{position}]")
+    elif isinstance(value, dict):
+        ok = name in ("struct", "map", "object")
+        for key, item in value.items() if name in ("struct", "map") else ():
+            inner = kind[1].get(key.lower()) if name == "struct" else kind[1]
+            if inner is not None:
+                _check_go(item, inner, f"{where}.{key}")
+    else:
+        ok = False
+    if not ok:
+        raise RegisterError(f"{where} cannot be {_json_type(value)} (Go reads it as {_go_name(kind)})")
+
+
+def _go_name(kind: _GoType) -> str:
+    """How a message names a Go type."""
+    return {"str": "a string", "int": "an integer", "list": "a list", "map": "an object"}.get(kind[0], "an object")
+
+
+def _fold(value: object) -> dict[str, Any]:
+    """An object's keys in lower case, the last of equal keys winning and nulls keeping Go's zero values."""
+    if not isinstance(value, dict):
+        return {}
+    return {key.lower(): item for key, item in value.items() if item is not None}
 
 
 def _json_str(values: dict[str, object], key: str, where: str) -> str:

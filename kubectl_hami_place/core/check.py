@@ -60,9 +60,13 @@ def check_card(
     evicting: str = "",
     annotations: Mapping[str, str] | None = None,
     cordoned: bool = False,
+    default_policy: str = "",
 ) -> CardCheck:
-    """The verdict of the whole pod on one card; `after` is the card's usage once `evicting` is gone (or None)."""
-    sequence = _Sequence(card, tuple(placed), annotations or {}, cordoned)
+    """The verdict of the whole pod on one card; `after` is the card's usage once `evicting` is gone (or None).
+
+    `default_policy` is HAMi's `--gpu-scheduler-policy` for a pod naming none (a `mutex` default refuses a used card).
+    """
+    sequence = _Sequence(card, tuple(placed), annotations or {}, cordoned, default_policy)
     verdict_now = sequence.fit(now)
     verdict_after = sequence.fit(after) if evicting else None
     decisive = verdict_after if verdict_after is not None else verdict_now
@@ -96,6 +100,7 @@ class _Sequence:
     placed: tuple[Placed, ...]
     annotations: Mapping[str, str]
     cordoned: bool
+    default_policy: str
 
     def fit(self, usage: CardUsage | None) -> FitResult:
         """The first failing container's verdict, else the last container's success."""
@@ -104,7 +109,10 @@ class _Sequence:
         result = FitResult(ok=True, reason=None, message=f"{self.card.label()} fits")
         for container in self.placed:
             request = container.request
-            result = fit(self.card, base if container.init else running, request, self.annotations, self.cordoned)
+            usage_now = base if container.init else running
+            result = fit(
+                self.card, usage_now, request, self.annotations, self.cordoned, default_policy=self.default_policy
+            )
             if not result.ok:
                 prefix = f"container {container.name}: " if len(self.placed) > 1 else ""
                 return FitResult(ok=False, reason=result.reason, message=prefix + result.message)

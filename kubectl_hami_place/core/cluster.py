@@ -3,8 +3,9 @@
 Built from plain node and pod objects (JSON dict form) by `build_cluster_info`, served by the webhook as
 `GET /api/v1/cluster-info` (`ClusterInfo.to_dict()`), read back by the plugin with `cluster_info_from_dict`.
 Usage is counted as HAMi's scheduler counts it (see `usage.py`). A node is listed when it has a card register
-or allocatable `nvidia.com/gpu`; HAMi keeps scheduling onto a node while its allocatable `nvidia.com/gpu` is
-above 0 (`hamiUsable`).
+or allocatable `nvidia.com/gpu`; new GPU pods run on a node only while its allocatable `nvidia.com/gpu` is above 0
+(`hamiUsable`): at 0 HAMi's `CheckHealth` drops and re-adds the node's cards as the device plugin's handshake
+expires, and the kubelet refuses a pod asking cards there.
 
 JSON shape of `to_dict()` (all memory in MiB, cores in percent of one card, times RFC 3339 UTC):
 

@@ -15,10 +15,20 @@ each GPU container in turn, init containers against the node as it is, app conta
 earlier app containers' cards taken; before each container the cards are scored (slots, cores and memory in use,
 in float32) and sorted by the GPU policy (Go's insertion sort, stable, as Go sorts up to 12 cards), then tried from
 the last; the first failing container's reason counts are HAMi's `FailedNodes` text for the node.
+
+`hami.io/device-scoring-weights` (`slot=1,core=1,memory=3`) weighs the three parts of the score
+(`ParseDeviceScoringWeights`, `pkg/util/device_scoring_weights.go`; `ComputeScore`); a value HAMi cannot parse fails
+its whole Filter for the pod (`calcScore`, `pkg/scheduler/score.go`), on every node.
+
+`nvidia.com/numa-bind` (true as Go's `strconv.ParseBool` reads it) makes HAMi keep a container's cards on one NUMA
+node: the sort keeps NUMA groups together (`DeviceUsageList.Less`, `pkg/scheduler/policy/gpu_policy.go`) and `Fit`
+starts over whenever the walk reaches a card of another NUMA node, counting the cards it gives up as `NumaNotFit`.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,8 +36,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kubectl_hami_place.core.cards import Card, node_cards
-from kubectl_hami_place.core.errors import RegisterError
+from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
+from kubectl_hami_place.core.errors import RegisterError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
@@ -40,6 +50,11 @@ NOUSE_TYPE = "nvidia.com/nouse-gputype"
 VGPU_MODE = "nvidia.com/vgpu-mode"
 GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
 DEVICE_CORDON = "hami.io/device-cordon"
+NUMA_BIND = "nvidia.com/numa-bind"
+TOPOLOGY_AWARE = "topology-aware"
+SCORING_WEIGHTS = "hami.io/device-scoring-weights"
+_INT64_MAX = 2**63 - 1
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
 class FitReason(StrEnum):
@@ -57,6 +72,8 @@ class FitReason(StrEnum):
     CardNotNvidia = "CardNotNvidia"
     UnknownCard = "UnknownCard"
     RequestExceedsPercent = "RequestExceedsPercent"
+    NumaNotFit = "NumaNotFit"
+    CardMigMode = "CardMigMode"
 
 
 @dataclass(frozen=True)
@@ -147,6 +164,56 @@ def fit(
     )
 
 
+Weights = tuple[int, int, int]
+DEFAULT_WEIGHTS: Weights = (1, 1, 1)
+
+
+def scoring_weights(annotations: Mapping[str, str] | None) -> Weights:
+    """The pod's (slot, core, memory) score weights as HAMi's GetDeviceScoringWeightsByPod reads them (1, 1, 1 when
+    not given); RequestError with HAMi's own message for a value it refuses (its Filter then fails for the pod)."""
+    value = (annotations or {}).get(SCORING_WEIGHTS)
+    if value is None:
+        return DEFAULT_WEIGHTS
+
+    def refuse(why: str) -> RequestError:
+        """HAMi's error for the value."""
+        return RequestError(f"invalid {SCORING_WEIGHTS} annotation {_go_quote(value)}: {why}")
+
+    parts = value.split(",")
+    if len(parts) != 3:
+        raise refuse("expected slot, core, and memory weights")
+    weights: dict[str, int] = {}
+    for part in parts:
+        pair = part.strip().split("=", 1)
+        if len(pair) != 2:
+            raise refuse("expected key=value entries")
+        key = pair[0].strip()
+        if key in weights:
+            raise refuse(f"duplicate {_go_quote(key)} weight")
+        number = pair[1].strip()
+        body = number[1:] if number[:1] in ("+", "-") else number
+        if not body or not body.isascii() or not body.isdigit() or not -_INT64_MAX - 1 <= int(number) <= _INT64_MAX:
+            raise refuse(f"{_go_quote(key)} weight must be an integer")
+        if int(number) < 0:
+            raise refuse(f"{_go_quote(key)} weight must not be negative")
+        if key not in ("slot", "core", "memory"):
+            raise refuse(f"unknown weight {_go_quote(key)}")
+        weights[key] = int(number)
+    if not any(weights.values()):
+        raise refuse("at least one weight must be positive")
+    return weights["slot"], weights["core"], weights["memory"]
+
+
+def _go_quote(text: str) -> str:
+    """A string as Go's %q writes it (close enough for messages: JSON's quoting of printable text)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def numa_bind(annotations: Mapping[str, str] | None) -> bool:
+    """True when the pod asks its cards on one NUMA node: `nvidia.com/numa-bind` true for Go's strconv.ParseBool."""
+    return (annotations or {}).get(NUMA_BIND) in _GO_TRUE
+
+
 def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:
     """The card UUIDs a node's `hami.io/device-cordon` annotation takes out of new placements."""
     value = (node_annotations or {}).get(DEVICE_CORDON)
@@ -183,7 +250,12 @@ def _type_allowed(annotations: Mapping[str, str], card: Card) -> bool:
 NODE_UNREGISTERED = "node unregistered"
 NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 ALLOCATED_CARDS_INSUFFICIENT = "AllocatedCardsInsufficientRequest"
+CALC_SCORE_FAILED = "calcScore failed"
 _HAMI_NAMES = {FitReason.CardUnhealthy: "CardNotHealth"}
+# the checks HAMi's Fit makes before it looks at the card's NUMA node
+_BEFORE_NUMA = frozenset(
+    {FitReason.CardNotNvidia, FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardTypeMismatch}
+)
 _SCORE_WEIGHT = 10.0
 
 
@@ -216,23 +288,34 @@ def fit_pod(
     *,
     cordoned: frozenset[str] = frozenset(),
     config: HamiConfig = HAMI_DEFAULTS,
+    pair_scores: Mapping[str, Mapping[str, int]] | None = None,
 ) -> PodFit:
-    """Whether HAMi places the pod (its `requests` in `pod_requests` order) on a node with these cards and usage."""
+    """Whether HAMi places the pod (its `requests` in `pod_requests` order) on a node with these cards and usage;
+    `pair_scores` are the node's `hami.io/node-nvidia-score` (`cards.pair_scores`), read by `topology-aware`."""
     annotations = dict(annotations or {})
+    if all(request is None for request in requests):
+        return PodFit(ok=True)
+    try:
+        weights = scoring_weights(annotations)
+    except RequestError as err:
+        return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
     policy = annotations.get(GPU_SCHEDULER_POLICY, config.gpu_scheduler_policy)
     annotations[GPU_SCHEDULER_POLICY] = policy
+    scores = pair_scores or {}
     base = [_Slot(card, usage.get(card.uuid) or CardUsage(card.uuid)) for card in cards]
     chosen: list[tuple[str, ...]] = []
     for request in requests[:init_containers]:
         if request is not None:
-            verdict = _fit_container([slot.copy() for slot in base], request, annotations, cordoned, policy)
+            verdict = _fit_container(
+                [slot.copy() for slot in base], request, annotations, cordoned, policy, weights=weights, scores=scores
+            )
             if isinstance(verdict, PodFit):
                 return verdict
             chosen.append(verdict)
     running = [slot.copy() for slot in base]
     for request in requests[init_containers:]:
         if request is not None:
-            verdict = _fit_container(running, request, annotations, cordoned, policy)
+            verdict = _fit_container(running, request, annotations, cordoned, policy, weights=weights, scores=scores)
             if isinstance(verdict, PodFit):
                 return verdict
             chosen.append(verdict)
@@ -249,12 +332,19 @@ def fit_pod_on_node(
 ) -> PodFit:
     """`fit_pod` for a node and a pod object (JSON dict form) given every pod allocation HAMi counts.
 
-    A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes.
+    A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes; one
+    whose score weights HAMi cannot read fails on every node, registered or not.
     """
     spec = _mapping(pod.get("spec"))
     requests = pod_requests(spec, hami_webhook, config=config)
     if all(request is None for request in requests):
         return PodFit(ok=True)
+    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    annotations = {key: value for key, value in pod_annotations.items() if isinstance(value, str)}
+    try:
+        scoring_weights(annotations)
+    except RequestError as err:
+        return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
     node_metadata = _mapping(node.get("metadata"))
     try:
         cards = node_cards(node)
@@ -263,15 +353,17 @@ def fit_pod_on_node(
     name = node_metadata.get("name")
     usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
     init = spec.get("initContainers")
-    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    node_annotations = _mapping(node_metadata.get("annotations"))
+    scores = node_annotations.get(PAIR_SCORE_ANNOTATION)
     return fit_pod(
         cards,
         usage,
         requests,
         len(init) if isinstance(init, list) else 0,
-        {key: value for key, value in pod_annotations.items() if isinstance(value, str)},
-        cordoned=cordoned_cards(_mapping(node_metadata.get("annotations"))),
+        annotations,
+        cordoned=cordoned_cards(node_annotations),
         config=config,
+        pair_scores=pair_scores(scores) if scores is not None else None,
     )
 
 
@@ -299,24 +391,44 @@ def _fit_container(
     annotations: Mapping[str, str],
     cordoned: frozenset[str],
     policy: str,
+    *,
+    weights: Weights = DEFAULT_WEIGHTS,
+    scores: Mapping[str, Mapping[str, int]],
 ) -> tuple[str, ...] | PodFit:
-    """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure."""
+    """HAMi's fitInDevices for one container: the UUIDs it gets (usage added to `slots`), or the failure.
+
+    Under `topology-aware` HAMi's Fit walks every card, then keeps, of more fitting cards than asked, the one card
+    with the lowest pair scores to the others (`computeWorstSingleCard`) or the combination with the highest
+    (`computeBestCombination`), the first found on ties."""
     for slot in slots:
-        slot.score = _score(slot, request)
-    _insertion_sort(slots, policy)
+        slot.score = _score(slot, request, weights)
+    bind = numa_bind(annotations)
+    _insertion_sort(slots, policy, bind)
     typed = [slot for slot in slots if slot.card.is_nvidia]
     if request.nums > len(typed):
         return PodFit(ok=False, reason=NODE_INSUFFICIENT_DEVICE, counts={NODE_INSUFFICIENT_DEVICE: 1})
+    topology = TOPOLOGY_AWARE in _split(policy)
     counts: Counter[str] = Counter()
     picked: list[_Slot] = []
+    previous_numa = -1
     for slot in reversed(typed):
         verdict = fit(slot.card, slot.usage, request, annotations, slot.card.uuid in cordoned)
+        if verdict.reason in _BEFORE_NUMA:
+            counts[hami_reason_name(verdict.reason)] += 1
+            continue
+        if bind and slot.card.numa != previous_numa:
+            # HAMi's Fit: a card of another NUMA node drops what the walk picked so far
+            if picked and not topology:
+                counts[FitReason.NumaNotFit.value] += len(picked)
+            picked, previous_numa = [], slot.card.numa
         if not verdict.ok and verdict.reason is not None:
             counts[hami_reason_name(verdict.reason)] += 1
             continue
         picked.append(slot)
-        if len(picked) == request.nums:
+        if len(picked) == request.nums and not topology:
             break
+    if topology and len(picked) > request.nums:
+        picked = _worst_single(picked, scores) if request.nums == 1 else _best_combination(picked, request.nums, scores)
     if len(picked) < request.nums:
         if picked:
             counts[ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
@@ -335,14 +447,39 @@ def _fit_container(
     return tuple(slot.card.uuid for slot in picked)
 
 
+def _pair_total(group: Sequence[_Slot], scores: Mapping[str, Mapping[str, int]]) -> int:
+    """The group's pair scores, each card's score of every later card (HAMi's computeBestCombination)."""
+    return sum(scores.get(a.card.uuid, {}).get(b.card.uuid, 0) for i, a in enumerate(group) for b in group[i + 1 :])
+
+
+def _worst_single(picked: list[_Slot], scores: Mapping[str, Mapping[str, int]]) -> list[_Slot]:
+    """HAMi's computeWorstSingleCard: the first card whose scores of the other fitting cards sum lowest."""
+    best: tuple[int, _Slot] | None = None
+    for a in picked:
+        total = sum(scores.get(a.card.uuid, {}).get(b.card.uuid, 0) for b in picked if b.card.uuid != a.card.uuid)
+        if best is None or total < best[0]:
+            best = (total, a)
+    return [best[1]] if best is not None else []
+
+
+def _best_combination(picked: list[_Slot], nums: int, scores: Mapping[str, Mapping[str, int]]) -> list[_Slot]:
+    """HAMi's generateCombinations + computeBestCombination: the first combination with the highest pair scores."""
+    best: tuple[int, tuple[_Slot, ...]] | None = None
+    for group in itertools.combinations(picked, nums):
+        total = _pair_total(group, scores)
+        if best is None or total > best[0]:
+            best = (total, group)
+    return list(best[1]) if best is not None else []
+
+
 def _f32(value: float) -> float:
     """The value rounded to float32, as Go's float32 arithmetic rounds every step."""
     result: float = struct.unpack("f", struct.pack("f", value))[0]
     return result
 
 
-def _score(slot: _Slot, request: CardRequest) -> float:
-    """HAMi's DeviceListsScore.ComputeScore with the default weights: how full the card would be, in float32.
+def _score(slot: _Slot, request: CardRequest, weights: Weights = DEFAULT_WEIGHTS) -> float:
+    """HAMi's DeviceListsScore.ComputeScore: how full the card would be, each part weighted, in float32.
 
     HAMi adds the request only to a card whose type is exactly "NVIDIA" (it compares the request's vendor word with
     the card's model), so for every real model the score is the card's usage alone.
@@ -356,12 +493,14 @@ def _score(slot: _Slot, request: CardRequest) -> float:
     slots = _f32(_f32(asked + used.used_slots) / _f32(card.count))
     core = _f32(_f32(cores + used.used_cores) / _f32(card.devcore))
     memory = _f32(_f32(mem + used.used_mem) / _f32(card.devmem))
-    return _f32(_SCORE_WEIGHT * _f32(_f32(slots + core) + memory))
+    slot_weight, core_weight, memory_weight = (_f32(float(weight)) for weight in weights)
+    total = _f32(_f32(_f32(slot_weight * slots) + _f32(core_weight * core)) + _f32(memory_weight * memory))
+    return _f32(_SCORE_WEIGHT * total)
 
 
-def _insertion_sort(slots: list[_Slot], policy: str) -> None:
+def _insertion_sort(slots: list[_Slot], policy: str, bind: bool = False) -> None:
     """Go's insertionSort with HAMi's DeviceUsageList.Less (what sort.Sort does for up to 12 cards)."""
-    less = _less_by_chain(policy) if "," in policy or policy == "numa" else _less_single(policy)
+    less = _less_by_chain(policy, bind) if "," in policy or policy == "numa" else _less_single(policy, bind)
     for i in range(1, len(slots)):
         j = i
         while j > 0 and less(slots[j], slots[j - 1]):
@@ -369,14 +508,19 @@ def _insertion_sort(slots: list[_Slot], policy: str) -> None:
             j -= 1
 
 
-def _less_single(policy: str) -> Any:
-    """Less for one policy word: mutex (busy first), binpack (emptiest first), else spread (fullest first)."""
+def _less_single(policy: str, bind: bool) -> Any:
+    """Less for one policy word: mutex (busy first), binpack (emptiest first), else spread (fullest first); under
+    numa-bind binpack puts higher NUMA nodes first and spread lower ones, the score ordering cards within one."""
 
     def less(a: _Slot, b: _Slot) -> bool:
         """HAMi's comparison, NUMA breaking ties."""
         if policy == "mutex":
             if a.usage.used_slots != b.usage.used_slots:
                 return a.usage.used_slots > b.usage.used_slots
+        elif bind:
+            if a.card.numa == b.card.numa:
+                return a.score < b.score if policy == "binpack" else a.score > b.score
+            return a.card.numa > b.card.numa if policy == "binpack" else a.card.numa < b.card.numa
         elif a.score != b.score:
             return a.score < b.score if policy == "binpack" else a.score > b.score
         return a.card.numa < b.card.numa
@@ -384,13 +528,16 @@ def _less_single(policy: str) -> Any:
     return less
 
 
-def _less_by_chain(policy: str) -> Any:
-    """Less for a comma list of binpack/spread/numa sort keys (spread when it names none), index breaking ties."""
+def _less_by_chain(policy: str, bind: bool) -> Any:
+    """Less for a comma list of binpack/spread/numa sort keys (spread when it names none; numa first under
+    numa-bind), index breaking ties."""
     chain: list[str] = []
     for word in policy.split(","):
         if word.strip() in ("binpack", "spread", "numa") and word.strip() not in chain:
             chain.append(word.strip())
     chain = chain or ["spread"]
+    if bind and chain[0] != "numa":
+        chain = ["numa", *(key for key in chain if key != "numa")]
 
     def less(a: _Slot, b: _Slot) -> bool:
         """HAMi's lessByChain."""

@@ -3,17 +3,24 @@
 `pin`, `evict --to-node` and the webhook all call `plan`, so the CLI refuses exactly what the webhook would not
 honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each rule lives"):
 
-- the placement itself: a valid spec, the node, its register, every card resolvable and named once;
-- the pod: GPU resources readable, no `spec.nodeName`, every GPU container asking as many cards as are named;
+- the placement itself: a valid spec, the node, its register, every card resolvable, named once and not in MIG
+  mode (not modelled);
+- the node's allocatable card count, when listed, above 0 (else HAMi's health check cycles the node and the kubelet
+  refuses the pod);
+- the pod: GPU resources readable, no `spec.nodeName`, score weights HAMi can read, every GPU container asking as
+  many cards as are named;
 - `gpu-N/P`: P% of each card is the share of the whole pod. App containers that ask no memory of their own split
   what the others leave of it (each at least 1%, the first ones take the remainder), init containers (which run
   alone) get all of it; the pod must fit its share on every card;
+- `nvidia.com/numa-bind`: a pod that asks it cannot have cards of two NUMA nodes (HAMi's `NumaNotFit`);
 - fit: the pinned containers fitted one after another on each card (`core.check`), against the card's usage
   (now and once the evicted pod is gone) when the snapshot has the allocations, against the empty card otherwise.
 
 HAMi's webhook gives a container that asks a card count but no cores and no memory `nvidia.com/gpucores: 100`,
-which makes it exclusive. A share below 100% is not exclusive, so the plan predicts 0 cores for such a container
-and its patch drops a `gpucores: 100` that HAMi's webhook may already have added.
+which makes it exclusive. A share below 100% is not exclusive, so the patch drops a `gpucores: 100` that HAMi's
+webhook may already have added, and HAMi's scheduler then gives the container its `defaultCores`
+(`GenerateResourceRequests`, `pkg/device/nvidia/device.go`): the plan predicts those cores (0 with HAMi's chart),
+so a card without them free is refused with `CardInsufficientCore`, as HAMi would refuse it.
 """
 
 from __future__ import annotations
@@ -27,12 +34,18 @@ from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
 from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
-from kubectl_hami_place.core.fit import FitReason, cordoned_cards
+from kubectl_hami_place.core.fit import (
+    NUMA_BIND,
+    FitReason,
+    cordoned_cards,
+    numa_bind,
+    scoring_weights,
+)
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
 from kubectl_hami_place.core.refs import CardRef, resolve
-from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for
+from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for, parse_quantity
 from kubectl_hami_place.core.selectors import may_overlap
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, release
 
@@ -59,6 +72,8 @@ class PlanReason(StrEnum):
     NoGpuRequest = "NoGpuRequest"
     NodeNameSet = "NodeNameSet"
     PrivilegedContainer = "PrivilegedContainer"
+    NoAllocatableGpu = "NoAllocatableGpu"
+    InvalidScoringWeights = "InvalidScoringWeights"
     CardCountMismatch = "CardCountMismatch"
     ShareTooSmall = "ShareTooSmall"
 
@@ -194,9 +209,12 @@ def _privileged(container: object) -> bool:
     return context.get("privileged") is True
 
 
-def workload_from_request(request: CardRequest, source: str, *, own_memory: bool) -> Workload:
+def workload_from_request(
+    request: CardRequest, source: str, *, own_memory: bool, config: HamiConfig = HAMI_DEFAULTS
+) -> Workload:
     """The workload of a pod known only by its per-card request (the CLI's --request-* flags): one app container."""
-    return Workload((GpuContainer("0", 0, False, request, own_memory, request.cores_by_webhook),), source)
+    container = GpuContainer("0", 0, False, request, own_memory, request.cores_by_webhook)
+    return Workload((container,), source, config=config)
 
 
 def plan(
@@ -207,6 +225,9 @@ def plan(
     cards, problems = _placement(spec, snapshot)
     if problems:
         return Plan(node, problems=problems, config=config)
+    empty = _no_allocatable(snapshot.nodes[node], node, config)
+    if empty is not None:
+        return Plan(node, cards=cards, problems=(empty,), config=config)
     refs = spec.gpu_devices
     problems = _pod_problems(workload, len(refs))
     if problems:
@@ -214,6 +235,8 @@ def plan(
     placed, patches, share_problems = _shares(workload, spec.percent, cards, refs)
     if share_problems:
         return Plan(node, cards=cards, problems=share_problems, config=config)
+    if numa_bind(workload.annotations) and len({card.numa for card in cards}) > 1:
+        return Plan(node, cards=cards, problems=(_numa_problem(cards),), config=config)
     node_obj = snapshot.nodes[node]
     cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
     usage: Mapping[str, CardUsage] = {}
@@ -232,6 +255,7 @@ def plan(
             evicting=evict.key if after is not None and evict is not None else "",
             annotations=workload.annotations,
             cordoned=card.uuid in cordoned,
+            default_policy=config.gpu_scheduler_policy,
         )
         checks.append(check)
         if not check.ok and check.reason is not None:
@@ -313,6 +337,8 @@ def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Ca
         if card in chosen:
             message = f"{ref} names {card.label()} on node {node}, which is already in the list"
             problems.append(Problem(PlanReason.CardNamedTwice, message, Scope.Placement, ref, card))
+        elif card.is_mig:
+            problems.append(Problem(FitReason.CardMigMode, _mig_message(card), Scope.Placement, ref, card))
         chosen.append(card)
     return tuple(chosen), tuple(problems)
 
@@ -331,6 +357,12 @@ def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
             "privileged container"
         )
         return (Problem(PlanReason.PrivilegedContainer, message, Scope.Pod),)
+    if workload.containers:
+        try:
+            scoring_weights(workload.annotations)
+        except RequestError as error:
+            message = f"{error}: HAMi's filter fails for the pod on every node"
+            return (Problem(PlanReason.InvalidScoringWeights, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
         message = f"no container asks for {count}"
@@ -374,7 +406,7 @@ def _shares(
             placed.append(Placed(c.name, c.init, c.request))
             continue
         drop = c.default_cores and share < 100
-        cores = 0 if drop else c.request.coresreq
+        cores = workload.config.default_cores if drop else c.request.coresreq
         placed.append(Placed(c.name, c.init, CardRequest(c.request.nums, 0, share, cores)))
         patches.append(ContainerPatch(c.position, share, drop))
     problems = []
@@ -388,6 +420,45 @@ def _shares(
             message = f"{card.label()}: the pod asks {asked} MiB, more than {percent}% of the card ({limit} MiB)"
             problems.append(Problem(FitReason.RequestExceedsPercent, message, Scope.Pod, ref, card))
     return tuple(placed), tuple(patches), tuple(problems)
+
+
+def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) -> Problem | None:
+    """A node whose allocatable card count is listed as 0 (the kubelet lost HAMi's device plugin): HAMi's CheckHealth
+    (`pkg/device/nvidia/device.go`) keeps or re-adds its cards while the plugin's handshake is fresh and drops them
+    once it expires, and the kubelet refuses a pod asking cards there, so a pinned pod never runs."""
+    count = config.resource_count_name
+    allocatable = _mapping(_mapping(node_obj.get("status")).get("allocatable"))
+    if count not in allocatable:
+        return None
+    try:
+        if parse_quantity(allocatable[count], count) > 0:
+            return None
+    except RequestError:
+        pass
+    message = (
+        f"node {node} has no allocatable {count} (HAMi's device plugin is not serving it): HAMi drops and re-adds the "
+        "node as its handshake expires and the kubelet refuses a pod asking cards there"
+    )
+    return Problem(PlanReason.NoAllocatableGpu, message, Scope.Card)
+
+
+def _mig_message(card: Card) -> str:
+    """Why a MIG card cannot be pinned: HAMi's MIG rules are not modelled, so a pin could be refused forever."""
+    return (
+        f"{card.label()} is in MIG mode: HAMi fits it by its MIG profiles and free placements "
+        "(CardMigTopologyInfeasible) and calls it unhealthy when a pod holds it without a MIG reservation, which "
+        "hami-place does not model"
+    )
+
+
+def _numa_problem(cards: Sequence[Card]) -> Problem:
+    """HAMi's Fit under numa-bind drops the cards picked on one NUMA node when the next is on another, every time."""
+    where = ", ".join(f"{card.name} on NUMA node {card.numa}" for card in cards)
+    message = (
+        f"the pod asks {NUMA_BIND}: true but the placement names {where}; HAMi refuses it on every try "
+        "(AllocatedCardsInsufficientRequest, NumaNotFit)"
+    )
+    return Problem(FitReason.NumaNotFit, message, Scope.Pod)
 
 
 def _percent_of(mib: int, card: Card) -> int:

@@ -109,13 +109,14 @@ def card_request(
     )
 
 
-def with_percent(request: CardRequest, percent: int | None) -> CardRequest:
-    """The request once a `gpu-N/P` placement gave it `gpumem-percentage: P` (only when it asks no gpumem)."""
+def with_percent(request: CardRequest, percent: int | None, *, config: HamiConfig = HAMI_DEFAULTS) -> CardRequest:
+    """The request once a `gpu-N/P` placement gave it `gpumem-percentage: P` (only when it asks no gpumem); webhook
+    cores dropped below 100% leave HAMi's `defaultCores`."""
     if percent is None or (request.memreq > 0 and not request.memory_by_default):
         return request
     shared = replace(request, memreq=0, mem_percentage=percent, memory_by_default=False)
     if request.cores_by_webhook and percent != 100:
-        return replace(shared, coresreq=0, cores_by_webhook=False)
+        return replace(shared, coresreq=config.default_cores, cores_by_webhook=False)
     return shared
 
 

@@ -9,8 +9,10 @@ How much a pod takes of a card (`CollapseInitContainerUsage`, `pkg/device`): ini
 another and app containers together, so per card the pod takes, in each of memory, cores and slots, the larger
 of the init peak (the biggest init container's memory, the biggest cores, one slot) and the app sum (memory and
 cores summed, one slot per app container on the card). Once the pod's status lists its init containers all
-terminated with exit code 0 (`AllInitContainersSucceeded`, whatever the phase), only the app containers count.
-MIG entries (`UUID[t-s]`) count on their card.
+terminated with exit code 0 (`AllInitContainersSucceeded`, whatever the phase), only the app containers count
+(`AppContainersOnlyDeviceUsage`: their plain sums, negative ones included, where the collapse above never goes below
+0). A device counts on the card whose UUID is exactly its own (`getNodesUsage`, `pkg/scheduler/scheduler.go`): a
+legacy MIG entry (`UUID[t-s]`) counts on no card.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class PodAllocation:
             if is_init and self.init_done:
                 continue
             for device in devices:
-                uuid = device.card_uuid
+                uuid = device.uuid
                 if uuid not in init_peak and uuid not in app_sum:
                     order.append(uuid)
                 if is_init:
@@ -88,6 +90,8 @@ class PodAllocation:
                 else:
                     mem, cores, slots = app_sum.get(uuid, (0, 0, 0))
                     app_sum[uuid] = (mem + device.usedmem, cores + device.usedcores, slots + 1)
+        if self.init_done:
+            return [(uuid, slots, mem, cores) for uuid, (mem, cores, slots) in app_sum.items()]
         result = []
         for uuid in order:
             init_mem, init_cores = init_peak.get(uuid, (0, 0))

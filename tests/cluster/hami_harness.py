@@ -138,7 +138,7 @@ def allocation(cluster: Sandbox, namespace: str, name: str, timeout: float = 60)
             f"{error}; node {pod.spec.node_name}, annotations {pod.metadata.annotations}, {said}"
         ) from None
     containers = tuple(
-        tuple((d.card_uuid, d.usedmem, d.usedcores) for d in container)
+        tuple((d.uuid, d.usedmem, d.usedcores) for d in container)
         for container in parse_allocation(stored.metadata.annotations[ALLOCATED_ANNOTATION])
         if container
     )

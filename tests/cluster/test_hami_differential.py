@@ -5,7 +5,10 @@ allocatable cards), the pods HAMi already placed there (Pending, with HAMi's ann
 admitted by a dry run through HAMi's webhook (so it holds what HAMi's webhook adds), then created for a scheduler
 nobody serves. HAMi's `POST /filter` is asked about each pod and its node, as kube-scheduler asks it; hami-place's
 `fit_pod_on_node` is asked about the pod as the user wrote it. Verdict, reason text (HAMi's FailedNodes entry) and,
-when it fits, the cards HAMi allocated (it writes them on the pod) must all agree.
+when it fits, the cards HAMi allocated (it writes them on the pod) must all agree. A case with a `pin` goes through
+the pin's whole plan (`core.plan.plan`, as `pin` runs it) instead: HAMi is asked about the pod as the pin's patch
+leaves it (cards by UUID, shares, HAMi's webhook cores dropped), and must accept it exactly when the plan does, on
+the named cards, or refuse it for one of the plan's reasons.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import re
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pytest
@@ -25,9 +28,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, parse_allocation
+from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fit import (
+    CALC_SCORE_FAILED,
     NODE_UNREGISTERED,
     USE_UUID,
     FitReason,
@@ -35,10 +40,14 @@ from kubectl_hami_place.core.fit import (
     cordoned_cards,
     fit_pod_on_node,
     hami_reason_name,
+    scoring_weights,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
+from kubectl_hami_place.core.placement import PlacementSpec
+from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, PlanReason, plan, workload_from_pod
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import pod_requests
+from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.hami import HAMI_SCHEDULER, NVIDIA_DEFAULTS, HamiSettings
@@ -65,9 +74,12 @@ class Outcome:
     model: PodFit | str
     pin: CardCheck | None = None
     denied: bool = False
+    pinned: Plan | None = None
 
     def disagreement(self) -> str:
         """Empty when HAMi, the model and pin's check agree, else what each said."""
+        if self.pinned is not None:
+            return self._plan_disagreement(self.pinned)
         pin = self.pin
         if pin is not None and (
             pin.ok != self.hami_ok
@@ -95,6 +107,44 @@ class Outcome:
             f"model ok={model.ok} {model.reason!r} {model.devices}\n    {self.case!r}"
         )
 
+    def _plan_disagreement(self, pinned: Plan) -> str:
+        """Empty when HAMi takes the pinned pod on the plan's cards exactly when the plan accepts it."""
+        reasons = {problem.reason for problem in pinned.problems}
+        if self.denied or reasons & BEFORE_HAMI:
+            return ""  # refused before HAMi is involved, or HAMi's webhook denies the pod itself
+        said = (
+            f"{self.node}: pin {self.case.pin}: plan ok={pinned.ok} {pinned.summary()!r}; "
+            f"HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}\n    {self.case!r}"
+        )
+        if pinned.ok != self.hami_ok:
+            return said
+        if pinned.ok:
+            return "" if all(set(cards) == set(pinned.uuids) for cards in self.hami_devices) else said
+        return "" if any(_hami_says(reason, self.hami_reason) for reason in reasons) else said
+
+
+def _hami_says(reason: str, text: str) -> bool:
+    """True when HAMi's answer carries the plan's reason (or one a plain check cannot name, as HAMi words it)."""
+    if reason == PlanReason.NoRegister:
+        return text == NODE_UNREGISTERED
+    if reason == PlanReason.InvalidScoringWeights:
+        return text.startswith(CALC_SCORE_FAILED)
+    if reason in (FitReason.CardNotNvidia, FitReason.NumaNotFit):
+        return True  # HAMi does not list a foreign card; under numa-bind it may fail a card before the NUMA walk
+    return f" {hami_reason_name(FitReason(reason))}" in f" {text}"
+
+
+BEFORE_HAMI = frozenset(
+    {
+        PlanReason.InvalidGpuRequest,
+        PlanReason.NoGpuRequest,
+        PlanReason.NodeNameSet,
+        PlanReason.CardCountMismatch,
+        PlanReason.ShareTooSmall,
+        FitReason.RequestExceedsPercent,
+    }
+)
+
 
 @dataclass
 class Differential:
@@ -112,13 +162,15 @@ class Differential:
     def run(self, cases: list[Case], prefix: str) -> list[Outcome]:
         """Creates every case's objects, waits until HAMi has the nodes, and asks HAMi and the model."""
         names = [f"{prefix}-{i}" for i in range(len(cases))]
-        pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, strict=True)))
+        plans = [self._plan(name, case) if case.pin else None for name, case in zip(names, cases, strict=True)]
+        pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, plans, strict=True)))
         residents = _parallel(lambda item: self._residents(*item), list(zip(names, cases, strict=True)))
         nodes = _parallel(
             lambda item: self._create_node(node_object(*item, self.config)), list(zip(names, cases, strict=True))
         )
         try:
-            self._wait_registered([n for n, c in zip(names, cases, strict=True) if not c.legacy])
+            # HAMi registers every node in one pass: once the readable ones are in, it has judged the others too
+            self._wait_registered([n for n, c in zip(names, cases, strict=True) if _readable(c)])
             answers = _parallel(
                 lambda item: self._filter(item[1], [item[0]]) if isinstance(item[1], dict) else {"Denied": item[1]},
                 list(zip(names, pods, strict=True)),
@@ -128,8 +180,10 @@ class Differential:
                 for p in self.api.list_namespaced_pod(self.namespace).items
             }
             return [
-                self._outcome(case, node, answer, stored.get(name, {}), resident)
-                for case, node, answer, name, resident in zip(cases, nodes, answers, names, residents, strict=True)
+                replace(self._outcome(case, node, answer, stored.get(name, {}), resident), pinned=pinned)
+                for case, node, answer, name, resident, pinned in zip(
+                    cases, nodes, answers, names, residents, plans, strict=True
+                )
             ]
         finally:
             for name in names:
@@ -139,21 +193,54 @@ class Differential:
                     if error.status != 404:
                         raise
 
-    def _admit(self, name: str, case: Case) -> dict[str, Any] | str:
-        """The pod as HAMi's webhook admits it (dry run), created for nobody's scheduler; or why it was denied."""
+    def _admit(self, name: str, case: Case, pinned: Plan | None) -> dict[str, Any] | str:
+        """The pod as HAMi's webhook admits it (dry run), then pinned by the plan when there is one (and admitted
+        again, as HAMi's webhook is reinvoked after ours), created for nobody's scheduler; or why it was denied."""
         body = case_pod(name, self.namespace, case, self.scheduler, self.config)
         real = copy.deepcopy(body)
         real["spec"]["schedulerName"] = UNSERVED_SCHEDULER
         if not case.webhook:
             return self._create(real)
-        try:
-            admitted = self._serialize(self.api.create_namespaced_pod(self.namespace, body, dry_run="All"))
-        except ApiException as error:
-            return f"HAMi's webhook denied the pod ({error.status}): {json.loads(error.body or '{}').get('message')}"
+        admitted = self._dry_run(body)
+        if isinstance(admitted, str):
+            return admitted
+        if pinned is not None and not {p.reason for p in pinned.problems} & BEFORE_HAMI:
+            _apply_pin(admitted, pinned, self.config)
+            admitted["spec"]["schedulerName"] = self.scheduler
+            real["metadata"]["annotations"] = admitted["metadata"].get("annotations") or {}
+            admitted = self._dry_run(admitted)
+            if isinstance(admitted, str):
+                return admitted
         for key in ("initContainers", "containers"):
             for mine, theirs in zip(real["spec"].get(key) or [], admitted["spec"].get(key) or [], strict=True):
                 mine["resources"] = theirs.get("resources") or {}
         return self._create(real)
+
+    def _dry_run(self, pod: dict[str, Any]) -> dict[str, Any] | str:
+        """The pod as the admission webhooks leave it (not stored), or why it was denied."""
+        try:
+            return self._serialize(self.api.create_namespaced_pod(self.namespace, pod, dry_run="All"))
+        except ApiException as error:
+            return f"HAMi's webhook denied the pod ({error.status}): {json.loads(error.body or '{}').get('message')}"
+
+    def _plan(self, name: str, case: Case) -> Plan:
+        """The pin's plan for the case's pod on its node, from the objects the run creates (as `pin` reads them)."""
+        residents = []
+        for pod, resident in zip(resident_pods(name, self.namespace, name, case), case.residents, strict=True):
+            status = resident.status()
+            residents.append({**pod, "status": status} if status is not None else pod)
+        spec = PlacementSpec(
+            req_id="req-differential",
+            pod_selector=selector_from_dict({"matchLabels": {"app": "differential"}}),
+            node_name=name,
+            gpu_devices=tuple(parse_card_ref(ref) for ref in case.pin),
+        )
+        snapshot = ClusterSnapshot(
+            {name: node_object(name, case, self.config)},
+            tuple(a for a in (_decoded(pod) for pod in residents) if a is not None),
+        )
+        users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
+        return plan(spec, snapshot, workload_from_pod(users_pod, "the case's pod", config=self.config))
 
     def _residents(self, node: str, case: Case) -> list[dict[str, Any]]:
         """The pods HAMi already placed on the node, with the status a kubelet would have given them."""
@@ -221,14 +308,16 @@ class Differential:
         name = node["metadata"]["name"]
         users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
         denied = answer.get("Denied")
-        assert not answer.get("Error"), f"{name}: HAMi's filter failed: {answer['Error']}"
+        error = answer.get("Error") or ""
+        # HAMi's Filter fails outright on score weights it cannot read: "calcScore failed <why> for pod <name>"
+        assert not error or error.startswith(CALC_SCORE_FAILED), f"{name}: HAMi's filter failed: {error}"
         ok = name in (answer.get("NodeNames") or [])
-        reason = denied or (answer.get("FailedNodes") or {}).get(name, "")
+        reason = denied or error.rsplit(" for pod ", 1)[0] or (answer.get("FailedNodes") or {}).get(name, "")
         devices: tuple[tuple[str, ...], ...] = ()
         if ok:
             containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION, ""))
             devices = tuple(tuple(d.uuid for d in c) for c in containers if c)
-        allocations = [a for a in (pod_allocation(r) for r in residents) if a is not None]
+        allocations = [a for a in (_decoded(r) for r in residents) if a is not None]
         try:
             model: PodFit | str = fit_pod_on_node(
                 node, users_pod, allocations, hami_webhook=case.webhook, config=self.config
@@ -244,8 +333,12 @@ class Differential:
         """pin's own check (`check_card`) when the pod names one card by UUID and each container asks one card."""
         wanted = [u.strip() for u in case.annotations.get(USE_UUID, "").split(",") if u.strip()]
         cards = {card.uuid: card for card in case.cards}
-        if case.legacy or len(wanted) != 1 or wanted[0] not in cards:
+        if not _readable(case) or len(wanted) != 1 or wanted[0] not in cards:
             return None
+        try:
+            scoring_weights(case.annotations)
+        except ModelError:
+            return None  # the pin's plan refuses such a pod before any card is checked (InvalidScoringWeights)
         spec = pod["spec"]
         init = len(spec.get("initContainers") or [])
         requests = pod_requests(spec, case.webhook, config=self.config)
@@ -257,6 +350,36 @@ class Differential:
         cordoned = card.uuid in cordoned_cards(node["metadata"].get("annotations"))
         ref = parse_card_ref(card.uuid)
         return check_card(ref, card, placed, usage.get(card.uuid), annotations=case.annotations, cordoned=cordoned)
+
+
+def _apply_pin(pod: dict[str, Any], pinned: Plan, config: HamiConfig) -> None:
+    """What the webhook's patch does to a pinned pod that HAMi reads: the cards by UUID, shares, cores dropped."""
+    pod["metadata"].setdefault("annotations", {})[USE_UUID] = ",".join(pinned.uuids)
+    spec = pod["spec"]
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    for patch in pinned.patches:
+        resources = containers[patch.position].setdefault("resources", {})
+        resources.setdefault("limits", {})[config.resource_memory_percentage_name] = str(patch.percent)
+        if patch.drop_cores:
+            for section in ("limits", "requests"):
+                (resources.get(section) or {}).pop(config.resource_core_name, None)
+
+
+def _readable(case: Case) -> bool:
+    """True when the model reads the case's node as registered (legacy registers, bad extra keys or pair scores not)."""
+    try:
+        node_cards(node_object("readable", case))
+    except ModelError:
+        return False
+    return True
+
+
+def _decoded(pod: dict[str, Any]) -> PodAllocation | None:
+    """The resident's allocation, None when HAMi cannot decode it either (it drops such a pod)."""
+    try:
+        return pod_allocation(pod)
+    except ModelError:
+        return None
 
 
 def _parallel(work: Callable[[T], R], items: list[T]) -> list[R]:
@@ -287,12 +410,15 @@ RENAMED = {
     "resourceCoreName": "example.com/vgpu-cores",
     "resourcePriorityName": "example.com/vgpu-priority",
     "defaultMemory": 2048,
+    # what a gpu-N/P pin's container gets once the pin drops HAMi's webhook cores (issue 24, item 3)
+    "defaultCores": 20,
 }
 
 
 @pytest.fixture
 def renamed_hami(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, HamiConfig]]:
-    """A second HAMi with renamed resources, a default memory and binpack, whose webhook sees only this namespace."""
+    """A second HAMi with renamed resources, default memory and cores and binpack, whose webhook sees only this
+    namespace."""
     if cluster.authority is None:
         pytest.skip("a second HAMi needs a sandbox this test session started")
     settings = HamiSettings(
@@ -322,9 +448,10 @@ def test_a_hami_with_renamed_resources_and_default_memory_agrees_too(
     cluster: Sandbox, namespace: str, renamed_hami: tuple[str, HamiConfig]
 ) -> None:
     url, config = renamed_hami
-    assert (config.resource_count_name, config.default_memory, config.gpu_scheduler_policy) == (
+    assert (config.resource_count_name, config.default_memory, config.default_cores, config.gpu_scheduler_policy) == (
         "example.com/vgpu",
         2048,
+        20,
         "binpack",
     )
     run = Differential(cluster, namespace, url, "hami-renamed", config)

@@ -141,3 +141,46 @@ def test_request_bigger_than_the_card_says_so() -> None:
         "gpu-0 on gpu-a100-0: CardInsufficientMemory: 40960 MiB free, the pod asks 50000 MiB; "
         "the card has 40960 MiB in all; pick a bigger card or ask for less memory"
     )
+
+
+def test_the_refusals_of_round_three_say_what_to_do() -> None:
+    """numa-bind across NUMA nodes, unreadable score weights, a MIG card, no allocatable cards (issue 24)."""
+    cards = [
+        {**REGISTER[0], "numa": 0},
+        {**REGISTER[1], "id": "GPU-m", "numa": 1, "mode": "mig"},
+        {**REGISTER[0], "id": "GPU-n", "index": 2, "numa": 1},
+    ]
+    node = {"metadata": {"name": NODE, "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
+    snapshot = ClusterSnapshot({NODE: node}, ())
+
+    def refused(refs: tuple[str, ...], annotations: dict[str, str], status: dict | None = None) -> str:
+        spec = PlacementSpec(
+            req_id="req-12345",
+            pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+            node_name=NODE,
+            gpu_devices=tuple(parse_card_ref(r) for r in refs),
+        )
+        limits = {"nvidia.com/gpu": str(len(refs))}
+        pod = {
+            "metadata": {"annotations": annotations},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+        }
+        nodes = ClusterSnapshot({NODE: {**node, "status": status}}, ()) if status else snapshot
+        return line(plan(spec, nodes, workload_from_pod(pod, "Deployment web")), source="Deployment web")
+
+    numa = refused(("gpu-0", "gpu-2"), {"nvidia.com/numa-bind": "true"})
+    assert numa.startswith("Deployment web: the pod asks nvidia.com/numa-bind: true but the placement names gpu-0 on")
+    assert numa.endswith(
+        "(AllocatedCardsInsufficientRequest, NumaNotFit); "
+        "name cards of one NUMA node (kubectl hami-place status shows each card's)"
+    )
+    weights = refused(("gpu-0",), {"hami.io/device-scoring-weights": "slot=1"})
+    assert weights.startswith('Deployment web: invalid hami.io/device-scoring-weights annotation "slot=1"')
+    assert weights.endswith("; fix or remove the pod's hami.io/device-scoring-weights")
+    mig = refused(("gpu-1",), {})
+    assert mig.startswith("gpu-1 on gpu-a100-0: CardMigMode: ") and mig.endswith(
+        "; name a card in hami-core or mps mode"
+    )
+    empty = refused(("gpu-0",), {}, {"allocatable": {"nvidia.com/gpu": "0"}})
+    assert empty.startswith("node gpu-a100-0 has no allocatable nvidia.com/gpu")
+    assert empty.endswith("; wait until HAMi's device plugin serves the node again, or pin to another node")

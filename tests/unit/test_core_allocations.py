@@ -36,18 +36,16 @@ def test_fields_after_the_fourth_are_ignored_as_hami_v2_10_does() -> None:
     assert parse_allocation("GPU-a,NVIDIA,1,2,3:;") == ((ContainerDevice("GPU-a", "NVIDIA", 1, 2),),)
 
 
-def test_mig_entry_counts_on_its_physical_card() -> None:
+def test_a_legacy_mig_entry_keeps_its_whole_uuid() -> None:
     ((device,),) = parse_allocation("GPU-a[1-0],NVIDIA,5120,0:;")
-    assert device.card_uuid == "GPU-a"
+    assert device.uuid == "GPU-a[1-0]"
 
 
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
         ("GPU-a,NVIDIA:;", "has 2 fields"),
-        (",NVIDIA,1,2:;", "has no card UUID"),
-        ("GPU-a,,1,2:;", "has no vendor"),
-        ("GPU-a,NVIDIA,-1,0:;", "memory -1 must not be negative"),
+        ("GPU-a,NVIDIA,-2147483649,0:;", "memory -2147483649 is out of range"),
         ("GPU-a,NVIDIA,1,x:;", "cores 'x' is not an integer"),
         ("GPU-a,NVIDIA,2147483648,0:;", "out of range"),
         ("GPU-a,NVIDIA,1,٣:;", "cores '٣' is not an integer"),
@@ -62,6 +60,16 @@ def test_garbage_gives_an_allocation_error_naming_the_container(text: str, fragm
 
 def test_signs_and_leading_zeros_read_as_go_reads_them() -> None:
     assert parse_allocation("GPU-a,NVIDIA,+0010,-0:;") == ((ContainerDevice("GPU-a", "NVIDIA", 10, 0),),)
+
+
+def test_empty_uuid_vendor_and_negative_numbers_decode_and_encode_back() -> None:
+    containers = ((ContainerDevice("", "", -5, -1),),)
+    assert parse_allocation(",,-5,-1:;") == containers
+    assert encode_allocation(containers) == ",,-5,-1:;"
+
+
+def test_a_device_without_a_comma_is_skipped_and_the_rest_counts() -> None:
+    assert parse_allocation("junk:GPU-a,NVIDIA,1,2:;x;") == ((ContainerDevice("GPU-a", "NVIDIA", 1, 2),), ())
 
 
 @given(allocations)

@@ -86,7 +86,7 @@ def replay(snapshot: Snapshot, result: Plan) -> None:
         pod = pods[move.pod]
         held = allocations[move.pod]
         assert held is not None
-        assert set(move.from_cards) == {d.card_uuid for c in held.containers for d in c}
+        assert set(move.from_cards) == {d.uuid for c in held.containers for d in c}
         pinned_fit(snapshot, allocations, pod, move.to_node, move.to_cards)
         devices = tuple(
             tuple(ContainerDevice(uuid, "NVIDIA", memory_for(r, cards[uuid]), r.coresreq) for uuid in move.to_cards)
@@ -540,3 +540,47 @@ def test_namespace_and_per_node_moves_left_bound_the_plan() -> None:
         result = fit_plan(snapshot, pending(40 * GIB), limits)
         assert not result.complete and result.moves == (), limits
     assert len(fit_plan(snapshot, pending(40 * GIB), Limits(namespace_moves_left={"other": 0})).moves) == 2
+
+
+# numa-bind --------------------------------------------------------------------------------------------------
+
+NUMA_BIND = {"nvidia.com/numa-bind": "true"}
+
+
+def numa_node(name: str, numas: tuple[int, ...]) -> PlanNode:
+    """A node whose card i sits on NUMA node numas[i]."""
+    return PlanNode(name=name, cards=tuple(card(f"GPU-{name}-{i}", i, numa=n) for i, n in enumerate(numas)))
+
+
+def test_a_numa_bind_pod_is_given_cards_of_one_numa_node() -> None:
+    """HAMi's Fit (pkg/device/nvidia/device.go) refuses a numa-bind pod cards of two NUMA nodes (NumaNotFit): the
+    free cards 0 and 2 straddle NUMA nodes, so the plan frees a card beside one of them."""
+    snapshot = Snapshot(
+        nodes=(numa_node("a", (0, 0, 1, 1)), gpu_node("spare", cards=1)),
+        pods=(placed("p", "a", ["GPU-a-1"], 30 * GIB), placed("q", "a", ["GPU-a-3"], 30 * GIB)),
+    )
+    plain = fit_plan(snapshot, pending(20 * GIB, nums=2))
+    assert plain.moves == () and plain.target == ("a", ("GPU-a-0", "GPU-a-2"))
+    bound = fit_plan(snapshot, pending(20 * GIB, nums=2, annotations=NUMA_BIND))
+    assert bound.complete and len(bound.moves) == 1
+    assert bound.target is not None
+    assert len({c.numa for c in snapshot.nodes[0].cards if c.uuid in bound.target[1]}) == 1
+    replay(snapshot, bound)
+
+
+def test_a_numa_bind_pod_moves_to_cards_of_one_numa_node() -> None:
+    """The moved two-card pod asks numa-bind: its new cards on b share a NUMA node (device.go Fit, NumaNotFit)."""
+    duo = placed("duo", "a", ["GPU-a-0", "GPU-a-1"], 10 * GIB, annotations=NUMA_BIND)
+    snapshot = Snapshot(nodes=(gpu_node("a"), numa_node("b", (0, 1, 0, 1))), pods=(duo,))
+    result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
+    replay(snapshot, result)
+
+
+def test_a_pod_whose_score_weights_hami_cannot_read_gets_no_plan() -> None:
+    """score.go calcScore fails for such a pod on every node: no move can make room for it."""
+    snapshot = Snapshot(nodes=(gpu_node("a"),), pods=())
+    result = fit_plan(snapshot, pending(GIB, annotations={"hami.io/device-scoring-weights": "slot=1"}))
+    assert not result.complete and result.target is None
+    assert "HAMi's filter fails for the pod on every node" in " ".join(result.reasons)

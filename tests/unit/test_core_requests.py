@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import RequestError
-from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.requests import (
     CardRequest,
     card_request,
@@ -202,6 +203,7 @@ def test_with_percent_is_what_the_webhook_gives_a_gpu_n_p_placement() -> None:
     shared = with_percent(exclusive, 50)
     assert (shared.mem_percentage, shared.coresreq) == (50, 0)
     assert with_percent(exclusive, 100).coresreq == 100
+    assert with_percent(exclusive, 50, config=replace(HAMI_DEFAULTS, default_cores=20)).coresreq == 20
     explicit = card_request(1, coresreq=40)
     assert with_percent(explicit, 30) == CardRequest(1, 0, 30, 40)
     sized = card_request(1, memreq=2048)

@@ -126,9 +126,9 @@ def test_the_vgpu_node_annotation_not_spec_node_name_places_the_pod() -> None:
     assert usage["GPU-a"].used_slots == 0
 
 
-def test_mig_entries_count_on_their_card() -> None:
+def test_a_legacy_mig_entry_counts_on_no_card() -> None:
     usage = usage_of(pod("p", "GPU-a[1-0],NVIDIA,5120,0:;"))
-    assert usage["GPU-a"].used_mem == 5120
+    assert usage["GPU-a"].used_mem == 0
 
 
 def test_pods_without_hami_annotations_are_not_allocations() -> None:

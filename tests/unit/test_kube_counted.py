@@ -98,7 +98,7 @@ PODS = [
     pod("terminating", "n-2", "GPU-0,NVIDIA,2000,5:;", deleting=True),
     pod("ended", "n-2", "GPU-1,NVIDIA,2000,5:;", phase="Succeeded"),
     pod("mig", "n-0", "GPU-0[1g.10gb-0],NVIDIA,10000,0:;", phase="Pending"),
-    pod("undecodable", "n-0", "GPU-0,NVIDIA,-5,0:;"),
+    pod("undecodable", "n-0", "GPU-0,NVIDIA,5:;"),
     pod("unplaced", "", ""),
 ]
 

@@ -11,6 +11,8 @@ the moves before it left them.
 
 from __future__ import annotations
 
+from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.fit import numa_bind, scoring_weights
 from kubectl_hami_place.core.planner.model import (
     CompactGoal,
     FitGoal,
@@ -108,6 +110,23 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
 # fit ----------------------------------------------------------------------------------------------------------
 
 
+_Cost = tuple[int, int, int, CardSlot, list[str]]
+
+
+def _one_numa(costs: list[_Cost], nums: int) -> list[_Cost]:
+    """The cheapest `nums` of the sorted costs on one NUMA node (HAMi refuses a numa-bind pod cards of two)."""
+    groups: dict[int, list[_Cost]] = {}
+    for item in costs:
+        groups.setdefault(item[3].card.numa, []).append(item)
+    options = [group[:nums] for group in groups.values() if len(group) >= nums]
+
+    def cost(group: list[_Cost]) -> tuple[int, int, int]:
+        """Pods evicted, MiB moved, the first card's order."""
+        return len({key for item in group for key in item[4]}), sum(item[1] for item in group), group[0][2]
+
+    return min(options, key=cost, default=[])
+
+
 def _plan_fit(state: State, goal: FitGoal) -> Plan:
     """Make room for the goal's pod on the node that needs the fewest moves."""
     pod = goal.pod
@@ -117,6 +136,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         return _no_plan(state, goal, ("the pod asks for no NVIDIA card",))
     if len({request.nums for _, request in gpu}) > 1:
         return _no_plan(state, goal, ("the pod's GPU containers ask different card counts; the planner pins one set",))
+    try:
+        scoring_weights(pod.fit_annotations)
+    except RequestError as error:
+        return _no_plan(state, goal, (f"{error}: HAMi's filter fails for the pod on every node",))
     nums = gpu[0][1].nums
     options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
     reasons: dict[str, str] = {}
@@ -141,7 +164,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if blocks:
             reasons[node] = "; ".join(blocks)
         costs.sort(key=lambda item: item[:3])
-        chosen = costs[:nums]
+        chosen = _one_numa(costs, nums) if numa_bind(pod.fit_annotations) else costs[:nums]
+        if len(chosen) < nums:
+            reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
+            continue
         evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
         moved = sum(item[1] for item in chosen)
         options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted))

@@ -15,7 +15,7 @@ from heapq import merge
 from itertools import islice
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitResult, fit
+from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitReason, FitResult, fit, numa_bind
 from kubectl_hami_place.core.planner.model import (
     DO_NOT_MOVE,
     NOT_RECREATING,
@@ -49,6 +49,10 @@ def sequence_fit(
     App containers add their share before the next is fitted; init containers run alone, so each meets the card
     as the pod found it.
     """
+    if card.is_mig:
+        return FitResult(
+            ok=False, reason=FitReason.CardMigMode, message=f"{card.label()} is in MIG mode (not modelled)"
+        )
     running = usage
     result = FitResult(ok=True, reason=None, message=f"{card.label()} fits")
     for position, request in gpu:
@@ -114,7 +118,7 @@ class CardSlot:
         self.node = node
         self.card = card
         self.cordoned = cordoned
-        self.open = node_open and card.is_nvidia and card.health and not cordoned
+        self.open = node_open and card.is_nvidia and card.health and not cordoned and not card.is_mig
         self.slots = self.mem = self.cores = 0
         self.pods: dict[str, Share] = {}
 
@@ -452,7 +456,8 @@ class State:
     ) -> tuple[str, list[CardSlot]] | None:
         """The node and cards the pod would move to, best fit first.
 
-        A multi-card pod goes to the first node that has enough fitting cards, walking cards from the least free.
+        A multi-card pod goes to the first node that has enough fitting cards, walking cards from the least free; under
+        `nvidia.com/numa-bind` enough on one NUMA node of it (HAMi refuses cards of two).
         """
         gpu = pod.gpu_requests
         nums = gpu[0][1].nums
@@ -470,10 +475,11 @@ class State:
         if nums == 1:
             slot = next((slot for slot in self._by_free(allowed, floor[1], avoid_empty) if usable(slot)), None)
             return None if slot is None else (slot.node, [slot])
-        fitting: dict[str, list[CardSlot]] = {}
+        bind = numa_bind(pod.fit_annotations)
+        fitting: dict[tuple[str, int], list[CardSlot]] = {}
         for slot in self._by_free(allowed, floor[1], avoid_empty):
             if usable(slot):
-                cards = fitting.setdefault(slot.node, [])
+                cards = fitting.setdefault((slot.node, slot.card.numa if bind else 0), [])
                 cards.append(slot)
                 if len(cards) == nums:
                     return slot.node, sorted(cards, key=lambda s: s.ordinal)

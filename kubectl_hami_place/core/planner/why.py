@@ -13,6 +13,10 @@ from kubectl_hami_place.core.planner.state import State
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NOT_SELECTED = "NodeNotSelected"
 NO_FIT = "NodeFitFailed"
+NODE_CLOSED = (
+    "the node takes no new pods: not Ready, cordoned, its register unreadable, or no allocatable nvidia.com/gpu "
+    "(HAMi's health check then drops and re-adds the node and the kubelet refuses GPU pods there)"
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
             for verdict in (state.verdict(pod, slot),)
         )
         if not state.node_open[node]:
-            verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, "the node takes no new pods", cards)
+            verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, NODE_CLOSED, cards)
         elif pod.nodes is not None and node not in pod.nodes:
             verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         else:
@@ -85,10 +89,13 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
                 config=config,
             )
             if hami.ok:
-                placed = ", ".join(
-                    f"gpu-{state.by_uuid[uuid].card.index}" for uuid in dict.fromkeys(_flat(hami.devices))
+                chosen = [state.by_uuid[uuid].card for uuid in dict.fromkeys(_flat(hami.devices))]
+                placed = ", ".join(card.name for card in chosen)
+                mig = ", ".join(card.name for card in chosen if card.is_mig)
+                caveat = (
+                    f" ({mig} in MIG mode, which hami-place does not model: HAMi may decide otherwise)" if mig else ""
                 )
-                verdict = NodeWhy(node, True, None, f"HAMi places it on {placed}", cards)
+                verdict = NodeWhy(node, True, None, f"HAMi places it on {placed}{caveat}", cards)
             else:
                 verdict = NodeWhy(node, False, NO_FIT, f"HAMi: {hami.reason}", cards)
         result.append(verdict)

@@ -1,5 +1,5 @@
 """The webhook's reconcile pass: asking every placement (what each 2-second pass did before) beside asking only
-those QuietPlacements points at (what a pass does now between full passes), under the sandbox's event rates.
+the keys its work queue hands out (what a pass does now between full passes), under the sandbox's event rates.
 
 In-process, no sandbox: a ClusterCache holding --nodes nodes of 8 cards (bench/generate.py's) and --placements open
 placements shaped as bench/admission.py creates them (all on the first 16 nodes, as there: kwok keeps only those
@@ -154,7 +154,7 @@ def main() -> None:
     loop.reconcile_once()
     figures = {}
     # A full pass is due whenever the monotonic clock moved FULL_PASS_SECONDS; standing still, none is.
-    for label, step in (("every placement (before)", reconcile.FULL_PASS_SECONDS), ("QuietPlacements (now)", 0.0)):
+    for label, step in (("every placement (before)", reconcile.FULL_PASS_SECONDS), ("work queue (now)", 0.0)):
         samples = []
         for _ in range(args.passes):
             churn.arrive(args.heartbeats, args.node_changes, args.placement_events)

@@ -6,7 +6,7 @@ import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -33,6 +33,8 @@ from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
 _Part = TypeVar("_Part")
+_Key = TypeVar("_Key")
+_Item = TypeVar("_Item")
 # A pod's entry in the allocation index: the stored pod, what it adds to the cluster-info view, when it entered.
 _Entry = tuple[dict[str, Any], PodAllocation | str, int]
 
@@ -48,6 +50,7 @@ class ClusterCache:
         # from the placement events (see _PlacementIndex).
         self._placements = _PlacementIndex()
         self._parsed_lock = threading.Lock()
+        self._index_listeners: list[Callable[[Placement | None, Placement | None], None]] = []
         self.placements.add_listener(self._index_placement)
         # (namespace, claim token) -> the pods carrying it, by store key: kept from the pod watch's events, so that
         # the reconciler's every pass does not read all of HAMi's pods to find the few that carry a claim.
@@ -131,12 +134,30 @@ class ClusterCache:
         with self._parsed_lock:
             return self._placements.closed(namespace, req_id)
 
+    def placement_keys_on(self, node_name: str) -> list[tuple[str, str]]:
+        """(namespace, name) of every parsed placement on the node: what a change of the node may concern."""
+        with self._parsed_lock:
+            return self._placements.on_node(node_name)
+
+    def placement_keys_sharing(self, namespace: str, req_id: str) -> list[tuple[str, str]]:
+        """(namespace, name) of every parsed placement of the namespace with this reqID, open or not."""
+        with self._parsed_lock:
+            return self._placements.sharing(namespace, req_id)
+
+    def add_index_listener(self, listener: Callable[[Placement | None, Placement | None], None]) -> None:
+        """Call listener(old, new) after a placement event replaced the parsed version indexed under its key (None:
+        none, or broken), so that a listener still sees what the old version was."""
+        self._index_listeners.append(listener)
+
     def _index_placement(self, _kind: str, obj: dict[str, Any]) -> None:
         """Follow one placement event: whatever the event, the index takes what the store holds now, so that two
         writers notifying out of order still leave the newest version indexed."""
         namespace, name = object_key(obj)
         with self._parsed_lock:
-            self._placements.update(namespace, name, self.placements.get(namespace, name))
+            replaced = self._placements.update(namespace, name, self.placements.get(namespace, name))
+        if replaced is not None:
+            for listener in self._index_listeners:
+                listener(*replaced)
 
     def pods_by_claim(self, claims: Iterable[tuple[str, str]] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
         """(namespace, claim token) -> the stored pod carrying that token (the last stored, when copies carry it
@@ -414,6 +435,9 @@ class _PlacementIndex:
         self._by_namespace: dict[str, dict[str, Placement]] = {}
         self._open_by_label: dict[str, dict[tuple[str, str] | None, dict[str, Placement]]] = {}
         self._closed_by_req_id: dict[str, dict[str, dict[str, Placement]]] = {}
+        # Keys only, open or not: what a node's change or a reqID's consumer may concern (see the reconciler).
+        self._on_node: dict[str, set[tuple[str, str]]] = {}
+        self._sharing: dict[tuple[str, str], set[str]] = {}
 
     def parsed(self, namespace: str | None) -> list[Placement]:
         if namespace is None:
@@ -426,6 +450,12 @@ class _PlacementIndex:
     def closed(self, namespace: str, req_id: str) -> list[Placement]:
         return list(self._closed_by_req_id.get(namespace, {}).get(req_id, {}).values())
 
+    def on_node(self, node_name: str) -> list[tuple[str, str]]:
+        return list(self._on_node.get(node_name, ()))
+
+    def sharing(self, namespace: str, req_id: str) -> list[tuple[str, str]]:
+        return [(namespace, name) for name in self._sharing.get((namespace, req_id), ())]
+
     def for_labels(self, namespace: str, labels: Mapping[str, str]) -> list[Placement]:
         by_label = self._open_by_label.get(namespace, {})
         found = list(by_label.get(None, {}).values())
@@ -436,12 +466,15 @@ class _PlacementIndex:
             found.extend(closed.get(req_id, {}).values())
         return found
 
-    def update(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
-        """Index the stored placement (project_placement's form) in place of the one known under its key."""
+    def update(
+        self, namespace: str, name: str, obj: dict[str, Any] | None
+    ) -> tuple[Placement | None, Placement | None] | None:
+        """Index the stored placement (project_placement's form) in place of the one known under its key; the parsed
+        versions replaced (old, new), None when the stored one was already indexed."""
         key = (namespace, name)
         known = self._stored.get(key)
-        if known is not None and known is obj:
-            return
+        if known is obj:
+            return None
         if known is not None:
             del self._stored[key]
             if known[PARSED] is not None:
@@ -450,6 +483,7 @@ class _PlacementIndex:
             self._stored[key] = obj
             if obj[PARSED] is not None:
                 self._add(obj[PARSED])
+        return (known[PARSED] if known is not None else None, obj[PARSED] if obj is not None else None)
 
     def _slot(self, placement: Placement) -> dict[str, Placement]:
         """The innermost dict the placement is indexed in (created when missing)."""
@@ -463,6 +497,8 @@ class _PlacementIndex:
     def _add(self, placement: Placement) -> None:
         self._by_namespace.setdefault(placement.namespace, {})[placement.name] = placement
         self._slot(placement)[placement.name] = placement
+        self._on_node.setdefault(placement.spec.node_name, set()).add((placement.namespace, placement.name))
+        self._sharing.setdefault((placement.namespace, placement.spec.req_id), set()).add(placement.name)
 
     def _forget(self, placement: Placement) -> None:
         names = self._by_namespace[placement.namespace]
@@ -473,6 +509,8 @@ class _PlacementIndex:
         del slot[placement.name]
         if not slot:
             self._prune(placement)
+        _discard(self._on_node, placement.spec.node_name, (placement.namespace, placement.name))
+        _discard(self._sharing, (placement.namespace, placement.spec.req_id), placement.name)
 
     def _prune(self, placement: Placement) -> None:
         """Drop the empty dicts a placement leaves behind."""
@@ -482,6 +520,15 @@ class _PlacementIndex:
                 del inner[key]
             if placement.namespace in index and not inner:
                 del index[placement.namespace]
+
+
+def _discard(index: dict[_Key, set[_Item]], at: _Key, item: _Item) -> None:
+    """Take the item out of index[at], and index[at] out of the index once empty."""
+    items = index.get(at)
+    if items is not None:
+        items.discard(item)
+        if not items:
+            del index[at]
 
 
 def _parse(obj: dict[str, Any]) -> Placement | None:

@@ -8,13 +8,12 @@ replicas decide the same step only one write lands; an eviction is attempted onl
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.k8s_names import is_object_name
@@ -38,13 +37,14 @@ from kubectl_hami_place.kube.evictions import PodReplaced
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS, object_key
 from webhook.cache import ClusterCache, same_node
 from webhook.metrics import Metrics
+from webhook.workqueue import WorkQueue
 from webhook.writes import KubeWrites, Writes
 
 log = logging.getLogger(__name__)
 
 PERIOD_SECONDS = 2.0
-# How often a pass asks every placement, not only those an event, a deadline or a claim in flight points at: what
-# no event told (none is known) is then at most this late, as an informer's resync bounds it.
+# How often a pass asks every placement, not only those the queue hands out (an event, a deadline, a claim in
+# flight): what no event told (none is known) is then at most this late, as an informer's resync bounds it.
 FULL_PASS_SECONDS = 300.0
 # After each pass the loop rests this many times the pass's own duration, so passes take at most a fifth of the time.
 REST_PER_PASS = 4
@@ -100,113 +100,18 @@ class KnownProblems:
 
 
 Key = tuple[str, str]
-T = TypeVar("T")
-
-
-class QuietPlacements:
-    """The placements a pass found no step for, and what would give them one: an event of their own, an event of
-    their node, a change to the placements sharing their reqID (which one consumed it), or their deadline (the
-    TTL). A pass asks those and the placements in motion (claims not yet tied to a pod, evictions), not every
-    placement: over 10,000 open placements asking all took 33-60 ms every 2 s, in the tail of the admissions beside
-    it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._changed: set[Key] = set()
-        self._changed_nodes: set[str] = set()
-        self._quiet: dict[Key, tuple[Placement, datetime]] = {}
-        self._moving: dict[Key, Placement] = {}
-        self._on_node: dict[str, set[Key]] = {}
-        self._sharing: dict[Key, set[Key]] = {}
-        self._deadlines: list[tuple[datetime, Key]] = []
-
-    def placement_changed(self, key: Key) -> None:
-        """A placement event (any thread)."""
-        with self._lock:
-            self._changed.add(key)
-
-    def node_changed(self, name: str) -> None:
-        """A node event (any thread)."""
-        with self._lock:
-            self._changed_nodes.add(name)
-
-    def forget_all(self) -> None:
-        """Start over: a full pass is about to record every placement."""
-        with self._lock:
-            self._changed, self._changed_nodes = set(), set()
-        self._quiet, self._moving, self._on_node, self._sharing, self._deadlines = {}, {}, {}, {}, []
-
-    def to_ask(self, now: datetime, lookup: Callable[[str, str], Placement | None]) -> list[Placement]:
-        """The placements this pass must ask (`lookup` reads one from the cache); those gone are forgotten."""
-        with self._lock:
-            changed, self._changed = self._changed, set()
-            nodes, self._changed_nodes = self._changed_nodes, set()
-        keys = set(self._moving) | changed
-        for name in nodes:
-            keys |= self._on_node.get(name, set())
-        while self._deadlines and self._deadlines[0][0] < now:
-            until, key = heapq.heappop(self._deadlines)
-            entry = self._quiet.get(key)
-            if entry is not None and entry[1] == until:
-                keys.add(key)
-        req_ids = {_req_id_key(old) for key in changed if (old := self._known(key)) is not None}
-        found = {key: lookup(*key) for key in keys}
-        req_ids |= {_req_id_key(placement) for key in changed if (placement := found[key]) is not None}
-        for req_id in req_ids:
-            for key in self._sharing.get(req_id, set()) - keys:
-                found[key] = lookup(*key)
-        for key, placement in found.items():
-            if placement is None:
-                self._drop(key)
-        return [placement for placement in found.values() if placement is not None]
-
-    def record(self, placement: Placement, until: datetime | None) -> None:
-        """What a pass found: quiet until `until`, or in motion (None: ask it every pass). A deadline already
-        waiting in the heap is not pushed again: a placement asked between full passes (its node changed, a
-        placement sharing its reqID did) mostly keeps its TTL, and each ask would add an entry until the next
-        full pass empties the heap."""
-        key = (placement.namespace, placement.name)
-        waiting = self._quiet.get(key, (None, None))[1]
-        self._drop(key)
-        self._sharing.setdefault(_req_id_key(placement), set()).add(key)
-        if until is None:
-            self._moving[key] = placement
-            return
-        self._quiet[key] = (placement, until)
-        self._on_node.setdefault(placement.spec.node_name, set()).add(key)
-        if until not in (FOREVER, waiting):
-            heapq.heappush(self._deadlines, (until, key))
-
-    def _known(self, key: Key) -> Placement | None:
-        entry = self._quiet.get(key)
-        return entry[0] if entry is not None else self._moving.get(key)
-
-    def _drop(self, key: Key) -> None:
-        old = self._known(key)
-        if old is None:
-            return
-        self._quiet.pop(key, None)
-        self._moving.pop(key, None)
-        _unindex(self._on_node, old.spec.node_name, key)
-        _unindex(self._sharing, _req_id_key(old), key)
-
-
-def _req_id_key(placement: Placement) -> Key:
-    return (placement.namespace, placement.spec.req_id)
-
-
-def _unindex(index: dict[T, set[Key]], at: T, key: Key) -> None:
-    """Take the key out of index[at], and index[at] out of the index once empty."""
-    keys = index.get(at)
-    if keys is not None:
-        keys.discard(key)
-        if not keys:
-            del index[at]
 
 
 class Reconciler:
-    """Runs `follow_up` over the cached placements that may have a step whenever a placement or pod changes, and at
-    least every 2 seconds; over all of them every FULL_PASS_SECONDS."""
+    """Runs `follow_up` over the placements its work queue hands out whenever a placement or pod changes, and at
+    least every 2 seconds; over all of them every FULL_PASS_SECONDS.
+
+    The queue holds the keys of the placements that may have a step: those with an event of their own, on a node
+    that changed in what they read, or sharing a reqID with a placement that changed (which one consumed it); those
+    whose deadline came (the TTL, `quiet_until`); and, every pass, those in motion (claims not yet tied to a pod,
+    evictions) or just given a step. Over 10,000 open placements, asking all took 33-60 ms every 2 s, in the tail of
+    the admissions beside it.
+    """
 
     def __init__(
         self,
@@ -232,9 +137,11 @@ class Reconciler:
         self.claim_grace = claim_grace
         self.finished_ttl = finished_ttl
         self._last_sweep: float | None = None
-        self._claims_seen: dict[tuple[str, str], float] = {}
+        # Placement key -> (its claim token, when this replica first saw that claim untied to a stored pod).
+        self._claims_seen: dict[Key, tuple[str, float]] = {}
         self._problems = KnownProblems()
-        self._quiet = QuietPlacements()
+        # Deadlines are quiet_until's, so on the clock follow_up reads; a failed pass backs its keys off from 5 ms.
+        self.queue: WorkQueue[Key] = WorkQueue(lambda: self.clock().timestamp())
         self._last_full: float | None = None
         # Placement and pod events wake a pass at once; node events do not: on a cluster of thousands of nodes they
         # come several a second (heartbeats, HAMi's handshakes), so every pass would follow the last (at 10,000
@@ -243,18 +150,27 @@ class Reconciler:
         self.wake = threading.Event()
         for reflector in (cache.pods, cache.placements):
             reflector.add_listener(lambda _kind, _obj: self.wake.set())
-        cache.placements.add_listener(lambda _kind, obj: self._quiet.placement_changed(object_key(obj)))
+        cache.add_index_listener(self._placement_replaced)
         self._nodes_seen: dict[str, dict[str, Any]] = {}
         cache.nodes.add_listener(self._node_event)
 
+    def _placement_replaced(self, old: Placement | None, new: Placement | None) -> None:
+        """Queue a placement that changed (a new version, gone, broken) and those sharing the reqID of either version:
+        which one consumed it may have changed."""
+        for namespace, name, req_id in {(p.namespace, p.name, p.spec.req_id) for p in (old, new) if p is not None}:
+            self.queue.add((namespace, name))
+            for key in self.cache.placement_keys_sharing(namespace, req_id):
+                self.queue.add(key)
+
     def _node_event(self, kind: str, node: dict[str, Any]) -> None:
-        """Tell QuietPlacements of a node that changed in what a placement reads (not of a heartbeat)."""
+        """Queue the placements on a node that changed in what a placement reads (not on a heartbeat)."""
         name = object_key(node)[1]
         seen = self._nodes_seen.pop(name, None) if kind == "DELETED" else self._nodes_seen.get(name)
         if kind != "DELETED":
             self._nodes_seen[name] = node
         if kind == "DELETED" or not same_node(seen, node):
-            self._quiet.node_changed(name)
+            for key in self.cache.placement_keys_on(name):
+                self.queue.add(key)
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set."""
@@ -271,35 +187,64 @@ class Reconciler:
             stop.wait((time.monotonic() - started) * REST_PER_PASS)
 
     def pass_once(self) -> None:
-        """One pass that never raises: a failure is logged, and as what the failed pass took from QuietPlacements
-        was not all asked, the next pass asks every placement."""
+        """One pass that never raises: a failure is logged (the keys it did not finish are queued again, backed
+        off)."""
         try:
             self.reconcile_once()
         except Exception:
             log.exception("reconcile pass failed")
-            self._last_full = None
 
     def reconcile_once(self) -> None:
-        """One pass: over every placement at first and every FULL_PASS_SECONDS, else over those QuietPlacements
-        says may have a step."""
+        """One pass: every placement queued at first and every FULL_PASS_SECONDS (a resync), then every key the
+        queue has ready asked in one batch; the keys of a pass that fails are queued again, backed off."""
         now = self.monotonic()
         full = self._last_full is None or now - self._last_full >= FULL_PASS_SECONDS
+        everything = None
         if full:
             self._last_full = now
-            self._quiet.forget_all()
-            placements = self.cache.parsed_placements()
-            consumed = consumed_req_ids(placements)
+            everything = self.cache.parsed_placements()
+            for placement in everything:
+                self.queue.add((placement.namespace, placement.name))
+        keys = self.queue.drain()
+        unfinished = set(keys)
+        try:
+            self._ask(keys, everything, unfinished)
+        except Exception:
+            for key in unfinished:
+                self.queue.done(key)
+                self.queue.add_rate_limited(key)
+            raise
+        if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
+            self._last_sweep = now
+            every = everything if everything is not None else self.cache.parsed_placements()
+            self._sweep_guards(every)
+            self._delete_finished(every)
+
+    def _ask(self, keys: list[Key], everything: list[Placement] | None, unfinished: set[Key]) -> None:
+        """Ask follow_up of the placements of a batch (those gone are dropped), working out once what they share;
+        `everything` is the resync's list of every placement. Each key finished leaves `unfinished`."""
+        if everything is not None:
+            cached = {(p.namespace, p.name): p for p in everything}
+            found = {key: cached.get(key) or self.cache.parsed_placement(*key) for key in keys}
         else:
-            placements = self._quiet.to_ask(self.clock(), self.cache.parsed_placement)
+            found = {key: self.cache.parsed_placement(*key) for key in keys}
+        placements = [placement for placement in found.values() if placement is not None]
+        if everything is not None:
+            consumed = consumed_req_ids(everything)
+        else:
             sharing = {(p.namespace, p.spec.req_id) for p in placements if p.open}
             consumed = consumed_req_ids([c for key in sharing for c in self.cache.closed_sharing(*key)])
         nodes = self.cache.nodes_by_name()
         pods = self.cache.pods_by_claim(
             {(p.namespace, p.status.claim_token) for p in placements if p.status.claim_token}
         )
-        claim_ages = self._claim_ages(placements)
-        problems = self._problems.pass_over(nodes, complete=full)
-        for placement in placements:
+        claim_ages = self._claim_ages(found, complete=everything is not None)
+        problems = self._problems.pass_over(nodes, complete=everything is not None)
+        for key, placement in found.items():
+            if placement is None:
+                self._settle(key, FOREVER)
+                unfinished.discard(key)
+                continue
             step = follow_up(
                 placement,
                 pods,
@@ -310,25 +255,34 @@ class Reconciler:
                 problems=problems,
                 claim_ages=claim_ages,
             )
-            self._quiet.record(placement, quiet_until(placement, self.ttl_seconds) if step is None else None)
             if step is not None:
                 self._apply(step)
-        if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
-            self._last_sweep = now
-            every = placements if full else self.cache.parsed_placements()
-            self._sweep_guards(every)
-            self._delete_finished(every)
+            self._settle(key, quiet_until(placement, self.ttl_seconds) if step is None else None)
+            unfinished.discard(key)
 
-    def _claim_ages(self, placements: list[Placement]) -> dict[tuple[str, str], float]:
-        """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod."""
+    def _settle(self, key: Key, until: datetime | None) -> None:
+        """Done with the key: asked again next pass when in motion (None), at its deadline, or on an event only
+        (FOREVER)."""
+        self.queue.forget(key)
+        self.queue.done(key)
+        if until is None:
+            self.queue.add(key)
+        elif until != FOREVER:
+            self.queue.add_after(key, (until - self.clock()).total_seconds())
+
+    def _claim_ages(self, found: Mapping[Key, Placement | None], *, complete: bool) -> dict[tuple[str, str], float]:
+        """(namespace, token) -> seconds since this replica first saw each claim not yet tied to a stored pod, kept
+        for the placements a batch does not hold; a complete batch forgets those of placements gone."""
         now = self.monotonic()
-        current = {
-            (p.namespace, p.status.claim_token)
-            for p in placements
-            if p.status.claim_token and not p.status.consumed_by_uid
-        }
-        self._claims_seen = {key: self._claims_seen.get(key, now) for key in current}
-        return {key: now - seen for key, seen in self._claims_seen.items()}
+        if complete:
+            self._claims_seen = {key: seen for key, seen in self._claims_seen.items() if key in found}
+        for key, placement in found.items():
+            token = placement.status.claim_token if placement is not None else None
+            if placement is None or not token or placement.status.consumed_by_uid:
+                self._claims_seen.pop(key, None)
+            elif self._claims_seen.get(key, ("", 0.0))[0] != token:
+                self._claims_seen[key] = (token, now)
+        return {(key[0], token): now - seen for key, (token, seen) in self._claims_seen.items()}
 
     def _may_release(self, namespace: str, token: str) -> bool:
         """Only with a fresh cache, and only when the API server knows no pod carrying the claim (any scheduler)."""

@@ -113,6 +113,30 @@ def test_placements_for_a_pod_are_those_that_may_select_it_and_the_claimed_ones_
     assert cache.placements_for("elsewhere", {"app": "x"}) == []
 
 
+def test_the_keys_by_node_and_by_req_id_follow_every_version_and_the_index_tells_what_it_replaced(
+    cache: ClusterCache,
+) -> None:
+    replaced: list[tuple[str | None, str | None]] = []
+    cache.add_index_listener(lambda old, new: replaced.append((old and old.spec.node_name, new and new.spec.node_name)))
+    cache.placements.upsert(selecting("open", "1", {"matchLabels": {"app": "x"}}, "req-one"))
+    cache.placements.upsert(selecting("consumed", "2", {"matchLabels": {"app": "x"}}, "req-one", claim="t1"))
+    cache.placements.upsert(placement("b", "3", "other"))
+    assert sorted(cache.placement_keys_on("gpu-0")) == [("other", "b"), ("team", "consumed"), ("team", "open")]
+    assert sorted(cache.placement_keys_sharing("team", "req-one")) == [("team", "consumed"), ("team", "open")]
+    assert cache.placement_keys_sharing("other", "req-one") == []
+    moved = selecting("open", "4", {"matchLabels": {"app": "x"}}, "req-one")
+    moved["spec"]["nodeName"] = "gpu-1"
+    cache.placements.upsert(moved)
+    assert cache.placement_keys_on("gpu-1") == [("team", "open")]
+    assert sorted(cache.placement_keys_on("gpu-0")) == [("other", "b"), ("team", "consumed")]
+    cache.placements.remove("team", "consumed")
+    cache.placements.remove("other", "b")
+    assert cache.placement_keys_on("gpu-0") == []
+    assert cache.placement_keys_sharing("team", "req-one") == [("team", "open")]
+    assert replaced[-3:] == [("gpu-0", "gpu-1"), ("gpu-0", None), ("gpu-0", None)]
+    assert cache._placements._on_node.keys() == {"gpu-1"}, "an emptied node's set stayed in the index"
+
+
 def claimed_pod(name: str, version: str, token: str | None, namespace: str = "team") -> dict[str, Any]:
     notes = {"scheduling.hami.placement.com/claim": token} if token else {}
     return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "annotations": notes}}

@@ -523,6 +523,27 @@ def test_no_release_when_the_api_server_knows_a_pod_carrying_the_claim_or_the_ca
     assert writes.writes[-1]["phase"] == "Pending"
 
 
+def test_a_claims_grace_runs_on_through_passes_that_do_not_ask_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass that failed backs its keys off: the passes meanwhile do not hold the claim, and its age goes on."""
+    writes = MemoryWrites(stale_claim())
+    now, ticks = [NOW], [0.0]
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: now[0], writes=writes, monotonic=lambda: ticks[0])
+    loop.reconcile_once()
+    ask = reconcile_module.follow_up
+
+    def failing(placement: Placement, *args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(reconcile_module, "follow_up", ask)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(reconcile_module, "follow_up", failing)
+    loop.pass_once()
+    loop.pass_once()
+    ticks[0] += CLAIM_GRACE_SECONDS + 1
+    now[0] += timedelta(seconds=1)
+    loop.pass_once()
+    assert writes.writes[-1]["phase"] == "Pending", "the grace started over at a pass that did not ask the claim"
+
+
 class HeldSender:
     """Sends Events into a list, each only once `release` is set: an API server that is slow to answer."""
 
@@ -698,24 +719,49 @@ def test_every_placement_is_asked_again_once_a_full_pass_is_due(monkeypatch: pyt
     assert sorted(asked) == ["open-0", "open-1", "open-2"]
 
 
-def test_a_deadline_asked_again_unchanged_waits_once_in_the_heap() -> None:
-    quiet = reconcile_module.QuietPlacements()
-    open_one = placement_from_object(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
-    for _ in range(50):
-        quiet.record(open_one, NOW + timedelta(hours=1))
-    assert len(quiet._deadlines) == 1, "each ask of a placement with an unchanged TTL added a heap entry"
-    quiet.record(open_one, NOW + timedelta(hours=2))
-    assert len(quiet._deadlines) == 2
-    assert quiet.to_ask(NOW + timedelta(hours=1, seconds=1), lambda ns, name: open_one) == [], (
-        "a deadline replaced by a later one still asked the placement"
-    )
-    assert quiet.to_ask(NOW + timedelta(hours=2, seconds=1), lambda ns, name: open_one) == [open_one]
-
-
-def test_after_a_failed_pass_the_next_asks_every_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_placement_asked_again_and_again_keeps_one_deadline_and_is_asked_at_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     asked = asking(monkeypatch)
+    now = [NOW]
+    writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
+    loop = reconciler(writes, lambda: now[0])
+    for _ in range(50):
+        writes.touch("open")
+        loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, "open")]))
+        loop.reconcile_once()
+    assert loop.queue.waiting() == 1 and len(loop.queue._deadlines) == 1, "each ask added a deadline to wait for"
+    asked.clear()
+    now[0] = NOW + timedelta(minutes=58, seconds=59)
+    loop.reconcile_once()
+    assert asked == [] and not writes.writes
+    now[0] = NOW + timedelta(minutes=59, seconds=1)
+    loop.reconcile_once()
+    assert asked == ["open"] and [w["phase"] for w in writes.writes] == ["Expired"]
+
+
+def test_the_placements_sharing_a_req_id_are_asked_when_one_of_them_is_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = asking(monkeypatch)
+    waiting = placement("waiting", "gpu-0", created="2026-11-29T11:59:00Z")
+    rival = placement("rival", "gpu-1", created="2026-11-29T11:58:00Z")
+    waiting["spec"]["reqID"] = rival["spec"]["reqID"] = "req-shared"
+    loop = reconciler(MemoryWrites(waiting, rival), pods=())
+    loop.reconcile_once()
+    asked.clear()
+    loop.cache.placements.remove(NS, "rival")
+    loop.reconcile_once()
+    assert asked == ["waiting"], "a placement sharing the reqID of one deleted was not asked again"
+
+
+def test_after_a_failed_pass_its_placements_are_asked_again_once_their_backoff_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = asking(monkeypatch)
+    now = [NOW]
     writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(2)))
-    loop = reconciler(writes)
+    loop = reconciler(writes, lambda: now[0])
     loop.pass_once()
     for name in ("open-0", "open-1"):
         writes.touch(name)
@@ -730,4 +776,8 @@ def test_after_a_failed_pass_the_next_asks_every_placement(monkeypatch: pytest.M
     loop.pass_once()
     asked.clear()
     loop.pass_once()
-    assert sorted(asked) == ["open-0", "open-1"], "a placement the failed pass did not ask was not asked again"
+    assert asked == [], "a placement of the failed pass was asked again before its backoff"
+    now[0] += timedelta(seconds=1)
+    loop.pass_once()
+    assert sorted(asked) == ["open-0", "open-1"], "a placement the failed pass did not finish was not asked again"
+    assert loop.queue.retries(("team-a", "open-0")) == 0, "a placement asked again keeps its backoff"

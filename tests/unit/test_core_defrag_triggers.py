@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
@@ -194,3 +196,30 @@ def test_room_goal_asks_for_the_missing_whole_cards_then_for_less_stranded_memor
     assert room_goal(room, keep(share=0.5)) is None
     assert room_goal(room, keep(share=0.2)) == FreeCardsGoal(count=1)
     assert room_goal(room, DefragPolicy()) is None
+
+
+OTHER_PARTS = (
+    "{n} node(s) had untolerated taint {{gpu: x}}",
+    "{n} Insufficient cpu",
+    "{n} Insufficient memory",
+    "{n} node(s) didn't match Pod's node affinity/selector",
+    "{n} {n}/4 CardTypeMismatch",
+    "{n} {n}/2 CardUuidMismatch, {n}/2 CardNotHealth",
+    "{n} NodeInsufficientDevice",
+)
+ROOM_PARTS = ("{n} {n}/2 CardInsufficientMemory", "{n} 1/{n} NumaNotFit", "{n} {n}/8 CardInsufficientCore")
+
+
+@given(
+    others=st.lists(st.sampled_from(OTHER_PARTS), max_size=4),
+    rooms=st.lists(st.sampled_from(ROOM_PARTS), max_size=2),
+    count=st.integers(1, 9),
+    locked=st.booleans(),
+)
+def test_a_message_starts_a_rescue_exactly_when_a_curable_reason_is_in_it(
+    others: list[str], rooms: list[str], count: int, locked: bool
+) -> None:
+    parts = [part.format(n=count) for part in others + rooms]
+    message = f"0/{count} nodes are available: {', '.join(parts)}." + (" node gpu-0 is locked" if locked else "")
+    reason = rescue_reason(message)
+    assert (reason is not None) == (bool(rooms) and not locked), message

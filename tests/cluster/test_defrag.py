@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubectl_hami_place.core.names import DEFRAG_LEASE, DEFRAG_RUN_LABEL
+from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_NODE_ANNOTATION,
+    DEFRAG_LEASE,
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+)
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import placements
@@ -258,17 +264,23 @@ def test_two_replicas_one_leader_each_move_once(
     try:
         pending_big(cluster, namespace, node)
         allocation(cluster, namespace, "big", timeout=240)
+        wait_for(
+            lambda: sum(r.metric('hami_place_defrag_moves_total{result="done"}') for r in replicas) == 1,
+            "the leader to count its move settled",
+        )
+        assert sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1
+        leader, follower = sorted(replicas, key=lambda r: -r.metric("hami_place_defrag_leader"))
+        assert leader.metric('hami_place_defrag_moves_total{result="done"}') == 1, "the leader made the move"
+        lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(DEFRAG_LEASE, server_namespace)
+        assert lease.spec.holder_identity, lease.spec
+        leader.stop()
+        wait_for(lambda: follower.metric("hami_place_defrag_leader") == 1, "the other replica to take the lease over")
+        wait_for(lambda: follower.metric("hami_place_defrag_policy_valid") == 1, "the new leader's policy")
     finally:
         evictions.stop()
-    assert len(evictions.deleted) == 1, f"one move, one eviction: {evictions.deleted}"
-    assert sum(r.metric('hami_place_defrag_moves_total{result="done"}') for r in replicas) == 1
-    assert sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1
-    leader, follower = sorted(replicas, key=lambda r: -r.metric("hami_place_defrag_leader"))
-    lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(DEFRAG_LEASE, server_namespace)
-    assert lease.spec.holder_identity, lease.spec
-    leader.stop()
-    wait_for(lambda: follower.metric("hami_place_defrag_leader") == 1, "the other replica to take the lease over")
+    assert len(evictions.deleted) == 1, f"one move, one eviction, across the leader change: {evictions.deleted}"
     assert len(placements(cluster, namespace)) == 1, "the new leader made no second move"
+    assert follower.metric('hami_place_defrag_moves_total{result="done"}') == 0
 
 
 def test_a_bad_policy_turns_the_controller_off_and_says_which_field(
@@ -285,3 +297,41 @@ def test_a_bad_policy_turns_the_controller_off_and_says_which_field(
     assert "mode: 'sometimes' is not a mode" in server.log.read_text()
     write_policy(cluster, server_namespace, namespace, "dry-run")
     wait_for(lambda: server.metric("hami_place_defrag_policy_valid") == 1, "the fixed policy to be read")
+
+
+def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """Two placements an earlier leader left open: one whose pod still runs (its eviction never happened) is
+    deleted, one whose pod is gone is left for the replacement to claim."""
+    held = two_pods_one_per_card(cluster, namespace, node)
+    api = client.CoreV1Api(cluster.api_client())
+    running = api.read_namespaced_pod(held["move"][0], namespace)
+    for name, pod_name, uid in (("move-a-1", running.metadata.name, running.metadata.uid), ("move-b-1", "gone", "u-0")):
+        body = {
+            "apiVersion": "scheduling.hami.placement.com/v1",
+            "kind": "HamiPodPlacement",
+            "metadata": {
+                "name": name,
+                "labels": {DEFRAG_RUN_LABEL: "earlier-run"},
+                "annotations": {
+                    DEFRAG_POD_ANNOTATION: f"{namespace}/{pod_name}",
+                    DEFRAG_POD_UID_ANNOTATION: uid,
+                    DEFRAG_FROM_NODE_ANNOTATION: node.name,
+                },
+            },
+            "spec": {
+                "reqID": f"{name}-req",
+                "podSelector": {"matchLabels": {"app": f"no-such-{name}"}},
+                "nodeName": node.name,
+                "gpuDevices": ["gpu-0"],
+            },
+        }
+        create(cluster, namespace, body)
+    write_policy(cluster, server_namespace, namespace, "on")
+    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    wait_for(
+        lambda: [p["metadata"]["name"] for p in placements(cluster, namespace)] == ["move-b-1"],
+        "the new leader to undo the move whose pod still runs",
+    )
+    assert api.read_namespaced_pod(held["move"][0], namespace).metadata.uid == running.metadata.uid

@@ -259,6 +259,63 @@ def cases(draw: st.DrawFn) -> Case:
     )
 
 
+FOCUSED_WEIGHTS = (
+    "slot=3,core=1,memory=1",
+    "slot=0,core=0,memory=1",
+    "slot=0,core=5,memory=1",
+    "slot=1,core=0,memory=4",
+)
+FOCUSED_PAIR_SCORES = (
+    '[{"uuid":"GPU-0","score":{"GPU-1":10,"GPU-2":80,"GPU-3":30}},{"uuid":"GPU-1","score":{"GPU-0":10,"GPU-2":20,'
+    '"GPU-3":90}},{"uuid":"GPU-2","score":{"GPU-0":80,"GPU-1":20,"GPU-3":40}},{"uuid":"GPU-3","score":{"GPU-0":30,'
+    '"GPU-1":90,"GPU-2":40}}]',
+    '[{"uuid":"GPU-0","score":{"GPU-1":-5,"GPU-2":7}},{"uuid":"GPU-2","score":{"GPU-0":7,"GPU-3":60}},'
+    '{"uuid":"GPU-3","score":{"GPU-2":60,"GPU-1":1}}]',
+)
+
+
+@st.composite
+def focused_cases(draw: st.DrawFn) -> Case:
+    """A node of healthy cards on two NUMA nodes, some in use, and a pod whose card turns on numa-bind, score
+    weights or topology-aware pair scores: the plain draws above rarely make those decide anything."""
+    numas = draw(st.sampled_from(((0, 1, 0, 1), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1))))
+    cards = tuple(
+        Card(f"GPU-{i}", i, 10, 40960, 100, TYPES[0], numa, True, "hami-core") for i, numa in enumerate(numas)
+    )
+    kind = draw(st.sampled_from(("numa", "weights", "topology")))
+    # weights decide only between cards in use: then every card holds a pod, of another make-up each
+    held = [card.uuid for card in cards] if kind == "weights" else []
+    held += [draw(st.sampled_from([card.uuid for card in cards])) for _ in range(draw(st.integers(0, 3)))]
+    placed = []
+    for uuid in held:
+        memory = draw(st.sampled_from((1000, 4096, 10000, 20000)))
+        device = ContainerDevice(uuid, "NVIDIA", memory, draw(st.sampled_from((0, 10, 30, 60))))
+        placed.append(Resident(0, 1, encode_allocation([(device,)]), "Running"))
+    annotations: dict[str, str] = {}
+    pair_scores = None
+    if kind == "numa":
+        annotations[NUMA_BIND] = "true"
+        policy = draw(st.sampled_from(("binpack", "spread", "binpack,numa", "spread,binpack", "mutex")))
+    elif kind == "weights":
+        annotations[SCORING_WEIGHTS] = draw(st.sampled_from(FOCUSED_WEIGHTS))
+        policy = draw(st.sampled_from(("binpack", "spread")))
+    else:
+        policy = draw(st.sampled_from(("topology-aware", "binpack,topology-aware")))
+        pair_scores = draw(st.sampled_from(FOCUSED_PAIR_SCORES))
+    annotations[GPU_SCHEDULER_POLICY] = policy
+    limits = {
+        "nvidia.com/gpu": str(draw(st.integers(1, 2))),
+        "nvidia.com/gpumem": draw(st.sampled_from(("1000", "4096", "30000"))),
+        "nvidia.com/gpucores": draw(st.sampled_from(("0", "10", "30"))),
+    }
+    return Case(cards=cards, residents=tuple(placed), app=(limits,), annotations=annotations, pair_scores=pair_scores)
+
+
+def generate_focused(count: int) -> list[Case]:
+    """`count` distinct focused cases, the same on every run."""
+    return _distinct(focused_cases(), count)
+
+
 def _one_card(resources: dict[str, str], count: int = 1) -> dict[str, str]:
     """The limits with a card count of `count` where they name one."""
     return {key: str(count) if key == "nvidia.com/gpu" else value for key, value in resources.items()}
@@ -271,6 +328,11 @@ def _sometimes(one_in: int) -> st.SearchStrategy[bool]:
 
 def generate(count: int) -> list[Case]:
     """`count` distinct cases (hypothesis repeats some, so it draws more), the same on every run."""
+    return _distinct(cases(), count)
+
+
+def _distinct(strategy: st.SearchStrategy[Case], count: int) -> list[Case]:
+    """`count` distinct cases of the strategy, drawn derandomized."""
     found: dict[str, Case] = {}
 
     @settings(
@@ -281,7 +343,7 @@ def generate(count: int) -> list[Case]:
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(cases())
+    @given(strategy)
     def collect(case: Case) -> None:
         """Keeps every generated case once."""
         found.setdefault(repr(case), case)

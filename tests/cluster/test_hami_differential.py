@@ -51,11 +51,20 @@ from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.hami import HAMI_SCHEDULER, NVIDIA_DEFAULTS, HamiSettings
-from tests.hami_cases import UNSERVED_SCHEDULER, Case, case_pod, generate, node_object, resident_pods
+from tests.hami_cases import (
+    UNSERVED_SCHEDULER,
+    Case,
+    case_pod,
+    generate,
+    generate_focused,
+    node_object,
+    resident_pods,
+)
 
 pytestmark = pytest.mark.cluster
 
 CASES = 400
+FOCUSED = 60
 RENAMED_CASES = 150
 WORKERS = 4
 T = TypeVar("T")
@@ -400,7 +409,8 @@ def assert_agree(outcomes: list[Outcome], least: int) -> None:
 
 def test_the_card_model_gives_hamis_verdict_reason_and_cards_for_every_case(cluster: Sandbox, namespace: str) -> None:
     run = Differential(cluster, namespace, cluster.hami_url, HAMI_SCHEDULER, HAMI_DEFAULTS)
-    assert_agree(run.run(generate(CASES), f"hd-{namespace[2:]}"), least=int(CASES * 0.9))
+    cases = generate(CASES) + generate_focused(FOCUSED)
+    assert_agree(run.run(cases, f"hd-{namespace[2:]}"), least=int((CASES + FOCUSED) * 0.9))
 
 
 RENAMED = {

@@ -1,0 +1,932 @@
+"""The Alibaba GPU trace v2023 replayed in the pure core: HAMi alone beside HAMi with the defragmentation controller.
+
+Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent",
+USENIX ATC '23, published the trace (github.com/alibaba/clusterdata, `cluster-trace-gpu-v2023`): 1,213 nodes with
+6,212 cards, and task lists. Each node becomes a HAMi node whose cards are registered as HAMi's device plugin
+registers them (`Card`, 10 slots, 100 cores, `NVIDIA-<model>`); a task asks what a HAMi pod would ask (see
+`task_request`). HAMi alone places each task where HAMi v2.10 would: kube-scheduler keeps the nodes whose CPU and
+memory remainder hold the task, HAMi's own fit (`fit.fit_pod`, card order by its GPU policy) keeps the nodes whose
+cards hold it, and HAMi's node policy picks among them by its node score (`pkg/scheduler/policy/node_policy.go`).
+The controller adds its two triggers on top, with the existing planner: "rescue a Pending pod" (`FitGoal`) and
+"keep room" (`FreeCardsGoal`); each move is an eviction and the moved task is re-placed at once.
+
+Two replays per task list and policy: workload inflation (the paper's method) and a timeline of the trace's own
+arrivals and departures, arrivals compressed. `python bench/trace_replay.py --help` lists the knobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import heapq
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.fit import USE_TYPE, fit_pod
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.planner import (
+    DO_NOT_MOVE,
+    FitGoal,
+    FreeCardsGoal,
+    Limits,
+    Plan,
+    PlanNode,
+    PlanPod,
+    Snapshot,
+    plan,
+)
+from kubectl_hami_place.core.requests import CardRequest, card_request, memory_for
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE_DIR = ROOT.parent / "shared" / "third_party" / "alibaba-gpu-v2023"
+NODE_FILE = "openb_node_list_gpu_node.csv"
+TASK_FILES = ("default", "gpushare40", "multigpu20", "gpuspec33")
+# MiB per card model. Every task asks a share of a card (a percentage), so the figures do not depend on these.
+# V100M16/V100M32/P100/T4/A10 as sold; G1-G3 are undisclosed in the trace: chosen 16, 32 and 48 GiB.
+CARD_MIB = {
+    "V100M16": 16384,
+    "V100M32": 32768,
+    "P100": 16384,
+    "T4": 16384,
+    "A10": 24576,
+    "G1": 16384,
+    "G2": 32768,
+    "G3": 49152,
+}
+SLOTS = 10  # HAMi's deviceSplitCount default
+NAMESPACE = "trace"
+POLICIES = ("binpack", "spread")
+
+
+# The trace ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceNode:
+    """One node of the trace: its CPU (millicores), memory (MiB), card count and card model."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    model: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the trace; `gpu_milli` is the part of each card in thousandths, `gpu_spec` the models it accepts.
+
+    Times are seconds; a task list without them (multigpu20) reads 0, so only workload inflation replays it.
+    """
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_spec: tuple[str, ...] = ()
+    creation: int = 0
+    deletion: int = 0
+    scheduled: int | None = None
+
+    @property
+    def gpus(self) -> float:
+        """The GPUs the task asks: cards times the part of each."""
+        return self.num_gpu * self.gpu_milli / 1000 if self.num_gpu else 0.0
+
+    @property
+    def duration(self) -> int:
+        """How long it runs once placed: from its start (scheduled, else created) to its deletion."""
+        start = self.creation if self.scheduled is None else self.scheduled
+        return max(self.deletion - start, 0)
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, tuple[str, ...]]:
+        """What the scheduler sees of it: tasks of one shape fit the same nodes."""
+        return self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli, self.gpu_spec
+
+
+def read_nodes(path: Path) -> list[TraceNode]:
+    """The trace's node list."""
+    with path.open(newline="") as handle:
+        return [
+            TraceNode(row["sn"], int(row["cpu_milli"]), int(row["memory_mib"]), int(row["gpu"]), row["model"])
+            for row in csv.DictReader(handle)
+        ]
+
+
+def read_tasks(path: Path) -> list[Task]:
+    """A task list of the trace, in file order; absent columns read as no constraint and time 0."""
+    with path.open(newline="") as handle:
+        return [parse_task(row) for row in csv.DictReader(handle)]
+
+
+def parse_task(row: dict[str, str]) -> Task:
+    """One CSV row as a task."""
+    spec = tuple(part for part in (row.get("gpu_spec") or "").split("|") if part)
+    scheduled = row.get("scheduled_time") or ""
+    return Task(
+        name=row["name"],
+        cpu_milli=int(row["cpu_milli"]),
+        memory_mib=int(row["memory_mib"]),
+        num_gpu=int(row["num_gpu"]),
+        gpu_milli=int(row["gpu_milli"]),
+        gpu_spec=spec,
+        creation=int(row.get("creation_time") or 0),
+        deletion=int(row.get("deletion_time") or 0),
+        scheduled=int(scheduled) if scheduled else None,
+    )
+
+
+def has_times(tasks: Sequence[Task]) -> bool:
+    """Whether the list carries creation and deletion times (a timeline can be replayed)."""
+    return any(task.deletion for task in tasks)
+
+
+def card_type(model: str) -> str:
+    """The register type HAMi's device plugin would write for the model (HAMi schedules types naming NVIDIA)."""
+    return f"NVIDIA-{model}"
+
+
+def node_cards(node: TraceNode) -> tuple[Card, ...]:
+    """The node's cards as HAMi registers them."""
+    mib = CARD_MIB[node.model]
+    return tuple(
+        Card(
+            uuid=f"GPU-{node.name}-{index}",
+            index=index,
+            count=SLOTS,
+            devmem=mib,
+            devcore=100,
+            type=card_type(node.model),
+            health=True,
+            mode="hami-core",
+        )
+        for index in range(node.gpus)
+    )
+
+
+def task_request(task: Task) -> CardRequest | None:
+    """The task as a HAMi container asks: a share of one card, or whole cards, or none.
+
+    A share (`num_gpu` 1, `gpu_milli` < 1000) asks `nvidia.com/gpumem-percentage` = gpu_milli/10 and
+    `nvidia.com/gpucores` = gpu_milli/10 (rounded up to whole percent); whole cards ask `nvidia.com/gpu` alone,
+    which HAMi's webhook makes exclusive (100% memory, 100 cores).
+    """
+    if task.num_gpu <= 0:
+        return None
+    if task.num_gpu == 1 and task.gpu_milli < 1000:
+        percent = max(1, math.ceil(task.gpu_milli / 10))
+        return card_request(1, mem_percentage=percent, coresreq=percent)
+    return card_request(task.num_gpu)
+
+
+def task_annotations(task: Task) -> dict[str, str]:
+    """The pod annotations the task's card-model constraint becomes (`nvidia.com/use-gputype`)."""
+    return {USE_TYPE: ",".join(task.gpu_spec)} if task.gpu_spec else {}
+
+
+def inflate(tasks: Sequence[Task], capacity: float, limit: float = 1.0) -> Iterator[Task]:
+    """The paper's workload inflation: tasks in list order, again from the top when the list ends (renamed
+    `<name>#<round>`), until the GPUs asked reach `limit` x `capacity`; the task that crosses it is the last."""
+    if not any(task.gpus for task in tasks):
+        return
+    asked = 0.0
+    for round_ in range(1_000_000):
+        for task in tasks:
+            yield task if round_ == 0 else replace(task, name=f"{task.name}#{round_}")
+            asked += task.gpus
+            if asked >= limit * capacity - 1e-9:
+                return
+
+
+@dataclass
+class InflationLedger:
+    """Workload-inflation bookkeeping: GPUs asked, placed and left unplaced, evictions, a row per 10% of load."""
+
+    capacity: float
+    step: float = 0.1
+    asked: float = 0.0
+    placed: float = 0.0
+    unplaced: float = 0.0
+    tasks_placed: int = 0
+    tasks_unplaced: int = 0
+    evictions: int = 0
+    rows: list[dict[str, float]] = field(default_factory=list)
+
+    def record(self, task: Task, placed: bool, evictions: int = 0) -> None:
+        """Count one task drawn; add a row each time the asked load crosses the next step."""
+        self.asked += task.gpus
+        self.evictions += evictions
+        if placed:
+            self.placed += task.gpus
+            self.tasks_placed += 1
+        else:
+            self.unplaced += task.gpus
+            self.tasks_unplaced += 1
+        while self.asked >= (len(self.rows) + 1) * self.step * self.capacity - 1e-9:
+            self.rows.append(self.row((len(self.rows) + 1) * self.step))
+
+    def row(self, load: float) -> dict[str, float]:
+        """The figures at this asked load."""
+        return {
+            "load": round(load, 4),
+            "unallocated": 1 - self.placed / self.capacity,
+            "unplaced": self.unplaced / self.asked if self.asked else 0.0,
+            "evictions_per_placed": self.evictions / self.tasks_placed if self.tasks_placed else 0.0,
+            "tasks_placed": self.tasks_placed,
+            "tasks_unplaced": self.tasks_unplaced,
+            "evictions": self.evictions,
+        }
+
+
+# The cluster ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Running:
+    """A placed task: where, and the planner's view of it."""
+
+    task: Task
+    node: int
+    cards: tuple[int, ...]
+    pod: PlanPod | None
+    moved_at: float | None = None
+
+
+class Cluster:
+    """The replay's cluster: per-card usage as HAMi counts it, per-node CPU and memory as kube-scheduler counts them.
+
+    `policy` is both HAMi's node policy (`--node-scheduler-policy`) and its GPU policy (`--gpu-scheduler-policy`).
+    `resources` False leaves node CPU and memory out (GPU tasks only then; tasks without cards are skipped).
+    """
+
+    def __init__(self, nodes: Sequence[TraceNode], policy: str, *, resources: bool = True, seed: int = 0) -> None:
+        """An empty cluster; ties between nodes of equal score break in a fixed random order (HAMi's are random)."""
+        self.trace_nodes = list(nodes)
+        self.policy = policy
+        self.config = HAMI_DEFAULTS.with_policy(policy)
+        self.resources = resources
+        self.cards = [node_cards(node) for node in nodes]
+        self.plan_nodes = tuple(PlanNode(name=node.name, cards=cards) for node, cards in zip(nodes, self.cards))
+        self.index = {node.name: i for i, node in enumerate(nodes)}
+        self.card_at = {card.uuid: (i, c) for i, cards in enumerate(self.cards) for c, card in enumerate(cards)}
+        self.used = [[[0, 0, 0] for _ in cards] for cards in self.cards]
+        self.free_cpu = [node.cpu_milli for node in nodes]
+        self.free_mem = [node.memory_mib for node in nodes]
+        self.empty = [len(cards) for cards in self.cards]
+        self.room_cores = [100 if cards else -1 for cards in self.cards]
+        self.room_mem = [cards[0].devmem if cards else -1 for cards in self.cards]
+        self.sums = [[0, 0, 0] for _ in nodes]
+        self.totals = [(SLOTS * len(cards), 100 * len(cards), sum(c.devmem for c in cards)) for cards in self.cards]
+        order = list(range(len(nodes)))
+        random.Random(seed).shuffle(order)
+        self.rank = {node: position for position, node in enumerate(order)}
+        self.running: dict[str, Running] = {}
+        self.capacity = float(sum(len(cards) for cards in self.cards))
+        self.allocated = 0.0
+        self._types: dict[tuple[str, ...], list[int]] = {}
+
+    # What HAMi and kube-scheduler decide --------------------------------------------------------------------
+
+    def typed(self, spec: tuple[str, ...]) -> list[int]:
+        """The nodes with a card of an accepted model (all nodes with cards when `spec` is empty)."""
+        nodes = self._types.get(spec)
+        if nodes is None:
+            upper = [word.upper() for word in spec]
+            nodes = [
+                i
+                for i, cards in enumerate(self.cards)
+                if cards and (not upper or any(word in cards[0].type.upper() for word in upper))
+            ]
+            self._types[spec] = nodes
+        return nodes
+
+    def resources_fit(self, task: Task, node: int) -> bool:
+        """kube-scheduler's NodeResourcesFit on CPU and memory (always true when resources are left out)."""
+        return not self.resources or (
+            self.free_cpu[node] >= task.cpu_milli and self.free_mem[node] >= task.memory_mib
+        )
+
+    def may_fit(self, task: Task, request: CardRequest, node: int) -> bool:
+        """Necessary conditions for HAMi's fit, cheap: CPU and memory, then free cards or the roomiest card."""
+        if not self.resources_fit(task, node):
+            return False
+        if request.exclusive:
+            return self.empty[node] >= request.nums
+        return self.room_cores[node] >= request.coresreq and self.room_mem[node] >= memory_for(
+            request, self.cards[node][0]
+        )
+
+    def hami_fit(self, task: Task, request: CardRequest, node: int) -> tuple[int, ...] | None:
+        """HAMi's own verdict for the task on the node (`fit_pod`, cards sorted by the GPU policy): its cards."""
+        cards = self.cards[node]
+        usage = {card.uuid: CardUsage(card.uuid, *self.used[node][c]) for c, card in enumerate(cards)}
+        verdict = fit_pod(cards, usage, (request,), 0, task_annotations(task), config=self.config)
+        if not verdict.ok:
+            return None
+        return tuple(self.card_at[uuid][1] for uuid in verdict.devices[0])
+
+    def hami_fit_on(self, task: Task, node: int, cards: tuple[int, ...]) -> tuple[int, ...] | None:
+        """HAMi's verdict on exactly the cards a plan targets (`fit_pod` over them alone): the cards, or None."""
+        request = task_request(task)
+        if request is None:
+            return ()
+        chosen = [self.cards[node][c] for c in cards]
+        usage = {card.uuid: CardUsage(card.uuid, *self.used[node][c]) for c, card in zip(cards, chosen)}
+        verdict = fit_pod(chosen, usage, (request,), 0, task_annotations(task), config=self.config)
+        return cards if verdict.ok else None
+
+    def node_score(self, node: int) -> float:
+        """HAMi's ComputeDefaultScore: 10 x (slots + cores + memory in use, each over the node's total)."""
+        slots, cores, mem = self.sums[node]
+        total_slots, total_cores, total_mem = self.totals[node]
+        return 10 * (slots / total_slots + cores / total_cores + mem / total_mem)
+
+    def choose(self, task: Task) -> tuple[int, tuple[int, ...]] | None:
+        """Where HAMi places the task now: among the nodes that fit, the highest score (binpack) or lowest (spread)."""
+        request = task_request(task)
+        if request is None:
+            return self.choose_cpu_only(task)
+        candidates = [node for node in self.typed(task.gpu_spec) if self.may_fit(task, request, node)]
+        sign = -1 if self.policy == "binpack" else 1
+        candidates.sort(key=lambda node: (sign * self.node_score(node), self.rank[node]))
+        for node in candidates:
+            cards = self.hami_fit(task, request, node)
+            if cards is not None:
+                return node, cards
+        return None
+
+    def choose_cpu_only(self, task: Task) -> tuple[int, tuple[int, ...]] | None:
+        """A task without cards: HAMi passes every node, kube-scheduler's LeastAllocated picks the emptiest."""
+        best: tuple[float, int] | None = None
+        for node, trace_node in enumerate(self.trace_nodes):
+            if not self.resources_fit(task, node):
+                continue
+            score = self.free_cpu[node] / trace_node.cpu_milli + self.free_mem[node] / trace_node.memory_mib
+            key = (-score, self.rank[node])
+            if best is None or key < (best[0], self.rank[best[1]]):
+                best = (-score, node)
+        return None if best is None else (best[1], ())
+
+    def fits_node(self, task: Task, node: int) -> tuple[int, ...] | None:
+        """The task's cards on this one node if HAMi and kube-scheduler would place it there now."""
+        request = task_request(task)
+        if request is None:
+            return () if self.resources_fit(task, node) else None
+        if node not in self._typed_set(task.gpu_spec) or not self.may_fit(task, request, node):
+            return None
+        return self.hami_fit(task, request, node)
+
+    def _typed_set(self, spec: tuple[str, ...]) -> frozenset[int]:
+        """`typed` as a set."""
+        key = ("set", *spec)
+        found = self._types.get(key)
+        if found is None:
+            found = self._types[key] = frozenset(self.typed(spec))  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
+
+    # Changes ------------------------------------------------------------------------------------------------
+
+    def put(self, task: Task, node: int, cards: tuple[int, ...]) -> None:
+        """Record the task on the node's cards (and its CPU and memory)."""
+        request = task_request(task)
+        self.free_cpu[node] -= task.cpu_milli
+        self.free_mem[node] -= task.memory_mib
+        pod = None
+        if request is not None:
+            card_list = self.cards[node]
+            mem, cores = memory_for(request, card_list[0]), min(request.coresreq, 100)
+            for c in cards:
+                self._change(node, c, (1, mem, cores))
+            self.allocated += task.gpus
+            pod = self._plan_pod(task, request, node, cards, mem, cores)
+        self.running[task.name] = Running(task, node, cards, pod)
+
+    def take(self, name: str) -> Running:
+        """Remove a running task and give back what it held."""
+        entry = self.running.pop(name)
+        task, node = entry.task, entry.node
+        self.free_cpu[node] += task.cpu_milli
+        self.free_mem[node] += task.memory_mib
+        request = task_request(task)
+        if request is not None:
+            mem, cores = memory_for(request, self.cards[node][0]), min(request.coresreq, 100)
+            for c in entry.cards:
+                self._change(node, c, (-1, -mem, -cores))
+            self.allocated -= task.gpus
+        return entry
+
+    def _change(self, node: int, card: int, delta: tuple[int, int, int]) -> None:
+        """Add a share to a card and refresh the node's summaries."""
+        used = self.used[node][card]
+        was_empty = used[0] == 0
+        for k in range(3):
+            used[k] += delta[k]
+            self.sums[node][k] += delta[k]
+        self.empty[node] += (used[0] == 0) - was_empty
+        cards = self.cards[node]
+        open_cards = [(u, cards[c]) for c, u in enumerate(self.used[node]) if u[0] < cards[c].count]
+        self.room_cores[node] = max((card.devcore - u[2] for u, card in open_cards), default=-1)
+        self.room_mem[node] = max((card.devmem - u[1] for u, card in open_cards), default=-1)
+
+    def _plan_pod(
+        self, task: Task, request: CardRequest, node: int, cards: tuple[int, ...], mem: int, cores: int
+    ) -> PlanPod:
+        """The task as the planner sees it: a pod of a ReplicaSet with HAMi's allocation."""
+        devices = tuple(ContainerDevice(self.cards[node][c].uuid, "NVIDIA", mem, cores) for c in cards)
+        name = self.trace_nodes[node].name
+        return PlanPod(
+            namespace=NAMESPACE,
+            name=task.name,
+            uid=task.name,
+            requests=(request,),
+            annotations=task_annotations(task),
+            allocation=PodAllocation(NAMESPACE, task.name, task.name, name, "Running", (devices,)),
+            owner_kind="ReplicaSet",
+        )
+
+    # The planner's view -------------------------------------------------------------------------------------
+
+    def allowed_nodes(self, shapes: Iterable[tuple[int, int]]) -> dict[tuple[int, int], frozenset[str]]:
+        """For each (CPU, memory) ask, the nodes whose remainder holds it now."""
+        names = [node.name for node in self.trace_nodes]
+        return {
+            (cpu, mem): frozenset(
+                names[i] for i in range(len(names)) if self.free_cpu[i] >= cpu and self.free_mem[i] >= mem
+            )
+            for cpu, mem in set(shapes)
+        }
+
+    def snapshot(self, now: float | None = None, cooldown: float = math.inf) -> Snapshot:
+        """The planner's snapshot: every running GPU task; those moved within `cooldown` are `do-not-move`.
+
+        With node resources on, a task may move only to nodes whose CPU and memory remainder holds it.
+        """
+        entries = [entry for entry in self.running.values() if entry.pod is not None]
+        allowed = (
+            self.allowed_nodes((e.task.cpu_milli, e.task.memory_mib) for e in entries) if self.resources else {}
+        )
+        pods = []
+        for entry in entries:
+            pod = entry.pod
+            assert pod is not None
+            changes: dict[str, Any] = {}
+            if self.resources:
+                changes["nodes"] = allowed[(entry.task.cpu_milli, entry.task.memory_mib)]
+            if entry.moved_at is not None and (now is None or now - entry.moved_at < cooldown):
+                changes["annotations"] = {**pod.annotations, DO_NOT_MOVE: "true"}
+            pods.append(replace(pod, **changes) if changes else pod)
+        return Snapshot(nodes=self.plan_nodes, pods=tuple(pods))
+
+    def pending_pod(self, task: Task) -> PlanPod:
+        """A pending task as the planner's FitGoal pod, limited to the nodes whose CPU and memory hold it."""
+        request = task_request(task)
+        nodes = None
+        if self.resources:
+            nodes = frozenset(node.name for i, node in enumerate(self.trace_nodes) if self.resources_fit(task, i))
+        return PlanPod(
+            namespace=NAMESPACE,
+            name=task.name,
+            uid=task.name,
+            requests=(request,),
+            annotations=task_annotations(task),
+            owner_kind="ReplicaSet",
+            nodes=nodes,
+        )
+
+    def free_share(self, spec: tuple[str, ...]) -> float:
+        """GPUs free (in cards) on the cards of the accepted models: an upper bound on what any move can open."""
+        total = 0.0
+        for node in self.typed(spec):
+            for used in self.used[node]:
+                total += (100 - used[2]) / 100
+        return total
+
+    def whole_free(self) -> int:
+        """Cards nobody holds."""
+        return sum(self.empty)
+
+    def carry_out(self, result: Plan, now: float | None) -> tuple[int, str]:
+        """Carry a plan's moves out (each an eviction and an immediate re-placement); (moves, "" or why not).
+
+        The planner knows cards, not CPU or memory: a move whose target node's CPU or memory cannot hold the task
+        refuses the whole plan before anything moves.
+        """
+        free_cpu, free_mem = list(self.free_cpu), list(self.free_mem)
+        for move in result.moves:
+            task = self.running[move.pod.split("/", 1)[1]].task
+            source, target = self.index[move.from_node], self.index[move.to_node]
+            free_cpu[source] += task.cpu_milli
+            free_mem[source] += task.memory_mib
+            free_cpu[target] -= task.cpu_milli
+            free_mem[target] -= task.memory_mib
+            if self.resources and (free_cpu[target] < 0 or free_mem[target] < 0):
+                return 0, f"move of {move.pod} to {move.to_node} exceeds its CPU or memory"
+        for move in result.moves:
+            entry = self.take(move.pod.split("/", 1)[1])
+            target = self.index[move.to_node]
+            cards = tuple(self.card_at[uuid][1] for uuid in move.to_cards)
+            self.put(entry.task, target, cards)
+            self.running[entry.task.name].moved_at = now if now is not None else 0.0
+        return len(result.moves), ""
+
+
+# The controller -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ControllerPolicy:
+    """The controller's budgets and goals, as an operator's DefragPolicy would set them."""
+
+    moves_per_run: int = 4
+    moves_per_node: int = 4
+    moves_per_hour: int = 100
+    cooldown: float = 3600.0
+    keep_free_cards: int = 0
+    keep_moves_per_run: int = 8
+
+
+@dataclass
+class ControllerStats:
+    """What the controller did: runs by trigger, plans carried out, refusals, moves, planning times."""
+
+    rescue_runs: int = 0
+    rescued: int = 0
+    keep_runs: int = 0
+    keep_moves: int = 0
+    refused_resources: int = 0
+    skipped_no_room: int = 0
+    skipped_budget: int = 0
+    room_lost: int = 0
+    moves: int = 0
+    plan_seconds: list[float] = field(default_factory=list)
+    snapshot_seconds: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counters, and planning time as median / p95 / max."""
+        data: dict[str, Any] = {
+            key: value for key, value in self.__dict__.items() if key not in ("plan_seconds", "snapshot_seconds")
+        }
+        data["plan_seconds"] = spread_of(self.plan_seconds)
+        data["snapshot_seconds"] = spread_of(self.snapshot_seconds)
+        return data
+
+
+def spread_of(values: Sequence[float]) -> dict[str, float | int]:
+    """Median, p95, max and count."""
+    if not values:
+        return {"runs": 0, "median": 0.0, "p95": 0.0, "max": 0.0}
+    ordered = sorted(values)
+    return {
+        "runs": len(ordered),
+        "median": statistics.median(ordered),
+        "p95": ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)],
+        "max": ordered[-1],
+    }
+
+
+class Controller:
+    """The defragmentation controller's two triggers over the cluster, with the planner and the policy's budgets."""
+
+    def __init__(self, cluster: Cluster, policy: ControllerPolicy) -> None:
+        """A controller with nothing done yet."""
+        self.cluster = cluster
+        self.policy = policy
+        self.stats = ControllerStats()
+        self.recent: list[float] = []
+        self._failed: dict[tuple[Any, ...], int] = {}
+        self.version = 0
+
+    def budget_left(self, now: float | None) -> int:
+        """Moves left this run under the hourly budget (no hourly budget without a clock)."""
+        if now is None:
+            return self.policy.moves_per_run
+        self.recent = [t for t in self.recent if now - t < 3600]
+        return min(self.policy.moves_per_run, self.policy.moves_per_hour - len(self.recent))
+
+    def _plan(self, snapshot: Snapshot, goal: FitGoal | FreeCardsGoal, limits: Limits) -> Plan:
+        """One planner run, timed."""
+        start = time.process_time()
+        result = plan(snapshot, goal, limits)
+        self.stats.plan_seconds.append(time.process_time() - start)
+        return result
+
+    def _snapshot(self, now: float | None) -> Snapshot:
+        """The planner's snapshot, timed."""
+        start = time.process_time()
+        snapshot = self.cluster.snapshot(now, self.policy.cooldown)
+        self.stats.snapshot_seconds.append(time.process_time() - start)
+        return snapshot
+
+    def rescue(self, task: Task, now: float | None) -> int | None:
+        """Rescue a Pending task: plan room for it within budget, carry it out, place it on the target; its moves.
+
+        None when no plan was carried out. A task shape whose plan failed is not planned again until the cluster
+        changed by a departure or a move (placements only take room away).
+        """
+        cluster = self.cluster
+        request = task_request(task)
+        if request is None:
+            return None
+        key = (task.shape, self.version)
+        if self._failed.get(task.shape) == self.version:
+            return None
+        if cluster.free_share(task.gpu_spec) < task.gpus - 1e-9:
+            self.stats.skipped_no_room += 1
+            self._failed[task.shape] = key[1]
+            return None
+        left = self.budget_left(now)
+        if left <= 0:
+            self.stats.skipped_budget += 1
+            return None
+        self.stats.rescue_runs += 1
+        result = self._plan(
+            self._snapshot(now),
+            FitGoal(cluster.pending_pod(task)),
+            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node),
+        )
+        if not result.complete or result.target is None:
+            self._failed[task.shape] = self.version
+            return None
+        moves, why = cluster.carry_out(result, now)
+        if why:
+            self.stats.refused_resources += 1
+            self._failed[task.shape] = self.version
+            return None
+        self._moved(moves, now)
+        node = cluster.index[result.target[0]]
+        cards = tuple(cluster.card_at[uuid][1] for uuid in result.target[1])
+        if not cluster.resources_fit(task, node) or cluster.hami_fit_on(task, node, cards) is None:
+            self.stats.room_lost += 1
+            return moves
+        cluster.put(task, node, cards)
+        self.stats.rescued += 1
+        return moves
+
+    def keep_room(self, now: float | None) -> int:
+        """Keep room: when fewer than `keep_free_cards` cards are whole and free, plan toward it within budget."""
+        want = self.policy.keep_free_cards - self.cluster.whole_free()
+        if want <= 0:
+            return 0
+        left = min(self.budget_left(now), self.policy.keep_moves_per_run)
+        if left <= 0:
+            self.stats.skipped_budget += 1
+            return 0
+        self.stats.keep_runs += 1
+        result = self._plan(
+            self._snapshot(now),
+            FreeCardsGoal(want),
+            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node),
+        )
+        if not result.moves:
+            return 0
+        moves, why = self.cluster.carry_out(result, now)
+        if why:
+            self.stats.refused_resources += 1
+            return 0
+        self._moved(moves, now)
+        self.stats.keep_moves += moves
+        return moves
+
+    def _moved(self, moves: int, now: float | None) -> None:
+        """Count moves against the budgets."""
+        self.stats.moves += moves
+        if moves:
+            self.version += 1
+        if now is not None:
+            self.recent.extend([now] * moves)
+
+    def changed(self) -> None:
+        """The cluster gained room (a departure): failed plans may succeed now."""
+        self.version += 1
+
+
+
+# The replays ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One replay's settings: task list, HAMi policy, with the controller or not, node resources modelled or not."""
+
+    tasks: str
+    policy: str
+    controller: bool
+    resources: bool = True
+
+    @property
+    def label(self) -> str:
+        """`binpack + controller`, `spread` ..."""
+        return self.policy + (" + controller" if self.controller else "") + ("" if self.resources else " (no CPU/mem)")
+
+
+def replay_inflation(
+    nodes: Sequence[TraceNode],
+    tasks: Sequence[Task],
+    setup: Setup,
+    policy: ControllerPolicy,
+    *,
+    limit: float = 1.0,
+    keep_every: float = 0.02,
+) -> dict[str, Any]:
+    """Workload inflation: tasks drawn in order with no departures until the GPUs asked reach `limit` x capacity.
+
+    The controller rescues each task HAMi leaves Pending at once, and runs keep-room each `keep_every` of capacity
+    asked. A task without cards is skipped when node resources are left out.
+    """
+    cluster = Cluster(nodes, setup.policy, resources=setup.resources)
+    controller = Controller(cluster, policy) if setup.controller else None
+    ledger = InflationLedger(cluster.capacity)
+    next_keep = keep_every * cluster.capacity
+    started = time.process_time()
+    for task in inflate(tasks, cluster.capacity, limit):
+        if not setup.resources and not task.num_gpu:
+            continue
+        choice = cluster.choose(task)
+        moves = 0
+        if choice is not None:
+            cluster.put(task, *choice)
+        elif controller is not None:
+            moves = controller.rescue(task, None) or 0
+        placed = task.name in cluster.running
+        if controller is not None and policy.keep_free_cards and ledger.asked + task.gpus >= next_keep:
+            moves += controller.keep_room(None)
+            next_keep += keep_every * cluster.capacity
+        ledger.record(task, placed, moves)
+    return {
+        "setup": setup.__dict__,
+        "label": setup.label,
+        "capacity": cluster.capacity,
+        "rows": ledger.rows,
+        "final": ledger.row(ledger.asked / cluster.capacity),
+        "controller": controller.stats.to_dict() if controller else None,
+        "cpu_seconds": time.process_time() - started,
+    }
+
+
+@dataclass
+class _Waiting:
+    """A Pending task and when it arrived."""
+
+    task: Task
+    arrived: float
+
+
+def replay_timeline(
+    nodes: Sequence[TraceNode],
+    tasks: Sequence[Task],
+    setup: Setup,
+    policy: ControllerPolicy,
+    *,
+    compress: float,
+    tick: float = 30.0,
+    pending_for: float = 60.0,
+    rescues_per_tick: int = 2,
+) -> dict[str, Any]:
+    """The trace's own arrivals (creation times divided by `compress`) and departures (each task runs its duration
+    once placed). A Pending task is retried whenever a node gains room (kube-scheduler requeues on such events);
+    every `tick` seconds the controller rescues up to `rescues_per_tick` of the oldest tasks Pending for at least
+    `pending_for`, then runs keep-room. A moved task keeps its departure time.
+    """
+    cluster = Cluster(nodes, setup.policy, resources=setup.resources)
+    controller = Controller(cluster, policy) if setup.controller else None
+    events: list[tuple[float, int, int, str]] = []
+    for seq, task in enumerate(tasks):
+        if task.num_gpu or setup.resources:
+            heapq.heappush(events, (task.creation / compress, 1, seq, task.name))
+    by_name = {task.name: task for task in tasks}
+    first = events[0][0] if events else 0.0
+    last_arrival = max((e[0] for e in events), default=0.0)
+    pending: dict[str, _Waiting] = {}
+    waits: dict[str, float] = {}
+    departures = 0
+    seq = len(tasks)
+    allocated_area = 0.0
+    clock = first
+    next_tick = first
+    evictions = 0
+    started = time.process_time()
+
+    def placed(task: Task, now: float, arrived: float) -> None:
+        """Schedule the departure of a task just placed and record its wait."""
+        nonlocal seq
+        waits[task.name] = now - arrived
+        seq += 1
+        heapq.heappush(events, (now + task.duration, 0, seq, task.name))
+
+    def retry(node: int, now: float) -> None:
+        """Pending tasks, oldest first, on the node that just gained room."""
+        for name in list(pending):
+            waiting = pending[name]
+            cards = cluster.fits_node(waiting.task, node)
+            if cards is not None:
+                cluster.put(waiting.task, node, cards)
+                del pending[name]
+                placed(waiting.task, now, waiting.arrived)
+
+    def advance(now: float) -> None:
+        """Integrate the allocated share over the arrival window."""
+        nonlocal allocated_area, clock
+        lo, hi = max(clock, first), min(now, last_arrival)
+        if hi > lo:
+            allocated_area += cluster.allocated * (hi - lo)
+        clock = now
+
+    def controller_tick(now: float) -> None:
+        """The controller's run: rescue the oldest long-Pending tasks, then keep room."""
+        nonlocal evictions
+        assert controller is not None
+        done = 0
+        for name in list(pending):
+            if done >= rescues_per_tick:
+                break
+            waiting = pending[name]
+            if now - waiting.arrived < pending_for or not waiting.task.num_gpu:
+                continue
+            before = {n: e.node for n, e in cluster.running.items()}
+            moves = controller.rescue(waiting.task, now)
+            if moves is None:
+                continue
+            done += 1
+            evictions += moves
+            if name in cluster.running:
+                del pending[name]
+                placed(waiting.task, now, waiting.arrived)
+            for node in {before[n] for n, e in cluster.running.items() if n in before and e.node != before[n]}:
+                retry(node, now)
+        before = {n: e.node for n, e in cluster.running.items()}
+        moves = controller.keep_room(now)
+        evictions += moves
+        if moves:
+            for node in {before[n] for n, e in cluster.running.items() if n in before and e.node != before[n]}:
+                retry(node, now)
+
+    while events:
+        now, kind, _, name = heapq.heappop(events)
+        if controller is not None:
+            while next_tick <= now:
+                if pending:
+                    advance(next_tick)
+                    controller_tick(next_tick)
+                next_tick += tick
+        advance(now)
+        task = by_name[name]
+        if kind == 0:
+            if name not in cluster.running:
+                continue
+            entry = cluster.take(name)
+            departures += 1
+            if controller is not None:
+                controller.changed()
+            retry(entry.node, now)
+            continue
+        choice = cluster.choose(task)
+        if choice is None:
+            pending[name] = _Waiting(task, now)
+            continue
+        cluster.put(task, *choice)
+        placed(task, now, now)
+    for name, waiting in pending.items():
+        waits[name] = clock - waiting.arrived
+    gpu_tasks = [by_name[name] for name in waits if by_name[name].num_gpu]
+    ordered = sorted(waits[t.name] for t in gpu_tasks)
+    placed_tasks = len(waits) - len(pending)
+
+    def pct(q: float) -> float:
+        """A percentile of the GPU tasks' waits."""
+        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] if ordered else 0.0
+
+    window = last_arrival - first
+    return {
+        "setup": setup.__dict__,
+        "label": setup.label,
+        "compress": compress,
+        "capacity": cluster.capacity,
+        "allocated_share": allocated_area / (window * cluster.capacity) if window > 0 else 0.0,
+        "simulated_hours": (clock - first) / 3600,
+        "gpu_tasks": len(gpu_tasks),
+        "waited": sum(1 for t in gpu_tasks if waits[t.name] > 0),
+        "never_placed": len(pending),
+        "pending_p50_s": pct(0.5),
+        "pending_p95_s": pct(0.95),
+        "pending_gpu_hours": sum(t.gpus * waits[t.name] for t in gpu_tasks) / 3600,
+        "evictions": evictions,
+        "evictions_per_placed": evictions / placed_tasks if placed_tasks else 0.0,
+        "controller": controller.stats.to_dict() if controller else None,
+        "cpu_seconds": time.process_time() - started,
+    }

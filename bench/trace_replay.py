@@ -214,6 +214,26 @@ def inflate(tasks: Sequence[Task], capacity: float, limit: float = 1.0) -> Itera
                 return
 
 
+def arrivals(tasks: Sequence[Task], compress: float, rounds: int = 1) -> list[tuple[float, Task]]:
+    """The timeline's arrivals: creation times from the trace's dense part on, divided by `compress`, the list played
+    `rounds` times back to back (later rounds renamed `<name>@<round>`).
+
+    The trace's first 1% of tasks were created over its first ~10 million seconds (the rest within ~3 million); they
+    arrive at time 0 of each round, so a round does not open on a long near-empty stretch.
+    """
+    if not tasks:
+        return []
+    created = sorted(task.creation for task in tasks)
+    start = created[len(created) // 100]
+    span = (created[-1] - start) / compress
+    timed = []
+    for round_ in range(rounds):
+        for task in tasks:
+            named = task if round_ == 0 else replace(task, name=f"{task.name}@{round_}")
+            timed.append((round_ * span + max(task.creation - start, 0) / compress, named))
+    return timed
+
+
 @dataclass
 class InflationLedger:
     """Workload-inflation bookkeeping: GPUs asked, placed and left unplaced, evictions, a row per 10% of load."""
@@ -282,7 +302,9 @@ class Cluster:
         self.config = HAMI_DEFAULTS.with_policy(policy)
         self.resources = resources
         self.cards = [node_cards(node) for node in nodes]
-        self.plan_nodes = tuple(PlanNode(name=node.name, cards=cards) for node, cards in zip(nodes, self.cards))
+        self.plan_nodes = tuple(
+            PlanNode(name=node.name, cards=cards) for node, cards in zip(nodes, self.cards, strict=True)
+        )
         self.index = {node.name: i for i, node in enumerate(nodes)}
         self.card_at = {card.uuid: (i, c) for i, cards in enumerate(self.cards) for c, card in enumerate(cards)}
         self.used = [[[0, 0, 0] for _ in cards] for cards in self.cards]
@@ -318,9 +340,7 @@ class Cluster:
 
     def resources_fit(self, task: Task, node: int) -> bool:
         """kube-scheduler's NodeResourcesFit on CPU and memory (always true when resources are left out)."""
-        return not self.resources or (
-            self.free_cpu[node] >= task.cpu_milli and self.free_mem[node] >= task.memory_mib
-        )
+        return not self.resources or (self.free_cpu[node] >= task.cpu_milli and self.free_mem[node] >= task.memory_mib)
 
     def may_fit(self, task: Task, request: CardRequest, node: int) -> bool:
         """Necessary conditions for HAMi's fit, cheap: CPU and memory, then free cards or the roomiest card."""
@@ -347,7 +367,7 @@ class Cluster:
         if request is None:
             return ()
         chosen = [self.cards[node][c] for c in cards]
-        usage = {card.uuid: CardUsage(card.uuid, *self.used[node][c]) for c, card in zip(cards, chosen)}
+        usage = {card.uuid: CardUsage(card.uuid, *self.used[node][c]) for c, card in zip(cards, chosen, strict=True)}
         verdict = fit_pod(chosen, usage, (request,), 0, task_annotations(task), config=self.config)
         return cards if verdict.ok else None
 
@@ -414,7 +434,7 @@ class Cluster:
             for c in cards:
                 self._change(node, c, (1, mem, cores))
             self.allocated += task.gpus
-            pod = self._plan_pod(task, request, node, cards, mem, cores)
+            pod = self._plan_pod(task, request, node, cards, mem=mem, cores=cores)
         self.running[task.name] = Running(task, node, cards, pod)
 
     def take(self, name: str) -> Running:
@@ -445,7 +465,7 @@ class Cluster:
         self.room_mem[node] = max((card.devmem - u[1] for u, card in open_cards), default=-1)
 
     def _plan_pod(
-        self, task: Task, request: CardRequest, node: int, cards: tuple[int, ...], mem: int, cores: int
+        self, task: Task, request: CardRequest, node: int, cards: tuple[int, ...], *, mem: int, cores: int
     ) -> PlanPod:
         """The task as the planner sees it: a pod of a ReplicaSet with HAMi's allocation."""
         devices = tuple(ContainerDevice(self.cards[node][c].uuid, "NVIDIA", mem, cores) for c in cards)
@@ -478,9 +498,7 @@ class Cluster:
         With node resources on, a task may move only to nodes whose CPU and memory remainder holds it.
         """
         entries = [entry for entry in self.running.values() if entry.pod is not None]
-        allowed = (
-            self.allowed_nodes((e.task.cpu_milli, e.task.memory_mib) for e in entries) if self.resources else {}
-        )
+        allowed = self.allowed_nodes((e.task.cpu_milli, e.task.memory_mib) for e in entries) if self.resources else {}
         pods = []
         for entry in entries:
             pod = entry.pod
@@ -559,6 +577,7 @@ class ControllerPolicy:
     cooldown: float = 3600.0
     keep_free_cards: int = 0
     keep_moves_per_run: int = 8
+    replan_after: float = 600.0
 
 
 @dataclass
@@ -583,6 +602,7 @@ class ControllerStats:
             key: value for key, value in self.__dict__.items() if key not in ("plan_seconds", "snapshot_seconds")
         }
         data["plan_seconds"] = spread_of(self.plan_seconds)
+        data["plan_seconds_all"] = list(self.plan_seconds)
         data["snapshot_seconds"] = spread_of(self.snapshot_seconds)
         return data
 
@@ -610,6 +630,7 @@ class Controller:
         self.stats = ControllerStats()
         self.recent: list[float] = []
         self._failed: dict[tuple[Any, ...], int] = {}
+        self._failed_at: dict[str, float] = {}
         self.version = 0
 
     def budget_left(self, now: float | None) -> int:
@@ -636,19 +657,17 @@ class Controller:
     def rescue(self, task: Task, now: float | None) -> int | None:
         """Rescue a Pending task: plan room for it within budget, carry it out, place it on the target; its moves.
 
-        None when no plan was carried out. A task shape whose plan failed is not planned again until the cluster
-        changed by a departure or a move (placements only take room away).
+        None when no plan was carried out. Without a clock (inflation) a task shape whose plan failed is not planned
+        again until a move or a departure changed the cluster (placements only take room away); with one, a task whose
+        plan failed is planned again only `replan_after` seconds later.
         """
         cluster = self.cluster
         request = task_request(task)
-        if request is None:
-            return None
-        key = (task.shape, self.version)
-        if self._failed.get(task.shape) == self.version:
+        if request is None or not self._due(task, now):
             return None
         if cluster.free_share(task.gpu_spec) < task.gpus - 1e-9:
             self.stats.skipped_no_room += 1
-            self._failed[task.shape] = key[1]
+            self._fail(task, now)
             return None
         left = self.budget_left(now)
         if left <= 0:
@@ -661,12 +680,12 @@ class Controller:
             Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node),
         )
         if not result.complete or result.target is None:
-            self._failed[task.shape] = self.version
+            self._fail(task, now)
             return None
         moves, why = cluster.carry_out(result, now)
         if why:
             self.stats.refused_resources += 1
-            self._failed[task.shape] = self.version
+            self._fail(task, now)
             return None
         self._moved(moves, now)
         node = cluster.index[result.target[0]]
@@ -677,6 +696,19 @@ class Controller:
         cluster.put(task, node, cards)
         self.stats.rescued += 1
         return moves
+
+    def _due(self, task: Task, now: float | None) -> bool:
+        """Whether a rescue of the task may be planned now (see `rescue`)."""
+        if now is None:
+            return self._failed.get(task.shape) != self.version
+        return now - self._failed_at.get(task.name, -math.inf) >= self.policy.replan_after
+
+    def _fail(self, task: Task, now: float | None) -> None:
+        """Remember a failed rescue."""
+        if now is None:
+            self._failed[task.shape] = self.version
+        else:
+            self._failed_at[task.name] = now
 
     def keep_room(self, now: float | None) -> int:
         """Keep room: when fewer than `keep_free_cards` cards are whole and free, plan toward it within budget."""
@@ -716,7 +748,6 @@ class Controller:
         self.version += 1
 
 
-
 # The replays ----------------------------------------------------------------------------------------------------
 
 
@@ -743,16 +774,19 @@ def replay_inflation(
     *,
     limit: float = 1.0,
     keep_every: float = 0.02,
+    rescues_per_step: int = 2,
 ) -> dict[str, Any]:
     """Workload inflation: tasks drawn in order with no departures until the GPUs asked reach `limit` x capacity.
 
-    The controller rescues each task HAMi leaves Pending at once, and runs keep-room each `keep_every` of capacity
-    asked. A task without cards is skipped when node resources are left out.
+    The controller rescues a task HAMi leaves Pending at once, at most `rescues_per_step` planner runs per 1% of
+    capacity asked (a failed rescue costs the planner seconds at this size), and runs keep-room each `keep_every` of
+    capacity asked. A task without cards is skipped when node resources are left out.
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
     controller = Controller(cluster, policy) if setup.controller else None
     ledger = InflationLedger(cluster.capacity)
     next_keep = keep_every * cluster.capacity
+    runs_in: dict[int, int] = {}
     started = time.process_time()
     for task in inflate(tasks, cluster.capacity, limit):
         if not setup.resources and not task.num_gpu:
@@ -762,7 +796,11 @@ def replay_inflation(
         if choice is not None:
             cluster.put(task, *choice)
         elif controller is not None:
-            moves = controller.rescue(task, None) or 0
+            step = int(100 * ledger.asked / cluster.capacity)
+            if runs_in.get(step, 0) < rescues_per_step:
+                runs = controller.stats.rescue_runs
+                moves = controller.rescue(task, None) or 0
+                runs_in[step] = runs_in.get(step, 0) + controller.stats.rescue_runs - runs
         placed = task.name in cluster.running
         if controller is not None and policy.keep_free_cards and ledger.asked + task.gpus >= next_keep:
             moves += controller.keep_room(None)
@@ -794,28 +832,35 @@ def replay_timeline(
     policy: ControllerPolicy,
     *,
     compress: float,
-    tick: float = 30.0,
+    rounds: int = 1,
+    tick: float = 60.0,
     pending_for: float = 60.0,
-    rescues_per_tick: int = 2,
+    rescues_per_tick: int = 1,
 ) -> dict[str, Any]:
-    """The trace's own arrivals (creation times divided by `compress`) and departures (each task runs its duration
-    once placed). A Pending task is retried whenever a node gains room (kube-scheduler requeues on such events);
-    every `tick` seconds the controller rescues up to `rescues_per_tick` of the oldest tasks Pending for at least
-    `pending_for`, then runs keep-room. A moved task keeps its departure time.
+    """The trace's own arrivals (`arrivals`: creation times divided by `compress`, `rounds` times) and departures
+    (each task runs its duration once placed).
+
+    A Pending task is retried whenever a node gains room (kube-scheduler requeues on such events). Every `tick`
+    seconds the controller plans at most `rescues_per_tick` rescues, oldest Pending task first among those Pending
+    for at least `pending_for` (a failed one is planned again `replan_after` later), then keep-room. A moved task
+    keeps its departure time.
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
     controller = Controller(cluster, policy) if setup.controller else None
     events: list[tuple[float, int, int, str]] = []
-    for seq, task in enumerate(tasks):
+    by_name = {}
+    for seq, (arrival, task) in enumerate(arrivals(tasks, compress, rounds)):
         if task.num_gpu or setup.resources:
-            heapq.heappush(events, (task.creation / compress, 1, seq, task.name))
-    by_name = {task.name: task for task in tasks}
-    first = events[0][0] if events else 0.0
-    last_arrival = max((e[0] for e in events), default=0.0)
+            events.append((arrival, 1, seq, task.name))
+            by_name[task.name] = task
+    heapq.heapify(events)
+    times = sorted(e[0] for e in events)
+    first = times[0] if times else 0.0
+    window = (times[len(times) // 10], times[len(times) * 9 // 10]) if times else (0.0, 0.0)
     pending: dict[str, _Waiting] = {}
     waits: dict[str, float] = {}
     departures = 0
-    seq = len(tasks)
+    seq = len(events)
     allocated_area = 0.0
     clock = first
     next_tick = first
@@ -840,9 +885,9 @@ def replay_timeline(
                 placed(waiting.task, now, waiting.arrived)
 
     def advance(now: float) -> None:
-        """Integrate the allocated share over the arrival window."""
+        """Integrate the allocated share over the middle 80% of arrivals (the trace's sparse head left out)."""
         nonlocal allocated_area, clock
-        lo, hi = max(clock, first), min(now, last_arrival)
+        lo, hi = max(clock, window[0]), min(now, window[1])
         if hi > lo:
             allocated_area += cluster.allocated * (hi - lo)
         clock = now
@@ -851,9 +896,9 @@ def replay_timeline(
         """The controller's run: rescue the oldest long-Pending tasks, then keep room."""
         nonlocal evictions
         assert controller is not None
-        done = 0
+        runs = controller.stats.rescue_runs
         for name in list(pending):
-            if done >= rescues_per_tick:
+            if controller.stats.rescue_runs - runs >= rescues_per_tick:
                 break
             waiting = pending[name]
             if now - waiting.arrived < pending_for or not waiting.task.num_gpu:
@@ -862,7 +907,6 @@ def replay_timeline(
             moves = controller.rescue(waiting.task, now)
             if moves is None:
                 continue
-            done += 1
             evictions += moves
             if name in cluster.running:
                 del pending[name]
@@ -911,13 +955,14 @@ def replay_timeline(
         """A percentile of the GPU tasks' waits."""
         return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] if ordered else 0.0
 
-    window = last_arrival - first
+    span = window[1] - window[0]
     return {
         "setup": setup.__dict__,
         "label": setup.label,
         "compress": compress,
+        "rounds": rounds,
         "capacity": cluster.capacity,
-        "allocated_share": allocated_area / (window * cluster.capacity) if window > 0 else 0.0,
+        "allocated_share": allocated_area / (span * cluster.capacity) if span > 0 else 0.0,
         "simulated_hours": (clock - first) / 3600,
         "gpu_tasks": len(gpu_tasks),
         "waited": sum(1 for t in gpu_tasks if waits[t.name] > 0),
@@ -930,3 +975,303 @@ def replay_timeline(
         "controller": controller.stats.to_dict() if controller else None,
         "cpu_seconds": time.process_time() - started,
     }
+
+
+# Reporting ------------------------------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    """PASS or MISS."""
+    return "PASS" if ok else "MISS"
+
+
+def pct(value: float) -> str:
+    """A share in percent, one decimal."""
+    return f"{100 * value:.1f}%"
+
+
+def print_inflation(name: str, results: list[dict[str, Any]], tasks: int, nodes: int) -> None:
+    """One table per task list: each 10% of asked load, each setup side by side."""
+    capacity = results[0]["capacity"]
+    print(f"\ninflation: {name} ({tasks} tasks in the list, {nodes} nodes, {capacity:.0f} GPUs)")
+    print("  per setup: GPU capacity unallocated / asked GPUs unplaced / evictions per placed task")
+    width = max(len(r["label"]) for r in results) + 2
+    print("  load " + "".join(f"{r['label']:>{max(width, 26)}}" for r in results))
+    for position in range(len(results[0]["rows"])):
+        cells = []
+        for result in results:
+            rows = result["rows"]
+            row = rows[position] if position < len(rows) else result["final"]
+            cells.append(f"{pct(row['unallocated'])} / {pct(row['unplaced'])} / {row['evictions_per_placed']:.3f}")
+        print(f"  {results[0]['rows'][position]['load']:>4.0%} " + "".join(f"{c:>{max(width, 26)}}" for c in cells))
+
+
+def inflation_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At 100% asked load: each controller setup against HAMi's best policy alone (same task list, same resources)."""
+    verdicts = []
+    for result in results:
+        setup = result["setup"]
+        if not setup["controller"]:
+            continue
+        alone = [r for r in results if not r["setup"]["controller"] and r["setup"]["resources"] == setup["resources"]]
+        best = min(alone, key=lambda r: r["final"]["unplaced"])
+        unplaced, evictions = result["final"]["unplaced"], result["final"]["evictions_per_placed"]
+        verdicts.append(
+            {
+                "tasks": setup["tasks"],
+                "label": result["label"],
+                "unplaced": unplaced,
+                "best_alone": best["label"],
+                "best_alone_unplaced": best["final"]["unplaced"],
+                "unplaced_ok": unplaced <= best["final"]["unplaced"] / 4,
+                "evictions_per_placed": evictions,
+                "evictions_ok": evictions <= 0.05,
+            }
+        )
+    return verdicts
+
+
+def print_timeline(name: str, results: list[dict[str, Any]]) -> None:
+    """The timeline table: allocation, pending time, GPU-hours Pending, evictions."""
+    first = results[0]
+    print(
+        f"\ntimeline: {name} (arrivals compressed {first['compress']:g}x, the list played {first['rounds']} times; "
+        f"{first['gpu_tasks']} GPU tasks)"
+    )
+    print(
+        f"  {'setup':<34}{'allocated':>10}{'waited':>8}{'never':>7}{'p50 s':>9}{'p95 s':>9}"
+        f"{'GPU-h Pending':>15}{'evict/task':>12}{'CPU s':>8}"
+    )
+    for r in results:
+        print(
+            f"  {r['label']:<34}{pct(r['allocated_share']):>10}{r['waited']:>8}{r['never_placed']:>7}"
+            f"{r['pending_p50_s']:>9.0f}{r['pending_p95_s']:>9.0f}{r['pending_gpu_hours']:>15.1f}"
+            f"{r['evictions_per_placed']:>12.4f}{r['cpu_seconds']:>8.0f}"
+        )
+
+
+def timeline_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each controller setup's GPU-hours Pending against HAMi's best policy alone (same list, same resources)."""
+    verdicts = []
+    for result in results:
+        setup = result["setup"]
+        if not setup["controller"]:
+            continue
+        alone = [r for r in results if not r["setup"]["controller"] and r["setup"]["resources"] == setup["resources"]]
+        best = min(alone, key=lambda r: r["pending_gpu_hours"])
+        verdicts.append(
+            {
+                "tasks": setup["tasks"],
+                "label": result["label"],
+                "pending_gpu_hours": result["pending_gpu_hours"],
+                "best_alone": best["label"],
+                "best_alone_gpu_hours": best["pending_gpu_hours"],
+                "pending_ok": result["pending_gpu_hours"] <= best["pending_gpu_hours"] / 2,
+                "evictions_per_placed": result["evictions_per_placed"],
+                "evictions_ok": result["evictions_per_placed"] <= 0.05,
+            }
+        )
+    return verdicts
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Unallocated capacity and unplaced GPUs against asked load (default list), and timeline GPU-hours Pending."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    inflation = results["inflation"].get("default") or next(iter(results["inflation"].values()))
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    for result in inflation:
+        loads = [row["load"] * 100 for row in result["rows"]]
+        style = "-" if result["setup"]["controller"] else "--"
+        axes[0].plot(
+            loads, [100 * row["unallocated"] for row in result["rows"]], style, marker="o", ms=3, label=result["label"]
+        )
+        axes[1].plot(
+            loads, [100 * row["unplaced"] for row in result["rows"]], style, marker="o", ms=3, label=result["label"]
+        )
+    axes[0].set(
+        xlabel="GPUs asked, % of capacity",
+        ylabel="GPU capacity unallocated, %",
+        title="workload inflation (default list)",
+    )
+    axes[1].set(xlabel="GPUs asked, % of capacity", ylabel="asked GPUs unplaced, %", title="asked GPUs left unplaced")
+    for axis in axes[:2]:
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    timeline = results["timeline"].get("default") or []
+    if timeline:
+        labels = [r["label"].replace(" + ", "\n+ ").replace(" (", "\n(") for r in timeline]
+        axes[2].bar(
+            range(len(timeline)),
+            [r["pending_gpu_hours"] for r in timeline],
+            color=["tab:blue" if r["setup"]["controller"] else "tab:gray" for r in timeline],
+        )
+        axes[2].set_xticks(range(len(timeline)), labels, fontsize=7)
+        axes[2].set(ylabel="GPU-hours Pending", title="timeline (default list)")
+        axes[2].grid(alpha=0.3, axis="y")
+    figure.suptitle(
+        "Alibaba GPU trace v2023 (Weng et al., ATC '23) replayed in hami-place's core: HAMi alone vs "
+        "HAMi + defragmentation controller",
+        fontsize=10,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def subset(nodes: list[TraceNode], count: int | None) -> list[TraceNode]:
+    """Every k-th node, so a slice keeps the models' mix."""
+    if count is None or count >= len(nodes):
+        return nodes
+    step = len(nodes) / count
+    return [nodes[int(i * step)] for i in range(count)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the replays, print the tables and targets, write the JSON and the plot."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace-dir", type=Path, default=TRACE_DIR)
+    parser.add_argument("--files", default=",".join(TASK_FILES), help="task lists for workload inflation")
+    parser.add_argument("--timeline-files", default="default", help="task lists for the timeline (need times)")
+    parser.add_argument(
+        "--no-resources-files", default="default", help="task lists replayed again without node CPU and memory"
+    )
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--nodes", type=int, help="replay on every k-th node only, this many (development)")
+    parser.add_argument("--tasks", type=int, help="the first this many tasks of each list only (development)")
+    parser.add_argument("--compress", type=float, default=1000.0, help="timeline arrivals compressed this many times")
+    parser.add_argument("--rounds", type=int, default=4, help="timeline: the task list played this many times")
+    parser.add_argument(
+        "--rescues-per-step", type=int, default=2, help="inflation: planner runs for rescues per 1%% of capacity asked"
+    )
+    parser.add_argument(
+        "--rescues-per-tick", type=int, default=1, help="timeline: planner runs for rescues per controller tick"
+    )
+    parser.add_argument("--tick", type=float, default=300.0, help="timeline: seconds between controller runs")
+    parser.add_argument(
+        "--no-resources-timeline", action="store_true", help="the timeline too without node CPU and memory"
+    )
+    parser.add_argument("--keep-free-cards", type=int, default=0, help="keep-room goal: whole free cards")
+    parser.add_argument("--skip-timeline", action="store_true")
+    parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
+    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "performance-trace.png")
+    args = parser.parse_args(argv)
+
+    nodes = subset(read_nodes(args.trace_dir / NODE_FILE), args.nodes)
+    policies = args.policies.split(",")
+    controller_policy = ControllerPolicy(keep_free_cards=args.keep_free_cards)
+    split = lambda text: [name for name in text.split(",") if name]  # noqa: E731
+    lists = {
+        name: read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv")[: args.tasks]
+        for name in dict.fromkeys(split(args.files) + split(args.timeline_files))
+    }
+    no_resources = set(split(args.no_resources_files))
+    report: dict[str, Any] = {
+        "trace": "Alibaba cluster-trace-gpu-v2023 (Weng et al., USENIX ATC '23)",
+        "nodes": len(nodes),
+        "gpus": sum(node.gpus for node in nodes),
+        "card_mib": CARD_MIB,
+        "slots_per_card": SLOTS,
+        "controller_policy": controller_policy.__dict__,
+        "command": "python "
+        + " ".join(
+            [Path(sys.argv[0]).name if sys.argv else "trace_replay.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "load_average": os.getloadavg()[0],
+        "inflation": {},
+        "timeline": {},
+    }
+    started = time.process_time()
+    for name in split(args.files):
+        results = []
+        for resources in (True, False) if name in no_resources else (True,):
+            for policy in policies:
+                for controlled in (False, True):
+                    setup = Setup(name, policy, controlled, resources)
+                    results.append(
+                        replay_inflation(
+                            nodes, lists[name], setup, controller_policy, rescues_per_step=args.rescues_per_step
+                        )
+                    )
+                    print(
+                        f"  [inflation {name}: {setup.label} in {results[-1]['cpu_seconds']:.0f} s CPU]",
+                        file=sys.stderr,
+                    )
+        report["inflation"][name] = results
+        print_inflation(name, results, len(lists[name]), len(nodes))
+    for name in [] if args.skip_timeline else split(args.timeline_files):
+        if not has_times(lists[name]):
+            print(f"\ntimeline: {name} has no creation/deletion times; inflation only")
+            continue
+        results = []
+        for resources in (True, False) if name in no_resources and args.no_resources_timeline else (True,):
+            for policy in policies:
+                for controlled in (False, True):
+                    setup = Setup(name, policy, controlled, resources)
+                    results.append(
+                        replay_timeline(
+                            nodes,
+                            lists[name],
+                            setup,
+                            controller_policy,
+                            compress=args.compress,
+                            rounds=args.rounds,
+                            rescues_per_tick=args.rescues_per_tick,
+                            tick=args.tick,
+                        )
+                    )
+                    print(
+                        f"  [timeline {name}: {setup.label} in {results[-1]['cpu_seconds']:.0f} s CPU]", file=sys.stderr
+                    )
+        report["timeline"][name] = results
+        print_timeline(name, results)
+
+    plan_times = [
+        seconds
+        for kind in ("inflation", "timeline")
+        for results in report[kind].values()
+        for result in results
+        if result["controller"]
+        for seconds in result["controller"]["plan_seconds_all"]
+    ]
+    planning = spread_of(plan_times)
+    report["planning_seconds"] = planning
+    report["targets"] = {
+        "inflation": [v for results in report["inflation"].values() for v in inflation_targets(results)],
+        "timeline": [v for results in report["timeline"].values() for v in timeline_targets(results)],
+        "planning_under_1s": planning["max"] < 1.0,
+    }
+    print("\ntargets")
+    for v in report["targets"]["inflation"]:
+        print(
+            f"  inflation {v['tasks']:<11} {v['label']:<34} unplaced at 100% {pct(v['unplaced'])} vs best alone "
+            f"({v['best_alone']}) {pct(v['best_alone_unplaced'])} / 4: {verdict(v['unplaced_ok'])};  "
+            f"evictions/task {v['evictions_per_placed']:.3f} <= 0.05: {verdict(v['evictions_ok'])}"
+        )
+    for v in report["targets"]["timeline"]:
+        print(
+            f"  timeline  {v['tasks']:<11} {v['label']:<34} GPU-h Pending {v['pending_gpu_hours']:.1f} vs best alone "
+            f"({v['best_alone']}) {v['best_alone_gpu_hours']:.1f} / 2: {verdict(v['pending_ok'])};  "
+            f"evictions/task {v['evictions_per_placed']:.3f} <= 0.05: {verdict(v['evictions_ok'])}"
+        )
+    print(
+        f"  planning at {len(nodes)} nodes, {planning['runs']} runs: median {planning['median']:.2f} s, "
+        f"p95 {planning['p95']:.2f} s, max {planning['max']:.2f} s CPU; under 1 s: "
+        f"{verdict(report['targets']['planning_under_1s'])}"
+    )
+    report["cpu_seconds"] = time.process_time() - started
+    print(f"  ({report['cpu_seconds']:.0f} s CPU in all; load average {os.getloadavg()[0]:.1f})")
+    for kind in ("inflation", "timeline"):
+        for results in report[kind].values():
+            for result in results:
+                if result["controller"]:
+                    del result["controller"]["plan_seconds_all"]
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    plot(report, args.plot)
+    print(f"  wrote {args.json} and {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import heapq
 import json
 import math
@@ -114,7 +115,7 @@ class Task:
         start = self.creation if self.scheduled is None else self.scheduled
         return max(self.deletion - start, 0)
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple[int, int, int, int, tuple[str, ...]]:
         """What the scheduler sees of it: tasks of one shape fit the same nodes."""
         return self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli, self.gpu_spec
@@ -187,12 +188,18 @@ def task_request(task: Task) -> CardRequest | None:
     `nvidia.com/gpucores` = gpu_milli/10 (rounded up to whole percent); whole cards ask `nvidia.com/gpu` alone,
     which HAMi's webhook makes exclusive (100% memory, 100 cores).
     """
-    if task.num_gpu <= 0:
+    return _request(task.num_gpu, task.gpu_milli)
+
+
+@functools.lru_cache(maxsize=1024)
+def _request(num_gpu: int, gpu_milli: int) -> CardRequest | None:
+    """`task_request` by what it reads, computed once per shape."""
+    if num_gpu <= 0:
         return None
-    if task.num_gpu == 1 and task.gpu_milli < 1000:
-        percent = max(1, math.ceil(task.gpu_milli / 10))
+    if num_gpu == 1 and gpu_milli < 1000:
+        percent = max(1, math.ceil(gpu_milli / 10))
         return card_request(1, mem_percentage=percent, coresreq=percent)
-    return card_request(task.num_gpu)
+    return card_request(num_gpu)
 
 
 def task_annotations(task: Task) -> dict[str, str]:
@@ -313,11 +320,15 @@ class Cluster:
         self.empty = [len(cards) for cards in self.cards]
         self.room_cores = [100 if cards else -1 for cards in self.cards]
         self.room_mem = [cards[0].devmem if cards else -1 for cards in self.cards]
+        self.devmem = [cards[0].devmem if cards else 0 for cards in self.cards]
+        self.rooms = [[(card.devcore, card.devmem) for card in cards] for cards in self.cards]
         self.sums = [[0, 0, 0] for _ in nodes]
         self.totals = [(SLOTS * len(cards), 100 * len(cards), sum(c.devmem for c in cards)) for cards in self.cards]
         order = list(range(len(nodes)))
         random.Random(seed).shuffle(order)
         self.rank = {node: position for position, node in enumerate(order)}
+        self.sign = -1 if policy == "binpack" else 1
+        self.order = [(0.0, self.rank[node]) for node in range(len(nodes))]
         self.running: dict[str, Running] = {}
         self.capacity = float(sum(len(cards) for cards in self.cards))
         self.allocated = 0.0
@@ -343,14 +354,33 @@ class Cluster:
         return not self.resources or (self.free_cpu[node] >= task.cpu_milli and self.free_mem[node] >= task.memory_mib)
 
     def may_fit(self, task: Task, request: CardRequest, node: int) -> bool:
-        """Necessary conditions for HAMi's fit, cheap: CPU and memory, then free cards or the roomiest card."""
+        """Necessary conditions for HAMi's fit, cheap: CPU and memory, then enough free cards or a card with a free
+        slot, cores and memory enough (HAMi's `fit_pod` still decides)."""
         if not self.resources_fit(task, node):
             return False
         if request.exclusive:
             return self.empty[node] >= request.nums
-        return self.room_cores[node] >= request.coresreq and self.room_mem[node] >= memory_for(
-            request, self.cards[node][0]
-        )
+        cores, mem = request.coresreq, self.devmem[node] * (request.mem_percentage or 100) // 100
+        return any(free_cores >= cores and free_mem >= mem for free_cores, free_mem in self.rooms[node])
+
+    def may_fit_nodes(self, task: Task, request: CardRequest) -> list[int]:
+        """`may_fit` over every node of an accepted model, inlined: it runs for each task on each node."""
+        typed = self.typed(task.gpu_spec)
+        cpu, mem = (task.cpu_milli, task.memory_mib) if self.resources else (0, 0)
+        free_cpu, free_mem = self.free_cpu, self.free_mem
+        if request.exclusive:
+            empty, nums = self.empty, request.nums
+            return [n for n in typed if empty[n] >= nums and free_cpu[n] >= cpu and free_mem[n] >= mem]
+        room_cores, room_mem, devmem = self.room_cores, self.room_mem, self.devmem
+        cores, percent = request.coresreq, request.mem_percentage or 100
+        return [
+            n
+            for n in typed
+            if room_cores[n] >= cores
+            and room_mem[n] >= devmem[n] * percent // 100
+            and free_cpu[n] >= cpu
+            and free_mem[n] >= mem
+        ]
 
     def hami_fit(self, task: Task, request: CardRequest, node: int) -> tuple[int, ...] | None:
         """HAMi's own verdict for the task on the node (`fit_pod`, cards sorted by the GPU policy): its cards."""
@@ -378,14 +408,23 @@ class Cluster:
         return 10 * (slots / total_slots + cores / total_cores + mem / total_mem)
 
     def choose(self, task: Task) -> tuple[int, tuple[int, ...]] | None:
-        """Where HAMi places the task now: among the nodes that fit, the highest score (binpack) or lowest (spread)."""
+        """Where HAMi places the task now: among the nodes that fit, the highest score (binpack) or lowest (spread).
+
+        `order` keeps each node's sort key (policy-signed score, tie rank) fresh as its cards change.
+        """
         request = task_request(task)
         if request is None:
             return self.choose_cpu_only(task)
-        candidates = [node for node in self.typed(task.gpu_spec) if self.may_fit(task, request, node)]
-        sign = -1 if self.policy == "binpack" else 1
-        candidates.sort(key=lambda node: (sign * self.node_score(node), self.rank[node]))
-        for node in candidates:
+        candidates = self.may_fit_nodes(task, request)
+        if not candidates:
+            return None
+        order = self.order.__getitem__
+        best = min(candidates, key=order)
+        cards = self.hami_fit(task, request, best)
+        if cards is not None:
+            return best, cards
+        candidates.sort(key=order)
+        for node in candidates[1:]:
             cards = self.hami_fit(task, request, node)
             if cards is not None:
                 return node, cards
@@ -459,10 +498,16 @@ class Cluster:
             used[k] += delta[k]
             self.sums[node][k] += delta[k]
         self.empty[node] += (used[0] == 0) - was_empty
+        self.order[node] = (self.sign * self.node_score(node), self.rank[node])
         cards = self.cards[node]
-        open_cards = [(u, cards[c]) for c, u in enumerate(self.used[node]) if u[0] < cards[c].count]
-        self.room_cores[node] = max((card.devcore - u[2] for u, card in open_cards), default=-1)
-        self.room_mem[node] = max((card.devmem - u[1] for u, card in open_cards), default=-1)
+        rooms = [
+            (cards[c].devcore - u[2], cards[c].devmem - u[1])
+            for c, u in enumerate(self.used[node])
+            if u[0] < cards[c].count
+        ]
+        self.rooms[node] = rooms
+        self.room_cores[node] = max((room[0] for room in rooms), default=-1)
+        self.room_mem[node] = max((room[1] for room in rooms), default=-1)
 
     def _plan_pod(
         self, task: Task, request: CardRequest, node: int, cards: tuple[int, ...], *, mem: int, cores: int
@@ -823,6 +868,7 @@ class _Waiting:
 
     task: Task
     arrived: float
+    order: int
 
 
 def replay_timeline(
@@ -858,6 +904,7 @@ def replay_timeline(
     first = times[0] if times else 0.0
     window = (times[len(times) // 10], times[len(times) * 9 // 10]) if times else (0.0, 0.0)
     pending: dict[str, _Waiting] = {}
+    shapes: dict[tuple[Any, ...], dict[str, _Waiting]] = {}
     waits: dict[str, float] = {}
     departures = 0
     seq = len(events)
@@ -875,14 +922,41 @@ def replay_timeline(
         heapq.heappush(events, (now + task.duration, 0, seq, task.name))
 
     def retry(node: int, now: float) -> None:
-        """Pending tasks, oldest first, on the node that just gained room."""
-        for name in list(pending):
-            waiting = pending[name]
-            cards = cluster.fits_node(waiting.task, node)
-            if cards is not None:
-                cluster.put(waiting.task, node, cards)
-                del pending[name]
-                placed(waiting.task, now, waiting.arrived)
+        """Pending tasks, oldest first, on the node that just gained room.
+
+        The node only loses room while they are tried, so a task that does not fit rules out the rest of its shape:
+        only the shapes whose oldest task fits are walked, merged in arrival order.
+        """
+        queues = [queue for queue in shapes.values() if cluster.fits_node(next(iter(queue.values())).task, node)]
+        if not queues:
+            return
+        candidates = sorted((w for queue in queues for w in queue.values()), key=lambda w: w.order)
+        refused: set[tuple[Any, ...]] = set()
+        for waiting in candidates:
+            task = waiting.task
+            if task.shape in refused:
+                continue
+            cards = cluster.fits_node(task, node)
+            if cards is None:
+                refused.add(task.shape)
+                continue
+            cluster.put(task, node, cards)
+            unqueue(task)
+            placed(task, now, waiting.arrived)
+
+    def queue(task: Task, now: float) -> None:
+        """A task goes Pending."""
+        waiting = _Waiting(task, now, len(pending) + len(waits))
+        pending[task.name] = waiting
+        shapes.setdefault(task.shape, {})[task.name] = waiting
+
+    def unqueue(task: Task) -> None:
+        """A Pending task was placed."""
+        del pending[task.name]
+        same = shapes[task.shape]
+        del same[task.name]
+        if not same:
+            del shapes[task.shape]
 
     def advance(now: float) -> None:
         """Integrate the allocated share over the middle 80% of arrivals (the trace's sparse head left out)."""
@@ -909,7 +983,7 @@ def replay_timeline(
                 continue
             evictions += moves
             if name in cluster.running:
-                del pending[name]
+                unqueue(waiting.task)
                 placed(waiting.task, now, waiting.arrived)
             for node in {before[n] for n, e in cluster.running.items() if n in before and e.node != before[n]}:
                 retry(node, now)
@@ -941,7 +1015,7 @@ def replay_timeline(
             continue
         choice = cluster.choose(task)
         if choice is None:
-            pending[name] = _Waiting(task, now)
+            queue(task, now)
             continue
         cluster.put(task, *choice)
         placed(task, now, now)
@@ -1141,10 +1215,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--nodes", type=int, help="replay on every k-th node only, this many (development)")
     parser.add_argument("--tasks", type=int, help="the first this many tasks of each list only (development)")
-    parser.add_argument("--compress", type=float, default=1000.0, help="timeline arrivals compressed this many times")
-    parser.add_argument("--rounds", type=int, default=4, help="timeline: the task list played this many times")
+    parser.add_argument("--compress", type=float, default=5000.0, help="timeline arrivals compressed this many times")
+    parser.add_argument("--rounds", type=int, default=5, help="timeline: the task list played this many times")
     parser.add_argument(
-        "--rescues-per-step", type=int, default=2, help="inflation: planner runs for rescues per 1%% of capacity asked"
+        "--rescues-per-step", type=int, default=1, help="inflation: planner runs for rescues per 1%% of capacity asked"
     )
     parser.add_argument(
         "--rescues-per-tick", type=int, default=1, help="timeline: planner runs for rescues per controller tick"

@@ -3,6 +3,7 @@ HAMi's choices and the controller's moves on a tiny cluster."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from bench.trace_replay import (
     Setup,
     Task,
     TraceNode,
+    arrivals,
     inflate,
     parse_task,
     read_nodes,
@@ -25,6 +27,7 @@ from bench.trace_replay import (
     task_request,
 )
 from kubectl_hami_place.core.fit import USE_TYPE
+from kubectl_hami_place.core.planner import FitGoal, Limits, Snapshot, plan
 
 ROW = {
     "name": "openb-pod-0001",
@@ -114,6 +117,20 @@ def test_inflate_draws_in_order_and_wraps_until_capacity() -> None:
     assert list(inflate([task("cpu", 0, 0)], capacity=4.0)) == []
 
 
+def test_arrivals_compress_from_the_dense_part_and_repeat_in_rounds() -> None:
+    """The first 1% of creations (the trace's sparse head) arrive at time 0; later rounds follow back to back."""
+    tasks = [task(f"t{i}", creation=1000 + 10 * i) for i in range(100)]
+    tasks[0] = task("head", creation=0)
+    timed = arrivals(tasks, compress=10.0, rounds=2)
+    assert len(timed) == 200
+    by_name = {t.name: at for at, t in timed}
+    assert by_name["head"] == 0.0
+    assert by_name["t1"] == pytest.approx(0.0)
+    assert by_name["t2"] == pytest.approx(1.0)
+    span = (1000 + 10 * 99 - 1010) / 10.0
+    assert by_name["t2@1"] == pytest.approx(span + 1.0)
+
+
 def test_ledger_rows_at_each_step_of_asked_load() -> None:
     ledger = InflationLedger(capacity=10.0, step=0.25)
     ledger.record(task("a", 2, 1000), placed=True)
@@ -147,6 +164,7 @@ def test_cpu_and_memory_keep_a_task_off_a_node_with_free_cards() -> None:
 
 def test_gpu_spec_keeps_a_task_off_other_models() -> None:
     cluster = Cluster([*nodes(1, model="T4"), TraceNode("v", 64000, 262144, 1, "V100M32")], "binpack")
+    assert cluster.typed(("V100M32",)) == [1]
     choice = cluster.choose(task("t", gpu_spec=("V100M32",)))
     assert choice is not None and choice[0] == 1
     assert cluster.choose(task("t", gpu_spec=("P100",))) is None
@@ -168,14 +186,29 @@ def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
     assert controller.stats.moves == 1 and controller.stats.rescued == 1
 
 
-def test_rescue_refuses_a_plan_whose_move_breaks_cpu() -> None:
-    """The planner knows cards, not CPU: a move onto a node whose CPU cannot hold the task is not carried out."""
+def test_planner_keeps_moves_off_nodes_without_cpu() -> None:
+    """The snapshot lets a task move only to nodes whose CPU holds it, so no plan moves it onto the full node."""
     cluster = Cluster([*nodes(1, cpu=64000), TraceNode("full", 1500, 262144, 1, "V100M16")], "binpack")
     cluster.put(task("a", 1, 300, cpu_milli=1000), 0, (0,))
     cluster.put(task("cpu-hog", 0, 0, cpu_milli=1000), 1, ())
     controller = Controller(cluster, ControllerPolicy())
     assert controller.rescue(task("whole"), None) is None
+    assert controller.stats.refused_resources == 0
     assert controller.stats.moves == 0 and "whole" not in cluster.running
+
+
+def test_carry_out_refuses_a_move_that_breaks_cpu() -> None:
+    """The planner knows cards, not CPU: a plan whose move overfills a node's CPU is refused before anything moves."""
+    cluster = Cluster([*nodes(1, cpu=2000), TraceNode("other", 2500, 262144, 1, "V100M16")], "binpack")
+    cluster.put(task("a", 1, 300, cpu_milli=1200), 0, (0,))
+    cluster.put(task("b", 1, 300, cpu_milli=1500), 1, (0,))
+    pods = (cluster.running["a"].pod, cluster.running["b"].pod)
+    unaware = Snapshot(nodes=cluster.plan_nodes, pods=tuple(pod for pod in pods if pod is not None))
+    result = plan(unaware, FitGoal(replace(cluster.pending_pod(task("whole")), nodes=None)), Limits())
+    assert len(result.moves) == 1
+    moves, why = cluster.carry_out(result, None)
+    assert moves == 0 and why.endswith("exceeds its CPU or memory")
+    assert (cluster.running["a"].node, cluster.running["b"].node) == (0, 1)
 
 
 def test_replays_end_with_consistent_counts() -> None:
@@ -189,3 +222,7 @@ def test_replays_end_with_consistent_counts() -> None:
     assert inflation["final"]["tasks_placed"] + inflation["final"]["tasks_unplaced"] >= len(tasks)
     timeline = replay_timeline(trace_nodes, tasks, setup, ControllerPolicy(), compress=1.0)
     assert timeline["gpu_tasks"] == len(tasks) and timeline["never_placed"] == 0
+    alone = replay_timeline(
+        trace_nodes, tasks, Setup("test", "spread", controller=False), ControllerPolicy(), compress=1.0
+    )
+    assert alone["waited"] > 0 and alone["never_placed"] == 0 and alone["evictions"] == 0

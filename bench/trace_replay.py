@@ -366,7 +366,7 @@ class Cluster:
     def may_fit_nodes(self, task: Task, request: CardRequest) -> list[int]:
         """`may_fit` over every node of an accepted model, inlined: it runs for each task on each node."""
         typed = self.typed(task.gpu_spec)
-        cpu, mem = (task.cpu_milli, task.memory_mib) if self.resources else (0, 0)
+        cpu, mem = (task.cpu_milli, task.memory_mib) if self.resources else (-math.inf, -math.inf)
         free_cpu, free_mem = self.free_cpu, self.free_mem
         if request.exclusive:
             empty, nums = self.empty, request.nums
@@ -623,6 +623,7 @@ class ControllerPolicy:
     keep_free_cards: int = 0
     keep_moves_per_run: int = 8
     replan_after: float = 600.0
+    plan_budget: float = math.inf
 
 
 @dataclass
@@ -636,6 +637,7 @@ class ControllerStats:
     refused_resources: int = 0
     skipped_no_room: int = 0
     skipped_budget: int = 0
+    skipped_plan_budget: int = 0
     room_lost: int = 0
     moves: int = 0
     plan_seconds: list[float] = field(default_factory=list)
@@ -685,6 +687,13 @@ class Controller:
         self.recent = [t for t in self.recent if now - t < 3600]
         return min(self.policy.moves_per_run, self.policy.moves_per_hour - len(self.recent))
 
+    def planning_left(self) -> bool:
+        """Whether the replay's planner CPU budget (a bench bound, not a controller one) has any left."""
+        if sum(self.stats.plan_seconds) < self.policy.plan_budget:
+            return True
+        self.stats.skipped_plan_budget += 1
+        return False
+
     def _plan(self, snapshot: Snapshot, goal: FitGoal | FreeCardsGoal, limits: Limits) -> Plan:
         """One planner run, timed."""
         start = time.process_time()
@@ -717,6 +726,8 @@ class Controller:
         left = self.budget_left(now)
         if left <= 0:
             self.stats.skipped_budget += 1
+            return None
+        if not self.planning_left():
             return None
         self.stats.rescue_runs += 1
         result = self._plan(
@@ -763,6 +774,8 @@ class Controller:
         left = min(self.budget_left(now), self.policy.keep_moves_per_run)
         if left <= 0:
             self.stats.skipped_budget += 1
+            return 0
+        if not self.planning_left():
             return 0
         self.stats.keep_runs += 1
         result = self._plan(
@@ -1204,8 +1217,8 @@ def subset(nodes: list[TraceNode], count: int | None) -> list[TraceNode]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the replays, print the tables and targets, write the JSON and the plot."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the replays (or combine earlier runs' JSON), print the tables and targets, write the JSON and the plot."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--trace-dir", type=Path, default=TRACE_DIR)
     parser.add_argument("--files", default=",".join(TASK_FILES), help="task lists for workload inflation")
     parser.add_argument("--timeline-files", default="default", help="task lists for the timeline (need times)")
@@ -1225,40 +1238,46 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--tick", type=float, default=300.0, help="timeline: seconds between controller runs")
     parser.add_argument(
+        "--plan-budget", type=float, default=math.inf, help="planner CPU seconds per replay, then no more runs"
+    )
+    parser.add_argument(
         "--no-resources-timeline", action="store_true", help="the timeline too without node CPU and memory"
     )
-    parser.add_argument("--keep-free-cards", type=int, default=0, help="keep-room goal: whole free cards")
+    parser.add_argument("--keep-free-cards", type=int, default=0, help="keep-room goal: whole free cards (0: off)")
     parser.add_argument("--skip-timeline", action="store_true")
+    parser.add_argument("--combine", type=Path, nargs="+", help="merge these runs' JSON instead of replaying")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "performance-trace.png")
     args = parser.parse_args(argv)
+    command = "python bench/trace_replay.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = combine(args.combine) if args.combine else replay_all(args, command)
+    finish(report, args.json, args.plot)
 
+
+def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """Every replay the arguments ask for."""
     nodes = subset(read_nodes(args.trace_dir / NODE_FILE), args.nodes)
     policies = args.policies.split(",")
-    controller_policy = ControllerPolicy(keep_free_cards=args.keep_free_cards)
-    split = lambda text: [name for name in text.split(",") if name]  # noqa: E731
+    controller_policy = ControllerPolicy(keep_free_cards=args.keep_free_cards, plan_budget=args.plan_budget)
     lists = {
         name: read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv")[: args.tasks]
-        for name in dict.fromkeys(split(args.files) + split(args.timeline_files))
+        for name in dict.fromkeys(_names(args.files) + _names(args.timeline_files))
     }
-    no_resources = set(split(args.no_resources_files))
+    no_resources = set(_names(args.no_resources_files))
     report: dict[str, Any] = {
         "trace": "Alibaba cluster-trace-gpu-v2023 (Weng et al., USENIX ATC '23)",
         "nodes": len(nodes),
         "gpus": sum(node.gpus for node in nodes),
+        "tasks": {name: len(tasks) for name, tasks in lists.items()},
         "card_mib": CARD_MIB,
         "slots_per_card": SLOTS,
         "controller_policy": controller_policy.__dict__,
-        "command": "python "
-        + " ".join(
-            [Path(sys.argv[0]).name if sys.argv else "trace_replay.py", *(argv if argv is not None else sys.argv[1:])]
-        ),
-        "load_average": os.getloadavg()[0],
+        "commands": [command],
+        "load_average": [os.getloadavg()[0]],
         "inflation": {},
         "timeline": {},
     }
-    started = time.process_time()
-    for name in split(args.files):
+    for name in _names(args.files):
         results = []
         for resources in (True, False) if name in no_resources else (True,):
             for policy in policies:
@@ -1269,15 +1288,11 @@ def main(argv: list[str] | None = None) -> None:
                             nodes, lists[name], setup, controller_policy, rescues_per_step=args.rescues_per_step
                         )
                     )
-                    print(
-                        f"  [inflation {name}: {setup.label} in {results[-1]['cpu_seconds']:.0f} s CPU]",
-                        file=sys.stderr,
-                    )
+                    _progress("inflation", setup, results[-1])
         report["inflation"][name] = results
-        print_inflation(name, results, len(lists[name]), len(nodes))
-    for name in [] if args.skip_timeline else split(args.timeline_files):
+    for name in [] if args.skip_timeline else _names(args.timeline_files):
         if not has_times(lists[name]):
-            print(f"\ntimeline: {name} has no creation/deletion times; inflation only")
+            print(f"timeline: {name} has no creation/deletion times; inflation only", file=sys.stderr)
             continue
         results = []
         for resources in (True, False) if name in no_resources and args.no_resources_timeline else (True,):
@@ -1296,12 +1311,39 @@ def main(argv: list[str] | None = None) -> None:
                             tick=args.tick,
                         )
                     )
-                    print(
-                        f"  [timeline {name}: {setup.label} in {results[-1]['cpu_seconds']:.0f} s CPU]", file=sys.stderr
-                    )
+                    _progress("timeline", setup, results[-1])
         report["timeline"][name] = results
-        print_timeline(name, results)
+    return report
 
+
+def _names(text: str) -> list[str]:
+    """A comma list."""
+    return [name for name in text.split(",") if name]
+
+
+def _progress(kind: str, setup: Setup, result: dict[str, Any]) -> None:
+    """One line on stderr per replay done."""
+    print(f"  [{kind} {setup.tasks}: {setup.label} in {result['cpu_seconds']:.0f} s CPU]", file=sys.stderr, flush=True)
+
+
+def combine(paths: Sequence[Path]) -> dict[str, Any]:
+    """Earlier runs' reports as one (e.g. inflation and timeline run side by side as two processes)."""
+    reports = [json.loads(path.read_text()) for path in paths]
+    merged = dict(reports[0])
+    for key in ("commands", "load_average"):
+        merged[key] = [item for report in reports for item in report[key]]
+    for kind in ("inflation", "timeline"):
+        merged[kind] = {name: results for report in reports for name, results in report[kind].items()}
+    merged["tasks"] = {name: count for report in reports for name, count in report["tasks"].items()}
+    return merged
+
+
+def finish(report: dict[str, Any], json_path: Path, plot_path: Path) -> None:
+    """Tables, targets and planning time printed; the JSON and the plot written."""
+    for name, results in report["inflation"].items():
+        print_inflation(name, results, report["tasks"][name], report["nodes"])
+    for name, results in report["timeline"].items():
+        print_timeline(name, results)
     plan_times = [
         seconds
         for kind in ("inflation", "timeline")
@@ -1331,20 +1373,16 @@ def main(argv: list[str] | None = None) -> None:
             f"evictions/task {v['evictions_per_placed']:.3f} <= 0.05: {verdict(v['evictions_ok'])}"
         )
     print(
-        f"  planning at {len(nodes)} nodes, {planning['runs']} runs: median {planning['median']:.2f} s, "
+        f"  planning at {report['nodes']} nodes, {planning['runs']} runs: median {planning['median']:.2f} s, "
         f"p95 {planning['p95']:.2f} s, max {planning['max']:.2f} s CPU; under 1 s: "
         f"{verdict(report['targets']['planning_under_1s'])}"
     )
-    report["cpu_seconds"] = time.process_time() - started
-    print(f"  ({report['cpu_seconds']:.0f} s CPU in all; load average {os.getloadavg()[0]:.1f})")
-    for kind in ("inflation", "timeline"):
-        for results in report[kind].values():
-            for result in results:
-                if result["controller"]:
-                    del result["controller"]["plan_seconds_all"]
-    args.json.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, args.plot)
-    print(f"  wrote {args.json} and {args.plot}")
+    replays = [r for kind in ("inflation", "timeline") for results in report[kind].values() for r in results]
+    report["cpu_seconds"] = sum(r["cpu_seconds"] for r in replays)
+    print(f"  ({report['cpu_seconds']:.0f} s CPU in all replays; load average at the start {report['load_average']})")
+    json_path.write_text(json.dumps(report, indent=1) + "\n")
+    plot(report, plot_path)
+    print(f"  wrote {json_path} and {plot_path}")
 
 
 if __name__ == "__main__":

@@ -159,7 +159,9 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
 def test_cpu_and_memory_keep_a_task_off_a_node_with_free_cards() -> None:
     cluster = Cluster(nodes(1, cpu=2000), "binpack")
     assert cluster.choose(task("big", cpu_milli=3000)) is None
-    assert Cluster(nodes(1, cpu=2000), "binpack", resources=False).choose(task("big", cpu_milli=3000)) is not None
+    unlimited = Cluster(nodes(1, cpu=2000), "binpack", resources=False)
+    unlimited.put(task("first", 1, 300, cpu_milli=3000), 0, (0,))
+    assert unlimited.choose(task("second", 1, 300, cpu_milli=3000)) is not None
 
 
 def test_gpu_spec_keeps_a_task_off_other_models() -> None:

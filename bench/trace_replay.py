@@ -445,12 +445,17 @@ class Cluster:
 
     def fits_node(self, task: Task, node: int) -> tuple[int, ...] | None:
         """The task's cards on this one node if HAMi and kube-scheduler would place it there now."""
+        if not self.may_fit_node(task, node):
+            return None
+        request = task_request(task)
+        return () if request is None else self.hami_fit(task, request, node)
+
+    def may_fit_node(self, task: Task, node: int) -> bool:
+        """`may_fit` for any task on one node: a cheap, necessary condition for `fits_node`."""
         request = task_request(task)
         if request is None:
-            return () if self.resources_fit(task, node) else None
-        if node not in self._typed_set(task.gpu_spec) or not self.may_fit(task, request, node):
-            return None
-        return self.hami_fit(task, request, node)
+            return self.resources_fit(task, node)
+        return node in self._typed_set(task.gpu_spec) and self.may_fit(task, request, node)
 
     def _typed_set(self, spec: tuple[str, ...]) -> frozenset[int]:
         """`typed` as a set."""
@@ -941,7 +946,7 @@ def replay_timeline(
         The node only loses room while they are tried, so a task that does not fit rules out the rest of its shape:
         only the shapes whose oldest task fits are walked, merged in arrival order.
         """
-        queues = [queue for queue in shapes.values() if cluster.fits_node(next(iter(queue.values())).task, node)]
+        queues = [queue for queue in shapes.values() if cluster.may_fit_node(next(iter(queue.values())).task, node)]
         if not queues:
             return
         candidates = sorted((w for queue in queues for w in queue.values()), key=lambda w: w.order)

@@ -1486,7 +1486,7 @@ def markdown(report: dict[str, Any]) -> list[str]:
         f"**{verdict(report['targets']['planning_under_1s'])}**",
         "",
         "Reproduce (the full run took "
-        f"{report['cpu_seconds'] / 60:.0f} min of CPU; the two commands ran side by side, then were combined):",
+        f"{report['cpu_seconds'] / 60:.0f} min of CPU; the replay commands ran side by side, then were combined):",
         "",
         "```sh",
         ".venv/bin/pip install -e '.[test,bench]'",
@@ -1535,7 +1535,7 @@ def notes(report: dict[str, Any]) -> list[str]:
         "tries to make room on every node in turn and costs 2-3 s of CPU, so runs are bounded: inflation one "
         "planner run per 1% of capacity asked, a task shape whose plan failed not planned again until a move "
         "changed the cluster; timeline one run per 300 s controller tick, a task re-planned 600 s after a failed "
-        "plan; a planner CPU budget per replay (40 s inflation, 150 s timeline; "
+        "plan; a planner CPU budget per replay (40 s inflation, 60 s timeline; "
         f"{budget} rescues skipped for it). A real controller would meet the same cost.",
         "- Keep-room (`FreeCardsGoal`) is wired (`--keep-free-cards`) but off in these runs: one "
         "`FreeCardsGoal(10)` on the default list at 90% asked load (binpack, 7,194 tasks placed) took 156 s of CPU "

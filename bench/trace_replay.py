@@ -1174,7 +1174,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    inflation = results["inflation"].get("default") or next(iter(results["inflation"].values()))
+    inflation = results["inflation"].get("default") or next(iter(results["inflation"].values()), [])
     figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     for result in inflation:
         loads = [row["load"] * 100 for row in result["rows"]]

@@ -1,4 +1,5 @@
-"""docs/performance.png and docs/performance.md from the figures bench/scale.py and bench/admission.py wrote.
+"""docs/performance.png and docs/performance.md from the figures bench/scale.py, bench/admission.py and
+bench/trace_replay.py wrote (the trace section from docs/performance-trace.json; its plot is the replay's own).
 
 scale.py calls this when it ends; run alone it redraws from docs/performance*.json (matplotlib: the bench extra).
 """
@@ -13,6 +14,7 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCALE = DOCS / "performance.json"
 ADMISSION = DOCS / "performance-admission.json"
+TRACE = DOCS / "performance-trace.json"
 # Other runs of the same command, each with a heading and a line saying what differed.
 ADMISSION_OTHERS = (
     (
@@ -351,6 +353,11 @@ def main() -> int:
     for figures, heading, what in ADMISSION_OTHERS:
         if figures.exists():
             lines += [heading, "", what, "", *admission_section(figures)]
+    if TRACE.exists():
+        sys.path.insert(0, str(DOCS.parent))
+        from bench.trace_replay import markdown
+
+        lines += markdown(json.loads(TRACE.read_text()))
     lines += NOTES.splitlines()
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md}" + (" and performance.png" if SCALE.exists() else ""))

@@ -1,0 +1,230 @@
+"""The trace replay's pure pieces: reading the trace, a task as HAMi's request, workload-inflation bookkeeping, and
+HAMi's choices and the controller's moves on a tiny cluster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.trace_replay import (
+    Cluster,
+    Controller,
+    ControllerPolicy,
+    InflationLedger,
+    Setup,
+    Task,
+    TraceNode,
+    arrivals,
+    inflate,
+    parse_task,
+    read_nodes,
+    read_tasks,
+    replay_inflation,
+    replay_timeline,
+    task_annotations,
+    task_request,
+)
+from kubectl_hami_place.core.fit import USE_TYPE
+from kubectl_hami_place.core.planner import FitGoal, Limits, Snapshot, plan
+
+ROW = {
+    "name": "openb-pod-0001",
+    "cpu_milli": "6000",
+    "memory_mib": "12288",
+    "num_gpu": "1",
+    "gpu_milli": "460",
+    "gpu_spec": "V100M16|V100M32",
+    "qos": "LS",
+    "pod_phase": "Running",
+    "creation_time": "427061",
+    "deletion_time": "12902960",
+    "scheduled_time": "427100",
+}
+
+
+def task(name: str, num_gpu: int = 1, gpu_milli: int = 1000, **kwargs: object) -> Task:
+    """A task with small CPU and memory asks unless given."""
+    values: dict[str, object] = {"cpu_milli": 1000, "memory_mib": 1024, **kwargs}
+    return Task(name=name, num_gpu=num_gpu, gpu_milli=gpu_milli, **values)  # type: ignore[arg-type]
+
+
+def nodes(*gpus: int, cpu: int = 64000, memory: int = 262144, model: str = "V100M16") -> list[TraceNode]:
+    """Nodes with these card counts."""
+    return [TraceNode(f"node-{i}", cpu, memory, count, model) for i, count in enumerate(gpus)]
+
+
+def test_parse_task_reads_every_field() -> None:
+    parsed = parse_task(ROW)
+    assert parsed == Task(
+        name="openb-pod-0001",
+        cpu_milli=6000,
+        memory_mib=12288,
+        num_gpu=1,
+        gpu_milli=460,
+        gpu_spec=("V100M16", "V100M32"),
+        creation=427061,
+        deletion=12902960,
+        scheduled=427100,
+    )
+    assert parsed.gpus == pytest.approx(0.46)
+    assert parsed.duration == 12902960 - 427100
+
+
+def test_parse_task_without_times_or_spec() -> None:
+    """The multigpu20 list has no gpu_spec and no time columns; a pending task has no scheduled time."""
+    short = {key: ROW[key] for key in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")}
+    parsed = parse_task(short)
+    assert (parsed.gpu_spec, parsed.creation, parsed.deletion, parsed.scheduled) == ((), 0, 0, None)
+    pending = parse_task({**ROW, "scheduled_time": ""})
+    assert pending.scheduled is None
+    assert pending.duration == 12902960 - 427061
+
+
+def test_read_files(tmp_path: Path) -> None:
+    (tmp_path / "nodes.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\nn-0,64000,262144,2,P100\n")
+    (tmp_path / "tasks.csv").write_text(",".join(ROW) + "\n" + ",".join(ROW.values()) + "\n")
+    assert read_nodes(tmp_path / "nodes.csv") == [TraceNode("n-0", 64000, 262144, 2, "P100")]
+    assert [t.name for t in read_tasks(tmp_path / "tasks.csv")] == ["openb-pod-0001"]
+
+
+def test_shared_task_asks_a_percentage_of_memory_and_cores() -> None:
+    request = task_request(task("t", 1, 460))
+    assert request is not None
+    assert (request.nums, request.mem_percentage, request.coresreq, request.memreq) == (1, 46, 46, 0)
+    odd = task_request(task("t", 1, 455))
+    assert odd is not None and odd.mem_percentage == 46 and odd.coresreq == 46
+
+
+def test_whole_and_multi_card_tasks_are_exclusive() -> None:
+    whole, multi = task_request(task("t", 1, 1000)), task_request(task("t", 8, 1000))
+    assert whole is not None and multi is not None
+    assert (whole.nums, whole.mem_percentage, whole.coresreq, whole.exclusive) == (1, 100, 100, True)
+    assert (multi.nums, multi.exclusive) == (8, True)
+    assert task_request(task("t", 0, 0)) is None
+
+
+def test_gpu_spec_becomes_use_gputype() -> None:
+    assert task_annotations(task("t", gpu_spec=("V100M16", "V100M32"))) == {USE_TYPE: "V100M16,V100M32"}
+    assert task_annotations(task("t")) == {}
+
+
+def test_inflate_draws_in_order_and_wraps_until_capacity() -> None:
+    tasks = [task("a", 1, 500), task("b", 0, 0), task("c", 1, 1000)]
+    drawn = [t.name for t in inflate(tasks, capacity=3.0)]
+    assert drawn == ["a", "b", "c", "a#1", "b#1", "c#1"]
+    assert list(inflate([task("cpu", 0, 0)], capacity=4.0)) == []
+
+
+def test_arrivals_compress_from_the_dense_part_and_repeat_in_rounds() -> None:
+    """The first 1% of creations (the trace's sparse head) arrive at time 0; later rounds follow back to back."""
+    tasks = [task(f"t{i}", creation=1000 + 10 * i) for i in range(100)]
+    tasks[0] = task("head", creation=0)
+    timed = arrivals(tasks, compress=10.0, rounds=2)
+    assert len(timed) == 200
+    by_name = {t.name: at for at, t in timed}
+    assert by_name["head"] == 0.0
+    assert by_name["t1"] == pytest.approx(0.0)
+    assert by_name["t2"] == pytest.approx(1.0)
+    span = (1000 + 10 * 99 - 1010) / 10.0
+    assert by_name["t2@1"] == pytest.approx(span + 1.0)
+
+
+def test_ledger_rows_at_each_step_of_asked_load() -> None:
+    ledger = InflationLedger(capacity=10.0, step=0.25)
+    ledger.record(task("a", 2, 1000), placed=True)
+    ledger.record(task("b", 1, 500), placed=False)
+    ledger.record(task("c", 1, 1000), placed=True, evictions=1)
+    assert [row["load"] for row in ledger.rows] == [0.25]
+    ledger.record(task("d", 3, 1000), placed=True)
+    assert [row["load"] for row in ledger.rows] == [0.25, 0.5]
+    last = ledger.rows[-1]
+    assert last["unallocated"] == pytest.approx(1 - 6 / 10)
+    assert last["unplaced"] == pytest.approx(0.5 / 6.5)
+    assert last["evictions_per_placed"] == pytest.approx(1 / 3)
+
+
+def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
+    for policy, expected in (("binpack", {0}), ("spread", {0, 1})):
+        cluster = Cluster(nodes(2, 2), policy, seed=3)
+        for name in ("a", "b"):
+            choice = cluster.choose(task(name, 1, 300))
+            assert choice is not None
+            cluster.put(task(name, 1, 300), *choice)
+        used = {entry.node for entry in cluster.running.values()}
+        assert len(used) == len(expected), policy
+
+
+def test_cpu_and_memory_keep_a_task_off_a_node_with_free_cards() -> None:
+    cluster = Cluster(nodes(1, cpu=2000), "binpack")
+    assert cluster.choose(task("big", cpu_milli=3000)) is None
+    unlimited = Cluster(nodes(1, cpu=2000), "binpack", resources=False)
+    unlimited.put(task("first", 1, 300, cpu_milli=3000), 0, (0,))
+    assert unlimited.choose(task("second", 1, 300, cpu_milli=3000)) is not None
+
+
+def test_gpu_spec_keeps_a_task_off_other_models() -> None:
+    cluster = Cluster([*nodes(1, model="T4"), TraceNode("v", 64000, 262144, 1, "V100M32")], "binpack")
+    assert cluster.typed(("V100M32",)) == [1]
+    choice = cluster.choose(task("t", gpu_spec=("V100M32",)))
+    assert choice is not None and choice[0] == 1
+    assert cluster.choose(task("t", gpu_spec=("P100",))) is None
+
+
+def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
+    """Spread leaves a share on each card; the controller moves one so a whole-card task gets a card."""
+    cluster = Cluster(nodes(2), "spread")
+    for name in ("a", "b"):
+        choice = cluster.choose(task(name, 1, 300))
+        assert choice is not None
+        cluster.put(task(name, 1, 300), *choice)
+    assert {entry.cards for entry in cluster.running.values()} == {(0,), (1,)}
+    whole = task("whole")
+    assert cluster.choose(whole) is None
+    controller = Controller(cluster, ControllerPolicy())
+    assert controller.rescue(whole, None) == 1
+    assert "whole" in cluster.running
+    assert controller.stats.moves == 1 and controller.stats.rescued == 1
+
+
+def test_planner_keeps_moves_off_nodes_without_cpu() -> None:
+    """The snapshot lets a task move only to nodes whose CPU holds it, so no plan moves it onto the full node."""
+    cluster = Cluster([*nodes(1, cpu=64000), TraceNode("full", 1500, 262144, 1, "V100M16")], "binpack")
+    cluster.put(task("a", 1, 300, cpu_milli=1000), 0, (0,))
+    cluster.put(task("cpu-hog", 0, 0, cpu_milli=1000), 1, ())
+    controller = Controller(cluster, ControllerPolicy())
+    assert controller.rescue(task("whole"), None) is None
+    assert controller.stats.refused_resources == 0
+    assert controller.stats.moves == 0 and "whole" not in cluster.running
+
+
+def test_carry_out_refuses_a_move_that_breaks_cpu() -> None:
+    """The planner knows cards, not CPU: a plan whose move overfills a node's CPU is refused before anything moves."""
+    cluster = Cluster([*nodes(1, cpu=2000), TraceNode("other", 2500, 262144, 1, "V100M16")], "binpack")
+    cluster.put(task("a", 1, 300, cpu_milli=1200), 0, (0,))
+    cluster.put(task("b", 1, 300, cpu_milli=1500), 1, (0,))
+    pods = (cluster.running["a"].pod, cluster.running["b"].pod)
+    unaware = Snapshot(nodes=cluster.plan_nodes, pods=tuple(pod for pod in pods if pod is not None))
+    result = plan(unaware, FitGoal(replace(cluster.pending_pod(task("whole")), nodes=None)), Limits())
+    assert len(result.moves) == 1
+    moves, why = cluster.carry_out(result, None)
+    assert moves == 0 and why.endswith("exceeds its CPU or memory")
+    assert (cluster.running["a"].node, cluster.running["b"].node) == (0, 1)
+
+
+def test_replays_end_with_consistent_counts() -> None:
+    trace_nodes = nodes(2, 2)
+    tasks = [
+        task(f"t{i}", 1, milli, creation=10 * i, deletion=10 * i + 100)
+        for i, milli in enumerate((300, 300, 300, 1000, 1000, 1000))
+    ]
+    setup = Setup("test", "spread", controller=True)
+    inflation = replay_inflation(trace_nodes, tasks, setup, ControllerPolicy())
+    assert inflation["final"]["tasks_placed"] + inflation["final"]["tasks_unplaced"] >= len(tasks)
+    timeline = replay_timeline(trace_nodes, tasks, setup, ControllerPolicy(), compress=1.0)
+    assert timeline["gpu_tasks"] == len(tasks) and timeline["never_placed"] == 0
+    alone = replay_timeline(
+        trace_nodes, tasks, Setup("test", "spread", controller=False), ControllerPolicy(), compress=1.0
+    )
+    assert alone["waited"] > 0 and alone["never_placed"] == 0 and alone["evictions"] == 0

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance
+from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, history_from_placements
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
@@ -51,13 +51,11 @@ from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.kube import cluster, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
-    PolicySource,
     failed_scheduling_events,
+    list_move_placements,
     move_annotations,
     move_labels,
-    move_records,
     read_policy,
-    run_placements,
 )
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
 from kubectl_hami_place.kube.events import record_event
@@ -165,7 +163,7 @@ class DefragController:
         read = read_snapshot(self.kube, self.options.hami_config)
         events = failed_scheduling_events(self.kube)
         self._follow(read, events, now)
-        history = move_records(run_placements(self.kube))
+        history = history_from_placements(list_move_placements(self.kube))
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
@@ -321,7 +319,7 @@ class DefragController:
     def _policy_object(self) -> dict[str, Any] | None:
         """The policy's ConfigMap, for an Event on it."""
         try:
-            return read_policy(self.kube, self.options.policy_namespace, self.options.policy_name).obj
+            return _config_map(read_policy(self.kube, self.options.policy_namespace, self.options.policy_name))
         except KubeError:
             return None
 
@@ -329,15 +327,15 @@ class DefragController:
         """Reads the policy when its ConfigMap changed; a bad or missing one turns the controller off until fixed."""
         where = f"{self.options.policy_namespace}/{self.options.policy_name}"
         try:
-            source: PolicySource | None = read_policy(
-                self.kube, self.options.policy_namespace, self.options.policy_name
+            source: dict[str, Any] | None = _config_map(
+                read_policy(self.kube, self.options.policy_namespace, self.options.policy_name)
             )
         except KubeNotFound:
             source = None
         except KubeError as error:
             log.warning("defrag policy %s not read, the last one read stands: %s", where, error)
             return
-        version = source.version if source is not None else ""
+        version = str((source or {}).get("metadata", {}).get("resourceVersion", ""))
         if version == self._policy_version:
             return
         self._policy_version = version
@@ -346,20 +344,19 @@ class DefragController:
                 None, f"ConfigMap {where} not found; create it with the DefragPolicy under {DEFRAG_POLICY_KEY}"
             )
             return
-        if source.text is None:
-            self._invalid(
-                source.obj, f"{DEFRAG_POLICY_KEY}: missing from ConfigMap {where}; put the DefragPolicy there"
-            )
+        text = (source.get("data") or {}).get(DEFRAG_POLICY_KEY)
+        if not isinstance(text, str):
+            self._invalid(source, f"{DEFRAG_POLICY_KEY}: missing from ConfigMap {where}; put the DefragPolicy there")
             return
         try:
-            policy = parse_policy(source.text, self.options.lease_namespace)
+            policy = parse_policy(text, self.options.lease_namespace)
         except PolicyError as error:
-            self._invalid(source.obj, str(error))
+            self._invalid(source, str(error))
             return
         self.policy = policy
         self.metrics.policy_valid.set(1)
         log.info("defrag policy %s read: mode %s", where, policy.mode.value)
-        self._event(source.obj, "DefragPolicyRead", f"policy read: mode {policy.mode.value}")
+        self._event(source, "DefragPolicyRead", f"policy read: mode {policy.mode.value}")
 
     def _invalid(self, obj: dict[str, Any] | None, problem: str) -> None:
         """The controller off until the policy is fixed: one log line, the metric, a Warning Event on the ConfigMap."""
@@ -372,7 +369,7 @@ class DefragController:
 
     def _resume_runs(self) -> None:
         """As the new leader: undo the open moves of earlier runs whose pod was never evicted; leave the others."""
-        for obj in run_placements(self.kube):
+        for obj in list_move_placements(self.kube):
             metadata = obj.get("metadata") or {}
             status = obj.get("status") or {}
             if status.get("phase", Phase.Pending) != Phase.Pending or status.get("claim"):
@@ -415,6 +412,11 @@ class DefragController:
         record_event(
             self.kube, about, reason, message, warning=warning, api_version="v1", kind="Pod", component=COMPONENT
         )
+
+
+def _config_map(obj: dict[str, Any]) -> dict[str, Any]:
+    """The ConfigMap as an Event's object (a read object carries no apiVersion and kind)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", **obj}
 
 
 def _pod_ref(move: Move) -> dict[str, Any]:

@@ -24,6 +24,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 DEFRAG_RUN_LABEL = f"{GROUP}/defrag-run"
 """On a placement the defragmentation controller made: the id of the run that made it."""
+DEFRAG_FROM_NODE_ANNOTATION = f"{GROUP}/defrag-from-node"
+"""On a placement the controller made: the node the evicted pod ran on (the per-node budget counts moves off it)."""
 DEFRAG_LEASE = "hami-place-defrag-leader"
 """The coordination.k8s.io Lease, in the server's namespace, whose holder is the acting controller."""
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -37,8 +39,6 @@ DEFRAG_POD_ANNOTATION = f"{GROUP}/defrag-pod"
 """On a move's placement: `namespace/name` of the pod the move evicts."""
 DEFRAG_POD_UID_ANNOTATION = f"{GROUP}/defrag-pod-uid"
 """On a move's placement: the UID of the pod the move evicts (a run resumed by another leader checks it)."""
-DEFRAG_FROM_NODE_ANNOTATION = f"{GROUP}/defrag-from-node"
-"""On a move's placement: the node the move takes the pod off (the per-node budget counts it)."""
 
 
 class Phase(StrEnum):

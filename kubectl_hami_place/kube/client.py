@@ -73,6 +73,10 @@ class Kube:
         """HamiPodPlacements."""
         return client.CustomObjectsApi(self.api)
 
+    def coordination(self) -> client.CoordinationV1Api:
+        """Leases."""
+        return client.CoordinationV1Api(self.api)
+
 
 # Query parameters by the Python names the generated API methods give them.
 QUERY_NAMES = {

@@ -19,7 +19,23 @@ def candidates(*words: str) -> list[str]:
 
 
 def test_verbs_complete_from_the_empty_word() -> None:
-    assert candidates("") == ["pin", "evict", "status", "list", "delete", "why", "plan", "apply", "completion"]
+    assert candidates("") == [
+        "pin",
+        "evict",
+        "status",
+        "list",
+        "delete",
+        "why",
+        "plan",
+        "apply",
+        "completion",
+        "defrag",
+    ]
+
+
+def test_defrag_subcommands_and_their_options_complete() -> None:
+    assert candidates("defrag", "") == ["status", "history", "pause", "resume"]
+    assert candidates("defrag", "pause", "--po") == ["--policy"]
 
 
 def test_verbs_complete_from_a_prefix() -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_reason, cooldown_until
+from kubectl_hami_place.core.defrag.budget import (
+    MoveRecord,
+    allowance,
+    cooldown_reason,
+    cooldown_until,
+    history_from_placements,
+)
 from kubectl_hami_place.core.defrag.policy import Budgets
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -54,8 +61,59 @@ def test_dry_run_and_blocked_moves_spend_nothing() -> None:
 def test_a_moved_pod_and_its_replacement_rest_for_the_cooldown() -> None:
     moved = MoveRecord("r0", "a/p", "a", "n1", NOW - timedelta(minutes=20), "Evicted", "n2", "a/p-2")
     assert cooldown_until(BUDGETS, [moved], "a/p", NOW) == NOW + timedelta(minutes=40)
-    assert cooldown_reason(BUDGETS, [moved], "a/p-2", NOW) == (
-        "was moved recently; its cooldown (budgets.cooldown) ends at 12:40:00 UTC"
+    until = cooldown_until(BUDGETS, [moved], "a/p-2", NOW)
+    assert until is not None
+    assert cooldown_reason(until) == "was moved recently; its cooldown (budgets.cooldown) ends at 12:40:00 UTC"
+    assert cooldown_until(BUDGETS, [moved], "a/other", NOW) is None
+    assert cooldown_until(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None
+    again = replace(moved, time=NOW - timedelta(minutes=5), replacement="")
+    assert cooldown_until(BUDGETS, [again, moved], "a/p", NOW) == NOW + timedelta(minutes=55), "the latest move wins"
+
+
+def placement(name: str, minutes_ago: float, run: str | None = "run-1", status: dict | None = None) -> dict:
+    """A move's placement as the controller creates it."""
+    labels = {"app": "x"} if run is None else {"scheduling.hami.placement.com/defrag-run": run}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "creationTimestamp": (NOW - timedelta(minutes=minutes_ago)).isoformat(),
+            "labels": labels,
+            "annotations": {"scheduling.hami.placement.com/defrag-from-node": "gpu-a"},
+        },
+        "spec": {
+            "reqID": "abcdef",
+            "podSelector": {"matchLabels": {"app": "x"}},
+            "nodeName": "gpu-b",
+            "gpuDevices": ["gpu-0"],
+            "evictPod": name.removeprefix("move-"),
+        },
+        "status": status or {},
+    }
+
+
+def test_history_from_placements_reads_the_controllers_moves_newest_first() -> None:
+    evicted = {
+        "phase": "Consumed",
+        "consumedBy": {"name": "x-new", "uid": "u2"},
+        "eviction": {"pod": "x-old", "result": "Evicted"},
+    }
+    history = history_from_placements(
+        [
+            placement("move-x-old", 30, status=evicted),
+            placement("move-y", 10),
+            placement("move-z", 20, status={"phase": "Expired"}),
+            placement("pin-by-hand", 5, run=None),
+        ]
     )
-    assert cooldown_reason(BUDGETS, [moved], "a/other", NOW) is None
-    assert cooldown_reason(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None
+    assert [(r.placement, r.result) for r in history] == [
+        ("move-y", "Pending"),
+        ("move-z", "NotEvicted"),
+        ("move-x-old", "Evicted"),
+    ]
+    moved = history[2]
+    assert (moved.run_id, moved.pod, moved.from_node, moved.to_node) == ("run-1", "team-a/x-old", "gpu-a", "gpu-b")
+    assert moved.replacement == "team-a/x-new"
+    left = allowance(BUDGETS, history, NOW, "run-2")
+    assert left.hour_left == 3 and left.for_node("gpu-a") == 0, "the expired move evicted nothing"
+    assert cooldown_until(BUDGETS, history, "team-a/x-new", NOW) == NOW + timedelta(minutes=30)

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
@@ -85,8 +87,9 @@ def event(name: str, message: str, minutes: float = 1, namespace: str = "team-a"
 FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
 
 
-def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting_first() -> None:
+def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priority_then_longest_waiting() -> None:
     pods = [
+        pod("urgent", minutes=2, spec={"priority": 100}),
         pod("new", minutes=0.5),
         pod("ok"),
         pod("older", minutes=9),
@@ -99,6 +102,7 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting
         pod("silent"),
     ]
     events = [
+        event("urgent", FULL),
         event("new", FULL),
         event("ok", "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}.", minutes=3),
         event("ok", FULL, minutes=2),
@@ -112,9 +116,9 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_longest_waiting
         event("bound", FULL),
     ]
     found = rescue_candidates(pods, events, NOW, DefragPolicy())
-    assert [c.key for c in found] == ["team-a/older", "team-a/ok"]
-    assert found[0].reason == "CardInsufficientMemory"
-    planned = rescue_pod(found[0], [])
+    assert [c.key for c in found] == ["team-a/urgent", "team-a/older", "team-a/ok"]
+    assert found[1].reason == "CardInsufficientMemory"
+    planned = rescue_pod(found[1], [])
     assert planned.key == "team-a/older" and planned.priority == 5 and planned.allocation is None
 
 
@@ -192,3 +196,30 @@ def test_room_goal_asks_for_the_missing_whole_cards_then_for_less_stranded_memor
     assert room_goal(room, keep(share=0.5)) is None
     assert room_goal(room, keep(share=0.2)) == FreeCardsGoal(count=1)
     assert room_goal(room, DefragPolicy()) is None
+
+
+OTHER_PARTS = (
+    "{n} node(s) had untolerated taint {{gpu: x}}",
+    "{n} Insufficient cpu",
+    "{n} Insufficient memory",
+    "{n} node(s) didn't match Pod's node affinity/selector",
+    "{n} {n}/4 CardTypeMismatch",
+    "{n} {n}/2 CardUuidMismatch, {n}/2 CardNotHealth",
+    "{n} NodeInsufficientDevice",
+)
+ROOM_PARTS = ("{n} {n}/2 CardInsufficientMemory", "{n} 1/{n} NumaNotFit", "{n} {n}/8 CardInsufficientCore")
+
+
+@given(
+    others=st.lists(st.sampled_from(OTHER_PARTS), max_size=4),
+    rooms=st.lists(st.sampled_from(ROOM_PARTS), max_size=2),
+    count=st.integers(1, 9),
+    locked=st.booleans(),
+)
+def test_a_message_starts_a_rescue_exactly_when_a_curable_reason_is_in_it(
+    others: list[str], rooms: list[str], count: int, locked: bool
+) -> None:
+    parts = [part.format(n=count) for part in others + rooms]
+    message = f"0/{count} nodes are available: {', '.join(parts)}." + (" node gpu-0 is locked" if locked else "")
+    reason = rescue_reason(message)
+    assert (reason is not None) == (bool(rooms) and not locked), message

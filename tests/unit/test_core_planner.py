@@ -504,3 +504,39 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     assert waiting.gpu_requests[0][1].memreq == 8192
     result = plan(snapshot, FitGoal(replace(waiting, nodes=None)))
     assert result.target == ("a", ("GPU-a",))
+
+
+def test_a_held_pod_stays_and_the_plan_says_why() -> None:
+    """A caller's hold (the defragmentation policy's) is a reason never to move, worded by the caller."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"),),
+        pods=(placed("p", "a", ["GPU-a-0"], 24 * GIB), placed("q", "a", ["GPU-a-1"], 10 * GIB, held="is resting")),
+    )
+    result = fit_plan(snapshot, pending(32 * GIB))
+    assert [m.pod for m in result.moves] == ["ns/p"]
+    both = replace(snapshot, pods=tuple(replace(p, held="is resting") for p in snapshot.pods))
+    refused = fit_plan(both, pending(32 * GIB))
+    assert not refused.complete and "ns/q is resting" in " ".join(refused.reasons)
+
+
+def test_namespace_and_per_node_moves_left_bound_the_plan() -> None:
+    """Moves of one namespace's pods and moves off a node stop at what the caller says is left."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(
+            placed("p1", "a", ["GPU-a-0"], 8 * GIB),
+            placed("p2", "a", ["GPU-a-0"], 8 * GIB),
+            placed("q", "a", ["GPU-a-1"], 26 * GIB),
+            placed("r", "b", ["GPU-b-0"], 30 * GIB),
+            placed("s", "b", ["GPU-b-1"], 30 * GIB),
+        ),
+    )
+    assert len(fit_plan(snapshot, pending(40 * GIB)).moves) == 2
+    for limits in (
+        Limits(max_moves_per_namespace=1),
+        Limits(namespace_moves_left={"ns": 1}),
+        Limits(node_moves_left={"a": 1, "b": 0}),
+    ):
+        result = fit_plan(snapshot, pending(40 * GIB), limits)
+        assert not result.complete and result.moves == (), limits
+    assert len(fit_plan(snapshot, pending(40 * GIB), Limits(namespace_moves_left={"other": 0})).moves) == 2

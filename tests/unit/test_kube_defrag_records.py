@@ -1,9 +1,10 @@
-"""The history of moves read back from the placements of the defragmentation runs (budgets and cooldowns count it)."""
+"""The history of moves read back from the placements the controller made (budgets and cooldowns count it)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from kubectl_hami_place.core.defrag.budget import history_from_placements
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
@@ -11,7 +12,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_RUN_LABEL,
 )
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.kube.defrag import move_annotations, move_labels, move_records
+from kubectl_hami_place.kube.defrag import move_annotations, move_labels
 
 MOVE = Move(
     pod="team-a/x-1",
@@ -29,6 +30,8 @@ def placement(phase: str | None, consumed: str = "", created: str = "2026-12-01T
     if consumed:
         status["consumedBy"] = {"name": consumed, "uid": "u-2"}
     return {
+        "apiVersion": "scheduling.hami.placement.com/v1",
+        "kind": "HamiPodPlacement",
         "metadata": {
             "name": "move-x-1-abc",
             "namespace": "team-a",
@@ -36,13 +39,18 @@ def placement(phase: str | None, consumed: str = "", created: str = "2026-12-01T
             "labels": move_labels("run-1"),
             "annotations": move_annotations(MOVE),
         },
-        "spec": {"nodeName": "gpu-b"},
+        "spec": {
+            "reqID": "abcdef123456",
+            "podSelector": {"matchLabels": {"app": "x"}},
+            "nodeName": "gpu-b",
+            "gpuDevices": ["GPU-2"],
+        },
         "status": status,
     }
 
 
 def test_a_consumed_move_counts_as_evicted_with_its_replacement() -> None:
-    [record] = move_records([placement("Consumed", consumed="x-2")])
+    [record] = history_from_placements([placement("Consumed", consumed="x-2")])
     assert record.run_id == "run-1"
     assert (record.pod, record.namespace, record.from_node, record.to_node) == (
         "team-a/x-1",
@@ -57,14 +65,14 @@ def test_a_consumed_move_counts_as_evicted_with_its_replacement() -> None:
 
 
 def test_open_and_ended_moves_and_foreign_placements() -> None:
-    pending, expired = move_records(
+    expired, pending = history_from_placements(
         [placement(None, created="2026-12-01T10:00:00Z"), placement("Expired", created="2026-12-01T11:00:00Z")]
     )
     assert pending.result == "Pending" and pending.replacement == ""
-    assert expired.result == "Failed"
+    assert expired.result == "NotEvicted" and not expired.spent
     foreign = placement("Consumed")
     del foreign["metadata"]["annotations"][DEFRAG_POD_ANNOTATION]  # type: ignore[index]
-    assert move_records([foreign]) == ()
+    assert history_from_placements([foreign]) == ()
 
 
 def test_the_labels_and_annotations_name_the_run_the_pod_and_the_node_left() -> None:

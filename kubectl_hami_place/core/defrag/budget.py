@@ -1,7 +1,8 @@
 """Budget accounting from the history of moves: how many moves a run may still make now, and which pods rest.
 
-A move counts against the budgets once it may have evicted a pod: every result but `DryRun` (nothing done) and
-`Blocked` (a PodDisruptionBudget refused the eviction, nothing evicted). The hour is a rolling window ending now;
+A move counts against the budgets once it may have evicted a pod: every result but `DryRun` (nothing done),
+`Blocked` (a PodDisruptionBudget refused the eviction) and `NotEvicted` (its placement failed or expired before
+any eviction). The hour is a rolling window ending now;
 the run's own earlier moves (a run resumed after a leader change) count against `movesPerRun`.
 """
 
@@ -11,11 +12,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from kubectl_hami_place.core.defrag.policy import Budgets
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL, Phase
+from kubectl_hami_place.core.placement import placement_from_object
 
 HOUR = timedelta(hours=1)
-NOT_SPENT = frozenset({"DryRun", "Blocked"})
+NOT_SPENT = frozenset({"DryRun", "Blocked", "NotEvicted"})
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class MoveRecord:
     """One move a run made (or, in dry-run, would have made): the pod moved and, once known, its replacement.
 
     `pod` and `replacement` are `namespace/name` keys; `result` is the placement's eviction result (`Pending`,
-    `Evicted`, `NotFound`, `Blocked`, `Failed`) or `DryRun`.
+    `Evicted`, `NotFound`, `Blocked`, `Failed`), `NotEvicted`, or `DryRun`; `placement` names the move's placement.
     """
 
     run_id: str
@@ -34,6 +39,7 @@ class MoveRecord:
     result: str = "Pending"
     to_node: str = ""
     replacement: str = ""
+    placement: str = ""
 
     @property
     def spent(self) -> bool:
@@ -98,22 +104,79 @@ def allowance(budgets: Budgets, history: Iterable[MoveRecord], now: datetime, ru
     )
 
 
-def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
-    """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move.
+def cooldowns(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> dict[str, datetime]:
+    """Every pod resting at `now` (a moved pod and its replacement) and until when.
 
-    Dry-run moves never start a cooldown; a Blocked move does not either, since the pod stayed.
+    Dry-run moves never start a cooldown; a Blocked one does not either, since the pod stayed.
     """
-    ends = [
-        record.time + budgets.cooldown
-        for record in history
-        if record.spent and pod in (record.pod, record.replacement) and record.time + budgets.cooldown > now
-    ]
-    return max(ends, default=None)
+    resting: dict[str, datetime] = {}
+    for record in history:
+        until = record.time + budgets.cooldown
+        if not record.spent or until <= now:
+            continue
+        for pod in filter(None, (record.pod, record.replacement)):
+            resting[pod] = max(until, resting.get(pod, until))
+    return resting
 
 
-def cooldown_reason(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> str | None:
-    """Why the pod may not move now because of its cooldown, or None."""
-    until = cooldown_until(budgets, history, pod, now)
-    if until is None:
-        return None
+def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
+    """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move."""
+    return cooldowns(budgets, history, now).get(pod)
+
+
+def cooldown_reason(until: datetime) -> str:
+    """Why a pod resting until `until` may not move now."""
     return f"was moved recently; its cooldown (budgets.cooldown) ends at {until.strftime('%H:%M:%S')} UTC"
+
+
+def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveRecord, ...]:
+    """The moves of the placements the controller made (labelled with their run), newest first.
+
+    A move's pod is the placement's `evictPod`, else its `defrag-pod` annotation (the controller evicts the pod
+    itself, through the shared pin-then-evict, and then the placement is consumed by the replacement). A move's time
+    is its placement's creation; its result the eviction's, else `Evicted` once consumed, `NotEvicted` once the
+    placement failed or expired, else `Pending`. A placement that does not parse is left out.
+    """
+    records = []
+    for obj in objects:
+        metadata = _mapping(obj.get("metadata"))
+        labels, annotations = _mapping(metadata.get("labels")), _mapping(metadata.get("annotations"))
+        run = labels.get(DEFRAG_RUN_LABEL)
+        if not run:
+            continue
+        try:
+            placement = placement_from_object(obj)
+        except ModelError:
+            continue
+        moved = placement.spec.evict_pod or str(annotations.get(DEFRAG_POD_ANNOTATION, "")).partition("/")[2]
+        if placement.created is None or not moved:
+            continue
+        status = placement.status
+        if status.eviction is not None:
+            result = status.eviction.result.value
+        elif status.phase is Phase.Consumed:
+            result = "Evicted"
+        elif status.phase in (Phase.Failed, Phase.Expired):
+            result = "NotEvicted"
+        else:
+            result = "Pending"
+        consumed = status.consumed_by_name
+        records.append(
+            MoveRecord(
+                run_id=str(run),
+                pod=f"{placement.namespace}/{moved}",
+                namespace=placement.namespace,
+                from_node=str(annotations.get(DEFRAG_FROM_NODE_ANNOTATION, "")),
+                time=placement.created,
+                result=result,
+                to_node=placement.spec.node_name,
+                replacement=f"{placement.namespace}/{consumed}" if consumed else "",
+                placement=placement.name,
+            )
+        )
+    return tuple(sorted(records, key=lambda record: (record.time, record.placement), reverse=True))
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}

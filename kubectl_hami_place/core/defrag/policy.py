@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.names import GROUP
 
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
@@ -38,7 +39,7 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
 
 
-class PolicyError(ValueError):
+class PolicyError(ModelError):
     """A policy the controller cannot act on; the message is one line naming the field and what to write instead."""
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason
+from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanPod, Snapshot, plan
 
@@ -127,14 +127,15 @@ def _hold(
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot with the pods the policy keeps in place marked `held`, and those pods with why."""
     ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
+    resting = cooldowns(policy.budgets, history, now)
     pods = []
     held = []
     for pod in snapshot.pods:
         why = None
         if not policy.namespaces.allows(pod.namespace):
             why = f"is in namespace {pod.namespace}, which the policy leaves out"
-        elif (cooling := cooldown_reason(policy.budgets, history, pod.key, now)) is not None:
-            why = cooling
+        elif pod.key in resting:
+            why = cooldown_reason(resting[pod.key])
         elif ceiling is not None and pod.priority > ceiling:
             why = f"has priority {pod.priority}, above the rescued pod's {ceiling}"
         if why is None:

@@ -89,7 +89,7 @@ def rescue_candidates(
     policy: DefragPolicy,
     config: HamiConfig = HAMI_DEFAULTS,
 ) -> tuple[Candidate, ...]:
-    """The pods the rescue trigger would plan for now, longest waiting first.
+    """The pods the rescue trigger would plan for now: the highest priority first, then the longest waiting.
 
     A candidate is Pending and unscheduled, not terminating, asks for GPU cards, is not pinned by a placement (that
     pod waits for its own card), lives in a namespace the policy allows, has waited at least `rescue.pendingFor`,
@@ -118,7 +118,13 @@ def rescue_candidates(
         if reason is None:
             continue
         found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, event[1], since, pod))
-    return tuple(sorted(found, key=lambda c: (c.pending_since, c.key)))
+    return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
+
+
+def _priority(pod: Mapping[str, Any]) -> int:
+    """The pod's `spec.priority` (0 when unset)."""
+    value = _mapping(pod.get("spec")).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def rescue_pod(candidate: Candidate, nodes: Iterable[Mapping[str, Any]], config: HamiConfig = HAMI_DEFAULTS) -> PlanPod:

@@ -1,0 +1,432 @@
+"""`defrag`: the defragmentation controller as the operator sees it (status, history) and steers it (pause, resume).
+
+The controller runs in the server; this verb reads its policy ConfigMap, its leader Lease and the placements its
+runs made (labelled with the run), and flips the policy's mode: `pause` writes `off` and keeps the mode it replaced
+in an annotation on the ConfigMap, `resume` restores that mode (dry-run when none was kept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from kubectl_hami_place.cli._common import (
+    AsOption,
+    ContextOption,
+    DryRun,
+    DryRunOption,
+    KubeconfigOption,
+    OutputFormat,
+    OutputOption,
+    YesOption,
+    confirm,
+    emit,
+    target,
+)
+from kubectl_hami_place.cli._errors import CliError, UsageProblem
+from kubectl_hami_place.cli.output import Block, Table, Text
+from kubectl_hami_place.core.defrag.budget import MoveRecord, history_from_placements
+from kubectl_hami_place.core.defrag.policy import (
+    DefragPolicy,
+    Mode,
+    PolicyError,
+    format_duration,
+    mode_of,
+    parse_policy,
+    with_mode,
+)
+from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used, leader_of, runs_of, used_in_hour
+from kubectl_hami_place.core.names import DEFRAG_POLICY_KEY, DEFRAG_RESUME_ANNOTATION
+from kubectl_hami_place.kube import defrag
+from kubectl_hami_place.kube.client import Kube
+
+HELP = "The defragmentation controller: its mode, leader, budgets and runs (status, history); pause and resume it."
+RUNS_SHOWN = 10
+
+app = typer.Typer(
+    name="defrag",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+PolicyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        metavar="NS/NAME",
+        help="The DefragPolicy ConfigMap (default: the one labelled app.kubernetes.io/component=defrag-policy).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """The policy ConfigMap as read: where, the mode written, the policy when it parses, else why not."""
+
+    ref: str
+    mode: Mode | None
+    policy: DefragPolicy | None
+    problem: str
+    resume_mode: str
+
+    def to_data(self) -> dict[str, Any]:
+        """The policy part of the status."""
+        return {
+            "policy": self.ref,
+            "mode": self.mode.value if self.mode else None,
+            "valid": self.policy is not None,
+            "problem": self.problem or None,
+            "resumeMode": self.resume_mode or None,
+        }
+
+
+@dataclass(frozen=True)
+class Status:
+    """Mode, leader, budgets used in the last hour, the last runs, and the newest run's moves."""
+
+    view: PolicyView
+    leader: Leader
+    used: Used
+    runs: tuple[RunSummary, ...]
+    latest: tuple[MoveRecord, ...] = ()
+
+    def to_data(self) -> Any:
+        """The status as JSON."""
+        policy = self.view.policy
+        budgets = None
+        if policy is not None:
+            b = policy.budgets
+            budgets = {
+                "movesPerRun": b.moves_per_run,
+                "movesPerHour": b.moves_per_hour,
+                "movesPerNode": b.moves_per_node,
+                "movesPerNamespace": b.moves_per_namespace,
+                "cooldown": format_duration(b.cooldown),
+            }
+        return {
+            **self.view.to_data(),
+            "leader": {
+                "holder": self.leader.holder or None,
+                "current": self.leader.current,
+                "renewTime": self.leader.renewed.isoformat() if self.leader.renewed else None,
+            },
+            "budgets": budgets,
+            "usedLastHour": {
+                "moves": self.used.hour,
+                "perNode": dict(self.used.per_node),
+                "perNamespace": dict(self.used.per_namespace),
+            },
+            "runs": [_run_data(run) for run in self.runs],
+            "latestRunMoves": [_move_data(record) for record in self.latest],
+        }
+
+    def to_blocks(self) -> list[Block]:
+        """The policy lines, the budgets table, the runs table."""
+        view = self.view
+        lines = [
+            f"Policy:  {view.ref}",
+            f"Mode:    {view.mode.value if view.mode else 'unreadable'}"
+            + (f" (resume restores {view.resume_mode})" if view.resume_mode and view.mode is Mode.off else ""),
+            f"Leader:  {self.leader.describe()}",
+        ]
+        if view.problem:
+            lines.append(f"Problem: {view.problem} (the controller stays off until it is fixed)")
+        blocks: list[Block] = [Text(tuple(lines))]
+        policy = view.policy
+        if policy is not None:
+            b = policy.budgets
+            busiest_node = max(self.used.per_node.items(), key=lambda item: item[1], default=("", 0))
+            busiest_ns = max(self.used.per_namespace.items(), key=lambda item: item[1], default=("", 0))
+            blocks.append(
+                Table(
+                    title="Budgets (rolling hour)",
+                    columns=("BUDGET", "LIMIT", "USED"),
+                    rows=(
+                        ("moves per hour", str(b.moves_per_hour), str(self.used.hour)),
+                        ("moves per node", str(b.moves_per_node), _busiest(busiest_node)),
+                        ("moves per namespace", str(b.moves_per_namespace), _busiest(busiest_ns)),
+                        ("moves per run", str(b.moves_per_run), "-"),
+                        ("cooldown", format_duration(b.cooldown), "-"),
+                    ),
+                )
+            )
+        blocks.append(
+            Table(
+                title="Last runs",
+                columns=("RUN", "STARTED", "MOVES", "RESULTS"),
+                rows=tuple(
+                    (run.run_id, _clock(run.started), str(run.moves), run.describe_results()) for run in self.runs
+                ),
+                empty="none",
+            )
+        )
+        if self.latest:
+            blocks.append(
+                Table(
+                    title=f"Moves of run {self.latest[0].run_id}",
+                    columns=("POD", "FROM", "TO", "RESULT"),
+                    rows=tuple((r.pod, r.from_node or "-", r.to_node or "-", r.result) for r in self.latest),
+                )
+            )
+        return blocks
+
+
+@dataclass(frozen=True)
+class History:
+    """The controller's moves, newest first."""
+
+    moves: tuple[MoveRecord, ...]
+
+    def to_data(self) -> Any:
+        """The moves as JSON."""
+        return {"moves": [_move_data(record) for record in self.moves]}
+
+    def to_blocks(self) -> list[Block]:
+        """One row per move."""
+        return [
+            Table(
+                columns=("TIME", "RUN", "POD", "FROM", "TO", "RESULT", "REPLACEMENT", "PLACEMENT"),
+                rows=tuple(
+                    (
+                        _clock(r.time),
+                        r.run_id,
+                        r.pod,
+                        r.from_node or "-",
+                        r.to_node or "-",
+                        r.result,
+                        r.replacement or "-",
+                        r.placement,
+                    )
+                    for r in self.moves
+                ),
+                wide=frozenset({"REPLACEMENT", "PLACEMENT"}),
+                empty="No moves: the controller has made none.",
+            )
+        ]
+
+
+@dataclass(frozen=True)
+class ModeChange:
+    """What pause or resume did (or, under dry-run, would do) to the policy's mode."""
+
+    ref: str
+    before: str
+    after: str
+    changed: bool
+    dry_run: DryRun
+
+    def to_data(self) -> Any:
+        """The change as JSON."""
+        return {
+            "policy": self.ref,
+            "from": self.before,
+            "to": self.after,
+            "changed": self.changed,
+            "dryRun": self.dry_run.value,
+        }
+
+    def to_blocks(self) -> list[Block]:
+        """One line."""
+        if not self.changed:
+            return [Text((f"defrag policy {self.ref}: mode is already {self.after}; nothing changed",))]
+        suffix = "" if self.dry_run is DryRun.none else f" ({self.dry_run.value} dry run)"
+        return [Text((f"defrag policy {self.ref}: mode {self.before} -> {self.after}{suffix}",))]
+
+
+@app.command("status", help="Mode, leader, budgets used in the last hour, and the last runs.")
+def status(
+    *,
+    policy: PolicyOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_user: AsOption = None,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Show the controller's status."""
+    ref = _policy_ref(policy)
+    kube = target(kubeconfig, context, None, as_user=as_user).kube
+    config_map = _policy(kube, ref)
+    view = _view(config_map)
+    namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
+    now = datetime.now(UTC)
+    history = history_from_placements(defrag.list_move_placements(kube))
+    runs = runs_of(history)[:RUNS_SHOWN]
+    emit(
+        Status(
+            view=view,
+            leader=leader_of(defrag.read_leader_lease(kube, namespace), now),
+            used=used_in_hour(history, now),
+            runs=runs,
+            latest=tuple(record for record in history if runs and record.run_id == runs[0].run_id),
+        ),
+        output,
+    )
+
+
+@app.command("history", help="The controller's moves, newest first.")
+def history(
+    *,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's moves.")] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_user: AsOption = None,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """List the controller's moves."""
+    kube = target(kubeconfig, context, None, as_user=as_user).kube
+    moves = history_from_placements(defrag.list_move_placements(kube))
+    emit(History(tuple(record for record in moves if run is None or record.run_id == run)), output)
+
+
+@app.command("pause", help="Set the policy's mode to off, keeping the mode it replaces for resume.")
+def pause(
+    *,
+    policy: PolicyOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_user: AsOption = None,
+    dry_run: DryRunOption = DryRun.none,
+    yes: YesOption = False,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Pause the controller."""
+    ref = _policy_ref(policy)
+    _flip(target(kubeconfig, context, None, as_user=as_user).kube, ref, dry_run, yes, output, pausing=True)
+
+
+@app.command("resume", help="Restore the mode the policy had before pause (dry-run when none was kept).")
+def resume(
+    *,
+    policy: PolicyOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_user: AsOption = None,
+    dry_run: DryRunOption = DryRun.none,
+    yes: YesOption = False,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Resume the controller."""
+    ref = _policy_ref(policy)
+    _flip(target(kubeconfig, context, None, as_user=as_user).kube, ref, dry_run, yes, output, pausing=False)
+
+
+def _flip(
+    kube: Kube,
+    policy: tuple[str, str] | None,
+    dry_run: DryRun,
+    yes: bool,
+    output: OutputFormat,
+    *,
+    pausing: bool,
+) -> None:
+    """Write the new mode (and the annotation that remembers the old one) on the policy as read."""
+    config_map = _policy(kube, policy)
+    ref = defrag.policy_ref(config_map)
+    text = _text(config_map, ref)
+    before = mode_of(text)
+    if before is None:
+        try:
+            parse_policy(text)
+        except PolicyError as err:
+            raise CliError(f"policy {ref}: {err}", f"fix the mode in {DEFRAG_POLICY_KEY} first") from None
+        raise CliError(f"policy {ref}: its mode cannot be read", f"fix the mode in {DEFRAG_POLICY_KEY} first")
+    annotations = (config_map.get("metadata") or {}).get("annotations") or {}
+    remember: dict[str, str | None]
+    if pausing:
+        after, remember = Mode.off, {DEFRAG_RESUME_ANNOTATION: before.value}
+    else:
+        kept = mode_of(f"mode: {annotations.get(DEFRAG_RESUME_ANNOTATION, '')!s}")
+        after = kept if kept is not None and kept is not Mode.off else Mode.dry_run
+        remember = {DEFRAG_RESUME_ANNOTATION: None}
+    changed = (before is not Mode.off) if pausing else (before is Mode.off)
+    if not changed:
+        emit(ModeChange(ref, before.value, before.value, False, dry_run), output)
+        return
+    if dry_run is DryRun.none and not confirm(
+        f"{'pause' if pausing else 'resume'} defragmentation (policy {ref}: mode {before.value} -> {after.value})", yes
+    ):
+        raise CliError("not confirmed", "the policy was not changed")
+    if dry_run is not DryRun.client:
+        defrag.patch_policy(
+            kube,
+            config_map,
+            {DEFRAG_POLICY_KEY: with_mode(text, after)},
+            remember,
+            dry_run=dry_run is DryRun.server,
+        )
+    emit(ModeChange(ref, before.value, after.value, True, dry_run), output)
+
+
+def _policy_ref(ref: str | None) -> tuple[str, str] | None:
+    """`--policy NAMESPACE/NAME` split, checked before any connection."""
+    if ref is None:
+        return None
+    namespace, _, name = ref.partition("/")
+    if not namespace or not name or "/" in name:
+        raise UsageProblem(
+            f"--policy {ref!r} is not NAMESPACE/NAME", "write e.g. --policy kube-system/gd-defrag-policy"
+        )
+    return namespace, name
+
+
+def _policy(kube: Kube, ref: tuple[str, str] | None) -> dict[str, Any]:
+    """The policy ConfigMap `--policy` names, else the chart's."""
+    return defrag.find_policy(kube) if ref is None else defrag.read_policy(kube, *ref)
+
+
+def _text(config_map: dict[str, Any], ref: str) -> str:
+    """The DefragPolicy document the ConfigMap holds."""
+    text = (config_map.get("data") or {}).get(DEFRAG_POLICY_KEY)
+    if not isinstance(text, str):
+        raise CliError(f"ConfigMap {ref} has no {DEFRAG_POLICY_KEY}", "pass --policy with the chart's defrag policy")
+    return text
+
+
+def _view(config_map: dict[str, Any]) -> PolicyView:
+    """The policy as the server would read it (its namespace is the server's, always left out)."""
+    ref = defrag.policy_ref(config_map)
+    text = _text(config_map, ref)
+    namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
+    annotations = (config_map.get("metadata") or {}).get("annotations") or {}
+    try:
+        policy: DefragPolicy | None = parse_policy(text, namespace)
+        problem = ""
+    except PolicyError as err:
+        policy, problem = None, str(err)
+    return PolicyView(ref, mode_of(text), policy, problem, str(annotations.get(DEFRAG_RESUME_ANNOTATION, "")))
+
+
+def _busiest(item: tuple[str, int]) -> str:
+    """`2 (gpu-a100-0)`: the most used, and by whom."""
+    name, count = item
+    return f"{count} ({name})" if name else "0"
+
+
+def _clock(moment: datetime) -> str:
+    """A time as `2026-12-01 12:00:00Z`."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _run_data(run: RunSummary) -> dict[str, Any]:
+    """A run as JSON."""
+    return {"run": run.run_id, "started": run.started.isoformat(), "moves": run.moves, "results": dict(run.results)}
+
+
+def _move_data(record: MoveRecord) -> dict[str, Any]:
+    """A move as JSON."""
+    return {
+        "time": record.time.isoformat(),
+        "run": record.run_id,
+        "pod": record.pod,
+        "from": record.from_node or None,
+        "to": record.to_node or None,
+        "result": record.result,
+        "replacement": record.replacement or None,
+        "placement": record.placement,
+    }

@@ -1,0 +1,105 @@
+"""What `defrag status` reports, from plain data: who leads (the leader Lease), the runs and the budgets used."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
+
+
+@dataclass(frozen=True)
+class Leader:
+    """The leader Lease's holder and until when its claim holds; `current` False once it lapsed."""
+
+    holder: str
+    renewed: datetime | None
+    expires: datetime | None
+    current: bool
+
+    def describe(self) -> str:
+        """The leader in words."""
+        if not self.holder:
+            return "none"
+        if self.current:
+            return self.holder
+        lapsed = f" (lease lapsed at {self.expires.strftime('%H:%M:%S')} UTC)" if self.expires else " (lease lapsed)"
+        return f"none; last {self.holder}{lapsed}"
+
+
+def leader_of(lease: Mapping[str, Any] | None, now: datetime) -> Leader:
+    """Who leads now according to the Lease (None: no replica ever led)."""
+    found = (lease or {}).get("spec")
+    spec: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    holder = str(spec.get("holderIdentity") or "")
+    renewed = _time(spec.get("renewTime")) or _time(spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds")
+    expires = None
+    if renewed is not None and isinstance(duration, int) and not isinstance(duration, bool):
+        expires = renewed + timedelta(seconds=duration)
+    return Leader(
+        holder=holder, renewed=renewed, expires=expires, current=bool(holder) and expires is not None and expires > now
+    )
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run's moves: when it began, how many, and their results (`Evicted: 2, Pending: 1`)."""
+
+    run_id: str
+    started: datetime
+    moves: int
+    results: Mapping[str, int]
+
+    def describe_results(self) -> str:
+        """The results in words."""
+        return ", ".join(f"{result}: {count}" for result, count in sorted(self.results.items()))
+
+
+def runs_of(history: Iterable[MoveRecord]) -> tuple[RunSummary, ...]:
+    """The runs in the history, newest first."""
+    by_run: dict[str, list[MoveRecord]] = {}
+    for record in history:
+        by_run.setdefault(record.run_id, []).append(record)
+    runs = [
+        RunSummary(
+            run_id=run,
+            started=min(record.time for record in records),
+            moves=len(records),
+            results=dict(Counter(record.result for record in records)),
+        )
+        for run, records in by_run.items()
+    ]
+    return tuple(sorted(runs, key=lambda run: (run.started, run.run_id), reverse=True))
+
+
+@dataclass(frozen=True)
+class Used:
+    """Moves that count against the budgets in the last hour: in all, per node moved off, per namespace."""
+
+    hour: int
+    per_node: Mapping[str, int]
+    per_namespace: Mapping[str, int]
+
+
+def used_in_hour(history: Iterable[MoveRecord], now: datetime) -> Used:
+    """The budgets used in the rolling hour ending now (as `budget.allowance` counts them)."""
+    recent = [record for record in history if record.spent and now - HOUR < record.time <= now]
+    return Used(
+        hour=len(recent),
+        per_node=dict(Counter(record.from_node for record in recent if record.from_node)),
+        per_namespace=dict(Counter(record.namespace for record in recent)),
+    )
+
+
+def _time(value: object) -> datetime | None:
+    """An RFC 3339 time (a Lease's MicroTime too), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -1,0 +1,216 @@
+"""`kubectl hami-place defrag` against the sandbox: pause/resume flip the mode of the chart's policy ConfigMap (the
+rest kept, the mode before the pause remembered), status reads the leader Lease and the run-labelled placements.
+
+The ConfigMap is the chart's own, rendered with `helm template --show-only` and applied with kubectl; no server
+runs (the verb reads and writes only API objects).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubectl_hami_place.core.defrag.policy import Mode, parse_policy, with_mode
+from kubectl_hami_place.core.names import DEFRAG_RESUME_ANNOTATION
+from sandbox import binaries
+from sandbox.cluster import Sandbox
+from tests.cluster.cli_harness import REPO, apply, get, plugin
+
+COMPONENT = "app.kubernetes.io/component"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return binaries.resolve("helm")
+
+
+def chart_policy(helm: Path, namespace: str, release: str, *sets: str, labelled: bool = False) -> dict[str, Any]:
+    """The chart's DefragPolicy ConfigMap for a release in `namespace`; without the component label unless asked, so
+    that only the discovery test's ConfigMaps are found by label."""
+    args = [str(helm), "template", release, str(REPO / "chart"), "-n", namespace]
+    args += ["--show-only", "templates/defrag-policy.yaml"]
+    for item in sets:
+        args += ["--set", item]
+    rendered = subprocess.run(args, capture_output=True, text=True, check=True, timeout=120).stdout
+    config_map: dict[str, Any] = yaml.safe_load(rendered)
+    if not labelled:
+        del config_map["metadata"]["labels"][COMPONENT]
+    return config_map
+
+
+def stored(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
+    """The ConfigMap as stored."""
+    found = get(cluster, "configmap", name, "-n", namespace)
+    assert found is not None
+    return found
+
+
+def test_pause_then_resume_restores_the_mode_and_keeps_the_rest(cluster: Sandbox, namespace: str, helm: Path) -> None:
+    config_map = chart_policy(helm, namespace, "gd", "defrag.mode=on", "defrag.budgets.movesPerHour=3")
+    apply(cluster, config_map)
+    name = config_map["metadata"]["name"]
+    ref = f"{namespace}/{name}"
+    written = config_map["data"]["policy.yaml"]
+
+    refused = plugin(cluster, "defrag", "pause", "--policy", ref)
+    assert refused.code == 2
+    assert refused.error_lines == [
+        f"error: refusing to pause defragmentation (policy {ref}: mode on -> off) without confirmation; "
+        "pass --yes to confirm"
+    ]
+    for dry_run in ("client", "server"):
+        tried = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes", f"--dry-run={dry_run}")
+        assert tried.code == 0, tried.err
+        assert tried.out == f"defrag policy {ref}: mode on -> off ({dry_run} dry run)\n"
+    assert stored(cluster, namespace, name)["data"]["policy.yaml"] == written
+
+    paused = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes", "-o", "json")
+    assert paused.code == 0, paused.err
+    assert paused.json() == {"policy": ref, "from": "on", "to": "off", "changed": True, "dryRun": "none"}
+    after = stored(cluster, namespace, name)
+    assert after["metadata"]["annotations"][DEFRAG_RESUME_ANNOTATION] == "on"
+    assert parse_policy(after["data"]["policy.yaml"]) == parse_policy(with_mode(written, Mode.off))
+    assert parse_policy(after["data"]["policy.yaml"]).budgets.moves_per_hour == 3
+
+    again = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes")
+    assert again.code == 0 and again.out == f"defrag policy {ref}: mode is already off; nothing changed\n"
+
+    status = plugin(cluster, "defrag", "status", "--policy", ref, "-o", "json")
+    assert status.code == 0, status.err
+    shown = status.json()
+    assert (shown["mode"], shown["resumeMode"], shown["valid"]) == ("off", "on", True)
+    table = plugin(cluster, "defrag", "status", "--policy", ref)
+    assert "Mode:    off (resume restores on)" in table.out
+
+    resumed = plugin(cluster, "defrag", "resume", "--policy", ref, "--yes")
+    assert resumed.code == 0 and resumed.out == f"defrag policy {ref}: mode off -> on\n"
+    back = stored(cluster, namespace, name)
+    assert DEFRAG_RESUME_ANNOTATION not in (back["metadata"].get("annotations") or {})
+    assert parse_policy(back["data"]["policy.yaml"]) == parse_policy(written)
+
+
+def test_resume_without_a_remembered_mode_goes_to_dry_run(cluster: Sandbox, namespace: str, helm: Path) -> None:
+    config_map = chart_policy(helm, namespace, "gd", "defrag.mode=off")
+    apply(cluster, config_map)
+    ref = f"{namespace}/{config_map['metadata']['name']}"
+    resumed = plugin(cluster, "defrag", "resume", "--policy", ref, "--yes", "-o", "json")
+    assert resumed.code == 0, resumed.err
+    assert (resumed.json()["from"], resumed.json()["to"]) == ("off", "dry-run")
+    running = plugin(cluster, "defrag", "resume", "--policy", ref, "--yes")
+    assert running.out == f"defrag policy {ref}: mode is already dry-run; nothing changed\n"
+
+
+def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cluster: Sandbox, namespace: str) -> None:
+    text = (
+        "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\nmode: on\nbudgets: {movesPerRun: -1}\n"
+    )
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "bad", "namespace": namespace},
+            "data": {"policy.yaml": text},
+        },
+    )
+    ref = f"{namespace}/bad"
+    status = plugin(cluster, "defrag", "status", "--policy", ref)
+    assert status.code == 0, status.err
+    assert (
+        "Problem: budgets.movesPerRun: -1 is negative; write 0 or more (the controller stays off until it is fixed)"
+        in status.out
+    )
+    paused = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes")
+    assert paused.code == 0 and paused.out == f"defrag policy {ref}: mode on -> off\n"
+    assert "movesPerRun: -1" in stored(cluster, namespace, "bad")["data"]["policy.yaml"]
+    missing = plugin(cluster, "defrag", "status", "--policy", f"{namespace}/nothing")
+    assert missing.code == 1 and missing.error_lines[0].startswith("error: ")
+    assert "nothing" in missing.error_lines[0] and "not found" in missing.error_lines[0]
+
+
+def test_status_and_history_read_the_leader_and_the_runs_placements(
+    cluster: Sandbox, namespace: str, helm: Path
+) -> None:
+    config_map = chart_policy(helm, namespace, "gd", "defrag.budgets.movesPerHour=5")
+    run = f"run-{namespace}"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "hami-place-defrag-leader", "namespace": namespace},
+        "spec": {"holderIdentity": "server-a", "renewTime": now, "acquireTime": now, "leaseDurationSeconds": 3600},
+    }
+    moves = [
+        {
+            "apiVersion": "scheduling.hami.placement.com/v1",
+            "kind": "HamiPodPlacement",
+            "metadata": {
+                "name": f"move-{pod}-0123456789ab",
+                "namespace": namespace,
+                "labels": {"scheduling.hami.placement.com/defrag-run": run},
+                "annotations": {"scheduling.hami.placement.com/defrag-from-node": "gpu-a100-0"},
+            },
+            "spec": {
+                "reqID": "0123456789ab",
+                "podSelector": {"matchLabels": {"app": pod}},
+                "nodeName": "gpu-a100-1",
+                "gpuDevices": ["gpu-0"],
+                "evictPod": pod,
+            },
+        }
+        for pod in ("x", "y")
+    ]
+    apply(cluster, config_map, lease, *moves)
+    ref = f"{namespace}/{config_map['metadata']['name']}"
+
+    status = plugin(cluster, "defrag", "status", "--policy", ref, "-o", "json")
+    assert status.code == 0, status.err
+    shown = status.json()
+    assert shown["mode"] == "dry-run" and shown["leader"]["holder"] == "server-a" and shown["leader"]["current"]
+    assert shown["budgets"]["movesPerHour"] == 5
+    assert shown["usedLastHour"]["moves"] >= 2 and shown["usedLastHour"]["perNode"]["gpu-a100-0"] >= 2
+    (ours,) = [r for r in shown["runs"] if r["run"] == run]
+    assert (ours["moves"], ours["results"]) == (2, {"Pending": 2})
+    assert {m["pod"] for m in shown["latestRunMoves"]} == {f"{namespace}/x", f"{namespace}/y"}
+    table = plugin(cluster, "defrag", "status", "--policy", ref)
+    assert "Leader:  server-a" in table.out and f"Moves of run {run}" in table.out
+
+    listed = plugin(cluster, "defrag", "history", "--run", run, "-o", "json")
+    assert listed.code == 0, listed.err
+    assert sorted(m["pod"] for m in listed.json()["moves"]) == [f"{namespace}/x", f"{namespace}/y"]
+    assert {(m["from"], m["to"], m["result"]) for m in listed.json()["moves"]} == {
+        ("gpu-a100-0", "gpu-a100-1", "Pending")
+    }
+    wide = plugin(cluster, "defrag", "history", "--run", run, "-o", "wide")
+    assert "PLACEMENT" in wide.out and "move-x-0123456789ab" in wide.out
+    assert "PLACEMENT" not in plugin(cluster, "defrag", "history", "--run", run).out
+
+
+def test_the_policy_is_found_by_its_label_when_not_named(cluster: Sandbox, namespace: str, helm: Path) -> None:
+    first = chart_policy(helm, namespace, "one", labelled=True)
+    apply(cluster, first)
+    try:
+        found = plugin(cluster, "defrag", "status", "-o", "json")
+        assert found.code == 0, found.err
+        assert found.json()["policy"] == f"{namespace}/one-defrag-policy"
+        second = chart_policy(helm, namespace, "two", labelled=True)
+        apply(cluster, second)
+        several = plugin(cluster, "defrag", "pause", "--yes")
+        assert several.code == 1
+        assert several.error_lines == [
+            f"error: several DefragPolicy ConfigMaps: {namespace}/one-defrag-policy, {namespace}/two-defrag-policy; "
+            "pass --policy NAMESPACE/NAME"
+        ]
+    finally:
+        cluster.kubectl("delete", "configmap", "-n", namespace, "-l", f"{COMPONENT}=defrag-policy", "--wait=true")
+    none = plugin(cluster, "defrag", "status")
+    assert none.code == 1
+    assert none.error_lines == [
+        "error: no DefragPolicy ConfigMap (label app.kubernetes.io/component=defrag-policy) in any namespace; "
+        "install the chart, or pass --policy NAMESPACE/NAME"
+    ]

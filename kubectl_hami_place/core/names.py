@@ -41,8 +41,6 @@ DEFRAG_POD_ANNOTATION = f"{GROUP}/defrag-pod"
 """On a move's placement: `namespace/name` of the pod the move evicts."""
 DEFRAG_POD_UID_ANNOTATION = f"{GROUP}/defrag-pod-uid"
 """On a move's placement: the UID of the pod the move evicts (a run resumed by another leader checks it)."""
-DEFRAG_FROM_NODE_ANNOTATION = f"{GROUP}/defrag-from-node"
-"""On a move's placement: the node the move takes the pod off (the per-node budget counts it)."""
 
 
 class Phase(StrEnum):

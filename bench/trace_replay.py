@@ -1554,10 +1554,11 @@ def notes(report: dict[str, Any]) -> list[str]:
         "memory remainder holds it (the pending task's, and each running task's for its move); a plan whose moves "
         f"together overfill a node is refused before anything moves ({refused} refused in all runs).",
         f"- Rescue runs: {runs} planner runs rescued {rescued} tasks in all. A run that finds no plan at 1,213 nodes "
-        "tries to make room on every node in turn and costs seconds of CPU (the maxima above), so runs are bounded: inflation one "
-        "planner run per 1% of capacity asked, a task shape whose plan failed not planned again until a move "
-        "changed the cluster; timeline at most `--rescues-per-tick` runs each `--tick` seconds (default 1 each "
-        "300 s; the commands below), a task re-planned 600 s after a failed plan; and a planner CPU budget per replay (`--plan-budget`; "
+        "tries to make room on every node in turn and costs seconds of CPU (the maxima above), so runs are "
+        "bounded: inflation one planner run per 1% of capacity asked, a task shape whose plan failed not planned "
+        "again until a move changed the cluster; timeline at most `--rescues-per-tick` runs each `--tick` seconds "
+        "(default 1 each 300 s; the commands below), a task re-planned 600 s after a failed plan; and a planner "
+        "CPU budget per replay (`--plan-budget`; "
         f"{budget} rescues skipped for it). A real controller would meet the same cost.",
         "- Keep-room (`FreeCardsGoal`) is wired (`--keep-free-cards`) but off in these runs: one "
         "`FreeCardsGoal(10)` on the default list at 90% asked load (binpack, 7,194 tasks placed) took 156 s of CPU "

@@ -1615,15 +1615,15 @@ def reading(report: dict[str, Any]) -> list[str]:
                 f"- Timeline, {helped_run['label']}: {change:.1%} fewer GPU-hours Pending than {alone_run['label']} "
                 f"alone ({pct(alone_run['allocated_share'])} allocated on average). {stats['rescue_runs']} planner "
                 f"runs rescued {stats['rescued']} tasks with {stats['moves']} moves, against "
-                f"{alone_run['waited']:,} tasks that waited: most of the wait is for capacity, which moves do not add, "
-                "and the bounded runs reach few of the waiting tasks."
+                f"{alone_run['waited']:,} tasks that waited: the bounded runs reach few of the waiting tasks, and "
+                "why the others wait (CPU, memory, or cards) is not broken down here."
             )
     for name, results in report["inflation"].items():
         for r in results:
             stats = r["controller"]
             if stats and stats["skipped_plan_budget"]:
                 lines.append(
-                    f"- Inflation `{name}`, {r['label']}: its planner runs found no plan and cost "
+                    f"- Inflation `{name}`, {r['label']}: its planner runs, mostly searches that found no plan, cost "
                     f"{stats['plan_seconds']['median']:.1f} s each (median), so the replay's planner budget stopped "
                     f"it after {stats['rescue_runs']} runs ({stats['skipped_plan_budget']} rescues skipped); its "
                     "figures are close to HAMi alone's for that reason too."

@@ -3,6 +3,7 @@ HAMi's choices and the controller's moves on a tiny cluster."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bench.trace_replay import (
     Task,
     TraceNode,
     arrivals,
+    combine,
     inflate,
     parse_task,
     read_nodes,
@@ -228,3 +230,16 @@ def test_replays_end_with_consistent_counts() -> None:
         trace_nodes, tasks, Setup("test", "spread", controller=False), ControllerPolicy(), compress=1.0
     )
     assert alone["waited"] > 0 and alone["never_placed"] == 0 and alone["evictions"] == 0
+
+
+def test_combine_concatenates_runs_of_one_list(tmp_path: Path) -> None:
+    """Runs made side by side (one policy each) merge into one report, their results of one list concatenated."""
+    base = {"commands": ["a"], "load_average": [1.0], "tasks": {"default": 3}, "inflation": {}}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({**base, "timeline": {"default": [{"label": "binpack"}]}}))
+    second.write_text(
+        json.dumps({**base, "commands": ["b"], "timeline": {"default": [{"label": "spread"}]}, "inflation": {"x": []}})
+    )
+    merged = combine([first, second])
+    assert [r["label"] for r in merged["timeline"]["default"]] == ["binpack", "spread"]
+    assert merged["commands"] == ["a", "b"] and set(merged["inflation"]) == {"x"}

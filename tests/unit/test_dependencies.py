@@ -16,6 +16,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -130,3 +131,13 @@ def test_a_platform_accepts_the_wheels_its_oldest_build_machine_runs(
     tags = load_wheels().platform_tags(os_name, arch, "dist")
     assert set(accepted) <= set(tags)
     assert not set(refused) & set(tags)
+
+
+@pytest.mark.parametrize("extra", [None, "server"])
+def test_the_floors_ci_installs_are_pyproject_floors(extra: str | None) -> None:
+    """constraints-floors.txt holds each runtime dependency at its `>=` bound, so CI's floors job tests the floors."""
+    floors = pins(ROOT / "constraints-floors.txt")
+    for name, req in requirements(extra).items():
+        (lower,) = [spec.version for spec in req.specifier if spec.operator == ">="]
+        assert name in floors, f"{name} has no floor in constraints-floors.txt"
+        assert Version(floors[name]) == Version(lower), f"{name}: the floor tested is {floors[name]}, pyproject {lower}"

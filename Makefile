@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 # Every install takes its versions from constraints.txt (one universal lock: the image and the release jobs use it too).
 CONSTRAINTS := -c constraints.txt
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt kubectl_hami_place/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(CONSTRAINTS) -e '.[test,server]'

@@ -63,7 +63,7 @@ clean:
 	rm -rf $(VENV) .sandbox .pytest_cache .mypy_cache .ruff_cache
 
 # Packaging: the plugin's single-file executable and krew manifest, the server image, the chart.
-.PHONY: dist krew-manifest image chart-lint
+.PHONY: dist krew-manifest image chart-lint chart-readme
 DIST_STAMP := $(VENV)/.dist-stamp
 
 $(DIST_STAMP): $(STAMP) pyproject.toml constraints.txt
@@ -81,6 +81,10 @@ krew-manifest: dist
 # The server image (needs docker buildx): make image TAG=0.1.0 PLATFORM=linux/amd64,linux/arm64 PUSH=1
 image:
 	./build-image.sh $(if $(TAG),--tag $(TAG)) $(if $(PLATFORM),--platform $(PLATFORM)) $(if $(PUSH),--push)
+
+# chart/README.md from values.yaml's `# --` comments (a unit test fails when it is stale).
+chart-readme: $(STAMP)
+	$(PY) packaging/chart_readme.py
 
 chart-lint: $(STAMP)
 	$$($(PY) -m sandbox.binaries helm --print | cut -f2) lint chart --strict

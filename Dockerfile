@@ -11,11 +11,12 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_ONLY_BINARY=cryptography
 WORKDIR /src
 RUN python -m venv /opt/hami-place
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml constraints.txt README.md LICENSE ./
 COPY kubectl_hami_place ./kubectl_hami_place
 COPY webhook ./webhook
+# The server's set at the versions of constraints.txt (the lock `make` and the release jobs install from too).
 # pip compiles the bytecode here: the final image's root filesystem is read-only, so it could not at run time.
-RUN /opt/hami-place/bin/pip install . \
+RUN /opt/hami-place/bin/pip install -c constraints.txt '.[server]' \
  && /opt/hami-place/bin/pip uninstall --yes pip setuptools
 
 # Stage 2: the same Python, the virtualenv, nothing else: no pip, no compiler, no shell tools beyond the base.

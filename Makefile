@@ -5,12 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit cluster-test binaries sandbox-up sandbox-down clean bench
+.PHONY: demo test lint unit cluster-test binaries sandbox-up sandbox-down clean bench constraints
 
-$(STAMP): pyproject.toml
+# Every install takes its versions from constraints.txt (one universal lock: the image and the release jobs use it too).
+CONSTRAINTS := -c constraints.txt
+
+$(STAMP): pyproject.toml constraints.txt kubectl_hami_place/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet $(CONSTRAINTS) -e '.[test,server]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -42,21 +45,29 @@ sandbox-up: $(STAMP) binaries
 
 # The planner's figures against an exact MILP, a descheduler and HAMi alone (scipy, the bench extra); not in make test.
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet $(CONSTRAINTS) -e '.[test,server,bench]'
 	for script in bench/[!_]*.py; do $(PY) "$$script" || exit 1; done
 
 sandbox-down: $(STAMP)
 	$(PY) -m sandbox down
 
+# Regenerate constraints.txt after changing a dependency in pyproject.toml: one resolution for every platform
+# (--universal keeps the markers, so the Windows and macOS release jobs install from the same file).
+UV_VERSION := 0.13.8
+constraints: $(STAMP)
+	$(PY) -m pip install --quiet 'uv==$(UV_VERSION)'
+	$(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --quiet \
+	  --extra server --extra test --extra dist --extra bench --custom-compile-command 'make constraints' -o constraints.txt
+
 clean:
 	rm -rf $(VENV) .sandbox .pytest_cache .mypy_cache .ruff_cache
 
 # Packaging: the plugin's single-file executable and krew manifest, the server image, the chart.
-.PHONY: dist krew-manifest image chart-lint
+.PHONY: dist krew-manifest image chart-lint chart-readme
 DIST_STAMP := $(VENV)/.dist-stamp
 
-$(DIST_STAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,dist]'
+$(DIST_STAMP): $(STAMP) pyproject.toml constraints.txt
+	$(PY) -m pip install --quiet $(CONSTRAINTS) -e '.[test,server,dist]'
 	touch $(DIST_STAMP)
 
 # dist/kubectl-hami_place and its krew archive for this machine's os/arch (PyInstaller output is cached).
@@ -70,6 +81,10 @@ krew-manifest: dist
 # The server image (needs docker buildx): make image TAG=0.1.0 PLATFORM=linux/amd64,linux/arm64 PUSH=1
 image:
 	./build-image.sh $(if $(TAG),--tag $(TAG)) $(if $(PLATFORM),--platform $(PLATFORM)) $(if $(PUSH),--push)
+
+# chart/README.md from values.yaml's `# --` comments (a unit test fails when it is stale).
+chart-readme: $(STAMP)
+	$(PY) packaging/chart_readme.py
 
 chart-lint: $(STAMP)
 	$$($(PY) -m sandbox.binaries helm --print | cut -f2) lint chart --strict

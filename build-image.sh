@@ -7,7 +7,7 @@ usage() {
 Usage: $0 [--image REPO] [--tag TAG] [--platform LIST] [--push] [--print]
 
   --image REPO      image repository (default: \$IMAGE or ghcr.io/hami-place/hami-place-webhook)
-  --tag TAG         image tag (default: \$TAG or the version in pyproject.toml)
+  --tag TAG         image tag (default: \$TAG or the version, kubectl_hami_place/__init__.py's __version__)
   --platform LIST   comma-separated platforms (default: \$PLATFORM or linux/amd64), e.g. linux/amd64,linux/arm64
   --push            push to the registry (needed for more than one platform: a multi-platform image cannot be
                     loaded into the local image store)
@@ -17,7 +17,7 @@ USAGE
 
 cd "$(dirname "$0")"
 image="${IMAGE:-ghcr.io/hami-place/hami-place-webhook}"
-tag="${TAG:-$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n1)}"
+tag="${TAG:-$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' kubectl_hami_place/__init__.py | head -n1)}"
 platform="${PLATFORM:-linux/amd64}"
 push=false
 print=false
@@ -42,7 +42,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 if [[ -z "$tag" ]]; then
-  echo "error: no --tag given and no version found in pyproject.toml" >&2
+  echo "error: no --tag given and no __version__ found in kubectl_hami_place/__init__.py" >&2
   exit 2
 fi
 if [[ "$push" == false && "$platform" == *,* ]]; then

@@ -13,12 +13,12 @@ import importlib.util
 import io
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -34,9 +34,12 @@ MACHINES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "a
 
 
 def project_version() -> str:
-    """The release version, from pyproject.toml (krew wants it with a leading v)."""
-    with (ROOT / "pyproject.toml").open("rb") as handle:
-        return str(tomllib.load(handle)["project"]["version"])
+    """The release version, `kubectl_hami_place.__version__`, read from the source without importing the package."""
+    text = (ROOT / "kubectl_hami_place" / "__init__.py").read_text()
+    match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
+    if not match:
+        raise SystemExit("no __version__ in kubectl_hami_place/__init__.py")
+    return match[1]
 
 
 def host_platform() -> tuple[str, str]:

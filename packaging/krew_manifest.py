@@ -10,7 +10,6 @@ import argparse
 import hashlib
 import re
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +45,12 @@ For kubectl's shell completion of this plugin (kubectl 1.26+), put the completio
 
 
 def project_version() -> str:
-    with (ROOT / "pyproject.toml").open("rb") as handle:
-        return str(tomllib.load(handle)["project"]["version"])
+    """The release version, `kubectl_hami_place.__version__`, read from the source without importing the package."""
+    text = (ROOT / "kubectl_hami_place" / "__init__.py").read_text()
+    match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
+    if not match:
+        raise SystemExit("no __version__ in kubectl_hami_place/__init__.py")
+    return match[1]
 
 
 def sha256(path: Path) -> str:

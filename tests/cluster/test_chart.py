@@ -244,6 +244,18 @@ def test_non_default_values(helm: Path) -> None:
     assert "--admission-timeout=10" in args
 
 
+def test_an_image_digest_pins_the_server_and_the_hook_to_it(helm: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    objects = render(helm, f"image.digest={digest}", "image.tag=9.9.9")
+    containers = [
+        container
+        for workload in by_kind(objects, "Deployment") + by_kind(objects, "Job")
+        for container in workload["spec"]["template"]["spec"]["containers"]
+    ]
+    assert len(containers) >= 2, "the server and the certificate hook"
+    assert {container["image"] for container in containers} == {f"ghcr.io/hami-place/hami-place-webhook@{digest}"}
+
+
 def defrag_policy(objects: list[dict[str, Any]], name: str = "gpu-descheduler-defrag-policy") -> dict[str, Any]:
     """The rendered DefragPolicy ConfigMap."""
     config_map = one(objects, "ConfigMap", name)
@@ -356,6 +368,7 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.budgets.cooldown=1hour"], "at '/defrag/budgets/cooldown'"),
         (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
         (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
+        (["image.digest=ab12"], "at '/image/digest'"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubectl_hami_place import __version__
 from sandbox import binaries
 from sandbox.cluster import Sandbox
 
@@ -24,13 +25,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "hami-place"
 BINARY = "kubectl-hami_place"
-
-
-def project_version() -> str:
-    import tomllib
-
-    with (ROOT / "pyproject.toml").open("rb") as handle:
-        return str(tomllib.load(handle)["project"]["version"])
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +86,10 @@ def load(path: Path) -> dict[str, Any]:
 def test_manifest_describes_the_built_archive(archive: Path, manifest: Path) -> None:
     plugin = load(manifest)
     assert plugin["metadata"]["name"] == PLUGIN
-    assert plugin["spec"]["version"] == f"v{project_version()}"
+    assert plugin["spec"]["version"] == f"v{__version__}"
     (platform,) = plugin["spec"]["platforms"]
     assert platform["selector"] == {"matchLabels": {"os": "linux", "arch": "amd64"}}
-    assert platform["uri"].endswith(f"/v{project_version()}/{archive.name}")
+    assert platform["uri"].endswith(f"/v{__version__}/{archive.name}")
     assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
     assert platform["bin"] == BINARY
 
@@ -164,8 +158,8 @@ def test_offline_krew_install_then_plugin_works(krew_env: dict[str, str], manife
     # `krew list` needs the index, which an offline install never fetched; its receipt is what it would read.
     receipt = yaml.safe_load((Path(krew_env["KREW_ROOT"]) / "receipts" / f"{PLUGIN}.yaml").read_text())
     assert receipt["metadata"]["name"] == PLUGIN
-    assert receipt["spec"]["version"] == f"v{project_version()}"
-    store = Path(krew_env["KREW_ROOT"]) / "store" / PLUGIN / f"v{project_version()}"
+    assert receipt["spec"]["version"] == f"v{__version__}"
+    store = Path(krew_env["KREW_ROOT"]) / "store" / PLUGIN / f"v{__version__}"
     assert (store / "LICENSE").read_text().startswith("\n                                 Apache License")
     link = Path(krew_env["KREW_ROOT"]) / "bin" / BINARY
     assert link.is_symlink() and link.resolve() == (store / BINARY).resolve()

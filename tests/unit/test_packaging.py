@@ -13,10 +13,13 @@ import subprocess
 import sys
 import tarfile
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from kubectl_hami_place import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,8 +135,7 @@ def test_build_image_prints_the_buildx_command() -> None:
         ".",
     ]
     default = build_image("--print")
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert f"ghcr.io/hami-place/hami-place-webhook:{version}" in default.stdout
+    assert f"ghcr.io/hami-place/hami-place-webhook:{__version__}" in default.stdout
     assert "--load" in default.stdout
 
 
@@ -262,3 +264,15 @@ def test_build_cache_keeps_only_the_recent_builds(tmp_path: Path) -> None:
         os.utime(build_dir, (1_000_000 - age, 1_000_000 - age))
     build.prune(tmp_path, keep=3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["digest0", "digest1", "digest2"]
+
+
+def test_the_version_is_written_once_and_every_reader_takes_it_from_there() -> None:
+    """kubectl_hami_place.__version__ is the version: pyproject.toml, the installed metadata, the archive name, the
+    krew manifest and the image tag all read it."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "kubectl_hami_place.__version__"}
+    assert metadata.version("hami-place") == __version__, "setuptools took it from the attribute (make venv)"
+    assert load("build").project_version() == __version__
+    assert load("krew_manifest").project_version() == __version__
+    assert f"hami-place-webhook:{__version__} " in build_image("--print").stdout

@@ -354,6 +354,16 @@ def parse_time(value: object, where: str = "time") -> datetime:
         raise PlacementError(f"{where} {value!r} is not an RFC 3339 time such as 2026-01-02T03:04:05Z") from None
 
 
+def time_or_none(value: object) -> datetime | None:
+    """A time read leniently, as Events and Leases carry one: None when absent or not an RFC 3339 time."""
+    if isinstance(value, datetime):
+        return value
+    try:
+        return parse_time(value)
+    except PlacementError:
+        return None
+
+
 def _time(value: object, where: str) -> datetime | None:
     """An optional RFC 3339 time."""
     return None if value is None else parse_time(value, where)

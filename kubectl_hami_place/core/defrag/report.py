@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
+from kubectl_hami_place.core.placement import time_or_none
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def leader_of(lease: Mapping[str, Any] | None, now: datetime) -> Leader:
     found = (lease or {}).get("spec")
     spec: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     holder = str(spec.get("holderIdentity") or "")
-    renewed = _time(spec.get("renewTime")) or _time(spec.get("acquireTime"))
+    renewed = time_or_none(spec.get("renewTime")) or time_or_none(spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds")
     expires = None
     if renewed is not None and isinstance(duration, int) and not isinstance(duration, bool):
@@ -93,13 +94,3 @@ def used_in_hour(history: Iterable[MoveRecord], now: datetime) -> Used:
         per_node=dict(Counter(record.from_node for record in recent if record.from_node)),
         per_namespace=dict(Counter(record.namespace for record in recent)),
     )
-
-
-def _time(value: object) -> datetime | None:
-    """An RFC 3339 time (a Lease's MicroTime too), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

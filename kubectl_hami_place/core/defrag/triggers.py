@@ -20,6 +20,7 @@ from typing import Any
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan
@@ -145,10 +146,10 @@ def _pending_since(pod: Mapping[str, Any]) -> datetime | None:
     for condition in _mapping(pod.get("status")).get("conditions") or []:
         unscheduled = isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
         if unscheduled and condition.get("status") == "False":
-            stamp = _time(condition.get("lastTransitionTime"))
+            stamp = time_or_none(condition.get("lastTransitionTime"))
             if stamp is not None:
                 return stamp
-    return _time(_mapping(pod.get("metadata")).get("creationTimestamp"))
+    return time_or_none(_mapping(pod.get("metadata")).get("creationTimestamp"))
 
 
 def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[datetime, str, str]]:
@@ -169,7 +170,7 @@ def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
             event.get("eventTime"),
             metadata.get("creationTimestamp"),
         ):
-            stamp = stamp or _time(value)
+            stamp = stamp or time_or_none(value)
         if stamp is None:
             continue
         key = (str(regarding.get("namespace") or metadata.get("namespace", "")), str(regarding.get("name", "")))
@@ -246,18 +247,6 @@ def room_goal(room: Room, policy: DefragPolicy) -> Goal | None:
         excess = room.stranded_mib - share * room.free_mib
         return FreeCardsGoal(count=max(1, math.ceil(excess / room.whole_card_mib)))
     return None
-
-
-def _time(value: object) -> datetime | None:
-    """An RFC 3339 time, or None."""
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, history_from_placements
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run
-from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
+from kubectl_hami_place.core.defrag.triggers import may_rescue, rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.names import (
@@ -161,8 +161,11 @@ class DefragController:
         if policy.mode is Mode.off:
             return
         now = datetime.now(UTC)
-        read = read_snapshot(self.kube, self.options.hami_config)
         events = failed_scheduling_events(self.kube)
+        room_due = policy.keep_room.enabled and time.monotonic() >= self._next_room
+        if not (self._rescues or room_due or may_rescue(events, policy)):
+            return
+        read = read_snapshot(self.kube, self.options.hami_config)
         self._follow(read, events, now)
         history = history_from_placements(run_placements(self.kube))
         left = allowance(policy.budgets, history, now, "")

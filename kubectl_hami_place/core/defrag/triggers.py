@@ -122,6 +122,17 @@ def rescue_candidates(
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
 
 
+def may_rescue(events: Iterable[Mapping[str, Any]], policy: DefragPolicy) -> bool:
+    """Whether any pod of an allowed namespace was last refused for a curable reason: without one a pass need not
+    read the cluster's pods and nodes (at thousands of nodes, seconds of the leader's CPU)."""
+    if not policy.rescue.enabled:
+        return False
+    return any(
+        policy.namespaces.allows(namespace) and rescue_reason(message) is not None
+        for (namespace, _), (_, message, _) in _latest_failures(events).items()
+    )
+
+
 def _priority(pod: Mapping[str, Any]) -> int:
     """The pod's `spec.priority` (0 when unset)."""
     value = _mapping(pod.get("spec")).get("priority")

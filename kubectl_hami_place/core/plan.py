@@ -222,6 +222,9 @@ def plan(
 ) -> Plan:
     """The pin of `workload` by `spec`: what it gets, or every problem that stops it (see the module's docstring)."""
     node, config = spec.node_name, workload.config
+    refused = _refused_everywhere(workload)
+    if refused:
+        return Plan(node, problems=refused, config=config)
     cards, problems = _placement(spec, snapshot)
     if problems:
         return Plan(node, problems=problems, config=config)
@@ -343,14 +346,9 @@ def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Ca
     return tuple(chosen), tuple(problems)
 
 
-def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
-    """What stops this pod whatever the cards hold: unreadable GPU resources, nodeName, a privileged container, no
-    or other card counts."""
-    if workload.invalid:
-        return (Problem(PlanReason.InvalidGpuRequest, workload.invalid, Scope.Pod),)
-    if workload.node_name:
-        message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
-        return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
+def _refused_everywhere(workload: Workload) -> tuple[Problem, ...]:
+    """What HAMi refuses before it reads any node: its webhook denies a privileged container, and its filter fails on
+    every node (registered or not) for scoring weights it cannot read."""
     if workload.privileged and workload.containers:
         message = (
             f"container {workload.privileged} is privileged: HAMi's webhook denies a pod asking for cards with a "
@@ -363,6 +361,16 @@ def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
         except RequestError as error:
             message = f"{error}: HAMi's filter fails for the pod on every node"
             return (Problem(PlanReason.InvalidScoringWeights, message, Scope.Pod),)
+    return ()
+
+
+def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
+    """What stops this pod whatever the cards hold: unreadable GPU resources, nodeName, no or other card counts."""
+    if workload.invalid:
+        return (Problem(PlanReason.InvalidGpuRequest, workload.invalid, Scope.Pod),)
+    if workload.node_name:
+        message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
+        return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
         message = f"no container asks for {count}"

@@ -395,6 +395,9 @@ def test_invalid_scoring_weights_fail_hamis_filter_and_the_pin() -> None:
     assert verdict.reason.startswith("calcScore failed invalid hami.io/device-scoring-weights annotation")
     pinned = plan(pin_spec("gpu-0"), ClusterSnapshot({"n": node([CARD])}, ()), workload_from_pod(pod, "the pod"))
     assert [(p.reason, p.scope) for p in pinned.problems] == [("InvalidScoringWeights", Scope.Pod)]
+    unregistered = ClusterSnapshot({"n": {"metadata": {"name": "n"}}}, ())
+    on_unregistered = plan(pin_spec("gpu-0"), unregistered, workload_from_pod(pod, "the pod"))
+    assert [p.reason for p in on_unregistered.problems] == ["InvalidScoringWeights"], "HAMi's filter fails first"
     no_cards = {**pod, "spec": {"containers": [{"name": "c"}]}}
     assert fit_pod_on_node({"metadata": {"name": "unregistered"}}, no_cards, []).ok
 

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, history_from_placements
@@ -72,6 +72,9 @@ MOVE_TIMEOUT_SECONDS = 180.0
 SETTLE_POLL_SECONDS = 1.0
 # A rescue whose pod neither ran nor was refused again within this long is no longer followed.
 FOLLOW_SECONDS = 900.0
+# A refusal this soon after a rescue's moves settled does not mean its room was taken: the scheduler may retry the pod
+# once more on a view that still holds the evicted pod (seen on a loaded sandbox) before it places it.
+ROOM_SETTLE_SECONDS = 30.0
 # After a run failed, its pod (or keep-room) is not planned for again for this long: a move that cannot be made
 # (no acknowledgement, a refusal) is not retried every pass.
 RETRY_SECONDS = 60.0
@@ -292,7 +295,7 @@ class DefragController:
                 self.metrics.rescue_seconds.observe(max(waited, 0.0))
                 self._event(rescue.pod, "DefragRescued", f"rescued by {rescue.moves} move(s): scheduled on {node}")
                 del self._rescues[uid]
-            elif _refused_since(events, uid, rescue.done_at):
+            elif _refused_since(events, uid, rescue.done_at + timedelta(seconds=ROOM_SETTLE_SECONDS)):
                 self.metrics.room_lost.inc()
                 self._event(
                     rescue.pod,

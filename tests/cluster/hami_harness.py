@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
+import urllib3
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, parse_allocation
@@ -158,3 +160,32 @@ def create(cluster: Sandbox, namespace: str, *objects: dict[str, Any]) -> None:
     for obj in objects:
         done = cluster.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj), check=False)
         assert done.returncode == 0, done.stderr
+
+
+class Evictions:
+    """Pods of the namespace deleted while it watches, with whether the Eviction API marked them (DisruptionTarget,
+    EvictionByEvictionAPI: set by the eviction subresource, never by a plain delete)."""
+
+    def __init__(self, cluster: Sandbox, namespace: str) -> None:
+        self.deleted: dict[str, bool] = {}
+        self._watch = watch.Watch()
+        api = client.CoreV1Api(cluster.api_client())
+        since = api.list_namespaced_pod(namespace).metadata.resource_version
+        stream = self._watch.stream(api.list_namespaced_pod, namespace, resource_version=since, timeout_seconds=600)
+        self._thread = threading.Thread(target=self._follow, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _follow(self, stream: Iterator[dict[str, Any]]) -> None:
+        try:
+            for event in stream:
+                if event["type"] == "DELETED":
+                    stored: client.V1Pod = event["object"]
+                    conditions = stored.status.conditions or []
+                    self.deleted[stored.metadata.name] = any(
+                        c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI" for c in conditions
+                    )
+        except urllib3.exceptions.HTTPError:
+            return
+
+    def stop(self) -> None:
+        self._watch.stop()

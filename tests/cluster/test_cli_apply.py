@@ -14,19 +14,17 @@ cards, the second move possible only once the first settled.
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import PLUGIN, Run, placements, plugin
 from tests.cluster.hami_harness import (
+    Evictions,
     GpuNode,
     allocation,
     card_entries,
@@ -60,35 +58,6 @@ def placing(cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Web
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
     return webhook
-
-
-class Evictions:
-    """Pods of the namespace deleted while it watches, with whether the Eviction API marked them (DisruptionTarget,
-    EvictionByEvictionAPI: set by the eviction subresource, never by a plain delete)."""
-
-    def __init__(self, cluster: Sandbox, namespace: str) -> None:
-        self.deleted: dict[str, bool] = {}
-        self._watch = watch.Watch()
-        api = client.CoreV1Api(cluster.api_client())
-        since = api.list_namespaced_pod(namespace).metadata.resource_version
-        stream = self._watch.stream(api.list_namespaced_pod, namespace, resource_version=since, timeout_seconds=600)
-        self._thread = threading.Thread(target=self._follow, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _follow(self, stream: Iterator[dict[str, Any]]) -> None:
-        try:
-            for event in stream:
-                if event["type"] == "DELETED":
-                    stored: client.V1Pod = event["object"]
-                    conditions = stored.status.conditions or []
-                    self.deleted[stored.metadata.name] = any(
-                        c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI" for c in conditions
-                    )
-        except urllib3.exceptions.HTTPError:
-            return
-
-    def stop(self) -> None:
-        self._watch.stop()
 
 
 def run(cluster: Sandbox, *args: str) -> Run:

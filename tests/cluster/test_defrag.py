@@ -29,6 +29,7 @@ from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import placements
 from tests.cluster.hami_harness import (
+    Evictions,
     GpuNode,
     allocation,
     card_entries,
@@ -40,7 +41,6 @@ from tests.cluster.hami_harness import (
     scale_up,
     scheduling_failures,
 )
-from tests.cluster.test_cli_apply import Evictions
 from tests.cluster.webhook_harness import register
 
 pytestmark = pytest.mark.cluster

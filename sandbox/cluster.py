@@ -351,6 +351,7 @@ class Sandbox:
         webhook = hami.webhook_configuration(settings, f"{url}/webhook", self.authority.cert_path.read_bytes())
         self.kubectl("apply", "-f", "-", input=json.dumps(webhook))
         self.kubectl("apply", "-f", "-", input=json.dumps(hami.device_configmap(settings)))
+        self.kubectl("apply", "-f", "-", input=json.dumps(hami.scheduler_deployment(settings)))
         if not any(p.name == "device-plugin" for p in self.processes):
             stand_in = [sys.executable, "-m", "sandbox.device_plugin", f"--kubeconfig={self.kubeconfig.resolve()}"]
             self._spawn("device-plugin", stand_in, env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})

@@ -81,6 +81,34 @@ def device_configmap(settings: HamiSettings) -> dict[str, Any]:
     }
 
 
+def scheduler_deployment(settings: HamiSettings) -> dict[str, Any]:
+    """HAMi's scheduler Deployment as its chart renders it (name, label, the extender's command), at 0 replicas: the
+    sandbox runs the extender as a process, and this object is where pin and the webhook read its GPU policy."""
+    labels = {"app.kubernetes.io/component": "hami-scheduler", "app.kubernetes.io/name": "hami"}
+    command = [
+        "scheduler",
+        f"--scheduler-name={settings.scheduler_name}",
+        f"--node-scheduler-policy={settings.node_policy}",
+        f"--gpu-scheduler-policy={settings.gpu_policy}",
+        "--device-config-file=/device-config.yaml",
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": settings.scheduler_name, "namespace": settings.namespace, "labels": labels},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{"name": "vgpu-scheduler-extender", "image": "hami:v2.10.0", "command": command}]
+                },
+            },
+        },
+    }
+
+
 def scheduler_args(
     settings: HamiSettings, bind: str, metrics: str, *, cert: Path, key: Path, config: Path
 ) -> list[str]:

@@ -122,8 +122,22 @@ def _parser() -> argparse.ArgumentParser:
         "--hami-config",
         default=os.environ.get("HAMI_PLACE_HAMI_CONFIG", ""),
         metavar="NAMESPACE/NAME",
-        help="HAMi's device-config ConfigMap, read once at start as HAMi reads it [HAMI_PLACE_HAMI_CONFIG] "
+        help="HAMi's device-config ConfigMap, read at start and every 30 s as HAMi reads it [HAMI_PLACE_HAMI_CONFIG] "
         "(default: the one named hami-scheduler-device, in any namespace; HAMi's defaults if none)",
+    )
+    run.add_argument(
+        "--hami-scheduler",
+        default=os.environ.get("HAMI_PLACE_HAMI_SCHEDULER", ""),
+        metavar="NAMESPACE/NAME",
+        help="HAMi's scheduler Deployment, whose --gpu-scheduler-policy is the default GPU policy of a pod naming "
+        "none [HAMI_PLACE_HAMI_SCHEDULER] (default: the Deployment labelled app.kubernetes.io/component="
+        "hami-scheduler, in any namespace; HAMi's default spread, with a warning, if none)",
+    )
+    run.add_argument(
+        "--gpu-scheduler-policy",
+        default="",
+        metavar="POLICY",
+        help="HAMi's default GPU policy (binpack, spread, ...) instead of reading it from --hami-scheduler",
     )
     run.add_argument(
         "--exclude-namespace",
@@ -262,6 +276,8 @@ def _serve(args: argparse.Namespace) -> int:
             client_ca_file=args.client_ca_file,
             scheduler_name=args.scheduler_name,
             hami_config=args.hami_config,
+            hami_scheduler=args.hami_scheduler,
+            gpu_scheduler_policy=args.gpu_scheduler_policy,
             exclude_namespaces=tuple(args.exclude_namespace),
             placement_ttl=args.placement_ttl,
             admission_timeout=args.admission_timeout,

@@ -388,6 +388,8 @@ class ServeOptions:
     client_ca_file: str = ""
     scheduler_name: str = "hami-scheduler"
     hami_config: str = ""
+    hami_scheduler: str = ""
+    gpu_scheduler_policy: str = ""
     exclude_namespaces: tuple[str, ...] = field(default_factory=tuple)
     placement_ttl: int = 3600
     admission_timeout: float = 10.0
@@ -410,7 +412,9 @@ def serve(options: ServeOptions) -> None:
     certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
-    hami = FollowedHamiConfig(lambda: read_hami_config(kube, options.hami_config))
+    hami = FollowedHamiConfig(
+        lambda: read_hami_config(kube, options.hami_config, options.gpu_scheduler_policy, options.hami_scheduler)
+    )
     settings = Settings(
         scheduler_name=options.scheduler_name,
         excluded_namespaces=frozenset(options.exclude_namespaces),

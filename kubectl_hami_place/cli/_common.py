@@ -202,6 +202,14 @@ HamiConfigOption = Annotated[
         help="HAMi's device-config ConfigMap (default: the one named hami-scheduler-device, in any namespace).",
     ),
 ]
+GpuPolicyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-scheduler-policy",
+        metavar="POLICY",
+        help="HAMi's default GPU policy for a pod naming none (default: read from HAMi's scheduler Deployment).",
+    ),
+]
 CoresOption = Annotated[
     int | None,
     typer.Option("--request-cores", min=0, max=100, help="Percent of each card's cores the pod asks."),

@@ -17,6 +17,7 @@ from kubectl_hami_place.cli._common import (
     DryRun,
     DryRunOption,
     GpuOption,
+    GpuPolicyOption,
     HamiConfigOption,
     KubeconfigOption,
     MemoryOption,
@@ -90,6 +91,7 @@ def evict(
     request_memory: MemoryOption = None,
     request_cores: CoresOption = None,
     hami_config_ref: HamiConfigOption = None,
+    gpu_policy: GpuPolicyOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -125,7 +127,7 @@ def evict(
         warn(warning)
     spec = build_spec(req_id, successor.selector, to_node, refs, None)
     object_name = placement_name(name, spec)
-    config, notice = hami_config(kube, hami_config_ref)
+    config, notice = hami_config(kube, hami_config_ref, gpu_policy)
     if notice:
         warn(notice)
     workload = flag_workload(len(refs), request_memory, request_cores, config) or workload_from_pod(

@@ -13,6 +13,7 @@ from kubectl_hami_place.cli._common import (
     DryRun,
     DryRunOption,
     GpuOption,
+    GpuPolicyOption,
     HamiConfigOption,
     KubeconfigOption,
     MemoryOption,
@@ -65,6 +66,7 @@ def pin(
     request_memory: MemoryOption = None,
     request_cores: CoresOption = None,
     hami_config_ref: HamiConfigOption = None,
+    gpu_policy: GpuPolicyOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -87,7 +89,7 @@ def pin(
             raise Refused(
                 [f"pod {evict} (--evict) not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]
             ) from exc
-    config, notice = hami_config(where.kube, hami_config_ref)
+    config, notice = hami_config(where.kube, hami_config_ref, gpu_policy)
     if notice:
         warn(notice)
     workload = resolve_workload(

@@ -113,9 +113,10 @@ def flag_workload(nums: int, memory: int | None, cores: int | None, config: Hami
     return workload_from_request(request, "--request-memory/--request-cores", own_memory=bool(memory), config=config)
 
 
-def hami_config(kube: Kube, where: str | None) -> tuple[HamiConfig, str]:
-    """The cluster's HAMi device config (--hami-config, else found), and a notice when HAMi's defaults stand in."""
-    found = read_hami_config(kube, where or "")
+def hami_config(kube: Kube, where: str | None, gpu_policy: str | None) -> tuple[HamiConfig, str]:
+    """The cluster's HAMi device config (--hami-config, else found) and default GPU policy (--gpu-scheduler-policy,
+    else read), and a notice when HAMi's defaults stand in."""
+    found = read_hami_config(kube, where or "", gpu_policy or "")
     return found.config, found.notice
 
 

@@ -17,6 +17,7 @@ from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
     DryRun,
+    GpuPolicyOption,
     KubeconfigOption,
     NamespaceOption,
     OutputFormat,
@@ -169,6 +170,7 @@ def plan(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     output: OutputOption = OutputFormat.table,
+    gpu_policy: GpuPolicyOption = None,
 ) -> int:
     """Print the plan; exit 1 when the goal cannot be reached."""
     goals = sum((for_pod is not None, free_cards is not None, compact))
@@ -179,7 +181,7 @@ def plan(
     if compact != bool(nodes):
         raise UsageProblem("--compact takes the node names", "kubectl hami-place plan --compact NODE...")
     where = target(kubeconfig, context, namespace, as_user=as_user)
-    read = read_snapshot(where.kube)
+    read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
     for message in read.warnings:
         warn(message)
     verdicts = None

@@ -13,6 +13,7 @@ import typer
 from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
+    GpuPolicyOption,
     KubeconfigOption,
     NamespaceOption,
     OutputFormat,
@@ -85,10 +86,11 @@ def why(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     output: OutputOption = OutputFormat.table,
+    gpu_policy: GpuPolicyOption = None,
 ) -> None:
     """Explain, card by card, why the pod does not fit."""
     where = target(kubeconfig, context, namespace, as_user=as_user)
-    read = read_snapshot(where.kube)
+    read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
     plan_pod = read_pod(where.kube, where.one_namespace, pod, read)
     for message in read.warnings:
         warn(message)

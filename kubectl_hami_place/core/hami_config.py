@@ -9,7 +9,7 @@ default.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -19,6 +19,11 @@ from kubectl_hami_place.core.errors import ModelError
 
 DEVICE_CONFIG_KEY = "device-config.yaml"
 DEVICE_CONFIGMAP = "hami-scheduler-device"
+# HAMi's chart labels its scheduler Deployment so (charts/hami/templates/scheduler/deployment.yaml).
+SCHEDULER_COMPONENT_LABEL = "app.kubernetes.io/component=hami-scheduler"
+GPU_POLICY_FLAG = "--gpu-scheduler-policy"
+# HAMi's scheduler binary is `scheduler` (cmd/scheduler); without the flag it applies this (cmd/scheduler/main.go).
+SCHEDULER_COMMAND = "scheduler"
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
@@ -103,3 +108,55 @@ def _value(value: object, key: str, kind: type) -> object:
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} {value} is out of range")
     return value
+
+
+def gpu_policy_of_scheduler(deployment: Mapping[str, Any]) -> str | None:
+    """The `--gpu-scheduler-policy` HAMi's scheduler Deployment runs with, as pflag reads its argv (the last one
+    given wins, `--flag=value` or `--flag value`); HAMi's own default when the extender runs without it; None when
+    no container of the Deployment is HAMi's scheduler, so that nothing is guessed from another program's flags."""
+    template = (deployment.get("spec") or {}).get("template") or {}
+    containers = (template.get("spec") or {}).get("containers") or []
+    for container in containers if isinstance(containers, list) else []:
+        if not isinstance(container, Mapping):
+            continue
+        argv = [str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])]]
+        given = _last_flag(argv, GPU_POLICY_FLAG)
+        if given is not None:
+            return given
+        if argv and argv[0].rsplit("/", 1)[-1] == SCHEDULER_COMMAND:
+            return HAMI_DEFAULTS.gpu_scheduler_policy
+    return None
+
+
+def gpu_policy_of_installation(deployments: Sequence[Mapping[str, Any]], config: str) -> str | None:
+    """The default GPU policy of the HAMi whose device config is `config` (`namespace/name`), of several scheduler
+    Deployments: HAMi's chart names its ConfigMap `<scheduler>-device` beside the Deployment `<scheduler>`, so that
+    one comes first, then one of the same namespace, then the rest by name; None when none is HAMi's scheduler."""
+    namespace, _, name = config.rpartition("/")
+    pair = (namespace, name.removesuffix("-device"))
+
+    def rank(deployment: Mapping[str, Any]) -> tuple[bool, bool, str, str]:
+        """Sort key: the config's own scheduler, then its namespace's, then by namespace and name."""
+        metadata = deployment.get("metadata") or {}
+        where = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+        return (where != pair, where[0] != namespace, *where)
+
+    for deployment in sorted(deployments, key=rank):
+        policy = gpu_policy_of_scheduler(deployment)
+        if policy is not None:
+            return policy
+    return None
+
+
+def _last_flag(argv: list[str], flag: str) -> str | None:
+    """The value of the last `flag` in argv; pflag stops reading flags at a bare `--`."""
+    found = None
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            break
+        if word.startswith(flag + "="):
+            found = word[len(flag) + 1 :]
+        elif word == flag:
+            found = next(words, found)
+    return found

@@ -27,10 +27,10 @@ class SnapshotRead:
     nodes: tuple[dict[str, Any], ...] = ()
 
 
-def read_snapshot(kube: Kube, hami_config: str = "") -> SnapshotRead:
+def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str = "") -> SnapshotRead:
     """The cluster as the planner sees it now, with the objects it was read from; HAMi's device config from the
-    ConfigMap `hami_config` (`namespace/name`), else found by its name."""
-    config = read_hami_config(kube, hami_config)
+    ConfigMap `hami_config` (`namespace/name`), else found by its name; its default GPU policy given, else read."""
+    config = read_hami_config(kube, hami_config, gpu_scheduler_policy)
     nodes = list_nodes(kube)
     pods = list_pods(kube, None)
     body = request(

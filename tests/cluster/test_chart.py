@@ -409,7 +409,11 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
     roles = {o["metadata"]["name"]: o for o in by_kind(objects, "Role") if "certgen" not in o["metadata"]["name"]}
-    assert set(roles) == {"gpu-descheduler-webhook-hami-config", "gpu-descheduler-webhook-defrag"}
+    assert set(roles) == {
+        "gpu-descheduler-webhook-hami-config",
+        "gpu-descheduler-webhook-hami-scheduler",
+        "gpu-descheduler-webhook-defrag",
+    }
     defrag = roles["gpu-descheduler-webhook-defrag"]
     assert defrag["metadata"]["namespace"] == "kube-system"
     assert defrag["rules"] == [
@@ -433,6 +437,13 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     assert hami_config["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["hami-scheduler-device"], "verbs": ["get"]}
     ], "HAMi's device config, that one ConfigMap only"
+    hami_scheduler = roles["gpu-descheduler-webhook-hami-scheduler"]
+    assert hami_scheduler["metadata"]["namespace"] == "kube-system"
+    assert hami_scheduler["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["hami-scheduler"], "verbs": ["get"]}
+    ], "HAMi's scheduler Deployment (its --gpu-scheduler-policy), that one Deployment only"
+    binding = one(objects, "RoleBinding", "gpu-descheduler-webhook-hami-scheduler")
+    assert binding["roleRef"]["name"] == "gpu-descheduler-webhook-hami-scheduler"
 
 
 def test_certificate_hook_job(helm: Path) -> None:

@@ -12,6 +12,9 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from sandbox.cluster import Sandbox
+from sandbox.hami import HamiSettings, scheduler_deployment
+from tests.cluster.cli_harness import allocated_pod, apply, custom_node, plugin
+from tests.cluster.hami_harness import card_entries
 
 pytestmark = pytest.mark.cluster
 
@@ -39,6 +42,51 @@ def test_the_sandboxs_hami_configmap_is_found_without_being_named(cluster: Sandb
     settings = read_hami_config(connect(str(cluster.kubeconfig)))
     assert (settings.source, settings.notice) == ("kube-system/hami-scheduler-device", "")
     assert settings.config == HAMI_DEFAULTS
+
+
+def mutex_hami(cluster: Sandbox, configmap: str) -> None:
+    """A HAMi installation beside the sandbox's, as its chart renders it: `<scheduler>-device` and the scheduler
+    Deployment `<scheduler>` running with `--gpu-scheduler-policy=mutex`."""
+    namespace, name = configmap.split("/")
+    put(cluster, configmap, "nvidia:\n  resourceCountName: nvidia.com/gpu\n  resourceMemoryName: nvidia.com/gpumem\n")
+    settings = HamiSettings(scheduler_name=name.removesuffix("-device"), gpu_policy="mutex", namespace=namespace)
+    apply(cluster, scheduler_deployment(settings))
+
+
+def test_the_default_gpu_policy_is_read_from_hamis_scheduler_deployment(cluster: Sandbox, configmap: str) -> None:
+    mutex_hami(cluster, configmap)
+    kube = connect(str(cluster.kubeconfig))
+    learned = read_hami_config(kube, configmap)
+    assert (learned.config.gpu_scheduler_policy, learned.notice) == ("mutex", ""), "the config's own scheduler's"
+    named = read_hami_config(kube, scheduler=configmap.removesuffix("-device"))
+    assert named.config.gpu_scheduler_policy == "mutex"
+    given = read_hami_config(kube, configmap, gpu_scheduler_policy="binpack")
+    assert given.config.gpu_scheduler_policy == "binpack", "the flag wins"
+    missing = read_hami_config(kube, scheduler=f"{configmap.split('/', maxsplit=1)[0]}/no-such-scheduler")
+    assert missing.config.gpu_scheduler_policy == "spread"
+    assert "no HAMi scheduler Deployment" in missing.notice and "--gpu-scheduler-policy" in missing.notice
+
+
+def test_pin_refuses_a_used_card_under_a_mutex_default_and_the_flag_overrides_it(
+    cluster: Sandbox, namespace: str, configmap: str
+) -> None:
+    mutex_hami(cluster, configmap)
+    [card] = card_entries(1)
+    node, uuid = f"{namespace}-mutex", card["id"]
+    register = json.dumps([card])
+    apply(cluster, custom_node(node, register))
+    try:
+        apply(cluster, allocated_pod("neighbour", namespace, node, f"{uuid},NVIDIA,1000,0:;"))
+        pin = ["pin", "-n", namespace, "-l", "app=x", "--node", node, "--gpu", "gpu-0", "--request-memory", "1000"]
+        learned = plugin(cluster, *pin, "--hami-config", configmap, "--dry-run=client")
+        assert learned.code == 3, learned.err
+        assert "ExclusiveDeviceAllocateConflict" in learned.error_lines[0], learned.err
+        given = plugin(
+            cluster, *pin, "--hami-config", configmap, "--gpu-scheduler-policy", "spread", "--dry-run=client"
+        )
+        assert given.code == 0, given.err
+    finally:
+        cluster.kubectl("delete", "node", node, "--wait=false", check=False)
 
 
 def test_a_named_configmap_with_renamed_resources_and_a_default_memory(cluster: Sandbox, configmap: str) -> None:
@@ -76,3 +124,4 @@ def test_a_reader_without_rights_gets_the_defaults_and_is_told_why(cluster: Sand
     settings = read_hami_config(kube)
     assert settings.config == HAMI_DEFAULTS
     assert settings.notice.startswith("cannot read HAMi's device config (forbidden: "), settings.notice
+    assert "cannot read HAMi's scheduler Deployment (forbidden: " in settings.notice, settings.notice

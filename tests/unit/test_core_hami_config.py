@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, HamiConfigError, parse_device_config
+from kubectl_hami_place.core.hami_config import (
+    HAMI_DEFAULTS,
+    HamiConfig,
+    HamiConfigError,
+    gpu_policy_of_installation,
+    gpu_policy_of_scheduler,
+    parse_device_config,
+)
 
 CHART = """\
 nvidia:
@@ -74,3 +81,45 @@ def test_bad_text_raises_a_one_line_config_error(text: str, fragment: str) -> No
 def test_any_text_gives_a_config_or_a_config_error(text: str) -> None:
     with contextlib.suppress(HamiConfigError):
         assert isinstance(parse_device_config(text), HamiConfig)
+
+
+def scheduler(namespace: str, name: str, *argv: str, args: tuple[str, ...] = ()) -> dict:
+    """A Deployment as HAMi's chart renders its scheduler: a kube-scheduler container, then the extender's."""
+    containers = [
+        {"name": "kube-scheduler", "command": ["kube-scheduler", "--config=/config/config.yaml"]},
+        {"name": "vgpu-scheduler-extender", "command": list(argv), "args": list(args)},
+    ]
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"template": {"spec": {"containers": containers}}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "args", "policy"),
+    [
+        (("scheduler", "--gpu-scheduler-policy=binpack"), (), "binpack"),
+        (("scheduler",), ("--gpu-scheduler-policy", "mutex"), "mutex"),
+        (("/usr/bin/scheduler", "--gpu-scheduler-policy=binpack", "--gpu-scheduler-policy=spread"), (), "spread"),
+        (("scheduler", "--leader-elect=false"), (), "spread"),
+        (("scheduler", "--", "--gpu-scheduler-policy=binpack"), (), "spread"),
+        (("sleep", "3600"), (), None),
+    ],
+    ids=["equals", "in-args", "last-wins", "flag-absent-hami-default", "after-double-dash", "not-hami"],
+)
+def test_the_gpu_policy_is_read_from_the_extenders_argv_as_pflag_reads_it(
+    argv: tuple[str, ...], args: tuple[str, ...], policy: str | None
+) -> None:
+    assert gpu_policy_of_scheduler(scheduler("kube-system", "hami-scheduler", *argv, args=args)) == policy
+
+
+def test_the_scheduler_of_the_device_config_wins_over_others() -> None:
+    deployments = [
+        scheduler("a-first", "hami-scheduler", "scheduler", "--gpu-scheduler-policy=spread"),
+        scheduler("hami", "a-other", "scheduler", "--gpu-scheduler-policy=binpack"),
+        scheduler("hami", "hami-renamed", "scheduler", "--gpu-scheduler-policy=mutex"),
+    ]
+    assert gpu_policy_of_installation(deployments, "hami/hami-renamed-device") == "mutex"
+    assert gpu_policy_of_installation(deployments[:2], "hami/elsewhere-device") == "binpack", "then its namespace"
+    assert gpu_policy_of_installation(deployments, "") == "spread", "then by namespace"
+    assert gpu_policy_of_installation([scheduler("x", "y", "sleep")], "x/y-device") is None

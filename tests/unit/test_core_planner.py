@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import USE_UUID, FitReason, fit_pod
+from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY, USE_UUID, FitReason, fit_pod
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
     CompactGoal,
@@ -584,3 +584,24 @@ def test_a_pod_whose_score_weights_hami_cannot_read_gets_no_plan() -> None:
     result = fit_plan(snapshot, pending(GIB, annotations={"hami.io/device-scoring-weights": "slot=1"}))
     assert not result.complete and result.target is None
     assert "HAMi's filter fails for the pod on every node" in " ".join(result.reasons)
+
+
+def test_a_pod_naming_no_policy_gets_hamis_default_in_what_fit_reads() -> None:
+    named = PlanPod("ns", "a", (None,), annotations={GPU_SCHEDULER_POLICY: "binpack"}, default_policy="mutex")
+    bare = PlanPod("ns", "b", (None,), default_policy="mutex")
+    assert named.fit_annotations[GPU_SCHEDULER_POLICY] == "binpack", "the pod's own policy stands"
+    assert bare.fit_annotations[GPU_SCHEDULER_POLICY] == "mutex"
+    assert GPU_SCHEDULER_POLICY not in PlanPod("ns", "c", (None,)).fit_annotations
+
+
+def test_a_mutex_default_policy_keeps_the_planner_off_a_used_card() -> None:
+    small = placed("small", "n", ["GPU-n-0"], 1 * GIB)
+    big = placed("big", "m", ["GPU-m-0"], 30 * GIB)
+    snapshot = Snapshot(nodes=(gpu_node("n", cards=1), gpu_node("m", cards=1)), pods=(small, big))
+    shared = fit_plan(snapshot, pending(20 * GIB))
+    assert (shared.target, shared.moves) == (("n", ("GPU-n-0",)), ()), "spread shares the card"
+    exclusive = fit_plan(snapshot, pending(20 * GIB, default_policy="mutex"))
+    assert exclusive.target == ("n", ("GPU-n-0",)) and [m.pod for m in exclusive.moves] == ["ns/small"], (
+        "under a mutex default the card must be emptied first"
+    )
+    replay(snapshot, exclusive)

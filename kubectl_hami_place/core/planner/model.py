@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY
 from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -38,7 +39,8 @@ class PlanPod:
 
     `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
     PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `held` why a
-    caller keeps it where it is in this plan ("" when it may move; the defragmentation controller's policy).
+    caller keeps it where it is in this plan ("" when it may move; the defragmentation controller's policy),
+    `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when the pod names no policy.
     """
 
     namespace: str
@@ -54,6 +56,7 @@ class PlanPod:
     nodes: frozenset[str] | None = None
     uid: str = ""
     held: str = ""
+    default_policy: str = ""
 
     @property
     def key(self) -> str:
@@ -67,10 +70,14 @@ class PlanPod:
 
     @cached_property
     def fit_annotations(self) -> Mapping[str, str]:
-        """The annotations HAMi's fit reads; a `use-gpuuuid` hami-place wrote for an earlier placement is dropped."""
-        if PLACED_BY not in self.annotations:
-            return self.annotations
-        return {key: value for key, value in self.annotations.items() if key != "nvidia.com/use-gpuuuid"}
+        """The annotations HAMi's fit reads: the default GPU policy where the pod names none; a `use-gpuuuid`
+        hami-place wrote for an earlier placement is dropped."""
+        annotations = dict(self.annotations)
+        if self.default_policy:
+            annotations.setdefault(GPU_SCHEDULER_POLICY, self.default_policy)
+        if PLACED_BY in annotations:
+            annotations.pop("nvidia.com/use-gpuuuid", None)
+        return annotations
 
 
 @dataclass(frozen=True)

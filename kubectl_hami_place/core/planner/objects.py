@@ -121,6 +121,7 @@ def pod_for_plan(
         priority_class=str(spec.get("priorityClassName", "")),
         priority=_int(spec.get("priority")),
         nodes=_selected(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
+        default_policy=config.gpu_scheduler_policy,
     )
 
 

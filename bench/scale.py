@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import generate, plot
 from bench.admission import rss_mib
+from kubectl_hami_place.core.names import NAME_LABEL, WEBHOOK_APP
 from sandbox import prepare
 from sandbox import webhook as sandbox_webhook
 from sandbox.cluster import Sandbox, primary_address
@@ -43,8 +44,8 @@ from sandbox.cluster import Sandbox, primary_address
 DEFAULT_JSON = plot.SCALE
 # Where the webhook's Service and its stand-in pod go: a namespace the generator made (its service account exists).
 PROXY_NAMESPACE = generate.pod_namespace(0)
-# What `status` finds the webhook's Service by (kubectl_hami_place.kube.cluster.WEBHOOK_SERVICE_LABEL).
-WEBHOOK_LABELS = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
+# What `status` finds the webhook's Service by (core.names.WEBHOOK_SERVICE_LABEL).
+WEBHOOK_LABELS = {NAME_LABEL: WEBHOOK_APP}
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, float]:

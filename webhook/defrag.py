@@ -278,7 +278,7 @@ class DefragController:
     def _guard(self) -> None:
         """Raises `NotLeading` once this replica may no longer act."""
         if not self.elector.leading() or self._stop.is_set():
-            raise NotLeading("this replica no longer holds the defragmentation lease", "the new leader resumes the run")
+            raise NotLeading("this replica no longer holds the defragmentation lease; the new leader resumes the run")
 
     def _follow(self, read: SnapshotRead, events: list[dict[str, Any]], now: datetime) -> None:
         """Each rescue followed: scheduled (rescued), refused again after its moves (room lost), or given up."""

@@ -32,8 +32,7 @@ from kubectl_hami_place.core.placement import Placement, PlacementSpec, placemen
 from kubectl_hami_place.core.plan import Problem, problems_on
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
-from kubectl_hami_place.kube.evictions import PodReplaced
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS, object_key
 from webhook.cache import ClusterCache, same_node
 from webhook.metrics import Metrics

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._common import DryRun, confirm, note, stderr_console, warn
-from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError
+from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError, kube_hint, kube_line
 from kubectl_hami_place.cli._placing import MANAGED_BY, refusal_lines
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.errors import ModelError
@@ -300,12 +300,12 @@ def _stop(exc: KubeError) -> _Stop:
     if isinstance(exc, PinRefused):
         return _Stop("; ".join(refusal_lines(exc)), _REPLAN_HINT, EXIT_REFUSED)
     if isinstance(exc, NoReplacement):
-        return _Stop(str(exc), _REPLAN_HINT, EXIT_REFUSED)
+        return _Stop(kube_line(exc), _REPLAN_HINT, EXIT_REFUSED)
     if isinstance(exc, BlockedByDisruptionBudget):
-        return _Stop(exc.cause, exc.hint, EXIT_BLOCKED)
+        return _Stop(exc.cause, kube_hint(exc), EXIT_BLOCKED)
     if isinstance(exc, NotAcknowledged):
-        return _Stop(exc.cause, exc.hint)
-    return _Stop(str(exc))
+        return _Stop(exc.cause, kube_hint(exc))
+    return _Stop(kube_line(exc))
 
 
 def _rolled_back(done: RolledBack) -> None:

@@ -39,7 +39,12 @@ from kubectl_hami_place.core.defrag.policy import (
     with_mode,
 )
 from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used, leader_of, runs_of, used_in_hour
-from kubectl_hami_place.core.names import DEFRAG_POLICY_KEY, DEFRAG_RESUME_ANNOTATION
+from kubectl_hami_place.core.names import (
+    COMPONENT_LABEL,
+    DEFRAG_POLICY_COMPONENT,
+    DEFRAG_POLICY_KEY,
+    DEFRAG_RESUME_ANNOTATION,
+)
 from kubectl_hami_place.kube import defrag
 from kubectl_hami_place.kube.client import Kube
 
@@ -376,8 +381,19 @@ def _policy_ref(ref: str | None) -> tuple[str, str] | None:
 
 
 def _policy(kube: Kube, ref: tuple[str, str] | None) -> dict[str, Any]:
-    """The policy ConfigMap `--policy` names, else the chart's."""
-    return defrag.find_policy(kube) if ref is None else defrag.read_policy(kube, *ref).obj
+    """The policy ConfigMap `--policy` names, else the one the chart labels."""
+    if ref is not None:
+        return defrag.read_policy(kube, *ref).obj
+    found = defrag.labelled_policies(kube)
+    if not found:
+        raise CliError(
+            f"no DefragPolicy ConfigMap (label {COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}) in any namespace",
+            "install the chart, or pass --policy NAMESPACE/NAME",
+        )
+    if len(found) > 1:
+        names = ", ".join(sorted(defrag.policy_ref(item) for item in found))
+        raise CliError(f"several DefragPolicy ConfigMaps: {names}", "pass --policy NAMESPACE/NAME")
+    return found[0]
 
 
 def _text(config_map: dict[str, Any], ref: str) -> str:

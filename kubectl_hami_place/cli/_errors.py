@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+from kubectl_hami_place.core.names import WEBHOOK_SERVICE_LABEL
+from kubectl_hami_place.kube.errors import (
+    BlockedByDisruptionBudget,
+    KubeConfigError,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeInvalid,
+    KubeNotFound,
+    KubeServerError,
+    KubeTypeMissing,
+    KubeUnauthorized,
+    KubeUnreachable,
+    NoReplacement,
+    NotAcknowledged,
+    PodGone,
+    PodReplaced,
+)
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -43,3 +62,50 @@ class Refused(CliError):
     def lines(self) -> list[str]:
         """One line per failing check."""
         return list(self.reasons)
+
+
+def kube_hint(error: KubeError) -> str:
+    """What a person at the prompt should do about an adapter's error (the adapter says only what happened)."""
+    if isinstance(error, BlockedByDisruptionBudget):
+        where = f" (kubectl get pdb -n {error.namespace})" if error.budgets else ""
+        return f"retry once more replicas are ready, or relax the budget{where}"
+    if isinstance(error, NotAcknowledged):
+        return f"check that it runs (kubectl get pods -A -l {WEBHOOK_SERVICE_LABEL}), then retry"
+    if isinstance(error, NoReplacement):
+        return "use kubectl hami-place pin -l for the pod you will create"
+    if isinstance(error, PodReplaced):
+        return "nothing to do: the pod meant is gone"
+    if isinstance(error, KubeTypeMissing):
+        if "hamipodplacement" in error.action:
+            return "install the HamiPodPlacement CRD (kubectl apply -f chart/templates/crd/hamipodplacement.yaml)"
+        return "check that the API server serves this resource type"
+    return _FAMILY_HINTS.get(type(error), "") or _server_hint(error)
+
+
+def _server_hint(error: KubeError) -> str:
+    """The words for a failure of the API server or the connection to it."""
+    if isinstance(error, KubeForbidden):
+        return f"ask your cluster admin for RBAC permission to {error.action}"
+    if isinstance(error, KubeServerError) and error.status == 429:
+        return "retry in a moment"
+    if isinstance(error, KubeServerError) and error.status:
+        return "retry, or check the server"
+    if isinstance(error, KubeServerError | KubeUnreachable):
+        return "check --kubeconfig/--context"
+    return ""
+
+
+_FAMILY_HINTS: dict[type[KubeError], str] = {
+    KubeConfigError: "check --kubeconfig/--context or KUBECONFIG",
+    KubeUnauthorized: "refresh the credentials of --context or pass another --kubeconfig",
+    KubeNotFound: "check the name and the namespace (-n)",
+    PodGone: "check the name and the namespace (-n)",
+    KubeConflict: "pick another name or retry",
+    KubeInvalid: "fix the request and retry",
+}
+
+
+def kube_line(error: KubeError) -> str:
+    """`<cause>; <what to do>`: an adapter's error as the CLI prints it."""
+    hint = kube_hint(error)
+    return f"{error.cause}; {hint}" if hint else error.cause

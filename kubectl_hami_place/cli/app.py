@@ -22,6 +22,7 @@ from kubectl_hami_place.cli._errors import (
     EXIT_REFUSED,
     EXIT_USAGE,
     CliError,
+    kube_line,
 )
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeInvalid
@@ -64,11 +65,11 @@ def run(argv: list[str]) -> int:
     except CliError as exc:
         return _fail(exc.lines(), exc.exit_code)
     except BlockedByDisruptionBudget as exc:
-        return _fail([str(exc)], EXIT_BLOCKED)
+        return _fail([kube_line(exc)], EXIT_BLOCKED)
     except KubeInvalid as exc:
-        return _fail([str(exc)], EXIT_REFUSED)
+        return _fail([kube_line(exc)], EXIT_REFUSED)
     except KubeError as exc:
-        return _fail([str(exc)], EXIT_ERROR)
+        return _fail([kube_line(exc)], EXIT_ERROR)
     except ModelError as exc:
         return _fail([str(exc)], EXIT_ERROR)
     except KeyboardInterrupt:

@@ -114,10 +114,7 @@ def hold_req_id(kube: Kube, namespace: str, req_id: str, holder: Placement) -> G
         if _ours(stored):
             return _guard(stored)
         release_guard(kube, _guard(stored))
-    raise KubeConflict(
-        f"lease {namespace}/{name} is not a hami-place reqID guard and came back after it was deleted",
-        "find who creates it (kubectl get lease -o yaml) and stop them",
-    )
+    raise KubeConflict(f"lease {namespace}/{name} is not a hami-place reqID guard and came back after it was deleted")
 
 
 def _ours(lease: dict[str, Any]) -> bool:

@@ -28,6 +28,7 @@ from kubectl_hami_place.kube.errors import (
     KubeInvalid,
     KubeNotFound,
     KubeServerError,
+    KubeTypeMissing,
     KubeUnauthorized,
     KubeUnreachable,
 )
@@ -37,7 +38,6 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 # The connection type the server names when it hands one to the adapters; it imports no kubernetes module itself.
 ApiClient = client.ApiClient
 DEFAULT_TIMEOUT = (5.0, 30.0)
-CONNECTION_HINT = "check --kubeconfig/--context"
 # A list's body is decoded this many bytes of items at a time as it streams in (~350 pods), read 64 KiB a time.
 LIST_BATCH_BYTES = 1 << 20
 _READ_BYTES = 1 << 16
@@ -100,9 +100,7 @@ def path_segment(value: object) -> str:
     """The value as one path segment, quoted; PathError when it carries `/`, is empty, or is `.` or `..`."""
     text = str(value)
     if not text or "/" in text or text in (".", ".."):
-        raise PathError(
-            f"refused to put {text[:80]!r} in an API path: not a Kubernetes name", "check the name it came from"
-        )
+        raise PathError(f"refused to put {text[:80]!r} in an API path: not a Kubernetes name")
     return quote(text, safe="")
 
 
@@ -110,9 +108,7 @@ def checked_path(path: str) -> str:
     """The path of a `by_path` call, refused when a segment steps up or in place (`..`, `.`) or is an encoded `/`."""
     segments = path.split("?", 1)[0].split("/")
     if any(segment in (".", "..") for segment in segments) or "%2f" in path.lower():
-        raise PathError(
-            f"refused the API path {path[:120]!r}: it is not a plain path", "check the names it was built from"
-        )
+        raise PathError(f"refused the API path {path[:120]!r}: it is not a plain path")
     return path
 
 
@@ -183,11 +179,9 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         )
         contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
     except ConfigException as exc:
-        raise KubeConfigError(
-            f"cannot use kubeconfig {where}: {_one_line(str(exc))}", "check --kubeconfig/--context or KUBECONFIG"
-        ) from exc
+        raise KubeConfigError(f"cannot use kubeconfig {where}: {_one_line(str(exc))}") from exc
     except (OSError, ValueError) as exc:
-        raise KubeConfigError(f"cannot read kubeconfig {where}: {_one_line(str(exc))}", CONNECTION_HINT) from exc
+        raise KubeConfigError(f"cannot read kubeconfig {where}: {_one_line(str(exc))}") from exc
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
     namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     return Kube(
@@ -203,7 +197,7 @@ def _connect_in_cluster(configuration: client.Configuration) -> Kube:
     try:
         config.load_incluster_config(client_configuration=configuration)
     except ConfigException as exc:
-        raise KubeConfigError(f"cannot use the in-cluster config: {_one_line(str(exc))}", "pass --kubeconfig") from exc
+        raise KubeConfigError(f"cannot use the in-cluster config: {_one_line(str(exc))}") from exc
     try:
         namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
     except OSError:
@@ -328,7 +322,7 @@ def _decoded(data: bytes, what: str) -> Any:
     try:
         return orjson.loads(data)
     except ValueError as exc:
-        raise KubeServerError(f"the API server sent a response that is not JSON to {what}", CONNECTION_HINT) from exc
+        raise KubeServerError(f"the API server sent a response that is not JSON to {what}", action=what) from exc
 
 
 def list_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -357,7 +351,7 @@ def translate_connection_error(exc: Exception, kube: Kube) -> KubeUnreachable:
         why = "the connection was dropped"
     else:
         why = _one_line(str(reason))[:200]
-    return KubeUnreachable(f"cannot reach the API server at {kube.server}: {why}", CONNECTION_HINT)
+    return KubeUnreachable(f"cannot reach the API server at {kube.server}: {why}")
 
 
 def api_error_message(exc: ApiException) -> str:
@@ -373,33 +367,39 @@ def api_error_status(exc: ApiException) -> dict[str, Any]:
 
 
 def translate_api_error(exc: ApiException, kube: Kube, what: str) -> KubeError:
-    """Maps an HTTP status to the error family and a hint that tells the user what to do next."""
+    """Maps an HTTP status to the error family, keeping the server's status, reason and the action tried."""
     message = api_error_message(exc)
     status = _status_body(exc)
-    reason = status.get("reason", "")
+    reason = str(status.get("reason", "") or "")
     code = exc.status or 0
+    family, cause = _family(code, status, message, server=kube.server, what=what)
+    return family(cause, status=code, reason=reason, action=what)
+
+
+def _family(code: int, status: dict[str, Any], message: str, *, server: str, what: str) -> tuple[type[KubeError], str]:
+    """The error class of an HTTP status, and its cause in words."""
     if code == 401:
-        return KubeUnauthorized(
-            f"unauthorized by the API server at {kube.server}: {message}",
-            "refresh the credentials of --context or pass another --kubeconfig",
-        )
-    if code == 403 and _is_admission_denial(message):
-        return KubeInvalid(f"refused by the API server: {message}", "fix the request and retry")
+        return KubeUnauthorized, f"unauthorized by the API server at {server}: {message}"
     if code == 403:
-        return KubeForbidden(f"forbidden: {message}", f"ask your cluster admin for RBAC permission to {what}")
+        denied = _is_admission_denial(message)
+        return (
+            (KubeInvalid, f"refused by the API server: {message}")
+            if denied
+            else (KubeForbidden, f"forbidden: {message}")
+        )
+    if code == 404 and status.get("reason") == "NotFound" and _is_missing_resource_type(status):
+        return KubeTypeMissing, f"cannot {what}: the API server does not serve this resource type"
     if code == 404:
-        if reason == "NotFound" and _is_missing_resource_type(status):
-            return KubeNotFound(f"cannot {what}: the API server does not serve this resource type", _missing_hint(what))
-        return KubeNotFound(f"not found: {message}", "check the name and the namespace (-n)")
+        return KubeNotFound, f"not found: {message}"
     if code == 409:
-        return KubeConflict(f"conflict: {message}", "pick another name or retry")
+        return KubeConflict, f"conflict: {message}"
     if code in (400, 422):
-        return KubeInvalid(f"refused by the API server: {message}", "fix the request and retry")
+        return KubeInvalid, f"refused by the API server: {message}"
     if code == 429:
-        return KubeServerError(f"the API server is throttling requests: {message}", "retry in a moment")
+        return KubeServerError, f"the API server is throttling requests: {message}"
     if code == 0:
-        return KubeServerError(f"cannot {what}: {message}", CONNECTION_HINT)
-    return KubeServerError(f"the API server failed to {what} (HTTP {code}): {message}", "retry, or check the server")
+        return KubeServerError, f"cannot {what}: {message}"
+    return KubeServerError, f"the API server failed to {what} (HTTP {code}): {message}"
 
 
 def _status_body(exc: ApiException) -> dict[str, Any]:
@@ -420,13 +420,6 @@ def _is_missing_resource_type(status: dict[str, Any]) -> bool:
     """A 404 whose Status names no object is the server saying the resource type is not served (a CRD missing)."""
     details = status.get("details") or {}
     return not details.get("name") or status.get("message") == "the server could not find the requested resource"
-
-
-def _missing_hint(what: str) -> str:
-    """For our own CRD the fix is known; for anything else, say which API is missing."""
-    if "hamipodplacement" in what:
-        return "install the HamiPodPlacement CRD (kubectl apply -f chart/templates/crd/hamipodplacement.yaml)"
-    return "check that the API server serves this resource type"
 
 
 def _is_admission_denial(message: str) -> bool:

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.lifecycle import claim_digest
-from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL
+from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL, WEBHOOK_SERVICE_LABEL
 from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
@@ -31,9 +31,8 @@ from kubectl_hami_place.kube.client import (
     request,
 )
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
-from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
+from kubectl_hami_place.kube.errors import KubeError, KubeForbidden, KubeServerError
 
-WEBHOOK_SERVICE_LABEL = "app.kubernetes.io/name=gpu-descheduler-webhook"
 WEBHOOK_API_PORT = 8083
 WEBHOOK_API_PORT_NAME = "api"
 CLUSTER_INFO_PATH = "api/v1/cluster-info"
@@ -179,9 +178,7 @@ def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, 
     )
     body = request(kube, _get(kube, path), what=f"get services/proxy in namespace {service.namespace}")
     if "nodes" not in body:
-        raise KubeError(
-            f"the webhook at {service.describe()} answered without a node list", "check the webhook's version"
-        )
+        raise KubeServerError(f"the webhook at {service.describe()} answered without a node list")
     return body
 
 

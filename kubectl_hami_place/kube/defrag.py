@@ -26,7 +26,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.client import Kube, by_path, list_items, request
-from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
+from kubectl_hami_place.kube.errors import KubeNotFound
 
 FIELD_MANAGER = "kubectl-hami-place"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hami-place-defrag"}
@@ -53,24 +53,15 @@ def read_policy(kube: Kube, namespace: str, name: str) -> PolicySource:
     return PolicySource({"apiVersion": "v1", "kind": "ConfigMap", **obj}, text if isinstance(text, str) else None)
 
 
-def find_policy(kube: Kube) -> dict[str, Any]:
-    """The one ConfigMap labelled as the chart's DefragPolicy, in any namespace."""
+def labelled_policies(kube: Kube) -> list[dict[str, Any]]:
+    """Every ConfigMap labelled as the chart's DefragPolicy, in any namespace."""
     body = request(
         kube,
         kube.core().list_config_map_for_all_namespaces,
         label_selector=f"{COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}",
         what="list configmaps",
     )
-    found = list_items(body)
-    if not found:
-        raise KubeNotFound(
-            f"no DefragPolicy ConfigMap (label {COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}) in any namespace",
-            "install the chart, or pass --policy NAMESPACE/NAME",
-        )
-    if len(found) > 1:
-        names = ", ".join(sorted(policy_ref(item) for item in found))
-        raise KubeError(f"several DefragPolicy ConfigMaps: {names}", "pass --policy NAMESPACE/NAME")
-    return found[0]
+    return list_items(body)
 
 
 def policy_ref(config_map: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Typed errors of the Kubernetes adapters: callers catch one family and print one line, never a traceback.
 
-Each error carries the cause and what to do about it separately, so a caller can reword either; `str()` joins them
-as `<cause>; <what to do>`.
+An error carries the cause in words and, when the API server answered, its HTTP status and Status reason and the
+action tried; what a person should do next is the caller's to say (the CLI's words are not the server's logs').
+`str()` is the cause.
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ if TYPE_CHECKING:
 
 
 class KubeError(Exception):
-    """Base of every error a Kubernetes adapter raises: the cause, and a hint on what to do."""
+    """Base of every error a Kubernetes adapter raises: the cause, the API server's status code and reason (0 and ""
+    when it did not answer), and the action tried (`create hamipodplacements in namespace team-a`)."""
 
-    def __init__(self, cause: str, hint: str = "") -> None:
+    def __init__(self, cause: str, *, status: int = 0, reason: str = "", action: str = "") -> None:
         super().__init__(cause)
         self.cause = cause
-        self.hint = hint
+        self.status = status
+        self.reason = reason
+        self.action = action
 
     def __str__(self) -> str:
-        return f"{self.cause}; {self.hint}" if self.hint else self.cause
+        return self.cause
 
 
 class KubeConfigError(KubeError):
@@ -44,6 +48,10 @@ class KubeNotFound(KubeError):
     """The object, or the resource type itself (a CRD not installed), does not exist (404)."""
 
 
+class KubeTypeMissing(KubeNotFound):
+    """The API server does not serve the resource type at all (404 naming no object): a CRD not installed."""
+
+
 class KubeConflict(KubeError):
     """The object already exists or changed under us (409)."""
 
@@ -59,14 +67,19 @@ class KubeServerError(KubeError):
 class BlockedByDisruptionBudget(KubeError):
     """An eviction was refused (429) because PodDisruptionBudget(s) allow no disruption of the pod right now."""
 
-    def __init__(self, pod: str, budgets: tuple[str, ...], cause: str, hint: str) -> None:
-        super().__init__(cause, hint)
+    def __init__(self, namespace: str, pod: str, budgets: tuple[str, ...], cause: str) -> None:
+        super().__init__(cause, status=429, reason="TooManyRequests")
+        self.namespace = namespace
         self.pod = pod
         self.budgets = budgets
 
 
 class PodGone(KubeNotFound):
     """The pod to move no longer exists."""
+
+
+class PodReplaced(KubeNotFound):
+    """The pod of that name is not the one meant (its UID precondition failed): the pod meant is gone."""
 
 
 class NoReplacement(KubeError):

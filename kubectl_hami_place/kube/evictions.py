@@ -23,13 +23,9 @@ from kubectl_hami_place.kube.client import (
     translate_connection_error,
 )
 from kubectl_hami_place.kube.cluster import get_pod, list_disruption_budgets
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced
 
 _BUDGET_IN_MESSAGE = re.compile(r"disruption budget (\S+?) needs")
-
-
-class PodReplaced(KubeNotFound):
-    """The pod of that name is not the one meant (its UID precondition failed): the pod meant is gone."""
 
 
 def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid: str = "") -> None:
@@ -55,13 +51,10 @@ def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid:
             raise _blocked(kube, namespace, name, exc) from exc
         if exc.status == 409 and uid:
             raise PodReplaced(
-                f"pod {namespace}/{name} is no longer the pod {uid} meant (re-created under the same name)",
-                "nothing to do: the pod meant is gone",
+                f"pod {namespace}/{name} is no longer the pod {uid} meant (re-created under the same name)", status=409
             ) from exc
         if exc.status == 404:
-            raise KubeNotFound(
-                f"pod {name} not found in namespace {namespace}", "check the pod name and -n (kubectl get pods)"
-            ) from exc
+            raise KubeNotFound(f"pod {name} not found in namespace {namespace}", status=404) from exc
         raise translate_api_error(exc, kube, f"create pods/eviction in namespace {namespace}") from exc
     except urllib3.exceptions.HTTPError as exc:
         raise translate_connection_error(exc, kube) from exc
@@ -102,16 +95,10 @@ def _blocked(kube: Kube, namespace: str, name: str, exc: ApiException) -> Blocke
         names = _BUDGET_IN_MESSAGE.findall(message)
     if not names:
         return BlockedByDisruptionBudget(
-            name,
-            (),
-            f"eviction of pod {namespace}/{name} blocked by a PodDisruptionBudget: {message}",
-            "retry once more replicas are ready, or relax the budget",
+            namespace, name, (), f"eviction of pod {namespace}/{name} blocked by a PodDisruptionBudget: {message}"
         )
     label = "PodDisruptionBudget" if len(names) == 1 else "PodDisruptionBudgets"
     why = f" ({'; '.join(details)})" if len(details) == 1 else ""
     return BlockedByDisruptionBudget(
-        name,
-        tuple(names),
-        f"eviction of pod {namespace}/{name} blocked by {label} {', '.join(names)}{why}",
-        "retry once more replicas are ready, or relax the budget (kubectl get pdb -n " + namespace + ")",
+        namespace, name, tuple(names), f"eviction of pod {namespace}/{name} blocked by {label} {', '.join(names)}{why}"
     )

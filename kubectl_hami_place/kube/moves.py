@@ -127,10 +127,7 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
                     selector = selector_from_dict({**selector.to_dict(), "matchLabels": {**selector.labels, **extra}})
                 return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
     if not labels:
-        raise NoReplacement(
-            f"pod {name} has no controller and no labels, so no replacement pod can be matched",
-            "use kubectl hami-place pin -l for the pod you will create",
-        )
+        raise NoReplacement(f"pod {name} has no controller and no labels, so no replacement pod can be matched")
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
 
 
@@ -197,8 +194,7 @@ def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float)
         if time.monotonic() >= deadline:
             raise NotAcknowledged(
                 f"the hami-place webhook did not acknowledge placement {namespace}/{name} within {timeout:g}s, "
-                "so the pod was not evicted",
-                f"check that it runs (kubectl get pods -A -l {cluster.WEBHOOK_SERVICE_LABEL}), then retry",
+                "so the pod was not evicted"
             )
         time.sleep(ACK_POLL_SECONDS)
 
@@ -334,7 +330,7 @@ def get_moved_pod(kube: Kube, move: Move) -> dict[str, Any]:
     try:
         return cluster.get_pod(kube, namespace, name)
     except KubeNotFound as exc:
-        raise PodGone(f"{move.pod} vanished just before its eviction", exc.hint) from exc
+        raise PodGone(f"{move.pod} vanished just before its eviction", status=404) from exc
 
 
 def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:

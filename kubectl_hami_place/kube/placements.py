@@ -43,9 +43,7 @@ def list_placements(kube: Kube, namespace: str | None, label_selector: str = "")
 def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     """One placement; `KubeNotFound` when it does not exist, `KubeInvalid` for a name no placement can have."""
     if not is_namespace(namespace) or not is_object_name(name):
-        raise KubeInvalid(
-            f"{namespace[:70]!r}/{name[:120]!r} cannot name a placement (not a Kubernetes name)", "check the name"
-        )
+        raise KubeInvalid(f"{namespace[:70]!r}/{name[:120]!r} cannot name a placement (not a Kubernetes name)")
     found = request(
         kube,
         kube.custom().get_namespaced_custom_object,
@@ -66,8 +64,7 @@ def _that_placement(found: dict[str, Any], namespace: str, name: str) -> dict[st
     if what != (API_VERSION, KIND, namespace, name):
         raise KubeServerError(
             f"the read of placement {namespace}/{name} returned {str(what[1])[:40]} "
-            f"{str(what[2])[:70]}/{str(what[3])[:120]}, not that placement",
-            "check the API server and the CRD",
+            f"{str(what[2])[:70]}/{str(what[3])[:120]}, not that placement"
         )
     return found
 

@@ -9,6 +9,7 @@ from typing import Any
 import jsonpatch
 from kubernetes.client import AdmissionregistrationV1Api
 
+from kubectl_hami_place.core.names import NAME_LABEL, WEBHOOK_APP
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeNotFound
 
@@ -38,7 +39,7 @@ def store_tls_secret(kube: Kube, namespace: str, name: str, files: dict[str, byt
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "gpu-descheduler-webhook"},
+            "labels": {NAME_LABEL: WEBHOOK_APP},
         },
         "data": {key: base64.b64encode(files[key]).decode() for key in TLS_SECRET_KEYS},
     }

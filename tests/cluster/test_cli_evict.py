@@ -16,7 +16,7 @@ from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.kube import moves
 from kubectl_hami_place.kube.client import connect
-from kubectl_hami_place.kube.evictions import PodReplaced
+from kubectl_hami_place.kube.errors import PodReplaced
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin

@@ -7,11 +7,26 @@ import json
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem
+from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem, kube_hint, kube_line
 from kubectl_hami_place.cli._placing import build_spec, new_req_id, parse_gpus, parse_selector, placement_name
 from kubectl_hami_place.cli.app import run
 from kubectl_hami_place.kube.client import Kube, translate_api_error, translate_connection_error
-from kubectl_hami_place.kube.errors import KubeForbidden, KubeInvalid, KubeNotFound, KubeUnreachable
+from kubectl_hami_place.kube.errors import (
+    BlockedByDisruptionBudget,
+    KubeConfigError,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeInvalid,
+    KubeNotFound,
+    KubeServerError,
+    KubeTypeMissing,
+    KubeUnauthorized,
+    KubeUnreachable,
+    NoReplacement,
+    NotAcknowledged,
+    PodReplaced,
+)
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -126,7 +141,15 @@ def test_api_errors_are_translated_to_typed_one_line_errors() -> None:
         "create hamipodplacements in namespace team-a",
     )
     assert isinstance(forbidden, KubeForbidden)
-    assert str(forbidden) == (
+    assert str(forbidden) == 'forbidden: hamipodplacements is forbidden: User "bob" cannot create', (
+        "the adapter says what happened, in no user's words: the server logs it too"
+    )
+    assert (forbidden.status, forbidden.reason, forbidden.action) == (
+        403,
+        "Forbidden",
+        "create hamipodplacements in namespace team-a",
+    )
+    assert kube_line(forbidden) == (
         'forbidden: hamipodplacements is forbidden: User "bob" cannot create; '
         "ask your cluster admin for RBAC permission to create hamipodplacements in namespace team-a"
     )
@@ -135,7 +158,8 @@ def test_api_errors_are_translated_to_typed_one_line_errors() -> None:
         kube,
         "list hamipodplacements in namespace x",
     )
-    assert isinstance(missing_crd, KubeNotFound) and "install the HamiPodPlacement CRD" in str(missing_crd)
+    assert isinstance(missing_crd, KubeTypeMissing) and "install the HamiPodPlacement CRD" in kube_line(missing_crd)
+    assert "install" not in str(missing_crd)
     invalid = translate_api_error(
         _api_error(422, {"message": 'spec.reqID: Invalid value: "abcd":\n should be at least 5', "reason": "Invalid"}),
         kube,
@@ -152,4 +176,32 @@ def test_connection_errors_name_the_server() -> None:
     kube = Kube(api=None, namespace="default", server="https://example:6443", context="c")  # type: ignore[arg-type]
     error = translate_connection_error(TimeoutError("Read timed out."), kube)
     assert isinstance(error, KubeUnreachable)
-    assert str(error) == "cannot reach the API server at https://example:6443: timed out; check --kubeconfig/--context"
+    assert str(error) == "cannot reach the API server at https://example:6443: timed out"
+    assert kube_line(error) == f"{error}; check --kubeconfig/--context"
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (KubeConfigError("cannot read kubeconfig k"), "check --kubeconfig/--context or KUBECONFIG"),
+        (
+            KubeUnauthorized("unauthorized", status=401),
+            "refresh the credentials of --context or pass another --kubeconfig",
+        ),
+        (KubeNotFound("not found: pods x", status=404), "check the name and the namespace (-n)"),
+        (KubeTypeMissing("cannot list foos", status=404, action="list foos"), "check that the API server serves"),
+        (KubeConflict("conflict", status=409), "pick another name or retry"),
+        (KubeInvalid("refused", status=422), "fix the request and retry"),
+        (KubeServerError("throttled", status=429), "retry in a moment"),
+        (KubeServerError("failed", status=500), "retry, or check the server"),
+        (KubeServerError("not JSON", action="get x"), "check --kubeconfig/--context"),
+        (BlockedByDisruptionBudget("team-a", "p", ("web",), "blocked"), "relax the budget (kubectl get pdb -n team-a)"),
+        (BlockedByDisruptionBudget("team-a", "p", (), "blocked"), "relax the budget"),
+        (NotAcknowledged("not acknowledged"), "check that it runs (kubectl get pods -A -l app.kubernetes.io/name="),
+        (NoReplacement("no labels"), "use kubectl hami-place pin -l"),
+        (PodReplaced("re-created", status=409), "nothing to do: the pod meant is gone"),
+    ],
+)
+def test_the_cli_words_what_to_do_for_each_adapter_error(error: KubeError, words: str) -> None:
+    assert words in kube_hint(error), kube_hint(error)
+    assert kube_line(error) == f"{error.cause}; {kube_hint(error)}"

@@ -30,8 +30,7 @@ from kubectl_hami_place.core.placement import (
     status_to_object,
 )
 from kubectl_hami_place.kube.claims import Guard, StaleWrite
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
-from kubectl_hami_place.kube.evictions import PodReplaced
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, PodReplaced
 from webhook import reconcile as reconcile_module
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
@@ -359,7 +358,7 @@ def reconciler(
 
 def test_an_eviction_is_leased_first_then_attempted_then_its_outcome_recorded() -> None:
     writes = MemoryWrites(evicting())
-    writes.evict_with = [BlockedByDisruptionBudget("old", ("web",), "blocked by PodDisruptionBudget web", "")]
+    writes.evict_with = [BlockedByDisruptionBudget("ns", "old", ("web",), "blocked by PodDisruptionBudget web")]
     now = [NOW]
     loop = reconciler(writes, lambda: now[0])
     loop.reconcile_once()
@@ -413,7 +412,7 @@ def test_a_pod_re_created_under_the_evicted_name_is_kept_and_the_eviction_reads_
     obj = evicting()
     obj["status"]["eviction"]["uid"] = "uid-old"
     writes = MemoryWrites(obj)
-    writes.evict_with = [PodReplaced("pod team-a/old is no longer the pod uid-old meant", "")]
+    writes.evict_with = [PodReplaced("pod team-a/old is no longer the pod uid-old meant", status=409)]
     reconciler(writes).reconcile_once()
     assert writes.evicted_uids == ["uid-old"]
     final = writes.writes[-1]

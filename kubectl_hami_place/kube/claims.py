@@ -28,8 +28,9 @@ from kubectl_hami_place.core.names import (
     VERSION,
 )
 from kubectl_hami_place.core.placement import Placement, PlacementStatus, spec_to_object, status_to_object
-from kubectl_hami_place.kube.client import Kube, list_items, request
+from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
+from kubectl_hami_place.kube.list_body import list_items
 from kubectl_hami_place.kube.placements import get_placement
 
 

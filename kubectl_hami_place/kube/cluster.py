@@ -26,12 +26,12 @@ from kubectl_hami_place.kube.client import (
     Kube,
     checked_path,
     list_batches,
-    list_items,
     path_segment,
     request,
 )
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden, KubeServerError
+from kubectl_hami_place.kube.list_body import list_items
 
 WEBHOOK_API_PORT = 8083
 WEBHOOK_API_PORT_NAME = "api"

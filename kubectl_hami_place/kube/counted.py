@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from kubectl_hami_place.kube.client import whole_items
+from kubectl_hami_place.kube.list_body import whole_items
 
 
 class _Metadata(TypedDict, total=False):

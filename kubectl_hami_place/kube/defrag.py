@@ -25,8 +25,9 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.kube import placements
-from kubectl_hami_place.kube.client import Kube, by_path, list_items, request
+from kubectl_hami_place.kube.client import Kube, by_path, request
 from kubectl_hami_place.kube.errors import KubeNotFound
+from kubectl_hami_place.kube.list_body import list_items
 
 FIELD_MANAGER = "kubectl-hami-place"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hami-place-defrag"}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card, encode_register
 from kubectl_hami_place.core.cluster import build_cluster_info
-from kubectl_hami_place.kube import client
+from kubectl_hami_place.kube import list_body
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
@@ -107,7 +107,7 @@ def listed(items: list[Any], decode: Any, chunk: int = 97) -> list[dict[str, Any
     """The items of a list body of `items`, read a chunk at a time and decoded by `decode` as `status` reads them."""
     body = orjson.dumps({"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items})
     chunks = (body[at : at + chunk] for at in range(0, len(body), chunk))
-    return [item for batch in client.item_batches(chunks, "list", decode) for item in batch]
+    return [item for batch in list_body.item_batches(chunks, "list", decode) for item in batch]
 
 
 def views(nodes: list[Any], pods: list[Any]) -> tuple[Any, Any]:
@@ -118,7 +118,7 @@ def views(nodes: list[Any], pods: list[Any]) -> tuple[Any, Any]:
 
 
 def test_the_view_from_the_counted_parts_is_the_view_from_the_whole_objects(monkeypatch: Any) -> None:
-    monkeypatch.setattr(client, "LIST_BATCH_BYTES", 1)
+    monkeypatch.setattr(list_body, "LIST_BATCH_BYTES", 1)
     counted, whole = views(NODES, PODS)
     assert counted == whole
     used = {
@@ -137,7 +137,7 @@ def test_the_view_from_the_counted_parts_is_the_view_from_the_whole_objects(monk
 
 
 def test_only_the_counted_parts_are_decoded(monkeypatch: Any) -> None:
-    monkeypatch.setattr(client, "LIST_BATCH_BYTES", 1)
+    monkeypatch.setattr(list_body, "LIST_BATCH_BYTES", 1)
     pods = listed(PODS, COUNTED_PODS)
     nodes = listed(NODES, COUNTED_NODES)
     assert len(pods) == len(PODS) and len(nodes) == len(NODES)
@@ -154,7 +154,7 @@ def test_a_batch_shaped_otherwise_is_decoded_whole() -> None:
     odd["spec"]["initContainers"] = ["not-an-object"]
     odd["status"]["initContainerStatuses"] = "garbage"
     items = orjson.dumps([odd, None, PODS[1]])
-    assert COUNTED_PODS(items) == client.whole_items(items)
+    assert COUNTED_PODS(items) == list_body.whole_items(items)
 
 
 def _garbled(draw: st.DrawFn, value: dict[str, Any]) -> dict[str, Any]:
@@ -185,10 +185,10 @@ def test_objects_shaped_otherwise_give_the_view_their_whole_objects_give(
     lists: tuple[list[Any], list[Any]], batch_bytes: int
 ) -> None:
     nodes, pods = lists
-    original = client.LIST_BATCH_BYTES
-    client.LIST_BATCH_BYTES = batch_bytes
+    original = list_body.LIST_BATCH_BYTES
+    list_body.LIST_BATCH_BYTES = batch_bytes
     try:
         counted, whole = views(nodes, pods)
     finally:
-        client.LIST_BATCH_BYTES = original
+        list_body.LIST_BATCH_BYTES = original
     assert counted == whole

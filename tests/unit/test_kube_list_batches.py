@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kubectl_hami_place.kube import client
+from kubectl_hami_place.kube import list_body
 from kubectl_hami_place.kube.errors import KubeServerError
 
 
@@ -16,9 +16,9 @@ def pod(i: int, **spec: Any) -> dict[str, Any]:
 
 
 def batches(body: bytes, chunk: int, batch_bytes: int, monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, Any]]]:
-    monkeypatch.setattr(client, "LIST_BATCH_BYTES", batch_bytes)
+    monkeypatch.setattr(list_body, "LIST_BATCH_BYTES", batch_bytes)
     chunks = (body[at : at + chunk] for at in range(0, len(body), chunk))
-    return list(client.item_batches(chunks, "list pods in all namespaces"))
+    return list(list_body.item_batches(chunks, "list pods in all namespaces"))
 
 
 def items_of(found: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

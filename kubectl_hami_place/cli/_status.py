@@ -145,8 +145,8 @@ def _fragmentation_block(summary: Fragmentation) -> Block:
             f"  whole cards free:            {summary.whole_cards_free} of {summary.open_cards} open cards",
             f"  free memory:                 {summary.free_mib} MiB",
             f"  largest one-card request:    {summary.largest_request_mib} MiB{on}",
-            f"  stranded free memory:        {summary.stranded_mib} MiB on cards with less than "
-            f"{summary.stranded_for_mib} MiB (a whole card) free",
+            f"  stranded free memory:        {summary.stranded_mib} MiB (free on cards a pod already uses: "
+            "no whole-card request can have it)",
         )
     )
 

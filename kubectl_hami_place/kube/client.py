@@ -425,7 +425,10 @@ def _is_missing_resource_type(status: dict[str, Any]) -> bool:
 def _missing_hint(what: str) -> str:
     """For our own CRD the fix is known; for anything else, say which API is missing."""
     if "hamipodplacement" in what:
-        return "install the HamiPodPlacement CRD (kubectl apply -f chart/templates/crd/hamipodplacement.yaml)"
+        return (
+            "install the HamiPodPlacement CRD: the server's chart, or kubectl apply -f the release's "
+            "hamipodplacement-crd.yaml"
+        )
     return "check that the API server serves this resource type"
 
 

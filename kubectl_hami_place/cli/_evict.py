@@ -30,11 +30,12 @@ from kubectl_hami_place.cli._common import (
     complete_pods,
     confirm,
     emit,
+    not_found,
     note,
     target,
     warn,
 )
-from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
+from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
     AckTimeoutOption,
@@ -111,7 +112,7 @@ def evict(
     try:
         pod_obj = cluster.get_pod(kube, ns, pod)
     except KubeNotFound as exc:
-        raise Refused([f"pod {pod} not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]) from exc
+        raise not_found(kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
     if not to_node:
         if dry_run is DryRun.none and not confirm(f"evict pod {ns}/{pod}", yes):
             raise CliError("not confirmed", "the pod was not evicted")

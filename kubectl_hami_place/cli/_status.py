@@ -319,6 +319,9 @@ def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | 
     if wanted:
         known = {node.name for node in info.nodes}
         missing = [name for name in wanted if name not in known]
+        absent = [name for name in missing if not cluster.node_exists(kube, name)]
+        if absent:
+            raise CliError(f"node {', '.join(absent)} not found", "check the name (kubectl get nodes)")
         if missing:
             raise CliError(
                 f"{', '.join(missing)}: not a HAMi GPU node (no card register and no nvidia.com/gpu)",

@@ -45,7 +45,7 @@ def pin(cluster: Sandbox, namespace: str, selector: str, *args: str) -> Run:
 
 def test_unknown_node_is_refused(cluster: Sandbox, namespace: str) -> None:
     run = pin(cluster, namespace, "app=x", "--node", "nope-0", "--gpu", "gpu-0", "--request-memory", "1000")
-    assert run.code == 3
+    assert run.code == 1, "not found exits 1, as the README says (issue 25 item 10)"
     assert run.error_lines == ["error: node nope-0 not found; check the name (kubectl get nodes)"]
     assert placements(cluster, namespace) == []
 

@@ -48,6 +48,7 @@ from kubectl_hami_place.cli._placing import (
     replacement,
     replacement_warning,
 )
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.plan import workload_from_pod
 from kubectl_hami_place.kube import cluster, evictions, moves
@@ -57,6 +58,10 @@ from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 HELP = (
     "Evict a pod through the Eviction API (PodDisruptionBudgets apply; exit 4 when one blocks). With --to-node and "
     "--gpu, first pin the pod's replacement to that node and those cards."
+    + examples(
+        "kubectl hami-place evict -n team-a old-job-7f9c --yes",
+        "kubectl hami-place evict -n team-a train-7d9f-x2k4 --to-node gpu-h100-0 --gpu gpu-3 --yes",
+    )
 )
 
 

@@ -333,6 +333,9 @@ def _watch(cluster: Sandbox, *args: str, stdout: int) -> subprocess.Popen[bytes]
         stdout=stdout,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
+        # A test run started in the background by a non-interactive shell inherits SIGINT ignored; Ctrl-C on a
+        # terminal is what this stands for.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
 
 

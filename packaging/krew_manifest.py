@@ -32,12 +32,18 @@ and see every card's memory, cores, slots and pods at a glance.
   kubectl hami-place pin -l app=train --node gpu-0 --gpu gpu-1/50
   kubectl hami-place evict POD --to-node NODE --gpu gpu-0
 
-Placements are honoured by the hami-place admission webhook (Helm chart in the repository).
+Placements are honoured by the hami-place admission webhook (its Helm chart is published with each release).
 """
 
-CAVEATS = """\
-Placements take effect only where the hami-place webhook runs:
-  helm install gpu-descheduler ./chart -n kube-system --create-namespace
+
+def caveats(version: str, base_url: str) -> str:
+    """What to do after installing: the server's chart from the same release as the archives, and completion."""
+    chart = f"{base_url.rstrip('/')}/hami-place-{version}.tgz"
+    return f"""\
+Placements take effect only where the hami-place webhook runs; install its chart from this release:
+  helm install gpu-descheduler {chart} \\
+    -n kube-system --create-namespace
+Check that the plugin and the server match: kubectl hami-place version
 
 For kubectl's shell completion of this plugin (kubectl 1.26+), put the completion helper on PATH:
   ln -s "$(command -v kubectl-hami_place)" "$HOME/.local/bin/kubectl_complete-hami_place"
@@ -95,7 +101,7 @@ def manifest(dist: Path, version: str, base_url: str) -> dict[str, Any]:
             "homepage": REPOSITORY,
             "shortDescription": "Pin HAMi GPU pods to exact nodes and cards",
             "description": DESCRIPTION,
-            "caveats": CAVEATS,
+            "caveats": caveats(version, base_url),
             "platforms": [platforms[key] for key in sorted(platforms)],
         },
     }

@@ -11,11 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox import binaries, demo
+from sandbox import binaries, demo, webhook
 from sandbox.cluster import Sandbox, SandboxError, alive, stop_on_signals
 from sandbox.prepare import prepare
 
 STATE = Path(".sandbox")
+SERVER_NAMESPACE = demo.SERVER_NAMESPACE
+# Not the chart's name (gpu-descheduler-webhook): the README's helm install on this sandbox must not meet it. Sorts
+# before HAMi's hami-webhook, so a pod goes through ours first, as with the chart.
+WEBHOOK_CONFIGURATION = "hami-place-sandbox"
 
 
 def _say(message: str) -> None:
@@ -36,10 +40,16 @@ def serve(state: Path) -> int:
     state.mkdir(exist_ok=True)
     kubeconfig = state / "kubeconfig"
     sandbox = None
+    server = None
     try:
         sandbox = Sandbox.start(kubeconfig=kubeconfig, log=_say)
         prepare(sandbox)
-        (state / "components").write_text("".join(f"{pid}\n" for pid in sandbox.pids()))
+        # The hami-place webhook too, as the demo runs it: without it a pin is stored and no pod is ever pinned.
+        sandbox.kubectl("create", "namespace", SERVER_NAMESPACE)
+        server = webhook.start_for_exploring(sandbox, sandbox.workdir, SERVER_NAMESPACE, WEBHOOK_CONFIGURATION)
+        _say(f"hami-place webhook at {server.url} (API {server.api}); log: {server.log}")
+        pids = [*sandbox.pids(), server.process.pid]
+        (state / "components").write_text("".join(f"{pid}\n" for pid in pids))
         (state / "workdir").write_text(str(sandbox.workdir))
         (state / "ready").write_text(sandbox.server)
         while True:
@@ -50,6 +60,8 @@ def serve(state: Path) -> int:
         _say(str(exc))
         return 1
     finally:
+        if server is not None:
+            server.stop()
         if sandbox is not None:
             sandbox.stop()
         for name in ("ready", "kubeconfig", "pid", "components", "workdir"):

@@ -83,7 +83,7 @@ def alive(pid: int) -> bool:
     return True
 
 
-def _die_with_parent() -> None:
+def die_with_parent_process() -> None:
     """Runs in the child before exec: the kernel kills it when its supervisor dies, even by SIGKILL."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     pr_set_pdeathsig = 1
@@ -414,7 +414,7 @@ class Sandbox:
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
                 env={**os.environ, **(env or {})},
-                preexec_fn=_die_with_parent,  # noqa: PLW1509
+                preexec_fn=die_with_parent_process,  # noqa: PLW1509
             )
         self.processes.append(Process(name, popen, path, argv, env))
 

@@ -436,9 +436,12 @@ def run(state: Path) -> int:
             nodes = prepare(sandbox)
             sandbox.kubectl("create", "namespace", SERVER_NAMESPACE)
             sandbox.kubectl("apply", "-f", "-", input=json.dumps(defrag_policy("dry-run")))
-            server = webhook.start(
+            # Registered for admission and behind a Service, so that `status` reads its view and `version` its version.
+            server = webhook.start_for_exploring(
                 sandbox,
                 sandbox.workdir,
+                SERVER_NAMESPACE,
+                "gpu-descheduler-webhook",
                 "--defrag-policy",
                 f"{SERVER_NAMESPACE}/{POLICY}",
                 "--defrag-namespace",
@@ -446,16 +449,6 @@ def run(state: Path) -> int:
                 "--defrag-interval",
                 "2",
             )
-            config = webhook.configuration(
-                "gpu-descheduler-webhook",
-                [(server, {})],
-                {
-                    "matchExpressions": [
-                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
-                    ]
-                },
-            )
-            sandbox.kubectl("apply", "-f", "-", input=json.dumps(config))
         console.print(
             f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok, "
             f"HAMi's scheduler and webhook at {sandbox.hami_url}, the hami-place webhook at {server.url} "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.cluster import Sandbox, free_port, wait_for
+from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary_address, wait_for
 
 
 def webhook_command() -> str:
@@ -39,14 +39,15 @@ class Webhook:
     certs: Path
     log: Path
     probe_port: int = 0
+    address: str = "127.0.0.1"
 
     @property
     def api(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
+        return f"http://{self.address}:{self.api_port}"
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}/mutate"
+        return f"https://{self.address}:{self.port}/mutate"
 
     def ca_bundle(self) -> str:
         return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()
@@ -87,12 +88,21 @@ class Webhook:
                 self.process.wait()
 
 
-def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kubeconfig: Path | None = None) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return; as the
-    sandbox's admin unless `kubeconfig` gives another identity."""
+def start(
+    sandbox: Sandbox,
+    workdir: Path,
+    *extra: str,
+    timeout: float = 60,
+    kubeconfig: Path | None = None,
+    address: str = "127.0.0.1",
+    die_with_parent: bool = False,
+) -> Webhook:
+    """Certificates from `hami-place-webhook certs`, then `serve` on free ports of `address` (loopback unless a
+    Service must reach it, see `expose`), ready on return; as the sandbox's admin unless `kubeconfig` gives another
+    identity."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     subprocess.run(
-        [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
+        [webhook_command(), "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
         check=True,
         capture_output=True,
     )
@@ -106,7 +116,7 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kub
                 "--kubeconfig",
                 str(kubeconfig or sandbox.kubeconfig),
                 "--bind-address",
-                "127.0.0.1",
+                address,
                 "--webhook-port",
                 str(port),
                 "--api-port",
@@ -125,8 +135,9 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kub
             stdout=sink,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=die_with_parent_process if die_with_parent else None,  # noqa: PLW1509
         )
-    webhook = Webhook(process, port, api_port, certs, log, probe_port)
+    webhook = Webhook(process, port, api_port, certs, log, probe_port, address)
 
     def ready() -> bool:
         if process.poll() is not None:
@@ -177,3 +188,77 @@ def configuration(
         "metadata": {"name": name},
         "webhooks": webhooks,
     }
+
+
+SERVICE_LABELS = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
+STAND_IN_NODE = "gpu-a100-1"
+
+
+def expose(sandbox: Sandbox, webhook: Webhook, namespace: str, name: str = "hami-place-webhook") -> None:
+    """A Service for the webhook's API as the chart labels it, so that the plugin finds it (`status`, `version`).
+
+    The API server's service proxy dials only endpoint addresses that a pod has, never loopback: a host-network
+    pod on a kwok node stands in, with the webhook's (non-loopback) address as its IP.
+    """
+    stand_in = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-stand-in", "namespace": namespace, "labels": {"hami-place-sandbox": "stand-in"}},
+        "spec": {
+            "nodeName": STAND_IN_NODE,
+            "hostNetwork": True,
+            "containers": [{"name": "api", "image": "registry.invalid/hami-place-stand-in:1"}],
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": SERVICE_LABELS},
+        "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": webhook.api_port}]},
+    }
+    endpoints = {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": name, "namespace": namespace, "labels": SERVICE_LABELS},
+        "subsets": [
+            {
+                "addresses": [
+                    {
+                        "ip": webhook.address,
+                        "targetRef": {"kind": "Pod", "name": f"{name}-stand-in", "namespace": namespace},
+                    }
+                ],
+                "ports": [{"name": "api", "port": webhook.api_port}],
+            }
+        ],
+    }
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(stand_in))
+    ip = json.dumps({"status": {"podIP": webhook.address, "podIPs": [{"ip": webhook.address}]}})
+    sandbox.kubectl(
+        "patch", "pod", f"{name}-stand-in", "-n", namespace, "--subresource=status", "--type=merge", "-p", ip
+    )
+    manifest = {"apiVersion": "v1", "kind": "List", "items": [service, endpoints]}
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+
+def start_for_exploring(
+    sandbox: Sandbox, workdir: Path, namespace: str, configuration_name: str, *extra: str
+) -> Webhook:
+    """The webhook as a cluster with the chart runs it, for `make sandbox-up` and the demo: registered for admission
+    (every namespace but kube-system and its own) and, on a machine with a non-loopback address, reachable through a
+    Service where the plugin looks (`status` reads its cluster-info, `version` its version). It dies with the
+    process that started it."""
+    address = primary_address() or "127.0.0.1"
+    server = start(sandbox, workdir, *extra, address=address, die_with_parent=True)
+    try:
+        excluded = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+        # The cluster tests' namespaces carry this label and run webhooks of their own (a reused sandbox).
+        not_a_test = {"key": "hami-place-test", "operator": "DoesNotExist"}
+        config = configuration(configuration_name, [(server, {})], {"matchExpressions": [excluded, not_a_test]})
+        sandbox.kubectl("apply", "-f", "-", input=json.dumps(config))
+        if address != "127.0.0.1":
+            expose(sandbox, server, namespace)
+    except BaseException:
+        server.stop()
+        raise
+    return server

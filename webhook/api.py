@@ -20,6 +20,7 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
+from kubectl_hami_place import __version__
 from kubectl_hami_place.core.placement import (
     Placement,
     rfc3339,
@@ -86,7 +87,7 @@ def _probes(app: Flask, cache: ClusterCache, mutate_serving: Callable[[], str | 
 
 
 def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
-    """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
+    """GET /api/v1/cluster-info, /api/v1/placements, /api/v1/version, /healthz, /readyz, /metrics.
 
     `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
     when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
@@ -100,6 +101,11 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
         return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/v1/version")
+    def version() -> Response:
+        # `kubectl hami-place version` compares it with its own; answered before the cache syncs.
+        return _json({"version": __version__})
 
     @app.get("/api/v1/cluster-info")
     def cluster_info() -> Response:

@@ -14,6 +14,7 @@ from kubectl_hami_place import __version__
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
+from webhook import check
 from webhook.certs import CertBundle, generate, still_good
 from webhook.defrag import INTERVAL_SECONDS, DefragOptions
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
@@ -214,6 +215,15 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("KUBECONFIG") or None,
         help="kubeconfig file [KUBECONFIG]; in-cluster config when unset",
     )
+    checks = commands.add_parser(
+        "check", help="check an installed server answers: a dry-run review on /mutate, /readyz and the version"
+    )
+    checks.add_argument("--api-url", required=True, metavar="URL", help="the server's HTTP API, e.g. http://svc:8083")
+    checks.add_argument(
+        "--webhook-url", metavar="URL", help="its /mutate, e.g. https://svc.ns.svc:443/mutate (unset: not checked)"
+    )
+    checks.add_argument("--ca-file", metavar="FILE", help="the CA that signed the serving certificate (PEM)")
+    checks.add_argument("--ca-data", metavar="BASE64", help="the same CA as base64 PEM (the chart's certs.caBundle)")
     return parser
 
 
@@ -342,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "check":
+            if args.webhook_url and not (args.ca_file or args.ca_data):
+                _fail("hami-place-webhook: check --webhook-url needs --ca-file or --ca-data (the release's CA)")
+                return 2
+            return check.run(args.webhook_url, args.api_url, args.ca_file, args.ca_data, _say)
         return _certs(args)
     except KubeError as error:
         _fail(f"hami-place-webhook: {error}")

@@ -5,6 +5,7 @@ Re-running the same plan resumes it: moves already done are skipped.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,7 +34,11 @@ from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS
 HELP = (
     "Carry out a plan printed by `plan -o json|yaml` (-f - reads stdin): for each move, pin the pod's replacement to "
     "the target cards, evict the pod through the Eviction API, and wait until HAMi allocated the replacement. Stops "
-    "at the first move the cluster no longer matches or that fails; re-run to resume."
+    "at the first move the cluster no longer matches or that fails; re-run to resume.\n\n"
+    "Examples:\n\n"
+    "  kubectl hami-place plan -n team-a --for big-train -o json > plan.json\n\n"
+    "  kubectl hami-place apply -f plan.json --dry-run=server\n\n"
+    "  kubectl hami-place apply -n team-a -f plan.json --yes --wait-for-pod"
 )
 
 
@@ -45,7 +50,13 @@ def load_plan(path: str) -> PlanFile:
         raise UsageProblem(f"cannot read {path}: {exc.strerror}", "give the file plan -o json wrote") from exc
     source = "stdin" if path == "-" else path
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = _parse(text)
+    except json.JSONDecodeError as exc:
+        raise UsageProblem(_json_problem(source, text, exc), _PLAN_HINT) from exc
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UsageProblem(f"{source}{where} is not JSON or YAML: {exc.problem or exc.context}", _PLAN_HINT) from exc
     except yaml.YAMLError as exc:
         raise UsageProblem(f"{source} is not JSON or YAML: {' '.join(str(exc).split())}", _PLAN_HINT) from exc
     try:
@@ -57,6 +68,30 @@ def load_plan(path: str) -> PlanFile:
 _PLAN_HINT = "write one with kubectl hami-place plan ... -o json > plan.json"
 
 
+def _parse(text: str) -> Any:
+    """JSON when the text starts as JSON does (so its errors name JSON's line and cause), else YAML."""
+    if text.lstrip().startswith(("{", "[")):
+        return json.loads(text)
+    return yaml.safe_load(text)
+
+
+def _json_problem(source: str, text: str, exc: json.JSONDecodeError) -> str:
+    """Where the JSON breaks, in words; a text that ends before its document does is called truncated."""
+    if not text[exc.pos :].strip():
+        return f"{source} ends at line {exc.lineno} before the JSON document does (truncated?)"
+    return f"{source} line {exc.lineno} column {exc.colno} is not JSON: {exc.msg}"
+
+
+def _only_namespace(plan: PlanFile, namespace: str, source: str) -> None:
+    """`-n NS` (a kubectl habit): the plan must move only pods of NS; it names each move's namespace itself."""
+    others = sorted({move.pod.split("/", 1)[0] for move in plan.moves} - {namespace})
+    if others:
+        raise UsageProblem(
+            f"{source} moves pods of namespace {', '.join(others)}, not only of {namespace}",
+            "drop -n (each move names its pod's namespace) or plan for that namespace",
+        )
+
+
 def apply(
     *,
     filename: Annotated[
@@ -65,6 +100,14 @@ def apply(
     timeout: TimeoutOption = 300,
     ack_timeout: AckTimeoutOption = ACK_TIMEOUT_SECONDS,
     wait_pod: WaitPodOption = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Refuse the plan unless every move's pod is in this namespace (each move names its own).",
+        ),
+    ] = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -74,6 +117,8 @@ def apply(
 ) -> int:
     """Carry out the plan; exit 1 when a move fails or the cluster no longer matches, 4 when a budget blocks."""
     plan = load_plan(filename)
+    if namespace:
+        _only_namespace(plan, namespace, "stdin" if filename == "-" else filename)
     where = target(kubeconfig, context, None, as_user=as_user)
     report = carry_out(
         where.kube, plan, dry_run=dry_run, timeout=timeout, wait_pod=wait_pod, yes=yes, ack_timeout=ack_timeout

@@ -13,8 +13,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from kubectl_hami_place.cli._errors import UsageProblem
+from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Result, formatter_for
+from kubectl_hami_place.kube import cluster
 from kubectl_hami_place.kube.client import Kube, connect
 
 
@@ -142,6 +143,13 @@ def target(
     if all_namespaces:
         return Target(kube, None)
     return Target(kube, namespace or kube.namespace)
+
+
+def not_found(kube: Kube, namespace: str, what: str, hint: str) -> CliError:
+    """`what` is not in the namespace (exit 1, as every not-found); a namespace that does not exist is the cause."""
+    if not cluster.namespace_exists(kube, namespace):
+        return CliError(f"namespace {namespace} not found", "check -n (kubectl get namespaces)")
+    return CliError(f"{what} not found in namespace {namespace}", hint)
 
 
 def confirm(action: str, yes: bool, ask: Callable[[str], bool] | None = None) -> bool:

@@ -16,13 +16,17 @@ import typer
 from typer._click.shell_completion import CompletionItem, ShellComplete
 from typer.main import get_command
 
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube import cluster, placements
 from kubectl_hami_place.kube.client import Kube, connect, request
 from kubectl_hami_place.kube.errors import KubeError
 
-HELP = "Print a shell completion script for the standalone kubectl-hami_place (bash, zsh or fish)."
+HELP = "Print a shell completion script for the standalone kubectl-hami_place (bash, zsh or fish)." + examples(
+    "kubectl-hami_place completion bash > ~/.local/share/bash-completion/completions/kubectl-hami_place",
+    'kubectl-hami_place completion zsh > "${fpath[1]}/_kubectl-hami_place"',
+)
 NO_FILE_COMPLETION = ":4"
 COMPLETER = "kubectl_complete-hami_place"
 

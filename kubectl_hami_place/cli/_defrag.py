@@ -27,6 +27,7 @@ from kubectl_hami_place.cli._common import (
     target,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.defrag.budget import MoveRecord, history_from_placements
 from kubectl_hami_place.core.defrag.policy import (
@@ -48,7 +49,14 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.kube import defrag
 from kubectl_hami_place.kube.client import Kube
 
-HELP = "The defragmentation controller: its mode, leader, budgets and runs (status, history); pause and resume it."
+HELP = (
+    "The defragmentation controller: its mode, leader, budgets and runs (status, history); pause and resume it."
+    + examples(
+        "kubectl hami-place defrag status",
+        "kubectl hami-place defrag history --run RUN",
+        "kubectl hami-place defrag pause --yes",
+    )
+)
 RUNS_SHOWN = 10
 
 app = typer.Typer(

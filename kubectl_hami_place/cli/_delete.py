@@ -22,12 +22,16 @@ from kubectl_hami_place.cli._common import (
     target,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.names import PHASES, Phase
 from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.errors import KubeNotFound
 
-HELP = "Delete HamiPodPlacements by name, or --all of the namespace (narrowed by --phase)."
+HELP = "Delete HamiPodPlacements by name, or --all of the namespace (narrowed by --phase)." + examples(
+    "kubectl hami-place delete -n team-a pin-3k9x2m7q4w1z --yes",
+    "kubectl hami-place delete -n team-a --all --phase Expired --yes",
+)
 
 
 def _complete_placements(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -77,7 +77,10 @@ def kube_hint(error: KubeError) -> str:
         return "nothing to do: the pod meant is gone"
     if isinstance(error, KubeTypeMissing):
         if "hamipodplacement" in error.action:
-            return "install the HamiPodPlacement CRD (kubectl apply -f chart/templates/crd/hamipodplacement.yaml)"
+            return (
+                "install the HamiPodPlacement CRD: the server's chart, or kubectl apply -f the release's "
+                "hamipodplacement-crd.yaml"
+            )
         return "check that the API server serves this resource type"
     return _FAMILY_HINTS.get(type(error), "") or _server_hint(error)
 

@@ -31,11 +31,12 @@ from kubectl_hami_place.cli._common import (
     complete_pods,
     confirm,
     emit,
+    not_found,
     note,
     target,
     warn,
 )
-from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
+from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
     AckTimeoutOption,
@@ -48,6 +49,7 @@ from kubectl_hami_place.cli._placing import (
     replacement,
     replacement_warning,
 )
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.plan import workload_from_pod
 from kubectl_hami_place.kube import cluster, evictions, moves
@@ -57,6 +59,10 @@ from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 HELP = (
     "Evict a pod through the Eviction API (PodDisruptionBudgets apply; exit 4 when one blocks). With --to-node and "
     "--gpu, first pin the pod's replacement to that node and those cards."
+    + examples(
+        "kubectl hami-place evict -n team-a old-job-7f9c --yes",
+        "kubectl hami-place evict -n team-a train-7d9f-x2k4 --to-node gpu-h100-0 --gpu gpu-3 --yes",
+    )
 )
 
 
@@ -113,7 +119,7 @@ def evict(
     try:
         pod_obj = cluster.get_pod(kube, ns, pod)
     except KubeNotFound as exc:
-        raise Refused([f"pod {pod} not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]) from exc
+        raise not_found(kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
     if not to_node:
         if dry_run is DryRun.none and not confirm(f"evict pod {ns}/{pod}", yes):
             raise CliError("not confirmed", "the pod was not evicted")

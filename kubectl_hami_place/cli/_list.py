@@ -16,11 +16,14 @@ from kubectl_hami_place.cli._common import (
     emit,
     target,
 )
-from kubectl_hami_place.cli._present import PLACEMENT_WIDE, placement_columns, placement_row
+from kubectl_hami_place.cli._present import PLACEMENT_WIDE, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Table
 from kubectl_hami_place.kube import placements
 
-HELP = "List HamiPodPlacements: node, cards, phase, the pod that consumed each, the pod to evict."
+HELP = "List HamiPodPlacements: node, cards, phase, the pod that consumed each, the pod to evict." + examples(
+    "kubectl hami-place list -n team-a",
+    "kubectl hami-place list -A -o wide",
+)
 
 
 @dataclass(frozen=True)

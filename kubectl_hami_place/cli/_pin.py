@@ -25,10 +25,10 @@ from kubectl_hami_place.cli._common import (
     ReqIdOption,
     complete_pods,
     emit,
+    not_found,
     target,
     warn,
 )
-from kubectl_hami_place.cli._errors import Refused
 from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
     build_spec,
@@ -39,12 +39,20 @@ from kubectl_hami_place.cli._placing import (
     placement_name,
     resolve_workload,
 )
-from kubectl_hami_place.kube import cluster, placements
-from kubectl_hami_place.kube.errors import KubeNotFound
+from kubectl_hami_place.cli._present import examples
+from kubectl_hami_place.kube import cluster, moves, placements
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound, NotAcknowledged
 
 HELP = (
     "Pin the next pod matching -l to a node and exact cards. Checks the node, its cards, that the pod fits each card "
     "(now, or once --evict POD is gone) before creating anything."
+    + examples(
+        "kubectl hami-place pin -n team-a -l app=train --node gpu-a100-0 --gpu gpu-1",
+        "kubectl hami-place pin -n team-a -l app=train --node gpu-a100-0 --gpu gpu-1/50    # half the card's memory",
+        "kubectl hami-place pin -n team-a -l app=train --node gpu-h100-0 --gpu gpu-0 --gpu gpu-1 --evict old-job-7f9c",
+        "kubectl hami-place pin -n team-a -l app=train --node gpu-a100-0 --gpu gpu-0 --dry-run=client -o yaml",
+    )
 )
 
 
@@ -72,6 +80,15 @@ def pin(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     dry_run: DryRunOption = DryRun.none,
+    ack_timeout: Annotated[
+        float,
+        typer.Option(
+            "--ack-timeout",
+            min=0,
+            help="Seconds to wait for the hami-place webhook to acknowledge the placement; a warning when it does "
+            "not (0: do not wait).",
+        ),
+    ] = 5.0,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Create a HamiPodPlacement after checking it against the cluster."""
@@ -86,8 +103,8 @@ def pin(
         try:
             evicted_pod = cluster.get_pod(where.kube, ns, evict)
         except KubeNotFound as exc:
-            raise Refused(
-                [f"pod {evict} (--evict) not found in namespace {ns}; check the name (kubectl get pods -n {ns})"]
+            raise not_found(
+                where.kube, ns, f"pod {evict} (--evict)", f"check the name (kubectl get pods -n {ns})"
             ) from exc
     config, notice = hami_config(where.kube, hami_config_ref, gpu_policy)
     if notice:
@@ -102,3 +119,19 @@ def pin(
     if dry_run is not DryRun.client:
         created = placements.create_placement(where.kube, ns, checked.obj, dry_run=dry_run is DryRun.server)
     emit(PlacementResult(checked, dry_run.value, created), output)
+    if dry_run is DryRun.none and ack_timeout > 0:
+        _await_webhook(where.kube, ns, object_name, ack_timeout)
+
+
+def _await_webhook(kube: Kube, namespace: str, name: str, timeout: float) -> None:
+    """Warn when no hami-place webhook acknowledged the placement in time: without one no pod is ever pinned, and
+    the placement would stay Pending with no word (the pin itself stands)."""
+    try:
+        moves.await_acknowledgement(kube, namespace, name, timeout)
+    except KubeForbidden:
+        return  # may create placements but not read them back: nothing to tell either way
+    except NotAcknowledged:
+        warn(
+            f"no hami-place webhook acknowledged placement {namespace}/{name} within {timeout:g}s: it is stored, but "
+            "no pod is pinned until the webhook runs (install its chart; kubectl hami-place version shows it)"
+        )

@@ -14,12 +14,12 @@ from typing import Annotated, Any
 
 import typer
 
-from kubectl_hami_place.cli._errors import Refused, UsageProblem
+from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
 from kubectl_hami_place.cli._placed import refusal_line
 from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.placement import PlacementSpec, validate_spec
-from kubectl_hami_place.core.plan import Workload, workload_from_pod, workload_from_request
+from kubectl_hami_place.core.plan import PlanReason, Workload, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
@@ -164,7 +164,11 @@ def check_placement(
             kube, namespace, spec, name=name, workload=workload, evicted_pod=evicted_pod, labels=labels
         )
     except PinRefused as exc:
-        raise Refused(refusal_lines(exc)) from exc
+        lines = refusal_lines(exc)
+        if any(problem.reason is PlanReason.NodeNotFound for problem in exc.plan.problems):
+            # Not found is an error (exit 1), as for a pod or a namespace; the node's line is the only one then.
+            raise CliError(lines[0]) from exc
+        raise Refused(lines) from exc
 
 
 def refusal_lines(refused: PinRefused) -> list[str]:

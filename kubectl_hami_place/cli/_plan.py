@@ -26,6 +26,7 @@ from kubectl_hami_place.cli._common import (
     complete_nodes,
     complete_pods,
     emit,
+    not_found,
     target,
     warn,
 )
@@ -50,12 +51,18 @@ from kubectl_hami_place.core.planner import (
     why as explain,
 )
 from kubectl_hami_place.core.planner.apply import read_plan
+from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
 HELP = (
     "Plan the pod moves that make room for a Pending pod (--for POD), free whole cards (--free-cards N [--type T]) "
     "or compact nodes (--compact NODE...): fragmentation before and after, and each move with its reason. "
-    "Nothing is changed."
+    "Nothing is changed.\n\n"
+    "Examples:\n\n"
+    "  kubectl hami-place plan -n team-a --for big-train\n\n"
+    "  kubectl hami-place plan -n team-a --for big-train -o json > plan.json\n\n"
+    "  kubectl hami-place plan --free-cards 2 --type A100    # 2 more A100s emptied; free ones do not count\n\n"
+    "  kubectl hami-place plan --compact gpu-a100-0 gpu-a100-1 --apply --yes"
 )
 
 
@@ -148,7 +155,14 @@ def plan(
         str | None,
         typer.Option("--for", help="Make room for this pod (usually Pending).", autocompletion=complete_pods),
     ] = None,
-    free_cards: Annotated[int | None, typer.Option("--free-cards", min=1, help="Free this many whole cards.")] = None,
+    free_cards: Annotated[
+        int | None,
+        typer.Option(
+            "--free-cards",
+            min=1,
+            help="Empty this many more cards now in use, so they are whole and free (cards already free do not count).",
+        ),
+    ] = None,
     card_type: Annotated[
         str | None, typer.Option("--type", help="With --free-cards: only cards whose type contains this word.")
     ] = None,
@@ -188,7 +202,11 @@ def plan(
     pod_key = ""
     goal: Goal
     if for_pod is not None:
-        pending = read_pod(where.kube, where.one_namespace, for_pod, read)
+        try:
+            pending = read_pod(where.kube, where.one_namespace, for_pod, read)
+        except KubeNotFound as exc:
+            ns = where.one_namespace
+            raise not_found(where.kube, ns, f"pod {for_pod}", f"check the name (kubectl get pods -n {ns})") from exc
         require_gpu(pending)
         if pending.allocation is not None:
             raise CliError(

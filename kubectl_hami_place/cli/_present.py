@@ -11,6 +11,11 @@ from kubectl_hami_place.core.selectors import selector_from_dict
 BAR_WIDTH = 20
 
 
+def examples(*commands: str) -> str:
+    """A help text's Examples paragraph: one command a paragraph, so the help keeps each on its own line."""
+    return "\n\nExamples:\n\n" + "\n\n".join(f"  {command}" for command in commands)
+
+
 def age(timestamp: str | None, now: datetime | None = None) -> str:
     """kubectl's short age ("45s", "12m", "3h", "4d") of an RFC 3339 timestamp; "<unknown>" when absent."""
     if not timestamp:

@@ -20,16 +20,22 @@ from kubectl_hami_place.cli._common import (
     OutputOption,
     complete_pods,
     emit,
+    not_found,
     target,
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.planner import NodeWhy, PlanPod
 from kubectl_hami_place.core.planner import why as explain
+from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
-HELP = "Say why a pod does not fit today: every node, every card, with HAMi's reason for each."
+HELP = "Say why a pod does not fit today: every node, every card, with HAMi's reason for each." + examples(
+    "kubectl hami-place why -n team-a big-train",
+    "kubectl hami-place why -n team-a big-train -o json",
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,11 @@ def why(
     """Explain, card by card, why the pod does not fit."""
     where = target(kubeconfig, context, namespace, as_user=as_user)
     read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
-    plan_pod = read_pod(where.kube, where.one_namespace, pod, read)
+    try:
+        plan_pod = read_pod(where.kube, where.one_namespace, pod, read)
+    except KubeNotFound as exc:
+        ns = where.one_namespace
+        raise not_found(where.kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
     for message in read.warnings:
         warn(message)
     require_gpu(plan_pod)

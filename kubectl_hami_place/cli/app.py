@@ -12,7 +12,19 @@ import typer
 from rich.text import Text
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
-from kubectl_hami_place.cli import _apply, _completion, _defrag, _delete, _evict, _list, _pin, _plan, _status, _why
+from kubectl_hami_place.cli import (
+    _apply,
+    _completion,
+    _defrag,
+    _delete,
+    _evict,
+    _list,
+    _pin,
+    _plan,
+    _status,
+    _version,
+    _why,
+)
 from kubectl_hami_place.cli._common import stderr_console
 from kubectl_hami_place.cli._errors import (
     EXIT_BLOCKED,
@@ -46,6 +58,7 @@ app.command("why", help=_why.HELP, no_args_is_help=True)(_why.why)
 app.command("plan", help=_plan.HELP, no_args_is_help=True)(_plan.plan)
 app.command("apply", help=_apply.HELP, no_args_is_help=True)(_apply.apply)
 app.add_typer(_defrag.app, name="defrag", help=_defrag.HELP)
+app.command("version", help=_version.HELP)(_version.version)
 app.command("completion", help=_completion.HELP, no_args_is_help=True)(_completion.completion)
 
 

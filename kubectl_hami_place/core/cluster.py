@@ -51,7 +51,14 @@ from typing import Any
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, node_cards
 from kubectl_hami_place.core.errors import ClusterInfoError, ModelError
 from kubectl_hami_place.core.fit import cordoned_cards
-from kubectl_hami_place.core.fragmentation import Fragmentation, NodeFragmentation, free_of, is_open, summarize
+from kubectl_hami_place.core.fragmentation import (
+    Fragmentation,
+    NodeFragmentation,
+    combine,
+    is_open,
+    node_fragmentation,
+    summarize,
+)
 from kubectl_hami_place.core.placement import parse_time, rfc3339
 from kubectl_hami_place.core.requests import GPU, parse_quantity
 from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, UsageTally, pod_allocation
@@ -371,41 +378,19 @@ def _card_info(card: Card, usage: tuple[int, int, int, tuple[PodOnCard, ...]], c
 
 @dataclass(frozen=True)
 class NodeShare:
-    """One node's part of the fragmentation summary, with what the cluster-wide stranded memory needs of it."""
+    """One node's part of the fragmentation summary, kept per node by the webhook's cache."""
 
     fragmentation: NodeFragmentation
-    largest_card_mib: int  # the largest card memory among its open cards (0: none open)
-    open_free_mib: tuple[int, ...]  # each open card's free memory
 
 
 def node_share(node: NodeInfo) -> NodeShare:
     """The node's share of `fragmentation.summarize`, so that a cache keeping it per node sums the summary."""
-    cards = [card for card in node.cards if is_open(node, card)]
-    return NodeShare(
-        fragmentation=NodeFragmentation(
-            name=node.name,
-            open_cards=len(cards),
-            whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
-            free_mib=sum(free_of(card) for card in cards),
-            largest_request_mib=max((free_of(card) for card in cards), default=0),
-        ),
-        largest_card_mib=max((card.memory_total for card in cards), default=0),
-        open_free_mib=tuple(free_of(card) for card in cards),
-    )
+    return NodeShare(node_fragmentation(node.name, [card for card in node.cards if is_open(node, card)]))
 
 
 def fragmentation_of(shares: Sequence[NodeShare]) -> Fragmentation:
     """The summary `fragmentation.summarize` gives for the nodes these shares are of (same order)."""
-    whole_card = max((share.largest_card_mib for share in shares), default=0)
-    return Fragmentation(
-        open_cards=sum(share.fragmentation.open_cards for share in shares),
-        whole_cards_free=sum(share.fragmentation.whole_cards_free for share in shares),
-        free_mib=sum(share.fragmentation.free_mib for share in shares),
-        largest_request_mib=max((share.fragmentation.largest_request_mib for share in shares), default=0),
-        stranded_mib=sum(free for share in shares for free in share.open_free_mib if free < whole_card),
-        stranded_for_mib=whole_card,
-        nodes=tuple(share.fragmentation for share in shares),
-    )
+    return combine([share.fragmentation for share in shares])
 
 
 def _node_name(node: Mapping[str, Any]) -> str:

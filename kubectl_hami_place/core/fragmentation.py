@@ -10,10 +10,8 @@ Definitions (memory in MiB):
 - `free_mib`: the sum of free memory over open cards.
 - `largest_request_mib`: the largest one-card memory request that still fits somewhere: the most free memory on
   any open card (0 when there is none).
-- `stranded_mib` for a request of `stranded_for_mib`: free memory on open cards that each have less than that
-  request free, i.e. free memory no single card can serve for such a request. `summarize` measures it for a
-  whole-card request, `stranded_for_mib` being the largest card memory among open cards; `stranded_for` gives it
-  for any request size.
+- `stranded_mib`: free memory on open cards that some pod already uses (a slot taken): a request for a whole card
+  of that type cannot have it. An idle card is whole, whatever its size beside the cluster's largest cards.
 """
 
 from __future__ import annotations
@@ -77,6 +75,7 @@ class NodeFragmentation:
     whole_cards_free: int
     free_mib: int
     largest_request_mib: int
+    stranded_mib: int
 
     def to_dict(self) -> dict[str, Any]:
         """The node summary as JSON."""
@@ -86,6 +85,7 @@ class NodeFragmentation:
             "wholeCardsFree": self.whole_cards_free,
             "freeMiB": self.free_mib,
             "largestRequestMiB": self.largest_request_mib,
+            "strandedMiB": self.stranded_mib,
         }
 
 
@@ -98,7 +98,6 @@ class Fragmentation:
     free_mib: int
     largest_request_mib: int
     stranded_mib: int
-    stranded_for_mib: int
     nodes: tuple[NodeFragmentation, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,7 +108,6 @@ class Fragmentation:
             "freeMiB": self.free_mib,
             "largestRequestMiB": self.largest_request_mib,
             "strandedMiB": self.stranded_mib,
-            "strandedForMiB": self.stranded_for_mib,
             "nodes": [node.to_dict() for node in self.nodes],
         }
 
@@ -130,43 +128,36 @@ def free_of(card: CardInfo) -> int:
     return max(card.memory_free, 0)
 
 
-def stranded_for(info: ClusterInfo, request_mib: int) -> int:
-    """Free memory on open cards that each have less than `request_mib` free."""
-    return sum(
-        free_of(card)
-        for node in info.nodes
-        for card in node.cards
-        if is_open(node, card) and free_of(card) < request_mib
+def node_fragmentation(name: str, cards: Sequence[CardInfo]) -> NodeFragmentation:
+    """One node's summary from its open cards."""
+    free = [free_of(card) for card in cards]
+    return NodeFragmentation(
+        name=name,
+        open_cards=len(cards),
+        whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
+        free_mib=sum(free),
+        largest_request_mib=max(free, default=0),
+        stranded_mib=sum(mib for card, mib in zip(cards, free, strict=True) if card.slots_used > 0),
+    )
+
+
+def combine(nodes: Sequence[NodeFragmentation]) -> Fragmentation:
+    """The cluster's summary from its nodes' (the webhook keeps them per node and sums them)."""
+    return Fragmentation(
+        open_cards=sum(node.open_cards for node in nodes),
+        whole_cards_free=sum(node.whole_cards_free for node in nodes),
+        free_mib=sum(node.free_mib for node in nodes),
+        largest_request_mib=max((node.largest_request_mib for node in nodes), default=0),
+        stranded_mib=sum(node.stranded_mib for node in nodes),
+        nodes=tuple(nodes),
     )
 
 
 def summarize(info: ClusterInfo) -> Fragmentation:
     """The fragmentation summary of a cluster-info view."""
-    per_node = []
-    # Each open card's free memory, found in one pass (the card checks were half the summary at 5,000 nodes).
-    open_free: list[int] = []
-    open_total: list[int] = []
-    for node in info.nodes:
-        cards = [card for card in node.cards if _card_open(card)] if node.usable else []
-        free = [free_of(card) for card in cards]
-        open_free.extend(free)
-        open_total.extend(card.memory_total for card in cards)
-        per_node.append(
-            NodeFragmentation(
-                name=node.name,
-                open_cards=len(free),
-                whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
-                free_mib=sum(free),
-                largest_request_mib=max(free, default=0),
-            )
-        )
-    whole_card = max(open_total, default=0)
-    return Fragmentation(
-        open_cards=len(open_free),
-        whole_cards_free=sum(node.whole_cards_free for node in per_node),
-        free_mib=sum(node.free_mib for node in per_node),
-        largest_request_mib=max((node.largest_request_mib for node in per_node), default=0),
-        stranded_mib=sum(free for free in open_free if free < whole_card),
-        stranded_for_mib=whole_card,
-        nodes=tuple(per_node),
+    return combine(
+        [
+            node_fragmentation(node.name, [card for card in node.cards if _card_open(card)] if node.usable else [])
+            for node in info.nodes
+        ]
     )

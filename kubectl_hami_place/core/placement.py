@@ -1,7 +1,7 @@
 """HamiPodPlacement: "the next pod matching podSelector goes to nodeName, on exactly these cards".
 
 Spec and status as frozen dataclasses, parsed from and rendered to the CRD's camelCase dict form
-(`chart/templates/crd/hamipodplacement.yaml`, status contract in `docs/architecture.md`). A missing status reads
+(`chart/files/crd/hamipodplacement.yaml`, status contract in `docs/architecture.md`). A missing status reads
 as phase Pending: nothing has claimed the placement yet.
 """
 

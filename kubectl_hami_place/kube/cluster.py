@@ -30,12 +30,13 @@ from kubectl_hami_place.kube.client import (
     request,
 )
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
-from kubectl_hami_place.kube.errors import KubeError, KubeForbidden, KubeServerError
+from kubectl_hami_place.kube.errors import KubeError, KubeForbidden, KubeNotFound, KubeServerError
 from kubectl_hami_place.kube.list_body import list_items
 
 WEBHOOK_API_PORT = 8083
 WEBHOOK_API_PORT_NAME = "api"
 CLUSTER_INFO_PATH = "api/v1/cluster-info"
+VERSION_PATH = "api/v1/version"
 T = TypeVar("T")
 # Controllers whose pod template tells what a new pod matching a selector will ask for.
 CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -99,6 +100,28 @@ def list_pods(
 def pods_labelled_with_claim(kube: Kube, namespace: str, token: str) -> list[dict[str, Any]]:
     """The namespace's pods labelled with the claim's digest (pinned by a server that labels, from issue 23 on)."""
     return list_pods(kube, namespace, label_selector=f"{CLAIM_DIGEST_LABEL}={claim_digest(token)}")
+
+
+def node_exists(kube: Kube, name: str) -> bool:
+    """False only when the API server says there is no such node (forbidden to look: assumed to exist)."""
+    try:
+        request(kube, _get(kube, f"/api/v1/nodes/{path_segment(name)}"), what="get nodes")
+    except KubeNotFound:
+        return False
+    except KubeForbidden:
+        return True
+    return True
+
+
+def namespace_exists(kube: Kube, name: str) -> bool:
+    """False only when the API server says the namespace does not exist (forbidden to look: assumed to exist)."""
+    try:
+        request(kube, _get(kube, f"/api/v1/namespaces/{path_segment(name)}"), what="get namespaces")
+    except KubeNotFound:
+        return False
+    except KubeForbidden:
+        return True
+    return True
 
 
 def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -170,13 +193,37 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
     return found
 
 
-def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
-    """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy."""
+def _proxied(kube: Kube, service: WebhookService, api_path: str) -> dict[str, Any]:
+    """`GET api_path` of the webhook's HTTP API through the API server's service proxy."""
     path = (
         f"/api/v1/namespaces/{path_segment(service.namespace)}/services/"
-        f"{path_segment(service.name)}:{path_segment(service.port)}/proxy/{CLUSTER_INFO_PATH}"
+        f"{path_segment(service.name)}:{path_segment(service.port)}/proxy/{api_path}"
     )
-    body = request(kube, _get(kube, path), what=f"get services/proxy in namespace {service.namespace}")
+    return request(kube, _get(kube, path), what=f"get services/proxy in namespace {service.namespace}")
+
+
+def read_webhook_version(kube: Kube, service: WebhookService) -> str:
+    """The version the webhook answers at `/api/v1/version` (KubeError when it does not, e.g. an older server)."""
+    version = _proxied(kube, service, VERSION_PATH).get("version")
+    if not isinstance(version, str) or not version:
+        raise KubeServerError(f"the webhook at {service.describe()} answered without a version")
+    return version
+
+
+def list_server_deployments(kube: Kube) -> list[dict[str, Any]]:
+    """The webhook's Deployments in any namespace, by the chart's app label."""
+    body = request(
+        kube,
+        _get(kube, "/apis/apps/v1/deployments"),
+        label_selector=WEBHOOK_SERVICE_LABEL,
+        what="list deployments in all namespaces",
+    )
+    return sorted(list_items(body), key=lambda d: (d.get("metadata", {}).get("namespace", ""), _name(d)))
+
+
+def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
+    """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy."""
+    body = _proxied(kube, service, CLUSTER_INFO_PATH)
     if "nodes" not in body:
         raise KubeServerError(f"the webhook at {service.describe()} answered without a node list")
     return body

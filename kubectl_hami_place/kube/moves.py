@@ -168,7 +168,10 @@ def check_pin(
             evict_allocation = pod_allocation(evicted_pod)
         except ModelError:
             evict_allocation = None
-        warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
+        if spec.evict_pod:
+            # pin --evict: the eviction is to make room on the node. A move evicts the pod being moved, which
+            # frees its cards wherever it runs: nothing to warn about.
+            warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
     pin = plan(spec, pin_snapshot(kube, node), workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:

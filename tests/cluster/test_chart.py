@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
+from kubectl_hami_place import __version__
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, parse_policy
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
-CRD_FILE = CHART / "templates" / "crd" / "hamipodplacement.yaml"
+CRD_FILE = CHART / "files" / "crd" / "hamipodplacement.yaml"
 CRD_NAME = "hamipodplacements.scheduling.hami.placement.com"
 RELEASE = "gpu-descheduler"
 KUBE_VERSION = "1.37.2"
@@ -55,10 +56,16 @@ def run_helm(
 
 
 def render(
-    helm: Path, *sets: str, kube_version: str = KUBE_VERSION, namespace: str = "kube-system", release: str = RELEASE
+    helm: Path,
+    *sets: str,
+    kube_version: str = KUBE_VERSION,
+    namespace: str = "kube-system",
+    release: str = RELEASE,
+    tests: bool = False,
 ) -> list[dict[str, Any]]:
-    """helm template with --set flags; the rendered objects, hooks included."""
+    """helm template with --set flags; the rendered objects, hooks included (`helm test`'s only with `tests`)."""
     args = ["template", release, str(CHART), "-n", namespace, f"--kube-version={kube_version}"]
+    args += [] if tests else ["--skip-tests"]
     for item in sets:
         args += ["--set-json" if item.startswith("json:") else "--set", item.removeprefix("json:")]
     out = run_helm(helm, *args).stdout
@@ -246,13 +253,13 @@ def test_non_default_values(helm: Path) -> None:
 
 def test_an_image_digest_pins_the_server_and_the_hook_to_it(helm: Path) -> None:
     digest = "sha256:" + "ab" * 32
-    objects = render(helm, f"image.digest={digest}", "image.tag=9.9.9")
+    objects = render(helm, f"image.digest={digest}", "image.tag=9.9.9", tests=True)
     containers = [
         container
         for workload in by_kind(objects, "Deployment") + by_kind(objects, "Job")
         for container in workload["spec"]["template"]["spec"]["containers"]
     ]
-    assert len(containers) >= 2, "the server and the certificate hook"
+    assert len(containers) >= 3, "the server, the certificate hook and helm test's check"
     assert {container["image"] for container in containers} == {f"ghcr.io/hami-place/hami-place-webhook@{digest}"}
 
 
@@ -316,7 +323,9 @@ def test_network_policy_admits_the_api_server_and_the_listed_namespaces(helm: Pa
     policy = one(objects, "NetworkPolicy", "gpu-descheduler-webhook")["spec"]
     assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == NAME_LABEL
     assert policy["policyTypes"] == ["Ingress"]
-    from_api_server, from_namespaces = policy["ingress"]
+    from_api_server, from_helm_test, from_namespaces = policy["ingress"]
+    # helm test's Job, from the release namespace only (a podSelector alone), reaches both ports.
+    assert list(from_helm_test["from"][0]) == ["podSelector"]
     assert [peer["ipBlock"]["cidr"] for peer in from_api_server["from"]] == ["10.0.0.10/32", "10.0.0.11/32"]
     assert {port["port"] for port in from_api_server["ports"]} == {"webhook", "api"}
     (selector,) = from_namespaces["from"]
@@ -386,6 +395,13 @@ def test_crd_is_rendered_verbatim(helm: Path) -> None:
     assert rendered["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
+def test_crds_install_false_leaves_the_crd_out_and_nothing_else(helm: Path) -> None:
+    # GitOps installs apply the CRD on their own; every other object is the same.
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in render(helm)]
+    without = [(o["kind"], o["metadata"]["name"]) for o in render(helm, "crds.install=false")]
+    assert [kind for kind in kinds if kind not in without] == [("CustomResourceDefinition", CRD_NAME)]
+
+
 def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     objects = render(helm)
     role = one(objects, "ClusterRole", "gpu-descheduler-webhook")
@@ -444,6 +460,57 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     ], "HAMi's scheduler Deployment (its --gpu-scheduler-policy), that one Deployment only"
     binding = one(objects, "RoleBinding", "gpu-descheduler-webhook-hami-scheduler")
     assert binding["roleRef"]["name"] == "gpu-descheduler-webhook-hami-scheduler"
+
+
+def helm_test_job(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    [job] = [o for o in by_kind(objects, "Job") if o["metadata"]["annotations"].get("helm.sh/hook") == "test"]
+    return job
+
+
+def test_helm_test_job_checks_the_service_with_the_release_ca_and_no_account(helm: Path) -> None:
+    job = helm_test_job(render(helm, tests=True))
+    assert job["metadata"]["name"] == "gpu-descheduler-webhook-test"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
+    assert pod["containers"][0]["args"] == [
+        "check",
+        "--api-url=http://gpu-descheduler-webhook.kube-system.svc:8083",
+        "--webhook-url=https://gpu-descheduler-webhook.kube-system.svc:443/mutate",
+        "--ca-file=/etc/hami-place/ca/ca.crt",
+    ]
+    # The check sees the CA of the serving Secret, never its key.
+    assert pod["volumes"] == [
+        {
+            "name": "ca",
+            "secret": {"secretName": "gpu-descheduler-webhook-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+        }
+    ]
+    brought = helm_test_job(
+        render(helm, "certs.mode=secret", "certs.existingSecret=my-tls", "certs.caBundle=Zm9v", tests=True)
+    )
+    assert brought["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--ca-data=Zm9v"
+    assert "volumes" not in brought["spec"]["template"]["spec"]
+    mutual = helm_test_job(render(helm, "server.clientCA.configMap=apiserver-client-ca", tests=True))
+    assert mutual["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "check",
+        "--api-url=http://gpu-descheduler-webhook.kube-system.svc:8083",
+    ], "a server that requires the API server's client certificate is checked on its API only"
+    policy = one(
+        render(helm, "networkPolicy.enabled=true", "networkPolicy.apiServerCIDRs={10.0.0.10/32}"), "NetworkPolicy"
+    )
+    assert {
+        "from": [
+            {
+                "podSelector": {
+                    "matchLabels": {
+                        "app.kubernetes.io/instance": RELEASE,
+                        "app.kubernetes.io/component": "helm-test",
+                    }
+                }
+            }
+        ],
+        "ports": [{"port": "webhook", "protocol": "TCP"}, {"port": "api", "protocol": "TCP"}],
+    } in policy["spec"]["ingress"]
 
 
 def test_certificate_hook_job(helm: Path) -> None:
@@ -662,6 +729,11 @@ def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: t
     notes = run_helm(helm, "get", "notes", release, "-n", namespace, env={"KUBECONFIG": str(cluster.kubeconfig)}).stdout
     assert f"kubectl -n {namespace} rollout status deployment/{fullname}" in notes
     assert f"/api/v1/namespaces/{namespace}/services/{fullname}:api/proxy/api/v1/cluster-info" in notes
+    # Where the plugin really is (the release of this chart's appVersion), and no placeholder left to fill.
+    release_url = f"https://github.com/hami-place/hami-place/releases/download/v{__version__}/krew-manifest.yaml"
+    assert f"kubectl krew install --manifest-url={release_url}" in notes
+    assert f"helm test {release} -n {namespace}" in notes
+    assert "<" not in notes and "./chart" not in notes, notes
 
 
 @pytest.mark.cluster
@@ -910,17 +982,51 @@ def test_server_runs_with_the_chart_args_and_account(
         assert status == 200, (tmp_path / "server.log").read_text()[-3000:]
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
+        # What `helm test` runs, against this server: the Service's host and ports are the only args changed.
+        check = [
+            *helm_test_args(helm, release, namespace, f"127.0.0.1:{api_port}", f"127.0.0.1:{webhook_port}"),
+            f"--ca-file={certs / 'ca.crt'}",
+        ]
+        checked = subprocess.run([str(WEBHOOK), *check], capture_output=True, text=True, timeout=60, check=False)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout.splitlines() == [
+            f"webhook https://127.0.0.1:{webhook_port}/mutate: ok",
+            f"api http://127.0.0.1:{api_port}: ok",
+        ]
         # The kubelet sends SIGTERM and kills after terminationGracePeriodSeconds (30 by default).
         server.terminate()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pytest.fail("the server was still running 30s after SIGTERM: every rollout would wait for a SIGKILL")
+        gone = subprocess.run([str(WEBHOOK), *check], capture_output=True, text=True, timeout=60, check=False)
+        assert gone.returncode == 1, gone.stdout + gone.stderr
+        assert all("FAILED: did not answer" in line for line in gone.stdout.splitlines()), gone.stdout
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
         log.close()
+
+
+def helm_test_args(helm: Path, release: str, namespace: str, api: str, webhook: str) -> list[str]:
+    """helm test's check command with the Service's addresses replaced (no pod network here), without its CA."""
+    job = helm_test_job(render(helm, namespace=namespace, release=release, tests=True))
+    service = f"{release}-webhook.{namespace}.svc"
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-1] == "--ca-file=/etc/hami-place/ca/ca.crt"
+    return [arg.replace(f"{service}:8083", api).replace(f"{service}:443", webhook) for arg in args[:-1]]
+
+
+@pytest.mark.cluster
+def test_helm_test_runs_on_the_installed_release(cluster: Sandbox, installed: tuple[str, str], helm: Path) -> None:
+    """`helm test` creates its Job and waits for it; kwok runs the sandbox's pods, so the check's command itself is
+    run against a real server in test_server_runs_with_the_chart_args_and_account."""
+    release, namespace = installed
+    env = {"KUBECONFIG": str(cluster.kubeconfig)}
+    result = run_helm(helm, "test", release, "-n", namespace, "--timeout=120s", check=False, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"TEST SUITE:     {release}-webhook-test" in result.stdout and "Phase:          Succeeded" in result.stdout
 
 
 # --- the CRD, enforced by the API server itself ------------------------------------------------------------------

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from sandbox.cluster import Sandbox
+from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import (
     Run,
     allocated_pod,
@@ -39,13 +41,15 @@ def odd_nodes(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, str]]:
 
 
 def pin(cluster: Sandbox, namespace: str, selector: str, *args: str) -> Run:
-    """`kubectl hami-place pin -n NAMESPACE -l SELECTOR ARGS` against the sandbox."""
-    return plugin(cluster, "pin", "-n", namespace, "-l", selector, *args)
+    """`kubectl hami-place pin -n NAMESPACE -l SELECTOR ARGS` against the sandbox, where no webhook runs (these
+    tests check what pin writes): it does not wait for an acknowledgement, unless ARGS give --ack-timeout."""
+    wait = () if "--ack-timeout" in args else ("--ack-timeout", "0")
+    return plugin(cluster, "pin", "-n", namespace, "-l", selector, *wait, *args)
 
 
 def test_unknown_node_is_refused(cluster: Sandbox, namespace: str) -> None:
     run = pin(cluster, namespace, "app=x", "--node", "nope-0", "--gpu", "gpu-0", "--request-memory", "1000")
-    assert run.code == 3
+    assert run.code == 1, "not found exits 1, as the README says (issue 25 item 10)"
     assert run.error_lines == ["error: node nope-0 not found; check the name (kubectl get nodes)"]
     assert placements(cluster, namespace) == []
 
@@ -180,11 +184,16 @@ def test_missing_evict_pod_is_refused(cluster: Sandbox, namespace: str) -> None:
         "--evict",
         "ghost",
     )
-    assert run.code == 3
+    assert run.code == 1
     assert run.error_lines == [
         f"error: pod ghost (--evict) not found in namespace {namespace}; "
         f"check the name (kubectl get pods -n {namespace})"
     ]
+    elsewhere = pin(cluster, "nope-ns", "app=x", "--node", H100, "--gpu", "gpu-5", "--evict", "ghost")
+    assert (elsewhere.code, elsewhere.error_lines) == (
+        1,
+        ["error: namespace nope-ns not found; check -n (kubectl get namespaces)"],
+    )
 
 
 def test_evict_pod_on_another_node_only_warns(cluster: Sandbox, namespace: str) -> None:
@@ -396,3 +405,53 @@ def test_unknown_request_asks_for_flags(cluster: Sandbox, namespace: str) -> Non
         f"error: no Deployment, ReplicaSet, StatefulSet or Job in namespace {namespace} has pods matching "
         "-l app=nobody, so the pod's GPU request is unknown; pass --request-memory MiB and --request-cores PCT"
     ]
+
+
+def test_without_a_webhook_pin_warns_that_nothing_acknowledged_it(cluster: Sandbox, namespace: str) -> None:
+    # Issue 25 item 10: the placement stayed Pending with no word when no hami-place webhook ran.
+    run = pin(
+        cluster,
+        namespace,
+        "app=alone",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-2",
+        "--request-memory",
+        "1000",
+        "--name",
+        "alone",
+        "--ack-timeout",
+        "1",
+    )
+    assert run.code == 0, run.err
+    assert run.warning_lines == [
+        f"warning: no hami-place webhook acknowledged placement {namespace}/alone within 1s: it is stored, but no pod "
+        "is pinned until the webhook runs (install its chart; kubectl hami-place version shows it)"
+    ]
+    assert [p["metadata"]["name"] for p in placements(cluster, namespace)] == ["alone"]
+
+
+def test_with_the_webhook_running_pin_waits_for_its_acknowledgement_and_says_nothing(
+    cluster: Sandbox, namespace: str, webhooks: list[Webhook], tmp_path: Path
+) -> None:
+    webhooks.append(start(cluster, tmp_path))
+    run = pin(
+        cluster,
+        namespace,
+        "app=seen",
+        "--node",
+        H100,
+        "--gpu",
+        "gpu-2",
+        "--request-memory",
+        "1000",
+        "--name",
+        "seen",
+        "--ack-timeout",
+        "10",
+    )
+    assert run.code == 0, run.err
+    assert run.warning_lines == []
+    [stored] = placements(cluster, namespace)
+    assert stored["status"]["observedGeneration"] == stored["metadata"]["generation"]

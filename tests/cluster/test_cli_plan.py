@@ -187,7 +187,17 @@ def test_plan_and_why_refuse_bad_requests(cluster: Sandbox, namespace: str) -> N
     unknown = plugin(cluster, "plan", "--compact", "no-such-node")
     assert unknown.code == 2 and "no-such-node: not a HAMi GPU node" in unknown.err
     missing = plugin(cluster, "why", "absent", "-n", namespace)
-    assert missing.code == 1 and missing.error_lines, missing.err
+    assert (missing.code, missing.error_lines) == (
+        1,
+        [f"error: pod absent not found in namespace {namespace}; check the name (kubectl get pods -n {namespace})"],
+    )
+    # A namespace that does not exist is named as the cause (issue 25 item 10), for why and plan --for alike.
+    for verb in (["why", "absent"], ["plan", "--for", "absent"]):
+        elsewhere = plugin(cluster, *verb, "-n", "nope-ns")
+        assert (elsewhere.code, elsewhere.error_lines) == (
+            1,
+            ["error: namespace nope-ns not found; check -n (kubectl get namespaces)"],
+        ), verb
     plain = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -6,13 +6,20 @@ Uses gpu-h100-0's gpu-3 and gpu-4, which no other plugin test touches.
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import signal
+import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import yaml
 
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.kube import client as kube_client
@@ -21,7 +28,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address
-from tests.cluster.cli_harness import allocated_pod, apply, node_register_uuids, plugin
+from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -130,10 +137,7 @@ def test_unreachable_webhook_falls_back_to_the_api_and_says_so(cluster: Sandbox,
 def test_unknown_node_is_an_error(cluster: Sandbox) -> None:
     run = plugin(cluster, "status", "gpu-none")
     assert run.code == 1
-    assert run.error_lines == [
-        "error: gpu-none: not a HAMi GPU node (no card register and no nvidia.com/gpu); "
-        "list the GPU nodes with kubectl hami-place status"
-    ]
+    assert run.error_lines == ["error: node gpu-none not found; check the name (kubectl get nodes)"]
 
 
 @pytest.fixture
@@ -286,3 +290,93 @@ def test_status_as_a_user_who_may_not_list_pods_says_which_permission_is_missing
     run = plugin(cluster, "status", "--as", "hami-place-nobody")
     assert run.code == 1, (run.code, run.err)
     assert "forbidden" in run.err and "list pods in all namespaces" in run.err, run.err
+
+
+def test_summary_counts_what_the_per_node_view_shows(cluster: Sandbox, namespace: str) -> None:
+    uuids = node_register_uuids(cluster, H100)
+    apply(cluster, allocated_pod("summed", namespace, H100, f"{uuids[3]},NVIDIA,4096,0:;"))
+    detail = plugin(cluster, "status", "-o", "json").json()
+    run = plugin(cluster, "status", "--summary", "-o", "json")
+    assert run.code == 0, run.err
+    summary = run.json()["summary"]
+    types: dict[str, int] = {}
+    for node in detail["nodes"]:
+        for found in node["cards"]:
+            types[found["type"]] = types.get(found["type"], 0) + 1
+    assert {row["type"]: row["cards"] for row in summary["cardTypes"]} == types
+    fragmentation = detail["fragmentation"]
+    assert (summary["total"]["freeMiB"], summary["total"]["strandedMiB"]) == (
+        fragmentation["freeMiB"],
+        fragmentation["strandedMiB"],
+    )
+    assert summary["total"]["wholeCardsFree"] == fragmentation["wholeCardsFree"]
+    worst = {node["name"]: node["strandedMiB"] for node in summary["mostFragmented"]}
+    assert worst[H100] == next(n["strandedMiB"] for n in fragmentation["nodes"] if n["name"] == H100) > 0
+    table = plugin(cluster, "status", "--summary")
+    assert table.out.splitlines()[0].startswith(f"{len(detail['nodes'])} GPU nodes (")
+    assert "Most fragmented nodes" in table.out and table.out.splitlines()[-1].startswith("Source: ")
+
+
+def _watch(cluster: Sandbox, *args: str, stdout: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            str(PLUGIN),
+            "status",
+            "--summary",
+            "--watch",
+            "--interval",
+            "1",
+            *args,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+        ],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        # A test run started in the background by a non-interactive shell inherits SIGINT ignored; Ctrl-C on a
+        # terminal is what this stands for.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+
+
+def _read_until(stream: int, enough: Callable[[bytes], bool], timeout: float = 60) -> bytes:
+    """Bytes read from a file descriptor until `enough` of them came (or the time is up)."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while not enough(seen) and time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 1)
+        if ready:
+            chunk = os.read(stream, 65536)
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def test_watch_streams_documents_and_ends_cleanly_on_ctrl_c(cluster: Sandbox) -> None:
+    proc = _watch(cluster, "-o", "yaml", stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    seen = _read_until(proc.stdout.fileno(), lambda out: out.count(b"\n---\n") >= 2)
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    assert code == 0 and "Traceback" not in err and "error" not in err, (code, err)
+    documents = [doc for doc in yaml.safe_load_all(seen.decode().rsplit("\n---\n", 1)[0]) if doc]
+    assert len(documents) >= 2 and all(doc["summary"]["nodes"] >= 3 for doc in documents)
+
+
+def test_watch_redraws_in_place_on_a_terminal(cluster: Sandbox) -> None:
+    main, terminal = pty.openpty()
+    proc = _watch(cluster, stdout=terminal)
+    os.close(terminal)
+    assert proc.stderr is not None
+    seen = _read_until(main, lambda out: out.count(b"Every 1s: kubectl hami-place status") >= 2)
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=30)
+    os.close(main)
+    err = proc.stderr.read().decode()
+    assert code == 0 and "Traceback" not in err, (code, err)
+    assert seen.count(b"Every 1s: kubectl hami-place status") >= 2
+    # The second frame moves the cursor back up over the first instead of printing below it.
+    assert b"\x1b[1A" in seen or b"\x1b[2K" in seen
+    assert seen.count(b"Card types") >= 2

@@ -13,7 +13,8 @@ import pytest
 from kubernetes import client
 
 from sandbox import binaries, gpu_nodes
-from sandbox.cluster import Sandbox, alive, wait_for
+from sandbox.cluster import Sandbox, alive, primary_address, wait_for
+from tests.cluster.cli_harness import PLUGIN
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -95,6 +96,35 @@ def _sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def webhook_is_there(sandbox: Sandbox) -> None:
+    """The exploring sandbox runs the hami-place webhook (issue 25 item 10): a pin is acknowledged (no warning),
+    and `status` reads the webhook's view through its Service when this machine has an address to serve it on."""
+    sandbox.kubectl("create", "namespace", "explore")
+    pin = [
+        str(PLUGIN),
+        "pin",
+        "-n",
+        "explore",
+        "-l",
+        "app=x",
+        "--node",
+        "gpu-h100-0",
+        "--gpu",
+        "gpu-0",
+        "--request-memory",
+        "1000",
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+    ]
+    pinned = subprocess.run(pin, capture_output=True, text=True, timeout=60, check=False)
+    assert pinned.returncode == 0 and "warning" not in pinned.stderr, pinned.stderr
+    status = [str(PLUGIN), "status", "-o", "json", "--kubeconfig", str(sandbox.kubeconfig)]
+    source = json.loads(subprocess.run(status, capture_output=True, text=True, timeout=60, check=True).stdout)
+    if primary_address() is not None:
+        assert source["source"] == "webhook hami-place-system/hami-place-webhook:8083 (/api/v1/cluster-info)", source
+    sandbox.kubectl("delete", "namespace", "explore", "--wait=false")
+
+
 def readme_install_composes(sandbox: Sandbox) -> None:
     """The README's install commands, as written, on a sandbox from `make sandbox-up`: Helm adopts the CRD the
     sandbox applied, the rollout completes, and the descheduler docs' label selector lists the server's pods."""
@@ -129,11 +159,12 @@ def test_sandbox_up_then_down_leaves_no_process_and_no_temp_dir(tmp_path: Path) 
     workdir = Path((state / "workdir").read_text())
     supervisor = int((state / "pid").read_text())
     # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; HAMi's scheduler, its kube-scheduler and
-    # the device-plugin stand-in.
-    assert len(pids) == 8 and all(map(alive, pids)) and workdir.is_dir()
+    # the device-plugin stand-in; the hami-place webhook.
+    assert len(pids) == 9 and all(map(alive, pids)) and workdir.is_dir()
     sandbox = Sandbox.attach(state / "kubeconfig")
     nodes = sandbox.kubectl("get", "nodes", "-o", "name").stdout.split()
     assert "node/gpu-h100-0" in nodes
+    webhook_is_there(sandbox)
     readme_install_composes(sandbox)
     _sandbox_cli(state, "down")
     assert not any(map(alive, [supervisor, *pids]))

@@ -29,7 +29,11 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("{not: [valid", "is not JSON or YAML"),
+        ("{not: [valid", "line 1 column 2 is not JSON: Expecting property name enclosed in double quotes"),
+        (
+            "goal: x\nmoves:\n  - pod: ns/p\n    from: {node: a\n",
+            "line 5 is not JSON or YAML: expected ',' or '}', but got '<stream end>'",
+        ),
         ('"a string"', "is not a plan: the plan is not an object"),
         (json.dumps({"goal": "x", "moves": [{**MOVE, "uid": ""}]}), "is not a plan: move 1: uid must be"),
     ],
@@ -66,3 +70,30 @@ def test_the_plan_is_read_from_stdin_with_dash(
 def test_apply_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["apply", "--yes"]) == 2
     assert "missing option '--filename'" in one_error_line(capsys)
+
+
+def test_a_truncated_json_plan_names_the_file_the_line_and_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = json.dumps({"goal": "x", "moves": [MOVE, MOVE]}, indent=2)
+    path = tmp_path / "plan.json"
+    path.write_text(whole[: len(whole) // 2])
+    assert run(["apply", "-f", str(path)]) == 2
+    line = one_error_line(capsys)
+    lines = whole[: len(whole) // 2].count("\n") + 1
+    assert line == (
+        f"error: {path} ends at line {lines} before the JSON document does (truncated?); "
+        "write one with kubectl hami-place plan ... -o json > plan.json"
+    )
+
+
+def test_apply_takes_n_and_refuses_a_plan_of_another_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"goal": "x", "moves": [MOVE, {**MOVE, "pod": "other/q"}]}))
+    assert run(["apply", "-n", "ns", "-f", str(path)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {path} moves pods of namespace other, not only of ns; "
+        "drop -n (each move names its pod's namespace) or plan for that namespace"
+    )

@@ -28,6 +28,7 @@ def test_verbs_complete_from_the_empty_word() -> None:
         "why",
         "plan",
         "apply",
+        "version",
         "completion",
         "defrag",
     ]

@@ -26,7 +26,6 @@ from kubectl_hami_place.core.fragmentation import (
     NodeFragmentation,
     free_of,
     is_open,
-    stranded_for,
     summarize,
 )
 
@@ -182,13 +181,22 @@ def test_fragmentation_summary() -> None:
     assert summary.whole_cards_free == 1
     assert summary.free_mib == 30720 + 40960
     assert summary.largest_request_mib == 40960
-    assert (summary.stranded_mib, summary.stranded_for_mib) == (30720, 40960)
-    assert [(n.name, n.whole_cards_free, n.largest_request_mib) for n in summary.nodes] == [
-        ("gpu-a100-0", 0, 30720),
-        ("gpu-a100-1", 1, 40960),
+    assert summary.stranded_mib == 30720
+    assert [(n.name, n.whole_cards_free, n.largest_request_mib, n.stranded_mib) for n in summary.nodes] == [
+        ("gpu-a100-0", 0, 30720, 30720),
+        ("gpu-a100-1", 1, 40960, 0),
     ]
-    assert stranded_for(cluster(), 30000) == 0
     assert summarize(build_cluster_info([], [], NOW)).to_dict()["largestRequestMiB"] == 0
+
+
+def test_an_idle_card_smaller_than_the_largest_is_whole_not_stranded() -> None:
+    # Issue 25: an idle 40 GiB A100 beside 80 GiB H100s was counted as 40 GiB of stranded memory.
+    h100 = Card("GPU-h0", 0, 10, 81920, 100, "NVIDIA-H100-80GB", 0, True, "hami-core")
+    half = pod("half", "gpu-h100-0", "GPU-h0,NVIDIA,40960,0:;")
+    info = build_cluster_info([node("gpu-a100-0", [a100("GPU-a0", 0)]), node("gpu-h100-0", [h100])], [half], NOW)
+    summary = summarize(info)
+    assert (summary.whole_cards_free, summary.free_mib, summary.stranded_mib) == (1, 40960 + 40960, 40960)
+    assert [(n.name, n.stranded_mib) for n in summary.nodes] == [("gpu-a100-0", 0), ("gpu-h100-0", 40960)]
 
 
 @given(json_values)
@@ -260,15 +268,14 @@ def _summary_by_definition(info: ClusterInfo) -> Fragmentation:
     for node in info.nodes:
         free = [free_of(card) for card in node.cards if is_open(node, card)]
         whole = sum(1 for card in node.cards if is_open(node, card) and card.slots_used == 0)
-        per_node.append(NodeFragmentation(node.name, len(free), whole, sum(free), max(free, default=0)))
-    whole_card = max((c.memory_total for n in info.nodes for c in n.cards if is_open(n, c)), default=0)
+        stranded = sum(free_of(card) for card in node.cards if is_open(node, card) and card.slots_used > 0)
+        per_node.append(NodeFragmentation(node.name, len(free), whole, sum(free), max(free, default=0), stranded))
     return Fragmentation(
         open_cards=sum(n.open_cards for n in per_node),
         whole_cards_free=sum(n.whole_cards_free for n in per_node),
         free_mib=sum(n.free_mib for n in per_node),
         largest_request_mib=max((n.largest_request_mib for n in per_node), default=0),
-        stranded_mib=stranded_for(info, whole_card),
-        stranded_for_mib=whole_card,
+        stranded_mib=sum(n.stranded_mib for n in per_node),
         nodes=tuple(per_node),
     )
 
@@ -278,7 +285,4 @@ def test_the_summary_is_its_definition_and_the_sum_of_the_node_shares(nodes: tup
     # summarize reads each card once (status at 5,000 nodes); the webhook sums per-node shares instead.
     info = ClusterInfo(generated_at=NOW, nodes=nodes)
     assert summarize(info) == _summary_by_definition(info)
-    if all(card.memory_total >= 0 for node in nodes for card in node.cards):
-        # With only cards of negative memory open, the shares give a whole card of 0 MiB and summarize a negative
-        # one (no register HAMi writes has a negative devmem); either way nothing counts as stranded.
-        assert summarize(info) == fragmentation_of([node_share(node) for node in nodes])
+    assert summarize(info) == fragmentation_of([node_share(node) for node in nodes])

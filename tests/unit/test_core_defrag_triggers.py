@@ -200,6 +200,16 @@ def test_room_counts_whole_free_cards_by_type_and_stranded_memory() -> None:
     assert room.stranded_share == pytest.approx(60 / 140)
 
 
+def test_an_idle_card_smaller_than_the_largest_is_whole_not_stranded() -> None:
+    small = Card(uuid="t0", index=0, count=10, devmem=16 * GIB, devcore=100, type="NVIDIA-T4", health=True)
+    snapshot = Snapshot(
+        nodes=(PlanNode("a", (gpu_card("a0", 0),)), PlanNode("t", (small,))),
+        pods=(holding("p", "a", "a0", 10 * GIB),),
+    )
+    room = room_of(snapshot)
+    assert room.free_mib == 46 * GIB and room.stranded_mib == 30 * GIB and room.whole_free_of("T4") == 1
+
+
 def keep(count: int = 0, card_type: str = "", share: float | None = None) -> DefragPolicy:
     """A policy keeping room."""
     return DefragPolicy(

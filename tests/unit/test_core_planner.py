@@ -298,6 +298,11 @@ def test_free_cards_frees_as_many_as_asked() -> None:
     snapshot = scattered()
     result = plan(snapshot, FreeCardsGoal(2))
     assert result.complete and len(result.freed) == 2 and len(result.moves) == 2
+    # N counts cards the plan empties, not cards already free, and the goal says so (issue 25 item 10).
+    assert result.goal == "free 2 more whole cards (cards already free do not count)"
+    with_idle = replace(snapshot, nodes=(*snapshot.nodes, gpu_node("idle")))
+    assert len(plan(with_idle, FreeCardsGoal(2)).freed) == 2
+    assert FreeCardsGoal(1, "A100").describe() == "free 1 more whole A100 card (cards already free do not count)"
     assert result.after.whole_cards_free == result.before.whole_cards_free + 2
     empty = {c.uuid for c in result.cards_after if not c.pods}
     assert set(result.freed) <= empty

@@ -225,6 +225,10 @@ def test_manifest_has_one_platform_per_archive_with_its_sha256(tmp_path: Path) -
     assert platforms[0]["bin"] == "kubectl-hami_place"
     assert platforms[1]["bin"] == "kubectl-hami_place.exe"
     assert {"from": "LICENSE", "to": "."} in platforms[1]["files"]
+    # The chart is where the release publishes it, beside the archives: no ./chart, no placeholder.
+    caveats = plugin["spec"]["caveats"]
+    assert "helm install gpu-descheduler https://example.org/rel/hami-place-1.2.3.tgz" in caveats
+    assert "./chart" not in caveats and "<" not in caveats
 
 
 def test_manifest_generator_refuses_missing_and_duplicate_archives(tmp_path: Path) -> None:
@@ -275,4 +279,8 @@ def test_the_version_is_written_once_and_every_reader_takes_it_from_there() -> N
     assert metadata.version("hami-place") == __version__, "setuptools took it from the attribute (make venv)"
     assert load("build").project_version() == __version__
     assert load("krew_manifest").project_version() == __version__
+    # The install lines name this version's release assets.
+    chart = f"releases/download/v{__version__}/hami-place-{__version__}.tgz"
+    for doc in ("chart/values.yaml", "README.md", "krew-manifest.yaml"):
+        assert chart in (ROOT / doc).read_text(), doc
     assert f"hami-place-webhook:{__version__} " in build_image("--print").stdout

@@ -16,6 +16,7 @@ import yaml
 from kubernetes.client import ApiClient, Configuration
 from prometheus_client import generate_latest
 
+import kubectl_hami_place
 import webhook
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
@@ -224,6 +225,14 @@ def test_cluster_info_matches_the_documented_shape() -> None:
     assert card["memory"] == {"total": 40960, "used": 3000, "free": 37960}
     assert [pod["name"] for pod in card["pods"]] == ["train-0"]
     assert body["lastSyncTime"]
+
+
+def test_the_version_is_served_before_the_cache_syncs() -> None:
+    api = api_app(ClusterCache(unreachable_kube().api, "hami-scheduler"), Metrics()).test_client()
+    reply = api.get("/api/v1/version")
+    assert reply.status_code == 200
+    check(reply.get_json(), response_schema("/api/v1/version", "get", "200"))
+    assert reply.get_json() == {"version": kubectl_hami_place.__version__}
 
 
 def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> None:

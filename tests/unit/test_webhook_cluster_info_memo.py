@@ -101,7 +101,9 @@ def test_the_served_document_is_the_one_built_from_scratch_after_every_event() -
         assert b"".join(json_pieces(cache.cluster_info_document(NOW))) == expected, (kind, change)
     document = orjson.loads(b"".join(json_pieces(cache.cluster_info_document(NOW))))
     assert [n["name"] for n in document["nodes"]] == ["gpu-0", "gpu-1", "gpu-2"]
-    assert document["warnings"] == [] and document["fragmentation"]["strandedForMiB"] == 81920
+    assert document["warnings"] == [] and document["fragmentation"]["strandedMiB"] == sum(
+        node["strandedMiB"] for node in document["fragmentation"]["nodes"]
+    )
 
 
 def test_a_request_builds_again_only_the_nodes_whose_object_or_pods_changed(monkeypatch: pytest.MonkeyPatch) -> None:

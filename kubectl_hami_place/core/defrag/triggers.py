@@ -195,8 +195,8 @@ def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
 class Room:
     """The room the keep-room goals read: whole free cards by type, free and stranded memory of the open cards.
 
-    `stranded_mib` is free memory on open cards with less free than the largest open card holds (as
-    `fragmentation.summarize` counts it).
+    `stranded_mib` is free memory on open cards some pod already uses (as `fragmentation.summarize` counts it);
+    `whole_card_mib` the largest open card's memory, what one freed card turns from stranded to whole at most.
     """
 
     whole_free: Mapping[str, int]
@@ -229,13 +229,11 @@ def room_of(snapshot: Snapshot) -> Room:
     for slot in slots:
         if not slot.used:
             whole[slot.card.type] = whole.get(slot.card.type, 0) + 1
-    free = [max(slot.free, 0) for slot in slots]
-    card_mib = max((slot.card.devmem for slot in slots), default=0)
     return Room(
         whole_free=whole,
-        free_mib=sum(free),
-        stranded_mib=sum(mib for mib in free if mib < card_mib),
-        whole_card_mib=card_mib,
+        free_mib=sum(max(slot.free, 0) for slot in slots),
+        stranded_mib=sum(max(slot.free, 0) for slot in slots if slot.used),
+        whole_card_mib=max((slot.card.devmem for slot in slots), default=0),
     )
 
 

@@ -110,7 +110,8 @@ class FreeCardsGoal:
     def describe(self) -> str:
         """The goal in words."""
         kind = f" {self.card_type}" if self.card_type else ""
-        return f"free {self.count} whole{kind} card" + ("" if self.count == 1 else "s")
+        cards = "card" if self.count == 1 else "cards"
+        return f"free {self.count} more whole{kind} {cards} (cards already free do not count)"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""`version`: the plugin's version and the server's, read from the cluster; a warning when they differ by a minor.
+
+The server is asked first (`GET /api/v1/version` of the webhook's Service through the API server's service proxy:
+what runs); a server too old to answer, or not reachable, is read from its Deployment (the image tag, else the
+chart's version label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place import __version__
+from kubectl_hami_place.cli._common import (
+    AsOption,
+    ContextOption,
+    KubeconfigOption,
+    OutputFormat,
+    OutputOption,
+    emit,
+    target,
+    warn,
+)
+from kubectl_hami_place.cli._errors import EXIT_ERROR
+from kubectl_hami_place.cli.output import Block, Text
+from kubectl_hami_place.core.versions import ServerVersion, deployment_version, skewed
+from kubectl_hami_place.kube import cluster
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
+
+HELP = (
+    "Print the plugin's version and the hami-place server's, read from the cluster; warn when they differ by a "
+    "minor version.\n\n"
+    "Examples:\n\n"
+    "  kubectl hami-place version\n\n"
+    "  kubectl hami-place version -o json"
+)
+NOT_FOUND = "not found (no hami-place webhook Service or Deployment labelled app.kubernetes.io/name=" + (
+    "gpu-descheduler-webhook)"
+)
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Both versions; `server` None with `problem` saying why it is unknown."""
+
+    plugin: str
+    server: ServerVersion | None
+    problem: str
+
+    def to_data(self) -> Any:
+        """`{plugin, server: {version, source} | null, problem?}`."""
+        data: dict[str, Any] = {
+            "plugin": self.plugin,
+            "server": None if self.server is None else {"version": self.server.version, "source": self.server.source},
+        }
+        if self.problem:
+            data["problem"] = self.problem
+        return data
+
+    def to_blocks(self) -> list[Block]:
+        """Two lines, as `kubectl version` prints them."""
+        server = f"{self.server.version} ({self.server.source})" if self.server else self.problem
+        return [Text((f"Plugin version: {self.plugin}", f"Server version: {server}"))]
+
+
+def version(
+    *,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    as_user: AsOption = None,
+    output: OutputOption = OutputFormat.table,
+) -> int:
+    """Print the plugin's and the server's versions."""
+    where = target(kubeconfig, context, None, as_user=as_user)
+    try:
+        server = server_version(where.kube)
+    except KubeError as exc:
+        emit(Versions(__version__, None, f"unknown: {exc}"), output)
+        return EXIT_ERROR
+    if server is not None and skewed(__version__, server.version):
+        warn(
+            f"the plugin is {__version__} and the server {server.version}: they differ by a minor version; "
+            "install the plugin of the server's version (or upgrade the chart)"
+        )
+    emit(Versions(__version__, server, "" if server else NOT_FOUND), output)
+    return 0
+
+
+def server_version(kube: Kube) -> ServerVersion | None:
+    """The first webhook Service that answers its version, else the first Deployment that says one, else None."""
+    try:
+        services = cluster.find_webhook_services(kube)
+    except KubeForbidden:
+        services = []
+    for service in services:
+        try:
+            found = cluster.read_webhook_version(kube, service)
+        except KubeError:
+            continue
+        return ServerVersion(found, f"webhook {service.describe()}")
+    for deployment in cluster.list_server_deployments(kube):
+        said = deployment_version(deployment)
+        if said is not None:
+            return said
+    return None

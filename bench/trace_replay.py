@@ -72,6 +72,9 @@ CARD_MIB = {
 SLOTS = 10  # HAMi's deviceSplitCount default
 NAMESPACE = "trace"
 POLICIES = ("binpack", "spread")
+UNPLACED_CAUSES = ("capacity", "cpu_memory", "fragmented")
+"""Why a task stayed unplaced (`Cluster.unplaced_cause`): GPUs short in the whole cluster, no node with its CPU and
+memory free, or room in total but on no one node (what moving GPU tasks can cure)."""
 
 
 # The trace ------------------------------------------------------------------------------------------------------
@@ -255,9 +258,11 @@ class InflationLedger:
     tasks_unplaced: int = 0
     evictions: int = 0
     rows: list[dict[str, float]] = field(default_factory=list)
+    unplaced_by: dict[str, float] = field(default_factory=lambda: dict.fromkeys(UNPLACED_CAUSES, 0.0))
 
-    def record(self, task: Task, placed: bool, evictions: int = 0) -> None:
-        """Count one task drawn; add a row each time the asked load crosses the next step."""
+    def record(self, task: Task, placed: bool, evictions: int = 0, cause: str = "fragmented") -> None:
+        """Count one task drawn (`cause`: why it stayed unplaced, see `Cluster.unplaced_cause`); add a row each time
+        the asked load crosses the next step."""
         self.asked += task.gpus
         self.evictions += evictions
         if placed:
@@ -266,6 +271,7 @@ class InflationLedger:
         else:
             self.unplaced += task.gpus
             self.tasks_unplaced += 1
+            self.unplaced_by[cause] += task.gpus
         while self.asked >= (len(self.rows) + 1) * self.step * self.capacity - 1e-9:
             self.rows.append(self.row((len(self.rows) + 1) * self.step))
 
@@ -279,6 +285,10 @@ class InflationLedger:
             "tasks_placed": self.tasks_placed,
             "tasks_unplaced": self.tasks_unplaced,
             "evictions": self.evictions,
+            **{
+                f"unplaced_{cause}": gpus / self.asked if self.asked else 0.0
+                for cause, gpus in self.unplaced_by.items()
+            },
         }
 
 
@@ -586,6 +596,21 @@ class Cluster:
                 total += (100 - used[2]) / 100
         return total
 
+    def unplaced_cause(self, task: Task) -> str:
+        """Why no node takes the task now: `capacity` when the cards of its models have fewer GPUs free in all than
+        it asks (no placement whatever could place it), `cpu_memory` when no node of its models has its CPU and
+        memory free (moving cards cannot help), else `fragmented`."""
+        if task.num_gpu and self.free_share(task.gpu_spec) < task.gpus - 1e-9:
+            return "capacity"
+        if not self.resources_anywhere(task):
+            return "cpu_memory"
+        return "fragmented"
+
+    def resources_anywhere(self, task: Task) -> bool:
+        """Whether any node of the task's models has its CPU and memory free (kube-scheduler would pass it)."""
+        nodes = self.typed(task.gpu_spec) if task.num_gpu else range(len(self.trace_nodes))
+        return any(self.resources_fit(task, node) for node in nodes)
+
     def whole_free(self) -> int:
         """Cards nobody holds."""
         return sum(self.empty)
@@ -642,6 +667,10 @@ class ControllerStats:
     keep_moves: int = 0
     refused_resources: int = 0
     skipped_no_room: int = 0
+    skipped_cpu_memory: int = 0
+    no_plan_share: int = 0
+    no_plan_multi: int = 0
+    search_stopped: int = 0
     skipped_budget: int = 0
     skipped_plan_budget: int = 0
     room_lost: int = 0
@@ -729,6 +758,12 @@ class Controller:
             self.stats.skipped_no_room += 1
             self._fail(task, now)
             return None
+        if not cluster.resources_anywhere(task):
+            # kube-scheduler refuses every node for CPU or memory before HAMi's filter runs: the pod's
+            # FailedScheduling carries no HAMi fit reason, so the rescue trigger does not fire.
+            self.stats.skipped_cpu_memory += 1
+            self._fail(task, now)
+            return None
         left = self.budget_left(now)
         if left <= 0:
             self.stats.skipped_budget += 1
@@ -742,6 +777,12 @@ class Controller:
             Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node),
         )
         if not result.complete or result.target is None:
+            if result.reasons and result.reasons[0].startswith("the search stopped"):
+                self.stats.search_stopped += 1
+            elif task.num_gpu > 1:
+                self.stats.no_plan_multi += 1
+            else:
+                self.stats.no_plan_share += 1
             self._fail(task, now)
             return None
         moves, why = cluster.carry_out(result, now)
@@ -866,10 +907,11 @@ def replay_inflation(
                 moves = controller.rescue(task, None) or 0
                 runs_in[step] = runs_in.get(step, 0) + controller.stats.rescue_runs - runs
         placed = task.name in cluster.running
+        cause = "" if placed else cluster.unplaced_cause(task)
         if controller is not None and policy.keep_free_cards and ledger.asked + task.gpus >= next_keep:
             moves += controller.keep_room(None)
             next_keep += keep_every * cluster.capacity
-        ledger.record(task, placed, moves)
+        ledger.record(task, placed, moves, cause)
     return {
         "setup": setup.__dict__,
         "label": setup.label,

@@ -15,6 +15,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCALE = DOCS / "performance.json"
 ADMISSION = DOCS / "performance-admission.json"
 TRACE = DOCS / "performance-trace.json"
+TRACE_BEFORE = DOCS / "performance-trace-before.json"  # the trace report TRACE replaced, for a before-and-after table
 # Other runs of the same command, each with a heading and a line saying what differed.
 ADMISSION_OTHERS = (
     (
@@ -357,7 +358,8 @@ def main() -> int:
         sys.path.insert(0, str(DOCS.parent))
         from bench.trace_replay import markdown
 
-        lines += markdown(json.loads(TRACE.read_text()))
+        before = json.loads(TRACE_BEFORE.read_text()) if TRACE_BEFORE.exists() else None
+        lines += markdown(json.loads(TRACE.read_text()), before)
     lines += NOTES.splitlines()
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md}" + (" and performance.png" if SCALE.exists() else ""))

@@ -598,11 +598,15 @@ class Cluster:
 
     def unplaced_cause(self, task: Task) -> str:
         """Why no node takes the task now: `capacity` when the cards of its models have fewer GPUs free in all than
-        it asks (no placement whatever could place it), `cpu_memory` when no node of its models has its CPU and
-        memory free (moving cards cannot help), else `fragmented`."""
-        if task.num_gpu and self.free_share(task.gpu_spec) < task.gpus - 1e-9:
+        it asks (no placement whatever could place it), `cpu_memory` when the nodes of its models whose CPU and
+        memory hold it have fewer GPUs free in all than it asks (the room is on nodes kube-scheduler refuses; moving
+        cards alone cannot help), else `fragmented` (room enough on such nodes, but split across cards or nodes)."""
+        if not task.num_gpu:
+            return "cpu_memory"
+        if self.free_share(task.gpu_spec) < task.gpus - 1e-9:
             return "capacity"
-        if not self.resources_anywhere(task):
+        fitting = (node for node in self.typed(task.gpu_spec) if self.resources_fit(task, node))
+        if sum((100 - used[2]) / 100 for node in fitting for used in self.used[node]) < task.gpus - 1e-9:
             return "cpu_memory"
         return "fragmented"
 
@@ -1440,8 +1444,9 @@ def finish(report: dict[str, Any], json_path: Path, plot_path: Path) -> None:
     print(f"  wrote {json_path} and {plot_path}")
 
 
-def markdown(report: dict[str, Any]) -> list[str]:
-    """The `docs/performance.md` section (bench/plot.py writes it from docs/performance-trace.json)."""
+def markdown(report: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+    """The `docs/performance.md` section (bench/plot.py writes it from docs/performance-trace.json, and the earlier
+    report it replaced, `before`, when there is one)."""
     policy = report["controller_policy"]
     lines = [
         "## Measured on a real trace (Alibaba GPU trace v2023)",
@@ -1528,7 +1533,7 @@ def markdown(report: dict[str, Any]) -> list[str]:
                     f"{c['refused_resources']} | {c['skipped_plan_budget']} | {c['plan_seconds']['median']:.2f} s | "
                     f"{c['plan_seconds']['max']:.2f} s |"
                 )
-    lines.append("")
+    lines += ["", *failures(report), *causes(report)]
     planning = report["planning_seconds"]
     lines += ["**Targets**", ""]
     for v in report["targets"]["inflation"]:
@@ -1549,6 +1554,7 @@ def markdown(report: dict[str, Any]) -> list[str]:
         f"{planning['median']:.2f} s, p95 {planning['p95']:.2f} s, max {planning['max']:.2f} s; every run under 1 s: "
         f"**{verdict(report['targets']['planning_under_1s'])}**",
         "",
+        *(before_after(report, before) if before else []),
         "Reproduce (the full run took "
         f"{report['cpu_seconds'] / 60:.0f} min of CPU; the replay commands ran side by side, then were combined):",
         "",
@@ -1564,6 +1570,103 @@ def markdown(report: dict[str, Any]) -> list[str]:
         *notes(report),
     ]
     return lines
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    """Why rescues did not happen: the trigger not firing, and the planner's runs that found no plan."""
+    lines = [
+        "**Why rescues failed** (per replay with the controller: rescues not planned because the cards of the task's "
+        "models have fewer GPUs free in all than it asks, or because no node of its models has its CPU and memory "
+        "free (kube-scheduler refuses every node before HAMi's filter, so no HAMi fit reason, no trigger); planner "
+        "runs that found no plan, for a task sharing one card and for a task of whole cards; runs the search bound "
+        "(`Limits.max_steps`) stopped):",
+        "",
+        "| replay | setup | GPUs short in all | CPU/memory nowhere | no plan, share | no plan, whole cards | "
+        "search bound |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for kind in ("inflation", "timeline"):
+        for name, results in report[kind].items():
+            for r in results:
+                c = r["controller"]
+                if c and "search_stopped" in c:
+                    lines.append(
+                        f"| {kind} `{name}` | {r['label']} | {c['skipped_no_room']} | {c['skipped_cpu_memory']} | "
+                        f"{c['no_plan_share']} | {c['no_plan_multi']} | {c['search_stopped']} |"
+                    )
+    return [*lines, ""]
+
+
+def causes(report: dict[str, Any]) -> list[str]:
+    """Why the asked GPUs left unplaced at 100% asked load stayed so, as shares of the GPUs asked."""
+    lines = [
+        "**Why asked GPUs stayed unplaced at 100% asked load** (share of the GPUs asked, by the state of the cluster "
+        "when the task was drawn: *GPUs short*: the cards of its models had fewer GPUs free in all than it asked, "
+        "no placement whatever could place it; *CPU/memory*: the nodes whose CPU and memory held it had fewer GPUs "
+        "free in all than it asked, the room was on nodes kube-scheduler refuses and moving GPU tasks' cards cannot "
+        "give it; *fragmented*: enough GPUs free on such nodes in all, but split across cards and nodes):",
+        "",
+        "| list | setup | unplaced | GPUs short | CPU/memory | fragmented |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, results in report["inflation"].items():
+        for r in results:
+            final = r["final"]
+            if "unplaced_capacity" in final:
+                lines.append(
+                    f"| `{name}` | {r['label']} | {pct(final['unplaced'])} | {pct(final['unplaced_capacity'])} | "
+                    f"{pct(final['unplaced_cpu_memory'])} | {pct(final['unplaced_fragmented'])} |"
+                )
+    return [*lines, ""]
+
+
+def before_after(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """The figures of an earlier report (`before`) beside this one's, for each replay with the controller."""
+    lines = [
+        "**Before and after** (before: the report this section showed until the planner remembered its walks and "
+        "stopped at a step bound, with the same commands; after: above):",
+        "",
+        "| replay | setup | before | after |",
+        "| --- | --- | --- | --- |",
+    ]
+    for kind in ("inflation", "timeline"):
+        for name, results in report[kind].items():
+            earlier = {r["label"]: r for r in before.get(kind, {}).get(name, [])}
+            for r in results:
+                old = earlier.get(r["label"])
+                if not r["controller"] or old is None:
+                    continue
+                lines.append(f"| {kind} `{name}` | {r['label']} | {_figures(kind, old)} | {_figures(kind, r)} |")
+    old_plan, new_plan = before["planning_seconds"], report["planning_seconds"]
+    lines += [
+        f"| planning | all controller runs | {_planning(old_plan)} | {_planning(new_plan)} |",
+        "",
+    ]
+    return lines
+
+
+def _figures(kind: str, result: dict[str, Any]) -> str:
+    """One replay's headline figures for the before-and-after table."""
+    c = result["controller"]
+    spread = f"plan median {c['plan_seconds']['median']:.2f} s, max {c['plan_seconds']['max']:.2f} s"
+    if kind == "inflation":
+        final = result["final"]
+        return (
+            f"unplaced at 100% {pct(final['unplaced'])}, {final['evictions_per_placed']:.3f} evictions/task, "
+            f"{c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
+        )
+    return (
+        f"{result['pending_gpu_hours']:,.0f} GPU-h Pending, {result['evictions_per_placed']:.4f} evictions/task, "
+        f"{c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
+    )
+
+
+def _planning(planning: dict[str, Any]) -> str:
+    """Median / p95 / max of the planner's CPU seconds."""
+    return (
+        f"{planning['runs']} runs: median {planning['median']:.2f} s, p95 {planning['p95']:.2f} s, "
+        f"max {planning['max']:.2f} s"
+    )
 
 
 def notes(report: dict[str, Any]) -> list[str]:

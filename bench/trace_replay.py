@@ -659,6 +659,7 @@ class ControllerPolicy:
     keep_moves_per_run: int = 8
     replan_after: float = 600.0
     plan_budget: float = math.inf
+    max_moves_per_plan: int = 8
 
 
 @dataclass
@@ -674,6 +675,7 @@ class ControllerStats:
     skipped_cpu_memory: int = 0
     no_plan_share: int = 0
     no_plan_multi: int = 0
+    no_plan_budget: int = 0
     search_stopped: int = 0
     skipped_budget: int = 0
     skipped_plan_budget: int = 0
@@ -775,14 +777,15 @@ class Controller:
         if not self.planning_left():
             return None
         self.stats.rescue_runs += 1
+        snapshot, pod = self._snapshot(now), cluster.pending_pod(task)
         result = self._plan(
-            self._snapshot(now),
-            FitGoal(cluster.pending_pod(task)),
-            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node),
+            snapshot, FitGoal(pod), Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node)
         )
         if not result.complete or result.target is None:
             if result.reasons and result.reasons[0].startswith("the search stopped"):
                 self.stats.search_stopped += 1
+            elif self._over_budget(snapshot, pod, left):
+                self.stats.no_plan_budget += 1
             elif task.num_gpu > 1:
                 self.stats.no_plan_multi += 1
             else:
@@ -803,6 +806,14 @@ class Controller:
         cluster.put(task, node, cards)
         self.stats.rescued += 1
         return moves
+
+    def _over_budget(self, snapshot: Snapshot, pod: PlanPod, left: int) -> bool:
+        """Whether a plan within the policy's own bound on a plan's moves exists where the run's budget found none,
+        as `decide_run` asks to say "over budget" (not timed: the replay's planning time is one `plan` a run)."""
+        if left >= self.policy.max_moves_per_plan and self.policy.moves_per_node >= self.policy.max_moves_per_plan:
+            return False
+        bound = self.policy.max_moves_per_plan
+        return plan(snapshot, FitGoal(pod), Limits(max_moves=bound, max_moves_per_node=bound)).complete
 
     def _due(self, task: Task, now: float | None) -> bool:
         """Whether a rescue of the task may be planned now (see `rescue`)."""
@@ -1578,21 +1589,22 @@ def failures(report: dict[str, Any]) -> list[str]:
         "**Why rescues failed** (per replay with the controller: rescues not planned because the cards of the task's "
         "models have fewer GPUs free in all than it asks, or because no node of its models has its CPU and memory "
         "free (kube-scheduler refuses every node before HAMi's filter, so no HAMi fit reason, no trigger); planner "
-        "runs that found no plan, for a task sharing one card and for a task of whole cards; runs the search bound "
-        "(`Limits.max_steps`) stopped):",
+        "runs that found no plan within the run's moves but would within the policy's bound on a plan "
+        '(`maxMovesPerPlan`, as `decide_run` checks to say "over budget"), and that found none at all, for a task '
+        "sharing one card and for a task of whole cards; runs the search bound (`Limits.max_steps`) stopped):",
         "",
-        "| replay | setup | GPUs short in all | CPU/memory nowhere | no plan, share | no plan, whole cards | "
-        "search bound |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| replay | setup | GPUs short in all | CPU/memory nowhere | over the run's budget | no plan, share | "
+        "no plan, whole cards | search bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for kind in ("inflation", "timeline"):
         for name, results in report[kind].items():
             for r in results:
                 c = r["controller"]
-                if c and "search_stopped" in c:
+                if c and "no_plan_budget" in c:
                     lines.append(
                         f"| {kind} `{name}` | {r['label']} | {c['skipped_no_room']} | {c['skipped_cpu_memory']} | "
-                        f"{c['no_plan_share']} | {c['no_plan_multi']} | {c['search_stopped']} |"
+                        f"{c['no_plan_budget']} | {c['no_plan_share']} | {c['no_plan_multi']} | {c['search_stopped']} |"
                     )
     return [*lines, ""]
 

@@ -1663,11 +1663,13 @@ def before_after(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
 
 
 def more_runs(report: dict[str, Any]) -> list[str]:
-    """Workload inflation again with more planner runs allowed per 1% of capacity asked: the figures at 100% asked."""
-    command = next(c for c in report["commands"] if "--combine" not in c)
+    """The replays again with more planner runs allowed (per 1% of capacity asked, per controller tick): the
+    inflation figures at 100% asked and the timeline's, each beside its target."""
+    commands = "; ".join(f"`nice -n 10 .venv/bin/{c}`" for c in report["commands"] if "--combine" not in c)
     lines = [
-        "**With more planner runs** (now that a run costs at most about half a second: `nice -n 10 .venv/bin/"
-        f"{command}`; each row at 100% asked load; target: unplaced at most a quarter of HAMi's best policy alone):",
+        "**With more planner runs** (now that a run costs at most about half a second; "
+        f"{commands}). Inflation at 100% asked load (target: unplaced at most a quarter of HAMi's best policy alone, "
+        "at most 0.05 evictions per placed task):",
         "",
         "| list | setup | unplaced | GPUs short / CPU-memory / fragmented | evictions per placed task | planner runs "
         "| rescued | over budget / no plan | plan median / p95 / max | target |",
@@ -1686,14 +1688,48 @@ def more_runs(report: dict[str, Any]) -> list[str]:
                 lines.append(row + "- | - | - | - | - |")
                 continue
             v = verdicts[r["label"]]
-            plans = c["plan_seconds"]
             lines.append(
-                row + f"{c['rescue_runs']} | {c['rescued']} | {c['no_plan_budget']} / "
-                f"{c['no_plan_share'] + c['no_plan_multi'] + c['search_stopped']} | {plans['median']:.2f} / "
-                f"{plans['p95']:.2f} / {plans['max']:.2f} s | <= {pct(v['best_alone_unplaced'] / 4)}: "
-                f"**{verdict(v['unplaced_ok'] and v['evictions_ok'])}** |"
+                row
+                + _runs(c)
+                + f" | <= {pct(v['best_alone_unplaced'] / 4)}: **{verdict(v['unplaced_ok'] and v['evictions_ok'])}** |"
+            )
+    for name, results in report["timeline"].items():
+        verdicts = {v["label"]: v for v in timeline_targets(results)}
+        lines += [
+            "",
+            f"Timeline, `{name}` list, as above (target: GPU-hours Pending at most half of HAMi's best policy alone, "
+            "at most 0.05 evictions per placed task):",
+            "",
+            "| setup | allocated | p50 / p95 pending | GPU-hours Pending | evictions per placed task | planner runs "
+            "| rescued | over budget / no plan | plan median / p95 / max | target |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in results:
+            c = r["controller"]
+            row = (
+                f"| {r['label']} | {pct(r['allocated_share'])} | {r['pending_p50_s']:.0f} / {r['pending_p95_s']:.0f} "
+                f"s | {r['pending_gpu_hours']:,.1f} | {r['evictions_per_placed']:.4f} | "
+            )
+            if not c:
+                lines.append(row + "- | - | - | - | - |")
+                continue
+            v = verdicts[r["label"]]
+            lines.append(
+                row
+                + _runs(c)
+                + f" | <= {v['best_alone_gpu_hours'] / 2:,.1f}: **{verdict(v['pending_ok'] and v['evictions_ok'])}** |"
             )
     return [*lines, ""]
+
+
+def _runs(c: dict[str, Any]) -> str:
+    """A controller's runs, rescues, failures and planning time, as table cells."""
+    plans = c["plan_seconds"]
+    failed = c["no_plan_share"] + c["no_plan_multi"] + c["search_stopped"]
+    return (
+        f"{c['rescue_runs']} | {c['rescued']} | {c['no_plan_budget']} / {failed} | {plans['median']:.2f} / "
+        f"{plans['p95']:.2f} / {plans['max']:.2f} s"
+    )
 
 
 def _figures(kind: str, result: dict[str, Any]) -> str:

@@ -15,6 +15,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCALE = DOCS / "performance.json"
 ADMISSION = DOCS / "performance-admission.json"
 TRACE = DOCS / "performance-trace.json"
+TRACE_BEFORE = DOCS / "performance-trace-before.json"  # the trace report TRACE replaced, for a before-and-after table
+TRACE_MORE = DOCS / "performance-trace-more-runs.json"  # inflation again with more planner runs per step
 # Other runs of the same command, each with a heading and a line saying what differed.
 ADMISSION_OTHERS = (
     (
@@ -357,7 +359,9 @@ def main() -> int:
         sys.path.insert(0, str(DOCS.parent))
         from bench.trace_replay import markdown
 
-        lines += markdown(json.loads(TRACE.read_text()))
+        before = json.loads(TRACE_BEFORE.read_text()) if TRACE_BEFORE.exists() else None
+        more = json.loads(TRACE_MORE.read_text()) if TRACE_MORE.exists() else None
+        lines += markdown(json.loads(TRACE.read_text()), before, more)
     lines += NOTES.splitlines()
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md}" + (" and performance.png" if SCALE.exists() else ""))

@@ -72,6 +72,9 @@ CARD_MIB = {
 SLOTS = 10  # HAMi's deviceSplitCount default
 NAMESPACE = "trace"
 POLICIES = ("binpack", "spread")
+UNPLACED_CAUSES = ("capacity", "cpu_memory", "fragmented")
+"""Why a task stayed unplaced (`Cluster.unplaced_cause`): GPUs short in the whole cluster, no node with its CPU and
+memory free, or room in total but on no one node (what moving GPU tasks can cure)."""
 
 
 # The trace ------------------------------------------------------------------------------------------------------
@@ -255,9 +258,11 @@ class InflationLedger:
     tasks_unplaced: int = 0
     evictions: int = 0
     rows: list[dict[str, float]] = field(default_factory=list)
+    unplaced_by: dict[str, float] = field(default_factory=lambda: dict.fromkeys(UNPLACED_CAUSES, 0.0))
 
-    def record(self, task: Task, placed: bool, evictions: int = 0) -> None:
-        """Count one task drawn; add a row each time the asked load crosses the next step."""
+    def record(self, task: Task, placed: bool, evictions: int = 0, cause: str = "fragmented") -> None:
+        """Count one task drawn (`cause`: why it stayed unplaced, see `Cluster.unplaced_cause`); add a row each time
+        the asked load crosses the next step."""
         self.asked += task.gpus
         self.evictions += evictions
         if placed:
@@ -266,6 +271,7 @@ class InflationLedger:
         else:
             self.unplaced += task.gpus
             self.tasks_unplaced += 1
+            self.unplaced_by[cause] += task.gpus
         while self.asked >= (len(self.rows) + 1) * self.step * self.capacity - 1e-9:
             self.rows.append(self.row((len(self.rows) + 1) * self.step))
 
@@ -279,6 +285,10 @@ class InflationLedger:
             "tasks_placed": self.tasks_placed,
             "tasks_unplaced": self.tasks_unplaced,
             "evictions": self.evictions,
+            **{
+                f"unplaced_{cause}": gpus / self.asked if self.asked else 0.0
+                for cause, gpus in self.unplaced_by.items()
+            },
         }
 
 
@@ -586,6 +596,25 @@ class Cluster:
                 total += (100 - used[2]) / 100
         return total
 
+    def unplaced_cause(self, task: Task) -> str:
+        """Why no node takes the task now: `capacity` when the cards of its models have fewer GPUs free in all than
+        it asks (no placement whatever could place it), `cpu_memory` when the nodes of its models whose CPU and
+        memory hold it have fewer GPUs free in all than it asks (the room is on nodes kube-scheduler refuses; moving
+        cards alone cannot help), else `fragmented` (room enough on such nodes, but split across cards or nodes)."""
+        if not task.num_gpu:
+            return "cpu_memory"
+        if self.free_share(task.gpu_spec) < task.gpus - 1e-9:
+            return "capacity"
+        fitting = (node for node in self.typed(task.gpu_spec) if self.resources_fit(task, node))
+        if sum((100 - used[2]) / 100 for node in fitting for used in self.used[node]) < task.gpus - 1e-9:
+            return "cpu_memory"
+        return "fragmented"
+
+    def resources_anywhere(self, task: Task) -> bool:
+        """Whether any node of the task's models has its CPU and memory free (kube-scheduler would pass it)."""
+        nodes = self.typed(task.gpu_spec) if task.num_gpu else range(len(self.trace_nodes))
+        return any(self.resources_fit(task, node) for node in nodes)
+
     def whole_free(self) -> int:
         """Cards nobody holds."""
         return sum(self.empty)
@@ -630,6 +659,7 @@ class ControllerPolicy:
     keep_moves_per_run: int = 8
     replan_after: float = 600.0
     plan_budget: float = math.inf
+    max_moves_per_plan: int = 8
 
 
 @dataclass
@@ -642,6 +672,11 @@ class ControllerStats:
     keep_moves: int = 0
     refused_resources: int = 0
     skipped_no_room: int = 0
+    skipped_cpu_memory: int = 0
+    no_plan_share: int = 0
+    no_plan_multi: int = 0
+    no_plan_budget: int = 0
+    search_stopped: int = 0
     skipped_budget: int = 0
     skipped_plan_budget: int = 0
     room_lost: int = 0
@@ -729,6 +764,12 @@ class Controller:
             self.stats.skipped_no_room += 1
             self._fail(task, now)
             return None
+        if not cluster.resources_anywhere(task):
+            # kube-scheduler refuses every node for CPU or memory before HAMi's filter runs: the pod's
+            # FailedScheduling carries no HAMi fit reason, so the rescue trigger does not fire.
+            self.stats.skipped_cpu_memory += 1
+            self._fail(task, now)
+            return None
         left = self.budget_left(now)
         if left <= 0:
             self.stats.skipped_budget += 1
@@ -736,12 +777,19 @@ class Controller:
         if not self.planning_left():
             return None
         self.stats.rescue_runs += 1
+        snapshot, pod = self._snapshot(now), cluster.pending_pod(task)
         result = self._plan(
-            self._snapshot(now),
-            FitGoal(cluster.pending_pod(task)),
-            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node),
+            snapshot, FitGoal(pod), Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node)
         )
         if not result.complete or result.target is None:
+            if result.reasons and result.reasons[0].startswith("the search stopped"):
+                self.stats.search_stopped += 1
+            elif self._over_budget(snapshot, pod, left):
+                self.stats.no_plan_budget += 1
+            elif task.num_gpu > 1:
+                self.stats.no_plan_multi += 1
+            else:
+                self.stats.no_plan_share += 1
             self._fail(task, now)
             return None
         moves, why = cluster.carry_out(result, now)
@@ -758,6 +806,14 @@ class Controller:
         cluster.put(task, node, cards)
         self.stats.rescued += 1
         return moves
+
+    def _over_budget(self, snapshot: Snapshot, pod: PlanPod, left: int) -> bool:
+        """Whether a plan within the policy's own bound on a plan's moves exists where the run's budget found none,
+        as `decide_run` asks to say "over budget" (not timed: the replay's planning time is one `plan` a run)."""
+        if left >= self.policy.max_moves_per_plan and self.policy.moves_per_node >= self.policy.max_moves_per_plan:
+            return False
+        bound = self.policy.max_moves_per_plan
+        return plan(snapshot, FitGoal(pod), Limits(max_moves=bound, max_moves_per_node=bound)).complete
 
     def _due(self, task: Task, now: float | None) -> bool:
         """Whether a rescue of the task may be planned now (see `rescue`)."""
@@ -866,10 +922,11 @@ def replay_inflation(
                 moves = controller.rescue(task, None) or 0
                 runs_in[step] = runs_in.get(step, 0) + controller.stats.rescue_runs - runs
         placed = task.name in cluster.running
+        cause = "" if placed else cluster.unplaced_cause(task)
         if controller is not None and policy.keep_free_cards and ledger.asked + task.gpus >= next_keep:
             moves += controller.keep_room(None)
             next_keep += keep_every * cluster.capacity
-        ledger.record(task, placed, moves)
+        ledger.record(task, placed, moves, cause)
     return {
         "setup": setup.__dict__,
         "label": setup.label,
@@ -1398,8 +1455,11 @@ def finish(report: dict[str, Any], json_path: Path, plot_path: Path) -> None:
     print(f"  wrote {json_path} and {plot_path}")
 
 
-def markdown(report: dict[str, Any]) -> list[str]:
-    """The `docs/performance.md` section (bench/plot.py writes it from docs/performance-trace.json)."""
+def markdown(
+    report: dict[str, Any], before: dict[str, Any] | None = None, more: dict[str, Any] | None = None
+) -> list[str]:
+    """The `docs/performance.md` section (bench/plot.py writes it from docs/performance-trace.json, the earlier
+    report it replaced, `before`, and a run with more planner runs, `more`, when there are)."""
     policy = report["controller_policy"]
     lines = [
         "## Measured on a real trace (Alibaba GPU trace v2023)",
@@ -1486,7 +1546,7 @@ def markdown(report: dict[str, Any]) -> list[str]:
                     f"{c['refused_resources']} | {c['skipped_plan_budget']} | {c['plan_seconds']['median']:.2f} s | "
                     f"{c['plan_seconds']['max']:.2f} s |"
                 )
-    lines.append("")
+    lines += ["", *failures(report), *causes(report)]
     planning = report["planning_seconds"]
     lines += ["**Targets**", ""]
     for v in report["targets"]["inflation"]:
@@ -1507,6 +1567,8 @@ def markdown(report: dict[str, Any]) -> list[str]:
         f"{planning['median']:.2f} s, p95 {planning['p95']:.2f} s, max {planning['max']:.2f} s; every run under 1 s: "
         f"**{verdict(report['targets']['planning_under_1s'])}**",
         "",
+        *(before_after(report, before) if before else []),
+        *(more_runs(more) if more else []),
         "Reproduce (the full run took "
         f"{report['cpu_seconds'] / 60:.0f} min of CPU; the replay commands ran side by side, then were combined):",
         "",
@@ -1522,6 +1584,176 @@ def markdown(report: dict[str, Any]) -> list[str]:
         *notes(report),
     ]
     return lines
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    """Why rescues did not happen: the trigger not firing, and the planner's runs that found no plan."""
+    lines = [
+        "**Why rescues failed** (per replay with the controller: rescues not planned because the cards of the task's "
+        "models have fewer GPUs free in all than it asks, or because no node of its models has its CPU and memory "
+        "free (kube-scheduler refuses every node before HAMi's filter, so no HAMi fit reason, no trigger); planner "
+        "runs that found no plan within the run's moves but would within the policy's bound on a plan "
+        '(`maxMovesPerPlan`, as `decide_run` checks to say "over budget"), and that found none at all, for a task '
+        "sharing one card and for a task of whole cards; runs the search bound (`Limits.max_steps`) stopped):",
+        "",
+        "| replay | setup | GPUs short in all | CPU/memory nowhere | over the run's budget | no plan, share | "
+        "no plan, whole cards | search bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for kind in ("inflation", "timeline"):
+        for name, results in report[kind].items():
+            for r in results:
+                c = r["controller"]
+                if c and "no_plan_budget" in c:
+                    lines.append(
+                        f"| {kind} `{name}` | {r['label']} | {c['skipped_no_room']} | {c['skipped_cpu_memory']} | "
+                        f"{c['no_plan_budget']} | {c['no_plan_share']} | {c['no_plan_multi']} | {c['search_stopped']} |"
+                    )
+    return [*lines, ""]
+
+
+def causes(report: dict[str, Any]) -> list[str]:
+    """Why the asked GPUs left unplaced at 100% asked load stayed so, as shares of the GPUs asked."""
+    lines = [
+        "**Why asked GPUs stayed unplaced at 100% asked load** (share of the GPUs asked, by the state of the cluster "
+        "when the task was drawn: *GPUs short*: the cards of its models had fewer GPUs free in all than it asked, "
+        "no placement whatever could place it; *CPU/memory*: the nodes whose CPU and memory held it had fewer GPUs "
+        "free in all than it asked, the room was on nodes kube-scheduler refuses and moving GPU tasks' cards cannot "
+        "give it; *fragmented*: enough GPUs free on such nodes in all, but split across cards and nodes):",
+        "",
+        "| list | setup | unplaced | GPUs short | CPU/memory | fragmented |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, results in report["inflation"].items():
+        for r in results:
+            final = r["final"]
+            if "unplaced_capacity" in final:
+                lines.append(
+                    f"| `{name}` | {r['label']} | {pct(final['unplaced'])} | {pct(final['unplaced_capacity'])} | "
+                    f"{pct(final['unplaced_cpu_memory'])} | {pct(final['unplaced_fragmented'])} |"
+                )
+    return [*lines, ""]
+
+
+def before_after(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """The figures of an earlier report (`before`) beside this one's, for each replay with the controller."""
+    lines = [
+        "**Before and after** (before: the report this section showed until the planner remembered its walks and "
+        "stopped at a step bound, made by "
+        + "; ".join(f"`{command}`" for command in before["commands"] if "--combine" not in command)
+        + "; after: above, by the commands below):",
+        "",
+        "| replay | setup | before | after |",
+        "| --- | --- | --- | --- |",
+    ]
+    for kind in ("inflation", "timeline"):
+        for name, results in report[kind].items():
+            earlier = {r["label"]: r for r in before.get(kind, {}).get(name, [])}
+            for r in results:
+                old = earlier.get(r["label"])
+                if not r["controller"] or old is None:
+                    continue
+                lines.append(f"| {kind} `{name}` | {r['label']} | {_figures(kind, old)} | {_figures(kind, r)} |")
+    old_plan, new_plan = before["planning_seconds"], report["planning_seconds"]
+    lines += [
+        f"| planning | all controller runs | {_planning(old_plan)} | {_planning(new_plan)} |",
+        "",
+    ]
+    return lines
+
+
+def more_runs(report: dict[str, Any]) -> list[str]:
+    """The replays again with more planner runs allowed (per 1% of capacity asked, per controller tick): the
+    inflation figures at 100% asked and the timeline's, each beside its target."""
+    commands = "; ".join(f"`nice -n 10 .venv/bin/{c}`" for c in report["commands"] if "--combine" not in c)
+    lines = [
+        "**With more planner runs** (now that a run costs at most about half a second; "
+        f"{commands}). Inflation at 100% asked load (target: unplaced at most a quarter of HAMi's best policy alone, "
+        "at most 0.05 evictions per placed task):",
+        "",
+        "| list | setup | unplaced | GPUs short / CPU-memory / fragmented | evictions per placed task | planner runs "
+        "| rescued | over budget / no plan | plan median / p95 / max | target |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, results in report["inflation"].items():
+        verdicts = {v["label"]: v for v in inflation_targets(results)}
+        for r in results:
+            final, c = r["final"], r["controller"]
+            row = (
+                f"| `{name}` | {r['label']} | {pct(final['unplaced'])} | {pct(final['unplaced_capacity'])} / "
+                f"{pct(final['unplaced_cpu_memory'])} / {pct(final['unplaced_fragmented'])} | "
+                f"{final['evictions_per_placed']:.3f} | "
+            )
+            if not c:
+                lines.append(row + "- | - | - | - | - |")
+                continue
+            v = verdicts[r["label"]]
+            lines.append(
+                row
+                + _runs(c)
+                + f" | <= {pct(v['best_alone_unplaced'] / 4)}: **{verdict(v['unplaced_ok'] and v['evictions_ok'])}** |"
+            )
+    for name, results in report["timeline"].items():
+        verdicts = {v["label"]: v for v in timeline_targets(results)}
+        lines += [
+            "",
+            f"Timeline, `{name}` list, as above (target: GPU-hours Pending at most half of HAMi's best policy alone, "
+            "at most 0.05 evictions per placed task):",
+            "",
+            "| setup | allocated | p50 / p95 pending | GPU-hours Pending | evictions per placed task | planner runs "
+            "| rescued | over budget / no plan | plan median / p95 / max | target |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in results:
+            c = r["controller"]
+            row = (
+                f"| {r['label']} | {pct(r['allocated_share'])} | {r['pending_p50_s']:.0f} / {r['pending_p95_s']:.0f} "
+                f"s | {r['pending_gpu_hours']:,.1f} | {r['evictions_per_placed']:.4f} | "
+            )
+            if not c:
+                lines.append(row + "- | - | - | - | - |")
+                continue
+            v = verdicts[r["label"]]
+            lines.append(
+                row
+                + _runs(c)
+                + f" | <= {v['best_alone_gpu_hours'] / 2:,.1f}: **{verdict(v['pending_ok'] and v['evictions_ok'])}** |"
+            )
+    return [*lines, ""]
+
+
+def _runs(c: dict[str, Any]) -> str:
+    """A controller's runs, rescues, failures and planning time, as table cells."""
+    plans = c["plan_seconds"]
+    failed = c["no_plan_share"] + c["no_plan_multi"] + c["search_stopped"]
+    return (
+        f"{c['rescue_runs']} | {c['rescued']} | {c['no_plan_budget']} / {failed} | {plans['median']:.2f} / "
+        f"{plans['p95']:.2f} / {plans['max']:.2f} s"
+    )
+
+
+def _figures(kind: str, result: dict[str, Any]) -> str:
+    """One replay's headline figures for the before-and-after table."""
+    c = result["controller"]
+    spread = f"plan median {c['plan_seconds']['median']:.2f} s, max {c['plan_seconds']['max']:.2f} s"
+    if kind == "inflation":
+        final = result["final"]
+        return (
+            f"unplaced at 100% {pct(final['unplaced'])}, {final['evictions_per_placed']:.3f} evictions/task, "
+            f"{c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
+        )
+    return (
+        f"{result['pending_gpu_hours']:,.0f} GPU-h Pending, {result['evictions_per_placed']:.4f} evictions/task, "
+        f"{c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
+    )
+
+
+def _planning(planning: dict[str, Any]) -> str:
+    """Median / p95 / max of the planner's CPU seconds."""
+    return (
+        f"{planning['runs']} runs: median {planning['median']:.2f} s, p95 {planning['p95']:.2f} s, "
+        f"max {planning['max']:.2f} s"
+    )
 
 
 def notes(report: dict[str, Any]) -> list[str]:
@@ -1553,16 +1785,27 @@ def notes(report: dict[str, Any]) -> list[str]:
         "- The planner knows cards, not CPU or memory. The controller hands it each task's nodes whose CPU and "
         "memory remainder holds it (the pending task's, and each running task's for its move); a plan whose moves "
         f"together overfill a node is refused before anything moves ({refused} refused in all runs).",
-        f"- Rescue runs: {runs} planner runs rescued {rescued} tasks in all. A run that finds no plan at 1,213 nodes "
-        "tries to make room on every node in turn and costs seconds of CPU (the maxima above), so runs are "
-        "bounded: inflation one planner run per 1% of capacity asked, a task shape whose plan failed not planned "
-        "again until a move changed the cluster; timeline at most `--rescues-per-tick` runs each `--tick` seconds "
-        "(default 1 each 300 s; the commands below), a task re-planned 600 s after a failed plan; and a planner "
-        "CPU budget per replay (`--plan-budget`; "
-        f"{budget} rescues skipped for it). A real controller would meet the same cost.",
-        "- Keep-room (`FreeCardsGoal`) is wired (`--keep-free-cards`) but off in these runs: one "
-        "`FreeCardsGoal(10)` on the default list at 90% asked load (binpack, 7,194 tasks placed) took 156 s of CPU "
-        "for 3 moves and 2 freed cards, too slow to run every interval at this size.",
+        f"- Rescue runs: {runs} planner runs rescued {rescued} tasks in all. The planner remembers, per state of its "
+        "search and per pod shape, which cards a pod fits and which pods could step aside, so a search that fails "
+        "on node after node no longer walks the 6,212 cards again for each (a failed search used to cost 8-15 s "
+        "here), and it stops after `Limits.max_steps` (100,000 relocations tried and cards walked by default; "
+        "counted, not timed) with the plan found so far. Runs are still bounded as a controller's pass bounds "
+        "them: inflation at most `--rescues-per-step` planner runs per 1% of capacity asked, a task shape whose "
+        "plan failed not planned again until a move changed the cluster; timeline at most `--rescues-per-tick` "
+        "runs each `--tick` seconds (the commands below), a task re-planned 600 s after a failed plan. "
+        f"`--plan-budget` (a planner CPU budget per replay) was not set ({budget} rescues skipped for it).",
+        "- Planning time is the CPU seconds (`time.process_time`) of one `plan` call: the snapshot's State is built "
+        "in it, the controller's Kubernetes reads are not. `decide_run` plans a failed rescue once more within the "
+        "policy's `maxMovesPerPlan` to say whether the budget blocked it (the replay does so too, untimed, for the "
+        "over-budget column), so a failed controller run can cost up to twice the figure. The box had 2 cores "
+        "and other work running (load average at the start of each command: "
+        f"{', '.join(f'{load:.1f}' for load in report['load_average'])}); CPU time inflates under such load, so a "
+        "quiet box would show less.",
+        "- Keep-room (`FreeCardsGoal`) is wired (`--keep-free-cards`) but off in these runs. One "
+        "`FreeCardsGoal(10)` on the default list at 90% asked load (binpack, 7,194 tasks placed, `max_moves` 8) took "
+        "156 s of CPU for 3 moves and 2 freed cards before the planner remembered its walks; now 2.9 s for the same "
+        "plan without a step bound, and 0.7 s for 1 move and 1 freed card when the default bound stops it. A goal "
+        "that gathers whole free cards on one node (what the multi-card tasks below lack) is not in the planner.",
         "- Workload inflation draws the list in order and again from the top (the paper samples at random). The "
         "timeline compresses arrivals only (durations as traced): one pass of the list asks ~6,100 GPUs in all, "
         "and one pass compressed 300x, 1,000x or 3,000x kept 13%, 23% or 31% of the cluster allocated under "
@@ -1571,7 +1814,9 @@ def notes(report: dict[str, Any]) -> list[str]:
         "created over its first ~10 million seconds, arrive at the start of each round. A Pending task is retried "
         "whenever a node gains room (a departure or a move), oldest first. Tasks with no times (`multigpu20`) are "
         "replayed by inflation only; the timeline runs the `default` list only, to stay within the CPU budget.",
-        "- The FGD paper's own policy (fragmentation gradient descent) is not implemented here.",
+        "- The FGD paper's own policy (fragmentation gradient descent) is not implemented here: scoring every "
+        "node by its fragmentation against the task mix costs nodes x cards x task shapes per placement, beyond "
+        "this in-process replay's CPU budget in pure Python.",
         "",
     ]
     return lines
@@ -1589,8 +1834,11 @@ def reading(report: dict[str, Any]) -> list[str]:
         lines += [
             f"- With node CPU and memory modelled, HAMi binpack allocates {pct(1 - cpu['unallocated'])} of the GPU "
             f"capacity at 100% asked and no more (without them: {pct(1 - free['unallocated'])}): nodes run out of "
-            "CPU or memory before their cards. The planner moves cards, not CPU, so no rescue places those tasks, "
-            "and at 100% asked the unplaced share is set by CPU and memory, not by fragmented cards.",
+            "CPU or memory before their cards. The nodes whose CPU and memory still hold a waiting task mostly do "
+            "have its GPUs free in all (the causes table counts it as fragmented), but as slivers of cards; making "
+            "room means moving a task off such a card, and the planner only moves a task to a node whose CPU and "
+            'memory hold it: nearly every failed binpack run says the task to move "fits no other card" on '
+            "such a node. Moving tasks to free CPU and memory is beyond a planner that moves cards.",
             "- Spread puts each task on the emptiest node, so soon no node keeps 8 free cards: up to 80% asked, every "
             "task HAMi spread leaves unplaced asks 8 cards (38 of them on the default list). HAMi spread "
             f"alone leaves {pct(statistics.mean(alone[k]['unplaced'] for k in middle))} of the asked GPUs unplaced "
@@ -1599,7 +1847,7 @@ def reading(report: dict[str, Any]) -> list[str]:
             "- Without CPU and memory, binpack's leftovers at 100% asked are slivers beside large shares (a card "
             "holding an 81% share keeps 19% free); a whole-card task needs an empty card, and emptying one needs "
             "another card with as much free as the share it holds, which no card has by then: the planner finds "
-            "no plan, and a failed search is the slow one (the planning maxima above).",
+            "no plan (such a failed search cost 3-15 s before the planner remembered its walks).",
         ]
     timeline = report["timeline"].get("default", [])
     pairs = [
@@ -1615,8 +1863,9 @@ def reading(report: dict[str, Any]) -> list[str]:
                 f"- Timeline, {helped_run['label']}: {change:.1%} fewer GPU-hours Pending than {alone_run['label']} "
                 f"alone ({pct(alone_run['allocated_share'])} allocated on average). {stats['rescue_runs']} planner "
                 f"runs rescued {stats['rescued']} tasks with {stats['moves']} moves, against "
-                f"{alone_run['waited']:,} tasks that waited: the bounded runs reach few of the waiting tasks, and "
-                "why the others wait (CPU, memory, or cards) is not broken down here."
+                f"{alone_run['waited']:,} tasks that waited: the bounded runs reach few of the waiting tasks; why "
+                "the runs failed is in the table of failed rescues above (most waiting tasks ask whole cards or wait "
+                "for CPU and memory)."
             )
     for name, results in report["inflation"].items():
         for r in results:

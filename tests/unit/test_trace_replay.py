@@ -215,6 +215,47 @@ def test_carry_out_refuses_a_move_that_breaks_cpu() -> None:
     assert (cluster.running["a"].node, cluster.running["b"].node) == (0, 1)
 
 
+def test_unplaced_causes_tell_short_gpus_from_cpu_and_from_fragments() -> None:
+    """Two nodes of one card, each holding a 60% share; node-1 has no CPU left for a 1-core task."""
+    cluster = Cluster([*nodes(1), TraceNode("tight", 1000, 262144, 1, "V100M16")], "spread")
+    cluster.put(task("a", 1, 600, cpu_milli=500), 0, (0,))
+    cluster.put(task("b", 1, 600, cpu_milli=1000), 1, (0,))
+    assert cluster.unplaced_cause(task("two", 2, 1000)) == "capacity"  # 0.8 GPUs free in all
+    assert cluster.unplaced_cause(task("share", 1, 700)) == "cpu_memory"  # node-0 has 0.4 free, node-1 no CPU
+    assert cluster.unplaced_cause(task("small", 1, 300)) == "fragmented"
+    roomy = Cluster(nodes(1, 1), "spread")
+    roomy.put(task("a", 1, 600), 0, (0,))
+    roomy.put(task("b", 1, 600), 1, (0,))
+    assert roomy.unplaced_cause(task("whole", 1, 800)) == "fragmented"  # 0.8 free in all, 0.4 per card
+
+
+def test_no_rescue_for_a_task_no_node_has_cpu_for() -> None:
+    """kube-scheduler refuses every node for CPU, so HAMi gives no fit reason and the trigger does not fire."""
+    cluster = Cluster(nodes(1, cpu=2000), "spread")
+    cluster.put(task("a", 1, 600), 0, (0,))
+    controller = Controller(cluster, ControllerPolicy())
+    assert controller.rescue(task("hungry", 1, 300, cpu_milli=4000), None) is None
+    assert controller.stats.skipped_cpu_memory == 1 and controller.stats.rescue_runs == 0
+
+
+def test_a_rescue_over_the_run_s_budget_is_told_from_no_plan() -> None:
+    """Three shares on three cards of one node; a task of 3 whole cards needs 3 moves, the run allows 2."""
+    cluster = Cluster([*nodes(3), TraceNode("spare", 64000, 262144, 3, "V100M16")], "spread")
+    for card, name in enumerate("abc"):
+        cluster.put(task(name, 1, 300), 0, (card,))
+    cluster.put(task("d", 1, 600), 1, (0,))
+    cluster.put(task("e", 1, 600), 1, (1,))
+    cluster.put(task("f", 1, 600), 1, (2,))
+    wide = task("wide", 3, 1000)
+    assert cluster.choose(wide) is None
+    tight = Controller(cluster, ControllerPolicy(moves_per_run=2, moves_per_node=2, max_moves_per_plan=8))
+    assert tight.rescue(wide, None) is None
+    assert (tight.stats.no_plan_budget, tight.stats.no_plan_multi) == (1, 0)
+    small = Controller(cluster, ControllerPolicy(moves_per_run=2, moves_per_node=2, max_moves_per_plan=2))
+    assert small.rescue(wide, None) is None
+    assert (small.stats.no_plan_budget, small.stats.no_plan_multi) == (0, 1)
+
+
 def test_replays_end_with_consistent_counts() -> None:
     trace_nodes = nodes(2, 2)
     tasks = [

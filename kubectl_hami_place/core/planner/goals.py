@@ -7,6 +7,10 @@ the moves before it left them.
   smaller pod aside, one more move).
 - `free-cards` and `compact`: cards in use are tried from the easiest (fewest pods, least memory); a card is freed
   when every pod on it moves, best fit, onto other cards already in use, else its trial is rolled back.
+- Cost: the cards a pod shape fits and the pods that could step aside are walked once per state and kept
+  (`State._remembered`), so a search that fails on node after node does not walk the cluster again for each; and
+  the search stops after `Limits.max_steps` (relocations tried and cards walked), `fit` keeping the plan it found
+  so far, `free-cards` the cards it freed so far, both saying so.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from kubectl_hami_place.core.planner.model import (
     FreeCardsGoal,
     Goal,
     Limits,
+    Move,
     Plan,
     PlanPod,
     Snapshot,
 )
-from kubectl_hami_place.core.planner.state import CardSlot, State
+from kubectl_hami_place.core.planner.state import CardSlot, SearchSpent, State
 
 _REASONS_SHOWN = 5
 
@@ -58,25 +63,33 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
     )
     freed: dict[str, None] = {}
     reasons: list[str] = []
+    spent = ""
     for _ in range(2):
         reasons = []
         for slot in candidates:
-            if len(freed) >= count:
+            if len(freed) >= count or spent:
                 break
             if not slot.used:
                 continue
             point = len(state.moves)
-            why = _empty(state, slot, scope)
+            try:
+                why = _empty(state, slot, scope)
+            except SearchSpent as error:
+                state.rollback(point)
+                spent = str(error)
+                break
             if why is not None:
                 reasons.append(f"{slot.node} {slot.card.name}: {why}")
                 continue
             for move in state.moves[point:]:
                 freed.update(dict.fromkeys(u for u in move.from_cards if u in was_used and not state.by_uuid[u].used))
-        if not reasons or len(freed) >= count:
+        if not reasons or len(freed) >= count or spent:
             break
     complete = len(freed) >= count
     if not complete and scope is None:
         reasons.insert(0, f"freed {len(freed)} of {count} card(s); the others cannot be emptied:")
+    if spent and not complete:
+        reasons.insert(0, spent)
     nodes = {move.from_node for move in state.moves} | {move.to_node for move in state.moves}
     return Plan(
         goal=goal,
@@ -174,21 +187,29 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if not evicted:
             break
     options.sort(key=lambda option: option[:3])
-    best: tuple[int, int] | None = None
+    best: tuple[tuple[Move, ...], int] | None = None
+    spent = ""
     for position, (least, _, node, cards, evicted) in enumerate(options):
-        if best is not None and least >= best[0]:
+        if best is not None and least >= len(best[0]):
             break
         point = state.checkpoint()
-        failure = _make_room(state, pod, node, cards, evicted)
+        try:
+            failure = _make_room(state, pod, node, cards, evicted)
+        except SearchSpent as error:
+            state.rollback(point)
+            spent = str(error)
+            break
         if failure is not None:
             reasons[node] = "; ".join(filter(None, (failure, reasons.get(node))))
             continue
-        if best is None or len(state.moves) < best[0]:
-            best = (len(state.moves), position)
+        if best is None or len(state.moves) < len(best[0]):
+            best = (tuple(state.moves), position)
         state.rollback(point)
     if best is not None:
-        _, _, node, cards, evicted = options[best[1]]
-        _make_room(state, pod, node, cards, evicted)
+        moves, position = best
+        _, _, node, cards, _ = options[position]
+        for move in moves:
+            state.carry_out(move)
         nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
         return Plan(
             goal=goal.describe(),
@@ -202,7 +223,12 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         )
     ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
     ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
-    return _no_plan(state, goal, ("no node can make room within the bounds:", *ranked[:_REASONS_SHOWN]))
+    head = (
+        f"{spent}; no node tried could make room within the bounds:"
+        if spent
+        else "no node can make room within the bounds:"
+    )
+    return _no_plan(state, goal, (head, *ranked[:_REASONS_SHOWN]))
 
 
 def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None, str]:

@@ -21,6 +21,9 @@ DO_NOT_MOVE = "scheduling.hami.placement.com/do-not-move"
 PLACED_BY = "scheduling.hami.placement.com/placement"
 SYSTEM_CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 NOT_RECREATING = frozenset({"DaemonSet", "Node"})
+SEARCH_STEPS = 100_000
+"""The default search bound (`Limits.max_steps`): about half a second of CPU at 1,213 nodes and 6,212 cards (the trace
+replay's slowest search that found a plan took 62,000 steps, one that found none 96,000)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,9 @@ class Limits:
     """Bounds on a plan: moves in all, moves of pods off any one node, and moves of any one namespace's pods.
 
     `node_moves_left` and `namespace_moves_left` lower the bound for the nodes and namespaces they name (moves made
-    earlier within a budget's window).
+    earlier within a budget's window). `max_steps` bounds the search itself, counted in relocations tried and cards
+    walked (not in seconds, so a plan does not depend on the machine): a search that spends it stops with the best
+    plan found so far, or none, and says so.
     """
 
     max_moves: int = 20
@@ -141,6 +146,7 @@ class Limits:
     max_moves_per_namespace: int | None = None
     node_moves_left: Mapping[str, int] = field(default_factory=dict)
     namespace_moves_left: Mapping[str, int] = field(default_factory=dict)
+    max_steps: int = SEARCH_STEPS
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ container after container as HAMi fits them. Moves are logged so a trial can be 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from heapq import merge
 from itertools import islice
+from typing import Generic, TypeVar
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitReason, FitResult, fit, numa_bind
@@ -33,6 +34,7 @@ from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 MIRROR = "kubernetes.io/config.mirror"
 CHAIN_CARDS = 32
 Share = tuple[int, int, int]
+T = TypeVar("T")
 
 
 def sequence_fit(
@@ -107,6 +109,10 @@ def static_block(pod: PlanPod) -> str | None:
     return None
 
 
+class SearchSpent(Exception):
+    """The search used up `Limits.max_steps`; the state may be mid-trial, so the catcher rolls back."""
+
+
 class CardSlot:
     """A card's mutable usage in the working copy."""
 
@@ -154,13 +160,41 @@ class PodSlot:
 
 @dataclass(frozen=True)
 class _Step:
-    """A logged move, enough to undo it."""
+    """A logged move, enough to undo it; `serial` names the state it leads to (never reused within a plan)."""
 
     key: str
     node: str
     cards: tuple[str, ...]
     shares: tuple[tuple[str, Share], ...]
     moved: bool
+    serial: int
+
+
+class _Remembered(Generic[T]):
+    """A lazy walk whose items are kept, so a later walk at the same state reads them before walking further."""
+
+    __slots__ = ("found", "source")
+
+    def __init__(self, source: Iterator[T]) -> None:
+        """Nothing walked yet."""
+        self.found: list[T] = []
+        self.source: Iterator[T] | None = source
+
+    def __iter__(self) -> Iterator[T]:
+        """The items found so far, then the walk's next ones."""
+        position = 0
+        while True:
+            if position < len(self.found):
+                yield self.found[position]
+                position += 1
+                continue
+            if self.source is None:
+                return
+            item = next(self.source, None)
+            if item is None:
+                self.source = None
+                return
+            self.found.append(item)
 
 
 class State:
@@ -216,6 +250,10 @@ class State:
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
         self._empty: dict[tuple[object, ...], FitResult] = {}
+        self._serial = 0
+        self.steps = 0
+        self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
+        self._shapes: dict[int, tuple[object, ...]] = {}
 
     # Verdicts -------------------------------------------------------------------------------------------------
 
@@ -299,6 +337,13 @@ class State:
 
     # Moves ----------------------------------------------------------------------------------------------------
 
+    def step(self, count: int = 1) -> None:
+        """Count search work against `Limits.max_steps`; raise `SearchSpent` once it is used up."""
+        self.steps += count
+        if self.steps > self.limits.max_steps:
+            self._walks.clear()
+            raise SearchSpent(f"the search stopped after {self.limits.max_steps} steps (its bound)")
+
     def checkpoint(self) -> int:
         """A point to roll back to."""
         return len(self._log)
@@ -307,6 +352,7 @@ class State:
         """Undo every move made after `point`."""
         while len(self._log) > point:
             step = self._log.pop()
+            self._walks.pop(step.serial, None)
             entry = self.pods[step.key]
             for uuid in entry.cards:
                 self._take(self.by_uuid[uuid], step.key)
@@ -336,16 +382,15 @@ class State:
         first moves one smaller pod aside (see `_chain`). A pod this plan already
         moved is not moved twice (its replacement has another name): its earlier move is re-aimed instead.
         """
+        self.step()
         if self.pods[key].moved:
             return self._retarget(key, exclude, scope, avoid_empty)
         entry = self.pods[key]
-        old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
         target = self._target(entry.pod, set(exclude) | set(entry.cards), scope, avoid_empty)
-        if target is not None:
-            return self._record(key, reason, old, *target)
-        for uuid, share in old:
-            self._give(self.by_uuid[uuid], key, share)
-        return self._chain(key, reason, set(exclude) | set(entry.cards), scope, avoid_empty) if chain else None
+        if target is None:
+            return self._chain(key, reason, set(exclude) | set(entry.cards), scope, avoid_empty) if chain else None
+        old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
+        return self._record(key, reason, old, *target)
 
     def _chain(
         self, key: str, reason: str, exclude: set[str], scope: frozenset[str] | None, avoid_empty: bool
@@ -358,20 +403,14 @@ class State:
         if entry.pod.gpu_requests[0][1].nums != 1 or len(self.moves) + 2 > self.limits.max_moves:
             return None
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
-        need = self.share(entry.pod, Card(uuid="", devmem=self.min_devmem))[1]
         tried = 0
-        for slot in self._by_free(allowed, 0, avoid_empty=True):
+        for slot, room in self._rooms(entry.pod, allowed):
             if slot.card.uuid in exclude:
-                continue
-            room = [q for q in slot.pods if slot.free + slot.pods[q][1] >= need and self._chainable(q, key)]
-            if not room:
                 continue
             tried += 1
             if tried > CHAIN_CARDS:
                 return None
-            for other in sorted(room, key=lambda q: (slot.pods[q][1], q)):
-                if not self.fits(entry.pod, slot, slot.pods[other]):
-                    continue
+            for other in room:
                 point = self.checkpoint()
                 if self.relocate(
                     other, reason, exclude | {slot.card.uuid}, scope=scope, avoid_empty=avoid_empty, chain=False
@@ -384,11 +423,43 @@ class State:
                 self.rollback(point)
         return None
 
-    def _chainable(self, other: str, key: str) -> bool:
-        """Whether a one-card pod may be moved aside to make room for `key`."""
-        if other == key or other not in self.pods or self.pods[other].moved:
+    def _rooms(self, pod: PlanPod, nodes: frozenset[str] | None) -> Iterable[tuple[CardSlot, list[str]]]:
+        """The cards in use on `nodes` (None: all), least free first, that a one-card pod of the pod's memory could
+        move off to leave room for it, each with those of its pods whose leaving lets the pod fit, smallest first.
+
+        Remembered for this state and the pod's shape (`_remembered`).
+        """
+        need = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+
+        def walk() -> Iterator[tuple[CardSlot, list[str]]]:
+            """The walk itself."""
+            for slot in self._by_free(nodes, 0, avoid_empty=True):
+                room = [q for q in slot.pods if slot.free + slot.pods[q][1] >= need and self._chainable(q)]
+                if room:
+                    ordered = sorted(room, key=lambda q: (slot.pods[q][1], q))
+                    yield slot, [q for q in ordered if self.fits(pod, slot, slot.pods[q])]
+
+        return self._remembered(("rooms", self.shape(pod), nodes), walk)
+
+    def _chainable(self, other: str) -> bool:
+        """Whether a one-card pod may be moved aside to make room for another (never one on the other's cards, which
+        the chain excludes)."""
+        if other not in self.pods or self.pods[other].moved:
             return False
         return self.may_move(other) is None and self.pods[other].pod.gpu_requests[0][1].nums == 1
+
+    def _remembered(self, key: tuple[object, ...], walk: Callable[[], Iterator[T]]) -> Iterable[T]:
+        """`walk()` at this state, kept for the next caller with the same key until a rollback leaves the state.
+
+        A state is named by the serial of its last move; rollback drops the walks of the states it leaves, which
+        the search never reaches again (a move made anew gets a new serial).
+        """
+        state = self._log[-1].serial if self._log else 0
+        walks = self._walks.setdefault(state, {})
+        found = walks.get(key)
+        if found is None:
+            found = walks[key] = _Remembered(walk())
+        return found  # type: ignore[return-value]
 
     def _retarget(
         self, key: str, exclude: frozenset[str] | set[str], scope: frozenset[str] | None, avoid_empty: bool
@@ -442,7 +513,8 @@ class State:
             to_cards=tuple(slot.card.uuid for slot in slots),
             reason=reason,
         )
-        self._log.append(_Step(key, entry.node, entry.cards, old, entry.moved))
+        self._serial += 1
+        self._log.append(_Step(key, entry.node, entry.cards, old, entry.moved, self._serial))
         self.moves.append(move)
         self.per_node[entry.node] = self.per_node.get(entry.node, 0) + 1
         self.per_namespace[entry.pod.namespace] = self.per_namespace.get(entry.pod.namespace, 0) + 1
@@ -459,40 +531,58 @@ class State:
         A multi-card pod goes to the first node that has enough fitting cards, walking cards from the least free; under
         `nvidia.com/numa-bind` enough on one NUMA node of it (HAMi refuses cards of two).
         """
-        gpu = pod.gpu_requests
-        nums = gpu[0][1].nums
-        floor = pod_share(Card(uuid="", devmem=self.min_devmem), gpu, pod.init_containers)
-        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
-
-        def usable(slot: CardSlot) -> bool:
-            """Cheap filters before HAMi's fit."""
-            if slot.card.uuid in exclude or (avoid_empty and not slot.used):
-                return False
-            if allowed is not None and slot.node not in allowed:
-                return False
-            return self.fits(pod, slot)
-
+        nums = pod.gpu_requests[0][1].nums
+        fitting_cards = (slot for slot in self._fitting(pod, scope, avoid_empty) if slot.card.uuid not in exclude)
         if nums == 1:
-            slot = next((slot for slot in self._by_free(allowed, floor[1], avoid_empty) if usable(slot)), None)
+            slot = next(fitting_cards, None)
             return None if slot is None else (slot.node, [slot])
         bind = numa_bind(pod.fit_annotations)
         fitting: dict[tuple[str, int], list[CardSlot]] = {}
-        for slot in self._by_free(allowed, floor[1], avoid_empty):
-            if usable(slot):
-                cards = fitting.setdefault((slot.node, slot.card.numa if bind else 0), [])
-                cards.append(slot)
-                if len(cards) == nums:
-                    return slot.node, sorted(cards, key=lambda s: s.ordinal)
+        for slot in fitting_cards:
+            cards = fitting.setdefault((slot.node, slot.card.numa if bind else 0), [])
+            cards.append(slot)
+            if len(cards) == nums:
+                return slot.node, sorted(cards, key=lambda s: s.ordinal)
         return None
+
+    def _fitting(self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool) -> Iterable[CardSlot]:
+        """The open cards the pod fits as they are now (on its nodes within `scope`), least free first.
+
+        Remembered for this state and the pod's shape (`_remembered`): the evicted pods of one node after another
+        are mostly of a few shapes, so a search that fails for one is not walked again for the next.
+        """
+        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
+        floor = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+
+        def walk() -> Iterator[CardSlot]:
+            """The walk itself: cheap filters before HAMi's fit."""
+            for slot in self._by_free(allowed, floor, avoid_empty):
+                if (avoid_empty and not slot.used) or (allowed is not None and slot.node not in allowed):
+                    continue
+                if self.fits(pod, slot):
+                    yield slot
+
+        return self._remembered(("fitting", self.shape(pod), allowed, avoid_empty), walk)
+
+    def shape(self, pod: PlanPod) -> tuple[object, ...]:
+        """What HAMi's fit reads of the pod: its GPU requests, init containers and fit annotations."""
+        shape = self._shapes.get(id(pod))
+        if shape is None:
+            annotations = tuple(sorted(pod.fit_annotations.items()))
+            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations)
+        return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:
         """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked."""
         if nodes is not None and len(nodes) * 8 < len(self.cards):
             slots = (s for n in sorted(nodes) for s in self.by_node.get(n, ()) if s.open and s.free >= least)
-            yield from sorted((s for s in slots if s.used or not avoid_empty), key=lambda s: (s.free, s.ordinal))
+            ordered = sorted((s for s in slots if s.used or not avoid_empty), key=lambda s: (s.free, s.ordinal))
+            self.step(len(ordered))
+            yield from ordered
             return
         lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
         for _, ordinal in merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists)):
+            self.step()
             slot = self.cards[ordinal]
             if nodes is None or slot.node in nodes:
                 yield slot

@@ -1,0 +1,182 @@
+"""The planner's search cost: the same plans as before its walks were remembered, and its step bound.
+
+`data/planner_plans.json` holds the plans of commit 49fbf42 (before the search remembered its walks per state and
+pod shape, and before `Limits.max_steps`) on the seeded clusters of `planner_cases`: every goal with the default
+limits and with tight ones. The planner must still find exactly those plans, and say exactly the same reasons.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from planner_cases import CASES, fragmented
+
+from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.planner import (
+    DO_NOT_MOVE,
+    FitGoal,
+    FreeCardsGoal,
+    Goal,
+    Limits,
+    Plan,
+    PlanNode,
+    PlanPod,
+    Snapshot,
+    plan,
+)
+from kubectl_hami_place.core.planner.state import State
+from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.usage import PodAllocation
+
+PLANS = json.loads((Path(__file__).parent / "data" / "planner_plans.json").read_text())
+TIGHT = Limits(max_moves=3, max_moves_per_node=2)
+
+
+def outcome(result: Plan) -> dict[str, object]:
+    """A plan as the recorded plans hold it."""
+    return {
+        "complete": result.complete,
+        "moves": [[move.pod, move.to_node, list(move.to_cards)] for move in result.moves],
+        "target": None if result.target is None else [result.target[0], list(result.target[1])],
+        "freed": list(result.freed),
+        "reasons": list(result.reasons),
+    }
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_plans_are_those_found_before_the_search_remembered_its_walks(seed: int) -> None:
+    snapshot, goals = fragmented(seed)
+    recorded = [entry for entry in PLANS if entry["seed"] == seed]
+    assert len(recorded) == 2 * len(goals)
+    for entry in recorded:
+        limits = Limits() if entry["max_moves"] == Limits().max_moves else TIGHT
+        result = plan(snapshot, goals[entry["goal"]], limits)
+        expected = {key: entry[key] for key in ("complete", "moves", "target", "freed", "reasons")}
+        assert outcome(result) == expected, (seed, entry["goal"], limits)
+
+
+def test_the_recorded_plans_cover_moves_chains_and_failures() -> None:
+    kinds = {(entry["complete"], min(len(entry["moves"]), 3)) for entry in PLANS}
+    assert {(True, 0), (True, 1), (True, 2), (True, 3), (False, 0), (False, 3)} <= kinds
+
+
+def _stuck(nodes: int) -> tuple[Snapshot, PlanPod]:
+    """Nodes of one 16 GiB card, each holding a movable 4 GiB pod of 60 cores and a `do-not-move` 1 GiB pod of 40:
+    every card has 11 GiB free and no cores. A pending 8 GiB pod of 50 cores fits any card once its 4 GiB pod left,
+    so every node is a candidate; the 4 GiB pod fits no other card (no cores anywhere), so every candidate fails,
+    and every card passes the memory floor, so each search for a card walks them all."""
+    plan_nodes = []
+    pods = []
+    for n in range(nodes):
+        name = f"node-{n:03d}"
+        card = Card(uuid=f"GPU-{n:03d}", count=10, devmem=16384, devcore=100, type="NVIDIA-T4", health=True)
+        plan_nodes.append(PlanNode(name=name, cards=(card,)))
+        for mib, cores, label in ((4096, 60, "busy"), (1024, 40, "pinned")):
+            pod_name = f"{label}-{n:03d}"
+            pods.append(
+                PlanPod(
+                    namespace="ns",
+                    name=pod_name,
+                    uid=pod_name,
+                    requests=(card_request(1, memreq=mib, coresreq=cores),),
+                    annotations={DO_NOT_MOVE: "true"} if label == "pinned" else {},
+                    allocation=PodAllocation(
+                        "ns",
+                        pod_name,
+                        pod_name,
+                        name,
+                        "Running",
+                        ((ContainerDevice(card.uuid, "NVIDIA", mib, cores),),),
+                    ),
+                    owner_kind="ReplicaSet",
+                )
+            )
+    pending = PlanPod(
+        namespace="ns", name="new", requests=(card_request(1, memreq=8192, coresreq=50),), owner_kind="ReplicaSet"
+    )
+    return Snapshot(nodes=tuple(plan_nodes), pods=tuple(pods)), pending
+
+
+def _steps(snapshot: Snapshot, goal: Goal, limits: Limits) -> tuple[Plan, int]:
+    """The plan, and the steps its search took (State.step counts them)."""
+    counted: list[State] = []
+    original = State.__init__
+
+    def keep(self: State, *args: object) -> None:
+        original(self, *args)  # type: ignore[arg-type]
+        counted.append(self)
+
+    State.__init__ = keep  # type: ignore[method-assign]
+    try:
+        result = plan(snapshot, goal, limits)
+    finally:
+        State.__init__ = original  # type: ignore[method-assign]
+    return result, counted[-1].steps
+
+
+def test_a_search_that_fails_on_every_node_walks_the_cards_once_per_pod_shape() -> None:
+    # Each node's 4 GiB pod must leave for the pending pod to fit; it fits no other card, nor after moving another
+    # pod aside. Walked afresh for each node, the cards would cost about nodes x nodes steps; remembered, about
+    # nodes (a quarter of the nodes walked 16 times the steps, not 4 times).
+    steps = {}
+    for nodes in (40, 160):
+        snapshot, pending = _stuck(nodes)
+        result, steps[nodes] = _steps(snapshot, FitGoal(pending), Limits(max_steps=10**9))
+        assert not result.complete
+        assert result.reasons[0] == "no node can make room within the bounds:"
+        assert "fits no other card" in result.reasons[1]
+    assert steps[160] < 8 * steps[40]
+
+
+def test_a_search_stops_at_its_step_bound_and_says_so() -> None:
+    snapshot, pending = _stuck(60)
+    result, steps = _steps(snapshot, FitGoal(pending), Limits(max_steps=50))
+    assert not result.complete and not result.moves
+    assert result.reasons[0].startswith("the search stopped after 50 steps (its bound)")
+    assert steps == 51
+
+
+def test_a_bounded_search_keeps_the_plan_it_found_before_the_bound() -> None:
+    # Every goal of a few seeded clusters under growing bounds: each plan is the unbounded one, or a rescue plan
+    # found before the bound (never cheaper than the unbounded search's), or says the bound stopped it.
+    for seed in range(4):
+        snapshot, goals = fragmented(seed)
+        for goal in goals:
+            unbounded = plan(snapshot, goal, TIGHT)
+            for bound in (30, 300, 3000, 30000):
+                bounded = plan(snapshot, goal, Limits(max_moves=3, max_moves_per_node=2, max_steps=bound))
+                if outcome(bounded) == outcome(unbounded):
+                    continue
+                if isinstance(goal, FitGoal) and bounded.complete:
+                    assert len(bounded.moves) >= len(unbounded.moves)
+                    continue
+                assert bounded.reasons[0].startswith(f"the search stopped after {bound} steps (its bound)"), (
+                    seed,
+                    bound,
+                )
+                if isinstance(goal, FitGoal):
+                    assert not bounded.moves
+
+
+def test_a_plan_found_before_the_bound_is_kept_when_the_search_for_a_cheaper_one_spends_it() -> None:
+    # Seed 7's first pending pod: a two-move plan is found, then the search for a one-move one runs out of steps.
+    snapshot, goals = fragmented(7)
+    unbounded = plan(snapshot, goals[0], TIGHT)
+    bounded, steps = _steps(snapshot, goals[0], Limits(max_moves=3, max_moves_per_node=2, max_steps=100))
+    assert steps > 100
+    assert bounded.complete and len(bounded.moves) == 2
+    assert outcome(bounded) == outcome(unbounded)
+
+
+def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:
+    # Seed 2 with a bound of 864 steps stops while a third card is half emptied: the plan keeps only the moves
+    # that emptied the two cards it freed.
+    snapshot, _ = fragmented(2)
+    bounded = plan(snapshot, FreeCardsGoal(8), Limits(max_moves=6, max_moves_per_node=3, max_steps=864))
+    assert bounded.reasons[0] == "the search stopped after 864 steps (its bound)"
+    assert len(bounded.freed) == 2
+    assert len(bounded.moves) == 2
+    assert all(set(move.from_cards) & set(bounded.freed) for move in bounded.moves)

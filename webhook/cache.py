@@ -25,7 +25,7 @@ from kubectl_hami_place.core.cluster import (
 )
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fit import DEVICE_CORDON
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, placement_from_object, rfc3339
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.usage import PodAllocation
@@ -258,9 +258,10 @@ class ClusterCache:
                 self._claims.setdefault(claim, {})[key] = pod
 
 
-# What of a pod or node the readers use (the cluster-info view, the claim index, the reconciler, /mutate's evictPod
-# UIDs and the placements document); the rest of the API server's object (~17 KiB a pod as dicts) is not kept.
-POD_ANNOTATIONS = frozenset({NODE_ANNOTATION, ALLOCATED_ANNOTATION})
+# What of a pod or node the readers use (the cluster-info view, the claim index, the reconciler and its pin Event,
+# /mutate's evictPod UIDs and the placements document); the rest of the API server's object (~17 KiB a pod as
+# dicts) is not kept.
+POD_ANNOTATIONS = frozenset({NODE_ANNOTATION, ALLOCATED_ANNOTATION, USE_GPUUUID_ANNOTATION})
 NODE_ANNOTATIONS = frozenset({REGISTER_ANNOTATION, DEVICE_CORDON})
 
 

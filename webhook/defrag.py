@@ -59,7 +59,7 @@ from kubectl_hami_place.kube.defrag import (
     run_placements,
 )
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
-from kubectl_hami_place.kube.events import record_event
+from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.leader import Elector, LeaseTimes
 from kubectl_hami_place.kube.snapshot import SnapshotRead, read_snapshot
 from webhook.metrics import DefragMetrics
@@ -117,6 +117,7 @@ class DefragController:
         self.kube = kube
         self.options = options
         self.metrics = metrics
+        self.events = EventRecorder(kube, COMPONENT)
         self.elector = Elector(
             kube, options.lease_namespace, DEFRAG_LEASE, options.identity, times=options.lease, on_change=self._leading
         )
@@ -417,9 +418,7 @@ class DefragController:
 
     def _event(self, about: Mapping[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
         """An Event on a pod or on the policy's ConfigMap, from this controller."""
-        record_event(
-            self.kube, about, reason, message, warning=warning, api_version="v1", kind="Pod", component=COMPONENT
-        )
+        self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
 
 
 def _pod_ref(move: Move) -> dict[str, Any]:

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import gc
+import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from kubectl_hami_place import __version__
 from kubectl_hami_place.core.admission import RESULTS
-from kubectl_hami_place.core.names import ATTEMPT_RESULTS
+from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION, parse_allocation
+from kubectl_hami_place.core.errors import AllocationError
+from kubectl_hami_place.core.names import ATTEMPT_RESULTS, PLACEMENT_ANNOTATION, Phase
+from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.kube.watch import Reflector
+from webhook.cache import ClusterCache
 
 CACHE_KINDS = ("nodes", "pods", "placements")
 # Admission results beyond the decision's own: a body we refused, an internal error answered with "allowed".
@@ -20,6 +28,9 @@ INVALID = "invalid"
 PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 ERROR = "error"
 DRY_RUN = "dry_run"
+# The serving certificate's notAfter (Unix seconds), named here for the PrometheusRule's expiry alert; exported by
+# the server's certificate code, which sets it from the certificate it serves.
+CERT_EXPIRY_METRIC = "hami_place_certificate_expiry_timestamp_seconds"
 
 
 class Metrics:
@@ -79,7 +90,24 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.build = Info("hami_place_build", "The server's version and Python's (value 1).", registry=self.registry)
+        self.build.info({"version": __version__, "python_version": platform.python_version()})
+
         self.defrag = DefragMetrics(self.registry)
+
+    def watch_cache(self, cache: ClusterCache) -> None:
+        """Report what the cache takes in and holds: each kind's sync age and events, the placements by phase and
+        the cards of the pinned pods (the pods carrying a claim)."""
+        for reflector in cache.reflectors():
+            self.watch_sync_age(reflector)
+            self.count_events(reflector)
+        self.watch_placements(cache.parsed_placements, lambda: cache.pods_by_claim().values())
+
+    def watch_placements(
+        self, placements: Callable[[], Iterable[Placement]], pinned_pods: Callable[[], Iterable[Mapping[str, Any]]]
+    ) -> None:
+        """Report the placements by phase and the cards of pinned pods, read at scrape time."""
+        self.registry.register(CacheCollector(placements, pinned_pods))
 
     def watch_collector(self) -> Callable[[], None]:
         """Time every cyclic collection (in whichever thread runs it): a full one stops every admission. Returns
@@ -166,3 +194,62 @@ class DefragMetrics:
             ["window"],
             registry=registry,
         )
+
+
+class CacheCollector(Collector):
+    """What the cache holds, counted when Prometheus scrapes: a gauge of placements by phase is the cache's count,
+    never a sum of transitions that a restart or a missed event would skew."""
+
+    def __init__(
+        self, placements: Callable[[], Iterable[Placement]], pinned_pods: Callable[[], Iterable[Mapping[str, Any]]]
+    ) -> None:
+        self.placements = placements
+        self.pinned_pods = pinned_pods
+
+    def collect(self) -> Iterator[Metric]:
+        """`hami_place_placements{phase}` and `hami_place_pinned_card_info{...,node,device_uuid}`."""
+        by_phase = GaugeMetricFamily("hami_place_placements", "Placements in the cache, by phase.", labels=["phase"])
+        for phase, count in phase_counts(self.placements()).items():
+            by_phase.add_metric([phase], count)
+        yield by_phase
+        cards = GaugeMetricFamily(
+            "hami_place_pinned_card_info",
+            "1 for each card HAMi allocated to a running pinned pod; node and device_uuid as HAMi's hami_gpu_* name "
+            "them, so the two join.",
+            labels=PINNED_CARD_LABELS,
+        )
+        for labels in pinned_cards(self.pinned_pods()):
+            cards.add_metric(list(labels), 1)
+        yield cards
+
+
+PINNED_CARD_LABELS = ["placement_namespace", "placement", "node", "device_uuid"]
+
+
+def phase_counts(placements: Iterable[Placement]) -> dict[str, int]:
+    """How many placements are in each phase, every phase named (0 included)."""
+    counts = dict.fromkeys((phase.value for phase in Phase), 0)
+    for placement in placements:
+        counts[placement.status.phase.value] += 1
+    return counts
+
+
+def pinned_cards(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(namespace, placement, node, card UUID) of each card HAMi allocated to a pinned pod that has not ended, by
+    its annotations; a pod HAMi has not placed yet, or whose allocation it could not read, holds none."""
+    found: list[tuple[str, str, str, str]] = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp")
+        node = annotations.get(NODE_ANNOTATION) or (pod.get("spec") or {}).get("nodeName")
+        if ended or not node or not annotations.get(PLACEMENT_ANNOTATION):
+            continue
+        try:
+            containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION))
+        except AllocationError:
+            continue
+        uuids = dict.fromkeys(device.uuid for devices in containers for device in devices if device.uuid)
+        placement = str(annotations[PLACEMENT_ANNOTATION])
+        found.extend((str(meta.get("namespace") or ""), placement, str(node), uuid) for uuid in uuids)
+    return found

@@ -347,6 +347,9 @@ class Reconciler:
         self.cache.placements.upsert(stored)
         if write.reason == "Expired":
             self.metrics.expirations.inc()
+        if step.pod_event is not None:
+            event = step.pod_event
+            self.writes.record_event(event.involved, event.reason, event.message, warning=False)
         if not step.evict:
             if write.event:
                 self.writes.record_event(stored, write.reason, write.message, warning=write.warning)

@@ -422,9 +422,7 @@ def serve(options: ServeOptions) -> None:
     )
     metrics = Metrics()
     cache = ClusterCache(kube.api, options.scheduler_name)
-    for reflector in cache.reflectors():
-        metrics.watch_sync_age(reflector)
-        metrics.count_events(reflector)
+    metrics.watch_cache(cache)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
     hami.on_change = lambda config: setattr(admitter, "settings", dataclasses.replace(admitter.settings, hami=config))

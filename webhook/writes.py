@@ -19,7 +19,7 @@ from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.cluster import list_pods, pods_labelled_with_claim
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
-from kubectl_hami_place.kube.events import record_event
+from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.evictions import evict_pod
 from kubectl_hami_place.kube.placements import delete_placement
 
@@ -41,7 +41,8 @@ class Writes(Protocol):
         ...
 
     def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
-        """An Event about the placement; best effort, never raises."""
+        """An Event about the placement (or the object its apiVersion and kind name: a pinned pod); a repeat is
+        counted on the Event already written; best effort, never raises."""
         ...
 
     def evict(self, namespace: str, pod: str, uid: str) -> None:
@@ -111,8 +112,9 @@ class KubeWrites:
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
+        recorder = EventRecorder(kube)
         self.events = QueuedEvents(
-            lambda placement, reason, message, warning: record_event(kube, placement, reason, message, warning=warning)
+            lambda placement, reason, message, warning: recorder.record(placement, reason, message, warning=warning)
         )
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -124,7 +126,7 @@ class KubeWrites:
         return write_status(self.kube, placement, status)
 
     def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
-        """POST an Event, from the events thread."""
+        """POST an Event, or PATCH the count of the one of the same key, from the events thread."""
         self.events.put(placement, reason, message, warning=warning)
 
     def evict(self, namespace: str, pod: str, uid: str) -> None:

@@ -13,7 +13,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.names import CLAIMED_PHASES, DONE_EVICTIONS, EvictionResult, Phase
+from kubectl_hami_place.core.names import (
+    CLAIMED_PHASES,
+    DONE_EVICTIONS,
+    USE_GPUUUID_ANNOTATION,
+    EvictionResult,
+    Phase,
+)
 from kubectl_hami_place.core.placement import (
     Condition,
     EvictionStatus,
@@ -62,6 +68,26 @@ class StatusWrite:
 
 
 @dataclass(frozen=True)
+class PodEvent:
+    """An Event about a pod, by UID: what `kubectl describe pod` shows of its placement."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    message: str
+
+    @property
+    def involved(self) -> dict[str, Any]:
+        """The pod as an Event's involved object."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid},
+        }
+
+
+@dataclass(frozen=True)
 class FollowUp:
     """A status to write next; with `evict`, the write is the lease of one eviction attempt of that pod.
 
@@ -74,6 +100,8 @@ class FollowUp:
     evict_uid: str = ""
     release: bool = False
     """The write releases a claim: the server first asks the API server whether a pod carries it after all."""
+    pod_event: PodEvent | None = None
+    """An Event on a pod once the write landed: the pin, on the placed pod."""
 
 
 def claimed(placement: Placement, pod_name: str, token: str, now: datetime, evict_uid: str = "") -> StatusWrite:
@@ -237,7 +265,7 @@ def follow_up(
     if not status.consumed_by_uid:
         pod = claimed_pods.get((placement.namespace, token))
         if pod is not None:
-            return FollowUp(_consumed_by(placement, pod))
+            return FollowUp(_consumed_by(placement, pod), pod_event=pinned(placement, pod))
         if claim_ages is not None:
             age = claim_ages.get((placement.namespace, token), 0.0)
         else:
@@ -325,7 +353,8 @@ def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, tt
         if (now - eviction.time).total_seconds() < wait:
             return None
     lease = replace(status, eviction=replace(eviction, pod=pod, attempts=eviction.attempts + 1, time=now))
-    message = f"evicting pod {pod} (attempt {eviction.attempts + 1})"
+    # The attempt's number is in the status and in the Event's count: one Event counts every attempt.
+    message = f"evicting pod {pod}"
     return FollowUp(StatusWrite(placement, lease, "EvictionAttempt", message), evict=pod, evict_uid=eviction.uid)
 
 
@@ -373,6 +402,20 @@ def _consumed_by(placement: Placement, pod: Mapping[str, Any]) -> StatusWrite:
         message = f"claimed by pod {name}; evicting pod {status.eviction.pod if status.eviction else ''}"
     updated = replace(status, consumed_by_name=name, consumed_by_uid=uid, message=message)
     return StatusWrite(placement, updated, "Consumed", f"pod {name} ({uid}) is stored carrying the claim")
+
+
+def pinned(placement: Placement, pod: Mapping[str, Any]) -> PodEvent:
+    """The Event on the placed pod once it is stored: which placement pinned it to which node and cards."""
+    metadata = pod.get("metadata")
+    meta = metadata if isinstance(metadata, Mapping) else {}
+    annotations = meta.get("annotations")
+    uuids = annotations.get(USE_GPUUUID_ANNOTATION) if isinstance(annotations, Mapping) else None
+    spec = placement.spec
+    cards = ", ".join(str(card) for card in spec.gpu_devices)
+    message = f"pinned by placement {placement.name} to node {spec.node_name}, cards {cards}"
+    if isinstance(uuids, str) and uuids:
+        message += f" ({uuids})"
+    return PodEvent(placement.namespace, str(meta.get("name") or ""), str(meta.get("uid") or ""), "Pinned", message)
 
 
 def _released(placement: Placement, now: datetime) -> StatusWrite:

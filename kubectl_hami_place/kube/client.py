@@ -119,14 +119,19 @@ QUERY_NAMES = {
 }
 
 
-def by_path(api: client.ApiClient, method: str, path: str, body: Any = None) -> Callable[..., Any]:
+def by_path(
+    api: client.ApiClient, method: str, path: str, body: Any = None, content_type: str | None = None
+) -> Callable[..., Any]:
     """One API call by its path, called as a generated API method is (query by Python name, _request_timeout; the
-    urllib3 response, unread): through the client's REST layer, so its pool, credentials and any deadline set there,
-    without the generated CoreV1Api, whose import costs ~22 MiB of RSS for the few core calls the webhook makes."""
+    urllib3 response, unread; `content_type` for a patch): through the client's REST layer, so its pool, credentials
+    and any deadline set there, without the generated CoreV1Api, whose import costs ~22 MiB of RSS for the few core
+    calls the webhook makes."""
     path = checked_path(path)
 
     def call(*, _preload_content: bool = False, _request_timeout: Any = None, **query: Any) -> Any:
         headers = {**api.default_headers, "Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
         for auth in api.configuration.auth_settings().values():
             if auth.get("in") == "header" and auth.get("value"):
                 headers[auth["key"]] = auth["value"]

@@ -164,6 +164,9 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     pdb = one(objects, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert by_kind(objects, "NetworkPolicy") == [] and by_kind(objects, "ServiceMonitor") == []
+    assert by_kind(objects, "PrometheusRule") == [] and not any(
+        "grafana_dashboard" in (o["metadata"].get("labels") or {}) for o in by_kind(objects, "ConfigMap")
+    ), "the dashboard and the alerts are off by default"
 
     for obj in objects:
         if obj["kind"] != "CustomResourceDefinition" and "certgen" not in obj["metadata"]["name"]:
@@ -350,6 +353,30 @@ def test_service_monitor_scrapes_metrics_on_the_api_port(helm: Path) -> None:
     assert "api" in {p["name"] for p in one(objects, "Service")["spec"]["ports"]}
 
 
+def test_the_dashboard_and_the_alerts_are_rendered_from_the_charts_files(helm: Path) -> None:
+    objects = render(
+        helm,
+        "grafanaDashboard.enabled=true",
+        "grafanaDashboard.namespace=monitoring",
+        "grafanaDashboard.annotations.grafana_folder=GPU",
+        "prometheusRule.enabled=true",
+        "prometheusRule.labels.release=prom",
+    )
+    dashboard = one(objects, "ConfigMap", "gpu-descheduler-webhook-dashboard")
+    assert dashboard["metadata"]["namespace"] == "monitoring"
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "GPU"}
+    assert json.loads(dashboard["data"]["hami-place.json"]) == json.loads(
+        (CHART / "dashboards/hami-place.json").read_text()
+    )
+    rule = one(objects, "PrometheusRule", "gpu-descheduler-webhook")
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    assert rule["spec"]["groups"] == yaml.safe_load((CHART / "alerts/hami-place.rules.yaml").read_text())["groups"]
+    assert "{{ $value | humanize }}" in rule["spec"]["groups"][0]["rules"][0]["annotations"]["description"], (
+        "the alerts' own templates reach Prometheus untouched by Helm"
+    )
+
+
 def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: Path) -> None:
     objects = render(helm, "server.clientCA.configMap=apiserver-client-ca", "server.shutdownGrace=40")
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
@@ -417,7 +444,7 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("", "pods", v) for v in ("get", "list", "watch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
     expected |= {(placements, "hamipodplacements/status", "update")}
-    expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "list")}
+    expected |= {("", "pods/eviction", "create")} | {("", "events", v) for v in ("create", "patch", "list")}
     expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
     expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
@@ -753,6 +780,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
         ("create", "pods", "--subresource=eviction", "-n", "default"),
         ("create", "events", "-n", "default"),
+        ("patch", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
         ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
@@ -776,7 +804,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("patch", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
-        ("patch", "events", "-n", "default"),
+        ("update", "events", "-n", "default"),
         ("get", "nodes"),
         ("get", "secrets", "-n", namespace),
         ("get", "secrets", "-n", "default"),

@@ -348,7 +348,32 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
     assert blocked["phase"] == "Evicting"
     assert "keep-victim" in blocked["eviction"]["message"]
     assert core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp is None
-    assert "EvictionBlocked" in events_of(cluster, namespace, "make-room")
+
+    # Retried while blocked (5 s, then 10 s later): one EvictionBlocked Event, counted again, not one per attempt.
+    def blocked_events() -> list[client.CoreV1Event]:
+        selector = "involvedObject.name=make-room,involvedObject.kind=HamiPodPlacement,reason=EvictionBlocked"
+        return client.CoreV1Api(cluster.api_client()).list_namespaced_event(namespace, field_selector=selector).items
+
+    counted = wait_for(
+        lambda: (found := blocked_events()) and sum(e.count for e in found) >= 3 and found,
+        "three blocked attempts to be counted",
+    )
+    assert len(counted) == 1, [(e.metadata.name, e.count) for e in counted]
+    assert counted[0].count >= 3
+    assert counted[0].last_timestamp > counted[0].first_timestamp
+    assert status_of(cluster, namespace, "make-room")["eviction"]["attempts"] >= counted[0].count
+
+    # The placed pod tells its pin to `kubectl describe pod`.
+    placed = core.read_namespaced_pod(newcomer.metadata.name, namespace)
+    pins = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
+        namespace,
+        field_selector=f"involvedObject.uid={placed.metadata.uid},involvedObject.kind=Pod,reason=Pinned",
+    )
+    assert [e.message for e in pins.items] == [
+        f"pinned by placement make-room to node {A100_1}, cards gpu-0 ({A100_1_CARD0})"
+    ]
+    described = cluster.kubectl("describe", "pod", newcomer.metadata.name, "-n", namespace).stdout
+    assert "Pinned" in described and "pinned by placement make-room" in described
 
     policy.patch_namespaced_pod_disruption_budget("keep-victim", namespace, {"spec": {"minAvailable": 0}})
     done = wait_for(

@@ -18,7 +18,7 @@ from kubectl_hami_place.core.lifecycle import (
     StatusWrite,
     finished_at,
 )
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, EvictionResult, Phase
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, USE_GPUUUID_ANNOTATION, EvictionResult, Phase
 from kubectl_hami_place.core.placement import (
     Condition,
     PlacementStatus,
@@ -128,6 +128,22 @@ def test_the_stored_pod_carrying_the_token_fills_consumed_by() -> None:
     assert written(step.write)["consumedBy"] == {"name": "trainer-abc", "uid": "uid-9"}
     assert written(step.write)["phase"] == "Consumed"
     assert written(step.write)["claim"]["token"] == "tok"
+
+
+def test_filling_consumed_by_says_on_the_placed_pod_which_placement_pinned_it_where() -> None:
+    pod = stored_pod()
+    pod["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] = "GPU-aaaa"
+    step = follow_up(placement(claimed()), pods(pod), NOW, TTL, GRACE)
+    assert step is not None and step.pod_event is not None
+    assert step.pod_event.involved == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": NS, "name": "trainer-abc", "uid": "uid-9"},
+    }
+    assert step.pod_event.reason == "Pinned"
+    assert step.pod_event.message == "pinned by placement p1 to node n, cards gpu-0 (GPU-aaaa)"
+    later = follow_up(placement(claimed(uid="uid-9", phase="Evicting"), evict="v"), pods(pod), NOW, TTL, GRACE)
+    assert later is not None and later.pod_event is None, "the pin is said once, when the pod is first seen"
 
 
 def test_a_pod_with_another_token_or_namespace_does_not_count() -> None:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, Configuration
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 import kubectl_hami_place
 import webhook
@@ -438,6 +439,47 @@ def test_ready_and_metrics_after_sync() -> None:
     ):
         assert name in text
     assert 'hami_place_cache_sync_age_seconds{kind="placements"}' in text
+
+
+def test_metrics_count_the_cached_placements_by_phase_and_label_pinned_cards_as_hami_does() -> None:
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-b", "claimedAt": "2026-11-29T10:01:00Z"}}
+    pinned = hami_pod("train-b", token="tok-b")
+    pinned["metadata"]["annotations"]["scheduling.hami.placement.com/placement"] = "p2"
+    ended = hami_pod("train-c", token="tok-c")
+    ended["metadata"]["annotations"]["scheduling.hami.placement.com/placement"] = "p3"
+    ended["status"]["phase"] = "Succeeded"
+    unplaced = hami_pod("train-d")
+    metrics = Metrics()
+    cache = filled_cache(
+        [placement("p1"), placement("p2", claimed), placement("p3", claimed)], [pinned, ended, unplaced]
+    )
+    metrics.watch_cache(cache)
+    samples = scraped(cache, metrics)
+    assert samples["hami_place_placements"] == [
+        ({"phase": "Pending"}, 1.0),
+        ({"phase": "Evicting"}, 0.0),
+        ({"phase": "Consumed"}, 2.0),
+        ({"phase": "Failed"}, 0.0),
+        ({"phase": "Expired"}, 0.0),
+    ]
+    assert samples["hami_place_pinned_card_info"] == [
+        ({"placement_namespace": NS, "placement": "p2", "node": "gpu-a100-0", "device_uuid": UUID0}, 1.0)
+    ], "the running pinned pod's card only: not the ended one's, not an unpinned pod's"
+    [(build, one)] = samples["hami_place_build_info"]
+    assert (one, build["version"]) == (1.0, kubectl_hami_place.__version__)
+    assert build["python_version"].startswith("3.")
+    cache.placements.remove(NS, "p1")
+    assert ({"phase": "Pending"}, 0.0) in scraped(cache, metrics)["hami_place_placements"], "read at scrape time"
+
+
+def scraped(cache: ClusterCache, metrics: Metrics) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """GET /metrics, parsed: each sample name's (labels, value) in order."""
+    text = api_app(cache, metrics).test_client().get("/metrics").get_data(as_text=True)
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
 
 
 def test_the_collector_stays_paused_until_the_last_overlapping_build_ends() -> None:

@@ -87,15 +87,27 @@ class Webhook:
                 self.process.wait()
 
 
-def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kubeconfig: Path | None = None) -> Webhook:
+def start(
+    sandbox: Sandbox,
+    workdir: Path,
+    *extra: str,
+    timeout: float = 60,
+    kubeconfig: Path | None = None,
+    tls_secret: str = "",
+) -> Webhook:
     """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return; as the
-    sandbox's admin unless `kubeconfig` gives another identity."""
+    sandbox's admin unless `kubeconfig` gives another identity. With `tls_secret` (NAMESPACE/NAME, give
+    --webhook-configuration in `extra`) it serves that Secret's certificate instead of files."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
-    subprocess.run(
-        [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
-        check=True,
-        capture_output=True,
-    )
+    if tls_secret:
+        tls = ["--tls-secret", tls_secret]
+    else:
+        subprocess.run(
+            [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
+            check=True,
+            capture_output=True,
+        )
+        tls = ["--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key")]
     port, api_port, probe_port = free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
@@ -113,10 +125,7 @@ def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kub
                 str(api_port),
                 "--probe-port",
                 str(probe_port),
-                "--tls-cert-file",
-                str(certs / "tls.crt"),
-                "--tls-key-file",
-                str(certs / "tls.key"),
+                *tls,
                 # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick.
                 "--shutdown-grace",
                 "3",

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from kubectl_hami_place.core.admission import RESULTS
 from kubectl_hami_place.core.names import ATTEMPT_RESULTS
 from kubectl_hami_place.kube.watch import Reflector
+from webhook.tls import ReloadingCertificate
 
 CACHE_KINDS = ("nodes", "pods", "placements")
 # Admission results beyond the decision's own: a body we refused, an internal error answered with "allowed".
@@ -79,7 +80,23 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.certificate_not_after = Gauge(
+            "hami_place_serving_certificate_not_after_timestamp_seconds",
+            "When the certificate /mutate serves to new connections expires (Unix time).",
+            registry=self.registry,
+        )
+        self.certificate_left = Gauge(
+            "hami_place_serving_certificate_expiry_seconds",
+            "Seconds until the certificate /mutate serves to new connections expires (negative once it has).",
+            registry=self.registry,
+        )
+
         self.defrag = DefragMetrics(self.registry)
+
+    def watch_certificate(self, certificate: ReloadingCertificate) -> None:
+        """Report the served certificate's expiry at scrape time (after the reload a rotation may be waiting for)."""
+        self.certificate_left.set_function(certificate.seconds_left)
+        self.certificate_not_after.set_function(certificate.expires_at)
 
     def watch_collector(self) -> Callable[[], None]:
         """Time every cyclic collection (in whichever thread runs it): a full one stops every admission. Returns

@@ -17,12 +17,14 @@ import signal
 import socket
 import ssl
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -54,6 +56,7 @@ from webhook.mutate import (
     is_json,
 )
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS, Reconciler
+from webhook.renewal import SecretCertificate
 from webhook.tls import ReloadingCertificate
 from webhook.writes import KubeWrites
 
@@ -385,6 +388,9 @@ class ServeOptions:
     bind_address: str = "0.0.0.0"
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # NAMESPACE/NAME of the Secret to serve from and renew, and the configuration whose caBundle follows it.
+    tls_secret: str = ""
+    webhook_configuration: str = ""
     client_ca_file: str = ""
     scheduler_name: str = "hami-scheduler"
     hami_config: str = ""
@@ -407,7 +413,21 @@ def serve(options: ServeOptions) -> None:
     """Run until SIGTERM (graceful, within --shutdown-grace) or SIGINT (in-flight admissions only)."""
     if not return_freed_memory():
         log.warning("this libc has no mallopt: memory freed after large responses may stay with the process")
-    certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
+    renewal = None
+    cert_file, key_file = options.tls_cert_file, options.tls_key_file
+    if options.tls_secret:
+        namespace, _, name = options.tls_secret.partition("/")
+        # Its own connection pool, and a private directory for the pair it serves.
+        renewal = SecretCertificate(
+            connect(options.kubeconfig),
+            namespace,
+            name,
+            options.webhook_configuration,
+            Path(tempfile.mkdtemp(prefix="hami-place-tls-")),
+        )
+        renewal.settle()
+        cert_file, key_file = str(renewal.cert_file), str(renewal.key_file)
+    certificate = ReloadingCertificate(cert_file, key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
     hami = FollowedHamiConfig(lambda: read_hami_config(kube, options.hami_config))
@@ -417,6 +437,7 @@ def serve(options: ServeOptions) -> None:
         hami=hami.refresh(),
     )
     metrics = Metrics()
+    metrics.watch_certificate(certificate)
     cache = ClusterCache(kube.api, options.scheduler_name)
     for reflector in cache.reflectors():
         metrics.watch_sync_age(reflector)
@@ -481,6 +502,8 @@ def serve(options: ServeOptions) -> None:
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
         threading.Thread(target=hami.run, args=(stop,), name="hami-config", daemon=True),
     ]
+    if renewal is not None:
+        threads.append(threading.Thread(target=renewal.run, args=(stop,), name="certificate", daemon=True))
     if options.defrag is not None:
         # Its own connection pool: the controller's lists and waits never hold a connection admission needs.
         controller = DefragController(connect(options.kubeconfig), options.defrag, metrics.defrag)

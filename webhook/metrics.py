@@ -7,7 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+)
 
 from kubectl_hami_place.core.admission import RESULTS
 from kubectl_hami_place.core.names import ATTEMPT_RESULTS
@@ -28,6 +36,9 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The standard process_* (RSS, CPU, open fds), python_info and python_gc_* series, as the default registry has.
+        for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(standard)
         self.admissions = Counter(
             "hami_place_admissions", "Admission requests answered, by result.", ["result"], registry=self.registry
         )

@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import uvicorn
 from flask import Flask
@@ -556,10 +555,12 @@ def api_server(
 
 def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
     """Once the first full sync is in, build the cluster-info views, then move every object alive to the collector's
-    permanent generation.
+    permanent generation, once.
 
     The cache's tens of thousands of dicts would otherwise be walked by every full collection, a pause of tens of
     milliseconds in whichever admission triggers it; the objects stay freed by reference counting when replaced.
+    Only once: what is cyclic and alive at a freeze is never collected after (uvicorn's connection objects are
+    cyclic), so freezing after every full collection kept every connection open at that moment for ever.
     The views built now make the first `GET /api/v1/cluster-info` as cheap as the next (only changed nodes).
     """
     while not stop.is_set():
@@ -568,22 +569,7 @@ def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
             gc.collect()
             gc.freeze()
             log.info("first sync in: %d objects frozen out of the collector's scans", gc.get_freeze_count())
-            freeze_after_full_collections()
             return
-
-
-def freeze_after_full_collections() -> Callable[[], None]:
-    """From now on the survivors of every full collection join the permanent generation too, so the next full one
-    walks only what came to live since: what the cache keeps changes after the first sync (every placement
-    acknowledged, pods and nodes replaced) and a full collection over all of it stopped admissions for 130-175 ms
-    in the admission bench. A collection leaves no garbage behind, so nothing dead is frozen. Returns the undo."""
-
-    def frozen(phase: str, info: dict[str, Any]) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            gc.freeze()
-
-    gc.callbacks.append(frozen)
-    return lambda: gc.callbacks.remove(frozen)
 
 
 def drain(https: MutateListener, *, listen: float, finish: float) -> None:

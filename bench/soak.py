@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sandbox import prepare
 from sandbox.cluster import running, stop_on_signals
 from sandbox.webhook import Webhook, start
 
@@ -149,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop_on_signals()
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp, running(Path(tmp) / "sandbox") as sandbox:
+        prepare.prepare(sandbox)  # the placement CRD and the GPU nodes
         sandbox.kubectl("create", "namespace", NAMESPACE)
         try:
-            webhook = start(sandbox, Path(tmp), timeout=300)
+            webhook = start(sandbox, Path(tmp), timeout=180)
         except (TimeoutError, RuntimeError):
             for log in Path(tmp).glob("webhook-*.log"):
                 print(log.read_text()[-3000:], file=sys.stderr)
@@ -161,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             churn = Churn(webhook, args.rate, args.workers)
             print(f"webhook pid {pid}, RSS {rss_mib(pid):.1f} MiB before the churn", flush=True)
             print("     t  conn/s  failed  RSS MiB  process_rss MiB  full GCs  full GC pause s", flush=True)
-            threading.Thread(target=churn.run, daemon=True).start()
+            submitting = threading.Thread(target=churn.run, daemon=True)
+            submitting.start()
             started = time.monotonic()
             samples: list[tuple[float, float]] = []
             previous = (0, 0)
@@ -180,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 previous = (answered, failed)
             churn.stop.set()
+            submitting.join()
             churn.pool.shutdown(wait=True)
         finally:
             webhook.stop()

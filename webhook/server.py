@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
+import shutil
 import signal
 import socket
 import ssl
@@ -528,6 +529,8 @@ def serve(options: ServeOptions) -> None:
     writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
     unwatch_collector()
+    if renewal is not None:
+        shutil.rmtree(renewal.cert_file.parent, ignore_errors=True)  # the served key leaves no copy behind
     log.info("stopped")
 
 

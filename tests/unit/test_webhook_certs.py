@@ -139,3 +139,23 @@ def test_a_rotation_staged_for_new_names_covers_them() -> None:
     )
     bundle = CertBundle(staged[CA_CRT], staged[NEXT_CRT], staged[NEXT_KEY])
     assert still_good(bundle, [*DNS, "other.svc"], IPS)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--tls-secret", "kube-system/../x", "--webhook-configuration", "w"], "must be NAMESPACE/NAME"),
+        (["--tls-secret", "kube-system/tls"], "needs --webhook-configuration"),
+        (["--tls-secret", "kube-system/tls", "--webhook-configuration", "w", "--tls-cert-file", "c"], "not both"),
+    ],
+)
+def test_serve_from_a_secret_checks_its_flags_before_any_call(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_certs_refuses_a_validity_too_short_for_a_rotation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certs", "--secret", "kube-system/tls", "--dns", "x", "--validity", "60"]) == 2
+    assert "--validity must be at least 90" in capsys.readouterr().err

@@ -96,16 +96,22 @@ def start(
     kubeconfig: Path | None = None,
     address: str = "127.0.0.1",
     die_with_parent: bool = False,
+    tls_secret: str = "",
 ) -> Webhook:
     """Certificates from `hami-place-webhook certs`, then `serve` on free ports of `address` (loopback unless a
     Service must reach it, see `expose`), ready on return; as the sandbox's admin unless `kubeconfig` gives another
-    identity."""
+    identity. With `tls_secret` (NAMESPACE/NAME, give --webhook-configuration in `extra`) it serves that Secret's
+    certificate instead of files."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
-    subprocess.run(
-        [webhook_command(), "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
-        check=True,
-        capture_output=True,
-    )
+    if tls_secret:
+        tls = ["--tls-secret", tls_secret]
+    else:
+        subprocess.run(
+            [webhook_command(), "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
+            check=True,
+            capture_output=True,
+        )
+        tls = ["--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key")]
     port, api_port, probe_port = free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
@@ -123,10 +129,7 @@ def start(
                 str(api_port),
                 "--probe-port",
                 str(probe_port),
-                "--tls-cert-file",
-                str(certs / "tls.crt"),
-                "--tls-key-file",
-                str(certs / "tls.key"),
+                *tls,
                 # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick.
                 "--shutdown-grace",
                 "3",

@@ -2,7 +2,9 @@
 
 The API server trusts the CA through the MutatingWebhookConfiguration's caBundle; the server presents the serving
 certificate. A bundle that is still good (signed by its CA, covering every requested name, valid for 30 more days)
-is reused, so re-running the generator (every `helm upgrade`) does not rotate the CA under running replicas.
+is reused, so re-running the generator (every `helm upgrade`) does not rotate the CA under running replicas. A
+rotation (kubectl_hami_place.core.rotation) goes through the Secret's data: `stage` puts a new CA beside the old one
+and its serving pair under NEXT_CRT/NEXT_KEY, `switch` serves that pair, `drop` keeps only the serving pair's CA.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 CA_DAYS = 3650
 SERVING_DAYS = 825
 MIN_REMAINING = timedelta(days=30)
+# The Secret's keys: the served pair, the CA bundle the API server should trust, and a staged pair.
+TLS_CRT, TLS_KEY, CA_CRT = "tls.crt", "tls.key", "ca.crt"
+NEXT_CRT, NEXT_KEY = "next.crt", "next.key"
+# A new certificate is valid from this long ago, for clocks a little behind ours.
+BACKDATE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -131,16 +138,19 @@ def issue_leaf(
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = None) -> CertBundle:
-    """A fresh CA and a serving certificate for the given DNS names and IP addresses (ECDSA P-256)."""
+def generate(
+    dns_names: Sequence[str], ips: Sequence[str], *, now: datetime | None = None, validity: timedelta | None = None
+) -> CertBundle:
+    """A fresh CA and a serving certificate for the given DNS names and IP addresses (ECDSA P-256); with a
+    validity, both end then (a CA per rotation), else the CA after CA_DAYS and the certificate after SERVING_DAYS."""
     if not dns_names and not ips:
         raise ValueError("give at least one --dns name or --ip address for the serving certificate")
     now = now or datetime.now(UTC)
-    start = now - timedelta(minutes=5)
-    ca_key, ca_cert = new_ca("hami-place-webhook-ca", start, now + timedelta(days=CA_DAYS))
-    key, cert = issue_leaf(
-        ca_key, ca_cert, (dns_names or ips)[0], start, now + timedelta(days=SERVING_DAYS), dns_names=dns_names, ips=ips
-    )
+    start = now - BACKDATE
+    ca_end = now + (validity or timedelta(days=CA_DAYS))
+    ca_key, ca_cert = new_ca("hami-place-webhook-ca", start, ca_end)
+    end = now + (validity or timedelta(days=SERVING_DAYS))
+    key, cert = issue_leaf(ca_key, ca_cert, (list(dns_names) or list(ips))[0], start, end, dns_names=dns_names, ips=ips)
     return CertBundle(
         ca_crt=ca_cert.public_bytes(serialization.Encoding.PEM),
         tls_crt=cert.public_bytes(serialization.Encoding.PEM),
@@ -151,20 +161,100 @@ def generate(dns_names: list[str], ips: list[str], *, now: datetime | None = Non
 def still_good(bundle: CertBundle, dns_names: list[str], ips: list[str], *, now: datetime | None = None) -> bool:
     """Whether an existing bundle can be kept: signed by its CA, key matches, every name covered, 30+ days left."""
     now = now or datetime.now(UTC)
-    try:
-        ca = x509.load_pem_x509_certificate(bundle.ca_crt)
-        cert = x509.load_pem_x509_certificate(bundle.tls_crt)
-        key = serialization.load_pem_private_key(bundle.tls_key, password=None)
-        cert.verify_directly_issued_by(ca)
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound):
+    ca = usable_issuer(bundle.ca_crt, bundle.tls_crt, bundle.tls_key, now=now)
+    if ca is None:
         return False
-    if key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ) != cert.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo):
-        return False
-    covered_dns = set(names.get_values_for_type(x509.DNSName))
-    covered_ips = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
-    if not set(dns_names) <= covered_dns or not {str(ipaddress.ip_address(ip)) for ip in ips} <= covered_ips:
+    cert = x509.load_pem_x509_certificate(bundle.tls_crt)
+    covered_dns, covered_ips = names_of(cert)
+    if not set(dns_names) <= set(covered_dns) or not {str(ipaddress.ip_address(ip)) for ip in ips} <= set(covered_ips):
         return False
     return min(cert.not_valid_after_utc, ca.not_valid_after_utc) - now >= MIN_REMAINING
+
+
+def _public(key: object) -> bytes:
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)  # type: ignore[attr-defined]
+
+
+def issuer_in(ca_pem: bytes, cert: x509.Certificate) -> x509.Certificate | None:
+    """The CA of the bundle that signed the certificate, if any."""
+    try:
+        cas = x509.load_pem_x509_certificates(ca_pem)
+    except ValueError:
+        return None
+    for ca in cas:
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return ca
+    return None
+
+
+def usable_issuer(ca_pem: bytes, crt_pem: bytes, key_pem: bytes, *, now: datetime) -> x509.Certificate | None:
+    """The bundle's CA of a pair that can be served now (key matches, signed by a CA of the bundle, both within
+    their validity, a SAN present); None when the pair cannot be served."""
+    try:
+        cert = x509.load_pem_x509_certificate(crt_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except (ValueError, TypeError, x509.ExtensionNotFound):
+        return None
+    if _public(key.public_key()) != _public(cert.public_key()):
+        return None
+    ca = issuer_in(ca_pem, cert)
+    if ca is None or not cert.not_valid_before_utc <= now < min(cert.not_valid_after_utc, ca.not_valid_after_utc):
+        return None
+    return ca
+
+
+def names_of(cert: x509.Certificate) -> tuple[list[str], list[str]]:
+    """The certificate's DNS names and IP addresses (as text)."""
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return [], []
+    return list(names.get_values_for_type(x509.DNSName)), [str(ip) for ip in names.get_values_for_type(x509.IPAddress)]
+
+
+def pem(cert: x509.Certificate) -> bytes:
+    """A certificate as PEM."""
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def stage(
+    data: dict[str, bytes], *, now: datetime, dns_names: Sequence[str] = (), ips: Sequence[str] = ()
+) -> dict[str, bytes]:
+    """The Secret's data with a new CA beside the served pair's own and a pair it signed under NEXT_CRT/NEXT_KEY:
+    for the served pair's names and lifetime unless names are given."""
+    current = x509.load_pem_x509_certificate(data[TLS_CRT])
+    if not dns_names and not ips:
+        dns_names, ips = names_of(current)
+    validity = current.not_valid_after_utc - current.not_valid_before_utc - BACKDATE
+    fresh = generate(dns_names, ips, now=now, validity=validity)
+    old = issuer_in(data[CA_CRT], current)
+    return {
+        **data,
+        CA_CRT: (pem(old) if old is not None else b"") + fresh.ca_crt,
+        NEXT_CRT: fresh.tls_crt,
+        NEXT_KEY: fresh.tls_key,
+    }
+
+
+def switch(data: dict[str, bytes]) -> dict[str, bytes]:
+    """The Secret's data serving the staged pair."""
+    kept = {key: value for key, value in data.items() if key not in (NEXT_CRT, NEXT_KEY)}
+    return {**kept, TLS_CRT: data[NEXT_CRT], TLS_KEY: data[NEXT_KEY]}
+
+
+def drop(data: dict[str, bytes]) -> dict[str, bytes]:
+    """The Secret's data whose bundle keeps only the CA of the served pair (all of it if none of it signed it)."""
+    issuer = issuer_in(data[CA_CRT], x509.load_pem_x509_certificate(data[TLS_CRT]))
+    return {**data, CA_CRT: pem(issuer)} if issuer is not None else dict(data)
+
+
+def ca_count(ca_pem: bytes) -> int:
+    """How many certificates a PEM bundle holds (0 when it is unreadable)."""
+    try:
+        return len(x509.load_pem_x509_certificates(ca_pem))
+    except ValueError:
+        return 0

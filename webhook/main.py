@@ -3,24 +3,46 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import secrets
 import socket
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kubectl_hami_place import __version__
-from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.kube.client import Kube, connect
 from kubectl_hami_place.kube.errors import KubeError
-from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
+from kubectl_hami_place.kube.webhook_config import (
+    patch_ca_bundle,
+    read_secret,
+    replace_secret,
+    store_tls_secret,
+)
 from webhook import check
-from webhook.certs import CertBundle, generate, still_good
+from webhook.certs import (
+    CA_CRT,
+    NEXT_CRT,
+    TLS_CRT,
+    TLS_KEY,
+    CertBundle,
+    ca_count,
+    generate,
+    stage,
+    still_good,
+    usable_issuer,
+)
 from webhook.defrag import INTERVAL_SECONDS, DefragOptions
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
 from webhook.server import IDLE_SECONDS, ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
+
+# A shorter certificate would be renewed before a rotation's waits are over.
+MIN_VALIDITY_SECONDS = 90
 
 
 def _say(message: str) -> None:
@@ -84,6 +106,20 @@ def _parser() -> argparse.ArgumentParser:
         "--tls-key-file",
         default=os.environ.get("HAMI_PLACE_TLS_KEY_FILE"),
         help="serving key, PEM [HAMI_PLACE_TLS_KEY_FILE]; reloaded when it changes",
+    )
+    run.add_argument(
+        "--tls-secret",
+        default=os.environ.get("HAMI_PLACE_TLS_SECRET", ""),
+        metavar="NAMESPACE/NAME",
+        help="serve the certificate of this kubernetes.io/tls Secret (made by `certs --secret`) instead of files, "
+        "and renew it before it expires, rotating its CA with an overlap [HAMI_PLACE_TLS_SECRET]",
+    )
+    run.add_argument(
+        "--webhook-configuration",
+        default=os.environ.get("HAMI_PLACE_WEBHOOK_CONFIGURATION", ""),
+        metavar="NAME",
+        help="with --tls-secret: the MutatingWebhookConfiguration whose caBundle follows the Secret's CAs "
+        "[HAMI_PLACE_WEBHOOK_CONFIGURATION]",
     )
     run.add_argument(
         "--client-ca-file",
@@ -211,6 +247,13 @@ def _parser() -> argparse.ArgumentParser:
         "--patch-webhook", metavar="NAME", help="put the CA into this MutatingWebhookConfiguration's caBundle"
     )
     certs.add_argument(
+        "--validity",
+        type=int,
+        metavar="SECONDS",
+        help="lifetime of the CA and the certificate (default: the CA 10 years, the certificate 825 days); "
+        "the server renews a certificate once a third of its lifetime is left, keeping the lifetime",
+    )
+    certs.add_argument(
         "--kubeconfig",
         default=os.environ.get("KUBECONFIG") or None,
         help="kubeconfig file [KUBECONFIG]; in-cluster config when unset",
@@ -228,9 +271,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    if not args.tls_cert_file or not args.tls_key_file:
+    if args.tls_secret:
+        namespace, _, name = args.tls_secret.partition("/")
+        if not is_namespace(namespace) or not is_object_name(name):
+            _fail(f"hami-place-webhook: --tls-secret {args.tls_secret!r} must be NAMESPACE/NAME of a Secret")
+            return 2
+        if args.tls_cert_file or args.tls_key_file:
+            _fail("hami-place-webhook: give either --tls-secret or --tls-cert-file and --tls-key-file, not both")
+            return 2
+        if not is_object_name(args.webhook_configuration):
+            _fail("hami-place-webhook: --tls-secret needs --webhook-configuration NAME, the configuration to keep")
+            return 2
+    elif not args.tls_cert_file or not args.tls_key_file:
         _fail(
-            "hami-place-webhook: serve needs --tls-cert-file and --tls-key-file "
+            "hami-place-webhook: serve needs --tls-cert-file and --tls-key-file, or --tls-secret "
             "(make them with: hami-place-webhook certs --out-dir DIR --dns NAME)"
         )
         return 2
@@ -283,6 +337,8 @@ def _serve(args: argparse.Namespace) -> int:
             bind_address=args.bind_address,
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,
+            tls_secret=args.tls_secret,
+            webhook_configuration=args.webhook_configuration,
             client_ca_file=args.client_ca_file,
             scheduler_name=args.scheduler_name,
             hami_config=args.hami_config,
@@ -305,8 +361,12 @@ def _certs(args: argparse.Namespace) -> int:
     if not args.out_dir and not args.secret:
         _fail("hami-place-webhook: certs needs --out-dir DIR or --secret NAMESPACE/NAME")
         return 2
+    if args.validity is not None and args.validity < MIN_VALIDITY_SECONDS:
+        _fail(f"hami-place-webhook: --validity must be at least {MIN_VALIDITY_SECONDS} seconds")
+        return 2
+    validity = timedelta(seconds=args.validity) if args.validity is not None else None
     try:
-        bundle = generate(args.dns, args.ip)
+        bundle = generate(args.dns, args.ip, validity=validity)
     except ValueError as error:
         _fail(f"hami-place-webhook: {error}")
         return 2
@@ -314,24 +374,10 @@ def _certs(args: argparse.Namespace) -> int:
         kube = connect(args.kubeconfig)
         if args.secret:
             namespace, _, name = args.secret.partition("/")
-            if not namespace or not name:
+            if not is_namespace(namespace) or not is_object_name(name):
                 _fail(f"hami-place-webhook: --secret {args.secret!r} must be NAMESPACE/NAME")
                 return 2
-            stored = read_tls_secret(kube, namespace, name)
-            current = stored and CertBundle(
-                ca_crt=stored["ca.crt"], tls_crt=stored["tls.crt"], tls_key=stored["tls.key"]
-            )
-            if current and still_good(current, args.dns, args.ip):
-                _say(f"secret {namespace}/{name}: existing certificate is still good, reused")
-                bundle = current
-            else:
-                store_tls_secret(
-                    kube,
-                    namespace,
-                    name,
-                    {"ca.crt": bundle.ca_crt, "tls.crt": bundle.tls_crt, "tls.key": bundle.tls_key},
-                )
-                _say(f"secret {namespace}/{name}: new certificate stored")
+            bundle = _stored(kube, namespace, name, bundle, args)
         if args.patch_webhook:
             count = patch_ca_bundle(kube, args.patch_webhook, bundle.ca_crt)
             if count is None:
@@ -342,6 +388,31 @@ def _certs(args: argparse.Namespace) -> int:
         bundle.write(args.out_dir)
         _say(f"wrote ca.crt, tls.crt, tls.key to {args.out_dir}")
     return 0
+
+
+def _stored(kube: Kube, namespace: str, name: str, fresh: CertBundle, args: argparse.Namespace) -> CertBundle:
+    """What the Secret serves after this run: kept while still good, left alone while a rotation is under way,
+    a rotation staged (the server finishes it with an overlap) when its pair is servable but no longer good, and
+    replaced by the fresh bundle only when nothing servable is stored."""
+    stored = read_secret(kube, namespace, name)
+    where = f"secret {namespace}/{name}"
+    now = datetime.now(UTC)
+    if stored is not None and all(stored.data.get(key) for key in (CA_CRT, TLS_CRT, TLS_KEY)):
+        current = CertBundle(ca_crt=stored.data[CA_CRT], tls_crt=stored.data[TLS_CRT], tls_key=stored.data[TLS_KEY])
+        if usable_issuer(current.ca_crt, current.tls_crt, current.tls_key, now=now) is not None:
+            if stored.data.get(NEXT_CRT) or ca_count(current.ca_crt) > 1:
+                _say(f"{where}: a certificate rotation is under way; the server finishes it")
+            elif still_good(current, args.dns, args.ip, now=now):
+                _say(f"{where}: existing certificate is still good, reused")
+            else:
+                data = stage(stored.data, now=now, dns_names=args.dns, ips=args.ip)
+                replace_secret(kube, namespace, name, stored, data, annotations=stored.annotations)
+                _say(f"{where}: a new certificate is staged; the server serves it once the webhook trusts its CA")
+                current = dataclasses.replace(current, ca_crt=data[CA_CRT])
+            return current
+    store_tls_secret(kube, namespace, name, {CA_CRT: fresh.ca_crt, TLS_CRT: fresh.tls_crt, TLS_KEY: fresh.tls_key})
+    _say(f"{where}: new certificate stored")
+    return fresh
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -20,6 +29,7 @@ from kubectl_hami_place.core.names import ATTEMPT_RESULTS, PLACEMENT_ANNOTATION,
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.kube.watch import Reflector
 from webhook.cache import ClusterCache
+from webhook.tls import ReloadingCertificate
 
 CACHE_KINDS = ("nodes", "pods", "placements")
 # Admission results beyond the decision's own: a body we refused, an internal error answered with "allowed".
@@ -38,6 +48,9 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The standard process_* (RSS, CPU, open fds), python_info and python_gc_* series, as the default registry has.
+        for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(standard)
         self.admissions = Counter(
             "hami_place_admissions", "Admission requests answered, by result.", ["result"], registry=self.registry
         )
@@ -93,6 +106,17 @@ class Metrics:
         self.build = Info("hami_place_build", "The server's version and Python's (value 1).", registry=self.registry)
         self.build.info({"version": __version__, "python_version": platform.python_version()})
 
+        self.certificate_not_after = Gauge(
+            "hami_place_serving_certificate_not_after_timestamp_seconds",
+            "When the certificate /mutate serves to new connections expires (Unix time).",
+            registry=self.registry,
+        )
+        self.certificate_left = Gauge(
+            "hami_place_serving_certificate_expiry_seconds",
+            "Seconds until the certificate /mutate serves to new connections expires (negative once it has).",
+            registry=self.registry,
+        )
+
         self.defrag = DefragMetrics(self.registry)
 
     def watch_cache(self, cache: ClusterCache) -> None:
@@ -108,6 +132,11 @@ class Metrics:
     ) -> None:
         """Report the placements by phase and the cards of pinned pods, read at scrape time."""
         self.registry.register(CacheCollector(placements, pinned_pods))
+
+    def watch_certificate(self, certificate: ReloadingCertificate) -> None:
+        """Report the served certificate's expiry at scrape time (after the reload a rotation may be waiting for)."""
+        self.certificate_left.set_function(certificate.seconds_left)
+        self.certificate_not_after.set_function(certificate.expires_at)
 
     def watch_collector(self) -> Callable[[], None]:
         """Time every cyclic collection (in whichever thread runs it): a full one stops every admission. Returns

@@ -13,18 +13,20 @@ import asyncio
 import dataclasses
 import gc
 import logging
+import shutil
 import signal
 import socket
 import ssl
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
+from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import uvicorn
 from flask import Flask
@@ -54,6 +56,7 @@ from webhook.mutate import (
     is_json,
 )
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS, Reconciler
+from webhook.renewal import SecretCertificate
 from webhook.tls import ReloadingCertificate
 from webhook.writes import KubeWrites
 
@@ -385,6 +388,9 @@ class ServeOptions:
     bind_address: str = "0.0.0.0"
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # NAMESPACE/NAME of the Secret to serve from and renew, and the configuration whose caBundle follows it.
+    tls_secret: str = ""
+    webhook_configuration: str = ""
     client_ca_file: str = ""
     scheduler_name: str = "hami-scheduler"
     hami_config: str = ""
@@ -409,7 +415,21 @@ def serve(options: ServeOptions) -> None:
     """Run until SIGTERM (graceful, within --shutdown-grace) or SIGINT (in-flight admissions only)."""
     if not return_freed_memory():
         log.warning("this libc has no mallopt: memory freed after large responses may stay with the process")
-    certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file, options.client_ca_file)
+    renewal = None
+    cert_file, key_file = options.tls_cert_file, options.tls_key_file
+    if options.tls_secret:
+        namespace, _, name = options.tls_secret.partition("/")
+        # Its own connection pool, and a private directory for the pair it serves.
+        renewal = SecretCertificate(
+            connect(options.kubeconfig),
+            namespace,
+            name,
+            options.webhook_configuration,
+            Path(tempfile.mkdtemp(prefix="hami-place-tls-")),
+        )
+        renewal.settle()
+        cert_file, key_file = str(renewal.cert_file), str(renewal.key_file)
+    certificate = ReloadingCertificate(cert_file, key_file, options.client_ca_file)
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
     hami = FollowedHamiConfig(
@@ -421,6 +441,7 @@ def serve(options: ServeOptions) -> None:
         hami=hami.refresh(),
     )
     metrics = Metrics()
+    metrics.watch_certificate(certificate)
     cache = ClusterCache(kube.api, options.scheduler_name)
     metrics.watch_cache(cache)
     writes = KubeWrites(kube)
@@ -483,6 +504,8 @@ def serve(options: ServeOptions) -> None:
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
         threading.Thread(target=hami.run, args=(stop,), name="hami-config", daemon=True),
     ]
+    if renewal is not None:
+        threads.append(threading.Thread(target=renewal.run, args=(stop,), name="certificate", daemon=True))
     if options.defrag is not None:
         # Its own connection pool: the controller's lists and waits never hold a connection admission needs.
         controller = DefragController(connect(options.kubeconfig), options.defrag, metrics.defrag)
@@ -508,6 +531,8 @@ def serve(options: ServeOptions) -> None:
     writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
     unwatch_collector()
+    if renewal is not None:
+        shutil.rmtree(renewal.cert_file.parent, ignore_errors=True)  # the served key leaves no copy behind
     log.info("stopped")
 
 
@@ -535,10 +560,12 @@ def api_server(
 
 def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
     """Once the first full sync is in, build the cluster-info views, then move every object alive to the collector's
-    permanent generation.
+    permanent generation, once.
 
     The cache's tens of thousands of dicts would otherwise be walked by every full collection, a pause of tens of
     milliseconds in whichever admission triggers it; the objects stay freed by reference counting when replaced.
+    Only once: what is cyclic and alive at a freeze is never collected after (uvicorn's connection objects are
+    cyclic), so freezing after every full collection kept every connection open at that moment for ever.
     The views built now make the first `GET /api/v1/cluster-info` as cheap as the next (only changed nodes).
     """
     while not stop.is_set():
@@ -547,22 +574,7 @@ def freeze_when_synced(cache: ClusterCache, stop: threading.Event) -> None:
             gc.collect()
             gc.freeze()
             log.info("first sync in: %d objects frozen out of the collector's scans", gc.get_freeze_count())
-            freeze_after_full_collections()
             return
-
-
-def freeze_after_full_collections() -> Callable[[], None]:
-    """From now on the survivors of every full collection join the permanent generation too, so the next full one
-    walks only what came to live since: what the cache keeps changes after the first sync (every placement
-    acknowledged, pods and nodes replaced) and a full collection over all of it stopped admissions for 130-175 ms
-    in the admission bench. A collection leaves no garbage behind, so nothing dead is frozen. Returns the undo."""
-
-    def frozen(phase: str, info: dict[str, Any]) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            gc.freeze()
-
-    gc.callbacks.append(frozen)
-    return lambda: gc.callbacks.remove(frozen)
 
 
 def drain(https: MutateListener, *, listen: float, finish: float) -> None:

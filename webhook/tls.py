@@ -13,6 +13,9 @@ import os
 import ssl
 import threading
 import time
+from pathlib import Path
+
+from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +42,19 @@ class ReloadingCertificate:
         self.client_ca_file = client_ca_file
         self._lock = threading.Lock()
         self._stamp = self._file_stamp()
+        self.not_after = 0.0
         self._current = self._build()
         self._checked = time.monotonic()
         self.reloads = 0
 
     def _build(self) -> ssl.SSLContext:
-        return server_context(self.cert_file, self.key_file, self.client_ca_file)
+        context = server_context(self.cert_file, self.key_file, self.client_ca_file)
+        try:
+            served = x509.load_pem_x509_certificate(Path(self.cert_file).read_bytes())
+        except ValueError as error:
+            raise ssl.SSLError(f"{self.cert_file}: {error}") from error
+        self.not_after = served.not_valid_after_utc.timestamp()
+        return context
 
     def _file_stamp(self) -> tuple[int, ...]:
         files = [self.cert_file, self.key_file, *([self.client_ca_file] if self.client_ca_file else [])]
@@ -66,6 +76,15 @@ class ReloadingCertificate:
                 # A rotation writes the two files one after the other: a mismatched pair is retried next time.
                 log.warning("TLS certificate not reloaded yet (%s); serving the previous one", error)
             return self._current
+
+    def expires_at(self) -> float:
+        """When the certificate served to new connections expires (Unix time), after a reload due."""
+        self.context()
+        return self.not_after
+
+    def seconds_left(self) -> float:
+        """Seconds until the certificate served to new connections expires (negative once it has)."""
+        return self.expires_at() - time.time()
 
     def serving_context(self) -> ssl.SSLContext:
         """The listener's context: at each ClientHello (SNI or not) it hands the connection the newest context, so a

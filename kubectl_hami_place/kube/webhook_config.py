@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
@@ -16,18 +17,72 @@ from kubectl_hami_place.kube.errors import KubeNotFound
 TLS_SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt")
 
 
-def read_tls_secret(kube: Kube, namespace: str, name: str) -> dict[str, bytes] | None:
-    """The Secret's tls.crt, tls.key and ca.crt as bytes; None when the Secret or one of the keys is missing."""
+@dataclass(frozen=True)
+class StoredSecret:
+    """A Secret's data (decoded), annotations and resourceVersion, as read."""
+
+    data: dict[str, bytes]
+    annotations: dict[str, str]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class CaBundles:
+    """A MutatingWebhookConfiguration's resourceVersion and the caBundle of each of its webhooks (b"" when unset)."""
+
+    resource_version: str
+    bundles: tuple[bytes, ...]
+
+
+def read_secret(kube: Kube, namespace: str, name: str) -> StoredSecret | None:
+    """The Secret as read from the API server (a quorum read); None when it does not exist."""
     try:
-        secret = request(
-            kube, kube.core().read_namespaced_secret, name, namespace, what=f"get secrets in namespace {namespace}"
+        what = f"get secrets {name} in namespace {namespace}"
+        secret = request(kube, kube.core().read_namespaced_secret, name, namespace, what=what)
+    except KubeNotFound:
+        return None
+    metadata = secret.get("metadata") or {}
+    return StoredSecret(
+        data={key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()},
+        annotations=dict(metadata.get("annotations") or {}),
+        resource_version=str(metadata.get("resourceVersion", "")),
+    )
+
+
+def replace_secret(
+    kube: Kube, namespace: str, name: str, read: StoredSecret, data: dict[str, bytes], *, annotations: dict[str, str]
+) -> None:
+    """Replace the Secret's data and annotations, on condition that it is still the version read (KubeConflict
+    otherwise: another replica wrote first)."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "gpu-descheduler-webhook"},
+            "annotations": annotations,
+            "resourceVersion": read.resource_version,
+        },
+        "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+    }
+    what = f"update secrets {name} in namespace {namespace}"
+    request(kube, kube.core().replace_namespaced_secret, name, namespace, body, what=what)
+
+
+def read_ca_bundles(kube: Kube, name: str) -> CaBundles | None:
+    """The configuration's version and caBundles; None when it does not exist."""
+    api = AdmissionregistrationV1Api(kube.api)
+    try:
+        current = request(
+            kube, api.read_mutating_webhook_configuration, name, what=f"get mutatingwebhookconfigurations {name}"
         )
     except KubeNotFound:
         return None
-    data = secret.get("data") or {}
-    if not all(data.get(key) for key in TLS_SECRET_KEYS):
-        return None
-    return {key: base64.b64decode(data[key]) for key in TLS_SECRET_KEYS}
+    hooks = current.get("webhooks") or []
+    bundles = tuple(base64.b64decode((hook.get("clientConfig") or {}).get("caBundle") or "") for hook in hooks)
+    return CaBundles(str((current.get("metadata") or {}).get("resourceVersion", "")), bundles)
 
 
 def store_tls_secret(kube: Kube, namespace: str, name: str, files: dict[str, bytes]) -> None:

@@ -145,14 +145,15 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"
     labels = spec["template"]["metadata"]["labels"]
     assert labels["app.kubernetes/name"] == labels["app.kubernetes.io/name"] == NAME_LABEL
-    assert "--tls-cert-file=/etc/hami-place/tls/tls.crt" in container["args"]
+    assert "--tls-secret=kube-system/gpu-descheduler-webhook-tls" in container["args"]
+    assert "--webhook-configuration=gpu-descheduler-webhook" in container["args"]
+    assert not [a for a in container["args"] if a.startswith("--tls-cert-file")], "not the files: the Secret itself"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probe"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"webhook": 8443, "api": 8083, "probe": 8084}
-    tls_volume = next(v for v in pod["volumes"] if v["name"] == "tls")
-    assert tls_volume["secret"]["secretName"] == "gpu-descheduler-webhook-tls"
+    assert [v["name"] for v in pod["volumes"] if "secret" in v] == [], "the server reads the Secret from the API"
 
     service = one(objects, "Service")
     assert {(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
@@ -195,7 +196,7 @@ def test_webhook_configuration_defaults(helm: Path) -> None:
         "path": "/mutate",
         "port": 443,
     }
-    assert "caBundle" not in entry["clientConfig"], "no cluster to look the CA up from: the post hook fills it"
+    assert "caBundle" not in entry["clientConfig"], "the server and the post hook own it: Helm never writes one"
     expressions = entry["namespaceSelector"]["matchExpressions"]
     assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in expressions
     assert {"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]} in expressions
@@ -456,7 +457,34 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         "gpu-descheduler-webhook-hami-config",
         "gpu-descheduler-webhook-hami-scheduler",
         "gpu-descheduler-webhook-defrag",
+        "gpu-descheduler-webhook-certs",
     }
+    assert roles["gpu-descheduler-webhook-certs"]["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["gpu-descheduler-webhook-tls"],
+            "verbs": ["get", "update"],
+        }
+    ], "the TLS Secret the server serves and renews, that one Secret only"
+    assert one(objects, "ClusterRole", "gpu-descheduler-webhook-certs")["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["gpu-descheduler-webhook"],
+            "verbs": ["get", "patch"],
+        }
+    ], "the caBundle of its own configuration only"
+    assert one(objects, "RoleBinding", "gpu-descheduler-webhook-certs")["roleRef"]["name"] == (
+        "gpu-descheduler-webhook-certs"
+    )
+    assert one(objects, "ClusterRoleBinding", "gpu-descheduler-webhook-certs")["roleRef"]["name"] == (
+        "gpu-descheduler-webhook-certs"
+    )
+    other = render(helm, "certs.mode=secret", "certs.existingSecret=corp-tls", "certs.caBundle=Q0E=")
+    assert not [o for o in other if o["metadata"]["name"] == "gpu-descheduler-webhook-certs"], (
+        "a server given its certificate as files reads no Secret"
+    )
     defrag = roles["gpu-descheduler-webhook-defrag"]
     assert defrag["metadata"]["namespace"] == "kube-system"
     assert defrag["rules"] == [
@@ -789,6 +817,10 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("create", "leases.coordination.k8s.io", "-n", namespace),
+        ("get", f"secrets/{release}-webhook-tls", "-n", namespace),
+        ("update", f"secrets/{release}-webhook-tls", "-n", namespace),
+        ("get", f"mutatingwebhookconfigurations/{release}-webhook"),
+        ("patch", f"mutatingwebhookconfigurations/{release}-webhook"),
         ("list", "events", "-A"),
         ("get", "replicasets.apps", "-n", "default"),
         ("get", "statefulsets.apps", "-n", "default"),
@@ -807,8 +839,12 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "events", "-n", "default"),
         ("get", "nodes"),
         ("get", "secrets", "-n", namespace),
+        ("get", "secrets/other", "-n", namespace),
+        ("list", "secrets", "-n", namespace),
+        ("delete", f"secrets/{release}-webhook-tls", "-n", namespace),
         ("get", "secrets", "-n", "default"),
         ("create", "secrets", "-n", "default"),
+        ("patch", "mutatingwebhookconfigurations/other"),
         ("get", "configmaps/other", "-n", "kube-system"),
         ("list", "configmaps", "-n", "kube-system"),
         ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
@@ -938,8 +974,8 @@ def test_certificate_hook_command_with_its_own_account(
         kept = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o", "json").stdout)
         assert kept["data"] == secret["data"]
 
-        # A template rendered against this cluster now carries the same CA (Helm's lookup), so Helm's own apply of
-        # the configuration during an upgrade cannot blank or roll back the bundle.
+        # A template rendered against this cluster carries no caBundle at all (no lookup of the Secret, which put
+        # the CA of before the pre hook back), so Helm's own apply during an upgrade leaves the bundle as it is.
         looked_up = run_helm(
             helm,
             "template",
@@ -952,7 +988,7 @@ def test_certificate_hook_command_with_its_own_account(
             "templates/mutatingwebhook.yaml",
             env={"KUBECONFIG": str(cluster.kubeconfig)},
         )
-        assert yaml.safe_load(looked_up.stdout)["webhooks"][0]["clientConfig"]["caBundle"] == bundle
+        assert "caBundle" not in yaml.safe_load(looked_up.stdout)["webhooks"][0]["clientConfig"]
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=manifest, check=False)
 
@@ -967,17 +1003,28 @@ def test_server_runs_with_the_chart_args_and_account(
     """The Deployment's container args, run outside a container as the chart's ServiceAccount: it gets ready.
 
     Readiness needs the server's caches of nodes, pods and placements, so this fails when the chart's RBAC lacks a
-    verb the server uses. Ports and certificate paths are the only args changed (no pod network here).
+    verb the server uses; and it serves the TLS Secret and puts its CAs into the configuration's caBundle, as that
+    account. Ports are the only args changed (no pod network here).
     """
     release, namespace = installed
     objects = render(helm, namespace=namespace, release=release)
     container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    certs = tmp_path / "tls"
+    # The hook Job's pod does not run under kwok: its command makes the Secret the server serves and renews.
     subprocess.run(
-        [str(WEBHOOK), "certs", "--out-dir", str(certs), "--dns", "localhost", "--ip", "127.0.0.1"],
+        [
+            str(WEBHOOK),
+            "certs",
+            "--secret",
+            f"{namespace}/{release}-webhook-tls",
+            "--dns",
+            "localhost",
+            "--ip",
+            "127.0.0.1",
+        ],
         check=True,
         capture_output=True,
         timeout=60,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
     )
     api_port, webhook_port = free_port(), free_port()
     replaced = {
@@ -985,8 +1032,6 @@ def test_server_runs_with_the_chart_args_and_account(
         "--api-port": str(api_port),
         "--probe-port": str(free_port()),
         "--bind-address": "127.0.0.1",
-        "--tls-cert-file": str(certs / "tls.crt"),
-        "--tls-key-file": str(certs / "tls.key"),
     }
     args = [
         f"{a.split('=')[0]}={replaced[a.split('=')[0]]}" if a.split("=")[0] in replaced else a
@@ -1010,10 +1055,16 @@ def test_server_runs_with_the_chart_args_and_account(
         assert status == 200, (tmp_path / "server.log").read_text()[-3000:]
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
+        fullname = f"{release}-webhook"
+        secret = json.loads(cluster.kubectl("get", "secret", f"{fullname}-tls", "-n", namespace, "-o", "json").stdout)
+        patched = cluster.kubectl("get", "mutatingwebhookconfiguration", fullname, "-o", "json").stdout
+        assert json.loads(patched)["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
         # What `helm test` runs, against this server: the Service's host and ports are the only args changed.
+        ca_file = tmp_path / "ca.crt"
+        ca_file.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
         check = [
             *helm_test_args(helm, release, namespace, f"127.0.0.1:{api_port}", f"127.0.0.1:{webhook_port}"),
-            f"--ca-file={certs / 'ca.crt'}",
+            f"--ca-file={ca_file}",
         ]
         checked = subprocess.run([str(WEBHOOK), *check], capture_output=True, text=True, timeout=60, check=False)
         assert checked.returncode == 0, checked.stdout + checked.stderr

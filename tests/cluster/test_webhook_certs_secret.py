@@ -44,9 +44,18 @@ def test_the_secret_is_created_then_reused_while_it_is_still_good(
     assert kept.data == stored.data
     assert (tmp_path / "ca.crt").read_bytes() == base64.b64decode(stored.data["ca.crt"])
 
+    # New names: a rotation is staged (the server, serving the Secret, finishes it with an overlap), never a
+    # replacement of the pair in use; both CAs are trusted meanwhile.
     wider = certs(cluster, "--secret", f"{namespace}/webhook-tls", "--dns", *dns, "other.example")
-    assert "new certificate stored" in wider.stdout
-    assert core.read_namespaced_secret("webhook-tls", namespace).data["ca.crt"] != stored.data["ca.crt"]
+    assert "a new certificate is staged" in wider.stdout
+    staged = core.read_namespaced_secret("webhook-tls", namespace).data
+    assert staged["tls.crt"] == stored.data["tls.crt"]
+    assert base64.b64decode(staged["ca.crt"]).startswith(base64.b64decode(stored.data["ca.crt"]))
+    assert base64.b64decode(staged["ca.crt"]).count(b"BEGIN CERTIFICATE") == 2
+    assert {"next.crt", "next.key"} <= set(staged)
+    underway = certs(cluster, "--secret", f"{namespace}/webhook-tls", "--dns", *dns, "other.example")
+    assert "a certificate rotation is under way" in underway.stdout
+    assert core.read_namespaced_secret("webhook-tls", namespace).data == staged
 
 
 def test_patch_webhook_sets_the_ca_bundle_of_every_webhook_and_tolerates_a_missing_configuration(

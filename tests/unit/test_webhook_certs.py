@@ -11,7 +11,23 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from webhook.certs import CA_DAYS, SERVING_DAYS, CertBundle, generate, still_good
+from webhook.certs import (
+    CA_CRT,
+    CA_DAYS,
+    NEXT_CRT,
+    NEXT_KEY,
+    SERVING_DAYS,
+    TLS_CRT,
+    TLS_KEY,
+    CertBundle,
+    ca_count,
+    drop,
+    generate,
+    issuer_in,
+    stage,
+    still_good,
+    switch,
+)
 from webhook.main import main
 
 DNS = ["gpu-descheduler-webhook.kube-system.svc", "gpu-descheduler-webhook.kube-system"]
@@ -81,3 +97,65 @@ def test_serve_with_a_missing_certificate_file_says_which(tmp_path: Path, capsys
     missing = str(tmp_path / "nope.crt")
     assert main(["serve", "--tls-cert-file", missing, "--tls-key-file", missing]) == 1
     assert "nope.crt" in capsys.readouterr().err
+
+
+def test_a_rotation_trusts_both_cas_around_the_switch_and_keeps_names_and_lifetime() -> None:
+    now = datetime.now(UTC)
+    old = generate(DNS, IPS, now=now, validity=timedelta(seconds=600))
+    data = {CA_CRT: old.ca_crt, TLS_CRT: old.tls_crt, TLS_KEY: old.tls_key}
+    staged = stage(data, now=now + timedelta(seconds=450))
+    assert staged[TLS_CRT] == old.tls_crt, "staging changes nothing served"
+    assert ca_count(staged[CA_CRT]) == 2
+    assert staged[CA_CRT].startswith(old.ca_crt)
+    upcoming = x509.load_pem_x509_certificate(staged[NEXT_CRT])
+    assert issuer_in(staged[CA_CRT], upcoming) is not None
+    assert issuer_in(old.ca_crt, upcoming) is None, "a new CA, not the old one"
+    current = x509.load_pem_x509_certificate(old.tls_crt)
+    assert upcoming.extensions.get_extension_for_class(x509.SubjectAlternativeName) == (
+        current.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    )
+    lifetime = current.not_valid_after_utc - current.not_valid_before_utc
+    assert upcoming.not_valid_after_utc - upcoming.not_valid_before_utc == lifetime
+
+    switched = switch(staged)
+    assert (switched[TLS_CRT], switched[TLS_KEY]) == (staged[NEXT_CRT], staged[NEXT_KEY])
+    assert NEXT_CRT not in switched and NEXT_KEY not in switched
+    assert switched[CA_CRT] == staged[CA_CRT], "both CAs still trusted right after the switch"
+    dropped = drop(switched)
+    assert ca_count(dropped[CA_CRT]) == 1
+    assert issuer_in(dropped[CA_CRT], upcoming) is not None
+    assert still_good(CertBundle(dropped[CA_CRT], dropped[TLS_CRT], dropped[TLS_KEY]), [], [], now=now) is False, (
+        "10 minutes is less than the 30 days a reuse needs"
+    )
+
+
+def test_a_rotation_staged_for_new_names_covers_them() -> None:
+    old = generate(DNS, IPS)
+    staged = stage(
+        {CA_CRT: old.ca_crt, TLS_CRT: old.tls_crt, TLS_KEY: old.tls_key},
+        now=datetime.now(UTC),
+        dns_names=[*DNS, "other.svc"],
+        ips=IPS,
+    )
+    bundle = CertBundle(staged[CA_CRT], staged[NEXT_CRT], staged[NEXT_KEY])
+    assert still_good(bundle, [*DNS, "other.svc"], IPS)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--tls-secret", "kube-system/../x", "--webhook-configuration", "w"], "must be NAMESPACE/NAME"),
+        (["--tls-secret", "kube-system/tls"], "needs --webhook-configuration"),
+        (["--tls-secret", "kube-system/tls", "--webhook-configuration", "w", "--tls-cert-file", "c"], "not both"),
+    ],
+)
+def test_serve_from_a_secret_checks_its_flags_before_any_call(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_certs_refuses_a_validity_too_short_for_a_rotation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certs", "--secret", "kube-system/tls", "--dns", "x", "--validity", "60"]) == 2
+    assert "--validity must be at least 90" in capsys.readouterr().err

@@ -1,0 +1,195 @@
+"""`serve --tls-secret`: the server renews its own certificate before it expires, moving to a new CA with an overlap,
+while pods keep being created and pinned."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from kubernetes import client
+
+from sandbox.cluster import Sandbox, wait_for
+from sandbox.webhook import Webhook, start, webhook_command
+from tests.cluster.webhook_harness import CLAIM, create_placement, gpu_pod, sees_placement, total_admissions
+
+pytestmark = pytest.mark.cluster
+
+SECRET = "webhook-tls"
+# Renewed once a third is left (40 s before expiry): the rotation's waits (10 s published, 30 s before the old CA
+# leaves) fit in it with room for the passes.
+VALIDITY_SECONDS = 120
+# A bundle the configuration carried this recently must still verify the served certificate: an API server that
+# took a configuration change this late (its watch, or one of several API servers) must not meet a certificate it
+# cannot verify. Below the server's 10 s wait between publishing a bundle and serving a pair it alone trusts.
+LATE_SECONDS = 5.0
+# Give up on the rotation finishing after this long.
+ROTATION_DEADLINE_SECONDS = 240
+
+
+def make_secret(cluster: Sandbox, namespace: str) -> None:
+    """The Secret as the chart's hook makes it, with a short validity."""
+    subprocess.run(
+        [
+            webhook_command(),
+            "certs",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--secret",
+            f"{namespace}/{SECRET}",
+            "--ip",
+            "127.0.0.1",
+            "--validity",
+            str(VALIDITY_SECONDS),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def secret_data(cluster: Sandbox, namespace: str) -> dict[str, bytes]:
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_secret(SECRET, namespace)
+    return {key: base64.b64decode(value) for key, value in stored.data.items()}
+
+
+def configuration_bundle(cluster: Sandbox, name: str) -> bytes:
+    stored = client.AdmissionregistrationV1Api(cluster.api_client()).read_mutating_webhook_configuration(name)
+    bundles = {base64.b64decode(hook.client_config.ca_bundle or "") for hook in stored.webhooks}
+    assert len(bundles) == 1, "every webhook of the configuration carries one bundle"
+    return bundles.pop()
+
+
+def verifies(port: int, bundle: bytes) -> str | None:
+    """None when a new TLS connection to the port verifies the served certificate with the bundle; else why not."""
+    context = ssl.create_default_context(cadata=bundle.decode())
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1"),
+        ):
+            return None
+    except ssl.SSLError as error:
+        return str(error)
+
+
+class BundleHistory:
+    """The configuration's caBundle, read every 0.5 s from a thread: what an API server may still hold."""
+
+    def __init__(self, cluster: Sandbox, name: str) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.seen: list[tuple[float, bytes]] = [(time.monotonic(), configuration_bundle(cluster, name))]
+        self.most_cas = 1
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.thread.start()
+
+    def _follow(self) -> None:
+        while not self.stop.wait(0.5):
+            bundle = configuration_bundle(self.cluster, self.name)
+            self.most_cas = max(self.most_cas, len(x509.load_pem_x509_certificates(bundle)))
+            if bundle != self.seen[-1][1]:
+                self.seen.append((time.monotonic(), bundle))
+
+    def recent(self, within: float) -> list[bytes]:
+        """Every bundle the configuration carried within the last `within` seconds."""
+        now = time.monotonic()
+        kept = [bundle for at, bundle in self.seen if now - at <= within]
+        older = [bundle for at, bundle in self.seen if now - at > within]
+        return [*older[-1:], *kept]
+
+
+def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    """A certificate of 120 s is renewed by the server itself (no helm, no restart) while pods matching placements
+    are created one after another through the API server, the configuration failing closed: every pod is created
+    and pinned, and every new connection verifies with every bundle the configuration carried in the last 5 s."""
+    make_secret(cluster, namespace)
+    first = secret_data(cluster, namespace)
+    name = f"hami-place-test-{namespace}-rotation"
+    webhook = start(cluster, tmp_path, "--webhook-configuration", name, tls_secret=f"{namespace}/{SECRET}")
+    webhooks.append(webhook)
+    hook = {
+        "name": "rotation.placement.hami-place.sandbox",
+        "clientConfig": {"url": webhook.url, "caBundle": base64.b64encode(first["ca.crt"]).decode()},
+        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+        "namespaceSelector": {"matchLabels": {"hami-place-test": namespace}},
+        "sideEffects": "NoneOnDryRun",
+        # Fail closed: a pod the API server could not have admitted for a TLS failure is refused, not let through.
+        "failurePolicy": "Fail",
+        "reinvocationPolicy": "IfNeeded",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 10,
+    }
+    client.AdmissionregistrationV1Api(cluster.api_client()).create_mutating_webhook_configuration(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [hook],
+        }
+    )
+    configurations.append(name)
+    core = client.CoreV1Api(cluster.api_client())
+
+    def called() -> bool:
+        before = total_admissions(webhook)
+        core.create_namespaced_pod(namespace, gpu_pod("probe-", {"probe": "yes"}), dry_run="All")
+        return total_admissions(webhook) > before
+
+    wait_for(called, "the API server to call the webhook")
+
+    history = BundleHistory(cluster, name)
+    pinned: list[str] = []
+    unverified: list[str] = []
+    deadline = time.monotonic() + ROTATION_DEADLINE_SECONDS
+    try:
+        index = 0
+        while True:
+            data = secret_data(cluster, namespace)
+            done = (
+                data["tls.crt"] != first["tls.crt"]
+                and len(x509.load_pem_x509_certificates(data["ca.crt"])) == 1
+                and configuration_bundle(cluster, name) == data["ca.crt"]
+            )
+            if done or time.monotonic() > deadline:
+                break
+            index += 1
+            placement = f"stream-{index}"
+            create_placement(cluster, namespace, placement, {"stream": str(index)}, [f"gpu-{index % 2}/10"])
+            wait_for(lambda p=placement: sees_placement(webhook, namespace, p), "the webhook to see the placement")
+            pod = core.create_namespaced_pod(namespace, gpu_pod("stream-", {"stream": str(index)}))
+            assert CLAIM in (pod.metadata.annotations or {}), f"pod {pod.metadata.name} was admitted unpinned"
+            pinned.append(pod.metadata.name)
+            core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+            for bundle in history.recent(LATE_SECONDS):
+                why = verifies(webhook.port, bundle)
+                if why is not None:
+                    unverified.append(f"pod {index}: a bundle of the last {LATE_SECONDS:g} s does not verify: {why}")
+    finally:
+        history.stop.set()
+    assert done, f"the rotation did not finish in {ROTATION_DEADLINE_SECONDS} s: {webhook.log.read_text()[-3000:]}"
+    assert unverified == []
+    assert len(pinned) == index, "every pod created while the certificate moved was pinned"
+    assert history.most_cas == 2, "the configuration trusted both CAs for a while"
+
+    served = x509.load_pem_x509_certificate(ssl.get_server_certificate(("127.0.0.1", webhook.port)).encode())
+    renewed = x509.load_pem_x509_certificate(data["tls.crt"])
+    assert served == renewed, "the listener serves the renewed certificate, without a restart"
+    old_ca = x509.load_pem_x509_certificate(first["ca.crt"])
+    new_ca = x509.load_pem_x509_certificate(data["ca.crt"])
+    assert new_ca != old_ca
+    renewed.verify_directly_issued_by(new_ca)
+    lifetime = renewed.not_valid_after_utc - renewed.not_valid_before_utc
+    assert abs(lifetime.total_seconds() - (VALIDITY_SECONDS + 300)) < 2, "the renewal keeps the lifetime"
+    assert webhook.metric("hami_place_serving_certificate_not_after_timestamp_seconds") == pytest.approx(
+        renewed.not_valid_after_utc.timestamp()
+    )
+    assert 0 < webhook.metric("hami_place_serving_certificate_expiry_seconds") <= VALIDITY_SECONDS

@@ -406,6 +406,8 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
+    expected |= {("authentication.k8s.io", "tokenreviews", "create")}
+    expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
     roles = {o["metadata"]["name"]: o for o in by_kind(objects, "Role") if "certgen" not in o["metadata"]["name"]}
@@ -682,6 +684,8 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "replicasets.apps", "-n", "default"),
         ("get", "statefulsets.apps", "-n", "default"),
         ("get", "jobs.batch", "-n", "default"),
+        ("create", "tokenreviews.authentication.k8s.io"),
+        ("create", "subjectaccessreviews.authorization.k8s.io"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"

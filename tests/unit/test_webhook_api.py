@@ -20,6 +20,7 @@ import webhook
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
 from tests.webhook_listener import call
+from webhook.access import ReaderGate
 from webhook.admit import Admitter
 from webhook.api import STALE_SECONDS, CollectorPause, api_app, probe_app
 from webhook.cache import ClusterCache
@@ -38,6 +39,14 @@ def unreachable_kube() -> Kube:
     configuration.host = "http://127.0.0.1:9"
     configuration.retries = 0
     return Kube(api=ApiClient(configuration), namespace="default", server=configuration.host, context=None)
+
+
+def never_asked(review: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError(f"the API server was asked a {review['kind']}: a loopback reader needs no review")
+
+
+# The test client calls from 127.0.0.1: the pod's own loopback, which the API trusts without a token.
+READERS = ReaderGate(never_asked, never_asked)
 
 
 def gpu_node(name: str = "gpu-a100-0") -> dict[str, Any]:
@@ -214,7 +223,7 @@ def readyz_schema(status: str) -> dict[str, Any]:
 
 def test_cluster_info_matches_the_documented_shape() -> None:
     cache = filled_cache([placement()], [hami_pod()])
-    client = api_app(cache, Metrics()).test_client()
+    client = api_app(cache, Metrics(), readers=READERS).test_client()
     reply = client.get("/api/v1/cluster-info")
     assert reply.status_code == 200
     body = reply.get_json()
@@ -238,7 +247,7 @@ def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> Non
         },
     )
     cache = filled_cache([consumed, placement("p2")], [hami_pod(token="tok-a")])
-    client = api_app(cache, Metrics()).test_client()
+    client = api_app(cache, Metrics(), readers=READERS).test_client()
     body = client.get("/api/v1/placements").get_json()
     check(body, response_schema("/api/v1/placements", "get", "200"))
     first, second = body["placements"]
@@ -344,7 +353,7 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408() -> None:
 def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() -> None:
     cache = ClusterCache(unreachable_kube().api, "hami-scheduler")
     metrics = Metrics()
-    api = api_app(cache, metrics).test_client()
+    api = api_app(cache, metrics, readers=READERS).test_client()
     reply = api.get("/readyz")
     assert reply.status_code == 503
     check(reply.get_json(), readyz_schema("503"))
@@ -359,7 +368,7 @@ def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() ->
 
 def test_not_ready_while_mutate_does_not_answer() -> None:
     api = api_app(
-        filled_cache([], []), Metrics(), lambda: "/mutate does not answer on port 8443: timed out"
+        filled_cache([], []), Metrics(), lambda: "/mutate does not answer on port 8443: timed out", readers=READERS
     ).test_client()
     reply = api.get("/readyz")
     assert reply.status_code == 503
@@ -369,7 +378,7 @@ def test_not_ready_while_mutate_does_not_answer() -> None:
 
 def test_a_cache_that_heard_nothing_for_twice_a_watch_is_not_ready_until_it_hears_again() -> None:
     cache = filled_cache([], [])
-    api = api_app(cache, Metrics()).test_client()
+    api = api_app(cache, Metrics(), readers=READERS).test_client()
     cache.pods.last_sync = time.time() - STALE_SECONDS - 1
     reply = api.get("/readyz")
     assert reply.status_code == 503
@@ -388,7 +397,7 @@ def test_the_probe_port_serves_the_probes_and_nothing_else() -> None:
 
 
 def test_a_request_body_over_the_limit_gets_413_at_once() -> None:
-    server = api_server(api_app(filled_cache([], []), Metrics()), "127.0.0.1", 0)
+    server = api_server(api_app(filled_cache([], []), Metrics(), readers=READERS), "127.0.0.1", 0)
     port = server.socket.getsockname()[1]  # type: ignore[union-attr]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -414,7 +423,7 @@ def test_ready_and_metrics_after_sync() -> None:
     cache = filled_cache([], [])
     for reflector in cache.reflectors():
         metrics.watch_sync_age(reflector)
-    api = api_app(cache, metrics).test_client()
+    api = api_app(cache, metrics, readers=READERS).test_client()
     ready = api.get("/readyz")
     assert ready.status_code == 200
     check(ready.get_json(), readyz_schema("200"))

@@ -23,7 +23,7 @@ import yaml
 
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, parse_policy
 from sandbox import binaries
-from sandbox.cluster import Sandbox, free_port
+from sandbox.cluster import Sandbox, free_port, primary_address
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
@@ -877,7 +877,8 @@ def test_server_runs_with_the_chart_args_and_account(
         "--webhook-port": str(webhook_port),
         "--api-port": str(api_port),
         "--probe-port": str(free_port()),
-        "--bind-address": "127.0.0.1",
+        # Every address: a read from off the loopback must be reviewed with the chart's account.
+        "--bind-address": "0.0.0.0",
         "--tls-cert-file": str(certs / "tls.crt"),
         "--tls-key-file": str(certs / "tls.key"),
     }
@@ -901,6 +902,16 @@ def test_server_runs_with_the_chart_args_and_account(
             except OSError:
                 time.sleep(0.5)
         assert status == 200, (tmp_path / "server.log").read_text()[-3000:]
+        address = primary_address()
+        if address is not None:
+            # The server's own account may list pods: its token is reviewed (TokenReview, SubjectAccessReview) with
+            # the chart's RBAC, which a missing grant turns into a 503.
+            token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
+            read = urllib.request.Request(
+                f"http://{address}:{api_port}/api/v1/cluster-info", headers={"Authorization": f"Bearer {token}"}
+            )
+            with urllib.request.urlopen(read, timeout=10) as response:
+                assert response.status == 200
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
         # The kubelet sends SIGTERM and kills after terminationGracePeriodSeconds (30 by default).

@@ -113,7 +113,6 @@ class ReaderGate:
             if identity is None:
                 return Refusal(401, "the API server does not authenticate this bearer token")
             if not self._allowed(identity, digest, access):
-                log.info("API read refused: user %r may not %s", identity.user, access.describe())
                 return Refusal(403, f"user {identity.user!r} may not {access.describe()}")
         except KubeError as error:
             return Refusal(503, f"cannot ask the API server who the caller is: {error.cause}; retry")
@@ -131,4 +130,7 @@ class ReaderGate:
         if not kept or allowed is None:
             allowed = review_allows(self._review_access(access_review(identity, access)))
             self._rights.put((digest, access), allowed)
+            if not allowed:
+                # Once per answer asked, not per request: a refused client repeating itself does not fill the log.
+                log.info("API read refused: user %r may not %s", identity.user, access.describe())
         return allowed

@@ -113,7 +113,8 @@ def api_app(
         namespace = request.args.get("namespace") or None
         if namespace is not None and not is_namespace(namespace):
             return _error(400, "namespace must be a namespace's name (a DNS-1123 label); fix ?namespace=")
-        access = required_access(request.path, namespace)
+        # The route that will answer, not the raw path: the right follows what is served.
+        access = required_access(request.url_rule.rule if request.url_rule else "", namespace)
         if access is None:
             return None
         # Through the API server's service proxy the caller's Authorization is gone (the API server strips it once

@@ -21,6 +21,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place import __version__
+from kubectl_hami_place.core.access import required_access
+from kubectl_hami_place.core.k8s_names import is_namespace
+from kubectl_hami_place.core.names import FORWARDED_TOKEN_HEADER
 from kubectl_hami_place.core.placement import (
     Placement,
     rfc3339,
@@ -28,6 +31,7 @@ from kubectl_hami_place.core.placement import (
     status_to_object,
 )
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
+from webhook.access import ReaderGate
 from webhook.cache import ClusterCache, json_pieces
 from webhook.metrics import Metrics
 from webhook.mutate import error_body
@@ -86,17 +90,44 @@ def _probes(app: Flask, cache: ClusterCache, mutate_serving: Callable[[], str | 
         return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
 
 
-def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+def api_app(
+    cache: ClusterCache,
+    metrics: Metrics,
+    mutate_serving: Callable[[], str | None] = lambda: None,
+    *,
+    readers: ReaderGate,
+) -> Flask:
     """GET /api/v1/cluster-info, /api/v1/placements, /api/v1/version, /healthz, /readyz, /metrics.
 
     `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
     when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
     decides from an old view), and /mutate answers, so the Service sends the API server only to replicas that work.
+    The documents name pods and placements, so `readers` decides who may read each (probes and /metrics name none).
     """
     app = Flask("hami-place-api")
     _http_errors(app)
 
     _probes(app, cache, mutate_serving)
+
+    @app.before_request
+    def authorize() -> Response | None:
+        namespace = request.args.get("namespace") or None
+        if namespace is not None and not is_namespace(namespace):
+            return _error(400, "namespace must be a namespace's name (a DNS-1123 label); fix ?namespace=")
+        # The route that will answer, not the raw path: the right follows what is served.
+        access = required_access(request.url_rule.rule if request.url_rule else "", namespace)
+        if access is None:
+            return None
+        # Through the API server's service proxy the caller's Authorization is gone (the API server strips it once
+        # it has authenticated the caller): the plugin forwards its token in a header of ours.
+        authorization = request.headers.get("Authorization") or request.headers.get(FORWARDED_TOKEN_HEADER)
+        refused = readers.refusal(request.remote_addr, authorization, access)
+        if refused is None:
+            return None
+        response = _error(refused.status, refused.reason)
+        if refused.status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="hami-place"'
+        return response
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import logging
 import shutil
@@ -34,10 +35,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.kube.access import review_access, review_token
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.deadline import Deadline, DeadlineApiClient
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
+from webhook.access import ReaderGate
 from webhook.admit import Admitter
 from webhook.allocator import return_freed_memory
 from webhook.api import api_app, probe_app
@@ -471,7 +474,10 @@ def serve(options: ServeOptions) -> None:
     def mutate_serving() -> str | None:
         return "shutting down" if mutate.draining else probe()
 
-    http = api_server(api_app(cache, metrics, mutate_serving), options.bind_address, options.api_port)
+    # The readers' reviews have a connection pool of their own: a burst of API reads never holds one an admission needs.
+    reviewer = connect(options.kubeconfig)
+    readers = ReaderGate(functools.partial(review_token, reviewer), functools.partial(review_access, reviewer))
+    http = api_server(api_app(cache, metrics, mutate_serving, readers=readers), options.bind_address, options.api_port)
     probes = api_server(
         probe_app(cache, mutate_serving),
         options.bind_address,

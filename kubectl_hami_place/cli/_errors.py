@@ -19,6 +19,7 @@ from kubectl_hami_place.kube.errors import (
     NotAcknowledged,
     PodGone,
     PodReplaced,
+    WebhookRefused,
 )
 
 EXIT_OK = 0
@@ -75,6 +76,8 @@ def kube_hint(error: KubeError) -> str:
         return "use kubectl hami-place pin -l for the pod you will create"
     if isinstance(error, PodReplaced):
         return "nothing to do: the pod meant is gone"
+    if isinstance(error, WebhookRefused):
+        return "check your rights with kubectl auth can-i list pods -A"
     if isinstance(error, KubeTypeMissing):
         if "hamipodplacement" in error.action:
             return (

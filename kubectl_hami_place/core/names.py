@@ -21,6 +21,8 @@ CLAIM_ANNOTATION = f"{GROUP}/claim"
 OUR_ANNOTATIONS = (PLACEMENT_ANNOTATION, REQ_ID_ANNOTATION, CLAIM_ANNOTATION)
 CLAIM_DIGEST_LABEL = f"{GROUP}/claim-digest"
 """On a pinned pod, a digest of its claim token: the pod carrying a token is found by a label selector."""
+FORWARDED_TOKEN_HEADER = "X-Hami-Place-Authorization"
+"""The plugin's bearer token, forwarded through the API server's service proxy (which strips `Authorization`)."""
 USE_GPUUUID_ANNOTATION = "nvidia.com/use-gpuuuid"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NAME_LABEL = "app.kubernetes.io/name"

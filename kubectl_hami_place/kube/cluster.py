@@ -8,19 +8,20 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.lifecycle import claim_digest
-from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL, WEBHOOK_SERVICE_LABEL
+from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL, FORWARDED_TOKEN_HEADER, WEBHOOK_SERVICE_LABEL
 from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
@@ -30,7 +31,14 @@ from kubectl_hami_place.kube.client import (
     request,
 )
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
-from kubectl_hami_place.kube.errors import KubeError, KubeForbidden, KubeNotFound, KubeServerError
+from kubectl_hami_place.kube.errors import (
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    KubeServerError,
+    KubeUnauthorized,
+    WebhookRefused,
+)
 from kubectl_hami_place.kube.list_body import list_items
 
 WEBHOOK_API_PORT = 8083
@@ -193,13 +201,15 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
     return found
 
 
-def _proxied(kube: Kube, service: WebhookService, api_path: str) -> dict[str, Any]:
+def _proxied(
+    kube: Kube, service: WebhookService, api_path: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     """`GET api_path` of the webhook's HTTP API through the API server's service proxy."""
     path = (
         f"/api/v1/namespaces/{path_segment(service.namespace)}/services/"
         f"{path_segment(service.name)}:{path_segment(service.port)}/proxy/{api_path}"
     )
-    return request(kube, _get(kube, path), what=f"get services/proxy in namespace {service.namespace}")
+    return request(kube, _get(kube, path, headers), what=f"get services/proxy in namespace {service.namespace}")
 
 
 def read_webhook_version(kube: Kube, service: WebhookService) -> str:
@@ -222,11 +232,48 @@ def list_server_deployments(kube: Kube) -> list[dict[str, Any]]:
 
 
 def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
-    """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy."""
-    body = _proxied(kube, service, CLUSTER_INFO_PATH)
+    """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy, with the user's bearer token
+    forwarded in a header of ours (the API server strips `Authorization`); the webhook reviews it with the API server.
+    """
+    token = forwardable_token(kube)
+    headers = {FORWARDED_TOKEN_HEADER: token} if token else {}
+    try:
+        body = _proxied(kube, service, CLUSTER_INFO_PATH, headers)
+    except (KubeUnauthorized, KubeForbidden) as error:
+        refusal = _webhook_refusal(error.__cause__)
+        if refusal is None:
+            raise
+        why = refusal if token else f"{refusal} (your credentials have no bearer token to forward)"
+        raise WebhookRefused(why, status=error.status, reason=error.reason, action=error.action) from error
     if "nodes" not in body:
         raise KubeServerError(f"the webhook at {service.describe()} answered without a node list")
     return body
+
+
+def forwardable_token(kube: Kube) -> str | None:
+    """`Bearer <token>` the client authenticates with, for the webhook to review; None for a client certificate and
+    when impersonating (the webhook would review the real user, not the one `--as` names)."""
+    api = kube.api
+    if any(key.lower().startswith("impersonate-") for key in api.default_headers):
+        return None
+    for auth in api.configuration.auth_settings().values():
+        value = auth.get("value")
+        if auth.get("in") == "header" and auth.get("key", "").lower() == "authorization" and isinstance(value, str):
+            return value if value.lower().startswith("bearer ") else None
+    return None
+
+
+def _webhook_refusal(error: BaseException | None) -> str | None:
+    """The webhook's own reason in a 401/403 its API passed back through the proxy (`{"error": ...}`); None when the
+    API server itself refused (its Status body)."""
+    if not isinstance(error, ApiException) or not error.body:
+        return None
+    try:
+        body = orjson.loads(error.body)
+    except orjson.JSONDecodeError:
+        return None
+    reason = body.get("error") if isinstance(body, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 # Query parameters `request` passes by their Python names, as the generated API methods name them.
@@ -236,7 +283,7 @@ _QUERY = {
 }
 
 
-def _get(kube: Kube, path: str) -> Callable[..., Any]:
+def _get(kube: Kube, path: str, extra_headers: Mapping[str, str] | None = None) -> Callable[..., Any]:
     """A GET of `path` for `request`, through the API client's own connection pool and credentials: the generated
     CoreV1Api costs ~1 s of CPU to import (it builds its validators on import), more than `status`'s whole view at
     1,000 nodes, and the reads of `status` need nothing of it."""
@@ -246,7 +293,12 @@ def _get(kube: Kube, path: str) -> Callable[..., Any]:
     def call(*, _preload_content: bool = False, _request_timeout: Any = None, **query: Any) -> Any:
         api = kube.api
         # gzip as kubectl asks for it: a tenth of the bytes through Python's TLS reads, inflated by zlib in C.
-        headers = {**api.default_headers, "Accept": "application/json", "Accept-Encoding": "gzip"}
+        headers = {
+            **api.default_headers,
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+            **(extra_headers or {}),
+        }
         for auth in api.configuration.auth_settings().values():
             if auth.get("in") == "header" and auth.get("value"):
                 headers[auth["key"]] = auth["value"]
@@ -310,6 +362,9 @@ def read_cluster_info(kube: Kube) -> ClusterInfoRead:
     for service in services:
         try:
             info = cluster_info_from_dict(read_webhook_cluster_info(kube, service))
+        except WebhookRefused as exc:
+            failures.append(f"webhook {service.describe()} refused the read: {exc.cause}")
+            continue
         except (KubeError, ModelError) as exc:
             failures.append(f"webhook {service.describe()} did not answer: {getattr(exc, 'cause', exc)}")
             continue

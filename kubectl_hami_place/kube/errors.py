@@ -44,6 +44,10 @@ class KubeForbidden(KubeError):
     """RBAC denies the request (403)."""
 
 
+class WebhookRefused(KubeForbidden):
+    """The webhook itself refused the read (401/403 with its reason), not the API server."""
+
+
 class KubeNotFound(KubeError):
     """The object, or the resource type itself (a CRD not installed), does not exist (404)."""
 

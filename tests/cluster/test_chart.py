@@ -24,7 +24,7 @@ import yaml
 from kubectl_hami_place import __version__
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, parse_policy
 from sandbox import binaries
-from sandbox.cluster import Sandbox, free_port
+from sandbox.cluster import Sandbox, free_port, primary_address
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
@@ -450,6 +450,8 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
+    expected |= {("authentication.k8s.io", "tokenreviews", "create")}
+    expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
     roles = {o["metadata"]["name"]: o for o in by_kind(objects, "Role") if "certgen" not in o["metadata"]["name"]}
@@ -825,6 +827,8 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "replicasets.apps", "-n", "default"),
         ("get", "statefulsets.apps", "-n", "default"),
         ("get", "jobs.batch", "-n", "default"),
+        ("create", "tokenreviews.authentication.k8s.io"),
+        ("create", "subjectaccessreviews.authorization.k8s.io"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"
@@ -1031,7 +1035,8 @@ def test_server_runs_with_the_chart_args_and_account(
         "--webhook-port": str(webhook_port),
         "--api-port": str(api_port),
         "--probe-port": str(free_port()),
-        "--bind-address": "127.0.0.1",
+        # Every address: a read from off the loopback must be reviewed with the chart's account.
+        "--bind-address": "0.0.0.0",
     }
     args = [
         f"{a.split('=')[0]}={replaced[a.split('=')[0]]}" if a.split("=")[0] in replaced else a
@@ -1053,6 +1058,16 @@ def test_server_runs_with_the_chart_args_and_account(
             except OSError:
                 time.sleep(0.5)
         assert status == 200, (tmp_path / "server.log").read_text()[-3000:]
+        address = primary_address()
+        if address is not None:
+            # The server's own account may list pods: its token is reviewed (TokenReview, SubjectAccessReview) with
+            # the chart's RBAC, which a missing grant turns into a 503.
+            token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
+            read = urllib.request.Request(
+                f"http://{address}:{api_port}/api/v1/cluster-info", headers={"Authorization": f"Bearer {token}"}
+            )
+            with urllib.request.urlopen(read, timeout=10) as response:
+                assert response.status == 200
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
         fullname = f"{release}-webhook"

@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE, req_id_guard_name
-from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
+from sandbox.cluster import AUDITED_USER, Sandbox, primary_address, wait_for
 from sandbox.webhook import Webhook, start
+from tests.cluster.cli_harness import PLUGIN, apply
 from tests.cluster.webhook_harness import (
     GROUP,
     PLURAL,
@@ -238,3 +243,250 @@ def test_110_slow_header_connections_to_the_api_port_do_not_make_the_pod_unready
             sock.sendall(b"GET /api/v1/cluster-info HTTP/1.1\r\nHost: x\r\n")  # the header never ends
         with urllib.request.urlopen(f"http://127.0.0.1:{webhook.probe_port}/readyz", timeout=5) as reply:
             assert reply.status == 200, "the probes' port is the kubelet's alone"
+
+
+# --- Item 3: the API port serves its documents only to a reader allowed to read what they name ---
+
+READ_DOCUMENTS = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list"]},
+]
+# What `status` itself asks of the API server on the way to the webhook: find its Service, go through the proxy.
+REACH_THE_WEBHOOK = [
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]},
+]
+
+
+@pytest.fixture
+def cluster_roles(cluster: Sandbox) -> Iterator[list[str]]:
+    """Names of the ClusterRoles and ClusterRoleBindings (one name each) a test makes; deleted afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        cluster.kubectl("delete", "clusterrolebinding,clusterrole", name, "--ignore-not-found", check=False)
+
+
+def account_token(
+    cluster: Sandbox, namespace: str, name: str, rules: list[dict[str, Any]], cluster_roles: list[str]
+) -> str:
+    """A ServiceAccount granted `rules` cluster-wide (none when empty), and a token for it from the TokenRequest API."""
+    apply(cluster, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+    if rules:
+        role = f"{namespace}-{name}"
+        cluster_roles.append(role)
+        apply(
+            cluster,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": role},
+                "rules": rules,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+        )
+        # RBAC reaches the authorizer through its own watch; a denial read before it would be kept 30 s.
+        first = rules[0]
+        resource = ".".join(filter(None, [first["resources"][0], first["apiGroups"][0]]))
+        wait_allowed(cluster, namespace, name, first["verbs"][0], resource, "-A")
+    return cluster.kubectl("create", "token", name, "-n", namespace, "--duration=10m").stdout.strip()
+
+
+def wait_allowed(cluster: Sandbox, namespace: str, account: str, *can_i: str) -> None:
+    """Until the API server's authorizer lets the ServiceAccount do what `kubectl auth can-i` is asked."""
+    user = f"--as=system:serviceaccount:{namespace}:{account}"
+    wait_for(
+        lambda: cluster.kubectl("auth", "can-i", *can_i, user, check=False).stdout.strip() == "yes",
+        f"{account} to be allowed to {' '.join(can_i)}",
+    )
+
+
+def read_api(address: str, port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """GET a document of the API port at `address`: (status, decoded JSON body)."""
+    reply = urllib.request.Request(f"http://{address}:{port}{path}", headers=headers or {})
+    try:
+        with urllib.request.urlopen(reply, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def exposed_webhook(cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook]) -> tuple[Webhook, str]:
+    """The audited webhook listening on every address, and this machine's non-loopback address to reach it from
+    outside the loopback (as another pod would)."""
+    address = primary_address()
+    if address is None:
+        pytest.skip("no non-loopback IPv4 address: every caller would be on the loopback")
+    if cluster.authority is None:
+        pytest.skip("needs a sandbox this test session started: an attached one has no audit log")
+    webhook = start(
+        cluster, tmp_path, "--bind-address", "0.0.0.0", kubeconfig=cluster.identity_kubeconfig(AUDITED_USER)
+    )
+    webhooks.append(webhook)
+    return webhook, address
+
+
+def reviews(cluster: Sandbox, since: int, resource: str) -> int:
+    """How many reviews of the kind (tokenreviews, subjectaccessreviews) the webhook asked after `since` events."""
+    return sum(1 for e in webhook_calls(cluster, since) if (e.get("objectRef") or {}).get("resource") == resource)
+
+
+def test_the_api_port_answers_401_without_an_identity_403_without_the_right_and_200_with_it(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], cluster_roles: list[str]
+) -> None:
+    webhook, address = exposed_webhook(cluster, tmp_path, webhooks)
+    nobody = account_token(cluster, namespace, "nobody", [], cluster_roles)
+    reader = account_token(cluster, namespace, "reader", READ_DOCUMENTS, cluster_roles)
+    apply(
+        cluster,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "placements", "namespace": namespace},
+            "rules": [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "placements", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "placements"},
+            "subjects": [{"kind": "ServiceAccount", "name": "nobody", "namespace": namespace}],
+        },
+    )
+    wait_allowed(cluster, namespace, "nobody", "list", f"{PLURAL}.{GROUP}", "-n", namespace)
+    port = webhook.api_port
+    info, placements = "/api/v1/cluster-info", "/api/v1/placements"
+
+    def bearer(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    # The seed's `curl -s http://localhost:8083/api/v1/cluster-info` from inside the container: no token needed.
+    status, body = read_api("127.0.0.1", port, info)
+    assert status == 200 and "nodes" in body
+    for path in (info, placements):
+        status, body = read_api(address, port, path)
+        assert status == 401, (path, body)
+        assert body["error"].startswith("no bearer token"), body
+        status, body = read_api(address, port, path, bearer("not-a-token"))
+        assert (status, body["error"]) == (401, "the API server does not authenticate this bearer token"), body
+    nobody_user = f"system:serviceaccount:{namespace}:nobody"
+    status, body = read_api(address, port, info, bearer(nobody))
+    assert status == 403, body
+    assert body["error"] == f"user {nobody_user!r} may not list pods -A"
+    status, body = read_api(address, port, placements, bearer(nobody))
+    assert status == 403, body
+    # A right in one namespace reads that namespace's placements, and nothing wider.
+    status, body = read_api(address, port, f"{placements}?namespace={namespace}", bearer(nobody))
+    assert status == 200 and body["placements"] == [], body
+
+    since = len(cluster.audit_events())
+    for _ in range(3):
+        status, body = read_api(address, port, info, bearer(reader))
+        assert status == 200 and "nodes" in body, body
+        status, body = read_api(address, port, placements, {"X-Hami-Place-Authorization": f"Bearer {reader}"})
+        assert status == 200 and "placements" in body, body
+    assert reviews(cluster, since, "tokenreviews") == 1, "the reader's identity is asked once, then kept"
+    assert reviews(cluster, since, "subjectaccessreviews") == 2, "each right is asked once, then kept"
+    log = webhook.log.read_text(errors="replace")
+    assert nobody_user in log, "a refusal is logged with the user"
+    assert reader not in log and nobody not in log, "no token is ever logged"
+
+
+def test_status_reads_the_webhook_for_a_user_with_the_rights_and_computes_the_view_for_a_client_certificate(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], cluster_roles: list[str]
+) -> None:
+    webhook, address = exposed_webhook(cluster, tmp_path, webhooks)
+    route_service_proxy(cluster, namespace, address, webhook.api_port)
+    # No right to list nodes: the view can only have come from the webhook.
+    reader = account_token(cluster, namespace, "reader", READ_DOCUMENTS + REACH_THE_WEBHOOK, cluster_roles)
+    source = f"webhook {namespace}/hami-place:8083 (/api/v1/cluster-info)"
+
+    run = status_json(token_kubeconfig(cluster, tmp_path, reader))
+    assert run["fromWebhook"] is True, run["source"]
+    assert run["source"] == source
+    assert {node["name"] for node in run["nodes"]} >= {"gpu-a100-0", "gpu-h100-0"}
+
+    # The admin's kubeconfig holds a client certificate: no token reaches the webhook, so status computes the view.
+    admin = status_json(cluster.kubeconfig)
+    assert admin["fromWebhook"] is False
+    assert f"webhook {namespace}/hami-place:8083 refused the read: no bearer token" in admin["source"]
+    assert "(your credentials have no bearer token to forward)" in admin["source"]
+    assert [node["name"] for node in admin["nodes"]] == [node["name"] for node in run["nodes"]]
+
+
+def status_json(kubeconfig: Path) -> dict[str, Any]:
+    """`kubectl hami-place status -o json` with that kubeconfig."""
+    proc = subprocess.run(
+        [str(PLUGIN), "status", "-o", "json", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def token_kubeconfig(cluster: Sandbox, tmp_path: Path, token: str) -> Path:
+    """The sandbox's kubeconfig with a bearer token for its user instead of the admin's client certificate."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": token}
+    path = tmp_path / f"token-{uuid.uuid4().hex[:6]}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def route_service_proxy(cluster: Sandbox, namespace: str, address: str, port: int) -> None:
+    """A Service labelled as the webhook's, whose Endpoints are `address:port`, backed by a host-network pod with that
+    IP (the API server's service proxy dials only endpoints of a pod with the address)."""
+    labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "webhook-stand-in", "namespace": namespace},
+            "spec": {
+                "nodeName": "gpu-a100-1",
+                "hostNetwork": True,
+                "containers": [{"name": "api", "image": "registry.invalid/stand-in:1"}],
+            },
+        },
+    )
+    ip_status = json.dumps({"status": {"podIP": address, "podIPs": [{"ip": address}]}})
+    cluster.kubectl(
+        "patch", "pod", "webhook-stand-in", "-n", namespace, "--subresource=status", "--type=merge", "-p", ip_status
+    )
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
+            "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": port}]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
+            "subsets": [
+                {
+                    "addresses": [
+                        {
+                            "ip": address,
+                            "targetRef": {"kind": "Pod", "name": "webhook-stand-in", "namespace": namespace},
+                        }
+                    ],
+                    "ports": [{"name": "api", "port": port}],
+                }
+            ],
+        },
+    )

@@ -22,6 +22,7 @@ import webhook
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.kube.client import Kube
 from tests.webhook_listener import call
+from webhook.access import ReaderGate
 from webhook.admit import Admitter
 from webhook.api import STALE_SECONDS, CollectorPause, api_app, probe_app
 from webhook.cache import ClusterCache
@@ -40,6 +41,14 @@ def unreachable_kube() -> Kube:
     configuration.host = "http://127.0.0.1:9"
     configuration.retries = 0
     return Kube(api=ApiClient(configuration), namespace="default", server=configuration.host, context=None)
+
+
+def never_asked(review: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError(f"the API server was asked a {review['kind']}: a loopback reader needs no review")
+
+
+# The test client calls from 127.0.0.1: the pod's own loopback, which the API trusts without a token.
+READERS = ReaderGate(never_asked, never_asked)
 
 
 def gpu_node(name: str = "gpu-a100-0") -> dict[str, Any]:
@@ -216,7 +225,7 @@ def readyz_schema(status: str) -> dict[str, Any]:
 
 def test_cluster_info_matches_the_documented_shape() -> None:
     cache = filled_cache([placement()], [hami_pod()])
-    client = api_app(cache, Metrics()).test_client()
+    client = api_app(cache, Metrics(), readers=READERS).test_client()
     reply = client.get("/api/v1/cluster-info")
     assert reply.status_code == 200
     body = reply.get_json()
@@ -229,7 +238,7 @@ def test_cluster_info_matches_the_documented_shape() -> None:
 
 
 def test_the_version_is_served_before_the_cache_syncs() -> None:
-    api = api_app(ClusterCache(unreachable_kube().api, "hami-scheduler"), Metrics()).test_client()
+    api = api_app(ClusterCache(unreachable_kube().api, "hami-scheduler"), Metrics(), readers=READERS).test_client()
     reply = api.get("/api/v1/version")
     assert reply.status_code == 200
     check(reply.get_json(), response_schema("/api/v1/version", "get", "200"))
@@ -248,7 +257,7 @@ def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> Non
         },
     )
     cache = filled_cache([consumed, placement("p2")], [hami_pod(token="tok-a")])
-    client = api_app(cache, Metrics()).test_client()
+    client = api_app(cache, Metrics(), readers=READERS).test_client()
     body = client.get("/api/v1/placements").get_json()
     check(body, response_schema("/api/v1/placements", "get", "200"))
     first, second = body["placements"]
@@ -354,7 +363,7 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408() -> None:
 def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() -> None:
     cache = ClusterCache(unreachable_kube().api, "hami-scheduler")
     metrics = Metrics()
-    api = api_app(cache, metrics).test_client()
+    api = api_app(cache, metrics, readers=READERS).test_client()
     reply = api.get("/readyz")
     assert reply.status_code == 503
     check(reply.get_json(), readyz_schema("503"))
@@ -369,7 +378,7 @@ def test_an_unsynced_cache_is_not_ready_and_admits_unchanged_with_a_warning() ->
 
 def test_not_ready_while_mutate_does_not_answer() -> None:
     api = api_app(
-        filled_cache([], []), Metrics(), lambda: "/mutate does not answer on port 8443: timed out"
+        filled_cache([], []), Metrics(), lambda: "/mutate does not answer on port 8443: timed out", readers=READERS
     ).test_client()
     reply = api.get("/readyz")
     assert reply.status_code == 503
@@ -379,7 +388,7 @@ def test_not_ready_while_mutate_does_not_answer() -> None:
 
 def test_a_cache_that_heard_nothing_for_twice_a_watch_is_not_ready_until_it_hears_again() -> None:
     cache = filled_cache([], [])
-    api = api_app(cache, Metrics()).test_client()
+    api = api_app(cache, Metrics(), readers=READERS).test_client()
     cache.pods.last_sync = time.time() - STALE_SECONDS - 1
     reply = api.get("/readyz")
     assert reply.status_code == 503
@@ -398,7 +407,7 @@ def test_the_probe_port_serves_the_probes_and_nothing_else() -> None:
 
 
 def test_a_request_body_over_the_limit_gets_413_at_once() -> None:
-    server = api_server(api_app(filled_cache([], []), Metrics()), "127.0.0.1", 0)
+    server = api_server(api_app(filled_cache([], []), Metrics(), readers=READERS), "127.0.0.1", 0)
     port = server.socket.getsockname()[1]  # type: ignore[union-attr]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -424,7 +433,7 @@ def test_ready_and_metrics_after_sync() -> None:
     cache = filled_cache([], [])
     for reflector in cache.reflectors():
         metrics.watch_sync_age(reflector)
-    api = api_app(cache, metrics).test_client()
+    api = api_app(cache, metrics, readers=READERS).test_client()
     ready = api.get("/readyz")
     assert ready.status_code == 200
     check(ready.get_json(), readyz_schema("200"))
@@ -474,7 +483,7 @@ def test_metrics_count_the_cached_placements_by_phase_and_label_pinned_cards_as_
 
 def scraped(cache: ClusterCache, metrics: Metrics) -> dict[str, list[tuple[dict[str, str], float]]]:
     """GET /metrics, parsed: each sample name's (labels, value) in order."""
-    text = api_app(cache, metrics).test_client().get("/metrics").get_data(as_text=True)
+    text = api_app(cache, metrics, readers=READERS).test_client().get("/metrics").get_data(as_text=True)
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

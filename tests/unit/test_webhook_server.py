@@ -27,7 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from kubectl_hami_place.core.reviews import Review
-from tests.unit.test_webhook_api import filled_cache
+from tests.unit.test_webhook_api import READERS, filled_cache
 from tests.webhook_listener import call, serving
 from webhook import server as webhook_server
 from webhook.api import api_app
@@ -370,7 +370,7 @@ def test_the_http_api_answers_while_the_process_holds_more_than_1024_descriptors
     try:
         while not held or held[-1] <= 1100:
             held.extend(os.pipe())
-        server = webhook_server.api_server(api_app(filled_cache([], []), Metrics()), "127.0.0.1", 0)
+        server = webhook_server.api_server(api_app(filled_cache([], []), Metrics(), readers=READERS), "127.0.0.1", 0)
         threading.Thread(target=server.run, daemon=True).start()
         try:
             for _ in range(3):

@@ -137,7 +137,7 @@ def node_fragmentation(name: str, cards: Sequence[CardInfo]) -> NodeFragmentatio
         whole_cards_free=sum(1 for card in cards if card.slots_used == 0),
         free_mib=sum(free),
         largest_request_mib=max(free, default=0),
-        stranded_mib=sum(mib for card, mib in zip(cards, free, strict=True) if card.slots_used > 0),
+        stranded_mib=sum(mib for card, mib in zip(cards, free, strict=True) if card.slots_used != 0),
     )
 
 

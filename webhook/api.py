@@ -54,11 +54,26 @@ def _http_errors(app: Flask) -> None:
         return _error(error.code or 400, error.description or error.name)
 
 
-def probe_app(cache: ClusterCache, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
-    """GET /healthz and /readyz only: the probes' own port, which no client of the API can crowd out."""
+def probe_app(
+    cache: ClusterCache,
+    mutate_serving: Callable[[], str | None] = lambda: None,
+    mutate_alive: Callable[[], str | None] = lambda: None,
+) -> Flask:
+    """GET /livez, /healthz and /readyz only: the probes' own port, which no client of the API can crowd out.
+
+    /livez is the liveness probe: whether the HTTPS /mutate listener answers (`mutate_alive`, None when it does),
+    draining or not, so a replica whose listener died is restarted while one shutting down is left to finish."""
     app = Flask("hami-place-probes")
     _http_errors(app)
     _probes(app, cache, mutate_serving)
+
+    @app.get("/livez")
+    def livez() -> Response:
+        reason = mutate_alive()
+        if reason is not None:
+            return _json({"status": "not alive", "reason": reason}, 503)
+        return _json({"status": "ok"})
+
     return app
 
 
@@ -85,12 +100,19 @@ def _probes(app: Flask, cache: ClusterCache, mutate_serving: Callable[[], str | 
         return _json({"status": "ready", "lastSyncTime": _last_sync(cache)})
 
 
-def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
+def api_app(
+    cache: ClusterCache,
+    metrics: Metrics,
+    mutate_serving: Callable[[], str | None] = lambda: None,
+    notices: Sequence[str] = (),
+) -> Flask:
     """GET /api/v1/cluster-info, /api/v1/placements, /healthz, /readyz, /metrics.
 
     `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
     when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
     decides from an old view), and /mutate answers, so the Service sends the API server only to replicas that work.
+    `notices` about the server itself (its webhook port open to anyone) lead cluster-info's warnings, which
+    `kubectl hami-place status` shows.
     """
     app = Flask("hami-place-api")
     _http_errors(app)
@@ -109,6 +131,7 @@ def api_app(cache: ClusterCache, metrics: Metrics, mutate_serving: Callable[[], 
             # Only the nodes that changed since the last request are built and encoded again (see the cache).
             document = cache.cluster_info_document(datetime.now(UTC))
         document["lastSyncTime"] = _last_sync(cache)
+        document["warnings"] = [*notices, *document["warnings"]]
         # The pieces are the kept views themselves (no copies): listed once, for the length and for the body.
         pieces = list(json_pieces(document))
         length = sum(map(len, pieces))

@@ -87,16 +87,23 @@ class Webhook:
                 self.process.wait()
 
 
-def start(sandbox: Sandbox, workdir: Path, *extra: str, timeout: float = 60, kubeconfig: Path | None = None) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports, ready on return; as the
-    sandbox's admin unless `kubeconfig` gives another identity."""
+def start(
+    sandbox: Sandbox,
+    workdir: Path,
+    *extra: str,
+    timeout: float = 60,
+    kubeconfig: Path | None = None,
+    port: int | None = None,
+) -> Webhook:
+    """Certificates from `hami-place-webhook certs`, then `serve` on free loopback ports (the HTTPS one `port` when
+    given), ready on return; as the sandbox's admin unless `kubeconfig` gives another identity."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     subprocess.run(
         [webhook_command(), "certs", "--out-dir", str(certs), "--ip", "127.0.0.1", "--dns", "localhost"],
         check=True,
         capture_output=True,
     )
-    port, api_port, probe_port = free_port(), free_port(), free_port()
+    port, api_port, probe_port = port or free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(

@@ -16,6 +16,7 @@ from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import patch_ca_bundle, read_tls_secret, store_tls_secret
 from webhook.certs import CertBundle, generate, still_good
 from webhook.defrag import INTERVAL_SECONDS, DefragOptions
+from webhook.logs import log_json
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
 from webhook.server import IDLE_SECONDS, MAX_CONNECTIONS, ServeOptions, serve
 
@@ -358,7 +359,7 @@ def _certs(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hami-place-webhook` console script."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_json()
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # our own warnings already say what failed, in one line
     args = _parser().parse_args(argv)
     try:

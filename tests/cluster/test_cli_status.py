@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address
+from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, node_register_uuids, plugin
 
 pytestmark = pytest.mark.cluster
@@ -194,10 +196,8 @@ def cluster_info_server() -> Iterator[tuple[str, int, dict[str, Any]]]:
         server.server_close()
 
 
-def test_status_reads_the_webhook_through_the_service_proxy(
-    cluster: Sandbox, namespace: str, cluster_info_server: tuple[str, int, dict[str, Any]]
-) -> None:
-    address, port, document = cluster_info_server
+def route_webhook_service(cluster: Sandbox, namespace: str, address: str, port: int) -> None:
+    """A webhook Service in the namespace whose api port leads to `address:port`."""
     labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
     # The service proxy only dials endpoint addresses backed by a pod with that IP: a host-network pod stands in.
     apply(
@@ -242,6 +242,13 @@ def test_status_reads_the_webhook_through_the_service_proxy(
             ],
         },
     )
+
+
+def test_status_reads_the_webhook_through_the_service_proxy(
+    cluster: Sandbox, namespace: str, cluster_info_server: tuple[str, int, dict[str, Any]]
+) -> None:
+    address, port, document = cluster_info_server
+    route_webhook_service(cluster, namespace, address, port)
     run = plugin(cluster, "status", "-o", "json")
     assert run.code == 0, run.err
     result = run.json()
@@ -286,3 +293,19 @@ def test_status_as_a_user_who_may_not_list_pods_says_which_permission_is_missing
     run = plugin(cluster, "status", "--as", "hami-place-nobody")
     assert run.code == 1, (run.code, run.err)
     assert "forbidden" in run.err and "list pods in all namespaces" in run.err, run.err
+
+
+def test_status_says_the_webhook_port_is_open_when_nothing_restricts_who_posts_reviews(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    address = primary_address()
+    if address is None:
+        pytest.skip("no non-loopback IPv4 address to serve on; the API server does not proxy to loopback")
+    webhook = start(cluster, tmp_path, "--bind-address", "0.0.0.0")  # neither a client CA nor a NetworkPolicy
+    webhooks.append(webhook)
+    route_webhook_service(cluster, namespace, address, webhook.api_port)
+    run = plugin(cluster, "status")
+    assert run.code == 0, run.err
+    assert f"Source: webhook {namespace}/hami-place:8083" in run.out
+    said = " ".join(run.err.split())  # the console may wrap the line
+    assert f"warning: the webhook port {webhook.port} takes an AdmissionReview from anyone who can reach it" in said

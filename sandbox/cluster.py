@@ -39,6 +39,15 @@ AUDIT_POLICY = {
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class WebhookClient:
+    """The API server presents a client certificate with this common name when it calls a webhook at one of these
+    `host:port` targets (kube-apiserver's --admission-control-config-file, "Authenticate apiservers")."""
+
+    name: str
+    targets: tuple[str, ...]
+
+
 def wait_for(predicate: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.3) -> T:
     """Polls until the predicate gives something truthy; the TimeoutError names what never came."""
     deadline = time.monotonic() + timeout
@@ -133,6 +142,7 @@ class Sandbox:
     owns_workdir: bool = True
     hami_url: str = ""
     authority: Authority | None = None
+    webhook_client: WebhookClient | None = None
 
     @classmethod
     def start(
@@ -141,14 +151,16 @@ class Sandbox:
         kubeconfig: Path | None = None,
         log: Callable[[str], None] = lambda _msg: None,
         hami_settings: hami.HamiSettings | None = None,
+        webhook_client: WebhookClient | None = None,
     ) -> Sandbox:
-        """Starts everything, HAMi included, waits until it is ready, and stops what it started when a step fails."""
+        """Starts everything, HAMi included, waits until it is ready, and stops what it started when a step fails.
+        With `webhook_client`, the API server presents that client certificate to those webhooks."""
         owns = workdir is None
         root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-")) if workdir is None else workdir
         root.mkdir(parents=True, exist_ok=True)
         api_port = free_port()
         server = f"https://127.0.0.1:{api_port}"
-        sandbox = cls(root, kubeconfig or root / "kubeconfig", server, owns_workdir=owns)
+        sandbox = cls(root, kubeconfig or root / "kubeconfig", server, owns_workdir=owns, webhook_client=webhook_client)
         try:
             sandbox._boot(api_port, log)
             sandbox.start_hami(hami_settings or hami.HamiSettings(), log)
@@ -212,6 +224,7 @@ class Sandbox:
         log("starting kube-apiserver")
         audit_policy = self.workdir / "audit-policy.json"
         audit_policy.write_text(json.dumps(AUDIT_POLICY))
+        admission = self._admission_config(ca) if self.webhook_client else []
         self._spawn(
             "kube-apiserver",
             [
@@ -236,6 +249,7 @@ class Sandbox:
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-mode=blocking",
+                *admission,
                 "--v=1",
             ],
         )
@@ -292,6 +306,29 @@ class Sandbox:
         )
         self._wait_for_default_service_account()
         log(f"control plane ready at {self.server}")
+
+    def _admission_config(self, ca: Authority) -> list[str]:
+        """The flag and files that make the API server present `webhook_client`'s certificate to its webhooks: a
+        kubeconfig whose users are named after the targets, from a WebhookAdmissionConfiguration."""
+        assert self.webhook_client is not None
+        pair = ca.issue("webhook-client", self.webhook_client.name)
+        user = {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
+        kubeconfig = self.workdir / "webhook-client.kubeconfig"
+        users = [{"name": target, "user": user} for target in self.webhook_client.targets]
+        kubeconfig.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "users": users}, indent=2))
+        webhook = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig),
+        }
+        config = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [{"name": "MutatingAdmissionWebhook", "configuration": webhook}],
+        }
+        path = self.workdir / "admission-config.json"
+        path.write_text(json.dumps(config, indent=2))
+        return [f"--admission-control-config-file={path}"]
 
     @property
     def audit_log(self) -> Path:

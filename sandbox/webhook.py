@@ -97,11 +97,12 @@ def start(
     address: str = "127.0.0.1",
     die_with_parent: bool = False,
     tls_secret: str = "",
+    port: int | None = None,
 ) -> Webhook:
     """Certificates from `hami-place-webhook certs`, then `serve` on free ports of `address` (loopback unless a
     Service must reach it, see `expose`), ready on return; as the sandbox's admin unless `kubeconfig` gives another
-    identity. With `tls_secret` (NAMESPACE/NAME, give --webhook-configuration in `extra`) it serves that Secret's
-    certificate instead of files."""
+    identity; the HTTPS port is `port` when given. With `tls_secret` (NAMESPACE/NAME, give --webhook-configuration
+    in `extra`) it serves that Secret's certificate instead of files."""
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     if tls_secret:
         tls = ["--tls-secret", tls_secret]
@@ -112,7 +113,7 @@ def start(
             capture_output=True,
         )
         tls = ["--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key")]
-    port, api_port, probe_port = free_port(), free_port(), free_port()
+    port, api_port, probe_port = port or free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.mutate import MutateApp
-from webhook.server import HEADER_SECONDS, IDLE_SECONDS, MutateListener, drain
+from webhook.server import HEADER_SECONDS, IDLE_SECONDS, MAX_CONNECTIONS, MutateListener, drain
 from webhook.tls import ReloadingCertificate
 
 STARTUP_SECONDS = 10.0
@@ -24,11 +24,19 @@ def serving(
     client_ca: str = "",
     idle_seconds: float = IDLE_SECONDS,
     header_seconds: float = HEADER_SECONDS,
+    max_connections: int = MAX_CONNECTIONS,
+    client_names: frozenset[str] = frozenset(),
 ) -> Iterator[MutateListener]:
     """The listener on a free loopback port with the certificate in `certs` (tls.crt, tls.key); drained on exit."""
     certificate = ReloadingCertificate(str(certs / "tls.crt"), str(certs / "tls.key"), client_ca)
     listener = MutateListener(
-        ("127.0.0.1", 0), app, certificate.serving_context(), idle_seconds=idle_seconds, header_seconds=header_seconds
+        ("127.0.0.1", 0),
+        app,
+        certificate.serving_context(),
+        idle_seconds=idle_seconds,
+        header_seconds=header_seconds,
+        max_connections=max_connections,
+        client_names=client_names,
     )
     listener.start()
     deadline = time.monotonic() + STARTUP_SECONDS

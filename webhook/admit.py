@@ -122,6 +122,7 @@ class Admitter:
                     f"({error.cause}); the pod is admitted unchanged"
                 )
             self.metrics.claims.inc()
+            log_claim(review, claim)
             return decision
         return decision.unchanged("hami-place: too many concurrent claims; the pod is admitted unchanged")
 
@@ -194,3 +195,21 @@ class Admitter:
         stored = self.writes.write_status(write.placement, write.status)
         self.cache.placements.upsert(stored)
         self.writes.record_event(stored, write.reason, write.message, warning=write.warning)
+
+
+def log_claim(review: Review, claim: StatusWrite) -> None:
+    """One log line per claim written: which placement, for which pod, asked by whom (the review's userInfo)."""
+    metadata = review.pod.get("metadata")
+    generate_name = metadata.get("generateName") if isinstance(metadata, dict) else None
+    fields = {
+        "event": "claim",
+        "placement": f"{claim.namespace}/{claim.name}",
+        "node": claim.placement.spec.node_name,
+        "namespace": review.namespace,
+        "pod": review.name,
+        "generateName": generate_name if isinstance(generate_name, str) else "",
+        "user": review.user,
+        "review": review.uid,
+        "dryRun": review.dry_run,
+    }
+    log.info("placement claimed", extra={"fields": fields})

@@ -59,11 +59,26 @@ def _http_errors(app: Flask) -> None:
         return _error(error.code or 400, error.description or error.name)
 
 
-def probe_app(cache: ClusterCache, mutate_serving: Callable[[], str | None] = lambda: None) -> Flask:
-    """GET /healthz and /readyz only: the probes' own port, which no client of the API can crowd out."""
+def probe_app(
+    cache: ClusterCache,
+    mutate_serving: Callable[[], str | None] = lambda: None,
+    mutate_alive: Callable[[], str | None] = lambda: None,
+) -> Flask:
+    """GET /livez, /healthz and /readyz only: the probes' own port, which no client of the API can crowd out.
+
+    /livez is the liveness probe: whether the HTTPS /mutate listener answers (`mutate_alive`, None when it does),
+    draining or not, so a replica whose listener died is restarted while one shutting down is left to finish."""
     app = Flask("hami-place-probes")
     _http_errors(app)
     _probes(app, cache, mutate_serving)
+
+    @app.get("/livez")
+    def livez() -> Response:
+        reason = mutate_alive()
+        if reason is not None:
+            return _json({"status": "not alive", "reason": reason}, 503)
+        return _json({"status": "ok"})
+
     return app
 
 
@@ -94,6 +109,7 @@ def api_app(
     cache: ClusterCache,
     metrics: Metrics,
     mutate_serving: Callable[[], str | None] = lambda: None,
+    notices: Sequence[str] = (),
     *,
     readers: ReaderGate,
 ) -> Flask:
@@ -103,6 +119,8 @@ def api_app(
     when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
     decides from an old view), and /mutate answers, so the Service sends the API server only to replicas that work.
     The documents name pods and placements, so `readers` decides who may read each (probes and /metrics name none).
+    `notices` about the server itself (its webhook port open to anyone) lead cluster-info's warnings, which
+    `kubectl hami-place status` shows.
     """
     app = Flask("hami-place-api")
     _http_errors(app)
@@ -146,6 +164,7 @@ def api_app(
             # Only the nodes that changed since the last request are built and encoded again (see the cache).
             document = cache.cluster_info_document(datetime.now(UTC))
         document["lastSyncTime"] = _last_sync(cache)
+        document["warnings"] = [*notices, *document["warnings"]]
         # The pieces are the kept views themselves (no copies): listed once, for the length and for the body.
         pieces = list(json_pieces(document))
         length = sum(map(len, pieces))

@@ -36,8 +36,9 @@ from webhook.certs import (
     usable_issuer,
 )
 from webhook.defrag import INTERVAL_SECONDS, DefragOptions
+from webhook.logs import log_json
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
-from webhook.server import IDLE_SECONDS, ServeOptions, serve
+from webhook.server import IDLE_SECONDS, MAX_CONNECTIONS, ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
 
@@ -125,7 +126,30 @@ def _parser() -> argparse.ArgumentParser:
         "--client-ca-file",
         default=os.environ.get("HAMI_PLACE_CLIENT_CA_FILE", ""),
         help="require a client certificate signed by this CA on the HTTPS port, i.e. the API server's "
-        "[HAMI_PLACE_CLIENT_CA_FILE]; off when unset",
+        "[HAMI_PLACE_CLIENT_CA_FILE]; off when unset; needs --client-cert-name",
+    )
+    run.add_argument(
+        "--client-cert-name",
+        action="append",
+        default=[n for n in os.environ.get("HAMI_PLACE_CLIENT_CERT_NAMES", "").split(",") if n],
+        metavar="NAME",
+        help="with --client-ca-file, the client certificate must carry this name as its subject CN or a DNS "
+        "subjectAltName, else the connection is closed (repeatable) [HAMI_PLACE_CLIENT_CERT_NAMES, comma-separated]",
+    )
+    run.add_argument(
+        "--network-policy",
+        default="",
+        metavar="NAME",
+        help="the NetworkPolicy that admits the HTTPS port only from the API server (the chart's, when enabled); "
+        "cluster-info names the port open to anyone when neither this nor --client-ca-file is given",
+    )
+    run.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="COUNT",
+        help="connections the HTTPS port holds at once; at the cap a new one closes the oldest that carried no "
+        f"review yet (default {MAX_CONNECTIONS})",
     )
     run.add_argument(
         "--admission-timeout",
@@ -292,6 +316,18 @@ def _serve(args: argparse.Namespace) -> int:
         if not 0 < port < 65536:
             _fail(f"hami-place-webhook: port {port} is out of range 1..65535")
             return 2
+    if args.client_ca_file and not args.client_cert_name:
+        _fail(
+            "hami-place-webhook: --client-ca-file needs --client-cert-name NAME (the name the API server's client "
+            "certificate carries): a CA alone admits every certificate it signed (a cluster CA: every user)"
+        )
+        return 2
+    if args.client_cert_name and not args.client_ca_file:
+        _fail("hami-place-webhook: --client-cert-name needs --client-ca-file (the CA that signs that certificate)")
+        return 2
+    if not 1 <= args.max_connections <= 65536:
+        _fail("hami-place-webhook: --max-connections must be 1..65536")
+        return 2
     if args.placement_ttl <= 0:
         _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
         return 2
@@ -340,6 +376,9 @@ def _serve(args: argparse.Namespace) -> int:
             tls_secret=args.tls_secret,
             webhook_configuration=args.webhook_configuration,
             client_ca_file=args.client_ca_file,
+            client_cert_names=tuple(args.client_cert_name),
+            network_policy=args.network_policy,
+            max_connections=args.max_connections,
             scheduler_name=args.scheduler_name,
             hami_config=args.hami_config,
             hami_scheduler=args.hami_scheduler,
@@ -417,7 +456,7 @@ def _stored(kube: Kube, namespace: str, name: str, fresh: CertBundle, args: argp
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `hami-place-webhook` console script."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_json()
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # our own warnings already say what failed, in one line
     args = _parser().parse_args(argv)
     try:

@@ -38,9 +38,14 @@ INVALID = "invalid"
 PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 ERROR = "error"
 DRY_RUN = "dry_run"
-# The serving certificate's notAfter (Unix seconds), named here for the PrometheusRule's expiry alert; exported by
-# the server's certificate code, which sets it from the certificate it serves.
-CERT_EXPIRY_METRIC = "hami_place_certificate_expiry_timestamp_seconds"
+# The serving certificate's notAfter (Unix seconds): the PrometheusRule's expiry alert reads it.
+CERT_EXPIRY_METRIC = "hami_place_serving_certificate_not_after_timestamp_seconds"
+# Why the HTTPS listener closed a connection unasked.
+REFUSED_NAME = "client-certificate-name"
+REFUSED_CAP = "over-cap"
+REFUSED_HEADER = "header-too-large"
+REFUSED_BODIES = "bodies-over-budget"
+REFUSALS = (REFUSED_NAME, REFUSED_CAP, REFUSED_HEADER, REFUSED_BODIES)
 
 
 class Metrics:
@@ -107,7 +112,7 @@ class Metrics:
         self.build.info({"version": __version__, "python_version": platform.python_version()})
 
         self.certificate_not_after = Gauge(
-            "hami_place_serving_certificate_not_after_timestamp_seconds",
+            CERT_EXPIRY_METRIC,
             "When the certificate /mutate serves to new connections expires (Unix time).",
             registry=self.registry,
         )
@@ -116,6 +121,22 @@ class Metrics:
             "Seconds until the certificate /mutate serves to new connections expires (negative once it has).",
             registry=self.registry,
         )
+
+        self.connections = Gauge(
+            "hami_place_webhook_connections",
+            "Connections the HTTPS /mutate listener holds (TLS handshake done), at most --max-connections.",
+            registry=self.registry,
+        )
+        self.connections_closed = Counter(
+            "hami_place_webhook_connections_refused",
+            "Connections the HTTPS listener closed unasked, by reason: client-certificate-name (signed by the client "
+            "CA but not named as --client-cert-name), over-cap (the oldest connection that had carried no review, "
+            "to make room at --max-connections), header-too-large, bodies-over-budget.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in REFUSALS:
+            self.connections_closed.labels(reason)
 
         self.defrag = DefragMetrics(self.registry)
 

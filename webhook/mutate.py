@@ -27,6 +27,10 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 # The API server sends at most ~3 MiB of object; anything larger is not an AdmissionReview it sent.
 MAX_REVIEW_BYTES = 4 * 1024 * 1024
+# Bytes of request bodies the listener holds at once while they arrive, over all connections: 16 reviews of the
+# largest size. A body that would pass it closes its connection (fast path) or gets 503 (the ASGI path); the API
+# server sends a review's body in one write, so only a client holding bodies open competes for it.
+BODY_BUDGET_BYTES = 16 * MAX_REVIEW_BYTES
 # Threads writing claims at once; each call is bounded by its admission's deadline.
 CLAIM_THREADS = 16
 HEALTHY = orjson.dumps({"status": "ok"})
@@ -34,6 +38,27 @@ JSON_HEADER = (b"content-type", b"application/json")
 CLOSE_HEADER = (b"connection", b"close")
 NOT_JSON = "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview"
 BODY_LATE = "the body did not arrive within the admission timeout"
+BODIES_OVER_BUDGET = "the webhook holds too many request bodies arriving at once; retry"
+
+
+class BodyBudget:
+    """Bytes of request bodies held while they arrive, over every connection of the listener's event loop (one
+    thread: no lock)."""
+
+    def __init__(self, limit: int = BODY_BUDGET_BYTES) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        """Hold `size` more bytes; False (nothing held) when that would pass the limit."""
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        """Bytes no longer held."""
+        self.held -= size
 
 
 def error_body(reason: str) -> bytes:
@@ -69,6 +94,7 @@ class MutateApp:
         self.metrics = metrics
         self.admission_timeout = admission_timeout
         self.claims = ThreadPoolExecutor(max_workers=CLAIM_THREADS, thread_name_prefix="claim")
+        self.bodies = BodyBudget()
         # Set by the drain: every answer then closes its connection, so the client reconnects through the Service.
         self.draining = False
         self.in_flight = 0
@@ -112,7 +138,7 @@ class MutateApp:
             raise ClientMistake(413, too_large())
         try:
             async with asyncio.timeout(deadline.remaining()):  # a timer on this task, not a task of its own
-                data = await read_body(receive)
+                data = await read_body(receive, self.bodies)
         except TimeoutError:
             raise ClientMistake(408, BODY_LATE) from None
         return await self._answer(data, started, deadline)
@@ -164,18 +190,24 @@ def too_large() -> str:
     return f"the body is larger than {MAX_REVIEW_BYTES} bytes; an AdmissionReview never is"
 
 
-async def read_body(receive: Receive) -> bytes:
-    """The request body, refused once it grows past MAX_REVIEW_BYTES (a chunked body says no length up front)."""
+async def read_body(receive: Receive, bodies: BodyBudget) -> bytes:
+    """The request body, refused once it grows past MAX_REVIEW_BYTES (a chunked body says no length up front) or
+    would pass what the listener may hold of bodies arriving (503)."""
     parts: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientMistake(400, "the client went away before the body was complete")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_REVIEW_BYTES:
-            raise ClientMistake(413, too_large())
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientMistake(400, "the client went away before the body was complete")
+            chunk = message.get("body", b"")
+            if size + len(chunk) > MAX_REVIEW_BYTES:
+                raise ClientMistake(413, too_large())
+            if not bodies.take(len(chunk)):
+                raise ClientMistake(503, BODIES_OVER_BUDGET)
+            size += len(chunk)
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(parts)
+    finally:
+        bodies.give(size)

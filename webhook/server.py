@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from flask import Flask
@@ -47,7 +48,7 @@ from webhook.api import api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.defrag import DefragController, DefragOptions
 from webhook.hami_config import FollowedHamiConfig
-from webhook.metrics import INVALID, Metrics
+from webhook.metrics import INVALID, REFUSED_BODIES, REFUSED_CAP, REFUSED_HEADER, REFUSED_NAME, Metrics
 from webhook.mutate import (
     BODY_LATE,
     CLAIM_THREADS,
@@ -60,7 +61,7 @@ from webhook.mutate import (
 )
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS, Reconciler
 from webhook.renewal import SecretCertificate
-from webhook.tls import ReloadingCertificate
+from webhook.tls import ReloadingCertificate, certificate_names, named_client
 from webhook.writes import KubeWrites
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,13 @@ LISTEN_BACKLOG = 1024
 # A connection that sends nothing for this long is closed, before its first request as after its last; longer
 # than the API server's own idle timeout for its webhook connections (90 s), so the client closes first.
 IDLE_SECONDS = 120
+# Connections the /mutate listener holds at once (TLS handshake done). At the cap, a new connection closes the
+# oldest one that has carried no review yet (slow and idle clients go first; the API server's keep-alive connections,
+# which carry reviews, stay); when every one has carried a review, the new one is closed.
+MAX_CONNECTIONS = 1024
+# A request's header (request line and fields) may be this long; a longer one closes the connection. The API
+# server's is a few hundred bytes; httptools, under uvicorn, would buffer a field without bound.
+MAX_HEADER_BYTES = 64 * 1024
 # A request's header must be whole this long after its first byte: uvicorn's idle timer stops at the first byte, so
 # a client sending a byte now and then would otherwise keep its connection for ever. The API server sends a review's
 # header in one write.
@@ -102,11 +110,47 @@ LAG_PROBE_SECONDS = 0.05
 
 @dataclass
 class _Arriving:
-    """A /mutate request whose body is still arriving on the fast path: when it began, its parts, its deadline."""
+    """A /mutate request whose body is still arriving on the fast path: when it began, its parts, its deadline, and
+    the bytes it holds of the listener's body budget."""
 
     started: float
     parts: list[bytes]
     late: asyncio.TimerHandle
+    size: int = 0
+
+
+class Connections:
+    """The /mutate listener's open connections, oldest first, within `cap`; with `client_names`, only a client
+    certificate carrying one of them is served (the TLS context has verified it against the client CA)."""
+
+    def __init__(self, metrics: Metrics, cap: int = MAX_CONNECTIONS, client_names: frozenset[str] = frozenset()):
+        self.metrics = metrics
+        self.cap = cap
+        self.client_names = client_names
+        self.open: dict[IdleLimited, None] = {}
+
+    def admit(self, connection: IdleLimited) -> bool:
+        """Take a connection whose handshake is done: False (and closed) when its client certificate is not named
+        as required, or when the cap is reached and every connection held has carried a review."""
+        if self.client_names and not named_client(connection.peercert(), self.client_names):
+            names = sorted(certificate_names(connection.peercert()))
+            log.warning("refused a client certificate named %s: not one of --client-cert-name", names)
+            connection.refuse(REFUSED_NAME)
+            return False
+        if len(self.open) >= self.cap:
+            idle = next((held for held in self.open if not held.reviewed), None)
+            if idle is None:
+                connection.refuse(REFUSED_CAP)
+                return False
+            idle.refuse(REFUSED_CAP)
+        self.open[connection] = None
+        self.metrics.connections.set(len(self.open))
+        return True
+
+    def leave(self, connection: IdleLimited) -> None:
+        """A connection closed."""
+        if self.open.pop(connection, 0) is None:
+            self.metrics.connections.set(len(self.open))
 
 
 class IdleLimited(HttpToolsProtocol):
@@ -119,22 +163,57 @@ class IdleLimited(HttpToolsProtocol):
     """
 
     mutate: MutateApp
+    held: Connections
     header_seconds: float = HEADER_SECONDS
     header_late: asyncio.TimerHandle | None = None
+    # Bytes of the request header received so far, while it is not whole.
+    header_bytes = 0
     arriving: _Arriving | None = None
     # Set by a shutdown while a body arrives: that request is answered, then the connection closes.
     closing = False
+    # Set once the connection carried an admission review: the cap then closes others before it.
+    reviewed = False
+    refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """uvicorn's bookkeeping, then the idle timer."""
+        """uvicorn's bookkeeping; then the connection is held within the cap (and its client certificate's name
+        checked), and the idle timer starts."""
         super().connection_made(transport)
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        if self.held.admit(self):
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+
+    def peercert(self) -> dict[str, Any] | None:
+        """The client certificate, as verified in the handshake (None without one)."""
+        peercert: dict[str, Any] | None = self.transport.get_extra_info("peercert")
+        return peercert
+
+    def refuse(self, reason: str) -> None:
+        """Closed unasked at once (no TLS close_notify to wait for), nothing answered; counted by reason."""
+        if not self.refused:
+            self.refused = True
+            self.mutate.metrics.connections_closed.labels(reason).inc()
+        self.held.leave(self)
+        self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """A body still arriving is given up with its deadline; then uvicorn's bookkeeping."""
+        self.held.leave(self)
         self._header_arrived()
         self._take_arriving()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """uvicorn's; then a header still not whole after this read is closed once past MAX_HEADER_BYTES."""
+        if self.refused:
+            return
+        super().data_received(data)
+        if self.header_late is not None:
+            self.header_bytes += len(data)
+            if self.header_bytes > MAX_HEADER_BYTES:
+                self._header_arrived()
+                self.refuse(REFUSED_HEADER)
 
     def shutdown(self) -> None:
         """A body still arriving is read to the end and answered before the connection closes; else uvicorn's."""
@@ -147,6 +226,7 @@ class IdleLimited(HttpToolsProtocol):
         """uvicorn's, then the header deadline from this first byte of a request."""
         super().on_message_begin()
         self._header_arrived()
+        self.header_bytes = 0
         self.header_late = self.loop.call_later(self.header_seconds, self._header_missing)
 
     def _header_arrived(self) -> None:
@@ -172,8 +252,14 @@ class IdleLimited(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        """The fast path's body is kept whole (its length is checked already); uvicorn's cycle takes the rest."""
+        """The fast path's body is kept whole (its length is checked already) within the listener's budget for
+        bodies arriving, else the connection closes; uvicorn's cycle takes the rest."""
         if self.arriving is not None:
+            if not self.mutate.bodies.take(len(body)):
+                self._take_arriving()
+                self.refuse(REFUSED_BODIES)
+                return
+            self.arriving.size += len(body)
             self.arriving.parts.append(body)
         elif self.cycle is not None:
             super().on_body(body)
@@ -187,6 +273,7 @@ class IdleLimited(HttpToolsProtocol):
             return
         data = b"".join(arriving.parts)
         answer = self.mutate.answer_on_loop(data, arriving.started)
+        self.reviewed = self.reviewed or answer is None or answer[0] == HTTPStatus.OK
         if answer is None:
             super().on_headers_complete()
             self.cycle.body += data
@@ -205,6 +292,7 @@ class IdleLimited(HttpToolsProtocol):
         arriving, self.arriving = self.arriving, None
         if arriving is not None:
             arriving.late.cancel()
+            self.mutate.bodies.give(arriving.size)
             self.mutate.in_flight -= 1
         return arriving
 
@@ -255,9 +343,12 @@ class HandshakeBounded(uvicorn.Server):
     """uvicorn's server, listening with a TLS handshake deadline (uvicorn leaves asyncio's 60 s), each connection
     given the app for its fast path, its loop's lag observed while it serves."""
 
-    def __init__(self, config: uvicorn.Config, app: MutateApp, header_seconds: float = HEADER_SECONDS) -> None:
+    def __init__(
+        self, config: uvicorn.Config, app: MutateApp, held: Connections, header_seconds: float = HEADER_SECONDS
+    ) -> None:
         super().__init__(config)
         self.app = app
+        self.held = held
         self.header_seconds = header_seconds
         self.observe_lag = app.metrics.loop_lag.observe
         self.lag_probe: asyncio.Task[None] | None = None
@@ -270,6 +361,7 @@ class HandshakeBounded(uvicorn.Server):
         def protocol() -> asyncio.Protocol:
             connection = IdleLimited(config=config, server_state=self.server_state, app_state={}, _loop=loop)
             connection.mutate = self.app
+            connection.held = self.held
             connection.header_seconds = self.header_seconds
             return connection
 
@@ -305,6 +397,8 @@ class MutateListener:
         *,
         idle_seconds: float = IDLE_SECONDS,
         header_seconds: float = HEADER_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
+        client_names: frozenset[str] = frozenset(),
     ) -> None:
         family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
         self.socket = socket.create_server(bind, family=family, backlog=LISTEN_BACKLOG)
@@ -326,7 +420,8 @@ class MutateListener:
         )
         config.load()
         config.ssl = context
-        self.server = HandshakeBounded(config, app, header_seconds)
+        self.connections = Connections(app.metrics, max_connections, client_names)
+        self.server = HandshakeBounded(config, app, self.connections, header_seconds)
         self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="https", daemon=True)
 
     def start(self) -> None:
@@ -395,6 +490,9 @@ class ServeOptions:
     tls_secret: str = ""
     webhook_configuration: str = ""
     client_ca_file: str = ""
+    client_cert_names: tuple[str, ...] = ()
+    network_policy: str = ""
+    max_connections: int = MAX_CONNECTIONS
     scheduler_name: str = "hami-scheduler"
     hami_config: str = ""
     hami_scheduler: str = ""
@@ -407,6 +505,17 @@ class ServeOptions:
     claim_grace: int = CLAIM_GRACE_SECONDS
     finished_ttl: int = FINISHED_TTL_SECONDS
     defrag: DefragOptions | None = None
+
+
+def open_port_notices(options: ServeOptions) -> list[str]:
+    """What cluster-info (and so `status`) must say when nothing restricts who may post a review to /mutate."""
+    if options.client_ca_file or options.network_policy:
+        return []
+    return [
+        f"the webhook port {options.webhook_port} takes an AdmissionReview from anyone who can reach it: a forged "
+        "review can hold an open placement for the claim grace, again and again; admit only the API server "
+        "(chart networkPolicy or server.clientCA; see docs/security.md)"
+    ]
 
 
 def probe_host(bind_address: str) -> str:
@@ -466,6 +575,8 @@ def serve(options: ServeOptions) -> None:
         mutate,
         certificate.serving_context(),
         idle_seconds=options.idle_timeout,
+        max_connections=options.max_connections,
+        client_names=frozenset(options.client_cert_names),
     )
     probe = MutateProbe(
         probe_host(options.bind_address), options.webhook_port, client_cert_required=bool(options.client_ca_file)
@@ -474,12 +585,17 @@ def serve(options: ServeOptions) -> None:
     def mutate_serving() -> str | None:
         return "shutting down" if mutate.draining else probe()
 
+    notices = open_port_notices(options)
+    for notice in notices:
+        log.warning("%s", notice)
     # The readers' reviews have a connection pool of their own: a burst of API reads never holds one an admission needs.
     reviewer = connect(options.kubeconfig)
     readers = ReaderGate(functools.partial(review_token, reviewer), functools.partial(review_access, reviewer))
-    http = api_server(api_app(cache, metrics, mutate_serving, readers=readers), options.bind_address, options.api_port)
+    http = api_server(
+        api_app(cache, metrics, mutate_serving, notices, readers=readers), options.bind_address, options.api_port
+    )
     probes = api_server(
-        probe_app(cache, mutate_serving),
+        probe_app(cache, mutate_serving, probe),
         options.bind_address,
         options.probe_port,
         threads=1,

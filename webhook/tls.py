@@ -14,6 +14,7 @@ import ssl
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 
@@ -31,6 +32,21 @@ def server_context(cert_file: str, key_file: str, client_ca_file: str = "") -> s
         context.load_verify_locations(cafile=client_ca_file)
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def certificate_names(peercert: dict[str, Any] | None) -> frozenset[str]:
+    """The subject common names and DNS subjectAltNames of a verified peer certificate (`getpeercert()`)."""
+    if not peercert:
+        return frozenset()
+    common = (value for rdn in peercert.get("subject", ()) for key, value in rdn if key == "commonName")
+    dns = (value for kind, value in peercert.get("subjectAltName", ()) if kind == "DNS")
+    return frozenset((*common, *dns))
+
+
+def named_client(peercert: dict[str, Any] | None, allowed: frozenset[str]) -> bool:
+    """Whether a client certificate (already verified against the client CA) carries one of the allowed names: a CA
+    such as the cluster's signs every kubelet and user too, so its signature alone says little about who calls."""
+    return not certificate_names(peercert).isdisjoint(allowed)
 
 
 class ReloadingCertificate:

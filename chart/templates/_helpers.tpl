@@ -69,6 +69,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServerCIDRs) -}}
 {{- fail "networkPolicy.apiServerCIDRs (the API server's addresses, e.g. [10.0.0.10/32]) is required when networkPolicy.enabled: without them the API server could not call the webhook" -}}
 {{- end -}}
+{{- if and .Values.server.clientCA.configMap (not .Values.server.clientCA.names) -}}
+{{- fail "server.clientCA.names (the names the API server's client certificate carries, e.g. [kube-apiserver-webhook-client]) is required with server.clientCA.configMap: the CA alone admits every certificate it signed" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The DefragPolicy ConfigMap: <release>-defrag-policy in the release namespace. */}}

@@ -35,6 +35,8 @@ class Review:
     name: str
     dry_run: bool
     pod: Mapping[str, Any]
+    # userInfo.username: who asked the API server for this pod (for the log of claims).
+    user: str = ""
 
     @property
     def annotations(self) -> Mapping[str, Any]:
@@ -85,7 +87,14 @@ def parse_review(body: object) -> Review:
         name=str(request.get("name") or ""),
         dry_run=request.get("dryRun") is True,
         pod=pod if isinstance(pod, dict) else {},
+        user=_username(request.get("userInfo")),
     )
+
+
+def _username(user_info: object) -> str:
+    """userInfo.username, '' when absent or not a string."""
+    name = user_info.get("username") if isinstance(user_info, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def build_response(uid: str, patch: Sequence[Mapping[str, Any]] = (), warnings: Sequence[str] = ()) -> dict[str, Any]:

@@ -104,6 +104,7 @@ def webhook_entry(objects: list[dict[str, Any]]) -> dict[str, Any]:
             "networkPolicy.apiNamespaces={monitoring}",
             "serviceMonitor.enabled=true",
             "server.clientCA.configMap=apiserver-client-ca",
+            "server.clientCA.names={kube-apiserver-webhook-client}",
         ],
     ],
 )
@@ -123,7 +124,14 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert spec["replicas"] == 2
     assert spec["selector"]["matchLabels"]["app.kubernetes.io/name"] == NAME_LABEL
     pod = spec["template"]["spec"]
-    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    (spread,) = pod["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["whenUnsatisfiable"], spread["maxSkew"]) == (
+        "kubernetes.io/hostname",
+        "DoNotSchedule",
+        1,
+    ), "two replicas never share a node"
+    assert spread["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     (container,) = pod["containers"]
@@ -140,7 +148,11 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
         ("POD_NAME", "metadata.name"),
         ("POD_NAMESPACE", "metadata.namespace"),
     ], "the controller's identity in its leader Lease, and the Lease's namespace"
-    assert not [a for a in container["args"] if a.startswith("--client-ca-file")]
+    assert not [a for a in container["args"] if a.startswith(("--client-ca-file", "--client-cert-name"))]
+    assert not [a for a in container["args"] if a.startswith("--network-policy")]
+    assert not by_kind(objects, "NetworkPolicy"), "off by default: one that misses the API server fails open"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "probe"}, "the HTTPS listener's"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
     assert pod["terminationGracePeriodSeconds"] == 25, "the kubelet waits longer than the server's own drain"
     assert "lifecycle" not in container, "no preStop hook: the server drains itself on SIGTERM"
     labels = spec["template"]["metadata"]["labels"]
@@ -148,7 +160,7 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "--tls-secret=kube-system/gpu-descheduler-webhook-tls" in container["args"]
     assert "--webhook-configuration=gpu-descheduler-webhook" in container["args"]
     assert not [a for a in container["args"] if a.startswith("--tls-cert-file")], "not the files: the Secret itself"
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probe"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "probe"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -337,8 +349,9 @@ def test_network_policy_admits_the_api_server_and_the_listed_namespaces(helm: Pa
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring", "ops"]}
     ]
     assert [port["port"] for port in from_namespaces["ports"]] == ["api"], "the webhook port: API server only"
-    ports = {p["name"] for p in one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]}
-    assert ports >= {"webhook", "api"}, "the policy names the container's ports"
+    container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {p["name"] for p in container["ports"]} >= {"webhook", "api"}, "the policy names the container's ports"
+    assert "--network-policy=gpu-descheduler-webhook" in container["args"], "cluster-info says the port is guarded"
 
 
 def test_service_monitor_scrapes_metrics_on_the_api_port(helm: Path) -> None:
@@ -379,10 +392,17 @@ def test_the_dashboard_and_the_alerts_are_rendered_from_the_charts_files(helm: P
 
 
 def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: Path) -> None:
-    objects = render(helm, "server.clientCA.configMap=apiserver-client-ca", "server.shutdownGrace=40")
+    objects = render(
+        helm,
+        "server.clientCA.configMap=apiserver-client-ca",
+        "server.clientCA.names={kube-apiserver-webhook-client,apiserver.example}",
+        "server.shutdownGrace=40",
+    )
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert "--client-ca-file=/etc/hami-place/client-ca/ca.crt" in container["args"]
+    names = [a for a in container["args"] if a.startswith("--client-cert-name=")]
+    assert names == ["--client-cert-name=kube-apiserver-webhook-client", "--client-cert-name=apiserver.example"]
     assert "--shutdown-grace=40" in container["args"] and pod["terminationGracePeriodSeconds"] == 50
     mount = next(m for m in container["volumeMounts"] if m["name"] == "client-ca")
     assert mount["mountPath"] == "/etc/hami-place/client-ca"
@@ -400,6 +420,9 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["webhok.failurePolicy=Fail"], "additional properties 'webhok' not allowed"),
         (["networkPolicy.enabled=true"], "networkPolicy.apiServerCIDRs (the API server's addresses"),
         (["networkPolicy.apiServerCIDRs={10.0.0.10}"], "at '/networkPolicy/apiServerCIDRs/0'"),
+        (["server.clientCA.configMap=ca"], "server.clientCA.names (the names the API server's client certificate"),
+        (["server.clientCA.configMap=ca", "server.clientCA.names={a b}"], "at '/server/clientCA/names/0'"),
+        (["topologySpread.whenUnsatisfiable=Sometimes"], "at '/topologySpread/whenUnsatisfiable'"),
         (["defrag.mode=sometimes"], "at '/defrag/mode': value must be one of 'off', 'dry-run', 'on'"),
         (["defrag.budgets.movesPerRun=-1"], "at '/defrag/budgets/movesPerRun': minimum: got -1, want 0"),
         (["defrag.budgets.cooldown=1hour"], "at '/defrag/budgets/cooldown'"),

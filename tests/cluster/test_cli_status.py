@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address
+from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin
 
 pytestmark = pytest.mark.cluster
@@ -198,10 +200,8 @@ def cluster_info_server() -> Iterator[tuple[str, int, dict[str, Any]]]:
         server.server_close()
 
 
-def test_status_reads_the_webhook_through_the_service_proxy(
-    cluster: Sandbox, namespace: str, cluster_info_server: tuple[str, int, dict[str, Any]]
-) -> None:
-    address, port, document = cluster_info_server
+def route_webhook_service(cluster: Sandbox, namespace: str, address: str, port: int) -> None:
+    """A webhook Service in the namespace whose api port leads to `address:port`."""
     labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
     # The service proxy only dials endpoint addresses backed by a pod with that IP: a host-network pod stands in.
     apply(
@@ -246,6 +246,13 @@ def test_status_reads_the_webhook_through_the_service_proxy(
             ],
         },
     )
+
+
+def test_status_reads_the_webhook_through_the_service_proxy(
+    cluster: Sandbox, namespace: str, cluster_info_server: tuple[str, int, dict[str, Any]]
+) -> None:
+    address, port, document = cluster_info_server
+    route_webhook_service(cluster, namespace, address, port)
     run = plugin(cluster, "status", "-o", "json")
     assert run.code == 0, run.err
     result = run.json()
@@ -380,3 +387,19 @@ def test_watch_redraws_in_place_on_a_terminal(cluster: Sandbox) -> None:
     # The second frame moves the cursor back up over the first instead of printing below it.
     assert b"\x1b[1A" in seen or b"\x1b[2K" in seen
     assert seen.count(b"Card types") >= 2
+
+
+def test_status_says_the_webhook_port_is_open_when_nothing_restricts_who_posts_reviews(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
+) -> None:
+    address = primary_address()
+    if address is None:
+        pytest.skip("no non-loopback IPv4 address to serve on; the API server does not proxy to loopback")
+    webhook = start(cluster, tmp_path, "--bind-address", "0.0.0.0")  # neither a client CA nor a NetworkPolicy
+    webhooks.append(webhook)
+    route_webhook_service(cluster, namespace, address, webhook.api_port)
+    run = plugin(cluster, "status")
+    assert run.code == 0, run.err
+    assert f"Source: webhook {namespace}/hami-place:8083" in run.out
+    said = " ".join(run.err.split())  # the console may wrap the line
+    assert f"warning: the webhook port {webhook.port} takes an AdmissionReview from anyone who can reach it" in said

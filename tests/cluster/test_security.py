@@ -6,9 +6,12 @@ The webhook runs as a user of its own whose every API call the sandbox's API ser
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import ssl
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -490,3 +493,105 @@ def route_service_proxy(cluster: Sandbox, namespace: str, address: str, port: in
             ],
         },
     )
+
+
+SLOW_CLIENTS = 2000
+# The webhook's default --max-connections: the slow clients are more than it holds.
+CONNECTION_CAP = 1024
+
+
+class SlowClients:
+    """`count` TLS clients of the webhook port, each sending a request header a line a second (never finishing it),
+    and connecting again a second after the server closes it: an event loop in a thread of its own."""
+
+    def __init__(self, port: int, ca: Path, count: int) -> None:
+        self.port, self.count = port, count
+        self.context = ssl.create_default_context(cafile=str(ca))
+        self.handshakes = 0
+        self.closed = 0
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._run(),), daemon=True)
+        self.stopping: asyncio.Event | None = None
+
+    async def _run(self) -> None:
+        self.stopping = asyncio.Event()
+        clients = [asyncio.create_task(self._client()) for _ in range(self.count)]
+        await self.stopping.wait()
+        for task in clients:
+            task.cancel()
+        await asyncio.gather(*clients, return_exceptions=True)
+
+    async def _client(self) -> None:
+        while True:
+            try:
+                _reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", self.port, ssl=self.context, server_hostname="127.0.0.1"
+                )
+            except (OSError, ssl.SSLError):
+                await asyncio.sleep(1)
+                continue
+            self.handshakes += 1
+            try:
+                writer.write(b"POST /mutate HTTP/1.1\r\n")
+                while not writer.is_closing():
+                    await writer.drain()
+                    await asyncio.sleep(1)
+                    writer.write(b"X-Slow: 1\r\n")
+                    if writer.transport.is_closing() or _reader.at_eof():
+                        break
+            except (OSError, ssl.SSLError):
+                pass
+            finally:
+                writer.close()
+            self.closed += 1
+            await asyncio.sleep(1)
+
+    def __enter__(self) -> SlowClients:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.stopping is not None:
+            self.loop.call_soon_threadsafe(self.stopping.set)
+        self.thread.join(60)
+
+
+def rss_mib(webhook: Webhook) -> float:
+    """The webhook process's resident memory, for the record (not asserted)."""
+    status = Path(f"/proc/{webhook.process.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
+def test_the_webhook_pins_pods_while_2000_slow_clients_hang_on_within_its_connection_cap(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> None:
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    cards = [("gpu-a100-0", "gpu-0"), ("gpu-a100-0", "gpu-1"), ("gpu-a100-1", "gpu-0")]
+    names = [f"target-{index}" for index in range(len(cards))]
+    for name, (node, card) in zip(names, cards, strict=True):
+        create_placement(cluster, namespace, name, {"app": "target"}, [card], node=node)
+    wait_for(lambda: all(sees_placement(webhook, namespace, name) for name in names), "the webhook to see them")
+    core = client.CoreV1Api(cluster.api_client())
+    gauge = "hami_place_webhook_connections"
+    over_cap = 'hami_place_webhook_connections_refused_total{reason="over-cap"}'
+
+    before = rss_mib(webhook)
+    with SlowClients(webhook.port, webhook.certs / "ca.crt", SLOW_CLIENTS) as flood:
+        wait_for(lambda: flood.handshakes >= SLOW_CLIENTS, "every slow client to connect once", timeout=120)
+        wait_for(lambda: webhook.metric(gauge) >= CONNECTION_CAP - 50, "the webhook to hold about its cap")
+        pinned = [core.create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"})) for _ in names]
+        held = webhook.metric(gauge)
+        with urllib.request.urlopen(f"http://127.0.0.1:{webhook.probe_port}/livez", timeout=10) as reply:
+            assert reply.status == 200, "the HTTPS listener still completes a handshake and answers"
+        # The clients look once a second; those the server closed to make room see it.
+        wait_for(lambda: flood.closed >= SLOW_CLIENTS - CONNECTION_CAP, "the excess clients to be closed")
+        refused = webhook.metric(over_cap)
+        print(
+            f"slow clients: {flood.handshakes} handshakes, {flood.closed} closed; held {held}, over-cap {refused}; "
+            f"webhook RSS {before:.0f} MiB before, {rss_mib(webhook):.0f} MiB during"
+        )
+    assert sorted((pod.metadata.annotations or {}).get(PLACEMENT) for pod in pinned) == names, "pods still pinned"
+    assert held <= CONNECTION_CAP, "the webhook holds no more than its cap"
+    assert refused >= SLOW_CLIENTS - CONNECTION_CAP, "the excess was closed to make room"

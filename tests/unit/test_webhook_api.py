@@ -28,7 +28,7 @@ from webhook.api import STALE_SECONDS, CollectorPause, api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
-from webhook.server import API_MAX_BODY_BYTES, api_server
+from webhook.server import API_MAX_BODY_BYTES, ServeOptions, api_server, open_port_notices
 
 NS = "team-a"
 UUID0 = "GPU-d66f8818-d420-5068-879c-852329dc277d"
@@ -404,6 +404,25 @@ def test_the_probe_port_serves_the_probes_and_nothing_else() -> None:
     assert probes.get("/readyz").status_code == 200
     for path in ("/api/v1/cluster-info", "/api/v1/placements", "/metrics"):
         assert probes.get(path).status_code == 404, path
+
+
+def test_livez_on_the_probe_port_answers_whether_the_https_listener_does() -> None:
+    listener: list[str | None] = [None]
+    probes = probe_app(filled_cache([], []), lambda: "shutting down", lambda: listener[0]).test_client()
+    assert probes.get("/livez").get_json() == {"status": "ok"}, "a replica draining is still alive"
+    listener[0] = "/mutate does not answer on port 8443: connection refused"
+    answer = probes.get("/livez")
+    assert answer.status_code == 503
+    assert answer.get_json()["reason"] == listener[0]
+
+
+def test_cluster_info_leads_its_warnings_with_the_servers_notices() -> None:
+    notices = open_port_notices(ServeOptions(kubeconfig=None))
+    assert "takes an AdmissionReview from anyone who can reach it" in notices[0]
+    api = api_app(filled_cache([], []), Metrics(), notices=notices, readers=READERS).test_client()
+    assert api.get("/api/v1/cluster-info").get_json()["warnings"] == notices
+    assert open_port_notices(ServeOptions(kubeconfig=None, network_policy="gpu-descheduler-webhook")) == []
+    assert open_port_notices(ServeOptions(kubeconfig=None, client_ca_file="ca.crt")) == []
 
 
 def test_a_request_body_over_the_limit_gets_413_at_once() -> None:

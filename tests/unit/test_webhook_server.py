@@ -34,8 +34,9 @@ from webhook.api import api_app
 from webhook.certs import CertBundle, generate
 from webhook.main import main
 from webhook.metrics import Metrics
-from webhook.mutate import MutateApp
-from webhook.server import MutateListener, MutateProbe, drain
+from webhook.mutate import BodyBudget, MutateApp
+from webhook.server import MAX_HEADER_BYTES, MutateListener, MutateProbe, drain
+from webhook.tls import certificate_names, named_client
 
 # What the API server waits for a webhook by default.
 TIMEOUT = 10.0
@@ -207,6 +208,7 @@ def test_the_private_uvicorn_class_the_listener_builds_on_has_the_shape_it_relie
     for method in (
         "connection_made",
         "connection_lost",
+        "data_received",
         "shutdown",
         "on_message_begin",
         "on_headers_complete",
@@ -217,7 +219,15 @@ def test_the_private_uvicorn_class_the_listener_builds_on_has_the_shape_it_relie
     ):
         assert callable(getattr(protocol, method, None)), method
     source = inspect.getsource(protocol)
-    for attribute in ("self.timeout_keep_alive_task", "self.cycle", "self.parser", "self.url", "self.headers"):
+    for attribute in (
+        "self.timeout_keep_alive_task",
+        "self.cycle",
+        "self.parser",
+        "self.url",
+        "self.headers",
+        "self.transport",
+        "self.parser.feed_data(data)",
+    ):
         assert attribute in source, attribute
     assert "self._unset_keepalive_if_required()" in inspect.getsource(protocol.data_received), (
         "the idle timer stops at the first byte: why the header deadline exists"
@@ -463,8 +473,9 @@ def refused(port: int) -> bool:
     return False
 
 
-def client_certificate(directory: Path) -> None:
-    """ca.crt, and client.crt/client.key it signed for client authentication (what the API server presents)."""
+def client_certificate(directory: Path, names: tuple[str, ...] = ("kube-apiserver",)) -> None:
+    """ca.crt, and client-<name>.crt/.key it signed for client authentication (what the API server presents), one
+    pair per name; the first is also client.crt/client.key."""
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     now = datetime.now(UTC)
 
@@ -483,12 +494,15 @@ def client_certificate(directory: Path) -> None:
         return builder.sign(ca_key, hashes.SHA256())
 
     ca = issued("client-ca", ca_key.public_key(), x509.BasicConstraints(ca=True, path_length=0))
-    client = issued("kube-apiserver", key.public_key(), x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]))
     (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (directory / "client.crt").write_bytes(client.public_bytes(serialization.Encoding.PEM))
-    (directory / "client.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    for index, name in enumerate(names):
+        client = issued(name, key.public_key(), x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]))
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        for stem in (f"client-{name}", *(["client"] if index == 0 else [])):
+            (directory / f"{stem}.crt").write_bytes(client.public_bytes(serialization.Encoding.PEM))
+            (directory / f"{stem}.key").write_bytes(key_pem)
 
 
 def test_a_client_certificate_is_required_when_a_client_ca_is_given(
@@ -522,6 +536,123 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
     ],
 )
 def test_serve_refuses_timeouts_out_of_range(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def post_as(port: int, ca: bytes, client: Path, stem: str) -> str:
+    """One admission presenting the client certificate `stem` of `client`: its status line."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    context.load_cert_chain(str(client / f"{stem}.crt"), str(client / f"{stem}.key"))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(post_request(close=True))
+        return read_answer(tls)[0]
+
+
+def test_a_client_certificate_of_the_right_ca_but_not_a_required_name_is_refused(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
+) -> None:
+    client = tmp_path / "client"
+    client.mkdir()
+    client_certificate(client, ("webhook-client", "system:node:gpu-1"))
+    with serving(
+        app, tmp_path, client_ca=str(client / "ca.crt"), client_names=frozenset({"webhook-client"})
+    ) as listener:
+        assert post_as(listener.port, bundle.ca_crt, client, "client-webhook-client") == "HTTP/1.1 200 OK"
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            post_as(listener.port, bundle.ca_crt, client, "client-system:node:gpu-1")
+        refused = app.metrics.connections_closed.labels("client-certificate-name")._value.get()
+        assert refused == 1
+
+
+def test_a_certificates_names_are_its_common_names_and_dns_alt_names() -> None:
+    peercert = {
+        "subject": ((("organizationName", "system:masters"),), (("commonName", "kube-apiserver"),)),
+        "subjectAltName": (("DNS", "apiserver.example"), ("IP Address", "10.0.0.1")),
+    }
+    assert certificate_names(peercert) == {"kube-apiserver", "apiserver.example"}
+    assert named_client(peercert, frozenset({"apiserver.example"}))
+    assert not named_client(peercert, frozenset({"system:masters", "10.0.0.1"}))
+    assert not named_client(None, frozenset({"kube-apiserver"}))
+
+
+def test_at_the_cap_a_new_connection_closes_the_oldest_that_carried_no_review(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
+) -> None:
+    with serving(app, tmp_path, max_connections=3) as listener, ExitStack() as stack:
+        reviewer = stack.enter_context(connected(listener.port, bundle.ca_crt))
+        reviewer.sendall(post_request())
+        assert read_answer(reviewer)[0] == "HTTP/1.1 200 OK"
+        oldest = stack.enter_context(connected(listener.port, bundle.ca_crt))
+        oldest.sendall(b"POST /mutate HTTP/1.1\r\n")  # a header that never ends
+        newer = stack.enter_context(connected(listener.port, bundle.ca_crt))
+        newer.sendall(b"POST /mutate HTTP/1.1\r\n")
+        wait_until(lambda: app.metrics.connections._value.get() == 3)
+        with connected(listener.port, bundle.ca_crt) as newest:
+            assert oldest.recv(4096) == b"", "the oldest connection without a review made room"
+            newest.sendall(post_request())
+            assert read_answer(newest)[0] == "HTTP/1.1 200 OK"
+        reviewer.sendall(post_request())
+        assert read_answer(reviewer)[0] == "HTTP/1.1 200 OK", "a connection that carried a review is kept"
+        assert app.metrics.connections_closed.labels("over-cap")._value.get() == 1
+        assert app.metrics.connections._value.get() <= 3
+
+
+def test_a_header_longer_than_the_limit_closes_the_connection(
+    served: MutateListener, bundle: CertBundle, app: MutateApp
+) -> None:
+    with connected(served.port, bundle.ca_crt) as tls:
+        tls.sendall(b"POST /mutate HTTP/1.1\r\nX-Long: ")
+        try:
+            for _ in range(MAX_HEADER_BYTES // 4096 + 2):
+                tls.sendall(b"a" * 4096)
+        except OSError:
+            pass
+        assert tls.recv(4096) == b"", "closed, nothing answered"
+    assert app.metrics.connections_closed.labels("header-too-large")._value.get() == 1
+    assert post(served.port, bundle.ca_crt)[0] == "HTTP/1.1 200 OK"
+
+
+def test_bodies_arriving_beyond_the_budget_close_the_connection_that_passes_it(
+    served: MutateListener, bundle: CertBundle, app: MutateApp
+) -> None:
+    app.bodies = BodyBudget(limit=2000)
+    body = review_body() + b" " * 1200  # JSON may end in white space
+    head = f"POST /mutate HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    with connected(served.port, bundle.ca_crt) as first, connected(served.port, bundle.ca_crt) as second:
+        first.sendall(head.encode() + body[:1200])
+        wait_until(lambda: app.bodies.held == 1200)
+        second.sendall(head.encode() + body[:1200])
+        assert second.recv(4096) == b"", "its body would pass the budget: closed"
+        assert app.bodies.held == 1200
+        first.sendall(body[1200:])
+        assert read_answer(first)[0] == "HTTP/1.1 200 OK"
+    wait_until(lambda: app.bodies.held == 0)
+    assert app.metrics.connections_closed.labels("bodies-over-budget")._value.get() == 1
+
+
+def test_the_body_budget_holds_at_most_its_limit() -> None:
+    budget = BodyBudget(limit=10)
+    assert budget.take(6) and not budget.take(5) and budget.held == 6
+    budget.give(6)
+    assert budget.take(10) and budget.held == 10
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--client-ca-file", "ca.crt"], "--client-ca-file needs --client-cert-name"),
+        (["--client-cert-name", "kube-apiserver"], "--client-cert-name needs --client-ca-file"),
+        (["--max-connections", "0"], "--max-connections must be 1..65536"),
+    ],
+)
+def test_serve_refuses_a_client_ca_without_names_and_a_cap_out_of_range(
     flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +35,7 @@ from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError,
 from webhook import reconcile as reconcile_module
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
+from webhook.logs import JsonFormatter
 from webhook.metrics import Metrics
 from webhook.reconcile import CACHE_STALE_SECONDS, CLAIM_GRACE_SECONDS, Reconciler
 from webhook.writes import QueuedEvents
@@ -780,3 +782,25 @@ def test_after_a_failed_pass_its_placements_are_asked_again_once_their_backoff_p
     loop.pass_once()
     assert sorted(asked) == ["open-0", "open-1"], "a placement the failed pass did not finish was not asked again"
     assert loop.queue.retries(("team-a", "open-0")) == 0, "a placement asked again keeps its backoff"
+
+
+# A user name as it would look in a forged review: a line break, a forged next log entry, a quote.
+HOSTILE_USER = 'eve"\n{"level": "ERROR", "message": "forged"}'
+
+
+def test_each_claim_is_one_line_naming_the_placement_the_pod_and_the_requesting_user(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    writes = MemoryWrites(placement("older", "gpu-0", created="2026-11-29T09:00:00Z"))
+    body = review()
+    body["request"]["userInfo"] = {"username": HOSTILE_USER, "groups": ["system:authenticated"]}
+    body["request"]["object"]["metadata"]["generateName"] = "trainer-"
+    with caplog.at_level(logging.INFO, logger="webhook.admit"):
+        admitter(writes, Metrics()).admit(body)
+    (claim,) = [record for record in caplog.records if getattr(record, "fields", {}).get("event") == "claim"]
+    entry = json.loads(JsonFormatter().format(claim))
+    assert entry["message"] == "placement claimed"
+    assert (entry["placement"], entry["node"], entry["namespace"]) == (f"{NS}/older", "gpu-0", NS)
+    assert (entry["generateName"], entry["review"], entry["dryRun"]) == ("trainer-", "u1", False)
+    assert entry["user"] == HOSTILE_USER, "the requesting user, escaped by JSON"
+    assert len(JsonFormatter().format(claim).splitlines()) == 1

@@ -28,17 +28,19 @@ from kubectl_hami_place.cli._common import (
 )
 from kubectl_hami_place.cli._errors import EXIT_OK, UsageProblem
 from kubectl_hami_place.cli._placing import AckTimeoutOption
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.core.planner.apply import PlanFile, PlanFileError, read_plan
 from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS
 
 HELP = (
     "Carry out a plan printed by `plan -o json|yaml` (-f - reads stdin): for each move, pin the pod's replacement to "
     "the target cards, evict the pod through the Eviction API, and wait until HAMi allocated the replacement. Stops "
-    "at the first move the cluster no longer matches or that fails; re-run to resume.\n\n"
-    "Examples:\n\n"
-    "  kubectl hami-place plan -n team-a --for big-train -o json > plan.json\n\n"
-    "  kubectl hami-place apply -f plan.json --dry-run=server\n\n"
-    "  kubectl hami-place apply -n team-a -f plan.json --yes --wait-for-pod"
+    "at the first move the cluster no longer matches or that fails; re-run to resume."
+    + examples(
+        "kubectl hami-place plan -n team-a --for big-train -o json > plan.json",
+        "kubectl hami-place apply -f plan.json --dry-run=server",
+        "kubectl hami-place apply -n team-a -f plan.json --yes --wait-for-pod",
+    )
 )
 
 

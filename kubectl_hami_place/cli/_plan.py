@@ -31,6 +31,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, CliError, UsageProblem
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli._why import require_gpu, why_blocks
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.planner import (
@@ -57,12 +58,13 @@ from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 HELP = (
     "Plan the pod moves that make room for a Pending pod (--for POD), free whole cards (--free-cards N [--type T]) "
     "or compact nodes (--compact NODE...): fragmentation before and after, and each move with its reason. "
-    "Nothing is changed.\n\n"
-    "Examples:\n\n"
-    "  kubectl hami-place plan -n team-a --for big-train\n\n"
-    "  kubectl hami-place plan -n team-a --for big-train -o json > plan.json\n\n"
-    "  kubectl hami-place plan --free-cards 2 --type A100    # 2 more A100s emptied; free ones do not count\n\n"
-    "  kubectl hami-place plan --compact gpu-a100-0 gpu-a100-1 --apply --yes"
+    "Nothing is changed."
+    + examples(
+        "kubectl hami-place plan -n team-a --for big-train",
+        "kubectl hami-place plan -n team-a --for big-train -o json > plan.json",
+        "kubectl hami-place plan --free-cards 2 --type A100    # 2 more A100s emptied; free ones do not count",
+        "kubectl hami-place plan --compact gpu-a100-0 gpu-a100-1 --apply --yes",
+    )
 )
 
 

@@ -33,7 +33,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError
-from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, placement_columns, placement_row
+from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
 from kubectl_hami_place.core.cluster import CardInfo, ClusterInfo, NodeInfo
 from kubectl_hami_place.core.fleet import CardTypeRoom, FleetSummary, placements_by_phase, summarize_fleet
@@ -48,12 +48,13 @@ SUMMARY_ABOVE = 20
 HELP = (
     "Show every GPU node's cards: memory (with a bar), cores, slots, the pods on each card, the placements and "
     f"their phase, and how fragmented free memory is. Above {SUMMARY_ABOVE} nodes (or with --summary): one line "
-    "per card type and the most fragmented nodes.\n\n"
-    "Examples:\n\n"
-    "  kubectl hami-place status\n\n"
-    "  kubectl hami-place status gpu-a100-0 -o wide\n\n"
-    "  kubectl hami-place status --summary --top 20\n\n"
-    "  kubectl hami-place status --watch --interval 5"
+    "per card type and the most fragmented nodes."
+    + examples(
+        "kubectl hami-place status",
+        "kubectl hami-place status gpu-a100-0 -o wide",
+        "kubectl hami-place status --summary --top 20",
+        "kubectl hami-place status --watch --interval 5",
+    )
 )
 
 

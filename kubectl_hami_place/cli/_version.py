@@ -22,6 +22,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import EXIT_ERROR
+from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.versions import ServerVersion, deployment_version, skewed
 from kubectl_hami_place.kube import cluster
@@ -30,10 +31,7 @@ from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
 
 HELP = (
     "Print the plugin's version and the hami-place server's, read from the cluster; warn when they differ by a "
-    "minor version.\n\n"
-    "Examples:\n\n"
-    "  kubectl hami-place version\n\n"
-    "  kubectl hami-place version -o json"
+    "minor version." + examples("kubectl hami-place version", "kubectl hami-place version -o json")
 )
 NOT_FOUND = "not found (no hami-place webhook Service or Deployment labelled app.kubernetes.io/name=" + (
     "gpu-descheduler-webhook)"

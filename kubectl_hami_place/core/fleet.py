@@ -113,44 +113,52 @@ class _Tally:
 def summarize_fleet(info: ClusterInfo, top: int = 10) -> FleetSummary:
     """Per card type and in total; the `top` nodes with the most stranded memory (ties by name)."""
     tallies: dict[str, _Tally] = {}
-    total = _Tally(nodes=set())
     fragmented: list[FragmentedNode] = []
+    # One pass over the cards, plain counters: at 5,000 nodes of 8 cards this is part of status's own time.
     for node in info.nodes:
-        node_room = _Tally(nodes=set())
-        largest = 0
+        open_cards = whole = free_mib = stranded = largest = 0
+        types = set()
         for card in node.cards:
-            for tally in (tallies.setdefault(card.type, _Tally(nodes=set())), total, node_room):
-                tally.nodes.add(node.name)
-                tally.cards += 1
-                if is_open(node, card):
-                    free = free_of(card)
-                    tally.open_cards += 1
-                    tally.free_mib += free
-                    if card.slots_used == 0:
-                        tally.whole_cards_free += 1
-                    else:
-                        tally.stranded_mib += free
-            if is_open(node, card):
-                largest = max(largest, free_of(card))
-        if node_room.stranded_mib > 0:
+            tally = tallies.get(card.type)
+            if tally is None:
+                tally = tallies[card.type] = _Tally(nodes=set())
+            tally.nodes.add(node.name)
+            tally.cards += 1
+            types.add(card.type)
+            if not is_open(node, card):
+                continue
+            free = free_of(card)
+            tally.open_cards += 1
+            tally.free_mib += free
+            open_cards += 1
+            free_mib += free
+            largest = max(largest, free)
+            if card.slots_used == 0:
+                tally.whole_cards_free += 1
+                whole += 1
+            else:
+                tally.stranded_mib += free
+                stranded += free
+        if stranded > 0:
             fragmented.append(
-                FragmentedNode(
-                    name=node.name,
-                    card_types=tuple(sorted({card.type for card in node.cards})),
-                    open_cards=node_room.open_cards,
-                    whole_cards_free=node_room.whole_cards_free,
-                    free_mib=node_room.free_mib,
-                    stranded_mib=node_room.stranded_mib,
-                    largest_request_mib=largest,
-                )
+                FragmentedNode(node.name, tuple(sorted(types)), open_cards, whole, free_mib, stranded, largest)
             )
     fragmented.sort(key=lambda node: (-node.stranded_mib, node.name))
-    total.nodes = {node.name for node in info.nodes}
+    rows = tuple(tallies[kind].row(kind) for kind in sorted(tallies))
+    total = CardTypeRoom(
+        "all",
+        len(info.nodes),
+        sum(row.cards for row in rows),
+        sum(row.open_cards for row in rows),
+        sum(row.whole_cards_free for row in rows),
+        sum(row.free_mib for row in rows),
+        sum(row.stranded_mib for row in rows),
+    )
     return FleetSummary(
         nodes=len(info.nodes),
         usable_nodes=sum(1 for node in info.nodes if node.usable),
-        types=tuple(tallies[kind].row(kind) for kind in sorted(tallies)),
-        total=total.row("all"),
+        types=rows,
+        total=total,
         most_fragmented=tuple(fragmented[: max(top, 0)]),
         fragmented_nodes=len(fragmented),
     )

@@ -28,7 +28,7 @@ from kubectl_hami_place.kube import cluster as kube_cluster
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
-from sandbox.cluster import Sandbox, primary_address
+from sandbox.cluster import Sandbox, primary_address, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin
 
@@ -302,10 +302,18 @@ def test_status_as_a_user_who_may_not_list_pods_says_which_permission_is_missing
 def test_summary_counts_what_the_per_node_view_shows(cluster: Sandbox, namespace: str) -> None:
     uuids = node_register_uuids(cluster, H100)
     apply(cluster, allocated_pod("summed", namespace, H100, f"{uuids[3]},NVIDIA,4096,0:;"))
-    detail = plugin(cluster, "status", "-o", "json").json()
-    run = plugin(cluster, "status", "--summary", "-o", "json")
-    assert run.code == 0, run.err
-    summary = run.json()["summary"]
+
+    def quiet_read() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The per-node view and the summary, when the view did not change around the summary's read (earlier
+        tests' namespaces are still being deleted, and their pods with them)."""
+        before = plugin(cluster, "status", "-o", "json").json()
+        run = plugin(cluster, "status", "--summary", "-o", "json")
+        assert run.code == 0, run.err
+        after = plugin(cluster, "status", "-o", "json").json()
+        same = before["fragmentation"] == after["fragmentation"] and before["nodes"] == after["nodes"]
+        return (before, run.json()["summary"]) if same else None
+
+    detail, summary = wait_for(quiet_read, "two reads of status -o json with nothing changed between", 120)
     types: dict[str, int] = {}
     for node in detail["nodes"]:
         for found in node["cards"]:

@@ -177,6 +177,24 @@ def test_fit_never_moves_what_must_not_move() -> None:
         assert f"ns/{name}" in text and "CardInsufficientMemory" in text, text
 
 
+def test_why_not_further_names_the_card_each_blocker_is_on() -> None:
+    """Issue 25 item 10 said plan --for's 'Why not further' named the wrong card: each line names the card the
+    unmovable pod holds, with its register index, and the node (cards listed out of index order here)."""
+    node = PlanNode("a", (card("GPU-a-1", 1), card("GPU-a-0", 0)))
+    snapshot = Snapshot(
+        nodes=(node,),
+        pods=(
+            placed("bare", "a", ["GPU-a-0"], 10 * GIB, owner_kind=""),
+            placed("ds", "a", ["GPU-a-1"], 35 * GIB, owner_kind="DaemonSet"),
+        ),
+    )
+    result = fit_plan(snapshot, pending(32 * GIB))
+    assert not result.complete
+    [line] = [reason for reason in result.reasons if reason.startswith("a: ")]
+    blocks = dict(part.split(": ", 1) for part in line.removeprefix("a: ").split("; "))
+    assert "ns/bare" in blocks["gpu-0"] and "ns/ds" in blocks["gpu-1"], line
+
+
 def test_fit_respects_a_disruption_budget() -> None:
     """A budget that allows no disruption steers the planner to another pod, and to a refusal when none is left."""
     pods = (placed("p", "a", ["GPU-a-0"], 20 * GIB, budgets=("ns/pdb",)), placed("q", "a", ["GPU-a-1"], 10 * GIB))

@@ -1668,8 +1668,8 @@ def more_runs(report: dict[str, Any]) -> list[str]:
     commands = "; ".join(f"`nice -n 10 .venv/bin/{c}`" for c in report["commands"] if "--combine" not in c)
     lines = [
         "**With more planner runs** (now that a run costs at most about half a second; "
-        f"{commands}). Inflation at 100% asked load (target: unplaced at most a quarter of HAMi's best policy alone, "
-        "at most 0.05 evictions per placed task):",
+        f"{commands}{'; ' + report['note'] if report.get('note') else ''}). Inflation at 100% asked load (target: "
+        "unplaced at most a quarter of HAMi's best policy alone, at most 0.05 evictions per placed task):",
         "",
         "| list | setup | unplaced | GPUs short / CPU-memory / fragmented | evictions per placed task | planner runs "
         "| rescued | over budget / no plan | plan median / p95 / max | target |",
@@ -1727,7 +1727,8 @@ def _runs(c: dict[str, Any]) -> str:
     plans = c["plan_seconds"]
     failed = c["no_plan_share"] + c["no_plan_multi"] + c["search_stopped"]
     return (
-        f"{c['rescue_runs']} | {c['rescued']} | {c['no_plan_budget']} / {failed} | {plans['median']:.2f} / "
+        f"{c['rescue_runs']} | {c['rescued']} | {c.get('no_plan_budget', 'not counted')} / {failed} | "
+        f"{plans['median']:.2f} / "
         f"{plans['p95']:.2f} / {plans['max']:.2f} s"
     )
 

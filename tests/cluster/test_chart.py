@@ -401,10 +401,10 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("", "pods", v) for v in ("get", "list", "watch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
     expected |= {(placements, "hamipodplacements/status", "update")}
-    expected |= {("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "list")}
+    expected |= {("", "pods/eviction", "create")} | {("", "events", v) for v in ("create", "list", "watch")}
     expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
     expected |= {("batch", "jobs", "get")}
-    expected |= {("policy", "poddisruptionbudgets", "list")}
+    expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     assert granted == expected
     assert not any(rule.get("resourceNames") for rule in role["rules"])
@@ -671,6 +671,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "pods", "--subresource=eviction", "-n", "default"),
         ("create", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
+        ("watch", "poddisruptionbudgets.policy", "-A"),
         ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
@@ -679,6 +680,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("create", "leases.coordination.k8s.io", "-n", namespace),
         ("list", "events", "-A"),
+        ("watch", "events", "-A"),
         ("get", "replicasets.apps", "-n", "default"),
         ("get", "statefulsets.apps", "-n", "default"),
         ("get", "jobs.batch", "-n", "default"),

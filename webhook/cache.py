@@ -304,29 +304,48 @@ PLANNED_SPEC = ("schedulerName", "priority", "priorityClassName", "nodeSelector"
 def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every
     annotation but kubectl's last applied one, node selection, priority, the containers' names and resources, and
-    the PodScheduled condition."""
+    the PodScheduled condition. The parts pods of one template hold alike are kept once (`_planned_alike`)."""
     kept = project_pod(pod)
     meta, spec, status = _dict(pod.get("metadata")), _dict(pod.get("spec")), _dict(pod.get("status"))
-    metadata = {**kept["metadata"], **{key: meta[key] for key in PLANNED_METADATA if key in meta}}
+    metadata = {**kept["metadata"], **{key: _planned_alike(meta[key]) for key in PLANNED_METADATA if key in meta}}
     metadata["annotations"] = {
         key: value for key, value in _dict(meta.get("annotations")).items() if key != LAST_APPLIED
     }
-    planned_spec = {**kept["spec"], **{key: spec[key] for key in PLANNED_SPEC if key in spec}}
+    planned_spec = {**kept["spec"], **{key: _planned_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):
-            planned_spec[key] = [
-                {part: _dict(c)[part] for part in ("name", "resources") if part in _dict(c)} for c in containers
-            ]
-    planned_status = dict(kept["status"])
+            parts = [{part: _dict(c)[part] for part in ("name", "resources") if part in _dict(c)} for c in containers]
+            planned_spec[key] = _planned_alike(parts)
     conditions = status.get("conditions")
-    if isinstance(conditions, list):
-        planned_status["conditions"] = [
-            {key: c.get(key) for key in ("type", "status", "lastTransitionTime")}
-            for c in conditions
-            if isinstance(c, dict) and c.get("type") == "PodScheduled"
-        ]
-    return {"metadata": metadata, "spec": planned_spec, "status": planned_status}
+    if not isinstance(conditions, list):
+        return {"metadata": metadata, "spec": planned_spec, "status": kept["status"]}
+    scheduled = [
+        {key: c.get(key) for key in ("type", "status", "lastTransitionTime")}
+        for c in conditions
+        if isinstance(c, dict) and c.get("type") == "PodScheduled"
+    ]
+    return {"metadata": metadata, "spec": planned_spec, "status": {**kept["status"], "conditions": scheduled}}
+
+
+# The planning parts equal to a kept one's are that one (labels, controller, containers of pods of one template);
+# read-only like every stored object. Cleared when it reaches the limit; the pods keep what they share.
+_PLANNED: dict[bytes, Any] = {}
+
+
+def _planned_alike(part: Any) -> Any:
+    """The one kept part equal to this one (by its JSON): bench/generate's 40,000 pods kept 2,694 B a pod without it,
+    1,316 B with it (tracemalloc; project_pod alone 915 B)."""
+    try:
+        key = orjson.dumps(part, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return part
+    kept = _PLANNED.get(key)
+    if kept is None:
+        if len(_PLANNED) >= SHARED_LIMIT:
+            _PLANNED.clear()
+        kept = _PLANNED.setdefault(key, part)
+    return kept
 
 
 # The pods' parts that many pods hold alike ({"nodeName": n}, {"phase": p}), each kept once: stored objects are

@@ -229,8 +229,13 @@ class DefragController:
         for key in sorted(keys, key=lambda k: batch_order(k, self._pod(k))):
             try:
                 after = self.look(key)
-            except (KubeError, ModelError) as error:
-                log.warning("defrag %s: %s", key, error)
+            except Exception as error:
+                # An API call or an object that failed is one line; anything else (a bug) is logged whole, and
+                # neither ends the worker nor leaves the key held.
+                if isinstance(error, (KubeError, ModelError)):
+                    log.warning("defrag %s: %s", key, error)
+                else:
+                    log.exception("defrag %s: the look failed", key)
                 self.queue.done(key)
                 self.queue.add_rate_limited(key)
                 continue

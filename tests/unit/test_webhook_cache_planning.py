@@ -136,3 +136,15 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     assert [c["type"] for c in kept["status"]["conditions"]] == ["PodScheduled"]
     assert "containerStatuses" not in kept["status"]
     assert "nodeInfo" not in project_node_for_planning(whole_node("gpu-0", "a"))["status"]
+
+
+def test_pods_of_one_template_share_their_planned_parts() -> None:
+    one, other = (project_pod_for_planning(whole_pod(name, node="gpu-0")) for name in ("a-1", "a-2"))
+    for part in ("containers", "initContainers", "affinity", "nodeSelector"):
+        assert one["spec"][part] is other["spec"][part], part
+    assert one["metadata"]["ownerReferences"] is not other["metadata"]["ownerReferences"], "another ReplicaSet"
+    same = project_pod_for_planning(whole_pod("a-1", node="gpu-0"))
+    assert same["metadata"]["ownerReferences"] is one["metadata"]["ownerReferences"]
+    assert one["spec"]["containers"] == [
+        {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}}}
+    ]

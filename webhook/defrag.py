@@ -1,17 +1,25 @@
 """The defragmentation controller: moves pods on its own, within the operator's DefragPolicy, from the leader only.
 
 Its own threads beside admission (which runs on every replica whatever the controller does): one stands for the
-`hami-place-defrag-leader` Lease (`kube/leader.py`), one runs a pass every `interval` seconds. A pass re-reads the
-policy's ConfigMap (a new resourceVersion is parsed again; a bad policy turns the controller off until fixed), and on
-the leader only:
+`hami-place-defrag-leader` Lease (`kube/leader.py`), three watch the policy's ConfigMap, the scheduler's
+FailedScheduling Events and the PodDisruptionBudgets, and one worker takes keys from a work queue
+(`webhook/workqueue.py`, keys in `core/defrag/keys.py`), one key at a time:
 
-- follows the rescues whose moves are done: the pod scheduled (rescued, timed from Pending), or refused again after
-  the moves (room lost: another pod took the freed card before the scheduler retried this one);
-- rescue: GPU pods of HAMi's scheduler Pending for `rescue.pendingFor` whose last FailedScheduling carries HAMi fit
-  reasons are planned for (`core.defrag.runs.decide_run`); mode `dry-run` says on the pod what it would move, mode
-  `on` carries the moves out one after another through `kube.moves.make_move` (pin the replacement, acknowledgement,
-  eviction by UID) and waits for each to settle. One run acts per pass; the next pass sees what it left;
-- keep room: every `keepRoom.interval`, when `room_goal` says the goal is unmet, the same toward the goal.
+- the policy, when its ConfigMap changes: parsed again (a bad one turns the controller off until fixed); a new
+  policy adds every key again;
+- a Pending pod of HAMi's scheduler, when its FailedScheduling Event arrives or it changes while unscheduled: a
+  rescue followed is looked at (the pod scheduled: rescued; refused again after the moves: room lost); a pod whose
+  last refusal carries HAMi fit reasons is, once Pending for `rescue.pendingFor`, planned for
+  (`core.defrag.runs.decide_run`); mode `dry-run` says on the pod what it would move, mode `on` carries the moves out
+  one after another through `kube.moves.make_move` (pin the replacement, acknowledgement, eviction by UID) and waits
+  for each to settle;
+- keep-room, every `keepRoom.interval`: when `room_goal` says the goal is unmet, the same toward the goal;
+- resume, when the replica starts leading: the open placements of earlier runs are looked at first.
+
+Only the leader looks at pods and keep-room; a follower drops them, and a replica that starts leading adds every key
+again. Plans read the server's watch caches (`webhook/cache.py`, with the planner's fields kept), never a list of
+the cluster's pods or nodes, and not while the caches are stale. Each look ends in done or in when to look again
+(`core.defrag.keys.look_again`); a look that fails is retried backed off per key.
 
 The room a rescue frees is not reserved for the rescued pod: it is retried by the scheduler as soon as the evicted
 pods are gone, and whatever takes the room first wins. A rescue that loses it is counted
@@ -27,15 +35,33 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, history_from_placements
+from kubectl_hami_place.core.defrag.keys import (
+    FOLLOW,
+    KEEP_ROOM,
+    POLICY,
+    RESUME,
+    RETRY,
+    Followed,
+    Key,
+    Look,
+    PodKey,
+    batch_order,
+    budget_eases,
+    event_key,
+    follow,
+    look_again,
+    pending_wait,
+    pod_key,
+)
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run
-from kubectl_hami_place.core.defrag.triggers import may_rescue, rescue_candidates, room_goal, room_of
+from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.names import (
@@ -46,23 +72,33 @@ from kubectl_hami_place.core.names import (
     Phase,
 )
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.core.planner.apply import Step
+from kubectl_hami_place.core.planner.apply import Step, move_step
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.kube import cluster, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
     PolicySource,
-    failed_scheduling_events,
     move_annotations,
     move_labels,
-    read_policy,
+    policy_source,
+    project_failed_scheduling,
     run_placements,
 )
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.leader import Elector, LeaseTimes
-from kubectl_hami_place.kube.snapshot import SnapshotRead, read_snapshot
+from kubectl_hami_place.kube.snapshot import SnapshotRead, snapshot_of
+from kubectl_hami_place.kube.watch import (
+    WATCH_TIMEOUT_SECONDS,
+    Reflector,
+    config_map_reflector,
+    disruption_budget_reflector,
+    failed_scheduling_reflector,
+    object_key,
+)
+from webhook.cache import ClusterCache
 from webhook.metrics import DefragMetrics
+from webhook.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +106,14 @@ COMPONENT = "hami-place-defrag"
 INTERVAL_SECONDS = 10.0
 MOVE_TIMEOUT_SECONDS = 180.0
 SETTLE_POLL_SECONDS = 1.0
-# A rescue whose pod neither ran nor was refused again within this long is no longer followed.
-FOLLOW_SECONDS = 900.0
-# A refusal this soon after a rescue's moves settled does not mean its room was taken: the scheduler may retry the pod
-# once more on a view that still holds the evicted pod (seen on a loaded sandbox) before it places it.
-ROOM_SETTLE_SECONDS = 30.0
-# After a run failed, its pod (or keep-room) is not planned for again for this long: a move that cannot be made
-# (no acknowledgement, a refusal) is not retried every pass.
-RETRY_SECONDS = 60.0
+# The caches are stale when a watch brought no list, event or bookmark for longer than a watch lasts: no plan then.
+STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
+# A key whose look failed (an API call refused, a snapshot unreadable) is looked at again after this, doubled at
+# each failure up to the cap.
+BACKOFF_FIRST_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 300.0
+# How long the worker waits for a key before it checks whether the server stops.
+WAKE_SECONDS = 1.0
 
 
 class NotLeading(KubeError):
@@ -86,14 +122,14 @@ class NotLeading(KubeError):
 
 @dataclass(frozen=True)
 class DefragOptions:
-    """Where the policy is, where the Lease is and who stands for it, and how often a pass runs."""
+    """Where the policy is, where the Lease is and who stands for it, and how soon a pod without a plan is looked at
+    again."""
 
     policy_namespace: str
     policy_name: str
     lease_namespace: str
     identity: str
     scheduler_name: str = "hami-scheduler"
-    hami_config: str = ""
     interval: float = INTERVAL_SECONDS
     ack_timeout: float = moves.ACK_TIMEOUT_SECONDS
     move_timeout: float = MOVE_TIMEOUT_SECONDS
@@ -105,127 +141,223 @@ class Rescue:
     """A rescue whose moves are done, followed until its pod is scheduled or refused again."""
 
     pod: dict[str, Any]
+    uid: str
     moves: int
     pending_since: datetime
     done_at: datetime
 
 
 class DefragController:
-    """The controller's state between passes: the policy read, what it said on which object, rescues followed."""
+    """The controller's state between looks: the policy read, what it said on which object, rescues followed."""
 
-    def __init__(self, kube: Kube, options: DefragOptions, metrics: DefragMetrics) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        options: DefragOptions,
+        metrics: DefragMetrics,
+        cache: ClusterCache,
+        hami_config: Callable[[], HamiConfig],
+    ) -> None:
         self.kube = kube
         self.options = options
         self.metrics = metrics
         self.events = EventRecorder(kube, COMPONENT)
+        self.cache = cache
+        self.hami_config = hami_config
         self.elector = Elector(
             kube, options.lease_namespace, DEFRAG_LEASE, options.identity, times=options.lease, on_change=self._leading
         )
+        self.policy_map = config_map_reflector(kube.api, options.policy_namespace, options.policy_name)
+        self.failures = failed_scheduling_reflector(kube.api, project=project_failed_scheduling)
+        self.disruption_budgets = disruption_budget_reflector(kube.api)
+        self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
         self._said: dict[str, str] = {}
-        self._rescues: dict[str, Rescue] = {}
+        self._rescues: dict[PodKey, Rescue] = {}
         self._retry_at: dict[str, float] = {}
+        # Each pod's FailedScheduling Events by the Event's key, kept from the Events' watch.
+        self._events: dict[PodKey, dict[tuple[str, str], dict[str, Any]]] = {}
+        self._events_lock = threading.Lock()
         self._resume = True
         self._next_room = 0.0
+        # What the looks of one batch share, read once: the snapshot and the runs' history (None: not read yet).
+        self._read: SnapshotRead | None = None
+        self._history: tuple[MoveRecord, ...] | None = None
         self._stop = threading.Event()
+        self.policy_map.add_listener(lambda _kind, _obj: self.queue.add(POLICY))
+        self.failures.add_listener(self._event_changed)
+        cache.pods.add_listener(self._pod_changed)
         metrics.policy_valid.set(0)
         metrics.leader.set(0)
 
+    def reflectors(self) -> tuple[Reflector, ...]:
+        """The watches the controller keeps besides the server's cache."""
+        return (self.policy_map, self.failures, self.disruption_budgets)
+
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
-        """The Lease's thread and the passes' thread, not started."""
+        """The Lease's thread, the watches' threads and the worker's thread, not started."""
         self._stop = stop
+        watches = [
+            threading.Thread(target=reflector.run, args=(stop,), name=f"defrag-watch-{reflector.kind}", daemon=True)
+            for reflector in self.reflectors()
+        ]
         return [
             threading.Thread(target=self.elector.run, args=(stop,), name="defrag-lease", daemon=True),
+            *watches,
             threading.Thread(target=self.run, args=(stop,), name="defrag", daemon=True),
         ]
 
-    def run(self, stop: threading.Event) -> None:
-        """A pass every `interval` until `stop`; a failed pass is logged and the next one tries again."""
-        self._stop = stop
-        while not stop.is_set():
-            try:
-                self.step()
-            except (KubeError, ModelError) as error:
-                log.warning("defrag pass: %s", error)
-            stop.wait(self.options.interval)
+    def stop(self) -> None:
+        """Break the open watches, so that their threads notice the stop at once."""
+        for reflector in self.reflectors():
+            reflector.stop()
 
-    def step(self) -> None:
-        """One pass (see the module docstring)."""
-        self._read_policy()
+    def run(self, stop: threading.Event) -> None:
+        """Take the ready keys in batches until `stop`; a failed look is logged and its key backed off."""
+        self._stop = stop
+        self.queue.add(POLICY)
+        while not stop.is_set():
+            first = self.queue.get(timeout=WAKE_SECONDS)
+            if first is not None:
+                self.work([first, *self.queue.drain()])
+        self.queue.shut_down()
+
+    def work(self, keys: Iterable[Key]) -> None:
+        """Look at each key of a batch, in `batch_order`, each released after its look (and added again when it
+        says when to look again); the snapshot and history are read once for the batch."""
+        self._read, self._history = None, None
+        for key in sorted(keys, key=lambda k: batch_order(k, self._pod(k))):
+            try:
+                after = self.look(key)
+            except Exception as error:
+                # An API call or an object that failed is one line; anything else (a bug) is logged whole, and
+                # neither ends the worker nor leaves the key held.
+                if isinstance(error, (KubeError, ModelError)):
+                    log.warning("defrag %s: %s", key, error)
+                else:
+                    log.exception("defrag %s: the look failed", key)
+                self.queue.done(key)
+                self.queue.add_rate_limited(key)
+                continue
+            self.queue.forget(key)
+            self.queue.done(key)
+            if after is not None:
+                self.queue.add_after(key, max(after.total_seconds(), 0.0))
+
+    def look(self, key: Key) -> timedelta | None:
+        """One key's look (see the module docstring): when to look at it again, or None (only a change adds it)."""
+        self.metrics.looks.labels(_kind(key)).inc()
+        if key == POLICY:
+            return self._read_policy()
         policy = self.policy
         if policy is None:
-            return
+            return None
         if not self.elector.leading():
             self._resume = True
-            return
+            return None
         if self._resume:
             self._resume_runs()
             self._resume = False
-        if policy.mode is Mode.off:
-            return
+        if key == RESUME or policy.mode is Mode.off:
+            return None
+        if not self._fresh():
+            return timedelta(seconds=self.options.interval)
+        if key == KEEP_ROOM:
+            return self._keep_room(policy)
+        if isinstance(key, PodKey):
+            return self._look_at_pod(key, policy)
+        return None
+
+    def _look_at_pod(self, key: PodKey, policy: DefragPolicy) -> timedelta | None:
+        """A Pending pod: its rescue followed, else planned for once it is a candidate."""
         now = datetime.now(UTC)
-        events = failed_scheduling_events(self.kube)
-        room_due = policy.keep_room.enabled and time.monotonic() >= self._next_room
-        if not (self._rescues or room_due or may_rescue(events, policy)):
-            return
-        read = read_snapshot(self.kube, self.options.hami_config)
-        self._follow(read, events, now)
-        history = history_from_placements(run_placements(self.kube))
+        pod = self.cache.pods.get(key.namespace, key.name)
+        events = self._events_of(key)
+        rescue = self._rescues.get(key)
+        if rescue is not None:
+            state = follow(pod, rescue.uid, events, rescue.done_at, now)
+            if state is Followed.waiting:
+                return FOLLOW - (now - rescue.done_at)
+            self._followed(key, rescue, state, pod, now)
+        if pod is None:
+            return None
+        config = self.hami_config()
+        candidates = rescue_candidates([pod], events, now, policy, config)
+        if not candidates:
+            return pending_wait(pod, events, now, policy, config)
+        [candidate] = candidates
+        retry = self._retry_at.get(candidate.uid, 0.0) - time.monotonic()
+        if retry > 0:
+            return timedelta(seconds=retry)
+        read, history = self._snapshot(), self._runs()
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
-        ours = [pod for pod in read.pods if (pod.get("spec") or {}).get("schedulerName") == self.options.scheduler_name]
-        for candidate in rescue_candidates(ours, events, now, policy, read.config):
-            if candidate.uid in self._rescues or time.monotonic() < self._retry_at.get(candidate.uid, 0.0):
-                continue
-            trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_labels, read.config), candidate.reason)
-            decision = decide_run(policy, read.snapshot, trigger, history, now, _run_id(now))
-            pod = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
-            if self._decided(decision, pod, "rescue", candidate.uid, candidate.pending_since, read.config):
-                return
-        self._keep_room(policy, read, history, now)
+        trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_labels, read.config), candidate.reason)
+        decision = decide_run(policy, read.snapshot, trigger, history, now, _run_id(now))
+        about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
+        look = self._decided(decision, about, "rescue", candidate.uid, read.config)
+        if look is Look.moved:
+            done_at = datetime.now(UTC)
+            self._rescues[key] = Rescue(about, candidate.uid, len(decision.moves), candidate.pending_since, done_at)
+        eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
+        return look_again(look, now, timedelta(seconds=self.options.interval), eases)
 
-    def _decided(  # noqa: PLR0917 - one decision, what it is about, and how to follow it up
-        self,
-        decision: RunDecision,
-        about: dict[str, Any],
-        trigger: str,
-        key: str,
-        pending_since: datetime | None,
-        config: HamiConfig,
-    ) -> bool:
-        """Says the decision on `about` and, when it acts, carries it out; True when it moved (the pass ends)."""
+    def _followed(
+        self, key: PodKey, rescue: Rescue, state: Followed, pod: Mapping[str, Any] | None, now: datetime
+    ) -> None:
+        """A followed rescue that ended: rescued (timed from Pending), room lost, or given up."""
+        del self._rescues[key]
+        if state is Followed.rescued and pod is not None:
+            waited = (now - rescue.pending_since).total_seconds()
+            self.metrics.rescued.inc()
+            self.metrics.rescue_seconds.observe(max(waited, 0.0))
+            node = (pod.get("spec") or {}).get("nodeName")
+            self._event(rescue.pod, "DefragRescued", f"rescued by {rescue.moves} move(s): scheduled on {node}")
+        elif state is Followed.room_lost:
+            self.metrics.room_lost.inc()
+            self._event(
+                rescue.pod,
+                "DefragRoomLost",
+                f"the room {rescue.moves} move(s) made was taken before the scheduler retried the pod; "
+                "it is planned for again once it qualifies",
+                warning=True,
+            )
+
+    def _decided(
+        self, decision: RunDecision, about: dict[str, Any], trigger: str, key: str, config: HamiConfig
+    ) -> Look:
+        """Says the decision on `about` and, when it acts, carries it out."""
         if not decision.moves:
             result = "budget" if decision.reason.startswith("budget") else "no_plan"
             if self._say(about, key, "DefragNoPlan", decision.message or decision.reason):
                 self.metrics.runs.labels(trigger, result).inc()
-            return False
+            return Look.budget if result == "budget" else Look.no_plan
         if decision.dry_run:
             if self._say(about, key, "DefragDryRun", decision.message):
                 self.metrics.runs.labels(trigger, "dry_run").inc()
                 self.metrics.moves.labels("dry_run").inc(len(decision.moves))
-            return False
+            return Look.dry_run
         self._event(about, "DefragRun", f"run {decision.run_id}: {decision.message}")
         done, failure = self._carry_out(decision, config)
+        # What the batch read no longer holds: the next look reads the caches and the history again.
+        self._read, self._history = None, None
+        self._said.pop(key, None)
         if failure:
             self.metrics.runs.labels(trigger, "failed").inc()
-            self._retry_at[key] = time.monotonic() + RETRY_SECONDS
+            self._retry_at[key] = time.monotonic() + RETRY.total_seconds()
             self._event(
                 about,
                 "DefragStopped",
                 f"run {decision.run_id} stopped after {done} of {len(decision.moves)} move(s): {failure}",
                 warning=True,
             )
-            self._said.pop(key, None)
-            return True
+            return Look.failed
         self.metrics.runs.labels(trigger, "moved").inc()
-        self._said.pop(key, None)
-        if pending_since is not None:
-            self._rescues[key] = Rescue(about, done, pending_since, datetime.now(UTC))
-        else:
+        if trigger == "keep_room":
             self._event(about, "DefragRoomMade", f"run {decision.run_id} made {done} move(s) toward {decision.trigger}")
-        return True
+        return Look.moved
 
     def _carry_out(self, decision: RunDecision, config: HamiConfig) -> tuple[int, str]:
         """The decision's moves one after another, each waited for until it settled; (moves made, why it stopped)."""
@@ -263,10 +395,12 @@ class DefragController:
         return done, ""
 
     def _settle(self, move: Move) -> str:
-        """Waits until the move's replacement holds its target cards; why not, or nothing."""
+        """Waits until the move's replacement holds its target cards, as the caches show it; why not, or nothing."""
         deadline = time.monotonic() + self.options.move_timeout
+        namespace = move.pod.split("/", 1)[0]
         while True:
-            check = moves.move_state(self.kube, move, self.options.hami_config)
+            named = {f"{ns}/{name}" for ns, name in map(object_key, self.cache.placements.items()) if ns == namespace}
+            check = move_step(move, self._snapshot(again=True).snapshot, named)
             if check.step is Step.done:
                 return ""
             if check.step is Step.changed:
@@ -281,91 +415,91 @@ class DefragController:
         if not self.elector.leading() or self._stop.is_set():
             raise NotLeading("this replica no longer holds the defragmentation lease; the new leader resumes the run")
 
-    def _follow(self, read: SnapshotRead, events: list[dict[str, Any]], now: datetime) -> None:
-        """Each rescue followed: scheduled (rescued), refused again after its moves (room lost), or given up."""
-        pods = {str((pod.get("metadata") or {}).get("uid", "")): pod for pod in read.pods}
-        for uid, rescue in list(self._rescues.items()):
-            pod = pods.get(uid)
-            if pod is None:
-                del self._rescues[uid]
-                continue
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node:
-                waited = (now - rescue.pending_since).total_seconds()
-                self.metrics.rescued.inc()
-                self.metrics.rescue_seconds.observe(max(waited, 0.0))
-                self._event(rescue.pod, "DefragRescued", f"rescued by {rescue.moves} move(s): scheduled on {node}")
-                del self._rescues[uid]
-            elif _refused_since(events, uid, rescue.done_at + timedelta(seconds=ROOM_SETTLE_SECONDS)):
-                self.metrics.room_lost.inc()
-                self._event(
-                    rescue.pod,
-                    "DefragRoomLost",
-                    f"the room {rescue.moves} move(s) made was taken before the scheduler retried the pod; "
-                    "it is planned for again once it qualifies",
-                    warning=True,
-                )
-                del self._rescues[uid]
-            elif (now - rescue.done_at).total_seconds() > FOLLOW_SECONDS:
-                del self._rescues[uid]
-
-    def _keep_room(
-        self, policy: DefragPolicy, read: SnapshotRead, history: tuple[MoveRecord, ...], now: datetime
-    ) -> None:
+    def _keep_room(self, policy: DefragPolicy) -> timedelta | None:
         """Every `keepRoom.interval`: plan toward the room goal when it is unmet; Events go on the policy."""
-        if not policy.keep_room.enabled or time.monotonic() < self._next_room:
-            return
-        self._next_room = time.monotonic() + policy.keep_room.interval.total_seconds()
-        goal = room_goal(room_of(read.snapshot), policy)
-        if goal is None:
-            return
-        decision = decide_run(policy, read.snapshot, RoomTrigger(goal), history, now, _run_id(now))
-        source = self._policy_object()
-        if source is not None:
-            self._decided(decision, source, "keep_room", "keep-room", None, read.config)
-
-    def _policy_object(self) -> dict[str, Any] | None:
-        """The policy's ConfigMap, for an Event on it."""
-        try:
-            return read_policy(self.kube, self.options.policy_namespace, self.options.policy_name).obj
-        except KubeError:
+        if not policy.keep_room.enabled:
             return None
+        wait = self._next_room - time.monotonic()
+        if wait > 0:
+            return timedelta(seconds=wait)
+        self._next_room = time.monotonic() + policy.keep_room.interval.total_seconds()
+        read = self._snapshot()
+        goal = room_goal(room_of(read.snapshot), policy)
+        source = self._policy_source()
+        if goal is not None and source is not None:
+            now = datetime.now(UTC)
+            decision = decide_run(policy, read.snapshot, RoomTrigger(goal), self._runs(), now, _run_id(now))
+            self._decided(decision, source.obj, "keep_room", KEEP_ROOM, read.config)
+        return policy.keep_room.interval
 
-    def _read_policy(self) -> None:
-        """Reads the policy when its ConfigMap changed; a bad or missing one turns the controller off until fixed."""
-        where = f"{self.options.policy_namespace}/{self.options.policy_name}"
-        try:
-            source: PolicySource | None = read_policy(
-                self.kube, self.options.policy_namespace, self.options.policy_name
+    def _snapshot(self, *, again: bool = False) -> SnapshotRead:
+        """The planner's snapshot from the watch caches, read once a batch (`again`: read anew)."""
+        if self._read is None or again:
+            budgets = self.disruption_budgets.items()
+            self._read = snapshot_of(self.cache.nodes.items(), self.cache.pods.items(), budgets, self.hami_config())
+        return self._read
+
+    def _runs(self) -> tuple[MoveRecord, ...]:
+        """The history of the runs (their placements, read from the API server: the budgets count every move a
+        leader made), once a batch."""
+        if self._history is None:
+            self._history = history_from_placements(run_placements(self.kube))
+        return self._history
+
+    def _fresh(self) -> bool:
+        """Whether every watch a plan reads has listed, and heard from the API server within STALE_SECONDS (a
+        stale one is logged; one that has not listed yet, while the server starts, is not)."""
+        stamps = {r.kind: r.last_sync for r in (*self.cache.reflectors(), *self.reflectors())}
+        if any(stamp is None for stamp in stamps.values()):
+            return False
+        stale = sorted(
+            kind for kind, stamp in stamps.items() if stamp is not None and time.time() - stamp > STALE_SECONDS
+        )
+        if stale:
+            log.warning(
+                "defrag: no plan while the watches of %s are stale (nothing heard for %d s)",
+                ", ".join(stale),
+                STALE_SECONDS,
             )
-        except KubeNotFound:
-            source = None
-        except KubeError as error:
-            log.warning("defrag policy %s not read, the last one read stands: %s", where, error)
-            return
+        return not stale
+
+    def _policy_source(self) -> PolicySource | None:
+        """The policy's ConfigMap as watched, None when there is none."""
+        found = self.policy_map.items()
+        return policy_source(found[0]) if found else None
+
+    def _read_policy(self) -> timedelta | None:
+        """Reads the policy when its ConfigMap changed; a bad or missing one turns the controller off until fixed.
+        Until the ConfigMap's watch has listed, looked at again shortly."""
+        if not self.policy_map.synced.is_set():
+            return timedelta(seconds=WAKE_SECONDS)
+        where = f"{self.options.policy_namespace}/{self.options.policy_name}"
+        source = self._policy_source()
         version = source.version if source is not None else ""
         if version == self._policy_version:
-            return
+            return None
         self._policy_version = version
         if source is None:
             self._invalid(
                 None, f"ConfigMap {where} not found; create it with the DefragPolicy under {DEFRAG_POLICY_KEY}"
             )
-            return
+            return None
         if source.text is None:
             self._invalid(
                 source.obj, f"{DEFRAG_POLICY_KEY}: missing from ConfigMap {where}; put the DefragPolicy there"
             )
-            return
+            return None
         try:
             policy = parse_policy(source.text, self.options.lease_namespace)
         except PolicyError as error:
             self._invalid(source.obj, str(error))
-            return
+            return None
         self.policy = policy
         self.metrics.policy_valid.set(1)
         log.info("defrag policy %s read: mode %s", where, policy.mode.value)
         self._event(source.obj, "DefragPolicyRead", f"policy read: mode {policy.mode.value}")
+        self._add_all()
+        return None
 
     def _invalid(self, obj: dict[str, Any] | None, problem: str) -> None:
         """The controller off until the policy is fixed: one log line, the metric, a Warning Event on the ConfigMap."""
@@ -375,6 +509,51 @@ class DefragController:
         log.error("defrag policy %s is invalid, nothing is moved until it is fixed: %s", where, problem)
         if obj is not None:
             self._event(obj, "DefragPolicyInvalid", f"nothing is moved until this is fixed: {problem}", warning=True)
+
+    def _add_all(self) -> None:
+        """Every key there is: a new policy or a new leader looks at everything again."""
+        self.queue.add(RESUME)
+        self.queue.add(KEEP_ROOM)
+        for pod in self.cache.pods.items():
+            key = pod_key(pod)
+            if key is not None:
+                self.queue.add(key)
+        for key in self._rescues.copy():
+            self.queue.add(key)
+
+    def _pod_changed(self, kind: str, pod: dict[str, Any]) -> None:
+        """A pod event of the cache's watch: a pod waiting unscheduled, or one whose rescue is followed, is added."""
+        key = pod_key(pod) if kind != "DELETED" else None
+        if key is None:
+            followed = PodKey(*object_key(pod))
+            if followed in self._rescues:
+                self.queue.add(followed)
+            return
+        self.queue.add(key)
+
+    def _event_changed(self, kind: str, event: dict[str, Any]) -> None:
+        """A FailedScheduling Event arrived, changed or went: indexed by its pod, which is added."""
+        key = event_key(event)
+        if key is None:
+            return
+        with self._events_lock:
+            known = self._events.setdefault(key, {})
+            if kind == "DELETED":
+                known.pop(object_key(event), None)
+                if not known:
+                    del self._events[key]
+                return
+            known[object_key(event)] = event
+        self.queue.add(key)
+
+    def _events_of(self, key: PodKey) -> list[dict[str, Any]]:
+        """The pod's FailedScheduling Events as watched."""
+        with self._events_lock:
+            return list(self._events.get(key, {}).values())
+
+    def _pod(self, key: Key) -> dict[str, Any] | None:
+        """The pod of a pod key, as the cache holds it."""
+        return self.cache.pods.get(key.namespace, key.name) if isinstance(key, PodKey) else None
 
     def _resume_runs(self) -> None:
         """As the new leader: undo the open moves of earlier runs whose pod was never evicted; leave the others."""
@@ -403,10 +582,12 @@ class DefragController:
                 log.info("defrag: placement %s/%s left for %s's replacement", namespace, metadata.get("name"), key)
 
     def _leading(self, leading: bool) -> None:
-        """The leader metric; a replica that starts leading resumes the runs it finds first."""
+        """The leader metric; a replica that starts leading resumes the runs it finds first, then looks at
+        everything."""
         self.metrics.leader.set(1 if leading else 0)
         if leading:
             self._resume = True
+            self._add_all()
 
     def _say(self, about: Mapping[str, Any], key: str, reason: str, message: str) -> bool:
         """An Event unless the same was said last time on this object; True when it was new."""
@@ -421,6 +602,11 @@ class DefragController:
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
 
 
+def _kind(key: Key) -> str:
+    """A key's kind, as the looks metric labels it."""
+    return "pod" if isinstance(key, PodKey) else key.replace("-", "_")
+
+
 def _pod_ref(move: Move) -> dict[str, Any]:
     """The moved pod as an Event's object (by UID)."""
     namespace, name = move.pod.split("/", 1)
@@ -430,23 +616,3 @@ def _pod_ref(move: Move) -> dict[str, Any]:
 def _run_id(now: datetime) -> str:
     """A run's id (a label value): when it started, and a random suffix."""
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-
-
-def _refused_since(events: list[dict[str, Any]], uid: str, since: datetime) -> bool:
-    """Whether the scheduler refused the pod (by UID) again after `since`."""
-    for event in events:
-        involved = event.get("involvedObject") or {}
-        if involved.get("uid") != uid:
-            continue
-        for value in (
-            event.get("lastTimestamp"),
-            (event.get("series") or {}).get("lastObservedTime"),
-            event.get("eventTime"),
-        ):
-            if isinstance(value, str) and value:
-                try:
-                    if datetime.fromisoformat(value) > since:
-                        return True
-                except ValueError:
-                    continue
-    return False

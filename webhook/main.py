@@ -244,7 +244,8 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=INTERVAL_SECONDS,
         metavar="SECONDS",
-        help=f"seconds between the controller's passes: policy re-read, rescues (default {INTERVAL_SECONDS:g})",
+        help="seconds before the controller looks again at a Pending pod it found no plan for, or while its watches "
+        f"are stale (default {INTERVAL_SECONDS:g})",
     )
     run.add_argument(
         "--defrag-namespace",
@@ -361,7 +362,6 @@ def _serve(args: argparse.Namespace) -> int:
             lease_namespace=args.defrag_namespace or namespace,
             identity=identity,
             scheduler_name=args.scheduler_name,
-            hami_config=args.hami_config,
             interval=args.defrag_interval,
         )
     serve(

@@ -196,6 +196,8 @@ DEFRAG_TRIGGERS = ("rescue", "keep_room")
 DEFRAG_RUN_RESULTS = ("moved", "dry_run", "no_plan", "budget", "failed")
 # What a move ended in: made and settled, only named, or failed (refused, blocked, not acknowledged, not settled).
 DEFRAG_MOVE_RESULTS = ("done", "dry_run", "blocked", "failed")
+# The kinds of keys in the controller's work queue.
+DEFRAG_KEY_KINDS = ("pod", "keep_room", "policy", "resume")
 # From Pending to Running of a rescued pod: the scheduler's backoff plus the moves' own round trips.
 RESCUE_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
@@ -238,6 +240,15 @@ class DefragMetrics:
             buckets=RESCUE_BUCKETS,
             registry=registry,
         )
+        self.looks = Counter(
+            "hami_place_defrag_looks",
+            "Keys of the controller's work queue looked at, by kind (a Pending pod, keep-room, the policy, a new "
+            "leader's resume); a look at a pod or keep-room reads the watch caches, not the API server.",
+            ["key"],
+            registry=registry,
+        )
+        for kind in DEFRAG_KEY_KINDS:
+            self.looks.labels(kind)
         self.budget_left = Gauge(
             "hami_place_defrag_budget_left_moves",
             "Moves the budgets still allow now, by window (run: budgets.movesPerRun, hour: budgets.movesPerHour).",

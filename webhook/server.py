@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 
 # The kube client's connection pool: three open watches, one per claim thread, and the background loop.
 CONNECTION_POOL_SIZE = CLAIM_THREADS + 8
+# The defragmentation controller's own pool: its three open watches, the Lease, and the worker's calls.
+DEFRAG_POOL_SIZE = 8
 # The listen backlog: connections the kernel holds until the event loop accepts them.
 LISTEN_BACKLOG = 1024
 # A connection that sends nothing for this long is closed, before its first request as after its last; longer
@@ -554,7 +556,7 @@ def serve(options: ServeOptions) -> None:
     )
     metrics = Metrics()
     metrics.watch_certificate(certificate)
-    cache = ClusterCache(kube.api, options.scheduler_name)
+    cache = ClusterCache(kube.api, options.scheduler_name, planning=options.defrag is not None)
     metrics.watch_cache(cache)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
@@ -568,6 +570,21 @@ def serve(options: ServeOptions) -> None:
         finished_ttl=options.finished_ttl,
         writes=writes,
     )
+
+    controller = None
+    if options.defrag is not None:
+        # Its own connection pool (its watches hold three): the controller's reads and waits never hold a
+        # connection admission needs. Its plans read the cache, whose pod events it follows from the first list;
+        # HAMi's config is the one admissions follow.
+        controller = DefragController(
+            with_pool_size(connect(options.kubeconfig), DEFRAG_POOL_SIZE),
+            options.defrag,
+            metrics.defrag,
+            cache,
+            lambda: admitter.settings.hami,
+        )
+        for reflector in controller.reflectors():
+            metrics.watch_sync_age(reflector)
 
     mutate = MutateApp(admitter, metrics, admission_timeout=options.admission_timeout)
     https = MutateListener(
@@ -628,9 +645,7 @@ def serve(options: ServeOptions) -> None:
     ]
     if renewal is not None:
         threads.append(threading.Thread(target=renewal.run, args=(stop,), name="certificate", daemon=True))
-    if options.defrag is not None:
-        # Its own connection pool: the controller's lists and waits never hold a connection admission needs.
-        controller = DefragController(connect(options.kubeconfig), options.defrag, metrics.defrag)
+    if controller is not None:
         threads += controller.threads(stop)
     for thread in threads:
         thread.start()
@@ -652,6 +667,8 @@ def serve(options: ServeOptions) -> None:
     probes.close()
     writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
+    if controller is not None:
+        controller.stop()
     unwatch_collector()
     if renewal is not None:
         shutil.rmtree(renewal.cert_file.parent, ignore_errors=True)  # the served key leaves no copy behind

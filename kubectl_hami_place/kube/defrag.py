@@ -31,6 +31,8 @@ from kubectl_hami_place.kube.list_body import list_items
 
 FIELD_MANAGER = "kubectl-hami-place"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hami-place-defrag"}
+FAILED_SCHEDULING_FIELDS = ("reason", "message", "involvedObject", "lastTimestamp", "eventTime", "series")
+EVENT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,7 @@ class PolicySource:
 def read_policy(kube: Kube, namespace: str, name: str) -> PolicySource:
     """The policy's ConfigMap; `KubeNotFound` when it does not exist."""
     path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
-    obj = request(kube, by_path(kube.api, "GET", path), what=f"get configmaps in namespace {namespace}")
-    text = (obj.get("data") or {}).get(DEFRAG_POLICY_KEY)
-    return PolicySource({"apiVersion": "v1", "kind": "ConfigMap", **obj}, text if isinstance(text, str) else None)
+    return policy_source(request(kube, by_path(kube.api, "GET", path), what=f"get configmaps in namespace {namespace}"))
 
 
 def labelled_policies(kube: Kube) -> list[dict[str, Any]]:
@@ -114,11 +114,20 @@ def read_leader_lease(kube: Kube, namespace: str) -> dict[str, Any] | None:
         return None
 
 
-def failed_scheduling_events(kube: Kube) -> list[dict[str, Any]]:
-    """Every FailedScheduling Event, in all namespaces (the scheduler's reasons for each Pending pod)."""
-    call = by_path(kube.api, "GET", "/api/v1/events")
-    body = request(kube, call, what="list events in all namespaces", field_selector="reason=FailedScheduling")
-    return list_items(body)
+def project_failed_scheduling(event: dict[str, Any]) -> dict[str, Any]:
+    """What the controller reads of a FailedScheduling Event: its pod, reason, message and times."""
+    metadata = event.get("metadata") or {}
+    kept = {key: event[key] for key in FAILED_SCHEDULING_FIELDS if key in event}
+    kept["metadata"] = {key: metadata[key] for key in EVENT_METADATA if key in metadata}
+    return kept
+
+
+def policy_source(config_map: dict[str, Any]) -> PolicySource:
+    """The policy as a ConfigMap read or watched holds it."""
+    text = (config_map.get("data") or {}).get(DEFRAG_POLICY_KEY)
+    return PolicySource(
+        {"apiVersion": "v1", "kind": "ConfigMap", **config_map}, text if isinstance(text, str) else None
+    )
 
 
 def run_placements(kube: Kube) -> list[dict[str, Any]]:

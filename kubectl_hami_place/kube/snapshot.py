@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,10 +39,20 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
         kube.policy().list_pod_disruption_budget_for_all_namespaces,
         what="list poddisruptionbudgets.policy in all namespaces",
     )
-    budgets = list_items(body)
-    snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config.config)
     notices = (config.notice,) if config.notice else ()
-    return SnapshotRead(snapshot, config.config, (*notices, *warnings), node_labels(nodes), tuple(pods), tuple(nodes))
+    return snapshot_of(nodes, pods, list_items(body), config.config, notices)
+
+
+def snapshot_of(
+    nodes: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
+    budgets: Iterable[dict[str, Any]],
+    config: HamiConfig,
+    notices: tuple[str, ...] = (),
+) -> SnapshotRead:
+    """The planner's snapshot of objects already read (lists, or the server's watch caches)."""
+    snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config)
+    return SnapshotRead(snapshot, config, (*notices, *warnings), node_labels(nodes), tuple(pods), tuple(nodes))
 
 
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:

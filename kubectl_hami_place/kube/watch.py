@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from kubernetes.client import ApiClient, CustomObjectsApi
@@ -292,3 +293,28 @@ def with_pool_size(kube: Kube, size: int) -> Kube:
     configuration = kube.api.configuration
     configuration.connection_pool_maxsize = size
     return dataclasses.replace(kube, api=CheckedApiClient(configuration))
+
+
+def failed_scheduling_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """The scheduler's FailedScheduling Events in every namespace: why each Pending pod was refused, and when."""
+    return Reflector(
+        "events",
+        by_path(api_client, "GET", "/api/v1/events"),
+        list_kwargs={"field_selector": "reason=FailedScheduling"},
+        project=project,
+    )
+
+
+def config_map_reflector(api_client: ApiClient, namespace: str, name: str) -> Reflector:
+    """One ConfigMap, by name (a list and watch with the fieldSelector metadata.name, which resourceNames allow)."""
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
+    return Reflector(
+        "configmap", by_path(api_client, "GET", path), list_kwargs={"field_selector": f"metadata.name={name}"}
+    )
+
+
+def disruption_budget_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every PodDisruptionBudget (policy/v1): which pods a plan may not move now."""
+    return Reflector(
+        "poddisruptionbudgets", by_path(api_client, "GET", "/apis/policy/v1/poddisruptionbudgets"), project=project
+    )

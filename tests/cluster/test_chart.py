@@ -468,10 +468,10 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("", "pods", v) for v in ("get", "list", "watch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
     expected |= {(placements, "hamipodplacements/status", "update")}
-    expected |= {("", "pods/eviction", "create")} | {("", "events", v) for v in ("create", "patch", "list")}
+    expected |= {("", "pods/eviction", "create")} | {("", "events", v) for v in ("create", "patch", "list", "watch")}
     expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
     expected |= {("batch", "jobs", "get")}
-    expected |= {("policy", "poddisruptionbudgets", "list")}
+    expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
     expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
@@ -835,6 +835,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "events", "-n", "default"),
         ("patch", "events", "-n", "default"),
         ("list", "poddisruptionbudgets.policy", "-n", "default"),
+        ("watch", "poddisruptionbudgets.policy", "-A"),
         ("get", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
@@ -847,6 +848,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", f"mutatingwebhookconfigurations/{release}-webhook"),
         ("patch", f"mutatingwebhookconfigurations/{release}-webhook"),
         ("list", "events", "-A"),
+        ("watch", "events", "-A"),
         ("get", "replicasets.apps", "-n", "default"),
         ("get", "statefulsets.apps", "-n", "default"),
         ("get", "jobs.batch", "-n", "default"),

@@ -13,7 +13,6 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, KeepRoom, Namespaces, Rescue, WholeFreeCards
 from kubectl_hami_place.core.defrag.triggers import (
-    may_rescue,
     rescue_candidates,
     rescue_pod,
     rescue_reason,
@@ -134,17 +133,6 @@ def test_rescue_off_or_namespace_out_finds_nothing() -> None:
     assert rescue_candidates(pods, events, NOW, DefragPolicy(rescue=Rescue(enabled=False))) == ()
     assert rescue_candidates(pods, events, NOW, DefragPolicy(namespaces=Namespaces(exclude=("team-*",)))) == ()
     assert len(rescue_candidates(pods, events, NOW, DefragPolicy())) == 1
-
-
-def test_a_pass_reads_the_cluster_only_when_some_pod_was_last_refused_for_room_in_an_allowed_namespace() -> None:
-    taint = "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}."
-    assert may_rescue([event("ok", FULL)], DefragPolicy())
-    assert not may_rescue([], DefragPolicy())
-    assert not may_rescue([event("ok", FULL, minutes=3), event("ok", taint, minutes=2)], DefragPolicy())
-    assert may_rescue([event("ok", taint, minutes=3), event("ok", FULL, minutes=2)], DefragPolicy())
-    assert not may_rescue([event("ok", FULL, namespace="kube-system")], DefragPolicy())
-    assert not may_rescue([event("ok", FULL)], DefragPolicy(namespaces=Namespaces(exclude=("team-*",))))
-    assert not may_rescue([event("ok", FULL)], DefragPolicy(rescue=Rescue(enabled=False)))
 
 
 def test_an_event_of_an_earlier_pod_of_the_same_name_does_not_count() -> None:

@@ -109,7 +109,7 @@ def rescue_candidates(
             continue
         if not policy.namespaces.allows(namespace) or not _asks_gpu(spec, config):
             continue
-        since = _pending_since(pod)
+        since = pending_since(pod)
         if since is None or now - since < policy.rescue.pending_for:
             continue
         event = latest.get((namespace, name))
@@ -120,17 +120,6 @@ def rescue_candidates(
             continue
         found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, event[1], since, pod))
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
-
-
-def may_rescue(events: Iterable[Mapping[str, Any]], policy: DefragPolicy) -> bool:
-    """Whether any pod of an allowed namespace was last refused for a curable reason: without one a pass need not
-    read the cluster's pods and nodes (at thousands of nodes, seconds of the leader's CPU)."""
-    if not policy.rescue.enabled:
-        return False
-    return any(
-        policy.namespaces.allows(namespace) and rescue_reason(message) is not None
-        for (namespace, _), (_, message, _) in _latest_failures(events).items()
-    )
 
 
 def _priority(pod: Mapping[str, Any]) -> int:
@@ -152,7 +141,7 @@ def _asks_gpu(spec: Mapping[str, Any], config: HamiConfig) -> bool:
         return False
 
 
-def _pending_since(pod: Mapping[str, Any]) -> datetime | None:
+def pending_since(pod: Mapping[str, Any]) -> datetime | None:
     """When the pod became unschedulable (its PodScheduled=False condition), else when it was created."""
     for condition in _mapping(pod.get("status")).get("conditions") or []:
         unscheduled = isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"

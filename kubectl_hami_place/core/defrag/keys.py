@@ -1,0 +1,182 @@
+"""The defragmentation controller's work-queue keys: which key a change wakes, and when a key is looked at again.
+
+The controller keeps client-go's kind of work queue (`webhook/workqueue.py`): a Pending pod (`PodKey`) is added
+when its FailedScheduling Event arrives or the pod changes while it waits unscheduled; `KEEP_ROOM` on the policy's
+`keepRoom.interval`; `POLICY` when the policy's ConfigMap changes; `RESUME` when the replica starts leading. Each
+key's look ends in "done" (only a change wakes it again) or "again after T", decided here on plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
+from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
+from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.placement import time_or_none
+
+POLICY = "policy"
+KEEP_ROOM = "keep-room"
+RESUME = "resume"
+# After a run failed, its pod is not planned for again for this long: a move that cannot be made (no
+# acknowledgement, a refusal) is not retried at every look.
+RETRY = timedelta(seconds=60)
+# A rescue whose pod neither ran nor was refused again within this long after its moves is no longer followed.
+FOLLOW = timedelta(seconds=900)
+# A refusal this soon after a rescue's moves settled does not mean its room was taken: the scheduler may retry the
+# pod once more on a view that still holds the evicted pod (seen on a loaded sandbox) before it places it.
+ROOM_SETTLE = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class PodKey:
+    """A pod that waits unscheduled, by namespace and name (its UID is read from the pod when it is looked at)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+Key = PodKey | str
+
+
+def pod_key(pod: Mapping[str, Any]) -> PodKey | None:
+    """The key of a pod waiting unscheduled (Pending, no node, not being deleted): only such a pod may be rescued."""
+    metadata, spec, status = _mapping(pod.get("metadata")), _mapping(pod.get("spec")), _mapping(pod.get("status"))
+    if status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
+        return None
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    return PodKey(namespace, name) if isinstance(namespace, str) and isinstance(name, str) and name else None
+
+
+def event_key(event: Mapping[str, Any]) -> PodKey | None:
+    """The pod a FailedScheduling Event is about (core/v1 `involvedObject` or events.k8s.io/v1 `regarding`)."""
+    if event.get("reason") != FAILED_SCHEDULING:
+        return None
+    regarding = _mapping(event.get("involvedObject") or event.get("regarding"))
+    if regarding.get("kind", "Pod") != "Pod":
+        return None
+    namespace = regarding.get("namespace") or _mapping(event.get("metadata")).get("namespace")
+    name = regarding.get("name")
+    return PodKey(namespace, name) if isinstance(namespace, str) and isinstance(name, str) and name else None
+
+
+def batch_order(key: Key, pod: Mapping[str, Any] | None = None) -> tuple[int, int, float, str]:
+    """Where a key goes in a batch of ready keys: the policy, a new leader's resume, the Pending pods as
+    `rescue_candidates` orders them (highest priority first, then the longest waiting; `pod` is the key's pod),
+    keep-room last, so that a rescue runs before keep-room takes the room."""
+    if isinstance(key, PodKey):
+        priority = _mapping(pod.get("spec")).get("priority") if pod is not None else None
+        since = pending_since(pod) if pod is not None else None
+        rank = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+        return (2, -rank, since.timestamp() if since is not None else float("inf"), str(key))
+    return ({POLICY: 0, RESUME: 1}.get(key, 3), 0, 0.0, key)
+
+
+def pending_wait(
+    pod: Mapping[str, Any],
+    events: Iterable[Mapping[str, Any]],
+    now: datetime,
+    policy: DefragPolicy,
+    config: HamiConfig = HAMI_DEFAULTS,
+) -> timedelta | None:
+    """How long until the pod has waited `rescue.pendingFor`, when that alone keeps it from being a rescue
+    candidate now (None: it is one already, or waiting would not make it one)."""
+    since = pending_since(pod)
+    if since is None:
+        return None
+    due = since + policy.rescue.pending_for
+    if due <= now or not rescue_candidates([pod], events, due, policy, config):
+        return None
+    return due - now
+
+
+def budget_eases(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> datetime | None:
+    """When the budgets next allow more than now: a spent move of the last hour leaves it, or its cooldown ends."""
+    ends = [
+        end
+        for record in history
+        if record.spent
+        for end in (record.time + HOUR, record.time + budgets.cooldown)
+        if end > now
+    ]
+    return min(ends, default=None)
+
+
+class Look(Enum):
+    """What a look at a Pending pod's key ended in."""
+
+    not_yet = "not_yet"  # not a candidate (or not yet): a change of the pod or its Events wakes it
+    moved = "moved"  # a rescue's moves are done: followed until the pod runs or is refused again
+    failed = "failed"  # the run stopped: not planned for again before RETRY
+    budget = "budget"  # a plan exists but the budgets do not allow it now
+    no_plan = "no_plan"  # no plan (or one said, dry-run): the cluster may change in ways no Event of the pod tells
+    dry_run = "dry_run"
+
+
+def look_again(look: Look, now: datetime, interval: timedelta, eases: datetime | None = None) -> timedelta | None:
+    """When a Pending pod's key is looked at again after `look` (None: only when the pod or its Events change): a
+    rescue that moved at the end of its follow-up, a failed run after RETRY, a plan over budget once the budget
+    eases (`budget_eases`; else after `interval`), no plan and a dry run after `interval`."""
+    if look is Look.moved:
+        return FOLLOW
+    if look is Look.failed:
+        return RETRY
+    if look is Look.budget:
+        return eases - now if eases is not None and eases > now else interval
+    if look in (Look.no_plan, Look.dry_run):
+        return interval
+    return None
+
+
+class Followed(Enum):
+    """Where a rescue whose moves are done stands."""
+
+    rescued = "rescued"  # the pod was scheduled
+    room_lost = "room_lost"  # refused again after the moves settled: another pod took the room
+    given_up = "given_up"  # gone, or neither within FOLLOW
+    waiting = "waiting"
+
+
+def follow(
+    pod: Mapping[str, Any] | None, uid: str, events: Iterable[Mapping[str, Any]], done_at: datetime, now: datetime
+) -> Followed:
+    """Where the rescue of the pod with this UID stands, its moves done at `done_at`; `pod` as stored now."""
+    metadata = _mapping(pod.get("metadata")) if pod is not None else {}
+    if pod is None or metadata.get("uid") != uid:
+        return Followed.given_up
+    if _mapping(pod.get("spec")).get("nodeName"):
+        return Followed.rescued
+    if refused_since(events, uid, done_at + ROOM_SETTLE):
+        return Followed.room_lost
+    if now - done_at > FOLLOW:
+        return Followed.given_up
+    return Followed.waiting
+
+
+def refused_since(events: Iterable[Mapping[str, Any]], uid: str, since: datetime) -> bool:
+    """Whether the scheduler refused the pod (by UID) again after `since`."""
+    for event in events:
+        if _mapping(event.get("involvedObject")).get("uid") != uid:
+            continue
+        for value in (
+            event.get("lastTimestamp"),
+            _mapping(event.get("series")).get("lastObservedTime"),
+            event.get("eventTime"),
+        ):
+            stamp = time_or_none(value)
+            if stamp is not None and stamp > since:
+                return True
+    return False
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}

@@ -1,0 +1,158 @@
+"""The controller's work-queue keys: which key a pod or an Event wakes, in which order a batch is looked at, and
+when each key is looked at again (pendingFor, the budgets' window, a rescue's follow-up)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.keys import (
+    FOLLOW,
+    KEEP_ROOM,
+    POLICY,
+    RESUME,
+    RETRY,
+    Followed,
+    Look,
+    PodKey,
+    batch_order,
+    budget_eases,
+    event_key,
+    follow,
+    look_again,
+    pending_wait,
+    pod_key,
+)
+from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Rescue
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
+TAINT = "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}."
+
+
+def pod(name: str = "big", *, seconds: float = 300, **extra: Any) -> dict[str, Any]:
+    """A Pending GPU pod of team-a, unschedulable since `seconds` before NOW."""
+    since = (NOW - timedelta(seconds=seconds)).isoformat()
+    obj: dict[str, Any] = {
+        "metadata": {"namespace": "team-a", "name": name, "uid": f"uid-{name}", "creationTimestamp": since},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "lastTransitionTime": since}],
+        },
+    }
+    for key, value in extra.items():
+        obj[key] = {**obj.get(key, {}), **value}
+    return obj
+
+
+def event(message: str = FULL, *, at: datetime = NOW, name: str = "big", **extra: Any) -> dict[str, Any]:
+    """A core/v1 FailedScheduling Event for the pod, last seen `at`."""
+    return {
+        "metadata": {"namespace": "team-a", "name": f"{name}.1"},
+        "reason": "FailedScheduling",
+        "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": name, "uid": f"uid-{name}"},
+        "message": message,
+        "lastTimestamp": at.isoformat(),
+        **extra,
+    }
+
+
+def test_a_pod_has_a_key_only_while_it_waits_unscheduled() -> None:
+    assert pod_key(pod()) == PodKey("team-a", "big")
+    assert str(pod_key(pod())) == "team-a/big"
+    assert pod_key(pod(status={"phase": "Running"})) is None
+    assert pod_key(pod(spec={"nodeName": "gpu-0"})) is None
+    assert pod_key(pod(metadata={"deletionTimestamp": NOW.isoformat()})) is None
+    assert pod_key({"status": {"phase": "Pending"}}) is None
+
+
+def test_a_failed_scheduling_event_wakes_its_pod_in_either_events_api() -> None:
+    assert event_key(event()) == PodKey("team-a", "big")
+    regarding = {
+        "metadata": {"namespace": "team-a"},
+        "reason": "FailedScheduling",
+        "regarding": {"kind": "Pod", "name": "big"},
+        "note": FULL,
+    }
+    assert event_key(regarding) == PodKey("team-a", "big")
+    assert event_key(event(reason="Scheduled")) is None
+    assert event_key({**event(), "involvedObject": {"kind": "Node", "name": "gpu-0"}}) is None
+
+
+def test_a_batch_looks_at_the_policy_then_resume_then_pods_by_priority_and_wait_then_keep_room() -> None:
+    pods = {
+        PodKey("team-a", "late"): pod("late", seconds=10),
+        PodKey("team-a", "early"): pod("early", seconds=600),
+        PodKey("team-a", "urgent"): pod("urgent", seconds=5, spec={"priority": 100}),
+    }
+    keys = [KEEP_ROOM, *pods, PodKey("team-a", "gone"), RESUME, POLICY]
+    ordered = sorted(keys, key=lambda key: batch_order(key, pods.get(key) if isinstance(key, PodKey) else None))
+    assert ordered == [
+        POLICY,
+        RESUME,
+        PodKey("team-a", "urgent"),
+        PodKey("team-a", "early"),
+        PodKey("team-a", "late"),
+        PodKey("team-a", "gone"),
+        KEEP_ROOM,
+    ]
+
+
+def test_a_pod_refused_for_room_is_looked_at_again_when_its_pending_for_is_reached() -> None:
+    policy = DefragPolicy(rescue=Rescue(pending_for=timedelta(seconds=60)))
+    assert pending_wait(pod(seconds=20), [event()], NOW, policy) == timedelta(seconds=40)
+    assert pending_wait(pod(seconds=60), [event()], NOW, policy) is None, "a candidate already"
+    assert pending_wait(pod(seconds=20), [event(TAINT)], NOW, policy) is None, "waiting cures no taint"
+    assert pending_wait(pod(seconds=20), [], NOW, policy) is None, "no refusal yet: its Event wakes it"
+    running = pod(seconds=20, status={"phase": "Running"})
+    assert pending_wait(running, [event()], NOW, policy) is None
+
+
+def record(minutes_ago: float, result: str = "Evicted") -> MoveRecord:
+    return MoveRecord("run-1", "team-a/x", "team-a", "gpu-0", NOW - timedelta(minutes=minutes_ago), result)
+
+
+def test_the_budgets_ease_when_a_spent_move_leaves_the_hour_or_its_cooldown_ends() -> None:
+    budgets = Budgets(cooldown=timedelta(minutes=30))
+    assert budget_eases(budgets, [record(50), record(10)], NOW) == NOW + timedelta(minutes=10)
+    assert budget_eases(budgets, [record(20)], NOW) == NOW + timedelta(minutes=10), "its cooldown ends first"
+    assert budget_eases(budgets, [record(50, "DryRun"), record(70)], NOW) is None, "dry runs spend nothing"
+    assert budget_eases(budgets, [], NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("look", "eases", "again"),
+    [
+        (Look.not_yet, None, None),
+        (Look.moved, None, FOLLOW),
+        (Look.failed, None, RETRY),
+        (Look.budget, NOW + timedelta(minutes=7), timedelta(minutes=7)),
+        (Look.budget, None, timedelta(seconds=10)),
+        (Look.budget, NOW - timedelta(minutes=1), timedelta(seconds=10)),
+        (Look.no_plan, None, timedelta(seconds=10)),
+        (Look.dry_run, None, timedelta(seconds=10)),
+    ],
+)
+def test_when_a_pod_is_looked_at_again_after_each_kind_of_look(
+    look: Look, eases: datetime | None, again: timedelta | None
+) -> None:
+    assert look_again(look, NOW, timedelta(seconds=10), eases) == again
+
+
+def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_settled_or_goes() -> None:
+    done = NOW - timedelta(minutes=2)
+    assert follow(pod(spec={"nodeName": "gpu-0"}), "uid-big", [], done, NOW) is Followed.rescued
+    assert follow(pod(), "uid-big", [event(at=NOW - timedelta(seconds=10))], done, NOW) is Followed.room_lost
+    soon = event(at=done + timedelta(seconds=20))
+    assert follow(pod(), "uid-big", [soon], done, NOW) is Followed.waiting, "a refusal while the moves settle"
+    other = {**event(), "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": "big", "uid": "uid-old"}}
+    assert follow(pod(), "uid-big", [other], done, NOW) is Followed.waiting, "an earlier pod's refusal"
+    series = event(at=done - timedelta(minutes=5), series={"lastObservedTime": NOW.isoformat()})
+    assert follow(pod(), "uid-big", [series], done, NOW) is Followed.room_lost
+    assert follow(None, "uid-big", [], done, NOW) is Followed.given_up
+    assert follow(pod(), "uid-new", [], done, NOW) is Followed.given_up, "a new pod of that name"
+    assert follow(pod(), "uid-big", [], NOW - FOLLOW - timedelta(seconds=1), NOW) is Followed.given_up

@@ -1,0 +1,150 @@
+"""With the defragmentation controller on, the cache keeps what its planner reads: a plan from the cache's pods and
+nodes is the plan from the whole objects, the rest of each object left out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.defrag.policy import DefragPolicy
+from kubectl_hami_place.core.defrag.triggers import rescue_candidates
+from kubectl_hami_place.core.planner import PlanPod
+from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+from webhook.cache import LAST_APPLIED, project_node_for_planning, project_pod_for_planning
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+REGISTER = (
+    '[{"id":"GPU-a","index":0,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","health":true},'
+    '{"id":"GPU-b","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","health":true}]'
+)
+ALLOCATED = "GPU-a,NVIDIA,10000,0:;"
+
+
+def whole_node(name: str, zone: str) -> dict[str, Any]:
+    """A GPU node as the API server sends it."""
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": "7",
+            "labels": {"kubernetes.io/hostname": name, "zone": zone},
+            "annotations": {"hami.io/node-nvidia-register": REGISTER, "node.alpha.kubernetes.io/ttl": "0"},
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "spec": {"podCIDR": "10.0.0.0/24"},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "20", "cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True", "message": "kubelet is posting ready status"}],
+            "nodeInfo": {"kernelVersion": "6.1"},
+        },
+    }
+
+
+def whole_pod(name: str, *, node: str = "", priority: int = 0) -> dict[str, Any]:
+    """A GPU pod of a Deployment as the API server sends it: running on `node` with HAMi's allocation, else Pending
+    and refused since five minutes."""
+    since = (NOW - timedelta(minutes=5)).isoformat()
+    annotations = {LAST_APPLIED: '{"kind":"Pod"}', "hami.io/gpu-scheduler-policy": "binpack"}
+    if node:
+        annotations |= {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": ALLOCATED}
+    gpu = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "uid": f"uid-{name}",
+            "resourceVersion": "11",
+            "creationTimestamp": since,
+            "labels": {"app": name},
+            "annotations": annotations,
+            "ownerReferences": [{"kind": "ReplicaSet", "name": f"{name}-rs", "controller": True}],
+            "managedFields": [{"manager": "kube-scheduler"}],
+        },
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "priority": priority,
+            "priorityClassName": "team" if priority else "",
+            "nodeSelector": {"zone": "a"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["gpu-2"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "initContainers": [{"name": "init", "image": "busybox", "resources": {"limits": gpu}}],
+            "containers": [{"name": "main", "image": "pause", "env": [{"name": "A"}], "resources": {"limits": gpu}}],
+            "volumes": [{"name": "token"}],
+            **({"nodeName": node} if node else {}),
+        },
+        "status": {
+            "phase": "Running" if node else "Pending",
+            "conditions": [
+                {"type": "Ready", "status": "False", "message": "not yet"},
+                {"type": "PodScheduled", "status": "True" if node else "False", "lastTransitionTime": since},
+            ],
+            "containerStatuses": [{"name": "main", "image": "pause"}],
+        },
+    }
+
+
+def unapplied(pod: PlanPod) -> PlanPod:
+    """The planned pod without kubectl's last applied configuration, the one annotation the cache does not keep."""
+    return replace(pod, annotations={k: v for k, v in pod.annotations.items() if k != LAST_APPLIED})
+
+
+@pytest.mark.parametrize("node", ["", "gpu-0"])
+def test_the_planner_reads_the_planning_projections_as_the_whole_objects(node: str) -> None:
+    nodes = [whole_node("gpu-0", "a"), whole_node("gpu-1", "b"), whole_node("gpu-2", "a")]
+    pods = [whole_pod("big", node=node, priority=100), whole_pod("small", node="gpu-0")]
+    kept_nodes = [project_node_for_planning(n) for n in nodes]
+    kept_pods = [project_pod_for_planning(p) for p in pods]
+    labels = node_labels(nodes)
+    assert node_labels(kept_nodes) == labels
+    for kept, whole in zip(kept_pods, pods, strict=True):
+        assert pod_for_plan(kept, labels) == unapplied(pod_for_plan(whole, labels))
+    planned, warned = snapshot_from_objects(kept_nodes, kept_pods, [], NOW)
+    snapshot, warnings = snapshot_from_objects(nodes, pods, [], NOW)
+    assert (planned, warned) == (replace(snapshot, pods=tuple(unapplied(p) for p in snapshot.pods)), warnings)
+    event = {
+        "reason": "FailedScheduling",
+        "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": "big", "uid": "uid-big"},
+        "message": "0/2 nodes are available: 2 2/2 CardInsufficientMemory.",
+        "lastTimestamp": NOW.isoformat(),
+    }
+    found = rescue_candidates(kept_pods, [event], NOW, DefragPolicy())
+    whole = rescue_candidates(pods, [event], NOW, DefragPolicy())
+    assert [(c.key, c.reason, c.pending_since) for c in found] == [(c.key, c.reason, c.pending_since) for c in whole]
+    assert len(found) == (0 if node else 1)
+
+
+def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
+    kept = project_pod_for_planning(whole_pod("big"))
+    assert LAST_APPLIED not in kept["metadata"]["annotations"] and "managedFields" not in kept["metadata"]
+    assert "volumes" not in kept["spec"]
+    assert kept["spec"]["containers"] == [
+        {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}}}
+    ]
+    assert [c["type"] for c in kept["status"]["conditions"]] == ["PodScheduled"]
+    assert "containerStatuses" not in kept["status"]
+    assert "nodeInfo" not in project_node_for_planning(whole_node("gpu-0", "a"))["status"]
+
+
+def test_pods_of_one_template_share_their_planned_parts() -> None:
+    one, other = (project_pod_for_planning(whole_pod(name, node="gpu-0")) for name in ("a-1", "a-2"))
+    for part in ("containers", "initContainers", "affinity", "nodeSelector"):
+        assert one["spec"][part] is other["spec"][part], part
+    assert one["metadata"]["ownerReferences"] is not other["metadata"]["ownerReferences"], "another ReplicaSet"
+    same = project_pod_for_planning(whole_pod("a-1", node="gpu-0"))
+    assert same["metadata"]["ownerReferences"] is one["metadata"]["ownerReferences"]
+    assert one["spec"]["containers"] == [
+        {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}}}
+    ]

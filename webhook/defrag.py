@@ -196,8 +196,9 @@ class DefragController:
     ) -> bool:
         """Says the decision on `about` and, when it acts, carries it out; True when it moved (the pass ends)."""
         if not decision.moves:
-            result = "budget" if decision.reason.startswith("budget") else "no_plan"
-            if self._say(about, key, "DefragNoPlan", decision.message or decision.reason):
+            result = next((r for r in ("budget", "blocked") if decision.reason.startswith(r)), "no_plan")
+            reason = "DefragBlocked" if result == "blocked" else "DefragNoPlan"
+            if self._say(about, key, reason, decision.message or decision.reason):
                 self.metrics.runs.labels(trigger, result).inc()
             return False
         if decision.dry_run:

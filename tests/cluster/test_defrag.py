@@ -335,3 +335,49 @@ def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
         "the new leader to undo the move whose pod still runs",
     )
     assert api.read_namespaced_pod(held["move"][0], namespace).metadata.uid == running.metadata.uid
+
+
+def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """Both pods the rescue could move are covered by a PodDisruptionBudget that allows no disruption."""
+    two_pods_one_per_card(cluster, namespace, node)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "hold"},
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["keep", "move"]}]},
+        },
+    }
+    create(cluster, namespace, budget)
+    policy = client.PolicyV1Api(cluster.api_client())
+
+    def at_its_limit() -> bool:
+        status = policy.read_namespaced_pod_disruption_budget("hold", namespace).status
+        return bool(status and status.observed_generation and status.current_healthy == 2) and (
+            status.disruptions_allowed == 0
+        )
+
+    wait_for(at_its_limit, "the disruption controller to count the budget at its limit")
+    before = uids(cluster, namespace)
+    write_policy(cluster, server_namespace, namespace, "on")
+    evictions = Evictions(cluster, namespace)
+    try:
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        pending_big(cluster, namespace, node)
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragBlocked"), "the controller's Event")
+        wait_for(
+            lambda: server.metric('hami_place_defrag_runs_total{result="blocked",trigger="rescue"}') == 1,
+            "the blocked run to be counted",
+        )
+    finally:
+        evictions.stop()
+    assert message.startswith("blocked: "), message
+    assert f"PodDisruptionBudget {namespace}/hold" in message, message
+    assert evictions.deleted == {}, "nothing was evicted"
+    assert before <= uids(cluster, namespace), "the protected pods still run, the same ones"
+    assert placements(cluster, namespace) == [], "no placement is left pinning"
+    assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
+    assert server.metric('hami_place_defrag_runs_total{result="no_plan",trigger="rescue"}') == 0

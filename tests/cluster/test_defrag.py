@@ -10,13 +10,17 @@ limited to the test's namespace, `rescue.pendingFor: 1s` and a pass every second
 from __future__ import annotations
 
 import json
+import signal
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+import urllib3
+from kubernetes import client, watch
 
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
@@ -24,6 +28,9 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
+    GROUP,
+    PLURAL,
+    VERSION,
 )
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
@@ -381,3 +388,101 @@ def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(
     assert placements(cluster, namespace) == [], "no placement is left pinning"
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
     assert server.metric('hami_place_defrag_runs_total{result="no_plan",trigger="rescue"}') == 0
+
+
+def freeze_when(cluster: Sandbox, namespace: str, replica: Webhook, window: str) -> threading.Event:
+    """Stops (SIGSTOP) the replica the moment its move reaches the window; the event is set once it is stopped.
+
+    `pinned`: the move's placement was created (the replica then waits for the webhook's acknowledgement before it
+    evicts). `evicted`: a pod of the namespace started going away (the replacement has still to be created,
+    scheduled by HAMi and bound before the move settles). Watched, not polled, so the stop lands inside the window.
+    """
+    frozen = threading.Event()
+    if window == "pinned":
+        custom = client.CustomObjectsApi(cluster.api_client())
+        lister: Any = custom.list_namespaced_custom_object
+        args: tuple[str, ...] = (GROUP, VERSION, namespace, PLURAL)
+        since = lister(*args)["metadata"]["resourceVersion"]
+    else:
+        lister, args = client.CoreV1Api(cluster.api_client()).list_namespaced_pod, (namespace,)
+        since = lister(*args).metadata.resource_version
+    watching = watch.Watch()
+
+    def reached(event: dict[str, Any]) -> bool:
+        if window == "pinned":
+            return event["type"] == "ADDED"
+        return event["type"] == "DELETED" or bool(event["object"].metadata.deletion_timestamp)
+
+    def follow() -> None:
+        try:
+            for event in watching.stream(lister, *args, resource_version=since, timeout_seconds=600):
+                if reached(event):
+                    replica.process.send_signal(signal.SIGSTOP)
+                    frozen.set()
+                    watching.stop()
+                    return
+        except urllib3.exceptions.HTTPError:
+            return
+
+    threading.Thread(target=follow, daemon=True).start()
+    return frozen
+
+
+@pytest.mark.parametrize("window", ["pinned", "evicted"])
+def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa: PLR0917 - the fixtures and the window
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any], window: str
+) -> None:
+    """The leader is killed (SIGKILL) after it pinned a move's replacement, before (`pinned`) or after (`evicted`) its
+    eviction; the other replica takes the Lease over and undoes the move whose pod still runs (then makes it
+    itself), or leaves the open placement to the replacement. Either way: one eviction, one placement, and the big
+    pod runs on the freed card."""
+    held = dict(two_pods_one_per_card(cluster, namespace, node).values())
+    write_policy(cluster, server_namespace, namespace, "on")
+    flags = ("--defrag-policy", f"{server_namespace}/{POLICY}", "--defrag-namespace", server_namespace)
+    replicas = []
+    for _ in range(2):
+        replicas.append(start(cluster, serving["tmp_path"], *flags, "--defrag-interval", "1"))
+        serving["webhooks"].append(replicas[-1])
+    register(cluster, serving["configurations"], namespace, [(replica, {}) for replica in replicas])
+    wait_for(lambda: sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1, "one leader")
+    leader, follower = sorted(replicas, key=lambda r: -r.metric("hami_place_defrag_leader"))
+    api = client.CoreV1Api(cluster.api_client())
+    before = {p.metadata.name: p.metadata.uid for p in api.list_namespaced_pod(namespace).items}
+    evictions = Evictions(cluster, namespace)
+    try:
+        frozen = freeze_when(cluster, namespace, leader, window)
+        pending_big(cluster, namespace, node)
+        wait_for(frozen.is_set, f"the leader's move to be {window}", timeout=120, interval=0.05)
+        [move] = placements(cluster, namespace)
+        moved = move["metadata"]["annotations"][DEFRAG_POD_ANNOTATION].split("/", 1)[1]
+        app = moved.split("-", 1)[0]
+        now = {p.metadata.name: p for p in api.list_namespaced_pod(namespace, label_selector=f"app={app}").items}
+        if window == "pinned":
+            still = now.get(moved)
+            assert still is not None and still.metadata.uid == before[moved], "the stop lands before the eviction"
+            assert not still.metadata.deletion_timestamp, "the stop lands before the eviction"
+        bound = [n for n, p in now.items() if n != moved and (p.metadata.annotations or {}).get("hami.io/bind-phase")]
+        assert bound == [], f"the stop lands before the move settled: the replacement {bound} was already bound"
+        leader.process.send_signal(signal.SIGKILL)
+        leader.process.wait()
+        wait_for(lambda: follower.metric("hami_place_defrag_leader") == 1, "the other replica to take the lease over")
+        big = allocation(cluster, namespace, "big", timeout=240)
+        wait_for(
+            lambda: [p["status"].get("phase") for p in placements(cluster, namespace)] == ["Consumed"],
+            "the replacement to consume the one placement",
+        )
+        time.sleep(5)  # a few of the new leader's passes, for a second move to show if it would make one
+    finally:
+        evictions.stop()
+    assert evictions.deleted == {moved: True}, (
+        f"one eviction, by the Eviction API, across the kill: {evictions.deleted}"
+    )
+    [made] = placements(cluster, namespace)
+    assert made["metadata"]["annotations"][DEFRAG_POD_ANNOTATION] == f"{namespace}/{moved}", "nothing pinned twice"
+    [replacement] = [p for p in api.list_namespaced_pod(namespace, label_selector=f"app={app}").items]
+    assert made["status"]["consumedBy"]["name"] == replacement.metadata.name
+    assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"
+    made_again = 1 if window == "pinned" else 0
+    assert follower.metric('hami_place_defrag_moves_total{result="done"}') == made_again, "the new leader's moves"
+    if window == "pinned":
+        assert "was never evicted" in follower.log.read_text(), "the new leader undid the move left half-made"

@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,11 @@ pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
 BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
 POLICY = "defrag-policy"
+# The churn test: how long pods arrive and leave, and the policy it runs under (a short cooldown, a small budget;
+# movesPerNode and movesPerNamespace out of the way, so the hour's budget is the one that binds).
+CHURN_SECONDS = 180
+CHURN_COOLDOWN_SECONDS = 60
+CHURN_MOVES_PER_HOUR = 2
 
 
 @pytest.fixture
@@ -73,7 +79,7 @@ def node(cluster: Sandbox) -> Iterator[GpuNode]:
     delete_nodes(cluster, [made])
 
 
-def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int) -> None:
+def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int | str) -> None:
     """The DefragPolicy ConfigMap for the test's namespace, created or replaced."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
@@ -486,3 +492,95 @@ def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa
     assert follower.metric('hami_place_defrag_moves_total{result="done"}') == made_again, "the new leader's moves"
     if window == "pinned":
         assert "was never evicted" in follower.log.read_text(), "the new leader undid the move left half-made"
+
+
+def current_pod(cluster: Sandbox, namespace: str, app: str) -> str:
+    """The one pod of the app that is not going away, once it is the only one and HAMi placed it."""
+    api = client.CoreV1Api(cluster.api_client())
+
+    def alone() -> str:
+        pods = api.list_namespaced_pod(namespace, label_selector=f"app={app}").items
+        return str(pods[0].metadata.name) if len(pods) == 1 and not pods[0].metadata.deletion_timestamp else ""
+
+    name = wait_for(alone, f"the one pod of {app}", timeout=120)
+    allocation(cluster, namespace, name, timeout=120)
+    return name
+
+
+def spread_apart(cluster: Sandbox, namespace: str) -> None:
+    """Fragments the node again when keep and move share a card: keep's pod leaves and its new one arrives on the
+    empty card (HAMi's spread policy)."""
+    keep, move = (current_pod(cluster, namespace, app) for app in ("keep", "move"))
+    if allocation(cluster, namespace, keep).uuids != allocation(cluster, namespace, move).uuids:
+        return
+    cluster.kubectl("scale", "deployment", "keep", "-n", namespace, "--replicas=0")
+    api = client.CoreV1Api(cluster.api_client())
+    wait_for(lambda: not api.list_namespaced_pod(namespace, label_selector="app=keep").items, "keep's pod to leave")
+    keep = scale_up(cluster, namespace, "keep")
+    assert allocation(cluster, namespace, keep).uuids != allocation(cluster, namespace, move).uuids
+
+
+def moves_recorded(cluster: Sandbox, namespace: str) -> list[tuple[datetime, str, str]]:
+    """The controller's own records of its moves, oldest first: (placement created, pod moved, its replacement)."""
+    found = []
+    for made in placements(cluster, namespace):
+        metadata = made["metadata"]
+        if DEFRAG_RUN_LABEL not in (metadata.get("labels") or {}):
+            continue
+        replacement = ((made.get("status") or {}).get("consumedBy") or {}).get("name", "")
+        created = datetime.fromisoformat(metadata["creationTimestamp"])
+        found.append((created, metadata["annotations"][DEFRAG_POD_ANNOTATION], f"{namespace}/{replacement}"))
+    return sorted(found)
+
+
+def test_under_churn_no_pod_moves_twice_within_its_cooldown_nor_beyond_the_hourly_budget(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """For CHURN_SECONDS, big pods arrive one after another, each left once it ran or the controller declined, and
+    keep's pod leaves and comes back on the freed card whenever a move consolidated the node. keep has a higher
+    priority than the big pods, so every rescue needs the same move: move's pod (the replacement of the last one
+    moved) onto keep's card; only the cooldown and the budget stop the controller from making it every time."""
+    high = f"high-{namespace}"
+    scheduling = client.SchedulingV1Api(cluster.api_client())
+    scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
+    api = client.CoreV1Api(cluster.api_client())
+    try:
+        for app, priority_class in (("keep", high), ("move", "")):
+            body = deployment(app, 0, SMALL, node=node.name)
+            if priority_class:
+                body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+            create(cluster, namespace, body)
+            scale_up(cluster, namespace, app)
+        budgets = {"movesPerHour": CHURN_MOVES_PER_HOUR, "movesPerNode": 10, "movesPerNamespace": 10}
+        write_policy(cluster, server_namespace, namespace, "on", cooldown=f"{CHURN_COOLDOWN_SECONDS}s", **budgets)
+        evictions = Evictions(cluster, namespace)
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        arrived = 0
+        deadline = time.monotonic() + CHURN_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                spread_apart(cluster, namespace)
+                name = f"big-{arrived}"
+                create(cluster, namespace, pod(name, BIG, node=node.name))
+                arrived += 1
+
+                def ran_or_declined(name: str = name) -> bool:
+                    stored = api.read_namespaced_pod(name, namespace)
+                    bound = (stored.metadata.annotations or {}).get("hami.io/bind-phase") == "success"
+                    return bound or bool(said(cluster, namespace, name, "DefragNoPlan"))
+
+                wait_for(ran_or_declined, f"{name} to run or the controller to decline it", timeout=240)
+                api.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        finally:
+            evictions.stop()
+    finally:
+        scheduling.delete_priority_class(high)
+    records = moves_recorded(cluster, namespace)
+    assert arrived > CHURN_MOVES_PER_HOUR and len(records) >= 2, f"the churn asked for more moves: {arrived}, {records}"
+    assert len(records) <= CHURN_MOVES_PER_HOUR, f"more moves than the hour's budget: {records}"
+    for later, (created, moved, _) in enumerate(records):
+        for earlier, pod_then, replacement in records[:later]:
+            if moved in (pod_then, replacement):
+                rested = (created - earlier).total_seconds()
+                assert rested >= CHURN_COOLDOWN_SECONDS, f"{moved} moved again {rested:g} s after its move: {records}"
+    assert sum(evictions.deleted.values()) == len(records), f"the records are every eviction: {evictions.deleted}"

@@ -330,8 +330,9 @@ class DefragController:
     ) -> Look:
         """Says the decision on `about` and, when it acts, carries it out."""
         if not decision.moves:
-            result = "budget" if decision.reason.startswith("budget") else "no_plan"
-            if self._say(about, key, "DefragNoPlan", decision.message or decision.reason):
+            result = next((r for r in ("budget", "blocked") if decision.reason.startswith(r)), "no_plan")
+            reason = "DefragBlocked" if result == "blocked" else "DefragNoPlan"
+            if self._say(about, key, reason, decision.message or decision.reason):
                 self.metrics.runs.labels(trigger, result).inc()
             return Look.budget if result == "budget" else Look.no_plan
         if decision.dry_run:

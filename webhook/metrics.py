@@ -192,8 +192,8 @@ class Metrics:
 
 DEFRAG_TRIGGERS = ("rescue", "keep_room")
 # What a run ended in: moves made, moves only named (dry-run), nothing to do or no plan, refused by the budgets,
-# stopped by a failed move.
-DEFRAG_RUN_RESULTS = ("moved", "dry_run", "no_plan", "budget", "failed")
+# refused by PodDisruptionBudgets (the plan they would allow), stopped by a failed move.
+DEFRAG_RUN_RESULTS = ("moved", "dry_run", "no_plan", "budget", "blocked", "failed")
 # What a move ended in: made and settled, only named, or failed (refused, blocked, not acknowledged, not settled).
 DEFRAG_MOVE_RESULTS = ("done", "dry_run", "blocked", "failed")
 # The kinds of keys in the controller's work queue.

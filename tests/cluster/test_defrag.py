@@ -10,13 +10,18 @@ limited to the test's namespace, `rescue.pendingFor: 1s` and a pass every second
 from __future__ import annotations
 
 import json
+import signal
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+import urllib3
+from kubernetes import client, watch
 
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
@@ -24,6 +29,9 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
+    GROUP,
+    PLURAL,
+    VERSION,
 )
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
@@ -47,6 +55,11 @@ pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
 BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
 POLICY = "defrag-policy"
+# The churn test: how long pods arrive and leave, and the policy it runs under (a short cooldown, a small budget;
+# movesPerNode and movesPerNamespace out of the way, so the hour's budget is the one that binds).
+CHURN_SECONDS = 180
+CHURN_COOLDOWN_SECONDS = 60
+CHURN_MOVES_PER_HOUR = 2
 
 
 @pytest.fixture
@@ -66,7 +79,7 @@ def node(cluster: Sandbox) -> Iterator[GpuNode]:
     delete_nodes(cluster, [made])
 
 
-def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int) -> None:
+def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int | str) -> None:
     """The DefragPolicy ConfigMap for the test's namespace, created or replaced."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
@@ -335,3 +348,239 @@ def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
         "the new leader to undo the move whose pod still runs",
     )
     assert api.read_namespaced_pod(held["move"][0], namespace).metadata.uid == running.metadata.uid
+
+
+def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """Both pods the rescue could move are covered by a PodDisruptionBudget that allows no disruption."""
+    two_pods_one_per_card(cluster, namespace, node)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "hold"},
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["keep", "move"]}]},
+        },
+    }
+    create(cluster, namespace, budget)
+    policy = client.PolicyV1Api(cluster.api_client())
+
+    def at_its_limit() -> bool:
+        status = policy.read_namespaced_pod_disruption_budget("hold", namespace).status
+        return bool(status and status.observed_generation and status.current_healthy == 2) and (
+            status.disruptions_allowed == 0
+        )
+
+    wait_for(at_its_limit, "the disruption controller to count the budget at its limit")
+    before = uids(cluster, namespace)
+    write_policy(cluster, server_namespace, namespace, "on")
+    evictions = Evictions(cluster, namespace)
+    try:
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        pending_big(cluster, namespace, node)
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragBlocked"), "the controller's Event")
+        wait_for(
+            lambda: server.metric('hami_place_defrag_runs_total{result="blocked",trigger="rescue"}') == 1,
+            "the blocked run to be counted",
+        )
+    finally:
+        evictions.stop()
+    assert message.startswith("blocked: "), message
+    assert f"PodDisruptionBudget {namespace}/hold" in message, message
+    assert evictions.deleted == {}, "nothing was evicted"
+    assert before <= uids(cluster, namespace), "the protected pods still run, the same ones"
+    assert placements(cluster, namespace) == [], "no placement is left pinning"
+    assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
+    assert server.metric('hami_place_defrag_runs_total{result="no_plan",trigger="rescue"}') == 0
+
+
+def freeze_when(cluster: Sandbox, namespace: str, replica: Webhook, window: str) -> threading.Event:
+    """Stops (SIGSTOP) the replica the moment its move reaches the window; the event is set once it is stopped.
+
+    `pinned`: the move's placement was created (the replica then waits for the webhook's acknowledgement before it
+    evicts). `evicted`: a pod of the namespace started going away (the replacement has still to be created,
+    scheduled by HAMi and bound before the move settles). Watched, not polled, so the stop lands inside the window.
+    """
+    frozen = threading.Event()
+    if window == "pinned":
+        custom = client.CustomObjectsApi(cluster.api_client())
+        lister: Any = custom.list_namespaced_custom_object
+        args: tuple[str, ...] = (GROUP, VERSION, namespace, PLURAL)
+        since = lister(*args)["metadata"]["resourceVersion"]
+    else:
+        lister, args = client.CoreV1Api(cluster.api_client()).list_namespaced_pod, (namespace,)
+        since = lister(*args).metadata.resource_version
+    watching = watch.Watch()
+
+    def reached(event: dict[str, Any]) -> bool:
+        if window == "pinned":
+            return event["type"] == "ADDED"
+        return event["type"] == "DELETED" or bool(event["object"].metadata.deletion_timestamp)
+
+    def follow() -> None:
+        try:
+            for event in watching.stream(lister, *args, resource_version=since, timeout_seconds=600):
+                if reached(event):
+                    replica.process.send_signal(signal.SIGSTOP)
+                    frozen.set()
+                    watching.stop()
+                    return
+        except urllib3.exceptions.HTTPError:
+            return
+
+    threading.Thread(target=follow, daemon=True).start()
+    return frozen
+
+
+@pytest.mark.parametrize("window", ["pinned", "evicted"])
+def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa: PLR0917 - the fixtures and the window
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any], window: str
+) -> None:
+    """The leader is killed (SIGKILL) after it pinned a move's replacement, before (`pinned`) or after (`evicted`) its
+    eviction; the other replica takes the Lease over and undoes the move whose pod still runs (then makes it
+    itself), or leaves the open placement to the replacement. Either way: one eviction, one placement, and the big
+    pod runs on the freed card."""
+    held = dict(two_pods_one_per_card(cluster, namespace, node).values())
+    write_policy(cluster, server_namespace, namespace, "on")
+    flags = ("--defrag-policy", f"{server_namespace}/{POLICY}", "--defrag-namespace", server_namespace)
+    replicas = []
+    for _ in range(2):
+        replicas.append(start(cluster, serving["tmp_path"], *flags, "--defrag-interval", "1"))
+        serving["webhooks"].append(replicas[-1])
+    register(cluster, serving["configurations"], namespace, [(replica, {}) for replica in replicas])
+    wait_for(lambda: sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1, "one leader")
+    leader, follower = sorted(replicas, key=lambda r: -r.metric("hami_place_defrag_leader"))
+    api = client.CoreV1Api(cluster.api_client())
+    before = {p.metadata.name: p.metadata.uid for p in api.list_namespaced_pod(namespace).items}
+    evictions = Evictions(cluster, namespace)
+    try:
+        frozen = freeze_when(cluster, namespace, leader, window)
+        pending_big(cluster, namespace, node)
+        wait_for(frozen.is_set, f"the leader's move to be {window}", timeout=120, interval=0.05)
+        [move] = placements(cluster, namespace)
+        moved = move["metadata"]["annotations"][DEFRAG_POD_ANNOTATION].split("/", 1)[1]
+        app = moved.split("-", 1)[0]
+        now = {p.metadata.name: p for p in api.list_namespaced_pod(namespace, label_selector=f"app={app}").items}
+        if window == "pinned":
+            still = now.get(moved)
+            assert still is not None and still.metadata.uid == before[moved], "the stop lands before the eviction"
+            assert not still.metadata.deletion_timestamp, "the stop lands before the eviction"
+        bound = [n for n, p in now.items() if n != moved and (p.metadata.annotations or {}).get("hami.io/bind-phase")]
+        assert bound == [], f"the stop lands before the move settled: the replacement {bound} was already bound"
+        leader.process.send_signal(signal.SIGKILL)
+        leader.process.wait()
+        wait_for(lambda: follower.metric("hami_place_defrag_leader") == 1, "the other replica to take the lease over")
+        big = allocation(cluster, namespace, "big", timeout=240)
+        wait_for(
+            lambda: [p["status"].get("phase") for p in placements(cluster, namespace)] == ["Consumed"],
+            "the replacement to consume the one placement",
+        )
+        time.sleep(5)  # a few of the new leader's passes, for a second move to show if it would make one
+    finally:
+        evictions.stop()
+    assert evictions.deleted == {moved: True}, (
+        f"one eviction, by the Eviction API, across the kill: {evictions.deleted}"
+    )
+    [made] = placements(cluster, namespace)
+    assert made["metadata"]["annotations"][DEFRAG_POD_ANNOTATION] == f"{namespace}/{moved}", "nothing pinned twice"
+    [replacement] = [p for p in api.list_namespaced_pod(namespace, label_selector=f"app={app}").items]
+    assert made["status"]["consumedBy"]["name"] == replacement.metadata.name
+    assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"
+    made_again = 1 if window == "pinned" else 0
+    assert follower.metric('hami_place_defrag_moves_total{result="done"}') == made_again, "the new leader's moves"
+    if window == "pinned":
+        assert "was never evicted" in follower.log.read_text(), "the new leader undid the move left half-made"
+
+
+def current_pod(cluster: Sandbox, namespace: str, app: str) -> str:
+    """The one pod of the app that is not going away, once it is the only one and HAMi placed it."""
+    api = client.CoreV1Api(cluster.api_client())
+
+    def alone() -> str:
+        pods = api.list_namespaced_pod(namespace, label_selector=f"app={app}").items
+        return str(pods[0].metadata.name) if len(pods) == 1 and not pods[0].metadata.deletion_timestamp else ""
+
+    name = wait_for(alone, f"the one pod of {app}", timeout=120)
+    allocation(cluster, namespace, name, timeout=120)
+    return name
+
+
+def spread_apart(cluster: Sandbox, namespace: str) -> None:
+    """Fragments the node again when keep and move share a card: keep's pod leaves and its new one arrives on the
+    empty card (HAMi's spread policy)."""
+    keep, move = (current_pod(cluster, namespace, app) for app in ("keep", "move"))
+    if allocation(cluster, namespace, keep).uuids != allocation(cluster, namespace, move).uuids:
+        return
+    cluster.kubectl("scale", "deployment", "keep", "-n", namespace, "--replicas=0")
+    api = client.CoreV1Api(cluster.api_client())
+    wait_for(lambda: not api.list_namespaced_pod(namespace, label_selector="app=keep").items, "keep's pod to leave")
+    keep = scale_up(cluster, namespace, "keep")
+    assert allocation(cluster, namespace, keep).uuids != allocation(cluster, namespace, move).uuids
+
+
+def moves_recorded(cluster: Sandbox, namespace: str) -> list[tuple[datetime, str, str]]:
+    """The controller's own records of its moves, oldest first: (placement created, pod moved, its replacement)."""
+    found = []
+    for made in placements(cluster, namespace):
+        metadata = made["metadata"]
+        if DEFRAG_RUN_LABEL not in (metadata.get("labels") or {}):
+            continue
+        replacement = ((made.get("status") or {}).get("consumedBy") or {}).get("name", "")
+        created = datetime.fromisoformat(metadata["creationTimestamp"])
+        found.append((created, metadata["annotations"][DEFRAG_POD_ANNOTATION], f"{namespace}/{replacement}"))
+    return sorted(found)
+
+
+def test_under_churn_no_pod_moves_twice_within_its_cooldown_nor_beyond_the_hourly_budget(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """For CHURN_SECONDS, big pods arrive one after another, each left once it ran or the controller declined, and
+    keep's pod leaves and comes back on the freed card whenever a move consolidated the node. keep has a higher
+    priority than the big pods, so every rescue needs the same move: move's pod (the replacement of the last one
+    moved) onto keep's card; only the cooldown and the budget stop the controller from making it every time."""
+    high = f"high-{namespace}"
+    scheduling = client.SchedulingV1Api(cluster.api_client())
+    scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
+    api = client.CoreV1Api(cluster.api_client())
+    try:
+        for app, priority_class in (("keep", high), ("move", "")):
+            body = deployment(app, 0, SMALL, node=node.name)
+            if priority_class:
+                body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+            create(cluster, namespace, body)
+            scale_up(cluster, namespace, app)
+        budgets = {"movesPerHour": CHURN_MOVES_PER_HOUR, "movesPerNode": 10, "movesPerNamespace": 10}
+        write_policy(cluster, server_namespace, namespace, "on", cooldown=f"{CHURN_COOLDOWN_SECONDS}s", **budgets)
+        evictions = Evictions(cluster, namespace)
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        arrived = 0
+        deadline = time.monotonic() + CHURN_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                spread_apart(cluster, namespace)
+                name = f"big-{arrived}"
+                create(cluster, namespace, pod(name, BIG, node=node.name))
+                arrived += 1
+
+                def ran_or_declined(name: str = name) -> bool:
+                    stored = api.read_namespaced_pod(name, namespace)
+                    bound = (stored.metadata.annotations or {}).get("hami.io/bind-phase") == "success"
+                    return bound or bool(said(cluster, namespace, name, "DefragNoPlan"))
+
+                wait_for(ran_or_declined, f"{name} to run or the controller to decline it", timeout=240)
+                api.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        finally:
+            evictions.stop()
+    finally:
+        scheduling.delete_priority_class(high)
+    records = moves_recorded(cluster, namespace)
+    assert arrived > CHURN_MOVES_PER_HOUR and len(records) >= 2, f"the churn asked for more moves: {arrived}, {records}"
+    assert len(records) <= CHURN_MOVES_PER_HOUR, f"more moves than the hour's budget: {records}"
+    for later, (created, moved, _) in enumerate(records):
+        for earlier, pod_then, replacement in records[:later]:
+            if moved in (pod_then, replacement):
+                rested = (created - earlier).total_seconds()
+                assert rested >= CHURN_COOLDOWN_SECONDS, f"{moved} moved again {rested:g} s after its move: {records}"
+    assert sum(evictions.deleted.values()) == len(records), f"the records are every eviction: {evictions.deleted}"

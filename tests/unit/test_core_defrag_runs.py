@@ -119,6 +119,25 @@ def test_a_node_budget_spent_this_hour_blocks_a_rescue_that_needs_that_node() ->
     assert decision.reason == "budget: 0 moves left off node a this hour, the rescue needs 2"
 
 
+def test_a_rescue_only_disruption_budgets_stop_is_blocked_and_names_them() -> None:
+    snapshot = one_move()
+    guarded = replace(
+        snapshot,
+        pods=tuple(replace(p, budgets=("team-a/hold",)) for p in snapshot.pods),
+        budgets={"team-a/hold": 0},
+    )
+    decision = decide_run(ON, guarded, waiting(32), [], NOW, "r1")
+    assert decision.moves == ()
+    assert decision.reason == (
+        "blocked: the rescue must evict team-a/q; PodDisruptionBudget team-a/hold allows 0 disruption(s), "
+        "the rescue needs 1"
+    )
+    allowed = decide_run(ON, replace(guarded, budgets={"team-a/hold": 1}), waiting(32), [], NOW, "r1")
+    assert [m.pod for m in allowed.moves] == ["team-a/q"]
+    too_big = decide_run(ON, guarded, waiting(41), [], NOW, "r1")
+    assert too_big.reason.startswith("no plan: "), "no plan at all is not a block"
+
+
 def test_a_higher_priority_pod_is_never_moved_for_a_lower_one() -> None:
     snapshot = two_moves()
     high = ("p1", "q", "r", "s")

@@ -4,7 +4,8 @@ The planner already refuses DaemonSet, static, controller-less, `do-not-move` an
 each PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out,
 pods in their cooldown, and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by
 what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
-than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts).
+than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
+PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go).
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
             unbounded = plan(held_snapshot, goal, _unbounded(policy))
             if unbounded.complete and unbounded.moves:
                 return nothing(_over_budget(unbounded.moves, left), result, held)
+            blocked = _blocked_by_disruption_budgets(held_snapshot, goal, policy)
+            if blocked:
+                return nothing(blocked, result, held)
             return nothing("no plan: " + " ".join(result.reasons), result, held)
         if not result.moves:
             where = f" on {result.target[0]}" if result.target else ""
@@ -149,6 +153,26 @@ def _hold(
 def _unbounded(policy: DefragPolicy) -> Limits:
     """Limits with only the plan's own bound: how many moves a rescue would need were the budgets untouched."""
     return Limits(max_moves=policy.max_moves_per_plan, max_moves_per_node=policy.max_moves_per_plan)
+
+
+def _blocked_by_disruption_budgets(snapshot: Snapshot, goal: Goal, policy: DefragPolicy) -> str:
+    """Which PodDisruptionBudgets alone stop a rescue, in words (`blocked: ...`), when the plan they would allow is
+    complete; "" when the rescue has no plan either way."""
+    lifted = {budget: len(snapshot.pods) for pod in snapshot.pods for budget in pod.budgets}
+    unguarded = plan(replace(snapshot, budgets=lifted), goal, _unbounded(policy))
+    if not (unguarded.complete and unguarded.moves):
+        return ""
+    protected = {pod.key: pod.budgets for pod in snapshot.pods}
+    evicted = Counter(budget for move in unguarded.moves for budget in protected.get(move.pod, ()))
+    spent = [
+        f"PodDisruptionBudget {budget} allows {snapshot.budgets.get(budget, 0)} disruption(s), the rescue needs {count}"
+        for budget, count in sorted(evicted.items())
+        if count > snapshot.budgets.get(budget, 0)
+    ]
+    if not spent:
+        return ""
+    pods = ", ".join(move.pod for move in unguarded.moves)
+    return f"blocked: the rescue must evict {pods}; " + "; ".join(spent)
 
 
 def _over_budget(moves: tuple[Move, ...], left: Allowance) -> str:

@@ -268,7 +268,7 @@ def _summary_by_definition(info: ClusterInfo) -> Fragmentation:
     for node in info.nodes:
         free = [free_of(card) for card in node.cards if is_open(node, card)]
         whole = sum(1 for card in node.cards if is_open(node, card) and card.slots_used == 0)
-        stranded = sum(free_of(card) for card in node.cards if is_open(node, card) and card.slots_used > 0)
+        stranded = sum(free_of(card) for card in node.cards if is_open(node, card) and card.slots_used != 0)
         per_node.append(NodeFragmentation(node.name, len(free), whole, sum(free), max(free, default=0), stranded))
     return Fragmentation(
         open_cards=sum(n.open_cards for n in per_node),

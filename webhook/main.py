@@ -334,6 +334,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.finished_ttl < 0:
         _fail("hami-place-webhook: --finished-ttl must be 0 (keep) or a positive number of seconds")
+        return 2
     if args.claim_grace <= 0:
         _fail("hami-place-webhook: --claim-grace must be a positive number of seconds")
         return 2

@@ -533,6 +533,7 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
         (["--shutdown-grace", "-1"], "--shutdown-grace must be 0..3600 seconds"),
         (["--idle-timeout", "0"], "--idle-timeout must be 1..3600 seconds"),
         (["--claim-grace", "0"], "--claim-grace must be a positive number of seconds"),
+        (["--finished-ttl", "-1"], "--finished-ttl must be 0 (keep) or a positive number of seconds"),
     ],
 )
 def test_serve_refuses_timeouts_out_of_range(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -80,6 +80,22 @@ def is_json(content_type: str) -> bool:
     return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
 
 
+def screen(path: str, method: str, headers: Mapping[bytes, bytes]) -> ClientMistake | None:
+    """The webhook's HTTP rules for a request that is not the self-probe's GET /healthz, in one place for the
+    connection's fast path and the ASGI app: None for a POST /mutate whose body may be read (JSON, no longer than
+    MAX_REVIEW_BYTES when its length is told), else the client's mistake."""
+    if path != "/mutate":
+        return ClientMistake(404, f"no such path {path!r}; the webhook serves POST /mutate and GET /healthz")
+    if method != "POST":
+        return ClientMistake(405, f"{method} is not allowed on /mutate; POST an AdmissionReview")
+    if not is_json(headers.get(b"content-type", b"").decode("latin-1")):
+        return ClientMistake(415, "send the AdmissionReview as application/json")
+    length = headers.get(b"content-length", b"")
+    if length.isdigit() and int(length) > MAX_REVIEW_BYTES:
+        return ClientMistake(413, too_large())
+    return None
+
+
 class MutateApp:
     """POST /mutate within the webhook's timeoutSeconds; GET /healthz for the self-probe behind /readyz."""
 
@@ -124,18 +140,11 @@ class MutateApp:
             if method not in ("GET", "HEAD"):
                 raise ClientMistake(405, f"{method} is not allowed on /healthz; use GET")
             return 200, HEALTHY
-        if path != "/mutate":
-            raise ClientMistake(404, f"no such path {path!r}; the webhook serves POST /mutate and GET /healthz")
-        if method != "POST":
-            raise ClientMistake(405, f"{method} is not allowed on /mutate; POST an AdmissionReview")
         started = time.perf_counter()
         deadline = Deadline.for_webhook_timeout(self.admission_timeout)
-        headers = dict(scope["headers"])
-        if not is_json(headers.get(b"content-type", b"").decode("latin-1")):
-            raise ClientMistake(415, "send the AdmissionReview as application/json")
-        length = headers.get(b"content-length", b"")
-        if length.isdigit() and int(length) > MAX_REVIEW_BYTES:
-            raise ClientMistake(413, too_large())
+        mistake = screen(path, method, dict(scope["headers"]))
+        if mistake is not None:
+            raise mistake
         try:
             async with asyncio.timeout(deadline.remaining()):  # a timer on this task, not a task of its own
                 data = await read_body(receive, self.bodies)

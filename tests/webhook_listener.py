@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from webhook.listener import HEADER_SECONDS, IDLE_SECONDS, MAX_CONNECTIONS, MutateListener, drain
 from webhook.mutate import MutateApp
-from webhook.server import HEADER_SECONDS, IDLE_SECONDS, MAX_CONNECTIONS, MutateListener, drain
 from webhook.tls import ReloadingCertificate
 
 STARTUP_SECONDS = 10.0

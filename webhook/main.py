@@ -36,9 +36,10 @@ from webhook.certs import (
     usable_issuer,
 )
 from webhook.defrag import INTERVAL_SECONDS, DefragOptions
+from webhook.listener import IDLE_SECONDS, MAX_CONNECTIONS
 from webhook.logs import log_json
 from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
-from webhook.server import IDLE_SECONDS, MAX_CONNECTIONS, ServeOptions, serve
+from webhook.server import ServeOptions, serve
 
 log = logging.getLogger("hami-place-webhook")
 

@@ -16,9 +16,9 @@ from tests.fuzz.strategies import FUZZ, json_values
 from tests.unit.test_webhook_api import admitter, filled_cache, placement
 from tests.webhook_listener import serving
 from webhook.certs import generate
+from webhook.listener import MutateListener
 from webhook.metrics import Metrics
 from webhook.mutate import MutateApp
-from webhook.server import MutateListener
 
 TIMEOUT = 10.0
 # The listener's admission timeout and idle limit, short so that a request whose framing is off ends quickly.

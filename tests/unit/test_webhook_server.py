@@ -29,13 +29,15 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from kubectl_hami_place.core.reviews import Review
 from tests.unit.test_webhook_api import READERS, filled_cache
 from tests.webhook_listener import call, serving
+from webhook import allocator
+from webhook import listener as webhook_listener
 from webhook import server as webhook_server
 from webhook.api import api_app
 from webhook.certs import CertBundle, generate
+from webhook.listener import MAX_HEADER_BYTES, MutateListener, MutateProbe, drain
 from webhook.main import main
 from webhook.metrics import Metrics
 from webhook.mutate import BodyBudget, MutateApp
-from webhook.server import MAX_HEADER_BYTES, MutateListener, MutateProbe, drain
 from webhook.tls import certificate_names, named_client
 
 # What the API server waits for a webhook by default.
@@ -171,7 +173,7 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_limit(
 ) -> None:
     """Neither a TCP client that never completes its handshake nor a TLS client that never sends a request keeps
     its socket: the handshake deadline closes the first, the idle limit the second."""
-    monkeypatch.setattr(webhook_server, "HANDSHAKE_SECONDS", 0.5)
+    monkeypatch.setattr(webhook_listener, "HANDSHAKE_SECONDS", 0.5)
     with serving(app, tmp_path, idle_seconds=1) as listener:
         with socket.create_connection(("127.0.0.1", listener.port), timeout=TIMEOUT) as half_open:
             half_open.sendall(PARTIAL_CLIENT_HELLO)
@@ -342,7 +344,7 @@ def test_a_stalled_event_loop_shows_in_its_lag(served: MutateListener, bundle: C
     """The lag histogram counts the loop's own timer waking late while an admission held the loop."""
     lag = served.app.metrics.loop_lag
     assert post(served.port, bundle.ca_crt, "stall")[0] == "HTTP/1.1 200 OK"
-    time.sleep(2 * webhook_server.LAG_PROBE_SECONDS)
+    time.sleep(2 * webhook_listener.LAG_PROBE_SECONDS)
     assert sample(lag, "_bucket", le="0.1") < sample(lag, "_count"), "no wake-up as late as the stall"
 
 
@@ -405,7 +407,7 @@ class _Connection:
 def test_a_cycle_alive_at_a_full_collection_after_the_warm_up_freeze_is_still_freed_once_dropped() -> None:
     stop = threading.Event()
     try:
-        webhook_server.freeze_when_synced(filled_cache([], []), stop)
+        allocator.freeze_when_synced(filled_cache([], []), stop)
         frozen = gc.get_freeze_count()
         assert frozen > 0, "the warm-up freeze took the objects alive then"
         connection = _Connection()

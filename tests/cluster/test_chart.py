@@ -570,7 +570,14 @@ def test_helm_test_job_checks_the_service_with_the_release_ca_and_no_account(hel
     )
     assert brought["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--ca-data=Zm9v"
     assert "volumes" not in brought["spec"]["template"]["spec"]
-    mutual = helm_test_job(render(helm, "server.clientCA.configMap=apiserver-client-ca", tests=True))
+    mutual = helm_test_job(
+        render(
+            helm,
+            "server.clientCA.configMap=apiserver-client-ca",
+            "server.clientCA.names={kube-apiserver-webhook-client}",
+            tests=True,
+        )
+    )
     assert mutual["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "check",
         "--api-url=http://gpu-descheduler-webhook.kube-system.svc:8083",
@@ -1103,14 +1110,15 @@ def test_server_runs_with_the_chart_args_and_account(
         ca_file = tmp_path / "ca.crt"
         ca_file.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
         check = [
-            *helm_test_args(helm, release, namespace, f"127.0.0.1:{api_port}", f"127.0.0.1:{webhook_port}"),
+            # The certificate names localhost, as the Service's name is in a cluster.
+            *helm_test_args(helm, release, namespace, f"localhost:{api_port}", f"localhost:{webhook_port}"),
             f"--ca-file={ca_file}",
         ]
         checked = subprocess.run([str(WEBHOOK), *check], capture_output=True, text=True, timeout=60, check=False)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert checked.stdout.splitlines() == [
-            f"webhook https://127.0.0.1:{webhook_port}/mutate: ok",
-            f"api http://127.0.0.1:{api_port}: ok",
+            f"webhook https://localhost:{webhook_port}/mutate: ok",
+            f"api http://localhost:{api_port}: ok",
         ]
         # The kubelet sends SIGTERM and kills after terminationGracePeriodSeconds (30 by default).
         server.terminate()

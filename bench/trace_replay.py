@@ -1667,7 +1667,7 @@ def more_runs(report: dict[str, Any]) -> list[str]:
     inflation figures at 100% asked and the timeline's, each beside its target."""
     commands = "; ".join(f"`nice -n 10 .venv/bin/{c}`" for c in report["commands"] if "--combine" not in c)
     lines = [
-        "**With more planner runs** (now that a run costs at most about half a second; "
+        "**With more planner runs** (now that a run costs about a second at most on this loaded box, not 15 s; "
         f"{commands}{'; ' + report['note'] if report.get('note') else ''}). Inflation at 100% asked load (target: "
         "unplaced at most a quarter of HAMi's best policy alone, at most 0.05 evictions per placed task):",
         "",
@@ -1719,6 +1719,19 @@ def more_runs(report: dict[str, Any]) -> list[str]:
                 + _runs(c)
                 + f" | <= {v['best_alone_gpu_hours'] / 2:,.1f}: **{verdict(v['pending_ok'] and v['evictions_ok'])}** |"
             )
+        for r in results:
+            c = r["controller"]
+            if c and "no_plan_budget" in c:
+                lines += [
+                    "",
+                    f"Why {r['label']} still misses: of its {c['rescue_runs']} planner runs, "
+                    f"{c['no_plan_multi']} found no plan for a task of whole cards, {c['no_plan_share']} for a share, "
+                    f"{c['no_plan_budget']} only beyond the run's moves, {c['search_stopped']} stopped at the search "
+                    "bound; "
+                    f"{c['skipped_cpu_memory']} rescues were not planned since no node had the task's CPU and memory. "
+                    "Three times the runs of the main table rescued few more tasks: the waiting tasks mostly ask whole "
+                    "cards, which a run of at most 4 moves rarely frees on one node.",
+                ]
     return [*lines, ""]
 
 

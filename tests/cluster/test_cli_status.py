@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,11 +24,11 @@ import yaml
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.kube import client as kube_client
 from kubectl_hami_place.kube import cluster as kube_cluster
+from kubectl_hami_place.kube import list_body
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address, wait_for
-from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin
 
 pytestmark = pytest.mark.cluster
@@ -284,7 +283,7 @@ def test_status_computed_from_the_api_reads_pods_batch_by_batch_and_counts_them_
                 batches.append(len(batch))
             yield batch
 
-    monkeypatch.setattr(kube_client, "LIST_BATCH_BYTES", 1)
+    monkeypatch.setattr(list_body, "LIST_BATCH_BYTES", 1)
     monkeypatch.setattr(kube_cluster, "list_batches", counted)
     monkeypatch.setattr(kube_cluster, "find_webhook_services", lambda _kube: [])
     paged = kube_cluster.read_cluster_info(kube).info
@@ -395,19 +394,3 @@ def test_watch_redraws_in_place_on_a_terminal(cluster: Sandbox) -> None:
     # The second frame moves the cursor back up over the first instead of printing below it.
     assert b"\x1b[1A" in seen or b"\x1b[2K" in seen
     assert seen.count(b"Card types") >= 2
-
-
-def test_status_says_the_webhook_port_is_open_when_nothing_restricts_who_posts_reviews(
-    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook]
-) -> None:
-    address = primary_address()
-    if address is None:
-        pytest.skip("no non-loopback IPv4 address to serve on; the API server does not proxy to loopback")
-    webhook = start(cluster, tmp_path, "--bind-address", "0.0.0.0")  # neither a client CA nor a NetworkPolicy
-    webhooks.append(webhook)
-    route_webhook_service(cluster, namespace, address, webhook.api_port)
-    run = plugin(cluster, "status")
-    assert run.code == 0, run.err
-    assert f"Source: webhook {namespace}/hami-place:8083" in run.out
-    said = " ".join(run.err.split())  # the console may wrap the line
-    assert f"warning: the webhook port {webhook.port} takes an AdmissionReview from anyone who can reach it" in said

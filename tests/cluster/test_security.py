@@ -423,6 +423,26 @@ def test_status_reads_the_webhook_for_a_user_with_the_rights_and_computes_the_vi
     assert [node["name"] for node in admin["nodes"]] == [node["name"] for node in run["nodes"]]
 
 
+def test_status_says_the_webhook_port_is_open_when_nothing_restricts_who_posts_reviews(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], cluster_roles: list[str]
+) -> None:
+    webhook, address = exposed_webhook(cluster, tmp_path, webhooks)  # neither a client CA nor a NetworkPolicy
+    route_service_proxy(cluster, namespace, address, webhook.api_port)
+    reader = account_token(cluster, namespace, "reader", READ_DOCUMENTS + REACH_THE_WEBHOOK, cluster_roles)
+    proc = subprocess.run(
+        [str(PLUGIN), "status", "--kubeconfig", str(token_kubeconfig(cluster, tmp_path, reader))],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"Source: webhook {namespace}/hami-place:8083" in proc.stdout
+    said = " ".join(proc.stderr.split())  # the console may wrap the line
+    assert f"warning: the webhook port {webhook.port} takes an AdmissionReview from anyone who can reach it" in said
+
+
 def status_json(kubeconfig: Path) -> dict[str, Any]:
     """`kubectl hami-place status -o json` with that kubeconfig."""
     proc = subprocess.run(

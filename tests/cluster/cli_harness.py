@@ -133,3 +133,51 @@ def custom_node(name: str, register: str | None) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, "annotations": annotations},
     }
+
+
+def route_webhook_service(cluster: Sandbox, namespace: str, address: str, port: int) -> None:
+    """A webhook Service in the namespace whose api port leads to `address:port`, as `status` finds the chart's."""
+    labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
+    # The service proxy only dials endpoint addresses backed by a pod with that IP: a host-network pod stands in.
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "webhook-stand-in", "namespace": namespace},
+            "spec": {
+                "nodeName": "gpu-a100-1",
+                "hostNetwork": True,
+                "containers": [{"name": "api", "image": "registry.invalid/stand-in:1"}],
+            },
+        },
+    )
+    ip_status = json.dumps({"status": {"podIP": address, "podIPs": [{"ip": address}]}})
+    cluster.kubectl(
+        "patch", "pod", "webhook-stand-in", "-n", namespace, "--subresource=status", "--type=merge", "-p", ip_status
+    )
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
+            "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": port}]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
+            "subsets": [
+                {
+                    "addresses": [
+                        {
+                            "ip": address,
+                            "targetRef": {"kind": "Pod", "name": "webhook-stand-in", "namespace": namespace},
+                        }
+                    ],
+                    "ports": [{"name": "api", "port": port}],
+                }
+            ],
+        },
+    )

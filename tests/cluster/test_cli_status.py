@@ -29,7 +29,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address, wait_for
-from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin
+from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin, route_webhook_service
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -197,54 +197,6 @@ def cluster_info_server() -> Iterator[tuple[str, int, dict[str, Any]]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def route_webhook_service(cluster: Sandbox, namespace: str, address: str, port: int) -> None:
-    """A webhook Service in the namespace whose api port leads to `address:port`."""
-    labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
-    # The service proxy only dials endpoint addresses backed by a pod with that IP: a host-network pod stands in.
-    apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "webhook-stand-in", "namespace": namespace},
-            "spec": {
-                "nodeName": "gpu-a100-1",
-                "hostNetwork": True,
-                "containers": [{"name": "api", "image": "registry.invalid/stand-in:1"}],
-            },
-        },
-    )
-    ip_status = json.dumps({"status": {"podIP": address, "podIPs": [{"ip": address}]}})
-    cluster.kubectl(
-        "patch", "pod", "webhook-stand-in", "-n", namespace, "--subresource=status", "--type=merge", "-p", ip_status
-    )
-    apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
-            "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": port}]},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Endpoints",
-            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
-            "subsets": [
-                {
-                    "addresses": [
-                        {
-                            "ip": address,
-                            "targetRef": {"kind": "Pod", "name": "webhook-stand-in", "namespace": namespace},
-                        }
-                    ],
-                    "ports": [{"name": "api", "port": port}],
-                }
-            ],
-        },
-    )
 
 
 def test_status_reads_the_webhook_through_the_service_proxy(

@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE, req_id_guard_name
 from sandbox.cluster import AUDITED_USER, Sandbox, primary_address, wait_for
 from sandbox.webhook import Webhook, start
-from tests.cluster.cli_harness import PLUGIN, apply
+from tests.cluster.cli_harness import PLUGIN, apply, route_webhook_service
 from tests.cluster.webhook_harness import (
     GROUP,
     PLURAL,
@@ -405,7 +405,7 @@ def test_status_reads_the_webhook_for_a_user_with_the_rights_and_computes_the_vi
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], cluster_roles: list[str]
 ) -> None:
     webhook, address = exposed_webhook(cluster, tmp_path, webhooks)
-    route_service_proxy(cluster, namespace, address, webhook.api_port)
+    route_webhook_service(cluster, namespace, address, webhook.api_port)
     # No right to list nodes: the view can only have come from the webhook.
     reader = account_token(cluster, namespace, "reader", READ_DOCUMENTS + REACH_THE_WEBHOOK, cluster_roles)
     source = f"webhook {namespace}/hami-place:8083 (/api/v1/cluster-info)"
@@ -427,7 +427,7 @@ def test_status_says_the_webhook_port_is_open_when_nothing_restricts_who_posts_r
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], cluster_roles: list[str]
 ) -> None:
     webhook, address = exposed_webhook(cluster, tmp_path, webhooks)  # neither a client CA nor a NetworkPolicy
-    route_service_proxy(cluster, namespace, address, webhook.api_port)
+    route_webhook_service(cluster, namespace, address, webhook.api_port)
     reader = account_token(cluster, namespace, "reader", READ_DOCUMENTS + REACH_THE_WEBHOOK, cluster_roles)
     proc = subprocess.run(
         [str(PLUGIN), "status", "--kubeconfig", str(token_kubeconfig(cluster, tmp_path, reader))],
@@ -465,54 +465,6 @@ def token_kubeconfig(cluster: Sandbox, tmp_path: Path, token: str) -> Path:
     path = tmp_path / f"token-{uuid.uuid4().hex[:6]}.kubeconfig"
     path.write_text(json.dumps(config))
     return path
-
-
-def route_service_proxy(cluster: Sandbox, namespace: str, address: str, port: int) -> None:
-    """A Service labelled as the webhook's, whose Endpoints are `address:port`, backed by a host-network pod with that
-    IP (the API server's service proxy dials only endpoints of a pod with the address)."""
-    labels = {"app.kubernetes.io/name": "gpu-descheduler-webhook"}
-    apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "webhook-stand-in", "namespace": namespace},
-            "spec": {
-                "nodeName": "gpu-a100-1",
-                "hostNetwork": True,
-                "containers": [{"name": "api", "image": "registry.invalid/stand-in:1"}],
-            },
-        },
-    )
-    ip_status = json.dumps({"status": {"podIP": address, "podIPs": [{"ip": address}]}})
-    cluster.kubectl(
-        "patch", "pod", "webhook-stand-in", "-n", namespace, "--subresource=status", "--type=merge", "-p", ip_status
-    )
-    apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
-            "spec": {"ports": [{"name": "api", "port": 8083, "targetPort": port}]},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Endpoints",
-            "metadata": {"name": "hami-place", "namespace": namespace, "labels": labels},
-            "subsets": [
-                {
-                    "addresses": [
-                        {
-                            "ip": address,
-                            "targetRef": {"kind": "Pod", "name": "webhook-stand-in", "namespace": namespace},
-                        }
-                    ],
-                    "ports": [{"name": "api", "port": port}],
-                }
-            ],
-        },
-    )
 
 
 SLOW_CLIENTS = 2000

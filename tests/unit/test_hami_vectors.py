@@ -480,6 +480,20 @@ def test_topology_aware_reads_the_pair_scores_from_the_node() -> None:
     assert fit_pod_on_node(annotated, pod, []).devices == (("GPU-1",),)
 
 
+def test_why_names_the_card_topology_aware_picks_by_the_nodes_pair_scores() -> None:
+    """device.go Fit under topology-aware: `why` reads the node's pair scores as HAMi does, so its verdict names the
+    combination whose pair scores sum highest (GPU-0 and GPU-2 here), not the first cards of the plain policy."""
+    ready = {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"nvidia.com/gpu": "30"}}
+    cards = [{**CARD, "id": f"GPU-{i}", "index": i} for i in range(3)]
+    entries = [{"uuid": uuid, "score": score} for uuid, score in PAIRS.items()]
+    nodes = [{**node(cards, **{PAIR_SCORE_ANNOTATION: json.dumps(entries)}), "status": ready}]
+    snapshot, _ = snapshot_from_objects(nodes, [], [], datetime(2026, 1, 1, tzinfo=UTC))
+    annotations = {"hami.io/gpu-scheduler-policy": "topology-aware"}
+    pod = PlanPod("ns", "p", (card_request(2, memreq=100, coresreq=10),), annotations=annotations)
+    [verdict] = why(snapshot, pod)
+    assert verdict.fits and verdict.message == "HAMi places it on gpu-2, gpu-0", verdict.message
+
+
 def test_the_pin_applies_hamis_default_gpu_policy_to_a_pod_naming_none() -> None:
     """device.go Fit: GetGPUSchedulerPolicyByPod(device.GPUSchedulerPolicy, pod) — the --gpu-scheduler-policy default
     applies when the pod names no hami.io/gpu-scheduler-policy; mutex refuses a card in use."""

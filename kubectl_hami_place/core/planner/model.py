@@ -28,12 +28,14 @@ replay's slowest search that found a plan took 62,000 steps, one that found none
 
 @dataclass(frozen=True)
 class PlanNode:
-    """A GPU node: its cards, whether new pods may land on it, and its device-cordoned card UUIDs."""
+    """A GPU node: its cards, whether new pods may land on it, its device-cordoned card UUIDs, and its cards' pair
+    scores (`hami.io/node-nvidia-score`, by card UUID; None without them), which HAMi's topology-aware policy reads."""
 
     name: str
     cards: tuple[Card, ...]
     schedulable: bool = True
     cordoned: frozenset[str] = frozenset()
+    pair_scores: Mapping[str, Mapping[str, int]] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster import build_cluster_info
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
@@ -34,12 +35,14 @@ def snapshot_from_objects(
     nodes, pods = list(nodes), list(pods)
     info = build_cluster_info(nodes, pods, now)
     labels = node_labels(nodes)
+    scores = _pair_scores(nodes)
     plan_nodes = tuple(
         PlanNode(
             name=node.name,
             cards=tuple(card.card() for card in node.cards),
             schedulable=node.usable,
             cordoned=frozenset(card.uuid for card in node.cards if card.cordoned),
+            pair_scores=scores.get(node.name),
         )
         for node in info.nodes
     )
@@ -74,6 +77,22 @@ def snapshot_from_objects(
         )
         plan_pods.append(replace(plan_pod, budgets=covering))
     return Snapshot(nodes=plan_nodes, pods=tuple(plan_pods), budgets=allowed), tuple(warnings)
+
+
+def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Each node's cards' pair scores by node name, for the nodes that carry readable ones (a node whose scores HAMi
+    cannot read is unregistered, so it has no cards in the snapshot anyway)."""
+    result = {}
+    for node in nodes:
+        metadata = _mapping(node.get("metadata"))
+        text = _mapping(metadata.get("annotations")).get(PAIR_SCORE_ANNOTATION)
+        if text is None:
+            continue
+        try:
+            result[str(metadata.get("name", ""))] = pair_scores(text)
+        except ModelError:
+            continue
+    return result
 
 
 def node_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

@@ -67,6 +67,7 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
     A usable, selected node's verdict is HAMi's own (`fit.fit_pod`), with its `FailedNodes` text as the message.
     """
     state = State(snapshot, Limits())
+    scores = {node.name: node.pair_scores for node in snapshot.nodes}
     result = []
     for node, slots in state.by_node.items():
         cards = tuple(
@@ -87,6 +88,7 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
                 pod.annotations,
                 cordoned=frozenset(slot.card.uuid for slot in slots if slot.cordoned),
                 config=config,
+                pair_scores=scores.get(node),
             )
             if hami.ok:
                 chosen = [state.by_uuid[uuid].card for uuid in dict.fromkeys(_flat(hami.devices))]

@@ -9,11 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from sandbox.cluster import Sandbox, alive, stop_on_signals
 from sandbox.prepare import prepare
 
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
+
+# Tests never assert on timings: Hypothesis's per-example deadline and its "generation is slow" check are both
+# timings, and both failed examples that pass when the two cores are busy with the sandboxes of the same run.
+settings.register_profile("untimed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("untimed")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -4,6 +4,7 @@ docs/architecture.md say the same numbers."""
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import inspect
 import os
@@ -62,6 +63,25 @@ def test_every_serve_default_comes_from_the_settings_module(serve_flags: dict[st
         else:
             # A flag off by default: nothing to keep in the settings module.
             assert action.default in (None, "", []), f"--{dest} has a default outside webhook/settings.py"
+
+
+def test_the_flags_and_serve_options_name_the_settings_rather_than_repeat_a_value() -> None:
+    """Equal values could still be written twice: the flags' and ServeOptions' defaults must read DEFAULTS."""
+    written: dict[str, str] = {}
+    for call in ast.walk(ast.parse((ROOT / "webhook" / "main.py").read_text())):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+            flag = call.args[0]
+            dest = flag.value[2:].replace("-", "_") if isinstance(flag, ast.Constant) else ""
+            default = next((keyword.value for keyword in call.keywords if keyword.arg == "default"), None)
+            if dest in FIELDS and default is not None:
+                written[f"--{dest.replace('_', '-')}"] = ast.unparse(default)
+    server = ast.parse((ROOT / "webhook" / "server.py").read_text())
+    options = next(node for node in server.body if isinstance(node, ast.ClassDef) and node.name == "ServeOptions")
+    for line in options.body:
+        if isinstance(line, ast.AnnAssign) and isinstance(line.target, ast.Name) and line.target.id in FIELDS:
+            written[f"ServeOptions.{line.target.id}"] = ast.unparse(line.value) if line.value else ""
+    assert len(written) == len(FIELDS) + len(FIELDS - {"defrag_interval"})
+    assert {where: code for where, code in written.items() if "DEFAULTS." not in code} == {}
 
 
 def test_the_servers_parts_default_to_the_same_settings() -> None:

@@ -9,8 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from webhook.listener import HEADER_SECONDS, IDLE_SECONDS, MAX_CONNECTIONS, MutateListener, drain
+from webhook.listener import HEADER_SECONDS, MutateListener, drain
 from webhook.mutate import MutateApp
+from webhook.settings import DEFAULTS
 from webhook.tls import ReloadingCertificate
 
 STARTUP_SECONDS = 10.0
@@ -22,9 +23,9 @@ def serving(
     certs: Path,
     *,
     client_ca: str = "",
-    idle_seconds: float = IDLE_SECONDS,
+    idle_seconds: float = DEFAULTS.idle_timeout,
     header_seconds: float = HEADER_SECONDS,
-    max_connections: int = MAX_CONNECTIONS,
+    max_connections: int = DEFAULTS.max_connections,
     client_names: frozenset[str] = frozenset(),
 ) -> Iterator[MutateListener]:
     """The listener on a free loopback port with the certificate in `certs` (tls.crt, tls.key); drained on exit."""

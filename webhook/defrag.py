@@ -98,12 +98,12 @@ from kubectl_hami_place.kube.watch import (
 )
 from webhook.cache import ClusterCache
 from webhook.metrics import DefragMetrics
+from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "hami-place-defrag"
-INTERVAL_SECONDS = 10.0
 MOVE_TIMEOUT_SECONDS = 180.0
 SETTLE_POLL_SECONDS = 1.0
 # The caches are stale when a watch brought no list, event or bookmark for longer than a watch lasts: no plan then.
@@ -129,8 +129,8 @@ class DefragOptions:
     policy_name: str
     lease_namespace: str
     identity: str
-    scheduler_name: str = "hami-scheduler"
-    interval: float = INTERVAL_SECONDS
+    scheduler_name: str = DEFAULTS.scheduler_name
+    interval: float = DEFAULTS.defrag_interval
     ack_timeout: float = moves.ACK_TIMEOUT_SECONDS
     move_timeout: float = MOVE_TIMEOUT_SECONDS
     lease: LeaseTimes = field(default_factory=LeaseTimes)

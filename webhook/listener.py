@@ -29,19 +29,13 @@ from webhook.mutate import (
     error_body,
     screen,
 )
+from webhook.settings import DEFAULTS
 from webhook.tls import certificate_names, named_client
 
 log = logging.getLogger(__name__)
 
 # The listen backlog: connections the kernel holds until the event loop accepts them.
 LISTEN_BACKLOG = 1024
-# A connection that sends nothing for this long is closed, before its first request as after its last; longer
-# than the API server's own idle timeout for its webhook connections (90 s), so the client closes first.
-IDLE_SECONDS = 120
-# Connections the /mutate listener holds at once (TLS handshake done). At the cap, a new connection closes the
-# oldest one that has carried no review yet (slow and idle clients go first; the API server's keep-alive connections,
-# which carry reviews, stay); when every one has carried a review, the new one is closed.
-MAX_CONNECTIONS = 1024
 # A request's header (request line and fields) may be this long; a longer one closes the connection. The API
 # server's is a few hundred bytes; httptools, under uvicorn, would buffer a field without bound.
 MAX_HEADER_BYTES = 64 * 1024
@@ -72,7 +66,9 @@ class Connections:
     """The /mutate listener's open connections, oldest first, within `cap`; with `client_names`, only a client
     certificate carrying one of them is served (the TLS context has verified it against the client CA)."""
 
-    def __init__(self, metrics: Metrics, cap: int = MAX_CONNECTIONS, client_names: frozenset[str] = frozenset()):
+    def __init__(
+        self, metrics: Metrics, cap: int = DEFAULTS.max_connections, client_names: frozenset[str] = frozenset()
+    ):
         self.metrics = metrics
         self.cap = cap
         self.client_names = client_names
@@ -340,9 +336,9 @@ class MutateListener:
         app: MutateApp,
         context: ssl.SSLContext,
         *,
-        idle_seconds: float = IDLE_SECONDS,
+        idle_seconds: float = DEFAULTS.idle_timeout,
         header_seconds: float = HEADER_SECONDS,
-        max_connections: int = MAX_CONNECTIONS,
+        max_connections: int = DEFAULTS.max_connections,
         client_names: frozenset[str] = frozenset(),
     ) -> None:
         family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET

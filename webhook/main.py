@@ -35,11 +35,10 @@ from webhook.certs import (
     still_good,
     usable_issuer,
 )
-from webhook.defrag import INTERVAL_SECONDS, DefragOptions
-from webhook.listener import IDLE_SECONDS, MAX_CONNECTIONS
+from webhook.defrag import DefragOptions
 from webhook.logs import log_json
-from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS
 from webhook.server import ServeOptions, serve
+from webhook.settings import DEFAULTS
 
 log = logging.getLogger("hami-place-webhook")
 
@@ -83,22 +82,27 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--webhook-port",
         type=int,
-        default=_env_int("HAMI_PLACE_WEBHOOK_PORT", 8443),
-        help="HTTPS port of /mutate [HAMI_PLACE_WEBHOOK_PORT] (default 8443)",
+        default=_env_int("HAMI_PLACE_WEBHOOK_PORT", DEFAULTS.webhook_port),
+        help=f"HTTPS port of /mutate [HAMI_PLACE_WEBHOOK_PORT] (default {DEFAULTS.webhook_port})",
     )
     run.add_argument(
         "--api-port",
         type=int,
-        default=_env_int("HAMI_PLACE_API_PORT", 8083),
-        help="HTTP port of the API, metrics and probes [HAMI_PLACE_API_PORT] (default 8083)",
+        default=_env_int("HAMI_PLACE_API_PORT", DEFAULTS.api_port),
+        help=f"HTTP port of the API, metrics and probes [HAMI_PLACE_API_PORT] (default {DEFAULTS.api_port})",
     )
     run.add_argument(
         "--probe-port",
         type=int,
-        default=_env_int("HAMI_PLACE_PROBE_PORT", 8084),
-        help="HTTP port of /healthz and /readyz alone, for the kubelet's probes [HAMI_PLACE_PROBE_PORT] (default 8084)",
+        default=_env_int("HAMI_PLACE_PROBE_PORT", DEFAULTS.probe_port),
+        help="HTTP port of /healthz and /readyz alone, for the kubelet's probes [HAMI_PLACE_PROBE_PORT] "
+        f"(default {DEFAULTS.probe_port})",
     )
-    run.add_argument("--bind-address", default="0.0.0.0", help="address both listeners bind (default 0.0.0.0)")
+    run.add_argument(
+        "--bind-address",
+        default=DEFAULTS.bind_address,
+        help=f"address both listeners bind (default {DEFAULTS.bind_address})",
+    )
     run.add_argument(
         "--tls-cert-file",
         default=os.environ.get("HAMI_PLACE_TLS_CERT_FILE"),
@@ -147,38 +151,40 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-connections",
         type=int,
-        default=MAX_CONNECTIONS,
+        default=DEFAULTS.max_connections,
         metavar="COUNT",
         help="connections the HTTPS port holds at once; at the cap a new one closes the oldest that carried no "
-        f"review yet (default {MAX_CONNECTIONS})",
+        f"review yet (default {DEFAULTS.max_connections})",
     )
     run.add_argument(
         "--admission-timeout",
         type=float,
-        default=10.0,
+        default=DEFAULTS.admission_timeout,
         metavar="SECONDS",
-        help="the webhook's timeoutSeconds: each admission ends within it, its body's arrival included (default 10)",
+        help="the webhook's timeoutSeconds: each admission ends within it, its body's arrival included "
+        f"(default {DEFAULTS.admission_timeout:g})",
     )
     run.add_argument(
         "--idle-timeout",
         type=float,
-        default=IDLE_SECONDS,
+        default=DEFAULTS.idle_timeout,
         metavar="SECONDS",
         help="an HTTPS connection that sends nothing for this long is closed, before its first request as after its "
-        f"last; keep it above the API server's 90 s idle timeout for its webhook connections (default {IDLE_SECONDS})",
+        "last; keep it above the API server's 90 s idle timeout for its webhook connections "
+        f"(default {DEFAULTS.idle_timeout:g})",
     )
     run.add_argument(
         "--shutdown-grace",
         type=float,
-        default=15.0,
+        default=DEFAULTS.shutdown_grace,
         metavar="SECONDS",
         help="on SIGTERM: unready at once, answering for a third of this, then finishing admissions in flight; "
-        "keep it below the pod's terminationGracePeriodSeconds (default 15)",
+        f"keep it below the pod's terminationGracePeriodSeconds (default {DEFAULTS.shutdown_grace:g})",
     )
     run.add_argument(
         "--scheduler-name",
-        default="hami-scheduler",
-        help="only pods with this schedulerName are pinned (default hami-scheduler)",
+        default=DEFAULTS.scheduler_name,
+        help=f"only pods with this schedulerName are pinned (default {DEFAULTS.scheduler_name})",
     )
     run.add_argument(
         "--hami-config",
@@ -211,26 +217,27 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--placement-ttl",
         type=int,
-        default=3600,
+        default=DEFAULTS.placement_ttl,
         metavar="SECONDS",
-        help="unclaimed placements expire, and blocked evictions give up, after this long (default 3600)",
+        help="unclaimed placements expire, and blocked evictions give up, after this long "
+        f"(default {DEFAULTS.placement_ttl})",
     )
     run.add_argument(
         "--finished-ttl",
         type=int,
-        default=FINISHED_TTL_SECONDS,
+        default=DEFAULTS.finished_ttl,
         metavar="SECONDS",
         help="placements that finished (Consumed, Failed, Expired) are deleted this long after; 0 keeps them "
-        f"(default {FINISHED_TTL_SECONDS})",
+        f"(default {DEFAULTS.finished_ttl})",
     )
     run.add_argument(
         "--claim-grace",
         type=int,
-        default=CLAIM_GRACE_SECONDS,
+        default=DEFAULTS.claim_grace,
         metavar="SECONDS",
         help="a claim no stored pod carries is released after this long on the replica's own clock; keep it over "
         "twice the API server's longest admission plus its request timeout "
-        f"(default {CLAIM_GRACE_SECONDS})",
+        f"(default {DEFAULTS.claim_grace})",
     )
 
     run.add_argument(
@@ -243,10 +250,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--defrag-interval",
         type=float,
-        default=INTERVAL_SECONDS,
+        default=DEFAULTS.defrag_interval,
         metavar="SECONDS",
         help="seconds before the controller looks again at a Pending pod it found no plan for, or while its watches "
-        f"are stale (default {INTERVAL_SECONDS:g})",
+        f"are stale (default {DEFAULTS.defrag_interval:g})",
     )
     run.add_argument(
         "--defrag-namespace",

@@ -20,6 +20,7 @@ from kubectl_hami_place.core.reviews import Review, ReviewError, parse_review
 from kubectl_hami_place.kube.deadline import Deadline, admitting
 from webhook.admit import Admitter
 from webhook.metrics import INVALID, Metrics
+from webhook.settings import DEFAULTS
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -104,7 +105,7 @@ class MutateApp:
         admitter: Admitter,
         metrics: Metrics,
         *,
-        admission_timeout: float = 10.0,
+        admission_timeout: float = DEFAULTS.admission_timeout,
     ) -> None:
         self.admitter = admitter
         self.metrics = metrics

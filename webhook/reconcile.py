@@ -36,6 +36,7 @@ from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError,
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS, object_key
 from webhook.cache import ClusterCache, same_node
 from webhook.metrics import Metrics
+from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
 from webhook.writes import KubeWrites, Writes
 
@@ -49,12 +50,6 @@ FULL_PASS_SECONDS = 300.0
 REST_PER_PASS = 4
 # How often the guards of reqIDs are checked for placements that no longer need them.
 GUARD_SWEEP_SECONDS = 30.0
-# How long a claim may wait for its pod to be stored, on this replica's monotonic clock from when it first saw the
-# claim: twice the API server's longest admission (30 s) plus its request timeout for the pod's create (the default
-# --request-timeout is 60 s), so no pod still on its way to storage can find its claim released.
-CLAIM_GRACE_SECONDS = 120
-# Finished placements are deleted this long after they finished (--finished-ttl), as a Job a day after by default.
-FINISHED_TTL_SECONDS = 86400
 # The cache is stale when no list, event or bookmark arrived for longer than a watch lasts: no releases then.
 CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 
@@ -122,7 +117,7 @@ class Reconciler:
         *,
         writes: Writes | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        claim_grace: int = CLAIM_GRACE_SECONDS,
+        claim_grace: int = DEFAULTS.claim_grace,
         finished_ttl: int = 0,
     ) -> None:
         if writes is None and kube is None:

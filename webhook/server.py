@@ -37,20 +37,15 @@ from webhook.api import api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.defrag import DefragController, DefragOptions
 from webhook.hami_config import FollowedHamiConfig
-from webhook.listener import (
-    IDLE_SECONDS,
-    MAX_CONNECTIONS,
-    MutateListener,
-    MutateProbe,
-    drain,
-)
+from webhook.listener import MutateListener, MutateProbe, drain
 from webhook.metrics import Metrics
 from webhook.mutate import (
     CLAIM_THREADS,
     MutateApp,
 )
-from webhook.reconcile import CLAIM_GRACE_SECONDS, FINISHED_TTL_SECONDS, Reconciler
+from webhook.reconcile import Reconciler
 from webhook.renewal import SecretCertificate
+from webhook.settings import DEFAULTS
 from webhook.tls import ReloadingCertificate
 from webhook.writes import KubeWrites
 
@@ -78,13 +73,13 @@ EVENTS_FLUSH_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """Everything `serve` takes (flags and env in docs/architecture.md)."""
+    """Everything `serve` takes (flags and env in docs/architecture.md; defaults in webhook/settings.py)."""
 
     kubeconfig: str | None
-    webhook_port: int = 8443
-    api_port: int = 8083
-    probe_port: int = 8084
-    bind_address: str = "0.0.0.0"
+    webhook_port: int = DEFAULTS.webhook_port
+    api_port: int = DEFAULTS.api_port
+    probe_port: int = DEFAULTS.probe_port
+    bind_address: str = DEFAULTS.bind_address
     tls_cert_file: str = ""
     tls_key_file: str = ""
     # NAMESPACE/NAME of the Secret to serve from and renew, and the configuration whose caBundle follows it.
@@ -93,18 +88,18 @@ class ServeOptions:
     client_ca_file: str = ""
     client_cert_names: tuple[str, ...] = ()
     network_policy: str = ""
-    max_connections: int = MAX_CONNECTIONS
-    scheduler_name: str = "hami-scheduler"
+    max_connections: int = DEFAULTS.max_connections
+    scheduler_name: str = DEFAULTS.scheduler_name
     hami_config: str = ""
     hami_scheduler: str = ""
     gpu_scheduler_policy: str = ""
     exclude_namespaces: tuple[str, ...] = field(default_factory=tuple)
-    placement_ttl: int = 3600
-    admission_timeout: float = 10.0
-    shutdown_grace: float = 15.0
-    idle_timeout: float = IDLE_SECONDS
-    claim_grace: int = CLAIM_GRACE_SECONDS
-    finished_ttl: int = FINISHED_TTL_SECONDS
+    placement_ttl: int = DEFAULTS.placement_ttl
+    admission_timeout: float = DEFAULTS.admission_timeout
+    shutdown_grace: float = DEFAULTS.shutdown_grace
+    idle_timeout: float = DEFAULTS.idle_timeout
+    claim_grace: int = DEFAULTS.claim_grace
+    finished_ttl: int = DEFAULTS.finished_ttl
     defrag: DefragOptions | None = None
 
 

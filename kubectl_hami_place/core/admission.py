@@ -31,6 +31,7 @@ from kubectl_hami_place.core.names import (
     OUR_ANNOTATIONS,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
+    SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import Placement
@@ -51,7 +52,7 @@ RESULTS = (IGNORED, NO_PLACEMENT, PINNED, REINVOKED, NOT_HONOURED)
 class Settings:
     """What the operator configures: the scheduler whose pods may be pinned, namespaces never touched."""
 
-    scheduler_name: str = "hami-scheduler"
+    scheduler_name: str = SCHEDULER_NAME
     excluded_namespaces: frozenset[str] = frozenset()
     hami: HamiConfig = HAMI_DEFAULTS
     """The cluster's HAMi device config: the resource names a pin reads and writes, and HAMi's defaults."""

@@ -29,6 +29,10 @@ NAME_LABEL = "app.kubernetes.io/name"
 WEBHOOK_APP = "gpu-descheduler-webhook"
 """The chart's `app.kubernetes.io/name` of the server's pods, Service and Secret."""
 WEBHOOK_SERVICE_LABEL = f"{NAME_LABEL}={WEBHOOK_APP}"
+WEBHOOK_API_PORT = 8083
+"""The server's HTTP API port, in its pod and on the chart's Service (the plugin's fallback when no port is named)."""
+SCHEDULER_NAME = "hami-scheduler"
+"""The schedulerName of the pods hami-place pins by default: HAMi's scheduler profile, as HAMi's chart names it."""
 
 DEFRAG_RUN_LABEL = f"{GROUP}/defrag-run"
 """On a placement the defragmentation controller made: the id of the run that made it."""

@@ -21,7 +21,12 @@ from kubernetes.client.exceptions import ApiException
 from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.lifecycle import claim_digest
-from kubectl_hami_place.core.names import CLAIM_DIGEST_LABEL, FORWARDED_TOKEN_HEADER, WEBHOOK_SERVICE_LABEL
+from kubectl_hami_place.core.names import (
+    CLAIM_DIGEST_LABEL,
+    FORWARDED_TOKEN_HEADER,
+    WEBHOOK_API_PORT,
+    WEBHOOK_SERVICE_LABEL,
+)
 from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
@@ -41,7 +46,6 @@ from kubectl_hami_place.kube.errors import (
 )
 from kubectl_hami_place.kube.list_body import list_items
 
-WEBHOOK_API_PORT = 8083
 WEBHOOK_API_PORT_NAME = "api"
 CLUSTER_INFO_PATH = "api/v1/cluster-info"
 VERSION_PATH = "api/v1/version"

@@ -37,7 +37,8 @@ from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.logs import JsonFormatter
 from webhook.metrics import Metrics
-from webhook.reconcile import CACHE_STALE_SECONDS, CLAIM_GRACE_SECONDS, Reconciler
+from webhook.reconcile import CACHE_STALE_SECONDS, Reconciler
+from webhook.settings import DEFAULTS
 from webhook.writes import QueuedEvents
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -495,7 +496,7 @@ def test_a_claim_is_released_only_after_the_grace_on_this_replicas_monotonic_clo
     ticks = [1000.0]
     loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
     loop.reconcile_once()
-    ticks[0] += CLAIM_GRACE_SECONDS
+    ticks[0] += DEFAULTS.claim_grace
     loop.reconcile_once()
     assert writes.writes == [], "claimedAt months ago does not count: the grace runs from when this replica saw it"
     ticks[0] += 1
@@ -508,7 +509,7 @@ def test_no_release_when_the_api_server_knows_a_pod_carrying_the_claim_or_the_ca
     ticks = [0.0]
     loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
     loop.reconcile_once()
-    ticks[0] += CLAIM_GRACE_SECONDS + 1
+    ticks[0] += DEFAULTS.claim_grace + 1
     writes.pods_carrying.add("tok-far")
     loop.reconcile_once()
     assert writes.writes == [], "a pod of another scheduler carries it: the cache could not know"
@@ -539,7 +540,7 @@ def test_a_claims_grace_runs_on_through_passes_that_do_not_ask_it(monkeypatch: p
     monkeypatch.setattr(reconcile_module, "follow_up", failing)
     loop.pass_once()
     loop.pass_once()
-    ticks[0] += CLAIM_GRACE_SECONDS + 1
+    ticks[0] += DEFAULTS.claim_grace + 1
     now[0] += timedelta(seconds=1)
     loop.pass_once()
     assert writes.writes[-1]["phase"] == "Pending", "the grace started over at a pass that did not ask the claim"

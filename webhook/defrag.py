@@ -87,6 +87,7 @@ from kubectl_hami_place.kube.defrag import (
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.leader import Elector, LeaseTimes
+from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
 from kubectl_hami_place.kube.snapshot import SnapshotRead, snapshot_of
 from kubectl_hami_place.kube.watch import (
     WATCH_TIMEOUT_SECONDS,
@@ -131,7 +132,7 @@ class DefragOptions:
     identity: str
     scheduler_name: str = DEFAULTS.scheduler_name
     interval: float = DEFAULTS.defrag_interval
-    ack_timeout: float = moves.ACK_TIMEOUT_SECONDS
+    ack_timeout: float = ACK_TIMEOUT_SECONDS
     move_timeout: float = MOVE_TIMEOUT_SECONDS
     lease: LeaseTimes = field(default_factory=LeaseTimes)
 

@@ -30,7 +30,7 @@ from kubectl_hami_place.cli._errors import EXIT_OK, UsageProblem
 from kubectl_hami_place.cli._placing import AckTimeoutOption
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.core.planner.apply import PlanFile, PlanFileError, read_plan
-from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS
+from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
 
 HELP = (
     "Carry out a plan printed by `plan -o json|yaml` (-f - reads stdin): for each move, pin the pod's replacement to "

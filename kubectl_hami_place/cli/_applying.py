@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,8 +25,6 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.planner import Move, Snapshot
 from kubectl_hami_place.core.planner.apply import MoveCheck, PlanFile, Step, check_plan, placement_for, target_pod_state
-from kubectl_hami_place.kube import moves, placements
-from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
     KubeError,
@@ -36,8 +34,10 @@ from kubectl_hami_place.kube.errors import (
     PinRefused,
     PodGone,
 )
-from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS, RolledBack
-from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
 
 POLL_SECONDS = 1.0
 
@@ -174,6 +174,8 @@ def carry_out(
     ack_timeout: float = ACK_TIMEOUT_SECONDS,
 ) -> ApplyReport:
     """Runs the plan (or checks it, under --dry-run) and reports; never raises for a failed move."""
+    from kubectl_hami_place.kube.snapshot import read_snapshot
+
     read = read_snapshot(kube)
     for message in read.warnings:
         warn(message)
@@ -278,6 +280,8 @@ def _one_move(
 def _make(kube: Kube, config: HamiConfig, move: Move, ack_timeout: float) -> None:
     """Pins the replacement, waits for the webhook to acknowledge the pin, and evicts the pod (`kube.moves`); the
     placement is deleted again when either fails."""
+    from kubectl_hami_place.kube import moves
+
     try:
         pod = moves.get_moved_pod(kube, move)
         checked = moves.check_move(kube, move, pod, config=config, labels=MANAGED_BY)
@@ -316,11 +320,15 @@ def _rolled_back(done: RolledBack) -> None:
 
 def _current(kube: Kube, move: Move) -> MoveCheck:
     """The move's step in the cluster as it is now."""
+    from kubectl_hami_place.kube import moves
+
     return moves.move_state(kube, move)
 
 
 def _placement_state(kube: Kube, move: Move) -> str:
     """`; placement P is <phase>: <message>` for a timeout report, or nothing when unreadable."""
+    from kubectl_hami_place.kube import placements
+
     namespace = move.pod.split("/", 1)[0]
     try:
         status = placements.get_placement(kube, namespace, placement_for(move)).get("status") or {}
@@ -335,6 +343,8 @@ def _target_pod(
     kube: Kube, plan: PlanFile, report: ApplyReport, *, wait_pod: bool, timeout: float, progress: Progress
 ) -> ApplyReport:
     """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`."""
+    from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+
     if not plan.pod:
         return report
     namespace, name = plan.pod.split("/", 1)
@@ -396,6 +406,8 @@ def _dry_run(
 
 def _server_dry_run(kube: Kube, move: Move) -> None:
     """The API server checks the eviction and the placement without persisting either."""
+    from kubectl_hami_place.kube import moves
+
     try:
         moves.dry_run_move(kube, move, MANAGED_BY)
     except KubeError as exc:
@@ -418,6 +430,8 @@ def _outcomes(plan: PlanFile, checks: tuple[tuple[Move, MoveCheck], ...], stop: 
 
 def _placements(kube: Kube, plan: PlanFile) -> set[str]:
     """`namespace/name` of the placements in the namespaces the plan moves pods in."""
+    from kubectl_hami_place.kube import moves
+
     found: set[str] = set()
     for namespace in sorted({move.pod.split("/", 1)[0] for move in plan.moves}):
         found |= moves.placement_names(kube, namespace)

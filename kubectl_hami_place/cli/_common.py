@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,8 +15,9 @@ from rich.text import Text
 
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Result, formatter_for
-from kubectl_hami_place.kube import cluster
-from kubectl_hami_place.kube.client import Kube, connect
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
 
 
 class OutputFormat(StrEnum):
@@ -137,6 +138,8 @@ def target(
     as_user: str | None = None,
 ) -> Target:
     """Connects (as `--as` when given) and settles the namespace: `-A` wins over `-n`, else `-n`, else the context's."""
+    from kubectl_hami_place.kube.client import connect
+
     if all_namespaces and namespace:
         raise UsageProblem("--namespace and --all-namespaces conflict", "pass only one of them")
     kube = connect(kubeconfig, context, impersonate=as_user)
@@ -147,6 +150,8 @@ def target(
 
 def not_found(kube: Kube, namespace: str, what: str, hint: str) -> CliError:
     """`what` is not in the namespace (exit 1, as every not-found); a namespace that does not exist is the cause."""
+    from kubectl_hami_place.kube import cluster
+
     if not cluster.namespace_exists(kube, namespace):
         return CliError(f"namespace {namespace} not found", "check -n (kubectl get namespaces)")
     return CliError(f"{what} not found in namespace {namespace}", hint)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer._click.shell_completion import CompletionItem, ShellComplete
@@ -19,9 +19,11 @@ from typer.main import get_command
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.kube import cluster, placements
-from kubectl_hami_place.kube.client import Kube, connect, request
 from kubectl_hami_place.kube.errors import KubeError
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
+
 
 HELP = "Print a shell completion script for the standalone kubectl-hami_place (bash, zsh or fish)." + examples(
     "kubectl-hami_place completion bash > ~/.local/share/bash-completion/completions/kubectl-hami_place",
@@ -112,6 +114,8 @@ def complete_words(app: typer.Typer, prog: str, words: list[str]) -> str:
 
 def _kube(ctx: typer.Context) -> tuple[Kube, str]:
     """The connection and namespace from what was typed so far (`--kubeconfig`, `--context`, `-n`)."""
+    from kubectl_hami_place.kube.client import connect
+
     params = ctx.params
     kube = connect(params.get("kubeconfig"), params.get("context"))
     return kube, params.get("namespace") or kube.namespace
@@ -135,6 +139,8 @@ def namespaces(ctx: typer.Context, incomplete: str) -> list[str]:
     """Namespace names."""
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.kube.client import request
+
         kube, _ = _kube(ctx)
         body = request(kube, kube.core().list_namespace, what="list namespaces")
         return [item["metadata"]["name"] for item in body.get("items") or []]
@@ -158,6 +164,8 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Names of nodes that carry a HAMi card register."""
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.kube import cluster
+
         kube, _ = _kube(ctx)
         names = []
         for node in cluster.list_nodes(kube):
@@ -178,6 +186,8 @@ def card_refs(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.kube import cluster
+
         kube, _ = _kube(ctx)
         return [card.name for card in node_cards(cluster.get_node(kube, node))]
 
@@ -188,6 +198,8 @@ def pod_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Pod names of the namespace."""
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.kube import cluster
+
         kube, namespace = _kube(ctx)
         return [pod["metadata"]["name"] for pod in cluster.list_pods(kube, namespace)]
 
@@ -198,6 +210,8 @@ def placement_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Placement names of the namespace."""
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.kube import placements
+
         kube, namespace = _kube(ctx)
         return [item["metadata"]["name"] for item in placements.list_placements(kube, namespace)]
 

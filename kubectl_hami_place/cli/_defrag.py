@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -46,8 +46,10 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_KEY,
     DEFRAG_RESUME_ANNOTATION,
 )
-from kubectl_hami_place.kube import defrag
-from kubectl_hami_place.kube.client import Kube
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
+
 
 HELP = (
     "The defragmentation controller: its mode, leader, budgets and runs (status, history); pause and resume it."
@@ -262,6 +264,8 @@ def status(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Show the controller's status."""
+    from kubectl_hami_place.kube import defrag
+
     ref = _policy_ref(policy)
     kube = target(kubeconfig, context, None, as_user=as_user).kube
     config_map = _policy(kube, ref)
@@ -292,6 +296,8 @@ def history(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List the controller's moves."""
+    from kubectl_hami_place.kube import defrag
+
     kube = target(kubeconfig, context, None, as_user=as_user).kube
     moves = history_from_placements(defrag.run_placements(kube))
     emit(History(tuple(record for record in moves if run is None or record.run_id == run)), output)
@@ -339,6 +345,8 @@ def _flip(
     pausing: bool,
 ) -> None:
     """Write the new mode (and the annotation that remembers the old one) on the policy as read."""
+    from kubectl_hami_place.kube import defrag
+
     config_map = _policy(kube, policy)
     ref = defrag.policy_ref(config_map)
     text = _text(config_map, ref)
@@ -390,6 +398,8 @@ def _policy_ref(ref: str | None) -> tuple[str, str] | None:
 
 def _policy(kube: Kube, ref: tuple[str, str] | None) -> dict[str, Any]:
     """The policy ConfigMap `--policy` names, else the one the chart labels."""
+    from kubectl_hami_place.kube import defrag
+
     if ref is not None:
         return defrag.read_policy(kube, *ref).obj
     found = defrag.labelled_policies(kube)
@@ -414,6 +424,8 @@ def _text(config_map: dict[str, Any], ref: str) -> str:
 
 def _view(config_map: dict[str, Any]) -> PolicyView:
     """The policy as the server would read it (its namespace is the server's, always left out)."""
+    from kubectl_hami_place.kube import defrag
+
     ref = defrag.policy_ref(config_map)
     text = _text(config_map, ref)
     namespace = str((config_map.get("metadata") or {}).get("namespace", ""))

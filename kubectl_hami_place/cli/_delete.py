@@ -25,7 +25,6 @@ from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.names import PHASES, Phase
-from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.errors import KubeNotFound
 
 HELP = "Delete HamiPodPlacements by name, or --all of the namespace (narrowed by --phase)." + examples(
@@ -87,6 +86,8 @@ def delete(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Delete HamiPodPlacements."""
+    from kubectl_hami_place.kube import placements
+
     wanted = list(names or [])
     phases = set(phase or [])
     if wanted and all_placements:

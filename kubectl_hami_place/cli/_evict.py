@@ -52,9 +52,8 @@ from kubectl_hami_place.cli._placing import (
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.plan import workload_from_pod
-from kubectl_hami_place.kube import cluster, evictions, moves
 from kubectl_hami_place.kube.errors import KubeNotFound
-from kubectl_hami_place.kube.moves import ACK_TIMEOUT_SECONDS, RolledBack, Stage
+from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 
 HELP = (
     "Evict a pod through the Eviction API (PodDisruptionBudgets apply; exit 4 when one blocks). With --to-node and "
@@ -108,6 +107,8 @@ def evict(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Evict a pod, optionally pinning its replacement first."""
+    from kubectl_hami_place.kube import cluster, evictions, moves
+
     if gpu and not to_node:
         raise UsageProblem("--gpu needs --to-node", "add --to-node NODE, or drop --gpu")
     if to_node and not gpu:

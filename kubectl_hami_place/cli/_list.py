@@ -18,7 +18,6 @@ from kubectl_hami_place.cli._common import (
 )
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Table
-from kubectl_hami_place.kube import placements
 
 HELP = "List HamiPodPlacements: node, cards, phase, the pod that consumed each, the pod to evict." + examples(
     "kubectl hami-place list -n team-a",
@@ -61,6 +60,8 @@ def list_placements(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List HamiPodPlacements."""
+    from kubectl_hami_place.kube import placements
+
     where = target(kubeconfig, context, namespace, all_namespaces, as_user)
     items = placements.list_placements(where.kube, where.namespace)
     emit(PlacementList(tuple(items), where.namespace is None, where.namespace or ""), output)

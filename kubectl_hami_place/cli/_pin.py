@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -40,9 +40,10 @@ from kubectl_hami_place.cli._placing import (
     resolve_workload,
 )
 from kubectl_hami_place.cli._present import examples
-from kubectl_hami_place.kube import cluster, moves, placements
-from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound, NotAcknowledged
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
 
 HELP = (
     "Pin the next pod matching -l to a node and exact cards. Checks the node, its cards, that the pod fits each card "
@@ -92,6 +93,8 @@ def pin(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Create a HamiPodPlacement after checking it against the cluster."""
+    from kubectl_hami_place.kube import cluster, placements
+
     pod_selector = parse_selector(selector)
     refs = parse_gpus(gpu)
     spec = build_spec(req_id, pod_selector, node, refs, evict)
@@ -126,6 +129,8 @@ def pin(
 def _await_webhook(kube: Kube, namespace: str, name: str, timeout: float) -> None:
     """Warn when no hami-place webhook acknowledged the placement in time: without one no pod is ever pinned, and
     the placement would stay Pending with no word (the pin itself stands)."""
+    from kubectl_hami_place.kube import moves
+
     try:
         moves.await_acknowledgement(kube, namespace, name, timeout)
     except KubeForbidden:

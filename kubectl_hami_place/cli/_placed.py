@@ -10,7 +10,7 @@ from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import FitReason
 from kubectl_hami_place.core.plan import Plan, PlanReason, Problem
-from kubectl_hami_place.kube.moves import Checked
+from kubectl_hami_place.kube.move_values import Checked
 
 _HINTS = {
     PlanReason.NodeNotFound: "check the name (kubectl get nodes)",

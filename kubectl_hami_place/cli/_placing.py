@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import string
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,11 +23,11 @@ from kubectl_hami_place.core.plan import PlanReason, Workload, workload_from_pod
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
-from kubectl_hami_place.kube import cluster, moves
-from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import NoReplacement, PinRefused
-from kubectl_hami_place.kube.hami_config import read_hami_config
-from kubectl_hami_place.kube.moves import Checked, Replacement
+from kubectl_hami_place.kube.move_values import Checked, Replacement
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
 REQ_ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -116,6 +116,8 @@ def flag_workload(nums: int, memory: int | None, cores: int | None, config: Hami
 def hami_config(kube: Kube, where: str | None, gpu_policy: str | None) -> tuple[HamiConfig, str]:
     """The cluster's HAMi device config (--hami-config, else found) and default GPU policy (--gpu-scheduler-policy,
     else read), and a notice when HAMi's defaults stand in."""
+    from kubectl_hami_place.kube.hami_config import read_hami_config
+
     found = read_hami_config(kube, where or "", gpu_policy or "")
     return found.config, found.notice
 
@@ -131,6 +133,8 @@ def resolve_workload(
     config: HamiConfig,
 ) -> Workload:
     """The pod to place: from --request-* flags, else the pod template of a matching controller."""
+    from kubectl_hami_place.kube import cluster
+
     given = flag_workload(nums, memory, cores, config)
     if given is not None:
         return given
@@ -159,6 +163,8 @@ def check_placement(
     labels: Mapping[str, str] = MANAGED_BY,
 ) -> Checked:
     """Plans the pin against the cluster as it is now; raises Refused with one line per problem."""
+    from kubectl_hami_place.kube import moves
+
     try:
         return moves.check_pin(
             kube, namespace, spec, name=name, workload=workload, evicted_pod=evicted_pod, labels=labels
@@ -180,6 +186,8 @@ def refusal_lines(refused: PinRefused) -> list[str]:
 
 def replacement(kube: Kube, namespace: str, pod: dict[str, Any]) -> Replacement:
     """The pod's controller (selector and pod template), else the pod itself; Refused when neither matches."""
+    from kubectl_hami_place.kube import moves
+
     try:
         return moves.replacement(kube, namespace, pod)
     except NoReplacement as exc:

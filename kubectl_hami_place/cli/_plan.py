@@ -53,7 +53,6 @@ from kubectl_hami_place.core.planner import (
 )
 from kubectl_hami_place.core.planner.apply import read_plan
 from kubectl_hami_place.kube.errors import KubeNotFound
-from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
 HELP = (
     "Plan the pod moves that make room for a Pending pod (--for POD), free whole cards (--free-cards N [--type T]) "
@@ -189,6 +188,8 @@ def plan(
     gpu_policy: GpuPolicyOption = None,
 ) -> int:
     """Print the plan; exit 1 when the goal cannot be reached."""
+    from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+
     goals = sum((for_pod is not None, free_cards is not None, compact))
     if goals != 1:
         raise UsageProblem("give exactly one goal", "use --for POD, --free-cards N or --compact NODE...")

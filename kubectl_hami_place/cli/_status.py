@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -38,9 +38,10 @@ from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_
 from kubectl_hami_place.core.cluster import CardInfo, ClusterInfo, NodeInfo
 from kubectl_hami_place.core.fleet import CardTypeRoom, FleetSummary, placements_by_phase, summarize_fleet
 from kubectl_hami_place.core.fragmentation import Fragmentation, summarize
-from kubectl_hami_place.kube import cluster, placements
-from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeError
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
 
 # Above this many GPU nodes `status` shows the fleet summary unless nodes are named or --no-summary is given.
 SUMMARY_ABOVE = 20
@@ -315,6 +316,8 @@ def shows_summary(summary: bool | None, nodes_named: bool, node_count: int) -> b
 
 def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | None, top: int) -> Result:
     """One read of the cluster, as the detailed view or the fleet summary."""
+    from kubectl_hami_place.kube import cluster, placements
+
     read = cluster.read_cluster_info(kube)
     info = read.info
     if wanted:

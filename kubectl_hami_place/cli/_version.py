@@ -8,7 +8,7 @@ chart's version label).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubectl_hami_place import __version__
 from kubectl_hami_place.cli._common import (
@@ -25,9 +25,10 @@ from kubectl_hami_place.cli._errors import EXIT_ERROR
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.versions import ServerVersion, deployment_version, skewed
-from kubectl_hami_place.kube import cluster
-from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeError, KubeForbidden
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.kube.client import Kube
 
 HELP = (
     "Print the plugin's version and the hami-place server's, read from the cluster; warn when they differ by a "
@@ -87,6 +88,8 @@ def version(
 
 def server_version(kube: Kube) -> ServerVersion | None:
     """The first webhook Service that answers its version, else the first Deployment that says one, else None."""
+    from kubectl_hami_place.kube import cluster
+
     try:
         services = cluster.find_webhook_services(kube)
     except KubeForbidden:

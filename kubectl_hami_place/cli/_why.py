@@ -30,7 +30,6 @@ from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.planner import NodeWhy, PlanPod
 from kubectl_hami_place.core.planner import why as explain
 from kubectl_hami_place.kube.errors import KubeNotFound
-from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
 HELP = "Say why a pod does not fit today: every node, every card, with HAMi's reason for each." + examples(
     "kubectl hami-place why -n team-a big-train",
@@ -95,6 +94,8 @@ def why(
     gpu_policy: GpuPolicyOption = None,
 ) -> None:
     """Explain, card by card, why the pod does not fit."""
+    from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+
     where = target(kubeconfig, context, namespace, as_user=as_user)
     read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
     try:

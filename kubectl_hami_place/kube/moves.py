@@ -12,10 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from kubectl_hami_place.core.check import CardCheck
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.placement import (
@@ -37,7 +35,7 @@ from kubectl_hami_place.core.plan import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placement_for, req_id_for
 from kubectl_hami_place.core.refs import parse_card_ref
-from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
+from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube import cluster, evictions, placements
 from kubectl_hami_place.kube.client import Kube
@@ -51,51 +49,11 @@ from kubectl_hami_place.kube.errors import (
     PinRefused,
     PodGone,
 )
+from kubectl_hami_place.kube.move_values import Checked, Replacement, RolledBack, Stage
 from kubectl_hami_place.kube.snapshot import read_snapshot as read_plan_snapshot
 
 STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
-ACK_TIMEOUT_SECONDS = 10.0
 ACK_POLL_SECONDS = 0.2
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """Who recreates the evicted pod: the selector its replacement matches, the template it is made from."""
-
-    selector: LabelSelector
-    source: str
-    template: dict[str, Any]
-    controlled: bool = True
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A placement that passed every check: the object to create, the plan, the pod placed, and the warnings."""
-
-    namespace: str
-    obj: dict[str, Any]
-    node: str
-    checks: tuple[CardCheck, ...]
-    workload: Workload
-    evict: str | None
-    warnings: tuple[str, ...]
-
-
-class Stage(StrEnum):
-    """The step of a pin-then-evict after which the placement was deleted again."""
-
-    acknowledgement = "acknowledgement"
-    eviction = "eviction"
-
-
-@dataclass(frozen=True)
-class RolledBack:
-    """The placement deleted again after `stage` failed; `error` when the delete itself failed."""
-
-    namespace: str
-    name: str
-    stage: Stage
-    error: KubeError | None = None
 
 
 @dataclass(frozen=True)

@@ -1045,7 +1045,9 @@ def test_server_runs_with_the_chart_args_and_account(
     release, namespace = installed
     objects = render(helm, namespace=namespace, release=release)
     container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    # The hook Job's pod does not run under kwok: its command makes the Secret the server serves and renews.
+    # The hook Job's pod does not run under kwok: its command makes the Secret the server serves and renews. An
+    # earlier test's Secret would be kept (a servable certificate is rotated to new names, not replaced): none here.
+    cluster.kubectl("delete", "secret", f"{release}-webhook-tls", "-n", namespace, "--ignore-not-found")
     subprocess.run(
         [
             str(WEBHOOK),

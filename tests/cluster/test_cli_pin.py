@@ -452,6 +452,8 @@ def test_with_the_webhook_running_pin_waits_for_its_acknowledgement_and_says_not
         "10",
     )
     assert run.code == 0, run.err
-    assert run.warning_lines == []
+    # Other tests' Pending placements on gpu-2 may be warned of (their namespaces go away asynchronously): none of
+    # the warnings may be about the acknowledgement.
+    assert not [line for line in run.warning_lines if "acknowledged" in line], run.warning_lines
     [stored] = placements(cluster, namespace)
     assert stored["status"]["observedGeneration"] == stored["metadata"]["generation"]

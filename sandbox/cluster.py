@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import yaml
+
 from sandbox import binaries, hami
 from sandbox.pki import Authority, KeyPair, service_account_keys
 
@@ -340,6 +342,14 @@ class Sandbox:
         if not self.audit_log.is_file():
             return []
         return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+
+    def token_kubeconfig(self, token: str, path: Path) -> Path:
+        """The sandbox's kubeconfig at `path` with a bearer token for its user instead of the admin's certificate:
+        the credential `status` forwards to the webhook through the service proxy."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": token}
+        path.write_text(json.dumps(config))
+        return path
 
     def identity_kubeconfig(self, user: str, group: str = "system:masters") -> Path:
         """A kubeconfig acting as `user` (in `group`), signed by the sandbox's CA: a process of its own identity."""

@@ -293,10 +293,7 @@ class Demo:
         binding = ["create", "clusterrolebinding", account, "--clusterrole=cluster-admin"]
         self.kubectl(*binding, f"--serviceaccount=default:{account}", show=False)
         token = self.kubectl("create", "token", account, "-n", "default", show=False).stdout.strip()
-        config = yaml.safe_load(self.sandbox.kubeconfig.read_text())
-        config["users"][0]["user"] = {"token": token}
-        path = self.sandbox.kubeconfig.with_name("demo.kubeconfig")
-        path.write_text(json.dumps(config))
+        path = self.sandbox.token_kubeconfig(token, self.sandbox.kubeconfig.with_name("demo.kubeconfig"))
         self.env["KUBECONFIG"] = str(path)
 
     def run(self) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -460,11 +459,7 @@ def status_json(kubeconfig: Path) -> dict[str, Any]:
 
 def token_kubeconfig(cluster: Sandbox, tmp_path: Path, token: str) -> Path:
     """The sandbox's kubeconfig with a bearer token for its user instead of the admin's client certificate."""
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": token}
-    path = tmp_path / f"token-{uuid.uuid4().hex[:6]}.kubeconfig"
-    path.write_text(json.dumps(config))
-    return path
+    return cluster.token_kubeconfig(token, tmp_path / f"token-{uuid.uuid4().hex[:6]}.kubeconfig")
 
 
 SLOW_CLIENTS = 2000

@@ -342,16 +342,16 @@ class DefragController:
                 self.metrics.moves.labels("dry_run").inc(len(decision.moves))
             return Look.dry_run
         self._event(about, "DefragRun", f"run {decision.run_id}: {decision.message}")
-        done, failure = self._carry_out(decision, config)
+        done, failure, stopped = self._carry_out(decision, config)
         # What the batch read no longer holds: the next look reads the caches and the history again.
         self._read, self._history = None, None
         self._said.pop(key, None)
         if failure:
-            self.metrics.runs.labels(trigger, "failed").inc()
+            self.metrics.runs.labels(trigger, stopped).inc()
             self._retry_at[key] = time.monotonic() + RETRY.total_seconds()
             self._event(
                 about,
-                "DefragStopped",
+                "DefragBlocked" if stopped == "blocked" else "DefragStopped",
                 f"run {decision.run_id} stopped after {done} of {len(decision.moves)} move(s): {failure}",
                 warning=True,
             )
@@ -361,8 +361,10 @@ class DefragController:
             self._event(about, "DefragRoomMade", f"run {decision.run_id} made {done} move(s) toward {decision.trigger}")
         return Look.moved
 
-    def _carry_out(self, decision: RunDecision, config: HamiConfig) -> tuple[int, str]:
-        """The decision's moves one after another, each waited for until it settled; (moves made, why it stopped)."""
+    def _carry_out(self, decision: RunDecision, config: HamiConfig) -> tuple[int, str, str]:
+        """The decision's moves one after another, each waited for until it settled; (moves made, why it stopped, the
+        run's result when it stopped: `blocked` when a PodDisruptionBudget refused an eviction the plan counted on,
+        else `failed`)."""
         done = 0
         for move in decision.moves:
             try:
@@ -378,10 +380,10 @@ class DefragController:
                 )
             except BlockedByDisruptionBudget as error:
                 self.metrics.moves.labels("blocked").inc()
-                return done, error.cause
+                return done, error.cause, "blocked"
             except (KubeError, ModelError) as error:
                 self.metrics.moves.labels("failed").inc()
-                return done, f"{move.pod}: {error}"
+                return done, f"{move.pod}: {error}", "failed"
             self._event(
                 _pod_ref(move),
                 "DefragMoved",
@@ -391,10 +393,10 @@ class DefragController:
             failure = self._settle(move)
             if failure:
                 self.metrics.moves.labels("failed").inc()
-                return done, failure
+                return done, failure, "failed"
             self.metrics.moves.labels("done").inc()
             done += 1
-        return done, ""
+        return done, "", ""
 
     def _settle(self, move: Move) -> str:
         """Waits until the move's replacement holds its target cards, as the caches show it; why not, or nothing."""

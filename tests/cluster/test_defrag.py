@@ -355,25 +355,10 @@ def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(
 ) -> None:
     """Both pods the rescue could move are covered by a PodDisruptionBudget that allows no disruption."""
     two_pods_one_per_card(cluster, namespace, node)
-    budget = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "hold"},
-        "spec": {
-            "maxUnavailable": 0,
-            "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["keep", "move"]}]},
-        },
-    }
-    create(cluster, namespace, budget)
-    policy = client.PolicyV1Api(cluster.api_client())
-
-    def at_its_limit() -> bool:
-        status = policy.read_namespaced_pod_disruption_budget("hold", namespace).status
-        return bool(status and status.observed_generation and status.current_healthy == 2) and (
-            status.disruptions_allowed == 0
-        )
-
-    wait_for(at_its_limit, "the disruption controller to count the budget at its limit")
+    create(cluster, namespace, budget_at_zero("hold"))
+    wait_for(
+        lambda: at_its_limit(cluster, namespace, "hold"), "the disruption controller to count the budget at its limit"
+    )
     before = uids(cluster, namespace)
     write_policy(cluster, server_namespace, namespace, "on")
     evictions = Evictions(cluster, namespace)
@@ -394,6 +379,60 @@ def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(
     assert placements(cluster, namespace) == [], "no placement is left pinning"
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
     assert server.metric('hami_place_defrag_runs_total{result="no_plan",trigger="rescue"}') == 0
+
+
+def test_a_disruption_budget_that_arrives_after_planning_stops_the_run_as_blocked(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """The plan counted on no budget; a PodDisruptionBudget allowing no disruption arrives while the leader is stopped
+    right after it pinned its move: the eviction is refused, and the run is reported blocked, not failed."""
+    two_pods_one_per_card(cluster, namespace, node)
+    write_policy(cluster, server_namespace, namespace, "on")
+    before = uids(cluster, namespace)
+    evictions = Evictions(cluster, namespace)
+    try:
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        frozen = freeze_when(cluster, namespace, server, "pinned")
+        pending_big(cluster, namespace, node)
+        wait_for(frozen.is_set, "the leader's move to be pinned", timeout=120, interval=0.05)
+        create(cluster, namespace, budget_at_zero("late"))
+        wait_for(lambda: at_its_limit(cluster, namespace, "late"), "the disruption controller to count the budget")
+        server.process.send_signal(signal.SIGCONT)
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragBlocked"), "the controller's Event")
+        wait_for(
+            lambda: server.metric('hami_place_defrag_runs_total{result="blocked",trigger="rescue"}') >= 1,
+            "the blocked run to be counted",
+        )
+        wait_for(lambda: placements(cluster, namespace) == [], "the move's placement to be rolled back")
+    finally:
+        evictions.stop()
+    assert message.startswith("run ") and "stopped after 0 of 1 move(s)" in message, message
+    assert "PodDisruptionBudget late (2 healthy, 2 required, 0 disruption(s) allowed)" in message, message
+    assert evictions.deleted == {}, "nothing was evicted"
+    assert before <= uids(cluster, namespace), "the protected pods still run, the same ones"
+    assert server.metric('hami_place_defrag_moves_total{result="blocked"}') == 1
+    assert server.metric('hami_place_defrag_runs_total{result="failed",trigger="rescue"}') == 0
+
+
+def budget_at_zero(name: str) -> dict[str, Any]:
+    """A PodDisruptionBudget over both Deployments' pods that allows no disruption."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["keep", "move"]}]},
+        },
+    }
+
+
+def at_its_limit(cluster: Sandbox, namespace: str, name: str) -> bool:
+    """The disruption controller counted both pods healthy and allows no disruption."""
+    status = client.PolicyV1Api(cluster.api_client()).read_namespaced_pod_disruption_budget(name, namespace).status
+    return bool(status and status.observed_generation and status.current_healthy == 2) and (
+        status.disruptions_allowed == 0
+    )
 
 
 def freeze_when(cluster: Sandbox, namespace: str, replica: Webhook, window: str) -> threading.Event:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY, USE_UUID, FitReason, fit_pod
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
     CompactGoal,
@@ -29,8 +30,9 @@ from kubectl_hami_place.core.planner import (
     plan,
     why,
 )
+from kubectl_hami_place.core.planner.state import sequence_fit
 from kubectl_hami_place.core.requests import card_request, memory_for
-from kubectl_hami_place.core.usage import PodAllocation, card_usage
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
 GIB = 1024
 A100 = "NVIDIA-A100-SXM4-40GB"
@@ -72,7 +74,10 @@ def pinned_fit(snapshot: Snapshot, allocations: dict, pod: PlanPod, node_name: s
     others = [a for key, a in allocations.items() if key != pod.key and a is not None]
     usage = card_usage(node.cards, others, node=node.name)
     annotations = {**pod.fit_annotations, USE_UUID: ",".join(uuids)}
-    verdict = fit_pod(node.cards, usage, pod.requests, pod.init_containers, annotations, cordoned=node.cordoned)
+    config = HAMI_DEFAULTS.with_policy(pod.default_policy or HAMI_DEFAULTS.gpu_scheduler_policy)
+    verdict = fit_pod(
+        node.cards, usage, pod.requests, pod.init_containers, annotations, cordoned=node.cordoned, config=config
+    )
     assert verdict.ok, (pod.key, node_name, uuids, verdict.reason)
     assert all(set(cards) == set(uuids) for cards in verdict.devices)
 
@@ -609,12 +614,21 @@ def test_a_pod_whose_score_weights_hami_cannot_read_gets_no_plan() -> None:
     assert "HAMi's filter fails for the pod on every node" in " ".join(result.reasons)
 
 
-def test_a_pod_naming_no_policy_gets_hamis_default_in_what_fit_reads() -> None:
-    named = PlanPod("ns", "a", (None,), annotations={GPU_SCHEDULER_POLICY: "binpack"}, default_policy="mutex")
-    bare = PlanPod("ns", "b", (None,), default_policy="mutex")
-    assert named.fit_annotations[GPU_SCHEDULER_POLICY] == "binpack", "the pod's own policy stands"
-    assert bare.fit_annotations[GPU_SCHEDULER_POLICY] == "mutex"
-    assert GPU_SCHEDULER_POLICY not in PlanPod("ns", "c", (None,)).fit_annotations
+def test_the_default_policy_reaches_the_planners_fit_without_a_copy_of_the_annotations() -> None:
+    """device.go Fit: GetGPUSchedulerPolicyByPod(device.GPUSchedulerPolicy, pod), the default applying to a pod that
+    names no policy; sequence_fit takes it as fit() does, and the pod's annotations stay its own."""
+    used = CardUsage("GPU-a-0", used_slots=1, used_mem=GIB)
+    gpu = pending(GIB).gpu_requests
+    verdict = sequence_fit(
+        card("GPU-a-0"), used, gpu, init_containers=0, annotations={}, cordoned=False, default_policy="mutex"
+    )
+    assert verdict.reason == FitReason.ExclusiveDeviceAllocateConflict
+    named = {GPU_SCHEDULER_POLICY: "binpack"}
+    kw = {"init_containers": 0, "cordoned": False, "default_policy": "mutex"}
+    assert sequence_fit(card("GPU-a-0"), used, gpu, annotations=named, **kw).ok, "the pod's own policy stands"
+    assert sequence_fit(card("GPU-a-0"), used, gpu, annotations={}, init_containers=0, cordoned=False).ok
+    bare = PlanPod("ns", "b", (None,), annotations={"team": "x"}, default_policy="mutex")
+    assert bare.fit_annotations is bare.annotations
 
 
 def test_a_mutex_default_policy_keeps_the_planner_off_a_used_card() -> None:

@@ -45,11 +45,12 @@ def sequence_fit(
     init_containers: int,
     annotations: Mapping[str, str],
     cordoned: bool,
+    default_policy: str = "",
 ) -> FitResult:
     """A pod's GPU containers fitted one after another on one card, as HAMi does: the first failure decides.
 
     App containers add their share before the next is fitted; init containers run alone, so each meets the card
-    as the pod found it.
+    as the pod found it. `default_policy` is HAMi's `--gpu-scheduler-policy`, for a pod naming none (as in `fit`).
     """
     if card.is_mig:
         return FitResult(
@@ -59,7 +60,7 @@ def sequence_fit(
     result = FitResult(ok=True, reason=None, message=f"{card.label()} fits")
     for position, request in gpu:
         is_init = position < init_containers
-        result = fit(card, usage if is_init else running, request, annotations, cordoned)
+        result = fit(card, usage if is_init else running, request, annotations, cordoned, default_policy=default_policy)
         if not result.ok:
             prefix = f"container {position}: " if len(gpu) > 1 else ""
             return FitResult(ok=False, reason=result.reason, message=prefix + result.message)
@@ -272,6 +273,7 @@ class State:
             init_containers=pod.init_containers,
             annotations=pod.fit_annotations,
             cordoned=slot.cordoned,
+            default_policy=pod.default_policy,
         )
 
     def fits(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> bool:
@@ -565,11 +567,11 @@ class State:
         return self._remembered(("fitting", self.shape(pod), allowed, avoid_empty), walk)
 
     def shape(self, pod: PlanPod) -> tuple[object, ...]:
-        """What HAMi's fit reads of the pod: its GPU requests, init containers and fit annotations."""
+        """What HAMi's fit reads of the pod: its GPU requests, init containers, fit annotations and default policy."""
         shape = self._shapes.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))
-            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations)
+            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy)
         return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -642,3 +643,55 @@ def test_a_mutex_default_policy_keeps_the_planner_off_a_used_card() -> None:
         "under a mutex default the card must be emptied first"
     )
     replay(snapshot, exclusive)
+
+
+# Under topology-aware HAMi's Fit (pkg/device/nvidia/device.go) walks every card from the last of the policy's sort,
+# then of more fitting cards than asked keeps the combination whose pair scores sum highest (generateCombinations,
+# computeBestCombination; the first on ties). With the three cards empty the sort keeps index order, the walk finds
+# gpu-2, gpu-1, gpu-0, and (gpu-2, gpu-0) scores 200 against 150 and 100: HAMi picks cards 0 and 2, where the
+# planner's own walk (least free, then order) would take 0 and 1.
+PAIR_SCORES = {
+    "GPU-{n}-0": {"GPU-{n}-1": 100, "GPU-{n}-2": 200},
+    "GPU-{n}-1": {"GPU-{n}-0": 100, "GPU-{n}-2": 150},
+    "GPU-{n}-2": {"GPU-{n}-0": 200, "GPU-{n}-1": 150},
+}
+TOPOLOGY = {GPU_SCHEDULER_POLICY: "topology-aware"}
+
+
+def scored_node(name: str) -> PlanNode:
+    """A node of three empty cards whose pair scores make HAMi's topology-aware pick cards 0 and 2."""
+    scores = {a.format(n=name): {b.format(n=name): v for b, v in row.items()} for a, row in PAIR_SCORES.items()}
+    return gpu_node(name, cards=3, pair_scores=scores)
+
+
+@pytest.mark.parametrize(
+    ("pod_policy", "default_policy"),
+    [(TOPOLOGY, ""), ({}, "topology-aware")],
+    ids=["the pod's topology-aware", "the default topology-aware"],
+)
+def test_a_topology_aware_pod_is_targeted_at_the_cards_hamis_pair_scores_pick(
+    pod_policy: dict[str, str], default_policy: str
+) -> None:
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
+    pod = pending(10 * GIB, nums=2, annotations=pod_policy, default_policy=default_policy)
+    result = fit_plan(snapshot, pod)
+    assert (result.target, result.moves) == (("a", ("GPU-a-0", "GPU-a-2")), ())
+    [verdict] = why(snapshot, pod, HAMI_DEFAULTS.with_policy(default_policy or "spread"))
+    assert verdict.message == "HAMi places it on gpu-2, gpu-0", "why names the same cards"
+    replay(snapshot, result)
+
+
+def test_without_topology_aware_the_pair_scores_do_not_move_the_target() -> None:
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
+    result = fit_plan(snapshot, pending(10 * GIB, nums=2))
+    assert result.target == ("a", ("GPU-a-0", "GPU-a-1"))
+
+
+def test_a_topology_aware_pod_moved_aside_goes_to_the_cards_hamis_pair_scores_pick() -> None:
+    """The two-card pod on a moves to b, whose pair scores make HAMi pick b's cards 0 and 2 (see PAIR_SCORES)."""
+    duo = placed("duo", "a", ["GPU-a-0", "GPU-a-1"], 10 * GIB, annotations=TOPOLOGY)
+    snapshot = Snapshot(nodes=(gpu_node("a"), scored_node("b")), pods=(duo,))
+    result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
+    replay(snapshot, result)

@@ -214,6 +214,12 @@ def numa_bind(annotations: Mapping[str, str] | None) -> bool:
     return (annotations or {}).get(NUMA_BIND) in _GO_TRUE
 
 
+def topology_aware(annotations: Mapping[str, str] | None, default_policy: str = "") -> bool:
+    """True when HAMi's GPU policy for the pod (its annotation, else `default_policy`) names `topology-aware`, as
+    `GetGPUSchedulerPolicyByPod` and `PolicyContains` (`pkg/util/util.go`) read it."""
+    return TOPOLOGY_AWARE in _split((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
+
+
 def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:
     """The card UUIDs a node's `hami.io/device-cordon` annotation takes out of new placements."""
     value = (node_annotations or {}).get(DEVICE_CORDON)

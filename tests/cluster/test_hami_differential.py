@@ -5,7 +5,9 @@ allocatable cards), the pods HAMi already placed there (Pending, with HAMi's ann
 admitted by a dry run through HAMi's webhook (so it holds what HAMi's webhook adds), then created for a scheduler
 nobody serves. HAMi's `POST /filter` is asked about each pod and its node, as kube-scheduler asks it; hami-place's
 `fit_pod_on_node` is asked about the pod as the user wrote it. Verdict, reason text (HAMi's FailedNodes entry) and,
-when it fits, the cards HAMi allocated (it writes them on the pod) must all agree. A case with a `pin` goes through
+when it fits, the cards HAMi allocated (it writes them on the pod) must all agree; for a multi-card pod under
+`topology-aware`, the planner's target for a `fit` goal (`core.planner.plan`, the node made Ready) must be the cards
+HAMi allocated to its first container, chosen by the node's pair scores. A case with a `pin` goes through
 the pin's whole plan (`core.plan.plan`, as `pin` runs it) instead: HAMi is asked about the pod as the pin's patch
 leaves it (cards by UUID, shares, HAMi's webhook cores dropped), and must accept it exactly when the plan does, on
 the named cards, or refuse it for one of the plan's reasons.
@@ -21,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pytest
@@ -41,10 +44,14 @@ from kubectl_hami_place.core.fit import (
     fit_pod_on_node,
     hami_reason_name,
     scoring_weights,
+    topology_aware,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, PlanReason, plan, workload_from_pod
+from kubectl_hami_place.core.planner import FitGoal
+from kubectl_hami_place.core.planner import plan as planner_plan
+from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -84,9 +91,15 @@ class Outcome:
     pin: CardCheck | None = None
     denied: bool = False
     pinned: Plan | None = None
+    target: tuple[str, ...] | None = None
 
     def disagreement(self) -> str:
-        """Empty when HAMi, the model and pin's check agree, else what each said."""
+        """Empty when HAMi, the model, pin's check and the planner's target agree, else what each said."""
+        if self.target is not None and set(self.target) != set(self.hami_devices[0] if self.hami_devices else ()):
+            return (
+                f"{self.node}: the planner targets {self.target}; "
+                f"HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}\n    {self.case!r}"
+            )
         if self.pinned is not None:
             return self._plan_disagreement(self.pinned)
         pin = self.pin
@@ -334,7 +347,27 @@ class Differential:
         except ModelError as error:
             model = f"{type(error).__name__}: {error}"
         pin = None if denied else self._pin_check(case, node, users_pod, allocations)
-        return Outcome(case, name, ok, reason, devices, model, pin, denied=bool(denied))
+        target = None if denied else self._planner_target(case, node, users_pod, residents)
+        return Outcome(case, name, ok, reason, devices, model, pin, denied=bool(denied), target=target)
+
+    def _planner_target(
+        self, case: Case, node: dict[str, Any], pod: dict[str, Any], residents: list[dict[str, Any]]
+    ) -> tuple[str, ...] | None:
+        """The planner's target cards for a `fit` goal, when the pod asks the same several cards in every container
+        under `topology-aware` and the planner places it without a move; None for any other case."""
+        if case.pin or not case.webhook or not topology_aware(case.annotations, self.config.gpu_scheduler_policy):
+            return None
+        ready = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+        try:
+            goal = pod_for_plan(pod, node_labels([ready]), self.config)
+        except ModelError:
+            return None
+        counts = {request.nums for _, request in goal.gpu_requests}
+        if len(counts) != 1 or counts == {1}:
+            return None
+        snapshot, _ = snapshot_from_objects([ready], residents, [], datetime.now(UTC), self.config)
+        result = planner_plan(snapshot, FitGoal(goal))
+        return None if result.target is None or result.moves else result.target[1]
 
     def _pin_check(
         self, case: Case, node: dict[str, Any], pod: dict[str, Any], allocations: list[PodAllocation]
@@ -410,7 +443,10 @@ def assert_agree(outcomes: list[Outcome], least: int) -> None:
 def test_the_card_model_gives_hamis_verdict_reason_and_cards_for_every_case(cluster: Sandbox, namespace: str) -> None:
     run = Differential(cluster, namespace, cluster.hami_url, HAMI_SCHEDULER, HAMI_DEFAULTS)
     cases = generate(CASES) + generate_focused(FOCUSED)
-    assert_agree(run.run(cases, f"hd-{namespace[2:]}"), least=int((CASES + FOCUSED) * 0.9))
+    outcomes = run.run(cases, f"hd-{namespace[2:]}")
+    assert_agree(outcomes, least=int((CASES + FOCUSED) * 0.9))
+    # 4 of the cases are topology-aware pods the planner places on the cards HAMi's pair scores pick
+    assert sum(1 for o in outcomes if o.target is not None) >= 4
 
 
 RENAMED = {

@@ -10,12 +10,14 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY, USE_UUID, FitReason, fit_pod
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
     CompactGoal,
@@ -29,8 +31,9 @@ from kubectl_hami_place.core.planner import (
     plan,
     why,
 )
+from kubectl_hami_place.core.planner.state import sequence_fit
 from kubectl_hami_place.core.requests import card_request, memory_for
-from kubectl_hami_place.core.usage import PodAllocation, card_usage
+from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
 GIB = 1024
 A100 = "NVIDIA-A100-SXM4-40GB"
@@ -72,7 +75,10 @@ def pinned_fit(snapshot: Snapshot, allocations: dict, pod: PlanPod, node_name: s
     others = [a for key, a in allocations.items() if key != pod.key and a is not None]
     usage = card_usage(node.cards, others, node=node.name)
     annotations = {**pod.fit_annotations, USE_UUID: ",".join(uuids)}
-    verdict = fit_pod(node.cards, usage, pod.requests, pod.init_containers, annotations, cordoned=node.cordoned)
+    config = HAMI_DEFAULTS.with_policy(pod.default_policy or HAMI_DEFAULTS.gpu_scheduler_policy)
+    verdict = fit_pod(
+        node.cards, usage, pod.requests, pod.init_containers, annotations, cordoned=node.cordoned, config=config
+    )
     assert verdict.ok, (pod.key, node_name, uuids, verdict.reason)
     assert all(set(cards) == set(uuids) for cards in verdict.devices)
 
@@ -609,12 +615,21 @@ def test_a_pod_whose_score_weights_hami_cannot_read_gets_no_plan() -> None:
     assert "HAMi's filter fails for the pod on every node" in " ".join(result.reasons)
 
 
-def test_a_pod_naming_no_policy_gets_hamis_default_in_what_fit_reads() -> None:
-    named = PlanPod("ns", "a", (None,), annotations={GPU_SCHEDULER_POLICY: "binpack"}, default_policy="mutex")
-    bare = PlanPod("ns", "b", (None,), default_policy="mutex")
-    assert named.fit_annotations[GPU_SCHEDULER_POLICY] == "binpack", "the pod's own policy stands"
-    assert bare.fit_annotations[GPU_SCHEDULER_POLICY] == "mutex"
-    assert GPU_SCHEDULER_POLICY not in PlanPod("ns", "c", (None,)).fit_annotations
+def test_the_default_policy_reaches_the_planners_fit_without_a_copy_of_the_annotations() -> None:
+    """device.go Fit: GetGPUSchedulerPolicyByPod(device.GPUSchedulerPolicy, pod), the default applying to a pod that
+    names no policy; sequence_fit takes it as fit() does, and the pod's annotations stay its own."""
+    used = CardUsage("GPU-a-0", used_slots=1, used_mem=GIB)
+    gpu = pending(GIB).gpu_requests
+    verdict = sequence_fit(
+        card("GPU-a-0"), used, gpu, init_containers=0, annotations={}, cordoned=False, default_policy="mutex"
+    )
+    assert verdict.reason == FitReason.ExclusiveDeviceAllocateConflict
+    named = {GPU_SCHEDULER_POLICY: "binpack"}
+    kw = {"init_containers": 0, "cordoned": False, "default_policy": "mutex"}
+    assert sequence_fit(card("GPU-a-0"), used, gpu, annotations=named, **kw).ok, "the pod's own policy stands"
+    assert sequence_fit(card("GPU-a-0"), used, gpu, annotations={}, init_containers=0, cordoned=False).ok
+    bare = PlanPod("ns", "b", (None,), annotations={"team": "x"}, default_policy="mutex")
+    assert bare.fit_annotations is bare.annotations
 
 
 def test_a_mutex_default_policy_keeps_the_planner_off_a_used_card() -> None:
@@ -628,3 +643,55 @@ def test_a_mutex_default_policy_keeps_the_planner_off_a_used_card() -> None:
         "under a mutex default the card must be emptied first"
     )
     replay(snapshot, exclusive)
+
+
+# Under topology-aware HAMi's Fit (pkg/device/nvidia/device.go) walks every card from the last of the policy's sort,
+# then of more fitting cards than asked keeps the combination whose pair scores sum highest (generateCombinations,
+# computeBestCombination; the first on ties). With the three cards empty the sort keeps index order, the walk finds
+# gpu-2, gpu-1, gpu-0, and (gpu-2, gpu-0) scores 200 against 150 and 100: HAMi picks cards 0 and 2, where the
+# planner's own walk (least free, then order) would take 0 and 1.
+PAIR_SCORES = {
+    "GPU-{n}-0": {"GPU-{n}-1": 100, "GPU-{n}-2": 200},
+    "GPU-{n}-1": {"GPU-{n}-0": 100, "GPU-{n}-2": 150},
+    "GPU-{n}-2": {"GPU-{n}-0": 200, "GPU-{n}-1": 150},
+}
+TOPOLOGY = {GPU_SCHEDULER_POLICY: "topology-aware"}
+
+
+def scored_node(name: str) -> PlanNode:
+    """A node of three empty cards whose pair scores make HAMi's topology-aware pick cards 0 and 2."""
+    scores = {a.format(n=name): {b.format(n=name): v for b, v in row.items()} for a, row in PAIR_SCORES.items()}
+    return gpu_node(name, cards=3, pair_scores=scores)
+
+
+@pytest.mark.parametrize(
+    ("pod_policy", "default_policy"),
+    [(TOPOLOGY, ""), ({}, "topology-aware")],
+    ids=["the pod's topology-aware", "the default topology-aware"],
+)
+def test_a_topology_aware_pod_is_targeted_at_the_cards_hamis_pair_scores_pick(
+    pod_policy: dict[str, str], default_policy: str
+) -> None:
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
+    pod = pending(10 * GIB, nums=2, annotations=pod_policy, default_policy=default_policy)
+    result = fit_plan(snapshot, pod)
+    assert (result.target, result.moves) == (("a", ("GPU-a-0", "GPU-a-2")), ())
+    [verdict] = why(snapshot, pod, HAMI_DEFAULTS.with_policy(default_policy or "spread"))
+    assert verdict.message == "HAMi places it on gpu-2, gpu-0", "why names the same cards"
+    replay(snapshot, result)
+
+
+def test_without_topology_aware_the_pair_scores_do_not_move_the_target() -> None:
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
+    result = fit_plan(snapshot, pending(10 * GIB, nums=2))
+    assert result.target == ("a", ("GPU-a-0", "GPU-a-1"))
+
+
+def test_a_topology_aware_pod_moved_aside_goes_to_the_cards_hamis_pair_scores_pick() -> None:
+    """The two-card pod on a moves to b, whose pair scores make HAMi pick b's cards 0 and 2 (see PAIR_SCORES)."""
+    duo = placed("duo", "a", ["GPU-a-0", "GPU-a-1"], 10 * GIB, annotations=TOPOLOGY)
+    snapshot = Snapshot(nodes=(gpu_node("a"), scored_node("b")), pods=(duo,))
+    result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
+    replay(snapshot, result)

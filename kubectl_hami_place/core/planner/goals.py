@@ -141,7 +141,8 @@ def _one_numa(costs: list[_Cost], nums: int) -> list[_Cost]:
 
 
 def _plan_fit(state: State, goal: FitGoal) -> Plan:
-    """Make room for the goal's pod on the node that needs the fewest moves."""
+    """Make room for the goal's pod on the node that needs the fewest moves; a multi-card `topology-aware` pod's
+    target is then the cards HAMi picks there after the moves, by the node's pair scores (`State.hami_cards`)."""
     pod = goal.pod
     before = state.summary(state.cards)
     gpu = pod.gpu_requests
@@ -210,6 +211,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         _, _, node, cards, _ = options[position]
         for move in moves:
             state.carry_out(move)
+        cards = state.hami_cards(pod, node, cards)
         nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
         return Plan(
             goal=goal.describe(),

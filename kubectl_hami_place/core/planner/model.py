@@ -13,7 +13,6 @@ from functools import cached_property
 from typing import Any
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY
 from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -75,17 +74,12 @@ class PlanPod:
 
     @cached_property
     def fit_annotations(self) -> Mapping[str, str]:
-        """The annotations HAMi's fit reads: the default GPU policy where the pod names none; a `use-gpuuuid`
-        hami-place wrote for an earlier placement is dropped. The pod's own mapping when neither applies: one per
-        pod of a 100,000-pod trace is not copied for nothing."""
-        defaulted = bool(self.default_policy) and GPU_SCHEDULER_POLICY not in self.annotations
-        if not defaulted and PLACED_BY not in self.annotations:
+        """The annotations HAMi's fit reads: without a `use-gpuuuid` hami-place wrote for an earlier placement. The
+        pod's own mapping when it has none: one per pod of a 100,000-pod trace is not copied for nothing."""
+        if PLACED_BY not in self.annotations:
             return self.annotations
         annotations = dict(self.annotations)
-        if defaulted:
-            annotations[GPU_SCHEDULER_POLICY] = self.default_policy
-        if PLACED_BY in annotations:
-            annotations.pop("nvidia.com/use-gpuuuid", None)
+        annotations.pop("nvidia.com/use-gpuuuid", None)
         return annotations
 
 

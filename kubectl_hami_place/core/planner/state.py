@@ -16,7 +16,17 @@ from itertools import islice
 from typing import Generic, TypeVar
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID, FitReason, FitResult, fit, numa_bind
+from kubectl_hami_place.core.fit import (
+    NOUSE_UUID,
+    USE_UUID,
+    FitReason,
+    FitResult,
+    fit,
+    fit_pod,
+    numa_bind,
+    topology_aware,
+)
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.planner.model import (
     DO_NOT_MOVE,
     NOT_RECREATING,
@@ -45,11 +55,12 @@ def sequence_fit(
     init_containers: int,
     annotations: Mapping[str, str],
     cordoned: bool,
+    default_policy: str = "",
 ) -> FitResult:
     """A pod's GPU containers fitted one after another on one card, as HAMi does: the first failure decides.
 
     App containers add their share before the next is fitted; init containers run alone, so each meets the card
-    as the pod found it.
+    as the pod found it. `default_policy` is HAMi's `--gpu-scheduler-policy`, for a pod naming none (as in `fit`).
     """
     if card.is_mig:
         return FitResult(
@@ -59,7 +70,7 @@ def sequence_fit(
     result = FitResult(ok=True, reason=None, message=f"{card.label()} fits")
     for position, request in gpu:
         is_init = position < init_containers
-        result = fit(card, usage if is_init else running, request, annotations, cordoned)
+        result = fit(card, usage if is_init else running, request, annotations, cordoned, default_policy=default_policy)
         if not result.ok:
             prefix = f"container {position}: " if len(gpu) > 1 else ""
             return FitResult(ok=False, reason=result.reason, message=prefix + result.message)
@@ -207,6 +218,7 @@ class State:
         self.by_uuid: dict[str, CardSlot] = {}
         self.by_node: dict[str, list[CardSlot]] = {}
         self.node_open: dict[str, bool] = {}
+        self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
         placed: dict[str, list[PodAllocation]] = {}
         counted = sorted(
             ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
@@ -272,6 +284,7 @@ class State:
             init_containers=pod.init_containers,
             annotations=pod.fit_annotations,
             cordoned=slot.cordoned,
+            default_policy=pod.default_policy,
         )
 
     def fits(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> bool:
@@ -302,6 +315,35 @@ class State:
         if cached is None:
             cached = self._empty[key] = self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores))
         return cached
+
+    def hami_cards(
+        self, pod: PlanPod, node: str, cards: list[CardSlot], exclude: Iterable[str] = (), avoid_empty: bool = False
+    ) -> list[CardSlot]:
+        """The cards HAMi picks on the node for a multi-card pod under `topology-aware` (by the node's pair scores, as
+        `fit.fit_pod` models its Fit), of its open cards outside `exclude` (in use only, if `avoid_empty`); `cards`
+        for any other pod, or when HAMi's pick does not fit every container (a pin then names the planner's own)."""
+        if len(cards) < 2 or not topology_aware(pod.fit_annotations, pod.default_policy):
+            return cards
+        slots = self.by_node[node]
+        barred = set(exclude)
+        verdict = fit_pod(
+            [slot.card for slot in slots],
+            {slot.card.uuid: slot.usage() for slot in slots},
+            pod.requests,
+            pod.init_containers,
+            pod.fit_annotations,
+            cordoned=frozenset(
+                slot.card.uuid
+                for slot in slots
+                if not slot.open or slot.card.uuid in barred or (avoid_empty and not slot.used)
+            ),
+            config=HAMI_DEFAULTS.with_policy(pod.default_policy or HAMI_DEFAULTS.gpu_scheduler_policy),
+            pair_scores=self.pair_scores.get(node),
+        )
+        picked = [self.by_uuid[uuid] for uuid in verdict.devices[0]] if verdict.ok else []
+        if len(picked) != len(cards) or not all(self.fits(pod, slot) for slot in picked):
+            return cards
+        return sorted(picked, key=lambda slot: slot.ordinal)
 
     def share(self, pod: PlanPod, card: Card) -> Share:
         """`pod_share`, cached per pod and card memory."""
@@ -529,7 +571,8 @@ class State:
         """The node and cards the pod would move to, best fit first.
 
         A multi-card pod goes to the first node that has enough fitting cards, walking cards from the least free; under
-        `nvidia.com/numa-bind` enough on one NUMA node of it (HAMi refuses cards of two).
+        `nvidia.com/numa-bind` enough on one NUMA node of it (HAMi refuses cards of two); under `topology-aware` to
+        the cards HAMi picks there by the node's pair scores (`hami_cards`).
         """
         nums = pod.gpu_requests[0][1].nums
         fitting_cards = (slot for slot in self._fitting(pod, scope, avoid_empty) if slot.card.uuid not in exclude)
@@ -542,7 +585,8 @@ class State:
             cards = fitting.setdefault((slot.node, slot.card.numa if bind else 0), [])
             cards.append(slot)
             if len(cards) == nums:
-                return slot.node, sorted(cards, key=lambda s: s.ordinal)
+                own = sorted(cards, key=lambda s: s.ordinal)
+                return slot.node, self.hami_cards(pod, slot.node, own, exclude, avoid_empty)
         return None
 
     def _fitting(self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool) -> Iterable[CardSlot]:
@@ -565,11 +609,11 @@ class State:
         return self._remembered(("fitting", self.shape(pod), allowed, avoid_empty), walk)
 
     def shape(self, pod: PlanPod) -> tuple[object, ...]:
-        """What HAMi's fit reads of the pod: its GPU requests, init containers and fit annotations."""
+        """What HAMi's fit reads of the pod: its GPU requests, init containers, fit annotations and default policy."""
         shape = self._shapes.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))
-            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations)
+            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy)
         return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:

@@ -51,7 +51,7 @@ from kubectl_hami_place.cli._placing import (
 )
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
-from kubectl_hami_place.core.plan import workload_from_pod
+from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 

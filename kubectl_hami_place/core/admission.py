@@ -2,7 +2,7 @@
 
 Pure on purpose: the server owns the clock, the claim token and every API call, so the rules below are tested on
 plain data. Only the CREATE of a Pod with the configured schedulerName is considered. It claims the oldest open
-placement of its namespace whose selector matches and whose `core.plan` finds no problem with this pod; a
+placement of its namespace whose selector matches and whose `core.pin_check` finds no problem with this pod; a
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
 placement, and only for what no pod can change). The pod is pinned by a hostname node affinity merged into its
 own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share. Our annotations on an
@@ -34,8 +34,8 @@ from kubectl_hami_place.core.names import (
     SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
 )
+from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod
 from kubectl_hami_place.core.placement import Placement
-from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, plan, workload_from_pod
 from kubectl_hami_place.core.reviews import Review, build_response
 from kubectl_hami_place.core.selectors import matches
 
@@ -105,7 +105,7 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
     if not _considered(review, snapshot.settings, namespace):
         return Decision(uid=review.uid, result=IGNORED)
     placements = [p for p in snapshot.placements if p.namespace == namespace]
-    nodes = ClusterSnapshot(snapshot.nodes)
+    nodes = PinView(snapshot.nodes)
     annotations = review.annotations
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
     if any(key in annotations for key in OUR_ANNOTATIONS) or CLAIM_DIGEST_LABEL in labels:
@@ -129,7 +129,7 @@ def decide(review: Review, snapshot: Snapshot) -> Decision:
         if guard_holder is not None:
             warnings.append(f"hami-place: placement {placement.name} skipped: reqID already held by {guard_holder}")
             continue
-        pin = plan(placement.spec, nodes, workload)
+        pin = pin_verdict(placement.spec, nodes, workload)
         if not pin.ok:
             warnings.append(f"hami-place: placement {placement.name} skipped for this pod: {pin.summary()}")
             continue
@@ -191,10 +191,10 @@ def _claim_holder(
     return found
 
 
-def _reinvoked(review: Review, placement: Placement, nodes: ClusterSnapshot, config: HamiConfig) -> Decision:
+def _reinvoked(review: Review, placement: Placement, nodes: PinView, config: HamiConfig) -> Decision:
     """A pod carrying its placement's claim (a reinvocation): re-apply that pin, claim nothing."""
     token = str(review.annotations.get(CLAIM_ANNOTATION))
-    pin = plan(placement.spec, nodes, workload_from_pod(review.pod, "the pod", config=config))
+    pin = pin_verdict(placement.spec, nodes, workload_from_pod(review.pod, "the pod", config=config))
     if not pin.cards:
         return Decision(uid=review.uid, result=REINVOKED, placement=placement.name)
     mutated = _pinned(review.pod, pin, placement, token)
@@ -214,7 +214,7 @@ def _without_our_annotations(pod: Mapping[str, Any]) -> dict[str, Any]:
     return stripped
 
 
-def _pinned(pod: Mapping[str, Any], pin: Plan, placement: Placement, token: str) -> dict[str, Any]:
+def _pinned(pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token: str) -> dict[str, Any]:
     """A copy of the pod pinned to the node and cards; applying it to its own result changes nothing."""
     mutated: dict[str, Any] = copy.deepcopy(dict(pod))
     annotations = _child(_child(mutated, "metadata"), "annotations")
@@ -255,7 +255,7 @@ def _require_hostname(spec: dict[str, Any], node: str) -> None:
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Init containers then app containers (HAMi's order, and the plan's positions)."""
+    """Init containers then app containers (HAMi's order, and the pin check's positions)."""
     found: list[dict[str, Any]] = []
     for key in ("initContainers", "containers"):
         items = pod_spec.get(key)

@@ -1,7 +1,7 @@
 """Pin-then-evict, the one way a pod is moved: `evict --to-node`, `apply` and the defragmentation controller share it.
 
 A move pins the pod's replacement (its controller's selector) to the target cards with a placement checked by the
-core's `plan`, asks the API server whether the eviction would pass (PodDisruptionBudgets), creates the placement,
+core's `pin_verdict`, asks the API server whether the eviction would pass (PodDisruptionBudgets), creates the placement,
 waits until the webhook acknowledges it (`status.observedGeneration`), and only then evicts the pod by its UID.
 When the acknowledgement or the eviction fails, the placement just created is deleted again, so no half-done pin
 stays behind. Failures are the typed errors of `kube.errors`; callers word them.
@@ -16,6 +16,14 @@ from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.pin_check import (
+    PinView,
+    Workload,
+    eviction_warnings,
+    pending_warnings,
+    pin_verdict,
+    workload_from_pod,
+)
 from kubectl_hami_place.core.placement import (
     Placement,
     PlacementSpec,
@@ -23,14 +31,6 @@ from kubectl_hami_place.core.placement import (
     placement_object,
     placements_from_objects,
     validate_spec,
-)
-from kubectl_hami_place.core.plan import (
-    ClusterSnapshot,
-    Workload,
-    eviction_warnings,
-    pending_warnings,
-    plan,
-    workload_from_pod,
 )
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placement_for, req_id_for
@@ -89,7 +89,7 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
 
 
-def pin_snapshot(kube: Kube, node: str) -> ClusterSnapshot:
+def pin_view(kube: Kube, node: str) -> PinView:
     """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
     try:
         nodes = {node: cluster.get_node(kube, node)}
@@ -103,7 +103,7 @@ def pin_snapshot(kube: Kube, node: str) -> ClusterSnapshot:
             continue
         if allocation is not None:
             found.append(allocation)
-    return ClusterSnapshot(nodes, tuple(found))
+    return PinView(nodes, tuple(found))
 
 
 def check_pin(
@@ -117,7 +117,7 @@ def check_pin(
     labels: Mapping[str, str],
     annotations: Mapping[str, str] | None = None,
 ) -> Checked:
-    """Plans the pin against the cluster as it is now; `PinRefused` carrying the plan when it has problems."""
+    """Checks the pin against the cluster as it is now; `PinRefused` carrying the verdict when it has problems."""
     node = spec.node_name
     evict_allocation = None
     warnings: list[str] = []
@@ -130,7 +130,7 @@ def check_pin(
             # pin --evict: the eviction is to make room on the node. A move evicts the pod being moved, which
             # frees its cards wherever it runs: nothing to warn about.
             warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
-    pin = plan(spec, pin_snapshot(kube, node), workload, evict=evict_allocation)
+    pin = pin_verdict(spec, pin_view(kube, node), workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:
         raise PinRefused(pin, workload.source, evicting)

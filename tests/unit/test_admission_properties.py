@@ -179,7 +179,7 @@ def test_the_pin_is_idempotent_and_keeps_the_pods_own_affinity(
     for before, after in zip(containers, pinned["spec"]["containers"], strict=True):
         for name, quantity in ((before.get("resources") or {}).get("limits") or {}).items():
             if name == "nvidia.com/gpucores" and name not in after["resources"]["limits"]:
-                # HAMi's default 100 cores go from a container given a part of a card (core.plan).
+                # HAMi's default 100 cores go from a container given a part of a card (core.pin_check).
                 assert str(quantity) == "100" and "/" in devices[0]
                 continue
             assert after["resources"]["limits"][name] == quantity

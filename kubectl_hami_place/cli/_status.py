@@ -35,7 +35,7 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
-from kubectl_hami_place.core.cluster import CardInfo, ClusterInfo, NodeInfo
+from kubectl_hami_place.core.cluster_info import CardInfo, ClusterInfo, NodeInfo
 from kubectl_hami_place.core.fleet import CardTypeRoom, FleetSummary, placements_by_phase, summarize_fleet
 from kubectl_hami_place.core.fragmentation import Fragmentation, summarize
 from kubectl_hami_place.kube.errors import KubeError

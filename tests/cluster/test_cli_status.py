@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.kube import client as kube_client
 from kubectl_hami_place.kube import cluster as kube_cluster
 from kubectl_hami_place.kube import list_body

@@ -107,7 +107,7 @@ def evict(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Evict a pod, optionally pinning its replacement first."""
-    from kubectl_hami_place.kube import cluster, evictions, moves
+    from kubectl_hami_place.kube import cluster_reads, evictions, moves
 
     if gpu and not to_node:
         raise UsageProblem("--gpu needs --to-node", "add --to-node NODE, or drop --gpu")
@@ -118,7 +118,7 @@ def evict(
     ns = where.one_namespace
     kube = where.kube
     try:
-        pod_obj = cluster.get_pod(kube, ns, pod)
+        pod_obj = cluster_reads.get_pod(kube, ns, pod)
     except KubeNotFound as exc:
         raise not_found(kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
     if not to_node:

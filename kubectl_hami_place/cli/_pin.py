@@ -93,7 +93,7 @@ def pin(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Create a HamiPodPlacement after checking it against the cluster."""
-    from kubectl_hami_place.kube import cluster, placements
+    from kubectl_hami_place.kube import cluster_reads, placements
 
     pod_selector = parse_selector(selector)
     refs = parse_gpus(gpu)
@@ -104,7 +104,7 @@ def pin(
     evicted_pod: dict[str, Any] | None = None
     if evict:
         try:
-            evicted_pod = cluster.get_pod(where.kube, ns, evict)
+            evicted_pod = cluster_reads.get_pod(where.kube, ns, evict)
         except KubeNotFound as exc:
             raise not_found(
                 where.kube, ns, f"pod {evict} (--evict)", f"check the name (kubectl get pods -n {ns})"

@@ -133,13 +133,13 @@ def resolve_workload(
     config: HamiConfig,
 ) -> Workload:
     """The pod to place: from --request-* flags, else the pod template of a matching controller."""
-    from kubectl_hami_place.kube import cluster
+    from kubectl_hami_place.kube import cluster_reads
 
     given = flag_workload(nums, memory, cores, config)
     if given is not None:
         return given
-    for controller in cluster.list_controllers(kube, namespace):
-        if controller.owner_kind in cluster.CONTROLLER_KINDS:
+    for controller in cluster_reads.list_controllers(kube, namespace):
+        if controller.owner_kind in cluster_reads.CONTROLLER_KINDS:
             continue
         labels = (controller.template.get("metadata") or {}).get("labels") or {}
         if matches(selector, labels):

@@ -37,7 +37,7 @@ from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placemen
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
-from kubectl_hami_place.kube import cluster, evictions, placements
+from kubectl_hami_place.kube import cluster_reads, evictions, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import (
     KubeConflict,
@@ -73,7 +73,7 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
     labels = dict(metadata.get("labels") or {})
     if owner is not None:
-        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
+        controller = cluster_reads.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
         if controller is not None and controller.selector:
             try:
                 selector = selector_from_dict(controller.selector, require_nonempty=True)
@@ -92,11 +92,11 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
 def pin_view(kube: Kube, node: str) -> PinView:
     """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
     try:
-        nodes = {node: cluster.get_node(kube, node)}
+        nodes = {node: cluster_reads.get_node(kube, node)}
     except KubeNotFound:
         nodes = {}
     found: list[PodAllocation] = []
-    for pod in cluster.list_pods(kube, None):
+    for pod in cluster_reads.list_pods(kube, None):
         try:
             allocation = pod_allocation(pod)
         except ModelError:
@@ -289,7 +289,7 @@ def get_moved_pod(kube: Kube, move: Move) -> dict[str, Any]:
     """The pod a move evicts, as stored now; `PodGone` when there is none of its name."""
     namespace, name = move.pod.split("/", 1)
     try:
-        return cluster.get_pod(kube, namespace, name)
+        return cluster_reads.get_pod(kube, namespace, name)
     except KubeNotFound as exc:
         raise PodGone(f"{move.pod} vanished just before its eviction", status=404) from exc
 
@@ -297,7 +297,7 @@ def get_moved_pod(kube: Kube, move: Move) -> dict[str, Any]:
 def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
     """The API server checks the move's eviction and placement without persisting either."""
     namespace, name = move.pod.split("/", 1)
-    pod = cluster.get_pod(kube, namespace, name)
+    pod = cluster_reads.get_pod(kube, namespace, name)
     spec = move_spec(replacement(kube, namespace, pod), move)
     obj = placement_object(placement_for(move), namespace, spec, labels=labels)
     evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)

@@ -37,8 +37,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
-from kubectl_hami_place.cli._placed import PlacementResult
-from kubectl_hami_place.cli._placing import (
+from kubectl_hami_place.cli._pin_check import (
     AckTimeoutOption,
     build_spec,
     check_placement,
@@ -49,6 +48,7 @@ from kubectl_hami_place.cli._placing import (
     replacement,
     replacement_warning,
 )
+from kubectl_hami_place.cli._pin_report import PlacementResult
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.pin_check import workload_from_pod

@@ -29,8 +29,7 @@ from kubectl_hami_place.cli._common import (
     target,
     warn,
 )
-from kubectl_hami_place.cli._placed import PlacementResult
-from kubectl_hami_place.cli._placing import (
+from kubectl_hami_place.cli._pin_check import (
     build_spec,
     check_placement,
     hami_config,
@@ -39,6 +38,7 @@ from kubectl_hami_place.cli._placing import (
     placement_name,
     resolve_workload,
 )
+from kubectl_hami_place.cli._pin_report import PlacementResult
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound, NotAcknowledged
 

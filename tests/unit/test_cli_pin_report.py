@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kubectl_hami_place.cli._placed import Checked, PlacementResult, refusal_line
+from kubectl_hami_place.cli._pin_report import Checked, PlacementResult, refusal_line
 from kubectl_hami_place.cli.output import formatter_for
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod, workload_from_request

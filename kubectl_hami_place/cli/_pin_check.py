@@ -1,8 +1,8 @@
 """What `pin` and `evict --to-node` share: parse the flags, read a view of the cluster, call `core.pin_check`.
 
 Nothing is written here: the verbs create the object only after `check_placement` returned without refusing;
-`_placed` words the outcome. The checks and the pin-then-evict itself live in `kube.moves`; here they get the CLI's
-words.
+`_pin_report` words the outcome. The checks and the pin-then-evict itself live in `kube.moves`; here they get the
+CLI's words.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
-from kubectl_hami_place.cli._placed import refusal_line
+from kubectl_hami_place.cli._pin_report import refusal_line
 from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.pin_check import PinReason, Workload, workload_from_pod, workload_from_request

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.admission import Decision, Settings, Snapshot, claimed_by_annotations, decide
+from kubectl_hami_place.core.admission import AdmissionView, Decision, Settings, claimed_by_annotations, decide
 from kubectl_hami_place.core.lifecycle import StatusWrite
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS
 from kubectl_hami_place.core.placement import Placement
@@ -95,7 +95,7 @@ class Admitter:
                 carried = frozenset({claimed_token})
         token = self.new_token()
         held: dict[str, str] = {}
-        decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
+        decision = decide(review, self._view(review, review.namespace, token, carried, held))
         if cache_only and decision.claim is not None:
             return None
         for _ in range(MAX_CLAIM_ATTEMPTS):
@@ -107,13 +107,13 @@ class Admitter:
                 if holder:
                     self.metrics.conflicts.inc()
                     held[claim.placement.spec.req_id] = holder
-                    decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
+                    decision = decide(review, self._view(review, review.namespace, token, carried, held))
                     continue
                 self._write(claim)
             except StaleWrite:
                 self.metrics.conflicts.inc()
                 self._refresh(claim.namespace, claim.name)
-                decision = decide(review, self._snapshot(review, review.namespace, token, carried, held))
+                decision = decide(review, self._view(review, review.namespace, token, carried, held))
                 continue
             except KubeError as error:
                 log.warning("claim of %s/%s not written: %s", claim.namespace, claim.name, error)
@@ -133,9 +133,9 @@ class Admitter:
             return ""
         return f"placement {guard.holder_name or '?'} ({guard.holder_uid})"
 
-    def _snapshot(
+    def _view(
         self, review: Review, namespace: str, token: str, carried: frozenset[str], held: dict[str, str]
-    ) -> Snapshot:
+    ) -> AdmissionView:
         if any(key in review.annotations for key in OUR_ANNOTATIONS):
             placements = self.cache.parsed_placements(namespace)
         else:
@@ -145,7 +145,7 @@ class Admitter:
             placements = self.cache.placements_for(
                 namespace, {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
             )
-        return Snapshot(
+        return AdmissionView(
             placements=placements,
             nodes=self.cache.nodes_by_name(),
             settings=self.settings,

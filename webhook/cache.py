@@ -15,7 +15,7 @@ import orjson
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION
-from kubectl_hami_place.core.cluster import (
+from kubectl_hami_place.core.cluster_info import (
     NodeInfo,
     NodeShare,
     counted_allocation,
@@ -173,7 +173,7 @@ class ClusterCache:
             return {claim: list(pods.values())[-1] for claim in claims if (pods := self._claims.get(claim))}
 
     def cluster_info_document(self, now: datetime) -> dict[str, Any]:
-        """`core.cluster.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded (bytes,
+        """`core.cluster_info.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded (bytes,
         see json_pieces), built again only for the nodes whose object or pods changed since the last request; the
         rest is reused."""
         nodes = self.nodes.items()

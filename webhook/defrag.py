@@ -74,7 +74,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import Step, move_step
 from kubectl_hami_place.core.planner.objects import pod_for_plan
-from kubectl_hami_place.kube import cluster, moves, placements
+from kubectl_hami_place.kube import cluster_reads, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
     PolicySource,
@@ -572,7 +572,7 @@ class DefragController:
                 continue
             namespace, name = key.split("/", 1)
             try:
-                pod = cluster.get_pod(self.kube, namespace, name)
+                pod = cluster_reads.get_pod(self.kube, namespace, name)
             except KubeNotFound:
                 pod = {}
             meta = pod.get("metadata") or {}

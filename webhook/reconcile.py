@@ -28,8 +28,8 @@ from kubectl_hami_place.core.lifecycle import (
     quiet_until,
 )
 from kubectl_hami_place.core.names import EvictionResult
+from kubectl_hami_place.core.pin_check import Problem, problems_on
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
-from kubectl_hami_place.core.plan import Problem, problems_on
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced

@@ -17,7 +17,7 @@ from kubectl_hami_place.core.names import CLAIM_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementStatus
 from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read_placement, release_guard, write_status
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.cluster import list_pods, pods_labelled_with_claim
+from kubectl_hami_place.kube.cluster_reads import list_pods, pods_labelled_with_claim
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.evictions import evict_pod

@@ -1,4 +1,4 @@
-"""`apply -f PLAN`: carry out a plan printed by `plan -o json|yaml`, move by move (see `_applying`).
+"""`apply -f PLAN`: carry out a plan printed by `plan -o json|yaml`, move by move (see `_moves_runner`).
 
 Re-running the same plan resumes it: moves already done are skipped.
 """
@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from kubectl_hami_place.cli._applying import TimeoutOption, WaitPodOption, carry_out
 from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
@@ -27,7 +26,8 @@ from kubectl_hami_place.cli._common import (
     target,
 )
 from kubectl_hami_place.cli._errors import EXIT_OK, UsageProblem
-from kubectl_hami_place.cli._placing import AckTimeoutOption
+from kubectl_hami_place.cli._moves_runner import TimeoutOption, WaitPodOption, carry_out
+from kubectl_hami_place.cli._pin_check import AckTimeoutOption
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.core.planner.apply import PlanFile, PlanFileError, read_plan
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS

@@ -150,9 +150,9 @@ def target(
 
 def not_found(kube: Kube, namespace: str, what: str, hint: str) -> CliError:
     """`what` is not in the namespace (exit 1, as every not-found); a namespace that does not exist is the cause."""
-    from kubectl_hami_place.kube import cluster
+    from kubectl_hami_place.kube import cluster_reads
 
-    if not cluster.namespace_exists(kube, namespace):
+    if not cluster_reads.namespace_exists(kube, namespace):
         return CliError(f"namespace {namespace} not found", "check -n (kubectl get namespaces)")
     return CliError(f"{what} not found in namespace {namespace}", hint)
 

@@ -164,11 +164,11 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Names of nodes that carry a HAMi card register."""
 
     def fetch() -> list[str]:
-        from kubectl_hami_place.kube import cluster
+        from kubectl_hami_place.kube import cluster_reads
 
         kube, _ = _kube(ctx)
         names = []
-        for node in cluster.list_nodes(kube):
+        for node in cluster_reads.list_nodes(kube):
             try:
                 if node_cards(node):
                     names.append(node["metadata"]["name"])
@@ -186,10 +186,10 @@ def card_refs(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
     def fetch() -> list[str]:
-        from kubectl_hami_place.kube import cluster
+        from kubectl_hami_place.kube import cluster_reads
 
         kube, _ = _kube(ctx)
-        return [card.name for card in node_cards(cluster.get_node(kube, node))]
+        return [card.name for card in node_cards(cluster_reads.get_node(kube, node))]
 
     return _starting(_quietly(fetch), incomplete)
 
@@ -198,10 +198,10 @@ def pod_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Pod names of the namespace."""
 
     def fetch() -> list[str]:
-        from kubectl_hami_place.kube import cluster
+        from kubectl_hami_place.kube import cluster_reads
 
         kube, namespace = _kube(ctx)
-        return [pod["metadata"]["name"] for pod in cluster.list_pods(kube, namespace)]
+        return [pod["metadata"]["name"] for pod in cluster_reads.list_pods(kube, namespace)]
 
     return _starting(_quietly(fetch), incomplete)
 

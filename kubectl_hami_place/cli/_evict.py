@@ -37,8 +37,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
-from kubectl_hami_place.cli._placed import PlacementResult
-from kubectl_hami_place.cli._placing import (
+from kubectl_hami_place.cli._pin_check import (
     AckTimeoutOption,
     build_spec,
     check_placement,
@@ -49,9 +48,10 @@ from kubectl_hami_place.cli._placing import (
     replacement,
     replacement_warning,
 )
+from kubectl_hami_place.cli._pin_report import PlacementResult
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
-from kubectl_hami_place.core.plan import workload_from_pod
+from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 
@@ -107,7 +107,7 @@ def evict(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Evict a pod, optionally pinning its replacement first."""
-    from kubectl_hami_place.kube import cluster, evictions, moves
+    from kubectl_hami_place.kube import cluster_reads, evictions, moves
 
     if gpu and not to_node:
         raise UsageProblem("--gpu needs --to-node", "add --to-node NODE, or drop --gpu")
@@ -118,7 +118,7 @@ def evict(
     ns = where.one_namespace
     kube = where.kube
     try:
-        pod_obj = cluster.get_pod(kube, ns, pod)
+        pod_obj = cluster_reads.get_pod(kube, ns, pod)
     except KubeNotFound as exc:
         raise not_found(kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
     if not to_node:

@@ -29,8 +29,7 @@ from kubectl_hami_place.cli._common import (
     target,
     warn,
 )
-from kubectl_hami_place.cli._placed import PlacementResult
-from kubectl_hami_place.cli._placing import (
+from kubectl_hami_place.cli._pin_check import (
     build_spec,
     check_placement,
     hami_config,
@@ -39,6 +38,7 @@ from kubectl_hami_place.cli._placing import (
     placement_name,
     resolve_workload,
 )
+from kubectl_hami_place.cli._pin_report import PlacementResult
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound, NotAcknowledged
 
@@ -93,7 +93,7 @@ def pin(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Create a HamiPodPlacement after checking it against the cluster."""
-    from kubectl_hami_place.kube import cluster, placements
+    from kubectl_hami_place.kube import cluster_reads, placements
 
     pod_selector = parse_selector(selector)
     refs = parse_gpus(gpu)
@@ -104,7 +104,7 @@ def pin(
     evicted_pod: dict[str, Any] | None = None
     if evict:
         try:
-            evicted_pod = cluster.get_pod(where.kube, ns, evict)
+            evicted_pod = cluster_reads.get_pod(where.kube, ns, evict)
         except KubeNotFound as exc:
             raise not_found(
                 where.kube, ns, f"pod {evict} (--evict)", f"check the name (kubectl get pods -n {ns})"

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from kubectl_hami_place.cli._applying import ApplyReport, TimeoutOption, WaitPodOption, carry_out
 from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
@@ -31,6 +30,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, CliError, UsageProblem
+from kubectl_hami_place.cli._moves_runner import ApplyReport, TimeoutOption, WaitPodOption, carry_out
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli._why import require_gpu, why_blocks
 from kubectl_hami_place.cli.output import Block, Table, Text

@@ -35,7 +35,7 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
-from kubectl_hami_place.core.cluster import CardInfo, ClusterInfo, NodeInfo
+from kubectl_hami_place.core.cluster_info import CardInfo, ClusterInfo, NodeInfo
 from kubectl_hami_place.core.fleet import CardTypeRoom, FleetSummary, placements_by_phase, summarize_fleet
 from kubectl_hami_place.core.fragmentation import Fragmentation, summarize
 from kubectl_hami_place.kube.errors import KubeError
@@ -316,14 +316,14 @@ def shows_summary(summary: bool | None, nodes_named: bool, node_count: int) -> b
 
 def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | None, top: int) -> Result:
     """One read of the cluster, as the detailed view or the fleet summary."""
-    from kubectl_hami_place.kube import cluster, placements
+    from kubectl_hami_place.kube import cluster_reads, placements
 
-    read = cluster.read_cluster_info(kube)
+    read = cluster_reads.read_cluster_info(kube)
     info = read.info
     if wanted:
         known = {node.name for node in info.nodes}
         missing = [name for name in wanted if name not in known]
-        absent = [name for name in missing if not cluster.node_exists(kube, name)]
+        absent = [name for name in missing if not cluster_reads.node_exists(kube, name)]
         if absent:
             raise CliError(f"node {', '.join(absent)} not found", "check the name (kubectl get nodes)")
         if missing:

@@ -88,19 +88,19 @@ def version(
 
 def server_version(kube: Kube) -> ServerVersion | None:
     """The first webhook Service that answers its version, else the first Deployment that says one, else None."""
-    from kubectl_hami_place.kube import cluster
+    from kubectl_hami_place.kube import cluster_reads
 
     try:
-        services = cluster.find_webhook_services(kube)
+        services = cluster_reads.find_webhook_services(kube)
     except KubeForbidden:
         services = []
     for service in services:
         try:
-            found = cluster.read_webhook_version(kube, service)
+            found = cluster_reads.read_webhook_version(kube, service)
         except KubeError:
             continue
         return ServerVersion(found, f"webhook {service.describe()}")
-    for deployment in cluster.list_server_deployments(kube):
+    for deployment in cluster_reads.list_server_deployments(kube):
         said = deployment_version(deployment)
         if said is not None:
             return said

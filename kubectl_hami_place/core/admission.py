@@ -1,8 +1,8 @@
-"""The pin decision: a parsed AdmissionReview plus a snapshot of the cluster in, the patch and the claim to write out.
+"""The pin decision: a parsed AdmissionReview plus a view of the cluster in, the patch and the claim to write out.
 
 Pure on purpose: the server owns the clock, the claim token and every API call, so the rules below are tested on
 plain data. Only the CREATE of a Pod with the configured schedulerName is considered. It claims the oldest open
-placement of its namespace whose selector matches and whose `core.plan` finds no problem with this pod; a
+placement of its namespace whose selector matches and whose `core.pin_check` finds no problem with this pod; a
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
 placement, and only for what no pod can change). The pod is pinned by a hostname node affinity merged into its
 own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share. Our annotations on an
@@ -34,8 +34,8 @@ from kubectl_hami_place.core.names import (
     SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
 )
+from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod
 from kubectl_hami_place.core.placement import Placement
-from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, plan, workload_from_pod
 from kubectl_hami_place.core.reviews import Review, build_response
 from kubectl_hami_place.core.selectors import matches
 
@@ -59,7 +59,7 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class AdmissionView:
     """What the decision may look at: placements (typed), nodes (API dicts), settings, the injected token and clock."""
 
     placements: Sequence[Placement]
@@ -97,45 +97,45 @@ class Decision:
         return Decision(uid=self.uid, result=NOT_HONOURED, patch=self.unpinned, warnings=(*self.warnings, warning))
 
 
-def decide(review: Review, snapshot: Snapshot) -> Decision:
-    """The admission of one parsed review against one snapshot."""
+def decide(review: Review, view: AdmissionView) -> Decision:
+    """The admission of one parsed review against one view."""
     pod = review.pod
     meta = _mapping(pod.get("metadata"))
     namespace = review.namespace or str(meta.get("namespace") or "")
-    if not _considered(review, snapshot.settings, namespace):
+    if not _considered(review, view.settings, namespace):
         return Decision(uid=review.uid, result=IGNORED)
-    placements = [p for p in snapshot.placements if p.namespace == namespace]
-    nodes = ClusterSnapshot(snapshot.nodes)
+    placements = [p for p in view.placements if p.namespace == namespace]
+    nodes = PinView(view.nodes)
     annotations = review.annotations
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
     if any(key in annotations for key in OUR_ANNOTATIONS) or CLAIM_DIGEST_LABEL in labels:
-        holder = _claim_holder(placements, annotations, snapshot.carried)
+        holder = _claim_holder(placements, annotations, view.carried)
         if holder is not None:
-            return _reinvoked(review, holder, nodes, snapshot.settings.hami)
+            return _reinvoked(review, holder, nodes, view.settings.hami)
         pod = _without_our_annotations(pod)
         labels.pop(CLAIM_DIGEST_LABEL, None)
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
     unpinned = _diff(review.pod, pod)
     if not candidates:
         return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned)
-    workload = workload_from_pod(pod, "the pod", config=snapshot.settings.hami)
+    workload = workload_from_pod(pod, "the pod", config=view.settings.hami)
     warnings: list[str] = []
     for placement in candidates:
         owner = next((o.name for o in placements if o.spec.req_id == placement.spec.req_id and o.claimed), None)
         if owner is not None:
             warnings.append(f"hami-place: placement {placement.name} skipped: reqID already consumed by {owner}")
             continue
-        guard_holder = snapshot.held_req_ids.get(placement.spec.req_id)
+        guard_holder = view.held_req_ids.get(placement.spec.req_id)
         if guard_holder is not None:
             warnings.append(f"hami-place: placement {placement.name} skipped: reqID already held by {guard_holder}")
             continue
-        pin = plan(placement.spec, nodes, workload)
+        pin = pin_verdict(placement.spec, nodes, workload)
         if not pin.ok:
             warnings.append(f"hami-place: placement {placement.name} skipped for this pod: {pin.summary()}")
             continue
-        mutated = _pinned(pod, pin, placement, snapshot.token)
-        evict_uid = snapshot.pod_uids.get(placement.spec.evict_pod or "", "")
-        claim = claimed(placement, review.name or str(meta.get("name") or ""), snapshot.token, snapshot.now, evict_uid)
+        mutated = _pinned(pod, pin, placement, view.token)
+        evict_uid = view.pod_uids.get(placement.spec.evict_pod or "", "")
+        claim = claimed(placement, review.name or str(meta.get("name") or ""), view.token, view.now, evict_uid)
         return Decision(
             uid=review.uid,
             result=PINNED,
@@ -191,10 +191,10 @@ def _claim_holder(
     return found
 
 
-def _reinvoked(review: Review, placement: Placement, nodes: ClusterSnapshot, config: HamiConfig) -> Decision:
+def _reinvoked(review: Review, placement: Placement, nodes: PinView, config: HamiConfig) -> Decision:
     """A pod carrying its placement's claim (a reinvocation): re-apply that pin, claim nothing."""
     token = str(review.annotations.get(CLAIM_ANNOTATION))
-    pin = plan(placement.spec, nodes, workload_from_pod(review.pod, "the pod", config=config))
+    pin = pin_verdict(placement.spec, nodes, workload_from_pod(review.pod, "the pod", config=config))
     if not pin.cards:
         return Decision(uid=review.uid, result=REINVOKED, placement=placement.name)
     mutated = _pinned(review.pod, pin, placement, token)
@@ -214,7 +214,7 @@ def _without_our_annotations(pod: Mapping[str, Any]) -> dict[str, Any]:
     return stripped
 
 
-def _pinned(pod: Mapping[str, Any], pin: Plan, placement: Placement, token: str) -> dict[str, Any]:
+def _pinned(pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token: str) -> dict[str, Any]:
     """A copy of the pod pinned to the node and cards; applying it to its own result changes nothing."""
     mutated: dict[str, Any] = copy.deepcopy(dict(pod))
     annotations = _child(_child(mutated, "metadata"), "annotations")
@@ -255,7 +255,7 @@ def _require_hostname(spec: dict[str, Any], node: str) -> None:
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Init containers then app containers (HAMi's order, and the plan's positions)."""
+    """Init containers then app containers (HAMi's order, and the pin check's positions)."""
     found: list[dict[str, Any]] = []
     for key in ("initContainers", "containers"):
         items = pod_spec.get(key)

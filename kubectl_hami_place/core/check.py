@@ -2,7 +2,7 @@
 
 HAMi fits a pod container by container and counts each app container's share before fitting the next, so two
 containers that each fit alone may not fit together (e.g. two 100-core containers on one card). Init containers
-run one at a time, so each is fitted against the card alone. `core.plan` calls this once per named card with the
+run one at a time, so each is fitted against the card alone. `core.pin_check` calls this once per named card with the
 requests the containers will have once pinned.
 """
 

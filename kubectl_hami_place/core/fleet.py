@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubectl_hami_place.core.cluster import ClusterInfo
+from kubectl_hami_place.core.cluster_info import ClusterInfo
 from kubectl_hami_place.core.fragmentation import free_of, is_open
 
 

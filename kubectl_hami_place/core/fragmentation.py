@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 
 class CardInfo(Protocol):
-    """What the summary reads of a card (core.cluster.CardInfo has it): declared here so the summary needs no view."""
+    """What the summary reads of a card (core.cluster_info.CardInfo has it): declared here, so it needs no view."""
 
     @property
     def schedulable(self) -> bool: ...
@@ -47,7 +47,7 @@ class CardInfo(Protocol):
 
 
 class NodeInfo(Protocol):
-    """What the summary reads of a node (core.cluster.NodeInfo)."""
+    """What the summary reads of a node (core.cluster_info.NodeInfo)."""
 
     @property
     def name(self) -> str: ...
@@ -60,7 +60,7 @@ class NodeInfo(Protocol):
 
 
 class ClusterInfo(Protocol):
-    """What the summary reads of the cluster-info view (core.cluster.ClusterInfo)."""
+    """What the summary reads of the cluster-info view (core.cluster_info.ClusterInfo)."""
 
     @property
     def nodes(self) -> Sequence[NodeInfo]: ...

@@ -20,6 +20,7 @@ from kubectl_hami_place.core.names import (
     EvictionResult,
     Phase,
 )
+from kubectl_hami_place.core.pin_check import Problem, Scope
 from kubectl_hami_place.core.placement import (
     Condition,
     EvictionStatus,
@@ -29,7 +30,6 @@ from kubectl_hami_place.core.placement import (
     condition,
     merge_condition,
 )
-from kubectl_hami_place.core.plan import Problem, Scope
 
 EVICTION_RETRY_FIRST_SECONDS = 5
 EVICTION_RETRY_MAX_SECONDS = 60
@@ -229,7 +229,7 @@ def follow_up(
     A generation not yet acknowledged (status.observedGeneration behind metadata.generation): acknowledge it first.
     Unclaimed while another placement of the namespace consumed its reqID (`consumed`, from `consumed_req_ids`),
     or unclaimed while the placement itself can never be honoured (node gone, card missing: given `problems`,
-    `plan.problems_on` the nodes):
+    `pin_check.problems_on` the nodes):
     Failed. Unclaimed past the TTL: Expired. Claimed, and the pod carrying the token is stored: fill consumedBy.
     Claimed, but no such pod appeared within the grace period (its creation failed, or we stopped before
     answering): release the claim, back to Pending. The grace is measured by `claim_ages` when given ((namespace,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kubectl_hami_place.core.plan import Plan
+    from kubectl_hami_place.core.pin_check import PinVerdict
 
 
 class KubeError(Exception):
@@ -95,10 +95,10 @@ class NotAcknowledged(KubeError):
 
 
 class PinRefused(KubeError):
-    """The core's plan found problems with a pin: the plan carries them, the caller words them."""
+    """The core's pin check found problems with a pin: the verdict carries them, the caller words them."""
 
-    def __init__(self, pin: Plan, source: str, evicting: str | None) -> None:
+    def __init__(self, pin: PinVerdict, source: str, evicting: str | None) -> None:
         super().__init__("; ".join(dict.fromkeys(problem.message for problem in pin.problems)) or "refused")
-        self.plan = pin
+        self.verdict = pin
         self.source = source
         self.evicting = evicting

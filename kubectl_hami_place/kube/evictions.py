@@ -22,7 +22,7 @@ from kubectl_hami_place.kube.client import (
     translate_api_error,
     translate_connection_error,
 )
-from kubectl_hami_place.kube.cluster import get_pod, list_disruption_budgets
+from kubectl_hami_place.kube.cluster_reads import get_pod, list_disruption_budgets
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced
 
 _BUDGET_IN_MESSAGE = re.compile(r"disruption budget (\S+?) needs")

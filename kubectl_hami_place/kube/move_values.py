@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubectl_hami_place.core.check import CardCheck
-    from kubectl_hami_place.core.plan import Workload
+    from kubectl_hami_place.core.pin_check import Workload
     from kubectl_hami_place.core.selectors import LabelSelector
     from kubectl_hami_place.kube.errors import KubeError
 
@@ -28,7 +28,7 @@ class Replacement:
 
 @dataclass(frozen=True)
 class Checked:
-    """A placement that passed every check: the object to create, the plan, the pod placed, and the warnings."""
+    """A placement that passed every check: the object to create, the card checks, the pod placed, and the warnings."""
 
     namespace: str
     obj: dict[str, Any]

@@ -1,7 +1,7 @@
 """Pin-then-evict, the one way a pod is moved: `evict --to-node`, `apply` and the defragmentation controller share it.
 
 A move pins the pod's replacement (its controller's selector) to the target cards with a placement checked by the
-core's `plan`, asks the API server whether the eviction would pass (PodDisruptionBudgets), creates the placement,
+core's `pin_verdict`, asks the API server whether the eviction would pass (PodDisruptionBudgets), creates the placement,
 waits until the webhook acknowledges it (`status.observedGeneration`), and only then evicts the pod by its UID.
 When the acknowledgement or the eviction fails, the placement just created is deleted again, so no half-done pin
 stays behind. Failures are the typed errors of `kube.errors`; callers word them.
@@ -16,6 +16,14 @@ from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.pin_check import (
+    PinView,
+    Workload,
+    eviction_warnings,
+    pending_warnings,
+    pin_verdict,
+    workload_from_pod,
+)
 from kubectl_hami_place.core.placement import (
     Placement,
     PlacementSpec,
@@ -24,20 +32,12 @@ from kubectl_hami_place.core.placement import (
     placements_from_objects,
     validate_spec,
 )
-from kubectl_hami_place.core.plan import (
-    ClusterSnapshot,
-    Workload,
-    eviction_warnings,
-    pending_warnings,
-    plan,
-    workload_from_pod,
-)
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placement_for, req_id_for
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
-from kubectl_hami_place.kube import cluster, evictions, placements
+from kubectl_hami_place.kube import cluster_reads, evictions, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import (
     KubeConflict,
@@ -73,7 +73,7 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
     labels = dict(metadata.get("labels") or {})
     if owner is not None:
-        controller = cluster.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
+        controller = cluster_reads.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
         if controller is not None and controller.selector:
             try:
                 selector = selector_from_dict(controller.selector, require_nonempty=True)
@@ -89,21 +89,21 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
 
 
-def pin_snapshot(kube: Kube, node: str) -> ClusterSnapshot:
+def pin_view(kube: Kube, node: str) -> PinView:
     """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
     try:
-        nodes = {node: cluster.get_node(kube, node)}
+        nodes = {node: cluster_reads.get_node(kube, node)}
     except KubeNotFound:
         nodes = {}
     found: list[PodAllocation] = []
-    for pod in cluster.list_pods(kube, None):
+    for pod in cluster_reads.list_pods(kube, None):
         try:
             allocation = pod_allocation(pod)
         except ModelError:
             continue
         if allocation is not None:
             found.append(allocation)
-    return ClusterSnapshot(nodes, tuple(found))
+    return PinView(nodes, tuple(found))
 
 
 def check_pin(
@@ -117,7 +117,7 @@ def check_pin(
     labels: Mapping[str, str],
     annotations: Mapping[str, str] | None = None,
 ) -> Checked:
-    """Plans the pin against the cluster as it is now; `PinRefused` carrying the plan when it has problems."""
+    """Checks the pin against the cluster as it is now; `PinRefused` carrying the verdict when it has problems."""
     node = spec.node_name
     evict_allocation = None
     warnings: list[str] = []
@@ -130,7 +130,7 @@ def check_pin(
             # pin --evict: the eviction is to make room on the node. A move evicts the pod being moved, which
             # frees its cards wherever it runs: nothing to warn about.
             warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
-    pin = plan(spec, pin_snapshot(kube, node), workload, evict=evict_allocation)
+    pin = pin_verdict(spec, pin_view(kube, node), workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:
         raise PinRefused(pin, workload.source, evicting)
@@ -289,7 +289,7 @@ def get_moved_pod(kube: Kube, move: Move) -> dict[str, Any]:
     """The pod a move evicts, as stored now; `PodGone` when there is none of its name."""
     namespace, name = move.pod.split("/", 1)
     try:
-        return cluster.get_pod(kube, namespace, name)
+        return cluster_reads.get_pod(kube, namespace, name)
     except KubeNotFound as exc:
         raise PodGone(f"{move.pod} vanished just before its eviction", status=404) from exc
 
@@ -297,7 +297,7 @@ def get_moved_pod(kube: Kube, move: Move) -> dict[str, Any]:
 def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
     """The API server checks the move's eviction and placement without persisting either."""
     namespace, name = move.pod.split("/", 1)
-    pod = cluster.get_pod(kube, namespace, name)
+    pod = cluster_reads.get_pod(kube, namespace, name)
     spec = move_spec(replacement(kube, namespace, pod), move)
     obj = placement_object(placement_for(move), namespace, spec, labels=labels)
     evictions.evict_pod(kube, namespace, name, dry_run=True, uid=move.uid)

@@ -11,7 +11,7 @@ from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.kube.client import Kube, request
-from kubectl_hami_place.kube.cluster import get_pod, list_nodes, list_pods
+from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.list_body import list_items
 

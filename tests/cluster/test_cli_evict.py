@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
-from kubectl_hami_place.core.plan import workload_from_pod
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.kube import moves

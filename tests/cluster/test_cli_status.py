@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.kube import client as kube_client
-from kubectl_hami_place.kube import cluster as kube_cluster
-from kubectl_hami_place.kube import list_body
+from kubectl_hami_place.kube import cluster_reads, list_body
 from kubectl_hami_place.kube.client import connect
-from kubectl_hami_place.kube.cluster import list_nodes, list_pods
+from kubectl_hami_place.kube.cluster_reads import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address, wait_for
 from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin, route_webhook_service
@@ -236,9 +235,9 @@ def test_status_computed_from_the_api_reads_pods_batch_by_batch_and_counts_them_
             yield batch
 
     monkeypatch.setattr(list_body, "LIST_BATCH_BYTES", 1)
-    monkeypatch.setattr(kube_cluster, "list_batches", counted)
-    monkeypatch.setattr(kube_cluster, "find_webhook_services", lambda _kube: [])
-    paged = kube_cluster.read_cluster_info(kube).info
+    monkeypatch.setattr(cluster_reads, "list_batches", counted)
+    monkeypatch.setattr(cluster_reads, "find_webhook_services", lambda _kube: [])
+    paged = cluster_reads.read_cluster_info(kube).info
     assert paged.nodes == whole.nodes and paged.warnings == whole.warnings
     assert {"paged-0", "paged-1", "paged-2"} <= {p.name for p in paged.node(H100).card(uuids[3]).pods}  # type: ignore[union-attr]
     assert len(batches) > 1 and sum(batches) == len(pods), batches

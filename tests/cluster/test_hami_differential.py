@@ -7,10 +7,10 @@ nobody serves. HAMi's `POST /filter` is asked about each pod and its node, as ku
 `fit_pod_on_node` is asked about the pod as the user wrote it. Verdict, reason text (HAMi's FailedNodes entry) and,
 when it fits, the cards HAMi allocated (it writes them on the pod) must all agree; for a multi-card pod under
 `topology-aware`, the planner's target for a `fit` goal (`core.planner.plan`, the node made Ready) must be the cards
-HAMi allocated to its first container, chosen by the node's pair scores. A case with a `pin` goes through
-the pin's whole plan (`core.plan.plan`, as `pin` runs it) instead: HAMi is asked about the pod as the pin's patch
-leaves it (cards by UUID, shares, HAMi's webhook cores dropped), and must accept it exactly when the plan does, on
-the named cards, or refuse it for one of the plan's reasons.
+HAMi allocated to its first container, chosen by the node's pair scores. A case with a `pin` goes through the
+pin's whole check (`core.pin_check.pin_verdict`, as `pin` runs it) instead: HAMi is asked about the pod as the pin's
+patch leaves it (cards by UUID, shares, HAMi's webhook cores dropped), and must accept it exactly when the verdict
+does, on the named cards, or refuse it for one of the verdict's reasons.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from kubectl_hami_place.core.fit import (
     topology_aware,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
+from kubectl_hami_place.core.pin_check import PinReason, PinVerdict, PinView, pin_verdict, workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
-from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, PlanReason, plan, workload_from_pod
 from kubectl_hami_place.core.planner import FitGoal
 from kubectl_hami_place.core.planner import plan as planner_plan
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
@@ -90,7 +90,7 @@ class Outcome:
     model: PodFit | str
     pin: CardCheck | None = None
     denied: bool = False
-    pinned: Plan | None = None
+    pinned: PinVerdict | None = None
     target: tuple[str, ...] | None = None
 
     def disagreement(self) -> str:
@@ -101,7 +101,7 @@ class Outcome:
                 f"HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}\n    {self.case!r}"
             )
         if self.pinned is not None:
-            return self._plan_disagreement(self.pinned)
+            return self._pin_disagreement(self.pinned)
         pin = self.pin
         if pin is not None and (
             pin.ok != self.hami_ok
@@ -129,13 +129,13 @@ class Outcome:
             f"model ok={model.ok} {model.reason!r} {model.devices}\n    {self.case!r}"
         )
 
-    def _plan_disagreement(self, pinned: Plan) -> str:
-        """Empty when HAMi takes the pinned pod on the plan's cards exactly when the plan accepts it."""
+    def _pin_disagreement(self, pinned: PinVerdict) -> str:
+        """Empty when HAMi takes the pinned pod on the verdict's cards exactly when the verdict accepts it."""
         reasons = {problem.reason for problem in pinned.problems}
         if self.denied or reasons & BEFORE_HAMI:
             return ""  # refused before HAMi is involved, or HAMi's webhook denies the pod itself
         said = (
-            f"{self.node}: pin {self.case.pin}: plan ok={pinned.ok} {pinned.summary()!r}; "
+            f"{self.node}: pin {self.case.pin}: verdict ok={pinned.ok} {pinned.summary()!r}; "
             f"HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}\n    {self.case!r}"
         )
         if pinned.ok != self.hami_ok:
@@ -146,10 +146,10 @@ class Outcome:
 
 
 def _hami_says(reason: str, text: str) -> bool:
-    """True when HAMi's answer carries the plan's reason (or one a plain check cannot name, as HAMi words it)."""
-    if reason == PlanReason.NoRegister:
+    """True when HAMi's answer carries the verdict's reason (or one a plain check cannot name, as HAMi words it)."""
+    if reason == PinReason.NoRegister:
         return text == NODE_UNREGISTERED
-    if reason == PlanReason.InvalidScoringWeights:
+    if reason == PinReason.InvalidScoringWeights:
         return text.startswith(CALC_SCORE_FAILED)
     if reason in (FitReason.CardNotNvidia, FitReason.NumaNotFit):
         return True  # HAMi does not list a foreign card; under numa-bind it may fail a card before the NUMA walk
@@ -158,11 +158,11 @@ def _hami_says(reason: str, text: str) -> bool:
 
 BEFORE_HAMI = frozenset(
     {
-        PlanReason.InvalidGpuRequest,
-        PlanReason.NoGpuRequest,
-        PlanReason.NodeNameSet,
-        PlanReason.CardCountMismatch,
-        PlanReason.ShareTooSmall,
+        PinReason.InvalidGpuRequest,
+        PinReason.NoGpuRequest,
+        PinReason.NodeNameSet,
+        PinReason.CardCountMismatch,
+        PinReason.ShareTooSmall,
         FitReason.RequestExceedsPercent,
     }
 )
@@ -184,8 +184,8 @@ class Differential:
     def run(self, cases: list[Case], prefix: str) -> list[Outcome]:
         """Creates every case's objects, waits until HAMi has the nodes, and asks HAMi and the model."""
         names = [f"{prefix}-{i}" for i in range(len(cases))]
-        plans = [self._plan(name, case) if case.pin else None for name, case in zip(names, cases, strict=True)]
-        pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, plans, strict=True)))
+        verdicts = [self._verdict(name, case) if case.pin else None for name, case in zip(names, cases, strict=True)]
+        pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, verdicts, strict=True)))
         residents = _parallel(lambda item: self._residents(*item), list(zip(names, cases, strict=True)))
         nodes = _parallel(
             lambda item: self._create_node(node_object(*item, self.config)), list(zip(names, cases, strict=True))
@@ -204,7 +204,7 @@ class Differential:
             return [
                 replace(self._outcome(case, node, answer, stored.get(name, {}), resident), pinned=pinned)
                 for case, node, answer, name, resident, pinned in zip(
-                    cases, nodes, answers, names, residents, plans, strict=True
+                    cases, nodes, answers, names, residents, verdicts, strict=True
                 )
             ]
         finally:
@@ -215,8 +215,8 @@ class Differential:
                     if error.status != 404:
                         raise
 
-    def _admit(self, name: str, case: Case, pinned: Plan | None) -> dict[str, Any] | str:
-        """The pod as HAMi's webhook admits it (dry run), then pinned by the plan when there is one (and admitted
+    def _admit(self, name: str, case: Case, pinned: PinVerdict | None) -> dict[str, Any] | str:
+        """The pod as HAMi's webhook admits it (dry run), then pinned by the verdict when there is one (and admitted
         again, as HAMi's webhook is reinvoked after ours), created for nobody's scheduler; or why it was denied."""
         body = case_pod(name, self.namespace, case, self.scheduler, self.config)
         real = copy.deepcopy(body)
@@ -245,8 +245,8 @@ class Differential:
         except ApiException as error:
             return f"HAMi's webhook denied the pod ({error.status}): {json.loads(error.body or '{}').get('message')}"
 
-    def _plan(self, name: str, case: Case) -> Plan:
-        """The pin's plan for the case's pod on its node, from the objects the run creates (as `pin` reads them)."""
+    def _verdict(self, name: str, case: Case) -> PinVerdict:
+        """The pin's verdict for the case's pod on its node, from the objects the run creates (as `pin` reads them)."""
         residents = []
         for pod, resident in zip(resident_pods(name, self.namespace, name, case), case.residents, strict=True):
             status = resident.status()
@@ -257,12 +257,12 @@ class Differential:
             node_name=name,
             gpu_devices=tuple(parse_card_ref(ref) for ref in case.pin),
         )
-        snapshot = ClusterSnapshot(
+        view = PinView(
             {name: node_object(name, case, self.config)},
             tuple(a for a in (_decoded(pod) for pod in residents) if a is not None),
         )
         users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
-        return plan(spec, snapshot, workload_from_pod(users_pod, "the case's pod", config=self.config))
+        return pin_verdict(spec, view, workload_from_pod(users_pod, "the case's pod", config=self.config))
 
     def _residents(self, node: str, case: Case) -> list[dict[str, Any]]:
         """The pods HAMi already placed on the node, with the status a kubelet would have given them."""
@@ -380,7 +380,7 @@ class Differential:
         try:
             scoring_weights(case.annotations)
         except ModelError:
-            return None  # the pin's plan refuses such a pod before any card is checked (InvalidScoringWeights)
+            return None  # the pin check refuses such a pod before any card is checked (InvalidScoringWeights)
         spec = pod["spec"]
         init = len(spec.get("initContainers") or [])
         requests = pod_requests(spec, case.webhook, config=self.config)
@@ -394,7 +394,7 @@ class Differential:
         return check_card(ref, card, placed, usage.get(card.uuid), annotations=case.annotations, cordoned=cordoned)
 
 
-def _apply_pin(pod: dict[str, Any], pinned: Plan, config: HamiConfig) -> None:
+def _apply_pin(pod: dict[str, Any], pinned: PinVerdict, config: HamiConfig) -> None:
     """What the webhook's patch does to a pinned pod that HAMi reads: the cards by UUID, shares, cores dropped."""
     pod["metadata"].setdefault("annotations", {})[USE_UUID] = ",".join(pinned.uuids)
     spec = pod["spec"]

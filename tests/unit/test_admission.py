@@ -19,9 +19,9 @@ from kubectl_hami_place.core.admission import (
     NOT_HONOURED,
     PINNED,
     REINVOKED,
+    AdmissionView,
     Decision,
     Settings,
-    Snapshot,
 )
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.lifecycle import claim_digest
@@ -135,15 +135,15 @@ def review(
     }
 
 
-def snapshot(
+def view(
     placements: list[dict[str, Any]],
     nodes: list[dict[str, Any]] | None = None,
     *,
     token: str = "tok-1",
     excluded: frozenset[str] = frozenset(),
-) -> Snapshot:
+) -> AdmissionView:
     nodes = [node()] if nodes is None else nodes
-    return Snapshot(
+    return AdmissionView(
         placements=placements_from_objects(placements),
         nodes={n["metadata"]["name"]: n for n in nodes},
         settings=Settings(scheduler_name="hami-scheduler", excluded_namespaces=excluded),
@@ -152,7 +152,7 @@ def snapshot(
     )
 
 
-def decide(body: dict[str, Any], snap: Snapshot) -> Decision:
+def decide(body: dict[str, Any], snap: AdmissionView) -> Decision:
     """The decision on the review as the server parses it."""
     return admission.decide(parse_review(body), snap)
 
@@ -190,31 +190,31 @@ def patched(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
     ],
 )
 def test_only_pod_creation_is_considered(changes: dict[str, Any], why: str) -> None:
-    decision = decide(review(pod(), **changes), snapshot([placement()]))
+    decision = decide(review(pod(), **changes), view([placement()]))
     assert decision.result == IGNORED, why
     assert decision.claim is None
     assert decision.response()["response"] == {"uid": "req-uid-1", "allowed": True}
 
 
 def test_a_pod_of_another_scheduler_is_not_pinned() -> None:
-    decision = decide(review(pod(scheduler="default-scheduler")), snapshot([placement()]))
+    decision = decide(review(pod(scheduler="default-scheduler")), view([placement()]))
     assert decision.result == IGNORED
     assert decision.claim is None and not decision.patch
 
 
 def test_an_excluded_namespace_is_never_touched() -> None:
-    decision = decide(review(pod()), snapshot([placement()], excluded=frozenset({NS})))
+    decision = decide(review(pod()), view([placement()], excluded=frozenset({NS})))
     assert decision.result == IGNORED
 
 
 def test_a_pod_no_placement_selects_is_admitted_unchanged() -> None:
-    decision = decide(review(pod(labels={"app": "web"})), snapshot([placement()]))
+    decision = decide(review(pod(labels={"app": "web"})), view([placement()]))
     assert decision.result == NO_PLACEMENT
     assert decision.claim is None and not decision.patch
 
 
 def test_a_placement_in_another_namespace_is_not_used() -> None:
-    decision = decide(review(pod()), snapshot([placement(namespace="team-b")]))
+    decision = decide(review(pod()), view([placement(namespace="team-b")]))
     assert decision.result == NO_PLACEMENT
 
 
@@ -223,7 +223,7 @@ def test_a_placement_in_another_namespace_is_not_used() -> None:
 
 def test_pinned_pod_gets_hostname_affinity_card_uuids_and_our_annotations() -> None:
     original = pod(containers=[gpu_container(gpus=2)])
-    decision = decide(review(original), snapshot([placement(devices=["gpu-1", "gpu-0"])], token="tok-9"))
+    decision = decide(review(original), view([placement(devices=["gpu-1", "gpu-0"])], token="tok-9"))
     assert decision.result == PINNED
     stored = patched(original, decision)
     annotations = stored["metadata"]["annotations"]
@@ -241,7 +241,7 @@ def test_pinned_pod_gets_hostname_affinity_card_uuids_and_our_annotations() -> N
 def test_the_patch_is_a_diff_that_leaves_everything_else_alone() -> None:
     original = pod(annotations={"team": "ml"})
     original["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
-    stored = patched(original, decide(review(original), snapshot([placement()])))
+    stored = patched(original, decide(review(original), view([placement()])))
     assert stored["metadata"]["annotations"]["team"] == "ml"
     assert stored["spec"]["tolerations"] == original["spec"]["tolerations"]
     digest = {CLAIM_DIGEST_LABEL: stored["metadata"]["labels"][CLAIM_DIGEST_LABEL]}
@@ -251,7 +251,7 @@ def test_the_patch_is_a_diff_that_leaves_everything_else_alone() -> None:
 def test_a_claim_digest_label_the_pod_brings_itself_is_removed() -> None:
     forged = pod()
     forged["metadata"]["labels"] = {"app": "elsewhere", CLAIM_DIGEST_LABEL: claim_digest("tok-stolen")}
-    decision = decide(review(forged), snapshot([placement()]))
+    decision = decide(review(forged), view([placement()]))
     assert decision.patch == ({"op": "remove", "path": "/metadata/labels/scheduling.hami.placement.com~1claim-digest"},)
 
 
@@ -268,7 +268,7 @@ def test_affinity_is_merged_into_every_existing_term_never_overwritten() -> None
         },
         "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []},
     }
-    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), snapshot([placement()])))
+    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), view([placement()])))
     node_affinity = stored["spec"]["affinity"]["nodeAffinity"]
     terms = node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [
@@ -281,7 +281,7 @@ def test_affinity_is_merged_into_every_existing_term_never_overwritten() -> None
 
 def test_an_affinity_without_required_terms_gets_one_term() -> None:
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
-    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), snapshot([placement()])))
+    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), view([placement()])))
     terms = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
 
@@ -294,7 +294,7 @@ def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_
         gpu_container("b", extra={"nvidia.com/gpumem": 8000}),
     ]
     original = pod(containers=containers)
-    stored = patched(original, decide(review(original), snapshot([placement(devices=["gpu-0/25"])])))
+    stored = patched(original, decide(review(original), view([placement(devices=["gpu-0/25"])])))
     a, sidecar, b = stored["spec"]["containers"]
     assert a["resources"]["limits"]["nvidia.com/gpumem-percentage"] == "5"
     assert "resources" not in sidecar
@@ -305,12 +305,12 @@ def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_
 def test_init_containers_with_gpus_are_pinned_too() -> None:
     original = pod()
     original["spec"]["initContainers"] = [gpu_container("init")]
-    stored = patched(original, decide(review(original), snapshot([placement(devices=["gpu-1/50"])])))
+    stored = patched(original, decide(review(original), view([placement(devices=["gpu-1/50"])])))
     assert stored["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpumem-percentage"] == "50"
 
 
 def test_a_card_named_by_uuid_is_used_as_is() -> None:
-    stored = patched(pod(), decide(review(pod()), snapshot([placement(devices=[UUID1])])))
+    stored = patched(pod(), decide(review(pod()), view([placement(devices=[UUID1])])))
     assert stored["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] == UUID1
 
 
@@ -323,7 +323,7 @@ def test_a_legacy_register_is_skipped_as_hami_v2_10_does_not_read_it() -> None:
             },
         }
     }
-    decision = decide(review(pod()), snapshot([placement()], nodes=[legacy]))
+    decision = decide(review(pod()), view([placement()], nodes=[legacy]))
     assert decision.result == NOT_HONOURED and not decision.patch
     assert "legacy" in decision.warnings[0]
 
@@ -331,7 +331,7 @@ def test_a_legacy_register_is_skipped_as_hami_v2_10_does_not_read_it() -> None:
 def test_a_generate_name_pod_is_claimed_without_a_name() -> None:
     original = pod(name="")
     original["metadata"]["generateName"] = "trainer-"
-    decision = decide(review(original), snapshot([placement()], token="tok-g"))
+    decision = decide(review(original), view([placement()], token="tok-g"))
     assert "consumedBy" not in claim_status(decision)
     assert claim_status(decision)["claim"]["token"] == "tok-g"
 
@@ -340,7 +340,7 @@ def test_a_generate_name_pod_is_claimed_without_a_name() -> None:
 
 
 def test_the_claim_carries_the_resource_version_read_and_the_token() -> None:
-    decision = decide(review(pod()), snapshot([placement(resource_version="4711")], token="tok-x"))
+    decision = decide(review(pod()), view([placement(resource_version="4711")], token="tok-x"))
     claim = decision.claim
     assert claim is not None
     assert (claim.namespace, claim.name, claim.resource_version) == (NS, "p1", "4711")
@@ -353,7 +353,7 @@ def test_the_claim_carries_the_resource_version_read_and_the_token() -> None:
 
 
 def test_a_claim_with_evict_pod_goes_evicting_first() -> None:
-    stored = dataclasses.replace(snapshot([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
+    stored = dataclasses.replace(view([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
     decision = decide(review(pod()), stored)
     status = claim_status(decision)
     assert status["phase"] == "Evicting"
@@ -364,7 +364,7 @@ def test_a_claim_with_evict_pod_goes_evicting_first() -> None:
 
 
 def test_a_claim_whose_evict_pod_is_not_stored_reports_it_missing_and_evicts_nothing() -> None:
-    status = claim_status(decide(review(pod()), snapshot([placement(evict="old-pod")])))
+    status = claim_status(decide(review(pod()), view([placement(evict="old-pod")])))
     assert status["phase"] == "Consumed"
     assert status["eviction"]["result"] == "NotFound" and "uid" not in status["eviction"]
     assert "pod old-pod did not exist when the placement was claimed" in status["eviction"]["message"]
@@ -373,7 +373,7 @@ def test_a_claim_whose_evict_pod_is_not_stored_reports_it_missing_and_evicts_not
 def test_the_oldest_matching_placement_is_claimed_first() -> None:
     newer = placement("newer", created="2026-11-29T11:00:00Z", devices=["gpu-1"])
     older = placement("older", created="2026-11-29T09:00:00Z")
-    decision = decide(review(pod()), snapshot([newer, older]))
+    decision = decide(review(pod()), view([newer, older]))
     assert decision.claim is not None and decision.claim.name == "older"
     assert decision.placement == "older"
 
@@ -388,12 +388,12 @@ def test_claimed_consumed_failed_expired_and_deleting_placements_are_not_candida
     ]
     deleting = placement("f", req_id="req-f-unique")
     deleting["metadata"]["deletionTimestamp"] = "2026-11-29T11:00:00Z"
-    decision = decide(review(pod()), snapshot([*taken, deleting]))
+    decision = decide(review(pod()), view([*taken, deleting]))
     assert decision.result == NO_PLACEMENT
 
 
 def test_a_pending_placement_with_empty_status_is_a_candidate() -> None:
-    decision = decide(review(pod()), snapshot([placement(status={"phase": "Pending"})]))
+    decision = decide(review(pod()), view([placement(status={"phase": "Pending"})]))
     assert decision.result == PINNED
 
 
@@ -405,18 +405,18 @@ def test_a_pending_placement_with_empty_status_is_a_candidate() -> None:
     ],
 )
 def test_selectors_with_expressions_match(selector: dict[str, Any]) -> None:
-    assert decide(review(pod()), snapshot([placement(selector=selector)])).result == PINNED
+    assert decide(review(pod()), view([placement(selector=selector)])).result == PINNED
 
 
 def test_an_empty_selector_matches_nothing() -> None:
-    assert decide(review(pod()), snapshot([placement(selector={})])).result == NO_PLACEMENT
+    assert decide(review(pod()), view([placement(selector={})])).result == NO_PLACEMENT
 
 
 # Dry run and reinvocation ----------------------------------------------------------------------------------------
 
 
 def test_dry_run_shows_the_patch_but_writes_nothing() -> None:
-    decision = decide(review(pod(), dry_run=True), snapshot([placement()]))
+    decision = decide(review(pod(), dry_run=True), view([placement()]))
     assert decision.result == PINNED
     assert decision.patch
     assert decision.claim is None
@@ -428,9 +428,9 @@ def claimed_copy(first: Decision, **kwargs: Any) -> dict[str, Any]:
 
 
 def test_reinvocation_claims_nothing_and_keeps_the_pin() -> None:
-    first = decide(review(pod()), snapshot([placement(devices=["gpu-0/30"])], token="tok-1"))
+    first = decide(review(pod()), view([placement(devices=["gpu-0/30"])], token="tok-1"))
     stored = patched(pod(), first)
-    again = decide(review(stored), snapshot([claimed_copy(first, devices=["gpu-0/30"])], token="tok-2"))
+    again = decide(review(stored), view([claimed_copy(first, devices=["gpu-0/30"])], token="tok-2"))
     assert again.result == REINVOKED
     assert again.claim is None
     assert not again.patch
@@ -438,10 +438,10 @@ def test_reinvocation_claims_nothing_and_keeps_the_pin() -> None:
 
 
 def test_reinvocation_restores_a_pin_another_webhook_removed() -> None:
-    first = decide(review(pod()), snapshot([placement()], token="tok-1"))
+    first = decide(review(pod()), view([placement()], token="tok-1"))
     stored = patched(pod(), first)
     del stored["spec"]["affinity"]
-    again = decide(review(stored), snapshot([claimed_copy(first)], token="tok-2"))
+    again = decide(review(stored), view([claimed_copy(first)], token="tok-2"))
     assert again.result == REINVOKED and again.claim is None
     restored = patched(stored, again)
     assert restored["metadata"]["annotations"][CLAIM_ANNOTATION] == "tok-1"
@@ -451,20 +451,20 @@ def test_reinvocation_restores_a_pin_another_webhook_removed() -> None:
 
 def test_our_annotations_without_the_stored_claim_are_removed_and_the_pod_goes_the_normal_way() -> None:
     copied = {CLAIM_ANNOTATION: "tok-old", PLACEMENT_ANNOTATION: "p1", REQ_ID_ANNOTATION: "req-p1", "team": "ml"}
-    unknown = decide(review(pod(annotations=copied)), snapshot([]))
+    unknown = decide(review(pod(annotations=copied)), view([]))
     assert unknown.result == NO_PLACEMENT and unknown.claim is None
     assert patched(pod(annotations=copied), unknown)["metadata"]["annotations"] == {"team": "ml"}
-    forged = decide(review(pod(annotations=copied)), snapshot([placement()], token="tok-new"))
+    forged = decide(review(pod(annotations=copied)), view([placement()], token="tok-new"))
     assert forged.result == PINNED
     assert claim_status(forged)["claim"]["token"] == "tok-new"
     assert patched(pod(annotations=copied), forged)["metadata"]["annotations"][CLAIM_ANNOTATION] == "tok-new"
     stored_claim = claimed_copy(forged)
     pinned_annotations = patched(pod(annotations=copied), forged)["metadata"]["annotations"]
-    reinvoked = decide(review(pod(annotations=pinned_annotations)), snapshot([stored_claim]))
+    reinvoked = decide(review(pod(annotations=pinned_annotations)), view([stored_claim]))
     assert reinvoked.result == REINVOKED
     copy_of_stored = decide(
         review(pod(annotations=pinned_annotations)),
-        dataclasses.replace(snapshot([stored_claim]), carried=frozenset({"tok-new"})),
+        dataclasses.replace(view([stored_claim]), carried=frozenset({"tok-new"})),
     )
     assert copy_of_stored.result == NO_PLACEMENT and copy_of_stored.claim is None
     assert (
@@ -473,7 +473,7 @@ def test_our_annotations_without_the_stored_claim_are_removed_and_the_pod_goes_t
     fallback = forged.unchanged("hami-place: claim not recorded")
     assert patched(pod(annotations=copied), fallback)["metadata"]["annotations"] == {"team": "ml"}
     other = placement(status={"phase": "Consumed", "claim": {"token": "tok-other"}})
-    assert decide(review(pod(annotations=copied)), snapshot([other])).result == NO_PLACEMENT
+    assert decide(review(pod(annotations=copied)), view([other])).result == NO_PLACEMENT
 
 
 # Skipped for this pod: the placement stays open ----------------------------------------------------------------
@@ -487,73 +487,73 @@ def _skipped(decision: Decision, fragment: str) -> None:
 
 
 def test_node_gone() -> None:
-    _skipped(decide(review(pod()), snapshot([placement(node_name="gpu-9")])), "node gpu-9 not found")
+    _skipped(decide(review(pod()), view([placement(node_name="gpu-9")])), "node gpu-9 not found")
 
 
 def test_node_without_register() -> None:
     bare = {"metadata": {"name": "gpu-0"}}
-    _skipped(decide(review(pod()), snapshot([placement()], nodes=[bare])), "hami.io/node-nvidia-register")
+    _skipped(decide(review(pod()), view([placement()], nodes=[bare])), "hami.io/node-nvidia-register")
 
 
 def test_card_missing() -> None:
-    _skipped(decide(review(pod()), snapshot([placement(devices=["gpu-7"])])), "no card with index 7")
+    _skipped(decide(review(pod()), view([placement(devices=["gpu-7"])])), "no card with index 7")
 
 
 def test_card_unhealthy() -> None:
     sick = node(cards=[{"id": UUID0, "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA"}])
-    _skipped(decide(review(pod()), snapshot([placement()], nodes=[sick])), "unhealthy")
+    _skipped(decide(review(pod()), view([placement()], nodes=[sick])), "unhealthy")
 
 
 def test_card_count_mismatch() -> None:
-    _skipped(decide(review(pod()), snapshot([placement(devices=["gpu-0", "gpu-1"])])), "asks 1 card(s)")
+    _skipped(decide(review(pod()), view([placement(devices=["gpu-0", "gpu-1"])])), "asks 1 card(s)")
 
 
 def test_pod_without_gpus() -> None:
     plain = pod(containers=[{"name": "c", "image": "busybox"}])
-    _skipped(decide(review(plain), snapshot([placement()])), "no container asks for nvidia.com/gpu")
+    _skipped(decide(review(plain), view([placement()])), "no container asks for nvidia.com/gpu")
 
 
 def test_pod_asking_more_memory_than_its_share() -> None:
     greedy = pod(containers=[gpu_container(extra={"nvidia.com/gpumem": 30000})])
-    _skipped(decide(review(greedy), snapshot([placement(devices=["gpu-0/50"])])), "asks 30000 MiB, more than 50%")
+    _skipped(decide(review(greedy), view([placement(devices=["gpu-0/50"])])), "asks 30000 MiB, more than 50%")
 
 
 def test_pod_asking_a_larger_percentage_than_its_share() -> None:
     greedy = pod(containers=[gpu_container(extra={"nvidia.com/gpumem-percentage": 80})])
-    _skipped(decide(review(greedy), snapshot([placement(devices=["gpu-0/50"])])), "asks 32768 MiB, more than 50%")
+    _skipped(decide(review(greedy), view([placement(devices=["gpu-0/50"])])), "asks 32768 MiB, more than 50%")
 
 
 def test_pod_larger_than_the_card() -> None:
     huge = pod(containers=[gpu_container(extra={"nvidia.com/gpumem": 50000, "nvidia.com/gpucores": 10})])
-    _skipped(decide(review(huge), snapshot([placement()])), "CardInsufficientMemory")
+    _skipped(decide(review(huge), view([placement()])), "CardInsufficientMemory")
 
 
 def test_pod_asking_a_smaller_percentage_keeps_its_own() -> None:
     modest = pod(containers=[gpu_container(extra={"nvidia.com/gpumem-percentage": 20})])
-    stored = patched(modest, decide(review(modest), snapshot([placement(devices=["gpu-0/50"])])))
+    stored = patched(modest, decide(review(modest), view([placement(devices=["gpu-0/50"])])))
     assert limits(stored)["nvidia.com/gpumem-percentage"] == 20
 
 
 def test_pod_within_its_share_in_mib_is_pinned() -> None:
     fits = pod(containers=[gpu_container(extra={"nvidia.com/gpumem": 20480})])
-    assert decide(review(fits), snapshot([placement(devices=["gpu-0/50"])])).result == PINNED
+    assert decide(review(fits), view([placement(devices=["gpu-0/50"])])).result == PINNED
 
 
 def test_mixed_percentages() -> None:
     two = pod(containers=[gpu_container(gpus=2)])
-    _skipped(decide(review(two), snapshot([placement(devices=["gpu-0/50", "gpu-1/40"])])), "mix memory percents")
+    _skipped(decide(review(two), view([placement(devices=["gpu-0/50", "gpu-1/40"])])), "mix memory percents")
 
 
 def test_pod_with_node_name() -> None:
     direct = pod()
     direct["spec"]["nodeName"] = "gpu-1"
-    _skipped(decide(review(direct), snapshot([placement()])), "spec.nodeName")
+    _skipped(decide(review(direct), view([placement()])), "spec.nodeName")
 
 
 def test_a_pod_with_a_privileged_container_claims_nothing() -> None:
     privileged = pod()
     privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
-    _skipped(decide(review(privileged), snapshot([placement()])), "is privileged")
+    _skipped(decide(review(privileged), view([placement()])), "is privileged")
 
 
 def test_req_id_already_consumed() -> None:
@@ -561,13 +561,13 @@ def test_req_id_already_consumed() -> None:
         "first", req_id="shared-id", devices=["gpu-1"], status={"phase": "Consumed", "claim": {"token": "t"}}
     )
     second = placement("second", req_id="shared-id")
-    _skipped(decide(review(pod()), snapshot([consumed, second])), "reqID already consumed by first")
+    _skipped(decide(review(pod()), view([consumed, second])), "reqID already consumed by first")
 
 
 def test_a_skipped_candidate_does_not_stop_the_next_one() -> None:
     broken = placement("broken", node_name="gone", created="2026-11-29T08:00:00Z")
     good = placement("good", created="2026-11-29T09:00:00Z")
-    decision = decide(review(pod()), snapshot([broken, good]))
+    decision = decide(review(pod()), view([broken, good]))
     assert decision.result == PINNED
     assert decision.claim is not None and decision.claim.name == "good"
     assert any("broken" in warning for warning in decision.warnings)
@@ -575,9 +575,9 @@ def test_a_skipped_candidate_does_not_stop_the_next_one() -> None:
 
 def test_a_pod_that_does_not_fit_leaves_the_placement_for_the_next_one_that_does() -> None:
     wide = placement(devices=["gpu-0", "gpu-1"])
-    assert decide(review(pod()), snapshot([wide])).result == NOT_HONOURED
+    assert decide(review(pod()), view([wide])).result == NOT_HONOURED
     two = pod(containers=[gpu_container(gpus=2)])
-    assert decide(review(two), snapshot([wide])).result == PINNED
+    assert decide(review(two), view([wide])).result == PINNED
 
 
 # gpu-N/P is the share of the whole pod -------------------------------------------------------------------------
@@ -585,42 +585,42 @@ def test_a_pod_that_does_not_fit_leaves_the_placement_for_the_next_one_that_does
 
 def test_two_gpu_containers_split_the_share_between_them() -> None:
     two = pod(containers=[gpu_container("a"), gpu_container("b")])
-    stored = patched(two, decide(review(two), snapshot([placement(devices=["gpu-0/70"])])))
+    stored = patched(two, decide(review(two), view([placement(devices=["gpu-0/70"])])))
     assert [limits(stored, i)["nvidia.com/gpumem-percentage"] for i in (0, 1)] == ["35", "35"]
 
 
 def test_an_uneven_share_gives_the_remainder_to_the_first_containers() -> None:
     three = pod(containers=[gpu_container("a"), gpu_container("b"), gpu_container("c")])
-    stored = patched(three, decide(review(three), snapshot([placement(devices=["gpu-0/70"])])))
+    stored = patched(three, decide(review(three), view([placement(devices=["gpu-0/70"])])))
     assert [limits(stored, i)["nvidia.com/gpumem-percentage"] for i in (0, 1, 2)] == ["24", "23", "23"]
 
 
 def test_a_container_with_its_own_memory_leaves_the_rest_of_the_share_to_the_others() -> None:
     mixed = pod(containers=[gpu_container("a", extra={"nvidia.com/gpumem-percentage": 20}), gpu_container("b")])
-    stored = patched(mixed, decide(review(mixed), snapshot([placement(devices=["gpu-0/70"])])))
+    stored = patched(mixed, decide(review(mixed), view([placement(devices=["gpu-0/70"])])))
     assert limits(stored, 0)["nvidia.com/gpumem-percentage"] == 20
     assert limits(stored, 1)["nvidia.com/gpumem-percentage"] == "50"
 
 
 def test_a_share_too_small_to_split_is_skipped() -> None:
     three = pod(containers=[gpu_container("a"), gpu_container("b"), gpu_container("c")])
-    _skipped(decide(review(three), snapshot([placement(devices=["gpu-0/2"])])), "too little to split")
+    _skipped(decide(review(three), view([placement(devices=["gpu-0/2"])])), "too little to split")
 
 
 def test_hamis_default_cores_are_dropped_from_a_share_below_the_whole_card() -> None:
     defaulted = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": "100"})])
-    stored = patched(defaulted, decide(review(defaulted), snapshot([placement(devices=["gpu-0/50"])])))
+    stored = patched(defaulted, decide(review(defaulted), view([placement(devices=["gpu-0/50"])])))
     assert limits(stored) == {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "50"}
-    whole = patched(defaulted, decide(review(defaulted), snapshot([placement(devices=["gpu-0/100"])])))
+    whole = patched(defaulted, decide(review(defaulted), view([placement(devices=["gpu-0/100"])])))
     assert limits(whole)["nvidia.com/gpucores"] == "100"
 
 
 def test_cores_the_pod_chose_are_kept() -> None:
     chosen = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": 30})])
-    stored = patched(chosen, decide(review(chosen), snapshot([placement(devices=["gpu-0/50"])])))
+    stored = patched(chosen, decide(review(chosen), view([placement(devices=["gpu-0/50"])])))
     assert limits(stored)["nvidia.com/gpucores"] == 30
     with_memory = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": 100, "nvidia.com/gpumem": 1000})])
-    stored = patched(with_memory, decide(review(with_memory), snapshot([placement(devices=["gpu-0/50"])])))
+    stored = patched(with_memory, decide(review(with_memory), view([placement(devices=["gpu-0/50"])])))
     assert limits(stored)["nvidia.com/gpucores"] == 100
 
 
@@ -672,7 +672,7 @@ def test_malformed_reviews_are_refused_with_a_reason(body: object, fragment: str
 
 
 def test_the_response_echoes_the_uid_and_allows() -> None:
-    response = decide(review(pod(), uid="abc-123"), snapshot([])).response()
+    response = decide(review(pod(), uid="abc-123"), view([])).response()
     assert response == {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -681,7 +681,7 @@ def test_the_response_echoes_the_uid_and_allows() -> None:
 
 
 def test_unchanged_drops_the_pin_and_keeps_warnings() -> None:
-    decision = decide(review(pod()), snapshot([placement()]))
+    decision = decide(review(pod()), view([placement()]))
     fallback = decision.unchanged("hami-place: claim not recorded")
     assert fallback.claim is None and not fallback.patch
     assert fallback.response()["response"]["warnings"] == ["hami-place: claim not recorded"]
@@ -706,16 +706,16 @@ def test_a_share_is_written_and_whole_card_cores_dropped_under_the_clusters_reso
         "resources": {"limits": {"example.com/vgpu": 1, "example.com/vgpu-cores": 100}},
     }
     obj = pod(containers=[container])
-    snap = snapshot([placement(devices=["gpu-0/30"])])
-    renamed = Snapshot(snap.placements, snap.nodes, Settings(hami=RENAMED), snap.token, snap.now)
+    snap = view([placement(devices=["gpu-0/30"])])
+    renamed = AdmissionView(snap.placements, snap.nodes, Settings(hami=RENAMED), snap.token, snap.now)
     decision = decide(review(obj), renamed)
     assert decision.result == "pinned", decision.warnings
     assert limits(patched(obj, decision)) == {"example.com/vgpu": 1, "example.com/vgpu-mem-percentage": "30"}
 
 
 def test_a_pod_asking_only_the_default_resource_names_is_not_a_gpu_pod_for_a_renamed_hami() -> None:
-    snap = snapshot([placement()])
-    renamed = Snapshot(snap.placements, snap.nodes, Settings(hami=RENAMED), snap.token, snap.now)
+    snap = view([placement()])
+    renamed = AdmissionView(snap.placements, snap.nodes, Settings(hami=RENAMED), snap.token, snap.now)
     decision = decide(review(pod()), renamed)
     assert decision.result == "not_honoured"
     assert any("NoGpuRequest: no container asks for example.com/vgpu" in w for w in decision.warnings), (

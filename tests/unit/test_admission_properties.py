@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core import admission
-from kubectl_hami_place.core.admission import PINNED, REINVOKED, Decision, Settings, Snapshot
+from kubectl_hami_place.core.admission import PINNED, REINVOKED, AdmissionView, Decision, Settings
 from kubectl_hami_place.core.placement import PlacementStatus, placement_from_object
 from kubectl_hami_place.core.reviews import parse_review
 
@@ -121,13 +121,13 @@ def placement(devices: list[str]) -> dict[str, Any]:
     }
 
 
-def decide(body: dict[str, Any], snap: Snapshot) -> Decision:
+def decide(body: dict[str, Any], snap: AdmissionView) -> Decision:
     return admission.decide(parse_review(body), snap)
 
 
-def snapshot(token: str, devices: list[str], status: PlacementStatus | None = None) -> Snapshot:
+def view(token: str, devices: list[str], status: PlacementStatus | None = None) -> AdmissionView:
     stored = placement_from_object(placement(devices))
-    return Snapshot(
+    return AdmissionView(
         placements=[stored if status is None else dataclasses.replace(stored, status=status)],
         nodes={"gpu-0": NODE},
         settings=Settings(),
@@ -154,12 +154,12 @@ def test_the_pin_is_idempotent_and_keeps_the_pods_own_affinity(
     }
     if affinity is not None:
         pod["spec"]["affinity"] = affinity
-    first = decide(review_of(pod), snapshot("t1", devices))
+    first = decide(review_of(pod), view("t1", devices))
     if first.result != PINNED:
         return  # the pod asks more than its share: covered by the example tests
     pinned = apply(pod, first.response())
     assert first.claim is not None
-    again = decide(review_of(pinned), snapshot("t2", devices, first.claim.status))
+    again = decide(review_of(pinned), view("t2", devices, first.claim.status))
     assert again.result == REINVOKED and again.claim is None
     assert apply(pinned, again.response()) == pinned
 
@@ -179,7 +179,7 @@ def test_the_pin_is_idempotent_and_keeps_the_pods_own_affinity(
     for before, after in zip(containers, pinned["spec"]["containers"], strict=True):
         for name, quantity in ((before.get("resources") or {}).get("limits") or {}).items():
             if name == "nvidia.com/gpucores" and name not in after["resources"]["limits"]:
-                # HAMi's default 100 cores go from a container given a part of a card (core.plan).
+                # HAMi's default 100 cores go from a container given a part of a card (core.pin_check).
                 assert str(quantity) == "100" and "/" in devices[0]
                 continue
             assert after["resources"]["limits"][name] == quantity

@@ -9,7 +9,7 @@ import yaml
 
 from kubectl_hami_place.cli._completion import complete_words
 from kubectl_hami_place.cli.app import PROG, app
-from kubectl_hami_place.kube import cluster
+from kubectl_hami_place.kube import cluster_reads
 
 
 def candidates(*words: str) -> list[str]:
@@ -72,9 +72,9 @@ def test_cluster_lookups_offer_nothing_without_a_cluster(tmp_path: Path, monkeyp
     )
     looked_up: list[str] = []
     for name in ("list_nodes", "get_node", "list_pods"):
-        real = getattr(cluster, name)
+        real = getattr(cluster_reads, name)
         monkeypatch.setattr(
-            cluster, name, lambda *a, _real=real, _name=name, **k: looked_up.append(_name) or _real(*a, **k)
+            cluster_reads, name, lambda *a, _real=real, _name=name, **k: looked_up.append(_name) or _real(*a, **k)
         )
     assert candidates("status", "--kubeconfig", str(kubeconfig), "") == []
     assert candidates("pin", "--kubeconfig", str(kubeconfig), "--node", "gpu-0", "--gpu", "") == []

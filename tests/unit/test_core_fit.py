@@ -1,4 +1,4 @@
-"""The fit check in HAMi v2.10's order with its reason names (the whole pod's verdict: test_core_plan.py)."""
+"""The fit check in HAMi v2.10's order with its reason names (the whole pod's verdict: test_core_pin_check.py)."""
 
 from __future__ import annotations
 

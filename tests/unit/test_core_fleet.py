@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_core_cluster import _NODE_VIEWS, a100, node, pod
+from test_core_cluster_info import _NODE_VIEWS, a100, node, pod
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.cluster import ClusterInfo, NodeInfo, build_cluster_info
+from kubectl_hami_place.core.cluster_info import ClusterInfo, NodeInfo, build_cluster_info
 from kubectl_hami_place.core.fleet import placements_by_phase, summarize_fleet
 from kubectl_hami_place.core.fragmentation import summarize
 

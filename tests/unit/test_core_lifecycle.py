@@ -19,6 +19,7 @@ from kubectl_hami_place.core.lifecycle import (
     finished_at,
 )
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, USE_GPUUUID_ANNOTATION, EvictionResult, Phase
+from kubectl_hami_place.core.pin_check import problems_on
 from kubectl_hami_place.core.placement import (
     Condition,
     PlacementStatus,
@@ -27,7 +28,6 @@ from kubectl_hami_place.core.placement import (
     placements_from_objects,
     status_to_object,
 )
-from kubectl_hami_place.core.plan import problems_on
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 TTL = 3600

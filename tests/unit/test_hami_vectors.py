@@ -19,8 +19,8 @@ from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTA
 from kubectl_hami_place.core.errors import AllocationError, RegisterError, RequestError
 from kubectl_hami_place.core.fit import NUMA_BIND, SCORING_WEIGHTS, fit_pod, fit_pod_on_node, scoring_weights
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.pin_check import PinView, Scope, pin_verdict, workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
-from kubectl_hami_place.core.plan import ClusterSnapshot, Scope, plan, workload_from_pod
 from kubectl_hami_place.core.planner import FitGoal, PlanPod, why
 from kubectl_hami_place.core.planner import plan as planner_plan
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
@@ -213,7 +213,7 @@ def test_a_share_pin_predicts_hamis_default_cores(
     tenant = PodAllocation("t", "t", "u", "n", "Running", ((ContainerDevice("GPU-a", "NVIDIA", 1000, used_cores),),))
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
     workload = workload_from_pod(pod, "the pod", config=config)
-    pinned = plan(pin_spec("gpu-0/50"), ClusterSnapshot({"n": node([CARD])}, (tenant,)), workload)
+    pinned = pin_verdict(pin_spec("gpu-0/50"), PinView({"n": node([CARD])}, (tenant,)), workload)
     assert pinned.checks[0].request.coresreq == default_cores
     assert pinned.patches[0].drop_cores
     assert [p.reason for p in pinned.problems] == ([reason] if reason else [])
@@ -301,7 +301,7 @@ def test_a_pin_across_numa_nodes_under_numa_bind_is_refused(
         "metadata": {"annotations": {NUMA_BIND: bind}},
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
     }
-    pinned = plan(pin_spec(*refs), ClusterSnapshot({"n": node(cards)}, ()), workload_from_pod(pod, "the pod"))
+    pinned = pin_verdict(pin_spec(*refs), PinView({"n": node(cards)}, ()), workload_from_pod(pod, "the pod"))
     assert [(p.reason, p.scope) for p in pinned.problems] == ([(reason, Scope.Pod)] if reason else [])
 
 
@@ -325,7 +325,7 @@ def test_a_pin_to_a_node_without_allocatable_cards_is_refused_until_it_has_them(
 ) -> None:
     listed = {**node([CARD]), "status": {"allocatable": allocatable}}
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-    pinned = plan(pin_spec("gpu-0"), ClusterSnapshot({"n": listed}, ()), workload_from_pod(pod, "the pod"))
+    pinned = pin_verdict(pin_spec("gpu-0"), PinView({"n": listed}, ()), workload_from_pod(pod, "the pod"))
     assert [(p.reason, p.scope) for p in pinned.problems] == ([(reason, Scope.Card)] if reason else [])
 
 
@@ -393,10 +393,10 @@ def test_invalid_scoring_weights_fail_hamis_filter_and_the_pin() -> None:
     }
     verdict = fit_pod_on_node({"metadata": {"name": "unregistered"}}, pod, [])
     assert verdict.reason.startswith("calcScore failed invalid hami.io/device-scoring-weights annotation")
-    pinned = plan(pin_spec("gpu-0"), ClusterSnapshot({"n": node([CARD])}, ()), workload_from_pod(pod, "the pod"))
+    pinned = pin_verdict(pin_spec("gpu-0"), PinView({"n": node([CARD])}, ()), workload_from_pod(pod, "the pod"))
     assert [(p.reason, p.scope) for p in pinned.problems] == [("InvalidScoringWeights", Scope.Pod)]
-    unregistered = ClusterSnapshot({"n": {"metadata": {"name": "n"}}}, ())
-    on_unregistered = plan(pin_spec("gpu-0"), unregistered, workload_from_pod(pod, "the pod"))
+    unregistered = PinView({"n": {"metadata": {"name": "n"}}}, ())
+    on_unregistered = pin_verdict(pin_spec("gpu-0"), unregistered, workload_from_pod(pod, "the pod"))
     assert [p.reason for p in on_unregistered.problems] == ["InvalidScoringWeights"], "HAMi's filter fails first"
     no_cards = {**pod, "spec": {"containers": [{"name": "c"}]}}
     assert fit_pod_on_node({"metadata": {"name": "unregistered"}}, no_cards, []).ok
@@ -413,11 +413,11 @@ def test_a_pin_naming_a_mig_card_is_refused() -> None:
         {**CARD, "id": "GPU-b", "index": 1},
     ]
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-    snapshot = ClusterSnapshot({"n": node(cards)}, ())
-    [problem] = plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod")).problems
+    view = PinView({"n": node(cards)}, ())
+    [problem] = pin_verdict(pin_spec("gpu-0"), view, workload_from_pod(pod, "the pod")).problems
     assert (problem.reason, problem.scope) == ("CardMigMode", Scope.Placement)
     assert "MIG mode" in problem.message and "does not model" in problem.message
-    assert plan(pin_spec("gpu-1"), snapshot, workload_from_pod(pod, "the pod")).ok
+    assert pin_verdict(pin_spec("gpu-1"), view, workload_from_pod(pod, "the pod")).ok
 
 
 def test_the_planner_never_targets_a_mig_card_and_why_says_so() -> None:
@@ -503,10 +503,10 @@ def test_the_pin_applies_hamis_default_gpu_policy_to_a_pod_naming_none() -> None
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}]
         }
     }
-    snapshot = ClusterSnapshot({"n": node([CARD])}, (tenant,))
+    view = PinView({"n": node([CARD])}, (tenant,))
     mutex = HAMI_DEFAULTS.with_policy("mutex")
-    [problem] = plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod", config=mutex)).problems
+    [problem] = pin_verdict(pin_spec("gpu-0"), view, workload_from_pod(pod, "the pod", config=mutex)).problems
     assert problem.reason == "ExclusiveDeviceAllocateConflict"
-    assert plan(pin_spec("gpu-0"), snapshot, workload_from_pod(pod, "the pod")).ok
+    assert pin_verdict(pin_spec("gpu-0"), view, workload_from_pod(pod, "the pod")).ok
     named = {**pod, "metadata": {"annotations": {"hami.io/gpu-scheduler-policy": "binpack"}}}
-    assert plan(pin_spec("gpu-0"), snapshot, workload_from_pod(named, "the pod", config=mutex)).ok
+    assert pin_verdict(pin_spec("gpu-0"), view, workload_from_pod(named, "the pod", config=mutex)).ok

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card, encode_register
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.kube import list_body
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
 

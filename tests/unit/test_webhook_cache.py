@@ -12,7 +12,7 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import object_key
 from webhook import cache as cache_module

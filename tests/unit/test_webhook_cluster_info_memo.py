@@ -11,8 +11,8 @@ import orjson
 import pytest
 from kubernetes.client import ApiClient
 
-from kubectl_hami_place.core import cluster
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core import cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.usage import PodAllocation
 from webhook.cache import ClusterCache, json_pieces
 
@@ -108,7 +108,7 @@ def test_the_served_document_is_the_one_built_from_scratch_after_every_event() -
 
 def test_a_request_builds_again_only_the_nodes_whose_object_or_pods_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []
-    real: Callable[..., Any] = cluster.node_info
+    real: Callable[..., Any] = cluster_info.node_info
 
     def counting(node: dict[str, Any], allocations: Any) -> Any:
         built.append(node["metadata"]["name"])

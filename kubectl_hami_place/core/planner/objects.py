@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
-from kubectl_hami_place.core.cluster import build_cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL

@@ -19,7 +19,7 @@ import typer
 
 from kubectl_hami_place.cli._common import DryRun, confirm, note, stderr_console, warn
 from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSED, CliError, kube_hint, kube_line
-from kubectl_hami_place.cli._placing import MANAGED_BY, refusal_lines
+from kubectl_hami_place.cli._pin_check import MANAGED_BY, refusal_lines
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig

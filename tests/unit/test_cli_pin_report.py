@@ -1,14 +1,14 @@
-"""How pin words the plan's problems and presents a created placement, on plain data."""
+"""How pin words the pin verdict's problems and presents a created placement, on plain data."""
 
 from __future__ import annotations
 
 import json
 
-from kubectl_hami_place.cli._placed import Checked, PlacementResult, refusal_line
+from kubectl_hami_place.cli._pin_report import Checked, PlacementResult, refusal_line
 from kubectl_hami_place.cli.output import formatter_for
 from kubectl_hami_place.core.allocations import ContainerDevice
+from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.placement import PlacementSpec
-from kubectl_hami_place.core.plan import ClusterSnapshot, Plan, plan, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -20,13 +20,13 @@ REGISTER = [
     for i, c in enumerate("abc")
 ]
 TENANT = PodAllocation("t", "t", "u", NODE, "Running", ((ContainerDevice("GPU-b", "NVIDIA", 38912, 20),),))
-SNAPSHOT = ClusterSnapshot(
+VIEW = PinView(
     {NODE: {"metadata": {"name": NODE, "annotations": {"hami.io/node-nvidia-register": json.dumps(REGISTER)}}}},
     (TENANT,),
 )
 
 
-def planned(*refs: str, memory: int = 4096, cores: int = 10) -> Plan:
+def verdict(*refs: str, memory: int = 4096, cores: int = 10) -> PinVerdict:
     spec = PlacementSpec(
         req_id="req-12345",
         pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
@@ -34,16 +34,16 @@ def planned(*refs: str, memory: int = 4096, cores: int = 10) -> Plan:
         gpu_devices=tuple(parse_card_ref(r) for r in refs),
     )
     request = card_request(len(refs), memory, None, cores)
-    return plan(spec, SNAPSHOT, workload_from_request(request, "flags", own_memory=memory > 0))
+    return pin_verdict(spec, VIEW, workload_from_request(request, "flags", own_memory=memory > 0))
 
 
-def line(pin: Plan, evict: str | None = None, source: str = "flags") -> str:
+def line(pin: PinVerdict, evict: str | None = None, source: str = "flags") -> str:
     [problem] = pin.problems
     return refusal_line(problem, pin, source, evict)
 
 
 def test_memory_refusal_names_card_node_reason_numbers_and_what_to_do() -> None:
-    pin = planned("gpu-1")
+    pin = verdict("gpu-1")
     assert line(pin) == (
         "gpu-1 on gpu-a100-0: CardInsufficientMemory: 2048 MiB free, the pod asks 4096 MiB; "
         "pick another card (kubectl hami-place status gpu-a100-0) or add --evict POD"
@@ -55,18 +55,18 @@ def test_memory_refusal_names_card_node_reason_numbers_and_what_to_do() -> None:
 
 
 def test_unknown_and_unhealthy_cards() -> None:
-    assert line(planned("gpu-9")) == (
+    assert line(verdict("gpu-9")) == (
         "gpu-9 on gpu-a100-0: UnknownCard: node gpu-a100-0 has no card with index 9; it has gpu-0, gpu-1, gpu-2; "
         "list the node's cards (kubectl hami-place status gpu-a100-0)"
     )
-    assert line(planned("gpu-2")) == (
+    assert line(verdict("gpu-2")) == (
         "gpu-2 on gpu-a100-0: CardUnhealthy: the card is unhealthy in the node's register; "
         "pick another card (kubectl hami-place status gpu-a100-0)"
     )
 
 
 def test_percent_smaller_than_the_request() -> None:
-    text = line(planned("gpu-0/5"))
+    text = line(verdict("gpu-0/5"))
     assert text.startswith("gpu-0/5 on gpu-a100-0: RequestExceedsPercent: the pod asks 4096 MiB, more than 5%")
     assert text.endswith("; raise the percent in --gpu or lower the pod's nvidia.com/gpumem")
 
@@ -79,7 +79,7 @@ def test_a_pod_problem_names_where_the_request_came_from() -> None:
         gpu_devices=(parse_card_ref("gpu-0"),),
     )
     template = {"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
-    pin = plan(spec, SNAPSHOT, workload_from_pod(template, "Deployment trainer"))
+    pin = pin_verdict(spec, VIEW, workload_from_pod(template, "Deployment trainer"))
     assert line(pin, source="Deployment trainer") == (
         "Deployment trainer: container main asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
         "give one --gpu per card"
@@ -94,7 +94,9 @@ def test_a_template_with_a_privileged_container_is_refused_with_what_to_change()
         gpu_devices=(parse_card_ref("gpu-0"),),
     )
     main = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}, "securityContext": {"privileged": True}}
-    pin = plan(spec, SNAPSHOT, workload_from_pod({"spec": {"containers": [main]}}, "Deployment trainer", template=True))
+    pin = pin_verdict(
+        spec, VIEW, workload_from_pod({"spec": {"containers": [main]}}, "Deployment trainer", template=True)
+    )
     assert line(pin, source="Deployment trainer") == (
         "Deployment trainer: container main is privileged: HAMi's webhook denies a pod asking for cards with a "
         "privileged container; drop securityContext.privileged from the pod's containers"
@@ -113,7 +115,7 @@ def test_created_placement_shows_what_the_pod_gets() -> None:
             "gpuDevices": ["gpu-0/50"],
         },
     }
-    pin = planned("gpu-0/50", memory=0)
+    pin = verdict("gpu-0/50", memory=0)
     checked = Checked(
         namespace="team-a",
         obj=obj,
@@ -137,7 +139,7 @@ def test_created_placement_shows_what_the_pod_gets() -> None:
 
 
 def test_request_bigger_than_the_card_says_so() -> None:
-    assert line(planned("gpu-0", memory=50000)) == (
+    assert line(verdict("gpu-0", memory=50000)) == (
         "gpu-0 on gpu-a100-0: CardInsufficientMemory: 40960 MiB free, the pod asks 50000 MiB; "
         "the card has 40960 MiB in all; pick a bigger card or ask for less memory"
     )
@@ -151,7 +153,7 @@ def test_the_refusals_of_round_three_say_what_to_do() -> None:
         {**REGISTER[0], "id": "GPU-n", "index": 2, "numa": 1},
     ]
     node = {"metadata": {"name": NODE, "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)}}}
-    snapshot = ClusterSnapshot({NODE: node}, ())
+    view = PinView({NODE: node}, ())
 
     def refused(refs: tuple[str, ...], annotations: dict[str, str], status: dict | None = None) -> str:
         spec = PlacementSpec(
@@ -165,8 +167,8 @@ def test_the_refusals_of_round_three_say_what_to_do() -> None:
             "metadata": {"annotations": annotations},
             "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
         }
-        nodes = ClusterSnapshot({NODE: {**node, "status": status}}, ()) if status else snapshot
-        return line(plan(spec, nodes, workload_from_pod(pod, "Deployment web")), source="Deployment web")
+        nodes = PinView({NODE: {**node, "status": status}}, ()) if status else view
+        return line(pin_verdict(spec, nodes, workload_from_pod(pod, "Deployment web")), source="Deployment web")
 
     numa = refused(("gpu-0", "gpu-2"), {"nvidia.com/numa-bind": "true"})
     assert numa.startswith("Deployment web: the pod asks nvidia.com/numa-bind: true but the placement names gpu-0 on")

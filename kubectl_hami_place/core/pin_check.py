@@ -1,6 +1,6 @@
-"""The one plan of a pin: a placement's spec, a snapshot of the cluster and the pod in; cards, patch, problems out.
+"""The one check of a pin: a placement's spec, a view of the cluster and the pod in; cards, patch, problems out.
 
-`pin`, `evict --to-node` and the webhook all call `plan`, so the CLI refuses exactly what the webhook would not
+`pin`, `evict --to-node` and the webhook all call `pin_verdict`, so the CLI refuses exactly what the webhook would not
 honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each rule lives"):
 
 - the placement itself: a valid spec, the node, its register, every card resolvable, named once and not in MIG
@@ -14,12 +14,12 @@ honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each 
   alone) get all of it; the pod must fit its share on every card;
 - `nvidia.com/numa-bind`: a pod that asks it cannot have cards of two NUMA nodes (HAMi's `NumaNotFit`);
 - fit: the pinned containers fitted one after another on each card (`core.check`), against the card's usage
-  (now and once the evicted pod is gone) when the snapshot has the allocations, against the empty card otherwise.
+  (now and once the evicted pod is gone) when the view has the allocations, against the empty card otherwise.
 
 HAMi's webhook gives a container that asks a card count but no cores and no memory `nvidia.com/gpucores: 100`,
 which makes it exclusive. A share below 100% is not exclusive, so the patch drops a `gpucores: 100` that HAMi's
 webhook may already have added, and HAMi's scheduler then gives the container its `defaultCores`
-(`GenerateResourceRequests`, `pkg/device/nvidia/device.go`): the plan predicts those cores (0 with HAMi's chart),
+(`GenerateResourceRequests`, `pkg/device/nvidia/device.go`): the check predicts those cores (0 with HAMi's chart),
 so a card without them free is refused with `CardInsufficientCore`, as HAMi would refuse it.
 """
 
@@ -61,8 +61,8 @@ class Scope(StrEnum):
     """This pod does not suit the placement; another pod may."""
 
 
-class PlanReason(StrEnum):
-    """The plan's own reasons, beside HAMi's fit reasons (`core.fit.FitReason`)."""
+class PinReason(StrEnum):
+    """The pin check's own reasons, beside HAMi's fit reasons (`core.fit.FitReason`)."""
 
     InvalidSpec = "InvalidSpec"
     NodeNotFound = "NodeNotFound"
@@ -124,8 +124,8 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class ClusterSnapshot:
-    """What the plan looks at: nodes by name, and HAMi's allocations (None: usage unknown, cards taken as empty)."""
+class PinView:
+    """What a pin is checked against: nodes by name, HAMi's allocations (None: usage unknown, cards taken as empty)."""
 
     nodes: Mapping[str, Mapping[str, Any]]
     allocations: Sequence[PodAllocation] | None = None
@@ -141,7 +141,7 @@ class ContainerPatch:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PinVerdict:
     """The node, the cards in placement order, the verdict per card, the container patches, and the problems."""
 
     node: str
@@ -217,34 +217,34 @@ def workload_from_request(
     return Workload((container,), source, config=config)
 
 
-def plan(
-    spec: PlacementSpec, snapshot: ClusterSnapshot, workload: Workload, *, evict: PodAllocation | None = None
-) -> Plan:
+def pin_verdict(
+    spec: PlacementSpec, view: PinView, workload: Workload, *, evict: PodAllocation | None = None
+) -> PinVerdict:
     """The pin of `workload` by `spec`: what it gets, or every problem that stops it (see the module's docstring)."""
     node, config = spec.node_name, workload.config
     refused = _refused_everywhere(workload)
     if refused:
-        return Plan(node, problems=refused, config=config)
-    cards, problems = _placement(spec, snapshot)
+        return PinVerdict(node, problems=refused, config=config)
+    cards, problems = _placement(spec, view)
     if problems:
-        return Plan(node, problems=problems, config=config)
-    empty = _no_allocatable(snapshot.nodes[node], node, config)
+        return PinVerdict(node, problems=problems, config=config)
+    empty = _no_allocatable(view.nodes[node], node, config)
     if empty is not None:
-        return Plan(node, cards=cards, problems=(empty,), config=config)
+        return PinVerdict(node, cards=cards, problems=(empty,), config=config)
     refs = spec.gpu_devices
     problems = _pod_problems(workload, len(refs))
     if problems:
-        return Plan(node, cards=cards, problems=problems, config=config)
+        return PinVerdict(node, cards=cards, problems=problems, config=config)
     placed, patches, share_problems = _shares(workload, spec.percent, cards, refs)
     if share_problems:
-        return Plan(node, cards=cards, problems=share_problems, config=config)
+        return PinVerdict(node, cards=cards, problems=share_problems, config=config)
     if numa_bind(workload.annotations) and len({card.numa for card in cards}) > 1:
-        return Plan(node, cards=cards, problems=(_numa_problem(cards),), config=config)
-    node_obj = snapshot.nodes[node]
+        return PinVerdict(node, cards=cards, problems=(_numa_problem(cards),), config=config)
+    node_obj = view.nodes[node]
     cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
     usage: Mapping[str, CardUsage] = {}
-    if snapshot.allocations is not None:
-        usage = card_usage(cards, snapshot.allocations, node=node)
+    if view.allocations is not None:
+        usage = card_usage(cards, view.allocations, node=node)
     after = release(usage, evict) if evict is not None and evict.node == node else None
     checks = []
     found: list[Problem] = []
@@ -262,20 +262,20 @@ def plan(
         )
         checks.append(check)
         if not check.ok and check.reason is not None:
-            scope = Scope.Card if check.reason in _CARD_STATE or snapshot.allocations is not None else Scope.Pod
+            scope = Scope.Card if check.reason in _CARD_STATE or view.allocations is not None else Scope.Pod
             found.append(Problem(check.reason.value, check.message, scope, ref, card))
-    return Plan(node, cards, tuple(checks), patches, tuple(found), config)
+    return PinVerdict(node, cards, tuple(checks), patches, tuple(found), config)
 
 
-def placement_problems(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[Problem, ...]:
+def placement_problems(spec: PlacementSpec, view: PinView) -> tuple[Problem, ...]:
     """The problems of the placement whatever the pod: the reconciler fails a placement on the Placement ones."""
-    return _placement(spec, snapshot)[1]
+    return _placement(spec, view)[1]
 
 
 def problems_on(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], tuple[Problem, ...]]:
     """`placement_problems` against these nodes, as `lifecycle.follow_up` asks for them."""
-    snapshot = ClusterSnapshot(nodes)
-    return lambda spec: placement_problems(spec, snapshot)
+    view = PinView(nodes)
+    return lambda spec: placement_problems(spec, view)
 
 
 def pending_warnings(
@@ -314,21 +314,21 @@ def eviction_warnings(pod: Mapping[str, Any], allocation: PodAllocation | None, 
     return []
 
 
-def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Card, ...], tuple[Problem, ...]]:
+def _placement(spec: PlacementSpec, view: PinView) -> tuple[tuple[Card, ...], tuple[Problem, ...]]:
     """The node's cards the spec names, in its order, or the problems of the placement itself."""
     invalid = validate_spec(spec)
     if invalid:
-        return (), (Problem(PlanReason.InvalidSpec, invalid, Scope.Placement),)
+        return (), (Problem(PinReason.InvalidSpec, invalid, Scope.Placement),)
     node = spec.node_name
-    node_obj = snapshot.nodes.get(node)
+    node_obj = view.nodes.get(node)
     if node_obj is None:
-        return (), (Problem(PlanReason.NodeNotFound, f"node {node} not found", Scope.Placement),)
+        return (), (Problem(PinReason.NodeNotFound, f"node {node} not found", Scope.Placement),)
     try:
         cards = node_cards(node_obj)
     except RegisterError as error:
-        return (), (Problem(PlanReason.NoRegister, str(error), Scope.Card),)
+        return (), (Problem(PinReason.NoRegister, str(error), Scope.Card),)
     if not cards:
-        return (), (Problem(PlanReason.NoRegister, f"node {node} registers no cards", Scope.Card),)
+        return (), (Problem(PinReason.NoRegister, f"node {node} registers no cards", Scope.Card),)
     chosen: list[Card] = []
     problems: list[Problem] = []
     for ref in spec.gpu_devices:
@@ -339,7 +339,7 @@ def _placement(spec: PlacementSpec, snapshot: ClusterSnapshot) -> tuple[tuple[Ca
             continue
         if card in chosen:
             message = f"{ref} names {card.label()} on node {node}, which is already in the list"
-            problems.append(Problem(PlanReason.CardNamedTwice, message, Scope.Placement, ref, card))
+            problems.append(Problem(PinReason.CardNamedTwice, message, Scope.Placement, ref, card))
         elif card.is_mig:
             problems.append(Problem(FitReason.CardMigMode, _mig_message(card), Scope.Placement, ref, card))
         chosen.append(card)
@@ -354,30 +354,30 @@ def _refused_everywhere(workload: Workload) -> tuple[Problem, ...]:
             f"container {workload.privileged} is privileged: HAMi's webhook denies a pod asking for cards with a "
             "privileged container"
         )
-        return (Problem(PlanReason.PrivilegedContainer, message, Scope.Pod),)
+        return (Problem(PinReason.PrivilegedContainer, message, Scope.Pod),)
     if workload.containers:
         try:
             scoring_weights(workload.annotations)
         except RequestError as error:
             message = f"{error}: HAMi's filter fails for the pod on every node"
-            return (Problem(PlanReason.InvalidScoringWeights, message, Scope.Pod),)
+            return (Problem(PinReason.InvalidScoringWeights, message, Scope.Pod),)
     return ()
 
 
 def _pod_problems(workload: Workload, cards: int) -> tuple[Problem, ...]:
     """What stops this pod whatever the cards hold: unreadable GPU resources, nodeName, no or other card counts."""
     if workload.invalid:
-        return (Problem(PlanReason.InvalidGpuRequest, workload.invalid, Scope.Pod),)
+        return (Problem(PinReason.InvalidGpuRequest, workload.invalid, Scope.Pod),)
     if workload.node_name:
         message = f"the pod sets spec.nodeName {workload.node_name}, which bypasses the scheduler"
-        return (Problem(PlanReason.NodeNameSet, message, Scope.Pod),)
+        return (Problem(PinReason.NodeNameSet, message, Scope.Pod),)
     count = workload.config.resource_count_name
     if not workload.containers:
         message = f"no container asks for {count}"
-        return (Problem(PlanReason.NoGpuRequest, message, Scope.Pod),)
+        return (Problem(PinReason.NoGpuRequest, message, Scope.Pod),)
     return tuple(
         Problem(
-            PlanReason.CardCountMismatch,
+            PinReason.CardCountMismatch,
             f"container {c.name} asks {c.request.nums} card(s) ({count}) but the placement names {cards}",
             Scope.Pod,
         )
@@ -403,7 +403,7 @@ def _shares(
             f"the pod's share is {percent}% of each card, {max(left, 0)}% once the containers that ask their own "
             f"memory are counted: too little to split among containers {names} (at least 1% each)"
         )
-        return (), (), (Problem(PlanReason.ShareTooSmall, message, Scope.Pod),)
+        return (), (), (Problem(PinReason.ShareTooSmall, message, Scope.Pod),)
     given = {c.position: left // len(takers) + (1 if i < left % len(takers) else 0) for i, c in enumerate(takers)}
     given.update({c.position: percent for c in workload.containers if c.init and not c.own_memory})
     placed = []
@@ -447,7 +447,7 @@ def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) 
         f"node {node} has no allocatable {count} (HAMi's device plugin is not serving it): HAMi drops and re-adds the "
         "node as its handshake expires and the kubelet refuses a pod asking cards there"
     )
-    return Problem(PlanReason.NoAllocatableGpu, message, Scope.Card)
+    return Problem(PinReason.NoAllocatableGpu, message, Scope.Card)
 
 
 def _mig_message(card: Card) -> str:
@@ -477,7 +477,7 @@ def _percent_of(mib: int, card: Card) -> int:
 
 
 def _gpu_container(container: object, position: int, init: bool, config: HamiConfig) -> GpuContainer | None:
-    """One container as the plan sees it, or None when it asks for no card."""
+    """One container as the pin check sees it, or None when it asks for no card."""
     request = container_request(container, hami_webhook=True, config=config)  # type: ignore[arg-type]
     if request is None or not isinstance(container, Mapping):
         return None

@@ -1,4 +1,4 @@
-"""The one plan of a pin on plain data: the placement, the whole pod, its share of a card, the fit now and later."""
+"""The one check of a pin on plain data: the placement, the whole pod, its share of a card, the fit now and later."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import Any
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.fit import FitReason
-from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
-from kubectl_hami_place.core.plan import (
-    ClusterSnapshot,
-    PlanReason,
+from kubectl_hami_place.core.pin_check import (
+    PinReason,
+    PinView,
     Scope,
     Workload,
     eviction_warnings,
     pending_warnings,
+    pin_verdict,
     placement_problems,
-    plan,
     workload_from_pod,
     workload_from_request,
 )
+from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -49,8 +49,8 @@ def spec(*devices: str, node_name: str = NODE) -> PlacementSpec:
     )
 
 
-def snapshot(allocations: list[PodAllocation] | None = None, **annotations: str) -> ClusterSnapshot:
-    return ClusterSnapshot({NODE: node(annotations)}, allocations)
+def view(allocations: list[PodAllocation] | None = None, **annotations: str) -> PinView:
+    return PinView({NODE: node(annotations)}, allocations)
 
 
 def victim() -> PodAllocation:
@@ -68,7 +68,7 @@ def gpu(name: str, **limits: Any) -> dict[str, Any]:
 
 def test_fits_now_and_after_eviction() -> None:
     old = victim()
-    result = plan(spec("gpu-0", "gpu-1"), snapshot([old]), pod_of(2), evict=old)
+    result = pin_verdict(spec("gpu-0", "gpu-1"), view([old]), pod_of(2), evict=old)
     first, second = result.checks
     assert result.ok
     assert (first.fits_now, first.fits_after_eviction) == (False, True)
@@ -82,63 +82,63 @@ def pod_of(cards: int) -> Workload:
 
 def test_without_eviction_the_reason_now_is_a_problem_of_the_card() -> None:
     big = workload_from_request(card_request(1, memreq=8192, coresreq=10), "flags", own_memory=True)
-    result = plan(spec("gpu-0"), snapshot([victim()]), big)
+    result = pin_verdict(spec("gpu-0"), view([victim()]), big)
     [problem] = result.problems
     assert (problem.reason, problem.scope, str(problem.ref)) == ("CardInsufficientMemory", Scope.Card, "gpu-0")
     assert problem.message == "gpu-0 (GPU-a) has 2960 MiB free, the pod asks 8192 MiB"
 
 
 def test_the_placement_itself_node_cards_and_their_scopes() -> None:
-    [gone] = plan(spec("gpu-0", node_name="nope"), snapshot(), SMALL).problems
-    assert (gone.reason, gone.scope, gone.message) == (PlanReason.NodeNotFound, Scope.Placement, "node nope not found")
-    [unknown] = plan(spec("gpu-7"), snapshot(), SMALL).problems
+    [gone] = pin_verdict(spec("gpu-0", node_name="nope"), view(), SMALL).problems
+    assert (gone.reason, gone.scope, gone.message) == (PinReason.NodeNotFound, Scope.Placement, "node nope not found")
+    [unknown] = pin_verdict(spec("gpu-7"), view(), SMALL).problems
     assert (unknown.reason, unknown.scope) == (FitReason.UnknownCard, Scope.Placement)
     assert unknown.message == "node gpu-a100-0 has no card with index 7; it has gpu-0, gpu-1, gpu-2"
-    [twice] = plan(spec("gpu-0", "GPU-a"), snapshot(), pod_of(2)).problems
-    assert (twice.reason, twice.scope) == (PlanReason.CardNamedTwice, Scope.Placement)
-    bare = ClusterSnapshot({NODE: {"metadata": {"name": NODE}}})
-    [no_register] = plan(spec("gpu-0"), bare, SMALL).problems
-    assert (no_register.reason, no_register.scope) == (PlanReason.NoRegister, Scope.Card)
-    [sick] = plan(spec("gpu-2"), snapshot(), SMALL).problems
+    [twice] = pin_verdict(spec("gpu-0", "GPU-a"), view(), pod_of(2)).problems
+    assert (twice.reason, twice.scope) == (PinReason.CardNamedTwice, Scope.Placement)
+    bare = PinView({NODE: {"metadata": {"name": NODE}}})
+    [no_register] = pin_verdict(spec("gpu-0"), bare, SMALL).problems
+    assert (no_register.reason, no_register.scope) == (PinReason.NoRegister, Scope.Card)
+    [sick] = pin_verdict(spec("gpu-2"), view(), SMALL).problems
     assert (sick.reason, sick.scope) == (FitReason.CardUnhealthy, Scope.Card)
-    assert placement_problems(spec("gpu-2"), snapshot()) == ()
-    [cordoned] = plan(spec("gpu-1"), snapshot(**{"hami.io/device-cordon": "GPU-b"}), SMALL).problems
+    assert placement_problems(spec("gpu-2"), view()) == ()
+    [cordoned] = pin_verdict(spec("gpu-1"), view(**{"hami.io/device-cordon": "GPU-b"}), SMALL).problems
     assert cordoned.reason == FitReason.CardCordoned
 
 
 def test_the_pod_card_count_gpus_and_node_name() -> None:
-    [count] = plan(spec("gpu-0", "gpu-1"), snapshot(), pod(gpu("main"))).problems
-    assert (count.reason, count.scope) == (PlanReason.CardCountMismatch, Scope.Pod)
+    [count] = pin_verdict(spec("gpu-0", "gpu-1"), view(), pod(gpu("main"))).problems
+    assert (count.reason, count.scope) == (PinReason.CardCountMismatch, Scope.Pod)
     assert count.message == "container main asks 1 card(s) (nvidia.com/gpu) but the placement names 2"
-    [none] = plan(spec("gpu-0"), snapshot(), pod({"name": "web"})).problems
-    assert none.reason == PlanReason.NoGpuRequest
+    [none] = pin_verdict(spec("gpu-0"), view(), pod({"name": "web"})).problems
+    assert none.reason == PinReason.NoGpuRequest
     direct = workload_from_pod({"spec": {"nodeName": "n", "containers": [gpu("main")]}}, "the pod")
-    assert plan(spec("gpu-0"), snapshot(), direct).problems[0].reason == PlanReason.NodeNameSet
+    assert pin_verdict(spec("gpu-0"), view(), direct).problems[0].reason == PinReason.NodeNameSet
     running = {"spec": {"nodeName": "n", "containers": [gpu("main")]}}
-    assert plan(spec("gpu-0"), snapshot(), workload_from_pod(running, "pod old", template=True)).ok
+    assert pin_verdict(spec("gpu-0"), view(), workload_from_pod(running, "pod old", template=True)).ok
     broken = pod({"name": "main", "resources": {"limits": {"nvidia.com/gpu": "lots"}}})
-    assert plan(spec("gpu-0"), snapshot(), broken).problems[0].reason == PlanReason.InvalidGpuRequest
+    assert pin_verdict(spec("gpu-0"), view(), broken).problems[0].reason == PinReason.InvalidGpuRequest
 
 
 def test_a_pod_asking_cards_with_a_privileged_container_is_refused_as_hami_denies_it() -> None:
     side = {"name": "side", "securityContext": {"privileged": True}}
-    [refused] = plan(spec("gpu-0"), snapshot(), pod(gpu("main"), side)).problems
-    assert (refused.reason, refused.scope) == (PlanReason.PrivilegedContainer, Scope.Pod)
+    [refused] = pin_verdict(spec("gpu-0"), view(), pod(gpu("main"), side)).problems
+    assert (refused.reason, refused.scope) == (PinReason.PrivilegedContainer, Scope.Pod)
     assert refused.message.startswith("container side is privileged")
     init = {"spec": {"initContainers": [{"name": "setup", "securityContext": {"privileged": True}}]}}
     init["spec"]["containers"] = [gpu("main")]
     assert (
-        plan(spec("gpu-0"), snapshot(), workload_from_pod(init, "the pod"))
+        pin_verdict(spec("gpu-0"), view(), workload_from_pod(init, "the pod"))
         .problems[0]
         .message.startswith("container setup is privileged")
     )
     unprivileged = {"name": "side", "securityContext": {"privileged": False}}
-    assert plan(spec("gpu-0"), snapshot(), pod(gpu("main"), unprivileged)).ok
+    assert pin_verdict(spec("gpu-0"), view(), pod(gpu("main"), unprivileged)).ok
 
 
 def test_the_whole_pod_is_fitted_counting_earlier_containers() -> None:
     """Two whole-card containers each fit an empty card alone, but not together: HAMi counts the first."""
-    result = plan(spec("gpu-1"), snapshot([]), pod(gpu("a"), {"name": "side"}, gpu("b")))
+    result = pin_verdict(spec("gpu-1"), view([]), pod(gpu("a"), {"name": "side"}, gpu("b")))
     [problem] = result.problems
     assert problem.reason == FitReason.CardInsufficientMemory
     assert problem.message == "container b: gpu-1 (GPU-b) has 0 MiB free, the pod asks 40960 MiB"
@@ -148,16 +148,16 @@ def test_init_containers_are_fitted_alone_and_app_containers_summed() -> None:
     def mem(name: str, mib: int) -> dict[str, Any]:
         return gpu(name, **{"nvidia.com/gpumem": mib, "nvidia.com/gpucores": 10})
 
-    fits = plan(spec("gpu-1"), snapshot([]), pod(mem("a", 15000), mem("b", 15000), init=(mem("i", 30000),)))
+    fits = pin_verdict(spec("gpu-1"), view([]), pod(mem("a", 15000), mem("b", 15000), init=(mem("i", 30000),)))
     assert fits.ok and fits.checks[0].memory_mib == 30000
     three = pod(mem("a", 15000), mem("b", 15000), mem("c", 15000), init=(mem("i", 30000),))
-    result = plan(spec("gpu-1"), snapshot([]), three)
+    result = pin_verdict(spec("gpu-1"), view([]), three)
     assert result.checks[0].memory_mib == 45000
     assert result.problems[0].message.startswith("container c: ")
 
 
 def test_a_share_is_split_between_the_app_containers_and_given_whole_to_init_containers() -> None:
-    result = plan(spec("gpu-0/70"), snapshot([]), pod(gpu("a"), gpu("b"), gpu("c"), init=(gpu("i"),)))
+    result = pin_verdict(spec("gpu-0/70"), view([]), pod(gpu("a"), gpu("b"), gpu("c"), init=(gpu("i"),)))
     assert result.ok
     assert [(p.position, p.percent, p.drop_cores) for p in result.patches] == [
         (0, 70, True),
@@ -170,10 +170,10 @@ def test_a_share_is_split_between_the_app_containers_and_given_whole_to_init_con
 
 
 def test_a_share_too_small_to_split_or_smaller_than_the_ask() -> None:
-    [small] = plan(spec("gpu-0/1"), snapshot([]), pod(gpu("a"), gpu("b"))).problems
-    assert (small.reason, small.scope) == (PlanReason.ShareTooSmall, Scope.Pod)
+    [small] = pin_verdict(spec("gpu-0/1"), view([]), pod(gpu("a"), gpu("b"))).problems
+    assert (small.reason, small.scope) == (PinReason.ShareTooSmall, Scope.Pod)
     asks = workload_from_request(card_request(1, memreq=8192), "flags", own_memory=True)
-    [over] = plan(spec("gpu-1/10"), snapshot([]), asks).problems
+    [over] = pin_verdict(spec("gpu-1/10"), view([]), asks).problems
     assert over.reason == FitReason.RequestExceedsPercent
     assert over.message == "gpu-1 (GPU-b): the pod asks 8192 MiB, more than 10% of the card (4096 MiB)"
 
@@ -181,20 +181,20 @@ def test_a_share_too_small_to_split_or_smaller_than_the_ask() -> None:
 def test_a_pod_asking_only_cards_gets_no_cores_from_a_share_as_hami_will_count_it() -> None:
     """HAMi's webhook adds 100 cores only to an exclusive container; a part of a card is not exclusive."""
     only_cards = pod(gpu("main"))
-    shared = plan(spec("gpu-0/50"), snapshot([]), only_cards)
+    shared = pin_verdict(spec("gpu-0/50"), view([]), only_cards)
     assert shared.checks[0].request.coresreq == 0
     assert shared.patches[0].drop_cores
-    whole = plan(spec("gpu-0"), snapshot([]), only_cards)
+    whole = pin_verdict(spec("gpu-0"), view([]), only_cards)
     assert whole.checks[0].request.coresreq == 100 and whole.patches == ()
-    all_of_it = plan(spec("gpu-0/100"), snapshot([]), only_cards)
+    all_of_it = pin_verdict(spec("gpu-0/100"), view([]), only_cards)
     assert all_of_it.checks[0].request.coresreq == 100 and not all_of_it.patches[0].drop_cores
 
 
 def test_a_shared_card_in_use_takes_a_pod_asking_only_cards_with_a_share() -> None:
     """The card already holds a pod: the whole card cannot be had, a 50% share with no cores fits."""
     tenant = PodAllocation("t", "t", "u", NODE, "Running", ((ContainerDevice("GPU-a", "NVIDIA", 10000, 20),),))
-    assert plan(spec("gpu-0/50"), snapshot([tenant]), pod(gpu("main"))).ok
-    [conflict] = plan(spec("gpu-0"), snapshot([tenant]), pod(gpu("main"))).problems
+    assert pin_verdict(spec("gpu-0/50"), view([tenant]), pod(gpu("main"))).ok
+    [conflict] = pin_verdict(spec("gpu-0"), view([tenant]), pod(gpu("main"))).problems
     assert conflict.reason == FitReason.CardInsufficientMemory
 
 
@@ -235,8 +235,8 @@ def test_evicting_a_pod_that_frees_nothing_on_the_node_is_warned_about() -> None
     assert eviction_warnings({"metadata": {"name": "old"}}, victim(), NODE) == []
 
 
-def test_a_pods_own_card_annotations_and_ours_do_not_steer_its_plan() -> None:
+def test_a_pods_own_card_annotations_and_ours_do_not_steer_its_verdict() -> None:
     annotations = {"nvidia.com/use-gpuuuid": "GPU-z", "scheduling.hami.placement.com/claim": "t", "team": "ml"}
     workload = workload_from_pod({"metadata": {"annotations": annotations}, "spec": {"containers": [gpu("m")]}}, "p")
     assert dict(workload.annotations) == {"team": "ml"}
-    assert plan(spec("gpu-0"), snapshot([]), workload).ok
+    assert pin_verdict(spec("gpu-0"), view([]), workload).ok

@@ -1,8 +1,8 @@
-"""What `pin` and `evict --to-node` share: parse the flags, read a snapshot of the cluster, call `core.plan`.
+"""What `pin` and `evict --to-node` share: parse the flags, read a view of the cluster, call `core.pin_check`.
 
 Nothing is written here: the verbs create the object only after `check_placement` returned without refusing;
-`_placed` words the outcome. The checks and the pin-then-evict itself live in `kube.moves`; here they get the CLI's
-words.
+`_pin_report` words the outcome. The checks and the pin-then-evict itself live in `kube.moves`; here they get the
+CLI's words.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
-from kubectl_hami_place.cli._placed import refusal_line
+from kubectl_hami_place.cli._pin_report import refusal_line
 from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.pin_check import PinReason, Workload, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.placement import PlacementSpec, validate_spec
-from kubectl_hami_place.core.plan import PlanReason, Workload, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
@@ -133,13 +133,13 @@ def resolve_workload(
     config: HamiConfig,
 ) -> Workload:
     """The pod to place: from --request-* flags, else the pod template of a matching controller."""
-    from kubectl_hami_place.kube import cluster
+    from kubectl_hami_place.kube import cluster_reads
 
     given = flag_workload(nums, memory, cores, config)
     if given is not None:
         return given
-    for controller in cluster.list_controllers(kube, namespace):
-        if controller.owner_kind in cluster.CONTROLLER_KINDS:
+    for controller in cluster_reads.list_controllers(kube, namespace):
+        if controller.owner_kind in cluster_reads.CONTROLLER_KINDS:
             continue
         labels = (controller.template.get("metadata") or {}).get("labels") or {}
         if matches(selector, labels):
@@ -162,7 +162,7 @@ def check_placement(
     evicted_pod: dict[str, Any] | None,
     labels: Mapping[str, str] = MANAGED_BY,
 ) -> Checked:
-    """Plans the pin against the cluster as it is now; raises Refused with one line per problem."""
+    """Checks the pin against the cluster as it is now; raises Refused with one line per problem."""
     from kubectl_hami_place.kube import moves
 
     try:
@@ -171,7 +171,7 @@ def check_placement(
         )
     except PinRefused as exc:
         lines = refusal_lines(exc)
-        if any(problem.reason is PlanReason.NodeNotFound for problem in exc.plan.problems):
+        if any(problem.reason is PinReason.NodeNotFound for problem in exc.verdict.problems):
             # Not found is an error (exit 1), as for a pod or a namespace; the node's line is the only one then.
             raise CliError(lines[0]) from exc
         raise Refused(lines) from exc
@@ -179,7 +179,7 @@ def check_placement(
 
 def refusal_lines(refused: PinRefused) -> list[str]:
     """One line per problem of a refused pin, each with what to do."""
-    pin = refused.plan
+    pin = refused.verdict
     lines = [refusal_line(problem, pin, refused.source, refused.evicting) for problem in pin.problems]
     return list(dict.fromkeys(lines))
 

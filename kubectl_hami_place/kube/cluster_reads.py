@@ -18,7 +18,7 @@ import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_hami_place.core.cluster import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
+from kubectl_hami_place.core.cluster_info import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.lifecycle import claim_digest
 from kubectl_hami_place.core.names import (

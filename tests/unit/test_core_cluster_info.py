@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card, encode_register
-from kubectl_hami_place.core.cluster import (
+from kubectl_hami_place.core.cluster_info import (
     CardInfo,
     ClusterInfo,
     NodeInfo,

@@ -1,4 +1,4 @@
-"""How `pin` and `evict --to-node` word a plan: one refusal line per problem, and what the created placement gives."""
+"""How `pin` and `evict --to-node` word a pin's verdict: a refusal line per problem, what the placement gives."""
 
 from __future__ import annotations
 
@@ -9,29 +9,29 @@ from kubectl_hami_place.cli._present import selector_text
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import FitReason
-from kubectl_hami_place.core.plan import Plan, PlanReason, Problem
+from kubectl_hami_place.core.pin_check import PinReason, PinVerdict, Problem
 from kubectl_hami_place.kube.move_values import Checked
 
 _HINTS = {
-    PlanReason.NodeNotFound: "check the name (kubectl get nodes)",
-    PlanReason.NoRegister: "pin to a node where HAMi's device plugin runs",
-    PlanReason.CardNamedTwice: "give each card once",
-    PlanReason.InvalidSpec: "fix the placement",
-    PlanReason.InvalidGpuRequest: "fix its GPU resources",
-    PlanReason.NoGpuRequest: "a placement pins GPU pods only; check -l, or give --hami-config if resources are renamed",
-    PlanReason.NodeNameSet: "drop spec.nodeName so that the scheduler places the pod",
-    PlanReason.PrivilegedContainer: "drop securityContext.privileged from the pod's containers",
-    PlanReason.CardCountMismatch: "give one --gpu per card",
-    PlanReason.ShareTooSmall: "raise the percent in --gpu",
+    PinReason.NodeNotFound: "check the name (kubectl get nodes)",
+    PinReason.NoRegister: "pin to a node where HAMi's device plugin runs",
+    PinReason.CardNamedTwice: "give each card once",
+    PinReason.InvalidSpec: "fix the placement",
+    PinReason.InvalidGpuRequest: "fix its GPU resources",
+    PinReason.NoGpuRequest: "a placement pins GPU pods only; check -l, or give --hami-config if resources are renamed",
+    PinReason.NodeNameSet: "drop spec.nodeName so that the scheduler places the pod",
+    PinReason.PrivilegedContainer: "drop securityContext.privileged from the pod's containers",
+    PinReason.CardCountMismatch: "give one --gpu per card",
+    PinReason.ShareTooSmall: "raise the percent in --gpu",
     FitReason.RequestExceedsPercent: "raise the percent in --gpu or lower the pod's nvidia.com/gpumem",
     FitReason.NumaNotFit: "name cards of one NUMA node (kubectl hami-place status shows each card's)",
     FitReason.CardMigMode: "name a card in hami-core or mps mode",
-    PlanReason.InvalidScoringWeights: "fix or remove the pod's hami.io/device-scoring-weights",
-    PlanReason.NoAllocatableGpu: "wait until HAMi's device plugin serves the node again, or pin to another node",
+    PinReason.InvalidScoringWeights: "fix or remove the pod's hami.io/device-scoring-weights",
+    PinReason.NoAllocatableGpu: "wait until HAMi's device plugin serves the node again, or pin to another node",
 }
 
 
-def refusal_line(problem: Problem, pin: Plan, source: str, evict: str | None) -> str:
+def refusal_line(problem: Problem, pin: PinVerdict, source: str, evict: str | None) -> str:
     """`gpu-1 on gpu-a100-0: CardInsufficientMemory: <numbers>; <what to do>`, or `<source>: <why>; <what to do>`."""
     node = pin.node
     status_hint = f"kubectl hami-place status {node}"
@@ -57,13 +57,13 @@ def refusal_line(problem: Problem, pin: Plan, source: str, evict: str | None) ->
 
 _POD_REASONS = frozenset(
     {
-        PlanReason.InvalidGpuRequest,
-        PlanReason.NoGpuRequest,
-        PlanReason.NodeNameSet,
-        PlanReason.PrivilegedContainer,
-        PlanReason.CardCountMismatch,
-        PlanReason.ShareTooSmall,
-        PlanReason.InvalidScoringWeights,
+        PinReason.InvalidGpuRequest,
+        PinReason.NoGpuRequest,
+        PinReason.NodeNameSet,
+        PinReason.PrivilegedContainer,
+        PinReason.CardCountMismatch,
+        PinReason.ShareTooSmall,
+        PinReason.InvalidScoringWeights,
         FitReason.NumaNotFit,
     }
 )

@@ -37,7 +37,6 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
-from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
     AckTimeoutOption,
     build_spec,
@@ -51,7 +50,6 @@ from kubectl_hami_place.cli._placing import (
 )
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
-from kubectl_hami_place.core.plan import workload_from_pod
 from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 
@@ -107,6 +105,8 @@ def evict(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Evict a pod, optionally pinning its replacement first."""
+    from kubectl_hami_place.cli._placed import PlacementResult
+    from kubectl_hami_place.core.plan import workload_from_pod
     from kubectl_hami_place.kube import cluster, evictions, moves
 
     if gpu and not to_node:

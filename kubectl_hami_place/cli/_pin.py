@@ -29,7 +29,6 @@ from kubectl_hami_place.cli._common import (
     target,
     warn,
 )
-from kubectl_hami_place.cli._placed import PlacementResult
 from kubectl_hami_place.cli._placing import (
     build_spec,
     check_placement,
@@ -93,6 +92,7 @@ def pin(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Create a HamiPodPlacement after checking it against the cluster."""
+    from kubectl_hami_place.cli._placed import PlacementResult
     from kubectl_hami_place.kube import cluster, placements
 
     pod_selector = parse_selector(selector)

@@ -9,7 +9,7 @@ import sys
 
 from tests.unit.test_packaging import ROOT
 
-# Libraries only a running verb needs (typer, rich and pydantic, which typer itself loads, are the floor).
+# Libraries only a running verb needs; typer and what typer loads itself (rich for --help, pydantic to parse) stay.
 VERB_LIBRARIES = ("kubernetes", "yaml", "orjson", "msgspec", "jsonpatch")
 # Our core and adapter modules cheap enough to load with the CLI: option values, defaults, error types.
 AT_START = (
@@ -21,19 +21,20 @@ AT_START = (
     "kubectl_hami_place.kube.errors",
     "kubectl_hami_place.kube.move_values",
 )
-LOADED = (
-    f"sorted(m for m in sys.modules if m.split('.')[0] in {VERB_LIBRARIES!r} or "
-    f"(m.startswith(('kubectl_hami_place.core', 'kubectl_hami_place.kube')) and m not in {AT_START!r}))"
-)
 
 
-def verb_modules_after(code: str) -> list[str]:
-    """The verbs' modules a fresh interpreter holds after running `code` (its output goes to /dev/null)."""
+def verb_modules_after(code: str, libraries: tuple[str, ...] = VERB_LIBRARIES) -> list[str]:
+    """The verbs' modules (and those of `libraries`) a fresh interpreter holds after running `code` (its output goes
+    to /dev/null)."""
+    loaded_expression = (
+        f"sorted(m for m in sys.modules if m.split('.')[0] in {libraries!r} or "
+        f"(m.startswith(('kubectl_hami_place.core', 'kubectl_hami_place.kube')) and m not in {AT_START!r}))"
+    )
     script = (
         "import contextlib, io, json, sys\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         + "".join(f"    {line}\n" for line in code.splitlines())
-        + f"print(json.dumps({LOADED}))\n"
+        + f"print(json.dumps({loaded_expression}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded: list[str] = json.loads(proc.stdout)
@@ -60,7 +61,8 @@ def test_help_of_every_verb_leaves_the_verbs_modules_unloaded() -> None:
     assert verb_modules_after(code) == []
 
 
-def test_completing_a_verb_or_an_option_leaves_the_verbs_modules_unloaded() -> None:
+def test_completing_a_verb_or_an_option_leaves_the_verbs_modules_and_rich_unloaded() -> None:
+    """Completion prints plain candidates: not even rich is needed."""
     code = (
         "from kubectl_hami_place.cli._completion import complete_words\n"
         "from kubectl_hami_place.cli.app import PROG, app\n"
@@ -68,7 +70,7 @@ def test_completing_a_verb_or_an_option_leaves_the_verbs_modules_unloaded() -> N
         "assert '--to-node' in complete_words(app, PROG, ['evict', '--to'])\n"
         "assert 'json' in complete_words(app, PROG, ['status', '-o', 'j'])"
     )
-    assert verb_modules_after(code) == []
+    assert verb_modules_after(code, (*VERB_LIBRARIES, "rich")) == []
 
 
 def test_a_usage_error_leaves_the_verbs_modules_unloaded() -> None:

@@ -3,7 +3,8 @@
 Runs, interleaved so that a busy box slows each alike, `kubectl version --client` (the sandbox's kubectl),
 `kubectl-hami_place --help` and a TAB completion of a verb (`kubectl_complete-hami_place st`), the last two from the
 installed package (the console scripts beside this interpreter), N times each, and prints the median and p95 wall
-time of each. No cluster is needed: none of the three reaches one.
+time of each, and the median CPU time (user + system: what a busy box inflates least). No cluster is needed: none
+of the three reaches one.
 
 `--floor` adds what no CLI of ours can go under on this interpreter: `python -c pass`, and a bare typer app (two
 commands, no options, our Typer settings) asked for --help and completing `st` as our completer does. `--frozen
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import resource
 import statistics
 import subprocess
 import sys
@@ -76,11 +78,15 @@ def commands(floor: bool, frozen: list[Path], links: Path) -> dict[str, list[str
     return timed
 
 
-def wall_time(argv: list[str]) -> float:
-    """Seconds from start to exit of one run; a failing run stops the bench (it would time an error path)."""
+def wall_time(argv: list[str]) -> tuple[float, float]:
+    """Seconds from start to exit of one run, and its CPU seconds; a failing run stops the bench (it would time an
+    error path)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def p95(samples: list[float]) -> float:
@@ -111,13 +117,15 @@ def _run(timed: dict[str, list[str]], runs: int) -> int:
     """Times each command `runs` times, interleaved, and prints the table."""
     for command in timed.values():
         wall_time(command)  # warm the page cache and the bytecode cache before timing
-    samples: dict[str, list[float]] = {label: [] for label in timed}
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in timed}
     for _ in range(runs):
         for label, command in timed.items():
             samples[label].append(wall_time(command))
-    print(f"{'command':<36} {'median':>8} {'p95':>8}   ({runs} runs each, interleaved)")
-    for label, seconds in samples.items():
-        print(f"{label:<36} {statistics.median(seconds):>7.3f}s {p95(seconds):>7.3f}s")
+    print(f"{'command':<36} {'median':>8} {'p95':>8} {'CPU':>8}   ({runs} runs each, interleaved)")
+    for label, runs_of in samples.items():
+        walls = [wall for wall, _ in runs_of]
+        cpu = statistics.median(cpu for _, cpu in runs_of)
+        print(f"{label:<36} {statistics.median(walls):>7.3f}s {p95(walls):>7.3f}s {cpu:>7.3f}s")
     return 0
 
 

@@ -3,15 +3,24 @@
 Runs, interleaved so that a busy box slows each alike, `kubectl version --client` (the sandbox's kubectl),
 `kubectl-hami_place --help` and a TAB completion of a verb (`kubectl_complete-hami_place st`), the last two from the
 installed package (the console scripts beside this interpreter), N times each, and prints the median and p95 wall
-time of each. No cluster is needed: none of the three reaches one.
+time of each, and the median CPU time (user + system: what a busy box inflates least). No cluster is needed: none
+of the three reaches one.
+
+`--floor` adds what no CLI of ours can go under on this interpreter: `python -c pass`, and a bare typer app (two
+commands, no options, our Typer settings) asked for --help and completing `st` as our completer does. `--frozen
+PATH` (repeatable) adds a PyInstaller build of the plugin: its --help, and its completion through a link named
+`kubectl_complete-hami_place` (the name kubectl runs; packaging/entry.py picks the completer by it).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,23 +28,65 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox import binaries
 
+ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(sys.executable).parent
 
 
-def commands() -> dict[str, list[str]]:
-    """The command lines timed, by the label printed."""
-    return {
+# A typer app with nothing of ours, built and asked as app.py and _completion.complete_words do.
+BARE_TYPER = """
+import sys
+import typer
+from typer._click.shell_completion import ShellComplete
+from typer.main import get_command
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+app.command("status", help="Show the cards.")(lambda: None)
+app.command("version", help="Print the versions.")(lambda: None)
+if sys.argv[1] == "--help":
+    app(args=["--help"], prog_name="bare", standalone_mode=False)
+else:
+    class Words(ShellComplete):
+        name, source_template = "kubectl", ""
+        def source_vars(self):
+            return {}
+        def get_completion_args(self):
+            return sys.argv[1:-1], sys.argv[-1]
+        def format_completion(self, item):
+            return item.value
+    sys.stdout.write(Words(get_command(app), {}, "bare", "").complete() + "\\n")
+"""
+
+
+def commands(floor: bool, frozen: list[Path], links: Path) -> dict[str, list[str]]:
+    """The command lines timed, by the label printed; a frozen build's completer is a link to it in `links`."""
+    timed = {
         "kubectl version --client": [str(binaries.resolve("kubectl")), "version", "--client"],
         "kubectl-hami_place --help": [str(SCRIPTS / "kubectl-hami_place"), "--help"],
         "kubectl_complete-hami_place st": [str(SCRIPTS / "kubectl_complete-hami_place"), "st"],
     }
+    if floor:
+        timed["floor: python -c pass"] = [sys.executable, "-c", "pass"]
+        timed["floor: bare typer app --help"] = [sys.executable, "-c", BARE_TYPER, "--help"]
+        timed["floor: bare typer app, complete st"] = [sys.executable, "-c", BARE_TYPER, "st"]
+    for number, binary in enumerate(frozen, start=1):
+        link = links / str(number) / "kubectl_complete-hami_place"
+        link.parent.mkdir()
+        link.symlink_to(binary.resolve())
+        timed[f"frozen {number}: --help"] = [str(binary), "--help"]
+        timed[f"frozen {number}: complete st"] = [str(link), "st"]
+    return timed
 
 
-def wall_time(argv: list[str]) -> float:
-    """Seconds from start to exit of one run; a failing run stops the bench (it would time an error path)."""
+def wall_time(argv: list[str]) -> tuple[float, float]:
+    """Seconds from start to exit of one run, and its CPU seconds; a failing run stops the bench (it would time an
+    error path)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def p95(samples: list[float]) -> float:
@@ -46,17 +97,35 @@ def p95(samples: list[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--runs", type=int, default=30, help="runs of each command (default 30)")
+    parser.add_argument("--floor", action="store_true", help="also time python alone and a bare typer app")
+    parser.add_argument(
+        "--frozen", type=Path, action="append", default=[], metavar="PATH", help="also time this PyInstaller build"
+    )
     args = parser.parse_args(argv)
-    timed = commands()
+    if args.runs < 2:
+        parser.error("--runs needs at least 2 (for the p95)")
+    # As installed: pip and the krew build ship the modules compiled. This machine sets PYTHONDONTWRITEBYTECODE, so
+    # a checkout's runs would compile every module of ours at each start, warm-up or not (~0.2 s of CPU).
+    compileall.compile_dir(ROOT / "kubectl_hami_place", quiet=1)
+    for number, binary in enumerate(args.frozen, start=1):
+        print(f"frozen {number}: {binary}")
+    with tempfile.TemporaryDirectory() as links:
+        return _run(commands(args.floor, args.frozen, Path(links)), args.runs)
+
+
+def _run(timed: dict[str, list[str]], runs: int) -> int:
+    """Times each command `runs` times, interleaved, and prints the table."""
     for command in timed.values():
         wall_time(command)  # warm the page cache and the bytecode cache before timing
-    samples: dict[str, list[float]] = {label: [] for label in timed}
-    for _ in range(args.runs):
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in timed}
+    for _ in range(runs):
         for label, command in timed.items():
             samples[label].append(wall_time(command))
-    print(f"{'command':<34} {'median':>8} {'p95':>8}   ({args.runs} runs each, interleaved)")
-    for label, seconds in samples.items():
-        print(f"{label:<34} {statistics.median(seconds):>7.3f}s {p95(seconds):>7.3f}s")
+    print(f"{'command':<36} {'median':>8} {'p95':>8} {'CPU':>8}   ({runs} runs each, interleaved)")
+    for label, runs_of in samples.items():
+        walls = [wall for wall, _ in runs_of]
+        cpu = statistics.median(cpu for _, cpu in runs_of)
+        print(f"{label:<36} {statistics.median(walls):>7.3f}s {p95(walls):>7.3f}s {cpu:>7.3f}s")
     return 0
 
 

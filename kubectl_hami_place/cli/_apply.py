@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 
 from kubectl_hami_place.cli._common import (
     AsOption,
@@ -29,8 +28,10 @@ from kubectl_hami_place.cli._errors import EXIT_OK, UsageProblem
 from kubectl_hami_place.cli._moves_runner import TimeoutOption, WaitPodOption, carry_out
 from kubectl_hami_place.cli._pin_check import AckTimeoutOption
 from kubectl_hami_place.cli._present import examples
-from kubectl_hami_place.core.planner.apply import PlanFile, PlanFileError, read_plan
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.core.planner.apply import PlanFile
 
 HELP = (
     "Carry out a plan printed by `plan -o json|yaml` (-f - reads stdin): for each move, pin the pod's replacement to "
@@ -46,6 +47,10 @@ HELP = (
 
 def load_plan(path: str) -> PlanFile:
     """The plan file (JSON or YAML; `-` is stdin), or a usage error saying what is wrong with it."""
+    import yaml
+
+    from kubectl_hami_place.core.planner.apply import PlanFileError, read_plan
+
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -72,6 +77,8 @@ _PLAN_HINT = "write one with kubectl hami-place plan ... -o json > plan.json"
 
 def _parse(text: str) -> Any:
     """JSON when the text starts as JSON does (so its errors name JSON's line and cause), else YAML."""
+    import yaml
+
     if text.lstrip().startswith(("{", "[")):
         return json.loads(text)
     return yaml.safe_load(text)

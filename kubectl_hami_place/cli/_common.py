@@ -10,13 +10,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Result, formatter_for
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kubectl_hami_place.kube.client import Kube
 
 
@@ -87,7 +87,9 @@ def color_enabled(stream: Any) -> bool:
 
 
 def stderr_console() -> Console:
-    """The console for errors and warnings."""
+    """The console for errors and warnings; rich is imported here, so completion, which prints none, never loads it."""
+    from rich.console import Console
+
     color = color_enabled(sys.stderr)
     return Console(
         file=sys.stderr,
@@ -102,11 +104,15 @@ def stderr_console() -> Console:
 
 def warn(message: str) -> None:
     """One yellow `warning:` line on stderr; the command goes on."""
+    from rich.text import Text
+
     stderr_console().print(Text(f"warning: {message}", style="yellow"))
 
 
 def note(message: str) -> None:
     """One plain informational line on stderr, so stdout stays the result alone."""
+    from rich.text import Text
+
     stderr_console().print(Text(message, style="dim"))
 
 

@@ -17,7 +17,6 @@ from typer._click.shell_completion import CompletionItem, ShellComplete
 from typer.main import get_command
 
 from kubectl_hami_place.cli._present import examples
-from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.errors import KubeError
 
@@ -164,6 +163,7 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Names of nodes that carry a HAMi card register."""
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.core.cards import node_cards
         from kubectl_hami_place.kube import cluster_reads
 
         kube, _ = _kube(ctx)
@@ -186,6 +186,7 @@ def card_refs(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
     def fetch() -> list[str]:
+        from kubectl_hami_place.core.cards import node_cards
         from kubectl_hami_place.kube import cluster_reads
 
         kube, _ = _kube(ctx)

@@ -29,17 +29,6 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Table, Text
-from kubectl_hami_place.core.defrag.budget import MoveRecord, history_from_placements
-from kubectl_hami_place.core.defrag.policy import (
-    DefragPolicy,
-    Mode,
-    PolicyError,
-    format_duration,
-    mode_of,
-    parse_policy,
-    with_mode,
-)
-from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used, leader_of, runs_of, used_in_hour
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
     DEFRAG_POLICY_COMPONENT,
@@ -48,6 +37,9 @@ from kubectl_hami_place.core.names import (
 )
 
 if TYPE_CHECKING:
+    from kubectl_hami_place.core.defrag.budget import MoveRecord
+    from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
+    from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used
     from kubectl_hami_place.kube.client import Kube
 
 
@@ -113,6 +105,8 @@ class Status:
 
     def to_data(self) -> Any:
         """The status as JSON."""
+        from kubectl_hami_place.core.defrag.policy import format_duration
+
         policy = self.view.policy
         budgets = None
         if policy is not None:
@@ -143,6 +137,8 @@ class Status:
 
     def to_blocks(self) -> list[Block]:
         """The policy lines, the budgets table, the runs table."""
+        from kubectl_hami_place.core.defrag.policy import Mode, format_duration
+
         view = self.view
         lines = [
             f"Policy:  {view.ref}",
@@ -264,6 +260,8 @@ def status(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Show the controller's status."""
+    from kubectl_hami_place.core.defrag.budget import history_from_placements
+    from kubectl_hami_place.core.defrag.report import leader_of, runs_of, used_in_hour
     from kubectl_hami_place.kube import defrag
 
     ref = _policy_ref(policy)
@@ -296,6 +294,7 @@ def history(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List the controller's moves."""
+    from kubectl_hami_place.core.defrag.budget import history_from_placements
     from kubectl_hami_place.kube import defrag
 
     kube = target(kubeconfig, context, None, as_user=as_user).kube
@@ -345,6 +344,7 @@ def _flip(
     pausing: bool,
 ) -> None:
     """Write the new mode (and the annotation that remembers the old one) on the policy as read."""
+    from kubectl_hami_place.core.defrag.policy import Mode, PolicyError, mode_of, parse_policy, with_mode
     from kubectl_hami_place.kube import defrag
 
     config_map = _policy(kube, policy)
@@ -424,6 +424,7 @@ def _text(config_map: dict[str, Any], ref: str) -> str:
 
 def _view(config_map: dict[str, Any]) -> PolicyView:
     """The policy as the server would read it (its namespace is the server's, always left out)."""
+    from kubectl_hami_place.core.defrag.policy import PolicyError, mode_of, parse_policy
     from kubectl_hami_place.kube import defrag
 
     ref = defrag.policy_ref(config_map)

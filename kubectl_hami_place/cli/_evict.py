@@ -48,10 +48,8 @@ from kubectl_hami_place.cli._pin_check import (
     replacement,
     replacement_warning,
 )
-from kubectl_hami_place.cli._pin_report import PlacementResult
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
-from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack, Stage
 
@@ -107,6 +105,8 @@ def evict(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Evict a pod, optionally pinning its replacement first."""
+    from kubectl_hami_place.cli._pin_report import PlacementResult
+    from kubectl_hami_place.core.pin_check import workload_from_pod
     from kubectl_hami_place.kube import cluster_reads, evictions, moves
 
     if gpu and not to_node:

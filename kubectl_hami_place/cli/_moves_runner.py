@@ -22,9 +22,6 @@ from kubectl_hami_place.cli._errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_REFUSE
 from kubectl_hami_place.cli._pin_check import MANAGED_BY, refusal_lines
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.planner import Move, Snapshot
-from kubectl_hami_place.core.planner.apply import MoveCheck, PlanFile, Step, check_plan, placement_for, target_pod_state
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
     KubeError,
@@ -37,6 +34,9 @@ from kubectl_hami_place.kube.errors import (
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack
 
 if TYPE_CHECKING:
+    from kubectl_hami_place.core.hami_config import HamiConfig
+    from kubectl_hami_place.core.planner import Move, Snapshot
+    from kubectl_hami_place.core.planner.apply import MoveCheck, PlanFile
     from kubectl_hami_place.kube.client import Kube
 
 POLL_SECONDS = 1.0
@@ -85,6 +85,8 @@ class ApplyReport:
 
     def to_data(self) -> Any:
         """The run as JSON."""
+        from kubectl_hami_place.core.planner.apply import placement_for
+
         data: dict[str, Any] = {
             "goal": self.goal,
             "dryRun": self.dry_run,
@@ -174,6 +176,7 @@ def carry_out(
     ack_timeout: float = ACK_TIMEOUT_SECONDS,
 ) -> ApplyReport:
     """Runs the plan (or checks it, under --dry-run) and reports; never raises for a failed move."""
+    from kubectl_hami_place.core.planner.apply import Step, check_plan
     from kubectl_hami_place.kube.snapshot import read_snapshot
 
     read = read_snapshot(kube)
@@ -251,6 +254,8 @@ def _one_move(
     progress: Progress,
 ) -> str:
     """Makes one move (or finds it made) and waits until it settled; `_Stop` when it cannot."""
+    from kubectl_hami_place.core.planner.apply import Step
+
     check = _current(kube, move)
     if check.step is Step.done:
         progress.line(f"{label}: already done ({check.detail})")
@@ -327,6 +332,7 @@ def _current(kube: Kube, move: Move) -> MoveCheck:
 
 def _placement_state(kube: Kube, move: Move) -> str:
     """`; placement P is <phase>: <message>` for a timeout report, or nothing when unreadable."""
+    from kubectl_hami_place.core.planner.apply import placement_for
     from kubectl_hami_place.kube import placements
 
     namespace = move.pod.split("/", 1)[0]
@@ -343,6 +349,7 @@ def _target_pod(
     kube: Kube, plan: PlanFile, report: ApplyReport, *, wait_pod: bool, timeout: float, progress: Progress
 ) -> ApplyReport:
     """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`."""
+    from kubectl_hami_place.core.planner.apply import target_pod_state
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
     if not plan.pod:
@@ -388,6 +395,8 @@ def _dry_run(
 ) -> ApplyReport:
     """Each move checked on the cards as the moves before it would leave them; with `server`, the API server
     also runs each eviction and placement creation without persisting them."""
+    from kubectl_hami_place.core.planner.apply import Step
+
     outcomes = list(_outcomes(plan, checks, stop=len(checks) + 1))
     failure = next(((number, c) for number, (_, c) in enumerate(checks, 1) if c.step is Step.changed), None)
     if failure is not None:
@@ -418,6 +427,8 @@ def _server_dry_run(kube: Kube, move: Move) -> None:
 
 def _outcomes(plan: PlanFile, checks: tuple[tuple[Move, MoveCheck], ...], stop: int) -> tuple[Outcome, ...]:
     """Each move's outcome from its check, up to move `stop`; the moves after it are not run."""
+    from kubectl_hami_place.core.planner.apply import Step
+
     words = {Step.ready: "ready", Step.done: "already done", Step.waiting: "in progress", Step.changed: "failed"}
     outcomes = [
         Outcome(number, move, words[check.step], check.detail)

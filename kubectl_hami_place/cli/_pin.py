@@ -38,7 +38,6 @@ from kubectl_hami_place.cli._pin_check import (
     placement_name,
     resolve_workload,
 )
-from kubectl_hami_place.cli._pin_report import PlacementResult
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.kube.errors import KubeForbidden, KubeNotFound, NotAcknowledged
 
@@ -93,6 +92,7 @@ def pin(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Create a HamiPodPlacement after checking it against the cluster."""
+    from kubectl_hami_place.cli._pin_report import PlacementResult
     from kubectl_hami_place.kube import cluster_reads, placements
 
     pod_selector = parse_selector(selector)

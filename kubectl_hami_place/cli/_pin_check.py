@@ -7,7 +7,6 @@ CLI's words.
 
 from __future__ import annotations
 
-import secrets
 import string
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,18 +14,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
-from kubectl_hami_place.cli._pin_report import refusal_line
 from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
-from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.pin_check import PinReason, Workload, workload_from_pod, workload_from_request
-from kubectl_hami_place.core.placement import PlacementSpec, validate_spec
-from kubectl_hami_place.core.refs import CardRef, parse_card_ref
-from kubectl_hami_place.core.requests import card_request
-from kubectl_hami_place.core.selectors import LabelSelector, matches, parse_selector_string
 from kubectl_hami_place.kube.errors import NoReplacement, PinRefused
 from kubectl_hami_place.kube.move_values import Checked, Replacement
 
 if TYPE_CHECKING:
+    from kubectl_hami_place.core.hami_config import HamiConfig
+    from kubectl_hami_place.core.pin_check import Workload
+    from kubectl_hami_place.core.placement import PlacementSpec
+    from kubectl_hami_place.core.refs import CardRef
+    from kubectl_hami_place.core.selectors import LabelSelector
     from kubectl_hami_place.kube.client import Kube
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubectl-hami-place"}
@@ -45,6 +42,8 @@ AckTimeoutOption = Annotated[
 
 def parse_selector(text: str) -> LabelSelector:
     """`-l` as a non-empty selector, or a usage error."""
+    from kubectl_hami_place.core.selectors import parse_selector_string
+
     try:
         return parse_selector_string(text, require_nonempty=True)
     except SelectorError as exc:
@@ -55,6 +54,8 @@ def parse_selector(text: str) -> LabelSelector:
 
 def parse_gpus(values: Sequence[str]) -> tuple[CardRef, ...]:
     """`--gpu` values as card references, or a usage error naming the bad one."""
+    from kubectl_hami_place.core.refs import parse_card_ref
+
     if not values:
         raise UsageProblem("no card given", "pass --gpu gpu-N (or gpu-N/P, or a card UUID) once per card")
     refs = []
@@ -70,6 +71,8 @@ def parse_gpus(values: Sequence[str]) -> tuple[CardRef, ...]:
 
 def new_req_id() -> str:
     """A random request id, unguessable enough that two pins never collide."""
+    import secrets
+
     return "".join(secrets.choice(REQ_ID_ALPHABET) for _ in range(REQ_ID_LENGTH))
 
 
@@ -77,6 +80,8 @@ def build_spec(
     req_id: str | None, selector: LabelSelector, node: str, refs: tuple[CardRef, ...], evict: str | None
 ) -> PlacementSpec:
     """The spec with the schema's rules checked locally (usage error), so the server only sees valid objects."""
+    from kubectl_hami_place.core.placement import PlacementSpec, validate_spec
+
     spec = PlacementSpec(
         req_id=req_id if req_id is not None else new_req_id(),
         pod_selector=selector,
@@ -104,6 +109,9 @@ def placement_name(given: str | None, spec: PlacementSpec) -> str:
 def flag_workload(nums: int, memory: int | None, cores: int | None, config: HamiConfig) -> Workload | None:
     """The pod given with --request-memory/--request-cores (read with the cluster's HAMi defaults), or None when
     neither flag was given."""
+    from kubectl_hami_place.core.pin_check import workload_from_request
+    from kubectl_hami_place.core.requests import card_request
+
     if memory is None and cores is None:
         return None
     try:
@@ -133,6 +141,8 @@ def resolve_workload(
     config: HamiConfig,
 ) -> Workload:
     """The pod to place: from --request-* flags, else the pod template of a matching controller."""
+    from kubectl_hami_place.core.pin_check import workload_from_pod
+    from kubectl_hami_place.core.selectors import matches
     from kubectl_hami_place.kube import cluster_reads
 
     given = flag_workload(nums, memory, cores, config)
@@ -163,6 +173,7 @@ def check_placement(
     labels: Mapping[str, str] = MANAGED_BY,
 ) -> Checked:
     """Checks the pin against the cluster as it is now; raises Refused with one line per problem."""
+    from kubectl_hami_place.core.pin_check import PinReason
     from kubectl_hami_place.kube import moves
 
     try:
@@ -179,6 +190,8 @@ def check_placement(
 
 def refusal_lines(refused: PinRefused) -> list[str]:
     """One line per problem of a refused pin, each with what to do."""
+    from kubectl_hami_place.cli._pin_report import refusal_line
+
     pin = refused.verdict
     lines = [refusal_line(problem, pin, refused.source, refused.evicting) for problem in pin.problems]
     return list(dict.fromkeys(lines))

@@ -8,7 +8,7 @@ carried out, as `apply -f` would (after a confirmation unless --yes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,29 +30,15 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, CliError, UsageProblem
-from kubectl_hami_place.cli._moves_runner import ApplyReport, TimeoutOption, WaitPodOption, carry_out
+from kubectl_hami_place.cli._moves_runner import TimeoutOption, WaitPodOption, carry_out
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli._why import require_gpu, why_blocks
 from kubectl_hami_place.cli.output import Block, Table, Text
-from kubectl_hami_place.core.planner import (
-    CompactGoal,
-    FitGoal,
-    FreeCardsGoal,
-    Goal,
-    Limits,
-    NodeWhy,
-    Plan,
-    Snapshot,
-    Summary,
-)
-from kubectl_hami_place.core.planner import (
-    plan as make_plan,
-)
-from kubectl_hami_place.core.planner import (
-    why as explain,
-)
-from kubectl_hami_place.core.planner.apply import read_plan
 from kubectl_hami_place.kube.errors import KubeNotFound
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.cli._moves_runner import ApplyReport
+    from kubectl_hami_place.core.planner import Goal, NodeWhy, Plan, Snapshot, Summary
 
 HELP = (
     "Plan the pod moves that make room for a Pending pod (--for POD), free whole cards (--free-cards N [--type T]) "
@@ -188,6 +174,10 @@ def plan(
     gpu_policy: GpuPolicyOption = None,
 ) -> int:
     """Print the plan; exit 1 when the goal cannot be reached."""
+    from kubectl_hami_place.core.planner import CompactGoal, FitGoal, FreeCardsGoal, Limits
+    from kubectl_hami_place.core.planner import plan as make_plan
+    from kubectl_hami_place.core.planner import why as explain
+    from kubectl_hami_place.core.planner.apply import read_plan
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
     goals = sum((for_pod is not None, free_cards is not None, compact))

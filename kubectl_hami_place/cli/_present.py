@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.core.selectors import selector_from_dict
 
 BAR_WIDTH = 20
 
@@ -52,6 +51,8 @@ def bar(used: int, total: int, width: int = BAR_WIDTH) -> str:
 
 def selector_text(selector: dict[str, Any] | None) -> str:
     """A stored label selector in kubectl's `-l` syntax; the raw form when it does not parse."""
+    from kubectl_hami_place.core.selectors import selector_from_dict
+
     try:
         return str(selector_from_dict(selector))
     except ModelError:

@@ -35,12 +35,12 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
-from kubectl_hami_place.core.cluster_info import CardInfo, ClusterInfo, NodeInfo
-from kubectl_hami_place.core.fleet import CardTypeRoom, FleetSummary, placements_by_phase, summarize_fleet
-from kubectl_hami_place.core.fragmentation import Fragmentation, summarize
 from kubectl_hami_place.kube.errors import KubeError
 
 if TYPE_CHECKING:
+    from kubectl_hami_place.core.cluster_info import CardInfo, ClusterInfo, NodeInfo
+    from kubectl_hami_place.core.fleet import CardTypeRoom, FleetSummary
+    from kubectl_hami_place.core.fragmentation import Fragmentation
     from kubectl_hami_place.kube.client import Kube
 
 # Above this many GPU nodes `status` shows the fleet summary unless nodes are named or --no-summary is given.
@@ -316,6 +316,8 @@ def shows_summary(summary: bool | None, nodes_named: bool, node_count: int) -> b
 
 def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | None, top: int) -> Result:
     """One read of the cluster, as the detailed view or the fleet summary."""
+    from kubectl_hami_place.core.fleet import placements_by_phase, summarize_fleet
+    from kubectl_hami_place.core.fragmentation import summarize
     from kubectl_hami_place.kube import cluster_reads, placements
 
     read = cluster_reads.read_cluster_info(kube)

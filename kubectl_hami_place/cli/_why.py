@@ -6,7 +6,7 @@ The card table is also what `plan --for` prints first, so `_plan` builds on this
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,9 +27,10 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Table, Text
-from kubectl_hami_place.core.planner import NodeWhy, PlanPod
-from kubectl_hami_place.core.planner import why as explain
 from kubectl_hami_place.kube.errors import KubeNotFound
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.core.planner import NodeWhy, PlanPod
 
 HELP = "Say why a pod does not fit today: every node, every card, with HAMi's reason for each." + examples(
     "kubectl hami-place why -n team-a big-train",
@@ -94,6 +95,7 @@ def why(
     gpu_policy: GpuPolicyOption = None,
 ) -> None:
     """Explain, card by card, why the pod does not fit."""
+    from kubectl_hami_place.core.planner import why as explain
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
     where = target(kubeconfig, context, namespace, as_user=as_user)

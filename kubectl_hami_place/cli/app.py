@@ -9,7 +9,6 @@ import os
 import sys
 
 import typer
-from rich.text import Text
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from kubectl_hami_place.cli import (
@@ -123,6 +122,8 @@ def complete_main() -> int:
 
 def _fail(lines: list[str], code: int) -> int:
     """Prints `error: ...` lines in red on stderr and returns the exit code."""
+    from rich.text import Text
+
     console = stderr_console()
     for line in lines:
         console.print(Text(f"error: {line}", style="red"))

@@ -5,7 +5,7 @@ H100 cards, --pods HAMi pods already bound, --placements open placements) and st
 for its first full sync and for it to settle, so that its cache holds that cluster. Then it opens --rate new TLS
 connections a second for --duration seconds, each POSTing one AdmissionReview to /mutate with keep-alive off
 (`Connection: close`): a GPU pod of a namespace without placements, which the cache decides, so what is measured is
-what each connection leaves behind (uvicorn's connection objects are cyclic: only the collector frees them). Every
+what each connection leaves behind (anything cyclic in it is freed only by the collector). Every
 --interval seconds it prints the webhook's RSS (from /proc), the connections answered and failed in that interval,
 and the full collections and their pause time so far (from /metrics); at the end the RSS after --warm-up seconds,
 at the end and at most, the slope over the samples after the warm-up, and the box's load average at start and end.

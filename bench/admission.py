@@ -46,8 +46,8 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import generate, plot
-from sandbox import binaries, prepare
-from sandbox import webhook as sandbox_webhook
+from bench._clusters import cpu_seconds, rss_mib, serve_filled
+from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port
 
 EXCLUDED_NAMESPACE = "bench-excluded"
@@ -216,12 +216,6 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpus_seconds(pids: list[int]) -> float:
     """The CPU seconds of those processes together (one that has exited counts for nothing)."""
     total = 0.0
@@ -345,30 +339,6 @@ def stall_line(stalls: dict[str, float]) -> str:
     )
 
 
-def settle(
-    pid: int, events: Callable[[], float], *, quiet: float = 0.15, window: float = 5.0, limit: float = 900.0
-) -> float:
-    """Seconds until, over `window` seconds, the process uses less than `quiet` of a core and `events` (its placement
-    watch's running total) stays put: after its first sync the webhook acknowledges every placement (one status
-    write each, mostly waiting on the API server, so its CPU alone read quiet too early: the first rows of an earlier
-    run still met 2,741 placement events) and freezes its cache out of the collector; the runs measure the steady
-    state after that."""
-    started = time.monotonic()
-    while time.monotonic() - started < limit:
-        before, seen = cpu_seconds(pid), events()
-        time.sleep(window)
-        if cpu_seconds(pid) - before < quiet * window and events() == seen:
-            break
-    return time.monotonic() - started
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def api_write_latency(sandbox: Sandbox, count: int = 300) -> dict[str, float]:
     """The API server's own write latency: timed merge-patches of one placement's status, keep-alive, sequential."""
     loader = generate.Loader(sandbox, workers=1)
@@ -438,21 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         webhook = None
         floor: subprocess.Popen[bytes] | None = None
         try:
-            prepare.install_crd(sandbox)
             sandbox.kubectl("create", "namespace", EXCLUDED_NAMESPACE)
-            fill = generate.create(sandbox, args.nodes, args.pods, args.placements)
-            sync_started = time.monotonic()
-            webhook = sandbox_webhook.start(sandbox, workdir, "--exclude-namespace", EXCLUDED_NAMESPACE, timeout=900)
-            sync = time.monotonic() - sync_started
-            print(f"  webhook ready (first full sync) in {sync:.1f}s", flush=True)
-            metrics_url = webhook.api + "/metrics"
-            settled = settle(webhook.process.pid, lambda: stall_reading(metrics_url).get("placements events", 0.0))
-            settled_rss = rss_mib(webhook.process.pid)
-            print(
-                f"  webhook settled (placements acknowledged, cache frozen) {settled:.0f}s later, "
-                f"RSS {settled_rss:.0f} MiB",
-                flush=True,
+            served = serve_filled(
+                sandbox, workdir, args.nodes, args.pods, args.placements, "--exclude-namespace", EXCLUDED_NAMESPACE
             )
+            webhook = served.webhook
+            fill, sync, settled, settled_rss = served.fill, served.sync, served.settled, served.settled_rss
+            metrics_url = webhook.api + "/metrics"
             hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
             ca_ours = webhook.certs / "ca.crt"
             floor, floor_url = start_floor(webhook.certs)

@@ -1,12 +1,14 @@
 """Memory under connection churn (issue 23 item 6): does the webhook's RSS come back after its connections close?
 
-Starts a sandbox of its own (stopped at the end) and the webhook beside it, then opens --rate new TLS connections a
-second for --duration seconds, each POSTing one AdmissionReview to /mutate with keep-alive off (`Connection:
-close`): a GPU pod of a namespace without placements, which the cache decides, so what is measured is what each
-connection leaves behind (uvicorn's connection objects are cyclic: only the collector frees them). Every
+Starts a sandbox of its own (stopped at the end), fills it as bench/admission.py does (bench/generate.py: --nodes x 8
+H100 cards, --pods HAMi pods already bound, --placements open placements) and starts the webhook beside it, waiting
+for its first full sync and for it to settle, so that its cache holds that cluster. Then it opens --rate new TLS
+connections a second for --duration seconds, each POSTing one AdmissionReview to /mutate with keep-alive off
+(`Connection: close`): a GPU pod of a namespace without placements, which the cache decides, so what is measured is
+what each connection leaves behind (anything cyclic in it is freed only by the collector). Every
 --interval seconds it prints the webhook's RSS (from /proc), the connections answered and failed in that interval,
 and the full collections and their pause time so far (from /metrics); at the end the RSS after --warm-up seconds,
-at the end and at most, and the slope over the samples after the warm-up.
+at the end and at most, the slope over the samples after the warm-up, and the box's load average at start and end.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import ssl
 import sys
 import tempfile
@@ -25,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox import prepare
+from bench._clusters import rss_mib, serve_filled
 from sandbox.cluster import running, stop_on_signals
-from sandbox.webhook import Webhook, start
+from sandbox.webhook import Webhook
 
 NAMESPACE = "soak"
 MIB = 1024 * 1024
@@ -52,14 +55,6 @@ def review() -> bytes:
         "object": pod,
     }
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
-
-
-def rss_mib(pid: int) -> float:
-    """The process's resident set, from /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Churn:
@@ -147,21 +142,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=10, help="seconds between RSS samples (default 10)")
     parser.add_argument("--warm-up", type=float, default=60, help="seconds before the slope counts (default 60)")
     parser.add_argument("--workers", type=int, default=32, help="client threads (default 32)")
+    parser.add_argument("--nodes", type=int, default=5000, help="generated nodes of 8 cards (default 5000)")
+    parser.add_argument("--pods", type=int, default=40000, help="generated HAMi pods, bound (default 40000)")
+    parser.add_argument("--placements", type=int, default=0, help="generated open placements (default 0)")
     args = parser.parse_args(argv)
     stop_on_signals()
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp, running(Path(tmp) / "sandbox") as sandbox:
-        prepare.prepare(sandbox)  # the placement CRD and the GPU nodes
+        print(
+            f"filling the sandbox: {args.nodes} nodes x 8 cards, {args.pods} pods, {args.placements} placements",
+            flush=True,
+        )
         sandbox.kubectl("create", "namespace", NAMESPACE)
         try:
-            webhook = start(sandbox, Path(tmp), timeout=180)
+            served = serve_filled(sandbox, Path(tmp), args.nodes, args.pods, args.placements)
         except (TimeoutError, RuntimeError):
             for log in Path(tmp).glob("webhook-*.log"):
                 print(log.read_text()[-3000:], file=sys.stderr)
             raise
+        webhook = served.webhook
         pid = webhook.process.pid
         try:
             churn = Churn(webhook, args.rate, args.workers)
-            print(f"webhook pid {pid}, RSS {rss_mib(pid):.1f} MiB before the churn", flush=True)
+            load_start = os.getloadavg()
+            print(
+                f"webhook pid {pid}, RSS {served.synced_rss:.1f} MiB after the first full sync, "
+                f"{rss_mib(pid):.1f} MiB before the churn; fill "
+                + ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in served.fill.items())
+                + f"; load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_start)}",
+                flush=True,
+            )
             print("     t  conn/s  failed  RSS MiB  process_rss MiB  full GCs  full GC pause s", flush=True)
             submitting = threading.Thread(target=churn.run, daemon=True)
             submitting.start()
@@ -185,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             churn.stop.set()
             submitting.join()
             churn.pool.shutdown(wait=True)
+            load_end = os.getloadavg()
         finally:
             webhook.stop()
     settled = [(t, m) for t, m in samples if t >= args.warm_up]
@@ -194,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({answered / args.duration:.1f}/s), {failed} failed, {churn.late} not started on time; RSS after the "
         f"{args.warm_up:.0f} s warm-up {settled[0][1] if settled else float('nan'):.1f} MiB, at the end "
         f"{samples[-1][1] if samples else float('nan'):.1f} MiB, at most {max(m for _, m in samples):.1f} MiB, "
-        f"slope after the warm-up {slope_per_hour(settled):+.1f} MiB/h"
+        f"slope after the warm-up {slope_per_hour(settled):+.1f} MiB/h; load average (1, 5, 15 min) at the start "
+        f"{', '.join(f'{x:.2f}' for x in load_start)}, at the end {', '.join(f'{x:.2f}' for x in load_end)}"
     )
     return 0
 

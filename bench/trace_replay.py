@@ -1307,6 +1307,13 @@ def main(argv: list[str] | None = None) -> None:
         "--no-resources-timeline", action="store_true", help="the timeline too without node CPU and memory"
     )
     parser.add_argument("--keep-free-cards", type=int, default=0, help="keep-room goal: whole free cards (0: off)")
+    parser.add_argument("--moves-per-run", type=int, default=4, help="controller: moves a run may make (movesPerRun)")
+    parser.add_argument(
+        "--moves-per-node", type=int, default=4, help="controller: moves off one node a run may make (movesPerNode)"
+    )
+    parser.add_argument(
+        "--max-moves-per-plan", type=int, default=8, help="controller: the bound decide_run checks (maxMovesPerPlan)"
+    )
     parser.add_argument("--skip-timeline", action="store_true")
     parser.add_argument("--combine", type=Path, nargs="+", help="merge these runs' JSON instead of replaying")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
@@ -1325,7 +1332,13 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Every replay the arguments ask for."""
     nodes = subset(read_nodes(args.trace_dir / NODE_FILE), args.nodes)
     policies = args.policies.split(",")
-    controller_policy = ControllerPolicy(keep_free_cards=args.keep_free_cards, plan_budget=args.plan_budget)
+    controller_policy = ControllerPolicy(
+        moves_per_run=args.moves_per_run,
+        moves_per_node=args.moves_per_node,
+        max_moves_per_plan=args.max_moves_per_plan,
+        keep_free_cards=args.keep_free_cards,
+        plan_budget=args.plan_budget,
+    )
     lists = {
         name: read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv")[: args.tasks]
         for name in dict.fromkeys(_names(args.files) + _names(args.timeline_files))

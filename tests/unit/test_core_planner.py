@@ -281,6 +281,32 @@ def test_fit_stays_within_max_moves() -> None:
     assert not refused.complete and "--max-moves 1" in " ".join(refused.reasons)
 
 
+def test_a_node_whose_evictions_exceed_the_move_bounds_is_not_tried() -> None:
+    """a needs two moves off it but one is left there: it is skipped, so its trial spends none of the search bound
+    that b's plan needs, and a plan that fails names the bound for it."""
+    others = (
+        placed("b0", "b", ["GPU-b-0"], 12 * GIB),
+        placed("b1", "b", ["GPU-b-0"], 12 * GIB),
+        placed("b2", "b", ["GPU-b-0"], 12 * GIB),
+        placed("c0", "c", ["GPU-c-0"], 4 * GIB),
+    )
+    without_a = Snapshot(nodes=(gpu_node("b", cards=1), gpu_node("c", cards=1)), pods=others)
+    pod = pending(40 * GIB, nodes=frozenset({"a", "b"}))
+    needed = next(n for n in range(1, 1000) if fit_plan(without_a, pod, Limits(max_steps=n)).complete)
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), *without_a.nodes),
+        pods=(placed("a0", "a", ["GPU-a-0"], 20 * GIB), placed("a1", "a", ["GPU-a-0"], 20 * GIB), *others),
+    )
+    result = fit_plan(snapshot, pod, Limits(node_moves_left={"a": 1}, max_steps=needed))
+    assert result.complete and result.target == ("b", ("GPU-b-0",)) and len(result.moves) == 3
+    replay(snapshot, result)
+    held = replace(
+        snapshot, pods=tuple(replace(p, held="is resting") if p.name.startswith("b") else p for p in snapshot.pods)
+    )
+    refused = fit_plan(held, pod, Limits(node_moves_left={"a": 1}))
+    assert "a: making room evicts 2 pods, which would exceed 1 moves off node a" in refused.reasons
+
+
 def test_fit_pushes_one_smaller_pod_aside_when_an_evicted_pod_fits_nowhere() -> None:
     """p fits no other card until q steps aside; that chain is two moves, so --max-moves 1 refuses it."""
     snapshot = Snapshot(

@@ -182,6 +182,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
             continue
         evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
+        over = _over_bound(state, node, len(evicted))
+        if over:
+            reasons[node] = over
+            continue
         moved = sum(item[1] for item in chosen)
         options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted))
         if not evicted:
@@ -229,6 +233,18 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         else "no node can make room within the bounds:"
     )
     return _no_plan(state, goal, (head, *ranked[:_REASONS_SHOWN]))
+
+
+def _over_bound(state: State, node: str, evictions: int) -> str:
+    """Why evicting this many pods off the node breaks the limits ("" when it may not): each eviction is a move off
+    it, so such a node is not tried and the search bound goes to nodes that can be made room on."""
+    limits = state.limits
+    per_node = min(limits.max_moves_per_node, limits.node_moves_left.get(node, limits.max_moves_per_node))
+    if evictions > limits.max_moves:
+        return f"making room evicts {evictions} pods, which would exceed --max-moves {limits.max_moves}"
+    if evictions > per_node:
+        return f"making room evicts {evictions} pods, which would exceed {per_node} moves off node {node}"
+    return ""
 
 
 def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None, str]:

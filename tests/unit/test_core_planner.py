@@ -379,6 +379,49 @@ def test_free_cards_respects_moves_per_node() -> None:
     assert sorted(m.from_node for m in result.moves) == ["a", "b"]
 
 
+def half_free() -> Snapshot:
+    """a: two free cards and two with an 8 GiB pod each; b: one card with a 2 GiB pod (the easiest card to free
+    anywhere) and three with 20 GiB each."""
+    pods = (
+        placed("x", "a", ["GPU-a-2"], 8 * GIB),
+        placed("y", "a", ["GPU-a-3"], 8 * GIB),
+        placed("t", "b", ["GPU-b-0"], 2 * GIB),
+        *(placed(f"b{i}", "b", [f"GPU-b-{i}"], 20 * GIB) for i in (1, 2, 3)),
+    )
+    return Snapshot(nodes=(gpu_node("a", cards=4), gpu_node("b", cards=4)), pods=pods)
+
+
+def test_free_cards_on_one_node_gathers_them_where_fewest_pods_must_move() -> None:
+    """Four whole free cards on one node: a's two busy cards are emptied onto b's, where freeing two cards anywhere
+    would start with b's easiest card and leave no node four."""
+    snapshot = half_free()
+    assert "GPU-b-0" in plan(snapshot, FreeCardsGoal(2)).freed
+    result = plan(snapshot, FreeCardsGoal(4, on_one_node=True))
+    assert result.complete and result.freed == ("GPU-a-2", "GPU-a-3")
+    assert sorted((m.pod, m.to_node) for m in result.moves) == [("ns/x", "b"), ("ns/y", "b")]
+    assert all(not c.pods for c in result.cards_after if c.node == "a")
+    assert result.goal == "have 4 whole free cards on one node"
+    replay(snapshot, result)
+    already = plan(snapshot, FreeCardsGoal(2, on_one_node=True))
+    assert already.complete and already.moves == ()
+
+
+def test_free_cards_on_one_node_within_the_bounds_and_never_moving_a_held_pod() -> None:
+    """A node whose pods exceed the moves off it, or whose busy card holds a pod that must stay, is not emptied."""
+    snapshot = half_free()
+    bounded = plan(snapshot, FreeCardsGoal(4, on_one_node=True), Limits(max_moves_per_node=1))
+    assert not bounded.complete and bounded.moves == ()
+    assert "a: making room evicts 2 pods, which would exceed 1 moves off node a" in bounded.reasons
+    held = replace(snapshot, pods=tuple(replace(p, held="is resting") if p.name == "x" else p for p in snapshot.pods))
+    elsewhere = plan(held, FreeCardsGoal(4, on_one_node=True))
+    assert elsewhere.complete and {c[: len("GPU-b")] for c in elsewhere.freed} == {"GPU-b"}
+    assert "ns/x" not in {m.pod for m in elsewhere.moves}
+    replay(held, elsewhere)
+    refused = plan(held, FreeCardsGoal(4, on_one_node=True), Limits(max_moves=3))
+    assert not refused.complete and refused.moves == ()
+    assert "a: fewer than 4 open cards of the type whose pods may move" in refused.reasons
+
+
 def test_compact_moves_only_among_its_nodes() -> None:
     """compact a packs node a's four quarter-full cards onto one and never touches node b."""
     snapshot = scattered()

@@ -38,6 +38,8 @@ def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
     state = State(snapshot, limits or Limits())
     if isinstance(goal, FitGoal):
         return _plan_fit(state, goal)
+    if isinstance(goal, FreeCardsGoal) and goal.on_one_node:
+        return _plan_gather(state, goal)
     if isinstance(goal, FreeCardsGoal):
         return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
     return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
@@ -117,6 +119,85 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
             continue
         state.rollback(point)
         return f"{key} {why or 'fits no other card in use'}"
+    return None
+
+
+def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
+    """Have `goal.count` whole free cards on one node: nodes are tried by the pods on their easiest cards (fewest
+    pods, least memory), and a node wins when those pods all move, best fit, onto cards in use elsewhere."""
+    before = state.summary(state.cards)
+    word = goal.card_type.upper()
+    options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
+    reasons: dict[str, str] = {}
+    for node, slots in state.by_node.items():
+        movable = [
+            slot
+            for slot in slots
+            if slot.open
+            and word in slot.card.type.upper()
+            and all(key in state.pods and state.pods[key].blocked is None for key in slot.pods)
+        ]
+        if len(movable) < goal.count:
+            reasons[node] = f"fewer than {goal.count} open cards of the type whose pods may move"
+            continue
+        chosen = sorted(movable, key=lambda slot: (len(slot.pods), slot.mem, slot.ordinal))[: goal.count]
+        pods = list(dict.fromkeys(key for slot in chosen for key in slot.pods))
+        over = _over_bound(state, node, len(pods))
+        if over:
+            reasons[node] = over
+            continue
+        options.append((len(pods), sum(slot.mem for slot in chosen), node, chosen, pods))
+    options.sort(key=lambda option: option[:3])
+    spent = ""
+    for _, _, node, chosen, pods in options:
+        point = state.checkpoint()
+        try:
+            failure = _vacate(state, node, chosen, pods)
+        except SearchSpent as error:
+            state.rollback(point)
+            spent = str(error)
+            break
+        if failure is not None:
+            reasons[node] = failure
+            continue
+        nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
+        return Plan(
+            goal=goal.describe(),
+            moves=tuple(state.moves),
+            complete=True,
+            reasons=(),
+            before=before,
+            after=state.summary(state.cards),
+            cards_after=state.card_states(nodes),
+            freed=tuple(slot.card.uuid for slot in chosen if any(slot.card.uuid in m.from_cards for m in state.moves)),
+        )
+    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
+    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
+    head = f"{spent}; no node tried could free the cards" if spent else "no node can free the cards within the bounds:"
+    summary = state.summary(state.cards)
+    return Plan(
+        goal=goal.describe(),
+        moves=(),
+        complete=False,
+        reasons=(head, *ranked[:_REASONS_SHOWN]),
+        before=summary,
+        after=summary,
+        cards_after=(),
+    )
+
+
+def _vacate(state: State, node: str, chosen: list[CardSlot], pods: list[str]) -> str | None:
+    """Move the pods off the chosen cards onto cards in use elsewhere; roll back and say why not."""
+    point = state.checkpoint()
+    exclude = {slot.card.uuid for slot in chosen}
+    shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
+    names = ", ".join(slot.card.name for slot in chosen)
+    for key in sorted(pods, key=lambda k: (-shares[k], k)):
+        why = state.may_move(key)
+        if why is None and state.relocate(key, f"frees {node} {names}", exclude, avoid_empty=True):
+            continue
+        state.rollback(point)
+        return f"moving {', '.join(pods)} would free {names}, but {key} {why or 'fits no other card in use'}"
     return None
 
 

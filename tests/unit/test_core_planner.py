@@ -406,6 +406,19 @@ def test_free_cards_on_one_node_gathers_them_where_fewest_pods_must_move() -> No
     assert already.complete and already.moves == ()
 
 
+def test_free_cards_on_one_node_moves_a_whole_card_pod_to_a_free_card_elsewhere() -> None:
+    """a and b have one free card each; b's other card holds a pod that must stay, so a's whole-card pod takes b's
+    free card: two free cards on a, where free-cards anywhere would gain nothing."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(placed("w", "a", ["GPU-a-1"], 40 * GIB), placed("h", "b", ["GPU-b-1"], 8 * GIB, held="is resting")),
+    )
+    result = plan(snapshot, FreeCardsGoal(2, on_one_node=True))
+    assert result.complete and result.freed == ("GPU-a-1",)
+    assert [(m.pod, m.to_cards) for m in result.moves] == [("ns/w", ("GPU-b-0",))]
+    replay(snapshot, result)
+
+
 def test_free_cards_on_one_node_within_the_bounds_and_never_moving_a_held_pod() -> None:
     """A node whose pods exceed the moves off it, or whose busy card holds a pod that must stay, is not emptied."""
     snapshot = half_free()

@@ -124,7 +124,7 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
 
 def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
     """Have `goal.count` whole free cards on one node: nodes are tried by the pods on their easiest cards (fewest
-    pods, least memory), and a node wins when those pods all move, best fit, onto cards in use elsewhere."""
+    pods, least memory), and a node wins when those pods all move, best fit, onto other cards."""
     before = state.summary(state.cards)
     word = goal.card_type.upper()
     options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
@@ -187,17 +187,18 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
 
 
 def _vacate(state: State, node: str, chosen: list[CardSlot], pods: list[str]) -> str | None:
-    """Move the pods off the chosen cards onto cards in use elsewhere; roll back and say why not."""
+    """Move the pods off the chosen cards, best fit (cards in use first); roll back and say why not. A whole-card
+    pod may take a free card elsewhere: a free card on another node is of no use to a task of several whole cards."""
     point = state.checkpoint()
     exclude = {slot.card.uuid for slot in chosen}
     shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
     names = ", ".join(slot.card.name for slot in chosen)
     for key in sorted(pods, key=lambda k: (-shares[k], k)):
         why = state.may_move(key)
-        if why is None and state.relocate(key, f"frees {node} {names}", exclude, avoid_empty=True):
+        if why is None and state.relocate(key, f"frees {node} {names}", exclude):
             continue
         state.rollback(point)
-        return f"moving {', '.join(pods)} would free {names}, but {key} {why or 'fits no other card in use'}"
+        return f"moving {', '.join(pods)} would free {names}, but {key} {why or 'fits no other card'}"
     return None
 
 

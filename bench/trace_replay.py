@@ -1777,9 +1777,9 @@ def larger_budgets(reports: Sequence[dict[str, Any]]) -> list[str]:
         f"policy's `maxMovesPerPlan` raised together, on {where}; {commands}; the box's load average at the start: "
         f"{loads}{'; ' + notes if notes else ''}). Inflation at 100% asked load:",
         "",
-        "| list | setup | moves per run / node / plan | rescues per 1% | unplaced | evictions per placed task "
+        "| nodes | list | setup | moves per run / node / plan | rescues per 1% | unplaced | evictions per placed task "
         "| planner runs | rescued | over budget / no plan | plan median / p95 / max | target |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     shown: set[tuple[str, str]] = set()
     for report in reports:
@@ -1793,11 +1793,12 @@ def larger_budgets(reports: Sequence[dict[str, Any]]) -> list[str]:
             verdicts = {v["label"]: v for v in inflation_targets(results)}
             for r in results:
                 final, c = r["final"], r["controller"]
-                if not c and (name, r["label"]) in shown:
+                if not c and (report["nodes"], name, r["label"]) in shown:
                     continue
-                shown.add((name, r["label"]))
+                shown.add((report["nodes"], name, r["label"]))
                 row = (
-                    f"| `{name}` | {r['label']} | {budget if c else '-'} | {per_step if c else '-'} | "
+                    f"| {report['nodes']:,} | `{name}` | {r['label']} | {budget if c else '-'} | "
+                    f"{per_step if c else '-'} | "
                     f"{pct(final['unplaced'])} | {final['evictions_per_placed']:.3f} | "
                 )
                 if not c:

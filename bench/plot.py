@@ -17,6 +17,7 @@ ADMISSION = DOCS / "performance-admission.json"
 TRACE = DOCS / "performance-trace.json"
 TRACE_BEFORE = DOCS / "performance-trace-before.json"  # the trace report TRACE replaced, for a before-and-after table
 TRACE_MORE = DOCS / "performance-trace-more-runs.json"  # inflation again with more planner runs per step
+TRACE_BUDGETS = "performance-trace-budget-*.json"  # inflation again with larger move budgets, one file a budget
 # Other runs of the same command, each with a heading and a line saying what differed.
 ADMISSION_OTHERS = (
     (
@@ -361,7 +362,8 @@ def main() -> int:
 
         before = json.loads(TRACE_BEFORE.read_text()) if TRACE_BEFORE.exists() else None
         more = json.loads(TRACE_MORE.read_text()) if TRACE_MORE.exists() else None
-        lines += markdown(json.loads(TRACE.read_text()), before, more)
+        budgets = [json.loads(path.read_text()) for path in sorted(DOCS.glob(TRACE_BUDGETS))]
+        lines += markdown(json.loads(TRACE.read_text()), before, more, budgets)
     lines += NOTES.splitlines()
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md}" + (" and performance.png" if SCALE.exists() else ""))

@@ -287,6 +287,32 @@ def test_fit_stays_within_max_moves() -> None:
     assert not refused.complete and "--max-moves 1" in " ".join(refused.reasons)
 
 
+def test_a_node_whose_evictions_exceed_the_move_bounds_is_not_tried() -> None:
+    """a needs two moves off it but one is left there: it is skipped, so its trial spends none of the search bound
+    that b's plan needs, and a plan that fails names the bound for it."""
+    others = (
+        placed("b0", "b", ["GPU-b-0"], 12 * GIB),
+        placed("b1", "b", ["GPU-b-0"], 12 * GIB),
+        placed("b2", "b", ["GPU-b-0"], 12 * GIB),
+        placed("c0", "c", ["GPU-c-0"], 4 * GIB),
+    )
+    without_a = Snapshot(nodes=(gpu_node("b", cards=1), gpu_node("c", cards=1)), pods=others)
+    pod = pending(40 * GIB, nodes=frozenset({"a", "b"}))
+    needed = next(n for n in range(1, 1000) if fit_plan(without_a, pod, Limits(max_steps=n)).complete)
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), *without_a.nodes),
+        pods=(placed("a0", "a", ["GPU-a-0"], 20 * GIB), placed("a1", "a", ["GPU-a-0"], 20 * GIB), *others),
+    )
+    result = fit_plan(snapshot, pod, Limits(node_moves_left={"a": 1}, max_steps=needed))
+    assert result.complete and result.target == ("b", ("GPU-b-0",)) and len(result.moves) == 3
+    replay(snapshot, result)
+    held = replace(
+        snapshot, pods=tuple(replace(p, held="is resting") if p.name.startswith("b") else p for p in snapshot.pods)
+    )
+    refused = fit_plan(held, pod, Limits(node_moves_left={"a": 1}))
+    assert "a: making room evicts 2 pods, which would exceed 1 moves off node a" in refused.reasons
+
+
 def test_fit_pushes_one_smaller_pod_aside_when_an_evicted_pod_fits_nowhere() -> None:
     """p fits no other card until q steps aside; that chain is two moves, so --max-moves 1 refuses it."""
     snapshot = Snapshot(
@@ -357,6 +383,62 @@ def test_free_cards_respects_moves_per_node() -> None:
     result = plan(scattered(), FreeCardsGoal(8), Limits(max_moves=100, max_moves_per_node=1))
     assert len(result.freed) == 2
     assert sorted(m.from_node for m in result.moves) == ["a", "b"]
+
+
+def half_free() -> Snapshot:
+    """a: two free cards and two with an 8 GiB pod each; b: one card with a 2 GiB pod (the easiest card to free
+    anywhere) and three with 20 GiB each."""
+    pods = (
+        placed("x", "a", ["GPU-a-2"], 8 * GIB),
+        placed("y", "a", ["GPU-a-3"], 8 * GIB),
+        placed("t", "b", ["GPU-b-0"], 2 * GIB),
+        *(placed(f"b{i}", "b", [f"GPU-b-{i}"], 20 * GIB) for i in (1, 2, 3)),
+    )
+    return Snapshot(nodes=(gpu_node("a", cards=4), gpu_node("b", cards=4)), pods=pods)
+
+
+def test_free_cards_on_one_node_gathers_them_where_fewest_pods_must_move() -> None:
+    """Four whole free cards on one node: a's two busy cards are emptied onto b's, where freeing two cards anywhere
+    would start with b's easiest card and leave no node four."""
+    snapshot = half_free()
+    assert "GPU-b-0" in plan(snapshot, FreeCardsGoal(2)).freed
+    result = plan(snapshot, FreeCardsGoal(4, on_one_node=True))
+    assert result.complete and result.freed == ("GPU-a-2", "GPU-a-3")
+    assert sorted((m.pod, m.to_node) for m in result.moves) == [("ns/x", "b"), ("ns/y", "b")]
+    assert all(not c.pods for c in result.cards_after if c.node == "a")
+    assert result.goal == "have 4 whole free cards on one node"
+    replay(snapshot, result)
+    already = plan(snapshot, FreeCardsGoal(2, on_one_node=True))
+    assert already.complete and already.moves == ()
+
+
+def test_free_cards_on_one_node_moves_a_whole_card_pod_to_a_free_card_elsewhere() -> None:
+    """a and b have one free card each; b's other card holds a pod that must stay, so a's whole-card pod takes b's
+    free card: two free cards on a, where free-cards anywhere would gain nothing."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(placed("w", "a", ["GPU-a-1"], 40 * GIB), placed("h", "b", ["GPU-b-1"], 8 * GIB, held="is resting")),
+    )
+    result = plan(snapshot, FreeCardsGoal(2, on_one_node=True))
+    assert result.complete and result.freed == ("GPU-a-1",)
+    assert [(m.pod, m.to_cards) for m in result.moves] == [("ns/w", ("GPU-b-0",))]
+    replay(snapshot, result)
+
+
+def test_free_cards_on_one_node_within_the_bounds_and_never_moving_a_held_pod() -> None:
+    """A node whose pods exceed the moves off it, or whose busy card holds a pod that must stay, is not emptied."""
+    snapshot = half_free()
+    bounded = plan(snapshot, FreeCardsGoal(4, on_one_node=True), Limits(max_moves_per_node=1))
+    assert not bounded.complete and bounded.moves == ()
+    assert "a: making room evicts 2 pods, which would exceed 1 moves off node a" in bounded.reasons
+    held = replace(snapshot, pods=tuple(replace(p, held="is resting") if p.name == "x" else p for p in snapshot.pods))
+    elsewhere = plan(held, FreeCardsGoal(4, on_one_node=True))
+    assert elsewhere.complete and {c[: len("GPU-b")] for c in elsewhere.freed} == {"GPU-b"}
+    assert "ns/x" not in {m.pod for m in elsewhere.moves}
+    replay(held, elsewhere)
+    refused = plan(held, FreeCardsGoal(4, on_one_node=True), Limits(max_moves=3))
+    assert not refused.complete and refused.moves == ()
+    assert "a: fewer than 4 open cards of the type whose pods may move" in refused.reasons
 
 
 def test_compact_moves_only_among_its_nodes() -> None:

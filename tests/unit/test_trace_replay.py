@@ -256,6 +256,22 @@ def test_a_rescue_over_the_run_s_budget_is_told_from_no_plan() -> None:
     assert (small.stats.no_plan_budget, small.stats.no_plan_multi) == (0, 1)
 
 
+def test_keep_room_gathers_whole_free_cards_on_one_node() -> None:
+    """Two nodes of two cards: a 50% share on node-0, 20% and 60% shares on node-1's cards. Freeing the easiest card
+    anywhere would move the 20% share and leave each node one free card; keep-room moves the 50% share instead, so
+    node-0 has two. With two free on a node already it plans nothing."""
+    cluster = Cluster(nodes(2, 2), "spread")
+    cluster.put(task("a", 1, 500), 0, (0,))
+    cluster.put(task("b", 1, 200), 1, (0,))
+    cluster.put(task("e", 1, 600), 1, (1,))
+    assert max(cluster.empty) == 1
+    controller = Controller(cluster, ControllerPolicy(keep_whole_node=2))
+    assert controller.keep_room(None) == 1
+    assert cluster.empty == [2, 0] and controller.stats.keep_moves == 1
+    assert (cluster.running["a"].node, cluster.running["a"].cards) == (1, (0,))
+    assert controller.keep_room(None) == 0 and controller.stats.keep_runs == 1
+
+
 def test_replays_end_with_consistent_counts() -> None:
     trace_nodes = nodes(2, 2)
     tasks = [

@@ -38,6 +38,8 @@ def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
     state = State(snapshot, limits or Limits())
     if isinstance(goal, FitGoal):
         return _plan_fit(state, goal)
+    if isinstance(goal, FreeCardsGoal) and goal.on_one_node:
+        return _plan_gather(state, goal)
     if isinstance(goal, FreeCardsGoal):
         return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
     return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
@@ -120,6 +122,86 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
     return None
 
 
+def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
+    """Have `goal.count` whole free cards on one node: nodes are tried by the pods on their easiest cards (fewest
+    pods, least memory), and a node wins when those pods all move, best fit, onto other cards."""
+    before = state.summary(state.cards)
+    word = goal.card_type.upper()
+    options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
+    reasons: dict[str, str] = {}
+    for node, slots in state.by_node.items():
+        movable = [
+            slot
+            for slot in slots
+            if slot.open
+            and word in slot.card.type.upper()
+            and all(key in state.pods and state.pods[key].blocked is None for key in slot.pods)
+        ]
+        if len(movable) < goal.count:
+            reasons[node] = f"fewer than {goal.count} open cards of the type whose pods may move"
+            continue
+        chosen = sorted(movable, key=lambda slot: (len(slot.pods), slot.mem, slot.ordinal))[: goal.count]
+        pods = list(dict.fromkeys(key for slot in chosen for key in slot.pods))
+        over = _over_bound(state, node, len(pods))
+        if over:
+            reasons[node] = over
+            continue
+        options.append((len(pods), sum(slot.mem for slot in chosen), node, chosen, pods))
+    options.sort(key=lambda option: option[:3])
+    spent = ""
+    for _, _, node, chosen, pods in options:
+        point = state.checkpoint()
+        try:
+            failure = _vacate(state, node, chosen, pods)
+        except SearchSpent as error:
+            state.rollback(point)
+            spent = str(error)
+            break
+        if failure is not None:
+            reasons[node] = failure
+            continue
+        nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
+        return Plan(
+            goal=goal.describe(),
+            moves=tuple(state.moves),
+            complete=True,
+            reasons=(),
+            before=before,
+            after=state.summary(state.cards),
+            cards_after=state.card_states(nodes),
+            freed=tuple(slot.card.uuid for slot in chosen if any(slot.card.uuid in m.from_cards for m in state.moves)),
+        )
+    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
+    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
+    head = f"{spent}; no node tried could free the cards" if spent else "no node can free the cards within the bounds:"
+    summary = state.summary(state.cards)
+    return Plan(
+        goal=goal.describe(),
+        moves=(),
+        complete=False,
+        reasons=(head, *ranked[:_REASONS_SHOWN]),
+        before=summary,
+        after=summary,
+        cards_after=(),
+    )
+
+
+def _vacate(state: State, node: str, chosen: list[CardSlot], pods: list[str]) -> str | None:
+    """Move the pods off the chosen cards, best fit (cards in use first); roll back and say why not. A whole-card
+    pod may take a free card elsewhere: a free card on another node is of no use to a task of several whole cards."""
+    point = state.checkpoint()
+    exclude = {slot.card.uuid for slot in chosen}
+    shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
+    names = ", ".join(slot.card.name for slot in chosen)
+    for key in sorted(pods, key=lambda k: (-shares[k], k)):
+        why = state.may_move(key)
+        if why is None and state.relocate(key, f"frees {node} {names}", exclude):
+            continue
+        state.rollback(point)
+        return f"moving {', '.join(pods)} would free {names}, but {key} {why or 'fits no other card'}"
+    return None
+
+
 # fit ----------------------------------------------------------------------------------------------------------
 
 
@@ -183,6 +265,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
             continue
         evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
+        over = _over_bound(state, node, len(evicted))
+        if over:
+            reasons[node] = over
+            continue
         moved = sum(item[1] for item in chosen)
         options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted))
         if not evicted:
@@ -231,6 +317,18 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         else "no node can make room within the bounds:"
     )
     return _no_plan(state, goal, (head, *ranked[:_REASONS_SHOWN]))
+
+
+def _over_bound(state: State, node: str, evictions: int) -> str:
+    """Why evicting this many pods off the node breaks the limits ("" when it may not): each eviction is a move off
+    it, so such a node is not tried and the search bound goes to nodes that can be made room on."""
+    limits = state.limits
+    per_node = min(limits.max_moves_per_node, limits.node_moves_left.get(node, limits.max_moves_per_node))
+    if evictions > limits.max_moves:
+        return f"making room evicts {evictions} pods, which would exceed --max-moves {limits.max_moves}"
+    if evictions > per_node:
+        return f"making room evicts {evictions} pods, which would exceed {per_node} moves off node {node}"
+    return ""
 
 
 def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None, str]:

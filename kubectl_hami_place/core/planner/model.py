@@ -105,15 +105,22 @@ class FitGoal:
 
 @dataclass(frozen=True)
 class FreeCardsGoal:
-    """Free `count` more whole cards (of a type containing `card_type`, case-insensitive), or as many as possible."""
+    """Free `count` more whole cards (of a type containing `card_type`, case-insensitive), or as many as possible.
+
+    `on_one_node`: have `count` whole free cards on one node instead (cards already free there count), as a task
+    asking that many whole cards needs them; all or nothing.
+    """
 
     count: int
     card_type: str = ""
+    on_one_node: bool = False
 
     def describe(self) -> str:
         """The goal in words."""
         kind = f" {self.card_type}" if self.card_type else ""
         cards = "card" if self.count == 1 else "cards"
+        if self.on_one_node:
+            return f"have {self.count} whole free{kind} {cards} on one node"
         return f"free {self.count} more whole{kind} {cards} (cards already free do not count)"
 
 

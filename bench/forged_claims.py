@@ -27,6 +27,8 @@ from typing import Any
 
 from kubernetes import client
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from sandbox.cluster import running, stop_on_signals
 from sandbox.webhook import Webhook, start
 

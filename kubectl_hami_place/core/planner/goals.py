@@ -186,19 +186,23 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
     )
 
 
-def _vacate(state: State, node: str, chosen: list[CardSlot], pods: list[str]) -> str | None:
+def _vacate(
+    state: State, node: str, chosen: list[CardSlot], pods: list[str], words: tuple[str, str] = ("frees", "free")
+) -> str | None:
     """Move the pods off the chosen cards, best fit (cards in use first); roll back and say why not. A whole-card
-    pod may take a free card elsewhere: a free card on another node is of no use to a task of several whole cards."""
+    pod may take a free card elsewhere: a free card on another node is of no use to a task of several whole cards.
+    `words` say what the moves do, in a move's reason and in the failure."""
     point = state.checkpoint()
     exclude = {slot.card.uuid for slot in chosen}
     shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
     names = ", ".join(slot.card.name for slot in chosen)
+    does, would = words
     for key in sorted(pods, key=lambda k: (-shares[k], k)):
         why = state.may_move(key)
-        if why is None and state.relocate(key, f"frees {node} {names}", exclude):
+        if why is None and state.relocate(key, f"{does} {node} {names}", exclude):
             continue
         state.rollback(point)
-        return f"moving {', '.join(pods)} would free {names}, but {key} {why or 'fits no other card'}"
+        return f"moving {', '.join(pods)} would {would} {names}, but {key} {why or 'fits no other card'}"
     return None
 
 
@@ -359,15 +363,9 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
 def _make_room(state: State, pod: PlanPod, node: str, chosen: list[CardSlot], evicted: list[str]) -> str | None:
     """Move the evicted pods off the chosen cards and check the pod then fits them; roll back and say why not."""
     point = state.checkpoint()
-    exclude = {slot.card.uuid for slot in chosen}
-    shares = {key: max(s.pods.get(key, (0, 0, 0))[1] for s in chosen) for key in evicted}
-    names = ", ".join(slot.card.name for slot in chosen)
-    for key in sorted(evicted, key=lambda k: (-shares[k], k)):
-        why = state.may_move(key)
-        if why is None and state.relocate(key, f"makes room on {node} {names}", exclude):
-            continue
-        state.rollback(point)
-        return f"moving {', '.join(evicted)} would make room on {names}, but {key} {why or 'fits no other card'}"
+    failure = _vacate(state, node, chosen, evicted, ("makes room on", "make room on"))
+    if failure is not None:
+        return failure
     for slot in chosen:
         verdict = state.verdict(pod, slot)
         if not verdict.ok:

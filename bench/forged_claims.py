@@ -29,6 +29,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sandbox import prepare
 from sandbox.cluster import running, stop_on_signals
 from sandbox.webhook import Webhook, start
 
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="forged-claims-") as tmp, running(Path(tmp) / "sandbox") as sandbox:
         api = sandbox.api_client()
         core = client.CoreV1Api(api)
+        prepare.prepare(sandbox)  # the placement CRD and the GPU nodes
         sandbox.kubectl("create", "namespace", NAMESPACE)
         started = time.monotonic()
         fill(core, args.pods)

@@ -329,7 +329,7 @@ def _over_bound(state: State, node: str, evictions: int) -> str:
     limits = state.limits
     per_node = min(limits.max_moves_per_node, limits.node_moves_left.get(node, limits.max_moves_per_node))
     if evictions > limits.max_moves:
-        return f"making room evicts {evictions} pods, which would exceed --max-moves {limits.max_moves}"
+        return f"making room evicts {evictions} pods, which would exceed the plan's {limits.max_moves} move(s)"
     if evictions > per_node:
         return f"making room evicts {evictions} pods, which would exceed {per_node} moves off node {node}"
     return ""

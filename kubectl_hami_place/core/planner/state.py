@@ -362,7 +362,7 @@ class State:
             if self.budgets.get(budget, 0) <= 0:
                 return f"is protected by PodDisruptionBudget {budget}, which allows no more disruptions"
         if len(self.moves) >= self.limits.max_moves:
-            return f"would exceed --max-moves {self.limits.max_moves}"
+            return f"would exceed the plan's {self.limits.max_moves} move(s)"
         limits = self.limits
         node_bound = min(limits.max_moves_per_node, limits.node_moves_left.get(entry.node, limits.max_moves_per_node))
         if self.per_node.get(entry.node, 0) >= node_bound:

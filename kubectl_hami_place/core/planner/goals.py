@@ -27,10 +27,13 @@ from kubectl_hami_place.core.planner.model import (
     Plan,
     PlanPod,
     Snapshot,
+    Summary,
 )
 from kubectl_hami_place.core.planner.state import CardSlot, SearchSpent, State
 
 _REASONS_SHOWN = 5
+_Option = tuple[int, int, str, list[CardSlot], list[str]]
+"""A node to try: how many pods must move, the MiB they hold, the node, its chosen cards, those pods."""
 
 
 def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
@@ -127,7 +130,7 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
     pods, least memory), and a node wins when those pods all move, best fit, onto other cards."""
     before = state.summary(state.cards)
     word = goal.card_type.upper()
-    options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
+    options: list[_Option] = []
     reasons: dict[str, str] = {}
     for node, slots in state.by_node.items():
         movable = [
@@ -160,30 +163,10 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
         if failure is not None:
             reasons[node] = failure
             continue
-        nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
-        return Plan(
-            goal=goal.describe(),
-            moves=tuple(state.moves),
-            complete=True,
-            reasons=(),
-            before=before,
-            after=state.summary(state.cards),
-            cards_after=state.card_states(nodes),
-            freed=tuple(slot.card.uuid for slot in chosen if any(slot.card.uuid in m.from_cards for m in state.moves)),
-        )
-    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
-    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
+        freed = tuple(slot.card.uuid for slot in chosen if any(slot.card.uuid in m.from_cards for m in state.moves))
+        return _reached(state, goal, before, node, freed=freed)
     head = f"{spent}; no node tried could free the cards" if spent else "no node can free the cards within the bounds:"
-    summary = state.summary(state.cards)
-    return Plan(
-        goal=goal.describe(),
-        moves=(),
-        complete=False,
-        reasons=(head, *ranked[:_REASONS_SHOWN]),
-        before=summary,
-        after=summary,
-        cards_after=(),
-    )
+    return _no_plan(state, goal, (head, *_ranked(options, reasons)))
 
 
 def _vacate(
@@ -241,7 +224,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
     except RequestError as error:
         return _no_plan(state, goal, (f"{error}: HAMi's filter fails for the pod on every node",))
     nums = gpu[0][1].nums
-    options: list[tuple[int, int, str, list[CardSlot], list[str]]] = []
+    options: list[_Option] = []
     reasons: dict[str, str] = {}
     for node, slots in state.by_node.items():
         if not state.node_open[node]:
@@ -302,34 +285,21 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         for move in moves:
             state.carry_out(move)
         cards = state.hami_cards(pod, node, cards)
-        nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
-        return Plan(
-            goal=goal.describe(),
-            moves=tuple(state.moves),
-            complete=True,
-            reasons=(),
-            before=before,
-            after=state.summary(state.cards),
-            cards_after=state.card_states(nodes),
-            target=(node, tuple(slot.card.uuid for slot in cards)),
-        )
-    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
-    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
+        return _reached(state, goal, before, node, target=(node, tuple(slot.card.uuid for slot in cards)))
     head = (
         f"{spent}; no node tried could make room within the bounds:"
         if spent
         else "no node can make room within the bounds:"
     )
-    return _no_plan(state, goal, (head, *ranked[:_REASONS_SHOWN]))
+    return _no_plan(state, goal, (head, *_ranked(options, reasons)))
 
 
 def _over_bound(state: State, node: str, evictions: int) -> str:
     """Why evicting this many pods off the node breaks the limits ("" when it may not): each eviction is a move off
     it, so such a node is not tried and the search bound goes to nodes that can be made room on."""
-    limits = state.limits
-    per_node = min(limits.max_moves_per_node, limits.node_moves_left.get(node, limits.max_moves_per_node))
-    if evictions > limits.max_moves:
-        return f"making room evicts {evictions} pods, which would exceed the plan's {limits.max_moves} move(s)"
+    per_node = state.node_bound(node)
+    if evictions > state.limits.max_moves:
+        return f"making room evicts {evictions} pods, which would exceed the plan's {state.limits.max_moves} move(s)"
     if evictions > per_node:
         return f"making room evicts {evictions} pods, which would exceed {per_node} moves off node {node}"
     return ""
@@ -374,7 +344,38 @@ def _make_room(state: State, pod: PlanPod, node: str, chosen: list[CardSlot], ev
     return None
 
 
-def _no_plan(state: State, goal: FitGoal, reasons: tuple[str, ...]) -> Plan:
+def _reached(
+    state: State,
+    goal: Goal,
+    before: Summary,
+    node: str,
+    *,
+    target: tuple[str, tuple[str, ...]] | None = None,
+    freed: tuple[str, ...] = (),
+) -> Plan:
+    """The plan of the moves made so far, which reach the goal on `node`; its card map covers every node they touch."""
+    nodes = {node} | {m.from_node for m in state.moves} | {m.to_node for m in state.moves}
+    return Plan(
+        goal=goal.describe(),
+        moves=tuple(state.moves),
+        complete=True,
+        reasons=(),
+        before=before,
+        after=state.summary(state.cards),
+        cards_after=state.card_states(nodes),
+        target=target,
+        freed=freed,
+    )
+
+
+def _ranked(options: list[_Option], reasons: dict[str, str]) -> list[str]:
+    """Why each node failed, the nodes tried first (in the order tried), then the others; the first few only."""
+    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
+    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
+    return ranked[:_REASONS_SHOWN]
+
+
+def _no_plan(state: State, goal: Goal, reasons: tuple[str, ...]) -> Plan:
     """An empty plan that says why."""
     summary = state.summary(state.cards)
     return Plan(

@@ -353,6 +353,11 @@ class State:
             share = self._shares[key] = pod_share(card, pod.gpu_requests, pod.init_containers)
         return share
 
+    def node_bound(self, node: str) -> int:
+        """Moves off `node` this plan may make: the per-node bound, lowered by moves made earlier in its window."""
+        bound = self.limits.max_moves_per_node
+        return min(bound, self.limits.node_moves_left.get(node, bound))
+
     def may_move(self, key: str) -> str | None:
         """Why this pod cannot be moved now (never, budget spent, a bound reached), or None."""
         entry = self.pods[key]
@@ -363,10 +368,10 @@ class State:
                 return f"is protected by PodDisruptionBudget {budget}, which allows no more disruptions"
         if len(self.moves) >= self.limits.max_moves:
             return f"would exceed the plan's {self.limits.max_moves} move(s)"
-        limits = self.limits
-        node_bound = min(limits.max_moves_per_node, limits.node_moves_left.get(entry.node, limits.max_moves_per_node))
+        node_bound = self.node_bound(entry.node)
         if self.per_node.get(entry.node, 0) >= node_bound:
             return f"would exceed {node_bound} moves off node {entry.node}"
+        limits = self.limits
         namespace = entry.pod.namespace
         bounds = [
             bound

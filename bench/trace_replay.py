@@ -1713,15 +1713,7 @@ def more_runs(report: dict[str, Any]) -> list[str]:
                 f"{pct(final['unplaced_cpu_memory'])} / {pct(final['unplaced_fragmented'])} | "
                 f"{final['evictions_per_placed']:.3f} | "
             )
-            if not c:
-                lines.append(row + "- | - | - | - | - |")
-                continue
-            v = verdicts[r["label"]]
-            lines.append(
-                row
-                + _runs(c)
-                + f" | <= {pct(v['best_alone_unplaced'] / 4)}: **{verdict(v['unplaced_ok'] and v['evictions_ok'])}** |"
-            )
+            lines.append(row + _controller_cells(c, verdicts.get(r["label"])))
     for name, results in report["timeline"].items():
         verdicts = {v["label"]: v for v in timeline_targets(results)}
         lines += [
@@ -1782,7 +1774,7 @@ def larger_budgets(reports: Sequence[dict[str, Any]]) -> list[str]:
         "| planner runs | rescued | over budget / no plan | plan median / p95 / max | target |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    shown: set[tuple[str, str]] = set()
+    shown: set[tuple[int, str, str]] = set()
     for report in reports:
         policy = report["controller_policy"]
         budget = f"{policy['moves_per_run']} / {policy['moves_per_node']} / {policy['max_moves_per_plan']}"
@@ -1802,15 +1794,16 @@ def larger_budgets(reports: Sequence[dict[str, Any]]) -> list[str]:
                     f"{per_step if c else '-'} | "
                     f"{pct(final['unplaced'])} | {final['evictions_per_placed']:.3f} | "
                 )
-                if not c:
-                    lines.append(row + "- | - | - | - | - |")
-                    continue
-                v = verdicts[r["label"]]
-                lines.append(
-                    row + _runs(c) + f" | <= {pct(v['best_alone_unplaced'] / 4)}: "
-                    f"**{verdict(v['unplaced_ok'] and v['evictions_ok'])}** |"
-                )
+                lines.append(row + _controller_cells(c, verdicts.get(r["label"])))
     return [*lines, ""]
+
+
+def _controller_cells(controller: dict[str, Any] | None, target: dict[str, Any] | None) -> str:
+    """A replay's controller columns and its target's verdict, or dashes for HAMi alone."""
+    if not controller or target is None:
+        return "- | - | - | - | - |"
+    met = verdict(target["unplaced_ok"] and target["evictions_ok"])
+    return _runs(controller) + f" | <= {pct(target['best_alone_unplaced'] / 4)}: **{met}** |"
 
 
 def _runs(c: dict[str, Any]) -> str:

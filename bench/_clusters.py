@@ -3,6 +3,7 @@ or two cards), and a sandbox filled by bench/generate.py with the webhook settle
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -10,6 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
@@ -97,6 +100,18 @@ def cluster(seed: int, nodes: int, cards: int, pods: int, *, slots: int = 10, mu
 
 
 # A filled sandbox and its webhook -------------------------------------------------------------------------------
+
+
+def create_review(pod: dict[str, Any]) -> bytes:
+    """The admission.k8s.io/v1 AdmissionReview the API server sends for creating `pod`, a fresh request UID each."""
+    request = {
+        "uid": str(uuid4()),
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE",
+        "namespace": pod["metadata"]["namespace"],
+        "object": pod,
+    }
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
 
 
 def cpu_seconds(pid: int) -> float:

@@ -12,7 +12,6 @@ the commit before the label and on the one after to compare.
 from __future__ import annotations
 
 import argparse
-import json
 import ssl
 import statistics
 import sys
@@ -29,6 +28,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._clusters import create_review
 from sandbox import prepare
 from sandbox.cluster import running, stop_on_signals
 from sandbox.webhook import Webhook, start
@@ -66,14 +66,7 @@ def forged_review() -> bytes:
             "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
         },
     }
-    request = {
-        "uid": str(uuid.uuid4()),
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE",
-        "namespace": NAMESPACE,
-        "object": pod,
-    }
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+    return create_review(pod)
 
 
 def hammer(webhook: Webhook, clients: int, duration: float) -> list[float]:

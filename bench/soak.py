@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import ssl
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._clusters import rss_mib, serve_filled
+from bench._clusters import create_review, rss_mib, serve_filled
 from sandbox.cluster import running, stop_on_signals
 from sandbox.webhook import Webhook
 
@@ -47,14 +45,7 @@ def review() -> bytes:
             "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
         },
     }
-    request = {
-        "uid": str(uuid.uuid4()),
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE",
-        "namespace": NAMESPACE,
-        "object": pod,
-    }
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+    return create_review(pod)
 
 
 class Churn:

@@ -136,7 +136,7 @@ def fit(
         return fail(FitReason.CardUuidMismatch, f"{label} is excluded by the pod's {USE_UUID}/{NOUSE_UUID} annotations")
     if card.count <= used_slots:
         return fail(FitReason.CardTimeSlicingExhausted, f"{label} has all {card.count} slots in use")
-    if "mutex" in _split(annotations.get(GPU_SCHEDULER_POLICY, default_policy)) and used_slots > 0:
+    if "mutex" in gpu_policies(annotations, default_policy) and used_slots > 0:
         return fail(
             FitReason.ExclusiveDeviceAllocateConflict,
             f"{label} is in use by {used_slots} container(s) and the pod's mutex policy wants an unused card",
@@ -214,10 +214,15 @@ def numa_bind(annotations: Mapping[str, str] | None) -> bool:
     return (annotations or {}).get(NUMA_BIND) in _GO_TRUE
 
 
+def gpu_policies(annotations: Mapping[str, str] | None, default_policy: str = "") -> list[str]:
+    """HAMi's GPU policies for the pod (its annotation, else `default_policy`), as `GetGPUSchedulerPolicyByPod` and
+    `PolicyContains` (`pkg/util/util.go`) read them."""
+    return _split((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
+
+
 def topology_aware(annotations: Mapping[str, str] | None, default_policy: str = "") -> bool:
-    """True when HAMi's GPU policy for the pod (its annotation, else `default_policy`) names `topology-aware`, as
-    `GetGPUSchedulerPolicyByPod` and `PolicyContains` (`pkg/util/util.go`) read it."""
-    return TOPOLOGY_AWARE in _split((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
+    """True when HAMi's GPU policy for the pod names `topology-aware`."""
+    return TOPOLOGY_AWARE in gpu_policies(annotations, default_policy)
 
 
 def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:

@@ -21,12 +21,13 @@ from kubectl_hami_place.core.fit import (
     USE_UUID,
     FitReason,
     FitResult,
+    PodFit,
     fit,
     fit_pod,
     numa_bind,
     topology_aware,
 )
-from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.planner.model import (
     DO_NOT_MOVE,
     NOT_RECREATING,
@@ -324,26 +325,39 @@ class State:
         for any other pod, or when HAMi's pick does not fit every container (a pin then names the planner's own)."""
         if len(cards) < 2 or not topology_aware(pod.fit_annotations, pod.default_policy):
             return cards
-        slots = self.by_node[node]
         barred = set(exclude)
-        verdict = fit_pod(
-            [slot.card for slot in slots],
-            {slot.card.uuid: slot.usage() for slot in slots},
-            pod.requests,
-            pod.init_containers,
+        verdict = self.hami_fit(
+            pod,
+            node,
             pod.fit_annotations,
-            cordoned=frozenset(
+            frozenset(
                 slot.card.uuid
-                for slot in slots
+                for slot in self.by_node[node]
                 if not slot.open or slot.card.uuid in barred or (avoid_empty and not slot.used)
             ),
-            config=HAMI_DEFAULTS.with_policy(pod.default_policy or HAMI_DEFAULTS.gpu_scheduler_policy),
-            pair_scores=self.pair_scores.get(node),
+            HAMI_DEFAULTS.with_policy(pod.default_policy or HAMI_DEFAULTS.gpu_scheduler_policy),
         )
         picked = [self.by_uuid[uuid] for uuid in verdict.devices[0]] if verdict.ok else []
         if len(picked) != len(cards) or not all(self.fits(pod, slot) for slot in picked):
             return cards
         return sorted(picked, key=lambda slot: slot.ordinal)
+
+    def hami_fit(
+        self, pod: PlanPod, node: str, annotations: Mapping[str, str], cordoned: frozenset[str], config: HamiConfig
+    ) -> PodFit:
+        """HAMi's fit of the whole pod on the node's cards as this state has them (`fit.fit_pod`, the node's pair
+        scores included), with `cordoned` cards left out."""
+        slots = self.by_node[node]
+        return fit_pod(
+            [slot.card for slot in slots],
+            {slot.card.uuid: slot.usage() for slot in slots},
+            pod.requests,
+            pod.init_containers,
+            annotations,
+            cordoned=cordoned,
+            config=config,
+            pair_scores=self.pair_scores.get(node),
+        )
 
     def share(self, pod: PlanPod, card: Card) -> Share:
         """`pod_share`, cached per pod and card memory."""

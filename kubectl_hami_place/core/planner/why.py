@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubectl_hami_place.core.fit import FitReason, fit_pod
+from kubectl_hami_place.core.fit import FitReason
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.planner.model import Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
@@ -67,7 +67,6 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
     A usable, selected node's verdict is HAMi's own (`fit.fit_pod`), with its `FailedNodes` text as the message.
     """
     state = State(snapshot, Limits())
-    scores = {node.name: node.pair_scores for node in snapshot.nodes}
     result = []
     for node, slots in state.by_node.items():
         cards = tuple(
@@ -80,16 +79,8 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
         elif pod.nodes is not None and node not in pod.nodes:
             verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         else:
-            hami = fit_pod(
-                [slot.card for slot in slots],
-                {slot.card.uuid: slot.usage() for slot in slots},
-                pod.requests,
-                pod.init_containers,
-                pod.annotations,
-                cordoned=frozenset(slot.card.uuid for slot in slots if slot.cordoned),
-                config=config,
-                pair_scores=scores.get(node),
-            )
+            cordoned = frozenset(slot.card.uuid for slot in slots if slot.cordoned)
+            hami = state.hami_fit(pod, node, pod.annotations, cordoned, config)
             if hami.ok:
                 chosen = [state.by_uuid[uuid].card for uuid in dict.fromkeys(_flat(hami.devices))]
                 placed = ", ".join(card.name for card in chosen)

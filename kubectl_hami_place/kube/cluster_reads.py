@@ -116,19 +116,18 @@ def pods_labelled_with_claim(kube: Kube, namespace: str, token: str) -> list[dic
 
 def node_exists(kube: Kube, name: str) -> bool:
     """False only when the API server says there is no such node (forbidden to look: assumed to exist)."""
-    try:
-        request(kube, _get(kube, f"/api/v1/nodes/{path_segment(name)}"), what="get nodes")
-    except KubeNotFound:
-        return False
-    except KubeForbidden:
-        return True
-    return True
+    return _exists(kube, f"/api/v1/nodes/{path_segment(name)}", "get nodes")
 
 
 def namespace_exists(kube: Kube, name: str) -> bool:
     """False only when the API server says the namespace does not exist (forbidden to look: assumed to exist)."""
+    return _exists(kube, f"/api/v1/namespaces/{path_segment(name)}", "get namespaces")
+
+
+def _exists(kube: Kube, path: str, what: str) -> bool:
+    """False only on the API server's 404 for the object at `path`; a 403 counts as existing (we may not look)."""
     try:
-        request(kube, _get(kube, f"/api/v1/namespaces/{path_segment(name)}"), what="get namespaces")
+        request(kube, _get(kube, path), what=what)
     except KubeNotFound:
         return False
     except KubeForbidden:

@@ -32,8 +32,9 @@ from kubectl_hami_place.core.planner.model import (
 from kubectl_hami_place.core.planner.state import CardSlot, SearchSpent, State
 
 _REASONS_SHOWN = 5
-_Option = tuple[int, int, str, list[CardSlot], list[str]]
-"""A node to try: how many pods must move, the MiB they hold, the node, its chosen cards, those pods."""
+_Option = tuple[int, int, str, list[CardSlot], list[str], frozenset[str]]
+"""A node to try: how many pods must move, the MiB they hold, the node, its chosen cards, those pods, and those of
+them that must leave the node (for its CPU, memory or pod count) rather than move to another of its cards."""
 
 
 def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
@@ -149,10 +150,10 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
         if over:
             reasons[node] = over
             continue
-        options.append((len(pods), sum(slot.mem for slot in chosen), node, chosen, pods))
+        options.append((len(pods), sum(slot.mem for slot in chosen), node, chosen, pods, frozenset()))
     options.sort(key=lambda option: option[:3])
     spent = ""
-    for _, _, node, chosen, pods in options:
+    for _, _, node, chosen, pods, _ in options:
         point = state.checkpoint()
         try:
             failure = _vacate(state, node, chosen, pods)
@@ -170,19 +171,26 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
 
 
 def _vacate(
-    state: State, node: str, chosen: list[CardSlot], pods: list[str], words: tuple[str, str] = ("frees", "free")
+    state: State,
+    node: str,
+    chosen: list[CardSlot],
+    pods: list[str],
+    *,
+    words: tuple[str, str] = ("frees", "free"),
+    leave: frozenset[str] = frozenset(),
 ) -> str | None:
-    """Move the pods off the chosen cards, best fit (cards in use first); roll back and say why not. A whole-card
-    pod may take a free card elsewhere: a free card on another node is of no use to a task of several whole cards.
-    `words` say what the moves do, in a move's reason and in the failure."""
+    """Move the pods off the chosen cards, best fit (cards in use first), those in `leave` off the node; roll back
+    and say why not. A whole-card pod may take a free card elsewhere: a free card on another node is of no use to a
+    task of several whole cards. `words` say what the moves do, in a move's reason and in the failure."""
     point = state.checkpoint()
     exclude = {slot.card.uuid for slot in chosen}
+    away = exclude | {slot.card.uuid for slot in state.by_node[node]}
     shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
     names = ", ".join(slot.card.name for slot in chosen)
     does, would = words
     for key in sorted(pods, key=lambda k: (-shares[k], k)):
         why = state.may_move(key)
-        if why is None and state.relocate(key, f"{does} {node} {names}", exclude):
+        if why is None and state.relocate(key, f"{does} {node} {names}", away if key in leave else exclude):
             continue
         state.rollback(point)
         return f"moving {', '.join(pods)} would {would} {names}, but {key} {why or 'fits no other card'}"
@@ -252,23 +260,28 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
             continue
         evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
+        leave, short = _leaving(state, pod, node, evicted)
+        if short:
+            reasons[node] = short
+            continue
+        evicted += sorted(leave - set(evicted))
         over = _over_bound(state, node, len(evicted))
         if over:
             reasons[node] = over
             continue
         moved = sum(item[1] for item in chosen)
-        options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted))
+        options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted, leave))
         if not evicted:
             break
     options.sort(key=lambda option: option[:3])
     best: tuple[tuple[Move, ...], int] | None = None
     spent = ""
-    for position, (least, _, node, cards, evicted) in enumerate(options):
+    for position, (least, _, node, cards, evicted, leave) in enumerate(options):
         if best is not None and least >= len(best[0]):
             break
         point = state.checkpoint()
         try:
-            failure = _make_room(state, pod, node, cards, evicted)
+            failure = _make_room(state, pod, node, cards, evicted, leave=leave)
         except SearchSpent as error:
             state.rollback(point)
             spent = str(error)
@@ -281,7 +294,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         state.rollback(point)
     if best is not None:
         moves, position = best
-        _, _, node, cards, _ = options[position]
+        _, _, node, cards, _, _ = options[position]
         for move in moves:
             state.carry_out(move)
         cards = state.hami_cards(pod, node, cards)
@@ -330,12 +343,43 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
     return None, f"{verdict.reason}, and " + ("; ".join(stuck) or "moving its pods is not enough")
 
 
-def _make_room(state: State, pod: PlanPod, node: str, chosen: list[CardSlot], evicted: list[str]) -> str | None:
-    """Move the evicted pods off the chosen cards and check the pod then fits them; roll back and say why not."""
+def _leaving(state: State, pod: PlanPod, node: str, evicted: list[str]) -> tuple[frozenset[str], str]:
+    """The pods that must leave the node for its CPU, memory and pod count to hold the pod (none when they hold it
+    now; else the evicted ones and, largest first, others that may move), or why no such set exists."""
+    room = state.room.get(node)
+    own = state.node_of(pod)
+    if room is None or node == own or room.holds(pod.needs):
+        return frozenset(), ""
+    leaving = list(evicted)
+    freed = room
+    for key in evicted:
+        freed += state.pods[key].pod.needs
+    on_node = dict.fromkeys(key for slot in state.by_node[node] for key in slot.pods if key in state.pods)
+    others = [key for key in on_node if key not in evicted and state.may_move(key) is None]
+    others.sort(key=lambda key: (-state.pods[key].pod.needs.cpu, -state.pods[key].pod.needs.memory, key))
+    for key in others:
+        if freed.holds(pod.needs):
+            break
+        leaving.append(key)
+        freed += state.pods[key].pod.needs
+    if not freed.holds(pod.needs):
+        counts = " and ".join(freed.short(pod.needs))
+        return frozenset(), f"the node's {counts} would not hold the pod even with every pod that may move moved off"
+    return frozenset(leaving), ""
+
+
+def _make_room(
+    state: State, pod: PlanPod, node: str, chosen: list[CardSlot], evicted: list[str], *, leave: frozenset[str]
+) -> str | None:
+    """Move the evicted pods off the chosen cards (those in `leave` off the node) and check the pod then fits them
+    and the node's CPU, memory and pod count hold it; roll back and say why not."""
     point = state.checkpoint()
-    failure = _vacate(state, node, chosen, evicted, ("makes room on", "make room on"))
+    failure = _vacate(state, node, chosen, evicted, words=("makes room on", "make room on"), leave=leave)
     if failure is not None:
         return failure
+    if not state.holds(node, pod, state.node_of(pod)):
+        state.rollback(point)
+        return "the node's CPU, memory or pod count would not hold the pod after the moves"
     for slot in chosen:
         verdict = state.verdict(pod, slot)
         if not verdict.ok:

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.node_resources import NOTHING, Resources
 from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -27,14 +28,16 @@ replay's slowest search that found a plan took 62,000 steps, one that found none
 
 @dataclass(frozen=True)
 class PlanNode:
-    """A GPU node: its cards, whether new pods may land on it, its device-cordoned card UUIDs, and its cards' pair
-    scores (`hami.io/node-nvidia-score`, by card UUID; None without them), which HAMi's topology-aware policy reads."""
+    """A GPU node: its cards, whether new pods may land on it, its device-cordoned card UUIDs, its cards' pair
+    scores (`hami.io/node-nvidia-score`, by card UUID; None without them), which HAMi's topology-aware policy reads,
+    and the CPU, memory and pods it has left for kube-scheduler (`node_resources`; None: not counted)."""
 
     name: str
     cards: tuple[Card, ...]
     schedulable: bool = True
     cordoned: frozenset[str] = frozenset()
     pair_scores: Mapping[str, Mapping[str, int]] | None = field(default=None, hash=False)
+    room: Resources | None = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ class PlanPod:
     `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
     PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `held` why a
     caller keeps it where it is in this plan ("" when it may move; the defragmentation controller's policy),
-    `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when the pod names no policy.
+    `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs`
+    the CPU, memory and pod count it asks of a node (`node_resources.pod_resources`).
     """
 
     namespace: str
@@ -61,6 +65,7 @@ class PlanPod:
     uid: str = ""
     held: str = ""
     default_policy: str = ""
+    needs: Resources = NOTHING
 
     @property
     def key(self) -> str:

@@ -15,9 +15,10 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster_info import build_cluster_info
-from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
+from kubectl_hami_place.core.node_resources import NOTHING, node_remainders, pod_resources
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import OPERATORS, Requirement, matches, selector_from_dict
@@ -36,6 +37,7 @@ def snapshot_from_objects(
     info = build_cluster_info(nodes, pods, now)
     labels = node_labels(nodes)
     scores = _pair_scores(nodes)
+    rooms, room_warnings = node_remainders(nodes, pods)
     plan_nodes = tuple(
         PlanNode(
             name=node.name,
@@ -43,13 +45,14 @@ def snapshot_from_objects(
             schedulable=node.usable,
             cordoned=frozenset(card.uuid for card in node.cards if card.cordoned),
             pair_scores=scores.get(node.name),
+            room=rooms.get(node.name),
         )
         for node in info.nodes
     )
     selectors = []
     memo: dict[str, frozenset[str] | None] = {}
     allowed: dict[str, int] = {}
-    warnings = list(info.warnings)
+    warnings = [*info.warnings, *room_warnings]
     for budget in budgets:
         metadata = _mapping(budget.get("metadata"))
         key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
@@ -128,6 +131,10 @@ def pod_for_plan(
     init = spec.get("initContainers")
     annotations = _mapping(metadata.get("annotations"))
     placed_on = str(spec.get("nodeName") or "") if PLACED_BY in annotations else ""
+    try:
+        needs, unread = pod_resources(spec), ""
+    except RequestError as err:
+        needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({err})"
     return PlanPod(
         namespace=namespace,
         name=name,
@@ -141,6 +148,8 @@ def pod_for_plan(
         priority=_int(spec.get("priority")),
         nodes=_selected(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
         default_policy=config.gpu_scheduler_policy,
+        needs=needs,
+        held=unread,
     )
 
 

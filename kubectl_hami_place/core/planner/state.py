@@ -28,6 +28,7 @@ from kubectl_hami_place.core.fit import (
     topology_aware,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner.model import (
     DO_NOT_MOVE,
     NOT_RECREATING,
@@ -220,6 +221,7 @@ class State:
         self.by_node: dict[str, list[CardSlot]] = {}
         self.node_open: dict[str, bool] = {}
         self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
+        self.room: dict[str, Resources] = {node.name: node.room for node in snapshot.nodes if node.room is not None}
         placed: dict[str, list[PodAllocation]] = {}
         counted = sorted(
             ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
@@ -367,6 +369,17 @@ class State:
             share = self._shares[key] = pod_share(card, pod.gpu_requests, pod.init_containers)
         return share
 
+    def holds(self, node: str, pod: PlanPod, own: str = "") -> bool:
+        """Whether kube-scheduler would let the pod onto the node for its CPU, memory and pod count: a node not
+        counted, or `own` (the node the pod is on, whose count holds it already), always does."""
+        room = self.room.get(node)
+        return room is None or node == own or room.holds(pod.needs)
+
+    def node_of(self, pod: PlanPod) -> str:
+        """The node the pod is on in this state ("" for a pod not placed)."""
+        entry = self.pods.get(pod.key)
+        return entry.node if entry is not None and entry.pod is pod else ""
+
     def node_bound(self, node: str) -> int:
         """Moves off `node` this plan may make: the per-node bound, lowered by moves made earlier in its window."""
         bound = self.limits.max_moves_per_node
@@ -419,6 +432,7 @@ class State:
                 self._take(self.by_uuid[uuid], step.key)
             for uuid, share in step.shares:
                 self._give(self.by_uuid[uuid], step.key, share)
+            self._transfer(entry.pod, entry.node, step.node)
             entry.node, entry.cards, entry.moved = step.node, step.cards, step.moved
             move = self.moves.pop()
             self.per_node[move.from_node] -= 1
@@ -477,7 +491,8 @@ class State:
                     other, reason, exclude | {slot.card.uuid}, scope=scope, avoid_empty=avoid_empty, chain=False
                 ):
                     old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
-                    if self.fits(entry.pod, slot) and self.may_move(key) is None:
+                    holds = self.holds(slot.node, entry.pod, entry.node)
+                    if holds and self.fits(entry.pod, slot) and self.may_move(key) is None:
                         return self._record(key, reason, old, slot.node, [slot])
                     for uuid, share in old:
                         self._give(self.by_uuid[uuid], key, share)
@@ -551,7 +566,7 @@ class State:
         entry = self.pods[move.pod]
         old = tuple((uuid, self._take(self.by_uuid[uuid], move.pod)) for uuid in entry.cards)
         slots = [self.by_uuid[uuid] for uuid in move.to_cards]
-        if all(self.fits(entry.pod, slot) for slot in slots):
+        if self.holds(move.to_node, entry.pod, entry.node) and all(self.fits(entry.pod, slot) for slot in slots):
             self._record(move.pod, move.reason, old, move.to_node, slots)
             return True
         for uuid, share in old:
@@ -581,8 +596,18 @@ class State:
         self.per_namespace[entry.pod.namespace] = self.per_namespace.get(entry.pod.namespace, 0) + 1
         for budget in entry.pod.budgets:
             self.budgets[budget] = self.budgets.get(budget, 0) - 1
+        self._transfer(entry.pod, entry.node, node)
         entry.node, entry.cards, entry.moved = node, move.to_cards, True
         return move
+
+    def _transfer(self, pod: PlanPod, source: str, target: str) -> None:
+        """Count the pod's CPU, memory and pod off its source node and onto its target (nodes counted only)."""
+        if source == target:
+            return
+        if source in self.room:
+            self.room[source] += pod.needs
+        if target in self.room:
+            self.room[target] -= pod.needs
 
     def _target(
         self, pod: PlanPod, exclude: set[str], scope: frozenset[str] | None, avoid_empty: bool
@@ -616,23 +641,26 @@ class State:
         """
         allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
         floor = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+        own = self.node_of(pod) if self.room else ""
 
         def walk() -> Iterator[CardSlot]:
             """The walk itself: cheap filters before HAMi's fit."""
             for slot in self._by_free(allowed, floor, avoid_empty):
                 if (avoid_empty and not slot.used) or (allowed is not None and slot.node not in allowed):
                     continue
-                if self.fits(pod, slot):
+                if self.holds(slot.node, pod, own) and self.fits(pod, slot):
                     yield slot
 
-        return self._remembered(("fitting", self.shape(pod), allowed, avoid_empty), walk)
+        return self._remembered(("fitting", self.shape(pod), own, allowed, avoid_empty), walk)
 
     def shape(self, pod: PlanPod) -> tuple[object, ...]:
-        """What HAMi's fit reads of the pod: its GPU requests, init containers, fit annotations and default policy."""
+        """What a target search reads of the pod: its GPU requests, init containers, fit annotations and default policy
+        (HAMi's fit), and what it asks of a node (kube-scheduler's)."""
         shape = self._shapes.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))
-            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy)
+            shape = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
+            self._shapes[id(pod)] = shape
         return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:

@@ -1,0 +1,154 @@
+"""A node's CPU, memory and pod count as kube-scheduler's NodeResourcesFit counts them, so that a planned move never
+lands a pod on a node whose cards hold it but whose CPU or memory kube-scheduler would refuse.
+
+A pod asks what `computePodResourceRequest` (pkg/scheduler/framework/plugins/noderesources) says: its app and
+restartable (sidecar) init containers' requests summed, at least each other init container's with the sidecars
+started before it; pod-level `spec.resources.requests` replace the containers' where set; then the pod's overhead.
+A node holds its allocatable less what every pod bound to it and not yet finished asks. Extended resources and
+ephemeral storage are not counted (HAMi's cards are the planner's own count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.requests import parse_quantity
+
+FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class Resources:
+    """CPU in millicores, memory in bytes and pods: what a pod asks of a node, or what a node has left."""
+
+    cpu: int = 0
+    memory: int = 0
+    pods: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.cpu + other.cpu, self.memory + other.memory, self.pods + other.pods)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.cpu - other.cpu, self.memory - other.memory, self.pods - other.pods)
+
+    def holds(self, asked: Resources) -> bool:
+        """Whether this remainder holds what is asked, on every count."""
+        return self.cpu >= asked.cpu and self.memory >= asked.memory and self.pods >= asked.pods
+
+    def short(self, asked: Resources) -> tuple[str, ...]:
+        """The counts this remainder falls short on (`cpu`, `memory`, `pods`), for a reason in words."""
+        return tuple(
+            name
+            for name, have, want in (
+                ("cpu", self.cpu, asked.cpu),
+                ("memory", self.memory, asked.memory),
+                ("pods", self.pods, asked.pods),
+            )
+            if have < want
+        )
+
+
+NOTHING = Resources()
+"""What a pod not counted asks (a planner pod built without its spec)."""
+
+
+def pod_resources(spec: Mapping[str, Any]) -> Resources:
+    """What the pod asks of its node (one pod, its CPU and memory requests); RequestError when a quantity is
+    malformed (the API server validates them, so only a hand-made object has one)."""
+    pod_level = _requests(spec.get("resources"))
+    app = Resources()
+    for container in _list(spec.get("containers")):
+        app += _requests(_map(container).get("resources"))
+    sidecars = Resources()
+    peak = Resources()
+    for container in _list(spec.get("initContainers")):
+        asked = _requests(_map(container).get("resources"))
+        if _map(container).get("restartPolicy") == "Always":
+            sidecars += asked
+            app += asked
+            continue
+        peak = _most(peak, asked + sidecars)
+    total = _most(app, peak)
+    cpu = pod_level.cpu if _has(spec.get("resources"), "cpu") else total.cpu
+    memory = pod_level.memory if _has(spec.get("resources"), "memory") else total.memory
+    return Resources(cpu, memory, 1) + _requests({"requests": spec.get("overhead")})
+
+
+def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
+    """The node's allocatable CPU, memory and pods; None when it states no CPU or memory (not modelled then)."""
+    allocatable = _map(_map(node.get("status")).get("allocatable"))
+    if "cpu" not in allocatable or "memory" not in allocatable:
+        return None
+    try:
+        pods = int(parse_quantity(allocatable.get("pods", 110), "allocatable pods"))
+        return Resources(_milli(allocatable["cpu"], "allocatable cpu"), _bytes(allocatable["memory"]), pods)
+    except RequestError:
+        return None
+
+
+def node_remainders(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+) -> tuple[dict[str, Resources], tuple[str, ...]]:
+    """Each node's allocatable less what its bound, unfinished pods ask, by node name (nodes stating no CPU or
+    memory left out), and a warning per pod whose requests cannot be read (its node is then counted as full)."""
+    remainders: dict[str, Resources] = {}
+    for node in nodes:
+        allocatable = node_allocatable(node)
+        if allocatable is not None:
+            remainders[str(_map(node.get("metadata")).get("name", ""))] = allocatable
+    warnings = []
+    for pod in pods:
+        spec = _map(pod.get("spec"))
+        node_name = spec.get("nodeName")
+        if node_name not in remainders or _map(pod.get("status")).get("phase") in FINISHED:
+            continue
+        try:
+            remainders[node_name] -= pod_resources(spec)
+        except RequestError as err:
+            metadata = _map(pod.get("metadata"))
+            warnings.append(
+                f"pod {metadata.get('namespace', '')}/{metadata.get('name', '')}: {err}; "
+                f"node {node_name} is counted as having no CPU or memory left"
+            )
+            remainders[node_name] = Resources()
+    return remainders, tuple(warnings)
+
+
+def _requests(resources: object) -> Resources:
+    """The CPU and memory of a `resources` block's requests (0 where absent)."""
+    requests = _map(_map(resources).get("requests"))
+    cpu = _milli(requests["cpu"], "cpu request") if "cpu" in requests else 0
+    memory = _bytes(requests["memory"]) if "memory" in requests else 0
+    return Resources(cpu, memory, 0)
+
+
+def _has(resources: object, name: str) -> bool:
+    """Whether a pod-level `resources` block requests this resource."""
+    return name in _map(_map(resources).get("requests"))
+
+
+def _most(one: Resources, other: Resources) -> Resources:
+    """The larger of each count."""
+    return Resources(max(one.cpu, other.cpu), max(one.memory, other.memory), max(one.pods, other.pods))
+
+
+def _milli(value: object, key: str) -> int:
+    """A CPU quantity in millicores, rounded up as Kubernetes' MilliValue does."""
+    return math.ceil(parse_quantity(value, key) * 1000)
+
+
+def _bytes(value: object) -> int:
+    """A memory quantity in bytes, rounded up as Kubernetes' Value does."""
+    return math.ceil(parse_quantity(value, "memory"))
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,100 @@
+"""kube-scheduler's count of a node's CPU, memory and pods (`node_resources`) on plain objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.node_resources import Resources, node_allocatable, node_remainders, pod_resources
+
+GI = 2**30
+
+
+def container(cpu: str | None = None, memory: str | None = None, **extra: object) -> dict:
+    """A container requesting `cpu` and `memory` (absent when None)."""
+    requests = {key: value for key, value in (("cpu", cpu), ("memory", memory)) if value is not None}
+    return {"name": "c", "resources": {"requests": requests}, **extra}
+
+
+def test_app_containers_are_summed_and_each_pod_counts_one() -> None:
+    spec = {"containers": [container("500m", "1Gi"), container("1", "512Mi"), container()]}
+    assert pod_resources(spec) == Resources(1500, GI + GI // 2, 1)
+
+
+def test_an_init_container_larger_than_the_app_sets_the_request() -> None:
+    spec = {"containers": [container("500m", "1Gi")], "initContainers": [container("2", "256Mi")]}
+    assert pod_resources(spec) == Resources(2000, GI, 1)
+
+
+def test_sidecars_add_to_the_app_and_to_the_init_containers_after_them() -> None:
+    sidecar = container("1", "1Gi", restartPolicy="Always")
+    spec = {
+        "containers": [container("1", "1Gi")],
+        "initContainers": [sidecar, container("2500m", "1Gi")],
+    }
+    # app 1 + sidecar 1 = 2 CPU; the init container runs beside the sidecar: 2.5 + 1 = 3.5 CPU, 2 GiB.
+    assert pod_resources(spec) == Resources(3500, 2 * GI, 1)
+
+
+def test_overhead_is_added_after_pod_level_requests_replace_the_containers() -> None:
+    spec = {
+        "containers": [container("4", "8Gi")],
+        "resources": {"requests": {"cpu": "2"}},
+        "overhead": {"cpu": "250m", "memory": "128Mi"},
+    }
+    assert pod_resources(spec) == Resources(2250, 8 * GI + 128 * 2**20, 1)
+
+
+def test_cpu_rounds_up_to_a_millicore() -> None:
+    assert pod_resources({"containers": [container("0.0001")]}).cpu == 1
+
+
+def test_a_malformed_quantity_is_refused() -> None:
+    with pytest.raises(RequestError):
+        pod_resources({"containers": [container("lots")]})
+
+
+def test_allocatable_without_cpu_or_memory_is_not_counted() -> None:
+    assert node_allocatable({"status": {"allocatable": {"cpu": "8"}}}) is None
+    assert node_allocatable({"status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "20"}}}) == Resources(
+        8000, 32 * GI, 20
+    )
+
+
+def node(name: str, cpu: str = "8", memory: str = "32Gi") -> dict:
+    return {"metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
+
+
+def pod(node_name: str | None, cpu: str, phase: str = "Running", name: str = "p") -> dict:
+    spec: dict = {"containers": [container(cpu, "1Gi")]}
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    return {"metadata": {"namespace": "ns", "name": name}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_a_node_keeps_its_allocatable_less_its_bound_unfinished_pods() -> None:
+    pods = [
+        pod("n1", "3"),
+        pod("n1", "1", phase="Pending"),
+        pod("n1", "2", phase="Succeeded"),
+        pod("n1", "2", phase="Failed"),
+        pod(None, "4"),
+        pod("n2", "1"),
+        pod("gone", "1"),
+    ]
+    remainders, warnings = node_remainders([node("n1"), node("n2"), {"metadata": {"name": "bare"}}], pods)
+    assert remainders == {"n1": Resources(4000, 30 * GI, 108), "n2": Resources(7000, 31 * GI, 109)}
+    assert warnings == ()
+
+
+def test_a_pod_whose_request_cannot_be_read_leaves_its_node_full_and_says_so() -> None:
+    remainders, warnings = node_remainders([node("n1")], [pod("n1", "lots", name="odd")])
+    assert remainders["n1"] == Resources()
+    assert len(warnings) == 1
+    assert "ns/odd" in warnings[0]
+    assert "n1" in warnings[0]
+
+
+def test_short_names_what_a_remainder_lacks() -> None:
+    assert Resources(1000, GI, 1).short(Resources(2000, GI, 2)) == ("cpu", "pods")
+    assert Resources(1000, GI, 1).holds(Resources(1000, GI, 1))

@@ -46,8 +46,9 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import generate, plot
-from bench._clusters import cpu_seconds, rss_mib, serve_filled
+from bench._clusters import cpu_seconds, placement_events, rss_mib, serve_filled, settle
 from sandbox import binaries
+from sandbox import webhook as sandbox_webhook
 from sandbox.cluster import Sandbox, free_port
 
 EXCLUDED_NAMESPACE = "bench-excluded"
@@ -392,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         help="start the runs once the sandbox's processes use fewer cores than this over 30 s (default 0.6)",
     )
     parser.add_argument(
+        "--baseline-webhook",
+        default="",
+        help="the hami-place-webhook console script of another build (say a worktree's .venv/bin/hami-place-webhook "
+        "at the commit to compare with): started beside ours on the same filled sandbox, settled, and taking its "
+        "turns in every non-claiming run, its figures in a `baseline` column",
+    )
+    parser.add_argument(
         "--json", type=Path, default=plot.ADMISSION, help=f"figures for bench/plot.py ({plot.ADMISSION})"
     )
     args = parser.parse_args(argv)
@@ -406,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         sandbox = Sandbox.start(workdir / "sandbox")
         webhook = None
+        baseline: sandbox_webhook.Webhook | None = None
         floor: subprocess.Popen[bytes] | None = None
         try:
             sandbox.kubectl("create", "namespace", EXCLUDED_NAMESPACE)
@@ -417,6 +426,17 @@ def main(argv: list[str] | None = None) -> int:
             metrics_url = webhook.api + "/metrics"
             hami = next(p for p in sandbox.processes if p.name == generate.SCHEDULER)
             ca_ours = webhook.certs / "ca.crt"
+            if args.baseline_webhook:
+                baseline = sandbox_webhook.start(
+                    sandbox,
+                    workdir,
+                    "--exclude-namespace",
+                    EXCLUDED_NAMESPACE,
+                    timeout=900,
+                    command=args.baseline_webhook,
+                )
+                waited_baseline = settle(baseline.process.pid, lambda: placement_events(baseline))
+                print(f"  baseline webhook settled {waited_baseline:.0f}s after its start", flush=True)
             floor, floor_url = start_floor(webhook.certs)
             ca_hami = sandbox.workdir / "pki" / "ca.crt"
             hami_url = f"{sandbox.hami_url}/webhook{API_SERVER_QUERY}"
@@ -428,16 +448,30 @@ def main(argv: list[str] | None = None) -> int:
                 ours_pid: "hami-place",
                 floor.pid: "floor",
             }
+            if baseline is not None:
+                everyone[baseline.process.pid] = "baseline"
             waited, quiet = quiet_box(everyone, level=args.quiet_level)
             print(f"  the runs start {waited:.0f} s later, the sandbox at {quiet:.2f} cores", flush=True)
             for rate in rates:
                 for path in PATHS:
-                    ours, theirs, least = side_by_side(
-                        [
-                            Target(ours_pid, ours_url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
-                            Target(hami_pid, hami_url, ca_hami, review(path, "admission.k8s.io/v1beta1")),
-                            Target(floor.pid, floor_url, ca_ours, review(path)),
-                        ],
+                    targets = [
+                        Target(ours_pid, ours_url, ca_ours, review(path), lambda: stall_reading(metrics_url)),
+                        Target(hami_pid, hami_url, ca_hami, review(path, "admission.k8s.io/v1beta1")),
+                        Target(floor.pid, floor_url, ca_ours, review(path)),
+                    ]
+                    if baseline is not None:
+                        base_metrics = baseline.api + "/metrics"
+                        targets.append(
+                            Target(
+                                baseline.process.pid,
+                                f"{baseline.url}{API_SERVER_QUERY}",
+                                baseline.certs / "ca.crt",
+                                review(path),
+                                lambda url=base_metrics: stall_reading(url),  # type: ignore[misc]
+                            )
+                        )
+                    ours, theirs, least, *base = side_by_side(
+                        targets,
                         rate,
                         args.duration,
                         slices=args.slices,
@@ -446,8 +480,12 @@ def main(argv: list[str] | None = None) -> int:
                         background=list(everyone),
                     )
                     rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs, "floor": least})
+                    if base:
+                        rows[-1]["baseline"] = base[0]
                     print(_row(rows[-1]), flush=True)
                     print(f"{'':>20} ours: {stall_line(ours['stalls'])}", flush=True)
+                    if base:
+                        print(f"{'':>20} baseline: {_side(base[0])}; {stall_line(base[0]['stalls'])}", flush=True)
             status, answer = webhook.post_mutate(review("claim"))
             check = answer.get("response") or {}
             print(f"  one claim by hand: HTTP {status}, patch {'patchType' in check}, {check.get('warnings')}")
@@ -479,9 +517,13 @@ def main(argv: list[str] | None = None) -> int:
             writes = api_write_latency(sandbox)
             load = os.getloadavg()[1]
             rss = {"ours": rss_mib(webhook.process.pid), "hami": rss_mib(hami.popen.pid), "settled": settled_rss}
+            if baseline is not None:
+                rss["baseline"] = rss_mib(baseline.process.pid)
         finally:
             if webhook is not None:
                 webhook.stop()
+            if baseline is not None:
+                baseline.stop()
             if floor is not None:
                 floor.kill()
                 floor.wait()
@@ -496,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     print(_header())
     for row in rows:
         print(_row(row))
+        if "baseline" in row:
+            print(f"{'':>20} baseline: {_side(row['baseline'])}")
     print(_row(claim_row) + f"   ({claimed} placements claimed)")
     print(
         f"{'':>6} {'API write':<13} {writes['p50']:8.2f} {writes['p99']:8.2f} {writes['max']:8.2f} {0:6d}"
@@ -536,16 +580,18 @@ def _header() -> str:
     )
 
 
-def _row(row: dict[str, Any]) -> str:
-    def side(s: dict[str, Any]) -> str:
-        return f"{s['p50']:8.2f} {s['p99']:8.2f} {s['max']:8.2f} {s['errors']:6d} {s['cpu_ms']:7.3f}"
+def _side(s: dict[str, Any]) -> str:
+    """One server's p50, p99, max, errors and CPU ms a request."""
+    return f"{s['p50']:8.2f} {s['p99']:8.2f} {s['max']:8.2f} {s['errors']:6d} {s['cpu_ms']:7.3f}"
 
+
+def _row(row: dict[str, Any]) -> str:
     least = row.get("floor")
     floor = f"{least['p50']:8.2f} {least['p99']:8.2f}" if least else f"{'':>8} {'':>8}"
     ratio = row["ours"]["p99"] / row["hami"]["p99"] if row["hami"]["p99"] else float("inf")
     box = "/".join(f"{row[k]['box_cores']:.2f}" for k in ("ours", "hami") if "box_cores" in (row.get(k) or {}))
     return (
-        f"{row['rate']:>6} {row['path']:<13} {side(row['ours'])} | {side(row['hami'])} | {floor} | {ratio:8.2f}x"
+        f"{row['rate']:>6} {row['path']:<13} {_side(row['ours'])} | {_side(row['hami'])} | {floor} | {ratio:8.2f}x"
         f" | {box:>9}"
     )
 

@@ -98,17 +98,20 @@ def start(
     die_with_parent: bool = False,
     tls_secret: str = "",
     port: int | None = None,
+    command: str = "",
 ) -> Webhook:
     """Certificates from `hami-place-webhook certs`, then `serve` on free ports of `address` (loopback unless a
     Service must reach it, see `expose`), ready on return; as the sandbox's admin unless `kubeconfig` gives another
     identity; the HTTPS port is `port` when given. With `tls_secret` (NAMESPACE/NAME, give --webhook-configuration
-    in `extra`) it serves that Secret's certificate instead of files."""
+    in `extra`) it serves that Secret's certificate instead of files. `command` runs another build's console script
+    (a bench's baseline) instead of this one's."""
+    command = command or webhook_command()
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     if tls_secret:
         tls = ["--tls-secret", tls_secret]
     else:
         subprocess.run(
-            [webhook_command(), "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
+            [command, "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
             check=True,
             capture_output=True,
         )
@@ -118,7 +121,7 @@ def start(
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [
-                webhook_command(),
+                command,
                 "serve",
                 "--kubeconfig",
                 str(kubeconfig or sandbox.kubeconfig),

@@ -100,3 +100,14 @@ def test_the_snapshot_counts_every_pod_on_a_node_and_each_pod_asks_its_requests(
     rooms = {n.name: n.room for n in snapshot.nodes}
     assert rooms == {"a": Resources(4000, 12 * 2**30, 18), "b": None}
     assert [p.needs for p in snapshot.pods] == [Resources(3000, 4 * 2**30, 1)]
+
+
+def test_why_says_kube_scheduler_refuses_a_node_whose_cpu_is_taken() -> None:
+    from kubectl_hami_place.core.planner import why
+
+    nodes = (node("a", 1, Resources(1000, PLENTY.memory, 0)), node("b", 1))
+    verdicts = {v.node: v for v in why(Snapshot(nodes=nodes, pods=()), pending(GIB, needs=Resources(2000, GIB, 1)))}
+    assert not verdicts["a"].fits
+    assert verdicts["a"].reason == "NodeResourcesFit"
+    assert verdicts["a"].message.startswith("kube-scheduler: Insufficient cpu, Too many pods (the node has 1000m CPU")
+    assert verdicts["b"].fits

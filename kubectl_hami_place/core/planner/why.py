@@ -13,6 +13,8 @@ from kubectl_hami_place.core.planner.state import State
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NOT_SELECTED = "NodeNotSelected"
 NO_FIT = "NodeFitFailed"
+NO_RESOURCES = "NodeResourcesFit"
+KUBE_SCHEDULER_WORDS = {"cpu": "Insufficient cpu", "memory": "Insufficient memory", "pods": "Too many pods"}
 NODE_CLOSED = (
     "the node takes no new pods: not Ready, cordoned, its register unreadable, or no allocatable nvidia.com/gpu "
     "(HAMi's health check then drops and re-adds the node and the kubelet refuses GPU pods there)"
@@ -78,6 +80,14 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
             verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, NODE_CLOSED, cards)
         elif pod.nodes is not None and node not in pod.nodes:
             verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
+        elif not state.holds(node, pod, state.node_of(pod)):
+            room = state.room[node]
+            words = ", ".join(KUBE_SCHEDULER_WORDS[count] for count in room.short(pod.needs))
+            message = (
+                f"kube-scheduler: {words} (the node has {room.cpu}m CPU, {room.memory // 2**20} MiB memory and "
+                f"{room.pods} pod(s) left; the pod asks {pod.needs.cpu}m, {pod.needs.memory // 2**20} MiB)"
+            )
+            verdict = NodeWhy(node, False, NO_RESOURCES, message, cards)
         else:
             cordoned = frozenset(slot.card.uuid for slot in slots if slot.cordoned)
             hami = state.hami_fit(pod, node, pod.annotations, cordoned, config)

@@ -682,6 +682,7 @@ class ControllerStats:
     skipped_budget: int = 0
     skipped_plan_budget: int = 0
     room_lost: int = 0
+    room_lost_meanwhile: int = 0
     moves: int = 0
     plan_seconds: list[float] = field(default_factory=list)
     snapshot_seconds: list[float] = field(default_factory=list)
@@ -722,6 +723,7 @@ class Controller:
         self._failed: dict[tuple[Any, ...], int] = {}
         self._failed_at: dict[str, float] = {}
         self.version = 0
+        self.awaiting: dict[str, int] = {}
 
     def budget_left(self, now: float | None) -> int:
         """Moves left this run under the hourly budget (no hourly budget without a clock)."""
@@ -751,12 +753,13 @@ class Controller:
         self.stats.snapshot_seconds.append(time.process_time() - start)
         return snapshot
 
-    def rescue(self, task: Task, now: float | None) -> int | None:
+    def rescue(self, task: Task, now: float | None, *, place: bool = True) -> int | None:
         """Rescue a Pending task: plan room for it within budget, carry it out, place it on the target; its moves.
 
         None when no plan was carried out. Without a clock (inflation) a task shape whose plan failed is not planned
         again until a move or a departure changed the cluster (placements only take room away); with one, a task whose
-        plan failed is planned again only `replan_after` seconds later.
+        plan failed is planned again only `replan_after` seconds later. Without `place` the task is left Pending with
+        its target node in `awaiting`, for the scheduler's retry to find the room, or not (`settled`).
         """
         cluster = self.cluster
         request = task_request(task)
@@ -801,6 +804,9 @@ class Controller:
             return None
         self._moved(moves, now)
         node = cluster.index[result.target[0]]
+        if not place:
+            self.awaiting[task.name] = node
+            return moves
         cards = tuple(cluster.card_at[uuid][1] for uuid in result.target[1])
         if not cluster.resources_fit(task, node) or cluster.hami_fit_on(task, node, cards) is None:
             self.stats.room_lost += 1
@@ -808,6 +814,18 @@ class Controller:
         cluster.put(task, node, cards)
         self.stats.rescued += 1
         return moves
+
+    def settled(self, task: Task, running: bool, now: float, *, taken_meanwhile: bool) -> None:
+        """A rescue's moves have settled: the task is running (rescued), or the room went to others (lost; the task
+        is planned again `replan_after` later, as a failed plan is), `taken_meanwhile` by arrivals or departures'
+        retries before the scheduler's retry, else by older Pending tasks at that retry."""
+        del self.awaiting[task.name]
+        if running:
+            self.stats.rescued += 1
+            return
+        self.stats.room_lost += 1
+        self.stats.room_lost_meanwhile += taken_meanwhile
+        self._fail(task, now)
 
     def _over_budget(self, snapshot: Snapshot, pod: PlanPod, left: int) -> bool:
         """Whether a plan within the policy's own bound on a plan's moves exists where the run's budget found none,
@@ -965,6 +983,7 @@ def replay_timeline(
     tick: float = 60.0,
     pending_for: float = 60.0,
     rescues_per_tick: int = 1,
+    settle: float = 0.0,
 ) -> dict[str, Any]:
     """The trace's own arrivals (`arrivals`: creation times divided by `compress`, `rounds` times) and departures
     (each task runs its duration once placed).
@@ -972,7 +991,11 @@ def replay_timeline(
     A Pending task is retried whenever a node gains room (kube-scheduler requeues on such events). Every `tick`
     seconds the controller plans at most `rescues_per_tick` rescues, oldest Pending task first among those Pending
     for at least `pending_for` (a failed one is planned again `replan_after` later), then keep-room. A moved task
-    keeps its departure time.
+    keeps its departure time. With `settle` the room a rescue made is not kept for its task, as the server keeps
+    none: the moves take effect at once and arrivals go on taking room for `settle` seconds (the pending pod's
+    scheduling backoff, up to kube-scheduler's 10 s, once the evicted pods are gone), then the nodes the moves
+    freed retry their Pending tasks oldest first (older tasks may take the room too); the rescued task then runs,
+    or its room was lost (counted). Without it the task is placed on the plan's target at once.
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
     controller = Controller(cluster, policy) if setup.controller else None
@@ -996,6 +1019,7 @@ def replay_timeline(
     next_tick = first
     evictions = 0
     started = time.process_time()
+    settling: dict[str, set[int]] = {}
 
     def placed(task: Task, now: float, arrived: float) -> None:
         """Schedule the departure of a task just placed and record its wait."""
@@ -1051,7 +1075,7 @@ def replay_timeline(
 
     def controller_tick(now: float) -> None:
         """The controller's run: rescue the oldest long-Pending tasks, then keep room."""
-        nonlocal evictions
+        nonlocal evictions, seq
         assert controller is not None
         runs = controller.stats.rescue_runs
         for name in list(pending):
@@ -1060,15 +1084,23 @@ def replay_timeline(
             waiting = pending[name]
             if now - waiting.arrived < pending_for or not waiting.task.num_gpu:
                 continue
+            if name in controller.awaiting:
+                continue
             before = {n: e.node for n, e in cluster.running.items()}
-            moves = controller.rescue(waiting.task, now)
+            moves = controller.rescue(waiting.task, now, place=settle <= 0)
             if moves is None:
                 continue
             evictions += moves
+            freed = {before[n] for n, e in cluster.running.items() if n in before and e.node != before[n]}
+            if name in controller.awaiting:
+                seq += 1
+                heapq.heappush(events, (now + settle, 2, seq, name))
+                settling[name] = freed
+                continue
             if name in cluster.running:
                 unqueue(waiting.task)
                 placed(waiting.task, now, waiting.arrived)
-            for node in {before[n] for n, e in cluster.running.items() if n in before and e.node != before[n]}:
+            for node in freed:
                 retry(node, now)
         before = {n: e.node for n, e in cluster.running.items()}
         moves = controller.keep_room(now)
@@ -1087,6 +1119,14 @@ def replay_timeline(
                 next_tick += tick
         advance(now)
         task = by_name[name]
+        if kind == 2:
+            assert controller is not None
+            target = controller.awaiting[name]
+            taken = name in pending and cluster.fits_node(task, target) is None
+            for node in [target, *sorted(settling.pop(name) - {target})]:
+                retry(node, now)
+            controller.settled(task, name in cluster.running, now, taken_meanwhile=taken)
+            continue
         if kind == 0:
             if name not in cluster.running:
                 continue
@@ -1118,6 +1158,7 @@ def replay_timeline(
         "label": setup.label,
         "compress": compress,
         "rounds": rounds,
+        "settle_s": settle,
         "capacity": cluster.capacity,
         "allocated_share": allocated_area / (span * cluster.capacity) if span > 0 else 0.0,
         "simulated_hours": (clock - first) / 3600,
@@ -1135,6 +1176,16 @@ def replay_timeline(
 
 
 # Reporting ------------------------------------------------------------------------------------------------------
+
+
+def _room_lost(result: dict[str, Any]) -> str:
+    """Rescues whose room was lost, meanwhile / to older tasks; `-` when the replay placed rescued tasks at once."""
+    settle = result.get("settle_s", 0.0)
+    if not settle:
+        return "-"
+    c = result["controller"]
+    meanwhile = c.get("room_lost_meanwhile", 0)
+    return f"{c['room_lost']} ({meanwhile} / {c['room_lost'] - meanwhile}) in {settle:g} s"
 
 
 def verdict(ok: bool) -> str:
@@ -1308,6 +1359,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--tick", type=float, default=300.0, help="timeline: seconds between controller runs")
     parser.add_argument(
+        "--rescue-settle",
+        type=float,
+        default=10.0,
+        help="timeline: seconds from a rescue's room freed to the scheduler's retry of its task (kube-scheduler's "
+        "longest pod backoff by default), arrivals taking room meanwhile (0: the task placed on the plan's target "
+        "at once, room lost never)",
+    )
+    parser.add_argument(
         "--plan-budget", type=float, default=math.inf, help="planner CPU seconds per replay, then no more runs"
     )
     parser.add_argument(
@@ -1400,6 +1459,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                             rounds=args.rounds,
                             rescues_per_tick=args.rescues_per_tick,
                             tick=args.tick,
+                            settle=args.rescue_settle,
                         )
                     )
                     _progress("timeline", setup, results[-1])
@@ -1558,10 +1618,12 @@ def markdown(
         lines.append("")
     lines += [
         "**What the controller did** (per replay with it: planner runs for rescues, tasks rescued, moves, plans "
-        "refused for CPU or memory, rescues skipped for the replay's planner budget, `plan` CPU median / max):",
+        "refused for CPU or memory, rescues skipped for the replay's planner budget, `plan` CPU median / max; room "
+        "lost: rescues whose task the scheduler's retry did not place, the room taken by arrivals meanwhile / by "
+        "older Pending tasks at the retry, `-` where the replay places the rescued task at once):",
         "",
-        "| replay | setup | planner runs | rescued | moves | refused | skipped | plan median | plan max |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| replay | setup | planner runs | rescued | moves | refused | skipped | plan median | plan max | room lost |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for kind in ("inflation", "timeline"):
         for name, results in report[kind].items():
@@ -1572,7 +1634,7 @@ def markdown(
                 lines.append(
                     f"| {kind} `{name}` | {r['label']} | {c['rescue_runs']} | {c['rescued']} | {c['moves']} | "
                     f"{c['refused_resources']} | {c['skipped_plan_budget']} | {c['plan_seconds']['median']:.2f} s | "
-                    f"{c['plan_seconds']['max']:.2f} s |"
+                    f"{c['plan_seconds']['max']:.2f} s | {_room_lost(r)} |"
                 )
     lines += ["", *failures(report), *causes(report)]
     planning = report["planning_seconds"]
@@ -1865,8 +1927,10 @@ def notes(report: dict[str, Any]) -> list[str]:
         "are left out); a GPU task goes where HAMi's filter says, as HAMi's extender returns one node.",
         "- Every task may move (a ReplicaSet's pod, no PodDisruptionBudget, one priority): the trace does not say "
         "which tasks are Jobs or services. A move costs nothing but the eviction: no restart time, no lost work, "
-        "the moved task keeps its departure time. The room a rescue frees cannot be taken by another task in "
-        "between (the replay places the rescued task at once), so room lost is 0 by construction.",
+        "the moved task keeps its departure time. In inflation the rescued task is placed on the plan's target at "
+        "once (no clock: room lost is 0 by construction). In the timeline the room is not kept for it, as the "
+        "server keeps none (`--rescue-settle`, the room lost column): arrivals and departures' retries go on for "
+        "that many seconds after the moves, then the freed nodes retry their Pending tasks oldest first.",
         "- The planner knows cards, not CPU or memory. The controller hands it each task's nodes whose CPU and "
         "memory remainder holds it (the pending task's, and each running task's for its move); a plan whose moves "
         f"together overfill a node is refused before anything moves ({refused} refused in all runs).",

@@ -1580,7 +1580,8 @@ def markdown(
         lines.append("")
     lines += [
         "**What the controller did** (per replay with it: planner runs for rescues, tasks rescued, moves, plans "
-        "refused for CPU or memory, rescues skipped for the replay's planner budget, `plan` CPU median / max):",
+        "the replay's guard refused for overfilling a node's CPU or memory (a planner bug), rescues skipped for "
+        "the replay's planner budget, `plan` CPU median / max):",
         "",
         "| replay | setup | planner runs | rescued | moves | refused | skipped | plan median | plan max |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -1873,6 +1874,8 @@ def notes(report: dict[str, Any]) -> list[str]:
         if r["controller"]
     ]
     refused = sum(s["refused_resources"] for s in stats)
+    into_freed = sum(s.get("rescued_into_freed", 0) for s in stats)
+    moves_into_freed = sum(s.get("moves_into_freed", 0) for s in stats)
     budget = sum(s["skipped_plan_budget"] for s in stats)
     rescued = sum(s["rescued"] for s in stats)
     runs = sum(s["rescue_runs"] for s in stats)
@@ -1889,9 +1892,13 @@ def notes(report: dict[str, Any]) -> list[str]:
         "which tasks are Jobs or services. A move costs nothing but the eviction: no restart time, no lost work, "
         "the moved task keeps its departure time. The room a rescue frees cannot be taken by another task in "
         "between (the replay places the rescued task at once), so room lost is 0 by construction.",
-        "- The planner knows cards, not CPU or memory. The controller hands it each task's nodes whose CPU and "
-        "memory remainder holds it (the pending task's, and each running task's for its move); a plan whose moves "
-        f"together overfill a node is refused before anything moves ({refused} refused in all runs).",
+        "- The planner counts node CPU and memory as kube-scheduler's NodeResourcesFit does: the controller hands it "
+        "each node's remainder (`PlanNode.room`) and each task's ask (`PlanPod.needs`), and it keeps the remainders "
+        "through its moves, so a move may take the CPU an earlier move freed and a rescue may land on a node whose "
+        f"CPU its moves free ({into_freed} rescues did; {moves_into_freed} moves took room an earlier move freed). "
+        "The replay still checks a plan's moves against the remainders before carrying it out, as a guard: a plan "
+        f"that would overfill a node is refused before anything moves ({refused} refused in all runs; any is a "
+        "planner bug).",
         f"- Rescue runs: {runs} planner runs rescued {rescued} tasks in all. The planner remembers, per state of its "
         "search and per pod shape, which cards a pod fits and which pods could step aside, so a search that fails "
         "on node after node no longer walks the 6,212 cards again for each (a failed search used to cost 8-15 s "

@@ -29,7 +29,7 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import USE_TYPE, fit_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.node_resources import NOTHING, Resources
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
     FitGoal,
@@ -71,6 +72,9 @@ CARD_MIB = {
     "G3": 49152,
 }
 SLOTS = 10  # HAMi's deviceSplitCount default
+MIB = 2**20
+NODE_PODS = 1_000_000
+"""The pod count each node has room for: the trace states none, so it never binds."""
 NAMESPACE = "trace"
 POLICIES = ("binpack", "spread")
 UNPLACED_CAUSES = ("capacity", "cpu_memory", "fragmented")
@@ -526,10 +530,15 @@ class Cluster:
         self.room_cores[node] = max((room[0] for room in rooms), default=-1)
         self.room_mem[node] = max((room[1] for room in rooms), default=-1)
 
+    def needs(self, task: Task) -> Resources:
+        """What the task asks of a node's CPU, memory and pods, as the planner counts them (nothing counted when
+        node resources are left out, so tasks of one card shape share the planner's remembered walks)."""
+        return Resources(task.cpu_milli, task.memory_mib * MIB, 1) if self.resources else NOTHING
+
     def _plan_pod(
         self, task: Task, request: CardRequest, node: int, cards: tuple[int, ...], *, mem: int, cores: int
     ) -> PlanPod:
-        """The task as the planner sees it: a pod of a ReplicaSet with HAMi's allocation."""
+        """The task as the planner sees it: a pod of a ReplicaSet with HAMi's allocation and its CPU and memory."""
         devices = tuple(ContainerDevice(self.cards[node][c].uuid, "NVIDIA", mem, cores) for c in cards)
         name = self.trace_nodes[node].name
         return PlanPod(
@@ -540,53 +549,44 @@ class Cluster:
             annotations=task_annotations(task),
             allocation=PodAllocation(NAMESPACE, task.name, task.name, name, "Running", (devices,)),
             owner_kind="ReplicaSet",
+            needs=self.needs(task),
         )
 
     # The planner's view -------------------------------------------------------------------------------------
 
-    def allowed_nodes(self, shapes: Iterable[tuple[int, int]]) -> dict[tuple[int, int], frozenset[str]]:
-        """For each (CPU, memory) ask, the nodes whose remainder holds it now."""
-        names = [node.name for node in self.trace_nodes]
-        return {
-            (cpu, mem): frozenset(
-                names[i] for i in range(len(names)) if self.free_cpu[i] >= cpu and self.free_mem[i] >= mem
-            )
-            for cpu, mem in set(shapes)
-        }
+    def plan_nodes_now(self) -> tuple[PlanNode, ...]:
+        """The planner's nodes with the CPU, memory and pods each has left now (not counted when node resources are
+        left out), so the planner keeps each node's remainder through its moves as kube-scheduler would."""
+        if not self.resources:
+            return self.plan_nodes
+        return tuple(
+            PlanNode(node.name, node.cards, room=Resources(cpu, memory * MIB, NODE_PODS))
+            for node, cpu, memory in zip(self.plan_nodes, self.free_cpu, self.free_mem, strict=True)
+        )
 
     def snapshot(self, now: float | None = None, cooldown: float = math.inf) -> Snapshot:
-        """The planner's snapshot: every running GPU task; those moved within `cooldown` are `do-not-move`.
-
-        With node resources on, a task may move only to nodes whose CPU and memory remainder holds it.
-        """
-        entries = [entry for entry in self.running.values() if entry.pod is not None]
-        allowed = self.allowed_nodes((e.task.cpu_milli, e.task.memory_mib) for e in entries) if self.resources else {}
+        """The planner's snapshot: every running GPU task, each node's CPU and memory left; those moved within
+        `cooldown` are `do-not-move`."""
         pods = []
-        for entry in entries:
+        for entry in self.running.values():
             pod = entry.pod
-            assert pod is not None
-            changes: dict[str, Any] = {}
-            if self.resources:
-                changes["nodes"] = allowed[(entry.task.cpu_milli, entry.task.memory_mib)]
+            if pod is None:
+                continue
             if entry.moved_at is not None and (now is None or now - entry.moved_at < cooldown):
-                changes["annotations"] = {**pod.annotations, DO_NOT_MOVE: "true"}
-            pods.append(replace(pod, **changes) if changes else pod)
-        return Snapshot(nodes=self.plan_nodes, pods=tuple(pods))
+                pod = replace(pod, annotations={**pod.annotations, DO_NOT_MOVE: "true"})
+            pods.append(pod)
+        return Snapshot(nodes=self.plan_nodes_now(), pods=tuple(pods))
 
     def pending_pod(self, task: Task) -> PlanPod:
-        """A pending task as the planner's FitGoal pod, limited to the nodes whose CPU and memory hold it."""
-        request = task_request(task)
-        nodes = None
-        if self.resources:
-            nodes = frozenset(node.name for i, node in enumerate(self.trace_nodes) if self.resources_fit(task, i))
+        """A pending task as the planner's FitGoal pod, with the CPU and memory it asks of its node."""
         return PlanPod(
             namespace=NAMESPACE,
             name=task.name,
             uid=task.name,
-            requests=(request,),
+            requests=(task_request(task),),
             annotations=task_annotations(task),
             owner_kind="ReplicaSet",
-            nodes=nodes,
+            needs=self.needs(task),
         )
 
     def free_share(self, spec: tuple[str, ...]) -> float:
@@ -620,11 +620,20 @@ class Cluster:
         """Cards nobody holds."""
         return sum(self.empty)
 
+    def moves_into_freed(self, result: Plan) -> int:
+        """The plan's moves to a node whose CPU or memory did not hold the moved task before the plan: room an
+        earlier move of the same plan freed."""
+        count = 0
+        for move in result.moves:
+            task = self.running[move.pod.split("/", 1)[1]].task
+            count += move.to_node != move.from_node and not self.resources_fit(task, self.index[move.to_node])
+        return count
+
     def carry_out(self, result: Plan, now: float | None) -> tuple[int, str]:
         """Carry a plan's moves out (each an eviction and an immediate re-placement); (moves, "" or why not).
 
-        The planner knows cards, not CPU or memory: a move whose target node's CPU or memory cannot hold the task
-        refuses the whole plan before anything moves.
+        The planner counts each node's CPU and memory through its moves, so no move should overfill a node; should
+        one (a planner bug), the whole plan is refused before anything moves and the reason returned.
         """
         free_cpu, free_mem = list(self.free_cpu), list(self.free_mem)
         for move in result.moves:
@@ -673,6 +682,9 @@ class ControllerStats:
     keep_runs: int = 0
     keep_moves: int = 0
     refused_resources: int = 0
+    refusals: list[str] = field(default_factory=list)
+    rescued_into_freed: int = 0
+    moves_into_freed: int = 0
     skipped_no_room: int = 0
     skipped_cpu_memory: int = 0
     no_plan_share: int = 0
@@ -797,13 +809,12 @@ class Controller:
                 self.stats.no_plan_share += 1
             self._fail(task, now)
             return None
-        moves, why = cluster.carry_out(result, now)
-        if why:
-            self.stats.refused_resources += 1
+        node = cluster.index[result.target[0]]
+        freed = not cluster.resources_fit(task, node)
+        moves = self._carry_out(result, now)
+        if moves is None:
             self._fail(task, now)
             return None
-        self._moved(moves, now)
-        node = cluster.index[result.target[0]]
         if not place:
             self.awaiting[task.name] = node
             return moves
@@ -813,6 +824,19 @@ class Controller:
             return moves
         cluster.put(task, node, cards)
         self.stats.rescued += 1
+        self.stats.rescued_into_freed += freed
+        return moves
+
+    def _carry_out(self, result: Plan, now: float | None) -> int | None:
+        """Carry the plan out and count its moves; None when the replay's guard refused it (a planner bug)."""
+        into_freed = self.cluster.moves_into_freed(result)
+        moves, why = self.cluster.carry_out(result, now)
+        if why:
+            self.stats.refused_resources += 1
+            self.stats.refusals.append(why)
+            return None
+        self.stats.moves_into_freed += into_freed
+        self._moved(moves, now)
         return moves
 
     def settled(self, task: Task, running: bool, now: float, *, taken_meanwhile: bool) -> None:
@@ -871,11 +895,9 @@ class Controller:
         )
         if not result.moves:
             return 0
-        moves, why = self.cluster.carry_out(result, now)
-        if why:
-            self.stats.refused_resources += 1
+        moves = self._carry_out(result, now)
+        if moves is None:
             return 0
-        self._moved(moves, now)
         self.stats.keep_moves += moves
         return moves
 
@@ -1618,9 +1640,10 @@ def markdown(
         lines.append("")
     lines += [
         "**What the controller did** (per replay with it: planner runs for rescues, tasks rescued, moves, plans "
-        "refused for CPU or memory, rescues skipped for the replay's planner budget, `plan` CPU median / max; room "
-        "lost: rescues whose task the scheduler's retry did not place, the room taken by arrivals meanwhile / by "
-        "older Pending tasks at the retry, `-` where the replay places the rescued task at once):",
+        "the replay's guard refused for overfilling a node's CPU or memory (a planner bug), rescues skipped for "
+        "the replay's planner budget, `plan` CPU median / max; room lost: rescues whose task the scheduler's retry "
+        "did not place, the room taken by arrivals meanwhile / by older Pending tasks at the retry, `-` where the "
+        "replay places the rescued task at once):",
         "",
         "| replay | setup | planner runs | rescued | moves | refused | skipped | plan median | plan max | room lost |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -1913,6 +1936,8 @@ def notes(report: dict[str, Any]) -> list[str]:
         if r["controller"]
     ]
     refused = sum(s["refused_resources"] for s in stats)
+    into_freed = sum(s.get("rescued_into_freed", 0) for s in stats)
+    moves_into_freed = sum(s.get("moves_into_freed", 0) for s in stats)
     budget = sum(s["skipped_plan_budget"] for s in stats)
     rescued = sum(s["rescued"] for s in stats)
     runs = sum(s["rescue_runs"] for s in stats)
@@ -1931,9 +1956,13 @@ def notes(report: dict[str, Any]) -> list[str]:
         "once (no clock: room lost is 0 by construction). In the timeline the room is not kept for it, as the "
         "server keeps none (`--rescue-settle`, the room lost column): arrivals and departures' retries go on for "
         "that many seconds after the moves, then the freed nodes retry their Pending tasks oldest first.",
-        "- The planner knows cards, not CPU or memory. The controller hands it each task's nodes whose CPU and "
-        "memory remainder holds it (the pending task's, and each running task's for its move); a plan whose moves "
-        f"together overfill a node is refused before anything moves ({refused} refused in all runs).",
+        "- The planner counts node CPU and memory as kube-scheduler's NodeResourcesFit does: the controller hands it "
+        "each node's remainder (`PlanNode.room`) and each task's ask (`PlanPod.needs`), and it keeps the remainders "
+        "through its moves, so a move may take the CPU an earlier move freed and a rescue may land on a node whose "
+        f"CPU its moves free ({into_freed} rescues did; {moves_into_freed} moves took room an earlier move freed). "
+        "The replay still checks a plan's moves against the remainders before carrying it out, as a guard: a plan "
+        f"that would overfill a node is refused before anything moves ({refused} refused in all runs; any is a "
+        "planner bug).",
         f"- Rescue runs: {runs} planner runs rescued {rescued} tasks in all. The planner remembers, per state of its "
         "search and per pod shape, which cards a pod fits and which pods could step aside, so a search that fails "
         "on node after node no longer walks the 6,212 cards again for each (a failed search used to cost 8-15 s "

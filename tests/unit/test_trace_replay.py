@@ -4,12 +4,13 @@ HAMi's choices and the controller's moves on a tiny cluster."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.trace_replay import (
+    MIB,
+    NODE_PODS,
     Cluster,
     Controller,
     ControllerPolicy,
@@ -29,6 +30,7 @@ from bench.trace_replay import (
     task_request,
 )
 from kubectl_hami_place.core.fit import USE_TYPE
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner import FitGoal, Limits, Snapshot, plan
 
 ROW = {
@@ -190,8 +192,28 @@ def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
     assert controller.stats.moves == 1 and controller.stats.rescued == 1
 
 
+def test_snapshot_hands_the_planner_each_node_s_cpu_and_memory_left() -> None:
+    """Each node's room is the replay's remainder (memory MiB as bytes, pods never binding), each pod's needs its
+    task's ask; with node resources left out nothing is counted."""
+    cluster = Cluster(nodes(1, 1, cpu=8000, memory=4096), "spread")
+    cluster.put(task("a", 1, 300, cpu_milli=1500, memory_mib=1024), 1, (0,))
+    snapshot = cluster.snapshot()
+    assert [node.room for node in snapshot.nodes] == [
+        Resources(8000, 4096 * MIB, NODE_PODS),
+        Resources(6500, 3072 * MIB, NODE_PODS),
+    ]
+    assert [pod.needs for pod in snapshot.pods] == [Resources(1500, 1024 * MIB, 1)]
+    assert [pod.nodes for pod in snapshot.pods] == [None]
+    pending = cluster.pending_pod(task("b", cpu_milli=7000, memory_mib=2048))
+    assert (pending.needs, pending.nodes) == (Resources(7000, 2048 * MIB, 1), None)
+    uncounted = Cluster(nodes(1), "spread", resources=False)
+    uncounted.put(task("a", 1, 300), 0, (0,))
+    assert [node.room for node in uncounted.snapshot().nodes] == [None]
+    assert uncounted.snapshot().pods[0].needs == Resources()
+
+
 def test_planner_keeps_moves_off_nodes_without_cpu() -> None:
-    """The snapshot lets a task move only to nodes whose CPU holds it, so no plan moves it onto the full node."""
+    """The planner counts each node's CPU left, so no plan moves a task onto the node whose CPU is taken."""
     cluster = Cluster([*nodes(1, cpu=64000), TraceNode("full", 1500, 262144, 1, "V100M16")], "binpack")
     cluster.put(task("a", 1, 300, cpu_milli=1000), 0, (0,))
     cluster.put(task("cpu-hog", 0, 0, cpu_milli=1000), 1, ())
@@ -201,14 +223,57 @@ def test_planner_keeps_moves_off_nodes_without_cpu() -> None:
     assert controller.stats.moves == 0 and "whole" not in cluster.running
 
 
+def test_rescue_lands_on_a_node_whose_cpu_a_move_frees() -> None:
+    """No card is free: `roomy`'s 60% share cannot move to `tight`, whose CPU is taken, and `tight` lacks the task's
+    CPU until its 1.5-core share leaves. The planner moves that share to `roomy`'s card and the task lands on `tight`
+    (excluded as a target while the replay handed the planner the nodes whose CPU held the task before the plan)."""
+    cluster = Cluster(
+        [TraceNode("tight", 2000, 262144, 1, "V100M16"), TraceNode("roomy", 64000, 262144, 1, "V100M16")], "spread"
+    )
+    cluster.put(task("a", 1, 300, cpu_milli=1500), 0, (0,))
+    cluster.put(task("b", 1, 600, cpu_milli=1000), 1, (0,))
+    whole = task("whole", cpu_milli=1000)
+    assert cluster.choose(whole) is None and not cluster.resources_fit(whole, 0)
+    controller = Controller(cluster, ControllerPolicy())
+    assert controller.rescue(whole, None) == 1
+    assert (cluster.running["whole"].node, cluster.running["a"].node, cluster.running["b"].node) == (0, 1, 1)
+    assert controller.stats.rescued_into_freed == 1 and controller.stats.refused_resources == 0
+    assert controller.stats.moves_into_freed == 0  # `roomy` held the moved share's CPU before the plan
+
+
+def test_a_move_takes_the_cpu_an_earlier_move_of_the_plan_frees() -> None:
+    """The whole-card task fits only node-0's CPU, where share a (200 GiB of memory) sits. a fits no card but
+    node-1's, whose share b takes all node-1's CPU: the plan moves b to node-2's free card, then a into the CPU b
+    left (counted as a move into freed room), and no move overfills a node."""
+    cluster = Cluster(
+        [
+            TraceNode("node-0", 2100, 307200, 1, "V100M16"),
+            TraceNode("node-1", 1500, 307200, 1, "V100M16"),
+            TraceNode("node-2", 1600, 16384, 2, "V100M16"),
+        ],
+        "spread",
+    )
+    cluster.put(task("a", 1, 600, cpu_milli=100, memory_mib=204800), 0, (0,))
+    cluster.put(task("b", 1, 500, cpu_milli=1500), 1, (0,))
+    cluster.put(task("d", 1, 600, cpu_milli=0), 2, (0,))
+    whole = task("whole", cpu_milli=2000)
+    assert cluster.choose(whole) is None
+    controller = Controller(cluster, ControllerPolicy())
+    assert controller.rescue(whole, None) == 2
+    assert [cluster.running[name].node for name in ("whole", "a", "b")] == [0, 1, 2]
+    assert controller.stats.moves_into_freed == 1 and controller.stats.refused_resources == 0
+    assert min(cluster.free_cpu) >= 0 and min(cluster.free_mem) >= 0
+
+
 def test_carry_out_refuses_a_move_that_breaks_cpu() -> None:
-    """The planner knows cards, not CPU: a plan whose move overfills a node's CPU is refused before anything moves."""
+    """The guard behind the planner: a plan whose move would overfill a node's CPU (here one planned without the
+    nodes' CPU, as a planner bug would) is refused before anything moves."""
     cluster = Cluster([*nodes(1, cpu=2000), TraceNode("other", 2500, 262144, 1, "V100M16")], "binpack")
     cluster.put(task("a", 1, 300, cpu_milli=1200), 0, (0,))
     cluster.put(task("b", 1, 300, cpu_milli=1500), 1, (0,))
     pods = (cluster.running["a"].pod, cluster.running["b"].pod)
     unaware = Snapshot(nodes=cluster.plan_nodes, pods=tuple(pod for pod in pods if pod is not None))
-    result = plan(unaware, FitGoal(replace(cluster.pending_pod(task("whole")), nodes=None)), Limits())
+    result = plan(unaware, FitGoal(cluster.pending_pod(task("whole"))), Limits())
     assert len(result.moves) == 1
     moves, why = cluster.carry_out(result, None)
     assert moves == 0 and why.endswith("exceeds its CPU or memory")

@@ -316,6 +316,57 @@ def generate_focused(count: int) -> list[Case]:
     return _distinct(focused_cases(), count)
 
 
+@st.composite
+def default_policy_cases(draw: st.DrawFn) -> Case:
+    """A pod naming no GPU policy on healthy cards some of which are in use (maybe all, maybe with pair scores), so
+    HAMi's `--gpu-scheduler-policy` decides: under mutex whether a used card is refused and which idle one is
+    taken, under topology-aware which cards the pair scores pick, under binpack or spread the card order."""
+    numas = draw(st.sampled_from(((0, 1, 0, 1), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1), (0, 0))))
+    cards = tuple(
+        Card(f"GPU-{i}", i, 10, 40960, 100, TYPES[0], numa, True, "hami-core") for i, numa in enumerate(numas)
+    )
+    uuids = [card.uuid for card in cards]
+    held = uuids if draw(_sometimes(4)) else draw(st.lists(st.sampled_from(uuids), min_size=1, max_size=3))
+    placed = []
+    for uuid in held:
+        memory = draw(st.sampled_from((1000, 4096, 10000, 20000)))
+        device = ContainerDevice(uuid, "NVIDIA", memory, draw(st.sampled_from((0, 10, 30, 60))))
+        placed.append(Resident(0, 1, encode_allocation([(device,)]), "Running"))
+    annotations: dict[str, str] = {}
+    if draw(_sometimes(4)):
+        annotations[NUMA_BIND] = "true"
+    count = draw(st.sampled_from((1, 1, 2, 2, 3)))
+    pin: tuple[str, ...] = ()
+    if draw(_sometimes(4)):
+        # as pin leaves a pod: one card by UUID (pin's own card check is compared too)
+        annotations[USE_UUID] = draw(st.sampled_from(uuids))
+        count = 1
+    elif draw(_sometimes(4)):
+        # through the pin's whole plan, on cards that may be in use
+        chosen = draw(st.lists(st.sampled_from(range(len(cards))), min_size=1, max_size=2, unique=True))
+        share = draw(st.sampled_from(("", "/25", "/50")))
+        pin = tuple(f"gpu-{index}{share}" for index in chosen)
+        count = len(pin)
+    limits = {
+        "nvidia.com/gpu": str(count),
+        "nvidia.com/gpumem": draw(st.sampled_from(("1000", "4096", "30000"))),
+        "nvidia.com/gpucores": draw(st.sampled_from(("0", "10", "30"))),
+    }
+    return Case(
+        cards=cards,
+        pair_scores=draw(st.sampled_from(FOCUSED_PAIR_SCORES)) if draw(st.booleans()) else None,
+        residents=tuple(placed),
+        app=(limits,),
+        annotations=annotations,
+        pin=pin,
+    )
+
+
+def generate_default_policy(count: int) -> list[Case]:
+    """`count` distinct cases where the cluster's default GPU policy decides, the same on every run."""
+    return _distinct(default_policy_cases(), count)
+
+
 def _one_card(resources: dict[str, str], count: int = 1) -> dict[str, str]:
     """The limits with a card count of `count` where they name one."""
     return {key: str(count) if key == "nvidia.com/gpu" else value for key, value in resources.items()}

@@ -231,6 +231,25 @@ def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]
     return frozenset(_split(value)) if isinstance(value, str) else frozenset()
 
 
+def topology_numa(
+    cards: Iterable[Card], annotations: Mapping[str, str] | None, cordoned: Iterable[str], default_policy: str = ""
+) -> int | None:
+    """The one NUMA node HAMi's Fit can give cards from under `topology-aware` with numa-bind; None when either is off.
+
+    That walk (`Fit`, `pkg/device/nvidia/device.go`) never stops early, and each card of another NUMA node drops what
+    it picked, so only the NUMA node it reaches last counts: the lowest (the sort puts it first) of the cards it does
+    not skip before the NUMA check (NVIDIA, healthy, not cordoned, of a type the pod allows)."""
+    if not numa_bind(annotations) or not topology_aware(annotations, default_policy):
+        return None
+    barred = set(cordoned)
+    usable = [
+        card.numa
+        for card in cards
+        if card.is_nvidia and card.health and card.uuid not in barred and _type_allowed(annotations or {}, card)
+    ]
+    return min(usable, default=None)
+
+
 def _split(value: str) -> list[str]:
     """A comma list with blanks dropped."""
     return [item.strip() for item in value.split(",") if item.strip()]

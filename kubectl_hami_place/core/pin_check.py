@@ -12,7 +12,8 @@ honour. It checks the whole pod as HAMi does (docs/architecture.md, "Where each 
 - `gpu-N/P`: P% of each card is the share of the whole pod. App containers that ask no memory of their own split
   what the others leave of it (each at least 1%, the first ones take the remainder), init containers (which run
   alone) get all of it; the pod must fit its share on every card;
-- `nvidia.com/numa-bind`: a pod that asks it cannot have cards of two NUMA nodes (HAMi's `NumaNotFit`);
+- `nvidia.com/numa-bind`: a pod that asks it cannot have cards of two NUMA nodes (HAMi's `NumaNotFit`), and under
+  `topology-aware` (its annotation or the cluster's default) only cards of the one NUMA node HAMi's walk keeps;
 - fit: the pinned containers fitted one after another on each card (`core.check`), against the card's usage
   (now and once the evicted pod is gone) when the view has the allocations, against the empty card otherwise.
 
@@ -40,6 +41,7 @@ from kubectl_hami_place.core.fit import (
     cordoned_cards,
     numa_bind,
     scoring_weights,
+    topology_numa,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
@@ -242,6 +244,9 @@ def pin_verdict(
         return PinVerdict(node, cards=cards, problems=(_numa_problem(cards),), config=config)
     node_obj = view.nodes[node]
     cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
+    kept = topology_numa(node_cards(node_obj), workload.annotations, cordoned, config.gpu_scheduler_policy)
+    if kept is not None and cards[0].numa != kept:
+        return PinVerdict(node, cards=cards, problems=(_topology_numa_problem(cards, kept),), config=config)
     usage: Mapping[str, CardUsage] = {}
     if view.allocations is not None:
         usage = card_usage(cards, view.allocations, node=node)
@@ -465,6 +470,17 @@ def _numa_problem(cards: Sequence[Card]) -> Problem:
     message = (
         f"the pod asks {NUMA_BIND}: true but the placement names {where}; HAMi refuses it on every try "
         "(AllocatedCardsInsufficientRequest, NumaNotFit)"
+    )
+    return Problem(FitReason.NumaNotFit, message, Scope.Pod)
+
+
+def _topology_numa_problem(cards: Sequence[Card], kept: int) -> Problem:
+    """HAMi's topology-aware Fit under numa-bind keeps only the cards of the lowest NUMA node it can use."""
+    where = ", ".join(f"{card.name} on NUMA node {card.numa}" for card in cards)
+    message = (
+        f"the pod asks {NUMA_BIND}: true under the topology-aware policy, where HAMi only gives cards of NUMA node "
+        f"{kept} (the lowest of the node's usable cards), but the placement names {where}; HAMi refuses it on "
+        "every try"
     )
     return Problem(FitReason.NumaNotFit, message, Scope.Pod)
 

@@ -45,6 +45,7 @@ from kubectl_hami_place.core.fit import (
     hami_reason_name,
     scoring_weights,
     topology_aware,
+    topology_numa,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
 from kubectl_hami_place.core.pin_check import PinReason, PinVerdict, PinView, pin_verdict, workload_from_pod
@@ -63,6 +64,7 @@ from tests.hami_cases import (
     Case,
     case_pod,
     generate,
+    generate_default_policy,
     generate_focused,
     node_object,
     resident_pods,
@@ -73,6 +75,9 @@ pytestmark = pytest.mark.cluster
 CASES = 400
 FOCUSED = 60
 RENAMED_CASES = 150
+DEFAULT_POLICY_CASES = 100
+DEFAULT_POLICY_FOCUSED = 60
+DEFAULT_DECIDED = 10
 WORKERS = 4
 T = TypeVar("T")
 R = TypeVar("R")
@@ -92,6 +97,17 @@ class Outcome:
     denied: bool = False
     pinned: PinVerdict | None = None
     target: tuple[str, ...] | None = None
+    contrast: PodFit | str | None = None
+
+    def decided_by_default(self) -> bool:
+        """True when the model under the chart's default GPU policy answers otherwise (so HAMi's default decided)."""
+        if not isinstance(self.model, PodFit) or not isinstance(self.contrast, PodFit):
+            return False
+        return (self.model.ok, self.model.reason, self.model.devices) != (
+            self.contrast.ok,
+            self.contrast.reason,
+            self.contrast.devices,
+        )
 
     def disagreement(self) -> str:
         """Empty when HAMi, the model, pin's check and the planner's target agree, else what each said."""
@@ -170,13 +186,15 @@ BEFORE_HAMI = frozenset(
 
 @dataclass
 class Differential:
-    """One HAMi (its extender URL and scheduler name) and the model configured as it is."""
+    """One HAMi (its extender URL and scheduler name) and the model configured as it is; with `contrast`, the model
+    is also asked under that config, to count the cases where HAMi's own settings decided."""
 
     cluster: Sandbox
     namespace: str
     url: str
     scheduler: str
     config: HamiConfig
+    contrast: HamiConfig | None = None
 
     def __post_init__(self) -> None:
         self.api = client.CoreV1Api(self.cluster.api_client())
@@ -346,9 +364,14 @@ class Differential:
             )
         except ModelError as error:
             model = f"{type(error).__name__}: {error}"
+        contrast = None
+        if self.contrast is not None and isinstance(model, PodFit):
+            contrast = fit_pod_on_node(node, users_pod, allocations, hami_webhook=case.webhook, config=self.contrast)
         pin = None if denied else self._pin_check(case, node, users_pod, allocations)
         target = None if denied else self._planner_target(case, node, users_pod, residents)
-        return Outcome(case, name, ok, reason, devices, model, pin, denied=bool(denied), target=target)
+        return Outcome(
+            case, name, ok, reason, devices, model, pin, denied=bool(denied), target=target, contrast=contrast
+        )
 
     def _planner_target(
         self, case: Case, node: dict[str, Any], pod: dict[str, Any], residents: list[dict[str, Any]]
@@ -377,6 +400,9 @@ class Differential:
         cards = {card.uuid: card for card in case.cards}
         if not _readable(case) or len(wanted) != 1 or wanted[0] not in cards:
             return None
+        cordoned = cordoned_cards(node["metadata"].get("annotations"))
+        if topology_numa(case.cards, case.annotations, cordoned, self.config.gpu_scheduler_policy) is not None:
+            return None  # which NUMA node HAMi keeps depends on the other cards: pin_verdict's rule, not one card's
         try:
             scoring_weights(case.annotations)
         except ModelError:
@@ -389,9 +415,16 @@ class Differential:
             return None
         card = cards[wanted[0]]
         usage = card_usage(case.cards, allocations, node=node["metadata"]["name"])
-        cordoned = card.uuid in cordoned_cards(node["metadata"].get("annotations"))
         ref = parse_card_ref(card.uuid)
-        return check_card(ref, card, placed, usage.get(card.uuid), annotations=case.annotations, cordoned=cordoned)
+        return check_card(
+            ref,
+            card,
+            placed,
+            usage.get(card.uuid),
+            annotations=case.annotations,
+            cordoned=card.uuid in cordoned,
+            default_policy=self.config.gpu_scheduler_policy,
+        )
 
 
 def _apply_pin(pod: dict[str, Any], pinned: PinVerdict, config: HamiConfig) -> None:
@@ -461,12 +494,32 @@ RENAMED = {
 }
 
 
+@contextlib.contextmanager
+def second_hami(cluster: Sandbox, settings: HamiSettings) -> Iterator[str]:
+    """Another HAMi beside the sandbox's, as `settings` say; its extender's URL. Stops what it started and removes its
+    objects, so that its node health checks do not outlive the test nor its Deployment count as an installation."""
+    if cluster.authority is None:
+        pytest.skip("a second HAMi needs a sandbox this test session started")
+    before = list(cluster.processes)
+    try:
+        yield cluster.start_hami(settings)
+    finally:
+        with contextlib.suppress(ApiException):
+            client.AdmissionregistrationV1Api(cluster.api_client()).delete_mutating_webhook_configuration(
+                settings.webhook_name
+            )
+        for kind, name in (("deployment", settings.scheduler_name), ("configmap", f"{settings.scheduler_name}-device")):
+            cluster.kubectl("delete", kind, name, "-n", settings.namespace, "--ignore-not-found", check=False)
+        for process in [p for p in cluster.processes if p not in before]:
+            process.popen.terminate()
+            process.popen.wait(timeout=30)
+            cluster.processes.remove(process)
+
+
 @pytest.fixture
 def renamed_hami(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, HamiConfig]]:
     """A second HAMi with renamed resources, default memory and cores and binpack, whose webhook sees only this
     namespace."""
-    if cluster.authority is None:
-        pytest.skip("a second HAMi needs a sandbox this test session started")
     settings = HamiSettings(
         scheduler_name="hami-renamed",
         nvidia={**NVIDIA_DEFAULTS, **RENAMED},
@@ -474,20 +527,8 @@ def renamed_hami(cluster: Sandbox, namespace: str) -> Iterator[tuple[str, HamiCo
         webhook_name="hami-renamed-webhook",
         namespace_selector={"matchLabels": {"hami-place-test": namespace}},
     )
-    before = list(cluster.processes)
-    try:
-        url = cluster.start_hami(settings)
+    with second_hami(cluster, settings) as url:
         yield url, parse_device_config(settings.device_config(), gpu_scheduler_policy=settings.gpu_policy)
-    finally:
-        with contextlib.suppress(ApiException):
-            client.AdmissionregistrationV1Api(cluster.api_client()).delete_mutating_webhook_configuration(
-                settings.webhook_name
-            )
-        # stop what this fixture started, so that the second HAMi's node health checks do not outlive the test
-        for process in [p for p in cluster.processes if p not in before]:
-            process.popen.terminate()
-            process.popen.wait(timeout=30)
-            cluster.processes.remove(process)
 
 
 def test_a_hami_with_renamed_resources_and_default_memory_agrees_too(
@@ -502,3 +543,27 @@ def test_a_hami_with_renamed_resources_and_default_memory_agrees_too(
     )
     run = Differential(cluster, namespace, url, "hami-renamed", config)
     assert_agree(run.run(generate(RENAMED_CASES), f"hr-{namespace[2:]}"), least=int(RENAMED_CASES * 0.9))
+
+
+@pytest.mark.parametrize("policy", ["mutex", "topology-aware"])
+def test_a_hami_with_another_default_gpu_policy_agrees_where_the_default_decides(
+    cluster: Sandbox, namespace: str, policy: str
+) -> None:
+    """HAMi started with `--gpu-scheduler-policy` mutex (refuses a used card, takes idle ones) or topology-aware
+    (picks by the node's pair scores), which it applies to every pod naming no policy; the model gets the same
+    default. The cases where the model under the chart's spread would answer otherwise show the default decided."""
+    name = f"hami-{policy}"
+    settings = HamiSettings(
+        scheduler_name=name,
+        gpu_policy=policy,
+        webhook_name=f"{name}-webhook",
+        namespace_selector={"matchLabels": {"hami-place-test": namespace}},
+    )
+    config = HAMI_DEFAULTS.with_policy(policy)
+    cases = generate(DEFAULT_POLICY_CASES) + generate_default_policy(DEFAULT_POLICY_FOCUSED)
+    with second_hami(cluster, settings) as url:
+        run = Differential(cluster, namespace, url, name, config, contrast=HAMI_DEFAULTS)
+        outcomes = run.run(cases, f"hp-{policy[:3]}-{namespace[2:]}")
+    assert_agree(outcomes, least=int(len(cases) * 0.9))
+    decided = [o for o in outcomes if o.decided_by_default()]
+    assert len(decided) >= DEFAULT_DECIDED, f"the {policy} default decided only {len(decided)} of {len(outcomes)}"

@@ -305,6 +305,56 @@ def test_a_pin_across_numa_nodes_under_numa_bind_is_refused(
     assert [(p.reason, p.scope) for p in pinned.problems] == ([(reason, Scope.Pod)] if reason else [])
 
 
+TOPOLOGY_NUMA_CASES = [
+    ("device.go Fit: topology-aware never stops, NUMA 0 (walked last) resets", "topology-aware", "", (), "gpu-3", 1),
+    ("device.go Fit: the card on the NUMA node walked last is kept", "topology-aware", "", (), "gpu-1", 0),
+    ("util.go GetGPUSchedulerPolicyByPod: the default applies", "", "topology-aware", (), "gpu-3", 1),
+    ("device.go Fit: an unhealthy card is skipped before the NUMA reset", "topology-aware", "", (1, 2), "gpu-3", 0),
+    ("device.go Fit: spread stops at the first fitting card", "spread", "topology-aware", (), "gpu-3", 0),
+]
+
+
+@pytest.mark.parametrize("case", TOPOLOGY_NUMA_CASES, ids=[c[0] for c in TOPOLOGY_NUMA_CASES])
+def test_a_pin_under_topology_aware_and_numa_bind_names_the_numa_node_hami_keeps(case: tuple[Any, ...]) -> None:
+    """Under topology-aware HAMi's Fit walks every card and each card of another NUMA node drops what it picked (a
+    card the pod does not name too, since CheckUUID comes after the NUMA check): only the lowest NUMA node can give
+    cards, as the sandbox's HAMi answered ("3/4 CardUuidMismatch") for a pod naming GPU-3 by UUID."""
+    citation, policy, default, unhealthy, ref, refused = case
+    cards = [
+        {**CARD, "id": f"GPU-{i}", "index": i, "numa": numa, "health": i not in unhealthy}
+        for i, numa in enumerate((1, 0, 0, 1))
+    ]
+    annotations = {NUMA_BIND: "true", **({"hami.io/gpu-scheduler-policy": policy} if policy else {})}
+    pod = {
+        "metadata": {"annotations": annotations},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    }
+    config = HAMI_DEFAULTS.with_policy(default) if default else HAMI_DEFAULTS
+    pinned = pin_verdict(pin_spec(ref), PinView({"n": node(cards)}, ()), workload_from_pod(pod, "p", config=config))
+    assert [p.reason for p in pinned.problems] == ["NumaNotFit"] * refused, citation
+
+
+@pytest.mark.parametrize(
+    ("policy", "nums", "target"),
+    [("topology-aware", 2, None), ("spread", 2, ("GPU-0", "GPU-2")), ("topology-aware", 1, ("GPU-1",))],
+)
+def test_the_planner_targets_the_numa_node_hamis_topology_aware_walk_keeps(
+    policy: str, nums: int, target: tuple[str, ...] | None
+) -> None:
+    """device.go Fit under topology-aware and numa-bind keeps only the lowest NUMA node's cards (the sandbox's HAMi
+    refused a 2-card pod on NUMA nodes 0, 1, 1 with "1/3 AllocatedCardsInsufficientRequest"): the planner targets
+    no other, where spread takes the two cards of NUMA node 1; a 1-card pod gets NUMA node 0's card, not the first."""
+    ready = {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"nvidia.com/gpu": "30"}}
+    numas_memories = ((1, 8192), (0, 40960), (1, 8192))
+    cards = [{**CARD, "id": f"GPU-{i}", "index": i, "numa": n, "devmem": m} for i, (n, m) in enumerate(numas_memories)]
+    snapshot, _ = snapshot_from_objects([{**node(cards), "status": ready}], [], [], datetime(2026, 1, 1, tzinfo=UTC))
+    pod = PlanPod("ns", "p", (card_request(nums, memreq=1000),), annotations={NUMA_BIND: "true"}, default_policy=policy)
+    result = planner_plan(snapshot, FitGoal(pod))
+    assert (result.target[1] if result.target else None) == target
+    [verdict] = why(snapshot, pod, HAMI_DEFAULTS.with_policy(policy))
+    assert verdict.fits == (target is not None)
+
+
 # Item 9: allocatable card count 0 on a registered node. device.go NvidiaGPUDevices.CheckHealth: `current == 0` and
 # a count reported before -> unhealthy, register() drops the node's cards; with none reported before, the handshake
 # decides (devices.go CheckHealth: healthy while "Requesting_" is under 60 s old, then unhealthy): the node cycles.

@@ -255,7 +255,11 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if blocks:
             reasons[node] = "; ".join(blocks)
         costs.sort(key=lambda item: item[:3])
-        chosen = _one_numa(costs, nums) if numa_bind(pod.fit_annotations) else costs[:nums]
+        bind = numa_bind(pod.fit_annotations)
+        if bind:
+            # under topology-aware HAMi gives cards of one NUMA node only (State.topology_numa)
+            costs = [item for item in costs if item[3].card.numa == state.topology_numa(pod, node, item[3].card.numa)]
+        chosen = _one_numa(costs, nums) if bind else costs[:nums]
         if len(chosen) < nums:
             reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
             continue

@@ -26,6 +26,7 @@ from kubectl_hami_place.core.fit import (
     fit_pod,
     numa_bind,
     topology_aware,
+    topology_numa,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.node_resources import Resources
@@ -344,6 +345,14 @@ class State:
             return cards
         return sorted(picked, key=lambda slot: slot.ordinal)
 
+    def topology_numa(self, pod: PlanPod, node: str, otherwise: int) -> int:
+        """The NUMA node HAMi's topology-aware Fit under numa-bind can give the pod cards from on the node
+        (`fit.topology_numa`), `otherwise` when the pod is not both."""
+        slots = self.by_node[node]
+        cordoned = [slot.card.uuid for slot in slots if slot.cordoned]
+        kept = topology_numa([slot.card for slot in slots], pod.fit_annotations, cordoned, pod.default_policy)
+        return otherwise if kept is None else kept
+
     def hami_fit(
         self, pod: PlanPod, node: str, annotations: Mapping[str, str], cordoned: frozenset[str], config: HamiConfig
     ) -> PodFit:
@@ -614,28 +623,31 @@ class State:
     ) -> tuple[str, list[CardSlot]] | None:
         """The node and cards the pod would move to, best fit first.
 
-        A multi-card pod goes to the first node that has enough fitting cards, walking cards from the least free; under
-        `nvidia.com/numa-bind` enough on one NUMA node of it (HAMi refuses cards of two); under `topology-aware` to
-        the cards HAMi picks there by the node's pair scores (`hami_cards`).
+        Under `nvidia.com/numa-bind` and `topology-aware` only cards of the one NUMA node HAMi's walk keeps count
+        (`topology_numa`). A multi-card pod goes to the first node that has enough fitting cards, walking cards from
+        the least free; under numa-bind enough on one NUMA node of it (HAMi refuses cards of two); under
+        `topology-aware` to the cards HAMi picks there by the node's pair scores (`hami_cards`).
         """
         nums = pod.gpu_requests[0][1].nums
-        own = self.node_of(pod) if self.room else ""
+        home = self.node_of(pod) if self.room else ""
+        bind = numa_bind(pod.fit_annotations)
         fitting_cards = (
             slot
             for slot in self._fitting(pod, scope, avoid_empty)
-            if slot.card.uuid not in exclude and self.holds(slot.node, pod, own)
+            if slot.card.uuid not in exclude
+            and self.holds(slot.node, pod, home)
+            and not (bind and slot.card.numa != self.topology_numa(pod, slot.node, slot.card.numa))
         )
         if nums == 1:
             slot = next(fitting_cards, None)
             return None if slot is None else (slot.node, [slot])
-        bind = numa_bind(pod.fit_annotations)
         fitting: dict[tuple[str, int], list[CardSlot]] = {}
         for slot in fitting_cards:
             cards = fitting.setdefault((slot.node, slot.card.numa if bind else 0), [])
             cards.append(slot)
             if len(cards) == nums:
-                own = sorted(cards, key=lambda s: s.ordinal)
-                return slot.node, self.hami_cards(pod, slot.node, own, exclude, avoid_empty)
+                chosen = sorted(cards, key=lambda s: s.ordinal)
+                return slot.node, self.hami_cards(pod, slot.node, chosen, exclude, avoid_empty)
         return None
 
     def _fitting(self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool) -> Iterable[CardSlot]:

@@ -278,19 +278,12 @@ FOCUSED_PAIR_SCORES = (
 def focused_cases(draw: st.DrawFn) -> Case:
     """A node of healthy cards on two NUMA nodes, some in use, and a pod whose card turns on numa-bind, score
     weights or topology-aware pair scores: the plain draws above rarely make those decide anything."""
-    numas = draw(st.sampled_from(((0, 1, 0, 1), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1))))
-    cards = tuple(
-        Card(f"GPU-{i}", i, 10, 40960, 100, TYPES[0], numa, True, "hami-core") for i, numa in enumerate(numas)
-    )
+    cards = _healthy_cards(draw(st.sampled_from(((0, 1, 0, 1), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1)))))
     kind = draw(st.sampled_from(("numa", "weights", "topology")))
     # weights decide only between cards in use: then every card holds a pod, of another make-up each
     held = [card.uuid for card in cards] if kind == "weights" else []
     held += [draw(st.sampled_from([card.uuid for card in cards])) for _ in range(draw(st.integers(0, 3)))]
-    placed = []
-    for uuid in held:
-        memory = draw(st.sampled_from((1000, 4096, 10000, 20000)))
-        device = ContainerDevice(uuid, "NVIDIA", memory, draw(st.sampled_from((0, 10, 30, 60))))
-        placed.append(Resident(0, 1, encode_allocation([(device,)]), "Running"))
+    placed = _residents(draw, held)
     annotations: dict[str, str] = {}
     pair_scores = None
     if kind == "numa":
@@ -311,6 +304,21 @@ def focused_cases(draw: st.DrawFn) -> Case:
     return Case(cards=cards, residents=tuple(placed), app=(limits,), annotations=annotations, pair_scores=pair_scores)
 
 
+def _healthy_cards(numas: tuple[int, ...]) -> tuple[Card, ...]:
+    """Healthy 40 GiB cards of one type, one per NUMA node given."""
+    return tuple(Card(f"GPU-{i}", i, 10, 40960, 100, TYPES[0], numa, True, "hami-core") for i, numa in enumerate(numas))
+
+
+def _residents(draw: st.DrawFn, held: list[str]) -> list[Resident]:
+    """A running one-card pod on each card named, of a drawn memory and cores."""
+    placed = []
+    for uuid in held:
+        memory = draw(st.sampled_from((1000, 4096, 10000, 20000)))
+        device = ContainerDevice(uuid, "NVIDIA", memory, draw(st.sampled_from((0, 10, 30, 60))))
+        placed.append(Resident(0, 1, encode_allocation([(device,)]), "Running"))
+    return placed
+
+
 def generate_focused(count: int) -> list[Case]:
     """`count` distinct focused cases, the same on every run."""
     return _distinct(focused_cases(), count)
@@ -321,17 +329,10 @@ def default_policy_cases(draw: st.DrawFn) -> Case:
     """A pod naming no GPU policy on healthy cards some of which are in use (maybe all, maybe with pair scores), so
     HAMi's `--gpu-scheduler-policy` decides: under mutex whether a used card is refused and which idle one is
     taken, under topology-aware which cards the pair scores pick, under binpack or spread the card order."""
-    numas = draw(st.sampled_from(((0, 1, 0, 1), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1), (0, 0))))
-    cards = tuple(
-        Card(f"GPU-{i}", i, 10, 40960, 100, TYPES[0], numa, True, "hami-core") for i, numa in enumerate(numas)
-    )
+    cards = _healthy_cards(draw(st.sampled_from(((0, 1, 0, 1), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1), (0, 0)))))
     uuids = [card.uuid for card in cards]
     held = uuids if draw(_sometimes(4)) else draw(st.lists(st.sampled_from(uuids), min_size=1, max_size=3))
-    placed = []
-    for uuid in held:
-        memory = draw(st.sampled_from((1000, 4096, 10000, 20000)))
-        device = ContainerDevice(uuid, "NVIDIA", memory, draw(st.sampled_from((0, 10, 30, 60))))
-        placed.append(Resident(0, 1, encode_allocation([(device,)]), "Running"))
+    placed = _residents(draw, held)
     annotations: dict[str, str] = {}
     if draw(_sometimes(4)):
         annotations[NUMA_BIND] = "true"

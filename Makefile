@@ -62,7 +62,7 @@ constraints: $(STAMP)
 clean:
 	rm -rf $(VENV) .sandbox .pytest_cache .mypy_cache .ruff_cache
 
-# Packaging: the plugin's single-file executable and krew manifest, the server image, the chart.
+# Packaging: the plugin's PyInstaller directory and krew manifest, the server image, the chart.
 .PHONY: dist krew-manifest image chart-lint chart-readme
 DIST_STAMP := $(VENV)/.dist-stamp
 
@@ -70,7 +70,7 @@ $(DIST_STAMP): $(STAMP) pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet $(CONSTRAINTS) -e '.[test,server,dist]'
 	touch $(DIST_STAMP)
 
-# dist/kubectl-hami_place and its krew archive for this machine's os/arch (PyInstaller output is cached).
+# dist/kubectl-hami_place/ (the executable and _internal/) and its krew archive for this machine's os/arch (PyInstaller output is cached).
 dist: $(DIST_STAMP)
 	$(PY) packaging/build.py
 

@@ -1,21 +1,24 @@
 """How long the plugin takes to answer at the prompt, side by side with kubectl itself.
 
 Runs, interleaved so that a busy box slows each alike, `kubectl version --client` (the sandbox's kubectl),
-`kubectl-hami_place --help` and a TAB completion of a verb (`kubectl_complete-hami_place st`), the last two from the
-installed package (the console scripts beside this interpreter), N times each, and prints the median and p95 wall
-time of each, and the median CPU time (user + system: what a busy box inflates least). No cluster is needed: none
-of the three reaches one.
+`kubectl-hami_place --help` and `evict --help` (a verb's help: it parses the root's options first), and TAB
+completions of a verb (`kubectl_complete-hami_place st`) and of an option (`evict --to`), from the installed package
+(the console scripts beside this interpreter), N times each, and prints the median and p95 wall time of each, and the
+median CPU time (user + system: what a busy box inflates least). A help is printed on a pseudo-terminal, as at the
+prompt; a completion into a pipe, as kubectl reads it. No cluster is needed: none of them reaches one.
 
 `--floor` adds what no CLI of ours can go under on this interpreter: `python -c pass`, and a bare typer app (two
-commands, no options, our Typer settings) asked for --help and completing `st` as our completer does. `--frozen
-PATH` (repeatable) adds a PyInstaller build of the plugin: its --help, and its completion through a link named
-`kubectl_complete-hami_place` (the name kubectl runs; packaging/entry.py picks the completer by it).
+commands, no options, our Typer settings and command classes) asked for --help and completing `st` as our completer
+does. `--frozen PATH` (repeatable) adds a PyInstaller build of the plugin: its --help, and its completion through a
+link named `kubectl_complete-hami_place` (the name kubectl runs; packaging/entry.py picks the completer by it).
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import os
+import pty
 import resource
 import statistics
 import subprocess
@@ -32,17 +35,16 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(sys.executable).parent
 
 
-# A typer app with nothing of ours, built and asked as app.py and _completion.complete_words do.
+# A typer app with none of our verbs, built and asked as app.py and _completion.complete_words do.
 BARE_TYPER = """
 import sys
-import typer
 from typer._click.shell_completion import ShellComplete
 from typer.main import get_command
+from kubectl_hami_place.cli._typer_app import Command, typer_app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  context_settings={"help_option_names": ["-h", "--help"]})
-app.command("status", help="Show the cards.")(lambda: None)
-app.command("version", help="Print the versions.")(lambda: None)
+app = typer_app("bare", "A bare app.")
+app.command("status", cls=Command, help="Show the cards.")(lambda: None)
+app.command("version", cls=Command, help="Print the versions.")(lambda: None)
 if sys.argv[1] == "--help":
     app(args=["--help"], prog_name="bare", standalone_mode=False)
 else:
@@ -59,11 +61,15 @@ else:
 
 
 def commands(floor: bool, frozen: list[Path], links: Path) -> dict[str, list[str]]:
-    """The command lines timed, by the label printed; a frozen build's completer is a link to it in `links`."""
+    """The command lines timed, by the label printed; a frozen build's completer is a link to it in `links`. A
+    label with --help is run on a pseudo-terminal."""
+    plugin, completer = str(SCRIPTS / "kubectl-hami_place"), str(SCRIPTS / "kubectl_complete-hami_place")
     timed = {
         "kubectl version --client": [str(binaries.resolve("kubectl")), "version", "--client"],
-        "kubectl-hami_place --help": [str(SCRIPTS / "kubectl-hami_place"), "--help"],
-        "kubectl_complete-hami_place st": [str(SCRIPTS / "kubectl_complete-hami_place"), "st"],
+        "kubectl-hami_place --help": [plugin, "--help"],
+        "kubectl-hami_place evict --help": [plugin, "evict", "--help"],
+        "kubectl_complete-hami_place st": [completer, "st"],
+        "kubectl_complete-hami_place evict --to": [completer, "evict", "--to"],
     }
     if floor:
         timed["floor: python -c pass"] = [sys.executable, "-c", "pass"]
@@ -78,15 +84,39 @@ def commands(floor: bool, frozen: list[Path], links: Path) -> dict[str, list[str
     return timed
 
 
-def wall_time(argv: list[str]) -> tuple[float, float]:
+def wall_time(argv: list[str], tty: bool) -> tuple[float, float]:
     """Seconds from start to exit of one run, and its CPU seconds; a failing run stops the bench (it would time an
-    error path)."""
+    error path). With `tty`, its output goes to a pseudo-terminal, read until it closes."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
+    if tty:
+        _on_a_terminal(argv)
+    else:
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def _on_a_terminal(argv: list[str]) -> None:
+    """Runs `argv` with its stdout on a pseudo-terminal, draining it (a full terminal would block the writer)."""
+    reader, writer = pty.openpty()
+    try:
+        process = subprocess.Popen(argv, stdout=writer, stderr=subprocess.PIPE)
+    finally:
+        os.close(writer)
+    try:
+        while True:
+            try:
+                if not os.read(reader, 65536):
+                    break
+            except OSError:  # EIO: the child closed the terminal
+                break
+    finally:
+        os.close(reader)
+    _, stderr = process.communicate()
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, argv, stderr=stderr)
 
 
 def p95(samples: list[float]) -> float:
@@ -115,17 +145,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(timed: dict[str, list[str]], runs: int) -> int:
     """Times each command `runs` times, interleaved, and prints the table."""
-    for command in timed.values():
-        wall_time(command)  # warm the page cache and the bytecode cache before timing
+    for label, command in timed.items():
+        wall_time(command, "--help" in label)  # warm the page cache and the bytecode cache before timing
     samples: dict[str, list[tuple[float, float]]] = {label: [] for label in timed}
+    print(f"load average at the start: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     for _ in range(runs):
         for label, command in timed.items():
-            samples[label].append(wall_time(command))
-    print(f"{'command':<36} {'median':>8} {'p95':>8} {'CPU':>8}   ({runs} runs each, interleaved)")
+            samples[label].append(wall_time(command, "--help" in label))
+    print(f"load average at the end: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    print(f"{'command':<40} {'median':>8} {'p95':>8} {'CPU':>8}   ({runs} runs each, interleaved)")
     for label, runs_of in samples.items():
         walls = [wall for wall, _ in runs_of]
         cpu = statistics.median(cpu for _, cpu in runs_of)
-        print(f"{label:<36} {statistics.median(walls):>7.3f}s {p95(walls):>7.3f}s {cpu:>7.3f}s")
+        print(f"{label:<40} {statistics.median(walls):>7.3f}s {p95(walls):>7.3f}s {cpu:>7.3f}s")
     return 0
 
 

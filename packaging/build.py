@@ -1,7 +1,9 @@
-"""Builds the plugin's single-file executable with PyInstaller and archives it for krew (`make dist`).
+"""Builds the plugin with PyInstaller as one directory and archives it for krew (`make dist`).
 
-The executable is cached outside the repo under a digest of everything that goes into it (the plugin's sources,
-the spec, the installed distributions, Python and PyInstaller), so a warm run only re-archives it.
+The directory, kubectl-hami_place/ (the executable and its _internal/), is cached outside the repo under a digest of
+everything that goes into it (the plugin's sources, the spec, the installed distributions, Python and PyInstaller),
+so a warm run only re-archives it. The archive holds that directory and LICENSE; the krew manifest's `bin` is the
+executable inside it.
 """
 
 from __future__ import annotations
@@ -71,16 +73,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("HAMI_PLACE_CACHE", default)) / "pyinstaller"
 
 
-def build_executable(exe_name: str, log=sys.stderr) -> Path:
-    """The cached executable, built first when the sources changed since the last build."""
-    target = cache_root() / source_digest() / exe_name
-    if target.is_file():
+def build_bundle(log=sys.stderr) -> Path:
+    """The cached one-directory build, built first when the sources changed since the last build."""
+    target = cache_root() / source_digest() / BINARY
+    if target.is_dir():
         os.utime(target.parent)
-        print(f"{exe_name}: cached ({target.parent.name})", file=log)
+        print(f"{BINARY}: cached ({target.parent.name})", file=log)
         return target
     if importlib.util.find_spec("PyInstaller") is None:
         raise SystemExit("PyInstaller is not installed; run: make dist (or pip install -e '.[dist]')")
-    print(f"{exe_name}: building with PyInstaller (cold cache; this takes a few minutes)", file=log, flush=True)
+    print(f"{BINARY}: building with PyInstaller (cold cache; this takes a few minutes)", file=log, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         cmd = [
@@ -98,7 +100,7 @@ def build_executable(exe_name: str, log=sys.stderr) -> Path:
             str(SPEC),
         ]
         subprocess.run(cmd, cwd=ROOT, check=True)
-        os.replace(Path(tmp) / "dist" / exe_name, target)
+        os.replace(Path(tmp) / "dist" / BINARY, target)
     prune(target.parent.parent, keep=KEEP_BUILDS)
     return target
 
@@ -140,6 +142,24 @@ def write_archive(path: Path, members: list[tuple[str, bytes, int]]) -> None:
     partial.replace(path)
 
 
+def bundle_members(bundle: Path, exe_name: str) -> list[tuple[str, bytes, int]]:
+    """The build's files under `kubectl-hami_place/`, sorted, as krew unpacks them: regular files only (its untar
+    refuses links, so a link is stored as what it points to), 0755 for the executable and what PyInstaller marked
+    executable, else 0644."""
+    members = []
+    for directory, _, names in os.walk(bundle, followlinks=True):
+        for name in names:
+            path = Path(directory) / name
+            relative = path.relative_to(bundle).as_posix()
+            if ".." in relative:
+                raise SystemExit(f"{path}: krew refuses an archive member whose name holds '..'; rename it")
+            executable = relative == exe_name or os.access(path, os.X_OK)
+            members.append((f"{BINARY}/{relative}", path.read_bytes(), 0o755 if executable else 0o644))
+    if not any(name == f"{BINARY}/{exe_name}" for name, _, _ in members):
+        raise SystemExit(f"{bundle}: no {exe_name} in the PyInstaller build")
+    return sorted(members)
+
+
 def archive_name(version: str, os_name: str, arch: str) -> str:
     """kubectl-hami_place_v<version>_<os>_<arch>.tar.gz; the manifest generator parses this name back."""
     return f"{BINARY}_v{version}_{os_name}_{arch}.{'zip' if os_name == 'windows' else 'tar.gz'}"
@@ -151,13 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os_name, arch = host_platform()
     exe_name = f"{BINARY}.exe" if os_name == "windows" else BINARY
-    executable = build_executable(exe_name)
+    bundle = build_bundle()
     args.dist.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executable, args.dist / exe_name)
+    copy = args.dist / BINARY
+    if copy.is_dir():
+        shutil.rmtree(copy)
+    else:
+        copy.unlink(missing_ok=True)  # a one-file build of before this layout
+    shutil.copytree(bundle, copy)
     archive = args.dist / archive_name(project_version(), os_name, arch)
-    write_archive(
-        archive, [(exe_name, executable.read_bytes(), 0o755), ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)]
-    )
+    members = bundle_members(bundle, exe_name)
+    write_archive(archive, [*members, ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)])
     sys.stdout.write(f"{archive}\n")
     return 0
 

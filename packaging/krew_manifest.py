@@ -68,14 +68,16 @@ def sha256(path: Path) -> str:
 
 
 def platform_entry(archive: Path, os_name: str, arch: str, base_url: str) -> dict[str, Any]:
-    """One krew platform: what selects it, where its archive is, and which file is the plugin."""
+    """One krew platform: what selects it, where its archive is, and which file is the plugin: the executable in
+    the PyInstaller directory the archive holds (packaging/build.py), which finds its _internal/ beside it through
+    the link krew makes."""
     exe = f"{BINARY}.exe" if os_name == "windows" else BINARY
     return {
         "selector": {"matchLabels": {"os": os_name, "arch": arch}},
         "uri": f"{base_url.rstrip('/')}/{archive.name}",
         "sha256": sha256(archive),
-        "files": [{"from": exe, "to": "."}, {"from": "LICENSE", "to": "."}],
-        "bin": exe,
+        "files": [{"from": BINARY, "to": "."}, {"from": "LICENSE", "to": "."}],
+        "bin": f"{BINARY}/{exe}",
     }
 
 

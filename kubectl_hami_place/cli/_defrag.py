@@ -28,6 +28,7 @@ from kubectl_hami_place.cli._common import (
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
+from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
@@ -53,14 +54,7 @@ HELP = (
 )
 RUNS_SHOWN = 10
 
-app = typer.Typer(
-    name="defrag",
-    help=HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = typer_app("defrag", HELP)
 
 PolicyOption = Annotated[
     str | None,
@@ -250,7 +244,7 @@ class ModeChange:
         return [Text((f"defrag policy {self.ref}: mode {self.before} -> {self.after}{suffix}",))]
 
 
-@app.command("status", help="Mode, leader, budgets used in the last hour, and the last runs.")
+@app.command("status", cls=Command, help="Mode, leader, budgets used in the last hour, and the last runs.")
 def status(
     *,
     policy: PolicyOption = None,
@@ -284,7 +278,7 @@ def status(
     )
 
 
-@app.command("history", help="The controller's moves, newest first.")
+@app.command("history", cls=Command, help="The controller's moves, newest first.")
 def history(
     *,
     run: Annotated[str | None, typer.Option("--run", help="Only this run's moves.")] = None,
@@ -302,7 +296,7 @@ def history(
     emit(History(tuple(record for record in moves if run is None or record.run_id == run)), output)
 
 
-@app.command("pause", help="Set the policy's mode to off, keeping the mode it replaces for resume.")
+@app.command("pause", cls=Command, help="Set the policy's mode to off, keeping the mode it replaces for resume.")
 def pause(
     *,
     policy: PolicyOption = None,
@@ -318,7 +312,7 @@ def pause(
     _flip(target(kubeconfig, context, None, as_user=as_user).kube, ref, dry_run, yes, output, pausing=True)
 
 
-@app.command("resume", help="Restore the mode the policy had before pause (dry-run when none was kept).")
+@app.command("resume", cls=Command, help="Restore the mode the policy had before pause (dry-run when none was kept).")
 def resume(
     *,
     policy: PolicyOption = None,

@@ -35,30 +35,24 @@ from kubectl_hami_place.cli._errors import (
     CliError,
     kube_line,
 )
+from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeInvalid
 
 PROG = "kubectl hami-place"
 
-app = typer.Typer(
-    name=PROG,
-    help="Pin HAMi GPU pods to exact nodes and cards, evict to make room, and see every card's state.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.command("pin", help=_pin.HELP, no_args_is_help=True)(_pin.pin)
-app.command("evict", help=_evict.HELP, no_args_is_help=True)(_evict.evict)
-app.command("status", help=_status.HELP)(_status.status)
-app.command("list", help=_list.HELP)(_list.list_placements)
-app.command("delete", help=_delete.HELP, no_args_is_help=True)(_delete.delete)
-app.command("why", help=_why.HELP, no_args_is_help=True)(_why.why)
-app.command("plan", help=_plan.HELP, no_args_is_help=True)(_plan.plan)
-app.command("apply", help=_apply.HELP, no_args_is_help=True)(_apply.apply)
+app = typer_app(PROG, "Pin HAMi GPU pods to exact nodes and cards, evict to make room, and see every card's state.")
+app.command("pin", cls=Command, help=_pin.HELP, no_args_is_help=True)(_pin.pin)
+app.command("evict", cls=Command, help=_evict.HELP, no_args_is_help=True)(_evict.evict)
+app.command("status", cls=Command, help=_status.HELP)(_status.status)
+app.command("list", cls=Command, help=_list.HELP)(_list.list_placements)
+app.command("delete", cls=Command, help=_delete.HELP, no_args_is_help=True)(_delete.delete)
+app.command("why", cls=Command, help=_why.HELP, no_args_is_help=True)(_why.why)
+app.command("plan", cls=Command, help=_plan.HELP, no_args_is_help=True)(_plan.plan)
+app.command("apply", cls=Command, help=_apply.HELP, no_args_is_help=True)(_apply.apply)
 app.add_typer(_defrag.app, name="defrag", help=_defrag.HELP)
-app.command("version", help=_version.HELP)(_version.version)
-app.command("completion", help=_completion.HELP, no_args_is_help=True)(_completion.completion)
+app.command("version", cls=Command, help=_version.HELP)(_version.version)
+app.command("completion", cls=Command, help=_completion.HELP, no_args_is_help=True)(_completion.completion)
 
 
 def run(argv: list[str]) -> int:

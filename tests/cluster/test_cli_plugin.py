@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from sandbox.cluster import Sandbox
-from tests.cluster.cli_harness import VENV_BIN
+from tests.cluster.cli_harness import VENV_BIN, apply
 
 pytestmark = pytest.mark.cluster
 
@@ -82,3 +82,28 @@ def test_kubectl_completes_through_the_plugin_completer(cluster: Sandbox) -> Non
     nodes = kubectl(cluster, "__complete", "hami-place", "status", "--kubeconfig", str(cluster.kubeconfig), "gpu-h")
     assert nodes.returncode == 0, nodes.stderr
     assert "gpu-h100-0" in nodes.stdout.split()
+
+
+def test_completion_hands_the_words_typed_before_it_to_the_lookups(cluster: Sandbox, namespace: str) -> None:
+    """The completer parses the typed words itself (cli/_typer_app.py, sparing typer's pydantic coercion):
+    --kubeconfig, -n and --node reach the namespace, pod and card lookups as typed."""
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "completed-pod", "namespace": namespace, "labels": {"hami.io/webhook": "ignore"}},
+            "spec": {"nodeName": "gpu-h100-0", "containers": [{"name": "c", "image": "registry.invalid/job:1"}]},
+        },
+    )
+    kubeconfig = str(cluster.kubeconfig)
+
+    def candidates(*typed: str) -> list[str]:
+        completed = kubectl(cluster, "__complete", "hami-place", *typed)
+        assert completed.returncode == 0, completed.stderr
+        return [line.split("\t")[0] for line in completed.stdout.splitlines()]
+
+    assert namespace in candidates("list", "--kubeconfig", kubeconfig, "-n", namespace[:4])
+    assert candidates("evict", "--kubeconfig", kubeconfig, "-n", namespace, "") == ["completed-pod", ":4"]
+    cards = candidates("pin", "--kubeconfig", kubeconfig, "--node", "gpu-h100-0", "--gpu", "")
+    assert "gpu-0" in cards, cards

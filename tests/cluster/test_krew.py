@@ -1,8 +1,9 @@
 """The krew package: the PyInstaller executable, the generated manifest checked by krew's own validator, and a real
 offline `kubectl krew install` whose plugin then runs against the sandbox.
 
-The executable comes from `make dist` (PyInstaller, cached under a digest of its sources, so a warm run only
-re-archives it); krew and validate-krew-manifest are built from their Go module like the sandbox binaries.
+The executable comes from `make dist` (PyInstaller one-directory: the archive holds kubectl-hami_place/; cached
+under a digest of its sources, so a warm run only re-archives it); krew and validate-krew-manifest are built from
+their Go module like the sandbox binaries.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_manifest_describes_the_built_archive(archive: Path, manifest: Path) -> 
     assert platform["selector"] == {"matchLabels": {"os": "linux", "arch": "amd64"}}
     assert platform["uri"].endswith(f"/v{__version__}/{archive.name}")
     assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert platform["bin"] == BINARY
+    assert platform["bin"] == f"{BINARY}/{BINARY}"
 
 
 def test_krew_validator_accepts_the_manifest(validator: Path, manifest: Path) -> None:
@@ -162,7 +163,9 @@ def test_offline_krew_install_then_plugin_works(krew_env: dict[str, str], manife
     store = Path(krew_env["KREW_ROOT"]) / "store" / PLUGIN / f"v{__version__}"
     assert (store / "LICENSE").read_text().startswith("\n                                 Apache License")
     link = Path(krew_env["KREW_ROOT"]) / "bin" / BINARY
-    assert link.is_symlink() and link.resolve() == (store / BINARY).resolve()
+    # The executable inside the PyInstaller directory, which finds its _internal/ through krew's link.
+    assert link.is_symlink() and link.resolve() == (store / BINARY / BINARY).resolve()
+    assert (store / BINARY / "_internal").is_dir()
 
     helped = run(krew_env, "kubectl", "hami-place", "--help")
     assert helped.returncode == 0, helped.stderr

@@ -81,3 +81,11 @@ def test_cluster_lookups_offer_nothing_without_a_cluster(tmp_path: Path, monkeyp
     assert candidates("evict", "--kubeconfig", str(kubeconfig), "") == []
     assert looked_up == ["list_nodes", "get_node", "list_pods"]
     assert candidates("pin", "--gpu", "") == [], "without --node there is no node to ask"
+
+
+def test_an_argument_already_typed_is_not_offered_again() -> None:
+    """The completer parses the words typed without typer's coercion; it still tells a given argument from a
+    missing one."""
+    assert candidates("completion", "") == ["bash", "zsh", "fish"]
+    assert candidates("completion", "bash", "") == []
+    assert candidates("completion", "bash", "--") == ["--help"]

@@ -189,6 +189,49 @@ def test_archives_are_reproducible_and_hold_the_plugin_and_license(tmp_path: Pat
         assert archive.namelist() == ["kubectl-hami_place.exe", "LICENSE"]
 
 
+def test_the_archive_holds_the_pyinstaller_directory_as_krew_unpacks_it(tmp_path: Path) -> None:
+    """Regular files under kubectl-hami_place/ (krew's untar refuses links: one is stored as its target), the
+    executable and what PyInstaller marked executable 0755, the rest 0644."""
+    build = load("build")
+    bundle = tmp_path / "kubectl-hami_place"
+    (bundle / "_internal" / "yaml").mkdir(parents=True)
+    (bundle / "kubectl-hami_place").write_bytes(b"\x7fELF bootloader")
+    (bundle / "kubectl-hami_place").chmod(0o700)
+    (bundle / "_internal" / "libpython3.11.so.1.0").write_bytes(b"\x7fELF libpython")
+    (bundle / "_internal" / "libpython3.11.so.1.0").chmod(0o755)
+    (bundle / "_internal" / "base_library.zip").write_bytes(b"PK")
+    (bundle / "_internal" / "base_library.zip").chmod(0o600)
+    (bundle / "_internal" / "yaml" / "_yaml.so").symlink_to(bundle / "_internal" / "libpython3.11.so.1.0")
+    members = build.bundle_members(bundle, "kubectl-hami_place")
+    assert [(name, mode) for name, _, mode in members] == [
+        ("kubectl-hami_place/_internal/base_library.zip", 0o644),
+        ("kubectl-hami_place/_internal/libpython3.11.so.1.0", 0o755),
+        ("kubectl-hami_place/_internal/yaml/_yaml.so", 0o755),
+        ("kubectl-hami_place/kubectl-hami_place", 0o755),
+    ]
+    archive = tmp_path / "x.tar.gz"
+    build.write_archive(archive, [*members, ("LICENSE", b"Apache", 0o644)])
+    with tarfile.open(archive) as opened:
+        infos = {m.name: m for m in opened.getmembers()}
+        assert all(info.isreg() for info in infos.values())
+        linked = opened.extractfile("kubectl-hami_place/_internal/yaml/_yaml.so")
+        assert linked is not None and linked.read() == b"\x7fELF libpython"
+    assert "LICENSE" in infos
+
+
+def test_a_bundle_krew_cannot_unpack_or_without_the_executable_is_refused(tmp_path: Path) -> None:
+    build = load("build")
+    bundle = tmp_path / "kubectl-hami_place"
+    bundle.mkdir()
+    (bundle / "other").write_bytes(b"")
+    with pytest.raises(SystemExit, match="no kubectl-hami_place in the PyInstaller build"):
+        build.bundle_members(bundle, "kubectl-hami_place")
+    (bundle / "kubectl-hami_place").write_bytes(b"")
+    (bundle / "odd..name").write_bytes(b"")
+    with pytest.raises(SystemExit, match=r"refuses an archive member whose name holds '\.\.'"):
+        build.bundle_members(bundle, "kubectl-hami_place")
+
+
 def test_archive_names_round_trip_through_the_manifest_generator() -> None:
     build, generator = load("build"), load("krew_manifest")
     for os_name, arch in (("linux", "amd64"), ("linux", "arm64"), ("darwin", "arm64"), ("windows", "amd64")):
@@ -222,9 +265,10 @@ def test_manifest_has_one_platform_per_archive_with_its_sha256(tmp_path: Path) -
     assert platforms[0]["uri"] == f"https://example.org/rel/{linux.name}"
     assert platforms[0]["sha256"] == hashlib.sha256(linux.read_bytes()).hexdigest()
     assert platforms[1]["sha256"] == hashlib.sha256(windows.read_bytes()).hexdigest()
-    assert platforms[0]["bin"] == "kubectl-hami_place"
-    assert platforms[1]["bin"] == "kubectl-hami_place.exe"
-    assert {"from": "LICENSE", "to": "."} in platforms[1]["files"]
+    # The executable inside the PyInstaller directory the archive holds (bundle_members below).
+    assert platforms[0]["bin"] == "kubectl-hami_place/kubectl-hami_place"
+    assert platforms[1]["bin"] == "kubectl-hami_place/kubectl-hami_place.exe"
+    assert platforms[1]["files"] == [{"from": "kubectl-hami_place", "to": "."}, {"from": "LICENSE", "to": "."}]
     # The chart is where the release publishes it, beside the archives: no ./chart, no placeholder.
     caveats = plugin["spec"]["caveats"]
     assert "helm install gpu-descheduler https://example.org/rel/hami-place-1.2.3.tgz" in caveats

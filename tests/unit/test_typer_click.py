@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 from typer._click import exceptions, shell_completion
 
-from kubectl_hami_place.cli import _completion, app
+from kubectl_hami_place.cli import _completion, _typer_app, app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,3 +62,9 @@ def test_completion_runs_through_typer_click() -> None:
     """The whole path: typer's command, the vendored completer, our formatting."""
     words = _completion.complete_words(app.app, "kubectl hami-place", ["sta"])
     assert words.splitlines()[0].startswith("status\t")
+
+
+def test_the_quick_parse_marks_typed_words_as_click_completion_reads_them() -> None:
+    """_typer_app parses the words of a completion itself: the parameter source it records is the enum click's
+    completion compares with (a given argument is not offered again)."""
+    assert _typer_app.ParameterSource is shell_completion.ParameterSource

@@ -639,7 +639,8 @@ def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_t
 ) -> None:
     """The big pod waits on node A, whose one card holds `move` (10,000 MiB, 2 CPUs; it may run on A, B or C). B's
     card is the fuller one (a 5,000 MiB pod), so a plan counting cards alone moves `move` there; but a pod of the
-    default scheduler asks 63 of B's 64 CPUs, so kube-scheduler would refuse the replacement: the plan goes to C."""
+    default scheduler asks 63 of B's 64 CPUs, so kube-scheduler would refuse the replacement: the plan goes to C.
+    Once C is gone there is no plan, and the reason names B's CPU."""
     tag = uuid.uuid4().hex[:6]
     a, b, c = (f"rooms-{side}-{tag}" for side in "abc")
     made = one_card_nodes(cluster, a)
@@ -689,5 +690,12 @@ def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_t
             (f"{namespace}/{moved}", a, c)
         ]
         assert result["target"]["node"] == a
+
+        delete_nodes(cluster, [made.pop()])
+        refused = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event once C is gone")
+        assert f"{moved} fits no other card except on {b}, whose cpu would not hold it" in refused, refused
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 1 and run.json()["moves"] == [], run.out
+        assert any(f"except on {b}, whose cpu would not hold it" in r for r in run.json()["reasons"]), run.out
     finally:
         delete_nodes(cluster, made)

@@ -4,7 +4,8 @@ In-process, no sandbox: --pods HAMi pods, --nodes nodes and --placements placeme
 server stores them (the defaults it adds, managedFields, kubelet-style node status, the webhook's acknowledgement in
 each placement's status), each decoded from its own JSON as a watch event is, then stored as the reflector would:
 whole, trimmed of managedFields (what the cache kept before), or projected (webhook.cache.project_pod /
-project_node / project_placement: what it keeps now). Prints MiB held (tracemalloc) and bytes per object.
+project_node / project_placement: what it keeps now; for as many pods of another scheduler, project_counted_pod, what
+the defragmentation controller keeps of each). Prints MiB held (tracemalloc) and bytes per object.
 Then the whole cache (webhook.cache.ClusterCache) listed through its reflectors' own relist, pages of the API
 server's JSON, with its indexes (allocations by pod and node, claims, placements by namespace and label): MiB held
 after each kind, and after GET /api/v1/cluster-info built its per-node views.
@@ -31,7 +32,14 @@ from kubernetes.client import ApiClient
 
 from bench import generate
 from kubectl_hami_place.kube.watch import _trimmed
-from webhook.cache import ClusterCache, json_pieces, project_node, project_placement, project_pod
+from webhook.cache import (
+    ClusterCache,
+    json_pieces,
+    project_counted_pod,
+    project_node,
+    project_placement,
+    project_pod,
+)
 
 STAMP = "2026-11-30T14:11:27Z"
 
@@ -126,6 +134,19 @@ def stored_pod(i: int, nodes: int) -> dict[str, Any]:
         },
         "status": {"phase": "Pending", "qosClass": "BestEffort"},
     }
+
+
+def stored_other_pod(i: int, nodes: int) -> dict[str, Any]:
+    """Pod i of another scheduler as the sandbox stores it: stored_pod's shape without HAMi's annotations or cards,
+    asking CPU and memory (four CPU and eight memory sizes, as a few templates would)."""
+    obj = stored_pod(i, nodes)
+    obj["metadata"]["name"] = f"web-{i:06d}"
+    obj["metadata"]["annotations"] = {}
+    obj["spec"]["schedulerName"] = "default-scheduler"
+    requests = {"cpu": f"{(i % 4 + 1) * 250}m", "memory": f"{(i % 8 + 1) * 256}Mi"}
+    obj["spec"]["containers"][0]["resources"] = {"requests": requests}
+    obj["status"] = {"phase": "Running", "qosClass": "Burstable"}
+    return obj
 
 
 def stored_node(n: int) -> dict[str, Any]:
@@ -255,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         ("pods", [json.dumps(stored_pod(i, args.nodes)).encode() for i in range(args.pods)], project_pod),
         ("nodes", [json.dumps(stored_node(n)).encode() for n in range(args.nodes)], project_node),
         ("placements", placements, project_placement),
+        (
+            "other pods",
+            [json.dumps(stored_other_pod(i, args.nodes)).encode() for i in range(args.pods)],
+            project_counted_pod,
+        ),
     )
     print(
         f"{'kind':<10} {'count':>6} {'JSON B/obj':>10} | {'whole':>15} | {'no managedFields':>16} | {'projected':>15}"

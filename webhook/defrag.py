@@ -1,8 +1,9 @@
 """The defragmentation controller: moves pods on its own, within the operator's DefragPolicy, from the leader only.
 
 Its own threads beside admission (which runs on every replica whatever the controller does): one stands for the
-`hami-place-defrag-leader` Lease (`kube/leader.py`), three watch the policy's ConfigMap, the scheduler's
-FailedScheduling Events and the PodDisruptionBudgets, and one worker takes keys from a work queue
+`hami-place-defrag-leader` Lease (`kube/leader.py`), four watch the policy's ConfigMap, the scheduler's
+FailedScheduling Events, the PodDisruptionBudgets and the other schedulers' bound pods (what they ask of their nodes,
+which the planner's node rooms count), and one worker takes keys from a work queue
 (`webhook/workqueue.py`, keys in `core/defrag/keys.py`), one key at a time:
 
 - the policy, when its ConfigMap changes: parsed again (a bad one turns the controller off until fixed); a new
@@ -17,9 +18,10 @@ FailedScheduling Events and the PodDisruptionBudgets, and one worker takes keys 
 - resume, when the replica starts leading: the open placements of earlier runs are looked at first.
 
 Only the leader looks at pods and keep-room; a follower drops them, and a replica that starts leading adds every key
-again. Plans read the server's watch caches (`webhook/cache.py`, with the planner's fields kept), never a list of
-the cluster's pods or nodes, and not while the caches are stale. Each look ends in done or in when to look again
-(`core.defrag.keys.look_again`); a look that fails is retried backed off per key.
+again. Plans read the server's watch caches (`webhook/cache.py`, with the planner's fields kept, and the other
+schedulers' pods watched here), never a list of the cluster's pods or nodes, and not while the caches are stale.
+Each look ends in done or in when to look again (`core.defrag.keys.look_again`); a look that fails is retried backed
+off per key.
 
 The room a rescue frees is not reserved for the rescued pod: it is retried by the scheduler as soon as the evicted
 pods are gone, and whatever takes the room first wins. A rescue that loses it is counted
@@ -96,8 +98,9 @@ from kubectl_hami_place.kube.watch import (
     disruption_budget_reflector,
     failed_scheduling_reflector,
     object_key,
+    other_pods_reflector,
 )
-from webhook.cache import ClusterCache
+from webhook.cache import COUNTED, ClusterCache, project_counted_pod
 from webhook.metrics import DefragMetrics
 from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
@@ -171,6 +174,9 @@ class DefragController:
         self.policy_map = config_map_reflector(kube.api, options.policy_namespace, options.policy_name)
         self.failures = failed_scheduling_reflector(kube.api, project=project_failed_scheduling)
         self.disruption_budgets = disruption_budget_reflector(kube.api)
+        # Every other scheduler's bound pod, as what it asks of its node: the cache holds HAMi's pods only, and a
+        # plan that did not count these would move pods onto nodes kube-scheduler refuses for CPU or memory.
+        self.other_pods = other_pods_reflector(kube.api, options.scheduler_name, project=project_counted_pod)
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
@@ -193,8 +199,9 @@ class DefragController:
         metrics.leader.set(0)
 
     def reflectors(self) -> tuple[Reflector, ...]:
-        """The watches the controller keeps besides the server's cache."""
-        return (self.policy_map, self.failures, self.disruption_budgets)
+        """The watches the controller keeps besides the server's cache (no plan before each has listed; admission
+        waits on none of them)."""
+        return (self.policy_map, self.failures, self.disruption_budgets, self.other_pods)
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
         """The Lease's thread, the watches' threads and the worker's thread, not started."""
@@ -440,7 +447,10 @@ class DefragController:
         """The planner's snapshot from the watch caches, read once a batch (`again`: read anew)."""
         if self._read is None or again:
             budgets = self.disruption_budgets.items()
-            self._read = snapshot_of(self.cache.nodes.items(), self.cache.pods.items(), budgets, self.hami_config())
+            others = [pod[COUNTED] for pod in self.other_pods.items()]
+            self._read = snapshot_of(
+                self.cache.nodes.items(), self.cache.pods.items(), budgets, self.hami_config(), others=others
+            )
         return self._read
 
     def _runs(self) -> tuple[MoveRecord, ...]:

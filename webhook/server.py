@@ -167,7 +167,7 @@ def serve(options: ServeOptions) -> None:
 
     controller = None
     if options.defrag is not None:
-        # Its own connection pool (its watches hold three): the controller's reads and waits never hold a
+        # Its own connection pool (its watches hold four): the controller's reads and waits never hold a
         # connection admission needs. Its plans read the cache, whose pod events it follows from the first list;
         # HAMi's config is the one admissions follow.
         controller = DefragController(

@@ -10,10 +10,11 @@ ephemeral storage are not counted (HAMi's cards are the planner's own count).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.requests import parse_quantity
@@ -56,6 +57,28 @@ NOTHING = Resources()
 """What a pod not counted asks (a planner pod built without its spec)."""
 
 
+class CountedPod(NamedTuple):
+    """A bound, unfinished pod read apart from the planner's pods, counted on its node only (another scheduler's, as
+    the server's watch keeps it): its namespace, name and node, and what it asks or why that could not be read."""
+
+    namespace: str
+    name: str
+    node: str
+    needs: Resources | str
+
+
+def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
+    """The pod as node_remainders counts it, read once (the server keeps this, not the pod)."""
+    metadata, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+    try:
+        needs: Resources | str = pod_resources(spec)
+    except RequestError as err:
+        needs = str(err)
+    return CountedPod(
+        str(metadata.get("namespace", "")), str(metadata.get("name", "")), str(spec.get("nodeName") or ""), needs
+    )
+
+
 def pod_resources(spec: Mapping[str, Any]) -> Resources:
     """What the pod asks of its node (one pod, its CPU and memory requests); RequestError when a quantity is
     malformed (the API server validates them, so only a hand-made object has one)."""
@@ -91,30 +114,33 @@ def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
 
 
 def node_remainders(
-    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], others: Iterable[CountedPod] = ()
 ) -> tuple[dict[str, Resources], tuple[str, ...]]:
-    """Each node's allocatable less what its bound, unfinished pods ask, by node name (nodes stating no CPU or
-    memory left out), and a warning per pod whose requests cannot be read (its node is then counted as full)."""
+    """Each node's allocatable less what its bound, unfinished pods ask (`pods`, and `others` already read), by node
+    name (nodes stating no CPU or memory left out), and a warning per pod whose requests cannot be read (its node is
+    then counted as full)."""
     remainders: dict[str, Resources] = {}
     for node in nodes:
         allocatable = node_allocatable(node)
         if allocatable is not None:
             remainders[str(_map(node.get("metadata")).get("name", ""))] = allocatable
+    bound = (
+        counted_pod(pod)
+        for pod in pods
+        if _map(pod.get("spec")).get("nodeName") in remainders and _map(pod.get("status")).get("phase") not in FINISHED
+    )
     warnings = []
-    for pod in pods:
-        spec = _map(pod.get("spec"))
-        node_name = spec.get("nodeName")
-        if node_name not in remainders or _map(pod.get("status")).get("phase") in FINISHED:
+    for other in itertools.chain(bound, others):
+        if other.node not in remainders:
             continue
-        try:
-            remainders[node_name] -= pod_resources(spec)
-        except RequestError as err:
-            metadata = _map(pod.get("metadata"))
-            warnings.append(
-                f"pod {metadata.get('namespace', '')}/{metadata.get('name', '')}: {err}; "
-                f"node {node_name} is counted as having no CPU or memory left"
-            )
-            remainders[node_name] = Resources()
+        if isinstance(other.needs, Resources):
+            remainders[other.node] -= other.needs
+            continue
+        warnings.append(
+            f"pod {other.namespace}/{other.name}: {other.needs}; "
+            f"node {other.node} is counted as having no CPU or memory left"
+        )
+        remainders[other.node] = Resources()
     return remainders, tuple(warnings)
 
 

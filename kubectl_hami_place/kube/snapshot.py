@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.kube.client import Kube, request
@@ -49,9 +50,12 @@ def snapshot_of(
     budgets: Iterable[dict[str, Any]],
     config: HamiConfig,
     notices: tuple[str, ...] = (),
+    *,
+    others: Iterable[CountedPod] = (),
 ) -> SnapshotRead:
-    """The planner's snapshot of objects already read (lists, or the server's watch caches)."""
-    snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config)
+    """The planner's snapshot of objects already read (lists, or the server's watch caches, whose pods of other
+    schedulers come as `others`, counted in their nodes' rooms only)."""
+    snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config, others=others)
     return SnapshotRead(snapshot, config, (*notices, *warnings), node_labels(nodes), tuple(pods), tuple(nodes))
 
 

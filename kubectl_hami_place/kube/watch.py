@@ -278,6 +278,17 @@ def pod_reflector(api_client: ApiClient, scheduler_name: str, project: Projectio
     )
 
 
+def other_pods_reflector(api_client: ApiClient, scheduler_name: str, project: Projection = _trimmed) -> Reflector:
+    """The bound, unfinished pods of every other scheduler: what they ask of their nodes is room HAMi's pods lack."""
+    finished = ",".join(f"status.phase!={phase}" for phase in ("Succeeded", "Failed"))
+    return Reflector(
+        "other-pods",
+        by_path(api_client, "GET", "/api/v1/pods"),
+        list_kwargs={"field_selector": f"spec.schedulerName!={scheduler_name},spec.nodeName!=,{finished}"},
+        project=project,
+    )
+
+
 def placement_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every HamiPodPlacement in the cluster."""
     api = CustomObjectsApi(api_client)

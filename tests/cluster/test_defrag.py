@@ -33,9 +33,10 @@ from kubectl_hami_place.core.names import (
     PLURAL,
     VERSION,
 )
+from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
-from tests.cluster.cli_harness import placements
+from tests.cluster.cli_harness import placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
     GpuNode,
@@ -623,3 +624,78 @@ def test_under_churn_no_pod_moves_twice_within_its_cooldown_nor_beyond_the_hourl
                 rested = (created - earlier).total_seconds()
                 assert rested >= CHURN_COOLDOWN_SECONDS, f"{moved} moved again {rested:g} s after its move: {records}"
     assert sum(evictions.deleted.values()) == len(records), f"the records are every eviction: {evictions.deleted}"
+
+
+def one_card_nodes(cluster: Sandbox, *names: str) -> list[GpuNode]:
+    """Nodes of one 40 GiB card each, 64 CPUs, by these names."""
+    made = [GpuNode(name, card_entries(1)) for name in names]
+    entries = [{"name": n.name, "cpu": "64", "memory": "512Gi", "pods": "110", "cards": n.cards} for n in made]
+    gpu_nodes.create_nodes(cluster, entries)
+    return made
+
+
+def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_the_cli_go_elsewhere(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """The big pod waits on node A, whose one card holds `move` (10,000 MiB, 2 CPUs; it may run on A, B or C). B's
+    card is the fuller one (a 5,000 MiB pod), so a plan counting cards alone moves `move` there; but a pod of the
+    default scheduler asks 63 of B's 64 CPUs, so kube-scheduler would refuse the replacement: the plan goes to C.
+    Once C is gone there is no plan, and the reason names B's CPU."""
+    tag = uuid.uuid4().hex[:6]
+    a, b, c = (f"rooms-{side}-{tag}" for side in "abc")
+    made = one_card_nodes(cluster, a)
+    try:
+        body = deployment("move", 0, SMALL)
+        spec = body["spec"]["template"]["spec"]
+        spec["containers"][0]["resources"]["requests"] = {"cpu": "2"}
+        hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b, c]}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [hostname]}]
+                }
+            }
+        }
+        create(cluster, namespace, body)
+        moved = scale_up(cluster, namespace, "move")
+        assert allocation(cluster, namespace, moved).node == a, "B and C do not exist yet"
+        made += one_card_nodes(cluster, b, c)
+        create(cluster, namespace, pod("filler", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000"}, node=b))
+        assert allocation(cluster, namespace, "filler").node == b
+        hog = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "cpu-hog", "labels": {"hami.io/webhook": "ignore"}},
+            "spec": {
+                "nodeName": b,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {"name": "c", "image": "registry.invalid/web:1", "resources": {"requests": {"cpu": "63"}}}
+                ],
+            },
+        }
+        create(cluster, namespace, hog)
+        write_policy(cluster, server_namespace, namespace, "dry-run")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        create(cluster, namespace, pod("big", BIG, node=a))
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
+        assert f"would move {namespace}/{moved} from {a}/gpu-0 to {c}/gpu-0" in message, message
+        assert b not in message, message
+
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 0, run.err
+        result = run.json()
+        assert [(m["pod"], m["from"]["node"], m["to"]["node"]) for m in result["moves"]] == [
+            (f"{namespace}/{moved}", a, c)
+        ]
+        assert result["target"]["node"] == a
+
+        delete_nodes(cluster, [made.pop()])
+        refused = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event once C is gone")
+        assert f"{moved} fits no other card except on {b}, whose cpu would not hold it" in refused, refused
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 1 and run.json()["moves"] == [], run.out
+        assert any(f"except on {b}, whose cpu would not hold it" in r for r in run.json()["reasons"]), run.out
+    finally:
+        delete_nodes(cluster, made)

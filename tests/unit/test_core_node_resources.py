@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kubectl_hami_place.core.errors import RequestError
-from kubectl_hami_place.core.node_resources import Resources, node_allocatable, node_remainders, pod_resources
+from kubectl_hami_place.core.node_resources import (
+    CountedPod,
+    Resources,
+    counted_pod,
+    node_allocatable,
+    node_remainders,
+    pod_resources,
+)
 
 GI = 2**30
 
@@ -98,3 +105,14 @@ def test_a_pod_whose_request_cannot_be_read_leaves_its_node_full_and_says_so() -
 def test_short_names_what_a_remainder_lacks() -> None:
     assert Resources(1000, GI, 1).short(Resources(2000, GI, 2)) == ("cpu", "pods")
     assert Resources(1000, GI, 1).holds(Resources(1000, GI, 1))
+
+
+def test_pods_read_apart_count_on_their_nodes_as_the_pods_themselves_would() -> None:
+    pods = [pod("n1", "3", name="a"), pod("n2", "1", name="b"), pod("gone", "1", name="c")]
+    counted = [counted_pod(p) for p in pods]
+    assert counted[0] == CountedPod("ns", "a", "n1", Resources(3000, GI, 1))
+    nodes = [node("n1"), node("n2")]
+    assert node_remainders(nodes, [], counted) == node_remainders(nodes, pods)
+    assert node_remainders(nodes, pods[:1], counted[1:]) == node_remainders(nodes, pods)
+    remainders, warnings = node_remainders(nodes, [], [counted_pod(pod("n1", "lots", name="odd"))])
+    assert remainders["n1"] == Resources() and len(warnings) == 1 and "ns/odd" in warnings[0]

@@ -111,3 +111,23 @@ def test_why_says_kube_scheduler_refuses_a_node_whose_cpu_is_taken() -> None:
     assert verdicts["a"].reason == "NodeResourcesFit"
     assert verdicts["a"].message.startswith("kube-scheduler: Insufficient cpu, Too many pods (the node has 1000m CPU")
     assert verdicts["b"].fits
+
+
+def test_a_move_whose_only_fitting_cards_are_on_a_node_without_its_cpu_names_that_node_and_the_cpu() -> None:
+    pods = (
+        replace(placed("x", "a", ["GPU-a-0"], 20 * GIB), needs=CPU),
+        placed("full-b", "b", ["GPU-b-0"], 15 * GIB, held="kept"),
+    )
+    nodes = (node("a", 1), node("b", 1, Resources(1000, PLENTY.memory, 100)))
+    result = plan(Snapshot(nodes=nodes, pods=pods), FitGoal(pending(40 * GIB)))
+    assert not result.complete
+    assert (
+        "a: moving ns/x would make room on gpu-0, but ns/x fits no other card except on b, whose cpu would not hold "
+        "it (kube-scheduler's count)"
+    ) in result.reasons, result.reasons
+    roomy = plan(Snapshot(nodes=(nodes[0], replace(nodes[1], room=PLENTY)), pods=pods), FitGoal(pending(40 * GIB)))
+    assert [(m.pod, m.to_node) for m in roomy.moves] == [("ns/x", "b")]
+    on_a = FitGoal(pending(40 * GIB, nodes=frozenset({"a"})))
+    whole = (replace(pods[0], needs=Resources(4000, GIB, 1)),)
+    tiny = plan(Snapshot(nodes=(node("a", 1), node("b", 1, Resources())), pods=whole), on_a)
+    assert "ns/x fits no other card except on b, whose cpu and memory and pods would not hold" in " ".join(tiny.reasons)

@@ -11,9 +11,16 @@ import pytest
 
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates
+from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_remainders
 from kubectl_hami_place.core.planner import PlanPod
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
-from webhook.cache import LAST_APPLIED, project_node_for_planning, project_pod_for_planning
+from webhook.cache import (
+    COUNTED,
+    LAST_APPLIED,
+    project_counted_pod,
+    project_node_for_planning,
+    project_pod_for_planning,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 REGISTER = (
@@ -21,6 +28,9 @@ REGISTER = (
     '{"id":"GPU-b","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","health":true}]'
 )
 ALLOCATED = "GPU-a,NVIDIA,10000,0:;"
+# What the pods' sidecar and main container ask of their node (kube-scheduler's count, which plans read too).
+PROXY = {"cpu": "500m", "memory": "128Mi"}
+CPU = {"cpu": "2", "memory": "1Gi"}
 
 
 def whole_node(name: str, zone: str) -> dict[str, Any]:
@@ -35,7 +45,13 @@ def whole_node(name: str, zone: str) -> dict[str, Any]:
         },
         "spec": {"podCIDR": "10.0.0.0/24"},
         "status": {
-            "allocatable": {"nvidia.com/gpu": "20", "cpu": "8"},
+            "allocatable": {
+                "nvidia.com/gpu": "20",
+                "cpu": "8",
+                "memory": "32Gi",
+                "pods": "110",
+                "ephemeral-storage": "1T",
+            },
             "conditions": [{"type": "Ready", "status": "True", "message": "kubelet is posting ready status"}],
             "nodeInfo": {"kernelVersion": "6.1"},
         },
@@ -80,8 +96,20 @@ def whole_pod(name: str, *, node: str = "", priority: int = 0) -> dict[str, Any]
                     }
                 }
             },
-            "initContainers": [{"name": "init", "image": "busybox", "resources": {"limits": gpu}}],
-            "containers": [{"name": "main", "image": "pause", "env": [{"name": "A"}], "resources": {"limits": gpu}}],
+            "initContainers": [
+                {"name": "init", "image": "busybox", "resources": {"limits": gpu}},
+                {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": PROXY}},
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "pause",
+                    "env": [{"name": "A"}],
+                    "resources": {"limits": gpu, "requests": CPU},
+                }
+            ],
+            "overhead": {"cpu": "100m", "memory": "10Mi"},
+            "resources": {"requests": {"memory": "3Gi"}},
             "volumes": [{"name": "token"}],
             **({"nodeName": node} if node else {}),
         },
@@ -131,11 +159,25 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     assert LAST_APPLIED not in kept["metadata"]["annotations"] and "managedFields" not in kept["metadata"]
     assert "volumes" not in kept["spec"]
     assert kept["spec"]["containers"] == [
-        {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}}}
+        {
+            "name": "main",
+            "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}, "requests": CPU},
+        }
     ]
+    assert kept["spec"]["initContainers"][1] == {
+        "name": "proxy",
+        "resources": {"requests": PROXY},
+        "restartPolicy": "Always",
+    }
+    assert (kept["spec"]["overhead"], kept["spec"]["resources"]) == (
+        {"cpu": "100m", "memory": "10Mi"},
+        {"requests": {"memory": "3Gi"}},
+    )
     assert [c["type"] for c in kept["status"]["conditions"]] == ["PodScheduled"]
     assert "containerStatuses" not in kept["status"]
-    assert "nodeInfo" not in project_node_for_planning(whole_node("gpu-0", "a"))["status"]
+    node = project_node_for_planning(whole_node("gpu-0", "a"))
+    assert "nodeInfo" not in node["status"]
+    assert node["status"]["allocatable"] == {"nvidia.com/gpu": "20", "cpu": "8", "memory": "32Gi", "pods": "110"}
 
 
 def test_pods_of_one_template_share_their_planned_parts() -> None:
@@ -146,5 +188,62 @@ def test_pods_of_one_template_share_their_planned_parts() -> None:
     same = project_pod_for_planning(whole_pod("a-1", node="gpu-0"))
     assert same["metadata"]["ownerReferences"] is one["metadata"]["ownerReferences"]
     assert one["spec"]["containers"] == [
-        {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}}}
+        {
+            "name": "main",
+            "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}, "requests": CPU},
+        }
     ]
+
+
+def plain_pod(name: str, node: str, phase: str = "Running") -> dict[str, Any]:
+    """A web server of the default scheduler as the API server sends it: no card, CPU and memory asked."""
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "web",
+            "uid": f"uid-{name}",
+            "resourceVersion": "12",
+            "labels": {"app": "web"},
+            "annotations": {LAST_APPLIED: "{}"},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "nodeName": node,
+            "initContainers": [
+                {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": PROXY}},
+                {"name": "setup", "image": "busybox", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}},
+            ],
+            "containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "4", "memory": "2Gi"}}}],
+            "overhead": {"cpu": "100m", "memory": "10Mi"},
+            "volumes": [{"name": "token"}],
+        },
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.9"},
+    }
+
+
+def test_another_schedulers_pod_is_kept_as_what_it_asks_of_its_node_and_nothing_else() -> None:
+    whole = plain_pod("web-1", "gpu-0")
+    kept = project_counted_pod(whole)
+    # The sidecar runs beside the app (4.5 CPU) and beside the setup container (3.5): the larger, plus overhead.
+    asked = Resources(4600, (2048 + 128 + 10) * 2**20, 1)
+    assert kept == {
+        "metadata": {"name": "web-1", "namespace": "web", "resourceVersion": "12"},
+        COUNTED: CountedPod("web", "web-1", "gpu-0", asked),
+    }
+    nodes = [whole_node("gpu-0", "a")]
+    assert node_remainders(nodes, [], [kept[COUNTED]]) == node_remainders(nodes, [whole])
+    assert kept[COUNTED].needs is project_counted_pod(plain_pod("web-2", "gpu-0"))[COUNTED].needs, "shared"
+
+
+def test_a_snapshot_from_the_caches_and_other_schedulers_pods_is_the_one_from_every_pod() -> None:
+    nodes = [whole_node("gpu-0", "a"), whole_node("gpu-1", "b")]
+    pods = [whole_pod("small", node="gpu-0"), plain_pod("web-1", "gpu-0"), plain_pod("web-2", "gpu-1")]
+    others = [project_counted_pod(p)[COUNTED] for p in pods[1:]]
+    kept_nodes = [project_node_for_planning(n) for n in nodes]
+    planned, _ = snapshot_from_objects(kept_nodes, [project_pod_for_planning(pods[0])], [], NOW, others=others)
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], NOW)
+    assert [n.room for n in planned.nodes] == [n.room for n in snapshot.nodes]
+    [gpu_0, _] = planned.nodes
+    # 8 CPU less the web pod's 4.6 and the GPU pod's 2 + 0.5 sidecar + 0.1 overhead.
+    assert gpu_0.room is not None and gpu_0.room.cpu == 800

@@ -14,6 +14,7 @@ from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, PodKe
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.kube.client import Kube
+from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
 from webhook.cache import ClusterCache
 from webhook.defrag import STALE_SECONDS, DefragController, DefragOptions
 from webhook.metrics import Metrics
@@ -99,3 +100,23 @@ def test_the_policy_is_looked_at_again_until_its_watch_has_listed() -> None:
     assert ctl.look(POLICY) == timedelta(seconds=1)
     ctl.policy_map.synced.set()
     assert ctl.look(POLICY) is None and ctl.policy is None, "listed, and no ConfigMap: off"
+
+
+def test_a_plan_counts_other_schedulers_pods_and_waits_for_their_list_which_admission_does_not() -> None:
+    ctl = controller()
+    ctl.policy = DefragPolicy(mode=Mode.on)
+    ctl._resume = False
+    ctl.elector._valid_until = time.monotonic() + 60
+    for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
+        if reflector is not ctl.other_pods:
+            reflector.synced.set()
+            reflector.last_sync = time.time()
+    assert ctl.cache.ready(), "admission answers without the other schedulers' pods"
+    assert ctl.look(BIG) == timedelta(seconds=7), "no plan before the other schedulers' pods are listed"
+    ctl.cache.nodes.upsert(whole_node("gpu-0", "a"))
+    ctl.cache.pods.upsert(whole_pod("small", node="gpu-0"))
+    ctl.other_pods.upsert(plain_pod("web-1", "gpu-0"))
+    ctl.other_pods.upsert(plain_pod("web-2", "gpu-1"))
+    [node] = ctl._snapshot().snapshot.nodes
+    # 8 CPU less the web pod's 4.6 and the GPU pod's 2 + 0.5 sidecar + 0.1 overhead (web-2's node is not known).
+    assert node.room is not None and node.room.cpu == 800

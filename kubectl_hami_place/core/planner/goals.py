@@ -192,8 +192,15 @@ def _vacate(
         why = state.may_move(key)
         if why is None and state.relocate(key, f"{does} {node} {names}", away if key in leave else exclude):
             continue
+        if why is None:
+            refused = state.refused_for_room(key, away if key in leave else exclude)
+            why = "fits no other card" + (
+                f" except on {refused[0]}, whose {' and '.join(refused[1])} would not hold it (kube-scheduler's count)"
+                if refused is not None
+                else ""
+            )
         state.rollback(point)
-        return f"moving {', '.join(pods)} would {would} {names}, but {key} {why or 'fits no other card'}"
+        return f"moving {', '.join(pods)} would {would} {names}, but {key} {why}"
     return None
 
 

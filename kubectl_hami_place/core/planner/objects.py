@@ -18,7 +18,7 @@ from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
-from kubectl_hami_place.core.node_resources import NOTHING, node_remainders, pod_resources
+from kubectl_hami_place.core.node_resources import NOTHING, CountedPod, node_remainders, pod_resources
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import OPERATORS, Requirement, matches, selector_from_dict
@@ -31,13 +31,16 @@ def snapshot_from_objects(
     budgets: Iterable[Mapping[str, Any]],
     now: datetime,
     config: HamiConfig = HAMI_DEFAULTS,
+    *,
+    others: Iterable[CountedPod] = (),
 ) -> tuple[Snapshot, tuple[str, ...]]:
-    """The snapshot and the warnings about objects left out of it."""
+    """The snapshot and the warnings about objects left out of it; `others` are bound pods besides `pods` whose CPU,
+    memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods)."""
     nodes, pods = list(nodes), list(pods)
     info = build_cluster_info(nodes, pods, now)
     labels = node_labels(nodes)
     scores = _pair_scores(nodes)
-    rooms, room_warnings = node_remainders(nodes, pods)
+    rooms, room_warnings = node_remainders(nodes, pods, others)
     plan_nodes = tuple(
         PlanNode(
             name=node.name,

@@ -384,6 +384,28 @@ class State:
         room = self.room.get(node)
         return room is None or node == own or room.holds(pod.needs)
 
+    def refused_for_room(self, key: str, exclude: frozenset[str] | set[str]) -> tuple[str, tuple[str, ...]] | None:
+        """The first node refusing the pod for its CPU, memory or pod count that has an open card outside `exclude`
+        the pod fits, with the counts it lacks (`Resources.short`); None when there is none: why a move found no
+        card, in words."""
+        entry = self.pods[key]
+        needs, allowed = entry.pod.needs, entry.pod.nodes
+
+        def short() -> Iterator[str]:
+            """The nodes the pod may run on whose room does not hold it (remembered: a plan's failures ask again)."""
+            for node, room in self.room.items():
+                if not room.holds(needs) and (allowed is None or node in allowed):
+                    yield node
+
+        skip = set(exclude) | set(entry.cards)
+        for node in self._remembered(("short", needs, allowed), short):
+            slots = self.by_node.get(node, ())
+            if node != entry.node and any(
+                s.open and s.card.uuid not in skip and self.fits(entry.pod, s) for s in slots
+            ):
+                return node, self.room[node].short(needs)
+        return None
+
     def node_of(self, pod: PlanPod) -> str:
         """The node the pod is on in this state ("" for a pod not placed)."""
         entry = self.pods.get(pod.key)

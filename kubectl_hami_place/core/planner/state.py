@@ -651,13 +651,11 @@ class State:
         `topology-aware` to the cards HAMi picks there by the node's pair scores (`hami_cards`).
         """
         nums = pod.gpu_requests[0][1].nums
-        home = self.node_of(pod) if self.room else ""
         bind = numa_bind(pod.fit_annotations)
         fitting_cards = (
             slot
             for slot in self._fitting(pod, scope, avoid_empty)
             if slot.card.uuid not in exclude
-            and self.holds(slot.node, pod, home)
             and not (bind and slot.card.numa != self.topology_numa(pod, slot.node, slot.card.numa))
         )
         if nums == 1:
@@ -673,32 +671,35 @@ class State:
         return None
 
     def _fitting(self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool) -> Iterable[CardSlot]:
-        """The open cards the pod's GPU containers fit as they are now (on its nodes within `scope`), least free
-        first; whether a node's CPU and memory hold the pod is its reader's check (`_target`).
+        """The open cards the pod fits as they are now (on its nodes within `scope`, whose CPU, memory and pods hold
+        it), least free first.
 
         Remembered for this state and the pod's shape (`_remembered`): the evicted pods of one node after another
         are mostly of a few shapes, so a search that fails for one is not walked again for the next.
         """
         allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
         floor = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+        home = self.node_of(pod) if self.room else ""
 
         def walk() -> Iterator[CardSlot]:
             """The walk itself: cheap filters before HAMi's fit."""
             for slot in self._by_free(allowed, floor, avoid_empty):
                 if (avoid_empty and not slot.used) or (allowed is not None and slot.node not in allowed):
                     continue
-                if self.fits(pod, slot):
+                if self.holds(slot.node, pod, home) and self.fits(pod, slot):
                     yield slot
 
-        return self._remembered(("fitting", self.shape(pod), allowed, avoid_empty), walk)
+        return self._remembered(("fitting", self.shape(pod), home, allowed, avoid_empty), walk)
 
     def shape(self, pod: PlanPod) -> tuple[object, ...]:
-        """What HAMi's fit reads of the pod: its GPU requests, init containers, fit annotations and default policy (a
-        node's CPU and memory are checked on the walk's cards by its reader, so pods of one GPU shape share it)."""
+        """What a target search reads of the pod: its GPU requests, init containers, fit annotations and default policy
+        (HAMi's fit), and what it asks of a node (kube-scheduler's). Keyed by the ask, the walk counts its cards
+        against the search bound; checked after it, a bounded search ran 2.9 s at 1,213 nodes (max 1.07 s keyed)."""
         shape = self._shapes.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))
-            shape = self._shapes[id(pod)] = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy)
+            shape = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
+            self._shapes[id(pod)] = shape
         return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:

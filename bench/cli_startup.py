@@ -131,16 +131,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frozen", type=Path, action="append", default=[], metavar="PATH", help="also time this PyInstaller build"
     )
+    parser.add_argument(
+        "--demo-status",
+        action="store_true",
+        help="instead: start the demo's sandbox (its GPU nodes, pods and hami-place webhook behind its Service) and "
+        "time `kubectl hami-place status` beside `kubectl get nodes` on it",
+    )
     args = parser.parse_args(argv)
     if args.runs < 2:
         parser.error("--runs needs at least 2 (for the p95)")
     # As installed: pip and the krew build ship the modules compiled. This machine sets PYTHONDONTWRITEBYTECODE, so
     # a checkout's runs would compile every module of ours at each start, warm-up or not (~0.2 s of CPU).
     compileall.compile_dir(ROOT / "kubectl_hami_place", quiet=1)
+    if args.demo_status:
+        return _demo_status(args.runs)
     for number, binary in enumerate(args.frozen, start=1):
         print(f"frozen {number}: {binary}")
     with tempfile.TemporaryDirectory() as links:
         return _run(commands(args.floor, args.frozen, Path(links)), args.runs)
+
+
+def _demo_status(runs: int) -> int:
+    """`status` on the demo's cluster (as `make demo` leaves it before its story), beside kubectl's own read."""
+    from sandbox import demo, webhook
+    from sandbox.cluster import Sandbox
+    from sandbox.prepare import prepare
+
+    with tempfile.TemporaryDirectory(prefix="hami-place-status-") as tmp:
+        sandbox = Sandbox.start(Path(tmp) / "sandbox")
+        server = None
+        try:
+            prepare(sandbox)
+            sandbox.kubectl("create", "namespace", demo.SERVER_NAMESPACE)
+            server = webhook.start_for_exploring(
+                sandbox, sandbox.workdir, demo.SERVER_NAMESPACE, "gpu-descheduler-webhook"
+            )
+            kubectl = sandbox.bin("kubectl")
+            config = ["--kubeconfig", str(sandbox.kubeconfig)]
+            plugin = str(Path(sys.executable).with_name("kubectl-hami_place"))
+            return _run(
+                {
+                    "kubectl get nodes": [kubectl, *config, "get", "nodes"],
+                    "kubectl hami-place status": [plugin, "status", *config],
+                    "kubectl hami-place status -o json": [plugin, "status", *config, "-o", "json"],
+                },
+                runs,
+            )
+        finally:
+            if server is not None:
+                server.stop()
+            sandbox.stop()
 
 
 def _run(timed: dict[str, list[str]], runs: int) -> int:

@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _demo_status(runs: int) -> int:
-    """`status` on the demo's cluster (as `make demo` leaves it before its story), beside kubectl's own read."""
+    """`status` on the demo's cluster as `make demo` starts it (its GPU nodes and webhook, before its story's pods),
+    beside kubectl's own read."""
     from sandbox import demo, webhook
     from sandbox.cluster import Sandbox
     from sandbox.prepare import prepare

@@ -124,13 +124,8 @@ def node_remainders(
         allocatable = node_allocatable(node)
         if allocatable is not None:
             remainders[str(_map(node.get("metadata")).get("name", ""))] = allocatable
-    bound = (
-        counted_pod(pod)
-        for pod in pods
-        if _map(pod.get("spec")).get("nodeName") in remainders and _map(pod.get("status")).get("phase") not in FINISHED
-    )
     warnings = []
-    for other in itertools.chain(bound, others):
+    for other in itertools.chain(bound_pods(pods), others):
         if other.node not in remainders:
             continue
         if isinstance(other.needs, Resources):
@@ -142,6 +137,15 @@ def node_remainders(
         )
         remainders[other.node] = Resources()
     return remainders, tuple(warnings)
+
+
+def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[CountedPod]:
+    """The pods bound to a node and not finished, each read once as node_remainders counts it."""
+    return [
+        counted_pod(pod)
+        for pod in pods
+        if _map(pod.get("spec")).get("nodeName") and _map(pod.get("status")).get("phase") not in FINISHED
+    ]
 
 
 def _requests(resources: object) -> Resources:

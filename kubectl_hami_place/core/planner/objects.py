@@ -18,7 +18,14 @@ from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
-from kubectl_hami_place.core.node_resources import NOTHING, CountedPod, node_remainders, pod_resources
+from kubectl_hami_place.core.node_resources import (
+    NOTHING,
+    CountedPod,
+    Resources,
+    bound_pods,
+    node_remainders,
+    pod_resources,
+)
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import OPERATORS, Requirement, matches, selector_from_dict
@@ -40,7 +47,9 @@ def snapshot_from_objects(
     info = build_cluster_info(nodes, pods, now)
     labels = node_labels(nodes)
     scores = _pair_scores(nodes)
-    rooms, room_warnings = node_remainders(nodes, pods, others)
+    counted = bound_pods(pods)
+    rooms, room_warnings = node_remainders(nodes, (), [*counted, *others])
+    asked = {(pod.namespace, pod.name): pod.needs for pod in counted}
     plan_nodes = tuple(
         PlanNode(
             name=node.name,
@@ -69,7 +78,7 @@ def snapshot_from_objects(
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, labels, config, memo)
+            plan_pod = pod_for_plan(pod, labels, config, memo, asked)
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -115,13 +124,15 @@ def pod_for_plan(
     labels: Mapping[str, Mapping[str, Any]],
     config: HamiConfig = HAMI_DEFAULTS,
     memo: dict[str, frozenset[str] | None] | None = None,
+    asked: Mapping[tuple[str, str], Resources | str] | None = None,
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
     The nodes it may run on are those whose `labels` carry its nodeSelector and match its required node affinity
     (`node_allows`); the hostname requirement our webhook merged into a placed pod's affinity pins that pod only,
     not its replacement, so it is left out. Only a GPU pod's nodes are worked out (the planner moves no other), once
-    per distinct constraint in `memo` (pods of one template share theirs).
+    per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
+    `asked` (by namespace and name) when the caller read it already for the nodes' rooms.
     """
     metadata = _mapping(pod.get("metadata"))
     spec = _mapping(pod.get("spec"))
@@ -134,10 +145,16 @@ def pod_for_plan(
     init = spec.get("initContainers")
     annotations = _mapping(metadata.get("annotations"))
     placed_on = str(spec.get("nodeName") or "") if PLACED_BY in annotations else ""
-    try:
-        needs, unread = pod_resources(spec), ""
-    except RequestError as err:
-        needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({err})"
+    read = asked.get((namespace, name)) if asked is not None else None
+    if read is None:
+        try:
+            read = pod_resources(spec)
+        except RequestError as err:
+            read = str(err)
+    if isinstance(read, Resources):
+        needs, unread = read, ""
+    else:
+        needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({read})"
     return PlanPod(
         namespace=namespace,
         name=name,

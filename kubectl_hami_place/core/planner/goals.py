@@ -190,10 +190,11 @@ def _vacate(
     does, would = words
     for key in sorted(pods, key=lambda k: (-shares[k], k)):
         why = state.may_move(key)
-        if why is None and state.relocate(key, f"{does} {node} {names}", away if key in leave else exclude):
+        barred = away if key in leave else exclude
+        if why is None and state.relocate(key, f"{does} {node} {names}", barred):
             continue
         if why is None:
-            refused = state.refused_for_room(key, away if key in leave else exclude)
+            refused = state.refused_for_room(key, barred)
             why = "fits no other card" + (
                 f" except on {refused[0]}, whose {' and '.join(refused[1])} would not hold it (kube-scheduler's count)"
                 if refused is not None
@@ -357,12 +358,10 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
 def _leaving(state: State, pod: PlanPod, node: str, evicted: list[str]) -> tuple[frozenset[str], str]:
     """The pods that must leave the node for its CPU, memory and pod count to hold the pod (none when they hold it
     now; else the evicted ones and, largest first, others that may move), or why no such set exists."""
-    room = state.room.get(node)
-    own = state.node_of(pod)
-    if room is None or node == own or room.holds(pod.needs):
+    if state.holds(node, pod, state.node_of(pod)):
         return frozenset(), ""
     leaving = list(evicted)
-    freed = room
+    freed = state.room[node]
     for key in evicted:
         freed += state.pods[key].pod.needs
     on_node = dict.fromkeys(key for slot in state.by_node[node] for key in slot.pods if key in state.pods)

@@ -693,8 +693,8 @@ class State:
 
     def shape(self, pod: PlanPod) -> tuple[object, ...]:
         """What a target search reads of the pod: its GPU requests, init containers, fit annotations and default policy
-        (HAMi's fit), and what it asks of a node (kube-scheduler's). Keyed by the ask, the walk counts its cards
-        against the search bound; checked after it, a bounded search ran 2.9 s at 1,213 nodes (max 1.07 s keyed)."""
+        (HAMi's fit), and what it asks of a node (kube-scheduler's), which the walk checks so that every card it
+        steps over counts against the search bound (docs/performance.md has the checked-after variant's cost)."""
         shape = self._shapes.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))

@@ -848,3 +848,24 @@ def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
     assert state.moves == []
     picked = [state.by_uuid[f"GPU-a-{i}"] for i in (0, 2, 3)]
     assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset()) is None, "HAMi's own pick is room made"
+
+
+def test_a_numa_bind_topology_aware_pod_pushed_in_by_a_chain_gets_a_card_of_the_numa_node_hami_keeps() -> None:
+    """pkg/device/nvidia/device.go Fit under topology-aware never stops early, and a card of another NUMA node walked
+    after the one pinned (its NUMA check comes before CheckUUID) drops it: on b, whose NUMA 0 card is usable, a
+    numa-bind pod pinned to the NUMA 1 card is refused (1/2 CardUuidMismatch). The chain that moves one smaller pod
+    aside for x must pick b's NUMA 0 card, though its NUMA 1 card is fuller (the chain tries the fullest first)."""
+    x = placed("x", "a", ["GPU-a-0"], 35 * GIB, annotations={**NUMA_BIND, **TOPOLOGY})
+    v = placed("v", "b", ["GPU-b-0"], 10 * GIB)
+    y = placed("y", "b", ["GPU-b-1"], 12 * GIB)
+    w = placed("w", "c", ["GPU-c-0"], 20 * GIB, annotations={DO_NOT_MOVE: "true"})
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), numa_node("b", (0, 1)), gpu_node("c", cards=1)), pods=(x, v, y, w)
+    )
+    result = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [
+        ("ns/v", "c", ("GPU-c-0",)),
+        ("ns/x", "b", ("GPU-b-0",)),
+    ]
+    replay(snapshot, result)

@@ -535,16 +535,20 @@ class State:
     ) -> Move | None:
         """Make room for a one-card pod on a card in use by first moving one smaller pod off it (one more move).
 
-        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them.
+        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them; under numa-bind and
+        `topology-aware`, only cards of the NUMA node HAMi's walk keeps (`topology_numa`), as in `_target`.
         """
         entry = self.pods[key]
         if entry.pod.gpu_requests[0][1].nums != 1 or len(self.moves) + 2 > self.limits.max_moves:
             return None
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
+        bind = numa_bind(entry.pod.fit_annotations)
         tried = 0
         for slot, room in self._rooms(entry.pod, allowed):
             if slot.card.uuid in exclude:
                 continue
+            if bind and slot.card.numa != self.topology_numa(entry.pod, slot.node, slot.card.numa):
+                continue  # under topology-aware HAMi gives a numa-bind pod cards of one NUMA node only
             tried += 1
             if tried > CHAIN_CARDS:
                 return None

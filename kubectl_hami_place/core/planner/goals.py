@@ -4,7 +4,8 @@ the moves before it left them.
 - `fit`: per node, the cheapest cards for the pod (a card that fits now costs nothing, else the fewest of its pods
   whose release makes it fit, then the least memory moved); nodes are tried in order of that cost until no
   cheaper node is left; a node wins when its evicted pods all find other cards (an evicted pod may first push one
-  smaller pod aside, one more move).
+  smaller pod aside, one more move). Under `topology-aware` the cards freed are those HAMi would then pick by the
+  node's pair scores (`_aim`), and room whose moves free a card HAMi's pick passes over is refused (`_make_room`).
 - `free-cards` and `compact`: cards in use are tried from the easiest (fewest pods, least memory); a card is freed
   when every pod on it moves, best fit, onto other cards already in use, else its trial is rolled back.
 - Cost: the cards a pod shape fits and the pods that could step aside are walked once per state and kept

@@ -7,8 +7,10 @@ taken) turn up often. Cases are drawn by hypothesis, derandomized, so every run 
 
 from __future__ import annotations
 
+import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -19,6 +21,7 @@ from kubectl_hami_place.core.allocations import (
     NODE_ANNOTATION,
     ContainerDevice,
     encode_allocation,
+    parse_allocation,
 )
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, REGISTER_ANNOTATION, Card, encode_register
 from kubectl_hami_place.core.fit import (
@@ -33,6 +36,8 @@ from kubectl_hami_place.core.fit import (
     VGPU_MODE,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.planner import FitGoal, plan
+from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
 
 TYPES = ("NVIDIA-A100-SXM4-40GB", "NVIDIA-Tesla T4", "NVIDIA-H100-80GB-HBM3", "nvidia-a10", "Ascend910")
 MEMORIES = (1000, 4096, 16384, 40960)
@@ -366,6 +371,115 @@ def default_policy_cases(draw: st.DrawFn) -> Case:
 def generate_default_policy(count: int) -> list[Case]:
     """`count` distinct cases where the cluster's default GPU policy decides, the same on every run."""
     return _distinct(default_policy_cases(), count)
+
+
+ROOM_PAIR_SCORES = (
+    FOCUSED_PAIR_SCORES[0],
+    '[{"uuid":"GPU-0","score":{"GPU-1":5,"GPU-2":50,"GPU-3":50}},{"uuid":"GPU-1","score":{"GPU-0":5,"GPU-2":5,'
+    '"GPU-3":5}},{"uuid":"GPU-2","score":{"GPU-0":50,"GPU-1":5,"GPU-3":100}},{"uuid":"GPU-3","score":{"GPU-0":50,'
+    '"GPU-1":5,"GPU-2":100}}]',
+)
+ROOM_PAIR_MEMORIES = (12000, 20000)
+# the pods on a card outside the two-card pod: none, a small one (leaves room), one or two that leave none
+ROOM_LOADS = ((), (4096,), (12000,), (20000,), (12000,), (4096, 20000), (12000, 12000))
+ROOM_OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "differential", "uid": "rs", "controller": True}
+SPARE = "hami-place-differential-spare"
+
+
+@st.composite
+def room_cases(draw: st.DrawFn) -> Case:
+    """A topology-aware pod asking one to three cards of 30000 MiB on four healthy cards with pair scores, most cards
+    holding pods of one or two cards (a pod of 12000 MiB or more leaves no room), so that the planner must move pods
+    to make room, and which cards it frees decides whether HAMi then takes them (`after_room_plan`)."""
+    cards = _healthy_cards(draw(st.sampled_from(((0, 0, 0, 0), (0, 1, 0, 1)))))
+    uuids = [card.uuid for card in cards]
+    placed = []
+    pair = draw(st.sampled_from((None, *itertools.combinations(uuids, 2))))
+    if pair is not None:
+        # a two-card pod: moving it frees both cards, more than the one the planner may have wanted
+        placed.append(_resident(pair, draw(st.sampled_from(ROOM_PAIR_MEMORIES))))
+    for uuid in uuids:
+        if pair is None or uuid not in pair:
+            placed += [_resident((uuid,), memory) for memory in draw(st.sampled_from(ROOM_LOADS))]
+    limits = {"nvidia.com/gpu": str(draw(st.sampled_from((1, 2, 2, 3)))), "nvidia.com/gpumem": "30000"}
+    return Case(
+        cards=cards,
+        pair_scores=draw(st.sampled_from(ROOM_PAIR_SCORES)),
+        residents=tuple(placed),
+        app=(limits,),
+        annotations={GPU_SCHEDULER_POLICY: draw(st.sampled_from(("topology-aware", "binpack,topology-aware")))},
+    )
+
+
+def _resident(uuids: tuple[str, ...], memory: int) -> Resident:
+    """A running pod of one container holding `memory` MiB and no cores on each of the cards."""
+    devices = tuple(ContainerDevice(uuid, "NVIDIA", memory, 0) for uuid in uuids)
+    return Resident(0, 1, encode_allocation([devices]), "Running")
+
+
+def generate_room(count: int) -> list[Case]:
+    """`count` distinct cases where the planner must make room for a topology-aware pod, the same on every run."""
+    return _distinct(room_cases(), count)
+
+
+@dataclass(frozen=True)
+class RoomPlan:
+    """A `fit` plan for a room case's pod on its node: the node as the moves leave it, the cards the plan targets,
+    and the cards each move leaves (each move should leave one HAMi then takes, else it was made for nothing)."""
+
+    after: Case
+    target: tuple[str, ...]
+    left: tuple[tuple[str, ...], ...]
+
+
+def after_room_plan(name: str, namespace: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> RoomPlan | None:
+    """The planner's `fit` plan for the case's pod on node `name`, its residents movable (a ReplicaSet's running
+    pods, each asking the share it holds) to their node's other cards or to an empty spare node of four cards; None
+    when the plan is incomplete or makes no move. The case after it keeps the residents that stay, on their new cards
+    where they moved within the node."""
+    ready = {"type": "Ready", "status": "True"}
+    node = node_object(name, case, config)
+    node["status"]["conditions"] = [ready]
+    spare_case = Case(
+        cards=tuple(replace(card, uuid=f"GPU-spare-{card.index}") for card in _healthy_cards((0, 0, 0, 0)))
+    )
+    spare = node_object(SPARE, spare_case, config)
+    spare["status"]["conditions"] = [ready]
+    residents = [
+        _movable(pod, resident)
+        for pod, resident in zip(resident_pods(name, namespace, name, case), case.residents, strict=True)
+    ]
+    goal = pod_for_plan(case_pod(name, namespace, case, "", config), node_labels([node, spare]), config)
+    snapshot, _ = snapshot_from_objects([node, spare], residents, [], datetime.now(UTC), config)
+    result = plan(snapshot, FitGoal(replace(goal, nodes=frozenset({name}))))
+    if not result.complete or not result.moves or result.target is None:
+        return None
+    moved = {move.pod: move for move in result.moves}
+    kept = []
+    for pod, resident in zip(residents, case.residents, strict=True):
+        move = moved.get(f"{namespace}/{pod['metadata']['name']}")
+        if move is None:
+            kept.append(resident)
+        elif move.to_node == name:
+            [devices] = [c for c in parse_allocation(resident.allocation) if c]
+            again = tuple(replace(device, uuid=uuid) for device, uuid in zip(devices, move.to_cards, strict=True))
+            kept.append(replace(resident, allocation=encode_allocation([again])))
+    left = tuple(move.from_cards for move in result.moves)
+    return RoomPlan(replace(case, residents=tuple(kept)), result.target[1], left)
+
+
+def _movable(pod: dict[str, Any], resident: Resident) -> dict[str, Any]:
+    """The resident as the planner may move it: a ReplicaSet's running pod bound to its node, its one container
+    asking the cards and the memory it holds."""
+    [devices] = [c for c in parse_allocation(resident.allocation) if c]
+    limits = {"nvidia.com/gpu": str(len(devices)), "nvidia.com/gpumem": str(devices[0].usedmem)}
+    node = pod["metadata"]["annotations"][NODE_ANNOTATION]
+    return {
+        **pod,
+        "metadata": {**pod["metadata"], "ownerReferences": [ROOM_OWNER]},
+        "spec": {**pod["spec"], "nodeName": node, "containers": [_container("c0", limits)]},
+        "status": {"phase": "Running"},
+    }
 
 
 def _one_card(resources: dict[str, str], count: int = 1) -> dict[str, str]:

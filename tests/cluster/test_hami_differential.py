@@ -6,8 +6,10 @@ admitted by a dry run through HAMi's webhook (so it holds what HAMi's webhook ad
 nobody serves. HAMi's `POST /filter` is asked about each pod and its node, as kube-scheduler asks it; hami-place's
 `fit_pod_on_node` is asked about the pod as the user wrote it. Verdict, reason text (HAMi's FailedNodes entry) and,
 when it fits, the cards HAMi allocated (it writes them on the pod) must all agree; for a multi-card pod under
-`topology-aware`, the planner's target for a `fit` goal (`core.planner.plan`, the node made Ready) must be the cards
-HAMi allocated to its first container, chosen by the node's pair scores. A case with a `pin` goes through the
+`topology-aware`, of one card or more, the planner's target for a `fit` goal (`core.planner.plan`, the node made Ready)
+must be the cards HAMi allocated to its first container, chosen by the node's pair scores. Where the planner must move
+pods to make room for such a pod (`generate_room`), HAMi is asked about the node as the moves leave it: it must place
+the pod on the planner's target, and every move must have left a card HAMi takes. A case with a `pin` goes through the
 pin's whole check (`core.pin_check.pin_verdict`, as `pin` runs it) instead: HAMi is asked about the pod as the pin's
 patch leaves it (cards by UUID, shares, HAMi's webhook cores dropped), and must accept it exactly when the verdict
 does, on the named cards, or refuse it for one of the verdict's reasons.
@@ -62,10 +64,12 @@ from sandbox.hami import HAMI_SCHEDULER, NVIDIA_DEFAULTS, HamiSettings
 from tests.hami_cases import (
     UNSERVED_SCHEDULER,
     Case,
+    after_room_plan,
     case_pod,
     generate,
     generate_default_policy,
     generate_focused,
+    generate_room,
     node_object,
     resident_pods,
 )
@@ -78,6 +82,7 @@ RENAMED_CASES = 150
 DEFAULT_POLICY_CASES = 100
 DEFAULT_POLICY_FOCUSED = 60
 DEFAULT_DECIDED = 10
+ROOM_CASES = 120
 WORKERS = 4
 T = TypeVar("T")
 R = TypeVar("R")
@@ -376,8 +381,8 @@ class Differential:
     def _planner_target(
         self, case: Case, node: dict[str, Any], pod: dict[str, Any], residents: list[dict[str, Any]]
     ) -> tuple[str, ...] | None:
-        """The planner's target cards for a `fit` goal, when the pod asks the same several cards in every container
-        under `topology-aware` and the planner places it without a move; None for any other case."""
+        """The planner's target cards for a `fit` goal, when the pod asks the same number of cards (one or more) in
+        every container under `topology-aware` and the planner places it without a move; None for any other case."""
         if case.pin or not case.webhook or not topology_aware(case.annotations, self.config.gpu_scheduler_policy):
             return None
         ready = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
@@ -386,7 +391,7 @@ class Differential:
         except ModelError:
             return None
         counts = {request.nums for _, request in goal.gpu_requests}
-        if len(counts) != 1 or counts == {1}:
+        if len(counts) != 1:
             return None
         snapshot, _ = snapshot_from_objects([ready], residents, [], datetime.now(UTC), self.config)
         result = planner_plan(snapshot, FitGoal(goal))
@@ -480,6 +485,28 @@ def test_the_card_model_gives_hamis_verdict_reason_and_cards_for_every_case(clus
     assert_agree(outcomes, least=int((CASES + FOCUSED) * 0.9))
     # 4 of the cases are topology-aware pods the planner places on the cards HAMi's pair scores pick
     assert sum(1 for o in outcomes if o.target is not None) >= 4
+
+
+def test_the_room_the_planner_makes_for_a_topology_aware_pod_is_where_hami_then_places_it(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """The planner's `fit` plan for a topology-aware pod on a node full of movable pods (`after_room_plan`); HAMi's
+    /filter, asked about the pod as it stands, unpinned (as the controller's rescue leaves it), on the node as the moves
+    leave it, must place it on the plan's target, and no move may leave only cards HAMi passes over."""
+    plans = [p for p in (after_room_plan("room", namespace, case) for case in generate_room(ROOM_CASES)) if p]
+    run = Differential(cluster, namespace, cluster.hami_url, HAMI_SCHEDULER, HAMI_DEFAULTS)
+    outcomes = run.run([p.after for p in plans], f"hm-{namespace[2:]}")
+    lines = [line for line in (o.disagreement() for o in outcomes) if line]
+    for room, outcome in zip(plans, outcomes, strict=True):
+        taken = set(outcome.hami_devices[0]) if outcome.hami_ok and outcome.hami_devices else set()
+        wasted = [cards for cards in room.left if not set(cards) & taken]
+        if taken != set(room.target) or wasted:
+            lines.append(
+                f"{outcome.node}: the plan targets {room.target} after moves off {room.left}; HAMi "
+                f"ok={outcome.hami_ok} {outcome.hami_reason!r} {outcome.hami_devices}\n    {outcome.case!r}"
+            )
+    assert not lines, f"{len(lines)} of {len(outcomes)} cases disagree:\n" + "\n".join(lines)
+    assert len(plans) >= ROOM_CASES // 2, f"only {len(plans)} of {ROOM_CASES} cases needed moves"
 
 
 RENAMED = {

@@ -31,7 +31,8 @@ from kubectl_hami_place.core.planner import (
     plan,
     why,
 )
-from kubectl_hami_place.core.planner.state import sequence_fit
+from kubectl_hami_place.core.planner.goals import _make_room
+from kubectl_hami_place.core.planner.state import State, sequence_fit
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
@@ -776,4 +777,95 @@ def test_a_topology_aware_pod_moved_aside_goes_to_the_cards_hamis_pair_scores_pi
     result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
     assert result.complete
     assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
+    replay(snapshot, result)
+
+
+def test_a_one_card_topology_aware_pod_is_targeted_at_the_card_hamis_pair_scores_pick() -> None:
+    """pkg/device/nvidia/device.go:858 (Fit, needTopology, originReq 1): of the fitting cards HAMi keeps the one
+    whose pair scores to the others sum lowest (computeWorstSingleCard, :927, the first on ties), not the planner's
+    best fit: with PAIR_SCORES card 1 sums 250 against 300 and 350. A one-card pod moved aside goes to that card."""
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
+    pod = pending(10 * GIB, annotations=TOPOLOGY)
+    result = fit_plan(snapshot, pod)
+    assert (result.target, result.moves) == (("a", ("GPU-a-1",)), ())
+    [verdict] = why(snapshot, pod, HAMI_DEFAULTS)
+    assert verdict.message == "HAMi places it on gpu-1", "why names the same card"
+    plain = fit_plan(snapshot, pending(10 * GIB))
+    assert plain.target == ("a", ("GPU-a-0",)), "without topology-aware the best fit stands"
+    solo = placed("solo", "a", ["GPU-a-0"], 10 * GIB, annotations=TOPOLOGY)
+    moved = fit_plan(
+        Snapshot(nodes=(gpu_node("a", cards=1), scored_node("b")), pods=(solo,)),
+        pending(40 * GIB, nodes=frozenset({"a"})),
+    )
+    assert [(m.pod, m.to_node, m.to_cards) for m in moved.moves] == [("ns/solo", "b", ("GPU-b-1",))]
+
+
+# Four cards where HAMi's pair scores favour 2 with 3: the pod asks three cards of 35 GiB; card 0 is free, p holds
+# 10 GiB of card 1 and duo 20 GiB of cards 2 and 3. The cheapest cards one by one are 0, 1 (10 GiB to move) and 2,
+# which moves p and duo; once both have left, HAMi's combination of the four (computeBestCombination) is 0, 2, 3
+# (50 + 50 + 100 against 70 and 120), so p would have moved for a card HAMi passes over. Freeing 2 and 3 moves duo only.
+QUAD_SCORES = {
+    "GPU-a-0": {"GPU-a-1": 10, "GPU-a-2": 50, "GPU-a-3": 50},
+    "GPU-a-1": {"GPU-a-0": 10, "GPU-a-2": 10, "GPU-a-3": 10},
+    "GPU-a-2": {"GPU-a-0": 50, "GPU-a-1": 10, "GPU-a-3": 100},
+    "GPU-a-3": {"GPU-a-0": 50, "GPU-a-1": 10, "GPU-a-2": 100},
+}
+
+
+def quad() -> Snapshot:
+    """Node a of QUAD_SCORES with p and duo on it, and three empty cards on node spare."""
+    return Snapshot(
+        nodes=(gpu_node("a", cards=4, pair_scores=QUAD_SCORES), gpu_node("spare", cards=3)),
+        pods=(
+            placed("p", "a", ["GPU-a-1"], 10 * GIB),
+            placed("duo", "a", ["GPU-a-2", "GPU-a-3"], 20 * GIB),
+        ),
+    )
+
+
+def test_a_topology_aware_pod_frees_the_cards_hamis_pair_scores_then_pick() -> None:
+    pod = pending(35 * GIB, nums=3, annotations=TOPOLOGY, nodes=frozenset({"a"}))
+    result = fit_plan(quad(), pod)
+    assert result.complete
+    assert [m.pod for m in result.moves] == ["ns/duo"], "p is not moved for a card HAMi would pass over"
+    assert result.target == ("a", ("GPU-a-0", "GPU-a-2", "GPU-a-3"))
+    replay(quad(), result)
+    plain = fit_plan(quad(), pending(35 * GIB, nums=3, nodes=frozenset({"a"})))
+    assert [m.pod for m in plain.moves] == ["ns/duo", "ns/p"], "other policies keep the cheapest cards one by one"
+
+
+def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
+    """_make_room's check after the moves: freeing cards 0, 1 and 2 of quad() moves p and duo, after which HAMi picks
+    0, 2 and 3 (computeBestCombination), passing over card 1: the room is refused and the moves rolled back."""
+    state = State(quad(), Limits())
+    pod = pending(35 * GIB, nums=3, annotations=TOPOLOGY)
+    chosen = [state.by_uuid[f"GPU-a-{i}"] for i in range(3)]
+    failure = _make_room(state, pod, "a", chosen, ["ns/duo", "ns/p"], leave=frozenset())
+    assert failure == (
+        "HAMi's topology-aware pick after the moves would be gpu-0, gpu-2, gpu-3 (the node's pair scores), "
+        "passing over gpu-1, which they free"
+    )
+    assert state.moves == []
+    picked = [state.by_uuid[f"GPU-a-{i}"] for i in (0, 2, 3)]
+    assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset()) is None, "HAMi's own pick is room made"
+
+
+def test_a_numa_bind_topology_aware_pod_pushed_in_by_a_chain_gets_a_card_of_the_numa_node_hami_keeps() -> None:
+    """pkg/device/nvidia/device.go Fit under topology-aware never stops early, and a card of another NUMA node walked
+    after the one pinned (its NUMA check comes before CheckUUID) drops it: on b, whose NUMA 0 card is usable, a
+    numa-bind pod pinned to the NUMA 1 card is refused (1/2 CardUuidMismatch). The chain that moves one smaller pod
+    aside for x must pick b's NUMA 0 card, though its NUMA 1 card is fuller (the chain tries the fullest first)."""
+    x = placed("x", "a", ["GPU-a-0"], 35 * GIB, annotations={**NUMA_BIND, **TOPOLOGY})
+    v = placed("v", "b", ["GPU-b-0"], 10 * GIB)
+    y = placed("y", "b", ["GPU-b-1"], 12 * GIB)
+    w = placed("w", "c", ["GPU-c-0"], 20 * GIB, annotations={DO_NOT_MOVE: "true"})
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), numa_node("b", (0, 1)), gpu_node("c", cards=1)), pods=(x, v, y, w)
+    )
+    result = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [
+        ("ns/v", "c", ("GPU-c-0",)),
+        ("ns/x", "b", ("GPU-b-0",)),
+    ]
     replay(snapshot, result)

@@ -4,7 +4,8 @@ the moves before it left them.
 - `fit`: per node, the cheapest cards for the pod (a card that fits now costs nothing, else the fewest of its pods
   whose release makes it fit, then the least memory moved); nodes are tried in order of that cost until no
   cheaper node is left; a node wins when its evicted pods all find other cards (an evicted pod may first push one
-  smaller pod aside, one more move).
+  smaller pod aside, one more move). Under `topology-aware` the cards freed are those HAMi would then pick by the
+  node's pair scores (`_aim`), and room whose moves free a card HAMi's pick passes over is refused (`_make_room`).
 - `free-cards` and `compact`: cards in use are tried from the easiest (fewest pods, least memory); a card is freed
   when every pod on it moves, best fit, onto other cards already in use, else its trial is rolled back.
 - Cost: the cards a pod shape fits and the pods that could step aside are walked once per state and kept
@@ -16,7 +17,7 @@ the moves before it left them.
 from __future__ import annotations
 
 from kubectl_hami_place.core.errors import RequestError
-from kubectl_hami_place.core.fit import numa_bind, scoring_weights
+from kubectl_hami_place.core.fit import numa_bind, scoring_weights, topology_aware
 from kubectl_hami_place.core.planner.model import (
     CompactGoal,
     FitGoal,
@@ -32,6 +33,7 @@ from kubectl_hami_place.core.planner.model import (
 from kubectl_hami_place.core.planner.state import CardSlot, SearchSpent, State
 
 _REASONS_SHOWN = 5
+_AIM_STEPS = 3
 _Option = tuple[int, int, str, list[CardSlot], list[str], frozenset[str]]
 """A node to try: how many pods must move, the MiB they hold, the node, its chosen cards, those pods, and those of
 them that must leave the node (for its CPU, memory or pod count) rather than move to another of its cards."""
@@ -225,9 +227,30 @@ def _one_numa(costs: list[_Cost], nums: int) -> list[_Cost]:
     return min(options, key=cost, default=[])
 
 
+def _aim(state: State, pod: PlanPod, node: str, costs: list[_Cost], chosen: list[_Cost]) -> list[_Cost]:
+    """Under `topology-aware`, the cards HAMi would pick on the node once the chosen cards' pods have left it (by the
+    node's pair scores, `State.hami_pick`), as the cards to free: freeing others moves pods for cards HAMi passes
+    over. Freeing HAMi's pick instead costs no more (its other cards fit already or were being freed), and leaves
+    HAMi picking it again, unless moving other pods frees other cards; `_make_room` checks what HAMi picks after."""
+    if not topology_aware(pod.fit_annotations, pod.default_policy):
+        return chosen
+    by_uuid = {item[3].card.uuid: item for item in costs}
+    for _ in range(_AIM_STEPS):
+        released = frozenset(key for item in chosen for key in item[4])
+        picked = state.hami_pick(pod, node, released=released)
+        if picked is None or any(slot.card.uuid not in by_uuid for slot in picked):
+            return chosen
+        aimed = sorted((by_uuid[slot.card.uuid] for slot in picked), key=lambda item: item[:3])
+        if aimed == chosen:
+            break
+        chosen = aimed
+    return chosen
+
+
 def _plan_fit(state: State, goal: FitGoal) -> Plan:
-    """Make room for the goal's pod on the node that needs the fewest moves; a multi-card `topology-aware` pod's
-    target is then the cards HAMi picks there after the moves, by the node's pair scores (`State.hami_cards`)."""
+    """Make room for the goal's pod on the node that needs the fewest moves; a `topology-aware` pod's cards to free
+    are those HAMi would pick there (`_aim`), and its target the cards HAMi picks after the moves, by the node's pair
+    scores (`State.hami_cards`)."""
     pod = goal.pod
     before = state.summary(state.cards)
     gpu = pod.gpu_requests
@@ -267,7 +290,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if bind:
             # under topology-aware HAMi gives cards of one NUMA node only (State.topology_numa)
             costs = [item for item in costs if item[3].card.numa == state.topology_numa(pod, node, item[3].card.numa)]
-        chosen = _one_numa(costs, nums) if bind else costs[:nums]
+        chosen = _aim(state, pod, node, costs, _one_numa(costs, nums) if bind else costs[:nums])
         if len(chosen) < nums:
             reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
             continue
@@ -382,8 +405,10 @@ def _make_room(
     state: State, pod: PlanPod, node: str, chosen: list[CardSlot], evicted: list[str], *, leave: frozenset[str]
 ) -> str | None:
     """Move the evicted pods off the chosen cards (those in `leave` off the node) and check the pod then fits them
-    and the node's CPU, memory and pod count hold it; roll back and say why not."""
+    and the node's CPU, memory and pod count hold it, and that under `topology-aware` HAMi's pick by the node's pair
+    scores takes every chosen card the moves free (`State.hami_cards`); roll back and say why not."""
     point = state.checkpoint()
+    freed = [slot for slot in chosen if any(key in slot.pods for key in evicted)]
     failure = _vacate(state, node, chosen, evicted, words=("makes room on", "make room on"), leave=leave)
     if failure is not None:
         return failure
@@ -395,6 +420,14 @@ def _make_room(
         if not verdict.ok:
             state.rollback(point)
             return f"{slot.card.name} still does not fit after the moves: {verdict.reason}"
+    picked = state.hami_cards(pod, node, chosen)
+    passed = [slot for slot in freed if slot not in picked]
+    if passed:
+        state.rollback(point)
+        return (
+            f"HAMi's topology-aware pick after the moves would be {', '.join(slot.card.name for slot in picked)} "
+            f"(the node's pair scores), passing over {', '.join(slot.card.name for slot in passed)}, which they free"
+        )
     return None
 
 

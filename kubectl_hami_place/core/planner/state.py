@@ -323,27 +323,43 @@ class State:
     def hami_cards(
         self, pod: PlanPod, node: str, cards: list[CardSlot], exclude: Iterable[str] = (), avoid_empty: bool = False
     ) -> list[CardSlot]:
-        """The cards HAMi picks on the node for a multi-card pod under `topology-aware` (by the node's pair scores, as
-        `fit.fit_pod` models its Fit), of its open cards outside `exclude` (in use only, if `avoid_empty`); `cards`
-        for any other pod, or when HAMi's pick does not fit every container (a pin then names the planner's own)."""
-        if len(cards) < 2 or not topology_aware(pod.fit_annotations, pod.default_policy):
+        """The cards HAMi picks on the node for a pod under `topology-aware` (by the node's pair scores, as
+        `fit.fit_pod` models its Fit: the best-scoring combination, or for one card the one scoring lowest with the
+        others, `computeWorstSingleCard`, pkg/device/nvidia/device.go:858 and :927, not a best fit), of its open
+        cards outside `exclude` (in use only, if `avoid_empty`); `cards` for any other pod, or when HAMi's pick does
+        not fit every container (a pin then names the planner's own)."""
+        if not cards or not topology_aware(pod.fit_annotations, pod.default_policy):
             return cards
         barred = set(exclude)
+        picked = self.hami_pick(
+            pod,
+            node,
+            frozenset(
+                slot.card.uuid
+                for slot in self.by_node[node]
+                if slot.card.uuid in barred or (avoid_empty and not slot.used)
+            ),
+        )
+        if picked is None or len(picked) != len(cards) or not all(self.fits(pod, slot) for slot in picked):
+            return cards
+        return picked
+
+    def hami_pick(
+        self, pod: PlanPod, node: str, barred: frozenset[str] = frozenset(), released: frozenset[str] = frozenset()
+    ) -> list[CardSlot] | None:
+        """The open cards outside `barred` HAMi's Fit gives the pod's first GPU container on the node once the
+        `released` pods have left it (`hami_fit`), in card order; None when HAMi refuses the node."""
         verdict = self.hami_fit(
             pod,
             node,
             pod.fit_annotations,
-            frozenset(
-                slot.card.uuid
-                for slot in self.by_node[node]
-                if not slot.open or slot.card.uuid in barred or (avoid_empty and not slot.used)
-            ),
+            barred | frozenset(slot.card.uuid for slot in self.by_node[node] if not slot.open),
             HAMI_DEFAULTS.with_policy(pod.default_policy or HAMI_DEFAULTS.gpu_scheduler_policy),
+            released=released,
         )
-        picked = [self.by_uuid[uuid] for uuid in verdict.devices[0]] if verdict.ok else []
-        if len(picked) != len(cards) or not all(self.fits(pod, slot) for slot in picked):
-            return cards
-        return sorted(picked, key=lambda slot: slot.ordinal)
+        if not verdict.ok or not verdict.devices:
+            return None
+        return sorted((self.by_uuid[uuid] for uuid in verdict.devices[0]), key=lambda slot: slot.ordinal)
 
     def topology_numa(self, pod: PlanPod, node: str, otherwise: int) -> int:
         """The NUMA node HAMi's topology-aware Fit under numa-bind can give the pod cards from on the node
@@ -354,14 +370,30 @@ class State:
         return otherwise if kept is None else kept
 
     def hami_fit(
-        self, pod: PlanPod, node: str, annotations: Mapping[str, str], cordoned: frozenset[str], config: HamiConfig
+        self,
+        pod: PlanPod,
+        node: str,
+        annotations: Mapping[str, str],
+        cordoned: frozenset[str],
+        config: HamiConfig,
+        *,
+        released: frozenset[str] = frozenset(),
     ) -> PodFit:
         """HAMi's fit of the whole pod on the node's cards as this state has them (`fit.fit_pod`, the node's pair
-        scores included), with `cordoned` cards left out."""
+        scores included), with `cordoned` cards left out and the shares of the `released` pods (by key) taken off."""
         slots = self.by_node[node]
+        usage = {}
+        for slot in slots:
+            gone = [slot.pods[key] for key in released if key in slot.pods]
+            usage[slot.card.uuid] = CardUsage(
+                uuid=slot.card.uuid,
+                used_slots=slot.slots - sum(share[0] for share in gone),
+                used_mem=slot.mem - sum(share[1] for share in gone),
+                used_cores=slot.cores - sum(share[2] for share in gone),
+            )
         return fit_pod(
             [slot.card for slot in slots],
-            {slot.card.uuid: slot.usage() for slot in slots},
+            usage,
             pod.requests,
             pod.init_containers,
             annotations,
@@ -503,16 +535,20 @@ class State:
     ) -> Move | None:
         """Make room for a one-card pod on a card in use by first moving one smaller pod off it (one more move).
 
-        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them.
+        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them; under numa-bind and
+        `topology-aware`, only cards of the NUMA node HAMi's walk keeps (`topology_numa`), as in `_target`.
         """
         entry = self.pods[key]
         if entry.pod.gpu_requests[0][1].nums != 1 or len(self.moves) + 2 > self.limits.max_moves:
             return None
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
+        bind = numa_bind(entry.pod.fit_annotations)
         tried = 0
         for slot, room in self._rooms(entry.pod, allowed):
             if slot.card.uuid in exclude:
                 continue
+            if bind and slot.card.numa != self.topology_numa(entry.pod, slot.node, slot.card.numa):
+                continue  # under topology-aware HAMi gives a numa-bind pod cards of one NUMA node only
             tried += 1
             if tried > CHAIN_CARDS:
                 return None
@@ -647,8 +683,9 @@ class State:
 
         Under `nvidia.com/numa-bind` and `topology-aware` only cards of the one NUMA node HAMi's walk keeps count
         (`topology_numa`). A multi-card pod goes to the first node that has enough fitting cards, walking cards from
-        the least free; under numa-bind enough on one NUMA node of it (HAMi refuses cards of two); under
-        `topology-aware` to the cards HAMi picks there by the node's pair scores (`hami_cards`).
+        the least free; under numa-bind enough on one NUMA node of it (HAMi refuses cards of two). Under
+        `topology-aware` a pod of one card or more gets the cards HAMi picks on that node by its pair scores
+        (`hami_cards`).
         """
         nums = pod.gpu_requests[0][1].nums
         bind = numa_bind(pod.fit_annotations)
@@ -660,7 +697,7 @@ class State:
         )
         if nums == 1:
             slot = next(fitting_cards, None)
-            return None if slot is None else (slot.node, [slot])
+            return None if slot is None else (slot.node, self.hami_cards(pod, slot.node, [slot], exclude, avoid_empty))
         fitting: dict[tuple[str, int], list[CardSlot]] = {}
         for slot in fitting_cards:
             cards = fitting.setdefault((slot.node, slot.card.numa if bind else 0), [])

@@ -2,9 +2,9 @@
 
 A sandbox (HAMi v2.10's scheduler + webhook included) is filled by bench/generate.py: --nodes x 8 H100 cards,
 --pods HAMi pods already bound, --placements open placements spread over 50 namespaces. Then vegeta sends, at each
-fixed rate for --duration seconds (cut into --slices turns, the servers taking turns in a rotating order, so that all
-meet the same background), one kind of AdmissionReview at a time to each server (admission.k8s.io/v1 to
-ours, v1beta1 to HAMi's, as its chart registers it):
+fixed rate for --duration seconds (cut into --slices turns, the servers taking turns in a rotating order, balanced
+with a baseline, so that all meet the same background), one kind of AdmissionReview at a time to each server
+(admission.k8s.io/v1 to ours, v1beta1 to HAMi's, as its chart registers it):
   no-placement  a GPU pod of hami-scheduler in a namespace with placements, none of which selects it
   non-gpu       a pod asking for no GPU (default scheduler)
   excluded      a GPU pod in a namespace our webhook is told to exclude (HAMi has no such setting: it processes it)
@@ -250,6 +250,18 @@ def quiet_box(
             return time.monotonic() - started, used
 
 
+def turn_order(count: int, turn: int) -> list[int]:
+    """The servers' order in a turn: for an even count a balanced Latin square (Williams), so that over `count` turns
+    each server follows every other exactly once and none always meets the burst another leaves behind (HAMi's
+    scheduler keeps collecting for seconds after its own turn); for an odd count the rotation (0, 1, 2; 1, 2, 0)."""
+    if count % 2:
+        return [(turn + k) % count for k in range(count)]
+    first = [0]
+    for k in range(1, count):
+        first.append((k + 1) // 2 if k % 2 else count - k // 2)
+    return [(server + turn) % count for server in first]
+
+
 def side_by_side(
     targets: list[Target],
     rate: int,
@@ -260,18 +272,18 @@ def side_by_side(
     paused: list[int] | None = None,
     background: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every server under the same load for `duration` s each, in `slices` turns, the order turned round at each
-    (ours, HAMi, floor; HAMi, floor, ours; ...) so that all meet the same background (the sandbox's bursts come and
-    go); each side's summary over all its turns, with its process's CPU milliseconds per request over them (its own
-    background work included: a figure the shared box's load does not inflate the way it does latency), the cores
-    the `background` processes (the sandbox's, the other servers) used meanwhile and, where it has them, its stalls
-    over them."""
+    """Every server under the same load for `duration` s each, in `slices` turns, in `turn_order` (ours, HAMi,
+    floor; HAMi, floor, ours; ...; with a baseline, each server after every other once in four turns) so that all
+    meet the same background (the sandbox's bursts come and go); each side's summary over all its turns, with its
+    process's CPU milliseconds per request over them (its own background work included: a figure the shared box's
+    load does not inflate the way it does latency), the cores the `background` processes (the sandbox's, the other
+    servers) used meanwhile and, where it has them, its stalls over them."""
     results: list[list[Path]] = [[] for _ in targets]
     cpu = [0.0 for _ in targets]
     box = [0.0 for _ in targets]
     stalls: list[dict[str, float]] = [{} for _ in targets]
     for turn in range(slices):
-        for index in [(turn + k) % len(targets) for k in range(len(targets))]:
+        for index in turn_order(len(targets), turn):
             target = targets[index]
             others = [pid for pid in background or [] if pid != target.pid]
             before, box_before, started = cpu_seconds(target.pid), cpus_seconds(others), time.monotonic()
@@ -376,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--slices",
         type=int,
-        default=3,
-        help="turns each run is cut into, the servers alternating (default 3: ours, HAMi, HAMi, ours, ours, HAMi)",
+        help="turns each run is cut into, the servers alternating (default: one turn per server, 3, or 4 with "
+        "--baseline-webhook: each server then follows every other once)",
     )
     parser.add_argument("--claim-rate", type=int, default=20, help="claims per second (one pod per namespace in turn)")
     parser.add_argument(
@@ -403,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         "--json", type=Path, default=plot.ADMISSION, help=f"figures for bench/plot.py ({plot.ADMISSION})"
     )
     args = parser.parse_args(argv)
+    args.slices = args.slices or (4 if args.baseline_webhook else 3)
     rates = [int(r) for r in args.rates.split(",")]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hami-place-bench-") as tmp:

@@ -23,9 +23,13 @@ schedulers' pods watched here), never a list of the cluster's pods or nodes, and
 Each look ends in done or in when to look again (`core.defrag.keys.look_again`); a look that fails is retried backed
 off per key.
 
-The room a rescue frees is not reserved for the rescued pod: it is retried by the scheduler as soon as the evicted
-pods are gone, and whatever takes the room first wins. A rescue that loses it is counted
-(`hami_place_defrag_room_lost_total`), says so on the pod, and is planned again once the pod qualifies again.
+The room a rescue frees is kept for the rescued pod for `rescue.reserveFor` (`core.reservation`): once the moves
+are done and the pod is still unscheduled, its `nvidia.com/use-gpuuuid` is narrowed to the plan's target cards and
+our `room-reserved` annotation names them and the deadline (a patch that also makes the scheduler retry it at once);
+admission on every replica keeps pods admitted meanwhile off those cards (`nouse-gpuuuid`), and plans treat them as
+cordoned. Scheduled: our annotation goes. Refused again after the moves settled, or the deadline passed: the pod's
+own card choice is given back, the room counted lost (`hami_place_defrag_room_lost_total`), said on the pod, and the
+pod planned for again once it qualifies. Pods admitted before the reservation may still take the room.
 
 A new leader first looks at the open placements of earlier runs: one whose pod was never evicted is deleted (the
 move is undone), one whose pod is gone is left for its replacement to claim.

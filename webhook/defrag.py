@@ -310,7 +310,11 @@ class DefragController:
         if pod is None:
             return None
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
-            # Kept by an earlier leader's rescue: left until its deadline, then given back (as a malformed one is).
+            # Kept by an earlier leader's rescue (or followed no more): left until its deadline, then given back (as
+            # a malformed one is); once the pod is scheduled only the annotation goes.
+            if (pod.get("spec") or {}).get("nodeName"):
+                self._release(pod, scheduled=True)
+                return None
             held = reservation_of(pod)
             if held is not None and held.holds(now):
                 return held.until - now
@@ -634,11 +638,12 @@ class DefragController:
             self.queue.add(key)
 
     def _pod_changed(self, kind: str, pod: dict[str, Any]) -> None:
-        """A pod event of the cache's watch: a pod waiting unscheduled, or one whose rescue is followed, is added."""
+        """A pod event of the cache's watch: a pod waiting unscheduled, one whose rescue is followed, or one still
+        carrying a room kept for it, is added."""
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:
             followed = PodKey(*object_key(pod))
-            if followed in self._rescues:
+            if followed in self._rescues or (kind != "DELETED" and ROOM_RESERVED_ANNOTATION in _annotations(pod)):
                 self.queue.add(followed)
             return
         self.queue.add(key)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import USE_TYPE, fit_pod
+from kubectl_hami_place.core.fit import NOUSE_UUID, USE_TYPE, USE_UUID, fit_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.node_resources import NOTHING, Resources
 from kubectl_hami_place.core.planner import (
@@ -346,6 +346,10 @@ class Cluster:
         self.sign = -1 if policy == "binpack" else 1
         self.order = [(0.0, self.rank[node]) for node in range(len(nodes))]
         self.running: dict[str, Running] = {}
+        # What the server wrote on a task's pod for a kept room: the rescued task's use-gpuuuid (its target cards),
+        # a task admitted while a room was kept its nouse-gpuuuid; and the cards kept, by the task they are kept for.
+        self.extra: dict[str, dict[str, str]] = {}
+        self.kept: dict[str, tuple[str, ...]] = {}
         self.capacity = float(sum(len(cards) for cards in self.cards))
         self.allocated = 0.0
         self._types: dict[tuple[str, ...], list[int]] = {}
@@ -402,7 +406,7 @@ class Cluster:
         """HAMi's own verdict for the task on the node (`fit_pod`, cards sorted by the GPU policy): its cards."""
         cards = self.cards[node]
         usage = {card.uuid: CardUsage(card.uuid, *self.used[node][c]) for c, card in enumerate(cards)}
-        verdict = fit_pod(cards, usage, (request,), 0, task_annotations(task), config=self.config)
+        verdict = fit_pod(cards, usage, (request,), 0, self.annotations(task), config=self.config)
         if not verdict.ok:
             return None
         return tuple(self.card_at[uuid][1] for uuid in verdict.devices[0])
@@ -414,8 +418,14 @@ class Cluster:
             return ()
         chosen = [self.cards[node][c] for c in cards]
         usage = {card.uuid: CardUsage(card.uuid, *self.used[node][c]) for c, card in zip(cards, chosen, strict=True)}
-        verdict = fit_pod(chosen, usage, (request,), 0, task_annotations(task), config=self.config)
+        verdict = fit_pod(chosen, usage, (request,), 0, self.annotations(task), config=self.config)
         return cards if verdict.ok else None
+
+    def annotations(self, task: Task) -> dict[str, str]:
+        """The task's pod annotations HAMi reads: its own, and what the server wrote for a kept room."""
+        extra = self.extra.get(task.name)
+        own = task_annotations(task)
+        return {**own, **extra} if extra else own
 
     def node_score(self, node: int) -> float:
         """HAMi's ComputeDefaultScore: 10 x (slots + cores + memory in use, each over the node's total)."""
@@ -546,7 +556,7 @@ class Cluster:
             name=task.name,
             uid=task.name,
             requests=(request,),
-            annotations=task_annotations(task),
+            annotations=self.annotations(task),
             allocation=PodAllocation(NAMESPACE, task.name, task.name, name, "Running", (devices,)),
             owner_kind="ReplicaSet",
             needs=self.needs(task),
@@ -564,9 +574,10 @@ class Cluster:
             for node, cpu, memory in zip(self.plan_nodes, self.free_cpu, self.free_mem, strict=True)
         )
 
-    def snapshot(self, now: float | None = None, cooldown: float = math.inf) -> Snapshot:
+    def snapshot(self, now: float | None = None, cooldown: float = math.inf, rescued: str = "") -> Snapshot:
         """The planner's snapshot: every running GPU task, each node's CPU and memory left; those moved within
-        `cooldown` are `do-not-move`."""
+        `cooldown` are `do-not-move`; the cards kept for tasks other than `rescued` device-cordoned
+        (`runs.keep_off`)."""
         pods = []
         for entry in self.running.values():
             pod = entry.pod
@@ -575,7 +586,14 @@ class Cluster:
             if entry.moved_at is not None and (now is None or now - entry.moved_at < cooldown):
                 pod = replace(pod, annotations={**pod.annotations, DO_NOT_MOVE: "true"})
             pods.append(pod)
-        return Snapshot(nodes=self.plan_nodes_now(), pods=tuple(pods))
+        nodes = self.plan_nodes_now()
+        kept = frozenset(card for name, cards in self.kept.items() if name != rescued for card in cards)
+        if kept:
+            nodes = tuple(
+                replace(node, cordoned=node.cordoned | held) if (held := kept & {c.uuid for c in node.cards}) else node
+                for node in nodes
+            )
+        return Snapshot(nodes=nodes, pods=tuple(pods))
 
     def pending_pod(self, task: Task) -> PlanPod:
         """A pending task as the planner's FitGoal pod, with the CPU and memory it asks of its node."""
@@ -584,7 +602,7 @@ class Cluster:
             name=task.name,
             uid=task.name,
             requests=(task_request(task),),
-            annotations=task_annotations(task),
+            annotations=self.annotations(task),
             owner_kind="ReplicaSet",
             needs=self.needs(task),
         )
@@ -736,6 +754,7 @@ class Controller:
         self._failed_at: dict[str, float] = {}
         self.version = 0
         self.awaiting: dict[str, int] = {}
+        self.targets: dict[str, tuple[str, ...]] = {}
 
     def budget_left(self, now: float | None) -> int:
         """Moves left this run under the hourly budget (no hourly budget without a clock)."""
@@ -758,10 +777,10 @@ class Controller:
         self.stats.plan_seconds.append(time.process_time() - start)
         return result
 
-    def _snapshot(self, now: float | None) -> Snapshot:
-        """The planner's snapshot, timed."""
+    def _snapshot(self, now: float | None, pod: str = "") -> Snapshot:
+        """The planner's snapshot (for a rescue of `pod`), timed."""
         start = time.process_time()
-        snapshot = self.cluster.snapshot(now, self.policy.cooldown)
+        snapshot = self.cluster.snapshot(now, self.policy.cooldown, pod)
         self.stats.snapshot_seconds.append(time.process_time() - start)
         return snapshot
 
@@ -794,7 +813,7 @@ class Controller:
         if not self.planning_left():
             return None
         self.stats.rescue_runs += 1
-        snapshot, pod = self._snapshot(now), cluster.pending_pod(task)
+        snapshot, pod = self._snapshot(now, task.name), cluster.pending_pod(task)
         result = self._plan(
             snapshot, FitGoal(pod), Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node)
         )
@@ -817,6 +836,7 @@ class Controller:
             return None
         if not place:
             self.awaiting[task.name] = node
+            self.targets[task.name] = result.target[1]
             return moves
         cards = tuple(cluster.card_at[uuid][1] for uuid in result.target[1])
         if not cluster.resources_fit(task, node) or cluster.hami_fit_on(task, node, cards) is None:
@@ -844,6 +864,7 @@ class Controller:
         is planned again `replan_after` later, as a failed plan is), `taken_meanwhile` by arrivals or departures'
         retries before the scheduler's retry, else by older Pending tasks at that retry."""
         del self.awaiting[task.name]
+        self.targets.pop(task.name, None)
         if running:
             self.stats.rescued += 1
             return
@@ -1006,6 +1027,7 @@ def replay_timeline(
     pending_for: float = 60.0,
     rescues_per_tick: int = 1,
     settle: float = 0.0,
+    reserve_for: float = 0.0,
 ) -> dict[str, Any]:
     """The trace's own arrivals (`arrivals`: creation times divided by `compress`, `rounds` times) and departures
     (each task runs its duration once placed).
@@ -1013,11 +1035,15 @@ def replay_timeline(
     A Pending task is retried whenever a node gains room (kube-scheduler requeues on such events). Every `tick`
     seconds the controller plans at most `rescues_per_tick` rescues, oldest Pending task first among those Pending
     for at least `pending_for` (a failed one is planned again `replan_after` later), then keep-room. A moved task
-    keeps its departure time. With `settle` the room a rescue made is not kept for its task, as the server keeps
-    none: the moves take effect at once and arrivals go on taking room for `settle` seconds (the pending pod's
-    scheduling backoff, up to kube-scheduler's 10 s, once the evicted pods are gone), then the nodes the moves
-    freed retry their Pending tasks oldest first (older tasks may take the room too); the rescued task then runs,
-    or its room was lost (counted). Without it the task is placed on the plan's target at once.
+    keeps its departure time. With `settle` the moves take effect at once and arrivals go on taking room for `settle`
+    seconds (the pending pod's scheduling backoff, up to kube-scheduler's 10 s, once the evicted pods are gone), then
+    the nodes the moves freed retry their Pending tasks oldest first (older tasks may take the room too); the rescued
+    task then runs, or its room was lost (counted). Without it the task is placed on the plan's target at once.
+
+    With `reserve_for` too, the room is kept as the server keeps it (`core.reservation`) from the moves until the
+    task runs or `reserve_for` has passed: the rescued task may use only its target cards (`use-gpuuuid`), a task
+    arriving meanwhile gets them in its `nouse-gpuuuid` for good (admission writes it once), tasks Pending from
+    before are not kept off them (admission had passed them), and plans put no pod on them (`runs.keep_off`).
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
     controller = Controller(cluster, policy) if setup.controller else None
@@ -1042,11 +1068,21 @@ def replay_timeline(
     evictions = 0
     started = time.process_time()
     settling: dict[str, set[int]] = {}
+    # The kept rooms' release events, by task: a release of an earlier reservation of the task does nothing.
+    releases: dict[str, int] = {}
+
+    def release(name: str) -> None:
+        """A kept room ends: the task gets its own card choice back (a running task keeps the cards it holds)."""
+        releases.pop(name, None)
+        if cluster.kept.pop(name, None) is not None and name not in cluster.running:
+            cluster.extra.get(name, {}).pop(USE_UUID, None)
 
     def placed(task: Task, now: float, arrived: float) -> None:
         """Schedule the departure of a task just placed and record its wait."""
         nonlocal seq
         waits[task.name] = now - arrived
+        if task.name in cluster.kept:
+            release(task.name)
         seq += 1
         heapq.heappush(events, (now + task.duration, 0, seq, task.name))
 
@@ -1067,7 +1103,9 @@ def replay_timeline(
                 continue
             cards = cluster.fits_node(task, node)
             if cards is None:
-                refused.add(task.shape)
+                if task.name not in cluster.extra:
+                    # A task kept off cards (or kept to its own) fits where its shape does, not the other way.
+                    refused.add(task.shape)
                 continue
             cluster.put(task, node, cards)
             unqueue(task)
@@ -1118,6 +1156,13 @@ def replay_timeline(
                 seq += 1
                 heapq.heappush(events, (now + settle, 2, seq, name))
                 settling[name] = freed
+                if reserve_for > 0:
+                    cards = controller.targets[name]
+                    cluster.kept[name] = cards
+                    cluster.extra.setdefault(name, {})[USE_UUID] = ",".join(cards)
+                    seq += 1
+                    releases[name] = seq
+                    heapq.heappush(events, (now + reserve_for, 3, seq, name))
                 continue
             if name in cluster.running:
                 unqueue(waiting.task)
@@ -1132,15 +1177,23 @@ def replay_timeline(
                 retry(node, now)
 
     while events:
-        now, kind, _, name = heapq.heappop(events)
+        now, kind, order, name = heapq.heappop(events)
         if controller is not None:
             while next_tick <= now:
                 if pending:
                     advance(next_tick)
                     controller_tick(next_tick)
                 next_tick += tick
+            if events and events[0][0] < now:
+                # A tick made an event due before this one (a retry, a kept room's end): that one goes first.
+                heapq.heappush(events, (now, kind, order, name))
+                continue
         advance(now)
         task = by_name[name]
+        if kind == 3:
+            if releases.get(name) == order:
+                release(name)
+            continue
         if kind == 2:
             assert controller is not None
             target = controller.awaiting[name]
@@ -1158,6 +1211,9 @@ def replay_timeline(
                 controller.changed()
             retry(entry.node, now)
             continue
+        kept = sorted({card for cards in cluster.kept.values() for card in cards})
+        if kept and task.num_gpu:
+            cluster.extra[name] = {NOUSE_UUID: ",".join(kept)}
         choice = cluster.choose(task)
         if choice is None:
             queue(task, now)
@@ -1181,6 +1237,7 @@ def replay_timeline(
         "compress": compress,
         "rounds": rounds,
         "settle_s": settle,
+        "reserve_s": reserve_for,
         "capacity": cluster.capacity,
         "allocated_share": allocated_area / (span * cluster.capacity) if span > 0 else 0.0,
         "simulated_hours": (clock - first) / 3600,
@@ -1207,7 +1264,9 @@ def _room_lost(result: dict[str, Any]) -> str:
         return "-"
     c = result["controller"]
     meanwhile = c.get("room_lost_meanwhile", 0)
-    return f"{c['room_lost']} ({meanwhile} / {c['room_lost'] - meanwhile}) in {settle:g} s"
+    kept = result.get("reserve_s", 0.0)
+    held = f", kept {kept:g} s" if kept else ""
+    return f"{c['room_lost']} ({meanwhile} / {c['room_lost'] - meanwhile}) in {settle:g} s{held}"
 
 
 def verdict(ok: bool) -> str:
@@ -1389,6 +1448,13 @@ def main(argv: list[str] | None = None) -> None:
         "at once, room lost never)",
     )
     parser.add_argument(
+        "--reserve-for",
+        type=float,
+        default=60.0,
+        help="timeline: seconds the room a rescue freed is kept for its task, as the server's rescue.reserveFor "
+        "(its default); tasks arriving meanwhile are kept off the cards, older Pending tasks are not (0: not kept)",
+    )
+    parser.add_argument(
         "--plan-budget", type=float, default=math.inf, help="planner CPU seconds per replay, then no more runs"
     )
     parser.add_argument(
@@ -1482,6 +1548,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                             rescues_per_tick=args.rescues_per_tick,
                             tick=args.tick,
                             settle=args.rescue_settle,
+                            reserve_for=args.reserve_for,
                         )
                     )
                     _progress("timeline", setup, results[-1])

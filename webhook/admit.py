@@ -154,6 +154,7 @@ class Admitter:
             carried=carried,
             pod_uids=self._evict_uids(namespace, placements),
             held_req_ids=held,
+            reservations=self.cache.reservations(),
         )
 
     def _evict_uids(self, namespace: str, placements: list[Placement]) -> dict[str, str]:

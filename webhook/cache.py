@@ -29,6 +29,7 @@ from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, USE_GPUUUID_A
 from kubectl_hami_place.core.node_resources import Resources, counted_pod
 from kubectl_hami_place.core.placement import Placement, placement_from_object, rfc3339
 from kubectl_hami_place.core.requests import GPU
+from kubectl_hami_place.core.reservation import Reservation, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
@@ -75,6 +76,11 @@ class ClusterCache:
         self._entered = itertools.count()
         self._allocations_lock = threading.Lock()
         self.pods.add_listener(self._index_allocation)
+        # (namespace, name) -> the room a rescue keeps for that Pending pod: every admission reads these few, not
+        # every pod (a pod that is bound, gone or carries a malformed annotation holds none).
+        self._reservations: dict[tuple[str, str], Reservation] = {}
+        self._reservations_lock = threading.Lock()
+        self.pods.add_listener(self._index_reservation)
         # Node name -> its view as served, kept until its node object or its pods' version changes (see
         # cluster_info_document); only a cluster-info request writes it, under this lock.
         self._views: dict[str, _NodeView] = {}
@@ -244,6 +250,21 @@ class ClusterCache:
         if not on_node:
             del self._on_node[node]
         self._pod_versions[node] = next(self._entered)
+
+    def reservations(self) -> list[Reservation]:
+        """The rooms kept for rescued Pending pods, as the pod watch last saw them (deadlines not checked here)."""
+        with self._reservations_lock:
+            return list(self._reservations.values())
+
+    def _index_reservation(self, kind: str, pod: dict[str, Any]) -> None:
+        """Follow one pod event in the reservation index."""
+        key = object_key(pod)
+        found = reservation_of(pod) if kind != "DELETED" else None
+        with self._reservations_lock:
+            if found is None:
+                self._reservations.pop(key, None)
+            else:
+                self._reservations[key] = found
 
     def _index_claim(self, kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event in the claim index (the pod watch is the only writer of the pod store)."""

@@ -23,9 +23,13 @@ schedulers' pods watched here), never a list of the cluster's pods or nodes, and
 Each look ends in done or in when to look again (`core.defrag.keys.look_again`); a look that fails is retried backed
 off per key.
 
-The room a rescue frees is not reserved for the rescued pod: it is retried by the scheduler as soon as the evicted
-pods are gone, and whatever takes the room first wins. A rescue that loses it is counted
-(`hami_place_defrag_room_lost_total`), says so on the pod, and is planned again once the pod qualifies again.
+The room a rescue frees is kept for the rescued pod for `rescue.reserveFor` (`core.reservation`): once the moves
+are done and the pod is still unscheduled, its `nvidia.com/use-gpuuuid` is narrowed to the plan's target cards and
+our `room-reserved` annotation names them and the deadline (a patch that also makes the scheduler retry it at once);
+admission on every replica keeps pods admitted meanwhile off those cards (`nouse-gpuuuid`), and plans treat them as
+cordoned. Scheduled: our annotation goes. Refused again after the moves settled, or the deadline passed: the pod's
+own card choice is given back, the room counted lost (`hami_place_defrag_room_lost_total`), said on the pod, and the
+pod planned for again once it qualifies. Pods admitted before the reservation may still take the room.
 
 A new leader first looks at the open placements of earlier runs: one whose pod was never evicted is deleted (the
 move is undone), one whose pod is gone is left for its replacement to claim.
@@ -62,24 +66,30 @@ from kubectl_hami_place.core.defrag.keys import (
     pod_key,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run
+from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run, keep_off
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
 from kubectl_hami_place.core.names import (
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_POLICY_KEY,
+    NOUSE_GPUUUID_ANNOTATION,
+    ROOM_RESERVED_ANNOTATION,
+    USE_GPUUUID_ANNOTATION,
     Phase,
 )
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import Step, move_step
 from kubectl_hami_place.core.planner.objects import pod_for_plan
+from kubectl_hami_place.core.reservation import release, reservation_of, reserve, settled
 from kubectl_hami_place.kube import cluster_reads, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
     PolicySource,
+    change_pod_annotations,
     move_annotations,
     move_labels,
     policy_source,
@@ -149,6 +159,8 @@ class Rescue:
     moves: int
     pending_since: datetime
     done_at: datetime
+    kept_until: datetime | None = None
+    """Until when the freed cards are kept for the pod (None: not kept)."""
 
 
 class DefragController:
@@ -285,11 +297,29 @@ class DefragController:
         rescue = self._rescues.get(key)
         if rescue is not None:
             state = follow(pod, rescue.uid, events, rescue.done_at, now)
+            kept = rescue.kept_until
+            if state is Followed.waiting and kept is not None and now >= kept:
+                state = Followed.room_lost
             if state is Followed.waiting:
-                return FOLLOW - (now - rescue.done_at)
+                wait = FOLLOW - (now - rescue.done_at)
+                return min(wait, kept - now) if kept is not None else wait
             self._followed(key, rescue, state, pod, now)
+            if rescue.kept_until is not None and pod is not None:
+                # The cache may still hold the pod's narrowed card choice: planned for once it was given back.
+                return timedelta(seconds=self.options.interval)
         if pod is None:
             return None
+        if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
+            # Kept by an earlier leader's rescue (or followed no more): left until its deadline, then given back (as
+            # a malformed one is); once the pod is scheduled only the annotation goes.
+            if (pod.get("spec") or {}).get("nodeName"):
+                self._release(pod, scheduled=True)
+                return None
+            held = reservation_of(pod)
+            if held is not None and held.holds(now):
+                return held.until - now
+            self._release(pod)
+            return timedelta(seconds=self.options.interval)
         config = self.hami_config()
         candidates = rescue_candidates([pod], events, now, policy, config)
         if not candidates:
@@ -303,19 +333,24 @@ class DefragController:
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
         trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_labels, read.config), candidate.reason)
-        decision = decide_run(policy, read.snapshot, trigger, history, now, _run_id(now))
+        snapshot = keep_off(read.snapshot, self.cache.reservations(), now, candidate.key)
+        decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
         if look is Look.moved:
             done_at = datetime.now(UTC)
-            self._rescues[key] = Rescue(about, candidate.uid, len(decision.moves), candidate.pending_since, done_at)
+            kept = self._reserve(about, decision, policy, done_at)
+            self._rescues[key] = Rescue(
+                about, candidate.uid, len(decision.moves), candidate.pending_since, done_at, kept
+            )
         eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
         return look_again(look, now, timedelta(seconds=self.options.interval), eases)
 
     def _followed(
         self, key: PodKey, rescue: Rescue, state: Followed, pod: Mapping[str, Any] | None, now: datetime
     ) -> None:
-        """A followed rescue that ended: rescued (timed from Pending), room lost, or given up."""
+        """A followed rescue that ended: rescued (timed from Pending), room lost, or given up; the room kept for it
+        is given back (a scheduled pod only loses our annotation)."""
         del self._rescues[key]
         if state is Followed.rescued and pod is not None:
             waited = (now - rescue.pending_since).total_seconds()
@@ -325,13 +360,79 @@ class DefragController:
             self._event(rescue.pod, "DefragRescued", f"rescued by {rescue.moves} move(s): scheduled on {node}")
         elif state is Followed.room_lost:
             self.metrics.room_lost.inc()
+            kept = rescue.kept_until
+            taken = "was taken before the scheduler retried the pod"
+            if kept is not None and now >= kept:
+                taken = f"was kept for the pod until {kept:%H:%M:%S}Z and the pod was not scheduled meanwhile"
             self._event(
                 rescue.pod,
                 "DefragRoomLost",
-                f"the room {rescue.moves} move(s) made was taken before the scheduler retried the pod; "
-                "it is planned for again once it qualifies",
+                f"the room {rescue.moves} move(s) made {taken}; it is planned for again once it qualifies",
                 warning=True,
             )
+        if rescue.kept_until is None:
+            return
+        if state is not Followed.rescued:
+            self._release(rescue.pod)
+            return
+        try:
+            self._release(rescue.pod, scheduled=True)
+        except KubeError as error:
+            # Left on a bound pod, the annotation keeps nothing: admission reads only Pending pods' reservations.
+            log.warning("defrag: the room-kept annotation stays on %s: %s", object_key(rescue.pod), error)
+
+    def _reserve(
+        self, about: dict[str, Any], decision: RunDecision, policy: DefragPolicy, done_at: datetime
+    ) -> datetime | None:
+        """Keeps the cards the rescue freed for its pod until `rescue.reserveFor` from now (`core.reservation`);
+        the deadline, or None when the policy keeps no room, the pod was scheduled meanwhile (the scheduler retries
+        it once the evicted pods are gone) or its own card choice refuses it."""
+        target = decision.plan.target if decision.plan is not None else None
+        if policy.rescue.reserve_for <= timedelta(0) or target is None:
+            return None
+        node, cards = target
+        until = (done_at + policy.rescue.reserve_for).replace(microsecond=0)
+        metadata = about.get("metadata") or {}
+        namespace, name, uid = metadata.get("namespace"), metadata.get("name"), str(metadata.get("uid") or "")
+        if not is_namespace(namespace) or not is_object_name(name):
+            return None
+        refused = ""
+
+        def keep(annotations: dict[str, str]) -> dict[str, str]:
+            """The pod's annotations keeping the room, or as they are when it refuses."""
+            nonlocal refused
+            wanted, refused = reserve(annotations, f"{namespace}/{name}", cards, until)
+            return annotations if refused else wanted
+
+        try:
+            stored = change_pod_annotations(self.kube, namespace, name, uid, keep, unscheduled=True)
+        except KubeError as error:
+            log.warning("defrag: the room freed for %s/%s is not kept: %s", namespace, name, error)
+            return None
+        if stored is None:
+            return None
+        if refused:
+            self._event(about, "DefragRoomNotKept", f"the room freed on {node} is not kept: {refused}")
+            return None
+        self._event(
+            about,
+            "DefragRoomKept",
+            f"cards {', '.join(cards)} on {node} are kept for the pod until {until:%H:%M:%S}Z "
+            f"({USE_GPUUUID_ANNOTATION}; pods admitted meanwhile get them in {NOUSE_GPUUUID_ANNOTATION})",
+        )
+        return until
+
+    def _release(self, pod: Mapping[str, Any], *, scheduled: bool = False) -> None:
+        """Gives a reserved pod its own card choice back and takes our annotation off (a scheduled pod keeps its
+        `use-gpuuuid`, which names the cards it holds); a pod gone or replaced is left alone."""
+        metadata = pod.get("metadata") or {}
+        namespace, name, uid = metadata.get("namespace"), metadata.get("name"), str(metadata.get("uid") or "")
+        if not is_namespace(namespace) or not is_object_name(name):
+            return
+        key = f"{namespace}/{name}"
+        change_pod_annotations(
+            self.kube, namespace, name, uid, settled if scheduled else (lambda annotations: release(annotations, key))
+        )
 
     def _decided(
         self, decision: RunDecision, about: dict[str, Any], trigger: str, key: str, config: HamiConfig
@@ -439,7 +540,8 @@ class DefragController:
         source = self._policy_source()
         if goal is not None and source is not None:
             now = datetime.now(UTC)
-            decision = decide_run(policy, read.snapshot, RoomTrigger(goal), self._runs(), now, _run_id(now))
+            snapshot = keep_off(read.snapshot, self.cache.reservations(), now)
+            decision = decide_run(policy, snapshot, RoomTrigger(goal), self._runs(), now, _run_id(now))
             self._decided(decision, source.obj, "keep_room", KEEP_ROOM, read.config)
         return policy.keep_room.interval
 
@@ -536,11 +638,12 @@ class DefragController:
             self.queue.add(key)
 
     def _pod_changed(self, kind: str, pod: dict[str, Any]) -> None:
-        """A pod event of the cache's watch: a pod waiting unscheduled, or one whose rescue is followed, is added."""
+        """A pod event of the cache's watch: a pod waiting unscheduled, one whose rescue is followed, or one still
+        carrying a room kept for it, is added."""
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:
             followed = PodKey(*object_key(pod))
-            if followed in self._rescues:
+            if followed in self._rescues or (kind != "DELETED" and ROOM_RESERVED_ANNOTATION in _annotations(pod)):
                 self.queue.add(followed)
             return
         self.queue.add(key)
@@ -614,6 +717,12 @@ class DefragController:
     def _event(self, about: Mapping[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
         """An Event on a pod or on the policy's ConfigMap, from this controller."""
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pod's annotations (an empty mapping when it has none)."""
+    found = (pod.get("metadata") or {}).get("annotations")
+    return found if isinstance(found, Mapping) else {}
 
 
 def _kind(key: Key) -> str:

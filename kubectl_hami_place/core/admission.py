@@ -5,7 +5,9 @@ plain data. Only the CREATE of a Pod with the configured schedulerName is consid
 placement of its namespace whose selector matches and whose `core.pin_check` finds no problem with this pod; a
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
 placement, and only for what no pod can change). The pod is pinned by a hostname node affinity merged into its
-own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share. Our annotations on an
+own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share. While a rescue keeps room
+for another Pending pod (`core.reservation`), the kept cards are added to the pod's `nvidia.com/nouse-gpuuuid`; a pod
+pinned by a placement to a kept card keeps its pin (a person's choice wins over the controller's). Our annotations on an
 incoming pod are honoured only when they carry the named placement's stored claim token (a reinvocation);
 otherwise the patch removes them and the pod goes the normal way. The server writes the claim (guarded by the
 placement's resourceVersion) before it answers, so a placement is consumed once.
@@ -28,6 +30,7 @@ from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     CLAIM_DIGEST_LABEL,
     HOSTNAME_LABEL,
+    NOUSE_GPUUUID_ANNOTATION,
     OUR_ANNOTATIONS,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
@@ -36,6 +39,7 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod
 from kubectl_hami_place.core.placement import Placement
+from kubectl_hami_place.core.reservation import Reservation, barred_cards, kept_off
 from kubectl_hami_place.core.reviews import Review, build_response
 from kubectl_hami_place.core.selectors import matches
 
@@ -73,6 +77,8 @@ class AdmissionView:
     """Name -> UID of the namespace's stored pods that placements name in evictPod: the identity a claim records."""
     held_req_ids: Mapping[str, str] = field(default_factory=dict)
     """reqID -> the other placement whose guard holds it (learned from the API server): not claimable here."""
+    reservations: Sequence[Reservation] = ()
+    """The rooms kept for rescued Pending pods (as the cache read them; their deadlines are checked against `now`)."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +121,11 @@ def decide(review: Review, view: AdmissionView) -> Decision:
         pod = _without_our_annotations(pod)
         labels.pop(CLAIM_DIGEST_LABEL, None)
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
-    unpinned = _diff(review.pod, pod)
+    barred = barred_cards(view.reservations, view.now, f"{namespace}/{review.name or meta.get('name') or ''}")
+    kept = _kept_off(pod, barred)
+    unpinned = _diff(review.pod, kept)
     if not candidates:
-        return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned)
+        return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned, warnings=_kept_warning(barred))
     workload = workload_from_pod(pod, "the pod", config=view.settings.hami)
     warnings: list[str] = []
     for placement in candidates:
@@ -133,7 +141,7 @@ def decide(review: Review, view: AdmissionView) -> Decision:
         if not pin.ok:
             warnings.append(f"hami-place: placement {placement.name} skipped for this pod: {pin.summary()}")
             continue
-        mutated = _pinned(pod, pin, placement, view.token)
+        mutated = _kept_off(_pinned(pod, pin, placement, view.token), [c for c in barred if c not in pin.uuids])
         evict_uid = view.pod_uids.get(placement.spec.evict_pod or "", "")
         claim = claimed(placement, review.name or str(meta.get("name") or ""), view.token, view.now, evict_uid)
         return Decision(
@@ -147,8 +155,10 @@ def decide(review: Review, view: AdmissionView) -> Decision:
         )
     if warnings:
         warnings.append("hami-place: the pod is admitted without a pin")
-        return Decision(uid=review.uid, result=NOT_HONOURED, patch=unpinned, warnings=tuple(warnings))
-    return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned)
+        return Decision(
+            uid=review.uid, result=NOT_HONOURED, patch=unpinned, warnings=(*warnings, *_kept_warning(barred))
+        )
+    return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned, warnings=_kept_warning(barred))
 
 
 def claimed_by_annotations(review: Review) -> tuple[str, str]:
@@ -212,6 +222,28 @@ def _without_our_annotations(pod: Mapping[str, Any]) -> dict[str, Any]:
             for name in names:
                 found.pop(name, None)
     return stripped
+
+
+def _kept_off(pod: Mapping[str, Any], cards: Sequence[str]) -> Mapping[str, Any]:
+    """The pod with `cards` (kept for a rescued pod) added to its `nvidia.com/nouse-gpuuuid`; itself when none."""
+    if not cards:
+        return pod
+    kept: dict[str, Any] = copy.deepcopy(dict(pod))
+    annotations = _child(_child(kept, "metadata"), "annotations")
+    own = annotations.get(NOUSE_GPUUUID_ANNOTATION)
+    annotations[NOUSE_GPUUUID_ANNOTATION] = kept_off(own if isinstance(own, str) else None, cards)
+    return kept
+
+
+def _kept_warning(cards: Sequence[str]) -> tuple[str, ...]:
+    """What the pod is told when it is kept off cards a rescue keeps (not for whom: that pod may be in another
+    namespace)."""
+    if not cards:
+        return ()
+    return (
+        f"hami-place: {len(cards)} card(s) are kept for a rescued pod for a while; "
+        f"{NOUSE_GPUUUID_ANNOTATION} keeps this pod off them",
+    )
 
 
 def _pinned(pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token: str) -> dict[str, Any]:

@@ -39,12 +39,12 @@ from typing import Any
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
 from kubectl_hami_place.core.errors import RegisterError, RequestError
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
 USE_UUID = USE_GPUUUID_ANNOTATION
-NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
+NOUSE_UUID = NOUSE_GPUUUID_ANNOTATION
 USE_TYPE = "nvidia.com/use-gputype"
 NOUSE_TYPE = "nvidia.com/nouse-gputype"
 VGPU_MODE = "nvidia.com/vgpu-mode"

@@ -24,6 +24,7 @@ CLAIM_DIGEST_LABEL = f"{GROUP}/claim-digest"
 FORWARDED_TOKEN_HEADER = "X-Hami-Place-Authorization"
 """The plugin's bearer token, forwarded through the API server's service proxy (which strips `Authorization`)."""
 USE_GPUUUID_ANNOTATION = "nvidia.com/use-gpuuuid"
+NOUSE_GPUUUID_ANNOTATION = "nvidia.com/nouse-gpuuuid"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NAME_LABEL = "app.kubernetes.io/name"
 WEBHOOK_APP = "gpu-descheduler-webhook"
@@ -51,6 +52,8 @@ DEFRAG_POD_ANNOTATION = f"{GROUP}/defrag-pod"
 """On a move's placement: `namespace/name` of the pod the move evicts."""
 DEFRAG_POD_UID_ANNOTATION = f"{GROUP}/defrag-pod-uid"
 """On a move's placement: the UID of the pod the move evicts (a run resumed by another leader checks it)."""
+ROOM_RESERVED_ANNOTATION = f"{GROUP}/room-reserved"
+"""On a rescued Pending pod: the cards its rescue freed, kept for it until a deadline (`core.reservation`)."""
 
 
 class Phase(StrEnum):

@@ -1,6 +1,6 @@
 """What the defragmentation controller and the `defrag` verb read and write besides moves: the policy's ConfigMap,
-the leader Lease, the scheduler's FailedScheduling Events, and the placements of its runs, which are also its
-history.
+the leader Lease, the scheduler's FailedScheduling Events, the placements of its runs, which are also its history,
+and the annotations of a rescued pod that keep its room (`core.reservation`).
 
 Every move stays a placement named after the move and labelled with its run (`DEFRAG_RUN_LABEL`); its annotations
 name the pod it evicts, that pod's UID and the node it leaves. The budgets and cooldowns count those placements, so
@@ -9,9 +9,12 @@ a new leader knows what the last one did, and `kubectl hami-place list` shows th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
+
+import jsonpatch
 
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
@@ -147,3 +150,41 @@ def move_annotations(move: Move) -> dict[str, str]:
         DEFRAG_POD_UID_ANNOTATION: move.uid,
         DEFRAG_FROM_NODE_ANNOTATION: move.from_node,
     }
+
+
+def change_pod_annotations(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    uid: str,
+    change: Callable[[dict[str, str]], dict[str, str]],
+    *,
+    unscheduled: bool = False,
+) -> dict[str, Any] | None:
+    """Reads the pod and writes `change(its annotations)` as a JSON patch made by diff, guarded by the pod's UID (a
+    pod of that name made since is left alone): the pod as stored after, None when it is gone or another pod (or,
+    with `unscheduled`, already has a node: then it is not changed)."""
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    what = f"get and patch pods in namespace {namespace}"
+    try:
+        pod = request(kube, by_path(kube.api, "GET", path), what=what)
+    except KubeNotFound:
+        return None
+    metadata = pod.get("metadata") or {}
+    if metadata.get("uid") != uid or (unscheduled and (pod.get("spec") or {}).get("nodeName")):
+        return None
+    own = metadata.get("annotations")
+    annotations = {str(key): str(value) for key, value in own.items()} if isinstance(own, dict) else {}
+    before = {"annotations": own} if own is not None else {}
+    wanted = change(annotations)
+    after = {"annotations": wanted} if wanted or own is not None else {}
+    operations = jsonpatch.JsonPatch.from_diff({"metadata": before}, {"metadata": after}).patch
+    if not operations:
+        return pod
+    patch = [{"op": "test", "path": "/metadata/uid", "value": uid}, *operations]
+    try:
+        return request(
+            kube, by_path(kube.api, "PATCH", path, body=patch, content_type="application/json-patch+json"), what=what
+        )
+    except KubeNotFound:
+        return None

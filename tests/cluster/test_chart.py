@@ -465,7 +465,7 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     }
     placements = "scheduling.hami.placement.com"
     expected = {("", "nodes", "list"), ("", "nodes", "watch")}
-    expected |= {("", "pods", v) for v in ("get", "list", "watch")}
+    expected |= {("", "pods", v) for v in ("get", "list", "watch", "patch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
     expected |= {(placements, "hamipodplacements/status", "update")}
     expected |= {("", "pods/eviction", "create")} | {("", "events", v) for v in ("create", "patch", "list", "watch")}
@@ -859,6 +859,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "replicasets.apps", "-n", "default"),
         ("get", "statefulsets.apps", "-n", "default"),
         ("get", "jobs.batch", "-n", "default"),
+        ("patch", "pods", "-n", "default"),
         ("create", "tokenreviews.authentication.k8s.io"),
         ("create", "subjectaccessreviews.authorization.k8s.io"),
     ]

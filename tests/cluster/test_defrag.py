@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,15 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
     GROUP,
+    NOUSE_GPUUUID_ANNOTATION,
     PLURAL,
+    ROOM_RESERVED_ANNOTATION,
+    USE_GPUUUID_ANNOTATION,
     VERSION,
 )
+from kubectl_hami_place.core.reservation import reserve
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.defrag import change_pod_annotations
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
@@ -699,3 +705,96 @@ def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_t
         assert any(f"except on {b}, whose cpu would not hold it" in r for r in run.json()["reasons"]), run.out
     finally:
         delete_nodes(cluster, made)
+
+
+GATE = "hami-place.test/held"
+
+
+def keep_room(cluster: Sandbox, namespace: str, name: str, cards: list[str], until: datetime) -> None:
+    """Keeps `cards` for the Pending pod through the controller's own writer (`core.reservation.reserve` patched by
+    `kube.defrag.change_pod_annotations`)."""
+    uid = client.CoreV1Api(cluster.api_client()).read_namespaced_pod(name, namespace).metadata.uid
+
+    def keep(annotations: dict[str, str]) -> dict[str, str]:
+        wanted, why = reserve(annotations, f"{namespace}/{name}", cards, until)
+        assert not why, why
+        return wanted
+
+    kube = Kube(cluster.api_client(), namespace, "", None)
+    assert change_pod_annotations(kube, namespace, name, uid, keep, unscheduled=True) is not None
+
+
+def gated(name: str, annotations: dict[str, str] | None = None, node: str = "") -> dict[str, Any]:
+    """A big pod held back from the scheduler by a scheduling gate: it stays Pending until the gate goes."""
+    body = pod(name, BIG, node=node, annotations=annotations)
+    body["spec"]["schedulingGates"] = [{"name": GATE}]
+    return body
+
+
+def annotations_of(cluster: Sandbox, namespace: str, name: str) -> dict[str, str]:
+    """The pod's annotations as stored."""
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod(name, namespace)
+    return stored.metadata.annotations or {}
+
+
+def test_a_room_kept_for_a_pending_pod_is_not_taken_by_a_pod_admitted_meanwhile(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """The card a rescue freed, kept for its pod: a pod admitted meanwhile is kept off it by HAMi, which then gives
+    it to the kept pod. The kept pod's retry is held back by a scheduling gate (in place of the scheduler's backoff,
+    whose length no test can choose), so the newcomer is surely scheduled first, on a node where the kept card is
+    the only one with room; the controller runs in mode on and must not move a pod onto the kept card either."""
+    held = two_pods_one_per_card(cluster, namespace, node)
+    freed = held["move"][1]
+    write_policy(cluster, server_namespace, namespace, "on")
+    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    create(cluster, namespace, gated("big", node=node.name))
+    keep_room(cluster, namespace, "big", [freed], datetime.now(UTC) + timedelta(minutes=5))
+    cluster.kubectl("scale", "deployment", "move", "--replicas=0", "-n", namespace)
+    wait_for(lambda: held["move"][0] not in pod_names(cluster, namespace), "the card's pod to go")
+    newcomer = pod("newcomer", BIG, node=node.name)
+
+    def admitted_kept_off() -> bool:
+        tried = cluster.kubectl(
+            "create", "--dry-run=server", "-o", "json", "-n", namespace, "-f", "-", input=json.dumps(newcomer)
+        )
+        notes = json.loads(tried.stdout)["metadata"].get("annotations") or {}
+        return freed in notes.get(NOUSE_GPUUUID_ANNOTATION, "").split(",")
+
+    wait_for(admitted_kept_off, "the server's cache to see the kept room")
+    create(cluster, namespace, newcomer)
+    assert freed in annotations_of(cluster, namespace, "newcomer")[NOUSE_GPUUUID_ANNOTATION].split(",")
+    refusals = wait_for(lambda: scheduling_failures(cluster, namespace, "newcomer"), "HAMi to refuse the newcomer")
+    assert any("CardUuidMismatch" in refusal for refusal in refusals), refusals
+    assert not client.CoreV1Api(cluster.api_client()).read_namespaced_pod("newcomer", namespace).spec.node_name
+    cluster.kubectl(
+        "patch", "pod", "big", "-n", namespace, "--type=json", "-p", '[{"op":"remove","path":"/spec/schedulingGates"}]'
+    )
+    big = allocation(cluster, namespace, "big", timeout=120)
+    assert (big.node, big.uuids) == (node.name, [freed]), "HAMi gives the kept pod the kept card"
+    wait_for(
+        lambda: ROOM_RESERVED_ANNOTATION not in annotations_of(cluster, namespace, "big"), "the kept room to be settled"
+    )
+    assert annotations_of(cluster, namespace, "big")[USE_GPUUUID_ANNOTATION] == freed, "it names the cards it holds"
+    assert placements(cluster, namespace) == [], "the controller moved no pod onto the kept card"
+
+
+def test_a_room_kept_past_its_deadline_is_given_back(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """A room kept for a pod still Pending at the deadline: the controller gives the pod back its own card choice and
+    takes the reservation off, as it does for one an earlier leader left."""
+    write_policy(cluster, server_namespace, namespace, "on")
+    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    create(cluster, namespace, gated("late", {USE_GPUUUID_ANNOTATION: "GPU-own-a,GPU-own-b"}, node=node.name))
+    keep_room(cluster, namespace, "late", ["GPU-own-b"], datetime.now(UTC) + timedelta(seconds=5))
+    assert annotations_of(cluster, namespace, "late")[USE_GPUUUID_ANNOTATION] == "GPU-own-b"
+    wait_for(
+        lambda: ROOM_RESERVED_ANNOTATION not in annotations_of(cluster, namespace, "late"), "the room to be given back"
+    )
+    assert annotations_of(cluster, namespace, "late")[USE_GPUUUID_ANNOTATION] == "GPU-own-a,GPU-own-b"
+
+
+def pod_names(cluster: Sandbox, namespace: str) -> list[str]:
+    """The namespace's pods' names."""
+    return [p.metadata.name for p in client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace).items]

@@ -6,7 +6,7 @@ import base64
 import copy
 import dataclasses
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonpatch
@@ -28,11 +28,13 @@ from kubectl_hami_place.core.lifecycle import claim_digest
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     CLAIM_DIGEST_LABEL,
+    NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import placements_from_objects, status_to_object
+from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.reviews import ReviewError, parse_review
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -721,3 +723,44 @@ def test_a_pod_asking_only_the_default_resource_names_is_not_a_gpu_pod_for_a_ren
     assert any("NoGpuRequest: no container asks for example.com/vgpu" in w for w in decision.warnings), (
         decision.warnings
     )
+
+
+# Room kept for a rescued pod -------------------------------------------------------------------------------------
+
+
+def kept(*cards: str, pod_key: str = f"{NS}/rescued", seconds: int = 60) -> Reservation:
+    """A reservation of `cards` for a Pending pod, `seconds` past the decision's clock."""
+    return Reservation(pod_key, cards, NOW + timedelta(seconds=seconds))
+
+
+def test_a_new_pod_is_kept_off_the_cards_a_rescue_keeps_merged_with_its_own() -> None:
+    original = pod(labels={"app": "web"}, annotations={NOUSE_GPUUUID_ANNOTATION: "GPU-own"})
+    snap = dataclasses.replace(view([placement()]), reservations=(kept(UUID0), kept("GPU-far", pod_key="b/x")))
+    decision = decide(review(original), snap)
+    assert decision.result == NO_PLACEMENT
+    stored = patched(original, decision)
+    assert stored["metadata"]["annotations"][NOUSE_GPUUUID_ANNOTATION] == f"GPU-own,{UUID0},GPU-far"
+    assert any("kept for a rescued pod" in warning for warning in decision.warnings)
+    assert not any("rescued" in warning and "b/x" in warning for warning in decision.warnings), "no other pod named"
+
+
+def test_an_expired_reservation_and_the_pod_s_own_keep_nothing_off() -> None:
+    original = pod(labels={"app": "web"}, name="rescued")
+    snap = dataclasses.replace(view([]), reservations=(kept(UUID0), kept(UUID1, pod_key="b/x", seconds=0)))
+    decision = decide(review(original), snap)
+    assert decision.result == NO_PLACEMENT and not decision.patch and not decision.warnings
+
+
+def test_a_pod_of_another_scheduler_is_not_kept_off() -> None:
+    snap = dataclasses.replace(view([]), reservations=(kept(UUID0),))
+    assert not decide(review(pod(scheduler="default-scheduler")), snap).patch
+
+
+def test_a_placement_s_pin_to_a_kept_card_wins_and_the_other_kept_cards_stay_off() -> None:
+    original = pod()
+    snap = dataclasses.replace(view([placement(devices=["gpu-0"])]), reservations=(kept(UUID0, "GPU-other"),))
+    decision = decide(review(original), snap)
+    assert decision.result == PINNED
+    annotations = patched(original, decision)["metadata"]["annotations"]
+    assert annotations[USE_GPUUUID_ANNOTATION] == UUID0
+    assert annotations[NOUSE_GPUUUID_ANNOTATION] == "GPU-other"

@@ -29,6 +29,7 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.budgets.moves_per_run == 4 and policy.budgets.moves_per_hour == 12
     assert policy.budgets.cooldown == timedelta(hours=1)
     assert policy.rescue.pending_for == timedelta(seconds=60)
+    assert policy.rescue.reserve_for == timedelta(seconds=60)
 
 
 def test_every_field_is_read() -> None:
@@ -37,7 +38,7 @@ def test_every_field_is_read() -> None:
         + """
 mode: on
 namespaces: {include: [team-*, ml], exclude: [team-b]}
-rescue: {enabled: false, pendingFor: 2m}
+rescue: {enabled: false, pendingFor: 2m, reserveFor: 0s}
 keepRoom:
   enabled: true
   interval: 1h30m
@@ -50,6 +51,7 @@ maxMovesPerPlan: 5
     )
     assert policy.mode is Mode.on
     assert policy.rescue.enabled is False and policy.rescue.pending_for == timedelta(minutes=2)
+    assert policy.rescue.reserve_for == timedelta(0)
     room = policy.keep_room
     assert room.enabled and room.interval == timedelta(hours=1, minutes=30)
     assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
@@ -81,6 +83,8 @@ def test_json_is_read_too() -> None:
         ("budgets: {cooldown: 1 hour}", "budgets.cooldown: '1 hour' is not a duration", "1h30m"),
         ("budgets: {cooldown: -5m}", "budgets.cooldown: '-5m' is not a duration; durations are never negative", "60s"),
         ("rescue: {pendingFor: -3}", "rescue.pendingFor: -3 is negative", "60s"),
+        ("rescue: {reserveFor: 11m}", "rescue.reserveFor: 11m is longer than 10m", "0s (off) to 10m"),
+        ("rescue: {reserveFor: -1}", "rescue.reserveFor: -1 is negative", "60s"),
         ("namespaces: {exclude: [team_a]}", "namespaces.exclude[0]: 'team_a' is not a namespace pattern", "team-*"),
         ("namespaces: {include: ['[a-']}", "namespaces.include[0]: '[a-' is not a namespace pattern", "wildcards"),
         ("namespaces: team-a", "namespaces: expected a mapping", "include"),
@@ -124,7 +128,7 @@ def test_a_policy_written_back_reads_the_same(hours: int, minutes: int, seconds:
 
 
 def test_with_mode_flips_only_the_mode() -> None:
-    text = HEAD + "mode: on\nbudgets: {movesPerRun: 1}\nrescue: {pendingFor: 2m}\n"
+    text = HEAD + "mode: on\nbudgets: {movesPerRun: 1}\nrescue: {pendingFor: 2m, reserveFor: 5m}\n"
     paused = with_mode(text, Mode.off)
     assert mode_of(paused) is Mode.off
     assert parse_policy(paused) == DefragPolicy(

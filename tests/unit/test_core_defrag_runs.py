@@ -18,9 +18,10 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_until
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run
+from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run, keep_off
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.usage import PodAllocation
 
 GIB = 1024
@@ -254,3 +255,14 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
     if isinstance(trigger, RescueTrigger) and moves:
         assert decision.plan is not None and decision.plan.complete
     assert bool(moves) != bool(decision.reason)
+
+
+def test_cards_kept_for_another_rescued_pod_take_no_moved_pod_and_no_other_rescue() -> None:
+    """q would move onto a0 (see the first test); while a0 is kept for another Pending pod, no plan uses it, and the
+    pod a0 is kept for is planned as if it were not."""
+    kept = (Reservation("team-a/other", ("a0",), NOW + timedelta(seconds=60)),)
+    assert keep_off(one_move(), kept, NOW).nodes[0].cordoned == frozenset({"a0"})
+    decision = decide_run(ON, keep_off(one_move(), kept, NOW), waiting(32), [], NOW, "r1")
+    assert not decision.moves and decision.reason.startswith("no plan"), decision.reason
+    assert keep_off(one_move(), kept, NOW, "team-a/other") == one_move()
+    assert keep_off(one_move(), kept, NOW + timedelta(seconds=60)) == one_move(), "an expired reservation keeps nothing"

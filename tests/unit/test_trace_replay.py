@@ -365,3 +365,38 @@ def test_combine_concatenates_runs_of_one_list(tmp_path: Path) -> None:
     merged = combine([first, second])
     assert [r["label"] for r in merged["timeline"]["default"]] == ["binpack", "spread"]
     assert merged["commands"] == ["a", "b"] and set(merged["inflation"]) == {"x"}
+
+
+@pytest.mark.parametrize(
+    ("reserve_for", "thief_at", "rescued", "lost"),
+    [
+        (0.0, 125, 0, 1),  # the room is not kept: the arrival takes it before the rescued task's retry
+        (60.0, 125, 1, 0),  # kept: the arrival is kept off the card, the rescued task gets it at its retry
+        (3.0, 125, 0, 1),  # kept for 3 s only: an arrival after the deadline takes it
+    ],
+)
+def test_a_kept_room_keeps_arrivals_off_the_rescued_task_s_cards(
+    reserve_for: float, thief_at: int, rescued: int, lost: int
+) -> None:
+    """Two shares spread over a node's two cards, a whole-card task Pending from t=2: the tick at t=120 moves a share
+    so that a card is free, the task is retried 10 s later; a whole-card task arrives at t=125."""
+    far = 100_000
+    tasks = [
+        task("a", 1, 300, creation=0, deletion=far),
+        task("b", 1, 300, creation=1, deletion=far),
+        task("waiting", creation=2, deletion=far),
+        task("thief", creation=thief_at, deletion=far),
+    ]
+    result = replay_timeline(
+        nodes(2),
+        tasks,
+        Setup("test", "spread", controller=True),
+        ControllerPolicy(),
+        compress=1.0,
+        tick=60.0,
+        settle=10.0,
+        reserve_for=reserve_for,
+    )
+    stats = result["controller"]
+    assert stats["rescue_runs"] >= 1 and stats["moves"] == 1
+    assert (stats["rescued"], stats["room_lost"], stats["room_lost_meanwhile"]) == (rescued, lost, lost)

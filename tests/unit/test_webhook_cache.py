@@ -371,3 +371,33 @@ def test_placements_alike_share_their_status_selector_and_cards_and_read_the_sam
         cache.placements.remove("team", name)
     gc.collect()
     assert not [part for part in list(_ALIKE.values()) if getattr(part, "message", "") == "alike"]
+
+
+def reserving_pod(name: str, version: str, until: str, node: str = "") -> dict[str, Any]:
+    """A pod of HAMi's scheduler carrying a reservation (valid when `until` is a time), bound when `node`."""
+    value = orjson.dumps({"cards": ["GPU-a"], "until": until}).decode()
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "resourceVersion": version,
+            "annotations": {"scheduling.hami.placement.com/room-reserved": value},
+        },
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_the_reservations_follow_the_pod_events(cache: ClusterCache) -> None:
+    """Admission reads the few reservations, not every pod: a bound, gone or malformed one holds none."""
+    until = "2026-12-02T04:01:00Z"
+    cache.pods.upsert(reserving_pod("a", "1", until))
+    cache.pods.upsert(reserving_pod("b", "2", until))
+    cache.pods.upsert(reserving_pod("c", "3", "soon"))
+    assert sorted(found.pod for found in cache.reservations()) == ["team/a", "team/b"]
+    cache.pods.upsert(reserving_pod("a", "4", until, node="gpu-0"))
+    cache.pods.remove("team", "b")
+    assert cache.reservations() == []
+    cache.pods.upsert(reserving_pod("c", "5", until))
+    [found] = cache.reservations()
+    assert (found.pod, found.cards, found.until) == ("team/c", ("GPU-a",), datetime(2026, 12, 2, 4, 1, tzinfo=UTC))

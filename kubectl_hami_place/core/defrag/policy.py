@@ -5,14 +5,15 @@ apiVersion: scheduling.hami.placement.com/v1alpha1
 kind: DefragPolicy
 mode: dry-run                 # off | dry-run | on
 namespaces: {include: ["*"], exclude: []}          # glob patterns; kube-system and the server's are always out
-rescue: {enabled: true, pendingFor: 60s}
+rescue: {enabled: true, pendingFor: 60s, reserveFor: 60s}     # reserveFor 0s: the room is not kept
 keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2}
 budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
 maxMovesPerPlan: 8
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
-the same rolling hour as `movesPerHour`. Durations are `90s`, `5m`, `1h30m` or a number of seconds.
+the same rolling hour as `movesPerHour`. `reserveFor` keeps the cards a rescue freed for the rescued pod that long
+(`core.reservation`), at most 10m. Durations are `90s`, `5m`, `1h30m` or a number of seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import yaml
 
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.names import GROUP
+from kubectl_hami_place.core.reservation import MAX_RESERVE
 
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
 POLICY_KIND = "DefragPolicy"
@@ -70,10 +72,12 @@ class Namespaces:
 
 @dataclass(frozen=True)
 class Rescue:
-    """Rescue a GPU pod Pending for at least `pending_for` on HAMi's fit reasons."""
+    """Rescue a GPU pod Pending for at least `pending_for` on HAMi's fit reasons; keep the room its moves freed for it
+    for `reserve_for` (zero: not kept)."""
 
     enabled: bool = True
     pending_for: timedelta = timedelta(seconds=60)
+    reserve_for: timedelta = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,11 @@ def policy_to_dict(policy: DefragPolicy) -> dict[str, Any]:
         "kind": POLICY_KIND,
         "mode": policy.mode.value,
         "namespaces": {"include": list(policy.namespaces.include), "exclude": list(policy.namespaces.exclude)},
-        "rescue": {"enabled": policy.rescue.enabled, "pendingFor": format_duration(policy.rescue.pending_for)},
+        "rescue": {
+            "enabled": policy.rescue.enabled,
+            "pendingFor": format_duration(policy.rescue.pending_for),
+            "reserveFor": format_duration(policy.rescue.reserve_for),
+        },
         "keepRoom": {
             "enabled": room.enabled,
             "interval": format_duration(room.interval),
@@ -304,11 +312,18 @@ def _patterns(value: object, path: str) -> tuple[str, ...]:
 
 def _rescue(value: object) -> Rescue:
     """The rescue trigger."""
-    section = _section(value, "rescue", ("enabled", "pendingFor"))
+    section = _section(value, "rescue", ("enabled", "pendingFor", "reserveFor"))
     default = Rescue()
+    reserve_for = parse_duration(section.get("reserveFor", default.reserve_for.total_seconds()), "rescue.reserveFor")
+    if reserve_for > MAX_RESERVE:
+        raise PolicyError(
+            f"rescue.reserveFor: {format_duration(reserve_for)} is longer than {format_duration(MAX_RESERVE)}, "
+            "the longest a room is kept; write 0s (off) to 10m, e.g. 60s"
+        )
     return Rescue(
         enabled=_bool(section, "enabled", default.enabled, "rescue"),
         pending_for=parse_duration(section.get("pendingFor", default.pending_for.total_seconds()), "rescue.pendingFor"),
+        reserve_for=reserve_for,
     )
 
 

@@ -5,19 +5,21 @@ each PodDisruptionBudget's allowance. A run also keeps where they are: pods of n
 pods in their cooldown, and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by
 what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
 than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
-PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go).
+PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The cards
+kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanPod, Snapshot, plan
+from kubectl_hami_place.core.reservation import Reservation, barred_cards
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,19 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
         return nothing("no plan: " + " ".join(result.reasons or ("nothing to gain",)), result, held)
     message = _words(result.moves, snapshot, dry_run, trigger)
     return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message)
+
+
+def keep_off(snapshot: Snapshot, reservations: Sequence[Reservation], now: datetime, pod: str = "") -> Snapshot:
+    """The snapshot with the cards kept at `now` for pods other than `pod` (`namespace/name`) taking no new pod, as
+    HAMi's device cordon: a plan moves no pod onto them and makes no room for another pod there."""
+    cards = frozenset(barred_cards(reservations, now, pod))
+    if not cards:
+        return snapshot
+    nodes = tuple(
+        replace(node, cordoned=node.cordoned | kept) if (kept := cards & {card.uuid for card in node.cards}) else node
+        for node in snapshot.nodes
+    )
+    return replace(snapshot, nodes=nodes)
 
 
 def _hold(

@@ -1,0 +1,172 @@
+"""Room a rescue freed, kept for its Pending pod until a deadline: the annotation, and what is written from it.
+
+The controller writes `ROOM_RESERVED_ANNOTATION` on the rescued Pending pod (the plan's target cards, the deadline and
+the pod's own `nvidia.com/use-gpuuuid`, if any) and sets that `use-gpuuuid` to the target cards, so that HAMi gives the
+pod those cards only. Admission, on every replica, adds the cards of every unexpired reservation of another pod to a
+new GPU pod's `nvidia.com/nouse-gpuuuid`: no pod admitted while the room is kept takes it (pods admitted before were
+not changed and may). When the deadline passes, the pod gets its own `use-gpuuuid` back. The annotation is on a pod
+anyone who may edit the pod can write, so what is read back is checked: at most MAX_CARDS card ids of a plain shape,
+a deadline at most MAX_RESERVE ahead of the reader's clock; anything else is no reservation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
+
+MAX_RESERVE = timedelta(minutes=10)
+"""The longest a room is kept (the policy's `rescue.reserveFor` at most); a deadline further ahead is not believed."""
+MAX_CARDS = 16
+_CARD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_USE_MAX = 4096
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Cards kept for a Pending pod (`namespace/name`) until `until`; `use` is the pod's own `use-gpuuuid` before
+    (None: it had none)."""
+
+    pod: str
+    cards: tuple[str, ...]
+    until: datetime
+    use: str | None = None
+
+    def holds(self, now: datetime) -> bool:
+        """Whether the room is still kept at `now` (a deadline more than MAX_RESERVE ahead is not believed)."""
+        return now < self.until <= now + MAX_RESERVE
+
+
+def is_card_id(value: object) -> bool:
+    """A card id as HAMi's registers write them (`GPU-...`): letters, digits, `.`, `_`, `:`, `-`, no comma."""
+    return isinstance(value, str) and _CARD_ID.fullmatch(value) is not None
+
+
+def reservation_value(cards: Iterable[str], until: datetime, use: str | None) -> str:
+    """The annotation's value: compact JSON with the cards, the deadline (UTC, whole seconds) and the pod's own
+    `use-gpuuuid` when it had one."""
+    document: dict[str, Any] = {"cards": list(cards), "until": _stamp(until)}
+    if use is not None:
+        document["use"] = use
+    return json.dumps(document, separators=(",", ":"))
+
+
+def parse_reservation(pod: str, value: object) -> Reservation | None:
+    """The reservation an annotation's value names, None when it is not one this module writes."""
+    if not isinstance(value, str) or len(value) > _USE_MAX + 4096:
+        return None
+    try:
+        document = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or set(document) - {"cards", "until", "use"}:
+        return None
+    cards, until, use = document.get("cards"), _time(document.get("until")), document.get("use")
+    if not isinstance(cards, list) or not 0 < len(cards) <= MAX_CARDS or not all(map(is_card_id, cards)):
+        return None
+    if until is None or (use is not None and (not isinstance(use, str) or len(use) > _USE_MAX)):
+        return None
+    return Reservation(pod, tuple(dict.fromkeys(cards)), until, use)
+
+
+def reservation_of(pod: Mapping[str, Any]) -> Reservation | None:
+    """The reservation a stored pod carries while it waits unscheduled (Pending, no node, valid names), else None."""
+    metadata, spec, status = _mapping(pod.get("metadata")), _mapping(pod.get("spec")), _mapping(pod.get("status"))
+    value = _mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
+    if value is None or status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
+        return None
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not is_namespace(namespace) or not is_object_name(name):
+        return None
+    return parse_reservation(f"{namespace}/{name}", value)
+
+
+def reserve(
+    annotations: Mapping[str, str], pod: str, cards: Iterable[str], until: datetime
+) -> tuple[dict[str, str], str]:
+    """The pod's annotations keeping `cards` for it until `until`, and "" ; or ({}, why not).
+
+    A pod that already names its cards keeps its own choice: the plan's cards must all be in its `use-gpuuuid` (the
+    planner plans only cards it may use, so they are, unless the pod changed since) and none in its
+    `nouse-gpuuuid`; then `use-gpuuuid` is narrowed to them, the intersection, and the pod's own list recorded to
+    be given back."""
+    cards = tuple(dict.fromkeys(cards))
+    if not cards or len(cards) > MAX_CARDS or not all(map(is_card_id, cards)):
+        return {}, "the plan names no card to keep"
+    own = annotations.get(USE_GPUUUID_ANNOTATION)
+    earlier = parse_reservation(pod, annotations.get(ROOM_RESERVED_ANNOTATION))
+    if earlier is not None and own == ",".join(earlier.cards):
+        own = earlier.use
+    if own is not None and len(own) > _USE_MAX:
+        return {}, f"the pod's own {USE_GPUUUID_ANNOTATION} is too long to record; its choice is kept"
+    allowed = _split(own or "")
+    if allowed and not set(cards) <= set(allowed):
+        return {}, f"the pod's own {USE_GPUUUID_ANNOTATION} excludes a planned card; its choice is kept"
+    if set(cards) & set(_split(annotations.get(NOUSE_GPUUUID_ANNOTATION, ""))):
+        return {}, f"the pod's own {NOUSE_GPUUUID_ANNOTATION} excludes a planned card; its choice is kept"
+    wanted = dict(annotations)
+    wanted[ROOM_RESERVED_ANNOTATION] = reservation_value(cards, until, own)
+    wanted[USE_GPUUUID_ANNOTATION] = ",".join(cards)
+    return wanted, ""
+
+
+def release(annotations: Mapping[str, str], pod: str) -> dict[str, str]:
+    """The pod's annotations without its reservation: its own `use-gpuuuid` given back (removed when it had none),
+    unless someone changed it since the reservation was written; an unreadable reservation is only removed."""
+    wanted = dict(annotations)
+    value = wanted.pop(ROOM_RESERVED_ANNOTATION, None)
+    found = parse_reservation(pod, value)
+    if found is not None and wanted.get(USE_GPUUUID_ANNOTATION) == ",".join(found.cards):
+        if found.use is None:
+            del wanted[USE_GPUUUID_ANNOTATION]
+        else:
+            wanted[USE_GPUUUID_ANNOTATION] = found.use
+    return wanted
+
+
+def settled(annotations: Mapping[str, str]) -> dict[str, str]:
+    """A scheduled pod's annotations without its reservation; `use-gpuuuid` stays, naming the cards it holds."""
+    return {key: value for key, value in annotations.items() if key != ROOM_RESERVED_ANNOTATION}
+
+
+def barred_cards(reservations: Iterable[Reservation], now: datetime, pod: str) -> tuple[str, ...]:
+    """The cards kept at `now` for pods other than `pod` (`namespace/name`), in order."""
+    cards = (card for found in reservations if found.pod != pod and found.holds(now) for card in found.cards)
+    return tuple(sorted(set(cards)))
+
+
+def kept_off(nouse: str | None, cards: Iterable[str]) -> str:
+    """A `nouse-gpuuuid` value with `cards` added to the pod's own list (its entries first, as written)."""
+    own = _split(nouse or "")
+    return ",".join(dict.fromkeys([*own, *cards]))
+
+
+def _split(value: str) -> list[str]:
+    """A comma list as HAMi's CheckUUID reads it: entries trimmed, blanks dropped."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _stamp(when: datetime) -> str:
+    """RFC 3339 in UTC, whole seconds."""
+    return when.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time(value: object) -> datetime | None:
+    """An RFC 3339 UTC time as `_stamp` writes it, else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """The value when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}

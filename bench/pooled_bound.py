@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.trace_replay import NODE_FILE, TRACE_DIR, Task, TraceNode, arrivals, read_nodes, read_tasks
+from bench.trace_replay import NODE_FILE, TRACE_DIR, Task, TraceNode, arrivals, inflate, read_nodes, read_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,6 +135,23 @@ def replay_pooled(nodes: Sequence[TraceNode], tasks: Sequence[Task], *, compress
     }
 
 
+def inflation_pooled(nodes: Sequence[TraceNode], tasks: Sequence[Task]) -> dict[str, float]:
+    """Workload inflation on pooled cards: tasks drawn as `inflate` draws them, no departures, until the GPUs asked
+    reach the capacity; the share of asked GPUs no pool could hold (only card-model constraints leave any)."""
+    free = pools(nodes)
+    asked = unplaced = 0
+    for task in inflate(tasks, sum(free.values()) / 1000):
+        if not task.num_gpu:
+            continue
+        asked += asked_milli(task)
+        model = pool_for(task, free)
+        if model is None:
+            unplaced += asked_milli(task)
+        else:
+            free[model] -= asked_milli(task)
+    return {"asked_gpus": asked / 1000, "unplaced": unplaced / asked if asked else 0.0}
+
+
 def hami_alone(report: dict[str, Any], name: str) -> dict[str, float]:
     """HAMi alone's pending GPU-hours per policy, from a trace_replay report's timeline."""
     return {
@@ -157,6 +174,9 @@ def main(argv: list[str] | None = None) -> None:
         nargs="*",
         default=[ROOT / "docs" / "performance-trace.json"],
         help="trace_replay reports whose HAMi-alone timeline rows go beside the bound (same --compress and --rounds)",
+    )
+    parser.add_argument(
+        "--inflation-files", default="default", help="task lists also drawn by workload inflation on pooled cards"
     )
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
@@ -188,11 +208,19 @@ def main(argv: list[str] | None = None) -> None:
         target = min(alone.values()) / 2
         verdict = "within reach" if pooled["pending_gpu_hours"] <= target else "out of reach of any defragmenter"
         print(f"target (half of HAMi's best alone): {target:,.1f} GPU-hours; the pooled cluster's: {verdict}")
+    inflation = {
+        name: inflation_pooled(nodes, read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv"))
+        for name in args.inflation_files.split(",")
+        if name
+    }
+    for name, figures in inflation.items():
+        print(f"inflation {name} on pooled cards, 100% asked: {figures['unplaced']:.1%} of asked GPUs unplaced")
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
                     "pooled": pooled,
+                    "inflation": inflation,
                     "hami_alone": alone,
                     "args": vars(args)
                     | {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.pooled_bound import replay_pooled
+from bench.pooled_bound import inflation_pooled, replay_pooled
 from bench.trace_replay import Task, TraceNode
 
 NODES = [TraceNode("node-0", 64000, 262144, 1, "V100M16"), TraceNode("node-1", 64000, 262144, 1, "V100M16")]
@@ -37,3 +37,11 @@ def test_a_model_the_cluster_lacks_never_places() -> None:
     result = replay_pooled(NODES, tasks, compress=1, rounds=1)
     assert result["never_placed"] == 1
     assert result["pending_gpu_hours"] == pytest.approx(0.1 * 90 / 3600)
+
+
+def test_inflation_on_pooled_cards_leaves_unplaced_only_what_no_accepted_model_holds() -> None:
+    """Drawn until 2 GPUs are asked: the A100-only tasks find no pool, the half card finds one."""
+    tasks = [task("a100", 1000, 0, 0, ("A100",)), task("half", 500, 0, 0)]
+    figures = inflation_pooled(NODES, tasks)
+    assert figures["asked_gpus"] == pytest.approx(2.5)
+    assert figures["unplaced"] == pytest.approx(2 / 2.5)

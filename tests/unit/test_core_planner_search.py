@@ -184,3 +184,55 @@ def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:
     assert len(bounded.freed) == 2
     assert len(bounded.moves) == 2
     assert all(set(move.from_cards) & set(bounded.freed) for move in bounded.moves)
+
+
+def test_a_kept_verdict_is_hami_s_verdict_for_every_card_pod_and_release() -> None:
+    # State.fits keeps HAMi's verdict per pod kind, card kind and usage: asked twice over cards of two types, one
+    # cordoned, all the same usage, for pods pinned to a card by UUID, limited to a type, under mutex, or plain, it
+    # must answer as HAMi's fit does each time (a UUID or a type left out of the key would reuse a wrong verdict).
+    cards = tuple(
+        Card(uuid=f"GPU-{c}", index=c, count=10, devmem=16384, devcore=100, type=kind, health=True, mode="hami-core")
+        for c, kind in enumerate(("NVIDIA-T4", "NVIDIA-T4", "NVIDIA-A10", "NVIDIA-A10"))
+    )
+    holders = [
+        PlanPod(
+            namespace="ns",
+            name=f"held-{card.uuid}",
+            uid=f"held-{card.uuid}",
+            requests=(card_request(1, memreq=4096, coresreq=20),),
+            allocation=PodAllocation(
+                "ns",
+                f"held-{card.uuid}",
+                f"held-{card.uuid}",
+                "node-a",
+                "Running",
+                ((ContainerDevice(card.uuid, "NVIDIA", 4096, 20),),),
+            ),
+            owner_kind="ReplicaSet",
+        )
+        for card in cards
+    ]
+    snapshot = Snapshot(
+        nodes=(PlanNode(name="node-a", cards=cards, cordoned=frozenset({"GPU-3"})),), pods=tuple(holders)
+    )
+    asks = [
+        {},
+        {"nvidia.com/use-gpuuuid": "GPU-1"},
+        {"nvidia.com/nouse-gpuuuid": "GPU-0,GPU-2"},
+        {"nvidia.com/use-gputype": "A10"},
+        {"hami.io/gpu-scheduler-policy": "mutex"},
+    ]
+    pods = [
+        PlanPod(namespace="ns", name=f"p{i}", requests=(card_request(1, memreq=2048, coresreq=10),), annotations=ask)
+        for i, ask in enumerate(asks)
+    ]
+    state = State(snapshot, Limits())
+    answers = set()
+    for _ in range(2):
+        for pod in pods:
+            for slot in state.cards:
+                for released in ((0, 0, 0), (1, 4096, 20)):
+                    expected = state.verdict(pod, slot, released).ok
+                    assert state.fits(pod, slot, released) == expected, (pod.annotations, slot.card.uuid, released)
+                    answers.add(expected)
+    assert answers == {True, False}

@@ -130,7 +130,7 @@ class SearchSpent(Exception):
 class CardSlot:
     """A card's mutable usage in the working copy."""
 
-    __slots__ = ("card", "cordoned", "cores", "mem", "node", "open", "ordinal", "pods", "slots")
+    __slots__ = ("card", "cordoned", "cores", "kind", "mem", "node", "open", "ordinal", "pods", "slots")
 
     def __init__(self, ordinal: int, node: str, card: Card, cordoned: bool, node_open: bool) -> None:
         """A card with nothing counted yet."""
@@ -138,6 +138,8 @@ class CardSlot:
         self.node = node
         self.card = card
         self.cordoned = cordoned
+        self.kind = (card.type, card.mode, card.health, card.count, card.devmem, card.devcore, cordoned)
+        """What HAMi's fit reads of the card but its UUID: cards of one kind and usage get one verdict."""
         self.open = node_open and card.is_nvidia and card.health and not cordoned and not card.is_mig
         self.slots = self.mem = self.cores = 0
         self.pods: dict[str, Share] = {}
@@ -266,6 +268,9 @@ class State:
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
         self._empty: dict[tuple[object, ...], FitResult] = {}
+        self._verdicts: dict[tuple[object, ...], bool] = {}
+        self._fit_kinds: dict[tuple[object, ...], int] = {}
+        self._fit_kind: dict[int, tuple[int, bool]] = {}
         self._serial = 0
         self.steps = 0
         self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
@@ -292,13 +297,30 @@ class State:
         )
 
     def fits(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> bool:
-        """`verdict(...).ok`, skipping HAMi's fit when slots, memory or cores are plainly short (each is necessary)."""
-        share = self.share(pod, slot.card)
-        if slot.slots - released[0] >= slot.card.count or slot.free + released[1] < share[1]:
+        """`verdict(...).ok`, skipping HAMi's fit when slots, memory or cores are plainly short (each is necessary),
+        and kept per pod kind, card kind and usage (`fit_kind`, `CardSlot.kind`): a walk meets the same few often."""
+        card = slot.card
+        share = self.share(pod, card)
+        slots, mem, cores = slot.slots - released[0], slot.mem - released[1], slot.cores - released[2]
+        if slots >= card.count or card.devmem - mem < share[1] or card.devcore - cores < share[2]:
             return False
-        if slot.card.devcore - slot.cores + released[2] < share[2]:
-            return False
-        return self.verdict(pod, slot, released).ok
+        kind, pinned = self.fit_kind(pod)
+        key = (kind, slot.kind, card.uuid if pinned else "", slots, mem, cores)
+        ok = self._verdicts.get(key)
+        if ok is None:
+            ok = self._verdicts[key] = self.verdict(pod, slot, released).ok
+        return ok
+
+    def fit_kind(self, pod: PlanPod) -> tuple[int, bool]:
+        """A number shared by the pods HAMi's fit cannot tell apart (GPU requests, init containers, fit annotations,
+        default policy), and whether the pod names card UUIDs (its verdicts then depend on the card's UUID too)."""
+        found = self._fit_kind.get(id(pod))
+        if found is None:
+            annotations = pod.fit_annotations
+            key = (pod.gpu_requests, pod.init_containers, tuple(sorted(annotations.items())), pod.default_policy)
+            kind = self._fit_kinds.setdefault(key, len(self._fit_kinds))
+            found = self._fit_kind[id(pod)] = (kind, bool(annotations.get(USE_UUID) or annotations.get(NOUSE_UUID)))
+        return found
 
     def fits_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult:
         """HAMi's verdict for the pod on the card were nobody on it; cached across cards that look the same to fit."""
@@ -682,11 +704,16 @@ class State:
         home = self.node_of(pod) if self.room else ""
 
         def walk() -> Iterator[CardSlot]:
-            """The walk itself: cheap filters before HAMi's fit."""
+            """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each node's
+            CPU, memory and pod count asked once (the state does not change under a remembered walk), HAMi's fit
+            after."""
+            held: dict[str, bool] = {}
             for slot in self._by_free(allowed, floor, avoid_empty):
-                if (avoid_empty and not slot.used) or (allowed is not None and slot.node not in allowed):
-                    continue
-                if self.holds(slot.node, pod, home) and self.fits(pod, slot):
+                node = slot.node
+                holds = held.get(node)
+                if holds is None:
+                    holds = held[node] = self.holds(node, pod, home)
+                if holds and self.fits(pod, slot):
                     yield slot
 
         return self._remembered(("fitting", self.shape(pod), home, allowed, avoid_empty), walk)
@@ -711,9 +738,12 @@ class State:
             yield from ordered
             return
         lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
+        cards, bound = self.cards, self.limits.max_steps
         for _, ordinal in merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists)):
-            self.step()
-            slot = self.cards[ordinal]
+            self.steps += 1  # `step()` inlined: the hottest loop of a search
+            if self.steps > bound:
+                self.step(0)
+            slot = cards[ordinal]
             if nodes is None or slot.node in nodes:
                 yield slot
 

@@ -8,6 +8,7 @@ limits and with tight ones. The planner must still find exactly those plans, and
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from kubectl_hami_place.core.planner import (
 )
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.requests import card_request
-from kubectl_hami_place.core.usage import PodAllocation
+from kubectl_hami_place.core.usage import PodAllocation, card_usage
 
 PLANS = json.loads((Path(__file__).parent / "data" / "planner_plans.json").read_text())
 TIGHT = Limits(max_moves=3, max_moves_per_node=2)
@@ -236,3 +237,53 @@ def test_a_kept_verdict_is_hami_s_verdict_for_every_card_pod_and_release() -> No
                     assert state.fits(pod, slot, released) == expected, (pod.annotations, slot.card.uuid, released)
                     answers.add(expected)
     assert answers == {True, False}
+
+
+def test_the_working_copy_counts_each_card_as_card_usage_does() -> None:
+    # State sums each node's allocations share by share instead of through usage.card_usage: the same slots,
+    # memory, cores and pods on every card, for pods with init containers (running and done), an ended pod, a pod
+    # whose allocation names a card of another node, and a card UUID registered on two nodes (the first node by
+    # name keeps it).
+    snapshot, _ = fragmented(3)
+    a, b = snapshot.nodes[0], snapshot.nodes[1]
+    shared = Card(uuid=a.cards[0].uuid, index=9, count=10, devmem=16384, devcore=100, type="NVIDIA-T4", health=True)
+    nodes = (*snapshot.nodes[:1], replace(b, cards=(*b.cards, shared)), *snapshot.nodes[2:])
+
+    def extra(name: str, node: str, containers: tuple[tuple[str, int, int], ...], **kw: object) -> PlanPod:
+        devices = tuple((ContainerDevice(uuid, "NVIDIA", mib, cores),) for uuid, mib, cores in containers)
+        return PlanPod(
+            namespace="ns",
+            name=name,
+            uid=name,
+            requests=tuple(card_request(1, memreq=mib, coresreq=cores) for _, mib, cores in containers),
+            allocation=PodAllocation("ns", name, name, node, kw.pop("phase", "Running"), devices, **kw),  # type: ignore[arg-type]
+            owner_kind="ReplicaSet",
+        )
+
+    first, second = a.cards[1].uuid, a.cards[2].uuid
+    pods = (
+        *snapshot.pods,
+        extra("init-running", a.name, ((first, 3000, 30), (first, 1000, 10), (second, 500, 5)), init_containers=1),
+        extra("init-done", a.name, ((first, 3000, 30), (second, 700, 7)), init_containers=1, init_done=True),
+        extra("ended", a.name, ((first, 2000, 20),), phase="Succeeded"),
+        extra("elsewhere", b.name, ((first, 1500, 15),)),
+        extra("on-the-shared-card", b.name, ((shared.uuid, 1200, 12),)),
+    )
+    snapshot = Snapshot(nodes=nodes, pods=pods)
+    state = State(snapshot, Limits())
+    allocations = [p.allocation for p in sorted(pods, key=lambda p: p.key) if p.allocation is not None]
+    checked = 0
+    for node, slots in state.by_node.items():
+        usage = card_usage([slot.card for slot in slots], allocations, node=node)
+        for slot in slots:
+            on_card = usage[slot.card.uuid]
+            pods_on_card = {f"{p.namespace}/{p.name}": (p.slots, p.mem, p.cores) for p in on_card.pods}
+            assert (slot.slots, slot.mem, slot.cores) == (on_card.used_slots, on_card.used_mem, on_card.used_cores)
+            assert list(slot.pods.items()) == list(pods_on_card.items()), slot.card.uuid
+            checked += bool(slot.pods)
+    assert checked > 20
+    assert "ns/init-running" in state.by_uuid[first].pods
+    assert "ns/init-done" not in state.by_uuid[first].pods  # its init container, done, no longer counts
+    assert {"ns/init-running", "ns/init-done"} <= set(state.by_uuid[second].pods)
+    assert not {"ns/ended", "ns/elsewhere"} & set(state.by_uuid[first].pods)
+    assert "ns/on-the-shared-card" not in state.by_uuid[shared.uuid].pods

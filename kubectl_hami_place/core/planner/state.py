@@ -1,6 +1,6 @@
 """The planner's working copy of the cluster: per-card usage as HAMi counts it, indexed for fast target search.
 
-Usage starts from `usage.card_usage` over each node's allocations; a move releases the pod's allocated shares
+Usage starts from each node's allocations, summed share by share as `usage.card_usage` sums them; a move releases the pod's allocated shares
 and adds the share its GPU containers would take on the target cards. Every verdict goes through `fit.fit`,
 container after container as HAMi fits them. Moves are logged so a trial can be rolled back.
 """
@@ -42,7 +42,7 @@ from kubectl_hami_place.core.planner.model import (
     Summary,
 )
 from kubectl_hami_place.core.requests import CardRequest, memory_for
-from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
+from kubectl_hami_place.core.usage import CardUsage
 
 MIRROR = "kubernetes.io/config.mirror"
 CHAIN_CARDS = 32
@@ -225,13 +225,10 @@ class State:
         self.node_open: dict[str, bool] = {}
         self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
         self.room: dict[str, Resources] = {node.name: node.room for node in snapshot.nodes if node.room is not None}
-        placed: dict[str, list[PodAllocation]] = {}
         counted = sorted(
             ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
             key=lambda pair: pair[0].key,
         )
-        for _, allocation in counted:
-            placed.setdefault(allocation.node, []).append(allocation)
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
             self.node_open[node.name] = node.schedulable
             slots = []
@@ -243,12 +240,16 @@ class State:
                 self.by_uuid[card.uuid] = slot
                 slots.append(slot)
             self.by_node[node.name] = slots
-            usage = card_usage([s.card for s in slots], placed.get(node.name, ()), node=node.name)
-            for slot in slots:
-                on_card = usage[slot.card.uuid]
-                slot.slots, slot.mem, slot.cores = on_card.used_slots, on_card.used_mem, on_card.used_cores
-                for pod in on_card.pods:
-                    slot.pods[f"{pod.namespace}/{pod.name}"] = (pod.slots, pod.mem, pod.cores)
+        for _, allocation in counted:
+            # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
+            for share in allocation.shares():
+                on_card = self.by_uuid.get(share.uuid)
+                if on_card is None or on_card.node != allocation.node:
+                    continue
+                on_card.slots += share.slots
+                on_card.mem += share.mem
+                on_card.cores += share.cores
+                on_card.pods[allocation.key] = (share.slots, share.mem, share.cores)
         held: dict[str, list[str]] = {}
         for slot in self.cards:
             for key in slot.pods:

@@ -1,8 +1,8 @@
 """The planner's working copy of the cluster: per-card usage as HAMi counts it, indexed for fast target search.
 
-Usage starts from each node's allocations, summed share by share as `usage.card_usage` sums them; a move releases the pod's allocated shares
-and adds the share its GPU containers would take on the target cards. Every verdict goes through `fit.fit`,
-container after container as HAMi fits them. Moves are logged so a trial can be rolled back.
+Usage starts from each node's allocations, summed share by share as `usage.card_usage` sums them; a move releases
+the pod's allocated shares and adds the share its GPU containers would take on the target cards. Every verdict goes
+through `fit.fit`, container after container as HAMi fits them. Moves are logged so a trial can be rolled back.
 """
 
 from __future__ import annotations

@@ -260,6 +260,8 @@ class State:
             if cards:
                 self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[cards[0]].node, tuple(cards))
         self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
+        self.smallest = Card(uuid="", devmem=self.min_devmem)
+        """A card of the least memory an open card has: a pod's share of it is the least it takes of any."""
         self.in_use: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and s.used)
         self.unused: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and not s.used)
         self.budgets = dict(snapshot.budgets)
@@ -275,7 +277,8 @@ class State:
         self._serial = 0
         self.steps = 0
         self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
-        self._shapes: dict[int, tuple[object, ...]] = {}
+        self._shapes: dict[tuple[object, ...], int] = {}
+        self._shape: dict[int, int] = {}
 
     # Verdicts -------------------------------------------------------------------------------------------------
 
@@ -559,7 +562,7 @@ class State:
 
         Remembered for this state and the pod's shape (`_remembered`).
         """
-        need = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+        need = self.share(pod, self.smallest)[1]
 
         def walk() -> Iterator[tuple[CardSlot, list[str]]]:
             """The walk itself."""
@@ -701,7 +704,7 @@ class State:
         are mostly of a few shapes, so a search that fails for one is not walked again for the next.
         """
         allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
-        floor = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+        floor = self.share(pod, self.smallest)[1]
         home = self.node_of(pod) if self.room else ""
 
         def walk() -> Iterator[CardSlot]:
@@ -719,15 +722,16 @@ class State:
 
         return self._remembered(("fitting", self.shape(pod), home, allowed, avoid_empty), walk)
 
-    def shape(self, pod: PlanPod) -> tuple[object, ...]:
-        """What a target search reads of the pod: its GPU requests, init containers, fit annotations and default policy
-        (HAMi's fit), and what it asks of a node (kube-scheduler's), which the walk checks so that every card it
-        steps over counts against the search bound (docs/performance.md has the checked-after variant's cost)."""
-        shape = self._shapes.get(id(pod))
+    def shape(self, pod: PlanPod) -> int:
+        """A number shared by the pods a target search cannot tell apart: their GPU requests, init containers, fit
+        annotations and default policy (HAMi's fit), and what they ask of a node (kube-scheduler's), which the walk
+        checks so that every card it steps over counts against the search bound (docs/performance.md has the
+        checked-after variant's cost). A number, so a walk's key is hashed without the requests' dataclasses."""
+        shape = self._shape.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))
-            shape = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
-            self._shapes[id(pod)] = shape
+            key = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
+            shape = self._shape[id(pod)] = self._shapes.setdefault(key, len(self._shapes))
         return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:

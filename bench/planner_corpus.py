@@ -17,41 +17,53 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_all(tree: Path, files: Sequence[Path], repeat: int) -> list[dict[str, Any]]:
-    """Each run planned with the planner of `tree` (the fastest of `repeat` timings): its CPU and its plan."""
+def planner(tree: Path) -> Callable[[Path], dict[str, Any]]:
+    """A function planning one kept run with the planner of `tree`: its CPU seconds and its plan."""
     sys.path.insert(0, str(tree))
     import kubectl_hami_place
     from kubectl_hami_place.core.planner import plan
 
     if not Path(kubectl_hami_place.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"imported {kubectl_hami_place.__file__}, not the planner of {tree}")
-    results = []
-    for path in files:
+
+    def run(path: Path) -> dict[str, Any]:
+        """Plan the run once, timed as the replay times it."""
         record = pickle.loads(path.read_bytes())
-        seconds = math.inf
-        for _ in range(repeat):
-            start = time.process_time()
-            result = plan(record["snapshot"], record["goal"], record["limits"])
-            seconds = min(seconds, time.process_time() - start)
-        results.append(
-            {
-                "file": path.name,
-                "recorded": record["seconds"],
-                "seconds": seconds,
-                "complete": result.complete,
-                "moves": [move.to_dict() for move in result.moves],
-                "target": result.target,
-                "stopped": bool(result.reasons) and result.reasons[0].startswith("the search stopped"),
-            }
-        )
-    return results
+        start = time.process_time()
+        result = plan(record["snapshot"], record["goal"], record["limits"])
+        seconds = time.process_time() - start
+        return {
+            "file": path.name,
+            "recorded": record["seconds"],
+            "seconds": seconds,
+            "complete": result.complete,
+            "moves": [move.to_dict() for move in result.moves],
+            "target": None if result.target is None else [result.target[0], list(result.target[1])],
+            "stopped": bool(result.reasons) and result.reasons[0].startswith("the search stopped"),
+        }
+
+    return run
+
+
+def serve(tree: Path) -> None:
+    """The before's child process: plan each file named on stdin, one JSON line back each."""
+    run = planner(tree)
+    for line in sys.stdin:
+        print(json.dumps(run(Path(line.strip()))), flush=True)
+
+
+def fastest(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest of a run's timings, after checking every repeat planned the same."""
+    if any(_plan_of(result) != _plan_of(results[0]) for result in results):
+        raise SystemExit(f"{results[0]['file']}: the same planner planned it differently when repeated")
+    return min(results, key=lambda result: result["seconds"])
 
 
 def spread(values: Sequence[float]) -> str:
@@ -66,34 +78,54 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("corpus", type=Path, nargs="?", default=Path("/tmp/planner-corpus"), help="the pickles' dir")
     parser.add_argument("--before", type=Path, help="a checkout whose planner is the before (none: after only)")
-    parser.add_argument("--repeat", type=int, default=1, help="time each run this many times, keep the fastest")
+    parser.add_argument("--repeat", type=int, default=1, help="plan each run this many times, keep the fastest")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    files = sorted(args.corpus.glob("*.pickle")) if args.corpus.is_dir() else []
     if args.worker is not None:
-        print(json.dumps(run_all(args.worker, files, args.repeat)))
+        serve(args.worker)
         return
+    files = sorted(args.corpus.glob("*.pickle")) if args.corpus.is_dir() else []
     if not files:
         print(
             f"no planner runs in {args.corpus}: skipped (record some with python bench/trace_replay.py ... "
             f"--corpus {args.corpus} --corpus-slower 0.4)"
         )
         return
-    before: list[dict[str, Any]] | None = None
+    child = None
     if args.before is not None:
-        command = [sys.executable, __file__, str(args.corpus), "--repeat", str(args.repeat), "--worker", args.before]
-        before = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
-    after = json.loads(json.dumps(run_all(ROOT, files, args.repeat)))  # as the child's, through JSON
+        command = [sys.executable, __file__, "--worker", str(args.before)]
+        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    run = planner(ROOT)
+    before: list[dict[str, Any]] | None = [] if child is not None else None
+    after = []
     print(f"{len(files)} planner runs from {args.corpus}; CPU seconds of plan (fastest of {args.repeat})")
-    print(f"{'run':<40} {'replay':>7} {'before':>7} {'after':>7}  same plan  complete (before -> after)")
-    for position, now in enumerate(after):
-        then = before[position] if before else None
+    print(f"{'run':<40} {'replay':>7} {'before':>7} {'after':>7}  same plan  outcome (before -> after)")
+    for path in files:
+        # interleaved, run by run, so that the box's load at the moment weighs on both alike
+        thens, nows = [], []
+        for _ in range(args.repeat):
+            if child is not None:
+                assert child.stdin is not None and child.stdout is not None
+                child.stdin.write(f"{path}\n")
+                child.stdin.flush()
+                thens.append(json.loads(child.stdout.readline()))
+            nows.append(run(path))
+        now = fastest(nows)
+        after.append(now)
+        then = None if before is None else fastest(thens)
+        if before is not None and then is not None:
+            before.append(then)
         same = "-" if then is None else "yes" if _plan_of(then) == _plan_of(now) else "NO"
         old = "-" if then is None else f"{then['seconds']:7.2f}"
         was = "" if then is None else f"{_outcome(then)} -> "
         print(
-            f"{now['file']:<40} {now['recorded']:7.2f} {old:>7} {now['seconds']:7.2f}  {same:<9}  {was}{_outcome(now)}"
+            f"{now['file']:<40} {now['recorded']:7.2f} {old:>7} {now['seconds']:7.2f}  {same:<9}  {was}{_outcome(now)}",
+            flush=True,
         )
+    if child is not None:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
     for name, results in (("before", before), ("after", after)):
         if results is None:
             continue

@@ -31,7 +31,7 @@ from kubectl_hami_place.core.planner import (
     plan,
     why,
 )
-from kubectl_hami_place.core.planner.state import sequence_fit
+from kubectl_hami_place.core.planner.state import sequence_fit, static_block
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
@@ -777,3 +777,18 @@ def test_a_topology_aware_pod_moved_aside_goes_to_the_cards_hamis_pair_scores_pi
     assert result.complete
     assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
     replay(snapshot, result)
+
+
+def test_a_pod_whose_gpu_containers_ask_different_card_counts_never_moves() -> None:
+    # One placement pins one set of cards for every container: a pod whose containers ask 1, 1 and then 2 cards
+    # (the odd one last, after two that agree) cannot be pinned; one whose containers all ask 2 can.
+    def pod(*counts: int) -> PlanPod:
+        requests = tuple(card_request(n, memreq=1024) for n in counts)
+        return PlanPod(namespace="ns", name="p", requests=(None, *requests), owner_kind="ReplicaSet")
+
+    assert (
+        static_block(pod(1, 1, 2)) == "has GPU containers asking different card counts, which one placement cannot pin"
+    )
+    assert static_block(pod(2, 1)) is not None
+    assert static_block(pod(2, 2, 2)) is None
+    assert static_block(pod(1)) is None

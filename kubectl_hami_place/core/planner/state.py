@@ -118,7 +118,7 @@ def static_block(pod: PlanPod) -> str | None:
     gpu = pod.gpu_requests
     if not gpu:
         return "has no GPU request in its spec"
-    if len({request.nums for _, request in gpu}) > 1:
+    if any(request.nums != gpu[0][1].nums for _, request in gpu[1:]):
         return "has GPU containers asking different card counts, which one placement cannot pin"
     return None
 
@@ -242,14 +242,14 @@ class State:
             self.by_node[node.name] = slots
         for _, allocation in counted:
             # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
-            for share in allocation.shares():
-                on_card = self.by_uuid.get(share.uuid)
+            for uuid, taken, mem, cores in allocation.takes():
+                on_card = self.by_uuid.get(uuid)
                 if on_card is None or on_card.node != allocation.node:
                     continue
-                on_card.slots += share.slots
-                on_card.mem += share.mem
-                on_card.cores += share.cores
-                on_card.pods[allocation.key] = (share.slots, share.mem, share.cores)
+                on_card.slots += taken
+                on_card.mem += mem
+                on_card.cores += cores
+                on_card.pods[allocation.key] = (taken, mem, cores)
         held: dict[str, list[str]] = {}
         for slot in self.cards:
             for key in slot.pods:

@@ -241,9 +241,9 @@ def test_a_kept_verdict_is_hami_s_verdict_for_every_card_pod_and_release() -> No
 
 def test_the_working_copy_counts_each_card_as_card_usage_does() -> None:
     # State sums each node's allocations share by share instead of through usage.card_usage: the same slots,
-    # memory, cores and pods on every card, for pods with init containers (running and done), an ended pod, a pod
-    # whose allocation names a card of another node, and a card UUID registered on two nodes (the first node by
-    # name keeps it).
+    # memory, cores and pods on every card, and each pod's cards in card order, for pods with init containers
+    # (running and done), an ended pod, a pod whose allocation names a card of another node, a pod listing its
+    # second card first, and a card UUID registered on two nodes (the first node by name keeps it).
     snapshot, _ = fragmented(3)
     a, b = snapshot.nodes[0], snapshot.nodes[1]
     shared = Card(uuid=a.cards[0].uuid, index=9, count=10, devmem=16384, devcore=100, type="NVIDIA-T4", health=True)
@@ -268,6 +268,7 @@ def test_the_working_copy_counts_each_card_as_card_usage_does() -> None:
         extra("ended", a.name, ((first, 2000, 20),), phase="Succeeded"),
         extra("elsewhere", b.name, ((first, 1500, 15),)),
         extra("on-the-shared-card", b.name, ((shared.uuid, 1200, 12),)),
+        extra("second-card-first", a.name, ((second, 600, 6), (first, 800, 8))),
     )
     snapshot = Snapshot(nodes=nodes, pods=pods)
     state = State(snapshot, Limits())
@@ -282,6 +283,10 @@ def test_the_working_copy_counts_each_card_as_card_usage_does() -> None:
             assert list(slot.pods.items()) == list(pods_on_card.items()), slot.card.uuid
             checked += bool(slot.pods)
     assert checked > 20
+    for key, entry in state.pods.items():  # each pod's cards in card order, on the node of its first
+        listed = tuple(slot.card.uuid for slot in state.cards if key in slot.pods)
+        assert (entry.cards, entry.node) == (listed, state.by_uuid[listed[0]].node), key
+    assert state.pods["ns/second-card-first"].cards == (first, second)
     assert "ns/init-running" in state.by_uuid[first].pods
     assert "ns/init-done" not in state.by_uuid[first].pods  # its init container, done, no longer counts
     assert {"ns/init-running", "ns/init-done"} <= set(state.by_uuid[second].pods)

@@ -118,7 +118,7 @@ def static_block(pod: PlanPod) -> str | None:
     gpu = pod.gpu_requests
     if not gpu:
         return "has no GPU request in its spec"
-    if any(request.nums != gpu[0][1].nums for _, request in gpu[1:]):
+    if len(gpu) > 1 and any(request.nums != gpu[0][1].nums for _, request in gpu[1:]):
         return "has GPU containers asking different card counts, which one placement cannot pin"
     return None
 
@@ -240,8 +240,10 @@ class State:
                 self.by_uuid[card.uuid] = slot
                 slots.append(slot)
             self.by_node[node.name] = slots
+        held: dict[str, dict[int, str]] = {}
         for _, allocation in counted:
             # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
+            key = allocation.key
             for uuid, taken, mem, cores in allocation.takes():
                 on_card = self.by_uuid.get(uuid)
                 if on_card is None or on_card.node != allocation.node:
@@ -249,16 +251,14 @@ class State:
                 on_card.slots += taken
                 on_card.mem += mem
                 on_card.cores += cores
-                on_card.pods[allocation.key] = (taken, mem, cores)
-        held: dict[str, list[str]] = {}
-        for slot in self.cards:
-            for key in slot.pods:
-                held.setdefault(key, []).append(slot.card.uuid)
+                on_card.pods[key] = (taken, mem, cores)
+                held.setdefault(key, {})[on_card.ordinal] = uuid
         self.pods: dict[str, PodSlot] = {}
         for plan_pod, _ in counted:
             cards = held.get(plan_pod.key)
             if cards:
-                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[cards[0]].node, tuple(cards))
+                uuids = tuple(cards[ordinal] for ordinal in sorted(cards))  # in card order
+                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[uuids[0]].node, uuids)
         self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
         self.smallest = Card(uuid="", devmem=self.min_devmem)
         """A card of the least memory an open card has: a pod's share of it is the least it takes of any."""

@@ -4,7 +4,7 @@
 runs (snapshot, goal, limits). This script plans each of them with the planner of `--before` (a checkout, such as a
 `git worktree` of main, imported in a child process of its own) and with this tree's, one after the other, and
 prints per run the CPU seconds (`time.process_time` of `plan`, as the replay times it) of both and whether the plans
-are the same (moves, target, completeness), then median / p95 / max and the plans found by each.
+are the same (moves, target, completeness, reasons), then median / p95 / max and the plans found by each.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def planner(tree: Path) -> Callable[[Path], dict[str, Any]]:
             "moves": [move.to_dict() for move in result.moves],
             "target": None if result.target is None else [result.target[0], list(result.target[1])],
             "stopped": bool(result.reasons) and result.reasons[0].startswith("the search stopped"),
+            "reasons": list(result.reasons),
         }
 
     return run
@@ -142,8 +143,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _plan_of(result: dict[str, Any]) -> tuple[Any, ...]:
-    """What must stay equal: completeness, moves and target."""
-    return result["complete"], result["moves"], result["target"]
+    """What must stay equal: completeness, moves, target and the reasons given."""
+    return result["complete"], result["moves"], result["target"], result["reasons"]
 
 
 def _outcome(result: dict[str, Any]) -> str:

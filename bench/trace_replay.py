@@ -23,6 +23,7 @@ import heapq
 import json
 import math
 import os
+import pickle
 import random
 import re
 import shlex
@@ -741,13 +742,39 @@ def spread_of(values: Sequence[float]) -> dict[str, float | int]:
     }
 
 
+@dataclass
+class Corpus:
+    """Where planner runs' inputs are pickled for `bench/planner_corpus.py`: runs of at least `slower` CPU seconds and
+    every `every`-th run (0: none by count), as `{label}-{run}.pickle` holding the snapshot, goal, limits and the
+    run's CPU seconds."""
+
+    directory: Path
+    slower: float = math.inf
+    every: int = 0
+    label: str = ""
+    kept: int = 0
+
+    def offer(
+        self, run: int, snapshot: Snapshot, goal: FitGoal | FreeCardsGoal, limits: Limits, seconds: float
+    ) -> None:
+        """Keep the run's inputs if it is slow enough or its turn came."""
+        if seconds < self.slower and not (self.every and run % self.every == 0):
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        record = {"snapshot": snapshot, "goal": goal, "limits": limits, "seconds": seconds, "label": self.label}
+        path = self.directory / f"{self.label}-{run:05d}.pickle"
+        path.write_bytes(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        self.kept += 1
+
+
 class Controller:
     """The defragmentation controller's two triggers over the cluster, with the planner and the policy's budgets."""
 
-    def __init__(self, cluster: Cluster, policy: ControllerPolicy) -> None:
-        """A controller with nothing done yet."""
+    def __init__(self, cluster: Cluster, policy: ControllerPolicy, corpus: Corpus | None = None) -> None:
+        """A controller with nothing done yet; `corpus` keeps some planner runs' inputs."""
         self.cluster = cluster
         self.policy = policy
+        self.corpus = corpus
         self.stats = ControllerStats()
         self.recent: list[float] = []
         self._failed: dict[tuple[Any, ...], int] = {}
@@ -774,7 +801,10 @@ class Controller:
         """One planner run, timed."""
         start = time.process_time()
         result = plan(snapshot, goal, limits)
-        self.stats.plan_seconds.append(time.process_time() - start)
+        seconds = time.process_time() - start
+        self.stats.plan_seconds.append(seconds)
+        if self.corpus is not None:
+            self.corpus.offer(len(self.stats.plan_seconds), snapshot, goal, limits, seconds)
         return result
 
     def _snapshot(self, now: float | None, pod: str = "") -> Snapshot:
@@ -962,6 +992,7 @@ def replay_inflation(
     limit: float = 1.0,
     keep_every: float = 0.02,
     rescues_per_step: int = 2,
+    corpus: Corpus | None = None,
 ) -> dict[str, Any]:
     """Workload inflation: tasks drawn in order with no departures until the GPUs asked reach `limit` x capacity.
 
@@ -970,7 +1001,7 @@ def replay_inflation(
     capacity asked. A task without cards is skipped when node resources are left out.
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
-    controller = Controller(cluster, policy) if setup.controller else None
+    controller = Controller(cluster, policy, corpus) if setup.controller else None
     ledger = InflationLedger(cluster.capacity)
     next_keep = keep_every * cluster.capacity
     runs_in: dict[int, int] = {}
@@ -1028,6 +1059,7 @@ def replay_timeline(
     rescues_per_tick: int = 1,
     settle: float = 0.0,
     reserve_for: float = 0.0,
+    corpus: Corpus | None = None,
 ) -> dict[str, Any]:
     """The trace's own arrivals (`arrivals`: creation times divided by `compress`, `rounds` times) and departures
     (each task runs its duration once placed).
@@ -1046,7 +1078,7 @@ def replay_timeline(
     before are not kept off them (admission had passed them), and plans put no pod on them (`runs.keep_off`).
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
-    controller = Controller(cluster, policy) if setup.controller else None
+    controller = Controller(cluster, policy, corpus) if setup.controller else None
     events: list[tuple[float, int, int, str]] = []
     by_name = {}
     for seq, (arrival, task) in enumerate(arrivals(tasks, compress, rounds)):
@@ -1472,6 +1504,13 @@ def main(argv: list[str] | None = None) -> None:
         "--max-moves-per-plan", type=int, default=8, help="controller: the bound decide_run checks (maxMovesPerPlan)"
     )
     parser.add_argument("--skip-timeline", action="store_true")
+    parser.add_argument(
+        "--corpus", type=Path, help="pickle planner runs' inputs here, for bench/planner_corpus.py (see --corpus-*)"
+    )
+    parser.add_argument(
+        "--corpus-slower", type=float, default=math.inf, help="corpus: runs of at least this many CPU seconds"
+    )
+    parser.add_argument("--corpus-every", type=int, default=0, help="corpus: and every this-many-th run (0: none)")
     parser.add_argument("--combine", type=Path, nargs="+", help="merge these runs' JSON instead of replaying")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "performance-trace.png")
@@ -1502,6 +1541,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         for name in dict.fromkeys(_names(args.files) + _names(args.timeline_files))
     }
     no_resources = set(_names(args.no_resources_files))
+    corpus = None if args.corpus is None else Corpus(args.corpus, args.corpus_slower, args.corpus_every)
     report: dict[str, Any] = {
         "trace": "Alibaba cluster-trace-gpu-v2023 (Weng et al., USENIX ATC '23)",
         "nodes": len(nodes),
@@ -1523,7 +1563,12 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                     setup = Setup(name, policy, controlled, resources)
                     results.append(
                         replay_inflation(
-                            nodes, lists[name], setup, controller_policy, rescues_per_step=args.rescues_per_step
+                            nodes,
+                            lists[name],
+                            setup,
+                            controller_policy,
+                            rescues_per_step=args.rescues_per_step,
+                            corpus=_corpus_for(corpus, "inflation", setup),
                         )
                     )
                     _progress("inflation", setup, results[-1])
@@ -1549,11 +1594,19 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                             tick=args.tick,
                             settle=args.rescue_settle,
                             reserve_for=args.reserve_for,
+                            corpus=_corpus_for(corpus, "timeline", setup),
                         )
                     )
                     _progress("timeline", setup, results[-1])
         report["timeline"][name] = results
     return report
+
+
+def _corpus_for(corpus: Corpus | None, kind: str, setup: Setup) -> Corpus | None:
+    """The corpus of one replay, its files named after it (`inflation-default-spread`, `-nores` without CPU/mem)."""
+    if corpus is None:
+        return None
+    return replace(corpus, label=f"{kind}-{setup.tasks}-{setup.policy}" + ("" if setup.resources else "-nores"))
 
 
 def _names(text: str) -> list[str]:

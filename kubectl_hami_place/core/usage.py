@@ -69,10 +69,11 @@ class PodAllocation:
 
     def shares(self) -> tuple[CardShare, ...]:
         """The pod's take of each card it holds, in first-seen card order."""
-        return tuple(CardShare(uuid, slots, mem, cores) for uuid, slots, mem, cores in self._takes())
+        return tuple(CardShare(uuid, slots, mem, cores) for uuid, slots, mem, cores in self.takes())
 
-    def _takes(self) -> list[tuple[str, int, int, int]]:
-        """`shares` as (uuid, slots, mem, cores): the tally reads 40,000 of them a status run."""
+    def takes(self) -> list[tuple[str, int, int, int]]:
+        """`shares` as (uuid, slots, mem, cores), without a dataclass each: the tally reads 40,000 of them a status run,
+        the planner's state every pod's at each plan."""
         init_peak: dict[str, tuple[int, int]] = {}
         app_sum: dict[str, tuple[int, int, int]] = {}
         order: list[str] = []
@@ -181,7 +182,7 @@ class UsageTally:
         """Count the allocation if it counts, on this node, on these cards."""
         if not allocation.counted or (self._node is not None and allocation.node != self._node):
             return
-        for uuid, slots, mem, cores in allocation._takes():
+        for uuid, slots, mem, cores in allocation.takes():
             total = self._totals.get(uuid)
             if total is None:
                 continue

@@ -32,7 +32,7 @@ from kubectl_hami_place.core.planner import (
     why,
 )
 from kubectl_hami_place.core.planner.goals import _make_room
-from kubectl_hami_place.core.planner.state import State, sequence_fit
+from kubectl_hami_place.core.planner.state import State, sequence_fit, static_block
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
@@ -840,14 +840,16 @@ def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
     state = State(quad(), Limits())
     pod = pending(35 * GIB, nums=3, annotations=TOPOLOGY)
     chosen = [state.by_uuid[f"GPU-a-{i}"] for i in range(3)]
-    failure = _make_room(state, pod, "a", chosen, ["ns/duo", "ns/p"], leave=frozenset())
+    failure = _make_room(state, pod, "a", chosen, ["ns/duo", "ns/p"], leave=frozenset(), explain=True)
     assert failure == (
         "HAMi's topology-aware pick after the moves would be gpu-0, gpu-2, gpu-3 (the node's pair scores), "
         "passing over gpu-1, which they free"
     )
     assert state.moves == []
     picked = [state.by_uuid[f"GPU-a-{i}"] for i in (0, 2, 3)]
-    assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset()) is None, "HAMi's own pick is room made"
+    assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset(), explain=True) is None, (
+        "HAMi's own pick is room made"
+    )
 
 
 def test_a_numa_bind_topology_aware_pod_pushed_in_by_a_chain_gets_a_card_of_the_numa_node_hami_keeps() -> None:
@@ -869,3 +871,18 @@ def test_a_numa_bind_topology_aware_pod_pushed_in_by_a_chain_gets_a_card_of_the_
         ("ns/x", "b", ("GPU-b-0",)),
     ]
     replay(snapshot, result)
+
+
+def test_a_pod_whose_gpu_containers_ask_different_card_counts_never_moves() -> None:
+    # One placement pins one set of cards for every container: a pod whose containers ask 1, 1 and then 2 cards
+    # (the odd one last, after two that agree) cannot be pinned; one whose containers all ask 2 can.
+    def pod(*counts: int) -> PlanPod:
+        requests = tuple(card_request(n, memreq=1024) for n in counts)
+        return PlanPod(namespace="ns", name="p", requests=(None, *requests), owner_kind="ReplicaSet")
+
+    assert (
+        static_block(pod(1, 1, 2)) == "has GPU containers asking different card counts, which one placement cannot pin"
+    )
+    assert static_block(pod(2, 1)) is not None
+    assert static_block(pod(2, 2, 2)) is None
+    assert static_block(pod(1)) is None

@@ -131,3 +131,22 @@ def test_a_move_whose_only_fitting_cards_are_on_a_node_without_its_cpu_names_tha
     whole = (replace(pods[0], needs=Resources(4000, GIB, 1)),)
     tiny = plan(Snapshot(nodes=(node("a", 1), node("b", 1, Resources())), pods=whole), on_a)
     assert "ns/x fits no other card except on b, whose cpu and memory and pods would not hold" in " ".join(tiny.reasons)
+
+
+def test_every_failure_a_plan_shows_still_names_the_node_that_refused_the_pod_for_its_cpu() -> None:
+    # Seven nodes, each with one card whose 25 GiB pod must move for a 40 GiB pod; it fits no other node's card but
+    # z's, whose CPU is taken. The planner explains only the failures a plan can show (the first 5 nodes tried, as
+    # `_ranked` shows them): each of the 5 shown must still name z and the CPU it lacks.
+    pods = tuple(replace(placed(f"x{n}", f"n{n}", [f"GPU-n{n}-0"], 25 * GIB), needs=CPU) for n in range(7))
+    pods += (placed("held-z", "z", ["GPU-z-0"], 10 * GIB, held="kept"),)
+    nodes = (*(node(f"n{n}", 1) for n in range(7)), node("z", 1, Resources(1000, PLENTY.memory, 100)))
+    result = plan(Snapshot(nodes=nodes, pods=pods), FitGoal(pending(40 * GIB)))
+    assert not result.complete
+    head, *shown = result.reasons
+    assert head == "no node can make room within the bounds:"
+    assert len(shown) == 5, result.reasons
+    for n, reason in enumerate(shown):
+        assert reason == (
+            f"n{n}: moving ns/x{n} would make room on gpu-0, but ns/x{n} fits no other card except on z, whose cpu "
+            "would not hold it (kube-scheduler's count)"
+        ), result.reasons

@@ -8,6 +8,7 @@ limits and with tight ones. The planner must still find exactly those plans, and
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from kubectl_hami_place.core.planner import (
 )
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.requests import card_request
-from kubectl_hami_place.core.usage import PodAllocation
+from kubectl_hami_place.core.usage import PodAllocation, card_usage
 
 PLANS = json.loads((Path(__file__).parent / "data" / "planner_plans.json").read_text())
 TIGHT = Limits(max_moves=3, max_moves_per_node=2)
@@ -184,3 +185,110 @@ def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:
     assert len(bounded.freed) == 2
     assert len(bounded.moves) == 2
     assert all(set(move.from_cards) & set(bounded.freed) for move in bounded.moves)
+
+
+def test_a_kept_verdict_is_hami_s_verdict_for_every_card_pod_and_release() -> None:
+    # State.fits keeps HAMi's verdict per pod kind, card kind and usage: asked twice over cards of two types, one
+    # cordoned, all the same usage, for pods pinned to a card by UUID, limited to a type, under mutex, or plain, it
+    # must answer as HAMi's fit does each time (a UUID or a type left out of the key would reuse a wrong verdict).
+    cards = tuple(
+        Card(uuid=f"GPU-{c}", index=c, count=10, devmem=16384, devcore=100, type=kind, health=True, mode="hami-core")
+        for c, kind in enumerate(("NVIDIA-T4", "NVIDIA-T4", "NVIDIA-A10", "NVIDIA-A10"))
+    )
+    holders = [
+        PlanPod(
+            namespace="ns",
+            name=f"held-{card.uuid}",
+            uid=f"held-{card.uuid}",
+            requests=(card_request(1, memreq=4096, coresreq=20),),
+            allocation=PodAllocation(
+                "ns",
+                f"held-{card.uuid}",
+                f"held-{card.uuid}",
+                "node-a",
+                "Running",
+                ((ContainerDevice(card.uuid, "NVIDIA", 4096, 20),),),
+            ),
+            owner_kind="ReplicaSet",
+        )
+        for card in cards
+    ]
+    snapshot = Snapshot(
+        nodes=(PlanNode(name="node-a", cards=cards, cordoned=frozenset({"GPU-3"})),), pods=tuple(holders)
+    )
+    asks = [
+        {},
+        {"nvidia.com/use-gpuuuid": "GPU-1"},
+        {"nvidia.com/nouse-gpuuuid": "GPU-0,GPU-2"},
+        {"nvidia.com/use-gputype": "A10"},
+        {"hami.io/gpu-scheduler-policy": "mutex"},
+    ]
+    pods = [
+        PlanPod(namespace="ns", name=f"p{i}", requests=(card_request(1, memreq=2048, coresreq=10),), annotations=ask)
+        for i, ask in enumerate(asks)
+    ]
+    state = State(snapshot, Limits())
+    answers = set()
+    for _ in range(2):
+        for pod in pods:
+            for slot in state.cards:
+                for released in ((0, 0, 0), (1, 4096, 20)):
+                    expected = state.verdict(pod, slot, released).ok
+                    assert state.fits(pod, slot, released) == expected, (pod.annotations, slot.card.uuid, released)
+                    answers.add(expected)
+    assert answers == {True, False}
+
+
+def test_the_working_copy_counts_each_card_as_card_usage_does() -> None:
+    # State sums each node's allocations share by share instead of through usage.card_usage: the same slots,
+    # memory, cores and pods on every card, and each pod's cards in card order, for pods with init containers
+    # (running and done), an ended pod, a pod whose allocation names a card of another node, a pod listing its
+    # second card first, and a card UUID registered on two nodes (the first node by name keeps it).
+    snapshot, _ = fragmented(3)
+    a, b = snapshot.nodes[0], snapshot.nodes[1]
+    shared = Card(uuid=a.cards[0].uuid, index=9, count=10, devmem=16384, devcore=100, type="NVIDIA-T4", health=True)
+    nodes = (*snapshot.nodes[:1], replace(b, cards=(*b.cards, shared)), *snapshot.nodes[2:])
+
+    def extra(name: str, node: str, containers: tuple[tuple[str, int, int], ...], **kw: object) -> PlanPod:
+        devices = tuple((ContainerDevice(uuid, "NVIDIA", mib, cores),) for uuid, mib, cores in containers)
+        return PlanPod(
+            namespace="ns",
+            name=name,
+            uid=name,
+            requests=tuple(card_request(1, memreq=mib, coresreq=cores) for _, mib, cores in containers),
+            allocation=PodAllocation("ns", name, name, node, kw.pop("phase", "Running"), devices, **kw),  # type: ignore[arg-type]
+            owner_kind="ReplicaSet",
+        )
+
+    first, second = a.cards[1].uuid, a.cards[2].uuid
+    pods = (
+        *snapshot.pods,
+        extra("init-running", a.name, ((first, 3000, 30), (first, 1000, 10), (second, 500, 5)), init_containers=1),
+        extra("init-done", a.name, ((first, 3000, 30), (second, 700, 7)), init_containers=1, init_done=True),
+        extra("ended", a.name, ((first, 2000, 20),), phase="Succeeded"),
+        extra("elsewhere", b.name, ((first, 1500, 15),)),
+        extra("on-the-shared-card", b.name, ((shared.uuid, 1200, 12),)),
+        extra("second-card-first", a.name, ((second, 600, 6), (first, 800, 8))),
+    )
+    snapshot = Snapshot(nodes=nodes, pods=pods)
+    state = State(snapshot, Limits())
+    allocations = [p.allocation for p in sorted(pods, key=lambda p: p.key) if p.allocation is not None]
+    checked = 0
+    for node, slots in state.by_node.items():
+        usage = card_usage([slot.card for slot in slots], allocations, node=node)
+        for slot in slots:
+            on_card = usage[slot.card.uuid]
+            pods_on_card = {f"{p.namespace}/{p.name}": (p.slots, p.mem, p.cores) for p in on_card.pods}
+            assert (slot.slots, slot.mem, slot.cores) == (on_card.used_slots, on_card.used_mem, on_card.used_cores)
+            assert list(slot.pods.items()) == list(pods_on_card.items()), slot.card.uuid
+            checked += bool(slot.pods)
+    assert checked > 20
+    for key, entry in state.pods.items():  # each pod's cards in card order, on the node of its first
+        listed = tuple(slot.card.uuid for slot in state.cards if key in slot.pods)
+        assert (entry.cards, entry.node) == (listed, state.by_uuid[listed[0]].node), key
+    assert state.pods["ns/second-card-first"].cards == (first, second)
+    assert "ns/init-running" in state.by_uuid[first].pods
+    assert "ns/init-done" not in state.by_uuid[first].pods  # its init container, done, no longer counts
+    assert {"ns/init-running", "ns/init-done"} <= set(state.by_uuid[second].pods)
+    assert not {"ns/ended", "ns/elsewhere"} & set(state.by_uuid[first].pods)
+    assert "ns/on-the-shared-card" not in state.by_uuid[shared.uuid].pods

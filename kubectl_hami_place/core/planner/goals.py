@@ -155,10 +155,10 @@ def _plan_gather(state: State, goal: FreeCardsGoal) -> Plan:
         options.append((len(pods), sum(slot.mem for slot in chosen), node, chosen, pods, frozenset()))
     options.sort(key=lambda option: option[:3])
     spent = ""
-    for _, _, node, chosen, pods, _ in options:
+    for position, (_, _, node, chosen, pods, _) in enumerate(options):
         point = state.checkpoint()
         try:
-            failure = _vacate(state, node, chosen, pods)
+            failure = _vacate(state, node, chosen, pods, explain=position < _REASONS_SHOWN)
         except SearchSpent as error:
             state.rollback(point)
             spent = str(error)
@@ -180,10 +180,13 @@ def _vacate(
     *,
     words: tuple[str, str] = ("frees", "free"),
     leave: frozenset[str] = frozenset(),
+    explain: bool = True,
 ) -> str | None:
     """Move the pods off the chosen cards, best fit (cards in use first), those in `leave` off the node; roll back
     and say why not. A whole-card pod may take a free card elsewhere: a free card on another node is of no use to a
-    task of several whole cards. `words` say what the moves do, in a move's reason and in the failure."""
+    task of several whole cards. `words` say what the moves do, in a move's reason and in the failure; `explain`
+    names a node whose CPU or memory refused the pod that fits no card (`State.refused_for_room`, which walks the
+    cards of every such node): only for a node whose failure a plan can show (`_ranked`, the first nodes tried)."""
     point = state.checkpoint()
     exclude = {slot.card.uuid for slot in chosen}
     away = exclude | {slot.card.uuid for slot in state.by_node[node]}
@@ -196,7 +199,7 @@ def _vacate(
         if why is None and state.relocate(key, f"{does} {node} {names}", barred):
             continue
         if why is None:
-            refused = state.refused_for_room(key, barred)
+            refused = state.refused_for_room(key, barred) if explain else None
             why = "fits no other card" + (
                 f" except on {refused[0]}, whose {' and '.join(refused[1])} would not hold it (kube-scheduler's count)"
                 if refused is not None
@@ -316,7 +319,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             break
         point = state.checkpoint()
         try:
-            failure = _make_room(state, pod, node, cards, evicted, leave=leave)
+            failure = _make_room(state, pod, node, cards, evicted, leave=leave, explain=position < _REASONS_SHOWN)
         except SearchSpent as error:
             state.rollback(point)
             spent = str(error)
@@ -402,14 +405,24 @@ def _leaving(state: State, pod: PlanPod, node: str, evicted: list[str]) -> tuple
 
 
 def _make_room(
-    state: State, pod: PlanPod, node: str, chosen: list[CardSlot], evicted: list[str], *, leave: frozenset[str]
+    state: State,
+    pod: PlanPod,
+    node: str,
+    chosen: list[CardSlot],
+    evicted: list[str],
+    *,
+    leave: frozenset[str],
+    explain: bool,
 ) -> str | None:
     """Move the evicted pods off the chosen cards (those in `leave` off the node) and check the pod then fits them
     and the node's CPU, memory and pod count hold it, and that under `topology-aware` HAMi's pick by the node's pair
-    scores takes every chosen card the moves free (`State.hami_cards`); roll back and say why not."""
+    scores takes every chosen card the moves free (`State.hami_cards`); roll back and say why not (`explain`: as
+    `_vacate`)."""
     point = state.checkpoint()
     freed = [slot for slot in chosen if any(key in slot.pods for key in evicted)]
-    failure = _vacate(state, node, chosen, evicted, words=("makes room on", "make room on"), leave=leave)
+    failure = _vacate(
+        state, node, chosen, evicted, words=("makes room on", "make room on"), leave=leave, explain=explain
+    )
     if failure is not None:
         return failure
     if not state.holds(node, pod, state.node_of(pod)):
@@ -456,7 +469,8 @@ def _reached(
 
 
 def _ranked(options: list[_Option], reasons: dict[str, str]) -> list[str]:
-    """Why each node failed, the nodes tried first (in the order tried), then the others; the first few only."""
+    """Why each node failed, the nodes tried first (in the order tried), then the others; the first few only: a node
+    tried after the first `_REASONS_SHOWN` is never shown, as those all failed before it was tried."""
     ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
     ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
     return ranked[:_REASONS_SHOWN]

@@ -22,8 +22,9 @@ PLACED_BY = "scheduling.hami.placement.com/placement"
 SYSTEM_CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 NOT_RECREATING = frozenset({"DaemonSet", "Node"})
 SEARCH_STEPS = 100_000
-"""The default search bound (`Limits.max_steps`): about half a second of CPU at 1,213 nodes and 6,212 cards (the trace
-replay's slowest search that found a plan took 62,000 steps, one that found none 96,000)."""
+"""The default search bound (`Limits.max_steps`): under 0.8 s of CPU at 1,213 nodes and 6,212 cards on a shared 2-core
+box, 0.34 s at the median (docs/performance.md, "Planning time at 1,213 nodes"); the trace replay's inflation found
+plans after up to 98,000 steps."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The planner's working copy of the cluster: per-card usage as HAMi counts it, indexed for fast target search.
 
-Usage starts from `usage.card_usage` over each node's allocations; a move releases the pod's allocated shares
-and adds the share its GPU containers would take on the target cards. Every verdict goes through `fit.fit`,
-container after container as HAMi fits them. Moves are logged so a trial can be rolled back.
+Usage starts from each node's allocations, summed share by share as `usage.card_usage` sums them; a move releases
+the pod's allocated shares and adds the share its GPU containers would take on the target cards. Every verdict goes
+through `fit.fit`, container after container as HAMi fits them. Moves are logged so a trial can be rolled back.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from kubectl_hami_place.core.planner.model import (
     Summary,
 )
 from kubectl_hami_place.core.requests import CardRequest, memory_for
-from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
+from kubectl_hami_place.core.usage import CardUsage
 
 MIRROR = "kubernetes.io/config.mirror"
 CHAIN_CARDS = 32
@@ -118,7 +118,7 @@ def static_block(pod: PlanPod) -> str | None:
     gpu = pod.gpu_requests
     if not gpu:
         return "has no GPU request in its spec"
-    if len({request.nums for _, request in gpu}) > 1:
+    if len(gpu) > 1 and any(request.nums != gpu[0][1].nums for _, request in gpu[1:]):
         return "has GPU containers asking different card counts, which one placement cannot pin"
     return None
 
@@ -130,7 +130,7 @@ class SearchSpent(Exception):
 class CardSlot:
     """A card's mutable usage in the working copy."""
 
-    __slots__ = ("card", "cordoned", "cores", "mem", "node", "open", "ordinal", "pods", "slots")
+    __slots__ = ("card", "cordoned", "cores", "kind", "mem", "node", "open", "ordinal", "pods", "slots")
 
     def __init__(self, ordinal: int, node: str, card: Card, cordoned: bool, node_open: bool) -> None:
         """A card with nothing counted yet."""
@@ -138,6 +138,8 @@ class CardSlot:
         self.node = node
         self.card = card
         self.cordoned = cordoned
+        self.kind = (card.type, card.mode, card.health, card.count, card.devmem, card.devcore, cordoned)
+        """What HAMi's fit reads of the card but its UUID: cards of one kind and usage get one verdict."""
         self.open = node_open and card.is_nvidia and card.health and not cordoned and not card.is_mig
         self.slots = self.mem = self.cores = 0
         self.pods: dict[str, Share] = {}
@@ -223,13 +225,10 @@ class State:
         self.node_open: dict[str, bool] = {}
         self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
         self.room: dict[str, Resources] = {node.name: node.room for node in snapshot.nodes if node.room is not None}
-        placed: dict[str, list[PodAllocation]] = {}
         counted = sorted(
             ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
             key=lambda pair: pair[0].key,
         )
-        for _, allocation in counted:
-            placed.setdefault(allocation.node, []).append(allocation)
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
             self.node_open[node.name] = node.schedulable
             slots = []
@@ -241,22 +240,28 @@ class State:
                 self.by_uuid[card.uuid] = slot
                 slots.append(slot)
             self.by_node[node.name] = slots
-            usage = card_usage([s.card for s in slots], placed.get(node.name, ()), node=node.name)
-            for slot in slots:
-                on_card = usage[slot.card.uuid]
-                slot.slots, slot.mem, slot.cores = on_card.used_slots, on_card.used_mem, on_card.used_cores
-                for pod in on_card.pods:
-                    slot.pods[f"{pod.namespace}/{pod.name}"] = (pod.slots, pod.mem, pod.cores)
-        held: dict[str, list[str]] = {}
-        for slot in self.cards:
-            for key in slot.pods:
-                held.setdefault(key, []).append(slot.card.uuid)
+        held: dict[str, dict[int, str]] = {}
+        for _, allocation in counted:
+            # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
+            key = allocation.key
+            for uuid, taken, mem, cores in allocation.takes():
+                on_card = self.by_uuid.get(uuid)
+                if on_card is None or on_card.node != allocation.node:
+                    continue
+                on_card.slots += taken
+                on_card.mem += mem
+                on_card.cores += cores
+                on_card.pods[key] = (taken, mem, cores)
+                held.setdefault(key, {})[on_card.ordinal] = uuid
         self.pods: dict[str, PodSlot] = {}
         for plan_pod, _ in counted:
             cards = held.get(plan_pod.key)
             if cards:
-                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[cards[0]].node, tuple(cards))
+                uuids = tuple(cards[ordinal] for ordinal in sorted(cards))  # in card order
+                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[uuids[0]].node, uuids)
         self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
+        self.smallest = Card(uuid="", devmem=self.min_devmem)
+        """A card of the least memory an open card has: a pod's share of it is the least it takes of any."""
         self.in_use: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and s.used)
         self.unused: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and not s.used)
         self.budgets = dict(snapshot.budgets)
@@ -266,10 +271,14 @@ class State:
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
         self._empty: dict[tuple[object, ...], FitResult] = {}
+        self._verdicts: dict[tuple[object, ...], bool] = {}
+        self._fit_kinds: dict[tuple[object, ...], int] = {}
+        self._fit_kind: dict[int, tuple[int, bool]] = {}
         self._serial = 0
         self.steps = 0
         self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
-        self._shapes: dict[int, tuple[object, ...]] = {}
+        self._shapes: dict[tuple[object, ...], int] = {}
+        self._shape: dict[int, int] = {}
 
     # Verdicts -------------------------------------------------------------------------------------------------
 
@@ -292,13 +301,30 @@ class State:
         )
 
     def fits(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> bool:
-        """`verdict(...).ok`, skipping HAMi's fit when slots, memory or cores are plainly short (each is necessary)."""
-        share = self.share(pod, slot.card)
-        if slot.slots - released[0] >= slot.card.count or slot.free + released[1] < share[1]:
+        """`verdict(...).ok`, skipping HAMi's fit when slots, memory or cores are plainly short (each is necessary),
+        and kept per pod kind, card kind and usage (`fit_kind`, `CardSlot.kind`): a walk meets the same few often."""
+        card = slot.card
+        share = self.share(pod, card)
+        slots, mem, cores = slot.slots - released[0], slot.mem - released[1], slot.cores - released[2]
+        if slots >= card.count or card.devmem - mem < share[1] or card.devcore - cores < share[2]:
             return False
-        if slot.card.devcore - slot.cores + released[2] < share[2]:
-            return False
-        return self.verdict(pod, slot, released).ok
+        kind, pinned = self.fit_kind(pod)
+        key = (kind, slot.kind, card.uuid if pinned else "", slots, mem, cores)
+        ok = self._verdicts.get(key)
+        if ok is None:
+            ok = self._verdicts[key] = self.verdict(pod, slot, released).ok
+        return ok
+
+    def fit_kind(self, pod: PlanPod) -> tuple[int, bool]:
+        """A number shared by the pods HAMi's fit cannot tell apart (GPU requests, init containers, fit annotations,
+        default policy), and whether the pod names card UUIDs (its verdicts then depend on the card's UUID too)."""
+        found = self._fit_kind.get(id(pod))
+        if found is None:
+            annotations = pod.fit_annotations
+            key = (pod.gpu_requests, pod.init_containers, tuple(sorted(annotations.items())), pod.default_policy)
+            kind = self._fit_kinds.setdefault(key, len(self._fit_kinds))
+            found = self._fit_kind[id(pod)] = (kind, bool(annotations.get(USE_UUID) or annotations.get(NOUSE_UUID)))
+        return found
 
     def fits_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult:
         """HAMi's verdict for the pod on the card were nobody on it; cached across cards that look the same to fit."""
@@ -572,7 +598,7 @@ class State:
 
         Remembered for this state and the pod's shape (`_remembered`).
         """
-        need = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+        need = self.share(pod, self.smallest)[1]
 
         def walk() -> Iterator[tuple[CardSlot, list[str]]]:
             """The walk itself."""
@@ -715,28 +741,34 @@ class State:
         are mostly of a few shapes, so a search that fails for one is not walked again for the next.
         """
         allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
-        floor = self.share(pod, Card(uuid="", devmem=self.min_devmem))[1]
+        floor = self.share(pod, self.smallest)[1]
         home = self.node_of(pod) if self.room else ""
 
         def walk() -> Iterator[CardSlot]:
-            """The walk itself: cheap filters before HAMi's fit."""
+            """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each node's
+            CPU, memory and pod count asked once (the state does not change under a remembered walk), HAMi's fit
+            after."""
+            held: dict[str, bool] = {}
             for slot in self._by_free(allowed, floor, avoid_empty):
-                if (avoid_empty and not slot.used) or (allowed is not None and slot.node not in allowed):
-                    continue
-                if self.holds(slot.node, pod, home) and self.fits(pod, slot):
+                node = slot.node
+                holds = held.get(node)
+                if holds is None:
+                    holds = held[node] = self.holds(node, pod, home)
+                if holds and self.fits(pod, slot):
                     yield slot
 
         return self._remembered(("fitting", self.shape(pod), home, allowed, avoid_empty), walk)
 
-    def shape(self, pod: PlanPod) -> tuple[object, ...]:
-        """What a target search reads of the pod: its GPU requests, init containers, fit annotations and default policy
-        (HAMi's fit), and what it asks of a node (kube-scheduler's), which the walk checks so that every card it
-        steps over counts against the search bound (docs/performance.md has the checked-after variant's cost)."""
-        shape = self._shapes.get(id(pod))
+    def shape(self, pod: PlanPod) -> int:
+        """A number shared by the pods a target search cannot tell apart: their GPU requests, init containers, fit
+        annotations and default policy (HAMi's fit), and what they ask of a node (kube-scheduler's), which the walk
+        checks so that every card it steps over counts against the search bound (docs/performance.md has the
+        checked-after variant's cost). A number, so a walk's key is hashed without the requests' dataclasses."""
+        shape = self._shape.get(id(pod))
         if shape is None:
             annotations = tuple(sorted(pod.fit_annotations.items()))
-            shape = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
-            self._shapes[id(pod)] = shape
+            key = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
+            shape = self._shape[id(pod)] = self._shapes.setdefault(key, len(self._shapes))
         return shape
 
     def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:
@@ -748,9 +780,12 @@ class State:
             yield from ordered
             return
         lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
+        cards, bound = self.cards, self.limits.max_steps
         for _, ordinal in merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists)):
-            self.step()
-            slot = self.cards[ordinal]
+            self.steps += 1  # `step()` inlined: the hottest loop of a search
+            if self.steps > bound:
+                self.step(0)
+            slot = cards[ordinal]
             if nodes is None or slot.node in nodes:
                 yield slot
 

@@ -569,7 +569,10 @@ def test_a_hami_with_renamed_resources_and_default_memory_agrees_too(
         "binpack",
     )
     run = Differential(cluster, namespace, url, "hami-renamed", config)
-    assert_agree(run.run(generate(RENAMED_CASES), f"hr-{namespace[2:]}"), least=int(RENAMED_CASES * 0.9))
+    # The focused cases (healthy cards, explicit asks) keep both verdicts well represented whatever the generator's
+    # draws: under the renamed HAMi's default memory one CI run drew only 12 fitting cases of 150 generated ones.
+    cases = generate(RENAMED_CASES) + generate_focused(FOCUSED)
+    assert_agree(run.run(cases, f"hr-{namespace[2:]}"), least=int(len(cases) * 0.9))
 
 
 @pytest.mark.parametrize("policy", ["mutex", "topology-aware"])

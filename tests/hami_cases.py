@@ -329,6 +329,44 @@ def generate_focused(count: int) -> list[Case]:
     return _distinct(focused_cases(), count)
 
 
+# devices without a comma, as HAMi's DecodeContainerDevices skips them: a word, a bare UUID, fields without commas
+COMMALESS_DEVICES = ("junk", "GPU-0", "GPU-1 NVIDIA 1000 0", "x")
+
+
+@st.composite
+def commaless_cases(draw: st.DrawFn) -> Case:
+    """Healthy cards each held by a running pod, most of whose allocations hold a device without a comma (before or
+    after the card's device, or a container entry of its own), and a pod whose card turns on what each holder takes:
+    drawn among everything else such a holder rarely decides a case (1 of 400)."""
+    cards = _healthy_cards(draw(st.sampled_from(((0,), (0, 0), (0, 0, 0)))))
+    placed = []
+    for card in cards:
+        device = ContainerDevice(card.uuid, "NVIDIA", draw(st.sampled_from((10000, 20000, 30000))), 30)
+        text = encode_allocation([(device,)])
+        containers = 1
+        where = draw(st.sampled_from(("before", "after", "container", "container", None)))
+        junk = draw(st.sampled_from(COMMALESS_DEVICES))
+        if where == "before":
+            text = f"{junk}:{text}"
+        elif where == "after":
+            text = text.replace(":;", f":{junk}:;")
+        elif where == "container":
+            text, containers = f"{junk};{text}", 2
+        placed.append(Resident(0, containers, text, "Running"))
+    limits = {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": draw(st.sampled_from(("10000", "20000", "30000"))),
+        "nvidia.com/gpucores": draw(st.sampled_from(("0", "50", "70"))),
+    }
+    policy = draw(st.sampled_from(("binpack", "spread")))
+    return Case(cards=cards, residents=tuple(placed), app=(limits,), annotations={GPU_SCHEDULER_POLICY: policy})
+
+
+def generate_commaless(count: int) -> list[Case]:
+    """`count` distinct cases where an allocation's device without a comma decides, the same on every run."""
+    return _distinct(commaless_cases(), count)
+
+
 @st.composite
 def default_policy_cases(draw: st.DrawFn) -> Case:
     """A pod naming no GPU policy on healthy cards some of which are in use (maybe all, maybe with pair scores), so

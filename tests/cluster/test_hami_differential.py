@@ -67,6 +67,7 @@ from tests.hami_cases import (
     after_room_plan,
     case_pod,
     generate,
+    generate_commaless,
     generate_default_policy,
     generate_focused,
     generate_room,
@@ -78,6 +79,7 @@ pytestmark = pytest.mark.cluster
 
 CASES = 400
 FOCUSED = 60
+COMMALESS = 30
 RENAMED_CASES = 150
 DEFAULT_POLICY_CASES = 100
 DEFAULT_POLICY_FOCUSED = 60
@@ -480,9 +482,9 @@ def assert_agree(outcomes: list[Outcome], least: int) -> None:
 
 def test_the_card_model_gives_hamis_verdict_reason_and_cards_for_every_case(cluster: Sandbox, namespace: str) -> None:
     run = Differential(cluster, namespace, cluster.hami_url, HAMI_SCHEDULER, HAMI_DEFAULTS)
-    cases = generate(CASES) + generate_focused(FOCUSED)
+    cases = generate(CASES) + generate_focused(FOCUSED) + generate_commaless(COMMALESS)
     outcomes = run.run(cases, f"hd-{namespace[2:]}")
-    assert_agree(outcomes, least=int((CASES + FOCUSED) * 0.9))
+    assert_agree(outcomes, least=int((CASES + FOCUSED + COMMALESS) * 0.9))
     # 4 of the cases are topology-aware pods the planner places on the cards HAMi's pair scores pick
     assert sum(1 for o in outcomes if o.target is not None) >= 4
 

@@ -50,7 +50,14 @@ from kubectl_hami_place.core.fit import (
     topology_numa,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
-from kubectl_hami_place.core.pin_check import PinReason, PinVerdict, PinView, pin_verdict, workload_from_pod
+from kubectl_hami_place.core.pin_check import (
+    PinReason,
+    PinVerdict,
+    PinView,
+    Workload,
+    pin_verdict,
+    workload_from_pod,
+)
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.planner import FitGoal
 from kubectl_hami_place.core.planner import plan as planner_plan
@@ -67,6 +74,7 @@ from tests.hami_cases import (
     after_room_plan,
     case_pod,
     generate,
+    generate_commaless,
     generate_default_policy,
     generate_focused,
     generate_room,
@@ -78,6 +86,7 @@ pytestmark = pytest.mark.cluster
 
 CASES = 400
 FOCUSED = 60
+COMMALESS = 30
 RENAMED_CASES = 150
 DEFAULT_POLICY_CASES = 100
 DEFAULT_POLICY_FOCUSED = 60
@@ -101,6 +110,7 @@ class Outcome:
     pin: CardCheck | None = None
     denied: bool = False
     pinned: PinVerdict | None = None
+    asks_card: bool = True
     target: tuple[str, ...] | None = None
     contrast: PodFit | str | None = None
 
@@ -153,8 +163,10 @@ class Outcome:
     def _pin_disagreement(self, pinned: PinVerdict) -> str:
         """Empty when HAMi takes the pinned pod on the verdict's cards exactly when the verdict accepts it."""
         reasons = {problem.reason for problem in pinned.problems}
-        if self.denied or reasons & BEFORE_HAMI:
-            return ""  # refused before HAMi is involved, or HAMi's webhook denies the pod itself
+        if self.denied or reasons & BEFORE_HAMI or not self.asks_card:
+            # refused before HAMi is involved (a pod asking no card: NoGpuRequest, after any problem of the node's
+            # register), or HAMi's webhook denies the pod itself
+            return ""
         said = (
             f"{self.node}: pin {self.case.pin}: verdict ok={pinned.ok} {pinned.summary()!r}; "
             f"HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}\n    {self.case!r}"
@@ -225,7 +237,11 @@ class Differential:
                 for p in self.api.list_namespaced_pod(self.namespace).items
             }
             return [
-                replace(self._outcome(case, node, answer, stored.get(name, {}), resident), pinned=pinned)
+                replace(
+                    self._outcome(case, node, answer, stored.get(name, {}), resident),
+                    pinned=pinned,
+                    asks_card=not case.pin or bool(self._workload(name, case).containers),
+                )
                 for case, node, answer, name, resident, pinned in zip(
                     cases, nodes, answers, names, residents, verdicts, strict=True
                 )
@@ -284,8 +300,12 @@ class Differential:
             {name: node_object(name, case, self.config)},
             tuple(a for a in (_decoded(pod) for pod in residents) if a is not None),
         )
+        return pin_verdict(spec, view, self._workload(name, case))
+
+    def _workload(self, name: str, case: Case) -> Workload:
+        """The case's pod as the pin reads it."""
         users_pod = case_pod(name, self.namespace, case, self.scheduler, self.config)
-        return pin_verdict(spec, view, workload_from_pod(users_pod, "the case's pod", config=self.config))
+        return workload_from_pod(users_pod, "the case's pod", config=self.config)
 
     def _residents(self, node: str, case: Case) -> list[dict[str, Any]]:
         """The pods HAMi already placed on the node, with the status a kubelet would have given them."""
@@ -480,9 +500,9 @@ def assert_agree(outcomes: list[Outcome], least: int) -> None:
 
 def test_the_card_model_gives_hamis_verdict_reason_and_cards_for_every_case(cluster: Sandbox, namespace: str) -> None:
     run = Differential(cluster, namespace, cluster.hami_url, HAMI_SCHEDULER, HAMI_DEFAULTS)
-    cases = generate(CASES) + generate_focused(FOCUSED)
+    cases = generate(CASES) + generate_focused(FOCUSED) + generate_commaless(COMMALESS)
     outcomes = run.run(cases, f"hd-{namespace[2:]}")
-    assert_agree(outcomes, least=int((CASES + FOCUSED) * 0.9))
+    assert_agree(outcomes, least=int((CASES + FOCUSED + COMMALESS) * 0.9))
     # 4 of the cases are topology-aware pods the planner places on the cards HAMi's pair scores pick
     assert sum(1 for o in outcomes if o.target is not None) >= 4
 

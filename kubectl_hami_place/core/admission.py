@@ -121,7 +121,8 @@ def decide(review: Review, view: AdmissionView) -> Decision:
         pod = _without_our_annotations(pod)
         labels.pop(CLAIM_DIGEST_LABEL, None)
     candidates = sorted((p for p in placements if p.open and _selects(p, labels)), key=age_key)
-    barred = barred_cards(view.reservations, view.now, f"{namespace}/{review.name or meta.get('name') or ''}")
+    name = review.name or str(meta.get("name") or "")
+    barred = barred_cards(view.reservations, view.now, f"{namespace}/{name}")
     kept = _kept_off(pod, barred)
     unpinned = _diff(review.pod, kept)
     if not candidates:
@@ -143,7 +144,7 @@ def decide(review: Review, view: AdmissionView) -> Decision:
             continue
         mutated = _kept_off(_pinned(pod, pin, placement, view.token), [c for c in barred if c not in pin.uuids])
         evict_uid = view.pod_uids.get(placement.spec.evict_pod or "", "")
-        claim = claimed(placement, review.name or str(meta.get("name") or ""), view.token, view.now, evict_uid)
+        claim = claimed(placement, name, view.token, view.now, evict_uid)
         return Decision(
             uid=review.uid,
             result=PINNED,

@@ -154,9 +154,16 @@ class CardSlot:
         """True when any pod holds the card."""
         return self.slots > 0 or self.mem > 0 or bool(self.pods)
 
-    def usage(self) -> CardUsage:
-        """The card's usage in `usage.CardUsage` form, for `fit`."""
-        return CardUsage(uuid=self.card.uuid, used_slots=self.slots, used_mem=self.mem, used_cores=self.cores)
+    def usage(self, released: Iterable[str] = ()) -> CardUsage:
+        """The card's usage in `usage.CardUsage` form, for `fit`, with the shares of the `released` pods (by key)
+        taken off."""
+        gone = [self.pods[key] for key in released if key in self.pods]
+        return CardUsage(
+            uuid=self.card.uuid,
+            used_slots=self.slots - sum(share[0] for share in gone),
+            used_mem=self.mem - sum(share[1] for share in gone),
+            used_cores=self.cores - sum(share[2] for share in gone),
+        )
 
 
 @dataclass
@@ -277,7 +284,7 @@ class State:
         self._serial = 0
         self.steps = 0
         self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
-        self._shapes: dict[tuple[object, ...], int] = {}
+        self._shapes: dict[tuple[int, Resources], int] = {}
         self._shape: dict[int, int] = {}
 
     # Verdicts -------------------------------------------------------------------------------------------------
@@ -408,18 +415,9 @@ class State:
         """HAMi's fit of the whole pod on the node's cards as this state has them (`fit.fit_pod`, the node's pair
         scores included), with `cordoned` cards left out and the shares of the `released` pods (by key) taken off."""
         slots = self.by_node[node]
-        usage = {}
-        for slot in slots:
-            gone = [slot.pods[key] for key in released if key in slot.pods]
-            usage[slot.card.uuid] = CardUsage(
-                uuid=slot.card.uuid,
-                used_slots=slot.slots - sum(share[0] for share in gone),
-                used_mem=slot.mem - sum(share[1] for share in gone),
-                used_cores=slot.cores - sum(share[2] for share in gone),
-            )
         return fit_pod(
             [slot.card for slot in slots],
-            usage,
+            {slot.card.uuid: slot.usage(released) for slot in slots},
             pod.requests,
             pod.init_containers,
             annotations,
@@ -766,8 +764,7 @@ class State:
         checked-after variant's cost). A number, so a walk's key is hashed without the requests' dataclasses."""
         shape = self._shape.get(id(pod))
         if shape is None:
-            annotations = tuple(sorted(pod.fit_annotations.items()))
-            key = (pod.gpu_requests, pod.init_containers, annotations, pod.default_policy, pod.needs)
+            key = (self.fit_kind(pod)[0], pod.needs)
             shape = self._shape[id(pod)] = self._shapes.setdefault(key, len(self._shapes))
         return shape
 

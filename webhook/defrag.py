@@ -392,10 +392,10 @@ class DefragController:
             return None
         node, cards = target
         until = (done_at + policy.rescue.reserve_for).replace(microsecond=0)
-        metadata = about.get("metadata") or {}
-        namespace, name, uid = metadata.get("namespace"), metadata.get("name"), str(metadata.get("uid") or "")
-        if not is_namespace(namespace) or not is_object_name(name):
+        named = _named(about)
+        if named is None:
             return None
+        namespace, name, uid = named
         refused = ""
 
         def keep(annotations: dict[str, str]) -> dict[str, str]:
@@ -425,10 +425,10 @@ class DefragController:
     def _release(self, pod: Mapping[str, Any], *, scheduled: bool = False) -> None:
         """Gives a reserved pod its own card choice back and takes our annotation off (a scheduled pod keeps its
         `use-gpuuuid`, which names the cards it holds); a pod gone or replaced is left alone."""
-        metadata = pod.get("metadata") or {}
-        namespace, name, uid = metadata.get("namespace"), metadata.get("name"), str(metadata.get("uid") or "")
-        if not is_namespace(namespace) or not is_object_name(name):
+        named = _named(pod)
+        if named is None:
             return
+        namespace, name, uid = named
         key = f"{namespace}/{name}"
         change_pod_annotations(
             self.kube, namespace, name, uid, settled if scheduled else (lambda annotations: release(annotations, key))
@@ -717,6 +717,15 @@ class DefragController:
     def _event(self, about: Mapping[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
         """An Event on a pod or on the policy's ConfigMap, from this controller."""
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
+
+
+def _named(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """A pod's namespace, name and UID, None unless the first two are valid names (they go into an API path)."""
+    metadata = pod.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not is_namespace(namespace) or not is_object_name(name):
+        return None
+    return str(namespace), str(name), str(metadata.get("uid") or "")
 
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:

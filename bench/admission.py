@@ -134,7 +134,7 @@ CHURN = ("kwok", "kube-controller-manager")
 
 
 @contextlib.contextmanager
-def churn_paused(pids: list[int]) -> Iterator[None]:
+def stopped_during(pids: list[int]) -> Iterator[None]:
     """Those processes stopped meanwhile (a turn, 10 s by default: well within the 40 s a node lease lasts)."""
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
@@ -270,29 +270,40 @@ def side_by_side(
     slices: int,
     workdir: Path,
     paused: list[int] | None = None,
-    background: list[int] | None = None,
+    background: dict[int, str] | None = None,
+    idle_stopped: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Every server under the same load for `duration` s each, in `slices` turns, in `turn_order` (ours, HAMi,
     floor; HAMi, floor, ours; ...; with a baseline, each server after every other once in four turns) so that all
     meet the same background (the sandbox's bursts come and go); each side's summary over all its turns, with its
     process's CPU milliseconds per request over them (its own background work included: a figure the shared box's
     load does not inflate the way it does latency), the cores the `background` processes (the sandbox's, the other
-    servers) used meanwhile and, where it has them, its stalls over them."""
+    servers; pid to name) used meanwhile, in all and by name, and, where it has them, its stalls over them. The
+    `idle_stopped` servers are stopped during every turn but their own, so that each one's background work lands in
+    its own turns only, as it would on a box of its own."""
     results: list[list[Path]] = [[] for _ in targets]
     cpu = [0.0 for _ in targets]
     box = [0.0 for _ in targets]
+    by_name: list[dict[str, float]] = [{} for _ in targets]
     stalls: list[dict[str, float]] = [{} for _ in targets]
     for turn in range(slices):
         for index in turn_order(len(targets), turn):
             target = targets[index]
-            others = [pid for pid in background or [] if pid != target.pid]
-            before, box_before, started = cpu_seconds(target.pid), cpus_seconds(others), time.monotonic()
+            others = [pid for pid in background or {} if pid != target.pid]
+            stopped = [pid for pid in idle_stopped or [] if pid != target.pid]
             stalled = target.stalls() if target.stalls else {}
             results[index].append(workdir / f"results-{index}-{turn}.bin")
-            with churn_paused(paused or []):
+            with stopped_during([*(paused or []), *stopped]):
+                before, started = cpu_seconds(target.pid), time.monotonic()
+                each = {pid: cpus_seconds([pid]) for pid in others}
                 attack(target, rate, duration / slices, results[index][-1], workdir)
-            cpu[index] += cpu_seconds(target.pid) - before
-            box[index] += (cpus_seconds(others) - box_before) / (time.monotonic() - started) / slices
+                spent = time.monotonic() - started
+                cpu[index] += cpu_seconds(target.pid) - before
+                for pid, at in each.items():
+                    cores = (cpus_seconds([pid]) - at) / spent / slices
+                    box[index] += cores
+                    name = (background or {})[pid]
+                    by_name[index][name] = by_name[index].get(name, 0.0) + cores
             if target.stalls:
                 after = target.stalls()
                 if "unread" in after or "unread" in stalled:
@@ -306,6 +317,7 @@ def side_by_side(
         side["cpu_ms"] = cpu[index] * 1000 / max(side["requests"], 1)
         if background:
             side["box_cores"] = box[index]
+            side["box_by_process"] = by_name[index]
         if target.stalls:
             side["stalls"] = stalls[index]
         figures.append(side)
@@ -350,6 +362,12 @@ def stall_line(stalls: dict[str, float]) -> str:
         f"({(stalls.get('gc0 s', 0) + stalls.get('gc1 s', 0)) * 1000:.0f} ms); watch events: "
         + ", ".join(f"{stalls.get(kind + ' events', 0):.0f} {kind}" for kind in ("nodes", "pods", "placements"))
     )
+
+
+def background_line(side: dict[str, Any]) -> str:
+    """The three processes that used the most CPU during a server's turns, beside it."""
+    busiest = sorted(side["box_by_process"].items(), key=lambda item: item[1], reverse=True)[:3]
+    return "beside it: " + ", ".join(f"{name} {cores:.2f}" for name, cores in busiest) + " cores"
 
 
 def api_write_latency(sandbox: Sandbox, count: int = 300) -> dict[str, float]:
@@ -397,6 +415,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="stop kwok and the controller-manager during each turn (the non-claiming paths; both servers alike): "
         "the servers with their caches full on a box the 5,000-node control plane is not keeping busy",
+    )
+    parser.add_argument(
+        "--stop-idle-servers",
+        action="store_true",
+        help="with --baseline-webhook: stop ours and the baseline during each other's (and HAMi's and the floor's) "
+        "turns, so that one's background work (its watches, its reconciler's passes, its controller) slows its own "
+        "admissions only, as on a box of its own, not the other's",
     )
     parser.add_argument(
         "--quiet-level",
@@ -463,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             if baseline is not None:
                 everyone[baseline.process.pid] = "baseline"
+            idle_servers = [ours_pid, baseline.process.pid] if baseline is not None and args.stop_idle_servers else []
             waited, quiet = quiet_box(everyone, level=args.quiet_level)
             print(f"  the runs start {waited:.0f} s later, the sandbox at {quiet:.2f} cores", flush=True)
             for rate in rates:
@@ -490,15 +516,20 @@ def main(argv: list[str] | None = None) -> int:
                         slices=args.slices,
                         workdir=workdir,
                         paused=churn if args.pause_churn else None,
-                        background=list(everyone),
+                        background=everyone,
+                        idle_stopped=idle_servers,
                     )
                     rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs, "floor": least})
                     if base:
                         rows[-1]["baseline"] = base[0]
                     print(_row(rows[-1]), flush=True)
-                    print(f"{'':>20} ours: {stall_line(ours['stalls'])}", flush=True)
+                    print(f"{'':>20} ours: {stall_line(ours['stalls'])}; {background_line(ours)}", flush=True)
                     if base:
-                        print(f"{'':>20} baseline: {_side(base[0])}; {stall_line(base[0]['stalls'])}", flush=True)
+                        print(
+                            f"{'':>20} baseline: {_side(base[0])}; {stall_line(base[0]['stalls'])}; "
+                            f"{background_line(base[0])}",
+                            flush=True,
+                        )
             status, answer = webhook.post_mutate(review("claim"))
             check = answer.get("response") or {}
             print(f"  one claim by hand: HTTP {status}, patch {'patchType' in check}, {check.get('warnings')}")
@@ -518,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                 claim_seconds,
                 slices=1,
                 workdir=workdir,
-                background=list(everyone),
+                background=everyone,
             )
             claimed = sum(
                 1

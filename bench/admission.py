@@ -550,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
                 slices=1,
                 workdir=workdir,
                 background=everyone,
+                idle_stopped=idle_servers,
             )
             claimed = sum(
                 1

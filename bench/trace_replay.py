@@ -44,6 +44,7 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.node_resources import NOTHING, Resources
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
+    SEARCH_STEPS,
     FitGoal,
     FreeCardsGoal,
     Limits,
@@ -124,6 +125,13 @@ class Task:
         """How long it runs once placed: from its start (scheduled, else created) to its deletion."""
         start = self.creation if self.scheduled is None else self.scheduled
         return max(self.deletion - start, 0)
+
+    @property
+    def ask(self) -> str:
+        """Its kind of GPU ask, for the unplaced breakdown: `share` of one card, or its count of whole cards."""
+        if not self.num_gpu:
+            return "none"
+        return "share" if self.gpu_milli < 1000 else str(self.num_gpu)
 
     @functools.cached_property
     def shape(self) -> tuple[int, int, int, int, tuple[str, ...]]:
@@ -265,6 +273,7 @@ class InflationLedger:
     evictions: int = 0
     rows: list[dict[str, float]] = field(default_factory=list)
     unplaced_by: dict[str, float] = field(default_factory=lambda: dict.fromkeys(UNPLACED_CAUSES, 0.0))
+    unplaced_asking: dict[str, float] = field(default_factory=dict)
 
     def record(self, task: Task, placed: bool, evictions: int = 0, cause: str = "fragmented") -> None:
         """Count one task drawn (`cause`: why it stayed unplaced, see `Cluster.unplaced_cause`); add a row each time
@@ -278,6 +287,7 @@ class InflationLedger:
             self.unplaced += task.gpus
             self.tasks_unplaced += 1
             self.unplaced_by[cause] += task.gpus
+            self.unplaced_asking[task.ask] = self.unplaced_asking.get(task.ask, 0.0) + task.gpus
         while self.asked >= (len(self.rows) + 1) * self.step * self.capacity - 1e-9:
             self.rows.append(self.row((len(self.rows) + 1) * self.step))
 
@@ -294,6 +304,10 @@ class InflationLedger:
             **{
                 f"unplaced_{cause}": gpus / self.asked if self.asked else 0.0
                 for cause, gpus in self.unplaced_by.items()
+            },
+            **{
+                f"unplaced_asking_{ask}": gpus / self.asked if self.asked else 0.0
+                for ask, gpus in sorted(self.unplaced_asking.items())
             },
         }
 
@@ -690,6 +704,7 @@ class ControllerPolicy:
     replan_after: float = 600.0
     plan_budget: float = math.inf
     max_moves_per_plan: int = 8
+    search_steps: int = SEARCH_STEPS
 
 
 @dataclass
@@ -845,7 +860,9 @@ class Controller:
         self.stats.rescue_runs += 1
         snapshot, pod = self._snapshot(now, task.name), cluster.pending_pod(task)
         result = self._plan(
-            snapshot, FitGoal(pod), Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node)
+            snapshot,
+            FitGoal(pod),
+            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node, max_steps=self.policy.search_steps),
         )
         if not result.complete or result.target is None:
             if result.reasons and result.reasons[0].startswith("the search stopped"):
@@ -942,7 +959,9 @@ class Controller:
             return 0
         self.stats.keep_runs += 1
         result = self._plan(
-            self._snapshot(now), goal, Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node)
+            self._snapshot(now),
+            goal,
+            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node, max_steps=self.policy.search_steps),
         )
         if not result.moves:
             return 0
@@ -1503,6 +1522,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max-moves-per-plan", type=int, default=8, help="controller: the bound decide_run checks (maxMovesPerPlan)"
     )
+    parser.add_argument(
+        "--search-steps",
+        type=int,
+        default=SEARCH_STEPS,
+        help=f"controller: the planner's search bound a run (Limits.max_steps, default {SEARCH_STEPS:,})",
+    )
     parser.add_argument("--skip-timeline", action="store_true")
     parser.add_argument(
         "--corpus", type=Path, help="pickle planner runs' inputs here, for bench/planner_corpus.py (see --corpus-*)"
@@ -1535,6 +1560,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         keep_free_cards=args.keep_free_cards,
         keep_whole_node=args.keep_whole_node,
         plan_budget=args.plan_budget,
+        search_steps=args.search_steps,
     )
     lists = {
         name: read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv")[: args.tasks]

@@ -149,6 +149,22 @@ def test_ledger_rows_at_each_step_of_asked_load() -> None:
     assert last["evictions_per_placed"] == pytest.approx(1 / 3)
 
 
+def test_ledger_splits_the_unplaced_gpus_by_what_the_task_asked() -> None:
+    ledger = InflationLedger(capacity=100.0)
+    ledger.record(task("share", 1, 300), placed=False)
+    ledger.record(task("another-share", 1, 200), placed=False)
+    ledger.record(task("whole", 1, 1000), placed=False)
+    ledger.record(task("eight", 8, 1000), placed=False)
+    ledger.record(task("another-eight", 8, 1000), placed=True)
+    ledger.record(task("placed-share", 1, 500), placed=True)
+    row = ledger.row(0.1)
+    asked = 0.3 + 0.2 + 1 + 8 + 8 + 0.5
+    assert row["unplaced_asking_share"] == pytest.approx(0.5 / asked)
+    assert row["unplaced_asking_1"] == pytest.approx(1 / asked)
+    assert row["unplaced_asking_8"] == pytest.approx(8 / asked)
+    assert "unplaced_asking_2" not in row
+
+
 def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
     for policy, expected in (("binpack", {0}), ("spread", {0, 1})):
         cluster = Cluster(nodes(2, 2), policy, seed=3)
@@ -190,6 +206,18 @@ def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
     assert controller.rescue(whole, None) == 1
     assert "whole" in cluster.running
     assert controller.stats.moves == 1 and controller.stats.rescued == 1
+
+
+def test_the_policy_s_search_bound_reaches_the_planner() -> None:
+    """The same rescue with a search bound of one step stops at it instead of moving the share."""
+    cluster = Cluster(nodes(2), "spread")
+    for name in ("a", "b"):
+        choice = cluster.choose(task(name, 1, 300))
+        assert choice is not None
+        cluster.put(task(name, 1, 300), *choice)
+    controller = Controller(cluster, ControllerPolicy(search_steps=1))
+    assert controller.rescue(task("whole"), None) is None
+    assert controller.stats.search_stopped == 1 and controller.stats.moves == 0
 
 
 def test_snapshot_hands_the_planner_each_node_s_cpu_and_memory_left() -> None:

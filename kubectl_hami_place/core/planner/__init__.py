@@ -3,6 +3,7 @@
 from kubectl_hami_place.core.planner.goals import plan
 from kubectl_hami_place.core.planner.model import (
     DO_NOT_MOVE,
+    SEARCH_STEPS,
     CardState,
     CompactGoal,
     FitGoal,
@@ -20,6 +21,7 @@ from kubectl_hami_place.core.planner.why import CardWhy, NodeWhy, why
 
 __all__ = [
     "DO_NOT_MOVE",
+    "SEARCH_STEPS",
     "CardState",
     "CardWhy",
     "CompactGoal",

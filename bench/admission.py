@@ -285,6 +285,7 @@ def side_by_side(
     cpu = [0.0 for _ in targets]
     box = [0.0 for _ in targets]
     by_name: list[dict[str, float]] = [{} for _ in targets]
+    turns: list[list[dict[str, Any]]] = [[] for _ in targets]
     stalls: list[dict[str, float]] = [{} for _ in targets]
     for turn in range(slices):
         for index in turn_order(len(targets), turn):
@@ -304,6 +305,8 @@ def side_by_side(
                     box[index] += cores
                     name = (background or {})[pid]
                     by_name[index][name] = by_name[index].get(name, 0.0) + cores
+            own = summary(report(results[index][-1:]))
+            turns[index].append({"turn": turn, "p99": own["p99"], "max": own["max"]})
             if target.stalls:
                 after = target.stalls()
                 if "unread" in after or "unread" in stalled:
@@ -311,10 +314,12 @@ def side_by_side(
                     continue
                 for name, value in after.items():
                     stalls[index][name] = stalls[index].get(name, 0.0) + value - stalled.get(name, 0.0)
+                turns[index][-1]["full passes"] = after.get("full passes n", 0.0) - stalled.get("full passes n", 0.0)
     figures = []
     for index, target in enumerate(targets):
         side = summary(report(results[index]))
         side["cpu_ms"] = cpu[index] * 1000 / max(side["requests"], 1)
+        side["turns"] = turns[index]
         if background:
             side["box_cores"] = box[index]
             side["box_by_process"] = by_name[index]
@@ -344,6 +349,9 @@ def stall_reading(metrics_url: str) -> dict[str, float]:
             elif sample.name.startswith("hami_place_collector_pause_seconds_") and sample.name[-4:] in ("_sum", "ount"):
                 kind = "s" if sample.name.endswith("_sum") else "n"
                 reading[f"gc{sample.labels['generation']} {kind}"] = sample.value
+            elif sample.name.startswith("hami_place_reconcile_pass_seconds_") and sample.name[-4:] in ("_sum", "ount"):
+                kind = "s" if sample.name.endswith("_sum") else "n"
+                reading[f"{sample.labels['kind']} passes {kind}"] = sample.value
     return reading
 
 
@@ -359,15 +367,19 @@ def stall_line(stalls: dict[str, float]) -> str:
         f"loop late >10 ms {late:.0f}/{probes:.0f}, >50 ms {very_late:.0f}; "
         f"full collections {stalls.get('gc2 n', 0):.0f} ({stalls.get('gc2 s', 0) * 1000:.0f} ms), "
         f"young {stalls.get('gc0 n', 0) + stalls.get('gc1 n', 0):.0f} "
-        f"({(stalls.get('gc0 s', 0) + stalls.get('gc1 s', 0)) * 1000:.0f} ms); watch events: "
+        f"({(stalls.get('gc0 s', 0) + stalls.get('gc1 s', 0)) * 1000:.0f} ms); "
+        f"full reconcile passes {stalls.get('full passes n', 0):.0f} ({stalls.get('full passes s', 0) * 1000:.0f} ms); "
+        "watch events: "
         + ", ".join(f"{stalls.get(kind + ' events', 0):.0f} {kind}" for kind in ("nodes", "pods", "placements"))
     )
 
 
 def background_line(side: dict[str, Any]) -> str:
-    """The three processes that used the most CPU during a server's turns, beside it."""
+    """The three processes that used the most CPU during a server's turns, beside it, and each turn's p99 (a turn
+    with a full reconcile pass in it marked *)."""
     busiest = sorted(side["box_by_process"].items(), key=lambda item: item[1], reverse=True)[:3]
-    return "beside it: " + ", ".join(f"{name} {cores:.2f}" for name, cores in busiest) + " cores"
+    each = ", ".join(f"{t['p99']:.1f}{'*' * int(t.get('full passes', 0))}" for t in side["turns"])
+    return "beside it: " + ", ".join(f"{name} {cores:.2f}" for name, cores in busiest) + f" cores; turns' p99 {each} ms"
 
 
 def api_write_latency(sandbox: Sandbox, count: int = 300) -> dict[str, float]:

@@ -101,6 +101,14 @@ class Metrics:
             buckets=PAUSE_BUCKETS,
             registry=self.registry,
         )
+        self.reconcile_passes = Histogram(
+            "hami_place_reconcile_pass_seconds",
+            "How long each reconcile pass held its thread: a full one asks every placement every 300 s (a resync), "
+            "a queued one only the keys the work queue had ready.",
+            ["kind"],
+            buckets=PAUSE_BUCKETS,
+            registry=self.registry,
+        )
         self.loop_lag = Histogram(
             "hami_place_event_loop_lag_seconds",
             "How late the /mutate event loop ran a timer: time every admission on it waited for the process.",

@@ -191,8 +191,16 @@ class Reconciler:
     def reconcile_once(self) -> None:
         """One pass: every placement queued at first and every FULL_PASS_SECONDS (a resync), then every key the
         queue has ready asked in one batch; the keys of a pass that fails are queued again, backed off."""
+        started = time.perf_counter()
         now = self.monotonic()
         full = self._last_full is None or now - self._last_full >= FULL_PASS_SECONDS
+        try:
+            self._reconcile(now, full)
+        finally:
+            self.metrics.reconcile_passes.labels("full" if full else "queued").observe(time.perf_counter() - started)
+
+    def _reconcile(self, now: float, full: bool) -> None:
+        """`reconcile_once` at `now`, a full pass (every placement asked) or not."""
         everything = None
         if full:
             self._last_full = now

@@ -805,3 +805,16 @@ def test_each_claim_is_one_line_naming_the_placement_the_pod_and_the_requesting_
     assert (entry["generateName"], entry["review"], entry["dryRun"]) == ("trainer-", "u1", False)
     assert entry["user"] == HOSTILE_USER, "the requesting user, escaped by JSON"
     assert len(JsonFormatter().format(claim).splitlines()) == 1
+
+
+def test_each_pass_is_timed_by_kind_the_first_full_the_next_queued() -> None:
+    loop = reconciler(MemoryWrites(evicting()))
+    loop.reconcile_once()
+    loop.reconcile_once()
+    counts = {
+        sample.labels["kind"]: sample.value
+        for family in loop.metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "hami_place_reconcile_pass_seconds_count"
+    }
+    assert counts == {"full": 1.0, "queued": 1.0}

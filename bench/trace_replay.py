@@ -1898,8 +1898,7 @@ def causes(report: dict[str, Any]) -> list[str]:
 def before_after(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
     """The figures of an earlier report (`before`) beside this one's, for each replay with the controller."""
     lines = [
-        "**Before and after** (before: the report this section showed until the planner remembered its walks and "
-        "stopped at a step bound, made by "
+        "**Before and after** (before: the report this section showed until it was made again, by "
         + "; ".join(f"`{command}`" for command in before["commands"] if "--combine" not in command)
         + "; after: above, by the commands below):",
         "",
@@ -2099,9 +2098,11 @@ def notes(report: dict[str, Any]) -> list[str]:
         "- Every task may move (a ReplicaSet's pod, no PodDisruptionBudget, one priority): the trace does not say "
         "which tasks are Jobs or services. A move costs nothing but the eviction: no restart time, no lost work, "
         "the moved task keeps its departure time. In inflation the rescued task is placed on the plan's target at "
-        "once (no clock: room lost is 0 by construction). In the timeline the room is not kept for it, as the "
-        "server keeps none (`--rescue-settle`, the room lost column): arrivals and departures' retries go on for "
-        "that many seconds after the moves, then the freed nodes retry their Pending tasks oldest first.",
+        "once (no clock: room lost is 0 by construction). In the timeline the scheduler retries it `--rescue-settle` "
+        "seconds after the moves (arrivals and departures' retries go on meanwhile, then the freed nodes retry "
+        "their Pending tasks oldest first), and the room is kept for it `--reserve-for` seconds as the server's "
+        "`rescue.reserveFor` keeps it: tasks arriving meanwhile are kept off the kept cards, tasks Pending from "
+        "before are not (the room lost column counts the rescues whose task did not get the room).",
         "- The planner counts node CPU and memory as kube-scheduler's NodeResourcesFit does: the controller hands it "
         "each node's remainder (`PlanNode.room`) and each task's ask (`PlanPod.needs`), and it keeps the remainders "
         "through its moves, so a move may take the CPU an earlier move freed and a rescue may land on a node whose "
@@ -2116,8 +2117,8 @@ def notes(report: dict[str, Any]) -> list[str]:
         "counted, not timed) with the plan found so far. Runs are still bounded as a controller's pass bounds "
         "them: inflation at most `--rescues-per-step` planner runs per 1% of capacity asked, a task shape whose "
         "plan failed not planned again until a move changed the cluster; timeline at most `--rescues-per-tick` "
-        "runs each `--tick` seconds (the commands below), a task re-planned 600 s after a failed plan. "
-        f"`--plan-budget` (a planner CPU budget per replay) was not set ({budget} rescues skipped for it).",
+        "runs each `--tick` seconds (the commands below), a task re-planned 600 s after a failed plan; "
+        f"`--plan-budget` (a planner CPU budget per replay, a bench bound) skipped {budget} rescues.",
         "- Planning time is the CPU seconds (`time.process_time`) of one `plan` call: the snapshot's State is built "
         "in it, the controller's Kubernetes reads are not. `decide_run` plans a failed rescue once more within the "
         "policy's `maxMovesPerPlan` to say whether the budget blocked it (the replay does so too, untimed, for the "

@@ -705,6 +705,8 @@ class ControllerPolicy:
     plan_budget: float = math.inf
     max_moves_per_plan: int = 8
     search_steps: int = SEARCH_STEPS
+    evictions_per_placed: float = math.inf
+    """Inflation only: evictions at most this share of the tasks placed so far (no clock, so no hourly budget)."""
 
 
 @dataclass
@@ -829,7 +831,7 @@ class Controller:
         self.stats.snapshot_seconds.append(time.process_time() - start)
         return snapshot
 
-    def rescue(self, task: Task, now: float | None, *, place: bool = True) -> int | None:
+    def rescue(self, task: Task, now: float | None, *, place: bool = True, max_moves: int | None = None) -> int | None:
         """Rescue a Pending task: plan room for it within budget, carry it out, place it on the target; its moves.
 
         None when no plan was carried out. Without a clock (inflation) a task shape whose plan failed is not planned
@@ -851,7 +853,7 @@ class Controller:
             self.stats.skipped_cpu_memory += 1
             self._fail(task, now)
             return None
-        left = self.budget_left(now)
+        left = self.budget_left(now) if max_moves is None else min(self.budget_left(now), max_moves)
         if left <= 0:
             self.stats.skipped_budget += 1
             return None
@@ -1016,8 +1018,9 @@ def replay_inflation(
     """Workload inflation: tasks drawn in order with no departures until the GPUs asked reach `limit` x capacity.
 
     The controller rescues a task HAMi leaves Pending at once, at most `rescues_per_step` planner runs per 1% of
-    capacity asked (a failed rescue costs the planner seconds at this size), and runs keep-room each `keep_every` of
-    capacity asked. A task without cards is skipped when node resources are left out.
+    capacity asked (a failed rescue costs the planner seconds at this size), each with no more moves than keep the
+    evictions within the policy's `evictions_per_placed` of the tasks placed, and runs keep-room each `keep_every`
+    of capacity asked. A task without cards is skipped when node resources are left out.
     """
     cluster = Cluster(nodes, setup.policy, resources=setup.resources)
     controller = Controller(cluster, policy, corpus) if setup.controller else None
@@ -1036,7 +1039,8 @@ def replay_inflation(
             step = int(100 * ledger.asked / cluster.capacity)
             if runs_in.get(step, 0) < rescues_per_step:
                 runs = controller.stats.rescue_runs
-                moves = controller.rescue(task, None) or 0
+                allowed = policy.evictions_per_placed * (ledger.tasks_placed + 1) - ledger.evictions
+                moves = controller.rescue(task, None, max_moves=None if math.isinf(allowed) else int(allowed)) or 0
                 runs_in[step] = runs_in.get(step, 0) + controller.stats.rescue_runs - runs
         placed = task.name in cluster.running
         cause = "" if placed else cluster.unplaced_cause(task)
@@ -1528,6 +1532,13 @@ def main(argv: list[str] | None = None) -> None:
         default=SEARCH_STEPS,
         help=f"controller: the planner's search bound a run (Limits.max_steps, default {SEARCH_STEPS:,})",
     )
+    parser.add_argument(
+        "--evictions-per-placed",
+        type=float,
+        default=math.inf,
+        help="inflation: the controller evicts at most this share of the tasks placed so far, its budget where no "
+        "clock bounds moves an hour (default: no bound)",
+    )
     parser.add_argument("--skip-timeline", action="store_true")
     parser.add_argument(
         "--corpus", type=Path, help="pickle planner runs' inputs here, for bench/planner_corpus.py (see --corpus-*)"
@@ -1561,6 +1572,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         keep_whole_node=args.keep_whole_node,
         plan_budget=args.plan_budget,
         search_steps=args.search_steps,
+        evictions_per_placed=args.evictions_per_placed,
     )
     lists = {
         name: read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv")[: args.tasks]

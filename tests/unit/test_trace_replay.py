@@ -4,6 +4,7 @@ HAMi's choices and the controller's moves on a tiny cluster."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -363,6 +364,19 @@ def test_keep_room_gathers_whole_free_cards_on_one_node() -> None:
     assert cluster.empty == [2, 0] and controller.stats.keep_moves == 1
     assert (cluster.running["a"].node, cluster.running["a"].cards) == (1, (0,))
     assert controller.keep_room(None) == 0 and controller.stats.keep_runs == 1
+
+
+def test_inflation_evicts_no_more_than_the_policy_s_share_of_the_tasks_placed() -> None:
+    """Two shares spread over two cards, then a whole-card task: its rescue takes one move, which a budget of 0.1
+    evictions per placed task (0.3 after three placed) does not allow and one of 0.5 (1.5) does."""
+    tasks = [task("a", 1, 300), task("b", 1, 300), task("whole")]
+    setup = Setup("test", "spread", controller=True)
+    moves = {}
+    for share in (math.inf, 0.5, 0.1):
+        result = replay_inflation(nodes(2), tasks, setup, ControllerPolicy(evictions_per_placed=share), limit=0.8)
+        moves[share] = result["controller"]["moves"]
+        assert result["final"]["evictions"] <= share * result["final"]["tasks_placed"]
+    assert moves == {math.inf: 1, 0.5: 1, 0.1: 0}
 
 
 def test_replays_end_with_consistent_counts() -> None:

@@ -2164,8 +2164,10 @@ def reading(report: dict[str, Any]) -> list[str]:
     """How to read the figures, with the numbers taken from the report."""
     by_label = {r["label"]: r for r in report["inflation"].get("default", [])}
     lines = ["How to read them:", ""]
-    if {"binpack", "binpack (no CPU/mem)", "spread", "spread + controller"} <= by_label.keys():
+    wanted = {"binpack", "binpack + controller", "binpack (no CPU/mem)", "spread", "spread + controller"}
+    if wanted <= by_label.keys():
         cpu, free = by_label["binpack"]["final"], by_label["binpack (no CPU/mem)"]["final"]
+        packed = by_label["binpack + controller"]["controller"]
         alone = by_label["spread"]["rows"]
         helped = by_label["spread + controller"]["rows"]
         middle = range(4, min(8, len(alone), len(helped)))
@@ -2174,9 +2176,10 @@ def reading(report: dict[str, Any]) -> list[str]:
             f"capacity at 100% asked and no more (without them: {pct(1 - free['unallocated'])}): nodes run out of "
             "CPU or memory before their cards. The nodes whose CPU and memory still hold a waiting task mostly do "
             "have its GPUs free in all (the causes table counts it as fragmented), but as slivers of cards; making "
-            "room means moving a task off such a card, and the planner only moves a task to a node whose CPU and "
-            'memory hold it: nearly every failed binpack run says the task to move "fits no other card" on '
-            "such a node. Moving tasks to free CPU and memory is beyond a planner that moves cards.",
+            "room means moving a task off such a card to another node with its CPU, its memory and a card free, "
+            f"which a binpacked cluster rarely has: binpack + controller rescued {packed['rescued']} tasks in "
+            f"{packed['rescue_runs']} runs ({packed['search_stopped']} stopped at the search bound, "
+            f"{packed['no_plan_share'] + packed['no_plan_multi']} found no plan).",
             "- Spread puts each task on the emptiest node, so soon no node keeps 8 free cards: up to 80% asked, every "
             "task HAMi spread leaves unplaced asks 8 cards (38 of them on the default list). HAMi spread "
             f"alone leaves {pct(statistics.mean(alone[k]['unplaced'] for k in middle))} of the asked GPUs unplaced "

@@ -53,6 +53,8 @@ from sandbox.cluster import Sandbox, free_port
 
 EXCLUDED_NAMESPACE = "bench-excluded"
 PATHS = ("no-placement", "non-gpu", "excluded")
+# How long a turn waits at most for the box to settle after the one before (--settle-between-turns).
+SETTLE_LIMIT = 10.0
 # How long a read of the webhook's /metrics may take around a turn.
 METRICS_TIMEOUT = 30.0
 REVIEWS = (*PATHS, "claim")
@@ -250,6 +252,18 @@ def quiet_box(
             return time.monotonic() - started, used
 
 
+def settle_box(processes: list[int], *, level: float, limit: float, window: float = 1.0) -> float:
+    """Seconds until those processes use fewer than `level` cores over `window` (at most `limit`): what one server's
+    turn leaves behind (HAMi's scheduler collects for seconds after its own) is then not in the next one's."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        before, at = cpus_seconds(processes), time.monotonic()
+        time.sleep(window)
+        if (cpus_seconds(processes) - before) / (time.monotonic() - at) < level:
+            break
+    return time.monotonic() - started
+
+
 def turn_order(count: int, turn: int) -> list[int]:
     """The servers' order in a turn: for an even count a balanced Latin square (Williams), so that over `count` turns
     each server follows every other exactly once and none always meets the burst another leaves behind (HAMi's
@@ -272,6 +286,7 @@ def side_by_side(
     paused: list[int] | None = None,
     background: dict[int, str] | None = None,
     idle_stopped: list[int] | None = None,
+    settle_level: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Every server under the same load for `duration` s each, in `slices` turns, in `turn_order` (ours, HAMi,
     floor; HAMi, floor, ours; ...; with a baseline, each server after every other once in four turns) so that all
@@ -280,18 +295,22 @@ def side_by_side(
     load does not inflate the way it does latency), the cores the `background` processes (the sandbox's, the other
     servers; pid to name) used meanwhile, in all and by name, and, where it has them, its stalls over them. The
     `idle_stopped` servers are stopped during every turn but their own, so that each one's background work lands in
-    its own turns only, as it would on a box of its own."""
+    its own turns only, as it would on a box of its own. With `settle_level`, each turn starts once every process
+    uses fewer cores than that (at most SETTLE_LIMIT s later), whoever went before."""
     results: list[list[Path]] = [[] for _ in targets]
     cpu = [0.0 for _ in targets]
     box = [0.0 for _ in targets]
     by_name: list[dict[str, float]] = [{} for _ in targets]
     turns: list[list[dict[str, Any]]] = [[] for _ in targets]
+    settled = [0.0 for _ in targets]
     stalls: list[dict[str, float]] = [{} for _ in targets]
     for turn in range(slices):
         for index in turn_order(len(targets), turn):
             target = targets[index]
             others = [pid for pid in background or {} if pid != target.pid]
             stopped = [pid for pid in idle_stopped or [] if pid != target.pid]
+            if settle_level:
+                settled[index] += settle_box(list(background or {}), level=settle_level, limit=SETTLE_LIMIT)
             stalled = target.stalls() if target.stalls else {}
             results[index].append(workdir / f"results-{index}-{turn}.bin")
             with stopped_during([*(paused or []), *stopped]):
@@ -320,6 +339,7 @@ def side_by_side(
         side = summary(report(results[index]))
         side["cpu_ms"] = cpu[index] * 1000 / max(side["requests"], 1)
         side["turns"] = turns[index]
+        side["settle_s"] = settled[index]
         if background:
             side["box_cores"] = box[index]
             side["box_by_process"] = by_name[index]
@@ -436,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
         "admissions only, as on a box of its own, not the other's",
     )
     parser.add_argument(
+        "--settle-between-turns",
+        action="store_true",
+        help="start each turn once the sandbox and the servers use fewer cores than --quiet-level over a second (at "
+        f"most {SETTLE_LIMIT:g} s), so that no server's turn meets what the one before left running",
+    )
+    parser.add_argument(
         "--quiet-level",
         type=float,
         default=0.6,
@@ -530,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
                         paused=churn if args.pause_churn else None,
                         background=everyone,
                         idle_stopped=idle_servers,
+                        settle_level=args.quiet_level if args.settle_between_turns else 0.0,
                     )
                     rows.append({"rate": rate, "path": path, "ours": ours, "hami": theirs, "floor": least})
                     if base:

@@ -1570,13 +1570,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     for result in inflation:
         loads = [row["load"] * 100 for row in result["rows"]]
-        style = "-" if result["setup"]["controller"] else "--"
-        axes[0].plot(
-            loads, [100 * row["unallocated"] for row in result["rows"]], style, marker="o", ms=3, label=result["label"]
-        )
-        axes[1].plot(
-            loads, [100 * row["unplaced"] for row in result["rows"]], style, marker="o", ms=3, label=result["label"]
-        )
+        reference = result["setup"]["policy"] == FGD
+        style: dict[str, Any] = {
+            "linestyle": ":" if reference else "-" if result["setup"]["controller"] else "--",
+            "marker": "s" if reference else "o",
+            "ms": 3,
+            "label": result["label"],
+            **({"color": "black"} if reference else {}),
+        }
+        axes[0].plot(loads, [100 * row["unallocated"] for row in result["rows"]], **style)
+        axes[1].plot(loads, [100 * row["unplaced"] for row in result["rows"]], **style)
     axes[0].set(
         xlabel="GPUs asked, % of capacity",
         ylabel="GPU capacity unallocated, %",
@@ -1592,14 +1595,24 @@ def plot(results: dict[str, Any], path: Path) -> None:
         axes[2].bar(
             range(len(timeline)),
             [r["pending_gpu_hours"] for r in timeline],
-            color=["tab:blue" if r["setup"]["controller"] else "tab:gray" for r in timeline],
+            color=[
+                "black" if r["setup"]["policy"] == FGD else "tab:blue" if r["setup"]["controller"] else "tab:gray"
+                for r in timeline
+            ],
         )
         axes[2].set_xticks(range(len(timeline)), labels, fontsize=7)
         axes[2].set(ylabel="GPU-hours Pending", title="timeline (default list)")
         axes[2].grid(alpha=0.3, axis="y")
+    else:
+        axes[2].set_axis_off()
+        axes[2].text(0.5, 0.5, "timeline not replayed in this run", ha="center", va="center", fontsize=9)
+    reference = any(
+        r["setup"]["policy"] == FGD for kind in ("inflation", "timeline") for rs in results[kind].values() for r in rs
+    )
     figure.suptitle(
         "Alibaba GPU trace v2023 (Weng et al., ATC '23) replayed in hami-place's core: HAMi alone vs "
-        "HAMi + defragmentation controller",
+        "HAMi + defragmentation controller"
+        + ("; the paper's FGD (not HAMi) as a reference, dotted" if reference else ""),
         fontsize=10,
     )
     figure.tight_layout()
@@ -1997,6 +2010,140 @@ def markdown(
     return lines
 
 
+def fgd_section(report: dict[str, Any]) -> list[str]:
+    """The `docs/performance.md` subsection "FGD beside HAMi's policies" (bench/plot.py writes it from
+    docs/performance-trace-fgd.json): each list at 100% asked under HAMi's policies and FGD, the default list step by
+    step, what FGD cost, and how it is built here."""
+    commands = [c for c in report["commands"] if "--combine" not in c]
+    lines = [
+        "### FGD beside HAMi's policies",
+        "",
+        "![trace replay with FGD](performance-trace-fgd.png)",
+        "",
+        "The paper whose trace this is proposes its own placement policy, fragmentation gradient descent (FGD); "
+        "`bench/fgd.py` implements it from the paper's description and the replay runs it beside HAMi's binpack and "
+        f"spread as a reference (`--policies binpack,spread,{FGD}`): **{FGD_LABEL} is not HAMi** (HAMi has no such "
+        "policy) and runs alone, without the controller. Same cluster, lists and node CPU and memory as above, on "
+        f"{report['nodes']:,} nodes and {report['gpus']:,} cards; the controller's targets still compare with HAMi's "
+        "best policy alone, never with FGD. At 100% asked load (each cell a share of the GPU capacity or of the GPUs "
+        "asked; CPU s: the replay's CPU seconds, planner included):",
+        "",
+        "| list | setup | capacity unallocated | asked GPUs unplaced | GPUs short / CPU-memory / fragmented | "
+        "evictions per placed task | CPU s |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for name, results in report["inflation"].items():
+        for r in results:
+            final = r["final"]
+            lines.append(
+                f"| `{name}` | {r['label']} | {pct(final['unallocated'])} | {pct(final['unplaced'])} | "
+                f"{pct(final['unplaced_capacity'])} / {pct(final['unplaced_cpu_memory'])} / "
+                f"{pct(final['unplaced_fragmented'])} | {final['evictions_per_placed']:.3f} | {r['cpu_seconds']:.1f} |"
+            )
+    default = report["inflation"].get("default", [])
+    if default:
+        lines += [
+            "",
+            "The `default` list as the asked load grows (asked GPUs unplaced):",
+            "",
+            "| asked | " + " | ".join(r["label"] for r in default) + " |",
+            "| --- |" + " ---: |" * len(default),
+        ]
+        for k in range(len(default[0]["rows"])):
+            cells = [r["rows"][k] if k < len(r["rows"]) else r["final"] for r in default]
+            lines.append(
+                f"| {default[0]['rows'][k]['load']:.0%} | " + " | ".join(pct(c["unplaced"]) for c in cells) + " |"
+            )
+    lines += ["", *fgd_reading(report), *fgd_notes(report)]
+    lines += [
+        "Reproduce (the box's load average at the start: "
+        + ", ".join(f"{load:.1f}" for load in report["load_average"])
+        + f"; report `docs/performance-trace-fgd.json`, {report['cpu_seconds'] / 60:.0f} min of CPU in all):",
+        "",
+        "```sh",
+        *[f"nice -n 19 .venv/bin/{command}" for command in commands],
+        ".venv/bin/python bench/plot.py   # this subsection",
+        "```",
+        "",
+    ]
+    return lines
+
+
+def fgd_reading(report: dict[str, Any]) -> list[str]:
+    """FGD against HAMi's best policy alone, list by list, with its cost, from the report's numbers."""
+    lines = ["How to read them:", ""]
+    for name, results in report["inflation"].items():
+        fgd = next((r for r in results if r["setup"]["policy"] == FGD), None)
+        alone = hami_alone(results, True)
+        if fgd is None or not alone:
+            continue
+        best = min(alone, key=lambda r: r["final"]["unplaced"])
+        ours, theirs = fgd["final"]["unplaced"], best["final"]["unplaced"]
+        change = _relative(ours, theirs)
+        summary = fgd["fgd"]
+        hami_seconds = ", ".join(f"{r['label']} {r['cpu_seconds']:.1f} s" for r in alone)
+        lines.append(
+            f"- `{name}`: FGD leaves {pct(ours)} of the asked GPUs unplaced, HAMi's best alone ({best['label']}) "
+            f"{pct(theirs)}: {change}; the fragmented share {pct(fgd['final']['unplaced_fragmented'])} against "
+            f"{pct(best['final']['unplaced_fragmented'])}. FGD's replay took {fgd['cpu_seconds']:.1f} s of CPU "
+            f"({hami_seconds}); its workload: {summary['classes']} classes covering {pct(summary['covered'])} of the "
+            f"list's {summary['gpu_tasks']:,} GPU tasks; HAMi's fit refused {summary['refused_by_hami']} of its "
+            "card choices."
+        )
+    return [*lines, ""]
+
+
+def _relative(ours: float, theirs: float) -> str:
+    """`12.5% fewer` or `3.0% more` than `theirs`; `as many` when equal (none left by either included)."""
+    if ours == theirs:
+        return "as many"
+    if not theirs:
+        return "more (none left by HAMi)"
+    return f"{1 - ours / theirs:.1%} fewer" if ours < theirs else f"{ours / theirs - 1:.1%} more"
+
+
+def fgd_notes(report: dict[str, Any]) -> list[str]:
+    """Which description of FGD the replay follows, and where it departs from the paper's own runs."""
+    del report
+    return [
+        "Which description of FGD this follows (Weng et al., ATC '23, section 4, checked against the authors' "
+        "simulator, github.com/hkust-adsl/kubernetes-scheduler-simulator, `pkg/utils/frag.go` and "
+        "`pkg/simulator/plugin/fgd_score.go`; the code here is written anew on the replay's card model):",
+        "",
+        "- A card's free share is read as HAMi counts the card: its *free percent* is the largest share a new task "
+        "could still take there (a free slot, that many cores, `devmem * percent // 100` MiB), so a card with its "
+        "10 slots taken has nothing free; checked against `core.fit.fit` for every percentage in the unit tests.",
+        "- The fragmentation of node n for task class m, F_n(m): every free percent on the node when m cannot run "
+        "there (its model not accepted, its CPU or memory over the node's remainder, or fewer cards holding its "
+        "per-card share than it asks, as the simulator's `CanNodeHostPodOnGpuMemory` tests; for a share this is the "
+        "same sum as below, for k whole cards it counts the empty cards too when fewer than k are empty), else "
+        "the free percent of the cards that cannot hold its share (a share of d: cards with less than d free; whole "
+        "cards: the partly used ones).",
+        "- The target workload M is the replayed list itself: its GPU tasks grouped into classes by per-card share "
+        "(gpu_milli as HAMi's percent, or whole cards), card count, CPU, memory and accepted models, weighted by "
+        "task count (p_m), keeping the most popular classes that cover 95% of the GPU tasks (`--fgd-coverage`). The "
+        "simulator groups the same way without memory (its model counts none) and keeps 60% by default. Tasks "
+        "without cards are left out of M: every free GPU is their fragment wherever they run, so they add the GPU "
+        "a placement takes to every choice's rise alike (a card's last slot aside). They are placed by FGD's "
+        "measure too (their CPU and memory can leave classes unable to run), as the simulator scores them.",
+        "- FGD places a task on the node and cards that raise F_n(M) = sum_m p_m F_n(m) the least, among the nodes "
+        "whose CPU and memory hold it and cards that hold it; ties by the replay's fixed node order (HAMi's ties "
+        "use the same), then card order. The simulator turns the rise into a 0-100 node score through a sigmoid "
+        "and lets kube-scheduler break ties at random; here the rise is compared exactly (integers). The chosen "
+        "cards are checked by HAMi's own fit on exactly those cards (`Cluster.hami_fit_on`); on a refusal the "
+        "next best is taken (counted in the bullets above).",
+        "- Cost: a naive score walks nodes x cards x classes per task. A node's best cards per task shape are "
+        "remembered until the node changes, so a placement re-scores only the nodes changed since a task of its "
+        "shape was last placed; F_n(M) is remembered per card model by the node's sorted free percents and its "
+        "CPU and memory left (nodes alike share it); a share is scored once per distinct (free percent, slots "
+        "left) card, whole cards once per node; only the nodes that may fit (`may_fit_nodes`) are scored.",
+        "- The paper samples tasks at random for inflation and runs its own cluster model (CPU and GPU only, the "
+        "simulator's share of a card by gpu_milli); here the list is drawn in order, memory counts, and HAMi's "
+        "slots, cores and memory per card decide what fits, so the figures are this model's, not the paper's.",
+        "",
+    ]
+
+
 def failures(report: dict[str, Any]) -> list[str]:
     """Why rescues did not happen: the trigger not firing, and the planner's runs that found no plan."""
     lines = [
@@ -2290,9 +2437,9 @@ def notes(report: dict[str, Any]) -> list[str]:
         "created over its first ~10 million seconds, arrive at the start of each round. A Pending task is retried "
         "whenever a node gains room (a departure or a move), oldest first. Tasks with no times (`multigpu20`) are "
         "replayed by inflation only; the timeline runs the `default` list only, to stay within the CPU budget.",
-        "- The FGD paper's own policy (fragmentation gradient descent) is not implemented here: scoring every "
-        "node by its fragmentation against the task mix costs nodes x cards x task shapes per placement, beyond "
-        "this in-process replay's CPU budget in pure Python.",
+        "- The FGD paper's own policy (fragmentation gradient descent) is replayed beside HAMi's as a reference, "
+        'not HAMi (`--policies binpack,spread,fgd`): the subsection "FGD beside HAMi\'s policies" below has its '
+        "figures, its cost and which description of it the replay follows.",
         "",
     ]
     return lines

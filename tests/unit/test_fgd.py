@@ -19,6 +19,7 @@ from bench.trace_replay import (
     TraceNode,
     accepts,
     fgd_ask,
+    fgd_section,
     inflation_targets,
     replay_inflation,
     replay_timeline,
@@ -254,3 +255,30 @@ def test_fgd_reads_a_task_as_its_share_of_each_card() -> None:
     assert fgd_ask(task("s", 1, 455, cpu_milli=2000, memory_mib=512)) == (46, 1, 2000, 512)
     assert fgd_ask(task("w", 4, 1000)) == (100, 4, 1000, 1024)
     assert fgd_ask(task("c", 0, 0)) == (0, 0, 1000, 1024)
+
+
+def test_the_docs_subsection_shows_fgd_as_a_reference_beside_hami_s_best() -> None:
+    """The FGD subsection's rows name FGD a reference, and its reading compares FGD with HAMi's best policy alone
+    even when FGD left fewer GPUs unplaced (made 0 here)."""
+    trace_nodes = [TraceNode(f"n{i}", 64000, 262144, 2, "T4") for i in range(3)]
+    tasks = [task(f"t{i}", 1, milli) for i, milli in enumerate((300, 600, 300, 1000, 600, 1000, 700))]
+    results = [
+        replay_inflation(trace_nodes, tasks, Setup("default", policy, False), ControllerPolicy())
+        for policy in ("binpack", "spread", FGD)
+    ]
+    results[-1]["final"]["unplaced"] = 0.0
+    report = {
+        "nodes": 3,
+        "gpus": 6,
+        "commands": ["python bench/trace_replay.py --policies binpack,spread,fgd"],
+        "load_average": [1.0],
+        "cpu_seconds": 1.0,
+        "inflation": {"default": results},
+    }
+    lines = fgd_section(report)
+    assert lines[0] == "### FGD beside HAMi's policies"
+    assert any(line.startswith(f"| `default` | {FGD_LABEL} | ") for line in lines)
+    (reading,) = [line for line in lines if line.startswith("- `default`: FGD leaves 0.0%")]
+    best = min(results[:2], key=lambda r: r["final"]["unplaced"])
+    assert f"HAMi's best alone ({best['label']})" in reading
+    assert "nice -n 19 .venv/bin/python bench/trace_replay.py --policies binpack,spread,fgd" in lines

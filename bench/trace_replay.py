@@ -1588,7 +1588,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     axes[1].set(xlabel="GPUs asked, % of capacity", ylabel="asked GPUs unplaced, %", title="asked GPUs left unplaced")
     for axis in axes[:2]:
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=7)
+        if inflation:
+            axis.legend(fontsize=7)
     timeline = results["timeline"].get("default") or []
     if timeline:
         labels = [r["label"].replace(" + ", "\n+ ").replace(" (", "\n(") for r in timeline]

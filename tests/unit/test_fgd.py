@@ -282,3 +282,17 @@ def test_the_docs_subsection_shows_fgd_as_a_reference_beside_hami_s_best() -> No
     best = min(results[:2], key=lambda r: r["final"]["unplaced"])
     assert f"HAMi's best alone ({best['label']})" in reading
     assert "nice -n 19 .venv/bin/python bench/trace_replay.py --policies binpack,spread,fgd" in lines
+
+
+def test_a_waiting_task_takes_fgd_s_cards_when_a_node_gains_room() -> None:
+    """Timeline: two whole-card tasks fill a two-card node, a third waits and runs on the departure's retry."""
+    tasks = [
+        task("a", creation=0, deletion=100),
+        task("b", creation=1, deletion=1000),
+        task("c", 1, 500, creation=2, deletion=1000),
+    ]
+    result = replay_timeline(
+        [TraceNode("n", 64000, 262144, 2, "T4")], tasks, Setup("l", FGD, False), ControllerPolicy(), compress=1.0
+    )
+    assert (result["waited"], result["never_placed"]) == (1, 0)
+    assert result["pending_p95_s"] == pytest.approx(98.0)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 WHOLE = 100
 """The per-card share, in percent, of a task asking whole cards."""
-MEMO_LIMIT = 500_000
+MEMO_LIMIT = 100_000
 """Node states remembered per card model before the memo starts again (bounds memory on long replays)."""
 
 

@@ -2063,6 +2063,7 @@ def fgd_section(report: dict[str, Any]) -> list[str]:
         "",
         "```sh",
         *[f"nice -n 19 .venv/bin/{command}" for command in commands],
+        "# then its --json and --plot as docs/performance-trace-fgd.json and docs/performance-trace-fgd.png",
         ".venv/bin/python bench/plot.py   # this subsection",
         "```",
         "",

@@ -23,6 +23,7 @@ TRACE = DOCS / "performance-trace.json"
 TRACE_BEFORE = DOCS / "performance-trace-before.json"  # the trace report TRACE replaced, for a before-and-after table
 TRACE_MORE = DOCS / "performance-trace-more-runs.json"  # inflation again with more planner runs per step
 TRACE_BUDGETS = "performance-trace-budget-*.json"  # inflation again with larger move budgets, one file a budget
+TRACE_FGD = DOCS / "performance-trace-fgd.json"  # inflation with the FGD paper's policy beside HAMi's, a reference
 # Other runs of the same command, each with its region's name, a heading and a line saying what differed.
 ADMISSION_OTHERS = (
     (
@@ -289,6 +290,11 @@ def main() -> int:
         more = json.loads(TRACE_MORE.read_text()) if TRACE_MORE.exists() else None
         budgets = [json.loads(path.read_text()) for path in sorted(DOCS.glob(TRACE_BUDGETS))]
         regions["trace"] = markdown(json.loads(TRACE.read_text()), before, more, budgets)
+    if TRACE_FGD.exists():
+        sys.path.insert(0, str(DOCS.parent))
+        from bench.trace_replay import fgd_section
+
+        regions["trace-fgd"] = fgd_section(json.loads(TRACE_FGD.read_text()))
     try:
         page = splice(md.read_text(), regions)
     except (OSError, PageError) as error:

@@ -37,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fgd import WHOLE, Measure, best_choice, free_percent, popular_classes
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import NOUSE_UUID, USE_TYPE, USE_UUID, fit_pod
@@ -79,6 +80,9 @@ NODE_PODS = 1_000_000
 """The pod count each node has room for: the trace states none, so it never binds."""
 NAMESPACE = "trace"
 POLICIES = ("binpack", "spread")
+FGD = "fgd"
+"""The FGD paper's policy (`bench/fgd.py`), replayed beside HAMi's as a reference: HAMi has no such policy."""
+FGD_LABEL = "FGD (paper, reference)"
 UNPLACED_CAUSES = ("capacity", "cpu_memory", "fragmented")
 """Why a task stayed unplaced (`Cluster.unplaced_cause`): GPUs short in the whole cluster, no node with its CPU and
 memory free, or room in total but on no one node (what moving GPU tasks can cure)."""
@@ -329,15 +333,26 @@ class Running:
 class Cluster:
     """The replay's cluster: per-card usage as HAMi counts it, per-node CPU and memory as kube-scheduler counts them.
 
-    `policy` is both HAMi's node policy (`--node-scheduler-policy`) and its GPU policy (`--gpu-scheduler-policy`).
-    `resources` False leaves node CPU and memory out (GPU tasks only then; tasks without cards are skipped).
+    `policy` is both HAMi's node policy (`--node-scheduler-policy`) and its GPU policy (`--gpu-scheduler-policy`),
+    or `fgd`: the FGD paper's node and card choice against the `workload`'s most popular classes covering `coverage`
+    of its GPU tasks, each choice checked by HAMi's fit on exactly its cards. `resources` False leaves node CPU and
+    memory out (GPU tasks only then; tasks without cards are skipped).
     """
 
-    def __init__(self, nodes: Sequence[TraceNode], policy: str, *, resources: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[TraceNode],
+        policy: str,
+        *,
+        resources: bool = True,
+        seed: int = 0,
+        workload: Sequence[Task] = (),
+        coverage: float = 0.95,
+    ) -> None:
         """An empty cluster; ties between nodes of equal score break in a fixed random order (HAMi's are random)."""
         self.trace_nodes = list(nodes)
         self.policy = policy
-        self.config = HAMI_DEFAULTS.with_policy(policy)
+        self.config = HAMI_DEFAULTS.with_policy("binpack" if policy == FGD else policy)
         self.resources = resources
         self.cards = [node_cards(node) for node in nodes]
         self.plan_nodes = tuple(
@@ -368,6 +383,7 @@ class Cluster:
         self.capacity = float(sum(len(cards) for cards in self.cards))
         self.allocated = 0.0
         self._types: dict[tuple[str, ...], list[int]] = {}
+        self.fgd = FgdState(self, workload, coverage) if policy == FGD else None
 
     # What HAMi and kube-scheduler decide --------------------------------------------------------------------
 
@@ -453,6 +469,8 @@ class Cluster:
 
         `order` keeps each node's sort key (policy-signed score, tie rank) fresh as its cards change.
         """
+        if self.fgd is not None:
+            return self.fgd.choose(task)
         request = task_request(task)
         if request is None:
             return self.choose_cpu_only(task)
@@ -487,6 +505,8 @@ class Cluster:
         """The task's cards on this one node if HAMi and kube-scheduler would place it there now."""
         if not self.may_fit_node(task, node):
             return None
+        if self.fgd is not None:
+            return self.fgd.fits_node(task, node)
         request = task_request(task)
         return () if request is None else self.hami_fit(task, request, node)
 
@@ -512,6 +532,8 @@ class Cluster:
         request = task_request(task)
         self.free_cpu[node] -= task.cpu_milli
         self.free_mem[node] -= task.memory_mib
+        if self.fgd is not None:
+            self.fgd.changed(node)
         pod = None
         if request is not None:
             card_list = self.cards[node]
@@ -528,6 +550,8 @@ class Cluster:
         task, node = entry.task, entry.node
         self.free_cpu[node] += task.cpu_milli
         self.free_mem[node] += task.memory_mib
+        if self.fgd is not None:
+            self.fgd.changed(node)
         request = task_request(task)
         if request is not None:
             mem, cores = memory_for(request, self.cards[node][0]), min(request.coresreq, 100)
@@ -685,6 +709,121 @@ class Cluster:
             self.put(entry.task, target, cards)
             self.running[entry.task.name].moved_at = now if now is not None else 0.0
         return len(result.moves), ""
+
+
+class FgdState:
+    """FGD's view of a cluster (`bench/fgd.py`): each node's cards as free percents and slots left, the measure of its
+    card model, and per task shape FGD's best cards on it; a node's entries are dropped whenever the node changes, so
+    a placement re-scores only the nodes changed since a task of its shape was last placed."""
+
+    def __init__(self, cluster: Cluster, workload: Sequence[Task], coverage: float) -> None:
+        """The workload's classes, and one measure per card model."""
+        self.cluster = cluster
+        gpu_tasks = [task for task in workload if task.num_gpu]
+        self.classes = popular_classes(((*fgd_ask(task), task.gpu_spec) for task in gpu_tasks), coverage)
+        self.gpu_tasks = len(gpu_tasks)
+        measures: dict[str, Measure] = {}
+        self.measures = []
+        for cards in cluster.cards:
+            kind = cards[0].type if cards else ""
+            if kind not in measures:
+                measures[kind] = Measure(self.classes, functools.partial(accepts, kind=kind))
+            self.measures.append(measures[kind])
+        self.state: list[tuple[tuple[int, ...], tuple[int, ...]] | None] = [None] * len(cluster.cards)
+        self.best: list[dict[tuple[Any, ...], tuple[int, tuple[int, ...]] | None]] = [{} for _ in cluster.cards]
+        self.refused = 0
+
+    def summary(self) -> dict[str, Any]:
+        """The classes kept and the choices HAMi's fit refused (any is a mismatch between the two views of a card)."""
+        kept = sum(task.weight for task in self.classes)
+        return {
+            "classes": len(self.classes),
+            "gpu_tasks": self.gpu_tasks,
+            "covered": kept / self.gpu_tasks if self.gpu_tasks else 0.0,
+            "refused_by_hami": self.refused,
+        }
+
+    def changed(self, node: int) -> None:
+        """The node's cards, CPU or memory changed: its scores are stale."""
+        self.state[node] = None
+        self.best[node].clear()
+
+    def cards(self, node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The node's cards' free percents and slots left, from the cluster's usage."""
+        found = self.state[node]
+        if found is None:
+            free, slots = [], []
+            for card, (used_slots, used_mem, used_cores) in zip(
+                self.cluster.cards[node], self.cluster.used[node], strict=True
+            ):
+                slots.append(card.count - used_slots)
+                free.append(free_percent(slots[-1], card.devcore - used_cores, card.devmem - used_mem, card.devmem))
+            found = self.state[node] = (tuple(free), tuple(slots))
+        return found
+
+    def on_node(self, task: Task, node: int) -> tuple[int, tuple[int, ...]] | None:
+        """FGD's best cards for the task on the node and the rise of F_n(M), remembered until the node changes."""
+        best = self.best[node]
+        shape = task.shape
+        if shape in best:
+            return best[shape]
+        cluster = self.cluster
+        room = (cluster.free_cpu[node], cluster.free_mem[node]) if cluster.resources else (math.inf, math.inf)
+        found = best[shape] = best_choice(self.measures[node], *self.cards(node), room, fgd_ask(task))
+        return found
+
+    def choose(self, task: Task) -> tuple[int, tuple[int, ...]] | None:
+        """FGD's node and cards: the least rise of F_n(M) among the nodes that may fit (ties by the cluster's fixed
+        node order), checked by HAMi's fit on exactly those cards; the next best when HAMi refuses."""
+        cluster = self.cluster
+        request = task_request(task)
+        if request is None:
+            candidates = [node for node in range(len(cluster.cards)) if cluster.resources_fit(task, node)]
+        else:
+            candidates = cluster.may_fit_nodes(task, request)
+        rank = cluster.rank
+        scored = []
+        for node in candidates:
+            found = self.on_node(task, node)
+            if found is not None:
+                scored.append((found[0], rank[node], node, found[1]))
+        if not scored:
+            return None
+        first = min(scored)
+        if self.hami_accepts(task, first[2], first[3]):
+            return first[2], first[3]
+        for _, _, node, cards in sorted(scored)[1:]:
+            if self.hami_accepts(task, node, cards):
+                return node, cards
+        return None
+
+    def fits_node(self, task: Task, node: int) -> tuple[int, ...] | None:
+        """FGD's cards for the task on this one node, if HAMi's fit takes them (a retry on a node that gained room)."""
+        found = self.on_node(task, node)
+        if found is None or not self.hami_accepts(task, node, found[1]):
+            return None
+        return found[1]
+
+    def hami_accepts(self, task: Task, node: int, cards: tuple[int, ...]) -> bool:
+        """HAMi's fit on exactly FGD's cards (a task without cards needs none); a refusal is counted."""
+        if not cards or self.cluster.hami_fit_on(task, node, cards) is not None:
+            return True
+        self.refused += 1
+        return False
+
+
+def fgd_ask(task: Task) -> tuple[int, int, int, int]:
+    """What FGD reads of a task: its share of each card in percent (whole cards: 100), cards, CPU and memory."""
+    request = task_request(task)
+    if request is None:
+        return 0, 0, task.cpu_milli, task.memory_mib
+    percent = WHOLE if request.exclusive else request.mem_percentage or WHOLE
+    return percent, request.nums, task.cpu_milli, task.memory_mib
+
+
+def accepts(spec: tuple[str, ...], kind: str) -> bool:
+    """Whether a card of this register type is of a model the task accepts (`Cluster.typed`'s rule)."""
+    return bool(kind) and (not spec or any(word.upper() in kind.upper() for word in spec))
 
 
 # The controller -------------------------------------------------------------------------------------------------
@@ -1000,8 +1139,18 @@ class Setup:
 
     @property
     def label(self) -> str:
-        """`binpack + controller`, `spread` ..."""
-        return self.policy + (" + controller" if self.controller else "") + ("" if self.resources else " (no CPU/mem)")
+        """`binpack + controller`, `spread`, `FGD (paper, reference)` ..."""
+        policy = FGD_LABEL if self.policy == FGD else self.policy
+        return policy + (" + controller" if self.controller else "") + ("" if self.resources else " (no CPU/mem)")
+
+    def cluster(self, nodes: Sequence[TraceNode], tasks: Sequence[Task], coverage: float) -> Cluster:
+        """The replay's empty cluster; FGD's workload is the replayed list. FGD with the controller is refused: the
+        controller is measured beside HAMi's own policies, FGD only as a reference placement alone."""
+        if self.policy == FGD and self.controller:
+            raise ValueError(
+                "fgd is a reference placement policy replayed alone; run the controller with binpack or spread"
+            )
+        return Cluster(nodes, self.policy, resources=self.resources, workload=tasks, coverage=coverage)
 
 
 def replay_inflation(
@@ -1014,15 +1163,17 @@ def replay_inflation(
     keep_every: float = 0.02,
     rescues_per_step: int = 2,
     corpus: Corpus | None = None,
+    coverage: float = 0.95,
 ) -> dict[str, Any]:
     """Workload inflation: tasks drawn in order with no departures until the GPUs asked reach `limit` x capacity.
 
     The controller rescues a task HAMi leaves Pending at once, at most `rescues_per_step` planner runs per 1% of
     capacity asked (a failed rescue costs the planner seconds at this size), each with no more moves than keep the
     evictions within the policy's `evictions_per_placed` of the tasks placed, and runs keep-room each `keep_every`
-    of capacity asked. A task without cards is skipped when node resources are left out.
+    of capacity asked. A task without cards is skipped when node resources are left out. `coverage`: FGD's workload
+    classes cover that share of the list's GPU tasks.
     """
-    cluster = Cluster(nodes, setup.policy, resources=setup.resources)
+    cluster = setup.cluster(nodes, tasks, coverage)
     controller = Controller(cluster, policy, corpus) if setup.controller else None
     ledger = InflationLedger(cluster.capacity)
     next_keep = keep_every * cluster.capacity
@@ -1056,6 +1207,7 @@ def replay_inflation(
         "rows": ledger.rows,
         "final": ledger.row(ledger.asked / cluster.capacity),
         "controller": controller.stats.to_dict() if controller else None,
+        "fgd": cluster.fgd.summary() if cluster.fgd else None,
         "cpu_seconds": time.process_time() - started,
     }
 
@@ -1083,6 +1235,7 @@ def replay_timeline(
     settle: float = 0.0,
     reserve_for: float = 0.0,
     corpus: Corpus | None = None,
+    coverage: float = 0.95,
 ) -> dict[str, Any]:
     """The trace's own arrivals (`arrivals`: creation times divided by `compress`, `rounds` times) and departures
     (each task runs its duration once placed).
@@ -1099,8 +1252,9 @@ def replay_timeline(
     task runs or `reserve_for` has passed: the rescued task may use only its target cards (`use-gpuuuid`), a task
     arriving meanwhile gets them in its `nouse-gpuuuid` for good (admission writes it once), tasks Pending from
     before are not kept off them (admission had passed them), and plans put no pod on them (`runs.keep_off`).
+    Under FGD a retry on a node takes FGD's cards there; FGD's workload is the list (`coverage` as in inflation).
     """
-    cluster = Cluster(nodes, setup.policy, resources=setup.resources)
+    cluster = setup.cluster(nodes, tasks, coverage)
     controller = Controller(cluster, policy, corpus) if setup.controller else None
     events: list[tuple[float, int, int, str]] = []
     by_name = {}
@@ -1305,6 +1459,7 @@ def replay_timeline(
         "evictions": evictions,
         "evictions_per_placed": evictions / placed_tasks if placed_tasks else 0.0,
         "controller": controller.stats.to_dict() if controller else None,
+        "fgd": cluster.fgd.summary() if cluster.fgd else None,
         "cpu_seconds": time.process_time() - started,
     }
 
@@ -1350,6 +1505,15 @@ def print_inflation(name: str, results: list[dict[str, Any]], tasks: int, nodes:
         print(f"  {results[0]['rows'][position]['load']:>4.0%} " + "".join(f"{c:>{max(width, 26)}}" for c in cells))
 
 
+def hami_alone(results: list[dict[str, Any]], resources: bool) -> list[dict[str, Any]]:
+    """The replays of HAMi's own policies without the controller (FGD, a reference, is not HAMi)."""
+    return [
+        r
+        for r in results
+        if not r["setup"]["controller"] and r["setup"]["resources"] == resources and r["setup"]["policy"] != FGD
+    ]
+
+
 def inflation_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """At 100% asked load: each controller setup against HAMi's best policy alone (same task list, same resources)."""
     verdicts = []
@@ -1357,7 +1521,7 @@ def inflation_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         setup = result["setup"]
         if not setup["controller"]:
             continue
-        alone = [r for r in results if not r["setup"]["controller"] and r["setup"]["resources"] == setup["resources"]]
+        alone = hami_alone(results, setup["resources"])
         best = min(alone, key=lambda r: r["final"]["unplaced"])
         unplaced, evictions = result["final"]["unplaced"], result["final"]["evictions_per_placed"]
         verdicts.append(
@@ -1401,7 +1565,7 @@ def timeline_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         setup = result["setup"]
         if not setup["controller"]:
             continue
-        alone = [r for r in results if not r["setup"]["controller"] and r["setup"]["resources"] == setup["resources"]]
+        alone = hami_alone(results, setup["resources"])
         best = min(alone, key=lambda r: r["pending_gpu_hours"])
         verdicts.append(
             {
@@ -1429,13 +1593,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     for result in inflation:
         loads = [row["load"] * 100 for row in result["rows"]]
-        style = "-" if result["setup"]["controller"] else "--"
-        axes[0].plot(
-            loads, [100 * row["unallocated"] for row in result["rows"]], style, marker="o", ms=3, label=result["label"]
-        )
-        axes[1].plot(
-            loads, [100 * row["unplaced"] for row in result["rows"]], style, marker="o", ms=3, label=result["label"]
-        )
+        reference = result["setup"]["policy"] == FGD
+        style: dict[str, Any] = {
+            "linestyle": ":" if reference else "-" if result["setup"]["controller"] else "--",
+            "marker": "s" if reference else "o",
+            "ms": 3,
+            "label": result["label"],
+            **({"color": "black"} if reference else {}),
+        }
+        axes[0].plot(loads, [100 * row["unallocated"] for row in result["rows"]], **style)
+        axes[1].plot(loads, [100 * row["unplaced"] for row in result["rows"]], **style)
     axes[0].set(
         xlabel="GPUs asked, % of capacity",
         ylabel="GPU capacity unallocated, %",
@@ -1444,21 +1611,32 @@ def plot(results: dict[str, Any], path: Path) -> None:
     axes[1].set(xlabel="GPUs asked, % of capacity", ylabel="asked GPUs unplaced, %", title="asked GPUs left unplaced")
     for axis in axes[:2]:
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=7)
+        if inflation:
+            axis.legend(fontsize=7)
     timeline = results["timeline"].get("default") or []
     if timeline:
         labels = [r["label"].replace(" + ", "\n+ ").replace(" (", "\n(") for r in timeline]
         axes[2].bar(
             range(len(timeline)),
             [r["pending_gpu_hours"] for r in timeline],
-            color=["tab:blue" if r["setup"]["controller"] else "tab:gray" for r in timeline],
+            color=[
+                "black" if r["setup"]["policy"] == FGD else "tab:blue" if r["setup"]["controller"] else "tab:gray"
+                for r in timeline
+            ],
         )
         axes[2].set_xticks(range(len(timeline)), labels, fontsize=7)
         axes[2].set(ylabel="GPU-hours Pending", title="timeline (default list)")
         axes[2].grid(alpha=0.3, axis="y")
+    else:
+        axes[2].set_axis_off()
+        axes[2].text(0.5, 0.5, "timeline not replayed in this run", ha="center", va="center", fontsize=9)
+    reference = any(
+        r["setup"]["policy"] == FGD for kind in ("inflation", "timeline") for rs in results[kind].values() for r in rs
+    )
     figure.suptitle(
         "Alibaba GPU trace v2023 (Weng et al., ATC '23) replayed in hami-place's core: HAMi alone vs "
-        "HAMi + defragmentation controller",
+        "HAMi + defragmentation controller"
+        + ("; the paper's FGD (not HAMi) as a reference, dotted" if reference else ""),
         fontsize=10,
     )
     figure.tight_layout()
@@ -1482,7 +1660,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-resources-files", default="default", help="task lists replayed again without node CPU and memory"
     )
-    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help=f"HAMi's policies, each alone and with the controller; `{FGD}` adds the FGD paper's policy alone, as a "
+        "reference",
+    )
+    parser.add_argument(
+        "--fgd-coverage",
+        type=float,
+        default=0.95,
+        help="FGD: its workload is the list's most popular task classes covering this share of its GPU tasks",
+    )
     parser.add_argument("--nodes", type=int, help="replay on every k-th node only, this many (development)")
     parser.add_argument("--tasks", type=int, help="the first this many tasks of each list only (development)")
     parser.add_argument("--compress", type=float, default=5000.0, help="timeline arrivals compressed this many times")
@@ -1597,7 +1786,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         results = []
         for resources in (True, False) if name in no_resources else (True,):
             for policy in policies:
-                for controlled in (False, True):
+                for controlled in (False,) if policy == FGD else (False, True):
                     setup = Setup(name, policy, controlled, resources)
                     results.append(
                         replay_inflation(
@@ -1607,6 +1796,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                             controller_policy,
                             rescues_per_step=args.rescues_per_step,
                             corpus=_corpus_for(corpus, "inflation", setup),
+                            coverage=args.fgd_coverage,
                         )
                     )
                     _progress("inflation", setup, results[-1])
@@ -1618,7 +1808,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         results = []
         for resources in (True, False) if name in no_resources and args.no_resources_timeline else (True,):
             for policy in policies:
-                for controlled in (False, True):
+                for controlled in (False,) if policy == FGD else (False, True):
                     setup = Setup(name, policy, controlled, resources)
                     results.append(
                         replay_timeline(
@@ -1633,6 +1823,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                             settle=args.rescue_settle,
                             reserve_for=args.reserve_for,
                             corpus=_corpus_for(corpus, "timeline", setup),
+                            coverage=args.fgd_coverage,
                         )
                     )
                     _progress("timeline", setup, results[-1])
@@ -1856,6 +2047,141 @@ def markdown(
         *notes(report),
     ]
     return lines
+
+
+def fgd_section(report: dict[str, Any]) -> list[str]:
+    """The `docs/performance.md` subsection "FGD beside HAMi's policies" (bench/plot.py writes it from
+    docs/performance-trace-fgd.json): each list at 100% asked under HAMi's policies and FGD, the default list step by
+    step, what FGD cost, and how it is built here."""
+    commands = [c for c in report["commands"] if "--combine" not in c]
+    lines = [
+        "### FGD beside HAMi's policies",
+        "",
+        "![trace replay with FGD](performance-trace-fgd.png)",
+        "",
+        "The paper whose trace this is proposes its own placement policy, fragmentation gradient descent (FGD); "
+        "`bench/fgd.py` implements it from the paper's description and the replay runs it beside HAMi's binpack and "
+        f"spread as a reference (`--policies binpack,spread,{FGD}`): **{FGD_LABEL} is not HAMi** (HAMi has no such "
+        "policy) and runs alone, without the controller. Same cluster, lists and node CPU and memory as above, on "
+        f"{report['nodes']:,} nodes and {report['gpus']:,} cards; the controller's targets still compare with HAMi's "
+        "best policy alone, never with FGD. At 100% asked load (each cell a share of the GPU capacity or of the GPUs "
+        "asked; CPU s: the replay's CPU seconds, planner included):",
+        "",
+        "| list | setup | capacity unallocated | asked GPUs unplaced | GPUs short / CPU-memory / fragmented | "
+        "evictions per placed task | CPU s |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for name, results in report["inflation"].items():
+        for r in results:
+            final = r["final"]
+            lines.append(
+                f"| `{name}` | {r['label']} | {pct(final['unallocated'])} | {pct(final['unplaced'])} | "
+                f"{pct(final['unplaced_capacity'])} / {pct(final['unplaced_cpu_memory'])} / "
+                f"{pct(final['unplaced_fragmented'])} | {final['evictions_per_placed']:.3f} | {r['cpu_seconds']:.1f} |"
+            )
+    default = report["inflation"].get("default", [])
+    if default:
+        lines += [
+            "",
+            "The `default` list as the asked load grows (asked GPUs unplaced):",
+            "",
+            "| asked | " + " | ".join(r["label"] for r in default) + " |",
+            "| --- |" + " ---: |" * len(default),
+        ]
+        for k in range(len(default[0]["rows"])):
+            cells = [r["rows"][k] if k < len(r["rows"]) else r["final"] for r in default]
+            lines.append(
+                f"| {default[0]['rows'][k]['load']:.0%} | " + " | ".join(pct(c["unplaced"]) for c in cells) + " |"
+            )
+    lines += ["", *fgd_reading(report), *fgd_notes(report)]
+    lines += [
+        "Reproduce (the box's load average at the start: "
+        + ", ".join(f"{load:.1f}" for load in report["load_average"])
+        + f"; report `docs/performance-trace-fgd.json`, {report['cpu_seconds'] / 60:.0f} min of CPU in all):",
+        "",
+        "```sh",
+        *[f"nice -n 19 .venv/bin/{command}" for command in commands],
+        "# then its --json and --plot as docs/performance-trace-fgd.json and docs/performance-trace-fgd.png",
+        ".venv/bin/python bench/plot.py   # this subsection",
+        "```",
+        "",
+    ]
+    return lines
+
+
+def fgd_reading(report: dict[str, Any]) -> list[str]:
+    """FGD against HAMi's best policy alone, list by list, with its cost, from the report's numbers."""
+    lines = ["How to read them:", ""]
+    for name, results in report["inflation"].items():
+        fgd = next((r for r in results if r["setup"]["policy"] == FGD), None)
+        alone = hami_alone(results, True)
+        if fgd is None or not alone:
+            continue
+        best = min(alone, key=lambda r: r["final"]["unplaced"])
+        ours, theirs = fgd["final"]["unplaced"], best["final"]["unplaced"]
+        change = _relative(ours, theirs)
+        summary = fgd["fgd"]
+        hami_seconds = ", ".join(f"{r['label']} {r['cpu_seconds']:.1f} s" for r in alone)
+        lines.append(
+            f"- `{name}`: FGD leaves {pct(ours)} of the asked GPUs unplaced, HAMi's best alone ({best['label']}) "
+            f"{pct(theirs)}: {change}; the fragmented share {pct(fgd['final']['unplaced_fragmented'])} against "
+            f"{pct(best['final']['unplaced_fragmented'])}. FGD's replay took {fgd['cpu_seconds']:.1f} s of CPU "
+            f"({hami_seconds}); its workload: {summary['classes']} classes covering {pct(summary['covered'])} of the "
+            f"list's {summary['gpu_tasks']:,} GPU tasks; HAMi's fit refused {summary['refused_by_hami']} of its "
+            "card choices."
+        )
+    return [*lines, ""]
+
+
+def _relative(ours: float, theirs: float) -> str:
+    """`12.5% fewer` or `3.0% more` than `theirs`; `as many` when equal (none left by either included)."""
+    if ours == theirs:
+        return "as many"
+    if not theirs:
+        return "more (none left by HAMi)"
+    return f"{1 - ours / theirs:.1%} fewer" if ours < theirs else f"{ours / theirs - 1:.1%} more"
+
+
+def fgd_notes(report: dict[str, Any]) -> list[str]:
+    """Which description of FGD the replay follows, and where it departs from the paper's own runs."""
+    del report
+    return [
+        "Which description of FGD this follows (Weng et al., ATC '23, section 4, checked against the authors' "
+        "simulator, github.com/hkust-adsl/kubernetes-scheduler-simulator, `pkg/utils/frag.go` and "
+        "`pkg/simulator/plugin/fgd_score.go`; the code here is written anew on the replay's card model):",
+        "",
+        "- A card's free share is read as HAMi counts the card: its *free percent* is the largest share a new task "
+        "could still take there (a free slot, that many cores, `devmem * percent // 100` MiB), so a card with its "
+        "10 slots taken has nothing free; checked against `core.fit.fit` for every percentage in the unit tests.",
+        "- The fragmentation of node n for task class m, F_n(m): every free percent on the node when m cannot run "
+        "there (its model not accepted, its CPU or memory over the node's remainder, or fewer cards holding its "
+        "per-card share than it asks, as the simulator's `CanNodeHostPodOnGpuMemory` tests; for a share this is the "
+        "same sum as below, for k whole cards it counts the empty cards too when fewer than k are empty), else "
+        "the free percent of the cards that cannot hold its share (a share of d: cards with less than d free; whole "
+        "cards: the partly used ones).",
+        "- The target workload M is the replayed list itself: its GPU tasks grouped into classes by per-card share "
+        "(gpu_milli as HAMi's percent, or whole cards), card count, CPU, memory and accepted models, weighted by "
+        "task count (p_m), keeping the most popular classes that cover 95% of the GPU tasks (`--fgd-coverage`). The "
+        "simulator groups the same way without memory (its model counts none) and keeps 60% by default. Tasks "
+        "without cards are left out of M: every free GPU is their fragment wherever they run, so they add the GPU "
+        "a placement takes to every choice's rise alike (a card's last slot aside). They are placed by FGD's "
+        "measure too (their CPU and memory can leave classes unable to run), as the simulator scores them.",
+        "- FGD places a task on the node and cards that raise F_n(M) = sum_m p_m F_n(m) the least, among the nodes "
+        "whose CPU and memory hold it and cards that hold it; ties by the replay's fixed node order (HAMi's ties "
+        "use the same), then card order. The simulator turns the rise into a 0-100 node score through a sigmoid "
+        "and lets kube-scheduler break ties at random; here the rise is compared exactly (integers). The chosen "
+        "cards are checked by HAMi's own fit on exactly those cards (`Cluster.hami_fit_on`); on a refusal the "
+        "next best is taken (counted in the bullets above).",
+        "- Cost: a naive score walks nodes x cards x classes per task. A node's best cards per task shape are "
+        "remembered until the node changes, so a placement re-scores only the nodes changed since a task of its "
+        "shape was last placed; F_n(M) is remembered per card model by the node's sorted free percents and its "
+        "CPU and memory left (nodes alike share it); a share is scored once per distinct (free percent, slots "
+        "left) card, whole cards once per node; only the nodes that may fit (`may_fit_nodes`) are scored.",
+        "- The paper samples tasks at random for inflation and runs its own cluster model (CPU and GPU only, the "
+        "simulator's share of a card by gpu_milli); here the list is drawn in order, memory counts, and HAMi's "
+        "slots, cores and memory per card decide what fits, so the figures are this model's, not the paper's.",
+        "",
+    ]
 
 
 def failures(report: dict[str, Any]) -> list[str]:
@@ -2152,9 +2478,9 @@ def notes(report: dict[str, Any]) -> list[str]:
         "created over its first ~10 million seconds, arrive at the start of each round. A Pending task is retried "
         "whenever a node gains room (a departure or a move), oldest first. Tasks with no times (`multigpu20`) are "
         "replayed by inflation only; the timeline runs the `default` list only, to stay within the CPU budget.",
-        "- The FGD paper's own policy (fragmentation gradient descent) is not implemented here: scoring every "
-        "node by its fragmentation against the task mix costs nodes x cards x task shapes per placement, beyond "
-        "this in-process replay's CPU budget in pure Python.",
+        "- The FGD paper's own policy (fragmentation gradient descent) is replayed beside HAMi's as a reference, "
+        'not HAMi (`--policies binpack,spread,fgd`): the subsection "FGD beside HAMi\'s policies" below has its '
+        "figures, its cost and which description of it the replay follows.",
         "",
     ]
     return lines

@@ -193,13 +193,19 @@ def test_gpu_spec_keeps_a_task_off_other_models() -> None:
     assert cluster.choose(task("t", gpu_spec=("P100",))) is None
 
 
-def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
-    """Spread leaves a share on each card; the controller moves one so a whole-card task gets a card."""
+def shares_spread_over_two_cards() -> Cluster:
+    """Two one-card nodes under spread, a share of 300 placed by HAMi on each card."""
     cluster = Cluster(nodes(2), "spread")
     for name in ("a", "b"):
         choice = cluster.choose(task(name, 1, 300))
         assert choice is not None
         cluster.put(task(name, 1, 300), *choice)
+    return cluster
+
+
+def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
+    """Spread leaves a share on each card; the controller moves one so a whole-card task gets a card."""
+    cluster = shares_spread_over_two_cards()
     assert {entry.cards for entry in cluster.running.values()} == {(0,), (1,)}
     whole = task("whole")
     assert cluster.choose(whole) is None
@@ -211,12 +217,7 @@ def test_rescue_moves_a_share_so_a_whole_card_task_fits() -> None:
 
 def test_the_policy_s_search_bound_reaches_the_planner() -> None:
     """The same rescue with a search bound of one step stops at it instead of moving the share."""
-    cluster = Cluster(nodes(2), "spread")
-    for name in ("a", "b"):
-        choice = cluster.choose(task(name, 1, 300))
-        assert choice is not None
-        cluster.put(task(name, 1, 300), *choice)
-    controller = Controller(cluster, ControllerPolicy(search_steps=1))
+    controller = Controller(shares_spread_over_two_cards(), ControllerPolicy(search_steps=1))
     assert controller.rescue(task("whole"), None) is None
     assert controller.stats.search_stopped == 1 and controller.stats.moves == 0
 

@@ -228,6 +228,14 @@ def cpus_seconds(pids: list[int]) -> float:
     return total
 
 
+def cores_used(processes: list[int], window: float) -> dict[int, float]:
+    """The cores each of those processes used over the next `window` seconds."""
+    before, at = {pid: cpus_seconds([pid]) for pid in processes}, time.monotonic()
+    time.sleep(window)
+    spent = time.monotonic() - at
+    return {pid: (cpus_seconds([pid]) - before[pid]) / spent for pid in processes}
+
+
 def quiet_box(
     processes: dict[int, str], *, level: float, window: float = 30.0, limit: float = 1200.0
 ) -> tuple[float, float]:
@@ -237,9 +245,7 @@ def quiet_box(
     each row says how busy the box still was."""
     started = time.monotonic()
     while True:
-        before, at = {pid: cpus_seconds([pid]) for pid in processes}, time.monotonic()
-        time.sleep(window)
-        spent = {pid: (cpus_seconds([pid]) - before[pid]) / (time.monotonic() - at) for pid in processes}
+        spent = cores_used(list(processes), window)
         used = sum(spent.values())
         busiest = sorted(processes, key=spent.__getitem__, reverse=True)[:3]
         print(
@@ -257,9 +263,7 @@ def settle_box(processes: list[int], *, level: float, limit: float, window: floa
     turn leaves behind (HAMi's scheduler collects for seconds after its own) is then not in the next one's."""
     started = time.monotonic()
     while time.monotonic() - started < limit:
-        before, at = cpus_seconds(processes), time.monotonic()
-        time.sleep(window)
-        if (cpus_seconds(processes) - before) / (time.monotonic() - at) < level:
+        if sum(cores_used(processes, window).values()) < level:
             break
     return time.monotonic() - started
 
@@ -366,13 +370,16 @@ def stall_reading(metrics_url: str) -> dict[str, float]:
                 reading[f"lag<={sample.labels['le']}"] = sample.value
             elif sample.name == "hami_place_watch_events_total":
                 reading[f"{sample.labels['kind']} events"] = sample.value
-            elif sample.name.startswith("hami_place_collector_pause_seconds_") and sample.name[-4:] in ("_sum", "ount"):
-                kind = "s" if sample.name.endswith("_sum") else "n"
+            elif family.name == "hami_place_collector_pause_seconds" and (kind := _sum_or_count(sample.name)):
                 reading[f"gc{sample.labels['generation']} {kind}"] = sample.value
-            elif sample.name.startswith("hami_place_reconcile_pass_seconds_") and sample.name[-4:] in ("_sum", "ount"):
-                kind = "s" if sample.name.endswith("_sum") else "n"
+            elif family.name == "hami_place_reconcile_pass_seconds" and (kind := _sum_or_count(sample.name)):
                 reading[f"{sample.labels['kind']} passes {kind}"] = sample.value
     return reading
+
+
+def _sum_or_count(sample: str) -> str:
+    """`s` for a histogram's _sum sample, `n` for its _count, empty for a bucket."""
+    return {"_sum": "s", "_count": "n"}.get(sample[sample.rfind("_") :], "")
 
 
 def stall_line(stalls: dict[str, float]) -> str:

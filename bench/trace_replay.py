@@ -391,12 +391,7 @@ class Cluster:
         """The nodes with a card of an accepted model (all nodes with cards when `spec` is empty)."""
         nodes = self._types.get(spec)
         if nodes is None:
-            upper = [word.upper() for word in spec]
-            nodes = [
-                i
-                for i, cards in enumerate(self.cards)
-                if cards and (not upper or any(word in cards[0].type.upper() for word in upper))
-            ]
+            nodes = [i for i, cards in enumerate(self.cards) if cards and accepts(spec, cards[0].type)]
             self._types[spec] = nodes
         return nodes
 
@@ -822,7 +817,7 @@ def fgd_ask(task: Task) -> tuple[int, int, int, int]:
 
 
 def accepts(spec: tuple[str, ...], kind: str) -> bool:
-    """Whether a card of this register type is of a model the task accepts (`Cluster.typed`'s rule)."""
+    """Whether a card of this register type is of a model the task accepts (any model when `spec` is empty)."""
     return bool(kind) and (not spec or any(word.upper() in kind.upper() for word in spec))
 
 
@@ -963,6 +958,12 @@ class Controller:
             self.corpus.offer(len(self.stats.plan_seconds), snapshot, goal, limits, seconds)
         return result
 
+    def _limits(self, moves: int) -> Limits:
+        """A run's bounds: `moves` in all, the policy's moves off one node and its search bound."""
+        return Limits(
+            max_moves=moves, max_moves_per_node=self.policy.moves_per_node, max_steps=self.policy.search_steps
+        )
+
     def _snapshot(self, now: float | None, pod: str = "") -> Snapshot:
         """The planner's snapshot (for a rescue of `pod`), timed."""
         start = time.process_time()
@@ -1003,7 +1004,7 @@ class Controller:
         result = self._plan(
             snapshot,
             FitGoal(pod),
-            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node, max_steps=self.policy.search_steps),
+            self._limits(left),
         )
         if not result.complete or result.target is None:
             if result.reasons and result.reasons[0].startswith("the search stopped"):
@@ -1102,7 +1103,7 @@ class Controller:
         result = self._plan(
             self._snapshot(now),
             goal,
-            Limits(max_moves=left, max_moves_per_node=self.policy.moves_per_node, max_steps=self.policy.search_steps),
+            self._limits(left),
         )
         if not result.moves:
             return 0

@@ -64,15 +64,6 @@ def free_percent(slots_left: int, cores_left: int, memory_left: int, devmem: int
     return max(0, min(cores_left, by_memory, WHOLE))
 
 
-def class_fragmentation(free: Sequence[int], runs_here: bool, task: TaskClass) -> int:
-    """F_n(m) for one class, in percent of a card: every free percent if the class cannot run on the node (`runs_here`
-    False: model or CPU/memory refused, or too few cards hold its share), else those of the cards too small for it."""
-    holding = sum(1 for f in free if f >= task.percent)
-    if not runs_here or holding < task.cards:
-        return sum(free)
-    return sum(f for f in free if f < task.percent)
-
-
 class Measure:
     """F_n(M) for the nodes of one card model: the classes it accepts grouped by GPU shape, and a memo by node state.
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Sequence
 
 import pytest
 
-from bench.fgd import Measure, TaskClass, class_fragmentation, free_percent, popular_classes
+from bench.fgd import Measure, TaskClass, free_percent, popular_classes
 from bench.trace_replay import (
     FGD,
     FGD_LABEL,
@@ -29,6 +30,16 @@ from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import fit
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import CardUsage
+
+
+def class_fragmentation(free: Sequence[int], runs_here: bool, task: TaskClass) -> int:
+    """F_n(m) for one class as the paper defines it, the reference `Measure`'s grouped sum is checked against, in
+    percent of a card: every free percent if the class cannot run on the node (`runs_here` False: model or CPU/memory
+    refused, or too few cards hold its share), else those of the cards too small for it."""
+    holding = sum(1 for f in free if f >= task.percent)
+    if not runs_here or holding < task.cards:
+        return sum(free)
+    return sum(f for f in free if f < task.percent)
 
 
 def task(name: str, num_gpu: int = 1, gpu_milli: int = 1000, **kwargs: object) -> Task:

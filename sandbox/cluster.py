@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -66,11 +68,34 @@ class SandboxError(RuntimeError):
     """The sandbox could not start; the message carries the failing component's last log lines."""
 
 
+_LISTEN_PORTS = (10000, 32768)
+_recent: collections.deque[int] = collections.deque(maxlen=512)
+
+
 def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nobody listens on right now, below the kernel's ephemeral range: a port the kernel hands out (bind to 0)
+    can be taken by any outgoing connection before our server binds it ("Address already in use" in CI). Each
+    pytest-xdist worker draws from its own slice, and a port handed out lately is not handed out again, so two
+    servers started together never get the same one."""
+    low, high = _LISTEN_PORTS
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        high = max(low + 2048, min(high, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    width = (high - low) // count
+    start, first = low + (index % count) * width, random.randrange(width)
+    for offset in range(width):
+        port = start + (first + offset) % width
+        if port in _recent:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _recent.append(port)
+        return port
+    raise SandboxError(f"no free port in {start}..{start + width - 1}")
 
 
 def primary_address() -> str | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
 
 MAX_RESERVE = timedelta(minutes=10)
@@ -82,7 +82,7 @@ def reservation_of(pod: Mapping[str, Any]) -> Reservation | None:
     if value is None or status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
         return None
     namespace, name = metadata.get("namespace"), metadata.get("name")
-    if not is_namespace(namespace) or not is_object_name(name):
+    if not is_namespaced_name(namespace, name):
         return None
     return parse_reservation(f"{namespace}/{name}", value)
 

@@ -14,7 +14,8 @@ SUBDOMAIN_MAX = 253
 
 
 def is_object_name(name: object) -> TypeGuard[str]:
-    """A DNS-1123 subdomain, as the API server requires of a pod's, a placement's or a Lease's name."""
+    """A DNS-1123 subdomain, as the API server requires of a pod's, a placement's or a Lease's name (and of a label
+    key's prefix)."""
     return isinstance(name, str) and 0 < len(name) <= SUBDOMAIN_MAX and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
 from kubectl_hami_place.core.errors import RegisterError, RequestError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
@@ -365,17 +366,17 @@ def fit_pod_on_node(
     A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes; one
     whose score weights HAMi cannot read fails on every node, registered or not.
     """
-    spec = _mapping(pod.get("spec"))
+    spec = as_mapping(pod.get("spec"))
     requests = pod_requests(spec, hami_webhook, config=config)
     if all(request is None for request in requests):
         return PodFit(ok=True)
-    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    pod_annotations = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
     annotations = {key: value for key, value in pod_annotations.items() if isinstance(value, str)}
     try:
         scoring_weights(annotations)
     except RequestError as err:
         return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
-    node_metadata = _mapping(node.get("metadata"))
+    node_metadata = as_mapping(node.get("metadata"))
     try:
         cards = node_cards(node)
     except RegisterError:
@@ -383,7 +384,7 @@ def fit_pod_on_node(
     name = node_metadata.get("name")
     usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
     init = spec.get("initContainers")
-    node_annotations = _mapping(node_metadata.get("annotations"))
+    node_annotations = as_mapping(node_metadata.get("annotations"))
     scores = node_annotations.get(PAIR_SCORE_ANNOTATION)
     return fit_pod(
         cards,
@@ -395,11 +396,6 @@ def fit_pod_on_node(
         config=config,
         pair_scores=pair_scores(scores) if scores is not None else None,
     )
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
 
@@ -77,8 +78,8 @@ def parse_reservation(pod: str, value: object) -> Reservation | None:
 
 def reservation_of(pod: Mapping[str, Any]) -> Reservation | None:
     """The reservation a stored pod carries while it waits unscheduled (Pending, no node, valid names), else None."""
-    metadata, spec, status = _mapping(pod.get("metadata")), _mapping(pod.get("spec")), _mapping(pod.get("status"))
-    value = _mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
+    metadata, spec, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec")), as_mapping(pod.get("status"))
+    value = as_mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
     if value is None or status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
         return None
     namespace, name = metadata.get("namespace"), metadata.get("name")
@@ -165,8 +166,3 @@ def _time(value: object) -> datetime | None:
         return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
         return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}

@@ -38,7 +38,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
 from kubectl_hami_place.core.errors import RegisterError, RequestError
-from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.fields import as_mapping, comma_list
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
@@ -218,7 +218,7 @@ def numa_bind(annotations: Mapping[str, str] | None) -> bool:
 def gpu_policies(annotations: Mapping[str, str] | None, default_policy: str = "") -> list[str]:
     """HAMi's GPU policies for the pod (its annotation, else `default_policy`), as `GetGPUSchedulerPolicyByPod` and
     `PolicyContains` (`pkg/util/util.go`) read them."""
-    return _split((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
+    return comma_list((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
 
 
 def topology_aware(annotations: Mapping[str, str] | None, default_policy: str = "") -> bool:
@@ -229,7 +229,7 @@ def topology_aware(annotations: Mapping[str, str] | None, default_policy: str = 
 def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:
     """The card UUIDs a node's `hami.io/device-cordon` annotation takes out of new placements."""
     value = (node_annotations or {}).get(DEVICE_CORDON)
-    return frozenset(_split(value)) if isinstance(value, str) else frozenset()
+    return frozenset(comma_list(value)) if isinstance(value, str) else frozenset()
 
 
 def topology_numa(
@@ -251,23 +251,18 @@ def topology_numa(
     return min(usable, default=None)
 
 
-def _split(value: str) -> list[str]:
-    """A comma list with blanks dropped."""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
 def _uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
     """HAMi's CheckUUID: exact UUIDs; an empty list means no constraint."""
-    use = _split(annotations.get(USE_UUID, ""))
-    nouse = _split(annotations.get(NOUSE_UUID, ""))
+    use = comma_list(annotations.get(USE_UUID, ""))
+    nouse = comma_list(annotations.get(NOUSE_UUID, ""))
     return (not use or uuid in use) and uuid not in nouse
 
 
 def _type_allowed(annotations: Mapping[str, str], card: Card) -> bool:
     """HAMi's CheckType: case-insensitive substrings of the card's type, and the card's mode in vgpu-mode."""
     card_type = card.type.upper()
-    use = _split(annotations.get(USE_TYPE, ""))
-    nouse = _split(annotations.get(NOUSE_TYPE, ""))
+    use = comma_list(annotations.get(USE_TYPE, ""))
+    nouse = comma_list(annotations.get(NOUSE_TYPE, ""))
     if use and not any(item.upper() in card_type for item in use):
         return False
     if any(item.upper() in card_type for item in nouse):
@@ -433,7 +428,7 @@ def _fit_container(
     typed = [slot for slot in slots if slot.card.is_nvidia]
     if request.nums > len(typed):
         return PodFit(ok=False, reason=NODE_INSUFFICIENT_DEVICE, counts={NODE_INSUFFICIENT_DEVICE: 1})
-    topology = TOPOLOGY_AWARE in _split(policy)
+    topology = TOPOLOGY_AWARE in comma_list(policy)
     counts: Counter[str] = Counter()
     picked: list[_Slot] = []
     previous_numa = -1

@@ -22,14 +22,10 @@ from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place import __version__
 from kubectl_hami_place.core.access import required_access
+from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_namespace
 from kubectl_hami_place.core.names import FORWARDED_TOKEN_HEADER
-from kubectl_hami_place.core.placement import (
-    Placement,
-    rfc3339,
-    spec_to_object,
-    status_to_object,
-)
+from kubectl_hami_place.core.placement import Placement, spec_to_object, status_to_object
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
 from webhook.access import ReaderGate
 from webhook.cache import ClusterCache, json_pieces

@@ -24,10 +24,11 @@ from kubectl_hami_place.core.cluster_info import (
     node_share,
 )
 from kubectl_hami_place.core.errors import PlacementError
+from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.fit import DEVICE_CORDON
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.node_resources import Resources, counted_pod
-from kubectl_hami_place.core.placement import Placement, placement_from_object, rfc3339
+from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation

@@ -70,7 +70,7 @@ from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunD
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import (
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
@@ -723,7 +723,7 @@ def _named(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """A pod's namespace, name and UID, None unless the first two are valid names (they go into an API path)."""
     metadata = pod.get("metadata") or {}
     namespace, name = metadata.get("namespace"), metadata.get("name")
-    if not is_namespace(namespace) or not is_object_name(name):
+    if not is_namespaced_name(namespace, name):
         return None
     return str(namespace), str(name), str(metadata.get("uid") or "")
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kubectl_hami_place import __version__
-from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespaced_name, is_object_name
 from kubectl_hami_place.kube.client import Kube, connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import (
@@ -306,7 +306,7 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     if args.tls_secret:
         namespace, _, name = args.tls_secret.partition("/")
-        if not is_namespace(namespace) or not is_object_name(name):
+        if not is_namespaced_name(namespace, name):
             _fail(f"hami-place-webhook: --tls-secret {args.tls_secret!r} must be NAMESPACE/NAME of a Secret")
             return 2
         if args.tls_cert_file or args.tls_key_file:
@@ -422,7 +422,7 @@ def _certs(args: argparse.Namespace) -> int:
         kube = connect(args.kubeconfig)
         if args.secret:
             namespace, _, name = args.secret.partition("/")
-            if not is_namespace(namespace) or not is_object_name(name):
+            if not is_namespaced_name(namespace, name):
                 _fail(f"hami-place-webhook: --secret {args.secret!r} must be NAMESPACE/NAME")
                 return 2
             bundle = _stored(kube, namespace, name, bundle, args)

@@ -23,6 +23,7 @@ from typing import Any
 
 import jsonpatch
 
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claim_digest, claimed
@@ -106,14 +107,14 @@ class Decision:
 def decide(review: Review, view: AdmissionView) -> Decision:
     """The admission of one parsed review against one view."""
     pod = review.pod
-    meta = _mapping(pod.get("metadata"))
+    meta = as_mapping(pod.get("metadata"))
     namespace = review.namespace or str(meta.get("namespace") or "")
     if not _considered(review, view.settings, namespace):
         return Decision(uid=review.uid, result=IGNORED)
     placements = [p for p in view.placements if p.namespace == namespace]
     nodes = PinView(view.nodes)
     annotations = review.annotations
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+    labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()}
     if any(key in annotations for key in OUR_ANNOTATIONS) or CLAIM_DIGEST_LABEL in labels:
         holder = _claim_holder(placements, annotations, view.carried)
         if holder is not None:
@@ -178,7 +179,7 @@ def _considered(review: Review, settings: Settings, namespace: str) -> bool:
         return False
     if namespace in settings.excluded_namespaces or not namespace:
         return False
-    return _mapping(review.pod.get("spec")).get("schedulerName") == settings.scheduler_name
+    return as_mapping(review.pod.get("spec")).get("schedulerName") == settings.scheduler_name
 
 
 def _selects(placement: Placement, labels: Mapping[str, str]) -> bool:
@@ -312,8 +313,3 @@ def _child(parent: dict[str, Any], key: str) -> dict[str, Any]:
         value = {}
         parent[key] = value
     return value
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value if it is a mapping, else an empty one: API objects may carry nulls anywhere."""
-    return value if isinstance(value, Mapping) else {}

@@ -50,6 +50,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, node_cards
 from kubectl_hami_place.core.errors import ClusterInfoError, ModelError
+from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.fit import cordoned_cards
 from kubectl_hami_place.core.fragmentation import (
     Fragmentation,
@@ -59,7 +60,7 @@ from kubectl_hami_place.core.fragmentation import (
     node_fragmentation,
     summarize,
 )
-from kubectl_hami_place.core.placement import parse_time, rfc3339
+from kubectl_hami_place.core.placement import parse_time
 from kubectl_hami_place.core.requests import GPU, parse_quantity
 from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, UsageTally, pod_allocation
 

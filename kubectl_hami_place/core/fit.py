@@ -38,6 +38,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
 from kubectl_hami_place.core.errors import RegisterError, RequestError
+from kubectl_hami_place.core.fields import as_mapping, comma_list
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
@@ -217,7 +218,7 @@ def numa_bind(annotations: Mapping[str, str] | None) -> bool:
 def gpu_policies(annotations: Mapping[str, str] | None, default_policy: str = "") -> list[str]:
     """HAMi's GPU policies for the pod (its annotation, else `default_policy`), as `GetGPUSchedulerPolicyByPod` and
     `PolicyContains` (`pkg/util/util.go`) read them."""
-    return _split((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
+    return comma_list((annotations or {}).get(GPU_SCHEDULER_POLICY, default_policy))
 
 
 def topology_aware(annotations: Mapping[str, str] | None, default_policy: str = "") -> bool:
@@ -228,7 +229,7 @@ def topology_aware(annotations: Mapping[str, str] | None, default_policy: str = 
 def cordoned_cards(node_annotations: Mapping[str, str] | None) -> frozenset[str]:
     """The card UUIDs a node's `hami.io/device-cordon` annotation takes out of new placements."""
     value = (node_annotations or {}).get(DEVICE_CORDON)
-    return frozenset(_split(value)) if isinstance(value, str) else frozenset()
+    return frozenset(comma_list(value)) if isinstance(value, str) else frozenset()
 
 
 def topology_numa(
@@ -250,23 +251,18 @@ def topology_numa(
     return min(usable, default=None)
 
 
-def _split(value: str) -> list[str]:
-    """A comma list with blanks dropped."""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
 def _uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
     """HAMi's CheckUUID: exact UUIDs; an empty list means no constraint."""
-    use = _split(annotations.get(USE_UUID, ""))
-    nouse = _split(annotations.get(NOUSE_UUID, ""))
+    use = comma_list(annotations.get(USE_UUID, ""))
+    nouse = comma_list(annotations.get(NOUSE_UUID, ""))
     return (not use or uuid in use) and uuid not in nouse
 
 
 def _type_allowed(annotations: Mapping[str, str], card: Card) -> bool:
     """HAMi's CheckType: case-insensitive substrings of the card's type, and the card's mode in vgpu-mode."""
     card_type = card.type.upper()
-    use = _split(annotations.get(USE_TYPE, ""))
-    nouse = _split(annotations.get(NOUSE_TYPE, ""))
+    use = comma_list(annotations.get(USE_TYPE, ""))
+    nouse = comma_list(annotations.get(NOUSE_TYPE, ""))
     if use and not any(item.upper() in card_type for item in use):
         return False
     if any(item.upper() in card_type for item in nouse):
@@ -365,17 +361,17 @@ def fit_pod_on_node(
     A pod asking no card fits any node, registered or not, as HAMi's Filter passes it before looking at nodes; one
     whose score weights HAMi cannot read fails on every node, registered or not.
     """
-    spec = _mapping(pod.get("spec"))
+    spec = as_mapping(pod.get("spec"))
     requests = pod_requests(spec, hami_webhook, config=config)
     if all(request is None for request in requests):
         return PodFit(ok=True)
-    pod_annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    pod_annotations = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
     annotations = {key: value for key, value in pod_annotations.items() if isinstance(value, str)}
     try:
         scoring_weights(annotations)
     except RequestError as err:
         return PodFit(ok=False, reason=f"{CALC_SCORE_FAILED} {err}")
-    node_metadata = _mapping(node.get("metadata"))
+    node_metadata = as_mapping(node.get("metadata"))
     try:
         cards = node_cards(node)
     except RegisterError:
@@ -383,7 +379,7 @@ def fit_pod_on_node(
     name = node_metadata.get("name")
     usage = card_usage(cards, allocations, node=name if isinstance(name, str) else None)
     init = spec.get("initContainers")
-    node_annotations = _mapping(node_metadata.get("annotations"))
+    node_annotations = as_mapping(node_metadata.get("annotations"))
     scores = node_annotations.get(PAIR_SCORE_ANNOTATION)
     return fit_pod(
         cards,
@@ -395,11 +391,6 @@ def fit_pod_on_node(
         config=config,
         pair_scores=pair_scores(scores) if scores is not None else None,
     )
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}
 
 
 @dataclass
@@ -437,7 +428,7 @@ def _fit_container(
     typed = [slot for slot in slots if slot.card.is_nvidia]
     if request.nums > len(typed):
         return PodFit(ok=False, reason=NODE_INSUFFICIENT_DEVICE, counts={NODE_INSUFFICIENT_DEVICE: 1})
-    topology = TOPOLOGY_AWARE in _split(policy)
+    topology = TOPOLOGY_AWARE in comma_list(policy)
     counts: Counter[str] = Counter()
     picked: list[_Slot] = []
     previous_numa = -1

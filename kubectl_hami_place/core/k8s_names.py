@@ -14,10 +14,16 @@ SUBDOMAIN_MAX = 253
 
 
 def is_object_name(name: object) -> TypeGuard[str]:
-    """A DNS-1123 subdomain, as the API server requires of a pod's, a placement's or a Lease's name."""
+    """A DNS-1123 subdomain, as the API server requires of a pod's, a placement's or a Lease's name (and of a label
+    key's prefix)."""
     return isinstance(name, str) and 0 < len(name) <= SUBDOMAIN_MAX and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 def is_namespace(name: object) -> TypeGuard[str]:
     """A DNS-1123 label, as the API server requires of a namespace's name."""
     return isinstance(name, str) and 0 < len(name) <= LABEL_MAX and _DNS_LABEL.fullmatch(name) is not None
+
+
+def is_namespaced_name(namespace: object, name: object) -> bool:
+    """A namespace's name and an object name that together can name a namespaced object in an API path."""
+    return is_namespace(namespace) and is_object_name(name)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.requests import parse_quantity
 
 FINISHED = frozenset({"Succeeded", "Failed"})
@@ -69,7 +70,7 @@ class CountedPod(NamedTuple):
 
 def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
     """The pod as node_remainders counts it, read once (the server keeps this, not the pod)."""
-    metadata, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+    metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     try:
         needs: Resources | str = pod_resources(spec)
     except RequestError as err:
@@ -85,12 +86,12 @@ def pod_resources(spec: Mapping[str, Any]) -> Resources:
     pod_level = _requests(spec.get("resources"))
     app = Resources()
     for container in _list(spec.get("containers")):
-        app += _requests(_map(container).get("resources"))
+        app += _requests(as_mapping(container).get("resources"))
     sidecars = Resources()
     peak = Resources()
     for container in _list(spec.get("initContainers")):
-        asked = _requests(_map(container).get("resources"))
-        if _map(container).get("restartPolicy") == "Always":
+        asked = _requests(as_mapping(container).get("resources"))
+        if as_mapping(container).get("restartPolicy") == "Always":
             sidecars += asked
             app += asked
             continue
@@ -103,7 +104,7 @@ def pod_resources(spec: Mapping[str, Any]) -> Resources:
 
 def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
     """The node's allocatable CPU, memory and pods; None when it states no CPU or memory (not modelled then)."""
-    allocatable = _map(_map(node.get("status")).get("allocatable"))
+    allocatable = as_mapping(as_mapping(node.get("status")).get("allocatable"))
     if "cpu" not in allocatable or "memory" not in allocatable:
         return None
     try:
@@ -123,7 +124,7 @@ def node_remainders(
     for node in nodes:
         allocatable = node_allocatable(node)
         if allocatable is not None:
-            remainders[str(_map(node.get("metadata")).get("name", ""))] = allocatable
+            remainders[str(as_mapping(node.get("metadata")).get("name", ""))] = allocatable
     warnings = []
     for other in itertools.chain(bound_pods(pods), others):
         if other.node not in remainders:
@@ -144,13 +145,13 @@ def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[CountedPod]:
     return [
         counted_pod(pod)
         for pod in pods
-        if _map(pod.get("spec")).get("nodeName") and _map(pod.get("status")).get("phase") not in FINISHED
+        if as_mapping(pod.get("spec")).get("nodeName") and as_mapping(pod.get("status")).get("phase") not in FINISHED
     ]
 
 
 def _requests(resources: object) -> Resources:
     """The CPU and memory of a `resources` block's requests (0 where absent)."""
-    requests = _map(_map(resources).get("requests"))
+    requests = as_mapping(as_mapping(resources).get("requests"))
     cpu = _milli(requests["cpu"], "cpu request") if "cpu" in requests else 0
     memory = _bytes(requests["memory"]) if "memory" in requests else 0
     return Resources(cpu, memory, 0)
@@ -158,7 +159,7 @@ def _requests(resources: object) -> Resources:
 
 def _has(resources: object, name: str) -> bool:
     """Whether a pod-level `resources` block requests this resource."""
-    return name in _map(_map(resources).get("requests"))
+    return name in as_mapping(as_mapping(resources).get("requests"))
 
 
 def _most(one: Resources, other: Resources) -> Resources:
@@ -174,10 +175,6 @@ def _milli(value: object, key: str) -> int:
 def _bytes(value: object) -> int:
     """A memory quantity in bytes, rounded up as Kubernetes' Value does."""
     return math.ceil(parse_quantity(value, "memory"))
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _list(value: object) -> list[Any]:

@@ -35,6 +35,7 @@ from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
 from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.fit import (
     NUMA_BIND,
     FitReason,
@@ -176,11 +177,11 @@ def workload_from_pod(
     `template`: the pod to place is made from this one (a controller's template, or a pod to be recreated), so
     its own `spec.nodeName` says nothing about the new pod.
     """
-    metadata = _mapping(pod.get("metadata"))
-    spec = _mapping(pod.get("spec"))
+    metadata = as_mapping(pod.get("metadata"))
+    spec = as_mapping(pod.get("spec"))
     annotations = {
         str(k): str(v)
-        for k, v in _mapping(metadata.get("annotations")).items()
+        for k, v in as_mapping(metadata.get("annotations")).items()
         if k != USE_GPUUUID_ANNOTATION and k not in OUR_ANNOTATIONS
     }
     containers: list[GpuContainer] = []
@@ -196,7 +197,7 @@ def workload_from_pod(
                 if found is not None:
                     containers.append(found)
                 if _privileged(item):
-                    privileged.append(str(_mapping(item).get("name") or position))
+                    privileged.append(str(as_mapping(item).get("name") or position))
                 position += 1
     except RequestError as error:
         return Workload((), source, annotations, invalid=str(error), config=config)
@@ -207,7 +208,7 @@ def workload_from_pod(
 
 def _privileged(container: object) -> bool:
     """`securityContext.privileged: true`, as HAMi's webhook (`isPrivilegedContainer`) reads it."""
-    context = _mapping(_mapping(container).get("securityContext"))
+    context = as_mapping(as_mapping(container).get("securityContext"))
     return context.get("privileged") is True
 
 
@@ -243,7 +244,7 @@ def pin_verdict(
     if numa_bind(workload.annotations) and len({card.numa for card in cards}) > 1:
         return PinVerdict(node, cards=cards, problems=(_numa_problem(cards),), config=config)
     node_obj = view.nodes[node]
-    cordoned = cordoned_cards(_mapping(_mapping(node_obj.get("metadata")).get("annotations")))
+    cordoned = cordoned_cards(as_mapping(as_mapping(node_obj.get("metadata")).get("annotations")))
     kept = topology_numa(node_cards(node_obj), workload.annotations, cordoned, config.gpu_scheduler_policy)
     if kept is not None and cards[0].numa != kept:
         return PinVerdict(node, cards=cards, problems=(_topology_numa_problem(cards, kept),), config=config)
@@ -309,7 +310,7 @@ def pending_warnings(
 
 def eviction_warnings(pod: Mapping[str, Any], allocation: PodAllocation | None, node: str) -> list[str]:
     """Warn when evicting this pod will not free anything on the target node."""
-    metadata = _mapping(pod.get("metadata"))
+    metadata = as_mapping(pod.get("metadata"))
     name = str(metadata.get("name") or "")
     if allocation is None:
         return [f"pod {name} holds no HAMi card (no {ALLOCATED_ANNOTATION}); evicting it frees no card"]
@@ -440,7 +441,7 @@ def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) 
     (`pkg/device/nvidia/device.go`) keeps or re-adds its cards while the plugin's handshake is fresh and drops them
     once it expires, and the kubelet refuses a pod asking cards there, so a pinned pod never runs."""
     count = config.resource_count_name
-    allocatable = _mapping(_mapping(node_obj.get("status")).get("allocatable"))
+    allocatable = as_mapping(as_mapping(node_obj.get("status")).get("allocatable"))
     if count not in allocatable:
         return None
     try:
@@ -497,8 +498,8 @@ def _gpu_container(container: object, position: int, init: bool, config: HamiCon
     request = container_request(container, hami_webhook=True, config=config)  # type: ignore[arg-type]
     if request is None or not isinstance(container, Mapping):
         return None
-    resources = _mapping(container.get("resources"))
-    asked = {key for section in ("limits", "requests") for key in _mapping(resources.get(section))}
+    resources = as_mapping(container.get("resources"))
+    asked = {key for section in ("limits", "requests") for key in as_mapping(resources.get(section))}
     own_memory = config.resource_memory_name in asked or config.resource_memory_percentage_name in asked
     default_cores = request.cores_by_webhook or (
         not own_memory and config.resource_core_name in asked and request.coresreq == 100
@@ -516,8 +517,3 @@ def _uuids(refs: Sequence[CardRef], cards: Sequence[Card]) -> set[str]:
         except CardRefError:
             continue
     return found
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value if it is a mapping, else an empty one: API objects may carry nulls anywhere."""
-    return value if isinstance(value, Mapping) else {}

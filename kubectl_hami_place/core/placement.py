@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError, PlacementError
+from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import API_VERSION, CLAIMED_PHASES, KIND, EvictionResult, Phase
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref
@@ -332,13 +333,6 @@ def merge_condition(conditions: tuple[Condition, ...], new: Condition) -> tuple[
     if not replaced:
         result.append(new)
     return tuple(result)
-
-
-def rfc3339(moment: datetime) -> str:
-    """A time as Kubernetes writes metav1.Time: UTC, seconds, `Z` (naive times are taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: object, where: str = "time") -> datetime:

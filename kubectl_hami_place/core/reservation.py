@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.fields import as_mapping, comma_list, rfc3339
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
 
 MAX_RESERVE = timedelta(minutes=10)
@@ -51,7 +52,7 @@ def is_card_id(value: object) -> bool:
 def reservation_value(cards: Iterable[str], until: datetime, use: str | None) -> str:
     """The annotation's value: compact JSON with the cards, the deadline (UTC, whole seconds) and the pod's own
     `use-gpuuuid` when it had one."""
-    document: dict[str, Any] = {"cards": list(cards), "until": _stamp(until)}
+    document: dict[str, Any] = {"cards": list(cards), "until": rfc3339(until)}
     if use is not None:
         document["use"] = use
     return json.dumps(document, separators=(",", ":"))
@@ -77,12 +78,12 @@ def parse_reservation(pod: str, value: object) -> Reservation | None:
 
 def reservation_of(pod: Mapping[str, Any]) -> Reservation | None:
     """The reservation a stored pod carries while it waits unscheduled (Pending, no node, valid names), else None."""
-    metadata, spec, status = _mapping(pod.get("metadata")), _mapping(pod.get("spec")), _mapping(pod.get("status"))
-    value = _mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
+    metadata, spec, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec")), as_mapping(pod.get("status"))
+    value = as_mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
     if value is None or status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
         return None
     namespace, name = metadata.get("namespace"), metadata.get("name")
-    if not is_namespace(namespace) or not is_object_name(name):
+    if not is_namespaced_name(namespace, name):
         return None
     return parse_reservation(f"{namespace}/{name}", value)
 
@@ -105,10 +106,10 @@ def reserve(
         own = earlier.use
     if own is not None and len(own) > _USE_MAX:
         return {}, f"the pod's own {USE_GPUUUID_ANNOTATION} is too long to record; its choice is kept"
-    allowed = _split(own or "")
+    allowed = comma_list(own or "")
     if allowed and not set(cards) <= set(allowed):
         return {}, f"the pod's own {USE_GPUUUID_ANNOTATION} excludes a planned card; its choice is kept"
-    if set(cards) & set(_split(annotations.get(NOUSE_GPUUUID_ANNOTATION, ""))):
+    if set(cards) & set(comma_list(annotations.get(NOUSE_GPUUUID_ANNOTATION, ""))):
         return {}, f"the pod's own {NOUSE_GPUUUID_ANNOTATION} excludes a planned card; its choice is kept"
     wanted = dict(annotations)
     wanted[ROOM_RESERVED_ANNOTATION] = reservation_value(cards, until, own)
@@ -143,30 +144,15 @@ def barred_cards(reservations: Iterable[Reservation], now: datetime, pod: str) -
 
 def kept_off(nouse: str | None, cards: Iterable[str]) -> str:
     """A `nouse-gpuuuid` value with `cards` added to the pod's own list (its entries first, as written)."""
-    own = _split(nouse or "")
+    own = comma_list(nouse or "")
     return ",".join(dict.fromkeys([*own, *cards]))
 
 
-def _split(value: str) -> list[str]:
-    """A comma list as HAMi's CheckUUID reads it: entries trimmed, blanks dropped."""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def _stamp(when: datetime) -> str:
-    """RFC 3339 in UTC, whole seconds."""
-    return when.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _time(value: object) -> datetime | None:
-    """An RFC 3339 UTC time as `_stamp` writes it, else None."""
+    """An RFC 3339 UTC time as `rfc3339` writes it, else None."""
     if not isinstance(value, str):
         return None
     try:
         return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
         return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}

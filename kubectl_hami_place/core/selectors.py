@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubectl_hami_place.core.errors import SelectorError
+from kubectl_hami_place.core.k8s_names import is_object_name
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _WORD = re.compile(r"[^\s,()=!<>]+")
 
 
@@ -204,7 +203,7 @@ def _check_key(key: object) -> str:
     if not isinstance(key, str) or not key:
         raise SelectorError("label selector: a label key must be a non-empty string")
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not is_object_name(prefix):
         raise SelectorError(f"label key {_clip(key)!r}: the prefix must be a lowercase DNS subdomain")
     if len(name) > 63 or not _NAME.fullmatch(name):
         raise SelectorError(

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubectl_hami_place.core.fields import as_mapping
+
 # What the chart's labels and image tags carry: 0.1.0, v0.2.3, 1.0.0-rc.1.
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.-]+)?$")
 VERSION_LABEL = "app.kubernetes.io/version"
@@ -37,7 +39,7 @@ def skewed(plugin: str, server: str) -> bool:
 def deployment_version(deployment: Mapping[str, Any]) -> ServerVersion | None:
     """The server's version as its Deployment says: the webhook container's image tag when it reads as a version
     (what runs, even when the chart's `image.tag` overrides its appVersion), else the chart's version label."""
-    metadata = _mapping(deployment.get("metadata"))
+    metadata = as_mapping(deployment.get("metadata"))
     where = f"deployment {metadata.get('namespace', '')}/{metadata.get('name', '')}"
     spec = deployment.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
@@ -51,12 +53,7 @@ def deployment_version(deployment: Mapping[str, Any]) -> ServerVersion | None:
         tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ""
         if tag and minor_of(tag) is not None:
             return ServerVersion(tag.removeprefix("v"), f"{where} image {image}")
-    label = _mapping(metadata.get("labels")).get(VERSION_LABEL)
+    label = as_mapping(metadata.get("labels")).get(VERSION_LABEL)
     if isinstance(label, str) and label:
         return ServerVersion(label, f"{where} label {VERSION_LABEL}")
     return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}

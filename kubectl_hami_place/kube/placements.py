@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.errors import KubeInvalid, KubeServerError
@@ -42,7 +42,7 @@ def list_placements(kube: Kube, namespace: str | None, label_selector: str = "")
 
 def get_placement(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     """One placement; `KubeNotFound` when it does not exist, `KubeInvalid` for a name no placement can have."""
-    if not is_namespace(namespace) or not is_object_name(name):
+    if not is_namespaced_name(namespace, name):
         raise KubeInvalid(f"{namespace[:70]!r}/{name[:120]!r} cannot name a placement (not a Kubernetes name)")
     found = request(
         kube,

@@ -17,6 +17,7 @@ HELP_UNUSED = (*VERB_LIBRARIES, "rich", "pydantic")
 AT_START = (
     "kubectl_hami_place.core",
     "kubectl_hami_place.core.errors",
+    "kubectl_hami_place.core.fields",
     "kubectl_hami_place.core.names",
     "kubectl_hami_place.core.versions",
     "kubectl_hami_place.kube",

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.errors import PlacementError
+from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.names import API_VERSION, KIND, EvictionResult, Phase
 from kubectl_hami_place.core.placement import (
     Condition,
@@ -21,7 +22,6 @@ from kubectl_hami_place.core.placement import (
     parse_time,
     placement_from_object,
     placement_object,
-    rfc3339,
     spec_from_object,
     spec_to_object,
     status_from_object,

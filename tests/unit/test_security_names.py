@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes.client import Configuration, CustomObjectsApi
 
-from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name, is_object_name
 from kubectl_hami_place.core.reviews import ReviewError, parse_review
 from kubectl_hami_place.kube.client import CheckedApiClient, Kube, PathError, by_path, request
 from kubectl_hami_place.kube.errors import KubeInvalid, KubeServerError
@@ -56,6 +56,33 @@ def test_object_names_follow_dns_1123_subdomains(name: str, ok: bool) -> None:
 )
 def test_namespaces_follow_dns_1123_labels(name: object, ok: bool) -> None:
     assert is_namespace(name) is ok
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "ok"),
+    [
+        ("team-a", "train-0", True),
+        ("x" * 63, "x" * 253, True),
+        ("x" * 64, "train-0", False),
+        ("team-a", "x" * 254, False),
+        ("0team", "0.train.1", True),
+        ("Team-a", "train-0", False),
+        ("team-a", "Train-0", False),
+        ("-team", "train-0", False),
+        ("team-a", "-train", False),
+        ("team-", "train-0", False),
+        ("team-a", "train.", False),
+        ("team.a", "train-0", False),
+        ("team-a", "a..b", False),
+        ("", "train-0", False),
+        ("team-a", "", False),
+        (None, "train-0", False),
+        ("team-a", None, False),
+        ("kube-system", "pods/x", False),
+    ],
+)
+def test_a_namespaced_name_is_a_namespace_label_and_a_subdomain_name(namespace: object, name: object, ok: bool) -> None:
+    assert is_namespaced_name(namespace, name) is ok
 
 
 def review(namespace: str) -> dict[str, Any]:

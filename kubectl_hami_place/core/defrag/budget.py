@@ -16,6 +16,7 @@ from typing import Any
 
 from kubectl_hami_place.core.defrag.policy import Budgets
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL, Phase
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 
@@ -141,8 +142,8 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveR
     """
     records = []
     for obj in objects:
-        metadata = _mapping(obj.get("metadata"))
-        labels, annotations = _mapping(metadata.get("labels")), _mapping(metadata.get("annotations"))
+        metadata = as_mapping(obj.get("metadata"))
+        labels, annotations = as_mapping(metadata.get("labels")), as_mapping(metadata.get("annotations"))
         run = labels.get(DEFRAG_RUN_LABEL)
         if not run:
             continue
@@ -184,8 +185,3 @@ def _result(placement: Placement, *, evicted_by_controller: bool) -> str:
     if status.phase in (Phase.Failed, Phase.Expired):
         return "Failed" if evicted_by_controller else "NotEvicted"
     return "Pending"
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}

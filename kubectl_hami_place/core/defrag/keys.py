@@ -17,6 +17,7 @@ from typing import Any
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.placement import time_or_none
 
@@ -49,7 +50,7 @@ Key = PodKey | str
 
 def pod_key(pod: Mapping[str, Any]) -> PodKey | None:
     """The key of a pod waiting unscheduled (Pending, no node, not being deleted): only such a pod may be rescued."""
-    metadata, spec, status = _mapping(pod.get("metadata")), _mapping(pod.get("spec")), _mapping(pod.get("status"))
+    metadata, spec, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec")), as_mapping(pod.get("status"))
     if status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
         return None
     namespace, name = metadata.get("namespace"), metadata.get("name")
@@ -60,10 +61,10 @@ def event_key(event: Mapping[str, Any]) -> PodKey | None:
     """The pod a FailedScheduling Event is about (core/v1 `involvedObject` or events.k8s.io/v1 `regarding`)."""
     if event.get("reason") != FAILED_SCHEDULING:
         return None
-    regarding = _mapping(event.get("involvedObject") or event.get("regarding"))
+    regarding = as_mapping(event.get("involvedObject") or event.get("regarding"))
     if regarding.get("kind", "Pod") != "Pod":
         return None
-    namespace = regarding.get("namespace") or _mapping(event.get("metadata")).get("namespace")
+    namespace = regarding.get("namespace") or as_mapping(event.get("metadata")).get("namespace")
     name = regarding.get("name")
     return PodKey(namespace, name) if isinstance(namespace, str) and isinstance(name, str) and name else None
 
@@ -73,7 +74,7 @@ def batch_order(key: Key, pod: Mapping[str, Any] | None = None) -> tuple[int, in
     `rescue_candidates` orders them (highest priority first, then the longest waiting; `pod` is the key's pod),
     keep-room last, so that a rescue runs before keep-room takes the room."""
     if isinstance(key, PodKey):
-        priority = _mapping(pod.get("spec")).get("priority") if pod is not None else None
+        priority = as_mapping(pod.get("spec")).get("priority") if pod is not None else None
         since = pending_since(pod) if pod is not None else None
         rank = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
         return (2, -rank, since.timestamp() if since is not None else float("inf"), str(key))
@@ -149,10 +150,10 @@ def follow(
     pod: Mapping[str, Any] | None, uid: str, events: Iterable[Mapping[str, Any]], done_at: datetime, now: datetime
 ) -> Followed:
     """Where the rescue of the pod with this UID stands, its moves done at `done_at`; `pod` as stored now."""
-    metadata = _mapping(pod.get("metadata")) if pod is not None else {}
+    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
     if pod is None or metadata.get("uid") != uid:
         return Followed.given_up
-    if _mapping(pod.get("spec")).get("nodeName"):
+    if as_mapping(pod.get("spec")).get("nodeName"):
         return Followed.rescued
     if refused_since(events, uid, done_at + ROOM_SETTLE):
         return Followed.room_lost
@@ -164,19 +165,14 @@ def follow(
 def refused_since(events: Iterable[Mapping[str, Any]], uid: str, since: datetime) -> bool:
     """Whether the scheduler refused the pod (by UID) again after `since`."""
     for event in events:
-        if _mapping(event.get("involvedObject")).get("uid") != uid:
+        if as_mapping(event.get("involvedObject")).get("uid") != uid:
             continue
         for value in (
             event.get("lastTimestamp"),
-            _mapping(event.get("series")).get("lastObservedTime"),
+            as_mapping(event.get("series")).get("lastObservedTime"),
             event.get("eventTime"),
         ):
             stamp = time_or_none(value)
             if stamp is not None and stamp > since:
                 return True
     return False
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}

@@ -19,6 +19,7 @@ from typing import Any
 
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
@@ -101,11 +102,11 @@ def rescue_candidates(
     latest = _latest_failures(events)
     found = []
     for pod in pods:
-        metadata, spec = _mapping(pod.get("metadata")), _mapping(pod.get("spec"))
+        metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-        if _mapping(pod.get("status")).get("phase") != "Pending" or spec.get("nodeName"):
+        if as_mapping(pod.get("status")).get("phase") != "Pending" or spec.get("nodeName"):
             continue
-        if metadata.get("deletionTimestamp") or PLACED_BY in _mapping(metadata.get("annotations")):
+        if metadata.get("deletionTimestamp") or PLACED_BY in as_mapping(metadata.get("annotations")):
             continue
         if not policy.namespaces.allows(namespace) or not _asks_gpu(spec, config):
             continue
@@ -124,7 +125,7 @@ def rescue_candidates(
 
 def _priority(pod: Mapping[str, Any]) -> int:
     """The pod's `spec.priority` (0 when unset)."""
-    value = _mapping(pod.get("spec")).get("priority")
+    value = as_mapping(pod.get("spec")).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -143,13 +144,13 @@ def _asks_gpu(spec: Mapping[str, Any], config: HamiConfig) -> bool:
 
 def pending_since(pod: Mapping[str, Any]) -> datetime | None:
     """When the pod became unschedulable (its PodScheduled=False condition), else when it was created."""
-    for condition in _mapping(pod.get("status")).get("conditions") or []:
+    for condition in as_mapping(pod.get("status")).get("conditions") or []:
         unscheduled = isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
         if unscheduled and condition.get("status") == "False":
             stamp = time_or_none(condition.get("lastTransitionTime"))
             if stamp is not None:
                 return stamp
-    return time_or_none(_mapping(pod.get("metadata")).get("creationTimestamp"))
+    return time_or_none(as_mapping(pod.get("metadata")).get("creationTimestamp"))
 
 
 def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[datetime, str, str]]:
@@ -158,15 +159,15 @@ def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
     for event in events:
         if event.get("reason") != FAILED_SCHEDULING:
             continue
-        regarding = _mapping(event.get("involvedObject") or event.get("regarding"))
+        regarding = as_mapping(event.get("involvedObject") or event.get("regarding"))
         if regarding.get("kind", "Pod") != "Pod":
             continue
-        metadata = _mapping(event.get("metadata"))
+        metadata = as_mapping(event.get("metadata"))
         stamp = None
         for value in (
             event.get("lastTimestamp"),
             event.get("deprecatedLastTimestamp"),
-            _mapping(event.get("series")).get("lastObservedTime"),
+            as_mapping(event.get("series")).get("lastObservedTime"),
             event.get("eventTime"),
             metadata.get("creationTimestamp"),
         ):
@@ -245,8 +246,3 @@ def room_goal(room: Room, policy: DefragPolicy) -> Goal | None:
         excess = room.stranded_mib - share * room.free_mib
         return FreeCardsGoal(count=max(1, math.ceil(excess / room.whole_card_mib)))
     return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}

@@ -16,6 +16,7 @@ from typing import Any
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.errors import ModelError, RequestError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.node_resources import (
@@ -66,15 +67,15 @@ def snapshot_from_objects(
     allowed: dict[str, int] = {}
     warnings = [*info.warnings, *room_warnings]
     for budget in budgets:
-        metadata = _mapping(budget.get("metadata"))
+        metadata = as_mapping(budget.get("metadata"))
         key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
         try:
-            selector = selector_from_dict(_mapping(budget.get("spec")).get("selector"))
+            selector = selector_from_dict(as_mapping(budget.get("spec")).get("selector"))
         except ModelError as err:
             warnings.append(f"PodDisruptionBudget {key}: {err}; it protects no pod in this plan")
             continue
         selectors.append((key, metadata.get("namespace", ""), selector))
-        allowed[key] = _int(_mapping(budget.get("status")).get("disruptionsAllowed"))
+        allowed[key] = _int(as_mapping(budget.get("status")).get("disruptionsAllowed"))
     plan_pods = []
     for pod in pods:
         try:
@@ -84,7 +85,7 @@ def snapshot_from_objects(
             continue
         if plan_pod.allocation is None:
             continue
-        pod_labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
+        pod_labels = as_mapping(as_mapping(pod.get("metadata")).get("labels"))
         covering = tuple(
             key
             for key, namespace, selector in selectors
@@ -99,8 +100,8 @@ def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict
     cannot read is unregistered, so it has no cards in the snapshot anyway)."""
     result = {}
     for node in nodes:
-        metadata = _mapping(node.get("metadata"))
-        text = _mapping(metadata.get("annotations")).get(PAIR_SCORE_ANNOTATION)
+        metadata = as_mapping(node.get("metadata"))
+        text = as_mapping(metadata.get("annotations")).get(PAIR_SCORE_ANNOTATION)
         if text is None:
             continue
         try:
@@ -114,8 +115,8 @@ def node_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, An
     """Each node's labels by node name."""
     result = {}
     for node in nodes:
-        metadata = _mapping(node.get("metadata"))
-        result[str(metadata.get("name", ""))] = _mapping(metadata.get("labels"))
+        metadata = as_mapping(node.get("metadata"))
+        result[str(metadata.get("name", ""))] = as_mapping(metadata.get("labels"))
     return result
 
 
@@ -134,8 +135,8 @@ def pod_for_plan(
     per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
     `asked` (by namespace and name) when the caller read it already for the nodes' rooms.
     """
-    metadata = _mapping(pod.get("metadata"))
-    spec = _mapping(pod.get("spec"))
+    metadata = as_mapping(pod.get("metadata"))
+    spec = as_mapping(pod.get("spec"))
     namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
     try:
         requests = pod_requests(spec, config=config)
@@ -143,7 +144,7 @@ def pod_for_plan(
         raise type(err)(f"pod {namespace}/{name}: {err}") from None
     owners = [o for o in metadata.get("ownerReferences") or [] if isinstance(o, Mapping) and o.get("controller")]
     init = spec.get("initContainers")
-    annotations = _mapping(metadata.get("annotations"))
+    annotations = as_mapping(metadata.get("annotations"))
     placed_on = str(spec.get("nodeName") or "") if PLACED_BY in annotations else ""
     read = asked.get((namespace, name)) if asked is not None else None
     if read is None:
@@ -180,7 +181,7 @@ def _selected(
     memo: dict[str, frozenset[str] | None],
 ) -> frozenset[str] | None:
     """The nodes the pod's nodeSelector and required node affinity allow; None when it has neither."""
-    selector = _mapping(spec.get("nodeSelector"))
+    selector = as_mapping(spec.get("nodeSelector"))
     terms = _required_terms(spec, placed_on)
     if not selector and terms is None:
         return None
@@ -204,7 +205,7 @@ def _allowed_nodes(
 def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str, Any]] | None:
     """The required nodeSelectorTerms (None: no requirement); for a placed pod, without our hostname pin on
     `placed_on`, and without the terms that pin alone made up."""
-    affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if not isinstance(required, Mapping):
         return None
@@ -250,11 +251,6 @@ def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
             return False
         return number > bound if operator == "Gt" else number < bound
     return False
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    """The value when it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}
 
 
 def _int(value: object) -> int:

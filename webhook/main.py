@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kubectl_hami_place import __version__
-from kubectl_hami_place.core.k8s_names import is_namespaced_name, is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name, is_object_name
 from kubectl_hami_place.kube.client import Kube, connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.webhook_config import (
@@ -358,8 +358,11 @@ def _serve(args: argparse.Namespace) -> int:
     defrag = None
     if args.defrag_policy:
         namespace, _, name = args.defrag_policy.partition("/")
-        if not namespace or not name or "/" in name:
+        if not is_namespaced_name(namespace, name):
             _fail(f"hami-place-webhook: --defrag-policy {args.defrag_policy!r} must be NAMESPACE/NAME of a ConfigMap")
+            return 2
+        if args.defrag_namespace and not is_namespace(args.defrag_namespace):
+            _fail(f"hami-place-webhook: --defrag-namespace {args.defrag_namespace!r} is not a namespace name")
             return 2
         if not 0.1 <= args.defrag_interval <= 3600:
             _fail("hami-place-webhook: --defrag-interval must be 0.1..3600 seconds")

@@ -61,6 +61,9 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
         (["delete", "--all", "--phase", "Gone"], "unknown phase 'Gone'"),
         (["frobnicate"], "no such command 'frobnicate'"),
         (["completion", "tcsh"], "'tcsh' is not one of"),
+        (["defrag", "status", "--policy", "kube-system"], "--policy 'kube-system' is not NAMESPACE/NAME"),
+        (["defrag", "pause", "--policy", "Kube_System/p"], "--policy 'Kube_System/p' is not NAMESPACE/NAME"),
+        (["defrag", "resume", "--policy", "ns/../p"], "--policy 'ns/../p' is not NAMESPACE/NAME"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(

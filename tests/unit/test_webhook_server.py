@@ -541,6 +541,9 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
         (["--idle-timeout", "0"], "--idle-timeout must be 1..3600 seconds"),
         (["--claim-grace", "0"], "--claim-grace must be a positive number of seconds"),
         (["--finished-ttl", "-1"], "--finished-ttl must be 0 (keep) or a positive number of seconds"),
+        (["--defrag-policy", "kube-system/Policy"], "must be NAMESPACE/NAME of a ConfigMap"),
+        (["--defrag-policy", "kube-system/../x"], "must be NAMESPACE/NAME of a ConfigMap"),
+        (["--defrag-policy", "a/b", "--defrag-namespace", "x.y"], "--defrag-namespace 'x.y' is not a namespace"),
     ],
 )
 def test_serve_refuses_timeouts_out_of_range(

@@ -489,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     args.slices = args.slices or (4 if args.baseline_webhook else 3)
     rates = [int(r) for r in args.rates.split(",")]
     started = time.monotonic()
+    # Built (or found in the cache) before the sandbox starts: a cold build after the box went quiet would load it.
+    binaries.resolve("vegeta")
+    binaries.resolve("admission-floor")
     with tempfile.TemporaryDirectory(prefix="hami-place-bench-") as tmp:
         workdir = Path(tmp)
         print(

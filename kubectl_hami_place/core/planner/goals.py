@@ -360,9 +360,9 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
     """The fewest pods to release from the card for the pod to fit it (empty when it fits now), or None and why."""
     if state.fits(pod, slot):
         return [], ""
-    empty = state.fits_empty(pod, slot)
-    if not empty.ok:
-        return None, f"{empty.reason}: {empty.message}"
+    refused = state.refused_empty(pod, slot)
+    if refused is not None:
+        return None, f"{refused.reason}: {refused.message}"
     movable = [key for key in slot.pods if key in state.pods and state.may_move(key) is None]
     for key in sorted(movable, key=lambda k: (slot.pods[k][1], k)):
         if state.fits(pod, slot, slot.pods[key]):
@@ -471,9 +471,9 @@ def _reached(
 def _ranked(options: list[_Option], reasons: dict[str, str]) -> list[str]:
     """Why each node failed, the nodes tried first (in the order tried), then the others; the first few only: a node
     tried after the first `_REASONS_SHOWN` is never shown, as those all failed before it was tried."""
-    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
-    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
-    return ranked[:_REASONS_SHOWN]
+    ranked = dict.fromkeys(f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons)
+    ranked.update(dict.fromkeys(f"{node}: {why}" for node, why in reasons.items()))
+    return list(ranked)[:_REASONS_SHOWN]
 
 
 def _no_plan(state: State, goal: Goal, reasons: tuple[str, ...]) -> Plan:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from heapq import merge
 from itertools import islice
+from operator import attrgetter
 from typing import Generic, TypeVar
 
 from kubectl_hami_place.core.cards import Card
@@ -22,11 +22,14 @@ from kubectl_hami_place.core.fit import (
     FitReason,
     FitResult,
     PodFit,
+    UuidLists,
     fit,
     fit_pod,
     numa_bind,
     topology_aware,
     topology_numa,
+    uuid_allowed,
+    uuid_lists,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.node_resources import Resources
@@ -132,15 +135,30 @@ class CardSlot:
 
     __slots__ = ("card", "cordoned", "cores", "kind", "mem", "node", "open", "ordinal", "pods", "slots")
 
-    def __init__(self, ordinal: int, node: str, card: Card, cordoned: bool, node_open: bool) -> None:
-        """A card with nothing counted yet."""
+    def __init__(
+        self,
+        ordinal: int,
+        node: str,
+        card: Card,
+        cordoned: bool,
+        node_open: bool,
+        *,
+        kinds: dict[tuple[object, ...], tuple[tuple[object, ...], bool]] | None = None,
+    ) -> None:
+        """A card with nothing counted yet; `kinds` keeps one `kind` (and whether such a card is open) per kind."""
         self.ordinal = ordinal
         self.node = node
         self.card = card
         self.cordoned = cordoned
-        self.kind = (card.type, card.mode, card.health, card.count, card.devmem, card.devcore, cordoned)
+        kind = (card.type, card.mode, card.health, card.count, card.devmem, card.devcore, cordoned)
+        known = None if kinds is None else kinds.get(kind)
+        if known is None:
+            known = (kind, card.is_nvidia and card.health and not cordoned and not card.is_mig)
+            if kinds is not None:
+                kinds[kind] = known
+        self.kind = known[0]
         """What HAMi's fit reads of the card but its UUID: cards of one kind and usage get one verdict."""
-        self.open = node_open and card.is_nvidia and card.health and not cordoned and not card.is_mig
+        self.open = node_open and known[1]
         self.slots = self.mem = self.cores = 0
         self.pods: dict[str, Share] = {}
 
@@ -166,19 +184,26 @@ class CardSlot:
         )
 
 
-@dataclass
 class PodSlot:
-    """A placed pod in the working copy: where it is now and why it may never move."""
+    """A placed pod in the working copy: where it is now, whether this plan moved it, and why it may never move."""
 
-    pod: PlanPod
-    node: str
-    cards: tuple[str, ...]
-    moved: bool = False
+    __slots__ = ("_blocked", "_checked", "cards", "moved", "node", "pod")
 
-    @cached_property
+    def __init__(self, pod: PlanPod, node: str, cards: tuple[str, ...], moved: bool = False) -> None:
+        """The pod where the snapshot has it; not yet asked whether it may move."""
+        self.pod = pod
+        self.node = node
+        self.cards = cards
+        self.moved = moved
+        self._blocked: str | None = None
+        self._checked = False
+
+    @property
     def blocked(self) -> str | None:
         """Why the pod may never move (`static_block`), worked out the first time a plan asks."""
-        return static_block(self.pod)
+        if not self._checked:
+            self._blocked, self._checked = static_block(self.pod), True
+        return self._blocked
 
 
 @dataclass(frozen=True)
@@ -232,45 +257,59 @@ class State:
         self.node_open: dict[str, bool] = {}
         self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
         self.room: dict[str, Resources] = {node.name: node.room for node in snapshot.nodes if node.room is not None}
-        counted = sorted(
-            ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
-            key=lambda pair: pair[0].key,
-        )
-        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        counted = [(p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted]
+        counted.sort(key=lambda pair: pair[0].key)
+        kinds: dict[tuple[object, ...], tuple[tuple[object, ...], bool]] = {}
+        for node in sorted(snapshot.nodes, key=attrgetter("name")):
             self.node_open[node.name] = node.schedulable
             slots = []
             for card in sorted(node.cards, key=lambda c: (c.index, c.uuid)):
                 if card.uuid in self.by_uuid:
                     continue
-                slot = CardSlot(len(self.cards), node.name, card, card.uuid in node.cordoned, node.schedulable)
+                slot = CardSlot(
+                    len(self.cards), node.name, card, card.uuid in node.cordoned, node.schedulable, kinds=kinds
+                )
                 self.cards.append(slot)
                 self.by_uuid[card.uuid] = slot
                 slots.append(slot)
             self.by_node[node.name] = slots
         held: dict[str, dict[int, str]] = {}
+        shares: dict[Share, Share] = {}
+        by_uuid = self.by_uuid
         for _, allocation in counted:
             # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
-            key = allocation.key
+            key, node_name = allocation.key, allocation.node
             for uuid, taken, mem, cores in allocation.takes():
-                on_card = self.by_uuid.get(uuid)
-                if on_card is None or on_card.node != allocation.node:
+                on_card = by_uuid.get(uuid)
+                if on_card is None or on_card.node != node_name:
                     continue
                 on_card.slots += taken
                 on_card.mem += mem
                 on_card.cores += cores
-                on_card.pods[key] = (taken, mem, cores)
-                held.setdefault(key, {})[on_card.ordinal] = uuid
+                share = (taken, mem, cores)
+                on_card.pods[key] = shares.setdefault(share, share)  # one tuple per distinct share
+                cards = held.get(key)
+                if cards is None:
+                    held[key] = {on_card.ordinal: uuid}
+                else:
+                    cards[on_card.ordinal] = uuid
         self.pods: dict[str, PodSlot] = {}
         for plan_pod, _ in counted:
-            cards = held.get(plan_pod.key)
+            key = plan_pod.key
+            cards = held.get(key)
             if cards:
-                uuids = tuple(cards[ordinal] for ordinal in sorted(cards))  # in card order
-                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[uuids[0]].node, uuids)
+                uuids = tuple(cards.values()) if len(cards) == 1 else tuple(cards[o] for o in sorted(cards))
+                self.pods[key] = PodSlot(plan_pod, by_uuid[uuids[0]].node, uuids)  # its cards in card order
         self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
         self.smallest = Card(uuid="", devmem=self.min_devmem)
         """A card of the least memory an open card has: a pod's share of it is the least it takes of any."""
-        self.in_use: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and s.used)
-        self.unused: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and not s.used)
+        self.in_use: list[tuple[int, int]] = []
+        self.unused: list[tuple[int, int]] = []
+        for slot in self.cards:
+            if slot.open:
+                (self.in_use if slot.used else self.unused).append((slot.card.devmem - slot.mem, slot.ordinal))
+        self.in_use.sort()
+        self.unused.sort()
         self.budgets = dict(snapshot.budgets)
         self.moves: list[Move] = []
         self.per_node: dict[str, int] = {}
@@ -278,9 +317,10 @@ class State:
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
         self._empty: dict[tuple[object, ...], FitResult] = {}
+        self._empty_fits: dict[tuple[object, ...], bool] = {}
         self._verdicts: dict[tuple[object, ...], bool] = {}
         self._fit_kinds: dict[tuple[object, ...], int] = {}
-        self._fit_kind: dict[int, tuple[int, bool]] = {}
+        self._fit_kind: dict[int, tuple[int, UuidLists | None]] = {}
         self._serial = 0
         self.steps = 0
         self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
@@ -315,43 +355,42 @@ class State:
         slots, mem, cores = slot.slots - released[0], slot.mem - released[1], slot.cores - released[2]
         if slots >= card.count or card.devmem - mem < share[1] or card.devcore - cores < share[2]:
             return False
-        kind, pinned = self.fit_kind(pod)
-        key = (kind, slot.kind, card.uuid if pinned else "", slots, mem, cores)
+        kind, uuids = self.fit_kind(pod)
+        key = (kind, slot.kind, uuids is None or uuid_allowed(uuids, card.uuid), slots, mem, cores)
         ok = self._verdicts.get(key)
         if ok is None:
             ok = self._verdicts[key] = self.verdict(pod, slot, released).ok
         return ok
 
-    def fit_kind(self, pod: PlanPod) -> tuple[int, bool]:
+    def fit_kind(self, pod: PlanPod) -> tuple[int, UuidLists | None]:
         """A number shared by the pods HAMi's fit cannot tell apart (GPU requests, init containers, fit annotations,
-        default policy), and whether the pod names card UUIDs (its verdicts then depend on the card's UUID too)."""
+        default policy), and the card UUIDs the pod names to use and not to use, None when it names none: a card's
+        UUID then matters to its verdicts only as allowed or not (`fit.uuid_lists`)."""
         found = self._fit_kind.get(id(pod))
         if found is None:
             annotations = pod.fit_annotations
             key = (pod.gpu_requests, pod.init_containers, tuple(sorted(annotations.items())), pod.default_policy)
             kind = self._fit_kinds.setdefault(key, len(self._fit_kinds))
-            found = self._fit_kind[id(pod)] = (kind, bool(annotations.get(USE_UUID) or annotations.get(NOUSE_UUID)))
+            pinned = annotations.get(USE_UUID) or annotations.get(NOUSE_UUID)
+            found = self._fit_kind[id(pod)] = (kind, uuid_lists(annotations) if pinned else None)
         return found
 
-    def fits_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult:
-        """HAMi's verdict for the pod on the card were nobody on it; cached across cards that look the same to fit."""
+    def refused_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult | None:
+        """HAMi's refusal of the pod on the card were nobody on it, None when it would fit; whether it fits is kept per
+        card kind (and the UUID allowed or not), a refusal across cards that look the same to fit (a pod naming UUIDs:
+        per card)."""
         card = slot.card
-        pinned = bool(pod.fit_annotations.get(USE_UUID) or pod.fit_annotations.get(NOUSE_UUID))
-        key = (
-            id(pod),
-            card.type,
-            card.mode,
-            card.health,
-            card.count,
-            card.devmem,
-            card.devcore,
-            slot.cordoned,
-            card.uuid if pinned else "",
-        )
+        uuids = self.fit_kind(pod)[1]
+        allowed = uuids is None or uuid_allowed(uuids, card.uuid)
+        fits = self._empty_fits.get((id(pod), slot.kind, allowed))
+        if fits:
+            return None
+        key = (id(pod), slot.kind, "" if uuids is None else card.uuid)
         cached = self._empty.get(key)
         if cached is None:
             cached = self._empty[key] = self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores))
-        return cached
+            self._empty_fits[(id(pod), slot.kind, allowed)] = cached.ok
+        return None if cached.ok else cached
 
     def hami_cards(
         self, pod: PlanPod, node: str, cards: list[CardSlot], exclude: Iterable[str] = (), avoid_empty: bool = False
@@ -487,13 +526,12 @@ class State:
             return f"would exceed {node_bound} moves off node {entry.node}"
         limits = self.limits
         namespace = entry.pod.namespace
-        bounds = [
-            bound
-            for bound in (limits.max_moves_per_namespace, limits.namespace_moves_left.get(namespace))
-            if bound is not None
-        ]
-        if bounds and self.per_namespace.get(namespace, 0) >= min(bounds):
-            return f"would exceed {min(bounds)} moves of namespace {namespace}'s pods"
+        bound = limits.max_moves_per_namespace
+        left = limits.namespace_moves_left.get(namespace)
+        if left is not None and (bound is None or left < bound):
+            bound = left
+        if bound is not None and self.per_namespace.get(namespace, 0) >= bound:
+            return f"would exceed {bound} moves of namespace {namespace}'s pods"
         return None
 
     # Moves ----------------------------------------------------------------------------------------------------
@@ -577,6 +615,9 @@ class State:
             if tried > CHAIN_CARDS:
                 return None
             for other in room:
+                if self._dead_end(other, scope, avoid_empty):
+                    self.step()  # the step `relocate` counts before it finds no card
+                    continue
                 point = self.checkpoint()
                 if self.relocate(
                     other, reason, exclude | {slot.card.uuid}, scope=scope, avoid_empty=avoid_empty, chain=False
@@ -738,9 +779,8 @@ class State:
         Remembered for this state and the pod's shape (`_remembered`): the evicted pods of one node after another
         are mostly of a few shapes, so a search that fails for one is not walked again for the next.
         """
-        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
+        key, allowed, home = self._fitting_key(pod, scope, avoid_empty)
         floor = self.share(pod, self.smallest)[1]
-        home = self.node_of(pod) if self.room else ""
 
         def walk() -> Iterator[CardSlot]:
             """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each node's
@@ -755,7 +795,23 @@ class State:
                 if holds and self.fits(pod, slot):
                     yield slot
 
-        return self._remembered(("fitting", self.shape(pod), home, allowed, avoid_empty), walk)
+        return self._remembered(key, walk)
+
+    def _fitting_key(
+        self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool
+    ) -> tuple[tuple[object, ...], frozenset[str] | None, str]:
+        """The key `_fitting` remembers its walk by, with the nodes it keeps to and the pod's own node ("" when no
+        node's CPU and memory are counted): the walk depends on the pod only through its shape and node."""
+        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
+        home = self.node_of(pod) if self.room else ""
+        return ("fitting", self.shape(pod), home, allowed, avoid_empty), allowed, home
+
+    def _dead_end(self, key: str, scope: frozenset[str] | None, avoid_empty: bool) -> bool:
+        """Whether moving the pod (without a chain) finds no card at this state whatever it excludes: its walk
+        (`_fitting`) was remembered here and ended without a card, so `relocate` would only count its step."""
+        walks = self._walks.get(self._log[-1].serial if self._log else 0)
+        walk = None if walks is None else walks.get(self._fitting_key(self.pods[key].pod, scope, avoid_empty)[0])
+        return walk is not None and walk.source is None and not walk.found
 
     def shape(self, pod: PlanPod) -> int:
         """A number shared by the pods a target search cannot tell apart: their GPU requests, init containers, fit

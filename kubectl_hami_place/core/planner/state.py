@@ -50,7 +50,10 @@ from kubectl_hami_place.core.usage import CardUsage
 MIRROR = "kubernetes.io/config.mirror"
 CHAIN_CARDS = 32
 Share = tuple[int, int, int]
+Room = tuple["CardSlot", list[str]]
+"""A card in use and those of its pods whose leaving makes room on it."""
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def sequence_fit(
@@ -245,6 +248,40 @@ class _Remembered(Generic[T]):
             self.found.append(item)
 
 
+class _Passed(Generic[T]):
+    """A card walk at one state, made once for the walks that differ from it only in which of its items they keep
+    (`State._counted`): the items found, each with the steps a walk of its own counts to reach it from the one
+    before (`State.step`), and the steps after the last."""
+
+    __slots__ = ("found", "source", "tail", "unit")
+
+    def __init__(self, unit: bool, source: Iterator[tuple[int, T | None]]) -> None:
+        """Nothing walked yet; `source` gives each card's steps and item (None: nothing for a walk to keep), and
+        `unit` says its steps come one card at a time (a walk then stops at the first card over the bound)."""
+        self.found: list[tuple[int, T]] = []
+        self.source: Iterator[tuple[int, T | None]] | None = source
+        self.tail = 0
+        self.unit = unit
+
+    def advance(self) -> bool:
+        """Walk on to the next item; False when the walk has ended."""
+        if self.source is None:
+            return False
+        for steps, item in self.source:
+            self.tail += steps
+            if item is not None:
+                self.found.append((self.tail, item))
+                self.tail = 0
+                return True
+        self.source = None
+        return False
+
+
+def _kept(item: T) -> T:
+    """The item itself: a walk keeping all its shared walk finds."""
+    return item
+
+
 class State:
     """The working copy: cards indexed by UUID, by node and by free memory; pods by key; moves so far."""
 
@@ -324,6 +361,7 @@ class State:
         self._serial = 0
         self.steps = 0
         self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
+        self._passed: dict[int, dict[tuple[object, ...], _Passed[object]]] = {}
         self._shapes: dict[tuple[int, Resources], int] = {}
         self._shape: dict[int, int] = {}
 
@@ -541,6 +579,7 @@ class State:
         self.steps += count
         if self.steps > self.limits.max_steps:
             self._walks.clear()
+            self._passed.clear()
             raise SearchSpent(f"the search stopped after {self.limits.max_steps} steps (its bound)")
 
     def checkpoint(self) -> int:
@@ -552,6 +591,7 @@ class State:
         while len(self._log) > point:
             step = self._log.pop()
             self._walks.pop(step.serial, None)
+            self._passed.pop(step.serial, None)
             entry = self.pods[step.key]
             for uuid in entry.cards:
                 self._take(self.by_uuid[uuid], step.key)
@@ -635,17 +675,26 @@ class State:
         """The cards in use on `nodes` (None: all), least free first, that a one-card pod of the pod's memory could
         move off to leave room for it, each with those of its pods whose leaving lets the pod fit, smallest first.
 
-        Remembered for this state and the pod's shape (`_remembered`).
+        Remembered for this state and the pod's shape (`_remembered`), each such walk counting its steps; the cards
+        and pods themselves depend on HAMi's fit only, so they are found once per state and `fit_kind` (`_Passed`).
         """
         need = self.share(pod, self.smallest)[1]
 
-        def walk() -> Iterator[tuple[CardSlot, list[str]]]:
-            """The walk itself."""
-            for slot in self._by_free(nodes, 0, avoid_empty=True):
-                room = [q for q in slot.pods if slot.free + slot.pods[q][1] >= need and self._chainable(q)]
-                if room:
-                    ordered = sorted(room, key=lambda q: (slot.pods[q][1], q))
-                    yield slot, [q for q in ordered if self.fits(pod, slot, slot.pods[q])]
+        def rooms(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, Room | None]]:
+            """The walk itself: each card's steps, and the card with its pods when any could leave it."""
+            for steps, slot in order:
+                room = [] if slot is None else [q for q in slot.pods if slot.free + slot.pods[q][1] >= need]
+                room = [q for q in room if self._chainable(q)]
+                if slot is None or not room:
+                    yield steps, None
+                    continue
+                ordered = sorted(room, key=lambda q: (slot.pods[q][1], q))
+                yield steps, (slot, [q for q in ordered if self.fits(pod, slot, slot.pods[q])])
+
+        def walk() -> Iterator[Room]:
+            """This shape's walk over the rooms found for its fit kind."""
+            found = self._pass(("rooms", self.fit_kind(pod)[0], nodes), (nodes, 0, True), rooms)
+            return self._counted(found, _kept)
 
         return self._remembered(("rooms", self.shape(pod), nodes), walk)
 
@@ -782,18 +831,26 @@ class State:
         key, allowed, home = self._fitting_key(pod, scope, avoid_empty)
         floor = self.share(pod, self.smallest)[1]
 
-        def walk() -> Iterator[CardSlot]:
-            """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each node's
-            CPU, memory and pod count asked once (the state does not change under a remembered walk), HAMi's fit
-            after."""
+        def fitting(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, tuple[CardSlot, bool] | None]]:
+            """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each card's
+            steps, and the card when HAMi fits the pod on it, with whether its node's CPU, memory and pod count hold
+            the pod (asked once per node: the state does not change under a remembered walk) were it not the pod's
+            own node."""
             held: dict[str, bool] = {}
-            for slot in self._by_free(allowed, floor, avoid_empty):
+            for steps, slot in order:
+                if slot is None or not self.fits(pod, slot):
+                    yield steps, None
+                    continue
                 node = slot.node
                 holds = held.get(node)
                 if holds is None:
-                    holds = held[node] = self.holds(node, pod, home)
-                if holds and self.fits(pod, slot):
-                    yield slot
+                    holds = held[node] = self.holds(node, pod)
+                yield steps, (slot, holds)
+
+        def walk() -> Iterator[CardSlot]:
+            """This pod's walk: the cards found for its shape on nodes that hold it, or on its own node."""
+            found = self._pass(("fitting", key[1], allowed, avoid_empty), (allowed, floor, avoid_empty), fitting)
+            return self._counted(found, lambda item: item[0] if item[1] or item[0].node == home else None)
 
         return self._remembered(key, walk)
 
@@ -824,23 +881,65 @@ class State:
             shape = self._shape[id(pod)] = self._shapes.setdefault(key, len(self._shapes))
         return shape
 
-    def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:
-        """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked."""
+    def _by_free(
+        self, nodes: frozenset[str] | None, least: int, avoid_empty: bool
+    ) -> tuple[bool, Iterator[tuple[int, CardSlot | None]]]:
+        """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked.
+
+        Each with the steps a walk counts for it: every card of the free-memory index it passes, one at a time
+        (`unit`; a card of another node with no card given), or, for a few nodes, all of theirs at once first.
+        """
         if nodes is not None and len(nodes) * 8 < len(self.cards):
             slots = (s for n in sorted(nodes) for s in self.by_node.get(n, ()) if s.open and s.free >= least)
             ordered = sorted((s for s in slots if s.used or not avoid_empty), key=lambda s: (s.free, s.ordinal))
-            self.step(len(ordered))
-            yield from ordered
-            return
+            return False, iter([(len(ordered), None), *((0, slot) for slot in ordered)])
         lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
-        cards, bound = self.cards, self.limits.max_steps
-        for _, ordinal in merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists)):
-            self.steps += 1  # `step()` inlined: the hottest loop of a search
+        cards = self.cards
+        merged = merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists))
+        if nodes is None:
+            return True, ((1, cards[ordinal]) for _, ordinal in merged)
+        return True, ((1, cards[ordinal] if cards[ordinal].node in nodes else None) for _, ordinal in merged)
+
+    def _pass(
+        self,
+        key: tuple[object, ...],
+        cards: tuple[frozenset[str] | None, int, bool],
+        walk: Callable[[Iterator[tuple[int, CardSlot | None]]], Iterator[tuple[int, T | None]]],
+    ) -> _Passed[T]:
+        """The shared walk at this state (`_Passed`): `walk` over the cards `_by_free(*cards)` gives, kept until a
+        rollback leaves the state."""
+        state = self._log[-1].serial if self._log else 0
+        passed = self._passed.setdefault(state, {})
+        found = passed.get(key)
+        if found is None:
+            unit, order = self._by_free(*cards)
+            found = passed[key] = _Passed(unit, walk(order))
+        return found  # type: ignore[return-value]
+
+    def _counted(self, passed: _Passed[T], keep: Callable[[T], U | None]) -> Iterator[U]:
+        """The items of a shared walk that `keep` keeps, counting the steps a walk of its own would: the search bound
+        stops it at the same card, whichever walk found the items first."""
+        bound = self.limits.max_steps
+        found = passed.found
+        index = 0
+        while index < len(found) or passed.advance():
+            steps, item = found[index]
+            index += 1
+            self.steps += steps
             if self.steps > bound:
-                self.step(0)
-            slot = cards[ordinal]
-            if nodes is None or slot.node in nodes:
-                yield slot
+                self._spent(passed.unit)
+            kept = keep(item)
+            if kept is not None:
+                yield kept
+        self.steps += passed.tail
+        if self.steps > bound:
+            self._spent(passed.unit)
+
+    def _spent(self, unit: bool) -> None:
+        """Stop the search, the count where a walk counting one card at a time would have stopped it."""
+        if unit:
+            self.steps = self.limits.max_steps + 1
+        self.step(0)
 
     def _take(self, slot: CardSlot, key: str) -> Share:
         """Remove the pod's share from the card and return it."""

@@ -277,7 +277,20 @@ class _Passed(Generic[T]):
         return False
 
 
-def _kept(item: T) -> T:
+class _Kept:
+    """What a search keeps for one state until a rollback leaves it: the walks remembered there (`_remembered`), the
+    walks they share (`_pass`), and the pods a chain found no card for (`_dead_end`), with its scope."""
+
+    __slots__ = ("dead", "passed", "walks")
+
+    def __init__(self) -> None:
+        """Nothing kept yet."""
+        self.walks: dict[tuple[object, ...], _Remembered[object]] = {}
+        self.passed: dict[tuple[object, ...], _Passed[object]] = {}
+        self.dead: set[tuple[str, frozenset[str] | None, bool]] = set()
+
+
+def _every(item: T) -> T:
     """The item itself: a walk keeping all its shared walk finds."""
     return item
 
@@ -360,8 +373,7 @@ class State:
         self._fit_kind: dict[int, tuple[int, UuidLists | None]] = {}
         self._serial = 0
         self.steps = 0
-        self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
-        self._passed: dict[int, dict[tuple[object, ...], _Passed[object]]] = {}
+        self._kept: dict[int, _Kept] = {}
         self._shapes: dict[tuple[int, Resources], int] = {}
         self._shape: dict[int, int] = {}
 
@@ -578,8 +590,7 @@ class State:
         """Count search work against `Limits.max_steps`; raise `SearchSpent` once it is used up."""
         self.steps += count
         if self.steps > self.limits.max_steps:
-            self._walks.clear()
-            self._passed.clear()
+            self._kept.clear()
             raise SearchSpent(f"the search stopped after {self.limits.max_steps} steps (its bound)")
 
     def checkpoint(self) -> int:
@@ -590,8 +601,7 @@ class State:
         """Undo every move made after `point`."""
         while len(self._log) > point:
             step = self._log.pop()
-            self._walks.pop(step.serial, None)
-            self._passed.pop(step.serial, None)
+            self._kept.pop(step.serial, None)
             entry = self.pods[step.key]
             for uuid in entry.cards:
                 self._take(self.by_uuid[uuid], step.key)
@@ -646,6 +656,7 @@ class State:
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
         bind = numa_bind(entry.pod.fit_annotations)
         tried = 0
+        kept = self._here()
         for slot, room in self._rooms(entry.pod, allowed):
             if slot.card.uuid in exclude:
                 continue
@@ -655,7 +666,7 @@ class State:
             if tried > CHAIN_CARDS:
                 return None
             for other in room:
-                if self._dead_end(other, scope, avoid_empty):
+                if self._dead_end(other, scope, avoid_empty, kept):
                     self.step()  # the step `relocate` counts before it finds no card
                     continue
                 point = self.checkpoint()
@@ -694,7 +705,7 @@ class State:
         def walk() -> Iterator[Room]:
             """This shape's walk over the rooms found for its fit kind."""
             found = self._pass(("rooms", self.fit_kind(pod)[0], nodes), (nodes, 0, True), rooms)
-            return self._counted(found, _kept)
+            return self._counted(found, _every)
 
         return self._remembered(("rooms", self.shape(pod), nodes), walk)
 
@@ -711,8 +722,7 @@ class State:
         A state is named by the serial of its last move; rollback drops the walks of the states it leaves, which
         the search never reaches again (a move made anew gets a new serial).
         """
-        state = self._log[-1].serial if self._log else 0
-        walks = self._walks.setdefault(state, {})
+        walks = self._here().walks
         found = walks.get(key)
         if found is None:
             found = walks[key] = _Remembered(walk())
@@ -863,12 +873,24 @@ class State:
         home = self.node_of(pod) if self.room else ""
         return ("fitting", self.shape(pod), home, allowed, avoid_empty), allowed, home
 
-    def _dead_end(self, key: str, scope: frozenset[str] | None, avoid_empty: bool) -> bool:
-        """Whether moving the pod (without a chain) finds no card at this state whatever it excludes: its walk
-        (`_fitting`) was remembered here and ended without a card, so `relocate` would only count its step."""
-        walks = self._walks.get(self._log[-1].serial if self._log else 0)
-        walk = None if walks is None else walks.get(self._fitting_key(self.pods[key].pod, scope, avoid_empty)[0])
-        return walk is not None and walk.source is None and not walk.found
+    def _dead_end(self, key: str, scope: frozenset[str] | None, avoid_empty: bool, kept: _Kept) -> bool:
+        """Whether moving the pod (without a chain) finds no card at this state (`kept`) whatever it excludes: its
+        walk (`_fitting`) was remembered here and ended without a card, so `relocate` would only count its step."""
+        if (key, scope, avoid_empty) in kept.dead:
+            return True
+        walk = kept.walks.get(self._fitting_key(self.pods[key].pod, scope, avoid_empty)[0])
+        if walk is None or walk.source is not None or walk.found:
+            return False
+        kept.dead.add((key, scope, avoid_empty))  # for good: the walk stays as it ended while the state lasts
+        return True
+
+    def _here(self) -> _Kept:
+        """What the search keeps for the state it is at, named by the serial of its last move."""
+        state = self._log[-1].serial if self._log else 0
+        kept = self._kept.get(state)
+        if kept is None:
+            kept = self._kept[state] = _Kept()
+        return kept
 
     def shape(self, pod: PlanPod) -> int:
         """A number shared by the pods a target search cannot tell apart: their GPU requests, init containers, fit
@@ -908,8 +930,7 @@ class State:
     ) -> _Passed[T]:
         """The shared walk at this state (`_Passed`): `walk` over the cards `_by_free(*cards)` gives, kept until a
         rollback leaves the state."""
-        state = self._log[-1].serial if self._log else 0
-        passed = self._passed.setdefault(state, {})
+        passed = self._here().passed
         found = passed.get(key)
         if found is None:
             unit, order = self._by_free(*cards)

@@ -836,31 +836,25 @@ class State:
         it), least free first.
 
         Remembered for this state and the pod's shape (`_remembered`): the evicted pods of one node after another
-        are mostly of a few shapes, so a search that fails for one is not walked again for the next.
+        are mostly of a few shapes, so a search that fails for one is not walked again for the next; the cards HAMi
+        fits it on are found once per state and `fit_kind` (`_Passed`).
         """
         key, allowed, home = self._fitting_key(pod, scope, avoid_empty)
         floor = self.share(pod, self.smallest)[1]
 
-        def fitting(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, tuple[CardSlot, bool] | None]]:
+        def fitting(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, CardSlot | None]]:
             """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each card's
-            steps, and the card when HAMi fits the pod on it, with whether its node's CPU, memory and pod count hold
-            the pod (asked once per node: the state does not change under a remembered walk) were it not the pod's
-            own node."""
-            held: dict[str, bool] = {}
+            steps, and the card when HAMi fits the pod on it."""
             for steps, slot in order:
-                if slot is None or not self.fits(pod, slot):
-                    yield steps, None
-                    continue
-                node = slot.node
-                holds = held.get(node)
-                if holds is None:
-                    holds = held[node] = self.holds(node, pod)
-                yield steps, (slot, holds)
+                yield steps, (slot if slot is not None and self.fits(pod, slot) else None)
 
         def walk() -> Iterator[CardSlot]:
-            """This pod's walk: the cards found for its shape on nodes that hold it, or on its own node."""
-            found = self._pass(("fitting", key[1], allowed, avoid_empty), (allowed, floor, avoid_empty), fitting)
-            return self._counted(found, lambda item: item[0] if item[1] or item[0].node == home else None)
+            """This pod's walk: the cards found for its fit kind on nodes whose CPU, memory and pod count hold it (or
+            its own node)."""
+            found = self._pass(
+                ("fitting", self.fit_kind(pod)[0], allowed, avoid_empty), (allowed, floor, avoid_empty), fitting
+            )
+            return self._counted(found, lambda slot: slot if slot.node == home or self.holds(slot.node, pod) else None)
 
         return self._remembered(key, walk)
 

@@ -7,8 +7,10 @@ limits and with tight ones. The planner must still find exactly those plans, and
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -159,6 +161,29 @@ def test_a_search_that_fails_on_every_node_walks_the_cards_once_per_pod_shape() 
         assert result.reasons[0] == "no node can make room within the bounds:"
         assert "fits no other card" in result.reasons[1]
     assert steps[160] < 8 * steps[40]
+
+
+def test_a_plan_leaves_its_working_copy_to_no_garbage_collector() -> None:
+    # The walks a search remembers are generators that refer back to the state: plan drops them when it returns,
+    # so the working copy goes at once, not at the cyclic collector's next full pass (a controller plans one rescue
+    # after another, each working copy tens of thousands of objects at 1,213 nodes).
+    snapshot, pending = _stuck(40)
+    states: list[weakref.ref[State]] = []
+    original = State.__init__
+
+    def keep(self: State, *args: object) -> None:
+        original(self, *args)  # type: ignore[arg-type]
+        states.append(weakref.ref(self))
+
+    State.__init__ = keep  # type: ignore[method-assign]
+    gc.disable()
+    try:
+        result = plan(snapshot, FitGoal(pending), Limits())
+        assert not result.complete and states
+        assert states[-1]() is None
+    finally:
+        gc.enable()
+        State.__init__ = original  # type: ignore[method-assign]
 
 
 def test_a_search_stops_at_its_step_bound_and_says_so() -> None:

@@ -42,13 +42,16 @@ them that must leave the node (for its CPU, memory or pod count) rather than mov
 def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
     """The moves that reach `goal` on `snapshot` within `limits`, or the nearest the planner finds, and why."""
     state = State(snapshot, limits or Limits())
-    if isinstance(goal, FitGoal):
-        return _plan_fit(state, goal)
-    if isinstance(goal, FreeCardsGoal) and goal.on_one_node:
-        return _plan_gather(state, goal)
-    if isinstance(goal, FreeCardsGoal):
-        return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
-    return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
+    try:
+        if isinstance(goal, FitGoal):
+            return _plan_fit(state, goal)
+        if isinstance(goal, FreeCardsGoal) and goal.on_one_node:
+            return _plan_gather(state, goal)
+        if isinstance(goal, FreeCardsGoal):
+            return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
+        return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
+    finally:
+        state.forget()
 
 
 def _scope(state: State, goal: CompactGoal) -> frozenset[str]:

@@ -593,6 +593,11 @@ class State:
             self._kept.clear()
             raise SearchSpent(f"the search stopped after {self.limits.max_steps} steps (its bound)")
 
+    def forget(self) -> None:
+        """Drop what the search kept per state: its walks' generators refer back to this state, a cycle that would
+        leave the whole working copy to the garbage collector once the plan is made."""
+        self._kept.clear()
+
     def checkpoint(self) -> int:
         """A point to roll back to."""
         return len(self._log)

@@ -252,9 +252,21 @@ def topology_numa(
 
 
 def _uuid_allowed(annotations: Mapping[str, str], uuid: str) -> bool:
+    """HAMi's CheckUUID on the pod's annotations."""
+    return uuid_allowed(uuid_lists(annotations), uuid)
+
+
+UuidLists = tuple[frozenset[str], frozenset[str]]
+
+
+def uuid_lists(annotations: Mapping[str, str]) -> UuidLists:
+    """The UUIDs the pod's annotations name to use and not to use, read once for a caller asking card after card."""
+    return frozenset(comma_list(annotations.get(USE_UUID, ""))), frozenset(comma_list(annotations.get(NOUSE_UUID, "")))
+
+
+def uuid_allowed(lists: UuidLists, uuid: str) -> bool:
     """HAMi's CheckUUID: exact UUIDs; an empty list means no constraint."""
-    use = comma_list(annotations.get(USE_UUID, ""))
-    nouse = comma_list(annotations.get(NOUSE_UUID, ""))
+    use, nouse = lists
     return (not use or uuid in use) and uuid not in nouse
 
 

@@ -75,6 +75,11 @@ class PodAllocation:
     def takes(self) -> list[tuple[str, int, int, int]]:
         """`shares` as (uuid, slots, mem, cores), without a dataclass each: the tally reads 40,000 of them a status run,
         the planner's state every pod's at each plan."""
+        if not self.init_containers and len(self.containers) == 1 and len(self.containers[0]) == 1:
+            device = self.containers[0][0]  # the common pod: one container on one card, as the loop below counts it
+            if self.init_done:
+                return [(device.uuid, 1, device.usedmem, device.usedcores)]
+            return [(device.uuid, 1, max(0, device.usedmem), max(0, device.usedcores))]
         init_peak: dict[str, tuple[int, int]] = {}
         app_sum: dict[str, tuple[int, int, int]] = {}
         order: list[str] = []

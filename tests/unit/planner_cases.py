@@ -8,9 +8,12 @@ now (one share, one whole card or two whole cards, some limited to some nodes) a
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.fit import NOUSE_UUID, USE_UUID
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner import DO_NOT_MOVE, FitGoal, FreeCardsGoal, Goal, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation
@@ -95,3 +98,38 @@ def fragmented(seed: int, nodes: int = 24, cards: int = 4) -> tuple[Snapshot, li
         )
     goals.append(FreeCardsGoal(rng.choice((1, 3, 8))))
     return Snapshot(nodes=plan_nodes, pods=tuple(pods)), goals
+
+
+def kept_rooms(seed: int) -> tuple[Snapshot, list[Goal]]:
+    """The seed's cluster as the trace replay keeps rescued rooms: each node's CPU, memory and pods counted (some
+    nearly full) and every pod's needs, some placed pods barred from cards by `nvidia.com/nouse-gpuuuid`, and each
+    pending pod barred from a card or two (the kept room), one pinned to two nodes' cards by `use-gpuuuid`."""
+    snapshot, goals = fragmented(seed)
+    rng = random.Random(1000 + seed)
+    uuids = [card.uuid for node in snapshot.nodes for card in node.cards]
+
+    def needs() -> Resources:
+        return Resources(cpu=rng.choice((500, 2000, 8000)), memory=rng.choice((1, 4, 16)) * 2**30, pods=1)
+
+    def barred(count: int) -> dict[str, str]:
+        return {NOUSE_UUID: ",".join(rng.sample(uuids, count))}
+
+    nodes = tuple(
+        replace(node, room=Resources(cpu=rng.choice((0, 4000, 16000)), memory=rng.choice((2, 8, 64)) * 2**30, pods=50))
+        for node in snapshot.nodes
+    )
+    pods = tuple(
+        replace(pod, needs=needs(), annotations={**pod.annotations, **(barred(2) if rng.random() < 0.2 else {})})
+        for pod in snapshot.pods
+    )
+    kept: list[Goal] = []
+    for position, goal in enumerate(goals):
+        if not isinstance(goal, FitGoal):
+            kept.append(goal)
+            continue
+        if position == 1:
+            pinned = {USE_UUID: ",".join(card.uuid for node in rng.sample(nodes, 2) for card in node.cards)}
+            kept.append(FitGoal(replace(goal.pod, needs=needs(), annotations=pinned)))
+        else:
+            kept.append(FitGoal(replace(goal.pod, needs=needs(), annotations=barred(rng.choice((1, 2))))))
+    return Snapshot(nodes=nodes, pods=pods), kept

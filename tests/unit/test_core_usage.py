@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from core_strategies import json_values, outcome
 from hypothesis import given
 
+from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import AllocationError
 from kubectl_hami_place.core.usage import CardShare, PodAllocation, card_usage, pod_allocation, release
@@ -159,6 +161,16 @@ def test_shares_collapse_per_card() -> None:
     allocation = pod_allocation(pod("p", "GPU-a,NVIDIA,1,2:GPU-b,NVIDIA,3,4:;GPU-a,NVIDIA,5,6:;"))
     assert allocation is not None
     assert allocation.shares() == (CardShare("GPU-a", 2, 6, 8), CardShare("GPU-b", 1, 3, 4))
+
+
+@pytest.mark.parametrize("init_done", [False, True])
+@pytest.mark.parametrize(("mem", "cores"), [(3000, 30), (0, 0), (-5, -1)])
+def test_one_container_on_one_card_is_tallied_as_the_general_count_does(init_done: bool, mem: int, cores: int) -> None:
+    # takes() answers the common pod (one container, one card) without the general tally: the same pod with an
+    # empty second container goes through the general tally and must take the same, init done or not.
+    device = ContainerDevice("GPU-a", "NVIDIA", mem, cores)
+    alone = PodAllocation("ns", "p", "u", "n", "Running", ((device,),), init_done=init_done)
+    assert alone.takes() == replace(alone, containers=((device,), ())).takes()
 
 
 @given(json_values)

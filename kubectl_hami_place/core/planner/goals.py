@@ -42,13 +42,16 @@ them that must leave the node (for its CPU, memory or pod count) rather than mov
 def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
     """The moves that reach `goal` on `snapshot` within `limits`, or the nearest the planner finds, and why."""
     state = State(snapshot, limits or Limits())
-    if isinstance(goal, FitGoal):
-        return _plan_fit(state, goal)
-    if isinstance(goal, FreeCardsGoal) and goal.on_one_node:
-        return _plan_gather(state, goal)
-    if isinstance(goal, FreeCardsGoal):
-        return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
-    return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
+    try:
+        if isinstance(goal, FitGoal):
+            return _plan_fit(state, goal)
+        if isinstance(goal, FreeCardsGoal) and goal.on_one_node:
+            return _plan_gather(state, goal)
+        if isinstance(goal, FreeCardsGoal):
+            return _plan_free(state, goal.describe(), goal.count, goal.card_type, None)
+        return _plan_free(state, goal.describe(), len(state.cards), "", _scope(state, goal))
+    finally:
+        state.forget()
 
 
 def _scope(state: State, goal: CompactGoal) -> frozenset[str]:
@@ -360,9 +363,9 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
     """The fewest pods to release from the card for the pod to fit it (empty when it fits now), or None and why."""
     if state.fits(pod, slot):
         return [], ""
-    empty = state.fits_empty(pod, slot)
-    if not empty.ok:
-        return None, f"{empty.reason}: {empty.message}"
+    refused = state.refused_empty(pod, slot)
+    if refused is not None:
+        return None, f"{refused.reason}: {refused.message}"
     movable = [key for key in slot.pods if key in state.pods and state.may_move(key) is None]
     for key in sorted(movable, key=lambda k: (slot.pods[k][1], k)):
         if state.fits(pod, slot, slot.pods[key]):
@@ -471,9 +474,9 @@ def _reached(
 def _ranked(options: list[_Option], reasons: dict[str, str]) -> list[str]:
     """Why each node failed, the nodes tried first (in the order tried), then the others; the first few only: a node
     tried after the first `_REASONS_SHOWN` is never shown, as those all failed before it was tried."""
-    ranked = [f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons]
-    ranked += [f"{node}: {why}" for node, why in reasons.items() if f"{node}: {why}" not in ranked]
-    return ranked[:_REASONS_SHOWN]
+    ranked = dict.fromkeys(f"{node}: {reasons[node]}" for _, _, node, *_ in options if node in reasons)
+    ranked.update(dict.fromkeys(f"{node}: {why}" for node, why in reasons.items()))
+    return list(ranked)[:_REASONS_SHOWN]
 
 
 def _no_plan(state: State, goal: Goal, reasons: tuple[str, ...]) -> Plan:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from heapq import merge
 from itertools import islice
+from operator import attrgetter
 from typing import Generic, TypeVar
 
 from kubectl_hami_place.core.cards import Card
@@ -22,11 +22,14 @@ from kubectl_hami_place.core.fit import (
     FitReason,
     FitResult,
     PodFit,
+    UuidLists,
     fit,
     fit_pod,
     numa_bind,
     topology_aware,
     topology_numa,
+    uuid_allowed,
+    uuid_lists,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.node_resources import Resources
@@ -47,7 +50,10 @@ from kubectl_hami_place.core.usage import CardUsage
 MIRROR = "kubernetes.io/config.mirror"
 CHAIN_CARDS = 32
 Share = tuple[int, int, int]
+Room = tuple["CardSlot", list[str]]
+"""A card in use and those of its pods whose leaving makes room on it."""
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def sequence_fit(
@@ -132,15 +138,30 @@ class CardSlot:
 
     __slots__ = ("card", "cordoned", "cores", "kind", "mem", "node", "open", "ordinal", "pods", "slots")
 
-    def __init__(self, ordinal: int, node: str, card: Card, cordoned: bool, node_open: bool) -> None:
-        """A card with nothing counted yet."""
+    def __init__(
+        self,
+        ordinal: int,
+        node: str,
+        card: Card,
+        cordoned: bool,
+        node_open: bool,
+        *,
+        kinds: dict[tuple[object, ...], tuple[tuple[object, ...], bool]] | None = None,
+    ) -> None:
+        """A card with nothing counted yet; `kinds` keeps one `kind` (and whether such a card is open) per kind."""
         self.ordinal = ordinal
         self.node = node
         self.card = card
         self.cordoned = cordoned
-        self.kind = (card.type, card.mode, card.health, card.count, card.devmem, card.devcore, cordoned)
+        kind = (card.type, card.mode, card.health, card.count, card.devmem, card.devcore, cordoned)
+        known = None if kinds is None else kinds.get(kind)
+        if known is None:
+            known = (kind, card.is_nvidia and card.health and not cordoned and not card.is_mig)
+            if kinds is not None:
+                kinds[kind] = known
+        self.kind = known[0]
         """What HAMi's fit reads of the card but its UUID: cards of one kind and usage get one verdict."""
-        self.open = node_open and card.is_nvidia and card.health and not cordoned and not card.is_mig
+        self.open = node_open and known[1]
         self.slots = self.mem = self.cores = 0
         self.pods: dict[str, Share] = {}
 
@@ -166,19 +187,26 @@ class CardSlot:
         )
 
 
-@dataclass
 class PodSlot:
-    """A placed pod in the working copy: where it is now and why it may never move."""
+    """A placed pod in the working copy: where it is now, whether this plan moved it, and why it may never move."""
 
-    pod: PlanPod
-    node: str
-    cards: tuple[str, ...]
-    moved: bool = False
+    __slots__ = ("_blocked", "_checked", "cards", "moved", "node", "pod")
 
-    @cached_property
+    def __init__(self, pod: PlanPod, node: str, cards: tuple[str, ...], moved: bool = False) -> None:
+        """The pod where the snapshot has it; not yet asked whether it may move."""
+        self.pod = pod
+        self.node = node
+        self.cards = cards
+        self.moved = moved
+        self._blocked: str | None = None
+        self._checked = False
+
+    @property
     def blocked(self) -> str | None:
         """Why the pod may never move (`static_block`), worked out the first time a plan asks."""
-        return static_block(self.pod)
+        if not self._checked:
+            self._blocked, self._checked = static_block(self.pod), True
+        return self._blocked
 
 
 @dataclass(frozen=True)
@@ -220,6 +248,53 @@ class _Remembered(Generic[T]):
             self.found.append(item)
 
 
+class _Passed(Generic[T]):
+    """A card walk at one state, made once for the walks that differ from it only in which of its items they keep
+    (`State._counted`): the items found, each with the steps a walk of its own counts to reach it from the one
+    before (`State.step`), and the steps after the last."""
+
+    __slots__ = ("found", "source", "tail", "unit")
+
+    def __init__(self, unit: bool, source: Iterator[tuple[int, T | None]]) -> None:
+        """Nothing walked yet; `source` gives each card's steps and item (None: nothing for a walk to keep), and
+        `unit` says its steps come one card at a time (a walk then stops at the first card over the bound)."""
+        self.found: list[tuple[int, T]] = []
+        self.source: Iterator[tuple[int, T | None]] | None = source
+        self.tail = 0
+        self.unit = unit
+
+    def advance(self) -> bool:
+        """Walk on to the next item; False when the walk has ended."""
+        if self.source is None:
+            return False
+        for steps, item in self.source:
+            self.tail += steps
+            if item is not None:
+                self.found.append((self.tail, item))
+                self.tail = 0
+                return True
+        self.source = None
+        return False
+
+
+class _Kept:
+    """What a search keeps for one state until a rollback leaves it: the walks remembered there (`_remembered`), the
+    walks they share (`_pass`), and the pods a chain found no card for (`_dead_end`), with its scope."""
+
+    __slots__ = ("dead", "passed", "walks")
+
+    def __init__(self) -> None:
+        """Nothing kept yet."""
+        self.walks: dict[tuple[object, ...], _Remembered[object]] = {}
+        self.passed: dict[tuple[object, ...], _Passed[object]] = {}
+        self.dead: set[tuple[str, frozenset[str] | None, bool]] = set()
+
+
+def _every(item: T) -> T:
+    """The item itself: a walk keeping all its shared walk finds."""
+    return item
+
+
 class State:
     """The working copy: cards indexed by UUID, by node and by free memory; pods by key; moves so far."""
 
@@ -232,45 +307,59 @@ class State:
         self.node_open: dict[str, bool] = {}
         self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
         self.room: dict[str, Resources] = {node.name: node.room for node in snapshot.nodes if node.room is not None}
-        counted = sorted(
-            ((p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted),
-            key=lambda pair: pair[0].key,
-        )
-        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        counted = [(p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted]
+        counted.sort(key=lambda pair: pair[0].key)
+        kinds: dict[tuple[object, ...], tuple[tuple[object, ...], bool]] = {}
+        for node in sorted(snapshot.nodes, key=attrgetter("name")):
             self.node_open[node.name] = node.schedulable
             slots = []
             for card in sorted(node.cards, key=lambda c: (c.index, c.uuid)):
                 if card.uuid in self.by_uuid:
                     continue
-                slot = CardSlot(len(self.cards), node.name, card, card.uuid in node.cordoned, node.schedulable)
+                slot = CardSlot(
+                    len(self.cards), node.name, card, card.uuid in node.cordoned, node.schedulable, kinds=kinds
+                )
                 self.cards.append(slot)
                 self.by_uuid[card.uuid] = slot
                 slots.append(slot)
             self.by_node[node.name] = slots
         held: dict[str, dict[int, str]] = {}
+        shares: dict[Share, Share] = {}
+        by_uuid = self.by_uuid
         for _, allocation in counted:
             # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
-            key = allocation.key
+            key, node_name = allocation.key, allocation.node
             for uuid, taken, mem, cores in allocation.takes():
-                on_card = self.by_uuid.get(uuid)
-                if on_card is None or on_card.node != allocation.node:
+                on_card = by_uuid.get(uuid)
+                if on_card is None or on_card.node != node_name:
                     continue
                 on_card.slots += taken
                 on_card.mem += mem
                 on_card.cores += cores
-                on_card.pods[key] = (taken, mem, cores)
-                held.setdefault(key, {})[on_card.ordinal] = uuid
+                share = (taken, mem, cores)
+                on_card.pods[key] = shares.setdefault(share, share)  # one tuple per distinct share
+                cards = held.get(key)
+                if cards is None:
+                    held[key] = {on_card.ordinal: uuid}
+                else:
+                    cards[on_card.ordinal] = uuid
         self.pods: dict[str, PodSlot] = {}
         for plan_pod, _ in counted:
-            cards = held.get(plan_pod.key)
+            key = plan_pod.key
+            cards = held.get(key)
             if cards:
-                uuids = tuple(cards[ordinal] for ordinal in sorted(cards))  # in card order
-                self.pods[plan_pod.key] = PodSlot(plan_pod, self.by_uuid[uuids[0]].node, uuids)
+                uuids = tuple(cards.values()) if len(cards) == 1 else tuple(cards[o] for o in sorted(cards))
+                self.pods[key] = PodSlot(plan_pod, by_uuid[uuids[0]].node, uuids)  # its cards in card order
         self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
         self.smallest = Card(uuid="", devmem=self.min_devmem)
         """A card of the least memory an open card has: a pod's share of it is the least it takes of any."""
-        self.in_use: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and s.used)
-        self.unused: list[tuple[int, int]] = sorted((s.free, s.ordinal) for s in self.cards if s.open and not s.used)
+        self.in_use: list[tuple[int, int]] = []
+        self.unused: list[tuple[int, int]] = []
+        for slot in self.cards:
+            if slot.open:
+                (self.in_use if slot.used else self.unused).append((slot.card.devmem - slot.mem, slot.ordinal))
+        self.in_use.sort()
+        self.unused.sort()
         self.budgets = dict(snapshot.budgets)
         self.moves: list[Move] = []
         self.per_node: dict[str, int] = {}
@@ -278,12 +367,13 @@ class State:
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
         self._empty: dict[tuple[object, ...], FitResult] = {}
+        self._empty_fits: dict[tuple[object, ...], bool] = {}
         self._verdicts: dict[tuple[object, ...], bool] = {}
         self._fit_kinds: dict[tuple[object, ...], int] = {}
-        self._fit_kind: dict[int, tuple[int, bool]] = {}
+        self._fit_kind: dict[int, tuple[int, UuidLists | None]] = {}
         self._serial = 0
         self.steps = 0
-        self._walks: dict[int, dict[tuple[object, ...], _Remembered[object]]] = {}
+        self._kept: dict[int, _Kept] = {}
         self._shapes: dict[tuple[int, Resources], int] = {}
         self._shape: dict[int, int] = {}
 
@@ -315,43 +405,42 @@ class State:
         slots, mem, cores = slot.slots - released[0], slot.mem - released[1], slot.cores - released[2]
         if slots >= card.count or card.devmem - mem < share[1] or card.devcore - cores < share[2]:
             return False
-        kind, pinned = self.fit_kind(pod)
-        key = (kind, slot.kind, card.uuid if pinned else "", slots, mem, cores)
+        kind, uuids = self.fit_kind(pod)
+        key = (kind, slot.kind, uuids is None or uuid_allowed(uuids, card.uuid), slots, mem, cores)
         ok = self._verdicts.get(key)
         if ok is None:
             ok = self._verdicts[key] = self.verdict(pod, slot, released).ok
         return ok
 
-    def fit_kind(self, pod: PlanPod) -> tuple[int, bool]:
+    def fit_kind(self, pod: PlanPod) -> tuple[int, UuidLists | None]:
         """A number shared by the pods HAMi's fit cannot tell apart (GPU requests, init containers, fit annotations,
-        default policy), and whether the pod names card UUIDs (its verdicts then depend on the card's UUID too)."""
+        default policy), and the card UUIDs the pod names to use and not to use, None when it names none: a card's
+        UUID then matters to its verdicts only as allowed or not (`fit.uuid_lists`)."""
         found = self._fit_kind.get(id(pod))
         if found is None:
             annotations = pod.fit_annotations
             key = (pod.gpu_requests, pod.init_containers, tuple(sorted(annotations.items())), pod.default_policy)
             kind = self._fit_kinds.setdefault(key, len(self._fit_kinds))
-            found = self._fit_kind[id(pod)] = (kind, bool(annotations.get(USE_UUID) or annotations.get(NOUSE_UUID)))
+            pinned = annotations.get(USE_UUID) or annotations.get(NOUSE_UUID)
+            found = self._fit_kind[id(pod)] = (kind, uuid_lists(annotations) if pinned else None)
         return found
 
-    def fits_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult:
-        """HAMi's verdict for the pod on the card were nobody on it; cached across cards that look the same to fit."""
+    def refused_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult | None:
+        """HAMi's refusal of the pod on the card were nobody on it, None when it would fit; whether it fits is kept per
+        card kind (and the UUID allowed or not), a refusal across cards that look the same to fit (a pod naming UUIDs:
+        per card)."""
         card = slot.card
-        pinned = bool(pod.fit_annotations.get(USE_UUID) or pod.fit_annotations.get(NOUSE_UUID))
-        key = (
-            id(pod),
-            card.type,
-            card.mode,
-            card.health,
-            card.count,
-            card.devmem,
-            card.devcore,
-            slot.cordoned,
-            card.uuid if pinned else "",
-        )
+        uuids = self.fit_kind(pod)[1]
+        allowed = uuids is None or uuid_allowed(uuids, card.uuid)
+        fits = self._empty_fits.get((id(pod), slot.kind, allowed))
+        if fits:
+            return None
+        key = (id(pod), slot.kind, "" if uuids is None else card.uuid)
         cached = self._empty.get(key)
         if cached is None:
             cached = self._empty[key] = self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores))
-        return cached
+            self._empty_fits[(id(pod), slot.kind, allowed)] = cached.ok
+        return None if cached.ok else cached
 
     def hami_cards(
         self, pod: PlanPod, node: str, cards: list[CardSlot], exclude: Iterable[str] = (), avoid_empty: bool = False
@@ -487,13 +576,12 @@ class State:
             return f"would exceed {node_bound} moves off node {entry.node}"
         limits = self.limits
         namespace = entry.pod.namespace
-        bounds = [
-            bound
-            for bound in (limits.max_moves_per_namespace, limits.namespace_moves_left.get(namespace))
-            if bound is not None
-        ]
-        if bounds and self.per_namespace.get(namespace, 0) >= min(bounds):
-            return f"would exceed {min(bounds)} moves of namespace {namespace}'s pods"
+        bound = limits.max_moves_per_namespace
+        left = limits.namespace_moves_left.get(namespace)
+        if left is not None and (bound is None or left < bound):
+            bound = left
+        if bound is not None and self.per_namespace.get(namespace, 0) >= bound:
+            return f"would exceed {bound} moves of namespace {namespace}'s pods"
         return None
 
     # Moves ----------------------------------------------------------------------------------------------------
@@ -502,8 +590,13 @@ class State:
         """Count search work against `Limits.max_steps`; raise `SearchSpent` once it is used up."""
         self.steps += count
         if self.steps > self.limits.max_steps:
-            self._walks.clear()
+            self._kept.clear()
             raise SearchSpent(f"the search stopped after {self.limits.max_steps} steps (its bound)")
+
+    def forget(self) -> None:
+        """Drop what the search kept per state: its walks' generators refer back to this state, a cycle that would
+        leave the whole working copy to the garbage collector once the plan is made."""
+        self._kept.clear()
 
     def checkpoint(self) -> int:
         """A point to roll back to."""
@@ -513,7 +606,7 @@ class State:
         """Undo every move made after `point`."""
         while len(self._log) > point:
             step = self._log.pop()
-            self._walks.pop(step.serial, None)
+            self._kept.pop(step.serial, None)
             entry = self.pods[step.key]
             for uuid in entry.cards:
                 self._take(self.by_uuid[uuid], step.key)
@@ -568,6 +661,7 @@ class State:
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
         bind = numa_bind(entry.pod.fit_annotations)
         tried = 0
+        kept = self._here()
         for slot, room in self._rooms(entry.pod, allowed):
             if slot.card.uuid in exclude:
                 continue
@@ -577,6 +671,9 @@ class State:
             if tried > CHAIN_CARDS:
                 return None
             for other in room:
+                if self._dead_end(other, scope, avoid_empty, kept):
+                    self.step()  # the step `relocate` counts before it finds no card
+                    continue
                 point = self.checkpoint()
                 if self.relocate(
                     other, reason, exclude | {slot.card.uuid}, scope=scope, avoid_empty=avoid_empty, chain=False
@@ -594,17 +691,26 @@ class State:
         """The cards in use on `nodes` (None: all), least free first, that a one-card pod of the pod's memory could
         move off to leave room for it, each with those of its pods whose leaving lets the pod fit, smallest first.
 
-        Remembered for this state and the pod's shape (`_remembered`).
+        Remembered for this state and the pod's shape (`_remembered`), each such walk counting its steps; the cards
+        and pods themselves depend on HAMi's fit only, so they are found once per state and `fit_kind` (`_Passed`).
         """
         need = self.share(pod, self.smallest)[1]
 
-        def walk() -> Iterator[tuple[CardSlot, list[str]]]:
-            """The walk itself."""
-            for slot in self._by_free(nodes, 0, avoid_empty=True):
-                room = [q for q in slot.pods if slot.free + slot.pods[q][1] >= need and self._chainable(q)]
-                if room:
-                    ordered = sorted(room, key=lambda q: (slot.pods[q][1], q))
-                    yield slot, [q for q in ordered if self.fits(pod, slot, slot.pods[q])]
+        def rooms(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, Room | None]]:
+            """The walk itself: each card's steps, and the card with its pods when any could leave it."""
+            for steps, slot in order:
+                room = [] if slot is None else [q for q in slot.pods if slot.free + slot.pods[q][1] >= need]
+                room = [q for q in room if self._chainable(q)]
+                if slot is None or not room:
+                    yield steps, None
+                    continue
+                ordered = sorted(room, key=lambda q: (slot.pods[q][1], q))
+                yield steps, (slot, [q for q in ordered if self.fits(pod, slot, slot.pods[q])])
+
+        def walk() -> Iterator[Room]:
+            """This shape's walk over the rooms found for its fit kind."""
+            found = self._pass(("rooms", self.fit_kind(pod)[0], nodes), (nodes, 0, True), rooms)
+            return self._counted(found, _every)
 
         return self._remembered(("rooms", self.shape(pod), nodes), walk)
 
@@ -621,8 +727,7 @@ class State:
         A state is named by the serial of its last move; rollback drops the walks of the states it leaves, which
         the search never reaches again (a move made anew gets a new serial).
         """
-        state = self._log[-1].serial if self._log else 0
-        walks = self._walks.setdefault(state, {})
+        walks = self._here().walks
         found = walks.get(key)
         if found is None:
             found = walks[key] = _Remembered(walk())
@@ -736,26 +841,55 @@ class State:
         it), least free first.
 
         Remembered for this state and the pod's shape (`_remembered`): the evicted pods of one node after another
-        are mostly of a few shapes, so a search that fails for one is not walked again for the next.
+        are mostly of a few shapes, so a search that fails for one is not walked again for the next; the cards HAMi
+        fits it on are found once per state and `fit_kind` (`_Passed`).
         """
-        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
+        key, allowed, home = self._fitting_key(pod, scope, avoid_empty)
         floor = self.share(pod, self.smallest)[1]
-        home = self.node_of(pod) if self.room else ""
+
+        def fitting(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, CardSlot | None]]:
+            """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each card's
+            steps, and the card when HAMi fits the pod on it."""
+            for steps, slot in order:
+                yield steps, (slot if slot is not None and self.fits(pod, slot) else None)
 
         def walk() -> Iterator[CardSlot]:
-            """The walk itself (`_by_free` keeps to the allowed nodes and, if asked, to cards in use): each node's
-            CPU, memory and pod count asked once (the state does not change under a remembered walk), HAMi's fit
-            after."""
-            held: dict[str, bool] = {}
-            for slot in self._by_free(allowed, floor, avoid_empty):
-                node = slot.node
-                holds = held.get(node)
-                if holds is None:
-                    holds = held[node] = self.holds(node, pod, home)
-                if holds and self.fits(pod, slot):
-                    yield slot
+            """This pod's walk: the cards found for its fit kind on nodes whose CPU, memory and pod count hold it (or
+            its own node)."""
+            found = self._pass(
+                ("fitting", self.fit_kind(pod)[0], allowed, avoid_empty), (allowed, floor, avoid_empty), fitting
+            )
+            return self._counted(found, lambda slot: slot if slot.node == home or self.holds(slot.node, pod) else None)
 
-        return self._remembered(("fitting", self.shape(pod), home, allowed, avoid_empty), walk)
+        return self._remembered(key, walk)
+
+    def _fitting_key(
+        self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool
+    ) -> tuple[tuple[object, ...], frozenset[str] | None, str]:
+        """The key `_fitting` remembers its walk by, with the nodes it keeps to and the pod's own node ("" when no
+        node's CPU and memory are counted): the walk depends on the pod only through its shape and node."""
+        allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
+        home = self.node_of(pod) if self.room else ""
+        return ("fitting", self.shape(pod), home, allowed, avoid_empty), allowed, home
+
+    def _dead_end(self, key: str, scope: frozenset[str] | None, avoid_empty: bool, kept: _Kept) -> bool:
+        """Whether moving the pod (without a chain) finds no card at this state (`kept`) whatever it excludes: its
+        walk (`_fitting`) was remembered here and ended without a card, so `relocate` would only count its step."""
+        if (key, scope, avoid_empty) in kept.dead:
+            return True
+        walk = kept.walks.get(self._fitting_key(self.pods[key].pod, scope, avoid_empty)[0])
+        if walk is None or walk.source is not None or walk.found:
+            return False
+        kept.dead.add((key, scope, avoid_empty))  # for good: the walk stays as it ended while the state lasts
+        return True
+
+    def _here(self) -> _Kept:
+        """What the search keeps for the state it is at, named by the serial of its last move."""
+        state = self._log[-1].serial if self._log else 0
+        kept = self._kept.get(state)
+        if kept is None:
+            kept = self._kept[state] = _Kept()
+        return kept
 
     def shape(self, pod: PlanPod) -> int:
         """A number shared by the pods a target search cannot tell apart: their GPU requests, init containers, fit
@@ -768,23 +902,64 @@ class State:
             shape = self._shape[id(pod)] = self._shapes.setdefault(key, len(self._shapes))
         return shape
 
-    def _by_free(self, nodes: frozenset[str] | None, least: int, avoid_empty: bool) -> Iterator[CardSlot]:
-        """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked."""
+    def _by_free(
+        self, nodes: frozenset[str] | None, least: int, avoid_empty: bool
+    ) -> tuple[bool, Iterator[tuple[int, CardSlot | None]]]:
+        """Open cards with at least `least` MiB free on `nodes` (None: all), least free first; in use only if asked.
+
+        Each with the steps a walk counts for it: every card of the free-memory index it passes, one at a time
+        (`unit`; a card of another node with no card given), or, for a few nodes, all of theirs at once first.
+        """
         if nodes is not None and len(nodes) * 8 < len(self.cards):
             slots = (s for n in sorted(nodes) for s in self.by_node.get(n, ()) if s.open and s.free >= least)
             ordered = sorted((s for s in slots if s.used or not avoid_empty), key=lambda s: (s.free, s.ordinal))
-            self.step(len(ordered))
-            yield from ordered
-            return
+            return False, iter([(len(ordered), None), *((0, slot) for slot in ordered)])
         lists = [self.in_use] if avoid_empty else [self.in_use, self.unused]
-        cards, bound = self.cards, self.limits.max_steps
-        for _, ordinal in merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists)):
-            self.steps += 1  # `step()` inlined: the hottest loop of a search
+        cards = self.cards
+        merged = merge(*(islice(entries, bisect_left(entries, (least, -1)), None) for entries in lists))
+        if nodes is None:
+            return True, ((1, cards[ordinal]) for _, ordinal in merged)
+        return True, ((1, cards[ordinal] if cards[ordinal].node in nodes else None) for _, ordinal in merged)
+
+    def _pass(
+        self,
+        key: tuple[object, ...],
+        cards: tuple[frozenset[str] | None, int, bool],
+        walk: Callable[[Iterator[tuple[int, CardSlot | None]]], Iterator[tuple[int, T | None]]],
+    ) -> _Passed[T]:
+        """The shared walk at this state (`_Passed`): `walk` over the cards `_by_free(*cards)` gives, kept until a
+        rollback leaves the state."""
+        passed = self._here().passed
+        found = passed.get(key)
+        if found is None:
+            unit, order = self._by_free(*cards)
+            found = passed[key] = _Passed(unit, walk(order))
+        return found  # type: ignore[return-value]
+
+    def _counted(self, passed: _Passed[T], keep: Callable[[T], U | None]) -> Iterator[U]:
+        """The items of a shared walk that `keep` keeps, counting the steps a walk of its own would: the search bound
+        stops it at the same card, whichever walk found the items first."""
+        bound = self.limits.max_steps
+        found = passed.found
+        index = 0
+        while index < len(found) or passed.advance():
+            steps, item = found[index]
+            index += 1
+            self.steps += steps
             if self.steps > bound:
-                self.step(0)
-            slot = cards[ordinal]
-            if nodes is None or slot.node in nodes:
-                yield slot
+                self._spent(passed.unit)
+            kept = keep(item)
+            if kept is not None:
+                yield kept
+        self.steps += passed.tail
+        if self.steps > bound:
+            self._spent(passed.unit)
+
+    def _spent(self, unit: bool) -> None:
+        """Stop the search, the count where a walk counting one card at a time would have stopped it."""
+        if unit:
+            self.steps = self.limits.max_steps + 1
+        self.step(0)
 
     def _take(self, slot: CardSlot, key: str) -> Share:
         """Remove the pod's share from the card and return it."""

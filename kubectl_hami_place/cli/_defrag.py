@@ -30,7 +30,6 @@ from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.cli.output import Block, Table, Text
-from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
     DEFRAG_POLICY_COMPONENT,
@@ -383,6 +382,8 @@ def _policy_ref(ref: str | None) -> tuple[str, str] | None:
     """`--policy NAMESPACE/NAME` split, checked before any connection."""
     if ref is None:
         return None
+    from kubectl_hami_place.core.k8s_names import is_namespaced_name
+
     namespace, _, name = ref.partition("/")
     if not is_namespaced_name(namespace, name):
         raise UsageProblem(

@@ -421,7 +421,9 @@ def test_a_cycle_alive_at_a_full_collection_after_the_warm_up_freeze_is_still_fr
             if alive() is None:
                 break
         assert alive() is None, "a connection open at a later full collection is freed once closed"
-        assert gc.get_freeze_count() == frozen
+        # Frozen objects still die by reference count (another test's daemon thread dropped 5 once), so not "==";
+        # an unfreeze would leave none.
+        assert gc.get_freeze_count() > frozen // 2, "the warm-up freeze still holds after the collections"
     finally:
         gc.unfreeze()
 

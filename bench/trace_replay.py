@@ -1235,6 +1235,7 @@ def replay_timeline(
     rescues_per_tick: int = 1,
     settle: float = 0.0,
     reserve_for: float = 0.0,
+    keep_off_older: bool = False,
     corpus: Corpus | None = None,
     coverage: float = 0.95,
 ) -> dict[str, Any]:
@@ -1252,7 +1253,9 @@ def replay_timeline(
     With `reserve_for` too, the room is kept as the server keeps it (`core.reservation`) from the moves until the
     task runs or `reserve_for` has passed: the rescued task may use only its target cards (`use-gpuuuid`), a task
     arriving meanwhile gets them in its `nouse-gpuuuid` for good (admission writes it once), tasks Pending from
-    before are not kept off them (admission had passed them), and plans put no pod on them (`runs.keep_off`).
+    before are not kept off them (admission had passed them), and plans put no pod on them (`runs.keep_off`). With
+    `keep_off_older` too, tasks Pending from before are kept off them as well (a server patching their nouse-gpuuuid),
+    until the room ends: what such a patch would buy.
     Under FGD a retry on a node takes FGD's cards there; FGD's workload is the list (`coverage` as in inflation).
     """
     cluster = setup.cluster(nodes, tasks, coverage)
@@ -1280,10 +1283,42 @@ def replay_timeline(
     settling: dict[str, set[int]] = {}
     # The kept rooms' release events, by task: a release of an earlier reservation of the task does nothing.
     releases: dict[str, int] = {}
+    # Under `keep_off_older`: the nouse-gpuuuid admission wrote on a task, and the cards each kept room bars to a task
+    # Pending from before it (by task, then by the task the room is kept for); a task's pod carries both.
+    admitted: dict[str, tuple[str, ...]] = {}
+    barred: dict[str, dict[str, tuple[str, ...]]] = {}
+
+    def write_nouse(name: str) -> None:
+        """The task's nouse-gpuuuid now: what admission wrote and what the kept rooms bar to it."""
+        cards = {*admitted.get(name, ()), *(card for room in barred.get(name, {}).values() for card in room)}
+        extra = cluster.extra.setdefault(name, {})
+        if cards:
+            extra[NOUSE_UUID] = ",".join(sorted(cards))
+            return
+        extra.pop(NOUSE_UUID, None)
+        if not extra:
+            del cluster.extra[name]
+
+    def bar_older(room: str, cards: tuple[str, ...]) -> None:
+        """A kept room starts under `keep_off_older`: its cards barred to every GPU task Pending from before it."""
+        for name, waiting in pending.items():
+            if name != room and waiting.task.num_gpu:
+                barred.setdefault(name, {})[room] = cards
+                write_nouse(name)
+
+    def unbar(room: str) -> None:
+        """A kept room ends: the tasks it barred get its cards back."""
+        for name in [name for name, rooms in barred.items() if room in rooms]:
+            rooms = barred[name]
+            del rooms[room]
+            if not rooms:
+                del barred[name]
+            write_nouse(name)
 
     def release(name: str) -> None:
         """A kept room ends: the task gets its own card choice back (a running task keeps the cards it holds)."""
         releases.pop(name, None)
+        unbar(name)
         if cluster.kept.pop(name, None) is not None and name not in cluster.running:
             cluster.extra.get(name, {}).pop(USE_UUID, None)
 
@@ -1370,6 +1405,8 @@ def replay_timeline(
                     cards = controller.targets[name]
                     cluster.kept[name] = cards
                     cluster.extra.setdefault(name, {})[USE_UUID] = ",".join(cards)
+                    if keep_off_older:
+                        bar_older(name, cards)
                     seq += 1
                     releases[name] = seq
                     heapq.heappush(events, (now + reserve_for, 3, seq, name))
@@ -1424,6 +1461,7 @@ def replay_timeline(
         kept = sorted({card for cards in cluster.kept.values() for card in cards})
         if kept and task.num_gpu:
             cluster.extra[name] = {NOUSE_UUID: ",".join(kept)}
+            admitted[name] = tuple(kept)
         choice = cluster.choose(task)
         if choice is None:
             queue(task, now)
@@ -1448,6 +1486,7 @@ def replay_timeline(
         "rounds": rounds,
         "settle_s": settle,
         "reserve_s": reserve_for,
+        "keep_off_older": keep_off_older,
         "capacity": cluster.capacity,
         "allocated_share": allocated_area / (span * cluster.capacity) if span > 0 else 0.0,
         "simulated_hours": (clock - first) / 3600,
@@ -1477,6 +1516,7 @@ def _room_lost(result: dict[str, Any]) -> str:
     meanwhile = c.get("room_lost_meanwhile", 0)
     kept = result.get("reserve_s", 0.0)
     held = f", kept {kept:g} s" if kept else ""
+    held += ", older kept off" if kept and result.get("keep_off_older") else ""
     return f"{c['room_lost']} ({meanwhile} / {c['room_lost'] - meanwhile}) in {settle:g} s{held}"
 
 
@@ -1700,6 +1740,12 @@ def main(argv: list[str] | None = None) -> None:
         "(its default); tasks arriving meanwhile are kept off the cards, older Pending tasks are not (0: not kept)",
     )
     parser.add_argument(
+        "--keep-off-older",
+        action="store_true",
+        help="timeline: a kept room keeps tasks Pending from before it off its cards too, until it ends (what a "
+        "server patching their nouse-gpuuuid would buy)",
+    )
+    parser.add_argument(
         "--plan-budget", type=float, default=math.inf, help="planner CPU seconds per replay, then no more runs"
     )
     parser.add_argument(
@@ -1823,6 +1869,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                             tick=args.tick,
                             settle=args.rescue_settle,
                             reserve_for=args.reserve_for,
+                            keep_off_older=args.keep_off_older,
                             corpus=_corpus_for(corpus, "timeline", setup),
                             coverage=args.fgd_coverage,
                         )

@@ -443,3 +443,42 @@ def test_a_kept_room_keeps_arrivals_off_the_rescued_task_s_cards(
     stats = result["controller"]
     assert stats["rescue_runs"] >= 1 and stats["moves"] == 1
     assert (stats["rescued"], stats["room_lost"], stats["room_lost_meanwhile"]) == (rescued, lost, lost)
+
+
+@pytest.mark.parametrize(
+    ("keep_off_older", "rescued", "lost"),
+    [
+        (False, 0, 1),  # the older task is not kept off: it takes the freed card at the rescued task's retry
+        (True, 1, 0),  # kept off too: the rescued task gets the card
+    ],
+)
+def test_a_kept_room_keeps_older_pending_tasks_off_only_when_asked(
+    keep_off_older: bool, rescued: int, lost: int
+) -> None:
+    """Shares of 65%, 65% and 40% + 25% on a node's three cards, whole-card tasks `older` and `waiting` Pending from
+    t=4 and t=5: at t=60 no plan frees a card for `older` (planned again only 600 s later), the 40% share leaves at
+    t=100, and the tick at t=120 moves the 25% share for `waiting`, whose retry comes 10 s later, after `older`'s."""
+    far = 100_000
+    tasks = [
+        task("b", 1, 650, creation=0, deletion=far),
+        task("c", 1, 650, creation=1, deletion=far),
+        task("a", 1, 400, creation=2, deletion=100),
+        task("a2", 1, 250, creation=3, deletion=far),
+        task("older", creation=4, deletion=far),
+        task("waiting", creation=5, deletion=far),
+    ]
+    result = replay_timeline(
+        nodes(3),
+        tasks,
+        Setup("test", "spread", controller=True),
+        ControllerPolicy(),
+        compress=1.0,
+        tick=60.0,
+        pending_for=30.0,
+        settle=10.0,
+        reserve_for=60.0,
+        keep_off_older=keep_off_older,
+    )
+    stats = result["controller"]
+    assert stats["no_plan_share"] >= 1 and stats["moves"] == 1
+    assert (stats["rescued"], stats["room_lost"], stats["room_lost_meanwhile"]) == (rescued, lost, 0)

@@ -1426,7 +1426,8 @@ def replay_timeline(
     while events:
         now, kind, order, name = heapq.heappop(events)
         if controller is not None:
-            while next_tick <= now:
+            # Ticks up to this event, but none past an event a tick made due earlier (a retry, a kept room's end).
+            while next_tick <= now and not (events and events[0][0] < next_tick):
                 if pending:
                     advance(next_tick)
                     controller_tick(next_tick)

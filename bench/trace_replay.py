@@ -20,6 +20,7 @@ import argparse
 import csv
 import functools
 import heapq
+import importlib.util
 import json
 import math
 import os
@@ -1788,6 +1789,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "performance-trace.png")
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("matplotlib") is None:
+        parser.error("the plot needs matplotlib, the bench extra: make bench, or pip install -e '.[bench]'")
     command = "python bench/trace_replay.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     if args.combine:
         report = combine(args.combine)

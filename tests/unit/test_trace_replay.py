@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -410,6 +411,22 @@ def test_combine_concatenates_runs_of_one_list(tmp_path: Path) -> None:
     assert merged["commands"] == ["a", "b"] and set(merged["inflation"]) == {"x"}
 
 
+def rescue_stats(cards: int, tasks: list[Task], **options: Any) -> dict[str, Any]:
+    """The controller's figures of a spread timeline on one node of `cards` cards at 1x: a tick every 60 s, a rescued
+    task retried 10 s after its moves."""
+    result = replay_timeline(
+        nodes(cards),
+        tasks,
+        Setup("test", "spread", controller=True),
+        ControllerPolicy(),
+        compress=1.0,
+        tick=60.0,
+        settle=10.0,
+        **options,
+    )
+    return dict(result["controller"])
+
+
 @pytest.mark.parametrize(
     ("reserve_for", "thief_at", "rescued", "lost"),
     [
@@ -430,17 +447,7 @@ def test_a_kept_room_keeps_arrivals_off_the_rescued_task_s_cards(
         task("waiting", creation=2, deletion=far),
         task("thief", creation=thief_at, deletion=far),
     ]
-    result = replay_timeline(
-        nodes(2),
-        tasks,
-        Setup("test", "spread", controller=True),
-        ControllerPolicy(),
-        compress=1.0,
-        tick=60.0,
-        settle=10.0,
-        reserve_for=reserve_for,
-    )
-    stats = result["controller"]
+    stats = rescue_stats(2, tasks, reserve_for=reserve_for)
     assert stats["rescue_runs"] >= 1 and stats["moves"] == 1
     assert (stats["rescued"], stats["room_lost"], stats["room_lost_meanwhile"]) == (rescued, lost, lost)
 
@@ -467,19 +474,7 @@ def test_a_kept_room_keeps_older_pending_tasks_off_only_when_asked(
         task("older", creation=4, deletion=far),
         task("waiting", creation=5, deletion=far),
     ]
-    result = replay_timeline(
-        nodes(3),
-        tasks,
-        Setup("test", "spread", controller=True),
-        ControllerPolicy(),
-        compress=1.0,
-        tick=60.0,
-        pending_for=30.0,
-        settle=10.0,
-        reserve_for=60.0,
-        keep_off_older=keep_off_older,
-    )
-    stats = result["controller"]
+    stats = rescue_stats(3, tasks, pending_for=30.0, reserve_for=60.0, keep_off_older=keep_off_older)
     assert stats["no_plan_share"] >= 1 and stats["moves"] == 1
     assert (stats["rescued"], stats["room_lost"], stats["room_lost_meanwhile"]) == (rescued, lost, 0)
     # The retry at t=130 comes before the tick at t=180: ticks up to the departures at t=100,000 ran first once,

@@ -699,8 +699,11 @@ class State:
         def rooms(order: Iterator[tuple[int, CardSlot | None]]) -> Iterator[tuple[int, Room | None]]:
             """The walk itself: each card's steps, and the card with its pods when any could leave it."""
             for steps, slot in order:
-                room = [] if slot is None else [q for q in slot.pods if slot.free + slot.pods[q][1] >= need]
-                room = [q for q in room if self._chainable(q)]
+                room = (
+                    []
+                    if slot is None
+                    else [q for q in slot.pods if slot.free + slot.pods[q][1] >= need and self._chainable(q)]
+                )
                 if slot is None or not room:
                     yield steps, None
                     continue

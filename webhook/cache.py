@@ -26,7 +26,8 @@ from kubectl_hami_place.core.cluster_info import (
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.fit import DEVICE_CORDON
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.lifecycle import gated
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, ROOM_GATE, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.node_resources import Resources, counted_pod
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.core.requests import GPU
@@ -82,6 +83,11 @@ class ClusterCache:
         self._reservations: dict[tuple[str, str], Reservation] = {}
         self._reservations_lock = threading.Lock()
         self.pods.add_listener(self._index_reservation)
+        # (namespace, name) -> the stored pods gated by ROOM_GATE until the pod their placement evicts is gone: the
+        # reconciler's every pass looks at these few.
+        self._gated: dict[tuple[str, str], dict[str, Any]] = {}
+        self._gated_lock = threading.Lock()
+        self.pods.add_listener(self._index_gate)
         # Node name -> its view as served, kept until its node object or its pods' version changes (see
         # cluster_info_document); only a cluster-info request writes it, under this lock.
         self._views: dict[str, _NodeView] = {}
@@ -267,6 +273,20 @@ class ClusterCache:
             else:
                 self._reservations[key] = found
 
+    def gated_pods(self) -> list[dict[str, Any]]:
+        """The stored pods that carry ROOM_GATE, as the pod watch last saw them."""
+        with self._gated_lock:
+            return list(self._gated.values())
+
+    def _index_gate(self, kind: str, pod: dict[str, Any]) -> None:
+        """Follow one pod event in the index of gated pods."""
+        key = object_key(pod)
+        with self._gated_lock:
+            if kind != "DELETED" and gated(pod):
+                self._gated[key] = pod
+            else:
+                self._gated.pop(key, None)
+
     def _index_claim(self, kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event in the claim index (the pod watch is the only writer of the pod store)."""
         key = object_key(pod)
@@ -294,8 +314,9 @@ NODE_ANNOTATIONS = frozenset({REGISTER_ANNOTATION, DEVICE_CORDON})
 
 
 def project_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod as its readers see it: names, uid, version, deletion, HAMi's and our annotations, node name, phase,
-    how many init containers and whether they exited 0; same shape as the API server's, nothing else."""
+    """The pod as its readers see it: names, uid, version, deletion, HAMi's and our annotations, node name, our
+    scheduling gate, phase, how many init containers and whether they exited 0; same shape as the API server's,
+    nothing else."""
     spec = _dict(pod.get("spec"))
     status = _dict(pod.get("status"))
     kept_spec: dict[str, Any] = {}
@@ -304,6 +325,8 @@ def project_pod(pod: dict[str, Any]) -> dict[str, Any]:
     init = spec.get("initContainers")
     if isinstance(init, list):
         kept_spec["initContainers"] = [{"name": _dict(c).get("name")} for c in init]
+    if gated(pod):
+        kept_spec["schedulingGates"] = [{"name": ROOM_GATE}]
     kept_status: dict[str, Any] = {}
     if isinstance(status.get("phase"), str):
         kept_status["phase"] = sys.intern(status["phase"])

@@ -1,5 +1,6 @@
-"""The background loop: tie claims to stored pods, release claims no pod carried, evict, retry, expire, fail, and
-release the reqID guards of placements that no longer need them.
+"""The background loop: tie claims to stored pods, release claims no pod carried, evict, retry, lift the scheduling
+gate of a pod once the pod evicted for it is gone, expire, fail, and release the reqID guards of placements that no
+longer need them.
 
 Every replica runs it. Each step is a status write guarded by the resourceVersion it was decided on, so when two
 replicas decide the same step only one write lands; an eviction is attempted only by the replica whose lease
@@ -20,14 +21,17 @@ from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import (
     FOREVER,
     FollowUp,
+    PodEvent,
     consumed_req_ids,
     eviction_outcome,
     finished_at,
     follow_up,
+    gating_placement,
     guard_obsolete,
     quiet_until,
+    room_made,
 )
-from kubectl_hami_place.core.names import EvictionResult
+from kubectl_hami_place.core.names import ROOM_GATE, EvictionResult
 from kubectl_hami_place.core.pin_check import Problem, problems_on
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
 from kubectl_hami_place.kube.claims import StaleWrite
@@ -50,6 +54,10 @@ FULL_PASS_SECONDS = 300.0
 REST_PER_PASS = 4
 # How often the guards of reqIDs are checked for placements that no longer need them.
 GUARD_SWEEP_SECONDS = 30.0
+# How long the room a gated pod waits for must have been made before its gate is lifted: HAMi's scheduler learns that
+# the evicted pod is gone from a watch of its own, which may lag ours, and a pod it refused meanwhile would wait for
+# kube-scheduler's five-minute retry.
+ROOM_SETTLE_SECONDS = 1.0
 # The cache is stale when no list, event or bookmark arrived for longer than a watch lasts: no releases then.
 CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 
@@ -134,6 +142,8 @@ class Reconciler:
         # Placement key -> (its claim token, when this replica first saw that claim untied to a stored pod).
         self._claims_seen: dict[Key, tuple[str, float]] = {}
         self._problems = KnownProblems()
+        # Gated pod key -> when this replica first found its room made (`room_made`), on its monotonic clock.
+        self._room_since: dict[Key, float] = {}
         # Deadlines are quiet_until's, so on the clock follow_up reads; a failed pass backs its keys off from 5 ms.
         self.queue: WorkQueue[Key] = WorkQueue(lambda: self.clock().timestamp())
         self._last_full: float | None = None
@@ -216,6 +226,7 @@ class Reconciler:
                 self.queue.done(key)
                 self.queue.add_rate_limited(key)
             raise
+        self._lift_gates()
         if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
             self._last_sweep = now
             every = everything if everything is not None else self.cache.parsed_placements()
@@ -261,6 +272,37 @@ class Reconciler:
                 self._apply(step)
             self._settle(key, quiet_until(placement, self.ttl_seconds) if step is None else None)
             unfinished.discard(key)
+
+    def _lift_gates(self) -> None:
+        """Take ROOM_GATE off every gated pod whose placement made its room (`room_made`), with an Event on the pod
+        saying why, once the room has been made for ROOM_SETTLE_SECONDS; a pod whose gate could not be lifted is
+        looked at again next pass."""
+        now = self.monotonic()
+        waiting = self._room_since
+        self._room_since = {}
+        for pod in self.cache.gated_pods():
+            namespace, name = object_key(pod)
+            placement_name, token = gating_placement(pod)
+            named = is_object_name(placement_name)
+            placement = self.cache.parsed_placement(namespace, placement_name) if named else None
+            eviction = placement.status.eviction if placement is not None else None
+            evicted = self.cache.pods.get(namespace, eviction.pod) if eviction is not None and eviction.pod else None
+            why = room_made(placement, token, evicted)
+            if why is None:
+                continue
+            since = self._room_since[(namespace, name)] = waiting.get((namespace, name), now)
+            if now - since < ROOM_SETTLE_SECONDS:
+                continue
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            try:
+                lifted = self.writes.lift_room_gate(namespace, name, uid)
+            except KubeError as error:
+                log.warning("scheduling gate of pod %s/%s not lifted: %s", namespace, name, error)
+                continue
+            if lifted:
+                log.info("pod %s/%s: scheduling gate %s lifted: %s", namespace, name, ROOM_GATE, why)
+                event = PodEvent(namespace, name, uid, "RoomMade", f"scheduling gate {ROOM_GATE} lifted: {why}")
+                self.writes.record_event(event.involved, event.reason, event.message, warning=False)
 
     def _settle(self, key: Key, until: datetime | None) -> None:
         """Done with the key: asked again next pass when in motion (None), at its deadline, or on an event only

@@ -1,6 +1,6 @@
 """What the server does to the cluster, behind one small interface: read a placement, write its status, record an
-Event, evict a pod, ask whether a stored pod carries a claim, hold and release reqID guards, delete a finished
-placement. `KubeWrites` does it
+Event, evict a pod, lift the scheduling gate of the pod an eviction makes room for, ask whether a stored pod carries
+a claim, hold and release reqID guards, delete a finished placement. `KubeWrites` does it
 through kube/; unit tests give
 the Admitter and the Reconciler an in-memory implementation that can answer a write with a stale-write conflict.
 """
@@ -13,14 +13,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, ROOM_GATE
 from kubectl_hami_place.core.placement import Placement, PlacementStatus
 from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read_placement, release_guard, write_status
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.cluster_reads import list_pods, pods_labelled_with_claim
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
-from kubectl_hami_place.kube.evictions import evict_pod
+from kubectl_hami_place.kube.evictions import evict_pod, lift_scheduling_gate
 from kubectl_hami_place.kube.placements import delete_placement
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,11 @@ class Writes(Protocol):
     def evict(self, namespace: str, pod: str, uid: str) -> None:
         """Evict the pod of that UID (any, when empty) through the Eviction API: KubeNotFound (PodReplaced when
         another pod holds the name), BlockedByDisruptionBudget or another KubeError."""
+        ...
+
+    def lift_room_gate(self, namespace: str, pod: str, uid: str) -> bool:
+        """Take ROOM_GATE off the scheduling gates of the pod of that UID: False when it is gone, replaced or no
+        longer gated."""
         ...
 
     def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
@@ -132,6 +137,10 @@ class KubeWrites:
     def evict(self, namespace: str, pod: str, uid: str) -> None:
         """POST pods/eviction with the UID as its precondition."""
         evict_pod(self.kube, namespace, pod, uid=uid)
+
+    def lift_room_gate(self, namespace: str, pod: str, uid: str) -> bool:
+        """GET the pod, then PATCH its gates without ROOM_GATE, guarded by its UID and the gates read."""
+        return lift_scheduling_gate(self.kube, namespace, pod, uid, ROOM_GATE)
 
     def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
         """LIST the namespace's pods labelled with the token's digest, and check the token itself in their

@@ -5,12 +5,13 @@ plain data. Only the CREATE of a Pod with the configured schedulerName is consid
 placement of its namespace whose selector matches and whose `core.pin_check` finds no problem with this pod; a
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
 placement, and only for what no pod can change). The pod is pinned by a hostname node affinity merged into its
-own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share. While a rescue keeps room
-for another Pending pod (`core.reservation`), the kept cards are added to the pod's `nvidia.com/nouse-gpuuuid`; a pod
-pinned by a placement to a kept card keeps its pin (a person's choice wins over the controller's). Our annotations on an
-incoming pod are honoured only when they carry the named placement's stored claim token (a reinvocation);
-otherwise the patch removes them and the pod goes the normal way. The server writes the claim (guarded by the
-placement's resourceVersion) before it answers, so a placement is consumed once.
+own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share; when the placement
+evicts a pod, it is also gated (`ROOM_GATE`) until the reconciler sees that pod gone (`lifecycle.room_made`).
+While a rescue keeps room for another Pending pod (`core.reservation`), the kept cards are added to the pod's
+`nvidia.com/nouse-gpuuuid`; a pod pinned by a placement to a kept card keeps its pin (a person's choice wins over
+the controller's). Our annotations on an incoming pod are honoured only when they carry the named placement's stored
+claim token (a reinvocation); otherwise the patch removes them and the pod goes the normal way. The server writes
+the claim (guarded by the placement's resourceVersion) before it answers, so a placement is consumed once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kubectl_hami_place.core.names import (
     OUR_ANNOTATIONS,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
+    ROOM_GATE,
     SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
 )
@@ -143,8 +145,11 @@ def decide(review: Review, view: AdmissionView) -> Decision:
         if not pin.ok:
             warnings.append(f"hami-place: placement {placement.name} skipped for this pod: {pin.summary()}")
             continue
-        mutated = _kept_off(_pinned(pod, pin, placement, view.token), [c for c in barred if c not in pin.uuids])
         evict_uid = view.pod_uids.get(placement.spec.evict_pod or "", "")
+        gated = bool(placement.spec.evict_pod and evict_uid)
+        mutated = _kept_off(
+            _pinned(pod, pin, placement, view.token, gated=gated), [c for c in barred if c not in pin.uuids]
+        )
         claim = claimed(placement, name, view.token, view.now, evict_uid)
         return Decision(
             uid=review.uid,
@@ -248,8 +253,11 @@ def _kept_warning(cards: Sequence[str]) -> tuple[str, ...]:
     )
 
 
-def _pinned(pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token: str) -> dict[str, Any]:
-    """A copy of the pod pinned to the node and cards; applying it to its own result changes nothing."""
+def _pinned(
+    pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token: str, *, gated: bool = False
+) -> dict[str, Any]:
+    """A copy of the pod pinned to the node and cards, `gated` by ROOM_GATE while the placement evicts; applying it
+    to its own result changes nothing."""
     mutated: dict[str, Any] = copy.deepcopy(dict(pod))
     annotations = _child(_child(mutated, "metadata"), "annotations")
     annotations[USE_GPUUUID_ANNOTATION] = ",".join(pin.uuids)
@@ -259,6 +267,8 @@ def _pinned(pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token
     _child(_child(mutated, "metadata"), "labels")[CLAIM_DIGEST_LABEL] = claim_digest(token)
     spec = _child(mutated, "spec")
     _require_hostname(spec, pin.node)
+    if gated:
+        _gate(spec)
     containers = _containers(spec)
     for patch in pin.patches:
         resources = _child(containers[patch.position], "resources")
@@ -286,6 +296,16 @@ def _require_hostname(spec: dict[str, Any], node: str) -> None:
             term["matchExpressions"] = expressions
         if requirement not in expressions:
             expressions.append(requirement)
+
+
+def _gate(spec: dict[str, Any]) -> None:
+    """Add ROOM_GATE to the pod's scheduling gates, once (a reinvocation finds it there)."""
+    gates = spec.get("schedulingGates")
+    if not isinstance(gates, list):
+        gates = []
+        spec["schedulingGates"] = gates
+    if {"name": ROOM_GATE} not in gates:
+        gates.append({"name": ROOM_GATE})
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -14,8 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.names import (
+    CLAIM_ANNOTATION,
     CLAIMED_PHASES,
     DONE_EVICTIONS,
+    PLACEMENT_ANNOTATION,
+    ROOM_GATE,
     USE_GPUUUID_ANNOTATION,
     EvictionResult,
     Phase,
@@ -358,13 +361,55 @@ def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, tt
     return FollowUp(StatusWrite(placement, lease, "EvictionAttempt", message), evict=pod, evict_uid=eviction.uid)
 
 
+def gated(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod carries ROOM_GATE among its scheduling gates."""
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    return isinstance(gates, list) and {"name": ROOM_GATE} in gates
+
+
+def gating_placement(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """(the placement's name, the claim token) a gated pod carries in its annotations; '' for either when absent."""
+    metadata = pod.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping):
+        return "", ""
+    return str(annotations.get(PLACEMENT_ANNOTATION) or ""), str(annotations.get(CLAIM_ANNOTATION) or "")
+
+
+def room_made(placement: Placement | None, token: str, evicted: Mapping[str, Any] | None) -> str | None:
+    """Why a pod gated by ROOM_GATE may be scheduled now, None while it waits: its placement (claimed with `token`)
+    is still evicting, or evicted a pod that is still stored and not ended (`evicted`, the stored pod of the evicted
+    name, any UID: HAMi counts a terminating pod's cards until it is gone). Its placement gone, its claim released,
+    the eviction not needed or given up: the pod goes to the scheduler as it is."""
+    if placement is None or placement.deleting:
+        return "its placement is gone"
+    status = placement.status
+    if not token or status.claim_token != token:
+        return f"placement {placement.name} is no longer claimed by it"
+    if status.phase == Phase.Evicting:
+        return None
+    eviction = status.eviction
+    if status.phase != Phase.Consumed or eviction is None:
+        said = f": {status.message}" if status.message else ""
+        return f"placement {placement.name} is {status.phase.value}{said}"
+    still = evicted is not None and not _ended(evicted) and (not eviction.uid or _uid_of(evicted) == eviction.uid)
+    if eviction.result == EvictionResult.Evicted and still:
+        return None
+    return f"pod {eviction.pod} is gone"
+
+
+def _ended(pod: Mapping[str, Any]) -> bool:
+    """The pod has ended (Succeeded or Failed): HAMi no longer counts its cards."""
+    pod_status = pod.get("status")
+    return isinstance(pod_status, Mapping) and pod_status.get("phase") in ("Succeeded", "Failed")
+
+
 def _finished(pod: Mapping[str, Any]) -> bool:
     """The pod is being deleted or has ended: it no longer needs the room an eviction would make."""
     metadata = pod.get("metadata")
-    pod_status = pod.get("status")
     deleting = isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
-    ended = isinstance(pod_status, Mapping) and pod_status.get("phase") in ("Succeeded", "Failed")
-    return deleting or ended
+    return deleting or _ended(pod)
 
 
 def _uid_of(pod: Mapping[str, Any]) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
+import jsonpatch
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -19,6 +21,8 @@ from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
     api_error_message,
+    by_path,
+    request,
     translate_api_error,
     translate_connection_error,
 )
@@ -58,6 +62,36 @@ def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid:
         raise translate_api_error(exc, kube, f"create pods/eviction in namespace {namespace}") from exc
     except urllib3.exceptions.HTTPError as exc:
         raise translate_connection_error(exc, kube) from exc
+
+
+def lift_scheduling_gate(kube: Kube, namespace: str, name: str, uid: str, gate: str) -> bool:
+    """Removes `gate` from the pod's scheduling gates by a JSON patch made by diff, guarded by the pod's UID and its
+    gates as read (a pod replaced since, or whose gates changed, is left alone; the next pass reads it again):
+    False when the pod is gone, another pod, or no longer carries the gate."""
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    what = f"get and patch pods in namespace {namespace}"
+    try:
+        pod = request(kube, by_path(kube.api, "GET", path), what=what)
+    except KubeNotFound:
+        return False
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    if (pod.get("metadata") or {}).get("uid") != uid or {"name": gate} not in gates:
+        return False
+    kept = [entry for entry in gates if entry != {"name": gate}]
+    before, after = {"spec": {"schedulingGates": gates}}, {"spec": {"schedulingGates": kept}}
+    operations = jsonpatch.JsonPatch.from_diff(before, after)
+    patch = [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": "/spec/schedulingGates", "value": gates},
+        *operations.patch,
+    ]
+    try:
+        request(
+            kube, by_path(kube.api, "PATCH", path, body=patch, content_type="application/json-patch+json"), what=what
+        )
+    except KubeNotFound:
+        return False
+    return True
 
 
 def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:

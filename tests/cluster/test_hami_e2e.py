@@ -185,7 +185,10 @@ def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
     cluster: Sandbox, namespace: str, nodes: list[GpuNode], placing: Webhook
 ) -> None:
     """A pod fills gpu-0 (a whole card); `pin --evict` it for a Deployment's next pod: the filler is evicted through
-    the Eviction API, the Deployment's pod is pinned, and HAMi allocates it gpu-0."""
+    the Eviction API, the Deployment's pod is pinned and gated until the filler is gone, so kube-scheduler never
+    tries it while HAMi still counts the filler (it would then wait up to five minutes for kube-scheduler's retry:
+    only NodeAffinity is among the plugins that rejected it, HAMi being an extender, and no event requeues it), and
+    HAMi allocates it gpu-0."""
     node = node_with(cluster, nodes, 1)
     create(cluster, namespace, pod("filler", {"nvidia.com/gpu": "1"}, node=node.name))
     assert allocation(cluster, namespace, "filler").containers == (((node.uuid(0), GIB40, 100),),)
@@ -211,11 +214,15 @@ def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
     name = run.json()["placement"]["metadata"]["name"]
     wait_for(lambda: sees_placement(placing, namespace, name), "the webhook to see the placement")
     trainer = scale_up(cluster, namespace, "trainer")
-    # When HAMi filtered the pinned pod before the filler was gone, only NodeAffinity is among the plugins that
-    # rejected it (HAMi is an extender), and no node event requeues it: kube-scheduler retries it at its flush of
-    # unschedulable pods (podMaxInUnschedulablePodsDuration 5 min, checked every 30 s).
-    got = allocation(cluster, namespace, trainer, timeout=360)
+    got = allocation(cluster, namespace, trainer)
     assert got.containers == (((node.uuid(0), 20000, 0),),)
     api = client.CoreV1Api(cluster.api_client())
-    filler_gone = api.list_namespaced_pod(namespace, field_selector="metadata.name=filler").items
-    assert not filler_gone or filler_gone[0].metadata.deletion_timestamp is not None
+    assert not api.list_namespaced_pod(namespace, field_selector="metadata.name=filler").items
+
+    def room_made() -> list[str]:
+        listed = api.list_namespaced_event(namespace, field_selector=f"involvedObject.name={trainer},reason=RoomMade")
+        return [event.message for event in listed.items]
+
+    lifted = wait_for(room_made, "the Event saying why the trainer's scheduling gate was lifted")
+    assert lifted == ["scheduling gate scheduling.hami.placement.com/room lifted: pod filler is gone"]
+    assert scheduling_failures(cluster, namespace, trainer) == [], "kube-scheduler never tried it before the room"

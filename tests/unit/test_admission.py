@@ -31,6 +31,7 @@ from kubectl_hami_place.core.names import (
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
+    ROOM_GATE,
     USE_GPUUUID_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import placements_from_objects, status_to_object
@@ -363,6 +364,24 @@ def test_a_claim_with_evict_pod_goes_evicting_first() -> None:
     assert status["eviction"]["result"] == "Pending"
     assert status["eviction"]["attempts"] == 0
     assert {c["type"] for c in status["conditions"]} == {"Claimed", "Evicted"}
+
+
+def test_a_pod_pinned_by_a_placement_that_evicts_is_gated_until_the_room_is_made_and_keeps_its_own_gates() -> None:
+    own = pod()
+    own["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    stored = dataclasses.replace(view([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
+    first = decide(review(own), stored)
+    gated = patched(own, first)
+    assert gated["spec"]["schedulingGates"] == [{"name": "example.com/quota"}, {"name": ROOM_GATE}]
+    again = decide(review(gated), view([claimed_copy(first, evict="old-pod")], token="tok-2"))
+    assert again.result == REINVOKED and patched(gated, again) == gated, "a reinvocation adds no second gate"
+    copied = pod()
+    copied["spec"]["schedulingGates"] = [{"name": ROOM_GATE}]
+    assert patched(copied, decide(review(copied), stored))["spec"]["schedulingGates"] == [{"name": ROOM_GATE}], (
+        "a pod copied from a gated one is not given the gate twice (the API server refuses a repeated gate)"
+    )
+    for unneeded in (view([placement()]), view([placement(evict="old-pod")])):
+        assert "schedulingGates" not in patched(pod(), decide(review(pod()), unneeded))["spec"], "nothing to wait for"
 
 
 def test_a_claim_whose_evict_pod_is_not_stored_reports_it_missing_and_evicts_nothing() -> None:

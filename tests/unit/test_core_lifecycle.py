@@ -18,7 +18,7 @@ from kubectl_hami_place.core.lifecycle import (
     StatusWrite,
     finished_at,
 )
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, USE_GPUUUID_ANNOTATION, EvictionResult, Phase
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, ROOM_GATE, USE_GPUUUID_ANNOTATION, EvictionResult, Phase
 from kubectl_hami_place.core.pin_check import problems_on
 from kubectl_hami_place.core.placement import (
     Condition,
@@ -505,3 +505,50 @@ def _finished_base() -> dict[str, Any]:
             "gpuDevices": ["gpu-0"],
         },
     }
+
+
+# The room gate ------------------------------------------------------------------------------------------------
+
+
+def evicted_pod(uid: str = "uid-old", **extra: Any) -> dict[str, Any]:
+    """The evicted pod as the store holds it: metadata (with `deletionTimestamp` when given) and a phase."""
+    metadata: dict[str, Any] = {"name": "old", "namespace": NS, "uid": uid}
+    if "deletionTimestamp" in extra:
+        metadata["deletionTimestamp"] = extra["deletionTimestamp"]
+    return {"metadata": metadata, "status": {"phase": extra.get("phase", "Running")}}
+
+
+def room_made(status: dict[str, Any] | None, evicted: dict[str, Any] | None, token: str = "tok") -> str | None:
+    found = placement_from_object(placement(status, evict="old")) if status is not None else None
+    return lifecycle.room_made(found, token, evicted)
+
+
+def test_a_gated_pod_waits_while_its_placement_evicts_and_while_the_evicted_pod_is_stored() -> None:
+    evicted = {"pod": "old", "uid": "uid-old", "result": "Evicted", "message": "evicted pod old"}
+    done = claimed(phase="Consumed", uid="uid-9", eviction=evicted)
+    evicting = claimed(phase="Evicting", uid="uid-9", eviction={"pod": "old", "uid": "uid-old", "result": "Blocked"})
+    assert room_made(evicting, None) is None, "an eviction still being retried"
+    assert room_made(done, evicted_pod()) is None
+    assert room_made(done, evicted_pod(deletionTimestamp=at(1))) is None, "HAMi counts a terminating pod"
+    assert room_made(done, None) == "pod old is gone"
+    assert room_made(done, evicted_pod(phase="Succeeded")) == "pod old is gone"
+    assert room_made(done, evicted_pod(uid="uid-new")) == "pod old is gone", "a new pod under the name"
+
+
+def test_a_gated_pod_goes_to_the_scheduler_when_nothing_is_left_to_wait_for() -> None:
+    missing = {"pod": "old", "result": "NotFound", "message": "pod old was already gone"}
+    assert room_made(claimed(phase="Consumed", uid="uid-9", eviction=missing), evicted_pod()) == "pod old is gone"
+    failed = {**claimed(phase="Failed", uid="uid-9"), "message": "eviction of pod old did not succeed within 3600s"}
+    assert room_made(failed, evicted_pod()) == (
+        "placement p1 is Failed: eviction of pod old did not succeed within 3600s"
+    )
+    assert room_made(None, evicted_pod()) == "its placement is gone"
+    evicting = claimed(phase="Evicting", uid="uid-9")
+    assert room_made(evicting, evicted_pod(), token="other") == "placement p1 is no longer claimed by it"
+    assert room_made(evicting, evicted_pod(), token="") == "placement p1 is no longer claimed by it"
+
+
+def test_gated_reads_our_gate_only() -> None:
+    assert lifecycle.gated({"spec": {"schedulingGates": [{"name": "x.io/a"}, {"name": ROOM_GATE}]}})
+    assert not lifecycle.gated({"spec": {"schedulingGates": [{"name": "x.io/a"}]}})
+    assert not lifecycle.gated({"spec": {"schedulingGates": "forged"}}) and not lifecycle.gated({})

@@ -22,7 +22,7 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.core.lifecycle import req_id_guard_name
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, ROOM_GATE, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import (
     Placement,
     PlacementSpec,
@@ -37,7 +37,7 @@ from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.logs import JsonFormatter
 from webhook.metrics import Metrics
-from webhook.reconcile import CACHE_STALE_SECONDS, Reconciler
+from webhook.reconcile import CACHE_STALE_SECONDS, ROOM_SETTLE_SECONDS, Reconciler
 from webhook.settings import DEFAULTS
 from webhook.writes import QueuedEvents
 
@@ -69,6 +69,8 @@ class MemoryWrites:
         self.pods_carrying: set[str] = set()
         self.carried_asks: list[str] = []
         self.guards: dict[tuple[str, str], Guard] = {}
+        self.gates_lifted: list[str] = []
+        self.lift_with: list[KubeError | None] = []
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(name)
@@ -94,6 +96,13 @@ class MemoryWrites:
         outcome = self.evict_with.pop(0) if self.evict_with else None
         if outcome is not None:
             raise outcome
+
+    def lift_room_gate(self, namespace: str, pod: str, uid: str) -> bool:
+        outcome = self.lift_with.pop(0) if self.lift_with else None
+        if outcome is not None:
+            raise outcome
+        self.gates_lifted.append(f"{pod} {uid}")
+        return True
 
     def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
         self.carried_asks.append(f"{token} unlabelled" if unlabelled else token)
@@ -422,6 +431,81 @@ def test_a_pod_re_created_under_the_evicted_name_is_kept_and_the_eviction_reads_
     assert (final["phase"], final["eviction"]["result"]) == ("Consumed", "NotFound")
     assert "a newer pod of that name is kept" in final["eviction"]["message"]
     assert writes.events == ["EvictionNotNeeded"]
+
+
+def gated_pod(placement_name: str = "make-room", token: str = "tok") -> dict[str, Any]:
+    """The placed pod as admission stored it: pinned by the placement, gated until the evicted pod is gone."""
+    pod = stored_pod("trainer-0", "uid-1", token, phase="Pending")
+    pod["metadata"]["annotations"][PLACEMENT_ANNOTATION] = placement_name
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/other"}, {"name": ROOM_GATE}]
+    return pod
+
+
+def test_the_room_gate_is_lifted_once_the_evicted_pod_is_gone_not_while_it_terminates() -> None:
+    obj = evicting()
+    obj["status"]["eviction"]["uid"] = "uid-old"
+    writes = MemoryWrites(obj)
+    old = stored_pod("old", "uid-old", phase="Running")
+    clock = [0.0]
+    loop = Reconciler(
+        None, cache(writes, (gated_pod(), old)), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: clock[0]
+    )
+    loop.reconcile_once()
+    assert writes.evictions == ["old"] and writes.stored[(NS, "make-room")]["status"]["phase"] == "Consumed"
+    assert writes.gates_lifted == [], "HAMi still counts the evicted pod's cards"
+    terminating = copy.deepcopy(old)
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:01Z"
+    loop.cache.pods.upsert(terminating)
+    loop.reconcile_once()
+    assert writes.gates_lifted == [], "a terminating pod still holds its cards"
+    loop.cache.pods.remove(NS, "old")
+    loop.reconcile_once()
+    clock[0] += ROOM_SETTLE_SECONDS / 2
+    loop.reconcile_once()
+    assert writes.gates_lifted == [], "HAMi's own watch may not have seen the pod go yet"
+    clock[0] += ROOM_SETTLE_SECONDS / 2
+    loop.reconcile_once()
+    assert writes.gates_lifted == ["trainer-0 uid-1"]
+    assert writes.events[-1] == "RoomMade"
+
+
+def test_a_gate_whose_placement_is_gone_or_no_longer_its_claim_is_lifted_and_a_failed_lift_is_tried_again() -> None:
+    writes = MemoryWrites(evicting())
+    writes.lift_with = [KubeError("the API server is away")]
+    clock = [0.0]
+    loop = Reconciler(
+        None,
+        cache(writes, (gated_pod("gone"),)),
+        Metrics(),
+        3600,
+        lambda: NOW,
+        writes=writes,
+        monotonic=lambda: clock[0],
+    )
+    clock[0] += ROOM_SETTLE_SECONDS
+    loop.reconcile_once()
+    assert writes.gates_lifted == [], "the room counts as made from the first pass that found it"
+    clock[0] += ROOM_SETTLE_SECONDS
+    loop.reconcile_once()
+    assert writes.gates_lifted == []
+    clock[0] += 1
+    loop.reconcile_once()
+    assert writes.gates_lifted == ["trainer-0 uid-1"]
+    other = MemoryWrites(evicting())
+    clock[0] = 0.0
+    mine = Reconciler(
+        None,
+        cache(other, (gated_pod(token="another"),)),
+        Metrics(),
+        3600,
+        lambda: NOW,
+        writes=other,
+        monotonic=lambda: clock[0],
+    )
+    mine.reconcile_once()
+    clock[0] += ROOM_SETTLE_SECONDS
+    mine.reconcile_once()
+    assert other.gates_lifted == ["trainer-0 uid-1"]
 
 
 def test_no_eviction_once_the_placed_pod_is_gone() -> None:

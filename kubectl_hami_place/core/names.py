@@ -23,7 +23,7 @@ CLAIM_DIGEST_LABEL = f"{GROUP}/claim-digest"
 """On a pinned pod, a digest of its claim token: the pod carrying a token is found by a label selector."""
 ROOM_GATE = f"{GROUP}/room"
 """The scheduling gate on a pod pinned by a placement that evicts, until the evicted pod is gone: HAMi counts that
-pod's cards until then, and a pod it refused meanwhile waits for kube-scheduler's five-minute retry."""
+pod's cards until then, so every earlier attempt fails (and, before kubernetes#122019's fix, waits minutes)."""
 FORWARDED_TOKEN_HEADER = "X-Hami-Place-Authorization"
 """The plugin's bearer token, forwarded through the API server's service proxy (which strips `Authorization`)."""
 USE_GPUUUID_ANNOTATION = "nvidia.com/use-gpuuuid"

@@ -2461,6 +2461,19 @@ def _planning(planning: dict[str, Any]) -> str:
     )
 
 
+def eviction_cap(report: dict[str, Any]) -> str:
+    """The sentence on the inflation replays' eviction cap (`--evictions-per-placed`), when their commands set one."""
+    caps = sorted({float(c) for c in re.findall(r"--evictions-per-placed (\S+)", " ".join(report["commands"]))})
+    if not caps:
+        return ""
+    cap = " and ".join(f"{c:g}" for c in caps)
+    return (
+        " Inflation has no clock for the policy's hourly budget, so there each rescue gets at most the moves that "
+        f"keep the evictions within {cap} of the tasks placed so far (`--evictions-per-placed`, the issue's bound); "
+        "a rescue that needs more finds no plan within them."
+    )
+
+
 def notes(report: dict[str, Any]) -> list[str]:
     """What the replay leaves out and how it is bounded, with the run's own counts."""
     stats = [
@@ -2508,7 +2521,8 @@ def notes(report: dict[str, Any]) -> list[str]:
         "them: inflation at most `--rescues-per-step` planner runs per 1% of capacity asked, a task shape whose "
         "plan failed not planned again until a move changed the cluster; timeline at most `--rescues-per-tick` "
         "runs each `--tick` seconds (the commands below), a task re-planned 600 s after a failed plan; "
-        f"`--plan-budget` (a planner CPU budget per replay, a bench bound) skipped {budget} rescues.",
+        f"`--plan-budget` (a planner CPU budget per replay, a bench bound) skipped {budget} rescues."
+        + eviction_cap(report),
         "- Planning time is the CPU seconds (`time.process_time`) of one `plan` call: the snapshot's State is built "
         "in it, the controller's Kubernetes reads are not. `decide_run` plans a failed rescue once more within the "
         "policy's `maxMovesPerPlan` to say whether the budget blocked it (the replay does so too, untimed, for the "

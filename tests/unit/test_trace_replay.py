@@ -22,6 +22,7 @@ from bench.trace_replay import (
     TraceNode,
     arrivals,
     combine,
+    eviction_cap,
     inflate,
     parse_task,
     read_nodes,
@@ -480,3 +481,9 @@ def test_a_kept_room_keeps_older_pending_tasks_off_only_when_asked(
     # The retry at t=130 comes before the tick at t=180: ticks up to the departures at t=100,000 ran first once,
     # planning for `older` 166 times more while the room was still kept.
     assert stats["rescue_runs"] == 2, stats
+
+
+def test_the_notes_say_the_inflation_replays_eviction_cap_only_when_their_commands_set_one() -> None:
+    capped = {"commands": ["python bench/trace_replay.py --skip-timeline --evictions-per-placed 0.05", "python x"]}
+    assert "within 0.05 of the tasks placed so far" in eviction_cap(capped)
+    assert eviction_cap({"commands": ["python bench/trace_replay.py --skip-timeline"]}) == ""

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import jsonpatch
-
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
     DEFRAG_FROM_NODE_ANNOTATION,
@@ -31,6 +29,7 @@ from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.client import Kube, by_path, request
 from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.list_body import list_items
+from kubectl_hami_place.kube.pods import change_pod
 
 FIELD_MANAGER = "kubectl-hami-place"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hami-place-defrag"}
@@ -164,27 +163,15 @@ def change_pod_annotations(
     """Reads the pod and writes `change(its annotations)` as a JSON patch made by diff, guarded by the pod's UID (a
     pod of that name made since is left alone): the pod as stored after, None when it is gone or another pod (or,
     with `unscheduled`, already has a node: then it is not changed)."""
-    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-    what = f"get and patch pods in namespace {namespace}"
-    try:
-        pod = request(kube, by_path(kube.api, "GET", path), what=what)
-    except KubeNotFound:
-        return None
-    metadata = pod.get("metadata") or {}
-    if metadata.get("uid") != uid or (unscheduled and (pod.get("spec") or {}).get("nodeName")):
-        return None
-    own = metadata.get("annotations")
-    annotations = {str(key): str(value) for key, value in own.items()} if isinstance(own, dict) else {}
-    before = {"annotations": own} if own is not None else {}
-    wanted = change(annotations)
-    after = {"annotations": wanted} if wanted or own is not None else {}
-    operations = jsonpatch.JsonPatch.from_diff({"metadata": before}, {"metadata": after}).patch
-    if not operations:
-        return pod
-    patch = [{"op": "test", "path": "/metadata/uid", "value": uid}, *operations]
-    try:
-        return request(
-            kube, by_path(kube.api, "PATCH", path, body=patch, content_type="application/json-patch+json"), what=what
-        )
-    except KubeNotFound:
-        return None
+
+    def annotated(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]] | None:
+        if unscheduled and (pod.get("spec") or {}).get("nodeName"):
+            return None
+        own = (pod.get("metadata") or {}).get("annotations")
+        annotations = {str(key): str(value) for key, value in own.items()} if isinstance(own, dict) else {}
+        before = {"annotations": own} if own is not None else {}
+        wanted = change(annotations)
+        after = {"annotations": wanted} if wanted or own is not None else {}
+        return {"metadata": before}, {"metadata": after}, []
+
+    return change_pod(kube, namespace, name, uid, annotated)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import quote
 
-import jsonpatch
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -21,13 +19,12 @@ from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
     api_error_message,
-    by_path,
-    request,
     translate_api_error,
     translate_connection_error,
 )
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_disruption_budgets
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced
+from kubectl_hami_place.kube.pods import change_pod
 
 _BUDGET_IN_MESSAGE = re.compile(r"disruption budget (\S+?) needs")
 
@@ -68,30 +65,16 @@ def lift_scheduling_gate(kube: Kube, namespace: str, name: str, uid: str, gate: 
     """Removes `gate` from the pod's scheduling gates by a JSON patch made by diff, guarded by the pod's UID and its
     gates as read (a pod replaced since, or whose gates changed, is left alone; the next pass reads it again):
     False when the pod is gone, another pod, or no longer carries the gate."""
-    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-    what = f"get and patch pods in namespace {namespace}"
-    try:
-        pod = request(kube, by_path(kube.api, "GET", path), what=what)
-    except KubeNotFound:
-        return False
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    if (pod.get("metadata") or {}).get("uid") != uid or {"name": gate} not in gates:
-        return False
-    kept = [entry for entry in gates if entry != {"name": gate}]
-    before, after = {"spec": {"schedulingGates": gates}}, {"spec": {"schedulingGates": kept}}
-    operations = jsonpatch.JsonPatch.from_diff(before, after)
-    patch = [
-        {"op": "test", "path": "/metadata/uid", "value": uid},
-        {"op": "test", "path": "/spec/schedulingGates", "value": gates},
-        *operations.patch,
-    ]
-    try:
-        request(
-            kube, by_path(kube.api, "PATCH", path, body=patch, content_type="application/json-patch+json"), what=what
-        )
-    except KubeNotFound:
-        return False
-    return True
+
+    def lifted(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]] | None:
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
+        if {"name": gate} not in gates:
+            return None
+        kept = [entry for entry in gates if entry != {"name": gate}]
+        tests = [{"op": "test", "path": "/spec/schedulingGates", "value": gates}]
+        return {"spec": {"schedulingGates": gates}}, {"spec": {"schedulingGates": kept}}, tests
+
+    return change_pod(kube, namespace, name, uid, lifted) is not None
 
 
 def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     CLAIMED_PHASES,
@@ -391,12 +392,12 @@ def room_made(placement: Placement | None, token: str, evicted: Mapping[str, Any
         return None
     eviction = status.eviction
     if status.phase != Phase.Consumed or eviction is None:
-        said = f": {status.message}" if status.message else ""
-        return f"placement {placement.name} is {status.phase.value}{said}"
+        return f"placement {placement.name} is {status.phase.value}"
     still = evicted is not None and not _ended(evicted) and (not eviction.uid or _uid_of(evicted) == eviction.uid)
     if eviction.result == EvictionResult.Evicted and still:
         return None
-    return f"pod {eviction.pod} is gone"
+    # A status anyone allowed to write it may have written: a name is said only when it is one.
+    return f"pod {eviction.pod} is gone" if is_object_name(eviction.pod) else "the evicted pod is gone"
 
 
 def _ended(pod: Mapping[str, Any]) -> bool:

@@ -539,9 +539,9 @@ def test_a_gated_pod_goes_to_the_scheduler_when_nothing_is_left_to_wait_for() ->
     missing = {"pod": "old", "result": "NotFound", "message": "pod old was already gone"}
     assert room_made(claimed(phase="Consumed", uid="uid-9", eviction=missing), evicted_pod()) == "pod old is gone"
     failed = {**claimed(phase="Failed", uid="uid-9"), "message": "eviction of pod old did not succeed within 3600s"}
-    assert room_made(failed, evicted_pod()) == (
-        "placement p1 is Failed: eviction of pod old did not succeed within 3600s"
-    )
+    assert room_made(failed, evicted_pod()) == "placement p1 is Failed"
+    forged = {"pod": "old\nFORGED", "result": "Evicted", "message": "evicted"}
+    assert room_made(claimed(phase="Consumed", uid="uid-9", eviction=forged), None) == "the evicted pod is gone"
     assert room_made(None, evicted_pod()) == "its placement is gone"
     evicting = claimed(phase="Evicting", uid="uid-9")
     assert room_made(evicting, evicted_pod(), token="other") == "placement p1 is no longer claimed by it"

@@ -81,6 +81,11 @@ NODE_PODS = 1_000_000
 """The pod count each node has room for: the trace states none, so it never binds."""
 NAMESPACE = "trace"
 POLICIES = ("binpack", "spread")
+DEFAULT = "default"
+PAIRS = {"binpack": ("binpack", "binpack"), "spread": ("spread", "spread"), DEFAULT: ("binpack", "spread")}
+"""Each HAMi policy replayed as (node policy, GPU policy); `default` is HAMi v2.10's own pair when its scheduler runs
+without `--node-scheduler-policy` and `--gpu-scheduler-policy` (cmd/scheduler/main.go, and its chart's values.yaml)."""
+DEFAULT_LABEL = "default (node binpack, GPU spread)"
 FGD = "fgd"
 """The FGD paper's policy (`bench/fgd.py`), replayed beside HAMi's as a reference: HAMi has no such policy."""
 FGD_LABEL = "FGD (paper, reference)"
@@ -334,10 +339,11 @@ class Running:
 class Cluster:
     """The replay's cluster: per-card usage as HAMi counts it, per-node CPU and memory as kube-scheduler counts them.
 
-    `policy` is both HAMi's node policy (`--node-scheduler-policy`) and its GPU policy (`--gpu-scheduler-policy`),
-    or `fgd`: the FGD paper's node and card choice against the `workload`'s most popular classes covering `coverage`
-    of its GPU tasks, each choice checked by HAMi's fit on exactly its cards. `resources` False leaves node CPU and
-    memory out (GPU tasks only then; tasks without cards are skipped).
+    `policy` names HAMi's node policy (`--node-scheduler-policy`) and its GPU policy (`--gpu-scheduler-policy`) by
+    `PAIRS` (`binpack` and `spread` set both, `default` is HAMi's node binpack with GPU spread), or `fgd`: the FGD
+    paper's node and card choice against the `workload`'s most popular classes covering `coverage` of its GPU tasks,
+    each choice checked by HAMi's fit on exactly its cards. `resources` False leaves node CPU and memory out (GPU
+    tasks only then; tasks without cards are skipped).
     """
 
     def __init__(
@@ -353,7 +359,8 @@ class Cluster:
         """An empty cluster; ties between nodes of equal score break in a fixed random order (HAMi's are random)."""
         self.trace_nodes = list(nodes)
         self.policy = policy
-        self.config = HAMI_DEFAULTS.with_policy("binpack" if policy == FGD else policy)
+        node_policy, gpu_policy = ("binpack", "binpack") if policy == FGD else PAIRS[policy]
+        self.config = HAMI_DEFAULTS.with_policy(gpu_policy)
         self.resources = resources
         self.cards = [node_cards(node) for node in nodes]
         self.plan_nodes = tuple(
@@ -374,7 +381,7 @@ class Cluster:
         order = list(range(len(nodes)))
         random.Random(seed).shuffle(order)
         self.rank = {node: position for position, node in enumerate(order)}
-        self.sign = -1 if policy == "binpack" else 1
+        self.sign = -1 if node_policy == "binpack" else 1
         self.order = [(0.0, self.rank[node]) for node in range(len(nodes))]
         self.running: dict[str, Running] = {}
         # What the server wrote on a task's pod for a kept room: the rescued task's use-gpuuuid (its target cards),
@@ -1141,8 +1148,8 @@ class Setup:
 
     @property
     def label(self) -> str:
-        """`binpack + controller`, `spread`, `FGD (paper, reference)` ..."""
-        policy = FGD_LABEL if self.policy == FGD else self.policy
+        """`binpack + controller`, `spread`, `default (node binpack, GPU spread)`, `FGD (paper, reference)` ..."""
+        policy = {FGD: FGD_LABEL, DEFAULT: DEFAULT_LABEL}.get(self.policy, self.policy)
         return policy + (" + controller" if self.controller else "") + ("" if self.resources else " (no CPU/mem)")
 
     def cluster(self, nodes: Sequence[TraceNode], tasks: Sequence[Task], coverage: float) -> Cluster:
@@ -1150,7 +1157,7 @@ class Setup:
         controller is measured beside HAMi's own policies, FGD only as a reference placement alone."""
         if self.policy == FGD and self.controller:
             raise ValueError(
-                "fgd is a reference placement policy replayed alone; run the controller with binpack or spread"
+                "fgd is a reference placement policy replayed alone; run the controller with binpack, spread or default"
             )
         return Cluster(nodes, self.policy, resources=self.resources, workload=tasks, coverage=coverage)
 
@@ -1706,8 +1713,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--policies",
         default=",".join(POLICIES),
-        help=f"HAMi's policies, each alone and with the controller; `{FGD}` adds the FGD paper's policy alone, as a "
-        "reference",
+        help=f"HAMi's policies, each alone and with the controller: `binpack` and `spread` set both HAMi's node and "
+        f"GPU policy, `{DEFAULT}` is HAMi's default pair (node binpack, GPU spread); `{FGD}` adds the FGD paper's "
+        "policy alone, as a reference",
+    )
+    parser.add_argument(
+        "--alone", action="store_true", help="HAMi's policies alone only, no replay with the controller"
     )
     parser.add_argument(
         "--fgd-coverage",
@@ -1789,6 +1800,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "performance-trace.png")
     args = parser.parse_args(argv)
+    unknown = [policy for policy in args.policies.split(",") if policy not in (*PAIRS, FGD)]
+    if unknown:
+        parser.error(f"unknown policies {', '.join(unknown)}: choose among {', '.join((*PAIRS, FGD))}")
     if importlib.util.find_spec("matplotlib") is None:
         parser.error("the plot needs matplotlib, the bench extra: make bench, or pip install -e '.[bench]'")
     command = "python bench/trace_replay.py " + shlex.join(argv if argv is not None else sys.argv[1:])
@@ -1837,7 +1851,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         results = []
         for resources in (True, False) if name in no_resources else (True,):
             for policy in policies:
-                for controlled in (False,) if policy == FGD else (False, True):
+                for controlled in controlled_runs(policy, args.alone):
                     setup = Setup(name, policy, controlled, resources)
                     results.append(
                         replay_inflation(
@@ -1859,7 +1873,7 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
         results = []
         for resources in (True, False) if name in no_resources and args.no_resources_timeline else (True,):
             for policy in policies:
-                for controlled in (False,) if policy == FGD else (False, True):
+                for controlled in controlled_runs(policy, args.alone):
                     setup = Setup(name, policy, controlled, resources)
                     results.append(
                         replay_timeline(
@@ -1881,6 +1895,11 @@ def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:
                     _progress("timeline", setup, results[-1])
         report["timeline"][name] = results
     return report
+
+
+def controlled_runs(policy: str, alone: bool) -> tuple[bool, ...]:
+    """Whether each replay of the policy runs the controller: alone, then with it (FGD, a reference, alone only)."""
+    return (False,) if policy == FGD or alone else (False, True)
 
 
 def _corpus_for(corpus: Corpus | None, kind: str, setup: Setup) -> Corpus | None:

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from bench.trace_replay import (
+    DEFAULT,
+    FGD,
     MIB,
     NODE_PODS,
     Cluster,
@@ -22,8 +24,11 @@ from bench.trace_replay import (
     TraceNode,
     arrivals,
     combine,
+    controlled_runs,
     eviction_cap,
     inflate,
+    inflation_targets,
+    main,
     parse_task,
     read_nodes,
     read_tasks,
@@ -177,6 +182,82 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
             cluster.put(task(name, 1, 300), *choice)
         used = {entry.node for entry in cluster.running.values()}
         assert len(used) == len(expected), policy
+
+
+def test_default_pair_packs_nodes_and_spreads_cards() -> None:
+    """HAMi's default pair: two shares go to one node (node binpack) but to two of its cards (GPU spread); binpack
+    puts them on one card of one node, spread on two nodes."""
+    expected = {"binpack": (1, 1), "spread": (2, 2), DEFAULT: (1, 2)}
+    for policy, (node_count, card_count) in expected.items():
+        cluster = Cluster(nodes(2, 2), policy, seed=1)
+        for name in ("a", "b"):
+            choice = cluster.choose(task(name, 1, 300))
+            assert choice is not None
+            cluster.put(task(name, 1, 300), *choice)
+        placed = {(entry.node, entry.cards) for entry in cluster.running.values()}
+        assert (len({node for node, _ in placed}), len(placed)) == (node_count, card_count), policy
+
+
+def test_default_pair_is_labelled_and_runs_with_the_controller() -> None:
+    """The default pair's rows say which pair it is, and its controller rescues as under the other pairs: GPU spread
+    leaves a share on each card of the one node, a move frees a card for the whole-card task."""
+    tasks = [task("a", 1, 300), task("b", 1, 300), task("whole")]
+    result = replay_inflation(nodes(2), tasks, Setup("t", DEFAULT, controller=True), ControllerPolicy())
+    assert result["label"] == "default (node binpack, GPU spread) + controller"
+    assert result["controller"]["rescued"] >= 1 and result["controller"]["moves"] >= 1
+    assert (
+        Setup("t", DEFAULT, controller=False, resources=False).label
+        == "default (node binpack, GPU spread) (no CPU/mem)"
+    )
+
+
+def test_controller_replays_are_skipped_alone_and_for_fgd() -> None:
+    assert controlled_runs(DEFAULT, alone=False) == (False, True)
+    assert controlled_runs("binpack", alone=True) == (False,)
+    assert controlled_runs(FGD, alone=False) == (False,)
+
+
+def test_an_unknown_policy_is_refused_before_any_replay(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "--policies",
+                "binpack,spred",
+                "--files",
+                "",
+                "--timeline-files",
+                "",
+                "--json",
+                str(tmp_path / "r.json"),
+                "--plot",
+                str(tmp_path / "r.png"),
+            ]
+        )
+    assert "unknown policies spred" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_default_pair_counts_as_hami_s_best_alone() -> None:
+    """A controller's target is a quarter of HAMi's best policy alone, the default pair among them (FGD is not)."""
+
+    def result(policy: str, controller: bool, unplaced: float) -> dict[str, Any]:
+        setup = Setup("l", policy, controller)
+        return {
+            "setup": setup.__dict__,
+            "label": setup.label,
+            "final": {"unplaced": unplaced, "evictions_per_placed": 0},
+        }
+
+    results = [
+        result("binpack", False, 0.2),
+        result("spread", False, 0.3),
+        result(DEFAULT, False, 0.1),
+        result(FGD, False, 0.01),
+        result("binpack", True, 0.04),
+    ]
+    (verdict,) = inflation_targets(results)
+    assert verdict["best_alone"] == "default (node binpack, GPU spread)" and verdict["best_alone_unplaced"] == 0.1
+    assert not verdict["unplaced_ok"]
 
 
 def test_cpu_and_memory_keep_a_task_off_a_node_with_free_cards() -> None:

@@ -37,25 +37,33 @@ def lock_owned_by(lock: str, namespace: str, name: str) -> bool:
 
 
 def complete(api: client.CoreV1Api, pod: Any) -> bool:
-    """Completes one pod's allocation; returns True when it wrote anything."""
+    """Completes one pod's allocation; returns True when it wrote anything. A pod already completed whose node lock
+    is still taken for it (the lock's release failed after the pod's write) gets the lock released on its next
+    event, or HAMi's scheduler would bind nothing more on that node until the lock expires (five minutes)."""
     annotations = pod.metadata.annotations or {}
-    if not pod.spec.node_name or annotations.get(BIND_PHASE) != "allocating":
+    phase = annotations.get(BIND_PHASE)
+    if not pod.spec.node_name or phase not in ("allocating", "success"):
         return False
     namespace, name = pod.metadata.namespace, pod.metadata.name
-    patch = {
-        "metadata": {"annotations": {BIND_PHASE: "success", TO_ALLOCATE: erased(annotations.get(TO_ALLOCATE, ""))}}
-    }
-    try:
-        api.patch_namespaced_pod(name, namespace, patch)
-    except ApiException as error:
-        if error.status == 404:
-            return False
-        raise
+    if phase == "allocating":
+        patch = {
+            "metadata": {"annotations": {BIND_PHASE: "success", TO_ALLOCATE: erased(annotations.get(TO_ALLOCATE, ""))}}
+        }
+        try:
+            api.patch_namespaced_pod(name, namespace, patch)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
     node: Any = api.read_node(pod.spec.node_name)
     lock = (node.metadata.annotations or {}).get(NODE_LOCK)
-    if lock is not None and lock_owned_by(lock, namespace, name):
+    # Once completed, only a lock naming this pod is its own: a bare time may be another bind's.
+    ours = lock is not None and (
+        lock_owned_by(lock, namespace, name) if phase == "allocating" else lock.endswith(f",{namespace},{name}")
+    )
+    if ours:
         api.patch_node(pod.spec.node_name, {"metadata": {"annotations": {NODE_LOCK: None}}})
-    return True
+    return phase == "allocating" or ours
 
 
 def run(api: client.CoreV1Api) -> None:

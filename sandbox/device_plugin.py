@@ -24,6 +24,9 @@ NODE_LABEL = "hami.io/vgpu-node"
 BIND_PHASE = "hami.io/bind-phase"
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 NODE_LOCK = "hami.io/mutex.lock"
+BIND_TIME = "hami.io/bind-time"
+# HAMi's NodeLockTimeout: a lock older than this is broken by HAMi itself, so only pods bound since are looked at again.
+LOCK_TIMEOUT_SECONDS = 300
 
 
 def erased(to_allocate: str) -> str:
@@ -36,13 +39,25 @@ def lock_owned_by(lock: str, namespace: str, name: str) -> bool:
     return "," not in lock or lock.endswith(f",{namespace},{name}")
 
 
-def complete(api: client.CoreV1Api, pod: Any) -> bool:
+def bound_since(annotations: dict[str, str], since: float) -> bool:
+    """Whether HAMi's scheduler bound the pod (`hami.io/bind-time`, unix seconds) at or after `since`."""
+    try:
+        return float(annotations.get(BIND_TIME, "")) >= since
+    except ValueError:
+        return False
+
+
+def complete(api: client.CoreV1Api, pod: Any, now: float | None = None) -> bool:
     """Completes one pod's allocation; returns True when it wrote anything. A pod already completed whose node lock
     is still taken for it (the lock's release failed after the pod's write) gets the lock released on its next
     event, or HAMi's scheduler would bind nothing more on that node until the lock expires (five minutes)."""
     annotations = pod.metadata.annotations or {}
     phase = annotations.get(BIND_PHASE)
     if not pod.spec.node_name or phase not in ("allocating", "success"):
+        return False
+    if phase == "success" and not bound_since(
+        annotations, (time.time() if now is None else now) - LOCK_TIMEOUT_SECONDS
+    ):
         return False
     namespace, name = pod.metadata.namespace, pod.metadata.name
     if phase == "allocating":
@@ -55,7 +70,12 @@ def complete(api: client.CoreV1Api, pod: Any) -> bool:
             if error.status == 404:
                 return False
             raise
-    node: Any = api.read_node(pod.spec.node_name)
+    try:
+        node: Any = api.read_node(pod.spec.node_name)
+    except ApiException as error:
+        if error.status == 404:
+            return phase == "allocating"
+        raise
     lock = (node.metadata.annotations or {}).get(NODE_LOCK)
     # Once completed, only a lock naming this pod is its own: a bare time may be another bind's.
     ours = lock is not None and (
@@ -69,21 +89,21 @@ def complete(api: client.CoreV1Api, pod: Any) -> bool:
 def run(api: client.CoreV1Api) -> None:
     """Lists, then watches, the pods HAMi has placed (labelled with their node), completing each new bind."""
     while True:
-        listed: Any = api.list_pod_for_all_namespaces(label_selector=NODE_LABEL)
-        for pod in listed.items:
-            complete(api, pod)
-        stream = watch.Watch().stream(
-            api.list_pod_for_all_namespaces,
-            label_selector=NODE_LABEL,
-            resource_version=listed.metadata.resource_version,
-            timeout_seconds=300,
-        )
         try:
+            listed: Any = api.list_pod_for_all_namespaces(label_selector=NODE_LABEL)
+            for pod in listed.items:
+                complete(api, pod)
+            stream = watch.Watch().stream(
+                api.list_pod_for_all_namespaces,
+                label_selector=NODE_LABEL,
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=300,
+            )
             for event in stream:
                 if event["type"] in ("ADDED", "MODIFIED"):
                     complete(api, event["object"])
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
-            # A 410 or a broken watch: relist after a pause, as an informer does.
+            # A 410, a broken watch or a failed write: list again after a pause, as an informer does.
             print(f"device-plugin stand-in: watch ended: {error}", file=sys.stderr, flush=True)
             time.sleep(1)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
@@ -364,17 +365,13 @@ def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, tt
 
 def gated(pod: Mapping[str, Any]) -> bool:
     """Whether the pod carries ROOM_GATE among its scheduling gates."""
-    spec = pod.get("spec")
-    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    gates = as_mapping(pod.get("spec")).get("schedulingGates")
     return isinstance(gates, list) and {"name": ROOM_GATE} in gates
 
 
 def gating_placement(pod: Mapping[str, Any]) -> tuple[str, str]:
     """(the placement's name, the claim token) a gated pod carries in its annotations; '' for either when absent."""
-    metadata = pod.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    if not isinstance(annotations, Mapping):
-        return "", ""
+    annotations = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
     return str(annotations.get(PLACEMENT_ANNOTATION) or ""), str(annotations.get(CLAIM_ANNOTATION) or "")
 
 
@@ -402,21 +399,18 @@ def room_made(placement: Placement | None, token: str, evicted: Mapping[str, Any
 
 def _ended(pod: Mapping[str, Any]) -> bool:
     """The pod has ended (Succeeded or Failed): HAMi no longer counts its cards."""
-    pod_status = pod.get("status")
-    return isinstance(pod_status, Mapping) and pod_status.get("phase") in ("Succeeded", "Failed")
+    return as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:
     """The pod is being deleted or has ended: it no longer needs the room an eviction would make."""
-    metadata = pod.get("metadata")
-    deleting = isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
+    deleting = as_mapping(pod.get("metadata")).get("deletionTimestamp") is not None
     return deleting or _ended(pod)
 
 
 def _uid_of(pod: Mapping[str, Any]) -> str:
     """metadata.uid, '' when absent."""
-    metadata = pod.get("metadata")
-    return str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
+    return str(as_mapping(pod.get("metadata")).get("uid") or "")
 
 
 def _placed_pod_gone(placement: Placement, now: datetime) -> StatusWrite:
@@ -438,8 +432,7 @@ def _placed_pod_gone(placement: Placement, now: datetime) -> StatusWrite:
 
 def _consumed_by(placement: Placement, pod: Mapping[str, Any]) -> StatusWrite:
     """The claim's pod is stored: record its name and UID."""
-    metadata = pod.get("metadata")
-    meta = metadata if isinstance(metadata, Mapping) else {}
+    meta = as_mapping(pod.get("metadata"))
     name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
     status = placement.status
     if status.phase == Phase.Consumed:
@@ -452,10 +445,8 @@ def _consumed_by(placement: Placement, pod: Mapping[str, Any]) -> StatusWrite:
 
 def pinned(placement: Placement, pod: Mapping[str, Any]) -> PodEvent:
     """The Event on the placed pod once it is stored: which placement pinned it to which node and cards."""
-    metadata = pod.get("metadata")
-    meta = metadata if isinstance(metadata, Mapping) else {}
-    annotations = meta.get("annotations")
-    uuids = annotations.get(USE_GPUUUID_ANNOTATION) if isinstance(annotations, Mapping) else None
+    meta = as_mapping(pod.get("metadata"))
+    uuids = as_mapping(meta.get("annotations")).get(USE_GPUUUID_ANNOTATION)
     spec = placement.spec
     cards = ", ".join(str(card) for card in spec.gpu_devices)
     message = f"pinned by placement {placement.name} to node {spec.node_name}, cards {cards}"

@@ -35,7 +35,7 @@ unit: $(STAMP)
 PYTEST_JOBS ?= 2
 
 test: $(STAMP) binaries lint
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -n $(PYTEST_JOBS) --dist loadfile
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -n $(PYTEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 demo: $(STAMP) binaries
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m sandbox demo

@@ -16,6 +16,9 @@ from sandbox.prepare import prepare
 
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
 
+# Longest test files first (see tests/file_order.py).
+pytest_plugins = ["tests.file_order"]
+
 # Tests never assert on timings: Hypothesis's per-example deadline and its "generation is slow" check are both
 # timings, and both failed examples that pass when the two cores are busy with the sandboxes of the same run.
 settings.register_profile("untimed", deadline=None, suppress_health_check=[HealthCheck.too_slow])

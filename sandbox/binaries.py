@@ -14,7 +14,9 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import yaml
 
 HACK = Path(__file__).resolve().parent.parent / "hack"
 
@@ -231,14 +233,21 @@ def resolve(name: str) -> Path:
 
 
 KWOK_STAGES = ("node/fast", "node/heartbeat-with-lease", "pod/general")
+# Bumped when the stages written from them change, so a cached file from before is written again.
+STAGES_REVISION = 2
 
 
 def kwok_stages() -> Path:
-    """kwok's own published stage sets (Ready nodes with leases, pods that run and get deleted) as one config file.
+    """kwok's own published stage sets (Ready nodes with leases, pods that run and get deleted) as one config file,
+    without the pod stages' delays.
 
-    They ship inside kwok's module, so they come from the module kwok was built from and are cached beside it.
+    They ship inside kwok's module, so they come from the module kwok was built from and are cached beside it. Each pod
+    stage of `pod/general` waits 1 s plus up to 5 s of jitter (a delete: up to the pod's grace period) before it
+    applies: a latency made up for simulation that every test then waited out, with nothing checked meanwhile. The
+    sandbox keeps the stages and their order (a pod is created, runs, is ready, completes, is deleted once its
+    finalizers are gone) and applies each at once. The nodes' heartbeat keeps its period.
     """
-    target = cached_path(COMPONENTS["kwok"]).parent / "stages.yaml"
+    target = cached_path(COMPONENTS["kwok"]).parent / f"stages-{STAGES_REVISION}.yaml"
     if target.is_file():
         return target
     env = dict(os.environ, GOTOOLCHAIN="local")
@@ -251,15 +260,25 @@ def kwok_stages() -> Path:
         check=True,
     )
     stage_root = Path(json.loads(info.stdout)["Dir"]) / "kustomize" / "stage"
-    documents = [
-        f.read_text()
+    stages = [
+        without_pod_delays(stage)
         for name in KWOK_STAGES
         for f in sorted((stage_root / name).glob("*.yaml"))
         if f.name != "kustomization.yaml"
+        for stage in yaml.safe_load_all(f.read_text())
+        if stage
     ]
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n---\n".join(documents))
+    target.write_text(yaml.safe_dump_all(stages, sort_keys=False))
     return target
+
+
+def without_pod_delays(stage: dict[str, Any]) -> dict[str, Any]:
+    """The stage as published, applied at once when it is a pod's (see kwok_stages)."""
+    spec = stage.get("spec", {})
+    if spec.get("resourceRef", {}).get("kind") != "Pod":
+        return stage
+    return {**stage, "spec": {key: value for key, value in spec.items() if key != "delay"}}
 
 
 LIBFAKETIME_PACKAGE = "libfaketime"

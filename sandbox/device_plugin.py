@@ -100,7 +100,8 @@ def run(api: client.CoreV1Api) -> None:
                 timeout_seconds=300,
             )
             for event in stream:
-                if event["type"] in ("ADDED", "MODIFIED"):
+                # The client yields None for a line it cannot decode (an empty one as the stream closes).
+                if event and event["type"] in ("ADDED", "MODIFIED"):
                     complete(api, event["object"])
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
             # A 410, a broken watch or a failed write: list again after a pause, as an informer does.

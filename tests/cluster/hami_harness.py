@@ -178,7 +178,8 @@ class Evictions:
     def _follow(self, stream: Iterator[dict[str, Any]]) -> None:
         try:
             for event in stream:
-                if event["type"] == "DELETED":
+                # The client yields None for a line it cannot decode (an empty one as the stream closes).
+                if event and event["type"] == "DELETED":
                     stored: client.V1Pod = event["object"]
                     conditions = stored.status.conditions or []
                     self.deleted[stored.metadata.name] = any(

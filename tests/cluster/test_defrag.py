@@ -468,7 +468,8 @@ def freeze_when(cluster: Sandbox, namespace: str, replica: Webhook, window: str)
     def follow() -> None:
         try:
             for event in watching.stream(lister, *args, resource_version=since, timeout_seconds=600):
-                if reached(event):
+                # The client yields None for a line it cannot decode (an empty one as the stream closes).
+                if event and reached(event):
                     replica.process.send_signal(signal.SIGSTOP)
                     frozen.set()
                     watching.stop()

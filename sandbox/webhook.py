@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -18,6 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary_address, wait_for
+
+CERT_FILES = ("ca.crt", "tls.crt", "tls.key")
+# A process run under libfaketime (tests' wall_clock_ahead) dates its certificate by its own clock.
+CLOCK_ENVIRONMENT = ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
+# What `certs` wrote, by (command, address, clock environment): file name -> (bytes, mode).
+_issued: dict[tuple[str, ...], dict[str, tuple[bytes, int]]] = {}
 
 
 def webhook_command() -> str:
@@ -88,6 +95,27 @@ class Webhook:
                 self.process.wait()
 
 
+def write_certificates(command: str, certs: Path, address: str) -> None:
+    """ca.crt, tls.crt and tls.key for `address` in the new directory `certs`: `command certs` runs once per process
+    and address (about a second each), then each webhook gets its own copy, which a test may replace under it."""
+    key = (command, address, *(os.environ.get(name, "") for name in CLOCK_ENVIRONMENT))
+    issued = _issued.get(key)
+    if issued is None:
+        subprocess.run(
+            [command, "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
+            check=True,
+            capture_output=True,
+        )
+        _issued[key] = {
+            name: ((certs / name).read_bytes(), stat.S_IMODE((certs / name).stat().st_mode)) for name in CERT_FILES
+        }
+        return
+    certs.mkdir(parents=True)
+    for name, (data, mode) in issued.items():
+        with os.fdopen(os.open(certs / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as handle:
+            handle.write(data)
+
+
 def start(
     sandbox: Sandbox,
     workdir: Path,
@@ -100,21 +128,17 @@ def start(
     port: int | None = None,
     command: str = "",
 ) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve` on free ports of `address` (loopback unless a
-    Service must reach it, see `expose`), ready on return; as the sandbox's admin unless `kubeconfig` gives another
-    identity; the HTTPS port is `port` when given. With `tls_secret` (NAMESPACE/NAME, give --webhook-configuration
-    in `extra`) it serves that Secret's certificate instead of files. `command` runs another build's console script
-    (a bench's baseline) instead of this one's."""
+    """Certificates from `hami-place-webhook certs` (see write_certificates), then `serve` on free ports of `address`
+    (loopback unless a Service must reach it, see `expose`), ready on return; as the sandbox's admin unless
+    `kubeconfig` gives another identity; the HTTPS port is `port` when given. With `tls_secret` (NAMESPACE/NAME, give
+    --webhook-configuration in `extra`) it serves that Secret's certificate instead of files. `command` runs another
+    build's console script (a bench's baseline) instead of this one's."""
     command = command or webhook_command()
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     if tls_secret:
         tls = ["--tls-secret", tls_secret]
     else:
-        subprocess.run(
-            [command, "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
-            check=True,
-            capture_output=True,
-        )
+        write_certificates(command, certs, address)
         tls = ["--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key")]
     port, api_port, probe_port = port or free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"

@@ -20,6 +20,8 @@ from typing import Any
 
 from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary_address, wait_for
 
+# --shutdown-grace of a webhook started here: it listens for a third of it after SIGTERM, paid at every stop.
+SHUTDOWN_GRACE = 0.3
 CERT_FILES = ("ca.crt", "tls.crt", "tls.key")
 # A process run under libfaketime (tests' wall_clock_ahead) dates its certificate by its own clock.
 CLOCK_ENVIRONMENT = ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
@@ -85,14 +87,18 @@ class Webhook:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
+        """SIGTERM, without waiting: the server drains for its --shutdown-grace, so stop several, then wait."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+    def stop(self) -> None:
+        self.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def write_certificates(command: str, certs: Path, address: str) -> None:
@@ -158,9 +164,10 @@ def start(
                 "--probe-port",
                 str(probe_port),
                 *tls,
-                # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick.
+                # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick. A test
+                # of the drain gives its own --shutdown-grace in `extra` (the later flag wins).
                 "--shutdown-grace",
-                "3",
+                str(SHUTDOWN_GRACE),
                 *extra,
             ],
             stdout=sink,

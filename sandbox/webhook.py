@@ -186,7 +186,8 @@ def start(
             return False
 
     try:
-        wait_for(ready, "hami-place-webhook to be ready", timeout)
+        # Ready about 0.7 s after it starts: polled every 0.3 s, each start waited some 0.17 s more than it needed.
+        wait_for(ready, "hami-place-webhook to be ready", timeout, interval=0.05)
     except BaseException:
         webhook.stop()
         raise

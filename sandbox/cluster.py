@@ -170,6 +170,7 @@ class Sandbox:
     hami_url: str = ""
     authority: Authority | None = None
     webhook_client: WebhookClient | None = None
+    _api_client: Any = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def start(
@@ -548,10 +549,13 @@ class Sandbox:
         return binaries.resolve(name)
 
     def api_client(self) -> Any:
-        """A kubernetes.client.ApiClient for the admin; imported here so the sandbox needs it only when used."""
-        from kubernetes import config
+        """The admin's kubernetes.client.ApiClient, made once: a new one parses the kubeconfig and opens a new TLS
+        connection each time. Imported here so the sandbox needs the client library only when used."""
+        if self._api_client is None:
+            from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+            self._api_client = config.new_client_from_config(config_file=str(self.kubeconfig))
+        return self._api_client
 
     def pids(self) -> list[int]:
         return [p.popen.pid for p in self.processes]
@@ -571,6 +575,9 @@ class Sandbox:
                 proc.popen.kill()
                 proc.popen.wait()
         self.processes.clear()
+        if self._api_client is not None:
+            self._api_client.close()
+            self._api_client = None
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -18,6 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary_address, wait_for
+
+# --shutdown-grace of a webhook started here: it listens for a third of it after SIGTERM, paid at every stop.
+SHUTDOWN_GRACE = 0.3
+CERT_FILES = ("ca.crt", "tls.crt", "tls.key")
+# A process run under libfaketime (tests' wall_clock_ahead) dates its certificate by its own clock.
+CLOCK_ENVIRONMENT = ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
+# What `certs` wrote, by (command, address, clock environment): file name -> (bytes, mode).
+_issued: dict[tuple[str, ...], dict[str, tuple[bytes, int]]] = {}
 
 
 def webhook_command() -> str:
@@ -78,14 +87,39 @@ class Webhook:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
+        """SIGTERM, without waiting: the server drains for its --shutdown-grace, so stop several, then wait."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+    def stop(self) -> None:
+        self.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def write_certificates(command: str, certs: Path, address: str) -> None:
+    """ca.crt, tls.crt and tls.key for `address` in the new directory `certs`: `command certs` runs once per process
+    and address (about a second each), then each webhook gets its own copy, which a test may replace under it."""
+    key = (command, address, *(os.environ.get(name, "") for name in CLOCK_ENVIRONMENT))
+    issued = _issued.get(key)
+    if issued is None:
+        subprocess.run(
+            [command, "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
+            check=True,
+            capture_output=True,
+        )
+        _issued[key] = {
+            name: ((certs / name).read_bytes(), stat.S_IMODE((certs / name).stat().st_mode)) for name in CERT_FILES
+        }
+        return
+    certs.mkdir(parents=True)
+    for name, (data, mode) in issued.items():
+        with os.fdopen(os.open(certs / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as handle:
+            handle.write(data)
 
 
 def start(
@@ -100,21 +134,17 @@ def start(
     port: int | None = None,
     command: str = "",
 ) -> Webhook:
-    """Certificates from `hami-place-webhook certs`, then `serve` on free ports of `address` (loopback unless a
-    Service must reach it, see `expose`), ready on return; as the sandbox's admin unless `kubeconfig` gives another
-    identity; the HTTPS port is `port` when given. With `tls_secret` (NAMESPACE/NAME, give --webhook-configuration
-    in `extra`) it serves that Secret's certificate instead of files. `command` runs another build's console script
-    (a bench's baseline) instead of this one's."""
+    """Certificates from `hami-place-webhook certs` (see write_certificates), then `serve` on free ports of `address`
+    (loopback unless a Service must reach it, see `expose`), ready on return; as the sandbox's admin unless
+    `kubeconfig` gives another identity; the HTTPS port is `port` when given. With `tls_secret` (NAMESPACE/NAME, give
+    --webhook-configuration in `extra`) it serves that Secret's certificate instead of files. `command` runs another
+    build's console script (a bench's baseline) instead of this one's."""
     command = command or webhook_command()
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     if tls_secret:
         tls = ["--tls-secret", tls_secret]
     else:
-        subprocess.run(
-            [command, "certs", "--out-dir", str(certs), "--ip", address, "--dns", "localhost"],
-            check=True,
-            capture_output=True,
-        )
+        write_certificates(command, certs, address)
         tls = ["--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key")]
     port, api_port, probe_port = port or free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
@@ -134,9 +164,10 @@ def start(
                 "--probe-port",
                 str(probe_port),
                 *tls,
-                # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick.
+                # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick. A test
+                # of the drain gives its own --shutdown-grace in `extra` (the later flag wins).
                 "--shutdown-grace",
-                "3",
+                str(SHUTDOWN_GRACE),
                 *extra,
             ],
             stdout=sink,
@@ -155,7 +186,8 @@ def start(
             return False
 
     try:
-        wait_for(ready, "hami-place-webhook to be ready", timeout)
+        # Ready about 0.7 s after it starts: polled every 0.3 s, each start waited some 0.17 s more than it needed.
+        wait_for(ready, "hami-place-webhook to be ready", timeout, interval=0.05)
     except BaseException:
         webhook.stop()
         raise

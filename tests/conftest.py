@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -9,7 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import urllib3
 from hypothesis import HealthCheck, settings
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from sandbox.cluster import Sandbox, alive, stop_on_signals
 from sandbox.prepare import prepare
@@ -55,12 +59,23 @@ def cluster() -> Iterator[Sandbox]:
 def namespace(cluster: Sandbox) -> Iterator[str]:
     """A fresh namespace, labelled for webhook namespaceSelectors, with its default service account ready."""
     name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, f"hami-place-test={name}")
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespace({"metadata": {"name": name, "labels": {"hami-place-test": name}}})
     deadline = time.monotonic() + 30
-    while cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
+    while not has_default_service_account(core, name):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no default service account in {name} after 30s")
-        time.sleep(0.2)
+        time.sleep(0.05)
     yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    # Not waited for, and not checked: the namespace goes in the background, and a failed delete fails no test.
+    with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
+        core.delete_namespace(name)
+
+
+def has_default_service_account(core: client.CoreV1Api, namespace: str) -> bool:
+    """Whether the controller-manager has made the namespace's default service account yet."""
+    try:
+        core.read_namespaced_service_account("default", namespace)
+    except ApiException:
+        return False
+    return True

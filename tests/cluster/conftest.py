@@ -20,10 +20,13 @@ LOG_TAIL = 80
 def webhooks(cluster: Sandbox, tmp_path: Path) -> Iterator[list[Webhook]]:
     """Webhook processes a test starts (through the returned list's owner); all stopped afterwards.
 
-    The end of each one's log is printed at teardown, which pytest shows only when the test failed.
+    The end of each one's log is printed at teardown, which pytest shows only when the test failed. All are told to
+    stop before any is waited for: replicas drain together.
     """
     started: list[Webhook] = []
     yield started
+    for webhook in started:
+        webhook.terminate()
     for webhook in started:
         webhook.stop()
         lines = webhook.log.read_text(errors="replace").splitlines() if webhook.log.is_file() else []

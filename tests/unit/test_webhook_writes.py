@@ -339,6 +339,22 @@ def test_placements_finished_longer_than_the_ttl_ago_are_deleted_and_nothing_els
     assert sorted(name for _, name in writes.stored) == sorted(left)
 
 
+def test_a_finished_placement_is_deleted_when_its_ttl_ends_not_at_the_next_sweep() -> None:
+    """The monotonic clock stands still: no sweep nor full pass after the first, only the queue's deadline."""
+    writes = MemoryWrites(finished("recent", NOW - timedelta(seconds=50)))
+    now = [NOW]
+    loop = Reconciler(
+        None, cache(writes), Metrics(), 10**9, lambda: now[0], writes=writes, monotonic=lambda: 0.0, finished_ttl=60
+    )
+    loop.reconcile_once()
+    now[0] = NOW + timedelta(seconds=9)
+    loop.reconcile_once()
+    assert [name for _, name in writes.stored] == ["recent"], "kept until its TTL ends"
+    now[0] = NOW + timedelta(seconds=11)
+    loop.reconcile_once()
+    assert writes.stored == {}
+
+
 def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:
     obj = placement("make-room", "gpu-0", created="2026-11-29T11:00:00Z")
     obj["spec"]["evictPod"] = "old"

@@ -147,7 +147,7 @@ class DefragOptions:
     interval: float = DEFAULTS.defrag_interval
     ack_timeout: float = ACK_TIMEOUT_SECONDS
     move_timeout: float = MOVE_TIMEOUT_SECONDS
-    lease: LeaseTimes = field(default_factory=LeaseTimes)
+    lease: LeaseTimes = field(default_factory=lambda: LeaseTimes.lasting(DEFAULTS.defrag_lease_duration))
 
 
 @dataclass

@@ -16,6 +16,7 @@ from kubectl_hami_place import __version__
 from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name, is_object_name
 from kubectl_hami_place.kube.client import Kube, connect
 from kubectl_hami_place.kube.errors import KubeError
+from kubectl_hami_place.kube.leader import LeaseTimes
 from kubectl_hami_place.kube.webhook_config import (
     patch_ca_bundle,
     read_secret,
@@ -256,6 +257,14 @@ def _parser() -> argparse.ArgumentParser:
         f"are stale (default {DEFAULTS.defrag_interval:g})",
     )
     run.add_argument(
+        "--defrag-lease-duration",
+        type=int,
+        default=DEFAULTS.defrag_lease_duration,
+        metavar="SECONDS",
+        help="seconds the controller's leader Lease holds unrenewed: a leader gone without a word is replaced this "
+        f"late; renewed every 2/15 of it, its holder acting until 2/3 of it (default {DEFAULTS.defrag_lease_duration})",
+    )
+    run.add_argument(
         "--defrag-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         metavar="NAMESPACE",
@@ -367,6 +376,9 @@ def _serve(args: argparse.Namespace) -> int:
         if not 0.1 <= args.defrag_interval <= 3600:
             _fail("hami-place-webhook: --defrag-interval must be 0.1..3600 seconds")
             return 2
+        if not 3 <= args.defrag_lease_duration <= 3600:
+            _fail("hami-place-webhook: --defrag-lease-duration must be 3..3600 seconds")
+            return 2
         identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{secrets.token_hex(3)}"
         defrag = DefragOptions(
             policy_namespace=namespace,
@@ -375,6 +387,7 @@ def _serve(args: argparse.Namespace) -> int:
             identity=identity,
             scheduler_name=args.scheduler_name,
             interval=args.defrag_interval,
+            lease=LeaseTimes.lasting(args.defrag_lease_duration),
         )
     serve(
         ServeOptions(

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.errors import PlacementError
@@ -50,9 +50,10 @@ PERIOD_SECONDS = 2.0
 # How often a pass asks every placement, not only those the queue hands out (an event, a deadline, a claim in
 # flight): what no event told (none is known) is then at most this late, as an informer's resync bounds it.
 FULL_PASS_SECONDS = 300.0
-# After each pass the loop rests this many times the pass's own duration, so passes take at most a fifth of the time.
+# After each pass the loop rests this many times the pass's own CPU time, so passes take at most a fifth of a core.
 REST_PER_PASS = 4
-# How often the guards of reqIDs are checked for placements that no longer need them.
+# How often the guards of reqIDs are checked for placements that no longer need them; also how soon a finished
+# placement whose deletion failed is asked again.
 GUARD_SWEEP_SECONDS = 30.0
 # How long the room a gated pod waits for must have been made before its gate is lifted: HAMi's scheduler learns that
 # the evicted pod is gone from a watch of its own, which may lag ours, and an attempt it refused meanwhile is a
@@ -110,9 +111,9 @@ class Reconciler:
 
     The queue holds the keys of the placements that may have a step: those with an event of their own, on a node
     that changed in what they read, or sharing a reqID with a placement that changed (which one consumed it); those
-    whose deadline came (the TTL, `quiet_until`); and, every pass, those in motion (claims not yet tied to a pod,
-    evictions) or just given a step. Over 10,000 open placements, asking all took 33-60 ms every 2 s, in the tail of
-    the admissions beside it.
+    whose deadline came (the TTL, `quiet_until`, a finished placement's finished_ttl); and, every pass, those in
+    motion (claims not yet tied to a pod, evictions) or just given a step. Over 10,000 open placements, asking all
+    took 33-60 ms every 2 s, in the tail of the admissions beside it.
     """
 
     def __init__(
@@ -183,12 +184,14 @@ class Reconciler:
             self.wake.clear()
             if stop.is_set() or not self.cache.ready():
                 continue
-            started = time.monotonic()
+            started = time.thread_time()
             self.pass_once()
             # A pass holds the GIL; on a busy cluster the cache changes all the time, so back-to-back passes would
             # starve /mutate (py-spy at 10,000 placements: 99% of the process in the reconciler). Rest a multiple
-            # of the pass: a 1 ms pass costs 4 ms, a 200 ms pass leaves /mutate 800 ms.
-            stop.wait((time.monotonic() - started) * REST_PER_PASS)
+            # of the pass's CPU time: a 1 ms pass costs 4 ms, a 200 ms pass leaves /mutate 800 ms. Not of its wall
+            # time: waiting on the API server holds no GIL, and a call held up for seconds by an API server restart
+            # silenced the loop for four times as long (25 s measured: no claim tied, no eviction meanwhile).
+            stop.wait((time.thread_time() - started) * REST_PER_PASS)
 
     def pass_once(self) -> None:
         """One pass that never raises: a failure is logged (the keys it did not finish are queued again, backed
@@ -231,7 +234,6 @@ class Reconciler:
             self._last_sweep = now
             every = everything if everything is not None else self.cache.parsed_placements()
             self._sweep_guards(every)
-            self._delete_finished(every)
 
     def _ask(self, keys: list[Key], everything: list[Placement] | None, unfinished: set[Key]) -> None:
         """Ask follow_up of the placements of a batch (those gone are dropped), working out once what they share;
@@ -270,8 +272,24 @@ class Reconciler:
             )
             if step is not None:
                 self._apply(step)
-            self._settle(key, quiet_until(placement, self.ttl_seconds) if step is None else None)
+                self._settle(key, None)
+            else:
+                self._settle(key, self._quiet_or_delete(placement))
             unfinished.discard(key)
+
+    def _quiet_or_delete(self, placement: Placement) -> datetime | None:
+        """`quiet_until`, or sooner the end of a finished placement's finished_ttl (0 keeps it), when it is deleted,
+        as the TTL-after-finished controller queues a Job for its deadline: FOREVER once deleted (its deletion is
+        an event), asked again GUARD_SWEEP_SECONDS later when the call failed."""
+        until = quiet_until(placement, self.ttl_seconds)
+        done = finished_at(placement)
+        if self.finished_ttl <= 0 or done is None:
+            return until
+        due = done + timedelta(seconds=self.finished_ttl)
+        now = self.clock()
+        if now <= due:
+            return due if until is None else min(until, due)
+        return FOREVER if self._delete(placement, done) else now + timedelta(seconds=GUARD_SWEEP_SECONDS)
 
     def _lift_gates(self) -> None:
         """Take ROOM_GATE off every gated pod whose placement made its room (`room_made`), with an Event on the pod
@@ -362,21 +380,15 @@ class Reconciler:
             except (KubeError, PlacementError) as error:
                 log.warning("reqID guard %s/%s not released: %s", guard.namespace, guard.name, error)
 
-    def _delete_finished(self, placements: list[Placement]) -> None:
-        """Delete the placements finished over finished_ttl ago (0 keeps them), as Jobs' ttlSecondsAfterFinished."""
-        if self.finished_ttl <= 0:
-            return
-        now = self.clock()
-        for placement in placements:
-            done = finished_at(placement)
-            if done is None or (now - done).total_seconds() <= self.finished_ttl:
-                continue
-            try:
-                self.writes.delete_placement(placement)
-            except KubeError as error:
-                log.warning("finished placement %s/%s not deleted: %s", placement.namespace, placement.name, error)
-                continue
-            log.info("placement %s/%s deleted: finished at %s", placement.namespace, placement.name, done.isoformat())
+    def _delete(self, placement: Placement, done: datetime) -> bool:
+        """Delete a placement that finished at `done` (that very version); False, logged, when the call failed."""
+        try:
+            self.writes.delete_placement(placement)
+        except KubeError as error:
+            log.warning("finished placement %s/%s not deleted: %s", placement.namespace, placement.name, error)
+            return False
+        log.info("placement %s/%s deleted: finished at %s", placement.namespace, placement.name, done.isoformat())
+        return True
 
     def _apply(self, step: FollowUp) -> None:
         write = step.write

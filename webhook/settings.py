@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubectl_hami_place.core.names import SCHEDULER_NAME, WEBHOOK_API_PORT
+from kubectl_hami_place.kube.leader import LEASE_DURATION_SECONDS
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class ServeDefaults:
     default --request-timeout (60 s), so no pod still on its way to storage finds its claim released."""
     defrag_interval: float = 10.0
     """Seconds before the controller looks again at a Pending pod with no plan: short beside a Pending pod's wait."""
+    defrag_lease_duration: int = LEASE_DURATION_SECONDS
+    """Seconds the controller's leader Lease holds unrenewed, as kube-scheduler's --leader-elect-lease-duration: a
+    leader that died unannounced is replaced this late, and a shorter lease renews more often (every 2/15 of it)."""
 
 
 DEFAULTS = ServeDefaults()

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 LEASE_DURATION_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10.0
 RETRY_SECONDS = 2.0
-# One read or write of the Lease; well under the renew deadline, so a hung request cannot outlast it.
+# One read or write of the Lease, at most; under half the renew deadline, so a hung request leaves time to try again.
 REQUEST_SECONDS = 4.0
 
 
@@ -45,6 +45,17 @@ class LeaseTimes:
     def __post_init__(self) -> None:
         if not 0 < self.retry < self.renew_deadline < self.lease_duration:
             raise ValueError("leader election needs 0 < retry < renew deadline < lease duration")
+
+    @classmethod
+    def lasting(cls, lease_duration: int) -> LeaseTimes:
+        """A lease of that many seconds, its renew deadline and retry in the defaults' proportions (15 s, 10 s, 2 s)."""
+        scale = lease_duration / LEASE_DURATION_SECONDS
+        return cls(lease_duration, RENEW_DEADLINE_SECONDS * scale, RETRY_SECONDS * scale)
+
+    @property
+    def request(self) -> float:
+        """The timeout of one read or write of the Lease."""
+        return min(REQUEST_SECONDS, self.renew_deadline / 2)
 
 
 class Elector:
@@ -175,11 +186,13 @@ class Elector:
         """The Lease as stored; `KubeNotFound` when there is none."""
         call = by_path(self.kube.api, "GET", self._path(True))
         return request(
-            self.kube, call, what=f"get leases in namespace {self.namespace}", _request_timeout=REQUEST_SECONDS
+            self.kube, call, what=f"get leases in namespace {self.namespace}", _request_timeout=self.times.request
         )
 
     def _write(self, method: str, body: dict[str, Any]) -> None:
         """Creates (POST) or replaces (PUT, guarded by resourceVersion) the Lease."""
         verb = "create" if method == "POST" else "update"
         call = by_path(self.kube.api, method, self._path(method == "PUT"), body)
-        request(self.kube, call, what=f"{verb} leases in namespace {self.namespace}", _request_timeout=REQUEST_SECONDS)
+        request(
+            self.kube, call, what=f"{verb} leases in namespace {self.namespace}", _request_timeout=self.times.request
+        )

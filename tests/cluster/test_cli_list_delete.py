@@ -12,6 +12,7 @@ H100 = "gpu-h100-0"
 
 
 def make(cluster: Sandbox, namespace: str, name: str, app: str) -> None:
+    """A placement by `pin`, which waits for no acknowledgement: no webhook runs in these tests (5 s each else)."""
     run = plugin(
         cluster,
         "pin",
@@ -27,6 +28,8 @@ def make(cluster: Sandbox, namespace: str, name: str, app: str) -> None:
         "512",
         "--name",
         name,
+        "--ack-timeout",
+        "0",
     )
     assert run.code == 0, run.err
 

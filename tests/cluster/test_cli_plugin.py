@@ -43,6 +43,9 @@ def test_kubectl_runs_the_plugin(cluster: Sandbox, namespace: str) -> None:
         "512",
         "--name",
         "via-kubectl",
+        # No webhook runs here to acknowledge the placement: pin need not wait for one (5 s).
+        "--ack-timeout",
+        "0",
         "--kubeconfig",
         str(cluster.kubeconfig),
     )

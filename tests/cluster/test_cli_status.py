@@ -97,6 +97,9 @@ def test_status_table_shows_cards_pods_placements_and_source(cluster: Sandbox, n
         "1024",
         "--name",
         "shown",
+        # No webhook runs here to acknowledge the placement: pin need not wait for one (5 s).
+        "--ack-timeout",
+        "0",
     )
     assert pinned.code == 0, pinned.err
     run = plugin(cluster, "status", H100, "-n", namespace)

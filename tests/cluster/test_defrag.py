@@ -67,6 +67,7 @@ POLICY = "defrag-policy"
 CHURN_SECONDS = 180
 CHURN_COOLDOWN_SECONDS = 60
 CHURN_MOVES_PER_HOUR = 2
+KILLED_LEADER_LEASE_SECONDS = 6
 
 
 @pytest.fixture
@@ -492,9 +493,11 @@ def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa
     held = dict(two_pods_one_per_card(cluster, namespace, node).values())
     write_policy(cluster, server_namespace, namespace, "on")
     flags = ("--defrag-policy", f"{server_namespace}/{POLICY}", "--defrag-namespace", server_namespace)
+    # A killed leader says nothing: the other replica waits the lease out, shorter here than the default 15 s.
+    lease = ("--defrag-lease-duration", str(KILLED_LEADER_LEASE_SECONDS))
     replicas = []
     for _ in range(2):
-        replicas.append(start(cluster, serving["tmp_path"], *flags, "--defrag-interval", "1"))
+        replicas.append(start(cluster, serving["tmp_path"], *flags, *lease, "--defrag-interval", "1"))
         serving["webhooks"].append(replicas[-1])
     register(cluster, serving["configurations"], namespace, [(replica, {}) for replica in replicas])
     wait_for(lambda: sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1, "one leader")
@@ -519,6 +522,8 @@ def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa
         leader.process.send_signal(signal.SIGKILL)
         leader.process.wait()
         wait_for(lambda: follower.metric("hami_place_defrag_leader") == 1, "the other replica to take the lease over")
+        lease = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(DEFRAG_LEASE, server_namespace)
+        assert lease.spec.lease_duration_seconds == KILLED_LEADER_LEASE_SECONDS, lease.spec
         big = allocation(cluster, namespace, "big", timeout=240)
         wait_for(
             lambda: [p["status"].get("phase") for p in placements(cluster, namespace)] == ["Consumed"],

@@ -349,17 +349,18 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
     assert "keep-victim" in blocked["eviction"]["message"]
     assert core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp is None
 
-    # Retried while blocked (5 s, then 10 s later): one EvictionBlocked Event, counted again, not one per attempt.
+    # Retried while blocked (5 s later): one EvictionBlocked Event, counted again, not one per attempt. Two attempts
+    # prove both; the budget is relaxed before the third (10 s after the second), which then succeeds.
     def blocked_events() -> list[client.CoreV1Event]:
         selector = "involvedObject.name=make-room,involvedObject.kind=HamiPodPlacement,reason=EvictionBlocked"
         return client.CoreV1Api(cluster.api_client()).list_namespaced_event(namespace, field_selector=selector).items
 
     counted = wait_for(
-        lambda: (found := blocked_events()) and sum(e.count for e in found) >= 3 and found,
-        "three blocked attempts to be counted",
+        lambda: (found := blocked_events()) and sum(e.count for e in found) >= 2 and found,
+        "two blocked attempts to be counted",
     )
     assert len(counted) == 1, [(e.metadata.name, e.count) for e in counted]
-    assert counted[0].count >= 3
+    assert counted[0].count >= 2
     assert counted[0].last_timestamp > counted[0].first_timestamp
     assert status_of(cluster, namespace, "make-room")["eviction"]["attempts"] >= counted[0].count
 
@@ -382,7 +383,7 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
         timeout=150,
     )
     assert done["eviction"]["result"] == "Evicted"
-    assert done["eviction"]["attempts"] >= 2
+    assert done["eviction"]["attempts"] > counted[0].count, "the attempt that succeeded came after those blocked"
     assert done["consumedBy"]["name"] == newcomer.metadata.name
     assert "Evicted" in events_of(cluster, namespace, "make-room")
 
@@ -448,8 +449,10 @@ def test_evictions_go_by_identity_a_pod_re_created_under_the_name_is_kept_and_a_
 
     wait_for(victim_gone, "the first victim to be gone")
     second = core.create_namespaced_pod(namespace, on_a100_1(gpu_pod("", {"app": "victim"}, name="victim")))
-    wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the second to run")
+    # Relaxed at once, so the next retry (5 s after the block) is the one that meets the second pod: while it is
+    # blocked by the budget, each retry waits twice as long as the one before.
     policy.patch_namespaced_pod_disruption_budget("keep", namespace, {"spec": {"minAvailable": 0}})
+    wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the second to run")
     done = wait_for(
         lambda: (s := status_of(cluster, namespace, "make-room")).get("phase") == "Consumed" and s,
         "the eviction to end once the budget allows it",

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.kube.leader import LeaseTimes
 from webhook.defrag import DefragOptions
 from webhook.listener import MutateListener
 from webhook.main import _parser
@@ -26,6 +27,8 @@ from webhook.settings import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {field.name for field in dataclasses.fields(DEFAULTS)}
+# Settings of the defragmentation controller: its DefragOptions take them, not ServeOptions.
+DEFRAG_FIELDS = {"defrag_interval", "defrag_lease_duration"}
 # Flags the chart sets from a value: the value documents the flag's default (see chart_value_of below).
 CHART_FLAGS = {
     "webhook_port",
@@ -80,7 +83,7 @@ def test_the_flags_and_serve_options_name_the_settings_rather_than_repeat_a_valu
     for line in options.body:
         if isinstance(line, ast.AnnAssign) and isinstance(line.target, ast.Name) and line.target.id in FIELDS:
             written[f"ServeOptions.{line.target.id}"] = ast.unparse(line.value) if line.value else ""
-    assert len(written) == len(FIELDS) + len(FIELDS - {"defrag_interval"})
+    assert len(written) == len(FIELDS) + len(FIELDS - DEFRAG_FIELDS)
     assert {where: code for where, code in written.items() if "DEFAULTS." not in code} == {}
 
 
@@ -89,8 +92,10 @@ def test_the_servers_parts_default_to_the_same_settings() -> None:
     assert {name: options[name] for name in FIELDS if name in options} == {
         name: getattr(DEFAULTS, name) for name in FIELDS if name in options
     }
-    assert FIELDS - options.keys() == {"defrag_interval"}
+    assert FIELDS - options.keys() == DEFRAG_FIELDS
     assert DefragOptions("ns", "policy", "ns", "me").interval == DEFAULTS.defrag_interval
+    assert DefragOptions("ns", "policy", "ns", "me").lease == LeaseTimes()
+    assert LeaseTimes().lease_duration == DEFAULTS.defrag_lease_duration
     assert DefragOptions("ns", "policy", "ns", "me").scheduler_name == DEFAULTS.scheduler_name
     assert Settings().scheduler_name == DEFAULTS.scheduler_name
     assert inspect.signature(MutateApp).parameters["admission_timeout"].default == DEFAULTS.admission_timeout
@@ -129,3 +134,15 @@ def test_the_architecture_doc_names_the_same_defaults() -> None:
     for name in sorted(FIELDS):
         flag = "--" + name.replace("_", "-")
         assert f"`{flag}` {shown(getattr(DEFAULTS, name))}" in doc, flag
+
+
+@pytest.mark.parametrize("seconds", [3, 5, 15, 3600])
+def test_a_lease_of_any_allowed_duration_keeps_the_defaults_proportions(seconds: int) -> None:
+    """`--defrag-lease-duration` scales the renew deadline and the tries: the default is the elector's own times,
+    and a short lease still stops its holder acting before another replica may start, with time for a second try."""
+    times = LeaseTimes.lasting(seconds)
+    assert (times.lease_duration, times.renew_deadline, times.retry) == pytest.approx(
+        (seconds, seconds * 2 / 3, seconds * 2 / 15)
+    )
+    assert times.request <= times.renew_deadline / 2
+    assert LeaseTimes.lasting(DEFAULTS.defrag_lease_duration) == LeaseTimes()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import json
 import logging
 import threading
@@ -337,6 +338,47 @@ def test_placements_finished_longer_than_the_ttl_ago_are_deleted_and_nothing_els
     loop = Reconciler(None, cache(writes), Metrics(), 10**9, lambda: NOW, writes=writes, finished_ttl=finished_ttl)
     loop.reconcile_once()
     assert sorted(name for _, name in writes.stored) == sorted(left)
+
+
+def test_a_finished_placement_is_deleted_when_its_ttl_ends_not_at_the_next_sweep() -> None:
+    """The monotonic clock stands still: no sweep nor full pass after the first, only the queue's deadline."""
+    writes = MemoryWrites(finished("recent", NOW - timedelta(seconds=50)))
+    now = [NOW]
+    loop = Reconciler(
+        None, cache(writes), Metrics(), 10**9, lambda: now[0], writes=writes, monotonic=lambda: 0.0, finished_ttl=60
+    )
+    loop.reconcile_once()
+    now[0] = NOW + timedelta(seconds=9)
+    loop.reconcile_once()
+    assert [name for _, name in writes.stored] == ["recent"], "kept until its TTL ends"
+    now[0] = NOW + timedelta(seconds=11)
+    loop.reconcile_once()
+    assert writes.stored == {}
+
+
+def test_a_pass_waiting_on_the_api_server_is_not_followed_by_a_rest_four_times_as_long() -> None:
+    """The rest after a pass is a multiple of its CPU time: a pass that spent 0.3 s waiting (a call held up by an
+    API server restart) is followed by the next one at once, not after 1.2 s."""
+    writes = MemoryWrites()
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes)
+    stop = threading.Event()
+    starts: list[float] = []
+
+    def waiting_pass() -> None:
+        starts.append(time.monotonic())
+        loop.wake.set()
+        if len(starts) == 3:
+            stop.set()
+        else:
+            stop.wait(0.3)
+
+    loop.pass_once = waiting_pass  # type: ignore[method-assign]
+    loop.wake.set()
+    runner = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    runner.start()
+    runner.join(timeout=10)
+    assert len(starts) == 3
+    assert starts[2] - starts[0] < 1.2, [round(b - a, 2) for a, b in itertools.pairwise(starts)]
 
 
 def evicting(attempts: int = 0, time: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:

@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.cluster import Sandbox, alive, stop_on_signals
+from sandbox.cluster import Sandbox, alive, stop_on_signals, wait_for
 from sandbox.prepare import prepare
 
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
+# How long a test's teardown waits for its pods to be gone (kwok deletes them at once; a finalizer would hold one).
+PODS_GONE_SECONDS = 30
 
 # Longest test files first (see tests/file_order.py).
 pytest_plugins = ["tests.file_order"]
@@ -67,7 +69,12 @@ def namespace(cluster: Sandbox) -> Iterator[str]:
             raise TimeoutError(f"no default service account in {name} after 30s")
         time.sleep(0.05)
     yield name
-    # Not waited for, and not checked: the namespace goes in the background, and a failed delete fails no test.
+    # The test's pods go first, and are waited for: they hold cards of the shared nodes, and a next test's pod that
+    # HAMi refused while a terminating namespace still held them waits for kube-scheduler's five-minute flush. The
+    # namespace then goes in the background. Cleanup, not a check: a failed delete fails no test.
+    with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError, TimeoutError):
+        core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        wait_for(lambda: not core.list_namespaced_pod(name).items, f"the pods of {name} to be gone", PODS_GONE_SECONDS)
     with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
         core.delete_namespace(name)
 

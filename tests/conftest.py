@@ -20,7 +20,7 @@ from sandbox.prepare import prepare
 
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
 # How long a test's teardown waits for its pods to be gone (kwok deletes them at once; a finalizer would hold one).
-PODS_GONE_SECONDS = 30
+PODS_GONE_SECONDS = 10
 
 # Longest test files first (see tests/file_order.py).
 pytest_plugins = ["tests.file_order"]
@@ -73,6 +73,15 @@ def namespace(cluster: Sandbox) -> Iterator[str]:
     # HAMi refused while a terminating namespace still held them waits for kube-scheduler's five-minute flush. The
     # namespace then goes in the background. Cleanup, not a check: a failed delete fails no test.
     with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError, TimeoutError):
+        # Their controllers first, or a ReplicaSet makes new ones as fast as they go.
+        apps, batch = client.AppsV1Api(cluster.api_client()), client.BatchV1Api(cluster.api_client())
+        for delete in (
+            apps.delete_collection_namespaced_deployment,
+            apps.delete_collection_namespaced_replica_set,
+            apps.delete_collection_namespaced_stateful_set,
+            batch.delete_collection_namespaced_job,
+        ):
+            delete(name)
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         wait_for(lambda: not core.list_namespaced_pod(name).items, f"the pods of {name} to be gone", PODS_GONE_SECONDS)
     with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,11 +62,7 @@ def namespace(cluster: Sandbox) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespace({"metadata": {"name": name, "labels": {"hami-place-test": name}}})
-    deadline = time.monotonic() + 30
-    while not has_default_service_account(core, name):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no default service account in {name} after 30s")
-        time.sleep(0.05)
+    wait_for(lambda: has_default_service_account(core, name), f"the default service account in {name}", 30, 0.05)
     yield name
     # The test's pods go first, and are waited for: they hold cards of the shared nodes, and a next test's pod that
     # HAMi refused while a terminating namespace still held them waits for kube-scheduler's five-minute flush. The

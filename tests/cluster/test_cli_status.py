@@ -227,8 +227,6 @@ def test_status_computed_from_the_api_reads_pods_batch_by_batch_and_counts_them_
         *(allocated_pod(f"paged-{i}", namespace, H100, f"{uuids[3]},NVIDIA,100,0:;") for i in range(3)),
     )
     kube = connect(str(cluster.kubeconfig))
-    pods = list_pods(kube, None)
-    whole = build_cluster_info(list_nodes(kube), pods, datetime.now(UTC))
     batches: list[int] = []
 
     def counted(*args: Any, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
@@ -237,13 +235,28 @@ def test_status_computed_from_the_api_reads_pods_batch_by_batch_and_counts_them_
                 batches.append(len(batch))
             yield batch
 
-    monkeypatch.setattr(list_body, "LIST_BATCH_BYTES", 1)
-    monkeypatch.setattr(cluster_reads, "list_batches", counted)
-    monkeypatch.setattr(cluster_reads, "find_webhook_services", lambda _kube: [])
-    paged = cluster_reads.read_cluster_info(kube).info
-    assert paged.nodes == whole.nodes and paged.warnings == whole.warnings
+    def whole() -> tuple[Any, int]:
+        pods = list_pods(kube, None)
+        return build_cluster_info(list_nodes(kube), pods, datetime.now(UTC)), len(pods)
+
+    def quiet_read() -> tuple[Any, Any, int] | None:
+        """The paged read and the whole one, when the cluster did not change around the paged read (the other
+        worker's tests run beside this one, and these pods may still be starting)."""
+        batches.clear()
+        before, count = whole()
+        with monkeypatch.context() as patched:
+            patched.setattr(list_body, "LIST_BATCH_BYTES", 1)
+            patched.setattr(cluster_reads, "list_batches", counted)
+            patched.setattr(cluster_reads, "find_webhook_services", lambda _kube: [])
+            paged = cluster_reads.read_cluster_info(kube).info
+        after, count_after = whole()
+        same = (before.nodes, before.warnings, count) == (after.nodes, after.warnings, count_after)
+        return (paged, before, count) if same else None
+
+    paged, read_whole, pod_count = wait_for(quiet_read, "a paged read with nothing changed around it", 120)
+    assert paged.nodes == read_whole.nodes and paged.warnings == read_whole.warnings
     assert {"paged-0", "paged-1", "paged-2"} <= {p.name for p in paged.node(H100).card(uuids[3]).pods}  # type: ignore[union-attr]
-    assert len(batches) > 1 and sum(batches) == len(pods), batches
+    assert len(batches) > 1 and sum(batches) == pod_count, batches
 
 
 def test_status_as_a_user_who_may_not_list_pods_says_which_permission_is_missing(cluster: Sandbox) -> None:

@@ -15,6 +15,7 @@ from kubernetes import client
 from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, alive, primary_address, wait_for
 from tests.cluster.cli_harness import PLUGIN
+from tests.cluster.hami_harness import GpuNode, card_entries, delete_nodes, fresh_node
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -58,16 +59,21 @@ def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandb
 def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_card_there(
     cluster: Sandbox, namespace: str
 ) -> None:
+    """On a node of its own: the other worker's tests fill the shared nodes' cards while this one runs."""
     core = client.CoreV1Api(cluster.api_client())
+    node = fresh_node(cluster, card_entries(2))
+    try:
+        _pin_by_affinity_and_check(core, namespace, node)
+    finally:
+        delete_nodes(cluster, [node])
+
+
+def _pin_by_affinity_and_check(core: client.CoreV1Api, namespace: str, node: GpuNode) -> None:
     affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-a100-1"]}
-                        ]
-                    }
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}]}
                 ]
             }
         }
@@ -78,10 +84,9 @@ def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_car
     placed = wait_for(
         lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p, "hami-scheduler to bind the pod"
     )
-    assert placed.spec.node_name == "gpu-a100-1"
+    assert placed.spec.node_name == node.name
     allocated = placed.metadata.annotations["hami.io/vgpu-devices-allocated"]
-    a100_1 = next(e for e in gpu_nodes.load() if e["name"] == "gpu-a100-1")
-    assert allocated.split(",")[0] in {card["id"] for card in a100_1["cards"]}
+    assert allocated.split(",")[0] in {card["id"] for card in node.cards}
     assert allocated.split(",")[1:3] == ["NVIDIA", "3000"]
 
 

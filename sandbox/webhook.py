@@ -14,6 +14,7 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary
 
 # --shutdown-grace of a webhook started here: it listens for a third of it after SIGTERM, paid at every stop.
 SHUTDOWN_GRACE = 0.3
+# How long `Webhook.stop` waits for the process after SIGTERM before it asks for its threads and kills it.
+STOP_SECONDS = 15
 CERT_FILES = ("ca.crt", "tls.crt", "tls.key")
 # A process run under libfaketime (tests' wall_clock_ahead) dates its certificate by its own clock.
 CLOCK_ENVIRONMENT = ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
@@ -93,12 +96,23 @@ class Webhook:
             self.process.send_signal(signal.SIGTERM)
 
     def stop(self) -> None:
+        """SIGTERM and wait; a server still running after STOP_SECONDS is made to print its threads (SIGABRT under
+        PYTHONFAULTHANDLER) into a warning, then killed: it outlived its --shutdown-grace, and the stack says why."""
         self.terminate()
         try:
-            self.process.wait(timeout=15)
+            self.process.wait(timeout=STOP_SECONDS)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGABRT)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            warnings.warn(
+                f"hami-place-webhook on port {self.port} still ran {STOP_SECONDS} s after SIGTERM; its log ends:\n"
+                + self.log.read_text(errors="replace")[-6000:],
+                stacklevel=2,
+            )
 
 
 def write_certificates(command: str, certs: Path, address: str) -> None:
@@ -172,7 +186,7 @@ def start(
             ],
             stdout=sink,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             preexec_fn=die_with_parent_process if die_with_parent else None,  # noqa: PLW1509
         )
     webhook = Webhook(process, port, api_port, certs, log, probe_port, address)

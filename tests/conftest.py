@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,8 @@ from sandbox.prepare import prepare
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
 # How long a test's teardown waits for its pods to be gone (kwok deletes them at once; a finalizer would hold one).
 PODS_GONE_SECONDS = 10
+# How many of a failed test's namespace's Warning Events its report shows.
+WARNING_EVENTS = 30
 
 # Longest test files first (see tests/file_order.py).
 pytest_plugins = ["tests.file_order"]
@@ -81,6 +83,34 @@ def namespace(cluster: Sandbox) -> Iterator[str]:
         wait_for(lambda: not core.list_namespaced_pod(name).items, f"the pods of {name} to be gone", PODS_GONE_SECONDS)
     with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
         core.delete_namespace(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed cluster test's report carries its namespace's Warning Events (HAMi's FailedScheduling reasons among
+    them): the sandbox and its logs go with the run, and a pod that never ran says why only there."""
+    report = yield
+    funcargs = getattr(item, "funcargs", {})
+    sandbox, namespace = funcargs.get("cluster"), funcargs.get("namespace")
+    if report.failed and call.when == "call" and isinstance(sandbox, Sandbox) and isinstance(namespace, str):
+        report.sections.append((f"Warning Events in {namespace}", namespace_warnings(sandbox, namespace)))
+    return report
+
+
+def namespace_warnings(sandbox: Sandbox, namespace: str) -> str:
+    """The namespace's last WARNING_EVENTS Warning Events, a line each, or why they could not be read."""
+    try:
+        events = client.CoreV1Api(sandbox.api_client()).list_namespaced_event(namespace, field_selector="type=Warning")
+    except (ApiException, urllib3.exceptions.HTTPError) as error:
+        return f"could not list them: {error}"
+    lines = [
+        f"{event.last_timestamp or event.event_time} {event.involved_object.kind}/{event.involved_object.name} "
+        f"{event.reason} x{event.count or 1}: {event.message}"
+        for event in events.items[-WARNING_EVENTS:]
+    ]
+    return "\n".join(lines) or "none"
 
 
 def has_default_service_account(core: client.CoreV1Api, namespace: str) -> bool:

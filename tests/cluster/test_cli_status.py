@@ -240,8 +240,8 @@ def test_status_computed_from_the_api_reads_pods_batch_by_batch_and_counts_them_
         return build_cluster_info(list_nodes(kube), pods, datetime.now(UTC)), len(pods)
 
     def quiet_read() -> tuple[Any, Any, int] | None:
-        """The paged read and the whole one, when the cluster did not change around the paged read (the other
-        worker's tests run beside this one, and these pods may still be starting)."""
+        """The paged read and the whole one, when the cluster did not change around the paged read (these pods may
+        still be starting, and earlier tests' pods still going)."""
         batches.clear()
         before, count = whole()
         with monkeypatch.context() as patched:

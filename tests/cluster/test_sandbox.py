@@ -59,7 +59,8 @@ def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandb
 def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_card_there(
     cluster: Sandbox, namespace: str
 ) -> None:
-    """On a node of its own: the other worker's tests fill the shared nodes' cards while this one runs."""
+    """On a node of its own: HAMi may still count slots of pods earlier tests deleted on the shared nodes' cards (see
+    test_webhook_certs_rotation's own_node)."""
     core = client.CoreV1Api(cluster.api_client())
     node = fresh_node(cluster, card_entries(2))
     try:

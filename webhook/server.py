@@ -119,6 +119,21 @@ def probe_host(bind_address: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_address, bind_address)
 
 
+class ShutdownSignal:
+    """SIGTERM and SIGINT set the stop event, once: a second signal runs its handler on the main thread in the middle
+    of the first one's `Event.set`, and a second `set` there waits for the lock its own thread holds, for ever."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.received: list[int] = []
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        first = not self.received
+        self.received.append(signum)
+        if first:
+            self.stop.set()
+
+
 def serve(options: ServeOptions) -> None:
     """Run until SIGTERM (graceful, within --shutdown-grace) or SIGINT (in-flight admissions only)."""
     if not return_freed_memory():
@@ -213,15 +228,9 @@ def serve(options: ServeOptions) -> None:
         connections=PROBE_CONNECTIONS,
     )
     stop = threading.Event()
-    received: list[int] = []
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %s: shutting down", signum)
-        received.append(signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signals = ShutdownSignal(stop)
+    signal.signal(signal.SIGTERM, signals)
+    signal.signal(signal.SIGINT, signals)
 
     # A thread that computes (the reconciler's pass, a watch's decode, a cluster-info build) keeps the GIL for up to
     # the switch interval each time an admission's thread wants it back; 5 ms by default, paid several times per
@@ -253,7 +262,8 @@ def serve(options: ServeOptions) -> None:
         options.placement_ttl,
     )
     stop.wait()
-    if received[0] == signal.SIGTERM:
+    log.info("signal %s: shutting down", signals.received[0])
+    if signals.received[0] == signal.SIGTERM:
         drain(https, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
     else:
         drain(https, listen=0.0, finish=options.admission_timeout)

@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import resource
+import signal
 import socket
 import ssl
 import threading
@@ -672,3 +673,29 @@ def test_serve_refuses_a_client_ca_without_names_and_a_cap_out_of_range(
     argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+class SetInterruptedBySignal(threading.Event):
+    """An Event whose `set` is interrupted, with its lock held, by a second signal's handler on the same thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.second_signal: Any = None
+
+    def set(self) -> None:
+        with self._cond:  # type: ignore[attr-defined]  # what Event.set holds while it notifies
+            self.second_signal()
+            self._flag = True  # type: ignore[attr-defined]
+            self._cond.notify_all()  # type: ignore[attr-defined]
+
+
+def test_a_second_signal_during_the_first_ones_handler_still_lets_the_server_stop() -> None:
+    """A server sent SIGTERM twice (the harness did, then waited 15 s and killed it) hung in its handler for ever."""
+    stop = SetInterruptedBySignal()
+    signals = webhook_server.ShutdownSignal(stop)
+    stop.second_signal = lambda: signals(signal.SIGINT, None)
+    handler = threading.Thread(target=signals, args=(signal.SIGTERM, None), daemon=True)
+    handler.start()
+    handler.join(30)
+    assert not handler.is_alive(), "the second handler waits for the lock the first one holds"
+    assert stop.is_set() and signals.received == [signal.SIGTERM, signal.SIGINT]

@@ -15,7 +15,7 @@ from kubernetes import client
 from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, alive, primary_address, wait_for
 from tests.cluster.cli_harness import PLUGIN
-from tests.cluster.hami_harness import GpuNode, card_entries, delete_nodes, fresh_node
+from tests.cluster.hami_harness import GpuNode
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -57,24 +57,18 @@ def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandb
 
 
 def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_card_there(
-    cluster: Sandbox, namespace: str
+    cluster: Sandbox, namespace: str, own_node: GpuNode
 ) -> None:
-    """On a node of its own: HAMi may still count slots of pods earlier tests deleted on the shared nodes' cards (see
-    test_webhook_certs_rotation's own_node)."""
     core = client.CoreV1Api(cluster.api_client())
-    node = fresh_node(cluster, card_entries(2))
-    try:
-        _pin_by_affinity_and_check(core, namespace, node)
-    finally:
-        delete_nodes(cluster, [node])
-
-
-def _pin_by_affinity_and_check(core: client.CoreV1Api, namespace: str, node: GpuNode) -> None:
     affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}]}
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [own_node.name]}
+                        ]
+                    }
                 ]
             }
         }
@@ -85,9 +79,9 @@ def _pin_by_affinity_and_check(core: client.CoreV1Api, namespace: str, node: Gpu
     placed = wait_for(
         lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p, "hami-scheduler to bind the pod"
     )
-    assert placed.spec.node_name == node.name
+    assert placed.spec.node_name == own_node.name
     allocated = placed.metadata.annotations["hami.io/vgpu-devices-allocated"]
-    assert allocated.split(",")[0] in {card["id"] for card in node.cards}
+    assert allocated.split(",")[0] in {card["id"] for card in own_node.cards}
     assert allocated.split(",")[1:3] == ["NVIDIA", "3000"]
 
 

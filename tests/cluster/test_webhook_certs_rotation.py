@@ -9,7 +9,6 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from kubernetes import client
 
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start, webhook_command
-from tests.cluster.hami_harness import GpuNode, card_entries, delete_nodes, fresh_node
+from tests.cluster.hami_harness import GpuNode
 from tests.cluster.webhook_harness import CLAIM, create_placement, gpu_pod, sees_placement, total_admissions
 
 pytestmark = pytest.mark.cluster
@@ -107,16 +106,6 @@ class BundleHistory:
         return [*older[-1:], *kept]
 
 
-@pytest.fixture
-def own_node(cluster: Sandbox) -> Iterator[GpuNode]:
-    """A node only this test's pods go to: HAMi v2.10 keeps the slot of a pod deleted between its filter and its bind
-    (seen in its log: 20 of some 390 streamed pods, each card's 10 slots gone), so a shared node's cards would stay
-    full for the tests after this one."""
-    node = fresh_node(cluster, card_entries(2))
-    yield node
-    delete_nodes(cluster, [node])
-
-
 def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # noqa: PLR0917 - the fixtures
     cluster: Sandbox,
     namespace: str,
@@ -127,7 +116,8 @@ def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # n
 ) -> None:
     """A certificate of 120 s is renewed by the server itself (no helm, no restart) while pods matching placements
     are created one after another through the API server, the configuration failing closed: every pod is created
-    and pinned, and every new connection verifies with every bundle the configuration carried in the last 5 s."""
+    and pinned, and every new connection verifies with every bundle the configuration carried in the last 5 s. The
+    pods go to a node of their own: many are deleted while HAMi binds them, which HAMi goes on counting."""
     make_secret(cluster, namespace)
     first = secret_data(cluster, namespace)
     name = f"hami-place-test-{namespace}-rotation"

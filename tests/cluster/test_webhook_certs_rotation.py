@@ -117,7 +117,7 @@ def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # n
     """A certificate of 120 s is renewed by the server itself (no helm, no restart) while pods matching placements
     are created one after another through the API server, the configuration failing closed: every pod is created
     and pinned, and every new connection verifies with every bundle the configuration carried in the last 5 s. The
-    pods go to a node of their own: many are deleted while HAMi binds them, which HAMi goes on counting."""
+    pods go to a node of their own: some are deleted while HAMi binds them, and HAMi goes on counting those."""
     make_secret(cluster, namespace)
     first = secret_data(cluster, namespace)
     name = f"hami-place-test-{namespace}-rotation"

@@ -49,10 +49,11 @@ def configurations(cluster: Sandbox) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def own_node(cluster: Sandbox) -> Iterator[GpuNode]:
-    """A node of two A100 cards that only this test's pods go to, deleted afterwards. HAMi v2.10 goes on counting a
-    pod deleted between its Filter and its Bind (seen in its log: 20 of some 390 pods created and deleted at once,
-    each card's 10 slots taken), so what earlier tests did on the shared nodes' cards can refuse a test's pod."""
+def node(cluster: Sandbox) -> Iterator[GpuNode]:
+    """A fresh node of two 40 GiB A100 cards that only this test's pods go to, deleted afterwards. HAMi v2.10 goes
+    on counting a pod deleted between its Filter and its Bind (seen in its log: 20 of some 390 pods created and
+    deleted at once, each card's 10 slots taken), so what earlier tests did on the shared nodes' cards can refuse a
+    test's pod. test_hami_renamed has a one-card node of its own under this name."""
     node = fresh_node(cluster, card_entries(2))
     yield node
     delete_nodes(cluster, [node])

@@ -14,7 +14,6 @@ cards, the second move possible only once the first settled.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,6 @@ from tests.cluster.webhook_harness import register
 pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
 BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
-
-
-@pytest.fixture
-def node(cluster: Sandbox) -> Iterator[GpuNode]:
-    """A fresh node with two 40 GiB cards, deleted afterwards."""
-    made = fresh_node(cluster, card_entries(2))
-    yield made
-    delete_nodes(cluster, [made])
 
 
 @pytest.fixture

@@ -79,14 +79,6 @@ def server_namespace(cluster: Sandbox) -> Iterator[str]:
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture
-def node(cluster: Sandbox) -> Iterator[GpuNode]:
-    """A fresh node with two 40 GiB cards, deleted afterwards."""
-    made = fresh_node(cluster, card_entries(2))
-    yield made
-    delete_nodes(cluster, [made])
-
-
 def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int | str) -> None:
     """The DefragPolicy ConfigMap for the test's namespace, created or replaced."""
     policy = {

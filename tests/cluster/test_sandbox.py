@@ -57,18 +57,14 @@ def test_plain_pod_is_scheduled_by_kube_scheduler_and_run_by_kwok(cluster: Sandb
 
 
 def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_card_there(
-    cluster: Sandbox, namespace: str, own_node: GpuNode
+    cluster: Sandbox, namespace: str, node: GpuNode
 ) -> None:
     core = client.CoreV1Api(cluster.api_client())
     affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [own_node.name]}
-                        ]
-                    }
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}]}
                 ]
             }
         }
@@ -79,9 +75,9 @@ def test_hami_scheduler_profile_places_by_node_affinity_and_hami_allocates_a_car
     placed = wait_for(
         lambda: (p := core.read_namespaced_pod("gpu", namespace)).spec.node_name and p, "hami-scheduler to bind the pod"
     )
-    assert placed.spec.node_name == own_node.name
+    assert placed.spec.node_name == node.name
     allocated = placed.metadata.annotations["hami.io/vgpu-devices-allocated"]
-    assert allocated.split(",")[0] in {card["id"] for card in own_node.cards}
+    assert allocated.split(",")[0] in {card["id"] for card in node.cards}
     assert allocated.split(",")[1:3] == ["NVIDIA", "3000"]
 
 

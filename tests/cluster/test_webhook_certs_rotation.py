@@ -112,7 +112,7 @@ def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # n
     tmp_path: Path,
     webhooks: list[Webhook],
     configurations: list[str],
-    own_node: GpuNode,
+    node: GpuNode,
 ) -> None:
     """A certificate of 120 s is renewed by the server itself (no helm, no restart) while pods matching placements
     are created one after another through the API server, the configuration failing closed: every pod is created
@@ -171,7 +171,7 @@ def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # n
             index += 1
             placement = f"stream-{index}"
             create_placement(
-                cluster, namespace, placement, {"stream": str(index)}, [f"gpu-{index % 2}/10"], node=own_node.name
+                cluster, namespace, placement, {"stream": str(index)}, [f"gpu-{index % 2}/10"], node=node.name
             )
             wait_for(lambda p=placement: sees_placement(webhook, namespace, p), "the webhook to see the placement")
             pod = core.create_namespaced_pod(namespace, gpu_pod("stream-", {"stream": str(index)}))

@@ -82,10 +82,10 @@ from kubectl_hami_place.core.names import (
     Phase,
 )
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.core.planner.apply import Step, move_step
+from kubectl_hami_place.core.planner.apply import Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import release, reservation_of, reserve, settled
-from kubectl_hami_place.kube import cluster_reads, moves, placements
+from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
     PolicySource,
@@ -118,7 +118,6 @@ from webhook.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 COMPONENT = "hami-place-defrag"
-MOVE_TIMEOUT_SECONDS = 180.0
 SETTLE_POLL_SECONDS = 1.0
 # The caches are stale when a watch brought no list, event or bookmark for longer than a watch lasts: no plan then.
 STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
@@ -146,7 +145,7 @@ class DefragOptions:
     scheduler_name: str = DEFAULTS.scheduler_name
     interval: float = DEFAULTS.defrag_interval
     ack_timeout: float = ACK_TIMEOUT_SECONDS
-    move_timeout: float = MOVE_TIMEOUT_SECONDS
+    move_timeout: float = DEFAULTS.defrag_move_timeout
     lease: LeaseTimes = field(default_factory=lambda: LeaseTimes.lasting(DEFAULTS.defrag_lease_duration))
 
 
@@ -518,9 +517,28 @@ class DefragController:
             if check.step is Step.changed:
                 return f"{move.pod}: {check.detail}"
             if time.monotonic() > deadline:
-                return f"{move.pod}: not settled within {self.options.move_timeout:g} s: {check.detail}"
+                given_up = f"{move.pod}: not settled within {self.options.move_timeout:g} s: {check.detail}"
+                return given_up + self._unpin(move)
             if not self.elector.leading() or self._stop.wait(SETTLE_POLL_SECONDS):
                 return "this replica stopped leading; the next leader resumes the run"
+
+    def _unpin(self, move: Move) -> str:
+        """Evicts the replacement a given-up move left Pending on its target, so that its controller makes one that
+        HAMi places on its own; what was done, in words to follow the failure ("" when there is no such pod)."""
+        stranded = stranded_replacement(move, self.cache.pods.items())
+        if stranded is None:
+            return ""
+        namespace = move.pod.split("/", 1)[0]
+        name, uid = stranded
+        try:
+            evictions.evict_pod(self.kube, namespace, name, uid=uid)
+        except KubeNotFound:
+            return ""
+        except KubeError as error:
+            log.warning("defrag: replacement %s/%s of a given-up move stays Pending: %s", namespace, name, error)
+            return f"; its replacement {namespace}/{name} stays Pending on the target: {error}"
+        log.info("defrag: replacement %s/%s of a given-up move, Pending on the target, evicted", namespace, name)
+        return f"; its replacement {namespace}/{name}, Pending on the target, was evicted for an unpinned one"
 
     def _guard(self) -> None:
         """Raises `NotLeading` once this replica may no longer act."""

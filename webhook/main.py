@@ -257,6 +257,15 @@ def _parser() -> argparse.ArgumentParser:
         f"are stale (default {DEFAULTS.defrag_interval:g})",
     )
     run.add_argument(
+        "--defrag-move-timeout",
+        type=float,
+        default=DEFAULTS.defrag_move_timeout,
+        metavar="SECONDS",
+        help="seconds a move's replacement has to land on the target's cards; then the run stops and a replacement "
+        f"still Pending there is evicted, so its controller makes one HAMi places itself "
+        f"(default {DEFAULTS.defrag_move_timeout:g})",
+    )
+    run.add_argument(
         "--defrag-lease-duration",
         type=int,
         default=DEFAULTS.defrag_lease_duration,
@@ -376,6 +385,9 @@ def _serve(args: argparse.Namespace) -> int:
         if not 0.1 <= args.defrag_interval <= 3600:
             _fail("hami-place-webhook: --defrag-interval must be 0.1..3600 seconds")
             return 2
+        if not 5 <= args.defrag_move_timeout <= 3600:
+            _fail("hami-place-webhook: --defrag-move-timeout must be 5..3600 seconds")
+            return 2
         if not 3 <= args.defrag_lease_duration <= 3600:
             _fail("hami-place-webhook: --defrag-lease-duration must be 3..3600 seconds")
             return 2
@@ -387,6 +399,7 @@ def _serve(args: argparse.Namespace) -> int:
             identity=identity,
             scheduler_name=args.scheduler_name,
             interval=args.defrag_interval,
+            move_timeout=args.defrag_move_timeout,
             lease=LeaseTimes.lasting(args.defrag_lease_duration),
         )
     serve(

@@ -46,6 +46,10 @@ class ServeDefaults:
     default --request-timeout (60 s), so no pod still on its way to storage finds its claim released."""
     defrag_interval: float = 10.0
     """Seconds before the controller looks again at a Pending pod with no plan: short beside a Pending pod's wait."""
+    defrag_move_timeout: float = 180.0
+    """Seconds a move's replacement has to land on the target's cards before the run gives the move up and takes a
+    replacement still Pending there away: three minutes cover the evicted pod's default grace, the new pod and HAMi's
+    retries."""
     defrag_lease_duration: int = LEASE_DURATION_SECONDS
     """Seconds the controller's leader Lease holds unrenewed, as kube-scheduler's --leader-elect-lease-duration: a
     leader that died unannounced is replaced this late, and a shorter lease renews more often (every 2/15 of it)."""

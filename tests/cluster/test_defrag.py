@@ -31,6 +31,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_RUN_LABEL,
     GROUP,
     NOUSE_GPUUUID_ANNOTATION,
+    PLACEMENT_ANNOTATION,
     PLURAL,
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
@@ -99,9 +100,17 @@ def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: 
 
 
 def controller(
-    cluster: Sandbox, tmp_path: Path, webhooks: list[Webhook], configurations: list[str], *, namespace: str, home: str
+    cluster: Sandbox,
+    tmp_path: Path,
+    webhooks: list[Webhook],
+    configurations: list[str],
+    *,
+    namespace: str,
+    home: str,
+    flags: tuple[str, ...] = (),
 ) -> Webhook:
-    """A server with the controller on, registered for the test's namespace (it pins the moves' replacements)."""
+    """A server with the controller on, registered for the test's namespace (it pins the moves' replacements);
+    `flags` go to `serve` besides."""
     webhook = start(
         cluster,
         tmp_path,
@@ -111,6 +120,7 @@ def controller(
         home,
         "--defrag-interval",
         "1",
+        *flags,
     )
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
@@ -536,6 +546,53 @@ def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa
     assert follower.metric('hami_place_defrag_moves_total{result="done"}') == made_again, "the new leader's moves"
     if window == "pinned":
         assert "was never evicted" in follower.log.read_text(), "the new leader undid the move left half-made"
+
+
+def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement_evicted(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """Between the move's pin and its replacement's bind, a pod of another namespace takes the target card's room
+    (the controller is stopped, SIGSTOP, while it is created). HAMi refuses the pinned replacement; once the move's
+    time is out the run stops and the replacement, Pending for good on a consumed placement, is evicted, so its
+    Deployment makes an unpinned one, which HAMi places once the room is back (the big pod took the freed card)."""
+    held = two_pods_one_per_card(cluster, namespace, node)
+    write_policy(cluster, server_namespace, namespace, "on")
+    # A lease long beside the stop, so the controller still leads when it goes on.
+    flags = ("--defrag-move-timeout", "15", "--defrag-lease-duration", "120")
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace, flags=flags)
+    frozen = freeze_when(cluster, namespace, server, "pinned")
+    pending_big(cluster, namespace, node)
+    wait_for(frozen.is_set, "the controller's move to be pinned", timeout=120, interval=0.05)
+    try:
+        [move] = placements(cluster, namespace)
+        moved = move["metadata"]["annotations"][DEFRAG_POD_ANNOTATION].split("/", 1)[1]
+        app = moved.split("-", 1)[0]
+        target = next(card for other, (_, card) in held.items() if other != app)
+        api = client.CoreV1Api(cluster.api_client())
+        assert not api.read_namespaced_pod(moved, namespace).metadata.deletion_timestamp, "stopped before the eviction"
+        filler = pod("filler", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=node.name)
+        filler["metadata"]["annotations"] = {USE_GPUUUID_ANNOTATION: target}
+        create(cluster, server_namespace, filler)
+        assert allocation(cluster, server_namespace, "filler").uuids == [target], "the filler takes the target's room"
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+    stopped = wait_for(lambda: said(cluster, namespace, "big", "DefragStopped"), "the move to be given up", timeout=180)
+    assert "not settled within 15 s" in stopped, stopped
+    assert "Pending on the target, was evicted for an unpinned one" in stopped, stopped
+    pinned = stopped.split("; its replacement ", 1)[1].split(",", 1)[0].split("/", 1)[1]
+    assert pinned.startswith(f"{app}-") and pinned != moved, stopped
+    refused = scheduling_failures(cluster, namespace, pinned)
+    assert any("CardInsufficientMemory" in refusal for refusal in refused), refused
+    wait_for(lambda: pinned not in pod_names(cluster, namespace), "the pinned replacement to go")
+    big = allocation(cluster, namespace, "big", timeout=120)
+    assert (big.node, big.uuids) == (node.name, [held[app][1]]), "the big pod still took the card the eviction freed"
+    cluster.kubectl("delete", "pod", "filler", "-n", server_namespace, "--wait=true")
+    fresh = current_pod(cluster, namespace, app)
+    assert fresh not in (moved, pinned)
+    assert PLACEMENT_ANNOTATION not in annotations_of(cluster, namespace, fresh), "no placement pins the new one"
+    [consumed] = placements(cluster, namespace)
+    assert (consumed["status"]["phase"], consumed["status"]["consumedBy"]["name"]) == ("Consumed", pinned)
+    assert server.metric('hami_place_defrag_moves_total{result="failed"}') == 1
 
 
 def current_pod(cluster: Sandbox, namespace: str, app: str) -> str:

@@ -16,6 +16,7 @@ from kubectl_hami_place.core.planner.apply import (
     placement_for,
     read_plan,
     req_id_for,
+    stranded_replacement,
     target_pod_state,
 )
 from tests.unit.test_core_planner import gpu_node, pending, placed
@@ -217,3 +218,30 @@ def test_the_target_pod_is_reported_where_it_runs() -> None:
         True,
         f"ns/new holds {names[other]} on {node} (the plan made room on {named} on {node})",
     )
+
+
+def replacement_pod(placement: str, *, namespace: str = "ns", node: str = "", deleting: bool = False) -> dict:
+    """A pod as the API serves it, pinned by `placement`, bound to `node` when given."""
+    metadata: dict = {
+        "namespace": namespace,
+        "name": "y-2",
+        "uid": "u-2",
+        "annotations": {PLACEMENT_ANNOTATION: placement},
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-12-03T05:00:00Z"
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {}}
+
+
+def test_a_given_up_move_names_its_replacement_only_while_no_node_holds_it() -> None:
+    [move] = planned(fragmented()).moves
+    name = placement_for(move)
+    other = {"metadata": {"namespace": "ns", "name": "z", "uid": "u-z", "annotations": {}}, "spec": {}}
+    assert stranded_replacement(move, [other, replacement_pod(name)]) == ("y-2", "u-2")
+    assert stranded_replacement(move, [replacement_pod(name, node="a")]) is None, "HAMi placed it"
+    assert stranded_replacement(move, [replacement_pod(name, deleting=True)]) is None, "already going"
+    assert stranded_replacement(move, [replacement_pod(name, namespace="other")]) is None, "another namespace's pod"
+    assert stranded_replacement(move, [replacement_pod("move-y-000000000000")]) is None, "another move's pod"
+    assert stranded_replacement(move, [other]) is None
+    evicted = {"metadata": {"namespace": "ns", "name": "y", "uid": move.uid}, "spec": {"nodeName": "a"}}
+    assert stranded_replacement(move, [evicted, replacement_pod(name)]) is None, "it waits for the evicted pod to go"

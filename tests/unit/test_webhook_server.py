@@ -548,6 +548,7 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
         (["--defrag-policy", "kube-system/../x"], "must be NAMESPACE/NAME of a ConfigMap"),
         (["--defrag-policy", "a/b", "--defrag-namespace", "x.y"], "--defrag-namespace 'x.y' is not a namespace"),
         (["--defrag-policy", "a/b", "--defrag-lease-duration", "2"], "--defrag-lease-duration must be 3..3600"),
+        (["--defrag-policy", "a/b", "--defrag-move-timeout", "4"], "--defrag-move-timeout must be 5..3600"),
     ],
 )
 def test_serve_refuses_timeouts_out_of_range(

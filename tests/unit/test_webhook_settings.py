@@ -28,7 +28,7 @@ from webhook.settings import DEFAULTS
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {field.name for field in dataclasses.fields(DEFAULTS)}
 # Settings of the defragmentation controller: its DefragOptions take them, not ServeOptions.
-DEFRAG_FIELDS = {"defrag_interval", "defrag_lease_duration"}
+DEFRAG_FIELDS = {"defrag_interval", "defrag_move_timeout", "defrag_lease_duration"}
 # Flags the chart sets from a value: the value documents the flag's default (see chart_value_of below).
 CHART_FLAGS = {
     "webhook_port",
@@ -94,6 +94,7 @@ def test_the_servers_parts_default_to_the_same_settings() -> None:
     }
     assert FIELDS - options.keys() == DEFRAG_FIELDS
     assert DefragOptions("ns", "policy", "ns", "me").interval == DEFAULTS.defrag_interval
+    assert DefragOptions("ns", "policy", "ns", "me").move_timeout == DEFAULTS.defrag_move_timeout
     assert DefragOptions("ns", "policy", "ns", "me").lease == LeaseTimes()
     assert LeaseTimes().lease_duration == DEFAULTS.defrag_lease_duration
     assert DefragOptions("ns", "policy", "ns", "me").scheduler_name == DEFAULTS.scheduler_name

@@ -4,13 +4,14 @@ A move is carried out by a placement pinning the moved pod's replacement to the 
 eviction of the pod. Each move has a placement name derived from the move alone, so a re-run finds its own
 placements and the replacement pods they pinned (the webhook writes the placement's name on the pod): a move whose
 pod is gone and whose replacement holds the target cards is done. Before a move is made, the pod must still be the
-one the plan saw (same UID, same cards) and the target cards must still take it under HAMi's fit rules.
+one the plan saw (same UID, same cards) and the target cards must still take it under HAMi's fit rules. A move
+given up while its replacement is still Pending on the target takes that replacement away (`stranded_replacement`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -213,6 +214,27 @@ def _landed(move: Move, replacement: PlanPod, state: State) -> MoveCheck:
         Step.changed,
         f"{move.pod}'s replacement {replacement.key} holds {cards}, not {_names(state, move.to_cards)}",
     )
+
+
+def stranded_replacement(move: Move, pods: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(name, UID) of the pod the move's placement pinned that no node holds yet, once the evicted pod is gone: a move
+    given up would leave it Pending on the target's cards for good, since the placement that pinned it is consumed.
+    While the evicted pod still terminates, its replacement waits for it, not for room: None then."""
+    namespace = move.pod.split("/", 1)[0]
+    placement = placement_for(move)
+    pods = list(pods)
+    if any((pod.get("metadata") or {}).get("uid") == move.uid for pod in pods):
+        return None
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if metadata.get("namespace") != namespace or metadata.get("deletionTimestamp"):
+            continue
+        if (metadata.get("annotations") or {}).get(PLACEMENT_ANNOTATION) != placement:
+            continue
+        if (pod.get("spec") or {}).get("nodeName") or not metadata.get("name") or not metadata.get("uid"):
+            return None
+        return str(metadata["name"]), str(metadata["uid"])
+    return None
 
 
 def target_pod_state(plan: PlanFile, pod: PlanPod | None, names: Mapping[str, str]) -> tuple[bool, str]:

@@ -262,7 +262,7 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULTS.defrag_move_timeout,
         metavar="SECONDS",
         help="seconds a move's replacement has to land on the target's cards; then the run stops and a replacement "
-        f"still Pending there is evicted, so its controller makes one HAMi places itself "
+        "still Pending there is evicted, so its controller makes one HAMi places itself "
         f"(default {DEFAULTS.defrag_move_timeout:g})",
     )
     run.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,15 @@ def webhooks(cluster: Sandbox, tmp_path: Path) -> Iterator[list[Webhook]]:
         webhook.stop()
         lines = webhook.log.read_text(errors="replace").splitlines() if webhook.log.is_file() else []
         print(f"--- the last {LOG_TAIL} lines of {webhook.log} ---", *lines[-LOG_TAIL:], sep="\n")
+
+
+@pytest.fixture
+def server_namespace(cluster: Sandbox) -> Iterator[str]:
+    """The namespace the controller's server runs in: its policy ConfigMap and its leader Lease live there."""
+    name = f"ctl-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -69,15 +68,6 @@ CHURN_SECONDS = 180
 CHURN_COOLDOWN_SECONDS = 60
 CHURN_MOVES_PER_HOUR = 2
 KILLED_LEADER_LEASE_SECONDS = 6
-
-
-@pytest.fixture
-def server_namespace(cluster: Sandbox) -> Iterator[str]:
-    """The server's own namespace: its policy ConfigMap and its leader Lease live there."""
-    name = f"ctl-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int | str) -> None:

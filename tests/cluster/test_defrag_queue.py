@@ -7,8 +7,6 @@ The server acts as the sandbox's audited user: the API server's audit log holds 
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +19,6 @@ from sandbox.webhook import Webhook, start
 pytestmark = pytest.mark.cluster
 POLICY = "defrag-policy"
 KEEP_ROOM_LOOKS = 'hami_place_defrag_looks_total{key="keep_room"}'
-
-
-@pytest.fixture
-def server_namespace(cluster: Sandbox) -> Iterator[str]:
-    """The server's own namespace: its policy ConfigMap and its leader Lease live there."""
-    name = f"ctl-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 def write_policy(cluster: Sandbox, home: str, namespace: str) -> None:

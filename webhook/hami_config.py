@@ -1,6 +1,7 @@
-"""HAMi's device config for the life of the server: read at start, then again every REREAD_SECONDS, so that a change
-of the ConfigMap, or a start while the API server could not be asked, does not leave the start's config in force
-until a restart. A read that cannot ask the API server keeps the config read before."""
+"""HAMi's device config for the life of the server: read at start, then again every `--hami-config-reread` seconds
+(one GET, or one LIST by name), so that a change of the ConfigMap, or a start while the API server could not be
+asked, does not leave the start's config in force until a restart. A read that cannot ask the API server keeps the
+config read before."""
 
 from __future__ import annotations
 
@@ -10,18 +11,17 @@ from collections.abc import Callable
 
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.kube.hami_config import HamiConfigInForce
+from webhook.settings import DEFAULTS
 
 log = logging.getLogger(__name__)
-
-# One GET (or one LIST by name) this often: a ConfigMap change reaches admissions at most this late.
-REREAD_SECONDS = 30.0
 
 
 class FollowedHamiConfig:
     """The config in force, and `on_change` told of every new one (after the first, which `refresh` returns)."""
 
-    def __init__(self, read: Callable[[], HamiConfigInForce]) -> None:
+    def __init__(self, read: Callable[[], HamiConfigInForce], every: float = DEFAULTS.hami_config_reread) -> None:
         self._read = read
+        self._every = every
         self.on_change: Callable[[HamiConfig], None] = lambda _config: None
         self.current: HamiConfigInForce | None = None
 
@@ -44,8 +44,8 @@ class FollowedHamiConfig:
         return found.config
 
     def run(self, stop: threading.Event) -> None:
-        """Re-read every REREAD_SECONDS until stop is set; never raises."""
-        while not stop.wait(REREAD_SECONDS):
+        """Re-read every `every` seconds until stop is set; never raises."""
+        while not stop.wait(self._every):
             try:
                 self.refresh()
             except Exception:

@@ -191,8 +191,17 @@ def _parser() -> argparse.ArgumentParser:
         "--hami-config",
         default=os.environ.get("HAMI_PLACE_HAMI_CONFIG", ""),
         metavar="NAMESPACE/NAME",
-        help="HAMi's device-config ConfigMap, read at start and every 30 s as HAMi reads it [HAMI_PLACE_HAMI_CONFIG] "
-        "(default: the one named hami-scheduler-device, in any namespace; HAMi's defaults if none)",
+        help="HAMi's device-config ConfigMap, read at start and every --hami-config-reread seconds "
+        "[HAMI_PLACE_HAMI_CONFIG] (default: the one named hami-scheduler-device, in any namespace; HAMi's defaults "
+        "if none)",
+    )
+    run.add_argument(
+        "--hami-config-reread",
+        type=float,
+        default=DEFAULTS.hami_config_reread,
+        metavar="SECONDS",
+        help="seconds between reads of HAMi's device config: a change reaches admissions this late "
+        f"(default {DEFAULTS.hami_config_reread:g})",
     )
     run.add_argument(
         "--hami-scheduler",
@@ -370,6 +379,9 @@ def _serve(args: argparse.Namespace) -> int:
     if not 1 <= args.idle_timeout <= 3600:
         _fail("hami-place-webhook: --idle-timeout must be 1..3600 seconds")
         return 2
+    if not 1 <= args.hami_config_reread <= 3600:
+        _fail("hami-place-webhook: --hami-config-reread must be 1..3600 seconds")
+        return 2
     if not 0 <= args.shutdown_grace <= 3600:
         _fail("hami-place-webhook: --shutdown-grace must be 0..3600 seconds")
         return 2
@@ -419,6 +431,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_connections=args.max_connections,
             scheduler_name=args.scheduler_name,
             hami_config=args.hami_config,
+            hami_config_reread=args.hami_config_reread,
             hami_scheduler=args.hami_scheduler,
             gpu_scheduler_policy=args.gpu_scheduler_policy,
             exclude_namespaces=tuple(args.exclude_namespace),

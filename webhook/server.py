@@ -91,6 +91,7 @@ class ServeOptions:
     max_connections: int = DEFAULTS.max_connections
     scheduler_name: str = DEFAULTS.scheduler_name
     hami_config: str = ""
+    hami_config_reread: float = DEFAULTS.hami_config_reread
     hami_scheduler: str = ""
     gpu_scheduler_policy: str = ""
     exclude_namespaces: tuple[str, ...] = field(default_factory=tuple)
@@ -156,7 +157,8 @@ def serve(options: ServeOptions) -> None:
     pooled = with_pool_size(connect(options.kubeconfig), CONNECTION_POOL_SIZE)
     kube = dataclasses.replace(pooled, api=DeadlineApiClient(pooled.api.configuration))
     hami = FollowedHamiConfig(
-        lambda: read_hami_config(kube, options.hami_config, options.gpu_scheduler_policy, options.hami_scheduler)
+        lambda: read_hami_config(kube, options.hami_config, options.gpu_scheduler_policy, options.hami_scheduler),
+        every=options.hami_config_reread,
     )
     settings = Settings(
         scheduler_name=options.scheduler_name,

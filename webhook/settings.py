@@ -35,6 +35,8 @@ class ServeDefaults:
     """Seconds an HTTPS connection may send nothing: above the API server's 90 s, so the client closes first."""
     shutdown_grace: float = 15.0
     """Seconds after SIGTERM: a third for the Service's endpoints to move, the rest for admissions in flight."""
+    hami_config_reread: float = 30.0
+    """Seconds between reads of HAMi's device-config ConfigMap (one GET each): a change reaches admissions this late."""
     scheduler_name: str = SCHEDULER_NAME
     """The schedulerName of the pods pinned: HAMi's scheduler profile, as HAMi's chart names it."""
     placement_ttl: int = 3600

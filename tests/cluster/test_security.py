@@ -223,7 +223,8 @@ def test_a_change_of_hamis_device_config_reaches_admissions_without_a_restart(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:
     put_device_config(cluster, namespace, "nvidia.com/gpu")
-    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--hami-config", f"{namespace}/hami-device")
+    flags = ("--hami-config", f"{namespace}/hami-device", "--hami-config-reread", "2")
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, *flags)
     put_device_config(cluster, namespace, "example.com/vgpu")
     core = client.CoreV1Api(cluster.api_client())
     renamed = gpu_pod("renamed-", {"app": "target"})
@@ -233,8 +234,8 @@ def test_a_change_of_hamis_device_config_reaches_admissions_without_a_restart(
         pod = core.create_namespaced_pod(namespace, renamed, dry_run="All")
         return (pod.metadata.annotations or {}).get(PLACEMENT) == "target"
 
-    # The server reads the ConfigMap again every 30 s.
-    wait_for(pinned, "a pod asking example.com/vgpu to be pinned", timeout=75, interval=3)
+    # The server reads the ConfigMap again every 2 s (--hami-config-reread).
+    wait_for(pinned, "a pod asking example.com/vgpu to be pinned", timeout=20, interval=1)
 
 
 def test_110_slow_header_connections_to_the_api_port_do_not_make_the_pod_unready(

@@ -542,6 +542,7 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
         (["--admission-timeout", "31"], "--admission-timeout must be 1..30 seconds"),
         (["--shutdown-grace", "-1"], "--shutdown-grace must be 0..3600 seconds"),
         (["--idle-timeout", "0"], "--idle-timeout must be 1..3600 seconds"),
+        (["--hami-config-reread", "0"], "--hami-config-reread must be 1..3600 seconds"),
         (["--claim-grace", "0"], "--claim-grace must be a positive number of seconds"),
         (["--finished-ttl", "-1"], "--finished-ttl must be 0 (keep) or a positive number of seconds"),
         (["--defrag-policy", "kube-system/Policy"], "must be NAMESPACE/NAME of a ConfigMap"),

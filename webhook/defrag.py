@@ -56,12 +56,14 @@ from kubectl_hami_place.core.defrag.keys import (
     Followed,
     Key,
     Look,
+    OpenMove,
     PodKey,
     batch_order,
     budget_eases,
     event_key,
     follow,
     look_again,
+    open_move,
     pending_wait,
     pod_key,
 )
@@ -77,12 +79,13 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_POLICY_KEY,
     NOUSE_GPUUUID_ANNOTATION,
+    PLACEMENT_ANNOTATION,
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
     Phase,
 )
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.core.planner.apply import Step, move_step, stranded_replacement
+from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import release, reservation_of, reserve, settled
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
@@ -308,6 +311,11 @@ class DefragController:
                 return timedelta(seconds=self.options.interval)
         if pod is None:
             return None
+        opened = open_move(
+            pod, self._pinned_by(pod), now, timedelta(seconds=self.options.ack_timeout + self.options.move_timeout)
+        )
+        if opened is not None:
+            return self._open_move(opened, pod, policy)
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
             # Kept by an earlier leader's rescue (or followed no more): left until its deadline, then given back (as
             # a malformed one is); once the pod is scheduled only the annotation goes.
@@ -539,6 +547,55 @@ class DefragController:
             return f"; its replacement {namespace}/{name} stays Pending on the target: {error}"
         log.info("defrag: replacement %s/%s of a given-up move, Pending on the target, evicted", namespace, name)
         return f"; its replacement {namespace}/{name}, Pending on the target, was evicted for an unpinned one"
+
+    def _pinned_by(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The move's placement whose name the unscheduled pod carries, read whole (the cache keeps no labels), when
+        the cache holds one of that name; None for every other pod."""
+        metadata = pod.get("metadata") or {}
+        name = _annotations(pod).get(PLACEMENT_ANNOTATION)
+        namespace = metadata.get("namespace")
+        if pod_key(pod) is None or not is_namespaced_name(namespace, name) or not str(name).startswith(MOVE_PREFIX):
+            return None
+        if self.cache.placements.get(str(namespace), str(name)) is None:
+            return None
+        try:
+            return placements.get_placement(self.kube, str(namespace), str(name))
+        except KubeNotFound:
+            return None
+
+    def _open_move(self, opened: OpenMove, pod: dict[str, Any], policy: DefragPolicy) -> timedelta | None:
+        """A replacement an earlier leader's move pinned and left unscheduled: looked at again when the move is due
+        to be given up, then (mode on, the evicted pod gone) evicted as `_unpin` evicts its own move's."""
+        if opened.wait > timedelta(0):
+            return opened.wait
+        if policy.mode is not Mode.on:
+            return None
+        evicted = self.cache.pods.get(*opened.evicted.split("/", 1)) if opened.evicted else None
+        if evicted is not None and (evicted.get("metadata") or {}).get("uid") == opened.evicted_uid:
+            return timedelta(seconds=self.options.interval)
+        metadata = pod.get("metadata") or {}
+        namespace, name, uid = metadata["namespace"], metadata["name"], metadata["uid"]
+        try:
+            evictions.evict_pod(self.kube, namespace, name, uid=uid)
+        except KubeNotFound:
+            return None
+        self.metrics.moves.labels("failed").inc()
+        given_up = self.options.ack_timeout + self.options.move_timeout
+        log.info(
+            "defrag: replacement %s/%s of placement %s, unscheduled %g s after its pin, evicted",
+            namespace,
+            name,
+            opened.placement,
+            given_up,
+        )
+        self._event(
+            {"apiVersion": "v1", "kind": "Pod", **pod},
+            "DefragStopped",
+            f"the move of placement {opened.placement} is given up: this replacement was not on its target cards "
+            f"{given_up:g} s after the pin; evicted for an unpinned one",
+            warning=True,
+        )
+        return None
 
     def _guard(self) -> None:
         """Raises `NotLeading` once this replica may no longer act."""

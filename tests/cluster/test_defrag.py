@@ -56,7 +56,7 @@ from tests.cluster.hami_harness import (
     scale_up,
     scheduling_failures,
 )
-from tests.cluster.webhook_harness import register
+from tests.cluster.webhook_harness import register, sees_placement
 
 pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
@@ -585,6 +585,61 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     assert server.metric('hami_place_defrag_moves_total{result="failed"}') == 1
 
 
+def test_an_earlier_leaders_move_whose_replacement_hami_refuses_is_given_up_by_the_next_leader(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """What a leader killed while it followed a move leaves when HAMi refuses the move's target: the move's placement
+    (written here as the leader writes it), consumed by a replacement pinned to a card without room for it. The
+    leader now leaves that replacement alone (no rescue plans around it) until the move is due to be given up (its
+    pin's acknowledgement and move times after the placement's creation), then evicts it: its Deployment's next pod
+    is not pinned and runs on the other card."""
+    create(cluster, namespace, deployment("keep", 0, SMALL, node=node.name))
+    keep = scale_up(cluster, namespace, "keep")
+    full = allocation(cluster, namespace, keep).uuids[0]
+    full_index = next(card["index"] for card in node.cards if card["id"] == full)
+    free = next(card["id"] for card in node.cards if card["id"] != full)
+    write_policy(cluster, server_namespace, namespace, "on")
+    server = controller(
+        cluster, **serving, namespace=namespace, home=server_namespace, flags=("--defrag-move-timeout", "5")
+    )
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {
+            "name": "move-stranded-1",
+            "labels": {DEFRAG_RUN_LABEL: "earlier-run"},
+            "annotations": {
+                DEFRAG_POD_ANNOTATION: f"{namespace}/stranded-gone",
+                DEFRAG_POD_UID_ANNOTATION: "u-0",
+                DEFRAG_FROM_NODE_ANNOTATION: node.name,
+            },
+        },
+        "spec": {
+            "reqID": "stranded-1-req",
+            "podSelector": {"matchLabels": {"app": "stranded"}},
+            "nodeName": node.name,
+            "gpuDevices": [f"gpu-{full_index}"],
+        },
+    }
+    create(cluster, namespace, body)
+    wait_for(lambda: sees_placement(server, namespace, "move-stranded-1"), "the server to see the placement")
+    create(cluster, namespace, deployment("stranded", 1, BIG, node=node.name))
+    pinned = wait_for(lambda: pod_names(cluster, namespace, "app=stranded"), "the replacement")[0]
+    assert annotations_of(cluster, namespace, pinned)[USE_GPUUUID_ANNOTATION] == full, "pinned to the full card"
+    refused = wait_for(lambda: scheduling_failures(cluster, namespace, pinned), "HAMi to refuse the replacement")
+    assert any("CardInsufficientMemory" in refusal for refusal in refused), refused
+    wait_for(lambda: pinned not in pod_names(cluster, namespace), "the replacement to be evicted", timeout=90)
+    given_up = said(cluster, namespace, pinned, "DefragStopped")
+    assert given_up.startswith(f"the move of placement {namespace}/move-stranded-1 is given up"), given_up
+    fresh = current_pod(cluster, namespace, "stranded")
+    assert PLACEMENT_ANNOTATION not in annotations_of(cluster, namespace, fresh), "no placement pins the new one"
+    assert allocation(cluster, namespace, fresh).uuids == [free], "HAMi placed it on the card with room"
+    [consumed] = placements(cluster, namespace)
+    assert (consumed["status"]["phase"], consumed["status"]["consumedBy"]["name"]) == ("Consumed", pinned)
+    assert pod_names(cluster, namespace, "app=keep") == [keep], "no rescue moved the other card's pod meanwhile"
+    assert server.metric('hami_place_defrag_moves_total{result="failed"}') == 1
+
+
 def current_pod(cluster: Sandbox, namespace: str, app: str) -> str:
     """The one pod of the app that is not going away, once it is the only one and HAMi placed it."""
     api = client.CoreV1Api(cluster.api_client())
@@ -840,6 +895,7 @@ def test_a_room_kept_past_its_deadline_is_given_back(
     assert annotations_of(cluster, namespace, "late")[USE_GPUUUID_ANNOTATION] == "GPU-own-a,GPU-own-b"
 
 
-def pod_names(cluster: Sandbox, namespace: str) -> list[str]:
-    """The namespace's pods' names."""
-    return [p.metadata.name for p in client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace).items]
+def pod_names(cluster: Sandbox, namespace: str, selector: str = "") -> list[str]:
+    """The names of the namespace's pods (those the label selector selects)."""
+    listed = client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace, label_selector=selector)
+    return [p.metadata.name for p in listed.items]

@@ -23,10 +23,17 @@ from kubectl_hami_place.core.defrag.keys import (
     event_key,
     follow,
     look_again,
+    open_move,
     pending_wait,
     pod_key,
 )
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Rescue
+from kubectl_hami_place.core.names import (
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+    PLACEMENT_ANNOTATION,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
@@ -156,3 +163,45 @@ def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_set
     assert follow(None, "uid-big", [], done, NOW) is Followed.given_up
     assert follow(pod(), "uid-new", [], done, NOW) is Followed.given_up, "a new pod of that name"
     assert follow(pod(), "uid-big", [], NOW - FOLLOW - timedelta(seconds=1), NOW) is Followed.given_up
+
+
+def run_placement(*, labels: dict[str, str] | None = None, moved: str = "team-a/small", **meta: Any) -> dict[str, Any]:
+    """A move's placement a run made two minutes before NOW, moving `moved`."""
+    metadata = {
+        "namespace": "team-a",
+        "name": "move-small-1",
+        "creationTimestamp": (NOW - timedelta(seconds=120)).isoformat(),
+        "labels": {DEFRAG_RUN_LABEL: "r1"} if labels is None else labels,
+        "annotations": {DEFRAG_POD_ANNOTATION: moved, DEFRAG_POD_UID_ANNOTATION: "uid-small"},
+        **meta,
+    }
+    return {"metadata": metadata}
+
+
+def test_a_replacement_a_runs_move_pinned_waits_out_the_move_then_the_move_is_given_up() -> None:
+    pinned = pod("small-2", metadata={"annotations": {PLACEMENT_ANNOTATION: "move-small-1"}})
+    opened = open_move(pinned, run_placement(), NOW, timedelta(seconds=185))
+    assert opened is not None
+    assert (opened.placement, opened.evicted, opened.evicted_uid) == (
+        "team-a/move-small-1",
+        "team-a/small",
+        "uid-small",
+    )
+    assert opened.wait == timedelta(seconds=65), "185 s after the placement was created, 120 s ago"
+    late = open_move(pinned, run_placement(), NOW, timedelta(seconds=100))
+    assert late is not None and late.wait <= timedelta(0), "due: given up now"
+    forged = open_move(pinned, run_placement(moved="team-a/../x"), NOW, timedelta(seconds=1))
+    assert forged is not None and forged.evicted == "", "a name no pod can have is not looked up"
+
+
+def test_only_a_waiting_pod_a_runs_placement_pinned_is_an_open_move() -> None:
+    pinned = pod("small-2", metadata={"annotations": {PLACEMENT_ANNOTATION: "move-small-1"}})
+    after = timedelta(seconds=185)
+    assert open_move(pinned, None, NOW, after) is None
+    assert open_move(pinned, run_placement(labels={}), NOW, after) is None, "a person's pin (apply, pin) stays"
+    assert open_move(pinned, run_placement(name="move-other-1"), NOW, after) is None, "another placement"
+    assert open_move(pinned, run_placement(namespace="team-b"), NOW, after) is None, "another namespace's"
+    assert open_move(pinned, run_placement(creationTimestamp="soon"), NOW, after) is None
+    assert open_move(pod("small-2"), run_placement(), NOW, after) is None, "the pod names no placement"
+    bound = pod("small-2", metadata={"annotations": {PLACEMENT_ANNOTATION: "move-small-1"}}, spec={"nodeName": "a"})
+    assert open_move(bound, run_placement(), NOW, after) is None, "scheduled: the move settled"

@@ -19,6 +19,13 @@ from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
+from kubectl_hami_place.core.names import (
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+    PLACEMENT_ANNOTATION,
+)
 from kubectl_hami_place.core.placement import time_or_none
 
 POLICY = "policy"
@@ -109,6 +116,48 @@ def budget_eases(budgets: Budgets, history: Iterable[MoveRecord], now: datetime)
         if end > now
     ]
     return min(ends, default=None)
+
+
+@dataclass(frozen=True)
+class OpenMove:
+    """A pod waiting unscheduled that a run's move pinned: the move's placement (`namespace/name`), the evicted pod
+    (`namespace/name`, "" when the placement names none that can be one) and its UID, and how long until the move is
+    given up (zero or less: now)."""
+
+    placement: str
+    evicted: str
+    evicted_uid: str
+    wait: timedelta
+
+
+def open_move(
+    pod: Mapping[str, Any], placement: Mapping[str, Any] | None, now: datetime, give_up_after: timedelta
+) -> OpenMove | None:
+    """The run move whose replacement `pod` is, while it waits unscheduled; `placement` is the one named on the pod.
+
+    Its leader follows the move until it settles or gives it up; a leader that died meanwhile leaves it to this: the
+    move is given up `give_up_after` its placement was created. Until then the pod is no rescue's candidate (its
+    cards are the move's). None for any other pod, or when `placement` is not a run's (a person's pin stays).
+    """
+    if pod_key(pod) is None or placement is None:
+        return None
+    metadata, held = as_mapping(pod.get("metadata")), as_mapping(placement.get("metadata"))
+    name = held.get("name")
+    if not name or as_mapping(metadata.get("annotations")).get(PLACEMENT_ANNOTATION) != name:
+        return None
+    if held.get("namespace") != metadata.get("namespace") or not as_mapping(held.get("labels")).get(DEFRAG_RUN_LABEL):
+        return None
+    created = time_or_none(held.get("creationTimestamp"))
+    if created is None:
+        return None
+    notes = as_mapping(held.get("annotations"))
+    evicted = str(notes.get(DEFRAG_POD_ANNOTATION, ""))
+    return OpenMove(
+        placement=f"{held['namespace']}/{name}",
+        evicted=evicted if is_namespaced_name(*evicted.partition("/")[::2]) else "",
+        evicted_uid=str(notes.get(DEFRAG_POD_UID_ANNOTATION, "")),
+        wait=created + give_up_after - now,
+    )
 
 
 class Look(Enum):

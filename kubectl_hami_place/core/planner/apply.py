@@ -22,6 +22,8 @@ from kubectl_hami_place.core.planner.model import Limits, Move, PlanPod, Snapsho
 from kubectl_hami_place.core.planner.state import State
 
 NAME_ROOM = 40
+# Every move's placement name starts so (`placement_for`).
+MOVE_PREFIX = "move-"
 
 
 class PlanFileError(ModelError):
@@ -120,7 +122,7 @@ def placement_for(move: Move) -> str:
     """The placement name of a move: the pod's name and a digest of the pod's UID and the target cards."""
     digest = hashlib.sha256(f"{move.uid}|{move.to_node}|{','.join(move.to_cards)}".encode()).hexdigest()[:12]
     name = move.pod.split("/", 1)[1][:NAME_ROOM].rstrip("-.")
-    return f"move-{name}-{digest}"
+    return f"{MOVE_PREFIX}{name}-{digest}"
 
 
 def req_id_for(move: Move) -> str:

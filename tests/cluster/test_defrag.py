@@ -544,7 +544,7 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     """Between the move's pin and its replacement's bind, a pod of another namespace takes the target card's room
     (the controller is stopped, SIGSTOP, while it is created). HAMi refuses the pinned replacement; once the move's
     time is out the run stops and the replacement, Pending for good on a consumed placement, is evicted, so its
-    Deployment makes an unpinned one, which HAMi places once the room is back (the big pod took the freed card)."""
+    Deployment makes an unpinned one, which HAMi places once there is room."""
     held = two_pods_one_per_card(cluster, namespace, node)
     write_policy(cluster, server_namespace, namespace, "on")
     # A lease long beside the stop, so the controller still leads when it goes on.
@@ -574,8 +574,8 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     refused = scheduling_failures(cluster, namespace, pinned)
     assert any("CardInsufficientMemory" in refusal for refusal in refused), refused
     wait_for(lambda: pinned not in pod_names(cluster, namespace), "the pinned replacement to go")
-    big = allocation(cluster, namespace, "big", timeout=120)
-    assert (big.node, big.uuids) == (node.name, [held[app][1]]), "the big pod still took the card the eviction freed"
+    # The card the eviction freed goes to the big pod or to the new replacement, whichever the scheduler retries
+    # first; the filler's card is free again for the other.
     cluster.kubectl("delete", "pod", "filler", "-n", server_namespace, "--wait=true")
     fresh = current_pod(cluster, namespace, app)
     assert fresh not in (moved, pinned)

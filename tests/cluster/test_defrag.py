@@ -312,6 +312,32 @@ def test_a_bad_policy_turns_the_controller_off_and_says_which_field(
     wait_for(lambda: server.metric("hami_place_defrag_policy_valid") == 1, "the fixed policy to be read")
 
 
+def earlier_run_placement(  # noqa: PLR0917 - the placement's fields
+    name: str, moved: str, uid: str, node: GpuNode, app: str, card: int = 0
+) -> dict[str, Any]:
+    """A move's placement as an earlier leader's run writes it: moving `moved` (`namespace/name`, UID `uid`) off
+    `node`, pinning the pod labelled app=`app` to the node's card `card`."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {
+            "name": name,
+            "labels": {DEFRAG_RUN_LABEL: "earlier-run"},
+            "annotations": {
+                DEFRAG_POD_ANNOTATION: moved,
+                DEFRAG_POD_UID_ANNOTATION: uid,
+                DEFRAG_FROM_NODE_ANNOTATION: node.name,
+            },
+        },
+        "spec": {
+            "reqID": f"{name}-req",
+            "podSelector": {"matchLabels": {"app": app}},
+            "nodeName": node.name,
+            "gpuDevices": [f"gpu-{card}"],
+        },
+    }
+
+
 def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
     cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
 ) -> None:
@@ -321,26 +347,7 @@ def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
     api = client.CoreV1Api(cluster.api_client())
     running = api.read_namespaced_pod(held["move"][0], namespace)
     for name, pod_name, uid in (("move-a-1", running.metadata.name, running.metadata.uid), ("move-b-1", "gone", "u-0")):
-        body = {
-            "apiVersion": "scheduling.hami.placement.com/v1",
-            "kind": "HamiPodPlacement",
-            "metadata": {
-                "name": name,
-                "labels": {DEFRAG_RUN_LABEL: "earlier-run"},
-                "annotations": {
-                    DEFRAG_POD_ANNOTATION: f"{namespace}/{pod_name}",
-                    DEFRAG_POD_UID_ANNOTATION: uid,
-                    DEFRAG_FROM_NODE_ANNOTATION: node.name,
-                },
-            },
-            "spec": {
-                "reqID": f"{name}-req",
-                "podSelector": {"matchLabels": {"app": f"no-such-{name}"}},
-                "nodeName": node.name,
-                "gpuDevices": ["gpu-0"],
-            },
-        }
-        create(cluster, namespace, body)
+        create(cluster, namespace, earlier_run_placement(name, f"{namespace}/{pod_name}", uid, node, f"no-such-{name}"))
     write_policy(cluster, server_namespace, namespace, "on")
     controller(cluster, **serving, namespace=namespace, home=server_namespace)
     wait_for(
@@ -603,26 +610,8 @@ def test_an_earlier_leaders_move_whose_replacement_hami_refuses_is_given_up_by_t
     server = controller(
         cluster, **serving, namespace=namespace, home=server_namespace, flags=("--defrag-move-timeout", "5")
     )
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "HamiPodPlacement",
-        "metadata": {
-            "name": "move-stranded-1",
-            "labels": {DEFRAG_RUN_LABEL: "earlier-run"},
-            "annotations": {
-                DEFRAG_POD_ANNOTATION: f"{namespace}/stranded-gone",
-                DEFRAG_POD_UID_ANNOTATION: "u-0",
-                DEFRAG_FROM_NODE_ANNOTATION: node.name,
-            },
-        },
-        "spec": {
-            "reqID": "stranded-1-req",
-            "podSelector": {"matchLabels": {"app": "stranded"}},
-            "nodeName": node.name,
-            "gpuDevices": [f"gpu-{full_index}"],
-        },
-    }
-    create(cluster, namespace, body)
+    moved = f"{namespace}/stranded-gone"
+    create(cluster, namespace, earlier_run_placement("move-stranded-1", moved, "u-0", node, "stranded", full_index))
     wait_for(lambda: sees_placement(server, namespace, "move-stranded-1"), "the server to see the placement")
     create(cluster, namespace, deployment("stranded", 1, BIG, node=node.name))
     pinned = wait_for(lambda: pod_names(cluster, namespace, "app=stranded"), "the replacement")[0]

@@ -151,6 +151,11 @@ class DefragOptions:
     move_timeout: float = DEFAULTS.defrag_move_timeout
     lease: LeaseTimes = field(default_factory=lambda: LeaseTimes.lasting(DEFAULTS.defrag_lease_duration))
 
+    @property
+    def move_limit(self) -> timedelta:
+        """How long after its placement's creation a move is given up: its acknowledgement's time, then its own."""
+        return timedelta(seconds=self.ack_timeout + self.move_timeout)
+
 
 @dataclass
 class Rescue:
@@ -311,9 +316,7 @@ class DefragController:
                 return timedelta(seconds=self.options.interval)
         if pod is None:
             return None
-        opened = open_move(
-            pod, self._pinned_by(pod), now, timedelta(seconds=self.options.ack_timeout + self.options.move_timeout)
-        )
+        opened = open_move(pod, self._pinned_by(pod), now, self.options.move_limit)
         if opened is not None:
             return self._open_move(opened, pod, policy)
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
@@ -580,7 +583,7 @@ class DefragController:
         except KubeNotFound:
             return None
         self.metrics.moves.labels("failed").inc()
-        given_up = self.options.ack_timeout + self.options.move_timeout
+        given_up = self.options.move_limit.total_seconds()
         log.info(
             "defrag: replacement %s/%s of placement %s, unscheduled %g s after its pin, evicted",
             namespace,

@@ -6,26 +6,31 @@ from __future__ import annotations
 import base64
 import socket
 import ssl
-import subprocess
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 from kubernetes import client
 
-from sandbox.cluster import Sandbox, wait_for
-from sandbox.webhook import Webhook, start, webhook_command
+from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.webhook_config import store_tls_secret
+from sandbox.cluster import Sandbox, free_port, wait_for
+from sandbox.webhook import Webhook, start
 from tests.cluster.hami_harness import GpuNode
 from tests.cluster.webhook_harness import CLAIM, create_placement, gpu_pod, sees_placement, total_admissions
+from webhook.certs import CA_CRT, TLS_CRT, TLS_KEY, generate
 
 pytestmark = pytest.mark.cluster
 
 SECRET = "webhook-tls"
-# Renewed once a third is left (40 s before expiry): the rotation's waits (10 s published, 30 s before the old CA
-# leaves) fit in it with room for the passes.
+# The certificate's lifetime. It is written two thirds of that old (renewal_due: a third left), so the server starts
+# renewing it on its first pass, with LEFT_SECONDS before it expires: more than the 10 s between publishing a bundle
+# and serving a pair it alone trusts, plus a 5 s pass or two. Written fresh it would wait 80 s for that.
 VALIDITY_SECONDS = 120
+LEFT_SECONDS = 38
 # A bundle the configuration carried this recently must still verify the served certificate: an API server that
 # took a configuration change this late (its watch, or one of several API servers) must not meet a certificate it
 # cannot verify. Below the server's 10 s wait between publishing a bundle and serving a pair it alone trusts.
@@ -35,23 +40,11 @@ ROTATION_DEADLINE_SECONDS = 240
 
 
 def make_secret(cluster: Sandbox, namespace: str) -> None:
-    """The Secret as the chart's hook makes it, with a short validity."""
-    subprocess.run(
-        [
-            webhook_command(),
-            "certs",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "--secret",
-            f"{namespace}/{SECRET}",
-            "--ip",
-            "127.0.0.1",
-            "--validity",
-            str(VALIDITY_SECONDS),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    """The Secret as the chart's hook makes it, as it stands once two thirds of the certificate's lifetime passed."""
+    issued = datetime.now(UTC) - timedelta(seconds=VALIDITY_SECONDS - LEFT_SECONDS)
+    pair = generate([], ["127.0.0.1"], now=issued, validity=timedelta(seconds=VALIDITY_SECONDS))
+    kube = Kube(cluster.api_client(), namespace, "", None)
+    store_tls_secret(kube, namespace, SECRET, {CA_CRT: pair.ca_crt, TLS_CRT: pair.tls_crt, TLS_KEY: pair.tls_key})
 
 
 def secret_data(cluster: Sandbox, namespace: str) -> dict[str, bytes]:
@@ -114,18 +107,22 @@ def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # n
     configurations: list[str],
     node: GpuNode,
 ) -> None:
-    """A certificate of 120 s is renewed by the server itself (no helm, no restart) while pods matching placements
-    are created one after another through the API server, the configuration failing closed: every pod is created
-    and pinned, and every new connection verifies with every bundle the configuration carried in the last 5 s. The
-    pods go to a node of their own: some are deleted while HAMi binds them, and HAMi goes on counting those."""
+    """A certificate of 120 s, a third of it left, is renewed by the server itself (no helm, no restart) while pods
+    matching placements are created one after another through the API server, the configuration failing closed: every
+    pod is created and pinned, and every new connection verifies with every bundle the configuration carried in the
+    last 5 s. The pods go to a node of their own: some are deleted while HAMi binds them, and HAMi goes on counting
+    those."""
     make_secret(cluster, namespace)
     first = secret_data(cluster, namespace)
     name = f"hami-place-test-{namespace}-rotation"
-    webhook = start(cluster, tmp_path, "--webhook-configuration", name, tls_secret=f"{namespace}/{SECRET}")
-    webhooks.append(webhook)
+    port = free_port()
+    # The configuration is there before the server: with none, its first pass would serve the new pair at once.
     hook = {
         "name": "rotation.placement.hami-place.sandbox",
-        "clientConfig": {"url": webhook.url, "caBundle": base64.b64encode(first["ca.crt"]).decode()},
+        "clientConfig": {
+            "url": f"https://127.0.0.1:{port}/mutate",
+            "caBundle": base64.b64encode(first["ca.crt"]).decode(),
+        },
         "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
         "namespaceSelector": {"matchLabels": {"hami-place-test": namespace}},
         "sideEffects": "NoneOnDryRun",
@@ -144,6 +141,9 @@ def test_a_rotation_under_a_stream_of_pod_creations_leaves_no_pod_unpinned(  # n
         }
     )
     configurations.append(name)
+    webhook = start(cluster, tmp_path, "--webhook-configuration", name, tls_secret=f"{namespace}/{SECRET}", port=port)
+    webhooks.append(webhook)
+    assert webhook.url == hook["clientConfig"]["url"]
     core = client.CoreV1Api(cluster.api_client())
 
     def called() -> bool:

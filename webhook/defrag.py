@@ -68,7 +68,7 @@ from kubectl_hami_place.core.defrag.keys import (
     pod_key,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run, keep_off
+from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run, keep_off, refuse
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -207,6 +207,8 @@ class DefragController:
         self._events_lock = threading.Lock()
         self._resume = True
         self._next_room = 0.0
+        # The cards HAMi refused a given-up move's replacement on (UUID: until), left out of this leader's plans.
+        self._refused: dict[str, datetime] = {}
         # What the looks of one batch share, read once: the snapshot and the runs' history (None: not read yet).
         self._read: SnapshotRead | None = None
         self._history: tuple[MoveRecord, ...] | None = None
@@ -216,6 +218,7 @@ class DefragController:
         cache.pods.add_listener(self._pod_changed)
         metrics.policy_valid.set(0)
         metrics.leader.set(0)
+        metrics.refused_cards.set_function(self._refused_now)
 
     def reflectors(self) -> tuple[Reflector, ...]:
         """The watches the controller keeps besides the server's cache (no plan before each has listed; admission
@@ -343,7 +346,7 @@ class DefragController:
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
         trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_labels, read.config), candidate.reason)
-        snapshot = keep_off(read.snapshot, self.cache.reservations(), now, candidate.key)
+        snapshot = keep_off(read.snapshot, self.cache.reservations(), now, candidate.key, self._refused)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
@@ -535,7 +538,8 @@ class DefragController:
 
     def _unpin(self, move: Move) -> str:
         """Evicts the replacement a given-up move left Pending on its target, so that its controller makes one that
-        HAMi places on its own; what was done, in words to follow the failure ("" when there is no such pod)."""
+        HAMi places on its own, and leaves the target out of plans (`_refuse`); what was done, in words to follow the
+        failure ("" when there is no such pod)."""
         stranded = stranded_replacement(move, self.cache.pods.items())
         if stranded is None:
             return ""
@@ -549,7 +553,27 @@ class DefragController:
             log.warning("defrag: replacement %s/%s of a given-up move stays Pending: %s", namespace, name, error)
             return f"; its replacement {namespace}/{name} stays Pending on the target: {error}"
         log.info("defrag: replacement %s/%s of a given-up move, Pending on the target, evicted", namespace, name)
-        return f"; its replacement {namespace}/{name}, Pending on the target, was evicted for an unpinned one"
+        return f"; its replacement {namespace}/{name}, Pending on the target, was evicted for an unpinned one" + (
+            self._refuse(move.to_cards)
+        )
+
+    def _refused_now(self) -> int:
+        """How many cards the plans leave out now (the metric, read when Prometheus scrapes)."""
+        now = datetime.now(UTC)
+        return sum(1 for until in self._refused.values() if until > now)
+
+    def _refuse(self, cards: Iterable[str]) -> str:
+        """Leaves the cards a given-up move's replacement was refused on (those a node registers) out of this
+        leader's plans for the policy's cooldown; what was done, in words to follow the give-up's."""
+        cooldown = (self.policy or DefragPolicy()).budgets.cooldown
+        now = datetime.now(UTC)
+        known = {card.uuid for node in self._snapshot().snapshot.nodes for card in node.cards}
+        refused = [card for card in cards if card in known]
+        if not refused:
+            return ""
+        self._refused = refuse(self._refused, refused, now, cooldown)
+        until = (now + cooldown).strftime("%H:%M:%S")
+        return f"; its target cards are left out of plans until {until} UTC (budgets.cooldown)"
 
     def _pinned_by(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The move's placement whose name the unscheduled pod carries, read whole (the cache keeps no labels), when
@@ -583,6 +607,7 @@ class DefragController:
         except KubeNotFound:
             return None
         self.metrics.moves.labels("failed").inc()
+        refused = self._refuse(str(_annotations(pod).get(USE_GPUUUID_ANNOTATION, "")).split(","))
         given_up = self.options.move_limit.total_seconds()
         log.info(
             "defrag: replacement %s/%s of placement %s, unscheduled %g s after its pin, evicted",
@@ -595,7 +620,7 @@ class DefragController:
             {"apiVersion": "v1", "kind": "Pod", **pod},
             "DefragStopped",
             f"the move of placement {opened.placement} is given up: this replacement was not on its target cards "
-            f"{given_up:g} s after the pin; evicted for an unpinned one",
+            f"{given_up:g} s after the pin; evicted for an unpinned one{refused}",
             warning=True,
         )
         return None
@@ -618,7 +643,7 @@ class DefragController:
         source = self._policy_source()
         if goal is not None and source is not None:
             now = datetime.now(UTC)
-            snapshot = keep_off(read.snapshot, self.cache.reservations(), now)
+            snapshot = keep_off(read.snapshot, self.cache.reservations(), now, refused=self._refused)
             decision = decide_run(policy, snapshot, RoomTrigger(goal), self._runs(), now, _run_id(now))
             self._decided(decision, source.obj, "keep_room", KEEP_ROOM, read.config)
         return policy.keep_room.interval

@@ -263,6 +263,12 @@ class DefragMetrics:
             ["window"],
             registry=registry,
         )
+        self.refused_cards = Gauge(
+            "hami_place_defrag_refused_cards",
+            "Cards this leader's plans leave out until the cooldown ends: HAMi did not give them a given-up move's "
+            "pinned replacement.",
+            registry=registry,
+        )
 
 
 class CacheCollector(Collector):

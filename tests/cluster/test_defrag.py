@@ -551,7 +551,7 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     """Between the move's pin and its replacement's bind, a pod of another namespace takes the target card's room
     (the controller is stopped, SIGSTOP, while it is created). HAMi refuses the pinned replacement; once the move's
     time is out the run stops and the replacement, Pending for good on a consumed placement, is evicted, so its
-    Deployment makes an unpinned one."""
+    Deployment makes an unpinned one; the target card is left out of plans for the cooldown."""
     held = two_pods_one_per_card(cluster, namespace, node)
     write_policy(cluster, server_namespace, namespace, "on")
     # A lease long beside the stop, so the controller still leads when it goes on.
@@ -576,6 +576,8 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     stopped = wait_for(lambda: said(cluster, namespace, "big", "DefragStopped"), "the move to be given up", timeout=180)
     assert "not settled within 15 s" in stopped, stopped
     assert "Pending on the target, was evicted for an unpinned one" in stopped, stopped
+    assert "; its target cards are left out of plans until " in stopped, stopped
+    assert server.metric("hami_place_defrag_refused_cards") == 1, "the target card, which HAMi refused"
     pinned = stopped.split("; its replacement ", 1)[1].split(",", 1)[0].split("/", 1)[1]
     assert pinned.startswith(f"{app}-") and pinned != moved, stopped
     refused = scheduling_failures(cluster, namespace, pinned)
@@ -621,6 +623,8 @@ def test_an_earlier_leaders_move_whose_replacement_hami_refuses_is_given_up_by_t
     wait_for(lambda: pinned not in pod_names(cluster, namespace), "the replacement to be evicted", timeout=90)
     given_up = said(cluster, namespace, pinned, "DefragStopped")
     assert given_up.startswith(f"the move of placement {namespace}/move-stranded-1 is given up"), given_up
+    assert "; its target cards are left out of plans until " in given_up, given_up
+    assert server.metric("hami_place_defrag_refused_cards") == 1, "the card the replacement was pinned to"
     fresh = current_pod(cluster, namespace, "stranded")
     assert PLACEMENT_ANNOTATION not in annotations_of(cluster, namespace, fresh), "no placement pins the new one"
     assert allocation(cluster, namespace, fresh).uuids == [free], "HAMi placed it on the card with room"

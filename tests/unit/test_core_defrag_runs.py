@@ -18,7 +18,7 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_until
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run, keep_off
+from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run, keep_off, refuse
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
@@ -266,3 +266,19 @@ def test_cards_kept_for_another_rescued_pod_take_no_moved_pod_and_no_other_rescu
     assert not decision.moves and decision.reason.startswith("no plan"), decision.reason
     assert keep_off(one_move(), kept, NOW, "team-a/other") == one_move()
     assert keep_off(one_move(), kept, NOW + timedelta(seconds=60)) == one_move(), "an expired reservation keeps nothing"
+
+
+def test_a_card_hami_refused_a_given_up_moves_replacement_on_takes_no_plan_until_the_cooldown_ends() -> None:
+    """q would move onto a0 for the 32 GiB pod; once HAMi refused a given-up move's replacement on a0, no plan uses a0
+    (nor frees it for the pod) until the cooldown ends: q joins s on node b instead."""
+    snapshot = Snapshot((node("a"), node("b")), (*one_move().pods, placed("r", "b0", 31), placed("s", "b1", 10)))
+    assert [(m.pod, m.to_cards) for m in decide_run(ON, snapshot, waiting(32), [], NOW, "r1").moves] == [
+        ("team-a/q", ("a0",))
+    ]
+    refused = refuse({}, ["a0"], NOW, timedelta(hours=1))
+    assert refused == {"a0": NOW + timedelta(hours=1)}
+    decision = decide_run(ON, keep_off(snapshot, (), NOW, refused=refused), waiting(32), [], NOW, "r1")
+    assert [(m.pod, m.to_cards) for m in decision.moves] == [("team-a/q", ("b1",))], decision.reason
+    later = NOW + timedelta(hours=1)
+    assert keep_off(snapshot, (), later, refused=refused) == snapshot, "the cooldown ended"
+    assert refuse(refused, ["b1"], later, timedelta(hours=1)) == {"b1": later + timedelta(hours=1)}, "a0's time is up"

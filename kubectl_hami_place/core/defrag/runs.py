@@ -6,15 +6,16 @@ pods in their cooldown, and, for a rescue, pods of a higher priority than the re
 what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
 than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
 PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The cards
-kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`).
+kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so do
+the cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
@@ -128,10 +129,18 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
     return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message)
 
 
-def keep_off(snapshot: Snapshot, reservations: Sequence[Reservation], now: datetime, pod: str = "") -> Snapshot:
-    """The snapshot with the cards kept at `now` for pods other than `pod` (`namespace/name`) taking no new pod, as
-    HAMi's device cordon: a plan moves no pod onto them and makes no room for another pod there."""
+def keep_off(
+    snapshot: Snapshot,
+    reservations: Sequence[Reservation],
+    now: datetime,
+    pod: str = "",
+    refused: Mapping[str, datetime] | None = None,
+) -> Snapshot:
+    """The snapshot with the cards kept at `now` for pods other than `pod` (`namespace/name`), and the `refused`
+    cards until their time (see `refuse`), taking no new pod, as HAMi's device cordon: a plan moves no pod onto them
+    and makes no room for another pod there."""
     cards = frozenset(barred_cards(reservations, now, pod))
+    cards |= {card for card, until in (refused or {}).items() if until > now}
     if not cards:
         return snapshot
     nodes = tuple(
@@ -139,6 +148,16 @@ def keep_off(snapshot: Snapshot, reservations: Sequence[Reservation], now: datet
         for node in snapshot.nodes
     )
     return replace(snapshot, nodes=nodes)
+
+
+def refuse(
+    refused: Mapping[str, datetime], cards: Iterable[str], now: datetime, cooldown: timedelta
+) -> dict[str, datetime]:
+    """`refused` (card UUID: until when no plan uses it) with `cards` added until `now + cooldown` and the entries past
+    their time dropped. The cards are those HAMi did not give a given-up move's pinned replacement: HAMi may count a
+    pod there that no longer exists, and each plan onto such a card would cost two more evictions."""
+    kept = {card: until for card, until in refused.items() if until > now}
+    return {**kept, **dict.fromkeys(cards, now + cooldown)}
 
 
 def _hold(

@@ -621,7 +621,8 @@ def test_an_earlier_leaders_move_whose_replacement_hami_refuses_is_given_up_by_t
     refused = wait_for(lambda: scheduling_failures(cluster, namespace, pinned), "HAMi to refuse the replacement")
     assert any("CardInsufficientMemory" in refusal for refusal in refused), refused
     wait_for(lambda: pinned not in pod_names(cluster, namespace), "the replacement to be evicted", timeout=90)
-    given_up = said(cluster, namespace, pinned, "DefragStopped")
+    # The Event follows the eviction: wait for it
+    given_up = wait_for(lambda: said(cluster, namespace, pinned, "DefragStopped"), "the replacement's DefragStopped")
     assert given_up.startswith(f"the move of placement {namespace}/move-stranded-1 is given up"), given_up
     assert "; its target cards are left out of plans until " in given_up, given_up
     assert server.metric("hami_place_defrag_refused_cards") == 1, "the card the replacement was pinned to"

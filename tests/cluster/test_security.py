@@ -190,7 +190,9 @@ def test_a_pod_with_a_privileged_container_claims_no_placement(
 def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:
-    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--finished-ttl", "1")
+    # 3 s: long beside the 0.3 s polls below, which must see the placement consumed before it goes (a loaded CI box
+    # took over a second between two of them with a 1 s TTL)
+    placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--finished-ttl", "3")
     create_placement(cluster, namespace, "open", {"app": "nobody"}, ["gpu-1"], node="gpu-a100-0")
     client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
     wait_for(lambda: (status_of(cluster, namespace, "target").get("consumedBy") or {}).get("uid"), "the pod stored")
@@ -203,7 +205,7 @@ def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
             return error.status == 404
         return False
 
-    # The reconciler queues a finished placement for the end of its TTL (a second here).
+    # The reconciler queues a finished placement for the end of its TTL.
     wait_for(gone, "the consumed placement to be deleted", timeout=60)
     assert status_of(cluster, namespace, "open").get("phase", "Pending") == "Pending", "an open one is kept"
 

@@ -220,12 +220,14 @@ class Differential:
         """Creates every case's objects, waits until HAMi has the nodes, and asks HAMi and the model."""
         names = [f"{prefix}-{i}" for i in range(len(cases))]
         verdicts = [self._verdict(name, case) if case.pin else None for name, case in zip(names, cases, strict=True)]
-        pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, verdicts, strict=True)))
-        residents = _parallel(lambda item: self._residents(*item), list(zip(names, cases, strict=True)))
+        # The nodes first: HAMi registers them (a pass over every node) while the pods are created, which its pod
+        # watch takes whether their node is registered or not.
         nodes = _parallel(
             lambda item: self._create_node(node_object(*item, self.config)), list(zip(names, cases, strict=True))
         )
         try:
+            pods = _parallel(lambda item: self._admit(*item), list(zip(names, cases, verdicts, strict=True)))
+            residents = _parallel(lambda item: self._residents(*item), list(zip(names, cases, strict=True)))
             # HAMi registers every node in one pass: once the readable ones are in, it has judged the others too
             self._wait_registered([n for n, c in zip(names, cases, strict=True) if _readable(c)])
             answers = _parallel(
@@ -247,12 +249,15 @@ class Differential:
                 )
             ]
         finally:
-            for name in names:
-                try:
-                    self.api.delete_node(name)
-                except ApiException as error:
-                    if error.status != 404:
-                        raise
+            _parallel(self._delete_node, names)
+
+    def _delete_node(self, name: str) -> None:
+        """Deletes a case's node, gone already or not."""
+        try:
+            self.api.delete_node(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
     def _admit(self, name: str, case: Case, pinned: PinVerdict | None) -> dict[str, Any] | str:
         """The pod as HAMi's webhook admits it (dry run), then pinned by the verdict when there is one (and admitted

@@ -540,10 +540,10 @@ class DefragController:
         """Evicts the replacement a given-up move left Pending on its target, so that its controller makes one that
         HAMi places on its own, and leaves the target out of plans (`_refuse`); what was done, in words to follow the
         failure ("" when there is no such pod)."""
-        stranded = stranded_replacement(move, self.cache.pods.items())
+        namespace = move.pod.split("/", 1)[0]
+        stranded = stranded_replacement(self.cache.pods.items(), namespace, moves.placement_for(move), move.uid)
         if stranded is None:
             return ""
-        namespace = move.pod.split("/", 1)[0]
         name, uid = stranded
         try:
             evictions.evict_pod(self.kube, namespace, name, uid=uid)
@@ -597,11 +597,11 @@ class DefragController:
             return opened.wait
         if policy.mode is not Mode.on:
             return None
-        evicted = self.cache.pods.get(*opened.evicted.split("/", 1)) if opened.evicted else None
-        if evicted is not None and (evicted.get("metadata") or {}).get("uid") == opened.evicted_uid:
-            return timedelta(seconds=self.options.interval)
         metadata = pod.get("metadata") or {}
-        namespace, name, uid = metadata["namespace"], metadata["name"], metadata["uid"]
+        namespace, name, uid = opened.namespace, str(metadata.get("name")), str(metadata.get("uid"))
+        stranded = stranded_replacement(self.cache.pods.items(), namespace, opened.placement, opened.evicted_uid)
+        if stranded != (name, uid):
+            return timedelta(seconds=self.options.interval)  # the evicted pod still goes, or this one has a node now
         try:
             evictions.evict_pod(self.kube, namespace, name, uid=uid)
         except KubeNotFound:
@@ -610,17 +610,18 @@ class DefragController:
         refused = self._refuse(str(_annotations(pod).get(USE_GPUUUID_ANNOTATION, "")).split(","))
         given_up = self.options.move_limit.total_seconds()
         log.info(
-            "defrag: replacement %s/%s of placement %s, unscheduled %g s after its pin, evicted",
+            "defrag: replacement %s/%s of placement %s/%s, unscheduled %g s after its pin, evicted",
             namespace,
             name,
+            namespace,
             opened.placement,
             given_up,
         )
         self._event(
             {"apiVersion": "v1", "kind": "Pod", **pod},
             "DefragStopped",
-            f"the move of placement {opened.placement} is given up: this replacement was not on its target cards "
-            f"{given_up:g} s after the pin; evicted for an unpinned one{refused}",
+            f"the move of placement {namespace}/{opened.placement} is given up: this replacement was not on its "
+            f"target cards {given_up:g} s after the pin; evicted for an unpinned one{refused}",
             warning=True,
         )
         return None

@@ -236,12 +236,16 @@ def replacement_pod(placement: str, *, namespace: str = "ns", node: str = "", de
 def test_a_given_up_move_names_its_replacement_only_while_no_node_holds_it() -> None:
     [move] = planned(fragmented()).moves
     name = placement_for(move)
+
+    def stranded(pods: list[dict]) -> tuple[str, str] | None:
+        return stranded_replacement(pods, "ns", name, move.uid)
+
     other = {"metadata": {"namespace": "ns", "name": "z", "uid": "u-z", "annotations": {}}, "spec": {}}
-    assert stranded_replacement(move, [other, replacement_pod(name)]) == ("y-2", "u-2")
-    assert stranded_replacement(move, [replacement_pod(name, node="a")]) is None, "HAMi placed it"
-    assert stranded_replacement(move, [replacement_pod(name, deleting=True)]) is None, "already going"
-    assert stranded_replacement(move, [replacement_pod(name, namespace="other")]) is None, "another namespace's pod"
-    assert stranded_replacement(move, [replacement_pod("move-y-000000000000")]) is None, "another move's pod"
-    assert stranded_replacement(move, [other]) is None
+    assert stranded([other, replacement_pod(name)]) == ("y-2", "u-2")
+    assert stranded([replacement_pod(name, node="a")]) is None, "HAMi placed it"
+    assert stranded([replacement_pod(name, deleting=True)]) is None, "already going"
+    assert stranded([replacement_pod(name, namespace="other")]) is None, "another namespace's pod"
+    assert stranded([replacement_pod("move-y-000000000000")]) is None, "another move's pod"
+    assert stranded([other]) is None
     evicted = {"metadata": {"namespace": "ns", "name": "y", "uid": move.uid}, "spec": {"nodeName": "a"}}
-    assert stranded_replacement(move, [evicted, replacement_pod(name)]) is None, "it waits for the evicted pod to go"
+    assert stranded([evicted, replacement_pod(name)]) is None, "it waits for the evicted pod to go"

@@ -19,9 +19,7 @@ from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import (
-    DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
     PLACEMENT_ANNOTATION,
@@ -120,12 +118,11 @@ def budget_eases(budgets: Budgets, history: Iterable[MoveRecord], now: datetime)
 
 @dataclass(frozen=True)
 class OpenMove:
-    """A pod waiting unscheduled that a run's move pinned: the move's placement (`namespace/name`), the evicted pod
-    (`namespace/name`, "" when the placement names none that can be one) and its UID, and how long until the move is
-    given up (zero or less: now)."""
+    """A pod waiting unscheduled that a run's move pinned: the move's placement's namespace and name, the evicted
+    pod's UID ("" when the placement names none), and how long until the move is given up (zero or less: now)."""
 
+    namespace: str
     placement: str
-    evicted: str
     evicted_uid: str
     wait: timedelta
 
@@ -150,12 +147,10 @@ def open_move(
     created = time_or_none(held.get("creationTimestamp"))
     if created is None:
         return None
-    notes = as_mapping(held.get("annotations"))
-    evicted = str(notes.get(DEFRAG_POD_ANNOTATION, ""))
     return OpenMove(
-        placement=f"{held['namespace']}/{name}",
-        evicted=evicted if is_namespaced_name(*evicted.partition("/")[::2]) else "",
-        evicted_uid=str(notes.get(DEFRAG_POD_UID_ANNOTATION, "")),
+        namespace=str(held["namespace"]),
+        placement=str(name),
+        evicted_uid=str(as_mapping(held.get("annotations")).get(DEFRAG_POD_UID_ANNOTATION, "")),
         wait=created + give_up_after - now,
     )
 

@@ -218,14 +218,15 @@ def _landed(move: Move, replacement: PlanPod, state: State) -> MoveCheck:
     )
 
 
-def stranded_replacement(move: Move, pods: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
-    """(name, UID) of the pod the move's placement pinned that no node holds yet, once the evicted pod is gone: a move
-    given up would leave it Pending on the target's cards for good, since the placement that pinned it is consumed.
-    While the evicted pod still terminates, its replacement waits for it, not for room: None then."""
-    namespace = move.pod.split("/", 1)[0]
-    placement = placement_for(move)
+def stranded_replacement(
+    pods: Iterable[Mapping[str, Any]], namespace: str, placement: str, evicted_uid: str
+) -> tuple[str, str] | None:
+    """(name, UID) of the pod that placement `namespace/placement` pinned while no node holds it yet, once the pod it
+    replaces (UID `evicted_uid`) is gone: a move given up would leave it Pending on the target's cards for good, since
+    the placement that pinned it is consumed. While the evicted pod still terminates, its replacement waits for it,
+    not for room: None then."""
     pods = list(pods)
-    if any((pod.get("metadata") or {}).get("uid") == move.uid for pod in pods):
+    if any((pod.get("metadata") or {}).get("uid") == evicted_uid for pod in pods):
         return None
     for pod in pods:
         metadata = pod.get("metadata") or {}

@@ -264,6 +264,8 @@ def test_cards_kept_for_another_rescued_pod_take_no_moved_pod_and_no_other_rescu
     assert keep_off(one_move(), kept, NOW).nodes[0].cordoned == frozenset({"a0"})
     decision = decide_run(ON, keep_off(one_move(), kept, NOW), waiting(32), [], NOW, "r1")
     assert not decision.moves and decision.reason.startswith("no plan"), decision.reason
+    assert "gpu-0 (a0) is kept for team-a/other, whose rescue freed it, until 12:01:00 UTC" in decision.reason
+    assert "device-cordon" not in decision.reason, "the reason is the rescue's, not HAMi's cordon"
     assert keep_off(one_move(), kept, NOW, "team-a/other") == one_move()
     assert keep_off(one_move(), kept, NOW + timedelta(seconds=60)) == one_move(), "an expired reservation keeps nothing"
 
@@ -279,6 +281,9 @@ def test_a_card_hami_refused_a_given_up_moves_replacement_on_takes_no_plan_until
     assert refused == {"a0": NOW + timedelta(hours=1)}
     decision = decide_run(ON, keep_off(snapshot, (), NOW, refused=refused), waiting(32), [], NOW, "r1")
     assert [(m.pod, m.to_cards) for m in decision.moves] == [("team-a/q", ("b1",))], decision.reason
+    alone = decide_run(ON, keep_off(one_move(), (), NOW, refused=refused), waiting(32), [], NOW, "r1")
+    assert not alone.moves, "on node a alone, a0 neither takes q nor is freed for the pod"
+    assert "gpu-0 (a0) is left out of plans until 13:00:00 UTC: HAMi refused a given-up move's pod" in alone.reason
     later = NOW + timedelta(hours=1)
     assert keep_off(snapshot, (), later, refused=refused) == snapshot, "the cooldown ended"
     assert refuse(refused, ["b1"], later, timedelta(hours=1)) == {"b1": later + timedelta(hours=1)}, "a0's time is up"

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 
 from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
-from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanPod, Snapshot, plan
-from kubectl_hami_place.core.reservation import Reservation, barred_cards
+from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
+from kubectl_hami_place.core.reservation import Reservation
 
 
 @dataclass(frozen=True)
@@ -138,16 +138,26 @@ def keep_off(
 ) -> Snapshot:
     """The snapshot with the cards kept at `now` for pods other than `pod` (`namespace/name`), and the `refused`
     cards until their time (see `refuse`), taking no new pod, as HAMi's device cordon: a plan moves no pod onto them
-    and makes no room for another pod there."""
-    cards = frozenset(barred_cards(reservations, now, pod))
-    cards |= {card for card, until in (refused or {}).items() if until > now}
-    if not cards:
+    and makes no room for another pod there. Each node's `barred` says why, for the plan's reasons."""
+    why: dict[str, str] = {}
+    for card, until in (refused or {}).items():
+        if until > now:
+            why[card] = f"is left out of plans until {until:%H:%M:%S} UTC: HAMi refused a given-up move's pod there"
+    for kept in reservations:
+        if kept.pod != pod and kept.holds(now):
+            for card in kept.cards:
+                why[card] = f"is kept for {kept.pod}, whose rescue freed it, until {kept.until:%H:%M:%S} UTC"
+    if not why:
         return snapshot
-    nodes = tuple(
-        replace(node, cordoned=node.cordoned | kept) if (kept := cards & {card.uuid for card in node.cards}) else node
-        for node in snapshot.nodes
-    )
-    return replace(snapshot, nodes=nodes)
+    return replace(snapshot, nodes=tuple(_bar(node, why) for node in snapshot.nodes))
+
+
+def _bar(node: PlanNode, why: Mapping[str, str]) -> PlanNode:
+    """The node with those of its cards `why` names taking no new pod, and why."""
+    barred = {card.uuid: why[card.uuid] for card in node.cards if card.uuid in why}
+    if not barred:
+        return node
+    return replace(node, cordoned=node.cordoned | frozenset(barred), barred={**node.barred, **barred})
 
 
 def refuse(

@@ -31,12 +31,16 @@ plans after up to 98,000 steps."""
 class PlanNode:
     """A GPU node: its cards, whether new pods may land on it, its device-cordoned card UUIDs, its cards' pair
     scores (`hami.io/node-nvidia-score`, by card UUID; None without them), which HAMi's topology-aware policy reads,
-    and the CPU, memory and pods it has left for kube-scheduler (`node_resources`; None: not counted)."""
+    and the CPU, memory and pods it has left for kube-scheduler (`node_resources`; None: not counted).
+
+    `barred` says, by card UUID, why a caller keeps a card from new pods as the cordon does (the card is also in
+    `cordoned`): a plan's reasons say that instead of the cordon annotation."""
 
     name: str
     cards: tuple[Card, ...]
     schedulable: bool = True
     cordoned: frozenset[str] = frozenset()
+    barred: Mapping[str, str] = field(default_factory=dict, hash=False)
     pair_scores: Mapping[str, Mapping[str, int]] | None = field(default=None, hash=False)
     room: Resources | None = None
 

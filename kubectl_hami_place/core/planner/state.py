@@ -307,6 +307,7 @@ class State:
         self.node_open: dict[str, bool] = {}
         self.pair_scores = {node.name: node.pair_scores for node in snapshot.nodes}
         self.room: dict[str, Resources] = {node.name: node.room for node in snapshot.nodes if node.room is not None}
+        self.barred = {card: why for node in snapshot.nodes for card, why in node.barred.items()}
         counted = [(p, p.allocation) for p in snapshot.pods if p.allocation is not None and p.allocation.counted]
         counted.sort(key=lambda pair: pair[0].key)
         kinds: dict[tuple[object, ...], tuple[tuple[object, ...], bool]] = {}
@@ -387,7 +388,7 @@ class State:
             used_mem=slot.mem - released[1],
             used_cores=slot.cores - released[2],
         )
-        return sequence_fit(
+        result = sequence_fit(
             slot.card,
             usage,
             pod.gpu_requests,
@@ -396,6 +397,9 @@ class State:
             cordoned=slot.cordoned,
             default_policy=pod.default_policy,
         )
+        if result.reason is FitReason.CardCordoned and slot.card.uuid in self.barred:
+            return FitResult(False, FitReason.CardCordoned, f"{slot.card.label()} {self.barred[slot.card.uuid]}")
+        return result
 
     def fits(self, pod: PlanPod, slot: CardSlot, released: Share = (0, 0, 0)) -> bool:
         """`verdict(...).ok`, skipping HAMi's fit when slots, memory or cores are plainly short (each is necessary),

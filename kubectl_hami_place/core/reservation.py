@@ -136,10 +136,15 @@ def settled(annotations: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in annotations.items() if key != ROOM_RESERVED_ANNOTATION}
 
 
+def barring(reservations: Iterable[Reservation], now: datetime, pod: str) -> list[Reservation]:
+    """The reservations that keep cards at `now` for pods other than `pod` (`namespace/name`): `pod` may not use
+    their cards."""
+    return [found for found in reservations if found.pod != pod and found.holds(now)]
+
+
 def barred_cards(reservations: Iterable[Reservation], now: datetime, pod: str) -> tuple[str, ...]:
     """The cards kept at `now` for pods other than `pod` (`namespace/name`), in order."""
-    cards = (card for found in reservations if found.pod != pod and found.holds(now) for card in found.cards)
-    return tuple(sorted(set(cards)))
+    return tuple(sorted({card for found in barring(reservations, now, pod) for card in found.cards}))
 
 
 def kept_off(nouse: str | None, cards: Iterable[str]) -> str:

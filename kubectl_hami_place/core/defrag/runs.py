@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
-from kubectl_hami_place.core.reservation import Reservation
+from kubectl_hami_place.core.reservation import Reservation, barring
 
 
 @dataclass(frozen=True)
@@ -143,10 +143,9 @@ def keep_off(
     for card, until in (refused or {}).items():
         if until > now:
             why[card] = f"is left out of plans until {until:%H:%M:%S} UTC: HAMi refused a given-up move's pod there"
-    for kept in reservations:
-        if kept.pod != pod and kept.holds(now):
-            for card in kept.cards:
-                why[card] = f"is kept for {kept.pod}, whose rescue freed it, until {kept.until:%H:%M:%S} UTC"
+    for kept in barring(reservations, now, pod):
+        for card in kept.cards:
+            why[card] = f"is kept for {kept.pod}, whose rescue freed it, until {kept.until:%H:%M:%S} UTC"
     if not why:
         return snapshot
     return replace(snapshot, nodes=tuple(_bar(node, why) for node in snapshot.nodes))

@@ -1,9 +1,9 @@
 """Builds the plugin with PyInstaller as one directory and archives it for krew (`make dist`).
 
-The directory, kubectl-hami_place/ (the executable and its _internal/), is cached outside the repo under a digest of
-everything that goes into it (the plugin's sources, the spec, the installed distributions, Python and PyInstaller),
-so a warm run only re-archives it. The archive holds that directory and LICENSE; the krew manifest's `bin` is the
-executable inside it.
+The directory, kubectl-hami_place/ (the executable and its _internal/), and its archive are cached outside the repo
+under a digest of everything that goes into them (the plugin's sources, the spec, LICENSE, the installed
+distributions, Python and PyInstaller), so a warm run only copies them. The archive holds that directory and LICENSE;
+the krew manifest's `bin` is the executable inside it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def source_digest() -> str:
     """Everything that changes the executable: a different digest means a rebuild."""
     h = hashlib.sha256()
     files = sorted((ROOT / "kubectl_hami_place").rglob("*.py"))
-    files += [SPEC, ROOT / "packaging" / "entry.py", ROOT / "pyproject.toml"]
+    files += [SPEC, ROOT / "packaging" / "entry.py", ROOT / "pyproject.toml", ROOT / "LICENSE"]
     for path in files:
         h.update(str(path.relative_to(ROOT)).encode())
         h.update(path.read_bytes())
@@ -165,6 +165,15 @@ def archive_name(version: str, os_name: str, arch: str) -> str:
     return f"{BINARY}_v{version}_{os_name}_{arch}.{'zip' if os_name == 'windows' else 'tar.gz'}"
 
 
+def cached_archive(bundle: Path, name: str, exe_name: str) -> Path:
+    """The build's archive, kept beside it in the cache: compressing 80 MB is most of a warm `make dist`."""
+    path = bundle.parent / name
+    if not path.is_file():
+        members = bundle_members(bundle, exe_name)
+        write_archive(path, [*members, ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)])
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="output directory (default: dist/)")
@@ -180,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         copy.unlink(missing_ok=True)  # a one-file build of before this layout
     shutil.copytree(bundle, copy)
     archive = args.dist / archive_name(project_version(), os_name, arch)
-    members = bundle_members(bundle, exe_name)
-    write_archive(archive, [*members, ("LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644)])
+    shutil.copyfile(cached_archive(bundle, archive.name, exe_name), archive)
     sys.stdout.write(f"{archive}\n")
     return 0
 

@@ -1,9 +1,9 @@
 """The krew package: the PyInstaller executable, the generated manifest checked by krew's own validator, and a real
 offline `kubectl krew install` whose plugin then runs against the sandbox.
 
-The executable comes from `make dist` (PyInstaller one-directory: the archive holds kubectl-hami_place/; cached
-under a digest of its sources, so a warm run only re-archives it); krew and validate-krew-manifest are built from
-their Go module like the sandbox binaries.
+The executable comes from `make dist` (PyInstaller one-directory: the archive holds kubectl-hami_place/; both are
+cached under a digest of their sources, so a warm run only copies them); krew and validate-krew-manifest are built
+from their Go module like the sandbox binaries.
 """
 
 from __future__ import annotations

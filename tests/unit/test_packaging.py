@@ -292,7 +292,7 @@ def test_build_cache_key_follows_the_plugin_sources(tmp_path: Path, monkeypatch:
     (tmp_path / "packaging").mkdir()
     source = tmp_path / "kubectl_hami_place" / "verb.py"
     source.write_text("A = 1\n")
-    for name in ("packaging/entry.py", "packaging/kubectl-hami_place.spec", "pyproject.toml"):
+    for name in ("packaging/entry.py", "packaging/kubectl-hami_place.spec", "pyproject.toml", "LICENSE"):
         (tmp_path / name).write_text(name)
     monkeypatch.setattr(build, "ROOT", tmp_path)
     monkeypatch.setattr(build, "SPEC", tmp_path / "packaging" / "kubectl-hami_place.spec")
@@ -300,8 +300,30 @@ def test_build_cache_key_follows_the_plugin_sources(tmp_path: Path, monkeypatch:
     assert build.source_digest() == before
     source.write_text("A = 2\n")
     assert build.source_digest() != before
+    after = build.source_digest()
+    (tmp_path / "LICENSE").write_text("another licence")
+    assert build.source_digest() != after, "the cached archive holds LICENSE"
     monkeypatch.setenv("HAMI_PLACE_CACHE", str(tmp_path / "cache"))
     assert build.cache_root() == tmp_path / "cache" / "pyinstaller"
+
+
+def test_a_warm_build_reuses_its_archive_and_a_new_build_archives_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive is cached beside the build it holds: a warm `make dist` copies it instead of compressing again."""
+    build = load("build")
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    (tmp_path / "LICENSE").write_text("Apache")
+    bundle = tmp_path / "cache" / "digest" / "kubectl-hami_place"
+    bundle.mkdir(parents=True)
+    (bundle / "kubectl-hami_place").write_bytes(b"ELF")
+    name = build.archive_name("1.2.3", "linux", "amd64")
+    archive = build.cached_archive(bundle, name, "kubectl-hami_place")
+    assert archive == bundle.parent / name
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == ["LICENSE", "kubectl-hami_place/kubectl-hami_place"]
+    archive.write_bytes(b"kept")
+    assert build.cached_archive(bundle, name, "kubectl-hami_place").read_bytes() == b"kept"
 
 
 def test_build_cache_keeps_only_the_recent_builds(tmp_path: Path) -> None:

@@ -93,6 +93,11 @@ def test_json_is_read_too() -> None:
         ("keepRoom: {maxStrandedShare: 1.5}", "keepRoom.maxStrandedShare: 1.5 is not a share", "from 0 to 1"),
         ("keepRoom: {interval: 0s}", "keepRoom.interval: 0s", "1s or more"),
         ("maxMovesPerPlan: 0", "maxMovesPerPlan: 0 is below 1", "write 1 or more"),
+        ("budgets: {cooldown: .inf}", "budgets.cooldown: inf is longer than 720h", "at most 720h"),
+        ("rescue: {pendingFor: .nan}", "rescue.pendingFor: nan is not a duration", "60s"),
+        ("budgets: {cooldown: 70000000h}", "budgets.cooldown: '70000000h' is longer than 720h", "at most 720h"),
+        ("keepRoom: {interval: 2592001}", "keepRoom.interval: 2592001 is longer than 720h", "at most 720h"),
+        (f"budgets: {{cooldown: {'9' * 5000}}}", "policy: a number with more digits than can be read", "shorter"),
     ],
 )
 def test_a_mistake_is_one_line_naming_the_field_and_the_fix(body: str, start: str, hint: str) -> None:
@@ -125,6 +130,11 @@ def test_a_policy_written_back_reads_the_same(hours: int, minutes: int, seconds:
     policy = parse_policy(HEAD + f"mode: on\nbudgets: {{cooldown: {cooldown}, movesPerRun: {run}}}")
     assert parse_policy(policy_to_text(policy)) == policy
     assert parse_duration(cooldown, "x") == timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def test_the_longest_duration_is_read() -> None:
+    """720h is the limit itself: a month's cooldown is a policy an operator may mean."""
+    assert parse_policy(HEAD + "budgets: {cooldown: 720h}").budgets.cooldown == timedelta(days=30)
 
 
 def test_with_mode_flips_only_the_mode() -> None:

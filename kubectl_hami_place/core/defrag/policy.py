@@ -18,6 +18,7 @@ the same rolling hour as `movesPerHour`. `reserveFor` keeps the cards a rescue f
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ ALWAYS_OUT = ("kube-system",)
 _TOP_FIELDS = ("apiVersion", "kind", "mode", "namespaces", "rescue", "keepRoom", "budgets", "maxMovesPerPlan")
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
+# no wait of the controller's needs more than a month.
+MAX_DURATION = timedelta(days=30)
 _PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
 
 
@@ -207,20 +211,27 @@ def mode_of(text: str) -> Mode | None:
 
 
 def parse_duration(value: object, path: str) -> timedelta:
-    """`90s`, `5m`, `1h30m` or a number of seconds, never negative."""
+    """`90s`, `5m`, `1h30m` or a number of seconds, never negative, never longer than MAX_DURATION."""
     if isinstance(value, bool):
         raise PolicyError(f"{path}: {value!r} is not a duration; write e.g. 60s, 5m or 1h")
     if isinstance(value, int | float):
+        if math.isnan(value):
+            raise PolicyError(f"{path}: {value!r} is not a duration; write e.g. 60s, 5m or 1h")
         if value < 0:
             raise PolicyError(f"{path}: {value!r} is negative; write a duration of 0s or more, e.g. 60s")
-        return timedelta(seconds=value)
-    text = str(value).strip()
-    match = _DURATION.match(text)
-    if not text or match is None:
-        hint = "; durations are never negative" if text.startswith("-") else ""
-        raise PolicyError(f"{path}: {value!r} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
-    hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+        seconds: int | float = value
+    else:
+        text = str(value).strip()
+        match = _DURATION.match(text)
+        if not text or match is None:
+            hint = "; durations are never negative" if text.startswith("-") else ""
+            raise PolicyError(f"{path}: {value!r} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
+        hours, minutes, seconds_part = (int(part or 0) for part in match.groups())
+        seconds = hours * 3600 + minutes * 60 + seconds_part
+    if seconds > MAX_DURATION.total_seconds():
+        longest = format_duration(MAX_DURATION)
+        raise PolicyError(f"{path}: {value!r} is longer than {longest}; write a duration of at most {longest}")
+    return timedelta(seconds=seconds)
 
 
 def format_duration(value: timedelta) -> str:
@@ -241,6 +252,8 @@ def _load(text: str) -> dict[str, Any]:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or "unreadable"
         raise PolicyError(f"policy: not YAML or JSON{where} ({problem}); fix the document's syntax") from None
+    except ValueError:
+        raise PolicyError("policy: a number with more digits than can be read; write a shorter number") from None
     if not isinstance(document, dict):
         raise PolicyError(f"policy: the document is not a mapping; write a {POLICY_KIND} with apiVersion and kind")
     return document

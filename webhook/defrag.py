@@ -46,7 +46,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, history_from_placements
+from kubectl_hami_place.core.defrag.budget import (
+    MoveRecord,
+    allowance,
+    history_from_placements,
+    history_shortfall,
+    names_own_pod,
+)
 from kubectl_hami_place.core.defrag.keys import (
     FOLLOW,
     KEEP_ROOM,
@@ -136,6 +142,11 @@ class NotLeading(KubeError):
     """This replica lost the defragmentation lease: it stops acting at once."""
 
 
+class NotOn(KubeError):
+    """The policy changed to a mode other than `on` (a `defrag pause`) while a run made its moves: it stops before
+    its next placement or eviction."""
+
+
 @dataclass(frozen=True)
 class DefragOptions:
     """Where the policy is, where the Lease is and who stands for it, and how soon a pod without a plan is looked at
@@ -149,6 +160,7 @@ class DefragOptions:
     interval: float = DEFAULTS.defrag_interval
     ack_timeout: float = ACK_TIMEOUT_SECONDS
     move_timeout: float = DEFAULTS.defrag_move_timeout
+    finished_ttl: int = DEFAULTS.finished_ttl
     lease: LeaseTimes = field(default_factory=lambda: LeaseTimes.lasting(DEFAULTS.defrag_lease_duration))
 
     @property
@@ -280,6 +292,7 @@ class DefragController:
         self.metrics.looks.labels(_kind(key)).inc()
         if key == POLICY:
             return self._read_policy()
+        self._read_policy()  # a policy changed while the batch went on (a pause) holds for its next key
         policy = self.policy
         if policy is None:
             return None
@@ -502,6 +515,8 @@ class DefragController:
             except BlockedByDisruptionBudget as error:
                 self.metrics.moves.labels("blocked").inc()
                 return done, error.cause, "blocked"
+            except NotOn as error:
+                return done, str(error), "failed"  # no move failed: the operator stopped the run
             except (KubeError, ModelError) as error:
                 self.metrics.moves.labels("failed").inc()
                 return done, f"{move.pod}: {error}", "failed"
@@ -627,9 +642,14 @@ class DefragController:
         return None
 
     def _guard(self) -> None:
-        """Raises `NotLeading` once this replica may no longer act."""
+        """Raises `NotLeading` once this replica may no longer act, `NotOn` once the policy, read again, no longer
+        lets it move pods."""
         if not self.elector.leading() or self._stop.is_set():
             raise NotLeading("this replica no longer holds the defragmentation lease; the new leader resumes the run")
+        self._read_policy()
+        if self.policy is None or self.policy.mode is not Mode.on:
+            mode = "invalid" if self.policy is None else f"mode {self.policy.mode.value}"
+            raise NotOn(f"the policy is now {mode}; the run stops before its next move")
 
     def _keep_room(self, policy: DefragPolicy) -> timedelta | None:
         """Every `keepRoom.interval`: plan toward the room goal when it is unmet; Events go on the policy."""
@@ -717,7 +737,16 @@ class DefragController:
         self.policy = policy
         self.metrics.policy_valid.set(1)
         log.info("defrag policy %s read: mode %s", where, policy.mode.value)
-        self._event(source.obj, "DefragPolicyRead", f"policy read: mode {policy.mode.value}")
+        kept = timedelta(seconds=self.options.finished_ttl) if self.options.finished_ttl > 0 else None
+        shortfall = history_shortfall(policy.budgets, kept)
+        if shortfall:
+            log.warning("defrag policy %s: %s", where, shortfall)
+        self._event(
+            source.obj,
+            "DefragPolicyRead",
+            f"policy read: mode {policy.mode.value}" + (f"; but {shortfall}" if shortfall else ""),
+            warning=bool(shortfall),
+        )
         self._add_all()
         return None
 
@@ -743,7 +772,11 @@ class DefragController:
 
     def _pod_changed(self, kind: str, pod: dict[str, Any]) -> None:
         """A pod event of the cache's watch: a pod waiting unscheduled, one whose rescue is followed, or one still
-        carrying a room kept for it, is added."""
+        carrying a room kept for it, is added; what was said and when to retry go with a deleted pod."""
+        if kind == "DELETED":
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            self._said.pop(uid, None)
+            self._retry_at.pop(uid, None)
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:
             followed = PodKey(*object_key(pod))
@@ -785,9 +818,9 @@ class DefragController:
                 continue
             annotations = metadata.get("annotations") or {}
             key, uid = annotations.get(DEFRAG_POD_ANNOTATION, ""), annotations.get(DEFRAG_POD_UID_ANNOTATION, "")
-            if not key or "/" not in key:
+            if not names_own_pod(str(key), metadata.get("namespace")):
                 continue
-            namespace, name = key.split("/", 1)
+            namespace, name = str(key).split("/", 1)
             try:
                 pod = cluster_reads.get_pod(self.kube, namespace, name)
             except KubeNotFound:

@@ -412,6 +412,7 @@ def _serve(args: argparse.Namespace) -> int:
             scheduler_name=args.scheduler_name,
             interval=args.defrag_interval,
             move_timeout=args.defrag_move_timeout,
+            finished_ttl=args.finished_ttl,
             lease=LeaseTimes.lasting(args.defrag_lease_duration),
         )
     serve(

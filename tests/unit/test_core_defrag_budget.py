@@ -11,6 +11,7 @@ from kubectl_hami_place.core.defrag.budget import (
     cooldown_reason,
     cooldown_until,
     history_from_placements,
+    history_shortfall,
 )
 from kubectl_hami_place.core.defrag.policy import Budgets
 
@@ -117,3 +118,41 @@ def test_history_from_placements_reads_the_controllers_moves_newest_first() -> N
     left = allowance(BUDGETS, history, NOW, "run-2")
     assert left.hour_left == 3 and left.for_node("gpu-a") == 0, "the expired move evicted nothing"
     assert cooldown_until(BUDGETS, history, "team-a/x-new", NOW) == NOW + timedelta(minutes=30)
+
+
+def test_a_move_stamped_by_an_api_server_clock_ahead_of_this_one_still_spends_the_hour() -> None:
+    """A placement's creationTimestamp is the API server's clock: 30 s ahead of this replica's, the move just made
+    is still counted."""
+    ahead = replace(record("a/p", 0), time=NOW + timedelta(seconds=30))
+    left = allowance(Budgets(moves_per_hour=1), [ahead], NOW, "r1")
+    assert (left.hour_left, left.moves) == (0, 0)
+
+
+def test_a_placement_whose_pod_annotation_names_no_pod_of_its_own_namespace_is_no_move() -> None:
+    """Anyone who may create placements can label one with a run: naming another namespace's pod, or no pod name at
+    all, it spends no budget and starts no cooldown there."""
+
+    def named(name: str, pod: str) -> dict:
+        obj = placement(name, 5)
+        obj["metadata"]["annotations"]["scheduling.hami.placement.com/defrag-pod"] = pod
+        return obj
+
+    history = history_from_placements(
+        [named("move-own", "team-a/x"), named("move-other", "team-b/y"), named("move-bad", "team-a/a/b")]
+    )
+    assert [(r.placement, r.pod) for r in history] == [("move-own", "team-a/x")]
+    assert cooldown_until(BUDGETS, history, "team-b/y", NOW) is None
+
+
+def test_a_finished_ttl_shorter_than_the_hour_or_the_cooldown_is_named_with_the_value_that_holds() -> None:
+    """The budgets count moves from their placements: deleted sooner than an hour or the cooldown, they forget."""
+    assert history_shortfall(Budgets(cooldown=timedelta(hours=1)), timedelta(hours=24)) == ""
+    assert history_shortfall(Budgets(cooldown=timedelta(hours=48)), None) == "", "0 keeps them"
+    long_rest = history_shortfall(Budgets(cooldown=timedelta(hours=48)), timedelta(hours=24))
+    assert long_rest == (
+        "finished placements are deleted after 24h (--finished-ttl), so a moved pod's budgets.cooldown (48h) ends "
+        "after that; set the server's finishedTTL to 172800 (48h) or more, or 0 to keep them"
+    )
+    short = history_shortfall(Budgets(cooldown=timedelta(minutes=5)), timedelta(minutes=10))
+    assert short.startswith("finished placements are deleted after 10m (--finished-ttl), so budgets.movesPerHour")
+    assert "cooldown" not in short and "to 3600 (1h) or more" in short

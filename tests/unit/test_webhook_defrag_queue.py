@@ -8,25 +8,30 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, PodKey
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
+from kubectl_hami_place.core.defrag.runs import RunDecision
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.kube.client import Kube
 from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
+from webhook import defrag
 from webhook.cache import ClusterCache
-from webhook.defrag import STALE_SECONDS, DefragController, DefragOptions
+from webhook.defrag import STALE_SECONDS, DefragController, DefragOptions, NotOn
 from webhook.metrics import Metrics
 
 BIG = PodKey("team-a", "big")
 
 
-def controller() -> DefragController:
+def controller(finished_ttl: int = 86400) -> DefragController:
     cache = ClusterCache(ApiClient(), "hami-scheduler", planning=True)
     kube = Kube(ApiClient(), "default", "", None)
-    options = DefragOptions("ctl", "defrag-policy", "ctl", "me", interval=7)
-    return DefragController(kube, options, Metrics().defrag, cache, lambda: HAMI_DEFAULTS)
+    options = DefragOptions("ctl", "defrag-policy", "ctl", "me", interval=7, finished_ttl=finished_ttl)
+    ctl = DefragController(kube, options, Metrics().defrag, cache, lambda: HAMI_DEFAULTS)
+    ctl.events.record = lambda *args, **kwargs: None  # type: ignore[method-assign]  # no API server here
+    return ctl
 
 
 def pod(name: str, phase: str = "Pending", node: str = "") -> dict[str, Any]:
@@ -45,6 +50,20 @@ def refusal(name: str) -> dict[str, Any]:
         "message": "0/1 nodes are available: 1 1/1 CardInsufficientMemory.",
         "lastTimestamp": "2026-12-01T12:00:00Z",
     }
+
+
+def policy_map(mode: str, version: str) -> dict[str, Any]:
+    """The policy's ConfigMap as its watch holds it."""
+    text = f"apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\nmode: {mode}\n"
+    metadata = {"namespace": "ctl", "name": "defrag-policy", "resourceVersion": version}
+    return {"metadata": metadata, "data": {"policy.yaml": text}}
+
+
+def read_policy(ctl: DefragController, mode: str, version: str = "1") -> None:
+    """The policy ConfigMap written and read, as the POLICY key reads it."""
+    ctl.policy_map.synced.set()
+    ctl.policy_map.upsert(policy_map(mode, version))
+    assert ctl.look(POLICY) is None and ctl.policy is not None and ctl.policy.mode.value == mode
 
 
 def ready(ctl: DefragController) -> list[Any]:
@@ -104,7 +123,7 @@ def test_the_policy_is_looked_at_again_until_its_watch_has_listed() -> None:
 
 def test_a_plan_counts_other_schedulers_pods_and_waits_for_their_list_which_admission_does_not() -> None:
     ctl = controller()
-    ctl.policy = DefragPolicy(mode=Mode.on)
+    read_policy(ctl, "on")
     ctl._resume = False
     ctl.elector._valid_until = time.monotonic() + 60
     for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
@@ -120,3 +139,85 @@ def test_a_plan_counts_other_schedulers_pods_and_waits_for_their_list_which_admi
     [node] = ctl._snapshot().snapshot.nodes
     # 8 CPU less the web pod's 4.6 and the GPU pod's 2 + 0.5 sidecar + 0.1 overhead (web-2's node is not known).
     assert node.room is not None and node.room.cpu == 800
+
+
+def leading(ctl: DefragController) -> None:
+    """This replica leads, has resumed, and every watch has just listed."""
+    ctl._resume = False
+    ctl.elector._valid_until = time.monotonic() + 60
+    for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
+        reflector.synced.set()
+        reflector.last_sync = time.time()
+
+
+def test_a_pause_holds_for_the_rest_of_the_batch_and_stops_a_run_before_its_next_move() -> None:
+    """`defrag pause` while a batch goes on (a run's moves take minutes): the batch's next pod is looked at under the
+    paused policy, and a run's guard, read between its moves and before each eviction, stops it."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    seen: list[tuple[str, Mode]] = []
+
+    def look_at_pod(key: PodKey, policy: DefragPolicy) -> None:
+        seen.append((key.name, policy.mode))
+        ctl.policy_map.upsert(policy_map("off", "2"))
+
+    ctl._look_at_pod = look_at_pod  # type: ignore[method-assign]
+    ctl.work([PodKey("team-a", "a"), PodKey("team-a", "b")])
+    assert seen == [("a", Mode.on)], "the second pod was looked at under the replaced policy"
+    ctl.policy_map.upsert(policy_map("on", "3"))
+    ctl._guard()
+    ctl.policy_map.upsert(policy_map("dry-run", "4"))
+    with pytest.raises(NotOn, match="the policy is now mode dry-run; the run stops before its next move"):
+        ctl._guard()
+
+
+def test_what_was_said_on_a_pod_and_its_retry_go_with_the_pod() -> None:
+    """A leader runs for months: its memory of pods is bounded by the pods there are."""
+    ctl = controller()
+    for n in range(50):
+        about = pod(f"p{n}")
+        ctl._decided(
+            RunDecision("r", "rescue", None, (), False, "no plan: x"), about, "rescue", f"uid-p{n}", HAMI_DEFAULTS
+        )
+        ctl._retry_at[f"uid-p{n}"] = time.monotonic() + 60
+    assert len(ctl._said) == 50
+    for n in range(50):
+        ctl.cache.pods.upsert(pod(f"p{n}"))
+        ctl.cache.pods.remove("team-a", f"p{n}")
+    assert ctl._said == {} and ctl._retry_at == {}
+
+
+def test_a_new_leader_reads_no_pod_a_placement_names_outside_its_own_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placement labelled with a run is only a move when its pod annotation names a pod of its own namespace: a
+    forged one (another namespace's pod, a name that is no name) is left alone. The read is replaced here only to
+    show that none is made; the API server would have answered it."""
+    ctl = controller()
+
+    def forged(namespace: str, pod_name: str) -> dict[str, Any]:
+        metadata = {
+            "namespace": namespace,
+            "name": f"move-{namespace}",
+            "labels": {"scheduling.hami.placement.com/defrag-run": "r"},
+            "annotations": {"scheduling.hami.placement.com/defrag-pod": pod_name},
+        }
+        return {"metadata": metadata, "spec": {}, "status": {"phase": "Pending"}}
+
+    monkeypatch.setattr(
+        defrag, "run_placements", lambda kube: [forged("team-b", "team-a/x"), forged("team-c", "team-c/a/b")]
+    )
+    read: list[tuple[str, str]] = []
+    monkeypatch.setattr(defrag.cluster_reads, "get_pod", lambda kube, namespace, name: read.append((namespace, name)))
+    ctl._resume_runs()
+    assert read == []
+
+
+def test_a_policy_read_under_a_finished_ttl_too_short_for_its_budgets_says_so_on_the_configmap() -> None:
+    said: list[tuple[str, str, bool]] = []
+    for ttl in (86400, 600):
+        ctl = controller(finished_ttl=ttl)
+        ctl.events.record = lambda about, reason, message, **kw: said.append((reason, message, kw["warning"]))  # type: ignore[method-assign]
+        read_policy(ctl, "on")
+    assert said[0] == ("DefragPolicyRead", "policy read: mode on", False)
+    assert said[1][0] == "DefragPolicyRead" and said[1][2], said[1]
+    assert said[1][1].startswith("policy read: mode on; but finished placements are deleted after 10m"), said[1]

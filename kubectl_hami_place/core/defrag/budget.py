@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.defrag.policy import Budgets
+from kubectl_hami_place.core.defrag.policy import Budgets, format_duration
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL, Phase
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 
@@ -78,7 +79,8 @@ def allowance(budgets: Budgets, history: Iterable[MoveRecord], now: datetime, ru
     """What the budgets still allow a run `run_id` at `now`, given every move made so far."""
     spent = [record for record in history if record.spent]
     in_run = sum(1 for record in spent if record.run_id == run_id)
-    recent = [record for record in spent if now - HOUR < record.time <= now]
+    # No upper bound: a move stamped by an API server whose clock runs ahead of this one's was still made.
+    recent = [record for record in spent if now - HOUR < record.time]
     by_node = Counter(record.from_node for record in recent)
     by_namespace = Counter(record.namespace for record in recent)
     run_left = max(budgets.moves_per_run - in_run, 0)
@@ -102,6 +104,24 @@ def allowance(budgets: Budgets, history: Iterable[MoveRecord], now: datetime, ru
         per_node=budgets.moves_per_node,
         per_namespace=budgets.moves_per_namespace,
         reason=reason,
+    )
+
+
+def history_shortfall(budgets: Budgets, kept: timedelta | None) -> str:
+    """Which budget cannot hold as written when the server deletes a finished move's placement after `kept` (None:
+    never), since the budgets count the moves from those placements; "" when all hold."""
+    if kept is None or kept >= max(budgets.cooldown, HOUR):
+        return ""
+    short = []
+    if kept < HOUR:
+        short.append(f"budgets.movesPerHour counts only the moves of the last {format_duration(kept)}")
+    if kept < budgets.cooldown:
+        short.append(f"a moved pod's budgets.cooldown ({format_duration(budgets.cooldown)}) ends after that")
+    needed = max(budgets.cooldown, HOUR)
+    return (
+        f"finished placements are deleted after {format_duration(kept)} (--finished-ttl), so {' and '.join(short)}; "
+        f"set the server's finishedTTL to {int(needed.total_seconds())} ({format_duration(needed)}) or more, or 0 "
+        "to keep them"
     )
 
 
@@ -138,7 +158,7 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveR
     webhook evicted; a controller's move whose placement was consumed evicted its pod (`Evicted`), one whose
     placement failed or expired did too (`Failed`: the controller deletes the placement of a move it could not
     evict); an `evictPod` placement that ended unclaimed evicted nothing (`NotEvicted`); else `Pending`. A placement
-    that does not parse is left out.
+    that does not parse, or whose pod annotation names no pod of its own namespace, is left out.
     """
     records = []
     for obj in objects:
@@ -152,6 +172,8 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveR
         except ModelError:
             continue
         named = str(annotations.get(DEFRAG_POD_ANNOTATION, ""))
+        if named and not names_own_pod(named, placement.namespace):
+            continue
         pod = named or (f"{placement.namespace}/{placement.spec.evict_pod}" if placement.spec.evict_pod else "")
         if placement.created is None or not pod:
             continue
@@ -173,6 +195,13 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveR
             )
         )
     return tuple(sorted(records, key=lambda record: (record.time, record.placement), reverse=True))
+
+
+def names_own_pod(named: str, namespace: object) -> bool:
+    """Whether a move's pod annotation names a pod of the placement's own namespace, as the controller writes it: a
+    placement that names another namespace's pod was not a move, and spends no budget or cooldown there."""
+    pod_namespace, _, name = named.partition("/")
+    return pod_namespace == namespace and is_namespaced_name(pod_namespace, name)
 
 
 def _result(placement: Placement, *, evicted_by_controller: bool) -> str:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_hami_place.core.admission import AdmissionView, Decision, Settings, claimed_by_annotations, decide
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.lifecycle import StatusWrite
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS
 from kubectl_hami_place.core.placement import Placement
@@ -141,7 +142,7 @@ class Admitter:
         else:
             # Without our annotations the decision reads only the placements that may select the pod and the
             # claimed ones sharing their reqIDs: looked up by label, not scanned.
-            labels = (review.pod.get("metadata") or {}).get("labels")
+            labels = as_mapping(review.pod.get("metadata")).get("labels")
             placements = self.cache.placements_for(
                 namespace, {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
             )

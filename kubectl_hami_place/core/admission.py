@@ -128,6 +128,10 @@ def decide(review: Review, view: AdmissionView) -> Decision:
     barred = barred_cards(view.reservations, view.now, f"{namespace}/{name}")
     kept = _kept_off(pod, barred)
     unpinned = _diff(review.pod, kept)
+    if name and not is_object_name(name):
+        # Mutating admission runs before the API server validates the name: it refuses this pod after us, and a
+        # claim would hold the placement for a pod that never exists, with the name in its status.
+        candidates = []
     if not candidates:
         return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned, warnings=_kept_warning(barred))
     workload = workload_from_pod(pod, "the pod", config=view.settings.hami)
@@ -289,6 +293,8 @@ def _require_hostname(spec: dict[str, Any], node: str) -> None:
     if not isinstance(terms, list) or not terms:
         terms = [{}]
         required["nodeSelectorTerms"] = terms
+    # A term that is no object (only a forged review holds one) becomes a term with the hostname alone.
+    terms[:] = [term if isinstance(term, dict) else {} for term in terms]
     for term in terms:
         expressions = term.get("matchExpressions")
         if not isinstance(expressions, list):

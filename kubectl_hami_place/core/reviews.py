@@ -16,6 +16,9 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.k8s_names import is_namespace
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
+# How deep an AdmissionReview may nest: a Pod's review is about 15 levels deep; a deeper body would only reach
+# Python's recursion limit in the decision (str(), the patch diff) and be a 500 instead of a 400.
+MAX_NESTING = 100
 
 
 class ReviewError(ModelError):
@@ -50,10 +53,12 @@ def parse_review(body: object) -> Review:
     """Check that the body is an admission.k8s.io/v1 AdmissionReview request, and extract what the decision needs."""
     if not isinstance(body, dict):
         raise ReviewError("the body must be a JSON object (an AdmissionReview)")
+    if nests_deeper(body, MAX_NESTING):
+        raise ReviewError(f"the body nests deeper than {MAX_NESTING} levels; an AdmissionReview of a Pod never does")
     if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
         raise ReviewError(
             f"expected apiVersion {ADMISSION_API_VERSION} kind AdmissionReview, "
-            f"got {str(body.get('apiVersion'))[:60]} {str(body.get('kind'))[:60]}"
+            f"got {_shown(body.get('apiVersion'))} {_shown(body.get('kind'))}"
         )
     request = body.get("request")
     if not isinstance(request, dict):
@@ -80,8 +85,8 @@ def parse_review(body: object) -> Review:
     return Review(
         uid=uid,
         operation=operation,
-        kind=str(kind.get("kind") or ""),
-        group=str(kind.get("group") or ""),
+        kind=_text(kind.get("kind")),
+        group=_text(kind.get("group")),
         sub_resource=str(request.get("subResource") or ""),
         namespace=namespace,
         name=str(request.get("name") or ""),
@@ -89,6 +94,30 @@ def parse_review(body: object) -> Review:
         pod=pod if isinstance(pod, dict) else {},
         user=_username(request.get("userInfo")),
     )
+
+
+def nests_deeper(value: object, limit: int) -> bool:
+    """Whether a parsed JSON value holds lists or objects more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _shown(value: object) -> str:
+    """A value the body gave where a string belongs, for a message: the string cut short, else its JSON type."""
+    return repr(value[:60]) if isinstance(value, str) else type(value).__name__
+
+
+def _text(value: object) -> str:
+    """A string field of the request ('' when absent or not a string)."""
+    return value if isinstance(value, str) else ""
 
 
 def _username(user_info: object) -> str:

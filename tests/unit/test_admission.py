@@ -289,6 +289,15 @@ def test_an_affinity_without_required_terms_gets_one_term() -> None:
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
 
 
+def test_a_term_that_is_no_object_is_a_term_with_the_hostname_alone() -> None:
+    """A forged review's `null` term (the API server decodes a typed Pod and never sends one) is pinned, not a
+    server error."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [None]}}}
+    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), view([placement()])))
+    terms = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
+
+
 def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_ask() -> None:
     """b's 8000 MiB take 20% of the pod's 25% share of the 40960 MiB card (rounded up): a gets the 5% left."""
     containers = [
@@ -337,6 +346,15 @@ def test_a_generate_name_pod_is_claimed_without_a_name() -> None:
     decision = decide(review(original), view([placement()], token="tok-g"))
     assert "consumedBy" not in claim_status(decision)
     assert claim_status(decision)["claim"]["token"] == "tok-g"
+
+
+def test_a_pod_whose_name_is_no_object_name_claims_nothing() -> None:
+    """Mutating admission comes before the API server validates the name, which then refuses the pod: a claim would
+    hold the placement for a pod that never exists, with escape codes in its status and Event."""
+    original = pod(name="evil\x1b[2J\nfake")
+    decision = decide(review(original), view([placement()]))
+    assert decision.claim is None and decision.result == admission.NO_PLACEMENT
+    assert decide(review(pod(name="evil")), view([placement()])).claim is not None
 
 
 # The claim --------------------------------------------------------------------------------------------------
@@ -783,3 +801,20 @@ def test_a_placement_s_pin_to_a_kept_card_wins_and_the_other_kept_cards_stay_off
     annotations = patched(original, decision)["metadata"]["annotations"]
     assert annotations[USE_GPUUUID_ANNOTATION] == UUID0
     assert annotations[NOUSE_GPUUUID_ANNOTATION] == "GPU-other"
+
+
+def test_a_review_may_nest_a_hundred_levels_not_more() -> None:
+    """The limit counts the review itself as the first level; a real Pod's review is about fifteen deep."""
+    body = review(pod())
+
+    def nested(levels: int) -> dict[str, Any]:
+        deep = copy.deepcopy(body)
+        value: list[Any] = []
+        for _ in range(levels - 5):  # review, request, object, metadata and the outermost list are five
+            value = [value]
+        deep["request"]["object"]["metadata"]["extra"] = value
+        return deep
+
+    parse_review(nested(100))
+    with pytest.raises(ReviewError, match="nests deeper than 100 levels"):
+        parse_review(nested(101))

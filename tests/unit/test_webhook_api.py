@@ -300,6 +300,24 @@ def test_a_pod_no_placement_selects_is_allowed_without_a_patch() -> None:
 
 # Malformed requests: a 4xx with a reason, and the server keeps answering ------------------------------------------
 
+# Nested 1,000 deep (JSON parsers take it; str() and the patch diff hit Python's recursion limit): where a string
+# belongs, and in a DELETE review the decision ignores.
+DEEP = b"[" * 1000 + b"]" * 1000
+DEEP_API_VERSION = b'{"apiVersion":' + DEEP + b',"kind":"x"}'
+DEEP_KIND = (
+    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+    b'{"uid":"u","operation":"DELETE","kind":{"kind":' + DEEP + b"}}}"
+)
+
+
+@pytest.mark.parametrize("data", [DEEP_API_VERSION, DEEP_KIND])
+def test_a_body_nested_past_the_limit_is_a_400_on_the_connections_fast_path_too(data: bytes) -> None:
+    metrics = Metrics()
+    app = MutateApp(admitter(filled_cache([], []), metrics), metrics)
+    answer = app.answer_on_loop(data, time.monotonic())
+    assert answer is not None and answer[0] == 400, answer
+    assert b"nests deeper than 100 levels" in answer[1]
+
 
 @pytest.mark.parametrize(
     ("data", "content_type", "status", "fragment"),
@@ -317,6 +335,8 @@ def test_a_pod_no_placement_selects_is_allowed_without_a_patch() -> None:
         ),
         (b"x" * (MAX_REVIEW_BYTES + 1), "application/json", 413, "larger than"),
         (b"uid=1", "application/x-www-form-urlencoded", 415, "application/json"),
+        (DEEP_API_VERSION, "application/json", 400, "nests deeper than 100 levels"),
+        (DEEP_KIND, "application/json", 400, "nests deeper than 100 levels"),
     ],
 )
 def test_malformed_bodies_get_a_4xx_with_a_reason(data: bytes, content_type: str, status: int, fragment: str) -> None:
@@ -535,3 +555,16 @@ def test_the_objects_each_watch_takes_in_are_counted_by_kind() -> None:
     text = generate_latest(metrics.registry).decode()
     assert 'hami_place_watch_events_total{kind="nodes"} 2.0' in text
     assert 'hami_place_watch_events_total{kind="placements"} 1.0' in text
+
+
+def test_a_forged_review_whose_metadata_is_no_object_is_answered_not_an_internal_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only a forger sends such a shape (the API server decodes a typed Pod); the answer is still the decision's."""
+    metrics = Metrics()
+    app = MutateApp(admitter(filled_cache([placement()], []), metrics), metrics)
+    forged = review(dry_run=True)
+    forged["request"]["object"]["metadata"] = ["x"]
+    status, _, reply = call(app, "POST", "/mutate", dumps(forged))
+    assert status == 200 and b"internal error" not in reply, reply
+    assert not [record for record in caplog.records if record.exc_info]

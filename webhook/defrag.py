@@ -622,7 +622,7 @@ class DefragController:
         except KubeNotFound:
             return None
         self.metrics.moves.labels("failed").inc()
-        refused = self._refuse(str(_annotations(pod).get(USE_GPUUUID_ANNOTATION, "")).split(","))
+        refused = self._refuse(opened.target(self._snapshot().snapshot.nodes))
         given_up = self.options.move_limit.total_seconds()
         log.info(
             "defrag: replacement %s/%s of placement %s/%s, unscheduled %g s after its pin, evicted",

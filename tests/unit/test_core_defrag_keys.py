@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.budget import MoveRecord
 from kubectl_hami_place.core.defrag.keys import (
     FOLLOW,
@@ -33,7 +34,9 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
     PLACEMENT_ANNOTATION,
+    USE_GPUUUID_ANNOTATION,
 )
+from kubectl_hami_place.core.planner.model import PlanNode
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
@@ -186,6 +189,25 @@ def test_a_replacement_a_runs_move_pinned_waits_out_the_move_then_the_move_is_gi
     assert opened.wait == timedelta(seconds=65), "185 s after the placement was created, 120 s ago"
     late = open_move(pinned, run_placement(), NOW, timedelta(seconds=100))
     assert late is not None and late.wait <= timedelta(0), "due: given up now"
+
+
+def test_an_open_moves_target_is_read_from_its_placement_on_its_node_never_from_the_pod() -> None:
+    """The cards left out of plans after a give-up are those the placement names (the pod's own `use-gpuuuid`
+    can be edited by anyone who may edit the pod); a reference its node has no card for is left out."""
+    pinned = pod(
+        "small-2", metadata={"annotations": {PLACEMENT_ANNOTATION: "move-small-1", USE_GPUUUID_ANNOTATION: "GPU-other"}}
+    )
+    placement = {**run_placement(), "spec": {"nodeName": "gpu-0", "gpuDevices": ["gpu-1", "GPU-a0", "gpu-7"]}}
+    opened = open_move(pinned, placement, NOW, timedelta(seconds=185))
+    assert opened is not None and (opened.node, opened.cards) == ("gpu-0", ("gpu-1", "GPU-a0", "gpu-7"))
+    nodes = [
+        PlanNode("gpu-0", (Card("GPU-a0", index=0), Card("GPU-a1", index=1))),
+        PlanNode("gpu-1", (Card("GPU-b0", index=0), Card("GPU-b1", index=1))),
+    ]
+    assert opened.target(nodes) == ("GPU-a1", "GPU-a0")
+    assert opened.target(nodes[1:]) == (), "its node is gone"
+    odd = {**run_placement(), "spec": {"nodeName": "gpu-0", "gpuDevices": "gpu-1"}}
+    assert open_move(pinned, odd, NOW, timedelta(seconds=185)).cards == ()  # type: ignore[union-attr]
 
 
 def test_only_a_waiting_pod_a_runs_placement_pinned_is_an_open_move() -> None:

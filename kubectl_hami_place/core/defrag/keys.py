@@ -17,6 +17,7 @@ from typing import Any
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
+from kubectl_hami_place.core.errors import CardRefError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import (
@@ -25,6 +26,8 @@ from kubectl_hami_place.core.names import (
     PLACEMENT_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import time_or_none
+from kubectl_hami_place.core.planner.model import PlanNode
+from kubectl_hami_place.core.refs import parse_card_ref, resolve
 
 POLICY = "policy"
 KEEP_ROOM = "keep-room"
@@ -125,6 +128,23 @@ class OpenMove:
     placement: str
     evicted_uid: str
     wait: timedelta
+    node: str = ""
+    cards: tuple[str, ...] = ()
+    """The placement's `spec.nodeName` and `spec.gpuDevices`, as written: the cards HAMi refused the pod on."""
+
+    def target(self, nodes: Iterable[PlanNode]) -> tuple[str, ...]:
+        """The UUIDs of the cards the placement names on its node (a reference that names none is left out): the
+        pod's own `use-gpuuuid` annotation is not read, since anyone who may edit the pod can change it."""
+        node = next((node for node in nodes if node.name == self.node), None)
+        if node is None:
+            return ()
+        found = []
+        for text in self.cards:
+            try:
+                found.append(resolve(parse_card_ref(text), node.cards, node.name).uuid)
+            except CardRefError:
+                continue
+        return tuple(found)
 
 
 def open_move(
@@ -147,11 +167,15 @@ def open_move(
     created = time_or_none(held.get("creationTimestamp"))
     if created is None:
         return None
+    spec = as_mapping(placement.get("spec"))
+    devices = spec.get("gpuDevices")
     return OpenMove(
         namespace=str(held["namespace"]),
         placement=str(name),
         evicted_uid=str(as_mapping(held.get("annotations")).get(DEFRAG_POD_UID_ANNOTATION, "")),
         wait=created + give_up_after - now,
+        node=str(spec.get("nodeName") or ""),
+        cards=tuple(str(card) for card in devices) if isinstance(devices, list) else (),
     )
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import ssl
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubectl_hami_place.core.reservation import RoomKey
 from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary_address, wait_for
 
 # --shutdown-grace of a webhook started here: it listens for a third of it after SIGTERM, paid at every stop.
@@ -136,6 +139,24 @@ def write_certificates(command: str, certs: Path, address: str) -> None:
             handle.write(data)
 
 
+def room_key_file(sandbox: Sandbox) -> Path:
+    """The sandbox's room key (`--room-key-file`), written once: every server a test starts shares it, as the chart's
+    replicas share theirs, and a test that keeps a room itself seals it with `room_key`."""
+    path = sandbox.workdir / "room.key"
+    if not path.exists():
+        partial = path.with_name(f".room.key.{uuid.uuid4().hex}")
+        partial.write_text(secrets.token_urlsafe(48))
+        with contextlib.suppress(FileExistsError):
+            os.link(partial, path)
+        partial.unlink()
+    return path
+
+
+def room_key(sandbox: Sandbox) -> RoomKey:
+    """The key the sandbox's servers seal rooms with, as they read it."""
+    return RoomKey(room_key_file(sandbox).read_bytes().strip())
+
+
 def start(
     sandbox: Sandbox,
     workdir: Path,
@@ -182,6 +203,7 @@ def start(
                 # of the drain gives its own --shutdown-grace in `extra` (the later flag wins).
                 "--shutdown-grace",
                 str(SHUTDOWN_GRACE),
+                *(() if command != webhook_command() else ("--room-key-file", str(room_key_file(sandbox)))),
                 *extra,
             ],
             stdout=sink,

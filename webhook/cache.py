@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import secrets
 import sys
 import threading
 import weakref
@@ -31,7 +32,7 @@ from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, ROOM_GATE, US
 from kubectl_hami_place.core.node_resources import Resources, counted_pod
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.core.requests import GPU
-from kubectl_hami_place.core.reservation import Reservation, reservation_of
+from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
@@ -49,7 +50,12 @@ class ClusterCache:
     With `planning` (the defragmentation controller runs) pods and nodes keep also what the planner reads, so that
     its snapshot comes from here rather than from lists of the whole cluster."""
 
-    def __init__(self, api_client: ApiClient, scheduler_name: str, *, planning: bool = False) -> None:
+    def __init__(
+        self, api_client: ApiClient, scheduler_name: str, *, planning: bool = False, room_key: RoomKey | None = None
+    ) -> None:
+        # The key that seals the rooms a rescue keeps (see core.reservation); without one, a key of this process's
+        # own: the rooms its controller keeps are then honoured by this replica alone.
+        self.room_key = room_key if room_key is not None else RoomKey(secrets.token_bytes(32))
         self.nodes = node_reflector(api_client, project=project_node_for_planning if planning else project_node)
         self.pods = pod_reflector(
             api_client, scheduler_name, project=project_pod_for_planning if planning else project_pod
@@ -266,7 +272,7 @@ class ClusterCache:
     def _index_reservation(self, kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event in the reservation index."""
         key = object_key(pod)
-        found = reservation_of(pod) if kind != "DELETED" else None
+        found = reservation_of(pod, self.room_key) if kind != "DELETED" else None
         with self._reservations_lock:
             if found is None:
                 self._reservations.pop(key, None)

@@ -341,7 +341,7 @@ class DefragController:
             if (pod.get("spec") or {}).get("nodeName"):
                 self._release(pod, scheduled=True)
                 return None
-            held = reservation_of(pod)
+            held = reservation_of(pod, self.cache.room_key)
             if held is not None and held.holds(now):
                 return held.until - now
             self._release(pod)
@@ -427,7 +427,9 @@ class DefragController:
         def keep(annotations: dict[str, str]) -> dict[str, str]:
             """The pod's annotations keeping the room, or as they are when it refuses."""
             nonlocal refused
-            wanted, refused = reserve(annotations, f"{namespace}/{name}", cards, until)
+            wanted, refused = reserve(
+                annotations, f"{namespace}/{name}", cards, until, uid=uid, key=self.cache.room_key
+            )
             return annotations if refused else wanted
 
         try:
@@ -455,9 +457,13 @@ class DefragController:
         if named is None:
             return
         namespace, name, uid = named
-        key = f"{namespace}/{name}"
+        key, room_key = f"{namespace}/{name}", self.cache.room_key
         change_pod_annotations(
-            self.kube, namespace, name, uid, settled if scheduled else (lambda annotations: release(annotations, key))
+            self.kube,
+            namespace,
+            name,
+            uid,
+            settled if scheduled else (lambda annotations: release(annotations, key, uid, room_key)),
         )
 
     def _decided(

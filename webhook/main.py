@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kubectl_hami_place import __version__
 from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name, is_object_name
+from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.kube.client import Kube, connect
 from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.leader import LeaseTimes
@@ -45,6 +46,8 @@ log = logging.getLogger("hami-place-webhook")
 
 # A shorter certificate would be renewed before a rotation's waits are over.
 MIN_VALIDITY_SECONDS = 90
+# The shortest room key `--room-key-file` may hold: an HMAC-SHA256 key of less than its output length is weak.
+MIN_ROOM_KEY_BYTES = 32
 
 
 def _say(message: str) -> None:
@@ -283,6 +286,14 @@ def _parser() -> argparse.ArgumentParser:
         f"late; renewed every 2/15 of it, its holder acting until 2/3 of it (default {DEFAULTS.defrag_lease_duration})",
     )
     run.add_argument(
+        "--room-key-file",
+        default=os.environ.get("HAMI_PLACE_ROOM_KEY_FILE", ""),
+        metavar="FILE",
+        help="a secret of 32 bytes or more every replica shares, which seals the rooms a rescue keeps, so that no one "
+        "else can keep cards by writing the annotation [HAMI_PLACE_ROOM_KEY_FILE] (the chart mounts one; default: a "
+        "key of this process's own, whose rooms only this replica honours)",
+    )
+    run.add_argument(
         "--defrag-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         metavar="NAMESPACE",
@@ -385,6 +396,20 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.shutdown_grace <= 3600:
         _fail("hami-place-webhook: --shutdown-grace must be 0..3600 seconds")
         return 2
+    room_key = None
+    if args.room_key_file:
+        try:
+            secret = Path(args.room_key_file).read_bytes().strip()
+        except OSError as error:
+            _fail(f"hami-place-webhook: --room-key-file {args.room_key_file}: {error.strerror}; give a readable file")
+            return 2
+        if len(secret) < MIN_ROOM_KEY_BYTES:
+            _fail(
+                f"hami-place-webhook: --room-key-file holds {len(secret)} bytes; write a random key of "
+                f"{MIN_ROOM_KEY_BYTES} or more there (e.g. head -c 48 /dev/urandom | base64)"
+            )
+            return 2
+        room_key = RoomKey(secret)
     defrag = None
     if args.defrag_policy:
         namespace, _, name = args.defrag_policy.partition("/")
@@ -442,6 +467,7 @@ def _serve(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout,
             claim_grace=args.claim_grace,
             finished_ttl=args.finished_ttl,
+            room_key=room_key,
             defrag=defrag,
         )
     )

@@ -25,6 +25,7 @@ from flask import Flask
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.kube.access import review_access, review_token
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.deadline import DeadlineApiClient
@@ -101,6 +102,7 @@ class ServeOptions:
     idle_timeout: float = DEFAULTS.idle_timeout
     claim_grace: int = DEFAULTS.claim_grace
     finished_ttl: int = DEFAULTS.finished_ttl
+    room_key: RoomKey | None = None
     defrag: DefragOptions | None = None
 
 
@@ -167,7 +169,14 @@ def serve(options: ServeOptions) -> None:
     )
     metrics = Metrics()
     metrics.watch_certificate(certificate)
-    cache = ClusterCache(kube.api, options.scheduler_name, planning=options.defrag is not None)
+    cache = ClusterCache(
+        kube.api, options.scheduler_name, planning=options.defrag is not None, room_key=options.room_key
+    )
+    if options.room_key is None and options.defrag is not None:
+        log.warning(
+            "no --room-key-file: the rooms this replica's controller keeps for rescued pods are honoured by this "
+            "replica's admission alone; give every replica the same key (the chart does)"
+        )
     metrics.watch_cache(cache)
     writes = KubeWrites(kube)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)

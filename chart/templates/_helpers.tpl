@@ -88,3 +88,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $mode -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "hami-place.roomKeySecretName" -}}
+{{- .Values.server.roomKey.existingSecret | default (printf "%s-room-key" (include "hami-place.fullname" .)) -}}
+{{- end -}}

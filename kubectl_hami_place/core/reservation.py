@@ -6,15 +6,19 @@ pod those cards only. Admission, on every replica, adds the cards of every unexp
 new GPU pod's `nvidia.com/nouse-gpuuuid`: no pod admitted while the room is kept takes it (pods admitted before were
 not changed and may). When the deadline passes, the pod gets its own `use-gpuuuid` back. The annotation is on a pod
 anyone who may edit the pod can write, so what is read back is checked: at most MAX_CARDS card ids of a plain shape,
-a deadline at most MAX_RESERVE ahead of the reader's clock; anything else is no reservation.
+a deadline at most MAX_RESERVE ahead of the reader's clock, and a seal (HMAC-SHA256 over the pod, its UID and the
+value, with the `RoomKey` every replica shares) that only a server can make; anything else is no reservation, so no
+tenant keeps cards from others by writing the annotation, nor carries a sealed one to another pod.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,29 +48,48 @@ class Reservation:
         return now < self.until <= now + MAX_RESERVE
 
 
+@dataclass(frozen=True)
+class RoomKey:
+    """The secret the replicas share (`--room-key-file`): a reservation's seal is made and checked with it."""
+
+    secret: bytes = field(repr=False)
+
+    def seal(self, pod: str, uid: str, document: Mapping[str, Any]) -> str:
+        """The seal of a reservation `document` written on the pod `pod` (`namespace/name`) of UID `uid`."""
+        message = json.dumps({"pod": pod, "uid": uid, **document}, sort_keys=True, separators=(",", ":"))
+        return hmac.new(self.secret, message.encode(), hashlib.sha256).hexdigest()
+
+
 def is_card_id(value: object) -> bool:
     """A card id as HAMi's registers write them (`GPU-...`): letters, digits, `.`, `_`, `:`, `-`, no comma."""
     return isinstance(value, str) and _CARD_ID.fullmatch(value) is not None
 
 
-def reservation_value(cards: Iterable[str], until: datetime, use: str | None) -> str:
-    """The annotation's value: compact JSON with the cards, the deadline (UTC, whole seconds) and the pod's own
-    `use-gpuuuid` when it had one."""
+def reservation_value(
+    cards: Iterable[str], until: datetime, use: str | None, *, key: RoomKey, pod: str, uid: str
+) -> str:
+    """The annotation's value on the pod `pod` of UID `uid`: compact JSON with the cards, the deadline (UTC, whole
+    seconds), the pod's own `use-gpuuuid` when it had one, and their seal."""
     document: dict[str, Any] = {"cards": list(cards), "until": rfc3339(until)}
     if use is not None:
         document["use"] = use
+    document["seal"] = key.seal(pod, uid, document)
     return json.dumps(document, separators=(",", ":"))
 
 
-def parse_reservation(pod: str, value: object) -> Reservation | None:
-    """The reservation an annotation's value names, None when it is not one this module writes."""
+def parse_reservation(pod: str, uid: str, value: object, key: RoomKey) -> Reservation | None:
+    """The reservation an annotation's value on the pod `pod` of UID `uid` names, None when it is not one a server
+    wrote there (malformed, or its seal is not this key's for this pod)."""
     if not isinstance(value, str) or len(value) > _USE_MAX + 4096:
         return None
     try:
         document = json.loads(value)
     except ValueError:
         return None
-    if not isinstance(document, dict) or set(document) - {"cards", "until", "use"}:
+    if not isinstance(document, dict) or set(document) - {"cards", "until", "use", "seal"}:
+        return None
+    seal = document.pop("seal", None)
+    if not isinstance(seal, str) or not hmac.compare_digest(seal, key.seal(pod, uid, document)):
         return None
     cards, until, use = document.get("cards"), _time(document.get("until")), document.get("use")
     if not isinstance(cards, list) or not 0 < len(cards) <= MAX_CARDS or not all(map(is_card_id, cards)):
@@ -76,7 +99,7 @@ def parse_reservation(pod: str, value: object) -> Reservation | None:
     return Reservation(pod, tuple(dict.fromkeys(cards)), until, use)
 
 
-def reservation_of(pod: Mapping[str, Any]) -> Reservation | None:
+def reservation_of(pod: Mapping[str, Any], key: RoomKey) -> Reservation | None:
     """The reservation a stored pod carries while it waits unscheduled (Pending, no node, valid names), else None."""
     metadata, spec, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec")), as_mapping(pod.get("status"))
     value = as_mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
@@ -85,11 +108,11 @@ def reservation_of(pod: Mapping[str, Any]) -> Reservation | None:
     namespace, name = metadata.get("namespace"), metadata.get("name")
     if not is_namespaced_name(namespace, name):
         return None
-    return parse_reservation(f"{namespace}/{name}", value)
+    return parse_reservation(f"{namespace}/{name}", str(metadata.get("uid") or ""), value, key)
 
 
 def reserve(
-    annotations: Mapping[str, str], pod: str, cards: Iterable[str], until: datetime
+    annotations: Mapping[str, str], pod: str, cards: Iterable[str], until: datetime, *, uid: str, key: RoomKey
 ) -> tuple[dict[str, str], str]:
     """The pod's annotations keeping `cards` for it until `until`, and "" ; or ({}, why not).
 
@@ -101,7 +124,7 @@ def reserve(
     if not cards or len(cards) > MAX_CARDS or not all(map(is_card_id, cards)):
         return {}, "the plan names no card to keep"
     own = annotations.get(USE_GPUUUID_ANNOTATION)
-    earlier = parse_reservation(pod, annotations.get(ROOM_RESERVED_ANNOTATION))
+    earlier = parse_reservation(pod, uid, annotations.get(ROOM_RESERVED_ANNOTATION), key)
     if earlier is not None and own == ",".join(earlier.cards):
         own = earlier.use
     if own is not None and len(own) > _USE_MAX:
@@ -112,17 +135,17 @@ def reserve(
     if set(cards) & set(comma_list(annotations.get(NOUSE_GPUUUID_ANNOTATION, ""))):
         return {}, f"the pod's own {NOUSE_GPUUUID_ANNOTATION} excludes a planned card; its choice is kept"
     wanted = dict(annotations)
-    wanted[ROOM_RESERVED_ANNOTATION] = reservation_value(cards, until, own)
+    wanted[ROOM_RESERVED_ANNOTATION] = reservation_value(cards, until, own, key=key, pod=pod, uid=uid)
     wanted[USE_GPUUUID_ANNOTATION] = ",".join(cards)
     return wanted, ""
 
 
-def release(annotations: Mapping[str, str], pod: str) -> dict[str, str]:
+def release(annotations: Mapping[str, str], pod: str, uid: str, key: RoomKey) -> dict[str, str]:
     """The pod's annotations without its reservation: its own `use-gpuuuid` given back (removed when it had none),
     unless someone changed it since the reservation was written; an unreadable reservation is only removed."""
     wanted = dict(annotations)
     value = wanted.pop(ROOM_RESERVED_ANNOTATION, None)
-    found = parse_reservation(pod, value)
+    found = parse_reservation(pod, uid, value, key)
     if found is not None and wanted.get(USE_GPUUUID_ANNOTATION) == ",".join(found.cards):
         if found.use is None:
             del wanted[USE_GPUUUID_ANNOTATION]

@@ -160,12 +160,20 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     assert "--tls-secret=kube-system/gpu-descheduler-webhook-tls" in container["args"]
     assert "--webhook-configuration=gpu-descheduler-webhook" in container["args"]
     assert not [a for a in container["args"] if a.startswith("--tls-cert-file")], "not the files: the Secret itself"
+    assert "--room-key-file=/etc/hami-place/room-key/room.key" in container["args"], (
+        "one key seals every replica's rooms"
+    )
+    [key_volume] = [volume for volume in pod["volumes"] if volume["name"] == "room-key"]
+    key = one(objects, "Secret", key_volume["secret"]["secretName"])
+    assert len(base64.b64decode(key["data"]["room.key"])) >= 32
+    assert {"name": "room-key", "mountPath": "/etc/hami-place/room-key", "readOnly": True} in container["volumeMounts"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "probe"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"webhook": 8443, "api": 8083, "probe": 8084}
-    assert [v["name"] for v in pod["volumes"] if "secret" in v] == [], "the server reads the Secret from the API"
+    secrets = [v["name"] for v in pod["volumes"] if "secret" in v]
+    assert secrets == ["room-key"], "the server reads the TLS Secret from the API; the room key alone is mounted"
 
     service = one(objects, "Service")
     assert {(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
@@ -284,6 +292,16 @@ def defrag_policy(objects: list[dict[str, Any]], name: str = "gpu-descheduler-de
     config_map = one(objects, "ConfigMap", name)
     assert config_map["metadata"]["labels"]["app.kubernetes.io/component"] == "defrag-policy"
     return config_map
+
+
+def test_a_room_key_secret_of_ones_own_is_mounted_and_none_is_made(helm: Path) -> None:
+    """server.roomKey.existingSecret: for a chart a GitOps tool renders (no lookup there, so a made key would change
+    on every render and replicas started apart would not honour each other's rooms)."""
+    objects = render(helm, "server.roomKey.existingSecret=my-room-key")
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    [key_volume] = [volume for volume in pod["volumes"] if volume["name"] == "room-key"]
+    assert key_volume["secret"]["secretName"] == "my-room-key"
+    assert not [o for o in by_kind(objects, "Secret") if o["metadata"]["name"].endswith("-room-key")]
 
 
 def test_default_defrag_policy_is_the_documented_dry_run(helm: Path) -> None:
@@ -926,11 +944,17 @@ def test_upgrade_keeps_the_ca_bundle_and_applies_new_values(
         "ca.crt"
     ]
 
+    def room_key() -> str:
+        stored = cluster.kubectl("get", "secret", f"{fullname}-room-key", "-n", namespace, "-o", "json").stdout
+        return str(json.loads(stored)["data"]["room.key"])
+
+    key = room_key()
     args = ["upgrade", release, str(CHART), "-n", namespace, "--reuse-values", "--wait", "--timeout=180s"]
     upgrade = run_helm(helm, *args, "--set", "replicaCount=1", check=False, env=env)
     assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
     configuration = json.loads(cluster.kubectl("get", "mutatingwebhookconfiguration", fullname, "-o", "json").stdout)
     assert configuration["webhooks"][0]["clientConfig"]["caBundle"] == ca
+    assert room_key() == key, "the room key is kept: rooms sealed before the upgrade still hold"
     assert cluster.kubectl("get", "pdb", fullname, "-n", namespace, check=False).returncode != 0
     history = json.loads(run_helm(helm, "history", release, "-n", namespace, "-o", "json", env=env).stdout)
     assert [h["status"] for h in history] == ["superseded", "deployed"]
@@ -1041,7 +1065,8 @@ def test_server_runs_with_the_chart_args_and_account(
 
     Readiness needs the server's caches of nodes, pods and placements, so this fails when the chart's RBAC lacks a
     verb the server uses; and it serves the TLS Secret and puts its CAs into the configuration's caBundle, as that
-    account. Ports are the only args changed (no pod network here).
+    account. Ports and the room key's path (its Secret, written where the test can read it) are the only args
+    changed (no pod network here).
     """
     release, namespace = installed
     objects = render(helm, namespace=namespace, release=release)
@@ -1065,8 +1090,14 @@ def test_server_runs_with_the_chart_args_and_account(
         timeout=60,
         env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
     )
+    # The room key Secret the chart made, where the pod would have it mounted.
+    room_key = json.loads(
+        cluster.kubectl("get", "secret", f"{release}-webhook-room-key", "-n", namespace, "-o", "json").stdout
+    )["data"]["room.key"]
+    (tmp_path / "room.key").write_bytes(base64.b64decode(room_key))
     api_port, webhook_port = free_port(), free_port()
     replaced = {
+        "--room-key-file": str(tmp_path / "room.key"),
         "--webhook-port": str(webhook_port),
         "--api-port": str(api_port),
         "--probe-port": str(free_port()),

@@ -41,7 +41,7 @@ from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import change_pod_annotations
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
-from sandbox.webhook import Webhook, start
+from sandbox.webhook import Webhook, room_key, start
 from tests.cluster.cli_harness import placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
@@ -803,15 +803,17 @@ def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_t
 
 
 GATE = "hami-place.test/held"
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def keep_room(cluster: Sandbox, namespace: str, name: str, cards: list[str], until: datetime) -> None:
     """Keeps `cards` for the Pending pod through the controller's own writer (`core.reservation.reserve` patched by
     `kube.defrag.change_pod_annotations`)."""
     uid = client.CoreV1Api(cluster.api_client()).read_namespaced_pod(name, namespace).metadata.uid
+    key = room_key(cluster)
 
     def keep(annotations: dict[str, str]) -> dict[str, str]:
-        wanted, why = reserve(annotations, f"{namespace}/{name}", cards, until)
+        wanted, why = reserve(annotations, f"{namespace}/{name}", cards, until, uid=uid, key=key)
         assert not why, why
         return wanted
 
@@ -840,23 +842,27 @@ def test_a_room_kept_for_a_pending_pod_is_not_taken_by_a_pod_admitted_meanwhile(
     whose length no test can choose), so the newcomer is surely scheduled first, on a node where the kept card is
     the only one with room; the controller runs in mode on and must not move a pod onto the kept card either."""
     held = two_pods_one_per_card(cluster, namespace, node)
-    freed = held["move"][1]
+    freed, other = held["move"][1], held["keep"][1]
     write_policy(cluster, server_namespace, namespace, "on")
     controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    # A tenant's own Pending pod claiming the other card with an annotation no server sealed: no room is kept.
+    forged = json.dumps({"cards": [other], "until": (datetime.now(UTC) + timedelta(minutes=5)).strftime(RFC3339)})
+    create(cluster, namespace, gated("forger", {ROOM_RESERVED_ANNOTATION: forged}, node=node.name))
     create(cluster, namespace, gated("big", node=node.name))
     keep_room(cluster, namespace, "big", [freed], datetime.now(UTC) + timedelta(minutes=5))
     cluster.kubectl("scale", "deployment", "move", "--replicas=0", "-n", namespace)
     wait_for(lambda: held["move"][0] not in pod_names(cluster, namespace), "the card's pod to go")
     newcomer = pod("newcomer", BIG, node=node.name)
 
-    def admitted_kept_off() -> bool:
+    def kept_off() -> list[str]:
         tried = cluster.kubectl(
             "create", "--dry-run=server", "-o", "json", "-n", namespace, "-f", "-", input=json.dumps(newcomer)
         )
         notes = json.loads(tried.stdout)["metadata"].get("annotations") or {}
-        return freed in notes.get(NOUSE_GPUUUID_ANNOTATION, "").split(",")
+        return notes.get(NOUSE_GPUUUID_ANNOTATION, "").split(",")
 
-    wait_for(admitted_kept_off, "the server's cache to see the kept room")
+    wait_for(lambda: freed in kept_off(), "the server's cache to see the kept room")
+    assert other not in kept_off(), "the forged room is kept from no one (the cache saw it before the sealed one)"
     create(cluster, namespace, newcomer)
     assert freed in annotations_of(cluster, namespace, "newcomer")[NOUSE_GPUUUID_ANNOTATION].split(",")
     refusals = wait_for(lambda: scheduling_failures(cluster, namespace, "newcomer"), "HAMi to refuse the newcomer")

@@ -12,6 +12,7 @@ from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVE
 from kubectl_hami_place.core.reservation import (
     MAX_CARDS,
     Reservation,
+    RoomKey,
     barred_cards,
     kept_off,
     parse_reservation,
@@ -25,50 +26,97 @@ from kubectl_hami_place.core.reservation import (
 NOW = datetime(2026, 12, 2, 4, 0, tzinfo=UTC)
 UNTIL = NOW + timedelta(seconds=60)
 POD = "ml/rescued"
+UID = "uid-rescued"
+KEY = RoomKey(b"k" * 32)
 
 
 def pending(annotations: dict[str, str], **spec: str) -> dict[str, object]:
     """A stored pod waiting unscheduled, carrying these annotations."""
     return {
-        "metadata": {"namespace": "ml", "name": "rescued", "annotations": annotations},
+        "metadata": {"namespace": "ml", "name": "rescued", "uid": UID, "annotations": annotations},
         "spec": dict(spec),
         "status": {"phase": "Pending"},
     }
 
 
+def value(cards: list[str], until: datetime = UNTIL, use: str | None = None) -> str:
+    """The annotation's value a server writes on POD."""
+    return reservation_value(cards, until, use, key=KEY, pod=POD, uid=UID)
+
+
+def parsed(text: object) -> Reservation | None:
+    """The reservation read back from POD."""
+    return parse_reservation(POD, UID, text, KEY)
+
+
+def keep(annotations: dict[str, str], cards: list[str]) -> tuple[dict[str, str], str]:
+    """POD's annotations keeping `cards` until UNTIL."""
+    return reserve(annotations, POD, cards, UNTIL, uid=UID, key=KEY)
+
+
+def give_back(annotations: dict[str, str]) -> dict[str, str]:
+    """POD's annotations without its reservation."""
+    return release(annotations, POD, UID, KEY)
+
+
+def sealed(document: dict[str, object]) -> str:
+    """A document sealed with the servers' key for POD, whatever it holds."""
+    return json.dumps({**document, "seal": KEY.seal(POD, UID, document)})
+
+
 def test_a_reservation_written_reads_back_the_same() -> None:
-    value = reservation_value(["GPU-a", "GPU-b"], UNTIL + timedelta(microseconds=5), "GPU-a,GPU-b,GPU-c")
-    assert parse_reservation(POD, value) == Reservation(POD, ("GPU-a", "GPU-b"), UNTIL, "GPU-a,GPU-b,GPU-c")
-    assert parse_reservation(POD, reservation_value(["GPU-a"], UNTIL, None)) == Reservation(POD, ("GPU-a",), UNTIL)
+    text = value(["GPU-a", "GPU-b"], UNTIL + timedelta(microseconds=5), "GPU-a,GPU-b,GPU-c")
+    assert parsed(text) == Reservation(POD, ("GPU-a", "GPU-b"), UNTIL, "GPU-a,GPU-b,GPU-c")
+    assert parsed(value(["GPU-a"])) == Reservation(POD, ("GPU-a",), UNTIL)
 
 
 @pytest.mark.parametrize(
-    "value",
+    "text",
     [
         "not json",
         '["GPU-a"]',
-        '{"cards":[],"until":"2026-12-02T04:01:00Z"}',
-        '{"cards":["GPU-a,GPU-b"],"until":"2026-12-02T04:01:00Z"}',
-        '{"cards":["../../x y"],"until":"2026-12-02T04:01:00Z"}',
-        '{"cards":["GPU-a"],"until":"tomorrow"}',
-        '{"cards":["GPU-a"],"until":"2026-12-02T04:01:00Z","use":7}',
-        '{"cards":["GPU-a"],"until":"2026-12-02T04:01:00Z","extra":1}',
-        json.dumps({"cards": [f"GPU-{i}" for i in range(MAX_CARDS + 1)], "until": "2026-12-02T04:01:00Z"}),
+        sealed({"cards": [], "until": "2026-12-02T04:01:00Z"}),
+        sealed({"cards": ["GPU-a,GPU-b"], "until": "2026-12-02T04:01:00Z"}),
+        sealed({"cards": ["../../x y"], "until": "2026-12-02T04:01:00Z"}),
+        sealed({"cards": ["GPU-a"], "until": "tomorrow"}),
+        sealed({"cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z", "use": 7}),
+        sealed({"cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z", "extra": 1}),
+        sealed({"cards": [f"GPU-{i}" for i in range(MAX_CARDS + 1)], "until": "2026-12-02T04:01:00Z"}),
         None,
     ],
 )
-def test_a_malformed_annotation_is_no_reservation(value: str | None) -> None:
-    assert parse_reservation(POD, value) is None
+def test_a_malformed_annotation_is_no_reservation(text: str | None) -> None:
+    assert parsed(text) is None
+
+
+def test_a_reservation_no_server_sealed_for_this_pod_is_none() -> None:
+    """Anyone who may edit a pod can write the annotation: unsealed, sealed with another key, for another pod or
+    for an earlier pod of the same name, or changed after sealing, it keeps no card from anyone."""
+    good = value(["GPU-a"])
+    assert parsed(good) == Reservation(POD, ("GPU-a",), UNTIL)
+    assert parsed(json.dumps({"cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z"})) is None, "unsealed"
+    assert parse_reservation(POD, UID, good, RoomKey(b"x" * 32)) is None, "another key"
+    assert parse_reservation("ml/other", UID, good, KEY) is None, "carried to another pod"
+    assert parse_reservation(POD, "uid-earlier", good, KEY) is None, "carried to a new pod of the name"
+    document = json.loads(good)
+    document["cards"] = ["GPU-a", "GPU-b"]
+    assert parsed(json.dumps(document)) is None, "cards added after sealing"
+    document = json.loads(good)
+    document["seal"] = 7
+    assert parsed(json.dumps(document)) is None
 
 
 def test_only_a_pod_waiting_unscheduled_holds_a_reservation() -> None:
-    value = reservation_value(["GPU-a"], UNTIL, None)
-    assert reservation_of(pending({ROOM_RESERVED_ANNOTATION: value})) == Reservation(POD, ("GPU-a",), UNTIL)
-    assert reservation_of(pending({ROOM_RESERVED_ANNOTATION: value}, nodeName="n1")) is None
-    assert reservation_of(pending({})) is None
-    forged = pending({ROOM_RESERVED_ANNOTATION: value})
+    text = value(["GPU-a"])
+    assert reservation_of(pending({ROOM_RESERVED_ANNOTATION: text}), KEY) == Reservation(POD, ("GPU-a",), UNTIL)
+    assert reservation_of(pending({ROOM_RESERVED_ANNOTATION: text}, nodeName="n1"), KEY) is None
+    assert reservation_of(pending({}), KEY) is None
+    forged = pending({ROOM_RESERVED_ANNOTATION: text})
     forged["metadata"]["name"] = "../x"  # type: ignore[index]
-    assert reservation_of(forged) is None
+    assert reservation_of(forged, KEY) is None
+    renewed = pending({ROOM_RESERVED_ANNOTATION: text})
+    renewed["metadata"]["uid"] = "uid-new"  # type: ignore[index]
+    assert reservation_of(renewed, KEY) is None, "the pod's UID is sealed in"
 
 
 def test_a_reservation_holds_until_its_deadline_and_not_one_too_far_ahead() -> None:
@@ -78,20 +126,20 @@ def test_a_reservation_holds_until_its_deadline_and_not_one_too_far_ahead() -> N
 
 
 def test_reserve_narrows_use_to_the_planned_cards_and_release_gives_back_none() -> None:
-    wanted, why = reserve({"other": "x"}, POD, ["GPU-b", "GPU-a"], UNTIL)
+    wanted, why = keep({"other": "x"}, ["GPU-b", "GPU-a"])
     assert why == "" and wanted["other"] == "x"
     assert wanted[USE_GPUUUID_ANNOTATION] == "GPU-b,GPU-a"
-    assert parse_reservation(POD, wanted[ROOM_RESERVED_ANNOTATION]) == Reservation(POD, ("GPU-b", "GPU-a"), UNTIL)
-    assert release(wanted, POD) == {"other": "x"}
+    assert parsed(wanted[ROOM_RESERVED_ANNOTATION]) == Reservation(POD, ("GPU-b", "GPU-a"), UNTIL)
+    assert give_back(wanted) == {"other": "x"}
 
 
 def test_a_pod_s_own_use_list_is_intersected_recorded_and_given_back() -> None:
     own = {USE_GPUUUID_ANNOTATION: "GPU-a, GPU-b,GPU-c"}
-    wanted, why = reserve(own, POD, ["GPU-b"], UNTIL)
+    wanted, why = keep(own, ["GPU-b"])
     assert why == "" and wanted[USE_GPUUUID_ANNOTATION] == "GPU-b"
-    assert release(wanted, POD) == own
-    again, _ = reserve(wanted, POD, ["GPU-c"], UNTIL)
-    assert release(again, POD) == own, "a second reservation records the pod's own list, not the first one's"
+    assert give_back(wanted) == own
+    again, _ = keep(wanted, ["GPU-c"])
+    assert give_back(again) == own, "a second reservation records the pod's own list, not the first one's"
 
 
 @pytest.mark.parametrize(
@@ -99,21 +147,21 @@ def test_a_pod_s_own_use_list_is_intersected_recorded_and_given_back() -> None:
     [{USE_GPUUUID_ANNOTATION: "GPU-a"}, {NOUSE_GPUUUID_ANNOTATION: "GPU-b"}, {USE_GPUUUID_ANNOTATION: "G" * 5000}],
 )
 def test_a_pod_whose_own_choice_excludes_a_planned_card_is_not_reserved(own: dict[str, str]) -> None:
-    wanted, why = reserve(own, POD, ["GPU-b"], UNTIL)
+    wanted, why = keep(own, ["GPU-b"])
     assert wanted == {} and "its choice is kept" in why
 
 
 def test_release_leaves_a_use_list_someone_changed_since() -> None:
-    wanted, _ = reserve({}, POD, ["GPU-a"], UNTIL)
+    wanted, _ = keep({}, ["GPU-a"])
     wanted[USE_GPUUUID_ANNOTATION] = "GPU-z"
-    assert release(wanted, POD) == {USE_GPUUUID_ANNOTATION: "GPU-z"}
-    assert release({ROOM_RESERVED_ANNOTATION: "junk", USE_GPUUUID_ANNOTATION: "GPU-a"}, POD) == {
+    assert give_back(wanted) == {USE_GPUUUID_ANNOTATION: "GPU-z"}
+    assert give_back({ROOM_RESERVED_ANNOTATION: "junk", USE_GPUUUID_ANNOTATION: "GPU-a"}) == {
         USE_GPUUUID_ANNOTATION: "GPU-a"
     }
 
 
 def test_a_scheduled_pod_loses_the_annotation_and_keeps_its_cards() -> None:
-    wanted, _ = reserve({}, POD, ["GPU-a"], UNTIL)
+    wanted, _ = keep({}, ["GPU-a"])
     assert settled(wanted) == {USE_GPUUUID_ANNOTATION: "GPU-a"}
 
 

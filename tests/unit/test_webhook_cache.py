@@ -373,15 +373,21 @@ def test_placements_alike_share_their_status_selector_and_cards_and_read_the_sam
     assert not [part for part in list(_ALIKE.values()) if getattr(part, "message", "") == "alike"]
 
 
-def reserving_pod(name: str, version: str, until: str, node: str = "") -> dict[str, Any]:
-    """A pod of HAMi's scheduler carrying a reservation (valid when `until` is a time), bound when `node`."""
-    value = orjson.dumps({"cards": ["GPU-a"], "until": until}).decode()
+def reserving_pod(
+    cache: ClusterCache, name: str, version: str, until: str, node: str = "", *, sealed: bool = True
+) -> dict[str, Any]:
+    """A pod of HAMi's scheduler carrying a reservation (valid when `until` is a time and it is sealed with the
+    cache's key), bound when `node`."""
+    document: dict[str, Any] = {"cards": ["GPU-a"], "until": until}
+    if sealed:
+        document["seal"] = cache.room_key.seal(f"team/{name}", f"uid-{name}", document)
     return {
         "metadata": {
             "name": name,
             "namespace": "team",
+            "uid": f"uid-{name}",
             "resourceVersion": version,
-            "annotations": {"scheduling.hami.placement.com/room-reserved": value},
+            "annotations": {"scheduling.hami.placement.com/room-reserved": orjson.dumps(document).decode()},
         },
         "spec": {"nodeName": node} if node else {},
         "status": {"phase": "Pending"},
@@ -389,15 +395,16 @@ def reserving_pod(name: str, version: str, until: str, node: str = "") -> dict[s
 
 
 def test_the_reservations_follow_the_pod_events(cache: ClusterCache) -> None:
-    """Admission reads the few reservations, not every pod: a bound, gone or malformed one holds none."""
+    """Admission reads the few reservations, not every pod: a bound, gone, malformed or unsealed one holds none."""
     until = "2026-12-02T04:01:00Z"
-    cache.pods.upsert(reserving_pod("a", "1", until))
-    cache.pods.upsert(reserving_pod("b", "2", until))
-    cache.pods.upsert(reserving_pod("c", "3", "soon"))
+    cache.pods.upsert(reserving_pod(cache, "a", "1", until))
+    cache.pods.upsert(reserving_pod(cache, "b", "2", until))
+    cache.pods.upsert(reserving_pod(cache, "c", "3", "soon"))
+    cache.pods.upsert(reserving_pod(cache, "d", "4", until, sealed=False))
     assert sorted(found.pod for found in cache.reservations()) == ["team/a", "team/b"]
-    cache.pods.upsert(reserving_pod("a", "4", until, node="gpu-0"))
+    cache.pods.upsert(reserving_pod(cache, "a", "5", until, node="gpu-0"))
     cache.pods.remove("team", "b")
     assert cache.reservations() == []
-    cache.pods.upsert(reserving_pod("c", "5", until))
+    cache.pods.upsert(reserving_pod(cache, "c", "6", until))
     [found] = cache.reservations()
     assert (found.pod, found.cards, found.until) == ("team/c", ("GPU-a",), datetime(2026, 12, 2, 4, 1, tzinfo=UTC))

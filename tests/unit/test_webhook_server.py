@@ -536,6 +536,24 @@ def test_a_client_certificate_is_required_when_a_client_ca_is_given(
 
 
 @pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (None, "--room-key-file {path}: No such file or directory; give a readable file"),
+        (b"short\n", "--room-key-file holds 5 bytes; write a random key of 32 or more there"),
+    ],
+)
+def test_serve_refuses_a_room_key_it_cannot_read_or_too_short(
+    key: bytes | None, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "room.key"
+    if key is not None:
+        path.write_bytes(key)
+    argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k")]
+    assert main([*argv, "--room-key-file", str(path)]) == 2
+    assert message.format(path=path) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--admission-timeout", "0.5"], "--admission-timeout must be 1..30 seconds"),

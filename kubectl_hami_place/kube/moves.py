@@ -177,7 +177,8 @@ def pin_then_evict(
     stops the move before anything is created. With `existing_ok`, a placement of that name already there (an
     earlier attempt of the same move) is waited for instead of refused. With `dry_run`, the API server checks the
     eviction and the creation without persisting either. A placement this call created is deleted again when the
-    acknowledgement or the eviction fails, or the caller is interrupted; `rolled_back` hears of it. `guard` is
+    acknowledgement or the eviction fails (an eviction whose answer was lost counts as made when the pod is gone or
+    going), or the caller is interrupted; `rolled_back` hears of it. `guard` is
     called before the creation and again before the eviction: a `KubeError` it raises (the controller lost its
     lease) stops the move there, as any failure of that step would.
     """
@@ -203,12 +204,35 @@ def pin_then_evict(
         stage = Stage.eviction
         if guard is not None:
             guard()
-        evictions.evict_pod(kube, namespace, name, uid=uid)
+        try:
+            evictions.evict_pod(kube, namespace, name, uid=uid)
+        except KubeError as error:
+            if not _answer_lost(error) or not _evicted(kube, namespace, name, uid):
+                raise
     except (KubeError, KeyboardInterrupt):
         if created:
             _roll_back(kube, checked.namespace, placement_name, stage, rolled_back)
         raise
     return Pinned(stored, created)
+
+
+def _answer_lost(error: KubeError) -> bool:
+    """Whether an eviction's failure leaves its outcome unknown: no answer (a timeout, a cut connection) or a server
+    error, after which the API server may have carried it out."""
+    return error.status == 0 or error.status >= 500
+
+
+def _evicted(kube: Kube, namespace: str, name: str, uid: str) -> bool:
+    """Whether the pod of `uid` is gone or going, read anew: an eviction whose answer was lost was carried out, and
+    its placement must stay, or the pod's replacement lands unpinned; unknown (the read fails too) is False."""
+    try:
+        pod = cluster_reads.get_pod(kube, namespace, name)
+    except KubeNotFound:
+        return True
+    except KubeError:
+        return False
+    metadata = pod.get("metadata") or {}
+    return metadata.get("uid") != uid or bool(metadata.get("deletionTimestamp"))
 
 
 def _roll_back(

@@ -13,7 +13,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.admission import AdmissionView, Decision, Settings, claimed_by_annotations, decide
+from kubectl_hami_place.core.admission import (
+    AdmissionView,
+    Decision,
+    Settings,
+    claimed_by_annotations,
+    considered,
+    decide,
+)
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.lifecycle import StatusWrite
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS
@@ -85,7 +92,7 @@ class Admitter:
             warning = "hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"
             return Decision(uid=review.uid, result=ERROR, warnings=(warning,))
         carried: frozenset[str] = frozenset()
-        holder, claimed_token = claimed_by_annotations(review)
+        holder, claimed_token = claimed_by_annotations(review) if considered(review, self.settings) else ("", "")
         if holder and cache_only:
             return None
         if holder:

@@ -111,7 +111,7 @@ def decide(review: Review, view: AdmissionView) -> Decision:
     pod = review.pod
     meta = as_mapping(pod.get("metadata"))
     namespace = review.namespace or str(meta.get("namespace") or "")
-    if not _considered(review, view.settings, namespace):
+    if not considered(review, view.settings):
         return Decision(uid=review.uid, result=IGNORED)
     placements = [p for p in view.placements if p.namespace == namespace]
     nodes = PinView(view.nodes)
@@ -182,8 +182,10 @@ def claimed_by_annotations(review: Review) -> tuple[str, str]:
     return (name, token) if token and is_object_name(name) else ("", "")
 
 
-def _considered(review: Review, settings: Settings, namespace: str) -> bool:
-    """Only the creation of a Pod with our scheduler, outside the excluded namespaces, may claim a placement."""
+def considered(review: Review, settings: Settings) -> bool:
+    """Only the creation of a Pod with our scheduler, outside the excluded namespaces, may claim a placement (the
+    server reads nothing from the API server for any other review)."""
+    namespace = review.namespace or str(as_mapping(review.pod.get("metadata")).get("namespace") or "")
     if review.operation != "CREATE" or review.kind != "Pod" or review.group or review.sub_resource:
         return False
     if namespace in settings.excluded_namespaces or not namespace:

@@ -568,3 +568,24 @@ def test_a_forged_review_whose_metadata_is_no_object_is_answered_not_an_internal
     status, _, reply = call(app, "POST", "/mutate", dumps(forged))
     assert status == 200 and b"internal error" not in reply, reply
     assert not [record for record in caplog.records if record.exc_info]
+
+
+def test_a_review_no_placement_may_be_claimed_for_reads_nothing_from_the_api_server() -> None:
+    """A pod of another scheduler (or any review admission ignores) carrying our claim annotations is answered from
+    what the review says: a forger cannot make each review cost a placement read and a pod listing."""
+    metrics = Metrics()
+    ours = admitter(filled_cache([placement()], []), metrics)
+    read: list[tuple[str, str]] = []
+    ours._refresh = lambda namespace, name: read.append((namespace, name))  # type: ignore[method-assign]
+    forged = review(dry_run=False)
+    forged["request"]["object"]["metadata"]["annotations"] = {
+        "scheduling.hami.placement.com/placement": "p1",
+        "scheduling.hami.placement.com/claim": "tok-1",
+    }
+    forged["request"]["object"]["spec"]["schedulerName"] = "default-scheduler"
+    app = MutateApp(ours, metrics)
+    assert json.loads(call(app, "POST", "/mutate", dumps(forged))[2])["response"]["allowed"] is True
+    assert read == []
+    forged["request"]["object"]["spec"]["schedulerName"] = "hami-scheduler"
+    call(app, "POST", "/mutate", dumps(forged))
+    assert read == [(NS, "p1")], "a pod admission considers is read for, as before"

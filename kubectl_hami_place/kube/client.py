@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -172,15 +173,25 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     if not explicit and not default_file.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return _connect_in_cluster(configuration)
     where = kubeconfig or explicit or str(default_file)
+    if context is None and not kubeconfig and explicit and os.pathsep in explicit:
+        context = first_current_context(explicit.split(os.pathsep))
     try:
         config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+            config_file=kubeconfig or explicit,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
         )
-        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig or explicit)
     except ConfigException as exc:
         raise KubeConfigError(f"cannot use kubeconfig {where}: {_one_line(str(exc))}") from exc
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {where}: not YAML ({_one_line(str(exc))})") from exc
     except (OSError, ValueError) as exc:
         raise KubeConfigError(f"cannot read kubeconfig {where}: {_one_line(str(exc))}") from exc
+    except (TypeError, AttributeError, KeyError) as exc:
+        # The client indexes the document as a mapping of lists of mappings; anything else fails inside it.
+        raise KubeConfigError(f"cannot read kubeconfig {where}: it is not a kubeconfig (a YAML mapping)") from exc
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
     namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     return Kube(
@@ -189,6 +200,22 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         server=configuration.host,
         context=(chosen or {}).get("name"),
     )
+
+
+def first_current_context(paths: list[str]) -> str | None:
+    """The context a KUBECONFIG list selects as kubectl reads it: the first file that sets `current-context` wins
+    (the Python client lets the last one win, so the plugin would write to another cluster than kubectl). A file
+    that cannot be read is left to the client's load, which says what is wrong with it."""
+    for path in paths:
+        if not path:
+            continue
+        try:
+            document = yaml.safe_load(Path(path).expanduser().read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(document, dict) and document.get("current-context"):
+            return str(document["current-context"])
+    return None
 
 
 def _connect_in_cluster(configuration: client.Configuration) -> Kube:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -10,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem, kube_hint, kube_line
 from kubectl_hami_place.cli._pin_check import build_spec, new_req_id, parse_gpus, parse_selector, placement_name
 from kubectl_hami_place.cli.app import run
-from kubectl_hami_place.kube.client import Kube, translate_api_error, translate_connection_error
+from kubectl_hami_place.kube.client import Kube, first_current_context, translate_api_error, translate_connection_error
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
     KubeConfigError,
@@ -103,6 +104,44 @@ def test_unreachable_server_is_one_line_exit_1(tmp_path: object, capsys: pytest.
     )
     assert run(["list", "--kubeconfig", str(kubeconfig), "--context", "nope"]) == 1
     assert "nope" in one_error_line(capsys)
+
+
+def kubeconfig_file(path: Path, context: str, port: int) -> Path:
+    """A kubeconfig of one context, selected, whose server is 127.0.0.1:`port` (closed: the error names it)."""
+    path.write_text(
+        f"apiVersion: v1\nkind: Config\ncurrent-context: {context}\n"
+        f"clusters: [{{name: {context}, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        f"users: [{{name: {context}, user: {{token: t}}}}]\n"
+        f"contexts: [{{name: {context}, context: {{cluster: {context}, user: {context}}}}}]\n"
+    )
+    return path
+
+
+def test_a_kubeconfig_list_selects_the_first_files_context_as_kubectl_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """KUBECONFIG=a:b: kubectl takes a's current-context (the first file that sets it); the client alone took b's,
+    so a write went to another cluster than `kubectl config current-context` names."""
+    first = kubeconfig_file(tmp_path / "first", "one", 1)
+    second = kubeconfig_file(tmp_path / "second", "two", 2)
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{tmp_path / 'missing'}:{second}")
+    assert run(["list"]) == 1
+    assert "https://127.0.0.1:1" in one_error_line(capsys)
+    assert first_current_context([str(tmp_path / "missing"), str(second), str(first)]) == "two"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("clusters: [a\n", "not YAML"), ("- a\n- b\n", "it is not a kubeconfig")],
+)
+def test_a_kubeconfig_that_is_not_one_is_one_line_exit_1(
+    text: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text(text)
+    assert run(["list", "--kubeconfig", str(broken)]) == 1
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: cannot read kubeconfig {broken}: ") and words in line, line
 
 
 def test_completion_scripts_name_the_completer(capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,6 +55,8 @@ def load_plan(path: str) -> PlanFile:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageProblem(f"cannot read {path}: {exc.strerror}", "give the file plan -o json wrote") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageProblem(f"{path} is not UTF-8 text", "give the file plan -o json wrote") from exc
     source = "stdin" if path == "-" else path
     try:
         data: Any = _parse(text)

@@ -13,6 +13,7 @@ import typer
 
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Result, formatter_for
+from kubectl_hami_place.cli.output.printable import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -106,14 +107,14 @@ def warn(message: str) -> None:
     """One yellow `warning:` line on stderr; the command goes on."""
     from rich.text import Text
 
-    stderr_console().print(Text(f"warning: {message}", style="yellow"))
+    stderr_console().print(Text(f"warning: {printable(message)}", style="yellow"))
 
 
 def note(message: str) -> None:
     """One plain informational line on stderr, so stdout stays the result alone."""
     from rich.text import Text
 
-    stderr_console().print(Text(message, style="dim"))
+    stderr_console().print(Text(printable(message), style="dim"))
 
 
 def emit(result: Result, output: OutputFormat) -> None:

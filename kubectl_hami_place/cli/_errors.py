@@ -17,6 +17,7 @@ from kubectl_hami_place.kube.errors import (
     KubeUnreachable,
     NoReplacement,
     NotAcknowledged,
+    PathError,
     PodGone,
     PodReplaced,
     WebhookRefused,
@@ -108,6 +109,7 @@ _FAMILY_HINTS: dict[type[KubeError], str] = {
     PodGone: "check the name and the namespace (-n)",
     KubeConflict: "pick another name or retry",
     KubeInvalid: "fix the request and retry",
+    PathError: "give a Kubernetes name: lowercase letters, digits, '-' and '.'",
 }
 
 

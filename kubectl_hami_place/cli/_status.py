@@ -29,12 +29,14 @@ from kubectl_hami_place.cli._common import (
     color_enabled,
     complete_nodes,
     emit,
+    stderr_console,
     target,
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
+from kubectl_hami_place.cli.output.printable import printable
 from kubectl_hami_place.kube.errors import KubeError
 
 if TYPE_CHECKING:
@@ -364,11 +366,16 @@ def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) ->
         if not in_place:
             first = True
             while True:
-                text = _frame(read, render)
-                separator = "" if first else ("---\n" if output is OutputFormat.yaml else "\n")
-                sys.stdout.write(separator + text)
-                sys.stdout.flush()
-                first = False
+                try:
+                    text = render(read())
+                except KubeError as exc:
+                    # stdout stays the frames alone (a JSON or YAML stream a program reads); the watch goes on.
+                    _fail_line(exc)
+                else:
+                    separator = "" if first else ("---\n" if output is OutputFormat.yaml else "\n")
+                    sys.stdout.write(separator + text)
+                    sys.stdout.flush()
+                    first = False
                 time.sleep(interval)
         console = Console(file=sys.stdout, force_terminal=color, no_color=not color, highlight=False)
         with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
@@ -383,8 +390,15 @@ def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) ->
 
 
 def _frame(read: Callable[[], Result], render: Callable[[Result], str]) -> str:
-    """One rendering; an API failure becomes its error line, so the watch goes on."""
+    """One rendering in place; an API failure becomes its error line, so the watch goes on."""
     try:
         return render(read())
     except KubeError as exc:
-        return f"error: {exc}\n"
+        return f"error: {printable(str(exc))}\n"
+
+
+def _fail_line(exc: KubeError) -> None:
+    """An API failure of a watch whose frames go to a stream: its `error:` line on stderr."""
+    from rich.text import Text as RichText
+
+    stderr_console().print(RichText(f"error: {printable(str(exc))}", style="red"))

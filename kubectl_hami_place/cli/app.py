@@ -5,8 +5,10 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 refused by validation, 4 blocked by a PodD
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import warnings
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -37,7 +39,7 @@ from kubectl_hami_place.cli._errors import (
 )
 from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.core.errors import ModelError
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeInvalid
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeInvalid, PathError
 
 PROG = "kubectl hami-place"
 
@@ -72,6 +74,8 @@ def run(argv: list[str]) -> int:
         return _fail(exc.lines(), exc.exit_code)
     except BlockedByDisruptionBudget as exc:
         return _fail([kube_line(exc)], EXIT_BLOCKED)
+    except PathError as exc:
+        return _fail([kube_line(exc)], EXIT_USAGE)  # refused here, before any request: a name that is no name
     except KubeInvalid as exc:
         return _fail([kube_line(exc)], EXIT_REFUSED)
     except KubeError as exc:
@@ -97,10 +101,22 @@ def run(argv: list[str]) -> int:
 
 def main() -> int:
     """Console entry point `kubectl-hami_place` (kubectl runs it for `kubectl hami-place`)."""
+    quiet_libraries()
     try:
         return run(sys.argv[1:])
     except KeyboardInterrupt:
         return _fail(["interrupted"], EXIT_INTERRUPTED)
+
+
+def quiet_libraries() -> None:
+    """The libraries' own log records and warnings stay off the terminal (the client logs a failed exec credential
+    plugin with `logging.error`, urllib3 its retries and a server URL without a scheme): what went wrong reaches
+    the user as the one `error:` line the failure becomes. HAMI_PLACE_DEBUG=1 keeps them."""
+    if os.environ.get("HAMI_PLACE_DEBUG"):
+        return
+    logging.getLogger().addHandler(logging.NullHandler())
+    logging.getLogger().setLevel(logging.CRITICAL + 1)
+    warnings.simplefilter("ignore")
 
 
 def complete_main() -> int:
@@ -118,9 +134,11 @@ def _fail(lines: list[str], code: int) -> int:
     """Prints `error: ...` lines in red on stderr and returns the exit code."""
     from rich.text import Text
 
+    from kubectl_hami_place.cli.output.printable import printable
+
     console = stderr_console()
     for line in lines:
-        console.print(Text(f"error: {line}", style="red"))
+        console.print(Text(f"error: {printable(line)}", style="red"))
     return code
 
 

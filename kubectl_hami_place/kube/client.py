@@ -31,6 +31,7 @@ from kubectl_hami_place.kube.errors import (
     KubeTypeMissing,
     KubeUnauthorized,
     KubeUnreachable,
+    PathError,
 )
 from kubectl_hami_place.kube.list_body import READ_BYTES, decoded_body, item_batches
 
@@ -85,10 +86,6 @@ class CheckedApiClient(client.ApiClient):
         for value in (path_params or {}).values():
             path_segment(value)
         return super().param_serialize(method, resource_path, path_params, *args, **kwargs)
-
-
-class PathError(KubeInvalid):
-    """A value meant as one segment of an API path (a name, a namespace) would be several, or a step up."""
 
 
 def path_segment(value: object) -> str:

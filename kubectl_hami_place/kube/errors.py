@@ -64,6 +64,10 @@ class KubeInvalid(KubeError):
     """The API server refused the object: schema, CEL rule or admission webhook (400, 422, admission 403)."""
 
 
+class PathError(KubeInvalid):
+    """A value meant as one segment of an API path (a name, a namespace) would be several, or a step up."""
+
+
 class KubeServerError(KubeError):
     """The API server or a component behind it failed (429 outside eviction, 5xx)."""
 

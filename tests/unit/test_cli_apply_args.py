@@ -58,6 +58,13 @@ def test_a_missing_plan_file_is_a_usage_error(tmp_path: Path, capsys: pytest.Cap
     )
 
 
+def test_a_plan_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    binary = tmp_path / "plan.json"
+    binary.write_bytes(b"\xff\xfe\x00plan")
+    assert run(["apply", "-f", str(binary)]) == 2
+    assert one_error_line(capsys) == f"error: {binary} is not UTF-8 text; give the file plan -o json wrote"
+
+
 def test_the_plan_is_read_from_stdin_with_dash(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -247,3 +247,46 @@ def test_connection_errors_name_the_server() -> None:
 def test_the_cli_words_what_to_do_for_each_adapter_error(error: KubeError, words: str) -> None:
     assert words in kube_hint(error), kube_hint(error)
     assert kube_line(error) == f"{error.cause}; {kube_hint(error)}"
+
+
+def test_a_namespace_that_is_no_kubernetes_name_is_a_usage_error_naming_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before any request (the server here is a closed port, never reached): exit 2, the fix named."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["list", "-n", "a/b", "--kubeconfig", str(kubeconfig)]) == 2
+    line = one_error_line(capsys)
+    assert line.endswith("; give a Kubernetes name: lowercase letters, digits, '-' and '.'"), line
+
+
+def test_an_error_carrying_control_characters_is_one_inert_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A name the user typed, or one from the cluster, in an error (`node 'no\\nde' not found`) makes no second line
+    and sends no escape sequence to the terminal."""
+    from kubectl_hami_place.cli.app import _fail
+
+    assert _fail(["node no\nde\x1b[2J not found"], 1) == 1
+    assert capsys.readouterr().err == "error: node no\\nde\\x1b[2J not found\n"
+
+
+@pytest.mark.parametrize(("quiet", "debug"), [(True, ""), (False, ""), (True, "1")])
+def test_the_libraries_log_records_and_warnings_stay_off_the_terminal(quiet: bool, debug: str) -> None:
+    """The client logs a failed exec credential plugin at ERROR, urllib3 warns of a URL without a scheme: a user
+    sees the one `error:` line instead (HAMI_PLACE_DEBUG=1 keeps them). In a process of its own: logging and warnings
+    are process-wide."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, warnings\n"
+        "from kubectl_hami_place.cli.app import quiet_libraries\n"
+        f"{'quiet_libraries()' if quiet else ''}\n"
+        "logging.error('exec plugin failed')\n"
+        "warnings.warn('URLs without a scheme', FutureWarning)\n"
+    )
+    env = {**os.environ, "HAMI_PLACE_DEBUG": debug}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    if quiet and not debug:
+        assert done.stderr == ""
+    else:
+        assert "exec plugin failed" in done.stderr and "URLs without a scheme" in done.stderr

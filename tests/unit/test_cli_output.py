@@ -13,6 +13,7 @@ import yaml
 from kubectl_hami_place.cli._common import OutputFormat
 from kubectl_hami_place.cli._present import age, bar, placement_columns, placement_row, selector_text
 from kubectl_hami_place.cli.output import FORMATS, Block, Table, Text, formatter_for
+from kubectl_hami_place.cli.output.printable import printable
 
 
 @dataclass(frozen=True)
@@ -150,3 +151,34 @@ def test_placement_row_matches_columns() -> None:
     assert values["Evict"] == "old (Blocked)"
     assert values["Selector"] == "app=x"
     assert placement_row({"metadata": {"name": "p"}, "spec": {}}, with_namespace=False)[4] == "Pending"
+
+
+@dataclass(frozen=True)
+class FromTheCluster:
+    """Names, a title and a text line as the cluster may send them: with escape sequences and newlines."""
+
+    def to_data(self) -> Any:
+        return {}
+
+    def to_blocks(self) -> list[Block]:
+        return [
+            Text(("Leader: \x1b]0;PWNED\x07evil",)),
+            Table(
+                columns=("Name", "Used"),
+                rows=(("abcde\x1b[2J\nFAKE", "[green]x\x9b31m[/]"),),
+                styles={"Used": "markup"},
+                title="Node \x1b[31mred",
+            ),
+        ]
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_a_table_writes_the_clusters_control_characters_as_escapes_never_raw(color: bool) -> None:
+    """rich passes ESC, CSI and OSC through: a pod name or an annotation could clear the screen or fake a line."""
+    text = formatter_for("wide", color=color).render(FromTheCluster())
+    shown = text.replace("\x1b[0m", "").replace("\x1b[1m", "").replace("\x1b[32m", "")  # our own styles
+    assert "\x1b]" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown and "\x07" not in shown
+    assert "\x1b[31mred" not in shown
+    assert "abcde\\x1b[2J\\nFAKE" in text and "Leader: \\x1b]0;PWNED\\x07evil" in text
+    assert len(text.splitlines()) == 5, "text, blank, title, header, the row: a newline in a name makes no line"
+    assert printable("plain é 日本") == "plain é 日本"

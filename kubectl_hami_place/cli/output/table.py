@@ -9,6 +9,7 @@ from rich.table import Table as RichTable
 from rich.text import Text as RichText
 
 from kubectl_hami_place.cli.output.base import Formatter, Result, Table, Text
+from kubectl_hami_place.cli.output.printable import printable
 
 # Wide enough that columns never wrap: the output is read by people and by `grep`/`awk`.
 _RENDER_WIDTH = 400
@@ -44,7 +45,7 @@ class TableFormatter(Formatter):
             first = False
             if isinstance(block, Text):
                 for line in block.lines:
-                    console.print(RichText(line, style=block.style or ""))
+                    console.print(RichText(printable(line), style=block.style or ""))
             else:
                 self._table(console, block)
         return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + ("\n" if buffer.getvalue() else "")
@@ -52,9 +53,9 @@ class TableFormatter(Formatter):
     def _table(self, console: Console, block: Table) -> None:
         """One table: title line, headers, rows; or the `empty` line when there are no rows."""
         if block.title:
-            console.print(RichText(block.title, style="bold"))
+            console.print(RichText(printable(block.title), style="bold"))
         if not block.rows:
-            console.print(RichText(block.empty))
+            console.print(RichText(printable(block.empty)))
             return
         shown = [i for i, name in enumerate(block.columns) if self.show_wide or name not in block.wide]
         table = RichTable(box=None, show_edge=False, pad_edge=False, padding=(0, 3, 0, 0), header_style="")
@@ -64,6 +65,7 @@ class TableFormatter(Formatter):
             cells = []
             for i in shown:
                 style = block.styles.get(block.columns[i], "")
-                cells.append(RichText.from_markup(row[i]) if style == "markup" else RichText(row[i], style=style))
+                cell = printable(row[i])
+                cells.append(RichText.from_markup(cell) if style == "markup" else RichText(cell, style=style))
             table.add_row(*cells)
         console.print(table)

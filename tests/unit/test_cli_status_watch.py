@@ -1,0 +1,49 @@
+"""`status --watch` to a stream (a pipe, a file, -o json|yaml): stdout holds the frames alone, an API failure is an
+`error:` line on stderr, and the watch goes on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.cli import _status
+from kubectl_hami_place.cli._common import OutputFormat
+from kubectl_hami_place.cli.output import Block
+from kubectl_hami_place.kube.errors import KubeError
+
+
+class Frame:
+    """One status frame's data."""
+
+    def to_data(self) -> Any:
+        return {"nodes": 1}
+
+    def to_blocks(self) -> list[Block]:
+        return []
+
+
+def test_a_watch_to_a_stream_writes_frames_on_stdout_and_failures_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reads = iter([KubeError("cannot reach the API server\x1b[2J"), Frame(), KubeError("timed out"), Frame()])
+
+    def read() -> Frame:
+        found = next(reads)
+        if isinstance(found, KubeError):
+            raise found
+        return found
+
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_status.time, "sleep", sleep)
+    assert _status._watch(read, OutputFormat.json, 1.0) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(frame) for frame in out.strip().split("\n\n")] == [{"nodes": 1}, {"nodes": 1}]
+    assert err.splitlines() == ["error: cannot reach the API server\\x1b[2J", "error: timed out"]

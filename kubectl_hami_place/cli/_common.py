@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -93,7 +94,7 @@ def stderr_console() -> Console:
 
     color = color_enabled(sys.stderr)
     return Console(
-        file=sys.stderr,
+        file=sys.stderr if sys.stderr is not None else io.StringIO(),  # closed (2>&-): said to no one, not stdout
         force_terminal=color,
         no_color=not color,
         color_system="standard" if color else None,
@@ -117,11 +118,25 @@ def note(message: str) -> None:
     stderr_console().print(Text(printable(message), style="dim"))
 
 
+class StdoutClosed(Exception):
+    """stdout has no reader (`| head -1` read its line and went, or `>&-`): not an OSError, which typer turns into
+    exit 1 before the CLI sees it; the CLI ends with 0, as the output was not wanted."""
+
+
+def write_out(text: str) -> None:
+    """Writes the result's text on stdout; `StdoutClosed` when no one reads it any more."""
+    if sys.stdout is None:
+        raise StdoutClosed
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise StdoutClosed from exc
+
+
 def emit(result: Result, output: OutputFormat) -> None:
     """Renders the result in the chosen format on stdout."""
-    text = formatter_for(output.value, color=color_enabled(sys.stdout)).render(result)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    write_out(formatter_for(output.value, color=color_enabled(sys.stdout)).render(result))
 
 
 @dataclass(frozen=True)

@@ -93,12 +93,21 @@ def build_spec(
     if problem:
         flag = "--req-id" if "reqID" in problem else "--evict" if "evictPod" in problem else "--gpu"
         raise UsageProblem(problem, f"fix {flag}")
+    if not spec.req_id.isprintable():
+        # The schema allows any string; one that prints control characters would fake output wherever it is shown.
+        raise UsageProblem(f"--req-id {spec.req_id!r} holds control characters", "fix --req-id: printable text")
     return spec
 
 
 def placement_name(given: str | None, spec: PlacementSpec) -> str:
     """The object name: given, else `pin-<reqID>` when the reqID makes a valid name, else `pin-<random>`."""
     if given:
+        from kubectl_hami_place.core.k8s_names import is_object_name
+
+        if not is_object_name(given):
+            raise UsageProblem(
+                f"--name {given!r} is not an object name", "fix --name: lowercase letters, digits, '-' and '.'"
+            )
         return given
     token = spec.req_id.lower()
     if not all(c in REQ_ID_ALPHABET or c == "-" for c in token) or len(token) > 200 or token.endswith("-"):

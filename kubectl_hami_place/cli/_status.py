@@ -32,6 +32,7 @@ from kubectl_hami_place.cli._common import (
     stderr_console,
     target,
     warn,
+    write_out,
 )
 from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
@@ -373,8 +374,7 @@ def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) ->
                     _fail_line(exc)
                 else:
                     separator = "" if first else ("---\n" if output is OutputFormat.yaml else "\n")
-                    sys.stdout.write(separator + text)
-                    sys.stdout.flush()
+                    write_out(separator + text)
                     first = False
                 time.sleep(interval)
         console = Console(file=sys.stdout, force_terminal=color, no_color=not color, highlight=False)

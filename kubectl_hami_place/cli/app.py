@@ -26,7 +26,7 @@ from kubectl_hami_place.cli import (
     _version,
     _why,
 )
-from kubectl_hami_place.cli._common import stderr_console
+from kubectl_hami_place.cli._common import StdoutClosed, stderr_console
 from kubectl_hami_place.cli._errors import (
     EXIT_BLOCKED,
     EXIT_ERROR,
@@ -84,7 +84,7 @@ def run(argv: list[str]) -> int:
         return _fail([str(exc)], EXIT_ERROR)
     except KeyboardInterrupt:
         return _fail(["interrupted"], EXIT_INTERRUPTED)
-    except BrokenPipeError:
+    except (BrokenPipeError, StdoutClosed):
         _silence_stdout()
         return EXIT_OK
     except Exception as exc:
@@ -150,10 +150,12 @@ def _sentence(message: str) -> str:
 
 def _silence_stdout() -> None:
     """After the reader of a pipe went away, further writes (at exit) must not raise again."""
+    if sys.stdout is None:
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
+    except (OSError, ValueError):
         pass
     finally:
         os.close(devnull)

@@ -166,6 +166,10 @@ def test_pure_argument_helpers() -> None:
     name = placement_name(None, odd)
     assert name.startswith("pin-") and name != "pin-team_a-request"
     assert Refused(["a", "b"]).lines() == ["a", "b"]
+    with pytest.raises(UsageProblem, match="is not an object name"):
+        placement_name("Bad_Name..", spec)
+    with pytest.raises(UsageProblem, match="holds control characters"):
+        build_spec("abcde\x1b[2J", parse_selector("app=x"), "n", parse_gpus(["gpu-0"]), None)
 
 
 def _api_error(status: int, body: dict[str, object]) -> ApiException:
@@ -290,3 +294,33 @@ def test_the_libraries_log_records_and_warnings_stay_off_the_terminal(quiet: boo
         assert done.stderr == ""
     else:
         assert "exec plugin failed" in done.stderr and "URLs without a scheme" in done.stderr
+
+
+def test_a_reader_gone_from_stdout_ends_the_command_with_0_and_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list -o json | head -1`: the write fails with EPIPE, which typer would turn into exit 1 had it seen an
+    OSError; the CLI sees StdoutClosed instead and ends quietly with 0."""
+    import io
+    import sys
+
+    from kubectl_hami_place.cli import app as cli_app
+    from kubectl_hami_place.cli._common import StdoutClosed, write_out
+
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Gone())
+    with pytest.raises(StdoutClosed):
+        write_out("NAME\n")
+    monkeypatch.setattr(sys, "stdout", None)
+    with pytest.raises(StdoutClosed):
+        write_out("NAME\n")
+
+    def verb(**kwargs: object) -> int:
+        write_out("NAME\n")
+        return 0
+
+    monkeypatch.setattr(sys, "stdout", Gone())
+    monkeypatch.setattr(cli_app, "app", verb)
+    monkeypatch.setattr(cli_app, "_silence_stdout", lambda: None)
+    assert cli_app.run(["list"]) == 0

@@ -47,7 +47,7 @@ from kubectl_hami_place.core.fit import (
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
-from kubectl_hami_place.core.refs import CardRef, resolve
+from kubectl_hami_place.core.refs import CardRef, resolve, uuids_named
 from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for, parse_quantity
 from kubectl_hami_place.core.selectors import may_overlap
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, release
@@ -288,7 +288,7 @@ def pending_warnings(
     spec: PlacementSpec, namespace: str, name: str, others: Sequence[Placement], cards: Sequence[Card]
 ) -> list[str]:
     """Other unclaimed placements: a selector that may match the same pods, or the same cards not yet counted."""
-    mine = _uuids(spec.gpu_devices, cards)
+    mine = uuids_named(spec.gpu_devices, cards)
     warnings = []
     for other in others:
         if (other.namespace, other.name) == (namespace, name) or not other.unclaimed:
@@ -298,7 +298,7 @@ def pending_warnings(
                 f"placement {other.name} (Pending, -l {other.spec.pod_selector}) may match the same pods as -l "
                 f"{spec.pod_selector}; the first matching pod claims only one of them"
             )
-        shared = mine & _uuids(other.spec.gpu_devices, cards) if other.spec.node_name == spec.node_name else set()
+        shared = mine & uuids_named(other.spec.gpu_devices, cards) if other.spec.node_name == spec.node_name else set()
         if shared:
             names = ", ".join(card.name for card in cards if card.uuid in shared)
             warnings.append(
@@ -506,14 +506,3 @@ def _gpu_container(container: object, position: int, init: bool, config: HamiCon
     )
     name = str(container.get("name") or position)
     return GpuContainer(name, position, init, request, own_memory, default_cores)
-
-
-def _uuids(refs: Sequence[CardRef], cards: Sequence[Card]) -> set[str]:
-    """The UUIDs of the references that name a card of the node."""
-    found = set()
-    for ref in refs:
-        try:
-            found.add(resolve(ref, cards).uuid)
-        except CardRefError:
-            continue
-    return found

@@ -79,6 +79,18 @@ def resolve(ref: CardRef, cards: Iterable[Card], node: str = "the node") -> Card
     raise CardRefError(f"node {node} has no card with {what}; it has {have}")
 
 
+def uuids_named(refs: Iterable[CardRef], cards: Iterable[Card]) -> set[str]:
+    """The UUIDs of the node's cards the references name (a reference that names none is left out)."""
+    cards = tuple(cards)
+    found = set()
+    for ref in refs:
+        try:
+            found.add(resolve(ref, cards).uuid)
+        except CardRefError:
+            continue
+    return found
+
+
 def _shorten(text: str, limit: int = 60) -> str:
     """Clip quoted input in messages."""
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -42,6 +42,12 @@ class Review:
     user: str = ""
 
     @property
+    def pod_namespace(self) -> str:
+        """The pod's namespace: the request's, else the one its metadata names."""
+        metadata = self.pod.get("metadata")
+        return self.namespace or str((metadata.get("namespace") if isinstance(metadata, Mapping) else "") or "")
+
+    @property
     def annotations(self) -> Mapping[str, Any]:
         """The object's annotations ({} when it has none)."""
         metadata = self.pod.get("metadata")

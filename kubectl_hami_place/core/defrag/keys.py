@@ -8,7 +8,7 @@ key's look ends in "done" (only a change wakes it again) or "again after T", dec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -27,7 +27,7 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PlanNode
-from kubectl_hami_place.core.refs import parse_card_ref, resolve
+from kubectl_hami_place.core.refs import CardRef, parse_card_ref, uuids_named
 
 POLICY = "policy"
 KEEP_ROOM = "keep-room"
@@ -129,22 +129,14 @@ class OpenMove:
     evicted_uid: str
     wait: timedelta
     node: str = ""
-    cards: tuple[str, ...] = ()
-    """The placement's `spec.nodeName` and `spec.gpuDevices`, as written: the cards HAMi refused the pod on."""
+    cards: tuple[CardRef, ...] = ()
+    """The placement's `spec.nodeName` and its `spec.gpuDevices` that parse: the cards HAMi refused the pod on."""
 
-    def target(self, nodes: Iterable[PlanNode]) -> tuple[str, ...]:
-        """The UUIDs of the cards the placement names on its node (a reference that names none is left out): the
-        pod's own `use-gpuuuid` annotation is not read, since anyone who may edit the pod can change it."""
+    def target(self, nodes: Iterable[PlanNode]) -> set[str]:
+        """The UUIDs of the cards the placement names on its node: the pod's own `use-gpuuuid` annotation is not
+        read, since anyone who may edit the pod can change it."""
         node = next((node for node in nodes if node.name == self.node), None)
-        if node is None:
-            return ()
-        found = []
-        for text in self.cards:
-            try:
-                found.append(resolve(parse_card_ref(text), node.cards, node.name).uuid)
-            except CardRefError:
-                continue
-        return tuple(found)
+        return uuids_named(self.cards, node.cards) if node is not None else set()
 
 
 def open_move(
@@ -175,8 +167,17 @@ def open_move(
         evicted_uid=str(as_mapping(held.get("annotations")).get(DEFRAG_POD_UID_ANNOTATION, "")),
         wait=created + give_up_after - now,
         node=str(spec.get("nodeName") or ""),
-        cards=tuple(str(card) for card in devices) if isinstance(devices, list) else (),
+        cards=tuple(_card_refs(devices if isinstance(devices, list) else [])),
     )
+
+
+def _card_refs(texts: Iterable[object]) -> Iterator[CardRef]:
+    """The references among `texts` that parse (a placement's `spec.gpuDevices`, as stored)."""
+    for text in texts:
+        try:
+            yield parse_card_ref(text)
+        except CardRefError:
+            continue
 
 
 class Look(Enum):

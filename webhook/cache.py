@@ -55,7 +55,7 @@ class ClusterCache:
     ) -> None:
         # The key that seals the rooms a rescue keeps (see core.reservation); without one, a key of this process's
         # own: the rooms its controller keeps are then honoured by this replica alone.
-        self.room_key = room_key if room_key is not None else RoomKey(secrets.token_bytes(32))
+        self.room_key = room_key if room_key is not None else RoomKey(secrets.token_bytes(32), shared=False)
         self.nodes = node_reflector(api_client, project=project_node_for_planning if planning else project_node)
         self.pods = pod_reflector(
             api_client, scheduler_name, project=project_pod_for_planning if planning else project_pod

@@ -74,7 +74,16 @@ from kubectl_hami_place.core.defrag.keys import (
     pod_key,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, RunDecision, decide_run, keep_off, refuse
+from kubectl_hami_place.core.defrag.runs import (
+    RescueTrigger,
+    RoomTrigger,
+    RunDecision,
+    decide_run,
+    keep_off,
+    refuse,
+    still_allowed,
+)
+from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -143,8 +152,8 @@ class NotLeading(KubeError):
 
 
 class NotOn(KubeError):
-    """The policy changed to a mode other than `on` (a `defrag pause`) while a run made its moves: it stops before
-    its next placement or eviction."""
+    """The policy changed to a mode other than `on` (a `defrag pause`), or to budgets that no longer allow the rest
+    of the run, while a run made its moves: it stops before its next placement or eviction."""
 
 
 @dataclass(frozen=True)
@@ -332,7 +341,7 @@ class DefragController:
                 return timedelta(seconds=self.options.interval)
         if pod is None:
             return None
-        opened = open_move(pod, self._pinned_by(pod), now, self.options.move_limit)
+        opened = open_move(pod, self._pinned_by(pod), now, self.options.move_limit, self.cache.room_key)
         if opened is not None:
             return self._open_move(opened, pod, policy)
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
@@ -509,12 +518,14 @@ class DefragController:
         for move in decision.moves:
             try:
                 self._guard()
+                self._within_budgets(decision, done)
                 moves.make_move(
                     self.kube,
                     move,
                     config=config,
                     labels=move_labels(decision.run_id),
                     annotations=move_annotations(move),
+                    seal=lambda obj: seal_move(obj, self.cache.room_key, datetime.now(UTC)),
                     ack_timeout=self.options.ack_timeout,
                     guard=self._guard,
                 )
@@ -657,6 +668,15 @@ class DefragController:
             mode = "invalid" if self.policy is None else f"mode {self.policy.mode.value}"
             raise NotOn(f"the policy is now {mode}; the run stops before its next move")
 
+    def _within_budgets(self, decision: RunDecision, done: int) -> None:
+        """Raises `NotOn` when the policy's budgets, read again by `_guard`, no longer allow the run's moves left."""
+        if self.policy is None:
+            return
+        rest, made = decision.moves[done:], decision.moves[:done]
+        over = still_allowed(self.policy.budgets, self._runs(), made, rest, datetime.now(UTC), decision.run_id)
+        if over:
+            raise NotOn(f"the policy's budgets changed and no longer allow the rest of the run ({over}); it stops")
+
     def _keep_room(self, policy: DefragPolicy) -> timedelta | None:
         """Every `keepRoom.interval`: plan toward the room goal when it is unmet; Events go on the policy."""
         if not policy.keep_room.enabled:
@@ -689,7 +709,7 @@ class DefragController:
         """The history of the runs (their placements, read from the API server: the budgets count every move a
         leader made), once a batch."""
         if self._history is None:
-            self._history = history_from_placements(run_placements(self.kube))
+            self._history = history_from_placements(run_placements(self.kube), self.cache.room_key)
         return self._history
 
     def _fresh(self) -> bool:
@@ -821,6 +841,13 @@ class DefragController:
             metadata = obj.get("metadata") or {}
             status = obj.get("status") or {}
             if status.get("phase", Phase.Pending) != Phase.Pending or status.get("claim"):
+                continue
+            if not move_sealed(obj, self.cache.room_key):
+                log.warning(
+                    "defrag: placement %s/%s is labelled with a run but no run sealed it; left alone",
+                    metadata.get("namespace"),
+                    metadata.get("name"),
+                )
                 continue
             annotations = metadata.get("annotations") or {}
             key, uid = annotations.get(DEFRAG_POD_ANNOTATION, ""), annotations.get(DEFRAG_POD_UID_ANNOTATION, "")

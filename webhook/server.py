@@ -175,7 +175,8 @@ def serve(options: ServeOptions) -> None:
     if options.room_key is None and options.defrag is not None:
         log.warning(
             "no --room-key-file: the rooms this replica's controller keeps for rescued pods are honoured by this "
-            "replica's admission alone; give every replica the same key (the chart does)"
+            "replica's admission alone, and its moves are not told apart from placements labelled with a run by "
+            "hand; give every replica the same key (the chart does)"
         )
     metrics.watch_cache(cache)
     writes = KubeWrites(kube)

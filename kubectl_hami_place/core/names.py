@@ -55,6 +55,8 @@ DEFRAG_POD_ANNOTATION = f"{GROUP}/defrag-pod"
 """On a move's placement: `namespace/name` of the pod the move evicts."""
 DEFRAG_POD_UID_ANNOTATION = f"{GROUP}/defrag-pod-uid"
 """On a move's placement: the UID of the pod the move evicts (a run resumed by another leader checks it)."""
+DEFRAG_SEAL_ANNOTATION = f"{GROUP}/defrag-seal"
+"""On a move's placement: when the controller made it and its seal over the move (`core.defrag.seal`)."""
 ROOM_RESERVED_ANNOTATION = f"{GROUP}/room-reserved"
 """On a rescued Pending pod: the cards its rescue freed, kept for it until a deadline (`core.reservation`)."""
 

@@ -50,13 +50,20 @@ class Reservation:
 
 @dataclass(frozen=True)
 class RoomKey:
-    """The secret the replicas share (`--room-key-file`): a reservation's seal is made and checked with it."""
+    """The secret the replicas share (`--room-key-file`): a reservation's seal, and a move's (`core.defrag.seal`), is
+    made and checked with it. `shared` is False for a key a server made for itself: other replicas cannot check
+    what it seals."""
 
     secret: bytes = field(repr=False)
+    shared: bool = True
 
     def seal(self, pod: str, uid: str, document: Mapping[str, Any]) -> str:
         """The seal of a reservation `document` written on the pod `pod` (`namespace/name`) of UID `uid`."""
-        message = json.dumps({"pod": pod, "uid": uid, **document}, sort_keys=True, separators=(",", ":"))
+        return self.sign({"pod": pod, "uid": uid, **document})
+
+    def sign(self, document: Mapping[str, Any]) -> str:
+        """HMAC-SHA256 of the document as compact JSON with sorted keys, in hex."""
+        message = json.dumps(document, sort_keys=True, separators=(",", ":"))
         return hmac.new(self.secret, message.encode(), hashlib.sha256).hexdigest()
 
 

@@ -9,6 +9,7 @@ stays behind. Failures are the typed errors of `kube.errors`; callers word them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -296,15 +297,18 @@ def make_move(
     ack_timeout: float,
     rolled_back: Callable[[RolledBack], None] | None = None,
     guard: Callable[[], None] | None = None,
+    seal: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Checked:
     """Pins the moved pod's replacement to the move's cards and evicts the pod (the one of the move's UID).
 
     `PodGone` when the pod is gone, `PodReplaced` (from the eviction's UID precondition) when its name now holds
     another pod, and every error of `check_move` and `pin_then_evict`. A placement of the move's name left by an
-    earlier attempt is reused.
+    earlier attempt is reused. `seal` turns the checked placement into the one created (the controller's seal).
     """
     pod = get_moved_pod(kube, move)
     checked = check_move(kube, move, pod, config=config, labels=labels, annotations=annotations)
+    if seal is not None:
+        checked = dataclasses.replace(checked, obj=seal(checked.obj))
     pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=rolled_back, guard=guard)
     return checked
 

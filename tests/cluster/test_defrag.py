@@ -22,6 +22,7 @@ import pytest
 import urllib3
 from kubernetes import client, watch
 
+from kubectl_hami_place.core.defrag.seal import seal_move
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_LEASE,
@@ -228,12 +229,14 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
             create(cluster, namespace, body)
             allocation(cluster, namespace, scale_up(cluster, namespace, app))
         before = uids(cluster, namespace)
+        # Labelled with a run by hand, it spends none of the hour's budget: no run sealed it.
+        create(cluster, namespace, forged_run_placement("forged-1", f"{namespace}/a-0", "u-0", node, "no-such"))
         write_policy(cluster, server_namespace, namespace, "on", movesPerHour=1)
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
         pending_big(cluster, namespace, node)
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the budget's Event")
         assert message == "budget: 1 move left this hour, the rescue needs 2", message
-        assert placements(cluster, namespace) == []
+        assert [p["metadata"]["name"] for p in placements(cluster, namespace)] == ["forged-1"]
         assert before <= uids(cluster, namespace), "no pod was evicted"
         assert server.metric('hami_place_defrag_runs_total{result="budget",trigger="rescue"}') == 1
     finally:
@@ -313,15 +316,23 @@ def test_a_bad_policy_turns_the_controller_off_and_says_which_field(
 
 
 def earlier_run_placement(  # noqa: PLR0917 - the placement's fields
+    cluster: Sandbox, name: str, moved: str, uid: str, node: GpuNode, app: str, card: int = 0
+) -> dict[str, Any]:
+    """A move's placement as an earlier leader's run writes it, sealed with the key the servers share: moving
+    `moved` (`namespace/name`, UID `uid`) off `node`, pinning the pod labelled app=`app` to the node's card `card`."""
+    return seal_move(forged_run_placement(name, moved, uid, node, app, card), room_key(cluster), datetime.now(UTC))
+
+
+def forged_run_placement(  # noqa: PLR0917 - the placement's fields
     name: str, moved: str, uid: str, node: GpuNode, app: str, card: int = 0
 ) -> dict[str, Any]:
-    """A move's placement as an earlier leader's run writes it: moving `moved` (`namespace/name`, UID `uid`) off
-    `node`, pinning the pod labelled app=`app` to the node's card `card`."""
+    """The same placement as a person who may create placements writes it by hand: labelled with a run, not sealed."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "HamiPodPlacement",
         "metadata": {
             "name": name,
+            "namespace": moved.split("/", 1)[0],
             "labels": {DEFRAG_RUN_LABEL: "earlier-run"},
             "annotations": {
                 DEFRAG_POD_ANNOTATION: moved,
@@ -347,14 +358,21 @@ def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
     api = client.CoreV1Api(cluster.api_client())
     running = api.read_namespaced_pod(held["move"][0], namespace)
     for name, pod_name, uid in (("move-a-1", running.metadata.name, running.metadata.uid), ("move-b-1", "gone", "u-0")):
-        create(cluster, namespace, earlier_run_placement(name, f"{namespace}/{pod_name}", uid, node, f"no-such-{name}"))
+        moved = f"{namespace}/{pod_name}"
+        create(cluster, namespace, earlier_run_placement(cluster, name, moved, uid, node, f"no-such-{name}"))
+    moved = f"{namespace}/{running.metadata.name}"
+    forged = forged_run_placement("forged-1", moved, running.metadata.uid, node, "no-such-forged")
+    create(cluster, namespace, forged)
     write_policy(cluster, server_namespace, namespace, "on")
-    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
     wait_for(
-        lambda: [p["metadata"]["name"] for p in placements(cluster, namespace)] == ["move-b-1"],
+        lambda: [p["metadata"]["name"] for p in placements(cluster, namespace)] == ["forged-1", "move-b-1"],
         "the new leader to undo the move whose pod still runs",
     )
     assert api.read_namespaced_pod(held["move"][0], namespace).metadata.uid == running.metadata.uid
+    assert f"placement {namespace}/forged-1 is labelled with a run but no run sealed it; left alone" in (
+        server.log.read_text()
+    ), "no run made the forged placement: a new leader leaves it"
 
 
 def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(
@@ -613,7 +631,8 @@ def test_an_earlier_leaders_move_whose_replacement_hami_refuses_is_given_up_by_t
         cluster, **serving, namespace=namespace, home=server_namespace, flags=("--defrag-move-timeout", "5")
     )
     moved = f"{namespace}/stranded-gone"
-    create(cluster, namespace, earlier_run_placement("move-stranded-1", moved, "u-0", node, "stranded", full_index))
+    stranded = earlier_run_placement(cluster, "move-stranded-1", moved, "u-0", node, "stranded", full_index)
+    create(cluster, namespace, stranded)
     wait_for(lambda: sees_placement(server, namespace, "move-stranded-1"), "the server to see the placement")
     create(cluster, namespace, deployment("stranded", 1, BIG, node=node.name))
     pinned = wait_for(lambda: pod_names(cluster, namespace, "app=stranded"), "the replacement")[0]

@@ -18,8 +18,8 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_until
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run, keep_off, refuse
-from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run, keep_off, refuse, still_allowed
+from kubectl_hami_place.core.planner import FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.usage import PodAllocation
@@ -287,3 +287,24 @@ def test_a_card_hami_refused_a_given_up_moves_replacement_on_takes_no_plan_until
     later = NOW + timedelta(hours=1)
     assert keep_off(snapshot, (), later, refused=refused) == snapshot, "the cooldown ended"
     assert refuse(refused, ["b1"], later, timedelta(hours=1)) == {"b1": later + timedelta(hours=1)}, "a0's time is up"
+
+
+def test_a_budget_lowered_mid_run_binds_from_the_runs_next_move() -> None:
+    """Budgets read again between a run's moves: the moves it made count, and what is left must still fit."""
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    planned = [Move(f"team-a/p{i}", f"u{i}", "n1", ("GPU-0",), "n2", ("GPU-1",), "room") for i in range(3)]
+    roomy = Budgets(moves_per_run=4, moves_per_hour=10, moves_per_node=4, moves_per_namespace=4)
+    assert still_allowed(roomy, [], planned[:1], planned[1:], now, "r1") == ""
+    earlier = [MoveRecord("r0", "team-b/q", "team-b", "n9", now - timedelta(minutes=5), "Evicted")]
+    hourly = replace(roomy, moves_per_hour=3)
+    assert still_allowed(hourly, earlier, planned[:1], planned[1:], now, "r1") == (
+        "budget: 1 move left this hour, the rescue needs 2"
+    )
+    rolled = [replace(earlier[0], time=now - timedelta(minutes=61))]
+    assert still_allowed(hourly, rolled, planned[:2], planned[2:], now, "r1") == "", "the earlier move left the hour"
+    per_node = replace(roomy, moves_per_node=2)
+    assert still_allowed(per_node, [], planned[:1], planned[1:], now, "r1") == (
+        "budget: 1 move left off node n1 this hour, the rescue needs 2"
+    )
+    per_run = replace(roomy, moves_per_run=2)
+    assert still_allowed(per_run, [], planned[:2], planned[2:], now, "r1").startswith("budget: 0 moves left this run")

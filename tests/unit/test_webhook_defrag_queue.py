@@ -15,6 +15,7 @@ from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, PodKe
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.defrag.runs import RunDecision
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.kube.client import Kube
 from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
 from webhook import defrag
@@ -170,6 +171,35 @@ def test_a_pause_holds_for_the_rest_of_the_batch_and_stops_a_run_before_its_next
     ctl.policy_map.upsert(policy_map("dry-run", "4"))
     with pytest.raises(NotOn, match="the policy is now mode dry-run; the run stops before its next move"):
         ctl._guard()
+
+
+def test_a_budget_lowered_while_a_run_goes_on_stops_it_before_the_move_it_no_longer_allows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator lowers movesPerHour while a run's first move is made: the guard reads the policy again before
+    the next, and the budgets it then holds stop the run there. The moves themselves are replaced here (no API
+    server): the race with a real run's seconds-long move cannot be had on demand."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    ctl._history = ()  # the runs' history as read for the batch: no move yet
+    made: list[str] = []
+
+    def make_move(kube: Kube, move: Move, **kwargs: Any) -> None:
+        made.append(move.pod)
+        lowered = policy_map("on", "2")
+        lowered["data"]["policy.yaml"] += "budgets:\n  movesPerHour: 1\n"
+        ctl.policy_map.upsert(lowered)
+
+    monkeypatch.setattr(defrag.moves, "make_move", make_move)
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    planned = tuple(Move(f"team-a/p{i}", f"u{i}", "n1", ("GPU-0",), "n2", ("GPU-1",), "room") for i in range(2))
+    done, why, result = ctl._carry_out(RunDecision("r1", "rescue", None, planned, False, ""), HAMI_DEFAULTS)
+    assert made == ["team-a/p0"] and (done, result) == (1, "failed")
+    assert why == (
+        "the policy's budgets changed and no longer allow the rest of the run "
+        "(budget: 0 moves left this hour, the rescue needs 1); it stops"
+    )
 
 
 def test_what_was_said_on_a_pod_and_its_retry_go_with_the_pod() -> None:

@@ -15,11 +15,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.defrag.policy import Budgets, format_duration
+from kubectl_hami_place.core.defrag.seal import move_sealed
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL, Phase
 from kubectl_hami_place.core.placement import Placement, placement_from_object
+from kubectl_hami_place.core.reservation import RoomKey
 
 HOUR = timedelta(hours=1)
 NOT_SPENT = frozenset({"DryRun", "Blocked", "NotEvicted"})
@@ -150,8 +152,9 @@ def cooldown_reason(until: datetime) -> str:
     return f"was moved recently; its cooldown (budgets.cooldown) ends at {until.strftime('%H:%M:%S')} UTC"
 
 
-def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveRecord, ...]:
-    """The moves of the placements the controller made (labelled with their run), newest first.
+def history_from_placements(objects: Iterable[Mapping[str, Any]], key: RoomKey | None = None) -> tuple[MoveRecord, ...]:
+    """The moves of the placements the controller made (labelled with their run and, with `key`, sealed by it:
+    `core.defrag.seal`), newest first.
 
     A move's time is its placement's creation and its pod the one its annotation names (the controller pins the
     replacement, then evicts the pod itself), else the placement's `evictPod`. Its result is the eviction's when the
@@ -165,7 +168,7 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]]) -> tuple[MoveR
         metadata = as_mapping(obj.get("metadata"))
         labels, annotations = as_mapping(metadata.get("labels")), as_mapping(metadata.get("annotations"))
         run = labels.get(DEFRAG_RUN_LABEL)
-        if not run:
+        if not run or not move_sealed(obj, key):
             continue
         try:
             placement = placement_from_object(obj)

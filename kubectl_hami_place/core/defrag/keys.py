@@ -16,6 +16,7 @@ from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
+from kubectl_hami_place.core.defrag.seal import move_sealed
 from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
 from kubectl_hami_place.core.errors import CardRefError
 from kubectl_hami_place.core.fields import as_mapping
@@ -28,6 +29,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PlanNode
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref, uuids_named
+from kubectl_hami_place.core.reservation import RoomKey
 
 POLICY = "policy"
 KEEP_ROOM = "keep-room"
@@ -140,13 +142,18 @@ class OpenMove:
 
 
 def open_move(
-    pod: Mapping[str, Any], placement: Mapping[str, Any] | None, now: datetime, give_up_after: timedelta
+    pod: Mapping[str, Any],
+    placement: Mapping[str, Any] | None,
+    now: datetime,
+    give_up_after: timedelta,
+    key: RoomKey | None = None,
 ) -> OpenMove | None:
     """The run move whose replacement `pod` is, while it waits unscheduled; `placement` is the one named on the pod.
 
     Its leader follows the move until it settles or gives it up; a leader that died meanwhile leaves it to this: the
     move is given up `give_up_after` its placement was created. Until then the pod is no rescue's candidate (its
-    cards are the move's). None for any other pod, or when `placement` is not a run's (a person's pin stays).
+    cards are the move's). None for any other pod, or when `placement` is not a run's, sealed with `key` (a person's
+    pin stays).
     """
     if pod_key(pod) is None or placement is None:
         return None
@@ -155,6 +162,8 @@ def open_move(
     if not name or as_mapping(metadata.get("annotations")).get(PLACEMENT_ANNOTATION) != name:
         return None
     if held.get("namespace") != metadata.get("namespace") or not as_mapping(held.get("labels")).get(DEFRAG_RUN_LABEL):
+        return None
+    if not move_sealed(placement, key):
         return None
     created = time_or_none(held.get("creationTimestamp"))
     if created is None:

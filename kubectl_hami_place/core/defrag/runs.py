@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
-from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
+from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
 from kubectl_hami_place.core.reservation import Reservation, barring
 
@@ -218,8 +218,29 @@ def _blocked_by_disruption_budgets(snapshot: Snapshot, goal: Goal, policy: Defra
     return f"blocked: the rescue must evict {pods}; " + "; ".join(spent)
 
 
+def still_allowed(  # noqa: PLR0917 - the run's budgets, history, its moves made and left, and when
+    budgets: Budgets,
+    history: Iterable[MoveRecord],
+    done: Sequence[Move],
+    rest: Sequence[Move],
+    now: datetime,
+    run_id: str,
+) -> str:
+    """Why the budgets, read again while the run `run_id` is under way, no longer allow its `rest` moves after the
+    `done` ones, in words; "" when they do. A budget lowered mid-run binds from the run's next move."""
+    made = [MoveRecord(run_id, m.pod, m.pod.split("/", 1)[0], m.from_node, now, "Evicted") for m in done]
+    return _overrun(tuple(rest), allowance(budgets, (*history, *made), now, run_id))
+
+
 def _over_budget(moves: tuple[Move, ...], left: Allowance) -> str:
     """Which budget a rescue needing `moves` overruns, in words: `budget: 1 move left this hour, the rescue needs 2`."""
+    return _overrun(moves, left) or (
+        f"budget: the rescue needs {len(moves)} moves and the budgets allow them only in another order"
+    )
+
+
+def _overrun(moves: tuple[Move, ...], left: Allowance) -> str:
+    """Which budget `moves` overrun in all, off a node or in a namespace, in words; "" when none does."""
     need = len(moves)
     if need > left.moves:
         return f"budget: {_moves(left.moves)} left {left.binding()}, the rescue needs {need}"
@@ -232,7 +253,7 @@ def _over_budget(moves: tuple[Move, ...], left: Allowance) -> str:
                 f"budget: {_moves(left.for_namespace(namespace))} left in namespace {namespace} this hour, "
                 f"the rescue needs {count}"
             )
-    return f"budget: the rescue needs {need} moves and the budgets allow them only in another order"
+    return ""
 
 
 def _moves(count: int) -> str:

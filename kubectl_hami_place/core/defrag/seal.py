@@ -1,0 +1,73 @@
+"""The seal on a move's placement: the controller's proof that it made the move.
+
+Anyone who may create placements in a namespace can label one with a run. Counted as a move, it would spend the
+hourly budget of every namespace, rest a pod, and make a new leader evict or follow a pod; so the controller seals
+what it writes (the placement's namespace and name, its run, the pod it evicts with that pod's UID, the node it
+leaves, and when it sealed) with the key the replicas share (`RoomKey`), and the budgets, a new leader's resume and
+the following of an open move take only placements whose seal checks. The seal's time must be within SEAL_WINDOW of
+the placement's creation, so a sealed placement deleted and created again later is not a new move. A key a server
+made for itself (no `--room-key-file`) seals, but checks nothing: another replica could not tell its moves apart
+from forged ones and would forget them, so every run placement counts then, as before seals.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_NODE_ANNOTATION,
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+    DEFRAG_SEAL_ANNOTATION,
+)
+from kubectl_hami_place.core.placement import time_or_none
+from kubectl_hami_place.core.reservation import RoomKey
+
+SEAL_WINDOW = timedelta(minutes=10)
+"""How far the seal's time may be from the placement's creation (clocks of the leader and the API server apart)."""
+
+
+def seal_move(obj: Mapping[str, Any], key: RoomKey, now: datetime) -> dict[str, Any]:
+    """The move's placement `obj`, about to be created, with the seal annotation made at `now`."""
+    metadata = dict(as_mapping(obj.get("metadata")))
+    at = int(now.timestamp())
+    annotations = dict(as_mapping(metadata.get("annotations")))
+    annotations[DEFRAG_SEAL_ANNOTATION] = f"{at}:{key.sign(_document(metadata, at))}"
+    return {**obj, "metadata": {**metadata, "annotations": annotations}}
+
+
+def move_sealed(obj: Mapping[str, Any], key: RoomKey | None) -> bool:
+    """Whether a run's placement, as stored, is one the controller made: its seal checks with `key` and was made
+    within SEAL_WINDOW of its creation. Always True without a key to check with (None, or one not shared)."""
+    if key is None or not key.shared:
+        return True
+    metadata = as_mapping(obj.get("metadata"))
+    at_text, _, mac = str(as_mapping(metadata.get("annotations")).get(DEFRAG_SEAL_ANNOTATION, "")).partition(":")
+    created = time_or_none(metadata.get("creationTimestamp"))
+    if not at_text.isdigit() or len(at_text) > 11 or created is None:
+        return False
+    at = int(at_text)
+    if abs(created - datetime.fromtimestamp(at, UTC)) > SEAL_WINDOW:
+        return False
+    return hmac.compare_digest(mac, key.sign(_document(metadata, at)))
+
+
+def _document(metadata: Mapping[str, Any], at: int) -> dict[str, Any]:
+    """What a move's seal covers."""
+    labels, annotations = as_mapping(metadata.get("labels")), as_mapping(metadata.get("annotations"))
+    return {
+        "move": {
+            "namespace": str(metadata.get("namespace", "")),
+            "name": str(metadata.get("name", "")),
+            "run": str(labels.get(DEFRAG_RUN_LABEL, "")),
+            "pod": str(annotations.get(DEFRAG_POD_ANNOTATION, "")),
+            "uid": str(annotations.get(DEFRAG_POD_UID_ANNOTATION, "")),
+            "from": str(annotations.get(DEFRAG_FROM_NODE_ANNOTATION, "")),
+            "at": at,
+        }
+    }

@@ -1,0 +1,121 @@
+"""The seal on a move's placement: made by the controller, checked by the budgets, a new leader and an open move."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.defrag.budget import allowance, history_from_placements
+from kubectl_hami_place.core.defrag.keys import open_move
+from kubectl_hami_place.core.defrag.policy import Budgets
+from kubectl_hami_place.core.defrag.seal import SEAL_WINDOW, move_sealed, seal_move
+from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_NODE_ANNOTATION,
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+    DEFRAG_SEAL_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+)
+from kubectl_hami_place.core.reservation import RoomKey
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+KEY = RoomKey(b"k" * 32)
+
+
+def move(name: str = "move-x-1", pod: str = "team-a/x", **annotations: str) -> dict[str, Any]:
+    """A move's placement as the controller builds it, before it is created (no creationTimestamp yet)."""
+    return {
+        "apiVersion": "scheduling.hami.placement.com/v1",
+        "kind": "HamiPodPlacement",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": {DEFRAG_RUN_LABEL: "run-1"},
+            "annotations": {
+                DEFRAG_POD_ANNOTATION: pod,
+                DEFRAG_POD_UID_ANNOTATION: "uid-x",
+                DEFRAG_FROM_NODE_ANNOTATION: "gpu-a",
+                **annotations,
+            },
+        },
+        "spec": {
+            "reqID": "abcdef",
+            "podSelector": {"matchLabels": {"app": "x"}},
+            "nodeName": "gpu-b",
+            "gpuDevices": ["gpu-0"],
+        },
+    }
+
+
+def stored(obj: dict[str, Any], created: datetime = NOW) -> dict[str, Any]:
+    """The placement as the API server stores it, created at `created`."""
+    return {**obj, "metadata": {**obj["metadata"], "creationTimestamp": created.isoformat()}}
+
+
+def test_a_sealed_move_checks_and_its_seal_covers_who_what_and_where() -> None:
+    sealed = stored(seal_move(move(), KEY, NOW))
+    assert move_sealed(sealed, KEY)
+    assert sealed["spec"] == move()["spec"], "only an annotation is added"
+    assert not move_sealed(stored(move()), KEY), "labelled by hand, no seal"
+    assert not move_sealed(sealed, RoomKey(b"o" * 32)), "another cluster's key"
+    for path, value in (
+        (("metadata", "namespace"), "team-b"),
+        (("metadata", "name"), "move-y-1"),
+        (("metadata", "labels", DEFRAG_RUN_LABEL), "run-2"),
+        (("metadata", "annotations", DEFRAG_POD_ANNOTATION), "team-a/y"),
+        (("metadata", "annotations", DEFRAG_POD_UID_ANNOTATION), "uid-y"),
+        (("metadata", "annotations", DEFRAG_FROM_NODE_ANNOTATION), "gpu-c"),
+    ):
+        changed = stored(seal_move(move(), KEY, NOW))
+        *parents, last = path
+        holder = changed
+        for part in parents:
+            holder = holder[part]
+        holder[last] = value
+        assert not move_sealed(changed, KEY), f"{'.'.join(path)} changed after sealing"
+
+
+def test_a_sealed_move_created_again_long_after_is_not_a_new_move() -> None:
+    sealed = seal_move(move(), KEY, NOW)
+    assert move_sealed(stored(sealed, NOW + SEAL_WINDOW), KEY), "the leader's and the API server's clocks apart"
+    assert move_sealed(stored(sealed, NOW - SEAL_WINDOW), KEY)
+    assert not move_sealed(stored(sealed, NOW + SEAL_WINDOW + timedelta(seconds=1)), KEY), "created again later"
+    assert not move_sealed(seal_move(move(), KEY, NOW), KEY), "not created: no creation time"
+
+
+@pytest.mark.parametrize("value", ["", "x", "12:ab", "abc:def", "-5:00", "1" * 12 + ":00", f"{int(NOW.timestamp())}"])
+def test_a_seal_that_does_not_parse_is_no_seal(value: str) -> None:
+    assert not move_sealed(stored(move(**{DEFRAG_SEAL_ANNOTATION: value})), KEY)
+
+
+def test_without_a_shared_key_every_run_placement_counts_as_before() -> None:
+    """A server without --room-key-file cannot check another replica's seals: it forgets none of their moves."""
+    assert move_sealed(stored(move()), RoomKey(b"s" * 32, shared=False))
+    assert move_sealed(stored(move()), None)
+
+
+def test_the_budgets_count_only_sealed_moves() -> None:
+    budgets = Budgets(moves_per_run=4, moves_per_hour=2, moves_per_node=4, moves_per_namespace=4)
+    sealed = [stored(seal_move(move(f"move-x-{i}", f"team-a/x{i}"), KEY, NOW)) for i in range(2)]
+    forged = [stored(move(f"move-f-{i}", f"team-a/f{i}")) for i in range(5)]
+    history = history_from_placements([*sealed, *forged], KEY)
+    assert sorted(record.placement for record in history) == ["move-x-0", "move-x-1"]
+    assert allowance(budgets, history, NOW, "run-2").hour_left == 0
+    assert allowance(budgets, history_from_placements(forged, KEY), NOW, "run-2").hour_left == 2, "forged: none"
+    assert len(history_from_placements(forged)) == 5, "the verb, without the key, lists every run placement"
+
+
+def test_only_a_sealed_runs_placement_makes_an_open_move() -> None:
+    pinned = {
+        "metadata": {"namespace": "team-a", "name": "x-2", "annotations": {PLACEMENT_ANNOTATION: "move-x-1"}},
+        "status": {"phase": "Pending"},
+        "spec": {},
+    }
+    after = timedelta(seconds=185)
+    sealed = stored(seal_move(move(), KEY, NOW - timedelta(seconds=60)), NOW - timedelta(seconds=60))
+    opened = open_move(pinned, sealed, NOW, after, KEY)
+    assert opened is not None and opened.wait == timedelta(seconds=125)
+    assert open_move(pinned, stored(move()), NOW, after, KEY) is None, "labelled by hand: a person's pin"

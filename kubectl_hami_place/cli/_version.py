@@ -21,7 +21,6 @@ from kubectl_hami_place.cli._common import (
     target,
     warn,
 )
-from kubectl_hami_place.cli._errors import EXIT_ERROR
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.versions import ServerVersion, deployment_version, skewed
@@ -41,11 +40,14 @@ NOT_FOUND = "not found (no hami-place webhook Service or Deployment labelled app
 
 @dataclass(frozen=True)
 class Versions:
-    """Both versions; `server` None with `problem` saying why it is unknown."""
+    """Both versions; `server` None with `problem` saying why it is unknown. `asked` is False when the cluster did
+    not answer: the table then holds the plugin's line alone, as `kubectl version` prints it, and the error goes to
+    stderr."""
 
     plugin: str
     server: ServerVersion | None
     problem: str
+    asked: bool = True
 
     def to_data(self) -> Any:
         """`{plugin, server: {version, source} | null, problem?}`."""
@@ -59,6 +61,8 @@ class Versions:
 
     def to_blocks(self) -> list[Block]:
         """Two lines, as `kubectl version` prints them."""
+        if not self.asked:
+            return [Text((f"Plugin version: {self.plugin}",))]
         server = f"{self.server.version} ({self.server.source})" if self.server else self.problem
         return [Text((f"Plugin version: {self.plugin}", f"Server version: {server}"))]
 
@@ -75,8 +79,8 @@ def version(
     try:
         server = server_version(where.kube)
     except KubeError as exc:
-        emit(Versions(__version__, None, f"unknown: {exc}"), output)
-        return EXIT_ERROR
+        emit(Versions(__version__, None, f"unknown: {exc}", asked=False), output)
+        raise
     if server is not None and skewed(__version__, server.version):
         warn(
             f"the plugin is {__version__} and the server {server.version}: they differ by a minor version; "

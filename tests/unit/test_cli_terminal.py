@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import signal
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from kubectl_hami_place import __version__
 
 # The console script's entry point run by this interpreter: no venv's bin/ needs to be on PATH or on disk.
 PLUGIN = [sys.executable, "-c", "import sys; from kubectl_hami_place.entry import main; sys.exit(main())"]
@@ -88,3 +91,30 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert out == b""
     assert err == b"error: interrupted\n"
+
+
+def test_version_with_no_server_prints_the_plugins_line_and_the_error_apart(tmp_path: Path) -> None:
+    """As `kubectl version` does: stdout keeps what is known, stderr says why the server's version is not."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    asked = [*PLUGIN, "version", "--kubeconfig", str(kubeconfig)]
+    table = subprocess.run(asked, check=False, capture_output=True, env=env)
+    assert table.returncode == 1
+    assert table.stdout.decode().splitlines() == [f"Plugin version: {__version__}"]
+    [error] = table.stderr.decode().splitlines()
+    assert (
+        error.startswith("error: ") and f"127.0.0.1:{port}" in error and error.endswith("check --kubeconfig/--context")
+    )
+    data = subprocess.run([*asked, "-o", "json"], check=False, capture_output=True, env=env)
+    assert data.returncode == 1 and len(data.stderr.decode().splitlines()) == 1
+    shown = json.loads(data.stdout)
+    assert (shown["plugin"], shown["server"]) == (__version__, None) and shown["problem"].startswith("unknown: ")

@@ -393,24 +393,32 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": metadata, "spec": planned_spec, "status": {**kept["status"], "conditions": scheduled}}
 
 
-# The planning parts equal to a kept one's are that one (labels, controller, containers of pods of one template);
-# read-only like every stored object. Cleared when it reaches the limit; the pods keep what they share.
-_PLANNED: dict[bytes, Any] = {}
+class _KeptAlike:
+    """The planning parts equal to a kept one's are that one (labels, controller, containers of pods of one
+    template); read-only like every stored object. Cleared when it holds `limit` parts or `budget` bytes of their
+    JSON, so that a tenant who relabels a pod again and again grows nothing for good; the pods keep what they
+    share."""
 
+    def __init__(self, limit: int, budget: int) -> None:
+        self.limit, self.budget = limit, budget
+        self.parts: dict[bytes, Any] = {}
+        self.size = 0
 
-def _planned_alike(part: Any) -> Any:
-    """The one kept part equal to this one (by its JSON): bench/generate's 40,000 pods kept 2,694 B a pod without it,
-    1,316 B with it (tracemalloc; project_pod alone 915 B)."""
-    try:
-        key = orjson.dumps(part, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return part
-    kept = _PLANNED.get(key)
-    if kept is None:
-        if len(_PLANNED) >= SHARED_LIMIT:
-            _PLANNED.clear()
-        kept = _PLANNED.setdefault(key, part)
-    return kept
+    def __call__(self, part: Any) -> Any:
+        """The one kept part equal to this one (by its JSON): bench/generate's 40,000 pods kept 2,694 B a pod without
+        it, 1,316 B with it (tracemalloc; project_pod alone 915 B)."""
+        try:
+            key = orjson.dumps(part, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return part
+        kept = self.parts.get(key)
+        if kept is None:
+            if len(self.parts) >= self.limit or self.size + len(key) > self.budget:
+                self.parts.clear()
+                self.size = 0
+            kept = self.parts.setdefault(key, part)
+            self.size += len(key)
+        return kept
 
 
 # The pods' parts that many pods hold alike ({"nodeName": n}, {"phase": p}), each kept once: stored objects are
@@ -418,6 +426,8 @@ def _planned_alike(part: Any) -> Any:
 # (names of nodes long gone); the pods keep what they share.
 _SHARED: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
 SHARED_LIMIT = 65536
+PLANNED_BUDGET_BYTES = 16 * 2**20
+_planned_alike = _KeptAlike(SHARED_LIMIT, PLANNED_BUDGET_BYTES)
 
 
 def _shared(part: dict[str, Any]) -> dict[str, Any]:

@@ -669,13 +669,14 @@ class DefragController:
             raise NotOn(f"the policy is now {mode}; the run stops before its next move")
 
     def _within_budgets(self, decision: RunDecision, done: int) -> None:
-        """Raises `NotOn` when the policy's budgets, read again by `_guard`, no longer allow the run's moves left."""
+        """Raises `NotOn` when the policy, read again by `_guard`, no longer allows the run's moves left (its
+        namespaces or its budgets changed)."""
         if self.policy is None:
             return
         rest, made = decision.moves[done:], decision.moves[:done]
-        over = still_allowed(self.policy.budgets, self._runs(), made, rest, datetime.now(UTC), decision.run_id)
+        over = still_allowed(self.policy, self._runs(), made, rest, datetime.now(UTC), decision.run_id)
         if over:
-            raise NotOn(f"the policy's budgets changed and no longer allow the rest of the run ({over}); it stops")
+            raise NotOn(f"the policy changed and no longer allows the rest of the run ({over}); it stops")
 
     def _keep_room(self, policy: DefragPolicy) -> timedelta | None:
         """Every `keepRoom.interval`: plan toward the room goal when it is unmet; Events go on the policy."""
@@ -745,6 +746,7 @@ class DefragController:
         if version == self._policy_version:
             return None
         self._policy_version = version
+        self.policy = None  # until this version is read: nothing moves on a policy that could not be
         if source is None:
             self._invalid(
                 None, f"ConfigMap {where} not found; create it with the DefragPolicy under {DEFRAG_POLICY_KEY}"

@@ -56,9 +56,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.certs.clusterDomain) | toJson -}}
 {{- end -}}
 
-{{/* Namespaces the server skips and the webhook is never called for. */}}
+{{/* Namespaces the server skips and the webhook is never called for: its own, kube-system (whose pods bring a
+cluster back, and must not wait on a webhook that is down), and the listed ones. */}}
 {{- define "hami-place.excludedNamespaces" -}}
-{{- prepend .Values.server.excludeNamespaces .Release.Namespace | uniq | toJson -}}
+{{- concat (list .Release.Namespace "kube-system") .Values.server.excludeNamespaces | uniq | toJson -}}
 {{- end -}}
 
 {{/* Checks values.schema.json cannot express with a clear message. */}}

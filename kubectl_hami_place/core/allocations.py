@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubectl_hami_place.core.errors import AllocationError
+from kubectl_hami_place.core.fields import go_decimal
 
 ALLOCATED_ANNOTATION = "hami.io/vgpu-devices-allocated"
 NODE_ANNOTATION = "hami.io/vgpu-node"
@@ -85,17 +86,17 @@ def _parse_container(entry: str, position: int) -> ContainerDevices:
 
 def _plain_int32(text: str) -> bool:
     """ASCII digits alone, within int32: what `_go_int32` reads as the same number without a sign."""
-    return text.isascii() and text.isdigit() and int(text) <= _INT32_MAX
+    value = go_decimal(text) if text.isascii() and text.isdigit() else None
+    return value is not None and value <= _INT32_MAX
 
 
 def _go_int32(text: str, key: str, where: str) -> int:
     """A decimal as Go's strconv.ParseInt(s, 10, 32) reads it: optional sign, ASCII digits, within int32."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not body.isascii() or not body.isdigit():
-        raise AllocationError(f"{where}: {key} {text!r} is not an integer")
-    value = int(text)
+    value = go_decimal(text)
+    if value is None:
+        raise AllocationError(f"{where}: {key} {text[:40]!r} is not an integer")
     if not _INT32_MIN <= value <= _INT32_MAX:
-        raise AllocationError(f"{where}: {key} {value} is out of range")
+        raise AllocationError(f"{where}: {key} {text[:40]} is out of range")
     return value
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from kubectl_hami_place.core.errors import RegisterError
+from kubectl_hami_place.core.fields import go_decimal
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 PAIR_SCORE_ANNOTATION = "hami.io/node-nvidia-score"
@@ -428,12 +429,11 @@ def _parse_legacy(text: str) -> tuple[Card, ...]:
 
 def _go_int(text: str, key: str, where: str, low: int, high: int) -> int:
     """Parse a decimal like Go's strconv.ParseInt/Atoi: optional sign, ASCII digits only, within range."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not body.isascii() or not body.isdigit():
-        raise RegisterError(f"{where}: {key} {text!r} is not an integer")
-    value = int(text)
+    value = go_decimal(text)
+    if value is None:
+        raise RegisterError(f"{where}: {key} {text[:40]!r} is not an integer")
     if not low <= value <= high:
-        raise RegisterError(f"{where}: {key} {value} is out of range")
+        raise RegisterError(f"{where}: {key} {text[:40]} is out of range")
     return value
 
 

@@ -24,3 +24,19 @@ def rfc3339(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_BEYOND_INT64 = 10**19
+"""Past every int64 (whose largest is 9,223,372,036,854,775,807): what a longer decimal is read as."""
+
+
+def go_decimal(text: str) -> int | None:
+    """A decimal as Go's strconv.ParseInt reads its digits (an optional sign, ASCII digits only), None when it is not
+    one. One of more than 19 digits (leading zeros aside) is read as past any int64 without reading the rest: Python
+    refuses int() of more than 4,300 digits, and a tenant may write that many."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not body.isascii() or not body.isdigit():
+        return None
+    significant = body.lstrip("0") or "0"
+    value = _BEYOND_INT64 if len(significant) > len(str(_BEYOND_INT64)) - 1 else int(significant)
+    return -value if text.startswith("-") else value

@@ -38,7 +38,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, Card, node_cards, pair_scores
 from kubectl_hami_place.core.errors import RegisterError, RequestError
-from kubectl_hami_place.core.fields import as_mapping, comma_list
+from kubectl_hami_place.core.fields import as_mapping, comma_list, go_decimal
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
@@ -191,15 +191,14 @@ def scoring_weights(annotations: Mapping[str, str] | None) -> Weights:
         key = pair[0].strip()
         if key in weights:
             raise refuse(f"duplicate {_go_quote(key)} weight")
-        number = pair[1].strip()
-        body = number[1:] if number[:1] in ("+", "-") else number
-        if not body or not body.isascii() or not body.isdigit() or not -_INT64_MAX - 1 <= int(number) <= _INT64_MAX:
+        weight = go_decimal(pair[1].strip())
+        if weight is None or not -_INT64_MAX - 1 <= weight <= _INT64_MAX:
             raise refuse(f"{_go_quote(key)} weight must be an integer")
-        if int(number) < 0:
+        if weight < 0:
             raise refuse(f"{_go_quote(key)} weight must not be negative")
         if key not in ("slot", "core", "memory"):
             raise refuse(f"unknown weight {_go_quote(key)}")
-        weights[key] = int(number)
+        weights[key] = weight
     if not any(weights.values()):
         raise refuse("at least one weight must be positive")
     return weights["slot"], weights["core"], weights["memory"]

@@ -31,6 +31,7 @@ MAX_RESERVE = timedelta(minutes=10)
 MAX_CARDS = 16
 _CARD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _USE_MAX = 4096
+_MAC = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,16 @@ def parse_reservation(pod: str, uid: str, value: object, key: RoomKey) -> Reserv
         return None
     try:
         document = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(document, dict) or set(document) - {"cards", "until", "use", "seal"}:
         return None
     seal = document.pop("seal", None)
-    if not isinstance(seal, str) or not hmac.compare_digest(seal, key.seal(pod, uid, document)):
+    if (
+        not isinstance(seal, str)
+        or not _MAC.fullmatch(seal)
+        or not hmac.compare_digest(seal, key.seal(pod, uid, document))
+    ):
         return None
     cards, until, use = document.get("cards"), _time(document.get("until")), document.get("use")
     if not isinstance(cards, list) or not 0 < len(cards) <= MAX_CARDS or not all(map(is_card_id, cards)):

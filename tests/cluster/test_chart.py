@@ -25,6 +25,7 @@ from kubectl_hami_place import __version__
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, parse_policy
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port, primary_address
+from tests.cluster.webhook_harness import sa_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
@@ -166,6 +167,7 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
     [key_volume] = [volume for volume in pod["volumes"] if volume["name"] == "room-key"]
     key = one(objects, "Secret", key_volume["secret"]["secretName"])
     assert len(base64.b64decode(key["data"]["room.key"])) >= 32
+    assert key["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", "moves sealed with it outlive a release"
     assert {"name": "room-key", "mountPath": "/etc/hami-place/room-key", "readOnly": True} in container["volumeMounts"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "probe"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probe"}
@@ -263,11 +265,12 @@ def test_non_default_values(helm: Path) -> None:
     assert entry["failurePolicy"] == "Fail"
     assert entry["timeoutSeconds"] == 10
     expressions = entry["namespaceSelector"]["matchExpressions"]
-    assert expressions[0]["values"] == ["gpu-system", "batch", "infra"]
+    assert expressions[0]["values"] == ["gpu-system", "kube-system", "batch", "infra"], "kube-system always left out"
     assert {"key": "team", "operator": "In", "values": ["ml"]} in expressions
     args = one(objects, "Deployment", "hp")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--exclude-namespace")] == [
         "--exclude-namespace=gpu-system",
+        "--exclude-namespace=kube-system",
         "--exclude-namespace=batch",
         "--exclude-namespace=infra",
     ]
@@ -482,7 +485,7 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         for verb in rule["verbs"]
     }
     placements = "scheduling.hami.placement.com"
-    expected = {("", "nodes", "list"), ("", "nodes", "watch")}
+    expected = {("", "nodes", v) for v in ("get", "list", "watch")}
     expected |= {("", "pods", v) for v in ("get", "list", "watch", "patch")}
     expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
     expected |= {(placements, "hamipodplacements/status", "update")}
@@ -558,6 +561,17 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     ], "HAMi's scheduler Deployment (its --gpu-scheduler-policy), that one Deployment only"
     binding = one(objects, "RoleBinding", "gpu-descheduler-webhook-hami-scheduler")
     assert binding["roleRef"]["name"] == "gpu-descheduler-webhook-hami-scheduler"
+
+
+def test_rbac_create_false_renders_none_of_the_servers_rbac(helm: Path) -> None:
+    """An operator who binds the rules themselves gets no Role or binding of the server's, in any namespace."""
+    kinds = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+    made = [
+        f"{o['kind']} {o['metadata']['name']}"
+        for o in render(helm, "rbac.create=false")
+        if o["kind"] in kinds and "certgen" not in o["metadata"]["name"]
+    ]
+    assert made == []
 
 
 def helm_test_job(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -680,27 +694,6 @@ def test_existing_secret_mode(helm: Path) -> None:
 
 
 # --- against the sandbox -----------------------------------------------------------------------------------------
-
-
-def sa_kubeconfig(cluster: Sandbox, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig that authenticates as a ServiceAccount (a short-lived token), like the pod would."""
-    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
-    admin = json.loads(cluster.kubeconfig.read_text())
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "sa",
-                "clusters": [{"name": "sandbox", "cluster": admin["clusters"][0]["cluster"]}],
-                "users": [{"name": account, "user": {"token": token}}],
-                "contexts": [
-                    {"name": "sa", "context": {"cluster": "sandbox", "user": account, "namespace": namespace}}
-                ],
-            }
-        )
-    )
-    return path
 
 
 def can_i(cluster: Sandbox, namespace: str, account: str, *args: str) -> bool:
@@ -846,6 +839,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
     release, namespace = installed
     account = f"{release}-webhook"
     needed = [
+        ("get", "nodes"),
         ("list", "nodes"),
         ("watch", "nodes"),
         ("get", "pods", "-A"),
@@ -892,7 +886,6 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("patch", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("patch", "hamipodplacements.scheduling.hami.placement.com", "--subresource=status", "-n", "default"),
         ("update", "events", "-n", "default"),
-        ("get", "nodes"),
         ("get", "secrets", "-n", namespace),
         ("get", "secrets/other", "-n", namespace),
         ("list", "secrets", "-n", namespace),

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,10 +43,10 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.reservation import reserve
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import change_pod_annotations
-from sandbox import gpu_nodes
+from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, room_key, start
-from tests.cluster.cli_harness import placements, plugin
+from tests.cluster.cli_harness import REPO, placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
     GpuNode,
@@ -57,7 +60,7 @@ from tests.cluster.hami_harness import (
     scale_up,
     scheduling_failures,
 )
-from tests.cluster.webhook_harness import register, sees_placement
+from tests.cluster.webhook_harness import register, sa_kubeconfig, sees_placement
 
 pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
@@ -71,8 +74,10 @@ CHURN_MOVES_PER_HOUR = 2
 KILLED_LEADER_LEASE_SECONDS = 6
 
 
-def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: str, **budgets: int | str) -> None:
-    """The DefragPolicy ConfigMap for the test's namespace, created or replaced."""
+def write_policy(
+    cluster: Sandbox, server_namespace: str, namespace: str, mode: str, name: str = POLICY, **budgets: int | str
+) -> None:
+    """The DefragPolicy ConfigMap `name` for the test's namespace, created or replaced."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -84,7 +89,7 @@ def write_policy(cluster: Sandbox, server_namespace: str, namespace: str, mode: 
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": POLICY, "namespace": server_namespace},
+        "metadata": {"name": name, "namespace": server_namespace},
         "data": {"policy.yaml": json.dumps(policy)},
     }
     cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
@@ -99,23 +104,66 @@ def controller(
     namespace: str,
     home: str,
     flags: tuple[str, ...] = (),
+    account: ChartAccount | None = None,
 ) -> Webhook:
     """A server with the controller on, registered for the test's namespace (it pins the moves' replacements);
-    `flags` go to `serve` besides."""
+    `flags` go to `serve` besides. As the sandbox's admin, or as the chart's ServiceAccount with `account`."""
+    if account is not None:
+        flags = (*account.flags, *flags)
     webhook = start(
         cluster,
         tmp_path,
         "--defrag-policy",
-        f"{home}/{POLICY}",
+        f"{home}/{account.policy if account else POLICY}",
         "--defrag-namespace",
         home,
         "--defrag-interval",
         "1",
         *flags,
+        kubeconfig=account.kubeconfig if account else None,
     )
     webhooks.append(webhook)
     register(cluster, configurations, namespace, [(webhook, {})])
     return webhook
+
+
+@dataclass(frozen=True)
+class ChartAccount:
+    """The chart's ServiceAccount and RBAC for a release in the server's namespace: the kubeconfig of its token, the
+    policy ConfigMap its Role may read, and the flags the chart's Deployment gives the server besides."""
+
+    kubeconfig: Path
+    policy: str
+    flags: tuple[str, ...] = (
+        "--hami-config",
+        "kube-system/hami-scheduler-device",
+        "--hami-scheduler",
+        "kube-system/hami-scheduler",
+    )
+
+
+@pytest.fixture
+def chart_account(cluster: Sandbox, server_namespace: str, tmp_path: Path) -> Iterator[ChartAccount]:
+    """The chart's RBAC and ServiceAccount (`helm template --show-only`), applied for a release named after the
+    server's namespace, so that a server run with it has exactly the rights an install gives it; the cluster-wide
+    objects and those in kube-system are deleted afterwards."""
+    release = server_namespace
+    shown = ["--show-only", "templates/rbac.yaml", "--show-only", "templates/serviceaccount.yaml"]
+    rendered = subprocess.run(
+        [str(binaries.resolve("helm")), "template", release, str(REPO / "chart"), "-n", server_namespace, *shown],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    cluster.kubectl("apply", "-f", "-", input=rendered)
+    try:
+        kubeconfig = sa_kubeconfig(cluster, server_namespace, f"{release}-webhook", tmp_path / "chart.kubeconfig")
+        yield ChartAccount(kubeconfig, f"{release}-defrag-policy")
+    finally:
+        instance = f"app.kubernetes.io/instance={release}"
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", "-l", instance, "--wait=false", check=False)
+        cluster.kubectl("delete", "role,rolebinding", "-n", "kube-system", "-l", instance, "--wait=false", check=False)
 
 
 def events(cluster: Sandbox, namespace: str, name: str) -> list[tuple[str, str]]:
@@ -166,14 +214,20 @@ def serving(tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) 
     return {"tmp_path": tmp_path, "webhooks": webhooks, "configurations": configurations}
 
 
-def test_mode_on_rescues_the_pending_pod_without_any_command(
-    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 - the fixtures
+    cluster: Sandbox,
+    namespace: str,
+    server_namespace: str,
+    node: GpuNode,
+    serving: dict[str, Any],
+    chart_account: ChartAccount,
 ) -> None:
+    """The server runs as the chart's ServiceAccount: every call of a rescue is one the chart's RBAC grants."""
     held = dict(two_pods_one_per_card(cluster, namespace, node).values())
-    write_policy(cluster, server_namespace, namespace, "on")
+    write_policy(cluster, server_namespace, namespace, "on", name=chart_account.policy)
     evictions = Evictions(cluster, namespace)
     try:
-        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace, account=chart_account)
         pending_big(cluster, namespace, node)
         big = allocation(cluster, namespace, "big", timeout=240)
     finally:
@@ -194,6 +248,8 @@ def test_mode_on_rescues_the_pending_pod_without_any_command(
     assert server.metric("hami_place_defrag_rescued_pods_total") == 1
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 1
     assert server.metric("hami_place_defrag_leader") == 1
+    refused = [line for line in server.log.read_text().splitlines() if "forbidden" in line.lower()]
+    assert refused == [], "the chart's RBAC refused a call of the server"
 
 
 def test_dry_run_moves_nothing_and_names_the_moves(

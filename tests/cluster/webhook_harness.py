@@ -355,3 +355,24 @@ def slow_validation(
     finally:
         api.delete_validating_webhook_configuration(name)
         validator.close()
+
+
+def sa_kubeconfig(cluster: Sandbox, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as a ServiceAccount (a short-lived token), like the pod would."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = json.loads(cluster.kubeconfig.read_text())
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [{"name": "sandbox", "cluster": admin["clusters"][0]["cluster"]}],
+                "users": [{"name": account, "user": {"token": token}}],
+                "contexts": [
+                    {"name": "sa", "context": {"cluster": "sandbox", "user": account, "namespace": namespace}}
+                ],
+            }
+        )
+    )
+    return path

@@ -50,6 +50,8 @@ def test_a_legacy_mig_entry_keeps_its_whole_uuid() -> None:
         ("GPU-a,NVIDIA,2147483648,0:;", "out of range"),
         ("GPU-a,NVIDIA,1,٣:;", "cores '٣' is not an integer"),
         (";;GPU-a,NVIDIA,1.5,0:;", "allocation container 2"),
+        ("GPU-a,NVIDIA," + "9" * 5000 + ",0:;", "memory 9999999999"),  # past int() of Python's 4,300 digits
+        ("GPU-a,NVIDIA,1,-" + "9" * 5000 + ":;", "is out of range"),
     ],
 )
 def test_garbage_gives_an_allocation_error_naming_the_container(text: str, fragment: str) -> None:

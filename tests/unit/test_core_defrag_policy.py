@@ -98,6 +98,8 @@ def test_json_is_read_too() -> None:
         ("budgets: {cooldown: 70000000h}", "budgets.cooldown: '70000000h' is longer than 720h", "at most 720h"),
         ("keepRoom: {interval: 2592001}", "keepRoom.interval: 2592001 is longer than 720h", "at most 720h"),
         (f"budgets: {{cooldown: {'9' * 5000}}}", "policy: a number with more digits than can be read", "shorter"),
+        (f"budgets: {{cooldown: '{'9' * 5000}s'}}", "budgets.cooldown: '999999999999999999999...'", "at most 720h"),
+        ("budgets: " + "[" * 5000, "policy: nested deeper than a DefragPolicy ever is", "structure"),
     ],
 )
 def test_a_mistake_is_one_line_naming_the_field_and_the_fix(body: str, start: str, hint: str) -> None:
@@ -130,6 +132,10 @@ def test_a_policy_written_back_reads_the_same(hours: int, minutes: int, seconds:
     policy = parse_policy(HEAD + f"mode: on\nbudgets: {{cooldown: {cooldown}, movesPerRun: {run}}}")
     assert parse_policy(policy_to_text(policy)) == policy
     assert parse_duration(cooldown, "x") == timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def test_leading_zeros_are_no_digits_of_a_duration() -> None:
+    assert parse_duration("0" * 5000 + "90s", "budgets.cooldown") == timedelta(seconds=90)
 
 
 def test_the_longest_duration_is_read() -> None:

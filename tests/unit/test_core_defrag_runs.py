@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -289,22 +290,26 @@ def test_a_card_hami_refused_a_given_up_moves_replacement_on_takes_no_plan_until
     assert refuse(refused, ["b1"], later, timedelta(hours=1)) == {"b1": later + timedelta(hours=1)}, "a0's time is up"
 
 
-def test_a_budget_lowered_mid_run_binds_from_the_runs_next_move() -> None:
-    """Budgets read again between a run's moves: the moves it made count, and what is left must still fit."""
+def test_a_budget_lowered_or_a_namespace_taken_out_mid_run_binds_from_the_runs_next_move() -> None:
+    """The policy read again between a run's moves: the moves it made count, and what is left must still fit."""
     now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
     planned = [Move(f"team-a/p{i}", f"u{i}", "n1", ("GPU-0",), "n2", ("GPU-1",), "room") for i in range(3)]
     roomy = Budgets(moves_per_run=4, moves_per_hour=10, moves_per_node=4, moves_per_namespace=4)
-    assert still_allowed(roomy, [], planned[:1], planned[1:], now, "r1") == ""
+
+    def left(budgets: Budgets, history: list[MoveRecord], done: int, **changed: Any) -> str:
+        policy = replace(ON, budgets=budgets, **changed)
+        return still_allowed(policy, history, planned[:done], planned[done:], now, "r1")
+
+    assert left(roomy, [], 1) == ""
     earlier = [MoveRecord("r0", "team-b/q", "team-b", "n9", now - timedelta(minutes=5), "Evicted")]
     hourly = replace(roomy, moves_per_hour=3)
-    assert still_allowed(hourly, earlier, planned[:1], planned[1:], now, "r1") == (
-        "budget: 1 move left this hour, the rescue needs 2"
-    )
+    assert left(hourly, earlier, 1) == "budget: 1 move left this hour, the rescue needs 2"
     rolled = [replace(earlier[0], time=now - timedelta(minutes=61))]
-    assert still_allowed(hourly, rolled, planned[:2], planned[2:], now, "r1") == "", "the earlier move left the hour"
-    per_node = replace(roomy, moves_per_node=2)
-    assert still_allowed(per_node, [], planned[:1], planned[1:], now, "r1") == (
-        "budget: 1 move left off node n1 this hour, the rescue needs 2"
+    assert left(hourly, rolled, 2) == "", "the earlier move left the hour"
+    assert (
+        left(replace(roomy, moves_per_node=2), [], 1) == "budget: 1 move left off node n1 this hour, the rescue needs 2"
     )
-    per_run = replace(roomy, moves_per_run=2)
-    assert still_allowed(per_run, [], planned[:2], planned[2:], now, "r1").startswith("budget: 0 moves left this run")
+    assert left(replace(roomy, moves_per_run=2), [], 2).startswith("budget: 0 moves left this run")
+    out = Namespaces(exclude=("team-a",))
+    assert left(roomy, [], 1, namespaces=out) == "namespace team-a is now out of the policy's namespaces"
+    assert left(roomy, [], 3, namespaces=out) == "", "no move left to make"

@@ -62,6 +62,8 @@ def test_a_sealed_move_checks_and_its_seal_covers_who_what_and_where() -> None:
     assert not move_sealed(stored(move()), KEY), "labelled by hand, no seal"
     assert not move_sealed(sealed, RoomKey(b"o" * 32)), "another cluster's key"
     for path, value in (
+        (("spec", "nodeName"), "gpu-team-b"),
+        (("spec", "gpuDevices"), ["gpu-0", "gpu-1"]),
         (("metadata", "namespace"), "team-b"),
         (("metadata", "name"), "move-y-1"),
         (("metadata", "labels", DEFRAG_RUN_LABEL), "run-2"),
@@ -74,6 +76,7 @@ def test_a_sealed_move_checks_and_its_seal_covers_who_what_and_where() -> None:
         holder = changed
         for part in parents:
             holder = holder[part]
+        assert holder[last] != value
         holder[last] = value
         assert not move_sealed(changed, KEY), f"{'.'.join(path)} changed after sealing"
 
@@ -86,9 +89,28 @@ def test_a_sealed_move_created_again_long_after_is_not_a_new_move() -> None:
     assert not move_sealed(seal_move(move(), KEY, NOW), KEY), "not created: no creation time"
 
 
-@pytest.mark.parametrize("value", ["", "x", "12:ab", "abc:def", "-5:00", "1" * 12 + ":00", f"{int(NOW.timestamp())}"])
-def test_a_seal_that_does_not_parse_is_no_seal(value: str) -> None:
-    assert not move_sealed(stored(move(**{DEFRAG_SEAL_ANNOTATION: value})), KEY)
+AT = int(NOW.timestamp())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "x",
+        "12:ab",
+        "abc:def",
+        "-5:00",
+        "1" * 12 + ":00",
+        f"{AT}",
+        "\u00b2:" + "0" * 64,  # '²' is a digit to str.isdigit, not to int()
+        f"{AT}:\u00e9",  # compare_digest refuses a str that is not ASCII
+        f"{AT}:" + "A" * 64,
+    ],
+)
+def test_a_seal_that_does_not_parse_is_no_seal_and_raises_nothing(value: str) -> None:
+    forged = stored(move(**{DEFRAG_SEAL_ANNOTATION: value}))
+    assert not move_sealed(forged, KEY)
+    assert history_from_placements([forged], KEY) == ()
 
 
 def test_without_a_shared_key_every_run_placement_counts_as_before() -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import CardRefError
-from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, CardRef, parse_card_ref, resolve
+from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, MAX_INDEX_DIGITS, CardRef, parse_card_ref, resolve
 
 CARDS = (Card("GPU-aaa", index=0, type="NVIDIA-A100"), Card("GPU-bbb", index=1, type="NVIDIA-A100"))
 
@@ -67,7 +67,7 @@ def test_a_ref_cannot_be_built_inconsistent() -> None:
 @given(
     st.builds(
         CardRef,
-        index=st.integers(min_value=0, max_value=2**32),
+        index=st.integers(min_value=0, max_value=10**MAX_INDEX_DIGITS - 1),
         percent=st.none() | st.integers(min_value=1, max_value=100),
     )
     | st.builds(CardRef, uuid=UUIDS)
@@ -87,3 +87,10 @@ def test_garbage_raises_only_card_ref_errors(text: str) -> None:
 def test_non_strings_are_refused(value: object) -> None:
     with pytest.raises(CardRefError):
         parse_card_ref(value)
+
+
+def test_an_index_of_thousands_of_digits_is_a_card_ref_error_not_a_crash() -> None:
+    """The CRD's pattern allows any run of digits; Python refuses int() of more than 4,300 of them."""
+    with pytest.raises(CardRefError, match="names a card index no node has"):
+        parse_card_ref("gpu-" + "9" * 5000)
+    assert parse_card_ref("gpu-" + "0" * 5000 + "7") == CardRef(index=7), "leading zeros are no digits"

@@ -104,6 +104,9 @@ def test_a_reservation_no_server_sealed_for_this_pod_is_none() -> None:
     document = json.loads(good)
     document["seal"] = 7
     assert parsed(json.dumps(document)) is None
+    document["seal"] = "\u00e9"
+    assert parsed(json.dumps(document)) is None, "a seal compare_digest would refuse (not ASCII) is no seal"
+    assert parsed("[" * 4000 + "]" * 4000) is None, "nested past the JSON reader's recursion, within the length"
 
 
 def test_only_a_pod_waiting_unscheduled_holds_a_reservation() -> None:

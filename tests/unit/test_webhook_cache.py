@@ -14,7 +14,7 @@ from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
 from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
-from kubectl_hami_place.kube.watch import object_key
+from kubectl_hami_place.kube.watch import Reflector, object_key
 from webhook import cache as cache_module
 from webhook.api import _pod_summary
 from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod
@@ -408,3 +408,51 @@ def test_the_reservations_follow_the_pod_events(cache: ClusterCache) -> None:
     cache.pods.upsert(reserving_pod(cache, "c", "6", until))
     [found] = cache.reservations()
     assert (found.pod, found.cards, found.until) == ("team/c", ("GPU-a",), datetime(2026, 12, 2, 4, 1, tzinfo=UTC))
+
+
+def test_a_placement_naming_a_card_index_of_thousands_of_digits_is_broken_and_the_watch_keeps_listing() -> None:
+    """Any `pin` user may store one (the CRD's pattern allows any run of digits): were its projection to raise, the
+    placement watch would stop on every replica and /readyz fail cluster-wide."""
+    placement = {
+        "apiVersion": "scheduling.hami.placement.com/v1",
+        "kind": "HamiPodPlacement",
+        "metadata": {"namespace": "team-a", "name": "p", "resourceVersion": "7"},
+        "spec": {
+            "reqID": "abcdef",
+            "podSelector": {"matchLabels": {"a": "b"}},
+            "nodeName": "n",
+            "gpuDevices": ["gpu-" + "9" * 5000],
+        },
+    }
+    body = orjson.dumps({"metadata": {"resourceVersion": "8"}, "items": [placement]})
+
+    class Listed:
+        data = body
+
+    reflector = Reflector("placements", lambda **_: Listed(), project=cache_module.project_placement)
+    reflector._relist()
+    assert reflector.synced.is_set()
+    stored = reflector.get("team-a", "p")
+    assert stored is not None and stored["parsed"] is None, "broken: it takes no part"
+
+
+def test_a_pod_relabelled_again_and_again_keeps_no_more_than_the_budget_of_planning_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every distinct labels part is kept for sharing until the budget of their JSON is spent, then all are let go:
+    a tenant who relabels one pod grows the server's memory by no more than the budget."""
+    kept = cache_module._KeptAlike(limit=1000, budget=1_000_000)
+    monkeypatch.setattr(cache_module, "_planned_alike", kept)
+    for version in range(60):
+        labels = {f"k{i}.example.com/l": f"v{version}-{i:055d}" for i in range(1000)}  # ~80 KB of JSON
+        pod = {
+            "metadata": {"namespace": "team-a", "name": "one", "uid": "u", "resourceVersion": str(version)},
+            "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"},
+        }
+        pod["metadata"]["labels"] = labels
+        assert cache_module.project_pod_for_planning(pod)["metadata"]["labels"] == labels
+        assert kept.size <= kept.budget
+    assert 0 < len(kept.parts) < 60
+    twin = {"app": "x"}
+    assert kept(dict(twin)) is kept(dict(twin)), "parts alike are still kept once"

@@ -197,7 +197,7 @@ def test_a_budget_lowered_while_a_run_goes_on_stops_it_before_the_move_it_no_lon
     done, why, result = ctl._carry_out(RunDecision("r1", "rescue", None, planned, False, ""), HAMI_DEFAULTS)
     assert made == ["team-a/p0"] and (done, result) == (1, "failed")
     assert why == (
-        "the policy's budgets changed and no longer allow the rest of the run "
+        "the policy changed and no longer allows the rest of the run "
         "(budget: 0 moves left this hour, the rescue needs 1); it stops"
     )
 
@@ -251,3 +251,21 @@ def test_a_policy_read_under_a_finished_ttl_too_short_for_its_budgets_says_so_on
     assert said[0] == ("DefragPolicyRead", "policy read: mode on", False)
     assert said[1][0] == "DefragPolicyRead" and said[1][2], said[1]
     assert said[1][1].startswith("policy read: mode on; but finished placements are deleted after 10m"), said[1]
+
+
+def test_a_policy_the_server_fails_to_read_for_any_reason_leaves_the_controller_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever goes wrong while a new version of the policy is read, the version read before no longer acts. The
+    parser is replaced to raise: no document is known to make it fail other than with a PolicyError."""
+    ctl = controller()
+    read_policy(ctl, "on")
+
+    def unreadable(text: str, server_namespace: str) -> DefragPolicy:
+        raise RuntimeError("a parser bug")
+
+    monkeypatch.setattr(defrag, "parse_policy", unreadable)
+    ctl.policy_map.upsert(policy_map("on", "2"))
+    with pytest.raises(RuntimeError):
+        ctl._read_policy()
+    assert ctl.policy is None

@@ -42,6 +42,8 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
 # no wait of the controller's needs more than a month.
 MAX_DURATION = timedelta(days=30)
+_DURATION_DIGITS = 7
+"""More digits than this in one part of a duration (leading zeros aside) is past MAX_DURATION whatever the unit."""
 _PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
 
 
@@ -226,7 +228,11 @@ def parse_duration(value: object, path: str) -> timedelta:
         if not text or match is None:
             hint = "; durations are never negative" if text.startswith("-") else ""
             raise PolicyError(f"{path}: {value!r} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
-        hours, minutes, seconds_part = (int(part or 0) for part in match.groups())
+        if any(len((part or "").lstrip("0")) > _DURATION_DIGITS for part in match.groups()):
+            longest = format_duration(MAX_DURATION)
+            shown = repr(text if len(text) <= 24 else text[:21] + "...")
+            raise PolicyError(f"{path}: {shown} is longer than {longest}; write a duration of at most {longest}")
+        hours, minutes, seconds_part = (int((part or "").lstrip("0") or 0) for part in match.groups())
         seconds = hours * 3600 + minutes * 60 + seconds_part
     if seconds > MAX_DURATION.total_seconds():
         longest = format_duration(MAX_DURATION)
@@ -254,6 +260,8 @@ def _load(text: str) -> dict[str, Any]:
         raise PolicyError(f"policy: not YAML or JSON{where} ({problem}); fix the document's syntax") from None
     except ValueError:
         raise PolicyError("policy: a number with more digits than can be read; write a shorter number") from None
+    except RecursionError:
+        raise PolicyError("policy: nested deeper than a DefragPolicy ever is; fix the document's structure") from None
     if not isinstance(document, dict):
         raise PolicyError(f"policy: the document is not a mapping; write a {POLICY_KIND} with apiVersion and kind")
     return document

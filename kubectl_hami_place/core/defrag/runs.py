@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
-from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Mode
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
 from kubectl_hami_place.core.reservation import Reservation, barring
 
@@ -218,18 +218,23 @@ def _blocked_by_disruption_budgets(snapshot: Snapshot, goal: Goal, policy: Defra
     return f"blocked: the rescue must evict {pods}; " + "; ".join(spent)
 
 
-def still_allowed(  # noqa: PLR0917 - the run's budgets, history, its moves made and left, and when
-    budgets: Budgets,
+def still_allowed(  # noqa: PLR0917 - the run's policy, history, its moves made and left, and when
+    policy: DefragPolicy,
     history: Iterable[MoveRecord],
     done: Sequence[Move],
     rest: Sequence[Move],
     now: datetime,
     run_id: str,
 ) -> str:
-    """Why the budgets, read again while the run `run_id` is under way, no longer allow its `rest` moves after the
-    `done` ones, in words; "" when they do. A budget lowered mid-run binds from the run's next move."""
+    """Why the policy, read again while the run `run_id` is under way, no longer allows its `rest` moves after the
+    `done` ones, in words; "" when it does. A namespace taken out or a budget lowered mid-run binds from the run's
+    next move."""
+    for move in rest:
+        namespace = move.pod.split("/", 1)[0]
+        if not policy.namespaces.allows(namespace):
+            return f"namespace {namespace} is now out of the policy's namespaces"
     made = [MoveRecord(run_id, m.pod, m.pod.split("/", 1)[0], m.from_node, now, "Evicted") for m in done]
-    return _overrun(tuple(rest), allowance(budgets, (*history, *made), now, run_id))
+    return _overrun(tuple(rest), allowance(policy.budgets, (*history, *made), now, run_id))
 
 
 def _over_budget(moves: tuple[Move, ...], left: Allowance) -> str:

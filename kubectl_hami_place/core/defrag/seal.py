@@ -3,16 +3,18 @@
 Anyone who may create placements in a namespace can label one with a run. Counted as a move, it would spend the
 hourly budget of every namespace, rest a pod, and make a new leader evict or follow a pod; so the controller seals
 what it writes (the placement's namespace and name, its run, the pod it evicts with that pod's UID, the node it
-leaves, and when it sealed) with the key the replicas share (`RoomKey`), and the budgets, a new leader's resume and
-the following of an open move take only placements whose seal checks. The seal's time must be within SEAL_WINDOW of
-the placement's creation, so a sealed placement deleted and created again later is not a new move. A key a server
-made for itself (no `--room-key-file`) seals, but checks nothing: another replica could not tell its moves apart
-from forged ones and would forget them, so every run placement counts then, as before seals.
+leaves, the node and cards it pins the replacement to, and when it sealed) with the key the replicas share
+(`RoomKey`), and the budgets, a new leader's resume and the following of an open move take only placements whose
+seal checks. The seal's time must be within SEAL_WINDOW of the placement's creation, so a sealed placement deleted
+and created again later is not a new move. A key a server made for itself (no `--room-key-file`) seals, but checks
+nothing: another replica could not tell its moves apart from forged ones and would forget them, so every run
+placement counts then, as before seals.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +30,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.reservation import RoomKey
 
+_SEAL = re.compile(r"(?P<at>[0-9]{1,11}):(?P<mac>[0-9a-f]{64})")
 SEAL_WINDOW = timedelta(minutes=10)
 """How far the seal's time may be from the placement's creation (clocks of the leader and the API server apart)."""
 
@@ -37,7 +40,7 @@ def seal_move(obj: Mapping[str, Any], key: RoomKey, now: datetime) -> dict[str, 
     metadata = dict(as_mapping(obj.get("metadata")))
     at = int(now.timestamp())
     annotations = dict(as_mapping(metadata.get("annotations")))
-    annotations[DEFRAG_SEAL_ANNOTATION] = f"{at}:{key.sign(_document(metadata, at))}"
+    annotations[DEFRAG_SEAL_ANNOTATION] = f"{at}:{key.sign(_document(obj, at))}"
     return {**obj, "metadata": {**metadata, "annotations": annotations}}
 
 
@@ -47,18 +50,21 @@ def move_sealed(obj: Mapping[str, Any], key: RoomKey | None) -> bool:
     if key is None or not key.shared:
         return True
     metadata = as_mapping(obj.get("metadata"))
-    at_text, _, mac = str(as_mapping(metadata.get("annotations")).get(DEFRAG_SEAL_ANNOTATION, "")).partition(":")
+    value = as_mapping(metadata.get("annotations")).get(DEFRAG_SEAL_ANNOTATION)
+    found = _SEAL.fullmatch(value) if isinstance(value, str) else None
     created = time_or_none(metadata.get("creationTimestamp"))
-    if not at_text.isdigit() or len(at_text) > 11 or created is None:
+    if found is None or created is None:
         return False
-    at = int(at_text)
+    at = int(found["at"])
     if abs(created - datetime.fromtimestamp(at, UTC)) > SEAL_WINDOW:
         return False
-    return hmac.compare_digest(mac, key.sign(_document(metadata, at)))
+    return hmac.compare_digest(found["mac"], key.sign(_document(obj, at)))
 
 
-def _document(metadata: Mapping[str, Any], at: int) -> dict[str, Any]:
-    """What a move's seal covers."""
+def _document(obj: Mapping[str, Any], at: int) -> dict[str, Any]:
+    """What a move's seal covers: who made the move and for which pod, and where it pins the replacement (the cards
+    a given-up move leaves out of plans are read from there)."""
+    metadata, spec = as_mapping(obj.get("metadata")), as_mapping(obj.get("spec"))
     labels, annotations = as_mapping(metadata.get("labels")), as_mapping(metadata.get("annotations"))
     return {
         "move": {
@@ -68,6 +74,8 @@ def _document(metadata: Mapping[str, Any], at: int) -> dict[str, Any]:
             "pod": str(annotations.get(DEFRAG_POD_ANNOTATION, "")),
             "uid": str(annotations.get(DEFRAG_POD_UID_ANNOTATION, "")),
             "from": str(annotations.get(DEFRAG_FROM_NODE_ANNOTATION, "")),
+            "node": spec.get("nodeName"),
+            "cards": spec.get("gpuDevices"),
             "at": at,
         }
     }

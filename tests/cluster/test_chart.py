@@ -132,6 +132,8 @@ def test_default_render_is_the_documented_server(helm: Path) -> None:
         1,
     ), "two replicas never share a node"
     assert spread["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    assert spread["nodeTaintsPolicy"] == "Honor", "a cordoned node is no domain: draining one of two nodes goes on"
+    assert spread["matchLabelKeys"] == ["pod-template-hash"]
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
@@ -242,6 +244,13 @@ def test_single_replica_has_no_disruption_budget(helm: Path) -> None:
 def test_match_conditions_toggle(helm: Path, sets: list[str], kube_version: str, present: bool) -> None:
     entry = webhook_entry(render(helm, *sets, kube_version=kube_version))
     assert ("matchConditions" in entry) is present
+
+
+@pytest.mark.parametrize(("kube_version", "fields"), [("1.25.9", set()), ("1.26.0", {"nodeTaintsPolicy"})])
+def test_the_spread_takes_only_the_fields_the_api_server_knows(helm: Path, kube_version: str, fields: set[str]) -> None:
+    pod = one(render(helm, kube_version=kube_version), "Deployment")["spec"]["template"]["spec"]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert set(spread) - {"maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector"} == fields
 
 
 def test_chart_refuses_kubernetes_older_than_1_24(helm: Path) -> None:

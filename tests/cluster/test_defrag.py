@@ -46,7 +46,7 @@ from kubectl_hami_place.kube.defrag import change_pod_annotations
 from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, room_key, start
-from tests.cluster.cli_harness import REPO, placements, plugin
+from tests.cluster.cli_harness import REPO, get, placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
     GpuNode,
@@ -285,6 +285,12 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
             create(cluster, namespace, body)
             allocation(cluster, namespace, scale_up(cluster, namespace, app))
         before = uids(cluster, namespace)
+        # The hour's budget is the cluster's: the moves of earlier tests go with their namespaces first.
+        wait_for(
+            lambda: not (get(cluster, "hamipodplacements", "-A", "-l", DEFRAG_RUN_LABEL) or {}).get("items"),
+            "earlier tests' moves to be deleted with their namespaces",
+            timeout=120,
+        )
         # Labelled with a run by hand, it spends none of the hour's budget: no run sealed it.
         create(cluster, namespace, forged_run_placement("forged-1", f"{namespace}/a-0", "u-0", node, "no-such"))
         write_policy(cluster, server_namespace, namespace, "on", movesPerHour=1)

@@ -81,7 +81,7 @@ class ClusterCache:
         self._allocations: dict[tuple[str, str], _Entry] = {}
         self._on_node: dict[str, dict[tuple[str, str], _Entry]] = {}
         self._pod_versions: dict[str, int] = {}
-        self._entered = itertools.count()
+        self._entered = itertools.count(1)  # 0: the version of a node no pod is on
         self._allocations_lock = threading.Lock()
         self.pods.add_listener(self._index_allocation)
         # (namespace, name) -> the room a rescue keeps for that Pending pod: every admission reads these few, not
@@ -260,9 +260,11 @@ class ClusterCache:
         """The pod's allocation leaves the node's (under the allocations lock)."""
         on_node = self._on_node[node]
         del on_node[key]
-        if not on_node:
-            del self._on_node[node]
-        self._pod_versions[node] = next(self._entered)
+        if on_node:
+            self._pod_versions[node] = next(self._entered)
+        else:
+            # The name may be any a pod's annotation wrote: nothing of it stays once no pod names it (version 0).
+            del self._on_node[node], self._pod_versions[node]
 
     def reservations(self) -> list[Reservation]:
         """The rooms kept for rescued Pending pods, as the pod watch last saw them (deadlines not checked here)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import platform
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -25,7 +25,7 @@ from kubectl_hami_place import __version__
 from kubectl_hami_place.core.admission import RESULTS
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION, parse_allocation
 from kubectl_hami_place.core.errors import AllocationError
-from kubectl_hami_place.core.names import ATTEMPT_RESULTS, PLACEMENT_ANNOTATION, Phase
+from kubectl_hami_place.core.names import ATTEMPT_RESULTS, CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, Phase
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.kube.watch import Reflector
 from webhook.cache import ClusterCache
@@ -293,12 +293,15 @@ class CacheCollector(Collector):
             "them, so the two join.",
             labels=PINNED_CARD_LABELS,
         )
-        for labels in pinned_cards(self.pinned_pods()):
+        held = {(p.namespace, p.name, p.status.claim_token) for p in self.placements() if p.status.claim_token}
+        for labels in pinned_cards(self.pinned_pods(), held):
             cards.add_metric(list(labels), 1)
         yield cards
 
 
 PINNED_CARD_LABELS = ["placement_namespace", "placement", "node", "device_uuid"]
+MAX_CARDS_A_POD = 64
+"""The most cards one pinned pod's series name (HAMi gives a container at most a node's cards)."""
 
 
 def phase_counts(placements: Iterable[Placement]) -> dict[str, int]:
@@ -309,22 +312,27 @@ def phase_counts(placements: Iterable[Placement]) -> dict[str, int]:
     return counts
 
 
-def pinned_cards(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
+def pinned_cards(
+    pods: Iterable[Mapping[str, Any]], held: Collection[tuple[str, str, str]]
+) -> list[tuple[str, str, str, str]]:
     """(namespace, placement, node, card UUID) of each card HAMi allocated to a pinned pod that has not ended, by
-    its annotations; a pod HAMi has not placed yet, or whose allocation it could not read, holds none."""
+    its annotations, at most MAX_CARDS_A_POD of them; a pod HAMi has not placed yet, whose allocation it could not
+    read, or whose claim no stored placement holds (`held`: namespace, name, claim token), holds none: the series
+    are the server's pins, not what a pod's editor writes."""
     found: list[tuple[str, str, str, str]] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp")
         node = annotations.get(NODE_ANNOTATION) or (pod.get("spec") or {}).get("nodeName")
-        if ended or not node or not annotations.get(PLACEMENT_ANNOTATION):
+        claim = (meta.get("namespace"), annotations.get(PLACEMENT_ANNOTATION), annotations.get(CLAIM_ANNOTATION))
+        if ended or not node or claim not in held:
             continue
         try:
             containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION))
         except AllocationError:
             continue
-        uuids = dict.fromkeys(device.uuid for devices in containers for device in devices if device.uuid)
+        uuids = list(dict.fromkeys(device.uuid for devices in containers for device in devices if device.uuid))
         placement = str(annotations[PLACEMENT_ANNOTATION])
-        found.extend((str(meta.get("namespace") or ""), placement, str(node), uuid) for uuid in uuids)
+        found.extend((str(meta.get("namespace") or ""), placement, str(node), uuid) for uuid in uuids[:MAX_CARDS_A_POD])
     return found

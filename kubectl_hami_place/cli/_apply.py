@@ -68,6 +68,13 @@ def load_plan(path: str) -> PlanFile:
         raise UsageProblem(f"{source}{where} is not JSON or YAML: {exc.problem or exc.context}", _PLAN_HINT) from exc
     except yaml.YAMLError as exc:
         raise UsageProblem(f"{source} is not JSON or YAML: {' '.join(str(exc).split())}", _PLAN_HINT) from exc
+    except (ValueError, RecursionError) as exc:
+        problem = (
+            "nests deeper than a plan does"
+            if isinstance(exc, RecursionError)
+            else "holds a number of thousands of digits or a date that is none"
+        )
+        raise UsageProblem(f"{source} {problem}: it is not a plan", _PLAN_HINT) from exc
     try:
         return read_plan(data)
     except PlanFileError as exc:

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from kubectl_hami_place.core.errors import RegisterError
-from kubectl_hami_place.core.fields import go_decimal
+from kubectl_hami_place.core.fields import go_decimal, go_text
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 PAIR_SCORE_ANNOTATION = "hami.io/node-nvidia-score"
@@ -149,9 +149,9 @@ def pair_scores(text: object) -> dict[str, dict[str, int]]:
     scores: dict[str, dict[str, int]] = {}
     for entry in data or []:
         fields = _fold(entry or {})
-        uuid = fields.get("uuid") or ""
+        uuid = go_text(fields.get("uuid") or "")
         if uuid not in scores:
-            scores[uuid] = dict(fields.get("score") or {})
+            scores[uuid] = {go_text(card): score for card, score in (fields.get("score") or {}).items()}
     return scores
 
 
@@ -340,7 +340,7 @@ def _json_str(values: dict[str, object], key: str, where: str) -> str:
     value = values.get(key, "")
     if not isinstance(value, str):
         raise RegisterError(f"{where}: {key} must be a string, got {_json_type(value)}")
-    return value
+    return go_text(value)
 
 
 def _json_int(values: dict[str, object], key: str, where: str, low: int, high: int) -> int:

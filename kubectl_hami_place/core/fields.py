@@ -26,6 +26,12 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def go_text(text: str) -> str:
+    """Text as Go decodes a JSON or YAML escape of a lone UTF-16 surrogate (`\\ud800`): U+FFFD. Python keeps the
+    surrogate, which no UTF-8 encoder (orjson, a log line, an HTTP answer) then takes."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 _BEYOND_INT64 = 10**19
 """Past every int64 (whose largest is 9,223,372,036,854,775,807): what a longer decimal is read as."""
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fields import go_text
 
 DEVICE_CONFIG_KEY = "device-config.yaml"
 DEVICE_CONFIGMAP = "hami-scheduler-device"
@@ -71,16 +72,31 @@ _KEYS: dict[str, tuple[str, type]] = {
 }
 
 
+class _GoYaml(yaml.SafeLoader):
+    """YAML as HAMi's Go reader takes its config: a date-like scalar stays text (PyYAML would make it a date, and
+    refuse one that is no date)."""
+
+
+_GoYaml.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def parse_device_config(text: object, gpu_scheduler_policy: str = HAMI_DEFAULTS.gpu_scheduler_policy) -> HamiConfig:
     """The NVIDIA settings of a `device-config.yaml` text; HamiConfigError when HAMi could not use it either."""
     if not isinstance(text, str):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY} must be text, got {type(text).__name__}")
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_GoYaml)  # a SafeLoader without dates
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY} is not valid YAML{line}: fix the ConfigMap's text") from None
+    except (ValueError, RecursionError):
+        raise HamiConfigError(
+            f"{DEVICE_CONFIG_KEY} holds a number of more digits, or nesting deeper, than can be read: fix the ConfigMap"
+        ) from None
     if not isinstance(document, Mapping):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY} must be a mapping with an nvidia: section")
     section = document.get("nvidia")
@@ -102,7 +118,7 @@ def _value(value: object, key: str, kind: type) -> object:
             raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} must be a name, got a {type(value).__name__}")
         if isinstance(value, bool):
             return "true" if value else "false"
-        return str(value)
+        return go_text(str(value))
     if isinstance(value, bool) or not isinstance(value, int):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} must be an integer, got {value!r}")
     if not _INT32_MIN <= value <= _INT32_MAX:

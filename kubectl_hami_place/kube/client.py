@@ -91,7 +91,7 @@ class CheckedApiClient(client.ApiClient):
 def path_segment(value: object) -> str:
     """The value as one path segment, quoted; PathError when it carries `/`, is empty, or is `.` or `..`."""
     text = str(value)
-    if not text or "/" in text or text in (".", ".."):
+    if not text or "/" in text or text in (".", "..") or not text.isascii():
         raise PathError(f"refused to put {text[:80]!r} in an API path: not a Kubernetes name")
     return quote(text, safe="")
 

@@ -16,6 +16,7 @@ from kubectl_hami_place.core.cards import (
     encode_register,
     is_legacy_register,
     node_cards,
+    pair_scores,
     parse_register,
 )
 from kubectl_hami_place.core.errors import ModelError, RegisterError
@@ -242,3 +243,14 @@ def test_cards_of_different_registers_share_their_model_and_mode_words() -> None
     )
     assert first[0].type is second[0].type
     assert first[0].mode is second[0].mode
+
+
+def test_a_lone_surrogate_escape_in_a_register_is_read_as_go_reads_it() -> None:
+    """orjson refuses the text and json keeps the surrogate, which no UTF-8 encoder (cluster-info, an admission's
+    answer) then takes; Go's json.Unmarshal reads U+FFFD, so HAMi registers the node."""
+    card = {"id": "GPU-\\ud800", "index": 0, "count": 10, "devmem": 40960, "devcore": 100, "type": "NVIDIA-\\udfff"}
+    text = json.dumps([card]).replace("\\\\", "\\")
+    [read] = parse_register(text)
+    assert (read.uuid, read.type) == ("GPU-\ufffd", "NVIDIA-\ufffd")
+    scores = pair_scores('[{"uuid": "GPU-\\ud800", "score": {"GPU-\\udbff": 50}}]')
+    assert scores == {"GPU-\ufffd": {"GPU-\ufffd": 50}}

@@ -123,3 +123,28 @@ def test_the_scheduler_of_the_device_config_wins_over_others() -> None:
     assert gpu_policy_of_installation(deployments[:2], "hami/elsewhere-device") == "binpack", "then its namespace"
     assert gpu_policy_of_installation(deployments, "") == "spread", "then by namespace"
     assert gpu_policy_of_installation([scheduler("x", "y", "sleep")], "x/y-device") is None
+
+
+def test_a_date_like_value_is_text_as_hamis_go_reader_takes_it() -> None:
+    """PyYAML makes `2024-02-30` a date and refuses it; yaml.v2 keeps it a string, and HAMi runs on the config."""
+    config = parse_device_config("nvidia:\n  resourceCountName: nvidia.com/gpu\nreleased: 2024-02-30\n")
+    assert config.resource_count_name == "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "nvidia:\n  defaultMemory: " + "1" * 5000 + "\n",  # past int() of Python's 4,300 digits
+        "nvidia:\n  defaultMemory: 0\nother: " + "[" * 5000 + "]" * 5000 + "\n",  # past the reader's recursion
+    ],
+)
+def test_a_config_python_cannot_read_is_a_hami_config_error(text: str) -> None:
+    with pytest.raises(HamiConfigError, match="than can be read"):
+        parse_device_config(text)
+
+
+def test_a_lone_surrogate_escape_in_a_name_is_read_as_go_reads_it() -> None:
+    """Python keeps the surrogate, which no UTF-8 encoder of an admission's answer takes; Go reads U+FFFD."""
+    config = parse_device_config('nvidia:\n  resourceCountName: "nvidia.com/\\ud800"\n')
+    assert config.resource_count_name == "nvidia.com/\ufffd"
+    config.resource_count_name.encode()

@@ -497,9 +497,11 @@ def test_metrics_count_the_cached_placements_by_phase_and_label_pinned_cards_as_
     ended["metadata"]["annotations"]["scheduling.hami.placement.com/placement"] = "p3"
     ended["status"]["phase"] = "Succeeded"
     unplaced = hami_pod("train-d")
+    forged = hami_pod("train-e", token="tok-forged")  # its editor wrote a claim and a placement no claim holds
+    forged["metadata"]["annotations"]["scheduling.hami.placement.com/placement"] = "p2"
     metrics = Metrics()
     cache = filled_cache(
-        [placement("p1"), placement("p2", claimed), placement("p3", claimed)], [pinned, ended, unplaced]
+        [placement("p1"), placement("p2", claimed), placement("p3", claimed)], [pinned, ended, unplaced, forged]
     )
     metrics.watch_cache(cache)
     samples = scraped(cache, metrics)
@@ -512,7 +514,7 @@ def test_metrics_count_the_cached_placements_by_phase_and_label_pinned_cards_as_
     ]
     assert samples["hami_place_pinned_card_info"] == [
         ({"placement_namespace": NS, "placement": "p2", "node": "gpu-a100-0", "device_uuid": UUID0}, 1.0)
-    ], "the running pinned pod's card only: not the ended one's, not an unpinned pod's"
+    ], "the running pinned pod's card only: not the ended one's, not an unpinned pod's, not a forged claim's"
     [(build, one)] = samples["hami_place_build_info"]
     assert (one, build["version"]) == (1.0, kubectl_hami_place.__version__)
     assert build["python_version"].startswith("3.")

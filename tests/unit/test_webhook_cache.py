@@ -456,3 +456,19 @@ def test_a_pod_relabelled_again_and_again_keeps_no_more_than_the_budget_of_plann
     assert 0 < len(kept.parts) < 60
     twin = {"app": "x"}
     assert kept(dict(twin)) is kept(dict(twin)), "parts alike are still kept once"
+
+
+def test_a_node_name_no_pod_names_any_more_is_not_kept() -> None:
+    """A pod's `hami.io/vgpu-node` may name anything: created and deleted again and again, its names stay nowhere."""
+    from tests.unit.test_webhook_api import filled_cache, hami_pod
+
+    cache = filled_cache([], [])
+    for i in range(5):
+        pod = hami_pod(f"p{i}")
+        pod["metadata"]["annotations"]["hami.io/vgpu-node"] = f"n{i}-" + "x" * 1000
+        pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = ""
+        pod["metadata"]["resourceVersion"] = str(10 + i)
+        cache.pods.upsert(pod)
+        assert f"n{i}-" + "x" * 1000 in cache._pod_versions
+        cache.pods.remove("team-a", f"p{i}")
+    assert cache._pod_versions == {} and cache._on_node == {}

@@ -30,3 +30,11 @@ def test_a_request_is_screened_once_by_the_webhooks_rules(
     assert (mistake.status if mistake is not None else None) == status
     if mistake is not None:
         assert str(mistake) and "\n" not in str(mistake), "a one-line reason"
+
+
+def test_a_length_of_thousands_of_digits_is_screened_without_reading_them_all() -> None:
+    """The HTTP parser lets any run of digits through; int() refuses more than 4,300 (a 500 on the ASGI path)."""
+    padded = {**JSON, b"content-length": b"0" * 5000 + b"120"}
+    assert screen("/mutate", "POST", padded) is None, "leading zeros are no digits: 120 bytes"
+    huge = screen("/mutate", "POST", {**JSON, b"content-length": b"9" * 5000})
+    assert huge is not None and huge.status == 413

@@ -108,6 +108,8 @@ def _text(entry: Mapping[str, Any], key: str, where: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or not value:
         raise PlanFileError(f"{where}: {key} must be a non-empty string")
+    if not value.isascii():
+        raise PlanFileError(f"{where}: {key} {value[:80]!r} is not a Kubernetes name or UID (ASCII)")
     return value
 
 
@@ -115,6 +117,8 @@ def _cards(value: object, where: str) -> tuple[str, ...]:
     """A non-empty list of card UUIDs."""
     if not isinstance(value, list) or not value or not all(isinstance(uuid, str) and uuid for uuid in value):
         raise PlanFileError(f"{where}: cards must be a non-empty list of card UUIDs")
+    if not all(uuid.isascii() for uuid in value):
+        raise PlanFileError(f"{where}: cards must be card UUIDs (ASCII)")
     return tuple(value)
 
 

@@ -60,6 +60,18 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def loopback_kubeconfig(tmp_path: Path, port: int) -> Path:
+    """A kubeconfig whose one context talks plain HTTP to 127.0.0.1:`port`."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return kubeconfig
+
+
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
     """A local server that accepts connections and never answers keeps the plugin waiting until it is interrupted."""
     with socket.socket() as server:
@@ -67,13 +79,7 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
         server.listen(8)
         server.settimeout(60)
         port = server.getsockname()[1]
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-            "users: [{name: u, user: {token: t}}]\n"
-            "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
-        )
+        kubeconfig = loopback_kubeconfig(tmp_path, port)
         # A job started in the background by a non-interactive shell (as CI may run us) inherits SIGINT ignored;
         # give the plugin the default disposition a terminal's foreground command has, or Ctrl-C cannot reach it.
         proc = subprocess.Popen(
@@ -98,13 +104,7 @@ def test_version_with_no_server_prints_the_plugins_line_and_the_error_apart(tmp_
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
-    )
+    kubeconfig = loopback_kubeconfig(tmp_path, port)
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     asked = [*PLUGIN, "version", "--kubeconfig", str(kubeconfig)]
     table = subprocess.run(asked, check=False, capture_output=True, env=env)

@@ -152,8 +152,8 @@ class NotLeading(KubeError):
 
 
 class NotOn(KubeError):
-    """The policy changed to a mode other than `on` (a `defrag pause`), or to budgets that no longer allow the rest
-    of the run, while a run made its moves: it stops before its next placement or eviction."""
+    """The policy changed to a mode other than `on` (a `defrag pause`), or to namespaces or budgets that no longer
+    allow the rest of the run, while a run made its moves: it stops before its next placement or eviction."""
 
 
 @dataclass(frozen=True)
@@ -518,7 +518,7 @@ class DefragController:
         for move in decision.moves:
             try:
                 self._guard()
-                self._within_budgets(decision, done)
+                self._still_allowed(decision, done)
                 moves.make_move(
                     self.kube,
                     move,
@@ -668,7 +668,7 @@ class DefragController:
             mode = "invalid" if self.policy is None else f"mode {self.policy.mode.value}"
             raise NotOn(f"the policy is now {mode}; the run stops before its next move")
 
-    def _within_budgets(self, decision: RunDecision, done: int) -> None:
+    def _still_allowed(self, decision: RunDecision, done: int) -> None:
         """Raises `NotOn` when the policy, read again by `_guard`, no longer allows the run's moves left (its
         namespaces or its budgets changed)."""
         if self.policy is None:

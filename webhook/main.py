@@ -41,6 +41,7 @@ from webhook.defrag import DefragOptions
 from webhook.logs import log_json
 from webhook.server import ServeOptions, serve
 from webhook.settings import DEFAULTS
+from webhook.writes import DEFAULT_GUARD_NAMESPACE
 
 log = logging.getLogger("hami-place-webhook")
 
@@ -297,8 +298,8 @@ def _parser() -> argparse.ArgumentParser:
         "--defrag-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         metavar="NAMESPACE",
-        help="the server's namespace: the leader Lease lives there and its pods are never moved [POD_NAMESPACE] "
-        "(default: the policy's namespace)",
+        help="the server's namespace: the reqID guards and the leader Lease live there, and its pods are never moved "
+        "[POD_NAMESPACE] (default: the policy's namespace for the Lease, default for the guards)",
     )
 
     certs = commands.add_parser("certs", help="make a CA and a serving certificate; optionally store and install them")
@@ -410,14 +411,14 @@ def _serve(args: argparse.Namespace) -> int:
             )
             return 2
         room_key = RoomKey(secret)
+    if args.defrag_namespace and not is_namespace(args.defrag_namespace):
+        _fail(f"hami-place-webhook: --defrag-namespace {args.defrag_namespace!r} is not a namespace name")
+        return 2
     defrag = None
     if args.defrag_policy:
         namespace, _, name = args.defrag_policy.partition("/")
         if not is_namespaced_name(namespace, name):
             _fail(f"hami-place-webhook: --defrag-policy {args.defrag_policy!r} must be NAMESPACE/NAME of a ConfigMap")
-            return 2
-        if args.defrag_namespace and not is_namespace(args.defrag_namespace):
-            _fail(f"hami-place-webhook: --defrag-namespace {args.defrag_namespace!r} is not a namespace name")
             return 2
         if not 0.1 <= args.defrag_interval <= 3600:
             _fail("hami-place-webhook: --defrag-interval must be 0.1..3600 seconds")
@@ -468,6 +469,7 @@ def _serve(args: argparse.Namespace) -> int:
             claim_grace=args.claim_grace,
             finished_ttl=args.finished_ttl,
             room_key=room_key,
+            guard_namespace=args.defrag_namespace or DEFAULT_GUARD_NAMESPACE,
             defrag=defrag,
         )
     )

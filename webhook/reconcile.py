@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.errors import PlacementError
-from kubectl_hami_place.core.k8s_names import is_object_name
+from kubectl_hami_place.core.k8s_names import is_namespaced_name, is_object_name
 from kubectl_hami_place.core.lifecycle import (
     FOREVER,
     FollowUp,
@@ -367,13 +367,13 @@ class Reconciler:
             return
         cached = {(p.namespace, p.name): p for p in placements}
         for guard in guards:
-            if not guard_obsolete(cached.get((guard.namespace, guard.holder_name)), guard.holder_uid):
+            if not guard_obsolete(cached.get((guard.holder_namespace, guard.holder_name)), guard.holder_uid):
                 continue
             try:
                 # The cache may not have seen a placement created a moment ago: the API server decides.
                 # A holder that is no placement name holds nothing, and never reaches an API path.
-                named = is_object_name(guard.holder_name)
-                stored = self.writes.read_placement(guard.namespace, guard.holder_name) if named else None
+                named = is_namespaced_name(guard.holder_namespace, guard.holder_name)
+                stored = self.writes.read_placement(guard.holder_namespace, guard.holder_name) if named else None
                 holder = placement_from_object(stored) if stored is not None else None
                 if guard_obsolete(holder, guard.holder_uid):
                     self.writes.release_guard(guard)

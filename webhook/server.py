@@ -48,7 +48,7 @@ from webhook.reconcile import Reconciler
 from webhook.renewal import SecretCertificate
 from webhook.settings import DEFAULTS
 from webhook.tls import ReloadingCertificate
-from webhook.writes import KubeWrites
+from webhook.writes import DEFAULT_GUARD_NAMESPACE, KubeWrites
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,7 @@ class ServeOptions:
     claim_grace: int = DEFAULTS.claim_grace
     finished_ttl: int = DEFAULTS.finished_ttl
     room_key: RoomKey | None = None
+    guard_namespace: str = DEFAULT_GUARD_NAMESPACE
     defrag: DefragOptions | None = None
 
 
@@ -179,7 +180,7 @@ def serve(options: ServeOptions) -> None:
             "hand; give every replica the same key (the chart does)"
         )
     metrics.watch_cache(cache)
-    writes = KubeWrites(kube)
+    writes = KubeWrites(kube, options.guard_namespace)
     admitter = Admitter(kube, cache, settings, metrics, writes=writes)
     hami.on_change = lambda config: setattr(admitter, "settings", dataclasses.replace(admitter.settings, hami=config))
     reconciler = Reconciler(

@@ -24,6 +24,8 @@ from kubectl_hami_place.kube.evictions import evict_pod, lift_scheduling_gate
 from kubectl_hami_place.kube.placements import delete_placement
 
 log = logging.getLogger(__name__)
+DEFAULT_GUARD_NAMESPACE = "default"
+"""Where the reqID guards live when the server is not told its namespace (`--defrag-namespace`, POD_NAMESPACE)."""
 
 # Events waiting for their thread; past this many a new one is dropped (and logged), as client-go's recorder does.
 EVENT_QUEUE = 1000
@@ -69,7 +71,7 @@ class Writes(Protocol):
         ...
 
     def list_guards(self) -> list[Guard]:
-        """Every reqID guard of the cluster."""
+        """Every reqID guard (they live in the server's namespace)."""
         ...
 
     def release_guard(self, guard: Guard) -> None:
@@ -115,8 +117,9 @@ class QueuedEvents:
 class KubeWrites:
     """Writes through the API server; Events through a queue (see QueuedEvents)."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, guard_namespace: str = DEFAULT_GUARD_NAMESPACE) -> None:
         self.kube = kube
+        self.guard_namespace = guard_namespace
         recorder = EventRecorder(kube)
         self.events = QueuedEvents(
             lambda placement, reason, message, warning: recorder.record(placement, reason, message, warning=warning)
@@ -166,12 +169,12 @@ class KubeWrites:
             return
 
     def hold_req_id(self, placement: Placement) -> Guard:
-        """CREATE the Lease named after (namespace, reqID), or GET it on 409."""
-        return hold_req_id(self.kube, placement.namespace, placement.spec.req_id, placement)
+        """CREATE the Lease named after (namespace, reqID) in the server's namespace, or GET it on 409."""
+        return hold_req_id(self.kube, self.guard_namespace, placement)
 
     def list_guards(self) -> list[Guard]:
-        """LIST the guard Leases of every namespace."""
-        return list_guards(self.kube)
+        """LIST the guard Leases of the server's namespace."""
+        return list_guards(self.kube, self.guard_namespace)
 
     def release_guard(self, guard: Guard) -> None:
         """DELETE the Lease, preconditioned on its UID."""

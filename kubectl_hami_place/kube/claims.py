@@ -7,7 +7,8 @@ written; the caller re-reads and decides again.
 
 A reqID is guarded the same way, by a create that can succeed once: before a claim is written, a Lease named after
 (namespace, reqID) is created holding the placement's UID, so two placements sharing a reqID claimed at the same
-moment by two replicas cannot both be consumed.
+moment by two replicas cannot both be consumed. The guards live in the server's own namespace, so that its rights on
+Leases are those of one namespace, and no tenant can create a Lease of a guard's name.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kubectl_hami_place.core.names import (
     GROUP,
     KIND,
     PLACEMENT_ANNOTATION,
+    PLACEMENT_NAMESPACE_ANNOTATION,
     PLURAL,
     REQ_ID_ANNOTATION,
     VERSION,
@@ -77,23 +79,32 @@ def write_status(kube: Kube, placement: Placement, status: PlacementStatus) -> d
 
 @dataclass(frozen=True)
 class Guard:
-    """A reqID guard as stored: a Lease whose holder is the UID of the one placement allowed to use that reqID."""
+    """A reqID guard as stored: a Lease (in `namespace`, the server's) whose holder is the UID of the one placement
+    allowed to use that reqID, `holder_name` in `holder_namespace`."""
 
     namespace: str
     name: str
     uid: str
     holder_uid: str
     holder_name: str
+    holder_namespace: str
 
 
-def hold_req_id(kube: Kube, namespace: str, req_id: str, holder: Placement) -> Guard:
-    """Create the reqID's guard held by this placement; when it exists already, the stored one (maybe another's).
+def hold_req_id(kube: Kube, namespace: str, holder: Placement) -> Guard:
+    """Create, in `namespace` (the server's), the guard of the holder's reqID held by it; when it exists already,
+    the stored one (maybe another's).
 
-    The create can succeed once per (namespace, reqID): the API server, not a cache, says who uses a reqID. A Lease
-    of the guard's name without our label is not a guard and blocks nothing: that very Lease is deleted (anyone
-    who may create Leases in the namespace could have made it, to hold the reqID) and ours created in its place.
+    The create can succeed once per (placement namespace, reqID): the API server, not a cache, says who uses a
+    reqID. A Lease of the guard's name without our label is not a guard and blocks nothing: that very Lease is
+    deleted (anyone who may create Leases in the namespace could have made it, to hold the reqID) and ours created
+    in its place.
     """
-    name = req_id_guard_name(namespace, req_id)
+    name = req_id_guard_name(holder.namespace, holder.spec.req_id)
+    annotations = {
+        PLACEMENT_ANNOTATION: holder.name,
+        PLACEMENT_NAMESPACE_ANNOTATION: holder.namespace,
+        REQ_ID_ANNOTATION: holder.spec.req_id,
+    }
     body = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -101,7 +112,7 @@ def hold_req_id(kube: Kube, namespace: str, req_id: str, holder: Placement) -> G
             "name": name,
             "namespace": namespace,
             "labels": {GUARD_LABEL: GUARD_LABEL_VALUE},
-            "annotations": {PLACEMENT_ANNOTATION: holder.name, REQ_ID_ANNOTATION: req_id},
+            "annotations": annotations,
         },
         "spec": {"holderIdentity": holder.uid},
     }
@@ -124,14 +135,15 @@ def _ours(lease: dict[str, Any]) -> bool:
     return bool(labels.get(GUARD_LABEL) == GUARD_LABEL_VALUE)
 
 
-def list_guards(kube: Kube) -> list[Guard]:
-    """Every reqID guard of the cluster."""
+def list_guards(kube: Kube, namespace: str) -> list[Guard]:
+    """Every reqID guard in `namespace` (the server's)."""
     api = client.CoordinationV1Api(kube.api)
     found = request(
         kube,
-        api.list_lease_for_all_namespaces,
+        api.list_namespaced_lease,
+        namespace,
         label_selector=f"{GUARD_LABEL}={GUARD_LABEL_VALUE}",
-        what="list leases",
+        what=f"list leases in namespace {namespace}",
     )
     return [_guard(item) for item in list_items(found)]
 
@@ -163,4 +175,5 @@ def _guard(lease: dict[str, Any]) -> Guard:
         uid=str(metadata.get("uid") or ""),
         holder_uid=str((lease.get("spec") or {}).get("holderIdentity") or ""),
         holder_name=str(annotations.get(PLACEMENT_ANNOTATION) or ""),
+        holder_namespace=str(annotations.get(PLACEMENT_NAMESPACE_ANNOTATION) or ""),
     )

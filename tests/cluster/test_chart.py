@@ -502,7 +502,6 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}
     expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
-    expected |= {("coordination.k8s.io", "leases", v) for v in ("create", "get", "list", "delete")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     assert granted == expected
@@ -512,8 +511,17 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         "gpu-descheduler-webhook-hami-config",
         "gpu-descheduler-webhook-hami-scheduler",
         "gpu-descheduler-webhook-defrag",
+        "gpu-descheduler-webhook-leases",
         "gpu-descheduler-webhook-certs",
     }
+    leases = roles["gpu-descheduler-webhook-leases"]
+    assert leases["metadata"]["namespace"] == "kube-system"
+    assert leases["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "delete"]}
+    ], "the reqID guards and the leader Lease's creation: Leases of the release namespace only, none cluster-wide"
+    assert one(objects, "RoleBinding", "gpu-descheduler-webhook-leases")["roleRef"]["name"] == (
+        "gpu-descheduler-webhook-leases"
+    )
     assert roles["gpu-descheduler-webhook-certs"]["rules"] == [
         {
             "apiGroups": [""],
@@ -870,7 +878,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         *[(verb, f"configmaps/{release}-defrag-policy", "-n", namespace) for verb in ("get", "list", "watch")],
         ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
-        ("create", "leases.coordination.k8s.io", "-n", namespace),
+        *[(verb, "leases.coordination.k8s.io", "-n", namespace) for verb in ("create", "get", "list", "delete")],
         ("get", f"secrets/{release}-webhook-tls", "-n", namespace),
         ("update", f"secrets/{release}-webhook-tls", "-n", namespace),
         ("get", f"mutatingwebhookconfigurations/{release}-webhook"),
@@ -907,6 +915,9 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("update", "mutatingwebhookconfigurations"),
         ("update", "leases.coordination.k8s.io", "-n", namespace),
+        ("create", "leases.coordination.k8s.io", "-n", "default"),
+        ("delete", "leases.coordination.k8s.io", "-n", "kube-node-lease"),
+        ("list", "leases.coordination.k8s.io", "-A"),
         ("update", "leases.coordination.k8s.io/other", "-n", namespace),
         ("update", f"configmaps/{release}-defrag-policy", "-n", namespace),
         ("patch", f"configmaps/{release}-defrag-policy", "-n", namespace),
@@ -1113,7 +1124,10 @@ def test_server_runs_with_the_chart_args_and_account(
     kubeconfig = sa_kubeconfig(cluster, namespace, f"{release}-webhook", tmp_path / "server.kubeconfig")
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
-        [str(WEBHOOK), *args], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "KUBECONFIG": str(kubeconfig)}
+        [str(WEBHOOK), *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": namespace},  # as the Deployment sets it
     )
     try:
         deadline = time.monotonic() + 60

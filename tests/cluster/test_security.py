@@ -162,12 +162,14 @@ def test_a_lease_with_the_guards_name_but_not_its_label_blocks_nothing(
     _webhook, created = placement_ready(cluster, namespace, tmp_path, webhooks, configurations)
     name = req_id_guard_name(namespace, created["spec"]["reqID"])
     leases = client.CoordinationV1Api(cluster.api_client())
-    squatter = {"metadata": {"name": name, "namespace": namespace}, "spec": {"holderIdentity": "someone-else"}}
-    leases.create_namespaced_lease(namespace, squatter)
+    # The guards live in the server's namespace ("default" for a server not told one), where only those who may
+    # create Leases there could squat: an operator's mistake, not a tenant's.
+    squatter = {"metadata": {"name": name, "namespace": "default"}, "spec": {"holderIdentity": "someone-else"}}
+    leases.create_namespaced_lease("default", squatter)
 
     pod = client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
     assert (pod.metadata.annotations or {}).get(PLACEMENT) == "target", "the squatting Lease held nothing"
-    guard = leases.read_namespaced_lease(name, namespace)
+    guard = leases.read_namespaced_lease(name, "default")
     assert guard.metadata.labels == {GUARD_LABEL: GUARD_LABEL_VALUE}
     assert guard.spec.holder_identity == created["metadata"]["uid"]
 

@@ -279,11 +279,13 @@ def test_two_placements_sharing_a_req_id_claimed_by_two_replicas_in_one_burst_ar
         for index in range(pairs)
         for h in "ab"
     }
-    leases = client.CoordinationV1Api(cluster.api_client()).list_namespaced_lease(namespace).items
+    # The guards live in the server's namespace ("default" for a server not told one), named after the placement's.
+    leases = client.CoordinationV1Api(cluster.api_client()).list_namespaced_lease("default").items
     guards = {
         lease.metadata.annotations["scheduling.hami.placement.com/placement"]
         for lease in leases
         if lease.metadata.name.startswith("hami-place-reqid-")
+        and lease.metadata.annotations.get("scheduling.hami.placement.com/placement-namespace") == namespace
     }
     for index in range(pairs):
         winners = [h for h in "ab" if claimed[f"{h}-{index}"]]

@@ -119,8 +119,8 @@ class MemoryWrites:
     def hold_req_id(self, placement: Placement) -> Guard:
         """A create that succeeds once per (namespace, reqID), as the API server's."""
         name = req_id_guard_name(placement.namespace, placement.spec.req_id)
-        new = Guard(placement.namespace, name, f"lease-{len(self.guards)}", placement.uid, placement.name)
-        return self.guards.setdefault((placement.namespace, name), new)
+        new = Guard("server", name, f"lease-{len(self.guards)}", placement.uid, placement.name, placement.namespace)
+        return self.guards.setdefault(("server", name), new)
 
     def list_guards(self) -> list[Guard]:
         return list(self.guards.values())
@@ -295,8 +295,10 @@ def test_a_placement_annotation_that_is_no_name_reaches_no_api_path_and_is_remov
 
 def test_a_guard_whose_holder_is_no_name_is_released_without_a_read_of_it() -> None:
     writes = MemoryWrites()
-    forged = Guard(NS, req_id_guard_name(NS, "req-x"), "lease-forged", "uid-x", "../../../../api/v1/pods")
-    writes.guards[(NS, forged.name)] = forged
+    forged = Guard("server", req_id_guard_name(NS, "req-x"), "lease-forged", "uid-x", "../../../../api/v1/pods", NS)
+    writes.guards[("server", forged.name)] = forged
+    odd = Guard("server", "hami-place-reqid-odd", "lease-odd", "uid-y", "p", "../../api")  # its namespace no name
+    writes.guards[("server", odd.name)] = odd
     reconciler(writes, pods=()).reconcile_once()
     assert writes.reads == [] and writes.guards == {}
 

@@ -17,8 +17,6 @@ GPU_DEVICE_PATTERN = r"^(gpu-[0-9]+(/([1-9][0-9]?|100))?|GPU-[0-9A-Za-z-]+)$"
 """The pattern the CRD's schema puts on every `spec.gpuDevices` entry (kept identical to the CRD)."""
 
 _PATTERN = re.compile(GPU_DEVICE_PATTERN)
-MAX_INDEX_DIGITS = 6
-"""A card index has at most this many digits (leading zeros aside): HAMi numbers a node's cards from 0."""
 _MAX_INDEX = 2**64 - 1
 
 
@@ -65,7 +63,7 @@ def parse_card_ref(text: object) -> CardRef:
     body = text[len("gpu-") :]
     index_text, _, percent_text = body.partition("/")
     index_text = index_text.lstrip("0") or "0"
-    if len(index_text) > MAX_INDEX_DIGITS:
+    if len(index_text) > len(str(_MAX_INDEX)):  # past the range CardRef checks, and past what int() reads
         raise CardRefError(f"{_shorten(text)!r} names a card index no node has: use gpu-<index> of a registered card")
     return CardRef(index=int(index_text), percent=int(percent_text) if percent_text else None)
 

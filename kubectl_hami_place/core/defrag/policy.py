@@ -42,7 +42,7 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
 # no wait of the controller's needs more than a month.
 MAX_DURATION = timedelta(days=30)
-_DURATION_DIGITS = 7
+_DURATION_DIGITS = len(str(int(MAX_DURATION.total_seconds())))
 """More digits than this in one part of a duration (leading zeros aside) is past MAX_DURATION whatever the unit."""
 _PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
 
@@ -228,15 +228,16 @@ def parse_duration(value: object, path: str) -> timedelta:
         if not text or match is None:
             hint = "; durations are never negative" if text.startswith("-") else ""
             raise PolicyError(f"{path}: {value!r} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
-        if any(len((part or "").lstrip("0")) > _DURATION_DIGITS for part in match.groups()):
-            longest = format_duration(MAX_DURATION)
-            shown = repr(text if len(text) <= 24 else text[:21] + "...")
-            raise PolicyError(f"{path}: {shown} is longer than {longest}; write a duration of at most {longest}")
-        hours, minutes, seconds_part = (int((part or "").lstrip("0") or 0) for part in match.groups())
-        seconds = hours * 3600 + minutes * 60 + seconds_part
+        parts = [(part or "").lstrip("0") or "0" for part in match.groups()]
+        if any(len(part) > _DURATION_DIGITS for part in parts):
+            seconds = math.inf  # past MAX_DURATION, its digits not read: int() refuses more than 4,300
+        else:
+            hours, minutes, seconds_part = map(int, parts)
+            seconds = hours * 3600 + minutes * 60 + seconds_part
     if seconds > MAX_DURATION.total_seconds():
         longest = format_duration(MAX_DURATION)
-        raise PolicyError(f"{path}: {value!r} is longer than {longest}; write a duration of at most {longest}")
+        shown = repr(value[:21] + "..." if isinstance(value, str) and len(value) > 24 else value)
+        raise PolicyError(f"{path}: {shown} is longer than {longest}; write a duration of at most {longest}")
     return timedelta(seconds=seconds)
 
 

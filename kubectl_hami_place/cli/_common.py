@@ -111,6 +111,13 @@ def warn(message: str) -> None:
     stderr_console().print(Text(f"warning: {printable(message)}", style="yellow"))
 
 
+def error_line(message: str) -> None:
+    """One red `error:` line on stderr (the caller decides whether the command goes on)."""
+    from rich.text import Text
+
+    stderr_console().print(Text(f"error: {printable(message)}", style="red"))
+
+
 def note(message: str) -> None:
     """One plain informational line on stderr, so stdout stays the result alone."""
     from rich.text import Text

@@ -29,7 +29,7 @@ from kubectl_hami_place.cli._common import (
     color_enabled,
     complete_nodes,
     emit,
-    stderr_console,
+    error_line,
     target,
     warn,
     write_out,
@@ -371,7 +371,7 @@ def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) ->
                     text = render(read())
                 except KubeError as exc:
                     # stdout stays the frames alone (a JSON or YAML stream a program reads); the watch goes on.
-                    _fail_line(exc)
+                    error_line(str(exc))
                 else:
                     separator = "" if first else ("---\n" if output is OutputFormat.yaml else "\n")
                     write_out(separator + text)
@@ -395,10 +395,3 @@ def _frame(read: Callable[[], Result], render: Callable[[Result], str]) -> str:
         return render(read())
     except KubeError as exc:
         return f"error: {printable(str(exc))}\n"
-
-
-def _fail_line(exc: KubeError) -> None:
-    """An API failure of a watch whose frames go to a stream: its `error:` line on stderr."""
-    from rich.text import Text as RichText
-
-    stderr_console().print(RichText(f"error: {printable(str(exc))}", style="red"))

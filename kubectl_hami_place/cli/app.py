@@ -26,7 +26,7 @@ from kubectl_hami_place.cli import (
     _version,
     _why,
 )
-from kubectl_hami_place.cli._common import StdoutClosed, stderr_console
+from kubectl_hami_place.cli._common import StdoutClosed, error_line
 from kubectl_hami_place.cli._errors import (
     EXIT_BLOCKED,
     EXIT_ERROR,
@@ -132,13 +132,8 @@ def complete_main() -> int:
 
 def _fail(lines: list[str], code: int) -> int:
     """Prints `error: ...` lines in red on stderr and returns the exit code."""
-    from rich.text import Text
-
-    from kubectl_hami_place.cli.output.printable import printable
-
-    console = stderr_console()
     for line in lines:
-        console.print(Text(f"error: {printable(line)}", style="red"))
+        error_line(line)
     return code
 
 

@@ -290,9 +290,10 @@ def _parser() -> argparse.ArgumentParser:
         "--room-key-file",
         default=os.environ.get("HAMI_PLACE_ROOM_KEY_FILE", ""),
         metavar="FILE",
-        help="a secret of 32 bytes or more every replica shares, which seals the rooms a rescue keeps, so that no one "
-        "else can keep cards by writing the annotation [HAMI_PLACE_ROOM_KEY_FILE] (the chart mounts one; default: a "
-        "key of this process's own, whose rooms only this replica honours)",
+        help="a secret of 32 bytes or more every replica shares, which seals the rooms a rescue keeps and the moves "
+        "it makes, so that no one else can keep cards by writing the annotation nor pass a placement off as a move "
+        "[HAMI_PLACE_ROOM_KEY_FILE] (the chart mounts one; default: a key of this process's own, whose rooms only "
+        "this replica honours and with which no move's seal is checked)",
     )
     run.add_argument(
         "--defrag-namespace",

@@ -7,7 +7,7 @@ from pathlib import Path
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 
-CRD = Path(__file__).resolve().parent.parent / "chart" / "files" / "crd" / "hamipodplacement.yaml"
+CRD = Path(__file__).resolve().parent.parent / "chart" / "templates" / "crd" / "hamipodplacement.yaml"
 CRD_NAME = "hamipodplacements.scheduling.hami.placement.com"
 # The README installs the chart as this release; the CRD the sandbox applies carries Helm's ownership metadata for
 # it, so that `helm install gpu-descheduler ./chart -n kube-system` adopts the CRD instead of refusing it.

@@ -49,6 +49,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-certgen" (include "hami-place.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The certificate Job's account: the one named in certs.hook.serviceAccountName, else the chart's own hook one. */}}
+{{- define "hami-place.certgenServiceAccountName" -}}
+{{- .Values.certs.hook.serviceAccountName | default (include "hami-place.certgenName" .) -}}
+{{- end -}}
+
 {{/* Names the serving certificate must carry: every way the API server may address the Service. */}}
 {{- define "hami-place.dnsNames" -}}
 {{- $svc := include "hami-place.fullname" . -}}
@@ -69,6 +74,9 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServerCIDRs) -}}
 {{- fail "networkPolicy.apiServerCIDRs (the API server's addresses, e.g. [10.0.0.10/32]) is required when networkPolicy.enabled: without them the API server could not call the webhook" -}}
+{{- end -}}
+{{- if and (eq .Values.certs.mode "hook") (not .Values.rbac.create) (not .Values.certs.hook.serviceAccountName) -}}
+{{- fail "certs.hook.serviceAccountName (an account of the release namespace bound to the certificate Job's rules) is required with rbac.create=false and certs.mode hook: the chart then makes no RBAC for the Job, and its own account would have none" -}}
 {{- end -}}
 {{- if and .Values.server.clientCA.configMap (not .Values.server.clientCA.names) -}}
 {{- fail "server.clientCA.names (the names the API server's client certificate carries, e.g. [kube-apiserver-webhook-client]) is required with server.clientCA.configMap: the CA alone admits every certificate it signed" -}}

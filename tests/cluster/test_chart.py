@@ -7,8 +7,10 @@ cluster; the install, RBAC and certificate-hook tests run against the sandbox's 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,14 +24,14 @@ import pytest
 import yaml
 
 from kubectl_hami_place import __version__
-from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, parse_policy
+from kubectl_hami_place.core.defrag.policy import POLICY_API_VERSION, DefragPolicy, Mode, PolicyError, parse_policy
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port, primary_address
 from tests.cluster.webhook_harness import sa_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
-CRD_FILE = CHART / "files" / "crd" / "hamipodplacement.yaml"
+CRD_FILE = CHART / "templates" / "crd" / "hamipodplacement.yaml"
 CRD_NAME = "hamipodplacements.scheduling.hami.placement.com"
 RELEASE = "gpu-descheduler"
 KUBE_VERSION = "1.37.2"
@@ -456,6 +458,20 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.mode=sometimes"], "at '/defrag/mode': value must be one of 'off', 'dry-run', 'on'"),
         (["defrag.budgets.movesPerRun=-1"], "at '/defrag/budgets/movesPerRun': minimum: got -1, want 0"),
         (["defrag.budgets.cooldown=1hour"], "at '/defrag/budgets/cooldown'"),
+        # What the server's policy parser refuses: a room kept over 10m however written, an interval of 0s, a
+        # duration over 720h (a number, or one part alone; parts adding up to more are the server's to refuse).
+        (["defrag.rescue.reserveFor=11m"], "at '/defrag/rescue/reserveFor': '11m' does not match pattern"),
+        (["defrag.rescue.reserveFor=9m61s"], "at '/defrag/rescue/reserveFor': '9m61s' does not match pattern"),
+        (["defrag.rescue.reserveFor=0h601s"], "at '/defrag/rescue/reserveFor': '0h601s' does not match pattern"),
+        (["defrag.rescue.reserveFor=1h"], "at '/defrag/rescue/reserveFor': '1h' does not match pattern"),
+        (["defrag.rescue.reserveFor=601"], "at '/defrag/rescue/reserveFor': maximum: got 601, want 600"),
+        (["defrag.keepRoom.interval=0s"], "at '/defrag/keepRoom/interval': '0s' does not match pattern '[1-9]'"),
+        (["defrag.keepRoom.interval=0h00m0s"], "at '/defrag/keepRoom/interval': '0h00m0s' does not match pattern"),
+        (["defrag.keepRoom.interval=0"], "at '/defrag/keepRoom/interval': minimum: got 0, want 1"),
+        (["defrag.budgets.cooldown=721h"], "at '/defrag/budgets/cooldown': '721h' does not match pattern"),
+        (["defrag.rescue.pendingFor=43201m"], "at '/defrag/rescue/pendingFor': '43201m' does not match pattern"),
+        (["defrag.keepRoom.interval=1h2592001s"], "at '/defrag/keepRoom/interval': '1h2592001s' does not match"),
+        (["defrag.budgets.cooldown=2592001"], "at '/defrag/budgets/cooldown': maximum: got 2.592001"),
         (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
         (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
         (["image.digest=ab12"], "at '/image/digest'"),
@@ -470,9 +486,67 @@ def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str
     assert message in result.stderr
 
 
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["defrag.rescue.reserveFor=10m", "defrag.keepRoom.interval=1s", "defrag.budgets.cooldown=720h"],
+        ["defrag.rescue.reserveFor=9m60s", "defrag.keepRoom.interval=0h0m1s", "defrag.rescue.pendingFor=43200m"],
+        ["defrag.rescue.reserveFor=600", "defrag.keepRoom.interval=2592000", "defrag.budgets.cooldown=2592000s"],
+        ["defrag.rescue.reserveFor=0s", "defrag.rescue.pendingFor=0", "defrag.budgets.cooldown=0720h0m0s"],
+    ],
+)
+def test_durations_at_the_servers_bounds_render_into_a_policy_it_reads(helm: Path, sets: list[str]) -> None:
+    parse_policy(defrag_policy(render(helm, *sets))["data"]["policy.yaml"], "kube-system")
+
+
+def test_the_schemas_durations_refuse_what_the_policy_parser_refuses() -> None:
+    """values.schema.json's duration patterns against parse_policy, on every way of writing durations near the bounds:
+    reserveFor exactly; interval and the others refuse nothing the server reads and refuse one part over 720h."""
+    definitions = json.loads((CHART / "values.schema.json").read_text())["definitions"]
+    duration = re.compile(definitions["duration"]["anyOf"][1]["pattern"])
+    reserve = re.compile(definitions["reserveDuration"]["anyOf"][1]["pattern"])
+    positive = re.compile(definitions["positiveDuration"]["allOf"][1]["anyOf"][1]["pattern"])
+
+    def server_reads(section: str, key: str, value: str) -> bool:
+        try:
+            parse_policy(f"apiVersion: {POLICY_API_VERSION}\nkind: DefragPolicy\n{section}: {{{key}: '{value}'}}")
+        except PolicyError:
+            return False
+        return True
+
+    def written(parts: tuple[str | None, ...]) -> str:
+        return "".join(f"{part}{unit}" for part, unit in zip(parts, "hms", strict=True) if part is not None)
+
+    # Seconds on each side of every bound 10m leaves after whole minutes (600 - 60 * minutes), and between.
+    edges = {60 * minutes + step for minutes in range(11) for step in (-1, 0, 1)} | set(range(0, 700, 25))
+    near_ten = [None, "0", "00", "1"], [None, *map(str, range(12)), "010", "00"], [None, "0600", *map(str, edges)]
+    for text in filter(None, map(written, itertools.product(*near_ten))):
+        assert bool(reserve.match(text)) == server_reads("rescue", "reserveFor", text), text
+    hours = [None, "0", "1", "719", "720", "721", "0720", "1000"]
+    minutes = [None, "0", "59", "61", "43199", "43200", "43201", "043200", "100000"]
+    seconds = [None, "0", "1", "2591999", "2592000", "2592001", "02592000", "10000000"]
+    for parts in itertools.product(hours, minutes, seconds):
+        if not (text := written(parts)):
+            continue
+        one_part = sum(part is not None for part in parts) == 1
+        chart, server = bool(duration.match(text)), server_reads("budgets", "cooldown", text)
+        assert server <= chart, f"the chart refuses {text}, which the server reads"
+        assert chart == server or not one_part, text
+        chart, server = chart and bool(positive.search(text)), server_reads("keepRoom", "interval", text)
+        assert server <= chart, f"the chart refuses the interval {text}, which the server reads"
+        assert chart == server or not one_part, text
+        assert not chart or text.strip("0hms"), f"the chart takes the zero interval {text}"
+
+
 def test_crd_is_rendered_verbatim(helm: Path) -> None:
+    # The file is plain YAML to kubectl (`kubectl apply -f` it alone): one CRD, its crds.install guard in comments.
+    text = CRD_FILE.read_text()
+    lines = text.splitlines()
+    assert [lines[0], lines[-1]] == ["# {{- if .Values.crds.install }}", "# {{- end }}"]
+    assert text.count("{{") == 2, "no template action but the guard"
+    [crd] = list(yaml.safe_load_all(text))
     rendered = one(render(helm), "CustomResourceDefinition")
-    assert rendered == yaml.safe_load(CRD_FILE.read_text())
+    assert rendered == crd
     assert rendered["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
@@ -481,6 +555,11 @@ def test_crds_install_false_leaves_the_crd_out_and_nothing_else(helm: Path) -> N
     kinds = [(o["kind"], o["metadata"]["name"]) for o in render(helm)]
     without = [(o["kind"], o["metadata"]["name"]) for o in render(helm, "crds.install=false")]
     assert [kind for kind in kinds if kind not in without] == [("CustomResourceDefinition", CRD_NAME)]
+    assert len(without) == len(kinds) - 1
+    # The guarded file then renders to a comment alone: a document with no object, which kubectl and Helm skip.
+    only_crd = ["--set", "crds.install=false", "--show-only", "templates/crd/hamipodplacement.yaml"]
+    shown = run_helm(helm, "template", RELEASE, str(CHART), *only_crd).stdout
+    assert list(yaml.safe_load_all(shown)) == [None]
 
 
 def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
@@ -580,15 +659,37 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     assert binding["roleRef"]["name"] == "gpu-descheduler-webhook-hami-scheduler"
 
 
+RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
 def test_rbac_create_false_renders_none_of_the_servers_rbac(helm: Path) -> None:
     """An operator who binds the rules themselves gets no Role or binding of the server's, in any namespace."""
-    kinds = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
     made = [
         f"{o['kind']} {o['metadata']['name']}"
-        for o in render(helm, "rbac.create=false")
-        if o["kind"] in kinds and "certgen" not in o["metadata"]["name"]
+        for o in render(helm, "rbac.create=false", "certs.hook.serviceAccountName=corp-certs")
+        if o["kind"] in RBAC_KINDS and "certgen" not in o["metadata"]["name"]
     ]
     assert made == []
+
+
+def test_rbac_create_false_renders_none_of_the_certificate_hooks_rbac(helm: Path) -> None:
+    """Nor of the certificate Job's: it runs as the account the operator names and bound (certs.hook), and the chart
+    makes no account for it; without that name the chart refuses to render rather than run the Job with no rights."""
+    objects = render(helm, "rbac.create=false", "certs.hook.serviceAccountName=corp-certs")
+    assert [f"{o['kind']} {o['metadata']['name']}" for o in objects if o["kind"] in RBAC_KINDS] == []
+    assert [o["metadata"]["name"] for o in by_kind(objects, "ServiceAccount")] == ["gpu-descheduler-webhook"]
+    job = one(objects, "Job")
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "corp-certs"
+    unnamed = run_helm(helm, "template", RELEASE, str(CHART), "--set", "rbac.create=false", check=False)
+    assert unnamed.returncode != 0
+    assert "certs.hook.serviceAccountName (an account of the release namespace" in unnamed.stderr
+    # With rbac.create the chart binds the Job's rules to the named account, and still makes no account of its own.
+    bound = render(helm, "certs.hook.serviceAccountName=corp-certs")
+    hooks = [o for o in bound if "certgen" in o["metadata"]["name"]]
+    assert {o["kind"] for o in hooks} == RBAC_KINDS | {"Job"}
+    assert {s["name"] for o in hooks if o["kind"].endswith("Binding") for s in o["subjects"]} == {"corp-certs"}
+    # The name is needed only where there is a Job to run.
+    assert by_kind(render(helm, "rbac.create=false", "certs.mode=certManager"), "Job") == []
 
 
 def helm_test_job(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -83,7 +83,7 @@ from kubectl_hami_place.core.defrag.runs import (
     refuse,
     still_allowed,
 )
-from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
+from kubectl_hami_place.core.defrag.seal import move_sealed
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -525,7 +525,7 @@ class DefragController:
                     config=config,
                     labels=move_labels(decision.run_id),
                     annotations=move_annotations(move),
-                    seal=lambda obj: seal_move(obj, self.cache.room_key, datetime.now(UTC)),
+                    key=self.cache.room_key,
                     ack_timeout=self.options.ack_timeout,
                     guard=self._guard,
                 )

@@ -18,6 +18,7 @@ from kubectl_hami_place.kube.errors import (
     NoReplacement,
     NotAcknowledged,
     PathError,
+    PlacementTaken,
     PodGone,
     PodReplaced,
     WebhookRefused,
@@ -77,6 +78,8 @@ def kube_hint(error: KubeError) -> str:
         return "use kubectl hami-place pin -l for the pod you will create"
     if isinstance(error, PodReplaced):
         return "nothing to do: the pod meant is gone"
+    if isinstance(error, PlacementTaken):
+        return "read it (kubectl hami-place list); delete it if no one needs it (kubectl hami-place delete), re-run"
     if isinstance(error, WebhookRefused):
         return "check your rights with kubectl auth can-i list pods -A"
     if isinstance(error, KubeTypeMissing):

@@ -29,6 +29,7 @@ from kubectl_hami_place.kube.errors import (
     NoReplacement,
     NotAcknowledged,
     PinRefused,
+    PlacementTaken,
     PodGone,
 )
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack
@@ -285,6 +286,7 @@ def _one_move(
 def _make(kube: Kube, config: HamiConfig, move: Move, ack_timeout: float) -> None:
     """Pins the replacement, waits for the webhook to acknowledge the pin, and evicts the pod (`kube.moves`); the
     placement is deleted again when either fails."""
+    from kubectl_hami_place.core.placement import pin_differs
     from kubectl_hami_place.kube import moves
 
     try:
@@ -292,7 +294,14 @@ def _make(kube: Kube, config: HamiConfig, move: Move, ack_timeout: float) -> Non
         checked = moves.check_move(kube, move, pod, config=config, labels=MANAGED_BY)
         for message in checked.warnings:
             warn(message)
-        moves.pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=_rolled_back)
+        moves.pin_then_evict(
+            kube,
+            checked,
+            pod,
+            ack_timeout=ack_timeout,
+            reuse=lambda stored: pin_differs(stored, checked.obj),
+            rolled_back=_rolled_back,
+        )
     except KubeError as exc:
         raise _stop(exc) from exc
     except ModelError as exc:
@@ -312,7 +321,7 @@ def _stop(exc: KubeError) -> _Stop:
         return _Stop(kube_line(exc), _REPLAN_HINT, EXIT_REFUSED)
     if isinstance(exc, BlockedByDisruptionBudget):
         return _Stop(exc.cause, kube_hint(exc), EXIT_BLOCKED)
-    if isinstance(exc, NotAcknowledged):
+    if isinstance(exc, NotAcknowledged | PlacementTaken):
         return _Stop(exc.cause, kube_hint(exc))
     return _Stop(kube_line(exc))
 

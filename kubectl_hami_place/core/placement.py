@@ -1,7 +1,7 @@
 """HamiPodPlacement: "the next pod matching podSelector goes to nodeName, on exactly these cards".
 
 Spec and status as frozen dataclasses, parsed from and rendered to the CRD's camelCase dict form
-(`chart/files/crd/hamipodplacement.yaml`, status contract in `docs/architecture.md`). A missing status reads
+(`chart/templates/crd/hamipodplacement.yaml`, status contract in `docs/architecture.md`). A missing status reads
 as phase Pending: nothing has claimed the placement yet.
 """
 
@@ -210,6 +210,18 @@ def spec_from_object(data: object) -> PlacementSpec:
         gpu_devices=refs,
         evict_pod=_optional_str(data, "evictPod", "spec") or None,
     )
+
+
+def pin_differs(stored: object, wanted: Mapping[str, Any]) -> str:
+    """Why the stored placement does not ask what `wanted` asks (the spec fields that differ), "" when it asks the
+    same: a placement already holding a move's name is reused as an earlier attempt of that move only then."""
+    try:
+        have = spec_from_object(stored.get("spec") if isinstance(stored, Mapping) else None)
+    except ModelError as error:
+        return f"its spec does not parse ({error})"
+    have_fields, want_fields = spec_to_object(have), spec_to_object(spec_from_object(wanted.get("spec")))
+    differ = [name for name in {**want_fields, **have_fields} if have_fields.get(name) != want_fields.get(name)]
+    return f"it asks another {', '.join(differ)}" if differ else ""
 
 
 def status_from_object(data: object) -> PlacementStatus:

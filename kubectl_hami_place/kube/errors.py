@@ -60,6 +60,10 @@ class KubeConflict(KubeError):
     """The object already exists or changed under us (409)."""
 
 
+class PlacementTaken(KubeConflict):
+    """A placement already holds a move's name and is not an earlier attempt of that move: it is left as it is."""
+
+
 class KubeInvalid(KubeError):
     """The API server refused the object: schema, CEL rule or admission webhook (400, 422, admission 403)."""
 

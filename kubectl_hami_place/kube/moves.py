@@ -13,8 +13,10 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.pin_check import (
@@ -28,6 +30,7 @@ from kubectl_hami_place.core.pin_check import (
 from kubectl_hami_place.core.placement import (
     Placement,
     PlacementSpec,
+    pin_differs,
     placement_from_object,
     placement_object,
     placements_from_objects,
@@ -36,6 +39,7 @@ from kubectl_hami_place.core.placement import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placement_for, req_id_for
 from kubectl_hami_place.core.refs import parse_card_ref
+from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube import cluster_reads, evictions, placements
@@ -48,6 +52,7 @@ from kubectl_hami_place.kube.errors import (
     NoReplacement,
     NotAcknowledged,
     PinRefused,
+    PlacementTaken,
     PodGone,
 )
 from kubectl_hami_place.kube.move_values import Checked, Replacement, RolledBack, Stage
@@ -167,7 +172,7 @@ def pin_then_evict(
     pod: Mapping[str, Any],
     *,
     ack_timeout: float,
-    existing_ok: bool = False,
+    reuse: Callable[[Mapping[str, Any]], str] | None = None,
     dry_run: bool = False,
     rolled_back: Callable[[RolledBack], None] | None = None,
     guard: Callable[[], None] | None = None,
@@ -175,12 +180,13 @@ def pin_then_evict(
     """Creates the checked placement, waits for its acknowledgement and evicts `pod` by its UID.
 
     The eviction is first tried as a dry run, so a PodDisruptionBudget that blocks it (`BlockedByDisruptionBudget`)
-    stops the move before anything is created. With `existing_ok`, a placement of that name already there (an
-    earlier attempt of the same move) is waited for instead of refused. With `dry_run`, the API server checks the
-    eviction and the creation without persisting either. A placement this call created is deleted again when the
-    acknowledgement or the eviction fails (an eviction whose answer was lost counts as made when the pod is gone or
-    going), or the caller is interrupted; `rolled_back` hears of it. `guard` is
-    called before the creation and again before the eviction: a `KubeError` it raises (the controller lost its
+    stops the move before anything is created. With `reuse`, a placement of that name already there is waited for
+    as an earlier attempt of the same move when `reuse` finds nothing wrong with it, else `PlacementTaken` says what
+    `reuse` found. With `dry_run`, the API server checks the eviction and the creation without persisting either.
+    A placement this call created is deleted again when the acknowledgement or the eviction fails (an eviction whose
+    answer was lost counts as made when the pod is gone or going), or the caller is interrupted; `rolled_back` hears
+    of it. `guard` is called before the creation and again before the eviction: a `KubeError` it raises (the
+    controller lost its
     lease) stops the move there, as any failure of that step would.
     """
     metadata = pod.get("metadata") or {}
@@ -192,9 +198,16 @@ def pin_then_evict(
     try:
         stored = placements.create_placement(kube, checked.namespace, checked.obj, dry_run=dry_run)
     except KubeConflict:
-        if not existing_ok:
+        if reuse is None:
             raise
-        stored, created = checked.obj, False
+        stored, created = placements.get_placement(kube, checked.namespace, placement_name), False
+        why = reuse(stored)
+        if why:
+            raise PlacementTaken(
+                f"placement {checked.namespace}/{placement_name} already exists and is not this move's: {why}",
+                status=409,
+                reason="AlreadyExists",
+            ) from None
     else:
         created = True
     if dry_run:
@@ -297,19 +310,28 @@ def make_move(
     ack_timeout: float,
     rolled_back: Callable[[RolledBack], None] | None = None,
     guard: Callable[[], None] | None = None,
-    seal: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    key: RoomKey | None = None,
 ) -> Checked:
     """Pins the moved pod's replacement to the move's cards and evicts the pod (the one of the move's UID).
 
     `PodGone` when the pod is gone, `PodReplaced` (from the eviction's UID precondition) when its name now holds
-    another pod, and every error of `check_move` and `pin_then_evict`. A placement of the move's name left by an
-    earlier attempt is reused. `seal` turns the checked placement into the one created (the controller's seal).
+    another pod, and every error of `check_move` and `pin_then_evict`. With `key` (the controller's), the placement
+    is sealed with it. A placement of the move's name is reused as an earlier attempt when it asks the same pin and,
+    with `key`, its seal checks; else `PlacementTaken`, so no one steers a move by writing its placement first.
     """
     pod = get_moved_pod(kube, move)
     checked = check_move(kube, move, pod, config=config, labels=labels, annotations=annotations)
-    if seal is not None:
-        checked = dataclasses.replace(checked, obj=seal(checked.obj))
-    pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, existing_ok=True, rolled_back=rolled_back, guard=guard)
+    if key is not None:
+        checked = dataclasses.replace(checked, obj=seal_move(checked.obj, key, datetime.now(UTC)))
+
+    def reuse(stored: Mapping[str, Any]) -> str:
+        """Why the stored placement is not an earlier attempt of this move, "" when it is."""
+        why = pin_differs(stored, checked.obj)
+        if not why and key is not None and not move_sealed(stored, key):
+            why = "no run of the controller sealed it"
+        return why
+
+    pin_then_evict(kube, checked, pod, ack_timeout=ack_timeout, reuse=reuse, rolled_back=rolled_back, guard=guard)
     return checked
 
 

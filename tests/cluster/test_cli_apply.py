@@ -5,10 +5,11 @@ One fresh node with two 40 GiB cards; two Deployments' pods of 10,000 MiB sit on
 policy). The main story runs in one test, as each pod round trip through HAMi costs seconds: a `--compact` plan whose
 pod is deleted meanwhile stops `apply` with the mismatch; a pod asking 35,000 MiB fits neither card and stays
 Pending; a PodDisruptionBudget on both pods leaves `plan --for` no move; on one pod, the plan moves the other;
-a budget added after the plan blocks `apply` (exit 4, nothing pinned); `--dry-run=server` changes nothing; `apply`
-makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan again is a
-no-op; `plan --apply` prints the plan and the run as one document. A second test applies a two-move plan on three
-cards, the second move possible only once the first settled.
+a budget added after the plan blocks `apply` (exit 4, nothing pinned); a placement someone wrote under the move's
+name, pinning elsewhere, stops `apply` (it is no earlier attempt of the move); `--dry-run=server` changes nothing;
+`apply` makes room through the Eviction API and the Pending pod runs on the card the plan freed; the same plan again
+is a no-op; `plan --apply` prints the plan and the run as one document. A second test applies a two-move plan on
+three cards, the second move possible only once the first settled.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from kubectl_hami_place.core.names import GROUP, VERSION
+from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner.apply import placement_for
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import PLUGIN, Run, placements, plugin
@@ -152,6 +156,29 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     assert "PodDisruptionBudget move" in blocked.err, blocked.err
     assert placements(cluster, namespace) == [], "nothing is pinned when the eviction cannot happen"
     cluster.kubectl("delete", "pdb", "move", "-n", namespace)
+    [planned_move] = planned.json()["moves"]
+    move = Move(planned_move["pod"], planned_move["uid"], node.name, (), node.name, tuple(keep_card), "")
+    squatter = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": placement_for(move)},
+        "spec": {
+            "reqID": "written-ahead",
+            "podSelector": {"matchLabels": {"app": "move"}},
+            "nodeName": node.name,
+            "gpuDevices": moved_card,
+        },
+    }
+    create(cluster, namespace, squatter)
+    taken = run(cluster, "apply", "-f", str(plan_file), "--yes")
+    assert taken.code == 1, taken.err
+    assert taken.error_lines == [
+        f"error: move 1 ({planned_move['pod']}): placement {namespace}/{placement_for(move)} already exists and is "
+        "not this move's: it asks another reqID, podSelector, gpuDevices; read it (kubectl hami-place list); delete "
+        "it if no one needs it (kubectl hami-place delete), re-run"
+    ], taken.err
+    assert running_pod(cluster, namespace, "move").metadata.uid == moved.metadata.uid, "nothing was evicted"
+    cluster.kubectl("delete", "hamipodplacement", placement_for(move), "-n", namespace)
     checked = run(cluster, "apply", "-f", str(plan_file), "--dry-run=server", "-o", "json")
     assert checked.code == 0, checked.err
     assert [m["status"] for m in checked.json()["moves"]] == ["ready"]

@@ -40,6 +40,8 @@ from kubectl_hami_place.core.names import (
     USE_GPUUUID_ANNOTATION,
     VERSION,
 )
+from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner.apply import placement_for, req_id_for
 from kubectl_hami_place.core.reservation import reserve
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import change_pod_annotations
@@ -435,6 +437,49 @@ def test_a_new_leader_undoes_open_moves_whose_pod_was_never_evicted(
     assert f"placement {namespace}/forged-1 is labelled with a run but no run sealed it; left alone" in (
         server.log.read_text()
     ), "no run made the forged placement: a new leader leaves it"
+
+
+def test_a_placement_written_ahead_under_a_moves_name_is_not_taken_for_the_move(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """Someone who may create placements writes, before the controller, the very placement a move of their pod
+    would create (its name and its pin, for either pod's move). No run sealed it, so the controller does not take it
+    for an earlier attempt of the move, which would pin and evict with no budget counting it: the run stops and
+    says why, and nothing is evicted."""
+    held = two_pods_one_per_card(cluster, namespace, node)
+    api, apps = client.CoreV1Api(cluster.api_client()), client.AppsV1Api(cluster.api_client())
+    ahead = []
+    for app, other in (("keep", "move"), ("move", "keep")):
+        running = api.read_namespaced_pod(held[app][0], namespace)
+        [owner] = running.metadata.owner_references
+        selector = apps.read_namespaced_replica_set(owner.name, namespace).spec.selector.match_labels
+        to_card = held[other][1]
+        move = Move(
+            f"{namespace}/{running.metadata.name}", running.metadata.uid, node.name, (), node.name, (to_card,), ""
+        )
+        ahead.append(placement_for(move))
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "HamiPodPlacement",
+            "metadata": {"name": placement_for(move), "labels": {DEFRAG_RUN_LABEL: "written-ahead"}},
+            "spec": {
+                "reqID": req_id_for(move),
+                "podSelector": {"matchLabels": selector},
+                "nodeName": node.name,
+                "gpuDevices": [to_card],
+            },
+        }
+        create(cluster, namespace, body)
+    before = uids(cluster, namespace)
+    write_policy(cluster, server_namespace, namespace, "on")
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    pending_big(cluster, namespace, node)
+    message = wait_for(lambda: said(cluster, namespace, "big", "DefragStopped"), "the stopped run's Event")
+    assert "already exists and is not this move's: no run of the controller sealed it" in message, message
+    assert any(f"placement {namespace}/{name} already" in message for name in ahead), message
+    assert sorted(p["metadata"]["name"] for p in placements(cluster, namespace)) == sorted(ahead)
+    assert before <= uids(cluster, namespace), "no pod was evicted"
+    assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
 
 
 def test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which(

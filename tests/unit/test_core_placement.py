@@ -20,6 +20,7 @@ from kubectl_hami_place.core.placement import (
     PlacementSpec,
     PlacementStatus,
     parse_time,
+    pin_differs,
     placement_from_object,
     placement_object,
     spec_from_object,
@@ -106,6 +107,33 @@ def test_spec_renders_the_crd_camel_case() -> None:
         "evictPod": "old-0",
     }
     assert "evictPod" not in spec_to_object(spec(evict_pod=None))
+
+
+def test_a_stored_placement_asking_the_same_pin_differs_in_nothing_else_counts() -> None:
+    """Status and labels are not the pin: only the spec's fields."""
+    wanted = placement_object("move-a", "team", spec(), labels={"run": "r-1"})
+    assert pin_differs(stored({"phase": "Consumed"}), wanted) == ""
+
+
+@pytest.mark.parametrize(
+    ("changes", "differ"),
+    [
+        ({"node_name": "gpu-a100-1"}, "nodeName"),
+        ({"gpu_devices": (parse_card_ref("gpu-1/50"), parse_card_ref("gpu-0/50"))}, "gpuDevices"),
+        ({"pod_selector": parse_selector_string("app=other")}, "podSelector"),
+        ({"req_id": "req-0002", "evict_pod": None}, "reqID, evictPod"),
+    ],
+)
+def test_a_stored_placement_asking_another_pin_names_the_fields(changes: dict[str, Any], differ: str) -> None:
+    wanted = placement_object("move-a", "team", spec(**changes))
+    assert pin_differs(stored(), wanted) == f"it asks another {differ}"
+
+
+@pytest.mark.parametrize(
+    "garbage", [None, {}, {"spec": {"nodeName": 7}}, {"spec": {**spec_to_object(spec()), "gpuDevices": "x"}}]
+)
+def test_a_stored_placement_whose_spec_does_not_parse_is_never_the_same_pin(garbage: object) -> None:
+    assert pin_differs(garbage, placement_object("move-a", "team", spec())).startswith("its spec does not parse (")
 
 
 def test_placement_object_is_ready_to_create() -> None:

@@ -31,11 +31,12 @@ unit: $(STAMP)
 	$(VENV)/bin/pytest tests/unit
 
 # Cluster tests mostly wait on the control plane, so two workers (each with its own sandbox, one test file each at a
-# time) halve the wall time on two cores; PYTEST_JOBS=0 runs them in this process.
+# time) halve their wall time on two cores; PYTEST_JOBS=0 runs them in one process. Lint and the tests outside
+# tests/cluster run beside them (tests/run.py); PYTEST_ARGS go to the cluster tests' pytest.
 PYTEST_JOBS ?= 2
 
-test: $(STAMP) binaries lint
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -n $(PYTEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+test: $(STAMP) binaries
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) tests/run.py --jobs $(PYTEST_JOBS) -- $(PYTEST_ARGS)
 
 demo: $(STAMP) binaries
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m sandbox demo

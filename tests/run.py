@@ -1,0 +1,60 @@
+"""`make test`: lint, the tests that need no cluster, and the cluster tests, side by side.
+
+The cluster tests (xdist workers, each with its own sandbox, one test file at a time) mostly wait on the control
+plane, and two of them leave about one core idle; lint and the other tests (one process) use it meanwhile rather
+than run before them or take turns on the workers. The cluster run streams to the terminal; the other two are
+printed once they end. The exit code is the first failure's (lint, the other tests, the cluster tests), 0 when none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER_TESTS = "tests/cluster"
+
+
+def background(name: str, command: list[str], log: IO[bytes]) -> tuple[str, subprocess.Popen[bytes], IO[bytes]]:
+    """`command` started in the repo with its output in `log`."""
+    return name, subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="xdist workers (sandboxes) for the cluster tests; 0: none")
+    parser.add_argument("pytest_args", nargs="*", help="more arguments for the cluster tests' pytest")
+    args = parser.parse_args()
+    workers = ["-n", str(args.jobs), "--dist", "loadfile", "--no-loadscope-reorder"] if args.jobs else []
+    cluster = [sys.executable, "-m", "pytest", *workers, CLUSTER_TESTS, *args.pytest_args]
+    with tempfile.TemporaryFile() as lint_log, tempfile.TemporaryFile() as other_log:
+        others = [
+            background("lint", ["make", "--no-print-directory", "lint"], lint_log),
+            background(
+                "tests outside tests/cluster",
+                [sys.executable, "-m", "pytest", "-q", f"--ignore={CLUSTER_TESTS}"],
+                other_log,
+            ),
+        ]
+        try:
+            cluster_code = subprocess.run(cluster, cwd=REPO, check=False).returncode
+        except KeyboardInterrupt:
+            for _name, process, _log in others:
+                process.terminate()
+            raise
+        codes = []
+        for name, process, log in others:
+            codes.append(process.wait())
+            log.seek(0)
+            print(f"\n===== {name}: exit {codes[-1]} =====", flush=True)
+            sys.stdout.buffer.write(log.read())
+            sys.stdout.flush()
+    return next((code for code in (*codes, cluster_code) if code), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ the krew manifest's `bin` is the executable inside it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import importlib.util
@@ -22,6 +23,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -180,18 +182,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os_name, arch = host_platform()
     exe_name = f"{BINARY}.exe" if os_name == "windows" else BINARY
-    bundle = build_bundle()
-    args.dist.mkdir(parents=True, exist_ok=True)
-    copy = args.dist / BINARY
-    if copy.is_dir():
-        shutil.rmtree(copy)
-    else:
-        copy.unlink(missing_ok=True)  # a one-file build of before this layout
-    shutil.copytree(bundle, copy)
-    archive = args.dist / archive_name(project_version(), os_name, arch)
-    shutil.copyfile(cached_archive(bundle, archive.name, exe_name), archive)
+    with one_build_at_a_time():
+        bundle = build_bundle()
+        args.dist.mkdir(parents=True, exist_ok=True)
+        copy = args.dist / BINARY
+        if copy.is_dir():
+            shutil.rmtree(copy)
+        else:
+            copy.unlink(missing_ok=True)  # a one-file build of before this layout
+        shutil.copytree(bundle, copy)
+        archive = args.dist / archive_name(project_version(), os_name, arch)
+        shutil.copyfile(cached_archive(bundle, archive.name, exe_name), archive)
     sys.stdout.write(f"{archive}\n")
     return 0
+
+
+@contextlib.contextmanager
+def one_build_at_a_time() -> Iterator[None]:
+    """`make test` builds in the background while the krew tests may ask for the same build: the later `make dist`
+    waits for the first, then copies what it cached. POSIX only: the release jobs build one at a time."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with (cache_root() / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 if __name__ == "__main__":

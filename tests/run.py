@@ -1,9 +1,10 @@
-"""`make test`: lint, the tests that need no cluster, and the cluster tests, side by side.
+"""`make test`: lint, the plugin's build, the tests that need no cluster, and the cluster tests, side by side.
 
 The cluster tests (xdist workers, each with its own sandbox, one test file at a time) mostly wait on the control
-plane, and two of them leave about one core idle; lint and the other tests (one process) use it meanwhile rather
-than run before them or take turns on the workers. The cluster run streams to the terminal; the other two are
-printed once they end. The exit code is the first failure's (lint, the other tests, the cluster tests), 0 when none.
+plane, and two of them leave about one core idle; lint, the other tests (one process) and the plugin's PyInstaller
+build (`make dist`, cached by source digest, which the krew tests then find) use it meanwhile rather than run before
+them or take turns on the workers. The cluster run streams to the terminal; the others are printed once they end.
+The exit code is the first failure's (lint, the build, the other tests, the cluster tests), 0 when none.
 """
 
 from __future__ import annotations
@@ -31,9 +32,14 @@ def main() -> int:
     args = parser.parse_args()
     workers = ["-n", str(args.jobs), "--dist", "loadfile", "--no-loadscope-reorder"] if args.jobs else []
     cluster = [sys.executable, "-m", "pytest", *workers, CLUSTER_TESTS, *args.pytest_args]
-    with tempfile.TemporaryFile() as lint_log, tempfile.TemporaryFile() as other_log:
+    with (
+        tempfile.TemporaryFile() as lint_log,
+        tempfile.TemporaryFile() as other_log,
+        tempfile.TemporaryFile() as build_log,
+    ):
         others = [
             background("lint", ["make", "--no-print-directory", "lint"], lint_log),
+            background("the plugin's build for the krew tests", ["make", "--no-print-directory", "dist"], build_log),
             background(
                 "tests outside tests/cluster",
                 [sys.executable, "-m", "pytest", "-q", f"--ignore={CLUSTER_TESTS}"],

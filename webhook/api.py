@@ -21,11 +21,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place import __version__
-from kubectl_hami_place.core.access import required_access
+from kubectl_hami_place.core.access import DEFRAG_MOVES_PATH, required_access
 from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_namespace
 from kubectl_hami_place.core.names import FORWARDED_TOKEN_HEADER
 from kubectl_hami_place.core.placement import Placement, spec_to_object, status_to_object
+from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
 from webhook.access import ReaderGate
 from webhook.cache import ClusterCache, json_pieces
@@ -108,8 +109,10 @@ def api_app(
     notices: Sequence[str] = (),
     *,
     readers: ReaderGate,
+    defrag_moves: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Flask:
-    """GET /api/v1/cluster-info, /api/v1/placements, /api/v1/version, /healthz, /readyz, /metrics.
+    """GET /api/v1/cluster-info, /api/v1/placements, /api/v1/version, /healthz, /readyz, /metrics, and with
+    `defrag_moves` /api/v1/defrag/moves (the controller's moves, their seals checked with the key the CLI lacks).
 
     `mutate_serving` says why /mutate would not be answered right now (None when it would): /readyz is ready only
     when the cache is synced, has heard from the API server within STALE_SECONDS (a replica whose watches died
@@ -173,6 +176,16 @@ def api_app(
         namespace = request.args.get("namespace") or None
         placements = cache.parsed_placements(namespace)
         return _json(placements_view(placements, cache.pods_by_claim(), namespace, _last_sync(cache)))
+
+    if defrag_moves is not None:
+        moves = defrag_moves
+
+        @app.get(DEFRAG_MOVES_PATH)
+        def defrag_moves_endpoint() -> Response:
+            try:
+                return _json(moves())
+            except KubeError as error:
+                return _error(503, f"could not list the moves' placements: {error}; retry in a few seconds")
 
     return app
 

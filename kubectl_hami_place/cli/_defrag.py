@@ -25,6 +25,7 @@ from kubectl_hami_place.cli._common import (
     confirm,
     emit,
     target,
+    warn,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
     from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used
     from kubectl_hami_place.kube.client import Kube
+    from kubectl_hami_place.kube.defrag import MovesRead
 
 
 HELP = (
@@ -96,10 +98,12 @@ class Status:
     used: Used
     runs: tuple[RunSummary, ...]
     latest: tuple[MoveRecord, ...] = ()
+    sealed: bool = True
 
     def to_data(self) -> Any:
         """The status as JSON."""
         from kubectl_hami_place.core.defrag.policy import format_duration
+        from kubectl_hami_place.core.defrag.report import move_to_data
 
         policy = self.view.policy
         budgets = None
@@ -126,7 +130,8 @@ class Status:
                 "perNamespace": dict(self.used.per_namespace),
             },
             "runs": [_run_data(run) for run in self.runs],
-            "latestRunMoves": [_move_data(record) for record in self.latest],
+            "latestRunMoves": [move_to_data(record) for record in self.latest],
+            "sealsChecked": self.sealed,
         }
 
     def to_blocks(self) -> list[Block]:
@@ -187,10 +192,13 @@ class History:
     """The controller's moves, newest first."""
 
     moves: tuple[MoveRecord, ...]
+    sealed: bool = True
 
     def to_data(self) -> Any:
         """The moves as JSON."""
-        return {"moves": [_move_data(record) for record in self.moves]}
+        from kubectl_hami_place.core.defrag.report import move_to_data
+
+        return {"moves": [move_to_data(record) for record in self.moves], "sealsChecked": self.sealed}
 
     def to_blocks(self) -> list[Block]:
         """One row per move."""
@@ -254,7 +262,6 @@ def status(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Show the controller's status."""
-    from kubectl_hami_place.core.defrag.budget import history_from_placements
     from kubectl_hami_place.core.defrag.report import leader_of, runs_of, used_in_hour
     from kubectl_hami_place.kube import defrag
 
@@ -264,7 +271,8 @@ def status(
     view = _view(config_map)
     namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
     now = datetime.now(UTC)
-    history = history_from_placements(defrag.run_placements(kube))
+    read = _moves(kube)
+    history = read.moves
     runs = runs_of(history)[:RUNS_SHOWN]
     emit(
         Status(
@@ -273,6 +281,7 @@ def status(
             used=used_in_hour(history, now),
             runs=runs,
             latest=tuple(record for record in history if runs and record.run_id == runs[0].run_id),
+            sealed=read.sealed,
         ),
         output,
     )
@@ -288,12 +297,22 @@ def history(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List the controller's moves."""
-    from kubectl_hami_place.core.defrag.budget import history_from_placements
+    kube = target(kubeconfig, context, None, as_user=as_user).kube
+    read = _moves(kube)
+    emit(History(tuple(record for record in read.moves if run is None or record.run_id == run), read.sealed), output)
+
+
+def _moves(kube: Kube) -> MovesRead:
+    """The controller's moves, a server's when one answers; a warning says when no seal could be checked."""
     from kubectl_hami_place.kube import defrag
 
-    kube = target(kubeconfig, context, None, as_user=as_user).kube
-    moves = history_from_placements(defrag.run_placements(kube))
-    emit(History(tuple(record for record in moves if run is None or record.run_id == run)), output)
+    read = defrag.read_moves(kube)
+    if not read.sealed:
+        warn(
+            f"moves read from {read.source} with no seal checked: a placement labelled with a run by hand is "
+            "listed as a move too"
+        )
+    return read
 
 
 @app.command("pause", cls=Command, help="Set the policy's mode to off, keeping the mode it replaces for resume.")
@@ -449,17 +468,3 @@ def _clock(moment: datetime) -> str:
 def _run_data(run: RunSummary) -> dict[str, Any]:
     """A run as JSON."""
     return {"run": run.run_id, "started": run.started.isoformat(), "moves": run.moves, "results": dict(run.results)}
-
-
-def _move_data(record: MoveRecord) -> dict[str, Any]:
-    """A move as JSON."""
-    return {
-        "time": record.time.isoformat(),
-        "run": record.run_id,
-        "pod": record.pod,
-        "from": record.from_node or None,
-        "to": record.to_node or None,
-        "result": record.result,
-        "replacement": record.replacement or None,
-        "placement": record.placement,
-    }

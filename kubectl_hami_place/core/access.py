@@ -17,6 +17,7 @@ from kubectl_hami_place.core.names import GROUP, PLURAL
 
 CLUSTER_INFO_PATH = "/api/v1/cluster-info"
 PLACEMENTS_PATH = "/api/v1/placements"
+DEFRAG_MOVES_PATH = "/api/v1/defrag/moves"
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,14 @@ def required_access(path: str, namespace: str | None) -> Access | None:
     """The right the document at `path` needs (None: a path that serves no object, such as a probe or /metrics).
 
     cluster-info names every GPU pod of every namespace: listing pods cluster-wide; placements: listing them where
-    the request reads them (`namespace`, else every namespace)."""
+    the request reads them (`namespace`, else every namespace); the controller's moves are placements of every
+    namespace."""
     if path == CLUSTER_INFO_PATH:
         return Access("list", "", "pods", "")
     if path == PLACEMENTS_PATH:
         return Access("list", GROUP, PLURAL, namespace or "")
+    if path == DEFRAG_MOVES_PATH:
+        return Access("list", GROUP, PLURAL, "")
     return None
 
 

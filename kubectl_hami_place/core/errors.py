@@ -36,3 +36,7 @@ class PlacementError(ModelError):
 
 class ClusterInfoError(ModelError):
     """A cluster-info document (the webhook's `GET /api/v1/cluster-info` answer) is malformed."""
+
+
+class MovesDocumentError(ModelError):
+    """The controller's moves as a server answered them (`GET /api/v1/defrag/moves`) are malformed."""

@@ -238,19 +238,25 @@ def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, 
     """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy, with the user's bearer token
     forwarded in a header of ours (the API server strips `Authorization`); the webhook reviews it with the API server.
     """
+    body = read_webhook_document(kube, service, CLUSTER_INFO_PATH)
+    if "nodes" not in body:
+        raise KubeServerError(f"the webhook at {service.describe()} answered without a node list")
+    return body
+
+
+def read_webhook_document(kube: Kube, service: WebhookService, api_path: str) -> dict[str, Any]:
+    """`GET api_path` of the webhook's API through the service proxy, with the user's bearer token forwarded for the
+    webhook to review; `WebhookRefused` with the webhook's own reason when it refuses the caller."""
     token = forwardable_token(kube)
     headers = {FORWARDED_TOKEN_HEADER: token} if token else {}
     try:
-        body = _proxied(kube, service, CLUSTER_INFO_PATH, headers)
+        return _proxied(kube, service, api_path, headers)
     except (KubeUnauthorized, KubeForbidden) as error:
         refusal = _webhook_refusal(error.__cause__)
         if refusal is None:
             raise
         why = refusal if token else f"{refusal} (your credentials have no bearer token to forward)"
         raise WebhookRefused(why, status=error.status, reason=error.reason, action=error.action) from error
-    if "nodes" not in body:
-        raise KubeServerError(f"the webhook at {service.describe()} answered without a node list")
-    return body
 
 
 def forwardable_token(kube: Kube) -> str | None:

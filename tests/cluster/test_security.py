@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kubectl_hami_place.core.defrag.seal import seal_move
 from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE, req_id_guard_name
+from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL
 from sandbox.cluster import AUDITED_USER, Sandbox, primary_address, wait_for
-from sandbox.webhook import Webhook, start
+from sandbox.webhook import Webhook, room_key, start
 from tests.cluster.cli_harness import PLUGIN, apply, route_webhook_service
 from tests.cluster.webhook_harness import (
     GROUP,
@@ -428,6 +431,68 @@ def test_status_reads_the_webhook_for_a_user_with_the_rights_and_computes_the_vi
     assert f"webhook {namespace}/hami-place:8083 refused the read: no bearer token" in admin["source"]
     assert "(your credentials have no bearer token to forward)" in admin["source"]
     assert [node["name"] for node in admin["nodes"]] == [node["name"] for node in run["nodes"]]
+
+
+def run_placement(namespace: str, name: str, run: str, pod: str) -> dict[str, Any]:
+    """A placement labelled with a run, moving `pod` off gpu-a100-0, as the controller writes one (unsealed)."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {DEFRAG_RUN_LABEL: run},
+            "annotations": {DEFRAG_POD_ANNOTATION: f"{namespace}/{pod}", DEFRAG_FROM_NODE_ANNOTATION: "gpu-a100-0"},
+        },
+        "spec": {
+            "reqID": f"{name}-req",
+            "podSelector": {"matchLabels": {"app": pod}},
+            "nodeName": "gpu-a100-1",
+            "gpuDevices": ["gpu-0"],
+        },
+    }
+
+
+def defrag_history(kubeconfig: Path, run: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl hami-place defrag history --run RUN -o json` with that kubeconfig."""
+    return subprocess.run(
+        [str(PLUGIN), "defrag", "history", "--run", run, "-o", "json", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_defrag_history_through_the_server_lists_only_the_moves_it_sealed(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], cluster_roles: list[str]
+) -> None:
+    """The server holds the key the moves' seals check with, the plugin does not: through the server, a placement
+    labelled with the run by hand is no move; read from the API server alone, it is listed, and a warning says so."""
+    webhook, address = exposed_webhook(cluster, tmp_path, webhooks)
+    route_webhook_service(cluster, namespace, address, webhook.api_port)
+    reader = account_token(cluster, namespace, "reader", READ_DOCUMENTS + REACH_THE_WEBHOOK, cluster_roles)
+    run = f"run-{namespace}"
+    sealed = seal_move(run_placement(namespace, "move-x-1", run, "x"), room_key(cluster), datetime.now(UTC))
+    apply(cluster, sealed, run_placement(namespace, "forged-y-1", run, "y"))
+    proc = defrag_history(token_kubeconfig(cluster, tmp_path, reader), run)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    through_server = json.loads(proc.stdout)
+    assert through_server["sealsChecked"] is True
+    assert [(m["placement"], m["pod"]) for m in through_server["moves"]] == [("move-x-1", f"{namespace}/x")]
+
+    # The admin's client certificate forwards no token: the plugin reads the placements itself, checking no seal.
+    admin = defrag_history(cluster.kubeconfig, run)
+    assert admin.returncode == 0, admin.stderr
+    assert json.loads(admin.stdout)["sealsChecked"] is False
+    assert sorted(m["placement"] for m in json.loads(admin.stdout)["moves"]) == ["forged-y-1", "move-x-1"]
+    said = " ".join(admin.stderr.split())
+    assert said.startswith(
+        f"warning: moves read from the API server (webhook {namespace}/hami-place:8083 refused the read: no bearer "
+        "token"
+    ), said
+    assert said.endswith("with no seal checked: a placement labelled with a run by hand is listed as a move too"), said
 
 
 def test_status_says_the_webhook_port_is_open_when_nothing_restricts_who_posts_reviews(

@@ -32,6 +32,8 @@ def test_each_document_asks_the_right_to_list_what_it_names() -> None:
     assert required_access("/api/v1/cluster-info", "team-a") == Access("list", "", "pods", "")
     assert required_access("/api/v1/placements", None) == Access("list", PLACEMENTS, "hamipodplacements", "")
     assert required_access("/api/v1/placements", "team-a") == Access("list", PLACEMENTS, "hamipodplacements", "team-a")
+    # The controller's moves are placements of every namespace, whatever namespace the request names.
+    assert required_access("/api/v1/defrag/moves", "team-a") == Access("list", PLACEMENTS, "hamipodplacements", "")
     for path in ("/healthz", "/readyz", "/metrics", "/api/v1/other"):
         assert required_access(path, None) is None, path
     assert Access("list", "", "pods", "").describe() == "list pods -A"

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
 
 from kubectl_hami_place.core.defrag.budget import MoveRecord
-from kubectl_hami_place.core.defrag.report import leader_of, runs_of, used_in_hour
+from kubectl_hami_place.core.defrag.report import (
+    MAX_MOVES_ANSWERED,
+    leader_of,
+    moves_document,
+    moves_from_document,
+    runs_of,
+    used_in_hour,
+)
+from kubectl_hami_place.core.errors import MovesDocumentError
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -40,3 +54,39 @@ def test_used_counts_only_spent_moves_of_the_last_hour() -> None:
     history = [record("r1", 90), record("r2", 10), record("r2", 9, "Blocked"), record("r3", 5, node="n2", ns="b")]
     used = used_in_hour(history, NOW)
     assert used.hour == 2 and used.per_node == {"n1": 1, "n2": 1} and used.per_namespace == {"a": 1, "b": 1}
+
+
+def test_the_servers_answer_gives_back_the_moves_and_whether_their_seals_were_checked() -> None:
+    """Through JSON, as the plugin reads it: every field, the empty ones (no replacement yet) too."""
+    full = replace(record("r1", 3), to_node="n2", replacement="a/p3-new", placement="move-p3-0123456789ab")
+    history = (full, record("r2", 1, "Pending"))
+    for sealed in (True, False):
+        answer = orjson.loads(orjson.dumps(moves_document(history, seals_checked=sealed)))
+        assert moves_from_document(answer) == (history, sealed)
+
+
+def answer(**move: Any) -> dict[str, Any]:
+    """A server's answer with one move, changed."""
+    document = moves_document([record("r1", 3)], seals_checked=True)
+    document["moves"][0].update(move)
+    return orjson.loads(orjson.dumps(document))
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], "the answer is not an object with a boolean sealsChecked"),
+        ({"moves": []}, "the answer is not an object with a boolean sealsChecked"),
+        ({"sealsChecked": "yes", "moves": []}, "the answer is not an object with a boolean sealsChecked"),
+        ({"sealsChecked": True}, f"moves must be a list of at most {MAX_MOVES_ANSWERED} moves"),
+        ({"sealsChecked": True, "moves": [{}] * (MAX_MOVES_ANSWERED + 1)}, "moves must be a list of at most"),
+        ({"sealsChecked": True, "moves": [7]}, "moves[0] is not an object"),
+        (answer(run=""), "moves[0].run must be a non-empty string"),
+        (answer(pod=None), "moves[0].pod must be a non-empty string"),
+        (answer(to=5), "moves[0].to must be a non-empty string"),
+        (answer(time="yesterday"), "moves[0].time 'yesterday' is not an RFC 3339 time"),
+    ],
+)
+def test_an_answer_that_is_not_the_servers_shape_is_refused_with_the_field(document: object, message: str) -> None:
+    with pytest.raises(MovesDocumentError, match="^" + re.escape(message)):
+        moves_from_document(document)

@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 import kubectl_hami_place
 import webhook
 from kubectl_hami_place.core.admission import Settings
+from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.report import moves_document, moves_from_document
 from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import KubeUnreachable
 from tests.webhook_listener import call
 from webhook.access import ReaderGate
 from webhook.admit import Admitter
@@ -243,6 +247,32 @@ def test_the_version_is_served_before_the_cache_syncs() -> None:
     assert reply.status_code == 200
     check(reply.get_json(), response_schema("/api/v1/version", "get", "200"))
     assert reply.get_json() == {"version": kubectl_hami_place.__version__}
+
+
+def test_defrag_moves_match_the_documented_shape_and_a_failed_list_is_a_503() -> None:
+    moved = MoveRecord("run-1", f"{NS}/x", NS, "gpu-a100-0", datetime(2026, 12, 3, 12, 0, tzinfo=UTC), "Evicted")
+    served = api_app(
+        filled_cache([], []),
+        Metrics(),
+        readers=READERS,
+        defrag_moves=lambda: moves_document([moved], seals_checked=True),
+    ).test_client()
+    reply = served.get("/api/v1/defrag/moves")
+    assert reply.status_code == 200
+    check(reply.get_json(), response_schema("/api/v1/defrag/moves", "get", "200"))
+    assert moves_from_document(reply.get_json()) == ((moved,), True)
+
+    def unreachable() -> dict[str, Any]:
+        raise KubeUnreachable("connection refused")
+
+    failing = api_app(filled_cache([], []), Metrics(), readers=READERS, defrag_moves=unreachable).test_client()
+    reply = failing.get("/api/v1/defrag/moves")
+    assert (reply.status_code, reply.get_json()) == (
+        503,
+        {"error": "could not list the moves' placements: connection refused; retry in a few seconds"},
+    )
+    unserved = api_app(filled_cache([], []), Metrics(), readers=READERS).test_client()
+    assert unserved.get("/api/v1/defrag/moves").status_code == 404
 
 
 def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> None:

@@ -9,7 +9,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
-from kubectl_hami_place.core.placement import time_or_none
+from kubectl_hami_place.core.errors import MovesDocumentError, PlacementError
+from kubectl_hami_place.core.placement import parse_time, time_or_none
+
+# The most moves a server's answer may carry: far more than any hour's budget keeps (moves leave with their
+# placements), so a longer answer is a broken one.
+MAX_MOVES_ANSWERED = 100_000
 
 
 @dataclass(frozen=True)
@@ -93,4 +98,67 @@ def used_in_hour(history: Iterable[MoveRecord], now: datetime) -> Used:
         hour=len(recent),
         per_node=dict(Counter(record.from_node for record in recent if record.from_node)),
         per_namespace=dict(Counter(record.namespace for record in recent)),
+    )
+
+
+def move_to_data(record: MoveRecord) -> dict[str, Any]:
+    """A move as JSON: the server's answer and `defrag history -o json` alike."""
+    return {
+        "time": record.time.isoformat(),
+        "run": record.run_id,
+        "pod": record.pod,
+        "namespace": record.namespace,
+        "from": record.from_node or None,
+        "to": record.to_node or None,
+        "result": record.result,
+        "replacement": record.replacement or None,
+        "placement": record.placement,
+    }
+
+
+def moves_document(history: Iterable[MoveRecord], *, seals_checked: bool) -> dict[str, Any]:
+    """The controller's moves as the server answers them: with `sealsChecked`, only moves whose seal checked with
+    the replicas' shared key; without (the server holds no shared key), every placement labelled with a run."""
+    return {"sealsChecked": seals_checked, "moves": [move_to_data(record) for record in history]}
+
+
+def moves_from_document(data: object) -> tuple[tuple[MoveRecord, ...], bool]:
+    """The moves of a server's answer and whether their seals were checked; `MovesDocumentError` when it is not
+    the answer `moves_document` makes."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("sealsChecked"), bool):
+        raise MovesDocumentError("the answer is not an object with a boolean sealsChecked")
+    moves = data.get("moves")
+    if not isinstance(moves, list) or len(moves) > MAX_MOVES_ANSWERED:
+        raise MovesDocumentError(f"moves must be a list of at most {MAX_MOVES_ANSWERED} moves")
+    return tuple(_move_from_data(item, index) for index, item in enumerate(moves)), data["sealsChecked"]
+
+
+def _move_from_data(item: object, index: int) -> MoveRecord:
+    """One move of the answer (`move_to_data`'s form)."""
+    where = f"moves[{index}]"
+    if not isinstance(item, Mapping):
+        raise MovesDocumentError(f"{where} is not an object")
+
+    def text(key: str, required: bool = True) -> str:
+        value = item.get(key)
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str) or (required and not value):
+            raise MovesDocumentError(f"{where}.{key} must be a non-empty string")
+        return value
+
+    try:
+        moment = parse_time(item.get("time"), f"{where}.time")
+    except PlacementError as error:
+        raise MovesDocumentError(str(error)) from None
+    return MoveRecord(
+        run_id=text("run"),
+        pod=text("pod"),
+        namespace=text("namespace"),
+        from_node=text("from", required=False),
+        time=moment,
+        result=text("result"),
+        to_node=text("to", required=False),
+        replacement=text("replacement", required=False),
+        placement=text("placement", required=False),
     )

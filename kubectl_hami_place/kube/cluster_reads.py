@@ -234,14 +234,29 @@ def list_server_deployments(kube: Kube) -> list[dict[str, Any]]:
     return sorted(list_items(body), key=lambda d: (d.get("metadata", {}).get("namespace", ""), _name(d)))
 
 
-def read_webhook_cluster_info(kube: Kube, service: WebhookService) -> dict[str, Any]:
-    """`GET /api/v1/cluster-info` of the webhook through the API server's service proxy, with the user's bearer token
-    forwarded in a header of ours (the API server strips `Authorization`); the webhook reviews it with the API server.
-    """
-    body = read_webhook_document(kube, service, CLUSTER_INFO_PATH)
+def first_webhook_answer(kube: Kube, api_path: str, parse: Callable[[dict[str, Any]], T]) -> tuple[T | None, str]:
+    """`parse` of the first webhook Service's answer at `api_path` (through the service proxy, the user's token
+    forwarded) and that Service in words; (None, why none answered) when none did."""
+    try:
+        services = find_webhook_services(kube)
+    except KubeForbidden:
+        services = []
+    failures = []
+    for service in services:
+        try:
+            return parse(read_webhook_document(kube, service, api_path)), f"webhook {service.describe()}"
+        except WebhookRefused as exc:
+            failures.append(f"webhook {service.describe()} refused the read: {exc.cause}")
+        except (KubeError, ModelError) as exc:
+            failures.append(f"webhook {service.describe()} did not answer: {getattr(exc, 'cause', exc)}")
+    return None, "; ".join(failures) or "no hami-place webhook Service found"
+
+
+def _cluster_info(body: dict[str, Any]) -> ClusterInfo:
+    """A webhook's cluster-info answer, parsed."""
     if "nodes" not in body:
-        raise KubeServerError(f"the webhook at {service.describe()} answered without a node list")
-    return body
+        raise KubeServerError("no node list in its answer")
+    return cluster_info_from_dict(body)
 
 
 def read_webhook_document(kube: Kube, service: WebhookService, api_path: str) -> dict[str, Any]:
@@ -362,24 +377,10 @@ class ClusterInfoRead:
 
 def read_cluster_info(kube: Kube) -> ClusterInfoRead:
     """The view of the first webhook Service that answers through the service proxy, else computed from the API."""
-    try:
-        services = find_webhook_services(kube)
-    except KubeForbidden:
-        services = []
-    why = "no hami-place webhook Service found"
-    failures = []
-    for service in services:
-        try:
-            info = cluster_info_from_dict(read_webhook_cluster_info(kube, service))
-        except WebhookRefused as exc:
-            failures.append(f"webhook {service.describe()} refused the read: {exc.cause}")
-            continue
-        except (KubeError, ModelError) as exc:
-            failures.append(f"webhook {service.describe()} did not answer: {getattr(exc, 'cause', exc)}")
-            continue
-        return ClusterInfoRead(info, f"webhook {service.describe()} (/api/v1/cluster-info)", True)
-    if failures:
-        why = "; ".join(failures)
+    info, said = first_webhook_answer(kube, CLUSTER_INFO_PATH, _cluster_info)
+    if info is not None:
+        return ClusterInfoRead(info, f"{said} (/api/v1/cluster-info)", True)
+    why = said
     # Each batch of pods is counted into the view as it comes: at 40,000 pods the whole list as dicts is ~700 MiB,
     # the allocations a few tens. The next batches are read while one is counted, so the API server encodes on one
     # core while this process works on the other; the nodes are read beside the first batch, and needed (their

@@ -17,7 +17,6 @@ from urllib.parse import quote
 from kubectl_hami_place.core.access import DEFRAG_MOVES_PATH
 from kubectl_hami_place.core.defrag.budget import MoveRecord, history_from_placements
 from kubectl_hami_place.core.defrag.report import moves_from_document
-from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
     DEFRAG_FROM_NODE_ANNOTATION,
@@ -31,8 +30,8 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.client import Kube, by_path, request
-from kubectl_hami_place.kube.cluster_reads import find_webhook_services, read_webhook_document
-from kubectl_hami_place.kube.errors import KubeError, KubeForbidden, KubeNotFound, WebhookRefused
+from kubectl_hami_place.kube.cluster_reads import first_webhook_answer
+from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.list_body import list_items
 from kubectl_hami_place.kube.pods import change_pod
 
@@ -154,23 +153,11 @@ class MovesRead:
 def read_moves(kube: Kube) -> MovesRead:
     """The moves as the first webhook Service that answers gives them (a server holds the key their seals check
     with), else every placement labelled with a run, read from the API server with no seal checked."""
-    try:
-        services = find_webhook_services(kube)
-    except KubeForbidden:
-        services = []
-    failures = []
-    for service in services:
-        try:
-            moves, sealed = moves_from_document(read_webhook_document(kube, service, DEFRAG_MOVES_PATH.lstrip("/")))
-        except WebhookRefused as exc:
-            failures.append(f"webhook {service.describe()} refused the read: {exc.cause}")
-            continue
-        except (KubeError, ModelError) as exc:
-            failures.append(f"webhook {service.describe()} did not answer: {getattr(exc, 'cause', exc)}")
-            continue
-        return MovesRead(moves, sealed, f"webhook {service.describe()}")
-    why = "; ".join(failures) or "no hami-place webhook Service found"
-    return MovesRead(history_from_placements(run_placements(kube)), False, f"the API server ({why})")
+    answer, said = first_webhook_answer(kube, DEFRAG_MOVES_PATH.lstrip("/"), moves_from_document)
+    if answer is not None:
+        moves, sealed = answer
+        return MovesRead(moves, sealed, said)
+    return MovesRead(history_from_placements(run_placements(kube)), False, f"the API server ({said})")
 
 
 def move_labels(run_id: str) -> dict[str, str]:

@@ -488,10 +488,8 @@ def test_defrag_history_through_the_server_lists_only_the_moves_it_sealed(
     assert json.loads(admin.stdout)["sealsChecked"] is False
     assert sorted(m["placement"] for m in json.loads(admin.stdout)["moves"]) == ["forged-y-1", "move-x-1"]
     said = " ".join(admin.stderr.split())
-    assert said.startswith(
-        f"warning: moves read from the API server (webhook {namespace}/hami-place:8083 refused the read: no bearer "
-        "token"
-    ), said
+    assert said.startswith("warning: moves read from the API server ("), said
+    assert f"webhook {namespace}/hami-place:8083 refused the read: no bearer token" in said, said
     assert said.endswith("with no seal checked: a placement labelled with a run by hand is listed as a move too"), said
 
 

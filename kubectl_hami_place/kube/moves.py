@@ -186,8 +186,7 @@ def pin_then_evict(
     A placement this call created is deleted again when the acknowledgement or the eviction fails (an eviction whose
     answer was lost counts as made when the pod is gone or going), or the caller is interrupted; `rolled_back` hears
     of it. `guard` is called before the creation and again before the eviction: a `KubeError` it raises (the
-    controller lost its
-    lease) stops the move there, as any failure of that step would.
+    controller lost its lease) stops the move there, as any failure of that step would.
     """
     metadata = pod.get("metadata") or {}
     namespace, name, uid = str(metadata.get("namespace") or checked.namespace), metadata["name"], metadata["uid"]

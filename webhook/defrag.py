@@ -49,7 +49,6 @@ from typing import Any
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
     allowance,
-    history_from_placements,
     history_shortfall,
     names_own_pod,
 )
@@ -112,6 +111,7 @@ from kubectl_hami_place.kube.defrag import (
     move_labels,
     policy_source,
     project_failed_scheduling,
+    run_history,
     run_placements,
 )
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
@@ -710,7 +710,7 @@ class DefragController:
         """The history of the runs (their placements, read from the API server: the budgets count every move a
         leader made), once a batch."""
         if self._history is None:
-            self._history = history_from_placements(run_placements(self.kube), self.cache.room_key)
+            self._history = run_history(self.kube, self.cache.room_key)
         return self._history
 
     def _fresh(self) -> bool:

@@ -25,13 +25,12 @@ from flask import Flask
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from kubectl_hami_place.core.admission import Settings
-from kubectl_hami_place.core.defrag.budget import history_from_placements
 from kubectl_hami_place.core.defrag.report import moves_document
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.kube.access import review_access, review_token
 from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.deadline import DeadlineApiClient
-from kubectl_hami_place.kube.defrag import run_placements
+from kubectl_hami_place.kube.defrag import run_history
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.watch import with_pool_size
 from webhook.access import ReaderGate
@@ -240,9 +239,7 @@ def serve(options: ServeOptions) -> None:
             mutate_serving,
             notices,
             readers=readers,
-            defrag_moves=lambda: moves_document(
-                history_from_placements(run_placements(kube), cache.room_key), seals_checked=cache.room_key.shared
-            ),
+            defrag_moves=lambda: moves_document(run_history(kube, cache.room_key), seals_checked=cache.room_key.shared),
         ),
         options.bind_address,
         options.api_port,

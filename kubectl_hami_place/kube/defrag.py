@@ -28,6 +28,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_RUN_LABEL,
 )
 from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.kube import placements
 from kubectl_hami_place.kube.client import Kube, by_path, request
 from kubectl_hami_place.kube.cluster_reads import first_webhook_answer
@@ -141,6 +142,11 @@ def run_placements(kube: Kube) -> list[dict[str, Any]]:
     return placements.list_placements(kube, None, label_selector=DEFRAG_RUN_LABEL)
 
 
+def run_history(kube: Kube, key: RoomKey | None = None) -> tuple[MoveRecord, ...]:
+    """The moves the run placements record, newest first: with a shared `key`, only those whose seal checks."""
+    return history_from_placements(run_placements(kube), key)
+
+
 @dataclass(frozen=True)
 class MovesRead:
     """The controller's moves, whether their seals were checked, and where they came from, in words for the user."""
@@ -157,7 +163,7 @@ def read_moves(kube: Kube) -> MovesRead:
     if answer is not None:
         moves, sealed = answer
         return MovesRead(moves, sealed, said)
-    return MovesRead(history_from_placements(run_placements(kube)), False, f"the API server ({said})")
+    return MovesRead(run_history(kube), False, f"the API server ({said})")
 
 
 def move_labels(run_id: str) -> dict[str, str]:

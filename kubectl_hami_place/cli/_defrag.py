@@ -91,14 +91,15 @@ class PolicyView:
 
 @dataclass(frozen=True)
 class Status:
-    """Mode, leader, budgets used in the last hour, the last runs, and the newest run's moves."""
+    """Mode, leader, budgets used in the last hour, the last runs, the newest run's moves, and whether the moves'
+    seals were checked (a server's answer) or not (read from the placements)."""
 
     view: PolicyView
     leader: Leader
     used: Used
     runs: tuple[RunSummary, ...]
+    sealed: bool
     latest: tuple[MoveRecord, ...] = ()
-    sealed: bool = True
 
     def to_data(self) -> Any:
         """The status as JSON."""
@@ -189,10 +190,10 @@ class Status:
 
 @dataclass(frozen=True)
 class History:
-    """The controller's moves, newest first."""
+    """The controller's moves, newest first, and whether their seals were checked."""
 
     moves: tuple[MoveRecord, ...]
-    sealed: bool = True
+    sealed: bool
 
     def to_data(self) -> Any:
         """The moves as JSON."""

@@ -101,7 +101,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
-from kubectl_hami_place.core.reservation import release, reservation_of, reserve, settled
+from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
@@ -347,14 +347,13 @@ class DefragController:
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
             # Kept by an earlier leader's rescue (or followed no more): left until its deadline, then given back (as
             # a malformed one is); once the pod is scheduled only the annotation goes.
-            if (pod.get("spec") or {}).get("nodeName"):
-                self._release(pod, scheduled=True)
+            step, until = left_room(pod, self.cache.room_key, now, in_policy=policy.namespaces.allows(key.namespace))
+            if step is LeftRoom.keep and until is not None:
+                return until - now
+            if step is LeftRoom.leave:
                 return None
-            held = reservation_of(pod, self.cache.room_key)
-            if held is not None and held.holds(now):
-                return held.until - now
-            self._release(pod)
-            return timedelta(seconds=self.options.interval)
+            self._release(pod, scheduled=step is LeftRoom.settle)
+            return None if step is LeftRoom.settle else timedelta(seconds=self.options.interval)
         config = self.hami_config()
         candidates = rescue_candidates([pod], events, now, policy, config)
         if not candidates:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from kubectl_hami_place.core.fields import as_mapping, comma_list, rfc3339
@@ -121,6 +122,41 @@ def reservation_of(pod: Mapping[str, Any], key: RoomKey) -> Reservation | None:
     if not is_namespaced_name(namespace, name):
         return None
     return parse_reservation(f"{namespace}/{name}", str(metadata.get("uid") or ""), value, key)
+
+
+class LeftRoom(Enum):
+    """What the controller does with a room annotation on a pod that no rescue of its own follows."""
+
+    leave = "leave"
+    """Not a room its key sealed, on a pod in a namespace its policy leaves out: not its to touch."""
+    settle = "settle"
+    """The pod is scheduled: only the annotation goes (`settled`)."""
+    keep = "keep"
+    """Its own room, still kept: looked at again at the deadline."""
+    release = "release"
+    """Past its deadline, or not a room its key sealed: the pod gets its own card choice back (`release`)."""
+
+
+def left_room(
+    pod: Mapping[str, Any], key: RoomKey, now: datetime, *, in_policy: bool
+) -> tuple[LeftRoom, datetime | None]:
+    """What to do with the room annotation on a stored pod no rescue of the controller follows (an earlier leader's,
+    or anyone's), and the deadline of one still kept. The controller writes no pod of a namespace its policy leaves
+    out (`in_policy` False) but to undo a room its key sealed."""
+    metadata = as_mapping(pod.get("metadata"))
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    value = as_mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
+    sealed = is_namespaced_name(namespace, name) and (
+        parse_reservation(f"{namespace}/{name}", str(metadata.get("uid") or ""), value, key) is not None
+    )
+    if not sealed and not in_policy:
+        return LeftRoom.leave, None
+    if as_mapping(pod.get("spec")).get("nodeName"):
+        return LeftRoom.settle, None
+    held = reservation_of(pod, key)
+    if held is not None and held.holds(now):
+        return LeftRoom.keep, held.until
+    return LeftRoom.release, None
 
 
 def reserve(

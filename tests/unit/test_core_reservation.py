@@ -11,10 +11,12 @@ import pytest
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.reservation import (
     MAX_CARDS,
+    LeftRoom,
     Reservation,
     RoomKey,
     barred_cards,
     kept_off,
+    left_room,
     parse_reservation,
     release,
     reservation_of,
@@ -182,3 +184,28 @@ def test_barred_cards_are_the_unexpired_reservations_of_other_pods() -> None:
 def test_kept_off_merges_with_the_pod_s_own_nouse_list() -> None:
     assert kept_off(None, ["GPU-a"]) == "GPU-a"
     assert kept_off("GPU-x, GPU-a", ["GPU-a", "GPU-b"]) == "GPU-x,GPU-a,GPU-b"
+
+
+OTHER_KEY = RoomKey(b"o" * 32)
+
+
+@pytest.mark.parametrize("in_policy", [True, False])
+def test_a_room_the_key_sealed_is_kept_then_given_back_and_settled_in_any_namespace(in_policy: bool) -> None:
+    """Its own room is the controller's to undo wherever the pod is, its policy's namespaces or not."""
+    ours = pending({ROOM_RESERVED_ANNOTATION: value(["GPU-a"])})
+    assert left_room(ours, KEY, NOW, in_policy=in_policy) == (LeftRoom.keep, UNTIL)
+    assert left_room(ours, KEY, UNTIL, in_policy=in_policy) == (LeftRoom.release, None)
+    scheduled = pending({ROOM_RESERVED_ANNOTATION: value(["GPU-a"])}, nodeName="n1")
+    assert left_room(scheduled, KEY, NOW, in_policy=in_policy) == (LeftRoom.settle, None)
+
+
+@pytest.mark.parametrize("annotation", [value(["GPU-a"]), "not json", ""])
+def test_a_room_the_key_did_not_seal_is_given_back_in_the_policy_and_left_alone_outside(annotation: str) -> None:
+    """Another key's room, or a malformed one: released (or, once scheduled, settled) where the policy reaches, never
+    written outside it (kube-system, another install's namespaces)."""
+    foreign = pending({ROOM_RESERVED_ANNOTATION: annotation})
+    assert left_room(foreign, OTHER_KEY, NOW, in_policy=True) == (LeftRoom.release, None)
+    assert left_room(foreign, OTHER_KEY, NOW, in_policy=False) == (LeftRoom.leave, None)
+    scheduled = pending({ROOM_RESERVED_ANNOTATION: annotation}, nodeName="n1")
+    assert left_room(scheduled, OTHER_KEY, NOW, in_policy=True) == (LeftRoom.settle, None)
+    assert left_room(scheduled, OTHER_KEY, NOW, in_policy=False) == (LeftRoom.leave, None)

@@ -192,6 +192,9 @@ class Sandbox:
         try:
             sandbox._boot(api_port, log)
             sandbox.start_hami(hami_settings or hami.HamiSettings(), log)
+            # HAMi starts while kube-controller-manager starts its controllers, which takes seconds.
+            sandbox._wait_for_default_service_account()
+            log(f"sandbox ready at {sandbox.server}")
         except BaseException:
             sandbox.stop()
             raise
@@ -332,8 +335,6 @@ class Sandbox:
                 f"--server-address=127.0.0.1:{free_port()}",
             ],
         )
-        self._wait_for_default_service_account()
-        log(f"control plane ready at {self.server}")
 
     def _admission_config(self, ca: Authority) -> list[str]:
         """The flag and files that make the API server present `webhook_client`'s certificate to its webhooks: a

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -14,12 +12,11 @@ from hypothesis import HealthCheck, settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.cluster import Sandbox, alive, stop_on_signals, wait_for
+from sandbox.cluster import Sandbox, alive, stop_on_signals
 from sandbox.prepare import prepare
+from tests.cluster.scopes import fresh_namespace
 
 ATTACH_ENV = "HAMI_PLACE_SANDBOX_KUBECONFIG"
-# How long a test's teardown waits for its pods to be gone (kwok deletes them at once; a finalizer would hold one).
-PODS_GONE_SECONDS = 10
 # How many of a failed test's namespace's Warning Events its report shows.
 WARNING_EVENTS = 30
 
@@ -60,29 +57,9 @@ def cluster() -> Iterator[Sandbox]:
 
 @pytest.fixture
 def namespace(cluster: Sandbox) -> Iterator[str]:
-    """A fresh namespace, labelled for webhook namespaceSelectors, with its default service account ready."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(cluster.api_client())
-    core.create_namespace({"metadata": {"name": name, "labels": {"hami-place-test": name}}})
-    wait_for(lambda: has_default_service_account(core, name), f"the default service account in {name}", 30, 0.05)
-    yield name
-    # The test's pods go first, and are waited for: they hold cards of the shared nodes, and a next test's pod that
-    # HAMi refused while a terminating namespace still held them waits for kube-scheduler's five-minute flush. The
-    # namespace then goes in the background. Cleanup, not a check: a failed delete fails no test.
-    with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError, TimeoutError):
-        # Their controllers first, or a ReplicaSet makes new ones as fast as they go.
-        apps, batch = client.AppsV1Api(cluster.api_client()), client.BatchV1Api(cluster.api_client())
-        for delete in (
-            apps.delete_collection_namespaced_deployment,
-            apps.delete_collection_namespaced_replica_set,
-            apps.delete_collection_namespaced_stateful_set,
-            batch.delete_collection_namespaced_job,
-        ):
-            delete(name)
-        core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-        wait_for(lambda: not core.list_namespaced_pod(name).items, f"the pods of {name} to be gone", PODS_GONE_SECONDS)
-    with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
-        core.delete_namespace(name)
+    """A fresh namespace for the test (see fresh_namespace), its pods and then itself deleted afterwards."""
+    with fresh_namespace(cluster) as name:
+        yield name
 
 
 @pytest.hookimpl(wrapper=True)
@@ -111,12 +88,3 @@ def namespace_warnings(sandbox: Sandbox, namespace: str) -> str:
         for event in events.items[-WARNING_EVENTS:]
     ]
     return "\n".join(lines) or "none"
-
-
-def has_default_service_account(core: client.CoreV1Api, namespace: str) -> bool:
-    """Whether the controller-manager has made the namespace's default service account yet."""
-    try:
-        core.read_namespaced_service_account("default", namespace)
-    except ApiException:
-        return False
-    return True

@@ -9,7 +9,9 @@ limited to the test's namespace, `rescue.pendingFor: 1s` and a pass every second
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
 import signal
 import subprocess
 import threading
@@ -25,7 +27,7 @@ import pytest
 import urllib3
 from kubernetes import client, watch
 
-from kubectl_hami_place.core.defrag.seal import seal_move
+from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_LEASE,
@@ -48,6 +50,7 @@ from kubectl_hami_place.kube.defrag import change_pod_annotations
 from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, room_key, start
+from tests.cluster import scopes
 from tests.cluster.cli_harness import REPO, get, placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
@@ -287,9 +290,17 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
             create(cluster, namespace, body)
             allocation(cluster, namespace, scale_up(cluster, namespace, app))
         before = uids(cluster, namespace)
-        # The hour's budget is the cluster's: the moves of earlier tests go with their namespaces first.
+        # The hour's budget is the cluster's, the moves sealed with the sandbox's key: those of earlier tests go with
+        # their namespaces first (the churn's controller, beside, seals with a key of its own).
+        key = room_key(cluster)
         wait_for(
-            lambda: not (get(cluster, "hamipodplacements", "-A", "-l", DEFRAG_RUN_LABEL) or {}).get("items"),
+            lambda: (
+                not [
+                    made
+                    for made in (get(cluster, "hamipodplacements", "-A", "-l", DEFRAG_RUN_LABEL) or {}).get("items", [])
+                    if move_sealed(made, key)
+                ]
+            ),
             "earlier tests' moves to be deleted with their namespaces",
             timeout=120,
         )
@@ -800,59 +811,6 @@ def moves_recorded(cluster: Sandbox, namespace: str) -> list[tuple[datetime, str
     return sorted(found)
 
 
-def test_under_churn_no_pod_moves_twice_within_its_cooldown_nor_beyond_the_hourly_budget(
-    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
-) -> None:
-    """For CHURN_SECONDS, big pods arrive one after another, each left once it ran or the controller declined, and
-    keep's pod leaves and comes back on the freed card whenever a move consolidated the node. keep has a higher
-    priority than the big pods, so every rescue needs the same move: move's pod (the replacement of the last one
-    moved) onto keep's card; only the cooldown and the budget stop the controller from making it every time."""
-    high = f"high-{namespace}"
-    scheduling = client.SchedulingV1Api(cluster.api_client())
-    scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
-    api = client.CoreV1Api(cluster.api_client())
-    try:
-        for app, priority_class in (("keep", high), ("move", "")):
-            body = deployment(app, 0, SMALL, node=node.name)
-            if priority_class:
-                body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
-            create(cluster, namespace, body)
-            scale_up(cluster, namespace, app)
-        budgets = {"movesPerHour": CHURN_MOVES_PER_HOUR, "movesPerNode": 10, "movesPerNamespace": 10}
-        write_policy(cluster, server_namespace, namespace, "on", cooldown=f"{CHURN_COOLDOWN_SECONDS}s", **budgets)
-        evictions = Evictions(cluster, namespace)
-        controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        arrived = 0
-        deadline = time.monotonic() + CHURN_SECONDS
-        try:
-            while time.monotonic() < deadline:
-                spread_apart(cluster, namespace)
-                name = f"big-{arrived}"
-                create(cluster, namespace, pod(name, BIG, node=node.name))
-                arrived += 1
-
-                def ran_or_declined(name: str = name) -> bool:
-                    stored = api.read_namespaced_pod(name, namespace)
-                    bound = (stored.metadata.annotations or {}).get("hami.io/bind-phase") == "success"
-                    return bound or bool(said(cluster, namespace, name, "DefragNoPlan"))
-
-                wait_for(ran_or_declined, f"{name} to run or the controller to decline it", timeout=240)
-                api.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        finally:
-            evictions.stop()
-    finally:
-        scheduling.delete_priority_class(high)
-    records = moves_recorded(cluster, namespace)
-    assert arrived > CHURN_MOVES_PER_HOUR and len(records) >= 2, f"the churn asked for more moves: {arrived}, {records}"
-    assert len(records) <= CHURN_MOVES_PER_HOUR, f"more moves than the hour's budget: {records}"
-    for later, (created, moved, _) in enumerate(records):
-        for earlier, pod_then, replacement in records[:later]:
-            if moved in (pod_then, replacement):
-                rested = (created - earlier).total_seconds()
-                assert rested >= CHURN_COOLDOWN_SECONDS, f"{moved} moved again {rested:g} s after its move: {records}"
-    assert sum(evictions.deleted.values()) == len(records), f"the records are every eviction: {evictions.deleted}"
-
-
 def one_card_nodes(cluster: Sandbox, *names: str) -> list[GpuNode]:
     """Nodes of one 40 GiB card each, 64 CPUs, by these names."""
     made = [GpuNode(name, card_entries(1)) for name in names]
@@ -1026,3 +984,137 @@ def pod_names(cluster: Sandbox, namespace: str, selector: str = "") -> list[str]
     """The names of the namespace's pods (those the label selector selects)."""
     listed = client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace, label_selector=selector)
     return [p.metadata.name for p in listed.items]
+
+
+@dataclass(frozen=True)
+class ChurnOutcome:
+    """What the churn did: pods that arrived, the controller's moves as recorded, and the pods deleted meanwhile
+    (name: evicted through the Eviction API)."""
+
+    arrived: int
+    records: list[tuple[datetime, str, str]]
+    deleted: dict[str, bool]
+
+
+class Churn:
+    """The churn test's scenario in a thread of its own: it lasts CHURN_SECONDS of wall clock but takes little CPU, so
+    the module's other tests (each with its own namespaces, node and controller) run meanwhile; the churn test then
+    waits for its end and checks what it did."""
+
+    def __init__(self, cluster: Sandbox, tmp_path: Path) -> None:
+        self.stopping = threading.Event()
+        self._outcome: ChurnOutcome | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(cluster, tmp_path), name="churn", daemon=True)
+        self._thread.start()
+
+    def _run(self, cluster: Sandbox, tmp_path: Path) -> None:
+        try:
+            self._outcome = churn(cluster, tmp_path, self.stopping)
+        except BaseException as error:  # handed to the churn test, which raises it
+            self._error = error
+
+    def outcome(self) -> ChurnOutcome:
+        """The churn's outcome once it ended; what it raised, raised again."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
+
+    def stop(self) -> None:
+        """Ends the churn early (the module ended without the churn test) and waits for its cleanup."""
+        self.stopping.set()
+        self._thread.join()
+
+
+CHURN_TEST = "test_under_churn_no_pod_moves_twice_within_its_cooldown_nor_beyond_the_hourly_budget"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def churn_in_background(
+    request: pytest.FixtureRequest, cluster: Sandbox, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Churn | None]:
+    """The churn, started before the module's first test when the churn test is to run (None otherwise)."""
+    if not any(item.name == CHURN_TEST and item.module is request.module for item in request.session.items):
+        yield None
+        return
+    background = Churn(cluster, tmp_path_factory.mktemp("churn"))
+    try:
+        yield background
+    finally:
+        background.stop()
+
+
+def churn(cluster: Sandbox, tmp_path: Path, stopping: threading.Event) -> ChurnOutcome:
+    """For CHURN_SECONDS (or until `stopping`), big pods arrive one after another, each left once it ran or the
+    controller declined, and keep's pod leaves and comes back on the freed card whenever a move consolidated the
+    node; in a namespace, node and server of its own, as a test's fixtures would give it."""
+    with contextlib.ExitStack() as scope:
+        namespace = scope.enter_context(scopes.fresh_namespace(cluster))
+        home = scope.enter_context(scopes.server_namespace(cluster))
+        node = scope.enter_context(scopes.gpu_node(cluster))
+        webhooks = scope.enter_context(scopes.running_webhooks())
+        configurations = scope.enter_context(scopes.webhook_configurations(cluster))
+        high = f"high-{namespace}"
+        scheduling = client.SchedulingV1Api(cluster.api_client())
+        scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
+        scope.callback(scheduling.delete_priority_class, high)
+        api = client.CoreV1Api(cluster.api_client())
+        for app, priority_class in (("keep", high), ("move", "")):
+            body = deployment(app, 0, SMALL, node=node.name)
+            if priority_class:
+                body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+            create(cluster, namespace, body)
+            scale_up(cluster, namespace, app)
+        budgets = {"movesPerHour": CHURN_MOVES_PER_HOUR, "movesPerNode": 10, "movesPerNamespace": 10}
+        write_policy(cluster, home, namespace, "on", cooldown=f"{CHURN_COOLDOWN_SECONDS}s", **budgets)
+        evictions = Evictions(cluster, namespace)
+        scope.callback(evictions.stop)
+        # A room key of its own: the hour's budget is the cluster's, counted over the moves sealed with the key a
+        # server holds, so the other tests' controllers, which hold the sandbox's, do not count the churn's moves.
+        key_file = tmp_path / "churn-room.key"
+        key_file.write_text(secrets.token_urlsafe(48))
+        flags = ("--room-key-file", str(key_file))
+        server = controller(cluster, tmp_path, webhooks, configurations, namespace=namespace, home=home, flags=flags)
+        try:
+            arrived = 0
+            deadline = time.monotonic() + CHURN_SECONDS
+            while time.monotonic() < deadline and not stopping.is_set():
+                spread_apart(cluster, namespace)
+                name = f"big-{arrived}"
+                create(cluster, namespace, pod(name, BIG, node=node.name))
+                arrived += 1
+
+                def ran_or_declined(name: str = name) -> bool:
+                    stored = api.read_namespaced_pod(name, namespace)
+                    bound = (stored.metadata.annotations or {}).get("hami.io/bind-phase") == "success"
+                    return bound or bool(said(cluster, namespace, name, "DefragNoPlan")) or stopping.is_set()
+
+                wait_for(ran_or_declined, f"{name} to run or the controller to decline it", timeout=240)
+                api.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            return ChurnOutcome(arrived, moves_recorded(cluster, namespace), dict(evictions.deleted))
+        except BaseException as error:
+            error.add_note(f"--- the last lines of the churn's controller log ---\n{scopes.log_tail(server)}")
+            raise
+
+
+def test_under_churn_no_pod_moves_twice_within_its_cooldown_nor_beyond_the_hourly_budget(
+    churn_in_background: Churn | None,
+) -> None:
+    """Under the churn (see `churn`), keep has a higher priority than the big pods, so every rescue needs the same
+    move: move's pod (the replacement of the last one moved) onto keep's card; only the cooldown and the budget stop
+    the controller from making it every time. The churn ran beside the module's other tests."""
+    assert churn_in_background is not None, "the module starts the churn when this test is to run"
+    done = churn_in_background.outcome()
+    records = done.records
+    assert done.arrived > CHURN_MOVES_PER_HOUR and len(records) >= 2, (
+        f"the churn asked for more: {done.arrived}, {records}"
+    )
+    assert len(records) <= CHURN_MOVES_PER_HOUR, f"more moves than the hour's budget: {records}"
+    for later, (created, moved, _) in enumerate(records):
+        for earlier, pod_then, replacement in records[:later]:
+            if moved in (pod_then, replacement):
+                rested = (created - earlier).total_seconds()
+                assert rested >= CHURN_COOLDOWN_SECONDS, f"{moved} moved again {rested:g} s after its move: {records}"
+    assert sum(done.deleted.values()) == len(records), f"the records are every eviction: {done.deleted}"

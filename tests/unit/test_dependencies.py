@@ -82,7 +82,8 @@ def test_constraints_pin_every_direct_dependency_within_pyproject(extra: str | N
 
 def test_every_install_takes_its_versions_from_constraints() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    assert "pip install --python $(PY) --quiet $(CONSTRAINTS) -e '.[test,server]'" in makefile, "make venv: tests, server"
+    venv = "pip install --python $(PY) --quiet $(CONSTRAINTS) -e '.[test,server]'"
+    assert venv in makefile, "make venv: the tests and the server"
     assert "CONSTRAINTS := -c constraints.txt" in makefile
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install -c constraints.txt '.[server]'" in dockerfile, "the image: the server's set only"

@@ -82,7 +82,7 @@ def test_constraints_pin_every_direct_dependency_within_pyproject(extra: str | N
 
 def test_every_install_takes_its_versions_from_constraints() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    venv = "pip install --python $(PY) --quiet $(CONSTRAINTS) -e '.[test,server]'"
+    venv = "pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server]'"
     assert venv in makefile, "make venv: the tests and the server"
     assert "CONSTRAINTS := -c constraints.txt" in makefile
     dockerfile = (ROOT / "Dockerfile").read_text()

@@ -82,7 +82,7 @@ from kubectl_hami_place.core.defrag.runs import (
     refuse,
     still_allowed,
 )
-from kubectl_hami_place.core.defrag.seal import move_sealed
+from kubectl_hami_place.core.defrag.seal import move_sealed, refusal_value, refused_by
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -92,6 +92,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_POLICY_KEY,
+    DEFRAG_REFUSED_ANNOTATION,
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     ROOM_RESERVED_ANNOTATION,
@@ -106,6 +107,7 @@ from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
     PolicySource,
+    annotate_placement,
     change_pod_annotations,
     move_annotations,
     move_labels,
@@ -585,7 +587,7 @@ class DefragController:
             return f"; its replacement {namespace}/{name} stays Pending on the target: {error}"
         log.info("defrag: replacement %s/%s of a given-up move, Pending on the target, evicted", namespace, name)
         return f"; its replacement {namespace}/{name}, Pending on the target, was evicted for an unpinned one" + (
-            self._refuse(move.to_cards)
+            self._refuse(move.to_cards, namespace, moves.placement_for(move))
         )
 
     def _refused_now(self) -> int:
@@ -593,9 +595,10 @@ class DefragController:
         now = datetime.now(UTC)
         return sum(1 for until in self._refused.values() if until > now)
 
-    def _refuse(self, cards: Iterable[str]) -> str:
-        """Leaves the cards a given-up move's replacement was refused on (those a node registers) out of this
-        leader's plans for the policy's cooldown; what was done, in words to follow the give-up's."""
+    def _refuse(self, cards: Iterable[str], namespace: str, placement: str) -> str:
+        """Leaves the cards a given-up move's replacement was refused on (those a node registers) out of plans for
+        the policy's cooldown, and says so, sealed, on the move's placement, where a new leader reads it; what was
+        done, in words to follow the give-up's."""
         cooldown = (self.policy or DefragPolicy()).budgets.cooldown
         now = datetime.now(UTC)
         known = {card.uuid for node in self._snapshot().snapshot.nodes for card in node.cards}
@@ -603,6 +606,12 @@ class DefragController:
         if not refused:
             return ""
         self._refused = refuse(self._refused, refused, now, cooldown)
+        try:
+            obj = placements.get_placement(self.kube, namespace, placement)
+            value = refusal_value(obj, refused, now + cooldown, self.cache.room_key)
+            annotate_placement(self.kube, obj, DEFRAG_REFUSED_ANNOTATION, value)
+        except KubeError as error:
+            log.warning("defrag: the refused cards are not written on placement %s/%s: %s", namespace, placement, error)
         until = (now + cooldown).strftime("%H:%M:%S")
         return f"; its target cards are left out of plans until {until} UTC (budgets.cooldown)"
 
@@ -638,7 +647,7 @@ class DefragController:
         except KubeNotFound:
             return None
         self.metrics.moves.labels("failed").inc()
-        refused = self._refuse(opened.target(self._snapshot().snapshot.nodes))
+        refused = self._refuse(opened.target(self._snapshot().snapshot.nodes), namespace, opened.placement)
         given_up = self.options.move_limit.total_seconds()
         log.info(
             "defrag: replacement %s/%s of placement %s/%s, unscheduled %g s after its pin, evicted",
@@ -837,8 +846,12 @@ class DefragController:
         return self.cache.pods.get(key.namespace, key.name) if isinstance(key, PodKey) else None
 
     def _resume_runs(self) -> None:
-        """As the new leader: undo the open moves of earlier runs whose pod was never evicted; leave the others."""
+        """As the new leader: undo the open moves of earlier runs whose pod was never evicted; leave the others; leave
+        out of plans the cards that earlier leaders' given-up moves say HAMi refused."""
+        now, cooldown = datetime.now(UTC), (self.policy or DefragPolicy()).budgets.cooldown
         for obj in run_placements(self.kube):
+            for card, until in refused_by(obj, self.cache.room_key, now, cooldown).items():
+                self._refused[card] = max(until, self._refused.get(card, until))
             metadata = obj.get("metadata") or {}
             status = obj.get("status") or {}
             if status.get("phase", Phase.Pending) != Phase.Pending or status.get("claim"):

@@ -11,6 +11,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook
 from tests.cluster.hami_harness import GpuNode, card_entries, delete_nodes, fresh_node
@@ -36,8 +37,8 @@ def fresh_namespace(cluster: Sandbox) -> Iterator[str]:
 
 def clear_namespace(core: client.CoreV1Api, name: str) -> None:
     """The namespace's pods go first, and are waited for: they hold cards of the shared nodes, and a next test's pod
-    that HAMi refused while a terminating namespace still held them waits for kube-scheduler's five-minute flush. The
-    namespace then goes in the background. Cleanup, not a check: a failed delete fails no test."""
+    that HAMi refused while a terminating namespace still held them waits for kube-scheduler's five-minute flush; then
+    its placements. The namespace then goes in the background. Cleanup, not a check: a failed delete fails no test."""
     with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError, TimeoutError):
         # Their controllers first, or a ReplicaSet makes new ones as fast as they go.
         apps, batch = client.AppsV1Api(core.api_client), client.BatchV1Api(core.api_client)
@@ -50,6 +51,11 @@ def clear_namespace(core: client.CoreV1Api, name: str) -> None:
             delete(name)
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         wait_for(lambda: not core.list_namespaced_pod(name).items, f"the pods of {name} to be gone", PODS_GONE_SECONDS)
+        # The placements too, at once: a later test's defragmentation leader reads every namespace's moves (budgets,
+        # refused cards) while this namespace is still being deleted.
+        client.CustomObjectsApi(core.api_client).delete_collection_namespaced_custom_object(
+            GROUP, VERSION, name, PLURAL
+        )
     with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
         core.delete_namespace(name)
 

@@ -33,6 +33,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_REFUSED_ANNOTATION,
     DEFRAG_RUN_LABEL,
     GROUP,
     NOUSE_GPUUUID_ANNOTATION,
@@ -681,18 +682,26 @@ def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa
         assert "was never evicted" in follower.log.read_text(), "the new leader undid the move left half-made"
 
 
-def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement_evicted(
-    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement_evicted(  # noqa: PLR0917 - the fixtures
+    cluster: Sandbox,
+    namespace: str,
+    server_namespace: str,
+    node: GpuNode,
+    serving: dict[str, Any],
+    chart_account: ChartAccount,
 ) -> None:
     """Between the move's pin and its replacement's bind, a pod of another namespace takes the target card's room
     (the controller is stopped, SIGSTOP, while it is created). HAMi refuses the pinned replacement; once the move's
     time is out the run stops and the replacement, Pending for good on a consumed placement, is evicted, so its
-    Deployment makes an unpinned one; the target card is left out of plans for the cooldown."""
+    Deployment makes an unpinned one; the target card is left out of plans for the cooldown, by the next leader too.
+    The server runs as the chart's ServiceAccount: the chart's RBAC grants what a give-up writes."""
     held = two_pods_one_per_card(cluster, namespace, node)
-    write_policy(cluster, server_namespace, namespace, "on")
+    write_policy(cluster, server_namespace, namespace, "on", name=chart_account.policy)
     # A lease long beside the stop, so the controller still leads when it goes on.
     flags = ("--defrag-move-timeout", "15", "--defrag-lease-duration", "120")
-    server = controller(cluster, **serving, namespace=namespace, home=server_namespace, flags=flags)
+    server = controller(
+        cluster, **serving, namespace=namespace, home=server_namespace, flags=flags, account=chart_account
+    )
     frozen = freeze_when(cluster, namespace, server, "pinned")
     pending_big(cluster, namespace, node)
     wait_for(frozen.is_set, "the controller's move to be pinned", timeout=120, interval=0.05)
@@ -729,6 +738,25 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     [consumed] = placements(cluster, namespace)
     assert (consumed["status"]["phase"], consumed["status"]["consumedBy"]["name"]) == ("Consumed", pinned)
     assert server.metric('hami_place_defrag_moves_total{result="failed"}') == 1
+    assert json.loads(consumed["metadata"]["annotations"][DEFRAG_REFUSED_ANNOTATION])["cards"] == [target]
+    # The next leader (this one stopped: it gives the Lease up) reads the refusal off the move's placement.
+    server.stop()
+    successor = start(
+        cluster,
+        serving["tmp_path"],
+        *chart_account.flags,
+        "--defrag-policy",
+        f"{server_namespace}/{chart_account.policy}",
+        "--defrag-namespace",
+        server_namespace,
+        *flags,
+        kubeconfig=chart_account.kubeconfig,
+    )
+    serving["webhooks"].append(successor)
+    wait_for(lambda: successor.metric("hami_place_defrag_leader") == 1, "the next replica to lead")
+    wait_for(
+        lambda: successor.metric("hami_place_defrag_refused_cards") == 1, "the next leader to leave the card out too"
+    )
 
 
 def test_an_earlier_leaders_move_whose_replacement_hami_refuses_is_given_up_by_the_next_leader(

@@ -42,7 +42,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -82,7 +82,7 @@ from kubectl_hami_place.core.defrag.runs import (
     refuse,
     still_allowed,
 )
-from kubectl_hami_place.core.defrag.seal import move_sealed, refusal_value, refused_by
+from kubectl_hami_place.core.defrag.seal import move_sealed, refusal, refused_by
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -92,22 +92,22 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_POLICY_KEY,
-    DEFRAG_REFUSED_ANNOTATION,
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
     Phase,
 )
+from kubectl_hami_place.core.placement import placement_from_object
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
+from kubectl_hami_place.kube.claims import StaleWrite, write_status
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import (
     PolicySource,
-    annotate_placement,
     change_pod_annotations,
     move_annotations,
     move_labels,
@@ -608,9 +608,10 @@ class DefragController:
         self._refused = refuse(self._refused, refused, now, cooldown)
         try:
             obj = placements.get_placement(self.kube, namespace, placement)
-            value = refusal_value(obj, refused, now + cooldown, self.cache.room_key)
-            annotate_placement(self.kube, obj, DEFRAG_REFUSED_ANNOTATION, value)
-        except KubeError as error:
+            stored = placement_from_object(obj)
+            found = refusal(obj, refused, now + cooldown, self.cache.room_key)
+            write_status(self.kube, stored, replace(stored.status, defrag_refused=found))
+        except (KubeError, StaleWrite, ModelError) as error:
             log.warning("defrag: the refused cards are not written on placement %s/%s: %s", namespace, placement, error)
         until = (now + cooldown).strftime("%H:%M:%S")
         return f"; its target cards are left out of plans until {until} UTC (budgets.cooldown)"

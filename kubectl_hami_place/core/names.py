@@ -59,9 +59,6 @@ PLACEMENT_NAMESPACE_ANNOTATION = f"{GROUP}/placement-namespace"
 """On a reqID guard (a Lease in the server's namespace): the namespace of the placement that holds it."""
 DEFRAG_SEAL_ANNOTATION = f"{GROUP}/defrag-seal"
 """On a move's placement: when the controller made it and its seal over the move (`core.defrag.seal`)."""
-DEFRAG_REFUSED_ANNOTATION = f"{GROUP}/defrag-refused"
-"""On a given-up move's placement: the cards HAMi refused its replacement on, until when plans leave them out, and a
-seal (`core.defrag.seal`), so that a new leader leaves them out too."""
 ROOM_RESERVED_ANNOTATION = f"{GROUP}/room-reserved"
 """On a rescued Pending pod: the cards its rescue freed, kept for it until a deadline (`core.reservation`)."""
 

@@ -63,6 +63,16 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class DefragRefusal:
+    """On a given-up move's placement: the cards HAMi refused its replacement on, until when plans leave them out, and
+    the controller's seal over them (`core.defrag.seal`), believed only where the seal checks."""
+
+    cards: tuple[str, ...]
+    until: datetime
+    seal: str
+
+
+@dataclass(frozen=True)
 class PlacementStatus:
     """The placement's status subresource, written by the webhook."""
 
@@ -77,6 +87,7 @@ class PlacementStatus:
     conditions: tuple[Condition, ...] = ()
     observed_generation: int | None = None
     """The placement generation the webhook has seen: the CLI evicts only once it caught up."""
+    defrag_refused: DefragRefusal | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +263,7 @@ def status_from_object(data: object) -> PlacementStatus:
         eviction=_eviction(data.get("eviction")),
         conditions=tuple(_condition(item, position) for position, item in enumerate(conditions)),
         observed_generation=observed,
+        defrag_refused=_defrag_refusal(data.get("defragRefused")),
     )
 
 
@@ -306,6 +318,9 @@ def status_to_object(status: PlacementStatus) -> dict[str, Any]:
         result["conditions"] = [_condition_to_object(condition) for condition in status.conditions]
     if status.observed_generation is not None:
         result["observedGeneration"] = status.observed_generation
+    if status.defrag_refused is not None:
+        refused = status.defrag_refused
+        result["defragRefused"] = {"cards": list(refused.cards), "until": rfc3339(refused.until), "seal": refused.seal}
     return result
 
 
@@ -373,6 +388,20 @@ def time_or_none(value: object) -> datetime | None:
 def _time(value: object, where: str) -> datetime | None:
     """An optional RFC 3339 time."""
     return None if value is None else parse_time(value, where)
+
+
+def _defrag_refusal(data: object) -> DefragRefusal | None:
+    """`status.defragRefused` as written, None when absent or not of its shape: only its seal makes it count."""
+    if not isinstance(data, Mapping):
+        return None
+    cards, until, seal = data.get("cards"), data.get("until"), data.get("seal")
+    if not isinstance(cards, list) or not all(isinstance(card, str) for card in cards) or not isinstance(seal, str):
+        return None
+    try:
+        moment = parse_time(until, "status.defragRefused.until")
+    except ModelError:
+        return None
+    return DefragRefusal(tuple(cards), moment, seal)
 
 
 def _eviction(data: object) -> EvictionStatus | None:

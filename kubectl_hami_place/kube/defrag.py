@@ -9,12 +9,10 @@ a new leader knows what the last one did, and `kubectl hami-place list` shows th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
-
-import jsonpatch
 
 from kubectl_hami_place.core.access import DEFRAG_MOVES_PATH
 from kubectl_hami_place.core.defrag.budget import MoveRecord, history_from_placements
@@ -28,9 +26,6 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_COMPONENT,
     DEFRAG_POLICY_KEY,
     DEFRAG_RUN_LABEL,
-    GROUP,
-    PLURAL,
-    VERSION,
 )
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.reservation import RoomKey
@@ -209,18 +204,3 @@ def change_pod_annotations(
         return {"metadata": before}, {"metadata": after}, []
 
     return change_pod(kube, namespace, name, uid, annotated)
-
-
-def annotate_placement(kube: Kube, obj: Mapping[str, Any], key: str, value: str) -> None:
-    """Writes the annotation `key: value` on the placement as read (`obj`), a JSON patch made by diff guarded by its
-    UID: one made again under the name since is left alone (`KubeInvalid`, the guard failed; `KubeNotFound`, gone)."""
-    metadata = obj.get("metadata") or {}
-    namespace, name, uid = str(metadata.get("namespace")), str(metadata.get("name")), str(metadata.get("uid"))
-    own = metadata.get("annotations")
-    before = {"annotations": own} if own is not None else {}
-    after = {"annotations": {**(own or {}), key: value}}
-    operations = jsonpatch.JsonPatch.from_diff({"metadata": before}, {"metadata": after}).patch
-    patch = [{"op": "test", "path": "/metadata/uid", "value": uid}, *operations]
-    path = f"/apis/{GROUP}/{VERSION}/namespaces/{quote(namespace, safe='')}/{PLURAL}/{quote(name, safe='')}"
-    call = by_path(kube.api, "PATCH", path, body=patch, content_type="application/json-patch+json")
-    request(kube, call, what=f"patch {PLURAL} in namespace {namespace}")

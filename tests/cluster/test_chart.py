@@ -575,7 +575,7 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     placements = "scheduling.hami.placement.com"
     expected = {("", "nodes", v) for v in ("get", "list", "watch")}
     expected |= {("", "pods", v) for v in ("get", "list", "watch", "patch")}
-    expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete", "patch")}
+    expected |= {(placements, "hamipodplacements", v) for v in ("get", "list", "watch", "create", "delete")}
     expected |= {(placements, "hamipodplacements/status", "update")}
     expected |= {("", "pods/eviction", "create")} | {("", "events", v) for v in ("create", "patch", "list", "watch")}
     expected |= {("apps", r, "get") for r in ("deployments", "replicasets", "statefulsets")}

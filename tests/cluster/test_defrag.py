@@ -33,7 +33,6 @@ from kubectl_hami_place.core.names import (
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
-    DEFRAG_REFUSED_ANNOTATION,
     DEFRAG_RUN_LABEL,
     GROUP,
     NOUSE_GPUUUID_ANNOTATION,
@@ -738,7 +737,7 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     [consumed] = placements(cluster, namespace)
     assert (consumed["status"]["phase"], consumed["status"]["consumedBy"]["name"]) == ("Consumed", pinned)
     assert server.metric('hami_place_defrag_moves_total{result="failed"}') == 1
-    assert json.loads(consumed["metadata"]["annotations"][DEFRAG_REFUSED_ANNOTATION])["cards"] == [target]
+    assert consumed["status"]["defragRefused"]["cards"] == [target], "the give-up is written in the move's status"
     # The next leader (this one stopped: it gives the Lease up) reads the refusal off the move's placement.
     server.stop()
     successor = start(

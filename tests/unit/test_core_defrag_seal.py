@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,16 +11,16 @@ import pytest
 from kubectl_hami_place.core.defrag.budget import allowance, history_from_placements
 from kubectl_hami_place.core.defrag.keys import open_move
 from kubectl_hami_place.core.defrag.policy import Budgets
-from kubectl_hami_place.core.defrag.seal import SEAL_WINDOW, move_sealed, refusal_value, refused_by, seal_move
+from kubectl_hami_place.core.defrag.seal import SEAL_WINDOW, move_sealed, refusal, refused_by, seal_move
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
-    DEFRAG_REFUSED_ANNOTATION,
     DEFRAG_RUN_LABEL,
     DEFRAG_SEAL_ANNOTATION,
     PLACEMENT_ANNOTATION,
 )
+from kubectl_hami_place.core.placement import DefragRefusal, PlacementStatus, status_from_object, status_to_object
 from kubectl_hami_place.core.reservation import RoomKey
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -149,50 +149,54 @@ COOLDOWN = timedelta(hours=1)
 REFUSED_UNTIL = NOW + timedelta(minutes=30)
 
 
-def given_up(obj: dict[str, Any], value: str) -> dict[str, Any]:
-    """The placement with the refusal annotation written on it."""
-    annotations = {**obj["metadata"]["annotations"], DEFRAG_REFUSED_ANNOTATION: value}
-    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
+def given_up(obj: dict[str, Any], refused: DefragRefusal | dict[str, Any]) -> dict[str, Any]:
+    """The placement, consumed, with `status.defragRefused` written as the controller (or anyone) wrote it."""
+    written = status_to_object(PlacementStatus(defrag_refused=refused)) if isinstance(refused, DefragRefusal) else {}
+    return {**obj, "status": {"phase": "Consumed", "defragRefused": written.get("defragRefused", refused)}}
 
 
 def test_a_given_up_moves_refused_cards_read_back_until_their_time_and_no_longer() -> None:
-    """What one leader wrote on its given-up move a new leader reads: each card until the time, then none."""
+    """What one leader wrote in its given-up move's status a new leader reads: each card until the time, then none."""
     sealed = stored(seal_move(move(), KEY, NOW))
-    marked = given_up(sealed, refusal_value(sealed, ["GPU-b", "GPU-a", "GPU-b"], REFUSED_UNTIL, KEY))
+    marked = given_up(sealed, refusal(sealed, ["GPU-b", "GPU-a", "GPU-b"], REFUSED_UNTIL, KEY))
     assert refused_by(marked, KEY, NOW, COOLDOWN) == {"GPU-a": REFUSED_UNTIL, "GPU-b": REFUSED_UNTIL}
     assert refused_by(marked, KEY, REFUSED_UNTIL, COOLDOWN) == {}
-    assert refused_by(marked, KEY, NOW, timedelta(minutes=5)) == dict.fromkeys(
-        ["GPU-a", "GPU-b"], NOW + timedelta(minutes=5)
-    )
+    short = timedelta(minutes=5)
+    assert refused_by(marked, KEY, NOW, short) == dict.fromkeys(["GPU-a", "GPU-b"], NOW + short)
     assert refused_by(sealed, KEY, NOW, COOLDOWN) == {}, "a move not given up leaves nothing out"
 
 
 def test_a_refusal_no_run_sealed_for_this_placement_leaves_nothing_out() -> None:
-    """Written by hand, copied from another placement, changed after sealing, under another key, on a placement no
-    run sealed, or malformed: nothing is left out of plans."""
+    """Written by anyone else, copied from another placement, changed after sealing, under another key, on a
+    placement no run sealed, or malformed: nothing is left out of plans."""
     sealed = stored(seal_move(move(), KEY, NOW))
-    value = refusal_value(sealed, ["GPU-a"], REFUSED_UNTIL, KEY)
+    found = refusal(sealed, ["GPU-a"], REFUSED_UNTIL, KEY)
     other = stored(seal_move(move(name="move-y-1", pod="team-a/y"), KEY, NOW))
-    changed = value.replace('"GPU-a"', '"GPU-z"')
-    until = int(REFUSED_UNTIL.timestamp())
-    later = value.replace(str(until), str(until + 60))
-    forged = json.dumps({"cards": ["GPU-a"], "until": until, "seal": "0" * 64})
     unsealed_move = stored(move())
-    for obj, text in [
+    forged = DefragRefusal(("GPU-a",), REFUSED_UNTIL, "0" * 64)
+    for obj, refused in [
         (sealed, forged),
-        (other, value),
-        (sealed, changed),
-        (sealed, later),
-        (sealed, refusal_value(sealed, ["GPU-a"], REFUSED_UNTIL, RoomKey(b"o" * 32))),
-        (unsealed_move, refusal_value(unsealed_move, ["GPU-a"], REFUSED_UNTIL, KEY)),
-        (sealed, "not json"),
-        (sealed, '{"cards":[],"until":1,"seal":"x"}'),
-        (sealed, json.dumps({"cards": ["a,b"], "until": until, "seal": "x"})),
-        (sealed, '{"cards":["GPU-a"],"until":true,"seal":"x"}'),
-        (sealed, "[" * 5000),
+        (other, found),
+        (sealed, replace(found, cards=("GPU-z",))),
+        (sealed, replace(found, until=REFUSED_UNTIL + timedelta(minutes=1))),
+        (sealed, refusal(sealed, ["GPU-a"], REFUSED_UNTIL, RoomKey(b"o" * 32))),
+        (unsealed_move, refusal(unsealed_move, ["GPU-a"], REFUSED_UNTIL, KEY)),
+        (sealed, refusal(sealed, ["a,b"], REFUSED_UNTIL, KEY)),
+        (sealed, refusal(sealed, [f"GPU-{n}" for n in range(17)], REFUSED_UNTIL, KEY)),
+        (sealed, {"cards": "GPU-a", "until": "2026-12-03T12:30:00Z", "seal": found.seal}),
+        (sealed, {"cards": ["GPU-a"], "until": "soon", "seal": found.seal}),
+        (sealed, {"cards": ["GPU-a"], "until": "2026-12-03T12:30:00Z"}),
     ]:
-        assert refused_by(given_up(obj, text), KEY, NOW, COOLDOWN) == {}, text
+        assert refused_by(given_up(obj, refused), KEY, NOW, COOLDOWN) == {}, refused
     unshared = RoomKey(b"s" * 32, shared=False)
     assert refused_by(given_up(sealed, forged), unshared, NOW, COOLDOWN) == {"GPU-a": REFUSED_UNTIL}, (
         "without a key that checks, any that parses, as move_sealed takes every run placement"
     )
+
+
+def test_a_refusal_survives_the_status_round_trip_and_a_malformed_one_is_none() -> None:
+    """The status model keeps `defragRefused` through every status write (a claim's, the reconciler's) and reads a
+    value of another shape as none rather than failing the placement."""
+    status = PlacementStatus(defrag_refused=DefragRefusal(("GPU-a",), REFUSED_UNTIL, "f" * 64))
+    assert status_from_object(status_to_object(status)) == status
+    assert status_from_object({"phase": "Consumed", "defragRefused": {"cards": 3}}).defrag_refused is None

@@ -14,22 +14,21 @@ placement counts then, as before seals.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fields import as_mapping, rfc3339
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
-    DEFRAG_REFUSED_ANNOTATION,
     DEFRAG_RUN_LABEL,
     DEFRAG_SEAL_ANNOTATION,
 )
-from kubectl_hami_place.core.placement import time_or_none
+from kubectl_hami_place.core.placement import DefragRefusal, status_from_object, time_or_none
 from kubectl_hami_place.core.reservation import MAX_CARDS, RoomKey, is_card_id
 
 _SEAL = re.compile(r"(?P<at>[0-9]{1,11}):(?P<mac>[0-9a-f]{64})")
@@ -83,45 +82,36 @@ def _document(obj: Mapping[str, Any], at: int) -> dict[str, Any]:
     }
 
 
-def refusal_value(obj: Mapping[str, Any], cards: Iterable[str], until: datetime, key: RoomKey) -> str:
-    """The value of DEFRAG_REFUSED_ANNOTATION on the given-up move's placement `obj`: the cards HAMi refused its
-    replacement on and until when plans leave them out, sealed over the placement and its move's own seal, so that
-    it holds on this placement alone."""
-    document = {"cards": sorted(set(cards)), "until": int(until.timestamp())}
-    return json.dumps({**document, "seal": key.sign(_refusal_document(obj, document))}, separators=(",", ":"))
+def refusal(obj: Mapping[str, Any], cards: Iterable[str], until: datetime, key: RoomKey) -> DefragRefusal:
+    """The `status.defragRefused` of the given-up move's placement `obj`: the cards HAMi refused its replacement on
+    and until when plans leave them out, sealed over the placement and its move's own seal, so that it holds on this
+    placement alone."""
+    refused = tuple(sorted(set(cards)))
+    return DefragRefusal(refused, until, key.sign(_refusal_document(obj, refused, until)))
 
 
 def refused_by(obj: Mapping[str, Any], key: RoomKey | None, now: datetime, cooldown: timedelta) -> dict[str, datetime]:
-    """The cards a sealed move's placement says HAMi refused, with until when plans leave them out (at most
-    `cooldown` from `now`), those past their time dropped; {} for a placement no run sealed, or a value that does not
-    parse or whose seal does not check (without a key that checks, as `move_sealed`, any that parses)."""
-    metadata = as_mapping(obj.get("metadata"))
-    value = as_mapping(metadata.get("annotations")).get(DEFRAG_REFUSED_ANNOTATION)
-    if not isinstance(value, str) or len(value) > 4096 or not move_sealed(obj, key):
+    """The cards a sealed move's placement status says HAMi refused, with until when plans leave them out (at most
+    `cooldown` from `now`), those past their time dropped; {} for a placement no run sealed, or a refusal that is not
+    of card ids or whose seal does not check (without a key that checks, as `move_sealed`, any)."""
+    if not move_sealed(obj, key):
         return {}
     try:
-        document = json.loads(value)
-    except (ValueError, RecursionError):
+        found = status_from_object(obj.get("status")).defrag_refused
+    except ModelError:
         return {}
-    if not isinstance(document, dict) or set(document) != {"cards", "until", "seal"}:
+    if found is None or not 0 < len(found.cards) <= MAX_CARDS or not all(map(is_card_id, found.cards)):
         return {}
-    seal, cards, until = document.pop("seal"), document["cards"], document["until"]
-    if not isinstance(cards, list) or not 0 < len(cards) <= MAX_CARDS or not all(map(is_card_id, cards)):
+    wanted = _refusal_document(obj, found.cards, found.until)
+    if key is not None and key.shared and not hmac.compare_digest(found.seal, key.sign(wanted)):
         return {}
-    if isinstance(until, bool) or not isinstance(until, int) or not isinstance(seal, str):
-        return {}
-    if key is not None and key.shared and not hmac.compare_digest(seal, key.sign(_refusal_document(obj, document))):
-        return {}
-    try:
-        held = min(datetime.fromtimestamp(until, UTC), now + cooldown)
-    except (OverflowError, OSError, ValueError):
-        return {}
-    return dict.fromkeys(cards, held) if held > now else {}
+    held = min(found.until, now + cooldown)
+    return dict.fromkeys(found.cards, held) if held > now else {}
 
 
-def _refusal_document(obj: Mapping[str, Any], document: Mapping[str, Any]) -> dict[str, Any]:
+def _refusal_document(obj: Mapping[str, Any], cards: tuple[str, ...], until: datetime) -> dict[str, Any]:
     """What a refusal's seal covers: the placement, its move's seal (a placement made again under the name is
-    another move) and the refusal."""
+    another move), the cards and the time."""
     metadata = as_mapping(obj.get("metadata"))
     annotations = as_mapping(metadata.get("annotations"))
     return {
@@ -129,6 +119,7 @@ def _refusal_document(obj: Mapping[str, Any], document: Mapping[str, Any]) -> di
             "namespace": str(metadata.get("namespace", "")),
             "name": str(metadata.get("name", "")),
             "move": str(annotations.get(DEFRAG_SEAL_ANNOTATION, "")),
-            **document,
+            "cards": list(cards),
+            "until": rfc3339(until),
         }
     }

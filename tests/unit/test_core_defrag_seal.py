@@ -186,6 +186,7 @@ def test_a_refusal_no_run_sealed_for_this_placement_leaves_nothing_out() -> None
         (sealed, {"cards": "GPU-a", "until": "2026-12-03T12:30:00Z", "seal": found.seal}),
         (sealed, {"cards": ["GPU-a"], "until": "soon", "seal": found.seal}),
         (sealed, {"cards": ["GPU-a"], "until": "2026-12-03T12:30:00Z"}),
+        (sealed, replace(found, seal="\u00e9" * 64)),
     ]:
         assert refused_by(given_up(obj, refused), KEY, NOW, COOLDOWN) == {}, refused
     unshared = RoomKey(b"s" * 32, shared=False)

@@ -32,6 +32,7 @@ from kubectl_hami_place.core.placement import DefragRefusal, status_from_object,
 from kubectl_hami_place.core.reservation import MAX_CARDS, RoomKey, is_card_id
 
 _SEAL = re.compile(r"(?P<at>[0-9]{1,11}):(?P<mac>[0-9a-f]{64})")
+_MAC = re.compile(r"[0-9a-f]{64}")
 SEAL_WINDOW = timedelta(minutes=10)
 """How far the seal's time may be from the placement's creation (clocks of the leader and the API server apart)."""
 
@@ -103,7 +104,11 @@ def refused_by(obj: Mapping[str, Any], key: RoomKey | None, now: datetime, coold
     if found is None or not 0 < len(found.cards) <= MAX_CARDS or not all(map(is_card_id, found.cards)):
         return {}
     wanted = _refusal_document(obj, found.cards, found.until)
-    if key is not None and key.shared and not hmac.compare_digest(found.seal, key.sign(wanted)):
+    if (
+        key is not None
+        and key.shared
+        and not (_MAC.fullmatch(found.seal) and hmac.compare_digest(found.seal, key.sign(wanted)))
+    ):
         return {}
     held = min(found.until, now + cooldown)
     return dict.fromkeys(found.cards, held) if held > now else {}

@@ -21,7 +21,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from kubectl_hami_place import __version__
-from kubectl_hami_place.core.access import DEFRAG_MOVES_PATH, required_access
+from kubectl_hami_place.core.access import (
+    CLUSTER_INFO_PATH,
+    DEFRAG_MOVES_PATH,
+    PLACEMENTS_PATH,
+    VERSION_PATH,
+    required_access,
+)
 from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_namespace
 from kubectl_hami_place.core.names import FORWARDED_TOKEN_HEADER
@@ -150,12 +156,12 @@ def api_app(
     def metrics_endpoint() -> Response:
         return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/v1/version")
+    @app.get(VERSION_PATH)
     def version() -> Response:
         # `kubectl hami-place version` compares it with its own; answered before the cache syncs.
         return _json({"version": __version__})
 
-    @app.get("/api/v1/cluster-info")
+    @app.get(CLUSTER_INFO_PATH)
     def cluster_info() -> Response:
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")
@@ -169,7 +175,7 @@ def api_app(
         length = sum(map(len, pieces))
         return Response(_chunks(pieces), mimetype="application/json", headers={"Content-Length": str(length)})
 
-    @app.get("/api/v1/placements")
+    @app.get(PLACEMENTS_PATH)
     def placements() -> Response:
         if not cache.ready():
             return _error(503, "cache not synced yet; retry in a few seconds")

@@ -18,6 +18,7 @@ from kubectl_hami_place.core.names import GROUP, PLURAL
 CLUSTER_INFO_PATH = "/api/v1/cluster-info"
 PLACEMENTS_PATH = "/api/v1/placements"
 DEFRAG_MOVES_PATH = "/api/v1/defrag/moves"
+VERSION_PATH = "/api/v1/version"
 
 
 @dataclass(frozen=True)

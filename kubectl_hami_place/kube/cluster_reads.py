@@ -18,6 +18,7 @@ import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from kubectl_hami_place.core.access import CLUSTER_INFO_PATH, VERSION_PATH
 from kubectl_hami_place.core.cluster_info import ClusterCount, ClusterInfo, cluster_info_from_dict, counted_allocation
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.lifecycle import claim_digest
@@ -47,8 +48,6 @@ from kubectl_hami_place.kube.errors import (
 from kubectl_hami_place.kube.list_body import list_items
 
 WEBHOOK_API_PORT_NAME = "api"
-CLUSTER_INFO_PATH = "api/v1/cluster-info"
-VERSION_PATH = "api/v1/version"
 T = TypeVar("T")
 # Controllers whose pod template tells what a new pod matching a selector will ask for.
 CONTROLLER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -207,10 +206,10 @@ def find_webhook_services(kube: Kube) -> list[WebhookService]:
 def _proxied(
     kube: Kube, service: WebhookService, api_path: str, headers: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """`GET api_path` of the webhook's HTTP API through the API server's service proxy."""
+    """`GET api_path` (a route of the webhook's HTTP API, `core.access`) through the API server's service proxy."""
     path = (
         f"/api/v1/namespaces/{path_segment(service.namespace)}/services/"
-        f"{path_segment(service.name)}:{path_segment(service.port)}/proxy/{api_path}"
+        f"{path_segment(service.name)}:{path_segment(service.port)}/proxy{api_path}"
     )
     return request(kube, _get(kube, path, headers), what=f"get services/proxy in namespace {service.namespace}")
 

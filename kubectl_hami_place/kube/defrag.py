@@ -159,7 +159,7 @@ class MovesRead:
 def read_moves(kube: Kube) -> MovesRead:
     """The moves as the first webhook Service that answers gives them (a server holds the key their seals check
     with), else every placement labelled with a run, read from the API server with no seal checked."""
-    answer, said = first_webhook_answer(kube, DEFRAG_MOVES_PATH.lstrip("/"), moves_from_document)
+    answer, said = first_webhook_answer(kube, DEFRAG_MOVES_PATH, moves_from_document)
     if answer is not None:
         moves, sealed = answer
         return MovesRead(moves, sealed, said)

@@ -18,8 +18,10 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet 'uv==$(UV_VERSION)'
 
-$(STAMP): $(UV) pyproject.toml constraints.txt kubectl_hami_place/__init__.py
-	$(UV) pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server]'
+# PyInstaller (the dist extra) too: `make test` builds the plugin beside the cluster tests, and installing it then
+# would reinstall the editable package, leaving hami-place-webhook missing for a moment while tests start servers.
+$(STAMP): $(UV) Makefile pyproject.toml constraints.txt kubectl_hami_place/__init__.py
+	$(UV) pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server,dist]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -69,14 +71,9 @@ clean:
 
 # Packaging: the plugin's PyInstaller directory and krew manifest, the server image, the chart.
 .PHONY: dist krew-manifest image chart-lint chart-readme
-DIST_STAMP := $(VENV)/.dist-stamp
-
-$(DIST_STAMP): $(STAMP) pyproject.toml constraints.txt
-	$(UV) pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server,dist]'
-	touch $(DIST_STAMP)
 
 # dist/kubectl-hami_place/ (the executable and _internal/) and its krew archive for this machine's os/arch (PyInstaller output is cached).
-dist: $(DIST_STAMP)
+dist: $(STAMP)
 	$(PY) packaging/build.py
 
 # krew-manifest.yaml from every archive in dist/ (uri and sha256 per platform).

@@ -82,8 +82,13 @@ def test_constraints_pin_every_direct_dependency_within_pyproject(extra: str | N
 
 def test_every_install_takes_its_versions_from_constraints() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    venv = "pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server]'"
-    assert venv in makefile, "make venv: the tests and the server"
+    venv = "pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server,dist]'"
+    assert venv in makefile, "make venv: the tests, the server and the plugin's build, in one install"
+    # make test runs `make lint` and `make dist` beside the cluster tests: an install there would reinstall the
+    # editable package while tests start hami-place-webhook (a fresh-clone run once failed on the missing script)
+    for target in ("lint", "dist"):
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)*)", makefile, re.MULTILINE)
+        assert recipe and "pip install" not in recipe.group(1), f"make {target} installs nothing"
     assert "CONSTRAINTS := -c constraints.txt" in makefile
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install -c constraints.txt '.[server]'" in dockerfile, "the image: the server's set only"

@@ -30,7 +30,7 @@ BINARY = "kubectl-hami_place"
 
 @pytest.fixture(scope="module")
 def archive() -> Path:
-    """This machine's plugin archive, from `make dist` (installs PyInstaller first when it is missing)."""
+    """This machine's plugin archive, from `make dist` (PyInstaller comes with the venv)."""
     result = subprocess.run(
         ["make", "--no-print-directory", "dist"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=1200
     )

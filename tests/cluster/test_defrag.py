@@ -111,8 +111,24 @@ def controller(
     flags: tuple[str, ...] = (),
     account: ChartAccount | None = None,
 ) -> Webhook:
-    """A server with the controller on, registered for the test's namespace (it pins the moves' replacements);
-    `flags` go to `serve` besides. As the sandbox's admin, or as the chart's ServiceAccount with `account`."""
+    """A server with the controller on (`serve_controller`), registered for the test's namespace (it pins the moves'
+    replacements)."""
+    webhook = serve_controller(cluster, tmp_path, webhooks, home=home, flags=flags, account=account)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    return webhook
+
+
+def serve_controller(
+    cluster: Sandbox,
+    tmp_path: Path,
+    webhooks: list[Webhook],
+    *,
+    home: str,
+    flags: tuple[str, ...] = (),
+    account: ChartAccount | None = None,
+) -> Webhook:
+    """A server with the controller on, its policy and Lease in `home`; `flags` go to `serve` besides. As the
+    sandbox's admin, or as the chart's ServiceAccount with `account`."""
     if account is not None:
         flags = (*account.flags, *flags)
     webhook = start(
@@ -128,7 +144,6 @@ def controller(
         kubeconfig=account.kubeconfig if account else None,
     )
     webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
     return webhook
 
 
@@ -344,11 +359,9 @@ def test_two_replicas_one_leader_each_move_once(
 ) -> None:
     two_pods_one_per_card(cluster, namespace, node)
     write_policy(cluster, server_namespace, namespace, "on")
-    flags = ("--defrag-policy", f"{server_namespace}/{POLICY}", "--defrag-namespace", server_namespace)
-    replicas = []
-    for _ in range(2):
-        replicas.append(start(cluster, serving["tmp_path"], *flags, "--defrag-interval", "1"))
-        serving["webhooks"].append(replicas[-1])
+    replicas = [
+        serve_controller(cluster, serving["tmp_path"], serving["webhooks"], home=server_namespace) for _ in range(2)
+    ]
     register(cluster, serving["configurations"], namespace, [(replica, {}) for replica in replicas])
     wait_for(lambda: sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1, "one leader")
     evictions = Evictions(cluster, namespace)
@@ -627,13 +640,12 @@ def test_the_leader_killed_mid_move_each_pod_is_evicted_and_pinned_once(  # noqa
     pod runs on the freed card."""
     held = dict(two_pods_one_per_card(cluster, namespace, node).values())
     write_policy(cluster, server_namespace, namespace, "on")
-    flags = ("--defrag-policy", f"{server_namespace}/{POLICY}", "--defrag-namespace", server_namespace)
     # A killed leader says nothing: the other replica waits the lease out, shorter here than the default 15 s.
     lease = ("--defrag-lease-duration", str(KILLED_LEADER_LEASE_SECONDS))
-    replicas = []
-    for _ in range(2):
-        replicas.append(start(cluster, serving["tmp_path"], *flags, *lease, "--defrag-interval", "1"))
-        serving["webhooks"].append(replicas[-1])
+    replicas = [
+        serve_controller(cluster, serving["tmp_path"], serving["webhooks"], home=server_namespace, flags=lease)
+        for _ in range(2)
+    ]
     register(cluster, serving["configurations"], namespace, [(replica, {}) for replica in replicas])
     wait_for(lambda: sum(r.metric("hami_place_defrag_leader") for r in replicas) == 1, "one leader")
     leader, follower = sorted(replicas, key=lambda r: -r.metric("hami_place_defrag_leader"))
@@ -740,18 +752,9 @@ def test_a_move_whose_target_hami_refuses_is_given_up_and_its_pinned_replacement
     assert consumed["status"]["defragRefused"]["cards"] == [target], "the give-up is written in the move's status"
     # The next leader (this one stopped: it gives the Lease up) reads the refusal off the move's placement.
     server.stop()
-    successor = start(
-        cluster,
-        serving["tmp_path"],
-        *chart_account.flags,
-        "--defrag-policy",
-        f"{server_namespace}/{chart_account.policy}",
-        "--defrag-namespace",
-        server_namespace,
-        *flags,
-        kubeconfig=chart_account.kubeconfig,
+    successor = serve_controller(
+        cluster, serving["tmp_path"], serving["webhooks"], home=server_namespace, flags=flags, account=chart_account
     )
-    serving["webhooks"].append(successor)
     wait_for(lambda: successor.metric("hami_place_defrag_leader") == 1, "the next replica to lead")
     wait_for(
         lambda: successor.metric("hami_place_defrag_refused_cards") == 1, "the next leader to leave the card out too"

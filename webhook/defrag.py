@@ -590,6 +590,11 @@ class DefragController:
             self._refuse(move.to_cards, namespace, moves.placement_for(move))
         )
 
+    @property
+    def _cooldown(self) -> timedelta:
+        """The policy's cooldown, or the default's while no policy is read (refused cards are kept out meanwhile)."""
+        return (self.policy or DefragPolicy()).budgets.cooldown
+
     def _refused_now(self) -> int:
         """How many cards the plans leave out now (the metric, read when Prometheus scrapes)."""
         now = datetime.now(UTC)
@@ -599,7 +604,7 @@ class DefragController:
         """Leaves the cards a given-up move's replacement was refused on (those a node registers) out of plans for
         the policy's cooldown, and says so, sealed, on the move's placement, where a new leader reads it; what was
         done, in words to follow the give-up's."""
-        cooldown = (self.policy or DefragPolicy()).budgets.cooldown
+        cooldown = self._cooldown
         now = datetime.now(UTC)
         known = {card.uuid for node in self._snapshot().snapshot.nodes for card in node.cards}
         refused = [card for card in cards if card in known]
@@ -849,7 +854,7 @@ class DefragController:
     def _resume_runs(self) -> None:
         """As the new leader: undo the open moves of earlier runs whose pod was never evicted; leave the others; leave
         out of plans the cards that earlier leaders' given-up moves say HAMi refused."""
-        now, cooldown = datetime.now(UTC), (self.policy or DefragPolicy()).budgets.cooldown
+        now, cooldown = datetime.now(UTC), self._cooldown
         for obj in run_placements(self.kube):
             for card, until in refused_by(obj, self.cache.room_key, now, cooldown).items():
                 self._refused[card] = max(until, self._refused.get(card, until))

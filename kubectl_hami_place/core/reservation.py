@@ -114,12 +114,21 @@ def parse_reservation(pod: str, uid: str, value: object, key: RoomKey) -> Reserv
 
 def reservation_of(pod: Mapping[str, Any], key: RoomKey) -> Reservation | None:
     """The reservation a stored pod carries while it waits unscheduled (Pending, no node, valid names), else None."""
+    return _sealed_reservation(pod, key) if _waiting(pod) else None
+
+
+def _waiting(pod: Mapping[str, Any]) -> bool:
+    """Whether a stored pod waits unscheduled: Pending, no node, not being deleted."""
     metadata, spec, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec")), as_mapping(pod.get("status"))
+    return status.get("phase") == "Pending" and not spec.get("nodeName") and not metadata.get("deletionTimestamp")
+
+
+def _sealed_reservation(pod: Mapping[str, Any], key: RoomKey) -> Reservation | None:
+    """The reservation on a stored pod with valid names, when `key` sealed it for that pod, whatever its phase."""
+    metadata = as_mapping(pod.get("metadata"))
     value = as_mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
-    if value is None or status.get("phase") != "Pending" or spec.get("nodeName") or metadata.get("deletionTimestamp"):
-        return None
     namespace, name = metadata.get("namespace"), metadata.get("name")
-    if not is_namespaced_name(namespace, name):
+    if value is None or not is_namespaced_name(namespace, name):
         return None
     return parse_reservation(f"{namespace}/{name}", str(metadata.get("uid") or ""), value, key)
 
@@ -143,19 +152,13 @@ def left_room(
     """What to do with the room annotation on a stored pod no rescue of the controller follows (an earlier leader's,
     or anyone's), and the deadline of one still kept. The controller writes no pod of a namespace its policy leaves
     out (`in_policy` False) but to undo a room its key sealed."""
-    metadata = as_mapping(pod.get("metadata"))
-    namespace, name = metadata.get("namespace"), metadata.get("name")
-    value = as_mapping(metadata.get("annotations")).get(ROOM_RESERVED_ANNOTATION)
-    sealed = is_namespaced_name(namespace, name) and (
-        parse_reservation(f"{namespace}/{name}", str(metadata.get("uid") or ""), value, key) is not None
-    )
-    if not sealed and not in_policy:
+    found = _sealed_reservation(pod, key)
+    if found is None and not in_policy:
         return LeftRoom.leave, None
     if as_mapping(pod.get("spec")).get("nodeName"):
         return LeftRoom.settle, None
-    held = reservation_of(pod, key)
-    if held is not None and held.holds(now):
-        return LeftRoom.keep, held.until
+    if found is not None and _waiting(pod) and found.holds(now):
+        return LeftRoom.keep, found.until
     return LeftRoom.release, None
 
 

@@ -199,6 +199,16 @@ def test_a_room_the_key_sealed_is_kept_then_given_back_and_settled_in_any_namesp
     assert left_room(scheduled, KEY, NOW, in_policy=in_policy) == (LeftRoom.settle, None)
 
 
+def test_its_own_room_on_a_pod_that_no_longer_waits_is_given_back_before_its_deadline() -> None:
+    """A pod being deleted, or one that failed unscheduled, waits for no room: the room is not kept to its deadline."""
+    room = {ROOM_RESERVED_ANNOTATION: value(["GPU-a"])}
+    metadata = {"namespace": "ml", "name": "rescued", "uid": UID, "annotations": room}
+    deleted = {**pending(room), "metadata": {**metadata, "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    failed = {**pending(room), "status": {"phase": "Failed"}}
+    for pod in (deleted, failed):
+        assert left_room(pod, KEY, NOW, in_policy=False) == (LeftRoom.release, None)
+
+
 @pytest.mark.parametrize("annotation", [value(["GPU-a"]), "not json", ""])
 def test_a_room_the_key_did_not_seal_is_given_back_in_the_policy_and_left_alone_outside(annotation: str) -> None:
     """Another key's room, or a malformed one: released (or, once scheduled, settled) where the policy reaches, never

@@ -15,6 +15,7 @@ from bench.trace_replay import (
     FGD,
     MIB,
     NODE_PODS,
+    SPREAD_BINPACK,
     Cluster,
     Controller,
     ControllerPolicy,
@@ -184,13 +185,14 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
         assert len(used) == len(expected), policy
 
 
-def test_default_pair_packs_nodes_and_spreads_cards() -> None:
-    """HAMi's default pair: two shares go to one node (node binpack) but to two of its cards (GPU spread); binpack
-    puts them on one card of one node, spread on two nodes."""
-    expected = {"binpack": (1, 1), "spread": (2, 2), DEFAULT: (1, 2)}
+def test_each_pair_packs_or_spreads_nodes_and_cards_by_its_own_two_policies() -> None:
+    """Three shares on two nodes of two cards: binpack puts them on one card of one node, spread on three cards of
+    two nodes, HAMi's default pair on two cards of one node (node binpack, GPU spread), the fourth pair on one card of
+    each node (node spread, GPU binpack)."""
+    expected = {"binpack": (1, 1), "spread": (2, 3), DEFAULT: (1, 2), SPREAD_BINPACK: (2, 2)}
     for policy, (node_count, card_count) in expected.items():
         cluster = Cluster(nodes(2, 2), policy, seed=1)
-        for name in ("a", "b"):
+        for name in ("a", "b", "c"):
             choice = cluster.choose(task(name, 1, 300))
             assert choice is not None
             cluster.put(task(name, 1, 300), *choice)
@@ -209,6 +211,7 @@ def test_default_pair_is_labelled_and_runs_with_the_controller() -> None:
         Setup("t", DEFAULT, controller=False, resources=False).label
         == "default (node binpack, GPU spread) (no CPU/mem)"
     )
+    assert Setup("t", SPREAD_BINPACK, controller=True).label == "node spread, GPU binpack + controller"
 
 
 def test_controller_replays_are_skipped_alone_and_for_fgd() -> None:

@@ -81,6 +81,20 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if and .Values.server.clientCA.configMap (not .Values.server.clientCA.names) -}}
 {{- fail "server.clientCA.names (the names the API server's client certificate carries, e.g. [kube-apiserver-webhook-client]) is required with server.clientCA.configMap: the CA alone admits every certificate it signed" -}}
 {{- end -}}
+{{- /* The schema bounds each part of a duration alone; its parts added up must not pass 720h either (MAX_DURATION). */ -}}
+{{- $durations := dict "defrag.rescue.pendingFor" .Values.defrag.rescue.pendingFor "defrag.keepRoom.interval" .Values.defrag.keepRoom.interval "defrag.budgets.cooldown" .Values.defrag.budgets.cooldown -}}
+{{- range $field, $value := $durations -}}
+{{- if kindIs "string" $value -}}
+{{- $seconds := 0 -}}
+{{- range regexFindAll "[0-9]+[hms]" $value -1 -}}
+{{- $unit := get (dict "h" 3600 "m" 60 "s" 1) (regexFind "[hms]$" .) -}}
+{{- $seconds = add $seconds (mul (regexReplaceAll "[hms]$" . "" | atoi) $unit) -}}
+{{- end -}}
+{{- if gt (int64 $seconds) 2592000 -}}
+{{- fail (printf "%s: %s adds up to more than 720h, the longest the server takes; write a duration of at most 720h" $field $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The DefragPolicy ConfigMap: <release>-defrag-policy in the release namespace. */}}

@@ -459,7 +459,7 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.budgets.movesPerRun=-1"], "at '/defrag/budgets/movesPerRun': minimum: got -1, want 0"),
         (["defrag.budgets.cooldown=1hour"], "at '/defrag/budgets/cooldown'"),
         # What the server's policy parser refuses: a room kept over 10m however written, an interval of 0s, a
-        # duration over 720h (a number, or one part alone; parts adding up to more are the server's to refuse).
+        # duration over 720h (a number, one part alone, or parts adding up to more: the templates add them).
         (["defrag.rescue.reserveFor=11m"], "at '/defrag/rescue/reserveFor': '11m' does not match pattern"),
         (["defrag.rescue.reserveFor=9m61s"], "at '/defrag/rescue/reserveFor': '9m61s' does not match pattern"),
         (["defrag.rescue.reserveFor=0h601s"], "at '/defrag/rescue/reserveFor': '0h601s' does not match pattern"),
@@ -472,6 +472,9 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.rescue.pendingFor=43201m"], "at '/defrag/rescue/pendingFor': '43201m' does not match pattern"),
         (["defrag.keepRoom.interval=1h2592001s"], "at '/defrag/keepRoom/interval': '1h2592001s' does not match"),
         (["defrag.budgets.cooldown=2592001"], "at '/defrag/budgets/cooldown': maximum: got 2.592001"),
+        (["defrag.budgets.cooldown=719h61m"], "defrag.budgets.cooldown: 719h61m adds up to more than 720h"),
+        (["defrag.keepRoom.interval=720h1s"], "defrag.keepRoom.interval: 720h1s adds up to more than 720h"),
+        (["defrag.rescue.pendingFor=1h2591999s"], "defrag.rescue.pendingFor: 1h2591999s adds up to more than 720h"),
         (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
         (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
         (["image.digest=ab12"], "at '/image/digest'"),
@@ -493,6 +496,7 @@ def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str
         ["defrag.rescue.reserveFor=9m60s", "defrag.keepRoom.interval=0h0m1s", "defrag.rescue.pendingFor=43200m"],
         ["defrag.rescue.reserveFor=600", "defrag.keepRoom.interval=2592000", "defrag.budgets.cooldown=2592000s"],
         ["defrag.rescue.reserveFor=0s", "defrag.rescue.pendingFor=0", "defrag.budgets.cooldown=0720h0m0s"],
+        ["defrag.rescue.pendingFor=719h60m", "defrag.keepRoom.interval=1h2588400s", "defrag.budgets.cooldown=0h43200m"],
     ],
 )
 def test_durations_at_the_servers_bounds_render_into_a_policy_it_reads(helm: Path, sets: list[str]) -> None:

@@ -27,6 +27,7 @@ from bench.trace_replay import (
     combine,
     controlled_runs,
     eviction_cap,
+    fourth_pair,
     inflate,
     inflation_targets,
     main,
@@ -261,6 +262,32 @@ def test_the_default_pair_counts_as_hami_s_best_alone() -> None:
     (verdict,) = inflation_targets(results)
     assert verdict["best_alone"] == "default (node binpack, GPU spread)" and verdict["best_alone_unplaced"] == 0.1
     assert not verdict["unplaced_ok"]
+
+
+def test_the_fourth_pair_s_note_says_where_it_is_the_base_from_the_report_itself() -> None:
+    """Where node spread with GPU binpack is HAMi's best alone the note says so against the runner-up, elsewhere the
+    best pair against it; nothing when the pair was not replayed."""
+
+    def alone(policy: str, unplaced: float, resources: bool = True) -> dict[str, Any]:
+        setup = Setup("l", policy, False, resources)
+        return {"setup": setup.__dict__, "label": setup.label, "final": {"unplaced": unplaced}}
+
+    report = {
+        "inflation": {
+            "a": [alone("spread", 0.113), alone(SPREAD_BINPACK, 0.095), alone(FGD, 0.01)],
+            "b": [alone("binpack", 0.154), alone(SPREAD_BINPACK, 0.171)],
+            "c": [alone("binpack", 0.041, False), alone(SPREAD_BINPACK, 0.073, False)],
+        },
+        "timeline": {"a": [{**alone("binpack", 0), "pending_gpu_hours": 9411.0}]},
+    }
+    (line,) = fourth_pair(report)
+    assert (
+        "best alone (asked GPUs unplaced at 100% asked, GPU-hours Pending in a timeline) on `a` 9.5% (spread 11.3%):"
+        in line
+    )
+    assert "Another pair is best alone on `b` (binpack 15.4%, the pair 17.1%), `c` without CPU and memory" in line
+    assert "timeline" not in line.split("Another pair")[1], "a timeline without the pair is left out"
+    assert fourth_pair({"inflation": {"b": [alone("binpack", 0.154)]}, "timeline": {}}) == []
 
 
 def test_cpu_and_memory_keep_a_task_off_a_node_with_free_cards() -> None:

@@ -50,6 +50,7 @@ from tests.cluster.webhook_harness import (
     slow_validation,
     status_of,
     total_admissions,
+    wait_for_events,
     wall_clock_ahead,
 )
 
@@ -118,7 +119,8 @@ def test_sigkill_of_one_of_two_replicas_during_a_burst_leaves_no_claim_twice_use
     consumed = assert_consumed_at_most_once(cluster, namespace)
     assert late[0].metadata.name in consumed.values(), "the claim of the pod stored late is tied by the survivor"
     (dropped,) = validator.refused
-    assert dropped not in consumed and "ClaimReleased" in events_of(cluster, namespace, dropped)
+    assert dropped not in consumed
+    wait_for_events(cluster, namespace, dropped, "ClaimReleased")
 
     # Whatever the kill left open (released claims included) is taken by the next pods, each placement once.
     for _ in [name for name in names if name not in consumed]:
@@ -297,7 +299,7 @@ def test_a_placements_node_deleted_mid_flight_fails_it_and_blocks_no_pod(
         )
         assert failed["message"] == f"node {node} not found", failed
         assert "claim" not in failed
-    assert "ClaimReleased" in events_of(cluster, namespace, "in-flight")
+    wait_for_events(cluster, namespace, "in-flight", "ClaimReleased")
 
     for app in ("open", "in-flight", "placed"):
         pod = core.create_namespaced_pod(namespace, gpu_pod(f"{app}-", {"app": app, "placed": "yes"}))

@@ -35,6 +35,7 @@ from tests.cluster.webhook_harness import (
     sees_placement,
     status_of,
     total_admissions,
+    wait_for_events,
 )
 
 pytestmark = pytest.mark.cluster
@@ -101,7 +102,7 @@ def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placeme
         lambda: core.read_namespaced_pod(created.metadata.name, namespace).spec.node_name == A100_1,
         "the pod to be scheduled onto the placement's node",
     )
-    assert {"Claimed", "Consumed"} <= set(events_of(cluster, namespace, "pin-train"))
+    wait_for_events(cluster, namespace, "pin-train", "Claimed", "Consumed")
 
     second = core.create_namespaced_pod(namespace, gpu_pod("trainer-", {"app": "train"}))
     assert CLAIM not in (second.metadata.annotations or {}), "a consumed placement must never be used again"
@@ -149,7 +150,7 @@ def test_a_placement_whose_node_is_gone_fails_from_the_background_loop_without_a
         lambda: (s := status_of(cluster, namespace, "nowhere")).get("phase") == "Failed" and s, "the placement to fail"
     )
     assert status["message"] == "node gpu-gone-0 not found"
-    wait_for(lambda: "CannotHonour" in events_of(cluster, namespace, "nowhere"), "the CannotHonour event")
+    wait_for_events(cluster, namespace, "nowhere", "CannotHonour")
 
 
 def test_the_webhook_acknowledges_each_placement_generation_it_has_seen_without_an_event(
@@ -387,7 +388,7 @@ def test_evict_pod_behind_a_blocking_budget_is_retried_until_the_budget_is_relax
     assert done["eviction"]["result"] == "Evicted"
     assert done["eviction"]["attempts"] > counted[0].count, "the attempt that succeeded came after those blocked"
     assert done["consumedBy"]["name"] == newcomer.metadata.name
-    assert "Evicted" in events_of(cluster, namespace, "make-room")
+    wait_for_events(cluster, namespace, "make-room", "Evicted")
 
     def victim_evicted() -> bool:
         try:
@@ -523,8 +524,7 @@ def test_a_claim_no_stored_pod_carries_is_released(
     )
     assert "claim" not in released
     assert "claim released" in released["message"]
-    # The Event is recorded after the status write the test has just seen.
-    wait_for(lambda: "ClaimReleased" in events_of(cluster, namespace, "stale"), "the ClaimReleased event")
+    wait_for_events(cluster, namespace, "stale", "ClaimReleased")
     kept = status_of(cluster, namespace, "carried")
     assert (kept["phase"], kept["claim"]["token"]) == ("Consumed", "carried-elsewhere")
 
@@ -539,7 +539,7 @@ def test_an_unclaimed_placement_expires_after_the_ttl(
         "the placement to expire",
     )
     assert expired["message"] == "not claimed within 3s"
-    assert "Expired" in events_of(cluster, namespace, "unwanted")
+    wait_for_events(cluster, namespace, "unwanted", "Expired")
 
 
 def test_malformed_bodies_get_a_4xx_and_the_server_keeps_serving(

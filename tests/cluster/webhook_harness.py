@@ -133,6 +133,12 @@ def events_of(cluster: Sandbox, namespace: str, name: str) -> list[str]:
     return [event.reason for event in listed.items]
 
 
+def wait_for_events(cluster: Sandbox, namespace: str, name: str, *reasons: str) -> None:
+    """Wait until the placement has Events of all these reasons: the server records them from its events thread,
+    after the status write a test has just seen."""
+    wait_for(lambda: set(reasons) <= set(events_of(cluster, namespace, name)), f"the {', '.join(reasons)} Event(s)")
+
+
 def hostname_terms(pod: client.V1Pod) -> list[list[tuple[str, str, list[str]]]]:
     required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     return [

@@ -146,6 +146,13 @@ class Metrics:
         for reason in REFUSALS:
             self.connections_closed.labels(reason)
 
+        self.crd_fields_pruned = Gauge(
+            "hami_place_crd_fields_pruned",
+            "Fields this server writes on placements that the installed HamiPodPlacement CRD's schema drops (the CRD "
+            "is older than the server); NaN while the CRD cannot be read.",
+            registry=self.registry,
+        )
+
         self.defrag = DefragMetrics(self.registry)
 
     def watch_cache(self, cache: ClusterCache) -> None:

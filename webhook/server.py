@@ -29,6 +29,7 @@ from kubectl_hami_place.core.defrag.report import moves_document
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.kube.access import review_access, review_token
 from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.crd import read_placement_crd
 from kubectl_hami_place.kube.deadline import DeadlineApiClient
 from kubectl_hami_place.kube.defrag import run_history
 from kubectl_hami_place.kube.hami_config import read_hami_config
@@ -38,6 +39,7 @@ from webhook.admit import Admitter
 from webhook.allocator import freeze_when_synced, return_freed_memory
 from webhook.api import api_app, probe_app
 from webhook.cache import ClusterCache
+from webhook.crd_check import CrdCheck
 from webhook.defrag import DefragController, DefragOptions
 from webhook.hami_config import FollowedHamiConfig
 from webhook.listener import MutateListener, MutateProbe, drain
@@ -171,6 +173,7 @@ def serve(options: ServeOptions) -> None:
         hami=hami.refresh(),
     )
     metrics = Metrics()
+    crd_check = CrdCheck(lambda: read_placement_crd(kube), metrics.crd_fields_pruned)
     metrics.watch_certificate(certificate)
     cache = ClusterCache(
         kube.api, options.scheduler_name, planning=options.defrag is not None, room_key=options.room_key
@@ -269,6 +272,7 @@ def serve(options: ServeOptions) -> None:
         threading.Thread(target=reconciler.run, args=(stop,), name="reconcile", daemon=True),
         threading.Thread(target=freeze_when_synced, args=(cache, stop), name="gc-freeze", daemon=True),
         threading.Thread(target=hami.run, args=(stop,), name="hami-config", daemon=True),
+        threading.Thread(target=crd_check.run, args=(stop,), name="crd-check", daemon=True),
     ]
     if renewal is not None:
         threads.append(threading.Thread(target=renewal.run, args=(stop,), name="certificate", daemon=True))

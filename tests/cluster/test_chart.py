@@ -587,8 +587,17 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
+    expected |= {("apiextensions.k8s.io", "customresourcedefinitions", "get")}
     assert granted == expected
-    assert not any(rule.get("resourceNames") for rule in role["rules"])
+    named = [rule for rule in role["rules"] if rule.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": [CRD_NAME],
+            "verbs": ["get"],
+        }
+    ], "the placement CRD alone, by name"
     roles = {o["metadata"]["name"]: o for o in by_kind(objects, "Role") if "certgen" not in o["metadata"]["name"]}
     assert set(roles) == {
         "gpu-descheduler-webhook-hami-config",
@@ -996,6 +1005,7 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("patch", "pods", "-n", "default"),
         ("create", "tokenreviews.authentication.k8s.io"),
         ("create", "subjectaccessreviews.authorization.k8s.io"),
+        ("get", f"customresourcedefinitions.apiextensions.k8s.io/{CRD_NAME}"),
     ]
     for args in needed:
         assert can_i(cluster, namespace, account, *args), f"the server cannot {' '.join(args)}"
@@ -1029,6 +1039,8 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("get", "configmaps/other", "-n", namespace),
         ("list", "configmaps", "-n", namespace),
         ("*", "*"),
+        ("get", "customresourcedefinitions.apiextensions.k8s.io/other.example.com"),
+        ("list", "customresourcedefinitions.apiextensions.k8s.io"),
         ("escalate", "clusterroles"),
         ("impersonate", "users"),
     ]

@@ -126,6 +126,8 @@ def test_the_rules_alert_on_what_the_issue_names() -> None:
         "HamiPlaceCacheStale",
         "HamiPlaceEvictionsBlocked",
         "HamiPlaceDefragBudgetExhausted",
+        "HamiPlaceCRDOutdated",
     }
+    assert "hami_place_crd_fields_pruned" in metric_names(alerts["HamiPlaceCRDOutdated"])
     assert CERT_EXPIRY_METRIC in metric_names(alerts["HamiPlaceCertificateExpiresSoon"])
     assert "apiserver_admission_webhook_fail_open_count" in metric_names(alerts["HamiPlaceAdmissionFailedOpen"])

@@ -305,15 +305,22 @@ class DefragController:
             return self._read_policy()
         self._read_policy()  # a policy changed while the batch went on (a pause) holds for its next key
         policy = self.policy
-        if policy is None:
-            return None
         if not self.elector.leading():
             self._resume = True
             return None
         if self._resume:
+            # A new term: the rescues an earlier term followed are their pods' room annotations now.
+            self._rescues.clear()
+        if policy is None or policy.mode is Mode.off:
+            # Off (paused, or no policy read): nothing planned, moved or resumed, but a room kept is still given
+            # back at its deadline, which undoes the controller's own write.
+            if not isinstance(key, PodKey) or not self._fresh():
+                return None
+            return self._look_at_pod(key, None)
+        if self._resume:
             self._resume_runs()
             self._resume = False
-        if key == RESUME or policy.mode is Mode.off:
+        if key == RESUME:
             return None
         if not self._fresh():
             return timedelta(seconds=self.options.interval)
@@ -323,8 +330,9 @@ class DefragController:
             return self._look_at_pod(key, policy)
         return None
 
-    def _look_at_pod(self, key: PodKey, policy: DefragPolicy) -> timedelta | None:
-        """A Pending pod: its rescue followed, else planned for once it is a candidate."""
+    def _look_at_pod(self, key: PodKey, policy: DefragPolicy | None) -> timedelta | None:
+        """A Pending pod: its rescue followed, else planned for once it is a candidate; `policy` None (the controller
+        off): its rescue followed and its room given back, nothing planned or moved."""
         now = datetime.now(UTC)
         pod = self.cache.pods.get(key.namespace, key.name)
         events = self._events_of(key)
@@ -343,19 +351,23 @@ class DefragController:
                 return timedelta(seconds=self.options.interval)
         if pod is None:
             return None
-        opened = open_move(pod, self._pinned_by(pod), now, self.options.move_limit, self.cache.room_key)
-        if opened is not None:
-            return self._open_move(opened, pod, policy)
+        if policy is not None:
+            opened = open_move(pod, self._pinned_by(pod), now, self.options.move_limit, self.cache.room_key)
+            if opened is not None:
+                return self._open_move(opened, pod, policy)
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
             # Kept by an earlier leader's rescue (or followed no more): left until its deadline, then given back (as
             # a malformed one is); once the pod is scheduled only the annotation goes.
-            step, until = left_room(pod, self.cache.room_key, now, in_policy=policy.namespaces.allows(key.namespace))
+            in_policy = policy is not None and policy.namespaces.allows(key.namespace)
+            step, until = left_room(pod, self.cache.room_key, now, in_policy=in_policy)
             if step is LeftRoom.keep and until is not None:
                 return until - now
             if step is LeftRoom.leave:
                 return None
             self._release(pod, scheduled=step is LeftRoom.settle)
             return None if step is LeftRoom.settle else timedelta(seconds=self.options.interval)
+        if policy is None:
+            return None
         config = self.hami_config()
         candidates = rescue_candidates([pod], events, now, policy, config)
         if not candidates:
@@ -467,13 +479,13 @@ class DefragController:
         if named is None:
             return
         namespace, name, uid = named
-        key, room_key = f"{namespace}/{name}", self.cache.room_key
+        key = f"{namespace}/{name}"
         change_pod_annotations(
             self.kube,
             namespace,
             name,
             uid,
-            settled if scheduled else (lambda annotations: release(annotations, key, uid, room_key)),
+            settled if scheduled else (lambda annotations: release(annotations, key, uid)),
         )
 
     def _decided(
@@ -563,10 +575,16 @@ class DefragController:
                 return ""
             if check.step is Step.changed:
                 return f"{move.pod}: {check.detail}"
+            # Checked before the deadline's eviction: a replica that lost the lease evicts nothing more.
+            if not self.elector.leading():
+                return "this replica stopped leading; the next leader resumes the run"
             if time.monotonic() > deadline:
                 given_up = f"{move.pod}: not settled within {self.options.move_timeout:g} s: {check.detail}"
+                self._read_policy()
+                if self.policy is None or self.policy.mode is not Mode.on:
+                    return given_up + "; its replacement is given up by a look once the policy's mode is on again"
                 return given_up + self._unpin(move)
-            if not self.elector.leading() or self._stop.wait(SETTLE_POLL_SECONDS):
+            if self._stop.wait(SETTLE_POLL_SECONDS):
                 return "this replica stopped leading; the next leader resumes the run"
 
     def _unpin(self, move: Move) -> str:
@@ -598,7 +616,7 @@ class DefragController:
     def _refused_now(self) -> int:
         """How many cards the plans leave out now (the metric, read when Prometheus scrapes)."""
         now = datetime.now(UTC)
-        return sum(1 for until in self._refused.values() if until > now)
+        return sum(1 for until in list(self._refused.values()) if until > now)
 
     def _refuse(self, cards: Iterable[str], namespace: str, placement: str) -> str:
         """Leaves the cards a given-up move's replacement was refused on (those a node registers) out of plans for
@@ -778,6 +796,8 @@ class DefragController:
             return None
         self.policy = policy
         self.metrics.policy_valid.set(1)
+        # A shorter keepRoom.interval holds from now, not once the interval read before has passed.
+        self._next_room = min(self._next_room, time.monotonic() + policy.keep_room.interval.total_seconds())
         log.info("defrag policy %s read: mode %s", where, policy.mode.value)
         kept = timedelta(seconds=self.options.finished_ttl) if self.options.finished_ttl > 0 else None
         shortfall = history_shortfall(policy.budgets, kept)

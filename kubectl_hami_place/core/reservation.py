@@ -86,9 +86,10 @@ def reservation_value(
     return json.dumps(document, separators=(",", ":"))
 
 
-def parse_reservation(pod: str, uid: str, value: object, key: RoomKey) -> Reservation | None:
+def parse_reservation(pod: str, uid: str, value: object, key: RoomKey | None) -> Reservation | None:
     """The reservation an annotation's value on the pod `pod` of UID `uid` names, None when it is not one a server
-    wrote there (malformed, or its seal is not this key's for this pod)."""
+    wrote there (malformed, or its seal is not this key's for this pod); `key` None reads one of any seal's shape,
+    for `release` alone."""
     if not isinstance(value, str) or len(value) > _USE_MAX + 4096:
         return None
     try:
@@ -101,7 +102,7 @@ def parse_reservation(pod: str, uid: str, value: object, key: RoomKey) -> Reserv
     if (
         not isinstance(seal, str)
         or not _MAC.fullmatch(seal)
-        or not hmac.compare_digest(seal, key.seal(pod, uid, document))
+        or (key is not None and not hmac.compare_digest(seal, key.seal(pod, uid, document)))
     ):
         return None
     cards, until, use = document.get("cards"), _time(document.get("until")), document.get("use")
@@ -191,12 +192,16 @@ def reserve(
     return wanted, ""
 
 
-def release(annotations: Mapping[str, str], pod: str, uid: str, key: RoomKey) -> dict[str, str]:
+def release(annotations: Mapping[str, str], pod: str, uid: str) -> dict[str, str]:
     """The pod's annotations without its reservation: its own `use-gpuuuid` given back (removed when it had none),
-    unless someone changed it since the reservation was written; an unreadable reservation is only removed."""
+    unless someone changed it since the reservation was written; a malformed reservation is only removed.
+
+    Its seal is not checked: one another key sealed (a replica restarted without `--room-key-file`, a rotated key)
+    is given back too. What it restores is the pod's own choice, which whoever may write its annotations could
+    write anyway; only removing it would leave the pod narrowed to the kept cards for good."""
     wanted = dict(annotations)
     value = wanted.pop(ROOM_RESERVED_ANNOTATION, None)
-    found = parse_reservation(pod, uid, value, key)
+    found = parse_reservation(pod, uid, value, None)
     if found is not None and wanted.get(USE_GPUUUID_ANNOTATION) == ",".join(found.cards):
         if found.use is None:
             del wanted[USE_GPUUUID_ANNOTATION]

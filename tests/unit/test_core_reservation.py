@@ -58,7 +58,7 @@ def keep(annotations: dict[str, str], cards: list[str]) -> tuple[dict[str, str],
 
 def give_back(annotations: dict[str, str]) -> dict[str, str]:
     """POD's annotations without its reservation."""
-    return release(annotations, POD, UID, KEY)
+    return release(annotations, POD, UID)
 
 
 def sealed(document: dict[str, object]) -> str:
@@ -219,3 +219,14 @@ def test_a_room_the_key_did_not_seal_is_given_back_in_the_policy_and_left_alone_
     scheduled = pending({ROOM_RESERVED_ANNOTATION: annotation}, nodeName="n1")
     assert left_room(scheduled, OTHER_KEY, NOW, in_policy=True) == (LeftRoom.settle, None)
     assert left_room(scheduled, OTHER_KEY, NOW, in_policy=False) == (LeftRoom.leave, None)
+
+
+def test_release_gives_the_pods_own_choice_back_under_another_key_too() -> None:
+    # A replica restarted without --room-key-file, or a rotated key, no longer checks the seal: the pod must not stay
+    # narrowed to the kept cards for good.
+    written = reservation_value(["GPU-b"], UNTIL, "GPU-a,GPU-b,GPU-c", key=OTHER_KEY, pod=POD, uid=UID)
+    annotations = {ROOM_RESERVED_ANNOTATION: written, USE_GPUUUID_ANNOTATION: "GPU-b"}
+    assert parsed(written) is None, "not this key's room: admission keeps nothing for it"
+    assert give_back(annotations) == {USE_GPUUUID_ANNOTATION: "GPU-a,GPU-b,GPU-c"}
+    written = reservation_value(["GPU-b"], UNTIL, None, key=OTHER_KEY, pod=POD, uid=UID)
+    assert give_back({ROOM_RESERVED_ANNOTATION: written, USE_GPUUUID_ANNOTATION: "GPU-b"}) == {}

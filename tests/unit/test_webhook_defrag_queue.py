@@ -5,7 +5,8 @@ made while a watch is stale."""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +16,10 @@ from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, PodKe
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.defrag.runs import RunDecision
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.names import ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner.apply import MoveCheck, Step
+from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.kube.client import Kube
 from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
 from webhook import defrag
@@ -157,15 +161,15 @@ def test_a_pause_holds_for_the_rest_of_the_batch_and_stops_a_run_before_its_next
     ctl = controller()
     read_policy(ctl, "on")
     leading(ctl)
-    seen: list[tuple[str, Mode]] = []
+    seen: list[tuple[str, Mode | None]] = []
 
-    def look_at_pod(key: PodKey, policy: DefragPolicy) -> None:
-        seen.append((key.name, policy.mode))
+    def look_at_pod(key: PodKey, policy: DefragPolicy | None) -> None:
+        seen.append((key.name, None if policy is None else policy.mode))
         ctl.policy_map.upsert(policy_map("off", "2"))
 
     ctl._look_at_pod = look_at_pod  # type: ignore[method-assign]
     ctl.work([PodKey("team-a", "a"), PodKey("team-a", "b")])
-    assert seen == [("a", Mode.on)], "the second pod was looked at under the replaced policy"
+    assert seen == [("a", Mode.on), ("b", None)], "the second pod was looked at paused: its room alone"
     ctl.policy_map.upsert(policy_map("on", "3"))
     ctl._guard()
     ctl.policy_map.upsert(policy_map("dry-run", "4"))
@@ -269,3 +273,80 @@ def test_a_policy_the_server_fails_to_read_for_any_reason_leaves_the_controller_
     with pytest.raises(RuntimeError):
         ctl._read_policy()
     assert ctl.policy is None
+
+
+@pytest.mark.parametrize("mode", ["off", "unreadable"])
+def test_a_paused_or_unreadable_policy_still_gives_a_kept_room_back_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """`defrag pause` (or a policy that no longer parses) right after a rescue: nothing is planned or moved, but the
+    Pending pod's narrowed card choice is given back once its room's deadline passed, not left until a resume. The
+    patch is recorded here (no API server): what it writes is `release`'s, tested on plain data."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    waiting = pod("big")
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    room = reservation_value(["GPU-2"], past, "GPU-1,GPU-2", key=ctl.cache.room_key, pod="team-a/big", uid="uid-big")
+    waiting["metadata"]["annotations"] = {USE_GPUUUID_ANNOTATION: "GPU-2", ROOM_RESERVED_ANNOTATION: room}
+    ctl.cache.pods.upsert(waiting)
+    patched: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(defrag, "change_pod_annotations", lambda kube, *named_change: patched.append(named_change[:3]))
+    changed = policy_map("off", "2")
+    if mode == "unreadable":
+        changed["data"]["policy.yaml"] += "budgets: {movesPerRun: -1}\n"
+    ctl.policy_map.upsert(changed)
+    ctl.look(BIG)
+    assert ctl.policy is None or ctl.policy.mode is Mode.off
+    assert patched == [("team-a", "big", "uid-big")]
+
+
+def test_a_move_past_its_deadline_evicts_its_replacement_only_while_leading_under_a_policy_in_mode_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A move that did not settle in time is given up by evicting its replacement (`_unpin`): not by a replica that
+    lost the lease meanwhile (the next leader's look does it), nor under a policy paused or made dry-run. The
+    settle's reads and the eviction are replaced here (no API server): the lease lost at that instant cannot be had
+    on demand."""
+    ctl = controller()
+    ctl.options = DefragOptions("ctl", "defrag-policy", "ctl", "me", move_timeout=0.0)
+    read_policy(ctl, "on")
+    leading(ctl)
+    monkeypatch.setattr(defrag, "move_step", lambda *args: MoveCheck(Step.waiting, "not yet"))
+    monkeypatch.setattr(ctl, "_snapshot", lambda again=False: SimpleNamespace(snapshot=None))
+    unpinned: list[str] = []
+    monkeypatch.setattr(ctl, "_unpin", lambda move: unpinned.append(move.pod) or "; evicted")
+    move = Move("team-a/x", "u", "n1", ("GPU-1",), "n2", ("GPU-9",), "room")
+    assert ctl._settle(move).endswith("not yet; evicted") and unpinned == ["team-a/x"]
+    ctl.policy_map.upsert(policy_map("dry-run", "2"))
+    assert "once the policy's mode is on again" in ctl._settle(move) and unpinned == ["team-a/x"]
+    ctl.policy_map.upsert(policy_map("on", "3"))
+    ctl.elector._valid_until = 0.0
+    assert "stopped leading" in ctl._settle(move) and unpinned == ["team-a/x"]
+
+
+def test_a_new_term_forgets_the_rescues_an_earlier_term_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica that lost the lease and leads again must not report on, nor give back the room of, a rescue another
+    leader made since: the pod's room annotation says what is kept now. (The resume's reads are left out: no API
+    server here.)"""
+    ctl = controller()
+    monkeypatch.setattr(ctl, "_resume_runs", lambda: None)
+    read_policy(ctl, "on")
+    leading(ctl)
+    now = datetime.now(UTC)
+    ctl._rescues[BIG] = defrag.Rescue(pod("big"), "uid-big", 1, now, now, now + timedelta(minutes=1))
+    ctl._leading(False)
+    ctl._leading(True)
+    ctl.look(RESUME)
+    assert ctl._rescues == {}
+
+
+def test_a_shorter_keep_room_interval_holds_from_the_policy_that_sets_it() -> None:
+    ctl = controller()
+    ctl._next_room = time.monotonic() + 3600
+    ctl.policy_map.synced.set()
+    shorter = policy_map("on", "2")
+    shorter["data"]["policy.yaml"] += "keepRoom: {enabled: true, interval: 1m}\n"
+    ctl.policy_map.upsert(shorter)
+    ctl.look(POLICY)
+    assert ctl._next_room <= time.monotonic() + 60

@@ -22,6 +22,7 @@ from kubectl_hami_place.core.admission import (
     decide,
 )
 from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import StatusWrite
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS
 from kubectl_hami_place.core.placement import Placement
@@ -139,7 +140,10 @@ class Admitter:
         guard = self.writes.hold_req_id(placement)
         if guard.holder_uid == placement.uid:
             return ""
-        return f"placement {guard.holder_name or '?'} ({guard.holder_uid})"
+        # The Lease's annotation and holder go into the pod creator's warning: shown only as names and UIDs go.
+        name = guard.holder_name if is_object_name(guard.holder_name) else "?"
+        uid = guard.holder_uid if is_object_name(guard.holder_uid) else "?"
+        return f"placement {name} ({uid})"
 
     def _view(
         self, review: Review, namespace: str, token: str, carried: frozenset[str], held: dict[str, str]

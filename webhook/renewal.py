@@ -202,3 +202,6 @@ class SecretCertificate:
                 self.settle()
             except (KubeError, ValueError, OSError) as error:
                 log.warning("certificate from secret %s/%s: %s", self.namespace, self.name, error)
+            except Exception:
+                # Renewal must outlive a pass that failed otherwise: the certificate expires if this thread ends.
+                log.exception("certificate from secret %s/%s: the pass failed", self.namespace, self.name)

@@ -110,8 +110,12 @@ class QueuedEvents:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        """Sends each queued Event; one that fails in any way is logged and the thread goes on with the next."""
         while (item := self._queue.get()) is not None:
-            self._send(*item)
+            try:
+                self._send(*item)
+            except Exception:
+                log.exception("event %s not recorded", item[1])
 
 
 class KubeWrites:

@@ -26,7 +26,7 @@ import jsonpatch
 
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.k8s_names import is_object_name
+from kubectl_hami_place.core.k8s_names import is_generate_name, is_object_name
 from kubectl_hami_place.core.lifecycle import StatusWrite, age_key, claim_digest, claimed
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
@@ -128,9 +128,9 @@ def decide(review: Review, view: AdmissionView) -> Decision:
     barred = barred_cards(view.reservations, view.now, f"{namespace}/{name}")
     kept = _kept_off(pod, barred)
     unpinned = _diff(review.pod, kept)
-    if name and not is_object_name(name):
-        # Mutating admission runs before the API server validates the name: it refuses this pod after us, and a
-        # claim would hold the placement for a pod that never exists, with the name in its status.
+    if not (is_object_name(name) if name else is_generate_name(meta.get("generateName"))):
+        # Mutating admission runs before the API server validates the name (or generates one from generateName): it
+        # refuses this pod after us, and a claim would hold the placement for a pod that never exists.
         candidates = []
     if not candidates:
         return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned, warnings=_kept_warning(barred))

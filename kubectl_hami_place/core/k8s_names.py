@@ -19,6 +19,14 @@ def is_object_name(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and 0 < len(name) <= SUBDOMAIN_MAX and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
+def is_generate_name(prefix: object) -> TypeGuard[str]:
+    """A `generateName` the API server takes: a DNS-1123 subdomain once a trailing `-` is read as a letter (its
+    `NameIsDNSSubdomain` with prefix)."""
+    if not isinstance(prefix, str) or not prefix:
+        return False
+    return is_object_name(prefix[:-1] + "a" if prefix.endswith("-") else prefix)
+
+
 def is_namespace(name: object) -> TypeGuard[str]:
     """A DNS-1123 label, as the API server requires of a namespace's name."""
     return isinstance(name, str) and 0 < len(name) <= LABEL_MAX and _DNS_LABEL.fullmatch(name) is not None

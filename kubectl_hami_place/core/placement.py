@@ -138,6 +138,8 @@ def validate_spec(spec: PlacementSpec) -> str | None:
         return "podSelector is empty and would match every pod; give at least one label"
     if not spec.node_name:
         return "nodeName is empty"
+    if not is_object_name(spec.node_name):
+        return f"nodeName {spec.node_name[:80]!r} is not a valid node name"
     if not spec.gpu_devices:
         return "gpuDevices is empty; name at least one card"
     percents = {ref.percent for ref in spec.gpu_devices}

@@ -19,6 +19,10 @@ ADMISSION_API_VERSION = "admission.k8s.io/v1"
 # How deep an AdmissionReview may nest: a Pod's review is about 15 levels deep; a deeper body would only reach
 # Python's recursion limit in the decision (str(), the patch diff) and be a 500 instead of a 400.
 MAX_NESTING = 100
+# The API server's review UIDs are 36-character UUIDs; a longer one is no review of its, and is echoed and logged.
+MAX_UID = 128
+# A username longer than this is cut where it is logged.
+MAX_USERNAME = 512
 
 
 class ReviewError(ModelError):
@@ -72,6 +76,8 @@ def parse_review(body: object) -> Review:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError("the AdmissionReview request has no uid")
+    if len(uid) > MAX_UID:
+        raise ReviewError(f"the AdmissionReview request's uid is {len(uid)} characters; the API server's are 36")
     kind = request.get("kind")
     if not isinstance(kind, dict):
         kind = {}
@@ -129,7 +135,7 @@ def _text(value: object) -> str:
 def _username(user_info: object) -> str:
     """userInfo.username, '' when absent or not a string."""
     name = user_info.get("username") if isinstance(user_info, dict) else None
-    return name if isinstance(name, str) else ""
+    return name[:MAX_USERNAME] if isinstance(name, str) else ""
 
 
 def build_response(uid: str, patch: Sequence[Mapping[str, Any]] = (), warnings: Sequence[str] = ()) -> dict[str, Any]:

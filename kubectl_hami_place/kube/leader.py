@@ -95,6 +95,10 @@ class Elector:
             except KubeError as error:
                 log.warning("leader lease %s/%s: %s", self.namespace, self.name, error)
                 renewed = False
+            except Exception:
+                # Anything else (a Lease of an unexpected shape) must not end the thread: leadership would lapse.
+                log.exception("leader lease %s/%s: the attempt failed", self.namespace, self.name)
+                renewed = False
             if renewed:
                 with self._lock:
                     self._valid_until = started + self.times.renew_deadline

@@ -59,3 +59,9 @@ def test_changing_req_id_is_rejected(cluster: Sandbox, namespace: str) -> None:
     assert "reqID is immutable" in err
     stored = json.loads(cluster.kubectl("get", "hamipodplacement", "p", "-n", namespace, "-o", "json").stdout)
     assert stored["spec"]["reqID"] == "req-12345"
+
+
+def test_a_node_name_that_is_no_node_name_is_rejected(cluster: Sandbox, namespace: str) -> None:
+    # It would otherwise reach the placement's status message and Events as the tenant wrote it.
+    code, err = create(cluster, placement(namespace, nodeName="gpu-a\nWarning  Evicted"))
+    assert code != 0 and "spec.nodeName" in err and "should match" in err

@@ -357,6 +357,24 @@ def test_a_pod_whose_name_is_no_object_name_claims_nothing() -> None:
     assert decide(review(pod(name="evil")), view([placement()])).claim is not None
 
 
+def test_a_username_is_cut_where_the_claim_logs_it() -> None:
+    body = review(pod())
+    body["request"]["userInfo"] = {"username": "u" * 10_000}
+    assert parse_review(body).user == "u" * 512
+
+
+@pytest.mark.parametrize("generate_name", ["NOT_A_NAME-", "bad\nname-" + "g" * 100_000, "", None, 7])
+def test_a_pod_whose_generate_name_the_api_server_refuses_claims_nothing(generate_name: object) -> None:
+    """Without a name, the API server makes one from generateName after mutating admission, and refuses a pod whose
+    generateName is no name's prefix (or that has neither): nothing is claimed for it."""
+    original = pod(name="")
+    original["metadata"]["generateName"] = generate_name
+    decision = decide(review(original), view([placement()]))
+    assert decision.claim is None and decision.result == admission.NO_PLACEMENT
+    original["metadata"]["generateName"] = "a-"
+    assert decide(review(original), view([placement()])).claim is not None, "one letter and the dash: a prefix"
+
+
 # The claim --------------------------------------------------------------------------------------------------
 
 
@@ -679,6 +697,10 @@ def test_cores_the_pod_chose_are_kept() -> None:
             "no uid",
         ),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}, "no operation"),
+        (
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u" * 129}},
+            "uid is 129 characters",
+        ),
         (
             {
                 "apiVersion": "admission.k8s.io/v1",

@@ -78,6 +78,7 @@ def test_json_is_read_too() -> None:
     [
         ("budgets: {movesPerHuor: 3}", "budgets.movesPerHuor: unknown field", "movesPerHour"),
         ("modes: on", "modes: unknown field", "mode"),
+        ('"a\\nWarning  x": 1', "'a\\nWarning  x': unknown field", "mode"),
         ("budgets: {movesPerRun: -1}", "budgets.movesPerRun: -1 is negative", "write 0 or more"),
         ("budgets: {movesPerNode: two}", "budgets.movesPerNode: 'two' is not a whole number", "write a number"),
         ("budgets: {cooldown: 1 hour}", "budgets.cooldown: '1 hour' is not a duration", "1h30m"),

@@ -156,6 +156,8 @@ def test_placement_object_is_ready_to_create() -> None:
         ({}, ("GPU-a", "GPU-a"), "names GPU-a twice"),
         ({"evict_pod": "Bad_Name"}, ("gpu-0",), "evictPod 'Bad_Name' is not a valid pod name"),
         ({"node_name": ""}, ("gpu-0",), "nodeName is empty"),
+        # A tenant's own text would reach the placement's status and Events: refused, shown quoted.
+        ({"node_name": "gpu-a\nWarning  Evicted"}, ("gpu-0",), "nodeName 'gpu-a\\nWarning  Evicted' is not a valid"),
     ],
 )
 def test_validate_spec_gives_the_reason(changes: dict[str, Any], devices: tuple[str, ...], reason: str) -> None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import stat
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from kubernetes.client import ApiClient
 
+from kubectl_hami_place.kube.client import Kube
+from webhook import renewal as renewal_module
 from webhook.certs import (
     CA_CRT,
     CA_DAYS,
@@ -29,6 +33,7 @@ from webhook.certs import (
     switch,
 )
 from webhook.main import main
+from webhook.renewal import SecretCertificate
 
 DNS = ["gpu-descheduler-webhook.kube-system.svc", "gpu-descheduler-webhook.kube-system"]
 IPS = ["127.0.0.1"]
@@ -159,3 +164,26 @@ def test_serve_from_a_secret_checks_its_flags_before_any_call(
 def test_certs_refuses_a_validity_too_short_for_a_rotation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--secret", "kube-system/tls", "--dns", "x", "--validity", "60"]) == 2
     assert "--validity must be at least 90" in capsys.readouterr().err
+
+
+def test_a_renewal_pass_that_fails_in_any_way_leaves_the_thread_renewing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The pass itself is replaced (no API server): a failure no API error names cannot be had on demand, and if it
+    ended the thread the served certificate would expire unrenewed."""
+    renewal = SecretCertificate(Kube(ApiClient(), "ns", "", None), "ns", "tls", "webhook", tmp_path)
+    passes: list[int] = []
+    stop = threading.Event()
+
+    def settle() -> None:
+        passes.append(len(passes))
+        if len(passes) == 1:
+            raise RuntimeError("not a KubeError")
+        stop.set()
+
+    monkeypatch.setattr(renewal_module, "PASS_SECONDS", 0.01)
+    monkeypatch.setattr(renewal, "settle", settle)
+    thread = threading.Thread(target=renewal.run, args=(stop,), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert passes == [0, 1]

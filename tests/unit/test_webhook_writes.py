@@ -946,3 +946,32 @@ def test_each_pass_is_timed_by_kind_the_first_full_the_next_queued() -> None:
         if sample.name == "hami_place_reconcile_pass_seconds_count"
     }
     assert counts == {"full": 1.0, "queued": 1.0}
+
+
+def test_a_guard_lease_whose_holder_is_no_name_shows_none_of_it_in_the_pods_warning() -> None:
+    """The reqID guard is a Lease in the server's namespace: who may write Leases there could put any text in its
+    annotation and holderIdentity, which the losing pod's creator would read in a warning."""
+    writes = sharing_req_id()
+    forged = "evil\nWarning: x\x1b[2J"
+    name = req_id_guard_name(NS, writes.stored[(NS, "first")]["spec"]["reqID"])
+    writes.guards[("server", name)] = Guard("server", name, "lease-x", forged, forged, NS)
+    serving = review()
+    serving["request"]["object"]["metadata"]["labels"] = {"app": "serve"}
+    warnings = admitter(writes, Metrics()).admit(serving)["response"]["warnings"]
+    assert any("reqID already held by placement ? (?)" in w for w in warnings), warnings
+    assert not any("evil" in w for w in warnings)
+
+
+def test_an_event_whose_send_fails_in_any_way_leaves_the_thread_sending_the_next() -> None:
+    sent: list[str] = []
+
+    def sender(_placement: dict[str, Any], reason: str, _message: str, _warning: bool) -> None:
+        if reason == "first":
+            raise RuntimeError("not a KubeError")
+        sent.append(reason)
+
+    events = QueuedEvents(sender)
+    events.put({}, "first", "", warning=False)
+    events.put({}, "second", "", warning=False)
+    events.close(10)
+    assert sent == ["second"]

@@ -282,7 +282,9 @@ def _known(value: Mapping[str, Any], path: str, fields: tuple[str, ...]) -> None
     """Refuse a field the document version does not have."""
     for key in value:
         if key not in fields:
-            where = f"{path}.{key}" if path else str(key)
+            # The key goes into a log line and an Event on the ConfigMap: one that is no plain name is shown quoted.
+            shown = key if isinstance(key, str) and key.isidentifier() and len(key) <= 60 else repr(str(key)[:60])
+            where = f"{path}.{shown}" if path else shown
             raise PolicyError(f"{where}: unknown field; the fields here are {', '.join(fields)}")
 
 

@@ -899,6 +899,10 @@ class DefragController:
             except KubeNotFound:
                 pod = {}
             meta = pod.get("metadata") or {}
+            if not self.elector.leading():
+                # The reads above can outlast the lease: a replica that lost it undoes nothing more.
+                log.info("defrag: stopped leading while resuming the runs; the next leader resumes them")
+                return
             if meta.get("uid") == uid and not meta.get("deletionTimestamp"):
                 try:
                     placements.delete_placement(self.kube, str(metadata.get("namespace")), str(metadata.get("name")))

@@ -350,3 +350,35 @@ def test_a_shorter_keep_room_interval_holds_from_the_policy_that_sets_it() -> No
     ctl.policy_map.upsert(shorter)
     ctl.look(POLICY)
     assert ctl._next_room <= time.monotonic() + 60
+
+
+@pytest.mark.parametrize("lost", [False, True])
+def test_a_new_leader_that_loses_the_lease_while_it_resumes_undoes_nothing_more(
+    monkeypatch: pytest.MonkeyPatch, lost: bool
+) -> None:
+    """Resuming reads each move's pod (seconds each on a slow API server); a replica whose lease ran out meanwhile
+    must not delete a placement the next leader may be following. The reads and the delete are replaced here: the
+    lease lost during one read cannot be had on demand."""
+    ctl = controller()
+    leading(ctl)
+    metadata = {
+        "namespace": "team-a",
+        "name": "move-1",
+        "labels": {"scheduling.hami.placement.com/defrag-run": "r"},
+        "annotations": {
+            "scheduling.hami.placement.com/defrag-pod": "team-a/x",
+            "scheduling.hami.placement.com/defrag-pod-uid": "uid-x",
+        },
+    }
+    monkeypatch.setattr(defrag, "run_placements", lambda kube: [{"metadata": metadata, "spec": {}, "status": {}}])
+
+    def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+        if lost:
+            ctl.elector._valid_until = 0.0
+        return {"metadata": {"namespace": namespace, "name": name, "uid": "uid-x"}}
+
+    monkeypatch.setattr(defrag.cluster_reads, "get_pod", get_pod)
+    deleted: list[str] = []
+    monkeypatch.setattr(defrag.placements, "delete_placement", lambda kube, namespace, name: deleted.append(name))
+    ctl._resume_runs()
+    assert deleted == ([] if lost else ["move-1"])

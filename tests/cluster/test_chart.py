@@ -28,6 +28,7 @@ from kubectl_hami_place.core.defrag.policy import POLICY_API_VERSION, DefragPoli
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port, primary_address
 from tests.cluster.webhook_harness import sa_kubeconfig
+from webhook.main import _parser as parser
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "chart"
@@ -540,6 +541,33 @@ def test_the_schemas_durations_refuse_what_the_policy_parser_refuses() -> None:
         assert server <= chart, f"the chart refuses the interval {text}, which the server reads"
         assert chart == server or not one_part, text
         assert not chart or text.strip("0hms"), f"the chart takes the zero interval {text}"
+
+
+def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Path) -> None:
+    # Helm reads a values file's numbers (and --set-json's) as floats: printed raw, 2592000 became 2.592e+06, which
+    # the server's flags and the policy parser refuse (a crash-looping server, a policy left unread).
+    sets = [
+        "json:server.finishedTTL=2592000",
+        "json:server.placementTTL=1209600",
+        "json:server.claimGrace=1000000",
+        "json:replicaCount=1000000",
+        "json:topologySpread.maxSkew=1000000",
+        "json:certs.hook.activeDeadlineSeconds=1000000",
+        "json:defrag.budgets.movesPerHour=1000000",
+        "json:defrag.budgets.movesPerRun=1000000",
+        "json:defrag.budgets.movesPerNode=1000000",
+        "json:defrag.budgets.movesPerNamespace=1000000",
+        "json:defrag.maxMovesPerPlan=1000000",
+        "json:defrag.keepRoom.wholeFreeCards.count=1000000",
+    ]
+    objects = render(helm, *sets)
+    assert "e+06" not in json.dumps(objects)
+    deployment = one(objects, "Deployment", "gpu-descheduler-webhook")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = parser().parse_args(container["args"])
+    assert (args.finished_ttl, args.placement_ttl, args.claim_grace) == (2592000, 1209600, 1000000)
+    policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
+    assert (policy.budgets.moves_per_hour, policy.max_moves_per_plan) == (1000000, 1000000)
 
 
 def test_crd_is_rendered_verbatim(helm: Path) -> None:

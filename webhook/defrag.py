@@ -172,6 +172,8 @@ class DefragOptions:
     ack_timeout: float = ACK_TIMEOUT_SECONDS
     move_timeout: float = DEFAULTS.defrag_move_timeout
     finished_ttl: int = DEFAULTS.finished_ttl
+    excluded_namespaces: tuple[str, ...] = ()
+    """The server's --exclude-namespace: the webhook never sees their pods, so a move there could not be pinned."""
     lease: LeaseTimes = field(default_factory=lambda: LeaseTimes.lasting(DEFAULTS.defrag_lease_duration))
 
     @property
@@ -790,7 +792,7 @@ class DefragController:
             )
             return None
         try:
-            policy = parse_policy(source.text, self.options.lease_namespace)
+            policy = parse_policy(source.text, self.options.lease_namespace, self.options.excluded_namespaces)
         except PolicyError as error:
             self._invalid(source.obj, str(error))
             return None

@@ -440,6 +440,7 @@ def _serve(args: argparse.Namespace) -> int:
             interval=args.defrag_interval,
             move_timeout=args.defrag_move_timeout,
             finished_ttl=args.finished_ttl,
+            excluded_namespaces=tuple(args.exclude_namespace),
             lease=LeaseTimes.lasting(args.defrag_lease_duration),
         )
     serve(

@@ -66,6 +66,10 @@ def test_namespaces_include_exclude_and_always_out() -> None:
     allows = policy.namespaces.allows
     assert allows("team-a") and not allows("team-b") and not allows("default")
     assert not allows("kube-system") and not allows("hami-place")
+    # The server's --exclude-namespace: the webhook never sees those pods, so a move there could never be pinned.
+    policy = parse_policy(HEAD + "namespaces: {include: ['team-*']}", "hami-place", ("team-c", "kube-system"))
+    assert not policy.namespaces.allows("team-c") and policy.namespaces.allows("team-a")
+    assert policy.namespaces.always_out == ("kube-system", "hami-place", "team-c")
 
 
 def test_json_is_read_too() -> None:

@@ -265,7 +265,7 @@ def test_a_policy_the_server_fails_to_read_for_any_reason_leaves_the_controller_
     ctl = controller()
     read_policy(ctl, "on")
 
-    def unreadable(text: str, server_namespace: str) -> DefragPolicy:
+    def unreadable(text: str, server_namespace: str, also_out: tuple[str, ...]) -> DefragPolicy:
         raise RuntimeError("a parser bug")
 
     monkeypatch.setattr(defrag, "parse_policy", unreadable)
@@ -382,3 +382,11 @@ def test_a_new_leader_that_loses_the_lease_while_it_resumes_undoes_nothing_more(
     monkeypatch.setattr(defrag.placements, "delete_placement", lambda kube, namespace, name: deleted.append(name))
     ctl._resume_runs()
     assert deleted == ([] if lost else ["move-1"])
+
+
+def test_the_servers_excluded_namespaces_are_out_of_every_policy_it_reads() -> None:
+    ctl = controller()
+    ctl.options = DefragOptions("ctl", "defrag-policy", "ctl", "me", excluded_namespaces=("team-a",))
+    read_policy(ctl, "on")
+    assert ctl.policy is not None and not ctl.policy.namespaces.allows("team-a")
+    assert ctl.policy.namespaces.allows("team-b")

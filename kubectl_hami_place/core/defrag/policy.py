@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -131,8 +131,9 @@ class DefragPolicy:
 DEFAULT_POLICY = DefragPolicy()
 
 
-def parse_policy(text: str, server_namespace: str = "") -> DefragPolicy:
-    """The policy in `text` (YAML or JSON), or PolicyError naming the first wrong field; `server_namespace` is out."""
+def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] = ()) -> DefragPolicy:
+    """The policy in `text` (YAML or JSON), or PolicyError naming the first wrong field; `server_namespace` and the
+    namespaces `also_out` (the server's --exclude-namespace) are out whatever it says."""
     document = _load(text)
     _known(document, "", _TOP_FIELDS)
     if document.get("apiVersion") != POLICY_API_VERSION:
@@ -141,7 +142,7 @@ def parse_policy(text: str, server_namespace: str = "") -> DefragPolicy:
         raise PolicyError(f"kind: {document.get('kind')!r} is not a policy kind; write {POLICY_KIND}")
     return DefragPolicy(
         mode=parse_mode(document.get("mode", DEFAULT_POLICY.mode.value), "mode"),
-        namespaces=_namespaces(document.get("namespaces", {}), server_namespace),
+        namespaces=_namespaces(document.get("namespaces", {}), (server_namespace, *also_out)),
         rescue=_rescue(document.get("rescue", {})),
         keep_room=_keep_room(document.get("keepRoom", {})),
         budgets=_budgets(document.get("budgets", {})),
@@ -308,13 +309,14 @@ def _count(section: Mapping[str, Any], key: str, default: int, path: str, least:
     return value
 
 
-def _namespaces(value: object, server_namespace: str) -> Namespaces:
-    """Include and exclude glob patterns."""
+def _namespaces(value: object, out: Iterable[str]) -> Namespaces:
+    """Include and exclude glob patterns; kube-system and `out` always out."""
     section = _section(value, "namespaces", ("include", "exclude"))
     include = _patterns(section.get("include", ["*"]), "namespaces.include")
     exclude = _patterns(section.get("exclude", []), "namespaces.exclude")
-    out = ALWAYS_OUT + ((server_namespace,) if server_namespace and server_namespace not in ALWAYS_OUT else ())
-    return Namespaces(include=include, exclude=exclude, always_out=out)
+    return Namespaces(
+        include=include, exclude=exclude, always_out=tuple(dict.fromkeys((*ALWAYS_OUT, *filter(None, out))))
+    )
 
 
 def _patterns(value: object, path: str) -> tuple[str, ...]:

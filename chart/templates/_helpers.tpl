@@ -81,6 +81,24 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if and .Values.server.clientCA.configMap (not .Values.server.clientCA.names) -}}
 {{- fail "server.clientCA.names (the names the API server's client certificate carries, e.g. [kube-apiserver-webhook-client]) is required with server.clientCA.configMap: the CA alone admits every certificate it signed" -}}
 {{- end -}}
+{{- /* A budget that keeps every replica up lets no node drain go on: a percentage is rounded up, as the API server does. */ -}}
+{{- $replicas := int64 .Values.replicaCount -}}
+{{- $min := .Values.podDisruptionBudget.minAvailable -}}
+{{- if gt $replicas 1 -}}
+{{- $keeps := 0 -}}
+{{- if kindIs "string" $min -}}
+{{- if hasSuffix "%" $min -}}
+{{- $keeps = div (add (mul (trimSuffix "%" $min | atoi) $replicas) 99) 100 -}}
+{{- else -}}
+{{- $keeps = atoi $min -}}
+{{- end -}}
+{{- else -}}
+{{- $keeps = int64 $min -}}
+{{- end -}}
+{{- if ge (int64 $keeps) $replicas -}}
+{{- fail (printf "podDisruptionBudget.minAvailable: %v keeps all %d replicas up, so no node drain could evict one; write at most %d (or a percentage that leaves one)" $min $replicas (sub $replicas 1)) -}}
+{{- end -}}
+{{- end -}}
 {{- /* The schema bounds each part of a duration alone; its parts added up must not pass 720h either (MAX_DURATION). */ -}}
 {{- $durations := dict "defrag.rescue.pendingFor" .Values.defrag.rescue.pendingFor "defrag.keepRoom.interval" .Values.defrag.keepRoom.interval "defrag.budgets.cooldown" .Values.defrag.budgets.cooldown -}}
 {{- range $field, $value := $durations -}}

@@ -249,11 +249,23 @@ def test_match_conditions_toggle(helm: Path, sets: list[str], kube_version: str,
     assert ("matchConditions" in entry) is present
 
 
-@pytest.mark.parametrize(("kube_version", "fields"), [("1.25.9", set()), ("1.26.0", {"nodeTaintsPolicy"})])
-def test_the_spread_takes_only_the_fields_the_api_server_knows(helm: Path, kube_version: str, fields: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("kube_version", "fields", "when"),
+    [("1.25.9", set(), "ScheduleAnyway"), ("1.26.0", {"nodeTaintsPolicy"}, "DoNotSchedule")],
+)
+def test_the_spread_takes_only_the_fields_the_api_server_knows(
+    helm: Path, kube_version: str, fields: set[str], when: str
+) -> None:
     pod = one(render(helm, kube_version=kube_version), "Deployment")["spec"]["template"]["spec"]
     (spread,) = pod["topologySpreadConstraints"]
     assert set(spread) - {"maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector"} == fields
+    # Before 1.26 a tainted node (a control plane's) is a domain with no replica: DoNotSchedule there would keep a
+    # rolling update's extra replica Pending for good on a cluster with as many workers as replicas.
+    assert spread["whenUnsatisfiable"] == when
+    chosen = one(
+        render(helm, "topologySpread.whenUnsatisfiable=DoNotSchedule", kube_version=kube_version), "Deployment"
+    )
+    assert chosen["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "DoNotSchedule"
 
 
 def test_chart_refuses_kubernetes_older_than_1_24(helm: Path) -> None:
@@ -479,6 +491,14 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
         (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
         (["image.digest=ab12"], "at '/image/digest'"),
+        # A budget that keeps every replica up blocks every node drain (a percentage rounds up).
+        (["podDisruptionBudget.minAvailable=2"], "podDisruptionBudget.minAvailable: 2 keeps all 2 replicas up"),
+        (["podDisruptionBudget.minAvailable=60%"], "podDisruptionBudget.minAvailable: 60% keeps all 2 replicas up"),
+        (
+            ["replicaCount=3", "podDisruptionBudget.minAvailable=3"],
+            "3 keeps all 3 replicas up, so no node drain could evict one; write at most 2",
+        ),
+        (["podDisruptionBudget.minAvailable=half"], "at '/podDisruptionBudget/minAvailable': 'half' does not match"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
@@ -568,6 +588,14 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
     assert (args.finished_ttl, args.placement_ttl, args.claim_grace) == (2592000, 1209600, 1000000)
     policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
     assert (policy.budgets.moves_per_hour, policy.max_moves_per_plan) == (1000000, 1000000)
+
+
+def test_a_disruption_budget_that_leaves_a_replica_to_evict_renders_as_given(helm: Path) -> None:
+    assert one(render(helm, "podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"]["minAvailable"] == (
+        "50%"
+    )
+    three = render(helm, "replicaCount=3", "podDisruptionBudget.minAvailable=2")
+    assert one(three, "PodDisruptionBudget")["spec"]["minAvailable"] == 2
 
 
 def test_crd_is_rendered_verbatim(helm: Path) -> None:

@@ -81,6 +81,9 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if and .Values.server.clientCA.configMap (not .Values.server.clientCA.names) -}}
 {{- fail "server.clientCA.names (the names the API server's client certificate carries, e.g. [kube-apiserver-webhook-client]) is required with server.clientCA.configMap: the CA alone admits every certificate it signed" -}}
 {{- end -}}
+{{- if and (ne .Values.service.type "ClusterIP") (not .Values.server.clientCA.configMap) (not .Values.networkPolicy.enabled) -}}
+{{- fail (printf "service.type %s puts /mutate beyond the cluster, where anyone could send it forged reviews that hold placements; set server.clientCA (the API server's client certificate) or networkPolicy.enabled first, or keep ClusterIP" .Values.service.type) -}}
+{{- end -}}
 {{- /* A budget that keeps every replica up lets no node drain go on: a percentage is rounded up, as the API server does. */ -}}
 {{- $replicas := int64 .Values.replicaCount -}}
 {{- $min := .Values.podDisruptionBudget.minAvailable -}}

@@ -498,6 +498,7 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
             ["replicaCount=3", "podDisruptionBudget.minAvailable=3"],
             "3 keeps all 3 replicas up, so no node drain could evict one; write at most 2",
         ),
+        (["service.type=NodePort"], "service.type NodePort puts /mutate beyond the cluster"),
         (["podDisruptionBudget.minAvailable=half"], "at '/podDisruptionBudget/minAvailable': 'half' does not match"),
     ],
 )

@@ -24,6 +24,7 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import PHASES, Phase
 from kubectl_hami_place.kube.errors import KubeNotFound
 
@@ -99,6 +100,10 @@ def delete(
     unknown = sorted(phases - set(PHASES))
     if unknown:
         raise UsageProblem(f"unknown phase {unknown[0]!r}", f"use one of {', '.join(PHASES)}")
+    invalid = next((name for name in wanted if not is_object_name(name)), None)
+    if invalid is not None:
+        # Checked before anything is deleted: a bad name part-way through the list must not leave the rest half done.
+        raise UsageProblem(f"{invalid[:80]!r} is not a placement name", "check the names (kubectl hami-place list)")
     where = target(kubeconfig, context, namespace, as_user=as_user)
     ns = where.one_namespace
     if all_placements:

@@ -377,13 +377,14 @@ def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) ->
                     write_out(separator + text)
                     first = False
                 time.sleep(interval)
-        console = Console(file=sys.stdout, force_terminal=color, no_color=not color, highlight=False)
+        # A terminal whatever NO_COLOR says (it takes the colour away, not the redraw).
+        console = Console(file=sys.stdout, force_terminal=True, no_color=not color, highlight=False)
         with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
             while True:
                 started = datetime.now(UTC).strftime("%H:%M:%S")
                 body = _frame(read, render)
                 head = f"Every {interval:g}s: kubectl hami-place status  {started} UTC  (Ctrl-C to stop)\n\n"
-                live.update(RichText(head, style="dim") + RichText.from_ansi(body), refresh=True)
+                live.update(RichText(head, style="dim" if color else "") + RichText.from_ansi(body), refresh=True)
                 time.sleep(interval)
     except KeyboardInterrupt:
         return 0

@@ -58,6 +58,9 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
         (["evict", "p", "--to-node", "n"], "--to-node needs the cards"),
         (["delete"], None),
         (["delete", "a", "--all"], "names and --all conflict"),
+        # Every name checked before the first is deleted: none deleted, not the ones before the bad one.
+        (["delete", "pin-aaa", "a/b", "--yes"], "'a/b' is not a placement name"),
+        (["delete", "pin-aaa", "Bad_Name", "--dry-run=client"], "'Bad_Name' is not a placement name"),
         (["delete", "--phase", "Expired"], "--phase only narrows --all"),
         (["delete", "--all", "--phase", "Gone"], "unknown phase 'Gone'"),
         (["frobnicate"], "no such command 'frobnicate'"),

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from typing import Any
 
 import pytest
@@ -47,3 +49,33 @@ def test_a_watch_to_a_stream_writes_frames_on_stdout_and_failures_on_stderr(
     out, err = capsys.readouterr()
     assert [json.loads(frame) for frame in out.strip().split("\n\n")] == [{"nodes": 1}, {"nodes": 1}]
     assert err.splitlines() == ["error: cannot reach the API server\\x1b[2J", "error: timed out"]
+
+
+class Terminal(io.StringIO):
+    """A stdout that is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_watch_on_a_terminal_redraws_each_frame_with_no_color_set_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NO_COLOR takes the colour away, not the terminal: the view is drawn at each read, not only at Ctrl-C.
+    terminal = Terminal()
+    monkeypatch.setattr(_status.sys, "stdout", terminal)
+    monkeypatch.setenv("NO_COLOR", "1")
+    drawn_before_second_read: list[bool] = []
+
+    def read() -> Frame:
+        drawn_before_second_read.append("kubectl hami-place status" in terminal.getvalue())
+        return Frame()
+
+    sleeps = iter([None, KeyboardInterrupt()])
+
+    def sleep(_seconds: float) -> None:
+        if isinstance(found := next(sleeps), BaseException):
+            raise found
+
+    monkeypatch.setattr(_status.time, "sleep", sleep)
+    assert _status._watch(read, OutputFormat.table, 1.0) == 0
+    assert drawn_before_second_read == [False, True]
+    assert re.findall(r"\x1b\[[0-9;]*m", terminal.getvalue()) == [], "no colour, no dim: only the redraw's codes"

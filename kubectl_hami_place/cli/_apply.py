@@ -51,6 +51,8 @@ def load_plan(path: str) -> PlanFile:
 
     from kubectl_hami_place.core.planner.apply import PlanFileError, read_plan
 
+    if path == "-" and sys.stdin is None:
+        raise UsageProblem("no standard input to read the plan from", "give the plan file's path, or pipe it in")
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:

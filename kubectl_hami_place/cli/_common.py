@@ -190,7 +190,7 @@ def confirm(action: str, yes: bool, ask: Callable[[str], bool] | None = None) ->
     """True to go ahead. With --yes: yes. Without a terminal: refuse (exit 2). Else ask, default no."""
     if yes:
         return True
-    if not sys.stdin.isatty():
+    if sys.stdin is None or not sys.stdin.isatty():
         raise UsageProblem(f"refusing to {action} without confirmation", "pass --yes to confirm")
     prompt = ask or (lambda text: typer.confirm(text, default=False, err=True))
     return prompt(f"{action[0].upper()}{action[1:]}?")

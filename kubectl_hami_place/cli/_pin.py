@@ -23,12 +23,15 @@ from kubectl_hami_place.cli._common import (
     OutputFormat,
     OutputOption,
     ReqIdOption,
+    YesOption,
     complete_pods,
+    confirm,
     emit,
     not_found,
     target,
     warn,
 )
+from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._pin_check import (
     build_spec,
     check_placement,
@@ -80,6 +83,7 @@ def pin(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     dry_run: DryRunOption = DryRun.none,
+    yes: YesOption = False,
     ack_timeout: Annotated[
         float,
         typer.Option(
@@ -118,6 +122,8 @@ def pin(
     checked = check_placement(where.kube, ns, spec, name=object_name, workload=workload, evicted_pod=evicted_pod)
     for message in checked.warnings:
         warn(message)
+    if evict and dry_run is DryRun.none and not confirm(f"pin, then evict pod {evict} in namespace {ns}", yes):
+        raise CliError("not confirmed", "nothing was created")
     created = checked.obj
     if dry_run is not DryRun.client:
         created = placements.create_placement(where.kube, ns, checked.obj, dry_run=dry_run is DryRun.server)

@@ -151,7 +151,18 @@ def test_evict_that_frees_too_little_is_refused_and_one_that_frees_enough_passes
     ]
     assert placements(cluster, namespace) == []
 
-    run = plugin(cluster, "pin", *args, "--evict", "big", "-o", "json")
+    # Arranging an eviction asks first; without a terminal only --yes confirms it, and nothing is written before.
+    refused = plugin(cluster, "pin", *args, "--evict", "big")
+    assert (refused.code, refused.error_lines) == (
+        2,
+        [
+            f"error: refusing to pin, then evict pod big in namespace {namespace} without confirmation; "
+            "pass --yes to confirm"
+        ],
+    )
+    assert placements(cluster, namespace) == []
+
+    run = plugin(cluster, "pin", *args, "--evict", "big", "--yes", "-o", "json")
     assert run.code == 0, run.err
     result = run.json()
     assert result["cards"] == [
@@ -211,6 +222,7 @@ def test_evict_pod_on_another_node_only_warns(cluster: Sandbox, namespace: str) 
         "1000",
         "--evict",
         "elsewhere",
+        "--yes",
     )
     assert run.code == 0, run.err
     assert f"warning: pod elsewhere runs on gpu-a100-1, not on {H100}; evicting it frees nothing there" in (

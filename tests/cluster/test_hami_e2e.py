@@ -205,6 +205,7 @@ def test_pin_with_evict_makes_room_and_hami_allocates_the_card(
         "gpu-0",
         "--evict",
         "filler",
+        "--yes",
         "-o",
         "json",
     )

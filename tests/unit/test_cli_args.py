@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from kubectl_hami_place.cli._common import confirm
 from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem, kube_hint, kube_line
 from kubectl_hami_place.cli._pin_check import build_spec, new_req_id, parse_gpus, parse_selector, placement_name
 from kubectl_hami_place.cli.app import run
@@ -327,3 +328,19 @@ def test_a_reader_gone_from_stdout_ends_the_command_with_0_and_nothing_more(monk
     monkeypatch.setattr(cli_app, "app", verb)
     monkeypatch.setattr(cli_app, "_silence_stdout", lambda: None)
     assert cli_app.run(["list"]) == 0
+
+
+def test_a_confirmation_with_stdin_closed_is_refused_as_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `kubectl hami-place delete x <&-`: Python gives no sys.stdin at all.
+    monkeypatch.setattr("sys.stdin", None)
+    with pytest.raises(UsageProblem, match="refusing to delete x without confirmation"):
+        confirm("delete x", False)
+    assert confirm("delete x", True)
+
+
+def test_apply_from_a_closed_stdin_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", None)
+    assert run(["apply", "-f", "-", "--yes"]) == EXIT_USAGE
+    assert "no standard input to read the plan from" in one_error_line(capsys)

@@ -171,6 +171,9 @@ def target(
 
     if all_namespaces and namespace:
         raise UsageProblem("--namespace and --all-namespaces conflict", "pass only one of them")
+    if as_user is not None and not (as_user and as_user.isprintable()):
+        # It goes into an HTTP header, where a line break would be refused by the client library.
+        raise UsageProblem(f"--as {as_user[:60]!r} is not a user name", "give the user to act as, e.g. --as jane")
     kube = connect(kubeconfig, context, impersonate=as_user)
     if all_namespaces:
         return Target(kube, None)

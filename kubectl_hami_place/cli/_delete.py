@@ -24,7 +24,6 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
-from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import PHASES, Phase
 from kubectl_hami_place.kube.errors import KubeNotFound
 
@@ -87,6 +86,7 @@ def delete(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Delete HamiPodPlacements."""
+    from kubectl_hami_place.core.k8s_names import is_object_name
     from kubectl_hami_place.kube import placements
 
     wanted = list(names or [])

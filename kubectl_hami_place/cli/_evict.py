@@ -132,7 +132,7 @@ def evict(
     warning = replacement_warning(successor, pod)
     if warning:
         warn(warning)
-    spec = build_spec(req_id, successor.selector, to_node, refs, None)
+    spec = build_spec(req_id, successor.selector, to_node, refs, None, node_flag="--to-node")
     object_name = placement_name(name, spec)
     config, notice = hami_config(kube, hami_config_ref, gpu_policy)
     if notice:

@@ -77,9 +77,16 @@ def new_req_id() -> str:
 
 
 def build_spec(
-    req_id: str | None, selector: LabelSelector, node: str, refs: tuple[CardRef, ...], evict: str | None
+    req_id: str | None,
+    selector: LabelSelector,
+    node: str,
+    refs: tuple[CardRef, ...],
+    evict: str | None,
+    *,
+    node_flag: str = "--node",
 ) -> PlacementSpec:
-    """The spec with the schema's rules checked locally (usage error), so the server only sees valid objects."""
+    """The spec with the schema's rules checked locally (usage error, naming the flag to fix: `node_flag` is how the
+    verb takes the node), so the server only sees valid objects."""
     from kubectl_hami_place.core.placement import PlacementSpec, validate_spec
 
     spec = PlacementSpec(
@@ -91,7 +98,8 @@ def build_spec(
     )
     problem = validate_spec(spec)
     if problem:
-        flag = "--req-id" if "reqID" in problem else "--evict" if "evictPod" in problem else "--gpu"
+        flags = {"reqID": "--req-id", "evictPod": "--evict", "nodeName": node_flag}
+        flag = next((flag for field, flag in flags.items() if problem.startswith(field)), "--gpu")
         raise UsageProblem(problem, f"fix {flag}")
     if not spec.req_id.isprintable():
         # The schema allows any string; one that prints control characters would fake output wherever it is shown.

@@ -20,6 +20,8 @@ from kubectl_hami_place.core.refs import CardRef, parse_card_ref
 from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 
 MIN_REQ_ID = 5
+# The CRD's maxLength of reqID and of each gpuDevices entry.
+MAX_FIELD = 128
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ def validate_spec(spec: PlacementSpec) -> str | None:
     """The rule a spec breaks beyond the CRD schema, as one line, or None when it is valid."""
     if len(spec.req_id) < MIN_REQ_ID:
         return f"reqID {spec.req_id!r} is shorter than {MIN_REQ_ID} characters"
+    if len(spec.req_id) > MAX_FIELD:
+        return f"reqID is {len(spec.req_id)} characters; the CRD takes at most {MAX_FIELD}"
     if spec.pod_selector.empty:
         return "podSelector is empty and would match every pod; give at least one label"
     if not spec.node_name:
@@ -151,6 +155,9 @@ def validate_spec(spec: PlacementSpec) -> str | None:
         )
     seen: set[str] = set()
     for ref in spec.gpu_devices:
+        if len(str(ref)) > MAX_FIELD:
+            shown = str(ref)
+            return f"gpuDevices entry {shown[:40]!r}... is {len(shown)} characters; the CRD takes at most {MAX_FIELD}"
         key = ref.uuid if ref.uuid is not None else f"gpu-{ref.index}"
         if key in seen:
             return f"gpuDevices names {key} twice; a card can be given once"

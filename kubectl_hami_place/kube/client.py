@@ -40,6 +40,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 # The connection type the server names when it hands one to the adapters; it imports no kubernetes module itself.
 ApiClient = client.ApiClient
 DEFAULT_TIMEOUT = (5.0, 30.0)
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
 
 @dataclass(frozen=True)
@@ -165,21 +166,24 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     """The connection the kubeconfig (or the pod's service account) describes."""
     configuration = client.Configuration()
     configuration.retries = 1
-    explicit = kubeconfig or os.environ.get("KUBECONFIG")
-    default_file = Path(config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser()
+    # An empty KUBECONFIG, --kubeconfig or --context is unset, as kubectl reads them (the client library took an
+    # empty KUBECONFIG for its default file when it was imported).
+    explicit = kubeconfig or os.environ.get("KUBECONFIG") or None
+    context = context or None
+    default_file = DEFAULT_KUBECONFIG.expanduser()
     if not explicit and not default_file.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return _connect_in_cluster(configuration)
-    where = kubeconfig or explicit or str(default_file)
+    where = explicit or str(default_file)
     if context is None and not kubeconfig and explicit and os.pathsep in explicit:
         context = first_current_context(explicit.split(os.pathsep))
     try:
         config.load_kube_config(
-            config_file=kubeconfig or explicit,
+            config_file=where,
             context=context,
             client_configuration=configuration,
             persist_config=False,
         )
-        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig or explicit)
+        contexts, active = config.list_kube_config_contexts(config_file=where)
     except ConfigException as exc:
         raise KubeConfigError(f"cannot use kubeconfig {where}: {_one_line(str(exc))}") from exc
     except yaml.YAMLError as exc:
@@ -191,6 +195,8 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         raise KubeConfigError(f"cannot read kubeconfig {where}: it is not a kubeconfig (a YAML mapping)") from exc
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
     namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    if not isinstance(namespace, str):
+        raise KubeConfigError(f"cannot use kubeconfig {where}: its context's namespace {namespace!r} is not text")
     return Kube(
         api=CheckedApiClient(configuration),
         namespace=namespace,

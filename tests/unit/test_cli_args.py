@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 
 from kubectl_hami_place.cli._common import confirm
 from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem, kube_hint, kube_line
@@ -51,6 +52,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
         (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0/50", "--gpu", "gpu-1/60"], "mix memory percents"),
         (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0", "--evict", "Bad_Name"], "evictPod 'Bad_Name'"),
         (["pin", "--node", "n", "--gpu", "gpu-0"], "missing option '--selector'"),
+        (
+            ["pin", "-l", "app=x", "--node", "N1", "--gpu", "gpu-0"],
+            "nodeName 'N1' is not a valid node name; fix --node",
+        ),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0", "--req-id", "r" * 129], "at most 128; fix --req-id"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "GPU-" + "a" * 130], "the CRD takes at most 128; fix --gpu"),
         (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0", "--request-cores", "101"], "--request-cores"),
         (["list", "-o", "xml"], "'xml' is not one of"),
         (["list", "--dry-run", "maybe"], "no such option: --dry-run"),
@@ -344,3 +351,43 @@ def test_apply_from_a_closed_stdin_is_a_usage_error(
     monkeypatch.setattr("sys.stdin", None)
     assert run(["apply", "-f", "-", "--yes"]) == EXIT_USAGE
     assert "no standard input to read the plan from" in one_error_line(capsys)
+
+
+def test_an_empty_kubeconfig_variable_or_context_is_unset_as_kubectl_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    kubeconfig_file(home / ".kube" / "config", "mine", 7)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KUBECONFIG", "")
+    # What the client library computed when the variable was already empty as it was imported (a shell's export).
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", "")
+    assert run(["list"]) == 1
+    assert "https://127.0.0.1:7" in one_error_line(capsys), "~/.kube/config, as kubectl reads it"
+    assert run(["list", "--context", ""]) == 1
+    assert "https://127.0.0.1:7" in one_error_line(capsys), "the current context"
+
+
+def test_a_context_namespace_that_is_not_text_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    kubeconfig.write_text(
+        kubeconfig.read_text().replace("{cluster: c, user: c}", "{cluster: c, user: c, namespace: 5}")
+    )
+    assert run(["list", "--kubeconfig", str(kubeconfig)]) == 1
+    assert "its context's namespace 5 is not text" in one_error_line(capsys)
+
+
+def test_an_impersonated_user_with_a_line_break_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["list", "--kubeconfig", str(kubeconfig), "--as", "a\nb"]) == EXIT_USAGE
+    assert "--as 'a\\nb' is not a user name" in one_error_line(capsys)
+
+
+def test_a_bad_node_names_the_flag_the_verb_takes_it_with() -> None:
+    # evict takes the node as --to-node (it reads the pod first, so this is checked on the spec it builds).
+    with pytest.raises(UsageProblem) as raised:
+        build_spec("req-12345", parse_selector("app=x"), "N1", parse_gpus(["gpu-0"]), None, node_flag="--to-node")
+    assert raised.value.hint == "fix --to-node"

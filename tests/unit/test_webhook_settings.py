@@ -107,9 +107,10 @@ def test_the_servers_parts_default_to_the_same_settings() -> None:
 
 
 def chart_flags() -> dict[str, str]:
-    """The deployment's `--flag={{ .Values.path }}` args: flag dest to the value's dotted path."""
+    """The deployment's `--flag={{ .Values.path }}` args (`| int64` for whole numbers): flag dest to the value's
+    dotted path."""
     template = (ROOT / "chart" / "templates" / "deployment.yaml").read_text()
-    found = re.findall(r"- --([a-z-]+)=\{\{ \.Values\.([A-Za-z.]+) \}\}", template)
+    found = re.findall(r"- --([a-z-]+)=\{\{ \.Values\.([A-Za-z.]+)(?: \| int64)? \}\}", template)
     return {flag.replace("-", "_"): path for flag, path in found}
 
 

@@ -78,6 +78,23 @@ DryRunOption = Annotated[
     ),
 ]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (required without a terminal).")]
+PlacementLabelsOption = Annotated[
+    str | None,
+    typer.Option("--selector", "-l", help="Only the placements with these labels, kubectl syntax (e.g. -l team=a)."),
+]
+
+
+def placement_labels(text: str | None) -> str:
+    """`-l` of list and delete as the API's labelSelector ("" when not given), or a usage error."""
+    if text is None:
+        return ""
+    from kubectl_hami_place.core.errors import SelectorError
+    from kubectl_hami_place.core.selectors import parse_selector_string
+
+    try:
+        return str(parse_selector_string(text, require_nonempty=True))
+    except SelectorError as exc:
+        raise UsageProblem(f"bad selector -l {text!r}: {exc}", "use kubectl's syntax, e.g. -l team=a") from exc
 
 
 def color_enabled(stream: Any) -> bool:

@@ -16,9 +16,11 @@ from kubectl_hami_place.cli._common import (
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    PlacementLabelsOption,
     YesOption,
     confirm,
     emit,
+    placement_labels,
     target,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
@@ -27,9 +29,13 @@ from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.names import PHASES, Phase
 from kubectl_hami_place.kube.errors import KubeNotFound
 
-HELP = "Delete HamiPodPlacements by name, or --all of the namespace (narrowed by --phase)." + examples(
-    "kubectl hami-place delete -n team-a pin-3k9x2m7q4w1z --yes",
-    "kubectl hami-place delete -n team-a --all --phase Expired --yes",
+HELP = (
+    "Delete HamiPodPlacements by name, or --all of the namespace or those -l selects (narrowed by --phase)."
+    + examples(
+        "kubectl hami-place delete -n team-a pin-3k9x2m7q4w1z --yes",
+        "kubectl hami-place delete -n team-a --all --phase Expired --yes",
+        "kubectl hami-place delete -n team-a -l team=a --phase Failed --yes",
+    )
 )
 
 
@@ -75,8 +81,11 @@ def delete(
     all_placements: Annotated[bool, typer.Option("--all", help="Every placement of the namespace.")] = False,
     phase: Annotated[
         list[str] | None,
-        typer.Option("--phase", help=f"With --all: only placements in this phase ({', '.join(PHASES)}); repeatable."),
+        typer.Option(
+            "--phase", help=f"With --all or -l: only placements in this phase ({', '.join(PHASES)}); repeatable."
+        ),
     ] = None,
+    selector: PlacementLabelsOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -91,12 +100,13 @@ def delete(
 
     wanted = list(names or [])
     phases = set(phase or [])
-    if wanted and all_placements:
-        raise UsageProblem("names and --all conflict", "pass placement names or --all, not both")
-    if phases and not all_placements:
-        raise UsageProblem("--phase only narrows --all", "add --all, or drop --phase")
-    if not wanted and not all_placements:
-        raise UsageProblem("nothing to delete", "pass placement names or --all")
+    labels = placement_labels(selector)
+    if wanted and (all_placements or labels):
+        raise UsageProblem("names and --all or -l conflict", "pass placement names, or --all or -l, not both")
+    if phases and not (all_placements or labels):
+        raise UsageProblem("--phase only narrows --all or -l", "add --all or -l, or drop --phase")
+    if not wanted and not (all_placements or labels):
+        raise UsageProblem("nothing to delete", "pass placement names, --all or -l")
     unknown = sorted(phases - set(PHASES))
     if unknown:
         raise UsageProblem(f"unknown phase {unknown[0]!r}", f"use one of {', '.join(PHASES)}")
@@ -106,8 +116,8 @@ def delete(
         raise UsageProblem(f"{invalid[:80]!r} is not a placement name", "check the names (kubectl hami-place list)")
     where = target(kubeconfig, context, namespace, as_user=as_user)
     ns = where.one_namespace
-    if all_placements:
-        stored = placements.list_placements(where.kube, ns)
+    if all_placements or labels:
+        stored = placements.list_placements(where.kube, ns, labels)
         wanted = [
             item["metadata"]["name"]
             for item in stored

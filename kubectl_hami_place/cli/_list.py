@@ -13,7 +13,9 @@ from kubectl_hami_place.cli._common import (
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    PlacementLabelsOption,
     emit,
+    placement_labels,
     target,
 )
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, examples, placement_columns, placement_row
@@ -22,6 +24,7 @@ from kubectl_hami_place.cli.output import Block, Table
 HELP = "List HamiPodPlacements: node, cards, phase, the pod that consumed each, the pod to evict." + examples(
     "kubectl hami-place list -n team-a",
     "kubectl hami-place list -A -o wide",
+    "kubectl hami-place list -A -l scheduling.hami.placement.com/defrag-run    # the controller's moves",
 )
 
 
@@ -32,6 +35,7 @@ class PlacementList:
     items: tuple[dict[str, Any], ...]
     all_namespaces: bool
     namespace: str
+    labels: str = ""
 
     def to_data(self) -> Any:
         """A kubectl-style List, so `-o yaml` output can be fed back to kubectl."""
@@ -40,6 +44,7 @@ class PlacementList:
     def to_blocks(self) -> list[Block]:
         """One row per placement."""
         where = "any namespace" if self.all_namespaces else f"namespace {self.namespace}"
+        where += f" with labels {self.labels}" if self.labels else ""
         return [
             Table(
                 columns=placement_columns(self.all_namespaces),
@@ -57,11 +62,13 @@ def list_placements(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     all_namespaces: AllNamespacesOption = False,
+    selector: PlacementLabelsOption = None,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List HamiPodPlacements."""
     from kubectl_hami_place.kube import placements
 
+    labels = placement_labels(selector)
     where = target(kubeconfig, context, namespace, all_namespaces, as_user)
-    items = placements.list_placements(where.kube, where.namespace)
-    emit(PlacementList(tuple(items), where.namespace is None, where.namespace or ""), output)
+    items = placements.list_placements(where.kube, where.namespace, labels)
+    emit(PlacementList(tuple(items), where.namespace is None, where.namespace or "", labels), output)

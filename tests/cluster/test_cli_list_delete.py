@@ -51,6 +51,11 @@ def test_list_shows_the_placements(cluster: Sandbox, namespace: str) -> None:
     names = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in every.json()["items"]}
     assert {(namespace, "alpha"), (namespace, "beta")} <= names
     assert every.json()["kind"] == "List"
+    cluster.kubectl("label", "hamipodplacement", "alpha", "team=x", "-n", namespace)
+    labelled = plugin(cluster, "list", "-n", namespace, "-l", "team=x", "-o", "json")
+    assert [i["metadata"]["name"] for i in labelled.json()["items"]] == ["alpha"]
+    none = plugin(cluster, "list", "-n", namespace, "-l", "team=y")
+    assert none.out == f"No placements in namespace {namespace} with labels team=y.\n"
 
 
 def test_delete_by_name_all_and_missing(cluster: Sandbox, namespace: str) -> None:
@@ -74,6 +79,10 @@ def test_delete_by_name_all_and_missing(cluster: Sandbox, namespace: str) -> Non
     assert missing.error_lines == [
         f"error: placement alpha not found in namespace {namespace}; check the names (kubectl hami-place list) and -n"
     ]
+    make(cluster, namespace, "delta", "d")
+    cluster.kubectl("label", "hamipodplacement", "gamma", "team=x", "-n", namespace)
+    selected = plugin(cluster, "delete", "-l", "team=x", "--phase", "Pending", "-n", namespace, "--yes", "-o", "json")
+    assert selected.code == 0 and selected.json()["deleted"] == ["gamma"], selected.err
     everything = plugin(cluster, "delete", "--all", "--phase", "Pending", "-n", namespace, "--yes")
     assert everything.code == 0, everything.err
     assert placements(cluster, namespace) == []

@@ -7,8 +7,10 @@ Every adapter call goes through `request`, which returns the response as the pla
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,12 +179,18 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     if context is None and not kubeconfig and explicit and os.pathsep in explicit:
         context = first_current_context(explicit.split(os.pathsep))
     try:
-        config.load_kube_config(
-            config_file=where,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
+        with _logged_failures() as failures:
+            config.load_kube_config(
+                config_file=where,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        if failures:
+            # kubectl stops here too ("getting credentials: exec: ..."); going on would only say Unauthorized.
+            raise KubeConfigError(
+                f"cannot use kubeconfig {where}: its exec credential plugin failed: {_one_line(failures[-1])}"
+            )
         contexts, active = config.list_kube_config_contexts(config_file=where)
     except ConfigException as exc:
         raise KubeConfigError(f"cannot use kubeconfig {where}: {_one_line(str(exc))}") from exc
@@ -203,6 +211,29 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         server=configuration.host,
         context=(chosen or {}).get("name"),
     )
+
+
+@contextmanager
+def _logged_failures() -> Iterator[list[str]]:
+    """The errors the client library logs while it loads a kubeconfig: a failed exec credential plugin is only logged
+    (`logging.error`), never raised. Collected even where logging is silenced (the plugin's quiet_libraries)."""
+    found: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.module in ("kube_config", "exec_provider"):
+                found.append(record.getMessage())
+
+    root = logging.getLogger()
+    level = root.level
+    handler = Collect(logging.ERROR)
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.ERROR))
+    try:
+        yield found
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def first_current_context(paths: list[str]) -> str | None:

@@ -394,3 +394,22 @@ def test_a_bad_node_names_the_flag_the_verb_takes_it_with() -> None:
     with pytest.raises(UsageProblem) as raised:
         build_spec("req-12345", parse_selector("app=x"), "N1", parse_gpus(["gpu-0"]), None, node_flag="--to-node")
     assert raised.value.hint == "fix --to-node"
+
+
+@pytest.mark.parametrize("plugin", ["missing", "failing"])
+def test_a_failing_exec_credential_plugin_is_named_not_taken_for_unauthorized(
+    plugin: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client library only logs a failed exec plugin (an expired cloud login, a helper not installed): without
+    it, the error said 'connection refused' or 'Unauthorized'. kubectl stops at the plugin too."""
+    command = tmp_path / "no-such-helper"
+    if plugin == "failing":
+        command.write_text("#!/bin/sh\necho 'the SSO session has expired' >&2\nexit 1\n")
+        command.chmod(0o755)
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    exec_user = f"{{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: '{command}'}}}}"
+    kubeconfig.write_text(kubeconfig.read_text().replace("{token: t}", exec_user))
+    assert run(["list", "--kubeconfig", str(kubeconfig)]) == 1
+    line = one_error_line(capsys)
+    assert f"cannot use kubeconfig {kubeconfig}: its exec credential plugin failed: " in line, line
+    assert ("No such file" if plugin == "missing" else "the SSO session has expired") in line, line

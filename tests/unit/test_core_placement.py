@@ -10,12 +10,11 @@ from core_strategies import UUIDS, json_values, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubectl_hami_place.core.crd_schema import EVERY_STATUS
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fields import rfc3339
-from kubectl_hami_place.core.names import API_VERSION, KIND, EvictionResult, Phase
+from kubectl_hami_place.core.names import API_VERSION, KIND
 from kubectl_hami_place.core.placement import (
-    Condition,
-    EvictionStatus,
     Placement,
     PlacementSpec,
     PlacementStatus,
@@ -80,21 +79,11 @@ def test_a_stored_placement_without_status_is_pending() -> None:
 
 
 def test_full_status_round_trips() -> None:
-    status = PlacementStatus(
-        phase=Phase.Consumed,
-        message="placed team/train-0 on gpu-a100-0",
-        claim_token="tok",
-        claimed_at=T0,
-        consumed_by_name="train-0",
-        consumed_by_uid="u-pod",
-        consumed_at=T0,
-        eviction=EvictionStatus("old-0", EvictionResult.Evicted, "evicted", T0, 1, uid="u-old"),
-        conditions=(Condition("Claimed", "True", "Claimed", "claimed by train-0", T0, 1),),
-    )
-    rendered = status_to_object(status)
-    assert rendered["claim"] == {"token": "tok", "claimedAt": "2026-11-29T17:00:00Z"}
-    assert (rendered["eviction"]["result"], rendered["eviction"]["uid"]) == ("Evicted", "u-old")
-    assert status_from_object(rendered) == status
+    # The status with every field set, the one the server's CRD check writes against the installed schema.
+    rendered = status_to_object(EVERY_STATUS)
+    assert rendered["claim"] == {"token": "t", "claimedAt": "2026-01-01T00:00:00Z"}
+    assert (rendered["eviction"]["result"], rendered["eviction"]["uid"]) == ("Evicted", "uid")
+    assert status_from_object(rendered) == EVERY_STATUS
     assert not placement_from_object(stored(rendered)).unclaimed
 
 

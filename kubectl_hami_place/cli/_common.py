@@ -19,6 +19,7 @@ from kubectl_hami_place.cli.output.printable import printable
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kubectl_hami_place.core.selectors import LabelSelector
     from kubectl_hami_place.kube.client import Kube
 
 
@@ -84,17 +85,22 @@ PlacementLabelsOption = Annotated[
 ]
 
 
-def placement_labels(text: str | None) -> str:
-    """`-l` of list and delete as the API's labelSelector ("" when not given), or a usage error."""
-    if text is None:
-        return ""
+def parse_selector(text: str) -> LabelSelector:
+    """`-l` as a non-empty selector, or a usage error."""
     from kubectl_hami_place.core.errors import SelectorError
     from kubectl_hami_place.core.selectors import parse_selector_string
 
     try:
-        return str(parse_selector_string(text, require_nonempty=True))
+        return parse_selector_string(text, require_nonempty=True)
     except SelectorError as exc:
-        raise UsageProblem(f"bad selector -l {text!r}: {exc}", "use kubectl's syntax, e.g. -l team=a") from exc
+        raise UsageProblem(
+            f"bad selector -l {text!r}: {exc}", "use kubectl's syntax, e.g. -l app=train,tier=gpu"
+        ) from exc
+
+
+def placement_labels(text: str | None) -> str:
+    """`-l` of list and delete as the API's labelSelector ("" when not given), or a usage error."""
+    return "" if text is None else str(parse_selector(text))
 
 
 def color_enabled(stream: Any) -> bool:

@@ -28,6 +28,7 @@ from kubectl_hami_place.cli._common import (
     confirm,
     emit,
     not_found,
+    parse_selector,
     target,
     warn,
 )
@@ -37,7 +38,6 @@ from kubectl_hami_place.cli._pin_check import (
     check_placement,
     hami_config,
     parse_gpus,
-    parse_selector,
     placement_name,
     resolve_workload,
 )

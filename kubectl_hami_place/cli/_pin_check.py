@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
-from kubectl_hami_place.core.errors import CardRefError, ModelError, SelectorError
+from kubectl_hami_place.core.errors import CardRefError, ModelError
 from kubectl_hami_place.kube.errors import NoReplacement, PinRefused
 from kubectl_hami_place.kube.move_values import Checked, Replacement
 
@@ -38,18 +38,6 @@ AckTimeoutOption = Annotated[
         help="Seconds to wait for the hami-place webhook to acknowledge a new placement before evicting.",
     ),
 ]
-
-
-def parse_selector(text: str) -> LabelSelector:
-    """`-l` as a non-empty selector, or a usage error."""
-    from kubectl_hami_place.core.selectors import parse_selector_string
-
-    try:
-        return parse_selector_string(text, require_nonempty=True)
-    except SelectorError as exc:
-        raise UsageProblem(
-            f"bad selector -l {text!r}: {exc}", "use kubectl's syntax, e.g. -l app=train,tier=gpu"
-        ) from exc
 
 
 def parse_gpus(values: Sequence[str]) -> tuple[CardRef, ...]:

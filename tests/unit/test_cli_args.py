@@ -9,9 +9,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 
-from kubectl_hami_place.cli._common import confirm
+from kubectl_hami_place.cli._common import confirm, parse_selector
 from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem, kube_hint, kube_line
-from kubectl_hami_place.cli._pin_check import build_spec, new_req_id, parse_gpus, parse_selector, placement_name
+from kubectl_hami_place.cli._pin_check import build_spec, new_req_id, parse_gpus, placement_name
 from kubectl_hami_place.cli.app import run
 from kubectl_hami_place.kube.client import Kube, first_current_context, translate_api_error, translate_connection_error
 from kubectl_hami_place.kube.errors import (

@@ -67,6 +67,15 @@ PolicyOption = Annotated[
     ),
 ]
 
+ServerNamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="Look for the labelled policy in this namespace only (the server's; default: every namespace).",
+    ),
+]
+
 
 @dataclass(frozen=True)
 class PolicyView:
@@ -257,6 +266,7 @@ class ModeChange:
 def status(
     *,
     policy: PolicyOption = None,
+    namespace: ServerNamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -266,11 +276,11 @@ def status(
     from kubectl_hami_place.core.defrag.report import leader_of, runs_of, used_in_hour
     from kubectl_hami_place.kube import defrag
 
-    ref = _policy_ref(policy)
+    ref = _policy_ref(policy, namespace)
     kube = target(kubeconfig, context, None, as_user=as_user).kube
-    config_map = _policy(kube, ref)
+    config_map = _policy(kube, ref, namespace)
     view = _view(config_map)
-    namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
+    server_namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
     now = datetime.now(UTC)
     read = _moves(kube)
     history = read.moves
@@ -278,7 +288,7 @@ def status(
     emit(
         Status(
             view=view,
-            leader=leader_of(defrag.read_leader_lease(kube, namespace), now),
+            leader=leader_of(defrag.read_leader_lease(kube, server_namespace), now),
             used=used_in_hour(history, now),
             runs=runs,
             latest=tuple(record for record in history if runs and record.run_id == runs[0].run_id),
@@ -292,6 +302,9 @@ def status(
 def history(
     *,
     run: Annotated[str | None, typer.Option("--run", help="Only this run's moves.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only the moves of pods in this namespace (default: all).")
+    ] = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -300,7 +313,12 @@ def history(
     """List the controller's moves."""
     kube = target(kubeconfig, context, None, as_user=as_user).kube
     read = _moves(kube)
-    emit(History(tuple(record for record in read.moves if run is None or record.run_id == run), read.sealed), output)
+    moves = tuple(
+        record
+        for record in read.moves
+        if (run is None or record.run_id == run) and (namespace is None or record.namespace == namespace)
+    )
+    emit(History(moves, read.sealed), output)
 
 
 def _moves(kube: Kube) -> MovesRead:
@@ -320,6 +338,7 @@ def _moves(kube: Kube) -> MovesRead:
 def pause(
     *,
     policy: PolicyOption = None,
+    namespace: ServerNamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -328,14 +347,16 @@ def pause(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Pause the controller."""
-    ref = _policy_ref(policy)
-    _flip(target(kubeconfig, context, None, as_user=as_user).kube, ref, dry_run, yes, output, pausing=True)
+    ref = _policy_ref(policy, namespace)
+    kube = target(kubeconfig, context, None, as_user=as_user).kube
+    _flip(kube, ref, namespace, dry_run=dry_run, yes=yes, output=output, pausing=True)
 
 
 @app.command("resume", cls=Command, help="Restore the mode the policy had before pause (dry-run when none was kept).")
 def resume(
     *,
     policy: PolicyOption = None,
+    namespace: ServerNamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
@@ -344,24 +365,26 @@ def resume(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Resume the controller."""
-    ref = _policy_ref(policy)
-    _flip(target(kubeconfig, context, None, as_user=as_user).kube, ref, dry_run, yes, output, pausing=False)
+    ref = _policy_ref(policy, namespace)
+    kube = target(kubeconfig, context, None, as_user=as_user).kube
+    _flip(kube, ref, namespace, dry_run=dry_run, yes=yes, output=output, pausing=False)
 
 
 def _flip(
     kube: Kube,
     policy: tuple[str, str] | None,
+    namespace: str | None,
+    *,
     dry_run: DryRun,
     yes: bool,
     output: OutputFormat,
-    *,
     pausing: bool,
 ) -> None:
     """Write the new mode (and the annotation that remembers the old one) on the policy as read."""
     from kubectl_hami_place.core.defrag.policy import Mode, PolicyError, mode_of, parse_policy, with_mode
     from kubectl_hami_place.kube import defrag
 
-    config_map = _policy(kube, policy)
+    config_map = _policy(kube, policy, namespace)
     ref = defrag.policy_ref(config_map)
     text = _text(config_map, ref)
     before = mode_of(text)
@@ -398,30 +421,35 @@ def _flip(
     emit(ModeChange(ref, before.value, after.value, True, dry_run), output)
 
 
-def _policy_ref(ref: str | None) -> tuple[str, str] | None:
-    """`--policy NAMESPACE/NAME` split, checked before any connection."""
+def _policy_ref(ref: str | None, namespace: str | None) -> tuple[str, str] | None:
+    """`--policy NAMESPACE/NAME` split, checked with `-n` before any connection."""
+    from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name
+
+    if namespace is not None and not is_namespace(namespace):
+        raise UsageProblem(f"-n {namespace!r} is not a namespace name", "write e.g. -n kube-system")
     if ref is None:
         return None
-    from kubectl_hami_place.core.k8s_names import is_namespaced_name
-
-    namespace, _, name = ref.partition("/")
-    if not is_namespaced_name(namespace, name):
+    policy_namespace, _, name = ref.partition("/")
+    if not is_namespaced_name(policy_namespace, name):
         raise UsageProblem(
             f"--policy {ref!r} is not NAMESPACE/NAME", "write e.g. --policy kube-system/gd-defrag-policy"
         )
-    return namespace, name
+    if namespace is not None and namespace != policy_namespace:
+        raise UsageProblem(f"--policy {ref} is not in namespace {namespace}", "give one of -n and --policy")
+    return policy_namespace, name
 
 
-def _policy(kube: Kube, ref: tuple[str, str] | None) -> dict[str, Any]:
-    """The policy ConfigMap `--policy` names, else the one the chart labels."""
+def _policy(kube: Kube, ref: tuple[str, str] | None, namespace: str | None) -> dict[str, Any]:
+    """The policy ConfigMap `--policy` names, else the one the chart labels (in `namespace` when given)."""
     from kubectl_hami_place.kube import defrag
 
     if ref is not None:
         return defrag.read_policy(kube, *ref).obj
-    found = defrag.labelled_policies(kube)
+    found = defrag.labelled_policies(kube, namespace)
     if not found:
+        where = "any namespace" if namespace is None else f"namespace {namespace}"
         raise CliError(
-            f"no DefragPolicy ConfigMap (label {COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}) in any namespace",
+            f"no DefragPolicy ConfigMap (label {COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}) in {where}",
             "install the chart, or pass --policy NAMESPACE/NAME",
         )
     if len(found) > 1:

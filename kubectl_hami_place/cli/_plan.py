@@ -16,6 +16,7 @@ from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
     DryRun,
+    DryRunOption,
     GpuPolicyOption,
     KubeconfigOption,
     NamespaceOption,
@@ -163,6 +164,7 @@ def plan(
     then_apply: Annotated[
         bool, typer.Option("--apply", help="Then carry the plan out, as apply -f would (confirm unless --yes).")
     ] = False,
+    dry_run: DryRunOption = DryRun.none,
     timeout: TimeoutOption = 300,
     wait_pod: WaitPodOption = False,
     yes: YesOption = False,
@@ -185,6 +187,8 @@ def plan(
         raise UsageProblem("give exactly one goal", "use --for POD, --free-cards N or --compact NODE...")
     if card_type is not None and free_cards is None:
         raise UsageProblem("--type goes with --free-cards", "add --free-cards N")
+    if dry_run is not DryRun.none and not then_apply:
+        raise UsageProblem("--dry-run goes with --apply", "plan alone changes nothing; add --apply to check the run")
     if compact != bool(nodes):
         raise UsageProblem("--compact takes the node names", "kubectl hami-place plan --compact NODE...")
     where = target(kubeconfig, context, namespace, as_user=as_user)
@@ -224,7 +228,7 @@ def plan(
     if not structured:
         emit(view, output)
     report = carry_out(
-        where.kube, read_plan(view.to_data()), dry_run=DryRun.none, timeout=timeout, wait_pod=wait_pod, yes=yes
+        where.kube, read_plan(view.to_data()), dry_run=dry_run, timeout=timeout, wait_pod=wait_pod, yes=yes
     )
     emit(PlanApplied(view, report) if structured else report, output)
     if report.failure:

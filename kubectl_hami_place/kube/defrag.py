@@ -61,14 +61,21 @@ def read_policy(kube: Kube, namespace: str, name: str) -> PolicySource:
     return policy_source(request(kube, by_path(kube.api, "GET", path), what=f"get configmaps in namespace {namespace}"))
 
 
-def labelled_policies(kube: Kube) -> list[dict[str, Any]]:
-    """Every ConfigMap labelled as the chart's DefragPolicy, in any namespace."""
-    body = request(
-        kube,
-        kube.core().list_config_map_for_all_namespaces,
-        label_selector=f"{COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}",
-        what="list configmaps",
-    )
+def labelled_policies(kube: Kube, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Every ConfigMap labelled as the chart's DefragPolicy, in `namespace` or, when None, in any namespace."""
+    selector = f"{COMPONENT_LABEL}={DEFRAG_POLICY_COMPONENT}"
+    if namespace is not None:
+        body = request(
+            kube,
+            kube.core().list_namespaced_config_map,
+            namespace,
+            label_selector=selector,
+            what=f"list configmaps in namespace {namespace}",
+        )
+    else:
+        body = request(
+            kube, kube.core().list_config_map_for_all_namespaces, label_selector=selector, what="list configmaps"
+        )
     return list_items(body)
 
 

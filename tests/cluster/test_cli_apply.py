@@ -184,6 +184,11 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     assert [m["status"] for m in checked.json()["moves"]] == ["ready"]
     assert running_pod(cluster, namespace, "move").metadata.uid == moved.metadata.uid
     assert placements(cluster, namespace) == []
+    previewed = plugin(cluster, "plan", "--for", "big", "-n", namespace, "--apply", "--dry-run=server", "-o", "json")
+    assert previewed.code == 0, previewed.err
+    assert [m["status"] for m in previewed.json()["apply"]["moves"]] == ["ready"]
+    assert running_pod(cluster, namespace, "move").metadata.uid == moved.metadata.uid
+    assert placements(cluster, namespace) == []
 
     evictions = Evictions(cluster, namespace)
     try:

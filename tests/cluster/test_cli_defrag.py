@@ -186,6 +186,9 @@ def test_status_and_history_read_the_leader_and_the_runs_placements(
     assert {(m["from"], m["to"], m["result"]) for m in listed.json()["moves"]} == {
         ("gpu-a100-0", "gpu-a100-1", "Pending")
     }
+    mine = plugin(cluster, "defrag", "history", "-n", namespace, "-o", "json")
+    assert sorted(m["pod"] for m in mine.json()["moves"]) == [f"{namespace}/x", f"{namespace}/y"]
+    assert plugin(cluster, "defrag", "history", "--run", run, "-n", "default", "-o", "json").json()["moves"] == []
     wide = plugin(cluster, "defrag", "history", "--run", run, "-o", "wide")
     assert "PLACEMENT" in wide.out and "move-x-0123456789ab" in wide.out
     assert "PLACEMENT" not in plugin(cluster, "defrag", "history", "--run", run).out
@@ -198,16 +201,27 @@ def test_the_policy_is_found_by_its_label_when_not_named(cluster: Sandbox, names
         found = plugin(cluster, "defrag", "status", "-o", "json")
         assert found.code == 0, found.err
         assert found.json()["policy"] == f"{namespace}/one-defrag-policy"
-        second = chart_policy(helm, namespace, "two", labelled=True)
+        second = chart_policy(helm, "default", "two", labelled=True)
         apply(cluster, second)
         several = plugin(cluster, "defrag", "pause", "--yes")
         assert several.code == 1
         assert several.error_lines == [
-            f"error: several DefragPolicy ConfigMaps: {namespace}/one-defrag-policy, {namespace}/two-defrag-policy; "
+            f"error: several DefragPolicy ConfigMaps: default/two-defrag-policy, {namespace}/one-defrag-policy; "
             "pass --policy NAMESPACE/NAME"
         ]
+        narrowed = plugin(cluster, "defrag", "status", "-n", namespace, "-o", "json")
+        assert narrowed.code == 0, narrowed.err
+        assert narrowed.json()["policy"] == f"{namespace}/one-defrag-policy"
+        paused = plugin(cluster, "defrag", "pause", "-n", "default", "--yes")
+        assert paused.code == 0 and paused.out == "defrag policy default/two-defrag-policy: mode dry-run -> off\n"
+        elsewhere = plugin(cluster, "defrag", "status", "-n", "kube-public")
+        assert elsewhere.error_lines == [
+            "error: no DefragPolicy ConfigMap (label app.kubernetes.io/component=defrag-policy) in namespace "
+            "kube-public; install the chart, or pass --policy NAMESPACE/NAME"
+        ]
     finally:
-        cluster.kubectl("delete", "configmap", "-n", namespace, "-l", f"{COMPONENT}=defrag-policy", "--wait=true")
+        for where in (namespace, "default"):
+            cluster.kubectl("delete", "configmap", "-n", where, "-l", f"{COMPONENT}=defrag-policy", "--wait=true")
     none = plugin(cluster, "defrag", "status")
     assert none.code == 1
     assert none.error_lines == [

@@ -104,3 +104,10 @@ def test_apply_takes_n_and_refuses_a_plan_of_another_namespace(
         f"error: {path} moves pods of namespace other, not only of ns; "
         "drop -n (each move names its pod's namespace) or plan for that namespace"
     )
+
+
+def test_plan_takes_dry_run_only_with_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", "--free-cards", "1", "--dry-run=server"]) == 2
+    assert one_error_line(capsys) == (
+        "error: --dry-run goes with --apply; plan alone changes nothing; add --apply to check the run"
+    )

@@ -12,8 +12,12 @@ from kubectl_hami_place.core.defrag.budget import (
     cooldown_until,
     history_from_placements,
     history_shortfall,
+    workload_cooldown_reason,
+    workload_rest_until,
+    workload_rests,
 )
 from kubectl_hami_place.core.defrag.policy import Budgets
+from kubectl_hami_place.core.selectors import LabelSelector, selector_from_dict
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 BUDGETS = Budgets(moves_per_run=4, moves_per_hour=5, moves_per_node=2, moves_per_namespace=3)
@@ -71,6 +75,31 @@ def test_a_moved_pod_and_its_replacement_rest_for_the_cooldown() -> None:
     assert cooldown_until(BUDGETS, [again, moved], "a/p", NOW) == NOW + timedelta(minutes=55), "the latest move wins"
 
 
+def test_the_pods_a_moved_pods_workload_makes_after_the_move_rest_with_it() -> None:
+    """A given-up move's replacement is evicted and its controller makes another pod, which no move names: it rests
+    with the workload until the move's cooldown ends; the workload's pods from before the move, another workload's,
+    another namespace's and a pod whose creation is unknown do not."""
+    workload = selector_from_dict({"matchLabels": {"app": "x", "pod-template-hash": "h1"}})
+    then = NOW - timedelta(minutes=20)
+    moved = MoveRecord("r0", "a/p", "a", "n1", then, "Evicted", "n2", "a/p-2", "move-p", workload)
+    rests = workload_rests(BUDGETS, [moved], NOW)
+    made_after = NOW - timedelta(minutes=5)
+    labels = {"app": "x", "pod-template-hash": "h1", "extra": "y"}
+    assert workload_rest_until(rests, "a", labels, made_after) == NOW + timedelta(minutes=40)
+    assert workload_rest_until(rests, "a", labels, NOW - timedelta(minutes=30)) is None, "older than the move"
+    assert workload_rest_until(rests, "a", {"app": "x", "pod-template-hash": "h2"}, made_after) is None
+    assert workload_rest_until(rests, "b", labels, made_after) is None
+    assert workload_rest_until(rests, "a", labels, None) is None
+    assert workload_rests(BUDGETS, [moved], NOW + timedelta(minutes=41)) == ()
+    for idle in (replace(moved, result="DryRun"), replace(moved, result="Blocked"), replace(moved, workload=None)):
+        assert workload_rests(BUDGETS, [idle], NOW) == ()
+    assert workload_rests(BUDGETS, [replace(moved, workload=LabelSelector())], NOW) == (), "an empty one matches all"
+    assert workload_cooldown_reason(NOW + timedelta(minutes=40)) == (
+        "was made by a workload one of whose pods was moved recently; the cooldown (budgets.cooldown) ends at "
+        "12:40:00 UTC"
+    )
+
+
 def placement(name: str, minutes_ago: float, run: str | None = "run-1", status: dict | None = None) -> dict:
     """A move's placement as the controller creates it."""
     labels = {"app": "x"} if run is None else {"scheduling.hami.placement.com/defrag-run": run}
@@ -115,6 +144,7 @@ def test_history_from_placements_reads_the_controllers_moves_newest_first() -> N
     moved = history[2]
     assert (moved.run_id, moved.pod, moved.from_node, moved.to_node) == ("run-1", "team-a/x-old", "gpu-a", "gpu-b")
     assert moved.replacement == "team-a/x-new"
+    assert moved.workload == selector_from_dict({"matchLabels": {"app": "x"}}), "the placement's pod selector"
     left = allowance(BUDGETS, history, NOW, "run-2")
     assert left.hour_left == 3 and left.for_node("gpu-a") == 0, "the expired move evicted nothing"
     assert cooldown_until(BUDGETS, history, "team-a/x-new", NOW) == NOW + timedelta(minutes=30)

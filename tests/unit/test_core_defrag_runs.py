@@ -23,6 +23,7 @@ from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, deci
 from kubectl_hami_place.core.planner import FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
+from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation
 
 GIB = 1024
@@ -162,6 +163,26 @@ def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:
     assert out.moves == () and "which the policy leaves out" in out.reason
     own = decide_run(ON, one_move(), waiting(32, namespace="kube-system"), [], NOW, "r1")
     assert own.reason == "namespace kube-system is out of the policy's namespaces"
+
+
+def test_a_pod_its_workload_made_after_a_move_stays_for_the_moves_cooldown() -> None:
+    """q was made by a workload whose pod a given-up move evicted 10 min ago (its replacement evicted in turn, so no
+    move names q): q rests; p, of that workload too but older than the move, may move."""
+    workload = selector_from_dict({"matchLabels": {"app": "w"}})
+    given_up = replace(spent("team-a/gone", "z", 10), placement="move-gone", workload=workload)
+    made = NOW - timedelta(minutes=2)
+    snapshot = one_move()
+    p, q = snapshot.pods
+    older = replace(p, labels={"app": "w"}, created=NOW - timedelta(hours=2))
+    snapshot = replace(snapshot, pods=(older, replace(q, labels={"app": "w"}, created=made)))
+    decision = decide_run(ON, snapshot, waiting(32), [given_up], NOW, "r1")
+    assert [m.pod for m in decision.moves] == ["team-a/p"]
+    assert decision.held == (
+        "team-a/q: was made by a workload one of whose pods was moved recently; the cooldown (budgets.cooldown) ends "
+        "at 12:50:00 UTC",
+    )
+    later = decide_run(ON, snapshot, waiting(32), [given_up], NOW + timedelta(minutes=51), "r1")
+    assert [m.pod for m in later.moves] == ["team-a/q"], "the cooldown ended"
 
 
 def test_a_pod_that_fits_now_needs_no_move() -> None:

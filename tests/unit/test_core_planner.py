@@ -607,6 +607,9 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     by_name = {p.name: p for p in snapshot.pods}
     assert set(by_name) == {"web", "agent"}
     assert by_name["web"].budgets == ("ns/pdb",) and by_name["web"].owner_kind == "ReplicaSet"
+    assert by_name["web"].labels == {"app": "web"} and by_name["web"].created is None
+    made = pod_for_plan({**pod_object("made", "a"), "metadata": {"creationTimestamp": "2026-12-01T12:00:00Z"}}, {})
+    assert made.created == datetime(2026, 12, 1, 12, 0, tzinfo=UTC), "the workload cooldown compares it"
     assert by_name["agent"].owner_kind == "DaemonSet" and by_name["agent"].priority_class == "system-node-critical"
     assert snapshot.budgets == {"ns/pdb": 0}
     waiting = pod_for_plan(

@@ -22,6 +22,7 @@ from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL, Phase
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.core.reservation import RoomKey
+from kubectl_hami_place.core.selectors import LabelSelector, matches
 
 HOUR = timedelta(hours=1)
 NOT_SPENT = frozenset({"DryRun", "Blocked", "NotEvicted"})
@@ -32,7 +33,8 @@ class MoveRecord:
     """One move a run made (or, in dry-run, would have made): the pod moved and, once known, its replacement.
 
     `pod` and `replacement` are `namespace/name` keys; `result` is the placement's eviction result (`Pending`,
-    `Evicted`, `NotFound`, `Blocked`, `Failed`), `NotEvicted`, or `DryRun`; `placement` names the move's placement.
+    `Evicted`, `NotFound`, `Blocked`, `Failed`), `NotEvicted`, or `DryRun`; `placement` names the move's placement
+    and `workload` its pod selector, which matches the pods the moved pod's controller makes.
     """
 
     run_id: str
@@ -44,6 +46,7 @@ class MoveRecord:
     to_node: str = ""
     replacement: str = ""
     placement: str = ""
+    workload: LabelSelector | None = None
 
     @property
     def spent(self) -> bool:
@@ -142,6 +145,54 @@ def cooldowns(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) ->
     return resting
 
 
+@dataclass(frozen=True)
+class WorkloadRest:
+    """A moved pod's workload at rest: the pods of `namespace` its move's selector matches that were created after
+    the move (`since`) rest until `until`."""
+
+    namespace: str
+    workload: LabelSelector
+    since: datetime
+    until: datetime
+
+
+def workload_rests(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> tuple[WorkloadRest, ...]:
+    """The workloads resting at `now`: a pod its controller made after a move within the cooldown rests with the
+    moved pod, whatever its name. That covers the pod made for a given-up move's replacement once it is evicted, which
+    no move names, so a workload is not moved again within its cooldown through a pod the move left it to make."""
+    return tuple(
+        WorkloadRest(record.namespace, record.workload, record.time, record.time + budgets.cooldown)
+        for record in history
+        if record.spent
+        and record.workload is not None
+        and not record.workload.empty
+        and record.time + budgets.cooldown > now
+    )
+
+
+def workload_rest_until(
+    rests: Iterable[WorkloadRest], namespace: str, labels: Mapping[str, str], created: datetime | None
+) -> datetime | None:
+    """Until when a pod of `namespace` with `labels`, created at `created`, rests with its workload; None: it does
+    not (a pod whose creation is unknown is taken as older than every move)."""
+    if created is None:
+        return None
+    ends = [
+        rest.until
+        for rest in rests
+        if rest.namespace == namespace and created > rest.since and matches(rest.workload, labels)
+    ]
+    return max(ends, default=None)
+
+
+def workload_cooldown_reason(until: datetime) -> str:
+    """Why a pod its workload made after a recent move may not move now."""
+    return (
+        "was made by a workload one of whose pods was moved recently; the cooldown (budgets.cooldown) ends at "
+        f"{until.strftime('%H:%M:%S')} UTC"
+    )
+
+
 def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
     """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move."""
     return cooldowns(budgets, history, now).get(pod)
@@ -195,6 +246,7 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]], key: RoomKey |
                     else ""
                 ),
                 placement=placement.name,
+                workload=placement.spec.pod_selector,
             )
         )
     return tuple(sorted(records, key=lambda record: (record.time, record.placement), reverse=True))

@@ -17,7 +17,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from kubectl_hami_place.core.defrag.budget import Allowance, MoveRecord, allowance, cooldown_reason, cooldowns
+from kubectl_hami_place.core.defrag.budget import (
+    Allowance,
+    MoveRecord,
+    allowance,
+    cooldown_reason,
+    cooldowns,
+    workload_cooldown_reason,
+    workload_rest_until,
+    workload_rests,
+)
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
 from kubectl_hami_place.core.reservation import Reservation, barring
@@ -175,6 +184,7 @@ def _hold(
     """The snapshot with the pods the policy keeps in place marked `held`, and those pods with why."""
     ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
     resting = cooldowns(policy.budgets, history, now)
+    rests = workload_rests(policy.budgets, history, now)
     pods = []
     held = []
     for pod in snapshot.pods:
@@ -183,6 +193,8 @@ def _hold(
             why = f"is in namespace {pod.namespace}, which the policy leaves out"
         elif pod.key in resting:
             why = cooldown_reason(resting[pod.key])
+        elif (until := workload_rest_until(rests, pod.namespace, pod.labels, pod.created)) is not None:
+            why = workload_cooldown_reason(until)
         elif ceiling is not None and pod.priority > ceiling:
             why = f"has priority {pod.priority}, above the rescued pod's {ceiling}"
         if why is None:

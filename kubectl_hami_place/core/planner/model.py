@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -53,7 +54,8 @@ class PlanPod:
     PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `held` why a
     caller keeps it where it is in this plan ("" when it may move; the defragmentation controller's policy),
     `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs`
-    the CPU, memory and pod count it asks of a node (`node_resources.pod_resources`).
+    the CPU, memory and pod count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell
+    the controller's cooldown which pods a moved pod's workload made after the move.
     """
 
     namespace: str
@@ -71,6 +73,8 @@ class PlanPod:
     held: str = ""
     default_policy: str = ""
     needs: Resources = NOTHING
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    created: datetime | None = None
 
     @property
     def key(self) -> str:

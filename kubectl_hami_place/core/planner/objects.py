@@ -27,6 +27,7 @@ from kubectl_hami_place.core.node_resources import (
     node_remainders,
     pod_resources,
 )
+from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import OPERATORS, Requirement, matches, selector_from_dict
@@ -171,6 +172,8 @@ def pod_for_plan(
         default_policy=config.gpu_scheduler_policy,
         needs=needs,
         held=unread,
+        labels={key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)},
+        created=time_or_none(metadata.get("creationTimestamp")),
     )
 
 

@@ -212,6 +212,19 @@ def not_found(kube: Kube, namespace: str, what: str, hint: str) -> CliError:
     return CliError(f"{what} not found in namespace {namespace}", hint)
 
 
+def not_gpu_nodes(kube: Kube, missing: list[str]) -> CliError:
+    """Named nodes that are not among the GPU nodes (exit 1, as every not-found): absent ones first, else the rest."""
+    from kubectl_hami_place.kube import cluster_reads
+
+    absent = [name for name in missing if not cluster_reads.node_exists(kube, name)]
+    if absent:
+        return CliError(f"node {', '.join(absent)} not found", "check the name (kubectl get nodes)")
+    return CliError(
+        f"{', '.join(missing)}: not a HAMi GPU node (no card register and no nvidia.com/gpu)",
+        "list the GPU nodes with kubectl hami-place status",
+    )
+
+
 def confirm(action: str, yes: bool, ask: Callable[[str], bool] | None = None) -> bool:
     """True to go ahead. With --yes: yes. Without a terminal: refuse (exit 2). Else ask, default no."""
     if yes:

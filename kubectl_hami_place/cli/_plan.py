@@ -27,6 +27,7 @@ from kubectl_hami_place.cli._common import (
     complete_pods,
     emit,
     not_found,
+    not_gpu_nodes,
     target,
     warn,
 )
@@ -217,7 +218,7 @@ def plan(
         known = {node.name for node in read.snapshot.nodes}
         missing = [name for name in nodes or [] if name not in known]
         if missing:
-            raise UsageProblem(f"{', '.join(missing)}: not a HAMi GPU node", "list them with kubectl hami-place status")
+            raise not_gpu_nodes(where.kube, missing)
         goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
     result = make_plan(read.snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
     view = PlanView(result, _names(read.snapshot), verdicts, pod_key)

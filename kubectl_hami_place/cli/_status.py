@@ -30,11 +30,11 @@ from kubectl_hami_place.cli._common import (
     complete_nodes,
     emit,
     error_line,
+    not_gpu_nodes,
     target,
     warn,
     write_out,
 )
-from kubectl_hami_place.cli._errors import CliError
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
 from kubectl_hami_place.cli.output.printable import printable
@@ -328,14 +328,8 @@ def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | 
     if wanted:
         known = {node.name for node in info.nodes}
         missing = [name for name in wanted if name not in known]
-        absent = [name for name in missing if not cluster_reads.node_exists(kube, name)]
-        if absent:
-            raise CliError(f"node {', '.join(absent)} not found", "check the name (kubectl get nodes)")
         if missing:
-            raise CliError(
-                f"{', '.join(missing)}: not a HAMi GPU node (no card register and no nvidia.com/gpu)",
-                "list the GPU nodes with kubectl hami-place status",
-            )
+            raise not_gpu_nodes(kube, missing)
         info = replace(info, nodes=tuple(node for node in info.nodes if node.name in wanted))
     for message in info.warnings:
         warn(message)

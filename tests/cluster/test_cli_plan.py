@@ -185,7 +185,10 @@ def test_plan_and_why_refuse_bad_requests(cluster: Sandbox, namespace: str) -> N
     two_goals = plugin(cluster, "plan", "--free-cards", "1", "--compact", A100)
     assert two_goals.code == 2
     unknown = plugin(cluster, "plan", "--compact", "no-such-node")
-    assert unknown.code == 2 and "no-such-node: not a HAMi GPU node" in unknown.err
+    assert (unknown.code, unknown.error_lines) == (
+        1,
+        ["error: node no-such-node not found; check the name (kubectl get nodes)"],
+    ), "a name that is not found is exit 1, as status says it"
     missing = plugin(cluster, "why", "absent", "-n", namespace)
     assert (missing.code, missing.error_lines) == (
         1,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from typer._click.core import ParameterSource
+from typer._click.exceptions import UsageError
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
@@ -37,7 +38,13 @@ class _Quick(_ClickCommand):
         """Completing (click parses resiliently only then) keeps the words typed as they are: the completers read
         --kubeconfig, --context, -n and --node as strings, and coercing them would load pydantic."""
         if not ctx.resilient_parsing:
-            return super().parse_args(ctx, args)
+            try:
+                return super().parse_args(ctx, args)
+            except UsageError as exc:
+                # click's parser raises an option's missing value without the command's context, so the error
+                # would point at the plugin's help rather than this verb's.
+                exc.ctx = exc.ctx or ctx
+                raise
         parser = self.make_parser(ctx)
         opts, rest, _ = parser.parse_args(args=args)
         for param in self.get_params(ctx):

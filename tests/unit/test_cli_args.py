@@ -75,6 +75,8 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
         (["delete", "--phase", "Expired"], "--phase only narrows --all or -l"),
         (["delete", "--all", "--phase", "Gone"], "unknown phase 'Gone'"),
         (["frobnicate"], "no such command 'frobnicate'"),
+        (["pin", "-l", "app=x", "--node"], "option '--node' requires an argument; see 'kubectl hami-place pin --help'"),
+        (["defrag", "history", "--run"], "see 'kubectl hami-place defrag history --help'"),
         (["completion", "tcsh"], "'tcsh' is not one of"),
         (["defrag", "status", "--policy", "kube-system"], "--policy 'kube-system' is not NAMESPACE/NAME"),
         (["defrag", "pause", "--policy", "Kube_System/p"], "--policy 'Kube_System/p' is not NAMESPACE/NAME"),

@@ -299,8 +299,17 @@ def _parser() -> argparse.ArgumentParser:
         "--defrag-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         metavar="NAMESPACE",
-        help="the server's namespace: the reqID guards and the leader Lease live there, and its pods are never moved "
-        "[POD_NAMESPACE] (default: the policy's namespace for the Lease, default for the guards)",
+        help="the server's namespace: the leader Lease lives there (and the reqID guards, without --guard-namespace), "
+        "and its pods are never moved [POD_NAMESPACE] (default: the policy's namespace for the Lease, default for the "
+        "guards)",
+    )
+    run.add_argument(
+        "--guard-namespace",
+        default="",
+        metavar="NAMESPACE",
+        help="where the reqID guard Leases live: the server creates, reads, lists and deletes Leases there, so a "
+        "namespace of their own keeps those rights off other Leases (the chart makes one; default: "
+        "--defrag-namespace)",
     )
 
     certs = commands.add_parser("certs", help="make a CA and a serving certificate; optionally store and install them")
@@ -415,6 +424,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.defrag_namespace and not is_namespace(args.defrag_namespace):
         _fail(f"hami-place-webhook: --defrag-namespace {args.defrag_namespace!r} is not a namespace name")
         return 2
+    if args.guard_namespace and not is_namespace(args.guard_namespace):
+        _fail(f"hami-place-webhook: --guard-namespace {args.guard_namespace!r} is not a namespace name")
+        return 2
     defrag = None
     if args.defrag_policy:
         namespace, _, name = args.defrag_policy.partition("/")
@@ -471,7 +483,7 @@ def _serve(args: argparse.Namespace) -> int:
             claim_grace=args.claim_grace,
             finished_ttl=args.finished_ttl,
             room_key=room_key,
-            guard_namespace=args.defrag_namespace or DEFAULT_GUARD_NAMESPACE,
+            guard_namespace=args.guard_namespace or args.defrag_namespace or DEFAULT_GUARD_NAMESPACE,
             defrag=defrag,
         )
     )

@@ -26,7 +26,7 @@ import yaml
 from kubectl_hami_place import __version__
 from kubectl_hami_place.core.defrag.policy import POLICY_API_VERSION, DefragPolicy, Mode, PolicyError, parse_policy
 from sandbox import binaries
-from sandbox.cluster import Sandbox, free_port, primary_address
+from sandbox.cluster import Sandbox, free_port, primary_address, wait_for
 from tests.cluster.webhook_harness import sa_kubeconfig
 from webhook.main import _parser as parser
 
@@ -500,6 +500,9 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         ),
         (["service.type=NodePort"], "service.type NodePort puts /mutate beyond the cluster"),
         (["podDisruptionBudget.minAvailable=half"], "at '/podDisruptionBudget/minAvailable': 'half' does not match"),
+        (["guards.namespace=kube-system"], "guards.namespace: kube-system holds Leases of other components"),
+        (["guards.namespace=kube-node-lease"], "guards.namespace: kube-node-lease holds Leases of other components"),
+        (["guards.namespace=Guards"], "at '/guards/namespace': 'Guards' does not match"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
@@ -608,6 +611,26 @@ def test_a_replica_that_is_not_ready_does_not_block_a_drain(
     assert pdb["spec"].get("unhealthyPodEvictionPolicy") == policy
 
 
+@pytest.mark.parametrize(
+    ("sets", "guards", "created"),
+    [
+        (["guards.namespace=hami-guards"], "hami-guards", True),
+        (["guards.createNamespace=false"], "gpu-descheduler-webhook-guards", False),
+        (["guards.namespace=team-ml"], "team-ml", False),
+    ],
+)
+def test_the_guards_namespace_is_named_and_made_as_asked(
+    helm: Path, sets: list[str], guards: str, created: bool
+) -> None:
+    objects = render(helm, *sets, namespace="team-ml", release=RELEASE)
+    assert one(objects, "Role", "gpu-descheduler-webhook-guards")["metadata"]["namespace"] == guards
+    assert one(objects, "RoleBinding", "gpu-descheduler-webhook-guards")["metadata"]["namespace"] == guards
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert f"--guard-namespace={guards}" in container["args"]
+    namespaces = [o["metadata"]["name"] for o in by_kind(objects, "Namespace")]
+    assert namespaces == ([guards] if created else []), "never the release namespace, nor one made apart"
+
+
 def test_a_disruption_budget_that_leaves_a_replica_to_evict_renders_as_given(helm: Path) -> None:
     assert one(render(helm, "podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"]["minAvailable"] == (
         "50%"
@@ -678,16 +701,33 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         "gpu-descheduler-webhook-hami-scheduler",
         "gpu-descheduler-webhook-defrag",
         "gpu-descheduler-webhook-leases",
+        "gpu-descheduler-webhook-guards",
         "gpu-descheduler-webhook-certs",
     }
     leases = roles["gpu-descheduler-webhook-leases"]
     assert leases["metadata"]["namespace"] == "kube-system"
-    assert leases["rules"] == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "delete"]}
-    ], "the reqID guards and the leader Lease's creation: Leases of the release namespace only, none cluster-wide"
+    assert leases["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}], (
+        "in kube-system the leader Lease's creation alone: no read, list or delete of kube-scheduler's Leases"
+    )
     assert one(objects, "RoleBinding", "gpu-descheduler-webhook-leases")["roleRef"]["name"] == (
         "gpu-descheduler-webhook-leases"
     )
+    guards = roles["gpu-descheduler-webhook-guards"]
+    assert guards["metadata"]["namespace"] == "gpu-descheduler-webhook-guards"
+    assert guards["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "delete"]}
+    ], "the reqID guards: every Lease of their own namespace, none elsewhere"
+    guarded = one(objects, "RoleBinding", "gpu-descheduler-webhook-guards")
+    assert guarded["metadata"]["namespace"] == "gpu-descheduler-webhook-guards"
+    assert guarded["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpu-descheduler-webhook", "namespace": "kube-system"}
+    ]
+    assert (
+        one(objects, "Namespace", "gpu-descheduler-webhook-guards")["metadata"]["labels"]["app.kubernetes.io/instance"]
+        == RELEASE
+    )
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--guard-namespace=gpu-descheduler-webhook-guards" in container["args"]
     assert roles["gpu-descheduler-webhook-certs"]["rules"] == [
         {
             "apiGroups": [""],
@@ -1002,6 +1042,8 @@ def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: t
         "get", "deployment", fullname, "-n", namespace, "-o", "jsonpath={.status.readyReplicas}"
     ).stdout
     assert ready == "2"
+    guards = json.loads(cluster.kubectl("get", "namespace", f"{fullname}-guards", "-o", "json").stdout)
+    assert guards["metadata"]["labels"]["app.kubernetes.io/instance"] == release, "the guards' namespace, made"
     pdb = json.loads(cluster.kubectl("get", "pdb", fullname, "-n", namespace, "-o", "json").stdout)
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow", "the API server kept the field"
     assert cluster.kubectl("get", "service", fullname, "-n", namespace).returncode == 0
@@ -1067,7 +1109,11 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         *[(verb, f"configmaps/{release}-defrag-policy", "-n", namespace) for verb in ("get", "list", "watch")],
         ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
         ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
-        *[(verb, "leases.coordination.k8s.io", "-n", namespace) for verb in ("create", "get", "list", "delete")],
+        ("create", "leases.coordination.k8s.io", "-n", namespace),
+        *[
+            (verb, "leases.coordination.k8s.io", "-n", f"{release}-webhook-guards")
+            for verb in ("create", "get", "list", "delete")
+        ],
         ("get", f"secrets/{release}-webhook-tls", "-n", namespace),
         ("update", f"secrets/{release}-webhook-tls", "-n", namespace),
         ("get", f"mutatingwebhookconfigurations/{release}-webhook"),
@@ -1105,6 +1151,9 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("update", "mutatingwebhookconfigurations"),
         ("update", "leases.coordination.k8s.io", "-n", namespace),
+        *[(verb, "leases.coordination.k8s.io", "-n", namespace) for verb in ("get", "list", "delete")],
+        ("get", "leases.coordination.k8s.io/kube-scheduler", "-n", namespace),
+        ("update", "leases.coordination.k8s.io", "-n", f"{release}-webhook-guards"),
         ("create", "leases.coordination.k8s.io", "-n", "default"),
         ("delete", "leases.coordination.k8s.io", "-n", "kube-node-lease"),
         ("list", "leases.coordination.k8s.io", "-A"),
@@ -1342,6 +1391,11 @@ def test_server_runs_with_the_chart_args_and_account(
             )
             with urllib.request.urlopen(read, timeout=10) as response:
                 assert response.status == 200
+        # The reconciler's first full pass sweeps the reqID guards: a list of the Leases where --guard-namespace says.
+        wait_for(
+            lambda: 'hami_place_reconcile_pass_seconds_count{kind="full"} 1.0' in loopback_metrics(api_port),
+            "the reconciler's first full pass",
+        )
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
         fullname = f"{release}-webhook"
@@ -1376,6 +1430,12 @@ def test_server_runs_with_the_chart_args_and_account(
             server.kill()
             server.wait()
         log.close()
+
+
+def loopback_metrics(port: int) -> str:
+    """The server's /metrics, read from the loopback (no token asked there)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
 
 
 def helm_test_args(helm: Path, release: str, namespace: str, api: str, webhook: str) -> list[str]:

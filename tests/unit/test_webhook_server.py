@@ -566,6 +566,7 @@ def test_serve_refuses_a_room_key_it_cannot_read_or_too_short(
         (["--defrag-policy", "kube-system/Policy"], "must be NAMESPACE/NAME of a ConfigMap"),
         (["--defrag-policy", "kube-system/../x"], "must be NAMESPACE/NAME of a ConfigMap"),
         (["--defrag-policy", "a/b", "--defrag-namespace", "x.y"], "--defrag-namespace 'x.y' is not a namespace"),
+        (["--guard-namespace", "Guards"], "--guard-namespace 'Guards' is not a namespace"),
         (["--defrag-policy", "a/b", "--defrag-lease-duration", "2"], "--defrag-lease-duration must be 3..3600"),
         (["--defrag-policy", "a/b", "--defrag-move-timeout", "4"], "--defrag-move-timeout must be 5..3600"),
     ],

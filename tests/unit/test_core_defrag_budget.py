@@ -87,6 +87,7 @@ def test_the_pods_a_moved_pods_workload_makes_after_the_move_rest_with_it() -> N
     labels = {"app": "x", "pod-template-hash": "h1", "extra": "y"}
     assert workload_rest_until(rests, "a", labels, made_after) == NOW + timedelta(minutes=40)
     assert workload_rest_until(rests, "a", labels, NOW - timedelta(minutes=30)) is None, "older than the move"
+    assert workload_rest_until(rests, "a", labels, then) == NOW + timedelta(minutes=40), "made in the move's second"
     assert workload_rest_until(rests, "a", {"app": "x", "pod-template-hash": "h2"}, made_after) is None
     assert workload_rest_until(rests, "b", labels, made_after) is None
     assert workload_rest_until(rests, "a", labels, None) is None

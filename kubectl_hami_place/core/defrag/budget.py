@@ -174,13 +174,14 @@ def workload_rest_until(
     rests: Iterable[WorkloadRest], namespace: str, labels: Mapping[str, str], created: datetime | None
 ) -> datetime | None:
     """Until when a pod of `namespace` with `labels`, created at `created`, rests with its workload; None: it does
-    not (a pod whose creation is unknown is taken as older than every move)."""
+    not (a pod whose creation is unknown is taken as older than every move). Creation times are whole seconds, so a
+    pod made in the move's second rests too: the moved pod itself rests by name anyway."""
     if created is None:
         return None
     ends = [
         rest.until
         for rest in rests
-        if rest.namespace == namespace and created > rest.since and matches(rest.workload, labels)
+        if rest.namespace == namespace and created >= rest.since and matches(rest.workload, labels)
     ]
     return max(ends, default=None)
 

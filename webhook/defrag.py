@@ -160,12 +160,12 @@ class NotOn(KubeError):
 
 @dataclass(frozen=True)
 class DefragOptions:
-    """Where the policy is, where the Lease is and who stands for it, and how soon a pod without a plan is looked at
-    again."""
+    """Where the policy is, the server's own namespace (its pods never move), where the leader Lease is and who
+    stands for it, and how soon a pod without a plan is looked at again."""
 
     policy_namespace: str
     policy_name: str
-    lease_namespace: str
+    server_namespace: str
     identity: str
     scheduler_name: str = DEFAULTS.scheduler_name
     interval: float = DEFAULTS.defrag_interval
@@ -175,6 +175,13 @@ class DefragOptions:
     excluded_namespaces: tuple[str, ...] = ()
     """The server's --exclude-namespace: the webhook never sees their pods, so a move there could not be pinned."""
     lease: LeaseTimes = field(default_factory=lambda: LeaseTimes.lasting(DEFAULTS.defrag_lease_duration))
+    lease_namespace: str = ""
+    """Where the leader Lease lives ("": the server's namespace); the chart gives the Leases a namespace of theirs."""
+
+    @property
+    def leader_lease_namespace(self) -> str:
+        """The namespace of the leader Lease."""
+        return self.lease_namespace or self.server_namespace
 
     @property
     def move_limit(self) -> timedelta:
@@ -213,7 +220,12 @@ class DefragController:
         self.cache = cache
         self.hami_config = hami_config
         self.elector = Elector(
-            kube, options.lease_namespace, DEFRAG_LEASE, options.identity, times=options.lease, on_change=self._leading
+            kube,
+            options.leader_lease_namespace,
+            DEFRAG_LEASE,
+            options.identity,
+            times=options.lease,
+            on_change=self._leading,
         )
         self.policy_map = config_map_reflector(kube.api, options.policy_namespace, options.policy_name)
         self.failures = failed_scheduling_reflector(kube.api, project=project_failed_scheduling)
@@ -792,7 +804,7 @@ class DefragController:
             )
             return None
         try:
-            policy = parse_policy(source.text, self.options.lease_namespace, self.options.excluded_namespaces)
+            policy = parse_policy(source.text, self.options.server_namespace, self.options.excluded_namespaces)
         except PolicyError as error:
             self._invalid(source.obj, str(error))
             return None

@@ -299,17 +299,16 @@ def _parser() -> argparse.ArgumentParser:
         "--defrag-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         metavar="NAMESPACE",
-        help="the server's namespace: the leader Lease lives there (and the reqID guards, without --guard-namespace), "
-        "and its pods are never moved [POD_NAMESPACE] (default: the policy's namespace for the Lease, default for the "
-        "guards)",
+        help="the server's namespace: its pods are never moved, and its Leases live there without --lease-namespace "
+        "[POD_NAMESPACE] (default: the policy's namespace for the leader Lease, default for the reqID guards)",
     )
     run.add_argument(
-        "--guard-namespace",
+        "--lease-namespace",
         default="",
         metavar="NAMESPACE",
-        help="where the reqID guard Leases live: the server creates, reads, lists and deletes Leases there, so a "
-        "namespace of their own keeps those rights off other Leases (the chart makes one; default: "
-        "--defrag-namespace)",
+        help="where the server's Leases live, the reqID guards and the controller's leader Lease: it creates, reads, "
+        "lists and deletes Leases there, so a namespace of their own keeps those rights off other components' Leases "
+        "(the chart makes one; default: --defrag-namespace)",
     )
 
     certs = commands.add_parser("certs", help="make a CA and a serving certificate; optionally store and install them")
@@ -424,8 +423,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.defrag_namespace and not is_namespace(args.defrag_namespace):
         _fail(f"hami-place-webhook: --defrag-namespace {args.defrag_namespace!r} is not a namespace name")
         return 2
-    if args.guard_namespace and not is_namespace(args.guard_namespace):
-        _fail(f"hami-place-webhook: --guard-namespace {args.guard_namespace!r} is not a namespace name")
+    if args.lease_namespace and not is_namespace(args.lease_namespace):
+        _fail(f"hami-place-webhook: --lease-namespace {args.lease_namespace!r} is not a namespace name")
         return 2
     defrag = None
     if args.defrag_policy:
@@ -446,7 +445,7 @@ def _serve(args: argparse.Namespace) -> int:
         defrag = DefragOptions(
             policy_namespace=namespace,
             policy_name=name,
-            lease_namespace=args.defrag_namespace or namespace,
+            server_namespace=args.defrag_namespace or namespace,
             identity=identity,
             scheduler_name=args.scheduler_name,
             interval=args.defrag_interval,
@@ -454,6 +453,7 @@ def _serve(args: argparse.Namespace) -> int:
             finished_ttl=args.finished_ttl,
             excluded_namespaces=tuple(args.exclude_namespace),
             lease=LeaseTimes.lasting(args.defrag_lease_duration),
+            lease_namespace=args.lease_namespace,
         )
     serve(
         ServeOptions(
@@ -483,7 +483,7 @@ def _serve(args: argparse.Namespace) -> int:
             claim_grace=args.claim_grace,
             finished_ttl=args.finished_ttl,
             room_key=room_key,
-            guard_namespace=args.guard_namespace or args.defrag_namespace or DEFAULT_GUARD_NAMESPACE,
+            guard_namespace=args.lease_namespace or args.defrag_namespace or DEFAULT_GUARD_NAMESPACE,
             defrag=defrag,
         )
     )

@@ -71,7 +71,7 @@ class Writes(Protocol):
         ...
 
     def list_guards(self) -> list[Guard]:
-        """Every reqID guard (they live in the server's namespace)."""
+        """Every reqID guard (they live in the server's Lease namespace)."""
         ...
 
     def release_guard(self, guard: Guard) -> None:
@@ -173,11 +173,11 @@ class KubeWrites:
             return
 
     def hold_req_id(self, placement: Placement) -> Guard:
-        """CREATE the Lease named after (namespace, reqID) in the server's namespace, or GET it on 409."""
+        """CREATE the Lease named after (namespace, reqID) in the server's Lease namespace, or GET it on 409."""
         return hold_req_id(self.kube, self.guard_namespace, placement)
 
     def list_guards(self) -> list[Guard]:
-        """LIST the guard Leases of the server's namespace."""
+        """LIST the guard Leases of the server's Lease namespace."""
         return list_guards(self.kube, self.guard_namespace)
 
     def release_guard(self, guard: Guard) -> None:

@@ -84,8 +84,8 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if and (ne .Values.service.type "ClusterIP") (not .Values.server.clientCA.configMap) (not .Values.networkPolicy.enabled) -}}
 {{- fail (printf "service.type %s puts /mutate beyond the cluster, where anyone could send it forged reviews that hold placements; set server.clientCA (the API server's client certificate) or networkPolicy.enabled first, or keep ClusterIP" .Values.service.type) -}}
 {{- end -}}
-{{- if has .Values.guards.namespace (list "kube-system" "kube-node-lease" "kube-public") -}}
-{{- fail (printf "guards.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of the guards' own, or name one no one else uses" .Values.guards.namespace) -}}
+{{- if has .Values.leases.namespace (list "kube-system" "kube-node-lease" "kube-public") -}}
+{{- fail (printf "leases.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of the server's Leases own, or name one no one else uses" .Values.leases.namespace) -}}
 {{- end -}}
 {{- /* A budget that keeps every replica up lets no node drain go on: a percentage is rounded up, as the API server does. */ -}}
 {{- $replicas := int64 .Values.replicaCount -}}
@@ -121,10 +121,11 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- end -}}
 {{- end -}}
 
-{{/* Where the reqID guard Leases live: a namespace of their own, <fullname>-guards, unless guards.namespace names
-one. The server may create, read, list and delete every Lease there. */}}
-{{- define "hami-place.guardNamespace" -}}
-{{- .Values.guards.namespace | default (printf "%s-guards" (include "hami-place.fullname" . | trunc 56 | trimSuffix "-")) -}}
+{{/* Where the server's Leases live (the reqID guards and the controller's leader Lease): a namespace of their own,
+<fullname>-leases, unless leases.namespace names one. The server may create, read, list and delete every Lease
+there. */}}
+{{- define "hami-place.leaseNamespace" -}}
+{{- .Values.leases.namespace | default (printf "%s-leases" (include "hami-place.fullname" . | trunc 56 | trimSuffix "-")) -}}
 {{- end -}}
 
 {{/* The DefragPolicy ConfigMap: <release>-defrag-policy in the release namespace. */}}

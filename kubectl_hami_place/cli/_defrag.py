@@ -33,6 +33,7 @@ from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
+    DEFRAG_LEASE_NAMESPACE_ANNOTATION,
     DEFRAG_POLICY_COMPONENT,
     DEFRAG_POLICY_KEY,
     DEFRAG_RESUME_ANNOTATION,
@@ -274,21 +275,25 @@ def status(
 ) -> None:
     """Show the controller's status."""
     from kubectl_hami_place.core.defrag.report import leader_of, runs_of, used_in_hour
+    from kubectl_hami_place.core.k8s_names import is_namespace
     from kubectl_hami_place.kube import defrag
 
     ref = _policy_ref(policy, namespace)
     kube = target(kubeconfig, context, None, as_user=as_user).kube
     config_map = _policy(kube, ref, namespace)
     view = _view(config_map)
-    server_namespace = str((config_map.get("metadata") or {}).get("namespace", ""))
+    metadata = config_map.get("metadata") or {}
+    server_namespace = str(metadata.get("namespace", ""))
+    named = (metadata.get("annotations") or {}).get(DEFRAG_LEASE_NAMESPACE_ANNOTATION)
+    lease_namespace = named if is_namespace(named) else server_namespace
     now = datetime.now(UTC)
-    read = _moves(kube)
+    read = _moves(kube, server_namespace)
     history = read.moves
     runs = runs_of(history)[:RUNS_SHOWN]
     emit(
         Status(
             view=view,
-            leader=leader_of(defrag.read_leader_lease(kube, server_namespace), now),
+            leader=leader_of(defrag.read_leader_lease(kube, lease_namespace), now),
             used=used_in_hour(history, now),
             runs=runs,
             latest=tuple(record for record in history if runs and record.run_id == runs[0].run_id),
@@ -311,6 +316,7 @@ def history(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List the controller's moves."""
+    _check_namespace(namespace)
     kube = target(kubeconfig, context, None, as_user=as_user).kube
     read = _moves(kube)
     moves = tuple(
@@ -321,11 +327,12 @@ def history(
     emit(History(moves, read.sealed), output)
 
 
-def _moves(kube: Kube) -> MovesRead:
-    """The controller's moves, a server's when one answers; a warning says when no seal could be checked."""
+def _moves(kube: Kube, server_namespace: str | None = None) -> MovesRead:
+    """The controller's moves, a server's when one answers (one of `server_namespace` first); a warning says when no
+    seal could be checked."""
     from kubectl_hami_place.kube import defrag
 
-    read = defrag.read_moves(kube)
+    read = defrag.read_moves(kube, server_namespace)
     if not read.sealed:
         warn(
             f"moves read from {read.source} with no seal checked: a placement labelled with a run by hand is "
@@ -421,12 +428,19 @@ def _flip(
     emit(ModeChange(ref, before.value, after.value, True, dry_run), output)
 
 
-def _policy_ref(ref: str | None, namespace: str | None) -> tuple[str, str] | None:
-    """`--policy NAMESPACE/NAME` split, checked with `-n` before any connection."""
-    from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name
+def _check_namespace(namespace: str | None) -> None:
+    """`-n`, checked before any connection."""
+    from kubectl_hami_place.core.k8s_names import is_namespace
 
     if namespace is not None and not is_namespace(namespace):
         raise UsageProblem(f"-n {namespace!r} is not a namespace name", "write e.g. -n kube-system")
+
+
+def _policy_ref(ref: str | None, namespace: str | None) -> tuple[str, str] | None:
+    """`--policy NAMESPACE/NAME` split, checked with `-n` before any connection."""
+    from kubectl_hami_place.core.k8s_names import is_namespaced_name
+
+    _check_namespace(namespace)
     if ref is None:
         return None
     policy_namespace, _, name = ref.partition("/")

@@ -7,8 +7,9 @@ written; the caller re-reads and decides again.
 
 A reqID is guarded the same way, by a create that can succeed once: before a claim is written, a Lease named after
 (namespace, reqID) is created holding the placement's UID, so two placements sharing a reqID claimed at the same
-moment by two replicas cannot both be consumed. The guards live in the server's own namespace, so that its rights on
-Leases are those of one namespace, and no tenant can create a Lease of a guard's name.
+moment by two replicas cannot both be consumed. The guards live in the server's Lease namespace (one of their own,
+in the chart), so that its rights on Leases are those of one namespace, and no tenant can create a Lease of a
+guard's name.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ def write_status(kube: Kube, placement: Placement, status: PlacementStatus) -> d
 
 @dataclass(frozen=True)
 class Guard:
-    """A reqID guard as stored: a Lease (in `namespace`, the server's) whose holder is the UID of the one placement
-    allowed to use that reqID, `holder_name` in `holder_namespace`."""
+    """A reqID guard as stored: a Lease (in `namespace`, the server's Lease namespace) whose holder is the UID of the
+    one placement allowed to use that reqID, `holder_name` in `holder_namespace`."""
 
     namespace: str
     name: str

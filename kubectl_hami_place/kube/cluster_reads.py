@@ -233,11 +233,19 @@ def list_server_deployments(kube: Kube) -> list[dict[str, Any]]:
     return sorted(list_items(body), key=lambda d: (d.get("metadata", {}).get("namespace", ""), _name(d)))
 
 
-def first_webhook_answer(kube: Kube, api_path: str, parse: Callable[[dict[str, Any]], T]) -> tuple[T | None, str]:
+def asked_order(services: list[WebhookService], prefer: str | None) -> list[WebhookService]:
+    """The Services in the order they are asked: those of namespace `prefer` first, each group as listed."""
+    return sorted(services, key=lambda service: service.namespace != prefer)
+
+
+def first_webhook_answer(
+    kube: Kube, api_path: str, parse: Callable[[dict[str, Any]], T], prefer: str | None = None
+) -> tuple[T | None, str]:
     """`parse` of the first webhook Service's answer at `api_path` (through the service proxy, the user's token
-    forwarded) and that Service in words; (None, why none answered) when none did."""
+    forwarded), those of namespace `prefer` asked first, and that Service in words; (None, why none answered) when
+    none did."""
     try:
-        services = find_webhook_services(kube)
+        services = asked_order(find_webhook_services(kube), prefer)
     except KubeForbidden:
         services = []
     failures = []

@@ -115,7 +115,7 @@ def patch_policy(
 
 
 def read_leader_lease(kube: Kube, namespace: str) -> dict[str, Any] | None:
-    """The controller's leader Lease in the server's namespace, or None when no replica ever led."""
+    """The controller's leader Lease in `namespace` (the server's Lease namespace), or None when no replica ever led."""
     try:
         return request(
             kube,
@@ -163,10 +163,11 @@ class MovesRead:
     source: str
 
 
-def read_moves(kube: Kube) -> MovesRead:
+def read_moves(kube: Kube, server_namespace: str | None = None) -> MovesRead:
     """The moves as the first webhook Service that answers gives them (a server holds the key their seals check
-    with), else every placement labelled with a run, read from the API server with no seal checked."""
-    answer, said = first_webhook_answer(kube, DEFRAG_MOVES_PATH, moves_from_document)
+    with; one of `server_namespace` asked first), else every placement labelled with a run, read from the API
+    server with no seal checked."""
+    answer, said = first_webhook_answer(kube, DEFRAG_MOVES_PATH, moves_from_document, server_namespace)
     if answer is not None:
         moves, sealed = answer
         return MovesRead(moves, sealed, said)

@@ -25,6 +25,8 @@ import yaml
 
 from kubectl_hami_place import __version__
 from kubectl_hami_place.core.defrag.policy import POLICY_API_VERSION, DefragPolicy, Mode, PolicyError, parse_policy
+from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE
+from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION, PLACEMENT_NAMESPACE_ANNOTATION
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port, primary_address, wait_for
 from tests.cluster.webhook_harness import sa_kubeconfig
@@ -500,9 +502,9 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         ),
         (["service.type=NodePort"], "service.type NodePort puts /mutate beyond the cluster"),
         (["podDisruptionBudget.minAvailable=half"], "at '/podDisruptionBudget/minAvailable': 'half' does not match"),
-        (["guards.namespace=kube-system"], "guards.namespace: kube-system holds Leases of other components"),
-        (["guards.namespace=kube-node-lease"], "guards.namespace: kube-node-lease holds Leases of other components"),
-        (["guards.namespace=Guards"], "at '/guards/namespace': 'Guards' does not match"),
+        (["leases.namespace=kube-system"], "leases.namespace: kube-system holds Leases of other components"),
+        (["leases.namespace=kube-node-lease"], "leases.namespace: kube-node-lease holds Leases of other components"),
+        (["leases.namespace=Leases"], "at '/leases/namespace': 'Leases' does not match"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
@@ -612,23 +614,25 @@ def test_a_replica_that_is_not_ready_does_not_block_a_drain(
 
 
 @pytest.mark.parametrize(
-    ("sets", "guards", "created"),
+    ("sets", "leases", "created"),
     [
-        (["guards.namespace=hami-guards"], "hami-guards", True),
-        (["guards.createNamespace=false"], "gpu-descheduler-webhook-guards", False),
-        (["guards.namespace=team-ml"], "team-ml", False),
+        (["leases.namespace=hami-leases"], "hami-leases", True),
+        (["leases.createNamespace=false"], "gpu-descheduler-webhook-leases", False),
+        (["leases.namespace=team-ml"], "team-ml", False),
     ],
 )
-def test_the_guards_namespace_is_named_and_made_as_asked(
-    helm: Path, sets: list[str], guards: str, created: bool
+def test_the_leases_namespace_is_named_and_made_as_asked(
+    helm: Path, sets: list[str], leases: str, created: bool
 ) -> None:
     objects = render(helm, *sets, namespace="team-ml", release=RELEASE)
-    assert one(objects, "Role", "gpu-descheduler-webhook-guards")["metadata"]["namespace"] == guards
-    assert one(objects, "RoleBinding", "gpu-descheduler-webhook-guards")["metadata"]["namespace"] == guards
+    assert one(objects, "Role", "gpu-descheduler-webhook-leases")["metadata"]["namespace"] == leases
+    assert one(objects, "RoleBinding", "gpu-descheduler-webhook-leases")["metadata"]["namespace"] == leases
     (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert f"--guard-namespace={guards}" in container["args"]
+    assert f"--lease-namespace={leases}" in container["args"]
+    annotations = one(objects, "ConfigMap", "gpu-descheduler-defrag-policy")["metadata"]["annotations"]
+    assert annotations["scheduling.hami.placement.com/lease-namespace"] == leases, "where defrag status looks"
     namespaces = [o["metadata"]["name"] for o in by_kind(objects, "Namespace")]
-    assert namespaces == ([guards] if created else []), "never the release namespace, nor one made apart"
+    assert namespaces == ([leases] if created else []), "never the release namespace, nor one made apart"
 
 
 def test_a_disruption_budget_that_leaves_a_replica_to_evict_renders_as_given(helm: Path) -> None:
@@ -701,33 +705,30 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
         "gpu-descheduler-webhook-hami-scheduler",
         "gpu-descheduler-webhook-defrag",
         "gpu-descheduler-webhook-leases",
-        "gpu-descheduler-webhook-guards",
         "gpu-descheduler-webhook-certs",
     }
     leases = roles["gpu-descheduler-webhook-leases"]
-    assert leases["metadata"]["namespace"] == "kube-system"
-    assert leases["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}], (
-        "in kube-system the leader Lease's creation alone: no read, list or delete of kube-scheduler's Leases"
-    )
-    assert one(objects, "RoleBinding", "gpu-descheduler-webhook-leases")["roleRef"]["name"] == (
-        "gpu-descheduler-webhook-leases"
-    )
-    guards = roles["gpu-descheduler-webhook-guards"]
-    assert guards["metadata"]["namespace"] == "gpu-descheduler-webhook-guards"
-    assert guards["rules"] == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "delete"]}
-    ], "the reqID guards: every Lease of their own namespace, none elsewhere"
-    guarded = one(objects, "RoleBinding", "gpu-descheduler-webhook-guards")
-    assert guarded["metadata"]["namespace"] == "gpu-descheduler-webhook-guards"
-    assert guarded["subjects"] == [
+    assert leases["metadata"]["namespace"] == "gpu-descheduler-webhook-leases"
+    assert leases["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "delete"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["hami-place-defrag-leader"],
+            "verbs": ["update"],
+        },
+    ], "the reqID guards and the leader Lease: Leases of their own namespace only, none in kube-system"
+    bound = one(objects, "RoleBinding", "gpu-descheduler-webhook-leases")
+    assert bound["metadata"]["namespace"] == "gpu-descheduler-webhook-leases"
+    assert bound["subjects"] == [
         {"kind": "ServiceAccount", "name": "gpu-descheduler-webhook", "namespace": "kube-system"}
     ]
     assert (
-        one(objects, "Namespace", "gpu-descheduler-webhook-guards")["metadata"]["labels"]["app.kubernetes.io/instance"]
+        one(objects, "Namespace", "gpu-descheduler-webhook-leases")["metadata"]["labels"]["app.kubernetes.io/instance"]
         == RELEASE
     )
     (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert "--guard-namespace=gpu-descheduler-webhook-guards" in container["args"]
+    assert "--lease-namespace=gpu-descheduler-webhook-leases" in container["args"]
     assert roles["gpu-descheduler-webhook-certs"]["rules"] == [
         {
             "apiGroups": [""],
@@ -762,12 +763,6 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
             "resources": ["configmaps"],
             "resourceNames": ["gpu-descheduler-defrag-policy"],
             "verbs": ["get", "list", "watch"],
-        },
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": ["hami-place-defrag-leader"],
-            "verbs": ["get", "update"],
         },
     ], "the policy ConfigMap read only, and the leader Lease, those two objects only"
     binding = one(objects, "RoleBinding", "gpu-descheduler-webhook-defrag")
@@ -1042,8 +1037,8 @@ def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: t
         "get", "deployment", fullname, "-n", namespace, "-o", "jsonpath={.status.readyReplicas}"
     ).stdout
     assert ready == "2"
-    guards = json.loads(cluster.kubectl("get", "namespace", f"{fullname}-guards", "-o", "json").stdout)
-    assert guards["metadata"]["labels"]["app.kubernetes.io/instance"] == release, "the guards' namespace, made"
+    leases = json.loads(cluster.kubectl("get", "namespace", f"{fullname}-leases", "-o", "json").stdout)
+    assert leases["metadata"]["labels"]["app.kubernetes.io/instance"] == release, "the Leases' namespace, made"
     pdb = json.loads(cluster.kubectl("get", "pdb", fullname, "-n", namespace, "-o", "json").stdout)
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow", "the API server kept the field"
     assert cluster.kubectl("get", "service", fullname, "-n", namespace).returncode == 0
@@ -1107,11 +1102,9 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("create", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         ("delete", "hamipodplacements.scheduling.hami.placement.com", "-n", "default"),
         *[(verb, f"configmaps/{release}-defrag-policy", "-n", namespace) for verb in ("get", "list", "watch")],
-        ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
-        ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
-        ("create", "leases.coordination.k8s.io", "-n", namespace),
+        ("update", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", f"{release}-webhook-leases"),
         *[
-            (verb, "leases.coordination.k8s.io", "-n", f"{release}-webhook-guards")
+            (verb, "leases.coordination.k8s.io", "-n", f"{release}-webhook-leases")
             for verb in ("create", "get", "list", "delete")
         ],
         ("get", f"secrets/{release}-webhook-tls", "-n", namespace),
@@ -1150,10 +1143,11 @@ def test_server_account_has_exactly_the_access_it_needs(cluster: Sandbox, instal
         ("list", "configmaps", "-n", "kube-system"),
         ("update", "configmaps/hami-scheduler-device", "-n", "kube-system"),
         ("update", "mutatingwebhookconfigurations"),
+        *[(verb, "leases.coordination.k8s.io", "-n", namespace) for verb in ("create", "get", "list", "delete")],
         ("update", "leases.coordination.k8s.io", "-n", namespace),
-        *[(verb, "leases.coordination.k8s.io", "-n", namespace) for verb in ("get", "list", "delete")],
-        ("get", "leases.coordination.k8s.io/kube-scheduler", "-n", namespace),
-        ("update", "leases.coordination.k8s.io", "-n", f"{release}-webhook-guards"),
+        ("get", "leases.coordination.k8s.io/hami-place-defrag-leader", "-n", namespace),
+        ("update", "leases.coordination.k8s.io", "-n", f"{release}-webhook-leases"),
+        ("update", "leases.coordination.k8s.io/kube-scheduler", "-n", f"{release}-webhook-leases"),
         ("create", "leases.coordination.k8s.io", "-n", "default"),
         ("delete", "leases.coordination.k8s.io", "-n", "kube-node-lease"),
         ("list", "leases.coordination.k8s.io", "-A"),
@@ -1363,6 +1357,20 @@ def test_server_runs_with_the_chart_args_and_account(
         for a in container["args"]
     ]
     kubeconfig = sa_kubeconfig(cluster, namespace, f"{release}-webhook", tmp_path / "server.kubeconfig")
+    # A reqID guard whose placement is gone, where the chart keeps the server's Leases: its first sweep releases it.
+    leases = f"{release}-webhook-leases"
+    orphan = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": "hami-place-reqid-orphan",
+            "namespace": leases,
+            "labels": {GUARD_LABEL: GUARD_LABEL_VALUE},
+            "annotations": {PLACEMENT_ANNOTATION: "gone", PLACEMENT_NAMESPACE_ANNOTATION: namespace},
+        },
+        "spec": {"holderIdentity": "uid-of-a-placement-gone"},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(orphan))
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
         [str(WEBHOOK), *args],
@@ -1391,10 +1399,10 @@ def test_server_runs_with_the_chart_args_and_account(
             )
             with urllib.request.urlopen(read, timeout=10) as response:
                 assert response.status == 200
-        # The reconciler's first full pass sweeps the reqID guards: a list of the Leases where --guard-namespace says.
+        # The reconciler's first full pass sweeps the reqID guards where --lease-namespace says, as the chart's account.
         wait_for(
-            lambda: 'hami_place_reconcile_pass_seconds_count{kind="full"} 1.0' in loopback_metrics(api_port),
-            "the reconciler's first full pass",
+            lambda: cluster.kubectl("get", "lease", "hami-place-reqid-orphan", "-n", leases, check=False).returncode,
+            "the first guard sweep to release the orphan guard",
         )
         forbidden = [line for line in (tmp_path / "server.log").read_text().splitlines() if "forbidden" in line]
         assert forbidden == [], forbidden
@@ -1430,12 +1438,6 @@ def test_server_runs_with_the_chart_args_and_account(
             server.kill()
             server.wait()
         log.close()
-
-
-def loopback_metrics(port: int) -> str:
-    """The server's /metrics, read from the loopback (no token asked there)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return response.read().decode()
 
 
 def helm_test_args(helm: Path, release: str, namespace: str, api: str, webhook: str) -> list[str]:

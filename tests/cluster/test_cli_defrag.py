@@ -136,13 +136,26 @@ def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cl
 def test_status_and_history_read_the_leader_and_the_runs_placements(
     cluster: Sandbox, namespace: str, helm: Path
 ) -> None:
-    config_map = chart_policy(helm, namespace, "gd", "defrag.budgets.movesPerHour=5")
+    release = f"r{namespace}"
+    config_map = chart_policy(helm, namespace, release, "defrag.budgets.movesPerHour=5")
+    # The chart keeps the leader Lease in the Leases' own namespace and names it on the policy: status reads it there.
+    leases = config_map["metadata"]["annotations"]["scheduling.hami.placement.com/lease-namespace"]
+    assert leases == f"{release}-webhook-leases"
+    cluster.kubectl("create", "namespace", leases)
+    try:
+        status_and_history(cluster, namespace, leases, config_map)
+    finally:
+        cluster.kubectl("delete", "namespace", leases, "--wait=false", check=False)
+
+
+def status_and_history(cluster: Sandbox, namespace: str, leases: str, config_map: dict[str, Any]) -> None:
+    """The status and history test's body, its leader Lease in `leases`."""
     run = f"run-{namespace}"
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": "hami-place-defrag-leader", "namespace": namespace},
+        "metadata": {"name": "hami-place-defrag-leader", "namespace": leases},
         "spec": {"holderIdentity": "server-a", "renewTime": now, "acquireTime": now, "leaseDurationSeconds": 3600},
     }
     moves = [

@@ -169,8 +169,8 @@ def chart_account(cluster: Sandbox, server_namespace: str, tmp_path: Path) -> It
     objects and those in kube-system are deleted afterwards."""
     release = server_namespace
     shown = ["--show-only", "templates/rbac.yaml", "--show-only", "templates/serviceaccount.yaml"]
-    # The guards in the server's namespace, where the server run without --guard-namespace keeps them.
-    shown += ["--set", f"guards.namespace={server_namespace}"]
+    # The Leases in the server's namespace, where a server run without --lease-namespace keeps them.
+    shown += ["--set", f"leases.namespace={server_namespace}"]
     rendered = subprocess.run(
         [str(binaries.resolve("helm")), "template", release, str(REPO / "chart"), "-n", server_namespace, *shown],
         capture_output=True,

@@ -83,6 +83,7 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
         (["defrag", "resume", "--policy", "ns/../p"], "--policy 'ns/../p' is not NAMESPACE/NAME"),
         (["defrag", "status", "-n", "Kube_System"], "-n 'Kube_System' is not a namespace name; write e.g. -n"),
         (["defrag", "pause", "-n", "a", "--policy", "b/p"], "--policy b/p is not in namespace a; give one of -n and"),
+        (["defrag", "history", "-n", "team_a"], "-n 'team_a' is not a namespace name"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(

@@ -566,7 +566,7 @@ def test_serve_refuses_a_room_key_it_cannot_read_or_too_short(
         (["--defrag-policy", "kube-system/Policy"], "must be NAMESPACE/NAME of a ConfigMap"),
         (["--defrag-policy", "kube-system/../x"], "must be NAMESPACE/NAME of a ConfigMap"),
         (["--defrag-policy", "a/b", "--defrag-namespace", "x.y"], "--defrag-namespace 'x.y' is not a namespace"),
-        (["--guard-namespace", "Guards"], "--guard-namespace 'Guards' is not a namespace"),
+        (["--lease-namespace", "Leases"], "--lease-namespace 'Leases' is not a namespace"),
         (["--defrag-policy", "a/b", "--defrag-lease-duration", "2"], "--defrag-lease-duration must be 3..3600"),
         (["--defrag-policy", "a/b", "--defrag-move-timeout", "4"], "--defrag-move-timeout must be 5..3600"),
     ],
@@ -577,6 +577,28 @@ def test_serve_refuses_timeouts_out_of_range(
     argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k"), *flags]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "where"),
+    [
+        (["--defrag-namespace", "hp", "--lease-namespace", "hp-leases"], ("hp-leases", "hp-leases", "hp")),
+        (["--defrag-namespace", "hp"], ("hp", "hp", "hp")),
+        ([], ("default", "ctl", "ctl")),
+    ],
+)
+def test_serve_keeps_its_leases_where_lease_namespace_says_and_its_own_pods_where_defrag_namespace_says(
+    flags: list[str], where: tuple[str, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`where`: the guards', the leader Lease's and the server's own namespace."""
+    served: list[webhook_server.ServeOptions] = []
+    monkeypatch.setattr("webhook.main.serve", served.append)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    argv = ["serve", "--tls-cert-file", str(tmp_path / "c"), "--tls-key-file", str(tmp_path / "k")]
+    assert main([*argv, "--defrag-policy", "ctl/policy", *flags]) == 0
+    [options] = served
+    assert options.defrag is not None
+    assert (options.guard_namespace, options.defrag.leader_lease_namespace, options.defrag.server_namespace) == where
 
 
 def post_as(port: int, ca: bytes, client: Path, stem: str) -> str:

@@ -85,7 +85,7 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- fail (printf "service.type %s puts /mutate beyond the cluster, where anyone could send it forged reviews that hold placements; set server.clientCA (the API server's client certificate) or networkPolicy.enabled first, or keep ClusterIP" .Values.service.type) -}}
 {{- end -}}
 {{- if has .Values.leases.namespace (list "kube-system" "kube-node-lease" "kube-public") -}}
-{{- fail (printf "leases.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of the server's Leases own, or name one no one else uses" .Values.leases.namespace) -}}
+{{- fail (printf "leases.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of their own, or name one no one else uses" .Values.leases.namespace) -}}
 {{- end -}}
 {{- /* A budget that keeps every replica up lets no node drain go on: a percentage is rounded up, as the API server does. */ -}}
 {{- $replicas := int64 .Values.replicaCount -}}

@@ -9,7 +9,7 @@ the run's own earlier moves (a run resumed after a leader change) count against 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -130,16 +130,19 @@ def history_shortfall(budgets: Budgets, kept: timedelta | None) -> str:
     )
 
 
-def cooldowns(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> dict[str, datetime]:
-    """Every pod resting at `now` (a moved pod and its replacement) and until when.
-
-    Dry-run moves never start a cooldown; a Blocked one does not either, since the pod stayed.
-    """
-    resting: dict[str, datetime] = {}
+def _cooling(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> Iterator[tuple[MoveRecord, datetime]]:
+    """The moves whose cooldown still runs at `now`, each with when it ends. Dry-run moves never start a cooldown; a
+    Blocked one does not either, since the pod stayed."""
     for record in history:
         until = record.time + budgets.cooldown
-        if not record.spent or until <= now:
-            continue
+        if record.spent and until > now:
+            yield record, until
+
+
+def cooldowns(budgets: Budgets, history: Iterable[MoveRecord], now: datetime) -> dict[str, datetime]:
+    """Every pod resting at `now` (a moved pod and its replacement) and until when."""
+    resting: dict[str, datetime] = {}
+    for record, until in _cooling(budgets, history, now):
         for pod in filter(None, (record.pod, record.replacement)):
             resting[pod] = max(until, resting.get(pod, until))
     return resting
@@ -161,12 +164,9 @@ def workload_rests(budgets: Budgets, history: Iterable[MoveRecord], now: datetim
     moved pod, whatever its name. That covers the pod made for a given-up move's replacement once it is evicted, which
     no move names, so a workload is not moved again within its cooldown through a pod the move left it to make."""
     return tuple(
-        WorkloadRest(record.namespace, record.workload, record.time, record.time + budgets.cooldown)
-        for record in history
-        if record.spent
-        and record.workload is not None
-        and not record.workload.empty
-        and record.time + budgets.cooldown > now
+        WorkloadRest(record.namespace, record.workload, record.time, until)
+        for record, until in _cooling(budgets, history, now)
+        if record.workload is not None and not record.workload.empty
     )
 
 

@@ -1,9 +1,10 @@
-{{/* Resource name prefix: <release>-webhook unless overridden. */}}
+{{/* Resource name prefix: <release>-webhook unless overridden. A release name may hold dots, a Service's name and a
+namespace's may not: they become dashes. */}}
 {{- define "hami-place.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | replace "." "-" | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name (default "webhook" .Values.nameOverride) | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name (default "webhook" .Values.nameOverride) | replace "." "-" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 

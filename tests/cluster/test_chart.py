@@ -635,6 +635,21 @@ def test_the_leases_namespace_is_named_and_made_as_asked(
     assert namespaces == ([leases] if created else []), "never the release namespace, nor one made apart"
 
 
+@pytest.mark.parametrize("sets", [[], ["fullnameOverride=gpu.place"]])
+def test_a_dotted_release_name_still_names_the_service_and_the_leases_namespace_as_labels(
+    helm: Path, sets: list[str]
+) -> None:
+    # Helm takes "gpu.descheduler" as a release name; the API server refuses a Service or a Namespace named with dots.
+    objects = render(helm, *sets, release="gpu.descheduler")
+    label = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+    names = [o["metadata"]["name"] for o in objects if o["kind"] in ("Service", "Namespace")]
+    assert len(names) == 2
+    assert all(label.match(name) for name in names), names
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    leases = one(objects, "Namespace")["metadata"]["name"]
+    assert f"--lease-namespace={leases}" in container["args"]
+
+
 def test_a_disruption_budget_that_leaves_a_replica_to_evict_renders_as_given(helm: Path) -> None:
     assert one(render(helm, "podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"]["minAvailable"] == (
         "50%"

@@ -285,7 +285,10 @@ class Reconciler:
         done = finished_at(placement)
         if self.finished_ttl <= 0 or done is None:
             return until
-        due = done + timedelta(seconds=self.finished_ttl)
+        ttl = timedelta(seconds=self.finished_ttl)
+        # Whoever may write the status can make its latest time 9999-12-31: then the placement is kept, rather than
+        # the sum overflowing and failing every pass.
+        due = done + ttl if done <= FOREVER - ttl else FOREVER
         now = self.clock()
         if now <= due:
             return due if until is None else min(until, due)

@@ -342,6 +342,18 @@ def test_placements_finished_longer_than_the_ttl_ago_are_deleted_and_nothing_els
     assert sorted(name for _, name in writes.stored) == sorted(left)
 
 
+def test_a_finished_time_at_the_end_of_the_calendar_keeps_its_placement_and_fails_no_pass() -> None:
+    """Anyone who may write a placement's status can record 9999-12-31T23:59:59Z (a date-time the CRD takes); that
+    time plus the finished TTL overflowed, so every pass failed there and no other placement was deleted or
+    followed. (The in-memory Writes stands in for the API server, which stores such a status as it is.)"""
+    far = finished("far", NOW)
+    far["status"]["consumedAt"] = "9999-12-31T23:59:59Z"
+    writes = MemoryWrites(far, finished("old", NOW - timedelta(days=2)))
+    loop = Reconciler(None, cache(writes), Metrics(), 10**9, lambda: NOW, writes=writes, finished_ttl=86400)
+    loop.reconcile_once()
+    assert [name for _, name in writes.stored] == ["far"]
+
+
 def test_a_finished_placement_is_deleted_when_its_ttl_ends_not_at_the_next_sweep() -> None:
     """The monotonic clock stands still: no sweep nor full pass after the first, only the queue's deadline."""
     writes = MemoryWrites(finished("recent", NOW - timedelta(seconds=50)))

@@ -7,8 +7,10 @@ from datetime import timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from kubectl_hami_place.core.defrag.policy import (
+    MAX_COUNT,
     DefragPolicy,
     Mode,
     PolicyError,
@@ -18,6 +20,7 @@ from kubectl_hami_place.core.defrag.policy import (
     policy_to_text,
     with_mode,
 )
+from webhook.metrics import DefragMetrics
 
 HEAD = "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\n"
 
@@ -113,6 +116,33 @@ def test_a_mistake_is_one_line_naming_the_field_and_the_fix(body: str, start: st
     message = str(caught.value)
     assert message.startswith(start), message
     assert hint in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "default"),
+    [
+        ("budgets: {movesPerRun: {n}}", "budgets.movesPerRun", 4),
+        ("budgets: {movesPerHour: {n}}", "budgets.movesPerHour", 12),
+        ("budgets: {movesPerNode: {n}}", "budgets.movesPerNode", 2),
+        ("budgets: {movesPerNamespace: {n}}", "budgets.movesPerNamespace", 4),
+        ("maxMovesPerPlan: {n}", "maxMovesPerPlan", 8),
+        ("keepRoom: {wholeFreeCards: {count: {n}}}", "keepRoom.wholeFreeCards.count", 0),
+    ],
+)
+def test_a_count_past_what_a_float_holds_exactly_is_refused_as_the_metrics_export_it(
+    body: str, where: str, default: int
+) -> None:
+    """A budget of 401 digits was read, and the look at every Pending pod then raised OverflowError where the
+    controller sets its budget metric: a policy read as valid, and no pod ever rescued."""
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(HEAD + body.replace("{n}", "1" + "0" * 400))
+    assert str(caught.value) == (
+        f"{where}: 100000000000000000000... is more than {MAX_COUNT}; write a number such as {default}"
+    )
+    largest = parse_policy(HEAD + body.replace("{n}", str(MAX_COUNT))).budgets
+    metrics = DefragMetrics(CollectorRegistry())
+    metrics.budget_left.labels("run").set(largest.moves_per_run)
+    metrics.budget_left.labels("hour").set(largest.moves_per_hour)
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,9 @@ MAX_DURATION = timedelta(days=30)
 _DURATION_DIGITS = len(str(int(MAX_DURATION.total_seconds())))
 """More digits than this in one part of a duration (leading zeros aside) is past MAX_DURATION whatever the unit."""
 _PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
+MAX_COUNT = 2**53 - 1
+"""The largest whole number a float holds exactly: the budgets are exported as metrics, and float() of a count
+past a float's range raised at every look."""
 
 
 class PolicyError(ModelError):
@@ -303,9 +306,13 @@ def _count(section: Mapping[str, Any], key: str, default: int, path: str, least:
     where = f"{path}.{key}" if path else key
     if isinstance(value, bool) or not isinstance(value, int):
         raise PolicyError(f"{where}: {value!r} is not a whole number; write a number such as {default}")
+    digits = str(value)
+    shown = digits[:21] + "..." if len(digits) > 24 else digits
     if value < least:
         word = "negative" if value < 0 else f"below {least}"
-        raise PolicyError(f"{where}: {value} is {word}; write {least} or more")
+        raise PolicyError(f"{where}: {shown} is {word}; write {least} or more")
+    if value > MAX_COUNT:
+        raise PolicyError(f"{where}: {shown} is more than {MAX_COUNT}; write a number such as {default}")
     return value
 
 

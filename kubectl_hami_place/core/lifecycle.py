@@ -354,7 +354,9 @@ def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, tt
         )
         return FollowUp(StatusWrite(placement, gave_up, "EvictionGaveUp", reason, warning=True))
     if eviction.attempts > 0 and eviction.time is not None:
-        wait = min(EVICTION_RETRY_FIRST_SECONDS * 2 ** (eviction.attempts - 1), EVICTION_RETRY_MAX_SECONDS)
+        # Bounded: attempts is what the status's writer wrote, and 2 ** (2^31 - 1) is a number of 256 MiB.
+        doublings = min(eviction.attempts - 1, 64)
+        wait = min(EVICTION_RETRY_FIRST_SECONDS * 2**doublings, EVICTION_RETRY_MAX_SECONDS)
         if (now - eviction.time).total_seconds() < wait:
             return None
     lease = replace(status, eviction=replace(eviction, pod=pod, attempts=eviction.attempts + 1, time=now))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -205,6 +206,21 @@ def test_the_backoff_is_capped() -> None:
     blocked = {"pod": "old", "result": "Blocked", "attempts": 30, "time": at(EVICTION_RETRY_MAX_SECONDS)}
     status = claimed(phase="Evicting", uid="uid-9", eviction=blocked)
     assert follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE) is not None
+
+
+def test_a_count_of_attempts_near_int32s_end_builds_no_number_of_its_size() -> None:
+    """`status.eviction.attempts` is whatever the status's writer wrote (the CRD's `format: int32` is not checked by
+    the API server): 2^31 - 1 made the backoff a number of 2^31 bits, 256 MiB and 17 s of CPU every pass while the
+    reconciler holds the GIL /mutate needs (2^33 ran a minute into a MemoryError)."""
+    blocked = {"pod": "old", "result": "Blocked", "attempts": 2**31 - 1, "time": at(EVICTION_RETRY_MAX_SECONDS)}
+    status = claimed(phase="Evicting", uid="uid-9", eviction=blocked)
+    tracemalloc.start()
+    try:
+        assert follow_up(placement(status, evict="old"), PLACED, NOW, TTL, GRACE) is not None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"{peak} bytes at the peak"
 
 
 def test_eviction_gives_up_after_the_ttl_since_the_claim() -> None:

@@ -367,10 +367,18 @@ PLANNED_SPEC = (
 PLANNED_CONTAINER = ("name", "resources", "restartPolicy")
 
 
+_SCHEDULED_KEYS = {
+    False: ("type", "status", "lastTransitionTime"),
+    True: ("type", "status", "lastTransitionTime", "reason", "message"),
+}
+"""What a plan reads of the PodScheduled condition: why the scheduler refused the pod only while it is refused."""
+
+
 def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every
     annotation but kubectl's last applied one, node selection, priority, the containers' names, resources and restart
-    policies, the pod's overhead and pod-level resources, and the PodScheduled condition. The parts pods of one
+    policies, the pod's overhead and pod-level resources, and the PodScheduled condition (its reason and message while
+    the pod is refused: the rescue trigger reads them). The parts pods of one
     template hold alike are kept once (`_planned_alike`)."""
     kept = project_pod(pod)
     meta, spec, status = _dict(pod.get("metadata")), _dict(pod.get("spec")), _dict(pod.get("status"))
@@ -388,7 +396,7 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(conditions, list):
         return {"metadata": metadata, "spec": planned_spec, "status": kept["status"]}
     scheduled = [
-        {key: c.get(key) for key in ("type", "status", "lastTransitionTime")}
+        {key: c.get(key) for key in _SCHEDULED_KEYS[c.get("status") == "False"]}
         for c in conditions
         if isinstance(c, dict) and c.get("type") == "PodScheduled"
     ]

@@ -43,16 +43,14 @@ FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
 TAINT = "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}."
 
 
-def pod(name: str = "big", *, seconds: float = 300, **extra: Any) -> dict[str, Any]:
-    """A Pending GPU pod of team-a, unschedulable since `seconds` before NOW."""
+def pod(name: str = "big", *, seconds: float = 300, refused: str = FULL, **extra: Any) -> dict[str, Any]:
+    """A Pending GPU pod of team-a, unschedulable since `seconds` before NOW, the scheduler's last word `refused`."""
     since = (NOW - timedelta(seconds=seconds)).isoformat()
+    scheduled = {"type": "PodScheduled", "status": "False", "lastTransitionTime": since, "reason": "Unschedulable"}
     obj: dict[str, Any] = {
         "metadata": {"namespace": "team-a", "name": name, "uid": f"uid-{name}", "creationTimestamp": since},
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "lastTransitionTime": since}],
-        },
+        "status": {"phase": "Pending", "conditions": [{**scheduled, "message": refused}]},
     }
     for key, value in extra.items():
         obj[key] = {**obj.get(key, {}), **value}
@@ -116,7 +114,7 @@ def test_a_pod_refused_for_room_is_looked_at_again_when_its_pending_for_is_reach
     policy = DefragPolicy(rescue=Rescue(pending_for=timedelta(seconds=60)))
     assert pending_wait(pod(seconds=20), [event()], NOW, policy) == timedelta(seconds=40)
     assert pending_wait(pod(seconds=60), [event()], NOW, policy) is None, "a candidate already"
-    assert pending_wait(pod(seconds=20), [event(TAINT)], NOW, policy) is None, "waiting cures no taint"
+    assert pending_wait(pod(seconds=20, refused=TAINT), [event(TAINT)], NOW, policy) is None, "waiting cures no taint"
     assert pending_wait(pod(seconds=20), [], NOW, policy) is None, "no refusal yet: its Event wakes it"
     running = pod(seconds=20, status={"phase": "Running"})
     assert pending_wait(running, [event()], NOW, policy) is None

@@ -62,17 +62,17 @@ def test_rescue_reason_takes_only_what_moves_can_cure(message: str, reason: str 
     assert rescue_reason(message) == reason
 
 
-def pod(name: str, *, namespace: str = "team-a", minutes: float = 5, gpu: bool = True, **extra: Any) -> dict:
-    """A Pending pod unschedulable since `minutes` before NOW."""
+def pod(
+    name: str, *, namespace: str = "team-a", minutes: float = 5, gpu: bool = True, refused: str = "", **extra: Any
+) -> dict:
+    """A Pending pod unschedulable since `minutes` before NOW, the scheduler's last refusal `refused` (FULL)."""
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "30000"} if gpu else {"cpu": "1"}
     since = (NOW - timedelta(minutes=minutes)).isoformat()
+    scheduled = {"type": "PodScheduled", "status": "False", "lastTransitionTime": since, "reason": "Unschedulable"}
     obj: dict = {
         "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}", "creationTimestamp": since},
         "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}], "priority": 5},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "lastTransitionTime": since}],
-        },
+        "status": {"phase": "Pending", "conditions": [{**scheduled, "message": refused or FULL}]},
     }
     for key, value in extra.items():
         obj[key] = {**obj.get(key, {}), **value}
@@ -91,6 +91,7 @@ def event(name: str, message: str, minutes: float = 1, namespace: str = "team-a"
 
 
 FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
+TAINTED = "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}."
 
 
 def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priority_then_longest_waiting() -> None:
@@ -101,7 +102,7 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priorit
         pod("older", minutes=9),
         pod("cpu", gpu=False),
         pod("elsewhere", namespace="kube-system"),
-        pod("tainted"),
+        pod("tainted", refused=TAINTED),
         pod("pinned", metadata={"annotations": {"scheduling.hami.placement.com/placement": "move-x"}}),
         pod("running", status={"phase": "Running"}),
         pod("bound", spec={"nodeName": "gpu-0"}),
@@ -110,13 +111,13 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priorit
     events = [
         event("urgent", FULL),
         event("new", FULL),
-        event("ok", "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}.", minutes=3),
+        event("ok", TAINTED, minutes=3),
         event("ok", FULL, minutes=2),
         event("older", FULL),
         event("cpu", FULL),
         event("elsewhere", FULL, namespace="kube-system"),
         event("tainted", FULL, minutes=3),
-        event("tainted", "0/2 nodes are available: 2 node(s) had untolerated taint {a: b}.", minutes=2),
+        event("tainted", TAINTED, minutes=2),
         event("pinned", FULL),
         event("running", FULL),
         event("bound", FULL),
@@ -139,6 +140,20 @@ def test_an_event_of_an_earlier_pod_of_the_same_name_does_not_count() -> None:
     stale = event("ok", FULL)
     stale["involvedObject"]["uid"] = "uid-of-the-pod-before"
     assert rescue_candidates([pod("ok")], [stale], NOW, DefragPolicy()) == ()
+
+
+def test_an_event_alone_starts_no_rescue_the_scheduler_must_have_refused_the_pod_for_room() -> None:
+    """Anyone who may create Events in the namespace can write a FailedScheduling one; only a writer of pods/status
+    (the scheduler) sets the pod's PodScheduled condition, so its message decides."""
+    forged = [event(name, FULL) for name in ("tainted", "silent", "errored", "bare")]
+    errored = pod("errored")
+    errored["status"]["conditions"][0]["reason"] = "SchedulerError"
+    bare = pod("bare")
+    del bare["status"]["conditions"][0]["message"]
+    pods = [pod("tainted", refused=TAINTED), pod("silent", status={"conditions": []}), errored, bare]
+    assert rescue_candidates(pods, forged, NOW, DefragPolicy()) == ()
+    [found] = rescue_candidates([pod("ok", refused=FULL)], [event("ok", TAINTED)], NOW, DefragPolicy())
+    assert (found.reason, found.message) == ("CardInsufficientMemory", FULL), "the condition's word, not the Event's"
 
 
 def test_events_k8s_io_form_is_read() -> None:

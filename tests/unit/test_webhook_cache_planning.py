@@ -31,6 +31,12 @@ ALLOCATED = "GPU-a,NVIDIA,10000,0:;"
 # What the pods' sidecar and main container ask of their node (kube-scheduler's count, which plans read too).
 PROXY = {"cpu": "500m", "memory": "128Mi"}
 CPU = {"cpu": "2", "memory": "1Gi"}
+REFUSED = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/2 nodes are available: 2 2/2 CardInsufficientMemory.",
+}
 
 
 def whole_node(name: str, zone: str) -> dict[str, Any]:
@@ -117,7 +123,9 @@ def whole_pod(name: str, *, node: str = "", priority: int = 0) -> dict[str, Any]
             "phase": "Running" if node else "Pending",
             "conditions": [
                 {"type": "Ready", "status": "False", "message": "not yet"},
-                {"type": "PodScheduled", "status": "True" if node else "False", "lastTransitionTime": since},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": since}
+                if node
+                else {**REFUSED, "lastTransitionTime": since},
             ],
             "containerStatuses": [{"name": "main", "image": "pause"}],
         },
@@ -145,7 +153,7 @@ def test_the_planner_reads_the_planning_projections_as_the_whole_objects(node: s
     event = {
         "reason": "FailedScheduling",
         "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": "big", "uid": "uid-big"},
-        "message": "0/2 nodes are available: 2 2/2 CardInsufficientMemory.",
+        "message": REFUSED["message"],
         "lastTimestamp": NOW.isoformat(),
     }
     found = rescue_candidates(kept_pods, [event], NOW, DefragPolicy())

@@ -51,6 +51,8 @@ OTHER_REASONS = (
 )
 """HAMi's reasons that no move cures."""
 FAILED_SCHEDULING = "FailedScheduling"
+UNSCHEDULABLE = "Unschedulable"
+"""The reason kube-scheduler writes on a pod's PodScheduled condition when no node fits (v1.PodReasonUnschedulable)."""
 _COUNTED = re.compile(r"\b\d+/\d+ ([A-Za-z]+)\b")
 _TRANSIENT = ("node lock contention", "is locked")
 
@@ -95,7 +97,9 @@ def rescue_candidates(
 
     A candidate is Pending and unscheduled, not terminating, asks for GPU cards, is not pinned by a placement (that
     pod waits for its own card), lives in a namespace the policy allows, has waited at least `rescue.pendingFor`,
-    and its latest FailedScheduling event carries a curable HAMi reason.
+    has a FailedScheduling event, and the scheduler's own word on it carries a curable HAMi reason: the message of
+    its PodScheduled=False condition (reason Unschedulable), which only a writer of pods/status sets, where an Event
+    can be written by anyone who may create Events in the namespace.
     """
     if not policy.rescue.enabled:
         return ()
@@ -116,10 +120,11 @@ def rescue_candidates(
         event = latest.get((namespace, name))
         if event is None or (event[2] and metadata.get("uid") and event[2] != metadata.get("uid")):
             continue
-        reason = rescue_reason(event[1])
-        if reason is None:
+        message = unschedulable_message(pod)
+        reason = rescue_reason(message) if message is not None else None
+        if message is None or reason is None:
             continue
-        found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, event[1], since, pod))
+        found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, message, since, pod))
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
 
 
@@ -151,6 +156,17 @@ def pending_since(pod: Mapping[str, Any]) -> datetime | None:
             if stamp is not None:
                 return stamp
     return time_or_none(as_mapping(pod.get("metadata")).get("creationTimestamp"))
+
+
+def unschedulable_message(pod: Mapping[str, Any]) -> str | None:
+    """Why the scheduler last refused the pod, as written on it (PodScheduled=False, Unschedulable), or None."""
+    for condition in as_mapping(pod.get("status")).get("conditions") or []:
+        if not isinstance(condition, Mapping) or condition.get("type") != "PodScheduled":
+            continue
+        message = condition.get("message")
+        refused = condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE
+        return message if refused and isinstance(message, str) else None
+    return None
 
 
 def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[datetime, str, str]]:

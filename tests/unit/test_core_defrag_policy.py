@@ -119,6 +119,25 @@ def test_a_mistake_is_one_line_naming_the_field_and_the_fix(body: str, start: st
 
 
 @pytest.mark.parametrize(
+    "body",
+    [
+        "mode: {v}",
+        "rescue: {pendingFor: {v}}",
+        "rescue: {enabled: {v}}",
+        "namespaces: {include: [{v}]}",
+        "keepRoom: {maxStrandedShare: {v}}",
+        "apiVersion: {v}",
+    ],
+)
+def test_a_mistake_quotes_no_more_than_the_start_of_a_long_value(body: str) -> None:
+    """A field of the ConfigMap may hold a megabyte; the line naming the mistake goes to the log and an Event."""
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(HEAD + body.replace("{v}", "x" * 100_000))
+    message = str(caught.value)
+    assert "'xxxxxxxx" in message and len(message) < 250, message[:300]
+
+
+@pytest.mark.parametrize(
     ("body", "where", "default"),
     [
         ("budgets: {movesPerRun: {n}}", "budgets.movesPerRun", 4),
@@ -136,9 +155,7 @@ def test_a_count_past_what_a_float_holds_exactly_is_refused_as_the_metrics_expor
     controller sets its budget metric: a policy read as valid, and no pod ever rescued."""
     with pytest.raises(PolicyError) as caught:
         parse_policy(HEAD + body.replace("{n}", "1" + "0" * 400))
-    assert str(caught.value) == (
-        f"{where}: 100000000000000000000... is more than {MAX_COUNT}; write a number such as {default}"
-    )
+    assert str(caught.value) == (f"{where}: 1{'0' * 76}... is more than {MAX_COUNT}; write a number such as {default}")
     largest = parse_policy(HEAD + body.replace("{n}", str(MAX_COUNT))).budgets
     metrics = DefragMetrics(CollectorRegistry())
     metrics.budget_left.labels("run").set(largest.moves_per_run)

@@ -50,6 +50,16 @@ MAX_COUNT = 2**53 - 1
 past a float's range raised at every look."""
 
 
+_SHOWN = 80
+"""The most characters of a value a mistake's line quotes: the ConfigMap may hold a megabyte in one field."""
+
+
+def _shown(value: object) -> str:
+    """The value as the mistake's line quotes it, cut short."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
+
+
 class PolicyError(ModelError):
     """A policy the controller cannot act on; the message is one line naming the field and what to write instead."""
 
@@ -140,9 +150,11 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
     document = _load(text)
     _known(document, "", _TOP_FIELDS)
     if document.get("apiVersion") != POLICY_API_VERSION:
-        raise PolicyError(f"apiVersion: {document.get('apiVersion')!r} is not supported; write {POLICY_API_VERSION}")
+        raise PolicyError(
+            f"apiVersion: {_shown(document.get('apiVersion'))} is not supported; write {POLICY_API_VERSION}"
+        )
     if document.get("kind") != POLICY_KIND:
-        raise PolicyError(f"kind: {document.get('kind')!r} is not a policy kind; write {POLICY_KIND}")
+        raise PolicyError(f"kind: {_shown(document.get('kind'))} is not a policy kind; write {POLICY_KIND}")
     return DefragPolicy(
         mode=parse_mode(document.get("mode", DEFAULT_POLICY.mode.value), "mode"),
         namespaces=_namespaces(document.get("namespaces", {}), (server_namespace, *also_out)),
@@ -162,7 +174,7 @@ def parse_mode(value: object, path: str = "mode") -> Mode:
     try:
         return Mode(str(value))
     except ValueError:
-        raise PolicyError(f"{path}: {value!r} is not a mode; write off, dry-run or on") from None
+        raise PolicyError(f"{path}: {_shown(value)} is not a mode; write off, dry-run or on") from None
 
 
 def policy_to_dict(policy: DefragPolicy) -> dict[str, Any]:
@@ -219,19 +231,19 @@ def mode_of(text: str) -> Mode | None:
 def parse_duration(value: object, path: str) -> timedelta:
     """`90s`, `5m`, `1h30m` or a number of seconds, never negative, never longer than MAX_DURATION."""
     if isinstance(value, bool):
-        raise PolicyError(f"{path}: {value!r} is not a duration; write e.g. 60s, 5m or 1h")
+        raise PolicyError(f"{path}: {_shown(value)} is not a duration; write e.g. 60s, 5m or 1h")
     if isinstance(value, int | float):
         if math.isnan(value):
-            raise PolicyError(f"{path}: {value!r} is not a duration; write e.g. 60s, 5m or 1h")
+            raise PolicyError(f"{path}: {_shown(value)} is not a duration; write e.g. 60s, 5m or 1h")
         if value < 0:
-            raise PolicyError(f"{path}: {value!r} is negative; write a duration of 0s or more, e.g. 60s")
+            raise PolicyError(f"{path}: {_shown(value)} is negative; write a duration of 0s or more, e.g. 60s")
         seconds: int | float = value
     else:
         text = str(value).strip()
         match = _DURATION.match(text)
         if not text or match is None:
             hint = "; durations are never negative" if text.startswith("-") else ""
-            raise PolicyError(f"{path}: {value!r} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
+            raise PolicyError(f"{path}: {_shown(value)} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")
         parts = [(part or "").lstrip("0") or "0" for part in match.groups()]
         if any(len(part) > _DURATION_DIGITS for part in parts):
             seconds = math.inf  # past MAX_DURATION, its digits not read: int() refuses more than 4,300
@@ -296,7 +308,7 @@ def _bool(section: Mapping[str, Any], key: str, default: bool, path: str) -> boo
     """A true/false field."""
     value = section.get(key, default)
     if not isinstance(value, bool):
-        raise PolicyError(f"{path}.{key}: {value!r} is not true or false; write true or false")
+        raise PolicyError(f"{path}.{key}: {_shown(value)} is not true or false; write true or false")
     return value
 
 
@@ -305,9 +317,8 @@ def _count(section: Mapping[str, Any], key: str, default: int, path: str, least:
     value = section.get(key, default)
     where = f"{path}.{key}" if path else key
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyError(f"{where}: {value!r} is not a whole number; write a number such as {default}")
-    digits = str(value)
-    shown = digits[:21] + "..." if len(digits) > 24 else digits
+        raise PolicyError(f"{where}: {_shown(value)} is not a whole number; write a number such as {default}")
+    shown = _shown(value)
     if value < least:
         word = "negative" if value < 0 else f"below {least}"
         raise PolicyError(f"{where}: {shown} is {word}; write {least} or more")
@@ -336,7 +347,7 @@ def _patterns(value: object, path: str) -> tuple[str, ...]:
     for position, pattern in enumerate(value):
         if not isinstance(pattern, str) or len(pattern) > 63 or not _PATTERN.match(pattern):
             raise PolicyError(
-                f"{path}[{position}]: {pattern!r} is not a namespace pattern; write a namespace name "
+                f"{path}[{position}]: {_shown(pattern)} is not a namespace pattern; write a namespace name "
                 "(lowercase letters, digits, -) with * ? or [a-z] wildcards, e.g. team-*"
             )
         patterns.append(pattern)
@@ -373,12 +384,12 @@ def _keep_room(value: object) -> KeepRoom:
         card_type = ""
     if not isinstance(card_type, str):
         raise PolicyError(
-            f"keepRoom.wholeFreeCards.type: {card_type!r} is not text; write part of a card type, e.g. A100"
+            f"keepRoom.wholeFreeCards.type: {_shown(card_type)} is not text; write part of a card type, e.g. A100"
         )
     share = section.get("maxStrandedShare", default.max_stranded_share)
     if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1):
         raise PolicyError(
-            f"keepRoom.maxStrandedShare: {share!r} is not a share; write a number from 0 to 1 (e.g. 0.2), or null"
+            f"keepRoom.maxStrandedShare: {_shown(share)} is not a share; write a number from 0 to 1 (e.g. 0.2), or null"
         )
     return KeepRoom(
         enabled=_bool(section, "enabled", default.enabled, "keepRoom"),

@@ -109,8 +109,19 @@ def evict(
     from kubectl_hami_place.core.pin_check import workload_from_pod
     from kubectl_hami_place.kube import cluster_reads, evictions, moves
 
-    if gpu and not to_node:
-        raise UsageProblem("--gpu needs --to-node", "add --to-node NODE, or drop --gpu")
+    pin_flags = {
+        "--gpu": gpu or None,
+        "--req-id": req_id,
+        "--name": name,
+        "--request-memory": request_memory,
+        "--request-cores": request_cores,
+        "--hami-config": hami_config_ref,
+        "--gpu-scheduler-policy": gpu_policy,
+    }
+    stray = next((flag for flag, value in pin_flags.items() if value is not None), None)
+    if stray and not to_node:
+        # They shape the replacement's placement: a plain eviction would drop them without a word.
+        raise UsageProblem(f"{stray} needs --to-node", f"add --to-node NODE, or drop {stray}")
     if to_node and not gpu:
         raise UsageProblem("--to-node needs the cards", "add --gpu gpu-N once per card")
     refs = parse_gpus(gpu) if to_node else ()

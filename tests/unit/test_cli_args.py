@@ -418,3 +418,24 @@ def test_a_failing_exec_credential_plugin_is_named_not_taken_for_unauthorized(
     line = one_error_line(capsys)
     assert f"cannot use kubeconfig {kubeconfig}: its exec credential plugin failed: " in line, line
     assert ("No such file" if plugin == "missing" else "the SSO session has expired") in line, line
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--name", "keep-me"],
+        ["--req-id", "req-12345"],
+        ["--request-memory", "0"],
+        ["--request-cores", "30"],
+        ["--hami-config", "kube-system/hami-scheduler-device"],
+        ["--gpu-scheduler-policy", "binpack"],
+    ],
+)
+def test_evict_refuses_the_replacements_flags_without_to_node(
+    flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They only shape the placement --to-node creates: a plain eviction used to go ahead without them (the server
+    here is a closed port, never reached: the refusal comes first)."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["evict", "p", *flags, "--yes", "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
+    assert one_error_line(capsys) == f"error: {flags[0]} needs --to-node; add --to-node NODE, or drop {flags[0]}"

@@ -274,7 +274,10 @@ TopOption = Annotated[
 WatchOption = Annotated[
     bool, typer.Option("--watch", "-w", help="Read and show it again every --interval seconds until Ctrl-C.")
 ]
-IntervalOption = Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between two reads with --watch.")]
+# At most a day: time.sleep refuses what overflows a time_t (inf, 1e10), which ended the watch as an unexpected error.
+IntervalOption = Annotated[
+    float, typer.Option("--interval", min=1.0, max=86400.0, help="Seconds between two reads with --watch.")
+]
 
 
 def status(

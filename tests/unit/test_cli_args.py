@@ -439,3 +439,13 @@ def test_evict_refuses_the_replacements_flags_without_to_node(
     kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
     assert run(["evict", "p", *flags, "--yes", "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
     assert one_error_line(capsys) == f"error: {flags[0]} needs --to-node; add --to-node NODE, or drop {flags[0]}"
+
+
+@pytest.mark.parametrize("interval", ["inf", "1e10"])
+def test_a_watch_interval_time_sleep_refuses_is_a_usage_error(
+    interval: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`status -w --interval inf` read once, then ended on an unexpected OverflowError from time.sleep (exit 1)."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["status", "-w", "--interval", interval, "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
+    assert "invalid value for '--interval'" in one_error_line(capsys)

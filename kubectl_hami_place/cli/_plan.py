@@ -192,6 +192,12 @@ def plan(
         raise UsageProblem("--dry-run goes with --apply", "plan alone changes nothing; add --apply to check the run")
     if compact != bool(nodes):
         raise UsageProblem("--compact takes the node names", "kubectl hami-place plan --compact NODE...")
+    if namespace is not None and for_pod is None:
+        # The other goals move pods of every namespace: a -n they ignored read as if it narrowed the moves.
+        raise UsageProblem(
+            "-n goes with --for: --free-cards and --compact move pods of every namespace",
+            "drop -n (apply -n NS refuses a plan that moves pods of another namespace)",
+        )
     where = target(kubeconfig, context, namespace, as_user=as_user)
     read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
     for message in read.warnings:

@@ -449,3 +449,16 @@ def test_a_watch_interval_time_sleep_refuses_is_a_usage_error(
     kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
     assert run(["status", "-w", "--interval", interval, "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
     assert "invalid value for '--interval'" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("goal", [["--free-cards", "1"], ["--compact", "gpu-a100-0"]])
+def test_plan_refuses_a_namespace_its_goal_would_ignore(
+    goal: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan -n team-a --free-cards 1 --apply --yes` planned (and evicted) pods of every namespace: -n names the --for
+    pod's namespace only. Refused before any request (the server is a closed port)."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["plan", *goal, "-n", "team-a", "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
+    assert "-n goes with --for" in one_error_line(capsys)
+    assert run(["plan", "--for", "big", "-n", "team-a", "--kubeconfig", str(kubeconfig)]) == 1
+    assert "cannot reach the API server" in one_error_line(capsys)

@@ -17,6 +17,8 @@ from kubectl_hami_place.cli._common import (
     ContextOption,
     DryRun,
     DryRunOption,
+    GpuPolicyOption,
+    HamiConfigOption,
     KubeconfigOption,
     OutputFormat,
     OutputOption,
@@ -134,6 +136,8 @@ def apply(
     dry_run: DryRunOption = DryRun.none,
     yes: YesOption = False,
     output: OutputOption = OutputFormat.table,
+    hami_config_ref: HamiConfigOption = None,
+    gpu_policy: GpuPolicyOption = None,
 ) -> int:
     """Carry out the plan; exit 1 when a move fails or the cluster no longer matches, 4 when a budget blocks."""
     plan = load_plan(filename)
@@ -141,7 +145,15 @@ def apply(
         _only_namespace(plan, namespace, "stdin" if filename == "-" else filename)
     where = target(kubeconfig, context, None, as_user=as_user)
     report = carry_out(
-        where.kube, plan, dry_run=dry_run, timeout=timeout, wait_pod=wait_pod, yes=yes, ack_timeout=ack_timeout
+        where.kube,
+        plan,
+        dry_run=dry_run,
+        timeout=timeout,
+        wait_pod=wait_pod,
+        yes=yes,
+        ack_timeout=ack_timeout,
+        hami_config=hami_config_ref or "",
+        gpu_policy=gpu_policy or "",
     )
     emit(report, output)
     if report.failure:

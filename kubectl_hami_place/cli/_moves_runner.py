@@ -175,12 +175,15 @@ def carry_out(
     wait_pod: bool,
     yes: bool,
     ack_timeout: float = ACK_TIMEOUT_SECONDS,
+    hami_config: str = "",
+    gpu_policy: str = "",
 ) -> ApplyReport:
-    """Runs the plan (or checks it, under --dry-run) and reports; never raises for a failed move."""
+    """Runs the plan (or checks it, under --dry-run) and reports; never raises for a failed move. Pods are read with
+    HAMi's device config `hami_config` (NS/NAME, else found) and default GPU policy `gpu_policy` (else read)."""
     from kubectl_hami_place.core.planner.apply import Step, check_plan
     from kubectl_hami_place.kube.snapshot import read_snapshot
 
-    read = read_snapshot(kube)
+    read = read_snapshot(kube, hami_config, gpu_policy)
     for message in read.warnings:
         warn(message)
     names = _names(read.snapshot)
@@ -216,7 +219,9 @@ def carry_out(
             return _stopped(report, outcomes, number, move, stop)
         outcomes.append(Outcome(number, move, "already done" if was_done else "done", detail))
     report = replace(report, outcomes=tuple(outcomes))
-    return _target_pod(kube, plan, report, wait_pod=wait_pod, timeout=timeout, progress=progress)
+    return _target_pod(
+        kube, plan, report, wait_pod=wait_pod, timeout=timeout, progress=progress, config=(hami_config, gpu_policy)
+    )
 
 
 _CHANGED_HINT = "the cluster no longer matches the plan: make a new one (kubectl hami-place plan)"
@@ -355,9 +360,17 @@ def _placement_state(kube: Kube, move: Move) -> str:
 
 
 def _target_pod(
-    kube: Kube, plan: PlanFile, report: ApplyReport, *, wait_pod: bool, timeout: float, progress: Progress
+    kube: Kube,
+    plan: PlanFile,
+    report: ApplyReport,
+    *,
+    wait_pod: bool,
+    timeout: float,
+    progress: Progress,
+    config: tuple[str, str],
 ) -> ApplyReport:
-    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`."""
+    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`. `config`:
+    HAMi's device config and default GPU policy, as carry_out's."""
     from kubectl_hami_place.core.planner.apply import target_pod_state
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
@@ -367,7 +380,7 @@ def _target_pod(
     deadline = time.monotonic() + timeout
     with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
         while True:
-            read = read_snapshot(kube)
+            read = read_snapshot(kube, *config)
             try:
                 pod = read_pod(kube, namespace, name, read)
             except KubeNotFound:

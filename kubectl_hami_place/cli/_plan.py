@@ -18,6 +18,7 @@ from kubectl_hami_place.cli._common import (
     DryRun,
     DryRunOption,
     GpuPolicyOption,
+    HamiConfigOption,
     KubeconfigOption,
     NamespaceOption,
     OutputFormat,
@@ -33,10 +34,12 @@ from kubectl_hami_place.cli._common import (
 )
 from kubectl_hami_place.cli._errors import EXIT_ERROR, EXIT_OK, CliError, UsageProblem
 from kubectl_hami_place.cli._moves_runner import TimeoutOption, WaitPodOption, carry_out
+from kubectl_hami_place.cli._pin_check import AckTimeoutOption
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli._why import require_gpu, why_blocks
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.kube.errors import KubeNotFound
+from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from kubectl_hami_place.cli._moves_runner import ApplyReport
@@ -167,6 +170,7 @@ def plan(
     ] = False,
     dry_run: DryRunOption = DryRun.none,
     timeout: TimeoutOption = 300,
+    ack_timeout: AckTimeoutOption = ACK_TIMEOUT_SECONDS,
     wait_pod: WaitPodOption = False,
     yes: YesOption = False,
     kubeconfig: KubeconfigOption = None,
@@ -174,6 +178,7 @@ def plan(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     output: OutputOption = OutputFormat.table,
+    hami_config_ref: HamiConfigOption = None,
     gpu_policy: GpuPolicyOption = None,
 ) -> int:
     """Print the plan; exit 1 when the goal cannot be reached."""
@@ -199,7 +204,7 @@ def plan(
             "drop -n (apply -n NS refuses a plan that moves pods of another namespace)",
         )
     where = target(kubeconfig, context, namespace, as_user=as_user)
-    read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
+    read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
     for message in read.warnings:
         warn(message)
     verdicts = None
@@ -235,7 +240,15 @@ def plan(
     if not structured:
         emit(view, output)
     report = carry_out(
-        where.kube, read_plan(view.to_data()), dry_run=dry_run, timeout=timeout, wait_pod=wait_pod, yes=yes
+        where.kube,
+        read_plan(view.to_data()),
+        dry_run=dry_run,
+        timeout=timeout,
+        wait_pod=wait_pod,
+        yes=yes,
+        ack_timeout=ack_timeout,
+        hami_config=hami_config_ref or "",
+        gpu_policy=gpu_policy or "",
     )
     emit(PlanApplied(view, report) if structured else report, output)
     if report.failure:

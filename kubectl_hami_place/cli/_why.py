@@ -14,6 +14,7 @@ from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
     GpuPolicyOption,
+    HamiConfigOption,
     KubeconfigOption,
     NamespaceOption,
     OutputFormat,
@@ -92,6 +93,7 @@ def why(
     as_user: AsOption = None,
     namespace: NamespaceOption = None,
     output: OutputOption = OutputFormat.table,
+    hami_config_ref: HamiConfigOption = None,
     gpu_policy: GpuPolicyOption = None,
 ) -> None:
     """Explain, card by card, why the pod does not fit."""
@@ -99,7 +101,7 @@ def why(
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
     where = target(kubeconfig, context, namespace, as_user=as_user)
-    read = read_snapshot(where.kube, gpu_scheduler_policy=gpu_policy or "")
+    read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
     try:
         plan_pod = read_pod(where.kube, where.one_namespace, pod, read)
     except KubeNotFound as exc:

@@ -14,7 +14,7 @@ from kubectl_hami_place.kube.hami_config import read_hami_config
 from sandbox.cluster import Sandbox
 from sandbox.hami import HamiSettings, scheduler_deployment
 from tests.cluster.cli_harness import allocated_pod, apply, custom_node, plugin
-from tests.cluster.hami_harness import card_entries
+from tests.cluster.hami_harness import card_entries, create, pod
 
 pytestmark = pytest.mark.cluster
 
@@ -125,3 +125,21 @@ def test_a_reader_without_rights_gets_the_defaults_and_is_told_why(cluster: Sand
     assert settings.config == HAMI_DEFAULTS
     assert settings.notice.startswith("cannot read HAMi's device config (forbidden: "), settings.notice
     assert "cannot read HAMi's scheduler Deployment (forbidden: " in settings.notice, settings.notice
+
+
+def test_why_and_plan_read_a_pod_with_the_hami_config_given_as_pin_does(
+    cluster: Sandbox, namespace: str, configmap: str
+) -> None:
+    """A pod asking renamed resources is no GPU pod under HAMi's default names; `--hami-config` (which why and plan
+    refused before, though their warning named it) makes it one."""
+    renamed = "nvidia:\n  resourceCountName: example.com/vgpu\n  resourceMemoryName: example.com/vgpu-mem\n"
+    put(cluster, configmap, renamed)
+    create(cluster, namespace, pod("renamed", {"example.com/vgpu": "1", "example.com/vgpu-mem": "1000"}))
+    by_default = plugin(cluster, "why", "-n", namespace, "renamed")
+    assert by_default.code == 1 and "asks for no NVIDIA card" in by_default.error_lines[-1], by_default.err
+    given = plugin(cluster, "why", "-n", namespace, "renamed", "--hami-config", configmap, "-o", "json")
+    assert given.code == 0, given.err
+    assert given.json()["pod"] == f"{namespace}/renamed"
+    planned = plugin(cluster, "plan", "-n", namespace, "--for", "renamed", "--hami-config", configmap, "-o", "json")
+    assert "asks for no NVIDIA card" not in planned.err and planned.code in (0, 1), planned.err
+    assert planned.json()["pod"] == {"namespace": namespace, "name": "renamed"}

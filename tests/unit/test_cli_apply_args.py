@@ -111,3 +111,34 @@ def test_plan_takes_dry_run_only_with_apply(capsys: pytest.CaptureFixture[str]) 
     assert one_error_line(capsys) == (
         "error: --dry-run goes with --apply; plan alone changes nothing; add --apply to check the run"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["why", "big"],
+        ["plan", "--for", "big"],
+        ["plan", "--free-cards", "1", "--apply", "--yes", "--ack-timeout", "3"],
+        ["apply", "-f", "PLAN", "--yes"],
+    ],
+)
+def test_the_verbs_that_read_pods_as_hami_does_take_its_config_as_pin_does(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Their warning says `give it with --hami-config NS/NAME` / `give --gpu-scheduler-policy` when neither is found,
+    but why and plan refused --hami-config, apply both, and plan --apply had no --ack-timeout, as apply has: exit 2
+    for the flag the advice named. Here they reach the (closed) server."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"goal": "x", "moves": [MOVE]}))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    hami = ["--hami-config", "kube-system/hami-scheduler-device", "--gpu-scheduler-policy", "binpack"]
+    argv = [str(plan) if word == "PLAN" else word for word in argv]
+    assert run([*argv, *hami, "--kubeconfig", str(kubeconfig)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: cannot reach the API server at https://127.0.0.1:1"), err

@@ -275,12 +275,30 @@ MemoryOption = Annotated[
     int | None,
     typer.Option("--request-memory", min=0, help="MiB per card the pod asks (default: from its controller)."),
 ]
+
+
+def _hami_config_ref(value: str | None) -> str | None:
+    """`--hami-config` checked before any connection: a malformed one was taken for a ConfigMap that cannot be read,
+    and HAMi's defaults went on in its place after a warning. NAME alone is in the context's namespace."""
+    from kubectl_hami_place.core.k8s_names import is_namespace, is_object_name
+
+    if value:
+        namespace, slash, name = value.rpartition("/")
+        if not is_object_name(name) or (slash and not is_namespace(namespace)):
+            raise UsageProblem(
+                f"--hami-config {value[:80]!r} is not NS/NAME",
+                "write e.g. --hami-config kube-system/hami-scheduler-device",
+            )
+    return value
+
+
 HamiConfigOption = Annotated[
     str | None,
     typer.Option(
         "--hami-config",
         metavar="NS/NAME",
         help="HAMi's device-config ConfigMap (default: the one named hami-scheduler-device, in any namespace).",
+        callback=_hami_config_ref,
     ),
 ]
 GpuPolicyOption = Annotated[

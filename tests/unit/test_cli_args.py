@@ -462,3 +462,19 @@ def test_plan_refuses_a_namespace_its_goal_would_ignore(
     assert "-n goes with --for" in one_error_line(capsys)
     assert run(["plan", "--for", "big", "-n", "team-a", "--kubeconfig", str(kubeconfig)]) == 1
     assert "cannot reach the API server" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "verb", [["pin", "-l", "a=b", "--node", "n", "--gpu", "gpu-0"], ["why", "p"], ["plan", "--for", "p"]]
+)
+@pytest.mark.parametrize("ref", ["a/b/c", "Bad_NS/x", "ns/", "../x"])
+def test_a_malformed_hami_config_is_a_usage_error_not_a_config_that_cannot_be_read(
+    verb: list[str], ref: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pin ... --hami-config a/b/c` warned 'cannot read HAMi's device config', went on with HAMi's defaults, and
+    pinned by them. Refused before any request (the server is a closed port)."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run([*verb, "--hami-config", ref, "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
+    assert one_error_line(capsys) == (
+        f"error: --hami-config {ref!r} is not NS/NAME; write e.g. --hami-config kube-system/hami-scheduler-device"
+    )

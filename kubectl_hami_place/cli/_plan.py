@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer._click.core import ParameterSource
 
 from kubectl_hami_place.cli._common import (
     AsOption,
@@ -139,6 +140,7 @@ def _names(snapshot: Snapshot) -> dict[str, str]:
 
 
 def plan(
+    ctx: typer.Context,
     *,
     nodes: Annotated[
         list[str] | None, typer.Argument(help="The nodes to compact (with --compact).", autocompletion=complete_nodes)
@@ -195,6 +197,11 @@ def plan(
         raise UsageProblem("--type goes with --free-cards", "add --free-cards N")
     if dry_run is not DryRun.none and not then_apply:
         raise UsageProblem("--dry-run goes with --apply", "plan alone changes nothing; add --apply to check the run")
+    waits = {"--timeout": "timeout", "--ack-timeout": "ack_timeout", "--wait-for-pod": "wait_pod"}
+    given = [flag for flag, name in waits.items() if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given and not then_apply:
+        # They bound the run --apply makes: plan alone waits for nothing, and would drop them without a word.
+        raise UsageProblem(f"{given[0]} goes with --apply", "plan alone waits for nothing; add --apply, or drop it")
     if compact != bool(nodes):
         raise UsageProblem("--compact takes the node names", "kubectl hami-place plan --compact NODE...")
     if namespace is not None and for_pod is None:

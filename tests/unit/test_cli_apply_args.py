@@ -113,6 +113,17 @@ def test_plan_takes_dry_run_only_with_apply(capsys: pytest.CaptureFixture[str]) 
     )
 
 
+def closed_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig whose server is a closed port: what reaches it fails with 'cannot reach the API server'."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return kubeconfig
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -130,15 +141,23 @@ def test_the_verbs_that_read_pods_as_hami_does_take_its_config_as_pin_does(
     for the flag the advice named. Here they reach the (closed) server."""
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"goal": "x", "moves": [MOVE]}))
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
-    )
+    kubeconfig = closed_kubeconfig(tmp_path)
     hami = ["--hami-config", "kube-system/hami-scheduler-device", "--gpu-scheduler-policy", "binpack"]
     argv = [str(plan) if word == "PLAN" else word for word in argv]
     assert run([*argv, *hami, "--kubeconfig", str(kubeconfig)]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("error: cannot reach the API server at https://127.0.0.1:1"), err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--wait-for-pod", None), ("--timeout", "600"), ("--ack-timeout", "3")])
+def test_plan_takes_the_runs_waits_only_with_apply(
+    flag: str, value: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --for big --wait-for-pod` printed the plan and ended at once: the waits bound the run --apply makes, and
+    plan alone dropped them as it did not --dry-run."""
+    kubeconfig = closed_kubeconfig(tmp_path)
+    assert run(["plan", "--for", "big", flag, *([value] if value else []), "--kubeconfig", str(kubeconfig)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {flag} goes with --apply; plan alone waits for nothing; add --apply, or drop it"
+    )

@@ -68,7 +68,9 @@ def run(argv: list[str]) -> int:
     except UsageError as exc:
         command = exc.ctx.command_path if exc.ctx is not None else PROG
         return _fail([f"{_sentence(exc.format_message())}; see '{command} --help'"], EXIT_USAGE)
-    except typer.Abort:
+    except typer.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            return _fail(["interrupted"], EXIT_INTERRUPTED)  # click's prompt turns Ctrl-C into Abort
         return _fail(["aborted"], EXIT_ERROR)
     except CliError as exc:
         return _fail(exc.lines(), exc.exit_code)

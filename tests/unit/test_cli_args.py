@@ -478,3 +478,34 @@ def test_a_malformed_hami_config_is_a_usage_error_not_a_config_that_cannot_be_re
     assert one_error_line(capsys) == (
         f"error: --hami-config {ref!r} is not NS/NAME; write e.g. --hami-config kube-system/hami-scheduler-device"
     )
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"), [(KeyboardInterrupt, (130, "interrupted")), ("", (1, "aborted"))], ids=["ctrl-c", "eof"]
+)
+def test_ctrl_c_at_a_confirmation_is_an_interruption(
+    typed: object,
+    expected: tuple[int, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """click's prompt turns Ctrl-C into Abort: `delete x` on a terminal, then Ctrl-C, was 'error: aborted', exit 1,
+    not 130 as every other interruption. End of input (Ctrl-D) stays an abort. Nothing reaches the (closed) server:
+    a named placement is deleted only after the answer."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+        def readline(self, size: int | None = -1) -> str:
+            if isinstance(typed, type):
+                raise typed
+            return str(typed)
+
+    monkeypatch.setattr("sys.stdin", Terminal())
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    code, said = expected
+    assert run(["delete", "x", "--kubeconfig", str(kubeconfig)]) == code
+    assert capsys.readouterr().err.endswith(f"error: {said}\n")

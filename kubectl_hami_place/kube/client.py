@@ -178,6 +178,9 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     where = explicit or str(default_file)
     if context is None and not kubeconfig and explicit and os.pathsep in explicit:
         context = first_current_context(explicit.split(os.pathsep))
+    if os.pathsep not in where and not Path(where).expanduser().exists():
+        # The client library calls a missing file "Invalid kube-config file. No configuration found."
+        raise KubeConfigError(f"cannot read kubeconfig {where}: no such file")
     try:
         with _logged_failures() as failures:
             config.load_kube_config(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -509,3 +510,18 @@ def test_ctrl_c_at_a_confirmation_is_an_interruption(
     code, said = expected
     assert run(["delete", "x", "--kubeconfig", str(kubeconfig)]) == code
     assert capsys.readouterr().err.endswith(f"error: {said}\n")
+
+
+def test_a_kubeconfig_that_does_not_exist_is_named_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client library called it 'Invalid kube-config file. No configuration found.', which sent a user with a
+    typo in the path looking for a mistake inside a file that is not there."""
+    missing = tmp_path / "nope"
+    assert run(["list", "--kubeconfig", str(missing)]) == 1
+    assert one_error_line(capsys) == (
+        f"error: cannot read kubeconfig {missing}: no such file; check --kubeconfig/--context or KUBECONFIG"
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{missing}{os.pathsep}{kubeconfig_file(tmp_path / 'kubeconfig', 'c', 1)}")
+    assert run(["list"]) == 1
+    assert "cannot reach the API server at https://127.0.0.1:1" in one_error_line(capsys), "a list skips it"

@@ -53,6 +53,9 @@ def load_plan(path: str) -> PlanFile:
 
     from kubectl_hami_place.core.planner.apply import PlanFileError, read_plan
 
+    if not path:
+        # Path("") is the current directory: the error read "cannot read : Is a directory".
+        raise UsageProblem("-f is empty", "give the plan file's path, or - for stdin")
     if path == "-" and sys.stdin is None:
         raise UsageProblem("no standard input to read the plan from", "give the plan file's path, or pipe it in")
     try:

@@ -161,3 +161,9 @@ def test_plan_takes_the_runs_waits_only_with_apply(
     assert one_error_line(capsys) == (
         f"error: {flag} goes with --apply; plan alone waits for nothing; add --apply, or drop it"
     )
+
+
+def test_an_empty_plan_path_is_named_empty(capsys: pytest.CaptureFixture[str]) -> None:
+    """`apply -f ""` (an unset shell variable) read the current directory: 'cannot read : Is a directory'."""
+    assert run(["apply", "-f", ""]) == 2
+    assert one_error_line(capsys) == "error: -f is empty; give the plan file's path, or - for stdin"

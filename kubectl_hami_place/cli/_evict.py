@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from typer._click.core import ParameterSource
 
 from kubectl_hami_place.cli._common import (
     AsOption,
@@ -82,6 +83,7 @@ class Evicted:
 
 
 def evict(
+    ctx: typer.Context,
     *,
     pod: Annotated[str, typer.Argument(help="The pod to evict.", autocompletion=complete_pods)],
     to_node: Annotated[
@@ -109,6 +111,7 @@ def evict(
     from kubectl_hami_place.core.pin_check import workload_from_pod
     from kubectl_hami_place.kube import cluster_reads, evictions, moves
 
+    typed_ack = ctx.get_parameter_source("ack_timeout") is ParameterSource.COMMANDLINE
     pin_flags = {
         "--gpu": gpu or None,
         "--req-id": req_id,
@@ -117,6 +120,7 @@ def evict(
         "--request-cores": request_cores,
         "--hami-config": hami_config_ref,
         "--gpu-scheduler-policy": gpu_policy,
+        "--ack-timeout": ack_timeout if typed_ack else None,
     }
     stray = next((flag for flag, value in pin_flags.items() if value is not None), None)
     if stray and not to_node:

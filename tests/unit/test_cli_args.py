@@ -430,6 +430,7 @@ def test_a_failing_exec_credential_plugin_is_named_not_taken_for_unauthorized(
         ["--request-cores", "30"],
         ["--hami-config", "kube-system/hami-scheduler-device"],
         ["--gpu-scheduler-policy", "binpack"],
+        ["--ack-timeout", "10"],
     ],
 )
 def test_evict_refuses_the_replacements_flags_without_to_node(

@@ -301,12 +301,27 @@ HamiConfigOption = Annotated[
         callback=_hami_config_ref,
     ),
 ]
+
+
+def _gpu_policy(value: str | None) -> str | None:
+    """`--gpu-scheduler-policy` checked before any connection: HAMi reads a word it does not know as spread."""
+    from kubectl_hami_place.core.fit import is_gpu_policy
+
+    if value and not is_gpu_policy(value):
+        raise UsageProblem(
+            f"--gpu-scheduler-policy {value[:80]!r} is no policy HAMi knows (it would read it as spread)",
+            "write binpack, spread, mutex, topology-aware, or a comma list of binpack, spread and numa",
+        )
+    return value
+
+
 GpuPolicyOption = Annotated[
     str | None,
     typer.Option(
         "--gpu-scheduler-policy",
         metavar="POLICY",
         help="HAMi's default GPU policy for a pod naming none (default: read from HAMi's scheduler Deployment).",
+        callback=_gpu_policy,
     ),
 ]
 CoresOption = Annotated[

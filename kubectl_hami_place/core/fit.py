@@ -540,6 +540,19 @@ def _insertion_sort(slots: list[_Slot], policy: str, bind: bool = False) -> None
             j -= 1
 
 
+_SINGLE_POLICIES = ("binpack", "spread", "mutex", "numa")
+_CHAIN_KEYS = ("binpack", "spread", "numa")
+
+
+def is_gpu_policy(policy: str) -> bool:
+    """Whether HAMi reads `policy` as it is written: one of its policies, or a comma list of its sort keys. HAMi
+    reads any other word as spread, so a typed one is more likely a typo than what the scheduler runs."""
+    if policy in (*_SINGLE_POLICIES, TOPOLOGY_AWARE):
+        return True
+    words = [word.strip() for word in policy.split(",")]
+    return "," in policy and all(word in _CHAIN_KEYS for word in words)
+
+
 def _less_single(policy: str, bind: bool) -> Any:
     """Less for one policy word: mutex (busy first), binpack (emptiest first), else spread (fullest first); under
     numa-bind binpack puts higher NUMA nodes first and spread lower ones, the score ordering cards within one."""
@@ -565,7 +578,7 @@ def _less_by_chain(policy: str, bind: bool) -> Any:
     numa-bind), index breaking ties."""
     chain: list[str] = []
     for word in policy.split(","):
-        if word.strip() in ("binpack", "spread", "numa") and word.strip() not in chain:
+        if word.strip() in _CHAIN_KEYS and word.strip() not in chain:
             chain.append(word.strip())
     chain = chain or ["spread"]
     if bind and chain[0] != "numa":

@@ -526,3 +526,20 @@ def test_a_kubeconfig_that_does_not_exist_is_named_missing(
     monkeypatch.setenv("KUBECONFIG", f"{missing}{os.pathsep}{kubeconfig_file(tmp_path / 'kubeconfig', 'c', 1)}")
     assert run(["list"]) == 1
     assert "cannot reach the API server at https://127.0.0.1:1" in one_error_line(capsys), "a list skips it"
+
+
+@pytest.mark.parametrize(
+    "verb", [["pin", "-l", "a=b", "--node", "n", "--gpu", "gpu-0"], ["why", "p"], ["plan", "--for", "p"]]
+)
+@pytest.mark.parametrize("policy", ["binpak", "binpack,sprad", "Spread"])
+def test_a_gpu_policy_hami_does_not_know_is_a_usage_error_not_spread(
+    verb: list[str], policy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HAMi reads a word it does not know as spread: `--gpu-scheduler-policy binpak` checked every card in spread's
+    order without a word. Refused before any request (the server is a closed port); HAMi's own words go on to it."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run([*verb, "--gpu-scheduler-policy", policy, "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
+    assert one_error_line(capsys).startswith(f"error: --gpu-scheduler-policy {policy!r} is no policy HAMi knows")
+    for known in ("binpack", "topology-aware", "mutex", "numa,binpack", "binpack, spread"):
+        assert run([*verb, "--gpu-scheduler-policy", known, "--kubeconfig", str(kubeconfig)]) == 1
+        assert "error: cannot reach the API server" in capsys.readouterr().err

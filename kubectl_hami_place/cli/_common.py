@@ -277,6 +277,17 @@ MemoryOption = Annotated[
 ]
 
 
+def pod_name(value: str | None) -> str | None:
+    """A pod named on the command line, checked before any connection: `why ''` read the whole cluster first."""
+    from kubectl_hami_place.core.k8s_names import is_object_name
+
+    if value is not None and not is_object_name(value):
+        raise UsageProblem(
+            f"{value[:80]!r} is not a pod name", "give the pod's name: lowercase letters, digits, '-' and '.'"
+        )
+    return value
+
+
 def _hami_config_ref(value: str | None) -> str | None:
     """`--hami-config` checked before any connection: a malformed one was taken for a ConfigMap that cannot be read,
     and HAMi's defaults went on in its place after a warning. NAME alone is in the context's namespace."""

@@ -34,6 +34,7 @@ from kubectl_hami_place.cli._common import (
     emit,
     not_found,
     note,
+    pod_name,
     target,
     warn,
 )
@@ -85,7 +86,7 @@ class Evicted:
 def evict(
     ctx: typer.Context,
     *,
-    pod: Annotated[str, typer.Argument(help="The pod to evict.", autocompletion=complete_pods)],
+    pod: Annotated[str, typer.Argument(help="The pod to evict.", autocompletion=complete_pods, callback=pod_name)],
     to_node: Annotated[
         str | None,
         typer.Option("--to-node", help="Pin the replacement pod to this node first.", autocompletion=complete_nodes),

@@ -30,6 +30,7 @@ from kubectl_hami_place.cli._common import (
     emit,
     not_found,
     not_gpu_nodes,
+    pod_name,
     target,
     warn,
 )
@@ -147,7 +148,9 @@ def plan(
     ] = None,
     for_pod: Annotated[
         str | None,
-        typer.Option("--for", help="Make room for this pod (usually Pending).", autocompletion=complete_pods),
+        typer.Option(
+            "--for", help="Make room for this pod (usually Pending).", autocompletion=complete_pods, callback=pod_name
+        ),
     ] = None,
     free_cards: Annotated[
         int | None,

@@ -22,6 +22,7 @@ from kubectl_hami_place.cli._common import (
     complete_pods,
     emit,
     not_found,
+    pod_name,
     target,
     warn,
 )
@@ -87,7 +88,9 @@ def require_gpu(pod: PlanPod) -> None:
 
 def why(
     *,
-    pod: Annotated[str, typer.Argument(help="The pod, usually Pending.", autocompletion=complete_pods)],
+    pod: Annotated[
+        str, typer.Argument(help="The pod, usually Pending.", autocompletion=complete_pods, callback=pod_name)
+    ],
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,

@@ -543,3 +543,18 @@ def test_a_gpu_policy_hami_does_not_know_is_a_usage_error_not_spread(
     for known in ("binpack", "topology-aware", "mutex", "numa,binpack", "binpack, spread"):
         assert run([*verb, "--gpu-scheduler-policy", known, "--kubeconfig", str(kubeconfig)]) == 1
         assert "error: cannot reach the API server" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", [["why"], ["plan", "--for"], ["evict", "--yes"]])
+@pytest.mark.parametrize("name", ["", "Bad_Name", "../pods"])
+def test_a_pod_named_as_no_pod_can_be_is_a_usage_error_before_any_request(
+    verb: list[str], name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`why ''` and `plan --for ''` read every node and pod of the cluster before the empty name was refused (exit 1
+    on a cluster out of reach, 2 on one in reach). Refused first now (the server is a closed port)."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    args = [*verb, name] if verb[0] != "evict" else ["evict", name, "--yes"]
+    assert run([*args, "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
+    assert one_error_line(capsys) == (
+        f"error: {name!r} is not a pod name; give the pod's name: lowercase letters, digits, '-' and '.'"
+    )

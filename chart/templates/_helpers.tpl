@@ -46,8 +46,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The certificate hook's objects: the fullname cut first, so that the suffix is never cut off (a fullname of 62 or
+63 characters, from a long release name and nameOverride, gave them the server's own ServiceAccount and ClusterRole
+names, which the hook's delete policies then deleted). */}}
 {{- define "hami-place.certgenName" -}}
-{{- printf "%s-certgen" (include "hami-place.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-certgen" (include "hami-place.fullname" . | trunc 55 | trimSuffix "-") -}}
 {{- end -}}
 
 {{/* The certificate Job's account: the one named in certs.hook.serviceAccountName, else the chart's own hook one. */}}

@@ -650,6 +650,22 @@ def test_a_dotted_release_name_still_names_the_service_and_the_leases_namespace_
     assert f"--lease-namespace={leases}" in container["args"]
 
 
+@pytest.mark.parametrize("name_override", ["hamiplace", "hamiplac", "hami-place-webhook-for-gpus"])
+def test_a_long_release_name_gives_the_hooks_names_of_their_own(helm: Path, name_override: str) -> None:
+    # A 53-character release (Helm's longest) and a nameOverride make a fullname of 62 or 63 characters: cut to 63
+    # after "-certgen" or "-test" was added, the certificate hook's ServiceAccount, ClusterRole and
+    # ClusterRoleBinding took the server's own names, and its before-hook-creation and hook-succeeded deleted them
+    # (the post-install hook runs after the release's objects exist).
+    release = "r" * 53
+    objects = render(helm, f"nameOverride={name_override}", release=release, tests=True)
+    names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    fullname = one(objects, "Deployment")["metadata"]["name"]
+    hooks = [o for o in objects if "helm.sh/hook" in (o["metadata"].get("annotations") or {})]
+    assert len(hooks) == 7, "the certificate Job, its account and RBAC (5), and helm test's Job"
+    assert all(o["metadata"]["name"] != fullname and len(o["metadata"]["name"]) <= 63 for o in hooks)
+
+
 def test_a_disruption_budget_that_leaves_a_replica_to_evict_renders_as_given(helm: Path) -> None:
     assert one(render(helm, "podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"]["minAvailable"] == (
         "50%"

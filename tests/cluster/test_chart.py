@@ -666,6 +666,17 @@ def test_a_long_release_name_gives_the_hooks_names_of_their_own(helm: Path, name
     assert all(o["metadata"]["name"] != fullname and len(o["metadata"]["name"]) <= 63 for o in hooks)
 
 
+@pytest.mark.parametrize("name_override", ["", "hamiplace"])
+def test_cert_managers_ca_certificate_has_a_common_name_it_takes(helm: Path, name_override: str) -> None:
+    # cert-manager's webhook refuses a commonName over 64 bytes (X.509's ub-common-name): "<fullname>-ca" was 66
+    # with a 63-character fullname (a 53-character release and a nameOverride), and no CA, so no certificate, came.
+    objects = render(helm, "certs.mode=certManager", f"nameOverride={name_override}", release="r" * 53)
+    certificates = by_kind(objects, "Certificate")
+    assert len(certificates) == 2, "the self-signed CA and the serving certificate"
+    for certificate in certificates:
+        assert len(certificate["spec"].get("commonName", "")) <= 64, certificate["spec"]["commonName"]
+
+
 def test_a_disruption_budget_that_leaves_a_replica_to_evict_renders_as_given(helm: Path) -> None:
     assert one(render(helm, "podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"]["minAvailable"] == (
         "50%"

@@ -569,6 +569,15 @@ def test_the_schemas_durations_refuse_what_the_policy_parser_refuses() -> None:
         assert not chart or text.strip("0hms"), f"the chart takes the zero interval {text}"
 
 
+@pytest.mark.parametrize("share", [0, 0.2, 1, 0.000001, 0.0000001, 0.00000025, 5e-324])
+def test_every_stranded_share_the_schema_takes_reaches_the_policy_as_a_number(helm: Path, share: float) -> None:
+    # Helm writes a share under 1e-6 in exponent form, "1e-7": YAML 1.1 (the server's parser) reads a float only
+    # with a dot, so the policy said maxStrandedShare '1e-7', which the server refused as no share.
+    objects = render(helm, f"json:defrag.keepRoom.maxStrandedShare={json.dumps(share)}")
+    policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
+    assert policy.keep_room.max_stranded_share == share
+
+
 def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Path) -> None:
     # Helm reads a values file's numbers (and --set-json's) as floats: printed raw, 2592000 became 2.592e+06, which
     # the server's flags and the policy parser refuse (a crash-looping server, a policy left unread).

@@ -976,6 +976,18 @@ def test_cert_manager_mode(helm: Path) -> None:
     assert one(given, "Certificate")["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "corp-ca"}
 
 
+def test_cert_manager_mode_takes_an_external_issuer(helm: Path) -> None:
+    # cert-manager checks issuerRef.kind only in its own group; an external issuer (AWS Private CA, Google CAS, step)
+    # has a kind of its own in its group, which the schema refused although it offers issuerRef.group for them.
+    external = {"group": "awspca.cert-manager.io", "kind": "AWSPCAClusterIssuer", "name": "pca"}
+    objects = render(helm, "certs.mode=certManager", f"json:certs.certManager.issuerRef={json.dumps(external)}")
+    assert one(objects, "Certificate")["spec"]["issuerRef"] == external
+    for wrong in ({"kind": "ClusterIsuer", "name": "x"}, {"group": "cert-manager.io", "kind": "CA", "name": "x"}):
+        set_json = f"certs.certManager.issuerRef={json.dumps(wrong)}"
+        result = run_helm(helm, "template", RELEASE, str(CHART), "--set-json", set_json, check=False)
+        assert result.returncode != 0 and "/certs/certManager/issuerRef/kind" in result.stderr, result.stderr
+
+
 def test_existing_secret_mode(helm: Path) -> None:
     objects = render(helm, "certs.mode=secret", "certs.existingSecret=corp-tls", "certs.caBundle=Q0E=")
     assert by_kind(objects, "Job") == []

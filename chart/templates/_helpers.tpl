@@ -88,6 +88,10 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if and (ne .Values.service.type "ClusterIP") (not .Values.server.clientCA.configMap) (not .Values.networkPolicy.enabled) -}}
 {{- fail (printf "service.type %s puts /mutate beyond the cluster, where anyone could send it forged reviews that hold placements; set server.clientCA (the API server's client certificate) or networkPolicy.enabled first, or keep ClusterIP" .Values.service.type) -}}
 {{- end -}}
+{{- $ports := list (int64 .Values.server.webhookPort) (int64 .Values.server.apiPort) (int64 .Values.server.probePort) -}}
+{{- if lt (len (uniq $ports)) 3 -}}
+{{- fail (printf "server.webhookPort, server.apiPort and server.probePort (%d, %d, %d) must differ: the server listens on each apart, and a port taken twice stops every replica at start (address in use)" (index $ports 0) (index $ports 1) (index $ports 2)) -}}
+{{- end -}}
 {{- if has .Values.leases.namespace (list "kube-system" "kube-node-lease" "kube-public") -}}
 {{- fail (printf "leases.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of their own, or name one no one else uses" .Values.leases.namespace) -}}
 {{- end -}}

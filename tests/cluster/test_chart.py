@@ -505,6 +505,9 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["leases.namespace=kube-system"], "leases.namespace: kube-system holds Leases of other components"),
         (["leases.namespace=kube-node-lease"], "leases.namespace: kube-node-lease holds Leases of other components"),
         (["leases.namespace=Leases"], "at '/leases/namespace': 'Leases' does not match"),
+        # Each port is a listener of its own: two on one port, and every replica crash-looped (address in use).
+        (["server.probePort=8083"], "server.webhookPort, server.apiPort and server.probePort (8443, 8083, 8083)"),
+        (["server.apiPort=8443"], "server.webhookPort, server.apiPort and server.probePort (8443, 8443, 8084)"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:

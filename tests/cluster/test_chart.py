@@ -304,6 +304,24 @@ def test_non_default_values(helm: Path) -> None:
     assert "--admission-timeout=10" in args
 
 
+@pytest.mark.parametrize("field", ["namespaceSelectorExpressions", "objectSelectorExpressions"])
+def test_selector_expressions_take_values_as_the_api_server_does(helm: Path, field: str) -> None:
+    # The API server refuses a MutatingWebhookConfiguration whose In/NotIn has no value, or whose Exists or
+    # DoesNotExist has some: the schema took both, and the install failed half-applied.
+    good = [{"key": "team", "operator": "In", "values": ["ml"]}, {"key": "gpu", "operator": "Exists"}]
+    entry = webhook_entry(render(helm, f"json:webhook.{field}={json.dumps(good)}"))
+    selector = "namespaceSelector" if field.startswith("namespace") else "objectSelector"
+    assert all(expression in entry[selector]["matchExpressions"] for expression in good)
+    for wrong in (
+        {"key": "team", "operator": "In"},
+        {"key": "team", "operator": "NotIn", "values": []},
+        {"key": "gpu", "operator": "Exists", "values": ["yes"]},
+    ):
+        set_json = f"webhook.{field}={json.dumps([wrong])}"
+        result = run_helm(helm, "template", RELEASE, str(CHART), "--set-json", set_json, check=False)
+        assert result.returncode != 0 and f"/webhook/{field}/0" in result.stderr, (wrong, result.stderr)
+
+
 def test_an_image_digest_pins_the_server_and_the_hook_to_it(helm: Path) -> None:
     digest = "sha256:" + "ab" * 32
     objects = render(helm, f"image.digest={digest}", "image.tag=9.9.9", tests=True)

@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         "--probe-port",
         type=int,
         default=_env_int("HAMI_PLACE_PROBE_PORT", DEFAULTS.probe_port),
-        help="HTTP port of /healthz and /readyz alone, for the kubelet's probes [HAMI_PLACE_PROBE_PORT] "
+        help="HTTP port of /livez, /healthz and /readyz alone, for the kubelet's probes [HAMI_PLACE_PROBE_PORT] "
         f"(default {DEFAULTS.probe_port})",
     )
     run.add_argument(

@@ -121,8 +121,8 @@ def rescue_candidates(
         if event is None or (event[2] and metadata.get("uid") and event[2] != metadata.get("uid")):
             continue
         message = unschedulable_message(pod)
-        reason = rescue_reason(message) if message is not None else None
-        if message is None or reason is None:
+        reason = rescue_reason(message)
+        if reason is None:
             continue
         found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, message, since, pod))
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
@@ -158,15 +158,15 @@ def pending_since(pod: Mapping[str, Any]) -> datetime | None:
     return time_or_none(as_mapping(pod.get("metadata")).get("creationTimestamp"))
 
 
-def unschedulable_message(pod: Mapping[str, Any]) -> str | None:
-    """Why the scheduler last refused the pod, as written on it (PodScheduled=False, Unschedulable), or None."""
+def unschedulable_message(pod: Mapping[str, Any]) -> str:
+    """Why the scheduler last refused the pod, as written on it (PodScheduled=False, Unschedulable), else ""."""
     for condition in as_mapping(pod.get("status")).get("conditions") or []:
         if not isinstance(condition, Mapping) or condition.get("type") != "PodScheduled":
             continue
         message = condition.get("message")
         refused = condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE
-        return message if refused and isinstance(message, str) else None
-    return None
+        return message if refused and isinstance(message, str) else ""
+    return ""
 
 
 def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[datetime, str, str]]:

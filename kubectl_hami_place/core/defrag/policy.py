@@ -318,12 +318,11 @@ def _count(section: Mapping[str, Any], key: str, default: int, path: str, least:
     where = f"{path}.{key}" if path else key
     if isinstance(value, bool) or not isinstance(value, int):
         raise PolicyError(f"{where}: {_shown(value)} is not a whole number; write a number such as {default}")
-    shown = _shown(value)
     if value < least:
         word = "negative" if value < 0 else f"below {least}"
-        raise PolicyError(f"{where}: {shown} is {word}; write {least} or more")
+        raise PolicyError(f"{where}: {_shown(value)} is {word}; write {least} or more")
     if value > MAX_COUNT:
-        raise PolicyError(f"{where}: {shown} is more than {MAX_COUNT}; write a number such as {default}")
+        raise PolicyError(f"{where}: {_shown(value)} is more than {MAX_COUNT}; write a number such as {default}")
     return value
 
 

@@ -220,7 +220,14 @@ def carry_out(
         outcomes.append(Outcome(number, move, "already done" if was_done else "done", detail))
     report = replace(report, outcomes=tuple(outcomes))
     return _target_pod(
-        kube, plan, report, wait_pod=wait_pod, timeout=timeout, progress=progress, config=(hami_config, gpu_policy)
+        kube,
+        plan,
+        report,
+        wait_pod=wait_pod,
+        timeout=timeout,
+        progress=progress,
+        hami_config=hami_config,
+        gpu_policy=gpu_policy,
     )
 
 
@@ -367,10 +374,11 @@ def _target_pod(
     wait_pod: bool,
     timeout: float,
     progress: Progress,
-    config: tuple[str, str],
+    hami_config: str,
+    gpu_policy: str,
 ) -> ApplyReport:
-    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`. `config`:
-    HAMi's device config and default GPU policy, as carry_out's."""
+    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`. Pods are
+    read with `hami_config` and `gpu_policy`, as carry_out reads them."""
     from kubectl_hami_place.core.planner.apply import target_pod_state
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
@@ -380,7 +388,7 @@ def _target_pod(
     deadline = time.monotonic() + timeout
     with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
         while True:
-            read = read_snapshot(kube, *config)
+            read = read_snapshot(kube, hami_config, gpu_policy)
             try:
                 pod = read_pod(kube, namespace, name, read)
             except KubeNotFound:

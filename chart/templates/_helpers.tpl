@@ -46,11 +46,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{/* The certificate hook's objects: the fullname cut first, so that the suffix is never cut off (a fullname of 62 or
-63 characters, from a long release name and nameOverride, gave them the server's own ServiceAccount and ClusterRole
-names, which the hook's delete policies then deleted). */}}
+{{/* <fullname><suffix> within 63 characters: (list . "-certgen"). The fullname is cut first, so that the suffix is
+never cut off (a fullname of 62 or 63 characters, from a long release name and nameOverride, gave the certificate
+hook's objects the server's own ServiceAccount and ClusterRole names, which the hook's delete policies then
+deleted). */}}
+{{- define "hami-place.suffixed" -}}
+{{- $suffix := index . 1 -}}
+{{- printf "%s%s" (include "hami-place.fullname" (index . 0) | trunc (int (sub 63 (len $suffix))) | trimSuffix "-") $suffix -}}
+{{- end -}}
+
+{{/* The certificate hook's objects. */}}
 {{- define "hami-place.certgenName" -}}
-{{- printf "%s-certgen" (include "hami-place.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- include "hami-place.suffixed" (list . "-certgen") -}}
 {{- end -}}
 
 {{/* The certificate Job's account: the one named in certs.hook.serviceAccountName, else the chart's own hook one. */}}
@@ -133,7 +140,7 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 <fullname>-leases, unless leases.namespace names one. The server may create, read, list and delete every Lease
 there. */}}
 {{- define "hami-place.leaseNamespace" -}}
-{{- .Values.leases.namespace | default (printf "%s-leases" (include "hami-place.fullname" . | trunc 56 | trimSuffix "-")) -}}
+{{- .Values.leases.namespace | default (include "hami-place.suffixed" (list . "-leases")) -}}
 {{- end -}}
 
 {{/* The DefragPolicy ConfigMap: <release>-defrag-policy in the release namespace. */}}

@@ -144,8 +144,14 @@ def apply(
 ) -> int:
     """Carry out the plan; exit 1 when a move fails or the cluster no longer matches, 4 when a budget blocks."""
     plan = load_plan(filename)
+    source = "stdin" if filename == "-" else filename
+    if wait_pod and not plan.pod:
+        # A --free-cards or --compact plan has no pod: the flag ended the run at once, as if it had been scheduled.
+        raise UsageProblem(
+            f"--wait-for-pod waits for the pod of a --for plan; {source} makes room for no pod", "drop --wait-for-pod"
+        )
     if namespace:
-        _only_namespace(plan, namespace, "stdin" if filename == "-" else filename)
+        _only_namespace(plan, namespace, source)
     where = target(kubeconfig, context, None, as_user=as_user)
     report = carry_out(
         where.kube,

@@ -205,6 +205,11 @@ def plan(
     if given and not then_apply:
         # They bound the run --apply makes: plan alone waits for nothing, and would drop them without a word.
         raise UsageProblem(f"{given[0]} goes with --apply", "plan alone waits for nothing; add --apply, or drop it")
+    if wait_pod and for_pod is None:
+        # Only a --for plan has a pod to wait for: the flag ended the run at once, as if the pod had been scheduled.
+        raise UsageProblem(
+            "--wait-for-pod waits for the pod of --for", "--free-cards and --compact make room for no pod; drop it"
+        )
     if compact != bool(nodes):
         raise UsageProblem("--compact takes the node names", "kubectl hami-place plan --compact NODE...")
     if namespace is not None and for_pod is None:

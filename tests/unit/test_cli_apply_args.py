@@ -167,3 +167,28 @@ def test_an_empty_plan_path_is_named_empty(capsys: pytest.CaptureFixture[str]) -
     """`apply -f ""` (an unset shell variable) read the current directory: 'cannot read : Is a directory'."""
     assert run(["apply", "-f", ""]) == 2
     assert one_error_line(capsys) == "error: -f is empty; give the plan file's path, or - for stdin"
+
+
+def test_apply_waits_for_a_pod_only_with_a_plan_made_for_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`apply -f free-cards.json --wait-for-pod` ended at once and exit 0, as if a pod had been scheduled: a
+    --free-cards or --compact plan has no pod to wait for."""
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"goal": "free 1 card", "moves": [MOVE]}))
+    kubeconfig = closed_kubeconfig(tmp_path)
+    assert run(["apply", "-f", str(path), "--wait-for-pod", "--yes", "--kubeconfig", str(kubeconfig)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --wait-for-pod waits for the pod of a --for plan; {path} makes room for no pod; drop --wait-for-pod"
+    )
+
+
+@pytest.mark.parametrize("goal", [["--free-cards", "1"], ["--compact", "n1"]])
+def test_plan_waits_for_a_pod_only_with_for(
+    goal: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = closed_kubeconfig(tmp_path)
+    assert run(["plan", *goal, "--apply", "--wait-for-pod", "--yes", "--kubeconfig", str(kubeconfig)]) == 2
+    assert one_error_line(capsys) == (
+        "error: --wait-for-pod waits for the pod of --for; --free-cards and --compact make room for no pod; drop it"
+    )

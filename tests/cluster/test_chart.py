@@ -944,6 +944,23 @@ def test_helm_test_job_checks_the_service_with_the_release_ca_and_no_account(hel
     } in policy["spec"]["ingress"]
 
 
+def test_helm_test_job_runs_where_the_server_may_run(helm: Path) -> None:
+    """A cluster whose untainted nodes are all GPU nodes (the server tolerates their taint) left the Job Pending."""
+    job = helm_test_job(
+        render(
+            helm,
+            "nodeSelector.pool=system",
+            'json:tolerations=[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]',
+            tests=True,
+        )
+    )
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    plain = helm_test_job(render(helm, tests=True))["spec"]["template"]["spec"]
+    assert "nodeSelector" not in plain and "tolerations" not in plain
+
+
 def test_certificate_hook_job(helm: Path) -> None:
     objects = render(helm)
     job = one(objects, "Job")

@@ -1,15 +1,16 @@
-"""Runs the real plugin executable against the sandbox, and builds the objects the plugin's cluster tests need."""
+"""Runs the plugin against the sandbox, a process a run (`plugin_fork`), and builds the objects the plugin's cluster
+tests need. test_cli_plugin and test_krew run the installed executables themselves."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox
+from tests.cluster import plugin_fork
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -38,17 +39,9 @@ class Run:
 
 def plugin(cluster: Sandbox, *args: str, env: dict[str, str] | None = None) -> Run:
     """`kubectl-hami_place --kubeconfig <sandbox> ARGS`, stdin not a terminal; asserts no traceback ever."""
-    proc = subprocess.run(
-        [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return Run(proc.returncode, proc.stdout, proc.stderr)
+    code, out, err = plugin_fork.run([str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)], env, timeout=120)
+    assert "Traceback" not in err, err
+    return Run(code, out, err)
 
 
 def card_uuids(node: str) -> dict[int, str]:

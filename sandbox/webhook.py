@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kubectl_hami_place.core.reservation import RoomKey
+from sandbox import forked
 from sandbox.cluster import Sandbox, die_with_parent_process, free_port, primary_address, wait_for
 
 # --shutdown-grace of a webhook started here: it listens for a third of it after SIGTERM, paid at every stop.
@@ -29,6 +30,8 @@ SHUTDOWN_GRACE = 0.3
 # How long `Webhook.stop` waits for the process after SIGTERM before it asks for its threads and kills it.
 STOP_SECONDS = 15
 CERT_FILES = ("ca.crt", "tls.crt", "tls.key")
+# the console script's entry point (pyproject.toml), for a server forked rather than exec'd (`sandbox.forked`)
+WEBHOOK_ENTRY = "webhook.main:main"
 # A process run under libfaketime (tests' wall_clock_ahead) dates its certificate by its own clock.
 CLOCK_ENVIRONMENT = ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
 # What `certs` wrote, by (command, address, clock environment): file name -> (bytes, mode).
@@ -48,7 +51,7 @@ def webhook_command() -> str:
 class Webhook:
     """One `hami-place-webhook serve` subprocess, with its ports, certificates and log."""
 
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | forked.Forked
     port: int
     api_port: int
     certs: Path
@@ -183,34 +186,42 @@ def start(
         tls = ["--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key")]
     port, api_port, probe_port = port or free_port(), free_port(), free_port()
     log = workdir / f"webhook-{port}.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                command,
-                "serve",
-                "--kubeconfig",
-                str(kubeconfig or sandbox.kubeconfig),
-                "--bind-address",
-                address,
-                "--webhook-port",
-                str(port),
-                "--api-port",
-                str(api_port),
-                "--probe-port",
-                str(probe_port),
-                *tls,
-                # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick. A test
-                # of the drain gives its own --shutdown-grace in `extra` (the later flag wins).
-                "--shutdown-grace",
-                str(SHUTDOWN_GRACE),
-                *(() if command != webhook_command() else ("--room-key-file", str(room_key_file(sandbox)))),
-                *extra,
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
-            preexec_fn=die_with_parent_process if die_with_parent else None,  # noqa: PLW1509
-        )
+    argv = [
+        command,
+        "serve",
+        "--kubeconfig",
+        str(kubeconfig or sandbox.kubeconfig),
+        "--bind-address",
+        address,
+        "--webhook-port",
+        str(port),
+        "--api-port",
+        str(api_port),
+        "--probe-port",
+        str(probe_port),
+        *tls,
+        # Nothing routes to a test's webhook through a Service: a short drain keeps teardowns quick. A test
+        # of the drain gives its own --shutdown-grace in `extra` (the later flag wins).
+        "--shutdown-grace",
+        str(SHUTDOWN_GRACE),
+        *(() if command != webhook_command() else ("--room-key-file", str(room_key_file(sandbox)))),
+        *extra,
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+    process: subprocess.Popen[bytes] | forked.Forked
+    if die_with_parent or command != webhook_command() or any(env.get(name) for name in CLOCK_ENVIRONMENT):
+        # exec'd: it must die with its starter, is another build, or loads libfaketime at exec
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                argv,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=die_with_parent_process if die_with_parent else None,  # noqa: PLW1509
+            )
+    else:
+        log.touch()
+        process = forked.start(WEBHOOK_ENTRY, argv, env, str(log))
     webhook = Webhook(process, port, api_port, certs, log, probe_port, address)
 
     def ready() -> bool:

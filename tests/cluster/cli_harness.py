@@ -1,20 +1,23 @@
-"""Runs the plugin against the sandbox, a process a run (`plugin_fork`), and builds the objects the plugin's cluster
+"""Runs the plugin against the sandbox, a process a run (`sandbox.forked`), and builds the objects the plugin's cluster
 tests need. test_cli_plugin and test_krew run the installed executables themselves."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox import gpu_nodes
+from sandbox import forked, gpu_nodes
 from sandbox.cluster import Sandbox
-from tests.cluster import plugin_fork
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 PLUGIN = VENV_BIN / "kubectl-hami_place"
+# the console script's entry point (pyproject.toml)
+ENTRY = "kubectl_hami_place.entry:main"
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,15 @@ class Run:
 
 def plugin(cluster: Sandbox, *args: str, env: dict[str, str] | None = None) -> Run:
     """`kubectl-hami_place --kubeconfig <sandbox> ARGS`, stdin not a terminal; asserts no traceback ever."""
-    code, out, err = plugin_fork.run([str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)], env, timeout=120)
-    assert "Traceback" not in err, err
-    return Run(code, out, err)
+    argv = [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)]
+    with tempfile.TemporaryDirectory(prefix="plugin-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        out.touch()
+        err.touch()
+        code = forked.run(ENTRY, argv, dict(os.environ) if env is None else env, str(out), str(err), timeout=120)
+        stdout, stderr = out.read_text(), err.read_text()
+    assert "Traceback" not in stderr, stderr
+    return Run(code, stdout, stderr)
 
 
 def card_uuids(node: str) -> dict[int, str]:

@@ -49,7 +49,7 @@ def webhook_command() -> str:
 
 @dataclass
 class Webhook:
-    """One `hami-place-webhook serve` subprocess, with its ports, certificates and log."""
+    """One `hami-place-webhook serve` process (forked or exec'd, see `start`), with its ports, certificates and log."""
 
     process: subprocess.Popen[bytes] | forked.Forked
     port: int

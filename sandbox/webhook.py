@@ -178,6 +178,8 @@ def start(
     --webhook-configuration in `extra`) it serves that Secret's certificate instead of files. `command` runs another
     build's console script (a bench's baseline) instead of this one's."""
     command = command or webhook_command()
+    # another build (a bench's baseline) gets neither this build's room key nor a fork of this build's modules
+    own_build = command == webhook_command()
     certs = workdir / f"certs-{uuid.uuid4().hex[:6]}"
     if tls_secret:
         tls = ["--tls-secret", tls_secret]
@@ -204,12 +206,12 @@ def start(
         # of the drain gives its own --shutdown-grace in `extra` (the later flag wins).
         "--shutdown-grace",
         str(SHUTDOWN_GRACE),
-        *(() if command != webhook_command() else ("--room-key-file", str(room_key_file(sandbox)))),
+        *(("--room-key-file", str(room_key_file(sandbox))) if own_build else ()),
         *extra,
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     process: subprocess.Popen[bytes] | forked.Forked
-    if die_with_parent or command != webhook_command() or any(env.get(name) for name in CLOCK_ENVIRONMENT):
+    if die_with_parent or not own_build or any(env.get(name) for name in CLOCK_ENVIRONMENT):
         # exec'd: it must die with its starter, is another build, or loads libfaketime at exec
         with log.open("wb") as sink:
             process = subprocess.Popen(

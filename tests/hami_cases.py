@@ -8,8 +8,10 @@ so every run checks the same cases.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -551,11 +554,15 @@ def _distinct(strategy: str, count: int) -> list[Case]:
     Derandomized Hypothesis still draws, now and then, a literal (an integer of 100 or more, a string) harvested from
     the project's non-test modules loaded in the process (`_get_local_constants` in hypothesis's
     `internal/conjecture/providers.py`), so a process that had imported more of them (another test file, the sandbox)
-    drew other cases from the same seed.
+    drew other cases from the same seed. The child keeps what it drew in the cache beside the sandbox's binaries
+    (`_cached_draw`), so a later run draws again only when what the cases depend on changed.
     """
+    from sandbox.binaries import cache_root  # here, not at the top: the child must import no sandbox module
+
+    cases_cache = cache_root() / "hami-cases"
     code = (
-        "import pickle, sys; from tests import hami_cases; "
-        f"sys.stdout.buffer.write(pickle.dumps(hami_cases._draw({strategy!r}, {count})))"
+        "import sys; from tests import hami_cases; "
+        f"sys.stdout.buffer.write(hami_cases._cached_draw({strategy!r}, {count}, {str(cases_cache)!r}))"
     )
     child = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, check=False)
     if child.returncode:
@@ -563,6 +570,32 @@ def _distinct(strategy: str, count: int) -> list[Case]:
     # our own child's output, read back by the module that wrote it
     cases: list[Case] = pickle.loads(child.stdout)
     return cases
+
+
+def _cached_draw(strategy: str, count: int, cache: str) -> bytes:
+    """The pickled cases `_draw` gives, kept under `cache` by a digest of everything the draw depends on: the source of
+    every project module this process loaded (the strategies and the literals Hypothesis harvests), Hypothesis's and
+    Python's versions, the strategy and the count. Runs in the child, before the draw loads anything more."""
+    digest = hashlib.sha256(repr((strategy, count, hypothesis.__version__, sys.version)).encode())
+    venv = Path(sys.prefix).resolve()
+    loaded = sorted(
+        (name, path)
+        for name, module in list(sys.modules.items())
+        if (path := Path(getattr(module, "__file__", None) or "/").resolve()).is_relative_to(ROOT)
+        and not path.is_relative_to(venv)
+    )
+    for name, path in loaded:
+        source = path.read_bytes()
+        digest.update(f"{name}\0{len(source)}\0".encode() + source)
+    kept = Path(cache) / f"{strategy}-{count}-{digest.hexdigest()[:32]}.pickle"
+    if kept.is_file():
+        return kept.read_bytes()
+    drawn = pickle.dumps(_draw(strategy, count))
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(drawn)
+    partial.replace(kept)
+    return drawn
 
 
 def _draw(strategy: str, count: int) -> list[Case]:

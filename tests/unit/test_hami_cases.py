@@ -1,28 +1,75 @@
-"""The differential test's case generator (`tests/hami_cases.py`): the same cases in every process."""
+"""The differential test's case generator (`tests/hami_cases.py`): the same cases in every process, kept in a cache
+that a change to what they depend on misses."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import subprocess
 import sys
+import types
 from pathlib import Path
+
+import pytest
+
+from tests import hami_cases
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def _cases_after_importing(tmp_path: Path, module: str | None) -> str:
+def _cases_after_importing(tmp_path: Path, module: str | None, cache: Path) -> str:
     """The repr of 30 generated cases, in a fresh interpreter that first imports `module` from `tmp_path`."""
     first = f"import {module}; " if module else ""
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); {first}"
         "from tests.hami_cases import generate; print(repr(generate(30)))"
     )
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, check=True, text=True).stdout
+    env = {**os.environ, "HAMI_PLACE_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, check=True, text=True, env=env)
+    return done.stdout
 
 
 def test_the_cases_do_not_depend_on_the_modules_the_process_has_loaded(tmp_path: Path) -> None:
     """Hypothesis draws, now and then, an integer literal (100 or more) from the non-test modules loaded in the process:
-    one more module full of them (as another test file or the sandbox brings) must not change the cases."""
+    one more module full of them (as another test file or the sandbox brings) must not change the cases. Each process
+    has a cache of its own, so both draw."""
     (tmp_path / "literals.py").write_text(f"LITERALS = {tuple(range(100, 10000, 97))!r}\n")
-    plain = _cases_after_importing(tmp_path, None)
+    plain = _cases_after_importing(tmp_path, None, tmp_path / "plain")
     assert plain.startswith("[Case(")
-    assert _cases_after_importing(tmp_path, "literals") == plain
+    assert _cases_after_importing(tmp_path, "literals", tmp_path / "literals") == plain
+    assert len(list((tmp_path / "literals" / "hami-cases").glob("cases-30-*.pickle"))) == 1
+
+
+def test_a_draw_is_kept_and_a_changed_source_or_count_draws_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache serves what the first draw gave; a project module's new source, or another count, is a miss."""
+    project = tmp_path / "project"
+    project.mkdir()
+    strategies = project / "strategies.py"
+    strategies.write_text("LIMIT = 100\n")
+    module = types.ModuleType("strategies_under_test")
+    module.__file__ = str(strategies)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(hami_cases, "ROOT", project)
+    draws: list[tuple[str, int]] = []
+
+    def draw(strategy: str, count: int) -> list[str]:
+        draws.append((strategy, count))
+        return [f"draw {len(draws)}"]
+
+    monkeypatch.setattr(hami_cases, "_draw", draw)
+    cache = str(tmp_path / "cache")
+
+    def cached(count: int = 3) -> list[str]:
+        result: list[str] = pickle.loads(hami_cases._cached_draw("cases", count, cache))
+        return result
+
+    assert cached() == ["draw 1"]
+    assert cached() == ["draw 1"]
+    assert draws == [("cases", 3)]
+    strategies.write_text("LIMIT = 101\n")
+    assert cached() == ["draw 2"]
+    assert cached(4) == ["draw 3"]
+    assert cached() == ["draw 2"]
+    assert not list((tmp_path / "cache").glob("*.partial"))

@@ -61,15 +61,15 @@ def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str
 
 def create_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], timeout: float = 60) -> list[str]:
     """Creates (or re-applies) these nodes; returns their names once kwok has them Ready and HAMi has seen them."""
+    from kubernetes import client  # here, as Sandbox.api_client imports it: only when nodes are made
+
     nodes = [node_object(e) for e in entries]
-    manifest = {"apiVersion": "v1", "kind": "List", "items": nodes}
-    sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(manifest))
+    sandbox.apply(*nodes)
+    core = client.CoreV1Api(sandbox.api_client())
     for obj in nodes:
         # Status only changes through the status subresource once the node exists, as a kubelet writes it.
         status = {"status": {k: obj["status"][k] for k in ("allocatable", "capacity")}}
-        sandbox.kubectl(
-            "patch", "node", obj["metadata"]["name"], "--subresource=status", "--type=merge", "-p", json.dumps(status)
-        )
+        core.patch_node_status(obj["metadata"]["name"], status)
     names = [e["name"] for e in entries]
 
     def all_ready() -> bool:

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
+from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
 from sandbox import forked, gpu_nodes
 from sandbox.cluster import Sandbox
 
@@ -106,9 +109,8 @@ def allocated_pod(
 
 
 def apply(cluster: Sandbox, *objects: dict[str, Any]) -> None:
-    """Creates or updates objects through the sandbox's kubectl."""
-    manifest = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    """Creates or updates objects, as `kubectl apply` would (`Sandbox.apply`)."""
+    cluster.apply(*objects)
 
 
 def get(cluster: Sandbox, *args: str) -> dict[str, Any] | None:
@@ -123,8 +125,10 @@ def get(cluster: Sandbox, *args: str) -> dict[str, Any] | None:
 
 def placements(cluster: Sandbox, namespace: str) -> list[dict[str, Any]]:
     """The placements of the namespace as stored."""
-    found = get(cluster, "hamipodplacements", "-n", namespace)
-    return list((found or {}).get("items", []))
+    found = client.CustomObjectsApi(cluster.api_client()).list_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL
+    )
+    return list(found.get("items", []))
 
 
 def custom_node(name: str, register: str | None) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -97,7 +96,7 @@ def deployment(name: str, replicas: int, limits: dict[str, str], node: str = "")
 
 def scale_up(cluster: Sandbox, namespace: str, name: str) -> str:
     """Scales the Deployment to one replica, as a user would, and returns the name of the pod it creates."""
-    cluster.kubectl("scale", "deployment", name, "-n", namespace, "--replicas=1")
+    client.AppsV1Api(cluster.api_client()).patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 1}})
     api = client.CoreV1Api(cluster.api_client())
 
     def created() -> str:
@@ -156,10 +155,9 @@ def scheduling_failures(cluster: Sandbox, namespace: str, name: str) -> list[str
 
 
 def create(cluster: Sandbox, namespace: str, *objects: dict[str, Any]) -> None:
-    """Creates the objects through kubectl, as a user would (so every admission webhook sees them)."""
+    """Creates the objects as `kubectl create` would (every admission webhook sees them, unknown fields refused)."""
     for obj in objects:
-        done = cluster.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj), check=False)
-        assert done.returncode == 0, done.stderr
+        cluster.create(obj, namespace)
 
 
 class Evictions:

@@ -73,11 +73,13 @@ def has_default_service_account(core: client.CoreV1Api, namespace: str) -> bool:
 def server_namespace(cluster: Sandbox) -> Iterator[str]:
     """The namespace the controller's server runs in: its policy ConfigMap and its leader Lease live there."""
     name = f"ctl-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespace({"metadata": {"name": name}})
     try:
         yield name
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
+            core.delete_namespace(name)
 
 
 @contextlib.contextmanager

@@ -97,7 +97,7 @@ def write_policy(
         "metadata": {"name": name, "namespace": server_namespace},
         "data": {"policy.yaml": json.dumps(policy)},
     }
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+    cluster.apply(body)
 
 
 def controller(

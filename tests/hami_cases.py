@@ -48,10 +48,18 @@ from kubectl_hami_place.core.planner import FitGoal, plan
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
 
 ROOT = Path(__file__).resolve().parent.parent
-# HAMi's scheduler writes "Requesting_<local time>" here on each pass to every node whose handshake is not a request
-# of the last minute, a GET and a PATCH a node, one node after another (`CheckHealth`, pkg/device/devices.go): a node
-# as the scheduler left it a moment ago registers without them, 20 s sooner for 500 nodes.
+# HAMi's scheduler writes "Requesting_<local time>" in each device's handshake on each pass to every node whose
+# handshake is not a request of the last minute, a GET and a PATCH a node and device, one after another (`CheckHealth`,
+# pkg/device/devices.go): a node as the scheduler left it a moment ago registers without them, 20 s sooner for 500
+# nodes. Besides NVIDIA's, v2.10 writes these four on every node whatever its device config (seen on a sandbox node);
+# without them each case's node took 8 more requests, half of them node writes that every node watcher receives.
 HANDSHAKE_ANNOTATION = "hami.io/node-handshake"
+OTHER_HANDSHAKE_ANNOTATIONS = (
+    "hami.io/node-handshake-biren",
+    "hami.io/node-handshake-dcu",
+    "hami.io/node-handshake-va",
+    "hami.io/node-handshake-xpu",
+)
 TYPES = ("NVIDIA-A100-SXM4-40GB", "NVIDIA-Tesla T4", "NVIDIA-H100-80GB-HBM3", "nvidia-a10", "Ascend910")
 MEMORIES = (1000, 4096, 16384, 40960)
 ALLOCATED_MEMORIES = (0, 1000, 2048, 4096, 10000, 40960)
@@ -632,10 +640,11 @@ def rename(config: HamiConfig, resources: dict[str, str]) -> dict[str, str]:
 
 def node_object(name: str, case: Case, config: HamiConfig = HAMI_DEFAULTS) -> dict[str, Any]:
     """The case's node as HAMi's device plugin leaves it (the register, and allocatable cards for HAMi's health), with
-    the handshake HAMi's scheduler writes."""
+    the handshakes HAMi's scheduler writes."""
+    requesting = "Requesting_" + datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     annotations = {
         REGISTER_ANNOTATION: register_text(case),
-        HANDSHAKE_ANNOTATION: "Requesting_" + datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        **{key: requesting for key in (HANDSHAKE_ANNOTATION, *OTHER_HANDSHAKE_ANNOTATIONS)},
     }
     if case.pair_scores is not None:
         annotations[PAIR_SCORE_ANNOTATION] = case.pair_scores

@@ -8,6 +8,7 @@ so every run checks the same cases.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -580,6 +581,11 @@ def _distinct(strategy: str, count: int) -> list[Case]:
     return cases
 
 
+# Draws of one strategy and count kept in the cache, the newest: a change to the sources the cases depend on makes a
+# new one (about 350 KB for all seven draws), and a switch back to another branch finds its own among them.
+KEPT_DRAWS = 4
+
+
 def _cached_draw(strategy: str, count: int, cache: str) -> bytes:
     """The pickled cases `_draw` gives, kept under `cache` by a digest of everything the draw depends on: the source of
     every project module this process loaded (the strategies and the literals Hypothesis harvests), Hypothesis's and
@@ -596,14 +602,25 @@ def _cached_draw(strategy: str, count: int, cache: str) -> bytes:
         source = path.read_bytes()
         digest.update(f"{name}\0{len(source)}\0".encode() + source)
     kept = Path(cache) / f"{strategy}-{count}-{digest.hexdigest()[:32]}.pickle"
-    if kept.is_file():
+    with contextlib.suppress(FileNotFoundError):
         return kept.read_bytes()
     drawn = pickle.dumps(_draw(strategy, count))
     kept.parent.mkdir(parents=True, exist_ok=True)
     partial = kept.with_suffix(f".{os.getpid()}.partial")
     partial.write_bytes(drawn)
     partial.replace(kept)
+    newest_first = sorted(kept.parent.glob(f"{strategy}-{count}-*.pickle"), key=_written, reverse=True)
+    for stale in newest_first[KEPT_DRAWS:]:
+        stale.unlink(missing_ok=True)
     return drawn
+
+
+def _written(path: Path) -> float:
+    """When the cached draw was written; 0 when another process removed it meanwhile."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def _draw(strategy: str, count: int) -> list[Case]:

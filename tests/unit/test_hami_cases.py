@@ -73,3 +73,28 @@ def test_a_draw_is_kept_and_a_changed_source_or_count_draws_again(
     assert cached(4) == ["draw 3"]
     assert cached() == ["draw 2"]
     assert not list((tmp_path / "cache").glob("*.partial"))
+
+
+def test_only_the_newest_draws_of_a_strategy_and_count_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each change to the sources adds a draw; older ones beyond `KEPT_DRAWS` go, so the cache does not grow forever."""
+    project = tmp_path / "project"
+    project.mkdir()
+    strategies = project / "strategies.py"
+    module = types.ModuleType("strategies_under_test")
+    module.__file__ = str(strategies)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(hami_cases, "ROOT", project)
+    monkeypatch.setattr(hami_cases, "_draw", lambda strategy, count: [f"{strategy} {count}"])
+    cache = tmp_path / "cache"
+    written: list[Path] = []
+    for version in range(hami_cases.KEPT_DRAWS + 2):
+        strategies.write_text(f"LIMIT = {version}\n")
+        hami_cases._cached_draw("cases", 3, str(cache))
+        (new,) = set(cache.glob("cases-3-*.pickle")) - set(written)
+        os.utime(new, (1_000_000 + version, 1_000_000 + version))  # written one after another, a second apart
+        written.append(new)
+    hami_cases._cached_draw("focused_cases", 3, str(cache))
+    assert set(cache.glob("cases-3-*.pickle")) == set(written[-hami_cases.KEPT_DRAWS :])
+    assert len(list(cache.glob("focused_cases-3-*.pickle"))) == 1

@@ -40,18 +40,24 @@ def test_the_cases_do_not_depend_on_the_modules_the_process_has_loaded(tmp_path:
     assert len(list((tmp_path / "literals" / "hami-cases").glob("cases-30-*.pickle"))) == 1
 
 
-def test_a_draw_is_kept_and_a_changed_source_or_count_draws_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The cache serves what the first draw gave; a project module's new source, or another count, is a miss."""
+@pytest.fixture
+def strategies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The source of a loaded module of a project of its own (`hami_cases.ROOT`), which a test rewrites."""
     project = tmp_path / "project"
     project.mkdir()
-    strategies = project / "strategies.py"
-    strategies.write_text("LIMIT = 100\n")
+    source = project / "strategies.py"
+    source.write_text("LIMIT = 100\n")
     module = types.ModuleType("strategies_under_test")
-    module.__file__ = str(strategies)
+    module.__file__ = str(source)
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(hami_cases, "ROOT", project)
+    return source
+
+
+def test_a_draw_is_kept_and_a_changed_source_or_count_draws_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategies: Path
+) -> None:
+    """The cache serves what the first draw gave; a project module's new source, or another count, is a miss."""
     draws: list[tuple[str, int]] = []
 
     def draw(strategy: str, count: int) -> list[str]:
@@ -76,16 +82,9 @@ def test_a_draw_is_kept_and_a_changed_source_or_count_draws_again(
 
 
 def test_only_the_newest_draws_of_a_strategy_and_count_are_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategies: Path
 ) -> None:
     """Each change to the sources adds a draw; older ones beyond `KEPT_DRAWS` go, so the cache does not grow forever."""
-    project = tmp_path / "project"
-    project.mkdir()
-    strategies = project / "strategies.py"
-    module = types.ModuleType("strategies_under_test")
-    module.__file__ = str(strategies)
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setattr(hami_cases, "ROOT", project)
     monkeypatch.setattr(hami_cases, "_draw", lambda strategy, count: [f"{strategy} {count}"])
     cache = tmp_path / "cache"
     written: list[Path] = []

@@ -11,7 +11,9 @@ at exec (libfaketime's LD_PRELOAD) or outlive its starter is not for this: start
 from __future__ import annotations
 
 import faulthandler
+import functools
 import importlib
+import importlib.metadata
 import io
 import multiprocessing
 import os
@@ -19,6 +21,7 @@ import signal
 import subprocess
 import sys
 import traceback
+from pathlib import Path
 
 _FORKS = multiprocessing.get_context("forkserver")
 # the fork server imports it (and through it every module of the plugin and the server), not this module's importers
@@ -106,18 +109,29 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
 
-def start(entry: str, argv: list[str], env: dict[str, str], out: str, err: str | None = None) -> Forked:
-    """Runs `entry` ("module:function", a console script's) as argv[0] would, its output appended to `out` (and
-    `err`, else `out` too); a daemon: one still running when the caller exits is ended with it."""
+@functools.cache
+def _entry(script: str) -> str:
+    """The entry point ("module:function") of the installed console script named `script`, as pyproject.toml gives it:
+    what exec'ing it would run."""
+    found = importlib.metadata.entry_points(group="console_scripts", name=script)
+    if not found:
+        raise LookupError(f"{script} is no installed console script; run pip install -e . (make does)")
+    return next(iter(found)).value
+
+
+def start(argv: list[str], env: dict[str, str], out: str, err: str | None = None) -> Forked:
+    """Runs the console script argv[0] names, through its entry point, as exec'ing it would, its output appended to
+    `out` (and `err`, else `out` too); a daemon: one still running when the caller exits is ended with it."""
+    entry = _entry(Path(argv[0]).name)
     process = _FORKS.Process(target=_child, args=(entry, argv, env, out, err or out), daemon=True)
     process.start()
     return Forked(process, argv)
 
 
-def run(entry: str, argv: list[str], env: dict[str, str], out: str, err: str, *, timeout: float) -> int:
-    """Runs `entry` to its end, its output appended to the files `out` and `err`; its exit code, or
-    subprocess.TimeoutExpired, the process killed, after `timeout` seconds."""
-    forked = start(entry, argv, env, out, err)
+def run(argv: list[str], env: dict[str, str], out: str, err: str, *, timeout: float) -> int:
+    """Runs the console script argv[0] names to its end, its output appended to the files `out` and `err`; its exit
+    code, or subprocess.TimeoutExpired, the process killed, after `timeout` seconds."""
+    forked = start(argv, env, out, err)
     try:
         return forked.wait(timeout)
     except subprocess.TimeoutExpired:

@@ -30,8 +30,6 @@ SHUTDOWN_GRACE = 0.3
 # How long `Webhook.stop` waits for the process after SIGTERM before it asks for its threads and kills it.
 STOP_SECONDS = 15
 CERT_FILES = ("ca.crt", "tls.crt", "tls.key")
-# the console script's entry point (pyproject.toml), for a server forked rather than exec'd (`sandbox.forked`)
-WEBHOOK_ENTRY = "webhook.main:main"
 # A process run under libfaketime (tests' wall_clock_ahead) dates its certificate by its own clock.
 CLOCK_ENVIRONMENT = ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
 # What `certs` wrote, by (command, address, clock environment): file name -> (bytes, mode).
@@ -223,7 +221,7 @@ def start(
             )
     else:
         log.touch()
-        process = forked.start(WEBHOOK_ENTRY, argv, env, str(log))
+        process = forked.start(argv, env, str(log))
     webhook = Webhook(process, port, api_port, certs, log, probe_port, address)
 
     def ready() -> bool:

@@ -19,8 +19,6 @@ from sandbox.cluster import Sandbox
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 PLUGIN = VENV_BIN / "kubectl-hami_place"
-# the console script's entry point (pyproject.toml)
-ENTRY = "kubectl_hami_place.entry:main"
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ def plugin(cluster: Sandbox, *args: str, env: dict[str, str] | None = None) -> R
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         out.touch()
         err.touch()
-        code = forked.run(ENTRY, argv, dict(os.environ) if env is None else env, str(out), str(err), timeout=120)
+        code = forked.run(argv, dict(os.environ) if env is None else env, str(out), str(err), timeout=120)
         stdout, stderr = out.read_text(), err.read_text()
     assert "Traceback" not in stderr, stderr
     return Run(code, stdout, stderr)

@@ -27,6 +27,7 @@ from sandbox import binaries
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.pki import Authority, KeyPair
 from sandbox.webhook import Webhook, configuration
+from tests.cluster.cli_harness import placements
 
 GROUP, VERSION, PLURAL = "scheduling.hami.placement.com", "v1", "hamipodplacements"
 A100_1 = "gpu-a100-1"
@@ -150,16 +151,9 @@ PLACEMENT = "scheduling.hami.placement.com/placement"
 CLAIM = "scheduling.hami.placement.com/claim"
 
 
-def list_placements(cluster: Sandbox, namespace: str) -> list[dict[str, Any]]:
-    listed = client.CustomObjectsApi(cluster.api_client()).list_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL
-    )
-    return list(listed["items"])
-
-
 def claims_settled(cluster: Sandbox, namespace: str) -> bool:
     """True once no claim waits for its pod: every claimed placement is tied to the stored pod carrying it."""
-    for placement in list_placements(cluster, namespace):
+    for placement in placements(cluster, namespace):
         status = placement.get("status") or {}
         if status.get("claim") and not (status.get("consumedBy") or {}).get("uid"):
             return False
@@ -174,10 +168,10 @@ def assert_consumed_at_most_once(cluster: Sandbox, namespace: str) -> dict[str, 
     pinned = [pod for pod in pods if CLAIM in (pod.metadata.annotations or {})]
     tokens = [pod.metadata.annotations[CLAIM] for pod in pinned]
     assert len(tokens) == len(set(tokens)), f"two stored pods carry one claim: {sorted(tokens)}"
-    placements = {p["metadata"]["name"]: p.get("status") or {} for p in list_placements(cluster, namespace)}
+    statuses = {p["metadata"]["name"]: p.get("status") or {} for p in placements(cluster, namespace)}
     for pod in pinned:
         annotations = pod.metadata.annotations
-        status = placements.get(annotations.get(PLACEMENT, ""), {})
+        status = statuses.get(annotations.get(PLACEMENT, ""), {})
         assert (status.get("claim") or {}).get("token") == annotations[CLAIM], (
             f"pod {pod.metadata.name} is pinned by a claim placement {annotations.get(PLACEMENT)} does not hold: "
             f"{status}"
@@ -185,7 +179,7 @@ def assert_consumed_at_most_once(cluster: Sandbox, namespace: str) -> dict[str, 
         assert (status.get("consumedBy") or {}).get("uid") == pod.metadata.uid, (pod.metadata.name, status)
     by_uid = {pod.metadata.uid: pod.metadata.name for pod in pinned}
     consumed = {}
-    for name, status in placements.items():
+    for name, status in statuses.items():
         uid = (status.get("consumedBy") or {}).get("uid")
         if uid:
             assert uid in by_uid, f"placement {name} is consumed by a pod that is not stored or not pinned: {status}"

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
     allowance,
@@ -518,18 +519,20 @@ class DefragController:
                 self.metrics.moves.labels("dry_run").inc(len(decision.moves))
             return Look.dry_run
         self._event(about, "DefragRun", f"run {decision.run_id}: {decision.message}")
-        done, failure, stopped = self._carry_out(decision, config)
+        done, failure, stopped, failed = self._carry_out(decision, config)
         # What the batch read no longer holds: the next look reads the caches and the history again.
         self._read, self._history = None, None
         self._said.pop(key, None)
         if failure:
             self.metrics.runs.labels(trigger, stopped).inc()
             self._retry_at[key] = time.monotonic() + RETRY.total_seconds()
+            head = f"run {decision.run_id} stopped after {done} of {len(decision.moves)} move(s): "
             self._event(
                 about,
                 "DefragBlocked" if stopped == "blocked" else "DefragStopped",
-                f"run {decision.run_id} stopped after {done} of {len(decision.moves)} move(s): {failure}",
+                head + failure,
                 warning=True,
+                said=head + failure_for_tenant(failure, failed, _namespace_of(about), blocked=stopped == "blocked"),
             )
             return Look.failed
         self.metrics.runs.labels(trigger, "moved").inc()
@@ -537,10 +540,10 @@ class DefragController:
             self._event(about, "DefragRoomMade", f"run {decision.run_id} made {done} move(s) toward {decision.trigger}")
         return Look.moved
 
-    def _carry_out(self, decision: RunDecision, config: HamiConfig) -> tuple[int, str, str]:
+    def _carry_out(self, decision: RunDecision, config: HamiConfig) -> tuple[int, str, str, str]:
         """The decision's moves one after another, each waited for until it settled; (moves made, why it stopped, the
         run's result when it stopped: `blocked` when a PodDisruptionBudget refused an eviction the plan counted on,
-        else `failed`)."""
+        else `failed`; the pod of the move that failed, "" when none did)."""
         done = 0
         for move in decision.moves:
             try:
@@ -558,12 +561,12 @@ class DefragController:
                 )
             except BlockedByDisruptionBudget as error:
                 self.metrics.moves.labels("blocked").inc()
-                return done, error.cause, "blocked"
+                return done, error.cause, "blocked", move.pod
             except NotOn as error:
-                return done, str(error), "failed"  # no move failed: the operator stopped the run
+                return done, str(error), "failed", ""  # no move failed: the operator stopped the run
             except (KubeError, ModelError) as error:
                 self.metrics.moves.labels("failed").inc()
-                return done, f"{move.pod}: {error}", "failed"
+                return done, f"{move.pod}: {error}", "failed", move.pod
             self._event(
                 _pod_ref(move),
                 "DefragMoved",
@@ -573,10 +576,10 @@ class DefragController:
             failure = self._settle(move)
             if failure:
                 self.metrics.moves.labels("failed").inc()
-                return done, failure, "failed"
+                return done, failure, "failed", move.pod
             self.metrics.moves.labels("done").inc()
             done += 1
-        return done, "", ""
+        return done, "", "", ""
 
     def _settle(self, move: Move) -> str:
         """Waits until the move's replacement holds its target cards, as the caches show it; why not, or nothing."""
@@ -942,8 +945,17 @@ class DefragController:
         self._event(about, reason, message)
         return True
 
-    def _event(self, about: Mapping[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
-        """An Event on a pod or on the policy's ConfigMap, from this controller."""
+    def _event(
+        self, about: Mapping[str, Any], reason: str, message: str, *, warning: bool = False, said: str = ""
+    ) -> None:
+        """An Event on a pod or on the policy's ConfigMap, from this controller. On a pod it says `said` (else the
+        message) as the pod's namespace may read it (`for_tenant`), and the whole message goes to the log."""
+        if about.get("kind", "Pod") == "Pod":
+            tenant = for_tenant(said or message, _namespace_of(about), self.cache.nodes_by_name())
+            if tenant != message:
+                name = (about.get("metadata") or {}).get("name")
+                log.info("defrag: %s on pod %s/%s: %s", reason, _namespace_of(about), name, message)
+            message = tenant
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
 
 
@@ -954,6 +966,11 @@ def _named(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     if not is_namespaced_name(namespace, name):
         return None
     return str(namespace), str(name), str(metadata.get("uid") or "")
+
+
+def _namespace_of(obj: Mapping[str, Any]) -> str:
+    """An object's namespace ("" when it has none)."""
+    return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -80,14 +80,21 @@ KILLED_LEADER_LEASE_SECONDS = 6
 
 
 def write_policy(
-    cluster: Sandbox, server_namespace: str, namespace: str, mode: str, name: str = POLICY, **budgets: int | str
+    cluster: Sandbox,
+    server_namespace: str,
+    namespace: str,
+    mode: str,
+    name: str = POLICY,
+    *,
+    also: tuple[str, ...] = (),
+    **budgets: int | str,
 ) -> None:
-    """The DefragPolicy ConfigMap `name` for the test's namespace, created or replaced."""
+    """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
         "mode": mode,
-        "namespaces": {"include": [namespace]},
+        "namespaces": {"include": [namespace, *also]},
         "rescue": {"enabled": True, "pendingFor": "1s"},
         "budgets": {"cooldown": "1h", **budgets},
     }

@@ -198,8 +198,10 @@ def test_a_budget_lowered_while_a_run_goes_on_stops_it_before_the_move_it_no_lon
     monkeypatch.setattr(defrag.moves, "make_move", make_move)
     monkeypatch.setattr(ctl, "_settle", lambda move: "")
     planned = tuple(Move(f"team-a/p{i}", f"u{i}", "n1", ("GPU-0",), "n2", ("GPU-1",), "room") for i in range(2))
-    done, why, result = ctl._carry_out(RunDecision("r1", "rescue", None, planned, False, ""), HAMI_DEFAULTS)
-    assert made == ["team-a/p0"] and (done, result) == (1, "failed")
+    done, why, result, failed = ctl._carry_out(RunDecision("r1", "rescue", None, planned, False, ""), HAMI_DEFAULTS)
+    assert made == ["team-a/p0"] and (done, result, failed) == (1, "failed", ""), (
+        "no move failed: the policy stopped it"
+    )
     assert why == (
         "the policy changed and no longer allows the rest of the run "
         "(budget: 0 moves left this hour, the rescue needs 1); it stops"

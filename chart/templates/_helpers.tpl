@@ -124,16 +124,36 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- $durations := dict "defrag.rescue.pendingFor" .Values.defrag.rescue.pendingFor "defrag.keepRoom.interval" .Values.defrag.keepRoom.interval "defrag.budgets.cooldown" .Values.defrag.budgets.cooldown -}}
 {{- range $field, $value := $durations -}}
 {{- if kindIs "string" $value -}}
-{{- $seconds := 0 -}}
-{{- range regexFindAll "[0-9]+[hms]" $value -1 -}}
-{{- $unit := get (dict "h" 3600 "m" 60 "s" 1) (regexFind "[hms]$" .) -}}
-{{- $seconds = add $seconds (mul (regexReplaceAll "[hms]$" . "" | atoi) $unit) -}}
-{{- end -}}
-{{- if gt (int64 $seconds) 2592000 -}}
+{{- if gt (include "hami-place.seconds" $value | atoi) 2592000 -}}
 {{- fail (printf "%s: %s adds up to more than 720h, the longest the server takes; write a duration of at most 720h" $field $value) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* cert-manager refuses a Certificate whose renewal window is not inside its lifetime, or either below its minimum
+(1h, 5m): the webhook's certificate would never be issued, and the install would wait on a Secret that never comes. */ -}}
+{{- if eq .Values.certs.mode "certManager" -}}
+{{- $life := .Values.certs.certManager.duration -}}
+{{- $renew := .Values.certs.certManager.renewBefore -}}
+{{- if lt (include "hami-place.seconds" $life | atoi) 3600 -}}
+{{- fail (printf "certs.certManager.duration: %s is under 1h, the shortest certificate cert-manager issues; write 1h or more (e.g. 8760h)" $life) -}}
+{{- end -}}
+{{- if lt (include "hami-place.seconds" $renew | atoi) 300 -}}
+{{- fail (printf "certs.certManager.renewBefore: %s is under 5m, the shortest renewal window cert-manager takes; write 5m or more (e.g. 720h)" $renew) -}}
+{{- end -}}
+{{- if ge (include "hami-place.seconds" $renew | atoi) (include "hami-place.seconds" $life | atoi) -}}
+{{- fail (printf "certs.certManager.renewBefore: %s is not shorter than duration %s, so cert-manager would refuse the Certificate; write a renewBefore under the duration (e.g. 720h for 8760h)" $renew $life) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The seconds of a duration written as 1h30m, 90s or 5m (hours, minutes and seconds, each part optional). */}}
+{{- define "hami-place.seconds" -}}
+{{- $seconds := 0 -}}
+{{- range regexFindAll "[0-9]+[hms]" . -1 -}}
+{{- $unit := get (dict "h" 3600 "m" 60 "s" 1) (regexFind "[hms]$" .) -}}
+{{- $seconds = add $seconds (mul (regexReplaceAll "[hms]$" . "" | atoi) $unit) -}}
+{{- end -}}
+{{- $seconds -}}
 {{- end -}}
 
 {{/* Where the server's Leases live (the reqID guards and the controller's leader Lease): a namespace of their own,

@@ -479,6 +479,24 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
     [
         (["certs.mode=vault"], "at '/certs/mode': value must be one of 'hook', 'certManager', 'secret'"),
         (["certs.mode=secret", "certs.existingSecret=x"], "certs.caBundle"),
+        # cert-manager refuses these Certificates, and the install would wait on a Secret that never comes.
+        (
+            ["certs.mode=certManager", "certs.certManager.duration=720h"],
+            "certs.certManager.renewBefore: 720h is not shorter than duration 720h",
+        ),
+        (
+            ["certs.mode=certManager", "certs.certManager.duration=2h", "certs.certManager.renewBefore=1h59m60s"],
+            "certs.certManager.renewBefore: 1h59m60s is not shorter than duration 2h",
+        ),
+        (
+            ["certs.mode=certManager", "certs.certManager.duration=59m59s", "certs.certManager.renewBefore=10m"],
+            "certs.certManager.duration: 59m59s is under 1h",
+        ),
+        (
+            ["certs.mode=certManager", "certs.certManager.renewBefore=299s"],
+            "certs.certManager.renewBefore: 299s is under 5m",
+        ),
+        (["certs.certManager.duration=1y"], "at '/certs/certManager/duration': '1y' does not match"),
         (["webhook.timeoutSeconds=31"], "at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
         (["webhook.failurePolicy=Sometimes"], "at '/webhook/failurePolicy': value must be one of 'Ignore', 'Fail'"),
         (["replicaCount=0"], "at '/replicaCount': minimum: got 0, want 1"),
@@ -1002,6 +1020,12 @@ def test_cert_manager_mode(helm: Path) -> None:
         == "kube-system/gpu-descheduler-webhook"
     )
     serving = one(objects, "Certificate", "gpu-descheduler-webhook")
+    assert (serving["spec"]["duration"], serving["spec"]["renewBefore"]) == ("8760h", "720h")
+    shortest = render(
+        helm, "certs.mode=certManager", "certs.certManager.duration=1h", "certs.certManager.renewBefore=5m"
+    )
+    spec = one(shortest, "Certificate", "gpu-descheduler-webhook")["spec"]
+    assert (spec["duration"], spec["renewBefore"]) == ("1h", "5m"), "cert-manager's bounds themselves are taken"
     assert serving["spec"]["secretName"] == "gpu-descheduler-webhook-tls"
     assert "gpu-descheduler-webhook.kube-system.svc" in serving["spec"]["dnsNames"]
     assert serving["spec"]["issuerRef"] == {"kind": "Issuer", "name": "gpu-descheduler-webhook-ca"}

@@ -83,6 +83,9 @@ def test_cards_resources_and_the_readers_own_names_stay() -> None:
     assert for_tenant("team-a/web.v2's card; namespace team-a.", "team-b", NODES) == (
         "a pod of another namespace's card; another namespace."
     )
+    assert for_tenant("a/web moves to a/gpu-0", "team-b", NODES) == "a pod of another namespace moves to a/gpu-0", (
+        "a namespace named as a node keeps no pod's name: only a card's name follows a node's"
+    )
 
 
 def test_a_failed_move_of_another_namespace_is_told_without_the_api_errors_bare_names() -> None:

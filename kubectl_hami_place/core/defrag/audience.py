@@ -17,17 +17,20 @@ _NAMED = re.compile(
     rf"|(?:\b(?P<kind>PodDisruptionBudget|placement|pod) )?(?<![\w.:/-])(?P<namespace>{_LABEL})/(?P<name>[\w.-]*\w)"
 )
 
+# A card's name after its node: `gpu-N`, or a UUID with capitals (HAMi's `GPU-...`), which no pod's name has.
+_CARD = re.compile(r"gpu-[0-9]+|.*[A-Z].*")
+
 
 def for_tenant(message: str, namespace: str, nodes: Container[str]) -> str:
     """The message as an Event on an object of `namespace` says it: each `ns/name` of another namespace becomes "a
     pod (or PodDisruptionBudget, placement) of another namespace", each "namespace X" "another namespace"; a card's
-    `node/gpu-N` stays, for a node in `nodes`."""
+    `node/gpu-N` (or `node/<UUID>`) stays, for a node in `nodes`."""
 
     def seen(match: re.Match[str]) -> str:
         """One name, kept when it is the reader's own namespace's or a node's card."""
         if match["alone"] is not None:
             return match[0] if match["alone"] == namespace else OTHER_NAMESPACE
-        if match["namespace"] == namespace or match["namespace"] in nodes:
+        if match["namespace"] == namespace or (match["namespace"] in nodes and _CARD.fullmatch(match["name"])):
             return match[0]
         return f"a {match['kind'] or 'pod'} of {OTHER_NAMESPACE}"
 

@@ -949,13 +949,12 @@ class DefragController:
         self, about: Mapping[str, Any], reason: str, message: str, *, warning: bool = False, said: str = ""
     ) -> None:
         """An Event on a pod or on the policy's ConfigMap, from this controller. On a pod it says `said` (else the
-        message) as the pod's namespace may read it (`for_tenant`), and the whole message goes to the log."""
+        message) as the pod's namespace may read it (`for_tenant`), and the whole message goes to the log, where the
+        operator reads every pod's story (a dry-run's moves among them) in one place."""
         if about.get("kind", "Pod") == "Pod":
-            tenant = for_tenant(said or message, _namespace_of(about), self.cache.nodes_by_name())
-            if tenant != message:
-                name = (about.get("metadata") or {}).get("name")
-                log.info("defrag: %s on pod %s/%s: %s", reason, _namespace_of(about), name, message)
-            message = tenant
+            name = (about.get("metadata") or {}).get("name")
+            log.info("defrag: %s on pod %s/%s: %s", reason, _namespace_of(about), name, message)
+            message = for_tenant(said or message, _namespace_of(about), self.cache.nodes_by_name())
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
 
 

@@ -297,6 +297,7 @@ def test_dry_run_moves_nothing_and_names_the_moves(
         lambda: server.metric('hami_place_defrag_runs_total{result="dry_run",trigger="rescue"}') == 1,
         "the dry-run to be counted",
     )
+    assert f"defrag: DefragDryRun on pod {namespace}/big: {message}" in server.log.read_text(), "the operator's log"
     assert placements(cluster, namespace) == []
     assert before <= uids(cluster, namespace), "no pod was evicted"
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0

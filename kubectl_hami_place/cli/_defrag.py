@@ -37,6 +37,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_COMPONENT,
     DEFRAG_POLICY_KEY,
     DEFRAG_RESUME_ANNOTATION,
+    WEBHOOK_SERVICE_LABEL,
 )
 
 if TYPE_CHECKING:
@@ -158,6 +159,10 @@ class Status:
         ]
         if view.problem:
             lines.append(f"Problem: {view.problem} (the controller stays off until it is fixed)")
+        if view.mode is Mode.dry_run:
+            home = view.ref.split("/", 1)[0]
+            logs = f"kubectl logs -n {home} -l {WEBHOOK_SERVICE_LABEL} --tail=-1 | grep DefragDryRun"
+            lines.append(f"Dry-run: nothing moves; the server's log says what would: {logs}")
         blocks: list[Block] = [Text(tuple(lines))]
         policy = view.policy
         if policy is not None:

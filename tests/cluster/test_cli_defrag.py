@@ -103,6 +103,11 @@ def test_resume_without_a_remembered_mode_goes_to_dry_run(cluster: Sandbox, name
     assert (resumed.json()["from"], resumed.json()["to"]) == ("off", "dry-run")
     running = plugin(cluster, "defrag", "resume", "--policy", ref, "--yes")
     assert running.out == f"defrag policy {ref}: mode is already dry-run; nothing changed\n"
+    table = plugin(cluster, "defrag", "status", "--policy", ref)
+    logs = (
+        f"kubectl logs -n {namespace} -l app.kubernetes.io/name=gpu-descheduler-webhook --tail=-1 | grep DefragDryRun"
+    )
+    assert f"Dry-run: nothing moves; the server's log says what would: {logs}\n" in table.out, table.out
 
 
 def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cluster: Sandbox, namespace: str) -> None:

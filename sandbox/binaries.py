@@ -21,6 +21,9 @@ import yaml
 HACK = Path(__file__).resolve().parent.parent / "hack"
 
 KUBERNETES_VERSION = "v1.37.2"
+# The oldest release the chart supports (Chart.yaml kubeVersion); its API server is what the compatibility tests
+# install and run against.
+OLDEST_KUBERNETES_VERSION = "v1.24.17"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
@@ -87,6 +90,13 @@ COMPONENTS: dict[str, Component] = {
                 tuple(_k8s_ldflags(KUBERNETES_VERSION)),
             )
             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+        ),
+        Component(
+            "kube-apiserver-oldest",
+            "k8s-oldest",
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            OLDEST_KUBERNETES_VERSION,
+            tuple(_k8s_ldflags(OLDEST_KUBERNETES_VERSION)),
         ),
         Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION),
         Component(

@@ -204,6 +204,20 @@ class Sandbox:
         return sandbox
 
     @classmethod
+    def start_api(cls, apiserver: str = "kube-apiserver", log: Callable[[str], None] = lambda _msg: None) -> Sandbox:
+        """etcd and the `apiserver` binary alone (no controllers, scheduler, kwok or HAMi): what a test of the API
+        itself needs, such as the compatibility tests against the oldest Kubernetes the chart supports."""
+        root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-"))
+        api_port = free_port()
+        sandbox = cls(root, root / "kubeconfig", f"https://127.0.0.1:{api_port}")
+        try:
+            sandbox._boot_api(api_port, log, apiserver)
+        except BaseException:
+            sandbox.stop()
+            raise
+        return sandbox
+
+    @classmethod
     def attach(cls, kubeconfig: Path) -> Sandbox:
         """A handle on a sandbox another process runs (make sandbox-up); stop() leaves it running."""
         config = json.loads(kubeconfig.read_text())
@@ -213,6 +227,14 @@ class Sandbox:
 
     def _boot(self, api_port: int, log: Callable[[str], None]) -> None:
         paths = {name: binaries.resolve(name) for name in binaries.CONTROL_PLANE}
+        configs, sa, ca = self._boot_api(api_port, log)
+        self._boot_controllers(paths, configs, sa, ca, log)
+
+    def _boot_api(
+        self, api_port: int, log: Callable[[str], None], apiserver: str = "kube-apiserver"
+    ) -> tuple[dict[str, Path], KeyPair, Authority]:
+        """etcd and the API server, ready; the components' kubeconfigs, the service account keys and the CA."""
+        paths = {name: binaries.resolve(name) for name in ("etcd", apiserver)}
         pki = self.workdir / "pki"
         pki.mkdir(exist_ok=True)
         ca = self.authority = Authority(pki)
@@ -262,7 +284,7 @@ class Sandbox:
         self._spawn(
             "kube-apiserver",
             [
-                str(paths["kube-apiserver"]),
+                str(paths[apiserver]),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 f"--secure-port={api_port}",
                 "--bind-address=127.0.0.1",
@@ -288,7 +310,13 @@ class Sandbox:
             ],
         )
         self._wait(f"{self.server}/readyz", "kube-apiserver")
+        return configs, sa, ca
 
+    def _boot_controllers(
+        self, paths: dict[str, Path], configs: dict[str, Path], sa: KeyPair, ca: Authority, log: Callable[[str], None]
+    ) -> None:
+        """kube-controller-manager, kube-scheduler and kwok, against the API server `_boot_api` started."""
+        pki = self.workdir / "pki"
         log("starting kube-controller-manager, kube-scheduler and kwok")
         cm = configs["controller-manager"]
         self._spawn(

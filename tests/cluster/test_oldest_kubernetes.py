@@ -1,0 +1,174 @@
+"""The oldest Kubernetes the chart supports (Chart.yaml `kubeVersion: >=1.24.0-0`): an API server of v1.24.17, built
+from Go modules as the sandbox's own (`sandbox/binaries.py`, `kube-apiserver-oldest`), with etcd and nothing else.
+
+It takes every object the chart renders for it whole (a field it did not know would be dropped without a word: its
+server-side field validation is off by default), and it serves the webhook and the plugin as the current release
+does: the plugin pins, the API server calls the webhook over TLS, the webhook mutates the pod and records the claim.
+No scheduler, controllers or HAMi run here, so the pin is checked where the webhook puts it, on the pod; that HAMi
+then allocates those cards is the current release's tests' to prove.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, PLURAL, USE_GPUUUID_ANNOTATION, VERSION
+from sandbox import binaries, gpu_nodes
+from sandbox.cluster import Sandbox, wait_for
+from sandbox.webhook import Webhook, start
+from tests.cluster.cli_harness import REPO, card_uuids, plugin
+from tests.cluster.webhook_harness import gpu_pod, hostname_terms, register, status_of
+
+pytestmark = pytest.mark.cluster
+CHART = REPO / "chart"
+NODE = "gpu-a100-0"
+
+
+@pytest.fixture(scope="module")
+def oldest() -> Iterator[Sandbox]:
+    """etcd and kube-apiserver v1.24.17, for this module's tests."""
+    sandbox = Sandbox.start_api("kube-apiserver-oldest")
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def dropped(sent: Any, stored: Any, path: str = "") -> list[str]:
+    """The paths of fields `sent` holds and `stored` lacks: what the API server dropped (defaults it adds are fine)."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [path or "."]
+        return [
+            lost
+            for key, value in sent.items()
+            for lost in ([f"{path}.{key}"] if key not in stored else dropped(value, stored[key], f"{path}.{key}"))
+        ]
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(stored) < len(sent):
+            return [path]
+        return [lost for i, value in enumerate(sent) for lost in dropped(value, stored[i], f"{path}[{i}]")]
+    return []
+
+
+def test_the_oldest_api_server_takes_every_object_the_chart_renders_for_it_whole(oldest: Sandbox) -> None:
+    assert oldest.get("/version")["gitVersion"] == binaries.OLDEST_KUBERNETES_VERSION
+    rendered = subprocess.run(
+        [
+            str(binaries.resolve("helm")),
+            "template",
+            "hami-place",
+            str(CHART),
+            "-n",
+            "kube-system",
+            "--kube-version",
+            binaries.OLDEST_KUBERNETES_VERSION,
+            "--set",
+            "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.10/32}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    objects = [obj for obj in yaml.safe_load_all(rendered) if obj]
+    resources = oldest.dynamic_client().resources
+    # The chart's own namespaces first, for real: a dry-run create cannot make the namespace of what follows.
+    namespaces = resources.get(api_version="v1", kind="Namespace")
+    made = {obj["metadata"]["name"]: namespaces.create(body=obj) for obj in objects if obj["kind"] == "Namespace"}
+    kinds, lost = set(), {}
+    for obj in objects:
+        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        namespace = (obj["metadata"].get("namespace") or "kube-system") if resource.namespaced else None
+        if obj["kind"] == "Namespace":
+            stored = made[obj["metadata"]["name"]].to_dict()
+        else:
+            stored = resource.create(body=obj, namespace=namespace, dry_run="All").to_dict()
+        kinds.add(obj["kind"])
+        missing = dropped(obj, stored)
+        if missing:
+            lost[f"{obj['kind']}/{obj['metadata']['name']}"] = missing
+    # 1.24 drops the CRD's CEL rules (CustomResourceValidationExpressions is alpha there, and off, until 1.25): the
+    # plugin checks the same before it writes, and the server pins no pod by an empty selector (the next test).
+    schema = ".spec.versions[0].schema.openAPIV3Schema.properties.spec.properties"
+    cel = [
+        f"{schema}.{field}.x-kubernetes-validations"
+        for field in ("reqID", "podSelector.properties.matchExpressions.items", "podSelector")
+    ]
+    assert lost == {"CustomResourceDefinition/hamipodplacements.scheduling.hami.placement.com": cel}, lost
+    taken = {"CustomResourceDefinition", "Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Job"}
+    assert taken | {"NetworkPolicy", "ClusterRole", "Role", "ConfigMap"} <= kinds, kinds
+
+
+def test_the_plugin_pins_and_the_webhook_mutates_and_claims_on_the_oldest_api_server(
+    oldest: Sandbox, tmp_path: Path
+) -> None:
+    """The CRD as applied on its own, a HAMi GPU node, the server registered for a namespace; `pin` checks the card
+    and writes the placement, the webhook acknowledges it, pins the pod it admits and records the claim; `status`
+    reads the cluster; `evict` evicts through the Eviction API."""
+    oldest.kubectl("apply", "-f", str(CHART / "templates" / "crd" / "hamipodplacement.yaml"))
+    core = client.CoreV1Api(oldest.api_client())
+    [entry] = [e for e in gpu_nodes.load() if e["name"] == NODE]
+    node = gpu_nodes.node_object(entry)
+    oldest.apply(node)
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kwok is not here"}
+    core.patch_node_status(
+        NODE, {"status": {**{k: node["status"][k] for k in ("allocatable", "capacity")}, "conditions": [ready]}}
+    )
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace, "labels": {"hami-place-test": namespace}}})
+    # No controller manager makes a namespace's default ServiceAccount here; the API server wants it for a pod.
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+    webhook: Webhook = start(oldest, tmp_path)
+    try:
+        register(oldest, [], namespace, [(webhook, {})])
+        pinned = plugin(
+            oldest,
+            *("pin", "-l", "app=train", "--node", NODE, "--gpu", "gpu-1", "-n", namespace),
+            *("--request-memory", "10240", "--request-cores", "30", "--name", "train", "--ack-timeout", "20"),
+        )
+        assert pinned.code == 0, pinned.err
+        assert "no hami-place webhook acknowledged" not in pinned.err, "the webhook acknowledged the placement"
+        made = core.create_namespaced_pod(namespace, gpu_pod("train-", {"app": "train"}))
+        assert hostname_terms(made) == [[("kubernetes.io/hostname", "In", [NODE])]], made.spec.affinity
+        assert made.metadata.annotations[USE_GPUUUID_ANNOTATION] == card_uuids(NODE)[1]
+        claim = wait_for(lambda: status_of(oldest, namespace, "train").get("claim"), "the claim in the status")
+        assert claim["token"] == made.metadata.annotations[CLAIM_ANNOTATION], claim
+
+        empty = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "HamiPodPlacement",
+            "metadata": {"name": "everyone", "namespace": namespace},
+            "spec": {"reqID": "req-everyone", "podSelector": {}, "nodeName": NODE, "gpuDevices": ["gpu-0"]},
+        }
+        # Refused by the CRD's CEL rule from 1.25; 1.24 stores it, and the server fails it and pins no pod by it.
+        client.CustomObjectsApi(oldest.api_client()).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, empty
+        )
+        failed = wait_for(lambda: status_of(oldest, namespace, "everyone").get("phase") == "Failed", "the refusal")
+        assert failed and "podSelector is empty and would match every pod" in status_of(
+            oldest, namespace, "everyone"
+        ).get("message", "")
+        other = core.create_namespaced_pod(namespace, gpu_pod("other-", {"app": "other"}))
+        assert USE_GPUUUID_ANNOTATION not in (other.metadata.annotations or {}), "an empty selector pins no pod"
+
+        shown = plugin(oldest, "status", "-o", "json")
+        assert shown.code == 0, shown.err
+        assert NODE in json.dumps(shown.json()), shown.out[:500]
+        evicted = plugin(oldest, "evict", made.metadata.name, "-n", namespace, "--yes")
+        assert evicted.code == 0, evicted.err
+        wait_for(
+            lambda: made.metadata.name not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items},
+            "the evicted pod to go",
+        )
+    finally:
+        webhook.stop()

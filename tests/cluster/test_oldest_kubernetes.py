@@ -1,9 +1,10 @@
 """The oldest Kubernetes the chart supports (Chart.yaml `kubeVersion: >=1.24.0-0`): an API server of v1.24.17, built
 from Go modules as the sandbox's own (`sandbox/binaries.py`, `kube-apiserver-oldest`), with etcd and nothing else.
 
-It takes every object the chart renders for it whole (a field it did not know would be dropped without a word: its
-server-side field validation is off by default), and it serves the webhook and the plugin as the current release
-does: the plugin pins, the API server calls the webhook over TLS, the webhook mutates the pod and records the claim.
+It takes every object the chart renders for it whole (a server-side apply refuses a field the API does not declare,
+and the dry run's answer shows a field that a feature gate off there dropped), and it serves the webhook and the
+plugin as the current release does: the plugin pins, the API server calls the webhook over TLS, the webhook mutates
+the pod and records the claim.
 No scheduler, controllers or HAMi run here, so the pin is checked where the webhook puts it, on the pod; that HAMi
 then allocates those cards is the current release's tests' to prove.
 """
@@ -21,7 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, PLURAL, USE_GPUUUID_ANNOTATION, VERSION
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, DEFRAG_LEASE, GROUP, PLURAL, USE_GPUUUID_ANNOTATION, VERSION
 from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
@@ -41,6 +42,11 @@ def oldest() -> Iterator[Sandbox]:
         yield sandbox
     finally:
         sandbox.stop()
+
+
+def install_crd(sandbox: Sandbox) -> None:
+    """The CRD as an operator applies it on its own (the server does not start without it)."""
+    sandbox.kubectl("apply", "-f", str(CHART / "templates" / "crd" / "hamipodplacement.yaml"))
 
 
 def dropped(sent: Any, stored: Any, path: str = "") -> list[str]:
@@ -81,18 +87,24 @@ def test_the_oldest_api_server_takes_every_object_the_chart_renders_for_it_whole
         timeout=120,
     ).stdout
     objects = [obj for obj in yaml.safe_load_all(rendered) if obj]
-    resources = oldest.dynamic_client().resources
-    # The chart's own namespaces first, for real: a dry-run create cannot make the namespace of what follows.
-    namespaces = resources.get(api_version="v1", kind="Namespace")
-    made = {obj["metadata"]["name"]: namespaces.create(body=obj) for obj in objects if obj["kind"] == "Namespace"}
+    dynamic = oldest.dynamic_client()
+
+    def applied(obj: dict[str, Any], **dry_run: str) -> dict[str, Any]:
+        """The object as the API server stores it from a server-side apply (whether or not it exists already)."""
+        resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        namespace = (obj["metadata"].get("namespace") or "kube-system") if resource.namespaced else None
+        name = obj["metadata"]["name"]
+        stored = dynamic.server_side_apply(
+            resource, body=obj, name=name, namespace=namespace, field_manager="test", force_conflicts=True, **dry_run
+        )
+        return dict(stored.to_dict())
+
+    # The chart's own namespaces for real, first: a dry run cannot make the namespace of what follows.
+    made = {obj["metadata"]["name"]: applied(obj) for obj in objects if obj["kind"] == "Namespace"}
     kinds, lost = set(), {}
     for obj in objects:
-        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        namespace = (obj["metadata"].get("namespace") or "kube-system") if resource.namespaced else None
-        if obj["kind"] == "Namespace":
-            stored = made[obj["metadata"]["name"]].to_dict()
-        else:
-            stored = resource.create(body=obj, namespace=namespace, dry_run="All").to_dict()
+        is_namespace = obj["kind"] == "Namespace"
+        stored = made[obj["metadata"]["name"]] if is_namespace else applied(obj, dry_run="All")
         kinds.add(obj["kind"])
         missing = dropped(obj, stored)
         if missing:
@@ -115,7 +127,7 @@ def test_the_plugin_pins_and_the_webhook_mutates_and_claims_on_the_oldest_api_se
     """The CRD as applied on its own, a HAMi GPU node, the server registered for a namespace; `pin` checks the card
     and writes the placement, the webhook acknowledges it, pins the pod it admits and records the claim; `status`
     reads the cluster; `evict` evicts through the Eviction API."""
-    oldest.kubectl("apply", "-f", str(CHART / "templates" / "crd" / "hamipodplacement.yaml"))
+    install_crd(oldest)
     core = client.CoreV1Api(oldest.api_client())
     [entry] = [e for e in gpu_nodes.load() if e["name"] == NODE]
     node = gpu_nodes.node_object(entry)
@@ -172,3 +184,27 @@ def test_the_plugin_pins_and_the_webhook_mutates_and_claims_on_the_oldest_api_se
         )
     finally:
         webhook.stop()
+
+
+def test_the_controller_leads_and_reads_its_policy_on_the_oldest_api_server(oldest: Sandbox, tmp_path: Path) -> None:
+    """The leader Lease (coordination.k8s.io/v1), the policy's ConfigMap watch and its Event, on 1.24."""
+    install_crd(oldest)
+    home = f"ctl-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(oldest.api_client())
+    core.create_namespace({"metadata": {"name": home}})
+    policy = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "DefragPolicy", "mode": "dry-run"}
+    config_map = {"metadata": {"name": "defrag-policy"}, "data": {"policy.yaml": json.dumps(policy)}}
+    core.create_namespaced_config_map(home, config_map)
+    server = start(oldest, tmp_path, "--defrag-policy", f"{home}/defrag-policy", "--defrag-namespace", home)
+    try:
+        wait_for(lambda: server.metric("hami_place_defrag_leader") == 1, "the controller to lead")
+        assert server.metric("hami_place_defrag_policy_valid") == 1
+        lease = client.CoordinationV1Api(oldest.api_client()).read_namespaced_lease(DEFRAG_LEASE, home)
+        assert lease.spec is not None and lease.spec.holder_identity, lease.spec
+        read = wait_for(
+            lambda: [e.message for e in core.list_namespaced_event(home).items if e.reason == "DefragPolicyRead"],
+            "the policy's Event",
+        )
+        assert read == ["policy read: mode dry-run"], read
+    finally:
+        server.stop()

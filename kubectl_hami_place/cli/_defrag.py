@@ -162,7 +162,7 @@ class Status:
         if view.mode is Mode.dry_run:
             home = view.ref.split("/", 1)[0]
             logs = f"kubectl logs -n {home} -l {WEBHOOK_SERVICE_LABEL} --tail=-1 | grep DefragDryRun"
-            lines.append(f"Dry-run: nothing moves; the server's log says what would: {logs}")
+            lines += ["Dry-run: nothing moves; the server's log says what would:", f"  {logs}"]
         blocks: list[Block] = [Text(tuple(lines))]
         policy = view.policy
         if policy is not None:

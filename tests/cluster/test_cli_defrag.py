@@ -107,7 +107,7 @@ def test_resume_without_a_remembered_mode_goes_to_dry_run(cluster: Sandbox, name
     logs = (
         f"kubectl logs -n {namespace} -l app.kubernetes.io/name=gpu-descheduler-webhook --tail=-1 | grep DefragDryRun"
     )
-    assert f"Dry-run: nothing moves; the server's log says what would: {logs}\n" in table.out, table.out
+    assert f"Dry-run: nothing moves; the server's log says what would:\n  {logs}\n" in table.out, table.out
 
 
 def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cluster: Sandbox, namespace: str) -> None:

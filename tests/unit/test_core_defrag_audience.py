@@ -78,7 +78,10 @@ def test_a_block_a_namespace_budget_and_a_kept_card_of_another_namespace_are_not
 
 
 def test_cards_resources_and_the_readers_own_names_stay() -> None:
-    message = "team-b/web.v2 asks nvidia.com/gpu on gpu-a100-0/gpu-1 and gpu-a100-0/GPU-8f2; namespace team-b's pods"
+    message = (
+        "team-b/web.v2 asks nvidia.com/gpu on gpu-a100-0/gpu-1 and gpu-a100-0/GPU-8f2; namespace team-b's pods; "
+        "2/4 CardInsufficientMemory"
+    )
     assert for_tenant(message, "team-b", {"gpu-a100-0"}) == message
     assert for_tenant("team-a/web.v2's card; namespace team-a.", "team-b", NODES) == (
         "a pod of another namespace's card; another namespace."

@@ -32,6 +32,8 @@ def for_tenant(message: str, namespace: str, nodes: Container[str]) -> str:
             return match[0] if match["alone"] == namespace else OTHER_NAMESPACE
         if match["namespace"] == namespace or (match["namespace"] in nodes and _CARD.fullmatch(match["name"])):
             return match[0]
+        if match["namespace"].isdigit() and match["name"].isdigit():
+            return match[0]  # a count, as HAMi's fit writes "2/4 CardInsufficientMemory"
         return f"a {match['kind'] or 'pod'} of {OTHER_NAMESPACE}"
 
     return _NAMED.sub(seen, message)

@@ -570,7 +570,7 @@ class DefragController:
             self._event(
                 _pod_ref(move),
                 "DefragMoved",
-                f"evicted by run {decision.run_id} ({decision.trigger}); its replacement is pinned to "
+                f"evicted by run {decision.run_id} to {decision.trigger}; its replacement is pinned to "
                 f"{move.to_node} by placement {moves.placement_for(move)}",
             )
             failure = self._settle(move)

@@ -269,9 +269,13 @@ def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 -
     run = said(cluster, namespace, "big", "DefragRun")
     assert run.startswith("run ") and f"moving {namespace}/{moved} from {node.name}/gpu-" in run, run
     assert f"to rescue {namespace}/big" in run, run
-    assert said(cluster, namespace, moved, "DefragMoved").startswith("evicted by run ")
     [made] = placements(cluster, namespace)
     assert made["metadata"]["name"].startswith(f"move-{moved}-")
+    run_id = made["metadata"]["labels"][DEFRAG_RUN_LABEL]
+    assert said(cluster, namespace, moved, "DefragMoved") == (
+        f"evicted by run {run_id} to rescue {namespace}/big (CardInsufficientMemory); its replacement is pinned to "
+        f"{node.name} by placement {made['metadata']['name']}"
+    )
     assert made["metadata"]["labels"][DEFRAG_RUN_LABEL] in run
     assert made["status"]["phase"] == "Consumed"
     assert server.metric("hami_place_defrag_rescued_pods_total") == 1

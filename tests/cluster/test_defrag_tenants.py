@@ -44,11 +44,11 @@ def test_a_tenants_pod_hears_of_no_other_namespaces_pods_and_the_operator_reads_
     configurations: list[str],
 ) -> None:
     """A dry-run first, then mode on with a PodDisruptionBudget arriving while the move is pinned (test_defrag's
-    late budget): the dry-run's moves, the run's moves and the refused eviction, each told to the big pod without
-    the other namespace, its pods or its budget."""
+    late budget, under a name no word holds): the dry-run's moves, the run's moves and the refused eviction, each
+    told to the big pod without the other namespace, its pods or its budget."""
     with scopes.fresh_namespace(cluster) as other:
         held = two_pods_one_per_card(cluster, other, node)
-        secrets = [other, "late", *(name for name, _ in held.values())]
+        secrets = [other, "guard-b7", *(name for name, _ in held.values())]
         write_policy(cluster, server_namespace, namespace, "dry-run", also=(other,))
         server = controller(cluster, tmp_path, webhooks, configurations, namespace=namespace, home=server_namespace)
         register(cluster, configurations, other, [(server, {})])
@@ -65,8 +65,8 @@ def test_a_tenants_pod_hears_of_no_other_namespaces_pods_and_the_operator_reads_
             frozen = freeze_when(cluster, other, server, "pinned")
             write_policy(cluster, server_namespace, namespace, "on", also=(other,))
             wait_for(frozen.is_set, "the leader's move to be pinned", timeout=120, interval=0.05)
-            create(cluster, other, budget_at_zero("late"))
-            wait_for(lambda: at_its_limit(cluster, other, "late"), "the disruption controller to count the budget")
+            create(cluster, other, budget_at_zero("guard-b7"))
+            wait_for(lambda: at_its_limit(cluster, other, "guard-b7"), "the disruption controller to count the budget")
             server.process.send_signal(signal.SIGCONT)
             stopped = wait_for(lambda: said(cluster, namespace, "big", "DefragBlocked"), "the blocked run's Event")
             wait_for(lambda: placements(cluster, other) == [], "the move's placement to be rolled back")
@@ -81,4 +81,6 @@ def test_a_tenants_pod_hears_of_no_other_namespaces_pods_and_the_operator_reads_
         ), stopped
         told: list[tuple[str, str]] = events(cluster, namespace, "big")
         assert [(reason, m) for reason, m in told if any(word in m for word in secrets)] == [], told
-        assert "PodDisruptionBudget late (2 healthy, 2 required" in server.log.read_text(), "the operator's whole story"
+        assert "PodDisruptionBudget guard-b7 (2 healthy, 2 required" in server.log.read_text(), (
+            "the operator's whole story"
+        )

@@ -610,20 +610,25 @@ class Sandbox:
         where = obj["metadata"].get("namespace", namespace) if resource.namespaced else None
         dynamic.create(resource, body=obj, namespace=where, query_params=[("fieldValidation", "Strict")])
 
-    def apply(self, *objects: dict[str, Any]) -> None:
+    def apply(self, *objects: dict[str, Any], dry_run: bool = False) -> list[dict[str, Any]]:
         """Creates or updates each object by server-side apply, taking over fields another writer holds as `kubectl
-        apply` overwrites them, and refusing unknown fields as kubectl does; a fraction of a kubectl process's CPU."""
+        apply` overwrites them, and refusing unknown fields as kubectl does; a fraction of a kubectl process's CPU.
+        The objects as the API server stores them (with `dry_run`, would store them, and stores nothing)."""
         dynamic = self.dynamic_client()
+        stored = []
         for obj in objects:
             resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-            dynamic.server_side_apply(
+            answer = dynamic.server_side_apply(
                 resource,
                 body=obj,
                 namespace=obj["metadata"].get("namespace", "default") if resource.namespaced else None,
                 field_manager=FIELD_MANAGER,
                 force_conflicts=True,
                 query_params=[("fieldValidation", "Strict")],
+                dry_run="All" if dry_run else None,
             )
+            stored.append(dict(answer.to_dict()))
+        return stored
 
     def pids(self) -> list[int]:
         return [p.popen.pid for p in self.processes]

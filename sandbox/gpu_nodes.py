@@ -59,8 +59,9 @@ def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str
     return create_nodes(sandbox, load(path), timeout)
 
 
-def create_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], timeout: float = 60) -> list[str]:
-    """Creates (or re-applies) these nodes; returns their names once kwok has them Ready and HAMi has seen them."""
+def write_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], conditions: tuple[dict[str, str], ...] = ()) -> None:
+    """Creates (or re-applies) these nodes, then writes their capacity (and `conditions`, where no kwok reports them)
+    as a kubelet does."""
     from kubernetes import client  # here, as Sandbox.api_client imports it: only when nodes are made
 
     nodes = [node_object(e) for e in entries]
@@ -68,8 +69,15 @@ def create_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], timeout: float
     core = client.CoreV1Api(sandbox.api_client())
     for obj in nodes:
         # Status only changes through the status subresource once the node exists, as a kubelet writes it.
-        status = {"status": {k: obj["status"][k] for k in ("allocatable", "capacity")}}
-        core.patch_node_status(obj["metadata"]["name"], status)
+        status: dict[str, Any] = {k: obj["status"][k] for k in ("allocatable", "capacity")}
+        if conditions:
+            status["conditions"] = list(conditions)
+        core.patch_node_status(obj["metadata"]["name"], {"status": status})
+
+
+def create_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], timeout: float = 60) -> list[str]:
+    """Creates (or re-applies) these nodes; returns their names once kwok has them Ready and HAMi has seen them."""
+    write_nodes(sandbox, entries)
     names = [e["name"] for e in entries]
 
     def all_ready() -> bool:

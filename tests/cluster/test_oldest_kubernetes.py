@@ -120,13 +120,9 @@ def test_the_plugin_pins_and_the_webhook_mutates_and_claims_on_the_oldest_api_se
     reads the cluster; `evict` evicts through the Eviction API."""
     install_crd(oldest)
     core = client.CoreV1Api(oldest.api_client())
-    [entry] = [e for e in gpu_nodes.load() if e["name"] == NODE]
-    node = gpu_nodes.node_object(entry)
-    oldest.apply(node)
     ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kwok is not here"}
-    core.patch_node_status(
-        NODE, {"status": {**{k: node["status"][k] for k in ("allocatable", "capacity")}, "conditions": [ready]}}
-    )
+    [entry] = [e for e in gpu_nodes.load() if e["name"] == NODE]
+    gpu_nodes.write_nodes(oldest, [entry], conditions=(ready,))
     namespace = f"t-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": namespace, "labels": {"hami-place-test": namespace}}})
     # No controller manager makes a namespace's default ServiceAccount here; the API server wants it for a pod.

@@ -134,13 +134,15 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if eq .Values.certs.mode "certManager" -}}
 {{- $life := .Values.certs.certManager.duration -}}
 {{- $renew := .Values.certs.certManager.renewBefore -}}
-{{- if lt (include "hami-place.seconds" $life | atoi) 3600 -}}
+{{- $lifeSeconds := include "hami-place.seconds" $life | atoi -}}
+{{- $renewSeconds := include "hami-place.seconds" $renew | atoi -}}
+{{- if lt $lifeSeconds 3600 -}}
 {{- fail (printf "certs.certManager.duration: %s is under 1h, the shortest certificate cert-manager issues; write 1h or more (e.g. 8760h)" $life) -}}
 {{- end -}}
-{{- if lt (include "hami-place.seconds" $renew | atoi) 300 -}}
+{{- if lt $renewSeconds 300 -}}
 {{- fail (printf "certs.certManager.renewBefore: %s is under 5m, the shortest renewal window cert-manager takes; write 5m or more (e.g. 720h)" $renew) -}}
 {{- end -}}
-{{- if ge (include "hami-place.seconds" $renew | atoi) (include "hami-place.seconds" $life | atoi) -}}
+{{- if ge $renewSeconds $lifeSeconds -}}
 {{- fail (printf "certs.certManager.renewBefore: %s is not shorter than duration %s, so cert-manager would refuse the Certificate; write a renewBefore under the duration (e.g. 720h for 8760h)" $renew $life) -}}
 {{- end -}}
 {{- end -}}

@@ -952,9 +952,9 @@ class DefragController:
         message) as the pod's namespace may read it (`for_tenant`), and the whole message goes to the log, where the
         operator reads every pod's story (a dry-run's moves among them) in one place."""
         if about.get("kind", "Pod") == "Pod":
-            name = (about.get("metadata") or {}).get("name")
-            log.info("defrag: %s on pod %s/%s: %s", reason, _namespace_of(about), name, message)
-            message = for_tenant(said or message, _namespace_of(about), self.cache.nodes_by_name())
+            namespace, name = _namespace_of(about), (about.get("metadata") or {}).get("name")
+            log.info("defrag: %s on pod %s/%s: %s", reason, namespace, name, message)
+            message = for_tenant(said or message, namespace, self.cache.nodes_by_name())
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
 
 

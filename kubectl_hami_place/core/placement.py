@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.errors import ModelError, PlacementError
+from kubectl_hami_place.core.errors import ModelError, PlacementError, SelectorError
 from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import API_VERSION, CLAIMED_PHASES, KIND, EvictionResult, Phase
@@ -33,6 +33,9 @@ class PlacementSpec:
     node_name: str
     gpu_devices: tuple[CardRef, ...]
     evict_pod: str | None = None
+    selector_problem: str = field(default="", metadata={"stored": False})
+    """Read, never written: why the stored podSelector cannot be read (1.24 stores what the CRD's CEL rules refuse
+    from 1.25). The selector is then empty, so it matches no pod, and validate_spec fails the placement for this."""
 
     @property
     def percent(self) -> int | None:
@@ -138,6 +141,8 @@ def validate_spec(spec: PlacementSpec) -> str | None:
         return f"reqID {spec.req_id!r} is shorter than {MIN_REQ_ID} characters"
     if len(spec.req_id) > MAX_FIELD:
         return f"reqID is {len(spec.req_id)} characters; the CRD takes at most {MAX_FIELD}"
+    if spec.selector_problem:
+        return f"podSelector: {spec.selector_problem}"
     if spec.pod_selector.empty:
         return "podSelector is empty and would match every pod; give at least one label"
     if not spec.node_name:
@@ -218,7 +223,10 @@ def spec_from_object(data: object) -> PlacementSpec:
     node_name = _required_str(data, "nodeName", "spec")
     if "podSelector" not in data:
         raise PlacementError("spec.podSelector is required")
-    selector = selector_from_dict(data.get("podSelector"))
+    try:
+        selector, selector_problem = selector_from_dict(data.get("podSelector")), ""
+    except SelectorError as error:
+        selector, selector_problem = LabelSelector(), str(error)
     devices = data.get("gpuDevices")
     if not isinstance(devices, list):
         raise PlacementError("spec.gpuDevices must be a list of card references")
@@ -229,6 +237,7 @@ def spec_from_object(data: object) -> PlacementSpec:
         node_name=node_name,
         gpu_devices=refs,
         evict_pod=_optional_str(data, "evictPod", "spec") or None,
+        selector_problem=selector_problem,
     )
 
 

@@ -143,22 +143,43 @@ def test_the_plugin_pins_and_the_webhook_mutates_and_claims_on_the_oldest_api_se
         claim = wait_for(lambda: status_of(oldest, namespace, "train").get("claim"), "the claim in the status")
         assert claim["token"] == made.metadata.annotations[CLAIM_ANNOTATION], claim
 
-        empty = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "HamiPodPlacement",
-            "metadata": {"name": "everyone", "namespace": namespace},
-            "spec": {"reqID": "req-everyone", "podSelector": {}, "nodeName": NODE, "gpuDevices": ["gpu-0"]},
-        }
+        def placement(name: str, selector: dict[str, Any]) -> dict[str, Any]:
+            """A placement of a card on NODE, written as is (the plugin would refuse the selectors below)."""
+            return {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "HamiPodPlacement",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"reqID": f"req-{name}", "podSelector": selector, "nodeName": NODE, "gpuDevices": ["gpu-0"]},
+            }
+
         # Refused by the CRD's CEL rule from 1.25; 1.24 stores it, and the server fails it and pins no pod by it.
-        client.CustomObjectsApi(oldest.api_client()).create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, empty
-        )
+        custom = client.CustomObjectsApi(oldest.api_client())
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, placement("everyone", {}))
         failed = wait_for(lambda: status_of(oldest, namespace, "everyone").get("phase") == "Failed", "the refusal")
         assert failed and "podSelector is empty and would match every pod" in status_of(
             oldest, namespace, "everyone"
         ).get("message", "")
         other = core.create_namespaced_pod(namespace, gpu_pod("other-", {"app": "other"}))
         assert USE_GPUUUID_ANNOTATION not in (other.metadata.annotations or {}), "an empty selector pins no pod"
+
+        # The CRD's two other CEL rules are gone on 1.24 too. NotIn may come with no values (it would match every
+        # pod without the label): the server fails it. reqID may be edited: a consumed placement given a new one
+        # pins no second pod, and an open one given the consumed reqID pins none (the claim's guard holds it).
+        no_values = {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": []}]}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, placement("no-values", no_values))
+        wait_for(lambda: status_of(oldest, namespace, "no-values").get("phase") == "Failed", "the refusal")
+        assert "app NotIn needs at least one value" in status_of(oldest, namespace, "no-values").get("message", "")
+        consumed = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "train")["spec"]["reqID"]
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "train", {"spec": {"reqID": "fresh"}})
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, placement("twin", {"matchLabels": {"app": "twin"}})
+        )
+        wait_for(lambda: status_of(oldest, namespace, "twin").get("observedGeneration") == 1, "the acknowledgement")
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "twin", {"spec": {"reqID": consumed}})
+        wait_for(lambda: status_of(oldest, namespace, "twin").get("observedGeneration") == 2, "the acknowledgement")
+        for app in ("train", "twin"):
+            again = core.create_namespaced_pod(namespace, gpu_pod(f"{app}-", {"app": app}))
+            assert USE_GPUUUID_ANNOTATION not in (again.metadata.annotations or {}), f"{app}: {consumed} pins once"
 
         shown = plugin(oldest, "status", "-o", "json")
         assert shown.code == 0, shown.err

@@ -166,7 +166,6 @@ def test_validate_spec_accepts_a_valid_spec() -> None:
         (lambda o: o["spec"].pop("reqID"), "spec.reqID is required"),
         (lambda o: o["spec"].__setitem__("gpuDevices", "gpu-0"), "gpuDevices must be a list"),
         (lambda o: o["spec"].__setitem__("gpuDevices", ["gpu-x"]), "'gpu-x' is not a card reference"),
-        (lambda o: o["spec"].__setitem__("podSelector", {"matchLabels": {"a": 1}}), "value must be a string"),
         (lambda o: o.__setitem__("status", {"phase": "Done"}), "status.phase 'Done' is not one of"),
         (lambda o: o.__setitem__("status", {"consumedAt": "yesterday"}), "status.consumedAt 'yesterday'"),
         (lambda o: o.__setitem__("status", {"eviction": {"attempts": -1}}), "attempts must be a non-negative"),
@@ -181,6 +180,33 @@ def test_garbage_objects_name_the_placement_and_the_field(mutate: Any, fragment:
     assert fragment in str(caught.value)
     if "metadata" in obj:
         assert str(caught.value).startswith("placement team/pin-1: ")
+
+
+@pytest.mark.parametrize(
+    ("selector", "reason"),
+    [
+        (
+            {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": []}]},
+            "label selector: app NotIn needs at least one value",
+        ),
+        ({"matchExpressions": [{"key": "app", "operator": "In"}]}, "label selector: app In needs at least one value"),
+        (
+            {"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["x"]}]},
+            "label selector: app Exists takes no values",
+        ),
+        ({"matchLabels": {"a": 1}}, "matchLabels 'a': the value must be a string, got int"),
+    ],
+)
+def test_a_stored_selector_that_cannot_be_read_matches_no_pod_and_is_the_placement_s_failure(
+    selector: dict[str, Any], reason: str
+) -> None:
+    """Kubernetes 1.24 stores what the CRD's CEL rules refuse from 1.25: the placement parses, so the server can fail
+    it with the reason, and its selector is empty, so it selects no pod until then."""
+    obj = stored()
+    obj["spec"]["podSelector"] = selector
+    parsed = placement_from_object(obj)
+    assert parsed.spec.pod_selector.empty
+    assert validate_spec(parsed.spec) == f"podSelector: {reason}"
 
 
 def test_times() -> None:

@@ -193,8 +193,9 @@ def _envtest_asset(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def build(component: Component, log: TextIO = sys.stderr) -> Path:
-    """Returns the cached binary, building it first when this version is not cached yet."""
+def build(component: Component, log: TextIO | None = None) -> Path:
+    """Returns the cached binary, building it first when this version is not cached yet; a cold build says so on
+    `log`, the stderr of the moment by default (not of the import: a test's captured stream is closed after it)."""
     target = cached_path(component)
     if target.is_file():
         return target
@@ -203,7 +204,7 @@ def build(component: Component, log: TextIO = sys.stderr) -> Path:
     with (target.parent / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_file():
-            _build(component, target, log)
+            _build(component, target, log or sys.stderr)
     return target
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +24,7 @@ from kubectl_hami_place.core.names import (
     PLACEMENT_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import DefragRefusal, PlacementStatus, status_from_object, status_to_object
-from kubectl_hami_place.core.reservation import RoomKey
+from kubectl_hami_place.core.reservation import MAX_CARDS, RoomKey
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 KEY = RoomKey(b"k" * 32)
@@ -81,6 +84,41 @@ def test_a_sealed_move_checks_and_its_seal_covers_who_what_and_where() -> None:
         assert holder[last] != value
         holder[last] = value
         assert not move_sealed(changed, KEY), f"{'.'.join(path)} changed after sealing"
+
+
+def mac(document: dict[str, Any]) -> str:
+    """HMAC-SHA256 under KEY of the document as compact JSON with sorted keys: the seal's documented form."""
+    return hmac.new(
+        b"k" * 32, json.dumps(document, sort_keys=True, separators=(",", ":")).encode(), hashlib.sha256
+    ).hexdigest()
+
+
+def test_the_sealed_documents_keep_their_form_so_replicas_of_two_versions_check_each_others_seals() -> None:
+    """In a rolling upgrade the old leader's seals are checked by the new version: the documents they sign are
+    written out here field by field, so a change to either form fails this test rather than the upgrade."""
+    at = int(NOW.timestamp())
+    covered = {
+        "namespace": "team-a",
+        "name": "move-x-1",
+        "run": "run-1",
+        "pod": "team-a/x",
+        "uid": "uid-x",
+        "from": "gpu-a",
+        "node": "gpu-b",
+        "cards": ["gpu-0"],
+        "at": at,
+    }
+    sealed = seal_move(move(), KEY, NOW)
+    assert sealed["metadata"]["annotations"][DEFRAG_SEAL_ANNOTATION] == f"{at}:{mac({'move': covered})}"
+    found = refusal(stored(sealed), ["GPU-b", "GPU-a"], REFUSED_UNTIL, KEY)
+    refused = {
+        "namespace": "team-a",
+        "name": "move-x-1",
+        "move": f"{at}:{mac({'move': covered})}",
+        "cards": ["GPU-a", "GPU-b"],
+        "until": "2026-12-03T12:30:00Z",
+    }
+    assert found == DefragRefusal(("GPU-a", "GPU-b"), REFUSED_UNTIL, mac({"refused": refused}))
 
 
 def test_a_sealed_move_created_again_long_after_is_not_a_new_move() -> None:
@@ -164,11 +202,16 @@ def test_a_given_up_moves_refused_cards_read_back_until_their_time_and_no_longer
     short = timedelta(minutes=5)
     assert refused_by(marked, KEY, NOW, short) == dict.fromkeys(["GPU-a", "GPU-b"], NOW + short)
     assert refused_by(sealed, KEY, NOW, COOLDOWN) == {}, "a move not given up leaves nothing out"
+    every = [f"GPU-{n}" for n in range(MAX_CARDS)]
+    assert refused_by(
+        given_up(sealed, refusal(sealed, every, REFUSED_UNTIL, KEY)), KEY, NOW, COOLDOWN
+    ) == dict.fromkeys(every, REFUSED_UNTIL), "as many cards as a node has"
 
 
 def test_a_refusal_no_run_sealed_for_this_placement_leaves_nothing_out() -> None:
-    """Written by anyone else, copied from another placement, changed after sealing, under another key, on a
-    placement no run sealed, or malformed: nothing is left out of plans."""
+    """Written by anyone else, copied from another placement (or from the placement the name held before: another
+    move), changed after sealing, under another key, on a placement no run sealed, or malformed: nothing is left out
+    of plans."""
     sealed = stored(seal_move(move(), KEY, NOW))
     found = refusal(sealed, ["GPU-a"], REFUSED_UNTIL, KEY)
     other = stored(seal_move(move(name="move-y-1", pod="team-a/y"), KEY, NOW))
@@ -187,6 +230,7 @@ def test_a_refusal_no_run_sealed_for_this_placement_leaves_nothing_out() -> None
         (sealed, {"cards": ["GPU-a"], "until": "soon", "seal": found.seal}),
         (sealed, {"cards": ["GPU-a"], "until": "2026-12-03T12:30:00Z"}),
         (sealed, replace(found, seal="\u00e9" * 64)),
+        (stored(seal_move(move(), KEY, NOW + timedelta(seconds=1))), found),
     ]:
         assert refused_by(given_up(obj, refused), KEY, NOW, COOLDOWN) == {}, refused
     unshared = RoomKey(b"s" * 32, shared=False)

@@ -69,7 +69,7 @@ def test_uvloop_is_left_out_on_windows_where_it_has_no_wheel() -> None:
     assert uvloop.marker.evaluate({"sys_platform": "linux"})
 
 
-@pytest.mark.parametrize("extra", [None, "server", "test", "dist", "bench"])
+@pytest.mark.parametrize("extra", [None, "server", "test", "dist", "bench", "mutation"])
 def test_constraints_pin_every_direct_dependency_within_pyproject(extra: str | None) -> None:
     """A changed range in pyproject.toml without `make constraints` fails here."""
     locked = pins(ROOT / "constraints.txt")

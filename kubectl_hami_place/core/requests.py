@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -107,17 +107,6 @@ def card_request(
         cores_by_webhook=by_webhook,
         memory_by_default=by_default,
     )
-
-
-def with_percent(request: CardRequest, percent: int | None, *, config: HamiConfig = HAMI_DEFAULTS) -> CardRequest:
-    """The request once a `gpu-N/P` placement gave it `gpumem-percentage: P` (only when it asks no gpumem); webhook
-    cores dropped below 100% leave HAMi's `defaultCores`."""
-    if percent is None or (request.memreq > 0 and not request.memory_by_default):
-        return request
-    shared = replace(request, memreq=0, mem_percentage=percent, memory_by_default=False)
-    if request.cores_by_webhook and percent != 100:
-        return replace(shared, coresreq=config.default_cores, cores_by_webhook=False)
-    return shared
 
 
 def container_request(

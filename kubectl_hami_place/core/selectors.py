@@ -58,11 +58,6 @@ class LabelSelector:
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[Requirement, ...] = ()
 
-    @classmethod
-    def from_dict(cls, data: object, require_nonempty: bool = False) -> LabelSelector:
-        """Parse the API's dict form (see `selector_from_dict`)."""
-        return selector_from_dict(data, require_nonempty)
-
     @property
     def empty(self) -> bool:
         """True for the selector that matches every pod."""

@@ -336,11 +336,6 @@ def api_error_message(exc: ApiException) -> str:
     return _one_line(message or str(exc.reason or f"HTTP {exc.status}"))
 
 
-def api_error_status(exc: ApiException) -> dict[str, Any]:
-    """The API server's Status body as a dict (empty when the body is not one)."""
-    return _status_body(exc)
-
-
 def translate_api_error(exc: ApiException, kube: Kube, what: str) -> KubeError:
     """Maps an HTTP status to the error family, keeping the server's status, reason and the action tried."""
     message = api_error_message(exc)

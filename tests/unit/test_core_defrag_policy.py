@@ -17,7 +17,6 @@ from kubectl_hami_place.core.defrag.policy import (
     mode_of,
     parse_duration,
     parse_policy,
-    policy_to_text,
     with_mode,
 )
 from webhook.metrics import DefragMetrics
@@ -178,11 +177,9 @@ def test_a_wrong_document_says_what_to_write(text: str, start: str) -> None:
     assert "\n" not in str(caught.value)
 
 
-@given(hours=st.integers(0, 48), minutes=st.integers(0, 59), seconds=st.integers(0, 59), run=st.integers(0, 50))
-def test_a_policy_written_back_reads_the_same(hours: int, minutes: int, seconds: int, run: int) -> None:
+@given(hours=st.integers(0, 48), minutes=st.integers(0, 59), seconds=st.integers(0, 59))
+def test_a_duration_of_hours_minutes_and_seconds_is_their_sum(hours: int, minutes: int, seconds: int) -> None:
     cooldown = f"{hours}h{minutes}m{seconds}s"
-    policy = parse_policy(HEAD + f"mode: on\nbudgets: {{cooldown: {cooldown}, movesPerRun: {run}}}")
-    assert parse_policy(policy_to_text(policy)) == policy
     assert parse_duration(cooldown, "x") == timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 

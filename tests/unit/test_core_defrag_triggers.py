@@ -14,12 +14,13 @@ from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, KeepRoom, Namespaces, Rescue, WholeFreeCards
 from kubectl_hami_place.core.defrag.triggers import (
     rescue_candidates,
-    rescue_pod,
     rescue_reason,
     room_goal,
     room_of,
 )
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -125,7 +126,7 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priorit
     found = rescue_candidates(pods, events, NOW, DefragPolicy())
     assert [c.key for c in found] == ["team-a/urgent", "team-a/older", "team-a/ok"]
     assert found[1].reason == "CardInsufficientMemory"
-    planned = rescue_pod(found[1], [])
+    planned = pod_for_plan(found[1].pod, node_labels([]), HAMI_DEFAULTS)
     assert planned.key == "team-a/older" and planned.priority == 5 and planned.allocation is None
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import RequestError
-from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.requests import (
     CardRequest,
     card_request,
@@ -21,7 +20,6 @@ from kubectl_hami_place.core.requests import (
     memory_for,
     parse_quantity,
     pod_requests,
-    with_percent,
 )
 
 CARD = Card("GPU-a", count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True)
@@ -156,10 +154,9 @@ def test_renamed_resources_and_defaults_from_the_config() -> None:
     )
 
 
-def test_a_percentage_placement_replaces_default_memory() -> None:
+def test_hamis_default_memory_is_marked_as_a_default() -> None:
     defaulted = card_request(1, coresreq=0, config=HamiConfig(default_memory=2048))
     assert defaulted == CardRequest(1, 2048, None, 0, memory_by_default=True)
-    assert with_percent(defaulted, 25) == CardRequest(1, 0, 25, 0)
 
 
 @pytest.mark.parametrize(
@@ -196,18 +193,6 @@ def test_card_request_applies_hamis_defaults() -> None:
         card_request(0)
     with pytest.raises(RequestError, match=r"outside 1\.\.100"):
         card_request(1, mem_percentage=101)
-
-
-def test_with_percent_is_what_the_webhook_gives_a_gpu_n_p_placement() -> None:
-    exclusive = card_request(1)
-    shared = with_percent(exclusive, 50)
-    assert (shared.mem_percentage, shared.coresreq) == (50, 0)
-    assert with_percent(exclusive, 100).coresreq == 100
-    assert with_percent(exclusive, 50, config=replace(HAMI_DEFAULTS, default_cores=20)).coresreq == 20
-    explicit = card_request(1, coresreq=40)
-    assert with_percent(explicit, 30) == CardRequest(1, 0, 30, 40)
-    sized = card_request(1, memreq=2048)
-    assert with_percent(sized, 30) is sized
 
 
 @pytest.mark.parametrize(

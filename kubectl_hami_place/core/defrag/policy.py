@@ -177,42 +177,6 @@ def parse_mode(value: object, path: str = "mode") -> Mode:
         raise PolicyError(f"{path}: {_shown(value)} is not a mode; write off, dry-run or on") from None
 
 
-def policy_to_dict(policy: DefragPolicy) -> dict[str, Any]:
-    """The policy as its document (durations in their shortest written form)."""
-    room = policy.keep_room
-    budgets = policy.budgets
-    return {
-        "apiVersion": POLICY_API_VERSION,
-        "kind": POLICY_KIND,
-        "mode": policy.mode.value,
-        "namespaces": {"include": list(policy.namespaces.include), "exclude": list(policy.namespaces.exclude)},
-        "rescue": {
-            "enabled": policy.rescue.enabled,
-            "pendingFor": format_duration(policy.rescue.pending_for),
-            "reserveFor": format_duration(policy.rescue.reserve_for),
-        },
-        "keepRoom": {
-            "enabled": room.enabled,
-            "interval": format_duration(room.interval),
-            "wholeFreeCards": {"count": room.whole_free_cards.count, "type": room.whole_free_cards.type},
-            "maxStrandedShare": room.max_stranded_share,
-        },
-        "budgets": {
-            "movesPerRun": budgets.moves_per_run,
-            "movesPerHour": budgets.moves_per_hour,
-            "movesPerNode": budgets.moves_per_node,
-            "movesPerNamespace": budgets.moves_per_namespace,
-            "cooldown": format_duration(budgets.cooldown),
-        },
-        "maxMovesPerPlan": policy.max_moves_per_plan,
-    }
-
-
-def policy_to_text(policy: DefragPolicy) -> str:
-    """The policy as a YAML document that `parse_policy` reads back to the same policy."""
-    return yaml.safe_dump(policy_to_dict(policy), sort_keys=False)
-
-
 def with_mode(text: str, mode: Mode | str) -> str:
     """The document with only its mode changed; the rest is kept as written, even fields a parse would refuse."""
     document = _load(text)

@@ -22,9 +22,8 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.placement import time_or_none
-from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
+from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
-from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.requests import pod_requests
 
@@ -132,11 +131,6 @@ def _priority(pod: Mapping[str, Any]) -> int:
     """The pod's `spec.priority` (0 when unset)."""
     value = as_mapping(pod.get("spec")).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def rescue_pod(candidate: Candidate, nodes: Iterable[Mapping[str, Any]], config: HamiConfig = HAMI_DEFAULTS) -> PlanPod:
-    """The candidate as the planner's goal pod (its node selection read against the nodes' labels)."""
-    return pod_for_plan(candidate.pod, node_labels(nodes), config)
 
 
 def _asks_gpu(spec: Mapping[str, Any], config: HamiConfig) -> bool:

@@ -11,9 +11,14 @@ from prometheus_client import CollectorRegistry
 
 from kubectl_hami_place.core.defrag.policy import (
     MAX_COUNT,
+    Budgets,
     DefragPolicy,
+    KeepRoom,
     Mode,
+    Namespaces,
     PolicyError,
+    Rescue,
+    WholeFreeCards,
     mode_of,
     parse_duration,
     parse_policy,
@@ -212,3 +217,127 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
     assert parse_policy(HEAD + "mode: off").mode is Mode.off
     assert parse_policy(HEAD + "mode: on").mode is Mode.on
     assert "mode: 'off'" in with_mode(HEAD, "off")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "modes: on",
+            "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
+            "maxMovesPerPlan",
+        ),
+        (
+            "x" * 60 + ": 1",
+            "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
+            "budgets, maxMovesPerPlan",
+        ),
+        (
+            "x" * 61 + ": 1",
+            f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
+            "budgets, maxMovesPerPlan",
+        ),
+        (
+            "rescue: {pendingfor: 1m}",
+            "rescue.pendingfor: unknown field; the fields here are enabled, pendingFor, reserveFor",
+        ),
+        ("rescue: 5", "rescue: expected a mapping with enabled, pendingFor, reserveFor; got int"),
+        ("rescue: {pendingFor: true}", "rescue.pendingFor: True is not a duration; write e.g. 60s, 5m or 1h"),
+        (
+            "rescue: {reserveFor: 11m}",
+            "rescue.reserveFor: 11m is longer than 10m, the longest a room is kept; write 0s (off) to 10m, e.g. 60s",
+        ),
+        (
+            "budgets: {cooldown: 1 hour}",
+            "budgets.cooldown: '1 hour' is not a duration; write e.g. 60s, 5m, 1h or 1h30m",
+        ),
+        (
+            "budgets: {cooldown: " + "9" * 23 + "s}",
+            f"budgets.cooldown: '{'9' * 23}s' is longer than 720h; write a duration of at most 720h",
+        ),
+        (
+            "budgets: {cooldown: " + "9" * 24 + "s}",
+            f"budgets.cooldown: '{'9' * 21}...' is longer than 720h; write a duration of at most 720h",
+        ),
+        ("namespaces: team-a", "namespaces: expected a mapping with include, exclude; got str"),
+        (
+            "namespaces: {include: team-a}",
+            "namespaces.include: expected a list of namespace patterns, e.g. [team-*]; got str",
+        ),
+        (
+            "namespaces: {exclude: [team_a]}",
+            "namespaces.exclude[0]: 'team_a' is not a namespace pattern; write a namespace name (lowercase letters, "
+            "digits, -) with * ? or [a-z] wildcards, e.g. team-*",
+        ),
+        (
+            f"namespaces: {{include: [{'a' * 64}]}}",
+            f"namespaces.include[0]: '{'a' * 64}' is not a namespace pattern; write a namespace name "
+            "(lowercase letters, digits, -) with * ? or [a-z] wildcards, e.g. team-*",
+        ),
+        (
+            "keepRoom: 5",
+            "keepRoom: expected a mapping with enabled, interval, wholeFreeCards, maxStrandedShare; got int",
+        ),
+        ("keepRoom: {enabled: yes please}", "keepRoom.enabled: 'yes please' is not true or false; write true or false"),
+        ("keepRoom: {wholeFreeCards: 2}", "keepRoom.wholeFreeCards: expected a mapping with count, type; got int"),
+        (
+            "keepRoom: {wholeFreeCards: {type: 5}}",
+            "keepRoom.wholeFreeCards.type: 5 is not text; write part of a card type, e.g. A100",
+        ),
+        ("mode: " + "x" * 78, f"mode: '{'x' * 78}' is not a mode; write off, dry-run or on"),
+        (
+            "mode: on: off",
+            "policy: not YAML or JSON at line 3 (mapping values are not allowed here); fix the document's syntax",
+        ),
+        ("mode: \x07", "policy: not YAML or JSON (unreadable); fix the document's syntax"),
+    ],
+)
+def test_a_mistake_reads_exactly_so(body: str, message: str) -> None:
+    """The line the log and the ConfigMap's Event show, word for word: the field, what is wrong, what to write."""
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(HEAD + body)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("body", "policy"),
+    [
+        ("rescue: {reserveFor: 10m}", DefragPolicy(rescue=Rescue(reserve_for=timedelta(minutes=10)))),
+        (
+            "rescue: {reserveFor: 0, pendingFor: 0.5}",
+            DefragPolicy(rescue=Rescue(pending_for=timedelta(seconds=0.5), reserve_for=timedelta(0))),
+        ),
+        ("budgets: {cooldown: 2592000s}", DefragPolicy(budgets=Budgets(cooldown=timedelta(days=30)))),
+        ("keepRoom: {interval: 1s}", DefragPolicy(keep_room=KeepRoom(interval=timedelta(seconds=1)))),
+        ("keepRoom: {maxStrandedShare: 0}", DefragPolicy(keep_room=KeepRoom(max_stranded_share=0.0))),
+        ("keepRoom: {maxStrandedShare: 1}", DefragPolicy(keep_room=KeepRoom(max_stranded_share=1.0))),
+        ("keepRoom: {maxStrandedShare: null}", DefragPolicy(keep_room=KeepRoom(max_stranded_share=None))),
+        (
+            "keepRoom: {wholeFreeCards: {count: 1, type: null}}",
+            DefragPolicy(keep_room=KeepRoom(whole_free_cards=WholeFreeCards(1, ""))),
+        ),
+        (f"namespaces: {{include: [{'a' * 63}]}}", DefragPolicy(namespaces=Namespaces(include=("a" * 63,)))),
+    ],
+)
+def test_a_value_at_its_limit_is_read(body: str, policy: DefragPolicy) -> None:
+    """The edges are part of the range: 0 and 1 are shares, 10m a reserve, 1s an interval, 63 characters a name."""
+    assert parse_policy(HEAD + body) == policy
+
+
+def test_a_policy_without_a_mode_is_read_as_dry_run_by_pause_and_resume() -> None:
+    assert mode_of(HEAD) is Mode.dry_run
+    assert mode_of(HEAD + "mode: sometimes") is None
+
+
+def test_with_mode_refuses_a_mode_that_is_none_naming_the_mode_field() -> None:
+    with pytest.raises(PolicyError) as caught:
+        with_mode(HEAD, "sometimes")
+    assert str(caught.value) == "mode: 'sometimes' is not a mode; write off, dry-run or on"
+
+
+def test_with_mode_keeps_the_fields_in_the_order_written() -> None:
+    """Pausing rewrites the operator's ConfigMap: a diff of it should show the mode and nothing else."""
+    text = HEAD + "mode: on\nbudgets: {movesPerRun: 1}\nnamespaces: {include: [a]}\n"
+    assert with_mode(text, Mode.off) == (
+        HEAD + "mode: 'off'\nbudgets:\n  movesPerRun: 1\nnamespaces:\n  include:\n  - a\n"
+    )

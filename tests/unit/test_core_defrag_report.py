@@ -13,6 +13,9 @@ import pytest
 from kubectl_hami_place.core.defrag.budget import MoveRecord
 from kubectl_hami_place.core.defrag.report import (
     MAX_MOVES_ANSWERED,
+    Leader,
+    RunSummary,
+    Used,
     leader_of,
     moves_document,
     moves_from_document,
@@ -38,6 +41,31 @@ def test_the_leader_holds_the_lease_until_it_lapses() -> None:
     assert leader_of(None, NOW).describe() == "none"
 
 
+def test_the_leader_is_read_whole_from_the_lease() -> None:
+    renewed = NOW - timedelta(seconds=5)
+    assert leader_of(lease("server-a", 5), NOW) == Leader("server-a", renewed, renewed + timedelta(seconds=15), True)
+
+
+def test_a_lease_ends_at_the_instant_its_duration_runs_out() -> None:
+    """As client-go's leader election counts it: held while renew time + duration is after now."""
+    assert not leader_of(lease("server-a", 15), NOW).current
+    assert leader_of(lease("server-a", 14.999), NOW).current
+
+
+def test_a_lease_never_renewed_is_read_from_its_acquire_time() -> None:
+    spec = lease("server-a", 5)["spec"]
+    spec["acquireTime"] = spec.pop("renewTime")
+    renewed = NOW - timedelta(seconds=5)
+    assert leader_of({"spec": spec}, NOW) == Leader("server-a", renewed, renewed + timedelta(seconds=15), True)
+
+
+def test_a_lease_with_a_holder_but_no_time_is_a_lapsed_leader() -> None:
+    """`defrag status` still names the last holder, without a time it cannot know."""
+    leader = leader_of({"spec": {"holderIdentity": "server-a", "leaseDurationSeconds": 15}}, NOW)
+    assert leader == Leader("server-a", None, None, False)
+    assert leader.describe() == "none; last server-a (lease lapsed)"
+
+
 def record(run: str, minutes_ago: float, result: str = "Evicted", node: str = "n1", ns: str = "a") -> MoveRecord:
     """A move."""
     return MoveRecord(run, f"{ns}/p{minutes_ago}", ns, node, NOW - timedelta(minutes=minutes_ago), result)
@@ -48,12 +76,22 @@ def test_runs_newest_first_with_their_results() -> None:
     runs = runs_of(history)
     assert [(r.run_id, r.moves) for r in runs] == [("r2", 2), ("r1", 2)]
     assert runs[0].describe_results() == "Blocked: 1, Evicted: 1"
+    assert runs == (
+        RunSummary("r2", NOW - timedelta(minutes=10), 2, {"Evicted": 1, "Blocked": 1}),
+        RunSummary("r1", NOW - timedelta(minutes=90), 2, {"Evicted": 1, "Pending": 1}),
+    )
 
 
 def test_used_counts_only_spent_moves_of_the_last_hour() -> None:
     history = [record("r1", 90), record("r2", 10), record("r2", 9, "Blocked"), record("r3", 5, node="n2", ns="b")]
     used = used_in_hour(history, NOW)
     assert used.hour == 2 and used.per_node == {"n1": 1, "n2": 1} and used.per_namespace == {"a": 1, "b": 1}
+
+
+def test_the_hour_used_holds_a_move_made_now_and_not_one_made_an_hour_ago() -> None:
+    """The same window `budget.allowance` spends: a move exactly an hour old no longer counts."""
+    history = [record("r1", 60, node="n1", ns="a"), record("r2", 0, node="n2", ns="b")]
+    assert used_in_hour(history, NOW) == Used(1, {"n2": 1}, {"b": 1})
 
 
 def test_the_servers_answer_gives_back_the_moves_and_whether_their_seals_were_checked() -> None:
@@ -63,6 +101,19 @@ def test_the_servers_answer_gives_back_the_moves_and_whether_their_seals_were_ch
     for sealed in (True, False):
         answer = orjson.loads(orjson.dumps(moves_document(history, seals_checked=sealed)))
         assert moves_from_document(answer) == (history, sealed)
+
+
+def test_a_move_off_no_node_comes_back_from_the_servers_answer() -> None:
+    """A move whose placement recorded no from-node is answered with `from: null`; `history` shows it as `-`."""
+    history = (replace(record("r1", 3), from_node=""),)
+    answer = orjson.loads(orjson.dumps(moves_document(history, seals_checked=True)))
+    assert moves_from_document(answer) == (history, True)
+
+
+def test_an_answer_of_the_most_moves_allowed_is_read() -> None:
+    document = moves_document([record("r1", 3)] * MAX_MOVES_ANSWERED, seals_checked=False)
+    moves, sealed = moves_from_document(orjson.loads(orjson.dumps(document)))
+    assert len(moves) == MAX_MOVES_ANSWERED and not sealed
 
 
 def answer(**move: Any) -> dict[str, Any]:

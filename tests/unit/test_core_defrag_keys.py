@@ -16,8 +16,10 @@ from kubectl_hami_place.core.defrag.keys import (
     POLICY,
     RESUME,
     RETRY,
+    ROOM_SETTLE,
     Followed,
     Look,
+    OpenMove,
     PodKey,
     batch_order,
     budget_eases,
@@ -29,6 +31,7 @@ from kubectl_hami_place.core.defrag.keys import (
     pod_key,
 )
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Rescue
+from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.names import (
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
@@ -76,6 +79,8 @@ def test_a_pod_has_a_key_only_while_it_waits_unscheduled() -> None:
     assert pod_key(pod(spec={"nodeName": "gpu-0"})) is None
     assert pod_key(pod(metadata={"deletionTimestamp": NOW.isoformat()})) is None
     assert pod_key({"status": {"phase": "Pending"}}) is None
+    assert pod_key(pod(metadata={"namespace": None})) is None
+    assert pod_key(pod(metadata={"name": ""})) is None
 
 
 def test_a_failed_scheduling_event_wakes_its_pod_in_either_events_api() -> None:
@@ -91,13 +96,23 @@ def test_a_failed_scheduling_event_wakes_its_pod_in_either_events_api() -> None:
     assert event_key({**event(), "involvedObject": {"kind": "Node", "name": "gpu-0"}}) is None
 
 
+def test_an_event_is_about_the_pod_its_object_names_a_pod_by_default() -> None:
+    kindless = {**event(), "involvedObject": {"namespace": "team-a", "name": "big"}}
+    assert event_key(kindless) == PodKey("team-a", "big")
+    elsewhere = {**event(), "metadata": {"name": "big.1"}}
+    assert event_key(elsewhere) == PodKey("team-a", "big"), "its object's namespace, the event's own not needed"
+    assert event_key({**event(), "involvedObject": {"kind": "Pod", "namespace": "team-a"}}) is None, "no name"
+    assert event_key({**event(), "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": ""}}) is None
+    assert event_key({**elsewhere, "involvedObject": {"kind": "Pod", "name": "big"}}) is None, "no namespace"
+
+
 def test_a_batch_looks_at_the_policy_then_resume_then_pods_by_priority_and_wait_then_keep_room() -> None:
     pods = {
         PodKey("team-a", "late"): pod("late", seconds=10),
         PodKey("team-a", "early"): pod("early", seconds=600),
         PodKey("team-a", "urgent"): pod("urgent", seconds=5, spec={"priority": 100}),
     }
-    keys = [KEEP_ROOM, *pods, PodKey("team-a", "gone"), RESUME, POLICY]
+    keys: list[PodKey | str] = [KEEP_ROOM, *pods, PodKey("team-a", "gone"), RESUME, POLICY]
     ordered = sorted(keys, key=lambda key: batch_order(key, pods.get(key) if isinstance(key, PodKey) else None))
     assert ordered == [
         POLICY,
@@ -107,6 +122,18 @@ def test_a_batch_looks_at_the_policy_then_resume_then_pods_by_priority_and_wait_
         PodKey("team-a", "late"),
         PodKey("team-a", "gone"),
         KEEP_ROOM,
+    ]
+
+
+def test_a_pod_without_a_priority_ranks_as_priority_zero_and_ties_go_by_key() -> None:
+    unset, zero = pod("unset", seconds=10), pod("zero", seconds=600, spec={"priority": 0})
+    pods = {PodKey("team-a", "unset"): unset, PodKey("team-a", "zero"): zero}
+    keys = [PodKey("team-a", "unset"), PodKey("team-a", "zero"), PodKey("team-a", "gone-b"), PodKey("team-a", "gone-a")]
+    assert sorted(keys, key=lambda key: batch_order(key, pods.get(key))) == [
+        PodKey("team-a", "zero"),
+        PodKey("team-a", "unset"),
+        PodKey("team-a", "gone-a"),
+        PodKey("team-a", "gone-b"),
     ]
 
 
@@ -120,6 +147,13 @@ def test_a_pod_refused_for_room_is_looked_at_again_when_its_pending_for_is_reach
     assert pending_wait(running, [event()], NOW, policy) is None
 
 
+def test_a_pod_asking_cards_by_hamis_own_resource_names_is_looked_at_again_too() -> None:
+    config = HamiConfig(resource_count_name="example.com/gpu", resource_memory_name="example.com/gpumem")
+    asking = pod(seconds=20, spec={"containers": [{"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}]})
+    policy = DefragPolicy(rescue=Rescue(pending_for=timedelta(seconds=60)))
+    assert pending_wait(asking, [event()], NOW, policy, config) == timedelta(seconds=40)
+
+
 def record(minutes_ago: float, result: str = "Evicted") -> MoveRecord:
     return MoveRecord("run-1", "team-a/x", "team-a", "gpu-0", NOW - timedelta(minutes=minutes_ago), result)
 
@@ -130,6 +164,7 @@ def test_the_budgets_ease_when_a_spent_move_leaves_the_hour_or_its_cooldown_ends
     assert budget_eases(budgets, [record(20)], NOW) == NOW + timedelta(minutes=10), "its cooldown ends first"
     assert budget_eases(budgets, [record(50, "DryRun"), record(70)], NOW) is None, "dry runs spend nothing"
     assert budget_eases(budgets, [], NOW) is None
+    assert budget_eases(budgets, [record(60)], NOW) is None, "a move just an hour old eases nothing more"
 
 
 @pytest.mark.parametrize(
@@ -141,6 +176,7 @@ def test_the_budgets_ease_when_a_spent_move_leaves_the_hour_or_its_cooldown_ends
         (Look.budget, NOW + timedelta(minutes=7), timedelta(minutes=7)),
         (Look.budget, None, timedelta(seconds=10)),
         (Look.budget, NOW - timedelta(minutes=1), timedelta(seconds=10)),
+        (Look.budget, NOW, timedelta(seconds=10)),
         (Look.no_plan, None, timedelta(seconds=10)),
         (Look.dry_run, None, timedelta(seconds=10)),
     ],
@@ -164,6 +200,16 @@ def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_set
     assert follow(None, "uid-big", [], done, NOW) is Followed.given_up
     assert follow(pod(), "uid-new", [], done, NOW) is Followed.given_up, "a new pod of that name"
     assert follow(pod(), "uid-big", [], NOW - FOLLOW - timedelta(seconds=1), NOW) is Followed.given_up
+    assert follow(pod(), "uid-big", [], NOW - FOLLOW, NOW) is Followed.waiting, "given up only past FOLLOW"
+
+
+def test_a_refusal_counts_by_any_of_its_times_among_other_pods_events_only_once_the_moves_settled() -> None:
+    done = NOW - timedelta(minutes=2)
+    other = {**event(), "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": "big", "uid": "uid-old"}}
+    assert follow(pod(), "uid-big", [other, event(at=NOW)], done, NOW) is Followed.room_lost
+    untimed = event(at=done - timedelta(minutes=5), lastTimestamp=None, eventTime=NOW.isoformat())
+    assert follow(pod(), "uid-big", [untimed], done, NOW) is Followed.room_lost
+    assert follow(pod(), "uid-big", [event(at=done + ROOM_SETTLE)], done, NOW) is Followed.waiting
 
 
 def run_placement(*, labels: dict[str, str] | None = None, **meta: Any) -> dict[str, Any]:
@@ -191,11 +237,12 @@ def test_a_replacement_a_runs_move_pinned_waits_out_the_move_then_the_move_is_gi
 
 def test_an_open_moves_target_is_read_from_its_placement_on_its_node_never_from_the_pod() -> None:
     """The cards left out of plans after a give-up are those the placement names (the pod's own `use-gpuuuid`
-    can be edited by anyone who may edit the pod); a reference its node has no card for is left out."""
+    can be edited by anyone who may edit the pod); a reference that does not parse, or that its node has no card
+    for, is left out."""
     pinned = pod(
         "small-2", metadata={"annotations": {PLACEMENT_ANNOTATION: "move-small-1", USE_GPUUUID_ANNOTATION: "GPU-other"}}
     )
-    placement = {**run_placement(), "spec": {"nodeName": "gpu-0", "gpuDevices": ["gpu-1", "GPU-a0", "gpu-7"]}}
+    placement = {**run_placement(), "spec": {"nodeName": "gpu-0", "gpuDevices": ["junk", "gpu-1", "GPU-a0", "gpu-7"]}}
     opened = open_move(pinned, placement, NOW, timedelta(seconds=185))
     assert opened is not None and (opened.node, tuple(map(str, opened.cards))) == (
         "gpu-0",
@@ -209,6 +256,14 @@ def test_an_open_moves_target_is_read_from_its_placement_on_its_node_never_from_
     assert opened.target(nodes[1:]) == set(), "its node is gone"
     odd = {**run_placement(), "spec": {"nodeName": "gpu-0", "gpuDevices": "gpu-1"}}
     assert open_move(pinned, odd, NOW, timedelta(seconds=185)).cards == ()  # type: ignore[union-attr]
+
+
+def test_an_open_move_whose_placement_names_no_evicted_pod_or_node_has_them_empty() -> None:
+    pinned = pod("small-2", metadata={"annotations": {PLACEMENT_ANNOTATION: "move-small-1"}})
+    bare = run_placement(annotations={DEFRAG_POD_ANNOTATION: "team-a/small"})
+    assert open_move(pinned, bare, NOW, timedelta(seconds=185)) == OpenMove(
+        namespace="team-a", placement="move-small-1", evicted_uid="", wait=timedelta(seconds=65), node="", cards=()
+    )
 
 
 def test_only_a_waiting_pod_a_runs_placement_pinned_is_an_open_move() -> None:

@@ -13,12 +13,16 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, KeepRoom, Namespaces, Rescue, WholeFreeCards
 from kubectl_hami_place.core.defrag.triggers import (
+    Candidate,
+    Room,
+    pending_since,
     rescue_candidates,
     rescue_reason,
     room_goal,
     room_of,
+    unschedulable_message,
 )
-from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan
 from kubectl_hami_place.core.requests import card_request
@@ -168,14 +172,154 @@ def test_events_k8s_io_form_is_read() -> None:
     assert [c.key for c in rescue_candidates([pod("ok")], [new_form], NOW, DefragPolicy())] == ["team-a/ok"]
 
 
+def test_a_candidate_carries_the_pods_uid_and_the_schedulers_reason_and_wait() -> None:
+    ok = pod("ok")
+    assert rescue_candidates([ok], [event("ok", FULL)], NOW, DefragPolicy()) == (
+        Candidate("team-a", "ok", "uid-ok", "CardInsufficientMemory", FULL, NOW - timedelta(minutes=5), ok),
+    )
+
+
+def test_each_pod_left_out_leaves_the_pods_after_it_to_be_looked_at() -> None:
+    """A terminating pod and one our placement already pinned are no candidates either."""
+    pods = [
+        pod("running", status={"phase": "Running"}),
+        pod("deleted", metadata={"deletionTimestamp": NOW.isoformat()}),
+        pod("pinned", metadata={"annotations": {"scheduling.hami.placement.com/placement": "move-x"}}),
+        pod("cpu", gpu=False),
+        pod("silent"),
+        pod("tainted", refused=TAINTED),
+        pod("ok"),
+    ]
+    events = [event(name, FULL) for name in ("running", "deleted", "pinned", "cpu", "tainted", "ok")]
+    assert [c.key for c in rescue_candidates(pods, events, NOW, DefragPolicy())] == ["team-a/ok"]
+
+
+def test_a_pod_without_a_priority_ranks_as_priority_zero() -> None:
+    unset, zero = pod("unset", minutes=2), pod("zero", minutes=9, spec={"priority": 0})
+    del unset["spec"]["priority"]
+    found = rescue_candidates([unset, zero], [event("unset", FULL), event("zero", FULL)], NOW, DefragPolicy())
+    assert [c.key for c in found] == ["team-a/zero", "team-a/unset"], "the longer wait first"
+
+
+CUSTOM = HamiConfig(resource_count_name="example.com/gpu", resource_memory_name="example.com/gpumem")
+"""A HAMi configured with its own resource names."""
+
+
+def test_a_rescue_reads_cards_by_hamis_resource_names_and_the_pods_nodes_by_their_labels() -> None:
+    limits = {"limits": {"example.com/gpu": "1"}}
+    asking = pod("ok", spec={"containers": [{"name": "c", "resources": limits}], "nodeSelector": {"zone": "a"}})
+    assert rescue_candidates([asking], [event("ok", FULL)], NOW, DefragPolicy()) == (), "no card by the default names"
+    [found] = rescue_candidates([asking], [event("ok", FULL)], NOW, DefragPolicy(), CUSTOM)
+    nodes = [{"metadata": {"name": f"gpu-{zone}", "labels": {"zone": zone}}} for zone in ("a", "b")]
+    planned = pod_for_plan(found.pod, node_labels(nodes), CUSTOM)
+    assert (planned.key, planned.requests[0] is not None, planned.nodes) == ("team-a/ok", True, frozenset({"gpu-a"}))
+
+
+def test_a_pod_whose_card_request_cannot_be_read_is_no_candidate() -> None:
+    odd = pod("odd", spec={"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "abc"}}}]})
+    assert rescue_candidates([odd], [event("odd", FULL)], NOW, DefragPolicy()) == ()
+
+
+def ago(minutes: float) -> str:
+    """The time `minutes` before NOW, as the API writes it."""
+    return (NOW - timedelta(minutes=minutes)).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("conditions", "since"),
+    [
+        ([{"type": "PodScheduled", "status": "False", "lastTransitionTime": ago(5)}], ago(5)),
+        (
+            [
+                "not a condition",
+                {"type": "Ready", "status": "False", "lastTransitionTime": ago(2)},
+                {"type": "PodScheduled", "status": "False", "lastTransitionTime": ago(5)},
+            ],
+            ago(5),
+        ),
+        ([{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(5)}], ago(60)),
+        ([{"type": "PodScheduled", "status": "False", "lastTransitionTime": "soon"}], ago(60)),
+        ([], ago(60)),
+    ],
+)
+def test_a_pod_waits_since_it_became_unschedulable_else_since_it_was_created(conditions: list[Any], since: str) -> None:
+    waiting = {"metadata": {"creationTimestamp": ago(60)}, "status": {"conditions": conditions}}
+    assert pending_since(waiting) == datetime.fromisoformat(since)
+
+
+def test_a_pod_with_neither_time_has_no_wait() -> None:
+    assert pending_since({"status": {"conditions": []}}) is None
+
+
+def test_the_schedulers_word_is_empty_unless_it_refused_the_pod_as_unschedulable() -> None:
+    errored = pod("errored")
+    errored["status"]["conditions"][0]["reason"] = "SchedulerError"
+    assert [unschedulable_message(p) for p in (pod("ok"), errored, pod("new", status={"conditions": []}))] == [
+        FULL,
+        "",
+        "",
+    ]
+
+
+def new_form(name: str = "ok", **fields: Any) -> dict:
+    """An events.k8s.io/v1 FailedScheduling event for the pod, timed by `fields` alone."""
+    regarding = {"kind": "Pod", "namespace": "team-a", "name": name, "uid": f"uid-{name}"}
+    return {
+        "metadata": {"namespace": "team-a"},
+        "reason": "FailedScheduling",
+        "regarding": regarding,
+        "note": FULL,
+        **fields,
+    }
+
+
+@pytest.mark.parametrize(
+    "timed",
+    [
+        {"deprecatedLastTimestamp": ago(1)},
+        {"series": {"lastObservedTime": ago(1)}},
+        {"eventTime": ago(1)},
+        {"metadata": {"namespace": "team-a", "creationTimestamp": ago(1)}},
+    ],
+)
+def test_an_event_counts_by_whichever_of_its_times_it_carries(timed: dict[str, Any]) -> None:
+    assert [c.key for c in rescue_candidates([pod("ok")], [new_form(**timed)], NOW, DefragPolicy())] == ["team-a/ok"]
+
+
+def test_events_of_another_reason_another_kind_of_object_or_no_time_are_passed_over_one_by_one() -> None:
+    scheduled = {**event("ok", FULL), "reason": "Scheduled"}
+    node = {**event("ok", FULL), "involvedObject": {"kind": "Node", "namespace": "team-a", "name": "ok"}}
+    untimed = {**event("ok", FULL), "lastTimestamp": None}
+    for skipped in (scheduled, node, untimed):
+        assert rescue_candidates([pod("ok")], [skipped], NOW, DefragPolicy()) == ()
+        found = rescue_candidates([pod("ok")], [skipped, event("ok", FULL)], NOW, DefragPolicy())
+        assert [c.key for c in found] == ["team-a/ok"]
+
+
+def test_an_event_naming_no_kind_or_no_namespace_of_its_object_is_about_a_pod_of_its_own_namespace() -> None:
+    kindless, placeless = event("ok", FULL), event("ok", FULL)
+    del kindless["involvedObject"]["kind"], placeless["involvedObject"]["namespace"]
+    for known in (kindless, placeless):
+        assert [c.key for c in rescue_candidates([pod("ok")], [known], NOW, DefragPolicy())] == ["team-a/ok"]
+
+
+def test_of_two_events_at_one_time_the_later_listed_counts() -> None:
+    """The watch lists a pod's events as they came: the later one is the pod now of that name."""
+    stale = event("ok", FULL)
+    stale["involvedObject"]["uid"] = "uid-of-the-pod-before"
+    assert [c.key for c in rescue_candidates([pod("ok")], [stale, event("ok", FULL)], NOW, DefragPolicy())] == [
+        "team-a/ok"
+    ]
+
+
 def gpu_card(uuid: str, index: int, card_type: str = "NVIDIA-A100") -> Card:
     """A 40 GiB card."""
     return Card(uuid=uuid, index=index, count=10, devmem=40 * GIB, devcore=100, type=card_type, health=True)
 
 
-def holding(name: str, node: str, uuid: str, mem: int) -> PlanPod:
-    """A placed pod holding `mem` MiB of one card."""
-    devices = ((ContainerDevice(uuid, "NVIDIA", mem, 0),),)
+def holding(name: str, node: str, uuid: str, mem: int, cores: int = 0) -> PlanPod:
+    """A placed pod holding `mem` MiB (and `cores` percent) of one card."""
+    devices = ((ContainerDevice(uuid, "NVIDIA", mem, cores),),)
     return PlanPod(
         namespace="ns",
         name=name,
@@ -214,6 +358,30 @@ def test_an_idle_card_smaller_than_the_largest_is_whole_not_stranded() -> None:
     assert room.free_mib == 46 * GIB and room.stranded_mib == 30 * GIB and room.whole_free_of("T4") == 1
 
 
+def test_room_leaves_out_closed_cards_and_cards_with_no_slot_or_core_left() -> None:
+    """Counted: two idle A100s, one whose memory is all taken (no free MiB, not below zero), an idle card with no
+    core limit; left out: a cordoned, an unhealthy and an unschedulable node's card, a card's last slot taken and
+    a card's cores all taken."""
+    one_slot = Card(uuid="s0", index=5, count=1, devmem=40 * GIB, devcore=100, type="NVIDIA-A100", health=True)
+    coreless = Card(uuid="l0", index=4, count=10, devmem=24 * GIB, devcore=0, type="NVIDIA-L4", health=True)
+    sick = Card(uuid="x0", index=7, count=10, devmem=40 * GIB, devcore=100, type="NVIDIA-A100", health=False)
+    cards = (gpu_card("a0", 0), gpu_card("a1", 1), gpu_card("a2", 2), gpu_card("a3", 3), coreless, one_slot)
+    snapshot = Snapshot(
+        nodes=(
+            PlanNode("a", (*cards, gpu_card("c0", 6), sick), cordoned=frozenset({"c0"})),
+            PlanNode("down", (gpu_card("d0", 0),), schedulable=False),
+        ),
+        pods=(holding("m", "a", "a2", 40 * GIB), holding("c", "a", "a3", 10 * GIB, 100), holding("s", "a", "s0", GIB)),
+    )
+    assert room_of(snapshot) == Room(
+        whole_free={"NVIDIA-A100": 2, "NVIDIA-L4": 1}, free_mib=104 * GIB, stranded_mib=0, whole_card_mib=40 * GIB
+    )
+
+
+def test_no_open_card_is_no_room() -> None:
+    assert room_of(Snapshot(nodes=(), pods=())) == Room(whole_free={}, free_mib=0, stranded_mib=0, whole_card_mib=0)
+
+
 def keep(count: int = 0, card_type: str = "", share: float | None = None) -> DefragPolicy:
     """A policy keeping room."""
     return DefragPolicy(
@@ -224,10 +392,15 @@ def keep(count: int = 0, card_type: str = "", share: float | None = None) -> Def
 def test_room_goal_asks_for_the_missing_whole_cards_then_for_less_stranded_memory() -> None:
     room = room_of(room_snapshot())
     assert room_goal(room, keep(3, "A100")) == FreeCardsGoal(count=2, card_type="A100")
+    assert room_goal(room, keep(2, "A100")) == FreeCardsGoal(count=1, card_type="A100")
     assert room_goal(room, keep(1, "A100")) is None
     assert room_goal(room, keep(share=0.5)) is None
     assert room_goal(room, keep(share=0.2)) == FreeCardsGoal(count=1)
     assert room_goal(room, DefragPolicy()) is None
+
+
+def test_stranded_memory_at_exactly_its_share_asks_for_nothing() -> None:
+    assert room_goal(Room(whole_free={}, free_mib=100, stranded_mib=50, whole_card_mib=40), keep(share=0.5)) is None
 
 
 OTHER_PARTS = (

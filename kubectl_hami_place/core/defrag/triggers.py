@@ -116,8 +116,8 @@ def rescue_candidates(
         since = pending_since(pod)
         if since is None or now - since < policy.rescue.pending_for:
             continue
-        event = latest.get((namespace, name))
-        if event is None or (event[2] and metadata.get("uid") and event[2] != metadata.get("uid")):
+        failed_uid = latest.get((namespace, name))
+        if failed_uid is None or (failed_uid and metadata.get("uid") and failed_uid != metadata.get("uid")):
             continue
         message = unschedulable_message(pod)
         reason = rescue_reason(message)
@@ -163,9 +163,10 @@ def unschedulable_message(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[datetime, str, str]]:
-    """Each pod's latest FailedScheduling event: (time, message, pod UID); core/v1 and events.k8s.io/v1 forms."""
-    latest: dict[tuple[str, str], tuple[datetime, str, str]] = {}
+def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """The pod UID each pod's latest FailedScheduling event names ("" for none); core/v1 and events.k8s.io/v1 forms.
+    Its message is not read: the scheduler's word is the pod's own condition (`unschedulable_message`)."""
+    latest: dict[tuple[str, str], tuple[datetime, str]] = {}
     for event in events:
         if event.get("reason") != FAILED_SCHEDULING:
             continue
@@ -185,10 +186,9 @@ def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
         if stamp is None:
             continue
         key = (str(regarding.get("namespace") or metadata.get("namespace", "")), str(regarding.get("name", "")))
-        message = str(event.get("message") or event.get("note") or "")
         if key not in latest or latest[key][0] <= stamp:
-            latest[key] = (stamp, message, str(regarding.get("uid", "")))
-    return latest
+            latest[key] = (stamp, str(regarding.get("uid", "")))
+    return {key: uid for key, (_, uid) in latest.items()}
 
 
 @dataclass(frozen=True)

@@ -104,3 +104,10 @@ def test_a_failed_move_of_another_namespace_is_told_without_the_api_errors_bare_
     assert failure_for_tenant(cause, "team-b/q", "team-b", blocked=True) == cause, "its own namespace's move"
     stopped = "the policy is now mode dry-run; the run stops before its next move"
     assert failure_for_tenant(stopped, "", "team-b", blocked=False) == stopped, "no move failed"
+
+
+def test_a_pod_of_another_namespace_named_by_digits_is_hidden() -> None:
+    """Only a count (digits on both sides) stays: a pod or namespace named by digits is still a name."""
+    assert for_tenant("secret-ns/7 and 7/hidden-p moved", "team-b", NODES) == (
+        "a pod of another namespace and a pod of another namespace moved"
+    )

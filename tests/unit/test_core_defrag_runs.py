@@ -17,10 +17,18 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldown_until
-from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces
-from kubectl_hami_place.core.defrag.runs import RescueTrigger, RoomTrigger, decide_run, keep_off, refuse, still_allowed
-from kubectl_hami_place.core.planner import FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldowns
+from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces, Rescue
+from kubectl_hami_place.core.defrag.runs import (
+    RescueTrigger,
+    RoomTrigger,
+    RunDecision,
+    decide_run,
+    keep_off,
+    refuse,
+    still_allowed,
+)
+from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -271,7 +279,7 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
     for move in moves:
         pod = pods[move.pod]
         assert policy.namespaces.allows(pod.namespace), move
-        assert cooldown_until(policy.budgets, history, move.pod, NOW) is None, move
+        assert cooldowns(policy.budgets, history, NOW).get(move.pod) is None, move
         if isinstance(trigger, RescueTrigger):
             assert pod.priority <= trigger.pod.priority, move
     if isinstance(trigger, RescueTrigger) and moves:
@@ -334,3 +342,158 @@ def test_a_budget_lowered_or_a_namespace_taken_out_mid_run_binds_from_the_runs_n
     out = Namespaces(exclude=("team-a",))
     assert left(roomy, [], 1, namespaces=out) == "namespace team-a is now out of the policy's namespaces"
     assert left(roomy, [], 3, namespaces=out) == "", "no move left to make"
+
+
+def bystanding(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with node z's one card full with a kube-system pod, which the policy leaves out."""
+    return Snapshot((*snapshot.nodes, node("z", 1)), (*snapshot.pods, placed("sys", "z0", 40, namespace="kube-system")))
+
+
+SYS_HELD = ("kube-system/sys: is in namespace kube-system, which the policy leaves out",)
+RESCUE = "rescue team-a/waiting (CardInsufficientMemory)"
+
+
+def test_a_decision_that_moves_nothing_still_names_its_run_trigger_goal_and_mode() -> None:
+    """The controller records and reports every decision, those that move nothing too."""
+    trigger = waiting(32)
+    why = "the policy's mode is off"
+    off = decide_run(DefragPolicy(mode=Mode.off), one_move(), trigger, [], NOW, "r1")
+    assert off == RunDecision("r1", RESCUE, FitGoal(trigger.pod), (), False, why, None, (), why)
+    why = "rescue is off in the policy (rescue.enabled: false)"
+    dry = decide_run(replace(DefragPolicy(), rescue=Rescue(enabled=False)), one_move(), trigger, [], NOW, "r1")
+    assert dry == RunDecision("r1", RESCUE, FitGoal(trigger.pod), (), True, why, None, (), why)
+    why = "keep-room is off in the policy (keepRoom.enabled: false)"
+    room = decide_run(ON, one_move(), RoomTrigger(FreeCardsGoal(1)), [], NOW, "r1")
+    trigger_words = "keep room: free 1 more whole card (cards already free do not count)"
+    assert room == RunDecision("r1", trigger_words, FreeCardsGoal(1), (), False, why, None, (), why)
+
+
+def test_a_pod_that_fits_now_keeps_the_plan_and_the_held_pods_of_its_decision() -> None:
+    why = "no move needed: team-a/waiting fits on a now"
+    decision = decide_run(ON, bystanding(one_move()), waiting(8), [], NOW, "r1")
+    assert decision == RunDecision("r1", RESCUE, FitGoal(waiting(8).pod), (), False, why, decision.plan, SYS_HELD, why)
+    assert decision.plan is not None and decision.plan.target == ("a", ("a0",))
+
+
+def test_a_rescue_over_budget_keeps_the_plan_and_the_held_pods_of_its_decision() -> None:
+    history = [spent(f"team-b/x{i}", f"n{i}", 30) for i in range(11)]
+    decision = decide_run(ON, bystanding(two_moves()), waiting(40), history, NOW, "r1")
+    why = "budget: 1 move left this hour, the rescue needs 2"
+    assert decision == RunDecision("r1", RESCUE, FitGoal(waiting(40).pod), (), False, why, decision.plan, SYS_HELD, why)
+    assert decision.plan is not None and not decision.plan.complete
+
+
+def test_a_rescue_needing_more_moves_than_a_plan_may_make_has_no_plan_rather_than_a_budget() -> None:
+    """maxMovesPerPlan bounds the plan a rescue is measured by too: two moves needed, one allowed, is no plan (the
+    budgets, untouched, are not what stops it)."""
+    policy = replace(ON, max_moves_per_plan=1)
+    decision = decide_run(policy, bystanding(two_moves()), waiting(40), [], NOW, "r1")
+    why = (
+        "no plan: no node can make room within the bounds: "
+        "a: moving team-a/q would make room on gpu-1, but team-a/q fits no other card "
+        "b: moving team-a/r would make room on gpu-0, but team-a/r fits no other card "
+        "z: gpu-0: CardInsufficientMemory, and kube-system/sys is in namespace kube-system, which the policy leaves out"
+    )
+    assert decision == RunDecision("r1", RESCUE, FitGoal(waiting(40).pod), (), False, why, decision.plan, SYS_HELD, why)
+    assert decision.plan is not None and not decision.plan.complete
+    guarded = replace(
+        two_moves(),
+        pods=tuple(replace(p, budgets=("team-a/hold",)) for p in two_moves().pods),
+        budgets={"team-a/hold": 0},
+    )
+    blocked = decide_run(policy, guarded, waiting(40), [], NOW, "r1")
+    assert blocked.reason.startswith("no plan: "), "no plan within maxMovesPerPlan even with the budgets lifted"
+
+
+def test_a_rescue_needing_more_moves_off_one_node_than_the_planners_default_is_measured_by_the_plans_bound() -> None:
+    """Nine pods must leave node a: with maxMovesPerPlan 9 the rescue is only over the run's budget of 4."""
+    pods = tuple(placed(f"p{i}", "a0", 4) for i in range(9))
+    rest = (placed("x", "b0", 1, namespace="kube-system"), placed("y", "b1", 1, namespace="kube-system"))
+    snapshot = Snapshot((node("a", 1), node("b")), (*pods, *rest))
+    decision = decide_run(replace(ON, max_moves_per_plan=9), snapshot, waiting(40), [], NOW, "r1")
+    assert decision.reason == "budget: 4 moves left this run, the rescue needs 9"
+
+
+def test_a_block_names_every_pod_to_evict_and_only_the_budgets_that_fall_short() -> None:
+    """p1 and p2 must leave a0 (q, r and s are held): team-a/gone (unknown, so 0) and team-a/pair (1 for 2) fall short,
+    team-a/solo (1 for 1) does not."""
+    covered = {"p1": ("team-a/gone", "team-a/pair"), "p2": ("team-a/pair", "team-a/solo")}
+    snapshot = two_moves()
+    snapshot = replace(
+        snapshot,
+        pods=tuple(
+            replace(p, budgets=covered[p.name]) if p.name in covered else replace(p, namespace="kube-system")
+            for p in snapshot.pods
+        ),
+        budgets={"team-a/pair": 1, "team-a/solo": 1},
+    )
+    decision = decide_run(ON, snapshot, waiting(40), [], NOW, "r1")
+    why = (
+        "blocked: the rescue must evict team-a/p1, team-a/p2; "
+        "PodDisruptionBudget team-a/gone allows 0 disruption(s), the rescue needs 1; "
+        "PodDisruptionBudget team-a/pair allows 1 disruption(s), the rescue needs 2"
+    )
+    held = tuple(f"kube-system/{name}: is in namespace kube-system, which the policy leaves out" for name in "qrs")
+    assert decision == RunDecision("r1", RESCUE, FitGoal(waiting(40).pod), (), False, why, decision.plan, held, why)
+    assert decision.plan is not None and not decision.plan.complete
+
+
+def test_keep_room_with_no_plan_says_why_and_keeps_the_plan_and_the_held_pods() -> None:
+    policy = replace(ON, keep_room=KeepRoom(enabled=True))
+    goal = FreeCardsGoal(1)
+    decision = decide_run(
+        policy, bystanding(Snapshot((node("a"),), (placed("p", "a0", 10),))), RoomTrigger(goal), [], NOW, "r1"
+    )
+    why = (
+        "no plan: freed 0 of 1 card(s); the others cannot be emptied: a gpu-0: team-a/p fits no other card in use "
+        "z gpu-0: kube-system/sys is in namespace kube-system, which the policy leaves out"
+    )
+    trigger = "keep room: free 1 more whole card (cards already free do not count)"
+    assert decision == RunDecision("r1", trigger, goal, (), False, why, decision.plan, SYS_HELD, why)
+    assert decision.plan is not None and not decision.plan.complete
+    met = FreeCardsGoal(1, on_one_node=True)
+    assert decide_run(policy, Snapshot((node("a"),), ()), RoomTrigger(met), [], NOW, "r1").reason == (
+        "no plan: nothing to gain"
+    ), "a goal already met"
+
+
+def test_the_message_names_each_move_and_each_card_of_a_move() -> None:
+    moves = decide_run(ON, two_moves(), waiting(40), [], NOW, "r1")
+    assert moves == RunDecision(
+        "r1",
+        RESCUE,
+        FitGoal(waiting(40).pod),
+        moves.moves,
+        False,
+        "",
+        moves.plan,
+        (),
+        "moving team-a/p1 from a/gpu-0 to b/gpu-0; team-a/q from a/gpu-1 to a/gpu-0 to rescue team-a/waiting "
+        "(CardInsufficientMemory)",
+    )
+    devices = (tuple(ContainerDevice(uuid, "NVIDIA", 10 * GIB, 0) for uuid in ("a0", "a1")),)
+    wide = PlanPod(
+        namespace="team-a",
+        name="w",
+        uid="uid-w",
+        requests=(card_request(2, memreq=10 * GIB),),
+        allocation=PodAllocation("team-a", "w", "uid-w", "a", "Running", devices),
+        owner_kind="ReplicaSet",
+    )
+    snapshot = Snapshot((node("a"), node("b")), (wide, placed("x", "b0", 10), placed("y", "b1", 10)))
+    two_cards = RescueTrigger(PlanPod(namespace="team-a", name="waiting", requests=(card_request(2, memreq=40 * GIB),)))
+    assert decide_run(ON, snapshot, two_cards, [], NOW, "r1").message == (
+        "moving team-a/w from a/gpu-0,a/gpu-1 to b/gpu-0,b/gpu-1 to rescue team-a/waiting"
+    ), "a trigger without HAMi's reason names none"
+
+
+def test_a_namespace_budget_lowered_mid_run_counts_the_runs_moves_in_that_namespace() -> None:
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    planned = [Move(f"team-a/p{i}", f"u{i}", f"n{i}", ("GPU-0",), "m", ("GPU-1",), "room") for i in range(3)]
+    budgets = Budgets(moves_per_run=4, moves_per_hour=10, moves_per_node=4, moves_per_namespace=2)
+    policy = replace(ON, budgets=budgets)
+    assert still_allowed(policy, [], planned[:1], planned[1:], now, "r1") == (
+        "budget: 1 move left in namespace team-a this hour, the rescue needs 2"
+    )
+    roomier = replace(policy, budgets=replace(budgets, moves_per_namespace=3))
+    assert still_allowed(roomier, [], planned[:1], planned[1:], now, "r1") == "", "exactly the moves left"

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
     allowance,
     cooldown_reason,
-    cooldown_until,
+    cooldowns,
     history_from_placements,
     history_shortfall,
     workload_cooldown_reason,
@@ -50,6 +52,16 @@ def test_a_spent_hour_says_when_the_next_move_is_allowed() -> None:
     )
 
 
+def test_a_budget_lowered_below_the_hours_moves_waits_until_enough_of_them_left_the_hour() -> None:
+    """Five moves made 50 to 46 minutes ago and the budget lowered to 3: the third oldest must leave the hour, so
+    that two remain, before a move is allowed."""
+    history = [record(f"b/p{i}", 50 - i, node=f"n{i}") for i in range(5)]
+    left = allowance(replace(BUDGETS, moves_per_hour=3), history, NOW, "r1")
+    assert left.reason == (
+        "budget: 5 of 3 move(s) made in the last hour (budgets.movesPerHour); the next is allowed after 12:12:00 UTC"
+    )
+
+
 def test_a_resumed_run_counts_its_own_moves() -> None:
     history = [record(f"c/p{i}", 1, run="r1", node=f"n{i}") for i in range(4)]
     left = allowance(BUDGETS, history, NOW, "r1")
@@ -60,19 +72,19 @@ def test_a_resumed_run_counts_its_own_moves() -> None:
 def test_dry_run_and_blocked_moves_spend_nothing() -> None:
     history = [record("a/p", 1, result="DryRun"), record("a/q", 1, result="Blocked")]
     assert allowance(BUDGETS, history, NOW, "r1").moves == 4
-    assert cooldown_until(BUDGETS, history, "a/p", NOW) is None
+    assert cooldowns(BUDGETS, history, NOW).get("a/p") is None
 
 
 def test_a_moved_pod_and_its_replacement_rest_for_the_cooldown() -> None:
     moved = MoveRecord("r0", "a/p", "a", "n1", NOW - timedelta(minutes=20), "Evicted", "n2", "a/p-2")
-    assert cooldown_until(BUDGETS, [moved], "a/p", NOW) == NOW + timedelta(minutes=40)
-    until = cooldown_until(BUDGETS, [moved], "a/p-2", NOW)
+    assert cooldowns(BUDGETS, [moved], NOW).get("a/p") == NOW + timedelta(minutes=40)
+    until = cooldowns(BUDGETS, [moved], NOW).get("a/p-2")
     assert until is not None
     assert cooldown_reason(until) == "was moved recently; its cooldown (budgets.cooldown) ends at 12:40:00 UTC"
-    assert cooldown_until(BUDGETS, [moved], "a/other", NOW) is None
-    assert cooldown_until(BUDGETS, [moved], "a/p", NOW + timedelta(minutes=41)) is None
+    assert cooldowns(BUDGETS, [moved], NOW).get("a/other") is None
+    assert cooldowns(BUDGETS, [moved], NOW + timedelta(minutes=41)).get("a/p") is None
     again = replace(moved, time=NOW - timedelta(minutes=5), replacement="")
-    assert cooldown_until(BUDGETS, [again, moved], "a/p", NOW) == NOW + timedelta(minutes=55), "the latest move wins"
+    assert cooldowns(BUDGETS, [again, moved], NOW).get("a/p") == NOW + timedelta(minutes=55), "the latest move wins"
 
 
 def test_the_pods_a_moved_pods_workload_makes_after_the_move_rest_with_it() -> None:
@@ -148,7 +160,7 @@ def test_history_from_placements_reads_the_controllers_moves_newest_first() -> N
     assert moved.workload == selector_from_dict({"matchLabels": {"app": "x"}}), "the placement's pod selector"
     left = allowance(BUDGETS, history, NOW, "run-2")
     assert left.hour_left == 3 and left.for_node("gpu-a") == 0, "the expired move evicted nothing"
-    assert cooldown_until(BUDGETS, history, "team-a/x-new", NOW) == NOW + timedelta(minutes=30)
+    assert cooldowns(BUDGETS, history, NOW).get("team-a/x-new") == NOW + timedelta(minutes=30)
 
 
 def test_a_move_stamped_by_an_api_server_clock_ahead_of_this_one_still_spends_the_hour() -> None:
@@ -172,7 +184,7 @@ def test_a_placement_whose_pod_annotation_names_no_pod_of_its_own_namespace_is_n
         [named("move-own", "team-a/x"), named("move-other", "team-b/y"), named("move-bad", "team-a/a/b")]
     )
     assert [(r.placement, r.pod) for r in history] == [("move-own", "team-a/x")]
-    assert cooldown_until(BUDGETS, history, "team-b/y", NOW) is None
+    assert cooldowns(BUDGETS, history, NOW).get("team-b/y") is None
 
 
 def test_a_finished_ttl_shorter_than_the_hour_or_the_cooldown_is_named_with_the_value_that_holds() -> None:
@@ -187,3 +199,72 @@ def test_a_finished_ttl_shorter_than_the_hour_or_the_cooldown_is_named_with_the_
     short = history_shortfall(Budgets(cooldown=timedelta(minutes=5)), timedelta(minutes=10))
     assert short.startswith("finished placements are deleted after 10m (--finished-ttl), so budgets.movesPerHour")
     assert "cooldown" not in short and "to 3600 (1h) or more" in short
+
+
+def test_a_move_made_exactly_an_hour_ago_has_left_the_hour_and_its_cooldown() -> None:
+    hour_ago = [record("a/p", 60)]
+    assert allowance(BUDGETS, hour_ago, NOW, "r1").hour_left == 5
+    assert cooldowns(Budgets(cooldown=timedelta(hours=1)), hour_ago, NOW).get("a/p") is None
+
+
+def test_equal_run_and_hour_budgets_left_name_the_run_as_binding() -> None:
+    assert allowance(Budgets(moves_per_run=3, moves_per_hour=3), [], NOW, "r1").binding() == "this run"
+    assert allowance(Budgets(moves_per_run=3, moves_per_hour=2), [], NOW, "r1").binding() == "this hour"
+
+
+@pytest.mark.parametrize("field", ["movesPerRun", "movesPerHour"])
+def test_a_budget_of_zero_allows_no_move_and_says_which_to_raise(field: str) -> None:
+    """Not "the next is allowed after" a time: none ever is."""
+    budgets = replace(BUDGETS, **{"moves_per_run" if field == "movesPerRun" else "moves_per_hour": 0})
+    left = allowance(budgets, [], NOW, "r1")
+    assert left.moves == 0
+    assert left.reason == f"budget: budgets.{field} is 0, so no pod is moved; raise it to let the controller move pods"
+
+
+def test_a_finished_ttl_of_exactly_the_hour_or_the_cooldown_holds_that_budget() -> None:
+    assert history_shortfall(Budgets(cooldown=timedelta(hours=1)), timedelta(hours=1)) == ""
+    assert history_shortfall(Budgets(cooldown=timedelta(hours=2)), timedelta(hours=1)) == (
+        "finished placements are deleted after 1h (--finished-ttl), so a moved pod's budgets.cooldown (2h) ends "
+        "after that; set the server's finishedTTL to 7200 (2h) or more, or 0 to keep them"
+    )
+    assert history_shortfall(Budgets(cooldown=timedelta(minutes=30)), timedelta(minutes=30)) == (
+        "finished placements are deleted after 30m (--finished-ttl), so budgets.movesPerHour counts only the moves "
+        "of the last 30m; set the server's finishedTTL to 3600 (1h) or more, or 0 to keep them"
+    )
+    assert history_shortfall(Budgets(cooldown=timedelta(hours=2)), timedelta(minutes=30)) == (
+        "finished placements are deleted after 30m (--finished-ttl), so budgets.movesPerHour counts only the moves "
+        "of the last 30m and a moved pod's budgets.cooldown (2h) ends after that; set the server's finishedTTL to "
+        "7200 (2h) or more, or 0 to keep them"
+    )
+
+
+def test_history_from_placements_skips_a_placement_that_is_no_move_and_reads_on() -> None:
+    """A placement without a run, one that does not parse, one naming another namespace's pod and one naming no pod
+    at all are each left out; the move after them is read."""
+    unlabelled = placement("pin-by-hand", 5, run=None)
+    broken = placement("move-broken", 5)
+    broken["spec"] = "not a spec"
+    elsewhere = placement("move-elsewhere", 5)
+    elsewhere["metadata"]["annotations"]["scheduling.hami.placement.com/defrag-pod"] = "team-b/y"
+    podless = placement("move-", 5)
+    for skipped in (unlabelled, broken, elsewhere, podless):
+        assert [r.placement for r in history_from_placements([skipped, placement("move-x", 10)])] == ["move-x"]
+
+
+def test_a_move_without_its_from_node_annotation_is_from_no_node() -> None:
+    bare = placement("move-x", 10)
+    del bare["metadata"]["annotations"]["scheduling.hami.placement.com/defrag-from-node"]
+    assert history_from_placements([bare]) == (
+        MoveRecord(
+            "run-1",
+            "team-a/x",
+            "team-a",
+            "",
+            NOW - timedelta(minutes=10),
+            "Pending",
+            "gpu-b",
+            "",
+            "move-x",
+            selector_from_dict({"matchLabels": {"app": "x"}}),
+        ),
+    )

@@ -92,13 +92,18 @@ def allowance(budgets: Budgets, history: Iterable[MoveRecord], now: datetime, ru
     hour_left = max(budgets.moves_per_hour - len(recent), 0)
     moves = min(run_left, hour_left)
     reason = ""
-    if run_left == 0:
+    if budgets.moves_per_run == 0 or budgets.moves_per_hour == 0:
+        field = "movesPerRun" if budgets.moves_per_run == 0 else "movesPerHour"
+        reason = f"budget: budgets.{field} is 0, so no pod is moved; raise it to let the controller move pods"
+    elif run_left == 0:
         reason = f"budget: this run made {in_run} of its {budgets.moves_per_run} move(s) (budgets.movesPerRun)"
     elif hour_left == 0:
-        oldest = min(record.time for record in recent) if recent else now
+        # The next move is allowed once enough of the hour's moves have left it to bring them under the budget (a
+        # budget lowered below the moves already made waits for more than the oldest).
+        freed = sorted(record.time for record in recent)[len(recent) - budgets.moves_per_hour]
         reason = (
             f"budget: {len(recent)} of {budgets.moves_per_hour} move(s) made in the last hour (budgets.movesPerHour); "
-            f"the next is allowed after {(oldest + HOUR).strftime('%H:%M:%S')} UTC"
+            f"the next is allowed after {(freed + HOUR).strftime('%H:%M:%S')} UTC"
         )
     return Allowance(
         moves=moves,
@@ -192,11 +197,6 @@ def workload_cooldown_reason(until: datetime) -> str:
         "was made by a workload one of whose pods was moved recently; the cooldown (budgets.cooldown) ends at "
         f"{until.strftime('%H:%M:%S')} UTC"
     )
-
-
-def cooldown_until(budgets: Budgets, history: Iterable[MoveRecord], pod: str, now: datetime) -> datetime | None:
-    """Until when the pod rests because it (or the pod it replaced) was moved within the cooldown; None: it may move."""
-    return cooldowns(budgets, history, now).get(pod)
 
 
 def cooldown_reason(until: datetime) -> str:

@@ -164,12 +164,9 @@ def decide(review: Review, view: AdmissionView) -> Decision:
             placement=placement.name,
             unpinned=unpinned,
         )
-    if warnings:
-        warnings.append("hami-place: the pod is admitted without a pin")
-        return Decision(
-            uid=review.uid, result=NOT_HONOURED, patch=unpinned, warnings=(*warnings, *_kept_warning(barred))
-        )
-    return Decision(uid=review.uid, result=NO_PLACEMENT, patch=unpinned, warnings=_kept_warning(barred))
+    # Every candidate skipped said why in a warning.
+    warnings.append("hami-place: the pod is admitted without a pin")
+    return Decision(uid=review.uid, result=NOT_HONOURED, patch=unpinned, warnings=(*warnings, *_kept_warning(barred)))
 
 
 def claimed_by_annotations(review: Review) -> tuple[str, str]:

@@ -36,7 +36,7 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.placement import placements_from_objects, status_to_object
 from kubectl_hami_place.core.reservation import Reservation
-from kubectl_hami_place.core.reviews import ReviewError, parse_review
+from kubectl_hami_place.core.reviews import Review, ReviewError, nests_deeper, parse_review
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 NS = "team-a"
@@ -732,6 +732,96 @@ def test_malformed_reviews_are_refused_with_a_reason(body: object, fragment: str
         parse_review(body)
 
 
+def _request(**fields: object) -> dict[str, Any]:
+    """An AdmissionReview whose request holds exactly these fields."""
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": fields}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([], "the body must be a JSON object (an AdmissionReview)"),
+        (
+            {"apiVersion": "v" * 70, "kind": 7},
+            f"expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got {'v' * 60!r} int",
+        ),
+        (
+            {"apiVersion": "admission.k8s.io/v1", "kind": "Pod"},
+            "expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got 'admission.k8s.io/v1' 'Pod'",
+        ),
+        (
+            {"kind": "AdmissionReview"},
+            "expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got NoneType 'AdmissionReview'",
+        ),
+        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "the AdmissionReview has no request object"),
+        (_request(uid="", operation="CREATE", object={}), "the AdmissionReview request has no uid"),
+        (_request(uid=7, operation="CREATE", object={}), "the AdmissionReview request has no uid"),
+        (_request(uid="u", operation="", object={}), "the AdmissionReview request has no operation"),
+        (_request(uid="u", operation=7, object={}), "the AdmissionReview request has no operation"),
+        (_request(uid="u", operation="CREATE"), "a CREATE AdmissionReview request must carry the object"),
+        (
+            _request(uid="u", operation="CREATE", object={}, subResource=["status"]),
+            "the AdmissionReview request's subResource must be a string",
+        ),
+        (
+            _request(uid="u", operation="CREATE", object={}, namespace="N" * 100),
+            f"the AdmissionReview request's namespace {'N' * 70!r} is not a namespace name",
+        ),
+    ],
+)
+def test_a_malformed_review_is_refused_with_the_whole_reason(body: object, message: str) -> None:
+    """The reason is the 400's body, which the API server shows the one who created the pod."""
+    with pytest.raises(ReviewError) as caught:
+        parse_review(body)
+    assert str(caught.value) == message
+
+
+def test_a_review_uid_of_128_characters_is_taken() -> None:
+    assert parse_review(_request(uid="u" * 128, operation="CREATE", object={})).uid == "u" * 128
+
+
+def test_a_review_is_parsed_whole() -> None:
+    body = _request(
+        uid="u-1",
+        kind={"group": "apps", "version": "v1", "kind": "Deployment"},
+        operation="UPDATE",
+        subResource="status",
+        namespace="team",
+        name="web",
+        dryRun=True,
+        object={"metadata": {"name": "web"}},
+        userInfo={"username": "alice"},
+    )
+    assert parse_review(body) == Review(
+        uid="u-1",
+        operation="UPDATE",
+        kind="Deployment",
+        group="apps",
+        sub_resource="status",
+        namespace="team",
+        name="web",
+        dry_run=True,
+        pod={"metadata": {"name": "web"}},
+        user="alice",
+    )
+
+
+def test_a_review_missing_or_garbling_its_optional_fields_reads_them_empty() -> None:
+    """Only a CREATE must carry the object; a kind, object, dryRun or userInfo of the wrong type reads as absent."""
+    body = _request(uid="u-1", operation="DELETE", kind="Pod", object="x", dryRun="true", userInfo={"username": 7})
+    assert parse_review(body) == Review(
+        uid="u-1", operation="DELETE", kind="", group="", sub_resource="", namespace="", name="", dry_run=False, pod={}
+    )
+    with_kind = _request(uid="u-1", operation="DELETE", kind={"kind": 7, "group": ["apps"]}, userInfo="alice")
+    assert (parse_review(with_kind).kind, parse_review(with_kind).group, parse_review(with_kind).user) == ("", "", "")
+
+
+def test_only_lists_and_objects_nest() -> None:
+    assert nests_deeper(7, 0) is False
+    assert nests_deeper("text", 0) is False
+    assert nests_deeper([[]], 1) is True
+
+
 def test_the_response_echoes_the_uid_and_allows() -> None:
     response = decide(review(pod(), uid="abc-123"), view([])).response()
     assert response == {
@@ -840,3 +930,134 @@ def test_a_review_may_nest_a_hundred_levels_not_more() -> None:
     parse_review(nested(100))
     with pytest.raises(ReviewError, match="nests deeper than 100 levels"):
         parse_review(nested(101))
+
+
+# Whole decisions -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("field", "value"), [("subResource", "status"), ("group", "example.com")])
+def test_a_pod_review_of_a_subresource_or_another_group_is_ignored(field: str, value: str) -> None:
+    body = review(pod())
+    if field == "group":
+        body["request"]["kind"]["group"] = value
+    else:
+        body["request"][field] = value
+    assert decide(body, view([placement()])) == Decision(uid="req-uid-1", result=IGNORED)
+
+
+def test_a_claim_digest_label_the_patch_removes_selects_no_placement() -> None:
+    """The pod is matched as it will be stored: a forged digest label cannot make a placement select it."""
+    forged = pod()
+    forged["metadata"]["labels"] = {"app": "train", CLAIM_DIGEST_LABEL: claim_digest("tok-stolen")}
+    by_digest = placement(selector={"matchLabels": {CLAIM_DIGEST_LABEL: claim_digest("tok-stolen")}})
+    decision = decide(review(forged), view([by_digest]))
+    removed = ({"op": "remove", "path": "/metadata/labels/scheduling.hami.placement.com~1claim-digest"},)
+    assert decision == Decision(uid="req-uid-1", result=NO_PLACEMENT, patch=removed)
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_candidate_whose_req_id_is_taken_does_not_stop_the_next_one(held: bool) -> None:
+    taken = placement("taken", req_id="shared-id", created="2026-11-29T08:00:00Z")
+    good = placement("good", created="2026-11-29T09:00:00Z")
+    placements = [taken, good]
+    snap = view(placements)
+    if held:
+        snap = dataclasses.replace(snap, held_req_ids={"shared-id": "elsewhere"})
+        skipped = "hami-place: placement taken skipped: reqID already held by elsewhere"
+    else:
+        placements.append(placement("first", req_id="shared-id", status={"phase": "Consumed", "claim": {"token": "t"}}))
+        snap = view(placements)
+        skipped = "hami-place: placement taken skipped: reqID already consumed by first"
+    decision = decide(review(pod()), snap)
+    assert (decision.result, decision.placement, decision.warnings) == (PINNED, "good", (skipped,))
+
+
+def test_a_pod_no_placement_pins_is_told_why_each_was_skipped_and_what_it_is_kept_off() -> None:
+    """Not honoured: the removal of forged annotations is still sent, with every warning in order."""
+    original = pod(annotations={CLAIM_ANNOTATION: "tok-old", PLACEMENT_ANNOTATION: "p1"})
+    original["spec"]["nodeName"] = "gpu-1"
+    snap = dataclasses.replace(view([placement()]), reservations=(kept("GPU-far"),))
+    decision = decide(review(original), snap)
+    assert decision == Decision(
+        uid="req-uid-1",
+        result=NOT_HONOURED,
+        patch=(
+            {"op": "remove", "path": "/metadata/annotations/scheduling.hami.placement.com~1claim"},
+            {"op": "remove", "path": "/metadata/annotations/scheduling.hami.placement.com~1placement"},
+            {"op": "add", "path": "/metadata/annotations/nvidia.com~1nouse-gpuuuid", "value": "GPU-far"},
+        ),
+        warnings=(
+            decision.warnings[0],
+            "hami-place: the pod is admitted without a pin",
+            "hami-place: 1 card(s) are kept for a rescued pod for a while; "
+            f"{NOUSE_GPUUUID_ANNOTATION} keeps this pod off them",
+        ),
+    )
+    assert decision.warnings[0].startswith("hami-place: placement p1 skipped for this pod: ")
+
+
+def test_unchanged_is_the_same_review_not_honoured_with_the_unpinned_patch() -> None:
+    original = pod(annotations={CLAIM_ANNOTATION: "tok-old", PLACEMENT_ANNOTATION: "p1"})
+    decision = decide(review(original, uid="abc-1"), view([placement()]))
+    assert decision.unpinned
+    assert decision.unchanged("hami-place: claim not recorded") == Decision(
+        uid="abc-1", result=NOT_HONOURED, patch=decision.unpinned, warnings=("hami-place: claim not recorded",)
+    )
+
+
+def test_a_reinvocation_is_a_decision_of_its_placement_and_review() -> None:
+    first = decide(review(pod()), view([placement()], token="tok-1"))
+    stored = patched(pod(), first)
+    del stored["spec"]["affinity"]
+    again = decide(review(stored, uid="re-1"), view([claimed_copy(first)], token="tok-2"))
+    assert dataclasses.replace(again, patch=()) == Decision(uid="re-1", result=REINVOKED, placement="p1")
+    assert again.patch
+    gone = decide(review(stored, uid="re-2"), view([claimed_copy(first)], nodes=[], token="tok-2"))
+    assert gone == Decision(uid="re-2", result=REINVOKED, placement="p1"), "no card to pin: nothing to restore"
+
+
+def test_a_reinvocation_restores_the_share_under_the_clusters_resource_names() -> None:
+    container = {"name": "main", "resources": {"limits": {"example.com/vgpu": 1}}}
+    snap = view([placement(devices=["gpu-0/30"])])
+    renamed = AdmissionView(snap.placements, snap.nodes, Settings(hami=RENAMED), "tok-1", snap.now)
+    first = decide(review(pod(containers=[container])), renamed)
+    stored = patched(pod(containers=[container]), first)
+    del stored["spec"]["containers"][0]["resources"]["limits"]["example.com/vgpu-mem-percentage"]
+    stored_claim = placements_from_objects([claimed_copy(first, devices=["gpu-0/30"])])
+    again = decide(review(stored), dataclasses.replace(renamed, placements=stored_claim))
+    assert again.result == REINVOKED
+    assert limits(patched(stored, again)) == {"example.com/vgpu": 1, "example.com/vgpu-mem-percentage": "30"}
+
+
+def test_the_cores_hami_defaults_are_dropped_from_requests_too() -> None:
+    defaulted = pod(containers=[gpu_container(extra={"nvidia.com/gpucores": "100"})])
+    defaulted["spec"]["containers"][0]["resources"]["requests"] = {"nvidia.com/gpucores": "100", "cpu": "1"}
+    stored = patched(defaulted, decide(review(defaulted), view([placement(devices=["gpu-0/50"])])))
+    assert stored["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+
+
+def test_a_pod_without_gates_pinned_by_a_placement_that_evicts_gets_the_room_gate_alone() -> None:
+    stored = dataclasses.replace(view([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
+    assert patched(pod(), decide(review(pod()), stored))["spec"]["schedulingGates"] == [{"name": ROOM_GATE}]
+
+
+def test_a_nouse_list_that_is_no_string_is_replaced_by_the_kept_cards() -> None:
+    """Only a forged review carries one; the pod is still kept off the cards, and the admission does not fail."""
+    original = pod(labels={"app": "web"}, annotations={NOUSE_GPUUUID_ANNOTATION: 7})  # type: ignore[dict-item]
+    snap = dataclasses.replace(view([]), reservations=(kept(UUID0),))
+    assert patched(original, decide(review(original), snap))["metadata"]["annotations"] == {
+        NOUSE_GPUUUID_ANNOTATION: UUID0
+    }
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{PLACEMENT_ANNOTATION: "p1"}, {PLACEMENT_ANNOTATION: "../p1", CLAIM_ANNOTATION: "tok"}, {}],
+)
+def test_a_pod_without_a_token_or_with_no_placement_name_claims_nothing_by_its_annotations(
+    annotations: dict[str, str],
+) -> None:
+    assert admission.claimed_by_annotations(parse_review(review(pod(annotations=annotations)))) == ("", "")
+    assert admission.claimed_by_annotations(
+        parse_review(review(pod(annotations={PLACEMENT_ANNOTATION: "p1", CLAIM_ANNOTATION: "tok"})))
+    ) == ("p1", "tok")

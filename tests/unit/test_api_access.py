@@ -70,6 +70,9 @@ def test_the_bearer_token_of_an_authorization_value(header: str | None, token: s
         ("10.0.0.7", False),
         ("::ffff:10.0.0.7", False),
         ("fe80::1%eth0", False),
+        ("::1%lo", True),
+        ("127.0.0.1%lo", True),
+        ("127.0.0.1 10.0.0.7", False),
         ("", False),
         (None, False),
         ("localhost", False),
@@ -106,6 +109,26 @@ def test_a_token_review_names_the_identity_only_when_authenticated() -> None:
     assert reviewed_identity({"status": {"authenticated": False, "error": "invalid bearer token"}}) is None
     assert reviewed_identity({"status": {"authenticated": True, "user": {}}}) is None
     assert reviewed_identity({}) is None
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"authenticated": False, "user": {"username": "alice"}},
+        {"authenticated": "true", "user": {"username": "alice"}},
+        {"authenticated": True, "user": {"username": ""}},
+        {"authenticated": True, "user": {"username": 7}},
+    ],
+)
+def test_a_review_not_authenticated_or_naming_no_user_names_no_identity(status: dict[str, object]) -> None:
+    """A user named in an unauthenticated answer, or a blank or non-string name, is nobody to ask access for."""
+    assert reviewed_identity({"status": status}) is None
+
+
+def test_an_identity_without_uid_groups_or_extra_has_them_empty() -> None:
+    """No made-up UID reaches the access review: the API server would check it."""
+    answered = {"status": {"authenticated": True, "user": {"username": "alice"}}}
+    assert reviewed_identity(answered) == Identity(user="alice", uid="", groups=(), extra=())
 
 
 def test_an_access_review_carries_the_whole_identity_and_the_namespace_only_when_there_is_one() -> None:

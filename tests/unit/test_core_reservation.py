@@ -3,6 +3,8 @@ annotations, and which reservations a new pod is kept off (pure, on plain data).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +13,7 @@ import pytest
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.reservation import (
     MAX_CARDS,
+    MAX_RESERVE,
     LeftRoom,
     Reservation,
     RoomKey,
@@ -230,3 +233,71 @@ def test_release_gives_the_pods_own_choice_back_under_another_key_too() -> None:
     assert give_back(annotations) == {USE_GPUUUID_ANNOTATION: "GPU-a,GPU-b,GPU-c"}
     written = reservation_value(["GPU-b"], UNTIL, None, key=OTHER_KEY, pod=POD, uid=UID)
     assert give_back({ROOM_RESERVED_ANNOTATION: written, USE_GPUUUID_ANNOTATION: "GPU-b"}) == {}
+
+
+def test_the_annotation_and_its_seal_keep_their_exact_form() -> None:
+    """Replicas of two versions check each other's seals during an upgrade: the value is compact JSON, and the seal
+    an HMAC-SHA256 over the sorted compact JSON of the pod, its UID and the document."""
+    signed = json.dumps(
+        {"cards": ["GPU-a"], "pod": POD, "uid": UID, "until": "2026-12-02T04:01:00Z", "use": "GPU-a,GPU-b"},
+        separators=(",", ":"),
+    )
+    mac = hmac.new(b"k" * 32, signed.encode(), hashlib.sha256).hexdigest()
+    assert value(["GPU-a"], use="GPU-a,GPU-b") == (
+        f'{{"cards":["GPU-a"],"until":"2026-12-02T04:01:00Z","use":"GPU-a,GPU-b","seal":"{mac}"}}'
+    )
+
+
+def test_a_room_holds_to_a_deadline_exactly_the_longest_ahead() -> None:
+    assert Reservation(POD, ("GPU-a",), NOW + MAX_RESERVE).holds(NOW)
+
+
+def test_a_room_of_the_most_cards_and_the_longest_own_list_is_written_and_read_back() -> None:
+    cards = [f"GPU-{i}" for i in range(MAX_CARDS)]
+    own = ",".join(cards) + "," + "G" * (4096 - len(",".join(cards)) - 1)
+    assert len(own) == 4096
+    wanted, why = keep({USE_GPUUUID_ANNOTATION: own}, cards)
+    assert why == ""
+    assert parsed(wanted[ROOM_RESERVED_ANNOTATION]) == Reservation(POD, tuple(cards), UNTIL, own)
+    assert give_back(wanted) == {USE_GPUUUID_ANNOTATION: own}
+
+
+@pytest.mark.parametrize("cards", [[], [f"GPU-{i}" for i in range(MAX_CARDS + 1)], ["GPU-a", "GPU-b,GPU-c"]])
+def test_a_plan_of_no_cards_too_many_or_a_malformed_one_keeps_nothing(cards: list[str]) -> None:
+    assert keep({}, cards) == ({}, "the plan names no card to keep")
+
+
+def test_a_pod_whose_own_list_is_exactly_the_planned_cards_is_reserved() -> None:
+    own = {USE_GPUUUID_ANNOTATION: "GPU-a,GPU-b"}
+    wanted, why = keep(own, ["GPU-b", "GPU-a"])
+    assert why == "" and wanted[USE_GPUUUID_ANNOTATION] == "GPU-b,GPU-a"
+    assert give_back(wanted) == own
+
+
+def test_a_second_reservation_of_several_cards_records_the_pod_s_own_list() -> None:
+    own = {USE_GPUUUID_ANNOTATION: "GPU-a,GPU-b,GPU-c,GPU-d"}
+    first, _ = keep(own, ["GPU-a", "GPU-b"])
+    again, why = keep(first, ["GPU-c", "GPU-d"])
+    assert why == "" and give_back(again) == own
+
+
+def test_a_room_another_key_sealed_does_not_widen_the_pod_s_own_list_on_reserve() -> None:
+    """A room written under another key (or by a tenant) is not the server's record of the pod's own choice."""
+    forged = reservation_value(["GPU-a"], UNTIL, "GPU-a,GPU-b", key=OTHER_KEY, pod=POD, uid=UID)
+    annotations = {ROOM_RESERVED_ANNOTATION: forged, USE_GPUUUID_ANNOTATION: "GPU-a"}
+    assert keep(annotations, ["GPU-b"]) == (
+        {},
+        f"the pod's own {USE_GPUUUID_ANNOTATION} excludes a planned card; its choice is kept",
+    )
+
+
+def test_release_of_a_pod_without_a_room_changes_nothing() -> None:
+    assert give_back({USE_GPUUUID_ANNOTATION: "GPU-a"}) == {USE_GPUUUID_ANNOTATION: "GPU-a"}
+
+
+def test_a_room_sealed_for_a_pod_name_no_pod_can_have_is_none() -> None:
+    bad = pending(
+        {ROOM_RESERVED_ANNOTATION: reservation_value(["GPU-a"], UNTIL, None, key=KEY, pod="ml/Bad_Name", uid=UID)}
+    )
+    bad["metadata"]["name"] = "Bad_Name"  # type: ignore[index]
+    assert reservation_of(bad, KEY) is None

@@ -187,3 +187,68 @@ def test_string_garbage_raises_only_selector_errors(text: str) -> None:
 def test_dict_garbage_raises_only_selector_errors(data: object) -> None:
     result = outcome(lambda: selector_from_dict(data), SelectorError)
     assert isinstance(result, SelectorError | LabelSelector)
+
+
+VALUE_RULE = "must be at most 63 characters of A-Z a-z 0-9 . _ -, starting and ending with a letter or digit"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "a label selector must be an object, got list"),
+        ({"matchExpressions": ["app"]}, "matchExpressions[0] must be an object with key, operator and values"),
+        ({"matchExpressions": [{"key": 7, "operator": "In"}]}, "matchExpressions[0]: key must be a string"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Has"}]},
+            "matchExpressions[0]: operator 'Has' is not one of In, NotIn, Exists, DoesNotExist",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "a", "operator": "In", "values": "xy"}]},
+            "matchExpressions[1]: values must be a list of strings",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "In", "values": [1]}]},
+            "matchExpressions[0]: values must be a list of strings",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "DoesNotExist", "values": ["x"]}]},
+            "label selector: a DoesNotExist takes no values",
+        ),
+        (
+            {"matchExpressions": [{"key": "app", "operator": "In", "values": ["-x"]}]},
+            f"label 'app': value '-x' {VALUE_RULE}",
+        ),
+    ],
+)
+def test_a_bad_dict_selector_is_refused_with_one_line_naming_the_field(data: object, message: str) -> None:
+    with pytest.raises(SelectorError) as caught:
+        selector_from_dict(data)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (7, "a label selector must be a string, got int"),
+        ("a=b=c", f"label 'a': value 'b=c' {VALUE_RULE}"),
+        (
+            "app in ((a))",
+            "label selector term 'app in ((a))' is not key, !key, key=value, key!=value, "
+            "key in (a,b) or key notin (a,b)",
+        ),
+        ("app=" + "v" * 80 + "-", f"label 'app': value '{'v' * 77}...' {VALUE_RULE}"),
+        ("app=" + "v" * 79 + "-", f"label 'app': value '{'v' * 79}-' {VALUE_RULE}"),
+    ],
+)
+def test_a_bad_string_selector_is_refused_with_one_line_quoting_at_most_80_characters(
+    text: object, message: str
+) -> None:
+    with pytest.raises(SelectorError) as caught:
+        parse_selector_string(text)
+    assert str(caught.value) == message
+
+
+def test_an_empty_selector_where_one_is_required_says_what_to_write() -> None:
+    with pytest.raises(SelectorError) as caught:
+        parse_selector_string("", require_nonempty=True)
+    assert str(caught.value) == "the pod selector is empty and would match every pod; give at least one label"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes.client import Configuration, CustomObjectsApi
 
-from kubectl_hami_place.core.k8s_names import is_namespace, is_namespaced_name, is_object_name
+from kubectl_hami_place.core.k8s_names import is_generate_name, is_namespace, is_namespaced_name, is_object_name
 from kubectl_hami_place.core.reviews import ReviewError, parse_review
 from kubectl_hami_place.kube.client import CheckedApiClient, Kube, PathError, by_path, request
 from kubectl_hami_place.kube.errors import KubeInvalid, KubeServerError
@@ -56,6 +56,25 @@ def test_object_names_follow_dns_1123_subdomains(name: str, ok: bool) -> None:
 )
 def test_namespaces_follow_dns_1123_labels(name: object, ok: bool) -> None:
     assert is_namespace(name) is ok
+
+
+@pytest.mark.parametrize(
+    ("prefix", "ok"),
+    [
+        ("train-", True),
+        ("a.b-", True),
+        ("train", True),
+        ("web.", False),
+        ("pod_", False),
+        ("pod_-", False),
+        ("a/b-", False),
+        ("", False),
+        (None, False),
+        *((t, False) for t in TRAVERSALS),
+    ],
+)
+def test_a_generate_name_is_a_subdomain_once_its_trailing_dash_is_read_as_a_letter(prefix: object, ok: bool) -> None:
+    assert is_generate_name(prefix) is ok
 
 
 @pytest.mark.parametrize(

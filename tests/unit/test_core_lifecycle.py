@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import tracemalloc
 from datetime import UTC, datetime, timedelta
@@ -19,10 +20,18 @@ from kubectl_hami_place.core.lifecycle import (
     StatusWrite,
     finished_at,
 )
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, ROOM_GATE, USE_GPUUUID_ANNOTATION, EvictionResult, Phase
+from kubectl_hami_place.core.names import (
+    CLAIM_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    ROOM_GATE,
+    USE_GPUUUID_ANNOTATION,
+    EvictionResult,
+    Phase,
+)
 from kubectl_hami_place.core.pin_check import problems_on
 from kubectl_hami_place.core.placement import (
     Condition,
+    EvictionStatus,
     PlacementStatus,
     merge_condition,
     placement_from_object,
@@ -568,3 +577,352 @@ def test_gated_reads_our_gate_only() -> None:
     assert lifecycle.gated({"spec": {"schedulingGates": [{"name": "x.io/a"}, {"name": ROOM_GATE}]}})
     assert not lifecycle.gated({"spec": {"schedulingGates": [{"name": "x.io/a"}]}})
     assert not lifecycle.gated({"spec": {"schedulingGates": "forged"}}) and not lifecycle.gated({})
+
+
+# Whole steps: the status each step writes and the Event that tells it ------------------------------------------
+
+
+def parsed(obj: dict[str, Any]) -> Any:
+    return placement_from_object(obj)
+
+
+def test_a_claim_with_nothing_to_evict_is_consumed_at_once_by_the_named_pod() -> None:
+    p = parsed(placement())
+    message = "claimed by pod trainer-abc"
+    status = PlacementStatus(
+        phase=Phase.Consumed,
+        message=message,
+        claim_token="tok",
+        claimed_at=NOW,
+        consumed_by_name="trainer-abc",
+        consumed_at=NOW,
+        conditions=(Condition("Claimed", "True", "Claimed", message, NOW),),
+    )
+    assert lifecycle.claimed(p, "trainer-abc", "tok", NOW) == StatusWrite(p, status, "Claimed", message)
+
+
+def test_a_claim_by_a_pod_named_only_at_its_creation_says_so() -> None:
+    p = parsed(placement())
+    message = "claimed by a pod (name given at creation)"
+    status = PlacementStatus(
+        phase=Phase.Consumed,
+        message=message,
+        claim_token="tok",
+        claimed_at=NOW,
+        consumed_at=NOW,
+        conditions=(Condition("Claimed", "True", "Claimed", message, NOW),),
+    )
+    assert lifecycle.claimed(p, "", "tok", NOW) == StatusWrite(p, status, "Claimed", message)
+
+
+def test_a_claim_that_must_make_room_writes_evicting_with_a_pending_eviction() -> None:
+    p = parsed(placement(evict="old"))
+    message = "claimed by pod trainer-abc; evicting pod old"
+    status = PlacementStatus(
+        phase=Phase.Evicting,
+        message=message,
+        claim_token="tok",
+        claimed_at=NOW,
+        consumed_by_name="trainer-abc",
+        consumed_at=NOW,
+        eviction=EvictionStatus(
+            pod="old",
+            uid="uid-old",
+            result=EvictionResult.Pending,
+            message="waiting for the placed pod to be stored",
+            time=NOW,
+        ),
+        conditions=(
+            Condition("Claimed", "True", "Claimed", "claimed by pod trainer-abc", NOW),
+            Condition("Evicted", "False", "Pending", "pod old not evicted yet", NOW),
+        ),
+    )
+    assert lifecycle.claimed(p, "trainer-abc", "tok", NOW, "uid-old") == StatusWrite(p, status, "Claimed", message)
+
+
+def test_a_claim_whose_evict_pod_did_not_exist_is_consumed_with_a_warning_naming_evict_pod() -> None:
+    p = parsed(placement(evict="old"))
+    missing = "pod old did not exist when the placement was claimed; nothing was evicted (check evictPod)"
+    message = f"claimed by pod trainer-abc; {missing}"
+    status = PlacementStatus(
+        phase=Phase.Consumed,
+        message=message,
+        claim_token="tok",
+        claimed_at=NOW,
+        consumed_by_name="trainer-abc",
+        consumed_at=NOW,
+        eviction=EvictionStatus(pod="old", result=EvictionResult.NotFound, message=missing, time=NOW),
+        conditions=(
+            Condition("Claimed", "True", "Claimed", "claimed by pod trainer-abc", NOW),
+            Condition("Evicted", "False", "NotFound", missing, NOW),
+        ),
+    )
+    expected = StatusWrite(p, status, "Claimed", message, warning=True)
+    assert lifecycle.claimed(p, "trainer-abc", "tok", NOW) == expected
+
+
+def test_an_acknowledgement_writes_only_the_observed_generation_and_no_event() -> None:
+    p = parsed(generation(placement({"phase": "Pending", "message": "m"}), 2))
+    status = PlacementStatus(phase=Phase.Pending, message="m", observed_generation=2)
+    expected = StatusWrite(p, status, "Observed", "generation 2 observed", event=False)
+    assert lifecycle.acknowledgement(p) == expected
+
+
+def test_guard_and_claim_digest_names_are_stable_across_versions() -> None:
+    """A replica of another version must find the guard Lease and the label value this one wrote."""
+    assert lifecycle.req_id_guard_name(NS, "req-1") == "hami-place-reqid-" + _sha(f"{NS}/req-1")[:32]
+    assert len(lifecycle.req_id_guard_name(NS, "req-1")) == len("hami-place-reqid-") + 32
+    assert lifecycle.claim_digest("tok") == _sha("tok")[:40]
+    assert len(lifecycle.claim_digest("tok")) == 40
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_finished_placement_counts_its_eviction_time_when_it_is_the_latest() -> None:
+    early, late = NOW - timedelta(minutes=10), NOW
+    status = PlacementStatus(
+        phase=Phase.Failed,
+        claim_token="t",
+        claimed_at=early,
+        consumed_at=early,
+        eviction=EvictionStatus(pod="old", result=EvictionResult.Failed, time=late),
+    )
+    base = placement_from_object(_finished_base())
+    assert finished_at(dataclasses.replace(base, status=status)) == late
+
+
+def test_a_placement_that_can_never_be_honoured_fails_with_its_reason() -> None:
+    p = parsed(placement({"phase": "Pending", "message": "m"}))
+    status = PlacementStatus(
+        phase=Phase.Failed,
+        message="node n not found",
+        conditions=(Condition("Claimed", "False", "CannotHonour", "node n not found", NOW),),
+    )
+    expected = StatusWrite(p, status, "CannotHonour", "node n not found", warning=True)
+    assert lifecycle.failed(p, "node n not found", NOW) == expected
+
+
+def test_a_placement_with_no_creation_time_sorts_as_the_oldest() -> None:
+    p = dataclasses.replace(parsed(placement()), created=None)
+    assert lifecycle.age_key(p) == ("", "p1")
+
+
+def test_every_problem_of_the_placement_is_in_its_failure_message() -> None:
+    obj = placement({"phase": "Pending"})
+    obj["spec"]["gpuDevices"] = ["gpu-3", "gpu-4"]
+    step = follow_up(obj, {}, NOW, TTL, GRACE, problems=problems_on({"n": NODE_N}))
+    assert step is not None
+    messages = [problem.message for problem in problems_on({"n": NODE_N})(parsed(obj).spec)]
+    assert len(messages) == 2
+    assert written(step.write)["message"] == "; ".join(messages)
+
+
+def test_a_claim_this_replica_has_not_timed_yet_is_not_released() -> None:
+    """A claim missing from `claim_ages` was just seen: its age is 0, whatever the grace."""
+    obj = placement(claimed(ago=TTL))
+    assert follow_up(obj, {}, NOW, TTL, 0, claim_ages={}) is None
+    assert follow_up(obj, {}, NOW, TTL, 0, claim_ages={(NS, "tok"): 0.5}) is not None
+
+
+def test_the_placed_pod_is_never_evicted_even_when_no_eviction_was_recorded() -> None:
+    status = claimed(phase="Evicting", uid="uid-9")
+    step = follow_up(placement(status, evict="trainer-abc"), PLACED, NOW, TTL, GRACE)
+    assert step is not None and not step.evict
+    assert written(step.write)["eviction"]["result"] == "NotFound"
+
+
+def _evicting(eviction: dict[str, Any] | None, *, ago: float = 5, evict: str = "old") -> Any:
+    return parsed(placement(claimed(ago=ago, phase="Evicting", uid="uid-9", eviction=eviction), evict=evict))
+
+
+def test_an_eviction_outcome_writes_the_whole_result() -> None:
+    earlier = {"pod": "old", "uid": "uid-old", "result": "Pending", "attempts": 2, "time": at(30)}
+    p = _evicting(earlier)
+    evicted = lifecycle.eviction_outcome(p, EvictionResult.Evicted, "evicted pod old", NOW)
+    assert evicted == StatusWrite(
+        p,
+        dataclasses.replace(
+            p.status,
+            phase=Phase.Consumed,
+            message="consumed by pod trainer-abc; evicted pod old",
+            eviction=EvictionStatus(
+                pod="old", uid="uid-old", result=EvictionResult.Evicted, message="evicted pod old", time=NOW, attempts=2
+            ),
+            conditions=(Condition("Evicted", "True", "Evicted", "evicted pod old", NOW),),
+        ),
+        "Evicted",
+        "evicted pod old",
+    )
+    failed = lifecycle.eviction_outcome(p, EvictionResult.Failed, "server error", NOW)
+    assert failed == StatusWrite(
+        p,
+        dataclasses.replace(
+            p.status,
+            message="eviction of pod old failed: server error; will retry",
+            eviction=EvictionStatus(
+                pod="old", uid="uid-old", result=EvictionResult.Failed, message="server error", time=NOW, attempts=2
+            ),
+            conditions=(Condition("Evicted", "False", "Failed", "server error", NOW),),
+        ),
+        "EvictionFailed",
+        "server error",
+        warning=True,
+    )
+
+
+def test_an_eviction_outcome_without_a_recorded_eviction_names_the_evict_pod() -> None:
+    p = _evicting(None)
+    blocked = lifecycle.eviction_outcome(p, EvictionResult.Blocked, "pdb", NOW)
+    assert blocked.status.eviction == EvictionStatus(pod="old", result=EvictionResult.Blocked, message="pdb", time=NOW)
+    assert blocked.status.message == "eviction of pod old blocked: pdb; will retry"
+
+
+def test_giving_up_an_eviction_writes_the_whole_failure() -> None:
+    recorded = {"pod": "old", "uid": "uid-old", "result": "Blocked", "attempts": 9, "time": at(5)}
+    p = _evicting(recorded, ago=TTL + 1)
+    step = lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE)
+    reason = f"eviction of pod old did not succeed within {TTL}s: no attempt succeeded"
+    gave_up = dataclasses.replace(
+        p.status,
+        phase=Phase.Failed,
+        message=reason,
+        eviction=EvictionStatus(
+            pod="old", uid="uid-old", result=EvictionResult.Failed, message=reason, time=NOW, attempts=9
+        ),
+        conditions=(Condition("Evicted", "False", "GaveUp", reason, NOW),),
+    )
+    assert step == FollowUp(StatusWrite(p, gave_up, "EvictionGaveUp", reason, warning=True))
+
+
+def test_eviction_is_still_tried_at_exactly_the_ttl_since_the_claim() -> None:
+    step = lifecycle.follow_up(_evicting({"pod": "old", "attempts": 0}, ago=TTL), PLACED, NOW, TTL, GRACE)
+    assert step is not None and step.evict == "old"
+
+
+def test_each_retry_waits_its_doubled_backoff_and_not_a_second_less() -> None:
+    for attempts, wait in ((1, 5), (2, 10), (3, 20), (4, 40), (5, 60)):
+        recorded = {"pod": "old", "result": "Blocked", "attempts": attempts}
+        early = lifecycle.follow_up(_evicting({**recorded, "time": at(wait - 1)}), PLACED, NOW, TTL, GRACE)
+        due = lifecycle.follow_up(_evicting({**recorded, "time": at(wait)}), PLACED, NOW, TTL, GRACE)
+        assert early is None, attempts
+        assert due is not None and due.evict == "old", attempts
+
+
+def test_an_eviction_lease_writes_the_next_attempt() -> None:
+    recorded = {"pod": "old", "uid": "uid-old", "result": "Blocked", "attempts": 1, "time": at(60), "message": "pdb"}
+    p = _evicting(recorded)
+    lease = dataclasses.replace(
+        p.status,
+        eviction=EvictionStatus(
+            pod="old", uid="uid-old", result=EvictionResult.Blocked, message="pdb", time=NOW, attempts=2
+        ),
+    )
+    expected = FollowUp(StatusWrite(p, lease, "EvictionAttempt", "evicting pod old"), evict="old", evict_uid="uid-old")
+    assert lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE) == expected
+
+
+def test_the_pod_to_evict_is_the_spec_s_else_the_one_the_status_recorded() -> None:
+    unnamed = lifecycle.follow_up(_evicting({"result": "Pending", "attempts": 0}), PLACED, NOW, TTL, GRACE)
+    assert unnamed is not None and unnamed.evict == "old"
+    assert unnamed.write.status.eviction is not None and unnamed.write.status.eviction.pod == "old"
+    no_spec = lifecycle.follow_up(_evicting({"pod": "old", "attempts": 0}, evict=""), PLACED, NOW, TTL, GRACE)
+    assert no_spec is not None and no_spec.evict == "old"
+    assert no_spec.write.status.eviction is not None and no_spec.write.status.eviction.pod == "old"
+
+
+def test_gating_placement_reads_the_placement_and_claim_annotations() -> None:
+    pod = {"metadata": {"annotations": {PLACEMENT_ANNOTATION: "p1", CLAIM_ANNOTATION: "tok"}}}
+    assert lifecycle.gating_placement(pod) == ("p1", "tok")
+    assert lifecycle.gating_placement({"metadata": {"annotations": {PLACEMENT_ANNOTATION: "p1"}}}) == ("p1", "")
+    assert lifecycle.gating_placement({"metadata": {"annotations": {CLAIM_ANNOTATION: "tok"}}}) == ("", "tok")
+    assert lifecycle.gating_placement({}) == ("", "")
+
+
+def test_a_gated_pod_of_a_consumed_placement_that_recorded_no_eviction_goes_to_the_scheduler() -> None:
+    assert room_made(claimed(phase="Consumed", uid="uid-9"), evicted_pod()) == "placement p1 is Consumed"
+
+
+def test_the_placed_pod_gone_writes_the_whole_stop() -> None:
+    recorded = {"pod": "old", "uid": "uid-old", "result": "Blocked", "attempts": 2, "time": at(30), "message": "pdb"}
+    p = _evicting(recorded)
+    reason = "placed pod trainer-abc is gone (deleted or ended); eviction of pod old stopped"
+    stopped = dataclasses.replace(
+        p.status,
+        phase=Phase.Failed,
+        message=reason,
+        eviction=EvictionStatus(
+            pod="old", uid="uid-old", result=EvictionResult.Failed, message=reason, time=NOW, attempts=2
+        ),
+        conditions=(Condition("Evicted", "False", "PlacedPodGone", reason, NOW),),
+    )
+    assert lifecycle.follow_up(p, {}, NOW, TTL, GRACE) == FollowUp(
+        StatusWrite(p, stopped, "PlacedPodGone", reason, warning=True)
+    )
+    unrecorded = lifecycle.follow_up(_evicting(None), {}, NOW, TTL, GRACE)
+    assert unrecorded is not None
+    assert unrecorded.write.message == reason
+
+
+def test_the_stored_pod_fills_consumed_by_with_the_whole_status() -> None:
+    for phase, eviction, message in (
+        ("Consumed", None, "consumed by pod trainer-abc"),
+        ("Evicting", {"pod": "old", "result": "Pending"}, "claimed by pod trainer-abc; evicting pod old"),
+    ):
+        p = parsed(placement(claimed(phase=phase, eviction=eviction), evict="old" if eviction else ""))
+        step = lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE)
+        assert step is not None
+        updated = dataclasses.replace(
+            p.status, consumed_by_name="trainer-abc", consumed_by_uid="uid-9", message=message
+        )
+        assert step.write == StatusWrite(p, updated, "Consumed", "pod trainer-abc (uid-9) is stored carrying the claim")
+
+
+def test_the_pin_names_every_card_and_no_empty_uuids() -> None:
+    obj = placement(claimed())
+    obj["spec"]["gpuDevices"] = ["gpu-0", "gpu-1"]
+    pod = stored_pod()
+    pod["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] = ""
+    pin = lifecycle.pinned(parsed(obj), pod)
+    assert pin == lifecycle.PodEvent(
+        NS, "trainer-abc", "uid-9", "Pinned", "pinned by placement p1 to node n, cards gpu-0, gpu-1"
+    )
+
+
+def test_a_released_claim_writes_a_fresh_pending_status() -> None:
+    recorded = {"pod": "old", "result": "Pending", "attempts": 0}
+    status = claimed(ago=GRACE + 1, phase="Evicting", eviction=recorded)
+    status["observedGeneration"] = 3
+    status["conditions"] = [
+        {"type": "Claimed", "status": "True", "reason": "Claimed", "message": "c", "lastTransitionTime": at(GRACE + 1)},
+        {
+            "type": "Evicted",
+            "status": "False",
+            "reason": "Pending",
+            "message": "e",
+            "lastTransitionTime": at(GRACE + 1),
+        },
+    ]
+    p = parsed(generation(placement(status, evict="old"), 3))
+    reason = "claim released: no pod carrying it was stored (its creation failed or was interrupted)"
+    released = PlacementStatus(
+        phase=Phase.Pending,
+        message=reason,
+        conditions=(Condition("Claimed", "False", "ClaimReleased", reason, NOW),),
+        observed_generation=3,
+    )
+    expected = FollowUp(StatusWrite(p, released, "ClaimReleased", reason, warning=True), release=True)
+    assert lifecycle.follow_up(p, {}, NOW, TTL, GRACE) == expected
+
+
+def test_an_expired_placement_writes_the_whole_expiry() -> None:
+    p = parsed(placement({"phase": "Pending", "message": "m"}, created_ago=TTL + 1))
+    message = f"not claimed within {TTL}s"
+    expired = PlacementStatus(
+        phase=Phase.Expired,
+        message=message,
+        conditions=(Condition("Claimed", "False", "Expired", message, NOW),),
+    )
+    expected = FollowUp(StatusWrite(p, expired, "Expired", message, warning=True))
+    assert lifecycle.follow_up(p, {}, NOW, TTL, GRACE) == expected

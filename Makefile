@@ -60,8 +60,8 @@ bench: $(STAMP)
 	for script in bench/[!_]*.py; do $(PY) "$$script" || exit 1; done
 
 # Mutation testing of the controller's pure core (mutmut, the mutation extra; [tool.mutmut] in pyproject.toml says
-# what): a surviving mutant is a line of it the unit tests do not notice when it changes. Not in make test: about
-# 10 minutes on two cores. MUTANTS narrows it by mutant name, e.g. MUTANTS='kubectl_hami_place.core.defrag.seal*'.
+# what): a surviving mutant is a line of it the unit tests do not notice when it changes. Not in make test: 10 to
+# 20 minutes on two cores. MUTANTS narrows it by mutant name, e.g. MUTANTS='kubectl_hami_place.core.defrag.seal*'.
 mutants: $(STAMP)
 	$(UV) pip install --python $(PY) --compile-bytecode --quiet $(CONSTRAINTS) -e '.[test,server,mutation]'
 	$(VENV)/bin/mutmut run --max-children 2 $(MUTANTS)

@@ -9,6 +9,7 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -586,33 +587,23 @@ def parsed(obj: dict[str, Any]) -> Any:
     return placement_from_object(obj)
 
 
-def test_a_claim_with_nothing_to_evict_is_consumed_at_once_by_the_named_pod() -> None:
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [("trainer-abc", "claimed by pod trainer-abc"), ("", "claimed by a pod (name given at creation)")],
+)
+def test_a_claim_with_nothing_to_evict_is_consumed_at_once_by_the_pod_and_says_which(pod: str, message: str) -> None:
+    """A pod named only at its creation (generateName) has no name yet: the claim says so and records none."""
     p = parsed(placement())
-    message = "claimed by pod trainer-abc"
     status = PlacementStatus(
         phase=Phase.Consumed,
         message=message,
         claim_token="tok",
         claimed_at=NOW,
-        consumed_by_name="trainer-abc",
+        consumed_by_name=pod or None,
         consumed_at=NOW,
         conditions=(Condition("Claimed", "True", "Claimed", message, NOW),),
     )
-    assert lifecycle.claimed(p, "trainer-abc", "tok", NOW) == StatusWrite(p, status, "Claimed", message)
-
-
-def test_a_claim_by_a_pod_named_only_at_its_creation_says_so() -> None:
-    p = parsed(placement())
-    message = "claimed by a pod (name given at creation)"
-    status = PlacementStatus(
-        phase=Phase.Consumed,
-        message=message,
-        claim_token="tok",
-        claimed_at=NOW,
-        consumed_at=NOW,
-        conditions=(Condition("Claimed", "True", "Claimed", message, NOW),),
-    )
-    assert lifecycle.claimed(p, "", "tok", NOW) == StatusWrite(p, status, "Claimed", message)
+    assert lifecycle.claimed(p, pod, "tok", NOW) == StatusWrite(p, status, "Claimed", message)
 
 
 def test_a_claim_that_must_make_room_writes_evicting_with_a_pending_eviction() -> None:

@@ -218,6 +218,15 @@ VALUE_RULE = "must be at most 63 characters of A-Z a-z 0-9 . _ -, starting and e
             {"matchExpressions": [{"key": "app", "operator": "In", "values": ["-x"]}]},
             f"label 'app': value '-x' {VALUE_RULE}",
         ),
+        ({"matchLabels": "app=x"}, "matchLabels must be an object of label: value"),
+        ({"matchExpressions": {"key": "app"}}, "matchExpressions must be a list"),
+        ({"matchLabels": {"": "x"}}, "label selector: a label key must be a non-empty string"),
+        (
+            {"matchLabels": {"k" * 64: "x"}},
+            f"label key '{'k' * 64}': the name must be 1-63 characters of A-Z a-z 0-9 . _ -, starting and ending "
+            "with a letter or digit",
+        ),
+        ({"matchLabels": {"app": "v" * 64}}, f"label 'app': value '{'v' * 64}' {VALUE_RULE}"),
     ],
 )
 def test_a_bad_dict_selector_is_refused_with_one_line_naming_the_field(data: object, message: str) -> None:
@@ -252,3 +261,9 @@ def test_an_empty_selector_where_one_is_required_says_what_to_write() -> None:
     with pytest.raises(SelectorError) as caught:
         parse_selector_string("", require_nonempty=True)
     assert str(caught.value) == "the pod selector is empty and would match every pod; give at least one label"
+
+
+def test_a_label_key_name_and_value_of_63_characters_are_taken() -> None:
+    """The API server's limit, and a placement's or a budget's selector may use all of it."""
+    longest = {"matchLabels": {"example.com/" + "k" * 63: "v" * 63}}
+    assert selector_from_dict(longest).to_dict() == longest

@@ -33,6 +33,7 @@ from kubectl_hami_place.core.pin_check import problems_on
 from kubectl_hami_place.core.placement import (
     Condition,
     EvictionStatus,
+    Placement,
     PlacementStatus,
     merge_condition,
     placement_from_object,
@@ -583,17 +584,13 @@ def test_gated_reads_our_gate_only() -> None:
 # Whole steps: the status each step writes and the Event that tells it ------------------------------------------
 
 
-def parsed(obj: dict[str, Any]) -> Any:
-    return placement_from_object(obj)
-
-
 @pytest.mark.parametrize(
     ("pod", "message"),
     [("trainer-abc", "claimed by pod trainer-abc"), ("", "claimed by a pod (name given at creation)")],
 )
 def test_a_claim_with_nothing_to_evict_is_consumed_at_once_by_the_pod_and_says_which(pod: str, message: str) -> None:
     """A pod named only at its creation (generateName) has no name yet: the claim says so and records none."""
-    p = parsed(placement())
+    p = placement_from_object(placement())
     status = PlacementStatus(
         phase=Phase.Consumed,
         message=message,
@@ -607,7 +604,7 @@ def test_a_claim_with_nothing_to_evict_is_consumed_at_once_by_the_pod_and_says_w
 
 
 def test_a_claim_that_must_make_room_writes_evicting_with_a_pending_eviction() -> None:
-    p = parsed(placement(evict="old"))
+    p = placement_from_object(placement(evict="old"))
     message = "claimed by pod trainer-abc; evicting pod old"
     status = PlacementStatus(
         phase=Phase.Evicting,
@@ -632,7 +629,7 @@ def test_a_claim_that_must_make_room_writes_evicting_with_a_pending_eviction() -
 
 
 def test_a_claim_whose_evict_pod_did_not_exist_is_consumed_with_a_warning_naming_evict_pod() -> None:
-    p = parsed(placement(evict="old"))
+    p = placement_from_object(placement(evict="old"))
     missing = "pod old did not exist when the placement was claimed; nothing was evicted (check evictPod)"
     message = f"claimed by pod trainer-abc; {missing}"
     status = PlacementStatus(
@@ -653,7 +650,7 @@ def test_a_claim_whose_evict_pod_did_not_exist_is_consumed_with_a_warning_naming
 
 
 def test_an_acknowledgement_writes_only_the_observed_generation_and_no_event() -> None:
-    p = parsed(generation(placement({"phase": "Pending", "message": "m"}), 2))
+    p = placement_from_object(generation(placement({"phase": "Pending", "message": "m"}), 2))
     status = PlacementStatus(phase=Phase.Pending, message="m", observed_generation=2)
     expected = StatusWrite(p, status, "Observed", "generation 2 observed", event=False)
     assert lifecycle.acknowledgement(p) == expected
@@ -685,7 +682,7 @@ def test_a_finished_placement_counts_its_eviction_time_when_it_is_the_latest() -
 
 
 def test_a_placement_that_can_never_be_honoured_fails_with_its_reason() -> None:
-    p = parsed(placement({"phase": "Pending", "message": "m"}))
+    p = placement_from_object(placement({"phase": "Pending", "message": "m"}))
     status = PlacementStatus(
         phase=Phase.Failed,
         message="node n not found",
@@ -696,7 +693,7 @@ def test_a_placement_that_can_never_be_honoured_fails_with_its_reason() -> None:
 
 
 def test_a_placement_with_no_creation_time_sorts_as_the_oldest() -> None:
-    p = dataclasses.replace(parsed(placement()), created=None)
+    p = dataclasses.replace(placement_from_object(placement()), created=None)
     assert lifecycle.age_key(p) == ("", "p1")
 
 
@@ -705,7 +702,7 @@ def test_every_problem_of_the_placement_is_in_its_failure_message() -> None:
     obj["spec"]["gpuDevices"] = ["gpu-3", "gpu-4"]
     step = follow_up(obj, {}, NOW, TTL, GRACE, problems=problems_on({"n": NODE_N}))
     assert step is not None
-    messages = [problem.message for problem in problems_on({"n": NODE_N})(parsed(obj).spec)]
+    messages = [problem.message for problem in problems_on({"n": NODE_N})(placement_from_object(obj).spec)]
     assert len(messages) == 2
     assert written(step.write)["message"] == "; ".join(messages)
 
@@ -724,8 +721,9 @@ def test_the_placed_pod_is_never_evicted_even_when_no_eviction_was_recorded() ->
     assert written(step.write)["eviction"]["result"] == "NotFound"
 
 
-def _evicting(eviction: dict[str, Any] | None, *, ago: float = 5, evict: str = "old") -> Any:
-    return parsed(placement(claimed(ago=ago, phase="Evicting", uid="uid-9", eviction=eviction), evict=evict))
+def _evicting(eviction: dict[str, Any] | None, *, ago: float = 5, evict: str = "old") -> Placement:
+    stored = claimed(ago=ago, phase="Evicting", uid="uid-9", eviction=eviction)
+    return placement_from_object(placement(stored, evict=evict))
 
 
 def test_an_eviction_outcome_writes_the_whole_result() -> None:
@@ -861,7 +859,7 @@ def test_the_stored_pod_fills_consumed_by_with_the_whole_status() -> None:
         ("Consumed", None, "consumed by pod trainer-abc"),
         ("Evicting", {"pod": "old", "result": "Pending"}, "claimed by pod trainer-abc; evicting pod old"),
     ):
-        p = parsed(placement(claimed(phase=phase, eviction=eviction), evict="old" if eviction else ""))
+        p = placement_from_object(placement(claimed(phase=phase, eviction=eviction), evict="old" if eviction else ""))
         step = lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE)
         assert step is not None
         updated = dataclasses.replace(
@@ -875,7 +873,7 @@ def test_the_pin_names_every_card_and_no_empty_uuids() -> None:
     obj["spec"]["gpuDevices"] = ["gpu-0", "gpu-1"]
     pod = stored_pod()
     pod["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] = ""
-    pin = lifecycle.pinned(parsed(obj), pod)
+    pin = lifecycle.pinned(placement_from_object(obj), pod)
     assert pin == lifecycle.PodEvent(
         NS, "trainer-abc", "uid-9", "Pinned", "pinned by placement p1 to node n, cards gpu-0, gpu-1"
     )
@@ -895,7 +893,7 @@ def test_a_released_claim_writes_a_fresh_pending_status() -> None:
             "lastTransitionTime": at(GRACE + 1),
         },
     ]
-    p = parsed(generation(placement(status, evict="old"), 3))
+    p = placement_from_object(generation(placement(status, evict="old"), 3))
     reason = "claim released: no pod carrying it was stored (its creation failed or was interrupted)"
     released = PlacementStatus(
         phase=Phase.Pending,
@@ -908,7 +906,7 @@ def test_a_released_claim_writes_a_fresh_pending_status() -> None:
 
 
 def test_an_expired_placement_writes_the_whole_expiry() -> None:
-    p = parsed(placement({"phase": "Pending", "message": "m"}, created_ago=TTL + 1))
+    p = placement_from_object(placement({"phase": "Pending", "message": "m"}, created_ago=TTL + 1))
     message = f"not claimed within {TTL}s"
     expired = PlacementStatus(
         phase=Phase.Expired,

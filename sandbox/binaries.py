@@ -91,12 +91,15 @@ COMPONENTS: dict[str, Component] = {
             )
             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
         ),
-        Component(
-            "kube-apiserver-oldest",
-            "k8s-oldest",
-            "k8s.io/kubernetes/cmd/kube-apiserver",
-            OLDEST_KUBERNETES_VERSION,
-            tuple(_k8s_ldflags(OLDEST_KUBERNETES_VERSION)),
+        *(
+            Component(
+                f"{name}-oldest",
+                "k8s-oldest",
+                f"k8s.io/kubernetes/cmd/{name}",
+                OLDEST_KUBERNETES_VERSION,
+                tuple(_k8s_ldflags(OLDEST_KUBERNETES_VERSION)),
+            )
+            for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         ),
         Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION),
         Component(

@@ -31,8 +31,10 @@ from sandbox.pki import Authority, KeyPair, service_account_keys
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-# The API server's audit log records the requests of this user only (metadata, once each): a process a test runs
-# with `identity_kubeconfig(AUDITED_USER)` has every API call it makes on record, and nothing else is slowed.
+# The API server's audit log records the requests of this user (metadata, once each): a process a test runs with
+# `identity_kubeconfig(AUDITED_USER)` has every API call it makes on record, and nothing else is slowed. It also
+# records every eviction, whoever asks: which pod went through the Eviction API, on every release (the pod's
+# DisruptionTarget condition says so only from 1.26).
 AUDITED_USER = "hami-place-audited"
 # Who `Sandbox.apply` writes as: the owner of the fields it sets.
 FIELD_MANAGER = "hami-place-sandbox"
@@ -40,9 +42,34 @@ AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
-    "rules": [{"level": "Metadata", "users": [AUDITED_USER]}, {"level": "None"}],
+    "rules": [
+        {"level": "Metadata", "users": [AUDITED_USER]},
+        {"level": "Metadata", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
+        {"level": "None"},
+    ],
 }
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Release:
+    """The Kubernetes a sandbox runs: the binaries of its API server, controller manager and scheduler, and the
+    KubeSchedulerConfiguration version that release reads (HAMi's chart renders v1beta2 up to 1.25, v1 after)."""
+
+    version: str
+    suffix: str
+    scheduler_config: str
+    scheduler_stop_seconds: float
+    """How long kube-scheduler is given to exit on SIGTERM: 1.24's stops serving at once but, with leader election
+    off, never exits."""
+
+    def binary(self, name: str) -> str:
+        """The component's name in sandbox.binaries for this release."""
+        return name + self.suffix if name in {"kube-apiserver", "kube-controller-manager", "kube-scheduler"} else name
+
+
+CURRENT = Release(binaries.KUBERNETES_VERSION, "", "kubescheduler.config.k8s.io/v1", 15)
+OLDEST = Release(binaries.OLDEST_KUBERNETES_VERSION, "-oldest", "kubescheduler.config.k8s.io/v1beta2", 2)
 
 
 @dataclass(frozen=True)
@@ -152,6 +179,8 @@ class Process:
     log: Path
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] | None = None
+    stop_seconds: float = 15
+    """How long stop() waits for it to exit on SIGTERM before it kills it."""
 
     def tail(self, lines: int = 25) -> str:
         try:
@@ -172,6 +201,7 @@ class Sandbox:
     hami_url: str = ""
     authority: Authority | None = None
     webhook_client: WebhookClient | None = None
+    release: Release = CURRENT
     _api_client: Any = field(default=None, init=False, repr=False, compare=False)
     _dynamic_client: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -183,15 +213,25 @@ class Sandbox:
         log: Callable[[str], None] = lambda _msg: None,
         hami_settings: hami.HamiSettings | None = None,
         webhook_client: WebhookClient | None = None,
+        *,
+        release: Release = CURRENT,
     ) -> Sandbox:
         """Starts everything, HAMi included, waits until it is ready, and stops what it started when a step fails.
-        With `webhook_client`, the API server presents that client certificate to those webhooks."""
+        With `webhook_client`, the API server presents that client certificate to those webhooks; `release` is the
+        Kubernetes it runs."""
         owns = workdir is None
         root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-")) if workdir is None else workdir
         root.mkdir(parents=True, exist_ok=True)
         api_port = free_port()
         server = f"https://127.0.0.1:{api_port}"
-        sandbox = cls(root, kubeconfig or root / "kubeconfig", server, owns_workdir=owns, webhook_client=webhook_client)
+        sandbox = cls(
+            root,
+            kubeconfig or root / "kubeconfig",
+            server,
+            owns_workdir=owns,
+            webhook_client=webhook_client,
+            release=release,
+        )
         try:
             sandbox._boot(api_port, log)
             sandbox.start_hami(hami_settings or hami.HamiSettings(), log)
@@ -204,14 +244,14 @@ class Sandbox:
         return sandbox
 
     @classmethod
-    def start_api(cls, apiserver: str = "kube-apiserver", log: Callable[[str], None] = lambda _msg: None) -> Sandbox:
-        """etcd and the `apiserver` binary alone (no controllers, scheduler, kwok or HAMi): what a test of the API
+    def start_api(cls, release: Release = CURRENT, log: Callable[[str], None] = lambda _msg: None) -> Sandbox:
+        """etcd and the release's API server alone (no controllers, scheduler, kwok or HAMi): what a test of the API
         itself needs, such as the compatibility tests against the oldest Kubernetes the chart supports."""
         root = Path(tempfile.mkdtemp(prefix="hami-place-sandbox-"))
         api_port = free_port()
-        sandbox = cls(root, root / "kubeconfig", f"https://127.0.0.1:{api_port}")
+        sandbox = cls(root, root / "kubeconfig", f"https://127.0.0.1:{api_port}", release=release)
         try:
-            sandbox._boot_api(api_port, log, apiserver)
+            sandbox._boot_api(api_port, log)
         except BaseException:
             sandbox.stop()
             raise
@@ -226,15 +266,13 @@ class Sandbox:
         return cls(workdir, kubeconfig, cluster["server"], owns_workdir=False)
 
     def _boot(self, api_port: int, log: Callable[[str], None]) -> None:
-        paths = {name: binaries.resolve(name) for name in binaries.CONTROL_PLANE}
+        paths = {name: binaries.resolve(self.release.binary(name)) for name in binaries.CONTROL_PLANE}
         configs, sa, ca = self._boot_api(api_port, log)
         self._boot_controllers(paths, configs, sa, ca, log)
 
-    def _boot_api(
-        self, api_port: int, log: Callable[[str], None], apiserver: str = "kube-apiserver"
-    ) -> tuple[dict[str, Path], KeyPair, Authority]:
+    def _boot_api(self, api_port: int, log: Callable[[str], None]) -> tuple[dict[str, Path], KeyPair, Authority]:
         """etcd and the API server, ready; the components' kubeconfigs, the service account keys and the CA."""
-        paths = {name: binaries.resolve(name) for name in ("etcd", apiserver)}
+        paths = {name: binaries.resolve(self.release.binary(name)) for name in ("etcd", "kube-apiserver")}
         pki = self.workdir / "pki"
         pki.mkdir(exist_ok=True)
         ca = self.authority = Authority(pki)
@@ -284,7 +322,7 @@ class Sandbox:
         self._spawn(
             "kube-apiserver",
             [
-                str(paths[apiserver]),
+                str(paths["kube-apiserver"]),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 f"--secure-port={api_port}",
                 "--bind-address=127.0.0.1",
@@ -342,7 +380,9 @@ class Sandbox:
             ],
         )
         scheduler_config = self.workdir / "scheduler.yaml"
-        scheduler_config.write_text(json.dumps(_scheduler_configuration(configs["scheduler"]), indent=2))
+        scheduler_config.write_text(
+            json.dumps(_scheduler_configuration(configs["scheduler"], self.release.scheduler_config), indent=2)
+        )
         sc = configs["scheduler"]
         self._spawn(
             "kube-scheduler",
@@ -355,6 +395,7 @@ class Sandbox:
                 f"--secure-port={free_port()}",
                 "--v=1",
             ],
+            stop_seconds=self.release.scheduler_stop_seconds,
         )
         self._spawn(
             "kwok",
@@ -395,7 +436,7 @@ class Sandbox:
 
     @property
     def audit_log(self) -> Path:
-        """Where the API server writes the audit events of AUDITED_USER, one JSON object a line."""
+        """Where the API server writes the audit events of AUDITED_USER and the evictions, one JSON object a line."""
         return self.workdir / "logs" / "audit.log"
 
     def audit_events(self) -> list[dict[str, Any]]:
@@ -443,11 +484,12 @@ class Sandbox:
         self._wait(f"{url}/healthz", name)
         config = self.workdir / f"kube-scheduler-{name}.yaml"
         kubeconfig = self.workdir / "scheduler.kubeconfig"
-        config.write_text(json.dumps(hami.kube_scheduler_configuration(settings, kubeconfig, url), indent=2))
+        scheduler = hami.kube_scheduler_configuration(settings, kubeconfig, url, self.release.scheduler_config)
+        config.write_text(json.dumps(scheduler, indent=2))
         self._spawn(
             f"kube-scheduler-{name}",
             [
-                str(binaries.resolve("kube-scheduler")),
+                str(binaries.resolve(self.release.binary("kube-scheduler"))),
                 f"--config={config}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
@@ -455,6 +497,7 @@ class Sandbox:
                 f"--secure-port={free_port()}",
                 "--v=1",
             ],
+            stop_seconds=self.release.scheduler_stop_seconds,
         )
         webhook = hami.webhook_configuration(settings, f"{url}/webhook", self.authority.cert_path.read_bytes())
         self.kubectl("apply", "-f", "-", input=json.dumps(webhook))
@@ -507,7 +550,7 @@ class Sandbox:
                     self._spawn(proc.name, proc.argv, proc.env)
                     self.processes[at] = self.processes.pop()
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None, stop_seconds: float = 15) -> None:
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
         path = logs / f"{name}.log"
@@ -524,7 +567,7 @@ class Sandbox:
                 env={**os.environ, **(env or {})},
                 preexec_fn=die_with_parent_process,  # noqa: PLW1509
             )
-        self.processes.append(Process(name, popen, path, argv, env))
+        self.processes.append(Process(name, popen, path, argv, env, stop_seconds))
 
     def _check_alive(self) -> None:
         for proc in self.processes:
@@ -643,7 +686,7 @@ class Sandbox:
             if proc.popen.poll() is None:
                 proc.popen.terminate()
             try:
-                proc.popen.wait(timeout=15)
+                proc.popen.wait(timeout=proc.stop_seconds)
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
@@ -656,10 +699,10 @@ class Sandbox:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _scheduler_configuration(kubeconfig: Path) -> dict[str, Any]:
+def _scheduler_configuration(kubeconfig: Path, api_version: str) -> dict[str, Any]:
     """The cluster's default scheduler; HAMi's pods go to the second kube-scheduler that start_hami runs."""
     return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "apiVersion": api_version,
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "leaderElection": {"leaderElect": False},

@@ -131,10 +131,13 @@ def scheduler_args(
     ]
 
 
-def kube_scheduler_configuration(settings: HamiSettings, kubeconfig: Path, extender: str) -> dict[str, Any]:
-    """The chart's KubeSchedulerConfiguration for Kubernetes 1.26+: one profile, HAMi as its extender."""
+def kube_scheduler_configuration(
+    settings: HamiSettings, kubeconfig: Path, extender: str, api_version: str
+) -> dict[str, Any]:
+    """The chart's KubeSchedulerConfiguration (v1 from Kubernetes 1.26, v1beta2 before): one profile, HAMi as its
+    extender."""
     return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "apiVersion": api_version,
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "leaderElection": {"leaderElect": False},

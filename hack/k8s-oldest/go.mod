@@ -1,5 +1,6 @@
-// Wrapper module that builds kube-apiserver at the oldest Kubernetes release the chart supports (kubeVersion
-// >=1.24), for the compatibility tests (tests/cluster/test_oldest_kubernetes.py; see sandbox/binaries.py).
+// Wrapper module that builds kube-apiserver, kube-controller-manager and kube-scheduler at the oldest Kubernetes
+// release the chart supports (kubeVersion >=1.24), for the compatibility tests (tests/cluster/test_oldest_kubernetes*.py;
+// see sandbox/binaries.py).
 module hami-place/hack/k8s-oldest
 
 go 1.16

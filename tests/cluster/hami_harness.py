@@ -161,11 +161,13 @@ def create(cluster: Sandbox, namespace: str, *objects: dict[str, Any]) -> None:
 
 
 class Evictions:
-    """Pods of the namespace deleted while it watches, with whether the Eviction API marked them (DisruptionTarget,
-    EvictionByEvictionAPI: set by the eviction subresource, never by a plain delete)."""
+    """Pods of the namespace deleted while it watches, with whether the Eviction API deleted them: the API server
+    accepted an eviction of the pod (its audit log records every eviction; sandbox.cluster.AUDIT_POLICY). A plain
+    delete records none, on every release (the pod's DisruptionTarget condition tells the two apart only from 1.26)."""
 
     def __init__(self, cluster: Sandbox, namespace: str) -> None:
-        self.deleted: dict[str, bool] = {}
+        self._cluster, self._namespace = cluster, namespace
+        self._gone: list[str] = []
         self._watch = watch.Watch()
         api = client.CoreV1Api(cluster.api_client())
         since = api.list_namespaced_pod(namespace).metadata.resource_version
@@ -178,13 +180,20 @@ class Evictions:
             for event in stream:
                 # The client yields None for a line it cannot decode (an empty one as the stream closes).
                 if event and event["type"] == "DELETED":
-                    stored: client.V1Pod = event["object"]
-                    conditions = stored.status.conditions or []
-                    self.deleted[stored.metadata.name] = any(
-                        c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI" for c in conditions
-                    )
+                    self._gone.append(event["object"].metadata.name)
         except urllib3.exceptions.HTTPError:
             return
+
+    @property
+    def deleted(self) -> dict[str, bool]:
+        """Each pod deleted so far -> whether an eviction of it was accepted."""
+        evicted = {
+            ((e.get("objectRef") or {}).get("namespace"), (e.get("objectRef") or {}).get("name"))
+            for e in self._cluster.audit_events()
+            if (e.get("objectRef") or {}).get("subresource") == "eviction"
+            and (e.get("responseStatus") or {}).get("code") in {200, 201}
+        }
+        return {name: (self._namespace, name) in evicted for name in self._gone}
 
     def stop(self) -> None:
         self._watch.stop()

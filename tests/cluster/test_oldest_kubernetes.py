@@ -6,7 +6,7 @@ and the dry run's answer shows a field that a feature gate off there dropped), a
 plugin as the current release does: the plugin pins, the API server calls the webhook over TLS, the webhook mutates
 the pod and records the claim.
 No scheduler, controllers or HAMi run here, so the pin is checked where the webhook puts it, on the pod; that HAMi
-then allocates those cards is the current release's tests' to prove.
+then allocates those cards on 1.24 is test_oldest_kubernetes_hami's to prove.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kubernetes import client
 
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, DEFRAG_LEASE, GROUP, PLURAL, USE_GPUUUID_ANNOTATION, VERSION
 from sandbox import binaries, gpu_nodes
-from sandbox.cluster import Sandbox, wait_for
+from sandbox.cluster import OLDEST, Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import REPO, card_uuids, plugin
 from tests.cluster.webhook_harness import gpu_pod, hostname_terms, register, status_of
@@ -37,7 +37,7 @@ NODE = "gpu-a100-0"
 @pytest.fixture(scope="module")
 def oldest() -> Iterator[Sandbox]:
     """etcd and kube-apiserver v1.24.17, for this module's tests."""
-    sandbox = Sandbox.start_api("kube-apiserver-oldest")
+    sandbox = Sandbox.start_api(OLDEST)
     try:
         yield sandbox
     finally:

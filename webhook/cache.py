@@ -27,7 +27,7 @@ from kubectl_hami_place.core.cluster_info import (
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.fit import DEVICE_CORDON
-from kubectl_hami_place.core.lifecycle import gated
+from kubectl_hami_place.core.lifecycle import gated, waits_for_room
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, ROOM_GATE, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.node_resources import Resources, counted_pod
 from kubectl_hami_place.core.placement import Placement, placement_from_object
@@ -89,11 +89,11 @@ class ClusterCache:
         self._reservations: dict[tuple[str, str], Reservation] = {}
         self._reservations_lock = threading.Lock()
         self.pods.add_listener(self._index_reservation)
-        # (namespace, name) -> the stored pods gated by ROOM_GATE until the pod their placement evicts is gone: the
-        # reconciler's every pass looks at these few.
-        self._gated: dict[tuple[str, str], dict[str, Any]] = {}
-        self._gated_lock = threading.Lock()
-        self.pods.add_listener(self._index_gate)
+        # (namespace, name) -> the stored pods that wait (ROOM_GATE, ROOM_ANNOTATION) until the pod their placement
+        # evicts is gone: the reconciler's every pass looks at these few.
+        self._waiting: dict[tuple[str, str], dict[str, Any]] = {}
+        self._waiting_lock = threading.Lock()
+        self.pods.add_listener(self._index_waiting)
         # Node name -> its view as served, kept until its node object or its pods' version changes (see
         # cluster_info_document); only a cluster-info request writes it, under this lock.
         self._views: dict[str, _NodeView] = {}
@@ -281,19 +281,19 @@ class ClusterCache:
             else:
                 self._reservations[key] = found
 
-    def gated_pods(self) -> list[dict[str, Any]]:
-        """The stored pods that carry ROOM_GATE, as the pod watch last saw them."""
-        with self._gated_lock:
-            return list(self._gated.values())
+    def waiting_pods(self) -> list[dict[str, Any]]:
+        """The stored pods that wait for their room (`waits_for_room`), as the pod watch last saw them."""
+        with self._waiting_lock:
+            return list(self._waiting.values())
 
-    def _index_gate(self, kind: str, pod: dict[str, Any]) -> None:
-        """Follow one pod event in the index of gated pods."""
+    def _index_waiting(self, kind: str, pod: dict[str, Any]) -> None:
+        """Follow one pod event in the index of pods that wait for their room."""
         key = object_key(pod)
-        with self._gated_lock:
-            if kind != "DELETED" and gated(pod):
-                self._gated[key] = pod
+        with self._waiting_lock:
+            if kind != "DELETED" and waits_for_room(pod):
+                self._waiting[key] = pod
             else:
-                self._gated.pop(key, None)
+                self._waiting.pop(key, None)
 
     def _index_claim(self, kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event in the claim index (the pod watch is the only writer of the pod store)."""

@@ -26,12 +26,13 @@ from kubectl_hami_place.core.lifecycle import (
     eviction_outcome,
     finished_at,
     follow_up,
+    gated,
     gating_placement,
     guard_obsolete,
     quiet_until,
     room_made,
 )
-from kubectl_hami_place.core.names import ROOM_GATE, EvictionResult
+from kubectl_hami_place.core.names import ROOM_ANNOTATION, ROOM_GATE, EvictionResult
 from kubectl_hami_place.core.pin_check import Problem, problems_on
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
 from kubectl_hami_place.kube.claims import StaleWrite
@@ -143,7 +144,7 @@ class Reconciler:
         # Placement key -> (its claim token, when this replica first saw that claim untied to a stored pod).
         self._claims_seen: dict[Key, tuple[str, float]] = {}
         self._problems = KnownProblems()
-        # Gated pod key -> when this replica first found its room made (`room_made`), on its monotonic clock.
+        # Waiting pod key -> when this replica first found its room made (`room_made`), on its monotonic clock.
         self._room_since: dict[Key, float] = {}
         # Deadlines are quiet_until's, so on the clock follow_up reads; a failed pass backs its keys off from 5 ms.
         self.queue: WorkQueue[Key] = WorkQueue(lambda: self.clock().timestamp())
@@ -295,13 +296,14 @@ class Reconciler:
         return FOREVER if self._delete(placement, done) else now + timedelta(seconds=GUARD_SWEEP_SECONDS)
 
     def _lift_gates(self) -> None:
-        """Take ROOM_GATE off every gated pod whose placement made its room (`room_made`), with an Event on the pod
-        saying why, once the room has been made for ROOM_SETTLE_SECONDS; a pod whose gate could not be lifted is
-        looked at again next pass."""
+        """Let every pod that waits for its room go once its placement made the room (`room_made`), with an Event on
+        the pod saying why, once the room has been made for ROOM_SETTLE_SECONDS: ROOM_GATE lifted, or where the API
+        server dropped the gate (before 1.27), ROOM_ANNOTATION taken off, the update that has kube-scheduler try the
+        pod again; a pod that could not be let go is looked at again next pass."""
         now = self.monotonic()
         waiting = self._room_since
         self._room_since = {}
-        for pod in self.cache.gated_pods():
+        for pod in self.cache.waiting_pods():
             namespace, name = object_key(pod)
             placement_name, token = gating_placement(pod)
             named = is_object_name(placement_name)
@@ -316,13 +318,14 @@ class Reconciler:
                 continue
             uid = str((pod.get("metadata") or {}).get("uid") or "")
             try:
-                lifted = self.writes.lift_room_gate(namespace, name, uid)
+                released = self.writes.release_room_wait(namespace, name, uid)
             except KubeError as error:
-                log.warning("scheduling gate of pod %s/%s not lifted: %s", namespace, name, error)
+                log.warning("pod %s/%s not let go to the scheduler: %s", namespace, name, error)
                 continue
-            if lifted:
-                log.info("pod %s/%s: scheduling gate %s lifted: %s", namespace, name, ROOM_GATE, why)
-                event = PodEvent(namespace, name, uid, "RoomMade", f"scheduling gate {ROOM_GATE} lifted: {why}")
+            if released:
+                said = f"scheduling gate {ROOM_GATE} lifted" if gated(pod) else f"{ROOM_ANNOTATION} taken off"
+                log.info("pod %s/%s: %s: %s", namespace, name, said, why)
+                event = PodEvent(namespace, name, uid, "RoomMade", f"{said}: {why}")
                 self.writes.record_event(event.involved, event.reason, event.message, warning=False)
 
     def _settle(self, key: Key, until: datetime | None) -> None:

@@ -13,14 +13,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, ROOM_GATE
+from kubectl_hami_place.core.names import CLAIM_ANNOTATION, ROOM_ANNOTATION, ROOM_GATE
 from kubectl_hami_place.core.placement import Placement, PlacementStatus
 from kubectl_hami_place.kube.claims import Guard, hold_req_id, list_guards, read_placement, release_guard, write_status
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.cluster_reads import list_pods, pods_labelled_with_claim
 from kubectl_hami_place.kube.errors import KubeConflict, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
-from kubectl_hami_place.kube.evictions import evict_pod, lift_scheduling_gate
+from kubectl_hami_place.kube.evictions import evict_pod, release_from_wait
 from kubectl_hami_place.kube.placements import delete_placement
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,9 @@ class Writes(Protocol):
         another pod holds the name), BlockedByDisruptionBudget or another KubeError."""
         ...
 
-    def lift_room_gate(self, namespace: str, pod: str, uid: str) -> bool:
-        """Take ROOM_GATE off the scheduling gates of the pod of that UID: False when it is gone, replaced or no
-        longer gated."""
+    def release_room_wait(self, namespace: str, pod: str, uid: str) -> bool:
+        """Take ROOM_GATE and ROOM_ANNOTATION off the pod of that UID: False when it is gone, replaced or no longer
+        waits."""
         ...
 
     def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
@@ -145,9 +145,9 @@ class KubeWrites:
         """POST pods/eviction with the UID as its precondition."""
         evict_pod(self.kube, namespace, pod, uid=uid)
 
-    def lift_room_gate(self, namespace: str, pod: str, uid: str) -> bool:
-        """GET the pod, then PATCH its gates without ROOM_GATE, guarded by its UID and the gates read."""
-        return lift_scheduling_gate(self.kube, namespace, pod, uid, ROOM_GATE)
+    def release_room_wait(self, namespace: str, pod: str, uid: str) -> bool:
+        """GET the pod, then PATCH it without ROOM_GATE and ROOM_ANNOTATION, guarded by its UID and the gates read."""
+        return release_from_wait(self.kube, namespace, pod, uid, gate=ROOM_GATE, annotation=ROOM_ANNOTATION)
 
     def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
         """LIST the namespace's pods labelled with the token's digest, and check the token itself in their

@@ -6,7 +6,8 @@ placement of its namespace whose selector matches and whose `core.pin_check` fin
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
 placement, and only for what no pod can change). The pod is pinned by a hostname node affinity merged into its
 own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share; when the placement
-evicts a pod, it is also gated (`ROOM_GATE`) until the reconciler sees that pod gone (`lifecycle.room_made`).
+evicts a pod, it is also gated (`ROOM_GATE`, and `ROOM_ANNOTATION` for API servers that drop the gate) until the
+reconciler sees that pod gone (`lifecycle.room_made`).
 While a rescue keeps room for another Pending pod (`core.reservation`), the kept cards are added to the pod's
 `nvidia.com/nouse-gpuuuid`; a pod pinned by a placement to a kept card keeps its pin (a person's choice wins over
 the controller's). Our annotations on an incoming pod are honoured only when they carry the named placement's stored
@@ -36,6 +37,7 @@ from kubectl_hami_place.core.names import (
     OUR_ANNOTATIONS,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
+    ROOM_ANNOTATION,
     ROOM_GATE,
     SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
@@ -259,8 +261,8 @@ def _kept_warning(cards: Sequence[str]) -> tuple[str, ...]:
 def _pinned(
     pod: Mapping[str, Any], pin: PinVerdict, placement: Placement, token: str, *, gated: bool = False
 ) -> dict[str, Any]:
-    """A copy of the pod pinned to the node and cards, `gated` by ROOM_GATE while the placement evicts; applying it
-    to its own result changes nothing."""
+    """A copy of the pod pinned to the node and cards, `gated` by ROOM_GATE and ROOM_ANNOTATION while the placement
+    evicts; applying it to its own result changes nothing."""
     mutated: dict[str, Any] = copy.deepcopy(dict(pod))
     annotations = _child(_child(mutated, "metadata"), "annotations")
     annotations[USE_GPUUUID_ANNOTATION] = ",".join(pin.uuids)
@@ -272,6 +274,7 @@ def _pinned(
     _require_hostname(spec, pin.node)
     if gated:
         _gate(spec)
+        annotations[ROOM_ANNOTATION] = f"waiting for pod {placement.spec.evict_pod} to go"
     containers = _containers(spec)
     for patch in pin.patches:
         resources = _child(containers[patch.position], "resources")

@@ -20,6 +20,7 @@ from kubectl_hami_place.core.names import (
     CLAIMED_PHASES,
     DONE_EVICTIONS,
     PLACEMENT_ANNOTATION,
+    ROOM_ANNOTATION,
     ROOM_GATE,
     USE_GPUUUID_ANNOTATION,
     EvictionResult,
@@ -369,6 +370,11 @@ def gated(pod: Mapping[str, Any]) -> bool:
     """Whether the pod carries ROOM_GATE among its scheduling gates."""
     gates = as_mapping(pod.get("spec")).get("schedulingGates")
     return isinstance(gates, list) and {"name": ROOM_GATE} in gates
+
+
+def waits_for_room(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod waits for its room: gated, or carrying ROOM_ANNOTATION where the API server dropped the gate."""
+    return gated(pod) or ROOM_ANNOTATION in as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
 
 
 def gating_placement(pod: Mapping[str, Any]) -> tuple[str, str]:

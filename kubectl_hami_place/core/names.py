@@ -18,7 +18,11 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PLACEMENT_ANNOTATION = f"{GROUP}/placement"
 REQ_ID_ANNOTATION = f"{GROUP}/req-id"
 CLAIM_ANNOTATION = f"{GROUP}/claim"
-OUR_ANNOTATIONS = (PLACEMENT_ANNOTATION, REQ_ID_ANNOTATION, CLAIM_ANNOTATION)
+ROOM_ANNOTATION = f"{GROUP}/room"
+"""On a pod pinned by a placement that evicts, beside ROOM_GATE, until the evicted pod is gone. API servers before
+1.27 drop the gate; taking this annotation off then is the pod update that makes kube-scheduler try the pod again at
+once (before kubernetes#122019's fix, the evicted pod's deletion does not)."""
+OUR_ANNOTATIONS = (PLACEMENT_ANNOTATION, REQ_ID_ANNOTATION, CLAIM_ANNOTATION, ROOM_ANNOTATION)
 CLAIM_DIGEST_LABEL = f"{GROUP}/claim-digest"
 """On a pinned pod, a digest of its claim token: the pod carrying a token is found by a label selector."""
 ROOM_GATE = f"{GROUP}/room"

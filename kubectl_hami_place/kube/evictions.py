@@ -61,20 +61,27 @@ def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid:
         raise translate_connection_error(exc, kube) from exc
 
 
-def lift_scheduling_gate(kube: Kube, namespace: str, name: str, uid: str, gate: str) -> bool:
-    """Removes `gate` from the pod's scheduling gates by a JSON patch made by diff, guarded by the pod's UID and its
-    gates as read (a pod replaced since, or whose gates changed, is left alone; the next pass reads it again):
-    False when the pod is gone, another pod, or no longer carries the gate."""
+def release_from_wait(kube: Kube, namespace: str, name: str, uid: str, *, gate: str, annotation: str) -> bool:
+    """Removes `gate` from the pod's scheduling gates and `annotation` from its annotations by a JSON patch made by
+    diff, guarded by the pod's UID and its gates as read (a pod replaced since, or whose gates changed, is left alone;
+    the next pass reads it again): False when the pod is gone, another pod, or carries neither."""
 
-    def lifted(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]] | None:
+    def released(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]] | None:
         gates = (pod.get("spec") or {}).get("schedulingGates") or []
-        if {"name": gate} not in gates:
-            return None
-        kept = [entry for entry in gates if entry != {"name": gate}]
-        tests = [{"op": "test", "path": "/spec/schedulingGates", "value": gates}]
-        return {"spec": {"schedulingGates": gates}}, {"spec": {"schedulingGates": kept}}, tests
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        before: dict[str, Any] = {}
+        after: dict[str, Any] = {}
+        tests = []
+        if {"name": gate} in gates:
+            before["spec"] = {"schedulingGates": gates}
+            after["spec"] = {"schedulingGates": [entry for entry in gates if entry != {"name": gate}]}
+            tests.append({"op": "test", "path": "/spec/schedulingGates", "value": gates})
+        if annotation in annotations:
+            before["metadata"] = {"annotations": {annotation: annotations[annotation]}}
+            after["metadata"] = {"annotations": {}}
+        return (before, after, tests) if before else None
 
-    return change_pod(kube, namespace, name, uid, lifted) is not None
+    return change_pod(kube, namespace, name, uid, released) is not None
 
 
 def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:

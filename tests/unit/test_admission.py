@@ -31,6 +31,7 @@ from kubectl_hami_place.core.names import (
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     REQ_ID_ANNOTATION,
+    ROOM_ANNOTATION,
     ROOM_GATE,
     USE_GPUUUID_ANNOTATION,
 )
@@ -1039,6 +1040,25 @@ def test_the_cores_hami_defaults_are_dropped_from_requests_too() -> None:
 def test_a_pod_without_gates_pinned_by_a_placement_that_evicts_gets_the_room_gate_alone() -> None:
     stored = dataclasses.replace(view([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
     assert patched(pod(), decide(review(pod()), stored))["spec"]["schedulingGates"] == [{"name": ROOM_GATE}]
+
+
+def test_a_pod_that_waits_for_its_room_says_so_in_an_annotation_the_api_server_keeps_where_it_drops_the_gate() -> None:
+    """Before 1.27 the API server drops the gate: the annotation is what the reconciler takes off once the room is
+    made, the update that has kube-scheduler try the pod again; only an evicting placement's pod carries it."""
+    stored = dataclasses.replace(view([placement(evict="old-pod")]), pod_uids={"old-pod": "uid-old"})
+    first = decide(review(pod()), stored)
+    waiting = patched(pod(), first)
+    assert waiting["metadata"]["annotations"][ROOM_ANNOTATION] == "waiting for pod old-pod to go"
+    again = decide(review(waiting), view([claimed_copy(first, evict="old-pod")], token="tok-2"))
+    assert again.result == REINVOKED and patched(waiting, again) == waiting, "a reinvocation keeps it as it is"
+    for unneeded in (view([placement()]), view([placement(evict="old-pod")])):
+        assert ROOM_ANNOTATION not in patched(pod(), decide(review(pod()), unneeded))["metadata"]["annotations"]
+
+
+def test_a_room_annotation_on_a_pod_no_placement_pins_is_removed() -> None:
+    """Copied from a waiting pod, or forged: the pod waits for no room, and the reconciler never looks at it."""
+    copied = pod(annotations={ROOM_ANNOTATION: "waiting for pod old-pod to go"})
+    assert patched(copied, decide(review(copied), view([])))["metadata"]["annotations"] == {}
 
 
 def test_a_nouse_list_that_is_no_string_is_replaced_by_the_kept_cards() -> None:

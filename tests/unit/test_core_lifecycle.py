@@ -24,6 +24,7 @@ from kubectl_hami_place.core.lifecycle import (
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     PLACEMENT_ANNOTATION,
+    ROOM_ANNOTATION,
     ROOM_GATE,
     USE_GPUUUID_ANNOTATION,
     EvictionResult,
@@ -579,6 +580,14 @@ def test_gated_reads_our_gate_only() -> None:
     assert lifecycle.gated({"spec": {"schedulingGates": [{"name": "x.io/a"}, {"name": ROOM_GATE}]}})
     assert not lifecycle.gated({"spec": {"schedulingGates": [{"name": "x.io/a"}]}})
     assert not lifecycle.gated({"spec": {"schedulingGates": "forged"}}) and not lifecycle.gated({})
+
+
+def test_a_pod_waits_for_its_room_by_our_gate_or_by_our_annotation_alone() -> None:
+    """The annotation alone is a pod whose gate the API server dropped (before 1.27)."""
+    assert lifecycle.waits_for_room({"spec": {"schedulingGates": [{"name": ROOM_GATE}]}})
+    assert lifecycle.waits_for_room({"metadata": {"annotations": {ROOM_ANNOTATION: "waiting for pod a to go"}}})
+    assert not lifecycle.waits_for_room({"metadata": {"annotations": {"x.io/room": "1"}}, "spec": {}})
+    assert not lifecycle.waits_for_room({"metadata": {"annotations": "forged"}}) and not lifecycle.waits_for_room({})
 
 
 # Whole steps: the status each step writes and the Event that tells it ------------------------------------------

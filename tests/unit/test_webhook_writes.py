@@ -23,7 +23,13 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.core.lifecycle import req_id_guard_name
-from kubectl_hami_place.core.names import CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, ROOM_GATE, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.names import (
+    CLAIM_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    ROOM_ANNOTATION,
+    ROOM_GATE,
+    USE_GPUUUID_ANNOTATION,
+)
 from kubectl_hami_place.core.placement import (
     Placement,
     PlacementSpec,
@@ -64,6 +70,7 @@ class MemoryWrites:
         self.evict_with: list[KubeError | None] = []
         self.writes: list[dict[str, Any]] = []
         self.events: list[str] = []
+        self.messages: list[str] = []
         self.evictions: list[str] = []
         self.evicted_uids: list[str] = []
         self.reads: list[str] = []
@@ -90,6 +97,7 @@ class MemoryWrites:
 
     def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
         self.events.append(reason)
+        self.messages.append(message)
 
     def evict(self, namespace: str, pod: str, uid: str) -> None:
         self.evictions.append(pod)
@@ -98,7 +106,7 @@ class MemoryWrites:
         if outcome is not None:
             raise outcome
 
-    def lift_room_gate(self, namespace: str, pod: str, uid: str) -> bool:
+    def release_room_wait(self, namespace: str, pod: str, uid: str) -> bool:
         outcome = self.lift_with.pop(0) if self.lift_with else None
         if outcome is not None:
             raise outcome
@@ -523,6 +531,49 @@ def test_the_room_gate_is_lifted_once_the_evicted_pod_is_gone_not_while_it_termi
     loop.reconcile_once()
     assert writes.gates_lifted == ["trainer-0 uid-1"]
     assert writes.events[-1] == "RoomMade"
+
+
+def annotated_pod() -> dict[str, Any]:
+    """The placed pod as an API server before 1.27 stores it: the gate dropped, the room annotation kept."""
+    pod = gated_pod()
+    del pod["spec"]["schedulingGates"]
+    pod["metadata"]["annotations"][ROOM_ANNOTATION] = "waiting for pod old to go"
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("waiting", "message"),
+    [
+        (gated_pod(), f"scheduling gate {ROOM_GATE} lifted: pod old is gone"),
+        (annotated_pod(), f"{ROOM_ANNOTATION} taken off: pod old is gone"),
+    ],
+)
+def test_a_pod_that_waits_by_its_gate_or_by_the_annotation_alone_is_let_go_once_the_evicted_pod_is_gone(
+    waiting: dict[str, Any], message: str
+) -> None:
+    """Where the API server dropped the gate, taking the annotation off is the update that has kube-scheduler try
+    the pod again; the Event says which of the two was let go."""
+    obj = evicting()
+    obj["status"]["eviction"]["uid"] = "uid-old"
+    writes = MemoryWrites(obj)
+    clock = [0.0]
+    loop = Reconciler(
+        None,
+        cache(writes, (waiting, stored_pod("old", "uid-old", phase="Running"))),
+        Metrics(),
+        3600,
+        lambda: NOW,
+        writes=writes,
+        monotonic=lambda: clock[0],
+    )
+    loop.reconcile_once()
+    assert writes.gates_lifted == [], "the evicted pod is still there"
+    loop.cache.pods.remove(NS, "old")
+    loop.reconcile_once()
+    clock[0] += ROOM_SETTLE_SECONDS
+    loop.reconcile_once()
+    assert writes.gates_lifted == ["trainer-0 uid-1"]
+    assert (writes.events[-1], writes.messages[-1]) == ("RoomMade", message)
 
 
 def test_a_gate_whose_placement_is_gone_or_no_longer_its_claim_is_lifted_and_a_failed_lift_is_tried_again() -> None:

@@ -1,0 +1,107 @@
+"""The oldest Kubernetes the chart supports, whole: kube-apiserver, kube-controller-manager and kube-scheduler
+v1.24.17 (sandbox/binaries.py, `*-oldest`), kwok, and HAMi v2.10's scheduler extender and webhook, its
+kube-scheduler configured by the v1beta2 KubeSchedulerConfiguration HAMi's chart renders before 1.26.
+
+The current release's tests of what only HAMi can prove run here again, unchanged, on this module's own sandbox
+(the `cluster` fixture below overrides the session's for this module): a pin is proven when HAMi's scheduler
+allocated the card, a rescue when the pending pod runs on the card the controller's move freed, and a
+PodDisruptionBudget the disruption controller counted blocks an eviction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from kubectl_hami_place.core.names import ROOM_ANNOTATION, USE_GPUUUID_ANNOTATION
+from sandbox import binaries
+from sandbox.cluster import OLDEST, Sandbox, wait_for
+from sandbox.prepare import prepare
+from sandbox.webhook import Webhook, start
+from tests.cluster.cli_harness import plugin
+from tests.cluster.hami_harness import Evictions, GpuNode, allocation, create, deployment, pod, scale_up
+from tests.cluster.test_cli_evict import test_budget_that_allows_no_disruption_blocks_with_exit_4  # noqa: F401
+from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
+    chart_account,
+    serving,
+    test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which,
+    test_a_disruption_budget_that_arrives_after_planning_stops_the_run_as_blocked,
+    test_mode_on_rescues_the_pending_pod_without_any_command,
+)
+from tests.cluster.test_hami_e2e import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
+    nodes,
+    placing,
+    test_a_placement_lands_on_its_card_where_hamis_policy_would_pick_another,
+    test_a_two_card_placement_gives_the_pod_both_cards,
+)
+from tests.cluster.webhook_harness import register, sees_placement
+
+pytestmark = pytest.mark.cluster
+GIB40 = 40960
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Sandbox]:
+    """A sandbox of Kubernetes v1.24.17 with HAMi, the CRD and the GPU nodes, for this module's tests."""
+    sandbox = Sandbox.start(release=OLDEST)
+    try:
+        prepare(sandbox)
+        assert sandbox.get("/version")["gitVersion"] == binaries.OLDEST_KUBERNETES_VERSION
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def test_pin_with_evict_makes_room_without_a_scheduling_gate(  # noqa: PLR0917 - the fixtures
+    cluster: Sandbox,
+    namespace: str,
+    node: GpuNode,
+    tmp_path: Path,
+    webhooks: list[Webhook],
+    configurations: list[str],
+) -> None:
+    """1.24 has no scheduling gates (1.27+): the API server drops the gate the webhook adds, so kube-scheduler tries
+    the pinned pod while the filler still holds its card and HAMi refuses it. Before kubernetes#122019's fix the
+    filler's deletion does not send it back to be tried (only kube-scheduler's sweep does, 5 minutes later): the
+    reconciler takes the pod's room annotation off once the filler is gone, the update that does, and HAMi allocates
+    it the pinned card within the minute `allocation` waits."""
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    create(cluster, namespace, pod("filler", {"nvidia.com/gpu": "1"}, node=node.name))
+    [[(card, memory, cores)]] = allocation(cluster, namespace, "filler").containers
+    assert (memory, cores) == (GIB40, 100), "the filler takes a whole card"
+    index = next(c["index"] for c in node.cards if c["id"] == card)
+    create(cluster, namespace, deployment("trainer", 0, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}))
+    evictions = Evictions(cluster, namespace)
+    try:
+        run = plugin(
+            cluster,
+            *("pin", "-n", namespace, "-l", "app=trainer", "--node", node.name, "--gpu", f"gpu-{index}"),
+            *("--evict", "filler", "--yes", "-o", "json"),
+        )
+        assert run.code == 0, run.err
+        name = run.json()["placement"]["metadata"]["name"]
+        wait_for(lambda: sees_placement(webhook, namespace, name), "the webhook to see the placement")
+        trainer = scale_up(cluster, namespace, "trainer")
+        stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod(trainer, namespace)
+        assert stored.metadata.annotations[USE_GPUUUID_ANNOTATION] == card, "the webhook pinned the pod"
+        assert getattr(stored.spec, "scheduling_gates", None) is None, "1.24 drops the gate"
+        assert stored.metadata.annotations[ROOM_ANNOTATION] == "waiting for pod filler to go"
+        got = allocation(cluster, namespace, trainer)
+    finally:
+        evictions.stop()
+    assert got.containers == (((card, 20000, 0),),), "HAMi allocated the pinned card, not the free one"
+    assert evictions.deleted == {"filler": True}, "the filler went through the Eviction API"
+
+    def room_made() -> list[str]:
+        listed = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={trainer},reason=RoomMade"
+        )
+        return [event.message for event in listed.items]
+
+    said = wait_for(room_made, "the Event saying why the trainer was let go")
+    assert said == [f"{ROOM_ANNOTATION} taken off: pod filler is gone"]

@@ -69,6 +69,7 @@ from kubectl_hami_place.core.defrag.keys import (
     event_key,
     follow,
     look_again,
+    moved_pods_gone,
     open_move,
     pending_wait,
     pod_key,
@@ -95,6 +96,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_KEY,
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
+    RESCUED_BY_ANNOTATION,
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
     Phase,
@@ -133,6 +135,7 @@ from kubectl_hami_place.kube.watch import (
 )
 from webhook.cache import COUNTED, ClusterCache, project_counted_pod
 from webhook.metrics import DefragMetrics
+from webhook.reconcile import ROOM_SETTLE_SECONDS
 from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
 
@@ -201,6 +204,12 @@ class Rescue:
     done_at: datetime
     kept_until: datetime | None = None
     """Until when the freed cards are kept for the pod (None: not kept)."""
+    run_id: str = ""
+    moved: tuple[Move, ...] = ()
+    room_made_at: float | None = None
+    """When this replica first found every moved pod gone, on its monotonic clock."""
+    sent_back: bool = False
+    """Whether the pod was annotated with the run (RESCUED_BY_ANNOTATION), which sends it back to the scheduler."""
 
 
 class DefragController:
@@ -359,7 +368,9 @@ class DefragController:
                 state = Followed.room_lost
             if state is Followed.waiting:
                 wait = FOLLOW - (now - rescue.done_at)
-                return min(wait, kept - now) if kept is not None else wait
+                wait = min(wait, kept - now) if kept is not None else wait
+                again = self._send_back(rescue)
+                return min(wait, again) if again is not None else wait
             self._followed(key, rescue, state, pod, now)
             if rescue.kept_until is not None and pod is not None:
                 # The cache may still hold the pod's narrowed card choice: planned for once it was given back.
@@ -400,14 +411,63 @@ class DefragController:
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
+        eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
+        again = look_again(look, now, timedelta(seconds=self.options.interval), eases)
         if look is Look.moved:
             done_at = datetime.now(UTC)
             kept = self._reserve(about, decision, policy, done_at)
-            self._rescues[key] = Rescue(
-                about, candidate.uid, len(decision.moves), candidate.pending_since, done_at, kept
+            rescue = Rescue(
+                about,
+                candidate.uid,
+                len(decision.moves),
+                candidate.pending_since,
+                done_at,
+                kept,
+                decision.run_id,
+                decision.moves,
             )
-        eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
-        return look_again(look, now, timedelta(seconds=self.options.interval), eases)
+            self._rescues[key] = rescue
+            sooner = self._send_back(rescue)
+            if sooner is not None and again is not None:
+                return min(again, sooner)
+        return again
+
+    def _send_back(self, rescue: Rescue) -> timedelta | None:
+        """Annotates the rescued pod with its run once every moved pod has been gone for ROOM_SETTLE_SECONDS (HAMi's
+        own watch): the update sends the pod back to kube-scheduler at once (RESCUED_BY_ANNOTATION says why the
+        deletions may not). When to look again while that waits; None once it is done, or cannot be."""
+        named = _named(rescue.pod)
+        if rescue.sent_back or named is None:
+            return None
+        stored = {}
+        for move in rescue.moved:
+            namespace, _, name = move.pod.partition("/")
+            found = self.cache.pods.get(namespace, name)
+            stored[move.pod] = str(((found or {}).get("metadata") or {}).get("uid") or "")
+        settle = timedelta(seconds=ROOM_SETTLE_SECONDS)
+        if not moved_pods_gone(rescue.moved, stored):
+            rescue.room_made_at = None
+            return settle
+        now = time.monotonic()
+        if rescue.room_made_at is None:
+            rescue.room_made_at = now
+        if now - rescue.room_made_at < ROOM_SETTLE_SECONDS:
+            return settle
+        namespace, name, uid = named
+        try:
+            change_pod_annotations(
+                self.kube,
+                namespace,
+                name,
+                uid,
+                lambda annotations: {**annotations, RESCUED_BY_ANNOTATION: rescue.run_id},
+                unscheduled=True,
+            )
+        except KubeError as error:
+            log.warning("defrag: %s/%s not sent back to the scheduler: %s", namespace, name, error)
+            return timedelta(seconds=self.options.interval)
+        rescue.sent_back = True
+        return None
 
     def _followed(
         self, key: PodKey, rescue: Rescue, state: Followed, pod: Mapping[str, Any] | None, now: datetime

@@ -67,6 +67,10 @@ DEFRAG_SEAL_ANNOTATION = f"{GROUP}/defrag-seal"
 """On a move's placement: when the controller made it and its seal over the move (`core.defrag.seal`)."""
 ROOM_RESERVED_ANNOTATION = f"{GROUP}/room-reserved"
 """On a rescued Pending pod: the cards its rescue freed, kept for it until a deadline (`core.reservation`)."""
+RESCUED_BY_ANNOTATION = f"{GROUP}/rescued-by"
+"""On a rescued pod: the run whose moves made its room, written once the moved pods are gone. The update sends the
+pod back to kube-scheduler; before kubernetes#122019's fix, a pod another plugin refused too (NodeAffinity, a taint)
+was otherwise retried only at kube-scheduler's 5-minute sweep."""
 
 
 class Phase(StrEnum):

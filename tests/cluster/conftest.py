@@ -4,6 +4,8 @@ a scope of tests/cluster/scopes.py, for one test)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,3 +45,9 @@ def node(cluster: Sandbox) -> Iterator[GpuNode]:
     test's pod. test_hami_renamed has a one-card node of its own under this name."""
     with scopes.gpu_node(cluster) as made:
         yield made
+
+
+@pytest.fixture
+def serving(tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> dict[str, Any]:
+    """What test_defrag's `controller` needs besides the cluster and the namespaces."""
+    return {"tmp_path": tmp_path, "webhooks": webhooks, "configurations": configurations}

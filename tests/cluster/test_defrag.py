@@ -87,15 +87,17 @@ def write_policy(
     name: str = POLICY,
     *,
     also: tuple[str, ...] = (),
+    reserve_for: str = "",
     **budgets: int | str,
 ) -> None:
-    """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced."""
+    """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
+    kept for `reserve_for` when given, else for the policy's default."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
         "mode": mode,
         "namespaces": {"include": [namespace, *also]},
-        "rescue": {"enabled": True, "pendingFor": "1s"},
+        "rescue": {"enabled": True, "pendingFor": "1s", **({"reserveFor": reserve_for} if reserve_for else {})},
         "budgets": {"cooldown": "1h", **budgets},
     }
     body = {
@@ -235,12 +237,6 @@ def pending_big(cluster: Sandbox, namespace: str, node: GpuNode) -> None:
 def uids(cluster: Sandbox, namespace: str) -> set[str]:
     """UIDs of the namespace's pods."""
     return {p.metadata.uid for p in client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace).items}
-
-
-@pytest.fixture
-def serving(tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> dict[str, Any]:
-    """What `controller` needs besides the cluster and the namespaces."""
-    return {"tmp_path": tmp_path, "webhooks": webhooks, "configurations": configurations}
 
 
 def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 - the fixtures

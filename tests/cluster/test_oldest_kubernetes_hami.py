@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
-from kubectl_hami_place.core.names import ROOM_ANNOTATION, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.names import RESCUED_BY_ANNOTATION, ROOM_ANNOTATION, USE_GPUUUID_ANNOTATION
 from sandbox import binaries
 from sandbox.cluster import OLDEST, Sandbox, wait_for
 from sandbox.prepare import prepare
@@ -26,10 +27,14 @@ from tests.cluster.hami_harness import Evictions, GpuNode, allocation, create, d
 from tests.cluster.test_cli_evict import test_budget_that_allows_no_disruption_blocks_with_exit_4  # noqa: F401
 from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
     chart_account,
-    serving,
+    controller,
+    pending_big,
+    said,
     test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which,
     test_a_disruption_budget_that_arrives_after_planning_stops_the_run_as_blocked,
     test_mode_on_rescues_the_pending_pod_without_any_command,
+    two_pods_one_per_card,
+    write_policy,
 )
 from tests.cluster.test_hami_e2e import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
     nodes,
@@ -105,3 +110,22 @@ def test_pin_with_evict_makes_room_without_a_scheduling_gate(  # noqa: PLR0917 -
 
     said = wait_for(room_made, "the Event saying why the trainer was let go")
     assert said == [f"{ROOM_ANNOTATION} taken off: pod filler is gone"]
+
+
+def test_a_rescue_that_keeps_no_room_sends_its_pod_back_to_the_scheduler_once_the_moved_pod_is_gone(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """With `reserveFor: 0s` nothing else writes the pending pod. kube-scheduler 1.24 does not retry a pod HAMi and
+    NodeAffinity both refused when the moved pod goes (kubernetes#122019), only at its 5-minute sweep: the controller
+    annotates the pod with its run once the moved pod is gone, and HAMi places it on the freed card within the minute
+    `allocation` waits."""
+    held = dict(two_pods_one_per_card(cluster, namespace, node).values())
+    write_policy(cluster, server_namespace, namespace, "on", reserve_for="0s")
+    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    pending_big(cluster, namespace, node)
+    big = allocation(cluster, namespace, "big")
+    run = said(cluster, namespace, "big", "DefragRun")
+    [moved] = [pod for pod in held if f"moving {namespace}/{pod} from" in run]
+    assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
+    assert stored.metadata.annotations[RESCUED_BY_ANNOTATION] == run.split(":")[0].removeprefix("run ")

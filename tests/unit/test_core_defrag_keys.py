@@ -26,6 +26,7 @@ from kubectl_hami_place.core.defrag.keys import (
     event_key,
     follow,
     look_again,
+    moved_pods_gone,
     open_move,
     pending_wait,
     pod_key,
@@ -39,7 +40,7 @@ from kubectl_hami_place.core.names import (
     PLACEMENT_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
 )
-from kubectl_hami_place.core.planner.model import PlanNode
+from kubectl_hami_place.core.planner.model import Move, PlanNode
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 FULL = "0/2 nodes are available: 2 2/2 CardInsufficientMemory."
@@ -201,6 +202,18 @@ def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_set
     assert follow(pod(), "uid-new", [], done, NOW) is Followed.given_up, "a new pod of that name"
     assert follow(pod(), "uid-big", [], NOW - FOLLOW - timedelta(seconds=1), NOW) is Followed.given_up
     assert follow(pod(), "uid-big", [], NOW - FOLLOW, NOW) is Followed.waiting, "given up only past FOLLOW"
+
+
+def test_a_rescued_pod_is_sent_back_only_once_every_pod_its_moves_evicted_is_gone() -> None:
+    """HAMi counts a stored pod's cards, terminating or not: sent back before, the pod is refused again. A pod of
+    the same name stored since under another UID is the replacement, not the moved pod."""
+    moves = tuple(
+        Move(f"team-a/{name}", f"uid-{name}", "gpu-0", ("GPU-0",), "gpu-1", ("GPU-1",), "x") for name in ("a", "b")
+    )
+    assert moved_pods_gone(moves, {})
+    assert moved_pods_gone(moves, {"team-a/a": "uid-a2", "team-b/b": "uid-b"}), "a new pod, another namespace"
+    assert not moved_pods_gone(moves, {"team-a/b": "uid-b"}), "one of the two is still stored"
+    assert moved_pods_gone((), {"team-a/a": "uid-a"}), "no moves, nothing to wait for"
 
 
 def test_a_refusal_counts_by_any_of_its_times_among_other_pods_events_only_once_the_moves_settled() -> None:

@@ -27,7 +27,7 @@ from kubectl_hami_place.core.names import (
     PLACEMENT_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import time_or_none
-from kubectl_hami_place.core.planner.model import PlanNode
+from kubectl_hami_place.core.planner.model import Move, PlanNode
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref, uuids_named
 from kubectl_hami_place.core.reservation import RoomKey
 
@@ -238,6 +238,12 @@ def follow(
     if now - done_at > FOLLOW:
         return Followed.given_up
     return Followed.waiting
+
+
+def moved_pods_gone(moves: Iterable[Move], stored: Mapping[str, str]) -> bool:
+    """Whether every pod the moves evicted is gone (`stored`: the UID of the pod stored under each `ns/name` now, ""
+    when none): HAMi counts a pod's cards until then, so a rescued pod sent back to the scheduler earlier is refused."""
+    return all(stored.get(move.pod, "") != move.uid for move in moves)
 
 
 def refused_since(events: Iterable[Mapping[str, Any]], uid: str, since: datetime) -> bool:

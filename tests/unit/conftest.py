@@ -1,4 +1,4 @@
-"""Unit-test fixtures: each test starts with the process's logging as the suite found it."""
+"""Unit-test fixtures: each test starts with the process's logging as the suite found it and no register decoded."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+
+from kubectl_hami_place.core import cards
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +20,11 @@ def root_logging_restored() -> Iterator[None]:
     for handler in [h for h in root.handlers if type(h) is logging.StreamHandler]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def register_decodes_forgotten() -> None:
+    """A register's decode is memoised by its text for the life of the process: a test that decodes a text another
+    test decoded first would get the first's cards without running the decoder it means to check (mutmut forks
+    every mutant from a process whose run of the suite filled the memo, so no mutant of the decoder was run)."""
+    cards._parse_register_text.cache_clear()

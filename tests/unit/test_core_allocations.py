@@ -99,3 +99,79 @@ def test_garbage_raises_only_allocation_errors(text: str) -> None:
 def test_non_strings_are_refused(value: object) -> None:
     with pytest.raises(AllocationError):
         parse_allocation(value)
+
+
+def test_a_non_string_allocation_is_refused_naming_its_type() -> None:
+    """An annotation value a tool wrote as a number must say what it got, not crash or pass as an empty pod."""
+    with pytest.raises(AllocationError) as caught:
+        parse_allocation(5)
+    assert str(caught.value) == "allocation must be a string, got int"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "GPU-a,NVIDIA,1,x:;",
+            "allocation container 0 device 'GPU-a,NVIDIA,1,x': cores 'x' is not an integer",
+        ),
+        (
+            "GPU-" + "a" * 45 + ",NVIDIA,1,x:;",
+            "allocation container 0 device 'GPU-" + "a" * 45 + ",NVIDIA,1,x': cores 'x' is not an integer",
+        ),
+        (
+            "GPU-" + "a" * 46 + ",NVIDIA,1,x:;",
+            "allocation container 0 device 'GPU-" + "a" * 46 + ",NVIDIA...': cores 'x' is not an integer",
+        ),
+        (
+            "GPU-a,NVIDIA," + "1" * 45 + "x,0:;",
+            "allocation container 0 device 'GPU-a,NVIDIA," + "1" * 44 + "...': memory '" + "1" * 40 + "' is not an "
+            "integer",
+        ),
+        (
+            "GPU-a,NVIDIA,-" + "1" * 45 + ",0:;",
+            "allocation container 0 device 'GPU-a,NVIDIA,-" + "1" * 43 + "...': memory -" + "1" * 39 + " is out of "
+            "range",
+        ),
+    ],
+)
+def test_an_unreadable_device_is_named_whole_up_to_60_characters(text: str, message: str) -> None:
+    """The error is the one line a user sees about a pod HAMi drops: it quotes the device, clipped so that a tenant's
+    long annotation cannot flood the line, and the number as far as 40 characters."""
+    with pytest.raises(AllocationError) as caught:
+        parse_allocation(text)
+    assert str(caught.value) == message
+
+
+def test_the_int32_limits_themselves_are_read_with_a_sign() -> None:
+    """Go's ParseInt(s, 10, 32) takes -2147483648 and +2147483647: a pod holding either still counts on its card."""
+    assert parse_allocation("GPU-a,NVIDIA,-2147483648,+2147483647:;") == (
+        (ContainerDevice("GPU-a", "NVIDIA", -(2**31), 2**31 - 1),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        (ContainerDevice("GPU,x", "NVIDIA", 1, 0), "allocation container 1: uuid 'GPU,x' cannot be encoded"),
+        (ContainerDevice("GPU-a", "NV;IDIA", 1, 0), "allocation container 1: vendor 'NV;IDIA' cannot be encoded"),
+        (ContainerDevice("GPU-a", "NV:IDIA", 1, 0), "allocation container 1: vendor 'NV:IDIA' cannot be encoded"),
+        (ContainerDevice("GPU-a", "NVIDIA", 2**31, 0), "allocation container 1: memory 2147483648 is out of range"),
+        (
+            ContainerDevice("GPU-a", "NVIDIA", 0, -(2**31) - 1),
+            "allocation container 1: cores -2147483649 is out of range",
+        ),
+    ],
+)
+def test_encoding_refuses_a_device_naming_the_container_and_the_field(device: ContainerDevice, message: str) -> None:
+    """Tests build HAMi's annotations with the encoder: one that would not decode back must say which field broke."""
+    with pytest.raises(AllocationError) as caught:
+        encode_allocation(((), (device,)))
+    assert str(caught.value) == message
+
+
+def test_encoding_takes_any_other_text_and_the_int32_limits() -> None:
+    """Only the three separators are refused: other vendors' words (Metax-GPU, MLU) and the int32 limits encode."""
+    containers = ((ContainerDevice("GPU-X", "Metax-GPU", -(2**31), 2**31 - 1),),)
+    assert encode_allocation(containers) == "GPU-X,Metax-GPU,-2147483648,2147483647:;"
+    assert parse_allocation(encode_allocation(containers)) == containers

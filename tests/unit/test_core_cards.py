@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 import pytest
 from core_strategies import cards, json_text, outcome
@@ -254,3 +255,231 @@ def test_a_lone_surrogate_escape_in_a_register_is_read_as_go_reads_it() -> None:
     assert (read.uuid, read.type) == ("GPU-\ufffd", "NVIDIA-\ufffd")
     scores = pair_scores('[{"uuid": "GPU-\\ud800", "score": {"GPU-\\udbff": 50}}]')
     assert scores == {"GPU-\ufffd": {"GPU-\ufffd": 50}}
+
+
+_ENTRY = "card register entry 0"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (5, "card register must be a string, got int"),
+        ('[{"id":"GPU","devmem":NaN}]', "card register is not valid JSON: NaN is not JSON"),
+        ("[null]", f"{_ENTRY} is null"),
+        ("[5]", f"{_ENTRY} must be an object, got the number 5"),
+        ('{"id":"GPU-1"}', "card register JSON must be a list of cards, got an object"),
+        ('[{"id":5}]', f"{_ENTRY}: id must be a string, got the number 5"),
+        ('[{"id":"GPU","type":[]}]', f"{_ENTRY}: type must be a string, got a list"),
+        ('[{"id":"GPU","mode":{}}]', f"{_ENTRY}: mode must be a string, got an object"),
+        ('[{"id":"GPU","count":1.5}]', f"{_ENTRY}: count must be an integer, got the number 1.5"),
+        ('[{"id":"GPU","count":1e400}]', f"{_ENTRY}: count must be an integer, got a number"),
+        ('[{"id":"GPU","devmem":2147483648}]', f"{_ENTRY}: devmem 2147483648 is out of range"),
+        ('[{"id":"GPU","devcore":"1"}]', f"{_ENTRY}: devcore must be an integer, got a string"),
+        ('[{"id":"GPU","numa":true}]', f"{_ENTRY}: numa must be an integer, got a boolean"),
+        ('[{"id":"GPU","numa":9223372036854775808}]', f"{_ENTRY}: numa 9223372036854775808 is out of range"),
+        ('[{"id":"GPU","index":null,"Index":-1}]', f"{_ENTRY}: index -1 is out of range"),
+        (
+            '[{"id":"GPU","health":null},{"id":"G2","health":"yes"}]',
+            "card register entry 1: health must be true or false, got a string",
+        ),
+        ('[{"id":"GPU","devicevendor":5}]', f"{_ENTRY}: devicevendor cannot be the number 5 (Go reads it as a string)"),
+        ('[{"id":"GPU","migProfiles":{}}]', f"{_ENTRY}: migProfiles cannot be an object (Go reads it as a list)"),
+        (
+            '[{"id":"GPU","migProfiles":[5]}]',
+            f"{_ENTRY}: migProfiles[0] cannot be the number 5 (Go reads it as an object)",
+        ),
+        (
+            '[{"id":"GPU","migProfiles":[{"memoryMB":"x"}]}]',
+            f"{_ENTRY}: migProfiles[0].memoryMB cannot be a string (Go reads it as an integer)",
+        ),
+        (
+            '[{"id":"GPU","migProfiles":[{"memoryMB":2147483648}]}]',
+            f"{_ENTRY}: migProfiles[0].memoryMB cannot be the number 2147483648 (Go reads it as an integer)",
+        ),
+        ('[{"id":"GPU","customInfo":[]}]', f"{_ENTRY}: customInfo cannot be a list (Go reads it as an object)"),
+        (
+            '[{"id":"GPU","migtemplate":[[{"count":true}]]}]',
+            f"{_ENTRY}: migtemplate[0][0].count cannot be a boolean (Go reads it as an integer)",
+        ),
+    ],
+)
+def test_a_bad_json_register_is_refused_with_its_whole_reason(text: object, message: str) -> None:
+    """HAMi reports such a node unregistered; the line `status` and the placement show must say which entry, which
+    key and what it holds, since a broken or hostile device plugin wrote it."""
+    with pytest.raises(RegisterError) as caught:
+        parse_register(text)
+    assert str(caught.value) == message
+
+
+def test_every_value_at_the_limit_of_its_go_type_is_read() -> None:
+    """Go's json.Unmarshal stores each of these, so HAMi registers the node: refusing one would call it broken."""
+    card = (
+        '{"id":"GPU","index":18446744073709551615,"count":-2147483648,"devmem":2147483647,"devcore":-2147483648,'
+        '"numa":-9223372036854775808,"migProfiles":[{"memoryMB":2147483647,"Core":-2147483648,'
+        '"sliceCount":4294967295,"placements":[{"start":0,"size":null}]}],"customInfo":{"a":[1]},"deviceVendor":null}'
+    )
+    assert parse_register(f'[{card},{{"id":"GPU-2","numa":9223372036854775807}}]') == (
+        Card("GPU", 2**64 - 1, -(2**31), 2**31 - 1, -(2**31), numa=-(2**63)),
+        Card("GPU-2", numa=2**63 - 1),
+    )
+
+
+_SIXTY = "GPU-" + "a" * 37 + ",1,2,3,NVIDIA,0,tru"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no colon", "card register is neither JSON nor the legacy 'UUID,count,...:' string (no ':')"),
+        ("GPU-a,1,2,3,NVIDIA,0:", "card register entry 0 'GPU-a,1,2,3,NVIDIA,0' has 6 fields, expected 7 or 9"),
+        (
+            "GPU-a,x,2,3,NVIDIA,0,true:",
+            "card register entry 0 'GPU-a,x,2,3,NVIDIA,0,true': count 'x' is not an integer",
+        ),
+        (
+            "GPU-a,1,x,3,NVIDIA,0,true:",
+            "card register entry 0 'GPU-a,1,x,3,NVIDIA,0,true': devmem 'x' is not an integer",
+        ),
+        (
+            "GPU-a,1,2,x,NVIDIA,0,true:",
+            "card register entry 0 'GPU-a,1,2,x,NVIDIA,0,true': devcore 'x' is not an integer",
+        ),
+        ("GPU-a,1,2,3,NVIDIA,x,true:", "card register entry 0 'GPU-a,1,2,3,NVIDIA,x,true': numa 'x' is not an integer"),
+        (
+            "GPU-a,1,2,3,NVIDIA,0,yes:",
+            "card register entry 0 'GPU-a,1,2,3,NVIDIA,0,yes': health 'yes' is not a boolean",
+        ),
+        (
+            "GPU-a,1,2,3,NVIDIA,0,true,x,mig:",
+            "card register entry 0 'GPU-a,1,2,3,NVIDIA,0,true,x,mig': index 'x' is not an integer",
+        ),
+        (
+            "GPU-a,1,2,3,NVIDIA,0,true:GPU-b,1,2,3,NVIDIA,0,true,-1,mig:",
+            "card register entry 1 'GPU-b,1,2,3,NVIDIA,0,true,-1,mig': index -1 is out of range",
+        ),
+        (_SIXTY + ":", f"card register entry 0 {_SIXTY!r}: health 'tru' is not a boolean"),
+        (
+            "GPU-a" + _SIXTY + ":",
+            f"card register entry 0 'GPU-aGPU-{'a' * 37},1,2,3,NVID...': health 'tru' is not a boolean",
+        ),
+        (
+            "GPU-a,1," + "9" * 44 + "x,3,NVIDIA,0,true:",
+            f"card register entry 0 'GPU-a,1,{'9' * 44}x,3,N...': devmem '{'9' * 40}' is not an integer",
+        ),
+        (
+            "GPU-a,1," + "9" * 45 + ",3,NVIDIA,0,true:",
+            f"card register entry 0 'GPU-a,1,{'9' * 45},3,N...': devmem {'9' * 40} is out of range",
+        ),
+    ],
+)
+def test_a_bad_legacy_register_is_refused_naming_the_entry_and_the_field(text: str, message: str) -> None:
+    """`status` shows why an old node's cards cannot be read: the entry quoted (clipped at 60 characters, so a
+    broken plugin cannot flood the line), the field and its value (clipped at 40)."""
+    with pytest.raises(RegisterError) as caught:
+        parse_register(text)
+    assert str(caught.value) == message
+
+
+def test_an_empty_legacy_entry_is_skipped_and_the_cards_after_it_read() -> None:
+    """HAMi's DecodeNodeDevices skips an empty segment: `::` must not hide the cards behind it."""
+    assert parse_register("GPU-a,1,2,3,NVIDIA,0,true::GPU-b,1,2,3,NVIDIA,1,false:") == (
+        Card("GPU-a", 0, 1, 2, 3, "NVIDIA", 0, True, "hami-core"),
+        Card("GPU-b", 0, 1, 2, 3, "NVIDIA", 1, False, "hami-core"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "legacy"),
+    [
+        (A100, False),
+        ("[\n  " + A100[1:-1] + "\n]", False),
+        ("  " + A100[1:-1], False),
+        ("GPU-0055,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:", True),
+        (" XPU-0,10,32768,100,NVIDIA,0,true:", True),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_a_register_is_legacy_exactly_when_it_does_not_open_as_json(text: object, legacy: bool) -> None:
+    """A legacy register parses but HAMi v2.10 cannot schedule on it: a pretty-printed JSON one must not be refused,
+    and a colon one with any first card ID must not be taken for schedulable."""
+    assert is_legacy_register(text) is legacy
+
+
+def test_a_legacy_register_is_refused_with_the_whole_reason() -> None:
+    """The user must learn both that HAMi ignores the node and what to do about it."""
+    node = {"metadata": {"name": "gpu-old", "annotations": {"hami.io/node-nvidia-register": "GPU-0,1,2,3,N,0,true:"}}}
+    with pytest.raises(RegisterError) as caught:
+        node_cards(node)
+    assert str(caught.value) == (
+        "node gpu-old: its hami.io/node-nvidia-register is in the legacy colon format of HAMi up to v2.7, which HAMi "
+        "v2.10's scheduler does not read (it reports the node unregistered): update HAMi's device plugin there"
+    )
+
+
+@pytest.mark.parametrize(
+    ("node", "name"),
+    [
+        ({"metadata": None}, "<unnamed>"),
+        ({"metadata": {"name": 5}}, "<unnamed>"),
+        ({"metadata": {"name": ""}}, "<unnamed>"),
+        ({"metadata": {"name": "n", "annotations": None}}, "n"),
+    ],
+)
+def test_a_node_object_of_odd_shape_has_no_register_rather_than_crashing(node: dict[str, Any], name: str) -> None:
+    """Node objects also come from files and cluster-info documents: a null or odd metadata reads as no register."""
+    with pytest.raises(RegisterError) as caught:
+        node_cards(node)
+    assert str(caught.value) == (
+        f"node {name} has no hami.io/node-nvidia-register annotation: HAMi's device plugin is not on it"
+    )
+
+
+def test_pair_scores_are_read_as_go_reads_them_or_refused_whole() -> None:
+    """HAMi reads a missing uuid as "" and the first entry of a UUID; one it cannot read unregisters the node."""
+    text = '[{"score":{"GPU-a":1}},{"uuid":"GPU-b"},{"UUID":"GPU-b","score":{"GPU-a":2}}]'
+    assert pair_scores(text) == {"": {"GPU-a": 1}, "GPU-b": {}}
+    limits = '[{"uuid":"GPU-a","score":{"GPU-b":9223372036854775807,"GPU-c":-9223372036854775808}}]'
+    assert pair_scores(limits) == {"GPU-a": {"GPU-b": 2**63 - 1, "GPU-c": -(2**63)}}
+    for bad, message in [
+        (5, "hami.io/node-nvidia-score must be a string, got int"),
+        ('[{"uuid":"GPU-a","score":{"GPU-b":NaN}}]', "hami.io/node-nvidia-score is not valid JSON: NaN is not JSON"),
+        (
+            '[{"uuid":"GPU-a","score":[]}]',
+            "hami.io/node-nvidia-score[0].score cannot be a list (Go reads it as an object)",
+        ),
+    ]:
+        with pytest.raises(RegisterError) as caught:
+            pair_scores(bad)
+        assert str(caught.value) == message
+
+
+def test_both_encodings_write_exactly_what_hami_writes() -> None:
+    """Tests feed these strings to HAMi's own scheduler: compact JSON in struct order, or FormatBool's true/false."""
+    full = Card("GPU-1", 1, 10, 40960, 100, "NVIDIA-A100", 1, True, "hami-core")
+    assert encode_register([full]) == (
+        '[{"id":"GPU-1","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","numa":1,'
+        '"mode":"hami-core","health":true}]'
+    )
+    sick = Card("GPU-2", 2, 10, 40960, 100, "NVIDIA-A100", 0, False, "")
+    assert encode_register([full, sick], legacy=True) == (
+        "GPU-1,10,40960,100,NVIDIA-A100,1,true,1,hami-core:GPU-2,10,40960,100,NVIDIA-A100,0,false,2,:"
+    )
+
+
+@pytest.mark.parametrize(
+    ("card", "message"),
+    [
+        (Card("GPU:a"), "card 'GPU:a': uuid 'GPU:a' cannot be written in the legacy encoding"),
+        (
+            Card("GPU-a", type="NVIDIA,A100"),
+            "card 'GPU-a': type 'NVIDIA,A100' cannot be written in the legacy encoding",
+        ),
+        (Card("GPU-a", mode="mig:1"), "card 'GPU-a': mode 'mig:1' cannot be written in the legacy encoding"),
+    ],
+)
+def test_the_legacy_encoding_refuses_a_separator_in_any_text_field(card: Card, message: str) -> None:
+    """A comma or a colon alone would shift every field after it: each is refused, naming the field."""
+    with pytest.raises(RegisterError) as caught:
+        encode_register([card], legacy=True)
+    assert str(caught.value) == message

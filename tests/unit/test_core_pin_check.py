@@ -8,9 +8,14 @@ from typing import Any
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.fit import FitReason
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.pin_check import (
+    ContainerPatch,
+    GpuContainer,
     PinReason,
+    PinVerdict,
     PinView,
+    Problem,
     Scope,
     Workload,
     eviction_warnings,
@@ -22,7 +27,7 @@ from kubectl_hami_place.core.pin_check import (
 )
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, placement_from_object
 from kubectl_hami_place.core.refs import parse_card_ref
-from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.requests import CardRequest, card_request
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -240,3 +245,348 @@ def test_a_pods_own_card_annotations_and_ours_do_not_steer_its_verdict() -> None
     workload = workload_from_pod({"metadata": {"annotations": annotations}, "spec": {"containers": [gpu("m")]}}, "p")
     assert dict(workload.annotations) == {"team": "ml"}
     assert pin_verdict(spec("gpu-0"), view([]), workload).ok
+
+
+BINPACK = HAMI_DEFAULTS.with_policy("binpack")
+"""A cluster whose HAMi is not on the defaults: a verdict must carry it, not HAMI_DEFAULTS."""
+
+
+def pod_on(config: HamiConfig, *containers: dict[str, Any], annotations: dict[str, str] | None = None) -> Workload:
+    pod_object = {"metadata": {"annotations": annotations or {}}, "spec": {"containers": list(containers)}}
+    return workload_from_pod(pod_object, "the pod", config=config)
+
+
+def node_with(*cards: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The node NODE with its own register (and e.g. a status)."""
+    annotations = {"hami.io/node-nvidia-register": json.dumps(list(cards))}
+    return {"metadata": {"name": NODE, "annotations": annotations}, **extra}
+
+
+def test_each_refusal_is_the_whole_verdict_with_the_node_its_cards_and_the_clusters_config() -> None:
+    """The CLI's report and the webhook's patch read the node, the cards and HAMi's resource names off the verdict
+    whatever stopped it: a refusal must carry them, not a blank node or the default config."""
+    a, b, _ = node_cards(node())
+    privileged = pod_on(BINPACK, gpu("main"), {"name": "side", "securityContext": {"privileged": True}})
+    assert pin_verdict(spec("gpu-0"), view(), privileged) == PinVerdict(
+        NODE,
+        problems=(
+            Problem(
+                PinReason.PrivilegedContainer,
+                "container side is privileged: HAMi's webhook denies a pod asking for cards with a privileged "
+                "container",
+                Scope.Pod,
+            ),
+        ),
+        config=BINPACK,
+    )
+    one = pod_on(BINPACK, gpu("main"))
+    assert pin_verdict(spec(), view(), one) == PinVerdict(
+        NODE,
+        problems=(Problem(PinReason.InvalidSpec, "gpuDevices is empty; name at least one card", Scope.Placement),),
+        config=BINPACK,
+    )
+    unserved = PinView({NODE: {**node(), "status": {"allocatable": {"nvidia.com/gpu": "0"}}}})
+    assert pin_verdict(spec("gpu-0"), unserved, one) == PinVerdict(
+        NODE,
+        cards=(a,),
+        problems=(
+            Problem(
+                PinReason.NoAllocatableGpu,
+                f"node {NODE} has no allocatable nvidia.com/gpu (HAMi's device plugin is not serving it): HAMi drops "
+                "and re-adds the node as its handshake expires and the kubelet refuses a pod asking cards there",
+                Scope.Card,
+            ),
+        ),
+        config=BINPACK,
+    )
+    assert pin_verdict(spec("gpu-0", "gpu-1"), view(), one) == PinVerdict(
+        NODE,
+        cards=(a, b),
+        problems=(
+            Problem(
+                PinReason.CardCountMismatch,
+                "container main asks 1 card(s) (nvidia.com/gpu) but the placement names 2",
+                Scope.Pod,
+            ),
+        ),
+        config=BINPACK,
+    )
+    assert pin_verdict(spec("gpu-0/1"), view([]), pod_on(BINPACK, gpu("a"), gpu("b"))) == PinVerdict(
+        NODE,
+        cards=(a,),
+        problems=(
+            Problem(
+                PinReason.ShareTooSmall,
+                "the pod's share is 1% of each card, 1% once the containers that ask their own memory are counted: "
+                "too little to split among containers a, b (at least 1% each)",
+                Scope.Pod,
+            ),
+        ),
+        config=BINPACK,
+    )
+
+
+def test_numa_bind_refusals_are_whole_verdicts_naming_every_card_and_numa_node() -> None:
+    """HAMi refuses these pods on every try: the message must name each card's NUMA node so the user can pick."""
+    fourth = {**CARDS[0], "id": "GPU-d", "index": 3}
+    numa = [{**card, "numa": position % 2, "health": True} for position, card in enumerate([*CARDS, fourth])]
+    nodes = PinView({NODE: node_with(*numa)})
+    a, b, _, d = node_cards(nodes.nodes[NODE])
+    bind = {"nvidia.com/numa-bind": "true"}
+    two = pod_on(BINPACK, gpu("main", **{"nvidia.com/gpu": 2}), annotations=bind)
+    assert pin_verdict(spec("gpu-0", "gpu-1"), nodes, two) == PinVerdict(
+        NODE,
+        cards=(a, b),
+        problems=(
+            Problem(
+                FitReason.NumaNotFit,
+                "the pod asks nvidia.com/numa-bind: true but the placement names gpu-0 on NUMA node 0, gpu-1 on NUMA "
+                "node 1; HAMi refuses it on every try (AllocatedCardsInsufficientRequest, NumaNotFit)",
+                Scope.Pod,
+            ),
+        ),
+        config=BINPACK,
+    )
+    topology = HAMI_DEFAULTS.with_policy("topology-aware")
+    two_there = pod_on(topology, gpu("main", **{"nvidia.com/gpu": 2}), annotations=bind)
+    assert pin_verdict(spec("gpu-1", "gpu-3"), nodes, two_there) == PinVerdict(
+        NODE,
+        cards=(b, d),
+        problems=(
+            Problem(
+                FitReason.NumaNotFit,
+                "the pod asks nvidia.com/numa-bind: true under the topology-aware policy, where HAMi only gives cards "
+                "of NUMA node 0 (the lowest of the node's usable cards), but the placement names gpu-1 on NUMA node 1, "
+                "gpu-3 on NUMA node 1; HAMi refuses it on every try",
+                Scope.Pod,
+            ),
+        ),
+        config=topology,
+    )
+
+
+def test_the_placements_own_problems_name_the_reference_and_the_card() -> None:
+    """The reconciler fails a placement on these and its status names the entry and the card: none may be blank."""
+    assert placement_problems(spec(), view()) == (
+        Problem(PinReason.InvalidSpec, "gpuDevices is empty; name at least one card", Scope.Placement),
+    )
+    a = node_cards(node())[0]
+    assert placement_problems(spec("gpu-0", "GPU-a"), view()) == (
+        Problem(
+            PinReason.CardNamedTwice,
+            f"GPU-a names gpu-0 (GPU-a) on node {NODE}, which is already in the list",
+            Scope.Placement,
+            parse_card_ref("GPU-a"),
+            a,
+        ),
+    )
+    mig_node = node_with({**CARDS[0], "id": "GPU-m", "mode": "mig"})
+    [mig] = node_cards(mig_node)
+    assert placement_problems(spec("gpu-0"), PinView({NODE: mig_node})) == (
+        Problem(
+            FitReason.CardMigMode,
+            "gpu-0 (GPU-m) is in MIG mode: HAMi fits it by its MIG profiles and free placements "
+            "(CardMigTopologyInfeasible) and calls it unhealthy when a pod holds it without a MIG reservation, which "
+            "hami-place does not model",
+            Scope.Placement,
+            parse_card_ref("gpu-0"),
+            mig,
+        ),
+    )
+
+
+def test_the_pods_own_problems_are_whole_and_about_the_pod() -> None:
+    """A problem of the pod lets the webhook try the placement with the next pod: its scope must say Pod."""
+    broken = pod({"name": "main", "resources": {"limits": {"nvidia.com/gpu": "lots"}}})
+    assert pin_verdict(spec("gpu-0"), view(), broken).problems == (
+        Problem(
+            PinReason.InvalidGpuRequest,
+            "container main: nvidia.com/gpu 'lots' is not a quantity such as 1, 3k or 1Gi",
+            Scope.Pod,
+        ),
+    )
+    direct = workload_from_pod({"spec": {"nodeName": "n", "containers": [gpu("main")]}}, "the pod")
+    assert pin_verdict(spec("gpu-0"), view(), direct).problems == (
+        Problem(PinReason.NodeNameSet, "the pod sets spec.nodeName n, which bypasses the scheduler", Scope.Pod),
+    )
+    assert pin_verdict(spec("gpu-0"), view(), pod({"name": "web"})).problems == (
+        Problem(PinReason.NoGpuRequest, "no container asks for nvidia.com/gpu", Scope.Pod),
+    )
+    asks = workload_from_request(card_request(1, memreq=8192), "flags", own_memory=True)
+    b = node_cards(node())[1]
+    assert pin_verdict(spec("gpu-1/10"), view([]), asks).problems == (
+        Problem(
+            FitReason.RequestExceedsPercent,
+            "gpu-1 (GPU-b): the pod asks 8192 MiB, more than 10% of the card (4096 MiB)",
+            Scope.Pod,
+            parse_card_ref("gpu-1/10"),
+            b,
+        ),
+    )
+
+
+def test_a_card_too_small_when_its_usage_is_unknown_is_a_problem_of_the_pod() -> None:
+    """Without the allocations the card is taken as empty: a pod that does not fit even then will never fit it, and
+    another pod may, so the placement waits for one instead of blaming the card."""
+    huge = workload_from_request(card_request(1, memreq=50000, coresreq=10), "flags", own_memory=True)
+    a = node_cards(node())[0]
+    assert pin_verdict(spec("gpu-0"), view(), huge).problems == (
+        Problem(
+            FitReason.CardInsufficientMemory,
+            "gpu-0 (GPU-a) has 40960 MiB free, the pod asks 50000 MiB",
+            Scope.Pod,
+            parse_card_ref("gpu-0"),
+            a,
+        ),
+    )
+
+
+def test_only_the_evicted_pods_share_on_this_node_is_counted_as_freed() -> None:
+    """Evicting a pod frees its share and nothing more: another pod's share on the card still counts, a pod on
+    another node frees nothing here, and one there naming this card's UUID takes nothing from it."""
+    big = workload_from_request(card_request(1, memreq=30000, coresreq=10), "flags", own_memory=True)
+    old = victim()
+    tenant = PodAllocation("t", "t", "u", NODE, "Running", ((ContainerDevice("GPU-a", "NVIDIA", 20000, 10),),))
+    [check] = pin_verdict(spec("gpu-0"), view([tenant, old]), big, evict=old).checks
+    assert (check.fits_now, check.fits_after_eviction, check.reason, check.message) == (
+        False,
+        False,
+        FitReason.CardInsufficientMemory,
+        "gpu-0 (GPU-a) has 20960 MiB free, the pod asks 30000 MiB",
+    )
+    far = PodAllocation(
+        "team", "old", "uid-old", "gpu-b", "Running", ((ContainerDevice("GPU-a", "NVIDIA", 38000, 50),),)
+    )
+    [check] = pin_verdict(spec("gpu-0"), view([old]), big, evict=far).checks
+    assert (check.fits_now, check.fits_after_eviction, check.reason, check.message) == (
+        False,
+        None,
+        FitReason.CardInsufficientMemory,
+        "gpu-0 (GPU-a) has 2960 MiB free, the pod asks 30000 MiB",
+    )
+    assert pin_verdict(spec("gpu-0"), view([far]), big).ok
+
+
+def mem(name: str, mib: int) -> dict[str, Any]:
+    return gpu(name, **{"nvidia.com/gpumem": mib, "nvidia.com/gpucores": 10})
+
+
+def test_the_memory_a_container_asks_itself_is_taken_from_the_share_rounded_up() -> None:
+    """HAMi gives the others what is left of the pod's share: a container's own MiB count as whole percents of the
+    card, rounded up, so the pod never holds more than its share (4096 MiB of 40960 is 10%, 4097 MiB is 11%)."""
+
+    def patches(devices: str, *containers: dict[str, Any]) -> tuple[ContainerPatch, ...]:
+        result = pin_verdict(spec(devices), view([]), pod(*containers))
+        assert result.ok, result.summary()
+        return result.patches
+
+    assert patches("gpu-0/2", gpu("a"), gpu("b")) == (ContainerPatch(0, 1, True), ContainerPatch(1, 1, True))
+    assert patches("gpu-0/2", mem("own", 1), gpu("b")) == (ContainerPatch(1, 1, True),)
+    assert patches("gpu-0/20", mem("own", 4096), gpu("b")) == (ContainerPatch(1, 10, True),)
+    assert patches("gpu-0/20", mem("own", 4097), gpu("b")) == (ContainerPatch(1, 9, True),)
+    [short] = pin_verdict(spec("gpu-0/20"), view([]), pod(mem("own", 30000), gpu("b"), gpu("c"))).problems
+    assert (short.reason, short.message) == (
+        PinReason.ShareTooSmall,
+        "the pod's share is 20% of each card, 0% once the containers that ask their own memory are counted: too "
+        "little to split among containers b, c (at least 1% each)",
+    )
+
+
+def test_an_init_container_asking_its_own_memory_runs_alone_within_the_share() -> None:
+    """Init containers run before the app containers: their memory is not added to the app containers' sum."""
+    result = pin_verdict(spec("gpu-1/50"), view([]), pod(mem("a", 15000), init=(mem("i", 15000),)))
+    assert (result.ok, result.patches, result.checks[0].memory_mib) == (True, (), 15000)
+
+
+def test_a_share_that_does_not_fit_names_the_container_that_fails() -> None:
+    """The user must know which container to shrink, whether its memory is the share's or its own."""
+    tenant = PodAllocation("t", "t", "u", NODE, "Running", ((ContainerDevice("GPU-a", "NVIDIA", 30000, 10),),))
+    [taker] = pin_verdict(spec("gpu-0/70"), view([tenant]), pod(gpu("a"), gpu("b"))).problems
+    assert taker.message == "container a: gpu-0 (GPU-a) has 10960 MiB free, the pod asks 14336 MiB"
+    [own] = pin_verdict(spec("gpu-0/70"), view([tenant]), pod(mem("own", 12000), gpu("b"))).problems
+    assert own.message == "container own: gpu-0 (GPU-a) has 10960 MiB free, the pod asks 12000 MiB"
+
+
+def test_the_request_a_share_gives_keeps_the_card_count() -> None:
+    """The pinned request is what HAMi will read: the container's card count, no MiB, the share, no cores."""
+    result = pin_verdict(spec("gpu-0/70"), view([]), pod(gpu("a"), init=(gpu("i"),)))
+    assert [check.request for check in result.checks] == [CardRequest(1, 0, 70, 0)]
+
+
+def test_a_card_registered_without_memory_is_checked_without_crashing() -> None:
+    """A broken device plugin may register 0 MiB: a share of it is 0 MiB, which HAMi fits, and a container asking
+    MiB of its own takes the whole card, leaving nothing to split."""
+    empty = PinView({NODE: node_with({**CARDS[0], "devmem": 0})}, [])
+    assert pin_verdict(spec("gpu-0/50"), empty, pod(gpu("b"))).ok
+    [short] = pin_verdict(spec("gpu-0/50"), empty, pod(mem("own", 1), gpu("b"))).problems
+    assert (short.reason, short.message) == (
+        PinReason.ShareTooSmall,
+        "the pod's share is 50% of each card, 0% once the containers that ask their own memory are counted: too "
+        "little to split among containers b (at least 1% each)",
+    )
+
+
+def test_an_allocatable_count_of_one_card_is_served() -> None:
+    """One card split once is allocatable 1: only 0 means the device plugin is gone."""
+    served = PinView({NODE: {**node(), "status": {"allocatable": {"nvidia.com/gpu": "1"}}}})
+    assert pin_verdict(spec("gpu-0"), served, pod(gpu("main"))).ok
+
+
+def pending(
+    name: str, labels: dict[str, str], *devices: str, node_name: str = NODE, phase: str = "Pending"
+) -> Placement:
+    return placement_from_object(
+        {
+            "metadata": {"name": name, "namespace": "team"},
+            "spec": {
+                "reqID": f"req-{name}",
+                "podSelector": {"matchLabels": labels},
+                "nodeName": node_name,
+                "gpuDevices": list(devices),
+            },
+            "status": {"phase": phase},
+        }
+    )
+
+
+def test_every_pending_placement_is_compared_and_only_on_the_same_node() -> None:
+    """The placement itself and consumed ones are skipped, not the end of the list; gpu-0 on another node is
+    another card."""
+    others = [
+        pending("me", {"app": "x"}, "gpu-0"),
+        pending("done", {"app": "x"}, "gpu-0", phase="Consumed"),
+        pending("far", {"app": "y"}, "gpu-0", node_name="gpu-b"),
+        pending("twin", {"app": "x"}, "gpu-0", "gpu-1"),
+    ]
+    assert pending_warnings(spec("gpu-0", "gpu-1"), "team", "me", others, node_cards(node())) == [
+        "placement twin (Pending, -l app=x) may match the same pods as -l app=x; the first matching pod claims only "
+        "one of them",
+        f"placement team/twin (Pending) also pins a pod to gpu-0, gpu-1 on {NODE}; that pod does not exist yet, so "
+        "its share was not counted",
+    ]
+
+
+def test_a_summary_joins_every_problem_with_its_reason() -> None:
+    """The summary is the one line the webhook logs and the CLI prints: each problem, in order, with its reason."""
+    result = pin_verdict(spec("gpu-0", "gpu-1"), view(), pod(gpu("a"), gpu("b")))
+    assert result.summary() == (
+        "CardCountMismatch: container a asks 1 card(s) (nvidia.com/gpu) but the placement names 2; "
+        "CardCountMismatch: container b asks 1 card(s) (nvidia.com/gpu) but the placement names 2"
+    )
+
+
+def test_workloads_are_read_whole_with_the_clusters_config() -> None:
+    """The verdict reads its resource names and defaults from the workload: a workload must keep the config, the
+    source the messages name, and the annotations, whether its pod was read, unreadable or given by flags."""
+    annotations = {"metadata": {"annotations": {"team": "ml"}}}
+    unreadable = workload_from_pod({**annotations, "spec": {"containers": {"name": "main"}}}, "the pod", config=BINPACK)
+    assert unreadable == Workload(
+        (), "the pod", {"team": "ml"}, invalid="pod spec containers must be a list", config=BINPACK
+    )
+    read = workload_from_pod({**annotations, "spec": {"containers": [gpu("main")]}}, "the pod", config=BINPACK)
+    whole_card = CardRequest(1, 0, 100, 100, cores_by_webhook=True)
+    assert read == Workload(
+        (GpuContainer("main", 0, False, whole_card, False, True),), "the pod", {"team": "ml"}, config=BINPACK
+    )
+    flags = workload_from_request(card_request(1), "flags", own_memory=False, config=BINPACK)
+    assert flags == Workload((GpuContainer("0", 0, False, whole_card, False, True),), "flags", config=BINPACK)

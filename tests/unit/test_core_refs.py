@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from core_strategies import UUIDS, outcome
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import CardRefError
-from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, CardRef, parse_card_ref, resolve
+from kubectl_hami_place.core.refs import GPU_DEVICE_PATTERN, CardRef, parse_card_ref, resolve, uuids_named
 
 CARDS = (Card("GPU-aaa", index=0, type="NVIDIA-A100"), Card("GPU-bbb", index=1, type="NVIDIA-A100"))
 
@@ -94,3 +95,56 @@ def test_an_index_of_thousands_of_digits_is_a_card_ref_error_not_a_crash() -> No
     with pytest.raises(CardRefError, match="names a card index no node has"):
         parse_card_ref("gpu-" + "9" * 5000)
     assert parse_card_ref("gpu-" + "0" * 5000 + "7") == CardRef(index=7), "leading zeros are no digits"
+
+
+_FORMS = "use gpu-<index>, gpu-<index>/<percent 1..100> or a card UUID (GPU-...)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (5, "card reference must be a string, got int"),
+        ("gpu-x", f"'gpu-x' is not a card reference: {_FORMS}"),
+        ("x" * 60, f"'{'x' * 60}' is not a card reference: {_FORMS}"),
+        ("x" * 61, f"'{'x' * 57}...' is not a card reference: {_FORMS}"),
+        ("gpu-18446744073709551616", "card index 18446744073709551616 is out of range"),
+    ],
+)
+def test_a_bad_reference_is_refused_with_its_whole_reason(text: object, message: str) -> None:
+    """The line `pin` and the placement's status show: it quotes what was written, clipped at 60 characters so a
+    pasted manifest cannot flood it, and says what is accepted."""
+    with pytest.raises(CardRefError) as caught:
+        parse_card_ref(text)
+    assert str(caught.value) == message
+
+
+def test_the_largest_index_a_register_can_hold_is_a_reference() -> None:
+    """HAMi's index is a Go uint: gpu-18446744073709551615 names a card a register may list, one more names none."""
+    assert parse_card_ref("gpu-18446744073709551615") == CardRef(index=2**64 - 1)
+    assert parse_card_ref("gpu-018446744073709551615") == CardRef(index=2**64 - 1)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({}, "a card reference names either an index or a UUID"),
+        ({"index": 1, "uuid": "GPU-a"}, "a card reference names either an index or a UUID"),
+        ({"index": 1, "percent": 0}, "card memory percent 0 is outside 1..100"),
+        ({"index": 1, "percent": 101}, "card memory percent 101 is outside 1..100"),
+        ({"uuid": "GPU-a", "percent": 10}, "GPU-a: a percent can only follow gpu-N, not a UUID"),
+        ({"index": -1}, "card index -1 is out of range"),
+        ({"index": 2**64}, "card index 18446744073709551616 is out of range"),
+        ({"uuid": "MIG-1"}, "'MIG-1' is not a card UUID (GPU-...)"),
+    ],
+)
+def test_a_ref_built_in_code_is_checked_with_the_same_reasons(fields: dict[str, Any], message: str) -> None:
+    """The CLI builds references from flags as well as from text: each must still render to what the CRD accepts."""
+    with pytest.raises(CardRefError) as caught:
+        CardRef(**fields)
+    assert str(caught.value) == message
+
+
+def test_a_reference_to_a_card_the_node_lacks_does_not_hide_the_next_ones() -> None:
+    """Pending placements are compared by the cards they name: a stale gpu-7 must not stop gpu-1 being counted."""
+    refs = [parse_card_ref("gpu-7"), parse_card_ref("gpu-1"), parse_card_ref("GPU-aaa")]
+    assert uuids_named(refs, CARDS) == {"GPU-bbb", "GPU-aaa"}

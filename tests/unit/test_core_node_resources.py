@@ -116,3 +116,45 @@ def test_pods_read_apart_count_on_their_nodes_as_the_pods_themselves_would() -> 
     assert node_remainders(nodes, pods[:1], counted[1:]) == node_remainders(nodes, pods)
     remainders, warnings = node_remainders(nodes, [], [counted_pod(pod("n1", "lots", name="odd"))])
     assert remainders["n1"] == Resources() and len(warnings) == 1 and "ns/odd" in warnings[0]
+
+
+def test_a_pod_whose_request_cannot_be_read_is_kept_with_the_reason() -> None:
+    """The warning quotes this reason: it must say which request and what value could not be read."""
+    bad_cpu = {
+        "metadata": {"namespace": "ns", "name": "odd"},
+        "spec": {"nodeName": "n1", "containers": [container("lots")]},
+    }
+    assert counted_pod(bad_cpu) == CountedPod(
+        "ns", "odd", "n1", "cpu request 'lots' is not a quantity such as 1, 3k or 1Gi"
+    )
+    bad_memory = {**bad_cpu, "spec": {"nodeName": "n1", "containers": [container("1", "lots")]}}
+    assert counted_pod(bad_memory) == CountedPod(
+        "ns", "odd", "n1", "memory 'lots' is not a quantity such as 1, 3k or 1Gi"
+    )
+
+
+def test_every_sidecar_started_before_an_init_container_runs_beside_it() -> None:
+    """computePodResourceRequest adds all the sidecars started so far to each later init container, not the last."""
+    sidecar = container("1", "1Gi", restartPolicy="Always")
+    spec = {"containers": [container("100m", "1Gi")], "initContainers": [sidecar, sidecar, container("2", "1Gi")]}
+    # app 0.1 + sidecars 2 = 2.1 CPU, 3 GiB; the init container beside both sidecars: 2 + 2 = 4 CPU, 3 GiB.
+    assert pod_resources(spec) == Resources(4000, 3 * GI, 1)
+
+
+def test_pod_level_memory_replaces_the_containers_memory() -> None:
+    """Pod-level requests replace the containers' own, memory as much as CPU."""
+    spec = {"containers": [container("4", "8Gi")], "resources": {"requests": {"memory": "2Gi"}}}
+    assert pod_resources(spec) == Resources(4000, 2 * GI, 1)
+
+
+def test_allocatable_without_a_pod_count_holds_kubelets_default_110() -> None:
+    """The kubelet's default maxPods: a node object that omits it still takes 110 pods."""
+    assert node_allocatable({"status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}) == Resources(
+        8000, 32 * GI, 110
+    )
+
+
+def test_a_pod_on_a_node_not_modelled_does_not_stop_the_count() -> None:
+    """Pods are listed in any order: one bound to a node without allocatable must not hide the pods after it."""
+    remainders, warnings = node_remainders([node("n1")], [pod("gone", "1"), pod("n1", "3")])
+    assert (remainders, warnings) == ({"n1": Resources(5000, 31 * GI, 109)}, ())

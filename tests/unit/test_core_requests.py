@@ -231,3 +231,170 @@ def test_resource_values_raise_only_request_errors(limits: dict[str, object]) ->
 def test_pod_spec_garbage_raises_only_request_errors(spec: object) -> None:
     result = outcome(lambda: pod_requests(spec), RequestError)  # type: ignore[arg-type]
     assert isinstance(result, RequestError | tuple)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"nums": -1}, "cards must be a non-negative integer, got -1"),
+        ({"nums": 1, "memreq": True}, "memory must be a non-negative integer, got True"),
+        ({"nums": 1, "coresreq": "30"}, "cores must be a non-negative integer, got '30'"),
+        ({"nums": 1, "mem_percentage": -5}, "memory percent must be a non-negative integer, got -5"),
+        ({"nums": 0}, "a GPU request needs at least 1 card"),
+        ({"nums": 1, "memreq": 2**31}, "memory 2147483648 MiB is more than HAMi can count"),
+    ],
+)
+def test_card_request_refuses_with_the_argument_named(arguments: dict[str, object], message: str) -> None:
+    """A request typed on the command line is refused with a line saying which argument is wrong."""
+    with pytest.raises(RequestError) as caught:
+        card_request(**arguments)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+def test_card_request_at_hamis_limits() -> None:
+    """A request typed on the command line is read with HAMi's defaults right up to their edges."""
+    assert card_request(1, memreq=2**31 - 1, coresreq=0) == CardRequest(1, 2**31 - 1, None, 0)
+    assert card_request(1, memreq=2048, mem_percentage=50, coresreq=0) == CardRequest(1, 2048, None, 0)
+    assert card_request(1, mem_percentage=100) == CardRequest(1, 0, 100, 100, cores_by_webhook=True)
+    tiny = HamiConfig(default_memory=1)
+    assert card_request(1, coresreq=0, config=tiny) == CardRequest(1, 1, None, 0, memory_by_default=True)
+
+
+@pytest.mark.parametrize(
+    ("container", "message"),
+    [
+        (["not", "a", "container"], "container must be an object, got list"),
+        ({"resources": "lots"}, "container: resources must be an object"),
+        ({"name": "", "resources": "lots"}, "container: resources must be an object"),
+        ({"name": "main", "resources": {"limits": "x"}}, "container main: resources.limits must be an object"),
+        ({"name": "main", "resources": {"requests": "x"}}, "container main: resources.requests must be an object"),
+    ],
+)
+def test_a_malformed_container_is_refused_naming_it(container: object, message: str) -> None:
+    """The error names the container when it has a name, and says what is wrong with it."""
+    with pytest.raises(RequestError) as caught:
+        container_request(container)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"nvidia.com/gpu": "lots"}, "container main: nvidia.com/gpu 'lots' is not a quantity such as 1, 3k or 1Gi"),
+        (
+            {"nvidia.com/gpu": "3000000000"},
+            "container main: nvidia.com/gpu 3000000000 is more than HAMi can count (it reads nvidia.com/gpu as a plain "
+            "number)",
+        ),
+        (
+            {"nvidia.com/gpu": "9223372036854775807"},
+            "container main: nvidia.com/gpu 9223372036854775807 is more than HAMi can count (it reads nvidia.com/gpu "
+            "as a plain number)",
+        ),
+        (
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4Gi"},
+            "container main: nvidia.com/gpumem 4294967296 is more than HAMi can count (it reads nvidia.com/gpumem as "
+            "a plain number)",
+        ),
+        (
+            {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "3000000000"},
+            "container main: nvidia.com/gpucores 3000000000 is more than HAMi can count (it reads nvidia.com/gpucores "
+            "as a plain number)",
+        ),
+        (
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "101"},
+            "container main: nvidia.com/gpumem-percentage 101 is above 100, which HAMi's webhook denies",
+        ),
+    ],
+)
+def test_a_resource_hami_cannot_read_is_refused_with_the_whole_reason(limits: dict[str, object], message: str) -> None:
+    """The user reads this line to fix the pod: it names the container, the resource and the value."""
+    with pytest.raises(RequestError) as caught:
+        container_request(ctr(limits))
+    assert str(caught.value) == message
+
+
+def test_memory_factor_overflow_is_refused_naming_the_factor() -> None:
+    """HAMi refuses gpumem that overflows int32 once multiplied by memoryFactor; the line says the factor did it."""
+    with pytest.raises(RequestError) as caught:
+        container_request(
+            ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000000000"}), config=HamiConfig(memory_factor=4)
+        )
+    assert str(caught.value) == (
+        "container main: nvidia.com/gpumem 1000000000 is more than HAMi can count once multiplied by memoryFactor"
+    )
+
+
+def test_container_values_at_hamis_limits_are_taken() -> None:
+    """Values at the edge of what HAMi reads are still read as HAMi reads them, not refused or dropped."""
+    most = container_request(ctr({"nvidia.com/gpu": "2147483647", "nvidia.com/gpumem": "2147483647"}))
+    assert most == CardRequest(2147483647, 2147483647, None, 0)
+    one_percent = container_request(ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "1"}))
+    assert one_percent == CardRequest(1, 0, 1, 0)
+    both = container_request(
+        ctr({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1", "nvidia.com/gpumem-percentage": "50"})
+    )
+    assert both == CardRequest(1, 1, None, 0)
+    assert memory_for(both, CARD) == 1
+    defaulted = container_request(
+        ctr({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "0"}), config=HamiConfig(default_memory=1)
+    )
+    assert defaulted == CardRequest(1, 1, None, 0, memory_by_default=True)
+
+
+def test_pod_requests_apply_the_webhook_and_config_they_are_given() -> None:
+    """Without HAMi's webhook a bare card count asks no cores; renamed resources are read from the config."""
+    spec = {"containers": [ctr({"nvidia.com/gpu": "1"})]}
+    assert pod_requests(spec) == (CardRequest(1, 0, 100, 100, cores_by_webhook=True),)
+    assert pod_requests(spec, hami_webhook=False) == (CardRequest(1, 0, 100, 0),)
+    assert gpu_requests(spec) == (CardRequest(1, 0, 100, 100, cores_by_webhook=True),)
+    assert gpu_requests(spec, hami_webhook=False) == (CardRequest(1, 0, 100, 0),)
+    renamed = HamiConfig(resource_count_name="example.com/vgpu")
+    assert gpu_requests({"containers": [ctr({"example.com/vgpu": "2"})]}, config=renamed) == (
+        CardRequest(2, 0, 100, 100, cores_by_webhook=True),
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (["not", "a", "spec"], "pod spec must be an object, got list"),
+        ({"containers": "main"}, "pod spec containers must be a list"),
+        ({"initContainers": {"name": "init"}}, "pod spec initContainers must be a list"),
+    ],
+)
+def test_a_malformed_pod_spec_is_refused_saying_what_is_wrong(spec: object, message: str) -> None:
+    """A hand-written pod file gets a line naming the broken field."""
+    with pytest.raises(RequestError) as caught:
+        pod_requests(spec)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+def test_a_quantity_is_read_up_to_64_characters_and_exponent_64() -> None:
+    """Longer text or larger exponents are refused before Decimal does unbounded work on a tenant's string."""
+    longest = "0" * 63 + "1"
+    assert parse_quantity(longest) == 1
+    assert parse_quantity("1e64") == Decimal(10) ** 64
+    refusals = {
+        "0" * 64 + "1": f"quantity {('0' * 64)!r} is not a quantity such as 1, 3k or 1Gi",
+        "1e65": "quantity '1e65' is out of range",
+        "lots": "quantity 'lots' is not a quantity such as 1, 3k or 1Gi",
+    }
+    for text, message in refusals.items():
+        with pytest.raises(RequestError) as caught:
+            parse_quantity(text)
+        assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("request_", "text"),
+    [
+        (CardRequest(1, 4096, None, 30), "1 card x 4096 MiB, 30% cores"),
+        (CardRequest(1, 1, None, 0), "1 card x 1 MiB, 0% cores"),
+        (CardRequest(2, 0, 25, 0), "2 cards x 25% memory, 0% cores"),
+        (CardRequest(3, 0, None, 100), "3 cards x all memory, 100% cores"),
+    ],
+)
+def test_describe_says_the_request_in_one_phrase(request_: CardRequest, text: str) -> None:
+    """Messages quote the request this way; a percentage or the whole card reads as such, not as 0 MiB."""
+    assert request_.describe() == text

@@ -13,7 +13,15 @@ from hypothesis import given
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import AllocationError
-from kubectl_hami_place.core.usage import CardShare, PodAllocation, card_usage, pod_allocation, release
+from kubectl_hami_place.core.usage import (
+    CardShare,
+    CardUsage,
+    PodAllocation,
+    PodOnCard,
+    card_usage,
+    pod_allocation,
+    release,
+)
 
 CARDS = (
     Card("GPU-a", index=0, count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True),
@@ -184,3 +192,72 @@ def test_annotation_garbage_raises_only_allocation_errors(node: object, allocate
     obj = {"metadata": {"annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": allocated}}}
     result = outcome(lambda: pod_allocation(obj), AllocationError)
     assert result is None or isinstance(result, AllocationError | PodAllocation)
+
+
+def test_a_pod_that_is_not_an_object_is_refused_by_its_type() -> None:
+    """A watch or file can hand over anything; the error must say what came instead of a pod."""
+    with pytest.raises(AllocationError) as caught:
+        pod_allocation(["not", "a", "pod"])  # type: ignore[arg-type]
+    assert str(caught.value) == "a pod must be an object, got list"
+
+
+@pytest.mark.parametrize("node", ["", 7])
+def test_a_pod_whose_vgpu_node_is_empty_or_not_text_is_not_placed(node: object) -> None:
+    """HAMi places a pod on the node its annotation names: no name, no node to count the cards on."""
+    placed = pod("p", "GPU-a,NVIDIA,1000,0:;")
+    placed["metadata"]["annotations"]["hami.io/vgpu-node"] = node
+    assert pod_allocation(placed) is None
+
+
+def test_a_pod_missing_its_names_and_phase_reads_them_as_empty() -> None:
+    """An empty uid must stay empty: release matches pods by uid only when both sides have one."""
+    bare = {"metadata": {"annotations": {"hami.io/vgpu-node": "n", "hami.io/vgpu-devices-allocated": "GPU-a,N,1,2:;"}}}
+    assert pod_allocation(bare) == PodAllocation("", "", "", "n", "", ((ContainerDevice("GPU-a", "N", 1, 2),),))
+
+
+def test_an_empty_list_of_init_statuses_is_not_init_succeeded() -> None:
+    """HAMi's AllInitContainersSucceeded is false for no statuses: the init peak keeps counting."""
+    usage = usage_of(pod("p", "GPU-b,NVIDIA,4000,0:;GPU-a,NVIDIA,2000,0:;", init=1, init_status=[]))
+    assert usage["GPU-b"] == CardUsage("GPU-b", 1, 4000, 0, (PodOnCard("team", "p", "uid-p", "Running", 1, 4000, 0),))
+
+
+def test_an_init_card_used_at_zero_counts_zero_and_one_slot() -> None:
+    """CollapseInitContainerUsage starts at 0: an init-only card used at 0 holds one slot and nothing else."""
+    allocation = pod_allocation(pod("p", "GPU-a,NVIDIA,0,0:;GPU-b,NVIDIA,2000,0:;", init=1))
+    assert allocation is not None
+    assert allocation.shares() == (CardShare("GPU-a", 1, 0, 0), CardShare("GPU-b", 1, 2000, 0))
+
+
+def test_an_init_container_alone_in_the_allocation_leaves_once_init_succeeded() -> None:
+    """AppContainersOnlyDeviceUsage drops init containers even when the annotation lists no app container."""
+    device = ContainerDevice("GPU-a", "NVIDIA", 4000, 30)
+    alone = PodAllocation("ns", "p", "u", "n", "Running", ((device,),), init_containers=1)
+    assert alone.takes() == [("GPU-a", 1, 4000, 30)]
+    assert replace(alone, init_done=True).takes() == []
+
+
+def test_a_device_on_a_card_the_node_does_not_list_does_not_stop_the_count() -> None:
+    """A legacy MIG entry or a card gone from the register counts nowhere, but the pod's other cards still count."""
+    usage = usage_of(pod("p", "GPU-z,NVIDIA,1000,0:GPU-a,NVIDIA,2000,10:;"))
+    assert usage["GPU-a"] == CardUsage("GPU-a", 1, 2000, 10, (PodOnCard("team", "p", "uid-p", "Running", 1, 2000, 10),))
+
+
+def test_releasing_the_last_pod_on_a_card_leaves_it_empty() -> None:
+    """A card freed of its only pod is wholly free, and a share on a card not in the usage is skipped, not a stop."""
+    victim = pod_allocation(pod("victim", "GPU-z,NVIDIA,1,1:GPU-a,NVIDIA,30000,50:;"))
+    assert victim is not None
+    usage = card_usage(CARDS, [victim])
+    assert release(usage, victim)["GPU-a"] == CardUsage("GPU-a", 0, 0, 0, ())
+
+
+def test_release_matches_by_name_when_either_side_lacks_a_uid() -> None:
+    """A pod known only by name (a planner's pod) releases the same pod counted with its uid, and only that pod."""
+    counted = pod_allocation(pod("victim", "GPU-a,NVIDIA,30000,50:;"))
+    other = pod_allocation(pod("other", "GPU-a,NVIDIA,5000,20:;"))
+    assert counted is not None and other is not None
+    usage = card_usage(CARDS, [counted, other])
+    after = release(usage, replace(counted, uid=""))
+    assert (after["GPU-a"].used_slots, after["GPU-a"].used_mem, after["GPU-a"].used_cores) == (1, 5000, 20)
+    assert [p.name for p in after["GPU-a"].pods] == ["other"]
+    nameless = card_usage(CARDS, [replace(counted, uid=""), replace(other, uid="")])
+    assert [p.name for p in release(nameless, replace(counted, uid=""))["GPU-a"].pods] == ["other"]

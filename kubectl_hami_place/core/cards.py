@@ -378,9 +378,7 @@ def _card_to_json(card: Card) -> dict[str, object]:
 
 
 def _json_type(value: object) -> str:
-    """The JSON name of a decoded value's type, for messages."""
-    if value is None:
-        return "null"
+    """The JSON name of a decoded value's type, for messages (nulls are skipped before it is asked)."""
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
@@ -409,7 +407,8 @@ def _parse_legacy(text: str) -> tuple[Card, ...]:
             raise RegisterError(f"{where} has {len(fields)} fields, expected 7 or 9")
         index, mode = 0, DEFAULT_MODE
         if len(fields) == 9:
-            index = _go_int(fields[7], "index", where, 0, _UINT_MAX)
+            # Atoi, then a sign check: HAMi refuses an index beyond int64 that its JSON form (a uint) would take.
+            index = _go_int(fields[7], "index", where, 0, _INT64_MAX)
             mode = fields[8]
         cards.append(
             Card(

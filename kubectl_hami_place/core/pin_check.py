@@ -315,8 +315,7 @@ def eviction_warnings(pod: Mapping[str, Any], allocation: PodAllocation | None, 
     if allocation is None:
         return [f"pod {name} holds no HAMi card (no {ALLOCATED_ANNOTATION}); evicting it frees no card"]
     if allocation.node != node:
-        where = allocation.node or "no node"
-        return [f"pod {name} runs on {where}, not on {node}; evicting it frees nothing there"]
+        return [f"pod {name} runs on {allocation.node}, not on {node}; evicting it frees nothing there"]
     return []
 
 
@@ -333,8 +332,6 @@ def _placement(spec: PlacementSpec, view: PinView) -> tuple[tuple[Card, ...], tu
         cards = node_cards(node_obj)
     except RegisterError as error:
         return (), (Problem(PinReason.NoRegister, str(error), Scope.Card),)
-    if not cards:
-        return (), (Problem(PinReason.NoRegister, f"node {node} registers no cards", Scope.Card),)
     chosen: list[Card] = []
     problems: list[Problem] = []
     for ref in spec.gpu_devices:

@@ -357,6 +357,11 @@ _SIXTY = "GPU-" + "a" * 37 + ",1,2,3,NVIDIA,0,tru"
             "GPU-a,1,2,3,NVIDIA,0,true:GPU-b,1,2,3,NVIDIA,0,true,-1,mig:",
             "card register entry 1 'GPU-b,1,2,3,NVIDIA,0,true,-1,mig': index -1 is out of range",
         ),
+        (
+            "GPU-a,1,2,3,NVIDIA,0,true,9223372036854775808,mig:",
+            "card register entry 0 'GPU-a,1,2,3,NVIDIA,0,true,9223372036854775808,mig': index 9223372036854775808 "
+            "is out of range",
+        ),
         (_SIXTY + ":", f"card register entry 0 {_SIXTY!r}: health 'tru' is not a boolean"),
         (
             "GPU-a" + _SIXTY + ":",
@@ -378,6 +383,12 @@ def test_a_bad_legacy_register_is_refused_naming_the_entry_and_the_field(text: s
     with pytest.raises(RegisterError) as caught:
         parse_register(text)
     assert str(caught.value) == message
+
+
+def test_a_legacy_index_is_read_as_hamis_atoi_reads_it_up_to_the_int64_limit() -> None:
+    """HAMi's legacy decoder reads the index with Atoi: one past int64 is refused there, unlike the JSON form's uint."""
+    [card] = parse_register("GPU-a,1,2,3,NVIDIA,0,true,9223372036854775807,mig:")
+    assert card.index == 2**63 - 1
 
 
 def test_an_empty_legacy_entry_is_skipped_and_the_cards_after_it_read() -> None:

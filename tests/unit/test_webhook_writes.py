@@ -497,6 +497,13 @@ def test_a_pod_re_created_under_the_evicted_name_is_kept_and_the_eviction_reads_
     assert writes.events == ["EvictionNotNeeded"]
 
 
+def clocked(writes: MemoryWrites, pods: tuple[dict[str, Any], ...], clock: list[float]) -> Reconciler:
+    """A reconciler of these pods whose monotonic clock the test moves (`clock[0]`)."""
+    return Reconciler(
+        None, cache(writes, pods), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: clock[0]
+    )
+
+
 def gated_pod(placement_name: str = "make-room", token: str = "tok") -> dict[str, Any]:
     """The placed pod as admission stored it: pinned by the placement, gated until the evicted pod is gone."""
     pod = stored_pod("trainer-0", "uid-1", token, phase="Pending")
@@ -511,9 +518,7 @@ def test_the_room_gate_is_lifted_once_the_evicted_pod_is_gone_not_while_it_termi
     writes = MemoryWrites(obj)
     old = stored_pod("old", "uid-old", phase="Running")
     clock = [0.0]
-    loop = Reconciler(
-        None, cache(writes, (gated_pod(), old)), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: clock[0]
-    )
+    loop = clocked(writes, (gated_pod(), old), clock)
     loop.reconcile_once()
     assert writes.evictions == ["old"] and writes.stored[(NS, "make-room")]["status"]["phase"] == "Consumed"
     assert writes.gates_lifted == [], "HAMi still counts the evicted pod's cards"
@@ -557,15 +562,7 @@ def test_a_pod_that_waits_by_its_gate_or_by_the_annotation_alone_is_let_go_once_
     obj["status"]["eviction"]["uid"] = "uid-old"
     writes = MemoryWrites(obj)
     clock = [0.0]
-    loop = Reconciler(
-        None,
-        cache(writes, (waiting, stored_pod("old", "uid-old", phase="Running"))),
-        Metrics(),
-        3600,
-        lambda: NOW,
-        writes=writes,
-        monotonic=lambda: clock[0],
-    )
+    loop = clocked(writes, (waiting, stored_pod("old", "uid-old", phase="Running")), clock)
     loop.reconcile_once()
     assert writes.gates_lifted == [], "the evicted pod is still there"
     loop.cache.pods.remove(NS, "old")
@@ -580,15 +577,7 @@ def test_a_gate_whose_placement_is_gone_or_no_longer_its_claim_is_lifted_and_a_f
     writes = MemoryWrites(evicting())
     writes.lift_with = [KubeError("the API server is away")]
     clock = [0.0]
-    loop = Reconciler(
-        None,
-        cache(writes, (gated_pod("gone"),)),
-        Metrics(),
-        3600,
-        lambda: NOW,
-        writes=writes,
-        monotonic=lambda: clock[0],
-    )
+    loop = clocked(writes, (gated_pod("gone"),), clock)
     clock[0] += ROOM_SETTLE_SECONDS
     loop.reconcile_once()
     assert writes.gates_lifted == [], "the room counts as made from the first pass that found it"
@@ -600,15 +589,7 @@ def test_a_gate_whose_placement_is_gone_or_no_longer_its_claim_is_lifted_and_a_f
     assert writes.gates_lifted == ["trainer-0 uid-1"]
     other = MemoryWrites(evicting())
     clock[0] = 0.0
-    mine = Reconciler(
-        None,
-        cache(other, (gated_pod(token="another"),)),
-        Metrics(),
-        3600,
-        lambda: NOW,
-        writes=other,
-        monotonic=lambda: clock[0],
-    )
+    mine = clocked(other, (gated_pod(token="another"),), clock)
     mine.reconcile_once()
     clock[0] += ROOM_SETTLE_SECONDS
     mine.reconcile_once()

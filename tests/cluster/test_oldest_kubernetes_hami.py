@@ -54,7 +54,7 @@ def cluster() -> Iterator[Sandbox]:
     sandbox = Sandbox.start(release=OLDEST)
     try:
         prepare(sandbox)
-        assert sandbox.get("/version")["gitVersion"] == binaries.OLDEST_KUBERNETES_VERSION
+        assert sandbox.get("/version")["gitVersion"] == sandbox.release.version == binaries.OLDEST_KUBERNETES_VERSION
         yield sandbox
     finally:
         sandbox.stop()

@@ -186,12 +186,14 @@ class Evictions:
 
     @property
     def deleted(self) -> dict[str, bool]:
-        """Each pod deleted so far -> whether an eviction of it was accepted."""
+        """Each pod deleted so far -> whether an eviction of it was accepted (a dry run's answers too, and deletes
+        nothing: it is left out)."""
         evicted = {
             ((e.get("objectRef") or {}).get("namespace"), (e.get("objectRef") or {}).get("name"))
             for e in self._cluster.audit_events()
             if (e.get("objectRef") or {}).get("subresource") == "eviction"
             and (e.get("responseStatus") or {}).get("code") in {200, 201}
+            and "dryRun=" not in str(e.get("requestURI") or "")
         }
         return {name: (self._namespace, name) in evicted for name in self._gone}
 

@@ -32,6 +32,7 @@ from kubectl_hami_place.core.planner import (
     why,
 )
 from kubectl_hami_place.core.planner.goals import _make_room
+from kubectl_hami_place.core.planner.model import CardState
 from kubectl_hami_place.core.planner.state import State, sequence_fit, static_block
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
@@ -143,6 +144,56 @@ def test_fit_moves_the_one_pod_that_makes_room() -> None:
     assert [(m.pod, m.from_cards, m.to_cards) for m in result.moves] == [("ns/q", ("GPU-a-1",), ("GPU-a-0",))]
     assert result.target == ("a", ("GPU-a-1",))
     replay(snapshot, result)
+
+
+def test_a_plan_prints_as_the_json_apply_reads_back() -> None:
+    """`plan -o json` is what `apply` and operators' scripts read: every key and value of a plan, its moves and its
+    card map is part of the interface (here a compact plan: no target, one card freed, the cards left as they were)."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b", cards=1)),
+        pods=(
+            placed("x", "a", ["GPU-a-0"], 10 * GIB, 20),
+            placed("y", "a", ["GPU-a-1"], 12 * GIB, 30),
+            placed("z", "b", ["GPU-b-0"], 30 * GIB, 40),
+        ),
+    )
+
+    def card_after(node: str, index: int, used: int, cores: int, pods: list[str]) -> dict:
+        return {
+            "node": node,
+            "uuid": f"GPU-{node}-{index}",
+            "name": f"gpu-{index}",
+            "type": A100,
+            "memory": {"total": 40 * GIB, "used": used},
+            "cores": {"total": 100, "used": cores},
+            "slots": {"total": 10, "used": len(pods)},
+            "pods": pods,
+        }
+
+    assert plan(snapshot, CompactGoal(("a", "b"))).to_dict() == {
+        "goal": "compact a, b",
+        "complete": True,
+        "gain": "1 whole card(s) freed with 1 move(s): 0 -> 1 whole cards free",
+        "reasons": ["a gpu-1: ns/y fits no other card in use", "b gpu-0: ns/z fits no other card in use"],
+        "target": None,
+        "freed": ["GPU-a-0"],
+        "before": {"openCards": 3, "wholeCardsFree": 0, "freeMiB": 68 * GIB, "largestFreeMiB": 30 * GIB},
+        "after": {"openCards": 3, "wholeCardsFree": 1, "freeMiB": 68 * GIB, "largestFreeMiB": 40 * GIB},
+        "moves": [
+            {
+                "pod": "ns/x",
+                "uid": "uid-x",
+                "from": {"node": "a", "cards": ["GPU-a-0"]},
+                "to": {"node": "b", "cards": ["GPU-b-0"]},
+                "reason": "frees a gpu-0",
+            }
+        ],
+        "cardsAfter": [
+            card_after("a", 0, 0, 0, []),
+            card_after("a", 1, 12 * GIB, 30, ["ns/y"]),
+            card_after("b", 0, 40 * GIB, 60, ["ns/z", "ns/x"]),
+        ],
+    }
 
 
 def test_fit_prefers_the_node_with_fewest_moves() -> None:
@@ -314,6 +365,37 @@ def test_a_node_whose_evictions_exceed_the_move_bounds_is_not_tried() -> None:
     assert "a: making room evicts 2 pods, which would exceed 1 moves off node a" in refused.reasons
 
 
+def test_a_pod_limited_to_a_few_nodes_of_many_cards_moves_to_the_fullest_of_their_cards_that_fits() -> None:
+    """A pod that may run on few nodes of many cards is walked over those nodes' cards alone, by the same rules: p
+    (on a, c, the unschedulable d, or the GPU-less cpu-0) goes to c's fullest card that still fits it (20 GiB free,
+    exactly its share), or to an empty one of c when c's cards in use are too full, never to d."""
+
+    def cluster(t: int, u: int) -> Snapshot:
+        return Snapshot(
+            nodes=(
+                gpu_node("a", cards=9),
+                gpu_node("b", cards=9),
+                gpu_node("c", cards=9),
+                gpu_node("d", cards=9, schedulable=False),
+            ),
+            pods=(
+                placed("p", "a", ["GPU-a-0"], 20 * GIB, nodes=frozenset({"a", "c", "d", "cpu-0"})),
+                *(placed(f"f{i}", "a", [f"GPU-a-{i}"], 36 * GIB, held="is resting") for i in range(1, 9)),
+                placed("r", "b", ["GPU-b-0"], 8 * GIB),
+                placed("s", "d", ["GPU-d-0"], 18 * GIB),
+                placed("t", "c", ["GPU-c-2"], t * GIB),
+                placed("u", "c", ["GPU-c-3"], u * GIB),
+            ),
+        )
+
+    for (t, u), fullest in (((20, 12), "GPU-c-2"), ((30, 24), "GPU-c-0")):
+        snapshot = cluster(t, u)
+        result = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})))
+        assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/p", "c", (fullest,))]
+        assert result.target == ("a", ("GPU-a-0",))
+        replay(snapshot, result)
+
+
 def test_fit_pushes_one_smaller_pod_aside_when_an_evicted_pod_fits_nowhere() -> None:
     """p fits no other card until q steps aside; that chain is two moves, so --max-moves 1 refuses it."""
     snapshot = Snapshot(
@@ -332,6 +414,33 @@ def test_fit_pushes_one_smaller_pod_aside_when_an_evicted_pod_fits_nowhere() -> 
     replay(snapshot, result)
     refused = fit_plan(snapshot, pending(32 * GIB, nodes=frozenset({"a"})), Limits(max_moves=1))
     assert not refused.complete and refused.moves == ()
+
+
+def test_the_pod_pushed_aside_is_the_one_holding_least_memory() -> None:
+    """Either q or s leaving gpu-0 of b makes room for p; the chain pushes aside q, which holds less memory (the
+    planner's cost is MiB moved), though it holds more cores. Both moves say what they are for, and a numa-bind p
+    (one card is always of one NUMA node) is pushed in the same way."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(
+            placed("p", "a", ["GPU-a-0"], 20 * GIB),
+            placed("big", "a", ["GPU-a-1"], 30 * GIB),
+            placed("q", "b", ["GPU-b-0"], 8 * GIB, 60),
+            placed("s", "b", ["GPU-b-0"], 14 * GIB),
+            placed("r", "b", ["GPU-b-1"], 24 * GIB),
+        ),
+    )
+    bound = replace(
+        snapshot, pods=tuple(replace(p, annotations=NUMA_BIND) if p.name == "p" else p for p in snapshot.pods)
+    )
+    for cluster in (snapshot, bound):
+        result = fit_plan(cluster, pending(32 * GIB, nodes=frozenset({"a"})))
+        assert [(m.pod, m.to_cards, m.reason) for m in result.moves] == [
+            ("ns/q", ("GPU-a-1",), "makes room on a gpu-0"),
+            ("ns/p", ("GPU-b-0",), "makes room on a gpu-0"),
+        ]
+        assert result.target == ("a", ("GPU-a-0",))
+        replay(cluster, result)
 
 
 # free-cards and compact ---------------------------------------------------------------------------------------
@@ -358,6 +467,49 @@ def test_free_cards_frees_as_many_as_asked() -> None:
     empty = {c.uuid for c in result.cards_after if not c.pods}
     assert set(result.freed) <= empty
     replay(snapshot, result)
+
+
+def test_a_pod_moved_onto_a_card_the_plan_then_frees_is_moved_once_from_where_it_was() -> None:
+    """p0 first goes to gpu-1 to free gpu-0, then gpu-1 is freed too: p0's move is re-aimed at gpu-2 (one eviction,
+    not two, since a replacement has another name), keeping the reason it was evicted for."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=3),),
+        pods=(
+            placed("p0", "a", ["GPU-a-0"], 4 * GIB),
+            placed("p1", "a", ["GPU-a-1"], 10 * GIB),
+            placed("p2", "a", ["GPU-a-2"], 10 * GIB),
+        ),
+    )
+    result = plan(snapshot, FreeCardsGoal(2))
+    assert result.complete and result.freed == ("GPU-a-0", "GPU-a-1")
+    assert [(m.pod, m.from_cards, m.to_cards, m.reason) for m in result.moves] == [
+        ("ns/p0", ("GPU-a-0",), ("GPU-a-2",), "frees a gpu-0"),
+        ("ns/p1", ("GPU-a-1",), ("GPU-a-2",), "frees a gpu-1"),
+    ]
+    replay(snapshot, result)
+
+
+def test_a_pod_of_two_gpu_containers_on_one_card_moves_both_of_its_slots() -> None:
+    """HAMi counts a slot per GPU container: the pod's two slots leave gpu-0 with it, all of them, and land on
+    gpu-1, whose slots bound how many more pods it takes."""
+    share = (ContainerDevice("GPU-a-0", "NVIDIA", 5 * GIB, 10),)
+    two = PlanPod(
+        namespace="ns",
+        name="two",
+        uid="uid-two",
+        requests=(card_request(1, memreq=5 * GIB, coresreq=10),) * 2,
+        allocation=PodAllocation("ns", "two", "uid-two", "a", "Running", (share, share)),
+        owner_kind="ReplicaSet",
+    )
+    result = plan(
+        Snapshot(nodes=(gpu_node("a"),), pods=(two, placed("x", "a", ["GPU-a-1"], 20 * GIB, 30))), FreeCardsGoal(1)
+    )
+    assert [(m.pod, m.to_cards) for m in result.moves] == [("ns/two", ("GPU-a-1",))]
+
+    def card_after(index: int, mem: int, cores: int, slots: int, pods: tuple[str, ...]) -> CardState:
+        return CardState("a", f"GPU-a-{index}", index, A100, 40 * GIB, mem, 100, cores, 10, slots, pods)
+
+    assert result.cards_after == (card_after(0, 0, 0, 0, ()), card_after(1, 30 * GIB, 50, 3, ("ns/x", "ns/two")))
 
 
 def test_free_cards_as_many_as_possible_says_what_it_reached() -> None:
@@ -448,6 +600,66 @@ def test_compact_moves_only_among_its_nodes() -> None:
     result = plan(snapshot, CompactGoal(("a",)), Limits(max_moves=100))
     assert len(result.freed) == 3
     assert all(m.from_node == "a" and m.to_node == "a" for m in result.moves)
+    replay(snapshot, result)
+
+
+def test_compact_never_moves_a_pod_off_its_nodes_nor_where_it_may_not_run_even_by_a_chain() -> None:
+    """A chain making room for p may only use compact's nodes, and p's own: p may not run on b, and room on c or
+    a pod sent to c would move pods off or onto nodes the operator did not name. In the second cluster r could
+    make room on b for p only by leaving for c."""
+    pinned = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b", cards=1), gpu_node("c", cards=1)),
+        pods=(
+            placed("p", "a", ["GPU-a-0"], 20 * GIB, nodes=frozenset({"a", "c"})),
+            placed("q", "a", ["GPU-a-1"], 30 * GIB, held="is resting"),
+            placed("r", "b", ["GPU-b-0"], 8 * GIB),
+            placed("s", "b", ["GPU-b-0"], 16 * GIB),
+            placed("t", "c", ["GPU-c-0"], 8 * GIB),
+            placed("u", "c", ["GPU-c-0"], 16 * GIB),
+        ),
+    )
+    result = plan(pinned, CompactGoal(("a", "b")))
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [
+        ("ns/s", "a", ("GPU-a-0",)),
+        ("ns/r", "a", ("GPU-a-1",)),
+    ]
+    assert result.freed == ("GPU-b-0",)
+    assert result.reasons == ("a gpu-0: ns/p fits no other card in use", "a gpu-1: ns/q is resting")
+    replay(pinned, result)
+    outside = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b", cards=1), gpu_node("c", cards=1)),
+        pods=(
+            placed("p", "a", ["GPU-a-0"], 20 * GIB),
+            placed("q", "a", ["GPU-a-1"], 36 * GIB, held="is resting"),
+            placed("r", "b", ["GPU-b-0"], 8 * GIB),
+            placed("s", "b", ["GPU-b-0"], 16 * GIB),
+            placed("t", "c", ["GPU-c-0"], 10 * GIB),
+        ),
+    )
+    kept = plan(outside, CompactGoal(("a", "b")))
+    assert (kept.moves, kept.freed) == ((), ())
+    assert kept.reasons == (
+        "a gpu-0: ns/p fits no other card in use",
+        "a gpu-1: ns/q is resting",
+        "b gpu-0: ns/r fits no other card in use",
+    )
+
+
+def test_compact_moves_a_pod_only_to_those_of_its_nodes_it_may_run_on() -> None:
+    """p may run on a and c only: compact a, b leaves it on a though b's card has room (kube-scheduler would not
+    bind its replacement there) and never sends it to c, outside the nodes named; r moves onto p's card instead."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b", cards=1), gpu_node("c", cards=1)),
+        pods=(
+            placed("p", "a", ["GPU-a-0"], 12 * GIB, nodes=frozenset({"a", "c"})),
+            placed("q", "a", ["GPU-a-1"], 36 * GIB, held="is resting"),
+            placed("r", "b", ["GPU-b-0"], 16 * GIB),
+            placed("t", "c", ["GPU-c-0"], 8 * GIB),
+        ),
+    )
+    result = plan(snapshot, CompactGoal(("a", "b")))
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/r", "a", ("GPU-a-0",))]
+    assert result.freed == ("GPU-b-0",)
     replay(snapshot, result)
 
 
@@ -657,6 +869,38 @@ def test_namespace_and_per_node_moves_left_bound_the_plan() -> None:
     assert len(fit_plan(snapshot, pending(40 * GIB), Limits(namespace_moves_left={"other": 0})).moves) == 2
 
 
+def three_on_one_card(**kw: object) -> Snapshot:
+    """Node a's one card holds three 8 GiB pods; node b's card is free: a 40 GiB pod for a needs three moves."""
+    pods = tuple(placed(f"p{i}", "a", ["GPU-a-0"], 8 * GIB, **kw) for i in range(3))
+    return Snapshot(nodes=(gpu_node("a", cards=1), gpu_node("b", cards=1)), pods=pods)
+
+
+def test_a_namespace_bound_lets_the_plan_move_exactly_that_many_of_its_pods() -> None:
+    """--max-moves-per-namespace N is N moves of the namespace's pods, counted move by move: N+1 is refused."""
+    pod = pending(40 * GIB, nodes=frozenset({"a"}))
+    allowed = fit_plan(three_on_one_card(), pod, Limits(max_moves_per_namespace=3))
+    assert allowed.complete and [m.pod for m in allowed.moves] == ["ns/p0", "ns/p1", "ns/p2"]
+    refused = fit_plan(three_on_one_card(), pod, Limits(max_moves_per_namespace=2))
+    assert (refused.complete, refused.moves) == (False, ())
+    assert refused.reasons[1] == (
+        "a: moving ns/p0, ns/p1, ns/p2 would make room on gpu-0, but ns/p2 would exceed 2 moves of namespace ns's pods"
+    )
+
+
+def test_a_disruption_budget_lets_the_plan_evict_exactly_as_many_pods_as_it_allows() -> None:
+    """A PodDisruptionBudget allowing N disruptions is spent one per evicted pod: N of its pods move, never N+1."""
+    pod = pending(40 * GIB, nodes=frozenset({"a"}))
+    guarded = three_on_one_card(budgets=("ns/pdb",))
+    allowed = fit_plan(replace(guarded, budgets={"ns/pdb": 3}), pod)
+    assert allowed.complete and [m.pod for m in allowed.moves] == ["ns/p0", "ns/p1", "ns/p2"]
+    refused = fit_plan(replace(guarded, budgets={"ns/pdb": 2}), pod)
+    assert (refused.complete, refused.moves) == (False, ())
+    assert refused.reasons[1] == (
+        "a: moving ns/p0, ns/p1, ns/p2 would make room on gpu-0, but ns/p2 is protected by PodDisruptionBudget "
+        "ns/pdb, which allows no more disruptions"
+    )
+
+
 # numa-bind --------------------------------------------------------------------------------------------------
 
 NUMA_BIND = {"nvidia.com/numa-bind": "true"}
@@ -690,6 +934,16 @@ def test_a_numa_bind_pod_moves_to_cards_of_one_numa_node() -> None:
     result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
     assert result.complete
     assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-2"))]
+    replay(snapshot, result)
+
+
+def test_a_two_card_pod_without_numa_bind_moves_to_cards_of_either_numa_node() -> None:
+    """Only numa-bind keeps a pod's cards on one NUMA node: duo, asking no such thing, takes b's first two cards,
+    which straddle NUMA nodes, as HAMi would give it."""
+    duo = placed("duo", "a", ["GPU-a-0", "GPU-a-1"], 10 * GIB)
+    snapshot = Snapshot(nodes=(gpu_node("a"), numa_node("b", (0, 1, 0, 1))), pods=(duo,))
+    result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-1"))]
     replay(snapshot, result)
 
 
@@ -767,6 +1021,18 @@ def test_a_topology_aware_pod_is_targeted_at_the_cards_hamis_pair_scores_pick(
     replay(snapshot, result)
 
 
+def test_a_topology_aware_pod_with_an_init_container_is_targeted_at_the_cards_hamis_pair_scores_pick() -> None:
+    """HAMi fits an init container alone, its usage gone before the app containers are fitted: 25 GiB then 20 GiB
+    on each of two 40 GiB cards fits HAMi's pick of cards 0 and 2, which the target must be (see PAIR_SCORES)."""
+    requests = (card_request(2, memreq=25 * GIB), card_request(2, memreq=20 * GIB))
+    pod = PlanPod(namespace="ns", name="new", requests=requests, init_containers=1, annotations=TOPOLOGY)
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
+    result = fit_plan(snapshot, pod)
+    assert (result.target, result.moves) == (("a", ("GPU-a-0", "GPU-a-2")), ())
+    [verdict] = why(snapshot, pod, HAMI_DEFAULTS)
+    assert verdict.message == "HAMi places it on gpu-2, gpu-0"
+
+
 def test_without_topology_aware_the_pair_scores_do_not_move_the_target() -> None:
     snapshot = Snapshot(nodes=(scored_node("a"),), pods=())
     result = fit_plan(snapshot, pending(10 * GIB, nums=2))
@@ -803,6 +1069,71 @@ def test_a_one_card_topology_aware_pod_is_targeted_at_the_card_hamis_pair_scores
     assert [(m.pod, m.to_node, m.to_cards) for m in moved.moves] == [("ns/solo", "b", ("GPU-b-1",))]
 
 
+def test_a_pod_moved_aside_under_the_default_topology_aware_policy_goes_to_the_card_hamis_pair_scores_pick() -> None:
+    """HAMi's --gpu-scheduler-policy topology-aware applies to a pod naming no policy: solo, moved aside, goes to the
+    card HAMi's pair scores pick on b (gpu-1, see PAIR_SCORES), as one asking topology-aware itself does."""
+    solo = placed("solo", "a", ["GPU-a-0"], 10 * GIB, default_policy="topology-aware")
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), scored_node("b")), pods=(solo,))
+    moved = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})))
+    assert [(m.pod, m.to_node, m.to_cards) for m in moved.moves] == [("ns/solo", "b", ("GPU-b-1",))]
+    replay(snapshot, moved)
+
+
+def test_a_topology_aware_pod_of_two_containers_moves_to_a_card_that_holds_both() -> None:
+    """One placement pins every container to the same card: HAMi's pair-score pick for the first container alone
+    (b's gpu-1, where w leaves 20 GiB) cannot take both 15 GiB containers, so the pod goes to the planner's own
+    fitting card, which HAMi takes when pinned."""
+    share = (ContainerDevice("GPU-a-0", "NVIDIA", 15 * GIB, 0),)
+    two = PlanPod(
+        namespace="ns",
+        name="two",
+        uid="uid-two",
+        requests=(card_request(1, memreq=15 * GIB),) * 2,
+        annotations=TOPOLOGY,
+        allocation=PodAllocation("ns", "two", "uid-two", "a", "Running", (share, share)),
+        owner_kind="ReplicaSet",
+    )
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), scored_node("b")), pods=(two, placed("w", "b", ["GPU-b-1"], 20 * GIB))
+    )
+    result = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})))
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/two", "b", ("GPU-b-0",))]
+    replay(snapshot, result)
+
+
+def test_a_topology_aware_pod_moved_to_free_a_card_goes_to_a_card_in_use_outside_it() -> None:
+    """HAMi's pair scores would pick gpu-1 itself, or the empty gpu-2: freeing gpu-1 must move t to the one card in
+    use left to it (gpu-0), not evict it onto the card being freed nor fill an empty card."""
+    snapshot = Snapshot(
+        nodes=(scored_node("a"),),
+        pods=(placed("x", "a", ["GPU-a-0"], 20 * GIB), placed("t", "a", ["GPU-a-1"], 10 * GIB, annotations=TOPOLOGY)),
+    )
+    result = plan(snapshot, FreeCardsGoal(1))
+    assert result.complete and result.freed == ("GPU-a-1",)
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/t", "a", ("GPU-a-0",))]
+    replay(snapshot, result)
+
+
+def test_a_two_card_topology_aware_pod_moved_to_free_cards_stays_off_the_empty_ones() -> None:
+    """HAMi's pair scores favour gpu-0 with the empty gpu-4: freeing duo's cards must move it onto the cards in use
+    (gpu-0 and gpu-1), or the plan would fill a card as it frees one."""
+    scores = {
+        f"GPU-a-{i}": {f"GPU-a-{j}": 300 if {i, j} == {0, 4} else 10 for j in range(5) if j != i} for i in range(5)
+    }
+    snapshot = Snapshot(
+        nodes=(PlanNode("a", tuple(card(f"GPU-a-{i}", i) for i in range(5)), pair_scores=scores),),
+        pods=(
+            placed("x", "a", ["GPU-a-0"], 20 * GIB),
+            placed("y", "a", ["GPU-a-1"], 20 * GIB),
+            placed("duo", "a", ["GPU-a-2", "GPU-a-3"], 10 * GIB, annotations=TOPOLOGY),
+        ),
+    )
+    result = plan(snapshot, FreeCardsGoal(1))
+    assert result.complete and result.freed == ("GPU-a-2", "GPU-a-3")
+    assert [(m.pod, m.to_cards) for m in result.moves] == [("ns/duo", ("GPU-a-0", "GPU-a-1"))]
+    replay(snapshot, result)
+
+
 # Four cards where HAMi's pair scores favour 2 with 3: the pod asks three cards of 35 GiB; card 0 is free, p holds
 # 10 GiB of card 1 and duo 20 GiB of cards 2 and 3. The cheapest cards one by one are 0, 1 (10 GiB to move) and 2,
 # which moves p and duo; once both have left, HAMi's combination of the four (computeBestCombination) is 0, 2, 3
@@ -835,6 +1166,35 @@ def test_a_topology_aware_pod_frees_the_cards_hamis_pair_scores_then_pick() -> N
     replay(quad(), result)
     plain = fit_plan(quad(), pending(35 * GIB, nums=3, nodes=frozenset({"a"})))
     assert [m.pod for m in plain.moves] == ["ns/duo", "ns/p"], "other policies keep the cheapest cards one by one"
+
+
+def test_hamis_topology_aware_pick_is_made_among_the_cards_that_can_take_the_pod() -> None:
+    """HAMi's pair-score pick never lands on a cordoned card or one whose cores are taken: the planner aims at the
+    card HAMi really picks (gpu-2), where a pick of gpu-1 would evict busy for nothing or pin a card HAMi refuses."""
+    pod = pending(10 * GIB, cores=10, annotations=TOPOLOGY)
+    cordoned = Snapshot(nodes=(replace(scored_node("a"), cordoned=frozenset({"GPU-a-1"})),), pods=())
+    busy = Snapshot(nodes=(scored_node("a"),), pods=(placed("busy", "a", ["GPU-a-1"], 1 * GIB, 100),))
+    for snapshot in (cordoned, busy):
+        result = fit_plan(snapshot, pod)
+        assert (result.target, result.moves) == (("a", ("GPU-a-2",)), ())
+        assert why(snapshot, pod, HAMI_DEFAULTS)[0].message == "HAMi places it on gpu-2"
+
+
+def test_hamis_topology_aware_pick_counts_the_slots_and_cores_the_moves_release() -> None:
+    """Cards of two slots, duo holding 60% of cards 2 and 3: once duo leaves them they take the pod, so freeing
+    them is room HAMi's pick uses (QUAD_SCORES); counting duo's slot or cores twice would refuse the node."""
+    a = PlanNode("a", tuple(card(f"GPU-a-{i}", i, count=2) for i in range(4)), pair_scores=QUAD_SCORES)
+    snapshot = Snapshot(
+        nodes=(a, gpu_node("spare", cards=3)),
+        pods=(placed("p", "a", ["GPU-a-1"], 10 * GIB), placed("duo", "a", ["GPU-a-2", "GPU-a-3"], 20 * GIB, 60)),
+    )
+    result = fit_plan(snapshot, pending(35 * GIB, nums=3, cores=40, annotations=TOPOLOGY, nodes=frozenset({"a"})))
+    assert result.complete
+    assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [
+        ("ns/duo", "spare", ("GPU-spare-0", "GPU-spare-1"))
+    ]
+    assert result.target == ("a", ("GPU-a-0", "GPU-a-2", "GPU-a-3"))
+    replay(snapshot, result)
 
 
 def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:

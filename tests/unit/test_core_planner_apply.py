@@ -9,10 +9,12 @@ import pytest
 from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.planner import FitGoal, Move, Snapshot, plan
 from kubectl_hami_place.core.planner.apply import (
+    MoveCheck,
     PlanFile,
     PlanFileError,
     Step,
     check_plan,
+    move_step,
     placement_for,
     read_plan,
     req_id_for,
@@ -53,33 +55,63 @@ def moved(snapshot: Snapshot, move: Move, uuids: tuple[str, ...]) -> Snapshot:
 
 
 def test_read_plan_takes_back_what_plan_prints() -> None:
+    """`apply` carries out the plan that was reviewed: its goal, moves, `--for` pod and target, as printed."""
     snapshot = fragmented()
     result = plan(snapshot, FitGoal(pending(35 * GIB)))
     read = read_plan({**result.to_dict(), "pod": {"namespace": "ns", "name": "new"}})
-    assert read.moves == result.moves
-    assert read.pod == "ns/new"
-    assert read.target == result.target
+    assert read == PlanFile(goal="make room for ns/new", moves=result.moves, pod="ns/new", target=result.target)
 
 
 @pytest.mark.parametrize(
     ("data", "says"),
     [
-        ([], "not an object"),
-        ({"goal": "x"}, "no moves list"),
+        ([], "the plan is not an object"),
+        ({"goal": "x"}, "the plan has no moves list"),
+        ({"moves": ["ns/p"]}, "move 1: not an object"),
+        ({"moves": [{"uid": "u"}]}, "move 1: pod must be a non-empty string"),
         ({"moves": [{"pod": "nons", "uid": "u"}]}, "move 1: pod 'nons' is not namespace/name"),
-        ({"moves": [{"pod": "ns/p", "uid": "u", "from": {"node": "a"}}]}, "move 1: needs from and to"),
+        ({"moves": [{"pod": "/p", "uid": "u"}]}, "move 1: pod '/p' is not namespace/name"),
+        (
+            {"moves": [{"pod": "ns/p", "uid": "u", "from": {"node": "a"}}]},
+            "move 1: needs from and to, each with node and cards",
+        ),
         (
             {"moves": [{"pod": "ns/p", "uid": "u", "from": {"node": "a", "cards": []}, "to": {"node": "a"}}]},
-            "move 1 from: cards must be a non-empty list",
+            "move 1 from: cards must be a non-empty list of card UUIDs",
+        ),
+        ({"moves": [{**TWICE, "from": {"cards": ["G0"]}}]}, "move 1 from: node must be a non-empty string"),
+        ({"moves": [{**TWICE, "to": {"cards": ["G1"]}}]}, "move 1 to: node must be a non-empty string"),
+        (
+            {"moves": [{**TWICE, "to": {"node": "a", "cards": [1]}}]},
+            "move 1 to: cards must be a non-empty list of card UUIDs",
+        ),
+        (
+            {"moves": [{**TWICE, "to": {"node": "a", "cards": ["GPU-\u00e9"]}}]},
+            "move 1 to: cards must be card UUIDs (ASCII)",
+        ),
+        (
+            {"moves": [{**TWICE, "uid": "\u00e9" * 100}]},
+            "move 1: uid '" + "\u00e9" * 80 + "' is not a Kubernetes name or UID (ASCII)",
         ),
         ({"moves": [{"pod": "ns/p"}]}, "move 1: uid must be a non-empty string"),
         ({"moves": [], "pod": {"name": "p"}}, "pod: needs namespace and name"),
-        ({"moves": [TWICE, TWICE]}, "moves one pod twice"),
+        ({"moves": [], "target": {"cards": ["G0"]}}, "target: node must be a non-empty string"),
+        ({"moves": [], "target": {"node": "a", "cards": []}}, "target: cards must be a non-empty list of card UUIDs"),
+        ({"moves": [TWICE, TWICE]}, "the plan moves one pod twice"),
     ],
 )
 def test_read_plan_names_what_is_wrong(data: object, says: str) -> None:
-    with pytest.raises(PlanFileError, match=says):
+    """A plan file edited by hand is refused with the one line that names the field to fix, never a traceback."""
+    with pytest.raises(PlanFileError) as raised:
         read_plan(data)
+    assert str(raised.value) == says
+
+
+def test_a_plan_file_of_moves_alone_reads_as_moves_for_no_pod() -> None:
+    """A plan file with only its moves (a free-cards plan, or one written by hand) has no `--for` pod to report."""
+    assert read_plan({"moves": [TWICE]}) == PlanFile(
+        goal="", moves=(Move("ns/p", "u", "a", ("G0",), "a", ("G1",), ""),), pod="", target=None
+    )
 
 
 def test_placement_names_are_fixed_by_the_move_and_valid() -> None:
@@ -90,6 +122,41 @@ def test_placement_names_are_fixed_by_the_move_and_valid() -> None:
     name = placement_for(long)
     assert name.startswith("move-" + "p" * 39 + "-") and len(name) < 64 and "--" not in name
     assert len(req_id_for(move)) == 12
+
+
+def test_a_placement_name_is_the_same_in_every_release() -> None:
+    """A re-run finds the placements an earlier run (perhaps an earlier release) made by name alone: the digest of
+    the UID, the node and every target card must not change, or a move would be pinned twice."""
+    move = Move("ns/p", "u", "a", ("GPU-a-0",), "a", ("GPU-a-1", "GPU-a-2"), "")
+    assert (placement_for(move), req_id_for(move)) == ("move-p-ca4f9902edee", "ca4f9902edee")
+
+
+def test_a_move_checked_alone_is_where_it_stands_now() -> None:
+    """`move_step` judges one move on the cluster as it is: ready before it is made, done once its replacement
+    holds the target cards."""
+    snapshot = fragmented()
+    move = planned(snapshot).moves[0]
+    assert move_step(move, snapshot, ()) == MoveCheck(Step.ready, "ns/x is on gpu-0; the target has room")
+    after = moved(snapshot, move, move.to_cards)
+    assert move_step(move, after, ()) == MoveCheck(Step.done, "ns/x-2 holds gpu-1")
+
+
+def test_the_walk_goes_past_done_moves_and_stops_at_the_first_that_is_not() -> None:
+    """A re-run skips the moves already made and goes on; a move the cluster no longer matches stops it before any
+    later move evicts a pod for a plan that no longer holds."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", 3),),
+        pods=(placed("x", "a", ["GPU-a-0"], 10 * GIB), placed("y", "a", ["GPU-a-1"], 10 * GIB)),
+    )
+    base = planned(fragmented())
+    first = replace(base.moves[0], from_cards=("GPU-a-0",), to_cards=("GPU-a-2",))
+    second = replace(first, pod="ns/y", uid="uid-y", from_cards=("GPU-a-1",))
+    plan_file = replace(base, moves=(first, second))
+    after = moved(snapshot, first, first.to_cards)
+    checks = check_plan(plan_file, after, {f"ns/{placement_for(first)}"})
+    assert [(move.pod, check.step) for move, check in checks] == [("ns/x", Step.done), ("ns/y", Step.ready)]
+    gone = replace(snapshot, pods=tuple(p for p in snapshot.pods if p.key != "ns/x"))
+    assert [(move.pod, check.step) for move, check in check_plan(plan_file, gone, ())] == [("ns/x", Step.changed)]
 
 
 def test_a_fresh_plan_is_ready_move_by_move() -> None:
@@ -131,14 +198,18 @@ def test_an_evicted_pod_waits_for_its_replacement() -> None:
     move = plan_file.moves[0]
     gone = replace(snapshot, pods=tuple(p for p in snapshot.pods if p.key != move.pod))
     pinned = {f"ns/{placement_for(move)}"}
-    assert check_plan(plan_file, gone, pinned)[0][1].step is Step.waiting
+    assert check_plan(plan_file, gone, pinned)[0][1] == MoveCheck(
+        Step.waiting, "ns/x is gone; its replacement is not on the target cards yet"
+    )
     terminating = tuple(
         replace(p, allocation=replace(p.allocation, deleting=True)) if p.key == move.pod and p.allocation else p
         for p in snapshot.pods
     )
-    assert check_plan(plan_file, replace(snapshot, pods=terminating), pinned)[0][1].step is Step.waiting
+    assert check_plan(plan_file, replace(snapshot, pods=terminating), pinned)[0][1] == MoveCheck(
+        Step.waiting, "ns/x is terminating"
+    )
     changed = check_plan(plan_file, replace(snapshot, pods=terminating), ())[0][1]
-    assert changed.step is Step.changed and "not because of this plan" in changed.detail
+    assert changed == MoveCheck(Step.changed, "ns/x is terminating, but not because of this plan")
 
 
 def test_a_pod_deleted_meanwhile_stops_the_plan() -> None:
@@ -166,10 +237,9 @@ def test_a_pod_on_other_cards_than_planned_stops_the_plan() -> None:
     snapshot = fragmented()
     plan_file = planned(snapshot)
     move = plan_file.moves[0]
-    elsewhere = replace(move, from_cards=move.to_cards)
+    elsewhere = replace(move, from_cards=(*move.to_cards, "GPU-gone"))
     check = check_plan(replace(plan_file, moves=(elsewhere,)), snapshot, ())[0][1]
-    assert check.step is Step.changed
-    assert "the plan found it on" in check.detail
+    assert check == MoveCheck(Step.changed, "ns/x holds gpu-0 on a; the plan found it on gpu-1, GPU-gone on a")
 
 
 def test_a_target_filled_meanwhile_stops_the_plan() -> None:
@@ -187,9 +257,13 @@ def test_a_target_cordoned_or_gone_stops_the_plan() -> None:
     plan_file = planned(snapshot)
     move = plan_file.moves[0]
     closed = replace(snapshot, nodes=(replace(snapshot.nodes[0], cordoned=frozenset(move.to_cards)),))
-    assert "takes no new pods" in check_plan(plan_file, closed, ())[0][1].detail
+    assert check_plan(plan_file, closed, ())[0][1] == MoveCheck(
+        Step.changed, "a gpu-1 takes no new pods now (unhealthy, cordoned, or its node is unschedulable)"
+    )
     other = replace(move, to_node="b")
-    assert "is no longer on node b" in check_plan(replace(plan_file, moves=(other,)), snapshot, ())[0][1].detail
+    assert check_plan(replace(plan_file, moves=(other,)), snapshot, ())[0][1] == MoveCheck(
+        Step.changed, "card GPU-a-1 is no longer on node b"
+    )
 
 
 def test_a_replacement_elsewhere_than_planned_stops_the_plan() -> None:
@@ -198,7 +272,37 @@ def test_a_replacement_elsewhere_than_planned_stops_the_plan() -> None:
     move = plan_file.moves[0]
     after = moved(snapshot, move, move.from_cards)
     check = check_plan(plan_file, after, {f"ns/{placement_for(move)}"})[0][1]
-    assert check.step is Step.changed and "replacement" in check.detail
+    assert check == MoveCheck(Step.changed, "ns/x's replacement ns/x-2 holds gpu-0, not gpu-1")
+
+
+def test_a_pod_pinned_by_the_placement_while_the_planned_pod_still_runs_stops_the_plan() -> None:
+    """The placement was spent on another pod (a scale-up, say): evicting the planned pod now would leave its
+    replacement unpinned, free to land anywhere."""
+    snapshot = fragmented()
+    plan_file = planned(snapshot)
+    move = plan_file.moves[0]
+    fresh = placed("x-2", "a", ["GPU-a-1"], 10 * GIB, annotations={PLACEMENT_ANNOTATION: placement_for(move)})
+    check = check_plan(plan_file, replace(snapshot, pods=(*snapshot.pods, fresh)), ())[0][1]
+    assert check == MoveCheck(
+        Step.changed, f"placement {placement_for(move)} already pinned ns/x-2 while ns/x still runs"
+    )
+
+
+def test_a_pod_of_another_namespace_carrying_the_placement_name_is_no_replacement() -> None:
+    """Placements are namespaced: a pod elsewhere annotated with the same placement name is not this move's
+    replacement, so the move of a pod deleted meanwhile is not taken for done."""
+    snapshot = fragmented()
+    plan_file = planned(snapshot)
+    move = plan_file.moves[0]
+    stranger = placed("x-2", "a", ["GPU-a-1"], 10 * GIB, annotations={PLACEMENT_ANNOTATION: placement_for(move)})
+    assert stranger.allocation is not None
+    elsewhere = replace(stranger, namespace="other", allocation=replace(stranger.allocation, namespace="other"))
+    others = tuple(p for p in snapshot.pods if p.key != move.pod)
+    cluster = replace(snapshot, pods=(*others, elsewhere))
+    assert check_plan(plan_file, cluster, ())[0][1] == MoveCheck(
+        Step.changed,
+        "ns/x (uid uid-x) is gone and no pod pinned by this plan replaced it: it was deleted or moved meanwhile",
+    )
 
 
 def test_the_target_pod_is_reported_where_it_runs() -> None:
@@ -218,6 +322,14 @@ def test_the_target_pod_is_reported_where_it_runs() -> None:
         True,
         f"ns/new holds {names[other]} on {node} (the plan made room on {named} on {node})",
     )
+
+
+def test_the_target_pod_s_cards_unknown_by_name_are_named_by_uuid() -> None:
+    """A card the cluster no longer registers still shows up, by UUID, in where the `--for` pod runs."""
+    plan_file = PlanFile(goal="", moves=(), pod="ns/new", target=("a", ("GPU-a-0", "GPU-a-1")))
+    held = placed("new", "a", ["GPU-a-0", "GPU-a-1"], 35 * GIB).allocation
+    running = replace(pending(35 * GIB, nums=2), allocation=held)
+    assert target_pod_state(plan_file, running, {"GPU-a-0": "gpu-0"}) == (True, "ns/new holds gpu-0, GPU-a-1 on a")
 
 
 def replacement_pod(placement: str, *, namespace: str = "ns", node: str = "", deleting: bool = False) -> dict:
@@ -247,5 +359,11 @@ def test_a_given_up_move_names_its_replacement_only_while_no_node_holds_it() -> 
     assert stranded([replacement_pod(name, namespace="other")]) is None, "another namespace's pod"
     assert stranded([replacement_pod("move-y-000000000000")]) is None, "another move's pod"
     assert stranded([other]) is None
+    later = replacement_pod(name)
+    later["metadata"].update(name="y-3", uid="u-3")
+    assert stranded([replacement_pod(name, deleting=True), later]) == ("y-3", "u-3"), "the one not going"
+    uidless = replacement_pod(name)
+    del uidless["metadata"]["uid"]
+    assert stranded([uidless]) is None, "no UID to delete it by"
     evicted = {"metadata": {"namespace": "ns", "name": "y", "uid": move.uid}, "spec": {"nodeName": "a"}}
     assert stranded([evicted, replacement_pod(name)]) is None, "it waits for the evicted pod to go"

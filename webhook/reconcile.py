@@ -230,7 +230,7 @@ class Reconciler:
                 self.queue.done(key)
                 self.queue.add_rate_limited(key)
             raise
-        self._lift_gates()
+        self._let_waiting_pods_go()
         if self._last_sweep is None or now - self._last_sweep >= GUARD_SWEEP_SECONDS:
             self._last_sweep = now
             every = everything if everything is not None else self.cache.parsed_placements()
@@ -295,7 +295,7 @@ class Reconciler:
             return due if until is None else min(until, due)
         return FOREVER if self._delete(placement, done) else now + timedelta(seconds=GUARD_SWEEP_SECONDS)
 
-    def _lift_gates(self) -> None:
+    def _let_waiting_pods_go(self) -> None:
         """Let every pod that waits for its room go once its placement made the room (`room_made`), with an Event on
         the pod saying why, once the room has been made for ROOM_SETTLE_SECONDS: ROOM_GATE lifted, or where the API
         server dropped the gate (before 1.27), ROOM_ANNOTATION taken off, the update that has kube-scheduler try the

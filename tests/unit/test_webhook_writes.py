@@ -77,8 +77,8 @@ class MemoryWrites:
         self.pods_carrying: set[str] = set()
         self.carried_asks: list[str] = []
         self.guards: dict[tuple[str, str], Guard] = {}
-        self.gates_lifted: list[str] = []
-        self.lift_with: list[KubeError | None] = []
+        self.let_go: list[str] = []
+        self.let_go_with: list[KubeError | None] = []
 
     def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(name)
@@ -107,10 +107,10 @@ class MemoryWrites:
             raise outcome
 
     def release_room_wait(self, namespace: str, pod: str, uid: str) -> bool:
-        outcome = self.lift_with.pop(0) if self.lift_with else None
+        outcome = self.let_go_with.pop(0) if self.let_go_with else None
         if outcome is not None:
             raise outcome
-        self.gates_lifted.append(f"{pod} {uid}")
+        self.let_go.append(f"{pod} {uid}")
         return True
 
     def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
@@ -521,20 +521,20 @@ def test_the_room_gate_is_lifted_once_the_evicted_pod_is_gone_not_while_it_termi
     loop = clocked(writes, (gated_pod(), old), clock)
     loop.reconcile_once()
     assert writes.evictions == ["old"] and writes.stored[(NS, "make-room")]["status"]["phase"] == "Consumed"
-    assert writes.gates_lifted == [], "HAMi still counts the evicted pod's cards"
+    assert writes.let_go == [], "HAMi still counts the evicted pod's cards"
     terminating = copy.deepcopy(old)
     terminating["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:01Z"
     loop.cache.pods.upsert(terminating)
     loop.reconcile_once()
-    assert writes.gates_lifted == [], "a terminating pod still holds its cards"
+    assert writes.let_go == [], "a terminating pod still holds its cards"
     loop.cache.pods.remove(NS, "old")
     loop.reconcile_once()
     clock[0] += ROOM_SETTLE_SECONDS / 2
     loop.reconcile_once()
-    assert writes.gates_lifted == [], "HAMi's own watch may not have seen the pod go yet"
+    assert writes.let_go == [], "HAMi's own watch may not have seen the pod go yet"
     clock[0] += ROOM_SETTLE_SECONDS / 2
     loop.reconcile_once()
-    assert writes.gates_lifted == ["trainer-0 uid-1"]
+    assert writes.let_go == ["trainer-0 uid-1"]
     assert writes.events[-1] == "RoomMade"
 
 
@@ -564,36 +564,36 @@ def test_a_pod_that_waits_by_its_gate_or_by_the_annotation_alone_is_let_go_once_
     clock = [0.0]
     loop = clocked(writes, (waiting, stored_pod("old", "uid-old", phase="Running")), clock)
     loop.reconcile_once()
-    assert writes.gates_lifted == [], "the evicted pod is still there"
+    assert writes.let_go == [], "the evicted pod is still there"
     loop.cache.pods.remove(NS, "old")
     loop.reconcile_once()
     clock[0] += ROOM_SETTLE_SECONDS
     loop.reconcile_once()
-    assert writes.gates_lifted == ["trainer-0 uid-1"]
+    assert writes.let_go == ["trainer-0 uid-1"]
     assert (writes.events[-1], writes.messages[-1]) == ("RoomMade", message)
 
 
 def test_a_gate_whose_placement_is_gone_or_no_longer_its_claim_is_lifted_and_a_failed_lift_is_tried_again() -> None:
     writes = MemoryWrites(evicting())
-    writes.lift_with = [KubeError("the API server is away")]
+    writes.let_go_with = [KubeError("the API server is away")]
     clock = [0.0]
     loop = clocked(writes, (gated_pod("gone"),), clock)
     clock[0] += ROOM_SETTLE_SECONDS
     loop.reconcile_once()
-    assert writes.gates_lifted == [], "the room counts as made from the first pass that found it"
+    assert writes.let_go == [], "the room counts as made from the first pass that found it"
     clock[0] += ROOM_SETTLE_SECONDS
     loop.reconcile_once()
-    assert writes.gates_lifted == []
+    assert writes.let_go == []
     clock[0] += 1
     loop.reconcile_once()
-    assert writes.gates_lifted == ["trainer-0 uid-1"]
+    assert writes.let_go == ["trainer-0 uid-1"]
     other = MemoryWrites(evicting())
     clock[0] = 0.0
     mine = clocked(other, (gated_pod(token="another"),), clock)
     mine.reconcile_once()
     clock[0] += ROOM_SETTLE_SECONDS
     mine.reconcile_once()
-    assert other.gates_lifted == ["trainer-0 uid-1"]
+    assert other.let_go == ["trainer-0 uid-1"]
 
 
 def test_no_eviction_once_the_placed_pod_is_gone() -> None:

@@ -199,13 +199,12 @@ class Rescue:
 
     pod: dict[str, Any]
     uid: str
-    moves: int
+    moved: tuple[Move, ...]
     pending_since: datetime
     done_at: datetime
     kept_until: datetime | None = None
     """Until when the freed cards are kept for the pod (None: not kept)."""
     run_id: str = ""
-    moved: tuple[Move, ...] = ()
     room_made_at: float | None = None
     """When this replica first found every moved pod gone, on its monotonic clock."""
     sent_back: bool = False
@@ -417,14 +416,7 @@ class DefragController:
             done_at = datetime.now(UTC)
             kept = self._reserve(about, decision, policy, done_at)
             rescue = Rescue(
-                about,
-                candidate.uid,
-                len(decision.moves),
-                candidate.pending_since,
-                done_at,
-                kept,
-                decision.run_id,
-                decision.moves,
+                about, candidate.uid, decision.moves, candidate.pending_since, done_at, kept, decision.run_id
             )
             self._rescues[key] = rescue
             sooner = self._send_back(rescue)
@@ -480,7 +472,7 @@ class DefragController:
             self.metrics.rescued.inc()
             self.metrics.rescue_seconds.observe(max(waited, 0.0))
             node = (pod.get("spec") or {}).get("nodeName")
-            self._event(rescue.pod, "DefragRescued", f"rescued by {rescue.moves} move(s): scheduled on {node}")
+            self._event(rescue.pod, "DefragRescued", f"rescued by {len(rescue.moved)} move(s): scheduled on {node}")
         elif state is Followed.room_lost:
             self.metrics.room_lost.inc()
             kept = rescue.kept_until
@@ -490,7 +482,7 @@ class DefragController:
             self._event(
                 rescue.pod,
                 "DefragRoomLost",
-                f"the room {rescue.moves} move(s) made {taken}; it is planned for again once it qualifies",
+                f"the room {len(rescue.moved)} move(s) made {taken}; it is planned for again once it qualifies",
                 warning=True,
             )
         if rescue.kept_until is None:

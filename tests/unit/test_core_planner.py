@@ -1079,6 +1079,16 @@ def test_a_pod_moved_aside_under_the_default_topology_aware_policy_goes_to_the_c
     replay(snapshot, moved)
 
 
+def test_a_topology_aware_pod_that_fits_a_card_now_is_not_aimed_at_hamis_pick_for_its_first_container() -> None:
+    """Two one-card 15 GiB containers fit empty gpu-0 now, and HAMi's pair-score pick for the first container alone
+    (gpu-1, where w leaves 20 GiB) cannot take both: aiming there would move w for nothing, the pod needs no move."""
+    two = PlanPod(namespace="ns", name="new", requests=(card_request(1, memreq=15 * GIB),) * 2, annotations=TOPOLOGY)
+    snapshot = Snapshot(nodes=(scored_node("a"),), pods=(placed("w", "a", ["GPU-a-1"], 20 * GIB),))
+    result = fit_plan(snapshot, two)
+    assert (result.target, result.moves, result.complete) == (("a", ("GPU-a-0",)), (), True)
+    replay(snapshot, result)
+
+
 def test_a_topology_aware_pod_of_two_containers_moves_to_a_card_that_holds_both() -> None:
     """One placement pins every container to the same card: HAMi's pair-score pick for the first container alone
     (b's gpu-1, where w leaves 20 GiB) cannot take both 15 GiB containers, so the pod goes to the planner's own

@@ -237,8 +237,10 @@ def _aim(state: State, pod: PlanPod, node: str, costs: list[_Cost], chosen: list
     """Under `topology-aware`, the cards HAMi would pick on the node once the chosen cards' pods have left it (by the
     node's pair scores, `State.hami_pick`), as the cards to free: freeing others moves pods for cards HAMi passes
     over. Freeing HAMi's pick instead costs no more (its other cards fit already or were being freed), and leaves
-    HAMi picking it again, unless moving other pods frees other cards; `_make_room` checks what HAMi picks after."""
-    if not topology_aware(pod.fit_annotations, pod.default_policy):
+    HAMi picking it again, unless moving other pods frees other cards; `_make_room` checks what HAMi picks after.
+    Chosen cards that fit the pod now stay chosen: HAMi's pick for its first container alone may not hold them all,
+    and pinned to them HAMi has no other pick."""
+    if not topology_aware(pod.fit_annotations, pod.default_policy) or not any(item[4] for item in chosen):
         return chosen
     by_uuid = {item[3].card.uuid: item for item in costs}
     for _ in range(_AIM_STEPS):

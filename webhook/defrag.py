@@ -69,10 +69,10 @@ from kubectl_hami_place.core.defrag.keys import (
     event_key,
     follow,
     look_again,
-    moved_pods_gone,
     open_move,
     pending_wait,
     pod_key,
+    room_settled,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import (
@@ -89,6 +89,7 @@ from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
+from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS
 from kubectl_hami_place.core.names import (
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
@@ -96,7 +97,6 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_KEY,
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
-    RESCUED_BY_ANNOTATION,
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
     Phase,
@@ -118,6 +118,7 @@ from kubectl_hami_place.kube.defrag import (
     project_failed_scheduling,
     run_history,
     run_placements,
+    send_back,
 )
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
@@ -135,7 +136,6 @@ from kubectl_hami_place.kube.watch import (
 )
 from webhook.cache import COUNTED, ClusterCache, project_counted_pod
 from webhook.metrics import DefragMetrics
-from webhook.reconcile import ROOM_SETTLE_SECONDS
 from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
 
@@ -436,25 +436,12 @@ class DefragController:
             namespace, _, name = move.pod.partition("/")
             found = self.cache.pods.get(namespace, name)
             stored[move.pod] = str(((found or {}).get("metadata") or {}).get("uid") or "")
-        settle = timedelta(seconds=ROOM_SETTLE_SECONDS)
-        if not moved_pods_gone(rescue.moved, stored):
-            rescue.room_made_at = None
-            return settle
-        now = time.monotonic()
-        if rescue.room_made_at is None:
-            rescue.room_made_at = now
-        if now - rescue.room_made_at < ROOM_SETTLE_SECONDS:
-            return settle
+        rescue.room_made_at, made = room_settled(rescue.moved, stored, rescue.room_made_at, time.monotonic())
+        if not made:
+            return timedelta(seconds=ROOM_SETTLE_SECONDS)
         namespace, name, uid = named
         try:
-            change_pod_annotations(
-                self.kube,
-                namespace,
-                name,
-                uid,
-                lambda annotations: {**annotations, RESCUED_BY_ANNOTATION: rescue.run_id},
-                unscheduled=True,
-            )
+            send_back(self.kube, namespace, name, uid, rescue.run_id)
         except KubeError as error:
             log.warning("defrag: %s/%s not sent back to the scheduler: %s", namespace, name, error)
             return timedelta(seconds=self.options.interval)

@@ -20,6 +20,7 @@ from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.k8s_names import is_namespaced_name, is_object_name
 from kubectl_hami_place.core.lifecycle import (
     FOREVER,
+    ROOM_SETTLE_SECONDS,
     FollowUp,
     PodEvent,
     consumed_req_ids,
@@ -56,10 +57,6 @@ REST_PER_PASS = 4
 # How often the guards of reqIDs are checked for placements that no longer need them; also how soon a finished
 # placement whose deletion failed is asked again.
 GUARD_SWEEP_SECONDS = 30.0
-# How long the room a gated pod waits for must have been made before its gate is lifted: HAMi's scheduler learns that
-# the evicted pod is gone from a watch of its own, which may lag ours, and an attempt it refused meanwhile is a
-# FailedScheduling warning (and, on a kube-scheduler without kubernetes#122019's fix, minutes of waiting).
-ROOM_SETTLE_SECONDS = 1.0
 # The cache is stale when no list, event or bookmark arrived for longer than a watch lasts: no releases then.
 CACHE_STALE_SECONDS = WATCH_TIMEOUT_SECONDS + 60
 

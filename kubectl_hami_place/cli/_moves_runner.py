@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -48,7 +49,11 @@ TimeoutOption = Annotated[
 ]
 WaitPodOption = Annotated[
     bool,
-    typer.Option("--wait-for-pod", help="With a --for plan: after the last move, wait (up to --timeout) for the pod."),
+    typer.Option(
+        "--wait-for-pod",
+        help="With a --for plan: after the last move, wait (up to --timeout) for the pod, sending it back to the "
+        "scheduler (an annotation) once the evicted pods are gone.",
+    ),
 ]
 
 
@@ -377,8 +382,10 @@ def _target_pod(
     hami_config: str,
     gpu_policy: str,
 ) -> ApplyReport:
-    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`. Pods are
-    read with `hami_config` and `gpu_policy`, as carry_out reads them."""
+    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`, and once
+    every moved pod has been gone a moment send it back to kube-scheduler (`_send_back`), again while it waits
+    (`send_back_again_after`). Pods are read with `hami_config` and `gpu_policy`, as carry_out reads them."""
+    from kubectl_hami_place.core.defrag.keys import room_settled, send_back_again_after
     from kubectl_hami_place.core.planner.apply import target_pod_state
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
@@ -386,6 +393,8 @@ def _target_pod(
         return report
     namespace, name = plan.pod.split("/", 1)
     deadline = time.monotonic() + timeout
+    gone_since: float | None = None
+    sends, send_at, given_up = 0, 0.0, False
     with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
         while True:
             read = read_snapshot(kube, hami_config, gpu_policy)
@@ -397,6 +406,13 @@ def _target_pod(
             scheduled, detail = target_pod_state(plan, pod, cards)
             if scheduled or not wait_pod or time.monotonic() > deadline:
                 break
+            now = time.monotonic()
+            if pod is not None and not given_up:
+                gone_since, made = room_settled(plan.moves, _stored_uids(read.pods), gone_since, now)
+                if made and now >= send_at:
+                    given_up = not _send_back(kube, plan.pod, pod.uid, progress, again=sends > 0)
+                    sends += 1
+                    send_at = now + send_back_again_after(sends)
             time.sleep(POLL_SECONDS)
     report = replace(report, pod=plan.pod, scheduled=scheduled, pod_detail=detail)
     if wait_pod and not scheduled:
@@ -407,6 +423,38 @@ def _target_pod(
             exit_code=EXIT_ERROR,
         )
     return report
+
+
+def _stored_uids(pods: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The UID of each pod read, by `namespace/name`."""
+    stored = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        stored[f"{metadata.get('namespace')}/{metadata.get('name')}"] = str(metadata.get("uid") or "")
+    return stored
+
+
+def _send_back(kube: Kube, key: str, uid: str, progress: Progress, *, again: bool) -> bool:
+    """Annotates the plan's Pending pod with this apply (`kube.defrag.send_back`): kube-scheduler before
+    kubernetes#122019's fix (1.29) may not try it again for 5 minutes after the evictions that made its room. False
+    when the write failed (a warning says why, and it is not tried again)."""
+    from kubectl_hami_place.kube.defrag import send_back
+
+    namespace, name = key.split("/", 1)
+    try:
+        sent = send_back(
+            kube, namespace, name, uid, f"kubectl hami-place apply at {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
+        )
+    except KubeError as error:
+        warn(f"{key} was not sent back to the scheduler, which may take up to 5 minutes to try it: {kube_line(error)}")
+        return False
+    if sent is not None:
+        progress.line(
+            f"{key} still not scheduled: sent back to the scheduler again"
+            if again
+            else f"the evicted pods are gone: {key} sent back to the scheduler"
+        )
+    return True
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_COMPONENT,
     DEFRAG_POLICY_KEY,
     DEFRAG_RUN_LABEL,
+    RESCUED_BY_ANNOTATION,
 )
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.reservation import RoomKey
@@ -212,3 +213,12 @@ def change_pod_annotations(
         return {"metadata": before}, {"metadata": after}, []
 
     return change_pod(kube, namespace, name, uid, annotated)
+
+
+def send_back(kube: Kube, namespace: str, name: str, uid: str, by: str) -> dict[str, Any] | None:
+    """Annotates a Pending pod with what made its room (RESCUED_BY_ANNOTATION, `by`): the update has kube-scheduler try
+    it again at once, where the deletions that made the room may not (before kubernetes#122019's fix it waits for a
+    5-minute sweep). The pod as stored after; None when it is gone, another pod, or already scheduled (left alone)."""
+    return change_pod_annotations(
+        kube, namespace, name, uid, lambda annotations: {**annotations, RESCUED_BY_ANNOTATION: by}, unscheduled=True
+    )

@@ -4,8 +4,9 @@ kube-scheduler configured by the v1beta2 KubeSchedulerConfiguration HAMi's chart
 
 The current release's tests of what only HAMi can prove run here again, unchanged, on this module's own sandbox
 (the `cluster` fixture below overrides the session's for this module): a pin is proven when HAMi's scheduler
-allocated the card, a rescue when the pending pod runs on the card the controller's move freed, and a
-PodDisruptionBudget the disruption controller counted blocks an eviction.
+allocated the card, a rescue when the pending pod runs on the card the controller's move freed, `apply
+--wait-for-pod` when its pod runs after two moves, and a PodDisruptionBudget the disruption controller counted blocks
+an eviction.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from sandbox.prepare import prepare
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import plugin
 from tests.cluster.hami_harness import Evictions, GpuNode, allocation, create, deployment, pod, scale_up
+from tests.cluster.test_cli_apply import (  # noqa: F401 - run here on 1.24: the pod is sent back once its room is made
+    test_a_two_move_plan_runs_move_after_move,
+)
 from tests.cluster.test_cli_evict import test_budget_that_allows_no_disruption_blocks_with_exit_4  # noqa: F401
 from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
     chart_account,

@@ -30,9 +30,12 @@ from kubectl_hami_place.core.defrag.keys import (
     open_move,
     pending_wait,
     pod_key,
+    room_settled,
+    send_back_again_after,
 )
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Rescue
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS
 from kubectl_hami_place.core.names import (
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
@@ -214,6 +217,22 @@ def test_a_rescued_pod_is_sent_back_only_once_every_pod_its_moves_evicted_is_gon
     assert moved_pods_gone(moves, {"team-a/a": "uid-a2", "team-b/b": "uid-b"}), "a new pod, another namespace"
     assert not moved_pods_gone(moves, {"team-a/b": "uid-b"}), "one of the two is still stored"
     assert moved_pods_gone((), {"team-a/a": "uid-a"}), "no moves, nothing to wait for"
+
+
+def test_the_room_is_settled_once_the_moved_pods_have_stayed_gone_for_the_settle_time() -> None:
+    """HAMi's scheduler learns of a deletion from its own watch: a pod sent back the instant the moved pods are gone
+    may be refused again, and a moved pod seen again (a stale read) starts the wait over."""
+    moves = (Move("team-a/a", "uid-a", "gpu-0", ("GPU-0",), "gpu-1", ("GPU-1",), "x"),)
+    assert room_settled(moves, {"team-a/a": "uid-a"}, 5.0, 100.0) == (None, False), "still stored: the wait restarts"
+    assert room_settled(moves, {}, None, 100.0) == (100.0, False), "first seen gone now"
+    assert room_settled(moves, {}, 100.0, 100.0 + ROOM_SETTLE_SECONDS / 2) == (100.0, False)
+    assert room_settled(moves, {}, 100.0, 100.0 + ROOM_SETTLE_SECONDS) == (100.0, True)
+
+
+def test_a_pod_still_pending_is_sent_back_again_less_and_less_often() -> None:
+    """A send-back HAMi refused (its watch behind) leaves the pod to kube-scheduler's 5-minute sweep before 1.29: it
+    is sent back again, doubling from 10 s to at most 80 s, so a pod that does not fit is not written often."""
+    assert [send_back_again_after(sends) for sends in range(1, 7)] == [10.0, 20.0, 40.0, 80.0, 80.0, 80.0]
 
 
 def test_a_refusal_counts_by_any_of_its_times_among_other_pods_events_only_once_the_moves_settled() -> None:

@@ -22,7 +22,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.admission import Settings
-from kubectl_hami_place.core.lifecycle import req_id_guard_name
+from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS, req_id_guard_name
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -44,7 +44,7 @@ from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
 from webhook.logs import JsonFormatter
 from webhook.metrics import Metrics
-from webhook.reconcile import CACHE_STALE_SECONDS, ROOM_SETTLE_SECONDS, Reconciler
+from webhook.reconcile import CACHE_STALE_SECONDS, Reconciler
 from webhook.settings import DEFAULTS
 from webhook.writes import QueuedEvents
 

@@ -21,6 +21,7 @@ from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_s
 from kubectl_hami_place.core.errors import CardRefError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS
 from kubectl_hami_place.core.names import (
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
@@ -34,6 +35,8 @@ from kubectl_hami_place.core.reservation import RoomKey
 POLICY = "policy"
 KEEP_ROOM = "keep-room"
 RESUME = "resume"
+SEND_BACK_AGAIN_SECONDS = 10.0
+SEND_BACK_AGAIN_MAX_SECONDS = 80.0
 # After a run failed, its pod is not planned for again for this long: a move that cannot be made (no
 # acknowledgement, a refusal) is not retried at every look.
 RETRY = timedelta(seconds=60)
@@ -244,6 +247,25 @@ def moved_pods_gone(moves: Iterable[Move], stored: Mapping[str, str]) -> bool:
     """Whether every pod the moves evicted is gone (`stored`: the UID of the pod stored under each `ns/name` now, ""
     when none): HAMi counts a pod's cards until then, so a rescued pod sent back to the scheduler earlier is refused."""
     return all(stored.get(move.pod, "") != move.uid for move in moves)
+
+
+def room_settled(
+    moves: Iterable[Move], stored: Mapping[str, str], since: float | None, now: float
+) -> tuple[float | None, bool]:
+    """When every moved pod was first seen gone (None while one is still there; times on one monotonic clock), and
+    whether that was ROOM_SETTLE_SECONDS ago: HAMi's scheduler learns of a deletion from a watch of its own, so a pod
+    sent back to kube-scheduler sooner may be refused again."""
+    if not moved_pods_gone(moves, stored):
+        return None, False
+    since = now if since is None else since
+    return since, now - since >= ROOM_SETTLE_SECONDS
+
+
+def send_back_again_after(sends: int) -> float:
+    """Seconds after its `sends`-th send-back that a pod still Pending is sent back again: HAMi may have refused the
+    try the last one caused (its watch of the deletions behind ours), and kube-scheduler before 1.29 then waits out
+    its 5-minute sweep. Doubling, so a pod that does not fit is not written often."""
+    return min(SEND_BACK_AGAIN_SECONDS * 2 ** (sends - 1), SEND_BACK_AGAIN_MAX_SECONDS)
 
 
 def refused_since(events: Iterable[Mapping[str, Any]], uid: str, since: datetime) -> bool:

@@ -73,6 +73,7 @@ from kubectl_hami_place.core.defrag.keys import (
     pending_wait,
     pod_key,
     room_settled,
+    send_back_again_after,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import (
@@ -248,6 +249,8 @@ class DefragController:
         self._said: dict[str, str] = {}
         self._rescues: dict[PodKey, Rescue] = {}
         self._retry_at: dict[str, float] = {}
+        self._sent_back: dict[str, tuple[int, float]] = {}
+        """Pending pods sent back for room found as the cards are, by UID: how often, and when next."""
         # Each pod's FailedScheduling Events by the Event's key, kept from the Events' watch.
         self._events: dict[PodKey, dict[tuple[str, str], dict[str, Any]]] = {}
         self._events_lock = threading.Lock()
@@ -412,6 +415,9 @@ class DefragController:
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
         eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
         again = look_again(look, now, timedelta(seconds=self.options.interval), eases)
+        if decision.fits_now and policy.mode is Mode.on:
+            due = self._send_back_fitting(candidate.pod, decision.run_id)
+            return due if again is None else min(again, due)
         if look is Look.moved:
             done_at = datetime.now(UTC)
             kept = self._reserve(about, decision, policy, done_at)
@@ -447,6 +453,31 @@ class DefragController:
             return timedelta(seconds=self.options.interval)
         rescue.sent_back = True
         return None
+
+    def _send_back_fitting(self, pod: Mapping[str, Any], run_id: str) -> timedelta:
+        """A Pending pod the plan found room for as the cards are is annotated with the run (`send_back`), again while
+        it stays Pending (`send_back_again_after`): the room was made by a pod that went, or by an earlier leader's
+        rescue, and kube-scheduler before 1.29 may not try the pod for 5 minutes after. When to look again."""
+        named = _named(pod)
+        if named is None:
+            return timedelta(seconds=self.options.interval)
+        namespace, name, uid = named
+        now = time.monotonic()
+        sends, due = self._sent_back.get(uid, (0, 0.0))
+        if now < due:
+            return timedelta(seconds=due - now)
+        try:
+            sent = send_back(self.kube, namespace, name, uid, run_id)
+        except KubeError as error:
+            log.warning("defrag: %s/%s not sent back to the scheduler: %s", namespace, name, error)
+            sent = None
+        if sent is not None:
+            log.info(
+                "defrag: %s/%s fits as the cards are; sent back to the scheduler (run %s)", namespace, name, run_id
+            )
+        sends += 1
+        self._sent_back[uid] = (sends, now + send_back_again_after(sends))
+        return timedelta(seconds=send_back_again_after(sends))
 
     def _followed(
         self, key: PodKey, rescue: Rescue, state: Followed, pod: Mapping[str, Any] | None, now: datetime
@@ -895,6 +926,7 @@ class DefragController:
             uid = str((pod.get("metadata") or {}).get("uid") or "")
             self._said.pop(uid, None)
             self._retry_at.pop(uid, None)
+            self._sent_back.pop(uid, None)
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:
             followed = PodKey(*object_key(pod))

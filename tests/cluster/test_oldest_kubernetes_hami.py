@@ -30,8 +30,10 @@ from tests.cluster.test_cli_apply import (  # noqa: F401 - run here on 1.24: the
 )
 from tests.cluster.test_cli_evict import test_budget_that_allows_no_disruption_blocks_with_exit_4  # noqa: F401
 from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
+    SMALL,
     chart_account,
     controller,
+    events,
     pending_big,
     said,
     test_a_disruption_budget_at_its_limit_blocks_the_rescue_and_says_which,
@@ -133,3 +135,28 @@ def test_a_rescue_that_keeps_no_room_sends_its_pod_back_to_the_scheduler_once_th
     assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"
     stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
     assert stored.metadata.annotations[RESCUED_BY_ANNOTATION] == run.split(":")[0].removeprefix("run ")
+
+
+def test_a_pending_pod_whose_room_a_departed_pod_made_is_sent_back_to_the_scheduler(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """No move makes this room: a pod without a controller (one the controller may not move) goes. kube-scheduler
+    1.24 does not retry the big pod, which HAMi and NodeAffinity both refused (kubernetes#122019), until its 5-minute
+    sweep; the controller finds it fits as the cards are, sends it back (annotated with the run), and HAMi places it
+    on the card the departed pod held within the minute `allocation` waits."""
+    held = {}
+    for name in ("a", "b"):
+        create(cluster, namespace, pod(name, SMALL, node=node.name))
+        held[name] = allocation(cluster, namespace, name).uuids[0]
+    assert held["a"] != held["b"], "HAMi's spread policy puts the two pods on two cards"
+    write_policy(cluster, server_namespace, namespace, "on")
+    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    pending_big(cluster, namespace, node)
+    refused = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the controller's no-plan Event")
+    assert f"{namespace}/a has no controller to recreate it" in refused, refused
+    cluster.kubectl("delete", "pod", "a", "-n", namespace, "--grace-period=0", "--wait=true")
+    big = allocation(cluster, namespace, "big")
+    assert (big.node, big.uuids) == (node.name, [held["a"]])
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
+    assert stored.metadata.annotations.get(RESCUED_BY_ANNOTATION), stored.metadata.annotations
+    assert [reason for reason, _ in events(cluster, namespace, "big") if reason == "DefragRun"] == [], "no move"

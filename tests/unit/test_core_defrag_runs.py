@@ -194,8 +194,22 @@ def test_a_pod_its_workload_made_after_a_move_stays_for_the_moves_cooldown() -> 
 
 
 def test_a_pod_that_fits_now_needs_no_move() -> None:
+    """Only a rescue whose pod fits the cards as they are is sent back to the scheduler (`fits_now`): one that needs
+    moves, one over budget or a keep-room run with nothing to gain is not."""
     decision = decide_run(ON, one_move(), waiting(8), [], NOW, "r1")
     assert decision.moves == () and decision.reason == "no move needed: team-a/waiting fits on a now"
+    assert decision.fits_now
+    moving = decide_run(ON, one_move(), waiting(32), [], NOW, "r1")
+    assert moving.moves and not moving.fits_now
+    dry = decide_run(replace(ON, mode=Mode.dry_run), one_move(), waiting(32), [], NOW, "r1")
+    assert dry.plan is not None and dry.plan.moves and not dry.fits_now, "a dry run's plan still moves"
+    history = [spent(f"team-b/x{i}", f"n{i}", 30) for i in range(11)]
+    over = decide_run(ON, two_moves(), waiting(40), history, NOW, "r1")
+    assert over.reason.startswith("budget") and not over.fits_now
+    met = RoomTrigger(FreeCardsGoal(0))
+    room = decide_run(replace(ON, keep_room=KeepRoom(enabled=True)), one_move(), met, [], NOW, "r1")
+    assert (room.moves, room.reason) == ((), "no plan: nothing to gain") and room.plan is not None
+    assert room.plan.complete and not room.fits_now, "a keep-room goal met has no pod to send back"
 
 
 def test_keep_room_moves_within_budget_even_when_the_goal_is_not_met_in_full() -> None:

@@ -81,6 +81,12 @@ class RunDecision:
         """Whether the run carries moves out (not a dry-run, not nothing)."""
         return bool(self.moves) and not self.dry_run
 
+    @property
+    def fits_now(self) -> bool:
+        """Whether the plan found the rescue's pod room as the cards are, no move needed: kube-scheduler has not tried
+        it since that room was made (before 1.29 it may not for 5 minutes after the pod that held it went)."""
+        return isinstance(self.goal, FitGoal) and self.plan is not None and self.plan.complete and not self.plan.moves
+
 
 def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six parts in this order
     policy: DefragPolicy,

@@ -294,6 +294,9 @@ def follow_up(
     ):
         message = f"pod {eviction.pod} is the placed pod itself; it is never evicted"
         return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
+    if not (placement.spec.evict_pod or eviction.pod):
+        message = "no pod to evict is named (spec.evictPod and status.eviction.pod are empty)"
+        return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
     return _next_eviction(placement, claimed_at, now, ttl_seconds)
 
 

@@ -924,3 +924,18 @@ def test_an_expired_placement_writes_the_whole_expiry() -> None:
     )
     expected = FollowUp(StatusWrite(p, expired, "Expired", message, warning=True))
     assert lifecycle.follow_up(p, {}, NOW, TTL, GRACE) == expected
+
+
+def test_an_evicting_placement_that_names_no_pod_to_evict_ends_consumed_without_an_attempt() -> None:
+    """A hand-written status may name no pod to evict: leasing attempts of no pod would loop until the TTL."""
+    p = _evicting(None, evict="")
+    message = "no pod to evict is named (spec.evictPod and status.eviction.pod are empty)"
+    ended = dataclasses.replace(
+        p.status,
+        phase=Phase.Consumed,
+        message=f"consumed by pod trainer-abc; {message}",
+        eviction=EvictionStatus(pod="", result=EvictionResult.NotFound, message=message, time=NOW),
+        conditions=(Condition("Evicted", "True", "NotFound", message, NOW),),
+    )
+    expected = FollowUp(StatusWrite(p, ended, "EvictionNotNeeded", message))
+    assert lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE) == expected

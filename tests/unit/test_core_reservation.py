@@ -301,3 +301,11 @@ def test_a_room_sealed_for_a_pod_name_no_pod_can_have_is_none() -> None:
     )
     bad["metadata"]["name"] = "Bad_Name"  # type: ignore[index]
     assert reservation_of(bad, KEY) is None
+
+
+def test_an_annotation_of_exactly_the_read_limit_is_read_and_one_character_longer_is_not() -> None:
+    """Every replica parses this annotation on pods anyone may annotate: the limit caps that work at exactly 8 KiB."""
+    text = value(["GPU-a"])
+    at_limit = text + " " * (8192 - len(text))
+    assert parsed(at_limit) == Reservation(POD, ("GPU-a",), UNTIL)
+    assert parsed(at_limit + " ") is None

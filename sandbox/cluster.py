@@ -182,6 +182,16 @@ class Process:
     stop_seconds: float = 15
     """How long stop() waits for it to exit on SIGTERM before it kills it."""
 
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after `stop_seconds` (1.24's kube-scheduler never exits on SIGTERM)."""
+        if self.popen.poll() is None:
+            self.popen.terminate()
+        try:
+            self.popen.wait(timeout=self.stop_seconds)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
     def tail(self, lines: int = 25) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -683,13 +693,7 @@ class Sandbox:
         over ten when both are told at once.
         """
         for proc in reversed(self.processes):
-            if proc.popen.poll() is None:
-                proc.popen.terminate()
-            try:
-                proc.popen.wait(timeout=proc.stop_seconds)
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-                proc.popen.wait()
+            proc.stop()
         self.processes.clear()
         self._dynamic_client = None
         if self._api_client is not None:

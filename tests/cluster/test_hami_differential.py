@@ -563,8 +563,7 @@ def second_hami(cluster: Sandbox, settings: HamiSettings) -> Iterator[str]:
         for kind, name in (("deployment", settings.scheduler_name), ("configmap", f"{settings.scheduler_name}-device")):
             cluster.kubectl("delete", kind, name, "-n", settings.namespace, "--ignore-not-found", check=False)
         for process in [p for p in cluster.processes if p not in before]:
-            process.popen.terminate()
-            process.popen.wait(timeout=30)
+            process.stop()
             cluster.processes.remove(process)
 
 

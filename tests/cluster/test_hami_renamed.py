@@ -68,8 +68,7 @@ def renamed(cluster: Sandbox) -> Iterator[str]:
     finally:
         cluster.kubectl("delete", "mutatingwebhookconfiguration", settings.webhook_name, "--ignore-not-found")
         for process in [p for p in cluster.processes if p not in before]:
-            process.popen.terminate()
-            process.popen.wait(timeout=30)
+            process.stop()
             cluster.processes.remove(process)
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
 

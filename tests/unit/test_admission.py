@@ -1061,6 +1061,30 @@ def test_a_room_annotation_on_a_pod_no_placement_pins_is_removed() -> None:
     assert patched(copied, decide(review(copied), view([])))["metadata"]["annotations"] == {}
 
 
+def test_a_pod_carrying_every_one_of_our_annotations_without_the_digest_label_is_stripped_of_them_all() -> None:
+    """A waiting pod's annotations copied by a tool that drops labels grant nothing: neither a room to wait for nor
+    a claim, whether or not a placement then pins the copy."""
+    copied = {
+        PLACEMENT_ANNOTATION: "p1",
+        REQ_ID_ANNOTATION: "req-p1",
+        CLAIM_ANNOTATION: "tok-old",
+        ROOM_ANNOTATION: "waiting for pod old-pod to go",
+        "team": "ml",
+    }
+    unpinned = decide(review(pod(annotations=copied)), view([]))
+    assert (unpinned.result, unpinned.warnings, unpinned.claim) == (NO_PLACEMENT, (), None)
+    assert patched(pod(annotations=copied), unpinned) == pod(annotations={"team": "ml"})
+    pinned = decide(review(pod(annotations=copied)), view([placement()], token="tok-new"))
+    assert pinned.result == PINNED
+    assert patched(pod(annotations=copied), pinned)["metadata"]["annotations"] == {
+        "team": "ml",
+        USE_GPUUUID_ANNOTATION: UUID0,
+        PLACEMENT_ANNOTATION: "p1",
+        REQ_ID_ANNOTATION: "req-p1",
+        CLAIM_ANNOTATION: "tok-new",
+    }
+
+
 def test_a_nouse_list_that_is_no_string_is_replaced_by_the_kept_cards() -> None:
     """Only a forged review carries one; the pod is still kept off the cards, and the admission does not fail."""
     original = pod(labels={"app": "web"}, annotations={NOUSE_GPUUUID_ANNOTATION: 7})  # type: ignore[dict-item]

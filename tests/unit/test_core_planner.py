@@ -18,6 +18,7 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY, USE_UUID, FitReason, fit_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
     CompactGoal,
@@ -28,6 +29,7 @@ from kubectl_hami_place.core.planner import (
     PlanNode,
     PlanPod,
     Snapshot,
+    Summary,
     plan,
     why,
 )
@@ -328,6 +330,44 @@ def test_fit_that_cannot_be_done_says_why_node_by_node() -> None:
     assert not result.complete and "a: the node takes no new pods" in text and "CardCordoned" in text
 
 
+@pytest.mark.parametrize(
+    ("requests", "reason"),
+    [
+        ((None,), "the pod asks for no NVIDIA card"),
+        (
+            (card_request(1, memreq=GIB), card_request(2, memreq=GIB)),
+            "the pod's GPU containers ask different card counts; the planner pins one set",
+        ),
+    ],
+    ids=["no GPU", "one and two cards"],
+)
+def test_a_pod_the_planner_cannot_pin_gets_an_empty_plan_that_says_why(requests: tuple, reason: str) -> None:
+    """No node is tried for a pod no placement can pin: the plan moves nothing, and its reason is all a person is
+    shown."""
+    summary = Summary(open_cards=2, whole_cards_free=2, free_mib=80 * GIB, largest_free_mib=40 * GIB)
+    pod = PlanPod(namespace="ns", name="p", requests=requests)
+    assert plan(Snapshot(nodes=(gpu_node("a"),), pods=()), FitGoal(pod)) == Plan(
+        goal="make room for ns/p",
+        moves=(),
+        complete=False,
+        reasons=(reason,),
+        before=summary,
+        after=summary,
+        cards_after=(),
+    )
+
+
+def test_a_node_without_cards_is_named_among_those_that_cannot_make_room() -> None:
+    """The reasons cover every node of the snapshot, one without a card too: none is silently left out of why the
+    pod has no room."""
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), PlanNode("bare", ())), pods=())
+    assert plan(snapshot, FitGoal(pending(50 * GIB))).reasons == (
+        "no node can make room within the bounds:",
+        "a: gpu-0: CardInsufficientMemory: gpu-0 (GPU-a-0) has 40960 MiB free, the pod asks 51200 MiB",
+        "bare: the node has no cards",
+    )
+
+
 def test_fit_stays_within_max_moves() -> None:
     """A plan needing two moves is refused under --max-moves 1."""
     snapshot = Snapshot(
@@ -394,6 +434,120 @@ def test_a_pod_limited_to_a_few_nodes_of_many_cards_moves_to_the_fullest_of_thei
         assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/p", "c", (fullest,))]
         assert result.target == ("a", ("GPU-a-0",))
         replay(snapshot, result)
+
+
+def test_room_whose_moves_bring_another_pod_s_cpu_onto_the_node_is_refused() -> None:
+    """x can leave a only by pushing y aside onto a's small card, and y's CPU then leaves a too little for the pod:
+    kube-scheduler would refuse the pod there, so the moves would evict two pods for nothing."""
+    room = Resources(1500, 256 * GIB * 2**20, 100)
+    a = PlanNode("a", (card("GPU-a-0", 0), card("GPU-a-1", 1), card("GPU-a-2", 2, mem=15 * GIB)), room=room)
+    pods = (
+        placed("x", "a", ["GPU-a-0"], 20 * GIB),
+        placed("z", "a", ["GPU-a-1"], 35 * GIB, held="kept"),
+        replace(placed("y", "b", ["GPU-b-0"], 15 * GIB), needs=Resources(1000, 0, 1)),
+        placed("w", "b", ["GPU-b-0"], 10 * GIB, held="kept"),
+    )
+    snapshot = Snapshot(nodes=(a, PlanNode("b", (card("GPU-b-0"),), room=room)), pods=pods)
+    result = plan(snapshot, FitGoal(pending(40 * GIB, needs=Resources(1000, 0, 1))))
+    assert (result.complete, result.moves, result.reasons) == (
+        False,
+        (),
+        (
+            "no node can make room within the bounds:",
+            "a: the node's CPU, memory or pod count would not hold the pod after the moves; gpu-1: "
+            "CardInsufficientMemory, and ns/z kept; gpu-2: CardInsufficientMemory: gpu-2 (GPU-a-2) has 15360 MiB "
+            "free, the pod asks 40960 MiB",
+            "b: gpu-0: CardInsufficientMemory, and ns/w kept",
+        ),
+    )
+
+
+def test_of_two_pods_either_of_which_makes_room_the_one_holding_least_memory_moves() -> None:
+    """The least memory moved is the cheapest eviction (the fewest cores is no measure of it): p1's 15 GiB go, and
+    p2's 20 GiB, holding fewer cores, stay."""
+    pods = (placed("p1", "a", ["GPU-a-0"], 15 * GIB, 30), placed("p2", "a", ["GPU-a-0"], 20 * GIB, 10))
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), gpu_node("spare", cards=1)), pods=pods)
+    result = fit_plan(snapshot, pending(20 * GIB, nodes=frozenset({"a"})))
+    assert ([(m.pod, m.to_node, m.to_cards) for m in result.moves], result.target) == (
+        [("ns/p1", "spare", ("GPU-spare-0",))],
+        ("a", ("GPU-a-0",)),
+    )
+    replay(snapshot, result)
+
+
+@pytest.mark.parametrize(("mem", "cores"), [(30 * GIB + 1, 0), (10 * GIB, 71)], ids=["memory", "cores"])
+def test_room_made_by_several_pods_counts_exactly_what_they_release(mem: int, cores: int) -> None:
+    """Two of the three pods release 30 GiB and 60% cores, one MiB or one core short of the ask: a plan moving
+    only two would leave the pod unplaceable, so all three move."""
+    pods = tuple(placed(f"p{i}", "a", ["GPU-a-0"], 10 * GIB, 30) for i in range(3))
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), gpu_node("spare", cards=1)), pods=pods)
+    result = fit_plan(snapshot, pending(mem, cores=cores, nodes=frozenset({"a"})))
+    assert ([(m.pod, m.to_node, m.to_cards) for m in result.moves], result.target) == (
+        [(f"ns/p{i}", "spare", ("GPU-spare-0",)) for i in range(3)],
+        ("a", ("GPU-a-0",)),
+    )
+    replay(snapshot, result)
+
+
+def test_room_no_single_pod_makes_is_made_by_the_pods_holding_most_memory_first() -> None:
+    """Two moves where HAMi's memory is what the pod lacks: A's 18 GiB and B's 10 GiB, not B and C first for their
+    cores (which free less memory and take a third move)."""
+    pods = (
+        placed("A", "a", ["GPU-a-0"], 18 * GIB, 5),
+        placed("B", "a", ["GPU-a-0"], 10 * GIB, 40),
+        placed("C", "a", ["GPU-a-0"], 10 * GIB, 30),
+    )
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), gpu_node("spare", cards=1)), pods=pods)
+    result = fit_plan(snapshot, pending(30 * GIB, nodes=frozenset({"a"})))
+    assert ([(m.pod, m.to_node, m.to_cards) for m in result.moves], result.target) == (
+        [("ns/A", "spare", ("GPU-spare-0",)), ("ns/B", "spare", ("GPU-spare-0",))],
+        ("a", ("GPU-a-0",)),
+    )
+    replay(snapshot, result)
+
+
+def test_room_for_a_pod_of_three_gpu_containers_on_one_card_is_three_slots_released() -> None:
+    """HAMi counts a slot per GPU container: on a full card of four slots the pod needs three pods gone, where the
+    memory they hold is no measure of the slots they free."""
+    three = PlanPod(namespace="ns", name="new", requests=(card_request(1, memreq=5 * GIB),) * 3, nodes=frozenset({"a"}))
+    pods = tuple(placed(f"p{i}", "a", ["GPU-a-0"], 5 * GIB) for i in range(4))
+    snapshot = Snapshot(nodes=(PlanNode("a", (card("GPU-a-0", count=4),)), gpu_node("spare", cards=1)), pods=pods)
+    result = fit_plan(snapshot, three)
+    assert ([(m.pod, m.to_node, m.to_cards) for m in result.moves], result.target) == (
+        [(f"ns/p{i}", "spare", ("GPU-spare-0",)) for i in range(3)],
+        ("a", ("GPU-a-0",)),
+    )
+    replay(snapshot, result)
+
+
+def test_the_pods_making_room_move_largest_memory_first_so_the_largest_gets_the_tightest_card() -> None:
+    """Best fit, largest first: A's 20 GiB fill b's gpu-0 exactly and B's 10 GiB take gpu-1; B first (it holds more
+    cores) would take gpu-0 and leave A the roomier card, wasting the exact fit."""
+    pods = (
+        placed("A", "a", ["GPU-a-0"], 20 * GIB, 10),
+        placed("B", "a", ["GPU-a-0"], 10 * GIB, 50),
+        placed("f0", "b", ["GPU-b-0"], 20 * GIB, held="kept"),
+        placed("f1", "b", ["GPU-b-1"], 15 * GIB, held="kept"),
+    )
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), gpu_node("b")), pods=pods)
+    result = fit_plan(snapshot, pending(40 * GIB, nodes=frozenset({"a"})))
+    assert ([(m.pod, m.to_node, m.to_cards) for m in result.moves], result.target) == (
+        [("ns/A", "b", ("GPU-b-0",)), ("ns/B", "b", ("GPU-b-1",))],
+        ("a", ("GPU-a-0",)),
+    )
+    replay(snapshot, result)
+
+
+def test_a_node_short_of_cpu_and_memory_names_both() -> None:
+    """The reason names every count the node lacks, so a person knows what must be freed (not only the first)."""
+    room = Resources(1000, GIB * 2**20, 100)
+    pods = (replace(placed("x", "a", ["GPU-a-1"], 10 * GIB), needs=Resources(1000, GIB * 2**20, 1)),)
+    snapshot = Snapshot(nodes=(PlanNode("a", (card("GPU-a-0", 0), card("GPU-a-1", 1)), room=room),), pods=pods)
+    result = plan(snapshot, FitGoal(pending(40 * GIB, needs=Resources(8000, 8 * GIB * 2**20, 1))))
+    assert result.reasons == (
+        "no node can make room within the bounds:",
+        "a: the node's cpu and memory would not hold the pod even with every pod that may move moved off",
+    )
 
 
 def test_fit_pushes_one_smaller_pod_aside_when_an_evicted_pod_fits_nowhere() -> None:
@@ -592,6 +746,74 @@ def test_free_cards_on_one_node_within_the_bounds_and_never_moving_a_held_pod() 
     refused = plan(held, FreeCardsGoal(4, on_one_node=True), Limits(max_moves=3))
     assert not refused.complete and refused.moves == ()
     assert "a: fewer than 4 open cards of the type whose pods may move" in refused.reasons
+
+
+def test_free_cards_on_one_node_of_a_type_is_read_in_any_case_and_passes_over_other_types() -> None:
+    """--type a100 names the A100s however it is spelled: t's four free T4 cards meet the untyped goal at once (t's
+    card map the only one shown, as nothing moves), and the A100s are gathered on a."""
+    t4 = PlanNode("t", tuple(card(f"GPU-t-{i}", i, type="NVIDIA-T4") for i in range(4)))
+    snapshot = replace(half_free(), nodes=(*half_free().nodes, t4))
+    untyped = plan(snapshot, FreeCardsGoal(4, on_one_node=True))
+    summary = Summary(open_cards=12, whole_cards_free=6, free_mib=402 * GIB, largest_free_mib=40 * GIB)
+    assert untyped == Plan(
+        goal="have 4 whole free cards on one node",
+        moves=(),
+        complete=True,
+        reasons=(),
+        before=summary,
+        after=summary,
+        cards_after=tuple(
+            CardState("t", f"GPU-t-{i}", i, "NVIDIA-T4", 40 * GIB, 0, 100, 0, 10, 0, ()) for i in range(4)
+        ),
+    )
+    for word in ("a100", "A100"):
+        typed = plan(snapshot, FreeCardsGoal(4, word, on_one_node=True))
+        assert (typed.complete, typed.freed, typed.before, typed.after) == (
+            True,
+            ("GPU-a-2", "GPU-a-3"),
+            summary,
+            replace(summary, whole_cards_free=8),
+        )
+        assert [(c.uuid, c.pods) for c in typed.cards_after] == [
+            ("GPU-a-0", ()),
+            ("GPU-a-1", ()),
+            ("GPU-a-2", ()),
+            ("GPU-a-3", ()),
+            ("GPU-b-0", ("ns/t",)),
+            ("GPU-b-1", ("ns/b1", "ns/x", "ns/y")),
+            ("GPU-b-2", ("ns/b2",)),
+            ("GPU-b-3", ("ns/b3",)),
+        ], "the card map shows the node freed and every node the moves reach"
+        replay(snapshot, typed)
+
+
+def test_free_cards_on_one_node_that_no_node_reaches_says_why_for_every_node_in_the_order_tried() -> None:
+    """The reasons are what a person reads to change the bounds or the cluster: every node, the nodes tried first
+    (a, b: equal pods and MiB, by name), then those never tried (c over the bound, e too small), and a move that
+    fits a card only on a node whose CPU refuses it names that node and count."""
+    cpu = Resources(1000, 0, 0)
+    shares = (("c0", "c", 0, 30), ("c1", "c", 1, 12), ("c2", "c", 1, 1))
+    shares += (("p", "a", 0, 30), ("q", "a", 1, 30), ("r", "b", 0, 30), ("s", "b", 1, 30))
+    pods = tuple(replace(placed(key, n, [f"GPU-{n}-{i}"], mem * GIB), needs=cpu) for key, n, i, mem in shares)
+    e = PlanNode("e", (card("GPU-e-0"),), room=Resources(500, GIB * 2**20, 10))
+    snapshot = Snapshot(nodes=(gpu_node("c"), gpu_node("a"), gpu_node("b"), e), pods=pods)
+    refused = "fits no other card except on e, whose cpu would not hold it (kube-scheduler's count)"
+    summary = Summary(open_cards=7, whole_cards_free=1, free_mib=117 * GIB, largest_free_mib=40 * GIB)
+    assert plan(snapshot, FreeCardsGoal(2, on_one_node=True), Limits(max_moves=2)) == Plan(
+        goal="have 2 whole free cards on one node",
+        moves=(),
+        complete=False,
+        reasons=(
+            "no node can free the cards within the bounds:",
+            f"a: moving ns/p, ns/q would free gpu-0, gpu-1, but ns/p {refused}",
+            f"b: moving ns/r, ns/s would free gpu-0, gpu-1, but ns/r {refused}",
+            "c: making room evicts 3 pods, which would exceed the plan's 2 move(s)",
+            "e: fewer than 2 open cards of the type whose pods may move",
+        ),
+        before=summary,
+        after=summary,
+        cards_after=(),
+    )
 
 
 def test_compact_moves_only_among_its_nodes() -> None:
@@ -927,6 +1149,23 @@ def test_a_numa_bind_pod_is_given_cards_of_one_numa_node() -> None:
     replay(snapshot, bound)
 
 
+def test_a_numa_bind_pod_passes_over_a_node_whose_cards_straddle_numa_nodes_and_says_so() -> None:
+    """a's two free cards sit on two NUMA nodes, which HAMi refuses a numa-bind pod (NumaNotFit): the pod goes to b,
+    and where a is all it may use, the plan says why a cannot take it."""
+    snapshot = Snapshot(nodes=(numa_node("a", (0, 1)), numa_node("b", (1, 1))), pods=())
+    anywhere = fit_plan(snapshot, pending(10 * GIB, nums=2, annotations=NUMA_BIND))
+    assert (anywhere.complete, anywhere.moves, anywhere.target) == (True, (), ("b", ("GPU-b-0", "GPU-b-1")))
+    only_a = fit_plan(snapshot, pending(10 * GIB, nums=2, annotations=NUMA_BIND, nodes=frozenset({"a"})))
+    assert (only_a.complete, only_a.reasons) == (
+        False,
+        (
+            "no node can make room within the bounds:",
+            "a: no 2 cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind",
+            "b: the pod's node selection excludes it",
+        ),
+    )
+
+
 def test_a_numa_bind_pod_moves_to_cards_of_one_numa_node() -> None:
     """The moved two-card pod asks numa-bind: its new cards on b share a NUMA node (device.go Fit, NumaNotFit)."""
     duo = placed("duo", "a", ["GPU-a-0", "GPU-a-1"], 10 * GIB, annotations=NUMA_BIND)
@@ -944,6 +1183,22 @@ def test_a_two_card_pod_without_numa_bind_moves_to_cards_of_either_numa_node() -
     snapshot = Snapshot(nodes=(gpu_node("a"), numa_node("b", (0, 1, 0, 1))), pods=(duo,))
     result = fit_plan(snapshot, pending(40 * GIB, nums=2, nodes=frozenset({"a"})))
     assert [(m.pod, m.to_node, m.to_cards) for m in result.moves] == [("ns/duo", "b", ("GPU-b-0", "GPU-b-1"))]
+    replay(snapshot, result)
+
+
+def test_a_numa_bind_pod_frees_the_numa_node_whose_cards_cost_the_least_memory_moved() -> None:
+    """Each NUMA node needs one pod moved; moving q's 10 GiB is cheaper than p's 30 GiB, though p's NUMA node holds
+    the lower card indexes and the first free card: the fewer MiB a move carries, the more cards it fits."""
+    snapshot = Snapshot(
+        nodes=(numa_node("a", (0, 0, 1, 1)),),
+        pods=(placed("p", "a", ["GPU-a-1"], 30 * GIB), placed("q", "a", ["GPU-a-3"], 10 * GIB)),
+    )
+    result = fit_plan(snapshot, pending(35 * GIB, nums=2, annotations=NUMA_BIND))
+    assert (result.complete, [(m.pod, m.to_node, m.to_cards) for m in result.moves], result.target) == (
+        True,
+        [("ns/q", "a", ("GPU-a-1",))],
+        ("a", ("GPU-a-2", "GPU-a-3")),
+    )
     replay(snapshot, result)
 
 
@@ -1178,6 +1433,15 @@ def test_a_topology_aware_pod_frees_the_cards_hamis_pair_scores_then_pick() -> N
     assert [m.pod for m in plain.moves] == ["ns/duo", "ns/p"], "other policies keep the cheapest cards one by one"
 
 
+def test_a_pod_under_the_default_topology_aware_policy_frees_the_cards_hamis_pair_scores_then_pick() -> None:
+    """HAMi's --gpu-scheduler-policy topology-aware applies to a pod naming no policy: p is not moved for a card
+    HAMi would pass over, as for a pod asking topology-aware itself."""
+    pod = pending(35 * GIB, nums=3, nodes=frozenset({"a"}), default_policy="topology-aware")
+    result = fit_plan(quad(), pod)
+    assert ([m.pod for m in result.moves], result.target) == (["ns/duo"], ("a", ("GPU-a-0", "GPU-a-2", "GPU-a-3")))
+    replay(quad(), result)
+
+
 def test_hamis_topology_aware_pick_is_made_among_the_cards_that_can_take_the_pod() -> None:
     """HAMi's pair-score pick never lands on a cordoned card or one whose cores are taken: the planner aims at the
     card HAMi really picks (gpu-2), where a pick of gpu-1 would evict busy for nothing or pin a card HAMi refuses."""
@@ -1223,6 +1487,25 @@ def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
     assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset(), explain=True) is None, (
         "HAMi's own pick is room made"
     )
+
+
+def test_room_refused_for_hamis_pick_names_every_card_the_moves_free_and_only_those() -> None:
+    """The refusal tells which evictions would be for nothing: u and v leaving node a free gpu-0 and gpu-1, both
+    passed over by HAMi's pick (gpu-2 and gpu-3 score highest in QUAD_SCORES); with u staying, gpu-0 takes the pod
+    as it is, so only gpu-1 is named."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=4, pair_scores=QUAD_SCORES), gpu_node("spare", cards=2)),
+        pods=(placed("u", "a", ["GPU-a-0"], 10 * GIB), placed("v", "a", ["GPU-a-1"], 30 * GIB)),
+    )
+    state = State(snapshot, Limits())
+    pod = pending(20 * GIB, nums=2, annotations=TOPOLOGY)
+    chosen = [state.by_uuid["GPU-a-0"], state.by_uuid["GPU-a-1"]]
+    pick = "HAMi's topology-aware pick after the moves would be gpu-2, gpu-3 (the node's pair scores), passing over"
+    both = _make_room(state, pod, "a", chosen, ["ns/u", "ns/v"], leave=frozenset({"ns/u", "ns/v"}), explain=True)
+    assert both == f"{pick} gpu-0, gpu-1, which they free"
+    one = _make_room(state, pod, "a", chosen, ["ns/v"], leave=frozenset({"ns/v"}), explain=True)
+    assert one == f"{pick} gpu-1, which they free"
+    assert state.moves == []
 
 
 def test_a_numa_bind_topology_aware_pod_pushed_in_by_a_chain_gets_a_card_of_the_numa_node_hami_keeps() -> None:

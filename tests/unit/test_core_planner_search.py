@@ -29,11 +29,13 @@ from kubectl_hami_place.core.planner import (
     PlanNode,
     PlanPod,
     Snapshot,
+    Summary,
     plan,
 )
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation, card_usage
+from tests.unit.test_core_planner import GIB, half_free
 
 PLANS = json.loads((Path(__file__).parent / "data" / "planner_plans.json").read_text())
 STEPS = json.loads((Path(__file__).parent / "data" / "planner_steps.json").read_text())
@@ -235,6 +237,22 @@ def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:
     assert len(bounded.freed) == 2
     assert len(bounded.moves) == 2
     assert all(set(move.from_cards) & set(bounded.freed) for move in bounded.moves)
+
+
+def test_a_free_cards_on_one_node_search_stopped_at_its_bound_moves_nothing_and_says_so() -> None:
+    """A search stopped mid-node leaves no half-emptied node behind, and the plan says the bound, not the cluster,
+    is why no node was freed."""
+    snapshot = half_free()
+    summary = Summary(open_cards=8, whole_cards_free=2, free_mib=242 * GIB, largest_free_mib=40 * GIB)
+    assert plan(snapshot, FreeCardsGoal(4, on_one_node=True), Limits(max_steps=3)) == Plan(
+        goal="have 4 whole free cards on one node",
+        moves=(),
+        complete=False,
+        reasons=("the search stopped after 3 steps (its bound); no node tried could free the cards",),
+        before=summary,
+        after=summary,
+        cards_after=(),
+    )
 
 
 def test_a_kept_verdict_is_hami_s_verdict_for_every_card_pod_and_release() -> None:

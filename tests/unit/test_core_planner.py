@@ -357,6 +357,17 @@ def test_a_pod_the_planner_cannot_pin_gets_an_empty_plan_that_says_why(requests:
     )
 
 
+def test_each_card_refused_alike_is_named_in_its_own_refusal() -> None:
+    """Refusals are worked out once per kind of card, but each card's reason must name that card: a person reads
+    which card is short, and gpu-1's line named gpu-0."""
+    result = plan(Snapshot(nodes=(gpu_node("a"),), pods=()), FitGoal(pending(50 * GIB)))
+    assert result.reasons == (
+        "no node can make room within the bounds:",
+        "a: gpu-0: CardInsufficientMemory: gpu-0 (GPU-a-0) has 40960 MiB free, the pod asks 51200 MiB; "
+        "gpu-1: CardInsufficientMemory: gpu-1 (GPU-a-1) has 40960 MiB free, the pod asks 51200 MiB",
+    )
+
+
 def test_a_node_without_cards_is_named_among_those_that_cannot_make_room() -> None:
     """The reasons cover every node of the snapshot, one without a card too: none is silently left out of why the
     pod has no room."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from heapq import merge
 from itertools import islice
 from operator import attrgetter
@@ -367,7 +367,7 @@ class State:
         self.per_namespace: dict[str, int] = {}
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
-        self._empty: dict[tuple[object, ...], FitResult] = {}
+        self._empty: dict[tuple[object, ...], tuple[FitResult, str]] = {}
         self._empty_fits: dict[tuple[object, ...], bool] = {}
         self._verdicts: dict[tuple[object, ...], bool] = {}
         self._fit_kinds: dict[tuple[object, ...], int] = {}
@@ -432,7 +432,7 @@ class State:
     def refused_empty(self, pod: PlanPod, slot: CardSlot) -> FitResult | None:
         """HAMi's refusal of the pod on the card were nobody on it, None when it would fit; whether it fits is kept per
         card kind (and the UUID allowed or not), a refusal across cards that look the same to fit (a pod naming UUIDs:
-        per card)."""
+        per card), its message naming the card asked about."""
         card = slot.card
         uuids = self.fit_kind(pod)[1]
         allowed = uuids is None or uuid_allowed(uuids, card.uuid)
@@ -440,11 +440,16 @@ class State:
         if fits:
             return None
         key = (id(pod), slot.kind, "" if uuids is None else card.uuid)
-        cached = self._empty.get(key)
-        if cached is None:
-            cached = self._empty[key] = self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores))
-            self._empty_fits[(id(pod), slot.kind, allowed)] = cached.ok
-        return None if cached.ok else cached
+        found = self._empty.get(key)
+        if found is None:
+            found = self._empty[key] = (self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores)), card.label())
+            self._empty_fits[(id(pod), slot.kind, allowed)] = found[0].ok
+        verdict, label = found
+        if verdict.ok:
+            return None
+        return (
+            verdict if label == card.label() else replace(verdict, message=verdict.message.replace(label, card.label()))
+        )
 
     def hami_cards(
         self, pod: PlanPod, node: str, cards: list[CardSlot], exclude: Iterable[str] = (), avoid_empty: bool = False

@@ -37,9 +37,9 @@ from kubectl_hami_place.core.placement import (
     merge_condition,
 )
 
-# How long the room a waiting pod was made must have been made before the pod is sent to the scheduler: HAMi's scheduler
-# learns that an evicted pod is gone from a watch of its own, which may lag ours, and an attempt it refused meanwhile
-# is a FailedScheduling warning (and, on a kube-scheduler without kubernetes#122019's fix, minutes of waiting).
+# How long a waiting pod's room must have been made before the pod is sent to the scheduler: HAMi's scheduler learns
+# that an evicted pod is gone from a watch of its own, which may lag ours, and an attempt it refused meanwhile is a
+# FailedScheduling warning (and, on a kube-scheduler without kubernetes#122019's fix, minutes of waiting).
 ROOM_SETTLE_SECONDS = 1.0
 EVICTION_RETRY_FIRST_SECONDS = 5
 EVICTION_RETRY_MAX_SECONDS = 60

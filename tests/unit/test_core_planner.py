@@ -25,6 +25,7 @@ from kubectl_hami_place.core.planner import (
     FitGoal,
     FreeCardsGoal,
     Limits,
+    Move,
     Plan,
     PlanNode,
     PlanPod,
@@ -1553,3 +1554,144 @@ def test_a_pod_whose_gpu_containers_ask_different_card_counts_never_moves() -> N
     assert static_block(pod(2, 1)) is not None
     assert static_block(pod(2, 2, 2)) is None
     assert static_block(pod(1)) is None
+
+
+def test_every_reason_a_pod_may_never_move_is_said_in_full_and_the_first_one_wins() -> None:
+    """Each reason is what a plan prints beside the pod that blocks it, so a user knows what to change: a wrong or
+    missing one either moves a pod that must stay (a terminating, static or critical pod) or hides the real cause."""
+    base = placed("p", "a", ["GPU-a-0"], 10 * GIB)
+    terminating = replace(base, allocation=replace(base.allocation, deleting=True))  # type: ignore[arg-type]
+    cases = {
+        "held": (replace(base, held="is resting"), "is resting"),
+        "terminating": (terminating, "is terminating"),
+        "do-not-move": (replace(base, annotations={DO_NOT_MOVE: "True"}), f"is annotated {DO_NOT_MOVE}"),
+        "do-not-move-false": (replace(base, annotations={DO_NOT_MOVE: "FALSE"}), None),
+        "critical": (
+            replace(base, priority_class="system-cluster-critical"),
+            "is system-critical (system-cluster-critical)",
+        ),
+        "mirror": (replace(base, annotations={"kubernetes.io/config.mirror": "x"}), "is a static pod"),
+        "node-owned": (replace(base, owner_kind="Node"), "is a static pod"),
+        "daemonset": (
+            replace(base, owner_kind="DaemonSet"),
+            "belongs to a DaemonSet, which would not recreate it elsewhere",
+        ),
+        "bare": (replace(base, owner_kind=""), "has no controller to recreate it"),
+        "no-gpu": (replace(base, requests=(None,)), "has no GPU request in its spec"),
+        "movable": (base, None),
+    }
+    assert {name: static_block(pod) for name, (pod, _) in cases.items()} == {
+        name: reason for name, (_, reason) in cases.items()
+    }
+    everything = replace(
+        terminating,
+        held="is resting",
+        annotations={DO_NOT_MOVE: "true", "kubernetes.io/config.mirror": "x"},
+        priority_class="system-node-critical",
+        owner_kind="",
+        requests=(None,),
+    )
+    steps = (
+        ({}, "is resting"),
+        ({"held": ""}, "is terminating"),
+        ({"allocation": base.allocation}, f"is annotated {DO_NOT_MOVE}"),
+        ({"annotations": {"kubernetes.io/config.mirror": "x"}}, "is system-critical (system-node-critical)"),
+        ({"priority_class": ""}, "is a static pod"),
+        ({"annotations": {}}, "has no controller to recreate it"),
+        ({"owner_kind": "ReplicaSet"}, "has no GPU request in its spec"),
+    )
+    said, expected = [], []
+    for change, reason in steps:
+        everything = replace(everything, **change)  # type: ignore[arg-type]
+        said.append(static_block(everything))
+        expected.append(reason)
+    assert said == expected
+
+
+def test_each_bound_on_moving_a_pod_is_counted_move_by_move_and_undone_by_a_rollback() -> None:
+    """The plan's, each node's, each namespace's and each budget's bounds are what a user set to limit disruption:
+    a bound read one off, a lower 'moves left' ignored, or a count a rollback leaves behind, evicts too many pods or
+    stops a plan that was allowed."""
+
+    def in_namespace(namespace: str, pod: PlanPod) -> PlanPod:
+        assert pod.allocation is not None
+        return replace(pod, namespace=namespace, allocation=replace(pod.allocation, namespace=namespace))
+
+    pods = (
+        placed("p", "a", ["GPU-a-0"], 8 * GIB, budgets=("ns/pdb",)),
+        placed("q", "a", ["GPU-a-0"], 8 * GIB),
+        in_namespace("other", placed("r", "a", ["GPU-a-1"], 8 * GIB)),
+        in_namespace("other", placed("u", "a", ["GPU-a-1"], 8 * GIB)),
+        in_namespace("other", placed("v", "b", ["GPU-b-0"], 8 * GIB)),
+        in_namespace("other", placed("w", "b", ["GPU-b-0"], 8 * GIB)),
+        in_namespace("team", placed("z", "b", ["GPU-b-1"], 8 * GIB)),
+        placed("s", "b", ["GPU-b-1"], 8 * GIB, budgets=("ns/spent",)),
+        placed("t", "b", ["GPU-b-1"], 8 * GIB, held="is resting"),
+    )
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b"), gpu_node("c")), pods=pods, budgets={"ns/pdb": 2, "ns/spent": 0}
+    )
+    limits = Limits(
+        max_moves=4,
+        max_moves_per_node=3,
+        node_moves_left={"a": 2, "b": 9},
+        max_moves_per_namespace=2,
+        namespace_moves_left={"ns": 1, "other": 7},
+    )
+    state = State(snapshot, limits)
+    assert {node: state.node_bound(node) for node in ("a", "b", "c")} == {"a": 2, "b": 3, "c": 3}
+    away = frozenset(f"GPU-{node}-{i}" for node in "ab" for i in range(2))
+
+    def answers() -> dict[str, str | None]:
+        return {key: state.may_move(key) for key in sorted(state.pods)}
+
+    def places() -> tuple[object, ...]:
+        pods = {key: (entry.node, entry.cards, entry.moved) for key, entry in state.pods.items()}
+        cards = {slot.card.uuid: (slot.slots, slot.mem, slot.cores, sorted(slot.pods.items())) for slot in state.cards}
+        return pods, cards, state.in_use, state.unused
+
+    spent = "is protected by PodDisruptionBudget ns/spent, which allows no more disruptions"
+    start = {key: None for key in state.pods} | {"ns/s": spent, "ns/t": "is resting"}
+    after_p = start | {key: "would exceed 1 moves of namespace ns's pods" for key in ("ns/p", "ns/q")}
+    off_a = {"ns/q": "would exceed 2 moves off node a", "other/u": "would exceed 2 moves off node a"}
+    other = "would exceed 2 moves of namespace other's pods"
+    seen, placed_at = [answers()], [places()]
+    for key in ("ns/p", "other/r", "other/v", "team/z"):
+        assert state.relocate(key, "test", away) is not None
+        seen.append(answers())
+        placed_at.append(places())
+    full = {key: "would exceed the plan's 4 move(s)" for key in state.pods} | {
+        key: start[key] for key in ("ns/s", "ns/t")
+    }
+    assert seen == [
+        start,
+        after_p,
+        after_p | off_a,
+        after_p | off_a | {"other/r": other, "other/v": other, "other/w": other},
+        full,
+    ]
+    state.rollback(1)
+    assert (answers(), places(), state.budgets) == (after_p, placed_at[1], {"ns/pdb": 1, "ns/spent": 0})
+    state.rollback(0)
+    assert (answers(), places(), state.moves, state.budgets) == (start, placed_at[0], [], {"ns/pdb": 2, "ns/spent": 0})
+    for key in ("ns/p", "other/r", "other/v", "team/z"):
+        assert state.relocate(key, "test", away) is not None
+    assert answers() == full, "the counts a rollback undid count again"
+    unbounded = State(snapshot, Limits(namespace_moves_left={"ns": 1}))
+    assert unbounded.relocate("ns/p", "test", away) is not None
+    assert (unbounded.may_move("ns/q"), unbounded.may_move("other/r")) == (
+        "would exceed 1 moves of namespace ns's pods",
+        None,
+    )
+
+
+def test_a_small_pod_asking_more_cores_than_mib_is_moved_onto_the_fullest_card_that_holds_it() -> None:
+    """Best fit keeps empty cards empty: a pod of 50 MiB and 70% of the cores fits the 60 MiB left on a busy card,
+    and a check that read its cores as MiB would send it to an empty card instead."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(placed("big", "a", ["GPU-a-0"], 40 * GIB - 60), placed("x", "b", ["GPU-b-0"], 50, cores=70)),
+    )
+    state = State(snapshot, Limits())
+    move = state.relocate("ns/x", "test", frozenset({"GPU-b-0"}))
+    assert move == Move("ns/x", "uid-x", "b", ("GPU-b-0",), "a", ("GPU-a-0",), "test")

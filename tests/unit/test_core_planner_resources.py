@@ -150,3 +150,17 @@ def test_every_failure_a_plan_shows_still_names_the_node_that_refused_the_pod_fo
             f"n{n}: moving ns/x{n} would make room on gpu-0, but ns/x{n} fits no other card except on z, whose cpu "
             "would not hold it (kube-scheduler's count)"
         ), result.reasons
+
+
+def test_the_node_named_as_refusing_a_pod_for_its_cpu_has_a_card_the_move_may_take() -> None:
+    """A failure names the node whose CPU stopped a move only if a card there was open to it: naming a node whose
+    only fitting card the move must leave alone sends the user to free CPU where it would not help."""
+    pods = (replace(placed("x", "a", ["GPU-a-0"], 20 * GIB), needs=CPU),)
+    short = Resources(1000, PLENTY.memory, 100)
+    nodes = (node("a", 1), node("b", 1, short), node("c", 1, short))
+    state = State(Snapshot(nodes=nodes, pods=pods), Limits())
+    assert [state.refused_for_room("ns/x", exclude) for exclude in ({"GPU-b-0"}, set(), {"GPU-b-0", "GPU-c-0"})] == [
+        ("c", ("cpu",)),
+        ("b", ("cpu",)),
+        None,
+    ]

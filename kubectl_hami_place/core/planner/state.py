@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from heapq import merge
 from itertools import islice
 from operator import attrgetter
@@ -367,7 +367,7 @@ class State:
         self.per_namespace: dict[str, int] = {}
         self._log: list[_Step] = []
         self._shares: dict[tuple[int, int], Share] = {}
-        self._empty: dict[tuple[object, ...], tuple[FitResult, str]] = {}
+        self._empty: dict[tuple[object, ...], tuple[FitResult, Card]] = {}
         self._empty_fits: dict[tuple[object, ...], bool] = {}
         self._verdicts: dict[tuple[object, ...], bool] = {}
         self._fit_kinds: dict[tuple[object, ...], int] = {}
@@ -442,14 +442,14 @@ class State:
         key = (id(pod), slot.kind, "" if uuids is None else card.uuid)
         found = self._empty.get(key)
         if found is None:
-            found = self._empty[key] = (self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores)), card.label())
+            found = self._empty[key] = (self.verdict(pod, slot, (slot.slots, slot.mem, slot.cores)), card)
             self._empty_fits[(id(pod), slot.kind, allowed)] = found[0].ok
-        verdict, label = found
+        verdict, first = found
         if verdict.ok:
             return None
-        return (
-            verdict if label == card.label() else replace(verdict, message=verdict.message.replace(label, card.label()))
-        )
+        if first is card:
+            return verdict
+        return FitResult(False, verdict.reason, verdict.message.replace(first.label(), card.label()))
 
     def hami_cards(
         self, pod: PlanPod, node: str, cards: list[CardSlot], exclude: Iterable[str] = (), avoid_empty: bool = False

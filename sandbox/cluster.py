@@ -182,12 +182,12 @@ class Process:
     stop_seconds: float = 15
     """How long stop() waits for it to exit on SIGTERM before it kills it."""
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after `stop_seconds` (1.24's kube-scheduler never exits on SIGTERM)."""
+    def stop(self, seconds: float | None = None) -> None:
+        """SIGTERM, then SIGKILL after `seconds`, else `stop_seconds` (1.24's kube-scheduler never exits on SIGTERM)."""
         if self.popen.poll() is None:
             self.popen.terminate()
         try:
-            self.popen.wait(timeout=self.stop_seconds)
+            self.popen.wait(timeout=self.stop_seconds if seconds is None else seconds)
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait()
@@ -527,17 +527,12 @@ class Sandbox:
         if not found:
             raise SandboxError("restart_apiserver needs a sandbox this process started (not one attached to)")
         index, old = found[0]
-        old.popen.terminate()
-        try:
-            # With watches open it drains them for over 30 s; a restart needs no more than a crash does.
-            old.popen.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            old.popen.kill()
-            old.popen.wait()
+        # With watches open it drains them for over 30 s; a restart needs no more than a crash does.
+        old.stop(3)
         try:
             yield
         finally:
-            self._spawn(old.name, old.argv, old.env)
+            self._respawn(old)
             # Back in its place, so stop() still ends it before etcd.
             self.processes[index] = self.processes.pop()
             apiserver = self.processes[index]
@@ -557,8 +552,12 @@ class Sandbox:
             # A component that gave up while it was away (the device-plugin stand-in does) starts again too.
             for at, proc in enumerate(list(self.processes)):
                 if proc.popen.poll() is not None:
-                    self._spawn(proc.name, proc.argv, proc.env)
+                    self._respawn(proc)
                     self.processes[at] = self.processes.pop()
+
+    def _respawn(self, proc: Process) -> None:
+        """The process started again as it was (name, argv, environment and stop grace), appended last."""
+        self._spawn(proc.name, proc.argv, proc.env, proc.stop_seconds)
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None, stop_seconds: float = 15) -> None:
         logs = self.workdir / "logs"

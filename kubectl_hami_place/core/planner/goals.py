@@ -118,9 +118,6 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
     """Move every pod off the card, or roll back and say why not."""
     point = state.checkpoint()
     for key in sorted(slot.pods, key=lambda k: (-slot.pods[k][1], k)):
-        if key not in state.pods:
-            state.rollback(point)
-            return f"{key} is not a pod the snapshot knows"
         why = state.may_move(key)
         if why is None and state.relocate(
             key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope=scope, avoid_empty=True
@@ -368,7 +365,7 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
     refused = state.refused_empty(pod, slot)
     if refused is not None:
         return None, f"{refused.reason}: {refused.message}"
-    movable = [key for key in slot.pods if key in state.pods and state.may_move(key) is None]
+    movable = [key for key in slot.pods if state.may_move(key) is None]
     for key in sorted(movable, key=lambda k: (slot.pods[k][1], k)):
         if state.fits(pod, slot, slot.pods[key]):
             return [key], ""
@@ -381,7 +378,7 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
         if state.fits(pod, slot, released):
             return chosen, ""
     verdict = state.verdict(pod, slot)
-    stuck = [f"{key} {state.may_move(key) if key in state.pods else 'is unknown'}" for key in slot.pods]
+    stuck = [f"{key} {state.may_move(key)}" for key in slot.pods]
     stuck = [text for text in stuck if not text.endswith(" None")]
     return None, f"{verdict.reason}, and " + ("; ".join(stuck) or "moving its pods is not enough")
 

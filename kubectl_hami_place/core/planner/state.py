@@ -296,7 +296,8 @@ def _every(item: T) -> T:
 
 
 class State:
-    """The working copy: cards indexed by UUID, by node and by free memory; pods by key; moves so far."""
+    """The working copy: cards indexed by UUID, by node and by free memory; pods by key (every pod a card holds is
+    one of them); moves so far."""
 
     def __init__(self, snapshot: Snapshot, limits: Limits) -> None:
         """Count usage from the snapshot's allocations, node by node."""
@@ -327,9 +328,9 @@ class State:
         held: dict[str, dict[int, str]] = {}
         shares: dict[Share, Share] = {}
         by_uuid = self.by_uuid
-        for _, allocation in counted:
+        for plan_pod, allocation in counted:
             # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
-            key, node_name = allocation.key, allocation.node
+            key, node_name = plan_pod.key, allocation.node
             for uuid, taken, mem, cores in allocation.takes():
                 on_card = by_uuid.get(uuid)
                 if on_card is None or on_card.node != node_name:
@@ -551,11 +552,10 @@ class State:
                 if not room.holds(needs) and (allowed is None or node in allowed):
                     yield node
 
-        skip = set(exclude) | set(entry.cards)
         for node in self._remembered(("short", needs, allowed), short):
             slots = self.by_node.get(node, ())
             if node != entry.node and any(
-                s.open and s.card.uuid not in skip and self.fits(entry.pod, s) for s in slots
+                s.open and s.card.uuid not in exclude and self.fits(entry.pod, s) for s in slots
             ):
                 return node, self.room[node].short(needs)
         return None

@@ -32,7 +32,8 @@ own card choice is given back, the room counted lost (`hami_place_defrag_room_lo
 pod planned for again once it qualifies. Pods admitted before the reservation may still take the room.
 
 A new leader first looks at the open placements of earlier runs: one whose pod was never evicted is deleted (the
-move is undone), one whose pod is gone is left for its replacement to claim.
+move is undone), one whose pod is gone is left for its replacement to claim. A room an earlier leader kept is left
+until its deadline, and its pod sent back to the scheduler once it fits the room as the cards are.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from kubectl_hami_place.core.defrag.keys import (
     POLICY,
     RESUME,
     RETRY,
+    SEND_BACK_AGAIN_SECONDS,
     Followed,
     Key,
     Look,
@@ -81,6 +83,7 @@ from kubectl_hami_place.core.defrag.runs import (
     RoomTrigger,
     RunDecision,
     decide_run,
+    fits_as_is,
     keep_off,
     refuse,
     still_allowed,
@@ -385,11 +388,13 @@ class DefragController:
                 return self._open_move(opened, pod, policy)
         if rescue is None and ROOM_RESERVED_ANNOTATION in _annotations(pod):
             # Kept by an earlier leader's rescue (or followed no more): left until its deadline, then given back (as
-            # a malformed one is); once the pod is scheduled only the annotation goes.
+            # a malformed one is), the pod sent back once it fits; once the pod is scheduled only the annotation goes.
             in_policy = policy is not None and policy.namespaces.allows(key.namespace)
             step, until = left_room(pod, self.cache.room_key, now, in_policy=in_policy)
             if step is LeftRoom.keep and until is not None:
-                return until - now
+                if policy is None or policy.mode is not Mode.on or not in_policy:
+                    return until - now
+                return min(until - now, self._room_kept(key, pod, now))
             if step is LeftRoom.leave:
                 return None
             self._release(pod, scheduled=step is LeftRoom.settle)
@@ -429,6 +434,16 @@ class DefragController:
             if sooner is not None and again is not None:
                 return min(again, sooner)
         return again
+
+    def _room_kept(self, key: PodKey, pod: dict[str, Any], now: datetime) -> timedelta:
+        """A room an earlier leader's rescue kept, which this leader never followed: once the pod fits it as the cards
+        are (the pods on it gone), the pod is sent back (`_send_back_fitting`), since before 1.29 kube-scheduler may
+        not try it until the room's deadline gives the pod its own choice back. When to look again."""
+        read = self._snapshot()
+        snapshot = keep_off(read.snapshot, self.cache.reservations(), now, f"{key.namespace}/{key.name}", self._refused)
+        if not fits_as_is(snapshot, pod_for_plan(pod, read.node_labels, read.config)):
+            return timedelta(seconds=SEND_BACK_AGAIN_SECONDS)
+        return self._send_back_fitting(pod, _run_id(now))
 
     def _send_back(self, rescue: Rescue) -> timedelta | None:
         """Annotates the rescued pod with its run once every moved pod has been gone for ROOM_SETTLE_SECONDS (HAMi's

@@ -24,10 +24,12 @@ from kubectl_hami_place.core.defrag.runs import (
     RoomTrigger,
     RunDecision,
     decide_run,
+    fits_as_is,
     keep_off,
     refuse,
     still_allowed,
 )
+from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
@@ -93,6 +95,20 @@ def spent(pod: str, node_name: str, minutes_ago: float, run: str = "r0") -> Move
     """An earlier move that evicted."""
     namespace = pod.split("/", maxsplit=1)[0]
     return MoveRecord(run, pod, namespace, node_name, NOW - timedelta(minutes=minutes_ago), "Evicted")
+
+
+def test_a_pod_fits_as_is_only_on_a_card_it_may_use_with_room_now_and_never_by_a_move() -> None:
+    """A kept room's pod is sent back once it fits as the cards are: not while the room needs a move (32 GiB needs
+    q to join p), and only on the cards its narrowed use-gpuuuid names (20 GiB fits a1 now, not a0)."""
+    snapshot = one_move()
+
+    def pending(gib: int, cards: str = "") -> PlanPod:
+        annotations = {USE_GPUUUID_ANNOTATION: cards} if cards else {}
+        return PlanPod("team-a", "kept", (card_request(1, memreq=gib * GIB),), annotations=annotations)
+
+    assert [fits_as_is(snapshot, pending(gib)) for gib in (30, 31, 32)] == [True, False, False]
+    assert [fits_as_is(snapshot, pending(gib, "a0")) for gib in (16, 17)] == [True, False]
+    assert fits_as_is(snapshot, pending(20, "a1")) is True
 
 
 def test_a_rescue_within_budget_moves_and_says_what() -> None:

@@ -144,6 +144,13 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
     return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message)
 
 
+def fits_as_is(snapshot: Snapshot, pod: PlanPod) -> bool:
+    """Whether HAMi would place the pod as the cards are, no move (a kept room is made once the pods on it have
+    gone): the planner's plan for it with no move allowed."""
+    found = plan(snapshot, FitGoal(pod), Limits(max_moves=0))
+    return found.complete and not found.moves
+
+
 def keep_off(
     snapshot: Snapshot,
     reservations: Sequence[Reservation],

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from core_strategies import json_values, outcome
 from hypothesis import given
 from hypothesis import strategies as st
@@ -286,3 +289,143 @@ def test_the_summary_is_its_definition_and_the_sum_of_the_node_shares(nodes: tup
     info = ClusterInfo(generated_at=NOW, nodes=nodes)
     assert summarize(info) == _summary_by_definition(info)
     assert summarize(info) == fragmentation_of([node_share(node) for node in nodes])
+
+
+def test_an_unknown_node_or_card_is_none() -> None:
+    """Names come from users and placements: one the view does not have must read as absent, not raise."""
+    info = cluster()
+    assert (info.node("cpu-0"), info.nodes[0].card("GPU-b0")) == (None, None)
+
+
+def test_one_allocatable_card_serves_but_an_unreadable_count_or_no_conditions_does_not() -> None:
+    """One card split once is allocatable 1 and takes pods; an unreadable count or a node not yet Ready takes none."""
+    silent = node("no-conditions", [a100("GPU-n0", 0)])
+    del silent["status"]["conditions"]
+    nodes = [
+        node("one-card", [a100("GPU-o0", 0)], allocatable="1"),
+        node("junk", [a100("GPU-j0", 0)], allocatable="junk"),
+        silent,
+    ]
+    info = build_cluster_info(nodes, [], NOW)
+    assert [(n.name, n.ready, n.hami_usable, n.gpu_allocatable, n.usable) for n in info.nodes] == [
+        ("junk", True, False, 0, False),
+        ("no-conditions", False, True, 20, False),
+        ("one-card", True, True, 1, True),
+    ]
+
+
+def test_register_errors_warnings_and_terminating_pods_read_back() -> None:
+    """The plugin shows what the webhook saw: why a node has no cards, the pods not counted, the pods leaving."""
+    leaving = pod("leaving", "gpu-a100-0", "GPU-a0,NVIDIA,1000,10:;")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-29T16:59:00Z"
+    nodes = [
+        node("bad-register", None, annotations={"hami.io/node-nvidia-register": "junk"}),
+        node("gpu-a100-0", [a100("GPU-a0", 0)]),
+    ]
+    info = build_cluster_info(nodes, [pod("broken", "gpu-a100-0", "GPU-a0,NVIDIA:;"), leaving], NOW)
+    document = json.loads(json.dumps(info.to_dict()))
+    assert [n["registerError"] for n in document["nodes"]] == [
+        "node bad-register: card register is neither JSON nor the legacy 'UUID,count,...:' string (no ':')",
+        None,
+    ]
+    assert document["warnings"] == [
+        "pod team/broken: allocation container 0 device 'GPU-a0,NVIDIA' has 2 fields, expected UUID,VENDOR,MEM,CORES; "
+        "HAMi cannot decode it either, so it is not counted"
+    ]
+    assert [(p["name"], p["terminating"]) for p in document["nodes"][1]["cards"][0]["pods"]] == [("leaving", True)]
+    assert cluster_info_from_dict(document) == info
+
+
+def test_absent_lists_read_as_empty() -> None:
+    """A document without warnings, nodes or a card's pods (nothing to list) is complete, not malformed."""
+    info = cluster()
+    document = info.to_dict()
+    del document["warnings"]
+    for node_document in document["nodes"]:
+        for card in node_document["cards"]:
+            del card["pods"]
+    no_pods = tuple(replace(n, cards=tuple(replace(c, pods=()) for c in n.cards)) for n in info.nodes)
+    assert cluster_info_from_dict(document) == replace(info, nodes=no_pods, warnings=())
+    assert cluster_info_from_dict({"generatedAt": "2026-11-29T17:00:00Z"}) == ClusterInfo(NOW, ())
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "generatedAt",
+            "noon",
+            "cluster-info: generatedAt 'noon' is not an RFC 3339 time such as 2026-01-02T03:04:05Z",
+        ),
+        ("nodes", {}, "cluster-info nodes must be a list"),
+        ("warnings", "x", "cluster-info warnings must be a list"),
+        ("warnings", [1], "cluster-info warnings[] must be a string"),
+        ("nodes[1]", 1, "cluster-info nodes[1] must be an object"),
+        ("nodes[1].name", 1, "cluster-info nodes[1].name must be a string"),
+        ("nodes[1].ready", "yes", "cluster-info nodes[1].ready must be true or false"),
+        ("nodes[1].schedulable", 1, "cluster-info nodes[1].schedulable must be true or false"),
+        ("nodes[1].hamiUsable", None, "cluster-info nodes[1].hamiUsable must be true or false"),
+        ("nodes[1].gpuAllocatable", True, "cluster-info nodes[1].gpuAllocatable must be an integer"),
+        ("nodes[1].registerError", 1, "cluster-info nodes[1].registerError must be a string or null"),
+        ("nodes[1].cards", {}, "cluster-info nodes[1].cards must be a list"),
+        ("nodes[1].cards[1]", [], "cluster-info nodes[1].cards[1] must be an object"),
+        ("nodes[1].cards[1].uuid", 1, "cluster-info nodes[1].cards[1].uuid must be a string"),
+        ("nodes[1].cards[1].index", "1", "cluster-info nodes[1].cards[1].index must be an integer"),
+        ("nodes[1].cards[1].type", None, "cluster-info nodes[1].cards[1].type must be a string"),
+        ("nodes[1].cards[1].numa", 0.5, "cluster-info nodes[1].cards[1].numa must be an integer"),
+        ("nodes[1].cards[1].health", "true", "cluster-info nodes[1].cards[1].health must be true or false"),
+        ("nodes[1].cards[1].mode", 1, "cluster-info nodes[1].cards[1].mode must be a string"),
+        ("nodes[1].cards[1].nvidia", 1, "cluster-info nodes[1].cards[1].nvidia must be true or false"),
+        ("nodes[1].cards[1].cordoned", "no", "cluster-info nodes[1].cards[1].cordoned must be true or false"),
+        ("nodes[1].cards[1].memory", 1, "cluster-info nodes[1].cards[1].memory must be an object"),
+        ("nodes[1].cards[1].cores", [], "cluster-info nodes[1].cards[1].cores must be an object"),
+        ("nodes[1].cards[1].slots", "x", "cluster-info nodes[1].cards[1].slots must be an object"),
+        ("nodes[1].cards[1].memory.total", "1", "cluster-info nodes[1].cards[1].memory.total must be an integer"),
+        ("nodes[1].cards[1].memory.used", 1.0, "cluster-info nodes[1].cards[1].memory.used must be an integer"),
+        ("nodes[1].cards[1].cores.total", True, "cluster-info nodes[1].cards[1].cores.total must be an integer"),
+        ("nodes[1].cards[1].cores.used", None, "cluster-info nodes[1].cards[1].cores.used must be an integer"),
+        ("nodes[1].cards[1].slots.total", "10", "cluster-info nodes[1].cards[1].slots.total must be an integer"),
+        ("nodes[1].cards[1].slots.used", False, "cluster-info nodes[1].cards[1].slots.used must be an integer"),
+        ("nodes[1].cards[1].pods", {}, "cluster-info nodes[1].cards[1].pods must be a list"),
+        ("nodes[0].cards[0].pods[0]", "x", "cluster-info nodes[0].cards[0].pods[0] must be an object"),
+        ("nodes[0].cards[0].pods[0].namespace", 1, "cluster-info nodes[0].cards[0].pods[0].namespace must be a string"),
+        ("nodes[0].cards[0].pods[0].name", None, "cluster-info nodes[0].cards[0].pods[0].name must be a string"),
+        ("nodes[0].cards[0].pods[0].uid", 2, "cluster-info nodes[0].cards[0].pods[0].uid must be a string"),
+        ("nodes[0].cards[0].pods[0].phase", 3, "cluster-info nodes[0].cards[0].pods[0].phase must be a string"),
+        ("nodes[0].cards[0].pods[0].memory", "1", "cluster-info nodes[0].cards[0].pods[0].memory must be an integer"),
+        ("nodes[0].cards[0].pods[0].cores", 1.5, "cluster-info nodes[0].cards[0].pods[0].cores must be an integer"),
+        ("nodes[0].cards[0].pods[0].slots", True, "cluster-info nodes[0].cards[0].pods[0].slots must be an integer"),
+        (
+            "nodes[0].cards[0].pods[0].terminating",
+            "no",
+            "cluster-info nodes[0].cards[0].pods[0].terminating must be true or false",
+        ),
+    ],
+)
+def test_a_malformed_field_is_named_by_its_path(path: str, value: object, message: str) -> None:
+    """A webhook and plugin of different versions disagree on a field: the error must say exactly which one."""
+    document = json.loads(json.dumps(cluster().to_dict()))
+    *parents, last = [int(key) if key.isdigit() else key for key in re.findall(r"[^.\[\]]+", path)]
+    target = document
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    with pytest.raises(ClusterInfoError) as caught:
+        cluster_info_from_dict(document)
+    assert str(caught.value) == message
+
+
+def test_a_card_is_open_with_its_last_slot_and_counts_full_memory_as_zero_free() -> None:
+    """The summary counts what a new pod can still get: no slot left is closed, the last slot is open, cores HAMi
+    does not count (0) are never exhausted, and a card with all its memory used has 0 MiB free, not 1."""
+
+    idle = CardInfo("GPU-idle", 0, "NVIDIA-A100", 0, True, "hami-core", True, False, 40960, 0, 100, 0, 10, 0)
+    cards = (
+        replace(idle, uuid="GPU-full", memory_used=10000, slots_used=10),
+        replace(idle, uuid="GPU-last", memory_used=39960, slots_used=9),
+        replace(idle, uuid="GPU-uncounted", cores_total=0),
+        replace(idle, uuid="GPU-no-memory", memory_used=40960, slots_used=1),
+    )
+    info = ClusterInfo(NOW, (NodeInfo("n", True, True, True, 40, None, cards),))
+    share = NodeFragmentation("n", 3, 1, 1000 + 40960, 40960, 1000)
+    assert summarize(info) == Fragmentation(3, 1, 1000 + 40960, 40960, 1000, (share,))

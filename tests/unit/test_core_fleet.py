@@ -10,11 +10,18 @@ from test_core_cluster_info import _NODE_VIEWS, a100, node, pod
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.cluster_info import ClusterInfo, NodeInfo, build_cluster_info
-from kubectl_hami_place.core.fleet import placements_by_phase, summarize_fleet
+from kubectl_hami_place.core.fleet import (
+    CardTypeRoom,
+    FleetSummary,
+    FragmentedNode,
+    placements_by_phase,
+    summarize_fleet,
+)
 from kubectl_hami_place.core.fragmentation import summarize
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB"
+A100 = "NVIDIA-A100-SXM4-40GB"
 
 
 def h100(uuid: str, index: int) -> Card:
@@ -85,5 +92,55 @@ def test_the_total_is_the_fragmentation_summary(nodes: tuple[NodeInfo, ...]) -> 
 
 
 def test_placements_by_phase() -> None:
-    items = [{"status": {"phase": "Consumed"}}, {"status": {"phase": "Consumed"}}, {}, {"status": None}]
-    assert placements_by_phase(items) == {"Consumed": 2, "Pending": 2}
+    consumed = {"status": {"phase": "Consumed"}}
+    items = [consumed, consumed, {}, {"status": None}, {"status": {"phase": ""}}]
+    assert placements_by_phase(items) == {"Consumed": 2, "Pending": 3}
+
+
+def test_the_summary_document_names_every_count() -> None:
+    """`status --summary -o json` is read by scripts: each key and count is part of its contract."""
+    assert summarize_fleet(fleet(), top=1).to_dict() == {
+        "nodes": 4,
+        "usableNodes": 3,
+        "cardTypes": [
+            {
+                "type": A100, "nodes": 2, "cards": 4, "openCards": 4, "wholeCardsFree": 3,
+                "freeMiB": 153600, "strandedMiB": 30720,
+            },
+            {
+                "type": H100, "nodes": 2, "cards": 3, "openCards": 2, "wholeCardsFree": 0,
+                "freeMiB": 121856, "strandedMiB": 121856,
+            },
+        ],
+        "total": {
+            "type": "all", "nodes": 4, "cards": 7, "openCards": 6, "wholeCardsFree": 3,
+            "freeMiB": 275456, "strandedMiB": 152576,
+        },
+        "fragmentedNodes": 2,
+        "mostFragmented": [
+            {
+                "name": "h0", "types": [H100], "openCards": 2, "wholeCardsFree": 0,
+                "freeMiB": 121856, "strandedMiB": 121856, "largestRequestMiB": 80896,
+            }
+        ],
+    }  # fmt: skip
+
+
+def test_a_fragmented_node_counts_every_open_card_after_a_closed_one_and_a_single_stranded_mib() -> None:
+    """A node's row must show all its room: an unhealthy first card hides none of it, and 1 stranded MiB is listed."""
+    nodes = [
+        node("mixed", [a100("X0", 0, healthy=False), a100("X1", 1), a100("X2", 2), a100("X3", 3)]),
+        node("tight", [a100("T0", 0)]),
+    ]
+    pods = [pod("quarter", "mixed", "X3,NVIDIA,10240,0:;"), pod("nearly", "tight", "T0,NVIDIA,40959,0:;")]
+    assert summarize_fleet(build_cluster_info(nodes, pods, NOW)) == FleetSummary(
+        nodes=2,
+        usable_nodes=2,
+        types=(CardTypeRoom(A100, 2, 5, 4, 2, 2 * 40960 + 30720 + 1, 30720 + 1),),
+        total=CardTypeRoom("all", 2, 5, 4, 2, 2 * 40960 + 30720 + 1, 30720 + 1),
+        most_fragmented=(
+            FragmentedNode("mixed", (A100,), 3, 2, 2 * 40960 + 30720, 30720, 40960),
+            FragmentedNode("tight", (A100,), 1, 0, 1, 1, 1),
+        ),
+        fragmented_nodes=2,
+    )

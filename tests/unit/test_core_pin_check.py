@@ -517,7 +517,8 @@ def test_a_card_registered_without_memory_is_checked_without_crashing() -> None:
     """A broken device plugin may register 0 MiB: a share of it is 0 MiB, which HAMi fits, and a container asking
     MiB of its own takes the whole card, leaving nothing to split."""
     empty = PinView({NODE: node_with({**CARDS[0], "devmem": 0})}, [])
-    assert pin_verdict(spec("gpu-0/50"), empty, pod(gpu("b"))).ok
+    fits = pin_verdict(spec("gpu-0/50"), empty, pod(gpu("b")))
+    assert (fits.ok, fits.checks[0].memory_mib) == (True, 0)
     [short] = pin_verdict(spec("gpu-0/50"), empty, pod(mem("own", 1), gpu("b"))).problems
     assert (short.reason, short.message) == (
         PinReason.ShareTooSmall,
@@ -590,3 +591,32 @@ def test_workloads_are_read_whole_with_the_clusters_config() -> None:
     )
     flags = workload_from_request(card_request(1), "flags", own_memory=False, config=BINPACK)
     assert flags == Workload((GpuContainer("0", 0, False, whole_card, False, True),), "flags", config=BINPACK)
+
+
+def test_each_app_container_takes_a_slot_of_the_card() -> None:
+    """HAMi counts a slot per container: a pod with more containers than the card has slots left is refused."""
+    two_slots = PinView({NODE: node_with({**CARDS[0], "count": 2})}, [])
+    assert pin_verdict(spec("gpu-0"), two_slots, pod(mem("a", 1000), mem("b", 1000))).ok
+    [problem] = pin_verdict(spec("gpu-0"), two_slots, pod(mem("a", 1000), mem("b", 1000), mem("c", 1000))).problems
+    assert (problem.reason, problem.message) == (
+        FitReason.CardTimeSlicingExhausted,
+        "container c: gpu-0 (GPU-a) has all 2 slots in use",
+    )
+
+
+def test_each_app_container_takes_its_cores_counted_at_most_100() -> None:
+    """HAMi adds each container's cores before fitting the next, a request above 100% counted as 100%."""
+
+    def cores(name: str, percent: int) -> dict[str, Any]:
+        return gpu(name, **{"nvidia.com/gpumem": 1000, "nvidia.com/gpucores": percent})
+
+    [short] = pin_verdict(spec("gpu-1"), view([]), pod(cores("a", 60), cores("b", 60))).problems
+    assert (short.reason, short.message) == (
+        FitReason.CardInsufficientCore,
+        "container b: gpu-1 (GPU-b) has 40% cores free, the pod asks 60%",
+    )
+    [taken] = pin_verdict(spec("gpu-1"), view([]), pod(cores("a", 150), cores("b", 0))).problems
+    assert (taken.reason, taken.message) == (
+        FitReason.CardComputeUnitsExhausted,
+        "container b: gpu-1 (GPU-b) has all its cores taken and the pod asks 0% cores",
+    )

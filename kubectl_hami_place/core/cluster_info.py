@@ -274,7 +274,7 @@ class ClusterCount:
 def cluster_info_from_dict(data: object) -> ClusterInfo:
     """Read a cluster-info document back (what the plugin gets from the webhook); ClusterInfoError when malformed."""
     try:
-        root = _map(data, "cluster-info")
+        root = _map(data, "document")
         nodes = tuple(_node_from_dict(item, f"nodes[{i}]") for i, item in enumerate(_list(root, "nodes", "")))
         warnings = tuple(_str(w, "warnings[]") for w in _list(root, "warnings", ""))
         return ClusterInfo(

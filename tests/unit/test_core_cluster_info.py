@@ -429,3 +429,10 @@ def test_a_card_is_open_with_its_last_slot_and_counts_full_memory_as_zero_free()
     info = ClusterInfo(NOW, (NodeInfo("n", True, True, True, 40, None, cards),))
     share = NodeFragmentation("n", 3, 1, 1000 + 40960, 40960, 1000)
     assert summarize(info) == Fragmentation(3, 1, 1000 + 40960, 40960, 1000, (share,))
+
+
+def test_a_document_that_is_not_an_object_is_refused_in_one_plain_line() -> None:
+    """The error reaches the user as is: it names the document once, without repeating its own prefix."""
+    with pytest.raises(ClusterInfoError) as caught:
+        cluster_info_from_dict([])
+    assert str(caught.value) == "cluster-info document must be an object"

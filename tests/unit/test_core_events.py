@@ -8,6 +8,7 @@ from kubectl_hami_place.core.events import (
     Bucket,
     EventKey,
     InvolvedObject,
+    Occurrence,
     Recent,
     Seen,
     observe,
@@ -83,3 +84,17 @@ def test_the_cache_forgets_the_least_recently_used_key_past_its_size() -> None:
     assert recent.get("a") == 1
     recent.put("c", 3)
     assert (recent.get("a"), recent.get("b"), recent.get("c"), len(recent)) == (1, None, 3, 2)
+
+
+def test_a_first_occurrence_is_stamped_first_and_last_at_once() -> None:
+    """client-go writes a new Event with both timestamps set to when it happened; `kubectl get events` sorts by the
+    last one."""
+    assert observe(None, "2026-12-01T10:00:00Z") == Occurrence(
+        count=1, first_timestamp="2026-12-01T10:00:00Z", last_timestamp="2026-12-01T10:00:00Z"
+    )
+
+
+def test_the_bucket_refills_for_the_time_passed_even_under_a_second() -> None:
+    """Events come in bursts well under a second apart: each gap refills only its share of a token."""
+    assert take_token(Bucket(0.0, 10.0), 10.5, qps=1.0) == (False, Bucket(0.5, 10.5))
+    assert take_token(Bucket(0.5, 10.5), 11.0, qps=1.0) == (True, Bucket(0.0, 11.0))

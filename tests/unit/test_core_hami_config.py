@@ -148,3 +148,68 @@ def test_a_lone_surrogate_escape_in_a_name_is_read_as_go_reads_it() -> None:
     config = parse_device_config('nvidia:\n  resourceCountName: "nvidia.com/\\ud800"\n')
     assert config.resource_count_name == "nvidia.com/\ufffd"
     config.resource_count_name.encode()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (3, "device-config.yaml must be text, got int"),
+        (
+            "nvidia:\n  defaultMemory: 1\n\tdefaultCores: 2\n",
+            "device-config.yaml is not valid YAML at line 3: fix the ConfigMap's text",
+        ),
+        ("nvidia: \x07\n", "device-config.yaml is not valid YAML: fix the ConfigMap's text"),
+        (
+            "nvidia:\n  resourceCountName: [a]\n",
+            "device-config.yaml: nvidia.resourceCountName must be a name, got a list",
+        ),
+    ],
+    ids=["not-text", "tab-on-line-3", "unprintable-no-line", "list-for-a-name"],
+)
+def test_a_config_error_names_the_line_or_the_setting_to_fix(text: object, message: str) -> None:
+    """The operator fixes the ConfigMap from this one line: the line it names must be the one at fault (counted
+    from 1, none for an error the reader cannot place), and the kind it names must be what the ConfigMap holds."""
+    with pytest.raises(HamiConfigError) as caught:
+        parse_device_config(text)
+    assert str(caught.value) == message
+
+
+def test_a_boolean_name_is_its_text_as_yaml_v2_sets_a_string_field() -> None:
+    """yaml.v2 sets a string field to a `true` or `false` scalar's text, so HAMi counts that resource name."""
+    config = parse_device_config("nvidia:\n  resourceCountName: true\n  resourceCoreName: false\n")
+    assert (config.resource_count_name, config.resource_core_name) == ("true", "false")
+
+
+def test_an_int32_setting_takes_both_ends_of_its_range() -> None:
+    """HAMi's NvidiaConfig fields are int32: their ends are values HAMi runs with, one past them it cannot decode."""
+    config = parse_device_config("nvidia:\n  defaultMemory: 2147483647\n  defaultCores: -2147483648\n")
+    assert (config.default_memory, config.default_cores) == (2**31 - 1, -(2**31))
+    with pytest.raises(HamiConfigError) as caught:
+        parse_device_config("nvidia:\n  defaultCores: -2147483649\n")
+    assert str(caught.value) == "device-config.yaml: nvidia.defaultCores -2147483649 is out of range"
+
+
+@pytest.mark.parametrize(
+    ("argv", "policy"),
+    [
+        (("/usr/local/bin/scheduler", "--leader-elect=false"), "spread"),
+        (("scheduler", "--gpu-scheduler-policy=binpack", "--", "--gpu-scheduler-policy=mutex"), "binpack"),
+        (("scheduler", "--gpu-scheduler-policy=binpack", "--gpu-scheduler-policy"), "binpack"),
+    ],
+    ids=["by-path-flag-absent", "flag-before-double-dash", "dangling-flag"],
+)
+def test_the_extender_is_known_by_its_path_and_a_flag_before_a_double_dash_counts(
+    argv: tuple[str, ...], policy: str
+) -> None:
+    """HAMi's image runs the extender by its full path; the flags pflag read before `--` stay in force; a flag left
+    without its value (pflag would not start) is no reason to fail the whole read."""
+    assert gpu_policy_of_scheduler(scheduler("kube-system", "hami-scheduler", *argv)) == policy
+
+
+def test_containers_of_another_shape_are_passed_over() -> None:
+    """A Deployment written by another tool may hold odd values: they name no scheduler and break no read."""
+    extender = scheduler("hami", "hami-scheduler", "scheduler", "--gpu-scheduler-policy=binpack")
+    containers = ["sidecar", *extender["spec"]["template"]["spec"]["containers"]]
+    odd = {"spec": {"template": {"spec": {"containers": containers}}}}
+    assert gpu_policy_of_scheduler(odd) == "binpack"
+    assert gpu_policy_of_scheduler({"spec": {"template": {"spec": {"containers": 5}}}}) is None

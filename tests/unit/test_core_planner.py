@@ -937,6 +937,68 @@ def test_why_names_hamis_reasons_card_by_card() -> None:
     assert free.fits and free.message == "HAMi places it on gpu-1"
 
 
+def test_why_as_json_gives_each_nodes_whole_verdict_and_each_cards() -> None:
+    """`why -o json` is read by scripts: a node the pod's selection excludes, one kube-scheduler refuses (the counts in
+    whole MiB), and one HAMi places it on with its MIG caveat each say so in full, card by card."""
+    nodes = (
+        PlanNode("a", (card("GPU-a-0", 0),), room=Resources(1500, 1536 * 2**20, 0)),
+        PlanNode("b", (card("GPU-b-0", 0),)),
+        PlanNode("c", (card("GPU-c-0", 0), card("GPU-c-1", 1, mode="mig"), card("GPU-c-2", 2, mode="mig"))),
+    )
+    pod = pending(20 * GIB, nums=2, needs=Resources(2000, 1536 * 2**20, 1), nodes=frozenset({"a", "c"}))
+
+    def fits(uuid: str, index: int) -> dict:
+        """A free card's verdict for the pod."""
+        return {
+            "uuid": uuid,
+            "name": f"gpu-{index}",
+            "fits": True,
+            "reason": None,
+            "message": f"gpu-{index} ({uuid}) fits: the pod asks 20480 MiB and 0% cores; 40960 MiB, 100% cores and "
+            "10 of 10 slots free",
+        }
+
+    def mig(uuid: str, index: int) -> dict:
+        """A MIG card's verdict."""
+        message = f"gpu-{index} ({uuid}) is in MIG mode (not modelled)"
+        return {"uuid": uuid, "name": f"gpu-{index}", "fits": False, "reason": "CardMigMode", "message": message}
+
+    assert [verdict.to_dict() for verdict in why(Snapshot(nodes=nodes, pods=()), pod)] == [
+        {
+            "node": "a",
+            "fits": False,
+            "reason": "NodeResourcesFit",
+            "message": "kube-scheduler: Insufficient cpu, Too many pods (the node has 1500m CPU, 1536 MiB memory and "
+            "0 pod(s) left; the pod asks 2000m, 1536 MiB)",
+            "cards": [fits("GPU-a-0", 0)],
+        },
+        {
+            "node": "b",
+            "fits": False,
+            "reason": "NodeNotSelected",
+            "message": "the pod's node selection excludes the node",
+            "cards": [fits("GPU-b-0", 0)],
+        },
+        {
+            "node": "c",
+            "fits": True,
+            "reason": None,
+            "message": "HAMi places it on gpu-2, gpu-1 (gpu-2, gpu-1 in MIG mode, which hami-place does not model: "
+            "HAMi may decide otherwise)",
+            "cards": [fits("GPU-c-0", 0), mig("GPU-c-1", 1), mig("GPU-c-2", 2)],
+        },
+    ]
+
+
+def test_why_of_a_running_pod_counts_its_own_node_as_holding_it() -> None:
+    """The node a pod runs on already counts its CPU and memory: asked why of a running pod, that node is judged by
+    HAMi, not refused for the room the pod itself takes."""
+    pod = placed("p", "a", ["GPU-a-0"], 8 * GIB, needs=Resources(1000, GIB * 2**20, 1))
+    node = PlanNode("a", (card("GPU-a-0", 0),), room=Resources(0, 0, 0))
+    [verdict] = why(Snapshot(nodes=(node,), pods=(pod,)), pod)
+    assert (verdict.fits, verdict.reason, verdict.message) == (True, None, "HAMi places it on gpu-0")
+
+
 # properties ---------------------------------------------------------------------------------------------------
 
 FORBIDDEN = ({"owner_kind": "DaemonSet"}, {"owner_kind": ""}, {"annotations": {DO_NOT_MOVE: "yes"}})
@@ -1065,6 +1127,104 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     assert waiting.gpu_requests[0][1].memreq == 8192
     result = plan(snapshot, FitGoal(replace(waiting, nodes=None)))
     assert result.target == ("a", ("GPU-a",))
+
+
+def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
+    """Every field steers a plan (who may move, what it asks of a node, HAMi's policy for it); a pod from a file,
+    never created, has no uid, owner or priority and must read as the empty values, not as text like 'None'."""
+    from kubectl_hami_place.core.planner.objects import pod_for_plan
+
+    pod = pod_object("p", None, initContainers=[{"name": "i"}], priority=1000)
+    pod["metadata"]["uid"] = "uid-p"
+    pod["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "j", "controller": False},
+        {"kind": "ReplicaSet", "name": "o", "controller": True},
+    ]
+    pod["metadata"]["annotations"] = {"team": "x", "replicas": 3}
+    pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "500m", "memory": "1536Mi"}
+    request = card_request(1, memreq=8192)
+    assert pod_for_plan(pod, {}, HAMI_DEFAULTS.with_policy("binpack")) == PlanPod(
+        namespace="ns",
+        name="p",
+        uid="uid-p",
+        requests=(None, request),
+        init_containers=1,
+        annotations={"team": "x"},
+        owner_kind="ReplicaSet",
+        priority=1000,
+        default_policy="binpack",
+        needs=Resources(500, 1536 * 2**20, 1),
+        labels={"app": "p"},
+    )
+    assert pod_for_plan(pod_object("f", None, owner=""), {}) == PlanPod(
+        namespace="ns",
+        name="f",
+        requests=(request,),
+        default_policy="spread",
+        needs=Resources(0, 0, 1),
+        labels={"app": "f"},
+    )
+    unread = pod_object("u", None)
+    unread["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "lots"}
+    assert pod_for_plan(unread, {}).held == (
+        "has a CPU or memory request kube-scheduler cannot read (cpu request 'lots' is not a quantity such as 1, 3k "
+        "or 1Gi)"
+    )
+
+
+def test_the_snapshot_keeps_what_it_can_read_and_says_what_it_left_out() -> None:
+    """One unreadable pod or PodDisruptionBudget must not hide the rest of the cluster from the plan, and a budget
+    protects only the pods its selector picks in its own namespace, with the disruptions its status allows."""
+    from datetime import UTC, datetime
+
+    from kubectl_hami_place.core.planner.objects import snapshot_from_objects
+
+    a, b, c = node_object("a"), node_object("b"), node_object("c")
+    a["metadata"]["annotations"]["hami.io/device-cordon"] = "GPU-a"
+    b["metadata"]["annotations"]["hami.io/node-nvidia-score"] = "not json"
+    c["metadata"]["annotations"]["hami.io/node-nvidia-score"] = '[{"uuid":"GPU-c","score":{"GPU-c":50}}]'
+    bad = pod_object("bad", None)
+    bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "many"
+    on_c = {"kubernetes.io/hostname": "c"}
+    on_a_or_c = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a", "c"]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [on_a_or_c]}}}
+    elsewhere = pod_object("web", "c", affinity=affinity)
+    elsewhere["metadata"]["namespace"] = "other"
+    pods = [
+        bad,
+        pod_object("waiting", None),
+        pod_object("web", "c", nodeSelector=on_c),
+        pod_object("agent", "c", nodeSelector=on_c),
+        elsewhere,
+    ]
+    budgets = [
+        {"metadata": {"name": "broken", "namespace": "ns"}, "spec": {"selector": {"matchLabels": {"app": 1}}}},
+        {
+            "metadata": {"name": "pdb", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 1},
+        },
+    ]
+    snapshot, warnings = snapshot_from_objects([a, b, c], pods, budgets, datetime.now(UTC))
+    assert warnings == (
+        "PodDisruptionBudget ns/broken: matchLabels 'app': the value must be a string, got int; it protects no pod "
+        "in this plan",
+        "pod ns/bad: container c: nvidia.com/gpu 'many' is not a quantity such as 1, 3k or 1Gi; the planner leaves "
+        "the pod where it is",
+    )
+    assert [(n.name, n.cordoned, n.pair_scores) for n in snapshot.nodes] == [
+        ("a", frozenset({"GPU-a"}), None),
+        ("b", frozenset(), None),
+        ("c", frozenset(), {"GPU-c": {"GPU-c": 50}}),
+    ]
+    assert snapshot.budgets == {"ns/pdb": 1}
+    web, agent, _ = snapshot.pods
+    assert [(p.key, p.budgets, p.nodes) for p in snapshot.pods] == [
+        ("ns/web", ("ns/pdb",), frozenset({"c"})),
+        ("ns/agent", (), frozenset({"c"})),
+        ("other/web", (), frozenset({"a", "c"})),
+    ]
+    assert web.nodes is agent.nodes, "pods of one template share one answer"
 
 
 def test_a_held_pod_stays_and_the_plan_says_why() -> None:

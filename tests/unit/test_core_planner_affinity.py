@@ -46,7 +46,10 @@ def allowed(**spec: object) -> frozenset[str] | None:
         (expr("rack", "Gt", "5"), {"a100-1"}),
         (expr("rack", "Lt", "5"), {"a100-0"}),
         (expr("rack", "Gt", "five"), set()),
+        (expr("rack", "Gt", "3"), {"a100-1"}),
+        (expr("rack", "Lt", "12"), {"a100-0"}),
         (expr("gpu", "Near", "a100"), set()),
+        (expr("rack", "Near", "5"), set()),
     ],
 )
 def test_each_operator(requirement: dict[str, Any], nodes: set[str]) -> None:
@@ -107,3 +110,20 @@ def test_nodes_are_worked_out_for_gpu_pods_only_once_per_constraint() -> None:
     plain = pod_object("x", None, affinity=affinity)
     plain["spec"]["containers"][0]["resources"] = {}
     assert pod_for_plan(plain, LABELS).nodes is None
+
+
+def test_an_empty_term_is_passed_over_and_the_next_term_still_counts() -> None:
+    """Terms are ORed: one that selects nothing must not hide the term after it that allows a node."""
+    assert allowed(affinity=required({}, {"matchExpressions": [expr("gpu", "In", "h100")]})) == {"h100-0"}
+
+
+def test_a_placed_pods_term_of_only_our_pin_and_match_fields_keeps_its_match_fields() -> None:
+    """The webhook merges its pin into every term, one of matchFields alone too: the user's matchFields still bind
+    the replacement."""
+    pin = expr(HOSTNAME_LABEL, "In", "a100-0")
+    fields = [{"key": "metadata.name", "operator": "In", "values": ["a100-0", "h100-0"]}]
+    placed = pod_object(
+        "p", "a100-0", affinity=required({"matchExpressions": [pin], "matchFields": fields}), nodeName="a100-0"
+    )
+    placed["metadata"]["annotations"][PLACEMENT_ANNOTATION] = "move-p-123"
+    assert pod_for_plan(placed, LABELS).nodes == {"a100-0", "h100-0"}

@@ -1129,6 +1129,24 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     assert result.target == ("a", ("GPU-a",))
 
 
+def test_a_budget_without_a_selector_protects_no_pod_and_an_empty_one_every_pod_of_its_namespace() -> None:
+    """As policy/v1 reads them (the Eviction API: a null selector selects nothing, `{}` everything): a budget written
+    without a selector allowing 0 disruptions must not freeze every pod of its namespace in the plans."""
+    from datetime import UTC, datetime
+
+    from kubectl_hami_place.core.planner.objects import snapshot_from_objects
+
+    pods = [pod_object("web", "a"), pod_object("db", "a")]
+    budgets = [
+        {"metadata": {"name": "none", "namespace": "ns"}, "spec": {"maxUnavailable": 0}, "status": {}},
+        {"metadata": {"name": "all", "namespace": "ns"}, "spec": {"selector": {}}, "status": {"disruptionsAllowed": 1}},
+    ]
+    snapshot, warnings = snapshot_from_objects([node_object("a")], pods, budgets, datetime.now(UTC))
+    assert warnings == ()
+    assert [(p.key, p.budgets) for p in snapshot.pods] == [("ns/web", ("ns/all",)), ("ns/db", ("ns/all",))]
+    assert snapshot.budgets == {"ns/all": 1}
+
+
 def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
     """Every field steers a plan (who may move, what it asks of a node, HAMi's policy for it); a pod from a file,
     never created, has no uid, owner or priority and must read as the empty values, not as text like 'None'."""

@@ -70,8 +70,11 @@ def snapshot_from_objects(
     for budget in budgets:
         metadata = as_mapping(budget.get("metadata"))
         key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+        written = as_mapping(budget.get("spec")).get("selector")
+        if written is None:  # policy/v1: a budget without a selector protects no pod (`{}`: every pod of its namespace)
+            continue
         try:
-            selector = selector_from_dict(as_mapping(budget.get("spec")).get("selector"))
+            selector = selector_from_dict(written)
         except ModelError as err:
             warnings.append(f"PodDisruptionBudget {key}: {err}; it protects no pod in this plan")
             continue

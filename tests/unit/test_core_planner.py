@@ -21,6 +21,7 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner import (
     DO_NOT_MOVE,
+    CardWhy,
     CompactGoal,
     FitGoal,
     FreeCardsGoal,
@@ -935,6 +936,49 @@ def test_why_names_hamis_reasons_card_by_card() -> None:
     assert verdicts[1].reason == "NodeUnschedulable" and all(c.ok for c in verdicts[1].cards)
     [free] = why(Snapshot(nodes=(gpu_node("c"),), pods=(placed("p", "c", ["GPU-c-0"], 30 * GIB),)), pending(20 * GIB))
     assert free.fits and free.message == "HAMi places it on gpu-1"
+
+
+def test_why_says_each_card_s_refusal_in_full_for_a_pod_of_two_gpu_containers() -> None:
+    """`why` is what a user reads to see what keeps a pod out: a card barred by a caller says why in HAMi's cordon
+    reason (a `false` in the JSON, never a null), and a card short of cores or memory for the second container names
+    that container and counts what the first takes."""
+    a = PlanNode(
+        "a",
+        tuple(card(f"GPU-a-{i}", i) for i in range(4)),
+        cordoned=frozenset({"GPU-a-0"}),
+        barred={"GPU-a-0": "is kept for ns/other's placement"},
+    )
+    pods = (placed("busy", "a", ["GPU-a-1"], 10 * GIB, cores=50), placed("full", "a", ["GPU-a-3"], 32 * GIB))
+    snapshot = Snapshot(nodes=(a,), pods=pods)
+    two = PlanPod(namespace="ns", name="new", requests=(card_request(1, memreq=5 * GIB, coresreq=30),) * 2)
+
+    def refused(index: int, reason: str, message: str) -> dict[str, object]:
+        uuid = f"GPU-a-{index}"
+        return {"uuid": uuid, "name": f"gpu-{index}", "fits": False, "reason": reason, "message": message}
+
+    assert [verdict.to_dict() for verdict in why(snapshot, two)] == [
+        {
+            "node": "a",
+            "fits": True,
+            "reason": None,
+            "message": "HAMi places it on gpu-2",
+            "cards": [
+                refused(0, "CardCordoned", "gpu-0 (GPU-a-0) is kept for ns/other's placement"),
+                refused(1, "CardInsufficientCore", "container 1: gpu-1 (GPU-a-1) has 20% cores free, the pod asks 30%"),
+                {
+                    "uuid": "GPU-a-2",
+                    "name": "gpu-2",
+                    "fits": True,
+                    "reason": None,
+                    "message": "gpu-2 (GPU-a-2) fits: the pod asks 5120 MiB and 30% cores; 35840 MiB, 70% cores and "
+                    "9 of 10 slots free",
+                },
+                refused(
+                    3, "CardInsufficientMemory", "container 1: gpu-3 (GPU-a-3) has 3072 MiB free, the pod asks 5120 MiB"
+                ),
+            ],
+        }
+    ]
 
 
 def test_why_as_json_gives_each_nodes_whole_verdict_and_each_cards() -> None:
@@ -1873,3 +1917,118 @@ def test_a_small_pod_asking_more_cores_than_mib_is_moved_onto_the_fullest_card_t
     state = State(snapshot, Limits())
     move = state.relocate("ns/x", "test", frozenset({"GPU-b-0"}))
     assert move == Move("ns/x", "uid-x", "b", ("GPU-b-0",), "a", ("GPU-a-0",), "test")
+
+
+def test_the_fragmentation_summary_counts_only_the_cards_a_new_pod_could_land_on() -> None:
+    """A plan's before/after summary is how a user judges it: cordoned cards, cards of an unschedulable node and
+    cards whose slots or cores are all taken are no room for a new pod, a card counting no cores is never short of
+    them, and an over-committed card adds no free memory, wherever such a card stands among the others."""
+    a = PlanNode(
+        name="a",
+        cards=(
+            card("GPU-a-0", 0),
+            card("GPU-a-1", 1, count=1),
+            card("GPU-a-2", 2),
+            card("GPU-a-3", 3, devcore=0),
+            card("GPU-a-4", 4),
+            card("GPU-a-5", 5, mem=10 * GIB),
+            card("GPU-a-6", 6),
+        ),
+        cordoned=frozenset({"GPU-a-0"}),
+    )
+    b = PlanNode(name="b", cards=(card("GPU-b-0", 0),), schedulable=False)
+    pods = (
+        placed("one-slot", "a", ["GPU-a-1"], GIB),
+        placed("all-cores", "a", ["GPU-a-2"], GIB, cores=100),
+        placed("no-cores", "a", ["GPU-a-3"], 10 * GIB),
+        placed("over", "a", ["GPU-a-5"], 12 * GIB),
+    )
+    state = State(Snapshot(nodes=(a, b), pods=pods), Limits())
+    assert state.summary(state.cards) == Summary(
+        open_cards=4, whole_cards_free=2, free_mib=110 * GIB, largest_free_mib=40 * GIB
+    )
+
+
+def test_hamis_pick_once_pods_leave_counts_the_slots_they_release() -> None:
+    """A topology-aware pod's cards to free are HAMi's pick as it will be once the chosen pods have left: a card of
+    two slots holding two pods takes a pod of two GPU containers only when both leave, whatever memory they free."""
+    node = PlanNode(name="a", cards=(card("GPU-a-0", 0, count=2), card("GPU-a-1", 1, count=2)))
+    pods = (
+        placed("p", "a", ["GPU-a-0"], 10 * GIB),
+        placed("q", "a", ["GPU-a-0"], 10 * GIB),
+        placed("r", "a", ["GPU-a-1"], 10 * GIB),
+        placed("s", "a", ["GPU-a-1"], GIB),
+    )
+    state = State(Snapshot(nodes=(node,), pods=pods), Limits())
+    two = PlanPod(namespace="ns", name="new", requests=(card_request(1, memreq=GIB), card_request(1, memreq=GIB)))
+    released = ((), ("ns/p",), ("ns/r",), ("ns/p", "ns/q"), ("ns/r", "ns/s"))
+    picks = {}
+    for keys in released:
+        picked = state.hami_pick(two, "a", released=frozenset(keys))
+        picks[keys] = None if picked is None else [slot.card.uuid for slot in picked]
+    assert picks == {
+        (): None,
+        ("ns/p",): None,
+        ("ns/r",): None,
+        ("ns/p", "ns/q"): ["GPU-a-0"],
+        ("ns/r", "ns/s"): ["GPU-a-1"],
+    }
+
+
+def test_a_pod_asking_more_than_all_the_cores_moves_as_one_asking_all_of_them() -> None:
+    """HAMi's Fit counts a request over 100% cores as 100% (device.go fitInDevices): the planner must find the pod
+    an empty card and count exactly all its cores there, and the pod's next container must meet a card whose cores
+    are all taken, not leave the pod nowhere or say the card has fewer cores than none."""
+    over = replace(placed("x", "a", ["GPU-a-0"], GIB, cores=100), requests=(card_request(1, memreq=GIB, coresreq=150),))
+    state = State(Snapshot(nodes=(gpu_node("a", 1), gpu_node("b", 1)), pods=(over,)), Limits())
+    move = state.relocate("ns/x", "test", frozenset())
+    assert (move, state.card_states(["b"])) == (
+        Move("ns/x", "uid-x", "a", ("GPU-a-0",), "b", ("GPU-b-0",), "test"),
+        (CardState("b", "GPU-b-0", 0, A100, 40 * GIB, GIB, 100, 100, 10, 1, ("ns/x",)),),
+    )
+    then_none = PlanPod(
+        namespace="ns",
+        name="new",
+        requests=(card_request(1, memreq=GIB, coresreq=150), card_request(1, memreq=GIB, coresreq=0)),
+    )
+    [verdict] = why(Snapshot(nodes=(gpu_node("a", 1),), pods=()), then_none)
+    assert verdict.cards == (
+        CardWhy(
+            "GPU-a-0",
+            0,
+            False,
+            FitReason.CardComputeUnitsExhausted,
+            "container 1: gpu-0 (GPU-a-0) has all its cores taken and the pod asks 0% cores",
+        ),
+    )
+
+
+def test_a_card_registered_on_two_nodes_leaves_the_second_node_its_other_cards() -> None:
+    """A UUID two nodes' registers both list is counted once, on the first node by name; the other node's own cards
+    after it must still be counted and planned for, or pods on them vanish from the card map."""
+    a = PlanNode("a", (card("GPU-a-0", 0),))
+    b = PlanNode("b", (card("GPU-a-0", 0), card("GPU-b-1", 1)))
+    pods = (
+        placed("p", "a", ["GPU-a-0"], GIB),
+        placed("q", "b", ["GPU-b-1"], GIB),
+        placed("r", "b", ["GPU-a-0"], 2 * GIB),
+    )
+    state = State(Snapshot(nodes=(b, a), pods=pods), Limits())
+    assert state.card_states(["b", "a"]) == (
+        CardState("a", "GPU-a-0", 0, A100, 40 * GIB, GIB, 100, 0, 10, 1, ("ns/p",)),
+        CardState("b", "GPU-b-1", 1, A100, 40 * GIB, GIB, 100, 0, 10, 1, ("ns/q",)),
+    )
+
+
+def test_a_pod_holding_a_card_its_node_no_longer_registers_still_counts_on_its_other_card() -> None:
+    """A card can drop out of a node's register while a two-card pod still holds it: HAMi's usage then counts the
+    pod on the card that is left, and so must the planner, or it would place a pod on memory already taken."""
+    pods = (placed("p", "a", ["GPU-gone", "GPU-a-1"], 30 * GIB),)
+    state = State(Snapshot(nodes=(gpu_node("a"),), pods=pods), Limits())
+    assert (state.pods["ns/p"].cards, state.card_states(["a"])) == (
+        ("GPU-a-1",),
+        (
+            CardState("a", "GPU-a-0", 0, A100, 40 * GIB, 0, 100, 0, 10, 0, ()),
+            CardState("a", "GPU-a-1", 1, A100, 40 * GIB, 30 * GIB, 100, 0, 10, 1, ("ns/p",)),
+        ),
+    )

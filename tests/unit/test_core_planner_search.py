@@ -25,6 +25,7 @@ from kubectl_hami_place.core.planner import (
     FreeCardsGoal,
     Goal,
     Limits,
+    Move,
     Plan,
     PlanNode,
     PlanPod,
@@ -32,10 +33,10 @@ from kubectl_hami_place.core.planner import (
     Summary,
     plan,
 )
-from kubectl_hami_place.core.planner.state import State
+from kubectl_hami_place.core.planner.state import SearchSpent, State
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation, card_usage
-from tests.unit.test_core_planner import GIB, half_free
+from tests.unit.test_core_planner import GIB, gpu_node, half_free, placed
 
 PLANS = json.loads((Path(__file__).parent / "data" / "planner_plans.json").read_text())
 STEPS = json.loads((Path(__file__).parent / "data" / "planner_steps.json").read_text())
@@ -253,6 +254,25 @@ def test_a_free_cards_on_one_node_search_stopped_at_its_bound_moves_nothing_and_
         after=summary,
         cards_after=(),
     )
+
+
+def test_a_walk_over_a_few_nodes_counts_their_cards_at_once_and_no_other_node_s() -> None:
+    """A step counted elsewhere stops a bounded search elsewhere: a move kept to one node of a nine-card cluster
+    costs that node's cards, all at once, not every card of the free-memory index before its target, and a bound
+    it overruns leaves the count at all of them, not at the bound plus one as a card-by-card walk would."""
+    nodes = (gpu_node("a", 1), gpu_node("b", 3), gpu_node("c", 5))
+    pods = (
+        placed("p", "a", ["GPU-a-0"], 10 * GIB),
+        *(placed(f"c{i}", "c", [f"GPU-c-{i}"], 10 * GIB) for i in range(5)),
+    )
+    snapshot = Snapshot(nodes=nodes, pods=pods)
+    state = State(snapshot, Limits())
+    move = state.relocate("ns/p", "test", frozenset(), scope=frozenset({"b"}))
+    assert (move, state.steps) == (Move("ns/p", "uid-p", "a", ("GPU-a-0",), "b", ("GPU-b-0",), "test"), 1 + 3)
+    bounded = State(snapshot, Limits(max_steps=2))
+    with pytest.raises(SearchSpent) as stopped:
+        bounded.relocate("ns/p", "test", frozenset(), scope=frozenset({"b"}))
+    assert (str(stopped.value), bounded.steps, bounded.moves) == ("the search stopped after 2 steps (its bound)", 4, [])
 
 
 def test_a_kept_verdict_is_hami_s_verdict_for_every_card_pod_and_release() -> None:

@@ -28,8 +28,19 @@ def step(seen: Rotation) -> Step:
 
 def test_renewal_is_due_once_less_than_a_third_of_the_lifetime_is_left() -> None:
     assert not renewal_due(1999.0, 0.0, 3000.0)
+    assert not renewal_due(2000.0, 0.0, 3000.0), "exactly a third left is not less than a third"
     assert renewal_due(2001.0, 0.0, 3000.0)
     assert renewal_due(4000.0, 0.0, 3000.0), "an expired certificate is due"
+
+
+def test_a_certificate_is_due_by_its_own_lifetime_not_by_the_epoch() -> None:
+    """Real certificates are issued at Unix times near 1.8e9: read wrongly, every replica would rotate at each look."""
+    issued = 1_800_000_000.0
+    assert [renewal_due(issued + elapsed, issued, issued + 3000.0) for elapsed in (0.0, 1999.0, 2001.0)] == [
+        False,
+        False,
+        True,
+    ]
 
 
 def test_a_steady_certificate_is_left_alone_until_due_or_asked() -> None:

@@ -367,3 +367,15 @@ def test_a_given_up_move_names_its_replacement_only_while_no_node_holds_it() -> 
     assert stranded([uidless]) is None, "no UID to delete it by"
     evicted = {"metadata": {"namespace": "ns", "name": "y", "uid": move.uid}, "spec": {"nodeName": "a"}}
     assert stranded([evicted, replacement_pod(name)]) is None, "it waits for the evicted pod to go"
+
+
+def test_a_move_whose_uid_is_another_pod_s_stops_the_plan() -> None:
+    """A hand-edited plan naming one pod by another's UID is refused in words, never checked as the UID's pod and
+    then carried out on a pod the working copy does not hold (a KeyError)."""
+    snapshot = fragmented()
+    plan_file = planned(snapshot)
+    misnamed = replace(plan_file.moves[0], pod="ns/zzz")
+    assert check_plan(replace(plan_file, moves=(misnamed,)), snapshot, ()) == (
+        (misnamed, MoveCheck(Step.changed, "ns/zzz (uid uid-x): that UID is ns/x's")),
+    )
+

@@ -177,6 +177,8 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
             f"{move.pod} (uid {move.uid}) is gone and no pod pinned by this plan replaced it: "
             "it was deleted or moved meanwhile",
         )
+    if original.key != move.pod:
+        return MoveCheck(Step.changed, f"{move.pod} (uid {move.uid}): that UID is {original.key}'s")
     if original.allocation is not None and original.allocation.deleting:
         if pinned:
             return MoveCheck(Step.waiting, f"{move.pod} is terminating")

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner import FitGoal, Move, Snapshot, plan
 from kubectl_hami_place.core.planner.apply import (
     MoveCheck,
@@ -379,3 +380,19 @@ def test_a_move_whose_uid_is_another_pod_s_stops_the_plan() -> None:
         (misnamed, MoveCheck(Step.changed, "ns/zzz (uid uid-x): that UID is ns/x's")),
     )
 
+
+def test_a_move_onto_a_node_whose_cpu_or_memory_no_longer_holds_the_pod_stops_the_plan() -> None:
+    """The target node filled up since the plan: kube-scheduler would leave the replacement Pending there, so the
+    pod must not be evicted; with the room there, the move is ready."""
+    pod = placed("x", "a", ["GPU-a-0"], 10 * GIB, needs=Resources(1000, GIB * 2**20, 1))
+    move = Move("ns/x", "uid-x", "a", ("GPU-a-0",), "b", ("GPU-b-0",), "test")
+
+    def on_b(room: Resources) -> Snapshot:
+        return Snapshot(nodes=(gpu_node("a", 1), replace(gpu_node("b", 1), room=room)), pods=(pod,))
+
+    assert move_step(move, on_b(Resources(1000, GIB * 2**20, 1)), ()) == MoveCheck(
+        Step.ready, "ns/x is on gpu-0; the target has room"
+    )
+    assert move_step(move, on_b(Resources(500, 0, 1)), ()) == MoveCheck(
+        Step.changed, "node b no longer has the cpu and memory ns/x asks (kube-scheduler's count)"
+    )

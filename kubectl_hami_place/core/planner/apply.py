@@ -209,6 +209,11 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
             return MoveCheck(
                 Step.changed, f"{name} no longer has room for {move.pod}: {verdict.reason}: {verdict.message}"
             )
+    if not state.holds(move.to_node, original, entry.node):
+        short = " and ".join(state.room[move.to_node].short(original.needs))
+        return MoveCheck(
+            Step.changed, f"node {move.to_node} no longer has the {short} {move.pod} asks (kube-scheduler's count)"
+        )
     return MoveCheck(Step.ready, f"{move.pod} is on {_names(state, move.from_cards)}; the target has room")
 
 

@@ -219,13 +219,13 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
 
 def _landed(move: Move, replacement: PlanPod, state: State) -> MoveCheck:
     """Done when the replacement holds exactly the target cards, else the cluster went another way."""
-    entry = state.pods.get(replacement.key)
-    if entry is not None and entry.node == move.to_node and set(entry.cards) == set(move.to_cards):
+    entry = state.pods[replacement.key]
+    if entry.node == move.to_node and set(entry.cards) == set(move.to_cards):
         return MoveCheck(Step.done, f"{replacement.key} holds {_names(state, move.to_cards)}")
-    cards = _names(state, entry.cards) if entry is not None else "no card"
     return MoveCheck(
         Step.changed,
-        f"{move.pod}'s replacement {replacement.key} holds {cards}, not {_names(state, move.to_cards)}",
+        f"{move.pod}'s replacement {replacement.key} holds {_names(state, entry.cards)}, not "
+        f"{_names(state, move.to_cards)}",
     )
 
 

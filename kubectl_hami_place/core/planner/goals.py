@@ -378,8 +378,7 @@ def _room(state: State, pod: PlanPod, slot: CardSlot) -> tuple[list[str] | None,
         if state.fits(pod, slot, released):
             return chosen, ""
     verdict = state.verdict(pod, slot)
-    stuck = [f"{key} {state.may_move(key)}" for key in slot.pods]
-    stuck = [text for text in stuck if not text.endswith(" None")]
+    stuck = [f"{key} {why}" for key in slot.pods if (why := state.may_move(key)) is not None]
     return None, f"{verdict.reason}, and " + ("; ".join(stuck) or "moving its pods is not enough")
 
 

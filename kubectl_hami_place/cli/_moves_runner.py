@@ -427,11 +427,9 @@ def _target_pod(
 
 def _stored_uids(pods: Sequence[dict[str, Any]]) -> dict[str, str]:
     """The UID of each pod read, by `namespace/name`."""
-    stored = {}
-    for pod in pods:
-        metadata = pod.get("metadata") or {}
-        stored[f"{metadata.get('namespace')}/{metadata.get('name')}"] = str(metadata.get("uid") or "")
-    return stored
+    from kubectl_hami_place.kube.watch import object_key
+
+    return {"/".join(object_key(pod)): str((pod.get("metadata") or {}).get("uid") or "") for pod in pods}
 
 
 def _send_back(kube: Kube, key: str, uid: str, progress: Progress, *, again: bool) -> bool:

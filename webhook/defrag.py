@@ -107,7 +107,7 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.placement import placement_from_object
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, Step, move_step, stranded_replacement
+from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, MoveCheck, Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
@@ -634,6 +634,10 @@ class DefragController:
             try:
                 self._guard()
                 self._still_allowed(decision, done)
+                stale = self._stale(move)
+                if stale:
+                    self.metrics.moves.labels("failed").inc()
+                    return done, stale, "failed", move.pod
                 moves.make_move(
                     self.kube,
                     move,
@@ -666,13 +670,23 @@ class DefragController:
             done += 1
         return done, "", "", ""
 
+    def _step(self, move: Move) -> MoveCheck:
+        """Where the move stands on the caches as they are now, read anew."""
+        namespace = move.pod.split("/", 1)[0]
+        named = {f"{ns}/{name}" for ns, name in map(object_key, self.cache.placements.items()) if ns == namespace}
+        return move_step(move, self._snapshot(again=True).snapshot, named)
+
+    def _stale(self, move: Move) -> str:
+        """Why the move no longer holds on the caches as they are now, "" when it is ready: a pod that landed on its
+        target node since the plan (CPU, memory or cards) stops the run before its pod is evicted, not after."""
+        check = self._step(move)
+        return "" if check.step is Step.ready else f"{move.pod}: {check.detail}"
+
     def _settle(self, move: Move) -> str:
         """Waits until the move's replacement holds its target cards, as the caches show it; why not, or nothing."""
         deadline = time.monotonic() + self.options.move_timeout
-        namespace = move.pod.split("/", 1)[0]
         while True:
-            named = {f"{ns}/{name}" for ns, name in map(object_key, self.cache.placements.items()) if ns == namespace}
-            check = move_step(move, self._snapshot(again=True).snapshot, named)
+            check = self._step(move)
             if check.step is Step.done:
                 return ""
             if check.step is Step.changed:

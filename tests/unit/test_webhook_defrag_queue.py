@@ -196,6 +196,7 @@ def test_a_budget_lowered_while_a_run_goes_on_stops_it_before_the_move_it_no_lon
         ctl.policy_map.upsert(lowered)
 
     monkeypatch.setattr(defrag.moves, "make_move", make_move)
+    monkeypatch.setattr(ctl, "_stale", lambda move: "")
     monkeypatch.setattr(ctl, "_settle", lambda move: "")
     planned = tuple(Move(f"team-a/p{i}", f"u{i}", "n1", ("GPU-0",), "n2", ("GPU-1",), "room") for i in range(2))
     done, why, result, failed = ctl._carry_out(RunDecision("r1", "rescue", None, planned, False, ""), HAMI_DEFAULTS)
@@ -206,6 +207,39 @@ def test_a_budget_lowered_while_a_run_goes_on_stops_it_before_the_move_it_no_lon
         "the policy changed and no longer allows the rest of the run "
         "(budget: 0 moves left this hour, the rescue needs 1); it stops"
     )
+
+
+def test_a_move_whose_target_node_filled_since_the_plan_stops_the_run_before_its_pod_is_evicted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Web pods land on the target node between the plan and the move: evicting the moved pod then would leave its
+    replacement Pending for CPU, so the run stops with nothing evicted. The move itself is replaced here (no API
+    server): a pod landing in that instant cannot be had on demand."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    ctl._history = ()
+    target = whole_node("gpu-1", "a")
+    register = target["metadata"]["annotations"]["hami.io/node-nvidia-register"]
+    target["metadata"]["annotations"]["hami.io/node-nvidia-register"] = register.replace("GPU-a", "GPU-c")
+    ctl.cache.nodes.upsert(whole_node("gpu-0", "a"))
+    ctl.cache.nodes.upsert(target)
+    ctl.cache.pods.upsert(whole_pod("small", node="gpu-0"))
+    made: list[str] = []
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: made.append(move.pod))
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    move = Move("team-a/small", "uid-small", "gpu-0", ("GPU-a",), "gpu-1", ("GPU-c",), "room")
+    decision = RunDecision("r1", "rescue", None, (move,), False, "")
+    assert ctl._carry_out(decision, HAMI_DEFAULTS) == (1, "", "", "") and made == ["team-a/small"]
+    ctl.other_pods.upsert(plain_pod("web-1", "gpu-1"))
+    ctl.other_pods.upsert(plain_pod("web-2", "gpu-1"))
+    assert ctl._carry_out(decision, HAMI_DEFAULTS) == (
+        0,
+        "team-a/small: node gpu-1 no longer has the cpu team-a/small asks (kube-scheduler's count)",
+        "failed",
+        "team-a/small",
+    )
+    assert made == ["team-a/small"], "the pod was evicted onto a node that no longer holds it"
 
 
 def test_what_was_said_on_a_pod_and_its_retry_go_with_the_pod() -> None:

@@ -83,12 +83,24 @@ _GoYaml.yaml_implicit_resolvers = {
 }
 
 
+class _GoText(yaml.SafeLoader):
+    """The same YAML with every plain scalar kept as its text: yaml.v2 sets a string field to the scalar as written
+    (`yes`, `1.50`, `0x1F`), where PyYAML's types would give `True`, `1.5`, `31`."""
+
+
+_GoText.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag == "tag:yaml.org,2002:merge"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def parse_device_config(text: object, gpu_scheduler_policy: str = HAMI_DEFAULTS.gpu_scheduler_policy) -> HamiConfig:
     """The NVIDIA settings of a `device-config.yaml` text; HamiConfigError when HAMi could not use it either."""
     if not isinstance(text, str):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY} must be text, got {type(text).__name__}")
     try:
         document = yaml.load(text, Loader=_GoYaml)  # a SafeLoader without dates
+        written = yaml.load(text, Loader=_GoText)
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
@@ -105,20 +117,20 @@ def parse_device_config(text: object, gpu_scheduler_policy: str = HAMI_DEFAULTS.
     if not isinstance(section, Mapping):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia: must be a mapping of settings")
     values: dict[str, Any] = {name: ("" if kind is str else 0) for name, kind in _KEYS.values()}
+    texts = written["nvidia"]
     for key, (name, kind) in _KEYS.items():
         if key in section and section[key] is not None:
-            values[name] = _value(section[key], key, kind)
+            values[name] = _value(section[key], texts[key], key, kind)
     return HamiConfig(**values, gpu_scheduler_policy=gpu_scheduler_policy)
 
 
-def _value(value: object, key: str, kind: type) -> object:
-    """One setting as yaml.v2 decodes it into NvidiaConfig: a string field takes scalars, an int32 only integers."""
+def _value(value: object, text: object, key: str, kind: type) -> object:
+    """One setting as yaml.v2 decodes it into NvidiaConfig: a string field takes a scalar as written (`text`), an
+    int32 only integers."""
     if kind is str:
         if isinstance(value, Mapping | list):
             raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} must be a name, got a {type(value).__name__}")
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return go_text(str(value))
+        return go_text(str(text))
     if isinstance(value, bool) or not isinstance(value, int):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY}: nvidia.{key} must be an integer, got {value!r}")
     if not _INT32_MIN <= value <= _INT32_MAX:

@@ -180,6 +180,22 @@ def test_a_boolean_name_is_its_text_as_yaml_v2_sets_a_string_field() -> None:
     assert (config.resource_count_name, config.resource_core_name) == ("true", "false")
 
 
+def test_a_name_yaml_1_1_would_type_is_its_text_as_written() -> None:
+    """yaml.v2 sets a string field to the scalar as written, so `yes`, `1.50` or `0x1F` is the resource name HAMi
+    counts, not PyYAML's `True`, `1.5` or `31`."""
+    config = parse_device_config(
+        "nvidia:\n  resourceCountName: yes\n  resourceMemoryName: 1.50\n  resourceCoreName: 0x1F\n"
+        "  resourcePriorityName: Off\n  resourceMemoryPercentageName: 1_000\n"
+    )
+    assert (
+        config.resource_count_name,
+        config.resource_memory_name,
+        config.resource_core_name,
+        config.resource_priority_name,
+        config.resource_memory_percentage_name,
+    ) == ("yes", "1.50", "0x1F", "Off", "1_000")
+
+
 def test_an_int32_setting_takes_both_ends_of_its_range() -> None:
     """HAMi's NvidiaConfig fields are int32: their ends are values HAMi runs with, one past them it cannot decode."""
     config = parse_device_config("nvidia:\n  defaultMemory: 2147483647\n  defaultCores: -2147483648\n")

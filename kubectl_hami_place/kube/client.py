@@ -336,6 +336,15 @@ def api_error_message(exc: ApiException) -> str:
     return _one_line(message or str(exc.reason or f"HTTP {exc.status}"))
 
 
+def api_error_causes(exc: ApiException) -> list[str]:
+    """The message of each cause in the Status body's `details.causes` (where a 429 of eviction names its budget)."""
+    details = _status_body(exc).get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(causes, list):
+        return []
+    return [cause["message"] for cause in causes if isinstance(cause, dict) and isinstance(cause.get("message"), str)]
+
+
 def translate_api_error(exc: ApiException, kube: Kube, what: str) -> KubeError:
     """Maps an HTTP status to the error family, keeping the server's status, reason and the action tried."""
     message = api_error_message(exc)

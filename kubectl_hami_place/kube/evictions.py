@@ -1,12 +1,13 @@
 """Evictions through the Eviction API (`policy/v1`), which honours PodDisruptionBudgets; pods are never deleted.
 
-A 429 means a budget allows no disruption right now. Its message does not reliably name the budget, so the
-budgets whose selector matches the pod are looked up and named.
+A 429 means a budget allows no disruption right now. Its message does not name the budget; the Status's causes do
+("The disruption budget web needs 2 healthy pods and has 2 currently"), and the budgets are read for their counts.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import urllib3
@@ -18,6 +19,7 @@ from kubectl_hami_place.core.selectors import matches, selector_from_dict
 from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
+    api_error_causes,
     api_error_message,
     translate_api_error,
     translate_connection_error,
@@ -26,7 +28,9 @@ from kubectl_hami_place.kube.cluster_reads import get_pod, list_disruption_budge
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced
 from kubectl_hami_place.kube.pods import change_pod
 
-_BUDGET_IN_MESSAGE = re.compile(r"disruption budget (\S+?) needs")
+# How the Eviction API names a budget in a 429's causes (kubernetes pkg/registry/core/pod/storage/eviction.go; since
+# 1.31 also "does not allow evicting pods currently ...").
+_BUDGET_IN_CAUSE = re.compile(r"^The disruption budget (\S+) (?:needs|does not allow)")
 
 
 def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid: str = "") -> None:
@@ -85,44 +89,52 @@ def release_from_wait(kube: Kube, namespace: str, name: str, uid: str, *, gate: 
 
 
 def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:
-    """The PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels."""
+    """The PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels, as policy/v1 reads
+    them since Kubernetes 1.29 (kubernetes#119732): no selector matches no pod, `{}` every pod."""
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
     found = []
     for budget in list_disruption_budgets(kube, metadata.get("namespace", "")):
+        written = (budget.get("spec") or {}).get("selector")
         try:
-            selector = selector_from_dict((budget.get("spec") or {}).get("selector"))
+            selector = selector_from_dict(written)
         except SelectorError:
             continue
-        if not selector.empty and matches(selector, labels):
+        if written is not None and matches(selector, labels):
             found.append(budget)
     return found
 
 
 def _blocked(kube: Kube, namespace: str, name: str, exc: ApiException) -> BlockedByDisruptionBudget:
-    """Names the budget(s) that block the eviction, from the API when readable, else from the server's message."""
-    message = api_error_message(exc)
-    names: list[str] = []
-    details: list[str] = []
+    """The refusal, naming the budget(s) that block the eviction, with their counts when they can be read."""
     try:
         budgets = budgets_for_pod(kube, get_pod(kube, namespace, name))
     except KubeError:
         budgets = []
-    for budget in budgets:
-        names.append(budget["metadata"]["name"])
-        status = budget.get("status") or {}
-        details.append(
-            f"{status.get('currentHealthy', '?')} healthy, {status.get('desiredHealthy', '?')} required, "
-            f"{status.get('disruptionsAllowed', 0)} disruption(s) allowed"
-        )
-    if not names:
-        names = _BUDGET_IN_MESSAGE.findall(message)
+    return blocked_by(namespace, name, api_error_message(exc), api_error_causes(exc), budgets)
+
+
+def blocked_by(
+    namespace: str, name: str, message: str, causes: Sequence[str], budgets: Sequence[dict[str, Any]]
+) -> BlockedByDisruptionBudget:
+    """The refusal of a 429: the budgets the server's `causes` name (it names the one that blocked, whatever its
+    version reads a selector as), else the `budgets` matching the pod; each with its counts when one is named."""
+    names = [found for cause in causes for found in _BUDGET_IN_CAUSE.findall(cause)]
+    if names:
+        budgets = [budget for budget in budgets if budget["metadata"]["name"] in names]
+    else:
+        names = [budget["metadata"]["name"] for budget in budgets]
     if not names:
         return BlockedByDisruptionBudget(
             namespace, name, (), f"eviction of pod {namespace}/{name} blocked by a PodDisruptionBudget: {message}"
         )
+    details = [
+        f"{status.get('currentHealthy', '?')} healthy, {status.get('desiredHealthy', '?')} required, "
+        f"{status.get('disruptionsAllowed', 0)} disruption(s) allowed"
+        for status in (budget.get("status") or {} for budget in budgets)
+    ]
     label = "PodDisruptionBudget" if len(names) == 1 else "PodDisruptionBudgets"
-    why = f" ({'; '.join(details)})" if len(details) == 1 else ""
+    why = f" ({details[0]})" if len(names) == 1 and len(details) == 1 else ""
     return BlockedByDisruptionBudget(
         namespace, name, tuple(names), f"eviction of pod {namespace}/{name} blocked by {label} {', '.join(names)}{why}"
     )

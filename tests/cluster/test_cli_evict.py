@@ -124,6 +124,22 @@ def test_budget_that_allows_no_disruption_blocks_with_exit_4(cluster: Sandbox, n
     assert pod is not None and pod["metadata"].get("deletionTimestamp") is None
 
 
+def test_a_budget_whose_selector_is_empty_blocks_and_is_named(cluster: Sandbox, namespace: str) -> None:
+    """policy/v1 reads a `{}` selector as every pod of the namespace (Kubernetes 1.29 on): the refusal names that
+    budget, as the server's answer does, not "a PodDisruptionBudget"."""
+    apply(cluster, allocated_pod("precious", namespace, H100, f"{card_uuids(H100)[6]},NVIDIA,1000,0:;"))
+    guarded(cluster, namespace, "precious", {})
+    run = plugin(cluster, "evict", "precious", "-n", namespace, "--yes")
+    assert (run.code, run.error_lines) == (
+        4,
+        [
+            f"error: eviction of pod {namespace}/precious blocked by PodDisruptionBudget keep-one (1 healthy, 1 "
+            "required, 0 disruption(s) allowed); retry once more replicas are ready, or relax the budget "
+            f"(kubectl get pdb -n {namespace})"
+        ],
+    )
+
+
 def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: str, acknowledging: Webhook) -> None:
     uuid = card_uuids("gpu-a100-1")[1]
     apply(

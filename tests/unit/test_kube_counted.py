@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kubectl_hami_place.core.cards import Card, encode_register
 from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.kube import list_body
-from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS
+from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS, CountedNode, decode_items
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 # Any JSON value the API server could send (its integers are 64-bit; orjson refuses larger ones either way).
@@ -155,6 +155,25 @@ def test_a_batch_shaped_otherwise_is_decoded_whole() -> None:
     odd["status"]["initContainerStatuses"] = "garbage"
     items = orjson.dumps([odd, None, PODS[1]])
     assert COUNTED_PODS(items) == list_body.whole_items(items)
+
+
+def test_a_decoder_made_for_a_shape_keeps_its_fields_and_decodes_another_shape_whole() -> None:
+    """`decode_items` is the one place a shape becomes a decoder: a node must keep what the count reads (its name,
+    register, cordons, readiness, allocatable) and drop the rest, and a node shaped otherwise must still be read."""
+    decode = decode_items(CountedNode)
+    annotations = NODES[2]["metadata"]["annotations"]
+    assert decode(orjson.dumps([NODES[2]])) == [
+        {
+            "metadata": {"name": "n-2", "annotations": annotations},
+            "spec": {"unschedulable": True},
+            "status": {
+                "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "8", "nvidia.com/gpu": "20"},
+            },
+        }
+    ]
+    odd = {**NODES[0], "status": {"conditions": "garbage"}}
+    assert decode(orjson.dumps([odd, None, NODES[1]])) == [odd, NODES[1]]
 
 
 def _garbled(draw: st.DrawFn, value: dict[str, Any]) -> dict[str, Any]:

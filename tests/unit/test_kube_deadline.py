@@ -6,6 +6,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,18 @@ def test_the_webhook_deadline_keeps_a_margin_under_the_api_servers_timeout() -> 
     assert 0 < Deadline.for_webhook_timeout(1).remaining() <= 0.5
 
 
+@pytest.mark.parametrize(("timeout", "given"), [(10, 9.0), (1.5, 0.75), (1, 0.5)])
+def test_the_admission_gets_the_webhook_timeout_less_the_margin_or_half_a_short_one(
+    timeout: float, given: float
+) -> None:
+    """The answer needs the margin to travel back, but a short webhook timeout less a whole second would leave an
+    admission nothing: it gets half of it instead."""
+    before = time.monotonic()
+    current = Deadline.for_webhook_timeout(timeout)
+    after = time.monotonic()
+    assert before + given <= current.expires <= after + given
+
+
 @pytest.fixture
 def silent_server() -> Iterator[int]:
     """A TCP port that accepts connections and never answers: an API server that hangs."""
@@ -83,6 +96,18 @@ def test_an_api_call_during_an_admission_gives_up_at_the_deadline(silent_server:
         api.list_node(_request_timeout=(5, 30))
     read_timeout = float(re.search(r"read timeout=([0-9.]+)", str(raised.value)).group(1))  # type: ignore[union-attr]
     assert read_timeout <= 0.3, "the call's own 30 s read timeout was cut to the admission's deadline"
+
+
+def test_a_calls_own_shorter_timeout_is_kept_during_an_admission(silent_server: int) -> None:
+    """The deadline only ever cuts a call's timeout: a call that meant to give up sooner (a Lease read, a probe) must
+    still give up at its own timeout, not wait out the whole admission."""
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{silent_server}"
+    configuration.retries = 0
+    api = client.CoreV1Api(DeadlineApiClient(configuration))
+    with admitting(Deadline.after(10.0)), pytest.raises(urllib3.exceptions.HTTPError) as raised:
+        api.list_node(_request_timeout=(5, 0.2))
+    assert re.search(r"read timeout=([0-9.]+)", str(raised.value)).group(1) == "0.2"  # type: ignore[union-attr]
 
 
 class RecordingAdmitter:

@@ -36,3 +36,17 @@ def test_an_attempt_that_raises_anything_leaves_the_thread_trying_again(monkeypa
         stop.set()
         thread.join(10)
     assert len(attempts) >= 2 and elector.leading()
+
+
+@pytest.mark.parametrize(
+    ("lease_duration", "renew_deadline", "retry"),
+    [(15, 10.0, 0.0), (15, 10.0, 10.0), (10, 10.0, 2.0)],
+)
+def test_lease_times_that_let_two_replicas_act_at_once_are_refused(
+    lease_duration: int, renew_deadline: float, retry: float
+) -> None:
+    """A leader must stop acting strictly before a follower may take over, and retry strictly within its deadline
+    (a zero retry spins): times equal at any step would let two replicas act, so they are refused, each alike."""
+    with pytest.raises(ValueError) as raised:
+        LeaseTimes(lease_duration, renew_deadline, retry)
+    assert str(raised.value) == "leader election needs 0 < retry < renew deadline < lease duration"

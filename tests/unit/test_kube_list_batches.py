@@ -45,6 +45,29 @@ def test_the_items_come_whole_and_in_order_however_the_body_is_cut(
         assert len(found) > 2
 
 
+def test_a_batch_takes_every_item_that_has_arrived_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is read is decoded at once, so the bytes held undecoded stay one item: a body that arrives in one read
+    comes as every item but the last, then the last at the end (the one whose end is not yet known to be an end)."""
+    body = orjson.dumps(LIST)
+    assert batches(body, len(body), 1, monkeypatch) == [LIST["items"][:-1], LIST["items"][-1:]]
+
+
+def test_a_list_smaller_than_a_batch_is_decoded_once_at_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is decoded before a batch's worth of bytes has arrived: a small list costs one decode, as `request`'s
+    would, not one try per read."""
+    body = orjson.dumps(LIST)
+    assert batches(body, 100, len(body) + 1, monkeypatch) == [LIST["items"]]
+
+
+def test_pods_whose_volumes_list_items_are_still_read_by_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configMap or projected volume lists its keys as `items`: the list's own `items` is the first one in the
+    body, and a later one inside a pod must not make the whole list wait to be decoded at its end."""
+    volume = {"name": "config", "configMap": {"name": "app", "items": [{"key": "a", "path": "a"}]}}
+    pods = [pod(i, volumes=[volume]) for i in range(40)]
+    found = batches(orjson.dumps({**LIST, "items": pods}), 1 << 20, 300, monkeypatch)
+    assert found == [pods[:-1], pods[-1:]]
+
+
 def test_an_item_boundary_inside_an_item_is_not_where_a_batch_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     # A nested list of objects each beginning with "metadata": the separator the splitter looks for, inside an item.
     nested = [pod(i, claims=[{"metadata": {"name": "x"}}, {"metadata": {"name": "y"}}]) for i in range(5)]
@@ -97,7 +120,14 @@ def test_only_the_objects_of_the_items_are_kept(
 @pytest.mark.parametrize("cut", [10, 200, -3, -1])
 def test_a_body_cut_short_or_not_json_is_the_servers_fault(cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
     body = orjson.dumps(LIST)[:cut]
-    with pytest.raises(KubeServerError, match="the API server sent a response that is not JSON to list pods in all"):
+    with pytest.raises(KubeServerError) as raised:
         batches(body, 64, 1, monkeypatch)
+    error = raised.value
+    assert (str(error), error.status, error.reason, error.action) == (
+        "the API server sent a response that is not JSON to list pods in all namespaces",
+        0,
+        "",
+        "list pods in all namespaces",
+    )
     with pytest.raises(KubeServerError, match="not JSON"):
         batches(b"<html>proxy error</html>", 64, 1, monkeypatch)

@@ -3,6 +3,7 @@ answers (issue 23 item 3); the expiring memo of answers on a clock of the test's
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -19,8 +20,9 @@ from kubectl_hami_place.core.access import (
     token_digest,
     token_review,
 )
+from kubectl_hami_place.kube.errors import KubeError
 from tests.unit.test_webhook_api import filled_cache
-from webhook.access import ExpiringMemo, ReaderGate
+from webhook.access import ExpiringMemo, ReaderGate, Refusal
 from webhook.api import api_app
 from webhook.metrics import Metrics
 
@@ -207,3 +209,68 @@ def test_a_caller_off_loopback_without_a_token_gets_401_and_a_bad_namespace_400_
     assert reply.status_code == 400 and "DNS-1123 label" in reply.get_json()["error"]
     for path in ("/healthz", "/readyz", "/metrics"):
         assert remote.get(path).status_code == 200, path
+
+
+class FakeApiServer:
+    """TokenReview and SubjectAccessReview answers from plain tables, each review asked recorded."""
+
+    def __init__(self) -> None:
+        self.users = {"alice-token": "alice", "bob-token": "bob"}
+        self.rights = {("alice", "pods")}
+        self.down = False
+        self.asked: list[str] = []
+
+    def review_token(self, review: dict[str, Any]) -> dict[str, Any]:
+        if self.down:
+            raise KubeError("timed out")
+        token = review["spec"]["token"]
+        self.asked.append(f"token {token}")
+        user = self.users.get(token)
+        return {"status": {"authenticated": True, "user": {"username": user}} if user else {"authenticated": False}}
+
+    def review_access(self, review: dict[str, Any]) -> dict[str, Any]:
+        user, resource = review["spec"]["user"], review["spec"]["resourceAttributes"]["resource"]
+        self.asked.append(f"access {user} {resource}")
+        return {"status": {"allowed": (user, resource) in self.rights}}
+
+
+def test_a_token_is_served_only_for_its_own_user_and_right_and_each_answer_is_kept_its_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One caller's answer must never serve another token, and a revoked right must end within the memo's time."""
+    server, now = FakeApiServer(), [100.0]
+    gate = ReaderGate(server.review_token, server.review_access, ttl=30, size=8, clock=lambda: now[0])
+    pods = Access("list", "", "pods", "")
+    placements = Access("list", PLACEMENTS, "hamipodplacements", "a")
+    assert gate.refusal("10.0.0.7", "Bearer alice-token", pods) is None
+    assert gate.refusal("10.0.0.7", "Bearer alice-token", pods) is None
+    assert server.asked == ["token alice-token", "access alice pods"], "answers are kept"
+    with caplog.at_level(logging.INFO, logger="webhook.access"):
+        for _ in range(2):
+            assert gate.refusal("10.0.0.7", "Bearer bob-token", pods) == Refusal(403, "user 'bob' may not list pods -A")
+    assert [record.getMessage() for record in caplog.records] == ["API read refused: user 'bob' may not list pods -A"]
+    assert gate.refusal("10.0.0.7", "Bearer alice-token", placements) == Refusal(
+        403, f"user 'alice' may not list hamipodplacements.{PLACEMENTS} -n a"
+    )
+    assert gate.refusal("10.0.0.7", "Bearer mallory-token", pods) == Refusal(
+        401, "the API server does not authenticate this bearer token"
+    )
+    server.asked.clear()
+    server.rights.clear()
+    now[0] = 130.0
+    assert gate.refusal("10.0.0.7", "Bearer alice-token", pods) == Refusal(403, "user 'alice' may not list pods -A")
+    assert server.asked == ["token alice-token", "access alice pods"], "asked again once the answers expired"
+    server.down = True
+    assert gate.refusal("10.0.0.7", "Bearer carol-token", pods) == Refusal(
+        503, "cannot ask the API server who the caller is: timed out; retry"
+    )
+
+
+def test_an_answer_put_again_is_the_newest_and_outlives_older_ones() -> None:
+    """A client asking again keeps its answer; the memo's size must drop the answers not asked for longest."""
+    memo: ExpiringMemo[str, bool] = ExpiringMemo(ttl=30, size=2, clock=lambda: 100.0)
+    memo.put("a", True)
+    memo.put("b", True)
+    memo.put("a", False)
+    memo.put("c", True)
+    assert [memo.get(key) for key in ("a", "b", "c")] == [(True, False), (False, None), (True, True)]

@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import logging
 import math
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,40 @@ def test_a_fresh_check_with_nothing_missing_says_nothing(caplog: pytest.LogCaptu
     with caplog.at_level(logging.INFO, logger="webhook.crd_check"):
         assert check.check() == []
     assert caplog.records == []
+
+
+def test_a_gap_of_several_fields_is_one_warning_naming_each_and_the_fix(caplog: pytest.LogCaptureFixture) -> None:
+    """The warning is all an operator of a CRD installed apart from the chart sees: it must name every field and
+    the file to apply."""
+    older = without(without(chart_crd(), "status", "observedGeneration"), "status", "defragRefused")
+    check = CrdCheck(lambda: older, gauge())
+    with caplog.at_level(logging.INFO, logger="webhook.crd_check"):
+        check.check()
+    assert [record.getMessage() for record in caplog.records] == [
+        "the installed CRD hamipodplacements.scheduling.hami.placement.com drops status.observedGeneration, "
+        "status.defragRefused, which this server writes: the CRD is older than the server (applied apart from the "
+        "chart, crds.install=false); apply this release's hamipodplacement-crd.yaml"
+    ]
+
+
+def test_the_check_runs_before_looking_at_stop_and_a_failed_check_does_not_end_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The check runs for the life of the server: a fault in one check must leave the next one to run."""
+    stop = threading.Event()
+    steps: list[Mapping[str, Any] | Exception] = [RuntimeError("a bug"), chart_crd()]
+
+    def read() -> Mapping[str, Any]:
+        step = steps.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        stop.set()
+        return step
+
+    pruned_gauge = gauge()
+    with caplog.at_level(logging.ERROR, logger="webhook.crd_check"):
+        CrdCheck(read, pruned_gauge, every=0).run(stop)
+    assert steps == [] and pruned_gauge._value.get() == 0
+    assert [record.getMessage() for record in caplog.records] == [
+        "checking the installed CRD hamipodplacements.scheduling.hami.placement.com failed"
+    ]

@@ -31,7 +31,7 @@ from webhook.admit import Admitter
 from webhook.api import STALE_SECONDS, CollectorPause, api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
-from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
+from webhook.mutate import BODIES_OVER_BUDGET, MAX_REVIEW_BYTES, BodyBudget, ClientMistake, MutateApp, read_body
 from webhook.server import API_MAX_BODY_BYTES, ServeOptions, api_server, open_port_notices
 
 NS = "team-a"
@@ -621,3 +621,65 @@ def test_a_review_no_placement_may_be_claimed_for_reads_nothing_from_the_api_ser
     forged["request"]["object"]["spec"]["schedulerName"] = "hami-scheduler"
     call(app, "POST", "/mutate", dumps(forged))
     assert read == [(NS, "p1")], "a pod admission considers is read for, as before"
+
+
+def test_healthz_answers_get_and_head_and_refuses_other_methods_with_the_reason() -> None:
+    """The self-probe behind /readyz may use either read method; any other names the one that works."""
+    app = MutateApp(admitter(filled_cache([], []), Metrics()), Metrics())
+    assert call(app, "GET", "/healthz")[0::2] == (200, b'{"status":"ok"}')
+    assert call(app, "HEAD", "/healthz")[0::2] == (200, b'{"status":"ok"}')
+    assert call(app, "POST", "/healthz")[0::2] == (405, b'{"error": "POST is not allowed on /healthz; use GET"}')
+
+
+def read(messages: list[dict[str, Any]], bodies: BodyBudget) -> bytes | tuple[int, str]:
+    """What read_body makes of these ASGI messages: the body, or the client's mistake (status, reason)."""
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    try:
+        return asyncio.run(read_body(receive, bodies))
+    except ClientMistake as mistake:
+        return mistake.status, str(mistake)
+
+
+def test_a_body_is_read_up_to_its_last_message_and_up_to_the_largest_review() -> None:
+    """A message without a body or more_body is the ASGI default (no bytes, the last one), and the largest review
+    passes whole: refusing either would refuse reviews the API server sends."""
+    bodies = BodyBudget()
+    half = MAX_REVIEW_BYTES // 2
+    messages = [
+        {"type": "http.request", "more_body": True},
+        {"type": "http.request", "body": b"a" * half, "more_body": True},
+        {"type": "http.request", "body": b"b" * half},
+    ]
+    assert read(messages, bodies) == b"a" * half + b"b" * half
+    assert bodies.held == 0, "every byte held is given back"
+
+
+def test_a_body_cut_short_or_past_the_budget_is_the_clients_mistake_and_holds_nothing() -> None:
+    """A client that goes away, or bodies held open past the budget, must end in a reason and free their bytes."""
+    bodies = BodyBudget(limit=10)
+    assert read([{"type": "http.request", "body": b"12345", "more_body": True}], bodies) == (
+        400,
+        "the client went away before the body was complete",
+    )
+    assert bodies.held == 0
+    assert bodies.take(6)
+    assert read([{"type": "http.request", "body": b"12345"}], bodies) == (503, BODIES_OVER_BUDGET)
+    assert bodies.held == 6
+
+
+def test_the_event_loop_answers_a_review_the_cache_decides_and_counts_a_body_that_is_no_review() -> None:
+    """Nearly every pod is answered on the loop: its answer and the invalid count must be those of the ASGI path."""
+    metrics = Metrics()
+    app = MutateApp(admitter(filled_cache([placement()], []), metrics), metrics)
+    assert app.answer_on_loop(dumps(review(dry_run=False, labels={"app": "web"})), time.perf_counter()) == (
+        200,
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"rev-1","allowed":true}}',
+    )
+    assert app.answer_on_loop(b"{not json", time.perf_counter()) == (
+        400,
+        b'{"error": "the body is not valid JSON; send an admission.k8s.io/v1 AdmissionReview"}',
+    )
+    assert metrics.registry.get_sample_value("hami_place_admissions_total", {"result": "invalid"}) == 1.0

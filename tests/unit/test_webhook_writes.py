@@ -37,8 +37,10 @@ from kubectl_hami_place.core.placement import (
     placement_from_object,
     status_to_object,
 )
+from kubectl_hami_place.core.reviews import parse_review
 from kubectl_hami_place.kube.claims import Guard, StaleWrite
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, PodReplaced
+from tests.unit.test_webhook_api import unreachable_kube
 from webhook import reconcile as reconcile_module
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
@@ -46,7 +48,7 @@ from webhook.logs import JsonFormatter
 from webhook.metrics import Metrics
 from webhook.reconcile import CACHE_STALE_SECONDS, Reconciler
 from webhook.settings import DEFAULTS
-from webhook.writes import QueuedEvents
+from webhook.writes import KubeWrites, QueuedEvents
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 NS = "team-a"
@@ -71,6 +73,7 @@ class MemoryWrites:
         self.writes: list[dict[str, Any]] = []
         self.events: list[str] = []
         self.messages: list[str] = []
+        self.event_of: list[tuple[str, bool]] = []
         self.evictions: list[str] = []
         self.evicted_uids: list[str] = []
         self.reads: list[str] = []
@@ -98,6 +101,7 @@ class MemoryWrites:
     def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
         self.events.append(reason)
         self.messages.append(message)
+        self.event_of.append((placement["metadata"]["name"], warning))
 
     def evict(self, namespace: str, pod: str, uid: str) -> None:
         self.evictions.append(pod)
@@ -247,16 +251,22 @@ def test_a_claim_that_keeps_losing_gives_up_and_admits_the_pod_unchanged() -> No
     assert "status" not in writes.stored[(NS, "busy")] and writes.events == []
 
 
-def test_a_claim_the_api_server_refuses_admits_the_pod_unchanged_with_the_cause() -> None:
+def test_a_claim_the_api_server_refuses_admits_the_pod_unchanged_with_the_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
 
     def refuse(_target: Placement) -> None:
         raise KubeError("forbidden: update hamipodplacements/status")
 
     writes.before_write = refuse
-    response = admitter(writes, Metrics()).admit(review())
+    with caplog.at_level(logging.WARNING, logger="webhook.admit"):
+        response = admitter(writes, Metrics()).admit(review())
     assert patch_of(response) == []
     assert "forbidden: update hamipodplacements/status" in response["response"]["warnings"][0]
+    assert [record.getMessage() for record in caplog.records] == [
+        "claim of team-a/p not written: forbidden: update hamipodplacements/status"
+    ]
 
 
 def test_our_annotations_are_checked_against_the_stored_claim_not_the_cache() -> None:
@@ -1019,3 +1029,232 @@ def test_an_event_whose_send_fails_in_any_way_leaves_the_thread_sending_the_next
     events.put({}, "second", "", warning=False)
     events.close(10)
     assert sent == ["second"]
+
+
+def admissions(metrics: Metrics) -> dict[str, float]:
+    """The admissions counted by result, those counted at all."""
+    return {
+        sample.labels["result"]: sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "hami_place_admissions_total" and sample.value
+    }
+
+
+def test_an_admitter_without_a_kube_or_writes_is_refused_and_one_with_a_kube_writes_through_it() -> None:
+    """A server wired without its API client would otherwise fail only at the first claim, inside an admission."""
+    with pytest.raises(ValueError, match=r"^an Admitter needs a Kube or its Writes$"):
+        Admitter(None, cache(MemoryWrites()), Settings(), Metrics())
+    kube = unreachable_kube()
+    writes = Admitter(kube, cache(MemoryWrites()), Settings(), Metrics()).writes
+    assert isinstance(writes, KubeWrites) and writes.kube is kube
+
+
+def test_a_fault_of_ours_admits_the_pod_unchanged_says_so_and_counts_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A bug in the webhook must never block a pod, and must show in the log and the error count."""
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
+
+    def crash(_target: Placement) -> None:
+        raise RuntimeError("a bug")
+
+    writes.before_write = crash
+    metrics = Metrics()
+    with caplog.at_level(logging.ERROR, logger="webhook.admit"):
+        response = admitter(writes, metrics).admit(review())
+    assert response == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": "u1",
+            "allowed": True,
+            "warnings": ["hami-place: internal error, the pod is admitted unchanged"],
+        },
+    }
+    assert admissions(metrics) == {"error": 1.0}
+    assert [record.getMessage() for record in caplog.records] == ["admission u1 failed; admitting the pod unchanged"]
+
+
+def test_a_cache_not_synced_yet_admits_the_pod_unchanged_with_a_warning() -> None:
+    """Deciding from a half-filled cache would pin pods on placements it has not seen yet."""
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
+    unsynced = ClusterCache(ApiClient(), "hami-scheduler")
+    metrics = Metrics()
+    response = Admitter(None, unsynced, Settings(), metrics, writes=writes).admit(review())
+    assert response == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": "u1",
+            "allowed": True,
+            "warnings": ["hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"],
+        },
+    }
+    assert admissions(metrics) == {"error": 1.0} and writes.writes == []
+
+
+def test_only_a_dry_run_that_would_be_pinned_counts_as_a_dry_run() -> None:
+    """The dry_run count says how many pins were only tried: a real claim or an unselected pod is not one."""
+    writes = MemoryWrites(
+        placement("p", "gpu-0", created="2026-11-29T09:00:00Z"),
+        placement("q", "gpu-1", created="2026-11-29T10:00:00Z"),
+    )
+    metrics = Metrics()
+    run = admitter(writes, metrics)
+    unselected = review()
+    unselected["request"]["object"]["metadata"]["labels"] = {"app": "other"}
+    unselected["request"]["dryRun"] = True
+    run.admit(unselected)
+    run.admit(review())
+    assert admissions(metrics) == {"no_placement": 1.0, "pinned": 1.0}
+    dry = review()
+    dry["request"]["dryRun"] = True
+    run.admit(dry)
+    assert admissions(metrics) == {"no_placement": 1.0, "pinned": 1.0, "dry_run": 1.0}
+
+
+def test_on_the_event_loop_only_reviews_the_cache_answers_alone_are_answered() -> None:
+    """The loop must never wait on the API server: a claim to write or our annotations go to a thread."""
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
+    run = admitter(writes, Metrics())
+    assert run.admit_review(parse_review(review()), 0.0, cache_only=True) is None
+    annotated = review({CLAIM_ANNOTATION: "tok-x", PLACEMENT_ANNOTATION: "p"})
+    assert run.admit_review(parse_review(annotated), 0.0, cache_only=True) is None
+    assert writes.writes == [] and writes.reads == [] and writes.guards == {}
+    unselected = review()
+    unselected["request"]["object"]["metadata"]["labels"] = {"app": "other"}
+    assert run.admit_review(parse_review(unselected), 0.0, cache_only=True) == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "u1", "allowed": True},
+    }
+
+
+def test_a_claim_a_cached_pod_carries_is_not_honoured_again_without_asking_the_api_server() -> None:
+    """The cache knows HAMi's stored pods: a copy of one of them must not be pinned on its claim."""
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=claimed))
+    tokens = iter(["tok-new"])
+    run = Admitter(
+        None,
+        cache(writes, (stored_pod("trainer-0", "uid-1", "tok-stored", phase="Running"),)),
+        Settings(),
+        Metrics(),
+        clock=lambda: NOW,
+        new_token=lambda: next(tokens),
+        writes=writes,
+    )
+    response = run.admit(review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: "p"}))
+    assert writes.carried_asks == []
+    assert [op["path"] for op in patch_of(response)] == [
+        "/metadata/annotations/scheduling.hami.placement.com~1claim",
+        "/metadata/annotations/scheduling.hami.placement.com~1placement",
+    ]
+
+
+class ReadsTimeOut(MemoryWrites):
+    """An API server that cannot be read: neither a placement nor which pods carry a claim."""
+
+    def read_placement(self, namespace: str, name: str) -> dict[str, Any] | None:
+        raise KubeError("timed out")
+
+    def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
+        raise KubeError("timed out")
+
+
+def test_a_claim_that_cannot_be_re_read_nor_its_carriers_looked_up_is_honoured_from_the_cache(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An outage of the reads must not strip the pin from the very pod the claim was written for; the log says why
+    the cache decided."""
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = ReadsTimeOut(placement("p", "gpu-0", created="2026-11-29T09:00:00Z", status=claimed))
+    with caplog.at_level(logging.WARNING, logger="webhook.admit"):
+        response = admitter(writes, Metrics()).admit(
+            review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: "p"})
+        )
+    assert any(op["path"] == "/spec/affinity" for op in patch_of(response))
+    assert "warnings" not in response["response"]
+    assert [record.getMessage() for record in caplog.records] == [
+        "re-reading placement team-a/p failed: timed out",
+        "looking up pods carrying a claim in team-a failed: timed out",
+    ]
+
+
+def test_a_placement_named_by_a_pod_and_deleted_at_the_api_server_leaves_the_cache() -> None:
+    """A deleted placement the cache still holds would be offered to the next pods until its watch event came."""
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
+    run = admitter(writes, Metrics())
+    del writes.stored[(NS, "p")]
+    run.admit(review({CLAIM_ANNOTATION: "tok-gone", PLACEMENT_ANNOTATION: "p"}))
+    assert run.cache.parsed_placements(NS) == [] and writes.writes == []
+
+
+def test_a_claim_of_a_pod_without_generate_name_logs_every_field(caplog: pytest.LogCaptureFixture) -> None:
+    """The claim line is what an operator searches by pod and user: each field must be there, empty when unknown."""
+    writes = MemoryWrites(placement("older", "gpu-0", created="2026-11-29T09:00:00Z"))
+    body = review()
+    body["request"]["name"] = "trainer-0"
+    with caplog.at_level(logging.INFO, logger="webhook.admit"):
+        admitter(writes, Metrics()).admit(body)
+    (claim,) = [record for record in caplog.records if getattr(record, "fields", {}).get("event") == "claim"]
+    assert claim.fields == {  # type: ignore[attr-defined]
+        "event": "claim",
+        "placement": f"{NS}/older",
+        "node": "gpu-0",
+        "namespace": NS,
+        "pod": "trainer-0",
+        "generateName": "",
+        "user": "",
+        "review": "u1",
+        "dryRun": False,
+    }
+
+
+@pytest.mark.parametrize("lost", ["race", "req_id"])
+def test_a_copy_of_a_pinned_pod_whose_first_claim_is_lost_claims_the_next_placement(lost: str) -> None:
+    """A copy keeps being told apart from the pinned pod on every try of its own claim, whatever the try lost to."""
+    claimed = {"phase": "Consumed", "claim": {"token": "tok-stored", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = MemoryWrites(
+        placement("p", "gpu-0", created="2026-11-29T08:00:00Z", status=claimed),
+        placement("older", "gpu-1", created="2026-11-29T09:00:00Z"),
+        placement("newer", "gpu-1", created="2026-11-29T10:00:00Z"),
+    )
+    writes.pods_carrying.add("tok-stored")
+    if lost == "race":
+        writes.before_write = lambda target: writes.touch(target.name) if not writes.reads[1:] else None
+    else:
+        name = req_id_guard_name(NS, "req-older")
+        writes.guards[("server", name)] = Guard("server", name, "lease-x", "uid-other", "other", NS)
+    response = admitter(writes, Metrics()).admit(review({CLAIM_ANNOTATION: "tok-stored", PLACEMENT_ANNOTATION: "p"}))
+    chosen = "older" if lost == "race" else "newer"
+    assert [(op["op"], op["path"], op["value"]) for op in patch_of(response) if "annotations" in op["path"]] == [
+        ("add", "/metadata/annotations/nvidia.com~1use-gpuuuid", "GPU-b"),
+        ("add", "/metadata/annotations/scheduling.hami.placement.com~1req-id", f"req-{chosen}"),
+        ("replace", "/metadata/annotations/scheduling.hami.placement.com~1claim", "tok-0"),
+        ("replace", "/metadata/annotations/scheduling.hami.placement.com~1placement", chosen),
+    ]
+    assert response["response"].get("warnings", []) == (
+        []
+        if lost == "race"
+        else ["hami-place: placement older skipped: reqID already held by placement other (uid-other)"]
+    )
+
+
+def test_a_claim_whose_evict_pod_is_not_stored_evicts_nothing_and_says_so() -> None:
+    """An evictPod naming no pod must not become an eviction of whatever pod takes that name later."""
+    obj = placement("make-room", "gpu-0", created="2026-11-29T11:00:00Z")
+    obj["spec"]["evictPod"] = "old"
+    writes = MemoryWrites(obj)
+    admitter(writes, Metrics()).admit(review())
+    assert writes.stored[(NS, "make-room")]["status"]["eviction"] == {
+        "pod": "old",
+        "result": "NotFound",
+        "attempts": 0,
+        "message": "pod old did not exist when the placement was claimed; nothing was evicted (check evictPod)",
+        "time": "2026-11-29T12:00:00Z",
+    }
+    assert (writes.events, writes.event_of) == (["Claimed"], [("make-room", True)])
+    assert writes.messages == [
+        "claimed by pod trainer-0; pod old did not exist when the placement was claimed; nothing was evicted "
+        "(check evictPod)"
+    ]

@@ -143,6 +143,13 @@ def test_a_blocked_get_wakes_for_a_deadline_on_the_real_clock() -> None:
     assert got == ["a"], "a get with no timeout slept past the deadline of the key it waited for"
 
 
+def test_a_get_with_a_timeout_under_a_second_waits_for_a_key_due_within_it() -> None:
+    """The defrag worker waits a second at a time (WAKE_SECONDS): a get giving up at once would never hand it a key."""
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", 0.01)
+    assert queue.get(timeout=0.9) == "a"
+
+
 def test_a_get_times_out_with_none() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add_after("a", 3600)
@@ -337,3 +344,17 @@ def test_a_batch_of_keys_done_with_none_added_leaves_the_queue_empty(limit: int 
         for key in batch:
             queue.done(key)
     assert len(queue) == 0 and not queue._processing
+
+
+def test_keys_waiting_keep_their_deadlines_through_the_heaps_compaction() -> None:
+    """A key moved earlier again and again compacts the heap: another key waiting then must still come at its time."""
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock)
+    queue.add_after("other", 500)
+    for seconds in range(200, 100, -1):
+        queue.add_after("moved", seconds)
+    clock.now += 101
+    assert queue.drain() == ["moved"]
+    clock.now += 399
+    assert queue.drain() == ["other"]
+    assert queue.waiting() == 0

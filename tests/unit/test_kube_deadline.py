@@ -87,11 +87,16 @@ def silent_server() -> Iterator[int]:
         sock.close()
 
 
-def test_an_api_call_during_an_admission_gives_up_at_the_deadline(silent_server: int) -> None:
+def silent_api(port: int) -> client.CoreV1Api:
+    """The core API on the deadline's client, at a server that never answers, without retries."""
     configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{silent_server}"
+    configuration.host = f"http://127.0.0.1:{port}"
     configuration.retries = 0
-    api = client.CoreV1Api(DeadlineApiClient(configuration))
+    return client.CoreV1Api(DeadlineApiClient(configuration))
+
+
+def test_an_api_call_during_an_admission_gives_up_at_the_deadline(silent_server: int) -> None:
+    api = silent_api(silent_server)
     with admitting(Deadline.after(0.3)), pytest.raises(urllib3.exceptions.HTTPError) as raised:
         api.list_node(_request_timeout=(5, 30))
     read_timeout = float(re.search(r"read timeout=([0-9.]+)", str(raised.value)).group(1))  # type: ignore[union-attr]
@@ -101,10 +106,7 @@ def test_an_api_call_during_an_admission_gives_up_at_the_deadline(silent_server:
 def test_a_calls_own_shorter_timeout_is_kept_during_an_admission(silent_server: int) -> None:
     """The deadline only ever cuts a call's timeout: a call that meant to give up sooner (a Lease read, a probe) must
     still give up at its own timeout, not wait out the whole admission."""
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{silent_server}"
-    configuration.retries = 0
-    api = client.CoreV1Api(DeadlineApiClient(configuration))
+    api = silent_api(silent_server)
     with admitting(Deadline.after(10.0)), pytest.raises(urllib3.exceptions.HTTPError) as raised:
         api.list_node(_request_timeout=(5, 0.2))
     assert re.search(r"read timeout=([0-9.]+)", str(raised.value)).group(1) == "0.2"  # type: ignore[union-attr]

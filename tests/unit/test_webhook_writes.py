@@ -1050,6 +1050,15 @@ def test_an_admitter_without_a_kube_or_writes_is_refused_and_one_with_a_kube_wri
     assert isinstance(writes, KubeWrites) and writes.kube is kube
 
 
+def admitted_unchanged(warning: str) -> dict[str, Any]:
+    """The review's answer when the pod is let in as it came, with one warning saying why."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "u1", "allowed": True, "warnings": [warning]},
+    }
+
+
 def test_a_fault_of_ours_admits_the_pod_unchanged_says_so_and_counts_an_error(caplog: pytest.LogCaptureFixture) -> None:
     """A bug in the webhook must never block a pod, and must show in the log and the error count."""
     writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
@@ -1061,15 +1070,7 @@ def test_a_fault_of_ours_admits_the_pod_unchanged_says_so_and_counts_an_error(ca
     metrics = Metrics()
     with caplog.at_level(logging.ERROR, logger="webhook.admit"):
         response = admitter(writes, metrics).admit(review())
-    assert response == {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {
-            "uid": "u1",
-            "allowed": True,
-            "warnings": ["hami-place: internal error, the pod is admitted unchanged"],
-        },
-    }
+    assert response == admitted_unchanged("hami-place: internal error, the pod is admitted unchanged")
     assert admissions(metrics) == {"error": 1.0}
     assert [record.getMessage() for record in caplog.records] == ["admission u1 failed; admitting the pod unchanged"]
 
@@ -1080,15 +1081,9 @@ def test_a_cache_not_synced_yet_admits_the_pod_unchanged_with_a_warning() -> Non
     unsynced = ClusterCache(ApiClient(), "hami-scheduler")
     metrics = Metrics()
     response = Admitter(None, unsynced, Settings(), metrics, writes=writes).admit(review())
-    assert response == {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {
-            "uid": "u1",
-            "allowed": True,
-            "warnings": ["hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"],
-        },
-    }
+    assert response == admitted_unchanged(
+        "hami-place: the webhook's cache is not synced yet; the pod is admitted unchanged"
+    )
     assert admissions(metrics) == {"error": 1.0} and writes.writes == []
 
 

@@ -28,8 +28,8 @@ from kubectl_hami_place.kube.cluster_reads import get_pod, list_disruption_budge
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound, PodReplaced
 from kubectl_hami_place.kube.pods import change_pod
 
-# How the Eviction API names a budget in a 429's causes (kubernetes pkg/registry/core/pod/storage/eviction.go; since
-# 1.31 also "does not allow evicting pods currently ...").
+# How the Eviction API names a budget in a 429's causes (kubernetes pkg/registry/core/pod/storage/eviction.go; v1.24
+# writes "needs N healthy pods", later releases such as v1.37 also "does not allow evicting pods currently ...").
 _BUDGET_IN_CAUSE = re.compile(r"^The disruption budget (\S+) (?:needs|does not allow)")
 
 

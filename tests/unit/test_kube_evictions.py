@@ -34,7 +34,7 @@ def test_the_budget_the_server_names_is_the_one_said_with_its_counts() -> None:
 
 
 def test_a_budget_a_later_server_says_does_not_allow_evicting_is_named_too() -> None:
-    """Since Kubernetes 1.31 a budget whose sync failed is named by "does not allow evicting pods currently"."""
+    """Later releases (v1.37 here) name a budget whose sync failed by "does not allow evicting pods currently"."""
     causes = ["The disruption budget keep-one does not allow evicting pods currently because it failed sync: boom"]
     refused = blocked_by("team-a", "web-0", MESSAGE, causes, [])
     assert (refused.budgets, str(refused)) == (

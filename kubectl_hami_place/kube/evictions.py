@@ -90,7 +90,8 @@ def release_from_wait(kube: Kube, namespace: str, name: str, uid: str, *, gate: 
 
 def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:
     """The PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels, as policy/v1 reads
-    them since Kubernetes 1.29 (kubernetes#119732): no selector matches no pod, `{}` every pod."""
+    them since Kubernetes 1.29 and late 1.27 and 1.28 patches (kubernetes#119732): no selector matches no pod, `{}`
+    every pod."""
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
     found = []

@@ -25,9 +25,11 @@ from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS, req_id_guard_name
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
+    NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     ROOM_ANNOTATION,
     ROOM_GATE,
+    ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import (
@@ -37,6 +39,7 @@ from kubectl_hami_place.core.placement import (
     placement_from_object,
     status_to_object,
 )
+from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.core.reviews import parse_review
 from kubectl_hami_place.kube.claims import Guard, StaleWrite
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, PodReplaced
@@ -1253,3 +1256,27 @@ def test_a_claim_whose_evict_pod_is_not_stored_evicts_nothing_and_says_so() -> N
         "claimed by pod trainer-0; pod old did not exist when the placement was claimed; nothing was evicted "
         "(check evictPod)"
     ]
+
+
+def test_a_gpu_pod_admitted_while_a_room_is_kept_is_kept_off_its_cards() -> None:
+    """A rescue's freed card must go to the rescued pod: a pod admitted meanwhile gets it in its nouse-gpuuuid, so
+    HAMi places it elsewhere; once the deadline passed, the card is anyone's again."""
+    writes = MemoryWrites()
+    waiting = {
+        "metadata": {"name": "big", "namespace": NS, "uid": "uid-big", "resourceVersion": "3"},
+        "spec": {"schedulerName": "hami-scheduler"},
+        "status": {"phase": "Pending"},
+    }
+    kept = cache(writes, (waiting,))
+    room = reservation_value(
+        ["GPU-b"], NOW + timedelta(minutes=1), None, key=kept.room_key, pod=f"{NS}/big", uid="uid-big"
+    )
+    waiting["metadata"]["annotations"] = {ROOM_RESERVED_ANNOTATION: room}
+    kept.pods.upsert(waiting)
+    now = [NOW]
+    admitting = Admitter(None, kept, Settings(), Metrics(), clock=lambda: now[0], writes=writes)
+    assert patch_of(admitting.admit(review())) == [
+        {"op": "add", "path": "/metadata/annotations", "value": {NOUSE_GPUUUID_ANNOTATION: "GPU-b"}}
+    ]
+    now[0] = NOW + timedelta(minutes=2)
+    assert patch_of(admitting.admit(review())) == []

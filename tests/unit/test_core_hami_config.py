@@ -196,6 +196,12 @@ def test_a_name_yaml_1_1_would_type_is_its_text_as_written() -> None:
     ) == ("yes", "1.50", "0x1F", "Off", "1_000")
 
 
+def test_a_name_merged_in_from_an_anchor_is_its_text_too() -> None:
+    """yaml.v2 merges `<<: *anchor` keys; a name written there is read as written, like one in the section."""
+    config = parse_device_config("base: &b\n  resourceCountName: yes\nnvidia:\n  <<: *b\n  defaultMemory: 5\n")
+    assert (config.resource_count_name, config.default_memory) == ("yes", 5)
+
+
 def test_an_int32_setting_takes_both_ends_of_its_range() -> None:
     """HAMi's NvidiaConfig fields are int32: their ends are values HAMi runs with, one past them it cannot decode."""
     config = parse_device_config("nvidia:\n  defaultMemory: 2147483647\n  defaultCores: -2147483648\n")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubectl_hami_place.core.errors import SelectorError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_object_name
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -113,6 +114,14 @@ def selector_from_dict(data: object, require_nonempty: bool = False) -> LabelSel
     expressions = tuple(_requirement_from_dict(item, position) for position, item in enumerate(raw_expressions))
     selector = LabelSelector(match_labels=tuple(sorted(labels)), match_expressions=expressions)
     return require_nonempty_selector(selector) if require_nonempty else selector
+
+
+def budget_selector(budget: Mapping[str, Any]) -> LabelSelector | None:
+    """The pods a PodDisruptionBudget protects, as policy/v1 reads its selector since Kubernetes 1.29 and late 1.27
+    and 1.28 patches (kubernetes#119732): None without one (no pod), `{}` every pod of its namespace;
+    SelectorError when it is malformed."""
+    written = as_mapping(budget.get("spec")).get("selector")
+    return None if written is None else selector_from_dict(written)
 
 
 def require_nonempty_selector(selector: LabelSelector) -> LabelSelector:

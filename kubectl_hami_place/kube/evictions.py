@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place.core.errors import SelectorError
-from kubectl_hami_place.core.selectors import matches, selector_from_dict
+from kubectl_hami_place.core.selectors import budget_selector, matches
 from kubectl_hami_place.kube.client import (
     DEFAULT_TIMEOUT,
     Kube,
@@ -89,19 +89,16 @@ def release_from_wait(kube: Kube, namespace: str, name: str, uid: str, *, gate: 
 
 
 def budgets_for_pod(kube: Kube, pod: dict[str, Any]) -> list[dict[str, Any]]:
-    """The PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels, as policy/v1 reads
-    them since Kubernetes 1.29 and late 1.27 and 1.28 patches (kubernetes#119732): no selector matches no pod, `{}`
-    every pod."""
+    """The PodDisruptionBudgets of the pod's namespace whose selector matches the pod's labels (`budget_selector`)."""
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
     found = []
     for budget in list_disruption_budgets(kube, metadata.get("namespace", "")):
-        written = (budget.get("spec") or {}).get("selector")
         try:
-            selector = selector_from_dict(written)
+            selector = budget_selector(budget)
         except SelectorError:
             continue
-        if written is not None and matches(selector, labels):
+        if selector is not None and matches(selector, labels):
             found.append(budget)
     return found
 

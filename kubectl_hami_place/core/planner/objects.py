@@ -30,7 +30,7 @@ from kubectl_hami_place.core.node_resources import (
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
-from kubectl_hami_place.core.selectors import OPERATORS, Requirement, matches, selector_from_dict
+from kubectl_hami_place.core.selectors import OPERATORS, Requirement, budget_selector, matches
 from kubectl_hami_place.core.usage import pod_allocation
 
 
@@ -70,13 +70,12 @@ def snapshot_from_objects(
     for budget in budgets:
         metadata = as_mapping(budget.get("metadata"))
         key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
-        written = as_mapping(budget.get("spec")).get("selector")
-        if written is None:  # policy/v1: a budget without a selector protects no pod (`{}`: every pod of its namespace)
-            continue
         try:
-            selector = selector_from_dict(written)
+            selector = budget_selector(budget)
         except ModelError as err:
             warnings.append(f"PodDisruptionBudget {key}: {err}; it protects no pod in this plan")
+            continue
+        if selector is None:
             continue
         selectors.append((key, metadata.get("namespace", ""), selector))
         allowed[key] = _int(as_mapping(budget.get("status")).get("disruptionsAllowed"))

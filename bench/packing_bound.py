@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -27,7 +26,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.repack import drawn
-from bench.trace_replay import NODE_FILE, TASK_FILES, TRACE_DIR, Task, TraceNode, accepts, node_cards, read_nodes
+from bench.trace_replay import (
+    NODE_FILE,
+    TASK_FILES,
+    TRACE_DIR,
+    Task,
+    TraceNode,
+    accepts,
+    node_cards,
+    read_nodes,
+    task_request,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 REPACK_REPORT = ROOT / "docs" / "performance-trace-repack.json"
@@ -56,14 +65,17 @@ class CardKind:
 
 
 def shares_of(tasks: Sequence[Task]) -> list[Share]:
-    """The GPU tasks by the room they take of one card; a task of n whole cards is n whole-card pieces (one node's
-    rule left out)."""
+    """The GPU tasks by the room they take of one card as the replay asks HAMi for it (`task_request`); a task of n
+    whole cards is n whole-card pieces (one node's rule left out)."""
     counted: Counter[tuple[int, float, tuple[str, ...]]] = Counter()
     for task in tasks:
-        if task.num_gpu == 1 and task.gpu_milli < 1000:
-            counted[(max(1, math.ceil(task.gpu_milli / 10)), task.gpus, task.gpu_spec)] += 1
-        elif task.num_gpu > 0:
-            counted[(WHOLE, task.gpus / task.num_gpu, task.gpu_spec)] += task.num_gpu
+        request = task_request(task)
+        if request is None:
+            continue
+        if request.exclusive:
+            counted[(WHOLE, task.gpus / request.nums, task.gpu_spec)] += request.nums
+        else:
+            counted[(request.coresreq, task.gpus, task.gpu_spec)] += 1
     return [Share(percent, gpus, spec, count) for (percent, gpus, spec), count in sorted(counted.items())]
 
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from kubectl_hami_place.kube.client import Kube
 
 POLL_SECONDS = 1.0
+SEND_BACK_WAIT_SECONDS = 5.0  # without --wait-for-pod: the moves waited until their pods were gone, so about 1 s
 
 TimeoutOption = Annotated[
     float,
@@ -382,9 +383,10 @@ def _target_pod(
     hami_config: str,
     gpu_policy: str,
 ) -> ApplyReport:
-    """For a `--for` plan: whether its pod now holds cards; with `wait_pod`, wait for it up to `timeout`, and once
-    every moved pod has been gone a moment send it back to kube-scheduler (`_send_back`), again while it waits
-    (`send_back_again_after`). Pods are read with `hami_config` and `gpu_policy`, as carry_out reads them."""
+    """For a `--for` plan: whether its pod now holds cards. Once every moved pod has been gone a moment, a pod still
+    Pending is sent back to kube-scheduler (`_send_back`): without `wait_pod` once, within SEND_BACK_WAIT_SECONDS;
+    with it again while it waits up to `timeout` (`send_back_again_after`). Pods are read with `hami_config` and
+    `gpu_policy`, as carry_out reads them."""
     from kubectl_hami_place.core.defrag.keys import room_settled, send_back_again_after
     from kubectl_hami_place.core.planner.apply import target_pod_state
     from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
@@ -392,7 +394,7 @@ def _target_pod(
     if not plan.pod:
         return report
     namespace, name = plan.pod.split("/", 1)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (timeout if wait_pod else SEND_BACK_WAIT_SECONDS)
     gone_since: float | None = None
     sends, send_at, given_up = 0, 0.0, False
     with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
@@ -404,7 +406,7 @@ def _target_pod(
                 pod = None
             cards = {card.uuid: card.name for node in read.snapshot.nodes for card in node.cards}
             scheduled, detail = target_pod_state(plan, pod, cards)
-            if scheduled or not wait_pod or time.monotonic() > deadline:
+            if scheduled or time.monotonic() > deadline or (not wait_pod and (pod is None or sends)):
                 break
             now = time.monotonic()
             if pod is not None and not given_up:

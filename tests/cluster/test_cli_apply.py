@@ -223,6 +223,14 @@ def test_a_two_move_plan_runs_move_after_move(
     """Three cards: a 15,000 and a 25,000 MiB pod spread one per card, then a 25,000 and a 15,000 MiB pod; the
     second 15,000 MiB pod joins the first. A 35,000 MiB pod fits no card, and no one move makes room: the plan has
     two, and each is checked and settled before the next."""
+    applied = two_move_apply(cluster, namespace, tmp_path, "--wait-for-pod", "--timeout", "240")
+    assert applied.json()["pod"]["scheduled"] is True, applied.json()["pod"]
+
+
+def two_move_apply(cluster: Sandbox, namespace: str, tmp_path: Path, *flags: str) -> Run:
+    """The two-move plan above for a Pending 35,000 MiB pod, applied with `flags`: both moves done through the
+    Eviction API and the pod then running on the cards the plan made room on (within the minute `allocation`
+    waits); the finished apply."""
     node = fresh_node(cluster, card_entries(3))
     try:
         sizes = {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}
@@ -237,24 +245,14 @@ def test_a_two_move_plan_runs_move_after_move(
         assert len(planned.json()["moves"]) == 2, planned.json()
         evictions = Evictions(cluster, namespace)
         try:
-            applied = run(
-                cluster,
-                "apply",
-                "-f",
-                str(tmp_path / "plan.json"),
-                "--yes",
-                "--wait-for-pod",
-                "--timeout",
-                "240",
-                "-o",
-                "json",
-            )
+            applied = run(cluster, "apply", "-f", str(tmp_path / "plan.json"), "--yes", *flags, "-o", "json")
         finally:
             evictions.stop()
         assert applied.code == 0, applied.err
         assert [m["status"] for m in applied.json()["moves"]] == ["done", "done"]
-        assert allocation(cluster, namespace, "big").uuids == planned.json()["target"]["cards"]
         assert sorted(evictions.deleted.values()) == [True, True] and len(evictions.deleted) == 2, evictions.deleted
+        assert allocation(cluster, namespace, "big").uuids == planned.json()["target"]["cards"]
+        return applied
     finally:
         delete_nodes(cluster, [node])
 

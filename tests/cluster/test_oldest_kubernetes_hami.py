@@ -5,8 +5,8 @@ kube-scheduler configured by the v1beta2 KubeSchedulerConfiguration HAMi's chart
 The current release's tests of what only HAMi can prove run here again, unchanged, on this module's own sandbox
 (the `cluster` fixture below overrides the session's for this module): a pin is proven when HAMi's scheduler
 allocated the card, a rescue when the pending pod runs on the card the controller's move freed, `apply
---wait-for-pod` when its pod runs after two moves, and a PodDisruptionBudget the disruption controller counted blocks
-an eviction.
+--wait-for-pod` when its pod runs after two moves (and `apply` without it here too), and a PodDisruptionBudget the
+disruption controller counted blocks an eviction.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tests.cluster.cli_harness import plugin
 from tests.cluster.hami_harness import Evictions, GpuNode, allocation, create, deployment, pod, scale_up
 from tests.cluster.test_cli_apply import (  # noqa: F401 - run here on 1.24: the pod is sent back once its room is made
     test_a_two_move_plan_runs_move_after_move,
+    two_move_apply,
 )
 from tests.cluster.test_cli_evict import test_budget_that_allows_no_disruption_blocks_with_exit_4  # noqa: F401
 from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
@@ -186,3 +187,17 @@ def test_a_room_an_earlier_leader_kept_sends_its_pod_back_to_the_scheduler_once_
     stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
     assert stored.metadata.annotations.get(RESCUED_BY_ANNOTATION), stored.metadata.annotations
     assert [reason for reason, _ in events(cluster, namespace, "big") if reason == "DefragRun"] == [], "no move"
+
+
+@pytest.mark.usefixtures("placing")
+def test_an_apply_that_does_not_wait_for_its_pod_sends_it_back_to_the_scheduler_once(
+    cluster: Sandbox, namespace: str, tmp_path: Path
+) -> None:
+    """Without `--wait-for-pod`, `apply` ends once its moves are done. kube-scheduler 1.24 would not retry the big
+    pod, which HAMi and NodeAffinity both refused, when the moved pods go (kubernetes#122019), only at its 5-minute
+    sweep: apply sends it back once the moved pods have been gone a moment, and HAMi places it within the minute
+    `allocation` waits."""
+    applied = two_move_apply(cluster, namespace, tmp_path)
+    assert f"the evicted pods are gone: {namespace}/big sent back to the scheduler" in applied.err, applied.err
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
+    assert stored.metadata.annotations[RESCUED_BY_ANNOTATION].startswith("kubectl hami-place apply at ")

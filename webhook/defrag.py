@@ -106,7 +106,7 @@ from kubectl_hami_place.core.names import (
     Phase,
 )
 from kubectl_hami_place.core.placement import placement_from_object
-from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner import Move, Snapshot
 from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, MoveCheck, Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
@@ -414,7 +414,7 @@ class DefragController:
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
         trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_labels, read.config), candidate.reason)
-        snapshot = keep_off(read.snapshot, self.cache.reservations(), now, candidate.key, self._refused)
+        snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
@@ -440,7 +440,7 @@ class DefragController:
         are (the pods on it gone), the pod is sent back (`_send_back_fitting`), since before 1.29 kube-scheduler may
         not try it until the room's deadline gives the pod its own choice back. When to look again."""
         read = self._snapshot()
-        snapshot = keep_off(read.snapshot, self.cache.reservations(), now, f"{key.namespace}/{key.name}", self._refused)
+        snapshot = self._kept_off(read, now, f"{key.namespace}/{key.name}")
         if not fits_as_is(snapshot, pod_for_plan(pod, read.node_labels, read.config)):
             return timedelta(seconds=SEND_BACK_AGAIN_SECONDS)
         return self._send_back_fitting(pod, _run_id(now))
@@ -839,7 +839,7 @@ class DefragController:
         source = self._policy_source()
         if goal is not None and source is not None:
             now = datetime.now(UTC)
-            snapshot = keep_off(read.snapshot, self.cache.reservations(), now, refused=self._refused)
+            snapshot = self._kept_off(read, now)
             decision = decide_run(policy, snapshot, RoomTrigger(goal), self._runs(), now, _run_id(now))
             self._decided(decision, source.obj, "keep_room", KEEP_ROOM, read.config)
         return policy.keep_room.interval
@@ -853,6 +853,11 @@ class DefragController:
                 self.cache.nodes.items(), self.cache.pods.items(), budgets, self.hami_config(), others=others
             )
         return self._read
+
+    def _kept_off(self, read: SnapshotRead, now: datetime, pod: str = "") -> Snapshot:
+        """The read's snapshot with the rooms kept for pods other than `pod` and the cards HAMi refused (`keep_off`),
+        so that no plan moves a pod onto them."""
+        return keep_off(read.snapshot, self.cache.reservations(), now, pod, self._refused)
 
     def _runs(self) -> tuple[MoveRecord, ...]:
         """The history of the runs (their placements, read from the API server: the budgets count every move a

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from sandbox.cluster import Sandbox
-from sandbox.webhook import Webhook
+from sandbox.webhook import Webhook, start
 from tests.cluster import scopes
 from tests.cluster.hami_harness import GpuNode
+from tests.cluster.webhook_harness import register
 
 
 @pytest.fixture
@@ -51,3 +52,14 @@ def node(cluster: Sandbox) -> Iterator[GpuNode]:
 def serving(tmp_path: Path, webhooks: list[Webhook], configurations: list[str]) -> dict[str, Any]:
     """What test_defrag's `controller` needs besides the cluster and the namespaces."""
     return {"tmp_path": tmp_path, "webhooks": webhooks, "configurations": configurations}
+
+
+@pytest.fixture
+def placing(
+    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+) -> Webhook:
+    """Our webhook, registered for the test's namespace as the chart registers it."""
+    webhook = start(cluster, tmp_path)
+    webhooks.append(webhook)
+    register(cluster, configurations, namespace, [(webhook, {})])
+    return webhook

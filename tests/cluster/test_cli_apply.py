@@ -24,7 +24,7 @@ from kubectl_hami_place.core.names import GROUP, VERSION
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import placement_for
 from sandbox.cluster import Sandbox, wait_for
-from sandbox.webhook import Webhook, start
+from sandbox.webhook import Webhook
 from tests.cluster.cli_harness import PLUGIN, Run, placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
@@ -39,20 +39,10 @@ from tests.cluster.hami_harness import (
     scale_up,
     scheduling_failures,
 )
-from tests.cluster.webhook_harness import register
 
 pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
 BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
-
-
-@pytest.fixture
-def placing(cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]):
-    """Our webhook, registered for the test's namespace as the chart registers it."""
-    webhook = start(cluster, tmp_path)
-    webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
-    return webhook
 
 
 def run(cluster: Sandbox, *args: str) -> Run:

@@ -10,13 +10,12 @@ depends on that test alone.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from sandbox.cluster import Sandbox, wait_for
-from sandbox.webhook import Webhook, start
+from sandbox.webhook import Webhook
 from tests.cluster.cli_harness import plugin
 from tests.cluster.hami_harness import (
     GpuNode,
@@ -30,7 +29,7 @@ from tests.cluster.hami_harness import (
     scale_up,
     scheduling_failures,
 )
-from tests.cluster.webhook_harness import create_placement, register, sees_placement, status_of
+from tests.cluster.webhook_harness import create_placement, sees_placement, status_of
 
 pytestmark = pytest.mark.cluster
 GIB40 = 40960
@@ -48,15 +47,6 @@ def node_with(cluster: Sandbox, nodes: list[GpuNode], cards: int) -> GpuNode:
     made = fresh_node(cluster, card_entries(cards))
     nodes.append(made)
     return made
-
-
-@pytest.fixture
-def placing(cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]):
-    """Our webhook, registered for the test's namespace as the chart registers it."""
-    webhook = start(cluster, tmp_path)
-    webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
-    return webhook
 
 
 def placed(cluster: Sandbox, webhook: Webhook, namespace: str, name: str, *, on: GpuNode, cards: list[str]) -> None:

@@ -48,7 +48,6 @@ from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, 
 )
 from tests.cluster.test_hami_e2e import (  # noqa: F401 - its fixtures and tests, collected and run here on 1.24
     nodes,
-    placing,
     test_a_placement_lands_on_its_card_where_hamis_policy_would_pick_another,
     test_a_two_card_placement_gives_the_pod_both_cards,
 )

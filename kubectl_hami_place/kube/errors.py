@@ -103,10 +103,11 @@ class NotAcknowledged(KubeError):
 
 
 class PinRefused(KubeError):
-    """The core's pin check found problems with a pin: the verdict carries them, the caller words them."""
+    """The core's pin check found problems with a pin (raised only when it did): the verdict carries them, the
+    caller words them."""
 
     def __init__(self, pin: PinVerdict, source: str, evicting: str | None) -> None:
-        super().__init__("; ".join(dict.fromkeys(problem.message for problem in pin.problems)) or "refused")
+        super().__init__("; ".join(dict.fromkeys(problem.message for problem in pin.problems)))
         self.verdict = pin
         self.source = source
         self.evicting = evicting

@@ -57,8 +57,7 @@ def item_batches(
         body = decoded_body(rest, what)
         yield list_items(body if isinstance(body, dict) else {"items": body})
         return
-    body = decoded_body(head + _ITEMS_KEY + rest, what)
-    yield list_items(body) if isinstance(body, dict) else []
+    yield list_items(decoded_body(head + _ITEMS_KEY + rest, what))  # a dict: `head` opened one (`_list_head`)
 
 
 def _list_head(body: bytes) -> tuple[bytes | None, bytes, bool]:

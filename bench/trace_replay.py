@@ -473,7 +473,7 @@ class Cluster:
 
     def node_score(self, node: int) -> float:
         """HAMi's ComputeDefaultScore: 10 x (slots + cores + memory in use, each over the node's total)."""
-        slots, cores, mem = self.sums[node]
+        slots, mem, cores = self.sums[node]  # as `_change` adds them, a card's `used`: slots, memory, cores
         total_slots, total_cores, total_mem = self.totals[node]
         return 10 * (slots / total_slots + cores / total_cores + mem / total_mem)
 

@@ -186,6 +186,20 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
         assert len(used) == len(expected), policy
 
 
+def test_the_node_score_is_hamis_slots_cores_and_memory_in_use_each_over_the_nodes_own_total() -> None:
+    """HAMi's ComputeDefaultScore weighs a node's cores and its memory in use each over its own total. Read swapped,
+    memory in MiB over cores in percent swamps the score: spread then picks the node of small cards, fuller by
+    HAMi's count, and binpack the other."""
+    small, large = TraceNode("small", 64000, 262144, 2, "V100M16"), TraceNode("large", 64000, 262144, 2, "G3")
+    for policy, picked in (("spread", "large"), ("binpack", "small")):
+        cluster = Cluster([small, large], policy)
+        cluster.put(task("a", 1, 300), 0, (0,))
+        cluster.put(task("b", 1, 200), 1, (0,))
+        assert [cluster.node_score(0), cluster.node_score(1)] == pytest.approx([3.5, 2.5], rel=1e-3)
+        choice = cluster.choose(task("c", 1, 100))
+        assert choice is not None and cluster.trace_nodes[choice[0]].name == picked, policy
+
+
 def test_each_pair_packs_or_spreads_nodes_and_cards_by_its_own_two_policies() -> None:
     """Three shares on two nodes of two cards: binpack puts them on one card of one node, spread on three cards of
     two nodes, HAMi's default pair on two cards of one node (node binpack, GPU spread), the fourth pair on one card of

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.repack import drawn, repack_order, replay, target
+from bench.repack import balanced_choice, drawn, place_all, repack_order, replay, target
 from bench.trace_replay import Task, TraceNode
 
 NODE = TraceNode("node-0", 64000, 262144, 2, "V100M16")
@@ -59,3 +59,16 @@ def test_the_target_is_a_quarter_of_the_best_policy_alone_with_node_resources_co
         {"resources": False, "arrival": {"unplaced": 0.02}, "repack": {"unplaced": 0.0}},
     ]
     assert target(rows) == pytest.approx(0.02)
+
+
+def test_the_balanced_repack_keeps_the_cpu_rich_nodes_cards_for_the_tasks_that_need_its_cpu() -> None:
+    """Two small tasks, then two that ask 30 cores: HAMi's spread puts a small one on each node, and the second
+    large one finds the only node with its CPU out of cards. Balanced, both small ones go to the node whose CPU
+    and memory run out with its cards, and every task is placed."""
+    rich, poor = TraceNode("rich", 64000, 262144, 2, "V100M16"), TraceNode("poor", 8000, 32768, 2, "V100M16")
+    small = [Task(f"small-{i}", 4000, 16384, 1, 1000) for i in range(2)]
+    large = [Task(f"large-{i}", 30000, 65536, 1, 1000) for i in range(2)]
+    spread = place_all([rich, poor], [*small, *large], "spread", resources=True)
+    balanced = place_all([rich, poor], [*small, *large], "spread", resources=True, choose=balanced_choice)
+    assert (spread["tasks_unplaced"], spread["unplaced"]) == (1, pytest.approx(0.25))
+    assert (balanced["tasks_unplaced"], balanced["unplaced"]) == (0, 0.0)

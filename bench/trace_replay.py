@@ -2320,7 +2320,8 @@ def causes(report: dict[str, Any]) -> list[str]:
 
 
 def before_after(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
-    """The figures of an earlier report (`before`) beside this one's, for each replay with the controller."""
+    """The figures of an earlier report (`before`) beside this one's, for each replay (HAMi alone too: the baseline
+    the targets are a share of)."""
     lines = [
         "**Before and after** (before: the report this section showed until it was made again, by "
         + "; ".join(f"`{command}`" for command in before["commands"] if "--combine" not in command)
@@ -2334,7 +2335,7 @@ def before_after(report: dict[str, Any], before: dict[str, Any]) -> list[str]:
             earlier = {r["label"]: r for r in before.get(kind, {}).get(name, [])}
             for r in results:
                 old = earlier.get(r["label"])
-                if not r["controller"] or old is None:
+                if old is None:
                     continue
                 lines.append(f"| {kind} `{name}` | {r['label']} | {_figures(kind, old)} | {_figures(kind, r)} |")
     old_plan, new_plan = before["planning_seconds"], report["planning_seconds"]
@@ -2472,19 +2473,17 @@ def _runs(c: dict[str, Any]) -> str:
 
 
 def _figures(kind: str, result: dict[str, Any]) -> str:
-    """One replay's headline figures for the before-and-after table."""
-    c = result["controller"]
-    spread = f"plan median {c['plan_seconds']['median']:.2f} s, max {c['plan_seconds']['max']:.2f} s"
+    """One replay's headline figures for the before-and-after table (and its controller's, when it has one)."""
     if kind == "inflation":
         final = result["final"]
-        return (
-            f"unplaced at 100% {pct(final['unplaced'])}, {final['evictions_per_placed']:.3f} evictions/task, "
-            f"{c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
-        )
-    return (
-        f"{result['pending_gpu_hours']:,.0f} GPU-h Pending, {result['evictions_per_placed']:.4f} evictions/task, "
-        f"{c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
-    )
+        head = f"unplaced at 100% {pct(final['unplaced'])}, {final['evictions_per_placed']:.3f} evictions/task"
+    else:
+        head = f"{result['pending_gpu_hours']:,.0f} GPU-h Pending, {result['evictions_per_placed']:.4f} evictions/task"
+    c = result["controller"]
+    if not c:
+        return head
+    spread = f"plan median {c['plan_seconds']['median']:.2f} s, max {c['plan_seconds']['max']:.2f} s"
+    return f"{head}, {c['rescue_runs']} runs, {c['rescued']} rescued, {spread}"
 
 
 def _planning(planning: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from bench.trace_replay import (
     Task,
     TraceNode,
     arrivals,
+    before_after,
     combine,
     controlled_runs,
     eviction_cap,
@@ -302,6 +303,35 @@ def test_the_fourth_pair_s_note_says_where_it_is_the_base_from_the_report_itself
     assert "Another pair is best alone on `b` (binpack 15.4%, the pair 17.1%), `c` without CPU and memory" in line
     assert "timeline" not in line.split("Another pair")[1], "a timeline without the pair is left out"
     assert fourth_pair({"inflation": {"b": [alone("binpack", 0.154)]}, "timeline": {}}) == []
+
+
+def test_the_before_and_after_table_has_hamis_alone_rows_too_with_no_controller_figures() -> None:
+    """A change to HAMi's model moves the baseline the targets are a share of: its rows go beside the controller's."""
+    stats = {"rescue_runs": 7, "rescued": 3, "plan_seconds": {"median": 0.1, "max": 0.2}}
+
+    def result(controller: bool, unplaced: float) -> dict[str, Any]:
+        setup = Setup("l", "spread", controller)
+        final = {"unplaced": unplaced, "evictions_per_placed": 0.01 if controller else 0.0}
+        return {"label": setup.label, "final": final, "controller": stats if controller else None}
+
+    planning = {"runs": 7, "median": 0.1, "p95": 0.2, "max": 0.2}
+    before = {
+        "commands": ["replay --old", "replay --combine x"],
+        "inflation": {"l": [result(False, 0.12), result(True, 0.07)]},
+        "planning_seconds": planning,
+    }
+    after = {
+        "inflation": {"l": [result(False, 0.11), result(True, 0.06)]},
+        "timeline": {},
+        "planning_seconds": planning,
+    }
+    assert before_after(after, before)[4:6] == [
+        "| inflation `l` | spread | unplaced at 100% 12.0%, 0.000 evictions/task | unplaced at 100% 11.0%, 0.000 "
+        "evictions/task |",
+        "| inflation `l` | spread + controller | unplaced at 100% 7.0%, 0.010 evictions/task, 7 runs, 3 rescued, plan "
+        "median 0.10 s, max 0.20 s | unplaced at 100% 6.0%, 0.010 evictions/task, 7 runs, 3 rescued, plan median "
+        "0.10 s, max 0.20 s |",
+    ]
 
 
 def test_cpu_and_memory_keep_a_task_off_a_node_with_free_cards() -> None:

@@ -169,12 +169,9 @@ def bound(nodes: Sequence[TraceNode], tasks: Sequence[Task]) -> dict[str, Any]:
 
 def repack_figures(path: Path) -> dict[str, tuple[float, float]]:
     """(target, best greedy full repack with CPU and memory) by list, from bench/repack.py's report."""
-    figures = {}
-    for name, rows in json.loads(path.read_text()).items():
-        counted = [row for row in rows if row["resources"]]
-        target = min(row["arrival"]["unplaced"] for row in counted) / 4
-        figures[name] = (target, min(row["repack"]["unplaced"] for row in counted))
-    return figures
+    from bench.repack import best_repack, target
+
+    return {name: (target(rows), best_repack(rows)) for name, rows in json.loads(path.read_text()).items()}
 
 
 def main(argv: list[str] | None = None) -> None:

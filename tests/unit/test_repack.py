@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.repack import balanced_choice, drawn, place_all, repack_order, replay, target
+from bench.repack import balanced_choice, best_repack, drawn, place_all, repack_order, replay, target
 from bench.trace_replay import Task, TraceNode
 
 NODE = TraceNode("node-0", 64000, 262144, 2, "V100M16")
@@ -59,6 +59,27 @@ def test_the_target_is_a_quarter_of_the_best_policy_alone_with_node_resources_co
         {"resources": False, "arrival": {"unplaced": 0.02}, "repack": {"unplaced": 0.0}},
     ]
     assert target(rows) == pytest.approx(0.02)
+
+
+def test_the_best_repack_is_either_orders_least_with_node_resources_counted() -> None:
+    """The repack a defragmenter could reach beside the target: arrival order (HAMi alone) and the rows without CPU
+    and memory do not count."""
+    rows = [
+        {
+            "resources": True,
+            "arrival": {"unplaced": 0.001},
+            "repack": {"unplaced": 0.05},
+            "balanced": {"unplaced": 0.02},
+        },
+        {"resources": True, "arrival": {"unplaced": 0.1}, "repack": {"unplaced": 0.03}, "balanced": {"unplaced": 0.06}},
+        {
+            "resources": False,
+            "arrival": {"unplaced": 0.1},
+            "repack": {"unplaced": 0.01},
+            "balanced": {"unplaced": 0.01},
+        },
+    ]
+    assert best_repack(rows) == 0.02
 
 
 def test_the_balanced_repack_keeps_the_cpu_rich_nodes_cards_for_the_tasks_that_need_its_cpu() -> None:

@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from kubectl_hami_place.kube.errors import KubeUnreachable
 from tests.webhook_listener import call
 from webhook.access import ReaderGate
 from webhook.admit import Admitter
-from webhook.api import STALE_SECONDS, CollectorPause, api_app, probe_app
+from webhook.api import CHUNK_BYTES, STALE_SECONDS, CollectorPause, _chunks, api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.mutate import BODIES_OVER_BUDGET, MAX_REVIEW_BYTES, BodyBudget, ClientMistake, MutateApp, read_body
@@ -304,6 +305,104 @@ def test_placements_match_the_documented_shape_and_name_the_matched_pod() -> Non
         assert "tok-a" not in client.get(path).get_data(as_text=True), path
     other = client.get("/api/v1/placements?namespace=elsewhere").get_json()
     assert other["placements"] == []
+
+
+def test_a_namespaces_placements_are_served_whole_with_their_consumer_and_eviction() -> None:
+    """The CLI shows a placement's consumer and eviction from this document alone, to a reader of one namespace too."""
+    consumed = placement(
+        "p1",
+        status={
+            "phase": "Consumed",
+            "claim": {"token": "tok-a", "claimedAt": "2026-11-29T11:00:00Z"},
+            "consumedBy": {"name": "train-0", "uid": "uid-train-0"},
+            "consumedAt": "2026-11-29T11:01:00Z",
+        },
+    )
+    evicting = placement(
+        "p2",
+        status={
+            "phase": "Evicting",
+            "consumedBy": {"name": "train-1", "uid": "uid-train-1"},
+            "eviction": {"pod": "old", "result": "Pending", "attempts": 1, "time": "2026-11-29T11:02:00Z"},
+        },
+    )
+    evicting["spec"]["evictPod"] = "old"
+    cache = filled_cache([evicting, consumed], [hami_pod(token="tok-a")])
+    for reflector in cache.reflectors():
+        reflector.last_sync = 1796108400.0
+    body = api_app(cache, Metrics(), readers=READERS).test_client().get(f"/api/v1/placements?namespace={NS}")
+    spec = {"podSelector": {"matchLabels": {"app": "train"}}, "nodeName": "gpu-a100-0", "gpuDevices": ["gpu-1/50"]}
+    assert body.get_json() == {
+        "lastSyncTime": "2026-12-01T07:00:00Z",
+        "placements": [
+            {
+                "namespace": NS,
+                "name": "p1",
+                "uid": "uid-p1",
+                "createdAt": "2026-11-29T10:00:00Z",
+                "spec": {"reqID": "req-p1", **spec},
+                "phase": "Consumed",
+                "message": "",
+                "claim": {"claimedAt": "2026-11-29T11:00:00Z"},
+                "consumedBy": {"name": "train-0", "uid": "uid-train-0"},
+                "consumedAt": "2026-11-29T11:01:00Z",
+                "eviction": None,
+                "matchedPod": {
+                    "namespace": NS,
+                    "name": "train-0",
+                    "uid": "uid-train-0",
+                    "node": "gpu-a100-0",
+                    "phase": "Running",
+                },
+            },
+            {
+                "namespace": NS,
+                "name": "p2",
+                "uid": "uid-p2",
+                "createdAt": "2026-11-29T10:00:00Z",
+                "spec": {"reqID": "req-p2", **spec, "evictPod": "old"},
+                "phase": "Evicting",
+                "message": "",
+                "claim": None,
+                "consumedBy": {"name": "train-1", "uid": "uid-train-1"},
+                "consumedAt": None,
+                "eviction": {"pod": "old", "result": "Pending", "attempts": 1, "time": "2026-11-29T11:02:00Z"},
+                "matchedPod": None,
+            },
+        ],
+    }
+
+
+@pytest.fixture
+def east_of_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone nine hours east of UTC (POSIX TZ, no zone database needed)."""
+    monkeypatch.setenv("TZ", "JST-9")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("east_of_utc")
+def test_the_last_sync_time_is_utc_whatever_the_servers_time_zone() -> None:
+    """The CLI reads lastSyncTime as UTC (its `Z`); a server image with a local zone must not shift it by hours."""
+    cache = filled_cache([], [])
+    for reflector in cache.reflectors():
+        reflector.last_sync = 1796108400.0
+    client = api_app(cache, Metrics(), readers=READERS).test_client()
+    assert client.get("/api/v1/placements").get_json() == {"lastSyncTime": "2026-12-01T07:00:00Z", "placements": []}
+
+
+def test_a_streamed_body_is_written_in_whole_pieces_joined_up_to_chunk_bytes_in_order() -> None:
+    """Thousands of small pieces must not be as many sends; a piece is never split or reordered."""
+    pieces = [b"a" * (CHUNK_BYTES - 1), b"b", b"c" * (CHUNK_BYTES - 1), b"d", b"e" * CHUNK_BYTES, b"f" * 5]
+    assert list(_chunks(pieces)) == [
+        b"a" * (CHUNK_BYTES - 1) + b"b",
+        b"c" * (CHUNK_BYTES - 1) + b"d",
+        b"e" * CHUNK_BYTES,
+        b"f" * 5,
+    ]
+    assert list(_chunks([])) == []
 
 
 def test_a_dry_run_admission_answers_the_documented_shape_with_a_patch() -> None:

@@ -25,6 +25,7 @@ from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS, req_id_guard_name
 from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
+    CLAIM_DIGEST_LABEL,
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
     ROOM_ANNOTATION,
@@ -51,7 +52,7 @@ from webhook.logs import JsonFormatter
 from webhook.metrics import Metrics
 from webhook.reconcile import CACHE_STALE_SECONDS, Reconciler
 from webhook.settings import DEFAULTS
-from webhook.writes import KubeWrites, QueuedEvents
+from webhook.writes import KubeWrites, QueuedEvents, _carries
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 NS = "team-a"
@@ -755,16 +756,53 @@ def test_an_event_is_queued_without_waiting_for_the_api_server() -> None:
     assert sender.sent == ["Claimed"]
 
 
-def test_events_past_the_queue_size_are_dropped_and_the_queued_ones_sent_in_order() -> None:
+def test_events_past_the_queue_size_are_dropped_and_the_queued_ones_sent_in_order(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A dropped Event is logged with its reason: the log is then the only trace of it."""
     sender = HeldSender()
     events = QueuedEvents(sender, size=2)
     events.put({}, "first", "", warning=False)
     assert sender.entered.wait(10), "the events thread did not take the first"
-    for reason in ("second", "third", "fourth", "fifth"):
-        events.put({}, reason, "", warning=False)
+    with caplog.at_level(logging.WARNING, logger="webhook.writes"):
+        for reason in ("second", "third", "fourth", "fifth"):
+            events.put({}, reason, "", warning=False)
     sender.release.set()
     events.close(10)
     assert sender.sent == ["first", "second", "third"]
+    assert [record.getMessage() for record in caplog.records] == [
+        "event fourth not recorded: 2 events are already waiting",
+        "event fifth not recorded: 2 events are already waiting",
+    ]
+
+
+def test_closing_waits_no_longer_than_its_timeout_for_an_api_server_that_does_not_answer() -> None:
+    """A replica shutting down must end within its grace period, whether the queue is full or an Event hangs."""
+    hanging = HeldSender()
+    events = QueuedEvents(hanging)
+    events.put({}, "first", "", warning=False)
+    assert hanging.entered.wait(10), "the events thread did not take the first"
+    events.close(0.1)
+    assert hanging.sent == [], "close waited for the hanging send"
+    full = HeldSender()
+    crowded = QueuedEvents(full, size=1)
+    crowded.put({}, "first", "", warning=False)
+    assert full.entered.wait(10), "the events thread did not take the first"
+    crowded.put({}, "second", "", warning=False)
+    crowded.close(0.1)
+    assert full.sent == [], "close waited for room in the queue"
+    hanging.release.set()
+    full.release.set()
+
+
+def test_the_events_thread_is_a_daemon_named_events() -> None:
+    """An Events thread blocked on the API server must not keep a stopped server's process alive; a thread dump
+    names it."""
+    before = set(threading.enumerate())
+    events = QueuedEvents(lambda _placement, _reason, _message, _warning: None)
+    started = [(thread.name, thread.daemon) for thread in set(threading.enumerate()) - before]
+    events.close(10)
+    assert started == [("events", True)]
 
 
 def test_placement_and_pod_events_wake_the_reconciler_and_node_events_do_not() -> None:
@@ -1019,7 +1057,10 @@ def test_a_guard_lease_whose_holder_is_no_name_shows_none_of_it_in_the_pods_warn
     assert not any("evil" in w for w in warnings)
 
 
-def test_an_event_whose_send_fails_in_any_way_leaves_the_thread_sending_the_next() -> None:
+def test_an_event_whose_send_fails_in_any_way_leaves_the_thread_sending_the_next(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One failed Event must not end the Events of the replica's whole life; the log says which failed."""
     sent: list[str] = []
 
     def sender(_placement: dict[str, Any], reason: str, _message: str, _warning: bool) -> None:
@@ -1028,10 +1069,27 @@ def test_an_event_whose_send_fails_in_any_way_leaves_the_thread_sending_the_next
         sent.append(reason)
 
     events = QueuedEvents(sender)
-    events.put({}, "first", "", warning=False)
-    events.put({}, "second", "", warning=False)
-    events.close(10)
+    with caplog.at_level(logging.ERROR, logger="webhook.writes"):
+        events.put({}, "first", "", warning=False)
+        events.put({}, "second", "", warning=False)
+        events.close(10)
     assert sent == ["second"]
+    assert [record.getMessage() for record in caplog.records] == ["event first not recorded"]
+
+
+def test_a_pod_carries_a_claim_only_by_the_claim_annotation_itself() -> None:
+    """The claim-digest label is an index anyone may set on a pod: only the token in the annotation proves a claim,
+    so that a claim is never kept alive (or released) on a label's word."""
+    labelled = {"metadata": {"labels": {CLAIM_DIGEST_LABEL: "0123abcd"}, "annotations": {}}}
+    pods = [
+        {"metadata": {"annotations": {CLAIM_ANNOTATION: "tok"}}},
+        {"metadata": {"annotations": {CLAIM_ANNOTATION: "other"}}},
+        labelled,
+        {"metadata": {"annotations": None}},
+        {"metadata": None},
+        {},
+    ]
+    assert [_carries(pod, "tok") for pod in pods] == [True, False, False, False, False, False]
 
 
 def admissions(metrics: Metrics) -> dict[str, float]:

@@ -343,8 +343,10 @@ class DefragController:
         if policy is None or policy.mode is Mode.off:
             # Off (paused, or no policy read): nothing planned, moved or resumed, but a room kept is still given
             # back at its deadline, which undoes the controller's own write.
-            if not isinstance(key, PodKey) or not self._fresh():
+            if not isinstance(key, PodKey):
                 return None
+            if not self._fresh():
+                return timedelta(seconds=self.options.interval)  # its room's deadline is looked at again
             return self._look_at_pod(key, None)
         if self._resume:
             self._resume_runs()

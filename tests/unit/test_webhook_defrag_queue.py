@@ -4,6 +4,7 @@ made while a watch is stale."""
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 
-from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, PodKey
+from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, RETRY, PodKey
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.defrag.runs import RunDecision
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
@@ -21,20 +23,21 @@ from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, Step
 from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
 from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
 from webhook import defrag
 from webhook.cache import ClusterCache
-from webhook.defrag import STALE_SECONDS, DefragController, DefragOptions, NotOn
+from webhook.defrag import STALE_SECONDS, DefragController, DefragOptions, NotLeading, NotOn
 from webhook.metrics import Metrics
 
 BIG = PodKey("team-a", "big")
 
 
-def controller(finished_ttl: int = 86400) -> DefragController:
+def controller(finished_ttl: int = 86400, metrics: Metrics | None = None) -> DefragController:
     cache = ClusterCache(ApiClient(), "hami-scheduler", planning=True)
     kube = Kube(ApiClient(), "default", "", None)
     options = DefragOptions("ctl", "defrag-policy", "ctl", "me", interval=7, finished_ttl=finished_ttl)
-    ctl = DefragController(kube, options, Metrics().defrag, cache, lambda: HAMI_DEFAULTS)
+    ctl = DefragController(kube, options, (metrics or Metrics()).defrag, cache, lambda: HAMI_DEFAULTS)
     ctl.events.record = lambda *args, **kwargs: None  # type: ignore[method-assign]  # no API server here
     return ctl
 
@@ -95,7 +98,8 @@ def test_a_pod_waiting_unscheduled_and_a_refusal_add_the_pods_key_others_none() 
 
 
 def test_a_follower_looks_at_no_pod_and_a_new_leader_adds_every_key() -> None:
-    ctl = controller()
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
     ctl.policy = DefragPolicy(mode=Mode.on)
     ctl.cache.pods.upsert(pod("big"))
     ready(ctl)
@@ -103,11 +107,17 @@ def test_a_follower_looks_at_no_pod_and_a_new_leader_adds_every_key() -> None:
     assert ctl.look(BIG) is None and ctl._resume, "not leading: dropped, and the next leader resumes first"
     ctl._leading(True)
     assert set(ready(ctl)) == {RESUME, KEEP_ROOM, BIG}
+    assert metrics.registry.get_sample_value("hami_place_defrag_leader") == 1.0
+    ctl._leading(False)
+    assert metrics.registry.get_sample_value("hami_place_defrag_leader") == 0.0
 
 
-def test_no_plan_while_a_watch_is_stale_the_key_is_looked_at_again_after_the_interval() -> None:
+@pytest.mark.parametrize("mode", [Mode.on, Mode.off])
+def test_no_plan_while_a_watch_is_stale_the_key_is_looked_at_again_after_the_interval(mode: Mode) -> None:
+    """Off, a pod is still looked at for the room kept for it, given back at its deadline: a look while a watch is
+    stale must come again, or the pod keeps its narrowed card choice until it changes."""
     ctl = controller()
-    ctl.policy = DefragPolicy(mode=Mode.on)
+    ctl.policy = DefragPolicy(mode=mode)
     ctl._resume = False
     ctl.elector._valid_until = time.monotonic() + 60
     assert ctl.look(BIG) == timedelta(seconds=7), "the watches have not listed yet"
@@ -427,3 +437,576 @@ def test_the_servers_excluded_namespaces_are_out_of_every_policy_it_reads() -> N
     read_policy(ctl, "on")
     assert ctl.policy is not None and not ctl.policy.namespaces.allows("team-a")
     assert ctl.policy.namespaces.allows("team-b")
+
+
+def heard(ctl: DefragController) -> list[tuple[str, str, bool]]:
+    """The Events the controller records from now on: reason, message as recorded, whether a Warning."""
+    said: list[tuple[str, str, bool]] = []
+    ctl.events.record = lambda about, reason, message, **kw: said.append((reason, message, kw["warning"]))  # type: ignore[method-assign]
+    return said
+
+
+def counted(metrics: Metrics) -> dict[str, float]:
+    """Every defragmentation series that is not zero, as `name{label=value}` (of a histogram, its count alone)."""
+    found = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            timed = sample.name.endswith(("_created", "_sum", "_bucket"))  # times, not counts
+            if sample.name.startswith("hami_place_defrag") and not timed and sample.value:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                found[f"{sample.name}{{{labels}}}"] = sample.value
+    return found
+
+
+def holding(name: str, card: str, mib: int) -> dict[str, Any]:
+    """A pod running on gpu-0 holding `mib` MiB of `card`."""
+    running = whole_pod(name, node="gpu-0")
+    running["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = f"{card},NVIDIA,{mib},0:;"
+    return running
+
+
+def fragmented(ctl: DefragController) -> None:
+    """gpu-0's GPU-a holds p (24 GiB), GPU-b holds q (10 GiB): big, refused for 32 GiB of one card, fits once q joins
+    p on GPU-a."""
+    ctl.cache.nodes.upsert(whole_node("gpu-0", "a"))
+    ctl.cache.pods.upsert(holding("p", "GPU-a", 24576))
+    ctl.cache.pods.upsert(holding("q", "GPU-b", 10240))
+    big = whole_pod("big")
+    big["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "32768"
+    ctl.cache.pods.upsert(big)
+    ctl.failures.upsert(refusal("big"))
+
+
+MOVE_Q = "moving team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 to rescue team-a/big (CardInsufficientMemory)"
+
+
+def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept_for_another_pod() -> None:
+    """The operator turns the controller on from what its dry-run said; a room kept for another rescued pod is no
+    room for this one: planning onto it would take the cards that pod was promised."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    read_policy(ctl, "dry-run")
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    assert [ctl.look(BIG), ctl.look(BIG)] == [timedelta(seconds=7)] * 2
+    other = whole_pod("other")
+    until = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    room = reservation_value(["GPU-a"], until, None, key=ctl.cache.room_key, pod="team-a/other", uid="uid-other")
+    other["metadata"]["annotations"] |= {USE_GPUUUID_ANNOTATION: "GPU-a", ROOM_RESERVED_ANNOTATION: room}
+    ctl.cache.pods.upsert(other)
+    ctl._read = None  # the next batch reads the caches again
+    assert ctl.look(BIG) == timedelta(seconds=7)
+    assert said == [
+        ("DefragPolicyRead", "policy read: mode dry-run", False),
+        (
+            "DefragDryRun",
+            "would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run) to rescue team-a/big "
+            "(CardInsufficientMemory)",
+            False,
+        ),
+        (
+            "DefragNoPlan",
+            "no plan: no node can make room within the bounds: gpu-0: moving team-a/q would make room "
+            "on gpu-1, but team-a/q fits no other card; gpu-0: CardCordoned: gpu-0 (GPU-a) is kept for team-a/other, "
+            f"whose rescue freed it, until {until:%H:%M:%S} UTC",
+            False,
+        ),
+    ]
+    assert counted(metrics) == {
+        "hami_place_defrag_policy_valid{}": 1.0,
+        "hami_place_defrag_runs_total{result=dry_run,trigger=rescue}": 1.0,
+        "hami_place_defrag_runs_total{result=no_plan,trigger=rescue}": 1.0,
+        "hami_place_defrag_moves_total{result=dry_run}": 1.0,
+        "hami_place_defrag_looks_total{key=pod}": 3.0,
+        "hami_place_defrag_looks_total{key=policy}": 1.0,
+        "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
+        "hami_place_defrag_budget_left_moves{window=run}": 4.0,
+    }
+
+
+def on_without_room(ctl: DefragController) -> None:
+    """Mode on, keeping no room for a rescued pod (`rescue.reserveFor: 0s`: no pod annotation is written)."""
+    ctl.policy_map.synced.set()
+    written = policy_map("on", "1")
+    written["data"]["policy.yaml"] += "rescue: {reserveFor: 0s}\n"
+    ctl.policy_map.upsert(written)
+    assert ctl.look(POLICY) is None and ctl.policy is not None
+
+
+@pytest.mark.parametrize("scheduled", [True, False])
+def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_again(
+    monkeypatch: pytest.MonkeyPatch, scheduled: bool
+) -> None:
+    """A rescue is followed to its end, which the operator reads on the pod and in the metrics: the pod sent back to
+    the scheduler once the moved pod is gone, then scheduled, or the room lost to another pod and the pod planned for
+    again. The moves and the send-back are replaced here (no API server): what they write is `make_move`'s and
+    `send_back`'s, tested against a cluster."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    on_without_room(ctl)
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    made: list[str] = []
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: made.append(move.pod))
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    assert ctl.look(BIG) == timedelta(seconds=1), "sent back to the scheduler once q has been gone a second"
+    [(key, rescue)] = ctl._rescues.items()
+    run = rescue.run_id
+    assert (key, rescue.uid, [m.pod for m in rescue.moved], rescue.kept_until) == (BIG, "uid-big", ["team-a/q"], None)
+    assert ctl.look(BIG) == timedelta(seconds=1) and rescue.room_made_at is None, "q is still there"
+    sent: list[tuple[str, ...]] = []
+    monkeypatch.setattr(defrag, "send_back", lambda kube, *named: sent.append(named) or {})
+    ctl.cache.pods.remove("team-a", "q")
+    assert ctl.look(BIG) == timedelta(seconds=1) and sent == [], "HAMi's own watch may not have seen q go yet"
+    assert rescue.room_made_at is not None
+    rescue.room_made_at -= 1  # q has been gone for a second
+    followed = [ctl.look(BIG), ctl.look(BIG)]
+    assert sent == [("team-a", "big", "uid-big", run)], "sent back to the scheduler once"
+    assert all(timedelta(minutes=14) < wait <= timedelta(minutes=15) for wait in followed), "until FOLLOW ends"
+    ctl.cache.pods.upsert(holding("q", "GPU-b", 10240))  # another pod took the room
+    if scheduled:
+        bound = ctl.cache.pods.get("team-a", "big")
+        assert bound is not None
+        bound["spec"]["nodeName"] = "gpu-0"
+        ctl.cache.pods.upsert(bound)
+    else:
+        again = refusal("big")
+        again["lastTimestamp"] = f"{datetime.now(UTC) + timedelta(minutes=1):%Y-%m-%dT%H:%M:%SZ}"
+        ctl.failures.upsert(again)
+    ctl._read, ctl._history = None, ()
+    ended = ctl.look(BIG)
+    placement = defrag.moves.placement_for(rescue.moved[0])
+    assert said[:3] == [
+        ("DefragPolicyRead", "policy read: mode on", False),
+        ("DefragRun", f"run {run}: {MOVE_Q}", False),
+        (
+            "DefragMoved",
+            f"evicted by run {run} to rescue team-a/big (CardInsufficientMemory); its replacement is "
+            f"pinned to gpu-0 by placement {placement}",
+            False,
+        ),
+    ]
+    common = {
+        "hami_place_defrag_policy_valid{}": 1.0,
+        "hami_place_defrag_looks_total{key=pod}": 6.0,
+        "hami_place_defrag_looks_total{key=policy}": 1.0,
+        "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
+        "hami_place_defrag_budget_left_moves{window=run}": 4.0,
+    }
+    if scheduled:
+        assert (ended, ctl._rescues, made) == (None, {}, ["team-a/q"])
+        assert said[3:] == [("DefragRescued", "rescued by 1 move(s): scheduled on gpu-0", False)]
+        assert counted(metrics) == common | {
+            "hami_place_defrag_runs_total{result=moved,trigger=rescue}": 1.0,
+            "hami_place_defrag_moves_total{result=done}": 1.0,
+            "hami_place_defrag_rescued_pods_total{}": 1.0,
+            "hami_place_defrag_rescue_seconds_count{}": 1.0,
+        }
+        return
+    assert (ended, made) == (timedelta(seconds=1), ["team-a/q", "team-a/q"]), "planned for again: q moves again"
+    rerun = ctl._rescues[BIG].run_id
+    assert said[3:] == [
+        (
+            "DefragRoomLost",
+            "the room 1 move(s) made was taken before the scheduler retried the pod; it is planned for again once it "
+            "qualifies",
+            True,
+        ),
+        ("DefragRun", f"run {rerun}: {MOVE_Q}", False),
+        (
+            "DefragMoved",
+            f"evicted by run {rerun} to rescue team-a/big (CardInsufficientMemory); its replacement is "
+            f"pinned to gpu-0 by placement {placement}",
+            False,
+        ),
+    ]
+    assert counted(metrics) == common | {
+        "hami_place_defrag_runs_total{result=moved,trigger=rescue}": 2.0,
+        "hami_place_defrag_moves_total{result=done}": 2.0,
+        "hami_place_defrag_room_lost_total{}": 1.0,
+    }
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_run_whose_move_fails_says_why_on_the_pod_and_is_not_tried_again_before_its_retry(
+    monkeypatch: pytest.MonkeyPatch, blocked: bool
+) -> None:
+    """A failed run evicted pods for nothing: the pod says why (a PodDisruptionBudget that refused is a block the
+    operator can lift), and the pod is not planned for again at once, which would evict again. The move is replaced
+    here (no API server): an eviction refused at that instant cannot be had on demand."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    on_without_room(ctl)
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    made: list[str] = []
+
+    def make_move(kube: Kube, move: Move, **kwargs: Any) -> None:
+        made.append(move.pod)
+        if blocked:
+            raise BlockedByDisruptionBudget("team-a", "q", ("q-pdb",), "PodDisruptionBudget q-pdb allows no eviction")
+        raise KubeError("the API server refused the eviction")
+
+    monkeypatch.setattr(defrag.moves, "make_move", make_move)
+    assert ctl.look(BIG) == RETRY
+    run = said[1][1].split(":")[0].removeprefix("run ")
+    why = "PodDisruptionBudget q-pdb allows no eviction" if blocked else "team-a/q: the API server refused the eviction"
+    assert said[1:] == [
+        ("DefragRun", f"run {run}: {MOVE_Q}", False),
+        ("DefragBlocked" if blocked else "DefragStopped", f"run {run} stopped after 0 of 1 move(s): {why}", True),
+    ]
+    ctl._read, ctl._history = None, ()
+    assert timedelta(0) < ctl.look(BIG) <= RETRY  # type: ignore[operator]
+    assert made == ["team-a/q"] and len(said) == 3, "not planned for again before RETRY"
+    assert counted(metrics) == {
+        "hami_place_defrag_policy_valid{}": 1.0,
+        f"hami_place_defrag_runs_total{{result={'blocked' if blocked else 'failed'},trigger=rescue}}": 1.0,
+        f"hami_place_defrag_moves_total{{result={'blocked' if blocked else 'failed'}}}": 1.0,
+        "hami_place_defrag_looks_total{key=pod}": 2.0,
+        "hami_place_defrag_looks_total{key=policy}": 1.0,
+        "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
+        "hami_place_defrag_budget_left_moves{window=run}": 4.0,
+    }
+
+
+def test_a_rescue_the_hours_budget_does_not_allow_says_so_once_and_waits_until_the_budget_eases() -> None:
+    """A spent budget is the operator's limit, not a failure: the pod says it once (not at each look), and is looked
+    at again when the hour's oldest move leaves the window, not at every interval."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    ctl.policy_map.synced.set()
+    written = policy_map("on", "1")
+    written["data"]["policy.yaml"] += "budgets: {movesPerHour: 1, cooldown: 10m}\n"
+    ctl.policy_map.upsert(written)
+    ctl.look(POLICY)
+    leading(ctl)
+    fragmented(ctl)
+    moved = datetime.now(UTC) - timedelta(minutes=20)
+    ctl._history = (MoveRecord("r0", "team-b/x", "team-b", "gpu-9", moved, "Evicted"),)
+    first, second = ctl.look(BIG), ctl.look(BIG)
+    eases = moved + timedelta(hours=1) - datetime.now(UTC)
+    for again in (first, second):
+        assert again is not None and eases <= again <= eases + timedelta(minutes=1), again
+    budget = (
+        "budget: 1 of 1 move(s) made in the last hour (budgets.movesPerHour); the next is allowed after "
+        f"{moved + timedelta(hours=1):%H:%M:%S} UTC"
+    )
+    assert said[1:] == [("DefragNoPlan", budget, False)]
+    assert counted(metrics) == {
+        "hami_place_defrag_policy_valid{}": 1.0,
+        "hami_place_defrag_runs_total{result=budget,trigger=rescue}": 1.0,
+        "hami_place_defrag_looks_total{key=pod}": 2.0,
+        "hami_place_defrag_looks_total{key=policy}": 1.0,
+        "hami_place_defrag_budget_left_moves{window=run}": 4.0,
+    }
+
+
+def test_a_room_an_earlier_leader_kept_sends_its_pod_back_once_it_fits_and_is_otherwise_left_until_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new leader follows no rescue of the old one: the pod whose room it kept is sent back to the scheduler once
+    the room is made (kube-scheduler before 1.29 may not try it for 5 minutes), not while the room's pods are still
+    there, and not under a dry-run; it is written less often each time. The send-back is recorded here (no API
+    server): what it writes is `send_back`'s."""
+    ctl = controller()
+    said = heard(ctl)
+    read_policy(ctl, "on")
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    big = ctl.cache.pods.get("team-a", "big")
+    assert big is not None
+    until = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    room = reservation_value(["GPU-a"], until, None, key=ctl.cache.room_key, pod="team-a/big", uid="uid-big")
+    big["metadata"]["annotations"] |= {USE_GPUUUID_ANNOTATION: "GPU-a", ROOM_RESERVED_ANNOTATION: room}
+    ctl.cache.pods.upsert(big)
+    sent: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(defrag, "send_back", lambda kube, *named: sent.append(named[:3]) or {})
+    assert ctl.look(BIG) == timedelta(seconds=10), "p still holds 24 GiB of GPU-a: looked at again shortly"
+    ctl.cache.pods.remove("team-a", "p")
+    ctl._read = None
+    assert [ctl.look(BIG), sent] == [timedelta(seconds=10), [("team-a", "big", "uid-big")]]
+    soon = ctl.look(BIG)
+    assert soon is not None and timedelta(0) < soon <= timedelta(seconds=10) and len(sent) == 1, "not before due"
+    ctl._sent_back["uid-big"] = (1, 0.0)  # the first send-back's wait is over
+    assert [ctl.look(BIG), len(sent)] == [timedelta(seconds=20), 2], "sent back again, next after twice as long"
+    ctl.policy_map.upsert(policy_map("dry-run", "2"))
+    left = ctl.look(BIG)
+    assert left is not None and timedelta(minutes=4) < left <= timedelta(minutes=5), "left until its deadline"
+    assert len(sent) == 2
+    assert said == [
+        ("DefragPolicyRead", "policy read: mode on", False),
+        ("DefragPolicyRead", "policy read: mode dry-run", False),
+    ]
+
+
+def test_a_rescued_pods_events_name_nothing_of_another_namespace_which_the_log_names_whole(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rescued pod's namespace reads its Events: the pod moved for it and the budget that refused belong to
+    another tenant, whose names it must not learn; the operator reads the whole story in the log. The move is
+    replaced here (no API server): an eviction refused at that instant cannot be had on demand."""
+    ctl = controller()
+    recorded: list[tuple[str, str, str, bool]] = []
+    ctl.events.record = lambda about, reason, message, **kw: recorded.append(  # type: ignore[method-assign]
+        (about["metadata"]["name"], reason, message, kw["warning"])
+    )
+    on_without_room(ctl)
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    q = ctl.cache.pods.get("team-a", "q")
+    assert q is not None
+    ctl.cache.pods.remove("team-a", "q")
+    q["metadata"]["namespace"] = "team-b"
+    ctl.cache.pods.upsert(q)
+
+    def refused(kube: Kube, move: Move, **kwargs: Any) -> None:
+        raise BlockedByDisruptionBudget("team-b", "q", ("q-pdb",), "PodDisruptionBudget team-b/q-pdb allows none")
+
+    monkeypatch.setattr(defrag.moves, "make_move", refused)
+    with caplog.at_level(logging.INFO, logger="webhook.defrag"):
+        assert ctl.look(BIG) == RETRY
+    run = recorded[1][2].split(":")[0].removeprefix("run ")
+    assert recorded[1:] == [
+        (
+            "big",
+            "DefragRun",
+            f"run {run}: moving a pod of another namespace from gpu-0/gpu-1 to gpu-0/gpu-0 to rescue team-a/big "
+            "(CardInsufficientMemory)",
+            False,
+        ),
+        (
+            "big",
+            "DefragBlocked",
+            f"run {run} stopped after 0 of 1 move(s): a PodDisruptionBudget of another namespace refused the eviction "
+            "of a pod of another namespace",
+            True,
+        ),
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == "webhook.defrag"] == [
+        f"defrag: DefragRun on pod team-a/big: run {run}: moving team-b/q from gpu-0/gpu-1 to gpu-0/gpu-0 to rescue "
+        "team-a/big (CardInsufficientMemory)",
+        f"defrag: DefragBlocked on pod team-a/big: run {run} stopped after 0 of 1 move(s): PodDisruptionBudget "
+        "team-b/q-pdb allows none",
+    ]
+
+
+def test_a_policy_that_cannot_act_says_why_on_its_configmap_and_in_the_log_and_turns_the_controller_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The operator learns from the ConfigMap's Events and the log why nothing moves (the key missing, a wrong field,
+    the ConfigMap gone), and the metric alerts on it; a policy read again turns it back on."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    assert counted(metrics) == {}, "neither valid nor leading before the policy is read and the lease is held"
+    said = heard(ctl)
+    ctl.policy_map.synced.set()
+    valid: list[float | None] = []
+    written = policy_map("on", "1")
+    with caplog.at_level(logging.INFO, logger="webhook.defrag"):
+        for change in ("no key", "wrong field", "fixed", "deleted"):
+            if change == "deleted":
+                ctl.policy_map.remove("ctl", "defrag-policy")
+            else:
+                written = policy_map("on", str(len(valid) + 2))
+                if change == "no key":
+                    written["data"] = {}
+                elif change == "wrong field":
+                    written["data"]["policy.yaml"] += "budgets: {movesPerRun: -1}\n"
+                ctl.policy_map.upsert(written)
+            assert ctl.look(POLICY) is None
+            valid.append(metrics.registry.get_sample_value("hami_place_defrag_policy_valid"))
+    assert valid == [0.0, 0.0, 1.0, 0.0] and ctl.policy is None
+    problems = [
+        "policy.yaml: missing from ConfigMap ctl/defrag-policy; put the DefragPolicy there",
+        "budgets.movesPerRun: -1 is negative; write 0 or more",
+    ]
+    assert said == [
+        ("DefragPolicyInvalid", f"nothing is moved until this is fixed: {problems[0]}", True),
+        ("DefragPolicyInvalid", f"nothing is moved until this is fixed: {problems[1]}", True),
+        ("DefragPolicyRead", "policy read: mode on", False),
+    ]
+    problems.append("ConfigMap ctl/defrag-policy not found; create it with the DefragPolicy under policy.yaml")
+    invalid = "defrag policy ctl/defrag-policy is invalid, nothing is moved until it is fixed: "
+    assert [r.getMessage() for r in caplog.records if r.name == "webhook.defrag"] == [
+        invalid + problems[0],
+        invalid + problems[1],
+        "defrag policy ctl/defrag-policy read: mode on",
+        invalid + problems[2],
+    ]
+
+
+def test_a_run_stops_before_its_next_move_once_the_replica_stops_or_the_policy_goes() -> None:
+    """The guard between a run's moves: a replica told to stop (or that lost the lease) evicts nothing more, and one
+    whose policy no longer parses moves nothing on the policy it read before."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    ctl._guard()
+    ctl._stop.set()
+    with pytest.raises(NotLeading) as lost:
+        ctl._guard()
+    assert str(lost.value) == "this replica no longer holds the defragmentation lease; the new leader resumes the run"
+    ctl._stop.clear()
+    broken = policy_map("on", "2")
+    broken["data"] = {}
+    ctl.policy_map.upsert(broken)
+    with pytest.raises(NotOn) as off:
+        ctl._guard()
+    assert str(off.value) == "the policy is now invalid; the run stops before its next move"
+
+
+def test_a_pod_carrying_a_room_is_looked_at_until_it_is_deleted_and_what_was_sent_back_goes_with_it() -> None:
+    """A room annotation left on a scheduled pod is only taken off by a look at it; a deleted pod needs no look, and a
+    leader running for months keeps nothing of the pods that are gone."""
+    ctl = controller()
+    kept = pod("big", "Running", node="gpu-0")
+    kept["metadata"]["annotations"] = {ROOM_RESERVED_ANNOTATION: "{}"}
+    ctl.cache.pods.upsert(kept)
+    assert ready(ctl) == [BIG]
+    ctl._sent_back["uid-big"] = (1, time.monotonic() + 10)
+    ctl.cache.pods.remove("team-a", "big")
+    assert ready(ctl) == [] and ctl._sent_back == {}
+
+
+def keep_room_policy(ctl: DefragController, mode: str, version: str) -> None:
+    """A policy asking one whole free card (and tolerating stranded memory), looked at every minute."""
+    written = policy_map(mode, version)
+    written["data"]["policy.yaml"] += (
+        "keepRoom: {enabled: true, interval: 1m, wholeFreeCards: {count: 1}, maxStrandedShare: 0.9}\n"
+    )
+    ctl.policy_map.upsert(written)
+    assert ctl.look(POLICY) is None and ctl.policy is not None
+
+
+def test_keep_room_plans_toward_its_goal_once_an_interval_says_so_on_the_policy_and_keeps_off_a_kept_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keep-room's runs are the operator's, said on the policy's ConfigMap; it plans once an interval, not at every
+    look, and a room kept for a rescued pod is no room to make for the goal. The moves themselves are replaced here
+    (no API server): what they write is `make_move`'s, tested against a cluster."""
+    ctl = controller()
+    said = heard(ctl)
+    ctl.policy_map.synced.set()
+    keep_room_policy(ctl, "dry-run", "1")
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    goal = "keep room: free 1 more whole card (cards already free do not count)"
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1)
+    soon = ctl.look(KEEP_ROOM)
+    assert soon is not None and timedelta(0) < soon < timedelta(minutes=1), "not again before the interval"
+    assert said[1:] == [
+        ("DefragDryRun", f"would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run) to {goal}", False)
+    ]
+    made: list[str] = []
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: made.append(move.pod))
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    keep_room_policy(ctl, "on", "2")
+    ctl._next_room = 0.0  # the interval is over
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and made == ["team-a/q"]
+    run = said[3][1].split(":")[0].removeprefix("run ")
+    placement = defrag.moves.placement_for(Move("team-a/q", "uid-q", "gpu-0", ("GPU-b",), "gpu-0", ("GPU-a",), ""))
+    assert said[2:] == [
+        ("DefragPolicyRead", "policy read: mode on", False),
+        ("DefragRun", f"run {run}: moving team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 to {goal}", False),
+        (
+            "DefragMoved",
+            f"evicted by run {run} to {goal}; its replacement is pinned to gpu-0 by placement {placement}",
+            False,
+        ),
+        ("DefragRoomMade", f"run {run} made 1 move(s) toward {goal}", False),
+    ]
+    other = whole_pod("other")
+    until = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    room = reservation_value(["GPU-a"], until, None, key=ctl.cache.room_key, pod="team-a/other", uid="uid-other")
+    other["metadata"]["annotations"] |= {USE_GPUUUID_ANNOTATION: "GPU-a", ROOM_RESERVED_ANNOTATION: room}
+    ctl.cache.pods.upsert(other)
+    ctl._next_room, ctl._read, ctl._history = 0.0, None, ()
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and made == ["team-a/q"]
+    assert said[6:] == [
+        (
+            "DefragNoPlan",
+            "no plan: freed 0 of 1 card(s); the others cannot be emptied: gpu-0 gpu-1: team-a/q fits no other card in "
+            "use",
+            False,
+        )
+    ]
+    ctl.cache.pods.remove("team-a", "q")
+    ctl._next_room, ctl._read = 0.0, None
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and said[7:] == [], "GPU-b is whole: the goal is met, no run"
+
+
+def test_a_batch_looks_at_the_most_urgent_pod_first_and_a_failed_look_neither_ends_it_nor_holds_its_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The highest-priority pod is rescued before a lower one takes the room; a look that fails (an API call refused,
+    or a bug) is one log line and its key is backed off, while the rest of the batch is still looked at and a pod
+    due now is added again at once."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    for name, priority in (("early", 0), ("urgent", 100), ("buggy", 0)):
+        waiting = pod(name)
+        waiting["spec"]["priority"] = priority
+        ctl.cache.pods.upsert(waiting)
+    ready(ctl)
+    seen: list[str] = []
+
+    def look_at_pod(key: PodKey, policy: DefragPolicy | None) -> timedelta:
+        seen.append(key.name)
+        if key.name == "urgent":
+            raise KubeError("the API server refused the read")
+        if key.name == "buggy":
+            raise RuntimeError("a bug")
+        return timedelta(seconds=-1)  # overdue: at once
+
+    ctl._look_at_pod = look_at_pod  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="webhook.defrag"):
+        ctl.work([PodKey("team-a", "early"), PodKey("team-a", "buggy"), PodKey("team-a", "urgent")])
+    assert seen == ["urgent", "buggy", "early"]
+    assert [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records] == [
+        ("WARNING", "defrag team-a/urgent: the API server refused the read", False),
+        ("ERROR", "defrag team-a/buggy: the look failed", True),
+    ]
+    assert ready(ctl) == [PodKey("team-a", "early")], "the failed looks are backed off"
+
+
+def test_a_rescue_only_a_disruption_budget_stops_says_so_once_and_is_looked_at_again_after_the_interval() -> None:
+    """A block is the owner's PodDisruptionBudget, which the operator can ask to lift: the pod says which budget and
+    which pod, once, and is looked at again after the interval (a budget's allowance changes with no Event of the
+    pod)."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    read_policy(ctl, "dry-run")
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["p", "q"]}]}
+    metadata = {"namespace": "team-a", "name": "gpu-pdb", "resourceVersion": "1"}
+    ctl.disruption_budgets.upsert(
+        {"metadata": metadata, "spec": {"selector": selector}, "status": {"disruptionsAllowed": 0}}
+    )
+    assert [ctl.look(BIG), ctl.look(BIG)] == [timedelta(seconds=7)] * 2
+    blocked = (
+        "blocked: the rescue must evict team-a/q; PodDisruptionBudget team-a/gpu-pdb allows 0 disruption(s), the "
+        "rescue needs 1"
+    )
+    assert said[1:] == [("DefragBlocked", blocked, False)]
+    assert counted(metrics) == {
+        "hami_place_defrag_policy_valid{}": 1.0,
+        "hami_place_defrag_runs_total{result=blocked,trigger=rescue}": 1.0,
+        "hami_place_defrag_looks_total{key=pod}": 2.0,
+        "hami_place_defrag_looks_total{key=policy}": 1.0,
+        "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
+        "hami_place_defrag_budget_left_moves{window=run}": 4.0,
+    }

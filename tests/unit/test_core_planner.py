@@ -696,6 +696,11 @@ def test_free_cards_of_a_type() -> None:
     assert not any(uuid.startswith("GPU-t-") for uuid in plan(snapshot, FreeCardsGoal(1)).freed)
     result = plan(snapshot, FreeCardsGoal(1, card_type="t4"))
     assert result.freed and all(uuid.startswith("GPU-t-") for uuid in result.freed)
+    none_used = plan(scattered(), FreeCardsGoal(1, card_type="t4"))
+    assert (none_used.complete, none_used.reasons) == (
+        False,
+        ("freed 0 of 1 card(s): no card in use that may be emptied (none, or cordoned, kept or unschedulable)",),
+    )
 
 
 def test_free_cards_respects_moves_per_node() -> None:

@@ -98,7 +98,9 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
             break
     complete = len(freed) >= count
     if not complete and scope is None:
-        reasons.insert(0, f"freed {len(freed)} of {count} card(s); the others cannot be emptied:")
+        reached = f"freed {len(freed)} of {count} card(s)"
+        none_open = f"{reached}: no card in use that may be emptied (none, or cordoned, kept or unschedulable)"
+        reasons.insert(0, f"{reached}; the others cannot be emptied:" if reasons else none_open)
     if spent and not complete:
         reasons.insert(0, spent)
     nodes = {move.from_node for move in state.moves} | {move.to_node for move in state.moves}

@@ -2571,12 +2571,13 @@ def notes(report: dict[str, Any]) -> list[str]:
         "- HAMi's default pair (node binpack, GPU spread; `--policies default`), measured apart (`--skip-timeline "
         "--files default,gpushare40,multigpu20,gpuspec33 --no-resources-files '' --policies binpack,spread,default "
         "--alone`; the timeline as in the commands below with `--policies binpack,spread,default --alone`, then "
-        "`--policies default`), leaves 15.0% / 15.9% / 15.0% / 17.7% of the asked GPUs unplaced at 100% asked alone "
-        "(`default` / `gpushare40` / `multigpu20` / `gpuspec33`; 4.2% on `default` without CPU and memory): never "
-        "fewer than the better of binpack/binpack and spread/spread (11.3% / 15.4% / 11.6% / 17.0%; 4.1%), so the "
-        "inflation targets keep their base. In the timeline it is HAMi's best alone by 0.2% (9,390.8 GPU-hours "
-        "Pending against binpack's 9,411.0), so that target's half would be 4,695 GPU-hours instead of 4,706, and "
-        "default + controller reaches 8,192.9 (0.003 evictions per placed task): no verdict changes.",
+        "`--policies default`; without CPU and memory `--files default --no-resources-files default --policies "
+        "default --alone`), leaves 15.0% / 15.9% / 15.1% / 18.0% of the asked GPUs unplaced at 100% asked alone "
+        "(`default` / `gpushare40` / `multigpu20` / `gpuspec33`; 4.1% on `default` without CPU and memory): never "
+        "fewer than the better of binpack/binpack and spread/spread (13.6% / 15.4% / 13.9% / 14.9%; 4.1%), so the "
+        "inflation targets keep their base. In the timeline it is HAMi's best alone by 0.4% (9,014.7 GPU-hours "
+        "Pending against binpack's 9,054.5), so that target's half would be 4,507 GPU-hours instead of 4,527, and "
+        "default + controller reaches 8,100.2 (0.003 evictions per placed task): no verdict changes.",
         *fourth_pair(report),
         "- Every task may move (a ReplicaSet's pod, no PodDisruptionBudget, one priority): the trace does not say "
         "which tasks are Jobs or services. A move costs nothing but the eviction: no restart time, no lost work, "

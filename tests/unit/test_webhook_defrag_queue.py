@@ -526,6 +526,18 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
     }
 
 
+def rescuing(metrics: Metrics) -> tuple[DefragController, list[tuple[str, str, bool]]]:
+    """A leading controller in mode on without kept rooms, on the `fragmented` cluster with no moves yet; and the
+    Events it records."""
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    on_without_room(ctl)
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    return ctl, said
+
+
 def on_without_room(ctl: DefragController) -> None:
     """Mode on, keeping no room for a rescued pod (`rescue.reserveFor: 0s`: no pod annotation is written)."""
     ctl.policy_map.synced.set()
@@ -544,12 +556,7 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
     again. The moves and the send-back are replaced here (no API server): what they write is `make_move`'s and
     `send_back`'s, tested against a cluster."""
     metrics = Metrics()
-    ctl = controller(metrics=metrics)
-    said = heard(ctl)
-    on_without_room(ctl)
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
+    ctl, said = rescuing(metrics)
     made: list[str] = []
     monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: made.append(move.pod))
     monkeypatch.setattr(ctl, "_settle", lambda move: "")
@@ -639,12 +646,7 @@ def test_a_run_whose_move_fails_says_why_on_the_pod_and_is_not_tried_again_befor
     operator can lift), and the pod is not planned for again at once, which would evict again. The move is replaced
     here (no API server): an eviction refused at that instant cannot be had on demand."""
     metrics = Metrics()
-    ctl = controller(metrics=metrics)
-    said = heard(ctl)
-    on_without_room(ctl)
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
+    ctl, said = rescuing(metrics)
     made: list[str] = []
 
     def make_move(kube: Kube, move: Move, **kwargs: Any) -> None:

@@ -59,7 +59,7 @@ def imbalance(cluster: Cluster, task: Task, request: CardRequest, node: int) -> 
     the task on it: a node whose CPU runs out first strands its cards, one whose cards run out first its CPU."""
     trace_node = cluster.trace_nodes[node]
     cores = 100 * request.nums if request.exclusive else request.coresreq
-    gpus_left = 1 - (cluster.sums[node][2] + cores) / (100 * trace_node.gpus)
+    gpus_left = 1 - (cluster.sums[node][2] + cores) / (100 * trace_node.gpus)  # sums: slots, memory, cores
     cpu_left = (cluster.free_cpu[node] - task.cpu_milli) / trace_node.cpu_milli
     memory_left = (cluster.free_mem[node] - task.memory_mib) / trace_node.memory_mib
     return abs(cpu_left - gpus_left) + abs(memory_left - gpus_left)

@@ -195,12 +195,12 @@ def test_a_pod_with_a_privileged_container_claims_no_placement(
 def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
     cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
 ) -> None:
-    # 3 s: long beside the 0.3 s polls below, which must see the placement consumed before it goes (a loaded CI box
-    # took over a second between two of them with a 1 s TTL)
+    # That it was consumed is read from its Event, which outlives it: a poll of its status may come after the TTL on a
+    # loaded box (3 s were missed so in a CI run).
     placement_ready(cluster, namespace, tmp_path, webhooks, configurations, "--finished-ttl", "3")
     create_placement(cluster, namespace, "open", {"app": "nobody"}, ["gpu-1"], node="gpu-a100-0")
-    client.CoreV1Api(cluster.api_client()).create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
-    wait_for(lambda: (status_of(cluster, namespace, "target").get("consumedBy") or {}).get("uid"), "the pod stored")
+    core = client.CoreV1Api(cluster.api_client())
+    pod = core.create_namespaced_pod(namespace, gpu_pod("t-", {"app": "target"}))
     custom = client.CustomObjectsApi(cluster.api_client())
 
     def gone() -> bool:
@@ -212,6 +212,13 @@ def test_finished_placements_are_deleted_after_the_ttl_and_no_other(
 
     # The reconciler queues a finished placement for the end of its TTL.
     wait_for(gone, "the consumed placement to be deleted", timeout=60)
+
+    def consumed() -> list[str]:
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=target").items
+        return [event.message for event in events if event.reason == "Consumed"]
+
+    said = wait_for(consumed, "the placement's Consumed Event")
+    assert said == [f"pod {pod.metadata.name} ({pod.metadata.uid}) is stored carrying the claim"]
     assert status_of(cluster, namespace, "open").get("phase", "Pending") == "Pending", "an open one is kept"
 
 

@@ -484,12 +484,7 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
     """The operator turns the controller on from what its dry-run said; a room kept for another rescued pod is no
     room for this one: planning onto it would take the cards that pod was promised."""
     metrics = Metrics()
-    ctl = controller(metrics=metrics)
-    said = heard(ctl)
-    read_policy(ctl, "dry-run")
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
+    ctl, said = rescuing(metrics, dry_run=True)
     assert [ctl.look(BIG), ctl.look(BIG)] == [timedelta(seconds=7)] * 2
     other = whole_pod("other")
     until = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
@@ -526,12 +521,15 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
     }
 
 
-def rescuing(metrics: Metrics) -> tuple[DefragController, list[tuple[str, str, bool]]]:
-    """A leading controller in mode on without kept rooms, on the `fragmented` cluster with no moves yet; and the
-    Events it records."""
+def rescuing(metrics: Metrics, *, dry_run: bool = False) -> tuple[DefragController, list[tuple[str, str, bool]]]:
+    """A leading controller in mode on without kept rooms (or in dry-run), on the `fragmented` cluster with no moves
+    yet; and the Events it records."""
     ctl = controller(metrics=metrics)
     said = heard(ctl)
-    on_without_room(ctl)
+    if dry_run:
+        read_policy(ctl, "dry-run")
+    else:
+        on_without_room(ctl)
     leading(ctl)
     ctl._history = ()
     fragmented(ctl)
@@ -987,12 +985,7 @@ def test_a_rescue_only_a_disruption_budget_stops_says_so_once_and_is_looked_at_a
     which pod, once, and is looked at again after the interval (a budget's allowance changes with no Event of the
     pod)."""
     metrics = Metrics()
-    ctl = controller(metrics=metrics)
-    said = heard(ctl)
-    read_policy(ctl, "dry-run")
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
+    ctl, said = rescuing(metrics, dry_run=True)
     selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["p", "q"]}]}
     metadata = {"namespace": "team-a", "name": "gpu-pdb", "resourceVersion": "1"}
     ctl.disruption_budgets.upsert(

@@ -608,11 +608,9 @@ def rss_mib(webhook: Webhook) -> float:
 
 
 def test_the_webhook_pins_pods_while_2000_slow_clients_hang_on_within_its_connection_cap(
-    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+    cluster: Sandbox, namespace: str, placing: Webhook
 ) -> None:
-    webhook = start(cluster, tmp_path)
-    webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
+    webhook = placing
     cards = [("gpu-a100-0", "gpu-0"), ("gpu-a100-0", "gpu-1"), ("gpu-a100-1", "gpu-0")]
     names = [f"target-{index}" for index in range(len(cards))]
     for name, (node, card) in zip(names, cards, strict=True):

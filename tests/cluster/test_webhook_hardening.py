@@ -55,11 +55,9 @@ def placements_for_each_node(cluster: Sandbox, namespace: str, webhook: Webhook,
 
 
 def test_idle_and_half_open_connections_do_not_keep_pods_from_being_pinned(
-    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+    cluster: Sandbox, namespace: str, placing: Webhook
 ) -> None:
-    webhook = start(cluster, tmp_path)
-    webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
+    webhook = placing
     apps = placements_for_each_node(cluster, namespace, webhook, "idle")
     core = client.CoreV1Api(cluster.api_client())
     tokens = []

@@ -73,11 +73,9 @@ def post_huge(webhook: Webhook, size: int) -> tuple[int, Any]:
 
 
 def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placement(
-    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+    cluster: Sandbox, namespace: str, placing: Webhook
 ) -> None:
-    webhook = start(cluster, tmp_path)
-    webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
+    webhook = placing
     create_placement(cluster, namespace, "pin-train", {"app": "train"}, ["gpu-1/50"])
     wait_for(lambda: sees_placement(webhook, namespace, "pin-train"), "the webhook to see the placement")
 
@@ -109,14 +107,12 @@ def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placeme
 
 
 def test_a_pod_that_does_not_suit_a_placement_leaves_it_open_for_one_that_does(
-    cluster: Sandbox, namespace: str, tmp_path: Path, webhooks: list[Webhook], configurations: list[str]
+    cluster: Sandbox, namespace: str, placing: Webhook
 ) -> None:
     """A one-card pod for a two-card placement is admitted without a pin; the placement stays open (no review
     alone fails it), the next pod that asks two cards claims it, and a copy of that pinned pod's annotations
     pins nothing."""
-    webhook = start(cluster, tmp_path)
-    webhooks.append(webhook)
-    register(cluster, configurations, namespace, [(webhook, {})])
+    webhook = placing
     create_placement(cluster, namespace, "pair", {"app": "pair"}, ["gpu-0", "gpu-1"])
     wait_for(lambda: sees_placement(webhook, namespace, "pair"), "the webhook to see the placement")
 

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.repack import drawn
+from bench.repack import best_repack, drawn, target
 from bench.trace_replay import (
     NODE_FILE,
     TASK_FILES,
@@ -169,8 +169,6 @@ def bound(nodes: Sequence[TraceNode], tasks: Sequence[Task]) -> dict[str, Any]:
 
 def repack_figures(path: Path) -> dict[str, tuple[float, float]]:
     """(target, best greedy full repack with CPU and memory) by list, from bench/repack.py's report."""
-    from bench.repack import best_repack, target
-
     return {name: (target(rows), best_repack(rows)) for name, rows in json.loads(path.read_text()).items()}
 
 
@@ -191,9 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'list':<11} {'target':>7} {'no placement below':>19} {'greedy full repack':>19}")
     for name in filter(None, args.files.split(",")):
         row = report[name] = bound(nodes, read_tasks(args.trace_dir / f"openb_pod_list_{name}.csv"))
-        target, repack = repacked[name]
+        wanted, repack = repacked[name]
         print(
-            f"{name:<11} {100 * target:6.2f}% {100 * row['unplaced_at_least']:18.2f}% {100 * repack:18.2f}%", flush=True
+            f"{name:<11} {100 * wanted:6.2f}% {100 * row['unplaced_at_least']:18.2f}% {100 * repack:18.2f}%", flush=True
         )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")

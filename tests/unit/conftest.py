@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -28,3 +29,14 @@ def register_decodes_forgotten() -> None:
     test decoded first would get the first's cards without running the decoder it means to check (mutmut forks
     every mutant from a process whose run of the suite filled the memo, so no mutant of the decoder was run)."""
     cards._parse_register_text.cache_clear()
+
+
+@pytest.fixture
+def east_of_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone five and a half hours east of UTC (POSIX TZ, no zone database needed): a time
+    read or written as local would be off by it."""
+    monkeypatch.setenv("TZ", "IST-5:30")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -430,15 +429,10 @@ def test_a_time_without_an_offset_is_utc() -> None:
     assert moment.tzinfo is UTC
 
 
-def test_a_time_without_an_offset_is_utc_whatever_the_machine_s_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("east_of_utc")
+def test_a_time_without_an_offset_is_utc_whatever_the_machine_s_zone() -> None:
     """The CLI and every replica may run in any local zone: a stored time must name the same instant on each."""
-    monkeypatch.setenv("TZ", "IST-5:30")
-    time.tzset()
-    try:
-        moment = parse_time("2026-01-02T03:04:05")
-    finally:
-        monkeypatch.undo()
-        time.tzset()
+    moment = parse_time("2026-01-02T03:04:05")
     assert moment == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 

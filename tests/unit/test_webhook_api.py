@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -371,16 +370,6 @@ def test_a_namespaces_placements_are_served_whole_with_their_consumer_and_evicti
             },
         ],
     }
-
-
-@pytest.fixture
-def east_of_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local time zone nine hours east of UTC (POSIX TZ, no zone database needed)."""
-    monkeypatch.setenv("TZ", "JST-9")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.mark.usefixtures("east_of_utc")

@@ -2140,14 +2140,18 @@ def fgd_section(report: dict[str, Any]) -> list[str]:
     docs/performance-trace-fgd.json): each list at 100% asked under HAMi's policies and FGD, the default list step by
     step, what FGD cost, and how it is built here."""
     commands = [c for c in report["commands"] if "--combine" not in c]
+    alone = {
+        r["setup"]["policy"]: r["label"] for results in report["inflation"].values() for r in hami_alone(results, True)
+    }
     lines = [
         "### FGD beside HAMi's policies",
         "",
         "![trace replay with FGD](performance-trace-fgd.png)",
         "",
         "The paper whose trace this is proposes its own placement policy, fragmentation gradient descent (FGD); "
-        "`bench/fgd.py` implements it from the paper's description and the replay runs it beside HAMi's binpack and "
-        f"spread as a reference (`--policies binpack,spread,{FGD}`): **{FGD_LABEL} is not HAMi** (HAMi has no such "
+        "`bench/fgd.py` implements it from the paper's description and the replay runs it beside HAMi's "
+        f"{_listed(list(alone.values()))} as a "
+        f"reference (`--policies {','.join([*alone, FGD])}`): **{FGD_LABEL} is not HAMi** (HAMi has no such "
         "policy) and runs alone, without the controller. Same cluster, lists and node CPU and memory as above, on "
         f"{report['nodes']:,} nodes and {report['gpus']:,} cards; the controller's targets still compare with HAMi's "
         "best policy alone, never with FGD. At 100% asked load (each cell a share of the GPU capacity or of the GPUs "
@@ -2217,6 +2221,11 @@ def fgd_reading(report: dict[str, Any]) -> list[str]:
             "card choices."
         )
     return [*lines, ""]
+
+
+def _listed(names: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`: names as a sentence lists them."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), *names[-1:])))
 
 
 def _relative(ours: float, theirs: float) -> str:

@@ -288,6 +288,7 @@ def test_the_docs_subsection_shows_fgd_as_a_reference_beside_hami_s_best() -> No
     }
     lines = fgd_section(report)
     assert lines[0] == "### FGD beside HAMi's policies"
+    assert "beside HAMi's binpack and spread as a reference (`--policies binpack,spread,fgd`)" in lines[4]
     assert any(line.startswith(f"| `default` | {FGD_LABEL} | ") for line in lines)
     (reading,) = [line for line in lines if line.startswith("- `default`: FGD leaves 0.0%")]
     best = min(results[:2], key=lambda r: r["final"]["unplaced"])

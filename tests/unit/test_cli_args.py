@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,20 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 
 from kubectl_hami_place.cli._common import confirm, parse_selector
-from kubectl_hami_place.cli._errors import EXIT_USAGE, Refused, UsageProblem, kube_hint, kube_line
-from kubectl_hami_place.cli._pin_check import build_spec, new_req_id, parse_gpus, placement_name
+from kubectl_hami_place.cli._errors import EXIT_USAGE, CliError, Refused, UsageProblem, kube_hint, kube_line
+from kubectl_hami_place.cli._pin_check import (
+    build_spec,
+    flag_workload,
+    new_req_id,
+    parse_gpus,
+    placement_name,
+    replacement_warning,
+    resolve_workload,
+)
 from kubectl_hami_place.cli.app import run
+from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.pin_check import GpuContainer, Workload
+from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.kube.client import Kube, first_current_context, translate_api_error, translate_connection_error
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
@@ -29,8 +41,11 @@ from kubectl_hami_place.kube.errors import (
     KubeUnreachable,
     NoReplacement,
     NotAcknowledged,
+    PlacementTaken,
     PodReplaced,
+    WebhookRefused,
 )
+from kubectl_hami_place.kube.move_values import Replacement
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -557,4 +572,111 @@ def test_a_pod_named_as_no_pod_can_be_is_a_usage_error_before_any_request(
     assert run([*args, "--kubeconfig", str(kubeconfig)]) == EXIT_USAGE
     assert one_error_line(capsys) == (
         f"error: {name!r} is not a pod name; give the pod's name: lowercase letters, digits, '-' and '.'"
+    )
+
+
+def test_the_whole_hint_for_each_adapter_error_and_none_for_an_unknown_one() -> None:
+    """The hint is the one thing the user acts on after a failure: each family gets its own words, and an error the
+    CLI has no words for prints its cause alone (no dangling '; ')."""
+    missing_crd = KubeTypeMissing("cannot list", status=404, action="list hamipodplacements in namespace a")
+    hints = {
+        NoReplacement("no labels"): "use kubectl hami-place pin -l for the pod you will create",
+        PodReplaced("re-created", status=409): "nothing to do: the pod meant is gone",
+        PlacementTaken("taken", status=409): (
+            "read it (kubectl hami-place list); delete it if no one needs it (kubectl hami-place delete), re-run"
+        ),
+        WebhookRefused("refused", status=403): "check your rights with kubectl auth can-i list pods -A",
+        missing_crd: (
+            "install the HamiPodPlacement CRD: the server's chart, or kubectl apply -f the release's "
+            "hamipodplacement-crd.yaml"
+        ),
+        KubeTypeMissing("cannot list foos", status=404, action="list foos"): (
+            "check that the API server serves this resource type"
+        ),
+        KubeServerError("throttled", status=429): "retry in a moment",
+        KubeServerError("failed", status=500): "retry, or check the server",
+        BlockedByDisruptionBudget(
+            "team-a", "p", (), "blocked"
+        ): "retry once more replicas are ready, or relax the budget",
+        KubeError("odd"): "",
+    }
+    assert {error: kube_hint(error) for error in hints} == hints
+    assert kube_line(KubeError("odd")) == "odd"
+    assert CliError("not confirmed").lines() == ["not confirmed"]
+    assert CliError("not confirmed", "the pod was not evicted").lines() == ["not confirmed; the pod was not evicted"]
+
+
+def test_pin_flag_errors_are_whole_lines_naming_the_flag_to_fix() -> None:
+    """Each usage error names the flag and what to give instead: the user fixes the command line from it alone."""
+    selector, gpus = parse_selector("app=x"), parse_gpus(["gpu-0"])
+    config = HamiConfig()
+    failures = {
+        "no card": lambda: parse_gpus([]),
+        "bad card": lambda: parse_gpus(["gpu-0", "gpu-x"]),
+        "bad evict": lambda: build_spec("req-12345", selector, "n", gpus, "Bad_Name"),
+        "control": lambda: build_spec("abcde\x1b[2J", selector, "n", gpus, None),
+        "bad name": lambda: placement_name("Bad_Name", build_spec("req-12345", selector, "n", gpus, None)),
+        "bad memory": lambda: flag_workload(1, -1, None, config),
+    }
+    lines = {}
+    for what, failure in failures.items():
+        with pytest.raises(UsageProblem) as raised:
+            failure()
+        lines[what] = raised.value.lines()
+    assert lines == {
+        "no card": ["no card given; pass --gpu gpu-N (or gpu-N/P, or a card UUID) once per card"],
+        "bad card": [
+            "bad --gpu 'gpu-x': 'gpu-x' is not a card reference: use gpu-<index>, gpu-<index>/<percent 1..100> or a "
+            "card UUID (GPU-...); see the node's cards with kubectl hami-place status"
+        ],
+        "bad evict": ["evictPod 'Bad_Name' is not a valid pod name; fix --evict"],
+        "control": ["--req-id 'abcde\\x1b[2J' holds control characters; fix --req-id: printable text"],
+        "bad name": ["--name 'Bad_Name' is not an object name; fix --name: lowercase letters, digits, '-' and '.'"],
+        "bad memory": [
+            "bad --request-memory/--request-cores: memory must be a non-negative integer, got -1; "
+            "give whole MiB and 0..100"
+        ],
+    }
+
+
+def test_the_placement_name_keeps_a_req_id_that_makes_a_valid_name() -> None:
+    """`pin-<reqID>` lets the user find the placement of a request; a reqID that would make an invalid object name
+    (an underscore, a trailing '-') gets a random name rather than a create the server refuses."""
+    selector, gpus = parse_selector("app=x"), parse_gpus(["gpu-0"])
+
+    def name(req_id: str) -> str:
+        return placement_name(None, build_spec(req_id, selector, "n", gpus, None))
+
+    assert name("Req-ABC12") == "pin-req-abc12"
+    for odd in ("team_a-request", "req-12345-"):
+        assert re.fullmatch("pin-[a-z0-9]{12}", name(odd)), name(odd)
+
+
+def test_request_flags_make_the_workload_with_the_clusters_hami_defaults() -> None:
+    """--request-memory/--request-cores stand for the pod: what either leaves out comes from the cluster's HAMi
+    config, as HAMi's webhook would fill it in, and no controller is read (the connection here reaches nothing)."""
+    config = HamiConfig(resource_memory_name="example.com/mem", default_cores=20, default_memory=1000)
+    source = "--request-memory/--request-cores"
+
+    def workload(request: CardRequest, own_memory: bool, default_cores: bool = False) -> Workload:
+        return Workload((GpuContainer("0", 0, False, request, own_memory, default_cores),), source, config=config)
+
+    assert flag_workload(2, None, None, config) is None
+    assert flag_workload(2, 4096, 30, config) == workload(CardRequest(2, 4096, None, 30, False, False), True)
+    assert flag_workload(2, None, 30, config) == workload(CardRequest(2, 1000, None, 30, False, True), False)
+    assert flag_workload(2, 4096, None, config) == workload(CardRequest(2, 4096, None, 20, False, False), True)
+    assert flag_workload(2, 0, None, config) == workload(CardRequest(2, 1000, None, 100, True, True), False, True)
+    unreachable = Kube(api=None, namespace="default", server="https://127.0.0.1:1", context="c")  # type: ignore[arg-type]
+    assert resolve_workload(
+        unreachable, "team-a", parse_selector("app=x"), nums=2, memory=4096, cores=30, config=config
+    ) == workload(CardRequest(2, 4096, None, 30, False, False), True)
+
+
+def test_a_pod_nothing_recreates_is_warned_about() -> None:
+    """Evicting a bare pod loses it: the user must learn that the placement waits for a pod they create."""
+    selector = parse_selector("app=x")
+    assert replacement_warning(Replacement(selector, "ReplicaSet web", {}), "web-1") == ""
+    assert replacement_warning(Replacement(selector, "pod web-1", {}, controlled=False), "web-1") == (
+        "pod web-1 has no controller: nothing recreates it; the placement waits for the next pod you create with its "
+        "labels (app=x)"
     )

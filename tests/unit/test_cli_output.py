@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kubectl_hami_place.cli._common import OutputFormat
-from kubectl_hami_place.cli._present import age, bar, placement_columns, placement_row, selector_text
+from kubectl_hami_place.cli._present import age, bar, examples, placement_columns, placement_row, selector_text
 from kubectl_hami_place.cli.output import FORMATS, Block, Table, Text, formatter_for
 from kubectl_hami_place.cli.output.printable import printable
 
@@ -182,3 +182,155 @@ def test_a_table_writes_the_clusters_control_characters_as_escapes_never_raw(col
     assert "abcde\\x1b[2J\\nFAKE" in text and "Leader: \\x1b]0;PWNED\\x07evil" in text
     assert len(text.splitlines()) == 5, "text, blank, title, header, the row: a newline in a name makes no line"
     assert printable("plain é 日本") == "plain é 日本"
+
+
+LONG_MESSAGE = " ".join(["retrying"] * 35)
+LONG_LINE = " ".join(["waiting"] * 60)
+
+
+@dataclass(frozen=True)
+class Styled:
+    """Indented styled text, an empty table with no empty line, a titled table with a styled column, a markup column,
+    cluster text that looks like markup, a long message, then plain text with a number."""
+
+    def to_data(self) -> Any:
+        return {}
+
+    def to_blocks(self) -> list[Block]:
+        return [
+            Text(("  2 of 4 cards free :x:",), style="yellow"),
+            Table(columns=("A",), rows=()),
+            Table(
+                columns=("Card", "Used", "Message"),
+                rows=(("gpu-0", "[green]█[/] 10%", "[red] stays text"), ("gpu-10", "", LONG_MESSAGE)),
+                title="Node n1",
+                styles={"Card": "cyan", "Used": "markup"},
+            ),
+            Text(("plain 42", LONG_LINE)),
+        ]
+
+
+def test_a_table_renders_exactly_as_kubectl_columns_with_and_without_color() -> None:
+    """Scripts cut these columns with awk and people read the colors: three spaces between columns, a long message
+    not wrapped at a terminal's 80 columns nor a text line at any width, indentation kept, `:x:` and `[red]` from
+    the cluster printed as typed, and color only where a block or a column asks for it."""
+    plain = (
+        "  2 of 4 cards free :x:\n"
+        "\n"
+        "Node n1\n"
+        "CARD     USED    MESSAGE\n"
+        "gpu-0    █ 10%   [red] stays text\n"
+        f"gpu-10           {LONG_MESSAGE}\n"
+        "\n"
+        f"plain 42\n{LONG_LINE}\n"
+    )
+    colored = (
+        "\x1b[33m  2 of 4 cards free :x:\x1b[0m\n"
+        "\n"
+        "\x1b[1mNode n1\x1b[0m\n"
+        "CARD     USED    MESSAGE\n"
+        "\x1b[36mgpu-0\x1b[0m    \x1b[32m█\x1b[0m 10%   [red] stays text\n"
+        f"\x1b[36mgpu-10\x1b[0m           {LONG_MESSAGE}\n"
+        "\n"
+        f"plain 42\n{LONG_LINE}\n"
+    )
+    assert formatter_for("wide", color=False).render(Styled()) == plain
+    assert formatter_for("wide", color=True).render(Styled()) == colored
+    assert formatter_for("table", color=True).render(Styled()) == colored
+
+
+def test_yaml_is_block_style_in_the_results_order_with_unicode_as_written() -> None:
+    """`-o yaml` reads like `kubectl get -o yaml`: keys in the order the result built them, nested lists as blocks,
+    and a model or a message with non-ASCII letters as written, not as escapes."""
+    assert formatter_for("yaml", color=False).render(Sample()) == "b: 1\na:\n- x: é\n"
+
+
+def test_age_at_each_unit_boundary() -> None:
+    """An age flips unit exactly where kubectl's does, so `list` and `kubectl get` agree on the same object; a clock
+    a little behind the server's shows 0s, not a negative age."""
+    now = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
+    cases = {
+        "2026-01-02T12:00:05Z": "0s",
+        "2026-01-02T12:00:00Z": "0s",
+        "2026-01-02T11:58:01Z": "119s",
+        "2026-01-02T11:58:00Z": "2m",
+        "2026-01-02T11:00:01Z": "59m",
+        "2026-01-02T11:00:00Z": "1h",
+        "2026-01-02T10:00:00Z": "2h",
+        "2026-01-02T04:30:00Z": "7h30m",
+        "2026-01-02T03:30:00Z": "8h",
+        "2025-12-31T12:00:01Z": "47h",
+        "2025-12-31T12:00:00Z": "2d",
+        "2024-01-04T12:00:00Z": "729d",
+        "2024-01-03T12:00:00Z": "2y",
+        "2023-04-08T12:00:00Z": "2y",
+        "2022-12-31T12:00:00Z": "3y",
+    }
+    assert {stamp: age(stamp, now) for stamp in cases} == cases
+    assert age("2999-01-01T00:00:00Z") == "0s", "without `now`, the age is taken from the current UTC time"
+
+
+def test_bar_whole_markup_at_each_fill_level() -> None:
+    """The color turns yellow at 70% and red at 90% used, a card used beyond its size shows full (not a longer
+    bar), and an unused card shows no filled cell."""
+    assert bar(0, 10, width=10) == "[green][/][dim]░░░░░░░░░░[/]   0%"
+    assert bar(7, 10, width=10) == "[yellow]███████[/][dim]░░░[/]  70%"
+    assert bar(9, 10, width=10) == "[red]█████████[/][dim]░[/]  90%"
+    assert bar(50000, 40960, width=10) == "[red]██████████[/][dim][/] 100%"
+    assert bar(1, 1, width=4) == "[red]████[/][dim][/] 100%"
+
+
+def test_examples_paragraph_keeps_one_command_a_paragraph() -> None:
+    """Click rewraps a help paragraph: each command alone in its paragraph is what keeps it on its own line."""
+    assert examples("kubectl hami-place list", "kubectl hami-place status") == (
+        "\n\nExamples:\n\n  kubectl hami-place list\n\n  kubectl hami-place status"
+    )
+
+
+def test_a_selector_that_does_not_parse_is_shown_raw() -> None:
+    """A stored selector this version cannot read is still shown, not hidden or replaced by 'None'."""
+    selector = {"matchExpressions": [{"key": "tier", "operator": "Near"}]}
+    assert selector_text(selector) == str(selector)
+
+
+def test_placement_row_whole_rows() -> None:
+    """`list` prints these cells under fixed headers: each must come from its own field, and a field the object
+    lacks shows as empty or '-', never as 'None'."""
+    obj = {
+        "metadata": {"name": "pin-x", "namespace": "team-a", "creationTimestamp": "2999-01-01T00:00:00Z"},
+        "spec": {
+            "reqID": "abcdefgh",
+            "nodeName": "gpu-a100-0",
+            "gpuDevices": ["gpu-0"],
+            "podSelector": {"matchLabels": {"app": "x"}},
+        },
+        "status": {"phase": "Bound", "consumedBy": {"name": "train-0"}, "message": "bound to train-0"},
+    }
+    assert placement_row(obj, with_namespace=True) == (
+        "team-a",
+        "pin-x",
+        "abcdefgh",
+        "gpu-a100-0",
+        "gpu-0",
+        "Bound",
+        "train-0",
+        "-",
+        "0s",
+        "app=x",
+        "bound to train-0",
+    )
+    assert placement_row({}, with_namespace=True) == ("", "", "", "", "", "Pending", "-", "-", "<unknown>", "", "")
+    pending = {"spec": {"evictPod": "old"}}
+    assert placement_row(pending, with_namespace=False) == ("", "", "", "", "Pending", "-", "old", "<unknown>", "", "")
+    assert placement_columns(False) == (
+        "Name",
+        "ReqID",
+        "Node",
+        "GPUs",
+        "Phase",
+        "Pod",
+        "Evict",
+        "Age",
+        "Selector",
+        "Message",
+    )

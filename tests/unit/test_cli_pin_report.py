@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from kubectl_hami_place.cli._pin_check import refusal_lines
 from kubectl_hami_place.cli._pin_report import Checked, PlacementResult, refusal_line
-from kubectl_hami_place.cli.output import formatter_for
+from kubectl_hami_place.cli.output import Table, Text, formatter_for
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.placement import PlacementSpec
@@ -13,6 +15,7 @@ from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation
+from kubectl_hami_place.kube.errors import PinRefused
 
 NODE = "gpu-a100-0"
 REGISTER = [
@@ -186,3 +189,112 @@ def test_the_refusals_of_round_three_say_what_to_do() -> None:
     empty = refused(("gpu-0",), {}, {"allocatable": {"nvidia.com/gpu": "0"}})
     assert empty.startswith("node gpu-a100-0 has no allocatable nvidia.com/gpu")
     assert empty.endswith("; wait until HAMi's device plugin serves the node again, or pin to another node")
+
+
+def test_a_request_exactly_the_cards_size_that_does_not_fit_asks_for_an_eviction_not_a_bigger_card() -> None:
+    """A pod asking a whole 40 GiB card fits it once the card's tenant is gone: only a request above the card's size
+    needs a bigger card."""
+    assert line(verdict("gpu-1", memory=40960)) == (
+        "gpu-1 on gpu-a100-0: CardInsufficientMemory: 2048 MiB free, the pod asks 40960 MiB; "
+        "pick another card (kubectl hami-place status gpu-a100-0) or add --evict POD"
+    )
+
+
+def test_a_pin_with_an_eviction_reports_each_card_and_the_pod_to_evict() -> None:
+    """The user decides from this report whether to go on: which card fits only after the eviction, which pod is
+    evicted (now, or once a pod claims the placement), and every field scripts read from -o json."""
+    spec = PlacementSpec(
+        req_id="req-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+        node_name=NODE,
+        gpu_devices=(parse_card_ref("gpu-0"), parse_card_ref("gpu-1")),
+    )
+    workload = workload_from_request(card_request(2, 4096, None, 10), "Deployment trainer", own_memory=True)
+    pin = pin_verdict(spec, VIEW, workload, evict=TENANT)
+    obj = {
+        "metadata": {"name": "pin-abc", "namespace": "team-a"},
+        "spec": {"reqID": "req-12345", "podSelector": {"matchLabels": {"app": "x"}}, "evictPod": "t"},
+    }
+    checked = Checked("team-a", obj, NODE, pin.checks, workload, evict="t", warnings=("w1",))
+    card_rows = [
+        {
+            "ref": "gpu-0",
+            "uuid": "GPU-a",
+            "index": 0,
+            "model": "NVIDIA-A100",
+            "memoryMiB": 4096,
+            "cores": 10,
+            "fitsNow": True,
+            "fitsAfterEviction": True,
+        },
+        {
+            "ref": "gpu-1",
+            "uuid": "GPU-b",
+            "index": 1,
+            "model": "NVIDIA-A100",
+            "memoryMiB": 4096,
+            "cores": 10,
+            "fitsNow": False,
+            "fitsAfterEviction": True,
+        },
+    ]
+    assert PlacementResult(checked, "server", obj, "t").to_data() == {
+        "placement": obj,
+        "dryRun": "server",
+        "request": "Deployment trainer",
+        "cards": card_rows,
+        "evicted": "t",
+        "warnings": ["w1"],
+    }
+    header = (
+        "The next pod matching -l app=x in namespace team-a goes to node gpu-a100-0 "
+        "(its request from Deployment trainer):"
+    )
+    table = Table(
+        columns=("Card", "UUID", "Model", "Memory", "Cores", "Verdict"),
+        rows=(
+            ("gpu-0", "GPU-a", "NVIDIA-A100", "4096 MiB", "10%", "fits now"),
+            ("gpu-1", "GPU-b", "NVIDIA-A100", "4096 MiB", "10%", "fits once the evicted pod is gone"),
+        ),
+    )
+    assert PlacementResult(checked, "none", obj).to_blocks() == [
+        Text(("hamipodplacement team-a/pin-abc created (reqID req-12345)", header)),
+        table,
+        Text(("Pod t will be evicted once a pod claims the placement.",)),
+    ]
+    assert PlacementResult(checked, "server", obj, "t").to_blocks() == [
+        Text(("hamipodplacement team-a/pin-abc created (server dry run) (reqID req-12345)", header)),
+        table,
+        Text(("pod team-a/t evicted (server dry run)",)),
+    ]
+    assert PlacementResult(replace(checked, evict=None), "none", obj).to_blocks()[2:] == []
+
+
+def test_a_refused_pin_says_each_problem_once() -> None:
+    """Each refused card gets its own line, in the order the cards were named; the same line twice (one problem found
+    twice) is said once; the pod being evicted and the source of a pod problem are named."""
+    pin = verdict("gpu-2", "gpu-1", memory=30000)
+    assert refusal_lines(PinRefused(pin, "flags", None)) == [
+        "gpu-2 on gpu-a100-0: CardUnhealthy: the card is unhealthy in the node's register; "
+        "pick another card (kubectl hami-place status gpu-a100-0)",
+        "gpu-1 on gpu-a100-0: CardInsufficientMemory: 2048 MiB free, the pod asks 30000 MiB; "
+        "pick another card (kubectl hami-place status gpu-a100-0) or add --evict POD",
+    ]
+    twice = replace(pin, problems=(pin.problems[1], pin.problems[1]))
+    assert refusal_lines(PinRefused(twice, "Deployment web", "t")) == [
+        "gpu-1 on gpu-a100-0: CardInsufficientMemory: 2048 MiB free, the pod asks 30000 MiB; "
+        "it does not fit even once t is evicted; pick another card (kubectl hami-place status gpu-a100-0) "
+        "or evict another pod",
+    ]
+    spec = PlacementSpec(
+        req_id="req-12345",
+        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
+        node_name=NODE,
+        gpu_devices=(parse_card_ref("gpu-0"),),
+    )
+    template = {"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+    pod_problem = pin_verdict(spec, VIEW, workload_from_pod(template, "Deployment trainer"))
+    assert refusal_lines(PinRefused(pod_problem, "Deployment trainer", None)) == [
+        "Deployment trainer: container main asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
+        "give one --gpu per card"
+    ]

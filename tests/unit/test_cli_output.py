@@ -239,6 +239,24 @@ def test_a_table_renders_exactly_as_kubectl_columns_with_and_without_color() -> 
     assert formatter_for("table", color=True).render(Styled()) == colored
 
 
+def test_a_row_wider_than_the_render_width_keeps_every_column() -> None:
+    """A placement's status message can run past 400 characters; the other columns must still show, at their own
+    widths, not shrink to nothing beside it."""
+    message = "m" * 420
+    block = Table(columns=("Card", "Used", "Message"), rows=(("gpu-0", "10%", message), ("gpu-1", "", "short")))
+
+    class Wide:
+        def to_data(self) -> Any:
+            return {}
+
+        def to_blocks(self) -> list[Block]:
+            return [block]
+
+    assert formatter_for("wide", color=False).render(Wide()) == (
+        f"CARD    USED   MESSAGE\ngpu-0   10%    {message}\ngpu-1          short\n"
+    )
+
+
 def test_yaml_is_block_style_in_the_results_order_with_unicode_as_written() -> None:
     """`-o yaml` reads like `kubectl get -o yaml`: keys in the order the result built them, nested lists as blocks,
     and a model or a message with non-ASCII letters as written, not as escapes."""

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import io
+import sys
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table as RichTable
 from rich.text import Text as RichText
 
 from kubectl_hami_place.cli.output.base import Formatter, Result, Table, Text
 from kubectl_hami_place.cli.output.printable import printable
 
-# Wide enough that columns never wrap: the output is read by people and by `grep`/`awk`.
+# The least width a table renders at; a table whose rows are wider renders at their width: columns never wrap or
+# shrink, the output is read by people and by `grep`/`awk`.
 _RENDER_WIDTH = 400
 
 
@@ -68,4 +71,6 @@ class TableFormatter(Formatter):
                 cell = printable(row[i])
                 cells.append(RichText.from_markup(cell) if style == "markup" else RichText(cell, style=style))
             table.add_row(*cells)
+        unbounded = console.options.update_width(sys.maxsize)
+        console.width = max(_RENDER_WIDTH, Measurement.get(console, unbounded, table).maximum)
         console.print(table)

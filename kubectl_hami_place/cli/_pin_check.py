@@ -97,18 +97,16 @@ def build_spec(
 
 def placement_name(given: str | None, spec: PlacementSpec) -> str:
     """The object name: given, else `pin-<reqID>` when the reqID makes a valid name, else `pin-<random>`."""
-    if given:
-        from kubectl_hami_place.core.k8s_names import is_object_name
+    from kubectl_hami_place.core.k8s_names import is_object_name
 
+    if given:
         if not is_object_name(given):
             raise UsageProblem(
                 f"--name {given!r} is not an object name", "fix --name: lowercase letters, digits, '-' and '.'"
             )
         return given
-    token = spec.req_id.lower()
-    if not all(c in REQ_ID_ALPHABET or c == "-" for c in token) or len(token) > 200 or token.endswith("-"):
-        token = new_req_id()
-    return f"pin-{token}"
+    named = f"pin-{spec.req_id.lower()}"
+    return named if is_object_name(named) else f"pin-{new_req_id()}"
 
 
 def flag_workload(nums: int, memory: int | None, cores: int | None, config: HamiConfig) -> Workload | None:

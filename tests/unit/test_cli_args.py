@@ -647,7 +647,7 @@ def test_the_placement_name_keeps_a_req_id_that_makes_a_valid_name() -> None:
     def name(req_id: str) -> str:
         return placement_name(None, build_spec(req_id, selector, "n", gpus, None))
 
-    assert name("Req-ABC12") == "pin-req-abc12"
+    assert (name("Req-ABC12"), name("req.v1")) == ("pin-req-abc12", "pin-req.v1")
     for odd in ("team_a-request", "req-12345-"):
         assert re.fullmatch("pin-[a-z0-9]{12}", name(odd)), name(odd)
 

@@ -13,11 +13,12 @@ from kubernetes.client import ApiClient
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
 from kubectl_hami_place.core.cluster_info import build_cluster_info
+from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import Reflector, object_key
 from webhook import cache as cache_module
 from webhook.api import _pod_summary
-from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod
+from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod, same_node
 
 
 def placement(name: str, version: str, namespace: str = "team", node: str = "gpu-0") -> dict[str, Any]:
@@ -472,3 +473,181 @@ def test_a_node_name_no_pod_names_any_more_is_not_kept() -> None:
         assert f"n{i}-" + "x" * 1000 in cache._pod_versions
         cache.pods.remove("team-a", f"p{i}")
     assert cache._pod_versions == {} and cache._on_node == {}
+
+
+def test_placements_of_one_name_in_two_namespaces_are_both_indexed(cache: ClusterCache) -> None:
+    """Tenants choose their placements' names: one namespace's `a` must not take another's `a` out of admission."""
+    cache.placements.upsert(placement("a", "1"))
+    cache.placements.upsert(placement("a", "2", "other", node="gpu-1"))
+    assert sorted((p.namespace, p.spec.node_name) for p in cache.parsed_placements()) == [
+        ("other", "gpu-1"),
+        ("team", "gpu-0"),
+    ]
+    cache.placements.remove("other", "a")
+    assert [(p.namespace, p.name) for p in cache.parsed_placements()] == [("team", "a")]
+
+
+def test_one_placement_is_found_by_its_key_and_none_elsewhere(cache: ClusterCache) -> None:
+    """A status write or the reconciler asks for one placement by key, in any namespace, known or not."""
+    cache.placements.upsert(placement("a", "1"))
+    assert cache.parsed_placement("team", "a") == placement_module.placement_from_object(placement("a", "1"))
+    assert (cache.parsed_placement("team", "b"), cache.parsed_placement("elsewhere", "a")) == (None, None)
+
+
+def test_the_placement_index_keeps_nothing_of_placements_gone(cache: ClusterCache) -> None:
+    """Placements come and go by the thousand: an emptied label or reqID slot left behind would grow for good."""
+    cache.placements.upsert(selecting("open", "1", {"matchLabels": {"app": "x"}}, "req-one"))
+    cache.placements.upsert(selecting("consumed", "2", {"matchLabels": {"app": "x"}}, "req-one", claim="t1"))
+    for name in ("open", "consumed"):
+        cache.placements.remove("team", name)
+    index = cache._placements
+    assert (index._by_namespace, index._open_by_label, index._closed_by_req_id, index._sharing) == ({}, {}, {}, {})
+
+
+def test_a_room_sealed_with_another_key_is_no_reservation(cache: ClusterCache) -> None:
+    """A room another key sealed (a tenant's forgery, another replica's own key) must not hold cards here."""
+    forged = reserving_pod(cache, "a", "1", "2026-12-02T04:01:00Z", sealed=False)
+    document = {"cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z"}
+    document["seal"] = RoomKey(b"k" * 32).seal("team/a", "uid-a", document)
+    forged["metadata"]["annotations"]["scheduling.hami.placement.com/room-reserved"] = orjson.dumps(document).decode()
+    cache.pods.upsert(forged)
+    assert cache.reservations() == []
+
+
+def test_a_cache_given_the_shared_room_key_honours_the_rooms_it_sealed() -> None:
+    """With --room-key-file every replica must check rooms with the one shared key, not a key of its own."""
+    key = RoomKey(b"s" * 32)
+    cache = ClusterCache(ApiClient(), "hami-scheduler", room_key=key)
+    cache.pods.upsert(reserving_pod(cache, "a", "1", "2026-12-02T04:01:00Z"))
+    assert (cache.room_key, [found.pod for found in cache.reservations()]) == (key, ["team/a"])
+
+
+def waiting_pod(name: str, version: str, *, waits: bool) -> dict[str, Any]:
+    notes = {"scheduling.hami.placement.com/room": "evicted/pod"} if waits else {}
+    return {
+        "metadata": {"name": name, "namespace": "team", "resourceVersion": version, "annotations": notes},
+        "spec": {},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_the_waiting_pods_follow_the_pod_events(cache: ClusterCache) -> None:
+    """The reconciler releases only the pods listed here: one that stopped waiting or is gone must leave the list."""
+    cache.pods.upsert(waiting_pod("a", "1", waits=True))
+    cache.pods.upsert(waiting_pod("b", "2", waits=True))
+    cache.pods.upsert(waiting_pod("c", "3", waits=False))
+    assert sorted(pod["metadata"]["name"] for pod in cache.waiting_pods()) == ["a", "b"]
+    cache.pods.upsert(waiting_pod("a", "4", waits=False))
+    cache.pods.remove("team", "b")
+    assert cache.waiting_pods() == []
+
+
+def test_a_pods_new_version_with_the_same_allocation_keeps_the_view_and_its_entry(cache: ClusterCache) -> None:
+    """Pods change (status, labels) far more often than their cards: each new version must still give the view the
+    stored pods give, and the entry must hold the newest stored pod."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cache.nodes.upsert(gpu_node())
+    cache.pods.upsert(full_pod(0, False))
+    again = full_pod(0, False)
+    again["metadata"].update(resourceVersion="8", labels={"app": "y"})
+    cache.pods.upsert(again)
+    expected = build_cluster_info(cache.nodes.items(), cache.pods.items(), now)
+    assert b"".join(json_pieces(cache.cluster_info_document(now))) == orjson.dumps(expected.to_dict())
+    assert cache._allocations[("team", "train")][0] is cache.pods.get("team", "train")
+
+
+def test_the_view_of_a_node_follows_each_of_its_pods_leaving(cache: ClusterCache) -> None:
+    """The kept view of a node is reused until its pods change: each pod leaving must be seen, not the first only."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cache.nodes.upsert(gpu_node())
+    for index, name in enumerate(("a", "b", "c")):
+        pod = full_pod(None, False)
+        pod["metadata"].update(name=name, uid=f"uid-{name}", resourceVersion=str(10 + index))
+        cache.pods.upsert(pod)
+    for name in ("", "a", "b", "c"):
+        if name:
+            cache.pods.remove("team", name)
+        expected = build_cluster_info(cache.nodes.items(), cache.pods.items(), now)
+        assert b"".join(json_pieces(cache.cluster_info_document(now))) == orjson.dumps(expected.to_dict()), name
+
+
+@pytest.mark.parametrize("value", [{}, [], {"a": {}, "b": [], "c": [{}]}])
+def test_json_pieces_of_empty_parts_are_json(value: Any) -> None:
+    """A cluster with no GPU node serves empty lists and dicts: the pieces must still join into valid JSON."""
+    assert b"".join(json_pieces(value)) == orjson.dumps(value)
+
+
+def test_a_node_not_stored_is_a_key_error_naming_it(cache: ClusterCache) -> None:
+    """Admission reads nodes as a mapping: a missing node must raise as a dict would, with its name."""
+    with pytest.raises(KeyError) as missing:
+        cache.nodes_by_name()["gpu-9"]
+    assert missing.value.args == ("gpu-9",)
+
+
+def test_a_cache_not_listed_yet_is_not_ready_after_waiting(cache: ClusterCache) -> None:
+    """/readyz and startup wait with a bound: a cache whose lists never completed must answer, not block."""
+    assert cache.wait_ready(0) is False
+    for reflector in cache.reflectors():
+        reflector.synced.set()
+    assert cache.wait_ready(0) is True
+
+
+def test_stopping_a_cache_whose_watches_never_opened_sets_its_stop(cache: ClusterCache) -> None:
+    """A server may shut down before its watches open: stopping must not fail, and watches started later end."""
+    cache.stop()
+    assert cache._stop.is_set()
+
+
+def test_an_init_container_not_terminated_is_projected_as_the_api_server_shows_it() -> None:
+    """HAMi reads whether an init container terminated: a running one must not look terminated with no exit code."""
+    pod = full_pod(0, False)
+    pod["status"]["initContainerStatuses"].append({"name": "setup", "state": {"running": {}}})
+    assert project_pod(pod)["status"]["initContainerStatuses"] == [
+        {"state": {"terminated": {"exitCode": 0}}},
+        {"state": {}},
+    ]
+
+
+def test_pods_decoded_apart_share_their_namespace_string() -> None:
+    """Forty thousand pods of a few namespaces must hold a few namespace strings, not one each."""
+    first, second = (project_pod(orjson.loads(orjson.dumps(without_init(name)))) for name in ("a", "b"))
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+
+
+def test_a_part_kept_alike_is_shared_whatever_its_key_order_and_counted_once() -> None:
+    """Labels come in any order from the API server; a part seen again must not spend the budget again, and the
+    budget and the limit are each spent in full before the table starts again."""
+    first = {"a": "1", "b": "2"}  # 17 bytes of JSON
+    kept = cache_module._KeptAlike(limit=2, budget=25)
+    assert kept({"b": "2", "a": "1"}) is kept(first) is kept(dict(first))
+    assert kept({"c": ""}) == {"c": ""}  # 8 bytes more: the budget reached, not passed
+    assert (list(kept.parts.values()), kept.size) == ([{"b": "2", "a": "1"}, {"c": ""}], 25)
+    counted = cache_module._KeptAlike(limit=2, budget=1000)
+    for part in (first, {"c": ""}, {"d": "1"}):
+        counted(part)
+    assert (list(counted.parts.values()), counted.size) == ([{"d": "1"}], 9)
+
+
+def test_a_shared_part_at_the_limit_of_the_table_is_still_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part already kept is found before the table's limit is looked at: pods alike keep sharing it."""
+    monkeypatch.setattr(cache_module, "_SHARED", {})
+    monkeypatch.setattr(cache_module, "SHARED_LIMIT", 2)
+    first = project_pod(without_init("a"))
+    assert len(cache_module._SHARED) == 2
+    second = project_pod(without_init("b"))
+    assert (second["spec"] is first["spec"], second["status"] is first["status"]) == (True, True)
+
+
+def test_same_node_sees_every_change_but_the_version() -> None:
+    """A heartbeat's new version must not wake the reconciler, a changed annotation (a card cordoned) must, and
+    two absent nodes are the same absence."""
+    stored = project_node(gpu_node())
+    heartbeat = project_node(gpu_node())
+    heartbeat["metadata"]["resourceVersion"] = "4"
+    cordoned = project_node(gpu_node(cordon="GPU-a"))
+    assert [
+        same_node(stored, heartbeat),
+        same_node(stored, cordoned),
+        same_node(None, None),
+        same_node(stored, None),
+    ] == [True, False, True, False]

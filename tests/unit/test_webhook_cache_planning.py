@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
@@ -255,3 +256,27 @@ def test_a_snapshot_from_the_caches_and_other_schedulers_pods_is_the_one_from_ev
     [gpu_0, _] = planned.nodes
     # 8 CPU less the web pod's 4.6 and the GPU pod's 2 + 0.5 sidecar + 0.1 overhead.
     assert gpu_0.room is not None and gpu_0.room.cpu == 800
+
+
+def test_a_node_without_gpus_keeps_the_room_a_plan_counts() -> None:
+    """A CPU-only node still runs the pods a plan counts against: its projection must keep its CPU, memory and pods."""
+    node = whole_node("cpu-0", "a")
+    del node["status"]["allocatable"]["nvidia.com/gpu"]
+    assert project_node_for_planning(node)["status"]["allocatable"] == {"cpu": "8", "memory": "32Gi", "pods": "110"}
+
+
+def test_another_schedulers_pod_whose_ask_is_malformed_is_kept_with_the_reason() -> None:
+    """Any tenant may write a pod whose resources do not parse: keeping it must not stop the watch."""
+    whole = plain_pod("web-1", "gpu-0")
+    whole["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    assert project_counted_pod(whole)[COUNTED] == CountedPod(
+        "web", "web-1", "gpu-0", "cpu request 'lots' is not a quantity such as 1, 3k or 1Gi"
+    )
+
+
+def test_other_schedulers_pods_decoded_apart_share_their_namespace_and_node_strings() -> None:
+    """Tens of thousands of such pods on a few nodes and namespaces must hold those strings once."""
+    one, other = (
+        project_counted_pod(orjson.loads(orjson.dumps(plain_pod(name, "gpu-0"))))[COUNTED] for name in ("a", "b")
+    )
+    assert (one.namespace is other.namespace, one.node is other.node) == (True, True)

@@ -13,9 +13,13 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes.client import ApiClient
 
+from kubectl_hami_place.core.rotation import Step
 from kubectl_hami_place.kube.client import Kube
+from kubectl_hami_place.kube.errors import KubeError
+from kubectl_hami_place.kube.webhook_config import StoredSecret
 from webhook import renewal as renewal_module
 from webhook.certs import (
+    BACKDATE,
     CA_CRT,
     CA_DAYS,
     NEXT_CRT,
@@ -27,13 +31,17 @@ from webhook.certs import (
     ca_count,
     drop,
     generate,
+    issue_leaf,
     issuer_in,
+    new_ca,
+    pem,
     stage,
     still_good,
     switch,
+    usable_issuer,
 )
 from webhook.main import main
-from webhook.renewal import SecretCertificate
+from webhook.renewal import SecretCertificate, _published, _time
 
 DNS = ["gpu-descheduler-webhook.kube-system.svc", "gpu-descheduler-webhook.kube-system"]
 IPS = ["127.0.0.1"]
@@ -69,11 +77,6 @@ def test_a_bundle_with_a_foreign_key_or_ca_is_not_reused() -> None:
     assert not still_good(CertBundle(ca_crt=one.ca_crt, tls_crt=one.tls_crt, tls_key=two.tls_key), DNS, IPS)
     assert not still_good(CertBundle(ca_crt=two.ca_crt, tls_crt=one.tls_crt, tls_key=one.tls_key), DNS, IPS)
     assert not still_good(CertBundle(ca_crt=b"garbage", tls_crt=one.tls_crt, tls_key=one.tls_key), DNS, IPS)
-
-
-def test_no_name_at_all_is_refused() -> None:
-    with pytest.raises(ValueError, match="--dns"):
-        generate([], [])
 
 
 def test_certs_command_writes_the_three_files_with_a_private_key(
@@ -187,3 +190,214 @@ def test_a_renewal_pass_that_fails_in_any_way_leaves_the_thread_renewing(
     thread.start()
     thread.join(10)
     assert passes == [0, 1]
+
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_the_ca_may_sign_leaves_only_and_the_leaf_serves_only() -> None:
+    """Clients (the API server, Go's verifier) judge the chain by these extensions: a CA allowed sub-CAs or a leaf
+    without critical constraints would be a wider trust than the webhook needs."""
+    bundle = generate(DNS, IPS, now=T0)
+    ca = x509.load_pem_x509_certificate(bundle.ca_crt)
+    cert = x509.load_pem_x509_certificate(bundle.tls_crt)
+    assert ca.subject == x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "hami-place-webhook-ca")])
+    assert [(e.value, e.critical) for e in ca.extensions][:2] == [
+        (x509.BasicConstraints(ca=True, path_length=0), True),
+        (
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            True,
+        ),
+    ]
+    assert [(type(e.value).__name__, e.critical) for e in cert.extensions] == [
+        ("BasicConstraints", True),
+        ("ExtendedKeyUsage", False),
+        ("AuthorityKeyIdentifier", False),
+        ("SubjectAlternativeName", False),
+    ]
+
+
+def test_a_client_leaf_names_its_organization_and_is_for_clients_only() -> None:
+    """Kubernetes reads a client certificate's O as its group: a leaf without it, or one that may serve, is wrong."""
+    ca_key, ca = new_ca("sandbox-ca", T0, T0 + timedelta(days=1))
+    _, leaf = issue_leaf(ca_key, ca, "admin", T0, T0 + timedelta(days=1), organization="system:masters", server=False)
+    assert leaf.subject == x509.Name(
+        [
+            x509.NameAttribute(x509.NameOID.COMMON_NAME, "admin"),
+            x509.NameAttribute(x509.NameOID.ORGANIZATION_NAME, "system:masters"),
+        ]
+    )
+    assert list(leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.CLIENT_AUTH
+    ]
+
+
+def test_a_certificate_for_addresses_only_is_named_after_its_first_address() -> None:
+    """A webhook reached by URL at an IP has no DNS name: its certificate must still be made, for that address."""
+    cert = x509.load_pem_x509_certificate(generate([], ["10.0.0.1", "10.0.0.2"], now=T0).tls_crt)
+    assert cert.subject == x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "10.0.0.1")])
+    assert str(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value) == (
+        "<SubjectAlternativeName(<GeneralNames([<IPAddress(value=10.0.0.1)>, <IPAddress(value=10.0.0.2)>])>)>"
+    )
+
+
+def test_no_name_at_all_is_refused_with_the_flags_to_give() -> None:
+    """The operator reads this line only: it must name both ways to give a name."""
+    with pytest.raises(ValueError) as refused:
+        generate([], [])
+    assert str(refused.value) == "give at least one --dns name or --ip address for the serving certificate"
+
+
+def test_a_bundle_is_usable_from_its_first_second_and_still_good_with_exactly_30_days_left() -> None:
+    """The bounds decide whether a `helm upgrade` rotates the CA under running replicas: each is inclusive as said."""
+    bundle = generate(DNS, IPS, now=T0)
+    end = T0 + timedelta(days=SERVING_DAYS)
+    pair = (bundle.ca_crt, bundle.tls_crt, bundle.tls_key)
+    assert [usable_issuer(*pair, now=now) is not None for now in (T0 - BACKDATE, end - timedelta(seconds=1), end)] == [
+        True,
+        True,
+        False,
+    ]
+    left = end - timedelta(days=30)
+    assert [still_good(bundle, DNS, IPS, now=now) for now in (left, left + timedelta(seconds=1))] == [True, False]
+
+
+def test_a_rotation_staged_for_dns_names_only_covers_those_and_starts_when_staged() -> None:
+    """New names given (`--dns` alone) replace the served ones, and the staged pair's lifetime runs from the stage."""
+    old = generate(DNS, IPS, now=T0)
+    staged = stage({CA_CRT: old.ca_crt, TLS_CRT: old.tls_crt, TLS_KEY: old.tls_key}, now=T0, dns_names=["new.svc"])
+    upcoming = x509.load_pem_x509_certificate(staged[NEXT_CRT])
+    assert str(upcoming.extensions.get_extension_for_class(x509.SubjectAlternativeName).value) == (
+        "<SubjectAlternativeName(<GeneralNames([<DNSName(value='new.svc')>])>)>"
+    )
+    assert (upcoming.not_valid_before_utc, upcoming.not_valid_after_utc) == (
+        T0 - BACKDATE,
+        T0 + timedelta(days=SERVING_DAYS),
+    )
+
+
+def test_a_served_pair_no_bundled_ca_signed_is_rotated_to_the_new_ca_alone_and_never_dropped() -> None:
+    """A bundle that lost the served pair's CA must still rotate (the new CA alone) and `drop` must not empty it."""
+    served, foreign = generate(DNS, IPS, now=T0), generate(DNS, IPS, now=T0)
+    data = {CA_CRT: foreign.ca_crt, TLS_CRT: served.tls_crt, TLS_KEY: served.tls_key}
+    staged = stage(data, now=T0)
+    issuer = issuer_in(staged[CA_CRT], x509.load_pem_x509_certificate(staged[NEXT_CRT]))
+    assert issuer is not None and staged[CA_CRT] == pem(issuer)
+    assert drop(data) == data
+
+
+def test_an_unreadable_bundle_holds_no_ca() -> None:
+    """The rotation counts the bundle's CAs to know its step: garbage must count as none, not as one."""
+    assert [ca_count(b"garbage"), ca_count(generate(DNS, IPS, now=T0).ca_crt)] == [0, 1]
+
+
+def test_a_bundle_is_written_into_a_directory_made_with_its_parents(tmp_path: Path) -> None:
+    """`certs --out-dir` may name a path not made yet; the certificates are public, the key its owner's only."""
+    bundle = generate(DNS, IPS, now=T0)
+    out = tmp_path / "a" / "b"
+    bundle.write(out)
+    assert {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in out.iterdir()} == {
+        "ca.crt": (bundle.ca_crt, 0o644),
+        "tls.crt": (bundle.tls_crt, 0o644),
+        "tls.key": (bundle.tls_key, 0o600),
+    }
+
+
+def test_the_renewal_writes_the_secrets_pair_to_its_files_once_per_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The listener reloads from these files: each new pair must reach them, the key private, and an unchanged pair
+    must not be written again every pass."""
+    renewal = SecretCertificate(Kube(ApiClient(), "ns", "", None), "ns", "tls", "webhook", tmp_path)
+    one, two = generate(DNS, IPS, now=T0), generate(DNS, IPS, now=T0)
+    caplog.set_level("INFO", logger="webhook.renewal")
+    files = lambda: {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in tmp_path.iterdir()}  # noqa: E731
+    renewal._serve(StoredSecret({TLS_CRT: one.tls_crt, TLS_KEY: one.tls_key, CA_CRT: one.ca_crt}, {}, "1"))
+    assert files() == {"tls.crt": (one.tls_crt, 0o644), "tls.key": (one.tls_key, 0o600)}
+    (tmp_path / "tls.crt").write_bytes(b"untouched")
+    renewal._serve(StoredSecret({TLS_CRT: one.tls_crt, TLS_KEY: one.tls_key, CA_CRT: two.ca_crt}, {}, "2"))
+    assert files()["tls.crt"] == (b"untouched", 0o644)
+    renewal._serve(StoredSecret({TLS_CRT: two.tls_crt, TLS_KEY: two.tls_key, CA_CRT: two.ca_crt}, {}, "3"))
+    assert files() == {"tls.crt": (two.tls_crt, 0o644), "tls.key": (two.tls_key, 0o600)}
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "serving the certificate of secret ns/tls"),
+    ] * 2
+
+
+def test_the_renewal_annotations_read_back_as_written_and_anything_else_as_absent() -> None:
+    """Anyone may edit the Secret's annotations: a malformed one must read as absent, never fail the pass."""
+    assert [_published(v) for v in ("12 1767225600.5", "", " 1767225600", "12 soon", "12", "12 1 2")] == [
+        ("12", 1767225600.5),
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]
+    assert [_time(v) for v in ("1767225600.5", None, "", "soon")] == [1767225600.5, None, None, None]
+
+
+def test_a_failed_renewal_pass_is_logged_naming_the_secret_and_the_cause(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pass itself is replaced (no API server): the operator learns of a stuck renewal from these lines only."""
+    renewal = SecretCertificate(Kube(ApiClient(), "ns", "", None), "ns", "tls", "webhook", tmp_path)
+    failures: list[Exception] = [KubeError("secret gone"), RuntimeError("not a KubeError")]
+    stop = threading.Event()
+
+    def settle() -> None:
+        if not failures:
+            stop.set()
+            return
+        raise failures.pop(0)
+
+    monkeypatch.setattr(renewal_module, "PASS_SECONDS", 0.01)
+    monkeypatch.setattr(renewal, "settle", settle)
+    with caplog.at_level("WARNING", logger="webhook.renewal"):
+        renewal.run(stop)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "certificate from secret ns/tls: secret gone"),
+        ("ERROR", "certificate from secret ns/tls: the pass failed"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("steps", "looks"),
+    [
+        ([Step.PUBLISH, Step.RECORD, Step.NONE, Step.STAGE], 3),
+        ([Step.PUBLISH, Step.RECORD, Step.STAGE, Step.SWITCH, Step.DROP, Step.PUBLISH, Step.RECORD], 6),
+    ],
+)
+def test_a_settle_takes_the_steps_due_until_a_wait_and_six_at_most(
+    steps: list[Step], looks: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The look itself is replaced (no API server): a rotation's steps due now are taken in one pass, but a pass
+    that never reaches a wait must still end."""
+    renewal = SecretCertificate(Kube(ApiClient(), "ns", "", None), "ns", "tls", "webhook", tmp_path)
+    due = iter(steps)
+    taken: list[Step] = []
+
+    def sync() -> Step:
+        taken.append(next(due))
+        return taken[-1]
+
+    monkeypatch.setattr(renewal, "sync", sync)
+    renewal.settle()
+    assert taken == steps[:looks]
+
+
+@pytest.mark.usefixtures("east_of_utc")
+def test_a_bundle_made_without_a_time_is_good_at_once_whatever_the_local_time_zone() -> None:
+    """`certs` runs in any container: a bundle dated by the local clock read as UTC would start hours late east of
+    Greenwich, and the webhook would serve a certificate not yet valid."""
+    assert still_good(generate(DNS, IPS), DNS, IPS)

@@ -1811,8 +1811,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus-every", type=int, default=0, help="corpus: and every this-many-th run (0: none)")
     parser.add_argument("--combine", type=Path, nargs="+", help="merge these runs' JSON instead of replaying")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "performance-trace.json")
-    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "performance-trace.png")
+    parser.add_argument("--plot", type=Path, help="the plot (default: beside --json, as .png)")
     args = parser.parse_args(argv)
+    args.plot = plot_path(args.json, args.plot)
     unknown = [policy for policy in args.policies.split(",") if policy not in (*PAIRS, FGD)]
     if unknown:
         parser.error(f"unknown policies {', '.join(unknown)}: choose among {', '.join((*PAIRS, FGD))}")
@@ -1825,6 +1826,11 @@ def main(argv: list[str] | None = None) -> None:
     else:
         report = replay_all(args, command)
     finish(report, args.json, args.plot)
+
+
+def plot_path(report: Path, plot: Path | None) -> Path:
+    """The plot asked for, else one beside the report: a run whose report goes elsewhere leaves the docs' plot be."""
+    return plot or report.with_suffix(".png")
 
 
 def replay_all(args: argparse.Namespace, command: str) -> dict[str, Any]:

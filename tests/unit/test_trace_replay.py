@@ -33,6 +33,7 @@ from bench.trace_replay import (
     inflation_targets,
     main,
     parse_task,
+    plot_path,
     read_nodes,
     read_tasks,
     replay_inflation,
@@ -254,6 +255,12 @@ def test_an_unknown_policy_is_refused_before_any_replay(capsys: pytest.CaptureFi
         )
     assert "unknown policies spred" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_plot_goes_beside_the_report_unless_asked_elsewhere(tmp_path: Path) -> None:
+    """A replay written to /tmp must not overwrite the plot the docs show."""
+    assert plot_path(tmp_path / "r.json", None) == tmp_path / "r.png"
+    assert plot_path(tmp_path / "r.json", tmp_path / "p.png") == tmp_path / "p.png"
 
 
 def test_the_default_pair_counts_as_hami_s_best_alone() -> None:

@@ -750,3 +750,161 @@ def test_a_second_signal_during_the_first_ones_handler_still_lets_the_server_sto
     handler.join(30)
     assert not handler.is_alive(), "the second handler waits for the lock the first one holds"
     assert stop.is_set() and signals.received == [signal.SIGTERM, signal.SIGINT]
+
+
+@pytest.mark.parametrize(
+    ("bind", "probed"),
+    [("0.0.0.0", "127.0.0.1"), ("", "127.0.0.1"), ("::", "::1"), ("10.0.0.5", "10.0.0.5"), ("fd00::5", "fd00::5")],
+)
+def test_the_self_probe_connects_to_loopback_for_a_wildcard_bind_and_to_the_bound_address_otherwise(
+    bind: str, probed: str
+) -> None:
+    """A wildcard is no address to connect to; a listener bound to one address answers on that one only."""
+    assert webhook_server.probe_host(bind) == probed
+
+
+def test_the_http_api_server_keeps_the_documented_limits() -> None:
+    """These limits are what keeps a client of the API from holding its threads, connections or memory."""
+    app = api_app(filled_cache([], []), Metrics(), readers=READERS)
+    for threads, connections in ((4, 64), (1, 8)):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            port = taken.getsockname()[1]
+        server = webhook_server.api_server(app, "127.0.0.1", port, threads=threads, connections=connections)
+        try:
+            adj = server.adj
+            assert (server.effective_host, int(server.effective_port)) == ("127.0.0.1", port)
+            assert (
+                adj.threads,
+                adj.ident,
+                adj.asyncore_use_poll,
+                adj.connection_limit,
+                adj.channel_timeout,
+                adj.max_request_body_size,
+                adj.max_request_header_size,
+            ) == (threads, "hami-place-webhook", True, connections, 30, 16 * 1024, 64 * 1024)
+        finally:
+            server.close()
+
+
+@contextmanager
+def answering(bundle: CertBundle, tmp_path: Path, answer: bytes) -> Iterator[int]:
+    """A TLS server on a loopback port that answers one request with `answer` and closes: its port."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def serve_one() -> None:
+            connection, _ = server.accept()
+            with context.wrap_socket(connection, server_side=True) as tls:
+                tls.recv(4096)
+                tls.sendall(answer)
+
+        thread = threading.Thread(target=serve_one, daemon=True)
+        thread.start()
+        yield server.getsockname()[1]
+        thread.join(TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [b"HTTP/1.1 503 Service Unavailable", b"HTTP/1.1 503 Service Unavailable Because It Is Shutting Down"],
+)
+def test_the_probe_says_what_a_listener_answered_other_than_200(
+    status: bytes, bundle: CertBundle, tmp_path: Path
+) -> None:
+    """/readyz shows this line: it names the port and the status line (cut to 40 bytes), not the rest."""
+    with answering(bundle, tmp_path, status + b"\r\nContent-Length: 0\r\n\r\n") as port:
+        said = MutateProbe("127.0.0.1", port)()
+    assert said == f"/mutate does not answer on port {port}: it answered {status[:40]!r}"
+
+
+def test_the_probe_gives_up_on_a_listener_that_never_completes_a_handshake() -> None:
+    """A stuck listener must turn /readyz unready, not hang the probe's thread with it."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        said = MutateProbe("127.0.0.1", port, timeout=0.2)()
+    where = f"/mutate does not answer on port {port}"
+    assert said is not None and re.fullmatch(rf"{where}: _ssl\.c:\d+: The handshake operation timed out", said), said
+
+
+class Timed(Gate):
+    """The Gate, noting when the listener says each review began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[float] = []
+
+    def admit_review(self, review: Review, started: float, *, cache_only: bool = False) -> dict[str, Any] | None:
+        self.started.append(started)
+        return super().admit_review(review, started, cache_only=cache_only)
+
+
+def test_a_chunked_review_goes_the_apps_way_whole_and_a_review_on_the_fast_path_tells_when_it_began(
+    tmp_path: Path, bundle: CertBundle
+) -> None:
+    """A client may send its body chunked (no length): the app must get all of it, and its end; the admitter times
+    each review from its first byte (hami_place_admission_seconds)."""
+    gate = Timed()
+    app = Recorded(gate)
+    body = review_body("chunked")
+    chunked = (
+        b"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    )
+    with serving(app, tmp_path) as listener, connected(listener.port, bundle.ca_crt) as tls:
+        tls.sendall(chunked)
+        status, _headers, answer = read_answer(tls)
+        tls.sendall(post_request())
+        read_answer(tls)
+    assert (status, json.loads(answer)["response"]) == ("HTTP/1.1 200 OK", {"uid": "uid-chunked", "allowed": True})
+    assert app.through_asgi == ["POST /mutate"]
+    assert len(gate.started) == 2 and all(isinstance(started, float) for started in gate.started)
+
+
+def test_bodies_arriving_on_several_connections_are_each_in_flight_until_answered(
+    served: MutateListener, bundle: CertBundle, app: MutateApp
+) -> None:
+    """The drain waits for and reports what is in flight: two bodies arriving are two admissions."""
+    request = post_request()
+    with connected(served.port, bundle.ca_crt) as first, connected(served.port, bundle.ca_crt) as second:
+        first.sendall(request[:-10])
+        second.sendall(request[:-10])
+        wait_until(lambda: app.in_flight == 2)
+        first.sendall(request[-10:])
+        second.sendall(request[-10:])
+        assert [read_answer(first)[0], read_answer(second)[0]] == ["HTTP/1.1 200 OK"] * 2
+    assert app.in_flight == 0
+
+
+def test_a_connection_closes_after_its_answer_when_the_client_or_its_protocol_says_so(
+    served: MutateListener, bundle: CertBundle
+) -> None:
+    """A client that said close (on the fast path or the app's) or speaks HTTP/1.0 reads to the end of the stream:
+    an answer that kept the connection open would leave it waiting."""
+    http10 = (
+        post_request()
+        .replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1)
+        .replace(b"Host: webhook\r\n", b"Host: webhook\r\nConnection: keep-alive\r\n", 1)
+    )
+    for request in (post_request(close=True), post_request("hold", close=True), http10):
+        with connected(served.port, bundle.ca_crt) as tls:
+            tls.sendall(request)
+            status, headers, _body = read_answer(tls)
+            assert (status.split(" ", 1)[1], headers.get("connection"), tls.recv(4096)) == ("200 OK", "close", b"")
+
+
+def test_a_client_that_waits_for_100_continue_is_told_to_send_its_body(
+    served: MutateListener, bundle: CertBundle
+) -> None:
+    """The fast path never says 100 Continue: such a request goes the app's way, which does."""
+    body = review_body()
+    head = (
+        "POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    with connected(served.port, bundle.ca_crt) as tls:
+        tls.sendall(head.encode())
+        assert tls.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        tls.sendall(body)
+        assert read_answer(tls)[0] == "HTTP/1.1 200 OK"

@@ -337,7 +337,9 @@ def finished(name: str, at: datetime) -> dict[str, Any]:
     return placement(name, "gpu-0", created="2026-11-20T09:00:00Z", status=status)
 
 
-@pytest.mark.parametrize(("finished_ttl", "left"), [(86400, ["recent", "open"]), (0, ["old", "recent", "open"])])
+@pytest.mark.parametrize(
+    ("finished_ttl", "left"), [(86400, ["recent", "open"]), (1, ["open"]), (0, ["old", "recent", "open"])]
+)
 def test_placements_finished_longer_than_the_ttl_ago_are_deleted_and_nothing_else(
     finished_ttl: int, left: list[str]
 ) -> None:
@@ -384,9 +386,10 @@ def test_a_finished_placement_is_deleted_when_its_ttl_ends_not_at_the_next_sweep
         None, cache(writes), Metrics(), 10**9, lambda: now[0], writes=writes, monotonic=lambda: 0.0, finished_ttl=60
     )
     loop.reconcile_once()
-    now[0] = NOW + timedelta(seconds=9)
-    loop.reconcile_once()
-    assert [name for _, name in writes.stored] == ["recent"], "kept until its TTL ends"
+    for seconds in (9, 10):
+        now[0] = NOW + timedelta(seconds=seconds)
+        loop.reconcile_once()
+        assert [name for _, name in writes.stored] == ["recent"], "kept until its TTL ends"
     now[0] = NOW + timedelta(seconds=11)
     loop.reconcile_once()
     assert writes.stored == {}
@@ -1337,3 +1340,455 @@ def test_a_gpu_pod_admitted_while_a_room_is_kept_is_kept_off_its_cards() -> None
     ]
     now[0] = NOW + timedelta(minutes=2)
     assert patch_of(admitting.admit(review())) == []
+
+
+class Noted(MemoryWrites):
+    """MemoryWrites noting the namespace of each eviction and each lookup of a claim's carriers; the next
+    `lookups_failing` lookups and `deletes_failing` deletes fail as an API server away would."""
+
+    def __init__(self, *placements: dict[str, Any]) -> None:
+        super().__init__(*placements)
+        self.namespaces: list[str] = []
+        self.lookups_failing = 0
+        self.deletes_failing = 0
+        self.involved: list[str] = []
+        self.sweeps = 0
+
+    def evict(self, namespace: str, pod: str, uid: str) -> None:
+        self.namespaces.append(f"evict {namespace}/{pod}")
+        super().evict(namespace, pod, uid)
+
+    def claim_carried(self, namespace: str, token: str, *, unlabelled: bool = False) -> bool:
+        self.namespaces.append(f"carried {namespace} {token}")
+        if self.lookups_failing:
+            self.lookups_failing -= 1
+            raise KubeError("the API server is away")
+        return super().claim_carried(namespace, token, unlabelled=unlabelled)
+
+    def release_room_wait(self, namespace: str, pod: str, uid: str) -> bool:
+        self.namespaces.append(f"let go {namespace}/{pod}")
+        return super().release_room_wait(namespace, pod, uid)
+
+    def record_event(self, placement: Mapping[str, Any], reason: str, message: str, *, warning: bool) -> None:
+        meta = placement["metadata"]
+        self.involved.append(f"{placement.get('kind', 'placement')} {meta['namespace']}/{meta['name']} {meta['uid']}")
+        super().record_event(placement, reason, message, warning=warning)
+
+    def list_guards(self) -> list[Guard]:
+        self.sweeps += 1
+        return super().list_guards()
+
+    def delete_placement(self, placement: Placement) -> None:
+        if self.deletes_failing:
+            self.deletes_failing -= 1
+            raise KubeError("the API server is away")
+        super().delete_placement(placement)
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The reconciler's log lines, in order."""
+    return [record.getMessage() for record in caplog.records if record.name == "webhook.reconcile"]
+
+
+def test_a_finished_placement_whose_deletion_failed_is_deleted_a_sweep_later_then_asked_no_more(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed delete must neither hammer an API server in trouble every pass nor be forgotten (the placement would
+    stay for ever); the log tells each try."""
+    asked = asking(monkeypatch)
+    writes = Noted(finished("old", NOW - timedelta(days=2)))
+    writes.deletes_failing = 1
+    now = [NOW]
+    loop = Reconciler(
+        None, cache(writes), Metrics(), 10**9, lambda: now[0], writes=writes, monotonic=lambda: 0.0, finished_ttl=86400
+    )
+    with caplog.at_level(logging.INFO, logger="webhook.reconcile"):
+        loop.reconcile_once()
+        now[0] = NOW + timedelta(seconds=29)
+        loop.reconcile_once()
+        assert [name for _, name in writes.stored] == ["old"], "asked again before GUARD_SWEEP_SECONDS"
+        now[0] = NOW + timedelta(seconds=31)
+        loop.reconcile_once()
+        assert writes.stored == {}
+        now[0] = NOW + timedelta(hours=1)
+        loop.reconcile_once()
+    assert asked == ["old", "old"]
+    assert logged(caplog) == [
+        "finished placement team-a/old not deleted: the API server is away",
+        "placement team-a/old deleted: finished at 2026-11-27T12:00:00+00:00",
+    ]
+
+
+def test_a_claim_is_released_only_after_a_fresh_lookup_in_its_namespace_and_the_log_says_why_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A claim released while a pod may carry it strips that pod's pin: every reason it was kept is logged, and a
+    lookup that failed keeps it."""
+    writes = Noted(stale_claim())
+    writes.lookups_failing = 1
+    ticks = [0.0]
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
+    loop.reconcile_once()
+    ticks[0] += DEFAULTS.claim_grace + 1
+    with caplog.at_level(logging.WARNING, logger="webhook.reconcile"):
+        loop.reconcile_once()
+        assert writes.writes == [], "released while the lookup failed"
+        for reflector in loop.cache.reflectors():
+            reflector.last_sync = time.time() - CACHE_STALE_SECONDS - 1
+        loop.reconcile_once()
+        for reflector in loop.cache.reflectors():
+            reflector.last_sync = time.time()
+        loop.reconcile_once()
+    assert [w["phase"] for w in writes.writes] == ["Pending"]
+    assert writes.namespaces == ["carried team-a tok-far", "carried team-a tok-far"]
+    assert logged(caplog) == [
+        "claim in team-a not released: looking up pods carrying it failed: the API server is away",
+        "claim in team-a not released: the cache is stale",
+    ]
+
+
+def test_an_eviction_is_logged_counted_by_result_and_told_on_its_placement(caplog: pytest.LogCaptureFixture) -> None:
+    """An eviction ends someone else's pod: the log, the metric and the Event each say which placement, which pod
+    and what became of it."""
+    writes = Noted(evicting())
+    writes.evict_with = [BlockedByDisruptionBudget("ns", "old", ("web",), "blocked by PodDisruptionBudget web")]
+    loop = reconciler(writes)
+    with caplog.at_level(logging.INFO, logger="webhook.reconcile"):
+        loop.reconcile_once()
+    assert writes.namespaces == ["evict team-a/old"]
+    assert logged(caplog) == ["placement team-a/make-room: eviction Blocked: blocked by PodDisruptionBudget web"]
+    evictions = {
+        sample.labels["result"]: sample.value
+        for family in loop.metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "hami_place_evictions_total" and sample.value
+    }
+    assert evictions == {"Blocked": 1.0}
+    assert (writes.events, writes.messages, writes.event_of) == (
+        ["EvictionBlocked"],
+        ["blocked by PodDisruptionBudget web"],
+        [("make-room", True)],
+    )
+
+
+def test_a_status_or_eviction_result_not_written_is_logged_and_nothing_else_follows(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A write the API server refused leaves no Event claiming it happened and no expiry counted; the log says which
+    placement and why."""
+    writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T10:00:00Z"), evicting())
+    calls = itertools.count()
+
+    def refused(_placement: Placement) -> None:
+        if next(calls) in (0, 2):
+            raise KubeError("the API server is away")
+
+    writes.before_write = refused
+    loop = reconciler(writes)
+    with caplog.at_level(logging.WARNING, logger="webhook.reconcile"):
+        loop.reconcile_once()
+    assert sorted(logged(caplog)) == [
+        "eviction result of team-a/make-room not recorded: the API server is away",
+        "status of team-a/open not written: the API server is away",
+    ]
+    assert writes.events == [] and counter(loop.metrics, "hami_place_expirations") == 0
+    loop.reconcile_once()
+    assert counter(loop.metrics, "hami_place_expirations") == 1
+    assert (writes.events, writes.messages, writes.event_of) == (
+        ["Expired"],
+        ["not claimed within 3600s"],
+        [("open", True)],
+    )
+
+
+def made_room(name: str, evicted: str) -> dict[str, Any]:
+    """A placement whose pod was placed, its eviction of `evicted` done."""
+    obj = evicting()
+    obj["metadata"]["name"] = name
+    obj["spec"]["evictPod"] = evicted
+    obj["status"]["phase"] = "Consumed"
+    obj["status"]["eviction"] = {
+        "pod": evicted,
+        "uid": f"uid-{evicted}",
+        "result": "Evicted",
+        "attempts": 1,
+        "time": "2026-11-29T11:59:00Z",
+    }
+    return obj
+
+
+def waiting_pod(name: str, placement_name: str) -> dict[str, Any]:
+    """A pod named `name` gated on its room, pinned by `placement_name`."""
+    pod = gated_pod(placement_name)
+    pod["metadata"]["name"], pod["metadata"]["uid"] = name, f"uid-{name}"
+    return pod
+
+
+def test_each_waiting_pod_is_let_go_on_its_own_once_its_room_is_made_and_settled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One pod still waiting, one not settled yet or one the API server refused must hold up none of the others;
+    a pod whose evicted pod still runs waits however long; the log and the Event on the pod say why it went."""
+    writes = Noted(made_room("waits", "old"), made_room("later", "old-2"))
+    writes.let_go_with = [KubeError("the API server is away")]
+    pods = (
+        waiting_pod("waiting-0", "waits"),
+        waiting_pod("later-0", "later"),
+        waiting_pod("gone-0", "gone"),
+        waiting_pod("gone-1", "gone"),
+        stored_pod("old", "uid-old", phase="Running"),
+        stored_pod("old-2", "uid-old-2", phase="Running"),
+    )
+    clock = [0.0]
+    loop = clocked(writes, pods, clock)
+    with caplog.at_level(logging.INFO, logger="webhook.reconcile"):
+        loop.reconcile_once()
+        clock[0] += ROOM_SETTLE_SECONDS
+        loop.cache.pods.remove(NS, "old-2")
+        loop.reconcile_once()
+        assert writes.let_go == ["gone-1 uid-gone-1"]
+        lifted = waiting_pod("gone-1", "gone")
+        lifted["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
+        loop.cache.pods.upsert(lifted)  # the API server stored the lift
+        clock[0] += ROOM_SETTLE_SECONDS
+        loop.reconcile_once()
+    assert writes.let_go == ["gone-1 uid-gone-1", "later-0 uid-later-0", "gone-0 uid-gone-0"]
+    assert writes.namespaces == [f"let go {NS}/{name}" for name in ("gone-0", "gone-1", "later-0", "gone-0")]
+    gate = f"scheduling gate {ROOM_GATE} lifted"
+    assert logged(caplog) == [
+        "pod team-a/gone-0 not let go to the scheduler: the API server is away",
+        f"pod team-a/gone-1: {gate}: its placement is gone",
+        f"pod team-a/later-0: {gate}: pod old-2 is gone",
+        f"pod team-a/gone-0: {gate}: its placement is gone",
+    ]
+    assert (writes.involved, writes.events, writes.event_of) == (
+        [f"Pod {NS}/{name} uid-{name}" for name in ("gone-1", "later-0", "gone-0")],
+        ["RoomMade"] * 3,
+        [("gone-1", False), ("later-0", False), ("gone-0", False)],
+    )
+
+
+def test_a_claim_tied_to_its_pod_tells_the_pod_and_the_placement() -> None:
+    """The pod's Events are where its owner looks (the placement, node and cards it was pinned to), the placement's
+    where its author looks (which pod consumed it)."""
+    claimed = {"phase": "Consumed", "claim": {"token": "tok", "claimedAt": "2026-11-29T11:59:00Z"}}
+    writes = Noted(placement("p", "gpu-1", created="2026-11-29T09:00:00Z", status=claimed))
+    loop = reconciler(writes)
+    loop.reconcile_once()
+    assert writes.writes[-1]["consumedBy"] == {"name": "trainer-0", "uid": "uid-1"}
+    assert (writes.involved, writes.events, writes.messages, writes.event_of) == (
+        [f"Pod {NS}/trainer-0 uid-1", f"placement {NS}/p uid-p"],
+        ["Pinned", "Consumed"],
+        ["pinned by placement p to node gpu-0, cards gpu-1", "pod trainer-0 (uid-1) is stored carrying the claim"],
+        [("trainer-0", False), ("p", False)],
+    )
+
+
+def test_a_pass_that_fails_is_logged_and_only_the_placements_it_did_not_finish_are_asked_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A placement the failed pass settled keeps its own deadline: backing it off too would ask it for nothing."""
+    asked = asking(monkeypatch)
+    now = [NOW]
+    writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(2)))
+    loop = reconciler(writes, lambda: now[0])
+    loop.pass_once()
+    for name in ("open-0", "open-1"):
+        writes.touch(name)
+        loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, name)]))
+    ask = reconcile_module.follow_up
+
+    def failing_second(placement: Placement, *args: Any, **kwargs: Any) -> Any:
+        if placement.name == "open-1":
+            monkeypatch.setattr(reconcile_module, "follow_up", ask)
+            raise RuntimeError("a bug")
+        return ask(placement, *args, **kwargs)
+
+    monkeypatch.setattr(reconcile_module, "follow_up", failing_second)
+    with caplog.at_level(logging.ERROR, logger="webhook.reconcile"):
+        loop.pass_once()
+    assert logged(caplog) == ["reconcile pass failed"]
+    asked.clear()
+    now[0] += timedelta(seconds=1)
+    loop.pass_once()
+    assert asked == ["open-1"]
+
+
+def test_a_placement_deleted_then_created_again_under_its_name_is_asked() -> None:
+    """Its key must leave the queue's hands when found gone, or the new placement would never be followed."""
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T11:00:00Z"))
+    now = [NOW]
+    loop = reconciler(writes, lambda: now[0])
+    loop.reconcile_once()
+    loop.cache.placements.remove(NS, "p")
+    loop.reconcile_once()
+    again = placement("p", "gpu-0", created="2026-11-29T09:00:00Z")
+    again["metadata"]["uid"] = "uid-p-again"
+    writes.stored[(NS, "p")] = copy.deepcopy(again)
+    loop.cache.placements.upsert(again)
+    loop.reconcile_once()
+    assert [w["phase"] for w in writes.writes] == ["Expired"]
+
+
+def test_an_open_placement_whose_req_id_was_consumed_before_the_replica_started_fails_at_the_first_pass() -> None:
+    """The first pass is a full one: it must know which reqIDs are consumed as a queued pass does."""
+    waiting = placement("waiting", "gpu-0", created="2026-11-29T11:59:00Z")
+    rival = placement("rival", "gpu-1", created="2026-11-29T11:58:00Z", status={"phase": "Consumed"})
+    rival["status"]["claim"] = {"token": "tok-r", "claimedAt": "2026-11-29T11:59:30Z"}
+    rival["status"]["consumedBy"] = {"name": "trainer-9", "uid": "uid-9"}
+    waiting["spec"]["reqID"] = rival["spec"]["reqID"] = "req-shared"
+    writes = MemoryWrites(waiting, rival)
+    reconciler(writes, pods=()).reconcile_once()
+    assert [(w["phase"], w["message"]) for w in writes.writes] == [
+        ("Failed", "reqID already consumed by placement rival")
+    ]
+
+
+def test_a_claims_grace_runs_on_across_a_full_pass() -> None:
+    """A resync every FULL_PASS_SECONDS must not start the grace of a claim in flight over, or a claim grace longer
+    than it would never end."""
+    writes = MemoryWrites(stale_claim())
+    ticks = [0.0]
+    loop = Reconciler(
+        None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0], claim_grace=400
+    )
+    for at in (0.0, reconcile_module.FULL_PASS_SECONDS, 400.0):
+        ticks[0] = at
+        loop.reconcile_once()
+    assert writes.writes == []
+    ticks[0] = 401.0
+    loop.reconcile_once()
+    assert [w["phase"] for w in writes.writes] == ["Pending"]
+
+
+def test_guards_are_swept_every_guard_sweep_seconds_and_not_between() -> None:
+    """Listing every guard is a call to the API server: once per GUARD_SWEEP_SECONDS, whatever the monotonic clock
+    reads at start."""
+    writes = Noted()
+    ticks = [1000.0]
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
+    swept = []
+    for delta in (0.0, 29.0, 1.0, 1.0):
+        ticks[0] += delta
+        loop.reconcile_once()
+        swept.append(writes.sweeps)
+    assert swept == [1, 1, 2, 2]
+
+
+class GuardsUnreadable(MemoryWrites):
+    """An API server whose guards cannot be listed."""
+
+    def list_guards(self) -> list[Guard]:
+        raise KubeError("timed out")
+
+
+def test_a_sweep_reads_only_the_guards_the_cache_finds_obsolete_and_logs_what_it_could_not_do(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The cache decides which guards are worth a read at the API server: a guard of a live placement costs none,
+    holds up none of the others, and a sweep that failed says why."""
+    writes = sharing_req_id()
+    live = writes.hold_req_id(placement_from_object(writes.stored[(NS, "second")]))
+    gone = placement("gone", "gpu-0", created="2026-11-29T08:00:00Z")
+    writes.hold_req_id(placement_from_object(gone))
+    reconciler(writes, pods=()).reconcile_once()
+    assert writes.reads == ["gone"] and list(writes.guards.values()) == [live]
+    unreadable = ReadsTimeOut(gone)
+    guard = unreadable.hold_req_id(placement_from_object(gone))
+    loop = reconciler(unreadable, pods=())
+    loop.cache.placements.remove(NS, "gone")
+    with caplog.at_level(logging.WARNING, logger="webhook.reconcile"):
+        loop.reconcile_once()
+        reconciler(GuardsUnreadable(), pods=()).reconcile_once()
+    assert list(unreadable.guards.values()) == [guard]
+    assert logged(caplog) == [
+        f"reqID guard server/{guard.name} not released: timed out",
+        "listing reqID guards failed: timed out",
+    ]
+
+
+def test_a_deleted_node_leaves_nothing_behind_in_what_the_reconciler_remembers_of_nodes() -> None:
+    """Nodes come and go for ever on an autoscaled cluster; a node deleted that this reconciler never saw (the
+    cache listed it first) is no error either."""
+    loop = reconciler(MemoryWrites())
+    loop.cache.nodes.upsert(other_node("gpu-1"))
+    loop.cache.nodes.remove("", "gpu-1")
+    loop.cache.nodes.remove("", "gpu-0")
+    assert loop._nodes_seen == {}
+
+
+def test_a_full_pass_works_out_again_the_problems_of_each_node_that_changed_and_only_those(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whether a node changed is asked once per pair of node objects: a heartbeat on one node must not stand for the
+    deletion of another."""
+    worked: list[str] = []
+    work_out = reconcile_module.problems_on
+
+    def counted(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], Any]:
+        problems = work_out(nodes)
+
+        def counting(spec: PlacementSpec) -> Any:
+            worked.append(spec.node_name)
+            return problems(spec)
+
+        return counting
+
+    monkeypatch.setattr(reconcile_module, "problems_on", counted)
+    on_other = placement("elsewhere", "gpu-0", created="2026-11-29T11:59:00Z")
+    on_other["spec"]["nodeName"] = "gpu-1"
+    writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"), on_other)
+    ticks = [0.0]
+    loop = Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes, monotonic=lambda: ticks[0])
+    loop.cache.nodes.upsert(other_node("gpu-1"))
+    loop.reconcile_once()
+    worked.clear()
+    loop.cache.nodes.upsert({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "5"}})
+    loop.cache.nodes.remove("", "gpu-1")
+    ticks[0] = reconcile_module.FULL_PASS_SECONDS
+    loop.reconcile_once()
+    assert worked == ["gpu-1"]
+    assert [(w["phase"], w["message"]) for w in writes.writes] == [("Failed", "node gpu-1 not found")]
+
+
+def test_a_reconciler_without_a_kube_or_writes_is_refused_and_one_with_a_kube_writes_through_it() -> None:
+    """A server wired without its API client would otherwise fail only at the first status write, in the loop."""
+    with pytest.raises(ValueError, match=r"^a Reconciler needs a Kube or its Writes$"):
+        Reconciler(None, cache(MemoryWrites()), Metrics(), 3600)
+    kube = unreachable_kube()
+    writes = Reconciler(kube, cache(MemoryWrites()), Metrics(), 3600).writes
+    assert isinstance(writes, KubeWrites) and writes.kube is kube
+
+
+def test_a_reconciler_told_no_finished_ttl_keeps_finished_placements() -> None:
+    """0, the default, keeps: deleting what an operator did not ask to delete loses the record of a placement."""
+    writes = MemoryWrites(finished("old", NOW - timedelta(days=400)))
+    Reconciler(None, cache(writes), Metrics(), 3600, lambda: NOW, writes=writes).reconcile_once()
+    assert [name for _, name in writes.stored] == ["old"]
+
+
+def test_the_loop_waits_for_a_synced_cache_and_passes_on_its_own_without_any_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cache not synced yet would release claims and fail placements on what it does not know; and a loop that
+    passed only when an event woke it would miss every deadline of a quiet cluster."""
+    monkeypatch.setattr(reconcile_module, "PERIOD_SECONDS", 0.01)
+    loop = reconciler(MemoryWrites())
+    loop.wake.clear()
+    stop = threading.Event()
+    readiness = [False]
+    passes: list[list[bool]] = []
+
+    def ready() -> bool:
+        return readiness.pop(0) if readiness else True
+
+    def recorded_pass() -> None:
+        passes.append(list(readiness))
+        stop.set()
+
+    loop.cache.ready = ready  # type: ignore[method-assign]
+    loop.pass_once = recorded_pass  # type: ignore[method-assign]
+    runner = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    runner.start()
+    runner.join(timeout=10)
+    assert passes == [[]], "a pass ran on a cache not synced, or none ran once it was"

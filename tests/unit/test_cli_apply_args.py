@@ -192,3 +192,30 @@ def test_plan_waits_for_a_pod_only_with_for(
     assert one_error_line(capsys) == (
         "error: --wait-for-pod waits for the pod of --for; --free-cards and --compact make room for no pod; drop it"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--free-cards", "1", "--for", "big"],
+            "give exactly one goal; use --for POD, --free-cards N or --compact NODE...",
+        ),
+        ([], "give exactly one goal; use --for POD, --free-cards N or --compact NODE..."),
+        (["--for", "big", "--type", "A100"], "--type goes with --free-cards; add --free-cards N"),
+        (["--compact"], "--compact takes the node names; kubectl hami-place plan --compact NODE..."),
+        (["--free-cards", "1", "n1"], "--compact takes the node names; kubectl hami-place plan --compact NODE..."),
+        (
+            ["--compact", "n1", "-n", "team-a"],
+            "-n goes with --for: --free-cards and --compact move pods of every namespace; drop -n (apply -n NS refuses "
+            "a plan that moves pods of another namespace)",
+        ),
+    ],
+)
+def test_plan_names_the_goal_flag_to_fix_before_any_request(
+    argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan for no goal, two goals, or a flag its goal ignores would move pods the operator did not mean to."""
+    kubeconfig = closed_kubeconfig(tmp_path)
+    assert run(["plan", *argv, "--kubeconfig", str(kubeconfig)]) == 2
+    assert one_error_line(capsys) == f"error: {line}"

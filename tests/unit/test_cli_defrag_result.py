@@ -1,0 +1,275 @@
+"""`defrag status|history|pause|resume` as -o json|yaml and the table print them, and the policy ConfigMap as they
+read it. Reading and patching the cluster is covered by tests/cluster."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from kubectl_hami_place.cli._common import DryRun
+from kubectl_hami_place.cli._defrag import History, ModeChange, PolicyView, Status, _policy_ref, _view
+from kubectl_hami_place.cli._errors import CliError, UsageProblem
+from kubectl_hami_place.cli.output import Table, Text
+from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Mode, parse_policy
+from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used
+from kubectl_hami_place.core.names import DEFRAG_RESUME_ANNOTATION
+
+HEAD = "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\n"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+# The moves a cluster in Berlin time reports: the table shows them in UTC.
+BERLIN = timezone(timedelta(hours=1))
+MOVED = MoveRecord(
+    "run-2", "ns/a", "ns", "n1", datetime(2026, 12, 1, 12, 30, tzinfo=BERLIN), "Evicted", "n2", "ns/a-x", "move-a"
+)
+STUCK = MoveRecord("run-2", "ns/b", "ns", "", NOW, "Pending")
+RUNS = (
+    RunSummary("run-2", NOW - timedelta(minutes=30), 2, {"Pending": 1, "Evicted": 1}),
+    RunSummary("run-1", NOW - timedelta(hours=2), 1, {"Evicted": 1}),
+)
+LEADER = Leader("server-0", NOW, NOW + timedelta(seconds=15), True)
+USED = Used(3, {"n9": 1, "n3": 2}, {"ns": 2, "zz": 1})
+BUDGETS = Budgets(moves_per_run=4, moves_per_hour=12, moves_per_node=2, moves_per_namespace=5, cooldown=timedelta(0))
+POLICY = DefragPolicy(mode=Mode.on, budgets=BUDGETS)
+RUNS_TABLE = Table(
+    title="Last runs",
+    columns=("RUN", "STARTED", "MOVES", "RESULTS"),
+    rows=(
+        ("run-2", "2026-12-01 11:30:00Z", "2", "Evicted: 1, Pending: 1"),
+        ("run-1", "2026-12-01 10:00:00Z", "1", "Evicted: 1"),
+    ),
+    empty="none",
+)
+
+
+def config_map(text: str | None, annotations: dict[str, str] | None = None) -> dict[str, object]:
+    data = {} if text is None else {"policy.yaml": text}
+    return {"metadata": {"namespace": "hami", "name": "defrag", "annotations": annotations}, "data": data}
+
+
+def test_status_shows_the_mode_leader_budgets_runs_and_the_newest_runs_moves() -> None:
+    """The table is how an operator checks the controller: what limits it, how much of each it spent, and by whom."""
+    view = PolicyView("hami/defrag", Mode.on, POLICY, "", "")
+    status = Status(view, LEADER, USED, RUNS, sealed=True, latest=(MOVED, STUCK))
+    assert status.to_blocks() == [
+        Text(("Policy:  hami/defrag", "Mode:    on", "Leader:  server-0")),
+        Table(
+            title="Budgets (rolling hour)",
+            columns=("BUDGET", "LIMIT", "USED"),
+            rows=(
+                ("moves per hour", "12", "3"),
+                ("moves per node", "2", "2 (n3)"),
+                ("moves per namespace", "5", "2 (ns)"),
+                ("moves per run", "4", "-"),
+                ("cooldown", "0s", "-"),
+            ),
+        ),
+        RUNS_TABLE,
+        Table(
+            title="Moves of run run-2",
+            columns=("POD", "FROM", "TO", "RESULT"),
+            rows=(("ns/a", "n1", "n2", "Evicted"), ("ns/b", "-", "-", "Pending")),
+        ),
+    ]
+
+
+def test_status_of_a_paused_broken_or_dry_run_policy_says_what_follows() -> None:
+    """A paused policy says what resume brings back; a broken one that the controller stays off; a dry-run one where
+    the moves it would make are logged. With no budgets read and no moves yet, nothing is spent by anyone."""
+    idle = Used(0, {}, {})
+    paused = Status(
+        PolicyView("hami/defrag", Mode.off, None, "budgets.movesPerRun: -1 is negative", "on"), LEADER, idle, (), False
+    )
+    assert paused.to_blocks() == [
+        Text(
+            (
+                "Policy:  hami/defrag",
+                "Mode:    off (resume restores on)",
+                "Leader:  server-0",
+                "Problem: budgets.movesPerRun: -1 is negative (the controller stays off until it is fixed)",
+            )
+        ),
+        Table(title="Last runs", columns=("RUN", "STARTED", "MOVES", "RESULTS"), rows=(), empty="none"),
+    ]
+    dry = Status(PolicyView("hami/defrag", Mode.dry_run, DefragPolicy(), "", "on"), LEADER, idle, (), False)
+    assert dry.to_blocks()[0] == Text(
+        (
+            "Policy:  hami/defrag",
+            "Mode:    dry-run",
+            "Leader:  server-0",
+            "Dry-run: nothing moves; the server's log says what would:",
+            "  kubectl logs -n hami -l app.kubernetes.io/name=gpu-descheduler-webhook --tail=-1 | grep DefragDryRun",
+        )
+    )
+    assert dry.to_blocks()[1] == Table(
+        title="Budgets (rolling hour)",
+        columns=("BUDGET", "LIMIT", "USED"),
+        rows=(
+            ("moves per hour", "12", "0"),
+            ("moves per node", "2", "0"),
+            ("moves per namespace", "4", "0"),
+            ("moves per run", "4", "-"),
+            ("cooldown", "1h", "-"),
+        ),
+    )
+    unreadable = Status(PolicyView("hami/defrag", None, None, "not YAML", ""), LEADER, idle, (), False)
+    assert unreadable.to_blocks()[0] == Text(
+        (
+            "Policy:  hami/defrag",
+            "Mode:    unreadable",
+            "Leader:  server-0",
+            "Problem: not YAML (the controller stays off until it is fixed)",
+        )
+    )
+
+
+def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
+    """A monitoring script reads this document: every field present, null where nothing is known."""
+    view = PolicyView("hami/defrag", Mode.on, POLICY, "", "")
+    status = Status(view, LEADER, USED, RUNS[:1], sealed=True, latest=(STUCK,))
+    assert status.to_data() == {
+        "policy": "hami/defrag",
+        "mode": "on",
+        "valid": True,
+        "problem": None,
+        "resumeMode": None,
+        "leader": {"holder": "server-0", "current": True, "renewTime": "2026-12-01T12:00:00+00:00"},
+        "budgets": {
+            "movesPerRun": 4,
+            "movesPerHour": 12,
+            "movesPerNode": 2,
+            "movesPerNamespace": 5,
+            "cooldown": "0s",
+        },
+        "usedLastHour": {"moves": 3, "perNode": {"n9": 1, "n3": 2}, "perNamespace": {"ns": 2, "zz": 1}},
+        "runs": [
+            {
+                "run": "run-2",
+                "started": "2026-12-01T11:30:00+00:00",
+                "moves": 2,
+                "results": {"Pending": 1, "Evicted": 1},
+            }
+        ],
+        "latestRunMoves": [
+            {
+                "time": "2026-12-01T12:00:00+00:00",
+                "run": "run-2",
+                "pod": "ns/b",
+                "namespace": "ns",
+                "from": None,
+                "to": None,
+                "result": "Pending",
+                "replacement": None,
+                "placement": "",
+            }
+        ],
+        "sealsChecked": True,
+    }
+    assert status.to_blocks()[-1] == Table(
+        title="Moves of run run-2", columns=("POD", "FROM", "TO", "RESULT"), rows=(("ns/b", "-", "-", "Pending"),)
+    )
+    nobody = Status(
+        PolicyView("hami/defrag", None, None, "not YAML", "on"), Leader("", None, None, False), USED, (), False
+    )
+    assert nobody.to_data() | {"usedLastHour": None} == {
+        "policy": "hami/defrag",
+        "mode": None,
+        "valid": False,
+        "problem": "not YAML",
+        "resumeMode": "on",
+        "leader": {"holder": None, "current": False, "renewTime": None},
+        "budgets": None,
+        "usedLastHour": None,
+        "runs": [],
+        "latestRunMoves": [],
+        "sealsChecked": False,
+    }
+
+
+def test_history_lists_each_move_in_utc_with_its_replacement_and_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Moves are compared across replicas' logs in UTC, whatever the local time zone; the wide columns name what to
+    inspect next."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    history = History((MOVED, STUCK), sealed=False)
+    blocks = history.to_blocks()
+    monkeypatch.undo()
+    time.tzset()
+    assert blocks == [
+        Table(
+            columns=("TIME", "RUN", "POD", "FROM", "TO", "RESULT", "REPLACEMENT", "PLACEMENT"),
+            rows=(
+                ("2026-12-01 11:30:00Z", "run-2", "ns/a", "n1", "n2", "Evicted", "ns/a-x", "move-a"),
+                ("2026-12-01 12:00:00Z", "run-2", "ns/b", "-", "-", "Pending", "-", ""),
+            ),
+            wide=frozenset({"REPLACEMENT", "PLACEMENT"}),
+            empty="No moves: the controller has made none.",
+        )
+    ]
+    assert history.to_data() == {
+        "moves": [
+            {
+                "time": "2026-12-01T12:30:00+01:00",
+                "run": "run-2",
+                "pod": "ns/a",
+                "namespace": "ns",
+                "from": "n1",
+                "to": "n2",
+                "result": "Evicted",
+                "replacement": "ns/a-x",
+                "placement": "move-a",
+            },
+            History((STUCK,), False).to_data()["moves"][0],
+        ],
+        "sealsChecked": False,
+    }
+
+
+def test_pause_and_resume_say_what_they_changed_or_that_nothing_needed_to() -> None:
+    """A second pause must read as harmless, and a dry run as not having changed the cluster."""
+    assert ModeChange("hami/defrag", "on", "off", True, DryRun.none).to_blocks() == [
+        Text(("defrag policy hami/defrag: mode on -> off",))
+    ]
+    assert ModeChange("hami/defrag", "off", "on", True, DryRun.server).to_blocks() == [
+        Text(("defrag policy hami/defrag: mode off -> on (server dry run)",))
+    ]
+    same = ModeChange("hami/defrag", "off", "off", False, DryRun.client)
+    assert same.to_blocks() == [Text(("defrag policy hami/defrag: mode is already off; nothing changed",))]
+    assert same.to_data() == {"policy": "hami/defrag", "from": "off", "to": "off", "changed": False, "dryRun": "client"}
+
+
+def test_the_policy_is_read_as_the_server_reads_it() -> None:
+    """The server leaves its own namespace out and refuses a field it does not know: status must say the same."""
+    assert _view(config_map(HEAD + "mode: on\n", {DEFRAG_RESUME_ANNOTATION: "dry-run"})) == PolicyView(
+        "hami/defrag", Mode.on, parse_policy(HEAD + "mode: on\n", "hami"), "", "dry-run"
+    )
+    broken = _view(config_map(HEAD + "mode: off\nbudget: {}\n"))
+    assert broken == PolicyView(
+        "hami/defrag",
+        Mode.off,
+        None,
+        "budget: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
+        "maxMovesPerPlan",
+        "",
+    )
+    with pytest.raises(CliError) as caught:
+        _view(config_map(None))
+    assert caught.value.lines() == [
+        "ConfigMap hami/defrag has no policy.yaml; pass --policy with the chart's defrag policy"
+    ]
+
+
+def test_policy_names_namespace_and_name_and_agrees_with_n() -> None:
+    """`--policy` is split once, at the first slash; -n must name the same namespace, checked before any request."""
+    assert _policy_ref(None, None) is None
+    assert _policy_ref("hami/defrag", "hami") == ("hami", "defrag")
+    with pytest.raises(UsageProblem) as caught:
+        _policy_ref("hami/defrag", "other")
+    assert caught.value.lines() == ["--policy hami/defrag is not in namespace other; give one of -n and --policy"]
+    with pytest.raises(UsageProblem) as caught:
+        _policy_ref("hami", None)
+    assert caught.value.lines() == [
+        "--policy 'hami' is not NAMESPACE/NAME; write e.g. --policy kube-system/gd-defrag-policy"
+    ]

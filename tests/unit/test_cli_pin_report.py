@@ -74,7 +74,8 @@ def test_percent_smaller_than_the_request() -> None:
     assert text.endswith("; raise the percent in --gpu or lower the pod's nvidia.com/gpumem")
 
 
-def test_a_pod_problem_names_where_the_request_came_from() -> None:
+def two_cards_on_one() -> PinVerdict:
+    """A Deployment's pod asking two cards pinned to one: a problem of the pod, not of the card."""
     spec = PlacementSpec(
         req_id="req-12345",
         pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
@@ -82,7 +83,11 @@ def test_a_pod_problem_names_where_the_request_came_from() -> None:
         gpu_devices=(parse_card_ref("gpu-0"),),
     )
     template = {"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
-    pin = pin_verdict(spec, VIEW, workload_from_pod(template, "Deployment trainer"))
+    return pin_verdict(spec, VIEW, workload_from_pod(template, "Deployment trainer"))
+
+
+def test_a_pod_problem_names_where_the_request_came_from() -> None:
+    pin = two_cards_on_one()
     assert line(pin, source="Deployment trainer") == (
         "Deployment trainer: container main asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
         "give one --gpu per card"
@@ -286,14 +291,7 @@ def test_a_refused_pin_says_each_problem_once() -> None:
         "it does not fit even once t is evicted; pick another card (kubectl hami-place status gpu-a100-0) "
         "or evict another pod",
     ]
-    spec = PlacementSpec(
-        req_id="req-12345",
-        pod_selector=selector_from_dict({"matchLabels": {"app": "x"}}),
-        node_name=NODE,
-        gpu_devices=(parse_card_ref("gpu-0"),),
-    )
-    template = {"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
-    pod_problem = pin_verdict(spec, VIEW, workload_from_pod(template, "Deployment trainer"))
+    pod_problem = two_cards_on_one()
     assert refusal_lines(PinRefused(pod_problem, "Deployment trainer", None)) == [
         "Deployment trainer: container main asks 2 card(s) (nvidia.com/gpu) but the placement names 1; "
         "give one --gpu per card"

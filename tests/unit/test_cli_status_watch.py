@@ -26,6 +26,19 @@ class Frame:
         return []
 
 
+def interrupted_after(sleeps: int, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The watch's `time.sleep`: each interval recorded, and Ctrl-C at the `sleeps`-th instead of waiting."""
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == sleeps:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_status.time, "sleep", sleep)
+    return slept
+
+
 def test_a_watch_to_a_stream_writes_frames_on_stdout_and_failures_on_stderr(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -37,14 +50,7 @@ def test_a_watch_to_a_stream_writes_frames_on_stdout_and_failures_on_stderr(
             raise found
         return found
 
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        if len(slept) == 4:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(_status.time, "sleep", sleep)
+    slept = interrupted_after(4, monkeypatch)
     assert _status._watch(read, OutputFormat.json, 1.0) == 0
     out, err = capsys.readouterr()
     frame = '{\n  "nodes": 1\n}\n'
@@ -72,15 +78,7 @@ def test_a_watch_on_a_terminal_redraws_each_frame_with_no_color_set_too(monkeypa
         drawn_before_second_read.append("kubectl hami-place status" in terminal.getvalue())
         return Frame()
 
-    sleeps = iter([None, KeyboardInterrupt()])
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        if isinstance(found := next(sleeps), BaseException):
-            raise found
-
-    monkeypatch.setattr(_status.time, "sleep", sleep)
+    slept = interrupted_after(2, monkeypatch)
     assert _status._watch(read, OutputFormat.table, 1.0) == 0
     assert slept == [1.0, 1.0]
     assert drawn_before_second_read == [False, True]
@@ -95,13 +93,7 @@ def test_a_yaml_watch_is_a_stream_of_documents(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`status -w -o yaml | yq` reads one document per frame: they are separated by `---`, the first one is not."""
-    sleeps = iter([None, KeyboardInterrupt()])
-
-    def sleep(_seconds: float) -> None:
-        if isinstance(found := next(sleeps), BaseException):
-            raise found
-
-    monkeypatch.setattr(_status.time, "sleep", sleep)
+    interrupted_after(2, monkeypatch)
     assert _status._watch(Frame, OutputFormat.yaml, 1.0) == 0
     assert capsys.readouterr().out == "nodes: 1\n---\nnodes: 1\n"
 
@@ -119,14 +111,7 @@ def test_a_json_watch_on_a_terminal_streams_documents_instead_of_redrawing(monke
     """`status -w -o json` read by a person is still JSON, one document per read at the interval, never a redraw."""
     terminal = Terminal()
     monkeypatch.setattr(_status.sys, "stdout", terminal)
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        if len(slept) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(_status.time, "sleep", sleep)
+    slept = interrupted_after(2, monkeypatch)
     assert _status._watch(Frame, OutputFormat.json, 2.5) == 0
     frame = '{\n  "nodes": 1\n}\n'
     assert (terminal.getvalue(), slept) == (f"{frame}\n{frame}", [2.5, 2.5])

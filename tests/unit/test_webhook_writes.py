@@ -819,9 +819,9 @@ def test_placement_and_pod_events_wake_the_reconciler_and_node_events_do_not() -
     assert loop.wake.is_set()
 
 
-def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def problems_worked_out(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The node of each placement whose problems the reconciler works out, in turn (the real `problems_on` still
+    answers)."""
     worked: list[str] = []
     work_out = reconcile_module.problems_on
 
@@ -835,6 +835,13 @@ def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
         return counting
 
     monkeypatch.setattr(reconcile_module, "problems_on", counted)
+    return worked
+
+
+def test_a_placements_problems_are_worked_out_again_only_when_its_node_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worked = problems_worked_out(monkeypatch)
     writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"))
     loop = reconciler(writes)
     for _ in range(3):
@@ -982,17 +989,23 @@ def test_the_placements_sharing_a_req_id_are_asked_when_one_of_them_is_deleted(
     assert asked == ["waiting"], "a placement sharing the reqID of one deleted was not asked again"
 
 
-def test_after_a_failed_pass_its_placements_are_asked_again_once_their_backoff_passed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    asked = asking(monkeypatch)
-    now = [NOW]
+def changed_after_a_pass(now: list[datetime]) -> Reconciler:
+    """Two open placements, a pass over them, then both changed: the next pass has both to ask again."""
     writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(2)))
     loop = reconciler(writes, lambda: now[0])
     loop.pass_once()
     for name in ("open-0", "open-1"):
         writes.touch(name)
         loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, name)]))
+    return loop
+
+
+def test_after_a_failed_pass_its_placements_are_asked_again_once_their_backoff_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = asking(monkeypatch)
+    now = [NOW]
+    loop = changed_after_a_pass(now)
     ask = reconcile_module.follow_up
 
     def failing(placement: Placement, *args: Any, **kwargs: Any) -> Any:
@@ -1590,12 +1603,7 @@ def test_a_pass_that_fails_is_logged_and_only_the_placements_it_did_not_finish_a
     """A placement the failed pass settled keeps its own deadline: backing it off too would ask it for nothing."""
     asked = asking(monkeypatch)
     now = [NOW]
-    writes = MemoryWrites(*(placement(f"open-{n}", "gpu-0", created="2026-11-29T11:59:00Z") for n in range(2)))
-    loop = reconciler(writes, lambda: now[0])
-    loop.pass_once()
-    for name in ("open-0", "open-1"):
-        writes.touch(name)
-        loop.cache.placements.upsert(copy.deepcopy(writes.stored[(NS, name)]))
+    loop = changed_after_a_pass(now)
     ask = reconcile_module.follow_up
 
     def failing_second(placement: Placement, *args: Any, **kwargs: Any) -> Any:
@@ -1722,19 +1730,7 @@ def test_a_full_pass_works_out_again_the_problems_of_each_node_that_changed_and_
 ) -> None:
     """Whether a node changed is asked once per pair of node objects: a heartbeat on one node must not stand for the
     deletion of another."""
-    worked: list[str] = []
-    work_out = reconcile_module.problems_on
-
-    def counted(nodes: Mapping[str, Mapping[str, Any]]) -> Callable[[PlacementSpec], Any]:
-        problems = work_out(nodes)
-
-        def counting(spec: PlacementSpec) -> Any:
-            worked.append(spec.node_name)
-            return problems(spec)
-
-        return counting
-
-    monkeypatch.setattr(reconcile_module, "problems_on", counted)
+    worked = problems_worked_out(monkeypatch)
     on_other = placement("elsewhere", "gpu-0", created="2026-11-29T11:59:00Z")
     on_other["spec"]["nodeName"] = "gpu-1"
     writes = MemoryWrites(placement("open", "gpu-0", created="2026-11-29T11:59:00Z"), on_other)

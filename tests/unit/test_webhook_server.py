@@ -825,7 +825,8 @@ def test_the_probe_gives_up_on_a_listener_that_never_completes_a_handshake() -> 
         port = silent.getsockname()[1]
         said = MutateProbe("127.0.0.1", port, timeout=0.2)()
     where = f"/mutate does not answer on port {port}"
-    assert said is not None and re.fullmatch(rf"{where}: _ssl\.c:\d+: The handshake operation timed out", said), said
+    # the cause's words are Python's and OpenSSL's (`_ssl.c:NNN: The handshake operation timed out` on 3.11)
+    assert said is not None and said.startswith(f"{where}: ") and said.endswith("timed out"), said
 
 
 class Timed(Gate):

@@ -37,11 +37,11 @@ from webhook import listener as webhook_listener
 from webhook import server as webhook_server
 from webhook.api import api_app
 from webhook.certs import CertBundle, generate
-from webhook.listener import MAX_HEADER_BYTES, MutateListener, MutateProbe, drain
+from webhook.listener import MAX_HEADER_BYTES, Connections, IdleLimited, MutateListener, MutateProbe, drain
 from webhook.main import main
 from webhook.metrics import Metrics
 from webhook.mutate import BodyBudget, MutateApp
-from webhook.tls import certificate_names, named_client
+from webhook.tls import ReloadingCertificate, certificate_names, named_client
 
 # What the API server waits for a webhook by default.
 TIMEOUT = 10.0
@@ -909,3 +909,209 @@ def test_a_client_that_waits_for_100_continue_is_told_to_send_its_body(
         assert tls.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
         tls.sendall(body)
         assert read_answer(tls)[0] == "HTTP/1.1 200 OK"
+
+
+def test_the_mutate_listener_is_built_with_the_settings_it_documents(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
+) -> None:
+    """uvicorn's defaults would add headers, logging and a lifespan to every admission and forget the limits given."""
+    context = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), "").serving_context()
+    names = frozenset({"kube-apiserver"})
+    listener = MutateListener(
+        ("::1", 0), app, context, idle_seconds=7, header_seconds=3, max_connections=5, client_names=names
+    )
+    try:
+        config, server, held = listener.server.config, listener.server, listener.connections
+        sock = listener.socket
+        assert (sock.family, sock.getblocking(), listener.port) == (socket.AF_INET6, False, sock.getsockname()[1])
+        assert (
+            config.loop,
+            config.http,
+            config.lifespan,
+            config.log_config,
+            config.access_log,
+            config.proxy_headers,
+            config.server_header,
+            config.date_header,
+            config.backlog,
+            config.timeout_keep_alive,
+            config.ssl,
+        ) == ("uvloop", IdleLimited, "off", None, False, False, False, False, 1024, 7, context)
+        assert (server.app, server.held, server.header_seconds, server.lag_probe) == (app, held, 3, None)
+        assert (held.metrics, held.cap, held.client_names, held.open) == (app.metrics, 5, names, {})
+        assert (listener.thread.name, listener.thread.daemon, listener.started()) == ("https", True, False)
+    finally:
+        listener.socket.close()
+
+
+class Held:
+    """Stands for a connection as `Connections` sees it: its client certificate, whether it carried a review, and
+    the reasons it was refused for (a refusal leaves, as the real one does)."""
+
+    def __init__(self, held: Connections, name: str = "kube-apiserver", *, reviewed: bool = False) -> None:
+        self.held = held
+        self.cert = {"subject": ((("commonName", name),),)}
+        self.reviewed = reviewed
+        self.refused: list[str] = []
+
+    def peercert(self) -> dict[str, Any]:
+        return self.cert
+
+    def refuse(self, reason: str) -> None:
+        self.refused.append(reason)
+        self.held.leave(self)  # type: ignore[arg-type]
+
+
+def test_the_cap_makes_room_by_the_oldest_connection_without_a_review_and_else_refuses_the_new_one() -> None:
+    """The API server's kept-alive connections carry the admissions: a burst of idle clients must not push them
+    out, and the gauge must follow every connection in and out."""
+    metrics = Metrics()
+    held = Connections(metrics, cap=2)
+    first, second, third = (Held(held, reviewed=True) for _ in range(3))
+    assert [held.admit(first), held.admit(second), held.admit(third)] == [True, True, False]  # type: ignore[arg-type]
+    assert (list(held.open), third.refused, metrics.connections._value.get()) == ([first, second], ["over-cap"], 2)
+    held.leave(first)  # type: ignore[arg-type]
+    held.leave(first)  # type: ignore[arg-type]
+    assert (list(held.open), metrics.connections._value.get()) == ([second], 1)
+    idle, newest = Held(held), Held(held)
+    assert [held.admit(idle), held.admit(newest)] == [True, True]  # type: ignore[arg-type]
+    assert (list(held.open), idle.refused, newest.refused) == ([second, newest], ["over-cap"], [])
+    assert (second.refused, metrics.connections._value.get()) == ([], 2)
+
+
+def test_only_a_client_certificate_with_a_required_name_is_held(caplog: pytest.LogCaptureFixture) -> None:
+    """A certificate of the client CA but another name (a kubelet's, say) must not reach /mutate; the log names it."""
+    metrics = Metrics()
+    held = Connections(metrics, client_names=frozenset({"kube-apiserver"}))
+    apiserver, kubelet = Held(held), Held(held, "system:node:gpu-1")
+    with caplog.at_level(logging.WARNING, logger="webhook.listener"):
+        assert [held.admit(apiserver), held.admit(kubelet)] == [True, False]  # type: ignore[arg-type]
+    assert (list(held.open), apiserver.refused, kubelet.refused) == ([apiserver], [], ["client-certificate-name"])
+    assert [record.getMessage() for record in caplog.records] == [
+        "refused a client certificate named ['system:node:gpu-1']: not one of --client-cert-name"
+    ]
+    assert metrics.connections._value.get() == 1
+
+
+class LoopAt:
+    """What `probe_lag` uses of asyncio, on a clock of its own: each sleep wakes `late` seconds after it was due
+    (from a script), and the third observation ends the probe."""
+
+    def __init__(self, late: list[float]) -> None:
+        self.now = 100.0
+        self.late = late
+        self.slept: list[float] = []
+        self.observed: list[float] = []
+
+    def get_running_loop(self) -> LoopAt:
+        return self
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds + self.late.pop(0)
+
+    def observe(self, lag: float) -> None:
+        self.observed.append(lag)
+        if len(self.observed) == 3:
+            raise EOFError
+
+
+def test_the_loop_lag_is_how_late_each_wake_up_came_and_never_less_than_none() -> None:
+    """hami_place_event_loop_lag_seconds is what each admission waited for the loop: the interval itself is no lag,
+    and a timer that fires a little early is no negative wait."""
+    loop = LoopAt([0.25, -0.125, 0.0])
+    probing = webhook_listener.probe_lag(loop.observe)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(webhook_listener, "asyncio", loop)
+        with pytest.raises(EOFError):
+            probing.send(None)
+    assert (loop.slept, loop.observed) == ([0.05] * 3, pytest.approx([0.25, 0.0, 0.0]))
+
+
+def test_drain_marks_the_app_unready_stops_within_what_is_left_of_finish_and_says_so(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The drain's budget is the pod's termination grace: the listen phase uses part of it, the stop gets the rest
+    (at least a second), and the log says what each phase did."""
+    with serving(app, tmp_path) as listener, caplog.at_level(logging.INFO, logger="webhook.listener"):
+        drain(listener, listen=0.5, finish=30.0)
+    stopped = (app.draining, listener.thread.is_alive(), listener.socket.fileno())
+    assert (*stopped, listener.server.config.timeout_graceful_shutdown) == (True, False, -1, 29)
+    assert [record.getMessage() for record in caplog.records] == [
+        "unready; still answering for 0.5s while clients move to other replicas",
+        "listener stopped; 0 admission(s) were in flight and are answered",
+    ]
+    caplog.clear()
+    with serving(Recorded(Gate()), tmp_path) as listener, caplog.at_level(logging.INFO, logger="webhook.listener"):
+        drain(listener, listen=0.0, finish=0.0)
+        assert (listener.server.config.timeout_graceful_shutdown, listener.thread.is_alive()) == (1, False)
+    assert [record.getMessage() for record in caplog.records] == [
+        "listener stopped; 0 admission(s) were in flight and are answered"
+    ]
+
+
+def test_a_review_pipelined_behind_one_in_flight_is_answered_after_it(
+    served: MutateListener, bundle: CertBundle, gate: Gate
+) -> None:
+    """HTTP/1.1 answers in the order asked: a cache-decided review sent right behind one that waits for a claim
+    must not overtake it on the fast path."""
+    gate.hold.set()
+    with connected(served.port, bundle.ca_crt) as tls:
+        tls.sendall(post_request("hold") + post_request("web-1"))
+        assert gate.entered.acquire(timeout=TIMEOUT)
+        time.sleep(0.2)  # the second review's header is parsed by now
+        gate.release.set()
+        uids = [json.loads(read_answer(tls)[2])["response"]["uid"] for _ in range(2)]
+    assert uids == ["uid-hold", "uid-web-1"]
+
+
+def test_a_header_of_exactly_the_limit_is_answered_and_its_body_may_come_after_the_header_deadline(
+    tmp_path: Path, bundle: CertBundle, app: MutateApp
+) -> None:
+    """MAX_HEADER_BYTES is the largest header served, not the first refused; and the header deadline ends with the
+    header, the body has the admission's own."""
+    request = post_request()
+    line = b"POST /mutate HTTP/1.1\r\n"
+    head, _, body = request[len(line) :].partition(b"\r\n\r\n")
+    prefix = line + b"X-Long: "
+    with serving(app, tmp_path, header_seconds=0.5) as listener, connected(listener.port, bundle.ca_crt) as tls:
+        tls.sendall(prefix + b"a" * (MAX_HEADER_BYTES - len(prefix)))
+        time.sleep(0.2)  # read as a header still not whole
+        tls.sendall(b"\r\n" + head + b"\r\n\r\n")
+        time.sleep(1.0)  # past the header deadline
+        tls.sendall(body)
+        assert read_answer(tls)[0] == "HTTP/1.1 200 OK"
+    assert app.metrics.connections_closed.labels("header-too-large")._value.get() == 0
+
+
+def test_a_client_gone_while_its_body_arrives_gives_back_its_budget_its_admission_and_its_place(
+    tmp_path: Path, bundle: CertBundle, gate: Gate
+) -> None:
+    """The drain waits for admissions in flight and the cap counts open connections: a client that disconnects
+    must not hold either until its admission's deadline."""
+    app = MutateApp(gate, Metrics(), admission_timeout=30.0)  # type: ignore[arg-type]
+    with serving(app, tmp_path) as listener:
+        with connected(listener.port, bundle.ca_crt) as tls:
+            tls.sendall(post_request()[:-10])
+            wait_until(lambda: (app.in_flight, app.metrics.connections._value.get()) == (1, 1))
+        wait_until(lambda: (app.in_flight, app.bodies.held, app.metrics.connections._value.get()) == (0, 0, 0))
+
+
+def test_a_review_without_a_length_goes_the_apps_way(tmp_path: Path, bundle: CertBundle, gate: Gate) -> None:
+    """Only a body whose length is told is read on the fast path; a POST without one (no body, as HTTP reads it)
+    is the app's to answer, as a client's mistake."""
+    app = Recorded(gate)
+    request = b"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n\r\n"
+    with serving(app, tmp_path) as listener, connected(listener.port, bundle.ca_crt) as tls:
+        tls.sendall(request)
+        status_line, headers, body = read_answer(tls)
+    status, expected_headers, expected_body = call(Recorded(gate), "POST", "/mutate")
+    assert app.through_asgi == ["POST /mutate"]
+    assert (status_line.split(" ", 2)[1], headers, json.loads(body)) == (
+        str(status),
+        expected_headers,
+        json.loads(expected_body),
+    )

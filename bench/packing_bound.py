@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.repack import best_repack, drawn, target
+from bench.repack import REPORT, drawn, report_figures
 from bench.trace_replay import (
     NODE_FILE,
     TASK_FILES,
@@ -38,8 +38,6 @@ from bench.trace_replay import (
     task_request,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-REPACK_REPORT = ROOT / "docs" / "performance-trace-repack.json"
 WHOLE = 100
 """A card's room in HAMi's percent of its cores and memory."""
 
@@ -167,11 +165,6 @@ def bound(nodes: Sequence[TraceNode], tasks: Sequence[Task]) -> dict[str, Any]:
     return {"tasks": len(drawn_tasks), "asked": asked, "held_at_most": held, "unplaced_at_least": 1 - held / asked}
 
 
-def repack_figures(path: Path) -> dict[str, tuple[float, float]]:
-    """(target, best greedy full repack with CPU and memory) by list, from bench/repack.py's report."""
-    return {name: (target(rows), best_repack(rows)) for name, rows in json.loads(path.read_text()).items()}
-
-
 def main(argv: list[str] | None = None) -> None:
     """The bound per task list, beside the target and the full repack."""
     from bench.trace_replay import read_tasks
@@ -179,11 +172,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--trace-dir", type=Path, default=TRACE_DIR)
     parser.add_argument("--files", default=",".join(TASK_FILES), help="task lists")
-    parser.add_argument("--repack", type=Path, default=REPACK_REPORT, help="bench/repack.py's --json report")
+    parser.add_argument("--repack", type=Path, default=REPORT, help="bench/repack.py's --json report")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     nodes = read_nodes(args.trace_dir / NODE_FILE)
-    repacked = repack_figures(args.repack)
+    repacked = report_figures(args.repack)
     report: dict[str, dict[str, Any]] = {}
     print("share of asked GPUs left unplaced at 100% asked")
     print(f"{'list':<11} {'target':>7} {'no placement below':>19} {'greedy full repack':>19}")

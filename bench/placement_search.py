@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.repack import balanced_choice, drawn, repack_order, target
+from bench.repack import REPORT, balanced_choice, drawn, repack_order, report_figures
 from bench.trace_replay import (
     NODE_FILE,
     SPREAD_BINPACK,
@@ -47,7 +47,6 @@ MOVES = 8
 """The planner's moves for one task left: a placement's search, no defragmenter's budget."""
 SEARCH_STEPS = 400_000
 """The planner's search bound for one task left: four times the controller's, as it is run once."""
-REPACK_REPORT = Path(__file__).resolve().parent.parent / "docs" / "performance-trace-repack.json"
 
 
 def scarce_models(nodes: Sequence[TraceNode], tasks: Iterable[Task]) -> frozenset[str]:
@@ -170,10 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default=SPREAD_BINPACK, help="HAMi's policy pair for the cards on a node")
     parser.add_argument("--moves", type=int, default=MOVES, help="the planner's moves for one task left")
     parser.add_argument("--search-steps", type=int, default=SEARCH_STEPS, help="the planner's search bound")
-    parser.add_argument("--repack", type=Path, default=REPACK_REPORT, help="bench/repack.py's --json report")
+    parser.add_argument("--repack", type=Path, default=REPORT, help="bench/repack.py's --json report")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
-    targets = {name: target(rows) for name, rows in json.loads(args.repack.read_text()).items()}
+    targets = {name: wanted for name, (wanted, _best) in report_figures(args.repack).items()}
     nodes = read_nodes(args.trace_dir / NODE_FILE)
     report = {}
     print(f"{len(nodes)} nodes; unplaced share of the asked GPUs at 100% asked, node CPU and memory counted")

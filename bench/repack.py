@@ -39,6 +39,8 @@ from bench.trace_replay import (
 from kubectl_hami_place.core.fit import CardRequest
 
 ORDERS = ("arrival", "repack", "balanced")
+REPORT = Path(__file__).resolve().parent.parent / "docs" / "performance-trace-repack.json"
+"""Where the docs keep this bench's `--json` report, which the packing bound and the placement search read."""
 Choice = Callable[[Cluster, Task], tuple[int, tuple[int, ...]] | None]
 
 
@@ -117,6 +119,11 @@ def target(rows: Sequence[dict[str, Any]]) -> float:
 def best_repack(rows: Sequence[dict[str, Any]]) -> float:
     """The least share of the asked GPUs a repack (either order) left unplaced, node CPU and memory counted."""
     return min(row[order]["unplaced"] for row in rows if row["resources"] for order in ORDERS[1:])
+
+
+def report_figures(path: Path) -> dict[str, tuple[float, float]]:
+    """(target, best repack with CPU and memory) by list, from this bench's `--json` report."""
+    return {name: (target(rows), best_repack(rows)) for name, rows in json.loads(path.read_text()).items()}
 
 
 def main(argv: list[str] | None = None) -> None:

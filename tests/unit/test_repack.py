@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from bench.repack import balanced_choice, best_repack, drawn, place_all, repack_order, replay, target
+from bench.repack import balanced_choice, best_repack, drawn, place_all, repack_order, replay, report_figures, target
 from bench.trace_replay import Task, TraceNode
 
 NODE = TraceNode("node-0", 64000, 262144, 2, "V100M16")
@@ -80,6 +82,19 @@ def test_the_best_repack_is_either_orders_least_with_node_resources_counted() ->
         },
     ]
     assert best_repack(rows) == 0.02
+
+
+def test_the_report_gives_each_list_its_target_and_best_repack(tmp_path: Path) -> None:
+    """The packing bound and the placement search print their figures beside these, read from the report."""
+    row = {
+        "resources": True,
+        "arrival": {"unplaced": 0.12},
+        "repack": {"unplaced": 0.05},
+        "balanced": {"unplaced": 0.04},
+    }
+    report = tmp_path / "repack.json"
+    report.write_text(json.dumps({"default": [row], "other": [{**row, "balanced": {"unplaced": 0.06}}]}))
+    assert report_figures(report) == {"default": (0.03, 0.04), "other": (0.03, 0.05)}
 
 
 def test_the_balanced_repack_keeps_the_cpu_rich_nodes_cards_for_the_tasks_that_need_its_cpu() -> None:

@@ -182,6 +182,13 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         # The client library calls a missing file "Invalid kube-config file. No configuration found."
         raise KubeConfigError(f"cannot read kubeconfig {where}: no such file")
     try:
+        contexts, active = config.list_kube_config_contexts(config_file=where)
+        if context is not None and context not in (names := [str(c.get("name")) for c in contexts]):
+            # The client library says "Expected object with name X in <file>/contexts list".
+            known = ", ".join(names) or "none"
+            raise KubeConfigError(
+                f"cannot use kubeconfig {where}: it has no context {context!r} (its contexts: {known})"
+            )
         with _logged_failures() as failures:
             config.load_kube_config(
                 config_file=where,
@@ -194,7 +201,6 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
             raise KubeConfigError(
                 f"cannot use kubeconfig {where}: its exec credential plugin failed: {_one_line(failures[-1])}"
             )
-        contexts, active = config.list_kube_config_contexts(config_file=where)
     except ConfigException as exc:
         raise KubeConfigError(f"cannot use kubeconfig {where}: {_one_line(str(exc))}") from exc
     except yaml.YAMLError as exc:

@@ -98,8 +98,8 @@ def parse_selector(text: str) -> LabelSelector:
         ) from exc
 
 
-def placement_labels(text: str | None) -> str:
-    """`-l` of list and delete as the API's labelSelector ("" when not given), or a usage error."""
+def label_query(text: str | None) -> str:
+    """`-l` of list, delete and status as the API's labelSelector ("" when not given), or a usage error."""
     return "" if text is None else str(parse_selector(text))
 
 

@@ -20,7 +20,7 @@ from kubectl_hami_place.cli._common import (
     YesOption,
     confirm,
     emit,
-    placement_labels,
+    label_query,
     target,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
@@ -100,7 +100,7 @@ def delete(
 
     wanted = list(names or [])
     phases = set(phase or [])
-    labels = placement_labels(selector)
+    labels = label_query(selector)
     if wanted and (all_placements or labels):
         raise UsageProblem("names and --all or -l conflict", "pass placement names, or --all or -l, not both")
     if phases and not (all_placements or labels):

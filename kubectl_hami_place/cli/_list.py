@@ -15,7 +15,7 @@ from kubectl_hami_place.cli._common import (
     OutputOption,
     PlacementLabelsOption,
     emit,
-    placement_labels,
+    label_query,
     target,
 )
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, examples, placement_columns, placement_row
@@ -68,7 +68,7 @@ def list_placements(
     """List HamiPodPlacements."""
     from kubectl_hami_place.kube import placements
 
-    labels = placement_labels(selector)
+    labels = label_query(selector)
     where = target(kubeconfig, context, namespace, all_namespaces, as_user)
     items = placements.list_placements(where.kube, where.namespace, labels)
     emit(PlacementList(tuple(items), where.namespace is None, where.namespace or "", labels), output)

@@ -30,11 +30,13 @@ from kubectl_hami_place.cli._common import (
     complete_nodes,
     emit,
     error_line,
+    label_query,
     not_gpu_nodes,
     target,
     warn,
     write_out,
 )
+from kubectl_hami_place.cli._errors import UsageProblem
 from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
 from kubectl_hami_place.cli.output.printable import printable
@@ -56,6 +58,7 @@ HELP = (
     + examples(
         "kubectl hami-place status",
         "kubectl hami-place status gpu-a100-0 -o wide",
+        "kubectl hami-place status -l pool=a100",
         "kubectl hami-place status --summary --top 20",
         "kubectl hami-place status --watch --interval 5",
     )
@@ -72,6 +75,7 @@ class Status:
     source: str
     from_webhook: bool
     all_namespaces: bool
+    empty: str = "No HAMi GPU nodes (no node has hami.io/node-nvidia-register or nvidia.com/gpu)."
 
     def to_data(self) -> Any:
         """The cluster-info document plus the placements and the source it came from."""
@@ -89,7 +93,7 @@ class Status:
         for node in self.info.nodes:
             blocks.extend(_node_blocks(node))
         if not self.info.nodes:
-            blocks.append(Text(("No HAMi GPU nodes (no node has hami.io/node-nvidia-register or nvidia.com/gpu).",)))
+            blocks.append(Text((self.empty,)))
         blocks.append(
             Table(
                 title="Placements",
@@ -274,6 +278,10 @@ TopOption = Annotated[
 WatchOption = Annotated[
     bool, typer.Option("--watch", "-w", help="Read and show it again every --interval seconds until Ctrl-C.")
 ]
+NodeLabelsOption = Annotated[
+    str | None,
+    typer.Option("--selector", "-l", help="Only the GPU nodes with these labels, kubectl syntax (e.g. -l pool=a100)."),
+]
 # At most a day: time.sleep refuses what overflows a time_t (inf, 1e10), which ended the watch as an unexpected error.
 IntervalOption = Annotated[
     float, typer.Option("--interval", min=1.0, max=86400.0, help="Seconds between two reads with --watch.")
@@ -286,6 +294,7 @@ def status(
         list[str] | None,
         typer.Argument(help="Only these nodes (default: all GPU nodes).", autocompletion=complete_nodes),
     ] = None,
+    selector: NodeLabelsOption = None,
     summary: SummaryOption = None,
     top: TopOption = 10,
     watch: WatchOption = False,
@@ -298,11 +307,15 @@ def status(
     output: OutputOption = OutputFormat.table,
 ) -> int:
     """Show the cards, pods, placements and fragmentation."""
-    where = target(kubeconfig, context, namespace, all_namespaces=all_namespaces or not namespace, as_user=as_user)
     wanted = list(dict.fromkeys(nodes or []))
+    if wanted and selector is not None:
+        # As kubectl: `kubectl get nodes a -l x` is refused too.
+        raise UsageProblem("name nodes or give -l, not both", "drop the node names or -l")
+    labels = label_query(selector) or None
+    where = target(kubeconfig, context, namespace, all_namespaces=all_namespaces or not namespace, as_user=as_user)
 
     def read() -> Result:
-        return _read(where.kube, where.namespace, wanted, summary, top)
+        return _read(where.kube, where.namespace, wanted, summary=summary, top=top, labels=labels)
 
     if watch:
         return _watch(read, output, interval)
@@ -320,8 +333,10 @@ def shows_summary(summary: bool | None, nodes_named: bool, node_count: int) -> b
     return not nodes_named and node_count > SUMMARY_ABOVE
 
 
-def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | None, top: int) -> Result:
-    """One read of the cluster, as the detailed view or the fleet summary."""
+def _read(
+    kube: Kube, namespace: str | None, wanted: list[str], *, summary: bool | None, top: int, labels: str | None
+) -> Result:
+    """One read of the cluster (the named nodes, or those with the labels), as the detailed view or the summary."""
     from kubectl_hami_place.core.fleet import placements_by_phase, summarize_fleet
     from kubectl_hami_place.core.fragmentation import summarize
     from kubectl_hami_place.kube import cluster_reads, placements
@@ -334,19 +349,23 @@ def _read(kube: Kube, namespace: str | None, wanted: list[str], summary: bool | 
         if missing:
             raise not_gpu_nodes(kube, missing)
         info = replace(info, nodes=tuple(node for node in info.nodes if node.name in wanted))
+    if labels is not None:
+        labelled = cluster_reads.node_names(kube, labels)
+        info = replace(info, nodes=tuple(node for node in info.nodes if node.name in labelled))
     for message in info.warnings:
         warn(message)
     shown = {node.name for node in info.nodes}
     items = [
         item
         for item in placements.list_placements(kube, namespace)
-        if not wanted or (item.get("spec") or {}).get("nodeName") in shown
+        if not (wanted or labels) or (item.get("spec") or {}).get("nodeName") in shown
     ]
     if shows_summary(summary, bool(wanted), len(info.nodes)):
         return StatusSummary(
             summarize_fleet(info, top), placements_by_phase(items), info.generated_at, read.source, read.from_webhook
         )
-    return Status(info, summarize(info), tuple(items), read.source, read.from_webhook, namespace is None)
+    view = Status(info, summarize(info), tuple(items), read.source, read.from_webhook, namespace is None)
+    return replace(view, empty=f"No HAMi GPU node has the labels {labels}.") if labels is not None else view
 
 
 def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) -> int:

@@ -86,6 +86,12 @@ def list_nodes(kube: Kube) -> list[dict[str, Any]]:
     return sorted(list_items(body), key=_name)
 
 
+def node_names(kube: Kube, label_selector: str) -> set[str]:
+    """The names of the nodes with these labels, filtered by the API server (`kubectl get nodes -l`)."""
+    body = request(kube, _get(kube, "/api/v1/nodes"), what="list nodes", label_selector=label_selector)
+    return {_name(item) for item in list_items(body)}
+
+
 def get_node(kube: Kube, name: str) -> dict[str, Any]:
     """One node; `KubeNotFound` when there is none by that name."""
     return request(kube, kube.core().read_node, name, what="get nodes")

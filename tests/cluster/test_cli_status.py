@@ -116,6 +116,35 @@ def test_status_table_shows_cards_pods_placements_and_source(cluster: Sandbox, n
     assert "\x1b[" not in run.out
 
 
+def test_status_shows_only_the_nodes_with_the_labels_and_their_placements(cluster: Sandbox, namespace: str) -> None:
+    """On a cluster of several pools an operator looks at one: the API server picks the nodes by label, as `kubectl
+    get nodes -l` does, and the placements and fragmentation shown are that pool's."""
+    pool = "test.hami-place/pool"
+    for name, node in (("in-pool", H100), ("elsewhere", "gpu-a100-0")):
+        pinned = plugin(
+            cluster,
+            *("pin", "-n", namespace, "-l", f"app={name}", "--node", node, "--gpu", "gpu-0"),
+            *("--request-memory", "1024", "--name", name, "--ack-timeout", "0"),
+        )
+        assert pinned.code == 0, pinned.err
+    cluster.kubectl("label", "node", H100, f"{pool}={namespace}")
+    try:
+        run = plugin(cluster, "status", "-n", namespace, "-l", f"{pool}={namespace}", "-o", "json")
+        assert run.code == 0, run.err
+        result = run.json()
+        assert [n["name"] for n in result["nodes"]] == [H100]
+        assert [n["name"] for n in result["fragmentation"]["nodes"]] == [H100]
+        assert [p["metadata"]["name"] for p in result["placements"]] == ["in-pool"]
+        others = plugin(cluster, "status", "-n", namespace, "-l", f"{pool}!={namespace}", "-o", "json").json()
+        assert H100 not in [n["name"] for n in others["nodes"]] and "gpu-a100-0" in [n["name"] for n in others["nodes"]]
+        assert [p["metadata"]["name"] for p in others["placements"]] == ["elsewhere"]
+        none = plugin(cluster, "status", "-n", namespace, "-l", f"{pool}=nothing")
+        assert none.code == 0, none.err
+        assert none.out.splitlines()[0] == f"No HAMi GPU node has the labels {pool}=nothing."
+    finally:
+        cluster.kubectl("label", "node", H100, f"{pool}-")
+
+
 def test_unreachable_webhook_falls_back_to_the_api_and_says_so(cluster: Sandbox, namespace: str) -> None:
     service = {
         "apiVersion": "v1",

@@ -39,6 +39,7 @@ from bench.trace_replay import (
     TraceNode,
     read_nodes,
     read_tasks,
+    unplaced_by_models,
 )
 
 WIDE_SHARE_MILLI = 750
@@ -116,14 +117,6 @@ def problems(nodes: Sequence[TraceNode], cluster: Cluster) -> list[str]:
             found.append(f"{task.name}: HAMi's fit refuses cards {cards} of {nodes[node].name}")
         fresh.put(task, node, cards)
     return found
-
-
-def unplaced_by_models(left: Iterable[Task], asked: float) -> dict[str, float]:
-    """The share of the asked GPUs left unplaced by the card models the tasks accept (`any`: every model)."""
-    shares: dict[str, float] = defaultdict(float)
-    for task in left:
-        shares[",".join(task.gpu_spec) or "any"] += task.gpus / asked
-    return dict(sorted(shares.items(), key=lambda item: -item[1]))
 
 
 def search(

@@ -31,7 +31,8 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -294,6 +295,7 @@ class InflationLedger:
     rows: list[dict[str, float]] = field(default_factory=list)
     unplaced_by: dict[str, float] = field(default_factory=lambda: dict.fromkeys(UNPLACED_CAUSES, 0.0))
     unplaced_asking: dict[str, float] = field(default_factory=dict)
+    unplaced_tasks: list[Task] = field(default_factory=list)
 
     def record(self, task: Task, placed: bool, evictions: int = 0, cause: str = "fragmented") -> None:
         """Count one task drawn (`cause`: why it stayed unplaced, see `Cluster.unplaced_cause`); add a row each time
@@ -308,6 +310,7 @@ class InflationLedger:
             self.tasks_unplaced += 1
             self.unplaced_by[cause] += task.gpus
             self.unplaced_asking[task.ask] = self.unplaced_asking.get(task.ask, 0.0) + task.gpus
+            self.unplaced_tasks.append(task)
         while self.asked >= (len(self.rows) + 1) * self.step * self.capacity - 1e-9:
             self.rows.append(self.row((len(self.rows) + 1) * self.step))
 
@@ -330,6 +333,14 @@ class InflationLedger:
                 for ask, gpus in sorted(self.unplaced_asking.items())
             },
         }
+
+
+def unplaced_by_models(left: Iterable[Task], asked: float) -> dict[str, float]:
+    """The share of the asked GPUs left unplaced by the card models the tasks accept (`any`: every model)."""
+    shares: dict[str, float] = defaultdict(float)
+    for task in left:
+        shares[",".join(task.gpu_spec) or "any"] += task.gpus / asked
+    return dict(sorted(shares.items(), key=lambda item: -item[1]))
 
 
 # The cluster ----------------------------------------------------------------------------------------------------
@@ -591,6 +602,16 @@ class Cluster:
         self.rooms[node] = rooms
         self.room_cores[node] = max((room[0] for room in rooms), default=-1)
         self.room_mem[node] = max((room[1] for room in rooms), default=-1)
+
+    def held_by_flexible(self) -> dict[str, float]:
+        """Per card model, the GPUs on its cards held by tasks that accept another model too: what moving them off
+        could give the tasks bound to that model alone."""
+        held: dict[str, float] = defaultdict(float)
+        for running in self.running.values():
+            model = self.trace_nodes[running.node].model
+            if running.task.num_gpu and set(running.task.gpu_spec) != {model}:
+                held[model] += running.task.gpus
+        return dict(sorted(held.items()))
 
     def needs(self, task: Task) -> Resources:
         """What the task asks of a node's CPU, memory and pods, as the planner counts them (nothing counted when
@@ -1226,6 +1247,8 @@ def replay_inflation(
         "capacity": cluster.capacity,
         "rows": ledger.rows,
         "final": ledger.row(ledger.asked / cluster.capacity),
+        "unplaced_by_models": unplaced_by_models(ledger.unplaced_tasks, ledger.asked),
+        "held_by_flexible": cluster.held_by_flexible(),
         "controller": controller.stats.to_dict() if controller else None,
         "fgd": cluster.fgd.summary() if cluster.fgd else None,
         "cpu_seconds": time.process_time() - started,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.placement_search import improve, problems, scarce_models, search, search_order, unplaced_by_models
+from bench.placement_search import improve, problems, scarce_models, search, search_order
 from bench.repack import balanced_choice, place_all, repack_order
 from bench.trace_replay import SPREAD_BINPACK, Cluster, Task, TraceNode
 
@@ -109,16 +109,3 @@ def test_the_search_leaves_the_wide_share_of_a_scarce_model_where_the_repack_lea
     assert (row["greedy"], row["unplaced"]) == (pytest.approx(0.8 / 3.8), pytest.approx(0.8 / 3.8))
     assert (row["tasks_unplaced"], row["passes"], row["moves"], row["problems"]) == (1, 1, 0, [])
     assert row["unplaced_by_models"] == {"T4": pytest.approx(0.8 / 3.8)}
-
-
-def test_what_is_left_is_told_by_the_models_its_tasks_accept_largest_first() -> None:
-    """Where the unplaced GPUs are bound says whether a scarce model or the whole cluster holds them back."""
-    left = [
-        task("either", 1, 500, "T4", "V100M16"),
-        task("anywhere", 1, 1000),
-        task("t4-a", 1, 800, "T4"),
-        task("t4-b", 1, 400, "T4"),
-    ]
-    shares = unplaced_by_models(left, 10.0)
-    assert list(shares) == ["T4", "any", "T4,V100M16"]
-    assert list(shares.values()) == pytest.approx([0.12, 0.1, 0.05])

@@ -40,6 +40,7 @@ from bench.trace_replay import (
     replay_timeline,
     task_annotations,
     task_request,
+    unplaced_by_models,
 )
 from kubectl_hami_place.core.fit import USE_TYPE
 from kubectl_hami_place.core.node_resources import Resources
@@ -175,6 +176,37 @@ def test_ledger_splits_the_unplaced_gpus_by_what_the_task_asked() -> None:
     assert row["unplaced_asking_1"] == pytest.approx(1 / asked)
     assert row["unplaced_asking_8"] == pytest.approx(8 / asked)
     assert "unplaced_asking_2" not in row
+
+
+def test_what_is_left_is_told_by_the_models_its_tasks_accept_largest_first() -> None:
+    """Where the unplaced GPUs are bound says whether a scarce model or the whole cluster holds them back."""
+    left = [
+        task("either", 1, 500, gpu_spec=("T4", "V100M16")),
+        task("anywhere", 1, 1000),
+        task("t4-a", 1, 800, gpu_spec=("T4",)),
+        task("t4-b", 1, 400, gpu_spec=("T4",)),
+    ]
+    shares = unplaced_by_models(left, 10.0)
+    assert list(shares) == ["T4", "any", "T4,V100M16"]
+    assert list(shares.values()) == pytest.approx([0.12, 0.1, 0.05])
+
+
+def test_inflation_tells_what_is_unplaced_by_model_and_what_tasks_that_could_go_elsewhere_hold() -> None:
+    """A task bound to T4 is left out while tasks that accept any card hold both T4 cards: the report says so, the
+    GPUs a defragmenter could give the bound task by moving the others off (V100's card holds a task bound to it,
+    the task without cards holds none)."""
+    cluster_nodes = [TraceNode("t4", 64000, 262144, 2, "T4"), TraceNode("v100", 128000, 524288, 1, "V100M16")]
+    tasks = [
+        task("v100-only", gpu_spec=("V100M16",)),
+        task("anywhere"),
+        task("cpu-only", 0, 0),
+        task("anywhere-share", 1, 500),
+        task("t4-only", gpu_spec=("T4",)),
+    ]
+    result = replay_inflation(cluster_nodes, tasks, Setup("test", "spread", controller=False), ControllerPolicy())
+    assert result["final"]["tasks_unplaced"] == 1
+    assert result["unplaced_by_models"] == {"T4": pytest.approx(1 / 3.5)}
+    assert result["held_by_flexible"] == {"T4": pytest.approx(1.5)}
 
 
 def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:

@@ -74,6 +74,7 @@ from kubectl_hami_place.core.defrag.keys import (
     open_move,
     pending_wait,
     pod_key,
+    rescue_unneeded,
     room_settled,
     send_back_again_after,
 )
@@ -606,7 +607,7 @@ class DefragController:
                 self.metrics.moves.labels("dry_run").inc(len(decision.moves))
             return Look.dry_run
         self._event(about, "DefragRun", f"run {decision.run_id}: {decision.message}")
-        done, failure, stopped, failed = self._carry_out(decision, config)
+        done, failure, stopped, failed = self._carry_out(decision, config, about if trigger == "rescue" else None)
         # What the batch read no longer holds: the next look reads the caches and the history again.
         self._read, self._history = None, None
         self._said.pop(key, None)
@@ -614,6 +615,9 @@ class DefragController:
             self.metrics.runs.labels(trigger, stopped).inc()
             self._retry_at[key] = time.monotonic() + RETRY.total_seconds()
             head = f"run {decision.run_id} stopped after {done} of {len(decision.moves)} move(s): "
+            if stopped == "unneeded":
+                self._event(about, "DefragNotNeeded", head + failure)
+                return Look.failed
             self._event(
                 about,
                 "DefragBlocked" if stopped == "blocked" else "DefragStopped",
@@ -627,15 +631,21 @@ class DefragController:
             self._event(about, "DefragRoomMade", f"run {decision.run_id} made {done} move(s) toward {decision.trigger}")
         return Look.moved
 
-    def _carry_out(self, decision: RunDecision, config: HamiConfig) -> tuple[int, str, str, str]:
+    def _carry_out(
+        self, decision: RunDecision, config: HamiConfig, rescued: Mapping[str, Any] | None = None
+    ) -> tuple[int, str, str, str]:
         """The decision's moves one after another, each waited for until it settled; (moves made, why it stopped, the
         run's result when it stopped: `blocked` when a PodDisruptionBudget refused an eviction the plan counted on,
-        else `failed`; the pod of the move that failed, "" when none did)."""
+        `unneeded` when the `rescued` pod no longer waits, else `failed`; the pod of the move that failed, "" when
+        none did)."""
         done = 0
         for move in decision.moves:
             try:
                 self._guard()
                 self._still_allowed(decision, done)
+                unneeded = self._unneeded(rescued)
+                if unneeded:
+                    return done, unneeded, "unneeded", ""
                 stale = self._stale(move)
                 if stale:
                     self.metrics.moves.labels("failed").inc()
@@ -671,6 +681,16 @@ class DefragController:
             self.metrics.moves.labels("done").inc()
             done += 1
         return done, "", "", ""
+
+    def _unneeded(self, rescued: Mapping[str, Any] | None) -> str:
+        """Why the pod a rescue run is for no longer needs its next move, as the cache holds it now ("" when it
+        still does, or for a run of no pod)."""
+        if rescued is None:
+            return ""
+        metadata = rescued.get("metadata") or {}
+        pod = self.cache.pods.get(str(metadata.get("namespace")), str(metadata.get("name")))
+        why = rescue_unneeded(pod, str(metadata.get("uid") or ""))
+        return f"{why}; no more moves are made for it" if why else ""
 
     def _step(self, move: Move) -> MoveCheck:
         """Where the move stands on the caches as they are now, read anew."""

@@ -593,6 +593,46 @@ def budget_at_zero(name: str) -> dict[str, Any]:
     }
 
 
+def test_a_run_stops_before_its_next_move_once_its_pending_pod_is_gone(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """The three cards of the over-budget test: the big pod's rescue takes two moves. It is deleted right after the
+    first eviction (the leader frozen there): the second pod is not evicted for a pod that no longer waits."""
+    node = fresh_node(cluster, card_entries(3))
+    try:
+        for app, mib in {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}.items():
+            body = deployment(app, 0, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}, node.name)
+            create(cluster, namespace, body)
+            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        write_policy(cluster, server_namespace, namespace, "on", movesPerHour=100, movesPerNode=10)
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        evictions = Evictions(cluster, namespace)
+        try:
+            frozen = freeze_when(cluster, namespace, server, "evicted")
+            pending_big(cluster, namespace, node)
+            wait_for(frozen.is_set, "the run's first eviction", timeout=120, interval=0.05)
+            client.CoreV1Api(cluster.api_client()).delete_namespaced_pod("big", namespace, grace_period_seconds=0)
+            server.process.send_signal(signal.SIGCONT)
+            message = wait_for(lambda: said(cluster, namespace, "big", "DefragNotNeeded"), "the stopped run's Event")
+            time.sleep(3)  # a few of the controller's passes, for a second eviction to show if it would make one
+        finally:
+            evictions.stop()
+        run = said(cluster, namespace, "big", "DefragRun")
+        assert run.startswith("run ") and run.count(" from ") == 2, f"a two-move run: {run}"
+        run_id = run.split()[1].rstrip(":")
+        assert message == (
+            f"run {run_id} stopped after 1 of 2 move(s): the pod it rescues is gone; no more moves are made for it"
+        )
+        assert len(evictions.deleted) == 2 and sorted(evictions.deleted.values()) == [False, True], (
+            f"the big pod deleted, one pod evicted: {evictions.deleted}"
+        )
+        assert len(placements(cluster, namespace)) == 1, "one move pinned"
+        assert server.metric('hami_place_defrag_runs_total{result="unneeded",trigger="rescue"}') == 1
+        assert server.metric('hami_place_defrag_moves_total{result="done"}') == 1
+    finally:
+        delete_nodes(cluster, [node])
+
+
 def at_its_limit(cluster: Sandbox, namespace: str, name: str) -> bool:
     """The disruption controller counted both pods healthy and allows no disruption."""
     status = client.PolicyV1Api(cluster.api_client()).read_namespaced_pod_disruption_budget(name, namespace).status

@@ -30,6 +30,7 @@ from kubectl_hami_place.core.defrag.keys import (
     open_move,
     pending_wait,
     pod_key,
+    rescue_unneeded,
     room_settled,
     send_back_again_after,
 )
@@ -189,6 +190,17 @@ def test_when_a_pod_is_looked_at_again_after_each_kind_of_look(
     look: Look, eases: datetime | None, again: timedelta | None
 ) -> None:
     assert look_again(look, NOW, timedelta(seconds=10), eases) == again
+
+
+def test_a_run_makes_no_further_move_for_a_pod_deleted_replaced_or_scheduled_meanwhile() -> None:
+    """Each move evicts someone's pod: once the pod the run rescues no longer waits, the moves left are for nothing."""
+    assert rescue_unneeded(pod(), "uid-big") == ""
+    assert rescue_unneeded(None, "uid-big") == "the pod it rescues is gone"
+    assert rescue_unneeded(pod(), "uid-old") == "the pod it rescues is gone", "a new pod of that name"
+    deleting = pod(metadata={"deletionTimestamp": NOW.isoformat()})
+    assert rescue_unneeded(deleting, "uid-big") == "the pod it rescues is being deleted"
+    scheduled = pod(spec={"nodeName": "gpu-a100-1"})
+    assert rescue_unneeded(scheduled, "uid-big") == "the pod it rescues was scheduled on gpu-a100-1 meanwhile"
 
 
 def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_settled_or_goes() -> None:

@@ -243,6 +243,21 @@ def follow(
     return Followed.waiting
 
 
+def rescue_unneeded(pod: Mapping[str, Any] | None, uid: str) -> str:
+    """Why a run for the Pending pod with this UID has no reason left to make its next move ("" while the pod still
+    waits; `pod` as stored now): every move evicts a pod, and one made for a pod deleted or scheduled meanwhile is a
+    disruption for nothing."""
+    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
+    if pod is None or metadata.get("uid") != uid:
+        return "the pod it rescues is gone"
+    if metadata.get("deletionTimestamp"):
+        return "the pod it rescues is being deleted"
+    node = as_mapping(pod.get("spec")).get("nodeName")
+    if node:
+        return f"the pod it rescues was scheduled on {node} meanwhile"
+    return ""
+
+
 def moved_pods_gone(moves: Iterable[Move], stored: Mapping[str, str]) -> bool:
     """Whether every pod the moves evicted is gone (`stored`: the UID of the pod stored under each `ns/name` now, ""
     when none): HAMi counts a pod's cards until then, so a rescued pod sent back to the scheduler earlier is refused."""

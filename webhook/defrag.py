@@ -77,6 +77,7 @@ from kubectl_hami_place.core.defrag.keys import (
     rescue_unneeded,
     room_settled,
     send_back_again_after,
+    termination_left,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.defrag.runs import (
@@ -682,6 +683,11 @@ class DefragController:
             done += 1
         return done, "", "", ""
 
+    def _stored(self, pod: str) -> dict[str, Any] | None:
+        """The pod `ns/name` as the cache holds it now."""
+        namespace, _, name = pod.partition("/")
+        return self.cache.pods.get(namespace, name)
+
     def _unneeded(self, rescued: Mapping[str, Any] | None) -> str:
         """Why the pod a rescue run is for no longer needs its next move, as the cache holds it now ("" when it
         still does, or for a run of no pod)."""
@@ -711,6 +717,10 @@ class DefragController:
             check = self._step(move)
             if check.step is Step.done:
                 return ""
+            # The timeout counts from the end of the evicted pod's grace period: a StatefulSet makes its replacement
+            # only once the pod is gone, and HAMi counts the pod's cards until then.
+            left = termination_left(self._stored(move.pod), move.uid, datetime.now(UTC))
+            deadline = max(deadline, time.monotonic() + left + self.options.move_timeout)
             if check.step is Step.changed:
                 return f"{move.pod}: {check.detail}"
             # Checked before the deadline's eviction: a replica that lost the lease evicts nothing more.

@@ -213,14 +213,17 @@ def said(cluster: Sandbox, namespace: str, name: str, reason: str) -> str:
 
 
 def two_pods_one_per_card(
-    cluster: Sandbox, namespace: str, node: GpuNode, priority_class: str = ""
+    cluster: Sandbox, namespace: str, node: GpuNode, priority_class: str = "", template: dict[str, Any] | None = None
 ) -> dict[str, tuple[str, str]]:
-    """Deployments keep and move, one 10,000 MiB pod each, spread one per card: app -> (pod name, its card)."""
+    """Deployments keep and move, one 10,000 MiB pod each, spread one per card: app -> (pod name, its card).
+    `template` is merged into each pod template's metadata and spec."""
     held = {}
     for app in ("keep", "move"):
         body = deployment(app, 0, SMALL, node=node.name)
         if priority_class:
             body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+        for part, values in (template or {}).items():
+            body["spec"]["template"][part].update(values)
         create(cluster, namespace, body)
         name = scale_up(cluster, namespace, app)
         held[app] = (name, allocation(cluster, namespace, name).uuids[0])
@@ -631,6 +634,41 @@ def test_a_run_stops_before_its_next_move_once_its_pending_pod_is_gone(
         assert server.metric('hami_place_defrag_moves_total{result="done"}') == 1
     finally:
         delete_nodes(cluster, [node])
+
+
+def test_a_move_waits_out_the_evicted_pods_grace_period_before_its_timeout_counts(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """The moved pods have 40 s to stop, longer than the move's timeout (10 s here, 180 s by default), and a finalizer
+    holds the evicted one past the timeout, as a checkpoint would: HAMi counts its card until it is gone, so the move
+    waits for that and the timeout counts from the grace period's end. Given up at the timeout, the move evicted the
+    replacement and the rescue failed."""
+    hold = "test.hami-place/checkpoint"
+    template = {"metadata": {"finalizers": [hold]}, "spec": {"terminationGracePeriodSeconds": 40}}
+    api = client.CoreV1Api(cluster.api_client())
+    evictions = Evictions(cluster, namespace)
+    try:
+        held = dict(two_pods_one_per_card(cluster, namespace, node, template=template).values())
+        write_policy(cluster, server_namespace, namespace, "on")
+        flags = ("--defrag-move-timeout", "10")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace, flags=flags)
+        pending_big(cluster, namespace, node)
+        [evicted] = wait_for(
+            lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
+            "the move's eviction",
+        )
+        time.sleep(15)  # past the move's timeout counted from the eviction
+        assert not said(cluster, namespace, "big", "DefragStopped"), "the move was not given up"
+        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        big = allocation(cluster, namespace, "big", timeout=120)
+        wait_for(lambda: said(cluster, namespace, "big", "DefragRescued"), "the rescue's last Event")
+    finally:
+        evictions.stop()
+        for held_pod in api.list_namespaced_pod(namespace).items:
+            if held_pod.metadata.finalizers:
+                api.patch_namespaced_pod(held_pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+    assert (big.node, big.uuids) == (node.name, [held[evicted.metadata.name]])
+    assert evictions.deleted == {evicted.metadata.name: True}, f"one eviction, no replacement's: {evictions.deleted}"
 
 
 def at_its_limit(cluster: Sandbox, namespace: str, name: str) -> bool:

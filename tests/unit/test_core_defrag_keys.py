@@ -33,6 +33,8 @@ from kubectl_hami_place.core.defrag.keys import (
     rescue_unneeded,
     room_settled,
     send_back_again_after,
+    terminating_until,
+    termination_left,
 )
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Rescue
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -201,6 +203,20 @@ def test_a_run_makes_no_further_move_for_a_pod_deleted_replaced_or_scheduled_mea
     assert rescue_unneeded(deleting, "uid-big") == "the pod it rescues is being deleted"
     scheduled = pod(spec={"nodeName": "gpu-a100-1"})
     assert rescue_unneeded(scheduled, "uid-big") == "the pod it rescues was scheduled on gpu-a100-1 meanwhile"
+
+
+def test_a_moves_wait_counts_from_the_end_of_the_evicted_pods_grace_period() -> None:
+    """A pod given ten minutes to checkpoint holds its card, as HAMi counts it, until it is gone (and a StatefulSet
+    makes its replacement only then): a move given three minutes from the eviction would be given up meanwhile."""
+    due = NOW + timedelta(minutes=10)
+    evicted = pod("moved", metadata={"deletionTimestamp": due.isoformat()})
+    assert terminating_until(evicted, "uid-moved") == due
+    assert terminating_until(evicted, "uid-new") is None, "a new pod of that name"
+    assert terminating_until(pod("moved"), "uid-moved") is None, "not evicted (yet)"
+    assert terminating_until(None, "uid-moved") is None, "gone"
+    assert termination_left(evicted, "uid-moved", NOW) == 600.0
+    assert termination_left(evicted, "uid-moved", due + timedelta(seconds=5)) == 0.0, "late: kubelet kills it now"
+    assert termination_left(None, "uid-moved", NOW) == 0.0
 
 
 def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_settled_or_goes() -> None:

@@ -258,6 +258,21 @@ def rescue_unneeded(pod: Mapping[str, Any] | None, uid: str) -> str:
     return ""
 
 
+def terminating_until(pod: Mapping[str, Any] | None, uid: str) -> datetime | None:
+    """When the evicted pod with this UID is due to be gone (its `deletionTimestamp`: the eviction's time plus its
+    grace period; `pod` as stored now), None when it is gone or not terminating. HAMi counts its cards until then."""
+    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
+    if pod is None or metadata.get("uid") != uid:
+        return None
+    return time_or_none(metadata.get("deletionTimestamp"))
+
+
+def termination_left(pod: Mapping[str, Any] | None, uid: str, now: datetime) -> float:
+    """Seconds until the evicted pod with this UID is due to be gone, 0 when it is gone, not terminating or late."""
+    until = terminating_until(pod, uid)
+    return max((until - now).total_seconds(), 0.0) if until is not None else 0.0
+
+
 def moved_pods_gone(moves: Iterable[Move], stored: Mapping[str, str]) -> bool:
     """Whether every pod the moves evicted is gone (`stored`: the UID of the pod stored under each `ns/name` now, ""
     when none): HAMi counts a pod's cards until then, so a rescued pod sent back to the scheduler earlier is refused."""

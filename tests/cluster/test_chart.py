@@ -377,6 +377,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.budgets.movesPerHour=3",
         "defrag.budgets.cooldown=1h30m",
         "defrag.maxMovesPerPlan=5",
+        "defrag.moveJobPods=true",
         namespace="gpu-system",
         release="gd",
     )
@@ -389,7 +390,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert room.enabled and room.interval.total_seconds() == 90 and room.max_stranded_share is None
     assert (room.whole_free_cards.count, room.whole_free_cards.type) == (2, "A100")
     assert policy.budgets.moves_per_hour == 3 and policy.budgets.cooldown.total_seconds() == 5400
-    assert policy.max_moves_per_plan == 5
+    assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 

@@ -37,6 +37,7 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.budgets.cooldown == timedelta(hours=1)
     assert policy.rescue.pending_for == timedelta(seconds=60)
     assert policy.rescue.reserve_for == timedelta(seconds=60)
+    assert policy.move_job_pods is False, "a Job's pods stay unless the operator says they may move"
 
 
 def test_every_field_is_read() -> None:
@@ -53,6 +54,7 @@ keepRoom:
   maxStrandedShare: 0.3
 budgets: {movesPerRun: 1, movesPerHour: 3, movesPerNode: 1, movesPerNamespace: 2, cooldown: 90}
 maxMovesPerPlan: 5
+moveJobPods: true
 """,
         server_namespace="hami-place",
     )
@@ -63,7 +65,7 @@ maxMovesPerPlan: 5
     assert room.enabled and room.interval == timedelta(hours=1, minutes=30)
     assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
     assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
-    assert policy.max_moves_per_plan == 5
+    assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
 
 
 def test_namespaces_include_exclude_and_always_out() -> None:
@@ -105,6 +107,7 @@ def test_json_is_read_too() -> None:
         ("keepRoom: {maxStrandedShare: 1.5}", "keepRoom.maxStrandedShare: 1.5 is not a share", "from 0 to 1"),
         ("keepRoom: {interval: 0s}", "keepRoom.interval: 0s", "1s or more"),
         ("maxMovesPerPlan: 0", "maxMovesPerPlan: 0 is below 1", "write 1 or more"),
+        ("moveJobPods: sometimes", "moveJobPods: 'sometimes' is not true or false", "write true or false"),
         ("budgets: {cooldown: .inf}", "budgets.cooldown: inf is longer than 720h", "at most 720h"),
         ("rescue: {pendingFor: .nan}", "rescue.pendingFor: nan is not a duration", "60s"),
         ("budgets: {cooldown: 70000000h}", "budgets.cooldown: '70000000h' is longer than 720h", "at most 720h"),
@@ -225,17 +228,17 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan",
+            "maxMovesPerPlan, moveJobPods",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan",
+            "budgets, maxMovesPerPlan, moveJobPods",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan",
+            "budgets, maxMovesPerPlan, moveJobPods",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -176,6 +176,19 @@ def test_a_higher_priority_pod_is_never_moved_for_a_lower_one() -> None:
     assert len(decide_run(ON, snapshot, waiting(40, priority=10), [], NOW, "r1").moves) == 2
 
 
+def test_a_jobs_pod_stays_unless_the_policy_lets_job_pods_move() -> None:
+    """Kubernetes counts an eviction toward a Job's backoffLimit (a Job with backoffLimit 0 fails at its first move)
+    and the pod's work starts over: the controller moves a Job's pod only when the operator said so."""
+    snapshot = one_move()
+    jobs = replace(snapshot, pods=tuple(replace(p, owner_kind="Job") if p.name == "q" else p for p in snapshot.pods))
+    kept = decide_run(ON, jobs, waiting(32), [], NOW, "r1")
+    assert [m.pod for m in kept.moves] == ["team-a/p"], "the other pod moves instead"
+    assert kept.held == ("team-a/q: is a Job's pod, which the policy keeps in place (moveJobPods: false)",)
+    assert [m.pod for m in decide_run(ON, snapshot, waiting(32), [], NOW, "r1").moves] == ["team-a/q"]
+    allowed = decide_run(replace(ON, move_job_pods=True), jobs, waiting(32), [], NOW, "r1")
+    assert ([m.pod for m in allowed.moves], allowed.held) == (["team-a/q"], ())
+
+
 def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:
     cooling = decide_run(ON, one_move(), waiting(32), [spent("team-a/q", "z", 10)], NOW, "r1")
     assert [m.pod for m in cooling.moves] == ["team-a/p"]

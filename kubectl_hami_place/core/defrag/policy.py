@@ -9,6 +9,7 @@ rescue: {enabled: true, pendingFor: 60s, reserveFor: 60s}     # reserveFor 0s: t
 keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2}
 budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
 maxMovesPerPlan: 8
+moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -36,7 +37,17 @@ from kubectl_hami_place.core.reservation import MAX_RESERVE
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
 POLICY_KIND = "DefragPolicy"
 ALWAYS_OUT = ("kube-system",)
-_TOP_FIELDS = ("apiVersion", "kind", "mode", "namespaces", "rescue", "keepRoom", "budgets", "maxMovesPerPlan")
+_TOP_FIELDS = (
+    "apiVersion",
+    "kind",
+    "mode",
+    "namespaces",
+    "rescue",
+    "keepRoom",
+    "budgets",
+    "maxMovesPerPlan",
+    "moveJobPods",
+)
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
@@ -139,6 +150,7 @@ class DefragPolicy:
     keep_room: KeepRoom = field(default_factory=KeepRoom)
     budgets: Budgets = field(default_factory=Budgets)
     max_moves_per_plan: int = 8
+    move_job_pods: bool = False
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -162,6 +174,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         keep_room=_keep_room(document.get("keepRoom", {})),
         budgets=_budgets(document.get("budgets", {})),
         max_moves_per_plan=_count(document, "maxMovesPerPlan", DEFAULT_POLICY.max_moves_per_plan, "", least=1),
+        move_job_pods=_bool(document, "moveJobPods", DEFAULT_POLICY.move_job_pods, ""),
     )
 
 
@@ -272,7 +285,8 @@ def _bool(section: Mapping[str, Any], key: str, default: bool, path: str) -> boo
     """A true/false field."""
     value = section.get(key, default)
     if not isinstance(value, bool):
-        raise PolicyError(f"{path}.{key}: {_shown(value)} is not true or false; write true or false")
+        where = f"{path}.{key}" if path else key
+        raise PolicyError(f"{where}: {_shown(value)} is not true or false; write true or false")
     return value
 
 

@@ -31,6 +31,7 @@ from kubectl_hami_place.core.lifecycle import gated, waits_for_room
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, ROOM_GATE, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.node_resources import Resources, counted_pod
 from kubectl_hami_place.core.placement import Placement, placement_from_object
+from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
@@ -362,6 +363,8 @@ PLANNED_SPEC = (
     "overhead",
     "resources",
 )
+# What a plan reads of a pod's volumes: only whether it claims one (`claims_volume`), kept as one shared marker.
+CLAIMED_VOLUME: tuple[dict[str, Any], ...] = ({"persistentVolumeClaim": {}},)
 # Of each container, what the plan reads: its name, resources and (an init container's) restartPolicy, which makes it
 # a sidecar that kube-scheduler counts for the pod's whole life.
 PLANNED_CONTAINER = ("name", "resources", "restartPolicy")
@@ -376,10 +379,10 @@ _SCHEDULED_KEYS = {
 
 def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every
-    annotation but kubectl's last applied one, node selection, priority, the containers' names, resources and restart
-    policies, the pod's overhead and pod-level resources, and the PodScheduled condition (its reason and message while
-    the pod is refused: the rescue trigger reads them). The parts pods of one
-    template hold alike are kept once (`_planned_alike`)."""
+    annotation but kubectl's last applied one, node selection, priority, whether it claims a volume, the containers'
+    names, resources and restart policies, the pod's overhead and pod-level resources, and the PodScheduled
+    condition (its reason and message while the pod is refused: the rescue trigger reads them). The parts pods of
+    one template hold alike are kept once (`_planned_alike`)."""
     kept = project_pod(pod)
     meta, spec, status = _dict(pod.get("metadata")), _dict(pod.get("spec")), _dict(pod.get("status"))
     metadata = {**kept["metadata"], **{key: _planned_alike(meta[key]) for key in PLANNED_METADATA if key in meta}}
@@ -387,6 +390,8 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
         key: value for key, value in _dict(meta.get("annotations")).items() if key != LAST_APPLIED
     }
     planned_spec = {**kept["spec"], **{key: _planned_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
+    if claims_volume(spec):
+        planned_spec["volumes"] = CLAIMED_VOLUME
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):

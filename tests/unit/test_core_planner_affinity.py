@@ -94,6 +94,26 @@ def test_the_hostname_pin_of_our_webhook_is_not_the_pods_own_constraint() -> Non
     assert pod_for_plan(placed, LABELS).nodes == {"a100-0"}, "a pin the user wrote stays"
 
 
+@pytest.mark.parametrize(
+    "volume",
+    [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+    ],
+)
+def test_a_placed_pod_with_a_volume_claim_moves_only_between_its_nodes_cards(volume: dict[str, Any]) -> None:
+    """A local PV or a zonal disk binds the claim to its node or zone, which the plan does not read: kube-scheduler
+    would refuse the replacement on another node, so the pod stays on its own (a Pending one is not held)."""
+    volumes = [{"name": "token", "projected": {"sources": []}}, volume]
+    placed = pod_object("p", "a100-1", volumes=volumes, nodeName="a100-1")
+    assert pod_for_plan(placed, LABELS).nodes == {"a100-1"}
+    placed["spec"]["nodeSelector"] = {"gpu": "h100"}
+    assert pod_for_plan(placed, LABELS).nodes == frozenset(), "its own node no longer selected: nowhere"
+    assert allowed(volumes=volumes) is None, "a Pending pod goes where kube-scheduler binds its claim"
+    plain = pod_object("p", "a100-1", volumes=volumes[:1], nodeName="a100-1")
+    assert pod_for_plan(plain, LABELS).nodes is None
+
+
 def test_node_allows_on_its_own() -> None:
     assert node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {"gpu": "a100"})
     assert not node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {})

@@ -134,7 +134,8 @@ def pod_for_plan(
 
     The nodes it may run on are those whose `labels` carry its nodeSelector and match its required node affinity
     (`node_allows`); the hostname requirement our webhook merged into a placed pod's affinity pins that pod only,
-    not its replacement, so it is left out. Only a GPU pod's nodes are worked out (the planner moves no other), once
+    not its replacement, so it is left out. A placed pod with a PersistentVolumeClaim stays on its node
+    (`claims_volume`). Only a GPU pod's nodes are worked out (the planner moves no other), once
     per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
     `asked` (by namespace and name) when the caller read it already for the nodes' rooms.
     """
@@ -170,13 +171,37 @@ def pod_for_plan(
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
         priority=_int(spec.get("priority")),
-        nodes=_selected(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
+        nodes=_nodes(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
         default_policy=config.gpu_scheduler_policy,
         needs=needs,
         held=unread,
         labels={key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)},
         created=time_or_none(metadata.get("creationTimestamp")),
     )
+
+
+def claims_volume(spec: Mapping[str, Any]) -> bool:
+    """Whether the pod mounts a PersistentVolumeClaim (its own or an ephemeral one): the volume may be bound to its
+    node or zone (a local PV, a zonal disk), which the plan does not read, and kube-scheduler would refuse its
+    replacement on another node. Such a pod moves only between the cards of its node."""
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list | tuple):
+        return False
+    return any(isinstance(v, Mapping) and ("persistentVolumeClaim" in v or "ephemeral" in v) for v in volumes)
+
+
+def _nodes(
+    spec: Mapping[str, Any],
+    labels: Mapping[str, Mapping[str, Any]],
+    placed_on: str,
+    memo: dict[str, frozenset[str] | None],
+) -> frozenset[str] | None:
+    """The nodes the pod may run on: those `_selected` allows, and only its own when it claims a volume."""
+    selected = _selected(spec, labels, placed_on, memo)
+    node = spec.get("nodeName")
+    if not (isinstance(node, str) and node and claims_volume(spec)):
+        return selected
+    return frozenset({node}) if selected is None or node in selected else frozenset()
 
 
 def _selected(

@@ -362,6 +362,7 @@ PLANNED_SPEC = (
     "affinity",
     "overhead",
     "resources",
+    "topologySpreadConstraints",
 )
 # What a plan reads of a pod's volumes: only whether it claims one (`claims_volume`), kept as one shared marker.
 CLAIMED_VOLUME: tuple[dict[str, Any], ...] = ({"persistentVolumeClaim": {}},)

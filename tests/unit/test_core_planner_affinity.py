@@ -114,6 +114,33 @@ def test_a_placed_pod_with_a_volume_claim_moves_only_between_its_nodes_cards(vol
     assert pod_for_plan(plain, LABELS).nodes is None
 
 
+@pytest.mark.parametrize(
+    "placement",
+    [
+        {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "h"}]}}},
+        {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "h"}]}}},
+        {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}]},
+        {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]},
+    ],
+)
+def test_a_placed_pod_placed_by_other_pods_moves_only_between_its_nodes_cards(placement: dict[str, Any]) -> None:
+    """Replicas spread one to a node (required anti-affinity), or kept beside another pod, or in a topology spread
+    kube-scheduler must not break: the plan reads none of it, and the replacement would be refused elsewhere."""
+    assert pod_for_plan(pod_object("p", "a100-1", nodeName="a100-1", **placement), LABELS).nodes == {"a100-1"}
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [
+        {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}},
+        {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]},
+    ],
+)
+def test_a_pod_that_only_prefers_where_other_pods_run_may_move(placement: dict[str, Any]) -> None:
+    """A preference is a score, never a refusal: the replacement lands on the target."""
+    assert pod_for_plan(pod_object("p", "a100-1", nodeName="a100-1", **placement), LABELS).nodes is None
+
+
 def test_node_allows_on_its_own() -> None:
     assert node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {"gpu": "a100"})
     assert not node_allows([{"matchExpressions": [expr("gpu", "In", "a100")]}], "x", {})

@@ -167,12 +167,24 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     kept = project_pod_for_planning(whole_pod("big"))
     assert LAST_APPLIED not in kept["metadata"]["annotations"] and "managedFields" not in kept["metadata"]
     assert "volumes" not in kept["spec"]
-    claimed = whole_pod("big", node="gpu-0")
+
+    def anywhere() -> dict[str, Any]:
+        """The placed pod without its node selection: any node would do but for what is added below."""
+        pod = whole_pod("big", node="gpu-0")
+        del pod["spec"]["nodeSelector"], pod["spec"]["affinity"]
+        return pod
+
+    labels = node_labels([whole_node("gpu-0", "a"), whole_node("gpu-2", "a")])
+    assert pod_for_plan(project_pod_for_planning(anywhere()), labels).nodes is None
+    claimed = anywhere()
     claimed["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "data"}})
     projected = project_pod_for_planning(claimed)
     assert projected["spec"]["volumes"] == ({"persistentVolumeClaim": {}},), "only that it claims one"
-    labels = node_labels([whole_node("gpu-0", "a"), whole_node("gpu-2", "a")])
     assert pod_for_plan(projected, labels).nodes == pod_for_plan(claimed, labels).nodes == {"gpu-0"}
+    spread = anywhere()
+    spread["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone"}]
+    kept_spread = project_pod_for_planning(spread)
+    assert pod_for_plan(kept_spread, labels).nodes == pod_for_plan(spread, labels).nodes == {"gpu-0"}
     assert kept["spec"]["containers"] == [
         {
             "name": "main",

@@ -134,8 +134,8 @@ def pod_for_plan(
 
     The nodes it may run on are those whose `labels` carry its nodeSelector and match its required node affinity
     (`node_allows`); the hostname requirement our webhook merged into a placed pod's affinity pins that pod only,
-    not its replacement, so it is left out. A placed pod with a PersistentVolumeClaim stays on its node
-    (`claims_volume`). Only a GPU pod's nodes are worked out (the planner moves no other), once
+    not its replacement, so it is left out. A placed pod that claims a volume or that kube-scheduler places by other
+    pods stays on its node (`stays_on_node`). Only a GPU pod's nodes are worked out (the planner moves no other), once
     per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
     `asked` (by namespace and name) when the caller read it already for the nodes' rooms.
     """
@@ -181,13 +181,33 @@ def pod_for_plan(
 
 
 def claims_volume(spec: Mapping[str, Any]) -> bool:
-    """Whether the pod mounts a PersistentVolumeClaim (its own or an ephemeral one): the volume may be bound to its
-    node or zone (a local PV, a zonal disk), which the plan does not read, and kube-scheduler would refuse its
-    replacement on another node. Such a pod moves only between the cards of its node."""
+    """Whether the pod mounts a PersistentVolumeClaim (its own or an ephemeral one)."""
     volumes = spec.get("volumes")
     if not isinstance(volumes, list | tuple):
         return False
     return any(isinstance(v, Mapping) and ("persistentVolumeClaim" in v or "ephemeral" in v) for v in volumes)
+
+
+def placed_by_other_pods(spec: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler places the pod by where other pods run: required pod affinity or anti-affinity (replicas
+    spread one to a node), or a topology spread it must not break (`DoNotSchedule`, the default)."""
+    affinity = as_mapping(spec.get("affinity"))
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            return True
+    spreads = spec.get("topologySpreadConstraints")
+    if not isinstance(spreads, list | tuple):
+        return False
+    return any(
+        isinstance(s, Mapping) and s.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" for s in spreads
+    )
+
+
+def stays_on_node(spec: Mapping[str, Any]) -> bool:
+    """Whether a placed pod may move only between its own node's cards: its volume claim may be bound to the node or
+    its zone (a local PV, a zonal disk), or kube-scheduler places it by other pods; the plan reads neither, and
+    kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
+    return claims_volume(spec) or placed_by_other_pods(spec)
 
 
 def _nodes(
@@ -196,10 +216,10 @@ def _nodes(
     placed_on: str,
     memo: dict[str, frozenset[str] | None],
 ) -> frozenset[str] | None:
-    """The nodes the pod may run on: those `_selected` allows, and only its own when it claims a volume."""
+    """The nodes the pod may run on: those `_selected` allows, and only its own when it stays there."""
     selected = _selected(spec, labels, placed_on, memo)
     node = spec.get("nodeName")
-    if not (isinstance(node, str) and node and claims_volume(spec)):
+    if not (isinstance(node, str) and node and stays_on_node(spec)):
         return selected
     return frozenset({node}) if selected is None or node in selected else frozenset()
 

@@ -12,6 +12,7 @@ import resource
 import signal
 import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.request
@@ -23,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
 
 from kubectl_hami_place.core.reviews import Review
 from tests.unit.test_webhook_api import READERS, filled_cache
@@ -37,9 +40,18 @@ from webhook import listener as webhook_listener
 from webhook import server as webhook_server
 from webhook.api import api_app
 from webhook.certs import CertBundle, generate
-from webhook.listener import MAX_HEADER_BYTES, Connections, IdleLimited, MutateListener, MutateProbe, drain
+from webhook.listener import (
+    HEADER_SECONDS,
+    LISTEN_BACKLOG,
+    MAX_HEADER_BYTES,
+    Connections,
+    IdleLimited,
+    MutateListener,
+    MutateProbe,
+    drain,
+)
 from webhook.main import main
-from webhook.metrics import Metrics
+from webhook.metrics import REFUSALS, REFUSED_CAP, Metrics
 from webhook.mutate import BodyBudget, MutateApp
 from webhook.tls import ReloadingCertificate, certificate_names, named_client
 
@@ -924,6 +936,7 @@ def test_the_mutate_listener_is_built_with_the_settings_it_documents(
         config, server, held = listener.server.config, listener.server, listener.connections
         sock = listener.socket
         assert (sock.family, sock.getblocking(), listener.port) == (socket.AF_INET6, False, sock.getsockname()[1])
+        assert listen_backlog(sock) == min(LISTEN_BACKLOG, SOMAXCONN), "connections queue before the loop serves"
         assert (
             config.loop,
             config.http,
@@ -942,6 +955,22 @@ def test_the_mutate_listener_is_built_with_the_settings_it_documents(
         assert (listener.thread.name, listener.thread.daemon, listener.started()) == ("https", True, False)
     finally:
         listener.socket.close()
+
+
+# The kernel's cap on a listen backlog (Linux): a larger one is cut to it.
+SOMAXCONN = int(Path("/proc/sys/net/core/somaxconn").read_text())
+
+
+def listen_backlog(sock: socket.socket) -> int:
+    """How many connections a listening socket's accept queue holds: Linux reports it in TCP_INFO's tcpi_sacked."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return int(struct.unpack_from("8B6I", info)[-1])
+
+
+def test_the_serving_listener_keeps_its_listen_backlog(served: MutateListener) -> None:
+    """The event loop listens on the socket again when it starts serving: a burst of API server connections (a
+    rollout, a failover) must queue there, not be refused at asyncio's default of 100."""
+    assert listen_backlog(served.socket) == min(LISTEN_BACKLOG, SOMAXCONN)
 
 
 class Held:
@@ -991,6 +1020,131 @@ def test_only_a_client_certificate_with_a_required_name_is_held(caplog: pytest.L
         "refused a client certificate named ['system:node:gpu-1']: not one of --client-cert-name"
     ]
     assert metrics.connections._value.get() == 1
+
+
+class Timer:
+    """Stands for an event loop's timer handle: when it is due, what it runs, whether it was cancelled."""
+
+    def __init__(self, when: float, callback: Any, args: tuple[Any, ...]) -> None:
+        self.when, self.callback, self.args = when, callback, args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Timers:
+    """What a connection uses of its event loop, on a clock of its own: `call_later` notes each timer, `advance`
+    moves the clock and runs those then due."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[Timer] = []
+
+    def call_later(self, delay: float, callback: Any, *args: Any) -> Timer:
+        timer = Timer(self.now + delay, callback, args)
+        self.timers.append(timer)
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for timer in [timer for timer in self.timers if timer.when <= self.now and not timer.cancelled]:
+            self.timers.remove(timer)
+            timer.callback(*timer.args)
+
+
+class Wire:
+    """Stands for a connection's TLS transport: what the listener wrote, and whether it closed it or cut it off."""
+
+    def __init__(self) -> None:
+        self.written = b""
+        self.closed = False
+        self.aborted = False
+
+    def get_extra_info(self, _name: str) -> None:
+        return None
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+
+def connect(app: MutateApp, held: Connections, timers: Timers) -> tuple[IdleLimited, Wire]:
+    """A connection of the listener on a stand-in transport whose handshake just completed."""
+    config = uvicorn.Config(app, http=IdleLimited, lifespan="off", log_config=None, timeout_keep_alive=5)
+    connection = IdleLimited(config=config, server_state=ServerState(), app_state={}, _loop=timers)  # type: ignore[arg-type]
+    connection.mutate, connection.held = app, held
+    wire = Wire()
+    connection.connection_made(wire)  # type: ignore[arg-type]
+    return connection, wire
+
+
+def closed_by_reason(metrics: Metrics) -> dict[str, float]:
+    """hami_place_webhook_connections_refused_total, each reason's count."""
+    return {reason: metrics.connections_closed.labels(reason)._value.get() for reason in REFUSALS}
+
+
+def test_connections_made_in_one_turn_of_the_loop_at_the_cap_leave_it_held_by_the_newest(
+    app: MutateApp,
+) -> None:
+    """The loop makes every connection whose handshake completed before any refused one is lost: each refused
+    connection must give its place back at once, or the cap is passed and closes the same victim again."""
+    held, timers = Connections(app.metrics, cap=1), Timers()
+    made = [connect(app, held, timers) for _ in range(3)]
+    assert (list(held.open), [wire.aborted for _, wire in made]) == ([made[2][0]], [True, True, False])
+    assert (app.metrics.connections._value.get(), closed_by_reason(app.metrics)[REFUSED_CAP]) == (1, 2)
+
+
+def test_a_connection_is_closed_and_counted_once_by_the_first_limit_one_read_passes(app: MutateApp) -> None:
+    """A read may hold a body over the budget and, pipelined behind it, a header over its limit: the closed
+    connections counted by reason must add up to the connections closed."""
+    app.bodies = BodyBudget(limit=10)
+    held, timers = Connections(app.metrics), Timers()
+    connection, wire = connect(app, held, timers)
+    connection.data_received(post_request() + b"POST /mutate HTTP/1.1\r\nX-Long: " + b"a" * MAX_HEADER_BYTES)
+    assert closed_by_reason(app.metrics) == {
+        "client-certificate-name": 0,
+        "over-cap": 0,
+        "header-too-large": 0,
+        "bodies-over-budget": 1,
+    }
+    assert (wire.aborted, wire.written, list(held.open), app.in_flight, app.bodies.held) == (True, b"", [], 0, 0)
+
+
+def test_a_connection_its_header_deadline_closed_is_forgotten_when_lost(app: MutateApp) -> None:
+    """uvicorn's shutdown waits for every connection it still knows: one the header deadline closed must leave its
+    books when the transport reports it lost."""
+    held, timers = Connections(app.metrics), Timers()
+    connection, wire = connect(app, held, timers)
+    connection.data_received(b"POST /mutate HTTP/1.1\r\nX-Slow: 1\r\n")
+    timers.advance(HEADER_SECONDS)
+    assert (wire.closed, wire.written) == (True, b""), "closed, nothing answered"
+    connection.connection_lost(None)
+    gauge = app.metrics.connections._value.get()
+    assert (connection.server_state.connections, list(held.open), gauge) == (set(), [], 0)
+
+
+def test_a_listener_stopping_answers_a_body_still_arriving_and_then_closes_its_connection(app: MutateApp) -> None:
+    """A stopping uvicorn waits for its connections to close: one answered while the listener stops must say close
+    and close, even when no drain marked the app, or the stop waits out its grace."""
+    held, timers = Connections(app.metrics), Timers()
+    connection, wire = connect(app, held, timers)
+    request = post_request()
+    connection.data_received(request[:-10])
+    connection.shutdown()
+    assert not wire.is_closing(), "the body still arriving is read to its end"
+    connection.data_received(request[-10:])
+    body = b'{"response":{"uid":"uid-web-0","allowed":true}}'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+    assert (wire.written, wire.closed, app.in_flight) == (head % len(body) + body, True, 0)
 
 
 class LoopAt:

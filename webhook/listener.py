@@ -313,7 +313,7 @@ class HandshakeBounded(uvicorn.Server):
                 sock=sock,
                 ssl=config.ssl,
                 backlog=config.backlog,
-                ssl_handshake_timeout=HANDSHAKE_SECONDS if config.ssl else None,
+                ssl_handshake_timeout=HANDSHAKE_SECONDS,
             )
             self.servers.append(server)
         self.lag_probe = loop.create_task(probe_lag(self.observe_lag))
@@ -343,7 +343,6 @@ class MutateListener:
     ) -> None:
         family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
         self.socket = socket.create_server(bind, family=family, backlog=LISTEN_BACKLOG)
-        self.socket.setblocking(False)  # uvloop accepts on it as is: a blocking accept would stall the event loop
         self.port = int(self.socket.getsockname()[1])
         self.app = app
         config = uvicorn.Config(

@@ -935,7 +935,7 @@ def test_the_mutate_listener_is_built_with_the_settings_it_documents(
     try:
         config, server, held = listener.server.config, listener.server, listener.connections
         sock = listener.socket
-        assert (sock.family, sock.getblocking(), listener.port) == (socket.AF_INET6, False, sock.getsockname()[1])
+        assert (sock.family, listener.port) == (socket.AF_INET6, sock.getsockname()[1])
         assert listen_backlog(sock) == min(LISTEN_BACKLOG, SOMAXCONN), "connections queue before the loop serves"
         assert (
             config.loop,

@@ -639,7 +639,7 @@ def test_a_run_stops_before_its_next_move_once_its_pending_pod_is_gone(
 def test_a_move_waits_out_the_evicted_pods_grace_period_before_its_timeout_counts(
     cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
 ) -> None:
-    """The moved pods have 40 s to stop, longer than the move's timeout (10 s here, 180 s by default), and a finalizer
+    """The moved pods have 40 s to stop, longer than the move's timeout (5 s here, 180 s by default), and a finalizer
     holds the evicted one past the timeout, as a checkpoint would: HAMi counts its card until it is gone, so the move
     waits for that and the timeout counts from the grace period's end. Given up at the timeout, the move evicted the
     replacement and the rescue failed."""
@@ -650,14 +650,14 @@ def test_a_move_waits_out_the_evicted_pods_grace_period_before_its_timeout_count
     try:
         held = dict(two_pods_one_per_card(cluster, namespace, node, template=template).values())
         write_policy(cluster, server_namespace, namespace, "on")
-        flags = ("--defrag-move-timeout", "10")
+        flags = ("--defrag-move-timeout", "5")
         controller(cluster, **serving, namespace=namespace, home=server_namespace, flags=flags)
         pending_big(cluster, namespace, node)
         [evicted] = wait_for(
             lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
             "the move's eviction",
         )
-        time.sleep(15)  # past the move's timeout counted from the eviction
+        time.sleep(8)  # past the move's timeout counted from the eviction
         assert not said(cluster, namespace, "big", "DefragStopped"), "the move was not given up"
         api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
         big = allocation(cluster, namespace, "big", timeout=120)

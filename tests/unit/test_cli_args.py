@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 
-from kubectl_hami_place.cli._common import confirm, parse_selector
+from kubectl_hami_place.cli._common import confirm, parse_selector, target
 from kubectl_hami_place.cli._errors import EXIT_USAGE, CliError, Refused, UsageProblem, kube_hint, kube_line
 from kubectl_hami_place.cli._pin_check import (
     build_spec,
@@ -23,6 +23,7 @@ from kubectl_hami_place.cli._pin_check import (
     resolve_workload,
 )
 from kubectl_hami_place.cli.app import run
+from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.pin_check import GpuContainer, Workload
 from kubectl_hami_place.core.requests import CardRequest
@@ -314,9 +315,10 @@ def test_an_error_carrying_control_characters_is_one_inert_line(capsys: pytest.C
 
 @pytest.mark.parametrize(("quiet", "debug"), [(True, ""), (False, ""), (True, "1")])
 def test_the_libraries_log_records_and_warnings_stay_off_the_terminal(quiet: bool, debug: str) -> None:
-    """The client logs a failed exec credential plugin at ERROR, urllib3 warns of a URL without a scheme: a user
-    sees the one `error:` line instead (HAMI_PLACE_DEBUG=1 keeps them). In a process of its own: logging and warnings
-    are process-wide."""
+    """The client logs a failed exec credential plugin at ERROR, urllib3 warns of a URL without a scheme and logs its
+    retries on a logger the client set to WARNING itself (a record that skips the root's level): a user sees the one
+    `error:` line instead (HAMI_PLACE_DEBUG=1 keeps them). In a process of its own: logging and warnings are
+    process-wide."""
     import os
     import subprocess
     import sys
@@ -325,6 +327,8 @@ def test_the_libraries_log_records_and_warnings_stay_off_the_terminal(quiet: boo
         "import logging, warnings\n"
         "from kubectl_hami_place.cli.app import quiet_libraries\n"
         f"{'quiet_libraries()' if quiet else ''}\n"
+        "logging.getLogger('urllib3').setLevel(logging.WARNING)\n"
+        "logging.getLogger('urllib3.connectionpool').warning('Retrying after connection broken')\n"
         "logging.error('exec plugin failed')\n"
         "warnings.warn('URLs without a scheme', FutureWarning)\n"
     )
@@ -333,7 +337,8 @@ def test_the_libraries_log_records_and_warnings_stay_off_the_terminal(quiet: boo
     if quiet and not debug:
         assert done.stderr == ""
     else:
-        assert "exec plugin failed" in done.stderr and "URLs without a scheme" in done.stderr
+        for said in ("Retrying after connection broken", "exec plugin failed", "URLs without a scheme"):
+            assert said in done.stderr, done.stderr
 
 
 def test_a_reader_gone_from_stdout_ends_the_command_with_0_and_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -413,6 +418,20 @@ def test_an_impersonated_user_with_a_line_break_is_a_usage_error(
     kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
     assert run(["list", "--kubeconfig", str(kubeconfig), "--as", "a\nb"]) == EXIT_USAGE
     assert "--as 'a\\nb' is not a user name" in one_error_line(capsys)
+
+
+def test_as_makes_every_request_act_as_that_user(tmp_path: Path) -> None:
+    """`--as jane` shows what jane may do, as kubectl's --as: every request carries the header the API server acts on
+    (it checks that we may impersonate); without --as, none. Connecting reads only the kubeconfig."""
+    kubeconfig = str(kubeconfig_file(tmp_path / "kubeconfig", "c", 1))
+    acting = target(kubeconfig, None, "team-a", as_user="jane")
+    everywhere = target(kubeconfig, None, None, all_namespaces=True)
+    assert [
+        (where.namespace, where.kube.api.default_headers.get("Impersonate-User")) for where in (acting, everywhere)
+    ] == [
+        ("team-a", "jane"),
+        (None, None),
+    ]
 
 
 def test_a_bad_node_names_the_flag_the_verb_takes_it_with() -> None:
@@ -685,3 +704,213 @@ def test_a_pod_nothing_recreates_is_warned_about() -> None:
         "pod web-1 has no controller: nothing recreates it; the placement waits for the next pod you create with its "
         "labels (app=x)"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["list", "-l", ""],
+            "bad selector -l '': the pod selector is empty and would match every pod; give at least one label; "
+            "use kubectl's syntax, e.g. -l app=train,tier=gpu",
+        ),
+        (["list", "-n", "a", "-A"], "--namespace and --all-namespaces conflict; pass only one of them"),
+        (["list", "--as", ""], "--as '' is not a user name; give the user to act as, e.g. --as jane"),
+        (
+            ["list", "--as", "a" * 70 + "\n"],
+            f"--as '{'a' * 60}' is not a user name; give the user to act as, e.g. --as jane",
+        ),
+        (
+            ["why", "A" * 100],
+            f"'{'A' * 80}' is not a pod name; give the pod's name: lowercase letters, digits, '-' and '.'",
+        ),
+        (
+            ["why", "p", "--hami-config", "X" * 100],
+            f"--hami-config '{'X' * 80}' is not NS/NAME; write e.g. --hami-config kube-system/hami-scheduler-device",
+        ),
+        (
+            ["why", "p", "--gpu-scheduler-policy", "x" * 100],
+            f"--gpu-scheduler-policy '{'x' * 80}' is no policy HAMi knows (it would read it as spread); write "
+            "binpack, spread, mutex, topology-aware, or a comma list of binpack, spread and numa",
+        ),
+        (
+            ["list", "-o", "xml"],
+            "invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml'; "
+            "see 'kubectl hami-place list --help'",
+        ),
+        (["list", "-X"], "no such option: -X; see 'kubectl hami-place list --help'"),
+    ],
+    ids=["selector", "conflict", "as-empty", "as-long", "pod", "hami-config", "policy", "enum", "option"],
+)
+def test_a_usage_error_is_the_whole_line_with_the_fix_and_a_long_value_cut(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The line is all the user reads before retyping the command: it names what was wrong and what to write, in the
+    CLI's own words (not pydantic's 'Value error, '), and a long value pasted by mistake is cut, not echoed whole."""
+    assert run(argv) == EXIT_USAGE
+    assert one_error_line(capsys) == f"error: {line}"
+
+
+def test_a_confirmation_asks_on_stderr_and_takes_only_yes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A destructive verb on a terminal asks on stderr (stdout stays the result a script reads) and goes ahead only on
+    an explicit yes: Enter is no, and an answer it cannot read is asked again. Without a terminal it refuses, naming
+    the flag that confirms."""
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        """A terminal on which the user types `answers`, then nothing more (end of input)."""
+
+        def __init__(self, answers: list[str]) -> None:
+            super().__init__()
+            self.answers = answers
+
+        def isatty(self) -> bool:
+            return True
+
+        def readline(self, size: int | None = -1) -> str:
+            return self.answers.pop(0) if self.answers else ""
+
+    asked = "Delete placement team-a/pin-x? [y/N]:"
+    for answers, expected, prompts in (
+        (["\n"], False, asked),
+        (["y\n"], True, asked),
+        (["maybe\n", "n\n"], False, f"{asked}Error: invalid input\n{asked}"),
+    ):
+        err = io.StringIO()
+        monkeypatch.setattr(sys, "stdin", Terminal(answers))
+        monkeypatch.setattr(sys, "stderr", err)
+        assert confirm("delete placement team-a/pin-x", False) is expected
+        assert err.getvalue() == prompts
+    said: list[str] = []
+
+    def ask(text: str) -> bool:
+        said.append(text)
+        return True
+
+    assert confirm("evict team-a/web-1", False, ask=ask) is True
+    assert said == ["Evict team-a/web-1?"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO())
+    with pytest.raises(UsageProblem) as raised:
+        confirm("evict team-a/web-1", False)
+    assert raised.value.lines() == ["refusing to evict team-a/web-1 without confirmation; pass --yes to confirm"]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "err"),
+    [
+        (
+            BlockedByDisruptionBudget("team-a", "web-1", ("web",), "cannot evict web-1"),
+            4,
+            "error: cannot evict web-1; retry once more replicas are ready, or relax the budget (kubectl get pdb -n "
+            "team-a)\n",
+        ),
+        (
+            KubeInvalid("refused: spec.reqID too short", status=422),
+            3,
+            "error: refused: spec.reqID too short; fix the request and retry\n",
+        ),
+        (ModelError("bad register on node gpu-a"), 1, "error: bad register on node gpu-a\n"),
+        (KeyboardInterrupt(), 130, "error: interrupted\n"),
+        (
+            RuntimeError("disk\n  full"),
+            1,
+            "error: unexpected RuntimeError: disk full; rerun with HAMI_PLACE_DEBUG=1 and report it\n",
+        ),
+        (
+            RuntimeError(),
+            1,
+            "error: unexpected RuntimeError: RuntimeError; rerun with HAMI_PLACE_DEBUG=1 and report it\n",
+        ),
+        (130, 130, "error: interrupted\n"),
+        (3, 3, ""),
+        (None, 0, ""),
+    ],
+    ids=["pdb", "invalid", "model", "ctrl-c", "unexpected", "unexpected-empty", "ctrl-c-in-verb", "code", "none"],
+)
+def test_each_outcome_of_a_verb_has_its_exit_code_and_one_line(
+    outcome: object, code: int, err: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exit code is what a script branches on (4: wait for the budget and retry, 3: fix the request, 130: the
+    user stopped it) and the line is what a person reads; a bug is named as one, with how to report it. typer hands
+    back a Ctrl-C inside a verb as the code 130, which prints the same line as one outside it."""
+    from kubectl_hami_place.cli import app as cli_app
+
+    def verb(**kwargs: object) -> object:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(cli_app, "app", verb)
+    assert cli_app.run(["list"]) == code
+    assert capsys.readouterr() == ("", err)
+
+
+def test_hami_place_debug_lets_an_unexpected_error_out_with_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug report needs the traceback the one `unexpected` line hides."""
+    from kubectl_hami_place.cli import app as cli_app
+
+    def verb(**kwargs: object) -> int:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(cli_app, "app", verb)
+    monkeypatch.setenv("HAMI_PLACE_DEBUG", "1")
+    with pytest.raises(RuntimeError) as raised:
+        cli_app.run(["list"])
+    assert str(raised.value) == "disk full"
+
+
+def test_version_without_a_cluster_prints_the_plugins_version_and_the_connection_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`version` is what a user runs first when something is off: the plugin's own version is known without the
+    cluster, and the error names the server of the --context or --kubeconfig given (a closed port, never reached)."""
+    from kubectl_hami_place import __version__
+
+    first = kubeconfig_file(tmp_path / "first", "one", 1)
+    second = kubeconfig_file(tmp_path / "second", "two", 2)
+    monkeypatch.setenv("KUBECONFIG", f"{first}{os.pathsep}{second}")
+    unreachable = "cannot reach the API server at https://127.0.0.1:{}: connection refused"
+    assert run(["version", "--context", "two"]) == 1
+    assert capsys.readouterr() == (
+        f"Plugin version: {__version__}\n",
+        f"error: {unreachable.format(2)}; check --kubeconfig/--context\n",
+    )
+    assert run(["version", "-o", "json", "--kubeconfig", str(second)]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"plugin": __version__, "server": None, "problem": f"unknown: {unreachable.format(2)}"}
+    assert err == f"error: {unreachable.format(2)}; check --kubeconfig/--context\n"
+    assert run(["version", "--as", ""]) == EXIT_USAGE
+    assert one_error_line(capsys) == "error: --as '' is not a user name; give the user to act as, e.g. --as jane"
+
+
+@pytest.mark.parametrize("where", [["-A"], ["-n", "team-a"], []])
+def test_list_in_any_namespace_or_one_asks_the_contexts_server(
+    where: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-A, -n and neither all reach the server of the context (a closed port here: the connection error is the
+    proof), rather than failing on the way."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["list", *where, "--kubeconfig", str(kubeconfig)]) == 1
+    assert one_error_line(capsys) == (
+        "error: cannot reach the API server at https://127.0.0.1:1: connection refused; check --kubeconfig/--context"
+    )
+
+
+def test_stdout_after_its_reader_went_away_takes_further_writes_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list | head -1`: Python flushes stdout once more at exit; into the broken pipe that printed 'Exception
+    ignored ... BrokenPipeError' after the command had ended quietly."""
+    import sys
+
+    from kubectl_hami_place.cli.app import _silence_stdout
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with os.fdopen(write_end, "w") as stdout:
+        stdout.write("NAME\n")
+        with pytest.raises(BrokenPipeError):
+            stdout.flush()
+        monkeypatch.setattr(sys, "stdout", stdout)
+        _silence_stdout()
+        stdout.write("pin-x\n")
+        stdout.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 from kubectl_hami_place.cli._completion import complete_words
-from kubectl_hami_place.cli.app import PROG, app
+from kubectl_hami_place.cli.app import PROG, app, complete_main
 from kubectl_hami_place.kube import cluster_reads
 from kubectl_hami_place.kube.client import Kube
 
@@ -81,6 +82,7 @@ def test_cluster_lookups_offer_nothing_without_a_cluster(tmp_path: Path, monkeyp
     assert candidates("status", "--kubeconfig", str(kubeconfig), "") == []
     assert candidates("pin", "--kubeconfig", str(kubeconfig), "--node", "gpu-0", "--gpu", "") == []
     assert candidates("evict", "--kubeconfig", str(kubeconfig), "") == []
+    assert candidates("list", "--kubeconfig", str(kubeconfig), "-n", "") == []
     assert looked_up == ["list_nodes", "get_node", "list_pods"]
     assert candidates("pin", "--gpu", "") == [], "without --node there is no node to ask"
 
@@ -156,3 +158,13 @@ def test_cluster_lookups_ask_the_context_namespace_and_node_typed(
         ("list_pods", "https://127.0.0.1:2", "team-b"),
         ("get_node", "https://127.0.0.1:1", "gpu-b"),
     ]
+
+
+def test_the_completer_command_completes_the_words_kubectl_passes_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubectl runs `kubectl_complete-hami_place list -o ''` for `kubectl hami-place list -o <TAB>`: every word after
+    the executable's name is the command line typed so far, the last one the word being typed."""
+    monkeypatch.setattr(sys, "argv", ["kubectl_complete-hami_place", "list", "-o", ""])
+    assert complete_main() == 0
+    assert capsys.readouterr() == ("table\nwide\njson\nyaml\n:4\n", "")

@@ -11,9 +11,12 @@ import pytest
 import yaml
 
 from kubectl_hami_place.cli._common import OutputFormat
+from kubectl_hami_place.cli._list import PlacementList
 from kubectl_hami_place.cli._present import age, bar, examples, placement_columns, placement_row, selector_text
+from kubectl_hami_place.cli._version import Versions
 from kubectl_hami_place.cli.output import FORMATS, Block, Table, Text, formatter_for
 from kubectl_hami_place.cli.output.printable import printable
+from kubectl_hami_place.core.versions import ServerVersion
 
 
 @dataclass(frozen=True)
@@ -352,3 +355,54 @@ def test_placement_row_whole_rows() -> None:
         "Selector",
         "Message",
     )
+
+
+def rendered(result: Any, output: str = "table") -> str:
+    """`result` as `-o output` prints it, without colour."""
+    return formatter_for(output, color=False).render(result)
+
+
+def test_list_prints_a_kubectl_list_and_says_where_it_found_nothing() -> None:
+    """`list -o yaml` is fed back to kubectl, so it is a v1 List of the placements as stored; the table has the
+    namespace column only across namespaces, and an empty answer names where it looked (namespace, -l)."""
+    placement = {
+        "metadata": {"name": "pin-x", "namespace": "team-a"},
+        "spec": {"reqID": "abcdefgh", "nodeName": "gpu-a100-0", "gpuDevices": ["gpu-0"]},
+        "status": {"phase": "Bound", "consumedBy": {"name": "train-0"}},
+    }
+    across = PlacementList((placement,), all_namespaces=True, namespace="")
+    assert across.to_data() == {"apiVersion": "v1", "kind": "List", "items": [placement]}
+    assert rendered(across) == (
+        "NAMESPACE   NAME    REQID      NODE         GPUS    PHASE   POD       EVICT   AGE\n"
+        "team-a      pin-x   abcdefgh   gpu-a100-0   gpu-0   Bound   train-0   -       <unknown>\n"
+    )
+    assert rendered(PlacementList((placement,), all_namespaces=False, namespace="team-a"), "wide") == (
+        "NAME    REQID      NODE         GPUS    PHASE   POD       EVICT   AGE         SELECTOR   MESSAGE\n"
+        "pin-x   abcdefgh   gpu-a100-0   gpu-0   Bound   train-0   -       <unknown>\n"
+    )
+    assert [
+        rendered(PlacementList((), all_namespaces=every, namespace=namespace, labels=labels))
+        for every, namespace, labels in ((False, "team-a", ""), (False, "team-a", "team=a"), (True, "", ""))
+    ] == [
+        "No placements in namespace team-a.\n",
+        "No placements in namespace team-a with labels team=a.\n",
+        "No placements in any namespace.\n",
+    ]
+
+
+def test_version_prints_both_versions_or_why_the_servers_is_unknown() -> None:
+    """A user compares the two lines; a script reads -o json, where an unknown server is null and the reason is said.
+    When the cluster did not answer, the table keeps the plugin's line alone (the error goes to stderr)."""
+    answered = Versions("0.2.0", ServerVersion("0.3.0", "webhook hami-place/hami-place-webhook"), "")
+    missing = Versions("0.2.0", None, "not found")
+    unasked = Versions("0.2.0", None, "unknown: cannot reach the API server", asked=False)
+    assert [versions.to_data() for versions in (answered, missing, unasked)] == [
+        {"plugin": "0.2.0", "server": {"version": "0.3.0", "source": "webhook hami-place/hami-place-webhook"}},
+        {"plugin": "0.2.0", "server": None, "problem": "not found"},
+        {"plugin": "0.2.0", "server": None, "problem": "unknown: cannot reach the API server"},
+    ]
+    assert [rendered(versions) for versions in (answered, missing, unasked)] == [
+        "Plugin version: 0.2.0\nServer version: 0.3.0 (webhook hami-place/hami-place-webhook)\n",
+        "Plugin version: 0.2.0\nServer version: not found\n",
+        "Plugin version: 0.2.0\n",
+    ]

@@ -49,3 +49,18 @@ def test_ctrl_c_while_the_cli_loads_says_interrupted_without_a_traceback(
     assert entry.main() == 130
     assert capsys.readouterr().err == "error: interrupted\n"
     assert entry.complete_main() == 130
+
+
+def test_the_plugin_runs_the_words_after_its_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubectl runs `kubectl-hami_place list -o xml` for `kubectl hami-place list -o xml`: the verb is the first word
+    after the executable's name. (HAMI_PLACE_DEBUG=1 leaves this process's logging and warnings as they are.)"""
+    monkeypatch.setenv("HAMI_PLACE_DEBUG", "1")
+    monkeypatch.setattr(sys, "argv", ["kubectl-hami_place", "list", "-o", "xml"])
+    assert entry.main() == 2
+    assert capsys.readouterr() == (
+        "",
+        "error: invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml'; "
+        "see 'kubectl hami-place list --help'\n",
+    )

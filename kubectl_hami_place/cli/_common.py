@@ -231,8 +231,25 @@ def confirm(action: str, yes: bool, ask: Callable[[str], bool] | None = None) ->
         return True
     if sys.stdin is None or not sys.stdin.isatty():
         raise UsageProblem(f"refusing to {action} without confirmation", "pass --yes to confirm")
-    prompt = ask or (lambda text: typer.confirm(text, default=False, err=True))
-    return prompt(f"{action[0].upper()}{action[1:]}?")
+    return (ask or ask_on_stderr)(f"{action[0].upper()}{action[1:]}?")
+
+
+def ask_on_stderr(question: str) -> bool:
+    """y/N asked on stderr and read from stdin, again until it reads; end of input aborts. Not click's confirm, whose
+    `input(" ")` wrote a space to stdout: `delete x -o json > f` answered on a terminal left f starting with it."""
+    while True:
+        sys.stderr.write(f"{question} [y/N]: ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            sys.stderr.write("\n")
+            raise typer.Abort
+        answer = line.strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("", "n", "no"):
+            return False
+        sys.stderr.write("Error: invalid input\n")
 
 
 def complete_nodes(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -771,17 +771,19 @@ def test_a_confirmation_asks_on_stderr_and_takes_only_yes(monkeypatch: pytest.Mo
         def readline(self, size: int | None = -1) -> str:
             return self.answers.pop(0) if self.answers else ""
 
-    asked = "Delete placement team-a/pin-x? [y/N]:"
+    asked = "Delete placement team-a/pin-x? [y/N]: "
     for answers, expected, prompts in (
         (["\n"], False, asked),
         (["y\n"], True, asked),
+        (["YES\n"], True, asked),
         (["maybe\n", "n\n"], False, f"{asked}Error: invalid input\n{asked}"),
     ):
-        err = io.StringIO()
+        err, out = io.StringIO(), io.StringIO()
         monkeypatch.setattr(sys, "stdin", Terminal(answers))
         monkeypatch.setattr(sys, "stderr", err)
+        monkeypatch.setattr(sys, "stdout", out)
         assert confirm("delete placement team-a/pin-x", False) is expected
-        assert err.getvalue() == prompts
+        assert (err.getvalue(), out.getvalue()) == (prompts, ""), "stdout is the result's alone (click wrote a space)"
     said: list[str] = []
 
     def ask(text: str) -> bool:

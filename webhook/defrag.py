@@ -77,6 +77,7 @@ from kubectl_hami_place.core.defrag.keys import (
     rescue_unneeded,
     room_settled,
     send_back_again_after,
+    settle_deadline,
     termination_left,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
@@ -694,7 +695,7 @@ class DefragController:
         if rescued is None:
             return ""
         metadata = rescued.get("metadata") or {}
-        pod = self.cache.pods.get(str(metadata.get("namespace")), str(metadata.get("name")))
+        pod = self._stored(f"{metadata.get('namespace')}/{metadata.get('name')}")
         why = rescue_unneeded(pod, str(metadata.get("uid") or ""))
         return f"{why}; no more moves are made for it" if why else ""
 
@@ -712,15 +713,17 @@ class DefragController:
 
     def _settle(self, move: Move) -> str:
         """Waits until the move's replacement holds its target cards, as the caches show it; why not, or nothing."""
-        deadline = time.monotonic() + self.options.move_timeout
+        evicted_at = time.monotonic()
+        deadline = evicted_at + self.options.move_timeout
         while True:
             check = self._step(move)
             if check.step is Step.done:
                 return ""
-            # The timeout counts from the end of the evicted pod's grace period: a StatefulSet makes its replacement
-            # only once the pod is gone, and HAMi counts the pod's cards until then.
+            # The timeout counts from the end of the evicted pod's grace period (a StatefulSet makes its replacement
+            # only once the pod is gone, and HAMi counts the pod's cards until then), within a bound.
             left = termination_left(self._stored(move.pod), move.uid, datetime.now(UTC))
-            deadline = max(deadline, time.monotonic() + left + self.options.move_timeout)
+            now = time.monotonic()
+            deadline = max(deadline, settle_deadline(evicted_at, now, left, self.options.move_timeout))
             if check.step is Step.changed:
                 return f"{move.pod}: {check.detail}"
             # Checked before the deadline's eviction: a replica that lost the lease evicts nothing more.

@@ -275,7 +275,7 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULTS.defrag_move_timeout,
         metavar="SECONDS",
         help="seconds a move's replacement has to land on the target's cards, counted from the end of the evicted "
-        "pod's grace period; then the run stops and a replacement "
+        "pod's grace period (at most 600 s after the eviction); then the run stops and a replacement "
         "still Pending there is evicted, so its controller makes one HAMi places itself "
         f"(default {DEFAULTS.defrag_move_timeout:g})",
     )

@@ -306,6 +306,15 @@ def test_dry_run_moves_nothing_and_names_the_moves(
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
 
 
+def spread_for_two_moves(cluster: Sandbox, namespace: str, node: GpuNode) -> None:
+    """On the node's three cards, 15,000 and 25,000 MiB pods spread, then 25,000 and 15,000: the big pod's rescue
+    takes two moves."""
+    for app, mib in {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}.items():
+        body = deployment(app, 0, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}, node.name)
+        create(cluster, namespace, body)
+        allocation(cluster, namespace, scale_up(cluster, namespace, app))
+
+
 def test_a_rescue_over_budget_does_nothing_and_says_why(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
@@ -313,10 +322,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
     one move an hour is allowed."""
     node = fresh_node(cluster, card_entries(3))
     try:
-        for app, mib in {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}.items():
-            body = deployment(app, 0, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}, node.name)
-            create(cluster, namespace, body)
-            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        spread_for_two_moves(cluster, namespace, node)
         before = uids(cluster, namespace)
         # The hour's budget is the cluster's, the moves sealed with the sandbox's key: those of earlier tests go with
         # their namespaces first (the churn's controller, beside, seals with a key of its own).
@@ -599,14 +605,11 @@ def budget_at_zero(name: str) -> dict[str, Any]:
 def test_a_run_stops_before_its_next_move_once_its_pending_pod_is_gone(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
-    """The three cards of the over-budget test: the big pod's rescue takes two moves. It is deleted right after the
+    """Three cards as `spread_for_two_moves` fills them, whose rescue takes two moves: the big pod is deleted after the
     first eviction (the leader frozen there): the second pod is not evicted for a pod that no longer waits."""
     node = fresh_node(cluster, card_entries(3))
     try:
-        for app, mib in {"a": "15000", "b": "25000", "c": "25000", "d": "15000"}.items():
-            body = deployment(app, 0, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}, node.name)
-            create(cluster, namespace, body)
-            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        spread_for_two_moves(cluster, namespace, node)
         write_policy(cluster, server_namespace, namespace, "on", movesPerHour=100, movesPerNode=10)
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
         evictions = Evictions(cluster, namespace)

@@ -17,6 +17,7 @@ from kubectl_hami_place.core.defrag.keys import (
     RESUME,
     RETRY,
     ROOM_SETTLE,
+    TERMINATION_WAIT_MAX_SECONDS,
     Followed,
     Look,
     OpenMove,
@@ -33,6 +34,7 @@ from kubectl_hami_place.core.defrag.keys import (
     rescue_unneeded,
     room_settled,
     send_back_again_after,
+    settle_deadline,
     terminating_until,
     termination_left,
 )
@@ -217,6 +219,11 @@ def test_a_moves_wait_counts_from_the_end_of_the_evicted_pods_grace_period() -> 
     assert termination_left(evicted, "uid-moved", NOW) == 600.0
     assert termination_left(evicted, "uid-moved", due + timedelta(seconds=5)) == 0.0, "late: kubelet kills it now"
     assert termination_left(None, "uid-moved", NOW) == 0.0
+    timeout, cap = 180.0, TERMINATION_WAIT_MAX_SECONDS
+    assert settle_deadline(1000.0, 1000.0, 0.0, timeout) == 1180.0, "not terminating: from the eviction"
+    assert settle_deadline(1000.0, 1010.0, 290.0, timeout) == 1480.0, "from the grace period's end"
+    assert settle_deadline(1000.0, 1010.0, 3590.0, timeout) == 1000.0 + cap + timeout, "an hour's grace: capped"
+    assert settle_deadline(1000.0, 1300.0, 0.0, timeout) == 1180.0, "gone: the deadline seen while it went holds"
 
 
 def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_settled_or_goes() -> None:

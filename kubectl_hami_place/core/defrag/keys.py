@@ -273,6 +273,21 @@ def termination_left(pod: Mapping[str, Any] | None, uid: str, now: datetime) -> 
     return max((until - now).total_seconds(), 0.0) if until is not None else 0.0
 
 
+# The longest a move waits for its evicted pod's grace period before its own timeout counts: a run holds the
+# controller while it waits, so a pod given an hour to stop does not stop every other rescue for that hour.
+TERMINATION_WAIT_MAX_SECONDS = 600.0
+
+
+def settle_deadline(evicted_at: float, now: float, left: float, timeout: float) -> float:
+    """When a move evicted at `evicted_at` is given up (one monotonic clock), as its evicted pod looks now: `timeout`
+    after the pod is due to be gone (`left` seconds from `now`; 0 when it is gone or not terminating), counted from
+    no later than TERMINATION_WAIT_MAX_SECONDS after the eviction; `timeout` after the eviction when it is not
+    terminating. The caller keeps the latest of these."""
+    if left <= 0:
+        return evicted_at + timeout
+    return min(now + left, evicted_at + TERMINATION_WAIT_MAX_SECONDS) + timeout
+
+
 def moved_pods_gone(moves: Iterable[Move], stored: Mapping[str, str]) -> bool:
     """Whether every pod the moves evicted is gone (`stored`: the UID of the pod stored under each `ns/name` now, ""
     when none): HAMi counts a pod's cards until then, so a rescued pod sent back to the scheduler earlier is refused."""

@@ -459,8 +459,7 @@ class DefragController:
             return None
         stored = {}
         for move in rescue.moved:
-            namespace, _, name = move.pod.partition("/")
-            found = self.cache.pods.get(namespace, name)
+            found = self._stored(move.pod)
             stored[move.pod] = str(((found or {}).get("metadata") or {}).get("uid") or "")
         rescue.room_made_at, made = room_settled(rescue.moved, stored, rescue.room_made_at, time.monotonic())
         if not made:
@@ -692,11 +691,11 @@ class DefragController:
     def _unneeded(self, rescued: Mapping[str, Any] | None) -> str:
         """Why the pod a rescue run is for no longer needs its next move, as the cache holds it now ("" when it
         still does, or for a run of no pod)."""
-        if rescued is None:
+        named = _named(rescued) if rescued is not None else None
+        if named is None:
             return ""
-        metadata = rescued.get("metadata") or {}
-        pod = self._stored(f"{metadata.get('namespace')}/{metadata.get('name')}")
-        why = rescue_unneeded(pod, str(metadata.get("uid") or ""))
+        namespace, name, uid = named
+        why = rescue_unneeded(self.cache.pods.get(namespace, name), uid)
         return f"{why}; no more moves are made for it" if why else ""
 
     def _step(self, move: Move) -> MoveCheck:

@@ -227,12 +227,17 @@ class Followed(Enum):
     waiting = "waiting"
 
 
+def _stored_as(pod: Mapping[str, Any] | None, uid: str) -> Mapping[str, Any] | None:
+    """The metadata of `pod` (as stored now) when it is the pod with this UID; None when it is gone or replaced."""
+    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
+    return metadata if pod is not None and metadata.get("uid") == uid else None
+
+
 def follow(
     pod: Mapping[str, Any] | None, uid: str, events: Iterable[Mapping[str, Any]], done_at: datetime, now: datetime
 ) -> Followed:
     """Where the rescue of the pod with this UID stands, its moves done at `done_at`; `pod` as stored now."""
-    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
-    if pod is None or metadata.get("uid") != uid:
+    if pod is None or _stored_as(pod, uid) is None:
         return Followed.given_up
     if as_mapping(pod.get("spec")).get("nodeName"):
         return Followed.rescued
@@ -247,8 +252,8 @@ def rescue_unneeded(pod: Mapping[str, Any] | None, uid: str) -> str:
     """Why a run for the Pending pod with this UID has no reason left to make its next move ("" while the pod still
     waits; `pod` as stored now): every move evicts a pod, and one made for a pod deleted or scheduled meanwhile is a
     disruption for nothing."""
-    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
-    if pod is None or metadata.get("uid") != uid:
+    metadata = _stored_as(pod, uid)
+    if pod is None or metadata is None:
         return "the pod it rescues is gone"
     if metadata.get("deletionTimestamp"):
         return "the pod it rescues is being deleted"
@@ -261,10 +266,8 @@ def rescue_unneeded(pod: Mapping[str, Any] | None, uid: str) -> str:
 def terminating_until(pod: Mapping[str, Any] | None, uid: str) -> datetime | None:
     """When the evicted pod with this UID is due to be gone (its `deletionTimestamp`: the eviction's time plus its
     grace period; `pod` as stored now), None when it is gone or not terminating. HAMi counts its cards until then."""
-    metadata = as_mapping(pod.get("metadata")) if pod is not None else {}
-    if pod is None or metadata.get("uid") != uid:
-        return None
-    return time_or_none(metadata.get("deletionTimestamp"))
+    metadata = _stored_as(pod, uid)
+    return None if metadata is None else time_or_none(metadata.get("deletionTimestamp"))
 
 
 def termination_left(pod: Mapping[str, Any] | None, uid: str, now: datetime) -> float:

@@ -277,23 +277,26 @@ def _known(value: Mapping[str, Any], path: str, fields: tuple[str, ...]) -> None
         if key not in fields:
             # The key goes into a log line and an Event on the ConfigMap: one that is no plain name is shown quoted.
             shown = key if isinstance(key, str) and key.isidentifier() and len(key) <= 60 else repr(str(key)[:60])
-            where = f"{path}.{shown}" if path else shown
-            raise PolicyError(f"{where}: unknown field; the fields here are {', '.join(fields)}")
+            raise PolicyError(f"{_field(path, shown)}: unknown field; the fields here are {', '.join(fields)}")
+
+
+def _field(path: str, key: str) -> str:
+    """A field's path as a message names it: `budgets.cooldown`, or `moveJobPods` at the top."""
+    return f"{path}.{key}" if path else key
 
 
 def _bool(section: Mapping[str, Any], key: str, default: bool, path: str) -> bool:
     """A true/false field."""
     value = section.get(key, default)
     if not isinstance(value, bool):
-        where = f"{path}.{key}" if path else key
-        raise PolicyError(f"{where}: {_shown(value)} is not true or false; write true or false")
+        raise PolicyError(f"{_field(path, key)}: {_shown(value)} is not true or false; write true or false")
     return value
 
 
 def _count(section: Mapping[str, Any], key: str, default: int, path: str, least: int = 0) -> int:
     """A whole number field of at least `least`."""
     value = section.get(key, default)
-    where = f"{path}.{key}" if path else key
+    where = _field(path, key)
     if isinstance(value, bool) or not isinstance(value, int):
         raise PolicyError(f"{where}: {_shown(value)} is not a whole number; write a number such as {default}")
     if value < least:

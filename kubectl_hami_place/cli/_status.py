@@ -65,6 +65,9 @@ HELP = (
 )
 
 
+NO_GPU_NODES = "No HAMi GPU nodes (no node has hami.io/node-nvidia-register or nvidia.com/gpu)."
+
+
 @dataclass(frozen=True)
 class Status:
     """The cluster-info view (possibly narrowed to some nodes), the placements on those nodes, and the source."""
@@ -75,7 +78,7 @@ class Status:
     source: str
     from_webhook: bool
     all_namespaces: bool
-    empty: str = "No HAMi GPU nodes (no node has hami.io/node-nvidia-register or nvidia.com/gpu)."
+    empty: str = NO_GPU_NODES
 
     def to_data(self) -> Any:
         """The cluster-info document plus the placements and the source it came from."""
@@ -350,7 +353,7 @@ def _read(
             raise not_gpu_nodes(kube, missing)
         info = replace(info, nodes=tuple(node for node in info.nodes if node.name in wanted))
     if labels is not None:
-        labelled = cluster_reads.node_names(kube, labels)
+        labelled = {node["metadata"]["name"] for node in cluster_reads.list_nodes(kube, labels)}
         info = replace(info, nodes=tuple(node for node in info.nodes if node.name in labelled))
     for message in info.warnings:
         warn(message)
@@ -364,8 +367,8 @@ def _read(
         return StatusSummary(
             summarize_fleet(info, top), placements_by_phase(items), info.generated_at, read.source, read.from_webhook
         )
-    view = Status(info, summarize(info), tuple(items), read.source, read.from_webhook, namespace is None)
-    return replace(view, empty=f"No HAMi GPU node has the labels {labels}.") if labels is not None else view
+    empty = NO_GPU_NODES if labels is None else f"No HAMi GPU node has the labels {labels}."
+    return Status(info, summarize(info), tuple(items), read.source, read.from_webhook, namespace is None, empty)
 
 
 def _watch(read: Callable[[], Result], output: OutputFormat, interval: float) -> int:

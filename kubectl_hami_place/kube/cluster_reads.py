@@ -80,16 +80,11 @@ class WebhookService:
         return f"{self.namespace}/{self.name}:{self.port}"
 
 
-def list_nodes(kube: Kube) -> list[dict[str, Any]]:
-    """Every node, sorted by name."""
-    body = request(kube, _get(kube, "/api/v1/nodes"), what="list nodes")
+def list_nodes(kube: Kube, label_selector: str | None = None) -> list[dict[str, Any]]:
+    """Every node (with these labels, filtered by the API server as `kubectl get nodes -l` does), sorted by name."""
+    kwargs = {"label_selector": label_selector} if label_selector else {}
+    body = request(kube, _get(kube, "/api/v1/nodes"), what="list nodes", **kwargs)
     return sorted(list_items(body), key=_name)
-
-
-def node_names(kube: Kube, label_selector: str) -> set[str]:
-    """The names of the nodes with these labels, filtered by the API server (`kubectl get nodes -l`)."""
-    body = request(kube, _get(kube, "/api/v1/nodes"), what="list nodes", label_selector=label_selector)
-    return {_name(item) for item in list_items(body)}
 
 
 def get_node(kube: Kube, name: str) -> dict[str, Any]:

@@ -288,13 +288,10 @@ class InflationLedger:
     step: float = 0.1
     asked: float = 0.0
     placed: float = 0.0
-    unplaced: float = 0.0
     tasks_placed: int = 0
-    tasks_unplaced: int = 0
     evictions: int = 0
     rows: list[dict[str, float]] = field(default_factory=list)
     unplaced_by: dict[str, float] = field(default_factory=lambda: dict.fromkeys(UNPLACED_CAUSES, 0.0))
-    unplaced_asking: dict[str, float] = field(default_factory=dict)
     unplaced_tasks: list[Task] = field(default_factory=list)
 
     def record(self, task: Task, placed: bool, evictions: int = 0, cause: str = "fragmented") -> None:
@@ -306,23 +303,24 @@ class InflationLedger:
             self.placed += task.gpus
             self.tasks_placed += 1
         else:
-            self.unplaced += task.gpus
-            self.tasks_unplaced += 1
             self.unplaced_by[cause] += task.gpus
-            self.unplaced_asking[task.ask] = self.unplaced_asking.get(task.ask, 0.0) + task.gpus
             self.unplaced_tasks.append(task)
         while self.asked >= (len(self.rows) + 1) * self.step * self.capacity - 1e-9:
             self.rows.append(self.row((len(self.rows) + 1) * self.step))
 
     def row(self, load: float) -> dict[str, float]:
-        """The figures at this asked load."""
+        """The figures at this asked load; what is unplaced, in all and by ask, summed from the tasks left."""
+        asking: dict[str, float] = {}
+        for task in self.unplaced_tasks:
+            asking[task.ask] = asking.get(task.ask, 0.0) + task.gpus
+        unplaced = sum(task.gpus for task in self.unplaced_tasks)
         return {
             "load": round(load, 4),
             "unallocated": 1 - self.placed / self.capacity,
-            "unplaced": self.unplaced / self.asked if self.asked else 0.0,
+            "unplaced": unplaced / self.asked if self.asked else 0.0,
             "evictions_per_placed": self.evictions / self.tasks_placed if self.tasks_placed else 0.0,
             "tasks_placed": self.tasks_placed,
-            "tasks_unplaced": self.tasks_unplaced,
+            "tasks_unplaced": len(self.unplaced_tasks),
             "evictions": self.evictions,
             **{
                 f"unplaced_{cause}": gpus / self.asked if self.asked else 0.0
@@ -330,7 +328,7 @@ class InflationLedger:
             },
             **{
                 f"unplaced_asking_{ask}": gpus / self.asked if self.asked else 0.0
-                for ask, gpus in sorted(self.unplaced_asking.items())
+                for ask, gpus in sorted(asking.items())
             },
         }
 

@@ -46,7 +46,7 @@ from kubectl_hami_place.core.fit import (
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.planner import FitGoal, plan
-from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan, snapshot_from_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 # HAMi's scheduler writes "Requesting_<local time>" in each device's handshake on each pass to every node whose
@@ -86,6 +86,8 @@ TYPE_WORDS = ("A100", "t4", "H100", "NVIDIA", "a10")
 UNSERVED_SCHEDULER = "hami-place-differential-nobody"
 IMAGE = "registry.invalid/cuda:12"
 NO_SCHEDULING = {"key": "hami-place.io/differential", "value": "true", "effect": "NoSchedule"}
+# The cases' pods tolerate it, so that the planner (which reads taints as kube-scheduler does) may place them there.
+TOLERATES = {"key": "hami-place.io/differential", "operator": "Exists", "effect": "NoSchedule"}
 # keys of HAMi's DeviceInfo the model does not use, each with a value of the right and of the wrong JSON type
 REGISTER_EXTRAS: tuple[dict[str, Any], ...] = (
     {"migProfiles": [{"name": "1g.10gb", "memoryMB": 9856, "core": 14, "sliceCount": 1, "placements": []}]},
@@ -509,7 +511,7 @@ def after_room_plan(name: str, namespace: str, case: Case, config: HamiConfig = 
         _movable(pod, resident)
         for pod, resident in zip(resident_pods(name, namespace, name, case), case.residents, strict=True)
     ]
-    goal = pod_for_plan(case_pod(name, namespace, case, "", config), node_labels([node, spare]), config)
+    goal = pod_for_plan(case_pod(name, namespace, case, "", config), node_marks([node, spare]), config)
     snapshot, _ = snapshot_from_objects([node, spare], residents, [], datetime.now(UTC), config)
     result = plan(snapshot, FitGoal(replace(goal, nodes=frozenset({name}))))
     if not result.complete or not result.moves or result.target is None:
@@ -704,6 +706,7 @@ def resident_pods(name: str, namespace: str, node: str, case: Case) -> list[dict
             },
             "spec": {
                 "schedulerName": UNSERVED_SCHEDULER,
+                "tolerations": [TOLERATES],
                 "initContainers": [_container(f"i{i}", {}) for i in range(resident.init_containers)],
                 "containers": [_container(f"c{i}", {}) for i in range(resident.containers)],
             },
@@ -719,6 +722,7 @@ def case_pod(
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "terminationGracePeriodSeconds": 0,
+        "tolerations": [TOLERATES],
         "containers": [_container(f"c{i}", rename(config, lim)) for i, lim in enumerate(case.app)],
     }
     if case.init:

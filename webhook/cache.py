@@ -363,6 +363,7 @@ PLANNED_SPEC = (
     "overhead",
     "resources",
     "topologySpreadConstraints",
+    "tolerations",
 )
 # What a plan reads of a pod's volumes: only whether it claims one (`claims_volume`), kept as one shared marker.
 CLAIMED_VOLUME: tuple[dict[str, Any], ...] = ({"persistentVolumeClaim": {}},)
@@ -494,12 +495,15 @@ PLANNED_ALLOCATABLE = ("cpu", "memory", "pods")
 
 
 def project_node_for_planning(node: dict[str, Any]) -> dict[str, Any]:
-    """project_node's node, its labels, which a pod's node selection reads, and its allocatable CPU, memory and pods
-    (rarely changed, so same_node still finds a heartbeat's node the same)."""
+    """project_node's node, its labels and taints, which a pod's node selection reads, and its allocatable CPU, memory
+    and pods (rarely changed, so same_node still finds a heartbeat's node the same)."""
     kept = project_node(node)
     labels = _dict(node.get("metadata")).get("labels")
     if isinstance(labels, dict):
         kept["metadata"]["labels"] = labels
+    taints = _dict(node.get("spec")).get("taints")
+    if isinstance(taints, list) and taints:
+        kept["spec"] = {**kept["spec"], "taints": taints}
     allocatable = _dict(_dict(node.get("status")).get("allocatable"))
     planned = {key: allocatable[key] for key in PLANNED_ALLOCATABLE if key in allocatable}
     if planned:

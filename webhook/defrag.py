@@ -418,7 +418,7 @@ class DefragController:
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
-        trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_labels, read.config), candidate.reason)
+        trigger = RescueTrigger(pod_for_plan(candidate.pod, read.node_marks, read.config), candidate.reason)
         snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
@@ -446,7 +446,7 @@ class DefragController:
         not try it until the room's deadline gives the pod its own choice back. When to look again."""
         read = self._snapshot()
         snapshot = self._kept_off(read, now, f"{key.namespace}/{key.name}")
-        if not fits_as_is(snapshot, pod_for_plan(pod, read.node_labels, read.config)):
+        if not fits_as_is(snapshot, pod_for_plan(pod, read.node_marks, read.config)):
             return timedelta(seconds=SEND_BACK_AGAIN_SECONDS)
         return self._send_back_fitting(pod, _run_id(now))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -10,7 +10,7 @@ from typing import Any
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import NodeMarks, node_marks, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
@@ -24,7 +24,7 @@ class SnapshotRead:
     snapshot: Snapshot
     config: HamiConfig
     warnings: tuple[str, ...]
-    node_labels: Mapping[str, Mapping[str, Any]]
+    node_marks: NodeMarks
     pods: tuple[dict[str, Any], ...] = ()
     nodes: tuple[dict[str, Any], ...] = ()
 
@@ -56,9 +56,9 @@ def snapshot_of(
     """The planner's snapshot of objects already read (lists, or the server's watch caches, whose pods of other
     schedulers come as `others`, counted in their nodes' rooms only)."""
     snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config, others=others)
-    return SnapshotRead(snapshot, config, (*notices, *warnings), node_labels(nodes), tuple(pods), tuple(nodes))
+    return SnapshotRead(snapshot, config, (*notices, *warnings), node_marks(nodes), tuple(pods), tuple(nodes))
 
 
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:
     """One pod as the planner sees it, with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
-    return pod_for_plan(get_pod(kube, namespace, name), read.node_labels, read.config)
+    return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config)

@@ -1007,6 +1007,54 @@ def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_t
         delete_nodes(cluster, made)
 
 
+def test_no_move_lands_on_a_node_whose_taint_the_pod_does_not_tolerate(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """As above, but B is kept for another team by a NoSchedule taint its filler tolerates and `move` does not, and C
+    is a GPU pool's node whose taint `move` tolerates: kube-scheduler would refuse the replacement on B, so the
+    controller (from its cache, which keeps taints and tolerations) and `plan` go to C."""
+    tag = uuid.uuid4().hex[:6]
+    a, b, c = (f"taints-{side}-{tag}" for side in "abc")
+    made = one_card_nodes(cluster, a)
+    try:
+        body = deployment("move", 0, SMALL)
+        pool = {"key": f"pool-{tag}", "value": "gpu", "effect": "NoSchedule"}
+        body["spec"]["template"]["spec"]["tolerations"] = [{**pool, "operator": "Equal"}]
+        hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b, c]}
+        body["spec"]["template"]["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [hostname]}]
+                }
+            }
+        }
+        create(cluster, namespace, body)
+        moved = scale_up(cluster, namespace, "move")
+        assert allocation(cluster, namespace, moved).node == a, "B and C do not exist yet"
+        made += one_card_nodes(cluster, b, c)
+        taint = {"key": f"team-{tag}", "value": "other", "effect": "NoSchedule"}
+        nodes = client.CoreV1Api(cluster.api_client())
+        nodes.patch_node(b, {"spec": {"taints": [taint]}})
+        nodes.patch_node(c, {"spec": {"taints": [pool]}})
+        filler = pod("filler", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000"}, node=b)
+        filler["spec"]["tolerations"] = [{"key": taint["key"], "operator": "Exists"}]
+        create(cluster, namespace, filler)
+        assert allocation(cluster, namespace, "filler").node == b
+        write_policy(cluster, server_namespace, namespace, "dry-run")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        create(cluster, namespace, pod("big", BIG, node=a))
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
+        assert f"would move {namespace}/{moved} from {a}/gpu-0 to {c}/gpu-0" in message, message
+        assert b not in message, message
+
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 0, run.err
+        assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{moved}", c)]
+    finally:
+        delete_nodes(cluster, made)
+
+
 GATE = "hami-place.test/held"
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 

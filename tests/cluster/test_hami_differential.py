@@ -61,7 +61,7 @@ from kubectl_hami_place.core.pin_check import (
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.planner import FitGoal
 from kubectl_hami_place.core.planner import plan as planner_plan
-from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -412,7 +412,7 @@ class Differential:
             return None
         ready = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
         try:
-            goal = pod_for_plan(pod, node_labels([ready]), self.config)
+            goal = pod_for_plan(pod, node_marks([ready]), self.config)
         except ModelError:
             return None
         counts = {request.nums for _, request in goal.gpu_requests}

@@ -24,7 +24,7 @@ from kubectl_hami_place.core.defrag.triggers import (
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan
+from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -130,7 +130,7 @@ def test_rescue_candidates_are_pending_gpu_pods_refused_for_room_highest_priorit
     found = rescue_candidates(pods, events, NOW, DefragPolicy())
     assert [c.key for c in found] == ["team-a/urgent", "team-a/older", "team-a/ok"]
     assert found[1].reason == "CardInsufficientMemory"
-    planned = pod_for_plan(found[1].pod, node_labels([]), HAMI_DEFAULTS)
+    planned = pod_for_plan(found[1].pod, node_marks([]), HAMI_DEFAULTS)
     assert planned.key == "team-a/older" and planned.priority == 5 and planned.allocation is None
 
 
@@ -211,7 +211,7 @@ def test_a_rescue_reads_cards_by_hamis_resource_names_and_the_pods_nodes_by_thei
     assert rescue_candidates([asking], [event("ok", FULL)], NOW, DefragPolicy()) == (), "no card by the default names"
     [found] = rescue_candidates([asking], [event("ok", FULL)], NOW, DefragPolicy(), CUSTOM)
     nodes = [{"metadata": {"name": f"gpu-{zone}", "labels": {"zone": zone}}} for zone in ("a", "b")]
-    planned = pod_for_plan(found.pod, node_labels(nodes), CUSTOM)
+    planned = pod_for_plan(found.pod, node_marks(nodes), CUSTOM)
     assert (planned.key, planned.requests[0] is not None, planned.nodes) == ("team-a/ok", True, frozenset({"gpu-a"}))
 
 

@@ -1145,7 +1145,7 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     """Readiness, allocations, controllers, priority and the PodDisruptionBudgets that select each pod."""
     from datetime import UTC, datetime
 
-    from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+    from kubectl_hami_place.core.planner.objects import NodeMarks, node_marks, pod_for_plan, snapshot_from_objects
 
     nodes = [node_object("a"), node_object("b", ready=False)]
     pods = [
@@ -1165,13 +1165,13 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     assert set(by_name) == {"web", "agent"}
     assert by_name["web"].budgets == ("ns/pdb",) and by_name["web"].owner_kind == "ReplicaSet"
     assert by_name["web"].labels == {"app": "web"} and by_name["web"].created is None
-    made = pod_for_plan({**pod_object("made", "a"), "metadata": {"creationTimestamp": "2026-12-01T12:00:00Z"}}, {})
+    made = pod_for_plan(
+        {**pod_object("made", "a"), "metadata": {"creationTimestamp": "2026-12-01T12:00:00Z"}}, NodeMarks({})
+    )
     assert made.created == datetime(2026, 12, 1, 12, 0, tzinfo=UTC), "the workload cooldown compares it"
     assert by_name["agent"].owner_kind == "DaemonSet" and by_name["agent"].priority_class == "system-node-critical"
     assert snapshot.budgets == {"ns/pdb": 0}
-    waiting = pod_for_plan(
-        pod_object("waiting", None, nodeSelector={"kubernetes.io/hostname": "b"}), node_labels(nodes)
-    )
+    waiting = pod_for_plan(pod_object("waiting", None, nodeSelector={"kubernetes.io/hostname": "b"}), node_marks(nodes))
     assert waiting.allocation is None and waiting.nodes == frozenset({"b"})
     assert waiting.gpu_requests[0][1].memreq == 8192
     result = plan(snapshot, FitGoal(replace(waiting, nodes=None)))
@@ -1199,7 +1199,7 @@ def test_a_budget_without_a_selector_protects_no_pod_and_an_empty_one_every_pod_
 def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
     """Every field steers a plan (who may move, what it asks of a node, HAMi's policy for it); a pod from a file,
     never created, has no uid, owner or priority and must read as the empty values, not as text like 'None'."""
-    from kubectl_hami_place.core.planner.objects import pod_for_plan
+    from kubectl_hami_place.core.planner.objects import NodeMarks, pod_for_plan
 
     pod = pod_object("p", None, initContainers=[{"name": "i"}], priority=1000)
     pod["metadata"]["uid"] = "uid-p"
@@ -1210,7 +1210,7 @@ def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
     pod["metadata"]["annotations"] = {"team": "x", "replicas": 3}
     pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "500m", "memory": "1536Mi"}
     request = card_request(1, memreq=8192)
-    assert pod_for_plan(pod, {}, HAMI_DEFAULTS.with_policy("binpack")) == PlanPod(
+    assert pod_for_plan(pod, NodeMarks({}), HAMI_DEFAULTS.with_policy("binpack")) == PlanPod(
         namespace="ns",
         name="p",
         uid="uid-p",
@@ -1223,7 +1223,7 @@ def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
         needs=Resources(500, 1536 * 2**20, 1),
         labels={"app": "p"},
     )
-    assert pod_for_plan(pod_object("f", None, owner=""), {}) == PlanPod(
+    assert pod_for_plan(pod_object("f", None, owner=""), NodeMarks({})) == PlanPod(
         namespace="ns",
         name="f",
         requests=(request,),
@@ -1233,7 +1233,7 @@ def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
     )
     unread = pod_object("u", None)
     unread["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "lots"}
-    assert pod_for_plan(unread, {}).held == (
+    assert pod_for_plan(unread, NodeMarks({})).held == (
         "has a CPU or memory request kube-scheduler cannot read (cpu request 'lots' is not a quantity such as 1, 3k "
         "or 1Gi)"
     )

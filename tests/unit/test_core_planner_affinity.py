@@ -1,20 +1,33 @@
-"""The nodes a pod may run on, as the planner reads them: nodeSelector and required node affinity, on plain data."""
+"""The nodes a pod may run on, as the planner reads them: nodeSelector, required node affinity and the nodes' taints,
+on plain data."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from kubectl_hami_place.core.names import HOSTNAME_LABEL, PLACEMENT_ANNOTATION
-from kubectl_hami_place.core.planner.objects import node_allows, pod_for_plan
-from tests.unit.test_core_planner import pod_object
+from kubectl_hami_place.core.planner import FitGoal, plan
+from kubectl_hami_place.core.planner.objects import (
+    NodeMarks,
+    node_allows,
+    node_marks,
+    pod_for_plan,
+    snapshot_from_objects,
+    tolerates,
+)
+from kubectl_hami_place.core.planner.why import why
+from tests.unit.test_core_planner import node_object, pod_object
 
-LABELS: dict[str, dict[str, Any]] = {
-    "a100-0": {HOSTNAME_LABEL: "a100-0", "gpu": "a100", "zone": "z1", "rack": "3"},
-    "a100-1": {HOSTNAME_LABEL: "a100-1", "gpu": "a100", "zone": "z2", "rack": "12"},
-    "h100-0": {HOSTNAME_LABEL: "h100-0", "gpu": "h100", "zone": "z1"},
-}
+LABELS = NodeMarks(
+    {
+        "a100-0": {HOSTNAME_LABEL: "a100-0", "gpu": "a100", "zone": "z1", "rack": "3"},
+        "a100-1": {HOSTNAME_LABEL: "a100-1", "gpu": "a100", "zone": "z2", "rack": "12"},
+        "h100-0": {HOSTNAME_LABEL: "h100-0", "gpu": "h100", "zone": "z1"},
+    }
+)
 
 
 def required(*terms: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +163,7 @@ def test_nodes_are_worked_out_for_gpu_pods_only_once_per_constraint() -> None:
     """Pods of one template share one answer (a large cluster's pods would otherwise each walk every node); a pod
     without a GPU request is never moved, so its nodes are not worked out."""
     affinity = required({"matchExpressions": [expr("gpu", "In", "a100")]})
-    memo: dict[str, frozenset[str] | None] = {}
+    memo: dict[str, Any] = {}
     first = pod_for_plan(pod_object("p1", None, affinity=affinity), LABELS, memo=memo)
     second = pod_for_plan(pod_object("p2", None, affinity=affinity), LABELS, memo=memo)
     assert first.nodes == {"a100-0", "a100-1"} and first.nodes is second.nodes and len(memo) == 1
@@ -174,3 +187,88 @@ def test_a_placed_pods_term_of_only_our_pin_and_match_fields_keeps_its_match_fie
     )
     placed["metadata"]["annotations"][PLACEMENT_ANNOTATION] = "move-p-123"
     assert pod_for_plan(placed, LABELS).nodes == {"a100-0", "h100-0"}
+
+
+def taint(key: str, effect: str, value: str = "") -> dict[str, Any]:
+    """A node taint as the API server keeps it."""
+    return {"key": key, "effect": effect, **({"value": value} if value else {})}
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}, True),
+        ({"key": "gpu", "value": "a100"}, True),
+        ({"key": "gpu", "operator": "Equal", "value": "h100"}, False),
+        ({"key": "gpu", "operator": "Exists"}, True),
+        ({"key": "gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"operator": "Exists"}, True),
+        ({"operator": "Exists", "effect": "NoSchedule"}, True),
+        ({"key": "zone", "operator": "Exists"}, False),
+        ({"key": "gpu", "operator": "Lt", "value": "a100"}, False),
+    ],
+)
+def test_a_toleration_tolerates_a_taint_as_kubernetes_matches_them(toleration: dict[str, Any], tolerated: bool) -> None:
+    """Effect and key must match unless the toleration leaves them out; Equal compares values, Exists takes any; an
+    operator Kubernetes added later (or a typo) tolerates nothing, so the planner never sends a pod where it might not
+    be allowed."""
+    assert tolerates(toleration, taint("gpu", "NoSchedule", "a100")) is tolerated
+
+
+def test_a_pod_may_run_only_where_it_tolerates_the_taints_that_keep_pods_off() -> None:
+    """kube-scheduler's TaintToleration filter refuses a node with a NoSchedule or NoExecute taint the pod does not
+    tolerate; PreferNoSchedule only scores. The plan says which taint kept the pod off each node."""
+    nodes = [
+        {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}
+        for (name, labels), taints in zip(
+            LABELS.labels.items(),
+            [
+                [taint("team", "NoSchedule", "a")],
+                [taint("soon", "PreferNoSchedule"), taint("maintenance", "NoExecute")],
+                [taint("soon", "PreferNoSchedule")],
+            ],
+            strict=True,
+        )
+    ]
+    marks = node_marks(nodes)
+    memo: dict[str, Any] = {}  # shared, as a snapshot shares it: pods tolerating differently get their own answer
+    assert set(marks.taints) == {"a100-0", "a100-1"}
+    plain = pod_for_plan(pod_object("p", None), marks, memo=memo)
+    assert plain.nodes == {"h100-0"}
+    assert plain.untolerated == {"a100-0": "team=a:NoSchedule", "a100-1": "maintenance:NoExecute"}
+    team = [{"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
+    assert pod_for_plan(pod_object("p", None, tolerations=team), marks, memo=memo).nodes == {"a100-0", "h100-0"}
+    both = pod_object("p", None, tolerations=[*team, {"key": "maintenance", "operator": "Exists"}])
+    assert (pod_for_plan(both, marks, memo=memo).nodes, pod_for_plan(both, marks, memo=memo).untolerated) == (
+        None,
+        {},
+    ), "any node"
+    selected = pod_for_plan(pod_object("p", None, nodeSelector={"gpu": "a100"}, tolerations=team), marks, memo=memo)
+    assert (selected.nodes, selected.untolerated) == ({"a100-0"}, {"a100-1": "maintenance:NoExecute"})
+    placed = pod_for_plan(
+        pod_object("p", "a100-1", nodeName="a100-1", volumes=[{"persistentVolumeClaim": {}}]), marks, memo=memo
+    )
+    assert placed.nodes == frozenset(), "it stays on a node it no longer tolerates: it does not move"
+
+
+@pytest.mark.parametrize("tolerated", [False, True])
+def test_a_plan_sends_no_pod_to_a_node_whose_taint_it_does_not_tolerate(tolerated: bool) -> None:
+    """The empty card on node b is kept for team b by a taint the big pod does not tolerate: room is made for it on
+    a instead, by moving the small pod to b when that one tolerates the taint, and not at all when it does not
+    (kube-scheduler would refuse either replacement there); `why` names the taint."""
+    nodes = [node_object("a"), {**node_object("b"), "spec": {"taints": [taint("team", "NoSchedule", "b")]}}]
+    marks = node_marks(nodes)
+    whole = [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "40960"}}}]
+    big = pod_for_plan(pod_object("big", None, containers=whole), marks)
+    small = pod_object("small", "a", tolerations=[{"key": "team", "operator": "Exists"}] if tolerated else [])
+    snapshot, _ = snapshot_from_objects(nodes, [small], [], datetime.now(UTC))
+    result = plan(snapshot, FitGoal(big))
+    if tolerated:
+        assert [(m.pod, m.to_node) for m in result.moves] == [("ns/small", "b")]
+        assert result.target == ("a", ("GPU-a",))
+    else:
+        assert not result.complete and not result.moves
+        assert "b: the pod does not tolerate its taint team=b:NoSchedule" in result.reasons
+    verdict = {node.node: node for node in why(snapshot, big)}["b"]
+    assert (verdict.fits, verdict.reason) == (False, "TaintNotTolerated")
+    assert verdict.message == "the pod does not tolerate the taint team=b:NoSchedule"

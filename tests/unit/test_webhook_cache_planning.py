@@ -14,7 +14,7 @@ from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates
 from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_remainders
 from kubectl_hami_place.core.planner import PlanPod
-from kubectl_hami_place.core.planner.objects import node_labels, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan, snapshot_from_objects
 from webhook.cache import (
     COUNTED,
     LAST_APPLIED,
@@ -29,6 +29,9 @@ REGISTER = (
     '{"id":"GPU-b","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","health":true}]'
 )
 ALLOCATED = "GPU-a,NVIDIA,10000,0:;"
+# The GPU nodes are kept for ML pods, which tolerate that; gpu-1 is also being drained, which none tolerates.
+DEDICATED = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+DRAINING = {"key": "draining", "effect": "NoExecute", "timeAdded": "2026-12-01T11:00:00Z"}
 # What the pods' sidecar and main container ask of their node (kube-scheduler's count, which plans read too).
 PROXY = {"cpu": "500m", "memory": "128Mi"}
 CPU = {"cpu": "2", "memory": "1Gi"}
@@ -50,7 +53,7 @@ def whole_node(name: str, zone: str) -> dict[str, Any]:
             "annotations": {"hami.io/node-nvidia-register": REGISTER, "node.alpha.kubernetes.io/ttl": "0"},
             "managedFields": [{"manager": "kubelet"}],
         },
-        "spec": {"podCIDR": "10.0.0.0/24"},
+        "spec": {"podCIDR": "10.0.0.0/24", "taints": [DEDICATED, *([DRAINING] if name == "gpu-1" else [])]},
         "status": {
             "allocatable": {
                 "nvidia.com/gpu": "20",
@@ -117,6 +120,7 @@ def whole_pod(name: str, *, node: str = "", priority: int = 0) -> dict[str, Any]
             ],
             "overhead": {"cpu": "100m", "memory": "10Mi"},
             "resources": {"requests": {"memory": "3Gi"}},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
             "volumes": [{"name": "token"}],
             **({"nodeName": node} if node else {}),
         },
@@ -144,10 +148,12 @@ def test_the_planner_reads_the_planning_projections_as_the_whole_objects(node: s
     pods = [whole_pod("big", node=node, priority=100), whole_pod("small", node="gpu-0")]
     kept_nodes = [project_node_for_planning(n) for n in nodes]
     kept_pods = [project_pod_for_planning(p) for p in pods]
-    labels = node_labels(nodes)
-    assert node_labels(kept_nodes) == labels
+    marks = node_marks(nodes)
+    assert node_marks(kept_nodes) == marks and marks.taints["gpu-1"] == (DEDICATED, DRAINING)
     for kept, whole in zip(kept_pods, pods, strict=True):
-        assert pod_for_plan(kept, labels) == unapplied(pod_for_plan(whole, labels))
+        planned = pod_for_plan(kept, marks)
+        assert planned == unapplied(pod_for_plan(whole, marks))
+        assert (planned.nodes, planned.untolerated) == ({"gpu-0"}, {"gpu-1": "draining:NoExecute"})
     planned, warned = snapshot_from_objects(kept_nodes, kept_pods, [], NOW)
     snapshot, warnings = snapshot_from_objects(nodes, pods, [], NOW)
     assert (planned, warned) == (replace(snapshot, pods=tuple(unapplied(p) for p in snapshot.pods)), warnings)
@@ -174,7 +180,7 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
         del pod["spec"]["nodeSelector"], pod["spec"]["affinity"]
         return pod
 
-    labels = node_labels([whole_node("gpu-0", "a"), whole_node("gpu-2", "a")])
+    labels = node_marks([whole_node("gpu-0", "a"), whole_node("gpu-2", "a")])
     assert pod_for_plan(project_pod_for_planning(anywhere()), labels).nodes is None
     claimed = anywhere()
     claimed["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "data"}})

@@ -277,7 +277,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             reasons[node] = "the node takes no new pods (not ready, cordoned or without nvidia.com/gpu)"
             continue
         if pod.nodes is not None and node not in pod.nodes:
-            reasons[node] = "the pod's node selection excludes it"
+            taint = pod.untolerated.get(node)
+            reasons[node] = (
+                f"the pod does not tolerate its taint {taint}" if taint else "the pod's node selection excludes it"
+            )
             continue
         costs = []
         blocks = []

@@ -51,7 +51,8 @@ class PlanPod:
     """A pod as the planner sees it; `allocation` is None for a pod HAMi has not placed (Pending).
 
     `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
-    PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `held` why a
+    PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `untolerated`
+    the taint (`key=value:Effect`) that keeps it off each node its tolerations exclude from `nodes`, `held` why a
     caller keeps it where it is in this plan ("" when it may move; the defragmentation controller's policy),
     `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs`
     the CPU, memory and pod count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell
@@ -69,6 +70,7 @@ class PlanPod:
     priority: int = 0
     budgets: tuple[str, ...] = ()
     nodes: frozenset[str] | None = None
+    untolerated: Mapping[str, str] = field(default_factory=dict, hash=False)
     uid: str = ""
     held: str = ""
     default_policy: str = ""

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
@@ -47,7 +48,7 @@ def snapshot_from_objects(
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods)."""
     nodes, pods = list(nodes), list(pods)
     info = build_cluster_info(nodes, pods, now)
-    labels = node_labels(nodes)
+    marks = node_marks(nodes)
     scores = _pair_scores(nodes)
     counted = bound_pods(pods)
     rooms, room_warnings = node_remainders(nodes, (), [*counted, *others])
@@ -64,7 +65,7 @@ def snapshot_from_objects(
         for node in info.nodes
     )
     selectors = []
-    memo: dict[str, frozenset[str] | None] = {}
+    memo: dict[str, Reachable] = {}
     allowed: dict[str, int] = {}
     warnings = [*info.warnings, *room_warnings]
     for budget in budgets:
@@ -82,7 +83,7 @@ def snapshot_from_objects(
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, labels, config, memo, asked)
+            plan_pod = pod_for_plan(pod, marks, config, memo, asked)
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -114,29 +115,72 @@ def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict
     return result
 
 
-def node_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """Each node's labels by node name."""
-    result = {}
+KEEPS_OFF = ("NoSchedule", "NoExecute")
+"""The taint effects for which kube-scheduler's TaintToleration filter refuses a pod (PreferNoSchedule only scores)."""
+
+
+@dataclass(frozen=True)
+class NodeMarks:
+    """What a pod's node selection reads of each node, by node name: its labels, and the taints that keep pods off it
+    (`KEEPS_OFF`; a node without any is not in `taints`)."""
+
+    labels: Mapping[str, Mapping[str, Any]]
+    taints: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+
+
+def node_marks(nodes: Iterable[Mapping[str, Any]]) -> NodeMarks:
+    """Each node's labels and keeping-off taints, by node name."""
+    labels: dict[str, Mapping[str, Any]] = {}
+    taints: dict[str, tuple[Mapping[str, Any], ...]] = {}
     for node in nodes:
         metadata = as_mapping(node.get("metadata"))
-        result[str(metadata.get("name", ""))] = as_mapping(metadata.get("labels"))
-    return result
+        name = str(metadata.get("name", ""))
+        labels[name] = as_mapping(metadata.get("labels"))
+        listed = as_mapping(node.get("spec")).get("taints")
+        kept = tuple(
+            taint
+            for taint in (listed if isinstance(listed, list | tuple) else ())
+            if isinstance(taint, Mapping) and taint.get("effect") in KEEPS_OFF
+        )
+        if kept:
+            taints[name] = kept
+    return NodeMarks(labels, taints)
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Kubernetes' `ToleratesTaint`: the effect matches (or the toleration names none), the key matches (or the
+    toleration names none), and the value is equal, or any under `Exists`; an operator it does not know tolerates
+    nothing."""
+    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
+    if (effect and effect != taint.get("effect")) or (key and key != taint.get("key")):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def taint_words(taint: Mapping[str, Any]) -> str:
+    """A taint as kubectl writes it: `key=value:Effect`, `key:Effect` without a value."""
+    value = taint.get("value") or ""
+    return f"{taint.get('key', '')}{'=' + str(value) if value else ''}:{taint.get('effect', '')}"
 
 
 def pod_for_plan(
     pod: Mapping[str, Any],
-    labels: Mapping[str, Mapping[str, Any]],
+    marks: NodeMarks,
     config: HamiConfig = HAMI_DEFAULTS,
-    memo: dict[str, frozenset[str] | None] | None = None,
+    memo: dict[str, Reachable] | None = None,
     asked: Mapping[tuple[str, str], Resources | str] | None = None,
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
-    The nodes it may run on are those whose `labels` carry its nodeSelector and match its required node affinity
-    (`node_allows`); the hostname requirement our webhook merged into a placed pod's affinity pins that pod only,
-    not its replacement, so it is left out. A placed pod that claims a volume or that kube-scheduler places by other
-    pods stays on its node (`stays_on_node`). Only a GPU pod's nodes are worked out (the planner moves no other), once
-    per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
+    The nodes it may run on are those whose labels (`marks`) carry its nodeSelector and match its required node
+    affinity (`node_allows`), and whose keeping-off taints it tolerates (`tolerates`); the hostname requirement our
+    webhook merged into a placed pod's affinity pins that pod only, not its replacement, so it is left out. A placed
+    pod that claims a volume or that kube-scheduler places by other pods stays on its node (`stays_on_node`). Only a
+    GPU pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
+    template share theirs). What it asks of its node is read from
     `asked` (by namespace and name) when the caller read it already for the nodes' rooms.
     """
     metadata = as_mapping(pod.get("metadata"))
@@ -160,6 +204,7 @@ def pod_for_plan(
         needs, unread = read, ""
     else:
         needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({read})"
+    nodes, untolerated = _nodes(spec, marks, placed_on, {} if memo is None else memo) if any(requests) else _ANY
     return PlanPod(
         namespace=namespace,
         name=name,
@@ -171,7 +216,8 @@ def pod_for_plan(
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
         priority=_int(spec.get("priority")),
-        nodes=_nodes(spec, labels, placed_on, {} if memo is None else memo) if any(requests) else None,
+        nodes=nodes,
+        untolerated=untolerated,
         default_policy=config.gpu_scheduler_policy,
         needs=needs,
         held=unread,
@@ -210,35 +256,47 @@ def stays_on_node(spec: Mapping[str, Any]) -> bool:
     return claims_volume(spec) or placed_by_other_pods(spec)
 
 
-def _nodes(
-    spec: Mapping[str, Any],
-    labels: Mapping[str, Mapping[str, Any]],
-    placed_on: str,
-    memo: dict[str, frozenset[str] | None],
-) -> frozenset[str] | None:
-    """The nodes the pod may run on: those `_selected` allows, and only its own when it stays there."""
-    selected = _selected(spec, labels, placed_on, memo)
+Reachable = tuple[frozenset[str] | None, Mapping[str, str]]
+"""The nodes a pod may run on (None: any) and, for each node its tolerations keep it off, the taint in words."""
+_ANY: Reachable = (None, MappingProxyType({}))
+
+
+def _nodes(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: dict[str, Reachable]) -> Reachable:
+    """The nodes `_reachable` allows, and only its own when it stays there."""
+    selected, untolerated = _reachable(spec, marks, placed_on, memo)
     node = spec.get("nodeName")
     if not (isinstance(node, str) and node and stays_on_node(spec)):
-        return selected
-    return frozenset({node}) if selected is None or node in selected else frozenset()
+        return selected, untolerated
+    return (frozenset({node}) if selected is None or node in selected else frozenset()), untolerated
 
 
-def _selected(
-    spec: Mapping[str, Any],
-    labels: Mapping[str, Mapping[str, Any]],
-    placed_on: str,
-    memo: dict[str, frozenset[str] | None],
-) -> frozenset[str] | None:
-    """The nodes the pod's nodeSelector and required node affinity allow; None when it has neither."""
+def _reachable(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: dict[str, Reachable]) -> Reachable:
+    """The nodes the pod's nodeSelector, required node affinity and tolerations allow, worked out once per distinct
+    constraint in `memo` (pods of one template share theirs)."""
     selector = as_mapping(spec.get("nodeSelector"))
     terms = _required_terms(spec, placed_on)
-    if not selector and terms is None:
-        return None
-    key = json.dumps([selector, terms], sort_keys=True, default=str)
+    if not selector and terms is None and not marks.taints:
+        return _ANY
+    tolerations = spec.get("tolerations") if marks.taints else None
+    key = json.dumps([selector, terms, tolerations], sort_keys=True, default=str)
     if key not in memo:
-        memo[key] = _allowed_nodes(selector, terms, labels)
+        allowed = _allowed_nodes(selector, terms, marks.labels) if selector or terms is not None else None
+        untolerated = _untolerated(tolerations, marks.taints)
+        if untolerated:
+            allowed = (frozenset(marks.labels) if allowed is None else allowed).difference(untolerated)
+        memo[key] = (allowed, MappingProxyType(untolerated) if untolerated else _ANY[1])
     return memo[key]
+
+
+def _untolerated(tolerations: object, taints: Mapping[str, tuple[Mapping[str, Any], ...]]) -> dict[str, str]:
+    """Each node with a taint none of the tolerations tolerates, and that taint in words."""
+    held = [t for t in tolerations if isinstance(t, Mapping)] if isinstance(tolerations, list | tuple) else []
+    result = {}
+    for node, kept in taints.items():
+        refused = next((taint for taint in kept if not any(tolerates(t, taint) for t in held)), None)
+        if refused is not None:
+            result[node] = taint_words(refused)
+    return result
 
 
 def _allowed_nodes(

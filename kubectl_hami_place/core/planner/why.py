@@ -12,6 +12,7 @@ from kubectl_hami_place.core.planner.state import State
 
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NOT_SELECTED = "NodeNotSelected"
+TAINT_NOT_TOLERATED = "TaintNotTolerated"
 NO_FIT = "NodeFitFailed"
 NO_RESOURCES = "NodeResourcesFit"
 KUBE_SCHEDULER_WORDS = {"cpu": "Insufficient cpu", "memory": "Insufficient memory", "pods": "Too many pods"}
@@ -79,7 +80,13 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
         if not state.node_open[node]:
             verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, NODE_CLOSED, cards)
         elif pod.nodes is not None and node not in pod.nodes:
-            verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
+            taint = pod.untolerated.get(node)
+            if taint:
+                verdict = NodeWhy(
+                    node, False, TAINT_NOT_TOLERATED, f"the pod does not tolerate the taint {taint}", cards
+                )
+            else:
+                verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         elif not state.holds(node, pod, state.node_of(pod)):
             room = state.room[node]
             words = ", ".join(KUBE_SCHEDULER_WORDS[count] for count in room.short(pod.needs))

@@ -1055,6 +1055,66 @@ def test_no_move_lands_on_a_node_whose_taint_the_pod_does_not_tolerate(
         delete_nodes(cluster, made)
 
 
+def on_nodes(spec: dict[str, Any], *names: str) -> None:
+    """Requires the pod spec's nodes to be among `names`."""
+    hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": list(names)}
+    spec["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [hostname]}]}
+        }
+    }
+
+
+def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the_plan_does_not_read(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """The big pod (35,000 MiB on A or B) asks host port 8080, which a web pod holds on B. A's card holds a pod that
+    cannot move (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves
+    light to A and leaves B's card to the big pod, which kube-scheduler keeps off B for its port. The controller
+    moves nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge."""
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"ports-a-{tag}", f"ports-b-{tag}"
+    made = one_card_nodes(cluster, b)
+    try:
+        body = deployment("light", 0, SMALL)
+        on_nodes(body["spec"]["template"]["spec"], a, b)
+        create(cluster, namespace, body)
+        light = scale_up(cluster, namespace, "light")
+        assert allocation(cluster, namespace, light).node == b, "A does not exist yet"
+        made += one_card_nodes(cluster, a)
+        create(cluster, namespace, pod("heavy", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}, node=a))
+        assert allocation(cluster, namespace, "heavy").node == a
+        port = {"containerPort": 8080, "hostPort": 8080}
+        web = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web", "labels": {"hami.io/webhook": "ignore"}},
+            "spec": {
+                "nodeName": b,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "image": "registry.invalid/web:1", "ports": [port]}],
+            },
+        }
+        create(cluster, namespace, web)
+        write_policy(cluster, server_namespace, namespace, "dry-run")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        big = pod("big", BIG)
+        on_nodes(big["spec"], a, b)
+        big["spec"]["containers"][0]["ports"] = [port]
+        create(cluster, namespace, big)
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
+        assert "kube-scheduler keeps the pod off nodes for reasons the plan does not read" in message, message
+        assert "1 node(s) didn't have free ports for the requested pod ports" in message, message
+        assert said(cluster, namespace, "big", "DefragDryRun") == ""
+
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 0, run.err
+        assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{light}", a)]
+    finally:
+        delete_nodes(cluster, made)
+
+
 GATE = "hami-place.test/held"
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 

@@ -120,6 +120,21 @@ def test_a_rescue_within_budget_moves_and_says_what() -> None:
     )
 
 
+def test_a_rescue_moves_nothing_when_kube_scheduler_kept_the_pod_off_nodes_for_reasons_the_plan_does_not_read() -> None:
+    """The plan's room could be on a node the pod's anti-affinity (or volume, or spread) excludes: the pod would stay
+    Pending after the evictions. The run says why and what a person can do; a pod that fits as is is still sent back."""
+    trigger = replace(waiting(32), unread=("1 node(s) didn't match pod anti-affinity rules",))
+    decision = decide_run(ON, one_move(), trigger, [], NOW, "r1")
+    assert decision.moves == () and decision.plan is not None and decision.plan.moves
+    assert decision.reason == (
+        "no plan: kube-scheduler keeps the pod off nodes for reasons the plan does not read (1 node(s) didn't match "
+        "pod anti-affinity rules), so the room its moves make could be where the pod may not go; run `kubectl "
+        "hami-place plan --for waiting -n team-a` and apply it if its target suits the pod"
+    )
+    fits = decide_run(ON, one_move(), replace(waiting(8), unread=trigger.unread), [], NOW, "r1")
+    assert fits.fits_now and fits.reason == "no move needed: team-a/waiting fits on a now"
+
+
 def test_dry_run_names_the_moves_it_would_make_and_makes_none() -> None:
     decision = decide_run(DefragPolicy(), one_move(), waiting(32), [], NOW, "r1")
     assert decision.dry_run and not decision.acts and len(decision.moves) == 1

@@ -16,10 +16,12 @@ from kubectl_hami_place.core.defrag.triggers import (
     Candidate,
     Room,
     pending_since,
+    refused_groups,
     rescue_candidates,
     rescue_reason,
     room_goal,
     room_of,
+    unread_refusals,
     unschedulable_message,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
@@ -65,6 +67,71 @@ GIB = 1024
 )
 def test_rescue_reason_takes_only_what_moves_can_cure(message: str, reason: str | None) -> None:
     assert rescue_reason(message) == reason
+
+
+def test_refused_groups_are_counted_reasons_with_hamis_joined_reasons_kept_together() -> None:
+    message = (
+        "0/6 nodes are available: 1 node(s) had taint {team: b}, that the pod didn't tolerate, "
+        "2 1/2 CardInsufficientCore, 1/2 NumaNotFit, 3 node(s) didn't match pod anti-affinity rules. "
+        "preemption: 0/6 nodes are available: 6 No preemption victims found for incoming pod."
+    )
+    assert refused_groups(message) == (
+        (1, "node(s) had taint {team: b}, that the pod didn't tolerate"),
+        (2, "1/2 CardInsufficientCore, 1/2 NumaNotFit"),
+        (3, "node(s) didn't match pod anti-affinity rules"),
+    )
+    assert refused_groups("running Bind plugin: node lock contention") == ()
+    assert refused_groups("0/1 nodes are available: 1 Insufficient cpu.") == ((1, "Insufficient cpu"),)
+
+
+@pytest.mark.parametrize(
+    ("groups", "unread"),
+    [
+        ("2 2/2 CardInsufficientMemory", ()),
+        ("1 node(s) had untolerated taint {a: b}, 1 1/2 CardInsufficientMemory", ()),
+        ("1 node(s) had taint {a: b}, that the pod didn't tolerate, 1 2/2 NumaNotFit", ()),
+        ("1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable, 1 2/2 NumaNotFit", ()),
+        ("1 Insufficient cpu, 1 Insufficient memory, 1 Too many pods, 1 Insufficient nvidia.com/gpu", ()),
+        ("1 NodeInsufficientDevice, 1 node unregistered, 1 node usage unavailable, 1 2/2 NumaNotFit", ()),
+        ("2 2/2 CardReasonOfALaterHami", ()),
+        (
+            "2 node(s) didn't match pod anti-affinity rules, 1 2/2 CardInsufficientMemory",
+            ("2 node(s) didn't match pod anti-affinity rules",),
+        ),
+        (
+            "1 node(s) had volume node affinity conflict, 1 node(s) didn't match pod topology spread constraints, "
+            "1 node(s) didn't have free ports for the requested pod ports, 1 Insufficient ephemeral-storage, "
+            "1 2/2 CardInsufficientMemory",
+            (
+                "1 node(s) had volume node affinity conflict",
+                "1 node(s) didn't match pod topology spread constraints",
+                "1 node(s) didn't have free ports for the requested pod ports",
+                "1 Insufficient ephemeral-storage",
+            ),
+        ),
+    ],
+)
+def test_unread_refusals_are_the_nodes_the_plan_cannot_tell_apart(groups: str, unread: tuple[str, ...]) -> None:
+    """HAMi's reasons (any in its `n/m Reason` form), node selection, taints, cordons, CPU, memory, pods and HAMi's
+    card count the plan reads as kube-scheduler does; pod (anti-)affinity, volumes, spreads, ports and any other
+    resource it does not."""
+    assert unread_refusals(f"0/9 nodes are available: {groups}.") == unread
+
+
+def test_a_renamed_card_count_is_read_under_its_own_name() -> None:
+    renamed = HamiConfig(resource_count_name="example.com/vgpu")
+    message = "0/2 nodes are available: 1 Insufficient example.com/vgpu, 1 2/2 CardInsufficientMemory."
+    assert unread_refusals(message, renamed) == ()
+    assert unread_refusals(message) == ("1 Insufficient example.com/vgpu",)
+
+
+def test_a_candidate_carries_the_refusals_the_plan_does_not_read() -> None:
+    refused = "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 2 2/2 CardInsufficientMemory."
+    [found] = rescue_candidates([pod("spread", refused=refused)], [event("spread", refused)], NOW, DefragPolicy())
+    assert (found.reason, found.unread) == (
+        "CardInsufficientMemory",
+        ("1 node(s) didn't match pod anti-affinity rules",),
+    )
 
 
 def pod(

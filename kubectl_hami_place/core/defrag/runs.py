@@ -35,10 +35,12 @@ from kubectl_hami_place.core.reservation import Reservation, barring
 
 @dataclass(frozen=True)
 class RescueTrigger:
-    """Make room for a Pending pod HAMi refused; `reason` is HAMi's (see `triggers.rescue_reason`)."""
+    """Make room for a Pending pod HAMi refused; `reason` is HAMi's (see `triggers.rescue_reason`), `unread` the
+    refusals of other nodes the plan does not read (`triggers.unread_refusals`)."""
 
     pod: PlanPod
     reason: str = ""
+    unread: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """The trigger in words."""
@@ -139,6 +141,15 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
         if not result.moves:
             where = f" on {result.target[0]}" if result.target else ""
             return nothing(f"no move needed: {trigger.pod.key} fits{where} now", result, held)
+        if trigger.unread:
+            return nothing(
+                f"no plan: kube-scheduler keeps the pod off nodes for reasons the plan does not read "
+                f"({'; '.join(trigger.unread)}), so the room its moves make could be where the pod may not go; "
+                f"run `kubectl hami-place plan --for {trigger.pod.name} -n {trigger.pod.namespace}` and apply it if "
+                "its target suits the pod",
+                result,
+                held,
+            )
     elif not result.moves:
         return nothing("no plan: " + " ".join(result.reasons or ("nothing to gain",)), result, held)
     message = _words(result.moves, snapshot, dry_run, trigger)

@@ -49,6 +49,19 @@ OTHER_REASONS = (
     "ModeNotFit",
 )
 """HAMi's reasons that no move cures."""
+HAMI_NODE_REASONS = ("node unregistered", "node usage unavailable")
+"""What HAMi's extender says of a node it has no cards of (pkg/scheduler/scheduler.go, v2.10)."""
+READ_REASONS = (
+    "didn't match Pod's node affinity/selector",
+    "had untolerated taint",
+    "that the pod didn't tolerate",
+    "were unschedulable",
+    "Insufficient cpu",
+    "Insufficient memory",
+    "Too many pods",
+)
+"""kube-scheduler's reasons for a node that the plan reads as it does (NodeAffinity, TaintToleration in 1.25+ and in
+1.24's words, NodeUnschedulable, NodeResourcesFit's CPU, memory and pods)."""
 FAILED_SCHEDULING = "FailedScheduling"
 UNSCHEDULABLE = "Unschedulable"
 """The reason kube-scheduler writes on a pod's PodScheduled condition when no node fits (v1.PodReasonUnschedulable)."""
@@ -67,9 +80,41 @@ def rescue_reason(message: str) -> str | None:
     return ", ".join(found) or None
 
 
+def refused_groups(message: str) -> tuple[tuple[int, str], ...]:
+    """The groups of nodes a FailedScheduling message says were refused, each (count, reason), preemption's part left
+    out: `0/5 nodes are available: 2 node(s) had untolerated taint {a: b}, 3 1/2 CardInsufficientMemory, 1/2
+    NumaNotFit.` gives (2, `node(s) had untolerated taint {a: b}`), (3, `1/2 CardInsufficientMemory, 1/2 NumaNotFit`).
+    A part not led by a count goes on the group before it (HAMi joins a node's reasons with `, ` too)."""
+    head = message.split(" preemption: ", 1)[0].strip()
+    found = re.match(r"0/\d+ nodes are available: (.*)", head, re.DOTALL)
+    if found is None:
+        return ()
+    groups: list[tuple[int, str]] = []
+    for part in found.group(1).rstrip(".").split(", "):
+        count, _, reason = part.partition(" ")
+        if count.isdigit() and reason:
+            groups.append((int(count), reason))
+        elif groups:
+            groups[-1] = (groups[-1][0], f"{groups[-1][1]}, {part}")
+    return tuple(groups)
+
+
+def unread_refusals(message: str, config: HamiConfig = HAMI_DEFAULTS) -> tuple[str, ...]:
+    """The groups of nodes kube-scheduler kept the pod off for a reason the plan does not read (`2 node(s) didn't match
+    pod anti-affinity rules`, a volume's node or zone, a topology spread, host ports, or a reason it does not know):
+    the plan cannot tell which nodes those are, so a move could make room on one of them for nothing."""
+    read = (*READ_REASONS, f"Insufficient {config.resource_count_name}", *HAMI_NODE_REASONS)
+    return tuple(
+        f"{count} {reason}"
+        for count, reason in refused_groups(message)
+        if not (_COUNTED.search(reason) or any(name in reason for name in (*ROOM_REASONS, *OTHER_REASONS, *read)))
+    )
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """A Pending GPU pod to rescue: why HAMi refused it and since when it waits; `pod` is the API object."""
+    """A Pending GPU pod to rescue: why HAMi refused it and since when it waits; `pod` is the API object, `unread`
+    the refusals of other nodes the plan does not read (`unread_refusals`)."""
 
     namespace: str
     name: str
@@ -78,6 +123,7 @@ class Candidate:
     message: str
     pending_since: datetime
     pod: Mapping[str, Any]
+    unread: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -123,7 +169,8 @@ def rescue_candidates(
         reason = rescue_reason(message)
         if reason is None:
             continue
-        found.append(Candidate(namespace, name, str(metadata.get("uid", "")), reason, message, since, pod))
+        uid = str(metadata.get("uid", ""))
+        found.append(Candidate(namespace, name, uid, reason, message, since, pod, unread_refusals(message, config)))
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
 
 

@@ -368,7 +368,7 @@ PLANNED_SPEC = (
 # What a plan reads of a pod's volumes: only whether it claims one (`claims_volume`), kept as one shared marker.
 CLAIMED_VOLUME: tuple[dict[str, Any], ...] = ({"persistentVolumeClaim": {}},)
 # Of each container, what the plan reads: its name, resources and (an init container's) restartPolicy, which makes it
-# a sidecar that kube-scheduler counts for the pod's whole life.
+# a sidecar that kube-scheduler counts for the pod's whole life; and its ports only when they take the node's.
 PLANNED_CONTAINER = ("name", "resources", "restartPolicy")
 
 
@@ -381,10 +381,10 @@ _SCHEDULED_KEYS = {
 
 def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every
-    annotation but kubectl's last applied one, node selection, priority, whether it claims a volume, the containers'
-    names, resources and restart policies, the pod's overhead and pod-level resources, and the PodScheduled
-    condition (its reason and message while the pod is refused: the rescue trigger reads them). The parts pods of
-    one template hold alike are kept once (`_planned_alike`)."""
+    annotation but kubectl's last applied one, node selection, tolerations, priority, whether it claims a volume, the
+    containers' names, resources, restart policies and host ports, the pod's overhead and pod-level resources, and
+    the PodScheduled condition (its reason and message while the pod is refused: the rescue trigger reads them). The
+    parts pods of one template hold alike are kept once (`_planned_alike`)."""
     kept = project_pod(pod)
     meta, spec, status = _dict(pod.get("metadata")), _dict(pod.get("spec")), _dict(pod.get("status"))
     metadata = {**kept["metadata"], **{key: _planned_alike(meta[key]) for key in PLANNED_METADATA if key in meta}}
@@ -397,8 +397,7 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):
-            parts = [{part: _dict(c)[part] for part in PLANNED_CONTAINER if part in _dict(c)} for c in containers]
-            planned_spec[key] = _planned_alike(parts)
+            planned_spec[key] = _planned_alike([_planned_container(_dict(c)) for c in containers])
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
         return {"metadata": metadata, "spec": planned_spec, "status": kept["status"]}
@@ -408,6 +407,17 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
         if isinstance(c, dict) and c.get("type") == "PodScheduled"
     ]
     return {"metadata": metadata, "spec": planned_spec, "status": {**kept["status"], "conditions": scheduled}}
+
+
+def _planned_container(container: dict[str, Any]) -> dict[str, Any]:
+    """What a plan reads of a container (PLANNED_CONTAINER), and its ports that take one of the node's
+    (`takes_host_port`)."""
+    kept = {part: container[part] for part in PLANNED_CONTAINER if part in container}
+    ports = container.get("ports")
+    taken = [p for p in ports if isinstance(p, dict) and p.get("hostPort")] if isinstance(ports, list) else []
+    if taken:
+        kept["ports"] = taken
+    return kept
 
 
 class _KeptAlike:

@@ -143,6 +143,26 @@ def test_a_placed_pod_placed_by_other_pods_moves_only_between_its_nodes_cards(pl
 
 
 @pytest.mark.parametrize(
+    ("ports", "stays"),
+    [
+        ([{"containerPort": 8080, "hostPort": 8080}], True),
+        ([{"containerPort": 8080}, {"containerPort": 9090, "hostPort": 0}], False),
+        ([{"containerPort": 8080, "hostPort": "8080"}], False),
+    ],
+)
+def test_a_placed_pod_taking_a_host_port_moves_only_between_its_nodes_cards(
+    ports: list[dict[str, Any]], stays: bool
+) -> None:
+    """Another node's pods may hold the port (kube-scheduler's NodePorts filter), which the plan does not read; a
+    containerPort alone takes nothing of the node. An init container's host port counts too."""
+    main = pod_object("p", "a100-1", nodeName="a100-1")
+    main["spec"]["containers"][0]["ports"] = ports
+    assert pod_for_plan(main, LABELS).nodes == ({"a100-1"} if stays else None)
+    init = pod_object("p", "a100-1", nodeName="a100-1", initContainers=[{"name": "i", "ports": ports}])
+    assert pod_for_plan(init, LABELS).nodes == ({"a100-1"} if stays else None)
+
+
+@pytest.mark.parametrize(
     "placement",
     [
         {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}},

@@ -191,6 +191,14 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     spread["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone"}]
     kept_spread = project_pod_for_planning(spread)
     assert pod_for_plan(kept_spread, labels).nodes == pod_for_plan(spread, labels).nodes == {"gpu-0"}
+    listening = anywhere()
+    listening["spec"]["containers"][0]["ports"] = [{"containerPort": 80}, {"containerPort": 9100, "hostPort": 9100}]
+    kept_ports = project_pod_for_planning(listening)
+    assert kept_ports["spec"]["containers"][0]["ports"] == [{"containerPort": 9100, "hostPort": 9100}], "host's only"
+    assert pod_for_plan(kept_ports, labels).nodes == pod_for_plan(listening, labels).nodes == {"gpu-0"}
+    served = anywhere()
+    served["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+    assert "ports" not in project_pod_for_planning(served)["spec"]["containers"][0]
     assert kept["spec"]["containers"] == [
         {
             "name": "main",

@@ -249,11 +249,26 @@ def placed_by_other_pods(spec: Mapping[str, Any]) -> bool:
     )
 
 
+def takes_host_port(spec: Mapping[str, Any]) -> bool:
+    """Whether a container of the pod takes a port of its node (`hostPort`; the API server sets it from the
+    containerPort under hostNetwork), which kube-scheduler's NodePorts filter keeps other pods off."""
+    for key in ("initContainers", "containers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list | tuple) else ():
+            ports = container.get("ports") if isinstance(container, Mapping) else None
+            for port in ports if isinstance(ports, list | tuple) else ():
+                taken = port.get("hostPort") if isinstance(port, Mapping) else None
+                if isinstance(taken, int) and not isinstance(taken, bool) and taken > 0:
+                    return True
+    return False
+
+
 def stays_on_node(spec: Mapping[str, Any]) -> bool:
     """Whether a placed pod may move only between its own node's cards: its volume claim may be bound to the node or
-    its zone (a local PV, a zonal disk), or kube-scheduler places it by other pods; the plan reads neither, and
-    kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
-    return claims_volume(spec) or placed_by_other_pods(spec)
+    its zone (a local PV, a zonal disk), kube-scheduler places it by other pods, or it takes a host port another
+    node's pods may hold; the plan reads none of these, and kube-scheduler would refuse the replacement on another
+    node (a move given up after its timeout)."""
+    return claims_volume(spec) or placed_by_other_pods(spec) or takes_host_port(spec)
 
 
 Reachable = tuple[frozenset[str] | None, Mapping[str, str]]

@@ -46,7 +46,12 @@ SEND_BACK_WAIT_SECONDS = 5.0  # without --wait-for-pod: the moves waited until t
 
 TimeoutOption = Annotated[
     float,
-    typer.Option("--timeout", min=1, help="Seconds to wait for each move's replacement to hold its target cards."),
+    typer.Option(
+        "--timeout",
+        min=1,
+        help="Seconds to wait for each move's replacement to hold its target cards, counted from the eviction, or "
+        "from the end of the evicted pod's grace period while it stops (at most 600 s after the eviction).",
+    ),
 ]
 WaitPodOption = Annotated[
     bool,
@@ -284,7 +289,11 @@ def _one_move(
     if check.step is Step.ready:
         progress.line(f"{label}: pinning its replacement to {move.to_node} and evicting it")
         _make(kube, config, move, ack_timeout)
-    deadline = time.monotonic() + timeout
+    from kubectl_hami_place.core.defrag.keys import settle_deadline
+    from kubectl_hami_place.kube.moves import termination_wait
+
+    evicted_at = time.monotonic()
+    deadline = evicted_at + timeout
     with progress.waiting(f"{label}: waiting for its replacement on {move.to_node}"):
         while True:
             check = _current(kube, move)
@@ -293,7 +302,12 @@ def _one_move(
                 return check.detail
             if check.step is Step.changed:
                 raise _Stop(check.detail, _CHANGED_HINT)
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
+                # Counted from the end of the evicted pod's grace period (a StatefulSet makes the replacement only
+                # once the pod is gone, and HAMi counts its cards until then), within a bound, as the controller does.
+                deadline = max(deadline, settle_deadline(evicted_at, now, termination_wait(kube, move), timeout))
+            if now > deadline:
                 raise _Stop(
                     f"not settled within {timeout:g} s: {check.detail}{_placement_state(kube, move)}",
                     "re-run the same apply to resume once the replacement runs, or raise --timeout",

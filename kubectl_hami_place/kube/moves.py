@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.defrag.keys import termination_left
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -361,6 +362,17 @@ def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
     namespace = move.pod.split("/", 1)[0]
     read = read_plan_snapshot(kube, hami_config)
     return move_step(move, read.snapshot, placement_names(kube, namespace))
+
+
+def termination_wait(kube: Kube, move: Move) -> float:
+    """Seconds until the pod the move evicted is due to be gone (`keys.termination_left`): 0 once it is gone, when it
+    is not terminating, or when it cannot be read."""
+    namespace, name = move.pod.split("/", 1)
+    try:
+        pod = cluster_reads.get_pod(kube, namespace, name)
+    except KubeError:
+        return 0.0
+    return termination_left(pod, move.uid, datetime.now(UTC))
 
 
 def placement_names(kube: Kube, namespace: str) -> set[str]:

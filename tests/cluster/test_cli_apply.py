@@ -14,7 +14,9 @@ three cards, the second move possible only once the first settled.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -245,6 +247,52 @@ def two_move_apply(cluster: Sandbox, namespace: str, tmp_path: Path, *flags: str
         return applied
     finally:
         delete_nodes(cluster, [node])
+
+
+def test_apply_waits_out_the_evicted_pods_grace_period_before_its_timeout_counts(
+    cluster: Sandbox, namespace: str, node: GpuNode, placing: Webhook, tmp_path: Path
+) -> None:
+    """The moved pod has 40 s to stop and a finalizer holds it past `--timeout 3`, as a checkpoint would: HAMi counts
+    its card until it is gone, so apply waits for that, and the timeout counts from the grace period's end. Given up
+    at 3 s after the eviction, apply exited 1 with the move not settled."""
+    hold = "test.hami-place/checkpoint"
+    api = client.CoreV1Api(cluster.api_client())
+    applying: subprocess.Popen[str] | None = None
+    try:
+        for app in ("keep", "move"):
+            body = deployment(app, 0, SMALL, node=node.name)
+            body["spec"]["template"]["metadata"]["finalizers"] = [hold]
+            body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 40
+            create(cluster, namespace, body)
+            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        create(cluster, namespace, pod("big", BIG, node=node.name))
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+        planned = write_plan(cluster, namespace, tmp_path / "plan.json")
+        assert planned.code == 0 and len(planned.json()["moves"]) == 1, planned.out
+        args = ("apply", "-f", str(tmp_path / "plan.json"), "--yes", "--timeout", "3", "-o", "json")
+        applying = subprocess.Popen(
+            [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        [evicted] = wait_for(
+            lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
+            "the move's eviction",
+        )
+        time.sleep(6)  # past the timeout counted from the eviction
+        assert applying.poll() is None, "apply gave the move up while its pod was stopping"
+        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        out, err = applying.communicate(timeout=300)
+        assert applying.returncode == 0, err
+        assert [m["status"] for m in json.loads(out)["moves"]] == ["done"], out
+    finally:
+        if applying is not None and applying.poll() is None:
+            applying.kill()
+        for held in api.list_namespaced_pod(namespace).items:
+            if held.metadata.finalizers:
+                api.patch_namespaced_pod(held.metadata.name, namespace, {"metadata": {"finalizers": None}})
 
 
 def test_apply_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(

@@ -191,7 +191,7 @@ def plan(
     from kubectl_hami_place.core.planner import plan as make_plan
     from kubectl_hami_place.core.planner import why as explain
     from kubectl_hami_place.core.planner.apply import read_plan
-    from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+    from kubectl_hami_place.kube.snapshot import read_pending, read_snapshot
 
     goals = sum((for_pod is not None, free_cards is not None, compact))
     if goals != 1:
@@ -224,10 +224,11 @@ def plan(
         warn(message)
     verdicts = None
     pod_key = ""
+    unread: tuple[str, ...] = ()
     goal: Goal
     if for_pod is not None:
         try:
-            pending = read_pod(where.kube, where.one_namespace, for_pod, read)
+            pending, unread = read_pending(where.kube, where.one_namespace, for_pod, read)
         except KubeNotFound as exc:
             ns = where.one_namespace
             raise not_found(where.kube, ns, f"pod {for_pod}", f"check the name (kubectl get pods -n {ns})") from exc
@@ -247,6 +248,11 @@ def plan(
             raise not_gpu_nodes(where.kube, missing)
         goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
     result = make_plan(read.snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
+    if unread and result.moves and result.target is not None:
+        warn(
+            f"kube-scheduler keeps {pod_key} off nodes for reasons the plan does not read ({'; '.join(unread)}): "
+            f"check that {result.target[0]} suits the pod before the moves make room there"
+        )
     view = PlanView(result, _names(read.snapshot), verdicts, pod_key)
     structured = output in (OutputFormat.json, OutputFormat.yaml)
     if not then_apply or not result.complete:

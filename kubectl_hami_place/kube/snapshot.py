@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.defrag.triggers import unread_refusals, unschedulable_message
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
@@ -62,3 +63,11 @@ def snapshot_of(
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:
     """One pod as the planner sees it, with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
     return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config)
+
+
+def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> tuple[PlanPod, tuple[str, ...]]:
+    """`read_pod`'s pod, and the refusals of nodes in kube-scheduler's last word on it that the plan does not read
+    (`triggers.unread_refusals`): a plan's room may be on one of those nodes."""
+    pod = get_pod(kube, namespace, name)
+    unread = unread_refusals(unschedulable_message(pod), read.config)
+    return pod_for_plan(pod, read.node_marks, read.config), unread

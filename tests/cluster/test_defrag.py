@@ -1071,7 +1071,8 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
     """The big pod (35,000 MiB on A or B) asks host port 8080, which a web pod holds on B. A's card holds a pod that
     cannot move (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves
     light to A and leaves B's card to the big pod, which kube-scheduler keeps off B for its port. The controller
-    moves nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge."""
+    moves nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with
+    a warning naming the refusal and the node the room would be made on."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"ports-a-{tag}", f"ports-b-{tag}"
     made = one_card_nodes(cluster, b)
@@ -1111,6 +1112,11 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
         assert run.code == 0, run.err
         assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{light}", a)]
+        assert (
+            f"warning: kube-scheduler keeps {namespace}/big off nodes for reasons the plan does not read (1 node(s) "
+            f"didn't have free ports for the requested pod ports): check that {b} suits the pod before the moves "
+            "make room there"
+        ) in run.err, run.err
     finally:
         delete_nodes(cluster, made)
 

@@ -364,6 +364,7 @@ PLANNED_SPEC = (
     "resources",
     "topologySpreadConstraints",
     "tolerations",
+    "resourceClaims",
 )
 # What a plan reads of a pod's volumes: only whether it claims one (`claims_volume`), kept as one shared marker.
 CLAIMED_VOLUME: tuple[dict[str, Any], ...] = ({"persistentVolumeClaim": {}},)
@@ -381,10 +382,10 @@ _SCHEDULED_KEYS = {
 
 def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every
-    annotation but kubectl's last applied one, node selection, tolerations, priority, whether it claims a volume, the
-    containers' names, resources, restart policies and host ports, the pod's overhead and pod-level resources, and
-    the PodScheduled condition (its reason and message while the pod is refused: the rescue trigger reads them). The
-    parts pods of one template hold alike are kept once (`_planned_alike`)."""
+    annotation but kubectl's last applied one, node selection, tolerations, priority, resource claims, whether it
+    claims a volume, the containers' names, resources, restart policies and host ports, the pod's overhead and
+    pod-level resources, and the PodScheduled condition (its reason and message while the pod is refused: the rescue
+    trigger reads them). The parts pods of one template hold alike are kept once (`_planned_alike`)."""
     kept = project_pod(pod)
     meta, spec, status = _dict(pod.get("metadata")), _dict(pod.get("spec")), _dict(pod.get("status"))
     metadata = {**kept["metadata"], **{key: _planned_alike(meta[key]) for key in PLANNED_METADATA if key in meta}}

@@ -142,6 +142,14 @@ def test_a_placed_pod_placed_by_other_pods_moves_only_between_its_nodes_cards(pl
     assert pod_for_plan(pod_object("p", "a100-1", nodeName="a100-1", **placement), LABELS).nodes == {"a100-1"}
 
 
+def test_a_placed_pod_with_resource_claims_moves_only_between_its_nodes_cards() -> None:
+    """A claim allocated by dynamic resource allocation names devices of the pod's node (a NIC, another accelerator):
+    the replacement would need a claim allocated elsewhere, which the plan does not read."""
+    claims = [{"name": "nic", "resourceClaimTemplateName": "rdma"}]
+    assert pod_for_plan(pod_object("p", "a100-1", nodeName="a100-1", resourceClaims=claims), LABELS).nodes == {"a100-1"}
+    assert pod_for_plan(pod_object("p", "a100-1", nodeName="a100-1", resourceClaims=[]), LABELS).nodes is None
+
+
 @pytest.mark.parametrize(
     ("ports", "stays"),
     [

@@ -196,6 +196,10 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     kept_ports = project_pod_for_planning(listening)
     assert kept_ports["spec"]["containers"][0]["ports"] == [{"containerPort": 9100, "hostPort": 9100}], "host's only"
     assert pod_for_plan(kept_ports, labels).nodes == pod_for_plan(listening, labels).nodes == {"gpu-0"}
+    claiming = anywhere()
+    claiming["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimTemplateName": "rdma"}]
+    kept_claims = project_pod_for_planning(claiming)
+    assert pod_for_plan(kept_claims, labels).nodes == pod_for_plan(claiming, labels).nodes == {"gpu-0"}
     served = anywhere()
     served["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
     assert "ports" not in project_pod_for_planning(served)["spec"]["containers"][0]

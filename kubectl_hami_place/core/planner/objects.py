@@ -263,12 +263,18 @@ def takes_host_port(spec: Mapping[str, Any]) -> bool:
     return False
 
 
+def claims_resources(spec: Mapping[str, Any]) -> bool:
+    """Whether the pod claims devices through dynamic resource allocation (`spec.resourceClaims`)."""
+    claims = spec.get("resourceClaims")
+    return isinstance(claims, list | tuple) and bool(claims)
+
+
 def stays_on_node(spec: Mapping[str, Any]) -> bool:
     """Whether a placed pod may move only between its own node's cards: its volume claim may be bound to the node or
-    its zone (a local PV, a zonal disk), kube-scheduler places it by other pods, or it takes a host port another
-    node's pods may hold; the plan reads none of these, and kube-scheduler would refuse the replacement on another
-    node (a move given up after its timeout)."""
-    return claims_volume(spec) or placed_by_other_pods(spec) or takes_host_port(spec)
+    its zone (a local PV, a zonal disk), as its resource claims may be to devices of its node, kube-scheduler places
+    it by other pods, or it takes a host port another node's pods may hold; the plan reads none of these, and
+    kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
+    return claims_volume(spec) or claims_resources(spec) or placed_by_other_pods(spec) or takes_host_port(spec)
 
 
 Reachable = tuple[frozenset[str] | None, Mapping[str, str]]

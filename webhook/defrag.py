@@ -419,7 +419,7 @@ class DefragController:
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
         planned = pod_for_plan(candidate.pod, read.node_marks, read.config)
-        trigger = RescueTrigger(planned, candidate.reason, candidate.unread)
+        trigger = RescueTrigger(planned, candidate.reason, candidate.unread, candidate.counted)
         snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}

@@ -191,6 +191,7 @@ def plan(
     from kubectl_hami_place.core.planner import plan as make_plan
     from kubectl_hami_place.core.planner import why as explain
     from kubectl_hami_place.core.planner.apply import read_plan
+    from kubectl_hami_place.core.planner.objects import keep_counted_on_node
     from kubectl_hami_place.kube.snapshot import read_pending, read_snapshot
 
     goals = sum((for_pod is not None, free_cards is not None, compact))
@@ -225,13 +226,15 @@ def plan(
     verdicts = None
     pod_key = ""
     unread: tuple[str, ...] = ()
+    snapshot = read.snapshot
     goal: Goal
     if for_pod is not None:
         try:
-            pending, unread = read_pending(where.kube, where.one_namespace, for_pod, read)
+            found = read_pending(where.kube, where.one_namespace, for_pod, read)
         except KubeNotFound as exc:
             ns = where.one_namespace
             raise not_found(where.kube, ns, f"pod {for_pod}", f"check the name (kubectl get pods -n {ns})") from exc
+        pending, unread = found.pod, found.unread
         require_gpu(pending)
         if pending.allocation is not None:
             raise CliError(
@@ -239,6 +242,7 @@ def plan(
                 "plan --for makes room for a pod HAMi has not placed (Pending)",
             )
         verdicts, pod_key, goal = explain(read.snapshot, pending, read.config), pending.key, FitGoal(pending)
+        snapshot = keep_counted_on_node(read.snapshot, found.counted)
     elif free_cards is not None:
         goal = FreeCardsGoal(free_cards, card_type or "")
     else:
@@ -247,11 +251,11 @@ def plan(
         if missing:
             raise not_gpu_nodes(where.kube, missing)
         goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
-    result = make_plan(read.snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
-    if unread and result.moves and result.target is not None:
+    result = make_plan(snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
+    if unread and result.target is not None:
         warn(
             f"kube-scheduler keeps {pod_key} off nodes for reasons the plan does not read ({'; '.join(unread)}): "
-            f"check that {result.target[0]} suits the pod before the moves make room there"
+            f"check that {result.target[0]} suits the pod"
         )
     view = PlanView(result, _names(read.snapshot), verdicts, pod_key)
     structured = output in (OutputFormat.json, OutputFormat.yaml)

@@ -11,7 +11,14 @@ from kubectl_hami_place.core.defrag.triggers import unread_refusals, unschedulab
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import NodeMarks, node_marks, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import (
+    CountedPods,
+    NodeMarks,
+    counted_pods,
+    node_marks,
+    pod_for_plan,
+    snapshot_from_objects,
+)
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
@@ -65,9 +72,23 @@ def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanP
     return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config)
 
 
-def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> tuple[PlanPod, tuple[str, ...]]:
-    """`read_pod`'s pod, and the refusals of nodes in kube-scheduler's last word on it that the plan does not read
-    (`triggers.unread_refusals`): a plan's room may be on one of those nodes."""
+@dataclass(frozen=True)
+class PendingRead:
+    """A pod to make room for: as the planner sees it, the refusals of nodes in kube-scheduler's last word on it that
+    the plan does not read (`triggers.unread_refusals`: a plan's room may be on one of those nodes), and the pods
+    where it may go depends on (`objects.counted_pods`)."""
+
+    pod: PlanPod
+    unread: tuple[str, ...]
+    counted: tuple[CountedPods, ...]
+
+
+def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingRead:
+    """The pod to make room for, read with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
     pod = get_pod(kube, namespace, name)
-    unread = unread_refusals(unschedulable_message(pod), read.config)
-    return pod_for_plan(pod, read.node_marks, read.config), unread
+    spec = pod.get("spec")
+    return PendingRead(
+        pod_for_plan(pod, read.node_marks, read.config),
+        unread_refusals(unschedulable_message(pod), read.config),
+        counted_pods(spec if isinstance(spec, dict) else {}, namespace),
+    )

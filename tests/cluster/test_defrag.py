@@ -1114,9 +1114,38 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{light}", a)]
         assert (
             f"warning: kube-scheduler keeps {namespace}/big off nodes for reasons the plan does not read (1 node(s) "
-            f"didn't have free ports for the requested pod ports): check that {b} suits the pod before the moves "
-            "make room there"
+            f"didn't have free ports for the requested pod ports): check that {b} suits the pod"
         ) in run.err, run.err
+    finally:
+        delete_nodes(cluster, made)
+
+
+def test_plan_keeps_the_pods_a_pending_pods_affinity_counts_on_their_node(cluster: Sandbox, namespace: str) -> None:
+    """The big pod (35,000 MiB) must run beside `light` (required pod affinity on the hostname), which holds 10,000
+    MiB of A's one card; B's card holds 25,000 MiB of a pod that cannot move. Moving light to B would make room on A,
+    where the big pod could then no longer go: `plan --for` moves light only between A's cards (there are none), so
+    there is no plan, not that one."""
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"beside-a-{tag}", f"beside-b-{tag}"
+    made = one_card_nodes(cluster, a)
+    try:
+        body = deployment("light", 0, SMALL)
+        on_nodes(body["spec"]["template"]["spec"], a, b)
+        create(cluster, namespace, body)
+        light = scale_up(cluster, namespace, "light")
+        assert allocation(cluster, namespace, light).node == a, "B does not exist yet"
+        made += one_card_nodes(cluster, b)
+        create(cluster, namespace, pod("stay", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=b))
+        assert allocation(cluster, namespace, "stay").node == b
+        big = pod("big", BIG)
+        on_nodes(big["spec"], a, b)
+        beside = {"labelSelector": {"matchLabels": {"app": "light"}}, "topologyKey": "kubernetes.io/hostname"}
+        big["spec"]["affinity"]["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}
+        create(cluster, namespace, big)
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
+
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 1 and run.json()["moves"] == [], run.out
     finally:
         delete_nodes(cluster, made)
 

@@ -31,6 +31,7 @@ from kubectl_hami_place.core.defrag.runs import (
 )
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.planner.objects import CountedPods
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -133,6 +134,24 @@ def test_a_rescue_moves_nothing_when_kube_scheduler_kept_the_pod_off_nodes_for_r
     )
     fits = decide_run(ON, one_move(), replace(waiting(8), unread=trigger.unread), [], NOW, "r1")
     assert fits.fits_now and fits.reason == "no move needed: team-a/waiting fits on a now"
+
+
+def test_a_rescue_moves_the_pods_its_pod_counts_only_within_their_node() -> None:
+    """One card per node: q (10 GiB) on a, p (25 GiB) on b; a 32 GiB pod fits once q joins p on b. When the pod's
+    anti-affinity (or affinity, or spread) counts q, moving q to b could change where kube-scheduler lets the pod go:
+    p moves to a instead, and with p counted too there is no plan."""
+    snapshot = Snapshot(
+        (node("a", cards=1), node("b", cards=1)),
+        (replace(placed("q", "a0", 10), labels={"app": "q"}), replace(placed("p", "b0", 25), labels={"app": "p"})),
+    )
+    assert [(m.pod, m.to_node) for m in decide_run(ON, snapshot, waiting(32), [], NOW, "r1").moves] == [
+        ("team-a/q", "b")
+    ]
+    q = CountedPods(frozenset({"team-a"}), selector_from_dict({"matchLabels": {"app": "q"}}))
+    counted = decide_run(ON, snapshot, replace(waiting(32), counted=(q,)), [], NOW, "r1")
+    assert [(m.pod, m.to_node) for m in counted.moves] == [("team-a/p", "a")]
+    both = replace(waiting(32), counted=(q, CountedPods(None, None)))
+    assert decide_run(ON, snapshot, both, [], NOW, "r1").moves == ()
 
 
 def test_dry_run_names_the_moves_it_would_make_and_makes_none() -> None:

@@ -31,6 +31,7 @@ from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 GIB = 1024
 
 
@@ -125,13 +126,18 @@ def test_a_renamed_card_count_is_read_under_its_own_name() -> None:
     assert unread_refusals(message) == ("1 Insufficient example.com/vgpu",)
 
 
-def test_a_candidate_carries_the_refusals_the_plan_does_not_read() -> None:
+def test_a_candidate_carries_the_refusals_the_plan_does_not_read_and_the_pods_it_counts() -> None:
     refused = "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 2 2/2 CardInsufficientMemory."
-    [found] = rescue_candidates([pod("spread", refused=refused)], [event("spread", refused)], NOW, DefragPolicy())
+    [found] = rescue_candidates([pod("alone", refused=refused)], [event("alone", refused)], NOW, DefragPolicy())
     assert (found.reason, found.unread) == (
         "CardInsufficientMemory",
         ("1 node(s) didn't match pod anti-affinity rules",),
     )
+    assert found.counted == ()
+    term = {"labelSelector": {"matchLabels": {"app": "spread"}}, "topologyKey": "kubernetes.io/hostname"}
+    apart = pod("spread", refused=refused, spec={"affinity": {"podAntiAffinity": {REQUIRED: [term]}}})
+    [found] = rescue_candidates([apart], [event("spread", refused)], NOW, DefragPolicy())
+    assert [(c.namespaces, str(c.selector)) for c in found.counted] == [({"team-a"}, "app=spread")]
 
 
 def pod(

@@ -3,15 +3,19 @@ on plain data."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from kubectl_hami_place.core.names import HOSTNAME_LABEL, PLACEMENT_ANNOTATION
-from kubectl_hami_place.core.planner import FitGoal, plan
+from kubectl_hami_place.core.planner import FitGoal, Snapshot, plan
 from kubectl_hami_place.core.planner.objects import (
+    CountedPods,
     NodeMarks,
+    counted_pods,
+    keep_counted_on_node,
     node_allows,
     node_marks,
     pod_for_plan,
@@ -19,6 +23,7 @@ from kubectl_hami_place.core.planner.objects import (
     tolerates,
 )
 from kubectl_hami_place.core.planner.why import why
+from kubectl_hami_place.core.selectors import selector_from_dict
 from tests.unit.test_core_planner import node_object, pod_object
 
 LABELS = NodeMarks(
@@ -300,3 +305,57 @@ def test_a_plan_sends_no_pod_to_a_node_whose_taint_it_does_not_tolerate(tolerate
     verdict = {node.node: node for node in why(snapshot, big)}["b"]
     assert (verdict.fits, verdict.reason) == (False, "TaintNotTolerated")
     assert verdict.message == "the pod does not tolerate the taint team=b:NoSchedule"
+
+
+def test_the_pods_a_pending_pods_placement_counts() -> None:
+    """Required pod affinity and anti-affinity terms select pods of the namespaces they list (else the pod's own; any
+    under a namespaceSelector, whose namespaces' labels the plan does not read); a DoNotSchedule spread, pods of the
+    pod's namespace; a null selector counts none, an unreadable one every pod; preferences and ScheduleAnyway count
+    nothing."""
+    web = {"matchLabels": {"app": "web"}}
+    spec = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": web, "topologyKey": HOSTNAME_LABEL},
+                    {"labelSelector": web, "namespaces": ["ops", "db"], "topologyKey": "zone"},
+                    {"labelSelector": web, "namespaceSelector": {}, "topologyKey": "zone"},
+                    {"topologyKey": "zone"},
+                ],
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {}}],
+            },
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": 7}}, "topologyKey": "zone"}
+                ]
+            },
+        },
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "batch"}}},
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": web},
+            {"maxSkew": 1, "topologyKey": "zone"},
+        ],
+    }
+    found = counted_pods(spec, "team-a")
+    assert [(c.namespaces, str(c.selector) if c.selector else None) for c in found] == [
+        ({"team-a"}, None),
+        ({"team-a"}, "app=web"),
+        ({"ops", "db"}, "app=web"),
+        (None, "app=web"),
+        ({"team-a"}, "app=batch"),
+    ]
+
+
+def test_pods_counted_by_a_pending_pod_move_only_between_their_nodes_cards() -> None:
+    placed_web = pod_for_plan(pod_object("web", "a100-0", nodeName="a100-0"), LABELS)
+    other = pod_for_plan(pod_object("db", "a100-1", nodeName="a100-1"), LABELS)
+    counted = CountedPods(frozenset({"ns"}), selector_from_dict({"matchLabels": {"app": "web"}}))
+    kept = keep_counted_on_node(Snapshot((), (placed_web, other)), [counted])
+    assert [pod.nodes for pod in kept.pods] == [{"a100-0"}, None]
+    elsewhere = CountedPods(frozenset({"team-b"}), None)
+    assert keep_counted_on_node(Snapshot((), (placed_web,)), [elsewhere]).pods[0].nodes is None
+    assert CountedPods(None, None).counts(other)
+    untolerated = replace(placed_web, nodes=frozenset({"a100-1"}))
+    assert keep_counted_on_node(Snapshot((), (untolerated,)), [counted]).pods[0].nodes == frozenset(), "nowhere"
+    unchanged = Snapshot((), (placed_web,))
+    assert keep_counted_on_node(unchanged, []) is unchanged

@@ -24,6 +24,7 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
+from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.requests import pod_requests
 
@@ -114,7 +115,8 @@ def unread_refusals(message: str, config: HamiConfig = HAMI_DEFAULTS) -> tuple[s
 @dataclass(frozen=True)
 class Candidate:
     """A Pending GPU pod to rescue: why HAMi refused it and since when it waits; `pod` is the API object, `unread`
-    the refusals of other nodes the plan does not read (`unread_refusals`)."""
+    the refusals of other nodes the plan does not read (`unread_refusals`), `counted` the pods where it may go
+    depends on (`objects.counted_pods`)."""
 
     namespace: str
     name: str
@@ -124,6 +126,7 @@ class Candidate:
     pending_since: datetime
     pod: Mapping[str, Any]
     unread: tuple[str, ...] = ()
+    counted: tuple[CountedPods, ...] = ()
 
     @property
     def key(self) -> str:
@@ -169,8 +172,9 @@ def rescue_candidates(
         reason = rescue_reason(message)
         if reason is None:
             continue
+        unread, counted = unread_refusals(message, config), counted_pods(spec, namespace)
         uid = str(metadata.get("uid", ""))
-        found.append(Candidate(namespace, name, uid, reason, message, since, pod, unread_refusals(message, config)))
+        found.append(Candidate(namespace, name, uid, reason, message, since, pod, unread, counted))
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
 
 

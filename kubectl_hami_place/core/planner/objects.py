@@ -16,7 +16,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster_info import build_cluster_info
-from kubectl_hami_place.core.errors import ModelError, RequestError
+from kubectl_hami_place.core.errors import ModelError, RequestError, SelectorError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
@@ -31,7 +31,14 @@ from kubectl_hami_place.core.node_resources import (
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
-from kubectl_hami_place.core.selectors import OPERATORS, Requirement, budget_selector, matches
+from kubectl_hami_place.core.selectors import (
+    OPERATORS,
+    LabelSelector,
+    Requirement,
+    budget_selector,
+    matches,
+    selector_from_dict,
+)
 from kubectl_hami_place.core.usage import pod_allocation
 
 
@@ -267,6 +274,76 @@ def claims_resources(spec: Mapping[str, Any]) -> bool:
     """Whether the pod claims devices through dynamic resource allocation (`spec.resourceClaims`)."""
     claims = spec.get("resourceClaims")
     return isinstance(claims, list | tuple) and bool(claims)
+
+
+@dataclass(frozen=True)
+class CountedPods:
+    """Pods whose nodes a Pending pod's placement counts (its required pod affinity or anti-affinity, or a
+    `DoNotSchedule` topology spread): those of `namespaces` (None: any) that `selector` matches (None: every pod, its
+    selector unreadable)."""
+
+    namespaces: frozenset[str] | None
+    selector: LabelSelector | None
+
+    def counts(self, pod: PlanPod) -> bool:
+        """Whether the pod is one of them."""
+        if self.namespaces is not None and pod.namespace not in self.namespaces:
+            return False
+        return self.selector is None or matches(self.selector, pod.labels)
+
+
+def counted_pods(spec: Mapping[str, Any], namespace: str) -> tuple[CountedPods, ...]:
+    """The pods where the pod (of `namespace`) may go depends on: moving one to another node could change
+    kube-scheduler's verdict on the node a plan makes room on. A namespaceSelector is not read (any namespace), nor
+    matchLabelKeys (which only narrow); a null labelSelector counts no pod."""
+    found = []
+    affinity = as_mapping(spec.get("affinity"))
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
+        for term in terms if isinstance(terms, list | tuple) else ():
+            if isinstance(term, Mapping) and term.get("labelSelector") is not None:
+                found.append(CountedPods(_term_namespaces(term, namespace), _selector(term["labelSelector"])))
+    spreads = spec.get("topologySpreadConstraints")
+    for spread in spreads if isinstance(spreads, list | tuple) else ():
+        if not isinstance(spread, Mapping) or spread.get("labelSelector") is None:
+            continue
+        if spread.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
+            found.append(CountedPods(frozenset({namespace}), _selector(spread["labelSelector"])))
+    return tuple(found)
+
+
+def _term_namespaces(term: Mapping[str, Any], namespace: str) -> frozenset[str] | None:
+    """The namespaces a pod affinity term selects pods of: those it lists, else the pod's own; None (any) under a
+    namespaceSelector, whose namespaces' labels the plan does not read."""
+    if term.get("namespaceSelector") is not None:
+        return None
+    listed = term.get("namespaces")
+    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
+    return frozenset(names or [namespace])
+
+
+def _selector(written: object) -> LabelSelector | None:
+    """A term's label selector; None (every pod) when it is unreadable."""
+    try:
+        return selector_from_dict(written)
+    except SelectorError:
+        return None
+
+
+def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> Snapshot:
+    """The snapshot with the pods `counted` selects kept to their own node's cards: where the Pending pod may go
+    stays as kube-scheduler last judged it (a move between cards of one node changes no topology domain)."""
+    counted = tuple(counted)
+    if not counted:
+        return snapshot
+    pods = []
+    for pod in snapshot.pods:
+        node = pod.allocation.node if pod.allocation is not None else ""
+        if not (node and any(c.counts(pod) for c in counted)):
+            pods.append(pod)
+            continue
+        pods.append(replace(pod, nodes=frozenset({node}) if pod.nodes is None or node in pod.nodes else frozenset()))
+    return replace(snapshot, pods=tuple(pods))
 
 
 def stays_on_node(spec: Mapping[str, Any]) -> bool:

@@ -61,7 +61,10 @@ class Why:
 
 
 def why_blocks(pod: str, verdicts: tuple[NodeWhy, ...]) -> list[Block]:
-    """The answer line and one row per card: node, card, verdict, HAMi's reason and the numbers."""
+    """The answer line and one row per card: node, card, verdict, HAMi's reason and the numbers; a node kept out
+    before HAMi's fit (closed, not selected, a taint, kube-scheduler's count) first gets a row saying why."""
+    from kubectl_hami_place.core.planner.why import NO_FIT
+
     fitting = [v.node for v in verdicts if v.fits]
     answer = (
         f"{pod} fits today on {', '.join(fitting)}"
@@ -71,6 +74,9 @@ def why_blocks(pod: str, verdicts: tuple[NodeWhy, ...]) -> list[Block]:
     rows = []
     for verdict in verdicts:
         node = f"{verdict.node} ({verdict.reason})" if verdict.reason else verdict.node
+        if verdict.reason not in (None, NO_FIT) and verdict.message:
+            rows.append((node, "-", "no", "-", verdict.message))
+            node = ""
         for card in verdict.cards:
             rows.append((node, f"gpu-{card.index}", "yes" if card.ok else "no", str(card.reason or "-"), card.message))
             node = ""
@@ -101,16 +107,22 @@ def why(
 ) -> None:
     """Explain, card by card, why the pod does not fit."""
     from kubectl_hami_place.core.planner import why as explain
-    from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
+    from kubectl_hami_place.kube.snapshot import read_pending, read_snapshot
 
     where = target(kubeconfig, context, namespace, as_user=as_user)
     read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
     try:
-        plan_pod = read_pod(where.kube, where.one_namespace, pod, read)
+        found = read_pending(where.kube, where.one_namespace, pod, read)
     except KubeNotFound as exc:
         ns = where.one_namespace
         raise not_found(where.kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
     for message in read.warnings:
         warn(message)
+    plan_pod = found.pod
+    if found.unread:
+        warn(
+            f"kube-scheduler also keeps {plan_pod.key} off nodes for reasons hami-place does not read: "
+            + "; ".join(found.unread)
+        )
     require_gpu(plan_pod)
     emit(Why(plan_pod.key, explain(read.snapshot, plan_pod, read.config)), output)

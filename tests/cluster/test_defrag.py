@@ -1116,6 +1116,12 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
             f"warning: kube-scheduler keeps {namespace}/big off nodes for reasons the plan does not read (1 node(s) "
             f"didn't have free ports for the requested pod ports): check that {b} suits the pod"
         ) in run.err, run.err
+        told = plugin(cluster, "why", "big", "-n", namespace)
+        assert told.code == 0, told.err
+        assert (
+            f"warning: kube-scheduler also keeps {namespace}/big off nodes for reasons hami-place does not read: "
+            "1 node(s) didn't have free ports for the requested pod ports"
+        ) in told.err, told.err
     finally:
         delete_nodes(cluster, made)
 

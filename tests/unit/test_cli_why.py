@@ -17,18 +17,22 @@ ROOM = CardWhy("GPU-a1", 1, True, None, "")
 CLOSED = NodeWhy("a", False, "NodeUnschedulable", "cordoned", (FULL, ROOM))
 OPEN = NodeWhy("b", True, None, "", (CardWhy("GPU-b0", 0, True, None, ""),))
 ALSO_OPEN = NodeWhy("c", True, None, "", ())
+UNFIT = NodeWhy("d", False, "NodeFitFailed", "HAMi: 1/1 CardInsufficientMemory", (FULL,))
 
 
 def test_the_answer_names_every_node_the_pod_fits_on_and_the_table_every_card() -> None:
     """The first line is what an operator reads: where the pod fits now, or that no node of how many checked does;
-    the rows name the node once, with its reason, above its cards."""
+    the rows name the node once, with its reason, above its cards; a node kept out before HAMi's fit first says why
+    in a row of its own (HAMi's own verdict is its cards')."""
     rows = (
-        ("a (NodeUnschedulable)", "gpu-0", "no", "CardInsufficientMemory", "needs 40000 MiB, 8000 free"),
+        ("a (NodeUnschedulable)", "-", "no", "-", "cordoned"),
+        ("", "gpu-0", "no", "CardInsufficientMemory", "needs 40000 MiB, 8000 free"),
         ("", "gpu-1", "yes", "-", ""),
         ("b", "gpu-0", "yes", "-", ""),
+        ("d (NodeFitFailed)", "gpu-0", "no", "CardInsufficientMemory", "needs 40000 MiB, 8000 free"),
     )
     table = Table(columns=("Node", "GPU", "Fits", "Reason", "Detail"), rows=rows, empty="  no GPU nodes")
-    assert why_blocks("ns/big", (CLOSED, OPEN, ALSO_OPEN)) == [
+    assert why_blocks("ns/big", (CLOSED, OPEN, ALSO_OPEN, UNFIT)) == [
         Text(("ns/big fits today on b, c",), style="bold"),
         table,
     ]

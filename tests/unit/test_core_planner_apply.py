@@ -396,3 +396,21 @@ def test_a_move_onto_a_node_whose_cpu_or_memory_no_longer_holds_the_pod_stops_th
     assert move_step(move, on_b(Resources(500, 0, 1)), ()) == MoveCheck(
         Step.changed, "node b no longer has the cpu and memory ns/x asks (kube-scheduler's count)"
     )
+
+
+def test_a_move_onto_a_node_the_pod_may_no_longer_run_on_stops_the_plan() -> None:
+    """Node b was tainted (or relabelled) since the plan: kube-scheduler would leave the replacement Pending there,
+    so the pod must not be evicted."""
+    pod = placed("x", "a", ["GPU-a-0"], 10 * GIB)
+    move = Move("ns/x", "uid-x", "a", ("GPU-a-0",), "b", ("GPU-b-0",), "test")
+    nodes = (gpu_node("a", 1), gpu_node("b", 1))
+    assert move_step(move, Snapshot(nodes=nodes, pods=(pod,)), ()).step is Step.ready
+    tainted = replace(pod, nodes=frozenset({"a"}), untolerated={"b": "drain:NoSchedule"})
+    assert move_step(move, Snapshot(nodes=nodes, pods=(tainted,)), ()) == MoveCheck(
+        Step.changed,
+        "ns/x does not tolerate node b's taint drain:NoSchedule: kube-scheduler would refuse its replacement there",
+    )
+    unselected = replace(pod, nodes=frozenset({"a"}))
+    assert move_step(move, Snapshot(nodes=nodes, pods=(unselected,)), ()) == MoveCheck(
+        Step.changed, "ns/x's node selection no longer allows node b: kube-scheduler would refuse its replacement there"
+    )

@@ -195,6 +195,14 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
             f"{move.pod} holds {_names(state, entry.cards)} on {entry.node}; "
             f"the plan found it on {_names(state, move.from_cards)} on {move.from_node}",
         )
+    if original.nodes is not None and move.to_node not in original.nodes:
+        taint = original.untolerated.get(move.to_node)
+        why = (
+            f"{move.pod} does not tolerate node {move.to_node}'s taint {taint}"
+            if taint
+            else f"{move.pod}'s node selection no longer allows node {move.to_node}"
+        )
+        return MoveCheck(Step.changed, f"{why}: kube-scheduler would refuse its replacement there")
     for uuid in move.to_cards:
         slot = state.by_uuid.get(uuid)
         if slot is None or slot.node != move.to_node:

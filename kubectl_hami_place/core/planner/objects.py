@@ -185,10 +185,10 @@ def pod_for_plan(
     The nodes it may run on are those whose labels (`marks`) carry its nodeSelector and match its required node
     affinity (`node_allows`), and whose keeping-off taints it tolerates (`tolerates`); the hostname requirement our
     webhook merged into a placed pod's affinity pins that pod only, not its replacement, so it is left out. A placed
-    pod that claims a volume or that kube-scheduler places by other pods stays on its node (`stays_on_node`). Only a
-    GPU pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
-    template share theirs). What it asks of its node is read from
-    `asked` (by namespace and name) when the caller read it already for the nodes' rooms.
+    pod with a volume or resource claim, pod affinity or a host port stays on its node (`stays_on_node`). Only a GPU
+    pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
+    template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
+    it already for the nodes' rooms.
     """
     metadata = as_mapping(pod.get("metadata"))
     spec = as_mapping(pod.get("spec"))

@@ -410,7 +410,15 @@ class Differential:
         every container under `topology-aware` and the planner places it without a move; None for any other case."""
         if case.pin or not case.webhook or not topology_aware(case.annotations, self.config.gpu_scheduler_policy):
             return None
-        ready = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+        # Ready, and without the not-ready taint the API server gave the new node (TaintNodesByCondition), as the node
+        # lifecycle controller would lift it: kube-scheduler and the planner keep pods off a node that has it.
+        spec = node.get("spec") or {}
+        lifted = [t for t in spec.get("taints") or [] if not str(t.get("key", "")).startswith("node.kubernetes.io/")]
+        ready = {
+            **node,
+            "spec": {**spec, "taints": lifted},
+            "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]},
+        }
         try:
             goal = pod_for_plan(pod, node_marks([ready]), self.config)
         except ModelError:

@@ -29,7 +29,7 @@ REGISTER = (
     '{"id":"GPU-b","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100","health":true}]'
 )
 ALLOCATED = "GPU-a,NVIDIA,10000,0:;"
-# The GPU nodes are kept for ML pods, which tolerate that; gpu-1 is also being drained, which none tolerates.
+# The GPU nodes are kept for ML pods, which tolerate that; a node being drained keeps every pod off.
 DEDICATED = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
 DRAINING = {"key": "draining", "effect": "NoExecute", "timeAdded": "2026-12-01T11:00:00Z"}
 # What the pods' sidecar and main container ask of their node (kube-scheduler's count, which plans read too).
@@ -43,8 +43,8 @@ REFUSED = {
 }
 
 
-def whole_node(name: str, zone: str) -> dict[str, Any]:
-    """A GPU node as the API server sends it."""
+def whole_node(name: str, zone: str, *taints: dict[str, Any]) -> dict[str, Any]:
+    """A GPU node as the API server sends it, kept for ML pods (DEDICATED) and with these taints besides."""
     return {
         "metadata": {
             "name": name,
@@ -53,7 +53,7 @@ def whole_node(name: str, zone: str) -> dict[str, Any]:
             "annotations": {"hami.io/node-nvidia-register": REGISTER, "node.alpha.kubernetes.io/ttl": "0"},
             "managedFields": [{"manager": "kubelet"}],
         },
-        "spec": {"podCIDR": "10.0.0.0/24", "taints": [DEDICATED, *([DRAINING] if name == "gpu-1" else [])]},
+        "spec": {"podCIDR": "10.0.0.0/24", "taints": [DEDICATED, *taints]},
         "status": {
             "allocatable": {
                 "nvidia.com/gpu": "20",
@@ -144,7 +144,7 @@ def unapplied(pod: PlanPod) -> PlanPod:
 
 @pytest.mark.parametrize("node", ["", "gpu-0"])
 def test_the_planner_reads_the_planning_projections_as_the_whole_objects(node: str) -> None:
-    nodes = [whole_node("gpu-0", "a"), whole_node("gpu-1", "b"), whole_node("gpu-2", "a")]
+    nodes = [whole_node("gpu-0", "a"), whole_node("gpu-1", "b", DRAINING), whole_node("gpu-2", "a")]
     pods = [whole_pod("big", node=node, priority=100), whole_pod("small", node="gpu-0")]
     kept_nodes = [project_node_for_planning(n) for n in nodes]
     kept_pods = [project_pod_for_planning(p) for p in pods]

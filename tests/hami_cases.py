@@ -45,8 +45,9 @@ from kubectl_hami_place.core.fit import (
     VGPU_MODE,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FitGoal, plan
-from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 # HAMi's scheduler writes "Requesting_<local time>" in each device's handshake on each pass to every node whose

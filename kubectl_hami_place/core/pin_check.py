@@ -46,6 +46,7 @@ from kubectl_hami_place.core.fit import (
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.node_selection import kept_off
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
 from kubectl_hami_place.core.refs import CardRef, resolve, uuids_named
 from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for, parse_quantity
@@ -124,6 +125,9 @@ class Workload:
     """How the cluster's HAMi reads the pod: its resource names (which the patch writes too) and defaults."""
     privileged: str = ""
     """The first privileged container (init containers first), '' when none: HAMi denies it any card."""
+    scheduling: Mapping[str, Any] | None = None
+    """What kube-scheduler picks its node by (nodeSelector, affinity, tolerations; empty for none); None when only its
+    request is known."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,34 @@ def workload_from_pod(
         return Workload((), source, annotations, invalid=str(error), config=config)
     node_name = "" if template else str(spec.get("nodeName") or "")
     first = privileged[0] if privileged else ""
-    return Workload(tuple(containers), source, annotations, node_name=node_name, config=config, privileged=first)
+    scheduling = {key: spec[key] for key in SCHEDULING if key in spec}
+    return Workload(
+        tuple(containers),
+        source,
+        annotations,
+        node_name=node_name,
+        config=config,
+        privileged=first,
+        scheduling=scheduling,
+    )
+
+
+SCHEDULING = ("nodeSelector", "affinity", "tolerations")
+"""The parts of a pod's spec `node_warnings` reads."""
+
+
+def node_warnings(workload: Workload, node: Mapping[str, Any] | None) -> list[str]:
+    """Warn when kube-scheduler would keep the workload's pods off the pinned node (their node selection, the node's
+    taints): the pin would leave the pod Pending."""
+    if node is None or workload.scheduling is None:
+        return []
+    why = kept_off(workload.scheduling, node)
+    if not why:
+        return []
+    return [
+        f"the pods of {workload.source}: {why}, so kube-scheduler would leave a pinned pod Pending; pin another node "
+        "or change the pods' tolerations or node selection"
+    ]
 
 
 def _privileged(container: object) -> bool:

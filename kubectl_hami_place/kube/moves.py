@@ -24,6 +24,7 @@ from kubectl_hami_place.core.pin_check import (
     PinView,
     Workload,
     eviction_warnings,
+    node_warnings,
     pending_warnings,
     pin_verdict,
     workload_from_pod,
@@ -137,10 +138,12 @@ def check_pin(
             # pin --evict: the eviction is to make room on the node. A move evicts the pod being moved, which
             # frees its cards wherever it runs: nothing to warn about.
             warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
-    pin = pin_verdict(spec, pin_view(kube, node), workload, evict=evict_allocation)
+    view = pin_view(kube, node)
+    pin = pin_verdict(spec, view, workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:
         raise PinRefused(pin, workload.source, evicting)
+    warnings.extend(node_warnings(workload, view.nodes.get(node)))
     warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
     obj = placement_object(name, namespace, spec, labels=labels, annotations=annotations)
     return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))

@@ -10,15 +10,9 @@ from typing import Any
 from kubectl_hami_place.core.defrag.triggers import unread_refusals, unschedulable_message
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
+from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import (
-    CountedPods,
-    NodeMarks,
-    counted_pods,
-    node_marks,
-    pod_for_plan,
-    snapshot_from_objects,
-)
+from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config

@@ -364,6 +364,7 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
             "template": {
                 "metadata": {"labels": {"app": "trainer"}},
                 "spec": {
+                    "nodeSelector": {"hami-place.test/pool": "elsewhere"},
                     "containers": [
                         {
                             "name": "main",
@@ -376,7 +377,7 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
                                 }
                             },
                         }
-                    ]
+                    ],
                 },
             },
         },
@@ -402,6 +403,10 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
         "json",
     )
     assert run.code == 0, run.err
+    assert (
+        f"warning: the pods of Deployment trainer: their node selection excludes node {H100}, so kube-scheduler would "
+        "leave a pinned pod Pending; pin another node or change the pods' tolerations or node selection"
+    ) in run.err, run.err
     result = run.json()
     assert result["request"] == "Deployment trainer"
     assert [(c["ref"], c["memoryMiB"], c["cores"]) for c in result["cards"]] == [

@@ -50,6 +50,7 @@ from kubectl_hami_place.core.fit import (
     topology_numa,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig, parse_device_config
+from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.pin_check import (
     PinReason,
     PinVerdict,
@@ -61,7 +62,7 @@ from kubectl_hami_place.core.pin_check import (
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.planner import FitGoal
 from kubectl_hami_place.core.planner import plan as planner_plan
-from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import selector_from_dict

@@ -25,8 +25,9 @@ from kubectl_hami_place.core.defrag.triggers import (
     unschedulable_message,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan
+from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation
 

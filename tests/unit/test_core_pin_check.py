@@ -578,7 +578,8 @@ def test_a_summary_joins_every_problem_with_its_reason() -> None:
 
 def test_workloads_are_read_whole_with_the_clusters_config() -> None:
     """The verdict reads its resource names and defaults from the workload: a workload must keep the config, the
-    source the messages name, and the annotations, whether its pod was read, unreadable or given by flags."""
+    source the messages name, and the annotations, whether its pod was read, unreadable or given by flags; only a
+    pod read says where it may go (`scheduling`, which `pin` warns by)."""
     annotations = {"metadata": {"annotations": {"team": "ml"}}}
     unreadable = workload_from_pod({**annotations, "spec": {"containers": {"name": "main"}}}, "the pod", config=BINPACK)
     assert unreadable == Workload(
@@ -587,7 +588,11 @@ def test_workloads_are_read_whole_with_the_clusters_config() -> None:
     read = workload_from_pod({**annotations, "spec": {"containers": [gpu("main")]}}, "the pod", config=BINPACK)
     whole_card = CardRequest(1, 0, 100, 100, cores_by_webhook=True)
     assert read == Workload(
-        (GpuContainer("main", 0, False, whole_card, False, True),), "the pod", {"team": "ml"}, config=BINPACK
+        (GpuContainer("main", 0, False, whole_card, False, True),),
+        "the pod",
+        {"team": "ml"},
+        config=BINPACK,
+        scheduling={},
     )
     flags = workload_from_request(card_request(1), "flags", own_memory=False, config=BINPACK)
     assert flags == Workload((GpuContainer("0", 0, False, whole_card, False, True),), "flags", config=BINPACK)

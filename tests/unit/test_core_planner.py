@@ -1145,7 +1145,8 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     """Readiness, allocations, controllers, priority and the PodDisruptionBudgets that select each pod."""
     from datetime import UTC, datetime
 
-    from kubectl_hami_place.core.planner.objects import NodeMarks, node_marks, pod_for_plan, snapshot_from_objects
+    from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
+    from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 
     nodes = [node_object("a"), node_object("b", ready=False)]
     pods = [
@@ -1199,7 +1200,8 @@ def test_a_budget_without_a_selector_protects_no_pod_and_an_empty_one_every_pod_
 def test_a_pod_reads_whole_as_the_planner_sees_it() -> None:
     """Every field steers a plan (who may move, what it asks of a node, HAMi's policy for it); a pod from a file,
     never created, has no uid, owner or priority and must read as the empty values, not as text like 'None'."""
-    from kubectl_hami_place.core.planner.objects import NodeMarks, pod_for_plan
+    from kubectl_hami_place.core.node_selection import NodeMarks
+    from kubectl_hami_place.core.planner.objects import pod_for_plan
 
     pod = pod_object("p", None, initContainers=[{"name": "i"}], priority=1000)
     pod["metadata"]["uid"] = "uid-p"

@@ -10,17 +10,14 @@ from typing import Any
 import pytest
 
 from kubectl_hami_place.core.names import HOSTNAME_LABEL, PLACEMENT_ANNOTATION
+from kubectl_hami_place.core.node_selection import NodeMarks, node_allows, node_marks, tolerates
 from kubectl_hami_place.core.planner import FitGoal, Snapshot, plan
 from kubectl_hami_place.core.planner.objects import (
     CountedPods,
-    NodeMarks,
     counted_pods,
     keep_counted_on_node,
-    node_allows,
-    node_marks,
     pod_for_plan,
     snapshot_from_objects,
-    tolerates,
 )
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.selectors import selector_from_dict

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
-from kubectl_hami_place.core.planner.objects import NodeMarks, snapshot_from_objects
+from kubectl_hami_place.core.node_selection import NodeMarks
+from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.kube.snapshot import SnapshotRead, snapshot_of
 from tests.unit.test_core_planner import node_object, pod_object
 

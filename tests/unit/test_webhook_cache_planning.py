@@ -13,8 +13,9 @@ import pytest
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates
 from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_remainders
+from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import PlanPod
-from kubectl_hami_place.core.planner.objects import node_marks, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 from webhook.cache import (
     COUNTED,
     LAST_APPLIED,

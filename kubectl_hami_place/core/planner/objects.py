@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -28,17 +28,11 @@ from kubectl_hami_place.core.node_resources import (
     node_remainders,
     pod_resources,
 )
+from kubectl_hami_place.core.node_selection import NodeMarks, node_marks, reachable
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
-from kubectl_hami_place.core.selectors import (
-    OPERATORS,
-    LabelSelector,
-    Requirement,
-    budget_selector,
-    matches,
-    selector_from_dict,
-)
+from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
 
 
@@ -120,57 +114,6 @@ def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict
         except ModelError:
             continue
     return result
-
-
-KEEPS_OFF = ("NoSchedule", "NoExecute")
-"""The taint effects for which kube-scheduler's TaintToleration filter refuses a pod (PreferNoSchedule only scores)."""
-
-
-@dataclass(frozen=True)
-class NodeMarks:
-    """What a pod's node selection reads of each node, by node name: its labels, and the taints that keep pods off it
-    (`KEEPS_OFF`; a node without any is not in `taints`)."""
-
-    labels: Mapping[str, Mapping[str, Any]]
-    taints: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
-
-
-def node_marks(nodes: Iterable[Mapping[str, Any]]) -> NodeMarks:
-    """Each node's labels and keeping-off taints, by node name."""
-    labels: dict[str, Mapping[str, Any]] = {}
-    taints: dict[str, tuple[Mapping[str, Any], ...]] = {}
-    for node in nodes:
-        metadata = as_mapping(node.get("metadata"))
-        name = str(metadata.get("name", ""))
-        labels[name] = as_mapping(metadata.get("labels"))
-        listed = as_mapping(node.get("spec")).get("taints")
-        kept = tuple(
-            taint
-            for taint in (listed if isinstance(listed, list | tuple) else ())
-            if isinstance(taint, Mapping) and taint.get("effect") in KEEPS_OFF
-        )
-        if kept:
-            taints[name] = kept
-    return NodeMarks(labels, taints)
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """Kubernetes' `ToleratesTaint`: the effect matches (or the toleration names none), the key matches (or the
-    toleration names none), and the value is equal, or any under `Exists`; an operator it does not know tolerates
-    nothing."""
-    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
-    if (effect and effect != taint.get("effect")) or (key and key != taint.get("key")):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def taint_words(taint: Mapping[str, Any]) -> str:
-    """A taint as kubectl writes it: `key=value:Effect`, `key:Effect` without a value."""
-    value = taint.get("value") or ""
-    return f"{taint.get('key', '')}{'=' + str(value) if value else ''}:{taint.get('effect', '')}"
 
 
 def pod_for_plan(
@@ -378,34 +321,9 @@ def _reachable(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: 
     tolerations = spec.get("tolerations") if marks.taints else None
     key = json.dumps([selector, terms, tolerations], sort_keys=True, default=str)
     if key not in memo:
-        allowed = _allowed_nodes(selector, terms, marks.labels) if selector or terms is not None else None
-        untolerated = _untolerated(tolerations, marks.taints)
-        if untolerated:
-            allowed = (frozenset(marks.labels) if allowed is None else allowed).difference(untolerated)
+        allowed, untolerated = reachable(selector, terms, tolerations, marks)
         memo[key] = (allowed, MappingProxyType(untolerated) if untolerated else _ANY[1])
     return memo[key]
-
-
-def _untolerated(tolerations: object, taints: Mapping[str, tuple[Mapping[str, Any], ...]]) -> dict[str, str]:
-    """Each node with a taint none of the tolerations tolerates, and that taint in words."""
-    held = [t for t in tolerations if isinstance(t, Mapping)] if isinstance(tolerations, list | tuple) else []
-    result = {}
-    for node, kept in taints.items():
-        refused = next((taint for taint in kept if not any(tolerates(t, taint) for t in held)), None)
-        if refused is not None:
-            result[node] = taint_words(refused)
-    return result
-
-
-def _allowed_nodes(
-    selector: Mapping[str, Any], terms: list[Mapping[str, Any]] | None, labels: Mapping[str, Mapping[str, Any]]
-) -> frozenset[str]:
-    """The nodes whose labels carry the nodeSelector and match the terms (None: no affinity)."""
-    return frozenset(
-        name
-        for name, have in labels.items()
-        if all(have.get(k) == v for k, v in selector.items()) and (terms is None or node_allows(terms, name, have))
-    )
 
 
 def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str, Any]] | None:
@@ -425,38 +343,6 @@ def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str
         if expressions or term.get("matchFields"):
             kept.append({**term, "matchExpressions": expressions})
     return kept or None
-
-
-def node_allows(terms: Iterable[Mapping[str, Any]], name: str, labels: Mapping[str, Any]) -> bool:
-    """Kubernetes' required node affinity: any term matches (an empty term matches no node), a term when all its
-    matchExpressions (on labels) and matchFields (on metadata.name) hold."""
-    for term in terms:
-        expressions = [e for e in term.get("matchExpressions") or [] if isinstance(e, Mapping)]
-        fields = [e for e in term.get("matchFields") or [] if isinstance(e, Mapping)]
-        if not expressions and not fields:
-            continue
-        by_label = all(_holds(e, labels) for e in expressions)
-        by_field = all(_holds(e, {"metadata.name": name}) for e in fields)
-        if by_label and by_field:
-            return True
-    return False
-
-
-def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
-    """One node selector requirement (In, NotIn, Exists, DoesNotExist, Gt, Lt) against a node's labels or fields."""
-    key = str(requirement.get("key", ""))
-    present, value = key in have, have.get(key)
-    operator = requirement.get("operator")
-    values = [str(v) for v in requirement.get("values") or []]
-    if operator in OPERATORS:
-        return Requirement(key, str(operator), tuple(values)).matches({key: str(value)} if present else {})
-    if operator in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            number, bound = int(str(value)), int(values[0])
-        except ValueError:
-            return False
-        return number > bound if operator == "Gt" else number < bound
-    return False
 
 
 def _int(value: object) -> int:

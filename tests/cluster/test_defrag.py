@@ -940,6 +940,42 @@ def one_card_nodes(cluster: Sandbox, *names: str) -> list[GpuNode]:
     return made
 
 
+def bound_pod(name: str, node: str, container: dict[str, Any]) -> dict[str, Any]:
+    """A pod bound to `node` by its spec (no scheduler's, no card: HAMi's webhook leaves it alone) of one container."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"hami.io/webhook": "ignore"}},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0, "containers": [container]},
+    }
+
+
+def rescued_through_c(
+    cluster: Sandbox,
+    namespace: str,
+    server_namespace: str,
+    serving: dict[str, Any],
+    *,
+    moved: str,
+    nodes: tuple[str, str, str],
+) -> dict[str, Any]:
+    """The big pod waits on A; the controller (dry-run) and `plan --for` both make room by moving `moved` to C and
+    never to B, where its replacement would be refused. Returns the plan."""
+    a, b, c = nodes
+    write_policy(cluster, server_namespace, namespace, "dry-run")
+    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    create(cluster, namespace, pod("big", BIG, node=a))
+    wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+    message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
+    assert f"would move {namespace}/{moved} from {a}/gpu-0 to {c}/gpu-0" in message, message
+    assert b not in message, message
+    run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+    assert run.code == 0, run.err
+    planned: dict[str, Any] = run.json()
+    assert [(m["pod"], m["to"]["node"]) for m in planned["moves"]] == [(f"{namespace}/{moved}", c)]
+    return planned
+
+
 def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_the_cli_go_elsewhere(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
@@ -954,47 +990,19 @@ def test_no_move_lands_where_another_schedulers_pod_holds_the_cpu_the_plan_and_t
         body = deployment("move", 0, SMALL)
         spec = body["spec"]["template"]["spec"]
         spec["containers"][0]["resources"]["requests"] = {"cpu": "2"}
-        hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b, c]}
-        spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [hostname]}]
-                }
-            }
-        }
+        on_nodes(spec, a, b, c)
         create(cluster, namespace, body)
         moved = scale_up(cluster, namespace, "move")
         assert allocation(cluster, namespace, moved).node == a, "B and C do not exist yet"
         made += one_card_nodes(cluster, b, c)
         create(cluster, namespace, pod("filler", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000"}, node=b))
         assert allocation(cluster, namespace, "filler").node == b
-        hog = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "cpu-hog", "labels": {"hami.io/webhook": "ignore"}},
-            "spec": {
-                "nodeName": b,
-                "terminationGracePeriodSeconds": 0,
-                "containers": [
-                    {"name": "c", "image": "registry.invalid/web:1", "resources": {"requests": {"cpu": "63"}}}
-                ],
-            },
-        }
+        hog = bound_pod(
+            "cpu-hog", b, {"name": "c", "image": "registry.invalid/web:1", "resources": {"requests": {"cpu": "63"}}}
+        )
         create(cluster, namespace, hog)
-        write_policy(cluster, server_namespace, namespace, "dry-run")
-        controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        create(cluster, namespace, pod("big", BIG, node=a))
-        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
-        message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
-        assert f"would move {namespace}/{moved} from {a}/gpu-0 to {c}/gpu-0" in message, message
-        assert b not in message, message
-
-        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
-        assert run.code == 0, run.err
-        result = run.json()
-        assert [(m["pod"], m["from"]["node"], m["to"]["node"]) for m in result["moves"]] == [
-            (f"{namespace}/{moved}", a, c)
-        ]
+        result = rescued_through_c(cluster, namespace, server_namespace, serving, moved=moved, nodes=(a, b, c))
+        assert [m["from"]["node"] for m in result["moves"]] == [a]
         assert result["target"]["node"] == a
 
         delete_nodes(cluster, [made.pop()])
@@ -1020,14 +1028,7 @@ def test_no_move_lands_on_a_node_whose_taint_the_pod_does_not_tolerate(
         body = deployment("move", 0, SMALL)
         pool = {"key": f"pool-{tag}", "value": "gpu", "effect": "NoSchedule"}
         body["spec"]["template"]["spec"]["tolerations"] = [{**pool, "operator": "Equal"}]
-        hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b, c]}
-        body["spec"]["template"]["spec"]["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [hostname]}]
-                }
-            }
-        }
+        on_nodes(body["spec"]["template"]["spec"], a, b, c)
         create(cluster, namespace, body)
         moved = scale_up(cluster, namespace, "move")
         assert allocation(cluster, namespace, moved).node == a, "B and C do not exist yet"
@@ -1040,17 +1041,7 @@ def test_no_move_lands_on_a_node_whose_taint_the_pod_does_not_tolerate(
         filler["spec"]["tolerations"] = [{"key": taint["key"], "operator": "Exists"}]
         create(cluster, namespace, filler)
         assert allocation(cluster, namespace, "filler").node == b
-        write_policy(cluster, server_namespace, namespace, "dry-run")
-        controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        create(cluster, namespace, pod("big", BIG, node=a))
-        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
-        message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
-        assert f"would move {namespace}/{moved} from {a}/gpu-0 to {c}/gpu-0" in message, message
-        assert b not in message, message
-
-        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
-        assert run.code == 0, run.err
-        assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{moved}", c)]
+        rescued_through_c(cluster, namespace, server_namespace, serving, moved=moved, nodes=(a, b, c))
     finally:
         delete_nodes(cluster, made)
 
@@ -1065,6 +1056,26 @@ def on_nodes(spec: dict[str, Any], *names: str) -> None:
     }
 
 
+def light_then_fixed(
+    cluster: Sandbox, namespace: str, made: list[GpuNode], *, nodes: tuple[str, str], fixed: tuple[str, str]
+) -> str:
+    """One-card nodes `first` and `second` (appended to `made`): `light` (10,000 MiB, a Deployment allowed on both)
+    on `first`, made before `second` exists, then the pod `fixed` names (no controller, so it never moves) holding
+    its MiB of `second`'s card. Returns light's pod."""
+    first, second = nodes
+    made += one_card_nodes(cluster, first)
+    body = deployment("light", 0, SMALL)
+    on_nodes(body["spec"]["template"]["spec"], first, second)
+    create(cluster, namespace, body)
+    light = scale_up(cluster, namespace, "light")
+    assert allocation(cluster, namespace, light).node == first, f"{second} does not exist yet"
+    made += one_card_nodes(cluster, second)
+    name, mib = fixed
+    create(cluster, namespace, pod(name, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mib}, node=second))
+    assert allocation(cluster, namespace, name).node == second
+    return light
+
+
 def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the_plan_does_not_read(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
@@ -1075,27 +1086,11 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
     a warning naming the refusal and the node the room would be made on."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"ports-a-{tag}", f"ports-b-{tag}"
-    made = one_card_nodes(cluster, b)
+    made: list[GpuNode] = []
     try:
-        body = deployment("light", 0, SMALL)
-        on_nodes(body["spec"]["template"]["spec"], a, b)
-        create(cluster, namespace, body)
-        light = scale_up(cluster, namespace, "light")
-        assert allocation(cluster, namespace, light).node == b, "A does not exist yet"
-        made += one_card_nodes(cluster, a)
-        create(cluster, namespace, pod("heavy", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}, node=a))
-        assert allocation(cluster, namespace, "heavy").node == a
+        light = light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
         port = {"containerPort": 8080, "hostPort": 8080}
-        web = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "web", "labels": {"hami.io/webhook": "ignore"}},
-            "spec": {
-                "nodeName": b,
-                "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "c", "image": "registry.invalid/web:1", "ports": [port]}],
-            },
-        }
+        web = bound_pod("web", b, {"name": "c", "image": "registry.invalid/web:1", "ports": [port]})
         create(cluster, namespace, web)
         write_policy(cluster, server_namespace, namespace, "dry-run")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
@@ -1133,16 +1128,9 @@ def test_plan_keeps_the_pods_a_pending_pods_affinity_counts_on_their_node(cluste
     there is no plan, not that one."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"beside-a-{tag}", f"beside-b-{tag}"
-    made = one_card_nodes(cluster, a)
+    made: list[GpuNode] = []
     try:
-        body = deployment("light", 0, SMALL)
-        on_nodes(body["spec"]["template"]["spec"], a, b)
-        create(cluster, namespace, body)
-        light = scale_up(cluster, namespace, "light")
-        assert allocation(cluster, namespace, light).node == a, "B does not exist yet"
-        made += one_card_nodes(cluster, b)
-        create(cluster, namespace, pod("stay", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=b))
-        assert allocation(cluster, namespace, "stay").node == b
+        light_then_fixed(cluster, namespace, made, nodes=(a, b), fixed=("stay", "25000"))
         big = pod("big", BIG)
         on_nodes(big["spec"], a, b)
         beside = {"labelSelector": {"matchLabels": {"app": "light"}}, "topologyKey": "kubernetes.io/hostname"}

@@ -79,17 +79,22 @@ def kept_off(spec: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     "" when neither does."""
     marks = node_marks([node])
     [name] = marks.labels
-    affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    terms = None
-    if isinstance(required, Mapping):
-        terms = [term for term in required.get("nodeSelectorTerms") or [] if isinstance(term, Mapping)]
-    allowed, untolerated = reachable(as_mapping(spec.get("nodeSelector")), terms, spec.get("tolerations"), marks)
+    selector, terms = as_mapping(spec.get("nodeSelector")), required_terms(spec)
+    allowed, untolerated = reachable(selector, terms, spec.get("tolerations"), marks)
     if name in untolerated:
         return f"they do not tolerate node {name}'s taint {untolerated[name]}"
     if allowed is not None and name not in allowed:
         return f"their node selection excludes node {name}"
     return ""
+
+
+def required_terms(spec: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The pod's required nodeSelectorTerms; None when it requires no node affinity."""
+    affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(required, Mapping):
+        return None
+    return [term for term in required.get("nodeSelectorTerms") or [] if isinstance(term, Mapping)]
 
 
 def _untolerated(tolerations: object, taints: Mapping[str, tuple[Mapping[str, Any], ...]]) -> dict[str, str]:

@@ -28,7 +28,7 @@ from kubectl_hami_place.core.node_resources import (
     node_remainders,
     pod_resources,
 )
-from kubectl_hami_place.core.node_selection import NodeMarks, node_marks, reachable
+from kubectl_hami_place.core.node_selection import NodeMarks, node_marks, reachable, required_terms
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.requests import pod_requests
@@ -329,12 +329,8 @@ def _reachable(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: 
 def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str, Any]] | None:
     """The required nodeSelectorTerms (None: no requirement); for a placed pod, without our hostname pin on
     `placed_on`, and without the terms that pin alone made up."""
-    affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(required, Mapping):
-        return None
-    terms = [term for term in required.get("nodeSelectorTerms") or [] if isinstance(term, Mapping)]
-    if not placed_on:
+    terms = required_terms(spec)
+    if terms is None or not placed_on:
         return terms
     pin = {"key": HOSTNAME_LABEL, "operator": "In", "values": [placed_on]}
     kept: list[Mapping[str, Any]] = []

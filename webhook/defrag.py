@@ -92,7 +92,7 @@ from kubectl_hami_place.core.defrag.runs import (
     still_allowed,
 )
 from kubectl_hami_place.core.defrag.seal import move_sealed, refusal, refused_by
-from kubectl_hami_place.core.defrag.triggers import rescue_candidates, room_goal, room_of
+from kubectl_hami_place.core.defrag.triggers import pending_pod, rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
@@ -131,7 +131,7 @@ from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError,
 from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.leader import Elector, LeaseTimes
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
-from kubectl_hami_place.kube.snapshot import SnapshotRead, snapshot_of
+from kubectl_hami_place.kube.snapshot import SnapshotRead, selected_pods, snapshot_of
 from kubectl_hami_place.kube.watch import (
     WATCH_TIMEOUT_SECONDS,
     Reflector,
@@ -418,8 +418,8 @@ class DefragController:
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
-        planned = pod_for_plan(candidate.pod, read.node_marks, read.config)
-        trigger = RescueTrigger(planned, candidate.reason, candidate.unread, candidate.counted)
+        pending = pending_pod(candidate.pod, read.node_marks, read.config, selected_pods(self.kube, candidate.pod))
+        trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread, pending.counted)
         snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}

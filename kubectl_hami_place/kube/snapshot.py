@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.defrag.triggers import unread_refusals, unschedulable_message
+from kubectl_hami_place.core.defrag.triggers import PendingPod, pending_pod
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.pod_affinity import pod_terms
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
@@ -66,23 +67,30 @@ def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanP
     return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config)
 
 
-@dataclass(frozen=True)
-class PendingRead:
-    """A pod to make room for: as the planner sees it, the refusals of nodes in kube-scheduler's last word on it that
-    the plan does not read (`triggers.unread_refusals`: a plan's room may be on one of those nodes), and the pods
-    where it may go depends on (`objects.counted_pods`)."""
-
-    pod: PlanPod
-    unread: tuple[str, ...]
-    counted: tuple[CountedPods, ...]
+def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingPod:
+    """The pod to make room for, read with the snapshot's nodes, pods and config; `KubeNotFound` when it does not
+    exist."""
+    return pending_pod(get_pod(kube, namespace, name), read.node_marks, read.config, read.pods)
 
 
-def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingRead:
-    """The pod to make room for, read with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
-    pod = get_pod(kube, namespace, name)
-    spec = pod.get("spec")
-    return PendingRead(
-        pod_for_plan(pod, read.node_marks, read.config),
-        unread_refusals(unschedulable_message(pod), read.config),
-        counted_pods(spec if isinstance(spec, dict) else {}, namespace),
-    )
+BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""The pods kube-scheduler counts for a pod affinity term (`pod_affinity.placed_pods`), as a field selector."""
+
+
+def selected_pods(kube: Kube, pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The bound pods the pod's required pod affinity terms select, listed by each term's label selector in its
+    namespaces; None when a term cannot be read (`pod_affinity.pod_terms`)."""
+    metadata, spec = pod.get("metadata"), pod.get("spec")
+    namespace = str(metadata.get("namespace", "")) if isinstance(metadata, Mapping) else ""
+    terms = pod_terms(spec if isinstance(spec, Mapping) else {}, namespace)
+    if terms is None:
+        return None
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for term in terms:
+        if term.selector is None:
+            continue
+        for where in sorted(term.namespaces) if term.namespaces is not None else (None,):
+            for listed in list_pods(kube, where, str(term.selector), BOUND):
+                meta = listed.get("metadata", {})
+                found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = listed
+    return list(found.values())

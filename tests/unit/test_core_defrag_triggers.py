@@ -15,6 +15,7 @@ from kubectl_hami_place.core.defrag.policy import DefragPolicy, KeepRoom, Namesp
 from kubectl_hami_place.core.defrag.triggers import (
     Candidate,
     Room,
+    pending_pod,
     pending_since,
     refused_groups,
     rescue_candidates,
@@ -127,18 +128,26 @@ def test_a_renamed_card_count_is_read_under_its_own_name() -> None:
     assert unread_refusals(message) == ("1 Insufficient example.com/vgpu",)
 
 
-def test_a_candidate_carries_the_refusals_the_plan_does_not_read_and_the_pods_it_counts() -> None:
-    refused = "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 2 2/2 CardInsufficientMemory."
-    [found] = rescue_candidates([pod("alone", refused=refused)], [event("alone", refused)], NOW, DefragPolicy())
-    assert (found.reason, found.unread) == (
-        "CardInsufficientMemory",
-        ("1 node(s) didn't match pod anti-affinity rules",),
+def test_the_pending_pod_carries_the_refusals_the_plan_does_not_read_and_the_pods_it_counts() -> None:
+    """Another pod's anti-affinity against it is never read; its own terms are once the pods they select are."""
+    refused = (
+        "0/3 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules, "
+        "1 node(s) didn't match pod anti-affinity rules, 1 2/2 CardInsufficientMemory."
     )
-    assert found.counted == ()
+    marks = node_marks([])
+    [found] = rescue_candidates([pod("alone", refused=refused)], [event("alone", refused)], NOW, DefragPolicy())
+    assert found.reason == "CardInsufficientMemory"
+    alone = pending_pod(found.pod, marks, HAMI_DEFAULTS, [])
+    assert alone.unread == ("1 node(s) didn't satisfy existing pods anti-affinity rules",)
+    assert alone.counted == ()
+    assert pending_pod(found.pod, marks, HAMI_DEFAULTS, None).unread == (
+        "1 node(s) didn't satisfy existing pods anti-affinity rules",
+        "1 node(s) didn't match pod anti-affinity rules",
+    )
     term = {"labelSelector": {"matchLabels": {"app": "spread"}}, "topologyKey": "kubernetes.io/hostname"}
     apart = pod("spread", refused=refused, spec={"affinity": {"podAntiAffinity": {REQUIRED: [term]}}})
-    [found] = rescue_candidates([apart], [event("spread", refused)], NOW, DefragPolicy())
-    assert [(c.namespaces, str(c.selector)) for c in found.counted] == [({"team-a"}, "app=spread")]
+    counted = pending_pod(apart, marks, HAMI_DEFAULTS, []).counted
+    assert [(c.namespaces, str(c.selector)) for c in counted] == [({"team-a"}, "app=spread")]
 
 
 def pod(

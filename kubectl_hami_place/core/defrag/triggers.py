@@ -21,11 +21,13 @@ from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_selection import NodeMarks
 from kubectl_hami_place.core.placement import time_or_none
-from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, Snapshot
+from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
-from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods
+from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods, kept_off_nodes, pod_for_plan
 from kubectl_hami_place.core.planner.state import State
+from kubectl_hami_place.core.pod_affinity import AFFINITY_REFUSALS, kept_off_by_pods, placed_pods, pod_terms
 from kubectl_hami_place.core.requests import pod_requests
 
 ROOM_REASONS = (
@@ -100,11 +102,19 @@ def refused_groups(message: str) -> tuple[tuple[int, str], ...]:
     return tuple(groups)
 
 
-def unread_refusals(message: str, config: HamiConfig = HAMI_DEFAULTS) -> tuple[str, ...]:
-    """The groups of nodes kube-scheduler kept the pod off for a reason the plan does not read (`2 node(s) didn't match
-    pod anti-affinity rules`, a volume's node or zone, a topology spread, host ports, or a reason it does not know):
-    the plan cannot tell which nodes those are, so a move could make room on one of them for nothing."""
-    read = (*READ_REASONS, f"Insufficient {config.resource_count_name}", *HAMI_NODE_REASONS)
+def unread_refusals(
+    message: str, config: HamiConfig = HAMI_DEFAULTS, *, pod_affinity_read: bool = False
+) -> tuple[str, ...]:
+    """The groups of nodes kube-scheduler kept the pod off for a reason the plan does not read (`2 node(s) didn't
+    satisfy existing pods anti-affinity rules`, a volume's node or zone, a topology spread, host ports, or a reason
+    it does not know; the pod's own pod affinity and anti-affinity unless `pod_affinity_read`): the plan cannot tell
+    which nodes those are, so a move could make room on one of them for nothing."""
+    read = (
+        *READ_REASONS,
+        f"Insufficient {config.resource_count_name}",
+        *HAMI_NODE_REASONS,
+        *(AFFINITY_REFUSALS if pod_affinity_read else ()),
+    )
     return tuple(
         f"{count} {reason}"
         for count, reason in refused_groups(message)
@@ -114,9 +124,7 @@ def unread_refusals(message: str, config: HamiConfig = HAMI_DEFAULTS) -> tuple[s
 
 @dataclass(frozen=True)
 class Candidate:
-    """A Pending GPU pod to rescue: why HAMi refused it and since when it waits; `pod` is the API object, `unread`
-    the refusals of other nodes the plan does not read (`unread_refusals`), `counted` the pods where it may go
-    depends on (`objects.counted_pods`)."""
+    """A Pending GPU pod to rescue: why HAMi refused it and since when it waits; `pod` is the API object."""
 
     namespace: str
     name: str
@@ -125,8 +133,6 @@ class Candidate:
     message: str
     pending_since: datetime
     pod: Mapping[str, Any]
-    unread: tuple[str, ...] = ()
-    counted: tuple[CountedPods, ...] = ()
 
     @property
     def key(self) -> str:
@@ -172,9 +178,8 @@ def rescue_candidates(
         reason = rescue_reason(message)
         if reason is None:
             continue
-        unread, counted = unread_refusals(message, config), counted_pods(spec, namespace)
         uid = str(metadata.get("uid", ""))
-        found.append(Candidate(namespace, name, uid, reason, message, since, pod, unread, counted))
+        found.append(Candidate(namespace, name, uid, reason, message, since, pod))
     return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
 
 
@@ -201,6 +206,34 @@ def pending_since(pod: Mapping[str, Any]) -> datetime | None:
             if stamp is not None:
                 return stamp
     return time_or_none(as_mapping(pod.get("metadata")).get("creationTimestamp"))
+
+
+@dataclass(frozen=True)
+class PendingPod:
+    """A pod to make room for: as the planner sees it (kept off the nodes its own pod affinity refuses, when the pods
+    its terms select were read), the refusals of nodes in kube-scheduler's last word on it that the plan does not
+    read (`unread_refusals`: a plan's room may be on one of those nodes), and the pods where it may go depends on
+    (`objects.counted_pods`)."""
+
+    pod: PlanPod
+    unread: tuple[str, ...]
+    counted: tuple[CountedPods, ...]
+
+
+def pending_pod(
+    pod: Mapping[str, Any], marks: NodeMarks, config: HamiConfig, pods: Iterable[Mapping[str, Any]] | None
+) -> PendingPod:
+    """The Pending pod a plan is for; `pods` the API objects of pods its pod affinity terms may select (any superset
+    of those bound to a node: `pod_affinity.placed_pods` reads them), None when they were not read."""
+    metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
+    namespace = str(metadata.get("namespace", ""))
+    planned = pod_for_plan(pod, marks, config)
+    terms = pod_terms(spec, namespace) if pods is not None else None
+    if terms:
+        kept = kept_off_by_pods(terms, namespace, planned.labels, placed_pods(pods or ()), marks.labels)
+        planned = kept_off_nodes(planned, kept, marks.labels)
+    unread = unread_refusals(unschedulable_message(pod), config, pod_affinity_read=terms is not None)
+    return PendingPod(planned, unread, counted_pods(spec, namespace))
 
 
 def unschedulable_message(pod: Mapping[str, Any]) -> str:

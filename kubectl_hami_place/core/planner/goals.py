@@ -278,9 +278,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             continue
         if pod.nodes is not None and node not in pod.nodes:
             taint = pod.untolerated.get(node)
-            reasons[node] = (
-                f"the pod does not tolerate its taint {taint}" if taint else "the pod's node selection excludes it"
-            )
+            if taint:
+                reasons[node] = f"the pod does not tolerate its taint {taint}"
+            else:
+                reasons[node] = pod.kept_off.get(node, "the pod's node selection excludes it")
             continue
         costs = []
         blocks = []

@@ -289,6 +289,16 @@ def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> 
     return replace(snapshot, pods=tuple(pods))
 
 
+def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, str], nodes: Iterable[str]) -> PlanPod:
+    """The Pending pod with the nodes its own pod affinity keeps it off (`pod_affinity.kept_off_by_pods`, each with
+    why) taken from those it may run on; `nodes` every node, for a pod that could run on any."""
+    allowed = frozenset(nodes) if pod.nodes is None else pod.nodes
+    kept = {node: why for node, why in kept_off.items() if node in allowed}
+    if not kept:
+        return pod
+    return replace(pod, nodes=allowed.difference(kept), kept_off={**pod.kept_off, **kept})
+
+
 def stays_on_node(spec: Mapping[str, Any]) -> bool:
     """Whether a placed pod may move only between its own node's cards: its volume claim may be bound to the node or
     its zone (a local PV, a zonal disk), as its resource claims may be to devices of its node, kube-scheduler places

@@ -1121,6 +1121,57 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         delete_nodes(cluster, made)
 
 
+def test_a_pending_replica_kept_apart_by_its_anti_affinity_is_rescued_on_the_node_it_may_go(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """The big pod (35,000 MiB on A or B) is kept apart from the web pods (required anti-affinity on the hostname),
+    and a web pod runs on A. A's card holds `tiny` (6,000 MiB), B's `light` (10,000 MiB), both movable to the other
+    node: the cheaper room is A's, which kube-scheduler refuses the big pod for its anti-affinity. The plan reads
+    that refusal once it has listed the pods the term selects: the controller makes room on B by moving light to A,
+    `plan --for` plans the same without a warning, and `why` says which web pod keeps the big pod off A."""
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"apart-a-{tag}", f"apart-b-{tag}"
+    made = one_card_nodes(cluster, a, b)
+    nodes = client.CoreV1Api(cluster.api_client())
+    try:
+        placed = {}
+        for name, limits, on, off in (("tiny", {**SMALL, "nvidia.com/gpumem": "6000"}, a, b), ("light", SMALL, b, a)):
+            body = deployment(name, 0, limits)
+            on_nodes(body["spec"]["template"]["spec"], a, b)
+            create(cluster, namespace, body)
+            nodes.patch_node(off, {"spec": {"unschedulable": True}})
+            try:
+                placed[name] = scale_up(cluster, namespace, name)
+            finally:
+                nodes.patch_node(off, {"spec": {"unschedulable": False}})
+            assert allocation(cluster, namespace, placed[name]).node == on, f"{off} was cordoned"
+        web = bound_pod("web", a, {"name": "c", "image": "registry.invalid/web:1"})
+        web["metadata"]["labels"]["app"] = "web"
+        create(cluster, namespace, web)
+        write_policy(cluster, server_namespace, namespace, "dry-run")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        big = pod("big", BIG)
+        on_nodes(big["spec"], a, b)
+        apart = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        big["spec"]["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
+        create(cluster, namespace, big)
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
+        assert f"would move {namespace}/{placed['light']} from {b}/gpu-0 to {a}/gpu-0" in message, message
+
+        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert run.code == 0, run.err
+        assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{placed['light']}", a)]
+        assert "warning" not in run.err, run.err
+        told = plugin(cluster, "why", "big", "-n", namespace, "-o", "json")
+        assert told.code == 0, told.err
+        [refused] = [node for node in told.json()["nodes"] if node["node"] == a]
+        assert refused["reason"] == "InterPodAffinity", refused
+        assert f"the pod's anti-affinity (app=web): {namespace}/web runs on the node" in refused["message"], refused
+    finally:
+        delete_nodes(cluster, made)
+
+
 def test_plan_keeps_the_pods_a_pending_pods_affinity_counts_on_their_node(cluster: Sandbox, namespace: str) -> None:
     """The big pod (35,000 MiB) must run beside `light` (required pod affinity on the hostname), which holds 10,000
     MiB of A's one card; B's card holds 25,000 MiB of a pod that cannot move. Moving light to B would make room on A,

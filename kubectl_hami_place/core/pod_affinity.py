@@ -1,23 +1,29 @@
-"""Where a Pending pod's own required pod affinity and anti-affinity let it go, as kube-scheduler's InterPodAffinity
-filter reads them: a node passes an anti-affinity term when no pod the term selects runs in the node's topology
-domain, an affinity term when one does (or, for the first pod of a group, when no pod anywhere does and the pod
-selects itself). The other direction, placed pods' anti-affinity against the pod, needs every pod's terms and is not
-read here."""
+"""Where a Pending pod may go by the pods already placed, as kube-scheduler's InterPodAffinity and PodTopologySpread
+filters read its own terms: a node passes an anti-affinity term when no pod the term selects runs in the node's
+topology domain, an affinity term when one does (or, for the first pod of a group, when no pod anywhere does and the
+pod selects itself), and a `DoNotSchedule` spread when the pods it selects in the node's domain, the pod counted,
+exceed the fewest in any domain by no more than its maxSkew. The other direction, placed pods' anti-affinity against
+the pod, needs every pod's terms and is not read here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeGuard
 
 from kubectl_hami_place.core.errors import SelectorError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
-from kubectl_hami_place.core.selectors import LabelSelector, matches, selector_from_dict
+from kubectl_hami_place.core.selectors import LabelSelector, Requirement, matches, selector_from_dict
 
 AFFINITY_REFUSALS = ("didn't match pod affinity rules", "didn't match pod anti-affinity rules")
 """kube-scheduler's words (ErrReasonAffinityRulesNotMatch, ErrReasonAntiAffinityRulesNotMatch) for a node the
 pod's own terms refuse: what `kept_off_by_pods` reads once the pods its terms select are known."""
+INTER_POD_AFFINITY, POD_TOPOLOGY_SPREAD = "InterPodAffinity", "PodTopologySpread"
+"""kube-scheduler's names of the two filters, which `why` gives as the reason a node is out."""
+SPREAD_REFUSAL = "didn't match pod topology spread constraints"
+"""kube-scheduler's words (ErrReasonConstraintsNotMatch, and with ` (missing required label)`) for a node the pod's
+own spreads refuse: what `kept_off_by_spreads` reads once the pods they select are known."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,12 @@ class PlacedPod:
     name: str
     node: str
     labels: Mapping[str, str]
+    terminating: bool = False
 
 
 def placed_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[PlacedPod, ...]:
-    """The pods kube-scheduler counts for a term: bound to a node and not ended (its cache drops Succeeded and Failed
-    pods; a terminating pod still counts)."""
+    """The pods kube-scheduler counts for a term or a spread: bound to a node and not ended (its cache drops Succeeded
+    and Failed pods; a term counts a terminating pod, a spread does not)."""
     found = []
     for pod in pods:
         metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
@@ -64,7 +71,8 @@ def placed_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[PlacedPod, ...]:
         if as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
             continue
         labels = {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
-        found.append(PlacedPod(str(metadata.get("namespace", "")), str(metadata.get("name", "")), node, labels))
+        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        found.append(PlacedPod(namespace, name, node, labels, bool(metadata.get("deletionTimestamp"))))
     return tuple(found)
 
 
@@ -164,3 +172,123 @@ def _value(node_labels: Mapping[str, Mapping[str, Any]], node: str, key: str) ->
     """The node's value of a topology label; None when the node has none (or is not known)."""
     value = as_mapping(node_labels.get(node)).get(key)
     return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One `DoNotSchedule` topology spread constraint: the pods it selects (None: none, a null labelSelector; its
+    matchLabelKeys merged), how far apart their counts may be, the fewest domains it expects, and whether the nodes
+    it counts are those the pod's node selection allows (nodeAffinityPolicy Honor, the default) and whose taints the
+    pod tolerates (nodeTaintsPolicy Honor; Ignore by default)."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    honor_node_affinity: bool = True
+    honor_taints: bool = False
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether the spread selects a pod with these labels (an empty selector counts no pod but the new one)."""
+        return self.selector is not None and matches(self.selector, labels)
+
+    @property
+    def words(self) -> str:
+        """The pods it selects, as kubectl's `-l` writes them."""
+        return "no pod" if self.selector is None else str(self.selector) or "every pod"
+
+
+def pod_spreads(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[Spread, ...] | None:
+    """The pod's `DoNotSchedule` topology spreads (of a pod with `labels`); None when one cannot be read here."""
+    listed = spec.get("topologySpreadConstraints")
+    spreads = []
+    for spread in listed if isinstance(listed, list | tuple) else ():
+        if not isinstance(spread, Mapping):
+            return None
+        if spread.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        read = _spread(spread, labels)
+        if read is None:
+            return None
+        spreads.append(read)
+    return tuple(spreads)
+
+
+def _spread(spread: Mapping[str, Any], labels: Mapping[str, str]) -> Spread | None:
+    """One spread as read, or None when it cannot be."""
+    skew, key = spread.get("maxSkew"), spread.get("topologyKey")
+    least = spread.get("minDomains")
+    least = 1 if least is None else least
+    if not (_count(skew) and _count(least) and isinstance(key, str) and key):
+        return None
+    selector = None
+    if spread.get("labelSelector") is not None:
+        try:
+            selector = selector_from_dict(spread["labelSelector"])
+        except SelectorError:
+            return None
+        keys = spread.get("matchLabelKeys")
+        merged = [
+            Requirement(name, "In", (labels[name],))
+            for name in (keys if isinstance(keys, list | tuple) else ())
+            if isinstance(name, str) and name in labels
+        ]
+        selector = replace(selector, match_expressions=(*selector.match_expressions, *merged))
+    return Spread(
+        skew,
+        key,
+        selector,
+        least,
+        spread.get("nodeAffinityPolicy") != "Ignore",
+        spread.get("nodeTaintsPolicy") == "Honor",
+    )
+
+
+def _count(value: object) -> TypeGuard[int]:
+    """Whether a field holds a count of at least one."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the nodes as its node selection sees them
+    spreads: Iterable[Spread],
+    namespace: str,
+    labels: Mapping[str, str],
+    placed: Iterable[PlacedPod],
+    node_labels: Mapping[str, Mapping[str, Any]],
+    selected: frozenset[str] | None,
+    untolerated: Iterable[str],
+) -> dict[str, str]:
+    """Each node of `node_labels` the pod's spreads keep it off (the pod of `namespace` with `labels`), and why in
+    words; `placed` the pods bound to nodes (any superset of those the spreads select), `selected` the nodes its node
+    selection allows (None: any) and `untolerated` those whose taints it does not tolerate."""
+    spreads, placed, untolerated = tuple(spreads), tuple(placed), frozenset(untolerated)
+    keys = {spread.topology_key for spread in spreads}
+    labelled = [node for node in node_labels if all(_value(node_labels, node, key) is not None for key in keys)]
+    kept: dict[str, str] = {}
+    for spread in spreads:
+        counted = [
+            node
+            for node in labelled
+            if (not spread.honor_node_affinity or selected is None or node in selected)
+            and not (spread.honor_taints and node in untolerated)
+        ]
+        found = dict.fromkeys((_value(node_labels, node, spread.topology_key) for node in counted), 0)
+        where = {node: _value(node_labels, node, spread.topology_key) for node in counted}
+        for pod in placed:
+            if pod.node in where and not pod.terminating and pod.namespace == namespace and spread.selects(pod.labels):
+                found[where[pod.node]] += 1
+        fewest = 0 if len(found) < spread.min_domains else min(found.values())
+        itself = 1 if spread.selects(labels) else 0
+        for node in node_labels:
+            if node in kept:
+                continue
+            value = _value(node_labels, node, spread.topology_key)
+            if value is None:
+                kept[node] = f"the pod's topology spread ({spread.words}): the node has no {spread.topology_key} label"
+            elif found.get(value, 0) + itself - fewest > spread.max_skew:
+                kept[node] = (
+                    f"the pod's topology spread ({spread.words}, maxSkew {spread.max_skew}): "
+                    f"{found.get(value, 0)} such pod(s) run in its {spread.topology_key}={value}, {fewest} where "
+                    "fewest run"
+                )
+    return kept

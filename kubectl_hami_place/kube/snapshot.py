@@ -8,12 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubectl_hami_place.core.defrag.triggers import PendingPod, pending_pod
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.core.pod_affinity import pod_terms
+from kubectl_hami_place.core.pod_affinity import pod_spreads, pod_terms
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
@@ -74,23 +75,27 @@ def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> P
 
 
 BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-"""The pods kube-scheduler counts for a pod affinity term (`pod_affinity.placed_pods`), as a field selector."""
+"""The pods kube-scheduler counts for a pod affinity term or a topology spread (`pod_affinity.placed_pods`), as a
+field selector."""
 
 
 def selected_pods(kube: Kube, pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The bound pods the pod's required pod affinity terms select, listed by each term's label selector in its
-    namespaces; None when a term cannot be read (`pod_affinity.pod_terms`)."""
-    metadata, spec = pod.get("metadata"), pod.get("spec")
-    namespace = str(metadata.get("namespace", "")) if isinstance(metadata, Mapping) else ""
-    terms = pod_terms(spec if isinstance(spec, Mapping) else {}, namespace)
-    if terms is None:
+    """The bound pods the pod's required pod affinity terms and `DoNotSchedule` topology spreads select, listed by
+    each one's label selector in its namespaces; None when one cannot be read (`pod_affinity`)."""
+    metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
+    namespace = str(metadata.get("namespace", ""))
+    labels = {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
+    terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, labels)
+    if terms is None or spreads is None:
         return None
+    wanted = [(term.selector, term.namespaces) for term in terms]
+    wanted += [(spread.selector, frozenset({namespace})) for spread in spreads]
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for term in terms:
-        if term.selector is None:
+    for selector, namespaces in wanted:
+        if selector is None:
             continue
-        for where in sorted(term.namespaces) if term.namespaces is not None else (None,):
-            for listed in list_pods(kube, where, str(term.selector), BOUND):
-                meta = listed.get("metadata", {})
+        for where in sorted(namespaces) if namespaces is not None else (None,):
+            for listed in list_pods(kube, where, str(selector), BOUND):
+                meta = as_mapping(listed.get("metadata"))
                 found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = listed
     return list(found.values())

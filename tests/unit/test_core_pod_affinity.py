@@ -15,7 +15,16 @@ from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FitGoal, plan
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
-from kubectl_hami_place.core.pod_affinity import PlacedPod, kept_off_by_pods, placed_pods, pod_terms
+from kubectl_hami_place.core.pod_affinity import (
+    PlacedPod,
+    Spread,
+    kept_off_by_pods,
+    kept_off_by_spreads,
+    placed_pods,
+    pod_spreads,
+    pod_terms,
+)
+from kubectl_hami_place.core.selectors import selector_from_dict
 from tests.unit.test_core_planner import node_object, pod_object
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -135,7 +144,7 @@ def test_the_pods_a_term_counts_are_bound_and_not_ended() -> None:
     ]
     assert placed_pods(pods) == (
         PlacedPod("ns", "running", "a", {"app": "web"}),
-        PlacedPod("ns", "leaving", "c", {"app": "web"}),
+        PlacedPod("ns", "leaving", "c", {"app": "web"}, terminating=True),
     )
 
 
@@ -222,3 +231,142 @@ def test_no_plan_names_the_replica_that_keeps_the_pod_off_each_node() -> None:
     assert not result.complete and not result.moves
     assert "a: the pod's anti-affinity (app=web): ns/web-0 runs on the node" in result.reasons
     assert "b: the pod's anti-affinity (app=web): ns/web-2 runs on the node" in result.reasons
+
+
+def spread(app: str | None, key: str = HOSTNAME_LABEL, skew: int = 1, **extra: Any) -> dict[str, Any]:
+    """A DoNotSchedule spread of the pods labelled app=`app` (a null selector for None)."""
+    selector = None if app is None else {"matchLabels": {"app": app}}
+    return {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": selector,
+        **extra,
+    }
+
+
+def spread_off(
+    spreads: list[dict[str, Any]],
+    placed: list[PlacedPod],
+    *,
+    labels: dict[str, str] | None = None,
+    selected: frozenset[str] | None = None,
+    untolerated: frozenset[str] = frozenset(),
+) -> dict[str, str]:
+    """The nodes a pod of namespace ns (labelled app=web unless given) with these spreads is kept off."""
+    labels = {"app": "web"} if labels is None else labels
+    read = pod_spreads({"topologySpreadConstraints": spreads}, labels)
+    assert read is not None
+    return kept_off_by_spreads(read, "ns", labels, placed, NODES, selected, untolerated)
+
+
+def test_a_spread_is_read_as_kube_scheduler_reads_it() -> None:
+    """ScheduleAnyway only scores; DoNotSchedule by default; matchLabelKeys add the pod's own values; the node
+    inclusion policies default to Honor for node affinity, Ignore for taints; minDomains defaults to 1."""
+    soft = {**spread("web"), "whenUnsatisfiable": "ScheduleAnyway"}
+    keyed = spread("web", matchLabelKeys=["pod-template-hash", "absent"], nodeTaintsPolicy="Honor")
+    del keyed["whenUnsatisfiable"]
+    read = pod_spreads({"topologySpreadConstraints": [soft, keyed]}, {"app": "web", "pod-template-hash": "h1"})
+    assert read is not None
+    [only] = read
+    assert str(only.selector) == "app=web,pod-template-hash in (h1)"
+    assert (only.max_skew, only.min_domains, only.honor_node_affinity, only.honor_taints) == (1, 1, True, True)
+    ignoring = pod_spreads({"topologySpreadConstraints": [spread("web", nodeAffinityPolicy="Ignore")]}, {})
+    web = selector_from_dict({"matchLabels": {"app": "web"}})
+    assert ignoring == (Spread(1, HOSTNAME_LABEL, web, 1, honor_node_affinity=False, honor_taints=False),)
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        spread("web", skew=0),
+        spread("web", key=""),
+        spread("web", minDomains=0),
+        {**spread("web"), "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Near"}]}},
+        "a spread",
+    ],
+)
+def test_a_spread_the_plan_cannot_read_leaves_the_whole_verdict_unread(unreadable: Any) -> None:
+    """A skew or minDomains under 1, no topology key, a selector that does not parse."""
+    assert pod_spreads({"topologySpreadConstraints": [spread("web"), unreadable]}, {}) is None
+
+
+def test_a_spread_keeps_the_pod_off_the_domains_it_would_put_too_far_ahead() -> None:
+    """One web pod on a: a second there would make a skew of 2 over b, c and d (0 each); by zone, z1 holds 2 and z2
+    none, and d, without a zone, is out of a zone spread altogether."""
+    assert spread_off([spread("web")], [on("a", "web")]) == {
+        "a": f"the pod's topology spread (app=web, maxSkew 1): 1 such pod(s) run in its {HOSTNAME_LABEL}=a, "
+        "0 where fewest run"
+    }
+    zoned = spread_off([spread("web", ZONE)], [on("a", "web"), on("b", "web")])
+    assert set(zoned) == {"a", "b", "d"}
+    assert zoned["d"] == f"the pod's topology spread (app=web): the node has no {ZONE} label"
+    assert spread_off([spread("web", ZONE, skew=2)], [on("a", "web")]) == {"d": zoned["d"]}
+
+
+def test_a_spread_counts_the_pods_of_the_pods_namespace_that_are_not_leaving() -> None:
+    """Another namespace's pod, a terminating one, one it does not select: none counts."""
+    leaving = PlacedPod("ns", "web-old", "a", {"app": "web"}, terminating=True)
+    assert spread_off([spread("web")], [on("a", "web", namespace="other"), leaving, on("a", "db")]) == {}
+
+
+def test_the_pod_itself_counts_only_when_its_spread_selects_it() -> None:
+    """A db pod spreading apart from web pods adds none of its own: one web pod ahead is within maxSkew 1. A null
+    selector counts no pod, the pod itself included."""
+    assert spread_off([spread(None)], [on("a", "web"), on("a", "web", name="w2")]) == {}
+    assert spread_off([spread("web")], [on("a", "web")], labels={"app": "db"}) == {}
+    assert set(spread_off([spread("web")], [on("a", "web"), on("a", "web", name="w2")], labels={"app": "db"})) == {"a"}
+
+
+def test_fewer_domains_than_min_domains_count_the_fewest_as_none() -> None:
+    """Both zones hold a web pod: within maxSkew 1, unless three zones are expected."""
+    both = [on("a", "web"), on("c", "web")]
+    assert set(spread_off([spread("web", ZONE)], both)) == {"d"}
+    assert set(spread_off([spread("web", ZONE, minDomains=3)], both)) == {"a", "b", "c", "d"}
+
+
+def test_only_the_nodes_the_pod_may_go_to_are_counted_by_default() -> None:
+    """Two web pods on b, which the pod's node selection excludes (Honor): z1 counts only a's none; counted
+    anyway under Ignore. Taints are ignored unless Honor."""
+    on_b = [on("b", "web"), on("b", "web", name="w2")]
+    assert set(spread_off([spread("web", ZONE)], on_b, selected=frozenset({"a", "c"}))) == {"d"}
+    ignoring = spread("web", ZONE, nodeAffinityPolicy="Ignore")
+    assert set(spread_off([ignoring], on_b, selected=frozenset({"a", "c"}))) == {"a", "b", "d"}
+    assert set(spread_off([spread("web", ZONE)], on_b, untolerated=frozenset({"b"}))) == {"a", "b", "d"}
+    honoring = spread("web", ZONE, nodeTaintsPolicy="Honor")
+    assert set(spread_off([honoring], on_b, untolerated=frozenset({"b"}))) == {"d"}
+
+
+def test_a_node_without_every_spreads_key_is_counted_by_none() -> None:
+    """d has no zone: with a zone spread beside the hostname one, d's empty domain is no hostname domain either, so
+    one web pod on each of a, b and c is level, not one ahead of d."""
+    each = [on("a", "web"), on("b", "web"), on("c", "web")]
+    assert set(spread_off([spread("web")], each)) == {"a", "b", "c"}
+    assert set(spread_off([spread("web"), spread("db", ZONE)], each)) == {"d"}
+
+
+def spread_web() -> dict[str, Any]:
+    """big_web, kept one to a node by a topology spread instead of anti-affinity."""
+    big = big_web()
+    del big["spec"]["affinity"]
+    big["spec"]["topologySpreadConstraints"] = [spread("web")]
+    big["status"]["conditions"][0]["message"] = (
+        "0/2 nodes are available: 1 node(s) didn't match pod topology spread constraints, 1 1/1 CardInsufficientMemory."
+    )
+    return big
+
+
+@pytest.mark.parametrize("web_on", ["a", "b"])
+def test_a_rescue_makes_room_only_on_a_node_the_pods_spread_allows(web_on: str) -> None:
+    """As with anti-affinity: the web replica on one node leaves the other, and the refusal is read."""
+    nodes, pods = fragmented(web_on)
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
+    found = pending_pod(spread_web(), node_marks(nodes), HAMI_DEFAULTS, pods)
+    other = "b" if web_on == "a" else "a"
+    assert found.unread == ()
+    assert plan(snapshot, FitGoal(found.pod)).target == (other, (f"GPU-{other}",))
+    verdict = {node.node: node for node in why(snapshot, found.pod)}[web_on]
+    assert (verdict.fits, verdict.reason) == (False, "PodTopologySpread")
+    assert pending_pod(spread_web(), node_marks(nodes), HAMI_DEFAULTS, None).unread == (
+        "1 node(s) didn't match pod topology spread constraints",
+    )

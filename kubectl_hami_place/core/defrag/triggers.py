@@ -21,13 +21,23 @@ from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.node_selection import NodeMarks
+from kubectl_hami_place.core.node_selection import NodeMarks, reachable, required_terms
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
 from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods, kept_off_nodes, pod_for_plan
 from kubectl_hami_place.core.planner.state import State
-from kubectl_hami_place.core.pod_affinity import AFFINITY_REFUSALS, kept_off_by_pods, placed_pods, pod_terms
+from kubectl_hami_place.core.pod_affinity import (
+    AFFINITY_REFUSALS,
+    INTER_POD_AFFINITY,
+    POD_TOPOLOGY_SPREAD,
+    SPREAD_REFUSAL,
+    kept_off_by_pods,
+    kept_off_by_spreads,
+    placed_pods,
+    pod_spreads,
+    pod_terms,
+)
 from kubectl_hami_place.core.requests import pod_requests
 
 ROOM_REASONS = (
@@ -103,18 +113,13 @@ def refused_groups(message: str) -> tuple[tuple[int, str], ...]:
 
 
 def unread_refusals(
-    message: str, config: HamiConfig = HAMI_DEFAULTS, *, pod_affinity_read: bool = False
+    message: str, config: HamiConfig = HAMI_DEFAULTS, also_read: tuple[str, ...] = ()
 ) -> tuple[str, ...]:
     """The groups of nodes kube-scheduler kept the pod off for a reason the plan does not read (`2 node(s) didn't
-    satisfy existing pods anti-affinity rules`, a volume's node or zone, a topology spread, host ports, or a reason
-    it does not know; the pod's own pod affinity and anti-affinity unless `pod_affinity_read`): the plan cannot tell
-    which nodes those are, so a move could make room on one of them for nothing."""
-    read = (
-        *READ_REASONS,
-        f"Insufficient {config.resource_count_name}",
-        *HAMI_NODE_REASONS,
-        *(AFFINITY_REFUSALS if pod_affinity_read else ()),
-    )
+    satisfy existing pods anti-affinity rules`, a volume's node or zone, host ports, or a reason it does not know;
+    the pod's own pod affinity, anti-affinity and topology spread unless their words are in `also_read`): the plan
+    cannot tell which nodes those are, so a move could make room on one of them for nothing."""
+    read = (*READ_REASONS, f"Insufficient {config.resource_count_name}", *HAMI_NODE_REASONS, *also_read)
     return tuple(
         f"{count} {reason}"
         for count, reason in refused_groups(message)
@@ -210,10 +215,10 @@ def pending_since(pod: Mapping[str, Any]) -> datetime | None:
 
 @dataclass(frozen=True)
 class PendingPod:
-    """A pod to make room for: as the planner sees it (kept off the nodes its own pod affinity refuses, when the pods
-    its terms select were read), the refusals of nodes in kube-scheduler's last word on it that the plan does not
-    read (`unread_refusals`: a plan's room may be on one of those nodes), and the pods where it may go depends on
-    (`objects.counted_pods`)."""
+    """A pod to make room for: as the planner sees it (kept off the nodes its own pod affinity and topology spreads
+    refuse, when the pods they select were read), the refusals of nodes in kube-scheduler's last word on it that the
+    plan does not read (`unread_refusals`: a plan's room may be on one of those nodes), and the pods where it may go
+    depends on (`objects.counted_pods`)."""
 
     pod: PlanPod
     unread: tuple[str, ...]
@@ -223,17 +228,28 @@ class PendingPod:
 def pending_pod(
     pod: Mapping[str, Any], marks: NodeMarks, config: HamiConfig, pods: Iterable[Mapping[str, Any]] | None
 ) -> PendingPod:
-    """The Pending pod a plan is for; `pods` the API objects of pods its pod affinity terms may select (any superset
-    of those bound to a node: `pod_affinity.placed_pods` reads them), None when they were not read."""
+    """The Pending pod a plan is for; `pods` the API objects of pods its pod affinity terms and topology spreads may
+    select (any superset of those bound to a node: `pod_affinity.placed_pods` reads them), None when they were not
+    read."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
     planned = pod_for_plan(pod, marks, config)
     terms = pod_terms(spec, namespace) if pods is not None else None
+    spreads = pod_spreads(spec, planned.labels) if pods is not None else None
+    placed = placed_pods(pods or ()) if terms or spreads else ()
+    kept: dict[str, tuple[str, str]] = {}
     if terms:
-        kept = kept_off_by_pods(terms, namespace, planned.labels, placed_pods(pods or ()), marks.labels)
-        planned = kept_off_nodes(planned, kept, marks.labels)
-    unread = unread_refusals(unschedulable_message(pod), config, pod_affinity_read=terms is not None)
-    return PendingPod(planned, unread, counted_pods(spec, namespace))
+        kept_off = kept_off_by_pods(terms, namespace, planned.labels, placed, marks.labels)
+        kept = {node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()}
+    if spreads:
+        by_labels = NodeMarks(marks.labels)
+        selected, _ = reachable(as_mapping(spec.get("nodeSelector")), required_terms(spec), None, by_labels)
+        _, untolerated = reachable({}, None, spec.get("tolerations"), marks)
+        kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, placed, marks.labels, selected, untolerated)
+        kept.update((node, (POD_TOPOLOGY_SPREAD, words)) for node, words in kept_off.items())
+    planned = kept_off_nodes(planned, kept, marks.labels)
+    read = (*(AFFINITY_REFUSALS if terms is not None else ()), *((SPREAD_REFUSAL,) if spreads is not None else ()))
+    return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read), counted_pods(spec, namespace))
 
 
 def unschedulable_message(pod: Mapping[str, Any]) -> str:

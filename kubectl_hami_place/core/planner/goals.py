@@ -280,8 +280,10 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             taint = pod.untolerated.get(node)
             if taint:
                 reasons[node] = f"the pod does not tolerate its taint {taint}"
+            elif node in pod.kept_off:
+                reasons[node] = pod.kept_off[node][1]
             else:
-                reasons[node] = pod.kept_off.get(node, "the pod's node selection excludes it")
+                reasons[node] = "the pod's node selection excludes it"
             continue
         costs = []
         blocks = []

@@ -52,13 +52,13 @@ class PlanPod:
 
     `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
     PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `untolerated`
-    the taint (`key=value:Effect`) that keeps it off each node its tolerations exclude from `nodes`, `kept_off` why
-    its own pod affinity or anti-affinity keeps it off each node they exclude (a Pending pod's only:
-    `pod_affinity.kept_off_by_pods`), `held` why a caller keeps it where it is in this plan ("" when it may move; the
-    defragmentation controller's policy), `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies
-    when the pod names no policy, `needs` the CPU, memory and pod count it asks of a node
-    (`node_resources.pod_resources`); `labels` and `created` tell the controller's cooldown which pods a moved pod's
-    workload made after the move.
+    the taint (`key=value:Effect`) that keeps it off each node its tolerations exclude from `nodes`, `kept_off` the
+    kube-scheduler filter and the words of why its own pod affinity, anti-affinity or topology spread keeps it off
+    each node they exclude (a Pending pod's only: `pod_affinity`), `held` why a caller keeps it where it is in this
+    plan ("" when it may move; the defragmentation controller's policy), `default_policy` HAMi's
+    `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs` the CPU, memory and pod
+    count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell the controller's cooldown
+    which pods a moved pod's workload made after the move.
     """
 
     namespace: str
@@ -73,7 +73,7 @@ class PlanPod:
     budgets: tuple[str, ...] = ()
     nodes: frozenset[str] | None = None
     untolerated: Mapping[str, str] = field(default_factory=dict, hash=False)
-    kept_off: Mapping[str, str] = field(default_factory=dict, hash=False)
+    kept_off: Mapping[str, tuple[str, str]] = field(default_factory=dict, hash=False)
     uid: str = ""
     held: str = ""
     default_policy: str = ""

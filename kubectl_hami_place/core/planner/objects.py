@@ -289,9 +289,9 @@ def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> 
     return replace(snapshot, pods=tuple(pods))
 
 
-def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, str], nodes: Iterable[str]) -> PlanPod:
-    """The Pending pod with the nodes its own pod affinity keeps it off (`pod_affinity.kept_off_by_pods`, each with
-    why) taken from those it may run on; `nodes` every node, for a pod that could run on any."""
+def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes: Iterable[str]) -> PlanPod:
+    """The Pending pod with the nodes its own pod affinity and topology spreads keep it off (`pod_affinity`, each with
+    the filter and why) taken from those it may run on; `nodes` every node, for a pod that could run on any."""
     allowed = frozenset(nodes) if pod.nodes is None else pod.nodes
     kept = {node: why for node, why in kept_off.items() if node in allowed}
     if not kept:

@@ -13,7 +13,6 @@ from kubectl_hami_place.core.planner.state import State
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NOT_SELECTED = "NodeNotSelected"
 TAINT_NOT_TOLERATED = "TaintNotTolerated"
-INTER_POD_AFFINITY = "InterPodAffinity"
 NO_FIT = "NodeFitFailed"
 NO_RESOURCES = "NodeResourcesFit"
 KUBE_SCHEDULER_WORDS = {"cpu": "Insufficient cpu", "memory": "Insufficient memory", "pods": "Too many pods"}
@@ -87,7 +86,8 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
                     node, False, TAINT_NOT_TOLERATED, f"the pod does not tolerate the taint {taint}", cards
                 )
             elif node in pod.kept_off:
-                verdict = NodeWhy(node, False, INTER_POD_AFFINITY, f"kube-scheduler: {pod.kept_off[node]}", cards)
+                name, words = pod.kept_off[node]
+                verdict = NodeWhy(node, False, name, f"kube-scheduler: {words}", cards)
             else:
                 verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         elif not state.holds(node, pod, state.node_of(pod)):

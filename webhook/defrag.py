@@ -66,6 +66,7 @@ from kubectl_hami_place.core.defrag.keys import (
     Look,
     OpenMove,
     PodKey,
+    SettleClock,
     batch_order,
     budget_eases,
     event_key,
@@ -77,7 +78,6 @@ from kubectl_hami_place.core.defrag.keys import (
     rescue_unneeded,
     room_settled,
     send_back_again_after,
-    settle_deadline,
     termination_left,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
@@ -713,23 +713,20 @@ class DefragController:
 
     def _settle(self, move: Move) -> str:
         """Waits until the move's replacement holds its target cards, as the caches show it; why not, or nothing."""
-        evicted_at = time.monotonic()
-        deadline = evicted_at + self.options.move_timeout
+        clock = SettleClock(time.monotonic(), self.options.move_timeout)
         while True:
             check = self._step(move)
             if check.step is Step.done:
                 return ""
             # The timeout counts from the end of the evicted pod's grace period (a StatefulSet makes its replacement
             # only once the pod is gone, and HAMi counts the pod's cards until then), within a bound.
-            left = termination_left(self._stored(move.pod), move.uid, datetime.now(UTC))
-            now = time.monotonic()
-            deadline = max(deadline, settle_deadline(evicted_at, now, left, self.options.move_timeout))
+            clock.saw(time.monotonic(), termination_left(self._stored(move.pod), move.uid, datetime.now(UTC)))
             if check.step is Step.changed:
                 return f"{move.pod}: {check.detail}"
             # Checked before the deadline's eviction: a replica that lost the lease evicts nothing more.
             if not self.elector.leading():
                 return "this replica stopped leading; the next leader resumes the run"
-            if time.monotonic() > deadline:
+            if time.monotonic() > clock.deadline:
                 given_up = f"{move.pod}: not settled within {self.options.move_timeout:g} s: {check.detail}"
                 self._read_policy()
                 if self.policy is None or self.policy.mode is not Mode.on:

@@ -289,11 +289,10 @@ def _one_move(
     if check.step is Step.ready:
         progress.line(f"{label}: pinning its replacement to {move.to_node} and evicting it")
         _make(kube, config, move, ack_timeout)
-    from kubectl_hami_place.core.defrag.keys import settle_deadline
+    from kubectl_hami_place.core.defrag.keys import SettleClock
     from kubectl_hami_place.kube.moves import termination_wait
 
-    evicted_at = time.monotonic()
-    deadline = evicted_at + timeout
+    clock = SettleClock(time.monotonic(), timeout)
     with progress.waiting(f"{label}: waiting for its replacement on {move.to_node}"):
         while True:
             check = _current(kube, move)
@@ -303,11 +302,10 @@ def _one_move(
             if check.step is Step.changed:
                 raise _Stop(check.detail, _CHANGED_HINT)
             now = time.monotonic()
-            if now > deadline:
-                # Counted from the end of the evicted pod's grace period (a StatefulSet makes the replacement only
-                # once the pod is gone, and HAMi counts its cards until then), within a bound, as the controller does.
-                deadline = max(deadline, settle_deadline(evicted_at, now, termination_wait(kube, move), timeout))
-            if now > deadline:
+            # Counted from the end of the evicted pod's grace period (a StatefulSet makes the replacement only once
+            # the pod is gone, and HAMi counts its cards until then), within a bound, as the controller does.
+            clock.saw(now, termination_wait(kube, move))
+            if now > clock.deadline:
                 raise _Stop(
                     f"not settled within {timeout:g} s: {check.detail}{_placement_state(kube, move)}",
                     "re-run the same apply to resume once the replacement runs, or raise --timeout",

@@ -22,6 +22,7 @@ from kubectl_hami_place.core.defrag.keys import (
     Look,
     OpenMove,
     PodKey,
+    SettleClock,
     batch_order,
     budget_eases,
     event_key,
@@ -224,6 +225,21 @@ def test_a_moves_wait_counts_from_the_end_of_the_evicted_pods_grace_period() -> 
     assert settle_deadline(1000.0, 1010.0, 290.0, timeout) == 1480.0, "from the grace period's end"
     assert settle_deadline(1000.0, 1010.0, 3590.0, timeout) == 1000.0 + cap + timeout, "an hour's grace: capped"
     assert settle_deadline(1000.0, 1300.0, 0.0, timeout) == 1180.0, "gone: the deadline seen while it went holds"
+
+
+def test_a_moves_clock_keeps_the_grace_period_it_saw_once_the_pod_is_gone() -> None:
+    """Seen terminating with 40 s to go, then gone a second later, before a 3 s timeout: the move keeps its 43 s, as
+    the controller (which sees its cache at each poll) gave it and `apply` (which read the pod only at the timeout,
+    then found it gone) did not. Never seen terminating: the timeout counts from the eviction."""
+    clock = SettleClock(100.0, 3.0)
+    assert clock.deadline == 103.0
+    clock.saw(100.5, 39.5)
+    clock.saw(101.0, 0.0)
+    clock.saw(104.0, 0.0)
+    assert clock.deadline == 143.0
+    unseen = SettleClock(100.0, 3.0)
+    unseen.saw(101.0, 0.0)
+    assert unseen.deadline == 103.0
 
 
 def test_a_followed_rescue_ends_when_its_pod_runs_is_refused_after_the_moves_settled_or_goes() -> None:

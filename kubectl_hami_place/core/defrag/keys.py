@@ -291,6 +291,24 @@ def settle_deadline(evicted_at: float, now: float, left: float, timeout: float) 
     return min(now + left, evicted_at + TERMINATION_WAIT_MAX_SECONDS) + timeout
 
 
+@dataclass
+class SettleClock:
+    """When a move evicted at `evicted_at` is given up (one monotonic clock): `timeout` after its evicted pod is due to
+    be gone, the latest `settle_deadline` seen while it went. `apply` and the controller both look at the pod at each
+    poll, so a pod that went before the timeout gives the move the same time in both."""
+
+    evicted_at: float
+    timeout: float
+    deadline: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.deadline = self.evicted_at + self.timeout
+
+    def saw(self, now: float, left: float) -> None:
+        """The evicted pod as seen at `now`: due to be gone `left` seconds later (0: gone, not terminating or late)."""
+        self.deadline = max(self.deadline, settle_deadline(self.evicted_at, now, left, self.timeout))
+
+
 def moved_pods_gone(moves: Iterable[Move], stored: Mapping[str, str]) -> bool:
     """Whether every pod the moves evicted is gone (`stored`: the UID of the pod stored under each `ns/name` now, ""
     when none): HAMi counts a pod's cards until then, so a rescued pod sent back to the scheduler earlier is refused."""

@@ -47,6 +47,8 @@ from kubectl_hami_place.core.planner.apply import placement_for, req_id_for
 from kubectl_hami_place.core.reservation import reserve
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.defrag import change_pod_annotations
+from kubectl_hami_place.kube.errors import KubeInvalid
+from kubectl_hami_place.kube.pods import change_pod
 from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, room_key, start
@@ -1230,6 +1232,43 @@ def keep_room(cluster: Sandbox, namespace: str, name: str, cards: list[str], unt
 
     kube = Kube(cluster.api_client(), namespace, "", None)
     assert change_pod_annotations(kube, namespace, name, uid, keep, unscheduled=True) is not None
+
+
+def test_a_room_kept_on_a_pod_without_annotations_keeps_those_hamis_scheduler_wrote_meanwhile(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """The controller keeps a room on a Pending pod that has no annotations while HAMi's scheduler annotates it with
+    the cards it placed it on (a merge patch between our read and our write, as the run found it in CI): a diff from
+    no annotations adds the whole map, which would drop HAMi's, and the pod would be bound with no devices to
+    allocate. The write is read again and keeps both."""
+    create(cluster, namespace, gated("bare"))
+    api = client.CoreV1Api(cluster.api_client())
+    stored = api.read_namespaced_pod("bare", namespace)
+    assert stored.metadata.annotations is None
+    seen: list[dict[str, str]] = []
+
+    def keep(annotations: dict[str, str]) -> dict[str, str]:
+        seen.append(dict(annotations))
+        if len(seen) == 1:
+            api.patch_namespaced_pod("bare", namespace, {"metadata": {"annotations": {"hami.io/vgpu-node": "gpu-0"}}})
+        return {**annotations, "hami-place.test/kept": "yes"}
+
+    kube = Kube(cluster.api_client(), namespace, "", None)
+    written = change_pod_annotations(kube, namespace, "bare", stored.metadata.uid, keep, unscheduled=True)
+    assert written is not None
+    assert written["metadata"]["annotations"] == {"hami.io/vgpu-node": "gpu-0", "hami-place.test/kept": "yes"}
+    assert seen == [{}, {"hami.io/vgpu-node": "gpu-0"}]
+
+    tried: list[str] = []
+
+    def refused(stored: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        """A change whose own test fails: nobody wrote the pod meanwhile, so it is not tried again."""
+        tried.append(stored["metadata"]["resourceVersion"])
+        return {}, {"metadata": {"labels": {"a": "b"}}}, [{"op": "test", "path": "/metadata/name", "value": "other"}]
+
+    with pytest.raises(KubeInvalid):
+        change_pod(kube, namespace, "bare", stored.metadata.uid, refused)
+    assert len(tried) == 1, tried
 
 
 def gated(name: str, annotations: dict[str, str] | None = None, node: str = "") -> dict[str, Any]:

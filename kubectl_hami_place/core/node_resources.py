@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.pod_affinity import PodTerm, repelling_terms
 from kubectl_hami_place.core.requests import parse_quantity
 
 FINISHED = frozenset({"Succeeded", "Failed"})
@@ -60,12 +61,14 @@ NOTHING = Resources()
 
 class CountedPod(NamedTuple):
     """A bound, unfinished pod read apart from the planner's pods, counted on its node only (another scheduler's, as
-    the server's watch keeps it): its namespace, name and node, and what it asks or why that could not be read."""
+    the server's watch keeps it): its namespace, name and node, what it asks or why that could not be read, and the
+    required anti-affinity terms by which it keeps other pods off (`pod_affinity.repelling_terms`)."""
 
     namespace: str
     name: str
     node: str
     needs: Resources | str
+    repels: tuple[PodTerm, ...] = ()
 
 
 def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
@@ -75,9 +78,9 @@ def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
         needs: Resources | str = pod_resources(spec)
     except RequestError as err:
         needs = str(err)
-    return CountedPod(
-        str(metadata.get("namespace", "")), str(metadata.get("name", "")), str(spec.get("nodeName") or ""), needs
-    )
+    namespace = str(metadata.get("namespace", ""))
+    repels = repelling_terms(spec, namespace)
+    return CountedPod(namespace, str(metadata.get("name", "")), str(spec.get("nodeName") or ""), needs, repels)
 
 
 def pod_resources(spec: Mapping[str, Any]) -> Resources:

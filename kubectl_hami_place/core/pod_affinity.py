@@ -2,8 +2,8 @@
 filters read its own terms: a node passes an anti-affinity term when no pod the term selects runs in the node's
 topology domain, an affinity term when one does (or, for the first pod of a group, when no pod anywhere does and the
 pod selects itself), and a `DoNotSchedule` spread when the pods it selects in the node's domain, the pod counted,
-exceed the fewest in any domain by no more than its maxSkew. The other direction, placed pods' anti-affinity against
-the pod, needs every pod's terms and is not read here."""
+exceed the fewest in any domain by no more than its maxSkew. The other direction too: a placed pod's required
+anti-affinity keeps the pods its terms select out of its topology domains (`Repelling`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.selectors import LabelSelector, Requirement, matches, selector_from_dict
 
 AFFINITY_REFUSALS = ("didn't match pod affinity rules", "didn't match pod anti-affinity rules")
+REPELLED_REFUSAL = "didn't satisfy existing pods anti-affinity rules"
+"""kube-scheduler's words (ErrReasonExistingAntiAffinityRulesNotMatch) for a node a placed pod's anti-affinity keeps
+the pod off: what `Repelling` reads once every bound pod's terms are known."""
 """kube-scheduler's words (ErrReasonAffinityRulesNotMatch, ErrReasonAntiAffinityRulesNotMatch) for a node the
 pod's own terms refuse: what `kept_off_by_pods` reads once the pods its terms select are known."""
 INTER_POD_AFFINITY, POD_TOPOLOGY_SPREAD = "InterPodAffinity", "PodTopologySpread"
@@ -292,3 +295,80 @@ def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the no
                     "fewest run"
                 )
     return kept
+
+
+@dataclass(frozen=True)
+class Repeller:
+    """A bound pod whose required anti-affinity keeps the pods its terms select off every node that shares a term's
+    topology value with its own node."""
+
+    namespace: str
+    name: str
+    node: str
+    terms: tuple[PodTerm, ...]
+
+
+def repelling_terms(spec: Mapping[str, Any], namespace: str) -> tuple[PodTerm, ...]:
+    """The pod's required anti-affinity terms, as kube-scheduler judges other pods by them. A term that cannot be read
+    here (a namespaceSelector that names labels, a selector that does not parse) is taken to select every pod of every
+    namespace: no plan sends a pod where the term might refuse it. One without a topology key keeps no domain."""
+    listed = as_mapping(as_mapping(spec.get("affinity")).get("podAntiAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    terms = []
+    for term in listed if isinstance(listed, list | tuple) else ():
+        read = _term(term, namespace, anti=True)
+        key = term.get("topologyKey") if isinstance(term, Mapping) else None
+        if read is None and isinstance(key, str) and key:
+            read = PodTerm(True, key, LabelSelector(), None)
+        if read is not None:
+            terms.append(read)
+    return tuple(terms)
+
+
+def repeller(pod: Mapping[str, Any]) -> Repeller | None:
+    """The pod as it keeps others off, when it is bound, not ended, and has required anti-affinity."""
+    bound = placed_pods([pod])
+    if not bound:
+        return None
+    [placed] = bound
+    terms = repelling_terms(as_mapping(pod.get("spec")), placed.namespace)
+    return Repeller(placed.namespace, placed.name, placed.node, terms) if terms else None
+
+
+class Repelling:
+    """The nodes placed pods' anti-affinity keeps each pod off, worked out once per kind of pod (its namespace and
+    labels; pods of one template share theirs)."""
+
+    def __init__(self, repellers: Iterable[Repeller], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
+        self._domains: list[tuple[Repeller, PodTerm, tuple[str, ...], str]] = []
+        for found in repellers:
+            for term in found.terms:
+                value = _value(node_labels, found.node, term.topology_key)
+                if value is None:
+                    continue
+                nodes = tuple(node for node in node_labels if _value(node_labels, node, term.topology_key) == value)
+                where = "the node" if term.topology_key == HOSTNAME_LABEL else f"its {term.topology_key}={value}"
+                self._domains.append((found, term, nodes, where))
+        self._names = {(found.namespace, found.name) for found, *_ in self._domains}
+        self._memo: dict[tuple[str, frozenset[tuple[str, str]]], dict[str, str]] = {}
+
+    def kept_off(self, namespace: str, name: str, labels: Mapping[str, str]) -> dict[str, str]:
+        """Each node a placed pod's term keeps the pod off, and why in words; a pod does not repel its own
+        replacement (the old one goes with the move)."""
+        if not self._domains:
+            return {}
+        key = (namespace, frozenset(labels.items()))
+        own = (namespace, name) in self._names
+        if not own and key in self._memo:
+            return self._memo[key]
+        kept: dict[str, str] = {}
+        for found, term, nodes, where in self._domains:
+            if (found.namespace, found.name) == (namespace, name) or not term.selects(namespace, labels):
+                continue
+            why = f"{found.namespace}/{found.name}'s anti-affinity ({term.words}) keeps it off {where}"
+            for node in nodes:
+                kept.setdefault(node, why)
+        if not own:
+            self._memo[key] = kept
+        return kept

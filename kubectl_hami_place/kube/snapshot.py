@@ -71,7 +71,8 @@ def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanP
 def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingPod:
     """The pod to make room for, read with the snapshot's nodes, pods and config; `KubeNotFound` when it does not
     exist."""
-    return pending_pod(get_pod(kube, namespace, name), read.node_marks, read.config, read.pods)
+    pod = get_pod(kube, namespace, name)
+    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot.repellers)
 
 
 BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"

@@ -1125,31 +1125,35 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
 
 APART = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
 KEPT_APART = {
-    "InterPodAffinity": "the pod's anti-affinity (app=web): {namespace}/web runs on the node",
-    "PodTopologySpread": "the pod's topology spread (app=web, maxSkew 1): 1 such pod(s) run in its "
+    "own anti-affinity": "the pod's anti-affinity (app=web): {namespace}/web runs on the node",
+    "own spread": "the pod's topology spread (app=web, maxSkew 1): 1 such pod(s) run in its "
     "kubernetes.io/hostname={node}",
+    "the web pod's anti-affinity": "{namespace}/web's anti-affinity (app=web) keeps it off the node",
 }
-"""kube-scheduler's filter that keeps a web replica apart from the others, and what `why` says of a node it refuses."""
+"""How a web replica is kept apart from the others, and what `why` says of the node that refuses it."""
 
 
-def keep_apart(spec: dict[str, Any], kept_by: str) -> None:
-    """Keeps the pod of `spec` (whose affinity `on_nodes` wrote) off the nodes of web pods, by `kept_by`."""
-    if kept_by == "InterPodAffinity":
-        spec["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [APART]}
+def keep_apart(big: dict[str, Any], web: dict[str, Any], kept_by: str) -> None:
+    """Keeps the big pod of spec `big` (whose affinity `on_nodes` wrote) off the node of the web pod of spec `web`."""
+    if kept_by == "own anti-affinity":
+        big["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [APART]}
+    elif kept_by == "own spread":
+        big["topologySpreadConstraints"] = [{**APART, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
     else:
-        spec["topologySpreadConstraints"] = [{**APART, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+        web["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [APART]}}
 
 
 @pytest.mark.parametrize("kept_by", KEPT_APART)
 def test_a_pending_replica_kept_apart_from_the_others_is_rescued_on_the_node_it_may_go(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], kept_by: str
 ) -> None:
-    """The big pod (35,000 MiB on A or B) is a web replica kept apart from the others, by required anti-affinity on
-    the hostname or a hostname spread of maxSkew 1, and a web pod runs on A. A's card holds `tiny` (6,000 MiB), B's
-    `light` (10,000 MiB), both movable to the other node: the cheaper room is A's, which kube-scheduler refuses the
-    big pod. The plan reads that refusal once it has listed the pods the term or spread selects: the controller makes
-    room on B by moving light to A, `plan --for` plans the same without a warning, and `why` says which filter keeps
-    the big pod off A and for which pods."""
+    """The big pod (35,000 MiB on A or B) is a web replica kept apart from the others (by its required anti-affinity
+    on the hostname, its hostname spread of maxSkew 1, or the other web pod's anti-affinity, which the controller
+    keeps of another scheduler's pod), and a web pod runs on A. A's card holds `tiny` (6,000 MiB), B's `light`
+    (10,000 MiB), both movable to the other node: the cheaper room is A's, which kube-scheduler refuses the big pod.
+    The plan reads that refusal once it has listed the pods the term or spread selects, or read the web pod's own
+    terms: the controller makes room on B by moving light to A, `plan --for` plans the same without a warning, and
+    `why` says which filter keeps the big pod off A and for which pods."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"apart-a-{tag}", f"apart-b-{tag}"
     made = one_card_nodes(cluster, a, b)
@@ -1168,12 +1172,12 @@ def test_a_pending_replica_kept_apart_from_the_others_is_rescued_on_the_node_it_
             assert allocation(cluster, namespace, placed[name]).node == on, f"{off} was cordoned"
         web = bound_pod("web", a, {"name": "c", "image": "registry.invalid/web:1"})
         web["metadata"]["labels"]["app"] = "web"
+        big = pod("big", BIG, labels={"app": "web"})
+        on_nodes(big["spec"], a, b)
+        keep_apart(big["spec"], web["spec"], kept_by)
         create(cluster, namespace, web)
         write_policy(cluster, server_namespace, namespace, "dry-run")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        big = pod("big", BIG, labels={"app": "web"})
-        on_nodes(big["spec"], a, b)
-        keep_apart(big["spec"], kept_by)
         create(cluster, namespace, big)
         wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
@@ -1186,7 +1190,7 @@ def test_a_pending_replica_kept_apart_from_the_others_is_rescued_on_the_node_it_
         told = plugin(cluster, "why", "big", "-n", namespace, "-o", "json")
         assert told.code == 0, told.err
         [refused] = [node for node in told.json()["nodes"] if node["node"] == a]
-        assert refused["reason"] == kept_by, refused
+        assert refused["reason"] == ("PodTopologySpread" if kept_by == "own spread" else "InterPodAffinity"), refused
         assert KEPT_APART[kept_by].format(namespace=namespace, node=a) in refused["message"], refused
     finally:
         delete_nodes(cluster, made)

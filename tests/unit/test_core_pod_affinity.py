@@ -11,18 +11,23 @@ import pytest
 from kubectl_hami_place.core.defrag.triggers import pending_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
+from kubectl_hami_place.core.node_resources import counted_pod
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FitGoal, plan
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.pod_affinity import (
     PlacedPod,
+    Repeller,
+    Repelling,
     Spread,
     kept_off_by_pods,
     kept_off_by_spreads,
     placed_pods,
     pod_spreads,
     pod_terms,
+    repeller,
+    repelling_terms,
 )
 from kubectl_hami_place.core.selectors import selector_from_dict
 from tests.unit.test_core_planner import node_object, pod_object
@@ -370,3 +375,89 @@ def test_a_rescue_makes_room_only_on_a_node_the_pods_spread_allows(web_on: str) 
     assert pending_pod(spread_web(), node_marks(nodes), HAMI_DEFAULTS, None).unread == (
         "1 node(s) didn't match pod topology spread constraints",
     )
+
+
+def repelling(*found: Repeller) -> Repelling:
+    """The placed pods' anti-affinity over NODES."""
+    return Repelling(found, NODES)
+
+
+def apart(node: str, term_spec: dict[str, Any], namespace: str = "ns", name: str = "") -> Repeller:
+    """A pod bound to `node` whose required anti-affinity is the one term."""
+    terms = repelling_terms(spec(anti=(term_spec,)), namespace)
+    return Repeller(namespace, name or f"apart-{node}", node, terms)
+
+
+def test_a_placed_pods_anti_affinity_keeps_the_pods_it_selects_out_of_its_domain() -> None:
+    """By hostname its node, by zone every node of its zone; a pod it does not select, or of another namespace, goes
+    anywhere; a pod does not repel its own replacement."""
+    by_host = repelling(apart("a", term("web")))
+    assert by_host.kept_off("ns", "web-1", {"app": "web"}) == {
+        "a": "ns/apart-a's anti-affinity (app=web) keeps it off the node"
+    }
+    assert by_host.kept_off("ns", "db-1", {"app": "db"}) == {}
+    assert by_host.kept_off("other", "web-1", {"app": "web"}) == {}
+    assert by_host.kept_off("ns", "apart-a", {"app": "web"}) == {}, "its own replacement"
+    by_zone = repelling(apart("b", term("web", ZONE)))
+    assert set(by_zone.kept_off("ns", "web-1", {"app": "web"})) == {"a", "b"}
+    assert repelling(apart("d", term("web", ZONE))).kept_off("ns", "web-1", {"app": "web"}) == {}, "d has no zone"
+
+
+def test_a_repelling_term_the_plan_cannot_read_is_taken_to_select_every_pod() -> None:
+    """A namespaceSelector that names labels: every pod of every namespace is kept out of its domain, so no plan
+    sends one where the term might refuse it. No topology key: it keeps no domain."""
+    by_labels = apart("a", term("web", namespaceSelector={"matchLabels": {"team": "a"}}))
+    assert set(repelling(by_labels).kept_off("other", "db-1", {"app": "db"})) == {"a"}
+    assert repelling_terms(spec(anti=({"labelSelector": {"matchLabels": {"app": "web"}}},)), "ns") == ()
+
+
+def test_a_repeller_is_a_bound_pod_with_required_anti_affinity() -> None:
+    """Not a Pending pod, not one that ended, not one without a required anti-affinity term."""
+    body = {
+        "metadata": {"namespace": "ns", "name": "web-0"},
+        "spec": {"nodeName": "a", **spec(anti=(term("web"),))},
+        "status": {"phase": "Running"},
+    }
+    assert repeller(body) == Repeller("ns", "web-0", "a", pod_terms(body["spec"], "ns") or ())
+    assert repeller({**body, "spec": {**body["spec"], "nodeName": ""}}) is None
+    assert repeller({**body, "status": {"phase": "Succeeded"}}) is None
+    assert repeller({**body, "spec": {"nodeName": "a"}}) is None
+
+
+def test_no_move_and_no_rescue_lands_where_a_placed_pods_anti_affinity_refuses_the_pod() -> None:
+    """web-0 on b keeps app=web pods off b: the Pending web replica's room is made on a, though b's is as cheap, and
+    small-a (labelled app=web here) is not moved to b, so there is none; kube-scheduler's refusal is read."""
+    nodes, pods = fragmented("b")
+    pods[2]["spec"] = {**pods[2]["spec"], **spec(anti=(term("web"),))}
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
+    assert snapshot.repellers == (Repeller("ns", "web-0", "b", pod_terms(pods[2]["spec"], "ns") or ()),)
+    big = big_web()
+    del big["spec"]["affinity"]
+    big["status"]["conditions"][0]["message"] = (
+        "0/2 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules, "
+        "1 1/1 CardInsufficientMemory."
+    )
+    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot.repellers)
+    assert found.unread == ()
+    assert found.pod.nodes == frozenset({"a"})
+    result = plan(snapshot, FitGoal(found.pod))
+    assert result.target == ("a", ("GPU-a",))
+    assert [(m.pod, m.to_node) for m in result.moves] == [("ns/small-a", "b")]
+    unread = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, None).unread
+    assert unread == ("1 node(s) didn't satisfy existing pods anti-affinity rules",)
+
+    pods[0]["metadata"] = {**pods[0]["metadata"], "labels": {"app": "web"}}
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
+    assert not plan(snapshot, FitGoal(found.pod)).complete, "small-a may not go to b"
+    [small] = [p for p in snapshot.pods if p.name == "small-a"]
+    assert small.kept_off["b"] == ("InterPodAffinity", "ns/web-0's anti-affinity (app=web) keeps it off the node")
+
+
+def test_another_schedulers_pod_repels_through_the_form_the_server_keeps_of_it() -> None:
+    """The controller keeps other schedulers' pods as `counted_pod` reads them: their anti-affinity with them."""
+    nodes, pods = fragmented("b")
+    other = {**pods[2], "spec": {**pods[2]["spec"], **spec(anti=(term("web"),))}}
+    counted = counted_pod(other)
+    assert counted.repels == pod_terms(other["spec"], "ns")
+    snapshot, _ = snapshot_from_objects(nodes, pods[:2], [], datetime.now(UTC), others=[counted])
+    assert snapshot.repellers == (Repeller("ns", "web-0", "b", counted.repels),)

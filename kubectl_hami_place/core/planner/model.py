@@ -15,6 +15,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.node_resources import NOTHING, Resources
+from kubectl_hami_place.core.pod_affinity import Repeller
 from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -104,11 +105,13 @@ class PlanPod:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The cluster at one moment: nodes, placed pods, and each PodDisruptionBudget's disruptions allowed."""
+    """The cluster at one moment: nodes, placed pods, each PodDisruptionBudget's disruptions allowed, and the bound
+    pods whose required anti-affinity keeps others off (a Pending pod's nodes are judged by them too)."""
 
     nodes: tuple[PlanNode, ...]
     pods: tuple[PlanPod, ...]
     budgets: Mapping[str, int] = field(default_factory=dict)
+    repellers: tuple[Repeller, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from kubectl_hami_place.core.node_resources import (
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks, reachable, required_terms
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
+from kubectl_hami_place.core.pod_affinity import INTER_POD_AFFINITY, Repeller, Repelling, repeller
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
@@ -47,7 +48,7 @@ def snapshot_from_objects(
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot and the warnings about objects left out of it; `others` are bound pods besides `pods` whose CPU,
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods)."""
-    nodes, pods = list(nodes), list(pods)
+    nodes, pods, others = list(nodes), list(pods), list(others)
     info = build_cluster_info(nodes, pods, now)
     marks = node_marks(nodes)
     scores = _pair_scores(nodes)
@@ -81,6 +82,11 @@ def snapshot_from_objects(
             continue
         selectors.append((key, metadata.get("namespace", ""), selector))
         allowed[key] = _int(as_mapping(budget.get("status")).get("disruptionsAllowed"))
+    repellers = (
+        *(found for found in map(repeller, pods) if found is not None),
+        *(Repeller(other.namespace, other.name, other.node, other.repels) for other in others if other.repels),
+    )
+    repelling = Repelling(repellers, marks.labels)
     plan_pods = []
     for pod in pods:
         try:
@@ -96,8 +102,11 @@ def snapshot_from_objects(
             for key, namespace, selector in selectors
             if namespace == plan_pod.namespace and matches(selector, pod_labels)
         )
-        plan_pods.append(replace(plan_pod, budgets=covering))
-    return Snapshot(nodes=plan_nodes, pods=tuple(plan_pods), budgets=allowed), tuple(warnings)
+        repelled = repelling.kept_off(plan_pod.namespace, plan_pod.name, plan_pod.labels)
+        kept = {node: (INTER_POD_AFFINITY, why) for node, why in repelled.items()}
+        plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering), kept, marks.labels))
+    snapshot = Snapshot(nodes=plan_nodes, pods=tuple(plan_pods), budgets=allowed, repellers=repellers)
+    return snapshot, tuple(warnings)
 
 
 def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:

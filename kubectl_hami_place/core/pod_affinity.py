@@ -342,12 +342,15 @@ class Repelling:
 
     def __init__(self, repellers: Iterable[Repeller], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
         self._domains: list[tuple[Repeller, PodTerm, tuple[str, ...], str]] = []
+        by_key: dict[str, dict[str, tuple[str, ...]]] = {}
         for found in repellers:
             for term in found.terms:
                 value = _value(node_labels, found.node, term.topology_key)
                 if value is None:
                     continue
-                nodes = tuple(node for node in node_labels if _value(node_labels, node, term.topology_key) == value)
+                if term.topology_key not in by_key:
+                    by_key[term.topology_key] = _domains(node_labels, term.topology_key)
+                nodes = by_key[term.topology_key][value]
                 where = "the node" if term.topology_key == HOSTNAME_LABEL else f"its {term.topology_key}={value}"
                 self._domains.append((found, term, nodes, where))
         self._names = {(found.namespace, found.name) for found, *_ in self._domains}
@@ -372,3 +375,13 @@ class Repelling:
         if not own:
             self._memo[key] = kept
         return kept
+
+
+def _domains(node_labels: Mapping[str, Mapping[str, Any]], key: str) -> dict[str, tuple[str, ...]]:
+    """The nodes of each value of a topology label, read once per key however many pods' terms name it."""
+    found: dict[str, list[str]] = {}
+    for node in node_labels:
+        value = _value(node_labels, node, key)
+        if value is not None:
+            found.setdefault(value, []).append(node)
+    return {value: tuple(nodes) for value, nodes in found.items()}

@@ -192,8 +192,13 @@ class Spread:
     honor_taints: bool = False
 
     def selects(self, labels: Mapping[str, str]) -> bool:
-        """Whether the spread selects a pod with these labels (an empty selector counts no pod but the new one)."""
+        """Whether the spread selects the new pod, with these labels."""
         return self.selector is not None and matches(self.selector, labels)
+
+    def counts(self, labels: Mapping[str, str]) -> bool:
+        """Whether the spread counts a placed pod with these labels: an empty selector counts none, though it selects
+        the new pod (kube-scheduler's countPodsMatchSelector)."""
+        return self.selector is not None and not self.selector.empty and matches(self.selector, labels)
 
     @property
     def words(self) -> str:
@@ -278,7 +283,7 @@ def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the no
         found = dict.fromkeys((_value(node_labels, node, spread.topology_key) for node in counted), 0)
         where = {node: _value(node_labels, node, spread.topology_key) for node in counted}
         for pod in placed:
-            if pod.node in where and not pod.terminating and pod.namespace == namespace and spread.selects(pod.labels):
+            if pod.node in where and not pod.terminating and pod.namespace == namespace and spread.counts(pod.labels):
                 found[where[pod.node]] += 1
         fewest = 0 if len(found) < spread.min_domains else min(found.values())
         itself = 1 if spread.selects(labels) else 0

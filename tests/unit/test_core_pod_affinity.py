@@ -317,8 +317,10 @@ def test_a_spread_counts_the_pods_of_the_pods_namespace_that_are_not_leaving() -
 
 def test_the_pod_itself_counts_only_when_its_spread_selects_it() -> None:
     """A db pod spreading apart from web pods adds none of its own: one web pod ahead is within maxSkew 1. A null
-    selector counts no pod, the pod itself included."""
+    selector counts no pod, the pod itself included; an empty one only the pod itself."""
     assert spread_off([spread(None)], [on("a", "web"), on("a", "web", name="w2")]) == {}
+    every = {**spread("web"), "labelSelector": {}}
+    assert spread_off([every], [on("a", "web"), on("a", "web", name="w2")]) == {}, "an empty selector counts none"
     assert spread_off([spread("web")], [on("a", "web")], labels={"app": "db"}) == {}
     assert set(spread_off([spread("web")], [on("a", "web"), on("a", "web", name="w2")], labels={"app": "db"})) == {"a"}
 

@@ -219,9 +219,9 @@ def pending_since(pod: Mapping[str, Any]) -> datetime | None:
 @dataclass(frozen=True)
 class PendingPod:
     """A pod to make room for: as the planner sees it (kept off the nodes its own pod affinity and topology spreads
-    refuse, when the pods they select were read), the refusals of nodes in kube-scheduler's last word on it that the
-    plan does not read (`unread_refusals`: a plan's room may be on one of those nodes), and the pods where it may go
-    depends on (`objects.counted_pods`)."""
+    refuse, when the pods they select were read, and those placed pods' anti-affinity refuses), the refusals of
+    nodes in kube-scheduler's last word on it that the plan does not read (`unread_refusals`: a plan's room may be
+    on one of those nodes), and the pods where it may go depends on (`objects.counted_pods`)."""
 
     pod: PlanPod
     unread: tuple[str, ...]

@@ -54,8 +54,8 @@ class PlanPod:
     `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
     PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names it may run on (None: any), `untolerated`
     the taint (`key=value:Effect`) that keeps it off each node its tolerations exclude from `nodes`, `kept_off` the
-    kube-scheduler filter and the words of why its own pod affinity, anti-affinity or topology spread keeps it off
-    each node they exclude (a Pending pod's only: `pod_affinity`), `held` why a caller keeps it where it is in this
+    kube-scheduler filter and the words of why pod affinity keeps it off each node it excludes (`pod_affinity`: placed
+    pods' anti-affinity, and a Pending pod's own terms and spreads), `held` why a caller keeps it where it is in this
     plan ("" when it may move; the defragmentation controller's policy), `default_policy` HAMi's
     `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs` the CPU, memory and pod
     count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell the controller's cooldown

@@ -299,8 +299,9 @@ def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> 
 
 
 def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes: Iterable[str]) -> PlanPod:
-    """The Pending pod with the nodes its own pod affinity and topology spreads keep it off (`pod_affinity`, each with
-    the filter and why) taken from those it may run on; `nodes` every node, for a pod that could run on any."""
+    """The pod with the nodes kube-scheduler's InterPodAffinity or PodTopologySpread filter keeps it off
+    (`pod_affinity`, each with the filter and why) taken from those it may run on; `nodes` every node, for a pod that
+    could run on any."""
     allowed = frozenset(nodes) if pod.nodes is None else pod.nodes
     kept = {node: why for node, why in kept_off.items() if node in allowed}
     if not kept:

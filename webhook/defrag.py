@@ -419,7 +419,7 @@ class DefragController:
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
         selected = selected_pods(self.kube, candidate.pod)
-        pending = pending_pod(candidate.pod, read.node_marks, read.config, selected, read.snapshot.repellers)
+        pending = pending_pod(candidate.pod, read.node_marks, read.config, selected, read.snapshot)
         trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread, pending.counted)
         snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))

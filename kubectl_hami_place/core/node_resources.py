@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
-from kubectl_hami_place.core.pod_affinity import PodTerm, repelling_terms
+from kubectl_hami_place.core.pod_affinity import HostPort, PodTerm, host_ports, repelling_terms
 from kubectl_hami_place.core.requests import parse_quantity
 
 FINISHED = frozenset({"Succeeded", "Failed"})
@@ -61,14 +61,16 @@ NOTHING = Resources()
 
 class CountedPod(NamedTuple):
     """A bound, unfinished pod read apart from the planner's pods, counted on its node only (another scheduler's, as
-    the server's watch keeps it): its namespace, name and node, what it asks or why that could not be read, and the
-    required anti-affinity terms by which it keeps other pods off (`pod_affinity.repelling_terms`)."""
+    the server's watch keeps it): its namespace, name and node, what it asks or why that could not be read, the
+    required anti-affinity terms by which it keeps other pods off (`pod_affinity.repelling_terms`) and the host ports
+    it holds (`pod_affinity.host_ports`)."""
 
     namespace: str
     name: str
     node: str
     needs: Resources | str
     repels: tuple[PodTerm, ...] = ()
+    ports: frozenset[HostPort] = frozenset()
 
 
 def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
@@ -79,8 +81,9 @@ def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
     except RequestError as err:
         needs = str(err)
     namespace = str(metadata.get("namespace", ""))
-    repels = repelling_terms(spec, namespace)
-    return CountedPod(namespace, str(metadata.get("name", "")), str(spec.get("nodeName") or ""), needs, repels)
+    repels, ports = repelling_terms(spec, namespace), host_ports(spec)
+    node = str(spec.get("nodeName") or "")
+    return CountedPod(namespace, str(metadata.get("name", "")), node, needs, repels, ports or frozenset())
 
 
 def pod_resources(spec: Mapping[str, Any]) -> Resources:

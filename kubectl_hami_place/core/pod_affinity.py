@@ -3,7 +3,8 @@ filters read its own terms: a node passes an anti-affinity term when no pod the 
 topology domain, an affinity term when one does (or, for the first pod of a group, when no pod anywhere does and the
 pod selects itself), and a `DoNotSchedule` spread when the pods it selects in the node's domain, the pod counted,
 exceed the fewest in any domain by no more than its maxSkew. The other direction too: a placed pod's required
-anti-affinity keeps the pods its terms select out of its topology domains (`Repelling`)."""
+anti-affinity keeps the pods its terms select out of its topology domains (`Repelling`). And NodePorts: a node whose
+pods hold a host port the pod asks refuses it (`kept_off_by_ports`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ the pod off: what `Repelling` reads once every bound pod's terms are known."""
 pod's own terms refuse: what `kept_off_by_pods` reads once the pods its terms select are known."""
 INTER_POD_AFFINITY, POD_TOPOLOGY_SPREAD = "InterPodAffinity", "PodTopologySpread"
 """kube-scheduler's names of the two filters, which `why` gives as the reason a node is out."""
+NODE_PORTS = "NodePorts"
+PORTS_REFUSAL = "didn't have free ports for the requested pod ports"
+"""kube-scheduler's words (NodePorts' ErrReason) for a node whose pods hold a host port the pod asks."""
 SPREAD_REFUSAL = "didn't match pod topology spread constraints"
 """kube-scheduler's words (ErrReasonConstraintsNotMatch, and with ` (missing required label)`) for a node the pod's
 own spreads refuse: what `kept_off_by_spreads` reads once the pods they select are known."""
@@ -390,3 +394,67 @@ def _domains(node_labels: Mapping[str, Mapping[str, Any]], key: str) -> dict[str
         if value is not None:
             found.setdefault(value, []).append(node)
     return {value: tuple(nodes) for value, nodes in found.items()}
+
+
+HostPort = tuple[str, str, int]
+"""A port a pod takes on its node: host IP ("0.0.0.0" for every one), protocol and port."""
+ANY_IP = "0.0.0.0"
+
+
+def host_ports(spec: Mapping[str, Any]) -> frozenset[HostPort]:
+    """The host ports the pod takes, as kube-scheduler's GetHostPorts reads them: its containers' and its sidecars'
+    (init containers that run for the pod's whole life), an IP or protocol left out read as every IP and TCP."""
+    found = set()
+    for key in ("initContainers", "containers"):
+        listed = spec.get(key)
+        for container in listed if isinstance(listed, list | tuple) else ():
+            if not isinstance(container, Mapping):
+                continue
+            if key == "initContainers" and container.get("restartPolicy") != "Always":
+                continue
+            ports = container.get("ports")
+            for port in ports if isinstance(ports, list | tuple) else ():
+                taken = port.get("hostPort") if isinstance(port, Mapping) else None
+                if isinstance(taken, int) and not isinstance(taken, bool) and taken > 0:
+                    found.add((str(port.get("hostIP") or ANY_IP), str(port.get("protocol") or "TCP"), taken))
+    return frozenset(found)
+
+
+@dataclass(frozen=True)
+class PortHolder:
+    """A bound pod holding host ports of its node."""
+
+    namespace: str
+    name: str
+    node: str
+    ports: frozenset[HostPort]
+
+
+def port_holder(pod: Mapping[str, Any]) -> PortHolder | None:
+    """The pod as it holds its node's ports, when it is bound, not ended, and takes any."""
+    bound = placed_pods([pod])
+    if not bound:
+        return None
+    [placed] = bound
+    ports = host_ports(as_mapping(pod.get("spec")))
+    return PortHolder(placed.namespace, placed.name, placed.node, ports) if ports else None
+
+
+def kept_off_by_ports(wanted: frozenset[HostPort], holders: Iterable[PortHolder]) -> dict[str, str]:
+    """Each node whose pods hold a port the pod asks (HostPortInfo.CheckConflict: an IP conflicts with itself and
+    with every IP), and why in words."""
+    kept: dict[str, str] = {}
+    for holder in holders:
+        if holder.node in kept:
+            continue
+        for asked in sorted(wanted):
+            if any(_conflict(asked, held) for held in holder.ports):
+                _, protocol, port = asked
+                kept[holder.node] = f"{holder.namespace}/{holder.name} holds host port {port}/{protocol} on the node"
+                break
+    return kept
+
+
+def _conflict(asked: HostPort, held: HostPort) -> bool:
+    """Whether a port asked is one held: the same protocol and port, on the same IP or where either is every IP."""
+    return asked[1:] == held[1:] and (asked[0] == held[0] or ANY_IP in (asked[0], held[0]))

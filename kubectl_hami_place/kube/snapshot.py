@@ -72,7 +72,7 @@ def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> P
     """The pod to make room for, read with the snapshot's nodes, pods and config; `KubeNotFound` when it does not
     exist."""
     pod = get_pod(kube, namespace, name)
-    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot.repellers)
+    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot)
 
 
 BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"

@@ -1078,49 +1078,82 @@ def light_then_fixed(
     return light
 
 
+def local_volume(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
+    """A claim bound to a local volume on `node` (as a node's disk is); returns the pod volume that mounts it."""
+    api = client.CoreV1Api(cluster.api_client())
+    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    api.create_persistent_volume(
+        {
+            "metadata": {"name": f"{namespace}-{name}"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "local": {"path": f"/mnt/{name}"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}},
+            },
+        }
+    )
+    claim = {
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": f"{namespace}-{name}",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    api.create_namespaced_persistent_volume_claim(namespace, claim)
+    wait_for(
+        lambda: api.read_namespaced_persistent_volume_claim(name, namespace).status.phase == "Bound",
+        f"claim {name} to bind",
+    )
+    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
+
+
 def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the_plan_does_not_read(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
-    """The big pod (35,000 MiB on A or B) asks host port 8080, which a web pod holds on B. A's card holds a pod that
-    cannot move (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves
-    light to A and leaves B's card to the big pod, which kube-scheduler keeps off B for its port. The controller
-    moves nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with
-    a warning naming the refusal and the node the room would be made on."""
+    """The big pod (35,000 MiB on A or B) mounts a local volume of A's. A's card holds a pod that cannot move (20,000
+    MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves light to A and leaves
+    B's card to the big pod, which kube-scheduler keeps off B for its volume. The controller moves nothing and says
+    which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with a warning naming the
+    refusal and the node the room would be made on."""
     tag = uuid.uuid4().hex[:6]
-    a, b = f"ports-a-{tag}", f"ports-b-{tag}"
+    a, b = f"volume-a-{tag}", f"volume-b-{tag}"
     made: list[GpuNode] = []
     try:
         light = light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
-        port = {"containerPort": 8080, "hostPort": 8080}
-        web = bound_pod("web", b, {"name": "c", "image": "registry.invalid/web:1", "ports": [port]})
-        create(cluster, namespace, web)
+        volume = local_volume(cluster, namespace, "data", a)
         write_policy(cluster, server_namespace, namespace, "dry-run")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
         big = pod("big", BIG)
         on_nodes(big["spec"], a, b)
-        big["spec"]["containers"][0]["ports"] = [port]
+        big["spec"]["volumes"] = [volume]
         create(cluster, namespace, big)
         wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
+        refusal = "1 node(s) didn't match PersistentVolume's node affinity"
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
         assert "kube-scheduler keeps the pod off nodes for reasons the plan does not read" in message, message
-        assert "1 node(s) didn't have free ports for the requested pod ports" in message, message
+        assert refusal in message, message
         assert said(cluster, namespace, "big", "DefragDryRun") == ""
 
         run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
         assert run.code == 0, run.err
         assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{light}", a)]
         assert (
-            f"warning: kube-scheduler keeps {namespace}/big off nodes for reasons the plan does not read (1 node(s) "
-            f"didn't have free ports for the requested pod ports): check that {b} suits the pod"
+            f"warning: kube-scheduler keeps {namespace}/big off nodes for reasons the plan does not read ({refusal}): "
+            f"check that {b} suits the pod"
         ) in run.err, run.err
         told = plugin(cluster, "why", "big", "-n", namespace)
         assert told.code == 0, told.err
         assert (
             f"warning: kube-scheduler also keeps {namespace}/big off nodes for reasons hami-place does not read: "
-            "1 node(s) didn't have free ports for the requested pod ports"
+            f"{refusal}"
         ) in told.err, told.err
     finally:
         delete_nodes(cluster, made)
+        client.CoreV1Api(cluster.api_client()).delete_persistent_volume(f"{namespace}-data")
 
 
 APART = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
@@ -1129,8 +1162,11 @@ KEPT_APART = {
     "own spread": "the pod's topology spread (app=web, maxSkew 1): 1 such pod(s) run in its "
     "kubernetes.io/hostname={node}",
     "the web pod's anti-affinity": "{namespace}/web's anti-affinity (app=web) keeps it off the node",
+    "the web pod's host port": "{namespace}/web holds host port 8080/TCP on the node",
 }
 """How a web replica is kept apart from the others, and what `why` says of the node that refuses it."""
+FILTERS = {"own spread": "PodTopologySpread", "the web pod's host port": "NodePorts"}
+"""kube-scheduler's filter that refuses the node, where it is not InterPodAffinity."""
 
 
 def keep_apart(big: dict[str, Any], web: dict[str, Any], kept_by: str) -> None:
@@ -1139,6 +1175,9 @@ def keep_apart(big: dict[str, Any], web: dict[str, Any], kept_by: str) -> None:
         big["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [APART]}
     elif kept_by == "own spread":
         big["topologySpreadConstraints"] = [{**APART, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    elif kept_by == "the web pod's host port":
+        for spec in (big, web):
+            spec["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
     else:
         web["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [APART]}}
 
@@ -1148,12 +1187,12 @@ def test_a_pending_replica_kept_apart_from_the_others_is_rescued_on_the_node_it_
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], kept_by: str
 ) -> None:
     """The big pod (35,000 MiB on A or B) is a web replica kept apart from the others (by its required anti-affinity
-    on the hostname, its hostname spread of maxSkew 1, or the other web pod's anti-affinity, which the controller
-    keeps of another scheduler's pod), and a web pod runs on A. A's card holds `tiny` (6,000 MiB), B's `light`
-    (10,000 MiB), both movable to the other node: the cheaper room is A's, which kube-scheduler refuses the big pod.
-    The plan reads that refusal once it has listed the pods the term or spread selects, or read the web pod's own
-    terms: the controller makes room on B by moving light to A, `plan --for` plans the same without a warning, and
-    `why` says which filter keeps the big pod off A and for which pods."""
+    on the hostname, its hostname spread of maxSkew 1, the other web pod's anti-affinity, or the host port both take,
+    which the controller keeps of another scheduler's pod), and a web pod runs on A. A's card holds `tiny` (6,000
+    MiB), B's `light` (10,000 MiB), both movable to the other node: the cheaper room is A's, which kube-scheduler
+    refuses the big pod. The plan reads that refusal once it has listed the pods the term or spread selects, or read
+    the web pod's own terms and ports: the controller makes room on B by moving light to A, `plan --for` plans the
+    same without a warning, and `why` says which filter keeps the big pod off A and for which pods."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"apart-a-{tag}", f"apart-b-{tag}"
     made = one_card_nodes(cluster, a, b)
@@ -1190,7 +1229,7 @@ def test_a_pending_replica_kept_apart_from_the_others_is_rescued_on_the_node_it_
         told = plugin(cluster, "why", "big", "-n", namespace, "-o", "json")
         assert told.code == 0, told.err
         [refused] = [node for node in told.json()["nodes"] if node["node"] == a]
-        assert refused["reason"] == ("PodTopologySpread" if kept_by == "own spread" else "InterPodAffinity"), refused
+        assert refused["reason"] == FILTERS.get(kept_by, "InterPodAffinity"), refused
         assert KEPT_APART[kept_by].format(namespace=namespace, node=a) in refused["message"], refused
     finally:
         delete_nodes(cluster, made)

@@ -18,10 +18,13 @@ from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.pod_affinity import (
     PlacedPod,
+    PortHolder,
     Repeller,
     Repelling,
     Spread,
+    host_ports,
     kept_off_by_pods,
+    kept_off_by_ports,
     kept_off_by_spreads,
     placed_pods,
     pod_spreads,
@@ -439,7 +442,7 @@ def test_no_move_and_no_rescue_lands_where_a_placed_pods_anti_affinity_refuses_t
         "0/2 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules, "
         "1 1/1 CardInsufficientMemory."
     )
-    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot.repellers)
+    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot)
     assert found.unread == ()
     assert found.pod.nodes == frozenset({"a"})
     result = plan(snapshot, FitGoal(found.pod))
@@ -463,3 +466,72 @@ def test_another_schedulers_pod_repels_through_the_form_the_server_keeps_of_it()
     assert counted.repels == pod_terms(other["spec"], "ns")
     snapshot, _ = snapshot_from_objects(nodes, pods[:2], [], datetime.now(UTC), others=[counted])
     assert snapshot.repellers == (Repeller("ns", "web-0", "b", counted.repels),)
+
+
+def ports_spec(*ports: dict[str, Any], sidecar: bool = True) -> dict[str, Any]:
+    """A pod spec whose one container takes these ports, beside a sidecar and an init container taking 9000."""
+    init = [{"name": "init", "ports": [{"containerPort": 9000, "hostPort": 9000}]}]
+    if sidecar:
+        init.append(
+            {"name": "proxy", "restartPolicy": "Always", "ports": [{"containerPort": 15001, "hostPort": 15001}]}
+        )
+    return {"initContainers": init, "containers": [{"name": "c", "ports": list(ports)}]}
+
+
+def test_the_host_ports_a_pod_takes_are_its_containers_and_sidecars() -> None:
+    """An IP or protocol left out is every IP and TCP; a port without hostPort takes none; a plain init container
+    runs before the others and holds nothing."""
+    spec_ = ports_spec(
+        {"containerPort": 8080, "hostPort": 8080},
+        {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"},
+        {"containerPort": 9090},
+        {"containerPort": 1, "hostPort": True},
+    )
+    assert host_ports(spec_) == {("0.0.0.0", "TCP", 8080), ("10.0.0.1", "UDP", 53), ("0.0.0.0", "TCP", 15001)}
+    assert host_ports(ports_spec(sidecar=False)) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("asked", "held", "conflict"),
+    [
+        (("0.0.0.0", "TCP", 8080), ("0.0.0.0", "TCP", 8080), True),
+        (("0.0.0.0", "TCP", 8080), ("10.0.0.1", "TCP", 8080), True),
+        (("10.0.0.1", "TCP", 8080), ("0.0.0.0", "TCP", 8080), True),
+        (("10.0.0.1", "TCP", 8080), ("10.0.0.1", "TCP", 8080), True),
+        (("10.0.0.1", "TCP", 8080), ("10.0.0.2", "TCP", 8080), False),
+        (("0.0.0.0", "UDP", 8080), ("0.0.0.0", "TCP", 8080), False),
+        (("0.0.0.0", "TCP", 8081), ("0.0.0.0", "TCP", 8080), False),
+    ],
+)
+def test_a_port_conflicts_as_kube_schedulers_host_port_check_says(
+    asked: tuple[str, str, int], held: tuple[str, str, int], conflict: bool
+) -> None:
+    """The same protocol and port, on the same IP or where either is every IP (HostPortInfo.CheckConflict)."""
+    holder = PortHolder("ns", "web", "b", frozenset({held}))
+    expected = {"b": f"ns/web holds host port {asked[2]}/{asked[1]} on the node"} if conflict else {}
+    assert kept_off_by_ports(frozenset({asked}), [holder]) == expected
+
+
+def test_a_rescue_makes_room_only_where_the_host_port_the_pod_asks_is_free() -> None:
+    """A web pod (another scheduler's, as the server keeps it) holds 8080 on b: the big pod asking 8080 is kept off b,
+    its room made on a, and kube-scheduler's refusal of b is read."""
+    nodes, pods = fragmented("b")
+    web = {**pods[2], "spec": {**pods[2]["spec"], "containers": [{"name": "c", "ports": [{"hostPort": 8080}]}]}}
+    snapshot, _ = snapshot_from_objects(nodes, pods[:2], [], datetime.now(UTC), others=[counted_pod(web)])
+    assert snapshot.port_holders == (PortHolder("ns", "web-0", "b", frozenset({("0.0.0.0", "TCP", 8080)})),)
+    listed, _ = snapshot_from_objects(nodes, [*pods[:2], web], [], datetime.now(UTC))
+    assert listed.port_holders == snapshot.port_holders, "the CLI lists every pod whole"
+    big = big_web()
+    del big["spec"]["affinity"]
+    big["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    big["status"]["conditions"][0]["message"] = (
+        "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, "
+        "1 1/1 CardInsufficientMemory."
+    )
+    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot)
+    assert found.unread == ()
+    assert found.pod.kept_off == {"b": ("NodePorts", "ns/web-0 holds host port 8080/TCP on the node")}
+    assert plan(snapshot, FitGoal(found.pod)).target == ("a", ("GPU-a",))
+    assert pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, None).unread == (
+        "1 node(s) didn't have free ports for the requested pod ports",
+    )

@@ -30,12 +30,15 @@ from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.pod_affinity import (
     AFFINITY_REFUSALS,
     INTER_POD_AFFINITY,
+    NODE_PORTS,
     POD_TOPOLOGY_SPREAD,
+    PORTS_REFUSAL,
     REPELLED_REFUSAL,
     SPREAD_REFUSAL,
-    Repeller,
     Repelling,
+    host_ports,
     kept_off_by_pods,
+    kept_off_by_ports,
     kept_off_by_spreads,
     placed_pods,
     pod_spreads,
@@ -233,35 +236,37 @@ def pending_pod(
     marks: NodeMarks,
     config: HamiConfig,
     pods: Iterable[Mapping[str, Any]] | None,
-    repellers: Iterable[Repeller] | None = None,
+    placed: Snapshot | None = None,
 ) -> PendingPod:
     """The Pending pod a plan is for; `pods` the API objects of pods its pod affinity terms and topology spreads may
     select (any superset of those bound to a node: `pod_affinity.placed_pods` reads them), None when they were not
-    read; `repellers` every bound pod with required anti-affinity (`Snapshot.repellers`), None when not read."""
+    read; `placed` the snapshot whose bound pods' anti-affinity and host ports keep it off nodes, None when not read."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
     planned = pod_for_plan(pod, marks, config)
     terms = pod_terms(spec, namespace) if pods is not None else None
     spreads = pod_spreads(spec, planned.labels) if pods is not None else None
-    placed = placed_pods(pods or ()) if terms or spreads else ()
+    selected = placed_pods(pods or ()) if terms or spreads else ()
     kept: dict[str, tuple[str, str]] = {}
-    if repellers is not None:
-        kept_off = Repelling(repellers, marks.labels).kept_off(namespace, planned.name, planned.labels)
-        kept = {node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()}
+    if placed is not None:
+        held = kept_off_by_ports(host_ports(spec), placed.port_holders)
+        kept = {node: (NODE_PORTS, words) for node, words in held.items()}
+        kept_off = Repelling(placed.repellers, marks.labels).kept_off(namespace, planned.name, planned.labels)
+        kept.update((node, (INTER_POD_AFFINITY, words)) for node, words in kept_off.items())
     if terms:
-        kept_off = kept_off_by_pods(terms, namespace, planned.labels, placed, marks.labels)
+        kept_off = kept_off_by_pods(terms, namespace, planned.labels, selected, marks.labels)
         kept.update((node, (INTER_POD_AFFINITY, words)) for node, words in kept_off.items())
     if spreads:
         by_labels = NodeMarks(marks.labels)
-        selected, _ = reachable(as_mapping(spec.get("nodeSelector")), required_terms(spec), None, by_labels)
+        allowed, _ = reachable(as_mapping(spec.get("nodeSelector")), required_terms(spec), None, by_labels)
         _, untolerated = reachable({}, None, spec.get("tolerations"), marks)
-        kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, placed, marks.labels, selected, untolerated)
+        kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, selected, marks.labels, allowed, untolerated)
         kept.update((node, (POD_TOPOLOGY_SPREAD, words)) for node, words in kept_off.items())
     planned = kept_off_nodes(planned, kept, marks.labels)
     read = (
         *(AFFINITY_REFUSALS if terms is not None else ()),
         *((SPREAD_REFUSAL,) if spreads is not None else ()),
-        *((REPELLED_REFUSAL,) if repellers is not None else ()),
+        *((REPELLED_REFUSAL, PORTS_REFUSAL) if placed is not None else ()),
     )
     return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read), counted_pods(spec, namespace))
 

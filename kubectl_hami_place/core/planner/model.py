@@ -15,7 +15,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.node_resources import NOTHING, Resources
-from kubectl_hami_place.core.pod_affinity import Repeller
+from kubectl_hami_place.core.pod_affinity import PortHolder, Repeller
 from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -106,12 +106,14 @@ class PlanPod:
 @dataclass(frozen=True)
 class Snapshot:
     """The cluster at one moment: nodes, placed pods, each PodDisruptionBudget's disruptions allowed, and the bound
-    pods whose required anti-affinity keeps others off (a Pending pod's nodes are judged by them too)."""
+    pods whose required anti-affinity keeps others off or that hold host ports (a Pending pod's nodes are judged by
+    them too)."""
 
     nodes: tuple[PlanNode, ...]
     pods: tuple[PlanPod, ...]
     budgets: Mapping[str, int] = field(default_factory=dict)
     repellers: tuple[Repeller, ...] = ()
+    port_holders: tuple[PortHolder, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,14 @@ from kubectl_hami_place.core.node_resources import (
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks, reachable, required_terms
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
-from kubectl_hami_place.core.pod_affinity import INTER_POD_AFFINITY, Repeller, Repelling, repeller
+from kubectl_hami_place.core.pod_affinity import (
+    INTER_POD_AFFINITY,
+    PortHolder,
+    Repeller,
+    Repelling,
+    port_holder,
+    repeller,
+)
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
@@ -105,7 +112,11 @@ def snapshot_from_objects(
         repelled = repelling.kept_off(plan_pod.namespace, plan_pod.name, plan_pod.labels)
         kept = {node: (INTER_POD_AFFINITY, why) for node, why in repelled.items()}
         plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering), kept, marks.labels))
-    snapshot = Snapshot(nodes=plan_nodes, pods=tuple(plan_pods), budgets=allowed, repellers=repellers)
+    holders = (
+        *(found for found in map(port_holder, pods) if found is not None),
+        *(PortHolder(other.namespace, other.name, other.node, other.ports) for other in others if other.ports),
+    )
+    snapshot = Snapshot(plan_nodes, tuple(plan_pods), allowed, repellers, holders)
     return snapshot, tuple(warnings)
 
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
-from kubectl_hami_place.core.pod_affinity import HostPort, PodTerm, host_ports, repelling_terms
+from kubectl_hami_place.core.pod_affinity import NO_PORTS, HostPort, PodTerm, host_ports, repelling_terms
 from kubectl_hami_place.core.requests import parse_quantity
 
 FINISHED = frozenset({"Succeeded", "Failed"})
@@ -70,7 +70,7 @@ class CountedPod(NamedTuple):
     node: str
     needs: Resources | str
     repels: tuple[PodTerm, ...] = ()
-    ports: frozenset[HostPort] = frozenset()
+    ports: frozenset[HostPort] = NO_PORTS
 
 
 def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
@@ -83,7 +83,7 @@ def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
     namespace = str(metadata.get("namespace", ""))
     repels, ports = repelling_terms(spec, namespace), host_ports(spec)
     node = str(spec.get("nodeName") or "")
-    return CountedPod(namespace, str(metadata.get("name", "")), node, needs, repels, ports or frozenset())
+    return CountedPod(namespace, str(metadata.get("name", "")), node, needs, repels, ports)
 
 
 def pod_resources(spec: Mapping[str, Any]) -> Resources:

@@ -399,6 +399,8 @@ def _domains(node_labels: Mapping[str, Mapping[str, Any]], key: str) -> dict[str
 HostPort = tuple[str, str, int]
 """A port a pod takes on its node: host IP ("0.0.0.0" for every one), protocol and port."""
 ANY_IP = "0.0.0.0"
+NO_PORTS: frozenset[HostPort] = frozenset()
+"""What most pods take, one object for all: the server keeps this of every pod of another scheduler."""
 
 
 def host_ports(spec: Mapping[str, Any]) -> frozenset[HostPort]:
@@ -417,7 +419,7 @@ def host_ports(spec: Mapping[str, Any]) -> frozenset[HostPort]:
                 taken = port.get("hostPort") if isinstance(port, Mapping) else None
                 if isinstance(taken, int) and not isinstance(taken, bool) and taken > 0:
                     found.add((str(port.get("hostIP") or ANY_IP), str(port.get("protocol") or "TCP"), taken))
-    return frozenset(found)
+    return frozenset(found) if found else NO_PORTS
 
 
 @dataclass(frozen=True)

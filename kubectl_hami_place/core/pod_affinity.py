@@ -109,13 +109,16 @@ def _term(term: object, namespace: str, anti: bool) -> PodTerm | None:
     listed = term.get("namespaces")
     names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
     namespaces = None if namespace_selector is not None else frozenset(names or [namespace])
-    selector = None
-    if term.get("labelSelector") is not None:
-        try:
-            selector = selector_from_dict(term["labelSelector"])
-        except SelectorError:
-            return None
+    try:
+        selector = _selector(term.get("labelSelector"))
+    except SelectorError:
+        return None
     return PodTerm(anti, term["topologyKey"], selector, namespaces)
+
+
+def _selector(written: object) -> LabelSelector | None:
+    """A term's or spread's label selector; None (no pod) when it is null; SelectorError when it does not parse."""
+    return None if written is None else selector_from_dict(written)
 
 
 def kept_off_by_pods(
@@ -233,12 +236,11 @@ def _spread(spread: Mapping[str, Any], labels: Mapping[str, str]) -> Spread | No
     least = 1 if least is None else least
     if not (_count(skew) and _count(least) and isinstance(key, str) and key):
         return None
-    selector = None
-    if spread.get("labelSelector") is not None:
-        try:
-            selector = selector_from_dict(spread["labelSelector"])
-        except SelectorError:
-            return None
+    try:
+        selector = _selector(spread.get("labelSelector"))
+    except SelectorError:
+        return None
+    if selector is not None:
         keys = spread.get("matchLabelKeys")
         merged = [
             Requirement(name, "In", (labels[name],))

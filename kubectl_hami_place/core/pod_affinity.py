@@ -204,7 +204,7 @@ class Spread:
 
     def counts(self, labels: Mapping[str, str]) -> bool:
         """Whether the spread counts a placed pod with these labels: an empty selector counts none, though it selects
-        the new pod (kube-scheduler's countPodsMatchSelector)."""
+        the new pod (kube-scheduler's countPodsMatchSelector; 1.24's counted every pod of the namespace then)."""
         return self.selector is not None and not self.selector.empty and matches(self.selector, labels)
 
     @property

@@ -399,8 +399,8 @@ def test_a_move_onto_a_node_whose_cpu_or_memory_no_longer_holds_the_pod_stops_th
 
 
 def test_a_move_onto_a_node_the_pod_may_no_longer_run_on_stops_the_plan() -> None:
-    """Node b was tainted (or relabelled) since the plan: kube-scheduler would leave the replacement Pending there,
-    so the pod must not be evicted."""
+    """Node b was tainted (or relabelled, or a pod whose anti-affinity selects this one came) since the plan:
+    kube-scheduler would leave the replacement Pending there, so the pod must not be evicted."""
     pod = placed("x", "a", ["GPU-a-0"], 10 * GIB)
     move = Move("ns/x", "uid-x", "a", ("GPU-a-0",), "b", ("GPU-b-0",), "test")
     nodes = (gpu_node("a", 1), gpu_node("b", 1))
@@ -413,4 +413,9 @@ def test_a_move_onto_a_node_the_pod_may_no_longer_run_on_stops_the_plan() -> Non
     unselected = replace(pod, nodes=frozenset({"a"}))
     assert move_step(move, Snapshot(nodes=nodes, pods=(unselected,)), ()) == MoveCheck(
         Step.changed, "ns/x's node selection no longer allows node b: kube-scheduler would refuse its replacement there"
+    )
+    repelled = replace(pod, nodes=frozenset({"a"}), kept_off={"b": ("InterPodAffinity", "ns/w's anti-affinity")})
+    assert move_step(move, Snapshot(nodes=nodes, pods=(repelled,)), ()) == MoveCheck(
+        Step.changed,
+        "ns/x may not go to node b (ns/w's anti-affinity): kube-scheduler would refuse its replacement there",
     )

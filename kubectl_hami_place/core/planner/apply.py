@@ -197,11 +197,12 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
         )
     if original.nodes is not None and move.to_node not in original.nodes:
         taint = original.untolerated.get(move.to_node)
-        why = (
-            f"{move.pod} does not tolerate node {move.to_node}'s taint {taint}"
-            if taint
-            else f"{move.pod}'s node selection no longer allows node {move.to_node}"
-        )
+        if taint:
+            why = f"{move.pod} does not tolerate node {move.to_node}'s taint {taint}"
+        elif move.to_node in original.kept_off:
+            why = f"{move.pod} may not go to node {move.to_node} ({original.kept_off[move.to_node][1]})"
+        else:
+            why = f"{move.pod}'s node selection no longer allows node {move.to_node}"
         return MoveCheck(Step.changed, f"{why}: kube-scheduler would refuse its replacement there")
     for uuid in move.to_cards:
         slot = state.by_uuid.get(uuid)

@@ -71,16 +71,26 @@ def placed_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[PlacedPod, ...]:
     and Failed pods; a term counts a terminating pod, a spread does not)."""
     found = []
     for pod in pods:
-        metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
-        node = spec.get("nodeName")
-        if not isinstance(node, str) or not node:
-            continue
-        if as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
-            continue
-        labels = {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
-        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-        found.append(PlacedPod(namespace, name, node, labels, bool(metadata.get("deletionTimestamp"))))
+        bound = _bound(pod)
+        if bound is not None:
+            metadata = as_mapping(pod.get("metadata"))
+            terminating = bool(metadata.get("deletionTimestamp"))
+            found.append(PlacedPod(*bound, labels_of(metadata), terminating))
     return tuple(found)
+
+
+def _bound(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The pod's namespace, name and node when it is bound and not ended, else None."""
+    node = as_mapping(pod.get("spec")).get("nodeName")
+    if not isinstance(node, str) or not node or as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+        return None
+    metadata = as_mapping(pod.get("metadata"))
+    return str(metadata.get("namespace", "")), str(metadata.get("name", "")), node
+
+
+def labels_of(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """An object's labels, those whose value is text (what a selector can match)."""
+    return {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
 
 
 def pod_terms(spec: Mapping[str, Any], namespace: str) -> tuple[PodTerm, ...] | None:
@@ -106,14 +116,22 @@ def _term(term: object, namespace: str, anti: bool) -> PodTerm | None:
     namespace_selector = term.get("namespaceSelector")
     if namespace_selector is not None and namespace_selector != {}:
         return None
-    listed = term.get("namespaces")
-    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
-    namespaces = None if namespace_selector is not None else frozenset(names or [namespace])
+    namespaces = term_namespaces(term, namespace)
     try:
         selector = _selector(term.get("labelSelector"))
     except SelectorError:
         return None
     return PodTerm(anti, term["topologyKey"], selector, namespaces)
+
+
+def term_namespaces(term: Mapping[str, Any], namespace: str) -> frozenset[str] | None:
+    """The namespaces a pod affinity term selects pods of: those it lists, else the pod's own (`namespace`); None
+    (any) under a namespaceSelector."""
+    if term.get("namespaceSelector") is not None:
+        return None
+    listed = term.get("namespaces")
+    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
+    return frozenset(names or [namespace])
 
 
 def _selector(written: object) -> LabelSelector | None:
@@ -339,12 +357,11 @@ def repelling_terms(spec: Mapping[str, Any], namespace: str) -> tuple[PodTerm, .
 
 def repeller(pod: Mapping[str, Any]) -> Repeller | None:
     """The pod as it keeps others off, when it is bound, not ended, and has required anti-affinity."""
-    bound = placed_pods([pod])
-    if not bound:
+    bound = _bound(pod)
+    if bound is None:
         return None
-    [placed] = bound
-    terms = repelling_terms(as_mapping(pod.get("spec")), placed.namespace)
-    return Repeller(placed.namespace, placed.name, placed.node, terms) if terms else None
+    terms = repelling_terms(as_mapping(pod.get("spec")), bound[0])
+    return Repeller(*bound, terms) if terms else None
 
 
 class Repelling:
@@ -405,16 +422,17 @@ NO_PORTS: frozenset[HostPort] = frozenset()
 """What most pods take, one object for all: the server keeps this of every pod of another scheduler."""
 
 
-def host_ports(spec: Mapping[str, Any]) -> frozenset[HostPort]:
+def host_ports(spec: Mapping[str, Any], *, every_init_container: bool = False) -> frozenset[HostPort]:
     """The host ports the pod takes, as kube-scheduler's GetHostPorts reads them: its containers' and its sidecars'
-    (init containers that run for the pod's whole life), an IP or protocol left out read as every IP and TCP."""
+    (init containers that run for the pod's whole life; with `every_init_container`, the others' too), an IP or
+    protocol left out read as every IP and TCP."""
     found = set()
     for key in ("initContainers", "containers"):
         listed = spec.get(key)
         for container in listed if isinstance(listed, list | tuple) else ():
             if not isinstance(container, Mapping):
                 continue
-            if key == "initContainers" and container.get("restartPolicy") != "Always":
+            if key == "initContainers" and container.get("restartPolicy") != "Always" and not every_init_container:
                 continue
             ports = container.get("ports")
             for port in ports if isinstance(ports, list | tuple) else ():
@@ -436,12 +454,9 @@ class PortHolder:
 
 def port_holder(pod: Mapping[str, Any]) -> PortHolder | None:
     """The pod as it holds its node's ports, when it is bound, not ended, and takes any."""
-    bound = placed_pods([pod])
-    if not bound:
-        return None
-    [placed] = bound
     ports = host_ports(as_mapping(pod.get("spec")))
-    return PortHolder(placed.namespace, placed.name, placed.node, ports) if ports else None
+    bound = _bound(pod) if ports else None
+    return PortHolder(*bound, ports) if bound is not None else None
 
 
 def kept_off_by_ports(wanted: frozenset[HostPort], holders: Iterable[PortHolder]) -> dict[str, str]:

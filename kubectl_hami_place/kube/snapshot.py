@@ -14,7 +14,7 @@ from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.core.pod_affinity import pod_spreads, pod_terms
+from kubectl_hami_place.core.pod_affinity import labels_of, pod_spreads, pod_terms
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
 from kubectl_hami_place.kube.hami_config import read_hami_config
@@ -85,8 +85,7 @@ def selected_pods(kube: Kube, pod: Mapping[str, Any]) -> list[dict[str, Any]] | 
     each one's label selector in its namespaces; None when one cannot be read (`pod_affinity`)."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
-    labels = {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
-    terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, labels)
+    terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, labels_of(metadata))
     if terms is None or spreads is None:
         return None
     wanted = [(term.selector, term.namespaces) for term in terms]

@@ -36,8 +36,11 @@ from kubectl_hami_place.core.pod_affinity import (
     PortHolder,
     Repeller,
     Repelling,
+    host_ports,
+    labels_of,
     port_holder,
     repeller,
+    term_namespaces,
 )
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
@@ -191,7 +194,7 @@ def pod_for_plan(
         default_policy=config.gpu_scheduler_policy,
         needs=needs,
         held=unread,
-        labels={key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)},
+        labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
     )
 
@@ -221,16 +224,9 @@ def placed_by_other_pods(spec: Mapping[str, Any]) -> bool:
 
 def takes_host_port(spec: Mapping[str, Any]) -> bool:
     """Whether a container of the pod takes a port of its node (`hostPort`; the API server sets it from the
-    containerPort under hostNetwork), which kube-scheduler's NodePorts filter keeps other pods off."""
-    for key in ("initContainers", "containers"):
-        containers = spec.get(key)
-        for container in containers if isinstance(containers, list | tuple) else ():
-            ports = container.get("ports") if isinstance(container, Mapping) else None
-            for port in ports if isinstance(ports, list | tuple) else ():
-                taken = port.get("hostPort") if isinstance(port, Mapping) else None
-                if isinstance(taken, int) and not isinstance(taken, bool) and taken > 0:
-                    return True
-    return False
+    containerPort under hostNetwork), which kube-scheduler's NodePorts filter keeps other pods off; any init
+    container's counts here, a reading wider than kube-scheduler's, which keeps such a pod on its node."""
+    return bool(host_ports(spec, every_init_container=True))
 
 
 def claims_resources(spec: Mapping[str, Any]) -> bool:
@@ -265,7 +261,7 @@ def counted_pods(spec: Mapping[str, Any], namespace: str) -> tuple[CountedPods, 
         terms = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
         for term in terms if isinstance(terms, list | tuple) else ():
             if isinstance(term, Mapping) and term.get("labelSelector") is not None:
-                found.append(CountedPods(_term_namespaces(term, namespace), _selector(term["labelSelector"])))
+                found.append(CountedPods(term_namespaces(term, namespace), _selector(term["labelSelector"])))
     spreads = spec.get("topologySpreadConstraints")
     for spread in spreads if isinstance(spreads, list | tuple) else ():
         if not isinstance(spread, Mapping) or spread.get("labelSelector") is None:
@@ -273,16 +269,6 @@ def counted_pods(spec: Mapping[str, Any], namespace: str) -> tuple[CountedPods, 
         if spread.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
             found.append(CountedPods(frozenset({namespace}), _selector(spread["labelSelector"])))
     return tuple(found)
-
-
-def _term_namespaces(term: Mapping[str, Any], namespace: str) -> frozenset[str] | None:
-    """The namespaces a pod affinity term selects pods of: those it lists, else the pod's own; None (any) under a
-    namespaceSelector, whose namespaces' labels the plan does not read."""
-    if term.get("namespaceSelector") is not None:
-        return None
-    listed = term.get("namespaces")
-    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
-    return frozenset(names or [namespace])
 
 
 def _selector(written: object) -> LabelSelector | None:

@@ -35,6 +35,7 @@ from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
+from kubectl_hami_place.core.volumes import IN_TREE, ZONE_LABELS
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
@@ -366,8 +367,9 @@ PLANNED_SPEC = (
     "tolerations",
     "resourceClaims",
 )
-# What a plan reads of a pod's volumes: only whether it claims one (`claims_volume`), kept as one shared marker.
-CLAIMED_VOLUME: tuple[dict[str, Any], ...] = ({"persistentVolumeClaim": {}},)
+# What a plan reads of a pod's claimed volumes (`volumes.claim_names`) and of a PersistentVolume's source
+# (`volumes.volume_of`) is only that a key is there: its value is this one shared empty map.
+PRESENT: dict[str, Any] = {}
 # Of each container, what the plan reads: its name, resources and (an init container's) restartPolicy, which makes it
 # a sidecar that kube-scheduler counts for the pod's whole life; and its ports only when they take the node's.
 PLANNED_CONTAINER = ("name", "resources", "restartPolicy")
@@ -394,7 +396,7 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     }
     planned_spec = {**kept["spec"], **{key: _planned_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
     if claims_volume(spec):
-        planned_spec["volumes"] = CLAIMED_VOLUME
+        planned_spec["volumes"] = _planned_alike([_planned_volume(v) for v in spec["volumes"] if _claims(v)])
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):
@@ -408,6 +410,19 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
         if isinstance(c, dict) and c.get("type") == "PodScheduled"
     ]
     return {"metadata": metadata, "spec": planned_spec, "status": {**kept["status"], "conditions": scheduled}}
+
+
+def _claims(volume: object) -> bool:
+    """Whether a pod's volume is a claim, its own or an ephemeral one."""
+    return isinstance(volume, dict) and ("persistentVolumeClaim" in volume or "ephemeral" in volume)
+
+
+def _planned_volume(volume: dict[str, Any]) -> dict[str, Any]:
+    """What a plan reads of a claimed volume: its name, and its claim's name or that it is ephemeral."""
+    if "ephemeral" in volume:
+        return {"name": volume.get("name"), "ephemeral": PRESENT}
+    claim = _dict(volume.get("persistentVolumeClaim"))
+    return {"name": volume.get("name"), "persistentVolumeClaim": {"claimName": claim.get("claimName")}}
 
 
 def _planned_container(container: dict[str, Any]) -> dict[str, Any]:
@@ -541,6 +556,27 @@ def project_counted_pod(pod: dict[str, Any]) -> dict[str, Any]:
         "metadata": kept,
         COUNTED: counted._replace(namespace=namespace, node=sys.intern(counted.node), needs=needs),
     }
+
+
+def project_volume_claim(claim: dict[str, Any]) -> dict[str, Any]:
+    """A PersistentVolumeClaim as the controller keeps it: its key and version, whether it is being deleted, and the
+    volume it is bound to (`volumes.claim_of`)."""
+    meta = _dict(claim.get("metadata"))
+    kept = {key: meta[key] for key in ("name", "namespace", "resourceVersion", "deletionTimestamp") if key in meta}
+    bound = _dict(claim.get("spec")).get("volumeName")
+    return {"metadata": kept, "spec": {"volumeName": bound} if bound else {}}
+
+
+def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
+    """A PersistentVolume as the controller keeps it: its key and version, its zone and region labels, its node
+    affinity and which in-tree source it has (`volumes.volume_of`)."""
+    meta, spec = _dict(volume.get("metadata")), _dict(volume.get("spec"))
+    kept: dict[str, Any] = {key: meta[key] for key in ("name", "resourceVersion") if key in meta}
+    labels = {key: value for key, value in _dict(meta.get("labels")).items() if key in ZONE_LABELS}
+    if labels:
+        kept["labels"] = labels
+    planned = {key: spec[key] for key in ("nodeAffinity", *IN_TREE) if key in spec}
+    return {"metadata": kept, "spec": {key: PRESENT if key in IN_TREE else value for key, value in planned.items()}}
 
 
 def same_node(stored: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:

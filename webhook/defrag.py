@@ -113,6 +113,7 @@ from kubectl_hami_place.core.planner import Move, Snapshot
 from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, MoveCheck, Step, move_step, stranded_replacement
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
+from kubectl_hami_place.core.volumes import volumes_of
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.claims import StaleWrite, write_status
 from kubectl_hami_place.kube.client import Kube
@@ -140,8 +141,10 @@ from kubectl_hami_place.kube.watch import (
     failed_scheduling_reflector,
     object_key,
     other_pods_reflector,
+    volume_claim_reflector,
+    volume_reflector,
 )
-from webhook.cache import COUNTED, ClusterCache, project_counted_pod
+from webhook.cache import COUNTED, ClusterCache, project_counted_pod, project_volume, project_volume_claim
 from webhook.metrics import DefragMetrics
 from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
@@ -249,6 +252,10 @@ class DefragController:
         # Every other scheduler's bound pod, as what it asks of its node: the cache holds HAMi's pods only, and a
         # plan that did not count these would move pods onto nodes kube-scheduler refuses for CPU or memory.
         self.other_pods = other_pods_reflector(kube.api, options.scheduler_name, project=project_counted_pod)
+        # Claims and their volumes: where a pod that claims one may go, its own replacement too (a plan without them
+        # keeps such a pod on its node).
+        self.volume_claims = volume_claim_reflector(kube.api, project=project_volume_claim)
+        self.volumes = volume_reflector(kube.api, project=project_volume)
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
@@ -278,7 +285,14 @@ class DefragController:
     def reflectors(self) -> tuple[Reflector, ...]:
         """The watches the controller keeps besides the server's cache (no plan before each has listed; admission
         waits on none of them)."""
-        return (self.policy_map, self.failures, self.disruption_budgets, self.other_pods)
+        return (
+            self.policy_map,
+            self.failures,
+            self.disruption_budgets,
+            self.other_pods,
+            self.volume_claims,
+            self.volumes,
+        )
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
         """The Lease's thread, the watches' threads and the worker's thread, not started."""
@@ -419,7 +433,9 @@ class DefragController:
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
         selected = selected_pods(self.kube, candidate.pod)
-        pending = pending_pod(candidate.pod, read.node_marks, read.config, selected, read.snapshot)
+        pending = pending_pod(
+            candidate.pod, read.node_marks, read.config, selected, read.snapshot, volumes=read.volumes
+        )
         trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread, pending.counted)
         snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
@@ -882,8 +898,14 @@ class DefragController:
         if self._read is None or again:
             budgets = self.disruption_budgets.items()
             others = [pod[COUNTED] for pod in self.other_pods.items()]
+            volumes = volumes_of(self.volume_claims.items(), self.volumes.items())
             self._read = snapshot_of(
-                self.cache.nodes.items(), self.cache.pods.items(), budgets, self.hami_config(), others=others
+                self.cache.nodes.items(),
+                self.cache.pods.items(),
+                budgets,
+                self.hami_config(),
+                others=others,
+                volumes=volumes,
             )
         return self._read
 

@@ -109,6 +109,19 @@ def list_pods(
     return sorted(list_items(body), key=lambda p: (p.get("metadata", {}).get("namespace", ""), _name(p)))
 
 
+def list_volume_claims(kube: Kube) -> list[dict[str, Any]]:
+    """Every PersistentVolumeClaim: which volume each pod's claim is bound to."""
+    body = request(
+        kube, _get(kube, "/api/v1/persistentvolumeclaims"), what="list persistentvolumeclaims in all namespaces"
+    )
+    return list_items(body)
+
+
+def list_volumes(kube: Kube) -> list[dict[str, Any]]:
+    """Every PersistentVolume: the nodes each may be reached from."""
+    return list_items(request(kube, _get(kube, "/api/v1/persistentvolumes"), what="list persistentvolumes"))
+
+
 def pods_labelled_with_claim(kube: Kube, namespace: str, token: str) -> list[dict[str, Any]]:
     """The namespace's pods labelled with the claim's digest (pinned by a server that labels, from issue 23 on)."""
     return list_pods(kube, namespace, label_selector=f"{CLAIM_DIGEST_LABEL}={claim_digest(token)}")

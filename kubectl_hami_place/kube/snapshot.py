@@ -13,10 +13,12 @@ from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import claims_volume, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.pod_affinity import labels_of, pod_spreads, pod_terms
+from kubectl_hami_place.core.volumes import Volumes, volumes_of
 from kubectl_hami_place.kube.client import Kube, request
-from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods
+from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods, list_volume_claims, list_volumes
+from kubectl_hami_place.kube.errors import KubeForbidden
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.list_body import list_items
 
@@ -31,6 +33,7 @@ class SnapshotRead:
     node_marks: NodeMarks
     pods: tuple[dict[str, Any], ...] = ()
     nodes: tuple[dict[str, Any], ...] = ()
+    volumes: Volumes | None = None
 
 
 def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str = "") -> SnapshotRead:
@@ -45,7 +48,19 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
         what="list poddisruptionbudgets.policy in all namespaces",
     )
     notices = (config.notice,) if config.notice else ()
-    return snapshot_of(nodes, pods, list_items(body), config.config, notices)
+    volumes, unread = read_volumes(kube, pods)
+    return snapshot_of(nodes, pods, list_items(body), config.config, (*notices, *unread), volumes=volumes)
+
+
+def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes | None, tuple[str, ...]]:
+    """The claims and volumes, when a pod claims one (None otherwise), and the warning when they may not be read: its
+    pods then stay on their nodes, as they would without them."""
+    if not any(claims_volume(as_mapping(pod.get("spec"))) for pod in pods):
+        return None, ()
+    try:
+        return volumes_of(list_volume_claims(kube), list_volumes(kube)), ()
+    except KubeForbidden as err:
+        return None, (f"{err}; pods that claim a volume stay on their nodes",)
 
 
 def snapshot_of(
@@ -56,23 +71,31 @@ def snapshot_of(
     notices: tuple[str, ...] = (),
     *,
     others: Iterable[CountedPod] = (),
+    volumes: Volumes | None = None,
 ) -> SnapshotRead:
     """The planner's snapshot of objects already read (lists, or the server's watch caches, whose pods of other
-    schedulers come as `others`, counted in their nodes' rooms only)."""
-    snapshot, warnings = snapshot_from_objects(nodes, pods, budgets, datetime.now(UTC), config, others=others)
-    return SnapshotRead(snapshot, config, (*notices, *warnings), node_marks(nodes), tuple(pods), tuple(nodes))
+    schedulers come as `others`, counted in their nodes' rooms only; `volumes` the claims and volumes, None when not
+    read)."""
+    snapshot, warnings = snapshot_from_objects(
+        nodes, pods, budgets, datetime.now(UTC), config, others=others, volumes=volumes
+    )
+    marks = node_marks(nodes)
+    return SnapshotRead(snapshot, config, (*notices, *warnings), marks, tuple(pods), tuple(nodes), volumes)
 
 
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:
     """One pod as the planner sees it, with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
-    return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config)
+    return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config, volumes=read.volumes)
 
 
 def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingPod:
     """The pod to make room for, read with the snapshot's nodes, pods and config; `KubeNotFound` when it does not
     exist."""
     pod = get_pod(kube, namespace, name)
-    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot)
+    volumes = read.volumes
+    if volumes is None and claims_volume(as_mapping(pod.get("spec"))):
+        volumes, _ = read_volumes(kube, [pod])
+    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot, volumes=volumes)
 
 
 BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"

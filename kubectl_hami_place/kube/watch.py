@@ -329,3 +329,15 @@ def disruption_budget_reflector(api_client: ApiClient, project: Projection = _tr
     return Reflector(
         "poddisruptionbudgets", by_path(api_client, "GET", "/apis/policy/v1/poddisruptionbudgets"), project=project
     )
+
+
+def volume_claim_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every PersistentVolumeClaim: the volume each pod's claim is bound to."""
+    return Reflector(
+        "persistentvolumeclaims", by_path(api_client, "GET", "/api/v1/persistentvolumeclaims"), project=project
+    )
+
+
+def volume_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every PersistentVolume: the nodes each may be reached from."""
+    return Reflector("persistentvolumes", by_path(api_client, "GET", "/api/v1/persistentvolumes"), project=project)

@@ -16,12 +16,15 @@ from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_r
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import PlanPod
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.volumes import volumes_of
 from webhook.cache import (
     COUNTED,
     LAST_APPLIED,
     project_counted_pod,
     project_node_for_planning,
     project_pod_for_planning,
+    project_volume,
+    project_volume_claim,
 )
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -184,10 +187,18 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     labels = node_marks([whole_node("gpu-0", "a"), whole_node("gpu-2", "a")])
     assert pod_for_plan(project_pod_for_planning(anywhere()), labels).nodes is None
     claimed = anywhere()
-    claimed["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "data"}})
+    claimed["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "d", "readOnly": True}})
     projected = project_pod_for_planning(claimed)
-    assert projected["spec"]["volumes"] == ({"persistentVolumeClaim": {}},), "only that it claims one"
+    assert projected["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
     assert pod_for_plan(projected, labels).nodes == pod_for_plan(claimed, labels).nodes == {"gpu-0"}
+    local = {"metadata": {"name": "pv"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{}]}}}}
+    zonal = volumes_of([{"metadata": {"namespace": "team-a", "name": "d"}, "spec": {"volumeName": "pv"}}], [local])
+    both = pod_for_plan(projected, labels, volumes=zonal).nodes, pod_for_plan(claimed, labels, volumes=zonal).nodes
+    assert both == (frozenset(), frozenset()), "the claim's name is kept: its volume's affinity is read"
+    scratch = anywhere()
+    template = {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}
+    scratch["spec"]["volumes"] += [{"name": "scratch", "ephemeral": template}, {"name": "cm", "configMap": {}}]
+    assert project_pod_for_planning(scratch)["spec"]["volumes"] == [{"name": "scratch", "ephemeral": {}}]
     spread = anywhere()
     spread["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone"}]
     kept_spread = project_pod_for_planning(spread)
@@ -317,3 +328,30 @@ def test_other_schedulers_pods_decoded_apart_share_their_namespace_and_node_stri
         project_counted_pod(orjson.loads(orjson.dumps(plain_pod(name, "gpu-0"))))[COUNTED] for name in ("a", "b")
     )
     assert (one.namespace is other.namespace, one.node is other.node) == (True, True)
+
+
+def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() -> None:
+    """Where each claim is bound and whether it is leaving; a volume's node affinity, zone labels and in-tree source
+    (its other labels, capacity, claimRef and status are not kept)."""
+    affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}
+    volume = {
+        "metadata": {"name": "pv", "resourceVersion": "7", "labels": {"topology.kubernetes.io/zone": "z1", "x": "y"}},
+        "spec": {
+            "nodeAffinity": affinity,
+            "capacity": {"storage": "1Gi"},
+            "claimRef": {"name": "data"},
+            "awsElasticBlockStore": {"volumeID": "v"},
+        },
+        "status": {"phase": "Bound"},
+    }
+    meta = {"namespace": "ns", "name": "data", "resourceVersion": "3", "deletionTimestamp": "2026-12-05T00:00:00Z"}
+    claim = {"metadata": {**meta, "labels": {"a": "b"}}, "spec": {"volumeName": "pv", "resources": {}}}
+    kept_volume, kept_claim = project_volume(volume), project_volume_claim(claim)
+    assert kept_volume == {
+        "metadata": {"name": "pv", "resourceVersion": "7", "labels": {"topology.kubernetes.io/zone": "z1"}},
+        "spec": {"nodeAffinity": affinity, "awsElasticBlockStore": {}},
+    }
+    assert kept_claim == {"metadata": meta, "spec": {"volumeName": "pv"}}
+    assert volumes_of([kept_claim], [kept_volume]) == volumes_of([claim], [volume])
+    unbound = project_volume_claim({"metadata": {"namespace": "ns", "name": "x"}, "spec": {}})
+    assert volumes_of([unbound], []).claims[("ns", "x")].volume == ""

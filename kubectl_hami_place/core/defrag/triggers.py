@@ -45,6 +45,7 @@ from kubectl_hami_place.core.pod_affinity import (
     pod_terms,
 )
 from kubectl_hami_place.core.requests import pod_requests
+from kubectl_hami_place.core.volumes import VOLUME_REFUSALS, Volumes, volume_reach
 
 ROOM_REASONS = (
     "CardInsufficientMemory",
@@ -237,36 +238,50 @@ def pending_pod(
     config: HamiConfig,
     pods: Iterable[Mapping[str, Any]] | None,
     placed: Snapshot | None = None,
+    *,
+    volumes: Volumes | None = None,
 ) -> PendingPod:
     """The Pending pod a plan is for; `pods` the API objects of pods its pod affinity terms and topology spreads may
     select (any superset of those bound to a node: `pod_affinity.placed_pods` reads them), None when they were not
-    read; `placed` the snapshot whose bound pods' anti-affinity and host ports keep it off nodes, None when not read."""
+    read; `placed` the snapshot whose bound pods' anti-affinity and host ports keep it off nodes, None when not read;
+    `volumes` the claims and volumes read, whose bound volumes keep it off nodes (None: not read)."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
     planned = pod_for_plan(pod, marks, config)
     terms = pod_terms(spec, namespace) if pods is not None else None
     spreads = pod_spreads(spec, planned.labels) if pods is not None else None
     selected = placed_pods(pods or ()) if terms or spreads else ()
-    kept: dict[str, tuple[str, str]] = {}
+    # kube-scheduler's filters in its order, the first that refuses a node naming why: NodePorts, VolumeBinding and
+    # VolumeZone, PodTopologySpread, InterPodAffinity (the pod's own terms, then placed pods' anti-affinity).
+    found: list[Mapping[str, tuple[str, str]]] = []
     if placed is not None:
         held = kept_off_by_ports(host_ports(spec), placed.port_holders)
-        kept = {node: (NODE_PORTS, words) for node, words in held.items()}
-        kept_off = Repelling(placed.repellers, marks.labels).kept_off(namespace, planned.name, planned.labels)
-        kept.update((node, (INTER_POD_AFFINITY, words)) for node, words in kept_off.items())
-    if terms:
-        kept_off = kept_off_by_pods(terms, namespace, planned.labels, selected, marks.labels)
-        kept.update((node, (INTER_POD_AFFINITY, words)) for node, words in kept_off.items())
+        found.append({node: (NODE_PORTS, words) for node, words in held.items()})
+    reach = None
+    if volumes is not None:
+        reach = volume_reach(spec, namespace, planned.name, volumes, marks.labels, replacement=False)
+        found.append(reach.kept_off)
     if spreads:
         by_labels = NodeMarks(marks.labels)
         allowed, _ = reachable(as_mapping(spec.get("nodeSelector")), required_terms(spec), None, by_labels)
         _, untolerated = reachable({}, None, spec.get("tolerations"), marks)
         kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, selected, marks.labels, allowed, untolerated)
-        kept.update((node, (POD_TOPOLOGY_SPREAD, words)) for node, words in kept_off.items())
+        found.append({node: (POD_TOPOLOGY_SPREAD, words) for node, words in kept_off.items()})
+    if terms:
+        kept_off = kept_off_by_pods(terms, namespace, planned.labels, selected, marks.labels)
+        found.append({node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()})
+    if placed is not None:
+        kept_off = Repelling(placed.repellers, marks.labels).kept_off(namespace, planned.name, planned.labels)
+        found.append({node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()})
+    kept: dict[str, tuple[str, str]] = {}
+    for refused in found:
+        kept.update((node, why) for node, why in refused.items() if node not in kept)
     planned = kept_off_nodes(planned, kept, marks.labels)
     read = (
         *(AFFINITY_REFUSALS if terms is not None else ()),
         *((SPREAD_REFUSAL,) if spreads is not None else ()),
         *((REPELLED_REFUSAL, PORTS_REFUSAL) if placed is not None else ()),
+        *(VOLUME_REFUSALS if reach is not None and not reach.unread else ()),
     )
     return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read), counted_pods(spec, namespace))
 

@@ -45,6 +45,7 @@ from kubectl_hami_place.core.pod_affinity import (
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
+from kubectl_hami_place.core.volumes import Volumes, volume_reach
 
 
 def snapshot_from_objects(
@@ -55,9 +56,11 @@ def snapshot_from_objects(
     config: HamiConfig = HAMI_DEFAULTS,
     *,
     others: Iterable[CountedPod] = (),
+    volumes: Volumes | None = None,
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot and the warnings about objects left out of it; `others` are bound pods besides `pods` whose CPU,
-    memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods)."""
+    memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods), `volumes` the
+    claims and volumes read (None: not read, and a pod that claims one stays on its node)."""
     nodes, pods, others = list(nodes), list(pods), list(others)
     info = build_cluster_info(nodes, pods, now)
     marks = node_marks(nodes)
@@ -100,7 +103,7 @@ def snapshot_from_objects(
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, marks, config, memo, asked)
+            plan_pod = pod_for_plan(pod, marks, config, memo, asked, volumes=volumes)
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -145,13 +148,17 @@ def pod_for_plan(
     config: HamiConfig = HAMI_DEFAULTS,
     memo: dict[str, Reachable] | None = None,
     asked: Mapping[tuple[str, str], Resources | str] | None = None,
+    *,
+    volumes: Volumes | None = None,
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
     The nodes it may run on are those whose labels (`marks`) carry its nodeSelector and match its required node
     affinity (`node_allows`), and whose keeping-off taints it tolerates (`tolerates`); the hostname requirement our
     webhook merged into a placed pod's affinity pins that pod only, not its replacement, so it is left out. A placed
-    pod with a volume or resource claim, pod affinity or a host port stays on its node (`stays_on_node`). Only a GPU
+    pod with a resource claim, pod affinity or a host port stays on its node (`stays_on_node`), as does one with a
+    volume claim unless `volumes` were read: then its replacement may go where its bound volumes let it
+    (`volumes.volume_reach`; on its own node alone when one of them cannot be read). Only a GPU
     pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
     template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
     it already for the nodes' rooms.
@@ -177,8 +184,13 @@ def pod_for_plan(
         needs, unread = read, ""
     else:
         needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({read})"
-    nodes, untolerated = _nodes(spec, marks, placed_on, {} if memo is None else memo) if any(requests) else _ANY
-    return PlanPod(
+    placed = str(spec.get("nodeName") or "")
+    moves_volumes = volumes is not None and bool(placed) and claims_volume(spec)
+    if any(requests):
+        nodes, untolerated = _nodes(spec, marks, placed_on, {} if memo is None else memo, moves_volumes)
+    else:
+        nodes, untolerated = _ANY
+    planned = PlanPod(
         namespace=namespace,
         name=name,
         uid=str(metadata.get("uid", "")),
@@ -197,6 +209,12 @@ def pod_for_plan(
         labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
     )
+    if volumes is None or not moves_volumes or not any(requests):
+        return planned
+    reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)
+    if reach.unread:
+        return replace(planned, nodes=_on_node(nodes, placed))
+    return kept_off_nodes(planned, reach.kept_off, marks.labels)
 
 
 def claims_volume(spec: Mapping[str, Any]) -> bool:
@@ -306,12 +324,15 @@ def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes:
     return replace(pod, nodes=allowed.difference(kept), kept_off={**pod.kept_off, **kept})
 
 
-def stays_on_node(spec: Mapping[str, Any]) -> bool:
+def stays_on_node(spec: Mapping[str, Any], volumes_read: bool = False) -> bool:
     """Whether a placed pod may move only between its own node's cards: its volume claim may be bound to the node or
-    its zone (a local PV, a zonal disk), as its resource claims may be to devices of its node, kube-scheduler places
-    it by other pods, or it takes a host port another node's pods may hold; the plan reads none of these, and
+    its zone (a local PV, a zonal disk) unless the claims and their volumes were read (`volumes_read`: then
+    `volumes.volume_reach` says where), as its resource claims may be to devices of its node, kube-scheduler places it
+    by other pods, or it takes a host port another node's pods may hold; the plan reads none of these, and
     kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
-    return claims_volume(spec) or claims_resources(spec) or placed_by_other_pods(spec) or takes_host_port(spec)
+    if claims_volume(spec) and not volumes_read:
+        return True
+    return claims_resources(spec) or placed_by_other_pods(spec) or takes_host_port(spec)
 
 
 Reachable = tuple[frozenset[str] | None, Mapping[str, str]]
@@ -319,13 +340,20 @@ Reachable = tuple[frozenset[str] | None, Mapping[str, str]]
 _ANY: Reachable = (None, MappingProxyType({}))
 
 
-def _nodes(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: dict[str, Reachable]) -> Reachable:
-    """The nodes `_reachable` allows, and only its own when it stays there."""
+def _nodes(
+    spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: dict[str, Reachable], volumes_read: bool
+) -> Reachable:
+    """The nodes `_reachable` allows, and only its own when it stays there (`stays_on_node`)."""
     selected, untolerated = _reachable(spec, marks, placed_on, memo)
     node = spec.get("nodeName")
-    if not (isinstance(node, str) and node and stays_on_node(spec)):
+    if not (isinstance(node, str) and node and stays_on_node(spec, volumes_read)):
         return selected, untolerated
-    return (frozenset({node}) if selected is None or node in selected else frozenset()), untolerated
+    return _on_node(selected, node), untolerated
+
+
+def _on_node(nodes: frozenset[str] | None, node: str) -> frozenset[str]:
+    """Of `nodes` (None: any), only `node`."""
+    return frozenset({node}) if nodes is None or node in nodes else frozenset()
 
 
 def _reachable(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: dict[str, Reachable]) -> Reachable:

@@ -1,0 +1,251 @@
+"""A pod's PersistentVolumeClaims read as kube-scheduler's VolumeBinding and VolumeZone filters read them, and the
+plans that then move a pod that claims one only to a node its bound volumes reach."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from kubectl_hami_place.core.defrag.triggers import pending_pod
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.names import HOSTNAME_LABEL
+from kubectl_hami_place.core.node_selection import node_marks
+from kubectl_hami_place.core.planner import FitGoal, plan
+from kubectl_hami_place.core.planner.model import DO_NOT_MOVE
+from kubectl_hami_place.core.planner.objects import snapshot_from_objects
+from kubectl_hami_place.core.planner.why import why
+from kubectl_hami_place.core.volumes import (
+    BETA_ZONE,
+    VOLUME_BINDING,
+    VOLUME_ZONE,
+    ZONE,
+    Volume,
+    claim_names,
+    volume_of,
+    volume_reach,
+    volumes_of,
+)
+from tests.unit.test_core_planner import node_object, pod_object
+
+NODES = {
+    "a": {HOSTNAME_LABEL: "a", ZONE: "z1"},
+    "b": {HOSTNAME_LABEL: "b", ZONE: "z1"},
+    "c": {HOSTNAME_LABEL: "c", ZONE: "z2"},
+}
+
+
+def local(name: str, *hosts: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A PersistentVolume reached from `hosts` by hostname (from any node when none)."""
+    affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [in_hosts(*hosts)]}]}} if hosts else None
+    volume_spec = {"nodeAffinity": affinity} if affinity else {}
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": {**volume_spec, **spec}}
+
+
+def in_hosts(*hosts: str) -> dict[str, Any]:
+    """A node selector requirement: the hostname is one of `hosts`."""
+    return {"key": HOSTNAME_LABEL, "operator": "In", "values": list(hosts)}
+
+
+def claim(name: str, volume: str = "", namespace: str = "ns", **metadata: Any) -> dict[str, Any]:
+    """A PersistentVolumeClaim bound to `volume` (unbound when empty)."""
+    return {"metadata": {"namespace": namespace, "name": name, **metadata}, "spec": {"volumeName": volume}}
+
+
+def mounting(*claims: str) -> dict[str, Any]:
+    """A pod spec that mounts these claims."""
+    return {"volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]}
+
+
+def test_a_volumes_node_affinity_is_matched_on_the_nodes_labels_alone() -> None:
+    """As CheckNodeAffinity builds a node of labels only: a term on metadata.name matches no node, even that one."""
+    assert volume_of(local("pv", "a", "b")).keeps_off(NODES["c"]) == (
+        VOLUME_BINDING,
+        "its volume pv's node affinity excludes it",
+    )
+    assert volume_of(local("pv", "a", "b")).keeps_off(NODES["a"]) is None
+    assert volume_of(local("pv")) == Volume("pv", None, ())
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}
+    named = volume_of(
+        {"metadata": {"name": "pv"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [by_name]}}}}
+    )
+    assert named.keeps_off(NODES["a"]) is not None
+
+
+def test_a_volumes_zone_labels_are_matched_as_volume_zone_matches_them() -> None:
+    """A node without zone labels passes; a beta key on the volume matches the node's GA one; a list joined by `__`
+    holds any of its zones; a list that does not parse is skipped."""
+    zonal = volume_of(local("pv", labels={BETA_ZONE: "z1__z3"}))
+    assert zonal.zones == ((BETA_ZONE, frozenset({"z1", "z3"})),)
+    assert zonal.keeps_off(NODES["a"]) is None
+    assert zonal.keeps_off(NODES["c"]) == (VOLUME_ZONE, f"its volume pv is in {BETA_ZONE}=z1__z3")
+    assert zonal.keeps_off({HOSTNAME_LABEL: "d"}) is None
+    assert volume_of(local("pv", labels={ZONE: "z1__"})).zones == ()
+
+
+def test_an_in_tree_volume_is_not_read() -> None:
+    """kube-scheduler translates an in-tree cloud disk to CSI before it reads where it reaches; this does not."""
+    found = volume_of(local("pv", gcePersistentDisk={"pdName": "d"}))
+    assert found.unread == "volume pv is an in-tree gcePersistentDisk volume, whose CSI translation is not read"
+
+
+def test_the_claims_of_a_pod_and_of_its_replacement() -> None:
+    """An ephemeral volume's claim is the pod's own (`<pod>-<volume>`); a replacement's would be made anew."""
+    scratch = {"volumes": [{"name": "s", "ephemeral": {}}, {"name": "d", "persistentVolumeClaim": {"claimName": "x"}}]}
+    assert claim_names(scratch, "p", replacement=False) == ("p-s", "x")
+    assert claim_names(scratch, "p", replacement=True) == "its ephemeral volume s is claimed anew by a replacement"
+    assert claim_names({"volumes": [{"name": "d", "persistentVolumeClaim": {}}]}, "p", replacement=False) == (
+        "its volume d names no claim"
+    )
+
+
+@pytest.mark.parametrize(
+    ("claims", "volumes", "unread"),
+    [
+        ([], [], "its claim data was not found"),
+        ([claim("data")], [], "its claim data is not bound"),
+        (
+            [claim("data", "pv", deletionTimestamp="2026-12-05T00:00:00Z")],
+            [local("pv")],
+            "its claim data is being deleted",
+        ),
+        ([claim("data", "pv")], [], "its claim data's volume pv was not found"),
+        (
+            [claim("data", "pv")],
+            [local("pv", azureDisk={})],
+            "its claim data's volume pv is an in-tree azureDisk volume, whose CSI translation is not read",
+        ),
+    ],
+)
+def test_a_claim_or_volume_that_cannot_be_read_leaves_where_the_pod_may_go_unread(
+    claims: list[dict[str, Any]], volumes: list[dict[str, Any]], unread: str
+) -> None:
+    """No node is kept off by guess."""
+    found = volume_reach(mounting("data"), "ns", "p", volumes_of(claims, volumes), NODES, replacement=True)
+    assert (found.unread, dict(found.kept_off)) == (unread, {})
+
+
+def test_every_claims_volume_keeps_the_pod_off_and_node_affinity_is_named_before_zone() -> None:
+    """VolumeBinding runs before VolumeZone: a node both exclude gets VolumeBinding's words."""
+    volumes = volumes_of(
+        [claim("one", "zonal"), claim("two", "local")],
+        [local("zonal", labels={ZONE: "z2"}), local("local", "c")],
+    )
+    found = volume_reach(mounting("one", "two"), "ns", "p", volumes, NODES, replacement=True)
+    assert found.unread == ""
+    assert dict(found.kept_off) == {
+        "a": (VOLUME_BINDING, "its volume local's node affinity excludes it"),
+        "b": (VOLUME_BINDING, "its volume local's node affinity excludes it"),
+    }
+    zone_only = volume_reach(mounting("one"), "ns", "p", volumes, NODES, replacement=True)
+    assert set(zone_only.kept_off) == {"a", "b"} and zone_only.kept_off["a"][0] == VOLUME_ZONE
+
+
+def three_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes a, b (zone z1) and c (z2), one 40 GiB card each holding an 8 GiB pod; small-a claims `data`, the others
+    may not move."""
+    nodes = [node_object(name) for name in NODES]
+    for node in nodes:
+        node["metadata"]["labels"] = NODES[node["metadata"]["name"]]
+    pods = []
+    for name in NODES:
+        pod = pod_object(f"small-{name}", name, nodeName=name)
+        if name == "a":
+            pod["spec"] |= mounting("data")
+        else:
+            pod["metadata"]["annotations"][DO_NOT_MOVE] = "true"
+        pods.append(pod)
+    return nodes, pods
+
+
+def whole_card() -> dict[str, Any]:
+    """A Pending pod asking a whole 40 GiB card."""
+    whole = [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "40960"}}}]
+    return pod_object("big", None, containers=whole)
+
+
+@pytest.mark.parametrize(
+    ("volume", "moved_to"),
+    [
+        (local("pv"), "b"),
+        (local("pv", "a", "b"), "b"),
+        (local("pv", "a", "c"), "c"),
+        (local("pv", labels={ZONE: "z2"}), "c"),
+    ],
+)
+def test_a_pod_that_claims_a_volume_moves_only_where_its_volume_reaches(volume: dict[str, Any], moved_to: str) -> None:
+    """small-a's room is the only one to make: its replacement goes where its volume reaches (b, of the other two,
+    first in the plan's order, when any node will do)."""
+    nodes, pods = three_nodes()
+    volumes = volumes_of([claim("data", "pv")], [volume])
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
+    result = plan(snapshot, FitGoal(pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod))
+    assert result.target == ("a", ("GPU-a",))
+    assert [(m.pod, m.to_node) for m in result.moves] == [("ns/small-a", moved_to)]
+
+
+@pytest.mark.parametrize(
+    ("claims", "volumes"),
+    [(None, None), ([claim("data", "pv")], [local("pv", "a")]), ([claim("data")], [local("pv")])],
+)
+def test_no_move_takes_a_pod_where_its_volume_does_not_reach(
+    claims: list[dict[str, Any]] | None, volumes: list[dict[str, Any]] | None
+) -> None:
+    """Volumes not read, one reached from a alone, an unbound claim: small-a stays on a, and there is no plan."""
+    nodes, pods = three_nodes()
+    read = None if claims is None or volumes is None else volumes_of(claims, volumes)
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=read)
+    [small] = [pod for pod in snapshot.pods if pod.name == "small-a"]
+    assert small.nodes == frozenset({"a"})
+    assert not plan(snapshot, FitGoal(pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod)).moves
+
+
+def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:
+    """Its volume reaches b and c: room is made on b, a's refusal is read and `why` names the volume; an unbound
+    claim leaves the refusal unread."""
+    nodes, pods = three_nodes()
+    pods[0]["metadata"]["annotations"][DO_NOT_MOVE] = "true"
+    pods[1]["metadata"]["annotations"].pop(DO_NOT_MOVE)
+    big = whole_card()
+    big["spec"] |= mounting("model")
+    big["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, "
+            "2 1/1 CardInsufficientMemory.",
+        }
+    ]
+    volumes = volumes_of([claim("model", "pv")], [local("pv", "b", "c")])
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
+    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=volumes)
+    assert found.unread == ()
+    assert found.pod.nodes == frozenset({"b", "c"})
+    result = plan(snapshot, FitGoal(found.pod))
+    assert result.target == ("b", ("GPU-b",))
+    verdict = {node.node: node for node in why(snapshot, found.pod)}["a"]
+    assert (verdict.fits, verdict.reason) == (False, VOLUME_BINDING)
+    assert verdict.message == "kube-scheduler: its volume pv's node affinity excludes it"
+    unbound = volumes_of([claim("model")], [])
+    unread = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=unbound).unread
+    assert unread == ("1 node(s) didn't match PersistentVolume's node affinity",)
+    assert pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot).unread == unread
+
+
+def test_a_node_refused_by_several_filters_is_named_by_the_first_kube_scheduler_runs() -> None:
+    """NodePorts runs before VolumeBinding: a node whose pod holds the host port the pod asks and that its volume does
+    not reach is out for its port."""
+    nodes, pods = three_nodes()
+    port = [{"containerPort": 80, "hostPort": 80}]
+    pods[0]["spec"]["containers"][0]["ports"] = port
+    big = whole_card()
+    big["spec"] |= mounting("model")
+    big["spec"]["containers"][0]["ports"] = port
+    volumes = volumes_of([claim("model", "pv")], [local("pv", "b", "c")])
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
+    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=volumes)
+    assert found.pod.kept_off["a"][0] == "NodePorts"
+    alone = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, None, volumes=volumes)
+    assert alone.pod.kept_off["a"][0] == VOLUME_BINDING

@@ -60,7 +60,7 @@ def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes
     try:
         return volumes_of(list_volume_claims(kube), list_volumes(kube)), ()
     except KubeForbidden as err:
-        return None, (f"{err}; pods that claim a volume stay on their nodes",)
+        return None, (f"cannot read claims and volumes ({err}); pods that claim a volume stay on their nodes",)
 
 
 def snapshot_of(

@@ -53,7 +53,7 @@ from sandbox import binaries, gpu_nodes
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, room_key, start
 from tests.cluster import scopes
-from tests.cluster.cli_harness import REPO, get, placements, plugin
+from tests.cluster.cli_harness import PLUGIN, REPO, get, placements, plugin
 from tests.cluster.hami_harness import (
     Evictions,
     GpuNode,
@@ -1078,10 +1078,11 @@ def light_then_fixed(
     return light
 
 
-def local_volume(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
-    """A claim bound to a local volume on `node` (as a node's disk is); returns the pod volume that mounts it."""
+def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> dict[str, Any]:
+    """A claim bound to a local volume reached from `nodes` (as a node's disk, or one shared by a few nodes, is);
+    returns the pod volume that mounts it."""
     api = client.CoreV1Api(cluster.api_client())
-    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}
     api.create_persistent_volume(
         {
             "metadata": {"name": f"{namespace}-{name}"},
@@ -1111,28 +1112,32 @@ def local_volume(cluster: Sandbox, namespace: str, name: str, node: str) -> dict
     return {"name": name, "persistentVolumeClaim": {"claimName": name}}
 
 
+FPGA = "example.com/fpga"
+"""An extended resource: kube-scheduler counts it, the plan does not read it."""
+
+
 def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the_plan_does_not_read(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
-    """The big pod (35,000 MiB on A or B) mounts a local volume of A's. A's card holds a pod that cannot move (20,000
-    MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves light to A and leaves
-    B's card to the big pod, which kube-scheduler keeps off B for its volume. The controller moves nothing and says
-    which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with a warning naming the
-    refusal and the node the room would be made on."""
+    """The big pod (35,000 MiB on A or B) asks an extended resource only A has. A's card holds a pod that cannot move
+    (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves light to A
+    and leaves B's card to the big pod, which kube-scheduler keeps off B for the resource. The controller moves
+    nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with a
+    warning naming the refusal and the node the room would be made on."""
     tag = uuid.uuid4().hex[:6]
-    a, b = f"volume-a-{tag}", f"volume-b-{tag}"
+    a, b = f"fpga-a-{tag}", f"fpga-b-{tag}"
     made: list[GpuNode] = []
     try:
         light = light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
-        volume = local_volume(cluster, namespace, "data", a)
+        nodes = client.CoreV1Api(cluster.api_client())
+        nodes.patch_node_status(a, {"status": {"allocatable": {FPGA: "1"}, "capacity": {FPGA: "1"}}})
         write_policy(cluster, server_namespace, namespace, "dry-run")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        big = pod("big", BIG)
+        big = pod("big", {**BIG, FPGA: "1"})
         on_nodes(big["spec"], a, b)
-        big["spec"]["volumes"] = [volume]
         create(cluster, namespace, big)
         wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
-        refusal = "1 node(s) didn't match PersistentVolume's node affinity"
+        refusal = f"1 Insufficient {FPGA}"
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
         assert "kube-scheduler keeps the pod off nodes for reasons the plan does not read" in message, message
         assert refusal in message, message
@@ -1153,7 +1158,130 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         ) in told.err, told.err
     finally:
         delete_nodes(cluster, made)
+
+
+def test_a_pending_pods_bound_volume_is_read_and_no_room_is_made_where_it_does_not_reach(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """The same nodes, the big pod mounting a local volume of A instead: kube-scheduler's refusal of B for the
+    volume is read, the room could only be on A, whose pod cannot move, so there is no plan, and the controller and
+    `why` say the volume keeps the pod off B."""
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"volume-a-{tag}", f"volume-b-{tag}"
+    made: list[GpuNode] = []
+    try:
+        light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
+        volume = local_volume(cluster, namespace, "data", a)
+        write_policy(cluster, server_namespace, namespace, "dry-run")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        big = pod("big", BIG)
+        on_nodes(big["spec"], a, b)
+        big["spec"]["volumes"] = [volume]
+        create(cluster, namespace, big)
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
+        kept = f"{b}: its volume {namespace}-data's node affinity excludes it"
+        message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
+        assert kept in message and "does not read" not in message, message
+
+        told = plugin(cluster, "why", "big", "-n", namespace, "-o", "json")
+        assert told.code == 0 and "warning" not in told.err, told.err
+        [refused] = [node for node in told.json()["nodes"] if node["node"] == b]
+        assert refused["reason"] == "VolumeBinding", refused
+        assert refused["message"] == f"kube-scheduler: its volume {namespace}-data's node affinity excludes it"
+
+        # A user who may not list claims: the volume is not read, and `why` says so and what it leaves unread.
+        kubeconfig = identity_kubeconfig_with(cluster, f"planner-{tag}", READS_BUT_VOLUMES)
+        proc = subprocess.run(
+            [str(PLUGIN), "why", "big", "-n", namespace, "--kubeconfig", str(kubeconfig)],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
+        words = " ".join(proc.stderr.split())
+        assert proc.returncode == 0 and "Traceback" not in words, words
+        assert (
+            "warning: cannot read claims and volumes (forbidden: persistentvolumeclaims is forbidden: User "
+            f'"planner-{tag}" cannot list resource "persistentvolumeclaims" in API group "" at the cluster scope); '
+            "pods that claim a volume stay on their nodes"
+        ) in words, words
+        unread = "1 node(s) didn't match PersistentVolume's node affinity"
+        assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
+    finally:
+        delete_nodes(cluster, made)
         client.CoreV1Api(cluster.api_client()).delete_persistent_volume(f"{namespace}-data")
+        rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+            with contextlib.suppress(client.ApiException):
+                delete(f"planner-{tag}")
+
+
+READS_BUT_VOLUMES = [
+    {"apiGroups": [""], "resources": ["nodes", "pods", "configmaps"], "verbs": ["get", "list"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
+]
+"""What `why` reads, claims and volumes left out."""
+
+
+def identity_kubeconfig_with(cluster: Sandbox, user: str, rules: list[dict[str, Any]]) -> Path:
+    """A kubeconfig acting as `user`, bound cluster-wide to a ClusterRole of these rules (both named `user`)."""
+    rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+    rbac.create_cluster_role({"metadata": {"name": user}, "rules": rules})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        }
+    )
+    return cluster.identity_kubeconfig(user, group="planners")
+
+
+def test_a_pod_that_claims_a_volume_is_moved_only_to_a_node_its_volume_reaches(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """`light` (10,000 MiB on A's one card) mounts a claim bound to a local volume of A and C; B's and C's cards each
+    hold 25,000 MiB of a pod that cannot move, so either has room for light, and the big pod (35,000 MiB) fits once
+    light leaves A. In mode on the controller moves light to C, never to B, where kube-scheduler would refuse its
+    replacement for the volume: the replacement runs on C and the big pod on A's card."""
+    tag = uuid.uuid4().hex[:6]
+    a, b, c = f"reach-a-{tag}", f"reach-b-{tag}", f"reach-c-{tag}"
+    made: list[GpuNode] = []
+    evictions = Evictions(cluster, namespace)
+    try:
+        made += one_card_nodes(cluster, a)
+        body = deployment("light", 0, SMALL)
+        on_nodes(body["spec"]["template"]["spec"], a, b, c)
+        body["spec"]["template"]["spec"]["volumes"] = [local_volume(cluster, namespace, "data", a, c)]
+        create(cluster, namespace, body)
+        light = scale_up(cluster, namespace, "light")
+        assert allocation(cluster, namespace, light).node == a, "A is the only node yet"
+        made += one_card_nodes(cluster, b, c)
+        for node in (b, c):
+            create(cluster, namespace, pod(node, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=node))
+            assert allocation(cluster, namespace, node).node == node
+        write_policy(cluster, server_namespace, namespace, "on")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        big = pod("big", BIG)
+        on_nodes(big["spec"], a, b, c)
+        create(cluster, namespace, big)
+        assert allocation(cluster, namespace, "big", timeout=240).node == a
+        api = client.CoreV1Api(cluster.api_client())
+        replacement = wait_for(
+            lambda: [
+                p.metadata.name
+                for p in api.list_namespaced_pod(namespace, label_selector="app=light").items
+                if p.metadata.name != light
+            ],
+            "light's replacement",
+        )
+        assert allocation(cluster, namespace, replacement[0]).node == c
+    finally:
+        evictions.stop()
+        delete_nodes(cluster, made)
+        client.CoreV1Api(cluster.api_client()).delete_persistent_volume(f"{namespace}-data")
+    assert list(evictions.deleted) == [light], evictions.deleted
 
 
 APART = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}

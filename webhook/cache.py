@@ -29,7 +29,7 @@ from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.fit import DEVICE_CORDON
 from kubectl_hami_place.core.lifecycle import gated, waits_for_room
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, ROOM_GATE, USE_GPUUUID_ANNOTATION
-from kubectl_hami_place.core.node_resources import Resources, counted_pod
+from kubectl_hami_place.core.node_resources import Resources, counted_pod, is_scalar
 from kubectl_hami_place.core.placement import Placement, placement_from_object
 from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
@@ -516,7 +516,8 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# What of a node's allocatable a plan reads besides its GPUs: the room kube-scheduler's NodeResourcesFit counts.
+# What of a node's allocatable a plan reads besides its GPUs: the room kube-scheduler's NodeResourcesFit counts (and
+# every scalar resource, `node_resources.is_scalar`).
 PLANNED_ALLOCATABLE = ("cpu", "memory", "pods")
 
 
@@ -531,7 +532,7 @@ def project_node_for_planning(node: dict[str, Any]) -> dict[str, Any]:
     if isinstance(taints, list) and taints:
         kept["spec"] = {**kept["spec"], "taints": taints}
     allocatable = _dict(_dict(node.get("status")).get("allocatable"))
-    planned = {key: allocatable[key] for key in PLANNED_ALLOCATABLE if key in allocatable}
+    planned = {key: value for key, value in allocatable.items() if key in PLANNED_ALLOCATABLE or is_scalar(key)}
     if planned:
         kept["status"]["allocatable"] = _shared({**kept["status"].get("allocatable", {}), **planned})
     return kept

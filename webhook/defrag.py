@@ -464,7 +464,7 @@ class DefragController:
         not try it until the room's deadline gives the pod its own choice back. When to look again."""
         read = self._snapshot()
         snapshot = self._kept_off(read, now, f"{key.namespace}/{key.name}")
-        if not fits_as_is(snapshot, pod_for_plan(pod, read.node_marks, read.config)):
+        if not fits_as_is(snapshot, pod_for_plan(pod, read.node_marks, read.config, scalars=snapshot.scalars)):
             return timedelta(seconds=SEND_BACK_AGAIN_SECONDS)
         return self._send_back_fitting(pod, _run_id(now))
 

@@ -49,6 +49,19 @@ class HamiConfig:
     memory_factor: int = 1
     gpu_scheduler_policy: str = "spread"
 
+    @property
+    def resource_names(self) -> frozenset[str]:
+        """HAMi's own resources, which its chart has kube-scheduler ignore (its extender's ignoredByScheduler)."""
+        return frozenset(
+            {
+                self.resource_count_name,
+                self.resource_memory_name,
+                self.resource_memory_percentage_name,
+                self.resource_core_name,
+                self.resource_priority_name,
+            }
+        )
+
     def with_policy(self, gpu_scheduler_policy: str) -> HamiConfig:
         """The same settings with another default GPU policy (HAMi's `--gpu-scheduler-policy`)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -4,8 +4,10 @@ lands a pod on a node whose cards hold it but whose CPU or memory kube-scheduler
 A pod asks what `computePodResourceRequest` (pkg/scheduler/framework/plugins/noderesources) says: its app and
 restartable (sidecar) init containers' requests summed, at least each other init container's with the sidecars
 started before it; pod-level `spec.resources.requests` replace the containers' where set; then the pod's overhead.
-A node holds its allocatable less what every pod bound to it and not yet finished asks. Extended resources and
-ephemeral storage are not counted (HAMi's cards are the planner's own count).
+A node holds its allocatable less what every pod bound to it and not yet finished asks. The scalar resources
+(extended resources such as `rdma/hca`, hugepages, ephemeral storage) are counted by name as kube-scheduler counts
+them, those some node advertises (`counted_scalars`) and not HAMi's own (its cards are the planner's own count, and
+its chart has kube-scheduler ignore them): a node that does not advertise one has none of it.
 """
 
 from __future__ import annotations
@@ -24,35 +26,80 @@ from kubectl_hami_place.core.requests import parse_quantity
 FINISHED = frozenset({"Succeeded", "Failed"})
 
 
+Scalars = tuple[tuple[str, int], ...]
+"""Scalar resources by name (sorted), each in its unit's Value (bytes for hugepages and storage)."""
+
+
 @dataclass(frozen=True)
 class Resources:
-    """CPU in millicores, memory in bytes and pods: what a pod asks of a node, or what a node has left."""
+    """CPU in millicores, memory in bytes, pods and scalar resources: what a pod asks of a node, or what a node has
+    left."""
 
     cpu: int = 0
     memory: int = 0
     pods: int = 0
+    scalars: Scalars = ()
 
     def __add__(self, other: Resources) -> Resources:
-        return Resources(self.cpu + other.cpu, self.memory + other.memory, self.pods + other.pods)
+        scalars = _merged(self.scalars, other.scalars, 1)
+        return Resources(self.cpu + other.cpu, self.memory + other.memory, self.pods + other.pods, scalars)
 
     def __sub__(self, other: Resources) -> Resources:
-        return Resources(self.cpu - other.cpu, self.memory - other.memory, self.pods - other.pods)
+        scalars = _merged(self.scalars, other.scalars, -1)
+        return Resources(self.cpu - other.cpu, self.memory - other.memory, self.pods - other.pods, scalars)
 
     def holds(self, asked: Resources) -> bool:
         """Whether this remainder holds what is asked, on every count."""
-        return self.cpu >= asked.cpu and self.memory >= asked.memory and self.pods >= asked.pods
+        if not (self.cpu >= asked.cpu and self.memory >= asked.memory and self.pods >= asked.pods):
+            return False
+        return not asked.scalars or all(amount <= self.scalar(name) for name, amount in asked.scalars)
+
+    def scalar(self, name: str) -> int:
+        """How much of a scalar resource (0 when none)."""
+        return next((amount for held, amount in self.scalars if held == name), 0)
 
     def short(self, asked: Resources) -> tuple[str, ...]:
-        """The counts this remainder falls short on (`cpu`, `memory`, `pods`), for a reason in words."""
-        return tuple(
-            name
-            for name, have, want in (
-                ("cpu", self.cpu, asked.cpu),
-                ("memory", self.memory, asked.memory),
-                ("pods", self.pods, asked.pods),
-            )
-            if have < want
-        )
+        """The counts this remainder falls short on (`cpu`, `memory`, `pods`, a scalar's name), for a reason in
+        words."""
+        counts = (("cpu", self.cpu, asked.cpu), ("memory", self.memory, asked.memory), ("pods", self.pods, asked.pods))
+        scalars = ((name, self.scalar(name), amount) for name, amount in asked.scalars)
+        return tuple(name for name, have, want in (*counts, *scalars) if have < want)
+
+    def only(self, names: frozenset[str]) -> Resources:
+        """These resources with only the scalars of `names` (those kube-scheduler counts)."""
+        if not self.scalars:
+            return self
+        return Resources(self.cpu, self.memory, self.pods, tuple(kept for kept in self.scalars if kept[0] in names))
+
+
+def _merged(one: Scalars, other: Scalars, sign: int) -> Scalars:
+    """The scalars of `one` with `other`'s added (`sign` 1) or taken away (-1)."""
+    if not other:
+        return one
+    merged = dict(one)
+    for name, amount in other:
+        merged[name] = merged.get(name, 0) + sign * amount
+    return tuple(sorted(merged.items()))
+
+
+def is_scalar(name: str) -> bool:
+    """Whether kube-scheduler's NodeResourcesFit counts a resource of this name by name: an extended resource (a
+    domain-prefixed name outside kubernetes.io), hugepages, or ephemeral storage."""
+    if name == "ephemeral-storage" or name.startswith("hugepages-"):
+        return True
+    domain = name.partition("/")[0] if "/" in name else ""
+    return bool(domain) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def counted_scalars(nodes: Iterable[Mapping[str, Any]], ignored: Iterable[str]) -> frozenset[str]:
+    """The scalar resources some node advertises in its allocatable, less `ignored` (HAMi's own resources)."""
+    found = {
+        name
+        for node in nodes
+        for name in as_mapping(as_mapping(node.get("status")).get("allocatable"))
+        if isinstance(name, str) and is_scalar(name)
+    }
+    return frozenset(found.difference(ignored))
 
 
 NOTHING = Resources()
@@ -105,30 +152,35 @@ def pod_resources(spec: Mapping[str, Any]) -> Resources:
     total = _most(app, peak)
     cpu = pod_level.cpu if _has(spec.get("resources"), "cpu") else total.cpu
     memory = pod_level.memory if _has(spec.get("resources"), "memory") else total.memory
-    return Resources(cpu, memory, 1) + _requests({"requests": spec.get("overhead")})
+    return Resources(cpu, memory, 1, total.scalars) + _requests({"requests": spec.get("overhead")})
 
 
-def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
-    """The node's allocatable CPU, memory and pods; None when it states no CPU or memory (not modelled then)."""
+def node_allocatable(node: Mapping[str, Any], counted: frozenset[str] = frozenset()) -> Resources | None:
+    """The node's allocatable CPU, memory, pods and `counted` scalars (0 of one it does not advertise); None when it
+    states no CPU or memory (not modelled then)."""
     allocatable = as_mapping(as_mapping(node.get("status")).get("allocatable"))
     if "cpu" not in allocatable or "memory" not in allocatable:
         return None
     try:
         pods = int(parse_quantity(allocatable.get("pods", 110), "allocatable pods"))
-        return Resources(_milli(allocatable["cpu"], "allocatable cpu"), _bytes(allocatable["memory"]), pods)
+        scalars = tuple((name, _value(allocatable.get(name, 0), name)) for name in sorted(counted))
+        return Resources(_milli(allocatable["cpu"], "allocatable cpu"), _bytes(allocatable["memory"]), pods, scalars)
     except RequestError:
         return None
 
 
 def node_remainders(
-    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], others: Iterable[CountedPod] = ()
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    others: Iterable[CountedPod] = (),
+    counted: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, Resources], tuple[str, ...]]:
     """Each node's allocatable less what its bound, unfinished pods ask (`pods`, and `others` already read), by node
-    name (nodes stating no CPU or memory left out), and a warning per pod whose requests cannot be read (its node is
-    then counted as full)."""
+    name (nodes stating no CPU or memory left out), `counted` the scalars counted (`counted_scalars`), and a warning
+    per pod whose requests cannot be read (its node is then counted as full)."""
     remainders: dict[str, Resources] = {}
     for node in nodes:
-        allocatable = node_allocatable(node)
+        allocatable = node_allocatable(node, counted)
         if allocatable is not None:
             remainders[str(as_mapping(node.get("metadata")).get("name", ""))] = allocatable
     warnings = []
@@ -136,7 +188,7 @@ def node_remainders(
         if other.node not in remainders:
             continue
         if isinstance(other.needs, Resources):
-            remainders[other.node] -= other.needs
+            remainders[other.node] -= other.needs.only(counted)
             continue
         warnings.append(
             f"pod {other.namespace}/{other.name}: {other.needs}; "
@@ -156,11 +208,18 @@ def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[CountedPod]:
 
 
 def _requests(resources: object) -> Resources:
-    """The CPU and memory of a `resources` block's requests (0 where absent)."""
+    """The CPU, memory and scalars of a `resources` block's requests (0 where absent)."""
     requests = as_mapping(as_mapping(resources).get("requests"))
     cpu = _milli(requests["cpu"], "cpu request") if "cpu" in requests else 0
     memory = _bytes(requests["memory"]) if "memory" in requests else 0
-    return Resources(cpu, memory, 0)
+    scalars = tuple(
+        sorted(
+            (name, _value(amount, name))
+            for name, amount in requests.items()
+            if isinstance(name, str) and is_scalar(name)
+        )
+    )
+    return Resources(cpu, memory, 0, scalars)
 
 
 def _has(resources: object, name: str) -> bool:
@@ -170,12 +229,23 @@ def _has(resources: object, name: str) -> bool:
 
 def _most(one: Resources, other: Resources) -> Resources:
     """The larger of each count."""
-    return Resources(max(one.cpu, other.cpu), max(one.memory, other.memory), max(one.pods, other.pods))
+    scalars = one.scalars
+    if other.scalars:
+        most = dict(one.scalars)
+        for name, amount in other.scalars:
+            most[name] = max(most.get(name, 0), amount)
+        scalars = tuple(sorted(most.items()))
+    return Resources(max(one.cpu, other.cpu), max(one.memory, other.memory), max(one.pods, other.pods), scalars)
 
 
 def _milli(value: object, key: str) -> int:
     """A CPU quantity in millicores, rounded up as Kubernetes' MilliValue does."""
     return math.ceil(parse_quantity(value, key) * 1000)
+
+
+def _value(value: object, key: str) -> int:
+    """A scalar quantity as Kubernetes' Value gives it, rounded up."""
+    return math.ceil(parse_quantity(value, key))
 
 
 def _bytes(value: object) -> int:

@@ -85,7 +85,8 @@ def snapshot_of(
 
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:
     """One pod as the planner sees it, with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
-    return pod_for_plan(get_pod(kube, namespace, name), read.node_marks, read.config, volumes=read.volumes)
+    pod = get_pod(kube, namespace, name)
+    return pod_for_plan(pod, read.node_marks, read.config, volumes=read.volumes, scalars=read.snapshot.scalars)
 
 
 def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingPod:

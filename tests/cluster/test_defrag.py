@@ -1113,31 +1113,36 @@ def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> di
 
 
 FPGA = "example.com/fpga"
-"""An extended resource: kube-scheduler counts it, the plan does not read it."""
+"""An extended resource one node advertises: kube-scheduler counts it, and so does the plan."""
 
 
 def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the_plan_does_not_read(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
-    """The big pod (35,000 MiB on A or B) asks an extended resource only A has. A's card holds a pod that cannot move
-    (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves light to A
-    and leaves B's card to the big pod, which kube-scheduler keeps off B for the resource. The controller moves
+    """The big pod (35,000 MiB on A or B) is kept apart from web pods of the namespaces labelled with this test's
+    team (a namespaceSelector that names labels, which the plan does not read), and one runs on B. A's card holds a
+    pod that cannot move (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone
+    moves light to A and leaves B's card to the big pod, which kube-scheduler keeps off B. The controller moves
     nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with a
     warning naming the refusal and the node the room would be made on."""
     tag = uuid.uuid4().hex[:6]
-    a, b = f"fpga-a-{tag}", f"fpga-b-{tag}"
+    a, b = f"unread-a-{tag}", f"unread-b-{tag}"
     made: list[GpuNode] = []
     try:
         light = light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
-        nodes = client.CoreV1Api(cluster.api_client())
-        nodes.patch_node_status(a, {"status": {"allocatable": {FPGA: "1"}, "capacity": {FPGA: "1"}}})
+        client.CoreV1Api(cluster.api_client()).patch_namespace(namespace, {"metadata": {"labels": {"team": tag}}})
+        web = bound_pod("web", b, {"name": "c", "image": "registry.invalid/web:1"})
+        web["metadata"]["labels"]["app"] = "web"
+        create(cluster, namespace, web)
         write_policy(cluster, server_namespace, namespace, "dry-run")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        big = pod("big", {**BIG, FPGA: "1"})
+        big = pod("big", BIG)
         on_nodes(big["spec"], a, b)
+        apart = {**APART, "namespaceSelector": {"matchLabels": {"team": tag}}}
+        big["spec"]["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
         create(cluster, namespace, big)
         wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
-        refusal = f"1 Insufficient {FPGA}"
+        refusal = "1 node(s) didn't match pod anti-affinity rules"
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
         assert "kube-scheduler keeps the pod off nodes for reasons the plan does not read" in message, message
         assert refusal in message, message
@@ -1160,61 +1165,76 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         delete_nodes(cluster, made)
 
 
-def test_a_pending_pods_bound_volume_is_read_and_no_room_is_made_where_it_does_not_reach(
-    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+@pytest.mark.parametrize("kept_by", ["extended resource", "volume"])
+def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_is_made_where_they_refuse_it(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], kept_by: str
 ) -> None:
-    """The same nodes, the big pod mounting a local volume of A instead: kube-scheduler's refusal of B for the
-    volume is read, the room could only be on A, whose pod cannot move, so there is no plan, and the controller and
-    `why` say the volume keeps the pod off B."""
+    """The same nodes, the big pod asking an extended resource only A advertises, or mounting a local volume of A:
+    kube-scheduler's refusal of B is read, the room could only be on A, whose pod cannot move, so there is no plan,
+    and the controller and `why` say what keeps the pod off B."""
     tag = uuid.uuid4().hex[:6]
-    a, b = f"volume-a-{tag}", f"volume-b-{tag}"
+    a, b = f"kept-a-{tag}", f"kept-b-{tag}"
     made: list[GpuNode] = []
     try:
         light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
-        volume = local_volume(cluster, namespace, "data", a)
-        write_policy(cluster, server_namespace, namespace, "dry-run")
-        controller(cluster, **serving, namespace=namespace, home=server_namespace)
         big = pod("big", BIG)
         on_nodes(big["spec"], a, b)
-        big["spec"]["volumes"] = [volume]
+        if kept_by == "volume":
+            big["spec"]["volumes"] = [local_volume(cluster, namespace, "data", a)]
+            reason, kept = "VolumeBinding", f"its volume {namespace}-data's node affinity excludes it"
+            planned = kept
+        else:
+            nodes = client.CoreV1Api(cluster.api_client())
+            nodes.patch_node_status(a, {"status": {"allocatable": {FPGA: "1"}, "capacity": {FPGA: "1"}}})
+            big["spec"]["containers"][0]["resources"]["limits"][FPGA] = "1"
+            reason, kept = "NodeResourcesFit", f"Insufficient {FPGA}"
+            planned = f"the node's {FPGA} would not hold the pod"
+        write_policy(cluster, server_namespace, namespace, "dry-run")
+        controller(cluster, **serving, namespace=namespace, home=server_namespace)
         create(cluster, namespace, big)
         wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
-        kept = f"{b}: its volume {namespace}-data's node affinity excludes it"
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
-        assert kept in message and "does not read" not in message, message
+        assert f"{b}: {planned}" in message and "does not read" not in message, message
 
         told = plugin(cluster, "why", "big", "-n", namespace, "-o", "json")
         assert told.code == 0 and "warning" not in told.err, told.err
         [refused] = [node for node in told.json()["nodes"] if node["node"] == b]
-        assert refused["reason"] == "VolumeBinding", refused
-        assert refused["message"] == f"kube-scheduler: its volume {namespace}-data's node affinity excludes it"
-
-        # A user who may not list claims: the volume is not read, and `why` says so and what it leaves unread.
-        kubeconfig = identity_kubeconfig_with(cluster, f"planner-{tag}", READS_BUT_VOLUMES)
-        proc = subprocess.run(
-            [str(PLUGIN), "why", "big", "-n", namespace, "--kubeconfig", str(kubeconfig)],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-            check=False,
-        )
-        words = " ".join(proc.stderr.split())
-        assert proc.returncode == 0 and "Traceback" not in words, words
-        assert (
-            "warning: cannot read claims and volumes (forbidden: persistentvolumeclaims is forbidden: User "
-            f'"planner-{tag}" cannot list resource "persistentvolumeclaims" in API group "" at the cluster scope); '
-            "pods that claim a volume stay on their nodes"
-        ) in words, words
-        unread = "1 node(s) didn't match PersistentVolume's node affinity"
-        assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
+        assert refused["reason"] == reason, refused
+        assert refused["message"].startswith(f"kube-scheduler: {kept}"), refused
+        if kept_by == "volume":
+            unread_without_claims(cluster, namespace, tag)
     finally:
         delete_nodes(cluster, made)
-        client.CoreV1Api(cluster.api_client()).delete_persistent_volume(f"{namespace}-data")
+        api = client.CoreV1Api(cluster.api_client())
+        with contextlib.suppress(client.ApiException):
+            api.delete_persistent_volume(f"{namespace}-data")
         rbac = client.RbacAuthorizationV1Api(cluster.api_client())
         for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
             with contextlib.suppress(client.ApiException):
                 delete(f"planner-{tag}")
+
+
+def unread_without_claims(cluster: Sandbox, namespace: str, tag: str) -> None:
+    """A user who may not list claims: the big pod's volume is not read, and `why` says so and what it leaves
+    unread."""
+    kubeconfig = identity_kubeconfig_with(cluster, f"planner-{tag}", READS_BUT_VOLUMES)
+    proc = subprocess.run(
+        [str(PLUGIN), "why", "big", "-n", namespace, "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    words = " ".join(proc.stderr.split())
+    assert proc.returncode == 0 and "Traceback" not in words, words
+    assert (
+        "warning: cannot read claims and volumes (forbidden: persistentvolumeclaims is forbidden: User "
+        f'"planner-{tag}" cannot list resource "persistentvolumeclaims" in API group "" at the cluster scope); '
+        "pods that claim a volume stay on their nodes"
+    ) in words, words
+    unread = "1 node(s) didn't match PersistentVolume's node affinity"
+    assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
 
 
 READS_BUT_VOLUMES = [

@@ -9,6 +9,8 @@ from kubectl_hami_place.core.node_resources import (
     CountedPod,
     Resources,
     counted_pod,
+    counted_scalars,
+    is_scalar,
     node_allocatable,
     node_remainders,
     pod_resources,
@@ -158,3 +160,71 @@ def test_a_pod_on_a_node_not_modelled_does_not_stop_the_count() -> None:
     """Pods are listed in any order: one bound to a node without allocatable must not hide the pods after it."""
     remainders, warnings = node_remainders([node("n1")], [pod("gone", "1"), pod("n1", "3")])
     assert (remainders, warnings) == ({"n1": Resources(5000, 31 * GI, 109)}, ())
+
+
+@pytest.mark.parametrize(
+    ("name", "scalar"),
+    [
+        ("rdma/hca_shared_devices_a", True),
+        ("example.com/fpga", True),
+        ("hugepages-2Mi", True),
+        ("ephemeral-storage", True),
+        ("cpu", False),
+        ("pods", False),
+        ("kubernetes.io/batch-cpu", False),
+        ("node.kubernetes.io/thing", False),
+        ("attachable-volumes-csi-ebs", False),
+    ],
+)
+def test_kube_scheduler_counts_extended_resources_hugepages_and_ephemeral_storage_by_name(
+    name: str, scalar: bool
+) -> None:
+    """Extended resources are domain-prefixed names outside kubernetes.io (IsExtendedResourceName)."""
+    assert is_scalar(name) is scalar
+
+
+def test_scalars_are_summed_over_app_containers_and_peak_over_init_containers() -> None:
+    rdma = {"rdma/hca": "1", "hugepages-2Mi": "1Gi"}
+    spec = {
+        "containers": [container("1"), container("1")],
+        "initContainers": [{"name": "i", "resources": {"requests": {"rdma/hca": "3"}}}],
+    }
+    spec["containers"][0]["resources"]["requests"] |= rdma
+    spec["containers"][1]["resources"]["requests"] |= {"rdma/hca": "1"}
+    assert pod_resources(spec) == Resources(2000, 0, 1, (("hugepages-2Mi", GI), ("rdma/hca", 3)))
+    del spec["initContainers"]
+    assert pod_resources(spec).scalars == (("hugepages-2Mi", GI), ("rdma/hca", 2))
+
+
+def scalar_node(name: str, scalars: dict[str, str] | None = None) -> dict:
+    """A node advertising these scalar resources besides CPU and memory."""
+    found = node(name)
+    found["status"]["allocatable"] |= scalars or {}
+    return found
+
+
+def test_a_scalar_some_node_advertises_is_counted_on_every_node_and_hamis_own_are_not() -> None:
+    """A node that does not advertise it has none; HAMi's resources, which its chart has kube-scheduler ignore,
+    are the planner's own count; a pod's other scalars are not taken from the room."""
+    nodes = [scalar_node("n1", {"rdma/hca": "4", "nvidia.com/gpu": "10"}), scalar_node("n2")]
+    counted = counted_scalars(nodes, {"nvidia.com/gpu"})
+    assert counted == {"rdma/hca"}
+    asks = {"rdma/hca": "1", "nvidia.com/gpu": "1", "example.com/fpga": "1"}
+    placed = pod("n1", "1")
+    placed["spec"]["containers"][0]["resources"]["requests"] |= asks
+    remainders, _ = node_remainders(nodes, [placed], (), counted)
+    assert remainders["n1"] == Resources(7000, 31 * GI, 109, (("rdma/hca", 3),))
+    assert remainders["n2"] == Resources(8000, 32 * GI, 110, (("rdma/hca", 0),))
+
+
+def test_a_remainder_short_of_a_scalar_does_not_hold_the_pod_and_names_it() -> None:
+    room = Resources(1000, GI, 1, (("rdma/hca", 1),))
+    assert room.holds(Resources(1000, GI, 1, (("rdma/hca", 1),)))
+    assert not room.holds(Resources(0, 0, 0, (("rdma/hca", 2),)))
+    assert room.short(Resources(0, 0, 0, (("example.com/fpga", 1), ("rdma/hca", 2)))) == (
+        "example.com/fpga",
+        "rdma/hca",
+    )
+    assert (room - Resources(0, 0, 1, (("rdma/hca", 1),)) + Resources(0, 0, 0, (("rdma/hca", 2),))).scalars == (
+        ("rdma/hca", 2),
+    )

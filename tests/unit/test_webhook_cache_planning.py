@@ -234,7 +234,8 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     assert "containerStatuses" not in kept["status"]
     node = project_node_for_planning(whole_node("gpu-0", "a"))
     assert "nodeInfo" not in node["status"]
-    assert node["status"]["allocatable"] == {"nvidia.com/gpu": "20", "cpu": "8", "memory": "32Gi", "pods": "110"}
+    room = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "1T"}
+    assert node["status"]["allocatable"] == {"nvidia.com/gpu": "20", **room}, "the scalars too"
 
 
 def test_pods_of_one_template_share_their_planned_parts() -> None:
@@ -310,7 +311,8 @@ def test_a_node_without_gpus_keeps_the_room_a_plan_counts() -> None:
     """A CPU-only node still runs the pods a plan counts against: its projection must keep its CPU, memory and pods."""
     node = whole_node("cpu-0", "a")
     del node["status"]["allocatable"]["nvidia.com/gpu"]
-    assert project_node_for_planning(node)["status"]["allocatable"] == {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    room = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "1T"}
+    assert project_node_for_planning(node)["status"]["allocatable"] == room
 
 
 def test_another_schedulers_pod_whose_ask_is_malformed_is_kept_with_the_reason() -> None:

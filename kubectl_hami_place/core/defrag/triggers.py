@@ -247,7 +247,8 @@ def pending_pod(
     `volumes` the claims and volumes read, whose bound volumes keep it off nodes (None: not read)."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
-    planned = pod_for_plan(pod, marks, config)
+    scalars = placed.scalars if placed is not None else frozenset()
+    planned = pod_for_plan(pod, marks, config, scalars=scalars)
     terms = pod_terms(spec, namespace) if pods is not None else None
     spreads = pod_spreads(spec, planned.labels) if pods is not None else None
     selected = placed_pods(pods or ()) if terms or spreads else ()
@@ -282,6 +283,7 @@ def pending_pod(
         *((SPREAD_REFUSAL,) if spreads is not None else ()),
         *((REPELLED_REFUSAL, PORTS_REFUSAL) if placed is not None else ()),
         *(VOLUME_REFUSALS if reach is not None and not reach.unread else ()),
+        *(f"Insufficient {name}" for name in sorted(scalars)),
     )
     return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read), counted_pods(spec, namespace))
 

@@ -105,15 +105,16 @@ class PlanPod:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The cluster at one moment: nodes, placed pods, each PodDisruptionBudget's disruptions allowed, and the bound
+    """The cluster at one moment: nodes, placed pods, each PodDisruptionBudget's disruptions allowed, the bound
     pods whose required anti-affinity keeps others off or that hold host ports (a Pending pod's nodes are judged by
-    them too)."""
+    them too), and the scalar resources the nodes' rooms count (`node_resources.counted_scalars`)."""
 
     nodes: tuple[PlanNode, ...]
     pods: tuple[PlanPod, ...]
     budgets: Mapping[str, int] = field(default_factory=dict)
     repellers: tuple[Repeller, ...] = ()
     port_holders: tuple[PortHolder, ...] = ()
+    scalars: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

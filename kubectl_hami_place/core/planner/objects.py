@@ -25,6 +25,7 @@ from kubectl_hami_place.core.node_resources import (
     CountedPod,
     Resources,
     bound_pods,
+    counted_scalars,
     node_remainders,
     pod_resources,
 )
@@ -66,7 +67,8 @@ def snapshot_from_objects(
     marks = node_marks(nodes)
     scores = _pair_scores(nodes)
     counted = bound_pods(pods)
-    rooms, room_warnings = node_remainders(nodes, (), [*counted, *others])
+    scalars = counted_scalars(nodes, config.resource_names)
+    rooms, room_warnings = node_remainders(nodes, (), [*counted, *others], scalars)
     asked = {(pod.namespace, pod.name): pod.needs for pod in counted}
     plan_nodes = tuple(
         PlanNode(
@@ -103,7 +105,7 @@ def snapshot_from_objects(
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, marks, config, memo, asked, volumes=volumes)
+            plan_pod = pod_for_plan(pod, marks, config, memo, asked, volumes=volumes, scalars=scalars)
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -122,7 +124,7 @@ def snapshot_from_objects(
         *(found for found in map(port_holder, pods) if found is not None),
         *(PortHolder(other.namespace, other.name, other.node, other.ports) for other in others if other.ports),
     )
-    snapshot = Snapshot(plan_nodes, tuple(plan_pods), allowed, repellers, holders)
+    snapshot = Snapshot(plan_nodes, tuple(plan_pods), allowed, repellers, holders, scalars)
     return snapshot, tuple(warnings)
 
 
@@ -150,6 +152,7 @@ def pod_for_plan(
     asked: Mapping[tuple[str, str], Resources | str] | None = None,
     *,
     volumes: Volumes | None = None,
+    scalars: frozenset[str] = frozenset(),
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
@@ -161,7 +164,8 @@ def pod_for_plan(
     (`volumes.volume_reach`; on its own node alone when one of them cannot be read). Only a GPU
     pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
     template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
-    it already for the nodes' rooms.
+    it already for the nodes' rooms; of the scalar resources it asks, those of `scalars` (the ones the nodes' rooms
+    count) are kept.
     """
     metadata = as_mapping(pod.get("metadata"))
     spec = as_mapping(pod.get("spec"))
@@ -181,7 +185,7 @@ def pod_for_plan(
         except RequestError as err:
             read = str(err)
     if isinstance(read, Resources):
-        needs, unread = read, ""
+        needs, unread = read.only(scalars), ""
     else:
         needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({read})"
     placed = str(spec.get("nodeName") or "")

@@ -92,10 +92,16 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
                 verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         elif not state.holds(node, pod, state.node_of(pod)):
             room = state.room[node]
-            words = ", ".join(KUBE_SCHEDULER_WORDS[count] for count in room.short(pod.needs))
+            short = room.short(pod.needs)
+            words = ", ".join(KUBE_SCHEDULER_WORDS.get(count, f"Insufficient {count}") for count in short)
+            scalars = "".join(
+                f"; {name}: {room.scalar(name)} left, {amount} asked"
+                for name, amount in pod.needs.scalars
+                if name in short
+            )
             message = (
                 f"kube-scheduler: {words} (the node has {room.cpu}m CPU, {room.memory // 2**20} MiB memory and "
-                f"{room.pods} pod(s) left; the pod asks {pod.needs.cpu}m, {pod.needs.memory // 2**20} MiB)"
+                f"{room.pods} pod(s) left; the pod asks {pod.needs.cpu}m, {pod.needs.memory // 2**20} MiB{scalars})"
             )
             verdict = NodeWhy(node, False, NO_RESOURCES, message, cards)
         else:

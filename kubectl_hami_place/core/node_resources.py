@@ -41,11 +41,11 @@ class Resources:
     scalars: Scalars = ()
 
     def __add__(self, other: Resources) -> Resources:
-        scalars = _merged(self.scalars, other.scalars, 1)
+        scalars = _merged(self.scalars, other.scalars, 1) if other.scalars else self.scalars
         return Resources(self.cpu + other.cpu, self.memory + other.memory, self.pods + other.pods, scalars)
 
     def __sub__(self, other: Resources) -> Resources:
-        scalars = _merged(self.scalars, other.scalars, -1)
+        scalars = _merged(self.scalars, other.scalars, -1) if other.scalars else self.scalars
         return Resources(self.cpu - other.cpu, self.memory - other.memory, self.pods - other.pods, scalars)
 
     def holds(self, asked: Resources) -> bool:
@@ -74,8 +74,6 @@ class Resources:
 
 def _merged(one: Scalars, other: Scalars, sign: int) -> Scalars:
     """The scalars of `one` with `other`'s added (`sign` 1) or taken away (-1)."""
-    if not other:
-        return one
     merged = dict(one)
     for name, amount in other:
         merged[name] = merged.get(name, 0) + sign * amount

@@ -213,7 +213,7 @@ def pod_for_plan(
         labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
     )
-    if volumes is None or not moves_volumes or not any(requests):
+    if volumes is None or not (moves_volumes and any(requests)):
         return planned
     reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)
     if reach.unread:

@@ -349,6 +349,7 @@ def test_pods_counted_by_a_pending_pod_move_only_between_their_nodes_cards() -> 
     counted = CountedPods(frozenset({"ns"}), selector_from_dict({"matchLabels": {"app": "web"}}))
     kept = keep_counted_on_node(Snapshot((), (placed_web, other)), [counted])
     assert [pod.nodes for pod in kept.pods] == [{"a100-0"}, None]
+    assert [pod.stays for pod in kept.pods] == ["the Pending pod's required pod affinity or spread counts it", ""]
     elsewhere = CountedPods(frozenset({"team-b"}), None)
     assert keep_counted_on_node(Snapshot((), (placed_web,)), [elsewhere]).pods[0].nodes is None
     assert CountedPods(None, None).counts(other)

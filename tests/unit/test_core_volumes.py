@@ -12,9 +12,9 @@ from kubectl_hami_place.core.defrag.triggers import pending_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.node_selection import node_marks
-from kubectl_hami_place.core.planner import FitGoal, plan
+from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, plan
 from kubectl_hami_place.core.planner.model import DO_NOT_MOVE
-from kubectl_hami_place.core.planner.objects import snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.volumes import (
     BETA_ZONE,
@@ -186,19 +186,31 @@ def test_a_pod_that_claims_a_volume_moves_only_where_its_volume_reaches(volume: 
 
 
 @pytest.mark.parametrize(
-    ("claims", "volumes"),
-    [(None, None), ([claim("data", "pv")], [local("pv", "a")]), ([claim("data")], [local("pv")])],
+    ("claims", "volumes", "why"),
+    [
+        (None, None, "of its node, where it stays (its volume claims were not read)"),
+        (
+            [claim("data", "pv")],
+            [local("pv", "a")],
+            "where kube-scheduler lets it go (b: its volume pv's node affinity excludes it; 1 more node(s) kept off)",
+        ),
+        ([claim("data")], [local("pv")], "of its node, where it stays (its claim data is not bound)"),
+    ],
 )
 def test_no_move_takes_a_pod_where_its_volume_does_not_reach(
-    claims: list[dict[str, Any]] | None, volumes: list[dict[str, Any]] | None
+    claims: list[dict[str, Any]] | None, volumes: list[dict[str, Any]] | None, why: str
 ) -> None:
-    """Volumes not read, one reached from a alone, an unbound claim: small-a stays on a, and there is no plan."""
+    """Volumes not read, one reached from a alone, an unbound claim: small-a stays on a, and there is no plan, whose
+    reason says why small-a found no card."""
     nodes, pods = three_nodes()
     read = None if claims is None or volumes is None else volumes_of(claims, volumes)
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=read)
     [small] = [pod for pod in snapshot.pods if pod.name == "small-a"]
     assert small.nodes == frozenset({"a"})
-    assert not plan(snapshot, FitGoal(pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod)).moves
+    result = plan(snapshot, FitGoal(pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod))
+    assert not result.moves
+    moving = "a: moving ns/small-a would make room on gpu-0, but ns/small-a fits no other card "
+    assert moving + why in result.reasons, result.reasons
 
 
 def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:
@@ -249,3 +261,37 @@ def test_a_node_refused_by_several_filters_is_named_by_the_first_kube_scheduler_
     assert found.pod.kept_off["a"][0] == "NodePorts"
     alone = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, None, volumes=volumes)
     assert alone.pod.kept_off["a"][0] == VOLUME_BINDING
+
+
+def test_a_card_a_pod_held_on_its_node_cannot_leave_says_why() -> None:
+    """Freeing a card: small-a's claims were not read, so it may move only within its node, and the reason says so."""
+    nodes, pods = three_nodes()
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
+    reasons = plan(snapshot, FreeCardsGoal(1)).reasons
+    assert (
+        "a gpu-0: ns/small-a fits no other card in use of its node, where it stays (its volume claims were not read)"
+        in (reasons)
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"resourceClaims": [{"name": "gpu"}]}, "it claims devices through resource claims"),
+        (
+            {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": HOSTNAME_LABEL}]},
+            "kube-scheduler places it by other pods (required pod affinity or a DoNotSchedule spread)",
+        ),
+        ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}, "it takes a host port"),
+        ({}, ""),
+    ],
+)
+def test_a_placed_pod_held_on_its_node_says_why(spec: dict[str, Any], why: str) -> None:
+    """What the plan does not read of a placed pod keeps it on its node, and the reason is kept for the plan's words."""
+    nodes, _ = three_nodes()
+    placed = pod_object("p", "a", nodeName="a")
+    containers = placed["spec"]["containers"]
+    placed["spec"] |= spec
+    placed["spec"]["containers"] = [containers[0] | c for c in spec.get("containers", containers)]
+    found = pod_for_plan(placed, node_marks(nodes))
+    assert (found.stays, found.nodes) == (why, frozenset({"a"}) if why else None)

@@ -126,7 +126,7 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
         ):
             continue
         state.rollback(point)
-        return f"{key} {why or 'fits no other card in use'}"
+        return f"{key} {why or _no_card(state.pods[key].pod, 'fits no other card in use')}"
     return None
 
 
@@ -202,7 +202,7 @@ def _vacate(
             continue
         if why is None:
             refused = state.refused_for_room(key, barred) if explain else None
-            why = "fits no other card" + (
+            why = _no_card(state.pods[key].pod, "fits no other card") + (
                 f" except on {refused[0]}, whose {' and '.join(refused[1])} would not hold it (kube-scheduler's count)"
                 if refused is not None
                 else ""
@@ -210,6 +210,18 @@ def _vacate(
         state.rollback(point)
         return f"moving {', '.join(pods)} would {would} {names}, but {key} {why}"
     return None
+
+
+def _no_card(pod: PlanPod, words: str) -> str:
+    """Why a pod found no card to move to, in words: with why it stays on its node when it does, else with the first
+    node kube-scheduler would keep its replacement off (`PlanPod.kept_off`) and why."""
+    if pod.stays:
+        return f"{words} of its node, where it stays ({pod.stays})"
+    if not pod.kept_off:
+        return words
+    node, (_, why) = min(pod.kept_off.items())
+    more = f"; {len(pod.kept_off) - 1} more node(s) kept off" if len(pod.kept_off) > 1 else ""
+    return f"{words} where kube-scheduler lets it go ({node}: {why}{more})"
 
 
 # fit ----------------------------------------------------------------------------------------------------------

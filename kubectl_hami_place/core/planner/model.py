@@ -59,7 +59,8 @@ class PlanPod:
     plan ("" when it may move; the defragmentation controller's policy), `default_policy` HAMi's
     `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs` the CPU, memory and pod
     count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell the controller's cooldown
-    which pods a moved pod's workload made after the move.
+    which pods a moved pod's workload made after the move; `stays` why a placed pod may move only between its own
+    node's cards ("" when it may go to others).
     """
 
     namespace: str
@@ -81,6 +82,7 @@ class PlanPod:
     needs: Resources = NOTHING
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     created: datetime | None = None
+    stays: str = ""
 
     @property
     def key(self) -> str:

@@ -159,8 +159,8 @@ def pod_for_plan(
     The nodes it may run on are those whose labels (`marks`) carry its nodeSelector and match its required node
     affinity (`node_allows`), and whose keeping-off taints it tolerates (`tolerates`); the hostname requirement our
     webhook merged into a placed pod's affinity pins that pod only, not its replacement, so it is left out. A placed
-    pod with a resource claim, pod affinity or a host port stays on its node (`stays_on_node`), as does one with a
-    volume claim unless `volumes` were read: then its replacement may go where its bound volumes let it
+    pod with a resource claim, pod affinity or a host port stays on its node (`on_node_only`, why in `stays`), as does
+    one with a volume claim unless `volumes` were read: then its replacement may go where its bound volumes let it
     (`volumes.volume_reach`; on its own node alone when one of them cannot be read). Only a GPU
     pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
     template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
@@ -190,10 +190,11 @@ def pod_for_plan(
         needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({read})"
     placed = str(spec.get("nodeName") or "")
     moves_volumes = volumes is not None and bool(placed) and claims_volume(spec)
+    nodes, untolerated, stays = *_ANY, ""
     if any(requests):
-        nodes, untolerated = _nodes(spec, marks, placed_on, {} if memo is None else memo, moves_volumes)
-    else:
-        nodes, untolerated = _ANY
+        nodes, untolerated = _reachable(spec, marks, placed_on, {} if memo is None else memo)
+        stays = on_node_only(spec, moves_volumes) if placed else ""
+        nodes = _on_node(nodes, placed) if stays else nodes
     planned = PlanPod(
         namespace=namespace,
         name=name,
@@ -212,12 +213,13 @@ def pod_for_plan(
         held=unread,
         labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
+        stays=stays,
     )
     if volumes is None or not (moves_volumes and any(requests)):
         return planned
     reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)
     if reach.unread:
-        return replace(planned, nodes=_on_node(nodes, placed))
+        return replace(planned, nodes=_on_node(nodes, placed), stays=reach.unread)
     return kept_off_nodes(planned, reach.kept_off, marks.labels)
 
 
@@ -313,7 +315,8 @@ def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> 
         if not (node and any(c.counts(pod) for c in counted)):
             pods.append(pod)
             continue
-        pods.append(replace(pod, nodes=frozenset({node}) if pod.nodes is None or node in pod.nodes else frozenset()))
+        stays = pod.stays or "the Pending pod's required pod affinity or spread counts it"
+        pods.append(replace(pod, nodes=_on_node(pod.nodes, node), stays=stays))
     return replace(snapshot, pods=tuple(pods))
 
 
@@ -328,31 +331,26 @@ def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes:
     return replace(pod, nodes=allowed.difference(kept), kept_off={**pod.kept_off, **kept})
 
 
-def stays_on_node(spec: Mapping[str, Any], volumes_read: bool = False) -> bool:
-    """Whether a placed pod may move only between its own node's cards: its volume claim may be bound to the node or
-    its zone (a local PV, a zonal disk) unless the claims and their volumes were read (`volumes_read`: then
-    `volumes.volume_reach` says where), as its resource claims may be to devices of its node, kube-scheduler places it
-    by other pods, or it takes a host port another node's pods may hold; the plan reads none of these, and
-    kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
+def on_node_only(spec: Mapping[str, Any], volumes_read: bool = False) -> str:
+    """Why a placed pod may move only between its own node's cards ("" when it may go to other nodes): its volume
+    claim may be bound to the node or its zone (a local PV, a zonal disk) unless the claims and their volumes were read
+    (`volumes_read`: then `volumes.volume_reach` says where), as its resource claims may be to devices of its node,
+    kube-scheduler places it by other pods, or it takes a host port another node's pods may hold; the plan reads none
+    of these, and kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
     if claims_volume(spec) and not volumes_read:
-        return True
-    return claims_resources(spec) or placed_by_other_pods(spec) or takes_host_port(spec)
+        return "its volume claims were not read"
+    if claims_resources(spec):
+        return "it claims devices through resource claims"
+    if placed_by_other_pods(spec):
+        return "kube-scheduler places it by other pods (required pod affinity or a DoNotSchedule spread)"
+    if takes_host_port(spec):
+        return "it takes a host port"
+    return ""
 
 
 Reachable = tuple[frozenset[str] | None, Mapping[str, str]]
 """The nodes a pod may run on (None: any) and, for each node its tolerations keep it off, the taint in words."""
 _ANY: Reachable = (None, MappingProxyType({}))
-
-
-def _nodes(
-    spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: dict[str, Reachable], volumes_read: bool
-) -> Reachable:
-    """The nodes `_reachable` allows, and only its own when it stays there (`stays_on_node`)."""
-    selected, untolerated = _reachable(spec, marks, placed_on, memo)
-    node = spec.get("nodeName")
-    if not (isinstance(node, str) and node and stays_on_node(spec, volumes_read)):
-        return selected, untolerated
-    return _on_node(selected, node), untolerated
 
 
 def _on_node(nodes: frozenset[str] | None, node: str) -> frozenset[str]:

@@ -35,7 +35,7 @@ from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import IN_TREE, ZONE_LABELS
+from kubectl_hami_place.core.volumes import IN_TREE, ZONE_LABELS, is_claim
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
@@ -396,7 +396,7 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     }
     planned_spec = {**kept["spec"], **{key: _planned_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
     if claims_volume(spec):
-        planned_spec["volumes"] = _planned_alike([_planned_volume(v) for v in spec["volumes"] if _claims(v)])
+        planned_spec["volumes"] = _planned_alike([_planned_volume(v) for v in spec["volumes"] if is_claim(v)])
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):
@@ -410,11 +410,6 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
         if isinstance(c, dict) and c.get("type") == "PodScheduled"
     ]
     return {"metadata": metadata, "spec": planned_spec, "status": {**kept["status"], "conditions": scheduled}}
-
-
-def _claims(volume: object) -> bool:
-    """Whether a pod's volume is a claim, its own or an ephemeral one."""
-    return isinstance(volume, dict) and ("persistentVolumeClaim" in volume or "ephemeral" in volume)
 
 
 def _planned_volume(volume: dict[str, Any]) -> dict[str, Any]:

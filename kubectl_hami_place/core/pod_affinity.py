@@ -18,11 +18,11 @@ from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.selectors import LabelSelector, Requirement, matches, selector_from_dict
 
 AFFINITY_REFUSALS = ("didn't match pod affinity rules", "didn't match pod anti-affinity rules")
+"""kube-scheduler's words (ErrReasonAffinityRulesNotMatch, ErrReasonAntiAffinityRulesNotMatch) for a node the
+pod's own terms refuse: what `kept_off_by_pods` reads once the pods its terms select are known."""
 REPELLED_REFUSAL = "didn't satisfy existing pods anti-affinity rules"
 """kube-scheduler's words (ErrReasonExistingAntiAffinityRulesNotMatch) for a node a placed pod's anti-affinity keeps
 the pod off: what `Repelling` reads once every bound pod's terms are known."""
-"""kube-scheduler's words (ErrReasonAffinityRulesNotMatch, ErrReasonAntiAffinityRulesNotMatch) for a node the
-pod's own terms refuse: what `kept_off_by_pods` reads once the pods its terms select are known."""
 INTER_POD_AFFINITY, POD_TOPOLOGY_SPREAD = "InterPodAffinity", "PodTopologySpread"
 """kube-scheduler's names of the two filters, which `why` gives as the reason a node is out."""
 NODE_PORTS = "NodePorts"
@@ -52,7 +52,12 @@ class PodTerm:
     @property
     def words(self) -> str:
         """The pods it selects, as kubectl's `-l` writes them."""
-        return "no pod" if self.selector is None else str(self.selector) or "every pod"
+        return _selected_words(self.selector)
+
+
+def _selected_words(selector: LabelSelector | None) -> str:
+    """The pods a term's or spread's selector selects, as kubectl's `-l` writes them."""
+    return "no pod" if selector is None else str(selector) or "every pod"
 
 
 @dataclass(frozen=True)
@@ -186,14 +191,18 @@ def _kept_off(
         if term.anti:
             pod = found.get((term.topology_key, value)) if value is not None else None
             if pod is not None:
-                where = "on the node" if term.topology_key == HOSTNAME_LABEL else f"in its {term.topology_key}={value}"
+                where = _in_domain(term.topology_key, value)
                 return f"the pod's anti-affinity ({term.words}): {pod.namespace}/{pod.name} runs {where}"
         elif value is None:
             return f"the pod's affinity ({term.words}): the node has no {term.topology_key} label"
         elif (term.topology_key, value) not in found and not first_of_group:
-            where = "on the node" if term.topology_key == HOSTNAME_LABEL else f"in its {term.topology_key}={value}"
-            return f"the pod's affinity ({term.words}): no such pod runs {where}"
+            return f"the pod's affinity ({term.words}): no such pod runs {_in_domain(term.topology_key, value)}"
     return ""
+
+
+def _in_domain(key: str, value: str | None) -> str:
+    """Where a pod runs, in words: on the node itself, or in the node's domain of a wider topology label."""
+    return "on the node" if key == HOSTNAME_LABEL else f"in its {key}={value}"
 
 
 def _value(node_labels: Mapping[str, Mapping[str, Any]], node: str, key: str) -> str | None:
@@ -228,7 +237,7 @@ class Spread:
     @property
     def words(self) -> str:
         """The pods it selects, as kubectl's `-l` writes them."""
-        return "no pod" if self.selector is None else str(self.selector) or "every pod"
+        return _selected_words(self.selector)
 
 
 def pod_spreads(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[Spread, ...] | None:
@@ -304,8 +313,8 @@ def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the no
             if (not spread.honor_node_affinity or selected is None or node in selected)
             and not (spread.honor_taints and node in untolerated)
         ]
-        found = dict.fromkeys((_value(node_labels, node, spread.topology_key) for node in counted), 0)
         where = {node: _value(node_labels, node, spread.topology_key) for node in counted}
+        found = dict.fromkeys(where.values(), 0)
         for pod in placed:
             if pod.node in where and not pod.terminating and pod.namespace == namespace and spread.counts(pod.labels):
                 found[where[pod.node]] += 1

@@ -129,6 +129,11 @@ def volumes_of(claims: Iterable[Mapping[str, Any]], volumes: Iterable[Mapping[st
     return Volumes(dict(map(claim_of, claims)), {volume.name: volume for volume in read})
 
 
+def is_claim(volume: object) -> bool:
+    """Whether a pod's volume is a claim: its own PersistentVolumeClaim or an ephemeral volume's."""
+    return isinstance(volume, Mapping) and ("persistentVolumeClaim" in volume or "ephemeral" in volume)
+
+
 @dataclass(frozen=True)
 class VolumeReach:
     """Where a pod's claims let it go: the nodes they keep it off, each with the filter and why, or why they cannot be

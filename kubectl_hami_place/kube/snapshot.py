@@ -93,10 +93,7 @@ def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> P
     """The pod to make room for, read with the snapshot's nodes, pods and config; `KubeNotFound` when it does not
     exist."""
     pod = get_pod(kube, namespace, name)
-    volumes = read.volumes
-    if volumes is None and claims_volume(as_mapping(pod.get("spec"))):
-        volumes, _ = read_volumes(kube, [pod])
-    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot, volumes=volumes)
+    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot, volumes=read.volumes)
 
 
 BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"

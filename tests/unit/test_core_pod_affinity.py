@@ -382,6 +382,27 @@ def test_a_rescue_makes_room_only_on_a_node_the_pods_spread_allows(web_on: str) 
     )
 
 
+def test_a_pending_pods_spread_that_honours_taints_counts_no_node_it_does_not_tolerate() -> None:
+    """Web replicas on a and b, c tainted: under nodeTaintsPolicy Honor c's empty domain is not the fewest, so a and b
+    stay open to one more replica; under the default (Ignore) it is, and they are kept off."""
+    nodes, pods = fragmented("a")
+    tainted = node_object("c")
+    tainted["spec"] = {"taints": [{"key": "gpu", "value": "busy", "effect": "NoSchedule"}]}
+    nodes.append(tainted)
+    pods.append({**pods[2], "metadata": {"namespace": "ns", "name": "web-2", "labels": {"app": "web"}}})
+    pods[3]["spec"] = {**pods[3]["spec"], "nodeName": "b"}
+    honouring = spread_web()
+    honouring["spec"]["topologySpreadConstraints"] = [spread("web", nodeTaintsPolicy="Honor")]
+    kept = pending_pod(honouring, node_marks(nodes), HAMI_DEFAULTS, pods).pod
+    assert (kept.nodes, dict(kept.kept_off)) == (frozenset({"a", "b"}), {})
+    ignoring = pending_pod(spread_web(), node_marks(nodes), HAMI_DEFAULTS, pods).pod
+    assert ignoring.nodes == frozenset()
+    assert {node: filter_ for node, (filter_, _) in ignoring.kept_off.items()} == {
+        "a": "PodTopologySpread",
+        "b": "PodTopologySpread",
+    }
+
+
 def repelling(*found: Repeller) -> Repelling:
     """The placed pods' anti-affinity over NODES."""
     return Repelling(found, NODES)

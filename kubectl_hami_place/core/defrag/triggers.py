@@ -265,7 +265,8 @@ def pending_pod(
     if spreads:
         by_labels = NodeMarks(marks.labels)
         allowed, _ = reachable(as_mapping(spec.get("nodeSelector")), required_terms(spec), None, by_labels)
-        _, untolerated = reachable({}, None, spec.get("tolerations"), marks)
+        # The nodes whose taints the pod does not tolerate are those its planner form is kept off for a taint.
+        untolerated = planned.untolerated
         kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, selected, marks.labels, allowed, untolerated)
         found.append({node: (POD_TOPOLOGY_SPREAD, words) for node, words in kept_off.items()})
     if terms:

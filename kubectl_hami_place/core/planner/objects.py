@@ -46,7 +46,7 @@ from kubectl_hami_place.core.pod_affinity import (
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
 from kubectl_hami_place.core.usage import pod_allocation
-from kubectl_hami_place.core.volumes import Volumes, volume_reach
+from kubectl_hami_place.core.volumes import Volumes, is_claim, volume_reach
 
 
 def snapshot_from_objects(
@@ -226,9 +226,7 @@ def pod_for_plan(
 def claims_volume(spec: Mapping[str, Any]) -> bool:
     """Whether the pod mounts a PersistentVolumeClaim (its own or an ephemeral one)."""
     volumes = spec.get("volumes")
-    if not isinstance(volumes, list | tuple):
-        return False
-    return any(isinstance(v, Mapping) and ("persistentVolumeClaim" in v or "ephemeral" in v) for v in volumes)
+    return isinstance(volumes, list | tuple) and any(map(is_claim, volumes))
 
 
 def placed_by_other_pods(spec: Mapping[str, Any]) -> bool:
@@ -321,9 +319,9 @@ def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> 
 
 
 def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes: Iterable[str]) -> PlanPod:
-    """The pod with the nodes kube-scheduler's InterPodAffinity or PodTopologySpread filter keeps it off
-    (`pod_affinity`, each with the filter and why) taken from those it may run on; `nodes` every node, for a pod that
-    could run on any."""
+    """The pod with the nodes kube-scheduler's filters keep it off (NodePorts, the volume filters, PodTopologySpread,
+    InterPodAffinity: `pod_affinity`, `volumes`, each with the filter and why) taken from those it may run on; `nodes`
+    every node, for a pod that could run on any."""
     allowed = frozenset(nodes) if pod.nodes is None else pod.nodes
     kept = {node: why for node, why in kept_off.items() if node in allowed}
     if not kept:

@@ -436,7 +436,7 @@ class DefragController:
         pending = pending_pod(
             candidate.pod, read.node_marks, read.config, selected, read.snapshot, volumes=read.volumes
         )
-        trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread, pending.counted)
+        trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread)
         snapshot = self._kept_off(read, now, candidate.key)
         decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}

@@ -242,7 +242,7 @@ def plan(
                 "plan --for makes room for a pod HAMi has not placed (Pending)",
             )
         verdicts, pod_key, goal = explain(read.snapshot, pending, read.config), pending.key, FitGoal(pending)
-        snapshot = keep_counted_on_node(read.snapshot, found.counted)
+        snapshot = keep_counted_on_node(read.snapshot, pending)
     elif free_cards is not None:
         goal = FreeCardsGoal(free_cards, card_type or "")
     else:

@@ -16,11 +16,12 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
-from kubectl_hami_place.core.pod_affinity import NO_PORTS, HostPort, PodTerm, host_ports, repelling_terms
+from kubectl_hami_place.core.pod_affinity import NO_PORTS, HostPort, PodTerm, host_ports, labels_of, repelling_terms
 from kubectl_hami_place.core.requests import parse_quantity
 
 FINISHED = frozenset({"Succeeded", "Failed"})
@@ -107,8 +108,8 @@ NOTHING = Resources()
 class CountedPod(NamedTuple):
     """A bound, unfinished pod read apart from the planner's pods, counted on its node only (another scheduler's, as
     the server's watch keeps it): its namespace, name and node, what it asks or why that could not be read, the
-    required anti-affinity terms by which it keeps other pods off (`pod_affinity.repelling_terms`) and the host ports
-    it holds (`pod_affinity.host_ports`)."""
+    required anti-affinity terms by which it keeps other pods off (`pod_affinity.repelling_terms`), the host ports
+    it holds (`pod_affinity.host_ports`) and its labels, which a moved pod's own terms may select."""
 
     namespace: str
     name: str
@@ -116,6 +117,7 @@ class CountedPod(NamedTuple):
     needs: Resources | str
     repels: tuple[PodTerm, ...] = ()
     ports: frozenset[HostPort] = NO_PORTS
+    labels: Mapping[str, str] = MappingProxyType({})
 
 
 def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
@@ -128,7 +130,7 @@ def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
     namespace = str(metadata.get("namespace", ""))
     repels, ports = repelling_terms(spec, namespace), host_ports(spec)
     node = str(spec.get("nodeName") or "")
-    return CountedPod(namespace, str(metadata.get("name", "")), node, needs, repels, ports)
+    return CountedPod(namespace, str(metadata.get("name", "")), node, needs, repels, ports, labels_of(metadata))
 
 
 def pod_resources(spec: Mapping[str, Any]) -> Resources:

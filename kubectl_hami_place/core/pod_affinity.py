@@ -2,13 +2,14 @@
 filters read its own terms: a node passes an anti-affinity term when no pod the term selects runs in the node's
 topology domain, an affinity term when one does (or, for the first pod of a group, when no pod anywhere does and the
 pod selects itself), and a `DoNotSchedule` spread when the pods it selects in the node's domain, the pod counted,
-exceed the fewest in any domain by no more than its maxSkew. The other direction too: a placed pod's required
+exceed the fewest in any domain by no more than its maxSkew; a placed pod's replacement is judged so too, the pod
+gone with its move (`ByPlacedPods`). The other direction too: a placed pod's required
 anti-affinity keeps the pods its terms select out of its topology domains (`Repelling`). And NodePorts: a node whose
 pods hold a host port the pod asks refuses it (`kept_off_by_ports`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
@@ -333,6 +334,109 @@ def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the no
                     "fewest run"
                 )
     return kept
+
+
+@dataclass(frozen=True)
+class CountedPods:
+    """Pods whose nodes a pod's placement counts (its required pod affinity or anti-affinity, or a `DoNotSchedule`
+    topology spread): those of `namespaces` (None: any) that `selector` matches (None: every pod, its selector
+    unreadable)."""
+
+    namespaces: frozenset[str] | None
+    selector: LabelSelector | None
+
+    def counts(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether a pod of `namespace` with these labels is one of them."""
+        if self.namespaces is not None and namespace not in self.namespaces:
+            return False
+        return self.selector is None or matches(self.selector, labels)
+
+
+def counted_pods(spec: Mapping[str, Any], namespace: str) -> tuple[CountedPods, ...]:
+    """The pods where the pod (of `namespace`) may go depends on: moving one to another node could change
+    kube-scheduler's verdict on the pod. A namespaceSelector is not read (any namespace), nor matchLabelKeys (which
+    only narrow); a null labelSelector counts no pod."""
+    found = []
+    affinity = as_mapping(spec.get("affinity"))
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
+        for term in terms if isinstance(terms, list | tuple) else ():
+            if isinstance(term, Mapping) and term.get("labelSelector") is not None:
+                found.append(CountedPods(term_namespaces(term, namespace), _any_unread(term["labelSelector"])))
+    spreads = spec.get("topologySpreadConstraints")
+    for spread in spreads if isinstance(spreads, list | tuple) else ():
+        if not isinstance(spread, Mapping) or spread.get("labelSelector") is None:
+            continue
+        if spread.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
+            found.append(CountedPods(frozenset({namespace}), _any_unread(spread["labelSelector"])))
+    return tuple(found)
+
+
+def _any_unread(written: object) -> LabelSelector | None:
+    """A term's label selector; None (every pod) when it is unreadable."""
+    try:
+        return selector_from_dict(written)
+    except SelectorError:
+        return None
+
+
+def counts_any(counted: Iterable[CountedPods], namespace: str, labels: Mapping[str, str]) -> bool:
+    """Whether any of `counted` counts a pod of `namespace` with these labels."""
+    return any(c.counts(namespace, labels) for c in counted)
+
+
+class ByPlacedPods:
+    """Where a placed pod's replacement may go by its own required pod affinity, anti-affinity and `DoNotSchedule`
+    spreads, judged against the pods placed as they are, the pod itself gone with its move (`kept_off_by_spreads`,
+    then `kept_off_by_pods`, kube-scheduler's order). Worked out once per kind of pod and node: replicas of one
+    template on one node share their verdict. The pods placed are read (`placed()`) when a pod first asks: most
+    clusters' GPU pods have no such terms."""
+
+    def __init__(self, placed: Callable[[], Iterable[PlacedPod]], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
+        self._read = placed
+        self._placed: tuple[PlacedPod, ...] | None = None
+        self._node_labels = node_labels
+        self._selected: dict[tuple[object, ...], tuple[PlacedPod, ...]] = {}
+        self._memo: dict[tuple[object, ...], dict[str, tuple[str, str]]] = {}
+
+    def kept_off(
+        self,
+        pod: PlacedPod,
+        terms: tuple[PodTerm, ...],
+        spreads: tuple[Spread, ...],
+        allowed: frozenset[str] | None,
+        untolerated: frozenset[str],
+    ) -> dict[str, tuple[str, str]]:
+        """Each node the pod's terms and spreads keep its replacement off, with the filter and why in words; `allowed`
+        the nodes its node selection allows (None: any), `untolerated` those whose taints it does not tolerate."""
+        namespace, name, labels = pod.namespace, pod.name, pod.labels
+        kind = (terms, spreads, namespace)
+        key = (*kind, frozenset(labels.items()), pod.node, allowed, untolerated)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        selected = self._selected.get(kind)
+        if selected is None:
+            if self._placed is None:
+                self._placed = tuple(self._read())
+            selected = self._selected[kind] = tuple(
+                other
+                for other in self._placed
+                if any(t.selects(other.namespace, other.labels) for t in terms)
+                or any(other.namespace == namespace and s.counts(other.labels) for s in spreads)
+            )
+        others = [other for other in selected if (other.namespace, other.name) != (namespace, name)]
+        found = {}
+        if spreads:
+            by_spreads = kept_off_by_spreads(
+                spreads, namespace, labels, others, self._node_labels, allowed, untolerated
+            )
+            found.update((where, (POD_TOPOLOGY_SPREAD, why)) for where, why in by_spreads.items())
+        if terms:
+            by_terms = kept_off_by_pods(terms, namespace, labels, others, self._node_labels)
+            found.update((where, (INTER_POD_AFFINITY, why)) for where, why in by_terms.items() if where not in found)
+        self._memo[key] = found
+        return found
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from kubectl_hami_place.core.defrag.runs import (
 )
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
-from kubectl_hami_place.core.planner.objects import CountedPods
+from kubectl_hami_place.core.pod_affinity import CountedPods
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -148,9 +148,10 @@ def test_a_rescue_moves_the_pods_its_pod_counts_only_within_their_node() -> None
         ("team-a/q", "b")
     ]
     q = CountedPods(frozenset({"team-a"}), selector_from_dict({"matchLabels": {"app": "q"}}))
-    counted = decide_run(ON, snapshot, replace(waiting(32), counted=(q,)), [], NOW, "r1")
+    counting = replace(waiting(32), pod=replace(waiting(32).pod, counts=(q,)))
+    counted = decide_run(ON, snapshot, counting, [], NOW, "r1")
     assert [(m.pod, m.to_node) for m in counted.moves] == [("team-a/p", "a")]
-    both = replace(waiting(32), counted=(q, CountedPods(None, None)))
+    both = replace(waiting(32), pod=replace(waiting(32).pod, counts=(q, CountedPods(None, None))))
     assert decide_run(ON, snapshot, both, [], NOW, "r1").moves == ()
 
 

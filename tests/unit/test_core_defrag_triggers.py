@@ -139,14 +139,14 @@ def test_the_pending_pod_carries_the_refusals_the_plan_does_not_read_and_the_pod
     assert found.reason == "CardInsufficientMemory"
     alone = pending_pod(found.pod, marks, HAMI_DEFAULTS, [])
     assert alone.unread == ("1 node(s) didn't satisfy existing pods anti-affinity rules",)
-    assert alone.counted == ()
+    assert alone.pod.counts == ()
     assert pending_pod(found.pod, marks, HAMI_DEFAULTS, None).unread == (
         "1 node(s) didn't satisfy existing pods anti-affinity rules",
         "1 node(s) didn't match pod anti-affinity rules",
     )
     term = {"labelSelector": {"matchLabels": {"app": "spread"}}, "topologyKey": "kubernetes.io/hostname"}
     apart = pod("spread", refused=refused, spec={"affinity": {"podAntiAffinity": {REQUIRED: [term]}}})
-    counted = pending_pod(apart, marks, HAMI_DEFAULTS, []).counted
+    counted = pending_pod(apart, marks, HAMI_DEFAULTS, []).pod.counts
     assert [(c.namespaces, str(c.selector)) for c in counted] == [({"team-a"}, "app=spread")]
 
 

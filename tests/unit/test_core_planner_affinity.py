@@ -12,14 +12,9 @@ import pytest
 from kubectl_hami_place.core.names import HOSTNAME_LABEL, PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.node_selection import NodeMarks, node_allows, node_marks, tolerates
 from kubectl_hami_place.core.planner import FitGoal, Snapshot, plan
-from kubectl_hami_place.core.planner.objects import (
-    CountedPods,
-    counted_pods,
-    keep_counted_on_node,
-    pod_for_plan,
-    snapshot_from_objects,
-)
+from kubectl_hami_place.core.planner.objects import keep_counted_on_node, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
+from kubectl_hami_place.core.pod_affinity import CountedPods, counted_pods
 from kubectl_hami_place.core.selectors import selector_from_dict
 from tests.unit.test_core_planner import node_object, pod_object
 
@@ -347,13 +342,17 @@ def test_pods_counted_by_a_pending_pod_move_only_between_their_nodes_cards() -> 
     placed_web = pod_for_plan(pod_object("web", "a100-0", nodeName="a100-0"), LABELS)
     other = pod_for_plan(pod_object("db", "a100-1", nodeName="a100-1"), LABELS)
     counted = CountedPods(frozenset({"ns"}), selector_from_dict({"matchLabels": {"app": "web"}}))
-    kept = keep_counted_on_node(Snapshot((), (placed_web, other)), [counted])
+    pending = pod_for_plan(pod_object("big", None), LABELS)
+    kept = keep_counted_on_node(Snapshot((), (placed_web, other)), replace(pending, counts=(counted,)))
     assert [pod.nodes for pod in kept.pods] == [{"a100-0"}, None]
     assert [pod.stays for pod in kept.pods] == ["the Pending pod's required pod affinity or spread counts it", ""]
     elsewhere = CountedPods(frozenset({"team-b"}), None)
-    assert keep_counted_on_node(Snapshot((), (placed_web,)), [elsewhere]).pods[0].nodes is None
-    assert CountedPods(None, None).counts(other)
+    assert (
+        keep_counted_on_node(Snapshot((), (placed_web,)), replace(pending, counts=(elsewhere,))).pods[0].nodes is None
+    )
+    assert CountedPods(None, None).counts(other.namespace, other.labels)
     untolerated = replace(placed_web, nodes=frozenset({"a100-1"}))
-    assert keep_counted_on_node(Snapshot((), (untolerated,)), [counted]).pods[0].nodes == frozenset(), "nowhere"
+    alone = Snapshot((), (untolerated,))
+    assert keep_counted_on_node(alone, replace(pending, counts=(counted,))).pods[0].nodes == frozenset(), "nowhere"
     unchanged = Snapshot((), (placed_web,))
-    assert keep_counted_on_node(unchanged, []) is unchanged
+    assert keep_counted_on_node(unchanged, pending) is unchanged

@@ -287,11 +287,13 @@ def test_another_schedulers_pod_is_kept_as_what_it_asks_of_its_node_and_nothing_
     asked = Resources(4600, (2048 + 128 + 10) * 2**20, 1)
     assert kept == {
         "metadata": {"name": "web-1", "namespace": "web", "resourceVersion": "12"},
-        COUNTED: CountedPod("web", "web-1", "gpu-0", asked),
+        COUNTED: CountedPod("web", "web-1", "gpu-0", asked, labels={"app": "web"}),
     }
     nodes = [whole_node("gpu-0", "a")]
     assert node_remainders(nodes, [], [kept[COUNTED]]) == node_remainders(nodes, [whole])
-    assert kept[COUNTED].needs is project_counted_pod(plain_pod("web-2", "gpu-0"))[COUNTED].needs, "shared"
+    twin = project_counted_pod(plain_pod("web-2", "gpu-0"))[COUNTED]
+    assert kept[COUNTED].needs is twin.needs, "shared"
+    assert kept[COUNTED].labels is twin.labels, "shared"
 
 
 def test_a_snapshot_from_the_caches_and_other_schedulers_pods_is_the_one_from_every_pod() -> None:
@@ -320,7 +322,7 @@ def test_another_schedulers_pod_whose_ask_is_malformed_is_kept_with_the_reason()
     whole = plain_pod("web-1", "gpu-0")
     whole["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     assert project_counted_pod(whole)[COUNTED] == CountedPod(
-        "web", "web-1", "gpu-0", "cpu request 'lots' is not a quantity such as 1, 3k or 1Gi"
+        "web", "web-1", "gpu-0", "cpu request 'lots' is not a quantity such as 1, 3k or 1Gi", labels={"app": "web"}
     )
 
 

@@ -30,20 +30,19 @@ from kubectl_hami_place.core.defrag.budget import (
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
-from kubectl_hami_place.core.planner.objects import CountedPods, keep_counted_on_node
+from kubectl_hami_place.core.planner.objects import keep_counted_on_node
 from kubectl_hami_place.core.reservation import Reservation, barring
 
 
 @dataclass(frozen=True)
 class RescueTrigger:
     """Make room for a Pending pod HAMi refused; `reason` is HAMi's (see `triggers.rescue_reason`), `unread` the
-    refusals of other nodes the plan does not read (`triggers.unread_refusals`), `counted` the pods its pod affinity,
-    anti-affinity and topology spread count (`objects.counted_pods`), which the run moves only within their node."""
+    refusals of other nodes the plan does not read (`triggers.unread_refusals`). The pods where it may go depends on
+    (`PlanPod.counts`, and those whose own terms count it) the run moves only within their node."""
 
     pod: PlanPod
     reason: str = ""
     unread: tuple[str, ...] = ()
-    counted: tuple[CountedPods, ...] = ()
 
     def describe(self) -> str:
         """The trigger in words."""
@@ -125,7 +124,7 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
         return nothing(left.reason)
     held_snapshot, held = _hold(policy, snapshot, trigger, history, now)
     if isinstance(trigger, RescueTrigger):
-        held_snapshot = keep_counted_on_node(held_snapshot, trigger.counted)
+        held_snapshot = keep_counted_on_node(held_snapshot, trigger.pod)
     limits = Limits(
         max_moves=min(left.moves, policy.max_moves_per_plan),
         max_moves_per_node=policy.budgets.moves_per_node,

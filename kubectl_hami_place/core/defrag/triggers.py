@@ -25,7 +25,7 @@ from kubectl_hami_place.core.node_selection import NodeMarks, reachable, require
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
-from kubectl_hami_place.core.planner.objects import CountedPods, counted_pods, kept_off_nodes, pod_for_plan
+from kubectl_hami_place.core.planner.objects import kept_off_nodes, pod_for_plan
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.pod_affinity import (
     AFFINITY_REFUSALS,
@@ -225,11 +225,10 @@ class PendingPod:
     """A pod to make room for: as the planner sees it (kept off the nodes its own pod affinity and topology spreads
     refuse, when the pods they select were read, and those placed pods' anti-affinity refuses), the refusals of
     nodes in kube-scheduler's last word on it that the plan does not read (`unread_refusals`: a plan's room may be
-    on one of those nodes), and the pods where it may go depends on (`objects.counted_pods`)."""
+    on one of those nodes)."""
 
     pod: PlanPod
     unread: tuple[str, ...]
-    counted: tuple[CountedPods, ...]
 
 
 def pending_pod(
@@ -286,7 +285,7 @@ def pending_pod(
         *(VOLUME_REFUSALS if reach is not None and not reach.unread else ()),
         *(f"Insufficient {name}" for name in sorted(scalars)),
     )
-    return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read), counted_pods(spec, namespace))
+    return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read))
 
 
 def unschedulable_message(pod: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.node_resources import NOTHING, Resources
-from kubectl_hami_place.core.pod_affinity import PortHolder, Repeller
+from kubectl_hami_place.core.pod_affinity import CountedPods, PortHolder, Repeller
 from kubectl_hami_place.core.requests import CardRequest
 from kubectl_hami_place.core.usage import PodAllocation
 
@@ -60,7 +60,8 @@ class PlanPod:
     `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs` the CPU, memory and pod
     count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell the controller's cooldown
     which pods a moved pod's workload made after the move; `stays` why a placed pod may move only between its own
-    node's cards ("" when it may go to others).
+    node's cards ("" when it may go to others); `counts` the pods where kube-scheduler lets its replacement go depends
+    on (`pod_affinity.counted_pods`), none of which a plan moves to another node beside it.
     """
 
     namespace: str
@@ -83,6 +84,7 @@ class PlanPod:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     created: datetime | None = None
     stays: str = ""
+    counts: tuple[CountedPods, ...] = ()
 
     @property
     def key(self) -> str:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster_info import build_cluster_info
-from kubectl_hami_place.core.errors import ModelError, RequestError, SelectorError
+from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
@@ -34,17 +34,23 @@ from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.pod_affinity import (
     INTER_POD_AFFINITY,
+    ByPlacedPods,
+    PlacedPod,
     PortHolder,
     Repeller,
     Repelling,
+    counted_pods,
+    counts_any,
     host_ports,
     labels_of,
+    placed_pods,
+    pod_spreads,
+    pod_terms,
     port_holder,
     repeller,
-    term_namespaces,
 )
 from kubectl_hami_place.core.requests import pod_requests
-from kubectl_hami_place.core.selectors import LabelSelector, budget_selector, matches, selector_from_dict
+from kubectl_hami_place.core.selectors import budget_selector, matches
 from kubectl_hami_place.core.usage import pod_allocation
 from kubectl_hami_place.core.volumes import Volumes, is_claim, volume_reach
 
@@ -102,10 +108,13 @@ def snapshot_from_objects(
         *(Repeller(other.namespace, other.name, other.node, other.repels) for other in others if other.repels),
     )
     repelling = Repelling(repellers, marks.labels)
+    placed = ByPlacedPods(
+        lambda: (*placed_pods(pods), *(PlacedPod(o.namespace, o.name, o.node, o.labels) for o in others)), marks.labels
+    )
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, marks, config, memo, asked, volumes=volumes, scalars=scalars)
+            plan_pod = pod_for_plan(pod, marks, config, memo, asked, volumes=volumes, scalars=scalars, placed=placed)
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -153,15 +162,18 @@ def pod_for_plan(
     *,
     volumes: Volumes | None = None,
     scalars: frozenset[str] = frozenset(),
+    placed: ByPlacedPods | None = None,
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
     The nodes it may run on are those whose labels (`marks`) carry its nodeSelector and match its required node
     affinity (`node_allows`), and whose keeping-off taints it tolerates (`tolerates`); the hostname requirement our
     webhook merged into a placed pod's affinity pins that pod only, not its replacement, so it is left out. A placed
-    pod with a resource claim, pod affinity or a host port stays on its node (`on_node_only`, why in `stays`), as does
-    one with a volume claim unless `volumes` were read: then its replacement may go where its bound volumes let it
-    (`volumes.volume_reach`; on its own node alone when one of them cannot be read). Only a GPU
+    pod with a resource claim or a host port stays on its node (`on_node_only`, why in `stays`), as does one with a
+    volume claim unless `volumes` were read: then its replacement may go where its bound volumes let it
+    (`volumes.volume_reach`; on its own node alone when one of them cannot be read); and one with required pod
+    affinity, anti-affinity or a `DoNotSchedule` spread unless the pods `placed` were read: then its replacement may go
+    where they let it (`pod_affinity.ByPlacedPods`; its own node alone when its terms cannot be read). Only a GPU
     pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
     template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
     it already for the nodes' rooms; of the scalar resources it asks, those of `scalars` (the ones the nodes' rooms
@@ -188,13 +200,13 @@ def pod_for_plan(
         needs, unread = read.only(scalars), ""
     else:
         needs, unread = NOTHING, f"has a CPU or memory request kube-scheduler cannot read ({read})"
-    placed = str(spec.get("nodeName") or "")
-    moves_volumes = volumes is not None and bool(placed) and claims_volume(spec)
+    on = str(spec.get("nodeName") or "")
+    moves_volumes = volumes is not None and bool(on) and claims_volume(spec)
     nodes, untolerated, stays = *_ANY, ""
     if any(requests):
         nodes, untolerated = _reachable(spec, marks, placed_on, {} if memo is None else memo)
-        stays = on_node_only(spec, moves_volumes) if placed else ""
-        nodes = _on_node(nodes, placed) if stays else nodes
+        stays = on_node_only(spec, moves_volumes, placed is not None) if on else ""
+        nodes = _on_node(nodes, on) if stays else nodes
     planned = PlanPod(
         namespace=namespace,
         name=name,
@@ -214,13 +226,28 @@ def pod_for_plan(
         labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
         stays=stays,
+        counts=counted_pods(spec, namespace),
     )
-    if volumes is None or not (moves_volumes and any(requests)):
+    if stays or not (on and any(requests)):
         return planned
-    reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)
-    if reach.unread:
-        return replace(planned, nodes=_on_node(nodes, placed), stays=reach.unread)
-    return kept_off_nodes(planned, reach.kept_off, marks.labels)
+    if volumes is not None and moves_volumes:
+        reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)
+        if reach.unread:
+            return replace(planned, nodes=_on_node(nodes, on), stays=reach.unread)
+        planned = kept_off_nodes(planned, reach.kept_off, marks.labels)
+    if placed is None or not placed_by_other_pods(spec):
+        return planned
+    terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, planned.labels)
+    if terms is None or spreads is None:
+        unread = "kube-scheduler places it by other pods, by terms the plan does not read"
+        return replace(planned, nodes=_on_node(planned.nodes, on), stays=unread)
+    allowed = None
+    if spreads:
+        selector, terms_of_node = as_mapping(spec.get("nodeSelector")), _required_terms(spec, placed_on)
+        allowed, _ = reachable(selector, terms_of_node, None, NodeMarks(marks.labels))
+    itself = PlacedPod(namespace, name, on, planned.labels)
+    kept = placed.kept_off(itself, terms, spreads, allowed, frozenset(planned.untolerated))
+    return kept_off_nodes(planned, kept, marks.labels)
 
 
 def claims_volume(spec: Mapping[str, Any]) -> bool:
@@ -257,63 +284,25 @@ def claims_resources(spec: Mapping[str, Any]) -> bool:
     return isinstance(claims, list | tuple) and bool(claims)
 
 
-@dataclass(frozen=True)
-class CountedPods:
-    """Pods whose nodes a Pending pod's placement counts (its required pod affinity or anti-affinity, or a
-    `DoNotSchedule` topology spread): those of `namespaces` (None: any) that `selector` matches (None: every pod, its
-    selector unreadable)."""
-
-    namespaces: frozenset[str] | None
-    selector: LabelSelector | None
-
-    def counts(self, pod: PlanPod) -> bool:
-        """Whether the pod is one of them."""
-        if self.namespaces is not None and pod.namespace not in self.namespaces:
-            return False
-        return self.selector is None or matches(self.selector, pod.labels)
-
-
-def counted_pods(spec: Mapping[str, Any], namespace: str) -> tuple[CountedPods, ...]:
-    """The pods where the pod (of `namespace`) may go depends on: moving one to another node could change
-    kube-scheduler's verdict on the node a plan makes room on. A namespaceSelector is not read (any namespace), nor
-    matchLabelKeys (which only narrow); a null labelSelector counts no pod."""
-    found = []
-    affinity = as_mapping(spec.get("affinity"))
-    for kind in ("podAffinity", "podAntiAffinity"):
-        terms = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
-        for term in terms if isinstance(terms, list | tuple) else ():
-            if isinstance(term, Mapping) and term.get("labelSelector") is not None:
-                found.append(CountedPods(term_namespaces(term, namespace), _selector(term["labelSelector"])))
-    spreads = spec.get("topologySpreadConstraints")
-    for spread in spreads if isinstance(spreads, list | tuple) else ():
-        if not isinstance(spread, Mapping) or spread.get("labelSelector") is None:
-            continue
-        if spread.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
-            found.append(CountedPods(frozenset({namespace}), _selector(spread["labelSelector"])))
-    return tuple(found)
-
-
-def _selector(written: object) -> LabelSelector | None:
-    """A term's label selector; None (every pod) when it is unreadable."""
-    try:
-        return selector_from_dict(written)
-    except SelectorError:
-        return None
-
-
-def keep_counted_on_node(snapshot: Snapshot, counted: Iterable[CountedPods]) -> Snapshot:
-    """The snapshot with the pods `counted` selects kept to their own node's cards: where the Pending pod may go
-    stays as kube-scheduler last judged it (a move between cards of one node changes no topology domain)."""
-    counted = tuple(counted)
-    if not counted:
+def keep_counted_on_node(snapshot: Snapshot, pending: PlanPod) -> Snapshot:
+    """The snapshot with the pods where the Pending pod may go depends on kept to their own node's cards: those its
+    required pod (anti-)affinity and spreads count (`counts`), and those whose own count it (their anti-affinity
+    keeps it out of their domains, which a move would change). Where it may go stays as kube-scheduler last judged
+    it (a move between cards of one node changes no topology domain)."""
+    counted = pending.counts
+    if not counted and not any(pod.counts for pod in snapshot.pods):
         return snapshot
     pods = []
     for pod in snapshot.pods:
         node = pod.allocation.node if pod.allocation is not None else ""
-        if not (node and any(c.counts(pod) for c in counted)):
+        if node and counts_any(counted, pod.namespace, pod.labels):
+            why = "the Pending pod's required pod affinity or spread counts it"
+        elif node and counts_any(pod.counts, pending.namespace, pending.labels):
+            why = "its required pod affinity or spread counts the Pending pod"
+        else:
             pods.append(pod)
             continue
-        stays = pod.stays or "the Pending pod's required pod affinity or spread counts it"
+        stays = pod.stays or why
         pods.append(replace(pod, nodes=_on_node(pod.nodes, node), stays=stays))
     return replace(snapshot, pods=tuple(pods))
 
@@ -329,17 +318,18 @@ def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes:
     return replace(pod, nodes=allowed.difference(kept), kept_off={**pod.kept_off, **kept})
 
 
-def on_node_only(spec: Mapping[str, Any], volumes_read: bool = False) -> str:
+def on_node_only(spec: Mapping[str, Any], volumes_read: bool = False, pods_read: bool = False) -> str:
     """Why a placed pod may move only between its own node's cards ("" when it may go to other nodes): its volume
     claim may be bound to the node or its zone (a local PV, a zonal disk) unless the claims and their volumes were read
     (`volumes_read`: then `volumes.volume_reach` says where), as its resource claims may be to devices of its node,
-    kube-scheduler places it by other pods, or it takes a host port another node's pods may hold; the plan reads none
+    kube-scheduler places it by other pods unless the pods placed were read (`pods_read`: then
+    `pod_affinity.ByPlacedPods` says where), or it takes a host port another node's pods may hold; the plan reads none
     of these, and kube-scheduler would refuse the replacement on another node (a move given up after its timeout)."""
     if claims_volume(spec) and not volumes_read:
         return "its volume claims were not read"
     if claims_resources(spec):
         return "it claims devices through resource claims"
-    if placed_by_other_pods(spec):
+    if placed_by_other_pods(spec) and not pods_read:
         return "kube-scheduler places it by other pods (required pod affinity or a DoNotSchedule spread)"
     if takes_host_port(spec):
         return "it takes a host port"

@@ -44,6 +44,7 @@ from kubectl_hami_place.core.planner.model import (
     Snapshot,
     Summary,
 )
+from kubectl_hami_place.core.pod_affinity import counts_any
 from kubectl_hami_place.core.requests import CardRequest, memory_for
 from kubectl_hami_place.core.usage import CardUsage
 
@@ -345,6 +346,8 @@ class State:
                     held[key] = {on_card.ordinal: uuid}
                 else:
                     cards[on_card.ordinal] = uuid
+        self.counting = any(plan_pod.counts for plan_pod, _ in counted)
+        """Whether any pod's placement counts other pods (`PlanPod.counts`): only then may a move tie another's."""
         self.pods: dict[str, PodSlot] = {}
         for plan_pod, _ in counted:
             key = plan_pod.key
@@ -593,6 +596,24 @@ class State:
             return f"would exceed {bound} moves of namespace {namespace}'s pods"
         return None
 
+    def tied_away(self, key: str) -> str:
+        """A pod this plan moved to another node that the pod's placement counts or that counts the pod's
+        (`PlanPod.counts`), "" when none: kube-scheduler's verdict on either, read from the pods as they were, would
+        not hold once both left their nodes, so the pod may then move only between its own node's cards."""
+        if not self.counting:
+            return ""
+        pod = self.pods[key].pod
+        for move in self.moves:
+            other = self.pods[move.pod]
+            if move.pod == key or other.pod.allocation is None or other.node == other.pod.allocation.node:
+                continue
+            theirs = other.pod
+            if counts_any(pod.counts, theirs.namespace, theirs.labels) or counts_any(
+                theirs.counts, pod.namespace, pod.labels
+            ):
+                return move.pod
+        return ""
+
     # Moves ----------------------------------------------------------------------------------------------------
 
     def step(self, count: int = 1) -> None:
@@ -650,6 +671,8 @@ class State:
         if self.pods[key].moved:
             return self._retarget(key, exclude, scope, avoid_empty)
         entry = self.pods[key]
+        if self.tied_away(key):
+            scope = frozenset({entry.node}) if scope is None else scope & {entry.node}
         target = self._target(entry.pod, set(exclude) | set(entry.cards), scope, avoid_empty)
         if target is None:
             return self._chain(key, reason, set(exclude) | set(entry.cards), scope, avoid_empty) if chain else None
@@ -689,7 +712,8 @@ class State:
                 ):
                     old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
                     holds = self.holds(slot.node, entry.pod, entry.node)
-                    if holds and self.fits(entry.pod, slot) and self.may_move(key) is None:
+                    tied = slot.node != entry.node and self.tied_away(key)
+                    if holds and not tied and self.fits(entry.pod, slot) and self.may_move(key) is None:
                         return self._record(key, reason, old, slot.node, [slot])
                     for uuid, share in old:
                         self._give(self.by_uuid[uuid], key, share)
@@ -774,7 +798,8 @@ class State:
         entry = self.pods[move.pod]
         old = tuple((uuid, self._take(self.by_uuid[uuid], move.pod)) for uuid in entry.cards)
         slots = [self.by_uuid[uuid] for uuid in move.to_cards]
-        if self.holds(move.to_node, entry.pod, entry.node) and all(self.fits(entry.pod, slot) for slot in slots):
+        tied = move.to_node != entry.node and self.tied_away(move.pod)
+        if not tied and self.holds(move.to_node, entry.pod, entry.node) and all(self.fits(entry.pod, s) for s in slots):
             self._record(move.pod, move.reason, old, move.to_node, slots)
             return True
         for uuid, share in old:

@@ -1257,15 +1257,15 @@ def identity_kubeconfig_with(cluster: Sandbox, user: str, rules: list[dict[str, 
     return cluster.identity_kubeconfig(user, group="planners")
 
 
-@pytest.mark.parametrize("needs", ["volume", "extended resource"])
+@pytest.mark.parametrize("needs", ["volume", "extended resource", "anti-affinity"])
 def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resource(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], needs: str
 ) -> None:
     """`light` (10,000 MiB on A's one card) mounts a claim bound to a local volume of A and C, or asks an extended
-    resource only A and C advertise; B's and C's cards each hold 25,000 MiB of a pod that cannot move, so either has
-    room for light, and the big pod (35,000 MiB) fits once light leaves A. In mode on the controller moves light to C,
-    never to B, where kube-scheduler would refuse its replacement: the replacement runs on C and the big pod on A's
-    card."""
+    resource only A and C advertise, or has a required anti-affinity against the pod on B; B's and C's cards each hold
+    25,000 MiB of a pod that cannot move, so either has room for light, and the big pod (35,000 MiB) fits once light
+    leaves A. In mode on the controller moves light to C, never to B, where kube-scheduler would refuse its
+    replacement: the replacement runs on C and the big pod on A's card."""
     tag = uuid.uuid4().hex[:6]
     a, b, c = f"reach-a-{tag}", f"reach-b-{tag}", f"reach-c-{tag}"
     made: list[GpuNode] = []
@@ -1279,6 +1279,9 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
         on_nodes(template, a, b, c)
         if needs == "volume":
             template["volumes"] = [local_volume(cluster, namespace, "data", a, c)]
+        elif needs == "anti-affinity":
+            apart = {"labelSelector": {"matchLabels": {"role": "apart"}}, "topologyKey": "kubernetes.io/hostname"}
+            template["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
         else:
             nodes.patch_node_status(a, with_fpga)
             template["containers"][0]["resources"]["limits"][FPGA] = "1"
@@ -1286,10 +1289,12 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
         light = scale_up(cluster, namespace, "light")
         assert allocation(cluster, namespace, light).node == a, "A is the only node yet"
         made += one_card_nodes(cluster, b, c)
-        if needs != "volume":
+        if needs == "extended resource":
             nodes.patch_node_status(c, with_fpga)
         for node in (b, c):
-            create(cluster, namespace, pod(node, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=node))
+            labels = {"app": node, "role": "apart"} if node == b else None
+            fixed = pod(node, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=node, labels=labels)
+            create(cluster, namespace, fixed)
             assert allocation(cluster, namespace, node).node == node
         write_policy(cluster, server_namespace, namespace, "on")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)

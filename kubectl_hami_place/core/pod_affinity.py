@@ -151,9 +151,13 @@ def kept_off_by_pods(
     labels: Mapping[str, str],
     placed: Iterable[PlacedPod],
     node_labels: Mapping[str, Mapping[str, Any]],
+    *,
+    domains: DomainIndex | None = None,
 ) -> dict[str, str]:
     """Each node of `node_labels` the pod's terms keep it off (the pod of `namespace` with `labels`), and why in
-    words; `placed` the pods bound to nodes (any superset of those the terms select)."""
+    words; `placed` the pods bound to nodes (any superset of those the terms select), `domains` the nodes' topology
+    domains when the caller keeps them. Anti-affinity alone is judged by the domains the selected pods run in, not
+    node by node."""
     terms = tuple(terms)
     placed = tuple(placed)
     selected = [
@@ -166,11 +170,21 @@ def kept_off_by_pods(
         }
         for term in terms
     ]
+    kept: dict[str, str] = {}
+    if all(term.anti for term in terms):
+        domains = DomainIndex(node_labels) if domains is None else domains
+        for term, found in zip(terms, selected, strict=True):
+            for (key, value), pod in found.items():
+                why = (
+                    f"the pod's anti-affinity ({term.words}): {pod.namespace}/{pod.name} runs {_in_domain(key, value)}"
+                )
+                for node in domains.nodes(key).get(value, ()):
+                    kept.setdefault(node, why)
+        return kept
     affinity = [(term, found) for term, found in zip(terms, selected, strict=True) if not term.anti]
     first_of_group = not any(found for _, found in affinity) and all(
         term.selects(namespace, labels) for term, _ in affinity
     )
-    kept: dict[str, str] = {}
     for node in node_labels:
         why = _kept_off(node, zip(terms, selected, strict=True), node_labels, first_of_group=first_of_group)
         if why:
@@ -303,37 +317,135 @@ def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the no
     """Each node of `node_labels` the pod's spreads keep it off (the pod of `namespace` with `labels`), and why in
     words; `placed` the pods bound to nodes (any superset of those the spreads select), `selected` the nodes its node
     selection allows (None: any) and `untolerated` those whose taints it does not tolerate."""
-    spreads, placed, untolerated = tuple(spreads), tuple(placed), frozenset(untolerated)
-    keys = {spread.topology_key for spread in spreads}
-    labelled = [node for node in node_labels if all(_value(node_labels, node, key) is not None for key in keys)]
+    spreads, placed = tuple(spreads), tuple(placed)
+    domains = DomainIndex(node_labels)
+    keys = frozenset(spread.topology_key for spread in spreads)
     kept: dict[str, str] = {}
     for spread in spreads:
-        counted = [
-            node
-            for node in labelled
-            if (not spread.honor_node_affinity or selected is None or node in selected)
-            and not (spread.honor_taints and node in untolerated)
-        ]
-        where = {node: _value(node_labels, node, spread.topology_key) for node in counted}
-        found = dict.fromkeys(where.values(), 0)
+        count = SpreadCount.of(spread, namespace, placed, domains, selected, frozenset(untolerated), keys)
+        for node, why in count.kept_off(labels).items():
+            kept.setdefault(node, why)
+    return kept
+
+
+class DomainIndex:
+    """The nodes of each value of a topology label, and the nodes without it, read once per key however many pods'
+    terms and spreads name it."""
+
+    def __init__(self, node_labels: Mapping[str, Mapping[str, Any]]) -> None:
+        self.node_labels = node_labels
+        self._nodes: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._unlabelled: dict[str, tuple[str, ...]] = {}
+        self._counted: dict[tuple[object, ...], tuple[Mapping[str, str], int]] = {}
+
+    def nodes(self, key: str) -> dict[str, tuple[str, ...]]:
+        """The nodes of each value of `key`."""
+        found = self._nodes.get(key)
+        if found is None:
+            found = self._nodes[key] = _domains(self.node_labels, key)
+        return found
+
+    def unlabelled(self, key: str) -> tuple[str, ...]:
+        """The nodes without `key`."""
+        found = self._unlabelled.get(key)
+        if found is None:
+            found = self._unlabelled[key] = tuple(
+                n for n in self.node_labels if _value(self.node_labels, n, key) is None
+            )
+        return found
+
+    def value(self, node: str, key: str) -> str | None:
+        """The node's value of `key`; None when it has none."""
+        return _value(self.node_labels, node, key)
+
+    def counted(
+        self, key: str, keys: frozenset[str], selected: frozenset[str] | None, untolerated: frozenset[str]
+    ) -> tuple[Mapping[str, str], int]:
+        """The nodes a spread on `key` counts, with their values, and how many domains they make: those that carry
+        every key of the pod's spreads (`keys`), of `selected` (None: any) and not `untolerated`; found once for all
+        the spreads that count alike."""
+        found = self._counted.get((key, keys, selected, untolerated))
+        if found is None:
+            where = {}
+            for node in self.node_labels:
+                value = self.value(node, key)
+                if value is None or any(self.value(node, other) is None for other in keys):
+                    continue
+                if (selected is None or node in selected) and node not in untolerated:
+                    where[node] = value
+            found = self._counted[(key, keys, selected, untolerated)] = (where, len(set(where.values())))
+        return found
+
+
+@dataclass(frozen=True)
+class SpreadCount:
+    """One spread's pods counted in each domain of the nodes it counts (kube-scheduler's per-domain match count): the
+    fewest any domain holds (0 below minDomains domains) and the domains that hold any, read once, then asked where
+    any pod may go, one placed pod left out (`kept_off`)."""
+
+    spread: Spread
+    namespace: str
+    where: Mapping[str, str]
+    fewest: int
+    enough: bool
+    holding: Mapping[str, int]
+    domains: DomainIndex
+
+    @classmethod
+    def of(  # noqa: PLR0917 - the spread, the pods placed, and the nodes as the pod's node selection sees them
+        cls,
+        spread: Spread,
+        namespace: str,
+        placed: Iterable[PlacedPod],
+        domains: DomainIndex,
+        selected: frozenset[str] | None,
+        untolerated: frozenset[str],
+        keys: frozenset[str],
+    ) -> SpreadCount:
+        """The count over the nodes that carry every key of the pod's spreads (`keys`), within its node selection
+        (`selected`, None: any) and its tolerations (`untolerated`) as the spread's policies say; `placed` the pods
+        bound to nodes (any superset of those the spread selects), terminating ones not counted."""
+        where, counted = domains.counted(
+            spread.topology_key,
+            keys,
+            selected if spread.honor_node_affinity else None,
+            untolerated if spread.honor_taints else frozenset(),
+        )
+        holding: dict[str, int] = {}
         for pod in placed:
             if pod.node in where and not pod.terminating and pod.namespace == namespace and spread.counts(pod.labels):
-                found[where[pod.node]] += 1
-        fewest = 0 if len(found) < spread.min_domains else min(found.values())
+                value = where[pod.node]
+                holding[value] = holding.get(value, 0) + 1
+        enough = counted >= spread.min_domains
+        fewest = min(holding.values()) if enough and len(holding) == counted else 0
+        return cls(spread, namespace, where, fewest, enough, holding, domains)
+
+    def kept_off(self, labels: Mapping[str, str], without: PlacedPod | None = None) -> dict[str, str]:
+        """Each node the spread keeps a pod with `labels` off, and why in words; `without` a placed pod left out of the
+        count (the pod a move replaces). Only a domain holding pods can be too far ahead (maxSkew is at least 1)."""
+        spread, fewest = self.spread, self.fewest
+        own = None
+        if without is not None and not without.terminating and without.namespace == self.namespace:
+            own = self.where.get(without.node) if spread.counts(without.labels) else None
+        if own is not None and self.enough:
+            fewest = min(fewest, self.holding[own] - 1)
         itself = 1 if spread.selects(labels) else 0
-        for node in node_labels:
-            if node in kept:
+        key = spread.topology_key
+        kept = dict.fromkeys(
+            self.domains.unlabelled(key), f"the pod's topology spread ({spread.words}): the node has no {key} label"
+        )
+        by_value = self.domains.nodes(key)
+        for value, held in self.holding.items():
+            count = held - 1 if value == own else held
+            if count + itself - fewest <= spread.max_skew:
                 continue
-            value = _value(node_labels, node, spread.topology_key)
-            if value is None:
-                kept[node] = f"the pod's topology spread ({spread.words}): the node has no {spread.topology_key} label"
-            elif found.get(value, 0) + itself - fewest > spread.max_skew:
-                kept[node] = (
-                    f"the pod's topology spread ({spread.words}, maxSkew {spread.max_skew}): "
-                    f"{found.get(value, 0)} such pod(s) run in its {spread.topology_key}={value}, {fewest} where "
-                    "fewest run"
-                )
-    return kept
+            why = (
+                f"the pod's topology spread ({spread.words}, maxSkew {spread.max_skew}): {count} such pod(s) run in "
+                f"its {key}={value}, {fewest} where fewest run"
+            )
+            for node in by_value.get(value, ()):
+                kept.setdefault(node, why)
+        return kept
 
 
 @dataclass(frozen=True)
@@ -385,18 +497,25 @@ def counts_any(counted: Iterable[CountedPods], namespace: str, labels: Mapping[s
     return any(c.counts(namespace, labels) for c in counted)
 
 
+Group = tuple[str, frozenset[tuple[str, str]]]
+"""Placed pods alike to a selector: their namespace and labels."""
+
+
 class ByPlacedPods:
     """Where a placed pod's replacement may go by its own required pod affinity, anti-affinity and `DoNotSchedule`
-    spreads, judged against the pods placed as they are, the pod itself gone with its move (`kept_off_by_spreads`,
-    then `kept_off_by_pods`, kube-scheduler's order). Worked out once per kind of pod and node: replicas of one
-    template on one node share their verdict. The pods placed are read (`placed()`) when a pod first asks: most
-    clusters' GPU pods have no such terms."""
+    spreads, judged against the pods placed as they are, the pod itself gone with its move (spreads first, then
+    terms, kube-scheduler's order). The pods placed are read (`placed()`) when a pod first asks, most clusters' GPU
+    pods having no such terms, and grouped by namespace and labels; each kind of pod's selected pods and spread counts
+    are found once, and its verdict once per node (replicas of one template on one node share it)."""
 
     def __init__(self, placed: Callable[[], Iterable[PlacedPod]], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
         self._read = placed
-        self._placed: tuple[PlacedPod, ...] | None = None
-        self._node_labels = node_labels
+        self._groups: dict[Group, list[PlacedPod]] | None = None
+        self._with: dict[tuple[str, str], list[Group]] = {}
+        self._positions: dict[Group, int] = {}
+        self._domains = DomainIndex(node_labels)
         self._selected: dict[tuple[object, ...], tuple[PlacedPod, ...]] = {}
+        self._counts: dict[tuple[object, ...], SpreadCount] = {}
         self._memo: dict[tuple[object, ...], dict[str, tuple[str, str]]] = {}
 
     def kept_off(
@@ -409,34 +528,70 @@ class ByPlacedPods:
     ) -> dict[str, tuple[str, str]]:
         """Each node the pod's terms and spreads keep its replacement off, with the filter and why in words; `allowed`
         the nodes its node selection allows (None: any), `untolerated` those whose taints it does not tolerate."""
-        namespace, name, labels = pod.namespace, pod.name, pod.labels
+        namespace, labels = pod.namespace, pod.labels
         kind = (terms, spreads, namespace)
         key = (*kind, frozenset(labels.items()), pod.node, allowed, untolerated)
         found = self._memo.get(key)
         if found is not None:
             return found
-        selected = self._selected.get(kind)
-        if selected is None:
-            if self._placed is None:
-                self._placed = tuple(self._read())
-            selected = self._selected[kind] = tuple(
-                other
-                for other in self._placed
-                if any(t.selects(other.namespace, other.labels) for t in terms)
-                or any(other.namespace == namespace and s.counts(other.labels) for s in spreads)
-            )
-        others = [other for other in selected if (other.namespace, other.name) != (namespace, name)]
+        selected = self._select(kind)
         found = {}
-        if spreads:
-            by_spreads = kept_off_by_spreads(
-                spreads, namespace, labels, others, self._node_labels, allowed, untolerated
-            )
-            found.update((where, (POD_TOPOLOGY_SPREAD, why)) for where, why in by_spreads.items())
+        keys = frozenset(spread.topology_key for spread in spreads)
+        for spread in spreads:
+            counted = (spread, namespace, allowed, untolerated, keys)
+            count = self._counts.get(counted)
+            if count is None:
+                count = self._counts[counted] = SpreadCount.of(
+                    spread, namespace, selected, self._domains, allowed, untolerated, keys
+                )
+            for node, why in count.kept_off(labels, pod).items():
+                found.setdefault(node, (POD_TOPOLOGY_SPREAD, why))
         if terms:
-            by_terms = kept_off_by_pods(terms, namespace, labels, others, self._node_labels)
-            found.update((where, (INTER_POD_AFFINITY, why)) for where, why in by_terms.items() if where not in found)
+            others = [other for other in selected if (other.namespace, other.name) != (namespace, pod.name)]
+            node_labels = self._domains.node_labels
+            by_terms = kept_off_by_pods(terms, namespace, labels, others, node_labels, domains=self._domains)
+            for node, why in by_terms.items():
+                found.setdefault(node, (INTER_POD_AFFINITY, why))
         self._memo[key] = found
         return found
+
+    def _select(self, kind: tuple[tuple[PodTerm, ...], tuple[Spread, ...], str]) -> tuple[PlacedPod, ...]:
+        """The placed pods a kind of pod's terms select or its spreads count, found once per group of pods alike."""
+        selected = self._selected.get(kind)
+        if selected is not None:
+            return selected
+        groups = self._groups
+        if groups is None:
+            groups = self._groups = {}
+            for placed in self._read():
+                groups.setdefault((placed.namespace, frozenset(placed.labels.items())), []).append(placed)
+            self._positions = {group: at for at, group in enumerate(groups)}
+            for group in groups:
+                for pair in group[1]:
+                    self._with.setdefault(pair, []).append(group)
+        terms, spreads, namespace = kind
+        candidates: dict[Group, None] = {}
+        for selector in (*(t.selector for t in terms), *(s.selector for s in spreads)):
+            candidates.update(dict.fromkeys(self._with_all(selector, groups)))
+        found: list[PlacedPod] = []
+        for group in sorted(candidates, key=self._positions.__getitem__):
+            group_namespace, pods = group[0], groups[group]
+            labels = pods[0].labels
+            if any(t.selects(group_namespace, labels) for t in terms) or (
+                group_namespace == namespace and any(s.counts(labels) for s in spreads)
+            ):
+                found += pods
+        selected = self._selected[kind] = tuple(found)
+        return selected
+
+    def _with_all(self, selector: LabelSelector | None, groups: Iterable[Group]) -> Iterable[Group]:
+        """The groups a selector may select: those carrying the rarest of its matchLabels (all of `groups` when it
+        has none)."""
+        if selector is None:
+            return ()
+        if not selector.match_labels:
+            return groups
+        return min((self._with.get(pair, []) for pair in selector.match_labels), key=len)
 
 
 @dataclass(frozen=True)
@@ -478,23 +633,30 @@ def repeller(pod: Mapping[str, Any]) -> Repeller | None:
 
 
 class Repelling:
-    """The nodes placed pods' anti-affinity keeps each pod off, worked out once per kind of pod (its namespace and
-    labels; pods of one template share theirs)."""
+    """The nodes placed pods' anti-affinity keeps each pod off. The terms that select a kind of pod (its namespace and
+    labels) are found once per kind, each distinct term tested once (replicas of one template share theirs) and only
+    when the kind carries the term's first matchLabels pair; a repeller's own kind leaves its own terms out (a pod
+    does not repel its own replacement)."""
 
     def __init__(self, repellers: Iterable[Repeller], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
         self._domains: list[tuple[Repeller, PodTerm, tuple[str, ...], str]] = []
-        by_key: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._by_term: dict[PodTerm, list[int]] = {}
+        self._terms_with: dict[tuple[str, str] | None, list[PodTerm]] = {}
+        index = DomainIndex(node_labels)
         for found in repellers:
             for term in found.terms:
-                value = _value(node_labels, found.node, term.topology_key)
+                value = index.value(found.node, term.topology_key)
                 if value is None:
                     continue
-                if term.topology_key not in by_key:
-                    by_key[term.topology_key] = _domains(node_labels, term.topology_key)
-                nodes = by_key[term.topology_key][value]
+                nodes = index.nodes(term.topology_key)[value]
                 where = "the node" if term.topology_key == HOSTNAME_LABEL else f"its {term.topology_key}={value}"
+                if term not in self._by_term and term.selector is not None:
+                    pairs = term.selector.match_labels
+                    self._terms_with.setdefault(pairs[0] if pairs else None, []).append(term)
+                self._by_term.setdefault(term, []).append(len(self._domains))
                 self._domains.append((found, term, nodes, where))
         self._names = {(found.namespace, found.name) for found, *_ in self._domains}
+        self._selecting: dict[tuple[str, frozenset[tuple[str, str]]], list[int]] = {}
         self._memo: dict[tuple[str, frozenset[tuple[str, str]]], dict[str, str]] = {}
 
     def kept_off(self, namespace: str, name: str, labels: Mapping[str, str]) -> dict[str, str]:
@@ -506,9 +668,16 @@ class Repelling:
         own = (namespace, name) in self._names
         if not own and key in self._memo:
             return self._memo[key]
+        selecting = self._selecting.get(key)
+        if selecting is None:
+            terms = [*self._terms_with.get(None, ()), *(t for p in labels.items() for t in self._terms_with.get(p, ()))]
+            selecting = self._selecting[key] = sorted(
+                at for term in terms if term.selects(namespace, labels) for at in self._by_term[term]
+            )
         kept: dict[str, str] = {}
-        for found, term, nodes, where in self._domains:
-            if (found.namespace, found.name) == (namespace, name) or not term.selects(namespace, labels):
+        for at in selecting:
+            found, term, nodes, where = self._domains[at]
+            if (found.namespace, found.name) == (namespace, name):
                 continue
             why = f"{found.namespace}/{found.name}'s anti-affinity ({term.words}) keeps it off {where}"
             for node in nodes:

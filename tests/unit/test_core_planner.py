@@ -8,6 +8,7 @@ verdict, the pod pinned to the move's cards by use-gpuuuid as a placement pins i
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
@@ -1116,6 +1117,11 @@ def node_object(name: str, ready: bool = True) -> dict:
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }
+
+
+def runs_on(pod: PlanPod, nodes: Iterable[str]) -> frozenset[str]:
+    """The nodes of `nodes` kube-scheduler lets the pod onto, by its node selection, taints and other filters."""
+    return frozenset(node for node in nodes if pod.runs_on(node))
 
 
 def pod_object(name: str, node: str | None, owner: str = "ReplicaSet", **spec: object) -> dict:

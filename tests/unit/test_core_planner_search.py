@@ -2,7 +2,10 @@
 
 `data/planner_plans.json` holds the plans of commit 49fbf42 (before the search remembered its walks per state and
 pod shape, and before `Limits.max_steps`) on the seeded clusters of `planner_cases`: every goal with the default
-limits and with tight ones. The planner must still find exactly those plans, and say exactly the same reasons.
+limits and with tight ones, recorded again when a chain came to try the pod's own node's cards and a re-aimed move
+to make no chain (the round of pods placed by other pods: of 240 plans, 5 incomplete ones now complete, 7 free more
+cards, one frees fewer, 1 of 2, an incomplete goal whose re-aim had chained). The planner must still find exactly
+those plans, and say exactly the same reasons.
 """
 
 from __future__ import annotations
@@ -134,9 +137,10 @@ def _steps(snapshot: Snapshot, goal: Goal, limits: Limits) -> tuple[Plan, int]:
 def test_steps_and_plans_are_those_counted_before_walks_were_shared(seed: int) -> None:
     # `data/planner_steps.json`: the steps and plans (a digest of moves, target, freed cards and reasons) of commit
     # a75d0a6, before walks were shared across pod shapes and homes (`State._pass`), HAMi's verdicts kept per UUID
-    # allowed and a chain skipped pods whose walk found no card: on the seeded clusters and on the same with node
-    # CPU and memory counted and cards barred by UUID (`kept_rooms`), under four limits, two of them stopping
-    # searches midway. Every step must be counted where it was, or a bounded search stops elsewhere.
+    # allowed and a chain skipped pods whose walk found no card (recorded again with the chain's walk of the pod's
+    # own node and re-aims without a chain, as `data/planner_plans.json`): on the seeded clusters and on the same
+    # with node CPU and memory counted and cards barred by UUID (`kept_rooms`), under four limits, two of them
+    # stopping searches midway. Every step must be counted where it was, or a bounded search stops elsewhere.
     recorded = [entry for entry in STEPS if entry["seed"] == seed]
     assert len(recorded) == 2 * 4 * len(BOUNDS)
     for cases, make in (("fragmented", fragmented), ("kept-rooms", kept_rooms)):
@@ -230,14 +234,28 @@ def test_a_plan_found_before_the_bound_is_kept_when_the_search_for_a_cheaper_one
 
 
 def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:
-    # Seed 2 with a bound of 864 steps stops while a third card is half emptied: the plan keeps only the moves
-    # that emptied the two cards it freed.
-    snapshot, _ = fragmented(2)
-    bounded = plan(snapshot, FreeCardsGoal(8), Limits(max_moves=6, max_moves_per_node=3, max_steps=864))
-    assert bounded.reasons[0] == "the search stopped after 864 steps (its bound)"
+    # Seed 0 with a bound of 604 steps stops while a third card is half emptied (4 moves made): the plan keeps only
+    # the moves that emptied the two cards it freed.
+    snapshot, _ = fragmented(0)
+    bounded = plan(snapshot, FreeCardsGoal(8), Limits(max_steps=604))
+    assert bounded.reasons[0] == "the search stopped after 604 steps (its bound)"
     assert len(bounded.freed) == 2
     assert len(bounded.moves) == 2
     assert all(set(move.from_cards) & set(bounded.freed) for move in bounded.moves)
+    assert [card.pods for card in bounded.cards_after if card.uuid in bounded.freed] == [(), ()]
+
+
+@pytest.mark.parametrize(("seed", "bound"), [(2, 864), (8, 488)])
+def test_a_re_aimed_move_does_not_shift_the_moves_a_stopped_search_keeps(seed: int, bound: int) -> None:
+    # Seed 2: a third card's pod moved earlier is re-aimed, then the search stops; a re-aim that chained another pod
+    # aside shifted the history under the card's checkpoint, and the plan dropped the pod's move while still counting
+    # its card freed. Seed 8: the search stops within a re-aim, which must put back the moves it undid.
+    snapshot, _ = fragmented(seed)
+    bounded = plan(snapshot, FreeCardsGoal(8), Limits(max_moves=6, max_moves_per_node=3, max_steps=bound))
+    assert bounded.reasons[0] == f"the search stopped after {bound} steps (its bound)"
+    emptied = [card for card in bounded.cards_after if card.uuid in bounded.freed]
+    assert len(emptied) == len(bounded.freed) >= 2
+    assert all(card.pods == () for card in emptied), emptied
 
 
 def test_a_free_cards_on_one_node_search_stopped_at_its_bound_moves_nothing_and_says_so() -> None:

@@ -33,7 +33,7 @@ from kubectl_hami_place.core.pod_affinity import (
     repelling_terms,
 )
 from kubectl_hami_place.core.selectors import selector_from_dict
-from tests.unit.test_core_planner import node_object, pod_object
+from tests.unit.test_core_planner import node_object, pod_object, runs_on
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 ZONE = "topology.kubernetes.io/zone"
@@ -198,7 +198,7 @@ def test_a_rescue_makes_room_only_on_a_node_the_pods_anti_affinity_allows(web_on
     found = pending_pod(big_web(), marks, HAMI_DEFAULTS, pods)
     other = "b" if web_on == "a" else "a"
     assert found.unread == ()
-    assert found.pod.nodes == frozenset({other})
+    assert runs_on(found.pod, "ab") == {other}
     result = plan(snapshot, FitGoal(found.pod))
     assert result.target == (other, (f"GPU-{other}",))
     assert [(m.pod, m.to_node) for m in result.moves] == [(f"ns/small-{other}", web_on)]
@@ -396,7 +396,7 @@ def test_a_pending_pods_spread_that_honours_taints_counts_no_node_it_does_not_to
     kept = pending_pod(honouring, node_marks(nodes), HAMI_DEFAULTS, pods).pod
     assert (kept.nodes, dict(kept.kept_off)) == (frozenset({"a", "b"}), {})
     ignoring = pending_pod(spread_web(), node_marks(nodes), HAMI_DEFAULTS, pods).pod
-    assert ignoring.nodes == frozenset()
+    assert runs_on(ignoring, "abc") == frozenset()
     assert {node: filter_ for node, (filter_, _) in ignoring.kept_off.items()} == {
         "a": "PodTopologySpread",
         "b": "PodTopologySpread",
@@ -465,7 +465,7 @@ def test_no_move_and_no_rescue_lands_where_a_placed_pods_anti_affinity_refuses_t
     )
     found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot)
     assert found.unread == ()
-    assert found.pod.nodes == frozenset({"a"})
+    assert runs_on(found.pod, "ab") == {"a"}
     result = plan(snapshot, FitGoal(found.pod))
     assert result.target == ("a", ("GPU-a",))
     assert [(m.pod, m.to_node) for m in result.moves] == [("ns/small-a", "b")]

@@ -27,7 +27,7 @@ from kubectl_hami_place.core.volumes import (
     volume_reach,
     volumes_of,
 )
-from tests.unit.test_core_planner import node_object, pod_object
+from tests.unit.test_core_planner import node_object, pod_object, runs_on
 
 NODES = {
     "a": {HOSTNAME_LABEL: "a", ZONE: "z1"},
@@ -206,7 +206,7 @@ def test_no_move_takes_a_pod_where_its_volume_does_not_reach(
     read = None if claims is None or volumes is None else volumes_of(claims, volumes)
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=read)
     [small] = [pod for pod in snapshot.pods if pod.name == "small-a"]
-    assert small.nodes == frozenset({"a"})
+    assert runs_on(small, NODES) == {"a"}
     result = plan(snapshot, FitGoal(pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod))
     assert not result.moves
     moving = "a: moving ns/small-a would make room on gpu-0, but ns/small-a fits no other card "
@@ -234,7 +234,7 @@ def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
     found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=volumes)
     assert found.unread == ()
-    assert found.pod.nodes == frozenset({"b", "c"})
+    assert runs_on(found.pod, NODES) == {"b", "c"}
     result = plan(snapshot, FitGoal(found.pod))
     assert result.target == ("b", ("GPU-b",))
     verdict = {node.node: node for node in why(snapshot, found.pod)}["a"]

@@ -277,7 +277,7 @@ def pending_pod(
     kept: dict[str, tuple[str, str]] = {}
     for refused in found:
         kept.update((node, why) for node, why in refused.items() if node not in kept)
-    planned = kept_off_nodes(planned, kept, marks.labels)
+    planned = kept_off_nodes(planned, kept)
     read = (
         *(AFFINITY_REFUSALS if terms is not None else ()),
         *((SPREAD_REFUSAL,) if spreads is not None else ()),

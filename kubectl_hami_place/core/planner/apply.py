@@ -195,7 +195,7 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
             f"{move.pod} holds {_names(state, entry.cards)} on {entry.node}; "
             f"the plan found it on {_names(state, move.from_cards)} on {move.from_node}",
         )
-    if original.nodes is not None and move.to_node not in original.nodes:
+    if not original.runs_on(move.to_node):
         taint = original.untolerated.get(move.to_node)
         if taint:
             why = f"{move.pod} does not tolerate node {move.to_node}'s taint {taint}"

@@ -288,7 +288,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if not state.node_open[node]:
             reasons[node] = "the node takes no new pods (not ready, cordoned or without nvidia.com/gpu)"
             continue
-        if pod.nodes is not None and node not in pod.nodes:
+        if not pod.runs_on(node):
             taint = pod.untolerated.get(node)
             if taint:
                 reasons[node] = f"the pod does not tolerate its taint {taint}"

@@ -128,7 +128,7 @@ def snapshot_from_objects(
         )
         repelled = repelling.kept_off(plan_pod.namespace, plan_pod.name, plan_pod.labels)
         kept = {node: (INTER_POD_AFFINITY, why) for node, why in repelled.items()}
-        plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering), kept, marks.labels))
+        plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering), kept))
     holders = (
         *(found for found in map(port_holder, pods) if found is not None),
         *(PortHolder(other.namespace, other.name, other.node, other.ports) for other in others if other.ports),
@@ -234,7 +234,7 @@ def pod_for_plan(
         reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)
         if reach.unread:
             return replace(planned, nodes=_on_node(nodes, on), stays=reach.unread)
-        planned = kept_off_nodes(planned, reach.kept_off, marks.labels)
+        planned = kept_off_nodes(planned, reach.kept_off)
     if placed is None or not placed_by_other_pods(spec):
         return planned
     terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, planned.labels)
@@ -247,7 +247,7 @@ def pod_for_plan(
         allowed, _ = reachable(selector, terms_of_node, None, NodeMarks(marks.labels))
     itself = PlacedPod(namespace, name, on, planned.labels)
     kept = placed.kept_off(itself, terms, spreads, allowed, frozenset(planned.untolerated))
-    return kept_off_nodes(planned, kept, marks.labels)
+    return kept_off_nodes(planned, kept)
 
 
 def claims_volume(spec: Mapping[str, Any]) -> bool:
@@ -307,15 +307,14 @@ def keep_counted_on_node(snapshot: Snapshot, pending: PlanPod) -> Snapshot:
     return replace(snapshot, pods=tuple(pods))
 
 
-def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]], nodes: Iterable[str]) -> PlanPod:
-    """The pod with the nodes kube-scheduler's filters keep it off (NodePorts, the volume filters, PodTopologySpread,
-    InterPodAffinity: `pod_affinity`, `volumes`, each with the filter and why) taken from those it may run on; `nodes`
-    every node, for a pod that could run on any."""
-    allowed = frozenset(nodes) if pod.nodes is None else pod.nodes
-    kept = {node: why for node, why in kept_off.items() if node in allowed}
+def kept_off_nodes(pod: PlanPod, kept_off: Mapping[str, tuple[str, str]]) -> PlanPod:
+    """The pod kept off the nodes kube-scheduler's filters refuse (NodePorts, the volume filters, PodTopologySpread,
+    InterPodAffinity: `pod_affinity`, `volumes`, each with the filter and why) of those it may run on: a node another
+    filter refused first keeps that one's why."""
+    kept = {node: why for node, why in kept_off.items() if pod.runs_on(node)}
     if not kept:
         return pod
-    return replace(pod, nodes=allowed.difference(kept), kept_off={**pod.kept_off, **kept})
+    return replace(pod, kept_off={**pod.kept_off, **kept})
 
 
 def on_node_only(spec: Mapping[str, Any], volumes_read: bool = False, pods_read: bool = False) -> str:

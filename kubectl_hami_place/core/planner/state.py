@@ -557,8 +557,10 @@ class State:
 
         for node in self._remembered(("short", needs, allowed), short):
             slots = self.by_node.get(node, ())
-            if node != entry.node and any(
-                s.open and s.card.uuid not in exclude and self.fits(entry.pod, s) for s in slots
+            if (
+                node != entry.node
+                and node not in entry.pod.kept_off
+                and any(s.open and s.card.uuid not in exclude and self.fits(entry.pod, s) for s in slots)
             ):
                 return node, self.room[node].short(needs)
         return None
@@ -684,24 +686,46 @@ class State:
     ) -> Move | None:
         """Make room for a one-card pod on a card in use by first moving one smaller pod off it (one more move).
 
-        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them; under numa-bind and
-        `topology-aware`, only cards of the NUMA node HAMi's walk keeps (`topology_numa`), as in `_target`.
+        The cards tried are the `CHAIN_CARDS` fullest that could hold the pod once a pod left them, then, when none
+        did, the `CHAIN_CARDS` fullest of its own node not tried yet (a pod free to go to any node would otherwise
+        never try the cards beside it, which one kept to its node does); under numa-bind and `topology-aware`, only
+        cards of the NUMA node HAMi's walk keeps (`topology_numa`), as in `_target`.
         """
         entry = self.pods[key]
         if entry.pod.gpu_requests[0][1].nums != 1 or len(self.moves) + 2 > self.limits.max_moves:
             return None
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
+        home = frozenset({entry.node})
+        tried: set[str] = set()
+        moved = self._chain_on(key, reason, exclude, scope, avoid_empty, allowed, tried)
+        if moved is None and allowed != home and (allowed is None or entry.node in allowed):
+            moved = self._chain_on(key, reason, exclude, scope, avoid_empty, home, tried)
+        return moved
+
+    def _chain_on(  # noqa: PLR0917 - `_chain`'s own, and the nodes and cards of this walk
+        self,
+        key: str,
+        reason: str,
+        exclude: set[str],
+        scope: frozenset[str] | None,
+        avoid_empty: bool,
+        nodes: frozenset[str] | None,
+        tried: set[str],
+    ) -> Move | None:
+        """`_chain` over the `CHAIN_CARDS` fullest cards of `nodes` (None: all) not in `tried`, which it adds to."""
+        entry = self.pods[key]
         bind = numa_bind(entry.pod.fit_annotations)
-        tried = 0
+        count = 0
         kept = self._here()
-        for slot, room in self._rooms(entry.pod, allowed):
-            if slot.card.uuid in exclude:
+        for slot, room in self._rooms(entry.pod, nodes):
+            if slot.card.uuid in exclude or slot.card.uuid in tried or slot.node in entry.pod.kept_off:
                 continue
             if bind and slot.card.numa != self.topology_numa(entry.pod, slot.node, slot.card.numa):
                 continue  # under topology-aware HAMi gives a numa-bind pod cards of one NUMA node only
-            tried += 1
-            if tried > CHAIN_CARDS:
+            count += 1
+            if count > CHAIN_CARDS:
                 return None
+            tried.add(slot.card.uuid)
             for other in room:
                 if self._dead_end(other, scope, avoid_empty, kept):
                     self.step()  # the step `relocate` counts before it finds no card
@@ -774,20 +798,28 @@ class State:
     ) -> Move | None:
         """Re-aim the pod's earlier move outside `exclude`: undo the moves since, move it anew, replay the others.
 
-        Cards empty now stay empty. Each replayed move is checked with HAMi's fit again; if one no longer fits, the
-        history is restored.
+        Cards empty now stay empty. Each replayed move is checked with HAMi's fit again; if one no longer fits, or the
+        search is spent meanwhile (`SearchSpent`, raised on), the history is restored.
         """
         position = next(i for i, move in enumerate(self.moves) if move.pod == key)
         later = self.moves[position:]
         keep = set(exclude) | ({s.card.uuid for s in self.cards if not s.used} if avoid_empty else set())
         self.rollback(position)
-        move = self.relocate(key, later[0].reason, keep, scope=scope, avoid_empty=avoid_empty)
-        if move is not None and all(self._replay(step) for step in later[1:]):
-            return move
+        try:
+            move = self.relocate(key, later[0].reason, keep, scope=scope, avoid_empty=avoid_empty, chain=False)
+            if move is not None and all(self._replay(step) for step in later[1:]):
+                return move
+        except SearchSpent:
+            self._restore(position, later)
+            raise
+        self._restore(position, later)
+        return None
+
+    def _restore(self, position: int, later: list[Move]) -> None:
+        """Undo the moves since `position` and make `later`, the moves made from there before, again."""
         self.rollback(position)
         for step in later:
             self._replay(step)
-        return None
 
     def carry_out(self, move: Move) -> bool:
         """Make a planned move again on the working copy (apply checks a plan so) if its target cards fit the pod."""
@@ -896,7 +928,13 @@ class State:
             found = self._pass(
                 ("fitting", self.fit_kind(pod)[0], allowed, avoid_empty), (allowed, floor, avoid_empty), fitting
             )
-            return self._counted(found, lambda slot: slot if slot.node == home or self.holds(slot.node, pod) else None)
+            kept = pod.kept_off
+            return self._counted(
+                found,
+                lambda slot: (
+                    slot if slot.node not in kept and (slot.node == home or self.holds(slot.node, pod)) else None
+                ),
+            )
 
         return self._remembered(key, walk)
 
@@ -904,10 +942,11 @@ class State:
         self, pod: PlanPod, scope: frozenset[str] | None, avoid_empty: bool
     ) -> tuple[tuple[object, ...], frozenset[str] | None, str]:
         """The key `_fitting` remembers its walk by, with the nodes it keeps to and the pod's own node ("" when no
-        node's CPU and memory are counted): the walk depends on the pod only through its shape and node."""
+        node's CPU and memory are counted): the walk depends on the pod only through its shape, node and the nodes
+        other filters keep it off."""
         allowed = pod.nodes if scope is None else scope if pod.nodes is None else scope & pod.nodes
         home = self.node_of(pod) if self.room else ""
-        return ("fitting", self.shape(pod), home, allowed, avoid_empty), allowed, home
+        return ("fitting", self.shape(pod), home, allowed, pod.kept_key, avoid_empty), allowed, home
 
     def _dead_end(self, key: str, scope: frozenset[str] | None, avoid_empty: bool, kept: _Kept) -> bool:
         """Whether moving the pod (without a chain) finds no card at this state (`kept`) whatever it excludes: its

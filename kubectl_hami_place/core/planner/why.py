@@ -79,7 +79,7 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
         )
         if not state.node_open[node]:
             verdict = NodeWhy(node, False, NODE_UNSCHEDULABLE, NODE_CLOSED, cards)
-        elif pod.nodes is not None and node not in pod.nodes:
+        elif not pod.runs_on(node):
             taint = pod.untolerated.get(node)
             if taint:
                 verdict = NodeWhy(

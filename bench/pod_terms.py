@@ -1,0 +1,220 @@
+"""Rescues when replicas are placed by other pods (required anti-affinity, a topology spread), before and after.
+
+A cluster of API objects, the same in every run (--seed): --nodes nodes of 8 cards of 80 GiB, filled to --fill of
+their memory by Deployments of 2 to 12 one-card replicas, each replica on the least used card of a few nodes (HAMi's
+spread, which scatters them over every card); a share of the Deployments (--terms-share) keeps its replicas one to a
+node by a required hostname anti-affinity, or (every other such Deployment) by a hostname spread of maxSkew 1. Then
+--pending pods that each ask a whole card (none is free, and at 90% no node has a card's memory free in all) are
+planned for, one after the other on the same snapshot: room is made only by moving replicas to other nodes.
+
+Each tree (this one, and --before, a checkout such as a `git worktree` of main, imported in a child process of its
+own) reads the objects into its snapshot (`snapshot_from_objects`: CPU seconds, best of --runs, and the MiB it
+keeps, by tracemalloc) and plans each rescue as the controller does (the Pending pod read with the pods its terms
+select, the pods it counts kept on their nodes); printed side by side: snapshot seconds and MiB, plans found, CPU
+seconds of a plan (median / max), moves, and moves of replicas placed by other pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CARDS, CARD_MIB = 8, 81920
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def node(name: str) -> dict[str, Any]:
+    """A GPU node of 8 80 GiB cards, as HAMi registers it."""
+    register = [
+        {
+            "id": f"GPU-{name}-{i}",
+            "count": 10,
+            "devmem": CARD_MIB,
+            "devcore": 100,
+            "type": "NVIDIA-A100",
+            "health": True,
+        }
+        for i in range(CARDS)
+    ]
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {HOSTNAME: name},
+            "annotations": {"hami.io/node-nvidia-register": json.dumps(register)},
+        },
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(CARDS * 10)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def terms_of(app: str, kind: str) -> dict[str, Any]:
+    """The pod spec's part that places a replica by the others."""
+    apart = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}
+    if kind == "anti-affinity":
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}}}
+    if kind == "spread":
+        return {"topologySpreadConstraints": [{**apart, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]}
+    return {}
+
+
+def pod(name: str, app: str, mib: int, spec: dict[str, Any], where: tuple[str, str] | None) -> dict[str, Any]:
+    """A one-card replica of `app` asking `mib`, placed by HAMi on (node, card) when given."""
+    annotations = {}
+    if where is not None:
+        annotations = {"hami.io/vgpu-node": where[0], "hami.io/vgpu-devices-allocated": f"{where[1]},NVIDIA,{mib},0:;"}
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mib)}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": f"uid-{name}",
+            "labels": {"app": app},
+            "annotations": annotations,
+            "ownerReferences": [{"kind": "ReplicaSet", "name": app, "controller": True}],
+        },
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            **({"nodeName": where[0]} if where is not None else {}),
+            "containers": [{"name": "c", "resources": {"limits": limits}}],
+            **spec,
+        },
+        "status": {"phase": "Running" if where is not None else "Pending"},
+    }
+
+
+def cluster(nodes: int, fill: float, share: float, pending: int, seed: int) -> dict[str, Any]:
+    """The nodes, the placed replicas and the Pending pods, the same for one seed."""
+    rng = random.Random(seed)
+    names = [f"gpu-{i:04d}" for i in range(nodes)]
+    used = {(n, i): 0 for n in names for i in range(CARDS)}
+    apps_on: dict[str, set[str]] = {n: set() for n in names}
+    pods, total, target, app_index = [], 0, fill * nodes * CARDS * CARD_MIB, 0
+    while total < target:
+        app, app_index = f"app-{app_index}", app_index + 1
+        kind = ""
+        if rng.random() < share:
+            kind = "anti-affinity" if app_index % 2 else "spread"
+        mib = rng.choice((8, 12, 16, 20, 24, 32, 40)) * 1024
+        for replica in range(rng.randint(2, 12)):
+            choices = [n for n in rng.sample(names, min(8, nodes)) if not (kind and app in apps_on[n])]
+            cards = [(used[(n, i)], n, i) for n in choices for i in range(CARDS) if used[(n, i)] + mib <= CARD_MIB]
+            if not cards:
+                continue
+            _, where, card = min(cards)
+            used[(where, card)] += mib
+            apps_on[where].add(app)
+            total += mib
+            pods.append(pod(f"{app}-{replica}", app, mib, terms_of(app, kind), (where, f"GPU-{where}-{card}")))
+    ask = CARD_MIB
+    waiting = [pod(f"waiting-{i}", f"waiting-{i}", ask, {}, None) for i in range(pending)]
+    return {"nodes": [node(n) for n in names], "pods": pods, "pending": waiting, "ask": ask}
+
+
+def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
+    """The tree's snapshot time and its rescues of every Pending pod."""
+    sys.path.insert(0, str(tree))
+    import kubectl_hami_place
+    from kubectl_hami_place.core.defrag.triggers import pending_pod
+    from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+    from kubectl_hami_place.core.node_selection import node_marks
+    from kubectl_hami_place.core.planner import FitGoal, Limits, plan
+    from kubectl_hami_place.core.planner.objects import keep_counted_on_node, snapshot_from_objects
+
+    if not Path(kubectl_hami_place.__file__).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"imported {kubectl_hami_place.__file__}, not the planner of {tree}")
+    from datetime import UTC, datetime
+
+    nodes, pods = objects["nodes"], objects["pods"]
+    tracemalloc.start()
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), HAMI_DEFAULTS)
+    kept = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del snapshot
+    seconds = []
+    for _ in range(runs):
+        start = time.process_time()
+        snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), HAMI_DEFAULTS)
+        seconds.append(time.process_time() - start)
+    marks = node_marks(nodes)
+    placed_by_pods = {
+        f"bench/{p['metadata']['name']}" for p in pods if set(p["spec"]) & {"affinity", "topologySpreadConstraints"}
+    }
+    found, plan_seconds, moves, moved_by_pods = 0, [], 0, 0
+    for waiting in objects["pending"]:
+        read = pending_pod(waiting, marks, HAMI_DEFAULTS, pods, snapshot)
+        counted = read.counted if hasattr(read, "counted") else read.pod
+        held = keep_counted_on_node(snapshot, counted)
+        start = time.process_time()
+        result = plan(held, FitGoal(read.pod), Limits(max_moves=8, max_moves_per_node=8))
+        plan_seconds.append(time.process_time() - start)
+        if result.target is not None:
+            found += 1
+            moves += len(result.moves)
+            moved_by_pods += sum(1 for m in result.moves if m.pod in placed_by_pods)
+    return {
+        "snapshot": min(seconds),
+        "kept_mib": kept / 2**20,
+        "found": found,
+        "plans": len(objects["pending"]),
+        "plan_median": statistics.median(plan_seconds),
+        "plan_max": max(plan_seconds),
+        "moves": moves,
+        "moved_by_pods": moved_by_pods,
+    }
+
+
+def main() -> None:
+    """Build the cluster for each share, measure before and after, print both."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", type=Path, help="a checkout whose planner is the before (none: after only)")
+    parser.add_argument("--nodes", type=int, default=1213)
+    parser.add_argument("--fill", type=float, default=0.9, help="share of the cards' memory the replicas take")
+    parser.add_argument("--terms-shares", default="0,0.5,1", help="shares of Deployments placed by other pods")
+    parser.add_argument("--pending", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3, help="snapshot readings, the fastest kept")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        objects = json.loads(sys.stdin.read())
+        print(json.dumps(measure(args.worker, objects, args.runs)))
+        return
+    trees = [("after", ROOT)] + ([("before", args.before)] if args.before is not None else [])
+    print(
+        f"{args.nodes} nodes x {CARDS} cards of 80 GiB, filled to {args.fill:.0%}; "
+        f"{args.pending} Pending pods a whole card each"
+    )
+    header = (
+        f"{'share':>5} {'pods':>6} {'ask':>6} {'tree':<6} {'snapshot s':>10} {'MiB':>6} {'found':>7} "
+        f"{'plan s (median/max)':>20}"
+    )
+    print(header + f" {'moves':>5} {'of replicas placed by pods':>26}")
+    for share in (float(s) for s in args.terms_shares.split(",")):
+        objects = cluster(args.nodes, args.fill, share, args.pending, args.seed)
+        body = json.dumps(objects)
+        for name, tree in trees:
+            command = [sys.executable, __file__, "--worker", str(tree), "--runs", str(args.runs)]
+            out = subprocess.run(command, input=body, capture_output=True, text=True, check=True).stdout
+            row = json.loads(out)
+            plan_s = f"{row['plan_median']:.3f} / {row['plan_max']:.3f}"
+            print(
+                f"{share:>5.2f} {len(objects['pods']):>6} {objects['ask'] // 1024:>4}Gi {name:<6} "
+                f"{row['snapshot']:>10.2f} {row['kept_mib']:>6.0f} "
+                f"{row['found']:>3}/{row['plans']:<3} {plan_s:>20} {row['moves']:>5} {row['moved_by_pods']:>26}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -25,6 +25,13 @@ from tests.unit.test_core_planner import node_object, pod_object, runs_on
 
 WEB = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME_LABEL}
 APART = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [WEB]}}}
+BY_EXPRESSION = {
+    "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+    "topologyKey": HOSTNAME_LABEL,
+}
+APART_BY_EXPRESSION = {
+    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [BY_EXPRESSION]}}
+}
 
 
 def spread(skew: int) -> dict[str, Any]:
@@ -67,6 +74,10 @@ def rescue(pods: list[dict[str, Any]], others: tuple[CountedPod, ...] = ()) -> t
     [
         (APART, ("InterPodAffinity", "the pod's anti-affinity (app=web): ns/web-2 runs on the node")),
         (
+            APART_BY_EXPRESSION,
+            ("InterPodAffinity", "the pod's anti-affinity (app in (web)): ns/web-2 runs on the node"),
+        ),
+        (
             spread(1),
             (
                 "PodTopologySpread",
@@ -75,7 +86,7 @@ def rescue(pods: list[dict[str, Any]], others: tuple[CountedPod, ...] = ()) -> t
             ),
         ),
     ],
-    ids=["anti-affinity", "spread"],
+    ids=["anti-affinity", "anti-affinity by expression", "spread"],
 )
 def test_a_replica_moves_to_the_node_its_terms_let_its_replacement_go(
     terms: dict[str, Any], refused: tuple[str, str]

@@ -21,11 +21,11 @@ from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.node_selection import NodeMarks, reachable, required_terms
+from kubectl_hami_place.core.node_selection import NodeMarks
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
-from kubectl_hami_place.core.planner.objects import kept_off_nodes, pod_for_plan
+from kubectl_hami_place.core.planner.objects import kept_off_nodes, pod_for_plan, selected_nodes
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.pod_affinity import (
     AFFINITY_REFUSALS,
@@ -262,8 +262,7 @@ def pending_pod(
         reach = volume_reach(spec, namespace, planned.name, volumes, marks.labels, replacement=False)
         found.append(reach.kept_off)
     if spreads:
-        by_labels = NodeMarks(marks.labels)
-        allowed, _ = reachable(as_mapping(spec.get("nodeSelector")), required_terms(spec), None, by_labels)
+        allowed = selected_nodes(spec, marks)
         # The nodes whose taints the pod does not tolerate are those its planner form is kept off for a taint.
         untolerated = planned.untolerated
         kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, selected, marks.labels, allowed, untolerated)

@@ -241,10 +241,7 @@ def pod_for_plan(
     if terms is None or spreads is None:
         unread = "kube-scheduler places it by other pods, by terms the plan does not read"
         return replace(planned, nodes=_on_node(planned.nodes, on), stays=unread)
-    allowed = None
-    if spreads:
-        selector, terms_of_node = as_mapping(spec.get("nodeSelector")), _required_terms(spec, placed_on)
-        allowed, _ = reachable(selector, terms_of_node, None, NodeMarks(marks.labels))
+    allowed = selected_nodes(spec, marks, placed_on, memo) if spreads else None
     itself = PlacedPod(namespace, name, on, planned.labels)
     kept = placed.kept_off(itself, terms, spreads, allowed, frozenset(planned.untolerated))
     return kept_off_nodes(planned, kept)
@@ -358,6 +355,22 @@ def _reachable(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: 
         allowed, untolerated = reachable(selector, terms, tolerations, marks)
         memo[key] = (allowed, MappingProxyType(untolerated) if untolerated else _ANY[1])
     return memo[key]
+
+
+def selected_nodes(
+    spec: Mapping[str, Any], marks: NodeMarks, placed_on: str = "", memo: dict[str, Reachable] | None = None
+) -> frozenset[str] | None:
+    """The nodes the pod's nodeSelector and required node affinity allow, its tolerations aside (None: any): those a
+    `DoNotSchedule` spread counts under nodeAffinityPolicy Honor. Without the hostname pin our webhook merged on
+    `placed_on`; found once per distinct selection in `memo` (pods of one template share the set, and its hash)."""
+    selector, terms = as_mapping(spec.get("nodeSelector")), _required_terms(spec, placed_on)
+    if not selector and terms is None:
+        return None
+    key = json.dumps(["selected", selector, terms], sort_keys=True, default=str)
+    memo = {} if memo is None else memo
+    if key not in memo:
+        memo[key] = (reachable(selector, terms, None, NodeMarks(marks.labels))[0], _ANY[1])
+    return memo[key][0]
 
 
 def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str, Any]] | None:

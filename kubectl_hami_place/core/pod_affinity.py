@@ -31,7 +31,7 @@ PORTS_REFUSAL = "didn't have free ports for the requested pod ports"
 """kube-scheduler's words (NodePorts' ErrReason) for a node whose pods hold a host port the pod asks."""
 SPREAD_REFUSAL = "didn't match pod topology spread constraints"
 """kube-scheduler's words (ErrReasonConstraintsNotMatch, and with ` (missing required label)`) for a node the pod's
-own spreads refuse: what `kept_off_by_spreads` reads once the pods they select are known."""
+own spreads refuse: what `ByPlacedPods` reads once the pods they select are known."""
 
 
 @dataclass(frozen=True)
@@ -303,29 +303,6 @@ def _spread(spread: Mapping[str, Any], labels: Mapping[str, str]) -> Spread | No
 def _count(value: object) -> TypeGuard[int]:
     """Whether a field holds a count of at least one."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def kept_off_by_spreads(  # noqa: PLR0917 - the pod, the pods placed, and the nodes as its node selection sees them
-    spreads: Iterable[Spread],
-    namespace: str,
-    labels: Mapping[str, str],
-    placed: Iterable[PlacedPod],
-    node_labels: Mapping[str, Mapping[str, Any]],
-    selected: frozenset[str] | None,
-    untolerated: Iterable[str],
-) -> dict[str, str]:
-    """Each node of `node_labels` the pod's spreads keep it off (the pod of `namespace` with `labels`), and why in
-    words; `placed` the pods bound to nodes (any superset of those the spreads select), `selected` the nodes its node
-    selection allows (None: any) and `untolerated` those whose taints it does not tolerate."""
-    spreads, placed = tuple(spreads), tuple(placed)
-    domains = DomainIndex(node_labels)
-    keys = frozenset(spread.topology_key for spread in spreads)
-    kept: dict[str, str] = {}
-    for spread in spreads:
-        count = SpreadCount.of(spread, namespace, placed, domains, selected, frozenset(untolerated), keys)
-        for node, why in count.kept_off(labels).items():
-            kept.setdefault(node, why)
-    return kept
 
 
 class DomainIndex:

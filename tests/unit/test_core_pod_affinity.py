@@ -17,6 +17,7 @@ from kubectl_hami_place.core.planner import FitGoal, plan
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.pod_affinity import (
+    ByPlacedPods,
     PlacedPod,
     PortHolder,
     Repeller,
@@ -25,7 +26,6 @@ from kubectl_hami_place.core.pod_affinity import (
     host_ports,
     kept_off_by_pods,
     kept_off_by_ports,
-    kept_off_by_spreads,
     placed_pods,
     pod_spreads,
     pod_terms,
@@ -265,7 +265,9 @@ def spread_off(
     labels = {"app": "web"} if labels is None else labels
     read = pod_spreads({"topologySpreadConstraints": spreads}, labels)
     assert read is not None
-    return kept_off_by_spreads(read, "ns", labels, placed, NODES, selected, untolerated)
+    pending = PlacedPod("ns", "pending", "", labels)
+    judged = ByPlacedPods(lambda: placed, NODES).kept_off(pending, (), read, selected, untolerated)
+    return {node: why for node, (_, why) in judged.items()}
 
 
 def test_a_spread_is_read_as_kube_scheduler_reads_it() -> None:

@@ -31,15 +31,14 @@ from kubectl_hami_place.core.pod_affinity import (
     AFFINITY_REFUSALS,
     INTER_POD_AFFINITY,
     NODE_PORTS,
-    POD_TOPOLOGY_SPREAD,
     PORTS_REFUSAL,
     REPELLED_REFUSAL,
     SPREAD_REFUSAL,
+    ByPlacedPods,
+    PlacedPod,
     Repelling,
     host_ports,
-    kept_off_by_pods,
     kept_off_by_ports,
-    kept_off_by_spreads,
     placed_pods,
     pod_spreads,
     pod_terms,
@@ -261,15 +260,13 @@ def pending_pod(
     if volumes is not None:
         reach = volume_reach(spec, namespace, planned.name, volumes, marks.labels, replacement=False)
         found.append(reach.kept_off)
-    if spreads:
-        allowed = selected_nodes(spec, marks)
+    if terms or spreads:
+        allowed = selected_nodes(spec, marks) if spreads else None
         # The nodes whose taints the pod does not tolerate are those its planner form is kept off for a taint.
-        untolerated = planned.untolerated
-        kept_off = kept_off_by_spreads(spreads, namespace, planned.labels, selected, marks.labels, allowed, untolerated)
-        found.append({node: (POD_TOPOLOGY_SPREAD, words) for node, words in kept_off.items()})
-    if terms:
-        kept_off = kept_off_by_pods(terms, namespace, planned.labels, selected, marks.labels)
-        found.append({node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()})
+        untolerated = frozenset(planned.untolerated)
+        itself = PlacedPod(namespace, planned.name, "", planned.labels)
+        judged = ByPlacedPods(lambda: selected, marks.labels)
+        found.append(judged.kept_off(itself, terms or (), spreads or (), allowed, untolerated))
     if placed is not None:
         kept_off = Repelling(placed.repellers, marks.labels).kept_off(namespace, planned.name, planned.labels)
         found.append({node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()})

@@ -1058,6 +1058,13 @@ def on_nodes(spec: dict[str, Any], *names: str) -> None:
     }
 
 
+def big_on(*names: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The big pod (35,000 MiB on one card), allowed on the nodes `names` only (`on_nodes`)."""
+    big = pod("big", BIG, labels=labels)
+    on_nodes(big["spec"], *names)
+    return big
+
+
 def light_then_fixed(
     cluster: Sandbox, namespace: str, made: list[GpuNode], *, nodes: tuple[str, str], fixed: tuple[str, str]
 ) -> str:
@@ -1136,8 +1143,7 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         create(cluster, namespace, web)
         write_policy(cluster, server_namespace, namespace, "dry-run")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        big = pod("big", BIG)
-        on_nodes(big["spec"], a, b)
+        big = big_on(a, b)
         apart = {**APART, "namespaceSelector": {"matchLabels": {"team": tag}}}
         big["spec"]["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
         create(cluster, namespace, big)
@@ -1177,8 +1183,7 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
     made: list[GpuNode] = []
     try:
         light_then_fixed(cluster, namespace, made, nodes=(b, a), fixed=("heavy", "20000"))
-        big = pod("big", BIG)
-        on_nodes(big["spec"], a, b)
+        big = big_on(a, b)
         if kept_by == "volume":
             big["spec"]["volumes"] = [local_volume(cluster, namespace, "data", a)]
             reason, kept = "VolumeBinding", f"its volume {namespace}-data's node affinity excludes it"
@@ -1298,8 +1303,7 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
             assert allocation(cluster, namespace, node).node == node
         write_policy(cluster, server_namespace, namespace, "on")
         controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        big = pod("big", BIG)
-        on_nodes(big["spec"], a, b, c)
+        big = big_on(a, b, c)
         create(cluster, namespace, big)
         assert allocation(cluster, namespace, "big", timeout=240).node == a
         api = client.CoreV1Api(cluster.api_client())
@@ -1375,8 +1379,7 @@ def test_a_pending_replica_kept_apart_from_the_others_is_rescued_on_the_node_it_
             assert allocation(cluster, namespace, placed[name]).node == on, f"{off} was cordoned"
         web = bound_pod("web", a, {"name": "c", "image": "registry.invalid/web:1"})
         web["metadata"]["labels"]["app"] = "web"
-        big = pod("big", BIG, labels={"app": "web"})
-        on_nodes(big["spec"], a, b)
+        big = big_on(a, b, labels={"app": "web"})
         keep_apart(big["spec"], web["spec"], kept_by)
         create(cluster, namespace, web)
         write_policy(cluster, server_namespace, namespace, "dry-run")
@@ -1409,8 +1412,7 @@ def test_plan_keeps_the_pods_a_pending_pods_affinity_counts_on_their_node(cluste
     made: list[GpuNode] = []
     try:
         light_then_fixed(cluster, namespace, made, nodes=(a, b), fixed=("stay", "25000"))
-        big = pod("big", BIG)
-        on_nodes(big["spec"], a, b)
+        big = big_on(a, b)
         beside = {"labelSelector": {"matchLabels": {"app": "light"}}, "topologyKey": "kubernetes.io/hostname"}
         big["spec"]["affinity"]["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}
         create(cluster, namespace, big)

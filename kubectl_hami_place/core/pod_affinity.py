@@ -175,9 +175,7 @@ def kept_off_by_pods(
         domains = DomainIndex(node_labels) if domains is None else domains
         for term, found in zip(terms, selected, strict=True):
             for (key, value), pod in found.items():
-                why = (
-                    f"the pod's anti-affinity ({term.words}): {pod.namespace}/{pod.name} runs {_in_domain(key, value)}"
-                )
+                why = _repelled(term, pod, value)
                 for node in domains.nodes(key).get(value, ()):
                     kept.setdefault(node, why)
         return kept
@@ -206,13 +204,18 @@ def _kept_off(
         if term.anti:
             pod = found.get((term.topology_key, value)) if value is not None else None
             if pod is not None:
-                where = _in_domain(term.topology_key, value)
-                return f"the pod's anti-affinity ({term.words}): {pod.namespace}/{pod.name} runs {where}"
+                return _repelled(term, pod, value)
         elif value is None:
             return f"the pod's affinity ({term.words}): the node has no {term.topology_key} label"
         elif (term.topology_key, value) not in found and not first_of_group:
             return f"the pod's affinity ({term.words}): no such pod runs {_in_domain(term.topology_key, value)}"
     return ""
+
+
+def _repelled(term: PodTerm, pod: PlacedPod, value: str | None) -> str:
+    """Why an anti-affinity term keeps the pod off the nodes of a domain where `pod`, which it selects, runs."""
+    where = _in_domain(term.topology_key, value)
+    return f"the pod's anti-affinity ({term.words}): {pod.namespace}/{pod.name} runs {where}"
 
 
 def _in_domain(key: str, value: str | None) -> str:
@@ -479,11 +482,11 @@ Group = tuple[str, frozenset[tuple[str, str]]]
 
 
 class ByPlacedPods:
-    """Where a placed pod's replacement may go by its own required pod affinity, anti-affinity and `DoNotSchedule`
-    spreads, judged against the pods placed as they are, the pod itself gone with its move (spreads first, then
-    terms, kube-scheduler's order). The pods placed are read (`placed()`) when a pod first asks, most clusters' GPU
-    pods having no such terms, and grouped by namespace and labels; each kind of pod's selected pods and spread counts
-    are found once, and its verdict once per node (replicas of one template on one node share it)."""
+    """Where a pod may go by its own required pod affinity, anti-affinity and `DoNotSchedule` spreads, judged against
+    the pods placed as they are (spreads first, then terms, kube-scheduler's order): a Pending pod, or a placed pod's
+    replacement, the pod itself gone with its move. The pods placed are read (`placed()`) when a pod first asks, most
+    clusters' GPU pods having no such terms, and grouped by namespace and labels; each kind of pod's selected pods and
+    spread counts are found once, and its verdict once per node (replicas of one template on one node share it)."""
 
     def __init__(self, placed: Callable[[], Iterable[PlacedPod]], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
         self._read = placed

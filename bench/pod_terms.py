@@ -1,9 +1,10 @@
 """Rescues when replicas are placed by other pods (required anti-affinity, a topology spread), before and after.
 
-A cluster of API objects, the same in every run (--seed): --nodes nodes of 8 cards of 80 GiB, filled to --fill of
-their memory by Deployments of 2 to 12 one-card replicas, each replica on the least used card of a few nodes (HAMi's
-spread, which scatters them over every card); a share of the Deployments (--terms-share) keeps its replicas one to a
-node by a required hostname anti-affinity, or (every other such Deployment) by a hostname spread of maxSkew 1. Then
+A cluster of API objects, the same in every run (--seed): --nodes of bench/generate.py's nodes (8 cards of 80 GiB),
+filled to --fill of their memory by Deployments of 2 to 12 one-card replicas, each replica on the least used card of
+a few nodes (HAMi's spread, which scatters them over every card); a share of the Deployments (--terms-share) keeps
+its replicas one to a node by a required hostname anti-affinity, or (every other such Deployment) by a hostname
+spread of maxSkew 1. Then
 --pending pods that each ask a whole card (none is free, and at 90% no node has a card's memory free in all) are
 planned for, one after the other on the same snapshot: room is made only by moving replicas to other nodes.
 
@@ -27,35 +28,12 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.generate import CARD_MIB, CARDS, card_uuid, node, node_name
+
 ROOT = Path(__file__).resolve().parent.parent
-CARDS, CARD_MIB = 8, 81920
 HOSTNAME = "kubernetes.io/hostname"
-
-
-def node(name: str) -> dict[str, Any]:
-    """A GPU node of 8 80 GiB cards, as HAMi registers it."""
-    register = [
-        {
-            "id": f"GPU-{name}-{i}",
-            "count": 10,
-            "devmem": CARD_MIB,
-            "devcore": 100,
-            "type": "NVIDIA-A100",
-            "health": True,
-        }
-        for i in range(CARDS)
-    ]
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {HOSTNAME: name},
-            "annotations": {"hami.io/node-nvidia-register": json.dumps(register)},
-        },
-        "status": {
-            "allocatable": {"nvidia.com/gpu": str(CARDS * 10)},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
 
 
 def terms_of(app: str, kind: str) -> dict[str, Any]:
@@ -96,9 +74,8 @@ def pod(name: str, app: str, mib: int, spec: dict[str, Any], where: tuple[str, s
 def cluster(nodes: int, fill: float, share: float, pending: int, seed: int) -> dict[str, Any]:
     """The nodes, the placed replicas and the Pending pods, the same for one seed."""
     rng = random.Random(seed)
-    names = [f"gpu-{i:04d}" for i in range(nodes)]
-    used = {(n, i): 0 for n in names for i in range(CARDS)}
-    apps_on: dict[str, set[str]] = {n: set() for n in names}
+    used = {(n, c): 0 for n in range(nodes) for c in range(CARDS)}
+    apps_on: dict[int, set[str]] = {n: set() for n in range(nodes)}
     pods, total, target, app_index = [], 0, fill * nodes * CARDS * CARD_MIB, 0
     while total < target:
         app, app_index = f"app-{app_index}", app_index + 1
@@ -107,7 +84,7 @@ def cluster(nodes: int, fill: float, share: float, pending: int, seed: int) -> d
             kind = "anti-affinity" if app_index % 2 else "spread"
         mib = rng.choice((8, 12, 16, 20, 24, 32, 40)) * 1024
         for replica in range(rng.randint(2, 12)):
-            choices = [n for n in rng.sample(names, min(8, nodes)) if not (kind and app in apps_on[n])]
+            choices = [n for n in rng.sample(range(nodes), min(8, nodes)) if not (kind and app in apps_on[n])]
             cards = [(used[(n, i)], n, i) for n in choices for i in range(CARDS) if used[(n, i)] + mib <= CARD_MIB]
             if not cards:
                 continue
@@ -115,10 +92,11 @@ def cluster(nodes: int, fill: float, share: float, pending: int, seed: int) -> d
             used[(where, card)] += mib
             apps_on[where].add(app)
             total += mib
-            pods.append(pod(f"{app}-{replica}", app, mib, terms_of(app, kind), (where, f"GPU-{where}-{card}")))
+            placed_on = (node_name(where), card_uuid(where, card))
+            pods.append(pod(f"{app}-{replica}", app, mib, terms_of(app, kind), placed_on))
     ask = CARD_MIB
     waiting = [pod(f"waiting-{i}", f"waiting-{i}", ask, {}, None) for i in range(pending)]
-    return {"nodes": [node(n) for n in names], "pods": pods, "pending": waiting, "ask": ask}
+    return {"nodes": [node(n) for n in range(nodes)], "pods": pods, "pending": waiting, "ask": ask}
 
 
 def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:

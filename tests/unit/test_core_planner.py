@@ -38,7 +38,7 @@ from kubectl_hami_place.core.planner import (
 )
 from kubectl_hami_place.core.planner.goals import _make_room
 from kubectl_hami_place.core.planner.model import CardState
-from kubectl_hami_place.core.planner.state import State, sequence_fit, static_block
+from kubectl_hami_place.core.planner.state import State, sequence_fit
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
@@ -1783,12 +1783,10 @@ def test_a_pod_whose_gpu_containers_ask_different_card_counts_never_moves() -> N
         requests = tuple(card_request(n, memreq=1024) for n in counts)
         return PlanPod(namespace="ns", name="p", requests=(None, *requests), owner_kind="ReplicaSet")
 
-    assert (
-        static_block(pod(1, 1, 2)) == "has GPU containers asking different card counts, which one placement cannot pin"
-    )
-    assert static_block(pod(2, 1)) is not None
-    assert static_block(pod(2, 2, 2)) is None
-    assert static_block(pod(1)) is None
+    assert pod(1, 1, 2).never_moves == "has GPU containers asking different card counts, which one placement cannot pin"
+    assert pod(2, 1).never_moves is not None
+    assert pod(2, 2, 2).never_moves is None
+    assert pod(1).never_moves is None
 
 
 def test_every_reason_a_pod_may_never_move_is_said_in_full_and_the_first_one_wins() -> None:
@@ -1815,7 +1813,7 @@ def test_every_reason_a_pod_may_never_move_is_said_in_full_and_the_first_one_win
         "no-gpu": (replace(base, requests=(None,)), "has no GPU request in its spec"),
         "movable": (base, None),
     }
-    assert {name: static_block(pod) for name, (pod, _) in cases.items()} == {
+    assert {name: pod.never_moves for name, (pod, _) in cases.items()} == {
         name: reason for name, (_, reason) in cases.items()
     }
     everything = replace(
@@ -1838,7 +1836,7 @@ def test_every_reason_a_pod_may_never_move_is_said_in_full_and_the_first_one_win
     said, expected = [], []
     for change, reason in steps:
         everything = replace(everything, **change)  # type: ignore[arg-type]
-        said.append(static_block(everything))
+        said.append(everything.never_moves)
         expected.append(reason)
     assert said == expected
 

@@ -138,7 +138,10 @@ def test_steps_and_plans_are_those_counted_before_walks_were_shared(seed: int) -
     # `data/planner_steps.json`: the steps and plans (a digest of moves, target, freed cards and reasons) of commit
     # a75d0a6, before walks were shared across pod shapes and homes (`State._pass`), HAMi's verdicts kept per UUID
     # allowed and a chain skipped pods whose walk found no card (recorded again with the chain's walk of the pod's
-    # own node and re-aims without a chain, as `data/planner_plans.json`): on the seeded clusters and on the same
+    # own node and re-aims without a chain, as `data/planner_plans.json`, and again when a fit search came to look
+    # only for plans of fewer moves than the one it has and a trial to chain only with room for the moves it still
+    # owes: of 960 searches 146 take fewer steps, none more, and two stopped at 300 steps find a plan of one move
+    # instead of two): on the seeded clusters and on the same
     # with node CPU and memory counted and cards barred by UUID (`kept_rooms`), under four limits, two of them
     # stopping searches midway. Every step must be counted where it was, or a bounded search stops elsewhere.
     recorded = [entry for entry in STEPS if entry["seed"] == seed]
@@ -224,13 +227,50 @@ def test_a_bounded_search_keeps_the_plan_it_found_before_the_bound() -> None:
 
 
 def test_a_plan_found_before_the_bound_is_kept_when_the_search_for_a_cheaper_one_spends_it() -> None:
-    # Seed 7's first pending pod: a two-move plan is found, then the search for a one-move one runs out of steps.
+    # Seed 7's first pending pod: a two-move plan is found, then the search for a one-move one (96 steps in all)
+    # runs out of steps.
     snapshot, goals = fragmented(7)
     unbounded = plan(snapshot, goals[0], TIGHT)
-    bounded, steps = _steps(snapshot, goals[0], Limits(max_moves=3, max_moves_per_node=2, max_steps=100))
-    assert steps > 100
+    bounded, steps = _steps(snapshot, goals[0], Limits(max_moves=3, max_moves_per_node=2, max_steps=92))
+    assert steps > 92
     assert bounded.complete and len(bounded.moves) == 2
     assert outcome(bounded) == outcome(unbounded)
+
+
+def test_once_a_fit_search_has_a_plan_it_looks_only_for_one_of_fewer_moves() -> None:
+    # Seed 8 of the kept rooms: a two-move plan is found first and a one-move plan on a node tried later. The nodes
+    # in between would each be tried with chains, plans of two moves or more that could not replace the first: a
+    # search bounded at 300 steps spent them all there (and kept the two moves); looking only for fewer moves, it
+    # reaches the one-move plan within 222 steps.
+    snapshot, goals = kept_rooms(8)
+    bounded, steps = _steps(snapshot, goals[0], Limits(max_steps=300))
+    assert steps <= 300
+    assert len(bounded.moves) == 1
+    assert outcome(bounded) == outcome(plan(snapshot, goals[0], Limits(max_steps=10**9)))
+
+
+def test_a_pod_is_not_chained_when_the_moves_its_trial_still_owes_would_exceed_the_plan() -> None:
+    # `mover` (20 GiB) fits no card as the cards are, and fits b-0 once `small` (8 GiB) has gone to b-1: a chain of
+    # two moves. A trial that must move one more pod after it has no room for that within 2 moves, so no chain is
+    # tried and nothing moves; within 3 it chains.
+    a0, b0, b1 = "GPU-a-0", "GPU-b-0", "GPU-b-1"
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), gpu_node("b")),
+        pods=(
+            placed("mover", "a", [a0], 20 * GIB),
+            placed("stay", "a", [a0], 20 * GIB),
+            placed("small", "b", [b0], 8 * GIB),
+            placed("fill", "b", [b0], 20 * GIB),
+            placed("other", "b", [b1], 30 * GIB),
+        ),
+    )
+    moved = {}
+    for max_moves, owed in ((2, 0), (2, 1), (3, 1)):
+        state = State(snapshot, Limits(max_moves=max_moves))
+        state.relocate("ns/mover", "test", {a0}, owed=owed)
+        moved[max_moves, owed] = [(move.pod, move.to_cards) for move in state.moves]
+    chain = [("ns/small", (b1,)), ("ns/mover", (b0,))]
+    assert moved == {(2, 0): chain, (2, 1): [], (3, 1): chain}
 
 
 def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:

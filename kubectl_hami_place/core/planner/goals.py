@@ -4,8 +4,10 @@ the moves before it left them.
 - `fit`: per node, the cheapest cards for the pod (a card that fits now costs nothing, else the fewest of its pods
   whose release makes it fit, then the least memory moved); nodes are tried in order of that cost until no
   cheaper node is left; a node wins when its evicted pods all find other cards (an evicted pod may first push one
-  smaller pod aside, one more move). Under `topology-aware` the cards freed are those HAMi would then pick by the
-  node's pair scores (`_aim`), and room whose moves free a card HAMi's pick passes over is refused (`_make_room`).
+  smaller pod aside, one more move, unless the moves its trial still owes would then exceed the plan's), and once a
+  node has won, the nodes after it are tried for a plan of fewer moves only. Under `topology-aware` the cards freed
+  are those HAMi would then pick by the node's pair scores (`_aim`), and room whose moves free a card HAMi's pick
+  passes over is refused (`_make_room`).
 - `free-cards` and `compact`: cards in use are tried from the easiest (fewest pods, least memory); a card is freed
   when every pod on it moves, best fit, onto other cards already in use, else its trial is rolled back.
 - Cost: the cards a pod shape fits and the pods that could step aside are walked once per state and kept
@@ -15,6 +17,8 @@ the moves before it left them.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fit import numa_bind, scoring_weights, topology_aware
@@ -119,10 +123,12 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
 def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | None:
     """Move every pod off the card, or roll back and say why not."""
     point = state.checkpoint()
-    for key in sorted(slot.pods, key=lambda k: (-slot.pods[k][1], k)):
+    order = sorted(slot.pods, key=lambda k: (-slot.pods[k][1], k))
+    for index, key in enumerate(order):
         why = state.may_move(key)
+        owed = _owed(state, order[index + 1 :], [slot])
         if why is None and state.relocate(
-            key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope=scope, avoid_empty=True
+            key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope=scope, avoid_empty=True, owed=owed
         ):
             continue
         state.rollback(point)
@@ -195,10 +201,13 @@ def _vacate(
     shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
     names = ", ".join(slot.card.name for slot in chosen)
     does, would = words
-    for key in sorted(pods, key=lambda k: (-shares[k], k)):
+    order = sorted(pods, key=lambda k: (-shares[k], k))
+    for index, key in enumerate(order):
         why = state.may_move(key)
         barred = away if key in leave else exclude
-        if why is None and state.relocate(key, f"{does} {node} {names}", barred):
+        if why is None and state.relocate(
+            key, f"{does} {node} {names}", barred, owed=_owed(state, order[index + 1 :], chosen)
+        ):
             continue
         if why is None:
             refused = state.refused_for_room(key, barred) if explain else None
@@ -210,6 +219,12 @@ def _vacate(
         state.rollback(point)
         return f"moving {', '.join(pods)} would {would} {names}, but {key} {why}"
     return None
+
+
+def _owed(state: State, later: list[str], cards: list[CardSlot]) -> int:
+    """The moves a trial must still make for the later pods on the cards it frees: each not moved yet is one more
+    move, and no chain can make it (a chain never takes a pod off the cards being freed)."""
+    return sum(1 for key in later if not state.pods[key].moved and any(key in slot.pods for slot in cards))
 
 
 def _no_card(pod: PlanPod, words: str) -> str:
@@ -336,6 +351,7 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
     options.sort(key=lambda option: option[:3])
     best: tuple[tuple[Move, ...], int] | None = None
     spent = ""
+    limits = state.limits
     for position, (least, _, node, cards, evicted, leave) in enumerate(options):
         if best is not None and least >= len(best[0]):
             break
@@ -351,6 +367,9 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
             continue
         if best is None or len(state.moves) < len(best[0]):
             best = (tuple(state.moves), position)
+            # only a plan of fewer moves replaces it: the nodes left are searched with no chain or move beyond that
+            # (the bound stays lowered; the best plan's moves are replayed after, which no bound checks)
+            state.limits = replace(limits, max_moves=len(best[0]) - 1)
         state.rollback(point)
     if best is not None:
         moves, position = best

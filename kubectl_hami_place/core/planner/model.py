@@ -23,6 +23,7 @@ DO_NOT_MOVE = "scheduling.hami.placement.com/do-not-move"
 PLACED_BY = "scheduling.hami.placement.com/placement"
 SYSTEM_CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 NOT_RECREATING = frozenset({"DaemonSet", "Node"})
+MIRROR = "kubernetes.io/config.mirror"
 SEARCH_STEPS = 100_000
 """The default search bound (`Limits.max_steps`): under 0.8 s of CPU at 1,213 nodes and 6,212 cards on a shared 2-core
 box, 0.34 s at the median (docs/performance.md, "Planning time at 1,213 nodes"); the trace replay's inflation found
@@ -88,15 +89,40 @@ class PlanPod:
     stays: str = ""
     counts: tuple[CountedPods, ...] = ()
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """`namespace/name`."""
+        """`namespace/name`, made once: every plan reads it of every pod many times."""
         return f"{self.namespace}/{self.name}"
 
     def runs_on(self, node: str) -> bool:
         """Whether kube-scheduler lets the pod (or its replacement) onto `node`: its node selection and tolerations
         allow it (`nodes`) and no other filter keeps it off (`kept_off`)."""
         return (self.nodes is None or node in self.nodes) and node not in self.kept_off
+
+    @cached_property
+    def never_moves(self) -> str | None:
+        """Why the pod must never move whatever the plan, or None when it may: worked out once, as each plan asks it
+        of every pod on a card the plan would free."""
+        if self.held:
+            return self.held
+        if self.allocation is not None and self.allocation.deleting:
+            return "is terminating"
+        if self.annotations.get(DO_NOT_MOVE, "false").lower() != "false":
+            return f"is annotated {DO_NOT_MOVE}"
+        if self.priority_class in SYSTEM_CRITICAL:
+            return f"is system-critical ({self.priority_class})"
+        if MIRROR in self.annotations or self.owner_kind == "Node":
+            return "is a static pod"
+        if self.owner_kind in NOT_RECREATING:
+            return f"belongs to a {self.owner_kind}, which would not recreate it elsewhere"
+        if not self.owner_kind:
+            return "has no controller to recreate it"
+        gpu = self.gpu_requests
+        if not gpu:
+            return "has no GPU request in its spec"
+        if len(gpu) > 1 and any(request.nums != gpu[0][1].nums for _, request in gpu[1:]):
+            return "has GPU containers asking different card counts, which one placement cannot pin"
+        return None
 
     @cached_property
     def kept_key(self) -> frozenset[str] | None:

@@ -34,9 +34,6 @@ from kubectl_hami_place.core.fit import (
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.planner.model import (
-    DO_NOT_MOVE,
-    NOT_RECREATING,
-    SYSTEM_CRITICAL,
     CardState,
     Limits,
     Move,
@@ -48,7 +45,6 @@ from kubectl_hami_place.core.pod_affinity import counts_any
 from kubectl_hami_place.core.requests import CardRequest, memory_for
 from kubectl_hami_place.core.usage import CardUsage
 
-MIRROR = "kubernetes.io/config.mirror"
 CHAIN_CARDS = 32
 Share = tuple[int, int, int]
 Room = tuple["CardSlot", list[str]]
@@ -104,30 +100,6 @@ def pod_share(card: Card, gpu: tuple[tuple[int, CardRequest], ...], init_contain
         else:
             app_mem, app_cores, app_slots = app_mem + mem, app_cores + cores, app_slots + 1
     return max(app_slots, 1), max(init_mem, app_mem), max(init_cores, app_cores)
-
-
-def static_block(pod: PlanPod) -> str | None:
-    """Why the pod must never move whatever the plan, or None when it may."""
-    if pod.held:
-        return pod.held
-    if pod.allocation is not None and pod.allocation.deleting:
-        return "is terminating"
-    if pod.annotations.get(DO_NOT_MOVE, "false").lower() != "false":
-        return f"is annotated {DO_NOT_MOVE}"
-    if pod.priority_class in SYSTEM_CRITICAL:
-        return f"is system-critical ({pod.priority_class})"
-    if MIRROR in pod.annotations or pod.owner_kind == "Node":
-        return "is a static pod"
-    if pod.owner_kind in NOT_RECREATING:
-        return f"belongs to a {pod.owner_kind}, which would not recreate it elsewhere"
-    if not pod.owner_kind:
-        return "has no controller to recreate it"
-    gpu = pod.gpu_requests
-    if not gpu:
-        return "has no GPU request in its spec"
-    if len(gpu) > 1 and any(request.nums != gpu[0][1].nums for _, request in gpu[1:]):
-        return "has GPU containers asking different card counts, which one placement cannot pin"
-    return None
 
 
 class SearchSpent(Exception):
@@ -191,23 +163,19 @@ class CardSlot:
 class PodSlot:
     """A placed pod in the working copy: where it is now, whether this plan moved it, and why it may never move."""
 
-    __slots__ = ("_blocked", "_checked", "cards", "moved", "node", "pod")
+    __slots__ = ("cards", "moved", "node", "pod")
 
     def __init__(self, pod: PlanPod, node: str, cards: tuple[str, ...], moved: bool = False) -> None:
-        """The pod where the snapshot has it; not yet asked whether it may move."""
+        """The pod where the snapshot has it."""
         self.pod = pod
         self.node = node
         self.cards = cards
         self.moved = moved
-        self._blocked: str | None = None
-        self._checked = False
 
     @property
     def blocked(self) -> str | None:
-        """Why the pod may never move (`static_block`), worked out the first time a plan asks."""
-        if not self._checked:
-            self._blocked, self._checked = static_block(self.pod), True
-        return self._blocked
+        """Why the pod may never move (`PlanPod.never_moves`)."""
+        return self.pod.never_moves
 
 
 @dataclass(frozen=True)
@@ -326,12 +294,13 @@ class State:
                 self.by_uuid[card.uuid] = slot
                 slots.append(slot)
             self.by_node[node.name] = slots
-        held: dict[str, dict[int, str]] = {}
         shares: dict[Share, Share] = {}
         by_uuid = self.by_uuid
+        self.pods: dict[str, PodSlot] = {}
         for plan_pod, allocation in counted:
             # as `usage.card_usage` counts each node's allocations on its cards, without a CardUsage per card
             key, node_name = plan_pod.key, allocation.node
+            held: list[tuple[int, str]] = []
             for uuid, taken, mem, cores in allocation.takes():
                 on_card = by_uuid.get(uuid)
                 if on_card is None or on_card.node != node_name:
@@ -341,20 +310,12 @@ class State:
                 on_card.cores += cores
                 share = (taken, mem, cores)
                 on_card.pods[key] = shares.setdefault(share, share)  # one tuple per distinct share
-                cards = held.get(key)
-                if cards is None:
-                    held[key] = {on_card.ordinal: uuid}
-                else:
-                    cards[on_card.ordinal] = uuid
+                held.append((on_card.ordinal, uuid))
+            if held:
+                uuids = (held[0][1],) if len(held) == 1 else tuple(uuid for _, uuid in sorted(held))
+                self.pods[key] = PodSlot(plan_pod, node_name, uuids)  # its cards in card order
         self.counting = any(plan_pod.counts for plan_pod, _ in counted)
         """Whether any pod's placement counts other pods (`PlanPod.counts`): only then may a move tie another's."""
-        self.pods: dict[str, PodSlot] = {}
-        for plan_pod, _ in counted:
-            key = plan_pod.key
-            cards = held.get(key)
-            if cards:
-                uuids = tuple(cards.values()) if len(cards) == 1 else tuple(cards[o] for o in sorted(cards))
-                self.pods[key] = PodSlot(plan_pod, by_uuid[uuids[0]].node, uuids)  # its cards in card order
         self.min_devmem = min((s.card.devmem for s in self.cards if s.open), default=0)
         self.smallest = Card(uuid="", devmem=self.min_devmem)
         """A card of the least memory an open card has: a pod's share of it is the least it takes of any."""
@@ -661,12 +622,14 @@ class State:
         scope: frozenset[str] | None = None,
         avoid_empty: bool = False,
         chain: bool = True,
+        owed: int = 0,
     ) -> Move | None:
         """Move the pod to the best-fitting cards outside `exclude` (and within `scope` nodes), or None if none fit.
 
         Best fit: the cards with the least free memory that still fit, so the moves fill cards already in use
         before they touch emptier ones; `avoid_empty` never uses a card nobody holds. When no card fits, `chain`
-        first moves one smaller pod aside (see `_chain`). A pod this plan already
+        first moves one smaller pod aside (see `_chain`), unless the caller's trial would then exceed the plan's
+        moves with the `owed` moves it must still make after this one. A pod this plan already
         moved is not moved twice (its replacement has another name): its earlier move is re-aimed instead.
         """
         self.step()
@@ -677,7 +640,9 @@ class State:
             scope = frozenset({entry.node}) if scope is None else scope & {entry.node}
         target = self._target(entry.pod, set(exclude) | set(entry.cards), scope, avoid_empty)
         if target is None:
-            return self._chain(key, reason, set(exclude) | set(entry.cards), scope, avoid_empty) if chain else None
+            if not chain or len(self.moves) + 2 + owed > self.limits.max_moves:
+                return None
+            return self._chain(key, reason, set(exclude) | set(entry.cards), scope, avoid_empty)
         old = tuple((uuid, self._take(self.by_uuid[uuid], key)) for uuid in entry.cards)
         return self._record(key, reason, old, *target)
 
@@ -692,7 +657,7 @@ class State:
         cards of the NUMA node HAMi's walk keeps (`topology_numa`), as in `_target`.
         """
         entry = self.pods[key]
-        if entry.pod.gpu_requests[0][1].nums != 1 or len(self.moves) + 2 > self.limits.max_moves:
+        if entry.pod.gpu_requests[0][1].nums != 1:
             return None
         allowed = entry.pod.nodes if scope is None else scope if entry.pod.nodes is None else scope & entry.pod.nodes
         home = frozenset({entry.node})

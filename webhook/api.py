@@ -6,12 +6,9 @@ Shapes of every response are in webhook/openapi.yaml. A client's mistake is a 4x
 
 from __future__ import annotations
 
-import gc
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +33,7 @@ from kubectl_hami_place.kube.errors import KubeError
 from kubectl_hami_place.kube.watch import WATCH_TIMEOUT_SECONDS
 from webhook.access import ReaderGate
 from webhook.cache import ClusterCache, json_pieces
+from webhook.collector import collector_paused
 from webhook.metrics import Metrics
 from webhook.mutate import error_body
 
@@ -213,33 +211,6 @@ def _chunks(pieces: Iterable[bytes]) -> Iterator[bytes]:
             group, size = [], 0
     if group:
         yield b"".join(group)
-
-
-class CollectorPause:
-    """The cyclic garbage collector off while a cluster-info is built: the view's ~200,000 short-lived objects
-    (no cycles) made it walk them again and again, 40% of the build's CPU at 5,000 nodes (in-process, 1.65 -> 1.0
-    s); admissions in the meantime make no cycles either. Nested or concurrent builds keep it off until the last."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._builds = 0
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            self._builds += 1
-            if self._builds == 1:
-                gc.disable()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._builds -= 1
-                if self._builds == 0:
-                    gc.enable()
-
-
-collector_paused = CollectorPause()
 
 
 def placements_view(

@@ -145,6 +145,7 @@ from kubectl_hami_place.kube.watch import (
     volume_reflector,
 )
 from webhook.cache import COUNTED, ClusterCache, project_counted_pod, project_volume, project_volume_claim
+from webhook.collector import collector_paused
 from webhook.metrics import DefragMetrics
 from webhook.settings import DEFAULTS
 from webhook.workqueue import WorkQueue
@@ -438,7 +439,8 @@ class DefragController:
         )
         trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread)
         snapshot = self._kept_off(read, now, candidate.key)
-        decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
+        with collector_paused():
+            decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
         eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
@@ -464,7 +466,9 @@ class DefragController:
         not try it until the room's deadline gives the pod its own choice back. When to look again."""
         read = self._snapshot()
         snapshot = self._kept_off(read, now, f"{key.namespace}/{key.name}")
-        if not fits_as_is(snapshot, pod_for_plan(pod, read.node_marks, read.config, scalars=snapshot.scalars)):
+        with collector_paused():
+            fits = fits_as_is(snapshot, pod_for_plan(pod, read.node_marks, read.config, scalars=snapshot.scalars))
+        if not fits:
             return timedelta(seconds=SEND_BACK_AGAIN_SECONDS)
         return self._send_back_fitting(pod, _run_id(now))
 
@@ -887,9 +891,10 @@ class DefragController:
         goal = room_goal(room_of(read.snapshot), policy)
         source = self._policy_source()
         if goal is not None and source is not None:
-            now = datetime.now(UTC)
+            now, history = datetime.now(UTC), self._runs()
             snapshot = self._kept_off(read, now)
-            decision = decide_run(policy, snapshot, RoomTrigger(goal), self._runs(), now, _run_id(now))
+            with collector_paused():
+                decision = decide_run(policy, snapshot, RoomTrigger(goal), history, now, _run_id(now))
             self._decided(decision, source.obj, "keep_room", KEEP_ROOM, read.config)
         return policy.keep_room.interval
 
@@ -899,14 +904,11 @@ class DefragController:
             budgets = self.disruption_budgets.items()
             others = [pod[COUNTED] for pod in self.other_pods.items()]
             volumes = volumes_of(self.volume_claims.items(), self.volumes.items())
-            self._read = snapshot_of(
-                self.cache.nodes.items(),
-                self.cache.pods.items(),
-                budgets,
-                self.hami_config(),
-                others=others,
-                volumes=volumes,
-            )
+            config = self.hami_config()  # may read the API: outside the pause
+            with collector_paused():
+                self._read = snapshot_of(
+                    self.cache.nodes.items(), self.cache.pods.items(), budgets, config, others=others, volumes=volumes
+                )
         return self._read
 
     def _kept_off(self, read: SnapshotRead, now: datetime, pod: str = "") -> Snapshot:

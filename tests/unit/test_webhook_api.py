@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import socket
 import threading
@@ -28,7 +27,7 @@ from kubectl_hami_place.kube.errors import KubeUnreachable
 from tests.webhook_listener import call
 from webhook.access import ReaderGate
 from webhook.admit import Admitter
-from webhook.api import CHUNK_BYTES, STALE_SECONDS, CollectorPause, _chunks, api_app, probe_app
+from webhook.api import CHUNK_BYTES, STALE_SECONDS, _chunks, api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.mutate import BODIES_OVER_BUDGET, MAX_REVIEW_BYTES, BodyBudget, ClientMistake, MutateApp, read_body
@@ -652,20 +651,6 @@ def scraped(cache: ClusterCache, metrics: Metrics) -> dict[str, list[tuple[dict[
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((sample.labels, sample.value))
     return samples
-
-
-def test_the_collector_stays_paused_until_the_last_overlapping_build_ends() -> None:
-    pause = CollectorPause()
-    assert gc.isenabled()
-    with pause():
-        assert not gc.isenabled()
-        with pause():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), pause():
-        raise RuntimeError("a failed build")
-    assert gc.isenabled()
 
 
 def test_the_objects_each_watch_takes_in_are_counted_by_kind() -> None:

@@ -4,6 +4,7 @@ made while a watch is stale."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from datetime import UTC, datetime, timedelta
@@ -1005,3 +1006,35 @@ def test_a_rescue_only_a_disruption_budget_stops_says_so_once_and_is_looked_at_a
         "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
         "hami_place_defrag_budget_left_moves{window=run}": 4.0,
     }
+
+
+def test_the_snapshot_and_every_plan_are_made_with_the_collector_paused_and_it_runs_again_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan's working copy (a slot per card and per pod) made the cyclic collector walk the whole snapshot at every
+    other plan at 1,213 nodes (docs/performance.md): the snapshot, a rescue's plan and keep-room's are made with it
+    paused (and whether a pod fits a kept room as the cards are), and it is on again once they are made."""
+    paused: list[tuple[str, bool]] = []
+
+    def watched(name: str) -> None:
+        real = getattr(defrag, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            paused.append((name, not gc.isenabled()))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(defrag, name, call)
+
+    for name in ("snapshot_of", "decide_run", "fits_as_is"):
+        watched(name)
+    ctl, said = rescuing(Metrics(), dry_run=True)
+    assert ctl.look(BIG) == timedelta(seconds=7) and said[-1][0] == "DefragDryRun"
+    keep_room_policy(ctl, "dry-run", "2")
+    ctl._read = None
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and said[-1][0] == "DefragDryRun"
+    big = ctl.cache.pods.get(BIG.namespace, BIG.name)
+    assert big is not None
+    waiting = ctl._room_kept(BIG, big, datetime.now(UTC))  # a room kept by an earlier leader: does the pod fit it?
+    assert waiting == timedelta(seconds=defrag.SEND_BACK_AGAIN_SECONDS), "it fits no card as they are"
+    assert paused == [("snapshot_of", True), ("decide_run", True)] * 2 + [("fits_as_is", True)]
+    assert gc.isenabled()

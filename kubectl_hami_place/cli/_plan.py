@@ -25,6 +25,7 @@ from kubectl_hami_place.cli._common import (
     OutputFormat,
     OutputOption,
     YesOption,
+    collector_paused,
     complete_nodes,
     complete_pods,
     emit,
@@ -220,44 +221,45 @@ def plan(
             "drop -n (apply -n NS refuses a plan that moves pods of another namespace)",
         )
     where = target(kubeconfig, context, namespace, as_user=as_user)
-    read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
-    for message in read.warnings:
-        warn(message)
-    verdicts = None
-    pod_key = ""
-    unread: tuple[str, ...] = ()
-    snapshot = read.snapshot
-    goal: Goal
-    if for_pod is not None:
-        try:
-            found = read_pending(where.kube, where.one_namespace, for_pod, read)
-        except KubeNotFound as exc:
-            ns = where.one_namespace
-            raise not_found(where.kube, ns, f"pod {for_pod}", f"check the name (kubectl get pods -n {ns})") from exc
-        pending, unread = found.pod, found.unread
-        require_gpu(pending)
-        if pending.allocation is not None:
-            raise CliError(
-                f"pod {pending.key} already holds cards on {pending.allocation.node}",
-                "plan --for makes room for a pod HAMi has not placed (Pending)",
+    with collector_paused():
+        read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
+        for message in read.warnings:
+            warn(message)
+        verdicts = None
+        pod_key = ""
+        unread: tuple[str, ...] = ()
+        snapshot = read.snapshot
+        goal: Goal
+        if for_pod is not None:
+            try:
+                found = read_pending(where.kube, where.one_namespace, for_pod, read)
+            except KubeNotFound as exc:
+                ns = where.one_namespace
+                raise not_found(where.kube, ns, f"pod {for_pod}", f"check the name (kubectl get pods -n {ns})") from exc
+            pending, unread = found.pod, found.unread
+            require_gpu(pending)
+            if pending.allocation is not None:
+                raise CliError(
+                    f"pod {pending.key} already holds cards on {pending.allocation.node}",
+                    "plan --for makes room for a pod HAMi has not placed (Pending)",
+                )
+            verdicts, pod_key, goal = explain(read.snapshot, pending, read.config), pending.key, FitGoal(pending)
+            snapshot = keep_counted_on_node(read.snapshot, pending)
+        elif free_cards is not None:
+            goal = FreeCardsGoal(free_cards, card_type or "")
+        else:
+            known = {node.name for node in read.snapshot.nodes}
+            missing = [name for name in nodes or [] if name not in known]
+            if missing:
+                raise not_gpu_nodes(where.kube, missing)
+            goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
+        result = make_plan(snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
+        if unread and result.target is not None:
+            warn(
+                f"kube-scheduler keeps {pod_key} off nodes for reasons the plan does not read ({'; '.join(unread)}): "
+                f"check that {result.target[0]} suits the pod"
             )
-        verdicts, pod_key, goal = explain(read.snapshot, pending, read.config), pending.key, FitGoal(pending)
-        snapshot = keep_counted_on_node(read.snapshot, pending)
-    elif free_cards is not None:
-        goal = FreeCardsGoal(free_cards, card_type or "")
-    else:
-        known = {node.name for node in read.snapshot.nodes}
-        missing = [name for name in nodes or [] if name not in known]
-        if missing:
-            raise not_gpu_nodes(where.kube, missing)
-        goal = CompactGoal(tuple(dict.fromkeys(nodes or [])))
-    result = make_plan(snapshot, goal, Limits(max_moves=max_moves, max_moves_per_node=max_moves_per_node))
-    if unread and result.target is not None:
-        warn(
-            f"kube-scheduler keeps {pod_key} off nodes for reasons the plan does not read ({'; '.join(unread)}): "
-            f"check that {result.target[0]} suits the pod"
-        )
-    view = PlanView(result, _names(read.snapshot), verdicts, pod_key)
+        view = PlanView(result, _names(read.snapshot), verdicts, pod_key)
     structured = output in (OutputFormat.json, OutputFormat.yaml)
     if not then_apply or not result.complete:
         emit(view, output)

@@ -19,6 +19,7 @@ from kubectl_hami_place.cli._common import (
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    collector_paused,
     complete_pods,
     emit,
     not_found,
@@ -110,19 +111,20 @@ def why(
     from kubectl_hami_place.kube.snapshot import read_pending, read_snapshot
 
     where = target(kubeconfig, context, namespace, as_user=as_user)
-    read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
-    try:
-        found = read_pending(where.kube, where.one_namespace, pod, read)
-    except KubeNotFound as exc:
-        ns = where.one_namespace
-        raise not_found(where.kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
-    for message in read.warnings:
-        warn(message)
-    plan_pod = found.pod
-    if found.unread:
-        warn(
-            f"kube-scheduler also keeps {plan_pod.key} off nodes for reasons hami-place does not read: "
-            + "; ".join(found.unread)
-        )
-    require_gpu(plan_pod)
-    emit(Why(plan_pod.key, explain(read.snapshot, plan_pod, read.config)), output)
+    with collector_paused():
+        read = read_snapshot(where.kube, hami_config_ref or "", gpu_policy or "")
+        try:
+            found = read_pending(where.kube, where.one_namespace, pod, read)
+        except KubeNotFound as exc:
+            ns = where.one_namespace
+            raise not_found(where.kube, ns, f"pod {pod}", f"check the name (kubectl get pods -n {ns})") from exc
+        for message in read.warnings:
+            warn(message)
+        plan_pod = found.pod
+        if found.unread:
+            warn(
+                f"kube-scheduler also keeps {plan_pod.key} off nodes for reasons hami-place does not read: "
+                + "; ".join(found.unread)
+            )
+        require_gpu(plan_pod)
+        emit(Why(plan_pod.key, explain(read.snapshot, plan_pod, read.config)), output)

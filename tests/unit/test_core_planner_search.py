@@ -4,8 +4,11 @@
 pod shape, and before `Limits.max_steps`) on the seeded clusters of `planner_cases`: every goal with the default
 limits and with tight ones, recorded again when a chain came to try the pod's own node's cards and a re-aimed move
 to make no chain (the round of pods placed by other pods: of 240 plans, 5 incomplete ones now complete, 7 free more
-cards, one frees fewer, 1 of 2, an incomplete goal whose re-aim had chained). The planner must still find exactly
-those plans, and say exactly the same reasons.
+cards, one frees fewer, 1 of 2, an incomplete goal whose re-aim had chained), and again when a free-cards search came
+to skip the cards it has no moves left to empty (8 plans say so in their reasons, where they named a pod that would
+exceed the bound; 2 incomplete plans move a pod to the other card of the same node, with the same moves and cards
+freed: a card tried and failed had re-aimed that earlier move). The planner must still find exactly those plans, and
+say exactly the same reasons.
 """
 
 from __future__ import annotations
@@ -141,7 +144,9 @@ def test_steps_and_plans_are_those_counted_before_walks_were_shared(seed: int) -
     # own node and re-aims without a chain, as `data/planner_plans.json`, and again when a fit search came to look
     # only for plans of fewer moves than the one it has and a trial to chain only with room for the moves it still
     # owes: of 960 searches 146 take fewer steps, none more, and two stopped at 300 steps find a plan of one move
-    # instead of two): on the seeded clusters and on the same
+    # instead of two; and once more when free-cards came to skip the cards it has no moves left to empty: 37 fewer
+    # steps, none more, 17 digests changed by the reasons and the two re-aims above): on the seeded clusters and on the
+    # same
     # with node CPU and memory counted and cards barred by UUID (`kept_rooms`), under four limits, two of them
     # stopping searches midway. Every step must be counted where it was, or a bounded search stops elsewhere.
     recorded = [entry for entry in STEPS if entry["seed"] == seed]
@@ -271,6 +276,32 @@ def test_a_pod_is_not_chained_when_the_moves_its_trial_still_owes_would_exceed_t
         moved[max_moves, owed] = [(move.pod, move.to_cards) for move in state.moves]
     chain = [("ns/small", (b1,)), ("ns/mover", (b0,))]
     assert moved == {(2, 0): chain, (2, 1): [], (3, 1): chain}
+
+
+def test_a_free_cards_search_says_which_cards_it_has_no_moves_left_to_empty_and_does_not_try_them() -> None:
+    # One card of each node holds one small pod, the other a 30 GiB one. Emptying a's small card takes the plan's
+    # one move (its pod goes to a's other card); every card left then needs a move the plan has not, said without
+    # trying it, but for c's small card, whose pod never moves, which is said as it was. With moves enough but one
+    # per node, a's other card needs a second move off a.
+    pods = []
+    for node, mem in (("a", 4), ("b", 5), ("c", 6)):
+        kept = {"annotations": {DO_NOT_MOVE: "true"}} if node == "c" else {}
+        pods.append(placed(f"p-{node}", node, [f"GPU-{node}-0"], mem * GIB, **kept))
+        pods.append(placed(f"q-{node}", node, [f"GPU-{node}-1"], 30 * GIB))
+    snapshot = Snapshot(nodes=tuple(gpu_node(node) for node in "abc"), pods=tuple(pods))
+    one_move = plan(snapshot, FreeCardsGoal(3), Limits(max_moves=1))
+    assert [(move.pod, move.to_cards) for move in one_move.moves] == [("ns/p-a", ("GPU-a-1",))]
+    left = "emptying it moves 1 pod(s), and the plan has 0 of its 1 move(s) left"
+    assert one_move.reasons == (
+        "freed 1 of 3 card(s); the others cannot be emptied:",
+        f"b gpu-0: {left}",
+        f"c gpu-0: ns/p-c is annotated {DO_NOT_MOVE}",
+        f"a gpu-1: {left}",
+        f"b gpu-1: {left}",
+        f"c gpu-1: {left}",
+    )
+    per_node = plan(snapshot, FreeCardsGoal(6), Limits(max_moves=5, max_moves_per_node=1))
+    assert "a gpu-1: emptying it moves 1 pod(s) off a, which has 0 move(s) left off it" in per_node.reasons
 
 
 def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:

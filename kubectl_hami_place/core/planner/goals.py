@@ -86,6 +86,10 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
                 break
             if not slot.used:
                 continue
+            short = _short_of_moves(state, slot)
+            if short:
+                reasons.append(f"{slot.node} {slot.card.name}: {short}")
+                continue
             point = len(state.moves)
             try:
                 why = _empty(state, slot, scope)
@@ -118,6 +122,24 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
         cards_after=state.card_states(nodes),
         freed=tuple(freed),
     )
+
+
+def _short_of_moves(state: State, slot: CardSlot) -> str:
+    """Why emptying the card takes more moves than the plan has left, in all or off its node ("" when it may not):
+    each of its pods not moved yet is one more move off the node, so such a card is not tried. A card holding a pod
+    that never moves is left to `_empty`, which names that pod at once (the lasting reason, not the bound's)."""
+    if any(state.pods[key].blocked is not None for key in slot.pods):
+        return ""
+    needed = _owed(state, list(slot.pods), [slot])
+    left = state.limits.max_moves - len(state.moves)
+    if needed > left:
+        return (
+            f"emptying it moves {needed} pod(s), and the plan has {left} of its {state.limits.max_moves} move(s) left"
+        )
+    off_node = state.node_bound(slot.node) - state.per_node.get(slot.node, 0)
+    if needed > off_node:
+        return f"emptying it moves {needed} pod(s) off {slot.node}, which has {off_node} move(s) left off it"
+    return ""
 
 
 def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | None:

@@ -14,7 +14,8 @@ keeps, by tracemalloc) and plans each rescue as the controller does (the Pending
 select, the pods it counts kept on their nodes), twice, each time on a snapshot read anew: with the cyclic garbage
 collector on (as `kubectl hami-place plan` plans) and paused (as the server's controller plans); printed side by
 side: snapshot seconds and MiB, plans found, CPU seconds of a plan (median / max) both ways, moves, and moves of
-replicas placed by other pods.
+replicas placed by other pods; then keep-room's goals (1, 2 and 4 more whole free cards, 2 on one node) within 8
+moves on the same snapshot, collector paused: CPU seconds, complete or not, moves.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
     from kubectl_hami_place.core.defrag.triggers import pending_pod
     from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
     from kubectl_hami_place.core.node_selection import node_marks
-    from kubectl_hami_place.core.planner import FitGoal, Limits, plan
+    from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Limits, plan
     from kubectl_hami_place.core.planner.objects import keep_counted_on_node, snapshot_from_objects
 
     if not Path(kubectl_hami_place.__file__).resolve().is_relative_to(tree.resolve()):
@@ -149,7 +150,15 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
                 found += 1
                 moves += len(result.moves)
                 moved_by_pods += sum(1 for m in result.moves if m.pod in placed_by_pods)
+    rooms = []
+    gc.disable()  # keep-room's goals, as the controller plans them
+    for goal in (FreeCardsGoal(1), FreeCardsGoal(2), FreeCardsGoal(4), FreeCardsGoal(2, on_one_node=True)):
+        start = time.process_time()
+        result = plan(snapshot, goal, Limits(max_moves=8, max_moves_per_node=8))
+        rooms.append([goal.describe(), time.process_time() - start, result.complete, len(result.moves)])
+    gc.enable()
     return {
+        "rooms": rooms,
         "snapshot": min(seconds),
         "kept_mib": kept / 2**20,
         "found": found,
@@ -205,6 +214,12 @@ def main() -> None:
                 f"{row['moved_by_pods']:>26}",
                 flush=True,
             )
+            for goal, seconds, complete, moves in row["rooms"]:
+                print(
+                    f"{'':>5} keep room, {name}: {goal}: {seconds:.3f} s, {'complete' if complete else 'incomplete'}, "
+                    f"{moves} move(s)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ select, the pods it counts kept on their nodes), twice, each time on a snapshot 
 collector on (as `kubectl hami-place plan` plans) and paused (as the server's controller plans); printed side by
 side: snapshot seconds and MiB, plans found, CPU seconds of a plan (median / max) both ways, moves, and moves of
 replicas placed by other pods; then keep-room's goals (1, 2 and 4 more whole free cards, 2 on one node) within 8
-moves on the same snapshot, collector paused: CPU seconds, complete or not, moves.
+moves on the same snapshot, and two harder rescues (a whole card within 2 moves, which has no plan here, and 2 whole
+cards on one node within 8), collector paused: CPU seconds, complete or not, moves.
 """
 
 from __future__ import annotations
@@ -100,7 +101,10 @@ def cluster(nodes: int, fill: float, share: float, pending: int, seed: int) -> d
             pods.append(pod(f"{app}-{replica}", app, mib, terms_of(app, kind), placed_on))
     ask = CARD_MIB
     waiting = [pod(f"waiting-{i}", f"waiting-{i}", ask, {}, None) for i in range(pending)]
-    return {"nodes": [node(n) for n in range(nodes)], "pods": pods, "pending": waiting, "ask": ask}
+    two = pod("waiting-two", "waiting-two", ask, {}, None)
+    two["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    nodes_made = [node(n) for n in range(nodes)]
+    return {"nodes": nodes_made, "pods": pods, "pending": waiting, "pending_two": two, "ask": ask}
 
 
 def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
@@ -151,11 +155,22 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
                 moves += len(result.moves)
                 moved_by_pods += sum(1 for m in result.moves if m.pod in placed_by_pods)
     rooms = []
-    gc.disable()  # keep-room's goals, as the controller plans them
+    gc.disable()  # keep-room's goals and the hard rescues, as the controller plans them
+    eight = Limits(max_moves=8, max_moves_per_node=8)
     for goal in (FreeCardsGoal(1), FreeCardsGoal(2), FreeCardsGoal(4), FreeCardsGoal(2, on_one_node=True)):
         start = time.process_time()
-        result = plan(snapshot, goal, Limits(max_moves=8, max_moves_per_node=8))
+        result = plan(snapshot, goal, eight)
         rooms.append([goal.describe(), time.process_time() - start, result.complete, len(result.moves)])
+    hard = (
+        ("rescue of a whole card within 2 moves", objects["pending"][0], Limits(max_moves=2, max_moves_per_node=2)),
+        ("rescue of 2 whole cards within 8 moves", objects["pending_two"], eight),
+    )
+    for words, waiting, limits in hard:
+        read = pending_pod(waiting, marks, HAMI_DEFAULTS, pods, snapshot)
+        held = keep_counted_on_node(snapshot, read.counted if hasattr(read, "counted") else read.pod)
+        start = time.process_time()
+        result = plan(held, FitGoal(read.pod), limits)
+        rooms.append([words, time.process_time() - start, result.complete, len(result.moves)])
     gc.enable()
     return {
         "rooms": rooms,
@@ -216,7 +231,7 @@ def main() -> None:
             )
             for goal, seconds, complete, moves in row["rooms"]:
                 print(
-                    f"{'':>5} keep room, {name}: {goal}: {seconds:.3f} s, {'complete' if complete else 'incomplete'}, "
+                    f"{'':>5} {name}: {goal}: {seconds:.3f} s, {'complete' if complete else 'incomplete'}, "
                     f"{moves} move(s)",
                     flush=True,
                 )

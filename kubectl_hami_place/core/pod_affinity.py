@@ -486,14 +486,15 @@ class ByPlacedPods:
     the pods placed as they are (spreads first, then terms, kube-scheduler's order): a Pending pod, or a placed pod's
     replacement, the pod itself gone with its move. The pods placed are read (`placed()`) when a pod first asks, most
     clusters' GPU pods having no such terms, and grouped by namespace and labels; each kind of pod's selected pods and
-    spread counts are found once, and its verdict once per node (replicas of one template on one node share it)."""
+    spread counts are found once, and its verdict once per node (replicas of one template on one node share it).
+    `domains` the nodes' topology domains, shared with the caller's `Repelling`."""
 
-    def __init__(self, placed: Callable[[], Iterable[PlacedPod]], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, placed: Callable[[], Iterable[PlacedPod]], domains: DomainIndex) -> None:
         self._read = placed
         self._groups: dict[Group, list[PlacedPod]] | None = None
         self._with: dict[tuple[str, str], list[Group]] = {}
         self._positions: dict[Group, int] = {}
-        self._domains = DomainIndex(node_labels)
+        self._domains = domains
         self._selected: dict[tuple[object, ...], tuple[PlacedPod, ...]] = {}
         self._counts: dict[tuple[object, ...], SpreadCount] = {}
         self._memo: dict[tuple[object, ...], dict[str, tuple[str, str]]] = {}
@@ -616,19 +617,19 @@ class Repelling:
     """The nodes placed pods' anti-affinity keeps each pod off. The terms that select a kind of pod (its namespace and
     labels) are found once per kind, each distinct term tested once (replicas of one template share theirs) and only
     when the kind carries the term's first matchLabels pair; a repeller's own kind leaves its own terms out (a pod
-    does not repel its own replacement)."""
+    does not repel its own replacement). `domains` the nodes' topology domains, shared with the caller's
+    `ByPlacedPods`."""
 
-    def __init__(self, repellers: Iterable[Repeller], node_labels: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, repellers: Iterable[Repeller], domains: DomainIndex) -> None:
         self._domains: list[tuple[Repeller, PodTerm, tuple[str, ...], str]] = []
         self._by_term: dict[PodTerm, list[int]] = {}
         self._terms_with: dict[tuple[str, str] | None, list[PodTerm]] = {}
-        index = DomainIndex(node_labels)
         for found in repellers:
             for term in found.terms:
-                value = index.value(found.node, term.topology_key)
+                value = domains.value(found.node, term.topology_key)
                 if value is None:
                     continue
-                nodes = index.nodes(term.topology_key)[value]
+                nodes = domains.nodes(term.topology_key)[value]
                 where = "the node" if term.topology_key == HOSTNAME_LABEL else f"its {term.topology_key}={value}"
                 if term not in self._by_term and term.selector is not None:
                     pairs = term.selector.match_labels

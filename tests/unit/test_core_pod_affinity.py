@@ -18,6 +18,7 @@ from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.pod_affinity import (
     ByPlacedPods,
+    DomainIndex,
     PlacedPod,
     PortHolder,
     Repeller,
@@ -266,7 +267,7 @@ def spread_off(
     read = pod_spreads({"topologySpreadConstraints": spreads}, labels)
     assert read is not None
     pending = PlacedPod("ns", "pending", "", labels)
-    judged = ByPlacedPods(lambda: placed, NODES).kept_off(pending, (), read, selected, untolerated)
+    judged = ByPlacedPods(lambda: placed, DomainIndex(NODES)).kept_off(pending, (), read, selected, untolerated)
     return {node: why for node, (_, why) in judged.items()}
 
 
@@ -407,7 +408,7 @@ def test_a_pending_pods_spread_that_honours_taints_counts_no_node_it_does_not_to
 
 def repelling(*found: Repeller) -> Repelling:
     """The placed pods' anti-affinity over NODES."""
-    return Repelling(found, NODES)
+    return Repelling(found, DomainIndex(NODES))
 
 
 def apart(node: str, term_spec: dict[str, Any], namespace: str = "ns", name: str = "") -> Repeller:

@@ -35,6 +35,7 @@ from kubectl_hami_place.core.pod_affinity import (
     REPELLED_REFUSAL,
     SPREAD_REFUSAL,
     ByPlacedPods,
+    DomainIndex,
     PlacedPod,
     Repelling,
     host_ports,
@@ -260,15 +261,16 @@ def pending_pod(
     if volumes is not None:
         reach = volume_reach(spec, namespace, planned.name, volumes, marks.labels, replacement=False)
         found.append(reach.kept_off)
+    domains = DomainIndex(marks.labels)
     if terms or spreads:
         allowed = selected_nodes(spec, marks) if spreads else None
         # The nodes whose taints the pod does not tolerate are those its planner form is kept off for a taint.
         untolerated = frozenset(planned.untolerated)
         itself = PlacedPod(namespace, planned.name, "", planned.labels)
-        judged = ByPlacedPods(lambda: selected, marks.labels)
+        judged = ByPlacedPods(lambda: selected, domains)
         found.append(judged.kept_off(itself, terms or (), spreads or (), allowed, untolerated))
     if placed is not None:
-        kept_off = Repelling(placed.repellers, marks.labels).kept_off(namespace, planned.name, planned.labels)
+        kept_off = Repelling(placed.repellers, domains).kept_off(namespace, planned.name, planned.labels)
         found.append({node: (INTER_POD_AFFINITY, words) for node, words in kept_off.items()})
     kept: dict[str, tuple[str, str]] = {}
     for refused in found:

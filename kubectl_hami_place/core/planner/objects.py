@@ -35,6 +35,7 @@ from kubectl_hami_place.core.planner.model import PLACED_BY, PlanNode, PlanPod, 
 from kubectl_hami_place.core.pod_affinity import (
     INTER_POD_AFFINITY,
     ByPlacedPods,
+    DomainIndex,
     PlacedPod,
     PortHolder,
     Repeller,
@@ -107,9 +108,10 @@ def snapshot_from_objects(
         *(found for found in map(repeller, pods) if found is not None),
         *(Repeller(other.namespace, other.name, other.node, other.repels) for other in others if other.repels),
     )
-    repelling = Repelling(repellers, marks.labels)
+    domains = DomainIndex(marks.labels)
+    repelling = Repelling(repellers, domains)
     placed = ByPlacedPods(
-        lambda: (*placed_pods(pods), *(PlacedPod(o.namespace, o.name, o.node, o.labels) for o in others)), marks.labels
+        lambda: (*placed_pods(pods), *(PlacedPod(o.namespace, o.name, o.node, o.labels) for o in others)), domains
     )
     plan_pods = []
     for pod in pods:

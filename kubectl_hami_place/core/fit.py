@@ -54,6 +54,17 @@ DEVICE_CORDON = "hami.io/device-cordon"
 NUMA_BIND = "nvidia.com/numa-bind"
 TOPOLOGY_AWARE = "topology-aware"
 SCORING_WEIGHTS = "hami.io/device-scoring-weights"
+FIT_ANNOTATIONS = (
+    USE_TYPE,
+    NOUSE_TYPE,
+    VGPU_MODE,
+    USE_UUID,
+    NOUSE_UUID,
+    GPU_SCHEDULER_POLICY,
+    NUMA_BIND,
+    SCORING_WEIGHTS,
+)
+"""The pod annotations `fit` and `fit_pod` read: pods that differ only in others get the same verdicts."""
 _INT64_MAX = 2**63 - 1
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 

@@ -37,7 +37,7 @@ from kubectl_hami_place.core.planner import (
     why,
 )
 from kubectl_hami_place.core.planner.goals import _make_room
-from kubectl_hami_place.core.planner.model import CardState
+from kubectl_hami_place.core.planner.model import PLACED_BY, CardState
 from kubectl_hami_place.core.planner.state import State, sequence_fit
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
@@ -1471,7 +1471,25 @@ def test_the_default_policy_reaches_the_planners_fit_without_a_copy_of_the_annot
     assert sequence_fit(card("GPU-a-0"), used, gpu, annotations=named, **kw).ok, "the pod's own policy stands"
     assert sequence_fit(card("GPU-a-0"), used, gpu, annotations={}, init_containers=0, cordoned=False).ok
     bare = PlanPod("ns", "b", (None,), annotations={"team": "x"}, default_policy="mutex")
-    assert bare.fit_annotations is bare.annotations
+    other = PlanPod("ns", "c", (None,), annotations={"hami.io/vgpu-node": "n"})
+    assert bare.fit_annotations == {} and bare.fit_annotations is other.fit_annotations, "one empty mapping for all"
+
+
+def test_pods_that_differ_only_in_annotations_hami_s_fit_does_not_read_share_one_fit_kind() -> None:
+    """HAMi writes each pod's own allocation annotations (vgpu-node, vgpu-devices-allocated, bind-time): keyed by
+    them, every placed pod was a fit kind of its own and no verdict or walk was shared between two (a rescue at 1,213
+    nodes walked the same cards again for each pod it tried to move)."""
+    first = placed("a", "n", ["GPU-n-0"], 8 * GIB, annotations={"hami.io/vgpu-node": "n", "hami.io/bind-time": "1"})
+    second = placed("b", "n", ["GPU-n-1"], 8 * GIB, annotations={"hami.io/vgpu-node": "n", "team": "x"})
+    bound = placed("c", "n", ["GPU-n-1"], 8 * GIB, annotations={**NUMA_BIND, "hami.io/vgpu-node": "n"})
+    placed_by = {PLACED_BY: "p", USE_UUID: "GPU-n-0"}
+    pinned = placed("d", "n", ["GPU-n-0"], 8 * GIB, annotations={USE_UUID: "GPU-n-0"})
+    repinned = placed("e", "n", ["GPU-n-0"], 8 * GIB, annotations=placed_by)
+    state = State(Snapshot(nodes=(gpu_node("n"),), pods=(first, second, bound, pinned, repinned)), Limits())
+    kinds = {pod.name: state.fit_kind(pod)[0] for pod in (first, second, bound, pinned, repinned)}
+    assert kinds["a"] == kinds["b"] == kinds["e"], "only annotations fit does not read differ (and our own pin)"
+    assert len({kinds["a"], kinds["c"], kinds["d"]}) == 3, "numa-bind and a use-gpuuuid of the pod's own are read"
+    assert bound.fit_annotations == NUMA_BIND and repinned.fit_annotations == {}
 
 
 def test_a_mutex_default_policy_keeps_the_planner_off_a_used_card() -> None:

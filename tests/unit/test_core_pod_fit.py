@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping
+
 import pytest
 
+from kubectl_hami_place.core import fit as fit_module
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
-from kubectl_hami_place.core.fit import NODE_UNREGISTERED, FitReason, PodFit, fit, fit_pod, fit_pod_on_node
+from kubectl_hami_place.core.fit import (
+    FIT_ANNOTATIONS,
+    NODE_UNREGISTERED,
+    FitReason,
+    PodFit,
+    fit,
+    fit_pod,
+    fit_pod_on_node,
+    topology_numa,
+)
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.requests import CardRequest, card_request
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, parse_allocation
@@ -397,3 +409,58 @@ def test_a_pod_object_on_a_node_object_as_hamis_filter_sees_them() -> None:
     assert fit_pod_on_node(node, gpu_pod(gpu_container("main", **{"example.com/vgpu": "1"})), [], config=renamed) == (
         placed("GPU-0")
     )
+
+
+class _Reads(MutableMapping[str, str]):
+    """A pod's annotations that note every key HAMi's fit looks up."""
+
+    def __init__(self, items: dict[str, str]) -> None:
+        """The annotations, nothing read yet."""
+        self.items_ = dict(items)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        return self.items_[key]
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return key in self.items_
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.items_[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.items_[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.items_)
+
+    def __len__(self) -> int:
+        return len(self.items_)
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"team": "x"},
+        {"nvidia.com/numa-bind": "true", "hami.io/gpu-scheduler-policy": "topology-aware"},
+        {"nvidia.com/use-gputype": "A100", "nvidia.com/nouse-gpuuuid": "GPU-1", "nvidia.com/vgpu-mode": "hami-core"},
+        {"hami.io/gpu-scheduler-policy": "binpack,numa", "hami.io/device-scoring-weights": "mem=2"},
+    ],
+)
+def test_hami_s_fit_reads_no_pod_annotation_but_those_fit_annotations_names(
+    annotations: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planner keys its verdicts by `FIT_ANNOTATIONS` alone (`PlanPod.fit_annotations`): an annotation fit read
+    beyond them would make two pods the planner counts alike differ in HAMi's verdict. fit_pod's copy of the
+    annotations is the mapping itself here (its module's `dict` replaced), so its reads are seen too."""
+    monkeypatch.setattr(fit_module, "dict", lambda mapping=None: mapping, raising=False)
+    cards = (sized(0, numa=0), sized(1, numa=1), sized(2, numa=1))
+    for request in (SMALL, card_request(2, memreq=4096), card_request(1, memreq=50000)):
+        reads = _Reads(annotations)
+        fit_pod(cards, {"GPU-1": CardUsage("GPU-1", 1, 4096, 10)}, [request, request], 1, reads)
+        fit(cards[0], CardUsage("GPU-0"), request, reads, False)
+        topology_numa(cards, reads, ())
+        assert reads.read <= set(FIT_ANNOTATIONS), reads.read - set(FIT_ANNOTATIONS)
+        assert reads.read, "the recorder saw fit's reads"

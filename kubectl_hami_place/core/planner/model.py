@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.fit import FIT_ANNOTATIONS, USE_UUID
 from kubectl_hami_place.core.node_resources import NOTHING, Resources
 from kubectl_hami_place.core.pod_affinity import CountedPods, PortHolder, Repeller
 from kubectl_hami_place.core.requests import CardRequest
@@ -25,6 +27,7 @@ SYSTEM_CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 NOT_RECREATING = frozenset({"DaemonSet", "Node"})
 MIRROR = "kubernetes.io/config.mirror"
 SEARCH_STEPS = 100_000
+_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 """The default search bound (`Limits.max_steps`): under 0.8 s of CPU at 1,213 nodes and 6,212 cards on a shared 2-core
 box, 0.34 s at the median (docs/performance.md, "Planning time at 1,213 nodes"); the trace replay's inflation found
 plans after up to 98,000 steps."""
@@ -136,13 +139,16 @@ class PlanPod:
 
     @cached_property
     def fit_annotations(self) -> Mapping[str, str]:
-        """The annotations HAMi's fit reads: without a `use-gpuuuid` hami-place wrote for an earlier placement. The
-        pod's own mapping when it has none: one per pod of a 100,000-pod trace is not copied for nothing."""
-        if PLACED_BY not in self.annotations:
-            return self.annotations
-        annotations = dict(self.annotations)
-        annotations.pop("nvidia.com/use-gpuuuid", None)
-        return annotations
+        """The annotations HAMi's fit reads (`FIT_ANNOTATIONS`), without a `use-gpuuuid` hami-place wrote for an
+        earlier placement: pods that differ only in others, HAMi's own allocation annotations among them, share one
+        fit kind and so their verdicts and walks (`State.fit_kind`). One empty mapping for the pods with none."""
+        placed = PLACED_BY in self.annotations
+        read = {
+            key: value
+            for key in FIT_ANNOTATIONS
+            if (value := self.annotations.get(key)) is not None and not (placed and key == USE_UUID)
+        }
+        return read or _NO_ANNOTATIONS
 
 
 @dataclass(frozen=True)

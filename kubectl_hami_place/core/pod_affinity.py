@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, TypeGuard
 
 from kubectl_hami_place.core.errors import SelectorError
@@ -50,9 +51,9 @@ class PodTerm:
             return False
         return matches(self.selector, labels)
 
-    @property
+    @cached_property
     def words(self) -> str:
-        """The pods it selects, as kubectl's `-l` writes them."""
+        """The pods it selects, as kubectl's `-l` writes them (kept: each node it keeps a pod off says it)."""
         return _selected_words(self.selector)
 
 
@@ -252,9 +253,9 @@ class Spread:
         the new pod (kube-scheduler's countPodsMatchSelector; 1.24's counted every pod of the namespace then)."""
         return self.selector is not None and not self.selector.empty and matches(self.selector, labels)
 
-    @property
+    @cached_property
     def words(self) -> str:
-        """The pods it selects, as kubectl's `-l` writes them."""
+        """The pods it selects, as kubectl's `-l` writes them (kept: each node it keeps a pod off says it)."""
         return _selected_words(self.selector)
 
 

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
-from kubectl_hami_place.core.cluster_info import build_cluster_info
+from kubectl_hami_place.core.cluster_info import cluster_info, counted_allocation
 from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
@@ -52,7 +52,7 @@ from kubectl_hami_place.core.pod_affinity import (
 )
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import budget_selector, matches
-from kubectl_hami_place.core.usage import pod_allocation
+from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.core.volumes import Volumes, is_claim, volume_reach
 
 
@@ -70,7 +70,16 @@ def snapshot_from_objects(
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods), `volumes` the
     claims and volumes read (None: not read, and a pod that claims one stays on its node)."""
     nodes, pods, others = list(nodes), list(pods), list(others)
-    info = build_cluster_info(nodes, pods, now)
+    decoded: dict[tuple[str, str], PodAllocation | None] = {}
+    read: list[PodAllocation | str] = []
+    for pod in pods:
+        allocation = counted_allocation(pod)
+        if not isinstance(allocation, str):
+            metadata = as_mapping(pod.get("metadata"))
+            decoded[str(metadata.get("namespace", "")), str(metadata.get("name", ""))] = allocation
+        if allocation is not None:
+            read.append(allocation)
+    info = cluster_info(nodes, read, now)
     marks = node_marks(nodes)
     scores = _pair_scores(nodes)
     counted = bound_pods(pods)
@@ -116,7 +125,9 @@ def snapshot_from_objects(
     plan_pods = []
     for pod in pods:
         try:
-            plan_pod = pod_for_plan(pod, marks, config, memo, asked, volumes=volumes, scalars=scalars, placed=placed)
+            plan_pod = pod_for_plan(
+                pod, marks, config, memo, asked, volumes=volumes, scalars=scalars, placed=placed, decoded=decoded
+            )
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
             continue
@@ -130,7 +141,7 @@ def snapshot_from_objects(
         )
         repelled = repelling.kept_off(plan_pod.namespace, plan_pod.name, plan_pod.labels)
         kept = {node: (INTER_POD_AFFINITY, why) for node, why in repelled.items()}
-        plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering), kept))
+        plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering) if covering else plan_pod, kept))
     holders = (
         *(found for found in map(port_holder, pods) if found is not None),
         *(PortHolder(other.namespace, other.name, other.node, other.ports) for other in others if other.ports),
@@ -165,6 +176,7 @@ def pod_for_plan(
     volumes: Volumes | None = None,
     scalars: frozenset[str] = frozenset(),
     placed: ByPlacedPods | None = None,
+    decoded: Mapping[tuple[str, str], PodAllocation | None] | None = None,
 ) -> PlanPod:
     """One pod as the planner sees it (allocation None while HAMi has not placed it); ModelError when unreadable.
 
@@ -179,7 +191,8 @@ def pod_for_plan(
     pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
     template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
     it already for the nodes' rooms; of the scalar resources it asks, those of `scalars` (the ones the nodes' rooms
-    count) are kept.
+    count) are kept. Its allocation is read from `decoded` (by namespace and name) when the caller decoded it already
+    for the cluster view.
     """
     metadata = as_mapping(pod.get("metadata"))
     spec = as_mapping(pod.get("spec"))
@@ -209,6 +222,8 @@ def pod_for_plan(
         nodes, untolerated = _reachable(spec, marks, placed_on, {} if memo is None else memo)
         stays = on_node_only(spec, moves_volumes, placed is not None) if on else ""
         nodes = _on_node(nodes, on) if stays else nodes
+    key = (namespace, name)
+    allocation = decoded[key] if decoded is not None and key in decoded else pod_allocation(pod)
     planned = PlanPod(
         namespace=namespace,
         name=name,
@@ -216,7 +231,7 @@ def pod_for_plan(
         requests=requests,
         init_containers=len(init) if isinstance(init, list) else 0,
         annotations={key: value for key, value in annotations.items() if isinstance(value, str)},
-        allocation=pod_allocation(pod),
+        allocation=allocation,
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
         priority=_int(spec.get("priority")),

@@ -27,10 +27,11 @@ SYSTEM_CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 NOT_RECREATING = frozenset({"DaemonSet", "Node"})
 MIRROR = "kubernetes.io/config.mirror"
 SEARCH_STEPS = 100_000
-_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 """The default search bound (`Limits.max_steps`): under 0.8 s of CPU at 1,213 nodes and 6,212 cards on a shared 2-core
 box, 0.34 s at the median (docs/performance.md, "Planning time at 1,213 nodes"); the trace replay's inflation found
 plans after up to 98,000 steps."""
+_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+"""`PlanPod.fit_annotations` of every pod with none HAMi's fit reads."""
 
 
 @dataclass(frozen=True)

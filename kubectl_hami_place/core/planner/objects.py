@@ -222,8 +222,8 @@ def pod_for_plan(
         nodes, untolerated = _reachable(spec, marks, placed_on, {} if memo is None else memo)
         stays = on_node_only(spec, moves_volumes, placed is not None) if on else ""
         nodes = _on_node(nodes, on) if stays else nodes
-    key = (namespace, name)
-    allocation = decoded[key] if decoded is not None and key in decoded else pod_allocation(pod)
+    named = (namespace, name)
+    allocation = decoded[named] if decoded is not None and named in decoded else pod_allocation(pod)
     planned = PlanPod(
         namespace=namespace,
         name=name,

@@ -227,6 +227,12 @@ class ClusterCache:
             "warnings": warnings,
         }
 
+    def decoded_allocations(self) -> dict[tuple[str, str], tuple[dict[str, Any], PodAllocation | str]]:
+        """Each placed pod's allocation as decoded once per stored version, with the stored pod it was decoded from
+        (`snapshot_from_objects`' `allocations`: the controller's snapshot does not decode them again)."""
+        with self._allocations_lock:
+            return {key: (pod, counted) for key, (pod, counted, _) in self._allocations.items()}
+
     def _index_allocation(self, _kind: str, pod: dict[str, Any]) -> None:
         """Follow one pod event: decode what the store holds now (the newest version, whatever the order of
         notifications), once per stored version; the nodes it leaves or lands on get a new pod version."""

@@ -906,8 +906,15 @@ class DefragController:
             volumes = volumes_of(self.volume_claims.items(), self.volumes.items())
             config = self.hami_config()  # may read the API: outside the pause
             with collector_paused():
+                allocations = self.cache.decoded_allocations()
                 self._read = snapshot_of(
-                    self.cache.nodes.items(), self.cache.pods.items(), budgets, config, others=others, volumes=volumes
+                    self.cache.nodes.items(),
+                    self.cache.pods.items(),
+                    budgets,
+                    config,
+                    others=others,
+                    volumes=volumes,
+                    allocations=allocations,
                 )
         return self._read
 

@@ -15,6 +15,7 @@ from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import claims_volume, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.pod_affinity import labels_of, pod_spreads, pod_terms
+from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.core.volumes import Volumes, volumes_of
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods, list_volume_claims, list_volumes
@@ -72,12 +73,13 @@ def snapshot_of(
     *,
     others: Iterable[CountedPod] = (),
     volumes: Volumes | None = None,
+    allocations: Mapping[tuple[str, str], tuple[Mapping[str, Any], PodAllocation | str]] | None = None,
 ) -> SnapshotRead:
     """The planner's snapshot of objects already read (lists, or the server's watch caches, whose pods of other
     schedulers come as `others`, counted in their nodes' rooms only; `volumes` the claims and volumes, None when not
-    read)."""
+    read; `allocations` those the cache decoded, as `snapshot_from_objects` takes them)."""
     snapshot, warnings = snapshot_from_objects(
-        nodes, pods, budgets, datetime.now(UTC), config, others=others, volumes=volumes
+        nodes, pods, budgets, datetime.now(UTC), config, others=others, volumes=volumes, allocations=allocations
     )
     marks = node_marks(nodes)
     return SnapshotRead(snapshot, config, (*notices, *warnings), marks, tuple(pods), tuple(nodes), volumes)

@@ -1213,6 +1213,39 @@ def test_a_snapshot_decodes_each_pod_s_allocation_once(monkeypatch: pytest.Monke
     assert "HAMi cannot decode it either" in warnings[0] and "the planner leaves the pod where it is" in warnings[1]
 
 
+def test_a_snapshot_takes_the_allocations_a_cache_decoded_from_the_very_pods_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server's cache decodes each stored pod version once; a snapshot of those pods reads that, and decodes a
+    pod the cache holds another object of (a newer version came between the two reads)."""
+    from datetime import UTC, datetime
+
+    from kubectl_hami_place.core import cluster_info
+    from kubectl_hami_place.core.planner import objects
+
+    decoded: list[str] = []
+    original = objects.pod_allocation
+
+    def counting(pod: dict) -> PodAllocation | None:
+        decoded.append(pod["metadata"]["name"])
+        return original(pod)
+
+    monkeypatch.setattr(cluster_info, "pod_allocation", counting)
+    monkeypatch.setattr(objects, "pod_allocation", counting)
+    web, db, moved = pod_object("web", "a"), pod_object("db", "a"), pod_object("moved", "a")
+    stale = pod_object("moved", "b")
+    allocations = {("ns", "web"): (web, original(web)), ("ns", "db"): (db, original(db))}
+    allocations[("ns", "moved")] = (stale, original(stale))
+    nodes = [node_object("a"), node_object("b")]
+    snapshot, warnings = objects.snapshot_from_objects(
+        nodes, [web, db, moved], [], datetime.now(UTC), allocations=allocations
+    )
+    assert warnings == () and decoded == ["moved"], "only the pod the cache holds another object of"
+    by_name = {p.name: p.allocation for p in snapshot.pods}
+    assert by_name["web"] is allocations[("ns", "web")][1] and by_name["moved"] == original(moved)
+    assert by_name["moved"] is not None and by_name["moved"].node == "a"
+
+
 def test_a_budget_without_a_selector_protects_no_pod_and_an_empty_one_every_pod_of_its_namespace() -> None:
     """As policy/v1 reads them (the Eviction API: a null selector selects nothing, `{}` everything): a budget written
     without a selector allowing 0 disruptions must not freeze every pod of its namespace in the plans."""

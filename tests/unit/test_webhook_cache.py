@@ -12,13 +12,16 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
-from kubectl_hami_place.core.cluster_info import build_cluster_info
+from kubectl_hami_place.core.cluster_info import build_cluster_info, counted_allocation
+from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import Reflector, object_key
 from webhook import cache as cache_module
 from webhook.api import _pod_summary
 from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod, same_node
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def placement(name: str, version: str, namespace: str = "team", node: str = "gpu-0") -> dict[str, Any]:
@@ -285,6 +288,29 @@ def test_the_allocations_kept_from_pod_events_give_the_view_the_stored_pods_give
         expected = build_cluster_info(cache.nodes.items(), cache.pods.items(), now)
         assert b"".join(json_pieces(cache.cluster_info_document(now))) == orjson.dumps(expected.to_dict())
     assert len(cache._allocations) == 1, "the broken pod's entry went with it, the unplaced pod never had one"
+
+
+def test_the_allocations_the_controller_s_snapshot_takes_are_the_stored_pods_and_read_as_they_do() -> None:
+    """`decoded_allocations` gives each placed pod's stored object with what the cache decoded from it, so that the
+    controller's snapshot does not decode them again; that snapshot is the one decoded from the pods themselves."""
+    planning = ClusterCache(ApiClient(), "hami-scheduler", planning=True)
+    planning.nodes.upsert(gpu_node())
+    broken = full_pod(None, False)
+    broken["metadata"].update(name="broken", resourceVersion="8")
+    broken["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,x,10:;"
+    unplaced = full_pod(None, False)
+    unplaced["metadata"].update(name="unplaced", resourceVersion="9", annotations={})
+    for pod in (full_pod(0, False), broken, unplaced):
+        planning.pods.upsert(pod)
+    kept = planning.decoded_allocations()
+    assert set(kept) == {("team", "train"), ("team", "broken")}
+    for (namespace, name), (pod, allocation) in kept.items():
+        assert pod is planning.pods.get(namespace, name)
+        assert allocation == counted_allocation(pod)
+    nodes, pods = planning.nodes.items(), planning.pods.items()
+    taken = snapshot_from_objects(nodes, pods, [], NOW, allocations=kept)
+    assert taken == snapshot_from_objects(nodes, pods, [], NOW)
+    assert [p.name for p in taken[0].pods] == ["train"] and len(taken[1]) == 2, taken[1]
 
 
 def test_the_placement_store_keeps_the_key_the_version_and_the_parsed_placement_only(cache: ClusterCache) -> None:

@@ -65,18 +65,23 @@ def snapshot_from_objects(
     *,
     others: Iterable[CountedPod] = (),
     volumes: Volumes | None = None,
+    allocations: Mapping[tuple[str, str], tuple[Mapping[str, Any], PodAllocation | str]] | None = None,
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot and the warnings about objects left out of it; `others` are bound pods besides `pods` whose CPU,
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods), `volumes` the
-    claims and volumes read (None: not read, and a pod that claims one stays on its node)."""
+    claims and volumes read (None: not read, and a pod that claims one stays on its node), `allocations` those the
+    caller decoded already, by namespace and name, each with the very pod object it was decoded from (the server's
+    cache decodes each stored version once): a pod given as another object is decoded anew."""
     nodes, pods, others = list(nodes), list(pods), list(others)
     decoded: dict[tuple[str, str], PodAllocation | None] = {}
     read: list[PodAllocation | str] = []
     for pod in pods:
-        allocation = counted_allocation(pod)
+        metadata = as_mapping(pod.get("metadata"))
+        named = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+        known = allocations.get(named) if allocations is not None else None
+        allocation = known[1] if known is not None and known[0] is pod else counted_allocation(pod)
         if not isinstance(allocation, str):
-            metadata = as_mapping(pod.get("metadata"))
-            decoded[str(metadata.get("namespace", "")), str(metadata.get("name", ""))] = allocation
+            decoded[named] = allocation
         if allocation is not None:
             read.append(allocation)
     info = cluster_info(nodes, read, now)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubectl_hami_place.core import usage as usage_module
 from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import GPU_SCHEDULER_POLICY, USE_UUID, FitReason, fit_pod
@@ -1185,23 +1186,32 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     assert result.target == ("a", ("GPU-a",))
 
 
-def test_a_snapshot_decodes_each_pod_s_allocation_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cluster view and the planner's pods read the same allocation (decoding it was a fifth of a snapshot at
-    1,213 nodes, done twice); a pod HAMi cannot decode is still left out with both warnings."""
-    from datetime import UTC, datetime
-
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the pods whose allocation is decoded, for the cluster view or the planner, in order."""
     from kubectl_hami_place.core import cluster_info
     from kubectl_hami_place.core.planner import objects
 
-    decoded: list[str] = []
+    names: list[str] = []
     original = objects.pod_allocation
 
     def counting(pod: dict) -> PodAllocation | None:
-        decoded.append(pod["metadata"]["name"])
+        names.append(pod["metadata"]["name"])
         return original(pod)
 
     monkeypatch.setattr(cluster_info, "pod_allocation", counting)
     monkeypatch.setattr(objects, "pod_allocation", counting)
+    return names
+
+
+def test_a_snapshot_decodes_each_pod_s_allocation_once(decoded: list[str]) -> None:
+    """The cluster view and the planner's pods read the same allocation (decoding it was a fifth of a snapshot at
+    1,213 nodes, done twice); a pod HAMi cannot decode is still left out with both warnings."""
+    from datetime import UTC, datetime
+
+    from kubectl_hami_place.core.planner import objects
+
+    original = usage_module.pod_allocation  # not the fixture's count
     broken = pod_object("broken", "a")
     broken["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,lots,0:;"
     pods = [pod_object("web", "a"), pod_object("waiting", None), broken]
@@ -1213,25 +1223,14 @@ def test_a_snapshot_decodes_each_pod_s_allocation_once(monkeypatch: pytest.Monke
     assert "HAMi cannot decode it either" in warnings[0] and "the planner leaves the pod where it is" in warnings[1]
 
 
-def test_a_snapshot_takes_the_allocations_a_cache_decoded_from_the_very_pods_it_is_given(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_snapshot_takes_the_allocations_a_cache_decoded_from_the_very_pods_it_is_given(decoded: list[str]) -> None:
     """The server's cache decodes each stored pod version once; a snapshot of those pods reads that, and decodes a
     pod the cache holds another object of (a newer version came between the two reads)."""
     from datetime import UTC, datetime
 
-    from kubectl_hami_place.core import cluster_info
     from kubectl_hami_place.core.planner import objects
 
-    decoded: list[str] = []
-    original = objects.pod_allocation
-
-    def counting(pod: dict) -> PodAllocation | None:
-        decoded.append(pod["metadata"]["name"])
-        return original(pod)
-
-    monkeypatch.setattr(cluster_info, "pod_allocation", counting)
-    monkeypatch.setattr(objects, "pod_allocation", counting)
+    original = usage_module.pod_allocation  # not the fixture's count
     web, db, moved = pod_object("web", "a"), pod_object("db", "a"), pod_object("moved", "a")
     stale = pod_object("moved", "b")
     allocations = {("ns", "web"): (web, original(web)), ("ns", "db"): (db, original(db))}

@@ -271,14 +271,20 @@ def test_the_cache_stores_pods_and_nodes_projected(cache: ClusterCache) -> None:
     assert [key for key, _ in cache.pods_by_claim()] == ["team"]
 
 
-def test_the_allocations_kept_from_pod_events_give_the_view_the_stored_pods_give(cache: ClusterCache) -> None:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    cache.nodes.upsert(gpu_node())
+def broken_and_unplaced() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A pod whose allocation HAMi cannot decode, and one HAMi has not placed."""
     broken = full_pod(None, False)
     broken["metadata"].update(name="broken", resourceVersion="8")
     broken["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,x,10:;"
     unplaced = full_pod(None, False)
     unplaced["metadata"].update(name="unplaced", resourceVersion="9", annotations={})
+    return broken, unplaced
+
+
+def test_the_allocations_kept_from_pod_events_give_the_view_the_stored_pods_give(cache: ClusterCache) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cache.nodes.upsert(gpu_node())
+    broken, unplaced = broken_and_unplaced()
     steps: list[Any] = [full_pod(0, False), broken, unplaced, full_pod(None, True), ("team", "broken")]
     for step in steps:
         if isinstance(step, tuple):
@@ -295,11 +301,7 @@ def test_the_allocations_the_controller_s_snapshot_takes_are_the_stored_pods_and
     controller's snapshot does not decode them again; that snapshot is the one decoded from the pods themselves."""
     planning = ClusterCache(ApiClient(), "hami-scheduler", planning=True)
     planning.nodes.upsert(gpu_node())
-    broken = full_pod(None, False)
-    broken["metadata"].update(name="broken", resourceVersion="8")
-    broken["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,x,10:;"
-    unplaced = full_pod(None, False)
-    unplaced["metadata"].update(name="unplaced", resourceVersion="9", annotations={})
+    broken, unplaced = broken_and_unplaced()
     for pod in (full_pod(0, False), broken, unplaced):
         planning.pods.upsert(pod)
     kept = planning.decoded_allocations()

@@ -141,18 +141,24 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
     placed_by_pods = {
         f"bench/{p['metadata']['name']}" for p in pods if set(p["spec"]) & {"affinity", "topologySpreadConstraints"}
     }
+
+    def rescue(waiting: dict[str, Any], snapshot: Any) -> tuple[Any, Any]:
+        """The snapshot and goal the controller plans a Pending pod's rescue with (the Pending pod read with the
+        pods its terms select, those it counts kept on their nodes; `counted` is missing in older trees)."""
+        read = pending_pod(waiting, marks, HAMI_DEFAULTS, pods, snapshot)
+        return keep_counted_on_node(snapshot, read.counted if hasattr(read, "counted") else read.pod), FitGoal(read.pod)
+
+    eight = Limits(max_moves=8, max_moves_per_node=8)
     found, plan_seconds, paused_seconds, moves, moved_by_pods = 0, [], [], 0, 0
     for paused in (False, True):
         # each pass on a snapshot of its own: what a pod's first plan works out once is paid in both
         snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), HAMI_DEFAULTS)
         for waiting in objects["pending"]:
-            read = pending_pod(waiting, marks, HAMI_DEFAULTS, pods, snapshot)
-            counted = read.counted if hasattr(read, "counted") else read.pod
-            held = keep_counted_on_node(snapshot, counted)
+            held, goal = rescue(waiting, snapshot)
             if paused:
                 gc.disable()  # as the server plans (webhook/collector.py)
             start = time.process_time()
-            result = plan(held, FitGoal(read.pod), Limits(max_moves=8, max_moves_per_node=8))
+            result = plan(held, goal, eight)
             (paused_seconds if paused else plan_seconds).append(time.process_time() - start)
             gc.enable()
             if result.target is not None and not paused:
@@ -161,7 +167,6 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
                 moved_by_pods += sum(1 for m in result.moves if m.pod in placed_by_pods)
     rooms = []
     gc.disable()  # keep-room's goals and the hard rescues, as the controller plans them
-    eight = Limits(max_moves=8, max_moves_per_node=8)
     for goal in (FreeCardsGoal(1), FreeCardsGoal(2), FreeCardsGoal(4), FreeCardsGoal(2, on_one_node=True)):
         start = time.process_time()
         result = plan(snapshot, goal, eight)
@@ -171,10 +176,9 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
         ("rescue of 2 whole cards within 8 moves", objects["pending_two"], eight),
     )
     for words, waiting, limits in hard:
-        read = pending_pod(waiting, marks, HAMI_DEFAULTS, pods, snapshot)
-        held = keep_counted_on_node(snapshot, read.counted if hasattr(read, "counted") else read.pod)
+        held, rescue_goal = rescue(waiting, snapshot)
         start = time.process_time()
-        result = plan(held, FitGoal(read.pod), limits)
+        result = plan(held, rescue_goal, limits)
         rooms.append([words, time.process_time() - start, result.complete, len(result.moves)])
     gc.enable()
     return {

@@ -1,8 +1,9 @@
 """The planner's snapshot from the API server's objects (JSON dict form): nodes, pods and PodDisruptionBudgets.
 
-Nodes go through the cluster-info view (`cluster.build_cluster_info`), so a node takes new pods exactly when
-`status` calls it usable. A pod whose allocation or GPU request HAMi could not read either is left out of the
-snapshot (and of usage, as HAMi leaves it out); the reader gets a warning for it.
+Nodes go through the cluster-info view (`cluster_info.cluster_info`, from each pod's allocation decoded once for it
+and the planner alike), so a node takes new pods exactly when `status` calls it usable. A pod whose allocation or
+GPU request HAMi could not read either is left out of the snapshot (and of usage, as HAMi leaves it out); the reader
+gets a warning for it.
 """
 
 from __future__ import annotations

@@ -126,10 +126,13 @@ def read_answer(tls: ssl.SSLSocket) -> tuple[int, dict[str, str], Any]:
 
 
 def refused(port: int) -> bool:
+    """Whether nothing listens on the port; a connect the closing listener had queued is reset, so poll again."""
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        return False
     return False
 
 

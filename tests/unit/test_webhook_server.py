@@ -496,10 +496,13 @@ def wait_until(condition: Any) -> None:
 
 
 def refused(port: int) -> bool:
+    """Whether nothing listens on the port; a connect the closing listener had queued is reset, so poll again."""
     try:
         socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT).close()
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        return False
     return False
 
 

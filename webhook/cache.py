@@ -498,7 +498,8 @@ def _interned(counted: PodAllocation) -> PodAllocation:
 
 
 def project_node(node: dict[str, Any]) -> dict[str, Any]:
-    """The node as its readers see it: name, version, register and card cordons, cordon, Ready, GPUs allocatable."""
+    """The node as its readers see it: name, version, register and card cordons, cordon, the taints that keep pods off
+    (an admission skips a pin to a node the pod does not tolerate), Ready, GPUs allocatable."""
     spec = _dict(node.get("spec"))
     status = _dict(node.get("status"))
     allocatable = _dict(status.get("allocatable"))
@@ -510,11 +511,11 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
         kept_status["conditions"] = [
             {"type": c.get("type"), "status": c.get("status")} for c in conditions if isinstance(c, dict)
         ]
-    return {
-        "metadata": _metadata(node, NODE_ANNOTATIONS.__contains__),
-        "spec": {"unschedulable": spec["unschedulable"]} if "unschedulable" in spec else {},
-        "status": kept_status,
-    }
+    kept_spec = {"unschedulable": spec["unschedulable"]} if "unschedulable" in spec else {}
+    taints = spec.get("taints")
+    if isinstance(taints, list) and taints:
+        kept_spec["taints"] = taints
+    return {"metadata": _metadata(node, NODE_ANNOTATIONS.__contains__), "spec": kept_spec, "status": kept_status}
 
 
 # What of a node's allocatable a plan reads besides its GPUs: the room kube-scheduler's NodeResourcesFit counts (and
@@ -523,15 +524,12 @@ PLANNED_ALLOCATABLE = ("cpu", "memory", "pods")
 
 
 def project_node_for_planning(node: dict[str, Any]) -> dict[str, Any]:
-    """project_node's node, its labels and taints, which a pod's node selection reads, and its allocatable CPU, memory
-    and pods (rarely changed, so same_node still finds a heartbeat's node the same)."""
+    """project_node's node, its labels, which a pod's node selection reads, and its allocatable CPU, memory and pods
+    (rarely changed, so same_node still finds a heartbeat's node the same)."""
     kept = project_node(node)
     labels = _dict(node.get("metadata")).get("labels")
     if isinstance(labels, dict):
         kept["metadata"]["labels"] = labels
-    taints = _dict(node.get("spec")).get("taints")
-    if isinstance(taints, list) and taints:
-        kept["spec"] = {**kept["spec"], "taints": taints}
     allocatable = _dict(_dict(node.get("status")).get("allocatable"))
     planned = {key: value for key, value in allocatable.items() if key in PLANNED_ALLOCATABLE or is_scalar(key)}
     if planned:

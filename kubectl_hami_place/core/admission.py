@@ -4,10 +4,11 @@ Pure on purpose: the server owns the clock, the claim token and every API call, 
 plain data. Only the CREATE of a Pod with the configured schedulerName is considered. It claims the oldest open
 placement of its namespace whose selector matches and whose `core.pin_check` finds no problem with this pod; a
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
-placement, and only for what no pod can change). The pod is pinned by a hostname node affinity merged into its
-own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share; when the placement
-evicts a pod, it is also gated (`ROOM_GATE`, and `ROOM_ANNOTATION` for API servers that drop the gate) until the
-reconciler sees that pod gone (`lifecycle.room_made`).
+placement, and only for what no pod can change), as is one whose node kube-scheduler would keep the pod off (its
+node selection, the node's taints). The pod is pinned by a hostname node affinity merged into its own, the
+placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share; when the placement evicts a pod,
+it is also gated (`ROOM_GATE`, and `ROOM_ANNOTATION` for API servers that drop the gate) until the reconciler sees
+that pod gone (`lifecycle.room_made`).
 While a rescue keeps room for another Pending pod (`core.reservation`), the kept cards are added to the pod's
 `nvidia.com/nouse-gpuuuid`; a pod pinned by a placement to a kept card keeps its pin (a person's choice wins over
 the controller's). Our annotations on an incoming pod are honoured only when they carry the named placement's stored
@@ -42,7 +43,7 @@ from kubectl_hami_place.core.names import (
     SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
 )
-from kubectl_hami_place.core.pin_check import PinVerdict, PinView, pin_verdict, workload_from_pod
+from kubectl_hami_place.core.pin_check import PinVerdict, PinView, kept_off_node, pin_verdict, workload_from_pod
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.reservation import Reservation, barred_cards, kept_off
 from kubectl_hami_place.core.reviews import Review, build_response
@@ -150,6 +151,14 @@ def decide(review: Review, view: AdmissionView) -> Decision:
         pin = pin_verdict(placement.spec, nodes, workload)
         if not pin.ok:
             warnings.append(f"hami-place: placement {placement.name} skipped for this pod: {pin.summary()}")
+            continue
+        off = kept_off_node(workload, view.nodes.get(pin.node))
+        if off:
+            # Pinned, the pod would wait there for good (and its evictPod would be evicted for nothing).
+            warnings.append(
+                f"hami-place: placement {placement.name} skipped for this pod: {off}, so kube-scheduler would leave "
+                "it Pending there"
+            )
             continue
         evict_uid = view.pod_uids.get(placement.spec.evict_pod or "", "")
         gated = bool(placement.spec.evict_pod and evict_uid)

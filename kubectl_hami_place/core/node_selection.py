@@ -82,9 +82,9 @@ def kept_off(spec: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     selector, terms = as_mapping(spec.get("nodeSelector")), required_terms(spec)
     allowed, untolerated = reachable(selector, terms, spec.get("tolerations"), marks)
     if name in untolerated:
-        return f"they do not tolerate node {name}'s taint {untolerated[name]}"
+        return f"node {name}'s taint {untolerated[name]} is not tolerated"
     if allowed is not None and name not in allowed:
-        return f"their node selection excludes node {name}"
+        return f"the node selection excludes node {name}"
     return ""
 
 

@@ -220,20 +220,30 @@ def workload_from_pod(
 
 
 SCHEDULING = ("nodeSelector", "affinity", "tolerations")
-"""The parts of a pod's spec `node_warnings` reads."""
+"""The parts of a pod's spec `kept_off_node` reads."""
+
+
+def kept_off_node(workload: Workload, node: Mapping[str, Any] | None) -> str:
+    """Why kube-scheduler would keep the workload's pods off `node` (their node selection, the node's taints), ""
+    when it would not or the workload says nothing of where it may go. A node read without its labels (the server's
+    cache keeps them only while its controller plans) is judged by its taints alone."""
+    if node is None or workload.scheduling is None:
+        return ""
+    scheduling = workload.scheduling
+    if "labels" not in as_mapping(node.get("metadata")):
+        scheduling = {"tolerations": scheduling.get("tolerations")}
+    return kept_off(scheduling, node)
 
 
 def node_warnings(workload: Workload, node: Mapping[str, Any] | None) -> list[str]:
     """Warn when kube-scheduler would keep the workload's pods off the pinned node (their node selection, the node's
-    taints): the pin would leave the pod Pending."""
-    if node is None or workload.scheduling is None:
-        return []
-    why = kept_off(workload.scheduling, node)
+    taints): the webhook skips such a placement for them, as the pin would leave them Pending."""
+    why = kept_off_node(workload, node)
     if not why:
         return []
     return [
-        f"the pods of {workload.source}: {why}, so kube-scheduler would leave a pinned pod Pending; pin another node "
-        "or change the pods' tolerations or node selection"
+        f"the pods of {workload.source}: {why}, so the webhook will not pin them there (kube-scheduler would leave "
+        "them Pending); pin another node or change the pods' tolerations or node selection"
     ]
 
 

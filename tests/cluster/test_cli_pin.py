@@ -404,8 +404,9 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
     )
     assert run.code == 0, run.err
     assert (
-        f"warning: the pods of Deployment trainer: their node selection excludes node {H100}, so kube-scheduler would "
-        "leave a pinned pod Pending; pin another node or change the pods' tolerations or node selection"
+        f"warning: the pods of Deployment trainer: the node selection excludes node {H100}, so the webhook will not "
+        "pin them there (kube-scheduler would leave them Pending); pin another node or change the pods' tolerations "
+        "or node selection"
     ) in run.err, run.err
     result = run.json()
     assert result["request"] == "Deployment trainer"

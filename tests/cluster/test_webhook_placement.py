@@ -109,9 +109,9 @@ def test_a_pod_created_through_the_api_server_is_pinned_and_consumes_the_placeme
 def test_a_pod_that_does_not_suit_a_placement_leaves_it_open_for_one_that_does(
     cluster: Sandbox, namespace: str, placing: Webhook
 ) -> None:
-    """A one-card pod for a two-card placement is admitted without a pin; the placement stays open (no review
-    alone fails it), the next pod that asks two cards claims it, and a copy of that pinned pod's annotations
-    pins nothing."""
+    """A one-card pod for a two-card placement is admitted without a pin, as is a two-card pod that does not
+    tolerate the node's taint (its creator is told why); the placement stays open (no review alone fails it), the
+    next pod that asks two cards claims it, and a copy of that pinned pod's annotations pins nothing."""
     webhook = placing
     create_placement(cluster, namespace, "pair", {"app": "pair"}, ["gpu-0", "gpu-1"])
     wait_for(lambda: sees_placement(webhook, namespace, "pair"), "the webhook to see the placement")
@@ -122,6 +122,36 @@ def test_a_pod_that_does_not_suit_a_placement_leaves_it_open_for_one_that_does(
     assert single.spec.affinity is None
     assert webhook.metric('hami_place_admissions_total{result="not_honoured"}') >= 1
     assert status_of(cluster, namespace, "pair").get("phase", "Pending") == "Pending"
+
+    def pinned_in_a_dry_run() -> bool:
+        shown = core.create_namespaced_pod(namespace, gpu_pod("probe-", {"app": "pair"}, gpus=2), dry_run="All")
+        return CLAIM in (shown.metadata.annotations or {})
+
+    taint = {"key": "hami-place-test", "value": "pair", "effect": "NoSchedule"}
+    core.patch_node(A100_1, {"spec": {"taints": [taint]}})
+    try:
+        wait_for(lambda: not pinned_in_a_dry_run(), "the webhook to see the node's taint")
+        created = cluster.kubectl(
+            "create",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "-f",
+            "-",
+            input=json.dumps(gpu_pod("kept-off-", {"app": "pair"}, gpus=2)),
+        )
+        kept_off = json.loads(created.stdout)["metadata"]
+        core.delete_namespaced_pod(kept_off["name"], namespace, grace_period_seconds=0)
+        assert CLAIM not in (kept_off.get("annotations") or {})
+        assert (
+            f"Warning: hami-place: placement pair skipped for this pod: node {A100_1}'s taint "
+            "hami-place-test=pair:NoSchedule is not tolerated, so kube-scheduler would leave it Pending there"
+        ) in created.stderr, created.stderr
+        assert status_of(cluster, namespace, "pair").get("phase", "Pending") == "Pending"
+    finally:
+        core.patch_node(A100_1, {"spec": {"taints": None}})
+    wait_for(pinned_in_a_dry_run, "the webhook to see the taint gone")
 
     double = core.create_namespaced_pod(namespace, gpu_pod("double-", {"app": "pair"}, gpus=2))
     assert (double.metadata.annotations or {}).get("scheduling.hami.placement.com/placement") == "pair"

@@ -622,6 +622,24 @@ def test_req_id_already_consumed() -> None:
     _skipped(decide(review(pod()), view([consumed, second])), "reqID already consumed by first")
 
 
+def test_a_placement_whose_node_kube_scheduler_keeps_the_pod_off_is_skipped_and_evicts_nothing() -> None:
+    """Pinned there, the pod would wait for good, and the pod the placement evicts would go for nothing."""
+    tainted = node()
+    tainted["spec"] = {"taints": [{"key": "team", "value": "b", "effect": "NoSchedule"}]}
+    evicting = placement(evict="old-trainer")
+    _skipped(decide(review(pod()), view([evicting], nodes=[tainted])), "node gpu-0's taint team=b:NoSchedule")
+    tolerating = pod()
+    tolerating["spec"]["tolerations"] = [{"key": "team", "operator": "Exists"}]
+    assert decide(review(tolerating), view([evicting], nodes=[tainted])).result == PINNED
+    labelled = node()
+    labelled["metadata"]["labels"] = {"pool": "train"}
+    serving = pod()
+    serving["spec"]["nodeSelector"] = {"pool": "serve"}
+    _skipped(decide(review(serving), view([placement()], nodes=[labelled])), "the node selection excludes node gpu-0")
+    serving["spec"]["nodeSelector"] = {"pool": "train"}
+    assert decide(review(serving), view([placement()], nodes=[labelled])).result == PINNED
+
+
 def test_a_skipped_candidate_does_not_stop_the_next_one() -> None:
     broken = placement("broken", node_name="gone", created="2026-11-29T08:00:00Z")
     good = placement("good", created="2026-11-29T09:00:00Z")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubectl_hami_place.core.node_selection import kept_off
-from kubectl_hami_place.core.pin_check import node_warnings, workload_from_pod, workload_from_request
+from kubectl_hami_place.core.pin_check import kept_off_node, node_warnings, workload_from_pod, workload_from_request
 from kubectl_hami_place.core.requests import CardRequest
 
 NODE = {
@@ -23,16 +23,16 @@ def template(**spec: Any) -> dict[str, Any]:
 
 
 def test_a_pod_is_kept_off_a_node_by_a_taint_it_does_not_tolerate_or_by_its_node_selection() -> None:
-    assert kept_off(template()["spec"], NODE) == "they do not tolerate node gpu-0's taint team=a:NoSchedule"
+    assert kept_off(template()["spec"], NODE) == "node gpu-0's taint team=a:NoSchedule is not tolerated"
     assert kept_off(template(tolerations=TOLERATING)["spec"], NODE) == ""
     elsewhere = template(tolerations=TOLERATING, nodeSelector={"pool": "serve"})
-    assert kept_off(elsewhere["spec"], NODE) == "their node selection excludes node gpu-0"
+    assert kept_off(elsewhere["spec"], NODE) == "the node selection excludes node gpu-0"
     term = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["train"]}]}
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
     assert kept_off(template(tolerations=TOLERATING, affinity=affinity)["spec"], NODE) == ""
     term["matchExpressions"][0]["values"] = ["serve"]
     assert kept_off(template(tolerations=TOLERATING, affinity=affinity)["spec"], NODE) == (
-        "their node selection excludes node gpu-0"
+        "the node selection excludes node gpu-0"
     )
 
 
@@ -41,10 +41,22 @@ def test_pin_warns_when_the_pinned_node_would_leave_the_pod_pending() -> None:
     warning, nor does a node that takes it."""
     untolerating = workload_from_pod(template(), "Deployment x", template=True)
     assert node_warnings(untolerating, NODE) == [
-        "the pods of Deployment x: they do not tolerate node gpu-0's taint team=a:NoSchedule, so kube-scheduler "
-        "would leave a pinned pod Pending; pin another node or change the pods' tolerations or node selection"
+        "the pods of Deployment x: node gpu-0's taint team=a:NoSchedule is not tolerated, so the webhook will not "
+        "pin them there (kube-scheduler would leave them Pending); pin another node or change the pods' tolerations "
+        "or node selection"
     ]
     assert node_warnings(workload_from_pod(template(tolerations=TOLERATING), "Deployment x", template=True), NODE) == []
     assert node_warnings(untolerating, None) == []
     flags = workload_from_request(CardRequest(1), "the --request-* flags", own_memory=False)
     assert node_warnings(flags, NODE) == []
+
+
+def test_a_node_read_without_its_labels_is_judged_by_its_taints_alone() -> None:
+    """The server's cache keeps a node's labels only while its controller plans: a selection it cannot read does not
+    keep a pod off, a taint still does."""
+    unlabelled = {"metadata": {"name": "gpu-0"}, "spec": NODE["spec"]}
+    serving = template(tolerations=TOLERATING, nodeSelector={"pool": "serve"})
+    assert kept_off_node(workload_from_pod(serving, "the pod"), NODE) == "the node selection excludes node gpu-0"
+    assert kept_off_node(workload_from_pod(serving, "the pod"), unlabelled) == ""
+    untolerating = workload_from_pod(template(nodeSelector={"pool": "serve"}), "the pod")
+    assert kept_off_node(untolerating, unlabelled) == "node gpu-0's taint team=a:NoSchedule is not tolerated"

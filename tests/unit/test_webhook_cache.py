@@ -13,6 +13,7 @@ from kubernetes.client import ApiClient
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
 from kubectl_hami_place.core.cluster_info import build_cluster_info, counted_allocation
+from kubectl_hami_place.core.pin_check import kept_off_node, workload_from_pod
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
@@ -261,6 +262,18 @@ def test_the_projections_read_as_the_whole_objects(init_exit: int | None, deleti
     )
     assert "containers" not in kept["spec"] and "conditions" not in kept["status"]
     assert "nodeInfo" not in project_node(gpu_node())["status"]
+
+
+def test_a_projected_node_keeps_the_taints_an_admission_skips_a_pin_for() -> None:
+    """Without the controller's planning the cache keeps no node labels, but a pod that does not tolerate the pinned
+    node's taint is still read as kept off it, as the whole node says."""
+    node = gpu_node()
+    node["spec"]["taints"] = [{"key": "team", "value": "b", "effect": "NoExecute"}]
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    workload = workload_from_pod(pod, "the pod")
+    assert kept_off_node(workload, project_node(node)) == kept_off_node(workload, node) != ""
+    pod["spec"]["tolerations"] = [{"key": "team", "operator": "Exists"}]
+    assert kept_off_node(workload_from_pod(pod, "the pod"), project_node(node)) == ""
 
 
 def test_the_cache_stores_pods_and_nodes_projected(cache: ClusterCache) -> None:

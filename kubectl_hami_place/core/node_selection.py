@@ -94,7 +94,7 @@ def required_terms(spec: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if not isinstance(required, Mapping):
         return None
-    return [term for term in required.get("nodeSelectorTerms") or [] if isinstance(term, Mapping)]
+    return [term for term in _listed(required.get("nodeSelectorTerms")) if isinstance(term, Mapping)]
 
 
 def _untolerated(tolerations: object, taints: Mapping[str, tuple[Mapping[str, Any], ...]]) -> dict[str, str]:
@@ -123,8 +123,8 @@ def node_allows(terms: Iterable[Mapping[str, Any]], name: str, labels: Mapping[s
     """Kubernetes' required node affinity: any term matches (an empty term matches no node), a term when all its
     matchExpressions (on labels) and matchFields (on metadata.name) hold."""
     for term in terms:
-        expressions = [e for e in term.get("matchExpressions") or [] if isinstance(e, Mapping)]
-        fields = [e for e in term.get("matchFields") or [] if isinstance(e, Mapping)]
+        expressions = [e for e in _listed(term.get("matchExpressions")) if isinstance(e, Mapping)]
+        fields = [e for e in _listed(term.get("matchFields")) if isinstance(e, Mapping)]
         if not expressions and not fields:
             continue
         by_label = all(_holds(e, labels) for e in expressions)
@@ -139,7 +139,7 @@ def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
     key = str(requirement.get("key", ""))
     present, value = key in have, have.get(key)
     operator = requirement.get("operator")
-    values = [str(v) for v in requirement.get("values") or []]
+    values = [str(v) for v in _listed(requirement.get("values"))]
     if operator in OPERATORS:
         return Requirement(key, str(operator), tuple(values)).matches({key: str(value)} if present else {})
     if operator in ("Gt", "Lt") and present and len(values) == 1:
@@ -149,3 +149,8 @@ def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
             return False
         return number > bound if operator == "Gt" else number < bound
     return False
+
+
+def _listed(value: object) -> list[Any] | tuple[Any, ...]:
+    """A list field as given, empty when it is none (a review sent to the server straight may hold anything)."""
+    return value if isinstance(value, list | tuple) else []

@@ -640,6 +640,22 @@ def test_a_placement_whose_node_kube_scheduler_keeps_the_pod_off_is_skipped_and_
     assert decide(review(serving), view([placement()], nodes=[labelled])).result == PINNED
 
 
+@pytest.mark.parametrize(
+    "required",
+    [
+        {"nodeSelectorTerms": 5},
+        {"nodeSelectorTerms": [{"matchExpressions": 5, "matchFields": "x"}]},
+        {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": 5}]}]},
+    ],
+)
+def test_a_node_affinity_no_api_server_would_store_keeps_the_pod_off_every_node(required: dict[str, Any]) -> None:
+    """A review sent to the server straight may hold anything: such terms select no node, as an empty term does."""
+    labelled = node()
+    labelled["metadata"]["labels"] = {"pool": "train"}
+    forged = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}})
+    _skipped(decide(review(forged), view([placement()], nodes=[labelled])), "the node selection excludes node gpu-0")
+
+
 def test_a_skipped_candidate_does_not_stop_the_next_one() -> None:
     broken = placement("broken", node_name="gone", created="2026-11-29T08:00:00Z")
     good = placement("good", created="2026-11-29T09:00:00Z")

@@ -2,13 +2,16 @@
 
 In-process, no sandbox: --pods HAMi pods, --nodes nodes and --placements placements shaped as the sandbox's API
 server stores them (the defaults it adds, managedFields, kubelet-style node status, the webhook's acknowledgement in
-each placement's status), each decoded from its own JSON as a watch event is, then stored as the reflector would:
-whole, trimmed of managedFields (what the cache kept before), or projected (webhook.cache.project_pod /
-project_node / project_placement: what it keeps now; for as many pods of another scheduler, project_counted_pod, what
-the defragmentation controller keeps of each). Prints MiB held (tracemalloc) and bytes per object.
-Then the whole cache (webhook.cache.ClusterCache) listed through its reflectors' own relist, pages of the API
-server's JSON, with its indexes (allocations by pod and node, claims, placements by namespace and label): MiB held
-after each kind, and after GET /api/v1/cluster-info built its per-node views.
+each placement's status), each decoded from its own JSON by orjson as the watch decodes an event, then stored as the
+reflector would: whole, trimmed of managedFields (what the cache kept before), or projected (webhook.cache.project_pod
+/ project_node / project_placement: what it keeps now; with --planning, project_pod_for_planning and
+project_node_for_planning, what it keeps while the defragmentation controller runs; for as many pods of another
+scheduler, project_counted_pod, what that controller keeps of each). Prints MiB held (tracemalloc) and bytes per
+object.
+Then the whole cache (webhook.cache.ClusterCache, with --planning as the server builds it then) listed through its
+reflectors' own relist, pages of the API server's JSON, with its indexes (allocations by pod and node, claims,
+placements by namespace and label): MiB held after each kind, and after GET /api/v1/cluster-info built its per-node
+views.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ from webhook.cache import (
     json_pieces,
     project_counted_pod,
     project_node,
+    project_node_for_planning,
     project_placement,
     project_pod,
+    project_pod_for_planning,
 )
 
 STAMP = "2026-11-30T14:11:27Z"
@@ -149,8 +154,60 @@ def stored_other_pod(i: int, nodes: int) -> dict[str, Any]:
     return obj
 
 
+# What NVIDIA's GPU feature discovery labels an A100 node with (GFD 0.16; nvidia.com/ prefixed).
+GFD_LABELS = {
+    "cuda.driver.major": "550",
+    "cuda.driver.minor": "54",
+    "cuda.driver.rev": "15",
+    "cuda.runtime.major": "12",
+    "cuda.runtime.minor": "4",
+    "gfd.timestamp": "1733400000",
+    "gpu.compute.major": "8",
+    "gpu.compute.minor": "0",
+    "gpu.count": "8",
+    "gpu.family": "ampere",
+    "gpu.machine": "p4d.24xlarge",
+    "gpu.memory": "40960",
+    "gpu.product": "NVIDIA-A100-SXM4-40GB",
+    "gpu.replicas": "1",
+    "gpu.sharing-strategy": "none",
+    "mig.capable": "true",
+    "mig.strategy": "single",
+    "mps.capable": "false",
+    "gpu.present": "true",
+    "gpu.deploy.driver": "true",
+    "gpu.deploy.device-plugin": "true",
+    "gpu.deploy.gpu-feature-discovery": "true",
+    "gpu.deploy.dcgm-exporter": "true",
+}
+
+
+def node_labels(n: int) -> dict[str, str]:
+    """Node n's labels as a managed cloud node group and GPU feature discovery write them (40 in all)."""
+    zone = f"us-west-2{'abc'[n % 3]}"
+    cloud = {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": "p4d.24xlarge",
+        "beta.kubernetes.io/os": "linux",
+        "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "eks.amazonaws.com/nodegroup": "gpu-a100",
+        "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
+        "failure-domain.beta.kubernetes.io/region": "us-west-2",
+        "failure-domain.beta.kubernetes.io/zone": zone,
+        "k8s.io/cloud-provider-aws": "0123456789abcdef0123456789abcdef",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "p4d.24xlarge",
+        "topology.ebs.csi.aws.com/zone": zone,
+        "topology.kubernetes.io/region": "us-west-2",
+        "topology.kubernetes.io/zone": zone,
+    }
+    return {**cloud, **{f"nvidia.com/{key}": value for key, value in GFD_LABELS.items()}}
+
+
 def stored_node(n: int) -> dict[str, Any]:
-    """Node n as the sandbox stores it: HAMi's handshakes beside the register, kubelet-style conditions."""
+    """Node n as the sandbox stores it: HAMi's handshakes beside the register, kubelet-style conditions, and the
+    labels of a cloud's GPU node (`node_labels`)."""
     node = generate.node(n)
     handshakes = {
         f"hami.io/node-handshake{suffix}": f"Requesting_{STAMP}" for suffix in ("", "-biren", "-dcu", "-va", "-xpu")
@@ -170,6 +227,7 @@ def stored_node(n: int) -> dict[str, Any]:
     return {
         "metadata": {
             **node["metadata"],
+            "labels": {**node_labels(n), **node["metadata"]["labels"]},
             "uid": f"00000000-0000-0000-0001-{n:012d}",
             "resourceVersion": str(n + 1),
             "creationTimestamp": STAMP,
@@ -216,10 +274,10 @@ def stored_placement(k: int, nodes: int) -> dict[str, Any]:
 
 
 def held(texts: list[bytes], keep: Callable[[dict[str, Any]], dict[str, Any]]) -> float:
-    """Bytes still allocated once every object is decoded (one json.loads each, as watch events) and kept."""
+    """Bytes still allocated once every object is decoded (one orjson.loads each, as watch events) and kept."""
     gc.collect()
     tracemalloc.start()
-    store = [keep(json.loads(text)) for text in texts]
+    store = [keep(orjson.loads(text)) for text in texts]
     gc.collect()
     size, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -240,9 +298,9 @@ def pages(make: Callable[[int], dict[str, Any]], count: int) -> Callable[..., An
     return call
 
 
-def cache_held(nodes: int, pods: int, placements: int) -> None:
+def cache_held(nodes: int, pods: int, placements: int, *, planning: bool) -> None:
     """The whole cache listed kind after kind, then one cluster-info: MiB held after each, and per object."""
-    cache = ClusterCache(ApiClient(), generate.SCHEDULER)
+    cache = ClusterCache(ApiClient(), generate.SCHEDULER, planning=planning)
     cache.nodes._list_call = pages(stored_node, nodes)
     cache.pods._list_call = pages(lambda i: stored_pod(i, nodes), pods)
     cache.placements._list_call = pages(lambda k: stored_placement(k, nodes), placements)
@@ -270,11 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=40000)
     parser.add_argument("--placements", type=int, default=10000)
+    parser.add_argument(
+        "--planning", action="store_true", help="as the server keeps them while its defragmentation controller runs"
+    )
     args = parser.parse_args(argv)
     placements = [json.dumps(stored_placement(k, args.nodes)).encode() for k in range(args.placements)]
+    pod_projection, node_projection = (
+        (project_pod_for_planning, project_node_for_planning) if args.planning else (project_pod, project_node)
+    )
     kinds = (
-        ("pods", [json.dumps(stored_pod(i, args.nodes)).encode() for i in range(args.pods)], project_pod),
-        ("nodes", [json.dumps(stored_node(n)).encode() for n in range(args.nodes)], project_node),
+        ("pods", [json.dumps(stored_pod(i, args.nodes)).encode() for i in range(args.pods)], pod_projection),
+        ("nodes", [json.dumps(stored_node(n)).encode() for n in range(args.nodes)], node_projection),
         ("placements", placements, project_placement),
         (
             "other pods",
@@ -295,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"{kind:<10} {count:>6} {json_size:10.0f} | {cell(whole)} | {cell(trimmed):>16} | {cell(projected)}")
     del kinds, placements
-    cache_held(args.nodes, args.pods, args.placements)
+    cache_held(args.nodes, args.pods, args.placements, planning=args.planning)
     return 0
 
 

@@ -529,7 +529,11 @@ def project_node_for_planning(node: dict[str, Any]) -> dict[str, Any]:
     kept = project_node(node)
     labels = _dict(node.get("metadata")).get("labels")
     if isinstance(labels, dict):
-        kept["metadata"]["labels"] = labels
+        # Nodes share most of their label values (zone, instance type, GPU feature discovery's): one string of each
+        # for all nodes, where each parsed node had its own (orjson already shares the keys).
+        kept["metadata"]["labels"] = {
+            key: sys.intern(value) if isinstance(value, str) else value for key, value in labels.items()
+        }
     allocatable = _dict(_dict(node.get("status")).get("allocatable"))
     planned = {key: value for key, value in allocatable.items() if key in PLANNED_ALLOCATABLE or is_scalar(key)}
     if planned:

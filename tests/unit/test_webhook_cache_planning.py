@@ -335,6 +335,17 @@ def test_other_schedulers_pods_decoded_apart_share_their_namespace_and_node_stri
     assert (one.namespace is other.namespace, one.node is other.node) == (True, True)
 
 
+def test_nodes_decoded_apart_share_their_label_values() -> None:
+    """Thousands of nodes carry the same zone, instance type and GPU feature labels: one string of each for all (the
+    watch's orjson already shares the keys)."""
+    one, other = (
+        project_node_for_planning(orjson.loads(orjson.dumps(whole_node(name, "z1"))))["metadata"]["labels"]
+        for name in ("gpu-0", "gpu-1")
+    )
+    assert one["zone"] is other["zone"]
+    assert one == {"kubernetes.io/hostname": "gpu-0", "zone": "z1"}
+
+
 def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() -> None:
     """Where each claim is bound and whether it is leaving; a volume's node affinity, zone labels and in-tree source
     (its other labels, capacity, claimRef and status are not kept)."""

@@ -28,6 +28,7 @@ _HINTS = {
     FitReason.CardMigMode: "name a card in hami-core or mps mode",
     PinReason.InvalidScoringWeights: "fix or remove the pod's hami.io/device-scoring-weights",
     PinReason.NoAllocatableGpu: "wait until HAMi's device plugin serves the node again, or pin to another node",
+    PinReason.KeptOffNode: "move it to a node its tolerations and node selection allow, or change them",
 }
 
 
@@ -65,6 +66,7 @@ _POD_REASONS = frozenset(
         PinReason.ShareTooSmall,
         PinReason.InvalidScoringWeights,
         FitReason.NumaNotFit,
+        PinReason.KeptOffNode,
     }
 )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.selectors import OPERATORS, Requirement
 
 KEEPS_OFF = ("NoSchedule", "NoExecute")
@@ -74,12 +75,12 @@ def reachable(
     return allowed, untolerated
 
 
-def kept_off(spec: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+def kept_off(spec: Mapping[str, Any], node: Mapping[str, Any], placed_on: str = "") -> str:
     """Why kube-scheduler would keep a pod of this spec off `node` (its node selection, the node's taints), in words;
-    "" when neither does."""
+    "" when neither does. `placed_on`: as `required_terms` reads it."""
     marks = node_marks([node])
     [name] = marks.labels
-    selector, terms = as_mapping(spec.get("nodeSelector")), required_terms(spec)
+    selector, terms = as_mapping(spec.get("nodeSelector")), required_terms(spec, placed_on)
     allowed, untolerated = reachable(selector, terms, spec.get("tolerations"), marks)
     if name in untolerated:
         return f"node {name}'s taint {untolerated[name]} is not tolerated"
@@ -88,13 +89,24 @@ def kept_off(spec: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     return ""
 
 
-def required_terms(spec: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
-    """The pod's required nodeSelectorTerms; None when it requires no node affinity."""
+def required_terms(spec: Mapping[str, Any], placed_on: str = "") -> list[Mapping[str, Any]] | None:
+    """The pod's required nodeSelectorTerms; None when it requires no node affinity. For a pod placed on `placed_on`,
+    without the hostname pin our webhook merged for that node (it pins that pod only, not its replacement) and
+    without the terms that pin alone made up."""
     affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if not isinstance(required, Mapping):
         return None
-    return [term for term in _listed(required.get("nodeSelectorTerms")) if isinstance(term, Mapping)]
+    terms = [term for term in _listed(required.get("nodeSelectorTerms")) if isinstance(term, Mapping)]
+    if not placed_on:
+        return terms
+    pin = {"key": HOSTNAME_LABEL, "operator": "In", "values": [placed_on]}
+    kept: list[Mapping[str, Any]] = []
+    for term in terms:
+        expressions = [e for e in _listed(term.get("matchExpressions")) if e != pin]
+        if expressions or term.get("matchFields"):
+            kept.append({**term, "matchExpressions": expressions})
+    return kept or None
 
 
 def _untolerated(tolerations: object, taints: Mapping[str, tuple[Mapping[str, Any], ...]]) -> dict[str, str]:

@@ -80,6 +80,7 @@ class PinReason(StrEnum):
     InvalidScoringWeights = "InvalidScoringWeights"
     CardCountMismatch = "CardCountMismatch"
     ShareTooSmall = "ShareTooSmall"
+    KeptOffNode = "KeptOffNode"
 
 
 _CARD_STATE = frozenset({FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardNotNvidia})
@@ -223,16 +224,27 @@ SCHEDULING = ("nodeSelector", "affinity", "tolerations")
 """The parts of a pod's spec `kept_off_node` reads."""
 
 
-def kept_off_node(workload: Workload, node: Mapping[str, Any] | None) -> str:
+def kept_off_node(workload: Workload, node: Mapping[str, Any] | None, placed_on: str = "") -> str:
     """Why kube-scheduler would keep the workload's pods off `node` (their node selection, the node's taints), ""
-    when it would not or the workload says nothing of where it may go. A node read without its labels (the server's
-    cache keeps them only while its controller plans) is judged by its taints alone."""
+    when it would not or the workload says nothing of where it may go; `placed_on` as `node_selection.required_terms`
+    reads it. A node read without its labels (the server's cache keeps them only while its controller plans) is
+    judged by its taints alone."""
     if node is None or workload.scheduling is None:
         return ""
     scheduling = workload.scheduling
     if "labels" not in as_mapping(node.get("metadata")):
         scheduling = {"tolerations": scheduling.get("tolerations")}
-    return kept_off(scheduling, node)
+    return kept_off(scheduling, node, placed_on)
+
+
+def move_kept_off(workload: Workload, node: Mapping[str, Any] | None, placed_on: str) -> Problem | None:
+    """A move evicts its pod at once: a replacement kube-scheduler keeps off the target node (the webhook does not
+    pin it there) would land elsewhere, so the move is refused before anything is written. `placed_on`: the moved
+    pod's node (a pod that is its own replacement may carry our pin to it)."""
+    why = kept_off_node(workload, node, placed_on)
+    if not why:
+        return None
+    return Problem(PinReason.KeptOffNode, f"{why}, so the webhook would not pin its replacement there", Scope.Pod)
 
 
 def node_warnings(workload: Workload, node: Mapping[str, Any] | None) -> list[str]:

@@ -19,11 +19,13 @@ from typing import Any
 from kubectl_hami_place.core.defrag.keys import termination_left
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.pin_check import (
     PinView,
     Workload,
     eviction_warnings,
+    move_kept_off,
     node_warnings,
     pending_warnings,
     pin_verdict,
@@ -143,7 +145,13 @@ def check_pin(
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:
         raise PinRefused(pin, workload.source, evicting)
-    warnings.extend(node_warnings(workload, view.nodes.get(node)))
+    if evicted_pod is not None and not spec.evict_pod:
+        placed_on = str(as_mapping(evicted_pod.get("spec")).get("nodeName") or "")
+        kept_off = move_kept_off(workload, view.nodes.get(node), placed_on)
+        if kept_off is not None:
+            raise PinRefused(dataclasses.replace(pin, problems=(kept_off,)), workload.source, evicting)
+    else:
+        warnings.extend(node_warnings(workload, view.nodes.get(node)))
     warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
     obj = placement_object(name, namespace, spec, labels=labels, annotations=annotations)
     return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))

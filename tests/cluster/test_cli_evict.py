@@ -252,6 +252,25 @@ def test_to_node_blocked_by_a_budget_leaves_no_placement(cluster: Sandbox, names
     assert not gone_or_terminating(cluster, namespace, "held")
 
 
+def test_to_node_where_kube_scheduler_keeps_the_replacement_off_is_refused_before_anything_is_written(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """The webhook does not pin a pod to a node its node selection excludes, so the replacement would land elsewhere
+    once the pod is evicted: refused (exit 3), no placement written, nothing evicted."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    kept = allocated_pod("kept", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "kept"})
+    kept["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gpu-a100-1"}
+    apply(cluster, kept)
+    run = plugin(cluster, "evict", "kept", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--yes")
+    assert run.code == 3, run.err
+    assert run.error_lines == [
+        f"error: pod kept: the node selection excludes node {H100}, so the webhook would not pin its replacement "
+        "there; move it to a node its tolerations and node selection allow, or change them"
+    ]
+    assert placements(cluster, namespace) == []
+    assert not gone_or_terminating(cluster, namespace, "kept")
+
+
 def test_to_node_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
     cluster: Sandbox, namespace: str
 ) -> None:

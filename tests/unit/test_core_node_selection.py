@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from kubectl_hami_place.core.node_selection import kept_off
-from kubectl_hami_place.core.pin_check import kept_off_node, node_warnings, workload_from_pod, workload_from_request
+from kubectl_hami_place.core.pin_check import (
+    kept_off_node,
+    move_kept_off,
+    node_warnings,
+    workload_from_pod,
+    workload_from_request,
+)
 from kubectl_hami_place.core.requests import CardRequest
 
 NODE = {
@@ -60,3 +66,23 @@ def test_a_node_read_without_its_labels_is_judged_by_its_taints_alone() -> None:
     assert kept_off_node(workload_from_pod(serving, "the pod"), unlabelled) == ""
     untolerating = workload_from_pod(template(nodeSelector={"pool": "serve"}), "the pod")
     assert kept_off_node(untolerating, unlabelled) == "node gpu-0's taint team=a:NoSchedule is not tolerated"
+
+
+def test_a_move_is_refused_where_its_replacement_is_kept_off_but_not_for_the_pin_it_carries_itself() -> None:
+    """A pod without a controller is its own replacement: our webhook's hostname pin to the node it runs on binds it
+    alone, so it keeps the replacement off no other node; its own node selection and the target's taints do."""
+    pinned = template(tolerations=TOLERATING)
+    hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-7"]}
+    term = {"matchExpressions": [hostname]}
+    pinned["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    itself = workload_from_pod(pinned, "pod x", template=True)
+    assert move_kept_off(itself, NODE, "gpu-7") is None
+    refused = move_kept_off(itself, NODE, "")
+    assert refused is not None and (refused.reason, refused.message) == (
+        "KeptOffNode",
+        "the node selection excludes node gpu-0, so the webhook would not pin its replacement there",
+    )
+    untolerating = workload_from_pod(template(), "pod x", template=True)
+    assert move_kept_off(untolerating, NODE, "gpu-7") is not None

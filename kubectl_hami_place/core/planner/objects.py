@@ -20,7 +20,6 @@ from kubectl_hami_place.core.cluster_info import cluster_info, counted_allocatio
 from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.node_resources import (
     NOTHING,
     CountedPod,
@@ -369,7 +368,7 @@ def _reachable(spec: Mapping[str, Any], marks: NodeMarks, placed_on: str, memo: 
     """The nodes the pod's nodeSelector, required node affinity and tolerations allow, worked out once per distinct
     constraint in `memo` (pods of one template share theirs)."""
     selector = as_mapping(spec.get("nodeSelector"))
-    terms = _required_terms(spec, placed_on)
+    terms = required_terms(spec, placed_on)
     if not selector and terms is None and not marks.taints:
         return _ANY
     tolerations = spec.get("tolerations") if marks.taints else None
@@ -386,7 +385,7 @@ def selected_nodes(
     """The nodes the pod's nodeSelector and required node affinity allow, its tolerations aside (None: any): those a
     `DoNotSchedule` spread counts under nodeAffinityPolicy Honor. Without the hostname pin our webhook merged on
     `placed_on`; found once per distinct selection in `memo` (pods of one template share the set, and its hash)."""
-    selector, terms = as_mapping(spec.get("nodeSelector")), _required_terms(spec, placed_on)
+    selector, terms = as_mapping(spec.get("nodeSelector")), required_terms(spec, placed_on)
     if not selector and terms is None:
         return None
     key = json.dumps(["selected", selector, terms], sort_keys=True, default=str)
@@ -394,21 +393,6 @@ def selected_nodes(
     if key not in memo:
         memo[key] = (reachable(selector, terms, None, NodeMarks(marks.labels))[0], _ANY[1])
     return memo[key][0]
-
-
-def _required_terms(spec: Mapping[str, Any], placed_on: str) -> list[Mapping[str, Any]] | None:
-    """The required nodeSelectorTerms (None: no requirement); for a placed pod, without our hostname pin on
-    `placed_on`, and without the terms that pin alone made up."""
-    terms = required_terms(spec)
-    if terms is None or not placed_on:
-        return terms
-    pin = {"key": HOSTNAME_LABEL, "operator": "In", "values": [placed_on]}
-    kept: list[Mapping[str, Any]] = []
-    for term in terms:
-        expressions = [e for e in term.get("matchExpressions") or [] if e != pin]
-        if expressions or term.get("matchFields"):
-            kept.append({**term, "matchExpressions": expressions})
-    return kept or None
 
 
 def _int(value: object) -> int:

@@ -9,17 +9,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.fuzz.strategies import FUZZ, either, json_values
-from tests.unit.test_webhook_api import NS, admitter, filled_cache, placement
+from tests.unit.test_webhook_api import NS, admitter, filled_cache, gpu_node, placement
 from tests.webhook_listener import call
 from webhook.metrics import Metrics
 from webhook.mutate import MAX_REVIEW_BYTES, MutateApp
 
 METRICS = Metrics()
 APP = MutateApp(admitter(filled_cache([placement()], []), METRICS), METRICS)
+# The placement's node labelled and tainted, in a cache that keeps its labels (the controller plans): a review that
+# reaches the pin is read against its node selection and tolerations too.
+MARKED = gpu_node()
+MARKED["metadata"]["labels"] = {"pool": "train", "kubernetes.io/hostname": MARKED["metadata"]["name"]}
+MARKED["spec"] = {"taints": [{"key": "team", "value": "b", "effect": "NoSchedule"}]}
+MARKED_APP = MutateApp(admitter(filled_cache([placement()], [], node=MARKED, planning=True), METRICS), METRICS)
 CONTENT_TYPES = [
     "application/json",
     "application/json; charset=utf-8",
@@ -66,6 +72,74 @@ containers = st.lists(
     ),
     max_size=3,
 )
+# A truthy value that is no list, where a list belongs: what a review sent to the server straight may hold.
+not_a_list = st.integers(min_value=1) | st.just(True) | st.floats(min_value=1, max_value=9) | json_values
+
+
+def mostly(shaped: st.SearchStrategy[Any], instead: st.SearchStrategy[Any] = json_values) -> st.SearchStrategy[Any]:
+    """Mostly the shaped value (so that the levels below are reached), otherwise `instead` in its place."""
+    return st.one_of(shaped, shaped, shaped, instead)
+
+
+requirements = mostly(
+    st.lists(
+        mostly(
+            st.fixed_dictionaries(
+                {
+                    "key": either("pool"),
+                    "operator": mostly(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])),
+                    "values": st.lists(st.sampled_from(["train", "serve", "1"]), max_size=2) | not_a_list,
+                }
+            )
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    not_a_list,
+)
+node_affinity = st.fixed_dictionaries(
+    {
+        "nodeAffinity": mostly(
+            st.fixed_dictionaries(
+                {
+                    "requiredDuringSchedulingIgnoredDuringExecution": mostly(
+                        st.fixed_dictionaries(
+                            {
+                                "nodeSelectorTerms": mostly(
+                                    st.lists(
+                                        mostly(
+                                            st.fixed_dictionaries(
+                                                {"matchExpressions": requirements, "matchFields": requirements}
+                                            )
+                                        ),
+                                        min_size=1,
+                                        max_size=2,
+                                    ),
+                                    not_a_list,
+                                )
+                            }
+                        )
+                    )
+                }
+            )
+        )
+    }
+)
+tolerations = (
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "key": either("team"),
+                "operator": st.sampled_from(["Equal", "Exists"]) | json_values,
+                "value": either("b"),
+                "effect": st.sampled_from(["NoSchedule", "NoExecute", ""]) | json_values,
+            }
+        )
+        | json_values,
+        max_size=2,
+    )
+    | json_values
+)
 pods = st.fixed_dictionaries(
     {
         "apiVersion": either("v1"),
@@ -83,7 +157,12 @@ pods = st.fixed_dictionaries(
                 "schedulerName": either("hami-scheduler"),
                 "containers": containers | json_values,
                 "initContainers": containers | json_values,
-                "affinity": json_values,
+                "affinity": node_affinity | json_values,
+                "nodeSelector": st.dictionaries(
+                    st.sampled_from(["pool", "zone"]) | st.text(max_size=5), either("train")
+                )
+                | json_values,
+                "tolerations": tolerations,
             }
         ),
     }
@@ -106,8 +185,8 @@ reviews = st.fixed_dictionaries(
 )
 
 
-def post(body: bytes, content_type: str) -> Any:
-    status, _headers, reply = call(APP, "POST", "/mutate", body, content_type=content_type or None)
+def post(body: bytes, content_type: str, app: MutateApp = APP) -> Any:
+    status, _headers, reply = call(app, "POST", "/mutate", body, content_type=content_type or None)
     text = reply.decode()
     assert status < 500, (status, text[:500])
     assert "Traceback" not in text
@@ -123,6 +202,52 @@ def post(body: bytes, content_type: str) -> Any:
 @given(reviews)
 def test_review_shaped_bodies(review: dict[str, Any]) -> None:
     post(json.dumps(review).encode(), "application/json")
+
+
+# A pod the placement takes but for where it may go: only its node selection and tolerations vary.
+placed_pods = st.fixed_dictionaries(
+    {
+        "affinity": node_affinity | json_values,
+        "nodeSelector": mostly(
+            st.just({}), st.dictionaries(st.sampled_from(["pool", "zone"]) | st.text(max_size=5), either("train"))
+        ),
+        "tolerations": tolerations,
+    }
+).map(
+    lambda scheduling: {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": NS, "labels": {"app": "train"}},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            **scheduling,
+        },
+    }
+)
+
+
+@FUZZ
+@given(placed_pods)
+def test_a_pod_the_placement_takes_whatever_its_node_selection_and_tolerations(pod: dict[str, Any]) -> None:
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "fuzz-uid",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": NS,
+            "object": pod,
+            "dryRun": True,
+        },
+    }
+    body = json.dumps(review)
+    assume("Infinity" not in body)  # not JSON: refused whole before any decision (the other targets cover that)
+    answer = post(body.encode(), "application/json", MARKED_APP)
+    warnings = answer["response"].get("warnings", [])
+    assert not any("internal error" in warning for warning in warnings), warnings
+    assert "patch" in answer["response"] or any("skipped for this pod" in warning for warning in warnings), answer
 
 
 @FUZZ

@@ -132,10 +132,17 @@ def placement(name: str = "p1", status: dict[str, Any] | None = None) -> dict[st
     return obj
 
 
-def filled_cache(placements: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterCache:
-    """A cache holding these objects and marked synced, as if its watches had listed them."""
-    cache = ClusterCache(unreachable_kube().api, "hami-scheduler")
-    for obj in [gpu_node()]:
+def filled_cache(
+    placements: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    *,
+    node: dict[str, Any] | None = None,
+    planning: bool = False,
+) -> ClusterCache:
+    """A cache holding these objects (and `node`, else gpu_node()) and marked synced, as if its watches had listed
+    them; with `planning` as the server's while its controller plans."""
+    cache = ClusterCache(unreachable_kube().api, "hami-scheduler", planning=planning)
+    for obj in [gpu_node() if node is None else node]:
         cache.nodes.upsert(obj)
     for obj in pods:
         cache.pods.upsert(obj)

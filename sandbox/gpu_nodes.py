@@ -61,18 +61,26 @@ def create(sandbox: Sandbox, path: Path = DATA, timeout: float = 60) -> list[str
 
 def write_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], conditions: tuple[dict[str, str], ...] = ()) -> None:
     """Creates (or re-applies) these nodes, then writes their capacity (and `conditions`, where no kwok reports them)
-    as a kubelet does."""
+    as a kubelet does. A node written Ready here loses the not-ready taint the API server gave it
+    (TaintNodesByCondition), as the node lifecycle controller would lift it: pods are kept off a node that has it."""
     from kubernetes import client  # here, as Sandbox.api_client imports it: only when nodes are made
 
     nodes = [node_object(e) for e in entries]
     sandbox.apply(*nodes)
     core = client.CoreV1Api(sandbox.api_client())
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     for obj in nodes:
+        name = obj["metadata"]["name"]
         # Status only changes through the status subresource once the node exists, as a kubelet writes it.
         status: dict[str, Any] = {k: obj["status"][k] for k in ("allocatable", "capacity")}
         if conditions:
             status["conditions"] = list(conditions)
-        core.patch_node_status(obj["metadata"]["name"], {"status": status})
+        core.patch_node_status(name, {"status": status})
+        if ready:
+            taints = sandbox.get(f"/api/v1/nodes/{name}").get("spec", {}).get("taints") or []
+            lifted = [t for t in taints if t.get("key") != "node.kubernetes.io/not-ready"]
+            if len(lifted) < len(taints):
+                core.patch_node(name, {"spec": {"taints": lifted or None}})
 
 
 def create_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], timeout: float = 60) -> list[str]:

@@ -498,24 +498,33 @@ def _interned(counted: PodAllocation) -> PodAllocation:
 
 
 def project_node(node: dict[str, Any]) -> dict[str, Any]:
-    """The node as its readers see it: name, version, register and card cordons, cordon, the taints that keep pods off
-    (an admission skips a pin to a node the pod does not tolerate), Ready, GPUs allocatable."""
+    """The node as its readers see it: name, version, register and card cordons, its labels and the taints that keep
+    pods off (an admission skips a pin to a node kube-scheduler keeps the pod off), cordon, Ready, GPUs allocatable."""
+    metadata = _metadata(node, NODE_ANNOTATIONS.__contains__)
+    labels = _dict(node.get("metadata")).get("labels")
+    if isinstance(labels, dict):
+        # Nodes share most of their label values (zone, instance type, GPU feature discovery's): one string of each
+        # for all nodes, where each parsed node had its own (orjson already shares the keys).
+        metadata["labels"] = {
+            key: sys.intern(value) if isinstance(value, str) else value for key, value in labels.items()
+        }
     spec = _dict(node.get("spec"))
     status = _dict(node.get("status"))
     allocatable = _dict(status.get("allocatable"))
     conditions = status.get("conditions")
     kept_status: dict[str, Any] = {}
+    # Nodes alike hold one allocatable and one conditions part between them (a node's are ~1.2 KB of dicts).
     if GPU in allocatable:
-        kept_status["allocatable"] = {GPU: allocatable[GPU]}
+        kept_status["allocatable"] = _shared({GPU: allocatable[GPU]})
     if isinstance(conditions, list):
-        kept_status["conditions"] = [
-            {"type": c.get("type"), "status": c.get("status")} for c in conditions if isinstance(c, dict)
-        ]
+        kept_status["conditions"] = _planned_alike(
+            [{"type": c.get("type"), "status": c.get("status")} for c in conditions if isinstance(c, dict)]
+        )
     kept_spec = {"unschedulable": spec["unschedulable"]} if "unschedulable" in spec else {}
     taints = spec.get("taints")
     if isinstance(taints, list) and taints:
         kept_spec["taints"] = taints
-    return {"metadata": _metadata(node, NODE_ANNOTATIONS.__contains__), "spec": kept_spec, "status": kept_status}
+    return {"metadata": metadata, "spec": kept_spec, "status": kept_status}
 
 
 # What of a node's allocatable a plan reads besides its GPUs: the room kube-scheduler's NodeResourcesFit counts (and
@@ -524,16 +533,9 @@ PLANNED_ALLOCATABLE = ("cpu", "memory", "pods")
 
 
 def project_node_for_planning(node: dict[str, Any]) -> dict[str, Any]:
-    """project_node's node, its labels, which a pod's node selection reads, and its allocatable CPU, memory and pods
-    (rarely changed, so same_node still finds a heartbeat's node the same)."""
+    """project_node's node and its allocatable CPU, memory and pods (rarely changed, so same_node still finds a
+    heartbeat's node the same)."""
     kept = project_node(node)
-    labels = _dict(node.get("metadata")).get("labels")
-    if isinstance(labels, dict):
-        # Nodes share most of their label values (zone, instance type, GPU feature discovery's): one string of each
-        # for all nodes, where each parsed node had its own (orjson already shares the keys).
-        kept["metadata"]["labels"] = {
-            key: sys.intern(value) if isinstance(value, str) else value for key, value in labels.items()
-        }
     allocatable = _dict(_dict(node.get("status")).get("allocatable"))
     planned = {key: value for key, value in allocatable.items() if key in PLANNED_ALLOCATABLE or is_scalar(key)}
     if planned:

@@ -227,14 +227,10 @@ SCHEDULING = ("nodeSelector", "affinity", "tolerations")
 def kept_off_node(workload: Workload, node: Mapping[str, Any] | None, placed_on: str = "") -> str:
     """Why kube-scheduler would keep the workload's pods off `node` (their node selection, the node's taints), ""
     when it would not or the workload says nothing of where it may go; `placed_on` as `node_selection.required_terms`
-    reads it. A node read without its labels (the server's cache keeps them only while its controller plans) is
-    judged by its taints alone."""
+    reads it."""
     if node is None or workload.scheduling is None:
         return ""
-    scheduling = workload.scheduling
-    if "labels" not in as_mapping(node.get("metadata")):
-        scheduling = {"tolerations": scheduling.get("tolerations")}
-    return kept_off(scheduling, node, placed_on)
+    return kept_off(workload.scheduling, node, placed_on)
 
 
 def move_kept_off(workload: Workload, node: Mapping[str, Any] | None, placed_on: str) -> Problem | None:

@@ -283,20 +283,22 @@ def test_affinity_is_merged_into_every_existing_term_never_overwritten() -> None
     assert stored["spec"]["affinity"]["podAntiAffinity"] == affinity["podAntiAffinity"]
 
 
-def test_an_affinity_without_required_terms_gets_one_term() -> None:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
-    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), view([placement()])))
-    terms = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
-
-
-def test_a_term_that_is_no_object_is_a_term_with_the_hostname_alone() -> None:
-    """A forged review's `null` term (the API server decodes a typed Pod and never sends one) is pinned, not a
-    server error."""
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [None]}}}
-    stored = patched(pod(affinity=affinity), decide(review(pod(affinity=affinity)), view([placement()])))
-    terms = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
+@pytest.mark.parametrize("terms", [[], [None]], ids=["no term", "a null term"])
+def test_required_terms_that_select_no_node_claim_nothing_and_a_reinvocation_pins_them_anyway(terms: list[Any]) -> None:
+    """No term, or a `null` one (only a forged review holds these: the API server refuses the first and decodes a typed
+    Pod), select no node, so the placement is skipped rather than the pod pinned where it cannot go; a reinvocation of
+    a claimed pod whose terms another webhook garbled so gets the hostname term alone, not a server error."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    _skipped(decide(review(pod(affinity=affinity)), view([placement()])), "the node selection excludes node gpu-0")
+    first = decide(review(pod()), view([placement()], token="tok-1"))
+    stored = patched(pod(), first)
+    stored["spec"]["affinity"] = copy.deepcopy(affinity)
+    again = decide(review(stored), view([claimed_copy(first)], token="tok-2"))
+    assert again.result == REINVOKED
+    restored = patched(stored, again)["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert restored["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
 
 
 def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_ask() -> None:

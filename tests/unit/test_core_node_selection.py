@@ -7,7 +7,6 @@ from typing import Any
 
 from kubectl_hami_place.core.node_selection import kept_off
 from kubectl_hami_place.core.pin_check import (
-    kept_off_node,
     move_kept_off,
     node_warnings,
     workload_from_pod,
@@ -55,17 +54,6 @@ def test_pin_warns_when_the_pinned_node_would_leave_the_pod_pending() -> None:
     assert node_warnings(untolerating, None) == []
     flags = workload_from_request(CardRequest(1), "the --request-* flags", own_memory=False)
     assert node_warnings(flags, NODE) == []
-
-
-def test_a_node_read_without_its_labels_is_judged_by_its_taints_alone() -> None:
-    """The server's cache keeps a node's labels only while its controller plans: a selection it cannot read does not
-    keep a pod off, a taint still does."""
-    unlabelled = {"metadata": {"name": "gpu-0"}, "spec": NODE["spec"]}
-    serving = template(tolerations=TOLERATING, nodeSelector={"pool": "serve"})
-    assert kept_off_node(workload_from_pod(serving, "the pod"), NODE) == "the node selection excludes node gpu-0"
-    assert kept_off_node(workload_from_pod(serving, "the pod"), unlabelled) == ""
-    untolerating = workload_from_pod(template(nodeSelector={"pool": "serve"}), "the pod")
-    assert kept_off_node(untolerating, unlabelled) == "node gpu-0's taint team=a:NoSchedule is not tolerated"
 
 
 def test_a_move_is_refused_where_its_replacement_is_kept_off_but_not_for_the_pin_it_carries_itself() -> None:

@@ -20,7 +20,15 @@ from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import Reflector, object_key
 from webhook import cache as cache_module
 from webhook.api import _pod_summary
-from webhook.cache import _ALIKE, ClusterCache, json_pieces, project_node, project_pod, same_node
+from webhook.cache import (
+    _ALIKE,
+    ClusterCache,
+    json_pieces,
+    project_node,
+    project_node_for_planning,
+    project_pod,
+    same_node,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -264,16 +272,33 @@ def test_the_projections_read_as_the_whole_objects(init_exit: int | None, deleti
     assert "nodeInfo" not in project_node(gpu_node())["status"]
 
 
-def test_a_projected_node_keeps_the_taints_an_admission_skips_a_pin_for() -> None:
-    """Without the controller's planning the cache keeps no node labels, but a pod that does not tolerate the pinned
-    node's taint is still read as kept off it, as the whole node says."""
+def test_a_projected_node_keeps_the_labels_and_taints_an_admission_skips_a_pin_for() -> None:
+    """A pod kept off the pinned node by its taint or by the pod's node selection is read as kept off it from the
+    cache's node, as from the whole node, whether the controller plans or not."""
     node = gpu_node()
+    node["metadata"]["labels"]["pool"] = "train"
     node["spec"]["taints"] = [{"key": "team", "value": "b", "effect": "NoExecute"}]
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-    workload = workload_from_pod(pod, "the pod")
-    assert kept_off_node(workload, project_node(node)) == kept_off_node(workload, node) != ""
-    pod["spec"]["tolerations"] = [{"key": "team", "operator": "Exists"}]
-    assert kept_off_node(workload_from_pod(pod, "the pod"), project_node(node)) == ""
+    serving = {"nodeSelector": {"pool": "serve"}, "tolerations": [{"key": "team", "operator": "Exists"}]}
+    for scheduling, why in (
+        ({}, "node gpu-0's taint team=b:NoExecute is not tolerated"),
+        (serving, "the node selection excludes node gpu-0"),
+        ({**serving, "nodeSelector": {"pool": "train"}}, ""),
+    ):
+        workload = workload_from_pod({"spec": {**pod["spec"], **scheduling}}, "the pod")
+        for project in (project_node, project_node_for_planning):
+            assert kept_off_node(workload, project(node)) == kept_off_node(workload, node) == why
+
+
+def test_nodes_decoded_apart_share_their_conditions_and_allocatable() -> None:
+    """Thousands of nodes report the same conditions and cards: one part of each for all, read as each node's own."""
+    one, other = (project_node(orjson.loads(orjson.dumps(gpu_node()))) for _ in range(2))
+    assert one["status"]["conditions"] is other["status"]["conditions"]
+    assert one["status"]["allocatable"] is other["status"]["allocatable"]
+    assert one["status"] == {
+        "allocatable": {"nvidia.com/gpu": "10"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
 
 
 def test_the_cache_stores_pods_and_nodes_projected(cache: ClusterCache) -> None:

@@ -22,6 +22,7 @@ from webhook.cache import (
     COUNTED,
     LAST_APPLIED,
     project_counted_pod,
+    project_node,
     project_node_for_planning,
     project_pod_for_planning,
     project_volume,
@@ -339,7 +340,7 @@ def test_nodes_decoded_apart_share_their_label_values() -> None:
     """Thousands of nodes carry the same zone, instance type and GPU feature labels: one string of each for all (the
     watch's orjson already shares the keys)."""
     one, other = (
-        project_node_for_planning(orjson.loads(orjson.dumps(whole_node(name, "z1"))))["metadata"]["labels"]
+        project_node(orjson.loads(orjson.dumps(whole_node(name, "z1"))))["metadata"]["labels"]
         for name in ("gpu-0", "gpu-1")
     )
     assert one["zone"] is other["zone"]

@@ -13,6 +13,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.fuzz.strategies import FUZZ, either, json_values
+from tests.unit.test_admission import pod as admission_pod
+from tests.unit.test_admission import review as admission_review
 from tests.unit.test_webhook_api import NS, admitter, filled_cache, gpu_node, placement
 from tests.webhook_listener import call
 from webhook.metrics import Metrics
@@ -204,6 +206,13 @@ def test_review_shaped_bodies(review: dict[str, Any]) -> None:
     post(json.dumps(review).encode(), "application/json")
 
 
+def taken_pod(scheduling: dict[str, Any]) -> dict[str, Any]:
+    """A pod the placement takes, with this node selection and these tolerations."""
+    pod = admission_pod()
+    pod["spec"].update(scheduling)
+    return pod
+
+
 # A pod the placement takes but for where it may go: only its node selection and tolerations vary.
 placed_pods = st.fixed_dictionaries(
     {
@@ -213,35 +222,13 @@ placed_pods = st.fixed_dictionaries(
         ),
         "tolerations": tolerations,
     }
-).map(
-    lambda scheduling: {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": NS, "labels": {"app": "train"}},
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-            **scheduling,
-        },
-    }
-)
+).map(taken_pod)
 
 
 @FUZZ
 @given(placed_pods)
 def test_a_pod_the_placement_takes_whatever_its_node_selection_and_tolerations(pod: dict[str, Any]) -> None:
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "fuzz-uid",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": NS,
-            "object": pod,
-            "dryRun": True,
-        },
-    }
+    review = admission_review(pod, dry_run=True, uid="fuzz-uid")
     body = json.dumps(review)
     assume("Infinity" not in body)  # not JSON: refused whole before any decision (the other targets cover that)
     answer = post(body.encode(), "application/json", MARKED_APP)

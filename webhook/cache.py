@@ -393,20 +393,20 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
     annotation but kubectl's last applied one, node selection, tolerations, priority, resource claims, whether it
     claims a volume, the containers' names, resources, restart policies and host ports, the pod's overhead and
     pod-level resources, and the PodScheduled condition (its reason and message while the pod is refused: the rescue
-    trigger reads them). The parts pods of one template hold alike are kept once (`_planned_alike`)."""
+    trigger reads them). The parts pods of one template hold alike are kept once (`_kept_alike`)."""
     kept = project_pod(pod)
     meta, spec, status = _dict(pod.get("metadata")), _dict(pod.get("spec")), _dict(pod.get("status"))
-    metadata = {**kept["metadata"], **{key: _planned_alike(meta[key]) for key in PLANNED_METADATA if key in meta}}
+    metadata = {**kept["metadata"], **{key: _kept_alike(meta[key]) for key in PLANNED_METADATA if key in meta}}
     metadata["annotations"] = {
         key: value for key, value in _dict(meta.get("annotations")).items() if key != LAST_APPLIED
     }
-    planned_spec = {**kept["spec"], **{key: _planned_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
+    planned_spec = {**kept["spec"], **{key: _kept_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
     if claims_volume(spec):
-        planned_spec["volumes"] = _planned_alike([_planned_volume(v) for v in spec["volumes"] if is_claim(v)])
+        planned_spec["volumes"] = _kept_alike([_planned_volume(v) for v in spec["volumes"] if is_claim(v)])
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):
-            planned_spec[key] = _planned_alike([_planned_container(_dict(c)) for c in containers])
+            planned_spec[key] = _kept_alike([_planned_container(_dict(c)) for c in containers])
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
         return {"metadata": metadata, "spec": planned_spec, "status": kept["status"]}
@@ -438,10 +438,10 @@ def _planned_container(container: dict[str, Any]) -> dict[str, Any]:
 
 
 class _KeptAlike:
-    """The planning parts equal to a kept one's are that one (labels, controller, containers of pods of one
-    template); read-only like every stored object. Cleared when it holds `limit` parts or `budget` bytes of their
-    JSON, so that a tenant who relabels a pod again and again grows nothing for good; the pods keep what they
-    share."""
+    """The parts equal to a kept one's are that one (labels, controller, containers of pods of one template, the
+    conditions of nodes alike); read-only like every stored object. Cleared when it holds `limit` parts or `budget`
+    bytes of their JSON, so that a tenant who relabels a pod again and again grows nothing for good; the objects keep
+    what they share."""
 
     def __init__(self, limit: int, budget: int) -> None:
         self.limit, self.budget = limit, budget
@@ -471,7 +471,7 @@ class _KeptAlike:
 _SHARED: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
 SHARED_LIMIT = 65536
 PLANNED_BUDGET_BYTES = 16 * 2**20
-_planned_alike = _KeptAlike(SHARED_LIMIT, PLANNED_BUDGET_BYTES)
+_kept_alike = _KeptAlike(SHARED_LIMIT, PLANNED_BUDGET_BYTES)
 
 
 def _shared(part: dict[str, Any]) -> dict[str, Any]:
@@ -517,7 +517,7 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
     if GPU in allocatable:
         kept_status["allocatable"] = _shared({GPU: allocatable[GPU]})
     if isinstance(conditions, list):
-        kept_status["conditions"] = _planned_alike(
+        kept_status["conditions"] = _kept_alike(
             [{"type": c.get("type"), "status": c.get("status")} for c in conditions if isinstance(c, dict)]
         )
     kept_spec = {"unschedulable": spec["unschedulable"]} if "unschedulable" in spec else {}
@@ -561,7 +561,7 @@ def project_counted_pod(pod: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": kept,
         COUNTED: counted._replace(
-            namespace=namespace, node=sys.intern(counted.node), needs=needs, labels=_planned_alike(counted.labels)
+            namespace=namespace, node=sys.intern(counted.node), needs=needs, labels=_kept_alike(counted.labels)
         ),
     }
 

@@ -509,7 +509,7 @@ def test_a_pod_relabelled_again_and_again_keeps_no_more_than_the_budget_of_plann
     """Every distinct labels part is kept for sharing until the budget of their JSON is spent, then all are let go:
     a tenant who relabels one pod grows the server's memory by no more than the budget."""
     kept = cache_module._KeptAlike(limit=1000, budget=1_000_000)
-    monkeypatch.setattr(cache_module, "_planned_alike", kept)
+    monkeypatch.setattr(cache_module, "_kept_alike", kept)
     for version in range(60):
         labels = {f"k{i}.example.com/l": f"v{version}-{i:055d}" for i in range(1000)}  # ~80 KB of JSON
         pod = {

@@ -13,6 +13,8 @@ from sandbox.cluster import KWOK_NODE_ANNOTATION, Sandbox, wait_for
 DATA = Path(__file__).resolve().parent / "gpu-cluster.yaml"
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 HANDSHAKE_ANNOTATION = "hami.io/node-handshake"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+"""The taint the API server gives a new node and the node lifecycle controller lifts once it is Ready."""
 
 
 def load(path: Path = DATA) -> list[dict[str, Any]]:
@@ -78,7 +80,7 @@ def write_nodes(sandbox: Sandbox, entries: list[dict[str, Any]], conditions: tup
         core.patch_node_status(name, {"status": status})
         if ready:
             taints = sandbox.get(f"/api/v1/nodes/{name}").get("spec", {}).get("taints") or []
-            lifted = [t for t in taints if t.get("key") != "node.kubernetes.io/not-ready"]
+            lifted = [t for t in taints if t.get("key") != NOT_READY_TAINT]
             if len(lifted) < len(taints):
                 core.patch_node(name, {"spec": {"taints": lifted or None}})
 
@@ -105,6 +107,6 @@ def _ready(node: dict[str, Any] | None) -> bool:
     """Ready, and the node lifecycle controller has lifted its not-ready taint (it lags the condition)."""
     conditions = (node or {}).get("status", {}).get("conditions") or []
     taints = (node or {}).get("spec", {}).get("taints") or []
-    lifecycle = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    lifecycle = {NOT_READY_TAINT, "node.kubernetes.io/unreachable"}
     untainted = not any(t.get("key") in lifecycle for t in taints)
     return untainted and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

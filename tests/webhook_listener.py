@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,3 +86,15 @@ def call(
         {name.decode(): value.decode() for name, value in start["headers"]},
         bytes(answer["body"]),
     )
+
+
+def refused(port: int, timeout: float) -> bool:
+    """Whether nothing listens on the loopback port; a connect the closing listener had queued is reset, so poll
+    again."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        return True
+    except ConnectionResetError:
+        return False
+    return False

@@ -24,6 +24,7 @@ from kubernetes import client
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, configuration, start
 from tests.cluster.webhook_harness import create_placement, gpu_pod, register, sees_placement, total_admissions
+from tests.webhook_listener import refused
 
 pytestmark = pytest.mark.cluster
 CLAIM = "scheduling.hami.placement.com/claim"
@@ -125,17 +126,6 @@ def read_answer(tls: ssl.SSLSocket) -> tuple[int, dict[str, str], Any]:
     return int(lines[0].split()[1]), headers, json.loads(rest)
 
 
-def refused(port: int) -> bool:
-    """Whether nothing listens on the port; a connect the closing listener had queued is reset, so poll again."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    except ConnectionRefusedError:
-        return True
-    except ConnectionResetError:
-        return False
-    return False
-
-
 def review(namespace: str, pod: dict[str, Any]) -> bytes:
     return json.dumps(
         {
@@ -170,13 +160,13 @@ def test_sigterm_turns_unready_answers_what_is_in_flight_and_exits(
         # The Service may still route here for a while (a third of the grace, 5 s here): a pod created a second
         # after SIGTERM is still pinned.
         time.sleep(1.0)
-        assert not refused(webhook.port), "still listening"
+        assert not refused(webhook.port, 5), "still listening"
         core = client.CoreV1Api(cluster.api_client())
         created = core.create_namespaced_pod(namespace, gpu_pod(f"{app}-", {"app": app}))
         assert CLAIM in (created.metadata.annotations or {}), "admissions arriving while draining are answered"
 
         # Then it stops listening; the admission whose body is still arriving is answered all the same.
-        wait_for(lambda: refused(webhook.port), "the listener to close")
+        wait_for(lambda: refused(webhook.port, 5), "the listener to close")
         tls.sendall(rest)
         status, headers, answer = read_answer(tls)
     assert status == 200

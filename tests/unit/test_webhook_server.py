@@ -34,7 +34,7 @@ from uvicorn.server import ServerState
 
 from kubectl_hami_place.core.reviews import Review
 from tests.unit.test_webhook_api import READERS, filled_cache
-from tests.webhook_listener import call, serving
+from tests.webhook_listener import call, refused, serving
 from webhook import allocator
 from webhook import listener as webhook_listener
 from webhook import server as webhook_server
@@ -479,7 +479,7 @@ def test_drain_closes_connections_after_answering_and_finishes_requests_in_fligh
             wait_until(lambda: app.in_flight == 1)
             stopping = threading.Thread(target=drain, args=(listener,), kwargs={"listen": 0.0, "finish": TIMEOUT})
             stopping.start()
-            wait_until(lambda: refused(listener.port))
+            wait_until(lambda: refused(listener.port, TIMEOUT))
             tls.sendall(request[-10:])
             status, _headers, body = read_answer(tls)
         stopping.join(timeout=TIMEOUT * 2)
@@ -493,17 +493,6 @@ def wait_until(condition: Any) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition never held")
-
-
-def refused(port: int) -> bool:
-    """Whether nothing listens on the port; a connect the closing listener had queued is reset, so poll again."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT).close()
-    except ConnectionRefusedError:
-        return True
-    except ConnectionResetError:
-        return False
-    return False
 
 
 def client_certificate(directory: Path, names: tuple[str, ...] = ("kube-apiserver",)) -> None:

@@ -29,6 +29,7 @@ _HINTS = {
     PinReason.InvalidScoringWeights: "fix or remove the pod's hami.io/device-scoring-weights",
     PinReason.NoAllocatableGpu: "wait until HAMi's device plugin serves the node again, or pin to another node",
     PinReason.KeptOffNode: "move it to a node its tolerations and node selection allow, or change them",
+    PinReason.NodeResourcesShort: "pick a node with room (kubectl describe node), or lower the pod's requests",
 }
 
 
@@ -67,6 +68,7 @@ _POD_REASONS = frozenset(
         PinReason.InvalidScoringWeights,
         FitReason.NumaNotFit,
         PinReason.KeptOffNode,
+        PinReason.NodeResourcesShort,
     }
 )
 

@@ -101,6 +101,26 @@ def counted_scalars(nodes: Iterable[Mapping[str, Any]], ignored: Iterable[str]) 
     return frozenset(found.difference(ignored))
 
 
+KUBE_SCHEDULER_WORDS = {"cpu": "Insufficient cpu", "memory": "Insufficient memory", "pods": "Too many pods"}
+"""How kube-scheduler's NodeResourcesFit names each count a node falls short on (a scalar: `Insufficient <name>`)."""
+
+
+def shortfall(room: Resources, asked: Resources) -> str:
+    """Why `room` does not hold `asked`, in kube-scheduler's words and with the figures; "" when it holds, so that
+    every reader (`why`, a pin's check) words it alike."""
+    short = room.short(asked)
+    if not short:
+        return ""
+    words = ", ".join(KUBE_SCHEDULER_WORDS.get(count, f"Insufficient {count}") for count in short)
+    scalars = "".join(
+        f"; {name}: {room.scalar(name)} left, {amount} asked" for name, amount in asked.scalars if name in short
+    )
+    return (
+        f"{words} (the node has {room.cpu}m CPU, {room.memory // 2**20} MiB memory and {room.pods} pod(s) left; "
+        f"the pod asks {asked.cpu}m, {asked.memory // 2**20} MiB{scalars})"
+    )
+
+
 NOTHING = Resources()
 """What a pod not counted asks (a planner pod built without its spec)."""
 

@@ -46,6 +46,7 @@ from kubectl_hami_place.core.fit import (
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.node_resources import Resources, counted_pod, pod_resources, shortfall
 from kubectl_hami_place.core.node_selection import kept_off
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
 from kubectl_hami_place.core.refs import CardRef, resolve, uuids_named
@@ -81,6 +82,7 @@ class PinReason(StrEnum):
     CardCountMismatch = "CardCountMismatch"
     ShareTooSmall = "ShareTooSmall"
     KeptOffNode = "KeptOffNode"
+    NodeResourcesShort = "NodeResourcesShort"
 
 
 _CARD_STATE = frozenset({FitReason.CardUnhealthy, FitReason.CardCordoned, FitReason.CardNotNvidia})
@@ -129,6 +131,8 @@ class Workload:
     scheduling: Mapping[str, Any] | None = None
     """What kube-scheduler picks its node by (nodeSelector, affinity, tolerations; empty for none); None when only its
     request is known."""
+    needs: Resources | None = None
+    """What each pod asks of its node (`node_resources.pod_resources`); None when only its request is known."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,9 @@ class PinView:
 
     nodes: Mapping[str, Mapping[str, Any]]
     allocations: Sequence[PodAllocation] | None = None
+    room: Resources | None = None
+    """The pinned node's CPU, memory, pods and the scalars the pod asks left, as kube-scheduler counts them; None
+    when not read, or the node states no CPU or memory."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +216,10 @@ def workload_from_pod(
     node_name = "" if template else str(spec.get("nodeName") or "")
     first = privileged[0] if privileged else ""
     scheduling = {key: spec[key] for key in SCHEDULING if key in spec}
+    try:
+        needs: Resources | None = pod_resources(spec)
+    except RequestError:
+        needs = None
     return Workload(
         tuple(containers),
         source,
@@ -217,6 +228,7 @@ def workload_from_pod(
         config=config,
         privileged=first,
         scheduling=scheduling,
+        needs=needs,
     )
 
 
@@ -253,6 +265,33 @@ def node_warnings(workload: Workload, node: Mapping[str, Any] | None) -> list[st
         f"the pods of {workload.source}: {why}, so the webhook will not pin them there (kube-scheduler would leave "
         "them Pending); pin another node or change the pods' tolerations or node selection"
     ]
+
+
+def room_short(
+    workload: Workload, node: str, room: Resources | None, evicted: Mapping[str, Any] | None = None
+) -> Problem | None:
+    """kube-scheduler's NodeResourcesFit before HAMi's filter: a node without the CPU, memory or pod room the pod asks
+    (once `evicted`, when it runs there, is gone) leaves it Pending there however free the pinned cards are. Only the
+    scalars `room` counts are checked (the adapter counts those the pod asks, less HAMi's own)."""
+    if room is None or workload.needs is None:
+        return None
+    counted = frozenset(name for name, _ in room.scalars)
+    if evicted is not None:
+        gone = counted_pod(evicted)
+        if gone.node == node and isinstance(gone.needs, Resources):
+            room = room + gone.needs.only(counted)
+    why = shortfall(room, workload.needs.only(counted))
+    if not why:
+        return None
+    return Problem(PinReason.NodeResourcesShort, f"node {node}: kube-scheduler: {why}", Scope.Pod)
+
+
+def room_warning(workload: Workload, short: Problem) -> str:
+    """The warning of a pin whose node has no room for its pods now (nothing evicted for it: room may come)."""
+    return (
+        f"the pods of {workload.source}: {short.message}, so they would wait Pending there until room is freed; "
+        "pin another node, add --evict POD, or lower their requests"
+    )
 
 
 def _privileged(container: object) -> bool:

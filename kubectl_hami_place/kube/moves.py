@@ -21,6 +21,7 @@ from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.node_resources import Resources, node_remainders
 from kubectl_hami_place.core.pin_check import (
     PinView,
     Workload,
@@ -29,6 +30,8 @@ from kubectl_hami_place.core.pin_check import (
     node_warnings,
     pending_warnings,
     pin_verdict,
+    room_short,
+    room_warning,
     workload_from_pod,
 )
 from kubectl_hami_place.core.placement import (
@@ -99,21 +102,36 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
 
 
-def pin_view(kube: Kube, node: str) -> PinView:
-    """The node (when it exists) and every pod HAMi placed, cluster-wide: usage is counted whatever the namespace."""
+def pin_view(kube: Kube, node: str, workload: Workload) -> PinView:
+    """The node (when it exists), every pod HAMi placed, cluster-wide (usage is counted whatever the namespace), and
+    the node's room as kube-scheduler counts it for the workload's pods."""
     try:
         nodes = {node: cluster_reads.get_node(kube, node)}
     except KubeNotFound:
         nodes = {}
     found: list[PodAllocation] = []
-    for pod in cluster_reads.list_pods(kube, None):
+    pods = cluster_reads.list_pods(kube, None)
+    for pod in pods:
         try:
             allocation = pod_allocation(pod)
         except ModelError:
             continue
         if allocation is not None:
             found.append(allocation)
-    return PinView(nodes, tuple(found))
+    return PinView(nodes, tuple(found), _room(nodes.get(node), pods, workload))
+
+
+def _room(node: Mapping[str, Any] | None, pods: list[dict[str, Any]], workload: Workload) -> Resources | None:
+    """The node's CPU, memory, pods and the scalar resources the workload asks (less HAMi's own, which kube-scheduler
+    leaves to HAMi) left; None when unknown (no node, no CPU or memory stated, a pod there whose requests cannot be
+    read)."""
+    if node is None or workload.needs is None:
+        return None
+    name = as_mapping(node.get("metadata")).get("name")
+    counted = frozenset(scalar for scalar, _ in workload.needs.scalars).difference(workload.config.resource_names)
+    there = [pod for pod in pods if as_mapping(pod.get("spec")).get("nodeName") == name]
+    remainders, unread = node_remainders([node], there, counted=counted)
+    return None if unread else remainders.get(str(name))
 
 
 def check_pin(
@@ -126,8 +144,14 @@ def check_pin(
     evicted_pod: Mapping[str, Any] | None,
     labels: Mapping[str, str],
     annotations: Mapping[str, str] | None = None,
+    planned: bool = False,
 ) -> Checked:
-    """Checks the pin against the cluster as it is now; `PinRefused` carrying the verdict when it has problems."""
+    """Checks the pin against the cluster as it is now; `PinRefused` carrying the verdict when it has problems.
+
+    A node without the CPU or memory the pod asks refuses a pin that evicts a pod (the eviction would free nothing
+    it could use) and warns otherwise (room may come). `planned`: a planned move's room is its plan's to check
+    (`planner.apply.move_step` counts it with the plan's other moves, where a pod an earlier move evicted may still
+    be terminating), not checked again here."""
     node = spec.node_name
     evict_allocation = None
     warnings: list[str] = []
@@ -140,7 +164,7 @@ def check_pin(
             # pin --evict: the eviction is to make room on the node. A move evicts the pod being moved, which
             # frees its cards wherever it runs: nothing to warn about.
             warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
-    view = pin_view(kube, node)
+    view = pin_view(kube, node, workload)
     pin = pin_verdict(spec, view, workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:
@@ -152,6 +176,11 @@ def check_pin(
             raise PinRefused(dataclasses.replace(pin, problems=(kept_off,)), workload.source, evicting)
     else:
         warnings.extend(node_warnings(workload, view.nodes.get(node)))
+    short = None if planned else room_short(workload, node, view.room, evicted_pod)
+    if short is not None and evicted_pod is not None:
+        raise PinRefused(dataclasses.replace(pin, problems=(short,)), workload.source, evicting)
+    if short is not None:
+        warnings.append(room_warning(workload, short))
     warnings.extend(pending_warnings(spec, namespace, name, _placements(kube, namespace), pin.cards))
     obj = placement_object(name, namespace, spec, labels=labels, annotations=annotations)
     return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))
@@ -308,6 +337,7 @@ def check_move(
         evicted_pod=pod,
         labels=labels,
         annotations=annotations,
+        planned=True,
     )
 
 

@@ -271,6 +271,26 @@ def test_to_node_where_kube_scheduler_keeps_the_replacement_off_is_refused_befor
     assert not gone_or_terminating(cluster, namespace, "kept")
 
 
+def test_to_node_without_the_cpu_the_replacement_asks_is_refused_before_anything_is_written(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """kube-scheduler refuses a node without the CPU a pod asks before HAMi sees its cards: the replacement pinned
+    there would stay Pending once the pod is evicted, so the move is refused (exit 3), nothing written or evicted."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    hungry = allocated_pod("hungry", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "hungry"})
+    hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1000"}
+    apply(cluster, hungry)
+    run = plugin(cluster, "evict", "hungry", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--yes")
+    assert run.code == 3, run.err
+    [line] = run.error_lines
+    assert line.startswith(f"error: pod hungry: node {H100}: kube-scheduler: Insufficient cpu (the node has "), line
+    assert line.endswith(
+        "the pod asks 1000000m, 0 MiB); pick a node with room (kubectl describe node), or lower the pod's requests"
+    ), line
+    assert placements(cluster, namespace) == []
+    assert not gone_or_terminating(cluster, namespace, "hungry")
+
+
 def test_to_node_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
     cluster: Sandbox, namespace: str
 ) -> None:

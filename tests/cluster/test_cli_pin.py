@@ -370,11 +370,12 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
                             "name": "main",
                             "image": "registry.invalid/train:1",
                             "resources": {
+                                "requests": {"cpu": "1000"},
                                 "limits": {
                                     "nvidia.com/gpu": "2",
                                     "nvidia.com/gpumem": "6000",
                                     "nvidia.com/gpucores": "30",
-                                }
+                                },
                             },
                         }
                     ],
@@ -407,6 +408,14 @@ def test_request_comes_from_the_matching_controller(cluster: Sandbox, namespace:
         f"warning: the pods of Deployment trainer: the node selection excludes node {H100}, so the webhook will not "
         "pin them there (kube-scheduler would leave them Pending); pin another node or change the pods' tolerations "
         "or node selection"
+    ) in run.err, run.err
+    # Nothing is evicted for it, and pods leave nodes: the node's CPU short is a warning, not a refusal.
+    assert (
+        f"warning: the pods of Deployment trainer: node {H100}: kube-scheduler: Insufficient cpu (the node has "
+    ) in run.err, run.err
+    assert (
+        "the pod asks 1000000m, 0 MiB), so they would wait Pending there until room is freed; pin another node, add "
+        "--evict POD, or lower their requests"
     ) in run.err, run.err
     result = run.json()
     assert result["request"] == "Deployment trainer"

@@ -9,6 +9,7 @@ from kubectl_hami_place.core.allocations import ContainerDevice
 from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.fit import FitReason
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.pin_check import (
     ContainerPatch,
     GpuContainer,
@@ -579,7 +580,7 @@ def test_a_summary_joins_every_problem_with_its_reason() -> None:
 def test_workloads_are_read_whole_with_the_clusters_config() -> None:
     """The verdict reads its resource names and defaults from the workload: a workload must keep the config, the
     source the messages name, and the annotations, whether its pod was read, unreadable or given by flags; only a
-    pod read says where it may go (`scheduling`, which `pin` warns by)."""
+    pod read says where it may go (`scheduling`, which `pin` warns by) and what it asks of its node (`needs`)."""
     annotations = {"metadata": {"annotations": {"team": "ml"}}}
     unreadable = workload_from_pod({**annotations, "spec": {"containers": {"name": "main"}}}, "the pod", config=BINPACK)
     assert unreadable == Workload(
@@ -593,6 +594,7 @@ def test_workloads_are_read_whole_with_the_clusters_config() -> None:
         {"team": "ml"},
         config=BINPACK,
         scheduling={},
+        needs=Resources(pods=1),
     )
     flags = workload_from_request(card_request(1), "flags", own_memory=False, config=BINPACK)
     assert flags == Workload((GpuContainer("0", 0, False, whole_card, False, True),), "flags", config=BINPACK)

@@ -7,6 +7,7 @@ from typing import Any
 
 from kubectl_hami_place.core.fit import FitReason
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_resources import shortfall
 from kubectl_hami_place.core.planner.model import Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
 
@@ -15,7 +16,6 @@ NODE_NOT_SELECTED = "NodeNotSelected"
 TAINT_NOT_TOLERATED = "TaintNotTolerated"
 NO_FIT = "NodeFitFailed"
 NO_RESOURCES = "NodeResourcesFit"
-KUBE_SCHEDULER_WORDS = {"cpu": "Insufficient cpu", "memory": "Insufficient memory", "pods": "Too many pods"}
 NODE_CLOSED = (
     "the node takes no new pods: not Ready, cordoned, its register unreadable, or no allocatable nvidia.com/gpu "
     "(HAMi's health check then drops and re-adds the node and the kubelet refuses GPU pods there)"
@@ -91,18 +91,7 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
             else:
                 verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         elif not state.holds(node, pod, state.node_of(pod)):
-            room = state.room[node]
-            short = room.short(pod.needs)
-            words = ", ".join(KUBE_SCHEDULER_WORDS.get(count, f"Insufficient {count}") for count in short)
-            scalars = "".join(
-                f"; {name}: {room.scalar(name)} left, {amount} asked"
-                for name, amount in pod.needs.scalars
-                if name in short
-            )
-            message = (
-                f"kube-scheduler: {words} (the node has {room.cpu}m CPU, {room.memory // 2**20} MiB memory and "
-                f"{room.pods} pod(s) left; the pod asks {pod.needs.cpu}m, {pod.needs.memory // 2**20} MiB{scalars})"
-            )
+            message = f"kube-scheduler: {shortfall(state.room[node], pod.needs)}"
             verdict = NodeWhy(node, False, NO_RESOURCES, message, cards)
         else:
             cordoned = frozenset(slot.card.uuid for slot in slots if slot.cordoned)

@@ -1,0 +1,65 @@
+"""A pin's node room as kube-scheduler's NodeResourcesFit counts it, before HAMi's filter sees the cards: the pod
+template's requests against what the pinned node has left, on plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubectl_hami_place.core.node_resources import Resources
+from kubectl_hami_place.core.pin_check import room_short, room_warning, workload_from_pod, workload_from_request
+from kubectl_hami_place.core.requests import card_request
+
+GIB = 2**30
+
+
+def template(requests: dict[str, str], node: str = "") -> dict[str, Any]:
+    """A pod (template) asking one card and `requests` of its node, bound to `node` when given."""
+    resources = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1", **requests}}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": resources}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": "x", "namespace": "team-a", "labels": {"app": "x"}}, "spec": spec}
+
+
+def test_a_node_without_the_cpu_the_pod_asks_is_short_in_kube_schedulers_words() -> None:
+    workload = workload_from_pod(template({"cpu": "4", "memory": "8Gi"}), "Deployment x", template=True)
+    room = Resources(cpu=2500, memory=16 * GIB, pods=10)
+    short = room_short(workload, "gpu-1", room)
+    assert short is not None and (short.reason, short.message) == (
+        "NodeResourcesShort",
+        "node gpu-1: kube-scheduler: Insufficient cpu (the node has 2500m CPU, 16384 MiB memory and 10 pod(s) left; "
+        "the pod asks 4000m, 8192 MiB)",
+    )
+    assert room_short(workload, "gpu-1", Resources(cpu=4000, memory=8 * GIB, pods=1)) is None
+    assert room_warning(workload, short) == (
+        "the pods of Deployment x: node gpu-1: kube-scheduler: Insufficient cpu (the node has 2500m CPU, 16384 MiB "
+        "memory and 10 pod(s) left; the pod asks 4000m, 8192 MiB), so they would wait Pending there until room is "
+        "freed; pin another node, add --evict POD, or lower their requests"
+    )
+
+
+def test_the_evicted_pod_gives_its_room_back_only_on_the_pinned_node() -> None:
+    """A move to the node the pod runs on, or `pin --evict` of a pod there, frees what that pod asks."""
+    workload = workload_from_pod(template({"cpu": "4"}), "Deployment x", template=True)
+    room = Resources(cpu=1000, memory=GIB, pods=0)
+    assert room_short(workload, "gpu-1", room, template({"cpu": "3"}, node="gpu-1")) is None
+    elsewhere = room_short(workload, "gpu-1", room, template({"cpu": "3"}, node="gpu-2"))
+    assert elsewhere is not None and "Insufficient cpu, Too many pods" in elsewhere.message
+
+
+def test_only_the_scalars_the_room_counts_are_checked_and_hamis_cards_never() -> None:
+    """The adapter counts the scalar resources the pod asks less HAMi's own (its chart has kube-scheduler ignore
+    them): a node without an extended resource the pod asks is short of it; the cards are HAMi's to judge."""
+    workload = workload_from_pod(template({"rdma/hca": "1"}), "Deployment x", template=True)
+    short = room_short(workload, "gpu-1", Resources(cpu=1000, memory=GIB, pods=5, scalars=(("rdma/hca", 0),)))
+    assert short is not None and short.message.startswith("node gpu-1: kube-scheduler: Insufficient rdma/hca (")
+    assert short.message.endswith("; rdma/hca: 0 left, 1 asked)")
+    assert room_short(workload, "gpu-1", Resources(cpu=1000, memory=GIB, pods=5)) is None
+
+
+def test_a_pod_known_by_its_card_request_alone_or_a_node_of_unknown_room_is_not_judged() -> None:
+    flags = workload_from_request(card_request(1), "flags", own_memory=False)
+    assert flags.needs is None
+    assert room_short(flags, "gpu-1", Resources()) is None
+    workload = workload_from_pod(template({"cpu": "4"}), "Deployment x", template=True)
+    assert room_short(workload, "gpu-1", None) is None

@@ -1,6 +1,6 @@
 """The cluster-info view: every HAMi GPU node, its cards, what HAMi counts as used on them, and the pods on each.
 
-Built from plain node and pod objects (JSON dict form) by `build_cluster_info`, served by the webhook as
+Built from plain node objects and each pod's `counted_allocation` by `cluster_info`, served by the webhook as
 `GET /api/v1/cluster-info` (`ClusterInfo.to_dict()`), read back by the plugin with `cluster_info_from_dict`.
 Usage is counted as HAMi's scheduler counts it (see `usage.py`). A node is listed when it has a card register
 or allocatable `nvidia.com/gpu`; new GPU pods run on a node only while its allocatable `nvidia.com/gpu` is above 0
@@ -210,18 +210,6 @@ class ClusterInfo:
             "fragmentation": (summarize(self) if fragmentation is None else fragmentation).to_dict(),
             "warnings": list(self.warnings),
         }
-
-
-def build_cluster_info(
-    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], now: datetime
-) -> ClusterInfo:
-    """The cluster-info view from node and pod objects (JSON dict form) as listed at `now`."""
-    counted: list[PodAllocation | str] = []
-    for pod in pods:
-        allocation = counted_allocation(pod)
-        if allocation is not None:
-            counted.append(allocation)
-    return cluster_info(nodes, counted, now)
 
 
 def counted_allocation(pod: Mapping[str, Any]) -> PodAllocation | str | None:

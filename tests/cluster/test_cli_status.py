@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 import yaml
 
-from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.kube import client as kube_client
 from kubectl_hami_place.kube import cluster_reads, list_body
 from kubectl_hami_place.kube.client import connect
@@ -29,6 +28,7 @@ from kubectl_hami_place.kube.cluster_reads import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address, wait_for
 from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin, route_webhook_service
+from tests.cluster_views import build_cluster_info
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"

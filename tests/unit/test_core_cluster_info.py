@@ -18,7 +18,6 @@ from kubectl_hami_place.core.cluster_info import (
     CardInfo,
     ClusterInfo,
     NodeInfo,
-    build_cluster_info,
     cluster_info_from_dict,
     fragmentation_of,
     node_share,
@@ -31,6 +30,7 @@ from kubectl_hami_place.core.fragmentation import (
     is_open,
     summarize,
 )
+from tests.cluster_views import build_cluster_info
 
 NOW = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_core_cluster_info import _NODE_VIEWS, a100, node, pod
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.cluster_info import ClusterInfo, NodeInfo, build_cluster_info
+from kubectl_hami_place.core.cluster_info import ClusterInfo, NodeInfo
 from kubectl_hami_place.core.fleet import (
     CardTypeRoom,
     FleetSummary,
@@ -18,6 +18,7 @@ from kubectl_hami_place.core.fleet import (
     summarize_fleet,
 )
 from kubectl_hami_place.core.fragmentation import summarize
+from tests.cluster_views import build_cluster_info
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB"

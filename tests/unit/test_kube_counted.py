@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card, encode_register
-from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.kube import list_body
 from kubectl_hami_place.kube.counted import COUNTED_NODES, COUNTED_PODS, CountedNode, decode_items
+from tests.cluster_views import build_cluster_info
 
 NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
 # Any JSON value the API server could send (its integers are 64-bit; orjson refuses larger ones either way).

@@ -12,12 +12,13 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core import lifecycle
 from kubectl_hami_place.core import placement as placement_module
-from kubectl_hami_place.core.cluster_info import build_cluster_info, counted_allocation
+from kubectl_hami_place.core.cluster_info import counted_allocation
 from kubectl_hami_place.core.pin_check import kept_off_node, workload_from_pod
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
 from kubectl_hami_place.kube.watch import Reflector, object_key
+from tests.cluster_views import build_cluster_info
 from webhook import cache as cache_module
 from webhook.api import _pod_summary
 from webhook.cache import (

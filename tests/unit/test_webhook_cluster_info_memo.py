@@ -12,8 +12,8 @@ import pytest
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core import cluster_info
-from kubectl_hami_place.core.cluster_info import build_cluster_info
 from kubectl_hami_place.core.usage import PodAllocation
+from tests.cluster_views import build_cluster_info
 from webhook.cache import ClusterCache, json_pieces
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

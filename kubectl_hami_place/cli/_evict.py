@@ -109,7 +109,7 @@ def evict(
 ) -> None:
     """Evict a pod, optionally pinning its replacement first."""
     from kubectl_hami_place.cli._pin_report import PlacementResult
-    from kubectl_hami_place.core.pin_check import workload_from_pod
+    from kubectl_hami_place.core.pin_check import with_node_needs, workload_from_pod
     from kubectl_hami_place.kube import cluster_reads, evictions, moves
 
     typed_ack = ctx.get_parameter_source("ack_timeout") is ParameterSource.COMMANDLINE
@@ -153,9 +153,9 @@ def evict(
     config, notice = hami_config(kube, hami_config_ref, gpu_policy)
     if notice:
         warn(notice)
-    workload = flag_workload(len(refs), request_memory, request_cores, config) or workload_from_pod(
-        successor.template, successor.source, template=True, config=config
-    )
+    from_pod = workload_from_pod(successor.template, successor.source, template=True, config=config)
+    flagged = flag_workload(len(refs), request_memory, request_cores, config)
+    workload = from_pod if flagged is None else with_node_needs(flagged, from_pod)
     checked = check_placement(kube, ns, spec, name=object_name, workload=workload, evicted_pod=pod_obj)
     for message in checked.warnings:
         warn(message)

@@ -27,7 +27,7 @@ so a card without them free is refused with `CardInsufficientCore`, as HAMi woul
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -306,6 +306,14 @@ def workload_from_request(
     """The workload of a pod known only by its per-card request (the CLI's --request-* flags): one app container."""
     container = GpuContainer("0", 0, False, request, own_memory, request.cores_by_webhook)
     return Workload((container,), source, config=config)
+
+
+def with_node_needs(request: Workload, pod: Workload) -> Workload:
+    """The --request-* flags' workload for a pod the move reads too: the flags stand for its card request only, so
+    where it may go and what it asks of its node stay the pod's (else a move would skip those checks)."""
+    return replace(
+        request, source=f"{pod.source} (its request from {request.source})", scheduling=pod.scheduling, needs=pod.needs
+    )
 
 
 def pin_verdict(

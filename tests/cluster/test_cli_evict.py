@@ -287,6 +287,13 @@ def test_to_node_without_the_cpu_the_replacement_asks_is_refused_before_anything
     assert line.endswith(
         "the pod asks 1000000m, 0 MiB); pick a node with room (kubectl describe node), or lower the pod's requests"
     ), line
+    # The flags stand for the cards' request alone: the node's room is still the pod's to fit.
+    flags = ("--request-memory", "1000", "--request-cores", "10")
+    run = plugin(cluster, "evict", "hungry", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", *flags, "--yes")
+    assert run.code == 3, run.err
+    [line] = run.error_lines
+    prefix = "error: pod hungry (its request from --request-memory/--request-cores): node "
+    assert line.startswith(f"{prefix}{H100}: kube-scheduler: Insufficient cpu (the node has "), line
     assert placements(cluster, namespace) == []
     assert not gone_or_terminating(cluster, namespace, "hungry")
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from kubectl_hami_place.core.node_resources import Resources
-from kubectl_hami_place.core.pin_check import room_short, room_warning, workload_from_pod, workload_from_request
+from kubectl_hami_place.core.pin_check import (
+    room_short,
+    room_warning,
+    with_node_needs,
+    workload_from_pod,
+    workload_from_request,
+)
 from kubectl_hami_place.core.requests import card_request
 
 GIB = 2**30
@@ -63,3 +69,22 @@ def test_a_pod_known_by_its_card_request_alone_or_a_node_of_unknown_room_is_not_
     assert room_short(flags, "gpu-1", Resources()) is None
     workload = workload_from_pod(template({"cpu": "4"}), "Deployment x", template=True)
     assert room_short(workload, "gpu-1", None) is None
+
+
+def test_request_flags_stand_for_the_card_request_alone() -> None:
+    """`evict --to-node --request-memory`: the flags give the cards' request; the pod still says where it may go and
+    what it asks of its node, so a move with flags is refused where one without would be."""
+    pod = template({"cpu": "4"})
+    pod["spec"]["nodeSelector"] = {"pool": "a"}
+    from_pod = workload_from_pod(pod, "Deployment x", template=True)
+    flags = workload_from_request(card_request(1, 2048), "--request-memory/--request-cores", own_memory=True)
+    workload = with_node_needs(flags, from_pod)
+    assert (workload.containers, workload.source) == (
+        flags.containers,
+        "Deployment x (its request from --request-memory/--request-cores)",
+    )
+    assert (workload.scheduling, workload.needs) == (
+        {"nodeSelector": {"pool": "a"}},
+        Resources(cpu=4000, pods=1, scalars=(("nvidia.com/gpu", 1),)),
+    )
+    assert room_short(workload, "gpu-1", Resources(cpu=1000, memory=GIB, pods=5)) is not None

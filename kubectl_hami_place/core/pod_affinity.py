@@ -605,15 +605,6 @@ def repelling_terms(spec: Mapping[str, Any], namespace: str) -> tuple[PodTerm, .
     return tuple(terms)
 
 
-def repeller(pod: Mapping[str, Any]) -> Repeller | None:
-    """The pod as it keeps others off, when it is bound, not ended, and has required anti-affinity."""
-    bound = _bound(pod)
-    if bound is None:
-        return None
-    terms = repelling_terms(as_mapping(pod.get("spec")), bound[0])
-    return Repeller(*bound, terms) if terms else None
-
-
 class Repelling:
     """The nodes placed pods' anti-affinity keeps each pod off. The terms that select a kind of pod (its namespace and
     labels) are found once per kind, each distinct term tested once (replicas of one template share theirs) and only
@@ -714,13 +705,6 @@ class PortHolder:
     name: str
     node: str
     ports: frozenset[HostPort]
-
-
-def port_holder(pod: Mapping[str, Any]) -> PortHolder | None:
-    """The pod as it holds its node's ports, when it is bound, not ended, and takes any."""
-    ports = host_ports(as_mapping(pod.get("spec")))
-    bound = _bound(pod) if ports else None
-    return PortHolder(*bound, ports) if bound is not None else None
 
 
 def kept_off_by_ports(wanted: frozenset[HostPort], holders: Iterable[PortHolder]) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 from kubectl_hami_place.core.defrag.triggers import pending_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
-from kubectl_hami_place.core.node_resources import counted_pod
+from kubectl_hami_place.core.node_resources import bound_pods, counted_pod
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FitGoal, plan
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
@@ -30,7 +30,6 @@ from kubectl_hami_place.core.pod_affinity import (
     placed_pods,
     pod_spreads,
     pod_terms,
-    repeller,
     repelling_terms,
 )
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -441,16 +440,18 @@ def test_a_repelling_term_the_plan_cannot_read_is_taken_to_select_every_pod() ->
 
 
 def test_a_repeller_is_a_bound_pod_with_required_anti_affinity() -> None:
-    """Not a Pending pod, not one that ended, not one without a required anti-affinity term."""
+    """Not a Pending pod, not one that ended, not one without a required anti-affinity term: the snapshot reads the
+    repellers from the pods its nodes' rooms count."""
     body = {
         "metadata": {"namespace": "ns", "name": "web-0"},
         "spec": {"nodeName": "a", **spec(anti=(term("web"),))},
         "status": {"phase": "Running"},
     }
-    assert repeller(body) == Repeller("ns", "web-0", "a", pod_terms(body["spec"], "ns") or ())
-    assert repeller({**body, "spec": {**body["spec"], "nodeName": ""}}) is None
-    assert repeller({**body, "status": {"phase": "Succeeded"}}) is None
-    assert repeller({**body, "spec": {"nodeName": "a"}}) is None
+    [counted] = bound_pods([body])
+    assert counted.repels == pod_terms(body["spec"], "ns") and counted.repels
+    assert bound_pods([{**body, "spec": {**body["spec"], "nodeName": ""}}]) == []
+    assert bound_pods([{**body, "status": {"phase": "Succeeded"}}]) == []
+    assert bound_pods([{**body, "spec": {"nodeName": "a"}}])[0].repels == ()
 
 
 def test_no_move_and_no_rescue_lands_where_a_placed_pods_anti_affinity_refuses_the_pod() -> None:

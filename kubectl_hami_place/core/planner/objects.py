@@ -47,8 +47,6 @@ from kubectl_hami_place.core.pod_affinity import (
     placed_pods,
     pod_spreads,
     pod_terms,
-    port_holder,
-    repeller,
 )
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import budget_selector, matches
@@ -88,8 +86,9 @@ def snapshot_from_objects(
     marks = node_marks(nodes)
     scores = _pair_scores(nodes)
     counted = bound_pods(pods)
+    bound = (*counted, *others)
     scalars = counted_scalars(nodes, config.resource_names)
-    rooms, room_warnings = node_remainders(nodes, (), [*counted, *others], scalars)
+    rooms, room_warnings = node_remainders(nodes, (), bound, scalars)
     asked = {(pod.namespace, pod.name): pod.needs for pod in counted}
     plan_nodes = tuple(
         PlanNode(
@@ -118,10 +117,7 @@ def snapshot_from_objects(
             continue
         selectors.append((key, metadata.get("namespace", ""), selector))
         allowed[key] = _int(as_mapping(budget.get("status")).get("disruptionsAllowed"))
-    repellers = (
-        *(found for found in map(repeller, pods) if found is not None),
-        *(Repeller(other.namespace, other.name, other.node, other.repels) for other in others if other.repels),
-    )
+    repellers = tuple(Repeller(pod.namespace, pod.name, pod.node, pod.repels) for pod in bound if pod.repels)
     domains = DomainIndex(marks.labels)
     repelling = Repelling(repellers, domains)
     placed = ByPlacedPods(
@@ -147,10 +143,7 @@ def snapshot_from_objects(
         repelled = repelling.kept_off(plan_pod.namespace, plan_pod.name, plan_pod.labels)
         kept = {node: (INTER_POD_AFFINITY, why) for node, why in repelled.items()}
         plan_pods.append(kept_off_nodes(replace(plan_pod, budgets=covering) if covering else plan_pod, kept))
-    holders = (
-        *(found for found in map(port_holder, pods) if found is not None),
-        *(PortHolder(other.namespace, other.name, other.node, other.ports) for other in others if other.ports),
-    )
+    holders = tuple(PortHolder(pod.namespace, pod.name, pod.node, pod.ports) for pod in bound if pod.ports)
     snapshot = Snapshot(plan_nodes, tuple(plan_pods), allowed, repellers, holders, scalars)
     return snapshot, tuple(warnings)
 

@@ -500,6 +500,11 @@ def _interned(counted: PodAllocation) -> PodAllocation:
 def project_node(node: dict[str, Any]) -> dict[str, Any]:
     """The node as its readers see it: name, version, register and card cordons, its labels and the taints that keep
     pods off (an admission skips a pin to a node kube-scheduler keeps the pod off), cordon, Ready, GPUs allocatable."""
+    return _projected_node(node, GPU.__eq__)
+
+
+def _projected_node(node: dict[str, Any], allocatable_kept: Callable[[str], bool]) -> dict[str, Any]:
+    """project_node's node with the allocatable resources `allocatable_kept` names."""
     metadata = _metadata(node, NODE_ANNOTATIONS.__contains__)
     labels = _dict(node.get("metadata")).get("labels")
     if isinstance(labels, dict):
@@ -514,8 +519,9 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
     conditions = status.get("conditions")
     kept_status: dict[str, Any] = {}
     # Nodes alike hold one allocatable and one conditions part between them (a node's are ~1.2 KB of dicts).
-    if GPU in allocatable:
-        kept_status["allocatable"] = _shared({GPU: allocatable[GPU]})
+    kept_allocatable = {key: value for key, value in allocatable.items() if allocatable_kept(key)}
+    if kept_allocatable:
+        kept_status["allocatable"] = _shared(kept_allocatable)
     if isinstance(conditions, list):
         kept_status["conditions"] = _kept_alike(
             [{"type": c.get("type"), "status": c.get("status")} for c in conditions if isinstance(c, dict)]
@@ -533,14 +539,14 @@ PLANNED_ALLOCATABLE = ("cpu", "memory", "pods")
 
 
 def project_node_for_planning(node: dict[str, Any]) -> dict[str, Any]:
-    """project_node's node and its allocatable CPU, memory and pods (rarely changed, so same_node still finds a
-    heartbeat's node the same)."""
-    kept = project_node(node)
-    allocatable = _dict(_dict(node.get("status")).get("allocatable"))
-    planned = {key: value for key, value in allocatable.items() if key in PLANNED_ALLOCATABLE or is_scalar(key)}
-    if planned:
-        kept["status"]["allocatable"] = _shared({**kept["status"].get("allocatable", {}), **planned})
-    return kept
+    """project_node's node and its allocatable CPU, memory, pods and scalar resources (rarely changed, so same_node
+    still finds a heartbeat's node the same)."""
+    return _projected_node(node, _planned_allocatable)
+
+
+def _planned_allocatable(key: str) -> bool:
+    """Whether a plan reads this allocatable resource of a node: its GPUs and what NodeResourcesFit counts."""
+    return key == GPU or key in PLANNED_ALLOCATABLE or is_scalar(key)
 
 
 # Where the counted form of another scheduler's pod is kept beside its key and version (see project_counted_pod).

@@ -25,12 +25,14 @@ from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import StatusWrite
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS
+from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.reviews import Review, parse_review
 from kubectl_hami_place.kube.claims import StaleWrite
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeError
-from webhook.cache import ClusterCache
+from kubectl_hami_place.kube.watch import Reflector
+from webhook.cache import COUNTED, ClusterCache
 from webhook.metrics import DRY_RUN, ERROR, Metrics
 from webhook.writes import KubeWrites, Writes
 
@@ -62,6 +64,9 @@ class Admitter:
         self.metrics = metrics
         self.clock = clock
         self.new_token = new_token
+        # The controller's watch of the other schedulers' bound pods (None while it does not run): what they ask of
+        # a node counts in its room, which an admission checks before it pins a pod whose placement evicts one.
+        self.other_pods: Reflector | None = None
 
     def admit(self, body: object) -> dict[str, Any]:
         """The AdmissionReview answer; ReviewError (a 400) propagates for a malformed body, nothing else does."""
@@ -157,6 +162,7 @@ class Admitter:
             placements = self.cache.placements_for(
                 namespace, {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
             )
+        evicted = self._evicted(namespace, placements)
         return AdmissionView(
             placements=placements,
             nodes=self.cache.nodes_by_name(),
@@ -164,22 +170,38 @@ class Admitter:
             token=token,
             now=self.clock(),
             carried=carried,
-            pod_uids=self._evict_uids(namespace, placements),
+            pod_uids={name: str(pod["metadata"]["uid"]) for name, pod in evicted.items()},
+            evicted_pods=evicted,
+            node_pods=self._node_pods(placements, evicted),
             held_req_ids=held,
             reservations=self.cache.reservations(),
         )
 
-    def _evict_uids(self, namespace: str, placements: list[Placement]) -> dict[str, str]:
-        """UIDs of the cached pods the open placements name in evictPod: the pod a claim will evict, by identity."""
-        uids = {}
+    def _evicted(self, namespace: str, placements: list[Placement]) -> dict[str, dict[str, Any]]:
+        """The cached pods (with a UID) the open placements name in evictPod: the pod a claim will evict, by
+        identity, and what it gives back of its node's room."""
+        evicted = {}
         for placement in placements:
             name = placement.spec.evict_pod
             if name and placement.open:
                 pod = self.cache.pods.get(namespace, name)
-                uid = str(((pod or {}).get("metadata") or {}).get("uid") or "")
-                if uid:
-                    uids[name] = uid
-        return uids
+                if pod is not None and as_mapping(pod.get("metadata")).get("uid"):
+                    evicted[name] = pod
+        return evicted
+
+    def _node_pods(
+        self, placements: list[Placement], evicted: dict[str, dict[str, Any]]
+    ) -> dict[str, tuple[list[dict[str, Any]], list[CountedPod]]]:
+        """The pods counted in the rooms of the nodes of the placements that evict a pod, when the server keeps what
+        they ask: HAMi's pods (the cache keeps their requests while the controller plans) and the other schedulers'
+        (the controller's watch, once it has listed). Read only for such a placement, which is rare."""
+        nodes = {p.spec.node_name for p in placements if p.open and p.spec.evict_pod in evicted}
+        others = self.other_pods
+        if not nodes or others is None or not others.synced.is_set():
+            return {}
+        hami = [pod for pod in self.cache.pods.items() if as_mapping(pod.get("spec")).get("nodeName") in nodes]
+        counted = [pod[COUNTED] for pod in others.items() if pod[COUNTED].node in nodes]
+        return {node: (hami, counted) for node in nodes}
 
     def _carried(self, namespace: str, token: str) -> bool:
         """Whether a stored pod carries the token: the cache knows HAMi's pods, the API server every pod."""

@@ -212,6 +212,7 @@ def serve(options: ServeOptions) -> None:
         )
         for reflector in controller.reflectors():
             metrics.watch_sync_age(reflector)
+        admitter.other_pods = controller.other_pods
 
     mutate = MutateApp(admitter, metrics, admission_timeout=options.admission_timeout)
     https = MutateListener(

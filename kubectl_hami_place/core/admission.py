@@ -5,10 +5,11 @@ plain data. Only the CREATE of a Pod with the configured schedulerName is consid
 placement of its namespace whose selector matches and whose `core.pin_check` finds no problem with this pod; a
 placement with a problem is skipped for this pod with a warning and stays open (only the reconciler fails a
 placement, and only for what no pod can change), as is one whose node kube-scheduler would keep the pod off (its
-node selection, the node's taints). The pod is pinned by a hostname node affinity merged into its own, the
-placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share; when the placement evicts a pod,
-it is also gated (`ROOM_GATE`, and `ROOM_ANNOTATION` for API servers that drop the gate) until the reconciler sees
-that pod gone (`lifecycle.room_made`).
+node selection, the node's taints), and one that evicts a pod for it on a node without the CPU, memory or pod room
+it asks once that pod is gone (the eviction would free nothing it could use). The pod is pinned by a hostname node
+affinity merged into its own, the placement's card UUIDs and, for `gpu-N/P`, each GPU container's part of the share;
+when the placement evicts a pod, it is also gated (`ROOM_GATE`, and `ROOM_ANNOTATION` for API servers that drop the
+gate) until the reconciler sees that pod gone (`lifecycle.room_made`).
 While a rescue keeps room for another Pending pod (`core.reservation`), the kept cards are added to the pod's
 `nvidia.com/nouse-gpuuuid`; a pod pinned by a placement to a kept card keeps its pin (a person's choice wins over
 the controller's). Our annotations on an incoming pod are honoured only when they carry the named placement's stored
@@ -43,7 +44,16 @@ from kubectl_hami_place.core.names import (
     SCHEDULER_NAME,
     USE_GPUUUID_ANNOTATION,
 )
-from kubectl_hami_place.core.pin_check import PinVerdict, PinView, kept_off_node, pin_verdict, workload_from_pod
+from kubectl_hami_place.core.node_resources import CountedPod
+from kubectl_hami_place.core.pin_check import (
+    PinVerdict,
+    PinView,
+    kept_off_node,
+    node_room,
+    pin_verdict,
+    room_short,
+    workload_from_pod,
+)
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.core.reservation import Reservation, barred_cards, kept_off
 from kubectl_hami_place.core.reviews import Review, build_response
@@ -81,6 +91,12 @@ class AdmissionView:
     """Claim tokens a stored pod already carries: a new pod arriving with one is a copy, not a reinvocation."""
     pod_uids: Mapping[str, str] = field(default_factory=dict)
     """Name -> UID of the namespace's stored pods that placements name in evictPod: the identity a claim records."""
+    evicted_pods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Those stored pods by name (the pod uids name): what one gives back of its node's room once evicted."""
+    node_pods: Mapping[str, tuple[Sequence[Mapping[str, Any]], Sequence[CountedPod]]] = field(default_factory=dict)
+    """Node -> the pods its room counts (HAMi's as stored, the other schedulers' as counted), for the nodes of the
+    placements that evict a pod, when the server keeps what they ask (its controller plans); a node absent: its room
+    is not judged."""
     held_req_ids: Mapping[str, str] = field(default_factory=dict)
     """reqID -> the other placement whose guard holds it (learned from the API server): not claimable here."""
     reservations: Sequence[Reservation] = ()
@@ -162,6 +178,15 @@ def decide(review: Review, view: AdmissionView) -> Decision:
             continue
         evict_uid = view.pod_uids.get(placement.spec.evict_pod or "", "")
         gated = bool(placement.spec.evict_pod and evict_uid)
+        counted = view.node_pods.get(pin.node) if gated else None
+        room = node_room(view.nodes.get(pin.node), counted[0], workload, counted[1]) if counted else None
+        short = room_short(workload, pin.node, room, view.evicted_pods.get(placement.spec.evict_pod or ""))
+        if short is not None:
+            warnings.append(
+                f"hami-place: placement {placement.name} skipped for this pod: {short.message}, even with pod "
+                f"{placement.spec.evict_pod} evicted, so it would stay Pending there"
+            )
+            continue
         mutated = _kept_off(
             _pinned(pod, pin, placement, view.token, gated=gated), [c for c in barred if c not in pin.uuids]
         )

@@ -26,7 +26,7 @@ so a card without them free is refused with `CardInsufficientCore`, as HAMi woul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -46,7 +46,14 @@ from kubectl_hami_place.core.fit import (
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATION
-from kubectl_hami_place.core.node_resources import Resources, counted_pod, pod_resources, shortfall
+from kubectl_hami_place.core.node_resources import (
+    CountedPod,
+    Resources,
+    counted_pod,
+    node_remainders,
+    pod_resources,
+    shortfall,
+)
 from kubectl_hami_place.core.node_selection import kept_off
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
 from kubectl_hami_place.core.refs import CardRef, resolve, uuids_named
@@ -265,6 +272,25 @@ def node_warnings(workload: Workload, node: Mapping[str, Any] | None) -> list[st
         f"the pods of {workload.source}: {why}, so the webhook will not pin them there (kube-scheduler would leave "
         "them Pending); pin another node or change the pods' tolerations or node selection"
     ]
+
+
+def node_room(
+    node: Mapping[str, Any] | None,
+    pods: Iterable[Mapping[str, Any]],
+    workload: Workload,
+    others: Iterable[CountedPod] = (),
+) -> Resources | None:
+    """The node's CPU, memory, pods and the scalar resources the workload asks (less HAMi's own, which kube-scheduler
+    leaves to HAMi) left once the node's bound, unfinished pods among `pods` (and `others`, read already) are counted;
+    None when unknown (no node, no CPU or memory stated, a pod there whose requests cannot be read)."""
+    if node is None or workload.needs is None:
+        return None
+    name = str(as_mapping(node.get("metadata")).get("name", ""))
+    counted = frozenset(scalar for scalar, _ in workload.needs.scalars).difference(workload.config.resource_names)
+    # Only the node's pods are read for what they ask (node_remainders would read every pod given, then skip it).
+    there = [pod for pod in pods if as_mapping(pod.get("spec")).get("nodeName") == name]
+    remainders, unread = node_remainders([node], there, [o for o in others if o.node == name], counted)
+    return None if unread else remainders.get(name)
 
 
 def room_short(

@@ -21,12 +21,12 @@ from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.node_resources import Resources, node_remainders
 from kubectl_hami_place.core.pin_check import (
     PinView,
     Workload,
     eviction_warnings,
     move_kept_off,
+    node_room,
     node_warnings,
     pending_warnings,
     pin_verdict,
@@ -118,20 +118,7 @@ def pin_view(kube: Kube, node: str, workload: Workload) -> PinView:
             continue
         if allocation is not None:
             found.append(allocation)
-    return PinView(nodes, tuple(found), _room(nodes.get(node), pods, workload))
-
-
-def _room(node: Mapping[str, Any] | None, pods: list[dict[str, Any]], workload: Workload) -> Resources | None:
-    """The node's CPU, memory, pods and the scalar resources the workload asks (less HAMi's own, which kube-scheduler
-    leaves to HAMi) left; None when unknown (no node, no CPU or memory stated, a pod there whose requests cannot be
-    read)."""
-    if node is None or workload.needs is None:
-        return None
-    name = as_mapping(node.get("metadata")).get("name")
-    counted = frozenset(scalar for scalar, _ in workload.needs.scalars).difference(workload.config.resource_names)
-    there = [pod for pod in pods if as_mapping(pod.get("spec")).get("nodeName") == name]
-    remainders, unread = node_remainders([node], there, counted=counted)
-    return None if unread else remainders.get(str(name))
+    return PinView(nodes, tuple(found), node_room(nodes.get(node), pods, workload))
 
 
 def check_pin(

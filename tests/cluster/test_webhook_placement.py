@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
+from tests.cluster.hami_harness import GpuNode
+from tests.cluster.test_defrag import serve_controller
 from tests.cluster.webhook_harness import (
     GROUP,
     PLURAL,
@@ -498,6 +500,70 @@ def test_evictions_go_by_identity_a_pod_re_created_under_the_name_is_kept_and_a_
     assert (missing["phase"], missing["eviction"]["result"]) == ("Consumed", "NotFound")
     assert "pod no-such-pod did not exist when the placement was claimed" in missing["eviction"]["message"]
     assert "Evicted" not in events_of(cluster, namespace, "misspelled")
+
+
+def test_a_placement_that_evicts_for_a_pod_its_node_has_no_cpu_for_is_skipped_and_evicts_nothing(  # noqa: PLR0917
+    cluster: Sandbox,
+    namespace: str,
+    server_namespace: str,
+    node: GpuNode,
+    tmp_path: Path,
+    webhooks: list[Webhook],
+    configurations: list[str],
+) -> None:
+    """A placement written by hand with evictPod: a pod the node has no CPU for, even once that pod is gone, is
+    admitted without a pin (told why) and nothing is evicted for it; one it has room for is pinned and the pod evicted.
+    The room counts another scheduler's pod on the node and gives back the evicted pod's own CPU. The server's
+    controller keeps what the pods ask (no policy here: it plans nothing, its watches run)."""
+    core = client.CoreV1Api(cluster.api_client())
+    webhook = serve_controller(cluster, tmp_path, webhooks, home=server_namespace)
+    register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"tier": "placed"}})])
+    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}
+    required = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}
+    }
+    neighbour = {
+        "metadata": {"name": "neighbour"},
+        "spec": {
+            "nodeName": node.name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "20"}}}],
+        },
+    }
+    core.create_namespaced_pod(namespace, neighbour)
+    victim = gpu_pod("", {"app": "victim"}, name="victim")
+    victim["spec"]["affinity"] = {"nodeAffinity": required}
+    victim["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "40"}
+    core.create_namespaced_pod(namespace, victim)
+    wait_for(lambda: core.read_namespaced_pod("victim", namespace).status.phase == "Running", "the victim to run")
+    create_placement(cluster, namespace, "make-room", {"app": "newcomer"}, ["gpu-1"], node=node.name, evict="victim")
+    wait_for(lambda: sees_placement(webhook, namespace, "make-room"), "the webhook to see the placement")
+    synced = 'hami_place_cache_sync_age_seconds{kind="other-pods"}'
+    wait_for(lambda: webhook.metric(synced) < 60, "the controller's watch of other schedulers' pods to list")
+
+    def newcomer(cpu: str) -> subprocess.CompletedProcess[str]:
+        pod = gpu_pod(f"newcomer-{cpu}-", {"app": "newcomer", "tier": "placed"})
+        pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu}
+        return cluster.kubectl("create", "-n", namespace, "-o", "json", "-f", "-", input=json.dumps(pod))
+
+    # 64 cores, less the neighbour's 20 (the victim's 40 given back): 44 left for 50.
+    wide = newcomer("50")
+    assert CLAIM not in (json.loads(wide.stdout)["metadata"].get("annotations") or {})
+    assert (
+        f"Warning: hami-place: placement make-room skipped for this pod: node {node.name}: kube-scheduler: "
+        "Insufficient cpu (the node has 44000m CPU"
+    ) in wide.stderr, wide.stderr
+    assert "even with pod victim evicted, so it would stay Pending there" in wide.stderr, wide.stderr
+    assert status_of(cluster, namespace, "make-room").get("phase", "Pending") == "Pending"
+    assert core.read_namespaced_pod("victim", namespace).metadata.deletion_timestamp is None
+
+    fits = json.loads(newcomer("30").stdout)["metadata"]
+    assert fits["annotations"]["scheduling.hami.placement.com/placement"] == "make-room"
+    done = wait_for(
+        lambda: (s := status_of(cluster, namespace, "make-room")).get("eviction", {}).get("result") == "Evicted" and s,
+        "the victim's eviction",
+    )
+    assert done["claim"]["token"] == fits["annotations"][CLAIM], done
 
 
 def test_with_the_webhook_killed_pods_are_still_created_and_nothing_is_half_claimed(

@@ -35,6 +35,7 @@ from kubectl_hami_place.core.names import (
     ROOM_GATE,
     USE_GPUUUID_ANNOTATION,
 )
+from kubectl_hami_place.core.node_resources import counted_pod
 from kubectl_hami_place.core.placement import placements_from_objects, status_to_object
 from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.reviews import Review, ReviewError, nests_deeper, parse_review
@@ -640,6 +641,57 @@ def test_a_placement_whose_node_kube_scheduler_keeps_the_pod_off_is_skipped_and_
     _skipped(decide(review(serving), view([placement()], nodes=[labelled])), "the node selection excludes node gpu-0")
     serving["spec"]["nodeSelector"] = {"pool": "train"}
     assert decide(review(serving), view([placement()], nodes=[labelled])).result == PINNED
+
+
+def _on_node(name: str, cpu: str, node_name: str = "gpu-0") -> dict[str, Any]:
+    """A stored pod bound to the node, asking `cpu`."""
+    stored = pod(name=name)
+    stored["metadata"]["uid"] = f"uid-{name}"
+    stored["spec"]["nodeName"] = node_name
+    stored["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu}
+    return stored
+
+
+def test_a_placement_that_evicts_for_a_pod_its_node_has_no_cpu_for_is_skipped_and_evicts_nothing() -> None:
+    """kube-scheduler refuses the node for CPU before HAMi sees its cards: the eviction would free nothing the pod
+    could use. The evicted pod's own CPU counts as free when it runs there; a placement that evicts nothing pins."""
+    with_cpu = node()
+    with_cpu["status"] = {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110"}}
+    victim, neighbour = _on_node("old-trainer", "4"), _on_node("neighbour", "3")
+    elsewhere = _on_node("far", "4", node_name="gpu-1")
+    hungry = pod()
+    hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "6"}
+    evicting = placement(evict="old-trainer")
+
+    def room_view(placements: list[dict[str, Any]], evicted: dict[str, Any], counted: bool = True) -> AdmissionView:
+        return dataclasses.replace(
+            view(placements, nodes=[with_cpu]),
+            pod_uids={evicted["metadata"]["name"]: evicted["metadata"]["uid"]},
+            evicted_pods={evicted["metadata"]["name"]: evicted},
+            node_pods={"gpu-0": ([victim, neighbour, elsewhere], [])} if counted else {},
+        )
+
+    # 8 cores less the victim's 4 once it is gone and the neighbour's 3: 5 left for 6 asked.
+    _skipped(
+        decide(review(hungry), room_view([evicting], victim)),
+        "placement p1 skipped for this pod: node gpu-0: kube-scheduler: Insufficient cpu (the node has 5000m CPU",
+    )
+    decision = decide(review(hungry), room_view([evicting], victim))
+    assert any("even with pod old-trainer evicted, so it would stay Pending there" in w for w in decision.warnings)
+    # Another scheduler's pod counts as the server keeps it (read once, `counted_pod`).
+    others = dataclasses.replace(
+        room_view([evicting], victim), node_pods={"gpu-0": ([victim], [counted_pod(neighbour)])}
+    )
+    _skipped(decide(review(hungry), others), "the node has 5000m CPU")
+    # The pod evicted runs elsewhere: it gives nothing back here (1 core left).
+    far = placement(evict="far")
+    _skipped(decide(review(hungry), room_view([far], elsewhere)), "the node has 1000m CPU")
+    hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "5"}
+    assert decide(review(hungry), room_view([evicting], victim)).result == PINNED
+    hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "6"}
+    # Not judged when the server keeps no requests (its controller does not plan), nor for a pin that evicts nothing.
+    assert decide(review(hungry), room_view([evicting], victim, counted=False)).result == PINNED
+    assert decide(review(hungry), room_view([placement()], victim)).result == PINNED
 
 
 @pytest.mark.parametrize(

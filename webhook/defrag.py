@@ -110,7 +110,15 @@ from kubectl_hami_place.core.names import (
 )
 from kubectl_hami_place.core.placement import placement_from_object
 from kubectl_hami_place.core.planner import Move, Snapshot
-from kubectl_hami_place.core.planner.apply import MOVE_PREFIX, MoveCheck, Step, move_step, stranded_replacement
+from kubectl_hami_place.core.planner.apply import (
+    MOVE_PREFIX,
+    MoveCheck,
+    Step,
+    move_step,
+    settling_nodes,
+    settling_pods,
+    stranded_replacement,
+)
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
 from kubectl_hami_place.core.volumes import volumes_of
@@ -721,10 +729,17 @@ class DefragController:
         return f"{why}; no more moves are made for it" if why else ""
 
     def _step(self, move: Move) -> MoveCheck:
-        """Where the move stands on the caches as they are now, read anew."""
+        """Where the move stands on the caches as they are now: once its pod was evicted, on its own pods and the
+        nodes they name (`settling_pods`: a settling move is polled every second, and the whole snapshot costs
+        seconds at a thousand nodes), else on the whole snapshot read anew."""
         namespace = move.pod.split("/", 1)[0]
         named = {f"{ns}/{name}" for ns, name in map(object_key, self.cache.placements.items()) if ns == namespace}
-        return move_step(move, self._snapshot(again=True).snapshot, named)
+        own = settling_pods(move, self.cache.pods.items())
+        if own is None:
+            return move_step(move, self._snapshot(again=True).snapshot, named)
+        nodes = self.cache.nodes_by_name()
+        named_nodes = [nodes[name] for name in sorted(settling_nodes(move, own)) if name in nodes]
+        return move_step(move, snapshot_of(named_nodes, own, [], self.hami_config()).snapshot, named)
 
     def _stale(self, move: Move) -> str:
         """Why the move no longer holds on the caches as they are now, "" when it is ready: a pod that landed on its

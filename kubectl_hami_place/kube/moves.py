@@ -44,7 +44,14 @@ from kubectl_hami_place.core.placement import (
     validate_spec,
 )
 from kubectl_hami_place.core.planner import Move
-from kubectl_hami_place.core.planner.apply import MoveCheck, move_step, placement_for, req_id_for
+from kubectl_hami_place.core.planner.apply import (
+    MoveCheck,
+    move_step,
+    placement_for,
+    req_id_for,
+    settling_nodes,
+    settling_pods,
+)
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -62,8 +69,10 @@ from kubectl_hami_place.kube.errors import (
     PlacementTaken,
     PodGone,
 )
+from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.move_values import Checked, Replacement, RolledBack, Stage
 from kubectl_hami_place.kube.snapshot import read_snapshot as read_plan_snapshot
+from kubectl_hami_place.kube.snapshot import snapshot_of
 
 STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 ACK_POLL_SECONDS = 0.2
@@ -386,10 +395,21 @@ def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
 
 
 def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
-    """The move's step in the cluster as it is now (to make, made and settled, settling, no longer the plan's)."""
+    """The move's step in the cluster as it is now (to make, made and settled, settling, no longer the plan's): once
+    its pod was evicted, read from the pods of its namespace and the nodes they name (`settling_pods`; apply polls a
+    settling move every second, where it listed every node and pod of the cluster), else from the whole cluster."""
     namespace = move.pod.split("/", 1)[0]
-    read = read_plan_snapshot(kube, hami_config)
-    return move_step(move, read.snapshot, placement_names(kube, namespace))
+    own = settling_pods(move, cluster_reads.list_pods(kube, namespace))
+    if own is None:
+        return move_step(move, read_plan_snapshot(kube, hami_config).snapshot, placement_names(kube, namespace))
+    nodes = []
+    for name in sorted(settling_nodes(move, own)):
+        try:
+            nodes.append(cluster_reads.get_node(kube, name))
+        except KubeNotFound:
+            continue
+    config = read_hami_config(kube, hami_config).config
+    return move_step(move, snapshot_of(nodes, own, [], config).snapshot, placement_names(kube, namespace))
 
 
 def termination_wait(kube: Kube, move: Move) -> float:

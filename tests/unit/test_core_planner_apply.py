@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,10 +20,15 @@ from kubectl_hami_place.core.planner.apply import (
     placement_for,
     read_plan,
     req_id_for,
+    settling_nodes,
+    settling_pods,
     stranded_replacement,
     target_pod_state,
 )
-from tests.unit.test_core_planner import gpu_node, pending, placed
+from kubectl_hami_place.core.planner.objects import snapshot_from_objects
+from tests.unit.test_core_planner import gpu_node, node_object, pending, placed, pod_object
+
+NOW = datetime(2026, 12, 6, 4, 30, tzinfo=UTC)
 
 GIB = 1024
 TWICE = {"pod": "ns/p", "uid": "u", "from": {"node": "a", "cards": ["G0"]}, "to": {"node": "a", "cards": ["G1"]}}
@@ -419,3 +425,76 @@ def test_a_move_onto_a_node_the_pod_may_no_longer_run_on_stops_the_plan() -> Non
         Step.changed,
         "ns/x may not go to node b (ns/w's anti-affinity): kube-scheduler would refuse its replacement there",
     )
+
+
+# a settling move read from its own pods -----------------------------------------------------------------------
+
+
+def settle_scene(state: str) -> tuple[Move, list[dict], list[dict]]:
+    """A move of ns/x from node a to node b, and the cluster once `state` holds: x running, x terminating, x gone with
+    its replacement Pending, on b, or on c, x gone without one, x replaced under its own name (a StatefulSet), or x
+    terminating beside its replacement on b. Pods of other namespaces and nodes are there besides."""
+    nodes = [node_object(name) for name in "abcd"]
+    x = pod_object("x", "a", nodeName="a")
+    x["metadata"]["uid"] = "uid-x"
+    move = Move("ns/x", "uid-x", "a", ("GPU-a",), "b", ("GPU-b",), "room for ns/big")
+    others = [pod_object(f"filler-{n}", n, nodeName=n) for n in "bcd"]
+    for index, pod in enumerate(list(others)):
+        away = {**pod, "metadata": {**pod["metadata"], "namespace": "other", "uid": f"uid-away-{index}"}}
+        away["metadata"]["annotations"] = {**away["metadata"]["annotations"], PLACEMENT_ANNOTATION: placement_for(move)}
+        others.append(away)
+
+    def replacement(name: str, node: str | None) -> dict:
+        pod = pod_object(name, node, **({"nodeName": node} if node else {}))
+        pod["metadata"]["uid"] = f"uid-{name}-new"
+        pod["metadata"]["annotations"][PLACEMENT_ANNOTATION] = placement_for(move)
+        return pod
+
+    terminating = {**x, "metadata": {**x["metadata"], "deletionTimestamp": "2026-12-06T04:00:00Z"}}
+    scene = {
+        "running": [x],
+        "terminating": [terminating],
+        "pending": [replacement("x-2", None)],
+        "landed": [replacement("x-2", "b")],
+        "elsewhere": [replacement("x-2", "c")],
+        "gone": [],
+        "same-name": [replacement("x", "b")],
+        "both": [terminating, replacement("x-2", "b")],
+    }[state]
+    return move, nodes, [*others, *scene]
+
+
+@pytest.mark.parametrize(
+    ("state", "step"),
+    [
+        ("terminating", Step.waiting),
+        ("pending", Step.waiting),
+        ("landed", Step.done),
+        ("elsewhere", Step.changed),
+        ("gone", Step.waiting),
+        ("same-name", Step.done),
+        ("both", Step.waiting),
+    ],
+)
+def test_a_settling_move_read_from_its_own_pods_stands_where_the_whole_cluster_says(state: str, step: Step) -> None:
+    """Once its pod was evicted a move's step reads that pod and its replacements alone (and the nodes they name):
+    the same step and words as a snapshot of every node and pod, at a poll's fraction of the cost."""
+    move, nodes, pods = settle_scene(state)
+    named = {f"ns/{placement_for(move)}"}
+    whole, _ = snapshot_from_objects(nodes, pods, [], NOW)
+    own = settling_pods(move, pods)
+    assert own is not None
+    wanted = settling_nodes(move, own)
+    alone, _ = snapshot_from_objects([n for n in nodes if n["metadata"]["name"] in wanted], own, [], NOW)
+    assert move_step(move, alone, named) == move_step(move, whole, named)
+    assert move_step(move, alone, named).step is step
+    if state == "gone":
+        unpinned = move_step(move, alone, set())
+        assert unpinned == move_step(move, whole, set()) and unpinned.step is Step.changed
+    assert "d" not in wanted and len(own) < len(pods) - 3, "nodes and pods the move does not name are not read"
+
+
+def test_a_move_whose_pod_still_runs_is_read_from_the_whole_cluster() -> None:
+    """Before its eviction (or one not yet in effect) the target's cards and room decide: no read of its pods alone."""
+    move, _, pods = settle_scene("running")
+    assert settling_pods(move, pods) is None

@@ -14,14 +14,18 @@ import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
+from kubectl_hami_place.core.allocations import NODE_ANNOTATION
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.planner.model import Limits, Move, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
 
 NAME_ROOM = 40
+# A pod as read (a dict from the API, or the cache's projection): what `settling_pods` keeps, it gives back as is.
+PodObject = TypeVar("PodObject", bound=Mapping[str, Any])
 # Every move's placement name starts so (`placement_for`).
 MOVE_PREFIX = "move-"
 
@@ -155,6 +159,38 @@ def check_plan(plan: PlanFile, snapshot: Snapshot, placements: Collection[str]) 
 def move_step(move: Move, snapshot: Snapshot, placements: Collection[str]) -> MoveCheck:
     """Where one move stands in the cluster as it is now."""
     return check_move(move, State(snapshot, Limits()), placements)
+
+
+def settling_pods(move: Move, pods: Iterable[PodObject]) -> list[PodObject] | None:
+    """Of `pods`, those a move's step reads once its pod was evicted: that pod (by UID) while it terminates, and the
+    pods of its namespace its placement pinned; None while that pod runs, not terminating (its target's cards and room
+    then decide, which only a snapshot of the whole cluster holds). A settling move is so polled on its own pods,
+    where the whole cluster was read at every poll."""
+    namespace, placement = move.pod.split("/", 1)[0], placement_for(move)
+    found = []
+    for pod in pods:
+        metadata = as_mapping(pod.get("metadata"))
+        if metadata.get("namespace") != namespace:
+            continue
+        if metadata.get("uid") == move.uid:
+            if metadata.get("deletionTimestamp") is None:
+                return None
+            found.append(pod)
+        elif as_mapping(metadata.get("annotations")).get(PLACEMENT_ANNOTATION) == placement:
+            found.append(pod)
+    return found
+
+
+def settling_nodes(move: Move, pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The nodes a settling move's step names: its source and target, and where each of its pods runs or HAMi
+    placed it (a replacement that landed elsewhere is then seen as such)."""
+    names = {move.from_node, move.to_node}
+    for pod in pods:
+        placed = as_mapping(as_mapping(pod.get("metadata")).get("annotations")).get(NODE_ANNOTATION)
+        for name in (as_mapping(pod.get("spec")).get("nodeName"), placed):
+            if isinstance(name, str) and name:
+                names.add(name)
+    return names
 
 
 def check_move(move: Move, state: State, placements: Collection[str]) -> MoveCheck:

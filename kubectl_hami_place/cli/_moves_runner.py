@@ -9,8 +9,9 @@ done are skipped, a move half done is waited for.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -237,8 +238,6 @@ def carry_out(
         wait_pod=wait_pod,
         timeout=timeout,
         progress=progress,
-        hami_config=hami_config,
-        gpu_policy=gpu_policy,
     )
 
 
@@ -392,16 +391,13 @@ def _target_pod(
     wait_pod: bool,
     timeout: float,
     progress: Progress,
-    hami_config: str,
-    gpu_policy: str,
 ) -> ApplyReport:
     """For a `--for` plan: whether its pod now holds cards. Once every moved pod has been gone a moment, a pod still
     Pending is sent back to kube-scheduler (`_send_back`): without `wait_pod` once, within SEND_BACK_WAIT_SECONDS;
-    with it again while it waits up to `timeout` (`send_back_again_after`). Pods are read with `hami_config` and
-    `gpu_policy`, as carry_out reads them."""
+    with it again while it waits up to `timeout` (`send_back_again_after`). Each look reads that pod and the moved
+    pods not yet seen gone, by name, where it listed the whole cluster every second."""
     from kubectl_hami_place.core.defrag.keys import room_settled, send_back_again_after
     from kubectl_hami_place.core.planner.apply import target_pod_state
-    from kubectl_hami_place.kube.snapshot import read_pod, read_snapshot
 
     if not plan.pod:
         return report
@@ -409,22 +405,21 @@ def _target_pod(
     deadline = time.monotonic() + (timeout if wait_pod else SEND_BACK_WAIT_SECONDS)
     gone_since: float | None = None
     sends, send_at, given_up = 0, 0.0, False
+    gone: set[str] = set()
     with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
         while True:
-            read = read_snapshot(kube, hami_config, gpu_policy)
-            try:
-                pod = read_pod(kube, namespace, name, read)
-            except KubeNotFound:
-                pod = None
-            cards = {card.uuid: card.name for node in read.snapshot.nodes for card in node.cards}
-            scheduled, detail = target_pod_state(plan, pod, cards)
+            pod = _stored(kube, namespace, name)
+            scheduled, detail = target_pod_state(plan, pod, _card_names(kube, plan, pod))
             if scheduled or time.monotonic() > deadline or (not wait_pod and (pod is None or sends)):
                 break
             now = time.monotonic()
             if pod is not None and not given_up:
-                gone_since, made = room_settled(plan.moves, _stored_uids(read.pods), gone_since, now)
+                gone_since, made = room_settled(
+                    plan.moves, _moved_uids(functools.partial(_stored, kube), plan, gone), gone_since, now
+                )
                 if made and now >= send_at:
-                    given_up = not _send_back(kube, plan.pod, pod.uid, progress, again=sends > 0)
+                    uid = str((pod.get("metadata") or {}).get("uid") or "")
+                    given_up = not _send_back(kube, plan.pod, uid, progress, again=sends > 0)
                     sends += 1
                     send_at = now + send_back_again_after(sends)
             time.sleep(POLL_SECONDS)
@@ -439,11 +434,50 @@ def _target_pod(
     return report
 
 
-def _stored_uids(pods: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """The UID of each pod read, by `namespace/name`."""
-    from kubectl_hami_place.kube.watch import object_key
+def _stored(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pod as stored now; None when there is none."""
+    from kubectl_hami_place.kube.cluster_reads import get_pod
 
-    return {"/".join(object_key(pod)): str((pod.get("metadata") or {}).get("uid") or "") for pod in pods}
+    try:
+        return get_pod(kube, namespace, name)
+    except KubeNotFound:
+        return None
+
+
+def _card_names(kube: Kube, plan: PlanFile, pod: Mapping[str, Any] | None) -> dict[str, str]:
+    """Card names by UUID, of the nodes the words of where the `--for` pod runs name: its node (once HAMi placed it)
+    and the plan's target; a node that cannot be read names its cards by UUID."""
+    from kubectl_hami_place.core.cards import node_cards
+    from kubectl_hami_place.kube.cluster_reads import get_node
+
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    placed = annotations.get("hami.io/vgpu-node") if isinstance(annotations, Mapping) else None
+    if not isinstance(placed, str) or not placed:
+        return {}
+    names: dict[str, str] = {}
+    for node in dict.fromkeys((placed, *((plan.target[0],) if plan.target is not None else ()))):
+        try:
+            names.update((card.uuid, card.name) for card in node_cards(get_node(kube, node)))
+        except (KubeError, ModelError):
+            continue
+    return names
+
+
+def _moved_uids(
+    stored: Callable[[str, str], Mapping[str, Any] | None], plan: PlanFile, gone: set[str]
+) -> dict[str, str]:
+    """The UID `stored` under each moved pod's name now ("" when none), by `namespace/name`; a moved pod once seen
+    gone (`gone`, kept across looks) is not read again, as no pod comes back under its UID."""
+    uids = {}
+    for move in plan.moves:
+        if move.pod in gone:
+            continue
+        namespace, name = move.pod.split("/", 1)
+        pod = stored(namespace, name)
+        uids[move.pod] = str(((pod or {}).get("metadata") or {}).get("uid") or "")
+        if uids[move.pod] != move.uid:
+            gone.add(move.pod)
+    return uids
 
 
 def _send_back(kube: Kube, key: str, uid: str, progress: Progress, *, again: bool) -> bool:

@@ -15,6 +15,7 @@ three cards, the second move possible only once the first settled.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -193,6 +194,9 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     report = applied.json()
     assert [m["status"] for m in report["moves"]] == ["done"]
     assert report["pod"]["scheduled"] is True, report["pod"]
+    big = allocation(cluster, namespace, "big")
+    # Where it runs, its cards named as the node registers them (read by name, not from a list of the cluster).
+    assert re.fullmatch(rf"{namespace}/big holds gpu-\d on {big.node}", report["pod"]["detail"]), report["pod"]
     assert allocation(cluster, namespace, "big").uuids == freed
     assert evictions.deleted == {moved.metadata.name: True}, "the one move went through the Eviction API"
     assert running_pod(cluster, namespace, "keep").metadata.uid == keep_pod.metadata.uid

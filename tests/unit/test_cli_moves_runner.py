@@ -17,11 +17,11 @@ from kubectl_hami_place.cli._moves_runner import (
     Outcome,
     _changed,
     _dry_run,
+    _moved_uids,
     _outcomes,
     _rolled_back,
     _stop,
     _stopped,
-    _stored_uids,
 )
 from kubectl_hami_place.cli._pin_check import refusal_lines
 from kubectl_hami_place.cli.output import Table, Text
@@ -198,13 +198,23 @@ def test_a_client_dry_run_reports_each_moves_step_and_the_first_change() -> None
     )
 
 
-def test_the_pods_read_are_keyed_by_namespace_and_name() -> None:
-    """The send-back waits until every moved pod's UID is gone from this map: a wrong key would never settle."""
-    pods = [
-        {"metadata": {"namespace": "ns", "name": "small", "uid": "u1"}},
-        {"metadata": {"namespace": "ns", "name": "x"}},
-    ]
-    assert _stored_uids(pods) == {"ns/small": "u1", "ns/x": ""}
+def test_the_moved_pods_are_read_by_name_until_each_is_seen_gone() -> None:
+    """The send-back waits until every moved pod's UID is gone from this map (a wrong key would never settle); a pod
+    seen gone, or replaced under its name, is not read again."""
+    stored = {("ns", "small"): {"metadata": {"uid": "u1"}}, ("ns", "other"): {"metadata": {"uid": "u9"}}}
+    reads: list[tuple[str, str]] = []
+
+    def read(namespace: str, name: str) -> dict | None:
+        reads.append((namespace, name))
+        return stored.get((namespace, name))
+
+    gone: set[str] = set()
+    assert _moved_uids(read, PLAN, gone) == {"ns/small": "u1", "ns/other": "u9", "ns/last": ""}
+    assert gone == {"ns/other", "ns/last"}
+    reads.clear()
+    del stored[("ns", "small")]
+    assert _moved_uids(read, PLAN, gone) == {"ns/small": ""}
+    assert reads == [("ns", "small")] and gone == {"ns/small", "ns/other", "ns/last"}
 
 
 def test_a_placement_left_behind_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:

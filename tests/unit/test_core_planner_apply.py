@@ -312,6 +312,15 @@ def test_a_pod_of_another_namespace_carrying_the_placement_name_is_no_replacemen
     )
 
 
+def holding(node: str | None, uuids: list[str], mib: int = 35 * GIB) -> dict:
+    """The `--for` pod as stored, placed by HAMi on those cards of `node` (Pending when None)."""
+    if node is None:
+        return {"metadata": {"namespace": "ns", "name": "new"}}
+    devices = "".join(f"{uuid},NVIDIA,{mib},0:" for uuid in uuids)
+    annotations = {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": devices + ";"}
+    return {"metadata": {"namespace": "ns", "name": "new", "annotations": annotations}, "spec": {"nodeName": node}}
+
+
 def test_the_target_pod_is_reported_where_it_runs() -> None:
     snapshot = fragmented()
     plan_file = planned(snapshot)
@@ -319,23 +328,25 @@ def test_the_target_pod_is_reported_where_it_runs() -> None:
     node, cards = plan_file.target
     names = {"GPU-a-0": "gpu-0", "GPU-a-1": "gpu-1"}
     assert target_pod_state(plan_file, None, names) == (False, "ns/new no longer exists")
-    assert target_pod_state(plan_file, pending(35 * GIB), names) == (False, "ns/new is not scheduled yet")
-    running = replace(pending(35 * GIB), allocation=placed("new", node, list(cards), 35 * GIB).allocation)
+    assert target_pod_state(plan_file, holding(None, []), names) == (False, "ns/new is not scheduled yet")
+    running = holding(node, list(cards))
     named = ", ".join(names[uuid] for uuid in cards)
     assert target_pod_state(plan_file, running, names) == (True, f"ns/new holds {named} on {node}")
     other = "GPU-a-1" if cards == ("GPU-a-0",) else "GPU-a-0"
-    elsewhere = replace(pending(35 * GIB), allocation=placed("new", node, [other], 35 * GIB).allocation)
-    assert target_pod_state(plan_file, elsewhere, names) == (
+    assert target_pod_state(plan_file, holding(node, [other]), names) == (
         True,
         f"ns/new holds {names[other]} on {node} (the plan made room on {named} on {node})",
     )
+    garbled = holding(node, [other])
+    garbled["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "no,cards"
+    scheduled, detail = target_pod_state(plan_file, garbled, names)
+    assert not scheduled and detail.startswith("ns/new is not scheduled yet ("), detail
 
 
 def test_the_target_pod_s_cards_unknown_by_name_are_named_by_uuid() -> None:
     """A card the cluster no longer registers still shows up, by UUID, in where the `--for` pod runs."""
     plan_file = PlanFile(goal="", moves=(), pod="ns/new", target=("a", ("GPU-a-0", "GPU-a-1")))
-    held = placed("new", "a", ["GPU-a-0", "GPU-a-1"], 35 * GIB).allocation
-    running = replace(pending(35 * GIB, nums=2), allocation=held)
+    running = holding("a", ["GPU-a-0", "GPU-a-1"])
     assert target_pod_state(plan_file, running, {"GPU-a-0": "gpu-0"}) == (True, "ns/new holds gpu-0, GPU-a-1 on a")
 
 

@@ -22,6 +22,7 @@ from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.planner.model import Limits, Move, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
+from kubectl_hami_place.core.usage import pod_allocation
 
 NAME_ROOM = 40
 # A pod as read (a dict from the API, or the cache's projection): what `settling_pods` keeps, it gives back as is.
@@ -296,11 +297,15 @@ def stranded_replacement(
     return None
 
 
-def target_pod_state(plan: PlanFile, pod: PlanPod | None, names: Mapping[str, str]) -> tuple[bool, str]:
-    """For a `--for` plan: whether its pod now holds cards, and where (card names from `names`, by UUID)."""
+def target_pod_state(plan: PlanFile, pod: Mapping[str, Any] | None, names: Mapping[str, str]) -> tuple[bool, str]:
+    """For a `--for` plan: whether its pod (as stored) now holds cards, and where (card names from `names`, by
+    UUID)."""
     if pod is None:
         return False, f"{plan.pod} no longer exists"
-    allocation = pod.allocation
+    try:
+        allocation = pod_allocation(pod)
+    except ModelError as err:
+        return False, f"{plan.pod} is not scheduled yet ({err})"
     if allocation is None or not allocation.counted:
         return False, f"{plan.pod} is not scheduled yet"
     cards = tuple(dict.fromkeys(share.uuid for share in allocation.shares()))

@@ -21,7 +21,10 @@ Only the leader looks at pods and keep-room; a follower drops them, and a replic
 again. Plans read the server's watch caches (`webhook/cache.py`, with the planner's fields kept, and the other
 schedulers' pods watched here), never a list of the cluster's pods or nodes, and not while the caches are stale.
 Each look ends in done or in when to look again (`core.defrag.keys.look_again`); a look that fails is retried backed
-off per key.
+off per key. A pod whose look found no plan, a plan over budget, or only named moves (dry-run), is not planned for
+again before that time, however often it or its Events change meanwhile, and (but for a budget that time eases)
+waits twice as long after each such look (to 300 s): a backlog of Pending pods costs plans at that pace, not one per
+pod at every change and interval.
 
 The room a rescue frees is kept for the rescued pod for `rescue.reserveFor` (`core.reservation`): once the moves
 are done and the pod is still unscheduled, its `nvidia.com/use-gpuuuid` is narrowed to the plan's target cards and
@@ -271,6 +274,9 @@ class DefragController:
         self._said: dict[str, str] = {}
         self._rescues: dict[PodKey, Rescue] = {}
         self._retry_at: dict[str, float] = {}
+        # By UID: how many looks in a row ended without a plan, over budget, or in a dry run (`look_again` doubles
+        # the wait while no time eases the budget).
+        self._repeats: dict[str, int] = {}
         self._sent_back: dict[str, tuple[int, float]] = {}
         """Pending pods sent back for room found as the cards are, by UID: how often, and when next."""
         # Each pod's FailedScheduling Events by the Event's key, kept from the Events' watch.
@@ -452,10 +458,15 @@ class DefragController:
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
         eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
-        again = look_again(look, now, timedelta(seconds=self.options.interval), eases)
+        repeats = self._repeats.pop(candidate.uid, 0)
+        again = look_again(look, now, timedelta(seconds=self.options.interval), eases, repeats)
         if decision.fits_now and policy.mode is Mode.on:
             due = self._send_back_fitting(candidate.pod, decision.run_id)
             return due if again is None else min(again, due)
+        if look in (Look.budget, Look.no_plan, Look.dry_run) and again is not None:
+            # Not planned for again sooner, however often the pod or its Events change meanwhile.
+            self._repeats[candidate.uid] = repeats + 1
+            self._retry_at[candidate.uid] = time.monotonic() + again.total_seconds()
         if look is Look.moved:
             done_at = datetime.now(UTC)
             kept = self._reserve(about, decision, policy, done_at)
@@ -1009,6 +1020,9 @@ class DefragController:
             f"policy read: mode {policy.mode.value}" + (f"; but {shortfall}" if shortfall else ""),
             warning=bool(shortfall),
         )
+        # A new policy (another mode, more budget) plans for every pod again now, whatever it waited for.
+        self._retry_at.clear()
+        self._repeats.clear()
         self._add_all()
         return None
 
@@ -1039,6 +1053,7 @@ class DefragController:
             uid = str((pod.get("metadata") or {}).get("uid") or "")
             self._said.pop(uid, None)
             self._retry_at.pop(uid, None)
+            self._repeats.pop(uid, None)
             self._sent_back.pop(uid, None)
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:

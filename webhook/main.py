@@ -266,8 +266,9 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULTS.defrag_interval,
         metavar="SECONDS",
-        help="seconds before the controller looks again at a Pending pod it found no plan for, or while its watches "
-        f"are stale (default {DEFAULTS.defrag_interval:g})",
+        help="seconds before the controller looks again at a Pending pod it found no plan for (twice as long after "
+        "each such look in a row, to 300), or while its watches are stale "
+        f"(default {DEFAULTS.defrag_interval:g})",
     )
     run.add_argument(
         "--defrag-move-timeout",

@@ -13,6 +13,7 @@ from kubectl_hami_place.core.defrag.budget import MoveRecord
 from kubectl_hami_place.core.defrag.keys import (
     FOLLOW,
     KEEP_ROOM,
+    LOOK_AGAIN_MAX,
     POLICY,
     RESUME,
     RETRY,
@@ -195,6 +196,20 @@ def test_when_a_pod_is_looked_at_again_after_each_kind_of_look(
     look: Look, eases: datetime | None, again: timedelta | None
 ) -> None:
     assert look_again(look, NOW, timedelta(seconds=10), eases) == again
+
+
+@pytest.mark.parametrize("look", [Look.no_plan, Look.dry_run, Look.budget])
+def test_a_pod_that_keeps_having_no_plan_or_a_dry_run_is_planned_for_ever_less_often(look: Look) -> None:
+    """Each look plans: a backlog of pods without a plan, a dry run that keeps naming moves, or a rescue over a
+    budget no time eases (the moves of one run) waits twice as long after each such look, up to kube-scheduler's own
+    five minutes (an interval longer than that is kept); a budget that eases is waited for."""
+    interval = timedelta(seconds=10)
+    waits = [look_again(look, NOW, interval, None, repeats) for repeats in range(7)]
+    assert waits == [timedelta(seconds=s) for s in (10, 20, 40, 80, 160, 300, 300)]
+    assert look_again(look, NOW, interval, None, 10**6) == LOOK_AGAIN_MAX
+    assert look_again(look, NOW, timedelta(minutes=9), None, 3) == timedelta(minutes=9)
+    eases = NOW + timedelta(minutes=7)
+    assert look_again(Look.budget, NOW, interval, eases, 3) == timedelta(minutes=7), "a budget that eases is its own"
 
 
 def test_a_run_makes_no_further_move_for_a_pod_deleted_replaced_or_scheduled_meanwhile() -> None:

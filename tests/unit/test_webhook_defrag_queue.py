@@ -262,11 +262,12 @@ def test_what_was_said_on_a_pod_and_its_retry_go_with_the_pod() -> None:
             RunDecision("r", "rescue", None, (), False, "no plan: x"), about, "rescue", f"uid-p{n}", HAMI_DEFAULTS
         )
         ctl._retry_at[f"uid-p{n}"] = time.monotonic() + 60
+        ctl._repeats[f"uid-p{n}"] = 3
     assert len(ctl._said) == 50
     for n in range(50):
         ctl.cache.pods.upsert(pod(f"p{n}"))
         ctl.cache.pods.remove("team-a", f"p{n}")
-    assert ctl._said == {} and ctl._retry_at == {}
+    assert ctl._said == {} and ctl._retry_at == {} and ctl._repeats == {}
 
 
 def test_a_new_leader_reads_no_pod_a_placement_names_outside_its_own_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -481,19 +482,40 @@ def fragmented(ctl: DefragController) -> None:
 MOVE_Q = "moving team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 to rescue team-a/big (CardInsufficientMemory)"
 
 
-def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept_for_another_pod() -> None:
+def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The triggers of the plans the controller makes from now on (each `decide_run`)."""
+    made: list[str] = []
+    real = defrag.decide_run
+
+    def decide_run(*args: Any, **kwargs: Any) -> RunDecision:
+        made.append(type(args[2]).__name__)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(defrag, "decide_run", decide_run)
+    return made
+
+
+def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept_for_another_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The operator turns the controller on from what its dry-run said; a room kept for another rescued pod is no
-    room for this one: planning onto it would take the cards that pod was promised."""
+    room for this one: planning onto it would take the cards that pod was promised. A dry run is not planned again
+    before the interval (however often the pod or its Events change), then after twice as long each time."""
     metrics = Metrics()
     ctl, said = rescuing(metrics, dry_run=True)
-    assert [ctl.look(BIG), ctl.look(BIG)] == [timedelta(seconds=7)] * 2
+    plans = planned(monkeypatch)
+    assert ctl.look(BIG) == timedelta(seconds=7)
+    assert timedelta(0) < ctl.look(BIG) <= timedelta(seconds=7)  # type: ignore[operator]
+    assert plans == ["RescueTrigger"], "not planned for again before the interval"
     other = whole_pod("other")
     until = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
     room = reservation_value(["GPU-a"], until, None, key=ctl.cache.room_key, pod="team-a/other", uid="uid-other")
     other["metadata"]["annotations"] |= {USE_GPUUUID_ANNOTATION: "GPU-a", ROOM_RESERVED_ANNOTATION: room}
     ctl.cache.pods.upsert(other)
     ctl._read = None  # the next batch reads the caches again
-    assert ctl.look(BIG) == timedelta(seconds=7)
+    ctl._retry_at.clear()  # the interval passed
+    assert ctl.look(BIG) == timedelta(seconds=14), "the second look in a row without moves waits twice as long"
+    assert plans == ["RescueTrigger"] * 2
     assert said == [
         ("DefragPolicyRead", "policy read: mode dry-run", False),
         (
@@ -510,13 +532,16 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
             False,
         ),
     ]
+    read_policy(ctl, "dry-run", version="2")
+    ctl._read = None
+    assert ctl.look(BIG) == timedelta(seconds=7), "a new policy plans for every pod again now"
     assert counted(metrics) == {
         "hami_place_defrag_policy_valid{}": 1.0,
         "hami_place_defrag_runs_total{result=dry_run,trigger=rescue}": 1.0,
         "hami_place_defrag_runs_total{result=no_plan,trigger=rescue}": 1.0,
         "hami_place_defrag_moves_total{result=dry_run}": 1.0,
-        "hami_place_defrag_looks_total{key=pod}": 3.0,
-        "hami_place_defrag_looks_total{key=policy}": 1.0,
+        "hami_place_defrag_looks_total{key=pod}": 4.0,
+        "hami_place_defrag_looks_total{key=policy}": 2.0,
         "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
         "hami_place_defrag_budget_left_moves{window=run}": 4.0,
     }
@@ -992,7 +1017,8 @@ def test_a_rescue_only_a_disruption_budget_stops_says_so_once_and_is_looked_at_a
     ctl.disruption_budgets.upsert(
         {"metadata": metadata, "spec": {"selector": selector}, "status": {"disruptionsAllowed": 0}}
     )
-    assert [ctl.look(BIG), ctl.look(BIG)] == [timedelta(seconds=7)] * 2
+    assert ctl.look(BIG) == timedelta(seconds=7)
+    assert timedelta(0) < ctl.look(BIG) <= timedelta(seconds=7)  # type: ignore[operator]
     blocked = (
         "blocked: the rescue must evict team-a/q; PodDisruptionBudget team-a/gpu-pdb allows 0 disruption(s), the "
         "rescue needs 1"

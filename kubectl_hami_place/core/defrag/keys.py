@@ -42,6 +42,9 @@ SEND_BACK_AGAIN_MAX_SECONDS = 80.0
 RETRY = timedelta(seconds=60)
 # A rescue whose pod neither ran nor was refused again within this long after its moves is no longer followed.
 FOLLOW = timedelta(seconds=900)
+# The longest a pod that keeps having no plan (or a dry run that keeps naming moves) waits between two plans: as long
+# as kube-scheduler's own sweep of the pods it could not place (podMaxInUnschedulablePodsDuration).
+LOOK_AGAIN_MAX = timedelta(seconds=300)
 # A refusal this soon after a rescue's moves settled does not mean its room was taken: the scheduler may retry the
 # pod once more on a view that still holds the evicted pod (seen on a loaded sandbox) before it places it.
 ROOM_SETTLE = timedelta(seconds=30)
@@ -203,18 +206,23 @@ class Look(Enum):
     dry_run = "dry_run"
 
 
-def look_again(look: Look, now: datetime, interval: timedelta, eases: datetime | None = None) -> timedelta | None:
+def look_again(
+    look: Look, now: datetime, interval: timedelta, eases: datetime | None = None, repeats: int = 0
+) -> timedelta | None:
     """When a Pending pod's key is looked at again after `look` (None: only when the pod or its Events change): a
     rescue that moved at the end of its follow-up, a failed run after RETRY, a plan over budget once the budget
-    eases (`budget_eases`; else after `interval`), no plan and a dry run after `interval`."""
+    eases (`budget_eases`); no plan, a dry run, and a plan over a budget that no time eases (the moves of one run)
+    after `interval`, doubled for each look before it that ended so (`repeats`), up to LOOK_AGAIN_MAX: each look
+    plans (up to a second of CPU at a thousand nodes), and a dry run or a backlog of pods without a plan would have
+    the controller plan for every one of them at every interval for as long as they wait."""
     if look is Look.moved:
         return FOLLOW
     if look is Look.failed:
         return RETRY
-    if look is Look.budget:
-        return eases - now if eases is not None and eases > now else interval
-    if look in (Look.no_plan, Look.dry_run):
-        return interval
+    if look is Look.budget and eases is not None and eases > now:
+        return eases - now
+    if look in (Look.budget, Look.no_plan, Look.dry_run):
+        return min(interval * 2 ** min(repeats, 16), max(interval, LOOK_AGAIN_MAX))
     return None
 
 

@@ -502,22 +502,16 @@ def test_evictions_go_by_identity_a_pod_re_created_under_the_name_is_kept_and_a_
     assert "Evicted" not in events_of(cluster, namespace, "misspelled")
 
 
-def test_a_placement_that_evicts_for_a_pod_its_node_has_no_cpu_for_is_skipped_and_evicts_nothing(  # noqa: PLR0917
-    cluster: Sandbox,
-    namespace: str,
-    server_namespace: str,
-    node: GpuNode,
-    tmp_path: Path,
-    webhooks: list[Webhook],
-    configurations: list[str],
+def test_a_placement_that_evicts_for_a_pod_its_node_has_no_cpu_for_is_skipped_and_evicts_nothing(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
 ) -> None:
     """A placement written by hand with evictPod: a pod the node has no CPU for, even once that pod is gone, is
     admitted without a pin (told why) and nothing is evicted for it; one it has room for is pinned and the pod evicted.
     The room counts another scheduler's pod on the node and gives back the evicted pod's own CPU. The server's
     controller keeps what the pods ask (no policy here: it plans nothing, its watches run)."""
     core = client.CoreV1Api(cluster.api_client())
-    webhook = serve_controller(cluster, tmp_path, webhooks, home=server_namespace)
-    register(cluster, configurations, namespace, [(webhook, {"matchLabels": {"tier": "placed"}})])
+    webhook = serve_controller(cluster, serving["tmp_path"], serving["webhooks"], home=server_namespace)
+    register(cluster, serving["configurations"], namespace, [(webhook, {"matchLabels": {"tier": "placed"}})])
     on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}
     required = {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}

@@ -447,11 +447,12 @@ def _stored(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
 def _card_names(kube: Kube, plan: PlanFile, pod: Mapping[str, Any] | None) -> dict[str, str]:
     """Card names by UUID, of the nodes the words of where the `--for` pod runs name: its node (once HAMi placed it)
     and the plan's target; a node that cannot be read names its cards by UUID."""
+    from kubectl_hami_place.core.allocations import NODE_ANNOTATION
     from kubectl_hami_place.core.cards import node_cards
     from kubectl_hami_place.kube.cluster_reads import get_node
 
     annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
-    placed = annotations.get("hami.io/vgpu-node") if isinstance(annotations, Mapping) else None
+    placed = annotations.get(NODE_ANNOTATION) if isinstance(annotations, Mapping) else None
     if not isinstance(placed, str) or not placed:
         return {}
     names: dict[str, str] = {}

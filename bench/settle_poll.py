@@ -4,8 +4,9 @@ While a move settles (its pod evicted, its replacement on its way to the target 
 every second (`webhook.defrag`'s `_step`) and so does `kubectl hami-place apply` (`kube.moves.move_state`). Each
 look read the whole cluster: the controller a snapshot of every node and pod from its caches, `apply` a list of
 every node, pod, PodDisruptionBudget and volume from the API server, and a snapshot of them. Now, once the pod was
-evicted, a look reads the pods of the move's namespace, keeps the moved pod and those its placement pinned
-(`planner.apply.settling_pods`), and builds a snapshot of those and the nodes they name (`settling_nodes`).
+evicted, a look reads the moved pod while it terminates and those its placement pinned (`planner.apply.
+settling_pods`: the controller finds them in its cache, `apply` reads the pod under the moved pod's name and the
+consumer its placement's status names), and builds a snapshot of those and the nodes they name (`settling_nodes`).
 
 A cluster of API objects, the same for one --seed (bench/pod_terms.py's: --nodes nodes of 8 cards of 80 GiB, filled
 to 90% by Deployments of one-card replicas), its pods spread over --namespaces namespaces; a move of one replica to
@@ -123,10 +124,11 @@ def measure(tree: Path, objects: dict[str, Any], runs: int) -> dict[str, Any]:
             check, read_nodes = look()
             seconds.append(time.process_time() - start)
             gc.enable()
-        in_namespace = [p for p in pods if p["metadata"]["namespace"] == namespace]
-        if settling is not None and settling(move, pods) is not None:
-            wanted = apply.settling_nodes(move, settling(move, pods) or [])
-            read = json.dumps(in_namespace) + json.dumps([by_name[n] for n in wanted if n in by_name])
+        own = settling(move, pods) if settling is not None else None
+        if own is not None:
+            # apply reads these by name (the moved pod's, its placement's consumer's) and the nodes they name.
+            wanted = apply.settling_nodes(move, own)
+            read = json.dumps(own) + json.dumps([by_name[n] for n in wanted if n in by_name])
         else:
             read = json.dumps(pods) + json.dumps(nodes)
         rows[state] = {
@@ -166,8 +168,8 @@ def main() -> None:
     for state in STATES:
         for name, _ in trees:
             row = results[name][state]
-            mib = row["apply_bytes"] / 2**20
-            print(f"{state:<22} {name:<6} {row['ms']:>9.1f} {mib:>8.1f} MiB  {row['step']}", flush=True)
+            kib = row["apply_bytes"] / 2**10
+            print(f"{state:<22} {name:<6} {row['ms']:>9.1f} {kib:>8,.1f} KiB  {row['step']}", flush=True)
 
 
 if __name__ == "__main__":

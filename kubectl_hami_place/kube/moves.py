@@ -10,6 +10,7 @@ stays behind. Failures are the typed errors of `kube.errors`; callers word them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
+from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.pin_check import (
     PinView,
     Workload,
@@ -396,12 +398,14 @@ def dry_run_move(kube: Kube, move: Move, labels: Mapping[str, str]) -> None:
 
 def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
     """The move's step in the cluster as it is now (to make, made and settled, settling, no longer the plan's): once
-    its pod was evicted, read from the pods of its namespace and the nodes they name (`settling_pods`; apply polls a
-    settling move every second, where it listed every node and pod of the cluster), else from the whole cluster."""
+    its pod was evicted, read from its own pods and the nodes they name (`settling_pods`; apply polls a settling move
+    every second, where it listed every node and pod of the cluster), else from the whole cluster."""
     namespace = move.pod.split("/", 1)[0]
-    own = settling_pods(move, cluster_reads.list_pods(kube, namespace))
+    listed = placements.list_placements(kube, namespace)
+    named = {f"{namespace}/{item['metadata']['name']}" for item in listed}
+    own = settling_pods(move, move_pods(functools.partial(_pod_or_none, kube), move, listed))
     if own is None:
-        return move_step(move, read_plan_snapshot(kube, hami_config).snapshot, placement_names(kube, namespace))
+        return move_step(move, read_plan_snapshot(kube, hami_config).snapshot, named)
     nodes = []
     for name in sorted(settling_nodes(move, own)):
         try:
@@ -409,7 +413,28 @@ def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
         except KubeNotFound:
             continue
     config = read_hami_config(kube, hami_config).config
-    return move_step(move, snapshot_of(nodes, own, [], config).snapshot, placement_names(kube, namespace))
+    return move_step(move, snapshot_of(nodes, own, [], config).snapshot, named)
+
+
+def move_pods(
+    read: Callable[[str, str], dict[str, Any] | None], move: Move, listed: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The pods a move's step may read alone, each `read` by name: the pod under the moved pod's name (it, or a
+    StatefulSet's replacement), and the pod its placement's status names as its consumer (a name that is no object
+    name is not read: it would be a path of the API, not a pod)."""
+    namespace, name = move.pod.split("/", 1)
+    placement = next((item for item in listed if item["metadata"]["name"] == placement_for(move)), {})
+    consumer = as_mapping(as_mapping(placement.get("status")).get("consumedBy")).get("name")
+    names = (name, *((consumer,) if is_object_name(consumer) else ()))
+    return [pod for pod in map(functools.partial(read, namespace), dict.fromkeys(names)) if pod is not None]
+
+
+def _pod_or_none(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pod as stored now; None when there is none."""
+    try:
+        return cluster_reads.get_pod(kube, namespace, name)
+    except KubeNotFound:
+        return None
 
 
 def termination_wait(kube: Kube, move: Move) -> float:

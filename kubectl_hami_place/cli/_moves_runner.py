@@ -27,7 +27,6 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
     KubeError,
-    KubeNotFound,
     NoReplacement,
     NotAcknowledged,
     PinRefused,
@@ -398,6 +397,7 @@ def _target_pod(
     pods not yet seen gone, by name, where it listed the whole cluster every second."""
     from kubectl_hami_place.core.defrag.keys import room_settled, send_back_again_after
     from kubectl_hami_place.core.planner.apply import target_pod_state
+    from kubectl_hami_place.kube import moves
 
     if not plan.pod:
         return report
@@ -408,14 +408,14 @@ def _target_pod(
     gone: set[str] = set()
     with progress.waiting(f"waiting for HAMi to schedule {plan.pod}") if wait_pod else _nothing():
         while True:
-            pod = _stored(kube, namespace, name)
+            pod = moves.pod_or_none(kube, namespace, name)
             scheduled, detail = target_pod_state(plan, pod, _card_names(kube, plan, pod))
             if scheduled or time.monotonic() > deadline or (not wait_pod and (pod is None or sends)):
                 break
             now = time.monotonic()
             if pod is not None and not given_up:
                 gone_since, made = room_settled(
-                    plan.moves, _moved_uids(functools.partial(_stored, kube), plan, gone), gone_since, now
+                    plan.moves, _moved_uids(functools.partial(moves.pod_or_none, kube), plan, gone), gone_since, now
                 )
                 if made and now >= send_at:
                     uid = str((pod.get("metadata") or {}).get("uid") or "")
@@ -432,16 +432,6 @@ def _target_pod(
             exit_code=EXIT_ERROR,
         )
     return report
-
-
-def _stored(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    """The pod as stored now; None when there is none."""
-    from kubectl_hami_place.kube.cluster_reads import get_pod
-
-    try:
-        return get_pod(kube, namespace, name)
-    except KubeNotFound:
-        return None
 
 
 def _card_names(kube: Kube, plan: PlanFile, pod: Mapping[str, Any] | None) -> dict[str, str]:

@@ -403,7 +403,7 @@ def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
     namespace = move.pod.split("/", 1)[0]
     listed = placements.list_placements(kube, namespace)
     named = {f"{namespace}/{item['metadata']['name']}" for item in listed}
-    own = settling_pods(move, move_pods(functools.partial(_pod_or_none, kube), move, listed))
+    own = settling_pods(move, move_pods(functools.partial(pod_or_none, kube), move, listed))
     if own is None:
         return move_step(move, read_plan_snapshot(kube, hami_config).snapshot, named)
     nodes = []
@@ -429,7 +429,7 @@ def move_pods(
     return [pod for pod in map(functools.partial(read, namespace), dict.fromkeys(names)) if pod is not None]
 
 
-def _pod_or_none(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+def pod_or_none(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     """The pod as stored now; None when there is none."""
     try:
         return cluster_reads.get_pod(kube, namespace, name)

@@ -8,7 +8,12 @@ moves and makes none; `on` would move pods), leading, no API server (Events are 
 empty). Time is virtual: for --seconds the controller's keys are looked at when they fall due, each second's keys as
 one batch (one snapshot of the caches, as `work` reads it), and each Pending pod's FailedScheduling Event changes
 every --event-every seconds (kube-scheduler trying the pod again, with other node counts in its message), which adds
-its key at once. Each tree (this one, and --before, a checkout such as a `git worktree` of main, imported in a child
+its key at once. With --depart-every, every that many seconds one running GPU pod leaves (deleted from the cache, as
+its watch says), and each Pending pod's key is added at once (kube-scheduler retries its pods on that deletion and
+writes their Events again); printed too: how long after a departure the first Pending pod was planned for, and each
+Pending pod (the median and the longest over the departures, and over every departure and pod; a pod not planned for
+again by the end counts to the end).
+Each tree (this one, and --before, a checkout such as a `git worktree` of main, imported in a child
 process of its own) runs the same scene; printed side by side: looks, plans (`decide_run`), snapshots read, and the
 CPU seconds they took (`time.process_time`, collector paused as the controller pauses it).
 """
@@ -78,9 +83,12 @@ def run(tree: Path, scene: dict[str, Any]) -> dict[str, Any]:
     defrag.time.monotonic = lambda: clock[0]  # type: ignore[attr-defined]
     counts = {"looks": 0, "plans": 0, "snapshots": 0}
     real_decide, real_snapshot = defrag.decide_run, defrag.snapshot_of
+    looking: list[Any] = [None]
+    planned: dict[Any, list[float]] = {}
 
     def decide_run(*args: Any, **kwargs: Any) -> Any:
         counts["plans"] += 1
+        planned.setdefault(looking[0], []).append(clock[0])
         return real_decide(*args, **kwargs)
 
     def snapshot_of(*args: Any, **kwargs: Any) -> Any:
@@ -112,6 +120,8 @@ def run(tree: Path, scene: dict[str, Any]) -> dict[str, Any]:
     ctl._resume = False
     keys = [PodKey(p["metadata"]["namespace"], p["metadata"]["name"]) for p in scene["pending"]]
     due: dict[Any, float | None] = {key: 0.0 for key in keys}
+    leaving = [pod["metadata"] for pod in scene["pods"] if pod["spec"].get("nodeName")]
+    departures: list[float] = []
     cpu = 0.0
     for second in range(scene["seconds"]):
         clock[0] = float(second)
@@ -125,6 +135,11 @@ def run(tree: Path, scene: dict[str, Any]) -> dict[str, Any]:
                 changed["metadata"]["resourceVersion"] = str(second + 2)
                 ctl.failures.upsert(changed)
                 due[keys[index]] = clock[0]  # the Event's change adds the pod's key (`_event_changed`)
+        if scene["depart_every"] and second and second % scene["depart_every"] == 0 and leaving:
+            gone = leaving.pop(0)
+            cache.pods.remove(gone["namespace"], gone["name"])
+            departures.append(clock[0])
+            due.update({key: clock[0] for key in keys})
         batch = sorted((key for key, at in due.items() if at is not None and at <= clock[0]), key=str)
         if not batch:
             continue
@@ -132,10 +147,24 @@ def run(tree: Path, scene: dict[str, Any]) -> dict[str, Any]:
         start = time.process_time()
         for key in batch:
             counts["looks"] += 1
+            looking[0] = key
             after = ctl.look(key)
             due[key] = clock[0] + max(after.total_seconds(), 1.0) if after is not None else None
         cpu += time.process_time() - start
-    return {**counts, "cpu": cpu}
+    end = float(scene["seconds"])
+    waits = [
+        [min((at for at in planned.get(key, []) if at >= left), default=end) - left for key in keys]
+        for left in departures
+    ]
+    first = sorted(min(each) for each in waits)
+    every = sorted(wait for each in waits for wait in each)
+    replanned = {"first": _spread(first), "every": _spread(every)} if departures else None
+    return {**counts, "cpu": cpu, "replanned": replanned}
+
+
+def _spread(waits: list[float]) -> str:
+    """The median and the longest of sorted waits, as printed."""
+    return f"{waits[len(waits) // 2]:.0f} / {waits[-1]:.0f} s"
 
 
 def main() -> None:
@@ -147,6 +176,7 @@ def main() -> None:
     parser.add_argument("--mode", default="dry-run", choices=("dry-run", "on"))
     parser.add_argument("--seconds", type=int, default=600, help="virtual seconds the backlog waits")
     parser.add_argument("--event-every", type=int, default=30, help="seconds between a pod's Event changes")
+    parser.add_argument("--depart-every", type=int, default=0, help="seconds between departures (0: none)")
     parser.add_argument("--interval", type=float, default=10.0, help="the server's --defrag-interval")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -167,20 +197,30 @@ def main() -> None:
         "seconds": args.seconds,
         "event_every": args.event_every,
         "interval": args.interval,
+        "depart_every": args.depart_every,
     }
     body = json.dumps(scene)
     print(
         f"{args.nodes} nodes, {len(objects['pods'])} pods placed, {args.pending} Pending pods a whole card each; mode "
         f"{args.mode}; {args.seconds} s of virtual time, each pod's Event changed every {args.event_every} s, "
         f"--defrag-interval {args.interval:g}"
+        + (f"; a running pod leaves every {args.depart_every} s" if args.depart_every else "")
     )
-    print(f"{'tree':<7} {'looks':>6} {'plans':>6} {'snapshots':>9} {'CPU s':>8}")
+    print(
+        f"{'tree':<7} {'looks':>6} {'plans':>6} {'snapshots':>9} {'CPU s':>8} "
+        f"{'first pod planned after a departure':>36} {'each pod':>12}"
+    )
     trees = [("after", ROOT)] + ([("before", args.before)] if args.before is not None else [])
     for name, tree in trees:
         command = [sys.executable, __file__, "--worker", str(tree)]
         out = subprocess.run(command, input=body, capture_output=True, text=True, check=True).stdout
         row = json.loads(out.splitlines()[-1])
-        print(f"{name:<7} {row['looks']:>6} {row['plans']:>6} {row['snapshots']:>9} {row['cpu']:>8.1f}", flush=True)
+        waits = row["replanned"] or {"first": "-", "every": "-"}
+        print(
+            f"{name:<7} {row['looks']:>6} {row['plans']:>6} {row['snapshots']:>9} {row['cpu']:>8.1f} "
+            f"{'median / max ' + waits['first']:>36} {waits['every']:>12}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

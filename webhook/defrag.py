@@ -24,7 +24,10 @@ Each look ends in done or in when to look again (`core.defrag.keys.look_again`);
 off per key. A pod whose look found no plan, a plan over budget, or only named moves (dry-run), is not planned for
 again before that time, however often it or its Events change meanwhile, and (but for a budget that time eases)
 waits twice as long after each such look (to 300 s): a backlog of Pending pods costs plans at that pace, not one per
-pod at every change and interval.
+pod at every change and interval. A pod of HAMi's that leaves its node (deleted or ended), or a node that comes,
+brings one such pod's next look forward to one interval after its last (the highest priority, then the longest
+since its last look; at most one an interval, and such looks at most a tenth of a core), as kube-scheduler retries
+the pods it could not place on such a change.
 
 The room a rescue frees is kept for the rescued pod for `rescue.reserveFor` (`core.reservation`): once the moves
 are done and the pod is still unscheduled, its `nvidia.com/use-gpuuuid` is narrowed to the plan's target cards and
@@ -64,6 +67,7 @@ from kubectl_hami_place.core.defrag.keys import (
     RESUME,
     RETRY,
     SEND_BACK_AGAIN_SECONDS,
+    BackedOff,
     Followed,
     Key,
     Look,
@@ -74,13 +78,17 @@ from kubectl_hami_place.core.defrag.keys import (
     budget_eases,
     event_key,
     follow,
+    frees_room,
     look_again,
+    look_sooner,
     open_move,
     pending_wait,
     pod_key,
+    pod_priority,
     rescue_unneeded,
     room_settled,
     send_back_again_after,
+    sooner_gap,
     termination_left,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
@@ -274,9 +282,13 @@ class DefragController:
         self._said: dict[str, str] = {}
         self._rescues: dict[PodKey, Rescue] = {}
         self._retry_at: dict[str, float] = {}
-        # By UID: how many looks in a row ended without a plan, over budget, or in a dry run (`look_again` doubles
-        # the wait while no time eases the budget).
-        self._repeats: dict[str, int] = {}
+        # By UID: the pods whose looks in a row ended without a plan, over budget, or in a dry run (`look_again`
+        # doubles the wait while no time eases the budget; `_room_freed` brings it forward).
+        self._backed_off: dict[str, BackedOff] = {}
+        # Before this (monotonic) no room freed brings another look forward; the CPU seconds of the last plan (with
+        # the snapshot it read), which set how long that is.
+        self._sooner_after = 0.0
+        self._plan_cost = 0.0
         self._sent_back: dict[str, tuple[int, float]] = {}
         """Pending pods sent back for room found as the cards are, by UID: how often, and when next."""
         # Each pod's FailedScheduling Events by the Event's key, kept from the Events' watch.
@@ -293,6 +305,7 @@ class DefragController:
         self.policy_map.add_listener(lambda _kind, _obj: self.queue.add(POLICY))
         self.failures.add_listener(self._event_changed)
         cache.pods.add_listener(self._pod_changed)
+        cache.nodes.add_listener(lambda kind, _node: self._room_freed() if kind == "ADDED" else None)
         metrics.policy_valid.set(0)
         metrics.leader.set(0)
         metrics.refused_cards.set_function(self._refused_now)
@@ -443,6 +456,7 @@ class DefragController:
         retry = self._retry_at.get(candidate.uid, 0.0) - time.monotonic()
         if retry > 0:
             return timedelta(seconds=retry)
+        started = time.thread_time()
         read, history = self._snapshot(), self._runs()
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
@@ -455,18 +469,21 @@ class DefragController:
         snapshot = self._kept_off(read, now, candidate.key)
         with collector_paused():
             decision = decide_run(policy, snapshot, trigger, history, now, _run_id(now))
+        self._plan_cost = time.thread_time() - started
         about = {"apiVersion": "v1", "kind": "Pod", **candidate.pod}
         look = self._decided(decision, about, "rescue", candidate.uid, read.config)
         eases = budget_eases(policy.budgets, history, now) if look is Look.budget else None
-        repeats = self._repeats.pop(candidate.uid, 0)
+        backed_off = self._backed_off.pop(candidate.uid, None)
+        repeats = backed_off.repeats if backed_off is not None else 0
         again = look_again(look, now, timedelta(seconds=self.options.interval), eases, repeats)
         if decision.fits_now and policy.mode is Mode.on:
             due = self._send_back_fitting(candidate.pod, decision.run_id)
             return due if again is None else min(again, due)
         if look in (Look.budget, Look.no_plan, Look.dry_run) and again is not None:
             # Not planned for again sooner, however often the pod or its Events change meanwhile.
-            self._repeats[candidate.uid] = repeats + 1
-            self._retry_at[candidate.uid] = time.monotonic() + again.total_seconds()
+            looked = time.monotonic()
+            self._backed_off[candidate.uid] = BackedOff(key, pod_priority(candidate.pod), repeats + 1, looked)
+            self._retry_at[candidate.uid] = looked + again.total_seconds()
         if look is Look.moved:
             done_at = datetime.now(UTC)
             kept = self._reserve(about, decision, policy, done_at)
@@ -1022,7 +1039,7 @@ class DefragController:
         )
         # A new policy (another mode, more budget) plans for every pod again now, whatever it waited for.
         self._retry_at.clear()
-        self._repeats.clear()
+        self._backed_off.clear()
         self._add_all()
         return None
 
@@ -1049,11 +1066,13 @@ class DefragController:
     def _pod_changed(self, kind: str, pod: dict[str, Any]) -> None:
         """A pod event of the cache's watch: a pod waiting unscheduled, one whose rescue is followed, or one still
         carrying a room kept for it, is added; what was said and when to retry go with a deleted pod."""
+        if frees_room(kind, pod):
+            self._room_freed()
         if kind == "DELETED":
             uid = str((pod.get("metadata") or {}).get("uid") or "")
             self._said.pop(uid, None)
             self._retry_at.pop(uid, None)
-            self._repeats.pop(uid, None)
+            self._backed_off.pop(uid, None)
             self._sent_back.pop(uid, None)
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:
@@ -1062,6 +1081,23 @@ class DefragController:
                 self.queue.add(followed)
             return
         self.queue.add(key)
+
+    def _room_freed(self) -> None:
+        """A pod left a node, or a node came: one pod backed off (`look_sooner`) is looked at again within an interval
+        of its last look, as kube-scheduler retries the pods it could not place on such a change, not up to
+        LOOK_AGAIN_MAX later; at most one an interval (`sooner_gap`: less often when plans are dear), however many pods
+        leave."""
+        now = time.monotonic()
+        if now < self._sooner_after:
+            return
+        interval = timedelta(seconds=self.options.interval)
+        picked = look_sooner(dict(self._backed_off), dict(self._retry_at), now, interval)
+        if picked is None:
+            return
+        key, uid, at = picked
+        self._retry_at[uid] = at
+        self._sooner_after = now + sooner_gap(interval, self._plan_cost)
+        self.queue.add_after(key, at - now)
 
     def _event_changed(self, kind: str, event: dict[str, Any]) -> None:
         """A FailedScheduling Event arrived, changed or went: indexed by its pod, which is added."""

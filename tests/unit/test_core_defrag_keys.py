@@ -19,6 +19,7 @@ from kubectl_hami_place.core.defrag.keys import (
     RETRY,
     ROOM_SETTLE,
     TERMINATION_WAIT_MAX_SECONDS,
+    BackedOff,
     Followed,
     Look,
     OpenMove,
@@ -28,7 +29,9 @@ from kubectl_hami_place.core.defrag.keys import (
     budget_eases,
     event_key,
     follow,
+    frees_room,
     look_again,
+    look_sooner,
     moved_pods_gone,
     open_move,
     pending_wait,
@@ -37,6 +40,7 @@ from kubectl_hami_place.core.defrag.keys import (
     room_settled,
     send_back_again_after,
     settle_deadline,
+    sooner_gap,
     terminating_until,
     termination_left,
 )
@@ -210,6 +214,42 @@ def test_a_pod_that_keeps_having_no_plan_or_a_dry_run_is_planned_for_ever_less_o
     assert look_again(look, NOW, timedelta(minutes=9), None, 3) == timedelta(minutes=9)
     eases = NOW + timedelta(minutes=7)
     assert look_again(Look.budget, NOW, interval, eases, 3) == timedelta(minutes=7), "a budget that eases is its own"
+
+
+def test_only_a_bound_pod_that_is_deleted_or_ends_frees_room() -> None:
+    """What kube-scheduler retries its unplaceable pods on: a pod that held room leaving it. A Pending pod deleted, or
+    a running one that changes, frees nothing; an ended pod counts as gone whatever the event."""
+    running = {"spec": {"nodeName": "gpu-0"}, "status": {"phase": "Running"}}
+    ended = {"spec": {"nodeName": "gpu-0"}, "status": {"phase": "Succeeded"}}
+    failed = {"spec": {"nodeName": "gpu-0"}, "status": {"phase": "Failed"}}
+    waiting = {"spec": {}, "status": {"phase": "Pending"}}
+    assert frees_room("DELETED", running) and frees_room("MODIFIED", ended) and frees_room("MODIFIED", failed)
+    assert not frees_room("MODIFIED", running) and not frees_room("ADDED", running)
+    assert not frees_room("DELETED", waiting) and not frees_room(
+        "MODIFIED", {"spec": {}, "status": {"phase": "Failed"}}
+    )
+    assert not frees_room("DELETED", {"spec": None, "status": None})
+
+
+def test_room_freed_brings_one_pod_backed_off_forward_the_highest_priority_then_the_longest_since_its_look() -> None:
+    """Room freed may make the plan a look did not find: one pod is looked at an interval after its last look (the
+    pace before the backoff), never in the past; pods already due by then are left as they are."""
+    interval = timedelta(seconds=10)
+    a, b, c = PodKey("ns", "a"), PodKey("ns", "b"), PodKey("ns", "c")
+    backed_off = {"a": BackedOff(a, 0, 3, 100.0), "b": BackedOff(b, 0, 5, 90.0), "c": BackedOff(c, 7, 1, 103.0)}
+    due = {"a": 180.0, "b": 250.0, "c": 113.0}
+    assert look_sooner(backed_off, due, 104.0, interval) == (b, "b", 104.0), "c is due at 113 anyway; b looked first"
+    assert look_sooner(backed_off, {**due, "c": 300.0}, 104.0, interval) == (c, "c", 113.0), "the higher priority"
+    assert look_sooner(backed_off, {**due, "b": 100.0}, 104.0, interval) == (a, "a", 110.0)
+    assert look_sooner(backed_off, {"a": 109.0, "b": 104.0, "c": 113.0}, 104.0, interval) is None
+    assert look_sooner(backed_off, {}, 104.0, interval) is None, "not backed off any more"
+
+
+def test_looks_brought_forward_come_an_interval_apart_or_far_enough_apart_to_take_a_tenth_of_a_core() -> None:
+    """Under a churn of pods leaving, each such look (a snapshot and a plan) would follow the last at once."""
+    interval = timedelta(seconds=10)
+    assert sooner_gap(interval, 0.05) == 10.0
+    assert sooner_gap(interval, 3.2) == pytest.approx(32.0)
 
 
 def test_a_run_makes_no_further_move_for_a_pod_deleted_replaced_or_scheduled_meanwhile() -> None:

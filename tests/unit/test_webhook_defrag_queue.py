@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.defrag.budget import MoveRecord
-from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, RETRY, PodKey
+from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, RETRY, BackedOff, PodKey
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.defrag.runs import RunDecision
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
@@ -262,12 +263,12 @@ def test_what_was_said_on_a_pod_and_its_retry_go_with_the_pod() -> None:
             RunDecision("r", "rescue", None, (), False, "no plan: x"), about, "rescue", f"uid-p{n}", HAMI_DEFAULTS
         )
         ctl._retry_at[f"uid-p{n}"] = time.monotonic() + 60
-        ctl._repeats[f"uid-p{n}"] = 3
+        ctl._backed_off[f"uid-p{n}"] = BackedOff(PodKey("team-a", f"p{n}"), 0, 3, 0.0)
     assert len(ctl._said) == 50
     for n in range(50):
         ctl.cache.pods.upsert(pod(f"p{n}"))
         ctl.cache.pods.remove("team-a", f"p{n}")
-    assert ctl._said == {} and ctl._retry_at == {} and ctl._repeats == {}
+    assert ctl._said == {} and ctl._retry_at == {} and ctl._backed_off == {}
 
 
 def test_a_new_leader_reads_no_pod_a_placement_names_outside_its_own_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -545,6 +546,55 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
         "hami_place_defrag_budget_left_moves{window=hour}": 12.0,
         "hami_place_defrag_budget_left_moves{window=run}": 4.0,
     }
+
+
+def test_a_pod_backed_off_is_planned_for_again_within_an_interval_once_a_pod_leaves_its_node_or_a_node_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kube-scheduler retries the pods it could not place when an assigned pod goes: a pod whose looks backed off (up
+    to five minutes) is planned for again within one interval of its last look, not at the end of its backoff. A
+    Pending pod deleted frees nothing, and pods leaving within an interval of the last that did bring nothing more
+    forward."""
+    ctl, _ = rescuing(Metrics(), dry_run=True)
+    big = whole_pod("big", priority=5)
+    big["metadata"]["resourceVersion"] = "12"
+    big["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "32768"
+    ctl.cache.pods.upsert(big)
+    plans = planned(monkeypatch)
+    assert ctl.look(BIG) == timedelta(seconds=7)
+    ctl._read = None
+    ctl._retry_at.clear()  # the interval passed
+    assert ctl.look(BIG) == timedelta(seconds=14)
+    assert ctl._backed_off["uid-big"].priority == 5, "the pod's own priority, which picks the pod brought forward"
+    ctl.cache.pods.upsert(pod("waiting"))
+    ctl.cache.pods.remove("team-a", "waiting")
+    assert timedelta(seconds=7) < ctl.look(BIG) <= timedelta(seconds=14), "a Pending pod deleted frees nothing"  # type: ignore[operator]
+    ready(ctl)
+    ctl.cache.pods.remove("team-a", "p")
+    assert timedelta(0) < ctl.look(BIG) <= timedelta(seconds=7)  # type: ignore[operator]
+    assert ctl.queue._waiting[BIG] - time.monotonic() <= 7, "its key is added when the look falls due"
+    assert plans == ["RescueTrigger"] * 2, "not planned for before an interval since its last look"
+    backed_off = ctl._backed_off["uid-big"]
+    ctl._backed_off["uid-big"] = replace(backed_off, looked=backed_off.looked - 8)  # an interval passed since
+    ctl._retry_at["uid-big"] = time.monotonic() + 300
+    ended = holding("q", "GPU-b", 10240)
+    ended["metadata"]["resourceVersion"] = "12"
+    ended["status"] = {"phase": "Succeeded"}
+    ctl.cache.pods.upsert(ended)
+    assert ctl._retry_at["uid-big"] > time.monotonic() + 200, "another pod left within the interval: not sooner"
+    assert ctl._plan_cost > 0, "the last plan's CPU, which spaces the looks brought forward"
+    ctl._plan_cost = 5.0
+    ctl._sooner_after = 0.0  # the interval passed
+    ctl.cache.pods.upsert(ended)
+    ctl._read = None
+    assert ctl._sooner_after - time.monotonic() > 45, "a plan of 5 s: the next one brought forward 50 s on"
+    ctl.look(BIG)
+    assert plans == ["RescueTrigger"] * 3, "a pod that ended freed its room: planned for now"
+    ctl._retry_at["uid-big"] = time.monotonic() + 300
+    ctl._backed_off["uid-big"] = replace(ctl._backed_off["uid-big"], looked=time.monotonic() - 8)
+    ctl._sooner_after = 0.0
+    ctl.cache.nodes._apply({"type": "ADDED", "object": whole_node("gpu-9", "a")}, "1")
+    assert ctl._retry_at["uid-big"] <= time.monotonic(), "a node that comes is room too"
 
 
 def rescuing(metrics: Metrics, *, dry_run: bool = False) -> tuple[DefragController, list[tuple[str, str, bool]]]:

@@ -45,6 +45,9 @@ FOLLOW = timedelta(seconds=900)
 # The longest a pod that keeps having no plan (or a dry run that keeps naming moves) waits between two plans: as long
 # as kube-scheduler's own sweep of the pods it could not place (podMaxInUnschedulablePodsDuration).
 LOOK_AGAIN_MAX = timedelta(seconds=300)
+# Looks brought forward by room freed (`look_sooner`) take at most this share of a core: each reads a snapshot and
+# plans (seconds of CPU at a thousand nodes), and under a churn of pods leaving they would follow one another.
+SOONER_CPU_SHARE = 0.1
 # A refusal this soon after a rescue's moves settled does not mean its room was taken: the scheduler may retry the
 # pod once more on a view that still holds the evicted pod (seen on a loaded sandbox) before it places it.
 ROOM_SETTLE = timedelta(seconds=30)
@@ -90,11 +93,16 @@ def batch_order(key: Key, pod: Mapping[str, Any] | None = None) -> tuple[int, in
     `rescue_candidates` orders them (highest priority first, then the longest waiting; `pod` is the key's pod),
     keep-room last, so that a rescue runs before keep-room takes the room."""
     if isinstance(key, PodKey):
-        priority = as_mapping(pod.get("spec")).get("priority") if pod is not None else None
         since = pending_since(pod) if pod is not None else None
-        rank = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+        rank = pod_priority(pod) if pod is not None else 0
         return (2, -rank, since.timestamp() if since is not None else float("inf"), str(key))
     return ({POLICY: 0, RESUME: 1}.get(key, 3), 0, 0.0, key)
+
+
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    """The pod's priority as the admission plugin resolved it (0 without one, as kube-scheduler reads it)."""
+    priority = as_mapping(pod.get("spec")).get("priority")
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
 
 
 def pending_wait(
@@ -224,6 +232,52 @@ def look_again(
     if look in (Look.budget, Look.no_plan, Look.dry_run):
         return min(interval * 2 ** min(repeats, 16), max(interval, LOOK_AGAIN_MAX))
     return None
+
+
+def frees_room(kind: str, pod: Mapping[str, Any]) -> bool:
+    """A change of one of HAMi's pods that may make a plan where a look found none: a pod bound to a node deleted, or
+    ended (neither HAMi nor kube-scheduler counts it any more); kube-scheduler itself moves the pods it could not
+    place back to its active queue on an assigned pod's deletion."""
+    if not as_mapping(pod.get("spec")).get("nodeName"):
+        return False
+    return kind == "DELETED" or as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")
+
+
+def sooner_gap(interval: timedelta, cost: float) -> float:
+    """Seconds before room freed brings another look forward, after bringing one forward while the last plan took
+    `cost` seconds of CPU: an interval, or longer so that such looks take at most SOONER_CPU_SHARE of a core."""
+    return max(interval.total_seconds(), cost / SOONER_CPU_SHARE)
+
+
+@dataclass(frozen=True)
+class BackedOff:
+    """A Pending pod whose looks in a row ended without moves: its key and priority, how many such looks, and when
+    the last was (on the monotonic clock)."""
+
+    key: PodKey
+    priority: int
+    repeats: int
+    looked: float
+
+
+def look_sooner(
+    backed_off: Mapping[str, BackedOff], due: Mapping[str, float], now: float, interval: timedelta
+) -> tuple[PodKey, str, float] | None:
+    """The pod backed off (by UID, next look `due`) to look at sooner once room was freed, and when: of those due
+    later than an interval after their last look, the highest priority, then the one whose last look is oldest (so
+    pods of one priority take turns), one interval after its last look and never before now. One pod: the room one
+    pod leaving frees rarely rescues more, and under a churn of pods leaving a backlog costs one plan more each time,
+    not one per pod waiting (a plan is up to a second of CPU at a thousand nodes)."""
+    step = interval.total_seconds()
+    later = [
+        (-off.priority, off.looked, uid)
+        for uid, off in backed_off.items()
+        if due.get(uid, 0.0) > max(now, off.looked + step)
+    ]
+    if not later:
+        return None
+    _, looked, uid = min(later)
+    return backed_off[uid].key, uid, max(now, looked + step)
 
 
 class Followed(Enum):

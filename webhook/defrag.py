@@ -24,7 +24,7 @@ Each look ends in done or in when to look again (`core.defrag.keys.look_again`);
 off per key. A pod whose look found no plan, a plan over budget, or only named moves (dry-run), is not planned for
 again before that time, however often it or its Events change meanwhile, and (but for a budget that time eases)
 waits twice as long after each such look (to 300 s): a backlog of Pending pods costs plans at that pace, not one per
-pod at every change and interval. A pod of HAMi's that leaves its node (deleted or ended), or a node that comes,
+pod at every change and interval. A pod that leaves its node (deleted or ended), or a node that comes,
 brings one such pod's next look forward to one interval after its last (the highest priority, then the longest
 since its last look; at most one an interval, and such looks at most a tenth of a core), as kube-scheduler retries
 the pods it could not place on such a change.
@@ -306,6 +306,8 @@ class DefragController:
         self.failures.add_listener(self._event_changed)
         cache.pods.add_listener(self._pod_changed)
         cache.nodes.add_listener(lambda kind, _node: self._room_freed() if kind == "ADDED" else None)
+        # Another scheduler's pod that leaves (deleted, or ended: out of the watch's selector) frees CPU and memory.
+        self.other_pods.add_listener(lambda kind, _pod: self._room_freed() if kind == "DELETED" else None)
         metrics.policy_valid.set(0)
         metrics.leader.set(0)
         metrics.refused_cards.set_function(self._refused_now)
@@ -1065,7 +1067,8 @@ class DefragController:
 
     def _pod_changed(self, kind: str, pod: dict[str, Any]) -> None:
         """A pod event of the cache's watch: a pod waiting unscheduled, one whose rescue is followed, or one still
-        carrying a room kept for it, is added; what was said and when to retry go with a deleted pod."""
+        carrying a room kept for it, is added; one that leaves its node frees room (`_room_freed`); what was said and
+        when to retry go with a deleted pod."""
         if frees_room(kind, pod):
             self._room_freed()
         if kind == "DELETED":

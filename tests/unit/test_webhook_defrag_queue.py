@@ -595,6 +595,12 @@ def test_a_pod_backed_off_is_planned_for_again_within_an_interval_once_a_pod_lea
     ctl._sooner_after = 0.0
     ctl.cache.nodes._apply({"type": "ADDED", "object": whole_node("gpu-9", "a")}, "1")
     assert ctl._retry_at["uid-big"] <= time.monotonic(), "a node that comes is room too"
+    ctl._retry_at["uid-big"] = time.monotonic() + 300
+    ctl._sooner_after = 0.0
+    ctl.other_pods.upsert(plain_pod("web-1", "gpu-0"))
+    assert ctl._retry_at["uid-big"] > time.monotonic() + 200, "another scheduler's pod that comes frees nothing"
+    ctl.other_pods.remove("web", "web-1")
+    assert ctl._retry_at["uid-big"] <= time.monotonic(), "one that leaves frees CPU and memory"
 
 
 def rescuing(metrics: Metrics, *, dry_run: bool = False) -> tuple[DefragController, list[tuple[str, str, bool]]]:

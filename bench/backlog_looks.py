@@ -10,12 +10,12 @@ one batch (one snapshot of the caches, as `work` reads it), and each Pending pod
 every --event-every seconds (kube-scheduler trying the pod again, with other node counts in its message), which adds
 its key at once. With --depart-every, every that many seconds one running GPU pod leaves (deleted from the cache, as
 its watch says), and each Pending pod's key is added at once (kube-scheduler retries its pods on that deletion and
-writes their Events again); printed too: how long after a departure the first Pending pod was planned for, and each
-Pending pod (the median and the longest over the departures, and over every departure and pod; a pod not planned for
-again by the end counts to the end).
-Each tree (this one, and --before, a checkout such as a `git worktree` of main, imported in a child
-process of its own) runs the same scene; printed side by side: looks, plans (`decide_run`), snapshots read, and the
-CPU seconds they took (`time.process_time`, collector paused as the controller pauses it).
+writes their Events again). Each tree (this one, and --before, a checkout such as a `git worktree` of main, imported
+in a child process of its own) runs the same scene; printed side by side: looks, plans (`decide_run`), snapshots
+read, and the CPU seconds they took (`time.process_time`, collector paused as the controller pauses it), and with
+departures how long after one the first Pending pod was planned for, and each Pending pod (the median and the
+longest over the departures, and over every departure and pod; a pod not planned for again by the end counts to the
+end).
 """
 
 from __future__ import annotations

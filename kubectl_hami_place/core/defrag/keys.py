@@ -235,9 +235,9 @@ def look_again(
 
 
 def frees_room(kind: str, pod: Mapping[str, Any]) -> bool:
-    """A change of one of HAMi's pods that may make a plan where a look found none: a pod bound to a node deleted, or
-    ended (neither HAMi nor kube-scheduler counts it any more); kube-scheduler itself moves the pods it could not
-    place back to its active queue on an assigned pod's deletion."""
+    """A pod's change that may make a plan where a look found none: a pod bound to a node deleted, or ended (neither
+    HAMi nor kube-scheduler counts it any more); kube-scheduler itself moves the pods it could not place back to its
+    active queue on an assigned pod's deletion."""
     if not as_mapping(pod.get("spec")).get("nodeName"):
         return False
     return kind == "DELETED" or as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")

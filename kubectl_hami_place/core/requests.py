@@ -225,6 +225,10 @@ def parse_quantity(value: object, key: str = "quantity") -> Decimal:
 
 def _quantity_int(value: object, key: str, where: str) -> int | None:
     """The quantity as HAMi's AsInt64 reads it: a whole number within int64, else None (HAMi ignores it)."""
+    if type(value) is str and len(value) <= 64 and value.isascii() and value.isdigit():
+        # Most are plain whole numbers, read without the pattern and Decimal (a snapshot reads 70,000 of them).
+        whole = int(value)
+        return whole if whole <= _INT64_MAX else None
     try:
         number = parse_quantity(value, key)
     except RequestError as err:

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 from core_strategies import json_values, outcome
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubectl_hami_place.core.cards import Card
@@ -21,6 +21,7 @@ from kubectl_hami_place.core.requests import (
     parse_quantity,
     pod_requests,
 )
+from kubectl_hami_place.core.requests import _quantity_int as quantity_int
 
 CARD = Card("GPU-a", count=10, devmem=40960, devcore=100, type="NVIDIA-A100", health=True)
 
@@ -57,6 +58,31 @@ def test_gpumem_is_a_mib_count_and_cores_default_to_zero() -> None:
 def test_gpumem_quantities_are_read_with_asint64(quantity: object, mib: int) -> None:
     request = container_request(ctr({"nvidia.com/gpu": 1, "nvidia.com/gpumem": quantity}))
     assert request is not None and request.memreq == mib
+
+
+@given(st.text(alphabet="0123456789\u0661 .", max_size=70))
+@example("9" * 64)
+@example("9" * 65)
+@example("\u0661")
+@example(str(2**63 - 1))
+@example(str(2**63))
+@example("007")
+@example("")
+def test_a_whole_number_reads_as_the_quantity_pattern_reads_it(text: str) -> None:
+    """Plain digits take a shorter road than the pattern: the same number, the same refusal, the same None past
+    int64 (HAMi's AsInt64)."""
+    try:
+        number = parse_quantity(text, "nvidia.com/gpumem")
+    except RequestError:
+        expected: object = "refused"
+    else:
+        whole = number == number.to_integral_value() and 0 <= number <= 2**63 - 1
+        expected = int(number) if whole else "refused" if number < 0 else None
+    try:
+        read: object = quantity_int(text, "nvidia.com/gpumem", "container main")
+    except RequestError:
+        read = "refused"
+    assert read == expected
 
 
 def test_percentage_takes_that_share_of_each_card() -> None:

@@ -267,7 +267,8 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULTS.defrag_interval,
         metavar="SECONDS",
         help="seconds before the controller looks again at a Pending pod it found no plan for (twice as long after "
-        "each such look in a row, to 300), or while its watches are stale "
+        "each such look in a row, to 300; one interval after its last once a pod leaves a node), or while its "
+        "watches are stale "
         f"(default {DEFAULTS.defrag_interval:g})",
     )
     run.add_argument(

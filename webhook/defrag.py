@@ -84,7 +84,6 @@ from kubectl_hami_place.core.defrag.keys import (
     open_move,
     pending_wait,
     pod_key,
-    pod_priority,
     rescue_unneeded,
     room_settled,
     send_back_again_after,
@@ -103,7 +102,7 @@ from kubectl_hami_place.core.defrag.runs import (
     still_allowed,
 )
 from kubectl_hami_place.core.defrag.seal import move_sealed, refusal, refused_by
-from kubectl_hami_place.core.defrag.triggers import pending_pod, rescue_candidates, room_goal, room_of
+from kubectl_hami_place.core.defrag.triggers import pending_pod, pod_priority, rescue_candidates, room_goal, room_of
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.k8s_names import is_namespaced_name

@@ -17,7 +17,7 @@ from typing import Any
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
 from kubectl_hami_place.core.defrag.seal import move_sealed
-from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, rescue_candidates
+from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, pod_priority, rescue_candidates
 from kubectl_hami_place.core.errors import CardRefError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
@@ -31,6 +31,7 @@ from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import Move, PlanNode
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref, uuids_named
 from kubectl_hami_place.core.reservation import RoomKey
+from kubectl_hami_place.core.usage import ENDED_PHASES
 
 POLICY = "policy"
 KEEP_ROOM = "keep-room"
@@ -97,12 +98,6 @@ def batch_order(key: Key, pod: Mapping[str, Any] | None = None) -> tuple[int, in
         rank = pod_priority(pod) if pod is not None else 0
         return (2, -rank, since.timestamp() if since is not None else float("inf"), str(key))
     return ({POLICY: 0, RESUME: 1}.get(key, 3), 0, 0.0, key)
-
-
-def pod_priority(pod: Mapping[str, Any]) -> int:
-    """The pod's priority as the admission plugin resolved it (0 without one, as kube-scheduler reads it)."""
-    priority = as_mapping(pod.get("spec")).get("priority")
-    return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
 
 
 def pending_wait(
@@ -240,7 +235,7 @@ def frees_room(kind: str, pod: Mapping[str, Any]) -> bool:
     active queue on an assigned pod's deletion."""
     if not as_mapping(pod.get("spec")).get("nodeName"):
         return False
-    return kind == "DELETED" or as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")
+    return kind == "DELETED" or as_mapping(pod.get("status")).get("phase") in ENDED_PHASES
 
 
 def sooner_gap(interval: timedelta, cost: float) -> float:

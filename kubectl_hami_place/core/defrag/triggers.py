@@ -192,11 +192,11 @@ def rescue_candidates(
             continue
         uid = str(metadata.get("uid", ""))
         found.append(Candidate(namespace, name, uid, reason, message, since, pod))
-    return tuple(sorted(found, key=lambda c: (-_priority(c.pod), c.pending_since, c.key)))
+    return tuple(sorted(found, key=lambda c: (-pod_priority(c.pod), c.pending_since, c.key)))
 
 
-def _priority(pod: Mapping[str, Any]) -> int:
-    """The pod's `spec.priority` (0 when unset)."""
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    """The pod's `spec.priority` as the admission plugin resolved it (0 when unset, as kube-scheduler reads it)."""
     value = as_mapping(pod.get("spec")).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 

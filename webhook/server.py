@@ -74,6 +74,8 @@ PROBE_CONNECTIONS = 8
 LISTEN_SHARE = 1 / 3
 # At shutdown, how long the Events still queued may take to be sent.
 EVENTS_FLUSH_SECONDS = 5.0
+# At shutdown, how long an HTTP API or probe answer in flight may take to finish.
+API_CLOSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -296,8 +298,8 @@ def serve(options: ServeOptions) -> None:
         drain(https, listen=options.shutdown_grace * LISTEN_SHARE, finish=options.shutdown_grace)
     else:
         drain(https, listen=0.0, finish=options.admission_timeout)
-    http.close()
-    probes.close()
+    close_api_server(http)
+    close_api_server(probes)
     writes.events.close(EVENTS_FLUSH_SECONDS)
     cache.stop()
     if controller is not None:
@@ -306,6 +308,13 @@ def serve(options: ServeOptions) -> None:
     if renewal is not None:
         shutil.rmtree(renewal.cert_file.parent, ignore_errors=True)  # the served key leaves no copy behind
     log.info("stopped")
+
+
+def close_api_server(server: MultiSocketServer | BaseWSGIServer, timeout: float = API_CLOSE_SECONDS) -> None:
+    """Let the answers in flight finish, then close: waitress's close() alone shut the socket its worker threads
+    wake the loop through, so an answer still being written was lost and logged an OSError traceback."""
+    server.task_dispatcher.shutdown(timeout=timeout)
+    server.close()
 
 
 def api_server(

@@ -31,7 +31,7 @@ from webhook.api import CHUNK_BYTES, STALE_SECONDS, _chunks, api_app, probe_app
 from webhook.cache import ClusterCache
 from webhook.metrics import Metrics
 from webhook.mutate import BODIES_OVER_BUDGET, MAX_REVIEW_BYTES, BodyBudget, ClientMistake, MutateApp, read_body
-from webhook.server import API_MAX_BODY_BYTES, ServeOptions, api_server, open_port_notices
+from webhook.server import API_MAX_BODY_BYTES, ServeOptions, api_server, close_api_server, open_port_notices
 
 NS = "team-a"
 UUID0 = "GPU-d66f8818-d420-5068-879c-852329dc277d"
@@ -584,7 +584,7 @@ def test_a_request_body_over_the_limit_gets_413_at_once() -> None:
             sock.sendall(head.encode())  # the body never comes: the answer must not wait for it
             assert sock.recv(64).startswith(b"HTTP/1.1 413")
     finally:
-        server.close()
+        close_api_server(server)
         thread.join(5)
 
 

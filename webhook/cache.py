@@ -581,6 +581,12 @@ def project_volume_claim(claim: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": kept, "spec": {"volumeName": bound} if bound else {}}
 
 
+def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
+    """A Namespace as the controller keeps it: its name, version and labels (`pod_affinity.namespace_labels_of`)."""
+    meta = _dict(namespace.get("metadata"))
+    return {"metadata": {key: meta[key] for key in ("name", "resourceVersion", "labels") if key in meta}}
+
+
 def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
     """A PersistentVolume as the controller keeps it: its key and version, its zone and region labels, its node
     affinity and which in-tree source it has (`volumes.volume_of`)."""

@@ -130,6 +130,7 @@ from kubectl_hami_place.core.planner.apply import (
     stranded_replacement,
 )
 from kubectl_hami_place.core.planner.objects import pod_for_plan
+from kubectl_hami_place.core.pod_affinity import namespace_labels_of
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
 from kubectl_hami_place.core.volumes import volumes_of
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
@@ -157,12 +158,20 @@ from kubectl_hami_place.kube.watch import (
     config_map_reflector,
     disruption_budget_reflector,
     failed_scheduling_reflector,
+    namespace_reflector,
     object_key,
     other_pods_reflector,
     volume_claim_reflector,
     volume_reflector,
 )
-from webhook.cache import COUNTED, ClusterCache, project_counted_pod, project_volume, project_volume_claim
+from webhook.cache import (
+    COUNTED,
+    ClusterCache,
+    project_counted_pod,
+    project_namespace,
+    project_volume,
+    project_volume_claim,
+)
 from webhook.collector import collector_paused
 from webhook.metrics import DefragMetrics
 from webhook.settings import DEFAULTS
@@ -275,6 +284,9 @@ class DefragController:
         # keeps such a pod on its node).
         self.volume_claims = volume_claim_reflector(kube.api, project=project_volume_claim)
         self.volumes = volume_reflector(kube.api, project=project_volume)
+        # Namespaces' labels: the namespaces a pod affinity term's namespaceSelector picks (a plan without them keeps
+        # a pod whose term has one that names labels on its node, and a Pending pod's room unread).
+        self.namespaces = namespace_reflector(kube.api, project=project_namespace)
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
@@ -321,6 +333,7 @@ class DefragController:
             self.other_pods,
             self.volume_claims,
             self.volumes,
+            self.namespaces,
         )
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
@@ -462,9 +475,15 @@ class DefragController:
         left = allowance(policy.budgets, history, now, "")
         self.metrics.budget_left.labels("hour").set(left.hour_left)
         self.metrics.budget_left.labels("run").set(policy.budgets.moves_per_run)
-        selected = selected_pods(self.kube, candidate.pod)
+        selected = selected_pods(self.kube, candidate.pod, read.namespace_labels)
         pending = pending_pod(
-            candidate.pod, read.node_marks, read.config, selected, read.snapshot, volumes=read.volumes
+            candidate.pod,
+            read.node_marks,
+            read.config,
+            selected,
+            read.snapshot,
+            volumes=read.volumes,
+            namespace_labels=read.namespace_labels,
         )
         trigger = RescueTrigger(pending.pod, candidate.reason, pending.unread)
         snapshot = self._kept_off(read, now, candidate.key)
@@ -948,6 +967,7 @@ class DefragController:
             budgets = self.disruption_budgets.items()
             others = [pod[COUNTED] for pod in self.other_pods.items()]
             volumes = volumes_of(self.volume_claims.items(), self.volumes.items())
+            namespace_labels = namespace_labels_of(self.namespaces.items())
             config = self.hami_config()  # may read the API: outside the pause
             with collector_paused():
                 allocations = self.cache.decoded_allocations()
@@ -958,6 +978,7 @@ class DefragController:
                     config,
                     others=others,
                     volumes=volumes,
+                    namespace_labels=namespace_labels,
                     allocations=allocations,
                 )
         return self._read

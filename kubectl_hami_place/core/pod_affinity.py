@@ -35,15 +35,39 @@ SPREAD_REFUSAL = "didn't match pod topology spread constraints"
 own spreads refuse: what `ByPlacedPods` reads once the pods they select are known."""
 
 
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+"""Each namespace's labels by its name: what a term's namespaceSelector picks namespaces by."""
+
+
+@dataclass(frozen=True)
+class NamespacePick:
+    """A term's namespaceSelector that names labels, with the namespaces the term lists besides."""
+
+    selector: LabelSelector
+    listed: frozenset[str]
+
+    def namespaces(self, namespace_labels: NamespaceLabels) -> frozenset[str]:
+        """As kube-scheduler merges them: those listed and those whose labels the selector matches."""
+        return self.listed | {name for name, labels in namespace_labels.items() if matches(self.selector, labels)}
+
+
 @dataclass(frozen=True)
 class PodTerm:
     """One required term: anti-affinity or affinity, its topology key, the pods it selects by label (None: none, a
-    null labelSelector) and their namespaces (None: every namespace, an empty namespaceSelector)."""
+    null labelSelector) and their namespaces (None: every namespace, an empty namespaceSelector, or one in `pick`
+    whose namespaces' labels were not read when the term was: `resolved` reads them)."""
 
     anti: bool
     topology_key: str
     selector: LabelSelector | None
     namespaces: frozenset[str] | None
+    pick: NamespacePick | None = None
+
+    def resolved(self, namespace_labels: NamespaceLabels) -> PodTerm:
+        """The term with its namespaceSelector's namespaces picked by their labels."""
+        return (
+            self if self.pick is None else replace(self, namespaces=self.pick.namespaces(namespace_labels), pick=None)
+        )
 
     def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """Whether the term selects a pod of `namespace` with these labels."""
@@ -100,45 +124,96 @@ def labels_of(metadata: Mapping[str, Any]) -> dict[str, str]:
     return {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
 
 
-def pod_terms(spec: Mapping[str, Any], namespace: str) -> tuple[PodTerm, ...] | None:
+def pod_terms(
+    spec: Mapping[str, Any], namespace: str, namespace_labels: NamespaceLabels | None = None
+) -> tuple[PodTerm, ...] | None:
     """The pod's required pod affinity and anti-affinity terms; None when one cannot be read here (a namespaceSelector
-    that names labels, whose namespaces' labels hami-place does not read, or a selector or term that does not parse):
-    kube-scheduler's verdict from them then stays unread."""
+    that names labels while the namespaces' labels were not read, `namespace_labels` None, or a selector or term that
+    does not parse): kube-scheduler's verdict from them then stays unread."""
     affinity = as_mapping(spec.get("affinity"))
     terms = []
     for kind, anti in (("podAffinity", False), ("podAntiAffinity", True)):
         listed = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
         for term in listed if isinstance(listed, list | tuple) else ():
-            read = _term(term, namespace, anti)
+            read = _term(term, namespace, anti, namespace_labels)
             if read is None:
                 return None
             terms.append(read)
     return tuple(terms)
 
 
-def _term(term: object, namespace: str, anti: bool) -> PodTerm | None:
+def _term(term: object, namespace: str, anti: bool, namespace_labels: NamespaceLabels | None) -> PodTerm | None:
     """One term as read, or None when it cannot be."""
     if not isinstance(term, Mapping) or not isinstance(term.get("topologyKey"), str) or not term["topologyKey"]:
         return None
-    namespace_selector = term.get("namespaceSelector")
-    if namespace_selector is not None and namespace_selector != {}:
-        return None
-    namespaces = term_namespaces(term, namespace)
     try:
+        namespaces = _term_namespaces(term, namespace, namespace_labels)
         selector = _selector(term.get("labelSelector"))
     except SelectorError:
         return None
     return PodTerm(anti, term["topologyKey"], selector, namespaces)
 
 
-def term_namespaces(term: Mapping[str, Any], namespace: str) -> frozenset[str] | None:
-    """The namespaces a pod affinity term selects pods of: those it lists, else the pod's own (`namespace`); None
-    (any) under a namespaceSelector."""
-    if term.get("namespaceSelector") is not None:
+def term_namespaces(
+    term: Mapping[str, Any], namespace: str, namespace_labels: NamespaceLabels | None = None
+) -> frozenset[str] | None:
+    """The namespaces a pod affinity term selects pods of (`_term_namespaces`); None (any) as well when they cannot be
+    known here, so that what it counts is never fewer than kube-scheduler counts."""
+    try:
+        return _term_namespaces(term, namespace, namespace_labels)
+    except SelectorError:
         return None
+
+
+def picks_namespaces_by_labels(spec: Mapping[str, Any]) -> bool:
+    """Whether one of the pod's required pod affinity terms has a namespaceSelector that names labels: only then are
+    the namespaces' labels read."""
+    affinity = as_mapping(spec.get("affinity"))
+    for kind in ("podAffinity", "podAntiAffinity"):
+        listed = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
+        for term in listed if isinstance(listed, list | tuple) else ():
+            if isinstance(term, Mapping) and term.get("namespaceSelector") not in (None, {}):
+                return True
+    return False
+
+
+def namespace_labels_of(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each Namespace object's labels by its name."""
+    return {
+        str(metadata.get("name", "")): labels_of(metadata)
+        for metadata in (as_mapping(namespace.get("metadata")) for namespace in namespaces)
+    }
+
+
+def _term_namespaces(
+    term: Mapping[str, Any], namespace: str, namespace_labels: NamespaceLabels | None
+) -> frozenset[str] | None:
+    """As kube-scheduler reads a term: the namespaces it lists and, under a namespaceSelector, those whose labels
+    (`namespace_labels`) it matches; the pod's own (`namespace`) when it has neither; None (any) under an empty
+    namespaceSelector. SelectorError when its namespaceSelector does not parse, or names labels while the
+    namespaces' labels were not read."""
+    if term.get("namespaceSelector") is None:
+        return _listed(term) or frozenset({namespace})
+    pick = _namespace_pick(term)
+    if pick is None:
+        return None
+    if namespace_labels is None:
+        raise SelectorError("a namespaceSelector that names labels, the namespaces' labels not read")
+    return pick.namespaces(namespace_labels)
+
+
+def _namespace_pick(term: Mapping[str, Any]) -> NamespacePick | None:
+    """The term's namespaceSelector when it names labels (None when it has none or an empty one); SelectorError
+    when it does not parse."""
+    written = term.get("namespaceSelector")
+    selector = None if written is None else selector_from_dict(written)
+    return None if selector is None or selector.empty else NamespacePick(selector, _listed(term))
+
+
+def _listed(term: Mapping[str, Any]) -> frozenset[str]:
+    """The namespaces a term lists."""
     listed = term.get("namespaces")
-    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
-    return frozenset(names or [namespace])
+    return frozenset(n for n in listed if isinstance(n, str)) if isinstance(listed, list | tuple) else frozenset()
 
 
 def _selector(written: object) -> LabelSelector | None:
@@ -445,17 +520,20 @@ class CountedPods:
         return self.selector is None or matches(self.selector, labels)
 
 
-def counted_pods(spec: Mapping[str, Any], namespace: str) -> tuple[CountedPods, ...]:
+def counted_pods(
+    spec: Mapping[str, Any], namespace: str, namespace_labels: NamespaceLabels | None = None
+) -> tuple[CountedPods, ...]:
     """The pods where the pod (of `namespace`) may go depends on: moving one to another node could change
-    kube-scheduler's verdict on the pod. A namespaceSelector is not read (any namespace), nor matchLabelKeys (which
-    only narrow); a null labelSelector counts no pod."""
+    kube-scheduler's verdict on the pod. A namespaceSelector picks namespaces by `namespace_labels` (any namespace
+    when they were not read); matchLabelKeys is not read (it only narrows); a null labelSelector counts no pod."""
     found = []
     affinity = as_mapping(spec.get("affinity"))
     for kind in ("podAffinity", "podAntiAffinity"):
         terms = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
         for term in terms if isinstance(terms, list | tuple) else ():
             if isinstance(term, Mapping) and term.get("labelSelector") is not None:
-                found.append(CountedPods(term_namespaces(term, namespace), _any_unread(term["labelSelector"])))
+                namespaces = term_namespaces(term, namespace, namespace_labels)
+                found.append(CountedPods(namespaces, _any_unread(term["labelSelector"])))
     spreads = spec.get("topologySpreadConstraints")
     for spread in spreads if isinstance(spreads, list | tuple) else ():
         if not isinstance(spread, Mapping) or spread.get("labelSelector") is None:
@@ -587,22 +665,39 @@ class Repeller:
     terms: tuple[PodTerm, ...]
 
 
-def repelling_terms(spec: Mapping[str, Any], namespace: str) -> tuple[PodTerm, ...]:
-    """The pod's required anti-affinity terms, as kube-scheduler judges other pods by them. A term that cannot be read
-    here (a namespaceSelector that names labels, a selector that does not parse) is taken to select every pod of every
+def repelling_terms(
+    spec: Mapping[str, Any], namespace: str, namespace_labels: NamespaceLabels | None = None
+) -> tuple[PodTerm, ...]:
+    """The pod's required anti-affinity terms, as kube-scheduler judges other pods by them. A term whose
+    namespaceSelector names labels while `namespace_labels` were not read selects its pods in every namespace until
+    `PodTerm.resolved`; one that cannot be read (a selector that does not parse) is taken to select every pod of every
     namespace: no plan sends a pod where the term might refuse it. One without a topology key keeps no domain."""
     listed = as_mapping(as_mapping(spec.get("affinity")).get("podAntiAffinity")).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     terms = []
     for term in listed if isinstance(listed, list | tuple) else ():
-        read = _term(term, namespace, anti=True)
+        read = _term(term, namespace, True, namespace_labels)
         key = term.get("topologyKey") if isinstance(term, Mapping) else None
         if read is None and isinstance(key, str) and key:
-            read = PodTerm(True, key, LabelSelector(), None)
+            read = _unresolved(term, key)
         if read is not None:
             terms.append(read)
     return tuple(terms)
+
+
+def _unresolved(term: Mapping[str, Any], key: str) -> PodTerm:
+    """An anti-affinity term `_term` could not read: its namespaceSelector's namespaces left to `PodTerm.resolved`
+    when that alone was why, else every pod of every namespace."""
+    try:
+        return PodTerm(True, key, _selector(term.get("labelSelector")), None, _namespace_pick(term))
+    except SelectorError:
+        return PodTerm(True, key, LabelSelector(), None)
+
+
+def resolved_terms(terms: tuple[PodTerm, ...], namespace_labels: NamespaceLabels | None) -> tuple[PodTerm, ...]:
+    """The terms with their namespaceSelectors' namespaces picked by `namespace_labels` (as they are when None)."""
+    return terms if namespace_labels is None else tuple(term.resolved(namespace_labels) for term in terms)
 
 
 class Repelling:

@@ -122,6 +122,11 @@ def list_volumes(kube: Kube) -> list[dict[str, Any]]:
     return list_items(request(kube, _get(kube, "/api/v1/persistentvolumes"), what="list persistentvolumes"))
 
 
+def list_namespaces(kube: Kube) -> list[dict[str, Any]]:
+    """Every Namespace: the labels a pod affinity term's namespaceSelector picks namespaces by."""
+    return list_items(request(kube, _get(kube, "/api/v1/namespaces"), what="list namespaces"))
+
+
 def pods_labelled_with_claim(kube: Kube, namespace: str, token: str) -> list[dict[str, Any]]:
     """The namespace's pods labelled with the claim's digest (pinned by a server that labels, from issue 23 on)."""
     return list_pods(kube, namespace, label_selector=f"{CLAIM_DIGEST_LABEL}={claim_digest(token)}")

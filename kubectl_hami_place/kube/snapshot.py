@@ -14,11 +14,25 @@ from kubectl_hami_place.core.node_resources import CountedPod
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import claims_volume, pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.core.pod_affinity import labels_of, pod_spreads, pod_terms
+from kubectl_hami_place.core.pod_affinity import (
+    NamespaceLabels,
+    labels_of,
+    namespace_labels_of,
+    picks_namespaces_by_labels,
+    pod_spreads,
+    pod_terms,
+)
 from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.core.volumes import Volumes, volumes_of
 from kubectl_hami_place.kube.client import Kube, request
-from kubectl_hami_place.kube.cluster_reads import get_pod, list_nodes, list_pods, list_volume_claims, list_volumes
+from kubectl_hami_place.kube.cluster_reads import (
+    get_pod,
+    list_namespaces,
+    list_nodes,
+    list_pods,
+    list_volume_claims,
+    list_volumes,
+)
 from kubectl_hami_place.kube.errors import KubeForbidden
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.list_body import list_items
@@ -35,6 +49,7 @@ class SnapshotRead:
     pods: tuple[dict[str, Any], ...] = ()
     nodes: tuple[dict[str, Any], ...] = ()
     volumes: Volumes | None = None
+    namespace_labels: NamespaceLabels | None = None
 
 
 def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str = "") -> SnapshotRead:
@@ -50,7 +65,16 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
     )
     notices = (config.notice,) if config.notice else ()
     volumes, unread = read_volumes(kube, pods)
-    return snapshot_of(nodes, pods, list_items(body), config.config, (*notices, *unread), volumes=volumes)
+    namespace_labels, unlabelled = read_namespace_labels(kube, pods)
+    return snapshot_of(
+        nodes,
+        pods,
+        list_items(body),
+        config.config,
+        (*notices, *unread, *unlabelled),
+        volumes=volumes,
+        namespace_labels=namespace_labels,
+    )
 
 
 def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes | None, tuple[str, ...]]:
@@ -64,6 +88,21 @@ def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes
         return None, (f"cannot read claims and volumes ({err}); pods that claim a volume stay on their nodes",)
 
 
+def read_namespace_labels(
+    kube: Kube, pods: Iterable[Mapping[str, Any]]
+) -> tuple[NamespaceLabels | None, tuple[str, ...]]:
+    """The namespaces' labels, when a pod's pod affinity term picks namespaces by them (None otherwise), and the
+    warning when they may not be read: such a pod then stays on its node, and where it may go stays unread."""
+    if not any(picks_namespaces_by_labels(as_mapping(pod.get("spec"))) for pod in pods):
+        return None, ()
+    try:
+        return namespace_labels_of(list_namespaces(kube)), ()
+    except KubeForbidden as err:
+        return None, (
+            f"cannot read namespaces ({err}); pods whose pod affinity picks namespaces by label stay on their nodes",
+        )
+
+
 def snapshot_of(
     nodes: Sequence[dict[str, Any]],
     pods: Sequence[dict[str, Any]],
@@ -73,29 +112,56 @@ def snapshot_of(
     *,
     others: Iterable[CountedPod] = (),
     volumes: Volumes | None = None,
+    namespace_labels: NamespaceLabels | None = None,
     allocations: Mapping[tuple[str, str], tuple[Mapping[str, Any], PodAllocation | str]] | None = None,
 ) -> SnapshotRead:
     """The planner's snapshot of objects already read (lists, or the server's watch caches, whose pods of other
     schedulers come as `others`, counted in their nodes' rooms only; `volumes` the claims and volumes, None when not
-    read; `allocations` those the cache decoded, as `snapshot_from_objects` takes them)."""
+    read; `namespace_labels` the namespaces' labels, None when not read; `allocations` those the cache decoded, as
+    `snapshot_from_objects` takes them)."""
     snapshot, warnings = snapshot_from_objects(
-        nodes, pods, budgets, datetime.now(UTC), config, others=others, volumes=volumes, allocations=allocations
+        nodes,
+        pods,
+        budgets,
+        datetime.now(UTC),
+        config,
+        others=others,
+        volumes=volumes,
+        namespace_labels=namespace_labels,
+        allocations=allocations,
     )
     marks = node_marks(nodes)
-    return SnapshotRead(snapshot, config, (*notices, *warnings), marks, tuple(pods), tuple(nodes), volumes)
+    return SnapshotRead(
+        snapshot, config, (*notices, *warnings), marks, tuple(pods), tuple(nodes), volumes, namespace_labels
+    )
 
 
 def read_pod(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PlanPod:
     """One pod as the planner sees it, with the snapshot's nodes and config; `KubeNotFound` when it does not exist."""
     pod = get_pod(kube, namespace, name)
-    return pod_for_plan(pod, read.node_marks, read.config, volumes=read.volumes, scalars=read.snapshot.scalars)
+    return pod_for_plan(
+        pod,
+        read.node_marks,
+        read.config,
+        volumes=read.volumes,
+        namespace_labels=read.namespace_labels,
+        scalars=read.snapshot.scalars,
+    )
 
 
 def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> PendingPod:
     """The pod to make room for, read with the snapshot's nodes, pods and config; `KubeNotFound` when it does not
     exist."""
     pod = get_pod(kube, namespace, name)
-    return pending_pod(pod, read.node_marks, read.config, read.pods, read.snapshot, volumes=read.volumes)
+    return pending_pod(
+        pod,
+        read.node_marks,
+        read.config,
+        read.pods,
+        read.snapshot,
+        volumes=read.volumes,
+        namespace_labels=read.namespace_labels,
+    )
 
 
 BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -103,12 +169,15 @@ BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 field selector."""
 
 
-def selected_pods(kube: Kube, pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def selected_pods(
+    kube: Kube, pod: Mapping[str, Any], namespace_labels: NamespaceLabels | None = None
+) -> list[dict[str, Any]] | None:
     """The bound pods the pod's required pod affinity terms and `DoNotSchedule` topology spreads select, listed by
-    each one's label selector in its namespaces; None when one cannot be read (`pod_affinity`)."""
+    each one's label selector in its namespaces (a namespaceSelector's by `namespace_labels`); None when one cannot
+    be read (`pod_affinity`)."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
-    terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, labels_of(metadata))
+    terms, spreads = pod_terms(spec, namespace, namespace_labels), pod_spreads(spec, labels_of(metadata))
     if terms is None or spreads is None:
         return None
     wanted = [(term.selector, term.namespaces) for term in terms]

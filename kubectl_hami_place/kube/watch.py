@@ -338,6 +338,11 @@ def volume_claim_reflector(api_client: ApiClient, project: Projection = _trimmed
     )
 
 
+def namespace_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every Namespace: the labels a pod affinity term's namespaceSelector picks namespaces by."""
+    return Reflector("namespaces", by_path(api_client, "GET", "/api/v1/namespaces"), project=project)
+
+
 def volume_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every PersistentVolume: the nodes each may be reached from."""
     return Reflector("persistentvolumes", by_path(api_client, "GET", "/api/v1/persistentvolumes"), project=project)

@@ -1123,15 +1123,16 @@ FPGA = "example.com/fpga"
 """An extended resource one node advertises: kube-scheduler counts it, and so does the plan."""
 
 
-def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the_plan_does_not_read(
+def test_a_pending_pods_term_that_picks_namespaces_by_label_is_read_and_is_unread_only_by_who_may_not_list_them(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
 ) -> None:
     """The big pod (35,000 MiB on A or B) is kept apart from web pods of the namespaces labelled with this test's
-    team (a namespaceSelector that names labels, which the plan does not read), and one runs on B. A's card holds a
-    pod that cannot move (20,000 MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone
-    moves light to A and leaves B's card to the big pod, which kube-scheduler keeps off B. The controller moves
-    nothing and says which refusal it cannot read; `plan --for` still shows the plan for a person to judge, with a
-    warning naming the refusal and the node the room would be made on."""
+    team (a namespaceSelector that names labels), and one runs on B. A's card holds a pod that cannot move (20,000
+    MiB, no controller), B's the movable `light` (10,000 MiB): a plan reading cards alone moves light to A and leaves
+    B's card to the big pod, which kube-scheduler keeps off B. The controller watches the namespaces' labels, so it
+    moves nothing and says no plan; `why` names the web pod that keeps the big pod off B, and `plan --for` finds no
+    plan. A user who may not list namespaces gets the plan from `plan --for`, with warnings naming what is unread
+    and the node the room would be made on."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"unread-a-{tag}", f"unread-b-{tag}"
     made: list[GpuNode] = []
@@ -1148,27 +1149,48 @@ def test_no_rescue_moves_a_pod_when_kube_scheduler_refused_nodes_for_reasons_the
         big["spec"]["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
         create(cluster, namespace, big)
         wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "kube-scheduler to leave the big pod Pending")
-        refusal = "1 node(s) didn't match pod anti-affinity rules"
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the no-plan Event on the big pod")
-        assert "kube-scheduler keeps the pod off nodes for reasons the plan does not read" in message, message
-        assert refusal in message, message
+        assert message.startswith("no plan: ") and "does not read" not in message, message
         assert said(cluster, namespace, "big", "DefragDryRun") == ""
 
-        run = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
-        assert run.code == 0, run.err
-        assert [(m["pod"], m["to"]["node"]) for m in run.json()["moves"]] == [(f"{namespace}/{light}", a)]
+        told = plugin(cluster, "why", "big", "-n", namespace, "-o", "json")
+        assert told.code == 0 and "warning" not in told.err, told.err
+        [refused] = [node for node in told.json()["nodes"] if node["node"] == b]
+        assert (refused["reason"], refused["message"]) == (
+            "InterPodAffinity",
+            f"kube-scheduler: the pod's anti-affinity (app=web): {namespace}/web runs on the node",
+        ), refused
+        none = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
+        assert none.code == 1 and none.json()["moves"] == [], none.out
+
+        kubeconfig = identity_kubeconfig_with(cluster, f"planner-{tag}", READS_BUT_NAMESPACES)
+        proc = subprocess.run(
+            [str(PLUGIN), "plan", "--for", "big", "-n", namespace, "-o", "json", "--kubeconfig", str(kubeconfig)],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
+        words = " ".join(proc.stderr.split())
+        assert proc.returncode == 0 and "Traceback" not in words, words
+        assert [(m["pod"], m["to"]["node"]) for m in json.loads(proc.stdout)["moves"]] == [(f"{namespace}/{light}", a)]
+        assert (
+            f'warning: cannot read namespaces (forbidden: namespaces is forbidden: User "planner-{tag}" cannot list '
+            'resource "namespaces" in API group "" at the cluster scope); pods whose pod affinity picks namespaces by '
+            "label stay on their nodes"
+        ) in words, words
+        refusal = "1 node(s) didn't match pod anti-affinity rules"
         assert (
             f"warning: kube-scheduler keeps {namespace}/big off nodes for reasons the plan does not read ({refusal}): "
             f"check that {b} suits the pod"
-        ) in run.err, run.err
-        told = plugin(cluster, "why", "big", "-n", namespace)
-        assert told.code == 0, told.err
-        assert (
-            f"warning: kube-scheduler also keeps {namespace}/big off nodes for reasons hami-place does not read: "
-            f"{refusal}"
-        ) in told.err, told.err
+        ) in words, words
     finally:
         delete_nodes(cluster, made)
+        rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+            with contextlib.suppress(client.ApiException):
+                delete(f"planner-{tag}")
 
 
 @pytest.mark.parametrize("kept_by", ["extended resource", "volume"])
@@ -1246,6 +1268,11 @@ READS_BUT_VOLUMES = [
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
 ]
 """What `why` reads, claims and volumes left out."""
+READS_BUT_NAMESPACES = [
+    *READS_BUT_VOLUMES,
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["list"]},
+]
+"""What `plan --for` reads, namespaces left out."""
 
 
 def identity_kubeconfig_with(cluster: Sandbox, user: str, rules: list[dict[str, Any]]) -> Path:

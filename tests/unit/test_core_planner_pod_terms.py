@@ -60,10 +60,16 @@ def whole_card() -> dict[str, Any]:
     return pod_object("big", None, containers=whole)
 
 
-def rescue(pods: list[dict[str, Any]], others: tuple[CountedPod, ...] = ()) -> tuple[Snapshot, list[tuple[str, str]]]:
+def rescue(
+    pods: list[dict[str, Any]],
+    others: tuple[CountedPod, ...] = (),
+    namespace_labels: dict[str, dict[str, str]] | None = None,
+) -> tuple[Snapshot, list[tuple[str, str]]]:
     """The snapshot of nodes a, b and c (one 40 GiB card each) and the moves of the plan for the big pod."""
     nodes = [node_object(name) for name in "abc"]
-    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), others=others)
+    snapshot, _ = snapshot_from_objects(
+        nodes, pods, [], datetime.now(UTC), others=others, namespace_labels=namespace_labels
+    )
     big = pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod
     result = plan(keep_counted_on_node(snapshot, big), FitGoal(big))
     return snapshot, [(m.pod, m.to_node) for m in result.moves]
@@ -128,6 +134,19 @@ def test_a_replica_whose_terms_cannot_be_read_stays_on_its_node() -> None:
         ({"a"}, "kube-scheduler places it by other pods, by terms the plan does not read"),
         ({"b"}, "kube-scheduler places it by other pods, by terms the plan does not read"),
     ]
+
+
+@pytest.mark.parametrize(("team", "free"), [("a", [{"a", "c"}, {"b", "c"}]), ("b", [{"a", "b", "c"}] * 2)])
+def test_a_replica_whose_terms_pick_namespaces_by_label_moves_where_they_let_it_once_the_labels_are_read(
+    team: str, free: list[set[str]]
+) -> None:
+    """The namespace labelled for the namespaceSelector: each replica may go to c but not beside the other; labelled
+    otherwise, its terms select no pod and it may go anywhere."""
+    picked = {**WEB, "namespaceSelector": {"matchLabels": {"team": "a"}}}
+    terms = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [picked]}}}
+    pods = [web("web-1", "a", terms), web("web-2", "b", terms), fixed("db", "c", "db")]
+    snapshot, _ = rescue(pods, namespace_labels={"ns": {"team": team}})
+    assert [(runs_on(pod, "abc"), pod.stays) for pod in snapshot.pods[:2]] == [(nodes, "") for nodes in free]
 
 
 def test_two_replicas_are_never_moved_to_other_nodes_in_one_plan() -> None:

@@ -3,6 +3,7 @@ them, and the plan that then makes room only where the pod may go."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,13 +25,17 @@ from kubectl_hami_place.core.pod_affinity import (
     Repeller,
     Repelling,
     Spread,
+    counted_pods,
     host_ports,
     kept_off_by_pods,
     kept_off_by_ports,
+    namespace_labels_of,
+    picks_namespaces_by_labels,
     placed_pods,
     pod_spreads,
     pod_terms,
     repelling_terms,
+    resolved_terms,
 )
 from kubectl_hami_place.core.selectors import selector_from_dict
 from tests.unit.test_core_planner import node_object, pod_object, runs_on
@@ -86,6 +91,63 @@ def test_a_term_selects_pods_of_its_namespaces_only() -> None:
     assert set(kept(spec(anti=(term("web", namespaces=["other"]),)), elsewhere)) == {"a"}
     assert set(kept(spec(anti=(term("web", namespaceSelector={}),)), elsewhere)) == {"a"}
     assert kept(spec(anti=(term("db"),)), [on("a", "web")]) == {}
+
+
+TEAMS = {"ns": {"team": "a"}, "other": {"team": "b"}, "third": {"team": "a"}}
+"""Namespaces' labels by name."""
+
+
+def picked_by(selector: dict[str, Any], **extra: Any) -> frozenset[str] | None:
+    """The namespaces a web anti-affinity term with this namespaceSelector selects pods of, TEAMS read."""
+    terms = pod_terms(spec(anti=(term("web", namespaceSelector=selector, **extra),)), "ns", TEAMS)
+    assert terms is not None
+    (read,) = terms
+    return read.namespaces
+
+
+def test_a_namespace_selector_picks_the_namespaces_its_labels_match_besides_those_listed() -> None:
+    """As kube-scheduler merges them: the namespaces the term lists and those whose labels it matches (the pod's own
+    only when it matches); every namespace under an empty selector; none when it matches none."""
+    assert picked_by({"matchLabels": {"team": "a"}}) == {"ns", "third"}
+    assert picked_by({"matchLabels": {"team": "b"}}) == {"other"}
+    assert picked_by({"matchLabels": {"team": "b"}}, namespaces=["third"]) == {"other", "third"}
+    assert picked_by({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]}) == {"other"}
+    assert picked_by({"matchLabels": {"team": "c"}}) == frozenset()
+    assert picked_by({}) is None
+    assert picked_by({"matchLabels": {}}) is None
+    apart = spec(anti=(term("web", namespaceSelector={"matchLabels": {"team": "a"}}),))
+    terms = pod_terms(apart, "ns", TEAMS)
+    assert terms is not None
+    placed = [on("a", "web", namespace="third"), on("b", "web", namespace="other"), on("c", "web", namespace="gone")]
+    assert kept_off_by_pods(terms, "ns", {"app": "web"}, placed, NODES) == {
+        "a": "the pod's anti-affinity (app=web): third/web-a runs on the node"
+    }
+    broken = {"matchExpressions": [{"key": "team", "operator": "Near"}]}
+    assert pod_terms(spec(anti=(term("web", namespaceSelector=broken),)), "ns", TEAMS) is None
+
+
+def test_the_namespaces_labels_are_read_only_for_a_term_that_picks_namespaces_by_label() -> None:
+    """Not for a term without a namespaceSelector or with an empty one, nor for a preferred term."""
+    by_label = term("web", namespaceSelector={"matchLabels": {"team": "a"}})
+    assert picks_namespaces_by_labels(spec(anti=(term("web"), by_label)))
+    assert picks_namespaces_by_labels(spec(affinity=(by_label,)))
+    assert not picks_namespaces_by_labels(spec(anti=(term("web"), term("web", namespaceSelector={}))))
+    preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [by_label]}}
+    assert not picks_namespaces_by_labels({"affinity": preferred})
+    namespaces = [{"metadata": {"name": "a", "labels": {"team": "a", "n": 1}}}, {"metadata": {"name": "b"}}]
+    assert namespace_labels_of(namespaces) == {"a": {"team": "a"}, "b": {}}
+
+
+def test_the_pods_a_term_counts_are_of_the_namespaces_it_picks_by_label_once_read() -> None:
+    """Not read, a namespaceSelector that names labels counts pods of every namespace (never fewer than kube-scheduler
+    counts); read, those of the namespaces it picks. A placed pod's anti-affinity repels alike."""
+    apart = spec(anti=(term("web", namespaceSelector={"matchLabels": {"team": "a"}}),))
+    (unread,) = counted_pods(apart, "ns")
+    assert unread.counts("other", {"app": "web"})
+    (read,) = counted_pods(apart, "ns", TEAMS)
+    assert [read.counts(where, {"app": "web"}) for where in ("ns", "other", "third")] == [True, False, True]
+    assert [t.namespaces for t in repelling_terms(apart, "ns")] == [None]
+    assert [t.namespaces for t in repelling_terms(apart, "ns", TEAMS)] == [frozenset({"ns", "third"})]
 
 
 def test_affinity_keeps_the_pod_where_a_selected_pod_runs() -> None:
@@ -226,6 +288,19 @@ def test_a_refused_node_stays_unread_when_a_term_cannot_be_read() -> None:
     found = pending_pod(pod, node_marks(nodes), HAMI_DEFAULTS, pods)
     assert found.pod.nodes is None
     assert found.unread == ("1 node(s) didn't match pod anti-affinity rules",)
+
+
+def test_a_refusal_by_a_term_that_picks_namespaces_by_label_is_read_once_their_labels_are() -> None:
+    """The replica's namespace labelled for the term's namespaceSelector: the node it holds is out and the refusal
+    read; labelled otherwise, the term selects no replica and no node is out."""
+    nodes, pods = fragmented("a")
+    pod = big_web()
+    pod["spec"]["affinity"]["podAntiAffinity"][REQUIRED] = [term("web", namespaceSelector={"matchLabels": {"t": "x"}})]
+    found = pending_pod(pod, node_marks(nodes), HAMI_DEFAULTS, pods, namespace_labels={"ns": {"t": "x"}})
+    assert runs_on(found.pod, "ab") == {"b"}
+    assert found.unread == ()
+    other = pending_pod(pod, node_marks(nodes), HAMI_DEFAULTS, pods, namespace_labels={"ns": {"t": "y"}})
+    assert (runs_on(other.pod, "ab"), other.unread) == ({"a", "b"}, ())
 
 
 def test_no_plan_names_the_replica_that_keeps_the_pod_off_each_node() -> None:
@@ -431,11 +506,22 @@ def test_a_placed_pods_anti_affinity_keeps_the_pods_it_selects_out_of_its_domain
     assert repelling(apart("d", term("web", ZONE))).kept_off("ns", "web-1", {"app": "web"}) == {}, "d has no zone"
 
 
-def test_a_repelling_term_the_plan_cannot_read_is_taken_to_select_every_pod() -> None:
-    """A namespaceSelector that names labels: every pod of every namespace is kept out of its domain, so no plan
-    sends one where the term might refuse it. No topology key: it keeps no domain."""
+def test_a_repelling_term_is_taken_to_select_every_pod_it_might_until_read() -> None:
+    """A namespaceSelector that names labels, its namespaces' labels not read: the pods its label selector selects,
+    of every namespace, are kept out of its domain, so no plan sends one where the term might refuse it; read
+    (`resolved_terms`), those of the namespaces it picks. A selector that does not parse: every pod. No topology key:
+    it keeps no domain."""
     by_labels = apart("a", term("web", namespaceSelector={"matchLabels": {"team": "a"}}))
-    assert set(repelling(by_labels).kept_off("other", "db-1", {"app": "db"})) == {"a"}
+    assert set(repelling(by_labels).kept_off("other", "web-1", {"app": "web"})) == {"a"}
+    assert repelling(by_labels).kept_off("other", "db-1", {"app": "db"}) == {}
+    read = replace(by_labels, terms=resolved_terms(by_labels.terms, TEAMS))
+    assert repelling(read).kept_off("other", "web-1", {"app": "web"}) == {}
+    assert set(repelling(read).kept_off("third", "web-1", {"app": "web"})) == {"a"}
+    assert resolved_terms(by_labels.terms, None) == by_labels.terms
+    broken = apart(
+        "a", {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Near"}]}, "topologyKey": ZONE}
+    )
+    assert set(repelling(broken).kept_off("other", "db-1", {"app": "db"})) == {"a", "b"}
     assert repelling_terms(spec(anti=({"labelSelector": {"matchLabels": {"app": "web"}}},)), "ns") == ()
 
 

@@ -33,6 +33,7 @@ from webhook.defrag import STALE_SECONDS, DefragController, DefragOptions, NotLe
 from webhook.metrics import Metrics
 
 BIG = PodKey("team-a", "big")
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def controller(finished_ttl: int = 86400, metrics: Metrics | None = None) -> DefragController:
@@ -165,6 +166,31 @@ def leading(ctl: DefragController) -> None:
     for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
         reflector.synced.set()
         reflector.last_sync = time.time()
+
+
+def test_a_plan_picks_a_terms_namespaces_by_the_labels_the_namespace_watch_keeps() -> None:
+    """A GPU pod on gpu-0 kept apart from the web pods of the namespaces labelled tier=front, another scheduler's web
+    pod on gpu-1: with its namespace so labelled the GPU pod's replacement is kept off gpu-1; relabelled, it is not."""
+    ctl = controller()
+    leading(ctl)
+    for name in ("gpu-0", "gpu-1"):
+        ctl.cache.nodes.upsert(whole_node(name, "a"))
+    small = whole_pod("small", node="gpu-0")
+    front = {"matchLabels": {"tier": "front"}}
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "namespaceSelector": front, "topologyKey": HOSTNAME}
+    small["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    ctl.cache.pods.upsert(small)
+    ctl.other_pods.upsert(plain_pod("web-1", "gpu-1"))
+    web = {"name": "web", "resourceVersion": "3", "labels": {"tier": "front"}}
+    ctl.namespaces.upsert({"metadata": {**web, "annotations": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})
+    assert ctl.namespaces.items() == [{"metadata": web}]
+    read = ctl._snapshot(again=True)
+    assert read.namespace_labels == {"web": {"tier": "front"}}
+    [planned] = read.snapshot.pods
+    assert (set(planned.kept_off), planned.stays) == ({"gpu-1"}, "")
+    ctl.namespaces.upsert({"metadata": {**web, "resourceVersion": "4", "labels": {"tier": "back"}}})
+    [planned] = ctl._snapshot(again=True).snapshot.pods
+    assert (set(planned.kept_off), planned.stays) == (set(), "")
 
 
 def test_a_pause_holds_for_the_rest_of_the_batch_and_stops_a_run_before_its_next_move() -> None:

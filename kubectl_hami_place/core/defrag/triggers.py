@@ -36,6 +36,7 @@ from kubectl_hami_place.core.pod_affinity import (
     SPREAD_REFUSAL,
     ByPlacedPods,
     DomainIndex,
+    NamespaceLabels,
     PlacedPod,
     Repelling,
     host_ports,
@@ -239,16 +240,18 @@ def pending_pod(
     placed: Snapshot | None = None,
     *,
     volumes: Volumes | None = None,
+    namespace_labels: NamespaceLabels | None = None,
 ) -> PendingPod:
     """The Pending pod a plan is for; `pods` the API objects of pods its pod affinity terms and topology spreads may
     select (any superset of those bound to a node: `pod_affinity.placed_pods` reads them), None when they were not
     read; `placed` the snapshot whose bound pods' anti-affinity and host ports keep it off nodes, None when not read;
-    `volumes` the claims and volumes read, whose bound volumes keep it off nodes (None: not read)."""
+    `volumes` the claims and volumes read, whose bound volumes keep it off nodes (None: not read); `namespace_labels`
+    the namespaces' labels its terms' namespaceSelectors pick namespaces by (None: not read)."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace", ""))
     scalars = placed.scalars if placed is not None else frozenset()
-    planned = pod_for_plan(pod, marks, config, scalars=scalars)
-    terms = pod_terms(spec, namespace) if pods is not None else None
+    planned = pod_for_plan(pod, marks, config, scalars=scalars, namespace_labels=namespace_labels)
+    terms = pod_terms(spec, namespace, namespace_labels) if pods is not None else None
     spreads = pod_spreads(spec, planned.labels) if pods is not None else None
     selected = placed_pods(pods or ()) if terms or spreads else ()
     # kube-scheduler's filters in its order, the first that refuses a node naming why: NodePorts, VolumeBinding and

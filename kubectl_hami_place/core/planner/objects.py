@@ -36,6 +36,7 @@ from kubectl_hami_place.core.pod_affinity import (
     INTER_POD_AFFINITY,
     ByPlacedPods,
     DomainIndex,
+    NamespaceLabels,
     PlacedPod,
     PortHolder,
     Repeller,
@@ -47,6 +48,7 @@ from kubectl_hami_place.core.pod_affinity import (
     placed_pods,
     pod_spreads,
     pod_terms,
+    resolved_terms,
 )
 from kubectl_hami_place.core.requests import pod_requests
 from kubectl_hami_place.core.selectors import budget_selector, matches
@@ -63,11 +65,14 @@ def snapshot_from_objects(
     *,
     others: Iterable[CountedPod] = (),
     volumes: Volumes | None = None,
+    namespace_labels: NamespaceLabels | None = None,
     allocations: Mapping[tuple[str, str], tuple[Mapping[str, Any], PodAllocation | str]] | None = None,
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot and the warnings about objects left out of it; `others` are bound pods besides `pods` whose CPU,
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods), `volumes` the
-    claims and volumes read (None: not read, and a pod that claims one stays on its node), `allocations` those the
+    claims and volumes read (None: not read, and a pod that claims one stays on its node), `namespace_labels` the
+    namespaces' labels (None: not read, and a pod whose own pod affinity term has a namespaceSelector that names
+    labels stays on its node), `allocations` those the
     caller decoded already, by namespace and name, each with the very pod object it was decoded from (the server's
     cache decodes each stored version once): a pod given as another object is decoded anew."""
     nodes, pods, others = list(nodes), list(pods), list(others)
@@ -117,7 +122,11 @@ def snapshot_from_objects(
             continue
         selectors.append((key, metadata.get("namespace", ""), selector))
         allowed[key] = _int(as_mapping(budget.get("status")).get("disruptionsAllowed"))
-    repellers = tuple(Repeller(pod.namespace, pod.name, pod.node, pod.repels) for pod in bound if pod.repels)
+    repellers = tuple(
+        Repeller(pod.namespace, pod.name, pod.node, resolved_terms(pod.repels, namespace_labels))
+        for pod in bound
+        if pod.repels
+    )
     domains = DomainIndex(marks.labels)
     repelling = Repelling(repellers, domains)
     placed = ByPlacedPods(
@@ -127,7 +136,16 @@ def snapshot_from_objects(
     for pod in pods:
         try:
             plan_pod = pod_for_plan(
-                pod, marks, config, memo, asked, volumes=volumes, scalars=scalars, placed=placed, decoded=decoded
+                pod,
+                marks,
+                config,
+                memo,
+                asked,
+                volumes=volumes,
+                namespace_labels=namespace_labels,
+                scalars=scalars,
+                placed=placed,
+                decoded=decoded,
             )
         except ModelError as err:
             warnings.append(f"{err}; the planner leaves the pod where it is")
@@ -172,6 +190,7 @@ def pod_for_plan(
     asked: Mapping[tuple[str, str], Resources | str] | None = None,
     *,
     volumes: Volumes | None = None,
+    namespace_labels: NamespaceLabels | None = None,
     scalars: frozenset[str] = frozenset(),
     placed: ByPlacedPods | None = None,
     decoded: Mapping[tuple[str, str], PodAllocation | None] | None = None,
@@ -185,7 +204,8 @@ def pod_for_plan(
     volume claim unless `volumes` were read: then its replacement may go where its bound volumes let it
     (`volumes.volume_reach`; on its own node alone when one of them cannot be read); and one with required pod
     affinity, anti-affinity or a `DoNotSchedule` spread unless the pods `placed` were read: then its replacement may go
-    where they let it (`pod_affinity.ByPlacedPods`; its own node alone when its terms cannot be read). Only a GPU
+    where they let it (`pod_affinity.ByPlacedPods`, a term's namespaceSelector read by `namespace_labels`; its own
+    node alone when its terms cannot be read). Only a GPU
     pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
     template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
     it already for the nodes' rooms; of the scalar resources it asks, those of `scalars` (the ones the nodes' rooms
@@ -241,7 +261,7 @@ def pod_for_plan(
         labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
         stays=stays,
-        counts=counted_pods(spec, namespace),
+        counts=counted_pods(spec, namespace, namespace_labels),
     )
     if stays or not (on and any(requests)):
         return planned
@@ -252,7 +272,7 @@ def pod_for_plan(
         planned = kept_off_nodes(planned, reach.kept_off)
     if placed is None or not placed_by_other_pods(spec):
         return planned
-    terms, spreads = pod_terms(spec, namespace), pod_spreads(spec, planned.labels)
+    terms, spreads = pod_terms(spec, namespace, namespace_labels), pod_spreads(spec, planned.labels)
     if terms is None or spreads is None:
         unread = "kube-scheduler places it by other pods, by terms the plan does not read"
         return replace(planned, nodes=_on_node(planned.nodes, on), stays=unread)

@@ -72,9 +72,9 @@ def snapshot_from_objects(
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods), `volumes` the
     claims and volumes read (None: not read, and a pod that claims one stays on its node), `namespace_labels` the
     namespaces' labels (None: not read, and a pod whose own pod affinity term has a namespaceSelector that names
-    labels stays on its node), `allocations` those the
-    caller decoded already, by namespace and name, each with the very pod object it was decoded from (the server's
-    cache decodes each stored version once): a pod given as another object is decoded anew."""
+    labels stays on its node), `allocations` those the caller decoded already, by namespace and name, each with the
+    very pod object it was decoded from (the server's cache decodes each stored version once): a pod given as another
+    object is decoded anew."""
     nodes, pods, others = list(nodes), list(pods), list(others)
     decoded: dict[tuple[str, str], PodAllocation | None] = {}
     read: list[PodAllocation | str] = []
@@ -205,12 +205,11 @@ def pod_for_plan(
     (`volumes.volume_reach`; on its own node alone when one of them cannot be read); and one with required pod
     affinity, anti-affinity or a `DoNotSchedule` spread unless the pods `placed` were read: then its replacement may go
     where they let it (`pod_affinity.ByPlacedPods`, a term's namespaceSelector read by `namespace_labels`; its own
-    node alone when its terms cannot be read). Only a GPU
-    pod's nodes are worked out (the planner moves no other), once per distinct constraint in `memo` (pods of one
-    template share theirs). What it asks of its node is read from `asked` (by namespace and name) when the caller read
-    it already for the nodes' rooms; of the scalar resources it asks, those of `scalars` (the ones the nodes' rooms
-    count) are kept. Its allocation is read from `decoded` (by namespace and name) when the caller decoded it already
-    for the cluster view.
+    node alone when its terms cannot be read). Only a GPU pod's nodes are worked out (the planner moves no other),
+    once per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
+    `asked` (by namespace and name) when the caller read it already for the nodes' rooms; of the scalar resources it
+    asks, those of `scalars` (the ones the nodes' rooms count) are kept. Its allocation is read from `decoded` (by
+    namespace and name) when the caller decoded it already for the cluster view.
     """
     metadata = as_mapping(pod.get("metadata"))
     spec = as_mapping(pod.get("spec"))

@@ -97,6 +97,35 @@ class PlacedPod:
     terminating: bool = False
 
 
+EACH_NAMESPACE_UP_TO = 4
+"""A term's pods are listed namespace by namespace in up to this many namespaces, else in one list of every
+namespace: a namespaceSelector may pick hundreds, each a request to the API server at every look."""
+
+
+@dataclass(frozen=True)
+class PodList:
+    """One list of pods by label selector, in `namespace` (None: every namespace; the terms judge the pods of other
+    namespaces than theirs as selecting none)."""
+
+    namespace: str | None
+    selector: LabelSelector
+
+
+def selected_lists(terms: Iterable[PodTerm], spreads: Iterable[Spread], namespace: str) -> tuple[PodList, ...]:
+    """The lists that find the pods the terms and the spreads (of a pod of `namespace`) select, each once."""
+    wanted = [(term.selector, term.namespaces) for term in terms]
+    wanted += [(spread.selector, frozenset({namespace})) for spread in spreads]
+    lists: dict[PodList, None] = {}
+    for selector, namespaces in wanted:
+        if selector is None:
+            continue
+        if namespaces is not None and len(namespaces) <= EACH_NAMESPACE_UP_TO:
+            lists.update((PodList(where, selector), None) for where in sorted(namespaces))
+        else:
+            lists[PodList(None, selector)] = None
+    return tuple(lists)
+
+
 def placed_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[PlacedPod, ...]:
     """The pods kube-scheduler counts for a term or a spread: bound to a node and not ended (its cache drops Succeeded
     and Failed pods; a term counts a terminating pod, a spread does not)."""

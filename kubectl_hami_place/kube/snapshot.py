@@ -21,6 +21,7 @@ from kubectl_hami_place.core.pod_affinity import (
     picks_namespaces_by_labels,
     pod_spreads,
     pod_terms,
+    selected_lists,
 )
 from kubectl_hami_place.core.usage import PodAllocation
 from kubectl_hami_place.core.volumes import Volumes, volumes_of
@@ -180,14 +181,9 @@ def selected_pods(
     terms, spreads = pod_terms(spec, namespace, namespace_labels), pod_spreads(spec, labels_of(metadata))
     if terms is None or spreads is None:
         return None
-    wanted = [(term.selector, term.namespaces) for term in terms]
-    wanted += [(spread.selector, frozenset({namespace})) for spread in spreads]
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for selector, namespaces in wanted:
-        if selector is None:
-            continue
-        for where in sorted(namespaces) if namespaces is not None else (None,):
-            for listed in list_pods(kube, where, str(selector), BOUND):
-                meta = as_mapping(listed.get("metadata"))
-                found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = listed
+    for wanted in selected_lists(terms, spreads, namespace):
+        for listed in list_pods(kube, wanted.namespace, str(wanted.selector), BOUND):
+            meta = as_mapping(listed.get("metadata"))
+            found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = listed
     return list(found.values())

@@ -18,9 +18,12 @@ from kubectl_hami_place.core.planner import FitGoal, plan
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.pod_affinity import (
+    EACH_NAMESPACE_UP_TO,
     ByPlacedPods,
     DomainIndex,
     PlacedPod,
+    PodList,
+    PodTerm,
     PortHolder,
     Repeller,
     Repelling,
@@ -36,6 +39,7 @@ from kubectl_hami_place.core.pod_affinity import (
     pod_terms,
     repelling_terms,
     resolved_terms,
+    selected_lists,
 )
 from kubectl_hami_place.core.selectors import selector_from_dict
 from tests.unit.test_core_planner import node_object, pod_object, runs_on
@@ -136,6 +140,28 @@ def test_the_namespaces_labels_are_read_only_for_a_term_that_picks_namespaces_by
     assert not picks_namespaces_by_labels({"affinity": preferred})
     namespaces = [{"metadata": {"name": "a", "labels": {"team": "a", "n": 1}}}, {"metadata": {"name": "b"}}]
     assert namespace_labels_of(namespaces) == {"a": {"team": "a"}, "b": {}}
+
+
+def test_a_terms_pods_are_listed_namespace_by_namespace_in_a_few_namespaces_else_once_in_every_one() -> None:
+    """Up to EACH_NAMESPACE_UP_TO namespaces a list each; more (a namespaceSelector may pick hundreds), or every
+    namespace, one list of every namespace; a spread in the pod's own; one selector and namespace listed once; a
+    null selector lists nothing."""
+    web, db = selector_from_dict({"matchLabels": {"app": "web"}}), selector_from_dict({"matchLabels": {"app": "db"}})
+    few = frozenset(f"ns-{i}" for i in range(EACH_NAMESPACE_UP_TO))
+    many = frozenset(f"ns-{i}" for i in range(EACH_NAMESPACE_UP_TO + 1))
+    terms = [
+        PodTerm(True, HOSTNAME_LABEL, web, few),
+        PodTerm(True, ZONE, web, frozenset({"ns-0"})),
+        PodTerm(False, HOSTNAME_LABEL, db, many),
+        PodTerm(True, HOSTNAME_LABEL, db, None),
+        PodTerm(True, HOSTNAME_LABEL, None, many),
+    ]
+    spreads = [Spread(1, ZONE, web)]
+    assert selected_lists(terms, spreads, "own") == (
+        *(PodList(name, web) for name in sorted(few)),
+        PodList(None, db),
+        PodList("own", web),
+    )
 
 
 def test_the_pods_a_term_counts_are_of_the_namespaces_it_picks_by_label_once_read() -> None:

@@ -25,7 +25,7 @@ from kubectl_hami_place import __version__
 from kubectl_hami_place.core.admission import RESULTS
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION, parse_allocation
 from kubectl_hami_place.core.errors import AllocationError
-from kubectl_hami_place.core.names import ATTEMPT_RESULTS, CLAIM_ANNOTATION, PLACEMENT_ANNOTATION, Phase
+from kubectl_hami_place.core.names import ATTEMPT_RESULTS, CLAIM_ANNOTATION, ENDED_PHASES, PLACEMENT_ANNOTATION, Phase
 from kubectl_hami_place.core.placement import Placement
 from kubectl_hami_place.kube.watch import Reflector
 from webhook.cache import ClusterCache
@@ -330,7 +330,7 @@ def pinned_cards(
     for pod in pods:
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp")
+        ended = (pod.get("status") or {}).get("phase") in ENDED_PHASES or meta.get("deletionTimestamp")
         node = annotations.get(NODE_ANNOTATION) or (pod.get("spec") or {}).get("nodeName")
         claim = (meta.get("namespace"), annotations.get(PLACEMENT_ANNOTATION), annotations.get(CLAIM_ANNOTATION))
         if ended or not node or claim not in held:

@@ -19,6 +19,7 @@ from kubectl_hami_place.core.names import (
     CLAIM_ANNOTATION,
     CLAIMED_PHASES,
     DONE_EVICTIONS,
+    ENDED_PHASES,
     PLACEMENT_ANNOTATION,
     ROOM_ANNOTATION,
     ROOM_GATE,
@@ -414,7 +415,7 @@ def room_made(placement: Placement | None, token: str, evicted: Mapping[str, Any
 
 def _ended(pod: Mapping[str, Any]) -> bool:
     """The pod has ended (Succeeded or Failed): HAMi no longer counts its cards."""
-    return as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")
+    return as_mapping(pod.get("status")).get("phase") in ENDED_PHASES
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:

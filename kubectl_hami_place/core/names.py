@@ -33,6 +33,8 @@ FORWARDED_TOKEN_HEADER = "X-Hami-Place-Authorization"
 USE_GPUUUID_ANNOTATION = "nvidia.com/use-gpuuuid"
 NOUSE_GPUUUID_ANNOTATION = "nvidia.com/nouse-gpuuuid"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+ENDED_PHASES = frozenset({"Failed", "Succeeded"})
+"""A pod's phases once its containers are done: kube-scheduler, HAMi and the kubelet count such a pod nowhere."""
 NAME_LABEL = "app.kubernetes.io/name"
 WEBHOOK_APP = "gpu-descheduler-webhook"
 """The chart's `app.kubernetes.io/name` of the server's pods, Service and Secret."""

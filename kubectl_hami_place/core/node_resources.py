@@ -21,11 +21,9 @@ from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.names import ENDED_PHASES
 from kubectl_hami_place.core.pod_affinity import NO_PORTS, HostPort, PodTerm, host_ports, labels_of, repelling_terms
 from kubectl_hami_place.core.requests import parse_quantity
-
-FINISHED = frozenset({"Succeeded", "Failed"})
-
 
 Scalars = tuple[tuple[str, int], ...]
 """Scalar resources by name (sorted), each in its unit's Value (bytes for hugepages and storage)."""
@@ -223,7 +221,8 @@ def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[CountedPod]:
     return [
         counted_pod(pod)
         for pod in pods
-        if as_mapping(pod.get("spec")).get("nodeName") and as_mapping(pod.get("status")).get("phase") not in FINISHED
+        if as_mapping(pod.get("spec")).get("nodeName")
+        and as_mapping(pod.get("status")).get("phase") not in ENDED_PHASES
     ]
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from kubectl_hami_place.core.errors import SelectorError
 from kubectl_hami_place.core.fields import as_mapping
-from kubectl_hami_place.core.names import HOSTNAME_LABEL
+from kubectl_hami_place.core.names import ENDED_PHASES, HOSTNAME_LABEL
 from kubectl_hami_place.core.selectors import LabelSelector, Requirement, matches, selector_from_dict
 
 AFFINITY_REFUSALS = ("didn't match pod affinity rules", "didn't match pod anti-affinity rules")
@@ -142,7 +142,7 @@ def placed_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[PlacedPod, ...]:
 def _bound(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """The pod's namespace, name and node when it is bound and not ended, else None."""
     node = as_mapping(pod.get("spec")).get("nodeName")
-    if not isinstance(node, str) or not node or as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+    if not isinstance(node, str) or not node or as_mapping(pod.get("status")).get("phase") in ENDED_PHASES:
         return None
     metadata = as_mapping(pod.get("metadata"))
     return str(metadata.get("namespace", "")), str(metadata.get("name", "")), node

@@ -30,8 +30,7 @@ from kubectl_hami_place.core.allocations import (
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.errors import AllocationError
 from kubectl_hami_place.core.fields import as_mapping
-
-ENDED_PHASES = frozenset({"Failed", "Succeeded"})
+from kubectl_hami_place.core.names import ENDED_PHASES
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import orjson
 from kubernetes.client import ApiClient, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
+from kubectl_hami_place.core.names import ENDED_PHASES, GROUP, PLURAL, VERSION
 from kubectl_hami_place.kube.client import CheckedApiClient, Kube, by_path
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ def pod_reflector(api_client: ApiClient, scheduler_name: str, project: Projectio
 
 def other_pods_reflector(api_client: ApiClient, scheduler_name: str, project: Projection = _trimmed) -> Reflector:
     """The bound, unfinished pods of every other scheduler: what they ask of their nodes is room HAMi's pods lack."""
-    finished = ",".join(f"status.phase!={phase}" for phase in ("Succeeded", "Failed"))
+    finished = ",".join(f"status.phase!={phase}" for phase in sorted(ENDED_PHASES))
     return Reflector(
         "other-pods",
         by_path(api_client, "GET", "/api/v1/pods"),

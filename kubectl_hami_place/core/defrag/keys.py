@@ -25,13 +25,13 @@ from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS
 from kubectl_hami_place.core.names import (
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
+    ENDED_PHASES,
     PLACEMENT_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner.model import Move, PlanNode
 from kubectl_hami_place.core.refs import CardRef, parse_card_ref, uuids_named
 from kubectl_hami_place.core.reservation import RoomKey
-from kubectl_hami_place.core.usage import ENDED_PHASES
 
 POLICY = "policy"
 KEEP_ROOM = "keep-room"

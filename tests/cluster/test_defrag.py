@@ -1163,18 +1163,10 @@ def test_a_pending_pods_term_that_picks_namespaces_by_label_is_read_and_is_unrea
         none = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
         assert none.code == 1 and none.json()["moves"] == [], none.out
 
-        kubeconfig = identity_kubeconfig_with(cluster, f"planner-{tag}", READS_BUT_NAMESPACES)
-        proc = subprocess.run(
-            [str(PLUGIN), "plan", "--for", "big", "-n", namespace, "-o", "json", "--kubeconfig", str(kubeconfig)],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-            check=False,
+        out, words = plugin_as(
+            cluster, f"planner-{tag}", READS_BUT_NAMESPACES, "plan", "--for", "big", "-n", namespace, "-o", "json"
         )
-        words = " ".join(proc.stderr.split())
-        assert proc.returncode == 0 and "Traceback" not in words, words
-        assert [(m["pod"], m["to"]["node"]) for m in json.loads(proc.stdout)["moves"]] == [(f"{namespace}/{light}", a)]
+        assert [(m["pod"], m["to"]["node"]) for m in json.loads(out)["moves"]] == [(f"{namespace}/{light}", a)]
         assert (
             f'warning: cannot read namespaces (forbidden: namespaces is forbidden: User "planner-{tag}" cannot list '
             'resource "namespaces" in API group "" at the cluster scope); pods whose pod affinity picks namespaces by '
@@ -1243,17 +1235,7 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
 def unread_without_claims(cluster: Sandbox, namespace: str, tag: str) -> None:
     """A user who may not list claims: the big pod's volume is not read, and `why` says so and what it leaves
     unread."""
-    kubeconfig = identity_kubeconfig_with(cluster, f"planner-{tag}", READS_BUT_VOLUMES)
-    proc = subprocess.run(
-        [str(PLUGIN), "why", "big", "-n", namespace, "--kubeconfig", str(kubeconfig)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
-    words = " ".join(proc.stderr.split())
-    assert proc.returncode == 0 and "Traceback" not in words, words
+    _, words = plugin_as(cluster, f"planner-{tag}", READS_BUT_VOLUMES, "why", "big", "-n", namespace)
     assert (
         "warning: cannot read claims and volumes (forbidden: persistentvolumeclaims is forbidden: User "
         f'"planner-{tag}" cannot list resource "persistentvolumeclaims" in API group "" at the cluster scope); '
@@ -1273,6 +1255,23 @@ READS_BUT_NAMESPACES = [
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["list"]},
 ]
 """What `plan --for` reads, namespaces left out."""
+
+
+def plugin_as(cluster: Sandbox, user: str, rules: list[dict[str, Any]], *args: str) -> tuple[str, str]:
+    """The plugin run as `user`, granted these rules (`identity_kubeconfig_with`), succeeding: its output, and its
+    errors' words on one line."""
+    kubeconfig = identity_kubeconfig_with(cluster, user, rules)
+    proc = subprocess.run(
+        [str(PLUGIN), *args, "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    words = " ".join(proc.stderr.split())
+    assert proc.returncode == 0 and "Traceback" not in words, words
+    return proc.stdout, words
 
 
 def identity_kubeconfig_with(cluster: Sandbox, user: str, rules: list[dict[str, Any]]) -> Path:

@@ -153,21 +153,35 @@ def labels_of(metadata: Mapping[str, Any]) -> dict[str, str]:
     return {key: value for key, value in as_mapping(metadata.get("labels")).items() if isinstance(value, str)}
 
 
+AFFINITY_KINDS = (("podAffinity", False), ("podAntiAffinity", True))
+"""The two kinds of pod affinity, each with whether it is anti-affinity."""
+
+
+def _required_terms(
+    spec: Mapping[str, Any], kinds: tuple[tuple[str, bool], ...] = AFFINITY_KINDS
+) -> list[tuple[bool, Any]]:
+    """The pod's required terms of these kinds as written, each with whether it is anti-affinity."""
+    affinity = as_mapping(spec.get("affinity"))
+    found: list[tuple[bool, Any]] = []
+    for kind, anti in kinds:
+        listed = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(listed, list | tuple):
+            found.extend((anti, term) for term in listed)
+    return found
+
+
 def pod_terms(
     spec: Mapping[str, Any], namespace: str, namespace_labels: NamespaceLabels | None = None
 ) -> tuple[PodTerm, ...] | None:
     """The pod's required pod affinity and anti-affinity terms; None when one cannot be read here (a namespaceSelector
     that names labels while the namespaces' labels were not read, `namespace_labels` None, or a selector or term that
     does not parse): kube-scheduler's verdict from them then stays unread."""
-    affinity = as_mapping(spec.get("affinity"))
     terms = []
-    for kind, anti in (("podAffinity", False), ("podAntiAffinity", True)):
-        listed = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
-        for term in listed if isinstance(listed, list | tuple) else ():
-            read = _term(term, namespace, anti, namespace_labels)
-            if read is None:
-                return None
-            terms.append(read)
+    for anti, term in _required_terms(spec):
+        read = _term(term, namespace, anti, namespace_labels)
+        if read is None:
+            return None
+        terms.append(read)
     return tuple(terms)
 
 
@@ -197,13 +211,10 @@ def term_namespaces(
 def picks_namespaces_by_labels(spec: Mapping[str, Any]) -> bool:
     """Whether one of the pod's required pod affinity terms has a namespaceSelector that names labels: only then are
     the namespaces' labels read."""
-    affinity = as_mapping(spec.get("affinity"))
-    for kind in ("podAffinity", "podAntiAffinity"):
-        listed = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
-        for term in listed if isinstance(listed, list | tuple) else ():
-            if isinstance(term, Mapping) and term.get("namespaceSelector") not in (None, {}):
-                return True
-    return False
+    return any(
+        isinstance(term, Mapping) and term.get("namespaceSelector") not in (None, {})
+        for _, term in _required_terms(spec)
+    )
 
 
 def namespace_labels_of(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
@@ -556,13 +567,10 @@ def counted_pods(
     kube-scheduler's verdict on the pod. A namespaceSelector picks namespaces by `namespace_labels` (any namespace
     when they were not read); matchLabelKeys is not read (it only narrows); a null labelSelector counts no pod."""
     found = []
-    affinity = as_mapping(spec.get("affinity"))
-    for kind in ("podAffinity", "podAntiAffinity"):
-        terms = as_mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
-        for term in terms if isinstance(terms, list | tuple) else ():
-            if isinstance(term, Mapping) and term.get("labelSelector") is not None:
-                namespaces = term_namespaces(term, namespace, namespace_labels)
-                found.append(CountedPods(namespaces, _any_unread(term["labelSelector"])))
+    for _, term in _required_terms(spec):
+        if isinstance(term, Mapping) and term.get("labelSelector") is not None:
+            namespaces = term_namespaces(term, namespace, namespace_labels)
+            found.append(CountedPods(namespaces, _any_unread(term["labelSelector"])))
     spreads = spec.get("topologySpreadConstraints")
     for spread in spreads if isinstance(spreads, list | tuple) else ():
         if not isinstance(spread, Mapping) or spread.get("labelSelector") is None:
@@ -701,11 +709,8 @@ def repelling_terms(
     namespaceSelector names labels while `namespace_labels` were not read selects its pods in every namespace until
     `PodTerm.resolved`; one that cannot be read (a selector that does not parse) is taken to select every pod of every
     namespace: no plan sends a pod where the term might refuse it. One without a topology key keeps no domain."""
-    listed = as_mapping(as_mapping(spec.get("affinity")).get("podAntiAffinity")).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
     terms = []
-    for term in listed if isinstance(listed, list | tuple) else ():
+    for _, term in _required_terms(spec, AFFINITY_KINDS[1:]):
         read = _term(term, namespace, True, namespace_labels)
         key = term.get("topologyKey") if isinstance(term, Mapping) else None
         if read is None and isinstance(key, str) and key:

@@ -402,7 +402,7 @@ def move_state(kube: Kube, move: Move, hami_config: str = "") -> MoveCheck:
     every second, where it listed every node and pod of the cluster), else from the whole cluster."""
     namespace = move.pod.split("/", 1)[0]
     listed = placements.list_placements(kube, namespace)
-    named = {f"{namespace}/{item['metadata']['name']}" for item in listed}
+    named = _placement_keys(namespace, listed)
     own = settling_pods(move, move_pods(functools.partial(pod_or_none, kube), move, listed))
     if own is None:
         return move_step(move, read_plan_snapshot(kube, hami_config).snapshot, named)
@@ -450,7 +450,12 @@ def termination_wait(kube: Kube, move: Move) -> float:
 
 def placement_names(kube: Kube, namespace: str) -> set[str]:
     """`namespace/name` of the namespace's placements."""
-    return {f"{namespace}/{item['metadata']['name']}" for item in placements.list_placements(kube, namespace)}
+    return _placement_keys(namespace, placements.list_placements(kube, namespace))
+
+
+def _placement_keys(namespace: str, listed: list[dict[str, Any]]) -> set[str]:
+    """`namespace/name` of these placements of the namespace."""
+    return {f"{namespace}/{item['metadata']['name']}" for item in listed}
 
 
 def _placements(kube: Kube, namespace: str) -> list[Placement]:

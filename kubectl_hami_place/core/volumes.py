@@ -1,16 +1,24 @@
 """Where a pod may go by its PersistentVolumeClaims, as kube-scheduler's VolumeBinding and VolumeZone filters read
 them: each claim's bound PersistentVolume keeps the pod off a node its required node affinity does not match (on the
 node's labels only, as `CheckNodeAffinity` builds a node of labels alone), and off a node whose zone or region labels
-are not among the volume's legacy topology labels' (a node with none of those labels passes)."""
+are not among the volume's legacy topology labels' (a node with none of those labels passes). A claim whose
+StorageClass waits for its pod (WaitForFirstConsumer) keeps the pod off a node where no available volume matches it
+and its class cannot provision one (`FindPodVolumes`)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.node_selection import node_allows
+from kubectl_hami_place.core.requests import parse_quantity
+from kubectl_hami_place.core.selectors import LabelSelector, matches, selector_from_dict
 
 VOLUME_BINDING, VOLUME_ZONE = "VolumeBinding", "VolumeZone"
 """kube-scheduler's names of the two filters, which `why` gives as the reason a node is out."""
@@ -18,9 +26,19 @@ VOLUME_REFUSALS = (
     "didn't match PersistentVolume's node affinity",
     "had volume node affinity conflict",
     "had no available volume zone",
+    "didn't find available persistent volumes to bind",
 )
-"""kube-scheduler's words for a node a bound volume keeps the pod off (VolumeBinding's ErrReasonNodeConflict, in
-1.25+ and in 1.24's words; VolumeZone's ErrReasonConflict): what `volume_reach` reads once every claim is bound."""
+"""kube-scheduler's words for a node a claim keeps the pod off (VolumeBinding's ErrReasonNodeConflict, in 1.25+ and
+in 1.24's words, and its ErrReasonBindConflict; VolumeZone's ErrReasonConflict): what `volume_reach` reads once every
+claim is read."""
+BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+"""The annotation a claim or volume names its StorageClass by, read before spec.storageClassName (as kube-scheduler
+reads it)."""
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+"""The node kube-scheduler chose for a claim being provisioned: the pod may go there only."""
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+"""The provisioner of a class whose volumes are made by hand (local volumes): it provisions none."""
+FILESYSTEM = "Filesystem"
 BETA_ZONE, BETA_REGION = "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"
 ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
 ZONE_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
@@ -38,14 +56,32 @@ IN_TREE = (
 
 
 @dataclass(frozen=True)
+class Offer:
+    """What a volume offers a claim that waits for its pod, as `FindMatchingVolume` checks it on any node: the claim it
+    is reserved for (namespace, name, UID; None: none), its class, size, access and volume modes, attributes class,
+    labels, and whether it is available and being deleted."""
+
+    reserved: tuple[str, str, str] | None = None
+    storage_class: str = ""
+    capacity: Decimal = Decimal(0)
+    access_modes: frozenset[str] = frozenset()
+    volume_mode: str = FILESYSTEM
+    attributes_class: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    available: bool = False
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
 class Volume:
     """A PersistentVolume as the two filters read it: its required nodeSelectorTerms (None: any node), each legacy
-    topology label's values, and why it cannot be read ("" when it can)."""
+    topology label's values, why it cannot be read once bound ("" when it can), and what it offers a waiting claim."""
 
     name: str
     terms: tuple[Mapping[str, Any], ...] | None = None
     zones: tuple[tuple[str, frozenset[str]], ...] = ()
     unread: str = ""
+    offer: Offer = field(default_factory=Offer)
 
     def keeps_off(self, labels: Mapping[str, Any]) -> tuple[str, str] | None:
         """The filter and the words of why the volume keeps a pod off a node of these labels; None when it does not."""
@@ -70,9 +106,6 @@ def volume_of(volume: Mapping[str, Any]) -> Volume:
     VolumeZone skips it."""
     metadata, spec = as_mapping(volume.get("metadata")), as_mapping(volume.get("spec"))
     name = str(metadata.get("name", ""))
-    source = next((key for key in IN_TREE if key in spec), "")
-    if source:
-        return Volume(name, unread=f"volume {name} is an in-tree {source} volume, whose CSI translation is not read")
     required = as_mapping(spec.get("nodeAffinity")).get("required")
     terms = None
     if isinstance(required, Mapping):
@@ -86,33 +119,175 @@ def volume_of(volume: Mapping[str, Any]) -> Volume:
             parts = [part.strip() for part in value.split("__")]
             if all(parts):
                 zones.append((key, frozenset(parts)))
-    return Volume(name, terms, tuple(zones))
+    source = next((key for key in IN_TREE if key in spec), "")
+    unread = f"volume {name} is an in-tree {source} volume, whose CSI translation is not read" if source else ""
+    return Volume(name, terms, tuple(zones), unread, _offer(metadata, spec, as_mapping(volume.get("status"))))
+
+
+def _offer(metadata: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> Offer:
+    """What the volume offers a waiting claim; one whose size does not parse offers nothing (it is never available
+    nor reserved)."""
+    reserved = as_mapping(spec.get("claimRef"))
+    try:
+        capacity = parse_quantity(as_mapping(spec.get("capacity")).get("storage", 0), "capacity.storage")
+    except ModelError:
+        return Offer()
+    return Offer(
+        reserved=(
+            (str(reserved.get("namespace", "")), str(reserved.get("name", "")), str(reserved.get("uid") or ""))
+            if reserved
+            else None
+        ),
+        storage_class=_class_name(metadata, spec),
+        capacity=capacity,
+        access_modes=_strings(spec.get("accessModes")),
+        volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
+        attributes_class=str(spec.get("volumeAttributesClassName") or ""),
+        labels={str(key): str(value) for key, value in as_mapping(metadata.get("labels")).items()},
+        available=status.get("phase") == "Available",
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )
+
+
+def _class_name(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """A claim's or volume's StorageClass: the beta annotation first, then spec.storageClassName ("" for none)."""
+    annotated = as_mapping(metadata.get("annotations")).get(BETA_CLASS)
+    if isinstance(annotated, str):
+        return annotated
+    named = spec.get("storageClassName")
+    return named if isinstance(named, str) else ""
+
+
+def _strings(listed: object) -> frozenset[str]:
+    """The strings of a list field (none when it is not a list)."""
+    return frozenset(str(item) for item in listed) if isinstance(listed, list) else frozenset()
+
+
+@dataclass(frozen=True)
+class Want:
+    """What an unbound claim asks of a volume, as `FindMatchingVolume` and `checkVolumeProvisions` read it: its UID,
+    class, size (None: no size asked), access and volume modes, attributes class, selector, the node chosen for its
+    provisioning (None: none yet), and why it cannot be read ("" when it can)."""
+
+    uid: str = ""
+    storage_class: str = ""
+    requested: Decimal | None = None
+    access_modes: frozenset[str] = frozenset()
+    volume_mode: str = FILESYSTEM
+    attributes_class: str = ""
+    selector: LabelSelector | None = None
+    selected_node: str | None = None
+    unread: str = ""
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A PersistentVolumeClaim as a pod's placement reads it: the volume it is bound to ("" while unbound) and
-    whether it is being deleted."""
+    """A PersistentVolumeClaim as a pod's placement reads it: the volume it is bound to ("" while unbound), whether it
+    is being deleted, and what it asks of a volume while unbound."""
 
     volume: str
     deleting: bool = False
+    want: Want = field(default_factory=Want)
 
 
 def claim_of(claim: Mapping[str, Any]) -> tuple[tuple[str, str], Claim]:
     """A PersistentVolumeClaim object by (namespace, name)."""
-    metadata = as_mapping(claim.get("metadata"))
+    metadata, spec = as_mapping(claim.get("metadata")), as_mapping(claim.get("spec"))
     key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-    bound = as_mapping(claim.get("spec")).get("volumeName")
-    return key, Claim(bound if isinstance(bound, str) else "", bool(metadata.get("deletionTimestamp")))
+    bound = spec.get("volumeName")
+    volume = bound if isinstance(bound, str) else ""
+    return key, Claim(volume, bool(metadata.get("deletionTimestamp")), Want() if volume else _want(metadata, spec))
+
+
+def _want(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> Want:
+    """What an unbound claim asks; unread when its size or selector does not parse (kube-scheduler errs on both)."""
+    selected = as_mapping(metadata.get("annotations")).get(SELECTED_NODE)
+    asked = as_mapping(as_mapping(spec.get("resources")).get("requests")).get("storage")
+    try:
+        requested = None if asked is None else parse_quantity(asked, "resources.requests.storage")
+        selector = None if spec.get("selector") is None else selector_from_dict(spec.get("selector"))
+    except ModelError as err:
+        return Want(unread=f"cannot be read: {err}")
+    return Want(
+        uid=str(metadata.get("uid") or ""),
+        storage_class=_class_name(metadata, spec),
+        requested=requested,
+        access_modes=_strings(spec.get("accessModes")),
+        volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
+        attributes_class=str(spec.get("volumeAttributesClassName") or ""),
+        selector=selector,
+        selected_node=selected if isinstance(selected, str) else None,
+    )
+
+
+@dataclass(frozen=True)
+class StorageClass:
+    """A StorageClass as VolumeBinding reads it for a claim that waits for its pod: whether it waits
+    (WaitForFirstConsumer), its provisioner and its allowedTopologies terms (none: every node)."""
+
+    name: str
+    waits: bool
+    provisioner: str = ""
+    topologies: tuple[Mapping[str, Any], ...] = ()
+
+    def provisions_on(self, labels: Mapping[str, Any]) -> bool:
+        """Whether the class may provision a volume a pod on a node of these labels reaches (MatchTopologySelectorTerms:
+        any term whose every expression's key has one of its values; an empty term matches nothing)."""
+        if self.provisioner in ("", NO_PROVISIONER):
+            return False
+        if not self.topologies:
+            return True
+        for term in self.topologies:
+            expressions = [e for e in _listed(term.get("matchLabelExpressions")) if isinstance(e, Mapping)]
+            if expressions and all(_topology_holds(e, labels) for e in expressions):
+                return True
+        return False
+
+
+def _listed(value: object) -> list[Any]:
+    """A list field's items (none when it is not a list)."""
+    return value if isinstance(value, list) else []
+
+
+def _topology_holds(expression: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    """One topology requirement: the node's label of its key is one of its values (no values: it errs, and holds
+    nowhere)."""
+    values = {str(value) for value in _listed(expression.get("values"))}
+    have = labels.get(str(expression.get("key", "")))
+    return bool(values) and have is not None and str(have) in values
+
+
+def storage_class_of(storage_class: Mapping[str, Any]) -> StorageClass:
+    """A StorageClass object as VolumeBinding reads it (no binding mode: Immediate, the API server's default)."""
+    name = str(as_mapping(storage_class.get("metadata")).get("name", ""))
+    terms = tuple(t for t in _listed(storage_class.get("allowedTopologies")) if isinstance(t, Mapping))
+    return StorageClass(
+        name,
+        storage_class.get("volumeBindingMode") == "WaitForFirstConsumer",
+        str(storage_class.get("provisioner") or ""),
+        terms,
+    )
+
+
+def capacity_drivers_of(drivers: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The CSI drivers that ask kube-scheduler to check their storage capacity (spec.storageCapacity)."""
+    return frozenset(
+        str(as_mapping(driver.get("metadata")).get("name", ""))
+        for driver in drivers
+        if as_mapping(driver.get("spec")).get("storageCapacity") is True
+    )
 
 
 @dataclass(frozen=True)
 class Volumes:
-    """Every claim and volume read, and which nodes each volume keeps pods off, worked out once per volume: one
-    `Volumes` serves the nodes of one snapshot."""
+    """Every claim and volume read, the StorageClasses and the CSI drivers that check storage capacity (None: not
+    read), and which nodes each volume keeps pods off, worked out once per volume: one `Volumes` serves the nodes of one
+    snapshot."""
 
     claims: Mapping[tuple[str, str], Claim]
     volumes: Mapping[str, Volume]
+    classes: Mapping[str, StorageClass] | None = None
+    capacity_drivers: frozenset[str] | None = None
     _kept_off: dict[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict, compare=False, repr=False)
 
     def kept_off(self, volume: Volume, labels: Mapping[str, Mapping[str, Any]]) -> Mapping[str, tuple[str, str]]:
@@ -123,10 +298,26 @@ class Volumes:
         return self._kept_off[volume.name]
 
 
-def volumes_of(claims: Iterable[Mapping[str, Any]], volumes: Iterable[Mapping[str, Any]]) -> Volumes:
-    """The claims and volumes as read from the API server (or a watch cache)."""
+def volumes_of(
+    claims: Iterable[Mapping[str, Any]],
+    volumes: Iterable[Mapping[str, Any]],
+    classes: Iterable[Mapping[str, Any]] | None = None,
+    drivers: Iterable[Mapping[str, Any]] | None = None,
+) -> Volumes:
+    """The claims and volumes as read from the API server (or a watch cache), with the StorageClasses and CSI drivers
+    when read (None: a claim that waits for its pod stays unread)."""
     read = (volume_of(volume) for volume in volumes)
-    return Volumes(dict(map(claim_of, claims)), {volume.name: volume for volume in read})
+    return Volumes(
+        dict(map(claim_of, claims)),
+        {volume.name: volume for volume in read},
+        None if classes is None else {c.name: c for c in map(storage_class_of, classes)},
+        None if drivers is None else capacity_drivers_of(drivers),
+    )
+
+
+def waits_unbound(claims: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a claim is unbound: only then are the StorageClasses and CSI drivers read."""
+    return any(not claim_of(claim)[1].volume for claim in claims)
 
 
 def is_claim(volume: object) -> bool:
@@ -181,6 +372,7 @@ def volume_reach(
     if isinstance(names, str):
         return VolumeReach(unread=names)
     kept: dict[str, tuple[str, str]] = {}
+    waiting: list[tuple[str, Claim]] = []
     for name in names:
         claim = volumes.claims.get((namespace, name))
         if claim is None:
@@ -188,7 +380,8 @@ def volume_reach(
         if claim.deleting:
             return VolumeReach(unread=f"its claim {name} is being deleted")
         if not claim.volume:
-            return VolumeReach(unread=f"its claim {name} is not bound")
+            waiting.append((name, claim))
+            continue
         volume = volumes.volumes.get(claim.volume)
         if volume is None:
             return VolumeReach(unread=f"its claim {name}'s volume {claim.volume} was not found")
@@ -197,4 +390,134 @@ def volume_reach(
         for node, why in volumes.kept_off(volume, labels).items():
             if node not in kept or (why[0] == VOLUME_BINDING and kept[node][0] != VOLUME_BINDING):
                 kept[node] = why
+    if waiting:
+        # A replacement's claim unbound while its pod runs: nothing says where it would bind.
+        unmet = _waiting_unmet(waiting, namespace, volumes, labels) if not replacement else None
+        if not isinstance(unmet, Mapping):
+            return VolumeReach(unread=unmet or f"its claim {waiting[0][0]} is not bound")
+        for node, name in unmet.items():
+            kept.setdefault(node, (VOLUME_BINDING, f"no volume can be bound or provisioned there for its claim {name}"))
     return VolumeReach(kept) if kept else NO_CLAIM
+
+
+def _waiting_unmet(
+    waiting: list[tuple[str, Claim]], namespace: str, volumes: Volumes, labels: Mapping[str, Mapping[str, Any]]
+) -> Mapping[str, str] | str | None:
+    """For claims not bound yet, each node where one of them finds neither an available volume nor a class that may
+    provision one, with that claim (`FindPodVolumes`: the claims by size, each taking the smallest match left); or why
+    they cannot be read: the classes not read (None), a claim that does not wait for its pod (kube-scheduler refuses
+    the pod everywhere until it is bound), a class whose driver checks storage capacity."""
+    if volumes.classes is None:
+        return None
+    classes: dict[str, StorageClass] = {}
+    for name, claim in waiting:
+        if claim.want.unread:
+            return f"its claim {name} {claim.want.unread}"
+        found = volumes.classes.get(claim.want.storage_class) if claim.want.storage_class else None
+        if found is None or not found.waits:
+            return f"its claim {name} is not bound, and its storage class does not wait for a pod to bind it"
+        classes[name] = found
+    ordered = sorted(waiting, key=lambda item: item[1].want.requested or Decimal(0))
+    reach = _Reach(labels)
+    offered = {name: _offered(name, claim, namespace, volumes.volumes.values(), reach) for name, claim in ordered}
+    unmet: dict[str, str] = {}
+    for node, have in labels.items():
+        chosen: set[str] = set()
+        for name, claim in ordered:
+            selected = claim.want.selected_node
+            match = None if selected is not None else offered[name].take(node, chosen)
+            if match is not None:
+                continue
+            if selected not in (None, node) or not classes[name].provisions_on(have):
+                unmet[node] = name
+                break
+            if claim.want.requested is not None and (
+                volumes.capacity_drivers is None or classes[name].provisioner in volumes.capacity_drivers
+            ):
+                return (
+                    f"its claim {name} would be provisioned by {classes[name].provisioner}, whose storage capacity "
+                    "for a node is not read"
+                )
+    return unmet
+
+
+class _Reach:
+    """The nodes a volume's node affinity lets a pod reach, by hostname when that is all it asks (a local volume's)."""
+
+    def __init__(self, labels: Mapping[str, Mapping[str, Any]]) -> None:
+        self.labels = labels
+        self.by_hostname: dict[str, list[str]] = defaultdict(list)
+        for node, have in labels.items():
+            if HOSTNAME_LABEL in have:
+                self.by_hostname[str(have[HOSTNAME_LABEL])].append(node)
+
+    def nodes(self, volume: Volume) -> Iterable[str]:
+        """The nodes the volume reaches (CheckNodeAffinity, on the node's labels alone)."""
+        if volume.terms is None:
+            return self.labels
+        hosts = _hostnames(volume.terms)
+        if hosts is not None:
+            return [node for host in hosts for node in self.by_hostname.get(host, ())]
+        return [node for node, have in self.labels.items() if node_allows(volume.terms, "", have)]
+
+
+def _hostnames(terms: tuple[Mapping[str, Any], ...]) -> list[str] | None:
+    """The hostnames of node affinity that is one term of one `hostname In (...)` requirement; None for any other."""
+    if len(terms) != 1 or set(terms[0]) - {"matchExpressions"}:
+        return None
+    expressions = _listed(terms[0].get("matchExpressions"))
+    if len(expressions) != 1 or not isinstance(expressions[0], Mapping):
+        return None
+    only = expressions[0]
+    if only.get("key") != HOSTNAME_LABEL or only.get("operator") != "In":
+        return None
+    return sorted({str(value) for value in _listed(only.get("values"))})
+
+
+@dataclass(frozen=True)
+class _Offered:
+    """The volumes a waiting claim may take, by node: the one reserved for it (its name and the nodes it reaches; then
+    only it), else those it matches on any node, smallest first."""
+
+    reserved: tuple[str, frozenset[str]] | None
+    by_node: Mapping[str, list[str]]
+
+    def take(self, node: str, chosen: set[str]) -> str | None:
+        """The volume the claim takes on the node (added to `chosen`, the node's volumes taken), None for none."""
+        if self.reserved is not None:
+            return self.reserved[0] if node in self.reserved[1] else None
+        match = next((name for name in self.by_node.get(node, ()) if name not in chosen), None)
+        if match is not None:
+            chosen.add(match)
+        return match
+
+
+def _offered(name: str, claim: Claim, namespace: str, volumes: Iterable[Volume], reach: _Reach) -> _Offered:
+    """The claim's volumes (`FindMatchingVolume`): one reserved for it binds it on the nodes it reaches and nowhere
+    else; any other must be available, of its class, as large, of its modes and attributes class, labelled as its
+    selector asks and not being deleted."""
+    want = claim.want
+    found: list[Volume] = []
+    for volume in volumes:
+        offer = volume.offer
+        if offer.reserved is not None and offer.reserved[:2] != (namespace, name):
+            continue
+        if offer.reserved is not None and offer.reserved[2] and want.uid and offer.reserved[2] != want.uid:
+            continue
+        if (want.requested or 0) > offer.capacity or want.volume_mode != offer.volume_mode:
+            continue
+        if want.attributes_class != offer.attributes_class or offer.deleting:
+            continue
+        if offer.reserved is not None:
+            return _Offered((volume.name, frozenset(reach.nodes(volume))), {})
+        if not offer.available or offer.storage_class != want.storage_class:
+            continue
+        if want.selector is not None and not matches(want.selector, offer.labels):
+            continue
+        if want.access_modes <= offer.access_modes:
+            found.append(volume)
+    by_node: dict[str, list[str]] = defaultdict(list)
+    for volume in sorted(found, key=lambda v: v.offer.capacity):
+        for node in reach.nodes(volume):
+            by_node[node].append(volume.name)
+    return _Offered(None, by_node)

@@ -18,6 +18,8 @@ from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.volumes import (
     BETA_ZONE,
+    NO_PROVISIONER,
+    SELECTED_NODE,
     VOLUME_BINDING,
     VOLUME_ZONE,
     ZONE,
@@ -244,6 +246,217 @@ def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is
     unread = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=unbound).unread
     assert unread == ("1 node(s) didn't match PersistentVolume's node affinity",)
     assert pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot).unread == unread
+
+
+def waiting(name: str, storage: str = "5Gi", **spec: Any) -> dict[str, Any]:
+    """A claim of class `local` not bound yet, asking `storage` (none when empty), ReadWriteOnce."""
+    metadata = {"namespace": "ns", "name": name, "uid": f"uid-{name}", **spec.pop("metadata", {})}
+    asked = {"resources": {"requests": {"storage": storage}}} if storage else {}
+    return {
+        "metadata": metadata,
+        "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"], **asked, **spec},
+    }
+
+
+def offered(name: str, *hosts: str, storage: str = "10Gi", phase: str = "Available", **spec: Any) -> dict[str, Any]:
+    """A volume of class `local` on `hosts`, of `storage`, ReadWriteOnce, in `phase`."""
+    offer = {"capacity": {"storage": storage}, "storageClassName": "local", "accessModes": ["ReadWriteOnce"]}
+    volume = local(name, *hosts, **{**offer, **spec})
+    volume["status"] = {"phase": phase}
+    return volume
+
+
+def storage_class(provisioner: str = NO_PROVISIONER, mode: str = "WaitForFirstConsumer", **more: Any) -> dict[str, Any]:
+    """The StorageClass `local`."""
+    return {"metadata": {"name": "local"}, "provisioner": provisioner, "volumeBindingMode": mode, **more}
+
+
+def waiting_reach(
+    claims: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+    classes: list[dict[str, Any]] | None = None,
+    drivers: list[dict[str, Any]] | None = None,
+) -> tuple[str, dict[str, str]]:
+    """Why the pod's claims are unread, and the nodes they keep it off with the claim named."""
+    read = volumes_of(claims, volumes, [storage_class()] if classes is None else classes, drivers or [])
+    found = volume_reach(mounting(*(c["metadata"]["name"] for c in claims)), "ns", "p", read, NODES, replacement=False)
+    named = {
+        node: words.removeprefix(UNMET) for node, (where, words) in found.kept_off.items() if where == VOLUME_BINDING
+    }
+    assert len(named) == len(found.kept_off), found.kept_off
+    return found.unread, named
+
+
+UNMET = "no volume can be bound or provisioned there for its claim "
+
+
+@pytest.mark.parametrize(
+    ("volumes", "kept_off"),
+    [
+        ([offered("pv", "a")], {"b": "data", "c": "data"}),
+        ([offered("pv", "a", "b"), offered("small", "c", storage="1Gi")], {"c": "data"}),
+        (
+            [offered("pv", "a", phase="Bound"), offered("other", "b", storageClassName="fast")],
+            dict.fromkeys(NODES, "data"),
+        ),
+        (
+            [offered("pv", "a", accessModes=["ReadOnlyMany"]), offered("block", "b", volumeMode="Block")],
+            dict.fromkeys(NODES, "data"),
+        ),
+        ([offered("pv", "a", volumeAttributesClassName="gold"), offered("gone", "b")], {"a": "data", "c": "data"}),
+        ([offered("pv", "c", claimRef={"namespace": "ns", "name": "other"}), offered("any")], {}),
+        (
+            [offered("pv", "c", claimRef={"namespace": "ns", "name": "data"}), offered("any")],
+            {"a": "data", "b": "data"},
+        ),
+        (
+            [offered("pv", "c", claimRef={"namespace": "ns", "name": "data", "uid": "old"}), offered("b", "b")],
+            {"a": "data", "c": "data"},
+        ),
+    ],
+)
+def test_a_claim_waiting_for_its_pod_reaches_the_nodes_of_the_volumes_it_matches(
+    volumes: list[dict[str, Any]], kept_off: dict[str, str]
+) -> None:
+    """FindMatchingVolume, its class provisioning none: an available volume of its class, as large, of its access
+    and volume modes and attributes class, on the node; one reserved for it (by name, and UID when given) is the only
+    one it takes; one reserved for another claim is not its."""
+    assert waiting_reach([waiting("data")], volumes) == ("", kept_off)
+
+
+def test_a_waiting_claims_selector_picks_the_volumes_it_may_take_and_a_deleted_one_is_not_taken() -> None:
+    """The claim's selector must match the volume's labels; a volume being deleted is out."""
+    labelled = offered("pv", "a", labels={"disk": "nvme"})
+    leaving = offered("gone", "b")
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    nvme = waiting("data", selector={"matchLabels": {"disk": "nvme"}})
+    assert waiting_reach([nvme], [labelled, offered("c", "c")]) == ("", {"b": "data", "c": "data"})
+    assert waiting_reach([waiting("data")], [leaving]) == ("", dict.fromkeys(NODES, "data"))
+
+
+def test_the_claims_of_one_pod_take_a_volume_each_smallest_first() -> None:
+    """Two claims, two volumes on a, one on b: both bind on a only. The smallest claim goes first (so it is the one
+    named where no volume is) and takes its smallest match, so the large claim still finds the large volume."""
+    volumes = [offered("small", "a", storage="2Gi"), offered("large", "a"), offered("one", "b")]
+    claims = [waiting("big", "8Gi"), waiting("little", "1Gi")]
+    assert waiting_reach(claims, volumes) == ("", {"b": "big", "c": "little"})
+    assert waiting_reach([waiting("little", "1Gi"), waiting("other", "1Gi")], volumes) == (
+        "",
+        {"b": "other", "c": "little"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("classes", "kept_off"),
+    [
+        ([storage_class("csi.example.com")], {}),
+        (
+            [
+                storage_class(
+                    "csi.example.com",
+                    allowedTopologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["z1"]}]}],
+                )
+            ],
+            {"c": "data"},
+        ),
+        (
+            [storage_class("csi.example.com", allowedTopologies=[{"matchLabelExpressions": []}])],
+            dict.fromkeys(NODES, "data"),
+        ),
+        ([storage_class("")], dict.fromkeys(NODES, "data")),
+    ],
+)
+def test_a_claim_no_volume_matches_goes_where_its_class_may_provision(
+    classes: list[dict[str, Any]], kept_off: dict[str, str]
+) -> None:
+    """checkVolumeProvisions: a class with a provisioner provisions on every node, or on those its allowedTopologies
+    match (a term with no expression matches none); no provisioner, none."""
+    assert waiting_reach([waiting("data")], [], classes) == ("", kept_off)
+
+
+def test_a_claim_being_provisioned_for_a_node_reaches_that_node_alone() -> None:
+    """The selected-node annotation: the claim is being provisioned there."""
+    chosen = waiting("data", metadata={"annotations": {SELECTED_NODE: "b"}})
+    assert waiting_reach([chosen], [offered("pv", "a")], [storage_class("csi.example.com")]) == (
+        "",
+        {"a": "data", "c": "data"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("claims", "classes", "drivers", "unread"),
+    [
+        ([waiting("data")], [storage_class(mode="Immediate")], [], "is not bound, and its storage class does not wait"),
+        ([waiting("data")], [], [], "is not bound, and its storage class does not wait"),
+        ([waiting("data", storageClassName="")], [storage_class()], [], "is not bound, and its storage class does not"),
+        ([waiting("data", storage="5x")], [storage_class()], [], "cannot be read: resources.requests.storage '5x'"),
+        (
+            [waiting("data")],
+            [storage_class("csi.example.com")],
+            [{"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}],
+            "would be provisioned by csi.example.com, whose storage capacity for a node is not read",
+        ),
+        ([waiting("data")], [storage_class("csi.example.com")], None, "whose storage capacity for a node is not read"),
+    ],
+)
+def test_a_waiting_claim_that_cannot_be_read_leaves_where_the_pod_may_go_unread(
+    claims: list[dict[str, Any]],
+    classes: list[dict[str, Any]],
+    drivers: list[dict[str, Any]] | None,
+    unread: str,
+) -> None:
+    """A claim that does not wait for its pod (kube-scheduler refuses the pod everywhere until it binds), one that
+    does not parse, one a capacity-checking CSI driver would provision: no node is kept off by guess."""
+    read = volumes_of(claims, [], classes, drivers)
+    found = volume_reach(mounting("data"), "ns", "p", read, NODES, replacement=False)
+    assert found.unread.startswith("its claim data ") and unread in found.unread, found.unread
+    assert dict(found.kept_off) == {}
+
+
+def test_a_local_volume_reaches_the_nodes_of_its_hostname_label_not_of_its_name() -> None:
+    """Volumes are looked up by the nodes' hostname labels (a node's name may differ from its label, and a node may
+    have none), as node affinity matches them."""
+    nodes = {"x": {HOSTNAME_LABEL: "a"}, "a": {}, "y": {HOSTNAME_LABEL: "b"}}
+    read = volumes_of([waiting("data")], [offered("pv", "a")], [storage_class()], [])
+    found = volume_reach(mounting("data"), "ns", "p", read, nodes, replacement=False)
+    assert (found.unread, set(found.kept_off)) == ("", {"a", "y"})
+
+
+def test_a_capacity_checking_driver_is_not_read_for_a_claim_that_asks_no_size() -> None:
+    """hasEnoughCapacity checks nothing for a claim without a storage request."""
+    capacity = [{"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}]
+    assert waiting_reach([waiting("data", "")], [], [storage_class("csi.example.com")], capacity) == ("", {})
+
+
+def test_a_pending_pods_waiting_claim_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:
+    """A volume of its class waits on b: room is made on b, c's refusal ("didn't find available persistent volumes to
+    bind") is read, and `why` names the claim; without the classes the claim and the refusal stay unread."""
+    nodes, pods = three_nodes()
+    pods[0]["metadata"]["annotations"][DO_NOT_MOVE] = "true"
+    pods[1]["metadata"]["annotations"].pop(DO_NOT_MOVE)
+    big = whole_card()
+    big["spec"] |= mounting("model")
+    refusal = "2 node(s) didn't find available persistent volumes to bind"
+    big["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"0/3 nodes are available: {refusal}, 1 1/1 CardInsufficientMemory.",
+        }
+    ]
+    claims, volumes = [waiting("model")], [offered("pv", "b")]
+    read = volumes_of(claims, volumes, [storage_class()], [])
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=read)
+    found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=read)
+    assert found.unread == ()
+    assert runs_on(found.pod, NODES) == {"b"}
+    assert plan(snapshot, FitGoal(found.pod)).target == ("b", ("GPU-b",))
+    verdict = {node.node: node for node in why(snapshot, found.pod)}["c"]
+    assert (verdict.fits, verdict.reason) == (False, VOLUME_BINDING)
+    assert verdict.message == f"kube-scheduler: {UNMET}model"
+    unread = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=volumes_of(claims, volumes))
+    assert unread.unread == (refusal,)
 
 
 def test_a_node_refused_by_several_filters_is_named_by_the_first_kube_scheduler_runs() -> None:

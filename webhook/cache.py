@@ -35,7 +35,7 @@ from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import IN_TREE, ZONE_LABELS, is_claim
+from kubectl_hami_place.core.volumes import BETA_CLASS, IN_TREE, SELECTED_NODE, is_claim
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
@@ -573,12 +573,36 @@ def project_counted_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def project_volume_claim(claim: dict[str, Any]) -> dict[str, Any]:
-    """A PersistentVolumeClaim as the controller keeps it: its key and version, whether it is being deleted, and the
-    volume it is bound to (`volumes.claim_of`)."""
-    meta = _dict(claim.get("metadata"))
-    kept = {key: meta[key] for key in ("name", "namespace", "resourceVersion", "deletionTimestamp") if key in meta}
-    bound = _dict(claim.get("spec")).get("volumeName")
-    return {"metadata": kept, "spec": {"volumeName": bound} if bound else {}}
+    """A PersistentVolumeClaim as the controller keeps it: its key, UID and version, whether it is being deleted, the
+    volume it is bound to, and while unbound what it asks of a volume (`volumes.claim_of`)."""
+    meta, spec = _dict(claim.get("metadata")), _dict(claim.get("spec"))
+    kept: dict[str, Any] = {
+        k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
+    }
+    bound = spec.get("volumeName")
+    if bound:
+        return {"metadata": kept, "spec": {"volumeName": bound}}
+    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k in (BETA_CLASS, SELECTED_NODE)}
+    if annotations:
+        kept["annotations"] = annotations
+    asked = {k: spec[k] for k in _CLAIM_ASKS if k in spec}
+    storage = _dict(_dict(spec.get("resources")).get("requests")).get("storage")
+    if storage is not None:
+        asked["resources"] = {"requests": {"storage": storage}}
+    return {"metadata": kept, "spec": asked}
+
+
+_CLAIM_ASKS = ("storageClassName", "accessModes", "volumeMode", "volumeAttributesClassName", "selector")
+"""What of an unbound claim's spec a volume must match, besides its size."""
+_VOLUME_OFFERS = (
+    "nodeAffinity",
+    "claimRef",
+    "storageClassName",
+    "accessModes",
+    "volumeMode",
+    "volumeAttributesClassName",
+)
+"""What of a volume's spec the filters read, besides its size and in-tree source."""
 
 
 def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
@@ -587,16 +611,42 @@ def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {key: meta[key] for key in ("name", "resourceVersion", "labels") if key in meta}}
 
 
+def project_storage_class(storage_class: dict[str, Any]) -> dict[str, Any]:
+    """A StorageClass as the controller keeps it: its name and version, binding mode, provisioner and allowed
+    topologies (`volumes.storage_class_of`)."""
+    meta = _dict(storage_class.get("metadata"))
+    kept: dict[str, Any] = {
+        key: storage_class[key]
+        for key in ("volumeBindingMode", "provisioner", "allowedTopologies")
+        if key in storage_class
+    }
+    return {"metadata": {key: meta[key] for key in ("name", "resourceVersion") if key in meta}, **kept}
+
+
+def project_csi_driver(driver: dict[str, Any]) -> dict[str, Any]:
+    """A CSIDriver as the controller keeps it: its name and version and whether it asks for storage capacity checks
+    (`volumes.capacity_drivers_of`)."""
+    meta, spec = _dict(driver.get("metadata")), _dict(driver.get("spec"))
+    kept = {"storageCapacity": spec["storageCapacity"]} if "storageCapacity" in spec else {}
+    return {"metadata": {key: meta[key] for key in ("name", "resourceVersion") if key in meta}, "spec": kept}
+
+
 def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
-    """A PersistentVolume as the controller keeps it: its key and version, its zone and region labels, its node
-    affinity and which in-tree source it has (`volumes.volume_of`)."""
+    """A PersistentVolume as the controller keeps it: its key and version, labels, class annotation and whether it is
+    being deleted, its node affinity, which in-tree source it has, and what it offers a claim not bound yet: the claim
+    it is reserved for, class, size, modes and phase (`volumes.volume_of`)."""
     meta, spec = _dict(volume.get("metadata")), _dict(volume.get("spec"))
-    kept: dict[str, Any] = {key: meta[key] for key in ("name", "resourceVersion") if key in meta}
-    labels = {key: value for key, value in _dict(meta.get("labels")).items() if key in ZONE_LABELS}
-    if labels:
-        kept["labels"] = labels
-    planned = {key: spec[key] for key in ("nodeAffinity", *IN_TREE) if key in spec}
-    return {"metadata": kept, "spec": {key: PRESENT if key in IN_TREE else value for key, value in planned.items()}}
+    kept: dict[str, Any] = {k: meta[k] for k in ("name", "resourceVersion", "labels", "deletionTimestamp") if k in meta}
+    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k == BETA_CLASS}
+    if annotations:
+        kept["annotations"] = annotations
+    planned = {key: spec[key] for key in _VOLUME_OFFERS if key in spec}
+    planned.update((key, PRESENT) for key in IN_TREE if key in spec)
+    storage = _dict(spec.get("capacity")).get("storage")
+    if storage is not None:
+        planned["capacity"] = {"storage": storage}
+    phase = _dict(volume.get("status")).get("phase")
+    return {"metadata": kept, "spec": planned, **({"status": {"phase": phase}} if phase else {})}
 
 
 def same_node(stored: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:

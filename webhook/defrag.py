@@ -156,11 +156,13 @@ from kubectl_hami_place.kube.watch import (
     WATCH_TIMEOUT_SECONDS,
     Reflector,
     config_map_reflector,
+    csi_driver_reflector,
     disruption_budget_reflector,
     failed_scheduling_reflector,
     namespace_reflector,
     object_key,
     other_pods_reflector,
+    storage_class_reflector,
     volume_claim_reflector,
     volume_reflector,
 )
@@ -168,7 +170,9 @@ from webhook.cache import (
     COUNTED,
     ClusterCache,
     project_counted_pod,
+    project_csi_driver,
     project_namespace,
+    project_storage_class,
     project_volume,
     project_volume_claim,
 )
@@ -284,6 +288,10 @@ class DefragController:
         # keeps such a pod on its node).
         self.volume_claims = volume_claim_reflector(kube.api, project=project_volume_claim)
         self.volumes = volume_reflector(kube.api, project=project_volume)
+        # StorageClasses and CSIDrivers: where a claim not bound yet may bind or be provisioned (a plan without them
+        # leaves a Pending pod's room unread while its claim waits for it).
+        self.storage_classes = storage_class_reflector(kube.api, project=project_storage_class)
+        self.csi_drivers = csi_driver_reflector(kube.api, project=project_csi_driver)
         # Namespaces' labels: the namespaces a pod affinity term's namespaceSelector picks (a plan without them keeps
         # a pod whose term has one that names labels on its node, and a Pending pod's room unread).
         self.namespaces = namespace_reflector(kube.api, project=project_namespace)
@@ -333,6 +341,8 @@ class DefragController:
             self.other_pods,
             self.volume_claims,
             self.volumes,
+            self.storage_classes,
+            self.csi_drivers,
             self.namespaces,
         )
 
@@ -966,7 +976,12 @@ class DefragController:
         if self._read is None or again:
             budgets = self.disruption_budgets.items()
             others = [pod[COUNTED] for pod in self.other_pods.items()]
-            volumes = volumes_of(self.volume_claims.items(), self.volumes.items())
+            volumes = volumes_of(
+                self.volume_claims.items(),
+                self.volumes.items(),
+                self.storage_classes.items(),
+                self.csi_drivers.items(),
+            )
             namespace_labels = namespace_labels_of(self.namespaces.items())
             config = self.hami_config()  # may read the API: outside the pause
             with collector_paused():

@@ -122,6 +122,18 @@ def list_volumes(kube: Kube) -> list[dict[str, Any]]:
     return list_items(request(kube, _get(kube, "/api/v1/persistentvolumes"), what="list persistentvolumes"))
 
 
+def list_storage_classes(kube: Kube) -> list[dict[str, Any]]:
+    """Every StorageClass: whether a claim not bound yet waits for its pod, and where its class may provision."""
+    path = "/apis/storage.k8s.io/v1/storageclasses"
+    return list_items(request(kube, _get(kube, path), what="list storageclasses.storage.k8s.io"))
+
+
+def list_csi_drivers(kube: Kube) -> list[dict[str, Any]]:
+    """Every CSIDriver: which drivers ask kube-scheduler to check their storage capacity."""
+    path = "/apis/storage.k8s.io/v1/csidrivers"
+    return list_items(request(kube, _get(kube, path), what="list csidrivers.storage.k8s.io"))
+
+
 def list_namespaces(kube: Kube) -> list[dict[str, Any]]:
     """Every Namespace: the labels a pod affinity term's namespaceSelector picks namespaces by."""
     return list_items(request(kube, _get(kube, "/api/v1/namespaces"), what="list namespaces"))

@@ -24,13 +24,15 @@ from kubectl_hami_place.core.pod_affinity import (
     selected_lists,
 )
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import Volumes, volumes_of
+from kubectl_hami_place.core.volumes import Volumes, volumes_of, waits_unbound
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import (
     get_pod,
+    list_csi_drivers,
     list_namespaces,
     list_nodes,
     list_pods,
+    list_storage_classes,
     list_volume_claims,
     list_volumes,
 )
@@ -79,14 +81,23 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
 
 
 def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes | None, tuple[str, ...]]:
-    """The claims and volumes, when a pod claims one (None otherwise), and the warning when they may not be read: its
-    pods then stay on their nodes, as they would without them."""
+    """The claims and volumes, when a pod claims one (None otherwise), with the StorageClasses and CSI drivers when a
+    claim is not bound yet; and the warning when they may not be read: its pods then stay on their nodes, as they would
+    without them, and a claim not bound yet stays unread."""
     if not any(claims_volume(as_mapping(pod.get("spec"))) for pod in pods):
         return None, ()
     try:
-        return volumes_of(list_volume_claims(kube), list_volumes(kube)), ()
+        claims, volumes = list_volume_claims(kube), list_volumes(kube)
     except KubeForbidden as err:
         return None, (f"cannot read claims and volumes ({err}); pods that claim a volume stay on their nodes",)
+    if not waits_unbound(claims):
+        return volumes_of(claims, volumes), ()
+    try:
+        return volumes_of(claims, volumes, list_storage_classes(kube), list_csi_drivers(kube)), ()
+    except KubeForbidden as err:
+        return volumes_of(claims, volumes), (
+            f"cannot read storage classes and CSI drivers ({err}); where a claim not bound yet may bind stays unread",
+        )
 
 
 def read_namespace_labels(

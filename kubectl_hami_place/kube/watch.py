@@ -346,3 +346,14 @@ def namespace_reflector(api_client: ApiClient, project: Projection = _trimmed) -
 def volume_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every PersistentVolume: the nodes each may be reached from."""
     return Reflector("persistentvolumes", by_path(api_client, "GET", "/api/v1/persistentvolumes"), project=project)
+
+
+def storage_class_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every StorageClass: whether a claim not bound yet waits for its pod, and where its class may provision."""
+    path = "/apis/storage.k8s.io/v1/storageclasses"
+    return Reflector("storageclasses", by_path(api_client, "GET", path), project=project)
+
+
+def csi_driver_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every CSIDriver: which drivers ask kube-scheduler to check their storage capacity."""
+    return Reflector("csidrivers", by_path(api_client, "GET", "/apis/storage.k8s.io/v1/csidrivers"), project=project)

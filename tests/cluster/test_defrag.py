@@ -1119,6 +1119,47 @@ def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> di
     return {"name": name, "persistentVolumeClaim": {"claimName": name}}
 
 
+def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
+    """A claim not bound yet of a class that waits for its pod and provisions nothing (local volumes made by hand),
+    with one available volume of it, on `node`; returns the pod volume that mounts it."""
+    storage_class = f"{namespace}-local"
+    client.StorageV1Api(cluster.api_client()).create_storage_class(
+        {
+            "metadata": {"name": storage_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    api = client.CoreV1Api(cluster.api_client())
+    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    api.create_persistent_volume(
+        {
+            "metadata": {"name": f"{namespace}-{name}"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "local": {"path": f"/mnt/{name}"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}},
+            },
+        }
+    )
+    claim = {
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    api.create_namespaced_persistent_volume_claim(namespace, claim)
+    wait_for(
+        lambda: api.read_persistent_volume(f"{namespace}-{name}").status.phase == "Available",
+        f"volume {namespace}-{name} to be available",
+    )
+    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
+
+
 FPGA = "example.com/fpga"
 """An extended resource one node advertises: kube-scheduler counts it, and so does the plan."""
 
@@ -1185,13 +1226,14 @@ def test_a_pending_pods_term_that_picks_namespaces_by_label_is_read_and_is_unrea
                 delete(f"planner-{tag}")
 
 
-@pytest.mark.parametrize("kept_by", ["extended resource", "volume"])
+@pytest.mark.parametrize("kept_by", ["extended resource", "volume", "waiting claim"])
 def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_is_made_where_they_refuse_it(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], kept_by: str
 ) -> None:
-    """The same nodes, the big pod asking an extended resource only A advertises, or mounting a local volume of A:
-    kube-scheduler's refusal of B is read, the room could only be on A, whose pod cannot move, so there is no plan,
-    and the controller and `why` say what keeps the pod off B."""
+    """The same nodes, the big pod asking an extended resource only A advertises, mounting a local volume of A, or
+    mounting a claim not bound yet whose class (WaitForFirstConsumer, no provisioner) has an available volume on A
+    only: kube-scheduler's refusal of B is read, the room could only be on A, whose pod cannot move, so there is no
+    plan, and the controller and `why` say what keeps the pod off B."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"kept-a-{tag}", f"kept-b-{tag}"
     made: list[GpuNode] = []
@@ -1201,6 +1243,9 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
         if kept_by == "volume":
             big["spec"]["volumes"] = [local_volume(cluster, namespace, "data", a)]
             reason, kept = "VolumeBinding", f"its volume {namespace}-data's node affinity excludes it"
+        elif kept_by == "waiting claim":
+            big["spec"]["volumes"] = [waiting_claim(cluster, namespace, "data", a)]
+            reason, kept = "VolumeBinding", "no volume can be bound or provisioned there for its claim data"
         else:
             nodes = client.CoreV1Api(cluster.api_client())
             nodes.patch_node_status(a, {"status": {"allocatable": {FPGA: "1"}, "capacity": {FPGA: "1"}}})
@@ -1226,6 +1271,8 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
         api = client.CoreV1Api(cluster.api_client())
         with contextlib.suppress(client.ApiException):
             api.delete_persistent_volume(f"{namespace}-data")
+        with contextlib.suppress(client.ApiException):
+            client.StorageV1Api(cluster.api_client()).delete_storage_class(f"{namespace}-local")
         rbac = client.RbacAuthorizationV1Api(cluster.api_client())
         for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
             with contextlib.suppress(client.ApiException):

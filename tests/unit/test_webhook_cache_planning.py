@@ -16,15 +16,17 @@ from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_r
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import PlanPod
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.core.volumes import volumes_of
+from kubectl_hami_place.core.volumes import BETA_CLASS, SELECTED_NODE, volumes_of
 from tests.unit.test_core_planner import runs_on
 from webhook.cache import (
     COUNTED,
     LAST_APPLIED,
     project_counted_pod,
+    project_csi_driver,
     project_node,
     project_node_for_planning,
     project_pod_for_planning,
+    project_storage_class,
     project_volume,
     project_volume_claim,
 )
@@ -348,27 +350,103 @@ def test_nodes_decoded_apart_share_their_label_values() -> None:
 
 
 def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() -> None:
-    """Where each claim is bound and whether it is leaving; a volume's node affinity, zone labels and in-tree source
-    (its other labels, capacity, claimRef and status are not kept)."""
+    """Where each claim is bound and whether it is leaving, and while unbound what it asks of a volume; a volume's
+    node affinity, labels, zone and in-tree source, and what it offers a claim: the claim it is reserved for, class,
+    size, modes and phase. Nothing else (mount options, reclaim policy, other annotations)."""
     affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}
+    offers = {
+        "nodeAffinity": affinity,
+        "claimRef": {"namespace": "ns", "name": "data", "uid": "u"},
+        "storageClassName": "local",
+        "accessModes": ["ReadWriteOnce"],
+        "volumeMode": "Block",
+    }
     volume = {
-        "metadata": {"name": "pv", "resourceVersion": "7", "labels": {"topology.kubernetes.io/zone": "z1", "x": "y"}},
-        "spec": {
-            "nodeAffinity": affinity,
-            "capacity": {"storage": "1Gi"},
-            "claimRef": {"name": "data"},
-            "awsElasticBlockStore": {"volumeID": "v"},
+        "metadata": {
+            "name": "pv",
+            "resourceVersion": "7",
+            "labels": {"topology.kubernetes.io/zone": "z1", "x": "y"},
+            "annotations": {BETA_CLASS: "local", "other": "dropped"},
         },
-        "status": {"phase": "Bound"},
+        "spec": {
+            **offers,
+            "capacity": {"storage": "1Gi", "other": "2"},
+            "awsElasticBlockStore": {"volumeID": "v"},
+            "mountOptions": ["ro"],
+            "persistentVolumeReclaimPolicy": "Retain",
+        },
+        "status": {"phase": "Bound", "message": "dropped"},
     }
     meta = {"namespace": "ns", "name": "data", "resourceVersion": "3", "deletionTimestamp": "2026-12-05T00:00:00Z"}
     claim = {"metadata": {**meta, "labels": {"a": "b"}}, "spec": {"volumeName": "pv", "resources": {}}}
     kept_volume, kept_claim = project_volume(volume), project_volume_claim(claim)
     assert kept_volume == {
-        "metadata": {"name": "pv", "resourceVersion": "7", "labels": {"topology.kubernetes.io/zone": "z1"}},
-        "spec": {"nodeAffinity": affinity, "awsElasticBlockStore": {}},
+        "metadata": {
+            "name": "pv",
+            "resourceVersion": "7",
+            "labels": {"topology.kubernetes.io/zone": "z1", "x": "y"},
+            "annotations": {BETA_CLASS: "local"},
+        },
+        "spec": {**offers, "capacity": {"storage": "1Gi"}, "awsElasticBlockStore": {}},
+        "status": {"phase": "Bound"},
     }
     assert kept_claim == {"metadata": meta, "spec": {"volumeName": "pv"}}
     assert volumes_of([kept_claim], [kept_volume]) == volumes_of([claim], [volume])
-    unbound = project_volume_claim({"metadata": {"namespace": "ns", "name": "x"}, "spec": {}})
-    assert volumes_of([unbound], []).claims[("ns", "x")].volume == ""
+    asks = {
+        "storageClassName": "local",
+        "accessModes": ["ReadWriteOnce"],
+        "volumeMode": "Block",
+        "volumeAttributesClassName": "fast",
+        "selector": {"matchLabels": {"disk": "nvme"}},
+    }
+    waiting = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "x",
+            "uid": "u",
+            "annotations": {SELECTED_NODE: "a", BETA_CLASS: "local", "other": "dropped"},
+        },
+        "spec": {**asks, "resources": {"requests": {"storage": "1Gi"}, "limits": {"storage": "2Gi"}}, "dataSource": {}},
+    }
+    kept_waiting = project_volume_claim(waiting)
+    assert kept_waiting == {
+        "metadata": {
+            "namespace": "ns",
+            "name": "x",
+            "uid": "u",
+            "annotations": {SELECTED_NODE: "a", BETA_CLASS: "local"},
+        },
+        "spec": {**asks, "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    assert volumes_of([kept_waiting], []) == volumes_of([waiting], [])
+    assert volumes_of([kept_waiting], []).claims[("ns", "x")].volume == ""
+
+
+def test_the_controller_keeps_of_storage_classes_and_csi_drivers_what_a_plan_reads_of_them() -> None:
+    """A class's binding mode, provisioner and allowed topologies; a driver's storageCapacity. Nothing else."""
+    topologies = [{"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}]
+    storage_class = {
+        "metadata": {"name": "local", "resourceVersion": "4", "annotations": {"x": "y"}},
+        "provisioner": "csi.example.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": topologies,
+        "parameters": {"type": "nvme"},
+        "reclaimPolicy": "Delete",
+    }
+    driver = {
+        "metadata": {"name": "csi.example.com", "resourceVersion": "5", "labels": {"x": "y"}},
+        "spec": {"storageCapacity": True, "attachRequired": False},
+    }
+    kept_class, kept_driver = project_storage_class(storage_class), project_csi_driver(driver)
+    assert kept_class == {
+        "metadata": {"name": "local", "resourceVersion": "4"},
+        "provisioner": "csi.example.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": topologies,
+    }
+    assert kept_driver == {
+        "metadata": {"name": "csi.example.com", "resourceVersion": "5"},
+        "spec": {"storageCapacity": True},
+    }
+    assert volumes_of([], [], [kept_class], [kept_driver]) == volumes_of([], [], [storage_class], [driver])
+    assert volumes_of([], [], [], [kept_driver]).capacity_drivers == {"csi.example.com"}

@@ -631,6 +631,18 @@ def project_csi_driver(driver: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {key: meta[key] for key in ("name", "resourceVersion") if key in meta}, "spec": kept}
 
 
+def project_storage_capacity(capacity: dict[str, Any]) -> dict[str, Any]:
+    """A CSIStorageCapacity as the controller keeps it: its key and version, class, capacity, maximum volume size and
+    node topology (`volumes.storage_capacity_of`)."""
+    meta = _dict(capacity.get("metadata"))
+    kept: dict[str, Any] = {
+        key: capacity[key]
+        for key in ("storageClassName", "capacity", "maximumVolumeSize", "nodeTopology")
+        if key in capacity
+    }
+    return {"metadata": {key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta}, **kept}
+
+
 def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
     """A PersistentVolume as the controller keeps it: its key and version, labels, class annotation and whether it is
     being deleted, its node affinity, which in-tree source it has, and what it offers a claim not bound yet: the claim

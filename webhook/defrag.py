@@ -162,6 +162,7 @@ from kubectl_hami_place.kube.watch import (
     namespace_reflector,
     object_key,
     other_pods_reflector,
+    storage_capacity_reflector,
     storage_class_reflector,
     volume_claim_reflector,
     volume_reflector,
@@ -172,6 +173,7 @@ from webhook.cache import (
     project_counted_pod,
     project_csi_driver,
     project_namespace,
+    project_storage_capacity,
     project_storage_class,
     project_volume,
     project_volume_claim,
@@ -288,10 +290,11 @@ class DefragController:
         # keeps such a pod on its node).
         self.volume_claims = volume_claim_reflector(kube.api, project=project_volume_claim)
         self.volumes = volume_reflector(kube.api, project=project_volume)
-        # StorageClasses and CSIDrivers: where a claim not bound yet may bind or be provisioned (a plan without them
-        # leaves a Pending pod's room unread while its claim waits for it).
+        # StorageClasses, CSIDrivers and CSIStorageCapacities: where a claim not bound yet may bind or be provisioned
+        # (a plan without them leaves a Pending pod's room unread while its claim waits for it).
         self.storage_classes = storage_class_reflector(kube.api, project=project_storage_class)
         self.csi_drivers = csi_driver_reflector(kube.api, project=project_csi_driver)
+        self.storage_capacities = storage_capacity_reflector(kube.api, project=project_storage_capacity)
         # Namespaces' labels: the namespaces a pod affinity term's namespaceSelector picks (a plan without them keeps
         # a pod whose term has one that names labels on its node, and a Pending pod's room unread).
         self.namespaces = namespace_reflector(kube.api, project=project_namespace)
@@ -343,6 +346,7 @@ class DefragController:
             self.volumes,
             self.storage_classes,
             self.csi_drivers,
+            self.storage_capacities,
             self.namespaces,
         )
 
@@ -981,6 +985,7 @@ class DefragController:
                 self.volumes.items(),
                 self.storage_classes.items(),
                 self.csi_drivers.items(),
+                self.storage_capacities.items(),
             )
             namespace_labels = namespace_labels_of(self.namespaces.items())
             config = self.hami_config()  # may read the API: outside the pause

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError
@@ -27,10 +27,11 @@ VOLUME_REFUSALS = (
     "had volume node affinity conflict",
     "had no available volume zone",
     "didn't find available persistent volumes to bind",
+    "did not have enough free storage",
 )
 """kube-scheduler's words for a node a claim keeps the pod off (VolumeBinding's ErrReasonNodeConflict, in 1.25+ and
-in 1.24's words, and its ErrReasonBindConflict; VolumeZone's ErrReasonConflict): what `volume_reach` reads once every
-claim is read."""
+in 1.24's words, its ErrReasonBindConflict and ErrReasonNotEnoughSpace; VolumeZone's ErrReasonConflict): what
+`volume_reach` reads once every claim is read."""
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 """The annotation a claim or volume names its StorageClass by, read before spec.storageClassName (as kube-scheduler
 reads it)."""
@@ -269,6 +270,46 @@ def storage_class_of(storage_class: Mapping[str, Any]) -> StorageClass:
     )
 
 
+@dataclass(frozen=True)
+class StorageCapacity:
+    """A CSIStorageCapacity as `hasEnoughCapacity` reads it: its class, the largest volume it may provision (its
+    maximumVolumeSize, else its capacity; None: neither, or one that does not parse) and the nodes it serves (None:
+    none)."""
+
+    storage_class: str
+    limit: Decimal | None
+    topology: LabelSelector | None
+
+    def serves(self, storage_class: str, size: Decimal, labels: Mapping[str, Any]) -> bool:
+        """Whether it may provision a volume of `size` of the class for a pod on a node of these labels (both sizes
+        rounded up to whole bytes, as Quantity.Value() does: the limit's rounding alone decides)."""
+        if self.storage_class != storage_class or self.limit is None or self.topology is None:
+            return False
+        return self.limit.to_integral_value(ROUND_CEILING) >= size and matches(self.topology, _string_labels(labels))
+
+
+def _string_labels(labels: Mapping[str, Any]) -> dict[str, str]:
+    """A node's labels as strings, as a label selector matches them."""
+    return {str(key): str(value) for key, value in labels.items()}
+
+
+def storage_capacity_of(capacity: Mapping[str, Any]) -> StorageCapacity:
+    """A CSIStorageCapacity object as `hasEnoughCapacity` reads it; a size or topology that does not parse serves no
+    node (kube-scheduler logs it and passes over the object)."""
+    storage_class = str(capacity.get("storageClassName") or "")
+    size = capacity.get("maximumVolumeSize", capacity.get("capacity"))
+    try:
+        limit = None if size is None else parse_quantity(size, "capacity")
+    except ModelError:
+        limit = None
+    topology = capacity.get("nodeTopology")
+    try:
+        selector = None if topology is None else selector_from_dict(topology)
+    except ModelError:
+        selector = None
+    return StorageCapacity(storage_class, limit, selector)
+
+
 def capacity_drivers_of(drivers: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     """The CSI drivers that ask kube-scheduler to check their storage capacity (spec.storageCapacity)."""
     return frozenset(
@@ -288,6 +329,7 @@ class Volumes:
     volumes: Mapping[str, Volume]
     classes: Mapping[str, StorageClass] | None = None
     capacity_drivers: frozenset[str] | None = None
+    capacities: tuple[StorageCapacity, ...] | None = None
     _kept_off: dict[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict, compare=False, repr=False)
 
     def kept_off(self, volume: Volume, labels: Mapping[str, Mapping[str, Any]]) -> Mapping[str, tuple[str, str]]:
@@ -303,15 +345,17 @@ def volumes_of(
     volumes: Iterable[Mapping[str, Any]],
     classes: Iterable[Mapping[str, Any]] | None = None,
     drivers: Iterable[Mapping[str, Any]] | None = None,
+    capacities: Iterable[Mapping[str, Any]] | None = None,
 ) -> Volumes:
-    """The claims and volumes as read from the API server (or a watch cache), with the StorageClasses and CSI drivers
-    when read (None: a claim that waits for its pod stays unread)."""
+    """The claims and volumes as read from the API server (or a watch cache), with the StorageClasses, CSI drivers
+    and CSIStorageCapacities when read (None: a claim that waits for its pod, or needs them, stays unread)."""
     read = (volume_of(volume) for volume in volumes)
     return Volumes(
         dict(map(claim_of, claims)),
         {volume.name: volume for volume in read},
         None if classes is None else {c.name: c for c in map(storage_class_of, classes)},
         None if drivers is None else capacity_drivers_of(drivers),
+        None if capacities is None else tuple(map(storage_capacity_of, capacities)),
     )
 
 
@@ -395,18 +439,19 @@ def volume_reach(
         unmet = _waiting_unmet(waiting, namespace, volumes, labels) if not replacement else None
         if not isinstance(unmet, Mapping):
             return VolumeReach(unread=unmet or f"its claim {waiting[0][0]} is not bound")
-        for node, name in unmet.items():
-            kept.setdefault(node, (VOLUME_BINDING, f"no volume can be bound or provisioned there for its claim {name}"))
+        for node, why in unmet.items():
+            kept.setdefault(node, why)
     return VolumeReach(kept) if kept else NO_CLAIM
 
 
 def _waiting_unmet(
     waiting: list[tuple[str, Claim]], namespace: str, volumes: Volumes, labels: Mapping[str, Mapping[str, Any]]
-) -> Mapping[str, str] | str | None:
+) -> Mapping[str, tuple[str, str]] | str | None:
     """For claims not bound yet, each node where one of them finds neither an available volume nor a class that may
-    provision one, with that claim (`FindPodVolumes`: the claims by size, each taking the smallest match left); or why
-    they cannot be read: the classes not read (None), a claim that does not wait for its pod (kube-scheduler refuses
-    the pod everywhere until it is bound), a class whose driver checks storage capacity."""
+    provision one (one whose CSI driver checks storage capacity: with a CSIStorageCapacity that serves the node), with
+    why (`FindPodVolumes`: the claims by size, each taking the smallest match left); or why they cannot be read: the
+    classes not read (None), a claim that does not wait for its pod (kube-scheduler refuses the pod everywhere until it
+    is bound), a driver's storage capacity not read."""
     if volumes.classes is None:
         return None
     classes: dict[str, StorageClass] = {}
@@ -420,7 +465,8 @@ def _waiting_unmet(
     ordered = sorted(waiting, key=lambda item: item[1].want.requested or Decimal(0))
     reach = _Reach(labels)
     offered = {name: _offered(name, claim, namespace, volumes.volumes.values(), reach) for name, claim in ordered}
-    unmet: dict[str, str] = {}
+    unmet: dict[str, tuple[str, str]] = {}
+    served = _Served(volumes.capacities or ())
     for node, have in labels.items():
         chosen: set[str] = set()
         for name, claim in ordered:
@@ -429,16 +475,35 @@ def _waiting_unmet(
             if match is not None:
                 continue
             if selected not in (None, node) or not classes[name].provisions_on(have):
-                unmet[node] = name
+                unmet[node] = (VOLUME_BINDING, f"no volume can be bound or provisioned there for its claim {name}")
                 break
-            if claim.want.requested is not None and (
-                volumes.capacity_drivers is None or classes[name].provisioner in volumes.capacity_drivers
-            ):
-                return (
-                    f"its claim {name} would be provisioned by {classes[name].provisioner}, whose storage capacity "
-                    "for a node is not read"
-                )
+            size, provisioner = claim.want.requested, classes[name].provisioner
+            checked = volumes.capacity_drivers
+            if size is None or (checked is not None and provisioner not in checked):
+                continue
+            if checked is None or volumes.capacities is None:
+                return f"its claim {name} would be provisioned by {provisioner}, whose storage capacity is not read"
+            if not served.serves(classes[name].name, size, have):
+                unmet[node] = (VOLUME_BINDING, f"{provisioner} has no storage there for its claim {name}")
+                break
     return unmet
+
+
+class _Served:
+    """The CSIStorageCapacities by the first label their nodeTopology asks (a driver publishes one per node or
+    segment, by label): a node is looked up among those of its labels, not matched against every capacity."""
+
+    def __init__(self, capacities: Iterable[StorageCapacity]) -> None:
+        self.by_label: dict[tuple[str, str], list[StorageCapacity]] = defaultdict(list)
+        self.others: list[StorageCapacity] = []
+        for capacity in capacities:
+            first = capacity.topology.match_labels[:1] if capacity.topology is not None else ()
+            (self.by_label[first[0]] if first else self.others).append(capacity)
+
+    def serves(self, storage_class: str, size: Decimal, labels: Mapping[str, Any]) -> bool:
+        """Whether a capacity of the class may provision a volume of `size` for a pod on a node of these labels."""
+        labelled = (c for key, value in labels.items() for c in self.by_label.get((str(key), str(value)), ()))
+        return any(c.serves(storage_class, size, labels) for c in (*self.others, *labelled))
 
 
 class _Reach:

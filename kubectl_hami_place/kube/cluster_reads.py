@@ -134,6 +134,14 @@ def list_csi_drivers(kube: Kube) -> list[dict[str, Any]]:
     return list_items(request(kube, _get(kube, path), what="list csidrivers.storage.k8s.io"))
 
 
+def list_storage_capacities(kube: Kube) -> list[dict[str, Any]]:
+    """Every CSIStorageCapacity: where a capacity-checking driver may provision a claim not bound yet."""
+    path = "/apis/storage.k8s.io/v1/csistoragecapacities"
+    return list_items(
+        request(kube, _get(kube, path), what="list csistoragecapacities.storage.k8s.io in all namespaces")
+    )
+
+
 def list_namespaces(kube: Kube) -> list[dict[str, Any]]:
     """Every Namespace: the labels a pod affinity term's namespaceSelector picks namespaces by."""
     return list_items(request(kube, _get(kube, "/api/v1/namespaces"), what="list namespaces"))

@@ -32,6 +32,7 @@ from kubectl_hami_place.kube.cluster_reads import (
     list_namespaces,
     list_nodes,
     list_pods,
+    list_storage_capacities,
     list_storage_classes,
     list_volume_claims,
     list_volumes,
@@ -81,9 +82,9 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
 
 
 def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes | None, tuple[str, ...]]:
-    """The claims and volumes, when a pod claims one (None otherwise), with the StorageClasses and CSI drivers when a
-    claim is not bound yet; and the warning when they may not be read: its pods then stay on their nodes, as they would
-    without them, and a claim not bound yet stays unread."""
+    """The claims and volumes, when a pod claims one (None otherwise), with the StorageClasses, CSI drivers and
+    CSIStorageCapacities when a claim is not bound yet; and the warning when they may not be read: its pods then stay
+    on their nodes, as they would without them, and a claim not bound yet stays unread."""
     if not any(claims_volume(as_mapping(pod.get("spec"))) for pod in pods):
         return None, ()
     try:
@@ -93,10 +94,16 @@ def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes
     if not waits_unbound(claims):
         return volumes_of(claims, volumes), ()
     try:
-        return volumes_of(claims, volumes, list_storage_classes(kube), list_csi_drivers(kube)), ()
+        classes, drivers = list_storage_classes(kube), list_csi_drivers(kube)
     except KubeForbidden as err:
         return volumes_of(claims, volumes), (
             f"cannot read storage classes and CSI drivers ({err}); where a claim not bound yet may bind stays unread",
+        )
+    try:
+        return volumes_of(claims, volumes, classes, drivers, list_storage_capacities(kube)), ()
+    except KubeForbidden as err:
+        return volumes_of(claims, volumes, classes, drivers), (
+            f"cannot read CSI storage capacities ({err}); where a capacity-checking driver may provision stays unread",
         )
 
 

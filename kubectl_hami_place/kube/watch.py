@@ -354,6 +354,12 @@ def storage_class_reflector(api_client: ApiClient, project: Projection = _trimme
     return Reflector("storageclasses", by_path(api_client, "GET", path), project=project)
 
 
+def storage_capacity_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every CSIStorageCapacity: where a capacity-checking driver may provision a claim not bound yet."""
+    path = "/apis/storage.k8s.io/v1/csistoragecapacities"
+    return Reflector("csistoragecapacities", by_path(api_client, "GET", path), project=project)
+
+
 def csi_driver_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every CSIDriver: which drivers ask kube-scheduler to check their storage capacity."""
     return Reflector("csidrivers", by_path(api_client, "GET", "/apis/storage.k8s.io/v1/csidrivers"), project=project)

@@ -778,7 +778,11 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("batch", "jobs", "get")}
     expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
     expected |= {("", r, v) for r in ("persistentvolumeclaims", "persistentvolumes") for v in ("list", "watch")}
-    expected |= {("storage.k8s.io", r, v) for r in ("storageclasses", "csidrivers") for v in ("list", "watch")}
+    expected |= {
+        ("storage.k8s.io", r, v)
+        for r in ("storageclasses", "csidrivers", "csistoragecapacities")
+        for v in ("list", "watch")
+    }
     expected |= {("", "namespaces", v) for v in ("list", "watch")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}

@@ -1160,6 +1160,36 @@ def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dic
     return {"name": name, "persistentVolumeClaim": {"claimName": name}}
 
 
+def provisioned_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
+    """A claim not bound yet of a class that waits for its pod, provisioned by a CSI driver that asks kube-scheduler to
+    check its storage capacity, which has room on `node` alone; returns the pod volume that mounts it."""
+    storage_class, driver = f"{namespace}-local", f"{namespace}.csi.example.com"
+    storage = client.StorageV1Api(cluster.api_client())
+    storage.create_csi_driver({"metadata": {"name": driver}, "spec": {"storageCapacity": True}})
+    storage.create_storage_class(
+        {"metadata": {"name": storage_class}, "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"}
+    )
+    storage.create_namespaced_csi_storage_capacity(
+        namespace,
+        {
+            "metadata": {"name": f"{name}-room"},
+            "storageClassName": storage_class,
+            "capacity": "10Gi",
+            "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node}},
+        },
+    )
+    claim = {
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    client.CoreV1Api(cluster.api_client()).create_namespaced_persistent_volume_claim(namespace, claim)
+    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
+
+
 FPGA = "example.com/fpga"
 """An extended resource one node advertises: kube-scheduler counts it, and so does the plan."""
 
@@ -1226,14 +1256,15 @@ def test_a_pending_pods_term_that_picks_namespaces_by_label_is_read_and_is_unrea
                 delete(f"planner-{tag}")
 
 
-@pytest.mark.parametrize("kept_by", ["extended resource", "volume", "waiting claim"])
+@pytest.mark.parametrize("kept_by", ["extended resource", "volume", "waiting claim", "storage capacity"])
 def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_is_made_where_they_refuse_it(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], kept_by: str
 ) -> None:
     """The same nodes, the big pod asking an extended resource only A advertises, mounting a local volume of A, or
-    mounting a claim not bound yet whose class (WaitForFirstConsumer, no provisioner) has an available volume on A
-    only: kube-scheduler's refusal of B is read, the room could only be on A, whose pod cannot move, so there is no
-    plan, and the controller and `why` say what keeps the pod off B."""
+    mounting a claim not bound yet whose class (WaitForFirstConsumer) has an available volume on A only (no
+    provisioner), or whose CSI driver checks storage capacity and has some on A only: kube-scheduler's refusal of B is
+    read, the room could only be on A, whose pod cannot move, so there is no plan, and the controller and `why` say
+    what keeps the pod off B."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"kept-a-{tag}", f"kept-b-{tag}"
     made: list[GpuNode] = []
@@ -1246,6 +1277,9 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
         elif kept_by == "waiting claim":
             big["spec"]["volumes"] = [waiting_claim(cluster, namespace, "data", a)]
             reason, kept = "VolumeBinding", "no volume can be bound or provisioned there for its claim data"
+        elif kept_by == "storage capacity":
+            big["spec"]["volumes"] = [provisioned_claim(cluster, namespace, "data", a)]
+            reason, kept = "VolumeBinding", f"{namespace}.csi.example.com has no storage there for its claim data"
         else:
             nodes = client.CoreV1Api(cluster.api_client())
             nodes.patch_node_status(a, {"status": {"allocatable": {FPGA: "1"}, "capacity": {FPGA: "1"}}})
@@ -1271,8 +1305,11 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
         api = client.CoreV1Api(cluster.api_client())
         with contextlib.suppress(client.ApiException):
             api.delete_persistent_volume(f"{namespace}-data")
+        storage = client.StorageV1Api(cluster.api_client())
         with contextlib.suppress(client.ApiException):
-            client.StorageV1Api(cluster.api_client()).delete_storage_class(f"{namespace}-local")
+            storage.delete_storage_class(f"{namespace}-local")
+        with contextlib.suppress(client.ApiException):
+            storage.delete_csi_driver(f"{namespace}.csi.example.com")
         rbac = client.RbacAuthorizationV1Api(cluster.api_client())
         for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
             with contextlib.suppress(client.ApiException):

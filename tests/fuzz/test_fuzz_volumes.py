@@ -65,6 +65,15 @@ classes = st.fixed_dictionaries(
         "allowedTopologies": either([shaped({"matchLabelExpressions": st.lists(topology, max_size=2)})]),
     },
 )
+capacities = st.fixed_dictionaries(
+    {},
+    optional={
+        "storageClassName": either("local"),
+        "capacity": either("10Gi"),
+        "maximumVolumeSize": either("5Gi"),
+        "nodeTopology": either({"matchLabels": {HOSTNAME_LABEL: "a"}}),
+    },
+)
 drivers = st.fixed_dictionaries(
     {"metadata": either({"name": "csi.example.com"})}, optional={"spec": shaped({"storageCapacity": either(True)})}
 )
@@ -76,11 +85,14 @@ drivers = st.fixed_dictionaries(
     st.lists(volumes, max_size=3),
     st.none() | st.lists(classes, max_size=2),
     st.none() | st.lists(drivers, max_size=2),
+    st.none() | st.lists(capacities, max_size=2),
 )
-def test_a_pending_pods_claims_are_read_or_left_unread(claim: Any, volume: Any, storage: Any, driver: Any) -> None:
+def test_a_pending_pods_claims_are_read_or_left_unread(
+    claim: Any, volume: Any, storage: Any, driver: Any, capacity: Any
+) -> None:
     """The objects are read, and where the pod's claim lets it go is read or left unread, never an exception; an
     unread claim keeps it off no node."""
-    read = volumes_of(claim, volume, storage, driver)
+    read = volumes_of(claim, volume, storage, driver, capacity)
     spec = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
     found = volume_reach(spec, "ns", "p", read, NODES, replacement=False)
     assert isinstance(found, VolumeReach)

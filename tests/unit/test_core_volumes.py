@@ -276,18 +276,23 @@ def waiting_reach(
     volumes: list[dict[str, Any]],
     classes: list[dict[str, Any]] | None = None,
     drivers: list[dict[str, Any]] | None = None,
+    capacities: list[dict[str, Any]] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """Why the pod's claims are unread, and the nodes they keep it off with the claim named."""
-    read = volumes_of(claims, volumes, [storage_class()] if classes is None else classes, drivers or [])
+    read = volumes_of(claims, volumes, [storage_class()] if classes is None else classes, drivers or [], capacities)
     found = volume_reach(mounting(*(c["metadata"]["name"] for c in claims)), "ns", "p", read, NODES, replacement=False)
     named = {
-        node: words.removeprefix(UNMET) for node, (where, words) in found.kept_off.items() if where == VOLUME_BINDING
+        node: words.removeprefix(UNMET).removeprefix(NO_STORAGE)
+        for node, (where, words) in found.kept_off.items()
+        if where == VOLUME_BINDING
     }
     assert len(named) == len(found.kept_off), found.kept_off
     return found.unread, named
 
 
+CAPACITY_DRIVER = [{"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}]
 UNMET = "no volume can be bound or provisioned there for its claim "
+NO_STORAGE = "csi.example.com has no storage there for its claim "
 
 
 @pytest.mark.parametrize(
@@ -393,10 +398,10 @@ def test_a_claim_being_provisioned_for_a_node_reaches_that_node_alone() -> None:
         (
             [waiting("data")],
             [storage_class("csi.example.com")],
-            [{"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}],
-            "would be provisioned by csi.example.com, whose storage capacity for a node is not read",
+            CAPACITY_DRIVER,
+            "would be provisioned by csi.example.com, whose storage capacity is not read",
         ),
-        ([waiting("data")], [storage_class("csi.example.com")], None, "whose storage capacity for a node is not read"),
+        ([waiting("data")], [storage_class("csi.example.com")], None, "whose storage capacity is not read"),
     ],
 )
 def test_a_waiting_claim_that_cannot_be_read_leaves_where_the_pod_may_go_unread(
@@ -406,7 +411,8 @@ def test_a_waiting_claim_that_cannot_be_read_leaves_where_the_pod_may_go_unread(
     unread: str,
 ) -> None:
     """A claim that does not wait for its pod (kube-scheduler refuses the pod everywhere until it binds), one that
-    does not parse, one a capacity-checking CSI driver would provision: no node is kept off by guess."""
+    does not parse, one a capacity-checking CSI driver would provision when the capacities (or the drivers) were not
+    read: no node is kept off by guess."""
     read = volumes_of(claims, [], classes, drivers)
     found = volume_reach(mounting("data"), "ns", "p", read, NODES, replacement=False)
     assert found.unread.startswith("its claim data ") and unread in found.unread, found.unread
@@ -424,8 +430,47 @@ def test_a_local_volume_reaches_the_nodes_of_its_hostname_label_not_of_its_name(
 
 def test_a_capacity_checking_driver_is_not_read_for_a_claim_that_asks_no_size() -> None:
     """hasEnoughCapacity checks nothing for a claim without a storage request."""
-    capacity = [{"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}]
-    assert waiting_reach([waiting("data", "")], [], [storage_class("csi.example.com")], capacity) == ("", {})
+    assert waiting_reach([waiting("data", "")], [], [storage_class("csi.example.com")], CAPACITY_DRIVER) == ("", {})
+
+
+def capacity(size: str, *hosts: str, **more: Any) -> dict[str, Any]:
+    """A CSIStorageCapacity of class `local` of `size`, for the nodes of `hosts` (none: no nodeTopology)."""
+    topology = {"nodeTopology": {"matchExpressions": [in_hosts(*hosts)]}} if hosts else {}
+    base = {"metadata": {"namespace": "driver", "name": f"c-{size}"}, "storageClassName": "local", "capacity": size}
+    return base | topology | more
+
+
+@pytest.mark.parametrize(
+    ("capacities", "kept_off"),
+    [
+        ([capacity("10Gi", "a", "b")], ["c"]),
+        ([capacity("5Gi", "a"), capacity("4Gi", "b")], ["b", "c"]),
+        ([capacity("100Gi", "a", "b", "c", maximumVolumeSize="2Gi"), capacity("6Gi", "c")], ["a", "b"]),
+        ([capacity("100Gi"), capacity("100Gi", "b", storageClassName="other")], ["a", "b", "c"]),
+        ([capacity("100Gi", "a", nodeTopology={"matchLabels": {"": "x"}})], ["a", "b", "c"]),
+        ([capacity("10Gi", nodeTopology={"matchLabels": {ZONE: "z1"}})], ["c"]),
+        ([capacity("10Gi", nodeTopology={"matchLabels": {ZONE: "z1", HOSTNAME_LABEL: "b"}})], ["a", "c"]),
+    ],
+)
+def test_a_class_whose_driver_checks_capacity_provisions_where_a_capacity_of_it_serves_the_node(
+    capacities: list[dict[str, Any]], kept_off: list[str]
+) -> None:
+    """hasEnoughCapacity: a CSIStorageCapacity of the claim's class whose maximumVolumeSize (else capacity) holds the
+    claim and whose nodeTopology selects the node; one with no topology, or one that does not parse, serves none."""
+    found = waiting_reach([waiting("data")], [], [storage_class("csi.example.com")], CAPACITY_DRIVER, capacities)
+    assert found == ("", dict.fromkeys(kept_off, "data"))
+
+
+def test_a_capacity_holds_a_claim_of_its_size_rounded_up_to_whole_bytes() -> None:
+    """Quantity.Value() rounds both up: a limit of 1.5 bytes holds a claim of 2; one of 1 does not hold 1.5."""
+    classes = [storage_class("csi.example.com")]
+    assert waiting_reach([waiting("data", "2")], [], classes, CAPACITY_DRIVER, [capacity("1500m", "a")])[1] == {
+        "b": "data",
+        "c": "data",
+    }
+    assert waiting_reach([waiting("data", "1500m")], [], classes, CAPACITY_DRIVER, [capacity("1", "a")])[1] == (
+        dict.fromkeys(NODES, "data")
+    )
 
 
 def test_a_pending_pods_waiting_claim_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:

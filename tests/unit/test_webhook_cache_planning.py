@@ -26,6 +26,7 @@ from webhook.cache import (
     project_node,
     project_node_for_planning,
     project_pod_for_planning,
+    project_storage_capacity,
     project_storage_class,
     project_volume,
     project_volume_claim,
@@ -422,8 +423,9 @@ def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() 
     assert volumes_of([kept_waiting], []).claims[("ns", "x")].volume == ""
 
 
-def test_the_controller_keeps_of_storage_classes_and_csi_drivers_what_a_plan_reads_of_them() -> None:
-    """A class's binding mode, provisioner and allowed topologies; a driver's storageCapacity. Nothing else."""
+def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what_a_plan_reads_of_them() -> None:
+    """A class's binding mode, provisioner and allowed topologies; a driver's storageCapacity; a capacity's class,
+    sizes and node topology. Nothing else."""
     topologies = [{"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}]
     storage_class = {
         "metadata": {"name": "local", "resourceVersion": "4", "annotations": {"x": "y"}},
@@ -450,3 +452,16 @@ def test_the_controller_keeps_of_storage_classes_and_csi_drivers_what_a_plan_rea
     }
     assert volumes_of([], [], [kept_class], [kept_driver]) == volumes_of([], [], [storage_class], [driver])
     assert volumes_of([], [], [], [kept_driver]).capacity_drivers == {"csi.example.com"}
+    capacity = {
+        "metadata": {"namespace": "topolvm", "name": "c", "resourceVersion": "6", "ownerReferences": [{}]},
+        "storageClassName": "local",
+        "capacity": "100Gi",
+        "maximumVolumeSize": "50Gi",
+        "nodeTopology": {"matchLabels": {"topology.topolvm.io/node": "a"}},
+    }
+    kept_capacity = project_storage_capacity(capacity)
+    assert kept_capacity == {
+        **capacity,
+        "metadata": {"namespace": "topolvm", "name": "c", "resourceVersion": "6"},
+    }
+    assert volumes_of([], [], [], [], [kept_capacity]) == volumes_of([], [], [], [], [capacity])

@@ -233,9 +233,12 @@ def two_pods_one_per_card(
     return held
 
 
-def pending_big(cluster: Sandbox, namespace: str, node: GpuNode) -> None:
-    """The pod that fits no card, Pending on HAMi's reasons."""
-    create(cluster, namespace, pod("big", BIG, node=node.name))
+def pending_big(cluster: Sandbox, namespace: str, node: GpuNode, volumes: tuple[dict[str, Any], ...] = ()) -> None:
+    """The pod that fits no card, Pending on HAMi's reasons; mounting `volumes`."""
+    big = pod("big", BIG, node=node.name)
+    if volumes:
+        big["spec"]["volumes"] = list(volumes)
+    create(cluster, namespace, big)
     wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
 
 
@@ -252,16 +255,26 @@ def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 -
     serving: dict[str, Any],
     chart_account: ChartAccount,
 ) -> None:
-    """The server runs as the chart's ServiceAccount: every call of a rescue is one the chart's RBAC grants."""
+    """The server runs as the chart's ServiceAccount: every call of a rescue is one the chart's RBAC grants. The big
+    pod mounts a claim not bound yet, of a class that waits for its pod, with a volume on the node: once room is made,
+    kube-scheduler binds it there."""
     held = dict(two_pods_one_per_card(cluster, namespace, node).values())
     write_policy(cluster, server_namespace, namespace, "on", name=chart_account.policy)
     evictions = Evictions(cluster, namespace)
+    api = client.CoreV1Api(cluster.api_client())
     try:
+        data = waiting_claim(cluster, namespace, "data", node.name)
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace, account=chart_account)
-        pending_big(cluster, namespace, node)
+        pending_big(cluster, namespace, node, (data,))
         big = allocation(cluster, namespace, "big", timeout=240)
+        bound = api.read_namespaced_persistent_volume_claim("data", namespace)
+        assert (bound.status.phase, bound.spec.volume_name) == ("Bound", f"{namespace}-data")
     finally:
         evictions.stop()
+        with contextlib.suppress(client.ApiException):
+            api.delete_persistent_volume(f"{namespace}-data")
+        with contextlib.suppress(client.ApiException):
+            client.StorageV1Api(cluster.api_client()).delete_storage_class(f"{namespace}-local")
     assert len(evictions.deleted) == 1 and all(evictions.deleted.values()), evictions.deleted
     [moved] = evictions.deleted
     assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"

@@ -321,9 +321,9 @@ def capacity_drivers_of(drivers: Iterable[Mapping[str, Any]]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Volumes:
-    """Every claim and volume read, the StorageClasses and the CSI drivers that check storage capacity (None: not
-    read), and which nodes each volume keeps pods off, worked out once per volume: one `Volumes` serves the nodes of one
-    snapshot."""
+    """Every claim and volume read, the StorageClasses, the CSI drivers that check storage capacity and the
+    CSIStorageCapacities (each None: not read), and which nodes each volume keeps pods off, worked out once per volume:
+    one `Volumes` serves the nodes of one snapshot."""
 
     claims: Mapping[tuple[str, str], Claim]
     volumes: Mapping[str, Volume]
@@ -360,7 +360,7 @@ def volumes_of(
 
 
 def waits_unbound(claims: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether a claim is unbound: only then are the StorageClasses and CSI drivers read."""
+    """Whether a claim is unbound: only then are the StorageClasses, CSI drivers and CSIStorageCapacities read."""
     return any(not claim_of(claim)[1].volume for claim in claims)
 
 
@@ -567,7 +567,7 @@ def _offered(name: str, claim: Claim, namespace: str, volumes: Iterable[Volume],
         offer = volume.offer
         if offer.reserved is not None and offer.reserved[:2] != (namespace, name):
             continue
-        if offer.reserved is not None and offer.reserved[2] and want.uid and offer.reserved[2] != want.uid:
+        if offer.reserved is not None and offer.reserved[2] and offer.reserved[2] != want.uid:
             continue
         if (want.requested or 0) > offer.capacity or want.volume_mode != offer.volume_mode:
             continue

@@ -37,6 +37,8 @@ BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 reads it)."""
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 """The node kube-scheduler chose for a claim being provisioned: the pod may go there only."""
+DEFAULT_CLASS = ("storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class")
+"""The annotations ("true") that make a StorageClass the one a claim naming none gets at admission."""
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 """The provisioner of a class whose volumes are made by hand (local volumes): it provisions none."""
 FILESYSTEM = "Filesystem"
@@ -224,12 +226,15 @@ def _want(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> Want:
 @dataclass(frozen=True)
 class StorageClass:
     """A StorageClass as VolumeBinding reads it for a claim that waits for its pod: whether it waits
-    (WaitForFirstConsumer), its provisioner and its allowedTopologies terms (none: every node)."""
+    (WaitForFirstConsumer), its provisioner and its allowedTopologies terms (none: every node); and whether it is a
+    default class, and when it was made (the newest default is the one a claim naming none gets)."""
 
     name: str
     waits: bool
     provisioner: str = ""
     topologies: tuple[Mapping[str, Any], ...] = ()
+    default: bool = False
+    created: str = ""
 
     def provisions_on(self, labels: Mapping[str, Any]) -> bool:
         """Whether the class may provision a volume a pod on a node of these labels reaches (MatchTopologySelectorTerms:
@@ -260,14 +265,24 @@ def _topology_holds(expression: Mapping[str, Any], labels: Mapping[str, Any]) ->
 
 def storage_class_of(storage_class: Mapping[str, Any]) -> StorageClass:
     """A StorageClass object as VolumeBinding reads it (no binding mode: Immediate, the API server's default)."""
-    name = str(as_mapping(storage_class.get("metadata")).get("name", ""))
+    metadata = as_mapping(storage_class.get("metadata"))
     terms = tuple(t for t in _listed(storage_class.get("allowedTopologies")) if isinstance(t, Mapping))
+    annotations = as_mapping(metadata.get("annotations"))
     return StorageClass(
-        name,
+        str(metadata.get("name", "")),
         storage_class.get("volumeBindingMode") == "WaitForFirstConsumer",
         str(storage_class.get("provisioner") or ""),
         terms,
+        any(annotations.get(key) == "true" for key in DEFAULT_CLASS),
+        str(metadata.get("creationTimestamp") or ""),
     )
+
+
+def default_class(classes: Iterable[StorageClass]) -> str:
+    """The class a claim that names none gets at admission (`GetDefaultClass`): the newest default, by name among
+    those made at once; "" when there is none."""
+    defaults = sorted((c for c in classes if c.default), key=lambda c: c.name)
+    return max(defaults, key=lambda c: c.created).name if defaults else ""
 
 
 @dataclass(frozen=True)
@@ -331,6 +346,9 @@ class Volumes:
     capacity_drivers: frozenset[str] | None = None
     capacities: tuple[StorageCapacity, ...] | None = None
     _kept_off: dict[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict, compare=False, repr=False)
+    _new_unmet: dict[tuple[tuple[str, Want], ...], Mapping[str, tuple[str, str]] | str | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def kept_off(self, volume: Volume, labels: Mapping[str, Mapping[str, Any]]) -> Mapping[str, tuple[str, str]]:
         """The nodes (of `labels`, each node's labels) the volume keeps pods off, with the filter and why."""
@@ -338,6 +356,17 @@ class Volumes:
             found = ((node, volume.keeps_off(have)) for node, have in labels.items())
             self._kept_off[volume.name] = {node: why for node, why in found if why is not None}
         return self._kept_off[volume.name]
+
+    def new_claims_unmet(
+        self, made: tuple[tuple[str, Want], ...], labels: Mapping[str, Mapping[str, Any]]
+    ) -> Mapping[str, tuple[str, str]] | str | None:
+        """`_waiting_unmet` for the claims a replacement's ephemeral volumes get anew (by volume name), worked out once
+        per such set: the replicas of a template ask alike, and no volume is reserved for a claim not made yet (of no
+        namespace nor name, it matches no reservation)."""
+        if made not in self._new_unmet:
+            waiting = [_Waiting(f"ephemeral volume {name}'s new claim", "", want) for name, want in made]
+            self._new_unmet[made] = _waiting_unmet(waiting, "", self, labels)
+        return self._new_unmet[made]
 
 
 def volumes_of(
@@ -382,23 +411,36 @@ NO_CLAIM = VolumeReach()
 
 
 def claim_names(spec: Mapping[str, Any], pod_name: str, *, replacement: bool) -> tuple[str, ...] | str:
-    """The claims the pod mounts (an ephemeral volume's is `<pod>-<volume>`), or why they cannot be known: a
-    replacement of the pod (`replacement`) gets a new claim for each ephemeral volume, bound where it is provisioned."""
+    """The claims the pod mounts (an ephemeral volume's is `<pod>-<volume>`), or why they cannot be known; a
+    replacement of the pod (`replacement`) gets a new claim for each ephemeral volume instead (`new_claims`)."""
     volumes = spec.get("volumes")
     names = []
     for volume in volumes if isinstance(volumes, list | tuple) else ():
         if not isinstance(volume, Mapping):
             continue
         if "ephemeral" in volume:
-            if replacement:
-                return f"its ephemeral volume {volume.get('name', '')} is claimed anew by a replacement"
-            names.append(f"{pod_name}-{volume.get('name', '')}")
+            if not replacement:
+                names.append(f"{pod_name}-{volume.get('name', '')}")
         elif "persistentVolumeClaim" in volume:
             claim = as_mapping(volume.get("persistentVolumeClaim")).get("claimName")
             if not isinstance(claim, str) or not claim:
                 return f"its volume {volume.get('name', '')} names no claim"
             names.append(claim)
     return tuple(names)
+
+
+def new_claims(spec: Mapping[str, Any], default: str) -> tuple[tuple[str, Want], ...]:
+    """What the claim a replacement's ephemeral volume gets anew asks, by the volume's name: its volumeClaimTemplate's
+    spec, and the default class `default` when it names none (the DefaultStorageClass admission's)."""
+    volumes = spec.get("volumes")
+    made = []
+    for volume in volumes if isinstance(volumes, list | tuple) else ():
+        if isinstance(volume, Mapping) and "ephemeral" in volume:
+            template = as_mapping(as_mapping(as_mapping(volume.get("ephemeral")).get("volumeClaimTemplate")))
+            asked = as_mapping(template.get("spec"))
+            named = asked if isinstance(asked.get("storageClassName"), str) else {**asked, "storageClassName": default}
+            made.append((str(volume.get("name", "")), _want({}, named)))
+    return tuple(made)
 
 
 def volume_reach(
@@ -410,13 +452,14 @@ def volume_reach(
     *,
     replacement: bool,
 ) -> VolumeReach:
-    """Where the pod's bound volumes let it (or, `replacement`, a pod its controller makes in its place) run among the
-    nodes of `labels`; unread when a claim is missing, unbound, being deleted, or its volume missing or unread."""
+    """Where the pod's volumes let it (or, `replacement`, a pod its controller makes in its place, whose ephemeral
+    volumes are claimed anew) run among the nodes of `labels`; unread when a claim is missing, being deleted, or its
+    volume missing or unread, or when a claim not bound yet cannot be read (`_waiting_unmet`)."""
     names = claim_names(spec, pod_name, replacement=replacement)
     if isinstance(names, str):
         return VolumeReach(unread=names)
     kept: dict[str, tuple[str, str]] = {}
-    waiting: list[tuple[str, Claim]] = []
+    waiting: list[_Waiting] = []
     for name in names:
         claim = volumes.claims.get((namespace, name))
         if claim is None:
@@ -424,7 +467,7 @@ def volume_reach(
         if claim.deleting:
             return VolumeReach(unread=f"its claim {name} is being deleted")
         if not claim.volume:
-            waiting.append((name, claim))
+            waiting.append(_Waiting(f"claim {name}", name, claim.want))
             continue
         volume = volumes.volumes.get(claim.volume)
         if volume is None:
@@ -434,18 +477,36 @@ def volume_reach(
         for node, why in volumes.kept_off(volume, labels).items():
             if node not in kept or (why[0] == VOLUME_BINDING and kept[node][0] != VOLUME_BINDING):
                 kept[node] = why
-    if waiting:
-        # A replacement's claim unbound while its pod runs: nothing says where it would bind.
-        unmet = _waiting_unmet(waiting, namespace, volumes, labels) if not replacement else None
-        if not isinstance(unmet, Mapping):
-            return VolumeReach(unread=unmet or f"its claim {waiting[0][0]} is not bound")
-        for node, why in unmet.items():
-            kept.setdefault(node, why)
+    if replacement and waiting:
+        # A claim unbound while its pod runs: nothing says where it would bind.
+        return VolumeReach(unread=f"its {waiting[0].label} is not bound")
+    unmet: Mapping[str, tuple[str, str]] | str | None = {}
+    unread = ""
+    if replacement:
+        made = new_claims(spec, default_class(volumes.classes.values()) if volumes.classes is not None else "")
+        unmet = volumes.new_claims_unmet(made, labels) if made else {}
+        unread = f"its ephemeral volume {made[0][0]} is claimed anew by a replacement" if made else ""
+    elif waiting:
+        unmet, unread = _waiting_unmet(waiting, namespace, volumes, labels), f"its {waiting[0].label} is not bound"
+    if unmet is None or isinstance(unmet, str):
+        return VolumeReach(unread=unmet or unread)
+    for node, why in unmet.items():
+        kept.setdefault(node, why)
     return VolumeReach(kept) if kept else NO_CLAIM
 
 
+@dataclass(frozen=True)
+class _Waiting:
+    """A claim not bound yet: how messages name it, its name (a volume may be reserved for it; "" for a claim a
+    replacement will make) and what it asks."""
+
+    label: str
+    name: str
+    want: Want
+
+
 def _waiting_unmet(
-    waiting: list[tuple[str, Claim]], namespace: str, volumes: Volumes, labels: Mapping[str, Mapping[str, Any]]
+    waiting: list[_Waiting], namespace: str, volumes: Volumes, labels: Mapping[str, Mapping[str, Any]]
 ) -> Mapping[str, tuple[str, str]] | str | None:
     """For claims not bound yet, each node where one of them finds neither an available volume nor a class that may
     provision one (one whose CSI driver checks storage capacity: with a CSIStorageCapacity that serves the node), with
@@ -455,36 +516,35 @@ def _waiting_unmet(
     if volumes.classes is None:
         return None
     classes: dict[str, StorageClass] = {}
-    for name, claim in waiting:
+    for claim in waiting:
         if claim.want.unread:
-            return f"its claim {name} {claim.want.unread}"
+            return f"its {claim.label} {claim.want.unread}"
         found = volumes.classes.get(claim.want.storage_class) if claim.want.storage_class else None
         if found is None or not found.waits:
-            return f"its claim {name} is not bound, and its storage class does not wait for a pod to bind it"
-        classes[name] = found
-    ordered = sorted(waiting, key=lambda item: item[1].want.requested or Decimal(0))
+            return f"its {claim.label} is not bound, and its storage class does not wait for a pod to bind it"
+        classes[claim.label] = found
+    ordered = sorted(waiting, key=lambda claim: claim.want.requested or Decimal(0))
     reach = _Reach(labels)
-    offered = {name: _offered(name, claim, namespace, volumes.volumes.values(), reach) for name, claim in ordered}
+    offered = {claim.label: _offered(claim, namespace, volumes.volumes.values(), reach) for claim in ordered}
     unmet: dict[str, tuple[str, str]] = {}
     served = _Served(volumes.capacities or ())
     for node, have in labels.items():
         chosen: set[str] = set()
-        for name, claim in ordered:
-            selected = claim.want.selected_node
-            match = None if selected is not None else offered[name].take(node, chosen)
+        for claim in ordered:
+            selected, storage_class = claim.want.selected_node, classes[claim.label]
+            match = None if selected is not None else offered[claim.label].take(node, chosen)
             if match is not None:
                 continue
-            if selected not in (None, node) or not classes[name].provisions_on(have):
-                unmet[node] = (VOLUME_BINDING, f"no volume can be bound or provisioned there for its claim {name}")
+            if selected not in (None, node) or not storage_class.provisions_on(have):
+                unmet[node] = (VOLUME_BINDING, f"no volume can be bound or provisioned there for its {claim.label}")
                 break
-            size, provisioner = claim.want.requested, classes[name].provisioner
-            checked = volumes.capacity_drivers
+            size, provisioner, checked = claim.want.requested, storage_class.provisioner, volumes.capacity_drivers
             if size is None or (checked is not None and provisioner not in checked):
                 continue
             if checked is None or volumes.capacities is None:
-                return f"its claim {name} would be provisioned by {provisioner}, whose storage capacity is not read"
-            if not served.serves(classes[name].name, size, have):
-                unmet[node] = (VOLUME_BINDING, f"{provisioner} has no storage there for its claim {name}")
+                return f"its {claim.label} would be provisioned by {provisioner}, whose storage capacity is not read"
+            if not served.serves(storage_class.name, size, have):
+                unmet[node] = (VOLUME_BINDING, f"{provisioner} has no storage there for its {claim.label}")
                 break
     return unmet
 
@@ -557,7 +617,7 @@ class _Offered:
         return match
 
 
-def _offered(name: str, claim: Claim, namespace: str, volumes: Iterable[Volume], reach: _Reach) -> _Offered:
+def _offered(claim: _Waiting, namespace: str, volumes: Iterable[Volume], reach: _Reach) -> _Offered:
     """The claim's volumes (`FindMatchingVolume`): one reserved for it binds it on the nodes it reaches and nowhere
     else; any other must be available, of its class, as large, of its modes and attributes class, labelled as its
     selector asks and not being deleted."""
@@ -565,7 +625,7 @@ def _offered(name: str, claim: Claim, namespace: str, volumes: Iterable[Volume],
     found: list[Volume] = []
     for volume in volumes:
         offer = volume.offer
-        if offer.reserved is not None and offer.reserved[:2] != (namespace, name):
+        if offer.reserved is not None and offer.reserved[:2] != (namespace, claim.name):
             continue
         if offer.reserved is not None and offer.reserved[2] and offer.reserved[2] != want.uid:
             continue

@@ -25,6 +25,9 @@ from kubectl_hami_place.core.volumes import (
     ZONE,
     Volume,
     claim_names,
+    default_class,
+    new_claims,
+    storage_class_of,
     volume_of,
     volume_reach,
     volumes_of,
@@ -93,10 +96,37 @@ def test_an_in_tree_volume_is_not_read() -> None:
 
 
 def test_the_claims_of_a_pod_and_of_its_replacement() -> None:
-    """An ephemeral volume's claim is the pod's own (`<pod>-<volume>`); a replacement's would be made anew."""
-    scratch = {"volumes": [{"name": "s", "ephemeral": {}}, {"name": "d", "persistentVolumeClaim": {"claimName": "x"}}]}
+    """An ephemeral volume's claim is the pod's own (`<pod>-<volume>`); a replacement's is made anew, as its template
+    asks, of the default class when it names none (the newest default, by name among those made at once)."""
+    template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    scratch = {
+        "volumes": [
+            {"name": "s", "ephemeral": {"volumeClaimTemplate": template}},
+            {"name": "d", "persistentVolumeClaim": {"claimName": "x"}},
+        ]
+    }
     assert claim_names(scratch, "p", replacement=False) == ("p-s", "x")
-    assert claim_names(scratch, "p", replacement=True) == "its ephemeral volume s is claimed anew by a replacement"
+    assert claim_names(scratch, "p", replacement=True) == ("x",)
+    [(volume, want)] = new_claims(scratch, "fast")
+    assert (volume, want.storage_class, want.requested, want.access_modes) == (
+        "s",
+        "fast",
+        1024**3,
+        frozenset({"ReadWriteOnce"}),
+    )
+    template["spec"]["storageClassName"] = ""
+    assert new_claims(scratch, "fast")[0][1].storage_class == ""
+    default = {"storageclass.kubernetes.io/is-default-class": "true"}
+    made = [
+        storage_class_of({"metadata": {"name": name, "creationTimestamp": at, "annotations": default}})
+        for name, at in (("old", "2026-01-01T00:00:00Z"), ("b", "2026-06-01T00:00:00Z"), ("a", "2026-06-01T00:00:00Z"))
+    ]
+    assert default_class([*made, storage_class_of({"metadata": {"name": "z", "creationTimestamp": "2027"}})]) == "a"
+    assert default_class(made[:1]) == "old" and default_class([]) == ""
+    newest = storage_class_of(
+        {"metadata": {"name": "z", "creationTimestamp": "2026-12-01T00:00:00Z", "annotations": default}}
+    )
+    assert default_class([*made, newest]) == "z"
     assert claim_names({"volumes": [{"name": "d", "persistentVolumeClaim": {}}]}, "p", replacement=False) == (
         "its volume d names no claim"
     )
@@ -290,6 +320,7 @@ def waiting_reach(
     return found.unread, named
 
 
+DEFAULT = "storageclass.kubernetes.io/is-default-class"
 CAPACITY_DRIVER = [{"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}]
 UNMET = "no volume can be bound or provisioned there for its claim "
 NO_STORAGE = "csi.example.com has no storage there for its claim "
@@ -471,6 +502,93 @@ def test_a_capacity_holds_a_claim_of_its_size_rounded_up_to_whole_bytes() -> Non
     assert waiting_reach([waiting("data", "1500m")], [], classes, CAPACITY_DRIVER, [capacity("1", "a")])[1] == (
         dict.fromkeys(NODES, "data")
     )
+
+
+def scratch(storage_class: str | None = "local", storage: str = "5Gi") -> dict[str, Any]:
+    """A pod spec with the ephemeral volume `s` of `storage` (of class `storage_class`; None: names none)."""
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {"volumes": [{"name": "s", "ephemeral": {"volumeClaimTemplate": {"spec": spec}}}]}
+
+
+NEW = "no volume can be bound or provisioned there for its ephemeral volume s's new claim"
+
+
+@pytest.mark.parametrize(
+    ("spec", "classes", "volumes", "kept_off"),
+    [
+        (scratch(), [storage_class("csi.example.com")], [], []),
+        (scratch(), [storage_class()], [offered("pv", "b")], ["a", "c"]),
+        (
+            scratch(None),
+            [storage_class(metadata={"name": "local", "annotations": {DEFAULT: "true"}})],
+            [],
+            ["a", "b", "c"],
+        ),
+        (
+            scratch(),
+            [
+                storage_class(
+                    allowedTopologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["z2"]}]}],
+                    provisioner="csi.example.com",
+                )
+            ],
+            [offered("pv", "a", claimRef={"namespace": "ns", "name": "p-s"})],
+            ["a", "b"],
+        ),
+    ],
+)
+def test_a_replacements_ephemeral_volume_reaches_where_its_new_claim_may_bind(
+    spec: dict[str, Any], classes: list[dict[str, Any]], volumes: list[dict[str, Any]], kept_off: list[str]
+) -> None:
+    """The replacement's new claim, of its template's class (else the default), binds where an available volume of it
+    waits or its class provisions; a volume reserved for the old pod's claim is not the new one's."""
+    read = volumes_of([], volumes, classes, [])
+    found = volume_reach(spec, "ns", "p", read, NODES, replacement=True)
+    assert (found.unread, dict(found.kept_off)) == ("", {node: (VOLUME_BINDING, NEW) for node in kept_off})
+
+
+@pytest.mark.parametrize(
+    ("spec", "classes", "unread"),
+    [
+        (scratch(), None, "its ephemeral volume s is claimed anew by a replacement"),
+        (
+            scratch(),
+            [storage_class(mode="Immediate")],
+            "its ephemeral volume s's new claim is not bound, and its storage class does not wait for a pod to bind it",
+        ),
+        (
+            scratch(None),
+            [storage_class()],
+            "its ephemeral volume s's new claim is not bound, and its storage class does not wait for a pod to bind it",
+        ),
+    ],
+)
+def test_a_replacements_ephemeral_volume_that_cannot_be_read_keeps_the_pod_on_its_node(
+    spec: dict[str, Any], classes: list[dict[str, Any]] | None, unread: str
+) -> None:
+    """Classes not read, a class that binds at once, no class named and no default: the pod stays on its node."""
+    found = volume_reach(spec, "ns", "p", volumes_of([], [], classes, []), NODES, replacement=True)
+    assert (found.unread, dict(found.kept_off)) == (unread, {})
+
+
+def test_a_pod_whose_ephemeral_volume_a_class_provisions_moves_where_the_class_reaches() -> None:
+    """small-a's scratch volume is provisioned in zone z2 alone: its replacement goes to c, not b, and a plan with
+    the classes not read keeps it on a."""
+    nodes, pods = three_nodes()
+    pods[0]["spec"] |= scratch()
+    z2 = [{"matchLabelExpressions": [{"key": ZONE, "values": ["z2"]}]}]
+    read = volumes_of(
+        [claim("data", "pv")], [local("pv")], [storage_class("csi.example.com", allowedTopologies=z2)], []
+    )
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=read)
+    result = plan(snapshot, FitGoal(pending_pod(whole_card(), node_marks(nodes), HAMI_DEFAULTS, pods).pod))
+    assert [(m.pod, m.to_node) for m in result.moves] == [("ns/small-a", "c")]
+    unread = volumes_of([claim("data", "pv")], [local("pv")])
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=unread)
+    [small] = [pod for pod in snapshot.pods if pod.name == "small-a"]
+    assert runs_on(small, NODES) == {"a"}
 
 
 def test_a_pending_pods_waiting_claim_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:

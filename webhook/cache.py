@@ -35,7 +35,7 @@ from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import BETA_CLASS, IN_TREE, SELECTED_NODE, is_claim
+from kubectl_hami_place.core.volumes import BETA_CLASS, DEFAULT_CLASS, IN_TREE, SELECTED_NODE, is_claim
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
@@ -419,9 +419,11 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _planned_volume(volume: dict[str, Any]) -> dict[str, Any]:
-    """What a plan reads of a claimed volume: its name, and its claim's name or that it is ephemeral."""
+    """What a plan reads of a claimed volume: its name, and its claim's name or, ephemeral, what of its claim template
+    a volume must match (`volumes.new_claims`)."""
     if "ephemeral" in volume:
-        return {"name": volume.get("name"), "ephemeral": PRESENT}
+        template = _dict(_dict(_dict(volume.get("ephemeral")).get("volumeClaimTemplate")).get("spec"))
+        return {"name": volume.get("name"), "ephemeral": {"volumeClaimTemplate": {"spec": _claim_asks(template)}}}
     claim = _dict(volume.get("persistentVolumeClaim"))
     return {"name": volume.get("name"), "persistentVolumeClaim": {"claimName": claim.get("claimName")}}
 
@@ -585,11 +587,16 @@ def project_volume_claim(claim: dict[str, Any]) -> dict[str, Any]:
     annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k in (BETA_CLASS, SELECTED_NODE)}
     if annotations:
         kept["annotations"] = annotations
+    return {"metadata": kept, "spec": _claim_asks(spec)}
+
+
+def _claim_asks(spec: dict[str, Any]) -> dict[str, Any]:
+    """What of a claim's (or a claim template's) spec a volume must match: its size and `_CLAIM_ASKS`."""
     asked = {k: spec[k] for k in _CLAIM_ASKS if k in spec}
     storage = _dict(_dict(spec.get("resources")).get("requests")).get("storage")
     if storage is not None:
         asked["resources"] = {"requests": {"storage": storage}}
-    return {"metadata": kept, "spec": asked}
+    return asked
 
 
 _CLAIM_ASKS = ("storageClassName", "accessModes", "volumeMode", "volumeAttributesClassName", "selector")
@@ -612,15 +619,21 @@ def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
 
 
 def project_storage_class(storage_class: dict[str, Any]) -> dict[str, Any]:
-    """A StorageClass as the controller keeps it: its name and version, binding mode, provisioner and allowed
-    topologies (`volumes.storage_class_of`)."""
+    """A StorageClass as the controller keeps it: its name, version and creation, whether it is a default class, its
+    binding mode, provisioner and allowed topologies (`volumes.storage_class_of`)."""
     meta = _dict(storage_class.get("metadata"))
+    kept_meta: dict[str, Any] = {
+        key: meta[key] for key in ("name", "resourceVersion", "creationTimestamp") if key in meta
+    }
+    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k in DEFAULT_CLASS}
+    if annotations:
+        kept_meta["annotations"] = annotations
     kept: dict[str, Any] = {
         key: storage_class[key]
         for key in ("volumeBindingMode", "provisioner", "allowedTopologies")
         if key in storage_class
     }
-    return {"metadata": {key: meta[key] for key in ("name", "resourceVersion") if key in meta}, **kept}
+    return {"metadata": kept_meta, **kept}
 
 
 def project_csi_driver(driver: dict[str, Any]) -> dict[str, Any]:

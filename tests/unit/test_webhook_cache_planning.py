@@ -16,7 +16,7 @@ from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_r
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import PlanPod
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.core.volumes import BETA_CLASS, SELECTED_NODE, volumes_of
+from kubectl_hami_place.core.volumes import BETA_CLASS, SELECTED_NODE, new_claims, volumes_of
 from tests.unit.test_core_planner import runs_on
 from webhook.cache import (
     COUNTED,
@@ -201,9 +201,22 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     both = [runs_on(pod_for_plan(pod, labels, volumes=zonal), ("gpu-0", "gpu-2")) for pod in (projected, claimed)]
     assert both == [frozenset(), frozenset()], "the claim's name is kept: its volume's affinity is read"
     scratch = anywhere()
-    template = {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}
-    scratch["spec"]["volumes"] += [{"name": "scratch", "ephemeral": template}, {"name": "cm", "configMap": {}}]
-    assert project_pod_for_planning(scratch)["spec"]["volumes"] == [{"name": "scratch", "ephemeral": {}}]
+    asks = {
+        "storageClassName": "local",
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    template = {
+        "metadata": {"labels": {"x": "y"}},
+        "spec": {**asks, "resources": {**asks["resources"], "limits": {"storage": "2Gi"}}, "dataSource": {}},
+    }
+    ephemeral = {"volumeClaimTemplate": template}
+    scratch["spec"]["volumes"] += [{"name": "scratch", "ephemeral": ephemeral}, {"name": "cm", "configMap": {}}]
+    kept_scratch = project_pod_for_planning(scratch)
+    assert kept_scratch["spec"]["volumes"] == [
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": asks}}}
+    ], "what its replacement's new claim asks of a volume, nothing else"
+    assert new_claims(kept_scratch["spec"], "") == new_claims(scratch["spec"], "")
     spread = anywhere()
     spread["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone"}]
     kept_spread = project_pod_for_planning(spread)
@@ -424,11 +437,17 @@ def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() 
 
 
 def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what_a_plan_reads_of_them() -> None:
-    """A class's binding mode, provisioner and allowed topologies; a driver's storageCapacity; a capacity's class,
-    sizes and node topology. Nothing else."""
+    """A class's creation, default annotation, binding mode, provisioner and allowed topologies; a driver's
+    storageCapacity; a capacity's class, sizes and node topology. Nothing else."""
     topologies = [{"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}]
+    default = {"storageclass.kubernetes.io/is-default-class": "true"}
     storage_class = {
-        "metadata": {"name": "local", "resourceVersion": "4", "annotations": {"x": "y"}},
+        "metadata": {
+            "name": "local",
+            "resourceVersion": "4",
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+            "annotations": {"x": "y", **default},
+        },
         "provisioner": "csi.example.com",
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowedTopologies": topologies,
@@ -441,7 +460,12 @@ def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what
     }
     kept_class, kept_driver = project_storage_class(storage_class), project_csi_driver(driver)
     assert kept_class == {
-        "metadata": {"name": "local", "resourceVersion": "4"},
+        "metadata": {
+            "name": "local",
+            "resourceVersion": "4",
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+            "annotations": default,
+        },
         "provisioner": "csi.example.com",
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowedTopologies": topologies,

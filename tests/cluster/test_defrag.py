@@ -1098,56 +1098,13 @@ def light_then_fixed(
     return light
 
 
-def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> dict[str, Any]:
-    """A claim bound to a local volume reached from `nodes` (as a node's disk, or one shared by a few nodes, is);
-    returns the pod volume that mounts it."""
-    api = client.CoreV1Api(cluster.api_client())
+def local_pv(cluster: Sandbox, name: str, nodes: tuple[str, ...], storage_class: str = "") -> None:
+    """A 1 GiB ReadWriteOnce local PersistentVolume `name` of `storage_class`, reached from `nodes` (as a node's
+    disk, or one shared by a few nodes, is)."""
     on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}
-    api.create_persistent_volume(
+    client.CoreV1Api(cluster.api_client()).create_persistent_volume(
         {
-            "metadata": {"name": f"{namespace}-{name}"},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "local": {"path": f"/mnt/{name}"},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}},
-            },
-        }
-    )
-    claim = {
-        "metadata": {"name": name},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "volumeName": f"{namespace}-{name}",
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    api.create_namespaced_persistent_volume_claim(namespace, claim)
-    wait_for(
-        lambda: api.read_namespaced_persistent_volume_claim(name, namespace).status.phase == "Bound",
-        f"claim {name} to bind",
-    )
-    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
-
-
-def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
-    """A claim not bound yet of a class that waits for its pod and provisions nothing (local volumes made by hand),
-    with one available volume of it, on `node`; returns the pod volume that mounts it."""
-    storage_class = f"{namespace}-local"
-    client.StorageV1Api(cluster.api_client()).create_storage_class(
-        {
-            "metadata": {"name": storage_class},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    )
-    api = client.CoreV1Api(cluster.api_client())
-    on_node = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-    api.create_persistent_volume(
-        {
-            "metadata": {"name": f"{namespace}-{name}"},
+            "metadata": {"name": name},
             "spec": {
                 "capacity": {"storage": "1Gi"},
                 "accessModes": ["ReadWriteOnce"],
@@ -1157,15 +1114,50 @@ def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dic
             },
         }
     )
-    claim = {
-        "metadata": {"name": name},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": storage_class,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
+
+
+def claim_asks(storage_class: str, **more: Any) -> dict[str, Any]:
+    """A claim's spec: 1 GiB ReadWriteOnce of `storage_class`, and `more`."""
+    return {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": "1Gi"}},
+        **more,
     }
+
+
+def waiting_class(cluster: Sandbox, namespace: str, provisioner: str = "kubernetes.io/no-provisioner") -> str:
+    """The StorageClass `<namespace>-local`, which waits for a claim's pod (WaitForFirstConsumer) and provisions by
+    `provisioner` (by default, nothing: local volumes are made by hand); returns its name."""
+    name = f"{namespace}-local"
+    client.StorageV1Api(cluster.api_client()).create_storage_class(
+        {"metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}
+    )
+    return name
+
+
+def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> dict[str, Any]:
+    """A claim bound to a local volume reached from `nodes`; returns the pod volume that mounts it."""
+    local_pv(cluster, f"{namespace}-{name}", nodes)
+    api = client.CoreV1Api(cluster.api_client())
+    claim = {"metadata": {"name": name}, "spec": claim_asks("", volumeName=f"{namespace}-{name}")}
     api.create_namespaced_persistent_volume_claim(namespace, claim)
+    wait_for(
+        lambda: api.read_namespaced_persistent_volume_claim(name, namespace).status.phase == "Bound",
+        f"claim {name} to bind",
+    )
+    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
+
+
+def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
+    """A claim not bound yet of a class that waits for its pod and provisions nothing, with one available volume of
+    it, on `node`; returns the pod volume that mounts it."""
+    storage_class = waiting_class(cluster, namespace)
+    local_pv(cluster, f"{namespace}-{name}", (node,), storage_class)
+    api = client.CoreV1Api(cluster.api_client())
+    api.create_namespaced_persistent_volume_claim(
+        namespace, {"metadata": {"name": name}, "spec": claim_asks(storage_class)}
+    )
     wait_for(
         lambda: api.read_persistent_volume(f"{namespace}-{name}").status.phase == "Available",
         f"volume {namespace}-{name} to be available",
@@ -1173,15 +1165,22 @@ def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dic
     return {"name": name, "persistentVolumeClaim": {"claimName": name}}
 
 
+def scratch_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> dict[str, Any]:
+    """An ephemeral volume of a class that waits for its pod and provisions nothing, with an available local volume of
+    it on each of `nodes`; returns the pod volume."""
+    storage_class = waiting_class(cluster, namespace)
+    for node in nodes:
+        local_pv(cluster, f"{namespace}-{name}-{node}", (node,), storage_class)
+    return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": claim_asks(storage_class)}}}
+
+
 def provisioned_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
     """A claim not bound yet of a class that waits for its pod, provisioned by a CSI driver that asks kube-scheduler to
     check its storage capacity, which has room on `node` alone; returns the pod volume that mounts it."""
-    storage_class, driver = f"{namespace}-local", f"{namespace}.csi.example.com"
+    driver = f"{namespace}.csi.example.com"
     storage = client.StorageV1Api(cluster.api_client())
     storage.create_csi_driver({"metadata": {"name": driver}, "spec": {"storageCapacity": True}})
-    storage.create_storage_class(
-        {"metadata": {"name": storage_class}, "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"}
-    )
+    storage_class = waiting_class(cluster, namespace, driver)
     storage.create_namespaced_csi_storage_capacity(
         namespace,
         {
@@ -1191,15 +1190,9 @@ def provisioned_claim(cluster: Sandbox, namespace: str, name: str, node: str) ->
             "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node}},
         },
     )
-    claim = {
-        "metadata": {"name": name},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": storage_class,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    client.CoreV1Api(cluster.api_client()).create_namespaced_persistent_volume_claim(namespace, claim)
+    client.CoreV1Api(cluster.api_client()).create_namespaced_persistent_volume_claim(
+        namespace, {"metadata": {"name": name}, "spec": claim_asks(storage_class)}
+    )
     return {"name": name, "persistentVolumeClaim": {"claimName": name}}
 
 
@@ -1385,12 +1378,14 @@ def identity_kubeconfig_with(cluster: Sandbox, user: str, rules: list[dict[str, 
     return cluster.identity_kubeconfig(user, group="planners")
 
 
-@pytest.mark.parametrize("needs", ["volume", "extended resource", "anti-affinity"])
+@pytest.mark.parametrize("needs", ["volume", "ephemeral volume", "extended resource", "anti-affinity"])
 def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resource(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], needs: str
 ) -> None:
-    """`light` (10,000 MiB on A's one card) mounts a claim bound to a local volume of A and C, or asks an extended
-    resource only A and C advertise, or has a required anti-affinity against the pod on B; B's and C's cards each hold
+    """`light` (10,000 MiB on A's one card) mounts a claim bound to a local volume of A and C, or an ephemeral volume
+    whose class (WaitForFirstConsumer, no provisioner) has an available volume on A and one on C (its replacement's
+    new claim may bind only C's), or asks an extended resource only A and C advertise, or has a required anti-affinity
+    against the pod on B; B's and C's cards each hold
     25,000 MiB of a pod that cannot move, so either has room for light, and the big pod (35,000 MiB) fits once light
     leaves A. In mode on the controller moves light to C, never to B, where kube-scheduler would refuse its
     replacement: the replacement runs on C and the big pod on A's card."""
@@ -1407,6 +1402,8 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
         on_nodes(template, a, b, c)
         if needs == "volume":
             template["volumes"] = [local_volume(cluster, namespace, "data", a, c)]
+        elif needs == "ephemeral volume":
+            template["volumes"] = [scratch_volume(cluster, namespace, "scratch", a, c)]
         elif needs == "anti-affinity":
             apart = {"labelSelector": {"matchLabels": {"role": "apart"}}, "topologyKey": "kubernetes.io/hostname"}
             template["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
@@ -1444,6 +1441,10 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
         delete_nodes(cluster, made)
         if needs == "volume":
             nodes.delete_persistent_volume(f"{namespace}-data")
+        if needs == "ephemeral volume":
+            for node in (a, c):
+                nodes.delete_persistent_volume(f"{namespace}-scratch-{node}")
+            client.StorageV1Api(cluster.api_client()).delete_storage_class(f"{namespace}-local")
     assert list(evictions.deleted) == [light], evictions.deleted
 
 

@@ -422,8 +422,12 @@ def _planned_volume(volume: dict[str, Any]) -> dict[str, Any]:
     """What a plan reads of a claimed volume: its name, and its claim's name or, ephemeral, what of its claim template
     a volume must match (`volumes.new_claims`)."""
     if "ephemeral" in volume:
-        template = _dict(_dict(_dict(volume.get("ephemeral")).get("volumeClaimTemplate")).get("spec"))
-        return {"name": volume.get("name"), "ephemeral": {"volumeClaimTemplate": {"spec": _claim_asks(template)}}}
+        template = _dict(_dict(volume.get("ephemeral")).get("volumeClaimTemplate"))
+        kept: dict[str, Any] = {"spec": _claim_asks(_dict(template.get("spec")))}
+        annotations = _dict(_dict(template.get("metadata")).get("annotations"))
+        if BETA_CLASS in annotations:
+            kept["metadata"] = {"annotations": {BETA_CLASS: annotations[BETA_CLASS]}}
+        return {"name": volume.get("name"), "ephemeral": {"volumeClaimTemplate": kept}}
     claim = _dict(volume.get("persistentVolumeClaim"))
     return {"name": volume.get("name"), "persistentVolumeClaim": {"claimName": claim.get("claimName")}}
 

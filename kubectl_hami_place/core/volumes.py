@@ -430,16 +430,17 @@ def claim_names(spec: Mapping[str, Any], pod_name: str, *, replacement: bool) ->
 
 
 def new_claims(spec: Mapping[str, Any], default: str) -> tuple[tuple[str, Want], ...]:
-    """What the claim a replacement's ephemeral volume gets anew asks, by the volume's name: its volumeClaimTemplate's
-    spec, and the default class `default` when it names none (the DefaultStorageClass admission's)."""
+    """What the claim a replacement's ephemeral volume gets anew asks, by the volume's name: its volumeClaimTemplate,
+    of the default class `default` when it names none (the DefaultStorageClass admission's)."""
     volumes = spec.get("volumes")
     made = []
     for volume in volumes if isinstance(volumes, list | tuple) else ():
         if isinstance(volume, Mapping) and "ephemeral" in volume:
-            template = as_mapping(as_mapping(as_mapping(volume.get("ephemeral")).get("volumeClaimTemplate")))
-            asked = as_mapping(template.get("spec"))
+            template = as_mapping(as_mapping(volume.get("ephemeral")).get("volumeClaimTemplate"))
+            metadata, asked = as_mapping(template.get("metadata")), as_mapping(template.get("spec"))
+            # the beta annotation, when the template has it, names the class before either (`_class_name`)
             named = asked if isinstance(asked.get("storageClassName"), str) else {**asked, "storageClassName": default}
-            made.append((str(volume.get("name", "")), _want({}, named)))
+            made.append((str(volume.get("name", "")), _want(metadata, named)))
     return tuple(made)
 
 

@@ -17,6 +17,7 @@ from kubectl_hami_place.core.planner.model import DO_NOT_MOVE
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.volumes import (
+    BETA_CLASS,
     BETA_ZONE,
     NO_PROVISIONER,
     SELECTED_NODE,
@@ -116,6 +117,9 @@ def test_the_claims_of_a_pod_and_of_its_replacement() -> None:
     )
     template["spec"]["storageClassName"] = ""
     assert new_claims(scratch, "fast")[0][1].storage_class == ""
+    del template["spec"]["storageClassName"]
+    template["metadata"] = {"annotations": {BETA_CLASS: "slow"}}
+    assert new_claims(scratch, "fast")[0][1].storage_class == "slow", "the beta annotation names a class too"
     default = {"storageclass.kubernetes.io/is-default-class": "true"}
     made = [
         storage_class_of({"metadata": {"name": name, "creationTimestamp": at, "annotations": default}})

@@ -207,7 +207,7 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
         "resources": {"requests": {"storage": "1Gi"}},
     }
     template = {
-        "metadata": {"labels": {"x": "y"}},
+        "metadata": {"labels": {"x": "y"}, "annotations": {"x": "y"}},
         "spec": {**asks, "resources": {**asks["resources"], "limits": {"storage": "2Gi"}}, "dataSource": {}},
     }
     ephemeral = {"volumeClaimTemplate": template}
@@ -217,6 +217,10 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
         {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": asks}}}
     ], "what its replacement's new claim asks of a volume, nothing else"
     assert new_claims(kept_scratch["spec"], "") == new_claims(scratch["spec"], "")
+    template["metadata"]["annotations"][BETA_CLASS] = "slow"
+    [kept_template] = project_pod_for_planning(scratch)["spec"]["volumes"]
+    assert kept_template["ephemeral"]["volumeClaimTemplate"]["metadata"] == {"annotations": {BETA_CLASS: "slow"}}
+    assert new_claims(project_pod_for_planning(scratch)["spec"], "") == new_claims(scratch["spec"], "")
     spread = anywhere()
     spread["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone"}]
     kept_spread = project_pod_for_planning(spread)

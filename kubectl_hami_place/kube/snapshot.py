@@ -40,6 +40,7 @@ from kubectl_hami_place.kube.cluster_reads import (
 from kubectl_hami_place.kube.errors import KubeForbidden
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.list_body import list_items
+from kubectl_hami_place.kube.watch import NOT_ENDED
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def read_pending(kube: Kube, namespace: str, name: str, read: SnapshotRead) -> P
     )
 
 
-BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+BOUND = f"spec.nodeName!=,{NOT_ENDED}"
 """The pods kube-scheduler counts for a pod affinity term or a topology spread (`pod_affinity.placed_pods`), as a
 field selector."""
 

@@ -24,6 +24,8 @@ from kubectl_hami_place.kube.client import CheckedApiClient, Kube, by_path
 
 log = logging.getLogger(__name__)
 
+NOT_ENDED = ",".join(f"status.phase!={phase}" for phase in sorted(ENDED_PHASES))
+"""The field selector of pods not ended (`names.ENDED_PHASES`): those kube-scheduler and HAMi still count."""
 # A watch ends after this many seconds and is re-opened from the last resourceVersion: a silent broken
 # connection is then noticed within a bounded time, and the sync age stays meaningful.
 WATCH_TIMEOUT_SECONDS = 60
@@ -280,11 +282,10 @@ def pod_reflector(api_client: ApiClient, scheduler_name: str, project: Projectio
 
 def other_pods_reflector(api_client: ApiClient, scheduler_name: str, project: Projection = _trimmed) -> Reflector:
     """The bound, unfinished pods of every other scheduler: what they ask of their nodes is room HAMi's pods lack."""
-    finished = ",".join(f"status.phase!={phase}" for phase in sorted(ENDED_PHASES))
     return Reflector(
         "other-pods",
         by_path(api_client, "GET", "/api/v1/pods"),
-        list_kwargs={"field_selector": f"spec.schedulerName!={scheduler_name},spec.nodeName!=,{finished}"},
+        list_kwargs={"field_selector": f"spec.schedulerName!={scheduler_name},spec.nodeName!=,{NOT_ENDED}"},
         project=project,
     )
 

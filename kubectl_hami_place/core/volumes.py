@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
+from functools import cached_property
 from typing import Any
 
 from kubectl_hami_place.core.errors import ModelError
@@ -197,9 +198,14 @@ def claim_of(claim: Mapping[str, Any]) -> tuple[tuple[str, str], Claim]:
     """A PersistentVolumeClaim object by (namespace, name)."""
     metadata, spec = as_mapping(claim.get("metadata")), as_mapping(claim.get("spec"))
     key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-    bound = spec.get("volumeName")
-    volume = bound if isinstance(bound, str) else ""
+    volume = _bound_to(spec)
     return key, Claim(volume, bool(metadata.get("deletionTimestamp")), Want() if volume else _want(metadata, spec))
+
+
+def _bound_to(spec: Mapping[str, Any]) -> str:
+    """The volume a claim's spec is bound to ("" while unbound)."""
+    bound = spec.get("volumeName")
+    return bound if isinstance(bound, str) else ""
 
 
 def _want(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> Want:
@@ -357,6 +363,12 @@ class Volumes:
             self._kept_off[volume.name] = {node: why for node, why in found if why is not None}
         return self._kept_off[volume.name]
 
+    @cached_property
+    def default_class(self) -> str:
+        """The class a claim that names none gets at admission (`default_class`), worked out once: "" when the
+        classes were not read or none is a default."""
+        return default_class(self.classes.values()) if self.classes is not None else ""
+
     def new_claims_unmet(
         self, made: tuple[tuple[str, Want], ...], labels: Mapping[str, Mapping[str, Any]]
     ) -> Mapping[str, tuple[str, str]] | str | None:
@@ -390,7 +402,7 @@ def volumes_of(
 
 def waits_unbound(claims: Iterable[Mapping[str, Any]]) -> bool:
     """Whether a claim is unbound: only then are the StorageClasses, CSI drivers and CSIStorageCapacities read."""
-    return any(not claim_of(claim)[1].volume for claim in claims)
+    return any(not _bound_to(as_mapping(claim.get("spec"))) for claim in claims)
 
 
 def is_claim(volume: object) -> bool:
@@ -484,7 +496,7 @@ def volume_reach(
     unmet: Mapping[str, tuple[str, str]] | str | None = {}
     unread = ""
     if replacement:
-        made = new_claims(spec, default_class(volumes.classes.values()) if volumes.classes is not None else "")
+        made = new_claims(spec, volumes.default_class)
         unmet = volumes.new_claims_unmet(made, labels) if made else {}
         unread = f"its ephemeral volume {made[0][0]} is claimed anew by a replacement" if made else ""
     elif waiting:

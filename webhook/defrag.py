@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant
@@ -130,9 +131,9 @@ from kubectl_hami_place.core.planner.apply import (
     stranded_replacement,
 )
 from kubectl_hami_place.core.planner.objects import pod_for_plan
-from kubectl_hami_place.core.pod_affinity import namespace_labels_of
+from kubectl_hami_place.core.pod_affinity import UNREAD_NAMESPACES, namespace_labels_of
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
-from kubectl_hami_place.core.volumes import volumes_of
+from kubectl_hami_place.core.volumes import UNREAD_CAPACITIES, UNREAD_CLAIMS, UNREAD_CLASSES, Volumes, volumes_of
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.claims import StaleWrite, write_status
 from kubectl_hami_place.kube.client import Kube
@@ -298,6 +299,17 @@ class DefragController:
         # Namespaces' labels: the namespaces a pod affinity term's namespaceSelector picks (a plan without them keeps
         # a pod whose term has one that names labels on its node, and a Pending pod's room unread).
         self.namespaces = namespace_reflector(kube.api, project=project_namespace)
+        # The watches a plan goes on without when the API server forbids them (RBAC), each with what it then leaves
+        # unread, as the CLI goes on when it may not list them; without any other watch nothing is planned.
+        self._unread_without: dict[Reflector, str] = {
+            self.volume_claims: UNREAD_CLAIMS,
+            self.volumes: UNREAD_CLAIMS,
+            self.storage_classes: UNREAD_CLASSES,
+            self.csi_drivers: UNREAD_CLASSES,
+            self.storage_capacities: UNREAD_CAPACITIES,
+            self.namespaces: UNREAD_NAMESPACES,
+        }
+        self._forbidden: set[str] = set()
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
@@ -333,6 +345,8 @@ class DefragController:
         metrics.policy_valid.set(0)
         metrics.leader.set(0)
         metrics.refused_cards.set_function(self._refused_now)
+        for reflector in (*cache.reflectors(), *self.reflectors()):
+            metrics.watch_forbidden.labels(reflector.kind).set_function(partial(_forbidden, reflector))
 
     def reflectors(self) -> tuple[Reflector, ...]:
         """The watches the controller keeps besides the server's cache (no plan before each has listed; admission
@@ -980,14 +994,8 @@ class DefragController:
         if self._read is None or again:
             budgets = self.disruption_budgets.items()
             others = [pod[COUNTED] for pod in self.other_pods.items()]
-            volumes = volumes_of(
-                self.volume_claims.items(),
-                self.volumes.items(),
-                self.storage_classes.items(),
-                self.csi_drivers.items(),
-                self.storage_capacities.items(),
-            )
-            namespace_labels = namespace_labels_of(self.namespaces.items())
+            volumes = self._volumes()
+            namespace_labels = None if self.namespaces.forbidden else namespace_labels_of(self.namespaces.items())
             config = self.hami_config()  # may read the API: outside the pause
             with collector_paused():
                 allocations = self.cache.decoded_allocations()
@@ -1003,6 +1011,18 @@ class DefragController:
                 )
         return self._read
 
+    def _volumes(self) -> Volumes | None:
+        """The claims and volumes as watched, with the StorageClasses, CSIDrivers and CSIStorageCapacities; None, or
+        without the later ones, when the API server forbids their watches (as the CLI reads them when it may not list
+        them)."""
+        if self.volume_claims.forbidden or self.volumes.forbidden:
+            return None
+        claims, volumes = self.volume_claims.items(), self.volumes.items()
+        if self.storage_classes.forbidden or self.csi_drivers.forbidden:
+            return volumes_of(claims, volumes)
+        capacities = None if self.storage_capacities.forbidden else self.storage_capacities.items()
+        return volumes_of(claims, volumes, self.storage_classes.items(), self.csi_drivers.items(), capacities)
+
     def _kept_off(self, read: SnapshotRead, now: datetime, pod: str = "") -> Snapshot:
         """The read's snapshot with the rooms kept for pods other than `pod` and the cards HAMi refused (`keep_off`),
         so that no plan moves a pod onto them."""
@@ -1017,8 +1037,11 @@ class DefragController:
 
     def _fresh(self) -> bool:
         """Whether every watch a plan reads has listed, and heard from the API server within STALE_SECONDS (a
-        stale one is logged; one that has not listed yet, while the server starts, is not)."""
-        stamps = {r.kind: r.last_sync for r in (*self.cache.reflectors(), *self.reflectors())}
+        stale one is logged; one that has not listed yet, while the server starts, is not); one the API server
+        forbids is said (`_tell_forbidden`) and, when a plan can go without it, not waited for."""
+        watches = (*self.cache.reflectors(), *self.reflectors())
+        self._tell_forbidden(watches)
+        stamps = {r.kind: r.last_sync for r in watches if not (r.forbidden and r in self._unread_without)}
         if any(stamp is None for stamp in stamps.values()):
             return False
         stale = sorted(
@@ -1031,6 +1054,25 @@ class DefragController:
                 STALE_SECONDS,
             )
         return not stale
+
+    def _tell_forbidden(self, watches: Iterable[Reflector]) -> None:
+        """Says once, in the log and a Warning Event on the policy's ConfigMap, each watch the API server starts to
+        forbid and what plans do without it; and in the log each it allows again (the metric reads the watches)."""
+        forbidden = {r.kind: r for r in watches if r.forbidden}
+        for kind in sorted(self._forbidden - forbidden.keys()):
+            log.info("defrag: the watch of %s is allowed again", kind)
+        for kind in sorted(forbidden.keys() - self._forbidden):
+            reflector = forbidden[kind]
+            without = self._unread_without.get(reflector, "nothing is planned until it is allowed")
+            message = (
+                f"cannot watch {kind} ({reflector.forbidden}): {without}; grant list and watch on {kind} (the "
+                "chart's ClusterRole does)"
+            )
+            log.warning("defrag: %s", message)
+            source = self._policy_source()
+            if source is not None:
+                self._event(source.obj, "DefragWatchForbidden", message, warning=True)
+        self._forbidden = set(forbidden)
 
     def _policy_source(self) -> PolicySource | None:
         """The policy's ConfigMap as watched, None when there is none."""
@@ -1234,6 +1276,11 @@ class DefragController:
             log.info("defrag: %s on pod %s/%s: %s", reason, namespace, name, message)
             message = for_tenant(said or message, namespace, self.cache.nodes_by_name())
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
+
+
+def _forbidden(reflector: Reflector) -> float:
+    """1 while the API server forbids the watch (its metric), else 0."""
+    return float(bool(reflector.forbidden))
 
 
 def _named(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:

@@ -276,6 +276,14 @@ class DefragMetrics:
             "pinned replacement.",
             registry=registry,
         )
+        self.watch_forbidden = Gauge(
+            "hami_place_defrag_watch_forbidden",
+            "1 while the API server forbids the controller's watch of this kind of object (RBAC): plans go on "
+            "without claims, volumes, storage classes, CSI drivers and capacities, or namespaces (what needs them "
+            "stays unread), and wait for any other.",
+            ["kind"],
+            registry=registry,
+        )
 
 
 class CacheCollector(Collector):

@@ -33,7 +33,9 @@ PORTS_REFUSAL = "didn't have free ports for the requested pod ports"
 SPREAD_REFUSAL = "didn't match pod topology spread constraints"
 """kube-scheduler's words (ErrReasonConstraintsNotMatch, and with ` (missing required label)`) for a node the pod's
 own spreads refuse: what `ByPlacedPods` reads once the pods they select are known."""
-
+UNREAD_NAMESPACES = "pods whose pod affinity picks namespaces by label stay on their nodes"
+"""What a plan leaves unread without the namespaces' labels: the words the CLI and the controller say when they may
+not read them."""
 
 NamespaceLabels = Mapping[str, Mapping[str, str]]
 """Each namespace's labels by its name: what a term's namespaceSelector picks namespaces by."""

@@ -33,6 +33,11 @@ VOLUME_REFUSALS = (
 """kube-scheduler's words for a node a claim keeps the pod off (VolumeBinding's ErrReasonNodeConflict, in 1.25+ and
 in 1.24's words, its ErrReasonBindConflict and ErrReasonNotEnoughSpace; VolumeZone's ErrReasonConflict): what
 `volume_reach` reads once every claim is read."""
+UNREAD_CLAIMS = "pods that claim a volume stay on their nodes"
+UNREAD_CLASSES = "where a claim not bound yet may bind stays unread"
+UNREAD_CAPACITIES = "where a capacity-checking driver may provision stays unread"
+"""What a plan leaves unread without the claims and volumes, without the StorageClasses and CSIDrivers, and without
+the CSIStorageCapacities: the words the CLI and the controller say when they may not read them."""
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 """The annotation a claim or volume names its StorageClass by, read before spec.storageClassName (as kube-scheduler
 reads it)."""

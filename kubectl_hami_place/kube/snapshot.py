@@ -15,6 +15,7 @@ from kubectl_hami_place.core.node_selection import NodeMarks, node_marks
 from kubectl_hami_place.core.planner import PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import claims_volume, pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.pod_affinity import (
+    UNREAD_NAMESPACES,
     NamespaceLabels,
     labels_of,
     namespace_labels_of,
@@ -24,7 +25,14 @@ from kubectl_hami_place.core.pod_affinity import (
     selected_lists,
 )
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import Volumes, volumes_of, waits_unbound
+from kubectl_hami_place.core.volumes import (
+    UNREAD_CAPACITIES,
+    UNREAD_CLAIMS,
+    UNREAD_CLASSES,
+    Volumes,
+    volumes_of,
+    waits_unbound,
+)
 from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import (
     get_pod,
@@ -91,20 +99,18 @@ def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes
     try:
         claims, volumes = list_volume_claims(kube), list_volumes(kube)
     except KubeForbidden as err:
-        return None, (f"cannot read claims and volumes ({err}); pods that claim a volume stay on their nodes",)
+        return None, (f"cannot read claims and volumes ({err}); {UNREAD_CLAIMS}",)
     if not waits_unbound(claims):
         return volumes_of(claims, volumes), ()
     try:
         classes, drivers = list_storage_classes(kube), list_csi_drivers(kube)
     except KubeForbidden as err:
-        return volumes_of(claims, volumes), (
-            f"cannot read storage classes and CSI drivers ({err}); where a claim not bound yet may bind stays unread",
-        )
+        return volumes_of(claims, volumes), (f"cannot read storage classes and CSI drivers ({err}); {UNREAD_CLASSES}",)
     try:
         return volumes_of(claims, volumes, classes, drivers, list_storage_capacities(kube)), ()
     except KubeForbidden as err:
         return volumes_of(claims, volumes, classes, drivers), (
-            f"cannot read CSI storage capacities ({err}); where a capacity-checking driver may provision stays unread",
+            f"cannot read CSI storage capacities ({err}); {UNREAD_CAPACITIES}",
         )
 
 
@@ -118,9 +124,7 @@ def read_namespace_labels(
     try:
         return namespace_labels_of(list_namespaces(kube)), ()
     except KubeForbidden as err:
-        return None, (
-            f"cannot read namespaces ({err}); pods whose pod affinity picks namespaces by label stay on their nodes",
-        )
+        return None, (f"cannot read namespaces ({err}); {UNREAD_NAMESPACES}",)
 
 
 def snapshot_of(

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
@@ -110,6 +111,9 @@ class Reflector:
         self._response: Any = None
         self.synced = threading.Event()
         self.last_sync: float | None = None
+        self.forbidden = ""
+        """Why the API server refuses to list or watch these objects (a 403: RBAC does not grant both), "" once a
+        watch opens; the list and watch are still retried, so a grant made later is taken up."""
 
     def add_listener(self, listener: Listener) -> None:
         """Call listener(event_type, obj) after every change the watch or a fresher read brings."""
@@ -157,7 +161,12 @@ class Reflector:
             except Exception as error:
                 if stop.is_set():
                     break
-                log.warning("%s: list/watch failed (%s), retrying in %.1fs", self.kind, _short(error), delay)
+                refused = isinstance(error, ApiException) and error.status == HTTPStatus.FORBIDDEN
+                # Still forbidden: said once, not at every retry.
+                say = log.debug if refused and self.forbidden else log.warning
+                say("%s: list/watch failed (%s), retrying in %.1fs", self.kind, _short(error), delay)
+                if refused:
+                    self.forbidden = _short(error)
                 stop.wait(delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
 
@@ -213,6 +222,7 @@ class Reflector:
             _request_timeout=(10, WATCH_TIMEOUT_SECONDS + 30),
             **self._list_kwargs,
         )
+        self.forbidden = ""
         self._response = response
         try:
             for line in _lines(response):

@@ -132,6 +132,80 @@ def test_no_plan_while_a_watch_is_stale_the_key_is_looked_at_again_after_the_int
     assert ctl.look(BIG) == timedelta(seconds=7)
 
 
+def test_a_watch_rbac_forbids_is_said_once_and_a_plan_waits_only_for_those_it_cannot_go_without(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An operator's narrower ClusterRole: without claims, volumes, storage classes or namespaces the plans go on,
+    leaving what needs them unread (as the CLI does); without any other watch nothing is planned."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    told: list[tuple[str, str, bool]] = []
+    ctl.events.record = lambda about, reason, message, **kw: told.append((reason, message, kw["warning"]))  # type: ignore[method-assign]
+    ctl.policy_map.upsert(policy_map("on", "1"))
+    for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
+        reflector.last_sync = time.time()
+    for reflector in (ctl.volumes, ctl.storage_capacities, ctl.namespaces):
+        reflector.forbidden, reflector.last_sync = "403 Forbidden", None
+    assert ctl._fresh(), "what a plan can go without is not waited for"
+    sample = metrics.registry.get_sample_value
+    assert told == [
+        (
+            "DefragWatchForbidden",
+            f"cannot watch {kind} (403 Forbidden): {without}; grant list and watch on {kind} (the chart's ClusterRole"
+            " does)",
+            True,
+        )
+        for kind, without in (
+            ("csistoragecapacities", "where a capacity-checking driver may provision stays unread"),
+            ("namespaces", "pods whose pod affinity picks namespaces by label stay on their nodes"),
+            ("persistentvolumes", "pods that claim a volume stay on their nodes"),
+        )
+    ]
+    assert sample("hami_place_defrag_watch_forbidden", {"kind": "persistentvolumes"}) == 1
+    assert sample("hami_place_defrag_watch_forbidden", {"kind": "persistentvolumeclaims"}) == 0
+    assert ctl._fresh() and len(told) == 3, "said once"
+    ctl.disruption_budgets.forbidden, ctl.disruption_budgets.last_sync = "403 Forbidden", None
+    caplog.set_level(logging.INFO, logger=defrag.__name__)
+    assert not ctl._fresh(), "no plan without the PodDisruptionBudgets"
+    assert told[-1][1].startswith("cannot watch poddisruptionbudgets (403 Forbidden): nothing is planned until it")
+    ctl.disruption_budgets.forbidden, ctl.disruption_budgets.last_sync = "", time.time()
+    ctl.volumes.forbidden, ctl.volumes.last_sync = "", time.time()
+    assert ctl._fresh() and len(told) == 4
+    assert sample("hami_place_defrag_watch_forbidden", {"kind": "persistentvolumes"}) == 0
+    assert "the watch of persistentvolumes is allowed again" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("forbidden", "read"),
+    [
+        ((), ("claims", "classes", "capacities", "namespaces")),
+        (("persistentvolumeclaims",), ("namespaces",)),
+        (("persistentvolumes",), ("namespaces",)),
+        (("storageclasses",), ("claims", "namespaces")),
+        (("csidrivers",), ("claims", "namespaces")),
+        (("csistoragecapacities",), ("claims", "classes", "namespaces")),
+        (("namespaces",), ("claims", "classes", "capacities")),
+    ],
+)
+def test_a_snapshot_leaves_out_what_a_forbidden_watch_would_read(
+    forbidden: tuple[str, ...], read: tuple[str, ...]
+) -> None:
+    """As the CLI reads them when it may not list them: no claims without the volumes too, no classes without the
+    CSIDrivers too (each says whether a driver checks capacity), no capacities alone."""
+    ctl = controller()
+    for reflector in ctl.reflectors():
+        reflector.forbidden = "403 Forbidden" if reflector.kind in forbidden else ""
+    snapshot = ctl._snapshot()
+    volumes = snapshot.volumes
+    found = (
+        ("claims", volumes is not None),
+        ("classes", volumes is not None and volumes.classes is not None and volumes.capacity_drivers is not None),
+        ("capacities", volumes is not None and volumes.capacities is not None),
+        ("namespaces", snapshot.namespace_labels is not None),
+    )
+    assert tuple(name for name, there in found if there) == read
+
+
 def test_the_policy_is_looked_at_again_until_its_watch_has_listed() -> None:
     ctl = controller()
     assert ctl.look(POLICY) == timedelta(seconds=1)

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import urllib3
+import yaml
 from kubernetes import client, watch
 
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
@@ -174,9 +175,12 @@ class ChartAccount:
 
 
 @pytest.fixture
-def chart_account(cluster: Sandbox, server_namespace: str, tmp_path: Path) -> Iterator[ChartAccount]:
+def chart_account(
+    request: pytest.FixtureRequest, cluster: Sandbox, server_namespace: str, tmp_path: Path
+) -> Iterator[ChartAccount]:
     """The chart's RBAC and ServiceAccount (`helm template --show-only`), applied for a release named after the
-    server's namespace, so that a server run with it has exactly the rights an install gives it; the cluster-wide
+    server's namespace, so that a server run with it has exactly the rights an install gives it (its ClusterRole
+    without the rules of the resources a test parametrizes it with: an operator's narrower one); the cluster-wide
     objects and those in kube-system are deleted afterwards."""
     release = server_namespace
     shown = ["--show-only", "templates/rbac.yaml", "--show-only", "templates/serviceaccount.yaml"]
@@ -189,6 +193,12 @@ def chart_account(cluster: Sandbox, server_namespace: str, tmp_path: Path) -> It
         check=True,
         timeout=120,
     ).stdout
+    narrowed = set(getattr(request, "param", ()))
+    if narrowed:
+        objects = list(yaml.safe_load_all(rendered))
+        for role in (obj for obj in objects if obj["kind"] == "ClusterRole"):
+            role["rules"] = [rule for rule in role["rules"] if not narrowed & set(rule["resources"])]
+        rendered = yaml.safe_dump_all(objects)
     cluster.kubectl("apply", "-f", "-", input=rendered)
     try:
         kubeconfig = sa_kubeconfig(cluster, server_namespace, f"{release}-webhook", tmp_path / "chart.kubeconfig")
@@ -319,6 +329,63 @@ def test_dry_run_moves_nothing_and_names_the_moves(
     assert placements(cluster, namespace) == []
     assert before <= uids(cluster, namespace), "no pod was evicted"
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
+
+
+UNREAD_WITHOUT = {
+    "csidrivers": "where a claim not bound yet may bind stays unread",
+    "csistoragecapacities": "where a capacity-checking driver may provision stays unread",
+    "namespaces": "pods whose pod affinity picks namespaces by label stay on their nodes",
+    "persistentvolumeclaims": "pods that claim a volume stay on their nodes",
+    "persistentvolumes": "pods that claim a volume stay on their nodes",
+    "storageclasses": "where a claim not bound yet may bind stays unread",
+}
+"""The watches a plan goes on without, and what it then leaves unread."""
+
+
+@pytest.mark.parametrize("chart_account", [tuple(UNREAD_WITHOUT)], indirect=True, ids=["no storage nor namespaces"])
+def test_a_narrower_cluster_role_is_said_and_plans_go_on_without_what_it_forbids(  # noqa: PLR0917 - the fixtures
+    cluster: Sandbox,
+    namespace: str,
+    server_namespace: str,
+    node: GpuNode,
+    serving: dict[str, Any],
+    chart_account: ChartAccount,
+) -> None:
+    """An operator's ClusterRole without the chart's rules for claims, volumes, storage and namespaces: the
+    controller says on its policy which watches it may not keep and what its plans leave unread without them, still
+    names the moves that rescue a pod that claims no volume, and takes a watch up once it is granted."""
+    two_pods_one_per_card(cluster, namespace, node)
+    write_policy(cluster, server_namespace, namespace, "dry-run", name=chart_account.policy)
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace, account=chart_account)
+    pending_big(cluster, namespace, node)
+    message = wait_for(lambda: said(cluster, namespace, "big", "DefragDryRun"), "the dry-run Event on the big pod")
+    assert message.startswith(f"would move {namespace}/"), message
+    told = [m for r, m in events(cluster, server_namespace, chart_account.policy) if r == "DefragWatchForbidden"]
+    assert sorted(told) == [
+        f"cannot watch {kind} (403 Forbidden): {without}; grant list and watch on {kind} (the chart's ClusterRole does)"
+        for kind, without in UNREAD_WITHOUT.items()
+    ]
+    assert server.metric('hami_place_defrag_watch_forbidden{kind="namespaces"}') == 1
+    assert server.metric('hami_place_defrag_watch_forbidden{kind="poddisruptionbudgets"}') == 0
+    listed = client.RbacAuthorizationV1Api(cluster.api_client()).list_cluster_role(
+        label_selector=f"app.kubernetes.io/instance={server_namespace}"
+    )
+    [role] = [role for role in listed.items if any("pods" in rule.resources for rule in role.rules)]
+    granted = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+    cluster.kubectl(
+        "patch",
+        "clusterrole",
+        role.metadata.name,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/rules/-", "value": granted}]),
+    )
+    wait_for(
+        lambda: server.metric('hami_place_defrag_watch_forbidden{kind="namespaces"}') == 0,
+        "the namespaces' watch to be taken up once granted (the watch retries at least every 30 s)",
+        timeout=90,
+    )
+    assert server.metric('hami_place_defrag_watch_forbidden{kind="persistentvolumes"}') == 1
 
 
 def spread_for_two_moves(cluster: Sandbox, namespace: str, node: GpuNode) -> None:

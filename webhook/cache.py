@@ -35,7 +35,7 @@ from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import BETA_CLASS, DEFAULT_CLASS, IN_TREE, SELECTED_NODE, is_claim
+from kubectl_hami_place.core.volumes import BETA_CLASS, DEFAULT_CLASS, claim_of, is_claim, volume_of
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
@@ -373,9 +373,6 @@ PLANNED_SPEC = (
     "tolerations",
     "resourceClaims",
 )
-# What a plan reads of a pod's claimed volumes (`volumes.claim_names`) and of a PersistentVolume's source
-# (`volumes.volume_of`) is only that a key is there: its value is this one shared empty map.
-PRESENT: dict[str, Any] = {}
 # Of each container, what the plan reads: its name, resources and (an init container's) restartPolicy, which makes it
 # a sidecar that kube-scheduler counts for the pod's whole life; and its ports only when they take the node's.
 PLANNED_CONTAINER = ("name", "resources", "restartPolicy")
@@ -579,19 +576,12 @@ def project_counted_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def project_volume_claim(claim: dict[str, Any]) -> dict[str, Any]:
-    """A PersistentVolumeClaim as the controller keeps it: its key, UID and version, whether it is being deleted, the
-    volume it is bound to, and while unbound what it asks of a volume (`volumes.claim_of`)."""
-    meta, spec = _dict(claim.get("metadata")), _dict(claim.get("spec"))
-    kept: dict[str, Any] = {
-        k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp") if k in meta
-    }
-    bound = spec.get("volumeName")
-    if bound:
-        return {"metadata": kept, "spec": {"volumeName": bound}}
-    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k in (BETA_CLASS, SELECTED_NODE)}
-    if annotations:
-        kept["annotations"] = annotations
-    return {"metadata": kept, "spec": _claim_asks(spec)}
+    """A PersistentVolumeClaim as the controller keeps it: its key, UID and version, and the claim read once
+    (`volumes.claim_of`: the volume it is bound to, whether it is being deleted, while unbound what it asks of a
+    volume), not at each snapshot."""
+    meta = _dict(claim.get("metadata"))
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
+    return {"metadata": kept, CLAIM: claim_of(claim)}
 
 
 def _claim_asks(spec: dict[str, Any]) -> dict[str, Any]:
@@ -605,15 +595,6 @@ def _claim_asks(spec: dict[str, Any]) -> dict[str, Any]:
 
 _CLAIM_ASKS = ("storageClassName", "accessModes", "volumeMode", "volumeAttributesClassName", "selector")
 """What of an unbound claim's spec a volume must match, besides its size."""
-_VOLUME_OFFERS = (
-    "nodeAffinity",
-    "claimRef",
-    "storageClassName",
-    "accessModes",
-    "volumeMode",
-    "volumeAttributesClassName",
-)
-"""What of a volume's spec the filters read, besides its size and in-tree source."""
 
 
 def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
@@ -661,21 +642,15 @@ def project_storage_capacity(capacity: dict[str, Any]) -> dict[str, Any]:
 
 
 def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
-    """A PersistentVolume as the controller keeps it: its key and version, labels, class annotation and whether it is
-    being deleted, its node affinity, which in-tree source it has, and what it offers a claim not bound yet: the claim
-    it is reserved for, class, size, modes and phase (`volumes.volume_of`)."""
-    meta, spec = _dict(volume.get("metadata")), _dict(volume.get("spec"))
-    kept: dict[str, Any] = {k: meta[k] for k in ("name", "resourceVersion", "labels", "deletionTimestamp") if k in meta}
-    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k == BETA_CLASS}
-    if annotations:
-        kept["annotations"] = annotations
-    planned = {key: spec[key] for key in _VOLUME_OFFERS if key in spec}
-    planned.update((key, PRESENT) for key in IN_TREE if key in spec)
-    storage = _dict(spec.get("capacity")).get("storage")
-    if storage is not None:
-        planned["capacity"] = {"storage": storage}
-    phase = _dict(volume.get("status")).get("phase")
-    return {"metadata": kept, "spec": planned, **({"status": {"phase": phase}} if phase else {})}
+    """A PersistentVolume as the controller keeps it: its name and version, and the volume read once
+    (`volumes.volume_of`: its node affinity, zones, in-tree source, and what it offers a claim not bound yet), not at
+    each snapshot (`bench/volume_reads.py`: 9,704 volumes and their claims, 2.3 ms a snapshot, 198 ms before)."""
+    meta = _dict(volume.get("metadata"))
+    return {"metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta}, VOLUME: volume_of(volume)}
+
+
+CLAIM, VOLUME = "claim", "volume"
+"""Where a kept claim and a kept volume hold their read form."""
 
 
 def same_node(stored: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:

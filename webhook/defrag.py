@@ -133,7 +133,7 @@ from kubectl_hami_place.core.planner.apply import (
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.pod_affinity import UNREAD_NAMESPACES, namespace_labels_of
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
-from kubectl_hami_place.core.volumes import UNREAD_CAPACITIES, UNREAD_CLAIMS, UNREAD_CLASSES, Volumes, volumes_of
+from kubectl_hami_place.core.volumes import UNREAD_CAPACITIES, UNREAD_CLAIMS, UNREAD_CLASSES, Volumes, parsed_volumes
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.claims import StaleWrite, write_status
 from kubectl_hami_place.kube.client import Kube
@@ -169,7 +169,9 @@ from kubectl_hami_place.kube.watch import (
     volume_reflector,
 )
 from webhook.cache import (
+    CLAIM,
     COUNTED,
+    VOLUME,
     ClusterCache,
     project_counted_pod,
     project_csi_driver,
@@ -1017,11 +1019,12 @@ class DefragController:
         them)."""
         if self.volume_claims.forbidden or self.volumes.forbidden:
             return None
-        claims, volumes = self.volume_claims.items(), self.volumes.items()
+        claims = [claim[CLAIM] for claim in self.volume_claims.items()]
+        volumes = [volume[VOLUME] for volume in self.volumes.items()]
         if self.storage_classes.forbidden or self.csi_drivers.forbidden:
-            return volumes_of(claims, volumes)
+            return parsed_volumes(claims, volumes)
         capacities = None if self.storage_capacities.forbidden else self.storage_capacities.items()
-        return volumes_of(claims, volumes, self.storage_classes.items(), self.csi_drivers.items(), capacities)
+        return parsed_volumes(claims, volumes, self.storage_classes.items(), self.csi_drivers.items(), capacities)
 
     def _kept_off(self, read: SnapshotRead, now: datetime, pod: str = "") -> Snapshot:
         """The read's snapshot with the rooms kept for pods other than `pod` and the cards HAMi refused (`keep_off`),

@@ -393,12 +393,23 @@ def volumes_of(
     drivers: Iterable[Mapping[str, Any]] | None = None,
     capacities: Iterable[Mapping[str, Any]] | None = None,
 ) -> Volumes:
-    """The claims and volumes as read from the API server (or a watch cache), with the StorageClasses, CSI drivers
-    and CSIStorageCapacities when read (None: a claim that waits for its pod, or needs them, stays unread)."""
-    read = (volume_of(volume) for volume in volumes)
+    """The claims and volumes as read from the API server, with the StorageClasses, CSI drivers and
+    CSIStorageCapacities when read (None: a claim that waits for its pod, or needs them, stays unread)."""
+    return parsed_volumes(map(claim_of, claims), map(volume_of, volumes), classes, drivers, capacities)
+
+
+def parsed_volumes(
+    claims: Iterable[tuple[tuple[str, str], Claim]],
+    volumes: Iterable[Volume],
+    classes: Iterable[Mapping[str, Any]] | None = None,
+    drivers: Iterable[Mapping[str, Any]] | None = None,
+    capacities: Iterable[Mapping[str, Any]] | None = None,
+) -> Volumes:
+    """`volumes_of` of claims and volumes already read (`claim_of`, `volume_of`): a watch cache reads each once, when
+    it changes, not at every snapshot."""
     return Volumes(
-        dict(map(claim_of, claims)),
-        {volume.name: volume for volume in read},
+        dict(claims),
+        {volume.name: volume for volume in volumes},
         None if classes is None else {c.name: c for c in map(storage_class_of, classes)},
         None if drivers is None else capacity_drivers_of(drivers),
         None if capacities is None else tuple(map(storage_capacity_of, capacities)),

@@ -16,11 +16,21 @@ from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_r
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import PlanPod
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
-from kubectl_hami_place.core.volumes import BETA_CLASS, SELECTED_NODE, new_claims, volumes_of
+from kubectl_hami_place.core.volumes import (
+    BETA_CLASS,
+    Claim,
+    claim_of,
+    new_claims,
+    parsed_volumes,
+    volume_of,
+    volumes_of,
+)
 from tests.unit.test_core_planner import runs_on
 from webhook.cache import (
+    CLAIM,
     COUNTED,
     LAST_APPLIED,
+    VOLUME,
     project_counted_pod,
     project_csi_driver,
     project_node,
@@ -367,18 +377,10 @@ def test_nodes_decoded_apart_share_their_label_values() -> None:
     assert one == {"kubernetes.io/hostname": "gpu-0", "zone": "z1"}
 
 
-def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() -> None:
-    """Where each claim is bound and whether it is leaving, and while unbound what it asks of a volume; a volume's
-    node affinity, labels, zone and in-tree source, and what it offers a claim: the claim it is reserved for, class,
-    size, modes and phase. Nothing else (mount options, reclaim policy, other annotations)."""
+def test_the_controller_keeps_claims_and_volumes_read_once_and_nothing_else_of_them() -> None:
+    """A claim and a volume are read when their watch brings them (`claim_of`, `volume_of`), not at each snapshot;
+    of the objects only their keys and versions are kept beside (the reflector's key and order)."""
     affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}
-    offers = {
-        "nodeAffinity": affinity,
-        "claimRef": {"namespace": "ns", "name": "data", "uid": "u"},
-        "storageClassName": "local",
-        "accessModes": ["ReadWriteOnce"],
-        "volumeMode": "Block",
-    }
     volume = {
         "metadata": {
             "name": "pv",
@@ -387,57 +389,28 @@ def test_the_controller_keeps_of_claims_and_volumes_what_a_plan_reads_of_them() 
             "annotations": {BETA_CLASS: "local", "other": "dropped"},
         },
         "spec": {
-            **offers,
+            "nodeAffinity": affinity,
+            "claimRef": {"namespace": "ns", "name": "data", "uid": "u"},
+            "storageClassName": "local",
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Block",
             "capacity": {"storage": "1Gi", "other": "2"},
-            "awsElasticBlockStore": {"volumeID": "v"},
             "mountOptions": ["ro"],
-            "persistentVolumeReclaimPolicy": "Retain",
         },
-        "status": {"phase": "Bound", "message": "dropped"},
+        "status": {"phase": "Available", "message": "dropped"},
     }
-    meta = {"namespace": "ns", "name": "data", "resourceVersion": "3", "deletionTimestamp": "2026-12-05T00:00:00Z"}
-    claim = {"metadata": {**meta, "labels": {"a": "b"}}, "spec": {"volumeName": "pv", "resources": {}}}
+    meta = {"namespace": "ns", "name": "data", "uid": "u", "resourceVersion": "3"}
+    claim = {
+        "metadata": {**meta, "labels": {"a": "b"}, "deletionTimestamp": "2026-12-05T00:00:00Z"},
+        "spec": {"volumeName": "pv", "resources": {}},
+    }
     kept_volume, kept_claim = project_volume(volume), project_volume_claim(claim)
-    assert kept_volume == {
-        "metadata": {
-            "name": "pv",
-            "resourceVersion": "7",
-            "labels": {"topology.kubernetes.io/zone": "z1", "x": "y"},
-            "annotations": {BETA_CLASS: "local"},
-        },
-        "spec": {**offers, "capacity": {"storage": "1Gi"}, "awsElasticBlockStore": {}},
-        "status": {"phase": "Bound"},
-    }
-    assert kept_claim == {"metadata": meta, "spec": {"volumeName": "pv"}}
-    assert volumes_of([kept_claim], [kept_volume]) == volumes_of([claim], [volume])
-    asks = {
-        "storageClassName": "local",
-        "accessModes": ["ReadWriteOnce"],
-        "volumeMode": "Block",
-        "volumeAttributesClassName": "fast",
-        "selector": {"matchLabels": {"disk": "nvme"}},
-    }
-    waiting = {
-        "metadata": {
-            "namespace": "ns",
-            "name": "x",
-            "uid": "u",
-            "annotations": {SELECTED_NODE: "a", BETA_CLASS: "local", "other": "dropped"},
-        },
-        "spec": {**asks, "resources": {"requests": {"storage": "1Gi"}, "limits": {"storage": "2Gi"}}, "dataSource": {}},
-    }
-    kept_waiting = project_volume_claim(waiting)
-    assert kept_waiting == {
-        "metadata": {
-            "namespace": "ns",
-            "name": "x",
-            "uid": "u",
-            "annotations": {SELECTED_NODE: "a", BETA_CLASS: "local"},
-        },
-        "spec": {**asks, "resources": {"requests": {"storage": "1Gi"}}},
-    }
-    assert volumes_of([kept_waiting], []) == volumes_of([waiting], [])
-    assert volumes_of([kept_waiting], []).claims[("ns", "x")].volume == ""
+    assert kept_volume == {"metadata": {"name": "pv", "resourceVersion": "7"}, VOLUME: volume_of(volume)}
+    assert kept_claim == {"metadata": meta, CLAIM: claim_of(claim)}
+    read = parsed_volumes([kept_claim[CLAIM]], [kept_volume[VOLUME]])
+    assert read == volumes_of([claim], [volume])
+    assert read.claims[("ns", "data")] == Claim("pv", deleting=True)
+    assert read.volumes["pv"].offer.available and read.volumes["pv"].zones == (("topology.kubernetes.io/zone", {"z1"}),)
 
 
 def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what_a_plan_reads_of_them() -> None:

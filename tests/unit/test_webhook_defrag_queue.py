@@ -193,12 +193,15 @@ def test_a_snapshot_leaves_out_what_a_forbidden_watch_would_read(
     """As the CLI reads them when it may not list them: no claims without the volumes too, no classes without the
     CSIDrivers too (each says whether a driver checks capacity), no capacities alone."""
     ctl = controller()
+    ctl.volumes.upsert({"metadata": {"name": "pv", "resourceVersion": "1"}, "spec": {"capacity": {"storage": "1Gi"}}})
+    claim = {"metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"}, "spec": {"volumeName": "pv"}}
+    ctl.volume_claims.upsert(claim)
     for reflector in ctl.reflectors():
         reflector.forbidden = "403 Forbidden" if reflector.kind in forbidden else ""
     snapshot = ctl._snapshot()
     volumes = snapshot.volumes
     found = (
-        ("claims", volumes is not None),
+        ("claims", volumes is not None and volumes.claims[("ns", "data")].volume == "pv" and "pv" in volumes.volumes),
         ("classes", volumes is not None and volumes.classes is not None and volumes.capacity_drivers is not None),
         ("capacities", volumes is not None and volumes.capacities is not None),
         ("namespaces", snapshot.namespace_labels is not None),

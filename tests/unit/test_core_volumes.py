@@ -32,6 +32,7 @@ from kubectl_hami_place.core.volumes import (
     volume_of,
     volume_reach,
     volumes_of,
+    waits_unbound,
 )
 from tests.unit.test_core_planner import node_object, pod_object, runs_on
 
@@ -675,3 +676,141 @@ def test_a_placed_pod_held_on_its_node_says_why(spec: dict[str, Any], why: str) 
     placed["spec"]["containers"] = [containers[0] | c for c in spec.get("containers", containers)]
     found = pod_for_plan(placed, node_marks(nodes))
     assert (found.stays, found.nodes) == (why, frozenset({"a"}) if why else None)
+
+
+def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    """A volume's required node affinity of these terms."""
+    return {"required": {"nodeSelectorTerms": list(terms)}}
+
+
+ZONE_Z1 = {"key": ZONE, "operator": "In", "values": ["z1"]}
+
+
+@pytest.mark.parametrize(
+    ("node_affinity", "reached"),
+    [
+        (affinity({"matchExpressions": [in_hosts("a", "c")]}), {"a", "c"}),
+        (affinity({"matchExpressions": [ZONE_Z1]}), {"a", "b"}),
+        (affinity({"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "NotIn", "values": ["a"]}]}), {"b", "c"}),
+        (affinity({"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "Exists"}]}), {"a", "b", "c"}),
+        (affinity({"matchExpressions": [in_hosts("a", "c"), ZONE_Z1]}), {"a"}),
+        (affinity({"matchExpressions": [in_hosts("a")]}, {"matchExpressions": [in_hosts("c")]}), {"a", "c"}),
+        (
+            affinity(
+                {
+                    "matchExpressions": [in_hosts("a")],
+                    "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}],
+                }
+            ),
+            set(),
+        ),
+        ({"required": {}}, set()),
+    ],
+)
+def test_an_available_volume_reaches_the_nodes_its_node_affinity_allows_whatever_its_shape(
+    node_affinity: dict[str, Any], reached: set[str]
+) -> None:
+    """The hostname index is taken only for one term of one `hostname In` requirement; any other affinity (another
+    key or operator, more requirements or terms, a field, no terms) is matched on each node's labels, as
+    CheckNodeAffinity matches it."""
+    volume = offered("pv", nodeAffinity=node_affinity)
+    assert waiting_reach([waiting("data")], [volume]) == ("", {n: "data" for n in NODES if n not in reached})
+
+
+@pytest.mark.parametrize(
+    ("asks", "volumes", "kept_off"),
+    [
+        ({"volumeMode": "Block"}, [offered("fs", "a"), offered("block", "b", volumeMode="Block")], ["a", "c"]),
+        (
+            {"volumeAttributesClassName": "gold"},
+            [offered("plain", "a"), offered("gold", "b", volumeAttributesClassName="gold")],
+            ["a", "c"],
+        ),
+        ({}, [offered("pv", "c", claimRef={"namespace": "ns", "name": "data", "uid": "uid-data"})], ["a", "b"]),
+        ({}, [offered("exact", "a", storage="5Gi")], ["b", "c"]),
+        ({}, [offered("used", "a", phase="Bound"), offered("free", "b")], ["a", "c"]),
+        (
+            {"selector": {"matchLabels": {"disk": "nvme"}}},
+            [offered("plain", "a"), offered("nvme", "b", labels={"disk": "nvme"})],
+            ["a", "c"],
+        ),
+    ],
+)
+def test_a_waiting_claim_takes_a_volume_of_what_it_asks_and_looks_past_those_it_does_not_take(
+    asks: dict[str, Any], volumes: list[dict[str, Any]], kept_off: list[str]
+) -> None:
+    """The claim's own volume mode, attributes class and UID are read; a volume exactly its size is as large; a
+    volume passed over (taken, of another class, unlabelled) leaves the next one to be matched."""
+    assert waiting_reach([waiting("data", **asks)], volumes) == ("", dict.fromkeys(kept_off, "data"))
+
+
+def test_a_claim_that_asks_no_size_takes_a_volume_that_gives_none() -> None:
+    """FindMatchingVolume compares a missing capacity as zero against a missing request, zero too."""
+    sizeless = offered("pv", "a")
+    del sizeless["spec"]["capacity"]
+    assert waiting_reach([waiting("data", "")], [sizeless]) == ("", {"b": "data", "c": "data"})
+
+
+def test_every_claim_of_a_pod_is_looked_at_on_each_node_after_one_its_class_provisions_anywhere() -> None:
+    """A claim of a class that provisions on every node (no size, no capacity check) does not end the node's look:
+    the next claim, which only a volume on a may hold, still keeps the pod off b and c."""
+    fast = {"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}
+    claims = [waiting("scratch", "", storageClassName="fast"), waiting("data")]
+    assert waiting_reach(claims, [offered("pv", "a")], [storage_class(), fast]) == ("", {"b": "data", "c": "data"})
+
+
+def test_a_capacity_whose_size_does_not_parse_serves_no_node_and_sizes_are_rounded_up() -> None:
+    """A limit of 1.2 bytes is 2 (`Quantity.Value()` rounds up, not to the nearest), so it holds a claim of 2."""
+    classes = [storage_class("csi.example.com")]
+    unparsed = waiting_reach([waiting("data")], [], classes, CAPACITY_DRIVER, [capacity("lots", "a")])
+    assert unparsed == ("", dict.fromkeys(NODES, "data"))
+    assert waiting_reach([waiting("data", "2")], [], classes, CAPACITY_DRIVER, [capacity("1200m", "a")])[1] == {
+        "b": "data",
+        "c": "data",
+    }
+
+
+def test_a_beta_zone_label_on_both_the_volume_and_the_node_is_matched() -> None:
+    """An old node labelled with the beta zone key alone: the volume's beta key reads it as it is."""
+    zonal = volume_of(local("pv", labels={BETA_ZONE: "z1"}))
+    assert zonal.keeps_off({BETA_ZONE: "z1"}) is None
+    assert zonal.keeps_off({BETA_ZONE: "z2"}) == (VOLUME_ZONE, f"its volume pv is in {BETA_ZONE}=z1")
+
+
+def test_whether_a_claim_is_not_bound_yet() -> None:
+    """Only then are the StorageClasses, CSIDrivers and CSIStorageCapacities read."""
+    assert not waits_unbound([claim("one", "pv"), claim("two", "pv2")])
+    assert waits_unbound([claim("one", "pv"), claim("two")])
+    assert waits_unbound([{"metadata": {"name": "bare"}}]) and not waits_unbound([])
+
+
+def test_a_pending_pods_own_ephemeral_claim_is_read_and_a_volume_that_names_no_claim_leaves_it_unread() -> None:
+    """A Pending pod's ephemeral volume is its claim `<pod>-<volume>`; a claim volume without a claim name, a volume
+    entry that is not an object, are not guessed at."""
+    template = {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1Gi"}}}}}
+    spec = {"volumes": ["junk", {"name": "s", "ephemeral": template}, {"name": "d", "persistentVolumeClaim": {}}]}
+    read = volumes_of([claim("p-s", "pv")], [local("pv", "a")])
+    found = volume_reach(spec, "ns", "p", read, NODES, replacement=False)
+    assert found.unread == "its volume d names no claim"
+    del spec["volumes"][2]
+    found = volume_reach(spec, "ns", "p", read, NODES, replacement=False)
+    assert (found.unread, set(found.kept_off)) == ("", {"b", "c"})
+    empty = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": ""}}]}
+    assert claim_names(empty, "p", replacement=False) == "its volume d names no claim"
+
+
+def test_a_node_two_volumes_keep_the_pod_off_is_named_by_the_first() -> None:
+    """By the order the pod lists its claims, a VolumeBinding reason before any VolumeZone one."""
+    volumes = volumes_of(
+        [claim("one", "east"), claim("two", "west"), claim("three", "on-a"), claim("four", "on-b")],
+        [
+            local("east", labels={ZONE: "z2"}),
+            local("west", labels={ZONE: "z3"}),
+            local("on-a", "a"),
+            local("on-b", "b"),
+        ],
+    )
+    zones = volume_reach(mounting("one", "two"), "ns", "p", volumes, NODES, replacement=True).kept_off
+    assert zones["a"] == (VOLUME_ZONE, f"its volume east is in {ZONE}=z2")
+    hosts = volume_reach(mounting("three", "four"), "ns", "p", volumes, NODES, replacement=True).kept_off
+    assert hosts["c"] == (VOLUME_BINDING, "its volume on-a's node affinity excludes it")

@@ -14,6 +14,7 @@ from kubectl_hami_place.core.node_resources import (
     node_allocatable,
     node_remainders,
     pod_resources,
+    shortfall,
 )
 
 GI = 2**30
@@ -228,3 +229,18 @@ def test_a_remainder_short_of_a_scalar_does_not_hold_the_pod_and_names_it() -> N
     assert (room - Resources(0, 0, 1, (("rdma/hca", 1),)) + Resources(0, 0, 0, (("rdma/hca", 2),))).scalars == (
         ("rdma/hca", 2),
     )
+
+
+def test_a_remainder_that_holds_a_scalar_is_not_short_of_it_and_the_words_give_its_figures() -> None:
+    room = Resources(1000, GI, 1, (("rdma/hca", 1),))
+    assert room.short(Resources(0, 0, 0, (("rdma/hca", 1),))) == ()
+    assert shortfall(room, Resources(0, 0, 1, (("rdma/hca", 3),))) == (
+        "Insufficient rdma/hca (the node has 1000m CPU, 1024 MiB memory and 1 pod(s) left; the pod asks 0m, 0 MiB; "
+        "rdma/hca: 1 left, 3 asked)"
+    )
+
+
+def test_init_containers_ask_the_most_any_one_of_them_asks_of_a_scalar() -> None:
+    """Init containers run one after another: the pod asks the largest, not the last."""
+    init = [{"resources": {"requests": {"example.com/fpga": n}}} for n in ("2", "1")]
+    assert pod_resources({"initContainers": init, "containers": [{}]}).scalars == (("example.com/fpga", 2),)

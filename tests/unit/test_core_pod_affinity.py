@@ -672,3 +672,32 @@ def test_a_rescue_makes_room_only_where_the_host_port_the_pod_asks_is_free() -> 
     assert pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, None).unread == (
         "1 node(s) didn't have free ports for the requested pod ports",
     )
+
+
+def test_with_affinity_beside_it_an_anti_affinity_term_still_keeps_the_pod_off_where_its_pods_run() -> None:
+    """Terms of both kinds are judged node by node: affinity first, then each anti-affinity term."""
+    both = kept(spec(affinity=(term("db", ZONE),), anti=(term("cache"),)), [on("a", "db"), on("a", "cache")])
+    assert both == {
+        "a": "the pod's anti-affinity (app=cache): ns/cache-a runs on the node",
+        "c": f"the pod's affinity (app=db): no such pod runs in its {ZONE}=z2",
+        "d": f"the pod's affinity (app=db): the node has no {ZONE} label",
+    }
+
+
+def test_a_moved_pod_is_left_out_of_its_own_domains_count_once() -> None:
+    """Three web pods in z1 (the moved one among them), one in z2: without it z1 holds 2, so its replacement back
+    in z1 would make 3 against 1, a skew of 2."""
+    placed = [on("a", "web"), on("b", "web"), on("b", "web", name="web-b2"), on("c", "web")]
+    read = pod_spreads({"topologySpreadConstraints": [spread("web", ZONE)]}, {"app": "web"})
+    assert read is not None
+    judged = ByPlacedPods(lambda: placed, DomainIndex(NODES)).kept_off(placed[0], (), read, None, frozenset())
+    too_many = f"the pod's topology spread (app=web, maxSkew 1): 2 such pod(s) run in its {ZONE}=z1, 1 where fewest run"
+    assert {node: why for node, (_, why) in judged.items() if node != "d"} == {"a": too_many, "b": too_many}
+
+
+def test_a_moved_pod_whose_affinity_selects_only_itself_may_go_anywhere() -> None:
+    """Its replacement is then the first of its group (the moved pod is left out of the pods its terms select)."""
+    alone = on("a", "web")
+    terms = pod_terms(spec(affinity=(term("web"),)), "ns")
+    assert terms is not None
+    assert ByPlacedPods(lambda: [alone], DomainIndex(NODES)).kept_off(alone, terms, (), None, frozenset()) == {}

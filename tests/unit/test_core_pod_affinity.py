@@ -701,3 +701,19 @@ def test_a_moved_pod_whose_affinity_selects_only_itself_may_go_anywhere() -> Non
     terms = pod_terms(spec(affinity=(term("web"),)), "ns")
     assert terms is not None
     assert ByPlacedPods(lambda: [alone], DomainIndex(NODES)).kept_off(alone, terms, (), None, frozenset()) == {}
+
+
+def test_a_zone_repeller_is_named_by_its_zone_and_a_replacements_own_verdict_is_not_kept_for_its_kind() -> None:
+    """A term of a label its node lacks is passed over, not the end of its pod's terms; its own replacement's
+    verdict (its own term left out) is not remembered for the other pods of its kind."""
+    both = Repeller("ns", "web-d", "d", repelling_terms(spec(anti=(term("web", ZONE), term("web"))), "ns"))
+    found = repelling(both, apart("b", term("web", ZONE), name="web-b"))
+    by_zone = f"ns/web-b's anti-affinity (app=web) keeps it off its {ZONE}=z1"
+    assert found.kept_off("ns", "web-b", {"app": "web"}) == {
+        "d": "ns/web-d's anti-affinity (app=web) keeps it off the node"
+    }
+    assert found.kept_off("ns", "web-x", {"app": "web"}) == {
+        "a": by_zone,
+        "b": by_zone,
+        "d": "ns/web-d's anti-affinity (app=web) keeps it off the node",
+    }

@@ -717,3 +717,21 @@ def test_a_zone_repeller_is_named_by_its_zone_and_a_replacements_own_verdict_is_
         "b": by_zone,
         "d": "ns/web-d's anti-affinity (app=web) keeps it off the node",
     }
+
+
+def test_what_is_passed_over_does_not_end_the_look_at_the_rest() -> None:
+    """A node already kept off by one pod's port, a container that is not an object, a spread with a null selector:
+    each is passed over and the next one still read."""
+    held = frozenset({("0.0.0.0", "TCP", 8080)})
+    holders = [
+        PortHolder("ns", "one", "b", held),
+        PortHolder("ns", "two", "b", held),
+        PortHolder("ns", "three", "c", held),
+    ]
+    assert kept_off_by_ports(held, holders) == {
+        "b": "ns/one holds host port 8080/TCP on the node",
+        "c": "ns/three holds host port 8080/TCP on the node",
+    }
+    assert host_ports({"containers": ["junk", {"ports": [{"hostPort": 8080}]}]}) == held
+    spreads = {"topologySpreadConstraints": [spread(None), spread("web")]}
+    assert len(counted_pods(spreads, "ns")) == 1

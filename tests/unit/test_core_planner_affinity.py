@@ -240,6 +240,13 @@ def test_a_toleration_tolerates_a_taint_as_kubernetes_matches_them(toleration: d
     assert tolerates(toleration, taint("gpu", "NoSchedule", "a100")) is tolerated
 
 
+def test_an_equal_toleration_without_a_value_tolerates_a_taint_without_one_only() -> None:
+    """Both values left out are equal (empty); either one given is not."""
+    assert tolerates({"key": "gpu", "operator": "Equal"}, taint("gpu", "NoSchedule"))
+    assert not tolerates({"key": "gpu", "operator": "Equal"}, taint("gpu", "NoSchedule", "a100"))
+    assert not tolerates({"key": "gpu", "value": "a100"}, taint("gpu", "NoSchedule"))
+
+
 def test_a_pod_may_run_only_where_it_tolerates_the_taints_that_keep_pods_off() -> None:
     """kube-scheduler's TaintToleration filter refuses a node with a NoSchedule or NoExecute taint the pod does not
     tolerate; PreferNoSchedule only scores. The plan says which taint kept the pod off each node."""

@@ -35,7 +35,15 @@ from kubectl_hami_place.core.planner.objects import claims_volume
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
-from kubectl_hami_place.core.volumes import BETA_CLASS, DEFAULT_CLASS, claim_of, is_claim, volume_of
+from kubectl_hami_place.core.volumes import (
+    BETA_CLASS,
+    capacity_driver_of,
+    claim_of,
+    is_claim,
+    storage_capacity_of,
+    storage_class_of,
+    volume_of,
+)
 from kubectl_hami_place.kube.client import ApiClient
 from kubectl_hami_place.kube.watch import Reflector, node_reflector, object_key, placement_reflector, pod_reflector
 
@@ -585,7 +593,7 @@ def project_volume_claim(claim: dict[str, Any]) -> dict[str, Any]:
 
 
 def _claim_asks(spec: dict[str, Any]) -> dict[str, Any]:
-    """What of a claim's (or a claim template's) spec a volume must match: its size and `_CLAIM_ASKS`."""
+    """What of an ephemeral volume's claim template spec its new claim asks of a volume: its size and `_CLAIM_ASKS`."""
     asked = {k: spec[k] for k in _CLAIM_ASKS if k in spec}
     storage = _dict(_dict(spec.get("resources")).get("requests")).get("storage")
     if storage is not None:
@@ -594,7 +602,7 @@ def _claim_asks(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 _CLAIM_ASKS = ("storageClassName", "accessModes", "volumeMode", "volumeAttributesClassName", "selector")
-"""What of an unbound claim's spec a volume must match, besides its size."""
+"""What of a claim template's spec a volume must match, besides its size."""
 
 
 def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
@@ -604,41 +612,27 @@ def project_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
 
 
 def project_storage_class(storage_class: dict[str, Any]) -> dict[str, Any]:
-    """A StorageClass as the controller keeps it: its name, version and creation, whether it is a default class, its
-    binding mode, provisioner and allowed topologies (`volumes.storage_class_of`)."""
-    meta = _dict(storage_class.get("metadata"))
-    kept_meta: dict[str, Any] = {
-        key: meta[key] for key in ("name", "resourceVersion", "creationTimestamp") if key in meta
-    }
-    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if k in DEFAULT_CLASS}
-    if annotations:
-        kept_meta["annotations"] = annotations
-    kept: dict[str, Any] = {
-        key: storage_class[key]
-        for key in ("volumeBindingMode", "provisioner", "allowedTopologies")
-        if key in storage_class
-    }
-    return {"metadata": kept_meta, **kept}
+    """A StorageClass as the controller keeps it: its name and version, and the class read once
+    (`volumes.storage_class_of`)."""
+    return {"metadata": _key_of(storage_class), STORAGE_CLASS: storage_class_of(storage_class)}
 
 
 def project_csi_driver(driver: dict[str, Any]) -> dict[str, Any]:
-    """A CSIDriver as the controller keeps it: its name and version and whether it asks for storage capacity checks
-    (`volumes.capacity_drivers_of`)."""
-    meta, spec = _dict(driver.get("metadata")), _dict(driver.get("spec"))
-    kept = {"storageCapacity": spec["storageCapacity"]} if "storageCapacity" in spec else {}
-    return {"metadata": {key: meta[key] for key in ("name", "resourceVersion") if key in meta}, "spec": kept}
+    """A CSIDriver as the controller keeps it: its name and version, and its name again when it asks for storage
+    capacity checks (`volumes.capacity_driver_of`)."""
+    return {"metadata": _key_of(driver), CAPACITY_DRIVER: capacity_driver_of(driver)}
 
 
 def project_storage_capacity(capacity: dict[str, Any]) -> dict[str, Any]:
-    """A CSIStorageCapacity as the controller keeps it: its key and version, class, capacity, maximum volume size and
-    node topology (`volumes.storage_capacity_of`)."""
-    meta = _dict(capacity.get("metadata"))
-    kept: dict[str, Any] = {
-        key: capacity[key]
-        for key in ("storageClassName", "capacity", "maximumVolumeSize", "nodeTopology")
-        if key in capacity
-    }
-    return {"metadata": {key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta}, **kept}
+    """A CSIStorageCapacity as the controller keeps it: its key and version, and the capacity read once
+    (`volumes.storage_capacity_of`)."""
+    return {"metadata": _key_of(capacity), STORAGE_CAPACITY: storage_capacity_of(capacity)}
+
+
+def _key_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object's name, namespace and resourceVersion: the reflector's key and order."""
+    meta = _dict(obj.get("metadata"))
+    return {key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta}
 
 
 def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
@@ -649,8 +643,14 @@ def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta}, VOLUME: volume_of(volume)}
 
 
-CLAIM, VOLUME = "claim", "volume"
-"""Where a kept claim and a kept volume hold their read form."""
+CLAIM, VOLUME, STORAGE_CLASS, CAPACITY_DRIVER, STORAGE_CAPACITY = (
+    "claim",
+    "volume",
+    "storageClass",
+    "capacityDriver",
+    "storageCapacity",
+)
+"""Where a kept claim, volume, StorageClass, CSIDriver and CSIStorageCapacity hold their read form."""
 
 
 def same_node(stored: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:

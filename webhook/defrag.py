@@ -169,8 +169,11 @@ from kubectl_hami_place.kube.watch import (
     volume_reflector,
 )
 from webhook.cache import (
+    CAPACITY_DRIVER,
     CLAIM,
     COUNTED,
+    STORAGE_CAPACITY,
+    STORAGE_CLASS,
     VOLUME,
     ClusterCache,
     project_counted_pod,
@@ -1023,8 +1026,12 @@ class DefragController:
         volumes = [volume[VOLUME] for volume in self.volumes.items()]
         if self.storage_classes.forbidden or self.csi_drivers.forbidden:
             return parsed_volumes(claims, volumes)
-        capacities = None if self.storage_capacities.forbidden else self.storage_capacities.items()
-        return parsed_volumes(claims, volumes, self.storage_classes.items(), self.csi_drivers.items(), capacities)
+        classes = [storage_class[STORAGE_CLASS] for storage_class in self.storage_classes.items()]
+        drivers = [driver[CAPACITY_DRIVER] for driver in self.csi_drivers.items()]
+        if self.storage_capacities.forbidden:
+            return parsed_volumes(claims, volumes, classes, drivers)
+        capacities = [capacity[STORAGE_CAPACITY] for capacity in self.storage_capacities.items()]
+        return parsed_volumes(claims, volumes, classes, drivers, capacities)
 
     def _kept_off(self, read: SnapshotRead, now: datetime, pod: str = "") -> Snapshot:
         """The read's snapshot with the rooms kept for pods other than `pod` and the cards HAMi refused (`keep_off`),

@@ -336,13 +336,10 @@ def storage_capacity_of(capacity: Mapping[str, Any]) -> StorageCapacity:
     return StorageCapacity(storage_class, limit, selector)
 
 
-def capacity_drivers_of(drivers: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The CSI drivers that ask kube-scheduler to check their storage capacity (spec.storageCapacity)."""
-    return frozenset(
-        str(as_mapping(driver.get("metadata")).get("name", ""))
-        for driver in drivers
-        if as_mapping(driver.get("spec")).get("storageCapacity") is True
-    )
+def capacity_driver_of(driver: Mapping[str, Any]) -> str:
+    """A CSIDriver's name when it asks kube-scheduler to check its storage capacity (spec.storageCapacity), else ""."""
+    checks = as_mapping(driver.get("spec")).get("storageCapacity") is True
+    return str(as_mapping(driver.get("metadata")).get("name", "")) if checks else ""
 
 
 @dataclass(frozen=True)
@@ -395,24 +392,30 @@ def volumes_of(
 ) -> Volumes:
     """The claims and volumes as read from the API server, with the StorageClasses, CSI drivers and
     CSIStorageCapacities when read (None: a claim that waits for its pod, or needs them, stays unread)."""
-    return parsed_volumes(map(claim_of, claims), map(volume_of, volumes), classes, drivers, capacities)
+    return parsed_volumes(
+        map(claim_of, claims),
+        map(volume_of, volumes),
+        None if classes is None else map(storage_class_of, classes),
+        None if drivers is None else map(capacity_driver_of, drivers),
+        None if capacities is None else map(storage_capacity_of, capacities),
+    )
 
 
 def parsed_volumes(
     claims: Iterable[tuple[tuple[str, str], Claim]],
     volumes: Iterable[Volume],
-    classes: Iterable[Mapping[str, Any]] | None = None,
-    drivers: Iterable[Mapping[str, Any]] | None = None,
-    capacities: Iterable[Mapping[str, Any]] | None = None,
+    classes: Iterable[StorageClass] | None = None,
+    drivers: Iterable[str] | None = None,
+    capacities: Iterable[StorageCapacity] | None = None,
 ) -> Volumes:
-    """`volumes_of` of claims and volumes already read (`claim_of`, `volume_of`): a watch cache reads each once, when
-    it changes, not at every snapshot."""
+    """`volumes_of` of objects already read (`claim_of`, `volume_of`, `storage_class_of`, `capacity_driver_of`,
+    `storage_capacity_of`): a watch cache reads each once, when it changes, not at every snapshot."""
     return Volumes(
         dict(claims),
         {volume.name: volume for volume in volumes},
-        None if classes is None else {c.name: c for c in map(storage_class_of, classes)},
-        None if drivers is None else capacity_drivers_of(drivers),
-        None if capacities is None else tuple(map(storage_capacity_of, capacities)),
+        None if classes is None else {c.name: c for c in classes},
+        None if drivers is None else frozenset(name for name in drivers if name),
+        None if capacities is None else tuple(capacities),
     )
 
 

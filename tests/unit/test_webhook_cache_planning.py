@@ -19,17 +19,22 @@ from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_
 from kubectl_hami_place.core.volumes import (
     BETA_CLASS,
     Claim,
+    StorageClass,
     claim_of,
     new_claims,
     parsed_volumes,
+    storage_capacity_of,
     volume_of,
     volumes_of,
 )
 from tests.unit.test_core_planner import runs_on
 from webhook.cache import (
+    CAPACITY_DRIVER,
     CLAIM,
     COUNTED,
     LAST_APPLIED,
+    STORAGE_CAPACITY,
+    STORAGE_CLASS,
     VOLUME,
     project_counted_pod,
     project_csi_driver,
@@ -413,9 +418,10 @@ def test_the_controller_keeps_claims_and_volumes_read_once_and_nothing_else_of_t
     assert read.volumes["pv"].offer.available and read.volumes["pv"].zones == (("topology.kubernetes.io/zone", {"z1"}),)
 
 
-def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what_a_plan_reads_of_them() -> None:
-    """A class's creation, default annotation, binding mode, provisioner and allowed topologies; a driver's
-    storageCapacity; a capacity's class, sizes and node topology. Nothing else."""
+def test_the_controller_keeps_storage_classes_csi_drivers_and_capacities_read_once_and_nothing_else_of_them() -> None:
+    """A class, a driver and a capacity are read when their watch brings them (`storage_class_of`,
+    `capacity_driver_of`, `storage_capacity_of`), not at each snapshot; of the objects only their keys and versions
+    are kept beside."""
     topologies = [{"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}]
     default = {"storageclass.kubernetes.io/is-default-class": "true"}
     storage_class = {
@@ -435,24 +441,20 @@ def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what
         "metadata": {"name": "csi.example.com", "resourceVersion": "5", "labels": {"x": "y"}},
         "spec": {"storageCapacity": True, "attachRequired": False},
     }
+    plain = {"metadata": {"name": "nfs.example.com", "resourceVersion": "7"}, "spec": {"attachRequired": False}}
     kept_class, kept_driver = project_storage_class(storage_class), project_csi_driver(driver)
     assert kept_class == {
-        "metadata": {
-            "name": "local",
-            "resourceVersion": "4",
-            "creationTimestamp": "2026-12-01T00:00:00Z",
-            "annotations": default,
-        },
-        "provisioner": "csi.example.com",
-        "volumeBindingMode": "WaitForFirstConsumer",
-        "allowedTopologies": topologies,
+        "metadata": {"name": "local", "resourceVersion": "4"},
+        STORAGE_CLASS: StorageClass("local", True, "csi.example.com", tuple(topologies), True, "2026-12-01T00:00:00Z"),
     }
     assert kept_driver == {
         "metadata": {"name": "csi.example.com", "resourceVersion": "5"},
-        "spec": {"storageCapacity": True},
+        CAPACITY_DRIVER: "csi.example.com",
     }
-    assert volumes_of([], [], [kept_class], [kept_driver]) == volumes_of([], [], [storage_class], [driver])
-    assert volumes_of([], [], [], [kept_driver]).capacity_drivers == {"csi.example.com"}
+    assert project_csi_driver(plain)[CAPACITY_DRIVER] == ""
+    read = parsed_volumes([], [], [kept_class[STORAGE_CLASS]], [kept_driver[CAPACITY_DRIVER], ""])
+    assert read == volumes_of([], [], [storage_class], [driver, plain])
+    assert read.capacity_drivers == {"csi.example.com"}
     capacity = {
         "metadata": {"namespace": "topolvm", "name": "c", "resourceVersion": "6", "ownerReferences": [{}]},
         "storageClassName": "local",
@@ -462,7 +464,8 @@ def test_the_controller_keeps_of_storage_classes_csi_drivers_and_capacities_what
     }
     kept_capacity = project_storage_capacity(capacity)
     assert kept_capacity == {
-        **capacity,
         "metadata": {"namespace": "topolvm", "name": "c", "resourceVersion": "6"},
+        STORAGE_CAPACITY: storage_capacity_of(capacity),
     }
-    assert volumes_of([], [], [], [], [kept_capacity]) == volumes_of([], [], [], [], [capacity])
+    assert kept_capacity[STORAGE_CAPACITY].limit == 50 * 2**30
+    assert parsed_volumes([], [], [], [], [kept_capacity[STORAGE_CAPACITY]]) == volumes_of([], [], [], [], [capacity])

@@ -196,14 +196,27 @@ def test_a_snapshot_leaves_out_what_a_forbidden_watch_would_read(
     ctl.volumes.upsert({"metadata": {"name": "pv", "resourceVersion": "1"}, "spec": {"capacity": {"storage": "1Gi"}}})
     claim = {"metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"}, "spec": {"volumeName": "pv"}}
     ctl.volume_claims.upsert(claim)
+    ctl.storage_classes.upsert(
+        {"metadata": {"name": "local", "resourceVersion": "1"}, "provisioner": "csi.example.com"}
+    )
+    checks = {"metadata": {"name": "csi.example.com", "resourceVersion": "1"}, "spec": {"storageCapacity": True}}
+    ctl.csi_drivers.upsert(checks)
+    capacity = {"metadata": {"namespace": "csi", "name": "c", "resourceVersion": "1"}, "storageClassName": "local"}
+    ctl.storage_capacities.upsert(capacity)
     for reflector in ctl.reflectors():
         reflector.forbidden = "403 Forbidden" if reflector.kind in forbidden else ""
     snapshot = ctl._snapshot()
     volumes = snapshot.volumes
     found = (
         ("claims", volumes is not None and volumes.claims[("ns", "data")].volume == "pv" and "pv" in volumes.volumes),
-        ("classes", volumes is not None and volumes.classes is not None and volumes.capacity_drivers is not None),
-        ("capacities", volumes is not None and volumes.capacities is not None),
+        (
+            "classes",
+            volumes is not None
+            and volumes.classes is not None
+            and "local" in volumes.classes
+            and volumes.capacity_drivers == {"csi.example.com"},
+        ),
+        ("capacities", volumes is not None and volumes.capacities is not None and len(volumes.capacities) == 1),
         ("namespaces", snapshot.namespace_labels is not None),
     )
     assert tuple(name for name, there in found if there) == read

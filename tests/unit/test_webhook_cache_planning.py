@@ -404,9 +404,9 @@ def test_the_controller_keeps_claims_and_volumes_read_once_and_nothing_else_of_t
         },
         "status": {"phase": "Available", "message": "dropped"},
     }
-    meta = {"namespace": "ns", "name": "data", "uid": "u", "resourceVersion": "3"}
+    meta = {"namespace": "ns", "name": "data", "resourceVersion": "3"}
     claim = {
-        "metadata": {**meta, "labels": {"a": "b"}, "deletionTimestamp": "2026-12-05T00:00:00Z"},
+        "metadata": {**meta, "uid": "u", "labels": {"a": "b"}, "deletionTimestamp": "2026-12-05T00:00:00Z"},
         "spec": {"volumeName": "pv", "resources": {}},
     }
     kept_volume, kept_claim = project_volume(volume), project_volume_claim(claim)

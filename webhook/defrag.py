@@ -315,6 +315,7 @@ class DefragController:
             self.namespaces: UNREAD_NAMESPACES,
         }
         self._forbidden: set[str] = set()
+        self._forbidden_evented: set[str] = set()
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
@@ -1067,22 +1068,29 @@ class DefragController:
 
     def _tell_forbidden(self, watches: Iterable[Reflector]) -> None:
         """Says once, in the log and a Warning Event on the policy's ConfigMap, each watch the API server starts to
-        forbid and what plans do without it; and in the log each it allows again (the metric reads the watches)."""
+        forbid and what plans do without it; and in the log each it allows again (the metric reads the watches). A
+        watch forbidden before the ConfigMap is listed is told on it once it is."""
         forbidden = {r.kind: r for r in watches if r.forbidden}
         for kind in sorted(self._forbidden - forbidden.keys()):
             log.info("defrag: the watch of %s is allowed again", kind)
         for kind in sorted(forbidden.keys() - self._forbidden):
-            reflector = forbidden[kind]
-            without = self._unread_without.get(reflector, "nothing is planned until it is allowed")
-            message = (
-                f"cannot watch {kind} ({reflector.forbidden}): {without}; grant list and watch on {kind} (the "
-                "chart's ClusterRole does)"
-            )
-            log.warning("defrag: %s", message)
-            source = self._policy_source()
-            if source is not None:
-                self._event(source.obj, "DefragWatchForbidden", message, warning=True)
+            log.warning("defrag: %s", self._forbidden_words(forbidden[kind]))
         self._forbidden = set(forbidden)
+        source = self._policy_source()
+        if source is None:
+            self._forbidden_evented &= forbidden.keys()
+            return
+        for kind in sorted(forbidden.keys() - self._forbidden_evented):
+            self._event(source.obj, "DefragWatchForbidden", self._forbidden_words(forbidden[kind]), warning=True)
+        self._forbidden_evented = set(forbidden)
+
+    def _forbidden_words(self, reflector: Reflector) -> str:
+        """What a forbidden watch leaves unread and how to grant it, as the log and the Event say it."""
+        without = self._unread_without.get(reflector, "nothing is planned until it is allowed")
+        return (
+            f"cannot watch {reflector.kind} ({reflector.forbidden}): {without}; grant list and watch on "
+            f"{reflector.kind} (the chart's ClusterRole does)"
+        )
 
     def _policy_source(self) -> PolicySource | None:
         """The policy's ConfigMap as watched, None when there is none."""

@@ -175,6 +175,33 @@ def test_a_watch_rbac_forbids_is_said_once_and_a_plan_waits_only_for_those_it_ca
     assert "the watch of persistentvolumes is allowed again" in caplog.text
 
 
+def test_a_watch_forbidden_before_the_policy_is_listed_is_told_on_it_once_it_is() -> None:
+    """The watches open together and a 403 comes back before the ConfigMap's list: the Event waits for the ConfigMap
+    (the log has said it already) rather than being lost."""
+    ctl = controller()
+    told: list[tuple[str, str]] = []
+    ctl.events.record = lambda about, reason, message, **kw: told.append((reason, message))  # type: ignore[method-assign]
+    for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
+        reflector.last_sync = time.time()
+    ctl.volumes.forbidden, ctl.volumes.last_sync = "403 Forbidden", None
+    ctl._fresh()
+    assert told == [], "no ConfigMap to tell it on yet"
+    ctl.policy_map.upsert(policy_map("on", "1"))
+    ctl._fresh()
+    ctl._fresh()
+    assert [(reason, message.split(":")[0]) for reason, message in told] == [
+        ("DefragWatchForbidden", "cannot watch persistentvolumes (403 Forbidden)")
+    ]
+    ctl.policy_map.remove("ctl", "defrag-policy")
+    ctl.volumes.forbidden, ctl.volumes.last_sync = "", time.time()
+    ctl._fresh()
+    ctl.volumes.forbidden = "403 Forbidden"
+    ctl._fresh()
+    ctl.policy_map.upsert(policy_map("on", "2"))
+    ctl._fresh()
+    assert len(told) == 2, "forbidden again while the ConfigMap was away: told again on its return"
+
+
 @pytest.mark.parametrize(
     ("forbidden", "read"),
     [

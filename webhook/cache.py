@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION, NODE_ANNOTATION
+from kubectl_hami_place.core.attach_limits import attachment_of, csi_node_limits
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION
 from kubectl_hami_place.core.cluster_info import (
     NodeInfo,
@@ -627,6 +628,18 @@ def project_storage_capacity(capacity: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": _key_of(capacity), STORAGE_CAPACITY: storage_capacity_of(capacity)}
 
 
+def project_csi_node(csi_node: dict[str, Any]) -> dict[str, Any]:
+    """A CSINode as the controller keeps it: its name and version, and its node's attach limits read once
+    (`attach_limits.csi_node_limits`)."""
+    return {"metadata": _key_of(csi_node), ATTACH_LIMITS: csi_node_limits(csi_node)}
+
+
+def project_volume_attachment(attachment: dict[str, Any]) -> dict[str, Any]:
+    """A VolumeAttachment as the controller keeps it: its name and version, and its node, volume and driver read once
+    (`attach_limits.attachment_of`)."""
+    return {"metadata": _key_of(attachment), ATTACHMENT: attachment_of(attachment)}
+
+
 def _key_of(obj: dict[str, Any]) -> dict[str, Any]:
     """An object's name, namespace and resourceVersion: the reflector's key and order."""
     meta = _dict(obj.get("metadata"))
@@ -640,14 +653,17 @@ def project_volume(volume: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": _key_of(volume), VOLUME: volume_of(volume)}
 
 
-CLAIM, VOLUME, STORAGE_CLASS, CAPACITY_DRIVER, STORAGE_CAPACITY = (
+CLAIM, VOLUME, STORAGE_CLASS, CAPACITY_DRIVER, STORAGE_CAPACITY, ATTACH_LIMITS, ATTACHMENT = (
     "claim",
     "volume",
     "storageClass",
     "capacityDriver",
     "storageCapacity",
+    "attachLimits",
+    "attachment",
 )
-"""Where a kept claim, volume, StorageClass, CSIDriver and CSIStorageCapacity hold their read form."""
+"""Where a kept claim, volume, StorageClass, CSIDriver, CSIStorageCapacity, CSINode and VolumeAttachment hold their
+read form."""
 
 
 def same_node(stored: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:

@@ -54,6 +54,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from kubectl_hami_place.core.attach_limits import UNREAD_LIMITS, parsed_attach_limits
 from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
@@ -158,6 +159,7 @@ from kubectl_hami_place.kube.watch import (
     Reflector,
     config_map_reflector,
     csi_driver_reflector,
+    csi_node_reflector,
     disruption_budget_reflector,
     failed_scheduling_reflector,
     namespace_reflector,
@@ -165,10 +167,13 @@ from kubectl_hami_place.kube.watch import (
     other_pods_reflector,
     storage_capacity_reflector,
     storage_class_reflector,
+    volume_attachment_reflector,
     volume_claim_reflector,
     volume_reflector,
 )
 from webhook.cache import (
+    ATTACH_LIMITS,
+    ATTACHMENT,
     CAPACITY_DRIVER,
     CLAIM,
     COUNTED,
@@ -178,10 +183,12 @@ from webhook.cache import (
     ClusterCache,
     project_counted_pod,
     project_csi_driver,
+    project_csi_node,
     project_namespace,
     project_storage_capacity,
     project_storage_class,
     project_volume,
+    project_volume_attachment,
     project_volume_claim,
 )
 from webhook.collector import collector_paused
@@ -301,6 +308,10 @@ class DefragController:
         self.storage_classes = storage_class_reflector(kube.api, project=project_storage_class)
         self.csi_drivers = csi_driver_reflector(kube.api, project=project_csi_driver)
         self.storage_capacities = storage_capacity_reflector(kube.api, project=project_storage_capacity)
+        # CSINodes and VolumeAttachments: how many more volumes of each CSI driver a node may attach (a plan without
+        # them keeps a pod that claims a volume on its node).
+        self.csi_nodes = csi_node_reflector(kube.api, project=project_csi_node)
+        self.volume_attachments = volume_attachment_reflector(kube.api, project=project_volume_attachment)
         # Namespaces' labels: the namespaces a pod affinity term's namespaceSelector picks (a plan without them keeps
         # a pod whose term has one that names labels on its node, and a Pending pod's room unread).
         self.namespaces = namespace_reflector(kube.api, project=project_namespace)
@@ -312,6 +323,8 @@ class DefragController:
             self.storage_classes: UNREAD_CLASSES,
             self.csi_drivers: UNREAD_CLASSES,
             self.storage_capacities: UNREAD_CAPACITIES,
+            self.csi_nodes: UNREAD_LIMITS,
+            self.volume_attachments: UNREAD_LIMITS,
             self.namespaces: UNREAD_NAMESPACES,
         }
         self._forbidden: set[str] = set()
@@ -367,6 +380,8 @@ class DefragController:
             self.storage_classes,
             self.csi_drivers,
             self.storage_capacities,
+            self.csi_nodes,
+            self.volume_attachments,
             self.namespaces,
         )
 
@@ -1018,21 +1033,26 @@ class DefragController:
         return self._read
 
     def _volumes(self) -> Volumes | None:
-        """The claims and volumes as watched, with the StorageClasses, CSIDrivers and CSIStorageCapacities; None, or
-        without the later ones, when the API server forbids their watches (as the CLI reads them when it may not list
-        them)."""
-        if self.volume_claims.forbidden or self.volumes.forbidden:
+        """The claims and volumes as watched, with the CSI attach limits, the StorageClasses, CSIDrivers and
+        CSIStorageCapacities; None, or without the later ones, when the API server forbids their watches (as the CLI
+        reads them when it may not list them)."""
+        needed = (self.volume_claims, self.volumes, self.csi_nodes, self.volume_attachments)
+        if any(watch.forbidden for watch in needed):
             return None
         claims = [claim[CLAIM] for claim in self.volume_claims.items()]
         volumes = [volume[VOLUME] for volume in self.volumes.items()]
+        attach = parsed_attach_limits(
+            (csi_node[ATTACH_LIMITS] for csi_node in self.csi_nodes.items()),
+            (attachment[ATTACHMENT] for attachment in self.volume_attachments.items()),
+        )
         if self.storage_classes.forbidden or self.csi_drivers.forbidden:
-            return parsed_volumes(claims, volumes)
+            return parsed_volumes(claims, volumes, attach=attach)
         classes = [storage_class[STORAGE_CLASS] for storage_class in self.storage_classes.items()]
         drivers = [driver[CAPACITY_DRIVER] for driver in self.csi_drivers.items()]
         if self.storage_capacities.forbidden:
-            return parsed_volumes(claims, volumes, classes, drivers)
+            return parsed_volumes(claims, volumes, classes, drivers, attach=attach)
         capacities = [capacity[STORAGE_CAPACITY] for capacity in self.storage_capacities.items()]
-        return parsed_volumes(claims, volumes, classes, drivers, capacities)
+        return parsed_volumes(claims, volumes, classes, drivers, capacities, attach=attach)
 
     def _kept_off(self, read: SnapshotRead, now: datetime, pod: str = "") -> Snapshot:
         """The read's snapshot with the rooms kept for pods other than `pod` and the cards HAMi refused (`keep_off`),

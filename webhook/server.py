@@ -58,8 +58,8 @@ log = logging.getLogger(__name__)
 
 # The kube client's connection pool: three open watches, one per claim thread, and the background loop.
 CONNECTION_POOL_SIZE = CLAIM_THREADS + 8
-# The defragmentation controller's own pool: its ten open watches, the Lease, and the worker's calls.
-DEFRAG_POOL_SIZE = 14
+# The defragmentation controller's own pool: its twelve open watches, the Lease, and the worker's calls.
+DEFRAG_POOL_SIZE = 16
 # How long a thread may keep the GIL while another waits for it (Python's default is 5 ms).
 SWITCH_INTERVAL_SECONDS = 0.001
 # The HTTP API's limits (waitress keeps 100 connections, 120 s of idleness and 1 GiB bodies spooled to disk).
@@ -202,7 +202,7 @@ def serve(options: ServeOptions) -> None:
 
     controller = None
     if options.defrag is not None:
-        # Its own connection pool (its watches hold ten): the controller's reads and waits never hold a
+        # Its own connection pool (its watches hold twelve): the controller's reads and waits never hold a
         # connection admission needs. Its plans read the cache, whose pod events it follows from the first list;
         # HAMi's config is the one admissions follow.
         controller = DefragController(

@@ -19,6 +19,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from kubectl_hami_place.core.attach_limits import (
+    MAX_VOLUME_COUNT,
+    NO_REFS,
+    SCALAR_PREFIX,
+    AttachRefs,
+    attach_refs,
+    driver_of_scalar,
+)
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import ENDED_PHASES
@@ -109,7 +117,7 @@ def shortfall(room: Resources, asked: Resources) -> str:
     short = room.short(asked)
     if not short:
         return ""
-    words = ", ".join(KUBE_SCHEDULER_WORDS.get(count, f"Insufficient {count}") for count in short)
+    words = ", ".join(dict.fromkeys(_words(count) for count in short))
     scalars = "".join(
         f"; {name}: {room.scalar(name)} left, {amount} asked" for name, amount in asked.scalars if name in short
     )
@@ -117,6 +125,19 @@ def shortfall(room: Resources, asked: Resources) -> str:
         f"{words} (the node has {room.cpu}m CPU, {room.memory // 2**20} MiB memory and {room.pods} pod(s) left; "
         f"the pod asks {asked.cpu}m, {asked.memory // 2**20} MiB{scalars})"
     )
+
+
+def count_name(count: str) -> str:
+    """A count a node falls short on (`Resources.short`) as a reason names it: an attach count as its driver's limit."""
+    driver = driver_of_scalar(count)
+    return f"CSI attach limit of {driver}" if driver else count
+
+
+def _words(count: str) -> str:
+    """kube-scheduler's words for a count a node falls short on (NodeVolumeLimits' for an attach count)."""
+    if count.startswith(SCALAR_PREFIX):
+        return MAX_VOLUME_COUNT
+    return KUBE_SCHEDULER_WORDS.get(count, f"Insufficient {count}")
 
 
 NOTHING = Resources()
@@ -127,7 +148,8 @@ class CountedPod(NamedTuple):
     """A bound, unfinished pod read apart from the planner's pods, counted on its node only (another scheduler's, as
     the server's watch keeps it): its namespace, name and node, what it asks or why that could not be read, the
     required anti-affinity terms by which it keeps other pods off (`pod_affinity.repelling_terms`), the host ports
-    it holds (`pod_affinity.host_ports`) and its labels, which a moved pod's own terms may select."""
+    it holds (`pod_affinity.host_ports`), its labels, which a moved pod's own terms may select, and the volumes it
+    attaches (`attach_limits.attach_refs`)."""
 
     namespace: str
     name: str
@@ -136,6 +158,7 @@ class CountedPod(NamedTuple):
     repels: tuple[PodTerm, ...] = ()
     ports: frozenset[HostPort] = NO_PORTS
     labels: Mapping[str, str] = MappingProxyType({})
+    attaches: AttachRefs = NO_REFS
 
 
 def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
@@ -147,8 +170,8 @@ def counted_pod(pod: Mapping[str, Any]) -> CountedPod:
         needs = str(err)
     namespace = str(metadata.get("namespace", ""))
     repels, ports = repelling_terms(spec, namespace), host_ports(spec)
-    node = str(spec.get("nodeName") or "")
-    return CountedPod(namespace, str(metadata.get("name", "")), node, needs, repels, ports, labels_of(metadata))
+    node, name = str(spec.get("nodeName") or ""), str(metadata.get("name", ""))
+    return CountedPod(namespace, name, node, needs, repels, ports, labels_of(metadata), attach_refs(spec, name))
 
 
 def pod_resources(spec: Mapping[str, Any]) -> Resources:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
@@ -20,6 +20,9 @@ from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.node_selection import node_allows
 from kubectl_hami_place.core.requests import parse_quantity
 from kubectl_hami_place.core.selectors import LabelSelector, matches, selector_from_dict
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.core.attach_limits import AttachLimits
 
 VOLUME_BINDING, VOLUME_ZONE = "VolumeBinding", "VolumeZone"
 """kube-scheduler's names of the two filters, which `why` gives as the reason a node is out."""
@@ -62,6 +65,15 @@ IN_TREE = (
     "portworxVolume",
 )
 """Volume sources kube-scheduler translates to CSI before it reads their node affinity, which this module does not."""
+MIGRATED = {
+    "awsElasticBlockStore": "ebs.csi.aws.com",
+    "gcePersistentDisk": "pd.csi.storage.gke.io",
+    "azureDisk": "disk.csi.azure.com",
+    "cinder": "cinder.csi.openstack.org",
+    "portworxVolume": "pxd.portworx.com",
+}
+"""The in-tree sources kube-scheduler counts toward the attach limit of the CSI driver they migrate to (those
+`isCSIMigrationOn` names; Azure File's and vSphere's are not counted)."""
 
 
 @dataclass(frozen=True)
@@ -84,13 +96,17 @@ class Offer:
 @dataclass(frozen=True)
 class Volume:
     """A PersistentVolume as the two filters read it: its required nodeSelectorTerms (None: any node), each legacy
-    topology label's values, why it cannot be read once bound ("" when it can), and what it offers a waiting claim."""
+    topology label's values, why it cannot be read once bound ("" when it can), what it offers a waiting claim, and the
+    CSI driver that attaches it ("" for none; an in-tree source's migrated driver) and whether its source is CSI's own
+    (only those are counted by their VolumeAttachments)."""
 
     name: str
     terms: tuple[Mapping[str, Any], ...] | None = None
     zones: tuple[tuple[str, frozenset[str]], ...] = ()
     unread: str = ""
     offer: Offer = field(default_factory=Offer)
+    driver: str = ""
+    csi: bool = False
 
     def keeps_off(self, labels: Mapping[str, Any]) -> tuple[str, str] | None:
         """The filter and the words of why the volume keeps a pod off a node of these labels; None when it does not."""
@@ -130,7 +146,10 @@ def volume_of(volume: Mapping[str, Any]) -> Volume:
                 zones.append((key, frozenset(parts)))
     source = next((key for key in IN_TREE if key in spec), "")
     unread = f"volume {name} is an in-tree {source} volume, whose CSI translation is not read" if source else ""
-    return Volume(name, terms, tuple(zones), unread, _offer(metadata, spec, as_mapping(volume.get("status"))))
+    offer = _offer(metadata, spec, as_mapping(volume.get("status")))
+    csi = as_mapping(spec.get("csi")).get("driver")
+    driver = csi if isinstance(csi, str) else MIGRATED.get(source, "")
+    return Volume(name, terms, tuple(zones), unread, offer, driver, isinstance(csi, str))
 
 
 def _offer(metadata: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> Offer:
@@ -345,14 +364,16 @@ def capacity_driver_of(driver: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class Volumes:
     """Every claim and volume read, the StorageClasses, the CSI drivers that check storage capacity and the
-    CSIStorageCapacities (each None: not read), and which nodes each volume keeps pods off, worked out once per volume:
-    one `Volumes` serves the nodes of one snapshot."""
+    CSIStorageCapacities (each None: not read), the nodes' CSI attach limits and VolumeAttachments (None: no limit
+    counted), and which nodes each volume keeps pods off, worked out once per volume: one `Volumes` serves the nodes of
+    one snapshot."""
 
     claims: Mapping[tuple[str, str], Claim]
     volumes: Mapping[str, Volume]
     classes: Mapping[str, StorageClass] | None = None
     capacity_drivers: frozenset[str] | None = None
     capacities: tuple[StorageCapacity, ...] | None = None
+    attach: AttachLimits | None = None
     _kept_off: dict[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict, compare=False, repr=False)
     _new_unmet: dict[tuple[tuple[str, Want], ...], Mapping[str, tuple[str, str]] | str | None] = field(
         default_factory=dict, compare=False, repr=False
@@ -389,15 +410,19 @@ def volumes_of(
     classes: Iterable[Mapping[str, Any]] | None = None,
     drivers: Iterable[Mapping[str, Any]] | None = None,
     capacities: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    attach: AttachLimits | None = None,
 ) -> Volumes:
     """The claims and volumes as read from the API server, with the StorageClasses, CSI drivers and
-    CSIStorageCapacities when read (None: a claim that waits for its pod, or needs them, stays unread)."""
+    CSIStorageCapacities when read (None: a claim that waits for its pod, or needs them, stays unread), and the
+    attach limits (`attach_limits.attach_limits_of`; None: none counted)."""
     return parsed_volumes(
         map(claim_of, claims),
         map(volume_of, volumes),
         None if classes is None else map(storage_class_of, classes),
         None if drivers is None else map(capacity_driver_of, drivers),
         None if capacities is None else map(storage_capacity_of, capacities),
+        attach=attach,
     )
 
 
@@ -407,6 +432,8 @@ def parsed_volumes(
     classes: Iterable[StorageClass] | None = None,
     drivers: Iterable[str] | None = None,
     capacities: Iterable[StorageCapacity] | None = None,
+    *,
+    attach: AttachLimits | None = None,
 ) -> Volumes:
     """`volumes_of` of objects already read (`claim_of`, `volume_of`, `storage_class_of`, `capacity_driver_of`,
     `storage_capacity_of`): a watch cache reads each once, when it changes, not at every snapshot."""
@@ -416,6 +443,7 @@ def parsed_volumes(
         None if classes is None else {c.name: c for c in classes},
         None if drivers is None else frozenset(name for name in drivers if name),
         None if capacities is None else tuple(capacities),
+        attach,
     )
 
 

@@ -142,6 +142,18 @@ def list_storage_capacities(kube: Kube) -> list[dict[str, Any]]:
     )
 
 
+def list_csi_nodes(kube: Kube) -> list[dict[str, Any]]:
+    """Every CSINode: how many volumes of each CSI driver its node may attach."""
+    path = "/apis/storage.k8s.io/v1/csinodes"
+    return list_items(request(kube, _get(kube, path), what="list csinodes.storage.k8s.io"))
+
+
+def list_volume_attachments(kube: Kube) -> list[dict[str, Any]]:
+    """Every VolumeAttachment: the volumes attached to each node, which count toward its drivers' attach limits."""
+    path = "/apis/storage.k8s.io/v1/volumeattachments"
+    return list_items(request(kube, _get(kube, path), what="list volumeattachments.storage.k8s.io"))
+
+
 def list_namespaces(kube: Kube) -> list[dict[str, Any]]:
     """Every Namespace: the labels a pod affinity term's namespaceSelector picks namespaces by."""
     return list_items(request(kube, _get(kube, "/api/v1/namespaces"), what="list namespaces"))

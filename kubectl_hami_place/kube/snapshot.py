@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.attach_limits import UNREAD_LIMITS, attach_limits_of
 from kubectl_hami_place.core.defrag.triggers import PendingPod, pending_pod
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
@@ -37,11 +38,13 @@ from kubectl_hami_place.kube.client import Kube, request
 from kubectl_hami_place.kube.cluster_reads import (
     get_pod,
     list_csi_drivers,
+    list_csi_nodes,
     list_namespaces,
     list_nodes,
     list_pods,
     list_storage_capacities,
     list_storage_classes,
+    list_volume_attachments,
     list_volume_claims,
     list_volumes,
 )
@@ -91,25 +94,32 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
 
 
 def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes | None, tuple[str, ...]]:
-    """The claims and volumes, when a pod claims one (None otherwise), with the StorageClasses, CSI drivers and
-    CSIStorageCapacities when a claim is not bound yet; and the warning when they may not be read: its pods then stay
-    on their nodes, as they would without them, and a claim not bound yet stays unread."""
+    """The claims and volumes, when a pod claims one (None otherwise), with the CSI attach limits, and the
+    StorageClasses, CSI drivers and CSIStorageCapacities when a claim is not bound yet; and the warning when they may
+    not be read: its pods then stay on their nodes, as they would without them, and a claim not bound yet stays
+    unread."""
     if not any(claims_volume(as_mapping(pod.get("spec"))) for pod in pods):
         return None, ()
     try:
         claims, volumes = list_volume_claims(kube), list_volumes(kube)
     except KubeForbidden as err:
         return None, (f"cannot read claims and volumes ({err}); {UNREAD_CLAIMS}",)
+    try:
+        attach = attach_limits_of(list_csi_nodes(kube), list_volume_attachments(kube))
+    except KubeForbidden as err:
+        return None, (f"cannot read CSI nodes and volume attachments ({err}); {UNREAD_LIMITS}",)
     if not waits_unbound(claims):
-        return volumes_of(claims, volumes), ()
+        return volumes_of(claims, volumes, attach=attach), ()
     try:
         classes, drivers = list_storage_classes(kube), list_csi_drivers(kube)
     except KubeForbidden as err:
-        return volumes_of(claims, volumes), (f"cannot read storage classes and CSI drivers ({err}); {UNREAD_CLASSES}",)
+        return volumes_of(claims, volumes, attach=attach), (
+            f"cannot read storage classes and CSI drivers ({err}); {UNREAD_CLASSES}",
+        )
     try:
-        return volumes_of(claims, volumes, classes, drivers, list_storage_capacities(kube)), ()
+        return volumes_of(claims, volumes, classes, drivers, list_storage_capacities(kube), attach=attach), ()
     except KubeForbidden as err:
-        return volumes_of(claims, volumes, classes, drivers), (
+        return volumes_of(claims, volumes, classes, drivers, attach=attach), (
             f"cannot read CSI storage capacities ({err}); {UNREAD_CAPACITIES}",
         )
 

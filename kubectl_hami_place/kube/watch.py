@@ -374,3 +374,14 @@ def storage_capacity_reflector(api_client: ApiClient, project: Projection = _tri
 def csi_driver_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
     """Every CSIDriver: which drivers ask kube-scheduler to check their storage capacity."""
     return Reflector("csidrivers", by_path(api_client, "GET", "/apis/storage.k8s.io/v1/csidrivers"), project=project)
+
+
+def csi_node_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every CSINode: how many volumes of each CSI driver its node may attach."""
+    return Reflector("csinodes", by_path(api_client, "GET", "/apis/storage.k8s.io/v1/csinodes"), project=project)
+
+
+def volume_attachment_reflector(api_client: ApiClient, project: Projection = _trimmed) -> Reflector:
+    """Every VolumeAttachment: the volumes attached to each node, which count toward its drivers' attach limits."""
+    path = "/apis/storage.k8s.io/v1/volumeattachments"
+    return Reflector("volumeattachments", by_path(api_client, "GET", path), project=project)

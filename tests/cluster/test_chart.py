@@ -780,7 +780,7 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("", r, v) for r in ("persistentvolumeclaims", "persistentvolumes") for v in ("list", "watch")}
     expected |= {
         ("storage.k8s.io", r, v)
-        for r in ("storageclasses", "csidrivers", "csistoragecapacities")
+        for r in ("storageclasses", "csidrivers", "csistoragecapacities", "csinodes", "volumeattachments")
         for v in ("list", "watch")
     }
     expected |= {("", "namespaces", v) for v in ("list", "watch")}

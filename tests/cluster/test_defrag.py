@@ -28,6 +28,7 @@ import urllib3
 import yaml
 from kubernetes import client, watch
 
+from kubectl_hami_place.core.attach_limits import UNREAD_LIMITS
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
@@ -333,11 +334,13 @@ def test_dry_run_moves_nothing_and_names_the_moves(
 
 UNREAD_WITHOUT = {
     "csidrivers": "where a claim not bound yet may bind stays unread",
+    "csinodes": UNREAD_LIMITS,
     "csistoragecapacities": "where a capacity-checking driver may provision stays unread",
     "namespaces": "pods whose pod affinity picks namespaces by label stay on their nodes",
     "persistentvolumeclaims": "pods that claim a volume stay on their nodes",
     "persistentvolumes": "pods that claim a volume stay on their nodes",
     "storageclasses": "where a claim not bound yet may bind stays unread",
+    "volumeattachments": UNREAD_LIMITS,
 }
 """The watches a plan goes on without, and what it then leaves unread."""
 
@@ -1216,6 +1219,30 @@ def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> di
     return {"name": name, "persistentVolumeClaim": {"claimName": name}}
 
 
+def csi_claim(cluster: Sandbox, namespace: str, name: str, driver: str) -> dict[str, Any]:
+    """A claim bound to a 1 GiB volume `driver` attaches, reached from any node; returns the pod volume that mounts
+    it."""
+    api = client.CoreV1Api(cluster.api_client())
+    source = {"driver": driver, "volumeHandle": f"{namespace}-{name}"}
+    volume_spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "csi": source}
+    api.create_persistent_volume({"metadata": {"name": f"{namespace}-{name}"}, "spec": {**volume_spec}})
+    claim = {"metadata": {"name": name}, "spec": claim_asks("", volumeName=f"{namespace}-{name}")}
+    api.create_namespaced_persistent_volume_claim(namespace, claim)
+    wait_for(
+        lambda: api.read_namespaced_persistent_volume_claim(name, namespace).status.phase == "Bound",
+        f"claim {name} to bind",
+    )
+    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
+
+
+def attach_limit(cluster: Sandbox, node: str, driver: str, count: int) -> None:
+    """The node's CSINode, its driver limited to `count` attached volumes (as a node plugin registers it)."""
+    limited = {"name": driver, "nodeID": node, "allocatable": {"count": count}}
+    client.StorageV1Api(cluster.api_client()).create_csi_node(
+        {"metadata": {"name": node}, "spec": {"drivers": [limited]}}
+    )
+
+
 def waiting_claim(cluster: Sandbox, namespace: str, name: str, node: str) -> dict[str, Any]:
     """A claim not bound yet of a class that waits for its pod and provisions nothing, with one available volume of
     it, on `node`; returns the pod volume that mounts it."""
@@ -1445,14 +1472,15 @@ def identity_kubeconfig_with(cluster: Sandbox, user: str, rules: list[dict[str, 
     return cluster.identity_kubeconfig(user, group="planners")
 
 
-@pytest.mark.parametrize("needs", ["volume", "ephemeral volume", "extended resource", "anti-affinity"])
+@pytest.mark.parametrize("needs", ["volume", "ephemeral volume", "extended resource", "anti-affinity", "attach limit"])
 def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resource(
     cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any], needs: str
 ) -> None:
     """`light` (10,000 MiB on A's one card) mounts a claim bound to a local volume of A and C, or an ephemeral volume
     whose class (WaitForFirstConsumer, no provisioner) has an available volume on A and one on C (its replacement's
     new claim may bind only C's), or asks an extended resource only A and C advertise, or has a required anti-affinity
-    against the pod on B; B's and C's cards each hold
+    against the pod on B, or mounts a CSI volume whose driver B's CSINode limits to one volume, which B's pod holds
+    (C's, to two); B's and C's cards each hold
     25,000 MiB of a pod that cannot move, so either has room for light, and the big pod (35,000 MiB) fits once light
     leaves A. In mode on the controller moves light to C, never to B, where kube-scheduler would refuse its
     replacement: the replacement runs on C and the big pod on A's card."""
@@ -1462,6 +1490,8 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
     evictions = Evictions(cluster, namespace)
     nodes = client.CoreV1Api(cluster.api_client())
     with_fpga = {"status": {"allocatable": {FPGA: "1"}, "capacity": {FPGA: "1"}}}
+    driver = f"{namespace}.attach.example.com"
+    limited: list[str] = []
     try:
         made += one_card_nodes(cluster, a)
         body = deployment("light", 0, SMALL)
@@ -1471,6 +1501,8 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
             template["volumes"] = [local_volume(cluster, namespace, "data", a, c)]
         elif needs == "ephemeral volume":
             template["volumes"] = [scratch_volume(cluster, namespace, "scratch", a, c)]
+        elif needs == "attach limit":
+            template["volumes"] = [csi_claim(cluster, namespace, "data", driver)]
         elif needs == "anti-affinity":
             apart = {"labelSelector": {"matchLabels": {"role": "apart"}}, "topologyKey": "kubernetes.io/hostname"}
             template["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
@@ -1483,9 +1515,15 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
         made += one_card_nodes(cluster, b, c)
         if needs == "extended resource":
             nodes.patch_node_status(c, with_fpga)
+        if needs == "attach limit":
+            for node, count in ((b, 1), (c, 2)):
+                attach_limit(cluster, node, driver, count)
+                limited.append(node)
         for node in (b, c):
             labels = {"app": node, "role": "apart"} if node == b else None
             fixed = pod(node, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "25000"}, node=node, labels=labels)
+            if needs == "attach limit" and node == b:
+                fixed["spec"]["volumes"] = [csi_claim(cluster, namespace, "held", driver)]
             create(cluster, namespace, fixed)
             assert allocation(cluster, namespace, node).node == node
         write_policy(cluster, server_namespace, namespace, "on")
@@ -1508,6 +1546,11 @@ def test_a_moved_pod_goes_only_to_a_node_that_has_its_volume_or_extended_resourc
         delete_nodes(cluster, made)
         if needs == "volume":
             nodes.delete_persistent_volume(f"{namespace}-data")
+        if needs == "attach limit":
+            for volume in ("data", "held"):
+                nodes.delete_persistent_volume(f"{namespace}-{volume}")
+            for node in limited:
+                client.StorageV1Api(cluster.api_client()).delete_csi_node(node)
         if needs == "ephemeral volume":
             for node in (a, c):
                 nodes.delete_persistent_volume(f"{namespace}-scratch-{node}")

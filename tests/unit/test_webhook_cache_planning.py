@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from kubectl_hami_place.core.attach_limits import Attachment, attach_limits_of, parsed_attach_limits
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.defrag.triggers import rescue_candidates
 from kubectl_hami_place.core.node_resources import CountedPod, Resources, node_remainders
@@ -29,6 +30,8 @@ from kubectl_hami_place.core.volumes import (
 )
 from tests.unit.test_core_planner import runs_on
 from webhook.cache import (
+    ATTACH_LIMITS,
+    ATTACHMENT,
     CAPACITY_DRIVER,
     CLAIM,
     COUNTED,
@@ -38,12 +41,14 @@ from webhook.cache import (
     VOLUME,
     project_counted_pod,
     project_csi_driver,
+    project_csi_node,
     project_node,
     project_node_for_planning,
     project_pod_for_planning,
     project_storage_capacity,
     project_storage_class,
     project_volume,
+    project_volume_attachment,
     project_volume_claim,
 )
 
@@ -469,3 +474,37 @@ def test_the_controller_keeps_storage_classes_csi_drivers_and_capacities_read_on
     }
     assert kept_capacity[STORAGE_CAPACITY].limit == 50 * 2**30
     assert parsed_volumes([], [], [], [], [kept_capacity[STORAGE_CAPACITY]]) == volumes_of([], [], [], [], [capacity])
+
+
+def test_the_controller_keeps_csi_nodes_and_volume_attachments_read_once_and_nothing_else_of_them() -> None:
+    """A CSINode's attach limits and a VolumeAttachment's node, volume and driver are read when their watch brings
+    them (`csi_node_limits`, `attachment_of`), not at each snapshot; of the objects only their keys and versions are
+    kept beside."""
+    csi_node = {
+        "metadata": {"name": "gpu-0", "resourceVersion": "8", "ownerReferences": [{}]},
+        "spec": {
+            "drivers": [
+                {"name": "ebs.csi.aws.com", "nodeID": "i-0", "allocatable": {"count": 25}, "topologyKeys": ["zone"]},
+                {"name": "nfs.example.com", "nodeID": "gpu-0"},
+            ]
+        },
+    }
+    attachment = {
+        "metadata": {"name": "csi-0a1b", "resourceVersion": "9", "annotations": {"x": "y"}},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "gpu-0", "source": {"persistentVolumeName": "pv"}},
+        "status": {"attached": True, "attachmentMetadata": {"devicePath": "/dev/xvdba"}},
+    }
+    kept_node, kept_attachment = project_csi_node(csi_node), project_volume_attachment(attachment)
+    assert kept_node == {
+        "metadata": {"name": "gpu-0", "resourceVersion": "8"},
+        ATTACH_LIMITS: ("gpu-0", {"ebs.csi.aws.com": 25}),
+    }
+    assert kept_attachment == {
+        "metadata": {"name": "csi-0a1b", "resourceVersion": "9"},
+        ATTACHMENT: Attachment("gpu-0", "pv", "ebs.csi.aws.com"),
+    }
+    inline = {"metadata": {"name": "csi-2c3d", "resourceVersion": "10"}, "spec": {"attacher": "ebs.csi.aws.com"}}
+    assert project_volume_attachment(inline)[ATTACHMENT] is None, "no PersistentVolume: kube-scheduler skips it"
+    read = parsed_attach_limits([kept_node[ATTACH_LIMITS]], [kept_attachment[ATTACHMENT], None])
+    assert read == attach_limits_of([csi_node], [attachment, inline])
+    assert read.limits == {"gpu-0": {"ebs.csi.aws.com": 25}}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 
+from kubectl_hami_place.core.attach_limits import AttachLimits, Attachment
 from kubectl_hami_place.core.defrag.budget import MoveRecord
 from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, RETRY, BackedOff, PodKey
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
@@ -135,8 +136,9 @@ def test_no_plan_while_a_watch_is_stale_the_key_is_looked_at_again_after_the_int
 def test_a_watch_rbac_forbids_is_said_once_and_a_plan_waits_only_for_those_it_cannot_go_without(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """An operator's narrower ClusterRole: without claims, volumes, storage classes or namespaces the plans go on,
-    leaving what needs them unread (as the CLI does); without any other watch nothing is planned."""
+    """An operator's narrower ClusterRole: without claims, volumes, storage classes, CSINodes, VolumeAttachments or
+    namespaces the plans go on, leaving what needs them unread (as the CLI does); without any other watch nothing is
+    planned."""
     metrics = Metrics()
     ctl = controller(metrics=metrics)
     told: list[tuple[str, str, bool]] = []
@@ -144,7 +146,7 @@ def test_a_watch_rbac_forbids_is_said_once_and_a_plan_waits_only_for_those_it_ca
     ctl.policy_map.upsert(policy_map("on", "1"))
     for reflector in (*ctl.cache.reflectors(), *ctl.reflectors()):
         reflector.last_sync = time.time()
-    for reflector in (ctl.volumes, ctl.storage_capacities, ctl.namespaces):
+    for reflector in (ctl.volumes, ctl.storage_capacities, ctl.csi_nodes, ctl.volume_attachments, ctl.namespaces):
         reflector.forbidden, reflector.last_sync = "403 Forbidden", None
     assert ctl._fresh(), "what a plan can go without is not waited for"
     sample = metrics.registry.get_sample_value
@@ -156,21 +158,25 @@ def test_a_watch_rbac_forbids_is_said_once_and_a_plan_waits_only_for_those_it_ca
             True,
         )
         for kind, without in (
+            ("csinodes", "CSI attach limits stay unread: pods that claim a volume stay on their nodes"),
             ("csistoragecapacities", "where a capacity-checking driver may provision stays unread"),
             ("namespaces", "pods whose pod affinity picks namespaces by label stay on their nodes"),
             ("persistentvolumes", "pods that claim a volume stay on their nodes"),
+            ("volumeattachments", "CSI attach limits stay unread: pods that claim a volume stay on their nodes"),
         )
     ]
     assert sample("hami_place_defrag_watch_forbidden", {"kind": "persistentvolumes"}) == 1
     assert sample("hami_place_defrag_watch_forbidden", {"kind": "persistentvolumeclaims"}) == 0
-    assert ctl._fresh() and len(told) == 3, "said once"
+    assert sample("hami_place_defrag_watch_forbidden", {"kind": "csinodes"}) == 1
+    assert sample("hami_place_defrag_watch_forbidden", {"kind": "volumeattachments"}) == 1
+    assert ctl._fresh() and len(told) == 5, "said once"
     ctl.disruption_budgets.forbidden, ctl.disruption_budgets.last_sync = "403 Forbidden", None
     caplog.set_level(logging.INFO, logger=defrag.__name__)
     assert not ctl._fresh(), "no plan without the PodDisruptionBudgets"
     assert told[-1][1].startswith("cannot watch poddisruptionbudgets (403 Forbidden): nothing is planned until it")
     ctl.disruption_budgets.forbidden, ctl.disruption_budgets.last_sync = "", time.time()
     ctl.volumes.forbidden, ctl.volumes.last_sync = "", time.time()
-    assert ctl._fresh() and len(told) == 4
+    assert ctl._fresh() and len(told) == 6
     assert sample("hami_place_defrag_watch_forbidden", {"kind": "persistentvolumes"}) == 0
     assert "the watch of persistentvolumes is allowed again" in caplog.text
 
@@ -205,20 +211,23 @@ def test_a_watch_forbidden_before_the_policy_is_listed_is_told_on_it_once_it_is(
 @pytest.mark.parametrize(
     ("forbidden", "read"),
     [
-        ((), ("claims", "classes", "capacities", "namespaces")),
+        ((), ("claims", "attach", "classes", "capacities", "namespaces")),
         (("persistentvolumeclaims",), ("namespaces",)),
         (("persistentvolumes",), ("namespaces",)),
-        (("storageclasses",), ("claims", "namespaces")),
-        (("csidrivers",), ("claims", "namespaces")),
-        (("csistoragecapacities",), ("claims", "classes", "namespaces")),
-        (("namespaces",), ("claims", "classes", "capacities")),
+        (("csinodes",), ("namespaces",)),
+        (("volumeattachments",), ("namespaces",)),
+        (("storageclasses",), ("claims", "attach", "namespaces")),
+        (("csidrivers",), ("claims", "attach", "namespaces")),
+        (("csistoragecapacities",), ("claims", "attach", "classes", "namespaces")),
+        (("namespaces",), ("claims", "attach", "classes", "capacities")),
     ],
 )
 def test_a_snapshot_leaves_out_what_a_forbidden_watch_would_read(
     forbidden: tuple[str, ...], read: tuple[str, ...]
 ) -> None:
-    """As the CLI reads them when it may not list them: no claims without the volumes too, no classes without the
-    CSIDrivers too (each says whether a driver checks capacity), no capacities alone."""
+    """As the CLI reads them when it may not list them: no claims without the volumes, CSINodes and VolumeAttachments
+    too (a volume's attach limit unread, its pod stays on its node), no classes without the CSIDrivers too (each says
+    whether a driver checks capacity), no capacities alone."""
     ctl = controller()
     ctl.volumes.upsert({"metadata": {"name": "pv", "resourceVersion": "1"}, "spec": {"capacity": {"storage": "1Gi"}}})
     claim = {"metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"}, "spec": {"volumeName": "pv"}}
@@ -230,12 +239,22 @@ def test_a_snapshot_leaves_out_what_a_forbidden_watch_would_read(
     ctl.csi_drivers.upsert(checks)
     capacity = {"metadata": {"namespace": "csi", "name": "c", "resourceVersion": "1"}, "storageClassName": "local"}
     ctl.storage_capacities.upsert(capacity)
+    limits = {"drivers": [{"name": "csi.example.com", "nodeID": "gpu-0", "allocatable": {"count": 16}}]}
+    ctl.csi_nodes.upsert({"metadata": {"name": "gpu-0", "resourceVersion": "1"}, "spec": limits})
+    attached = {"attacher": "csi.example.com", "nodeName": "gpu-0", "source": {"persistentVolumeName": "pv"}}
+    ctl.volume_attachments.upsert({"metadata": {"name": "csi-1", "resourceVersion": "1"}, "spec": attached})
     for reflector in ctl.reflectors():
         reflector.forbidden = "403 Forbidden" if reflector.kind in forbidden else ""
     snapshot = ctl._snapshot()
     volumes = snapshot.volumes
     found = (
         ("claims", volumes is not None and volumes.claims[("ns", "data")].volume == "pv" and "pv" in volumes.volumes),
+        (
+            "attach",
+            volumes is not None
+            and volumes.attach
+            == AttachLimits({"gpu-0": {"csi.example.com": 16}}, (Attachment("gpu-0", "pv", "csi.example.com"),)),
+        ),
         (
             "classes",
             volumes is not None

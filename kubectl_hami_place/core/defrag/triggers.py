@@ -13,14 +13,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from kubectl_hami_place.core.attach_limits import MAX_VOLUME_COUNT, attach_needs, attach_refs, driver_of_scalar
 from kubectl_hami_place.core.defrag.policy import DefragPolicy
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.node_selection import NodeMarks
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
@@ -279,12 +281,17 @@ def pending_pod(
     for refused in found:
         kept.update((node, why) for node, why in refused.items() if node not in kept)
     planned = kept_off_nodes(planned, kept)
+    attached = frozenset(name for name in scalars if driver_of_scalar(name))
+    if volumes is not None and attached:
+        asked = attach_needs(attach_refs(spec, planned.name), namespace, volumes, attached)
+        planned = replace(planned, needs=planned.needs + Resources(scalars=asked))
     read = (
         *(AFFINITY_REFUSALS if terms is not None else ()),
         *((SPREAD_REFUSAL,) if spreads is not None else ()),
         *((REPELLED_REFUSAL, PORTS_REFUSAL) if placed is not None else ()),
         *(VOLUME_REFUSALS if reach is not None and not reach.unread else ()),
-        *(f"Insufficient {name}" for name in sorted(scalars)),
+        *(f"Insufficient {name}" for name in sorted(scalars - attached)),
+        *((MAX_VOLUME_COUNT,) if attached else ()),
     )
     return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read))
 

@@ -20,6 +20,7 @@ from kubectl_hami_place.core.allocations import NODE_ANNOTATION
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
+from kubectl_hami_place.core.node_resources import count_name
 from kubectl_hami_place.core.planner.model import Limits, Move, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.usage import pod_allocation
@@ -256,7 +257,7 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
                 Step.changed, f"{name} no longer has room for {move.pod}: {verdict.reason}: {verdict.message}"
             )
     if not state.holds(move.to_node, original, entry.node):
-        short = " and ".join(state.room[move.to_node].short(original.needs))
+        short = " and ".join(map(count_name, state.room[move.to_node].short(original.needs)))
         return MoveCheck(
             Step.changed, f"node {move.to_node} no longer has the {short} {move.pod} asks (kube-scheduler's count)"
         )

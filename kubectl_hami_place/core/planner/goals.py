@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fit import numa_bind, scoring_weights, topology_aware
+from kubectl_hami_place.core.node_resources import count_name
 from kubectl_hami_place.core.planner.model import (
     CompactGoal,
     FitGoal,
@@ -461,7 +462,7 @@ def _leaving(state: State, pod: PlanPod, node: str, evicted: list[str]) -> tuple
         leaving.append(key)
         freed += state.pods[key].pod.needs
     if not freed.holds(pod.needs):
-        counts = " and ".join(freed.short(pod.needs))
+        counts = " and ".join(map(count_name, freed.short(pod.needs)))
         return frozenset(), f"the node's {counts} would not hold the pod even with every pod that may move moved off"
     return frozenset(leaving), ""
 

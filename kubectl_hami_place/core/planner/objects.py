@@ -15,6 +15,13 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from kubectl_hami_place.core.attach_limits import (
+    AttachLimits,
+    attach_allocatable,
+    attach_needs,
+    bound_volumes,
+    unclaimed_attachments,
+)
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster_info import cluster_info, counted_allocation
 from kubectl_hami_place.core.errors import ModelError, RequestError
@@ -90,10 +97,17 @@ def snapshot_from_objects(
     info = cluster_info(nodes, read, now)
     marks = node_marks(nodes)
     scores = _pair_scores(nodes)
+    attach = volumes.attach if volumes is not None else None
+    attached = attach.counted if attach is not None else frozenset()
     counted = bound_pods(pods)
+    if attached and volumes is not None:
+        counted = [_with_attach_needs(pod, volumes, attached) for pod in counted]
+        others = [_with_attach_needs(pod, volumes, attached) for pod in others]
     bound = (*counted, *others)
-    scalars = counted_scalars(nodes, config.resource_names)
+    scalars = counted_scalars(nodes, config.resource_names) | attached
     rooms, room_warnings = node_remainders(nodes, (), bound, scalars)
+    if attach is not None and volumes is not None and attached:
+        rooms = _attach_rooms(rooms, bound, attach, volumes)
     asked = {(pod.namespace, pod.name): pod.needs for pod in counted}
     plan_nodes = tuple(
         PlanNode(
@@ -164,6 +178,32 @@ def snapshot_from_objects(
     holders = tuple(PortHolder(pod.namespace, pod.name, pod.node, pod.ports) for pod in bound if pod.ports)
     snapshot = Snapshot(plan_nodes, tuple(plan_pods), allowed, repellers, holders, scalars)
     return snapshot, tuple(warnings)
+
+
+def _with_attach_needs(pod: CountedPod, volumes: Volumes, counted: frozenset[str]) -> CountedPod:
+    """The pod with what its volumes ask of its node's attach counts added to its needs (unread needs stay so)."""
+    asked = attach_needs(pod.attaches, pod.namespace, volumes, counted)
+    if not asked or not isinstance(pod.needs, Resources):
+        return pod
+    return pod._replace(needs=pod.needs + Resources(scalars=asked))
+
+
+def _attach_rooms(
+    rooms: Mapping[str, Resources], bound: Iterable[CountedPod], attach: AttachLimits, volumes: Volumes
+) -> dict[str, Resources]:
+    """The rooms with each node's attach limits added (its pods' counts were taken with their needs) and the
+    VolumeAttachments to it of volumes none of its pods uses taken away."""
+    counted = attach.counted
+    used: dict[str, frozenset[str]] = {}
+    for pod in bound:
+        used[pod.node] = used.get(pod.node, frozenset()) | bound_volumes(pod.attaches, pod.namespace, volumes)
+    lingering = unclaimed_attachments(attach.attachments, used, volumes, counted)
+    return {
+        node: room
+        + Resources(scalars=attach_allocatable(attach.limits.get(node, {}), counted))
+        - Resources(scalars=lingering.get(node, ()))
+        for node, room in rooms.items()
+    }
 
 
 def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:

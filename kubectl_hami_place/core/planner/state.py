@@ -32,7 +32,7 @@ from kubectl_hami_place.core.fit import (
     uuid_lists,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
-from kubectl_hami_place.core.node_resources import Resources
+from kubectl_hami_place.core.node_resources import Resources, count_name
 from kubectl_hami_place.core.planner.model import (
     CardState,
     Limits,
@@ -523,7 +523,7 @@ class State:
                 and node not in entry.pod.kept_off
                 and any(s.open and s.card.uuid not in exclude and self.fits(entry.pod, s) for s in slots)
             ):
-                return node, self.room[node].short(needs)
+                return node, tuple(map(count_name, self.room[node].short(needs)))
         return None
 
     def node_of(self, pod: PlanPod) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kubectl_hami_place.core.attach_limits import VOLUME_LIMITS, driver_of_scalar
 from kubectl_hami_place.core.fit import FitReason
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.node_resources import shortfall
@@ -91,8 +92,11 @@ def why(snapshot: Snapshot, pod: PlanPod, config: HamiConfig = HAMI_DEFAULTS) ->
             else:
                 verdict = NodeWhy(node, False, NODE_NOT_SELECTED, "the pod's node selection excludes the node", cards)
         elif not state.holds(node, pod, state.node_of(pod)):
-            message = f"kube-scheduler: {shortfall(state.room[node], pod.needs)}"
-            verdict = NodeWhy(node, False, NO_RESOURCES, message, cards)
+            room = state.room[node]
+            message = f"kube-scheduler: {shortfall(room, pod.needs)}"
+            # NodeResourcesFit filters before NodeVolumeLimits: it is named when it refuses too.
+            limits_only = all(driver_of_scalar(count) for count in room.short(pod.needs))
+            verdict = NodeWhy(node, False, VOLUME_LIMITS if limits_only else NO_RESOURCES, message, cards)
         else:
             cordoned = frozenset(slot.card.uuid for slot in slots if slot.cordoned)
             hami = state.hami_fit(pod, node, pod.annotations, cordoned, config)

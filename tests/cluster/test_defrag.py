@@ -1412,13 +1412,14 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
             storage.delete_csi_driver(f"{namespace}.csi.example.com")
         rbac = client.RbacAuthorizationV1Api(cluster.api_client())
         for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
-            with contextlib.suppress(client.ApiException):
-                delete(f"planner-{tag}")
+            for user in (f"planner-{tag}", f"planner-{tag}-limits"):
+                with contextlib.suppress(client.ApiException):
+                    delete(user)
 
 
 def unread_without_claims(cluster: Sandbox, namespace: str, tag: str) -> None:
-    """A user who may not list claims: the big pod's volume is not read, and `why` says so and what it leaves
-    unread."""
+    """A user who may not list claims, then one who may but not CSINodes: the big pod's volume is not read, and `why`
+    says so and what it leaves unread."""
     _, words = plugin_as(cluster, f"planner-{tag}", READS_BUT_VOLUMES, "why", "big", "-n", namespace)
     assert (
         "warning: cannot read claims and volumes (forbidden: persistentvolumeclaims is forbidden: User "
@@ -1427,6 +1428,13 @@ def unread_without_claims(cluster: Sandbox, namespace: str, tag: str) -> None:
     ) in words, words
     unread = "1 node(s) didn't match PersistentVolume's node affinity"
     assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
+    _, words = plugin_as(cluster, f"planner-{tag}-limits", READS_BUT_LIMITS, "why", "big", "-n", namespace)
+    assert (
+        "warning: cannot read CSI nodes and volume attachments (forbidden: csinodes.storage.k8s.io is forbidden: User "
+        f'"planner-{tag}-limits" cannot list resource "csinodes" in API group "storage.k8s.io" at the cluster scope); '
+        "CSI attach limits stay unread: pods that claim a volume stay on their nodes"
+    ) in words, words
+    assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
 
 
 READS_BUT_VOLUMES = [
@@ -1434,9 +1442,14 @@ READS_BUT_VOLUMES = [
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
 ]
 """What `why` reads, claims and volumes left out."""
-READS_BUT_NAMESPACES = [
+READS_BUT_LIMITS = [
     *READS_BUT_VOLUMES,
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["list"]},
+]
+"""What `why` reads, CSINodes and VolumeAttachments left out."""
+READS_BUT_NAMESPACES = [
+    *READS_BUT_LIMITS,
+    {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["list"]},
 ]
 """What `plan --for` reads, namespaces left out."""
 

@@ -13,12 +13,12 @@ would allow.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubectl_hami_place.core.fields import as_mapping
-from kubectl_hami_place.core.volumes import MIGRATED, claim_names, new_claims
+from kubectl_hami_place.core.volumes import MIGRATED, ephemeral_claim, new_claims
 
 if TYPE_CHECKING:
     from kubectl_hami_place.core.volumes import Volumes
@@ -107,23 +107,28 @@ NO_REFS = AttachRefs()
 
 
 def attach_refs(spec: Mapping[str, Any], pod_name: str) -> AttachRefs:
-    """The pod's volumes as `filterAttachableVolumes` reads them, for the pod and for a replacement of it; a claim
-    without a name counts nothing (kube-scheduler refuses such a pod on every node)."""
-    named = claim_names(spec, pod_name, replacement=True)
-    every = claim_names(spec, pod_name, replacement=False)
-    if isinstance(named, str) or isinstance(every, str):
-        named = every = ()
+    """The pod's volumes as `filterAttachableVolumes` reads them, for the pod and for a replacement of it, in one pass
+    (every pod's spec is read at each snapshot); a claim without a name counts nothing (the API server refuses such a
+    pod)."""
     volumes = spec.get("volumes")
-    inline = tuple(
-        MIGRATED[source]
-        for volume in (volumes if isinstance(volumes, list | tuple) else ())
-        if isinstance(volume, Mapping)
-        for source in MIGRATED
-        if source in volume
-    )
-    made = tuple(want.storage_class for _, want in new_claims(spec, ""))
-    refs = AttachRefs(named, tuple(name for name in every if name not in named), made, inline)
-    return NO_REFS if refs == NO_REFS else refs
+    claims: list[str] = []
+    ephemeral: list[str] = []
+    inline: list[str] = []
+    for volume in volumes if isinstance(volumes, list | tuple) else ():
+        if not isinstance(volume, Mapping):
+            continue
+        if "persistentVolumeClaim" in volume:
+            name = as_mapping(volume["persistentVolumeClaim"]).get("claimName")
+            if isinstance(name, str) and name:
+                claims.append(name)
+        elif "ephemeral" in volume:
+            ephemeral.append(ephemeral_claim(pod_name, volume))
+        else:
+            inline.extend(driver for source, driver in MIGRATED.items() if source in volume)
+    if not (claims or ephemeral or inline):
+        return NO_REFS
+    made = tuple(want.storage_class for _, want in new_claims(spec, "")) if ephemeral else ()
+    return AttachRefs(tuple(claims), tuple(ephemeral), made, tuple(inline))
 
 
 def attach_needs(refs: AttachRefs, namespace: str, volumes: Volumes, counted: frozenset[str]) -> Scalars:
@@ -132,12 +137,14 @@ def attach_needs(refs: AttachRefs, namespace: str, volumes: Volumes, counted: fr
     CSI driver; a claim or volume not found counts nothing, as kube-scheduler counts an existing pod's. A pod moved
     frees on its node what its replacement takes on another, so each driver counts the more of the pod's and its
     replacement's (whose ephemeral volumes are claimed anew)."""
-    if refs == NO_REFS or not counted:
+    if refs is NO_REFS or not counted:
         return ()
-    kept = [*refs.inline, *(_claim_driver(namespace, name, volumes) for name in refs.claims)]
-    own = Counter(_claim_driver(namespace, name, volumes) for name in refs.ephemeral)
-    anew = Counter(_class_driver(name or volumes.default_class, volumes) for name in refs.new_classes)
-    found = Counter(kept) + (own | anew)
+    found = Counter(refs.inline)
+    found.update(_claim_driver(namespace, name, volumes) for name in refs.claims)
+    if refs.ephemeral:
+        own = Counter(_claim_driver(namespace, name, volumes) for name in refs.ephemeral)
+        anew = Counter(_class_driver(name or volumes.default_class, volumes) for name in refs.new_classes)
+        found += own | anew
     scalars = ((scalar_of(driver), count) for driver, count in found.items() if driver)
     return tuple(sorted((name, count) for name, count in scalars if name in counted))
 
@@ -197,7 +204,7 @@ def attach_allocatable(limits: Mapping[str, int], counted: frozenset[str]) -> Sc
 
 
 def unclaimed_attachments(
-    attachments: Iterable[Attachment], used: Mapping[str, frozenset[str]], volumes: Volumes, counted: frozenset[str]
+    attachments: Iterable[Attachment], used: Mapping[str, Set[str]], volumes: Volumes, counted: frozenset[str]
 ) -> dict[str, Scalars]:
     """By node, the VolumeAttachments of CSI volumes that no pod on that node uses (`used`: the volumes its pods'
     claims are bound to), which kube-scheduler counts besides the pods' (a volume still attached after its pod
@@ -205,7 +212,7 @@ def unclaimed_attachments(
     found: dict[str, Counter[str]] = defaultdict(Counter)
     for attachment in attachments:
         volume = volumes.volumes.get(attachment.volume)
-        if volume is None or not volume.csi or attachment.volume in used.get(attachment.node, frozenset()):
+        if volume is None or not volume.csi or attachment.volume in used.get(attachment.node, ()):
             continue
         name = scalar_of(attachment.driver)
         if name in counted:

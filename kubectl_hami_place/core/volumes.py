@@ -479,13 +479,18 @@ def claim_names(spec: Mapping[str, Any], pod_name: str, *, replacement: bool) ->
             continue
         if "ephemeral" in volume:
             if not replacement:
-                names.append(f"{pod_name}-{volume.get('name', '')}")
+                names.append(ephemeral_claim(pod_name, volume))
         elif "persistentVolumeClaim" in volume:
             claim = as_mapping(volume.get("persistentVolumeClaim")).get("claimName")
             if not isinstance(claim, str) or not claim:
                 return f"its volume {volume.get('name', '')} names no claim"
             names.append(claim)
     return tuple(names)
+
+
+def ephemeral_claim(pod_name: str, volume: Mapping[str, Any]) -> str:
+    """The name of the claim an ephemeral volume of the pod gets (`<pod>-<volume>`)."""
+    return f"{pod_name}-{volume.get('name', '')}"
 
 
 def new_claims(spec: Mapping[str, Any], default: str) -> tuple[tuple[str, Want], ...]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kubectl_hami_place.core.attach_limits import (
+    NO_REFS,
     UNLIMITED,
     Attachment,
     AttachRefs,
@@ -106,7 +107,9 @@ def test_what_a_pod_attaches_is_read_from_its_claims_ephemeral_volumes_and_in_tr
         ]
     }
     assert attach_refs(spec, "p") == AttachRefs(("data",), ("p-scratch", "p-tmp"), ("fast", ""), (DRIVER,))
-    assert attach_refs({"volumes": [{"name": "v", "persistentVolumeClaim": {}}]}, "p") == AttachRefs()
+    nameless = [{"name": "v", "persistentVolumeClaim": {}}, {"name": "d", "gcePersistentDisk": {"pdName": "d"}}]
+    assert attach_refs({"volumes": nameless}, "p") == AttachRefs(inline=("pd.csi.storage.gke.io",))
+    assert attach_refs({"volumes": [{"name": "v", "persistentVolumeClaim": {}}]}, "p") is NO_REFS
 
 
 def classes(*pairs: tuple[str, str], default: str = "") -> list[dict[str, Any]]:

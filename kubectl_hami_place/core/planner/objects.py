@@ -9,6 +9,7 @@ gets a warning for it.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -16,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kubectl_hami_place.core.attach_limits import (
+    NO_REFS,
     AttachLimits,
     attach_allocatable,
     attach_needs,
@@ -182,8 +184,10 @@ def snapshot_from_objects(
 
 def _with_attach_needs(pod: CountedPod, volumes: Volumes, counted: frozenset[str]) -> CountedPod:
     """The pod with what its volumes ask of its node's attach counts added to its needs (unread needs stay so)."""
+    if pod.attaches is NO_REFS or not isinstance(pod.needs, Resources):
+        return pod
     asked = attach_needs(pod.attaches, pod.namespace, volumes, counted)
-    if not asked or not isinstance(pod.needs, Resources):
+    if not asked:
         return pod
     return pod._replace(needs=pod.needs + Resources(scalars=asked))
 
@@ -194,9 +198,11 @@ def _attach_rooms(
     """The rooms with each node's attach limits added (its pods' counts were taken with their needs) and the
     VolumeAttachments to it of volumes none of its pods uses taken away."""
     counted = attach.counted
-    used: dict[str, frozenset[str]] = {}
-    for pod in bound:
-        used[pod.node] = used.get(pod.node, frozenset()) | bound_volumes(pod.attaches, pod.namespace, volumes)
+    used: dict[str, set[str]] = defaultdict(set)
+    if attach.attachments:
+        for pod in bound:
+            if pod.attaches is not NO_REFS:
+                used[pod.node].update(bound_volumes(pod.attaches, pod.namespace, volumes))
     lingering = unclaimed_attachments(attach.attachments, used, volumes, counted)
     return {
         node: room

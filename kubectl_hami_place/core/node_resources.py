@@ -14,24 +14,33 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kubectl_hami_place.core.attach_limits import (
     MAX_VOLUME_COUNT,
     NO_REFS,
     SCALAR_PREFIX,
+    AttachLimits,
     AttachRefs,
+    attach_allocatable,
+    attach_needs,
     attach_refs,
+    bound_volumes,
     driver_of_scalar,
+    unclaimed_attachments,
 )
 from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.names import ENDED_PHASES
 from kubectl_hami_place.core.pod_affinity import NO_PORTS, HostPort, PodTerm, host_ports, labels_of, repelling_terms
 from kubectl_hami_place.core.requests import parse_quantity
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.core.volumes import Volumes
 
 Scalars = tuple[tuple[str, int], ...]
 """Scalar resources by name (sorted), each in its unit's Value (bytes for hugepages and storage)."""
@@ -237,6 +246,36 @@ def node_remainders(
         )
         remainders[other.node] = Resources()
     return remainders, tuple(warnings)
+
+
+def with_attach_needs(pod: CountedPod, volumes: Volumes, counted: frozenset[str]) -> CountedPod:
+    """The pod with what its volumes ask of its node's attach counts added to its needs (unread needs stay so)."""
+    if pod.attaches is NO_REFS or not isinstance(pod.needs, Resources):
+        return pod
+    asked = attach_needs(pod.attaches, pod.namespace, volumes, counted)
+    if not asked:
+        return pod
+    return pod._replace(needs=pod.needs + Resources(scalars=asked))
+
+
+def attach_rooms(
+    rooms: Mapping[str, Resources], bound: Iterable[CountedPod], attach: AttachLimits, volumes: Volumes
+) -> dict[str, Resources]:
+    """The rooms with each node's attach limits added (its pods' counts were taken with their needs) and the
+    VolumeAttachments to it of volumes none of its pods uses taken away."""
+    counted = attach.counted
+    used: dict[str, set[str]] = defaultdict(set)
+    if attach.attachments:
+        for pod in bound:
+            if pod.attaches is not NO_REFS:
+                used[pod.node].update(bound_volumes(pod.attaches, pod.namespace, volumes))
+    lingering = unclaimed_attachments(attach.attachments, used, volumes, counted)
+    return {
+        node: room
+        + Resources(scalars=attach_allocatable(attach.limits.get(node, {}), counted))
+        - Resources(scalars=lingering.get(node, ()))
+        for node, room in rooms.items()
+    }
 
 
 def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[CountedPod]:

@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubectl_hami_place.core.allocations import ALLOCATED_ANNOTATION
+from kubectl_hami_place.core.attach_limits import NO_REFS, AttachRefs, attach_needs, attach_refs
 from kubectl_hami_place.core.cards import Card, node_cards
 from kubectl_hami_place.core.check import CardCheck, Placed, check_card
 from kubectl_hami_place.core.errors import CardRefError, RegisterError, RequestError
@@ -49,10 +50,13 @@ from kubectl_hami_place.core.names import OUR_ANNOTATIONS, USE_GPUUUID_ANNOTATIO
 from kubectl_hami_place.core.node_resources import (
     CountedPod,
     Resources,
+    attach_rooms,
+    bound_pods,
     counted_pod,
     node_remainders,
     pod_resources,
     shortfall,
+    with_attach_needs,
 )
 from kubectl_hami_place.core.node_selection import kept_off
 from kubectl_hami_place.core.placement import Placement, PlacementSpec, validate_spec
@@ -60,6 +64,9 @@ from kubectl_hami_place.core.refs import CardRef, resolve, uuids_named
 from kubectl_hami_place.core.requests import CardRequest, container_request, memory_for, parse_quantity
 from kubectl_hami_place.core.selectors import may_overlap
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage, release
+
+if TYPE_CHECKING:
+    from kubectl_hami_place.core.volumes import Volumes
 
 
 class Scope(StrEnum):
@@ -140,6 +147,8 @@ class Workload:
     request is known."""
     needs: Resources | None = None
     """What each pod asks of its node (`node_resources.pod_resources`); None when only its request is known."""
+    attaches: AttachRefs = NO_REFS
+    """The volumes each pod attaches (`attach_limits.attach_refs`), counted against a node's CSI attach limits."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +245,7 @@ def workload_from_pod(
         privileged=first,
         scheduling=scheduling,
         needs=needs,
+        attaches=attach_refs(spec, str(metadata.get("name", ""))),
     )
 
 
@@ -279,31 +289,60 @@ def node_room(
     pods: Iterable[Mapping[str, Any]],
     workload: Workload,
     others: Iterable[CountedPod] = (),
+    volumes: Volumes | None = None,
 ) -> Resources | None:
     """The node's CPU, memory, pods and the scalar resources the workload asks (less HAMi's own, which kube-scheduler
-    leaves to HAMi) left once the node's bound, unfinished pods among `pods` (and `others`, read already) are counted;
-    None when unknown (no node, no CPU or memory stated, a pod there whose requests cannot be read)."""
+    leaves to HAMi) left once the node's bound, unfinished pods among `pods` (and `others`, read already) are counted,
+    with its CSI attach counts when the workload asks some (`with_volumes`: `volumes` read their limits); None when
+    unknown (no node, no CPU or memory stated, a pod there whose requests cannot be read)."""
     if node is None or workload.needs is None:
         return None
     name = str(as_mapping(node.get("metadata")).get("name", ""))
     counted = frozenset(scalar for scalar, _ in workload.needs.scalars).difference(workload.config.resource_names)
     # Only the node's pods are read for what they ask (node_remainders would read every pod given, then skip it).
     there = [pod for pod in pods if as_mapping(pod.get("spec")).get("nodeName") == name]
-    remainders, unread = node_remainders([node], there, [o for o in others if o.node == name], counted)
-    return None if unread else remainders.get(name)
+    bound = [*bound_pods(there), *(other for other in others if other.node == name)]
+    attach = volumes.attach if volumes is not None else None
+    if attach is not None and counted.isdisjoint(attach.counted):
+        attach = None  # the workload asks no limited driver's count
+    if attach is not None and volumes is not None:
+        bound = [with_attach_needs(pod, volumes, attach.counted) for pod in bound]
+    remainders, unread = node_remainders([node], (), bound, counted)
+    if unread:
+        return None
+    if attach is not None and volumes is not None:
+        remainders = attach_rooms(remainders, bound, attach, volumes)
+    return remainders.get(name)
+
+
+def with_volumes(workload: Workload, volumes: Volumes | None, namespace: str) -> Workload:
+    """The workload with what its volumes ask of a node's CSI attach counts (kube-scheduler's NodeVolumeLimits)
+    added to its needs, when the limits were read (`volumes.attach`) and it attaches a volume of a limited driver."""
+    attach = volumes.attach if volumes is not None else None
+    if attach is None or volumes is None or workload.needs is None or workload.attaches is NO_REFS:
+        return workload
+    asked = attach_needs(workload.attaches, namespace, volumes, attach.counted)
+    return replace(workload, needs=workload.needs + Resources(scalars=asked)) if asked else workload
 
 
 def room_short(
-    workload: Workload, node: str, room: Resources | None, evicted: Mapping[str, Any] | None = None
+    workload: Workload,
+    node: str,
+    room: Resources | None,
+    evicted: Mapping[str, Any] | None = None,
+    volumes: Volumes | None = None,
 ) -> Problem | None:
-    """kube-scheduler's NodeResourcesFit before HAMi's filter: a node without the CPU, memory or pod room the pod asks
-    (once `evicted`, when it runs there, is gone) leaves it Pending there however free the pinned cards are. Only the
+    """kube-scheduler's NodeResourcesFit (and NodeVolumeLimits) before HAMi's filter: a node without the CPU, memory
+    or pod room the pod asks, or the room its CSI volumes take (once `evicted`, when it runs there, is gone, its
+    volumes too when `volumes` read their limits) leaves it Pending there however free the pinned cards are. Only the
     scalars `room` counts are checked (the adapter counts those the pod asks, less HAMi's own)."""
     if room is None or workload.needs is None:
         return None
     counted = frozenset(name for name, _ in room.scalars)
     if evicted is not None:
         gone = counted_pod(evicted)
+        if volumes is not None and volumes.attach is not None:
+            gone = with_attach_needs(gone, volumes, volumes.attach.counted)
         if gone.node == node and isinstance(gone.needs, Resources):
             room = room + gone.needs.only(counted)
     why = shortfall(room, workload.needs.only(counted))
@@ -336,10 +375,10 @@ def workload_from_request(
 
 def with_node_needs(request: Workload, pod: Workload) -> Workload:
     """The --request-* flags' workload for a pod the move reads too: the flags stand for its card request only, so
-    where it may go and what it asks of its node stay the pod's (else a move would skip those checks)."""
-    return replace(
-        request, source=f"{pod.source} (its request from {request.source})", scheduling=pod.scheduling, needs=pod.needs
-    )
+    where it may go, what it asks of its node and the volumes it attaches stay the pod's (else a move would skip
+    those checks)."""
+    source = f"{pod.source} (its request from {request.source})"
+    return replace(request, source=source, scheduling=pod.scheduling, needs=pod.needs, attaches=pod.attaches)
 
 
 def pin_verdict(

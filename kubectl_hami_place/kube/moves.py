@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubectl_hami_place.core.attach_limits import NO_REFS
 from kubectl_hami_place.core.defrag.keys import termination_left
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.errors import ModelError, PlacementError
@@ -34,6 +35,7 @@ from kubectl_hami_place.core.pin_check import (
     pin_verdict,
     room_short,
     room_warning,
+    with_volumes,
     workload_from_pod,
 )
 from kubectl_hami_place.core.placement import (
@@ -58,6 +60,7 @@ from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, pod_allocation
+from kubectl_hami_place.core.volumes import Volumes
 from kubectl_hami_place.kube import cluster_reads, evictions, placements
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import (
@@ -74,7 +77,7 @@ from kubectl_hami_place.kube.errors import (
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.move_values import Checked, Replacement, RolledBack, Stage
 from kubectl_hami_place.kube.snapshot import read_snapshot as read_plan_snapshot
-from kubectl_hami_place.kube.snapshot import snapshot_of
+from kubectl_hami_place.kube.snapshot import read_volumes, snapshot_of
 
 STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 ACK_POLL_SECONDS = 0.2
@@ -113,7 +116,19 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
 
 
-def pin_view(kube: Kube, node: str, workload: Workload) -> PinView:
+@dataclass(frozen=True)
+class PinRead:
+    """What a pin is checked against, and the workload as it asks of its node: with what its CSI volumes ask of the
+    node's attach limits when it claims one (read then, with the claims and volumes, and the warning when they may not
+    be)."""
+
+    view: PinView
+    workload: Workload
+    volumes: Volumes | None
+    warnings: tuple[str, ...]
+
+
+def pin_view(kube: Kube, node: str, workload: Workload, namespace: str) -> PinRead:
     """The node (when it exists), every pod HAMi placed, cluster-wide (usage is counted whatever the namespace), and
     the node's room as kube-scheduler counts it for the workload's pods."""
     try:
@@ -129,7 +144,10 @@ def pin_view(kube: Kube, node: str, workload: Workload) -> PinView:
             continue
         if allocation is not None:
             found.append(allocation)
-    return PinView(nodes, tuple(found), node_room(nodes.get(node), pods, workload))
+    volumes, warnings = read_volumes(kube, pods) if workload.attaches is not NO_REFS else (None, ())
+    workload = with_volumes(workload, volumes, namespace)
+    view = PinView(nodes, tuple(found), node_room(nodes.get(node), pods, workload, volumes=volumes))
+    return PinRead(view, workload, volumes, warnings)
 
 
 def check_pin(
@@ -162,7 +180,9 @@ def check_pin(
             # pin --evict: the eviction is to make room on the node. A move evicts the pod being moved, which
             # frees its cards wherever it runs: nothing to warn about.
             warnings.extend(eviction_warnings(evicted_pod, evict_allocation, node))
-    view = pin_view(kube, node, workload)
+    read = pin_view(kube, node, workload, namespace)
+    view, workload = read.view, read.workload
+    warnings.extend(read.warnings)
     pin = pin_verdict(spec, view, workload, evict=evict_allocation)
     evicting = spec.evict_pod or (_name(evicted_pod) if evicted_pod is not None else None)
     if not pin.ok:
@@ -174,7 +194,7 @@ def check_pin(
             raise PinRefused(dataclasses.replace(pin, problems=(kept_off,)), workload.source, evicting)
     else:
         warnings.extend(node_warnings(workload, view.nodes.get(node)))
-    short = None if planned else room_short(workload, node, view.room, evicted_pod)
+    short = None if planned else room_short(workload, node, view.room, evicted_pod, read.volumes)
     if short is not None and evicted_pod is not None:
         raise PinRefused(dataclasses.replace(pin, problems=(short,)), workload.source, evicting)
     if short is not None:

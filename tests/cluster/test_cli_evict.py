@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
@@ -296,6 +297,57 @@ def test_to_node_without_the_cpu_the_replacement_asks_is_refused_before_anything
     assert line.startswith(f"{prefix}{H100}: kube-scheduler: Insufficient cpu (the node has "), line
     assert placements(cluster, namespace) == []
     assert not gone_or_terminating(cluster, namespace, "hungry")
+
+
+def test_to_node_whose_attach_limit_its_volume_would_exceed_is_refused_before_anything_is_written(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """kube-scheduler's NodeVolumeLimits: the pod mounts a CSI volume and the target's CSINode allows its driver no
+    more volume, so the replacement pinned there would stay Pending once the pod is evicted: refused (exit 3), nothing
+    written or evicted; with the flags standing for its cards' request too. Allowed one, the move is checked fine."""
+    driver = f"{namespace}.attach.example.com"
+    api = client.CoreV1Api(cluster.api_client())
+    storage = client.StorageV1Api(cluster.api_client())
+    source = {"driver": driver, "volumeHandle": namespace}
+    volume_spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "csi": source}
+    api.create_persistent_volume({"metadata": {"name": namespace}, "spec": volume_spec})
+    asks = {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}
+    api.create_namespaced_persistent_volume_claim(
+        namespace, {"metadata": {"name": "data"}, "spec": {**asks, "volumeName": namespace}}
+    )
+    limited = {"name": driver, "nodeID": H100, "allocatable": {"count": 0}}
+    storage.create_csi_node({"metadata": {"name": H100}, "spec": {"drivers": [limited]}})
+    try:
+        uuid = card_uuids("gpu-a100-1")[1]
+        mounting = allocated_pod("mounting", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "m"})
+        mounting["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        apply(cluster, mounting)
+        flags = ("--request-memory", "1000", "--request-cores", "10")
+        for extra, prefix in (
+            ((), "pod mounting"),
+            (flags, "pod mounting (its request from --request-memory/--request-cores)"),
+        ):
+            run = plugin(
+                cluster, "evict", "mounting", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", *extra, "--yes"
+            )
+            assert run.code == 3, run.err
+            [line] = run.error_lines
+            assert line.startswith(
+                f"error: {prefix}: node {H100}: kube-scheduler: node(s) exceed max volume count ("
+            ), line
+            assert f"; attachable-volumes-csi-{driver}: 0 left, 1 asked); pick a node with room" in line, line
+        assert placements(cluster, namespace) == []
+        assert not gone_or_terminating(cluster, namespace, "mounting")
+        storage.delete_csi_node(H100)
+        limited["allocatable"] = {"count": 1}
+        storage.create_csi_node({"metadata": {"name": H100}, "spec": {"drivers": [limited]}})
+        run = plugin(
+            cluster, "evict", "mounting", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--dry-run=client"
+        )
+        assert run.code == 0 and "exceed max volume count" not in run.err, run.err
+    finally:
+        storage.delete_csi_node(H100)
+        api.delete_persistent_volume(namespace)
 
 
 def test_to_node_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kubectl_hami_place.core.attach_limits import attach_limits_of
 from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.pin_check import (
+    node_room,
     room_short,
     room_warning,
     with_node_needs,
+    with_volumes,
     workload_from_pod,
     workload_from_request,
 )
 from kubectl_hami_place.core.requests import card_request
+from kubectl_hami_place.core.volumes import Volumes, volumes_of
 
 GIB = 2**30
 
@@ -88,3 +94,66 @@ def test_request_flags_stand_for_the_card_request_alone() -> None:
         Resources(cpu=4000, pods=1, scalars=(("nvidia.com/gpu", 1),)),
     )
     assert room_short(workload, "gpu-1", Resources(cpu=1000, memory=GIB, pods=5)) is not None
+
+
+EBS = "ebs.csi.aws.com"
+ATTACH = f"attachable-volumes-csi-{EBS}"
+
+
+def claiming(name: str, claim: str, node: str = "") -> dict[str, Any]:
+    """A pod asking a card, 1 CPU and mounting the claim `claim`, bound to `node` when given."""
+    pod = template({"cpu": "1"}, node)
+    pod["metadata"]["name"] = name
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return pod
+
+
+def ebs_volumes(limit: int) -> Volumes:
+    """Claims `a`, `b` and `c` of team-a bound to EBS volumes; gpu-1's and gpu-2's CSINodes limit EBS to `limit`."""
+    claims = [{"metadata": {"namespace": "team-a", "name": n}, "spec": {"volumeName": f"pv-{n}"}} for n in "abc"]
+    volumes = [{"metadata": {"name": f"pv-{n}"}, "spec": {"csi": {"driver": EBS, "volumeHandle": n}}} for n in "abc"]
+    drivers = [{"name": EBS, "allocatable": {"count": limit}}]
+    csi_nodes = [{"metadata": {"name": node}, "spec": {"drivers": drivers}} for node in ("gpu-1", "gpu-2")]
+    return volumes_of(claims, volumes, attach=attach_limits_of(csi_nodes, []))
+
+
+NODE = {
+    "metadata": {"name": "gpu-1"},
+    "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+}
+
+
+@pytest.mark.parametrize(("limit", "short"), [(1, True), (2, False)])
+def test_a_pin_whose_volume_would_take_the_node_over_its_attach_limit_is_short(limit: int, short: bool) -> None:
+    """The pod mounts claim `a`; gpu-1 runs a pod mounting `b` (and one on gpu-2 mounting `c`, not counted there):
+    with an EBS limit of 1 the node has no room for a second volume, in kube-scheduler's words."""
+    volumes = ebs_volumes(limit)
+    workload = with_volumes(workload_from_pod(claiming("x", "a"), "pod x"), volumes, "team-a")
+    assert workload.needs is not None and workload.needs.scalar(ATTACH) == 1
+    pods = [claiming("there", "b", "gpu-1"), claiming("away", "c", "gpu-2")]
+    room = node_room(NODE, pods, workload, volumes=volumes)
+    assert room is not None and room.scalar(ATTACH) == limit - 1
+    found = room_short(workload, "gpu-1", room, volumes=volumes)
+    assert (found is not None) is short
+    if found is not None:
+        assert found.message.startswith("node gpu-1: kube-scheduler: node(s) exceed max volume count ("), found
+        assert found.message.endswith(f"; {ATTACH}: 0 left, 1 asked)"), found
+        assert room_short(workload, "gpu-1", room, pods[0], volumes) is None, "evicting the pod there frees its volume"
+        assert room_short(workload, "gpu-1", room, pods[0]) is not None, "its volume is freed only when counted"
+
+
+def test_a_pin_is_judged_without_attach_counts_when_the_limits_were_not_read_or_it_attaches_nothing() -> None:
+    """No limits read, or the pod mounts no claim: the node's room is its CPU, memory and pods alone."""
+    unread = with_volumes(workload_from_pod(claiming("x", "a"), "pod x"), volumes_of([], []), "team-a")
+    assert unread.needs is not None and unread.needs.scalar(ATTACH) == 0
+    plain = with_volumes(workload_from_pod(template({"cpu": "1"}), "pod x"), ebs_volumes(0), "team-a")
+    assert plain.needs is not None and plain.needs.scalar(ATTACH) == 0
+    room = node_room(NODE, [claiming("there", "b", "gpu-1")], plain, volumes=ebs_volumes(0))
+    assert room is not None and ATTACH not in dict(room.scalars)
+
+
+def test_request_flags_keep_the_volumes_the_pod_attaches() -> None:
+    """`evict --to-node --request-memory`: the pod's volumes still count against the target's attach limit."""
+    from_pod = workload_from_pod(claiming("x", "a"), "pod x", template=True)
+    flags = workload_from_request(card_request(1, 2048), "--request-memory/--request-cores", own_memory=True)
+    assert with_node_needs(flags, from_pod).attaches == from_pod.attaches != flags.attaches

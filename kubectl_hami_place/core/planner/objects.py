@@ -9,21 +9,12 @@ gets a warning for it.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from kubectl_hami_place.core.attach_limits import (
-    NO_REFS,
-    AttachLimits,
-    attach_allocatable,
-    attach_needs,
-    bound_volumes,
-    unclaimed_attachments,
-)
 from kubectl_hami_place.core.cards import PAIR_SCORE_ANNOTATION, pair_scores
 from kubectl_hami_place.core.cluster_info import cluster_info, counted_allocation
 from kubectl_hami_place.core.errors import ModelError, RequestError
@@ -33,10 +24,12 @@ from kubectl_hami_place.core.node_resources import (
     NOTHING,
     CountedPod,
     Resources,
+    attach_rooms,
     bound_pods,
     counted_scalars,
     node_remainders,
     pod_resources,
+    with_attach_needs,
 )
 from kubectl_hami_place.core.node_selection import NodeMarks, node_marks, reachable, required_terms
 from kubectl_hami_place.core.placement import time_or_none
@@ -103,13 +96,13 @@ def snapshot_from_objects(
     attached = attach.counted if attach is not None else frozenset()
     counted = bound_pods(pods)
     if attached and volumes is not None:
-        counted = [_with_attach_needs(pod, volumes, attached) for pod in counted]
-        others = [_with_attach_needs(pod, volumes, attached) for pod in others]
+        counted = [with_attach_needs(pod, volumes, attached) for pod in counted]
+        others = [with_attach_needs(pod, volumes, attached) for pod in others]
     bound = (*counted, *others)
     scalars = counted_scalars(nodes, config.resource_names) | attached
     rooms, room_warnings = node_remainders(nodes, (), bound, scalars)
     if attach is not None and volumes is not None and attached:
-        rooms = _attach_rooms(rooms, bound, attach, volumes)
+        rooms = attach_rooms(rooms, bound, attach, volumes)
     asked = {(pod.namespace, pod.name): pod.needs for pod in counted}
     plan_nodes = tuple(
         PlanNode(
@@ -180,36 +173,6 @@ def snapshot_from_objects(
     holders = tuple(PortHolder(pod.namespace, pod.name, pod.node, pod.ports) for pod in bound if pod.ports)
     snapshot = Snapshot(plan_nodes, tuple(plan_pods), allowed, repellers, holders, scalars)
     return snapshot, tuple(warnings)
-
-
-def _with_attach_needs(pod: CountedPod, volumes: Volumes, counted: frozenset[str]) -> CountedPod:
-    """The pod with what its volumes ask of its node's attach counts added to its needs (unread needs stay so)."""
-    if pod.attaches is NO_REFS or not isinstance(pod.needs, Resources):
-        return pod
-    asked = attach_needs(pod.attaches, pod.namespace, volumes, counted)
-    if not asked:
-        return pod
-    return pod._replace(needs=pod.needs + Resources(scalars=asked))
-
-
-def _attach_rooms(
-    rooms: Mapping[str, Resources], bound: Iterable[CountedPod], attach: AttachLimits, volumes: Volumes
-) -> dict[str, Resources]:
-    """The rooms with each node's attach limits added (its pods' counts were taken with their needs) and the
-    VolumeAttachments to it of volumes none of its pods uses taken away."""
-    counted = attach.counted
-    used: dict[str, set[str]] = defaultdict(set)
-    if attach.attachments:
-        for pod in bound:
-            if pod.attaches is not NO_REFS:
-                used[pod.node].update(bound_volumes(pod.attaches, pod.namespace, volumes))
-    lingering = unclaimed_attachments(attach.attachments, used, volumes, counted)
-    return {
-        node: room
-        + Resources(scalars=attach_allocatable(attach.limits.get(node, {}), counted))
-        - Resources(scalars=lingering.get(node, ()))
-        for node, room in rooms.items()
-    }
 
 
 def _pair_scores(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:

@@ -7,7 +7,9 @@ started before it; pod-level `spec.resources.requests` replace the containers' w
 A node holds its allocatable less what every pod bound to it and not yet finished asks. The scalar resources
 (extended resources such as `rdma/hca`, hugepages, ephemeral storage) are counted by name as kube-scheduler counts
 them, those some node advertises (`counted_scalars`) and not HAMi's own (its cards are the planner's own count, and
-its chart has kube-scheduler ignore them): a node that does not advertise one has none of it.
+its chart has kube-scheduler ignore them): a node that does not advertise one has none of it. The attach counts of
+NodeVolumeLimits (`attach_limits`) ride in the same scalars: `with_attach_needs` adds a pod's, `attach_rooms` a
+node's limits and lingering attachments.
 """
 
 from __future__ import annotations

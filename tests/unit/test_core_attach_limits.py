@@ -17,7 +17,9 @@ from kubectl_hami_place.core.attach_limits import (
     attach_needs,
     attach_refs,
     attachment_of,
+    bound_volumes,
     csi_node_limits,
+    unclaimed_attachments,
 )
 from kubectl_hami_place.core.defrag.triggers import pending_pod
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
@@ -290,3 +292,60 @@ def test_a_node_short_of_cpu_too_is_named_for_node_resources_fit_which_filters_f
         "NodeResourcesFit",
         "kube-scheduler: Insufficient cpu, node(s) exceed max volume count",
     )
+
+
+def test_lingering_attachments_count_once_each_and_only_of_csi_volumes_no_pod_there_uses() -> None:
+    """Two attachments to c of volumes no pod uses count 2 (the first passed over does not end the count); one of an
+    in-tree volume, of a volume not found, of a volume a's pod uses, or of a driver no node limits count nothing;
+    a node with no pod that attaches a volume counts its own."""
+    volumes = volumes_of(
+        [claim("data", "pv-data"), claim("gone")],
+        [
+            csi_volume("pv-data"),
+            csi_volume("pv-1"),
+            csi_volume("pv-2"),
+            csi_volume("pv-x", "other.example.com"),
+            {"metadata": {"name": "pv-tree"}, "spec": {"awsElasticBlockStore": {"volumeID": "v"}}},
+        ],
+    )
+    linger = [
+        Attachment("c", "pv-tree", DRIVER),
+        Attachment("c", "pv-1", DRIVER),
+        Attachment("c", "pv-missing", DRIVER),
+        Attachment("c", "pv-2", DRIVER),
+        Attachment("c", "pv-x", "other.example.com"),
+        Attachment("a", "pv-data", DRIVER),
+        Attachment("b", "pv-1", DRIVER),
+    ]
+    used = {"a": bound_volumes(AttachRefs(("data", "gone")), "ns", volumes)}
+    assert used == {"a": frozenset({"pv-data"})}
+    found = unclaimed_attachments(linger, used, volumes, frozenset({SCALAR}))
+    assert found == {"c": ((SCALAR, 2),), "b": ((SCALAR, 1),)}
+
+
+def test_a_pods_claims_inline_disks_and_ephemeral_volumes_all_count() -> None:
+    """A claim and an ephemeral volume's claim beside it, and an inline EBS disk: three volumes (the ephemeral one
+    the more of its own claim's and its replacement's); anything in the volume list that is not a volume is passed
+    over, and a claim named by no string is not read."""
+    spec = {
+        "volumes": [
+            "not a volume",
+            {"name": "bad", "persistentVolumeClaim": {"claimName": 5}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}},
+            {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}},
+        ]
+    }
+    refs = attach_refs(spec, "p")
+    assert refs == AttachRefs(("data",), ("p-scratch",), ("gp3",), (DRIVER,))
+    read = volumes_of(
+        [claim("data", "pv-data"), claim("p-scratch", "pv-e")], [csi_volume("pv-data"), csi_volume("pv-e")]
+    )
+    assert attach_needs(refs, "ns", read, frozenset({SCALAR})) == ((SCALAR, 3),)
+
+
+def test_an_unbound_claim_counts_nothing_when_the_classes_were_not_read() -> None:
+    """Without the StorageClasses no provisioner is known: kube-scheduler would not count such a claim either."""
+    read = volumes_of([{"metadata": {"namespace": "ns", "name": "new"}, "spec": {"storageClassName": "gp2"}}], [])
+    assert read.classes is None
+    assert attach_needs(AttachRefs(("new",)), "ns", read, frozenset({SCALAR})) == ()

@@ -72,7 +72,8 @@ def snapshot_from_objects(
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot and the warnings about objects left out of it; `others` are bound pods besides `pods` whose CPU,
     memory and pod count their nodes' rooms count (the server's watch of other schedulers' pods), `volumes` the
-    claims and volumes read (None: not read, and a pod that claims one stays on its node), `namespace_labels` the
+    claims and volumes read (None: not read, and a pod that claims one stays on its node; their CSI attach limits,
+    when read, count in the rooms and the pods' needs), `namespace_labels` the
     namespaces' labels (None: not read, and a pod whose own pod affinity term has a namespaceSelector that names
     labels stays on its node), `allocations` those the caller decoded already, by namespace and name, each with the
     very pod object it was decoded from (the server's cache decodes each stored version once): a pod given as another

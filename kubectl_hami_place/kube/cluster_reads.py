@@ -124,14 +124,12 @@ def list_volumes(kube: Kube) -> list[dict[str, Any]]:
 
 def list_storage_classes(kube: Kube) -> list[dict[str, Any]]:
     """Every StorageClass: whether a claim not bound yet waits for its pod, and where its class may provision."""
-    path = "/apis/storage.k8s.io/v1/storageclasses"
-    return list_items(request(kube, _get(kube, path), what="list storageclasses.storage.k8s.io"))
+    return _list_storage(kube, "storageclasses")
 
 
 def list_csi_drivers(kube: Kube) -> list[dict[str, Any]]:
     """Every CSIDriver: which drivers ask kube-scheduler to check their storage capacity."""
-    path = "/apis/storage.k8s.io/v1/csidrivers"
-    return list_items(request(kube, _get(kube, path), what="list csidrivers.storage.k8s.io"))
+    return _list_storage(kube, "csidrivers")
 
 
 def list_storage_capacities(kube: Kube) -> list[dict[str, Any]]:
@@ -144,14 +142,18 @@ def list_storage_capacities(kube: Kube) -> list[dict[str, Any]]:
 
 def list_csi_nodes(kube: Kube) -> list[dict[str, Any]]:
     """Every CSINode: how many volumes of each CSI driver its node may attach."""
-    path = "/apis/storage.k8s.io/v1/csinodes"
-    return list_items(request(kube, _get(kube, path), what="list csinodes.storage.k8s.io"))
+    return _list_storage(kube, "csinodes")
 
 
 def list_volume_attachments(kube: Kube) -> list[dict[str, Any]]:
     """Every VolumeAttachment: the volumes attached to each node, which count toward its drivers' attach limits."""
-    path = "/apis/storage.k8s.io/v1/volumeattachments"
-    return list_items(request(kube, _get(kube, path), what="list volumeattachments.storage.k8s.io"))
+    return _list_storage(kube, "volumeattachments")
+
+
+def _list_storage(kube: Kube, resource: str) -> list[dict[str, Any]]:
+    """Every object of a cluster-scoped storage.k8s.io resource."""
+    path = f"/apis/storage.k8s.io/v1/{resource}"
+    return list_items(request(kube, _get(kube, path), what=f"list {resource}.storage.k8s.io"))
 
 
 def list_namespaces(kube: Kube) -> list[dict[str, Any]]:

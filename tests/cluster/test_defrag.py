@@ -1209,23 +1209,23 @@ def waiting_class(cluster: Sandbox, namespace: str, provisioner: str = "kubernet
 def local_volume(cluster: Sandbox, namespace: str, name: str, *nodes: str) -> dict[str, Any]:
     """A claim bound to a local volume reached from `nodes`; returns the pod volume that mounts it."""
     local_pv(cluster, f"{namespace}-{name}", nodes)
-    api = client.CoreV1Api(cluster.api_client())
-    claim = {"metadata": {"name": name}, "spec": claim_asks("", volumeName=f"{namespace}-{name}")}
-    api.create_namespaced_persistent_volume_claim(namespace, claim)
-    wait_for(
-        lambda: api.read_namespaced_persistent_volume_claim(name, namespace).status.phase == "Bound",
-        f"claim {name} to bind",
-    )
-    return {"name": name, "persistentVolumeClaim": {"claimName": name}}
+    return bound_claim(cluster, namespace, name)
 
 
 def csi_claim(cluster: Sandbox, namespace: str, name: str, driver: str) -> dict[str, Any]:
     """A claim bound to a 1 GiB volume `driver` attaches, reached from any node; returns the pod volume that mounts
     it."""
-    api = client.CoreV1Api(cluster.api_client())
     source = {"driver": driver, "volumeHandle": f"{namespace}-{name}"}
     volume_spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "csi": source}
-    api.create_persistent_volume({"metadata": {"name": f"{namespace}-{name}"}, "spec": {**volume_spec}})
+    client.CoreV1Api(cluster.api_client()).create_persistent_volume(
+        {"metadata": {"name": f"{namespace}-{name}"}, "spec": volume_spec}
+    )
+    return bound_claim(cluster, namespace, name)
+
+
+def bound_claim(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
+    """The claim `name` of the volume `<namespace>-<name>`, once bound; returns the pod volume that mounts it."""
+    api = client.CoreV1Api(cluster.api_client())
     claim = {"metadata": {"name": name}, "spec": claim_asks("", volumeName=f"{namespace}-{name}")}
     api.create_namespaced_persistent_volume_claim(namespace, claim)
     wait_for(
@@ -1420,21 +1420,27 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
 def unread_without_claims(cluster: Sandbox, namespace: str, tag: str) -> None:
     """A user who may not list claims, then one who may but not CSINodes: the big pod's volume is not read, and `why`
     says so and what it leaves unread."""
-    _, words = plugin_as(cluster, f"planner-{tag}", READS_BUT_VOLUMES, "why", "big", "-n", namespace)
-    assert (
-        "warning: cannot read claims and volumes (forbidden: persistentvolumeclaims is forbidden: User "
-        f'"planner-{tag}" cannot list resource "persistentvolumeclaims" in API group "" at the cluster scope); '
-        "pods that claim a volume stay on their nodes"
-    ) in words, words
     unread = "1 node(s) didn't match PersistentVolume's node affinity"
-    assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
-    _, words = plugin_as(cluster, f"planner-{tag}-limits", READS_BUT_LIMITS, "why", "big", "-n", namespace)
-    assert (
-        "warning: cannot read CSI nodes and volume attachments (forbidden: csinodes.storage.k8s.io is forbidden: User "
-        f'"planner-{tag}-limits" cannot list resource "csinodes" in API group "storage.k8s.io" at the cluster scope); '
-        "CSI attach limits stay unread: pods that claim a volume stay on their nodes"
-    ) in words, words
-    assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
+    stays = "pods that claim a volume stay on their nodes"
+    cannot = (
+        (f"planner-{tag}", READS_BUT_VOLUMES, "claims and volumes", "persistentvolumeclaims", "", stays),
+        (
+            f"planner-{tag}-limits",
+            READS_BUT_LIMITS,
+            "CSI nodes and volume attachments",
+            "csinodes",
+            "storage.k8s.io",
+            f"CSI attach limits stay unread: {stays}",
+        ),
+    )
+    for user, rules, read, resource, group, without in cannot:
+        _, words = plugin_as(cluster, user, rules, "why", "big", "-n", namespace)
+        forbidden = f"{resource}.{group}" if group else resource
+        assert (
+            f'warning: cannot read {read} (forbidden: {forbidden} is forbidden: User "{user}" cannot list resource '
+            f'"{resource}" in API group "{group}" at the cluster scope); {without}'
+        ) in words, words
+        assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
 
 
 READS_BUT_VOLUMES = [

@@ -250,6 +250,11 @@ def test_no_move_takes_a_pod_where_its_volume_does_not_reach(
     assert moving + why in result.reasons, result.reasons
 
 
+def unschedulable(message: str) -> list[dict[str, str]]:
+    """A Pending pod's conditions after kube-scheduler refused it with `message`."""
+    return [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
+
+
 def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:
     """Its volume reaches b and c: room is made on b, a's refusal is read and `why` names the volume; an unbound
     claim leaves the refusal unread."""
@@ -258,15 +263,10 @@ def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is
     pods[1]["metadata"]["annotations"].pop(DO_NOT_MOVE)
     big = whole_card()
     big["spec"] |= mounting("model")
-    big["status"]["conditions"] = [
-        {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": "0/3 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, "
-            "2 1/1 CardInsufficientMemory.",
-        }
-    ]
+    big["status"]["conditions"] = unschedulable(
+        "0/3 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, "
+        "2 1/1 CardInsufficientMemory."
+    )
     volumes = volumes_of([claim("model", "pv")], [local("pv", "b", "c")])
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
     found = pending_pod(big, node_marks(nodes), HAMI_DEFAULTS, pods, snapshot, volumes=volumes)

@@ -10,21 +10,27 @@ Three readings of the same objects, in one process, interleaved: the volumes rea
 tree before this one planned with), with the limits, and with the tight limits. For each: the snapshot's CPU seconds
 (best of --runs) and each rescue's plan CPU seconds (median / max), the cyclic collector paused as the server's
 controller plans, the plans found and their moves, and the moves of replicas that claim a volume to another node.
+First, the bytes the server's controller keeps a VolumeAttachment and a CSINode by.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import statistics
 import sys
 import time
+import tracemalloc
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import orjson
 
 from bench.pod_terms import cluster
 from kubectl_hami_place.core.attach_limits import attach_limits_of
@@ -34,6 +40,7 @@ from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FitGoal, Limits, plan
 from kubectl_hami_place.core.planner.objects import keep_counted_on_node, snapshot_from_objects
 from kubectl_hami_place.core.volumes import Volumes, volumes_of
+from webhook.cache import project_csi_node, project_volume_attachment
 
 DRIVER = "ebs.csi.aws.com"
 
@@ -52,14 +59,15 @@ def with_volumes(
         if not every or index % every:
             continue
         name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        # named as the provisioner and the attach-detach controller name them (pvc-<uid>, csi-<sha256>)
+        volume = f"pvc-{uuid.uuid5(uuid.NAMESPACE_DNS, name)}"
+        attachment_name = "csi-" + hashlib.sha256(f"{volume}{DRIVER}{node}".encode()).hexdigest()
         pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{name}"}}]
-        claims.append(
-            {"metadata": {"namespace": "bench", "name": f"data-{name}"}, "spec": {"volumeName": f"pv-{name}"}}
-        )
-        volumes.append({"metadata": {"name": f"pv-{name}"}, "spec": {"csi": {"driver": DRIVER, "volumeHandle": name}}})
-        source = {"persistentVolumeName": f"pv-{name}"}
+        claims.append({"metadata": {"namespace": "bench", "name": f"data-{name}"}, "spec": {"volumeName": volume}})
+        volumes.append({"metadata": {"name": volume}, "spec": {"csi": {"driver": DRIVER, "volumeHandle": name}}})
+        source = {"persistentVolumeName": volume}
         attachments.append(
-            {"metadata": {"name": f"va-{name}"}, "spec": {"attacher": DRIVER, "nodeName": node, "source": source}}
+            {"metadata": {"name": attachment_name}, "spec": {"attacher": DRIVER, "nodeName": node, "source": source}}
         )
         held[node] += 1
     names = [n["metadata"]["name"] for n in objects["nodes"]]
@@ -111,6 +119,21 @@ def reading(objects: dict[str, Any], volumes: Volumes, runs: int) -> dict[str, A
     }
 
 
+def kept_bytes(attachments: list[dict[str, Any]], csi_nodes: list[dict[str, Any]]) -> tuple[float, float]:
+    """What the server's controller keeps a VolumeAttachment and a CSINode by (its watch's projections), in bytes, of
+    objects decoded one by one as watch events bring them."""
+    objects = [orjson.dumps(attachment) for attachment in attachments], [orjson.dumps(node) for node in csi_nodes]
+    gc.collect()
+    tracemalloc.start()
+    kept = [project_volume_attachment(orjson.loads(raw)) for raw in objects[0]]
+    attached = tracemalloc.get_traced_memory()[0]
+    kept_nodes = [project_csi_node(orjson.loads(raw)) for raw in objects[1]]
+    both = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(kept) + len(kept_nodes) == sum(map(len, objects))
+    return attached / len(kept), (both - attached) / len(kept_nodes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1213)
@@ -129,6 +152,8 @@ def main() -> None:
         f"EBS limit {args.limit} a node": volumes_of(claims, volumes, attach=attach_limits_of(limited, attachments)),
         "EBS limit = each node's own count": volumes_of(claims, volumes, attach=attach_limits_of(tight, attachments)),
     }
+    per_attachment, per_node = kept_bytes(attachments, limited)
+    print(f"the server keeps {per_attachment:.0f} B a VolumeAttachment and {per_node:.0f} B a CSINode")
     print(
         f"{args.nodes} nodes, {len(objects['pods'])} replicas, {len(claims)} claiming an EBS volume, "
         f"{len(objects['pending'])} rescues of a whole card within 8 moves; CPU seconds, collector paused"

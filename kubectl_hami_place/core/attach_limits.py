@@ -12,6 +12,7 @@ would allow.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ def csi_node_limits(csi_node: Mapping[str, Any]) -> tuple[str, Mapping[str, int]
     return str(metadata.get("name", "")), limits
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Attachment:
     """A VolumeAttachment as `getNodeVolumeAttachmentInfo` reads it: its node, the PersistentVolume attached and the
     driver attaching it."""
@@ -82,13 +83,14 @@ class Attachment:
 
 
 def attachment_of(attachment: Mapping[str, Any]) -> Attachment | None:
-    """A VolumeAttachment object; None when it names no attacher or no PersistentVolume (kube-scheduler skips it)."""
+    """A VolumeAttachment object; None when it names no attacher or no PersistentVolume (kube-scheduler skips it).
+    Its node's and driver's names are shared with every other attachment's (the server keeps one per volume)."""
     spec = as_mapping(attachment.get("spec"))
     driver, node = spec.get("attacher"), spec.get("nodeName")
     volume = as_mapping(spec.get("source")).get("persistentVolumeName")
     if not (isinstance(driver, str) and driver and isinstance(volume, str) and volume and isinstance(node, str)):
         return None
-    return Attachment(node, volume, driver)
+    return Attachment(sys.intern(node), volume, sys.intern(driver))
 
 
 @dataclass(frozen=True)

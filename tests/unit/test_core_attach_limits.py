@@ -344,3 +344,21 @@ def test_an_unbound_claim_counts_nothing_when_the_classes_were_not_read() -> Non
     read = volumes_of([{"metadata": {"namespace": "ns", "name": "new"}, "spec": {"storageClassName": "gp2"}}], [])
     assert read.classes is None
     assert attach_needs(AttachRefs(("new",)), "ns", read, frozenset({SCALAR})) == ()
+
+
+def test_a_pods_own_ephemeral_claim_is_read_by_its_name_and_unread_requests_leave_its_node_full() -> None:
+    """A placed pod's ephemeral volume's claim is `<pod>-<volume>`, bound here to an EBS volume, while the template's
+    class is unknown: the pod counts that volume. A pod whose requests cannot be read leaves its node counted full,
+    its volumes with it, and the snapshot is still read."""
+    read = volumes_of([claim("p-scratch", "pv-e")], [csi_volume("pv-e")])
+    scratch = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "nope"}}}}
+    placed = counted_pod(
+        {"metadata": {"namespace": "ns", "name": "p"}, "spec": {"nodeName": "a", "volumes": [scratch]}}
+    )
+    assert attach_needs(placed.attaches, "ns", read, frozenset({SCALAR})) == ((SCALAR, 1),)
+    nodes, pods, volumes = limited_cluster({"b": 4})
+    pods[1]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    snapshot, warnings = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
+    room = {node.name: node.room for node in snapshot.nodes}["b"]
+    assert room is not None and (room.cpu, room.memory, room.pods) == (0, 0, 0)
+    assert any("node b is counted as having no CPU or memory left" in warning for warning in warnings), warnings

@@ -249,6 +249,8 @@ def workload_from_pod(
     )
 
 
+UNCHECKED_LIMITS = "the node's CSI attach limits are not checked for the pod's volumes"
+"""What a pin's check leaves out when it may not read the claims and volumes or the CSINodes and VolumeAttachments."""
 SCHEDULING = ("nodeSelector", "affinity", "tolerations")
 """The parts of a pod's spec `kept_off_node` reads."""
 

@@ -25,6 +25,7 @@ from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.pin_check import (
+    UNCHECKED_LIMITS,
     PinView,
     Workload,
     eviction_warnings,
@@ -76,8 +77,8 @@ from kubectl_hami_place.kube.errors import (
 )
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.move_values import Checked, Replacement, RolledBack, Stage
+from kubectl_hami_place.kube.snapshot import Unread, read_volumes, snapshot_of
 from kubectl_hami_place.kube.snapshot import read_snapshot as read_plan_snapshot
-from kubectl_hami_place.kube.snapshot import read_volumes, snapshot_of
 
 STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 ACK_POLL_SECONDS = 0.2
@@ -116,6 +117,15 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
 
 
+PIN_UNREAD = Unread(
+    claims=UNCHECKED_LIMITS,
+    limits=UNCHECKED_LIMITS,
+    classes="a claim of the pod not bound yet is not counted toward the node's CSI attach limits",
+    capacities="the pin's check reads none",
+)
+"""What a pin's check leaves unread without each storage list."""
+
+
 @dataclass(frozen=True)
 class PinRead:
     """What a pin is checked against, and the workload as it asks of its node: with what its CSI volumes ask of the
@@ -144,7 +154,7 @@ def pin_view(kube: Kube, node: str, workload: Workload, namespace: str) -> PinRe
             continue
         if allocation is not None:
             found.append(allocation)
-    volumes, warnings = read_volumes(kube, pods) if workload.attaches is not NO_REFS else (None, ())
+    volumes, warnings = read_volumes(kube, pods, PIN_UNREAD) if workload.attaches is not NO_REFS else (None, ())
     workload = with_volumes(workload, volumes, namespace)
     view = PinView(nodes, tuple(found), node_room(nodes.get(node), pods, workload, volumes=volumes))
     return PinRead(view, workload, volumes, warnings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubectl_hami_place.core.attach_limits import UNREAD_LIMITS, attach_limits_of
 from kubectl_hami_place.core.defrag.triggers import PendingPod, pending_pod
@@ -93,35 +93,49 @@ def read_snapshot(kube: Kube, hami_config: str = "", gpu_scheduler_policy: str =
     )
 
 
-def read_volumes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> tuple[Volumes | None, tuple[str, ...]]:
+class Unread(NamedTuple):
+    """What a reader leaves unread without the claims and volumes, the CSINodes and VolumeAttachments, the
+    StorageClasses and CSIDrivers, and the CSIStorageCapacities, in its own words."""
+
+    claims: str = UNREAD_CLAIMS
+    limits: str = UNREAD_LIMITS
+    classes: str = UNREAD_CLASSES
+    capacities: str = UNREAD_CAPACITIES
+
+
+PLAN_UNREAD = Unread()
+"""What a plan leaves unread without each storage list."""
+
+
+def read_volumes(
+    kube: Kube, pods: Iterable[Mapping[str, Any]], unread: Unread = PLAN_UNREAD
+) -> tuple[Volumes | None, tuple[str, ...]]:
     """The claims and volumes, when a pod claims one (None otherwise), with the CSI attach limits, and the
     StorageClasses, CSI drivers and CSIStorageCapacities when a claim is not bound yet; and the warning when they may
-    not be read: its pods then stay on their nodes, as they would without them, and a claim not bound yet stays
-    unread."""
+    not be read, saying what is left `unread` (a plan's pods stay on their nodes, as they would without them, and a
+    claim not bound yet stays unread)."""
     if not any(claims_volume(as_mapping(pod.get("spec"))) for pod in pods):
         return None, ()
     try:
         claims, volumes = list_volume_claims(kube), list_volumes(kube)
     except KubeForbidden as err:
-        return None, (f"cannot read claims and volumes ({err}); {UNREAD_CLAIMS}",)
+        return None, (f"cannot read claims and volumes ({err}); {unread.claims}",)
     try:
         attach = attach_limits_of(list_csi_nodes(kube), list_volume_attachments(kube))
     except KubeForbidden as err:
-        return None, (f"cannot read CSI nodes and volume attachments ({err}); {UNREAD_LIMITS}",)
+        return None, (f"cannot read CSI nodes and volume attachments ({err}); {unread.limits}",)
     if not waits_unbound(claims):
         return volumes_of(claims, volumes, attach=attach), ()
     try:
         classes, drivers = list_storage_classes(kube), list_csi_drivers(kube)
     except KubeForbidden as err:
-        return volumes_of(claims, volumes, attach=attach), (
-            f"cannot read storage classes and CSI drivers ({err}); {UNREAD_CLASSES}",
-        )
+        said = f"cannot read storage classes and CSI drivers ({err}); {unread.classes}"
+        return volumes_of(claims, volumes, attach=attach), (said,)
     try:
         return volumes_of(claims, volumes, classes, drivers, list_storage_capacities(kube), attach=attach), ()
     except KubeForbidden as err:
-        return volumes_of(claims, volumes, classes, drivers, attach=attach), (
-            f"cannot read CSI storage capacities ({err}); {UNREAD_CAPACITIES}",
-        )
+        said = f"cannot read CSI storage capacities ({err}); {unread.capacities}"
+        return volumes_of(claims, volumes, classes, drivers, attach=attach), (said,)
 
 
 def read_namespace_labels(

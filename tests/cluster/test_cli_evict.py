@@ -5,12 +5,14 @@ Uses gpu-h100-0's gpu-6 as the target card, which no other plugin test fills.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.refs import parse_card_ref
@@ -21,6 +23,7 @@ from kubectl_hami_place.kube.errors import PodReplaced
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
+from tests.cluster.test_defrag import READS_BUT_LIMITS, plugin_as
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -304,7 +307,8 @@ def test_to_node_whose_attach_limit_its_volume_would_exceed_is_refused_before_an
 ) -> None:
     """kube-scheduler's NodeVolumeLimits: the pod mounts a CSI volume and the target's CSINode allows its driver no
     more volume, so the replacement pinned there would stay Pending once the pod is evicted: refused (exit 3), nothing
-    written or evicted; with the flags standing for its cards' request too. Allowed one, the move is checked fine."""
+    written or evicted; with the flags standing for its cards' request too. Allowed one, the move is checked fine; by a
+    user who may not list CSINodes, it is checked without them and says so."""
     driver = f"{namespace}.attach.example.com"
     api = client.CoreV1Api(cluster.api_client())
     storage = client.StorageV1Api(cluster.api_client())
@@ -345,9 +349,22 @@ def test_to_node_whose_attach_limit_its_volume_would_exceed_is_refused_before_an
             cluster, "evict", "mounting", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--dry-run=client"
         )
         assert run.code == 0 and "exceed max volume count" not in run.err, run.err
+        user = f"evicter-{namespace}"
+        placements_read = {"apiGroups": [GROUP], "resources": ["hamipodplacements"], "verbs": ["get", "list"]}
+        args = ("evict", "mounting", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--dry-run=client")
+        _, words = plugin_as(cluster, user, [*READS_BUT_LIMITS, placements_read], *args)
+        assert (
+            "warning: cannot read CSI nodes and volume attachments (forbidden: csinodes.storage.k8s.io is forbidden: "
+            f'User "{user}" cannot list resource "csinodes" in API group "storage.k8s.io" at the cluster scope); the '
+            "node's CSI attach limits are not checked for the pod's volumes"
+        ) in words, words
     finally:
         storage.delete_csi_node(H100)
         api.delete_persistent_volume(namespace)
+        rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+            with contextlib.suppress(client.ApiException):
+                delete(f"evicter-{namespace}")
 
 
 def test_to_node_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(

@@ -16,6 +16,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kubectl_hami_place.core.fields import as_mapping
@@ -178,9 +179,10 @@ class AttachLimits:
     limits: Mapping[str, Mapping[str, int]]
     attachments: tuple[Attachment, ...] = ()
 
-    @property
+    @cached_property
     def counted(self) -> frozenset[str]:
-        """The scalars of every driver some node limits: the only ones counted."""
+        """The scalars of every driver some node limits: the only ones counted (worked out once; a snapshot and a pin's
+        check ask it several times)."""
         return frozenset(scalar_of(driver) for limited in self.limits.values() for driver in limited)
 
 

@@ -28,7 +28,6 @@ import urllib3
 import yaml
 from kubernetes import client, watch
 
-from kubectl_hami_place.core.attach_limits import UNREAD_LIMITS
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
@@ -334,13 +333,13 @@ def test_dry_run_moves_nothing_and_names_the_moves(
 
 UNREAD_WITHOUT = {
     "csidrivers": "where a claim not bound yet may bind stays unread",
-    "csinodes": UNREAD_LIMITS,
+    "csinodes": "CSI attach limits stay unread: pods that claim a volume stay on their nodes",
     "csistoragecapacities": "where a capacity-checking driver may provision stays unread",
     "namespaces": "pods whose pod affinity picks namespaces by label stay on their nodes",
     "persistentvolumeclaims": "pods that claim a volume stay on their nodes",
     "persistentvolumes": "pods that claim a volume stay on their nodes",
     "storageclasses": "where a claim not bound yet may bind stays unread",
-    "volumeattachments": UNREAD_LIMITS,
+    "volumeattachments": "CSI attach limits stay unread: pods that claim a volume stay on their nodes",
 }
 """The watches a plan goes on without, and what it then leaves unread."""
 

@@ -54,7 +54,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from kubectl_hami_place.core.attach_limits import UNREAD_LIMITS, parsed_attach_limits
+from kubectl_hami_place.core.attach_limits import parsed_attach_limits
 from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
@@ -105,11 +105,13 @@ from kubectl_hami_place.core.defrag.runs import (
 )
 from kubectl_hami_place.core.defrag.seal import move_sealed, refusal, refused_by
 from kubectl_hami_place.core.defrag.triggers import pending_pod, pod_priority, rescue_candidates, room_goal, room_of
+from kubectl_hami_place.core.defrag.watches import forbidden_watch_words, forbidden_watches_value, goes_without
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS
 from kubectl_hami_place.core.names import (
+    DEFRAG_FORBIDDEN_WATCHES_ANNOTATION,
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
@@ -132,9 +134,9 @@ from kubectl_hami_place.core.planner.apply import (
     stranded_replacement,
 )
 from kubectl_hami_place.core.planner.objects import pod_for_plan
-from kubectl_hami_place.core.pod_affinity import UNREAD_NAMESPACES, namespace_labels_of
+from kubectl_hami_place.core.pod_affinity import namespace_labels_of
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
-from kubectl_hami_place.core.volumes import UNREAD_CAPACITIES, UNREAD_CLAIMS, UNREAD_CLASSES, Volumes, parsed_volumes
+from kubectl_hami_place.core.volumes import Volumes, parsed_volumes
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements
 from kubectl_hami_place.kube.claims import StaleWrite, write_status
 from kubectl_hami_place.kube.client import Kube
@@ -292,6 +294,7 @@ class DefragController:
             options.identity,
             times=options.lease,
             on_change=self._leading,
+            annotations=self._lease_annotations,
         )
         self.policy_map = config_map_reflector(kube.api, options.policy_namespace, options.policy_name)
         self.failures = failed_scheduling_reflector(kube.api, project=project_failed_scheduling)
@@ -315,18 +318,6 @@ class DefragController:
         # Namespaces' labels: the namespaces a pod affinity term's namespaceSelector picks (a plan without them keeps
         # a pod whose term has one that names labels on its node, and a Pending pod's room unread).
         self.namespaces = namespace_reflector(kube.api, project=project_namespace)
-        # The watches a plan goes on without when the API server forbids them (RBAC), each with what it then leaves
-        # unread, as the CLI goes on when it may not list them; without any other watch nothing is planned.
-        self._unread_without: dict[Reflector, str] = {
-            self.volume_claims: UNREAD_CLAIMS,
-            self.volumes: UNREAD_CLAIMS,
-            self.storage_classes: UNREAD_CLASSES,
-            self.csi_drivers: UNREAD_CLASSES,
-            self.storage_capacities: UNREAD_CAPACITIES,
-            self.csi_nodes: UNREAD_LIMITS,
-            self.volume_attachments: UNREAD_LIMITS,
-            self.namespaces: UNREAD_NAMESPACES,
-        }
         self._forbidden: set[str] = set()
         self._forbidden_evented: set[str] = set()
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
@@ -1072,7 +1063,9 @@ class DefragController:
         forbids is said (`_tell_forbidden`) and, when a plan can go without it, not waited for."""
         watches = (*self.cache.reflectors(), *self.reflectors())
         self._tell_forbidden(watches)
-        stamps = {r.kind: r.last_sync for r in watches if not (r.forbidden and r in self._unread_without)}
+        # A plan goes on without some watches the API server forbids (`goes_without`), as the CLI goes on when it
+        # may not list them; without any other watch nothing is planned.
+        stamps = {r.kind: r.last_sync for r in watches if not (r.forbidden and goes_without(r.kind))}
         if any(stamp is None for stamp in stamps.values()):
             return False
         stale = sorted(
@@ -1106,11 +1099,12 @@ class DefragController:
 
     def _forbidden_words(self, reflector: Reflector) -> str:
         """What a forbidden watch leaves unread and how to grant it, as the log and the Event say it."""
-        without = self._unread_without.get(reflector, "nothing is planned until it is allowed")
-        return (
-            f"cannot watch {reflector.kind} ({reflector.forbidden}): {without}; grant list and watch on "
-            f"{reflector.kind} (the chart's ClusterRole does)"
-        )
+        return f"cannot watch {reflector.kind} ({reflector.forbidden}): {forbidden_watch_words(reflector.kind)}"
+
+    def _lease_annotations(self) -> dict[str, str]:
+        """What the leader says on its Lease at each renewal: the watches the API server forbids it now."""
+        forbidden = [r.kind for r in (*self.cache.reflectors(), *self.reflectors()) if r.forbidden]
+        return {DEFRAG_FORBIDDEN_WATCHES_ANNOTATION: forbidden_watches_value(forbidden)} if forbidden else {}
 
     def _policy_source(self) -> PolicySource | None:
         """The policy's ConfigMap as watched, None when there is none."""

@@ -134,6 +134,7 @@ class Status:
                 "holder": self.leader.holder or None,
                 "current": self.leader.current,
                 "renewTime": self.leader.renewed.isoformat() if self.leader.renewed else None,
+                "forbiddenWatches": list(self.leader.forbidden),
             },
             "budgets": budgets,
             "usedLastHour": {
@@ -149,6 +150,7 @@ class Status:
     def to_blocks(self) -> list[Block]:
         """The policy lines, the budgets table, the runs table."""
         from kubectl_hami_place.core.defrag.policy import Mode, format_duration
+        from kubectl_hami_place.core.defrag.watches import forbidden_watch_words
 
         view = self.view
         lines = [
@@ -156,6 +158,9 @@ class Status:
             f"Mode:    {view.mode.value if view.mode else 'unreadable'}"
             + (f" (resume restores {view.resume_mode})" if view.resume_mode and view.mode is Mode.off else ""),
             f"Leader:  {self.leader.describe()}",
+        ]
+        lines += [
+            f"Unread:  the leader may not watch {kind}: {forbidden_watch_words(kind)}" for kind in self.leader.forbidden
         ]
         if view.problem:
             lines.append(f"Problem: {view.problem} (the controller stays off until it is fixed)")

@@ -27,9 +27,14 @@ def is_generate_name(prefix: object) -> TypeGuard[str]:
     return is_object_name(prefix[:-1] + "a" if prefix.endswith("-") else prefix)
 
 
-def is_namespace(name: object) -> TypeGuard[str]:
-    """A DNS-1123 label, as the API server requires of a namespace's name."""
+def is_dns_label(name: object) -> TypeGuard[str]:
+    """A DNS-1123 label, as the API server requires of a namespace's name and a resource's."""
     return isinstance(name, str) and 0 < len(name) <= LABEL_MAX and _DNS_LABEL.fullmatch(name) is not None
+
+
+def is_namespace(name: object) -> TypeGuard[str]:
+    """A namespace's name the API server takes."""
+    return is_dns_label(name)
 
 
 def is_namespaced_name(namespace: object, name: object) -> bool:

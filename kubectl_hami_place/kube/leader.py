@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -59,7 +59,9 @@ class LeaseTimes:
 
 
 class Elector:
-    """Stands for the Lease `namespace/name` as `identity` until `stop`; `leading()` says whether to act now."""
+    """Stands for the Lease `namespace/name` as `identity` until `stop`; `leading()` says whether to act now. Each
+    write of the Lease carries `annotations()` as they are then (the holder's word on its state; the Lease's own
+    annotations are replaced)."""
 
     def __init__(
         self,
@@ -70,10 +72,12 @@ class Elector:
         *,
         times: LeaseTimes = LeaseTimes(),
         on_change: Callable[[bool], None] | None = None,
+        annotations: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
         self.times = times
         self.on_change = on_change
+        self.annotations = annotations
         self.holder = ""
         self._valid_until = 0.0
         self._was_leading = False
@@ -159,6 +163,9 @@ class Elector:
         if acquired or not spec.get("acquireTime"):
             spec["acquireTime"] = now
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        said = dict(self.annotations()) if self.annotations is not None else {}
+        if said:
+            metadata["annotations"] = said
         if lease is not None:
             metadata["resourceVersion"] = lease["metadata"]["resourceVersion"]
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}

@@ -369,6 +369,14 @@ def test_a_narrower_cluster_role_is_said_and_plans_go_on_without_what_it_forbids
     ]
     assert server.metric('hami_place_defrag_watch_forbidden{kind="namespaces"}') == 1
     assert server.metric('hami_place_defrag_watch_forbidden{kind="poddisruptionbudgets"}') == 0
+    ref = f"{server_namespace}/{chart_account.policy}"
+    wait_for(lambda: leader_forbids(cluster, ref) == sorted(UNREAD_WITHOUT), "the leader's Lease to name them all")
+    table = plugin(cluster, "defrag", "status", "--policy", ref)
+    assert table.code == 0, table.err
+    assert (
+        "Unread:  the leader may not watch csinodes: CSI attach limits stay unread: pods that claim a volume stay on "
+        "their nodes; grant list and watch on csinodes (the chart's ClusterRole does)\n"
+    ) in table.out, table.out
     listed = client.RbacAuthorizationV1Api(cluster.api_client()).list_cluster_role(
         label_selector=f"app.kubernetes.io/instance={server_namespace}"
     )
@@ -388,6 +396,18 @@ def test_a_narrower_cluster_role_is_said_and_plans_go_on_without_what_it_forbids
         timeout=90,
     )
     assert server.metric('hami_place_defrag_watch_forbidden{kind="persistentvolumes"}') == 1
+    wait_for(
+        lambda: leader_forbids(cluster, ref) == sorted(set(UNREAD_WITHOUT) - {"namespaces"}),
+        "defrag status to drop the watch granted",
+    )
+
+
+def leader_forbids(cluster: Sandbox, ref: str) -> list[str]:
+    """The watches `defrag status` says the leader may not keep."""
+    shown = plugin(cluster, "defrag", "status", "--policy", ref, "-o", "json")
+    assert shown.code == 0, shown.err
+    forbidden: list[str] = shown.json()["leader"]["forbiddenWatches"]
+    return forbidden
 
 
 def spread_for_two_moves(cluster: Sandbox, namespace: str, node: GpuNode) -> None:

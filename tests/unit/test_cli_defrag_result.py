@@ -135,7 +135,12 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
         "valid": True,
         "problem": None,
         "resumeMode": None,
-        "leader": {"holder": "server-0", "current": True, "renewTime": "2026-12-01T12:00:00+00:00"},
+        "leader": {
+            "holder": "server-0",
+            "current": True,
+            "renewTime": "2026-12-01T12:00:00+00:00",
+            "forbiddenWatches": [],
+        },
         "budgets": {
             "movesPerRun": 4,
             "movesPerHour": 12,
@@ -179,13 +184,32 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
         "valid": False,
         "problem": "not YAML",
         "resumeMode": "on",
-        "leader": {"holder": None, "current": False, "renewTime": None},
+        "leader": {"holder": None, "current": False, "renewTime": None, "forbiddenWatches": []},
         "budgets": None,
         "usedLastHour": None,
         "runs": [],
         "latestRunMoves": [],
         "sealsChecked": False,
     }
+
+
+def test_status_says_each_watch_the_leader_may_not_keep_what_it_leaves_unread_and_what_to_grant() -> None:
+    """The leader's Lease names the watches the API server forbids it: the operator reads there why pods stay put
+    and which rule to add, without the server's log or its policy's Events (gone after an hour)."""
+    leader = Leader("server-0", NOW, NOW + timedelta(seconds=15), True, ("csinodes", "other-pods"))
+    status = Status(PolicyView("hami/defrag", Mode.on, None, "", ""), leader, Used(0, {}, {}), (), False)
+    assert status.to_blocks()[0] == Text(
+        (
+            "Policy:  hami/defrag",
+            "Mode:    on",
+            "Leader:  server-0",
+            "Unread:  the leader may not watch csinodes: CSI attach limits stay unread: pods that claim a volume stay "
+            "on their nodes; grant list and watch on csinodes (the chart's ClusterRole does)",
+            "Unread:  the leader may not watch other-pods: nothing is planned until it is allowed; grant list and "
+            "watch on pods (the chart's ClusterRole does)",
+        )
+    )
+    assert status.to_data()["leader"]["forbiddenWatches"] == ["csinodes", "other-pods"]
 
 
 def test_history_lists_each_move_in_utc_with_its_replacement_and_placement(monkeypatch: pytest.MonkeyPatch) -> None:

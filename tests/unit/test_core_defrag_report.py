@@ -66,6 +66,26 @@ def test_a_lease_with_a_holder_but_no_time_is_a_lapsed_leader() -> None:
     assert leader.describe() == "none; last server-a (lease lapsed)"
 
 
+def test_a_current_leader_says_the_watches_it_may_not_keep_on_its_lease() -> None:
+    """Read from the annotation the holder writes at each renewal; of a lapsed holder nothing (it may have been
+    granted since); each name checked, since anyone who may write the Lease may write it."""
+    said = lease("server-a", 5) | {
+        "metadata": {"annotations": {"scheduling.hami.placement.com/forbidden-watches": "namespaces,csinodes"}}
+    }
+    assert leader_of(said, NOW).forbidden == ("csinodes", "namespaces")
+    assert leader_of(said | {"spec": lease("server-a", 20)["spec"]}, NOW).forbidden == ()
+    hostile = "csinodes, ../../api,\x1b[31mred, ,Nodes,namespaces,csinodes"
+    said["metadata"]["annotations"]["scheduling.hami.placement.com/forbidden-watches"] = hostile
+    assert leader_of(said, NOW).forbidden == ("csinodes", "namespaces")
+    said["metadata"]["annotations"]["scheduling.hami.placement.com/forbidden-watches"] = ",".join(
+        f"w{n:02}" for n in range(40)
+    )
+    assert leader_of(said, NOW).forbidden == tuple(f"w{n:02}" for n in range(32)), "at most 32 read"
+    for broken in ({"scheduling.hami.placement.com/forbidden-watches": ["csinodes"]}, "csinodes", None):
+        assert leader_of(said | {"metadata": {"annotations": broken}}, NOW).forbidden == ()
+    assert leader_of(said | {"metadata": "csinodes"}, NOW).forbidden == ()
+
+
 def record(run: str, minutes_ago: float, result: str = "Evicted", node: str = "n1", ns: str = "a") -> MoveRecord:
     """A move."""
     return MoveRecord(run, f"{ns}/p{minutes_ago}", ns, node, NOW - timedelta(minutes=minutes_ago), result)

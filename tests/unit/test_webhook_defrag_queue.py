@@ -208,6 +208,23 @@ def test_a_watch_forbidden_before_the_policy_is_listed_is_told_on_it_once_it_is(
     assert len(told) == 2, "forbidden again while the ConfigMap was away: told again on its return"
 
 
+def test_the_leader_says_on_its_lease_each_watch_it_may_not_keep_until_it_may() -> None:
+    """Written at each renewal (`defrag status` reads it there): the watches forbidden now, none once allowed."""
+    ctl = controller()
+    metadata = ctl.elector._body(None, transitions=0, acquired=True)["metadata"]
+    assert "annotations" not in metadata
+    ctl.csi_nodes.forbidden = ctl.other_pods.forbidden = ctl.cache.nodes.forbidden = "403 Forbidden"
+    renewed = ctl.elector._body({"metadata": {"resourceVersion": "7"}}, transitions=0, acquired=False)["metadata"]
+    assert renewed == {
+        "name": "hami-place-defrag-leader",
+        "namespace": "ctl",
+        "resourceVersion": "7",
+        "annotations": {"scheduling.hami.placement.com/forbidden-watches": "csinodes,nodes,other-pods"},
+    }
+    ctl.csi_nodes.forbidden = ctl.other_pods.forbidden = ctl.cache.nodes.forbidden = ""
+    assert "annotations" not in ctl.elector._body(None, transitions=0, acquired=False)["metadata"]
+
+
 @pytest.mark.parametrize(
     ("forbidden", "read"),
     [

@@ -605,7 +605,7 @@ def _no_allocatable(node_obj: Mapping[str, Any], node: str, config: HamiConfig) 
     if count not in allocatable:
         return None
     try:
-        if parse_quantity(allocatable[count], count) > 0:
+        if parse_quantity(allocatable[count]) > 0:
             return None
     except RequestError:
         pass

@@ -748,6 +748,17 @@ def test_a_container_with_its_own_memory_leaves_the_rest_of_the_share_to_the_oth
     assert limits(stored, 1)["nvidia.com/gpumem-percentage"] == "50"
 
 
+def test_memory_a_container_asks_in_its_requests_alone_is_its_own_too() -> None:
+    """HAMi reads a resource from the limits, else the requests: a percentage asked in the requests alone is the
+    container's own, as in the limits."""
+    asking = gpu_container("a")
+    asking["resources"]["requests"] = {"nvidia.com/gpumem-percentage": 20}
+    mixed = pod(containers=[asking, gpu_container("b")])
+    stored = patched(mixed, decide(review(mixed), view([placement(devices=["gpu-0/70"])])))
+    assert "nvidia.com/gpumem-percentage" not in limits(stored, 0)
+    assert limits(stored, 1)["nvidia.com/gpumem-percentage"] == "50"
+
+
 def test_a_share_too_small_to_split_is_skipped() -> None:
     three = pod(containers=[gpu_container("a"), gpu_container("b"), gpu_container("c")])
     _skipped(decide(review(three), view([placement(devices=["gpu-0/2"])])), "too little to split")

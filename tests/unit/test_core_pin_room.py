@@ -157,3 +157,52 @@ def test_request_flags_keep_the_volumes_the_pod_attaches() -> None:
     from_pod = workload_from_pod(claiming("x", "a"), "pod x", template=True)
     flags = workload_from_request(card_request(1, 2048), "--request-memory/--request-cores", own_memory=True)
     assert with_node_needs(flags, from_pod).attaches == from_pod.attaches != flags.attaches
+
+
+def test_a_volume_attached_for_a_pod_there_counts_once_and_one_no_pod_uses_counts_too() -> None:
+    """gpu-1 has VolumeAttachments of `b`, which its pod mounts (counted with the pod, not again), and of `c`, which
+    no pod there mounts (still attached after its pod left: kube-scheduler counts it): of a limit of 3, one is left."""
+    attachments = [
+        {"spec": {"attacher": EBS, "nodeName": "gpu-1", "source": {"persistentVolumeName": f"pv-{name}"}}}
+        for name in "bc"
+    ]
+    volumes = volumes_of(
+        [{"metadata": {"namespace": "team-a", "name": n}, "spec": {"volumeName": f"pv-{n}"}} for n in "abc"],
+        [{"metadata": {"name": f"pv-{n}"}, "spec": {"csi": {"driver": EBS, "volumeHandle": n}}} for n in "abc"],
+        attach=attach_limits_of(
+            [{"metadata": {"name": "gpu-1"}, "spec": {"drivers": [{"name": EBS, "allocatable": {"count": 3}}]}}],
+            attachments,
+        ),
+    )
+    workload = with_volumes(workload_from_pod(claiming("x", "a"), "pod x"), volumes, "team-a")
+    room = node_room(NODE, [claiming("there", "b", "gpu-1")], workload, volumes=volumes)
+    assert room is not None and room.scalar(ATTACH) == 1
+
+
+def test_a_pods_own_ephemeral_volume_counts_by_the_claim_named_after_it() -> None:
+    """An ephemeral volume's claim is `<pod>-<volume>`: pod x's claim `x-scratch` is bound to an EBS volume, so the
+    pin counts it though the classes (for the claim a replacement gets anew) were not read."""
+    pod = template({"cpu": "1"})
+    pod["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
+    volumes = volumes_of(
+        [{"metadata": {"namespace": "team-a", "name": "x-scratch"}, "spec": {"volumeName": "pv-x"}}],
+        [{"metadata": {"name": "pv-x"}, "spec": {"csi": {"driver": EBS, "volumeHandle": "x"}}}],
+        attach=attach_limits_of(
+            [{"metadata": {"name": "gpu-1"}, "spec": {"drivers": [{"name": EBS, "allocatable": {"count": 3}}]}}], []
+        ),
+    )
+    workload = with_volumes(workload_from_pod(pod, "pod x"), volumes, "team-a")
+    assert workload.needs is not None and workload.needs.scalar(ATTACH) == 1
+
+
+def test_a_pod_whose_requests_cannot_be_read_keeps_its_volumes_unjudged_and_its_node_room_unknown() -> None:
+    """A CPU request that is no quantity: the pin is not judged for room (kube-scheduler would refuse the pod
+    anyway, and says so itself) rather than failing on it; no volumes read leaves a workload as it was."""
+    broken = claiming("x", "a")
+    broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    workload = workload_from_pod(broken, "pod x")
+    assert workload.needs is None
+    assert with_volumes(workload, ebs_volumes(2), "team-a") is workload
+    assert node_room(NODE, [], workload, volumes=ebs_volumes(2)) is None
+    readable = workload_from_pod(claiming("x", "a"), "pod x")
+    assert with_volumes(readable, None, "team-a") is readable

@@ -1,13 +1,15 @@
-"""The Grafana dashboard and the PrometheusRule the chart ships name only metrics that exist: each query's metrics
-are ones the server exports (read from its own registry) or the API server's and HAMi's, listed here by name."""
+"""The Grafana dashboard and the PrometheusRule the chart ships are PromQL Prometheus parses (promql-parser, the
+Rust parser GreptimeDB keeps to Prometheus' grammar) and name only metrics that exist: each query's metrics are ones
+the server exports (read from its own registry) or the API server's and HAMi's, listed here by name."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
+import promql_parser
+import pytest
 import yaml
 from prometheus_client.core import Metric
 
@@ -23,7 +25,6 @@ HAMI = {"hami_gpu_memory_allocated_bytes", "hami_gpu_memory_limit_bytes"}
 # labelled name and type, exposed under these names, without _total).
 API_SERVER = {"apiserver_admission_webhook_fail_open_count", "apiserver_admission_webhook_rejection_count"}
 
-KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset"}
 SUFFIXES = {
     "counter": ("_total", "_created"),
     "gauge": ("",),
@@ -34,16 +35,15 @@ SUFFIXES = {
 
 
 def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression reads: its identifiers less functions, keywords and label names."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    text = re.sub(r"\{[^}]*\}", " ", text)
-    text = re.sub(r"\[[^\]]*\]", " ", text)
-    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
-    names = set()
-    for match in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
-        if match.group() in KEYWORDS or text[match.end() :].lstrip().startswith("("):
-            continue
-        names.add(match.group())
+    """The metric names a PromQL expression selects, from its syntax tree; ValueError when it does not parse."""
+    names: set[str] = set()
+
+    def selected(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            assert node.name, f"{node} selects by matchers alone: name the metric"
+            names.add(node.name)
+
+    promql_parser.walk(promql_parser.parse(expr), selected)
     return names
 
 
@@ -78,6 +78,22 @@ def test_the_extractor_finds_the_metrics_and_nothing_else() -> None:
         " * on (node, device_uuid) group_left (device_type) max by (node) (c_bytes) and on () d == 0"
     )
     assert metric_names(expr) == {"a_seconds_bucket", "c_bytes", "d"}
+
+
+@pytest.mark.parametrize(
+    ("expr", "why"),
+    [
+        ("sum(rate(a_total[5m])", "unclosed left parenthesis"),
+        ("max by (instance) a == 0", "invalid promql query"),
+        ("rate(a_total) > 0", "expected type matrix in call to function 'rate', got vector"),
+        ('{key="policy"} > 0', "selects by matchers alone"),
+    ],
+)
+def test_a_query_prometheus_would_refuse_fails_the_check(expr: str, why: str) -> None:
+    """A rule Prometheus cannot parse is never evaluated (the Prometheus Operator rejects the whole PrometheusRule)."""
+    with pytest.raises((ValueError, AssertionError)) as raised:
+        metric_names(expr)
+    assert why in str(raised.value)
 
 
 def test_the_server_exports_the_metrics_the_dashboard_joins_on() -> None:
@@ -126,8 +142,21 @@ def test_the_rules_alert_on_what_the_issue_names() -> None:
         "HamiPlaceCacheStale",
         "HamiPlaceEvictionsBlocked",
         "HamiPlaceDefragBudgetExhausted",
+        "HamiPlaceDefragPolicyInvalid",
+        "HamiPlaceDefragWatchForbidden",
+        "HamiPlaceDefragNoLeader",
         "HamiPlaceCRDOutdated",
     }
     assert "hami_place_crd_fields_pruned" in metric_names(alerts["HamiPlaceCRDOutdated"])
+    # The controller's: the first two also read its looks, so a server that runs no controller raises neither.
+    assert metric_names(alerts["HamiPlaceDefragPolicyInvalid"]) == {
+        "hami_place_defrag_policy_valid",
+        "hami_place_defrag_looks_total",
+    }
+    assert metric_names(alerts["HamiPlaceDefragNoLeader"]) == {
+        "hami_place_defrag_leader",
+        "hami_place_defrag_looks_total",
+    }
+    assert metric_names(alerts["HamiPlaceDefragWatchForbidden"]) == {"hami_place_defrag_watch_forbidden"}
     assert CERT_EXPIRY_METRIC in metric_names(alerts["HamiPlaceCertificateExpiresSoon"])
     assert "apiserver_admission_webhook_fail_open_count" in metric_names(alerts["HamiPlaceAdmissionFailedOpen"])

@@ -12,7 +12,12 @@ import pytest
 from kubectl_hami_place.core.names import HOSTNAME_LABEL, PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.node_selection import NodeMarks, node_allows, node_marks, tolerates
 from kubectl_hami_place.core.planner import FitGoal, Snapshot, plan
-from kubectl_hami_place.core.planner.objects import keep_counted_on_node, pod_for_plan, snapshot_from_objects
+from kubectl_hami_place.core.planner.objects import (
+    keep_counted_on_node,
+    pod_for_plan,
+    selected_nodes,
+    snapshot_from_objects,
+)
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.pod_affinity import CountedPods, counted_pods
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -195,6 +200,31 @@ def test_nodes_are_worked_out_for_gpu_pods_only_once_per_constraint() -> None:
     plain = pod_object("x", None, affinity=affinity)
     plain["spec"]["containers"][0]["resources"] = {}
     assert pod_for_plan(plain, LABELS).nodes is None
+
+
+def test_the_nodes_a_spread_counts_are_those_the_pods_selection_allows_whatever_their_taints() -> None:
+    """kube-scheduler's nodeAffinityPolicy Honor counts a spread over the nodes the pod's nodeSelector and required
+    node affinity allow; its taints are the other policy's (`nodeTaintsPolicy`), so a tainted node still counts.
+    Without our webhook's pin of a placed pod; one answer per distinct selection, kept apart from where the pod may
+    run in a shared memo."""
+    tainted = NodeMarks(LABELS.labels, {"a100-1": ({"key": "maintenance", "effect": "NoSchedule"},)})
+    memo: dict[str, Any] = {}
+    a100 = {"nodeSelector": {"gpu": "a100"}}
+    assert pod_for_plan(pod_object("p", None, nodeSelector={"gpu": "a100"}), tainted, memo=memo).nodes == {"a100-0"}
+    assert selected_nodes(a100, tainted, memo=memo) == {"a100-0", "a100-1"}
+    z1 = {"affinity": required({"matchExpressions": [expr("zone", "In", "z1")]})}
+    assert selected_nodes(z1, tainted, memo=memo) == {"a100-0", "h100-0"}
+    assert selected_nodes(a100, tainted, memo=memo) == {"a100-0", "a100-1"}, "each selection its own answer"
+    assert selected_nodes({"nodeSelector": {"gpu": "h100"}}, tainted, memo=memo) == {"h100-0"}
+    both = {**a100, **z1}
+    assert selected_nodes(both, tainted) == {"a100-0"}
+    assert selected_nodes({}, tainted) is None, "no selection: every node counts"
+    pin = expr(HOSTNAME_LABEL, "In", "a100-0")
+    pinned = {"affinity": required({"matchExpressions": [expr("gpu", "In", "a100"), pin]})}
+    assert selected_nodes(pinned, tainted) == {"a100-0"}
+    assert selected_nodes(pinned, tainted, placed_on="a100-0") == {"a100-0", "a100-1"}, "our pin is not its own"
+    only_pin = {"affinity": required({"matchExpressions": [pin]})}
+    assert selected_nodes(only_pin, tainted, placed_on="a100-0") is None
 
 
 def test_an_empty_term_is_passed_over_and_the_next_term_still_counts() -> None:

@@ -114,6 +114,36 @@ def test_a_spread_it_would_break_keeps_a_replica_where_it_is(skew: int, moves: l
     assert runs_on(snapshot.pods[0], "abc") == ({"a"} if skew == 1 else {"a", "b", "c"})
 
 
+def test_a_spread_counts_only_the_nodes_the_replicas_own_selection_allows() -> None:
+    """web-1 and a fixed web pod on a, web-2 on b, nothing on c; the replicas select pool=ab (a and b). Under
+    nodeAffinityPolicy Honor (the default) c is no domain: a and b hold one each without web-1, so web-1 may go to
+    either; counted, c's none would keep its replacement off both, its own node too (Ignore)."""
+    nodes = [node_object(name) for name in "abc"]
+    for node in nodes[:2]:
+        node["metadata"]["labels"]["pool"] = "ab"
+    for policy, free in (("Honor", {"a", "b"}), ("Ignore", set())):
+        terms = spread(1)
+        terms["topologySpreadConstraints"][0]["nodeAffinityPolicy"] = policy
+        pods = [web(n, node, {**terms, "nodeSelector": {"pool": "ab"}}) for n, node in (("web-1", "a"), ("web-2", "b"))]
+        snapshot, _ = snapshot_from_objects(nodes, [*pods, fixed("web-3", "a", "web")], [], datetime.now(UTC))
+        assert runs_on(snapshot.pods[0], "abc") == free, policy
+
+
+def test_a_pending_pods_spread_counts_only_the_nodes_its_own_selection_allows() -> None:
+    """The same for a Pending web pod: a web pod on a and on b, none on c, which its selection leaves out."""
+    nodes = [node_object(name) for name in "abc"]
+    for node in nodes[:2]:
+        node["metadata"]["labels"]["pool"] = "ab"
+    placed = [fixed("web-1", "a", "web"), fixed("web-2", "b", "web")]
+    for policy, free in (("Honor", {"a", "b"}), ("Ignore", set())):
+        terms = spread(1)
+        terms["topologySpreadConstraints"][0]["nodeAffinityPolicy"] = policy
+        pending = pod_object("web-3", None, **terms, nodeSelector={"pool": "ab"})
+        pending["metadata"]["labels"] = {"app": "web"}
+        found = pending_pod(pending, node_marks(nodes), HAMI_DEFAULTS, placed)
+        assert runs_on(found.pod, "abc") == free, policy
+
+
 def test_a_replica_stays_where_every_other_node_runs_a_pod_its_anti_affinity_selects() -> None:
     """A third web pod on c, ours or another scheduler's (whose labels the server keeps): no node is left."""
     ours = [web("web-1", "a", APART), web("web-2", "b", APART), fixed("web-3", "c", "web")]

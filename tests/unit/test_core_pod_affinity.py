@@ -450,6 +450,43 @@ def test_only_the_nodes_the_pod_may_go_to_are_counted_by_default() -> None:
     assert set(spread_off([honoring], on_b, untolerated=frozenset({"b"}))) == {"d"}
 
 
+def test_the_pods_a_term_selects_are_gathered_from_every_group_of_alike_pods() -> None:
+    """Replicas of two templates (their pod-template-hash differs) are two groups of placed pods, each read once:
+    the pod's anti-affinity keeps it off the nodes of both."""
+    terms = pod_terms(spec(anti=(term("web"),)), "ns")
+    assert terms is not None
+    placed = [
+        PlacedPod("ns", "web-1", "a", {"app": "web", "pod-template-hash": "h1"}),
+        PlacedPod("ns", "web-2", "b", {"app": "web", "pod-template-hash": "h2"}),
+        on("c", "db"),
+    ]
+    pending = PlacedPod("ns", "pending", "", {"app": "web"})
+    judged = ByPlacedPods(lambda: placed, DomainIndex(NODES)).kept_off(pending, terms, (), None, frozenset())
+    assert {node: why for node, (_, why) in judged.items()} == {
+        "a": "the pod's anti-affinity (app=web): ns/web-1 runs on the node",
+        "b": "the pod's anti-affinity (app=web): ns/web-2 runs on the node",
+    }
+
+
+def test_exactly_min_domains_domains_are_enough() -> None:
+    """Two zones, each with a web pod, and minDomains 2: the global minimum is theirs (1), not 0."""
+    both = [on("a", "web"), on("c", "web")]
+    assert set(spread_off([spread("web", ZONE, minDomains=2)], both)) == {"d"}
+
+
+def test_a_node_the_pods_selection_leaves_out_is_no_domain_of_its_hostname_spread() -> None:
+    """Web pods on a and c; the pod may go to a or b only (Honor): b's none makes a one ahead, c is not counted.
+    Under Ignore every node is a domain, and c is one ahead too."""
+    placed = [on("a", "web"), on("c", "web")]
+    honoured = spread_off([spread("web")], placed, selected=frozenset({"a", "b"}))
+    assert honoured == {
+        "a": "the pod's topology spread (app=web, maxSkew 1): 1 such pod(s) run in its "
+        f"{HOSTNAME_LABEL}=a, 0 where fewest run"
+    }
+    ignoring = spread("web", nodeAffinityPolicy="Ignore")
+    assert set(spread_off([ignoring], placed, selected=frozenset({"a", "b"}))) == {"a", "c"}
+
+
 def test_a_node_without_every_spreads_key_is_counted_by_none() -> None:
     """d has no zone: with a zone spread beside the hostname one, d's empty domain is no hostname domain either, so
     one web pod on each of a, b and c is level, not one ahead of d."""

@@ -29,6 +29,9 @@ KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
 KREW_VERSION = "v0.4.4"
 VEGETA_VERSION = "v12.13.0"
+# Prometheus 3.16.0 (its Go module numbers releases v0.<major><minor>.<patch>): promtool tests the chart's alerts.
+PROMETHEUS_MODULE_VERSION = "v0.316.0"
+PROMETHEUS_VERSION = "3.16.0"
 # HAMi is refused by the Go module proxy; its source comes as an archive in the steering repo's shared/third_party.
 HAMI_VERSION = "v2.10.0"
 HAMI_ARCHIVE_NAME = "HAMi-v2.10.0-4707fb02.tar.gz"
@@ -138,6 +141,13 @@ COMPONENTS: dict[str, Component] = {
             ),
         ),
         Component("vegeta", "vegeta", "github.com/tsenart/vegeta/v12", VEGETA_VERSION),
+        Component(
+            "promtool",
+            "promtool",
+            "github.com/prometheus/prometheus/cmd/promtool",
+            PROMETHEUS_MODULE_VERSION,
+            (f"-X github.com/prometheus/common/version.Version={PROMETHEUS_VERSION}",),
+        ),
         Component("admission-floor", "admission-floor", ".", "v1", sources=("main.go",)),
     )
 }

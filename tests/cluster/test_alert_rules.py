@@ -2,8 +2,8 @@
 from Prometheus' Go module, cached like the sandbox's binaries) over series a server would export. No sandbox runs.
 
 Each case names the alert, the series by instance, and the labels of the alerts expected at an evaluation time; the
-annotations expected are the rule's own (its `{{ $labels.kind }}` filled in), so a test fails on the labels and the
-firing, not on a reworded description."""
+annotations expected are the rule's own (its `$labels` and `$value` filled in), so a test fails on the labels, the
+value and the firing, not on a reworded description."""
 
 from __future__ import annotations
 
@@ -24,26 +24,32 @@ def promtool() -> Path:
     return binaries.resolve("promtool")
 
 
-def annotations(alert: str, labels: dict[str, str]) -> dict[str, str]:
-    """The rule's annotations as Prometheus fills them for an alert with these labels (only `$labels` is used)."""
+def rule(alert: str) -> dict[str, Any]:
+    """The chart's rule of that alert."""
     groups = yaml.safe_load(RULES.read_text())["groups"]
-    [rule] = [rule for group in groups for rule in group["rules"] if rule["alert"] == alert]
-    filled = {}
-    for name, written in rule["annotations"].items():
-        text = written
-        for key, value in labels.items():
-            text = text.replace(f"{{{{ $labels.{key} }}}}", value)
-        filled[name] = text
-    return filled
-
-
-def expected(alert: str, *fired: dict[str, str]) -> list[dict[str, Any]]:
-    """The alerts `promtool` should find firing: each with its labels (the severity added) and the rule's words."""
-    found = []
-    for labels in fired:
-        with_severity = {**labels, "severity": "warning"}
-        found.append({"exp_labels": with_severity, "exp_annotations": annotations(alert, with_severity)})
+    [found] = [rule for group in groups for rule in group["rules"] if rule["alert"] == alert]
     return found
+
+
+def expected(alert: str, *fired: dict[str, str], value: str = "") -> list[dict[str, Any]]:
+    """The alerts `promtool` should find firing: each with its labels and the rule's, and the rule's annotations as
+    Prometheus fills them (`value`: the alert's value as its annotations print it)."""
+    written = rule(alert)
+    found = []
+    for own in fired:
+        labels = {**own, **written["labels"]}
+        words = {name: filled(text, labels, value) for name, text in written["annotations"].items()}
+        found.append({"exp_labels": labels, "exp_annotations": words})
+    return found
+
+
+def filled(text: str, labels: dict[str, str], value: str) -> str:
+    """An annotation's template with its `$labels` and its `$value` (as printed, whatever the function) filled in."""
+    fields = {f"{{{{ $labels.{key} }}}}": label for key, label in labels.items()}
+    fields |= dict.fromkeys(("{{ $value | humanize }}", "{{ $value | humanizeDuration }}", "{{ $value }}"), value)
+    for field, words in fields.items():
+        text = text.replace(field, words)
+    return text
 
 
 def check(promtool: Path, tmp_path: Path, series: dict[str, str], checks: list[dict[str, Any]]) -> None:
@@ -66,6 +72,7 @@ def check(promtool: Path, tmp_path: Path, series: dict[str, str], checks: list[d
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+OURS_FAILED_OPEN = 'apiserver_admission_webhook_fail_open_count{name="placement.scheduling.hami.placement.com"}'
 POLICY_LOOKS = 'hami_place_defrag_looks_total{instance="a",key="policy"}'
 
 
@@ -141,3 +148,92 @@ def test_a_forbidden_watch_is_alerted_once_per_kind_after_fifteen_minutes(promto
             {"eval_time": "16m", "alertname": alert, "exp_alerts": expected(alert, {"kind": "csinodes"})},
         ],
     )
+
+
+@pytest.mark.parametrize(
+    ("alert", "series", "quiet", "fired", "labels", "value"),
+    [
+        (
+            "HamiPlaceAdmissionFailedOpen",
+            {
+                OURS_FAILED_OPEN: "0x4 1x10",
+                'apiserver_admission_webhook_fail_open_count{name="vgpu.hami.io"}': "0+1x14",
+            },
+            "4m",
+            "6m",
+            {"name": "placement.scheduling.hami.placement.com"},
+            "1",
+        ),
+        (
+            "HamiPlaceCertificateExpiresSoon",
+            {'hami_place_serving_certificate_not_after_timestamp_seconds{instance="a"}': "864000x70"},
+            "59m",
+            "61m",
+            {},
+            "9d 22h 59m 0s",
+        ),
+        (
+            "HamiPlaceCacheStale",
+            {
+                'hami_place_cache_sync_age_seconds{instance="a",kind="pods"}': "300x10",
+                'hami_place_cache_sync_age_seconds{instance="a",kind="nodes"}': "5x10",
+            },
+            "4m",
+            "6m",
+            {"kind": "pods"},
+            "300",
+        ),
+        (
+            "HamiPlaceEvictionsBlocked",
+            {'hami_place_evictions_total{instance="a",result="Blocked"}': "0+1x40"},
+            "30m",
+            "32m",
+            {},
+            "",
+        ),
+        (
+            "HamiPlaceDefragBudgetExhausted",
+            {
+                'hami_place_defrag_runs_total{instance="a",result="budget",trigger="rescue"}': "0+1x40",
+                'hami_place_defrag_budget_left_moves{instance="a",window="hour"}': "0x40",
+            },
+            "30m",
+            "32m",
+            {},
+            "",
+        ),
+        ("HamiPlaceCRDOutdated", {'hami_place_crd_fields_pruned{instance="a"}': "2x20"}, "14m", "16m", {}, "2"),
+    ],
+    ids=["failed open", "certificate", "cache stale", "evictions blocked", "budget spent", "CRD outdated"],
+)
+def test_the_servers_other_alerts_fire_after_their_for_with_their_labels(  # noqa: PLR0917 - the fixtures and one case
+    promtool: Path,
+    tmp_path: Path,
+    alert: str,
+    series: dict[str, str],
+    quiet: str,
+    fired: str,
+    labels: dict[str, str],
+    value: str,
+) -> None:
+    """Each alert quiet before its condition has held for its `for`, then firing once, for the series it names (an
+    admission webhook's fail-open counter of another name is not ours)."""
+    check(
+        promtool,
+        tmp_path,
+        series,
+        [
+            {"eval_time": quiet, "alertname": alert, "exp_alerts": []},
+            {"eval_time": fired, "alertname": alert, "exp_alerts": expected(alert, labels, value=value)},
+        ],
+    )
+
+
+def test_runs_refused_while_moves_are_left_this_hour_are_not_a_spent_budget(promtool: Path, tmp_path: Path) -> None:
+    """Runs refused by another budget (per node, per namespace) while the hour's still allows a move: no alert."""
+    series = {
+        'hami_place_defrag_runs_total{instance="a",result="budget",trigger="rescue"}': "0+1x40",
+        'hami_place_defrag_budget_left_moves{instance="a",window="hour"}': "1x40",
+    }
+    alert = "HamiPlaceDefragBudgetExhausted"
+    check(promtool, tmp_path, series, [{"eval_time": "35m", "alertname": alert, "exp_alerts": []}])

@@ -631,6 +631,11 @@ def test_a_placement_whose_node_kube_scheduler_keeps_the_pod_off_is_skipped_and_
     tainted["spec"] = {"taints": [{"key": "team", "value": "b", "effect": "NoSchedule"}]}
     evicting = placement(evict="old-trainer")
     _skipped(decide(review(pod()), view([evicting], nodes=[tainted])), "node gpu-0's taint team=b:NoSchedule")
+    _skipped(decide(review(pod()), view([evicting], nodes=[tainted])), "so kube-scheduler would leave it Pending there")
+    # A newer placement on a node without the taint is tried next, and pins the pod.
+    elsewhere = placement("p2", created="2026-11-29T11:00:00Z", node_name="gpu-1")
+    pinned = decide(review(pod()), view([evicting, elsewhere], nodes=[tainted, node("gpu-1")]))
+    assert (pinned.result, pinned.placement) == (PINNED, "p2"), pinned.warnings
     tolerating = pod()
     tolerating["spec"]["tolerations"] = [{"key": "team", "operator": "Exists"}]
     assert decide(review(tolerating), view([evicting], nodes=[tainted])).result == PINNED
@@ -686,6 +691,10 @@ def test_a_placement_that_evicts_for_a_pod_its_node_has_no_cpu_for_is_skipped_an
     # The pod evicted runs elsewhere: it gives nothing back here (1 core left).
     far = placement(evict="far")
     _skipped(decide(review(hungry), room_view([far], elsewhere)), "the node has 1000m CPU")
+    # A newer placement that needs no eviction is tried next, and pins the pod.
+    plain = placement("p2", created="2026-11-29T11:00:00Z", devices=["gpu-1"])
+    pinned = decide(review(hungry), room_view([evicting, plain], victim))
+    assert (pinned.result, pinned.placement) == (PINNED, "p2"), pinned.warnings
     hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "5"}
     assert decide(review(hungry), room_view([evicting], victim)).result == PINNED
     hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "6"}

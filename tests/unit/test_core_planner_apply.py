@@ -505,6 +505,18 @@ def test_a_settling_move_read_from_its_own_pods_stands_where_the_whole_cluster_s
     assert "d" not in wanted and len(own) < len(pods) - 3, "nodes and pods the move does not name are not read"
 
 
+def test_a_settling_move_reads_the_nodes_its_pods_run_on_or_hami_placed_them_on() -> None:
+    """Its source and target, the node a replacement runs on, and the node HAMi's filter chose for one not bound yet
+    (HAMi's `hami.io/vgpu-node`): a replacement that landed off the target is seen there."""
+    move = Move("ns/x", "uid-x", "a", ("GPU-a",), "b", ("GPU-b",), "room for ns/big")
+    bound = pod_object("x-2", None, nodeName="c")
+    chosen = pod_object("x-3", None)
+    chosen["metadata"]["annotations"]["hami.io/vgpu-node"] = "d"
+    unplaced = pod_object("x-4", None)
+    unplaced["metadata"]["annotations"]["hami.io/vgpu-node"] = ["e"]
+    assert settling_nodes(move, [bound, chosen, unplaced]) == {"a", "b", "c", "d"}
+
+
 def test_a_move_whose_pod_still_runs_is_read_from_the_whole_cluster() -> None:
     """Before its eviction (or one not yet in effect) the target's cards and room decide: no read of its pods alone."""
     move, _, pods = settle_scene("running")

@@ -27,7 +27,7 @@ def promtool() -> Path:
 def rule(alert: str) -> dict[str, Any]:
     """The chart's rule of that alert."""
     groups = yaml.safe_load(RULES.read_text())["groups"]
-    [found] = [rule for group in groups for rule in group["rules"] if rule["alert"] == alert]
+    [found] = [each for group in groups for each in group["rules"] if each["alert"] == alert]
     return found
 
 

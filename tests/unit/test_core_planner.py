@@ -477,6 +477,31 @@ def test_room_whose_moves_bring_another_pod_s_cpu_onto_the_node_is_refused() -> 
     )
 
 
+def test_a_node_whose_room_fails_after_its_moves_leaves_no_move_behind_for_the_next() -> None:
+    """As above on a, tried first (its pod holds less memory than c's), then c, where moving v to d's empty card makes
+    room: the plan is that one move, none of those a's attempt made and undid."""
+    room = Resources(1500, 256 * GIB * 2**20, 100)
+    a = PlanNode("a", (card("GPU-a-0", 0), card("GPU-a-1", 1), card("GPU-a-2", 2, mem=15 * GIB)), room=room)
+    pods = (
+        placed("x", "a", ["GPU-a-0"], 20 * GIB, nodes=frozenset({"a", "b"})),
+        placed("z", "a", ["GPU-a-1"], 35 * GIB, held="kept"),
+        replace(placed("y", "b", ["GPU-b-0"], 15 * GIB), needs=Resources(1000, 0, 1)),
+        placed("w", "b", ["GPU-b-0"], 10 * GIB, held="kept"),
+        placed("v", "c", ["GPU-c-0"], 25 * GIB, nodes=frozenset({"c", "d"})),
+    )
+    nodes = (
+        a,
+        PlanNode("b", (card("GPU-b-0"),), room=room),
+        PlanNode("c", (card("GPU-c-0"),), room=room),
+        PlanNode("d", (card("GPU-d-0"),), room=room),
+    )
+    asked = pending(40 * GIB, needs=Resources(1000, 0, 1), nodes=frozenset({"a", "b", "c"}))
+    result = plan(Snapshot(nodes=nodes, pods=pods), FitGoal(asked))
+    assert result.complete, result.reasons
+    assert [(m.pod, m.to_node) for m in result.moves] == [("ns/v", "d")]
+    assert result.target == ("c", ("GPU-c-0",))
+
+
 def test_of_two_pods_either_of_which_makes_room_the_one_holding_least_memory_moves() -> None:
     """The least memory moved is the cheapest eviction (the fewest cores is no measure of it): p1's 15 GiB go, and
     p2's 20 GiB, holding fewer cores, stay."""

@@ -26,11 +26,10 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.node_resources import Resources, counted_pod, shortfall
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FitGoal, plan
-from kubectl_hami_place.core.planner.model import DO_NOT_MOVE
 from kubectl_hami_place.core.planner.objects import snapshot_from_objects
 from kubectl_hami_place.core.planner.why import why
 from kubectl_hami_place.core.volumes import volumes_of
-from tests.unit.test_core_volumes import claim, mounting, three_nodes, unschedulable, whole_card
+from tests.unit.test_core_volumes import big_refused, claim, mounting, three_nodes, whole_card
 
 DRIVER = "ebs.csi.aws.com"
 SCALAR = f"attachable-volumes-csi-{DRIVER}"
@@ -246,13 +245,7 @@ def test_a_pending_pods_volumes_count_on_the_node_it_is_made_room_on() -> None:
     """big claims an EBS volume: a's limit is reached by small-a's own, so room is made on b, and kube-scheduler's
     refusal of a for the limit is read."""
     nodes, pods, volumes = limited_cluster({"a": 1})
-    pods[0]["metadata"]["annotations"][DO_NOT_MOVE] = "true"
-    pods[1]["metadata"]["annotations"].pop(DO_NOT_MOVE)
-    big = whole_card()
-    big["spec"] |= mounting("model")
-    big["status"]["conditions"] = unschedulable(
-        "0/3 nodes are available: 1 node(s) exceed max volume count, 2 1/1 CardInsufficientMemory."
-    )
+    big = big_refused(pods, "0/3 nodes are available: 1 node(s) exceed max volume count, 2 1/1 CardInsufficientMemory.")
     read = volumes_of(
         [claim("data", "pv-data"), claim("logs", "pv-logs"), claim("model", "pv-model")],
         [csi_volume("pv-data"), csi_volume("pv-logs"), csi_volume("pv-model")],

@@ -255,17 +255,25 @@ def unschedulable(message: str) -> list[dict[str, str]]:
     return [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
 
 
-def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:
-    """Its volume reaches b and c: room is made on b, a's refusal is read and `why` names the volume; an unbound
-    claim leaves the refusal unread."""
-    nodes, pods = three_nodes()
+def big_refused(pods: list[dict[str, Any]], message: str) -> dict[str, Any]:
+    """Of `three_nodes`' pods, small-b alone may move; and the big pod, mounting `model`, refused by kube-scheduler
+    with `message`."""
     pods[0]["metadata"]["annotations"][DO_NOT_MOVE] = "true"
     pods[1]["metadata"]["annotations"].pop(DO_NOT_MOVE)
     big = whole_card()
     big["spec"] |= mounting("model")
-    big["status"]["conditions"] = unschedulable(
+    big["status"]["conditions"] = unschedulable(message)
+    return big
+
+
+def test_a_pending_pods_bound_volume_keeps_it_off_and_kube_schedulers_refusal_is_read() -> None:
+    """Its volume reaches b and c: room is made on b, a's refusal is read and `why` names the volume; an unbound
+    claim leaves the refusal unread."""
+    nodes, pods = three_nodes()
+    big = big_refused(
+        pods,
         "0/3 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, "
-        "2 1/1 CardInsufficientMemory."
+        "2 1/1 CardInsufficientMemory.",
     )
     volumes = volumes_of([claim("model", "pv")], [local("pv", "b", "c")])
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=volumes)
@@ -600,19 +608,8 @@ def test_a_pending_pods_waiting_claim_keeps_it_off_and_kube_schedulers_refusal_i
     """A volume of its class waits on b: room is made on b, c's refusal ("didn't find available persistent volumes to
     bind") is read, and `why` names the claim; without the classes the claim and the refusal stay unread."""
     nodes, pods = three_nodes()
-    pods[0]["metadata"]["annotations"][DO_NOT_MOVE] = "true"
-    pods[1]["metadata"]["annotations"].pop(DO_NOT_MOVE)
-    big = whole_card()
-    big["spec"] |= mounting("model")
     refusal = "2 node(s) didn't find available persistent volumes to bind"
-    big["status"]["conditions"] = [
-        {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": f"0/3 nodes are available: {refusal}, 1 1/1 CardInsufficientMemory.",
-        }
-    ]
+    big = big_refused(pods, f"0/3 nodes are available: {refusal}, 1 1/1 CardInsufficientMemory.")
     claims, volumes = [waiting("model")], [offered("pv", "b")]
     read = volumes_of(claims, volumes, [storage_class()], [])
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC), volumes=read)

@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kubectl_hami_place.core.fields import as_mapping
-from kubectl_hami_place.core.volumes import MIGRATED, ephemeral_claim, new_claims
+from kubectl_hami_place.core.volumes import MIGRATED, MIGRATIONS, ephemeral_claim, new_claims
 
 if TYPE_CHECKING:
     from kubectl_hami_place.core.volumes import Volumes
@@ -34,13 +34,7 @@ VOLUME_LIMITS = "NodeVolumeLimits"
 MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 """kube-scheduler's words for a node a pod's volumes would take over a driver's limit
 (ErrReasonMaxVolumeCountExceeded)."""
-IN_TREE_PROVISIONERS = {
-    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
-    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
-    "kubernetes.io/azure-disk": "disk.csi.azure.com",
-    "kubernetes.io/cinder": "cinder.csi.openstack.org",
-    "kubernetes.io/portworx-volume": "pxd.portworx.com",
-}
+IN_TREE_PROVISIONERS = {provisioner: driver for _, provisioner, driver in MIGRATIONS}
 """The migrated drivers by the in-tree provisioner a StorageClass names (a claim not bound yet counts as its
 class's)."""
 UNREAD_LIMITS = "CSI attach limits stay unread: pods that claim a volume stay on their nodes"

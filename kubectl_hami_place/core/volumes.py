@@ -65,15 +65,18 @@ IN_TREE = (
     "portworxVolume",
 )
 """Volume sources kube-scheduler translates to CSI before it reads their node affinity, which this module does not."""
-MIGRATED = {
-    "awsElasticBlockStore": "ebs.csi.aws.com",
-    "gcePersistentDisk": "pd.csi.storage.gke.io",
-    "azureDisk": "disk.csi.azure.com",
-    "cinder": "cinder.csi.openstack.org",
-    "portworxVolume": "pxd.portworx.com",
-}
-"""The in-tree sources kube-scheduler counts toward the attach limit of the CSI driver they migrate to (those
-`isCSIMigrationOn` names; Azure File's and vSphere's are not counted)."""
+MIGRATIONS = (
+    ("awsElasticBlockStore", "kubernetes.io/aws-ebs", "ebs.csi.aws.com"),
+    ("gcePersistentDisk", "kubernetes.io/gce-pd", "pd.csi.storage.gke.io"),
+    ("azureDisk", "kubernetes.io/azure-disk", "disk.csi.azure.com"),
+    ("cinder", "kubernetes.io/cinder", "cinder.csi.openstack.org"),
+    ("portworxVolume", "kubernetes.io/portworx-volume", "pxd.portworx.com"),
+)
+"""The in-tree volume sources kube-scheduler counts toward the attach limit of the CSI driver they migrate to (those
+`isCSIMigrationOn` names; Azure File's and vSphere's are not counted): each source, the in-tree provisioner a
+StorageClass names for it, and the driver."""
+MIGRATED = {source: driver for source, _, driver in MIGRATIONS}
+"""The migrated driver by in-tree volume source."""
 
 
 @dataclass(frozen=True)

@@ -468,8 +468,8 @@ def test_a_rescue_needing_more_moves_than_a_plan_may_make_has_no_plan_rather_tha
     decision = decide_run(policy, bystanding(two_moves()), waiting(40), [], NOW, "r1")
     why = (
         "no plan: no node can make room within the bounds: "
-        "a: moving team-a/q would make room on gpu-1, but team-a/q fits no other card "
-        "b: moving team-a/r would make room on gpu-0, but team-a/r fits no other card "
+        "a: moving team-a/q would make room on gpu-1, but team-a/q fits no other card. "
+        "b: moving team-a/r would make room on gpu-0, but team-a/r fits no other card. "
         "z: gpu-0: CardInsufficientMemory, and kube-system/sys is in namespace kube-system, which the policy leaves out"
     )
     assert decision == RunDecision("r1", RESCUE, FitGoal(waiting(40).pod), (), False, why, decision.plan, SYS_HELD, why)
@@ -523,7 +523,7 @@ def test_keep_room_with_no_plan_says_why_and_keeps_the_plan_and_the_held_pods() 
         policy, bystanding(Snapshot((node("a"),), (placed("p", "a0", 10),))), RoomTrigger(goal), [], NOW, "r1"
     )
     why = (
-        "no plan: freed 0 of 1 card(s); the others cannot be emptied: a gpu-0: team-a/p fits no other card in use "
+        "no plan: freed 0 of 1 card(s); the others cannot be emptied: a gpu-0: team-a/p fits no other card in use. "
         "z gpu-0: kube-system/sys is in namespace kube-system, which the policy leaves out"
     )
     trigger = "keep room: free 1 more whole card (cards already free do not count)"

@@ -383,6 +383,21 @@ def test_a_node_without_cards_is_named_among_those_that_cannot_make_room() -> No
     )
 
 
+def test_why_is_the_reasons_in_one_line_each_set_apart_by_a_full_stop() -> None:
+    """An Event's message is one line: a node's reasons (which join its cards' with semicolons) end in a full stop
+    so the next node's do not run on from them; a heading keeps its colon, the last line gets no stop."""
+    snapshot = Snapshot(nodes=(gpu_node("a", cards=1), PlanNode("bare", ()), PlanNode("bare-2", ())), pods=())
+    assert plan(snapshot, FitGoal(pending(50 * GIB))).why == (
+        "no node can make room within the bounds: "
+        "a: gpu-0: CardInsufficientMemory: gpu-0 (GPU-a-0) has 40960 MiB free, the pod asks 51200 MiB. "
+        "bare: the node has no cards. bare-2: the node has no cards"
+    )
+    no_card = PlanPod(namespace="ns", name="p", requests=(None,))
+    assert plan(snapshot, FitGoal(no_card)).why == "the pod asks for no NVIDIA card"
+    fits = plan(Snapshot(nodes=(gpu_node("a", cards=1),), pods=()), FitGoal(pending(GIB)))
+    assert (fits.reasons, fits.why) == ((), "")
+
+
 def test_fit_stays_within_max_moves() -> None:
     """A plan needing two moves is refused under --max-moves 1."""
     snapshot = Snapshot(

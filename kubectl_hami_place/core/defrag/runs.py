@@ -141,7 +141,7 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
             blocked = _blocked_by_disruption_budgets(held_snapshot, goal, policy)
             if blocked:
                 return nothing(blocked, result, held)
-            return nothing("no plan: " + " ".join(result.reasons), result, held)
+            return nothing(f"no plan: {result.why}", result, held)
         if not result.moves:
             where = f" on {result.target[0]}" if result.target else ""
             return nothing(f"no move needed: {trigger.pod.key} fits{where} now", result, held)
@@ -155,7 +155,7 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
                 held,
             )
     elif not result.moves:
-        return nothing("no plan: " + " ".join(result.reasons or ("nothing to gain",)), result, held)
+        return nothing(f"no plan: {result.why or 'nothing to gain'}", result, held)
     message = _words(result.moves, snapshot, dry_run, trigger)
     return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message)
 

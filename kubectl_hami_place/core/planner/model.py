@@ -335,6 +335,15 @@ class Plan:
             f"{self.before.whole_cards_free} -> {self.after.whole_cards_free} whole cards free"
         )
 
+    @property
+    def why(self) -> str:
+        """The reasons in one line, for an Event: each ends in a full stop but a heading (one ending in a colon), as
+        a node's reasons already join its cards' with semicolons."""
+        return " ".join(
+            reason if reason.endswith(":") or position == len(self.reasons) - 1 else f"{reason}."
+            for position, reason in enumerate(self.reasons)
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON."""
         return {

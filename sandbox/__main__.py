@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -44,9 +45,15 @@ def serve(state: Path) -> int:
     try:
         sandbox = Sandbox.start(kubeconfig=kubeconfig, log=_say)
         prepare(sandbox)
-        # The hami-place webhook too, as the demo runs it: without it a pin is stored and no pod is ever pinned.
+        # The hami-place webhook too, as the demo runs it: without it a pin is stored and no pod is ever pinned. Its
+        # controller's policy is in dry-run, as the chart installs it, for every namespace but the cluster tests'
+        # (t-*, on a reused sandbox), whose webhooks and controllers are their own.
         sandbox.kubectl("create", "namespace", SERVER_NAMESPACE)
-        server = webhook.start_for_exploring(sandbox, sandbox.workdir, SERVER_NAMESPACE, WEBHOOK_CONFIGURATION)
+        policy = demo.defrag_policy("dry-run", include=("*",), exclude=("t-*",))
+        sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
+        server = webhook.start_for_exploring(
+            sandbox, sandbox.workdir, SERVER_NAMESPACE, WEBHOOK_CONFIGURATION, *demo.DEFRAG_FLAGS
+        )
         _say(f"hami-place webhook at {server.url} (API {server.api}); log: {server.log}")
         pids = [*sandbox.pids(), server.process.pid]
         (state / "components").write_text("".join(f"{pid}\n" for pid in pids))

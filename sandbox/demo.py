@@ -31,6 +31,15 @@ NAMESPACE = "demo"
 # The server's own namespace, as the chart's: the controller's policy ConfigMap and leader Lease live there.
 SERVER_NAMESPACE = "hami-place-system"
 POLICY = "gpu-descheduler-defrag-policy"
+# The server's controller, reading that policy, as `make demo` and `make sandbox-up` run it.
+DEFRAG_FLAGS = (
+    "--defrag-policy",
+    f"{SERVER_NAMESPACE}/{POLICY}",
+    "--defrag-namespace",
+    SERVER_NAMESPACE,
+    "--defrag-interval",
+    "2",
+)
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 # Pods already on the cards: (pod, node, card index, MiB). HAMi's webhook and scheduler place each on its card.
 RUNNING = (
@@ -142,13 +151,14 @@ def big_pod() -> dict[str, Any]:
     }
 
 
-def defrag_policy(mode: str) -> dict[str, Any]:
-    """The controller's policy as the chart renders it: rescue pods of the demo namespace Pending for 5 s."""
+def defrag_policy(mode: str, include: tuple[str, ...] = (NAMESPACE,), exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The controller's policy as the chart renders it: rescue pods Pending for 5 s in the namespaces `include` names
+    (the demo's by default) and `exclude` does not."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
         "mode": mode,
-        "namespaces": {"include": [NAMESPACE]},
+        "namespaces": {"include": list(include), "exclude": list(exclude)},
         "rescue": {"enabled": True, "pendingFor": "5s"},
         "budgets": {"movesPerRun": 2, "movesPerHour": 6, "movesPerNode": 2, "movesPerNamespace": 4, "cooldown": "1h"},
     }
@@ -451,16 +461,7 @@ def run(state: Path) -> int:
             sandbox.kubectl("apply", "-f", "-", input=json.dumps(defrag_policy("dry-run")))
             # Registered for admission and behind a Service, so that `status` reads its view and `version` its version.
             server = webhook.start_for_exploring(
-                sandbox,
-                sandbox.workdir,
-                SERVER_NAMESPACE,
-                "gpu-descheduler-webhook",
-                "--defrag-policy",
-                f"{SERVER_NAMESPACE}/{POLICY}",
-                "--defrag-namespace",
-                SERVER_NAMESPACE,
-                "--defrag-interval",
-                "2",
+                sandbox, sandbox.workdir, SERVER_NAMESPACE, "gpu-descheduler-webhook", *DEFRAG_FLAGS
             )
         console.print(
             f"[green]Sandbox ready[/] at {sandbox.server}: {len(nodes)} fake GPU nodes Ready through kwok, "

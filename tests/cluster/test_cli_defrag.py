@@ -213,6 +213,9 @@ def status_and_history(cluster: Sandbox, namespace: str, leases: str, config_map
 
 
 def test_the_policy_is_found_by_its_label_when_not_named(cluster: Sandbox, namespace: str, helm: Path) -> None:
+    labelled = cluster.kubectl("get", "configmaps", "-A", "-l", f"{COMPONENT}=defrag-policy", "-o", "name")
+    if labelled.stdout.strip():
+        pytest.skip("a reused sandbox (make sandbox-up) holds a DefragPolicy of its own; a fresh one runs this test")
     first = chart_policy(helm, namespace, "one", labelled=True)
     apply(cluster, first)
     try:

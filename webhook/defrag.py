@@ -62,6 +62,7 @@ from kubectl_hami_place.core.defrag.budget import (
     history_shortfall,
     names_own_pod,
 )
+from kubectl_hami_place.core.defrag.decisions import Decision, decided, decisions_value, with_decision
 from kubectl_hami_place.core.defrag.keys import (
     FOLLOW,
     KEEP_ROOM,
@@ -111,6 +112,7 @@ from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.lifecycle import ROOM_SETTLE_SECONDS
 from kubectl_hami_place.core.names import (
+    DEFRAG_DECISIONS_ANNOTATION,
     DEFRAG_FORBIDDEN_WATCHES_ANNOTATION,
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
@@ -324,6 +326,8 @@ class DefragController:
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
         self._said: dict[str, str] = {}
+        # Newest first; replaced whole, never changed in place: the elector's thread reads it at each renewal.
+        self._decisions: tuple[Decision, ...] = ()
         self._rescues: dict[PodKey, Rescue] = {}
         self._retry_at: dict[str, float] = {}
         # By UID: the pods whose looks in a row ended without a plan, over budget, or in a dry run (`look_again`
@@ -719,11 +723,13 @@ class DefragController:
             reason = "DefragBlocked" if result == "blocked" else "DefragNoPlan"
             if self._say(about, key, reason, decision.message or decision.reason):
                 self.metrics.runs.labels(trigger, result).inc()
+                self._remember(decision, 0, decision.message or decision.reason)
             return Look.budget if result == "budget" else Look.no_plan
         if decision.dry_run:
             if self._say(about, key, "DefragDryRun", decision.message):
                 self.metrics.runs.labels(trigger, "dry_run").inc()
                 self.metrics.moves.labels("dry_run").inc(len(decision.moves))
+                self._remember(decision, len(decision.moves), decision.message)
             return Look.dry_run
         self._event(about, "DefragRun", f"run {decision.run_id}: {decision.message}")
         done, failure, stopped, failed = self._carry_out(decision, config, about if trigger == "rescue" else None)
@@ -734,6 +740,7 @@ class DefragController:
             self.metrics.runs.labels(trigger, stopped).inc()
             self._retry_at[key] = time.monotonic() + RETRY.total_seconds()
             head = f"run {decision.run_id} stopped after {done} of {len(decision.moves)} move(s): "
+            self._remember(decision, done, head + failure)
             if stopped == "unneeded":
                 self._event(about, "DefragNotNeeded", head + failure)
                 return Look.failed
@@ -746,6 +753,7 @@ class DefragController:
             )
             return Look.failed
         self.metrics.runs.labels(trigger, "moved").inc()
+        self._remember(decision, done, f"{decision.message}; {done} of {len(decision.moves)} move(s) made")
         if trigger == "keep_room":
             self._event(about, "DefragRoomMade", f"run {decision.run_id} made {done} move(s) toward {decision.trigger}")
         return Look.moved
@@ -1102,9 +1110,19 @@ class DefragController:
         return f"cannot watch {reflector.kind} ({reflector.forbidden}): {forbidden_watch_words(reflector.kind)}"
 
     def _lease_annotations(self) -> dict[str, str]:
-        """What the leader says on its Lease at each renewal: the watches the API server forbids it now."""
+        """What the leader says on its Lease at each renewal: the watches the API server forbids it now, and its last
+        decisions."""
+        said = {}
         forbidden = [r.kind for r in (*self.cache.reflectors(), *self.reflectors()) if r.forbidden]
-        return {DEFRAG_FORBIDDEN_WATCHES_ANNOTATION: forbidden_watches_value(forbidden)} if forbidden else {}
+        if forbidden:
+            said[DEFRAG_FORBIDDEN_WATCHES_ANNOTATION] = forbidden_watches_value(forbidden)
+        if self._decisions:
+            said[DEFRAG_DECISIONS_ANNOTATION] = decisions_value(self._decisions)
+        return said
+
+    def _remember(self, decision: RunDecision, moves: int, outcome: str) -> None:
+        """Keeps a decision for the Lease, where `defrag status` reads what the controller did or would do."""
+        self._decisions = with_decision(self._decisions, decided(datetime.now(UTC), decision, moves, outcome))
 
     def _policy_source(self) -> PolicySource | None:
         """The policy's ConfigMap as watched, None when there is none."""

@@ -135,6 +135,7 @@ class Status:
                 "current": self.leader.current,
                 "renewTime": self.leader.renewed.isoformat() if self.leader.renewed else None,
                 "forbiddenWatches": list(self.leader.forbidden),
+                "lastDecisions": [decision.to_data() for decision in self.leader.decisions],
             },
             "budgets": budgets,
             "usedLastHour": {
@@ -148,7 +149,7 @@ class Status:
         }
 
     def to_blocks(self) -> list[Block]:
-        """The policy lines, the budgets table, the runs table."""
+        """The policy lines, the budgets table, the leader's last decisions, the runs table."""
         from kubectl_hami_place.core.defrag.policy import Mode, format_duration
         from kubectl_hami_place.core.defrag.watches import forbidden_watch_words
 
@@ -187,6 +188,14 @@ class Status:
                     ),
                 )
             )
+        if self.leader.decisions:
+            lines = ["Last decisions (the leader's, newest first)"]
+            for decision in self.leader.decisions:
+                lines += [
+                    f"  {_clock(decision.time)}  run {decision.run_id}: {decision.trigger}",
+                    f"    {decision.outcome}",
+                ]
+            blocks.append(Text(tuple(lines)))
         blocks.append(
             Table(
                 title="Last runs",

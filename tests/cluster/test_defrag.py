@@ -326,6 +326,10 @@ def test_dry_run_moves_nothing_and_names_the_moves(
         "the dry-run to be counted",
     )
     assert f"defrag: DefragDryRun on pod {namespace}/big: {message}" in server.log.read_text(), "the operator's log"
+    decided = wait_for(lambda: last_decisions(cluster, f"{server_namespace}/{POLICY}"), "the leader's Lease to say it")
+    assert [(d["trigger"], d["moves"], d["dryRun"], d["outcome"]) for d in decided] == [
+        (f"rescue {namespace}/big (CardInsufficientMemory)", 1, True, message)
+    ], "defrag status shows what the dry-run would move, which no placement records"
     assert placements(cluster, namespace) == []
     assert before <= uids(cluster, namespace), "no pod was evicted"
     assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
@@ -400,6 +404,14 @@ def test_a_narrower_cluster_role_is_said_and_plans_go_on_without_what_it_forbids
         lambda: leader_forbids(cluster, ref) == sorted(set(UNREAD_WITHOUT) - {"namespaces"}),
         "defrag status to drop the watch granted",
     )
+
+
+def last_decisions(cluster: Sandbox, ref: str) -> list[dict[str, Any]]:
+    """The leader's last decisions `defrag status` shows, newest first."""
+    shown = plugin(cluster, "defrag", "status", "--policy", ref, "-o", "json")
+    assert shown.code == 0, shown.err
+    decisions: list[dict[str, Any]] = shown.json()["leader"]["lastDecisions"]
+    return decisions
 
 
 def leader_forbids(cluster: Sandbox, ref: str) -> list[str]:

@@ -4,6 +4,7 @@ read it. Reading and patching the cluster is covered by tests/cluster."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -13,6 +14,7 @@ from kubectl_hami_place.cli._defrag import History, ModeChange, PolicyView, Stat
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Table, Text
 from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.decisions import Decision
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Mode, parse_policy
 from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used
 from kubectl_hami_place.core.names import DEFRAG_RESUME_ANNOTATION
@@ -140,6 +142,7 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
             "current": True,
             "renewTime": "2026-12-01T12:00:00+00:00",
             "forbiddenWatches": [],
+            "lastDecisions": [],
         },
         "budgets": {
             "movesPerRun": 4,
@@ -184,7 +187,13 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
         "valid": False,
         "problem": "not YAML",
         "resumeMode": "on",
-        "leader": {"holder": None, "current": False, "renewTime": None, "forbiddenWatches": []},
+        "leader": {
+            "holder": None,
+            "current": False,
+            "renewTime": None,
+            "forbiddenWatches": [],
+            "lastDecisions": [],
+        },
         "budgets": None,
         "usedLastHour": None,
         "runs": [],
@@ -210,6 +219,48 @@ def test_status_says_each_watch_the_leader_may_not_keep_what_it_leaves_unread_an
         )
     )
     assert status.to_data()["leader"]["forbiddenWatches"] == ["csinodes", "other-pods"]
+
+
+def test_status_shows_the_leaders_last_decisions_newest_first_before_the_runs() -> None:
+    """In dry-run, the chart's default, no run leaves a placement: the leader's last decisions are where the operator
+    reads what it would move, or why it found no plan, without the server's log."""
+    would = Decision(
+        datetime(2026, 12, 1, 12, 30, tzinfo=BERLIN), "20261201-113000-ab12", "rescue ns/big", 1, True, "would move"
+    )
+    none = Decision(NOW, "20261201-120000-cd34", "keep room", 0, True, "no plan: nothing to gain")
+    leader = replace(LEADER, decisions=(none, would))
+    status = Status(PolicyView("hami/defrag", Mode.dry_run, None, "", ""), leader, Used(0, {}, {}), (), False)
+    blocks = status.to_blocks()
+    assert blocks[1:] == [
+        Text(
+            (
+                "Last decisions (the leader's, newest first)",
+                "  2026-12-01 12:00:00Z  run 20261201-120000-cd34: keep room",
+                "    no plan: nothing to gain",
+                "  2026-12-01 11:30:00Z  run 20261201-113000-ab12: rescue ns/big",
+                "    would move",
+            )
+        ),
+        Table(title="Last runs", columns=("RUN", "STARTED", "MOVES", "RESULTS"), rows=(), empty="none"),
+    ]
+    assert status.to_data()["leader"]["lastDecisions"] == [
+        {
+            "time": "2026-12-01T12:00:00Z",
+            "run": "20261201-120000-cd34",
+            "trigger": "keep room",
+            "moves": 0,
+            "dryRun": True,
+            "outcome": "no plan: nothing to gain",
+        },
+        {
+            "time": "2026-12-01T11:30:00Z",
+            "run": "20261201-113000-ab12",
+            "trigger": "rescue ns/big",
+            "moves": 1,
+            "dryRun": True,
+            "outcome": "would move",
+        },
+    ]
 
 
 def test_history_lists_each_move_in_utc_with_its_replacement_and_placement(monkeypatch: pytest.MonkeyPatch) -> None:

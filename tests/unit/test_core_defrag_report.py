@@ -86,6 +86,29 @@ def test_a_current_leader_says_the_watches_it_may_not_keep_on_its_lease() -> Non
     assert leader_of(said | {"metadata": "csinodes"}, NOW).forbidden == ()
 
 
+def test_the_leaders_last_decisions_are_read_from_its_lease_a_lapsed_ones_too() -> None:
+    """What the controller did or would do (a dry-run leaves no placement): each says when, so a lapsed holder's last
+    words are still its last decisions, unlike its forbidden watches, which may have been granted since."""
+    entry = {
+        "time": "2026-12-01T11:59:00Z",
+        "run": "20261201-115900-ab12",
+        "trigger": "rescue team-a/big",
+        "moves": 1,
+        "dryRun": True,
+        "outcome": "would move team-a/q (dry-run)",
+    }
+    annotations = {
+        "scheduling.hami.placement.com/last-decisions": orjson.dumps([entry]).decode(),
+        "scheduling.hami.placement.com/forbidden-watches": "csinodes",
+    }
+    said = lease("server-a", 20) | {"metadata": {"annotations": annotations}}
+    lapsed = leader_of(said, NOW)
+    assert (lapsed.current, lapsed.forbidden) == (False, ())
+    assert [d.to_data() for d in lapsed.decisions] == [entry]
+    assert leader_of(said | {"spec": lease("server-a", 5)["spec"]}, NOW).decisions == lapsed.decisions
+    assert leader_of(said | {"metadata": {"annotations": {}}}, NOW).decisions == ()
+
+
 def record(run: str, minutes_ago: float, result: str = "Evicted", node: str = "n1", ns: str = "a") -> MoveRecord:
     """A move."""
     return MoveRecord(run, f"{ns}/p{minutes_ago}", ns, node, NOW - timedelta(minutes=minutes_ago), result)

@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient
 
 from kubectl_hami_place.core.attach_limits import AttachLimits, Attachment
 from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.decisions import decisions_of
 from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, RETRY, BackedOff, PodKey
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.defrag.runs import RunDecision
@@ -675,6 +676,14 @@ def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return made
 
 
+def on_lease(ctl: DefragController) -> list[tuple[str, str, int, bool, str]]:
+    """The decisions the leader says on its Lease at its next renewal, newest first: (run, trigger, moves, dry-run,
+    outcome), each read back as `defrag status` reads it."""
+    metadata = ctl.elector._body(None, transitions=0, acquired=False)["metadata"]
+    value = (metadata.get("annotations") or {}).get("scheduling.hami.placement.com/last-decisions")
+    return [(d.run_id, d.trigger, d.moves, d.dry_run, d.outcome) for d in decisions_of(value)]
+
+
 def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept_for_another_pod(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -712,9 +721,15 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
             False,
         ),
     ]
+    rescue = "rescue team-a/big (CardInsufficientMemory)"
+    assert [entry[1:] for entry in on_lease(ctl)] == [
+        (rescue, 0, True, said[2][1]),
+        (rescue, 1, True, said[1][1]),
+    ], "what each look said, newest first, on the Lease"
     read_policy(ctl, "dry-run", version="2")
     ctl._read = None
     assert ctl.look(BIG) == timedelta(seconds=7), "a new policy plans for every pod again now"
+    assert len(on_lease(ctl)) == 2, "the same words, not said again on the pod, are not kept again"
     assert counted(metrics) == {
         "hami_place_defrag_policy_valid{}": 1.0,
         "hami_place_defrag_runs_total{result=dry_run,trigger=rescue}": 1.0,
@@ -822,6 +837,9 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
     assert ctl.look(BIG) == timedelta(seconds=1), "sent back to the scheduler once q has been gone a second"
     [(key, rescue)] = ctl._rescues.items()
     run = rescue.run_id
+    assert on_lease(ctl) == [
+        (run, "rescue team-a/big (CardInsufficientMemory)", 1, False, f"{MOVE_Q}; 1 of 1 move(s) made")
+    ]
     assert (key, rescue.uid, [m.pod for m in rescue.moved], rescue.kept_until) == (BIG, "uid-big", ["team-a/q"], None)
     assert ctl.look(BIG) == timedelta(seconds=1) and rescue.room_made_at is None, "q is still there"
     sent: list[tuple[str, ...]] = []
@@ -922,6 +940,8 @@ def test_a_run_whose_move_fails_says_why_on_the_pod_and_is_not_tried_again_befor
         ("DefragRun", f"run {run}: {MOVE_Q}", False),
         ("DefragBlocked" if blocked else "DefragStopped", f"run {run} stopped after 0 of 1 move(s): {why}", True),
     ]
+    stopped = f"run {run} stopped after 0 of 1 move(s): {why}"
+    assert on_lease(ctl) == [(run, "rescue team-a/big (CardInsufficientMemory)", 0, False, stopped)]
     ctl._read, ctl._history = None, ()
     assert timedelta(0) < ctl.look(BIG) <= RETRY  # type: ignore[operator]
     assert made == ["team-a/q"] and len(said) == 3, "not planned for again before RETRY"

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
+from kubectl_hami_place.core.defrag.decisions import Decision, decisions_of
 from kubectl_hami_place.core.defrag.watches import forbidden_watches_of
 from kubectl_hami_place.core.errors import MovesDocumentError, PlacementError
-from kubectl_hami_place.core.names import DEFRAG_FORBIDDEN_WATCHES_ANNOTATION
+from kubectl_hami_place.core.names import DEFRAG_DECISIONS_ANNOTATION, DEFRAG_FORBIDDEN_WATCHES_ANNOTATION
 from kubectl_hami_place.core.placement import parse_time, time_or_none
 
 # The most moves a server's answer may carry: far more than any hour's budget keeps (moves leave with their
@@ -22,13 +23,15 @@ MAX_MOVES_ANSWERED = 100_000
 @dataclass(frozen=True)
 class Leader:
     """The leader Lease's holder and until when its claim holds; `current` False once it lapsed. `forbidden`: the
-    watches a current holder says the API server forbids it."""
+    watches a current holder says the API server forbids it; `decisions`: the last ones the holder said, newest
+    first (a lapsed holder's too: each says when)."""
 
     holder: str
     renewed: datetime | None
     expires: datetime | None
     current: bool
     forbidden: tuple[str, ...] = ()
+    decisions: tuple[Decision, ...] = ()
 
     def describe(self) -> str:
         """The leader in words."""
@@ -52,10 +55,11 @@ def leader_of(lease: Mapping[str, Any] | None, now: datetime) -> Leader:
         expires = renewed + timedelta(seconds=duration)
     current = bool(holder) and expires is not None and expires > now
     metadata = (lease or {}).get("metadata")
-    found = metadata.get("annotations") if current and isinstance(metadata, Mapping) else None
+    found = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     annotations: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    forbidden = forbidden_watches_of(annotations.get(DEFRAG_FORBIDDEN_WATCHES_ANNOTATION))
-    return Leader(holder=holder, renewed=renewed, expires=expires, current=current, forbidden=forbidden)
+    forbidden = forbidden_watches_of(annotations.get(DEFRAG_FORBIDDEN_WATCHES_ANNOTATION)) if current else ()
+    decisions = decisions_of(annotations.get(DEFRAG_DECISIONS_ANNOTATION))
+    return Leader(holder, renewed, expires, current, forbidden, decisions)
 
 
 @dataclass(frozen=True)

@@ -398,6 +398,29 @@ def test_why_is_the_reasons_in_one_line_each_set_apart_by_a_full_stop() -> None:
     assert (fits.reasons, fits.why) == ((), "")
 
 
+def test_fit_frees_the_card_that_takes_fewest_moves_not_the_one_whose_pods_hold_least() -> None:
+    """Freeing gpu-1 evicts 8 GiB, but that pod may only stay on a and fits no other card there until gpu-0's filler
+    leaves too: two moves. Freeing gpu-0 evicts 29 GiB in one move: every eviction stops a workload, so the plan is
+    the one move."""
+    a_only = frozenset({"a"})
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b", cards=1)),
+        pods=(
+            placed("filler", "a", ["GPU-a-0"], 29 * GIB),
+            placed("batch-1", "a", ["GPU-a-0"], 8 * GIB, nodes=a_only),
+            placed("batch-2", "a", ["GPU-a-1"], 8 * GIB, nodes=a_only),
+            placed("eval", "a", ["GPU-a-1"], 18 * GIB, owner_kind=""),
+        ),
+    )
+    result = fit_plan(snapshot, pending(16 * GIB, nodes=a_only))
+    assert [(m.pod, m.from_cards, m.to_node, m.to_cards) for m in result.moves] == [
+        ("ns/filler", ("GPU-a-0",), "b", ("GPU-b-0",))
+    ]
+    assert (result.complete, result.target) == (True, ("a", ("GPU-a-0",)))
+    tight = fit_plan(snapshot, pending(16 * GIB, nodes=a_only), Limits(max_moves=1))
+    assert [m.pod for m in tight.moves] == ["ns/filler"], "found under a bound the two-move plan breaks too"
+
+
 def test_fit_stays_within_max_moves() -> None:
     """A plan needing two moves is refused under --max-moves 1."""
     snapshot = Snapshot(

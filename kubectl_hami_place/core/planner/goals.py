@@ -42,6 +42,8 @@ _AIM_STEPS = 3
 _Option = tuple[int, int, str, list[CardSlot], list[str], frozenset[str]]
 """A node to try: how many pods must move, the MiB they hold, the node, its chosen cards, those pods, and those of
 them that must leave the node (for its CPU, memory or pod count) rather than move to another of its cards."""
+_Best = tuple[tuple[Move, ...], _Option]
+"""The plan of fewest moves found so far, and the option it made room on."""
 
 
 def plan(snapshot: Snapshot, goal: Goal, limits: Limits | None = None) -> Plan:
@@ -321,6 +323,9 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         return _no_plan(state, goal, (f"{error}: HAMi's filter fails for the pod on every node",))
     nums = gpu[0][1].nums
     options: list[_Option] = []
+    # For a one-card pod, each node's other cards it may take (worked out only if needed): tried when no plan was found
+    # or the best chains moves, since the cheapest card to free may hold pods only a chain makes room for.
+    spares: list[tuple[str, _Cost]] = []
     reasons: dict[str, str] = {}
     for node, slots in state.by_node.items():
         if not state.node_open[node]:
@@ -357,46 +362,25 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         if len(chosen) < nums:
             reasons[node] = f"no {nums} cards of one NUMA node can take the pod, which asks nvidia.com/numa-bind"
             continue
-        evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
-        leave, short = _leaving(state, pod, node, evicted)
-        if short:
-            reasons[node] = short
+        option = _option(state, pod, node, chosen)
+        if isinstance(option, str):
+            reasons[node] = option
             continue
-        evicted += sorted(leave - set(evicted))
-        over = _over_bound(state, node, len(evicted))
-        if over:
-            reasons[node] = over
-            continue
-        moved = sum(item[1] for item in chosen)
-        options.append((len(evicted), moved, node, [item[3] for item in chosen], evicted, leave))
-        if not evicted:
+        options.append(option)
+        if not option[4]:
             break
+        if nums == 1:
+            spares += [(node, item) for item in costs if item is not chosen[0]]
     options.sort(key=lambda option: option[:3])
-    best: tuple[tuple[Move, ...], int] | None = None
-    spent = ""
-    limits = state.limits
-    for position, (least, _, node, cards, evicted, leave) in enumerate(options):
-        if best is not None and least >= len(best[0]):
-            break
-        point = state.checkpoint()
-        try:
-            failure = _make_room(state, pod, node, cards, evicted, leave=leave, explain=position < _REASONS_SHOWN)
-        except SearchSpent as error:
-            state.rollback(point)
-            spent = str(error)
-            break
-        if failure is not None:
-            reasons[node] = "; ".join(filter(None, (failure, reasons.get(node))))
-            continue
-        if best is None or len(state.moves) < len(best[0]):
-            best = (tuple(state.moves), position)
-            # only a plan of fewer moves replaces it: the nodes left are searched with no chain or move beyond that
-            # (the bound stays lowered; the best plan's moves are replayed after, which no bound checks)
-            state.limits = replace(limits, max_moves=len(best[0]) - 1)
-        state.rollback(point)
+    best, spent = _least_moves(state, pod, options, reasons, None)
+    if not spent and (best is None or len(best[0]) > best[1][0]):
+        # No plan, or the best chains moves to make room for the pods it evicts: freeing another card of a node may
+        # take fewer, or fit the bounds.
+        others = (_option(state, pod, node, [item]) for node, item in spares)
+        spared = sorted((other for other in others if not isinstance(other, str)), key=lambda option: option[:3])
+        best, spent = _least_moves(state, pod, spared, None, best)
     if best is not None:
-        moves, position = best
-        _, _, node, cards, _, _ = options[position]
+        moves, (_, _, node, cards, _, _) = best
         for move in moves:
             state.carry_out(move)
         cards = state.hami_cards(pod, node, cards)
@@ -407,6 +391,53 @@ def _plan_fit(state: State, goal: FitGoal) -> Plan:
         else "no node can make room within the bounds:"
     )
     return _no_plan(state, goal, (head, *_ranked(options, reasons)))
+
+
+def _option(state: State, pod: PlanPod, node: str, chosen: list[_Cost]) -> _Option | str:
+    """The node as an option with these cards to free: the pods that must move (those off the cards, and those that
+    must leave the node for its CPU, memory or pod count); or why it cannot be one."""
+    evicted = list(dict.fromkeys(key for *_, keys in chosen for key in keys))
+    leave, short = _leaving(state, pod, node, evicted)
+    if short:
+        return short
+    evicted += sorted(leave - set(evicted))
+    over = _over_bound(state, node, len(evicted))
+    if over:
+        return over
+    return (len(evicted), sum(item[1] for item in chosen), node, [item[3] for item in chosen], evicted, leave)
+
+
+def _least_moves(
+    state: State, pod: PlanPod, options: list[_Option], reasons: dict[str, str] | None, best: _Best | None
+) -> tuple[_Best | None, str]:
+    """The plan of fewest moves over the options, in order, beside `best` so far (only fewer moves replace it); and
+    why the search stopped early ("" when it did not). A node's failure goes into `reasons`, for the first few nodes
+    tried; None: no failure is said, nor worked out."""
+    limits = state.limits
+    if best is not None:
+        state.limits = replace(limits, max_moves=len(best[0]) - 1)
+    for position, option in enumerate(options):
+        least, _, node, cards, evicted, leave = option
+        if best is not None and least >= len(best[0]):
+            break
+        point = state.checkpoint()
+        explain = reasons is not None and position < _REASONS_SHOWN
+        try:
+            failure = _make_room(state, pod, node, cards, evicted, leave=leave, explain=explain)
+        except SearchSpent as error:
+            state.rollback(point)
+            return best, str(error)
+        if failure is not None:
+            if reasons is not None:
+                reasons[node] = "; ".join(filter(None, (failure, reasons.get(node))))
+            continue
+        if best is None or len(state.moves) < len(best[0]):
+            best = (tuple(state.moves), option)
+            # only a plan of fewer moves replaces it: the nodes left are searched with no chain or move beyond that
+            # (the bound stays lowered; the best plan's moves are replayed after, which no bound checks)
+            state.limits = replace(limits, max_moves=len(best[0]) - 1)
+        state.rollback(point)
+    return best, ""
 
 
 def _over_bound(state: State, node: str, evictions: int) -> str:

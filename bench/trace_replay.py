@@ -17,10 +17,12 @@ arrivals and departures, arrivals compressed. `python bench/trace_replay.py --he
 from __future__ import annotations
 
 import argparse
+import copyreg
 import csv
 import functools
 import heapq
 import importlib.util
+import io
 import json
 import math
 import os
@@ -35,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -951,8 +954,18 @@ class Corpus:
         self.directory.mkdir(parents=True, exist_ok=True)
         record = {"snapshot": snapshot, "goal": goal, "limits": limits, "seconds": seconds, "label": self.label}
         path = self.directory / f"{self.label}-{run:05d}.pickle"
-        path.write_bytes(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        path.write_bytes(corpus_bytes(record))
         self.kept += 1
+
+
+def corpus_bytes(record: dict[str, Any]) -> bytes:
+    """The record pickled, its read-only mappings (`MappingProxyType`, which pickle refuses) as dicts: the planner
+    only reads them."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {**copyreg.dispatch_table, MappingProxyType: lambda proxy: (dict, (dict(proxy),))}
+    pickler.dump(record)
+    return buffer.getvalue()
 
 
 class Controller:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from bench.trace_replay import (
     before_after,
     combine,
     controlled_runs,
+    corpus_bytes,
     eviction_cap,
     fourth_pair,
     inflate,
@@ -681,3 +684,13 @@ def test_the_notes_say_the_inflation_replays_eviction_cap_only_when_their_comman
     capped = {"commands": ["python bench/trace_replay.py --skip-timeline --evictions-per-placed 0.05", "python x"]}
     assert "within 0.05 of the tasks placed so far" in eviction_cap(capped)
     assert eviction_cap({"commands": ["python bench/trace_replay.py --skip-timeline"]}) == ""
+
+
+def test_a_corpus_record_keeps_its_read_only_mappings_as_dicts() -> None:
+    """The planner's inputs hold MappingProxyType values (a node's labels by default), which pickle refuses; the
+    corpus keeps them as dicts, which the planner reads alike."""
+    snapshot = {"labels": MappingProxyType({"zone": "a"}), "nested": [MappingProxyType({})]}
+    assert pickle.loads(corpus_bytes({"snapshot": snapshot, "seconds": 0.5})) == {
+        "snapshot": {"labels": {"zone": "a"}, "nested": [{}]},
+        "seconds": 0.5,
+    }

@@ -1877,6 +1877,22 @@ def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
     )
 
 
+def test_room_that_still_does_not_fit_after_its_moves_is_refused_and_its_moves_undone() -> None:
+    """_make_room's check after the moves: p leaving gpu-0 frees 10 GiB beside q's 25, 15 GiB in all, short of the
+    20 GiB asked; the room is refused, saying so, and p's move is undone (the next node starts from the cluster as
+    it is)."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a", cards=1), gpu_node("spare", cards=1)),
+        pods=(placed("p", "a", ["GPU-a-0"], 10 * GIB), placed("q", "a", ["GPU-a-0"], 25 * GIB)),
+    )
+    state = State(snapshot, Limits())
+    failure = _make_room(
+        state, pending(20 * GIB), "a", [state.by_uuid["GPU-a-0"]], ["ns/p"], leave=frozenset(), explain=True
+    )
+    assert failure == "gpu-0 still does not fit after the moves: CardInsufficientMemory"
+    assert (state.moves, sorted(state.by_uuid["GPU-a-0"].pods)) == ([], ["ns/p", "ns/q"])
+
+
 def test_room_refused_for_hamis_pick_names_every_card_the_moves_free_and_only_those() -> None:
     """The refusal tells which evictions would be for nothing: u and v leaving node a free gpu-0 and gpu-1, both
     passed over by HAMi's pick (gpu-2 and gpu-3 score highest in QUAD_SCORES); with u staying, gpu-0 takes the pod

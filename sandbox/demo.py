@@ -411,6 +411,11 @@ class Demo:
         ours.sort(key=lambda e: e["metadata"]["creationTimestamp"])
         return [f"{e['reason']}: {e['message']}" for e in ours]
 
+    def last_decisions(self) -> list[Any]:
+        """The leader's last decisions, as `defrag status` reads them from its Lease."""
+        printed = self.kubectl("hami-place", "defrag", "status", "-o", "json", show=False)
+        return list(json.loads(printed.stdout or "{}").get("leader", {}).get("lastDecisions") or [])
+
     def rescue(self) -> None:
         """The server's controller, switched on in its policy, rescues a Pending pod with no command run."""
         self.console.rule("5. The controller rescues a Pending pod on its own")
@@ -419,7 +424,6 @@ class Demo:
         self.console.print(
             "The policy is in dry-run, as the chart installs it: the controller only says what it would do."
         )
-        self.kubectl("hami-place", "defrag", "status")
         self.console.print(
             "eval asks 18,000 MiB of a gpu-a100-0 card; each card has 12,000 MiB left beside a batch pod:"
         )
@@ -429,6 +433,8 @@ class Demo:
             "the controller's dry-run Event on eval", lambda: [e for e in self.events("eval") if "dry-run" in e]
         )
         self.console.print(f"  [bold]Event on eval[/]: {would[-1]}")
+        self.wait("the leader's Lease to say it", self.last_decisions)
+        self.kubectl("hami-place", "defrag", "status")
         self.console.print(
             "Switch the policy to [bold]mode: on[/] (the operator's one change) and wait; no command moves a pod:"
         )

@@ -62,7 +62,13 @@ from kubectl_hami_place.core.defrag.budget import (
     history_shortfall,
     names_own_pod,
 )
-from kubectl_hami_place.core.defrag.decisions import Decision, decided, decisions_value, with_decision
+from kubectl_hami_place.core.defrag.decisions import (
+    Decision,
+    decided,
+    decisions_value,
+    rescue_ended,
+    with_decision,
+)
 from kubectl_hami_place.core.defrag.keys import (
     FOLLOW,
     KEEP_ROOM,
@@ -631,19 +637,18 @@ class DefragController:
             self.metrics.rescued.inc()
             self.metrics.rescue_seconds.observe(max(waited, 0.0))
             node = (pod.get("spec") or {}).get("nodeName")
-            self._event(rescue.pod, "DefragRescued", f"rescued by {len(rescue.moved)} move(s): scheduled on {node}")
+            rescued = f"rescued by {len(rescue.moved)} move(s): scheduled on {node}"
+            self._event(rescue.pod, "DefragRescued", rescued)
+            self._remember_end(rescue, rescued, now)
         elif state is Followed.room_lost:
             self.metrics.room_lost.inc()
             kept = rescue.kept_until
             taken = "was taken before the scheduler retried the pod"
             if kept is not None and now >= kept:
                 taken = f"was kept for the pod until {kept:%H:%M:%S}Z and the pod was not scheduled meanwhile"
-            self._event(
-                rescue.pod,
-                "DefragRoomLost",
-                f"the room {len(rescue.moved)} move(s) made {taken}; it is planned for again once it qualifies",
-                warning=True,
-            )
+            lost = f"the room {len(rescue.moved)} move(s) made {taken}; it is planned for again once it qualifies"
+            self._event(rescue.pod, "DefragRoomLost", lost, warning=True)
+            self._remember_end(rescue, lost, now)
         if rescue.kept_until is None:
             return
         if state is not Followed.rescued:
@@ -1123,6 +1128,13 @@ class DefragController:
     def _remember(self, decision: RunDecision, moves: int, outcome: str) -> None:
         """Keeps a decision for the Lease, where `defrag status` reads what the controller did or would do."""
         self._decisions = with_decision(self._decisions, decided(datetime.now(UTC), decision, moves, outcome))
+
+    def _remember_end(self, rescue: Rescue, outcome: str, now: datetime) -> None:
+        """Keeps how a rescue's pod fared for the Lease, beside its run's decision."""
+        pod = "/".join(object_key(rescue.pod))
+        self._decisions = with_decision(
+            self._decisions, rescue_ended(now, rescue.run_id, pod, len(rescue.moved), outcome)
+        )
 
     def _policy_source(self) -> PolicySource | None:
         """The policy's ConfigMap as watched, None when there is none."""

@@ -8,7 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kubectl_hami_place.core.defrag.decisions import Decision, decided, decisions_of, decisions_value, with_decision
+from kubectl_hami_place.core.defrag.decisions import (
+    Decision,
+    decided,
+    decisions_of,
+    decisions_value,
+    rescue_ended,
+    with_decision,
+)
 from kubectl_hami_place.core.defrag.runs import RunDecision
 
 NOW = datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC)
@@ -43,6 +50,12 @@ def test_a_decision_is_the_runs_trigger_and_its_events_words_cut_to_an_events_le
     long = decided(NOW, RunDecision("r-1", "t" * 1024, None, (), False), 3, "o" * 2000)
     assert (long.trigger, long.moves, long.dry_run) == ("t" * 1024, 3, False), "1,024 characters are kept whole"
     assert long.outcome == "o" * 1023 + "…"
+
+
+def test_a_rescues_end_names_the_pod_and_its_run_as_carried_out() -> None:
+    ended = rescue_ended(NOW, "r-1", "team-a/big", 2, "rescued by 2 move(s): scheduled on n")
+    assert ended == Decision(NOW, "r-1", "rescue team-a/big", 2, False, "rescued by 2 move(s): scheduled on n")
+    assert rescue_ended(NOW, "r-1", "team-a/big", 2, "o" * 1100).outcome == "o" * 1023 + "…"
 
 
 def test_the_lease_says_them_as_compact_json_read_back_whole() -> None:

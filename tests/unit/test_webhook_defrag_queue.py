@@ -884,6 +884,7 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
     if scheduled:
         assert (ended, ctl._rescues, made) == (None, {}, ["team-a/q"])
         assert said[3:] == [("DefragRescued", "rescued by 1 move(s): scheduled on gpu-0", False)]
+        assert on_lease(ctl)[0] == (run, "rescue team-a/big", 1, False, "rescued by 1 move(s): scheduled on gpu-0")
         assert counted(metrics) == common | {
             "hami_place_defrag_runs_total{result=moved,trigger=rescue}": 1.0,
             "hami_place_defrag_moves_total{result=done}": 1.0,
@@ -893,6 +894,15 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
         return
     assert (ended, made) == (timedelta(seconds=1), ["team-a/q", "team-a/q"]), "planned for again: q moves again"
     rerun = ctl._rescues[BIG].run_id
+    lost = (
+        "the room 1 move(s) made was taken before the scheduler retried the pod; it is planned for again once it "
+        "qualifies"
+    )
+    assert [(entry[0], entry[4]) for entry in on_lease(ctl)] == [
+        (rerun, f"{MOVE_Q}; 1 of 1 move(s) made"),
+        (run, lost),
+        (run, f"{MOVE_Q}; 1 of 1 move(s) made"),
+    ]
     assert said[3:] == [
         (
             "DefragRoomLost",

@@ -1,6 +1,6 @@
 """The controller's last decisions, which its leader says on its Lease in every mode (a dry-run's moves, no plan, a
-run carried out or stopped), so that `defrag status` shows what it did or would do: a dry-run leaves no placement to
-list, and a pod's Events go with the pod."""
+run carried out or stopped, how a rescued pod fared), so that `defrag status` shows what it did or would do: a dry-run
+leaves no placement to list, and a pod's Events go with the pod."""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def decided(time: datetime, run: RunDecision, moves: int, outcome: str) -> Decis
     """The decision a run came to, as the leader says it: `moves` planned (made, once carried out), the outcome as
     its Event said it; the trigger and the outcome cut at MAX_WORDS characters, a cut one ending in an ellipsis."""
     return Decision(time, run.run_id, _cut(run.trigger), moves, run.dry_run, _cut(outcome))
+
+
+def rescue_ended(time: datetime, run_id: str, pod: str, moves: int, outcome: str) -> Decision:
+    """How a rescue run's pod fared once its moves were made (scheduled, or the room lost), as its Event said it; the
+    outcome cut at MAX_WORDS characters (the trigger, naming a pod, is always shorter)."""
+    return Decision(time, run_id, f"rescue {pod}", moves, False, _cut(outcome))
 
 
 def _cut(words: str) -> str:

@@ -27,7 +27,7 @@ MAX_MOVES = 10_000
 @dataclass(frozen=True)
 class Decision:
     """One run's decision: when, its run, what triggered it, its moves (planned, or made once carried out), whether
-    only as a dry-run, and the outcome in the words of its Event."""
+    only as a dry-run, and the outcome in words (its Event's; a run carried out adds how many moves were made)."""
 
     time: datetime
     run_id: str

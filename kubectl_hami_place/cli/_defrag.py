@@ -165,7 +165,7 @@ class Status:
         ]
         if view.problem:
             lines.append(f"Problem: {view.problem} (the controller stays off until it is fixed)")
-        if view.mode is Mode.dry_run:
+        if view.mode is Mode.dry_run and not view.problem:
             home = view.ref.split("/", 1)[0]
             logs = f"kubectl logs -n {home} -l {WEBHOOK_SERVICE_LABEL} --tail=-1 | grep DefragDryRun"
             lines += ["Dry-run: nothing moves; the server's log says what would:", f"  {logs}"]

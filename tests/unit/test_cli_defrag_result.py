@@ -78,8 +78,9 @@ def test_status_shows_the_mode_leader_budgets_runs_and_the_newest_runs_moves() -
 
 
 def test_status_of_a_paused_broken_or_dry_run_policy_says_what_follows() -> None:
-    """A paused policy says what resume brings back; a broken one that the controller stays off; a dry-run one where
-    the moves it would make are logged. With no budgets read and no moves yet, nothing is spent by anyone."""
+    """A paused policy says what resume brings back; a broken one that the controller stays off (a broken dry-run one
+    logs no moves either); a dry-run one where the moves it would make are logged. With no budgets read and no moves
+    yet, nothing is spent by anyone."""
     idle = Used(0, {}, {})
     paused = Status(
         PolicyView("hami/defrag", Mode.off, None, "budgets.movesPerRun: -1 is negative", "on"), LEADER, idle, (), False
@@ -116,6 +117,21 @@ def test_status_of_a_paused_broken_or_dry_run_policy_says_what_follows() -> None
             ("cooldown", "1h", "-"),
         ),
     )
+    broken = Status(
+        PolicyView("hami/defrag", Mode.dry_run, None, "budgets.movesPerRun: -1 is negative", ""),
+        LEADER,
+        idle,
+        (),
+        False,
+    )
+    assert broken.to_blocks()[0] == Text(
+        (
+            "Policy:  hami/defrag",
+            "Mode:    dry-run",
+            "Leader:  server-0",
+            "Problem: budgets.movesPerRun: -1 is negative (the controller stays off until it is fixed)",
+        )
+    ), "no dry-run log to read while the controller is off"
     unreadable = Status(PolicyView("hami/defrag", None, None, "not YAML", ""), LEADER, idle, (), False)
     assert unreadable.to_blocks()[0] == Text(
         (

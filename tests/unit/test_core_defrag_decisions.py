@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -50,6 +50,15 @@ def test_a_decision_is_the_runs_trigger_and_its_events_words_cut_to_an_events_le
     long = decided(NOW, RunDecision("r-1", "t" * 1024, None, (), False), 3, "o" * 2000)
     assert (long.trigger, long.moves, long.dry_run) == ("t" * 1024, 3, False), "1,024 characters are kept whole"
     assert long.outcome == "o" * 1023 + "…"
+
+
+@pytest.mark.usefixtures("east_of_utc")
+def test_a_decisions_time_is_said_in_utc_whatever_the_local_zone() -> None:
+    """Read by `defrag status` on another machine, in another zone: the Lease says UTC, as its `Z` claims."""
+    ist = timezone(timedelta(hours=5, minutes=30))
+    moment = datetime(2026, 12, 1, 17, 30, 5, tzinfo=ist)
+    assert Decision(moment, "r-1", "rescue", 0, False, "o").to_data()["time"] == "2026-12-01T12:00:05Z"
+    assert decisions_of(decisions_value((WOULD,)))[0].time == NOW
 
 
 def test_a_rescues_end_names_the_pod_and_its_run_as_carried_out() -> None:

@@ -410,12 +410,11 @@ def _option(state: State, pod: PlanPod, node: str, chosen: list[_Cost]) -> _Opti
 def _least_moves(
     state: State, pod: PlanPod, options: list[_Option], reasons: dict[str, str] | None, best: _Best | None
 ) -> tuple[_Best | None, str]:
-    """The plan of fewest moves over the options, in order, beside `best` so far (only fewer moves replace it); and
-    why the search stopped early ("" when it did not). A node's failure goes into `reasons`, for the first few nodes
-    tried; None: no failure is said, nor worked out."""
+    """The plan of fewest moves over the options, in order, beside `best` so far (only fewer moves replace it: the
+    search bound stays lowered below it, as the call that found it left it); and why the search stopped early (""
+    when it did not). A node's failure goes into `reasons`, for the first few nodes tried; None: no failure is said,
+    nor worked out."""
     limits = state.limits
-    if best is not None:
-        state.limits = replace(limits, max_moves=len(best[0]) - 1)
     for position, option in enumerate(options):
         least, _, node, cards, evicted, leave = option
         if best is not None and least >= len(best[0]):

@@ -72,6 +72,29 @@ def check(promtool: Path, tmp_path: Path, series: dict[str, str], checks: list[d
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def fires_after(  # noqa: PLR0917 - the fixtures, the alert and its times
+    promtool: Path,
+    tmp_path: Path,
+    alert: str,
+    series: dict[str, str],
+    quiet: str,
+    fired: str,
+    *labels: dict[str, str],
+    value: str = "",
+) -> None:
+    """`alert` quiet at `quiet` (before its `for` has passed), then at `fired` firing once for each of `labels`, with
+    `value` in its words (no labels: still quiet)."""
+    check(
+        promtool,
+        tmp_path,
+        series,
+        [
+            {"eval_time": quiet, "alertname": alert, "exp_alerts": []},
+            {"eval_time": fired, "alertname": alert, "exp_alerts": expected(alert, *labels, value=value)},
+        ],
+    )
+
+
 OURS_FAILED_OPEN = 'apiserver_admission_webhook_fail_open_count{name="placement.scheduling.hami.placement.com"}'
 POLICY_LOOKS = 'hami_place_defrag_looks_total{instance="a",key="policy"}'
 
@@ -88,16 +111,7 @@ def test_an_unreadable_policy_is_alerted_after_ten_minutes_where_the_controller_
         'hami_place_defrag_policy_valid{instance="c"}': "1x20",
         'hami_place_defrag_looks_total{instance="c",key="policy"}': "1+1x20",
     }
-    alert = "HamiPlaceDefragPolicyInvalid"
-    check(
-        promtool,
-        tmp_path,
-        series,
-        [
-            {"eval_time": "9m", "alertname": alert, "exp_alerts": []},
-            {"eval_time": "11m", "alertname": alert, "exp_alerts": expected(alert, {"instance": "a"})},
-        ],
-    )
+    fires_after(promtool, tmp_path, "HamiPlaceDefragPolicyInvalid", series, "9m", "11m", {"instance": "a"})
 
 
 @pytest.mark.parametrize(
@@ -112,16 +126,8 @@ def test_no_leader_is_alerted_after_five_minutes(
     promtool: Path, tmp_path: Path, series: dict[str, str], fires: bool
 ) -> None:
     """Two replicas whose controllers run: neither holding the Lease for 5 minutes is alerted, once."""
-    alert = "HamiPlaceDefragNoLeader"
-    check(
-        promtool,
-        tmp_path,
-        {**series, POLICY_LOOKS: "1+1x20"},
-        [
-            {"eval_time": "4m", "alertname": alert, "exp_alerts": []},
-            {"eval_time": "6m", "alertname": alert, "exp_alerts": expected(alert, {}) if fires else []},
-        ],
-    )
+    looked = {**series, POLICY_LOOKS: "1+1x20"}
+    fires_after(promtool, tmp_path, "HamiPlaceDefragNoLeader", looked, "4m", "6m", *([{}] if fires else []))
 
 
 def test_no_leader_is_not_alerted_where_no_controller_runs(promtool: Path, tmp_path: Path) -> None:
@@ -138,16 +144,7 @@ def test_a_forbidden_watch_is_alerted_once_per_kind_after_fifteen_minutes(promto
         'hami_place_defrag_watch_forbidden{instance="b",kind="csinodes"}': "1x20",
         'hami_place_defrag_watch_forbidden{instance="a",kind="namespaces"}': "0x20",
     }
-    alert = "HamiPlaceDefragWatchForbidden"
-    check(
-        promtool,
-        tmp_path,
-        series,
-        [
-            {"eval_time": "14m", "alertname": alert, "exp_alerts": []},
-            {"eval_time": "16m", "alertname": alert, "exp_alerts": expected(alert, {"kind": "csinodes"})},
-        ],
-    )
+    fires_after(promtool, tmp_path, "HamiPlaceDefragWatchForbidden", series, "14m", "16m", {"kind": "csinodes"})
 
 
 @pytest.mark.parametrize(
@@ -218,15 +215,7 @@ def test_the_servers_other_alerts_fire_after_their_for_with_their_labels(  # noq
 ) -> None:
     """Each alert quiet before its condition has held for its `for`, then firing once, for the series it names (an
     admission webhook's fail-open counter of another name is not ours)."""
-    check(
-        promtool,
-        tmp_path,
-        series,
-        [
-            {"eval_time": quiet, "alertname": alert, "exp_alerts": []},
-            {"eval_time": fired, "alertname": alert, "exp_alerts": expected(alert, labels, value=value)},
-        ],
-    )
+    fires_after(promtool, tmp_path, alert, series, quiet, fired, labels, value=value)
 
 
 def test_runs_refused_while_moves_are_left_this_hour_are_not_a_spent_budget(promtool: Path, tmp_path: Path) -> None:

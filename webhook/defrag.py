@@ -726,9 +726,10 @@ class DefragController:
         if not decision.moves:
             result = next((r for r in ("budget", "blocked") if decision.reason.startswith(r)), "no_plan")
             reason = "DefragBlocked" if result == "blocked" else "DefragNoPlan"
-            if self._say(about, key, reason, decision.message or decision.reason):
+            why = decision.message or decision.reason
+            if self._say(about, key, reason, why):
                 self.metrics.runs.labels(trigger, result).inc()
-                self._remember(decision, 0, decision.message or decision.reason)
+                self._remember(decision, 0, why)
             return Look.budget if result == "budget" else Look.no_plan
         if decision.dry_run:
             if self._say(about, key, "DefragDryRun", decision.message):
@@ -1070,11 +1071,15 @@ class DefragController:
             self._history = run_history(self.kube, self.cache.room_key)
         return self._history
 
+    def _watches(self) -> tuple[Reflector, ...]:
+        """Every watch a plan reads: the server's cache's and the controller's own."""
+        return (*self.cache.reflectors(), *self.reflectors())
+
     def _fresh(self) -> bool:
         """Whether every watch a plan reads has listed, and heard from the API server within STALE_SECONDS (a
         stale one is logged; one that has not listed yet, while the server starts, is not); one the API server
         forbids is said (`_tell_forbidden`) and, when a plan can go without it, not waited for."""
-        watches = (*self.cache.reflectors(), *self.reflectors())
+        watches = self._watches()
         self._tell_forbidden(watches)
         # A plan goes on without some watches the API server forbids (`goes_without`), as the CLI goes on when it
         # may not list them; without any other watch nothing is planned.
@@ -1118,7 +1123,7 @@ class DefragController:
         """What the leader says on its Lease at each renewal: the watches the API server forbids it now, and its last
         decisions."""
         said = {}
-        forbidden = [r.kind for r in (*self.cache.reflectors(), *self.reflectors()) if r.forbidden]
+        forbidden = [r.kind for r in self._watches() if r.forbidden]
         if forbidden:
             said[DEFRAG_FORBIDDEN_WATCHES_ANNOTATION] = forbidden_watches_value(forbidden)
         if self._decisions:

@@ -189,13 +189,13 @@ class Status:
                 )
             )
         if self.leader.decisions:
-            lines = ["Last decisions (the leader's, newest first)"]
+            decided = ["Last decisions (the leader's, newest first)"]
             for decision in self.leader.decisions:
-                lines += [
+                decided += [
                     f"  {_clock(decision.time)}  run {decision.run_id}: {decision.trigger}",
                     f"    {decision.outcome}",
                 ]
-            blocks.append(Text(tuple(lines)))
+            blocks.append(Text(tuple(decided)))
         blocks.append(
             Table(
                 title="Last runs",

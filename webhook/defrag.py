@@ -109,6 +109,7 @@ from kubectl_hami_place.core.defrag.runs import (
     keep_off,
     refuse,
     still_allowed,
+    where,
 )
 from kubectl_hami_place.core.defrag.seal import move_sealed, refusal, refused_by
 from kubectl_hami_place.core.defrag.triggers import pending_pod, pod_priority, rescue_candidates, room_goal, room_of
@@ -788,7 +789,7 @@ class DefragController:
                     move,
                     config=config,
                     labels=move_labels(decision.run_id),
-                    annotations=move_annotations(move),
+                    annotations=move_annotations(move, decision.card_names),
                     key=self.cache.room_key,
                     ack_timeout=self.options.ack_timeout,
                     guard=self._guard,
@@ -805,7 +806,7 @@ class DefragController:
                 _pod_ref(move),
                 "DefragMoved",
                 f"evicted by run {decision.run_id} to {decision.trigger}; its replacement is pinned to "
-                f"{move.to_node} by placement {moves.placement_for(move)}",
+                f"{where(move.to_node, move.to_cards, decision.card_names)} by placement {moves.placement_for(move)}",
             )
             failure = self._settle(move)
             if failure:

@@ -211,7 +211,7 @@ class Status:
                 Table(
                     title=f"Moves of run {self.latest[0].run_id}",
                     columns=("POD", "FROM", "TO", "RESULT"),
-                    rows=tuple((r.pod, r.from_node or "-", r.to_node or "-", r.result) for r in self.latest),
+                    rows=tuple((r.pod, r.source, r.target, r.result) for r in self.latest),
                 )
             )
         return blocks
@@ -240,8 +240,8 @@ class History:
                         _clock(r.time),
                         r.run_id,
                         r.pod,
-                        r.from_node or "-",
-                        r.to_node or "-",
+                        r.source,
+                        r.target,
                         r.result,
                         r.replacement or "-",
                         r.placement,

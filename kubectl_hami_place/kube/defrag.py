@@ -9,16 +9,17 @@ a new leader knows what the last one did, and `kubectl hami-place list` shows th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from kubectl_hami_place.core.access import DEFRAG_MOVES_PATH
-from kubectl_hami_place.core.defrag.budget import MoveRecord, history_from_placements
+from kubectl_hami_place.core.defrag.budget import MoveRecord, card_names_value, history_from_placements
 from kubectl_hami_place.core.defrag.report import moves_from_document
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
+    DEFRAG_FROM_CARDS_ANNOTATION,
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
@@ -26,6 +27,7 @@ from kubectl_hami_place.core.names import (
     DEFRAG_POLICY_COMPONENT,
     DEFRAG_POLICY_KEY,
     DEFRAG_RUN_LABEL,
+    DEFRAG_TO_CARDS_ANNOTATION,
     RESCUED_BY_ANNOTATION,
 )
 from kubectl_hami_place.core.planner import Move
@@ -180,13 +182,18 @@ def move_labels(run_id: str) -> dict[str, str]:
     return {**MANAGED_BY, DEFRAG_RUN_LABEL: run_id}
 
 
-def move_annotations(move: Move) -> dict[str, str]:
-    """The annotations of a move's placement: the pod it evicts and the node it leaves."""
-    return {
+def move_annotations(move: Move, card_names: Mapping[str, str]) -> dict[str, str]:
+    """The annotations of a move's placement: the pod it evicts, the node it leaves and, by `card_names` (UUID ->
+    `gpu-N`), the cards it leaves and those it pins (each side only when every card of it is named)."""
+    annotations = {
         DEFRAG_POD_ANNOTATION: move.pod,
         DEFRAG_POD_UID_ANNOTATION: move.uid,
         DEFRAG_FROM_NODE_ANNOTATION: move.from_node,
     }
+    for key, cards in ((DEFRAG_FROM_CARDS_ANNOTATION, move.from_cards), (DEFRAG_TO_CARDS_ANNOTATION, move.to_cards)):
+        if all(uuid in card_names for uuid in cards):
+            annotations[key] = card_names_value(card_names[uuid] for uuid in cards)
+    return annotations
 
 
 def change_pod_annotations(

@@ -171,7 +171,7 @@ def status_and_history(cluster: Sandbox, namespace: str, leases: str, config_map
                 "name": f"move-{pod}-0123456789ab",
                 "namespace": namespace,
                 "labels": {"scheduling.hami.placement.com/defrag-run": run},
-                "annotations": {"scheduling.hami.placement.com/defrag-from-node": "gpu-a100-0"},
+                "annotations": {"scheduling.hami.placement.com/defrag-from-node": "gpu-a100-0", **cards},
             },
             "spec": {
                 "reqID": "0123456789ab",
@@ -181,7 +181,17 @@ def status_and_history(cluster: Sandbox, namespace: str, leases: str, config_map
                 "evictPod": pod,
             },
         }
-        for pod in ("x", "y")
+        for pod, cards in (
+            # x as the controller writes a move now; y as before its cards were written.
+            (
+                "x",
+                {
+                    "scheduling.hami.placement.com/defrag-from-cards": "gpu-1",
+                    "scheduling.hami.placement.com/defrag-to-cards": "gpu-0",
+                },
+            ),
+            ("y", {}),
+        )
     ]
     apply(cluster, config_map, lease, *moves)
     ref = f"{namespace}/{config_map['metadata']['name']}"
@@ -204,6 +214,15 @@ def status_and_history(cluster: Sandbox, namespace: str, leases: str, config_map
     assert {(m["from"], m["to"], m["result"]) for m in listed.json()["moves"]} == {
         ("gpu-a100-0", "gpu-a100-1", "Pending")
     }
+    assert sorted((m["pod"], m["fromCards"], m["toCards"]) for m in listed.json()["moves"]) == [
+        (f"{namespace}/x", ["gpu-1"], ["gpu-0"]),
+        (f"{namespace}/y", [], []),
+    ]
+    rows = plugin(cluster, "defrag", "history", "--run", run).out.splitlines()
+    assert sorted(row.split()[3:6] for row in rows if f"{namespace}/" in row) == [
+        [f"{namespace}/x", "gpu-a100-0/gpu-1", "gpu-a100-1/gpu-0"],
+        [f"{namespace}/y", "gpu-a100-0", "gpu-a100-1"],
+    ], rows
     mine = plugin(cluster, "defrag", "history", "-n", namespace, "-o", "json")
     assert sorted(m["pod"] for m in mine.json()["moves"]) == [f"{namespace}/x", f"{namespace}/y"]
     assert plugin(cluster, "defrag", "history", "--run", run, "-n", "default", "-o", "json").json()["moves"] == []

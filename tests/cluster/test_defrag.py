@@ -30,11 +30,13 @@ from kubernetes import client, watch
 
 from kubectl_hami_place.core.defrag.seal import move_sealed, seal_move
 from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_CARDS_ANNOTATION,
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_LEASE,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
+    DEFRAG_TO_CARDS_ANNOTATION,
     GROUP,
     NOUSE_GPUUUID_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -296,10 +298,16 @@ def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 -
     [made] = placements(cluster, namespace)
     assert made["metadata"]["name"].startswith(f"move-{moved}-")
     run_id = made["metadata"]["labels"][DEFRAG_RUN_LABEL]
+    index = {str(card["id"]): card["index"] for card in node.cards}
+    [kept] = set(held) - {moved}
+    left, went = f"gpu-{index[held[moved]]}", f"gpu-{index[held[kept]]}"
     assert said(cluster, namespace, moved, "DefragMoved") == (
         f"evicted by run {run_id} to rescue {namespace}/big (CardInsufficientMemory); its replacement is pinned to "
-        f"{node.name} by placement {made['metadata']['name']}"
+        f"{node.name}/{went} by placement {made['metadata']['name']}"
     )
+    annotations = made["metadata"]["annotations"]
+    assert (annotations[DEFRAG_FROM_CARDS_ANNOTATION], annotations[DEFRAG_TO_CARDS_ANNOTATION]) == (left, went)
+    assert f"moving {namespace}/{moved} from {node.name}/{left} to {node.name}/{went} " in run, run
     assert made["metadata"]["labels"][DEFRAG_RUN_LABEL] in run
     assert made["status"]["phase"] == "Consumed"
     assert server.metric("hami_place_defrag_rescued_pods_total") == 1

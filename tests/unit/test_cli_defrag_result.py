@@ -24,7 +24,17 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 # The moves a cluster in Berlin time reports: the table shows them in UTC.
 BERLIN = timezone(timedelta(hours=1))
 MOVED = MoveRecord(
-    "run-2", "ns/a", "ns", "n1", datetime(2026, 12, 1, 12, 30, tzinfo=BERLIN), "Evicted", "n2", "ns/a-x", "move-a"
+    "run-2",
+    "ns/a",
+    "ns",
+    "n1",
+    datetime(2026, 12, 1, 12, 30, tzinfo=BERLIN),
+    "Evicted",
+    "n2",
+    "ns/a-x",
+    "move-a",
+    from_cards=("gpu-1",),
+    to_cards=("gpu-0", "gpu-2"),
 )
 STUCK = MoveRecord("run-2", "ns/b", "ns", "", NOW, "Pending")
 RUNS = (
@@ -72,7 +82,7 @@ def test_status_shows_the_mode_leader_budgets_runs_and_the_newest_runs_moves() -
         Table(
             title="Moves of run run-2",
             columns=("POD", "FROM", "TO", "RESULT"),
-            rows=(("ns/a", "n1", "n2", "Evicted"), ("ns/b", "-", "-", "Pending")),
+            rows=(("ns/a", "n1/gpu-1", "n2/gpu-0,gpu-2", "Evicted"), ("ns/b", "-", "-", "Pending")),
         ),
     ]
 
@@ -183,7 +193,9 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
                 "pod": "ns/b",
                 "namespace": "ns",
                 "from": None,
+                "fromCards": [],
                 "to": None,
+                "toCards": [],
                 "result": "Pending",
                 "replacement": None,
                 "placement": "",
@@ -292,7 +304,7 @@ def test_history_lists_each_move_in_utc_with_its_replacement_and_placement(monke
         Table(
             columns=("TIME", "RUN", "POD", "FROM", "TO", "RESULT", "REPLACEMENT", "PLACEMENT"),
             rows=(
-                ("2026-12-01 11:30:00Z", "run-2", "ns/a", "n1", "n2", "Evicted", "ns/a-x", "move-a"),
+                ("2026-12-01 11:30:00Z", "run-2", "ns/a", "n1/gpu-1", "n2/gpu-0,gpu-2", "Evicted", "ns/a-x", "move-a"),
                 ("2026-12-01 12:00:00Z", "run-2", "ns/b", "-", "-", "Pending", "-", ""),
             ),
             wide=frozenset({"REPLACEMENT", "PLACEMENT"}),
@@ -307,7 +319,9 @@ def test_history_lists_each_move_in_utc_with_its_replacement_and_placement(monke
                 "pod": "ns/a",
                 "namespace": "ns",
                 "from": "n1",
+                "fromCards": ["gpu-1"],
                 "to": "n2",
+                "toCards": ["gpu-0", "gpu-2"],
                 "result": "Evicted",
                 "replacement": "ns/a-x",
                 "placement": "move-a",

@@ -10,6 +10,7 @@ import pytest
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
     allowance,
+    card_names_of,
     cooldown_reason,
     cooldowns,
     history_from_placements,
@@ -268,3 +269,27 @@ def test_a_move_without_its_from_node_annotation_is_from_no_node() -> None:
             selector_from_dict({"matchLabels": {"app": "x"}}),
         ),
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("gpu-0", ("gpu-0",)),
+        ("gpu-1,gpu-12,gpu-999999", ("gpu-1", "gpu-12", "gpu-999999")),
+        (",".join(f"gpu-{index}" for index in range(16)), tuple(f"gpu-{index}" for index in range(16))),
+        (",".join(f"gpu-{index}" for index in range(17)), ()),
+        ("", ()),
+        ("gpu-1,", ()),
+        ("gpu-01", ()),
+        ("gpu-1000000", ()),
+        ("GPU-5b3b0c1e", ()),
+        ("gpu-1 ,gpu-2", ()),
+        ("gpu-1\n", ()),
+        ("gpu-\u0661", ()),
+        (["gpu-1"], ()),
+        (None, ()),
+    ],
+)
+def test_a_moves_cards_are_read_only_as_the_controller_writes_them(value: object, names: tuple[str, ...]) -> None:
+    """The names reach `defrag history`'s table: anything but 1 to 16 plain `gpu-N` is no name at all."""
+    assert card_names_of(value) == names

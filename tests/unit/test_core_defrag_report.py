@@ -139,7 +139,14 @@ def test_the_hour_used_holds_a_move_made_now_and_not_one_made_an_hour_ago() -> N
 
 def test_the_servers_answer_gives_back_the_moves_and_whether_their_seals_were_checked() -> None:
     """Through JSON, as the plugin reads it: every field, the empty ones (no replacement yet) too."""
-    full = replace(record("r1", 3), to_node="n2", replacement="a/p3-new", placement="move-p3-0123456789ab")
+    full = replace(
+        record("r1", 3),
+        to_node="n2",
+        replacement="a/p3-new",
+        placement="move-p3-0123456789ab",
+        from_cards=("gpu-1", "gpu-12"),
+        to_cards=("gpu-0",),
+    )
     history = (full, record("r2", 1, "Pending"))
     for sealed in (True, False):
         answer = orjson.loads(orjson.dumps(moves_document(history, seals_checked=sealed)))
@@ -151,6 +158,16 @@ def test_a_move_off_no_node_comes_back_from_the_servers_answer() -> None:
     history = (replace(record("r1", 3), from_node=""),)
     answer = orjson.loads(orjson.dumps(moves_document(history, seals_checked=True)))
     assert moves_from_document(answer) == (history, True)
+
+
+def test_the_cards_of_a_move_are_answered_by_name_and_an_older_servers_answer_without_them_reads_as_none() -> None:
+    moved = replace(record("r1", 3), to_node="n2", from_cards=("gpu-1",), to_cards=("gpu-0", "gpu-3"))
+    [data] = moves_document([moved], seals_checked=True)["moves"]
+    assert (data["from"], data["fromCards"], data["to"], data["toCards"]) == ("n1", ["gpu-1"], "n2", ["gpu-0", "gpu-3"])
+    older = answer()
+    del older["moves"][0]["fromCards"], older["moves"][0]["toCards"]
+    [read], _ = moves_from_document(older)
+    assert (read.from_cards, read.to_cards, read.source) == ((), (), "n1")
 
 
 def test_an_answer_of_the_most_moves_allowed_is_read() -> None:
@@ -179,6 +196,12 @@ def answer(**move: Any) -> dict[str, Any]:
         (answer(pod=None), "moves[0].pod must be a non-empty string"),
         (answer(to=5), "moves[0].to must be a non-empty string"),
         (answer(time="yesterday"), "moves[0].time 'yesterday' is not an RFC 3339 time"),
+        (answer(fromCards="gpu-1"), "moves[0].fromCards must be a list of at most 16 card names gpu-<index>"),
+        (answer(toCards=["gpu-1,gpu-2"]), "moves[0].toCards must be a list of at most 16 card names gpu-<index>"),
+        (answer(toCards=["GPU-1"]), "moves[0].toCards must be a list of at most 16 card names gpu-<index>"),
+        (answer(toCards=[1]), "moves[0].toCards must be a list of at most 16 card names gpu-<index>"),
+        (answer(toCards={"gpu-1": 1}), "moves[0].toCards must be a list of at most 16 card names gpu-<index>"),
+        (answer(toCards=["gpu-0"] * 17), "moves[0].toCards must be a list of at most 16 card names gpu-<index>"),
     ],
 )
 def test_an_answer_that_is_not_the_servers_shape_is_refused_with_the_field(document: object, message: str) -> None:

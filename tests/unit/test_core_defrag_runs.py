@@ -548,7 +548,8 @@ def test_the_message_names_each_move_and_each_card_of_a_move() -> None:
         (),
         "moving team-a/p1 from a/gpu-0 to b/gpu-0; team-a/q from a/gpu-1 to a/gpu-0 to rescue team-a/waiting "
         "(CardInsufficientMemory)",
-    )
+        {"a0": "gpu-0", "a1": "gpu-1", "b0": "gpu-0"},
+    ), "the names of the moves' cards only (b1 is in no move)"
     devices = (tuple(ContainerDevice(uuid, "NVIDIA", 10 * GIB, 0) for uuid in ("a0", "a1")),)
     wide = PlanPod(
         namespace="team-a",
@@ -561,7 +562,7 @@ def test_the_message_names_each_move_and_each_card_of_a_move() -> None:
     snapshot = Snapshot((node("a"), node("b")), (wide, placed("x", "b0", 10), placed("y", "b1", 10)))
     two_cards = RescueTrigger(PlanPod(namespace="team-a", name="waiting", requests=(card_request(2, memreq=40 * GIB),)))
     assert decide_run(ON, snapshot, two_cards, [], NOW, "r1").message == (
-        "moving team-a/w from a/gpu-0,a/gpu-1 to b/gpu-0,b/gpu-1 to rescue team-a/waiting"
+        "moving team-a/w from a/gpu-0,gpu-1 to b/gpu-0,gpu-1 to rescue team-a/waiting"
     ), "a trigger without HAMi's reason names none"
 
 

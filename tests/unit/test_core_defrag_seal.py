@@ -16,11 +16,13 @@ from kubectl_hami_place.core.defrag.keys import open_move
 from kubectl_hami_place.core.defrag.policy import Budgets
 from kubectl_hami_place.core.defrag.seal import SEAL_WINDOW, move_sealed, refusal, refused_by, seal_move
 from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_CARDS_ANNOTATION,
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
     DEFRAG_SEAL_ANNOTATION,
+    DEFRAG_TO_CARDS_ANNOTATION,
     PLACEMENT_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import DefragRefusal, PlacementStatus, status_from_object, status_to_object
@@ -119,6 +121,39 @@ def test_the_sealed_documents_keep_their_form_so_replicas_of_two_versions_check_
         "until": "2026-12-03T12:30:00Z",
     }
     assert found == DefragRefusal(("GPU-a", "GPU-b"), REFUSED_UNTIL, mac({"refused": refused}))
+
+
+def test_the_seal_covers_the_cards_named_and_a_move_sealed_before_they_were_written_still_checks() -> None:
+    """`defrag history` shows the cards a move names: a tenant who edits them breaks the seal; a leader of the
+    version before wrote no names, and its seals, over the document without them, still check."""
+    named = move(**{DEFRAG_FROM_CARDS_ANNOTATION: "gpu-1", DEFRAG_TO_CARDS_ANNOTATION: "gpu-0"})
+    sealed = stored(seal_move(named, KEY, NOW))
+    assert move_sealed(sealed, KEY)
+    for key in (DEFRAG_FROM_CARDS_ANNOTATION, DEFRAG_TO_CARDS_ANNOTATION):
+        edited = stored(seal_move(named, KEY, NOW))
+        edited["metadata"]["annotations"][key] = "gpu-7"
+        assert not move_sealed(edited, KEY), f"{key} changed after sealing"
+        dropped = stored(seal_move(named, KEY, NOW))
+        del dropped["metadata"]["annotations"][key]
+        assert not move_sealed(dropped, KEY), f"{key} removed after sealing"
+    added = stored(seal_move(move(), KEY, NOW))
+    added["metadata"]["annotations"][DEFRAG_FROM_CARDS_ANNOTATION] = "gpu-1"
+    assert not move_sealed(added, KEY), "a name added after sealing"
+    at = int(NOW.timestamp())
+    covered = {
+        "namespace": "team-a",
+        "name": "move-x-1",
+        "run": "run-1",
+        "pod": "team-a/x",
+        "uid": "uid-x",
+        "from": "gpu-a",
+        "fromCards": "gpu-1",
+        "node": "gpu-b",
+        "cards": ["gpu-0"],
+        "toCards": "gpu-0",
+        "at": at,
+    }
+    assert sealed["metadata"]["annotations"][DEFRAG_SEAL_ANNOTATION] == f"{at}:{mac({'move': covered})}"
 
 
 def test_a_sealed_move_created_again_long_after_is_not_a_new_move() -> None:

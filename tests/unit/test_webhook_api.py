@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -194,7 +195,8 @@ TYPES = {"object": dict, "array": list, "string": str, "integer": int, "boolean"
 
 
 def check(value: Any, schema: dict[str, Any], where: str = "$") -> None:
-    """Validate against the OpenAPI subset the document uses: $ref, type, nullable, required, properties, enum..."""
+    """Validate against the OpenAPI subset the document uses: $ref, type, nullable, required, properties, enum,
+    pattern, maxItems, items."""
     if "$ref" in schema:
         target: Any = OPENAPI
         for part in schema["$ref"].lstrip("#/").split("/"):
@@ -210,6 +212,10 @@ def check(value: Any, schema: dict[str, Any], where: str = "$") -> None:
         assert not (kind == "integer" and isinstance(value, bool)), f"{where}: expected integer, got boolean"
     if "enum" in schema:
         assert value in schema["enum"], f"{where}: {value!r} not in {schema['enum']}"
+    if "pattern" in schema:
+        assert re.search(schema["pattern"], value), f"{where}: {value!r} does not match {schema['pattern']}"
+    if "maxItems" in schema:
+        assert len(value) <= schema["maxItems"], f"{where}: more than {schema['maxItems']} items"
     for key in schema.get("required", []):
         assert key in value, f"{where}: missing required {key}"
     for key, sub in (schema.get("properties") or {}).items():
@@ -256,7 +262,17 @@ def test_the_version_is_served_before_the_cache_syncs() -> None:
 
 
 def test_defrag_moves_match_the_documented_shape_and_a_failed_list_is_a_503() -> None:
-    moved = MoveRecord("run-1", f"{NS}/x", NS, "gpu-a100-0", datetime(2026, 12, 3, 12, 0, tzinfo=UTC), "Evicted")
+    moved = MoveRecord(
+        "run-1",
+        f"{NS}/x",
+        NS,
+        "gpu-a100-0",
+        datetime(2026, 12, 3, 12, 0, tzinfo=UTC),
+        "Evicted",
+        "gpu-a100-1",
+        from_cards=("gpu-1",),
+        to_cards=("gpu-0", "gpu-2"),
+    )
     served = api_app(
         filled_cache([], []),
         Metrics(),

@@ -22,7 +22,15 @@ from kubectl_hami_place.core.defrag.keys import KEEP_ROOM, POLICY, RESUME, RETRY
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
 from kubectl_hami_place.core.defrag.runs import RunDecision
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
-from kubectl_hami_place.core.names import ROOM_RESERVED_ANNOTATION, USE_GPUUUID_ANNOTATION
+from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_CARDS_ANNOTATION,
+    DEFRAG_FROM_NODE_ANNOTATION,
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_TO_CARDS_ANNOTATION,
+    ROOM_RESERVED_ANNOTATION,
+    USE_GPUUUID_ANNOTATION,
+)
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, Step
 from kubectl_hami_place.core.reservation import reservation_value
@@ -870,7 +878,7 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
         (
             "DefragMoved",
             f"evicted by run {run} to rescue team-a/big (CardInsufficientMemory); its replacement is "
-            f"pinned to gpu-0 by placement {placement}",
+            f"pinned to gpu-0/gpu-0 by placement {placement}",
             False,
         ),
     ]
@@ -914,7 +922,7 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
         (
             "DefragMoved",
             f"evicted by run {rerun} to rescue team-a/big (CardInsufficientMemory); its replacement is "
-            f"pinned to gpu-0 by placement {placement}",
+            f"pinned to gpu-0/gpu-0 by placement {placement}",
             False,
         ),
     ]
@@ -1198,12 +1206,26 @@ def test_keep_room_plans_toward_its_goal_once_an_interval_says_so_on_the_policy_
     assert said[1:] == [
         ("DefragDryRun", f"would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run) to {goal}", False)
     ]
-    made: list[str] = []
-    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: made.append(move.pod))
+    made: list[tuple[str, dict[str, str]]] = []
+    monkeypatch.setattr(
+        defrag.moves, "make_move", lambda kube, move, **kwargs: made.append((move.pod, kwargs["annotations"]))
+    )
     monkeypatch.setattr(ctl, "_settle", lambda move: "")
     keep_room_policy(ctl, "on", "2")
     ctl._next_room = 0.0  # the interval is over
-    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and made == ["team-a/q"]
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1)
+    assert made == [
+        (
+            "team-a/q",
+            {
+                DEFRAG_POD_ANNOTATION: "team-a/q",
+                DEFRAG_POD_UID_ANNOTATION: "uid-q",
+                DEFRAG_FROM_NODE_ANNOTATION: "gpu-0",
+                DEFRAG_FROM_CARDS_ANNOTATION: "gpu-1",
+                DEFRAG_TO_CARDS_ANNOTATION: "gpu-0",
+            },
+        )
+    ], "the move's placement names the cards q leaves and those it goes to, as the Event does"
     run = said[3][1].split(":")[0].removeprefix("run ")
     placement = defrag.moves.placement_for(Move("team-a/q", "uid-q", "gpu-0", ("GPU-b",), "gpu-0", ("GPU-a",), ""))
     assert said[2:] == [
@@ -1211,7 +1233,7 @@ def test_keep_room_plans_toward_its_goal_once_an_interval_says_so_on_the_policy_
         ("DefragRun", f"run {run}: moving team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 to {goal}", False),
         (
             "DefragMoved",
-            f"evicted by run {run} to {goal}; its replacement is pinned to gpu-0 by placement {placement}",
+            f"evicted by run {run} to {goal}; its replacement is pinned to gpu-0/gpu-0 by placement {placement}",
             False,
         ),
         ("DefragRoomMade", f"run {run} made 1 move(s) toward {goal}", False),
@@ -1222,7 +1244,7 @@ def test_keep_room_plans_toward_its_goal_once_an_interval_says_so_on_the_policy_
     other["metadata"]["annotations"] |= {USE_GPUUUID_ANNOTATION: "GPU-a", ROOM_RESERVED_ANNOTATION: room}
     ctl.cache.pods.upsert(other)
     ctl._next_room, ctl._read, ctl._history = 0.0, None, ()
-    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and made == ["team-a/q"]
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1) and [pod for pod, _ in made] == ["team-a/q"]
     assert said[6:] == [
         (
             "DefragNoPlan",

@@ -8,8 +8,9 @@ the run's own earlier moves (a run resumed after a leader change) count against 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,13 +20,21 @@ from kubectl_hami_place.core.defrag.seal import move_sealed
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_namespaced_name
-from kubectl_hami_place.core.names import DEFRAG_FROM_NODE_ANNOTATION, DEFRAG_POD_ANNOTATION, DEFRAG_RUN_LABEL, Phase
+from kubectl_hami_place.core.names import (
+    DEFRAG_FROM_CARDS_ANNOTATION,
+    DEFRAG_FROM_NODE_ANNOTATION,
+    DEFRAG_POD_ANNOTATION,
+    DEFRAG_RUN_LABEL,
+    DEFRAG_TO_CARDS_ANNOTATION,
+    Phase,
+)
 from kubectl_hami_place.core.placement import Placement, placement_from_object
-from kubectl_hami_place.core.reservation import RoomKey
+from kubectl_hami_place.core.reservation import MAX_CARDS, RoomKey
 from kubectl_hami_place.core.selectors import LabelSelector, matches
 
 HOUR = timedelta(hours=1)
 NOT_SPENT = frozenset({"DryRun", "Blocked", "NotEvicted"})
+_CARD_NAME = re.compile(r"gpu-(0|[1-9][0-9]{0,5})")
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,9 @@ class MoveRecord:
 
     `pod` and `replacement` are `namespace/name` keys; `result` is the placement's eviction result (`Pending`,
     `Evicted`, `NotFound`, `Blocked`, `Failed`), `NotEvicted`, or `DryRun`; `placement` names the move's placement
-    and `workload` its pod selector, which matches the pods the moved pod's controller makes.
+    and `workload` its pod selector, which matches the pods the moved pod's controller makes. `from_cards` and
+    `to_cards` name the cards by register index (`gpu-1`); () when the placement does not say (made before they were
+    written).
     """
 
     run_id: str
@@ -47,6 +58,18 @@ class MoveRecord:
     replacement: str = ""
     placement: str = ""
     workload: LabelSelector | None = None
+    from_cards: tuple[str, ...] = ()
+    to_cards: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        """Where the pod was, as the tables show it: `gpu-a100-0/gpu-1,gpu-2`, the node alone, or `-`."""
+        return place(self.from_node, self.from_cards)
+
+    @property
+    def target(self) -> str:
+        """Where its replacement is pinned, as `source` says it."""
+        return place(self.to_node, self.to_cards)
 
     @property
     def spent(self) -> bool:
@@ -199,6 +222,33 @@ def workload_cooldown_reason(until: datetime) -> str:
     )
 
 
+def place(node: str, cards: Sequence[str]) -> str:
+    """Where a move's pod was or went, in words: `node/gpu-1,gpu-2`, the node when no card is named, `-` when neither
+    is."""
+    if not node:
+        return "-"
+    return f"{node}/{','.join(cards)}" if cards else node
+
+
+def card_names_value(names: Iterable[str]) -> str:
+    """A move's cards as its placement's annotation holds them: `gpu-1,gpu-2`."""
+    return ",".join(names)
+
+
+def card_names_of(value: object) -> tuple[str, ...]:
+    """The cards a move's annotation names, as `card_names_value` writes them (1 to MAX_CARDS names `gpu-N`); () for
+    any other value, so that a name the controller did not write never reaches a table."""
+    if not isinstance(value, str):
+        return ()
+    names = tuple(value.split(","))
+    return names if card_names_read(names) else ()
+
+
+def card_names_read(names: Sequence[object]) -> bool:
+    """Whether `names` are at most MAX_CARDS card names `gpu-N`, as a move's cards are written."""
+    return len(names) <= MAX_CARDS and all(isinstance(name, str) and _CARD_NAME.fullmatch(name) for name in names)
+
+
 def cooldown_reason(until: datetime) -> str:
     """Why a pod resting until `until` may not move now."""
     return f"was moved recently; its cooldown (budgets.cooldown) ends at {until.strftime('%H:%M:%S')} UTC"
@@ -248,6 +298,8 @@ def history_from_placements(objects: Iterable[Mapping[str, Any]], key: RoomKey |
                 ),
                 placement=placement.name,
                 workload=placement.spec.pod_selector,
+                from_cards=card_names_of(annotations.get(DEFRAG_FROM_CARDS_ANNOTATION)),
+                to_cards=card_names_of(annotations.get(DEFRAG_TO_CARDS_ANNOTATION)),
             )
         )
     return tuple(sorted(records, key=lambda record: (record.time, record.placement), reverse=True))

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
+from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord, card_names_read
 from kubectl_hami_place.core.defrag.decisions import Decision, decisions_of
 from kubectl_hami_place.core.defrag.watches import forbidden_watches_of
 from kubectl_hami_place.core.errors import MovesDocumentError, PlacementError
 from kubectl_hami_place.core.names import DEFRAG_DECISIONS_ANNOTATION, DEFRAG_FORBIDDEN_WATCHES_ANNOTATION
 from kubectl_hami_place.core.placement import parse_time, time_or_none
+from kubectl_hami_place.core.reservation import MAX_CARDS
 
 # The most moves a server's answer may carry: far more than any hour's budget keeps (moves leave with their
 # placements), so a longer answer is a broken one.
@@ -120,7 +121,9 @@ def move_to_data(record: MoveRecord) -> dict[str, Any]:
         "pod": record.pod,
         "namespace": record.namespace,
         "from": record.from_node or None,
+        "fromCards": list(record.from_cards),
         "to": record.to_node or None,
+        "toCards": list(record.to_cards),
         "result": record.result,
         "replacement": record.replacement or None,
         "placement": record.placement,
@@ -158,6 +161,12 @@ def _move_from_data(item: object, index: int) -> MoveRecord:
             raise MovesDocumentError(f"{where}.{key} must be a non-empty string")
         return value
 
+    def cards(key: str) -> tuple[str, ...]:
+        value = item.get(key, [])
+        if not isinstance(value, list) or not card_names_read(value):
+            raise MovesDocumentError(f"{where}.{key} must be a list of at most {MAX_CARDS} card names gpu-<index>")
+        return tuple(value)
+
     try:
         moment = parse_time(item.get("time"), f"{where}.time")
     except PlacementError as error:
@@ -172,4 +181,6 @@ def _move_from_data(item: object, index: int) -> MoveRecord:
         to_node=text("to", required=False),
         replacement=text("replacement", required=False),
         placement=text("placement", required=False),
+        from_cards=cards("fromCards"),
+        to_cards=cards("toCards"),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from kubectl_hami_place.core.defrag.budget import (
@@ -24,6 +24,7 @@ from kubectl_hami_place.core.defrag.budget import (
     allowance,
     cooldown_reason,
     cooldowns,
+    place,
     workload_cooldown_reason,
     workload_rest_until,
     workload_rests,
@@ -68,7 +69,7 @@ class RunDecision:
     """What a run does: the moves (none when `reason` says why), whether only as a dry-run, and the plan behind them.
 
     `held` lists the pods the policy kept in place (`ns/name: why`); `message` is the outcome in one line, the text
-    of the Events.
+    of the Events; `card_names` names the moves' cards by register index (UUID -> `gpu-N`), as the snapshot had them.
     """
 
     run_id: str
@@ -80,6 +81,7 @@ class RunDecision:
     plan: Plan | None = None
     held: tuple[str, ...] = ()
     message: str = ""
+    card_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def acts(self) -> bool:
@@ -156,8 +158,15 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
             )
     elif not result.moves:
         return nothing(f"no plan: {result.why or 'nothing to gain'}", result, held)
-    message = _words(result.moves, snapshot, dry_run, trigger)
-    return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message)
+    names = _card_names(result.moves, snapshot)
+    message = _words(result.moves, names, dry_run, trigger)
+    return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message, names)
+
+
+def _card_names(moves: Iterable[Move], snapshot: Snapshot) -> dict[str, str]:
+    """The moves' cards by register index on the snapshot: UUID -> `gpu-N`."""
+    uuids = {uuid for move in moves for uuid in (*move.from_cards, *move.to_cards)}
+    return {card.uuid: f"gpu-{card.index}" for node in snapshot.nodes for card in node.cards if card.uuid in uuids}
 
 
 def fits_as_is(snapshot: Snapshot, pod: PlanPod) -> bool:
@@ -311,16 +320,16 @@ def _moves(count: int) -> str:
     return f"{count} move" + ("" if count == 1 else "s")
 
 
-def _words(moves: tuple[Move, ...], snapshot: Snapshot, dry_run: bool, trigger: Trigger) -> str:
+def where(node: str, cards: Iterable[str], names: Mapping[str, str]) -> str:
+    """Where a move's pod leaves or goes, in words: `node/gpu-1,gpu-2`, a card `names` lacks by its UUID."""
+    return place(node, [names.get(uuid, uuid) for uuid in cards])
+
+
+def _words(moves: tuple[Move, ...], names: Mapping[str, str], dry_run: bool, trigger: Trigger) -> str:
     """The moves in one line: `would move a/x from n/gpu-1 to m/gpu-0 (dry-run)`."""
-    names = {card.uuid: f"{node.name}/gpu-{card.index}" for node in snapshot.nodes for card in node.cards}
-
-    def where(node: str, cards: tuple[str, ...]) -> str:
-        """`node/gpu-N[,gpu-M]`."""
-        return ",".join(names.get(uuid, f"{node}/{uuid}") for uuid in cards)
-
     each = "; ".join(
-        f"{move.pod} from {where(move.from_node, move.from_cards)} to {where(move.to_node, move.to_cards)}"
+        f"{move.pod} from {where(move.from_node, move.from_cards, names)} "
+        f"to {where(move.to_node, move.to_cards, names)}"
         for move in moves
     )
     if dry_run:

@@ -2,13 +2,16 @@
 
 Anyone who may create placements in a namespace can label one with a run. Counted as a move, it would spend the
 hourly budget of every namespace, rest a pod, and make a new leader evict or follow a pod; so the controller seals
-what it writes (the placement's namespace and name, its run, the pod it evicts with that pod's UID, the node and
-cards it leaves, the node and cards it pins the replacement to, and when it sealed) with the key the replicas share
+what it writes (the placement's namespace and name, its run, the pod it evicts with that pod's UID, the node it
+leaves, the node and cards it pins the replacement to, and when it sealed) with the key the replicas share
 (`RoomKey`), and the budgets, a new leader's resume and the following of an open move take only placements whose
 seal checks. The seal's time must be within SEAL_WINDOW of the placement's creation, so a sealed placement deleted
 and created again later is not a new move. A key a server made for itself (no `--room-key-file`) seals, but checks
 nothing: another replica could not tell its moves apart from forged ones and would forget them, so every run
-placement counts then, as before seals.
+placement counts then, as before seals. The cards' names a move's placement carries for `defrag history`
+(`defrag-from-cards`, `defrag-to-cards`) are outside the seal: a replica of the version before them checks this
+version's seals in a rolling upgrade, and the names only say where a move went (whoever may edit a placement in its
+namespace may as well delete it).
 """
 
 from __future__ import annotations
@@ -22,13 +25,11 @@ from typing import Any
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping, rfc3339
 from kubectl_hami_place.core.names import (
-    DEFRAG_FROM_CARDS_ANNOTATION,
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
     DEFRAG_RUN_LABEL,
     DEFRAG_SEAL_ANNOTATION,
-    DEFRAG_TO_CARDS_ANNOTATION,
 )
 from kubectl_hami_place.core.placement import DefragRefusal, status_from_object, time_or_none
 from kubectl_hami_place.core.reservation import MAX_CARDS, RoomKey, is_card_id
@@ -70,22 +71,19 @@ def _document(obj: Mapping[str, Any], at: int) -> dict[str, Any]:
     a given-up move leaves out of plans are read from there)."""
     metadata, spec = as_mapping(obj.get("metadata")), as_mapping(obj.get("spec"))
     labels, annotations = as_mapping(metadata.get("labels")), as_mapping(metadata.get("annotations"))
-    move = {
-        "namespace": str(metadata.get("namespace", "")),
-        "name": str(metadata.get("name", "")),
-        "run": str(labels.get(DEFRAG_RUN_LABEL, "")),
-        "pod": str(annotations.get(DEFRAG_POD_ANNOTATION, "")),
-        "uid": str(annotations.get(DEFRAG_POD_UID_ANNOTATION, "")),
-        "from": str(annotations.get(DEFRAG_FROM_NODE_ANNOTATION, "")),
-        "node": spec.get("nodeName"),
-        "cards": spec.get("gpuDevices"),
-        "at": at,
+    return {
+        "move": {
+            "namespace": str(metadata.get("namespace", "")),
+            "name": str(metadata.get("name", "")),
+            "run": str(labels.get(DEFRAG_RUN_LABEL, "")),
+            "pod": str(annotations.get(DEFRAG_POD_ANNOTATION, "")),
+            "uid": str(annotations.get(DEFRAG_POD_UID_ANNOTATION, "")),
+            "from": str(annotations.get(DEFRAG_FROM_NODE_ANNOTATION, "")),
+            "node": spec.get("nodeName"),
+            "cards": spec.get("gpuDevices"),
+            "at": at,
+        }
     }
-    # The cards' names, since they were written; a move sealed before has none, and its seal still checks.
-    for name, key in (("fromCards", DEFRAG_FROM_CARDS_ANNOTATION), ("toCards", DEFRAG_TO_CARDS_ANNOTATION)):
-        if key in annotations:
-            move[name] = str(annotations[key])
-    return {"move": move}
 
 
 def refusal(obj: Mapping[str, Any], cards: Iterable[str], until: datetime, key: RoomKey) -> DefragRefusal:

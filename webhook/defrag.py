@@ -108,6 +108,7 @@ from kubectl_hami_place.core.defrag.runs import (
     fits_as_is,
     keep_off,
     refuse,
+    scheduled_where,
     still_allowed,
     where,
 )
@@ -637,8 +638,8 @@ class DefragController:
             waited = (now - rescue.pending_since).total_seconds()
             self.metrics.rescued.inc()
             self.metrics.rescue_seconds.observe(max(waited, 0.0))
-            node = (pod.get("spec") or {}).get("nodeName")
-            rescued = f"rescued by {len(rescue.moved)} move(s): scheduled on {node}"
+            node = self.cache.nodes.get("", str((pod.get("spec") or {}).get("nodeName") or "")) or {}
+            rescued = f"rescued by {len(rescue.moved)} move(s): scheduled on {scheduled_where(pod, node)}"
             self._event(rescue.pod, "DefragRescued", rescued)
             self._remember_end(rescue, rescued, now)
         elif state is Followed.room_lost:
@@ -699,8 +700,8 @@ class DefragController:
         self._event(
             about,
             "DefragRoomKept",
-            f"cards {', '.join(cards)} on {node} are kept for the pod until {until:%H:%M:%S}Z "
-            f"({USE_GPUUUID_ANNOTATION}; pods admitted meanwhile get them in {NOUSE_GPUUUID_ANNOTATION})",
+            f"cards {where(node, cards, decision.card_names)} are kept for the pod until {until:%H:%M:%S}Z "
+            f"({USE_GPUUUID_ANNOTATION} names them; pods admitted meanwhile get them in {NOUSE_GPUUUID_ANNOTATION})",
         )
         return until
 

@@ -290,15 +290,15 @@ def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 -
     assert len(evictions.deleted) == 1 and all(evictions.deleted.values()), evictions.deleted
     [moved] = evictions.deleted
     assert (big.node, big.uuids) == (node.name, [held[moved]]), "the big pod runs on the card the move freed"
+    index = {str(card["id"]): card["index"] for card in node.cards}
     story = wait_for(lambda: said(cluster, namespace, "big", "DefragRescued"), "the rescue's last Event")
-    assert story == "rescued by 1 move(s): scheduled on " + node.name
+    assert story == f"rescued by 1 move(s): scheduled on {node.name}/gpu-{index[held[moved]]}", "HAMi's card"
     run = said(cluster, namespace, "big", "DefragRun")
     assert run.startswith("run ") and f"moving {namespace}/{moved} from {node.name}/gpu-" in run, run
     assert f"to rescue {namespace}/big" in run, run
     [made] = placements(cluster, namespace)
     assert made["metadata"]["name"].startswith(f"move-{moved}-")
     run_id = made["metadata"]["labels"][DEFRAG_RUN_LABEL]
-    index = {str(card["id"]): card["index"] for card in node.cards}
     [kept] = set(held) - {moved}
     left, went = f"gpu-{index[held[moved]]}", f"gpu-{index[held[kept]]}"
     assert said(cluster, namespace, moved, "DefragMoved") == (

@@ -15,8 +15,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubectl_hami_place.core.allocations import ContainerDevice
-from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.allocations import (
+    ALLOCATED_ANNOTATION,
+    NODE_ANNOTATION,
+    ContainerDevice,
+    encode_allocation,
+)
+from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldowns
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces, Rescue
 from kubectl_hami_place.core.defrag.runs import (
@@ -27,6 +32,7 @@ from kubectl_hami_place.core.defrag.runs import (
     fits_as_is,
     keep_off,
     refuse,
+    scheduled_where,
     still_allowed,
 )
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
@@ -564,6 +570,49 @@ def test_the_message_names_each_move_and_each_card_of_a_move() -> None:
     assert decide_run(ON, snapshot, two_cards, [], NOW, "r1").message == (
         "moving team-a/w from a/gpu-0,gpu-1 to b/gpu-0,gpu-1 to rescue team-a/waiting"
     ), "a trigger without HAMi's reason names none"
+
+
+def test_the_cards_named_are_those_of_the_moves_and_of_the_target_a_card_already_free_too() -> None:
+    """The kept room's Event names the target's cards: a two-card pod whose target has a card free already."""
+    snapshot = Snapshot((node("a"), node("b")), (placed("p", "a1", 10), placed("x", "b0", 30), placed("y", "b1", 30)))
+    two_cards = RescueTrigger(PlanPod(namespace="team-a", name="waiting", requests=(card_request(2, memreq=40 * GIB),)))
+    decision = decide_run(ON, snapshot, two_cards, [], NOW, "r1")
+    assert decision.message == "moving team-a/p from a/gpu-1 to b/gpu-0 to rescue team-a/waiting"
+    assert decision.plan is not None and decision.plan.target == ("a", ("a0", "a1"))
+    assert decision.card_names == {"a0": "gpu-0", "a1": "gpu-1", "b0": "gpu-0"}, "a0 is in no move, b1 in neither"
+
+
+def scheduled(node: str, *containers: tuple[str, ...], on: str = "") -> dict[str, Any]:
+    """A pod bound to `node`, whose containers HAMi allocated these cards on `on` (default `node`)."""
+    allocated = tuple(tuple(ContainerDevice(uuid, "NVIDIA", GIB, 0) for uuid in uuids) for uuids in containers)
+    annotations = {NODE_ANNOTATION: on or node, ALLOCATED_ANNOTATION: encode_allocation(allocated)}
+    return {"metadata": {"name": "big", "namespace": "team-a", "annotations": annotations}, "spec": {"nodeName": node}}
+
+
+def registered(name: str, cards: int = 4) -> dict[str, Any]:
+    """Node `name` as stored, its register naming cards `<name>0`, `<name>1`, ..."""
+    register = encode_register(node(name, cards).cards)
+    return {"metadata": {"name": name, "annotations": {REGISTER_ANNOTATION: register}}}
+
+
+def test_a_rescued_pod_is_said_to_run_on_the_cards_hami_allocated_it_by_their_index_else_on_its_node() -> None:
+    """The rescue's last Event names the cards HAMi gave the pod, as the run's Event named the cards it freed."""
+    assert scheduled_where(scheduled("a", ("a3",), ("a1", "a3")), registered("a")) == "a/gpu-1,gpu-3", "by index"
+    unread = {"metadata": {"name": "a", "annotations": {REGISTER_ANNOTATION: "not a register"}}}
+    for pod, stored in (
+        (scheduled("a", ("a1",)), {}),
+        (scheduled("a", ("a1",)), {"metadata": {"name": "a"}}),
+        (scheduled("a", ("a1",)), unread),
+        (scheduled("a", ("a9",)), registered("a")),
+        (scheduled("a", ("a1",), on="b"), registered("a")),
+        (scheduled("a"), registered("a")),
+        (
+            {"metadata": {"annotations": {NODE_ANNOTATION: "a", ALLOCATED_ANNOTATION: "x"}}, "spec": {"nodeName": "a"}},
+            registered("a"),
+        ),
+        ({"spec": {"nodeName": "a"}}, registered("a")),
+    ):
+        assert scheduled_where(pod, stored) == "a", (pod, stored)
 
 
 def test_a_namespace_budget_lowered_mid_run_counts_the_runs_moves_in_that_namespace() -> None:

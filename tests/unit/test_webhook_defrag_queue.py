@@ -829,6 +829,41 @@ def on_without_room(ctl: DefragController) -> None:
     assert ctl.look(POLICY) is None and ctl.policy is not None
 
 
+def test_a_rescue_keeps_the_card_it_freed_for_its_pod_and_names_it_as_the_moves_are_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kept room's Event names the card by register index, as the run's and the move's Events do (it named UUIDs
+    alone). The moves and the pod's write are replaced here (no API server): the change the controller asks for is
+    applied to the cached pod; `change_pod_annotations` itself is tested against a cluster."""
+    ctl = controller()
+    said = heard(ctl)
+    read_policy(ctl, "on")  # the policy's default rescue.reserveFor, 60 s
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+
+    def change(kube: Kube, namespace: str, name: str, uid: str, wanted: Any, **kwargs: Any) -> dict[str, Any]:
+        stored = ctl.cache.pods.get(namespace, name)
+        assert stored is not None and stored["metadata"]["uid"] == uid and kwargs == {"unscheduled": True}
+        stored["metadata"]["annotations"] = wanted(dict(stored["metadata"].get("annotations") or {}))
+        return stored
+
+    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    before = datetime.now(UTC)
+    ctl.look(BIG)
+    [kept] = [message for reason, message, _ in said if reason == "DefragRoomKept"]
+    until = ctl._rescues[BIG].kept_until
+    assert until is not None and before + timedelta(seconds=59) <= until <= datetime.now(UTC) + timedelta(seconds=60)
+    assert kept == (
+        f"cards gpu-0/gpu-1 are kept for the pod until {until:%H:%M:%S}Z (nvidia.com/use-gpuuuid names them; pods "
+        "admitted meanwhile get them in nvidia.com/nouse-gpuuuid)"
+    )
+    big = ctl.cache.pods.get("team-a", "big")
+    assert big is not None and big["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] == "GPU-b"
+
+
 @pytest.mark.parametrize("scheduled", [True, False])
 def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_again(
     monkeypatch: pytest.MonkeyPatch, scheduled: bool
@@ -864,6 +899,10 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
         bound = ctl.cache.pods.get("team-a", "big")
         assert bound is not None
         bound["spec"]["nodeName"] = "gpu-0"
+        bound["metadata"]["annotations"] |= {
+            "hami.io/vgpu-node": "gpu-0",
+            "hami.io/vgpu-devices-allocated": "GPU-b,NVIDIA,32768,0:;",
+        }
         ctl.cache.pods.upsert(bound)
     else:
         again = refusal("big")
@@ -891,8 +930,9 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
     }
     if scheduled:
         assert (ended, ctl._rescues, made) == (None, {}, ["team-a/q"])
-        assert said[3:] == [("DefragRescued", "rescued by 1 move(s): scheduled on gpu-0", False)]
-        assert on_lease(ctl)[0] == (run, "rescue team-a/big", 1, False, "rescued by 1 move(s): scheduled on gpu-0")
+        rescued = "rescued by 1 move(s): scheduled on gpu-0/gpu-1"  # HAMi allocated big the card q left
+        assert said[3:] == [("DefragRescued", rescued, False)]
+        assert on_lease(ctl)[0] == (run, "rescue team-a/big", 1, False, rescued)
         assert counted(metrics) == common | {
             "hami_place_defrag_runs_total{result=moved,trigger=rescue}": 1.0,
             "hami_place_defrag_moves_total{result=done}": 1.0,

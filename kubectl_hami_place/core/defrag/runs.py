@@ -17,7 +17,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
+from kubectl_hami_place.core.cards import node_cards
 from kubectl_hami_place.core.defrag.budget import (
     Allowance,
     MoveRecord,
@@ -30,9 +32,12 @@ from kubectl_hami_place.core.defrag.budget import (
     workload_rests,
 )
 from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
+from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
 from kubectl_hami_place.core.planner.objects import keep_counted_on_node
 from kubectl_hami_place.core.reservation import Reservation, barring
+from kubectl_hami_place.core.usage import pod_allocation
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,8 @@ class RunDecision:
     """What a run does: the moves (none when `reason` says why), whether only as a dry-run, and the plan behind them.
 
     `held` lists the pods the policy kept in place (`ns/name: why`); `message` is the outcome in one line, the text
-    of the Events; `card_names` names the moves' cards by register index (UUID -> `gpu-N`), as the snapshot had them.
+    of the Events; `card_names` names the cards of the moves and of the plan's target by register index (UUID ->
+    `gpu-N`), as the snapshot had them.
     """
 
     run_id: str
@@ -158,14 +164,15 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
             )
     elif not result.moves:
         return nothing(f"no plan: {result.why or 'nothing to gain'}", result, held)
-    names = _card_names(result.moves, snapshot)
+    names = _card_names(result, snapshot)
     message = _words(result.moves, names, dry_run, trigger)
     return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message, names)
 
 
-def _card_names(moves: Iterable[Move], snapshot: Snapshot) -> dict[str, str]:
-    """The moves' cards by register index on the snapshot: UUID -> `gpu-N`."""
-    uuids = {uuid for move in moves for uuid in (*move.from_cards, *move.to_cards)}
+def _card_names(found: Plan, snapshot: Snapshot) -> dict[str, str]:
+    """The cards of the plan's moves and target by register index on the snapshot: UUID -> `gpu-N`."""
+    uuids = {uuid for move in found.moves for uuid in (*move.from_cards, *move.to_cards)}
+    uuids.update(found.target[1] if found.target is not None else ())
     return {card.uuid: f"gpu-{card.index}" for node in snapshot.nodes for card in node.cards if card.uuid in uuids}
 
 
@@ -323,6 +330,24 @@ def _moves(count: int) -> str:
 def where(node: str, cards: Iterable[str], names: Mapping[str, str]) -> str:
     """Where a move's pod leaves or goes, in words: `node/gpu-1,gpu-2`, a card `names` lacks by its UUID."""
     return place(node, [names.get(uuid, uuid) for uuid in cards])
+
+
+def scheduled_where(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+    """Where a scheduled pod runs, in words: `node/gpu-0,gpu-1`, the cards HAMi allocated it by the node's register;
+    the node alone when the allocation or the register does not read, or names another node or an unknown card."""
+    name = str(as_mapping(pod.get("spec")).get("nodeName") or "")
+    try:
+        allocation = pod_allocation(pod)
+        cards = node_cards(node)
+    except ModelError:
+        return name
+    if allocation is None or allocation.node != name:
+        return name
+    names = {card.uuid: card.index for card in cards}
+    uuids = dict.fromkeys(device.uuid for container in allocation.containers for device in container)
+    if not uuids.keys() <= names.keys():
+        return name
+    return place(name, [f"gpu-{index}" for index in sorted(names[uuid] for uuid in uuids)])
 
 
 def _words(moves: tuple[Move, ...], names: Mapping[str, str], dry_run: bool, trigger: Trigger) -> str:

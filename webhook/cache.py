@@ -22,6 +22,8 @@ from kubectl_hami_place.core.cluster_info import (
     NodeShare,
     counted_allocation,
     fragmentation_of,
+    kept_rooms,
+    kept_rooms_data,
     node_info,
     node_share,
 )
@@ -205,8 +207,8 @@ class ClusterCache:
 
     def cluster_info_document(self, now: datetime) -> dict[str, Any]:
         """`core.cluster_info.cluster_info(nodes, <the kept allocations>, now).to_dict()` with each node encoded (bytes,
-        see json_pieces), built again only for the nodes whose object or pods changed since the last request; the
-        rest is reused."""
+        see json_pieces), built again only for the nodes whose object or pods changed since the last request (the
+        rest is reused), and the rooms kept now (their seals checked as the pod watch saw them)."""
         nodes = self.nodes.items()
         with self._views_lock:
             views: dict[str, _NodeView] = {}
@@ -234,6 +236,7 @@ class ClusterCache:
             "nodes": [view.encoded for view in shown],
             "fragmentation": fragmentation,
             "warnings": warnings,
+            "keptRooms": kept_rooms_data(kept_rooms(self.reservations(), now)),
         }
 
     def decoded_allocations(self) -> dict[tuple[str, str], tuple[dict[str, Any], PodAllocation | str]]:

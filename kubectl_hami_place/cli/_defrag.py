@@ -28,7 +28,7 @@ from kubectl_hami_place.cli._common import (
     warn,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
-from kubectl_hami_place.cli._present import examples
+from kubectl_hami_place.cli._present import clock, examples
 from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.cli.output import Block, Table, Text
 from kubectl_hami_place.core.names import (
@@ -192,7 +192,7 @@ class Status:
             decided = ["Last decisions (the leader's, newest first)"]
             for decision in self.leader.decisions:
                 decided += [
-                    f"  {_clock(decision.time)}  run {decision.run_id}: {decision.trigger}",
+                    f"  {clock(decision.time)}  run {decision.run_id}: {decision.trigger}",
                     f"    {decision.outcome}",
                 ]
             blocks.append(Text(tuple(decided)))
@@ -201,7 +201,7 @@ class Status:
                 title="Last runs",
                 columns=("RUN", "STARTED", "MOVES", "RESULTS"),
                 rows=tuple(
-                    (run.run_id, _clock(run.started), str(run.moves), run.describe_results()) for run in self.runs
+                    (run.run_id, clock(run.started), str(run.moves), run.describe_results()) for run in self.runs
                 ),
                 empty="none",
             )
@@ -237,7 +237,7 @@ class History:
                 columns=("TIME", "RUN", "POD", "FROM", "TO", "RESULT", "REPLACEMENT", "PLACEMENT"),
                 rows=tuple(
                     (
-                        _clock(r.time),
+                        clock(r.time),
                         r.run_id,
                         r.pod,
                         r.source,
@@ -520,11 +520,6 @@ def _busiest(item: tuple[str, int]) -> str:
     """`2 (gpu-a100-0)`: the most used, and by whom."""
     name, count = item
     return f"{count} ({name})" if name else "0"
-
-
-def _clock(moment: datetime) -> str:
-    """A time as `2026-12-01 12:00:00Z`."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _run_data(run: RunSummary) -> dict[str, Any]:

@@ -38,6 +38,11 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     return f"{days}d" if days < 365 * 2 else f"{days // 365}y"
 
 
+def clock(moment: datetime) -> str:
+    """A time as `2026-12-01 12:00:00Z`: in UTC, as the server's logs and other replicas say it."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def bar(used: int, total: int, width: int = BAR_WIDTH) -> str:
     """A memory bar as rich markup: filled share in green/yellow/red by fill level, then the percentage."""
     share = 0.0 if total <= 0 else min(max(used / total, 0.0), 1.0)

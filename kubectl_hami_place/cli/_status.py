@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,7 +37,7 @@ from kubectl_hami_place.cli._common import (
     write_out,
 )
 from kubectl_hami_place.cli._errors import UsageProblem
-from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, examples, placement_columns, placement_row
+from kubectl_hami_place.cli._present import PLACEMENT_WIDE, bar, clock, examples, placement_columns, placement_row
 from kubectl_hami_place.cli.output import Block, Result, Table, Text, formatter_for
 from kubectl_hami_place.cli.output.printable import printable
 from kubectl_hami_place.kube.errors import KubeError
@@ -106,9 +106,29 @@ class Status:
                 empty="none",
             )
         )
+        if self.info.kept:
+            blocks.append(_kept_block(self.info))
         blocks.append(_fragmentation_block(self.fragmentation))
         blocks.append(Text((f"Source: {self.source}",), style="dim"))
         return blocks
+
+
+def _kept_block(info: ClusterInfo) -> Block:
+    """The rooms kept for rescued Pending pods: their cards by node and index, and until when."""
+    names = {card.uuid: (node.name, card.name) for node in info.nodes for card in node.cards}
+    rows = []
+    for room in info.kept:
+        by_node: dict[str, list[str]] = {}
+        for uuid in room.cards:
+            node, card = names.get(uuid, ("", uuid))
+            by_node.setdefault(node, []).append(card)
+        cards = "; ".join(f"{node}/{','.join(named)}" if node else ",".join(named) for node, named in by_node.items())
+        rows.append((room.pod, cards, clock(room.until)))
+    return Table(
+        title="Rooms kept for rescued pods (pods admitted meanwhile keep off these cards)",
+        columns=("POD", "CARDS", "UNTIL"),
+        rows=tuple(rows),
+    )
 
 
 def _node_blocks(node: NodeInfo) -> list[Block]:
@@ -349,10 +369,9 @@ def _read(
         missing = [name for name in wanted if name not in known]
         if missing:
             raise not_gpu_nodes(kube, missing)
-        info = replace(info, nodes=tuple(node for node in info.nodes if node.name in wanted))
+        info = info.only(wanted)
     if labels is not None:
-        labelled = {node["metadata"]["name"] for node in cluster_reads.list_nodes(kube, labels)}
-        info = replace(info, nodes=tuple(node for node in info.nodes if node.name in labelled))
+        info = info.only({node["metadata"]["name"] for node in cluster_reads.list_nodes(kube, labels)})
     for message in info.warnings:
         warn(message)
     shown = {node.name for node in info.nodes}

@@ -37,14 +37,17 @@ JSON shape of `to_dict()` (all memory in MiB, cores in percent of one card, time
         }
       ],
       "fragmentation": { ... },           # fragmentation.Fragmentation.to_dict()
-      "warnings": ["pod default/x: allocation ..."]   # pods HAMi cannot decode either, so not counted
+      "warnings": ["pod default/x: allocation ..."],  # pods HAMi cannot decode either, so not counted
+      "keptRooms": [                      # cards a rescue keeps for its Pending pod (the server's, seals checked)
+        {"pod": "team-a/big", "cards": ["GPU-..."], "until": "2026-01-02T03:05:05Z"}
+      ]
     }
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -60,8 +63,10 @@ from kubectl_hami_place.core.fragmentation import (
     node_fragmentation,
     summarize,
 )
+from kubectl_hami_place.core.k8s_names import is_namespaced_name
 from kubectl_hami_place.core.placement import parse_time
 from kubectl_hami_place.core.requests import GPU, parse_quantity
+from kubectl_hami_place.core.reservation import MAX_CARDS, Reservation, is_card_id
 from kubectl_hami_place.core.usage import PodAllocation, PodOnCard, UsageTally, pod_allocation
 
 
@@ -191,15 +196,23 @@ class NodeInfo:
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """Every GPU node with its cards and usage at one moment, plus warnings about pods HAMi cannot count."""
+    """Every GPU node with its cards and usage at one moment, plus warnings about pods HAMi cannot count, and the
+    rooms kept for rescued Pending pods (only the server, which checks their seals, knows them)."""
 
     generated_at: datetime
     nodes: tuple[NodeInfo, ...]
     warnings: tuple[str, ...] = ()
+    kept: tuple[Reservation, ...] = ()
 
     def node(self, name: str) -> NodeInfo | None:
         """The node with that name, or None."""
         return next((node for node in self.nodes if node.name == name), None)
+
+    def only(self, names: Collection[str]) -> ClusterInfo:
+        """The view of the named nodes alone, with the rooms kept on their cards."""
+        nodes = tuple(node for node in self.nodes if node.name in names)
+        cards = {card.uuid for node in nodes for card in node.cards}
+        return replace(self, nodes=nodes, kept=tuple(room for room in self.kept if cards.intersection(room.cards)))
 
     def to_dict(self, fragmentation: Fragmentation | None = None) -> dict[str, Any]:
         """The `GET /api/v1/cluster-info` document (shape in the module docstring); `fragmentation` is
@@ -209,7 +222,18 @@ class ClusterInfo:
             "nodes": [node.to_dict() for node in self.nodes],
             "fragmentation": (summarize(self) if fragmentation is None else fragmentation).to_dict(),
             "warnings": list(self.warnings),
+            "keptRooms": kept_rooms_data(self.kept),
         }
+
+
+def kept_rooms(reservations: Iterable[Reservation], now: datetime) -> tuple[Reservation, ...]:
+    """The rooms still kept at `now`, by deadline then pod."""
+    return tuple(sorted((kept for kept in reservations if kept.holds(now)), key=lambda kept: (kept.until, kept.pod)))
+
+
+def kept_rooms_data(kept: Iterable[Reservation]) -> list[dict[str, Any]]:
+    """The document's `keptRooms`."""
+    return [{"pod": room.pod, "cards": list(room.cards), "until": rfc3339(room.until)} for room in kept]
 
 
 def counted_allocation(pod: Mapping[str, Any]) -> PodAllocation | str | None:
@@ -265,8 +289,9 @@ def cluster_info_from_dict(data: object) -> ClusterInfo:
         root = _map(data, "document")
         nodes = tuple(_node_from_dict(item, f"nodes[{i}]") for i, item in enumerate(_list(root, "nodes", "")))
         warnings = tuple(_str(w, "warnings[]") for w in _list(root, "warnings", ""))
+        kept = tuple(_kept_from_dict(item, f"keptRooms[{i}]") for i, item in enumerate(_list(root, "keptRooms", "")))
         return ClusterInfo(
-            generated_at=parse_time(root.get("generatedAt"), "generatedAt"), nodes=nodes, warnings=warnings
+            generated_at=parse_time(root.get("generatedAt"), "generatedAt"), nodes=nodes, warnings=warnings, kept=kept
         )
     except ClusterInfoError:
         raise
@@ -467,6 +492,19 @@ def _card_from_dict(data: object, where: str) -> CardInfo:
         slots_used=_int(slots.get("used"), f"{where}.slots.used"),
         pods=tuple(pods),
     )
+
+
+def _kept_from_dict(item: object, where: str) -> Reservation:
+    """One kept room of the document (a server before them sends none)."""
+    data = _map(item, where)
+    pod = _str(data.get("pod"), f"{where}.pod")
+    namespace, _, name = pod.partition("/")
+    if not is_namespaced_name(namespace, name):
+        raise ClusterInfoError(f"cluster-info {where}.pod must be namespace/name")
+    cards = _list(data, "cards", where)
+    if not cards or len(cards) > MAX_CARDS or not all(is_card_id(card) for card in cards):
+        raise ClusterInfoError(f"cluster-info {where}.cards must be 1 to {MAX_CARDS} card UUIDs")
+    return Reservation(pod, tuple(cards), parse_time(data.get("until"), f"{where}.until"))
 
 
 def _map(value: object, where: str) -> Mapping[str, Any]:

@@ -1795,7 +1795,7 @@ def test_a_room_kept_for_a_pending_pod_is_not_taken_by_a_pod_admitted_meanwhile(
     held = two_pods_one_per_card(cluster, namespace, node)
     freed, other = held["move"][1], held["keep"][1]
     write_policy(cluster, server_namespace, namespace, "on")
-    controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
     # A tenant's own Pending pod claiming the other card with an annotation no server sealed: no room is kept.
     forged = json.dumps({"cards": [other], "until": (datetime.now(UTC) + timedelta(minutes=5)).strftime(RFC3339)})
     create(cluster, namespace, gated("forger", {ROOM_RESERVED_ANNOTATION: forged}, node=node.name))
@@ -1814,6 +1814,10 @@ def test_a_room_kept_for_a_pending_pod_is_not_taken_by_a_pod_admitted_meanwhile(
 
     wait_for(lambda: freed in kept_off(), "the server's cache to see the kept room")
     assert other not in kept_off(), "the forged room is kept from no one (the cache saw it before the sealed one)"
+    code, info = server.get("/api/v1/cluster-info")
+    assert code == 200, info
+    ours = [(room["pod"], room["cards"]) for room in info["keptRooms"] if room["pod"].startswith(f"{namespace}/")]
+    assert ours == [(f"{namespace}/big", [freed])], "status is told of the sealed room alone"
     create(cluster, namespace, newcomer)
     assert freed in annotations_of(cluster, namespace, "newcomer")[NOUSE_GPUUUID_ANNOTATION].split(",")
     refusals = wait_for(lambda: scheduling_failures(cluster, namespace, "newcomer"), "HAMi to refuse the newcomer")

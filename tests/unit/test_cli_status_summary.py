@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 
 import yaml
 from test_core_fleet import NOW, fleet
@@ -15,7 +16,10 @@ from kubectl_hami_place.cli.output import Table, Text, formatter_for
 from kubectl_hami_place.core.cluster_info import CardInfo, ClusterInfo, NodeInfo
 from kubectl_hami_place.core.fleet import summarize_fleet
 from kubectl_hami_place.core.fragmentation import Fragmentation, NodeFragmentation, summarize
+from kubectl_hami_place.core.reservation import Reservation
 from kubectl_hami_place.core.usage import PodOnCard
+
+BERLIN = timezone(timedelta(hours=1))
 
 
 def result() -> StatusSummary:
@@ -189,6 +193,30 @@ def test_the_detailed_json_is_the_cluster_info_document_with_its_source_and_plac
         wide=PLACEMENT_WIDE,
         empty="none",
     )
+
+
+def test_the_rooms_kept_for_rescued_pods_are_listed_by_node_and_card_before_the_fragmentation() -> None:
+    """A free card that refuses new pods is explained: its room is kept for a rescued pod until a deadline, in UTC."""
+    second = replace(CARD, uuid="GPU-1", index=1)
+    info = ClusterInfo(
+        NOW,
+        (NodeInfo("n1", True, True, True, 2, None, (CARD, second)),),
+        kept=(
+            Reservation("team/big", ("GPU-1", "GPU-0"), datetime(2026, 12, 1, 13, 0, 5, tzinfo=BERLIN)),
+            Reservation("team/gone", ("GPU-x",), datetime(2026, 12, 1, 12, 1, tzinfo=UTC)),
+        ),
+    )
+    blocks = Status(info, summarize(info), (), "webhook hami/gd", True, False).to_blocks()
+    assert blocks[2] == Table(
+        title="Rooms kept for rescued pods (pods admitted meanwhile keep off these cards)",
+        columns=("POD", "CARDS", "UNTIL"),
+        rows=(
+            ("team/big", "n1/gpu-1,gpu-0", "2026-12-01 12:00:05Z"),
+            ("team/gone", "GPU-x", "2026-12-01 12:01:00Z"),
+        ),
+    ), "a card of a node not shown is named by its UUID"
+    without = Status(replace(info, kept=()), summarize(info), (), "webhook hami/gd", True, False).to_blocks()
+    assert [block for block in blocks if block != blocks[2]] == without
 
 
 def test_the_summary_table_whole() -> None:

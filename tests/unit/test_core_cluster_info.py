@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from kubectl_hami_place.core.cluster_info import (
     NodeInfo,
     cluster_info_from_dict,
     fragmentation_of,
+    kept_rooms,
     node_share,
 )
 from kubectl_hami_place.core.errors import ClusterInfoError
@@ -30,6 +31,7 @@ from kubectl_hami_place.core.fragmentation import (
     is_open,
     summarize,
 )
+from kubectl_hami_place.core.reservation import MAX_RESERVE, Reservation
 from tests.cluster_views import build_cluster_info
 
 NOW = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
@@ -436,3 +438,65 @@ def test_a_document_that_is_not_an_object_is_refused_in_one_plain_line() -> None
     with pytest.raises(ClusterInfoError) as caught:
         cluster_info_from_dict([])
     assert str(caught.value) == "cluster-info document must be an object"
+
+
+KEPT = (
+    Reservation("team/big", ("GPU-b0",), datetime(2026, 11, 29, 17, 1, tzinfo=UTC)),
+    Reservation("team/duo", ("GPU-a0", "GPU-b1"), datetime(2026, 11, 29, 17, 2, tzinfo=UTC)),
+)
+
+
+def test_the_rooms_kept_read_back_and_narrow_with_the_nodes_their_cards_are_on() -> None:
+    """`status NODE` shows the rooms kept on that node's cards only; a server before them sends none."""
+    info = replace(cluster(), kept=KEPT)
+    document = json.loads(json.dumps(info.to_dict()))
+    assert document["keptRooms"] == [
+        {"pod": "team/big", "cards": ["GPU-b0"], "until": "2026-11-29T17:01:00Z"},
+        {"pod": "team/duo", "cards": ["GPU-a0", "GPU-b1"], "until": "2026-11-29T17:02:00Z"},
+    ]
+    assert cluster_info_from_dict(document) == info
+    assert info.only({"gpu-a100-0"}).kept == KEPT[1:]
+    assert info.only({"gpu-a100-1"}).kept == KEPT
+    assert info.only({"cpu-0"}).kept == ()
+    assert [node.name for node in info.only({"gpu-a100-1"}).nodes] == ["gpu-a100-1"]
+    del document["keptRooms"]
+    assert cluster_info_from_dict(document).kept == ()
+
+
+def test_only_the_rooms_still_kept_are_served_soonest_deadline_first() -> None:
+    """A room past its deadline keeps nothing; one further ahead than any rescue keeps one is not believed."""
+    rooms = [
+        Reservation("team/later", ("GPU-a0",), NOW + timedelta(seconds=30)),
+        Reservation("team/b", ("GPU-a1",), NOW + timedelta(seconds=10)),
+        Reservation("team/a", ("GPU-b0",), NOW + timedelta(seconds=10)),
+        Reservation("team/over", ("GPU-b1",), NOW),
+        Reservation("team/far", ("GPU-b1",), NOW + MAX_RESERVE + timedelta(seconds=1)),
+    ]
+    assert [room.pod for room in kept_rooms(rooms, NOW)] == ["team/a", "team/b", "team/later"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("pod", 1, "cluster-info keptRooms[0].pod must be a string"),
+        ("pod", "big", "cluster-info keptRooms[0].pod must be namespace/name"),
+        ("pod", "team/Big", "cluster-info keptRooms[0].pod must be namespace/name"),
+        ("cards", "GPU-a", "cluster-info keptRooms[0].cards must be a list"),
+        ("cards", [], "cluster-info keptRooms[0].cards must be 1 to 16 card UUIDs"),
+        ("cards", ["GPU-a,GPU-b"], "cluster-info keptRooms[0].cards must be 1 to 16 card UUIDs"),
+        ("cards", ["GPU-a"] * 17, "cluster-info keptRooms[0].cards must be 1 to 16 card UUIDs"),
+        (
+            "until",
+            "soon",
+            "cluster-info: keptRooms[0].until 'soon' is not an RFC 3339 time such as 2026-01-02T03:04:05Z",
+        ),
+    ],
+)
+def test_a_malformed_kept_room_is_named_by_its_path(key: str, value: object, message: str) -> None:
+    room = {"pod": "team/big", "cards": ["GPU-a"], "until": "2026-11-29T17:01:00Z", key: value}
+    document = {"generatedAt": "2026-11-29T17:00:00Z", "keptRooms": [room]}
+    with pytest.raises(ClusterInfoError) as caught:
+        cluster_info_from_dict(document)
+    assert str(caught.value) == message
+    with pytest.raises(ClusterInfoError, match=r"^cluster-info keptRooms\[0\] must be an object$"):
+        cluster_info_from_dict({"generatedAt": "2026-11-29T17:00:00Z", "keptRooms": [[]]})

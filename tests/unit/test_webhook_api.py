@@ -8,7 +8,7 @@ import re
 import socket
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,9 @@ import webhook
 from kubectl_hami_place.core.admission import Settings
 from kubectl_hami_place.core.defrag.budget import MoveRecord
 from kubectl_hami_place.core.defrag.report import moves_document, moves_from_document
+from kubectl_hami_place.core.fields import rfc3339
+from kubectl_hami_place.core.names import ROOM_RESERVED_ANNOTATION
+from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.kube.client import Kube
 from kubectl_hami_place.kube.errors import KubeUnreachable
 from tests.webhook_listener import call
@@ -251,6 +254,23 @@ def test_cluster_info_matches_the_documented_shape() -> None:
     assert card["memory"] == {"total": 40960, "used": 3000, "free": 37960}
     assert [pod["name"] for pod in card["pods"]] == ["train-0"]
     assert body["lastSyncTime"]
+    until = (datetime.now(UTC) + timedelta(minutes=1)).replace(microsecond=0)
+    room = reservation_value([UUID0], until, None, key=cache.room_key, pod=f"{NS}/waiting", uid="uid-waiting")
+    waiting = {
+        "metadata": {
+            "namespace": NS,
+            "name": "waiting",
+            "uid": "uid-waiting",
+            "resourceVersion": "9",
+            "annotations": {ROOM_RESERVED_ANNOTATION: room},
+        },
+        "spec": {"schedulerName": "hami-scheduler"},
+        "status": {"phase": "Pending"},
+    }
+    cache.pods.upsert(waiting)
+    kept = client.get("/api/v1/cluster-info").get_json()
+    check(kept, response_schema("/api/v1/cluster-info", "get", "200"))
+    assert kept["keptRooms"] == [{"pod": f"{NS}/waiting", "cards": [UUID0], "until": rfc3339(until)}]
 
 
 def test_the_version_is_served_before_the_cache_syncs() -> None:

@@ -478,6 +478,19 @@ def test_the_reservations_follow_the_pod_events(cache: ClusterCache) -> None:
     assert (found.pod, found.cards, found.until) == ("team/c", ("GPU-a",), datetime(2026, 12, 2, 4, 1, tzinfo=UTC))
 
 
+def test_cluster_info_serves_the_rooms_kept_now_whose_seal_checks(cache: ClusterCache) -> None:
+    """`status` shows why a free card refuses new pods: only the server can check a room's seal."""
+    cache.pods.upsert(reserving_pod(cache, "a", "1", "2026-12-02T04:01:00Z"))
+    cache.pods.upsert(reserving_pod(cache, "b", "2", "2026-12-02T04:00:30Z"))
+    cache.pods.upsert(reserving_pod(cache, "forged", "3", "2026-12-02T04:01:00Z", sealed=False))
+    cache.pods.upsert(reserving_pod(cache, "over", "4", "2026-12-02T03:59:59Z"))
+    document = orjson.loads(b"".join(json_pieces(cache.cluster_info_document(datetime(2026, 12, 2, 4, 0, tzinfo=UTC)))))
+    assert document["keptRooms"] == [
+        {"pod": "team/b", "cards": ["GPU-a"], "until": "2026-12-02T04:00:30Z"},
+        {"pod": "team/a", "cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z"},
+    ]
+
+
 def test_a_placement_naming_a_card_index_of_thousands_of_digits_is_broken_and_the_watch_keeps_listing() -> None:
     """Any `pin` user may store one (the CRD's pattern allows any run of digits): were its projection to raise, the
     placement watch would stop on every replica and /readyz fail cluster-wide."""

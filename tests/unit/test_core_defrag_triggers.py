@@ -26,11 +26,13 @@ from kubectl_hami_place.core.defrag.triggers import (
     unschedulable_message,
 )
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.node_resources import Resources
 from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import FreeCardsGoal, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.usage import PodAllocation
+from kubectl_hami_place.core.volumes import volumes_of
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -511,3 +513,118 @@ def test_a_message_starts_a_rescue_exactly_when_a_curable_reason_is_in_it(
     message = f"0/{count} nodes are available: {', '.join(parts)}." + (" node gpu-0 is locked" if locked else "")
     reason = rescue_reason(message)
     assert (reason is not None) == (bool(rooms) and not locked), message
+
+
+def test_a_refusal_spanning_lines_leaves_the_groups_after_it_counted() -> None:
+    """A filter plugin's reason may carry a line break: the groups after it are still read."""
+    message = (
+        "0/3 nodes are available: 1 node(s) refused by the quota plugin:\nteam over its share, "
+        "2 2/2 CardInsufficientMemory."
+    )
+    assert refused_groups(message) == (
+        (1, "node(s) refused by the quota plugin:\nteam over its share"),
+        (2, "2/2 CardInsufficientMemory"),
+    )
+
+
+def test_the_pending_pods_terms_pick_namespaces_by_their_labels_once_read() -> None:
+    """A term's namespaceSelector picks the namespaces whose labels match; unread labels leave it any namespace."""
+    term = {
+        "labelSelector": {"matchLabels": {"app": "db"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaceSelector": {"matchLabels": {"team": "ml"}},
+    }
+    apart = pod("apart", spec={"affinity": {"podAntiAffinity": {REQUIRED: [term]}}})
+    labels = {"team-a": {}, "team-b": {"team": "ml"}, "team-c": {"team": "web"}}
+    read = pending_pod(apart, node_marks([]), HAMI_DEFAULTS, [], namespace_labels=labels).pod.counts
+    assert [(c.namespaces, str(c.selector)) for c in read] == [({"team-b"}, "app=db")]
+    unread = pending_pod(apart, node_marks([]), HAMI_DEFAULTS, []).pod.counts
+    assert [(c.namespaces, str(c.selector)) for c in unread] == [(None, "app=db")]
+
+
+def test_the_pending_pods_cards_are_read_by_hamis_configured_resource_names() -> None:
+    limits = {"limits": {"example.com/gpu": "1", "example.com/gpumem": "2000"}}
+    asking = pod("ok", spec={"containers": [{"name": "c", "resources": limits}]})
+    assert pending_pod(asking, node_marks([]), CUSTOM, None).pod.requests == (card_request(1, memreq=2000),)
+    assert pending_pod(asking, node_marks([]), HAMI_DEFAULTS, None).pod.requests == (None,)
+
+
+def running(name: str, node: str, **labels: str) -> dict:
+    """A pod of team-a bound to `node` and running, with these labels."""
+    metadata = {"namespace": "team-a", "name": name, "labels": labels}
+    return {"metadata": metadata, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+
+
+HOSTS = node_marks([{"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}} for name in "ab"])
+"""Nodes a and b, each its own hostname domain."""
+
+
+def test_the_pending_pods_spread_counts_only_pods_sharing_its_match_label_keys_values() -> None:
+    """matchLabelKeys narrows the spread to pods with the pending pod's own value: a's two pods of the old revision
+    do not count against the new one, two of its own revision keep it off a."""
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "matchLabelKeys": ["rev"],
+    }
+    new = pod("new", metadata={"labels": {"app": "web", "rev": "2"}}, spec={"topologySpreadConstraints": [spread]})
+    old = [running("old-1", "a", app="web", rev="1"), running("old-2", "a", app="web", rev="1")]
+    assert pending_pod(new, HOSTS, HAMI_DEFAULTS, old).pod.kept_off == {}
+    same = [running("new-1", "a", app="web", rev="2"), running("new-2", "a", app="web", rev="2")]
+    assert pending_pod(new, HOSTS, HAMI_DEFAULTS, same).pod.kept_off == {
+        "a": (
+            "PodTopologySpread",
+            "the pod's topology spread (app=web,rev in (2), maxSkew 1): 2 such pod(s) run in its "
+            "kubernetes.io/hostname=a, 0 where fewest run",
+        )
+    }
+
+
+EBS = "attachable-volumes-csi-ebs.csi.aws.com"
+"""The scalar a node's EBS attach limit is counted by."""
+COUNTING_EBS = Snapshot(nodes=(), pods=(), scalars=frozenset({EBS}))
+"""A snapshot whose nodes count EBS attach limits."""
+
+
+def test_the_pending_pods_ephemeral_volume_is_read_by_its_claim_named_after_the_pod() -> None:
+    """ok's volume scratch is claim ok-scratch, bound to an EBS volume only node a may use: the pod is kept off b,
+    counts one EBS attachment, and kube-scheduler's volume refusal is read."""
+    on_a = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}
+    volume = {
+        "metadata": {"name": "pv-e"},
+        "spec": {
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-e"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_a]}]}},
+        },
+    }
+    claimed = volumes_of(
+        [{"metadata": {"namespace": "team-a", "name": "ok-scratch"}, "spec": {"volumeName": "pv-e"}}], [volume]
+    )
+    scratch = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "nope"}}}}
+    refused = "0/2 nodes are available: 1 node(s) had volume node affinity conflict, 1 2/2 CardInsufficientMemory."
+    ok = pod("ok", refused=refused, spec={"volumes": [scratch]})
+    found = pending_pod(ok, HOSTS, HAMI_DEFAULTS, None, COUNTING_EBS, volumes=claimed)
+    assert found.unread == ()
+    assert found.pod.kept_off == {"b": ("VolumeBinding", "its volume pv-e's node affinity excludes it")}
+    assert found.pod.needs == Resources(pods=1, scalars=((EBS, 1),))
+
+
+MAX_VOLUMES = "0/2 nodes are available: 1 node(s) exceed max volume count, 1 2/2 CardInsufficientMemory."
+CLAIMING = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+
+
+def test_a_max_volume_count_refusal_is_unread_while_no_node_counts_attach_limits() -> None:
+    claiming = pod("ok", refused=MAX_VOLUMES, spec=CLAIMING)
+    assert pending_pod(claiming, node_marks([]), HAMI_DEFAULTS, None).unread == ("1 node(s) exceed max volume count",)
+
+
+def test_a_pending_pod_whose_claims_were_not_read_counts_no_attachment_and_leaves_the_volume_count_unread() -> None:
+    """Without the claims and volumes nothing says which driver attaches its claim, so kube-scheduler's volume count
+    refusal is not the plan's to answer: the node it picks could be one the pod's attachments would overfill."""
+    claiming = pod("ok", refused=MAX_VOLUMES, spec=CLAIMING)
+    found = pending_pod(claiming, node_marks([]), HAMI_DEFAULTS, None, COUNTING_EBS, volumes=None)
+    assert found.pod.needs == Resources(pods=1)
+    assert found.unread == ("1 node(s) exceed max volume count",)
+    read = pending_pod(claiming, node_marks([]), HAMI_DEFAULTS, None, COUNTING_EBS, volumes=volumes_of([], []))
+    assert read.unread == (), "with the claims read (none bound to an EBS volume), the count is the plan's"

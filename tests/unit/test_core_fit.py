@@ -9,8 +9,10 @@ from kubectl_hami_place.core.errors import RequestError
 from kubectl_hami_place.core.fit import (
     FitReason,
     FitResult,
+    PodFit,
     cordoned_cards,
     fit,
+    fit_pod,
     gpu_policies,
     scoring_weights,
     topology_numa,
@@ -201,6 +203,7 @@ def test_policies_and_uuid_lists_of_a_pod_naming_none_are_empty() -> None:
 
 
 SCORING = "hami.io/device-scoring-weights"
+POLICY = "hami.io/gpu-scheduler-policy"
 
 
 @pytest.mark.parametrize(
@@ -238,3 +241,14 @@ def test_topology_numa_reads_only_cards_the_pod_can_use() -> None:
     assert topology_numa([t4, a100], {**TOPOLOGY_BIND, "nvidia.com/use-gputype": "A100"}, ()) == 1
     assert topology_numa([t4, a100], TOPOLOGY_BIND, ()) == 0
     assert topology_numa([t4, a100], TOPOLOGY_BIND, ("GPU-a", "GPU-b")) is None
+
+
+@pytest.mark.parametrize("policy", ["numa", "binpack,spread"])
+def test_cards_sharing_an_index_keep_the_registers_order_when_all_else_ties(policy: str) -> None:
+    """A register whose cards omit `index` (Go's omitempty drops a 0) gives every card index 0. HAMi's lessByChain
+    breaks the last tie by index with a strict `<`, so its insertion sort keeps such cards in register order and the
+    walk from the last card takes the last one listed."""
+    first = Card("GPU-a", 0, 10, 40960, 100, "NVIDIA-A100", 0, True)
+    second = Card("GPU-b", 0, 10, 40960, 100, "NVIDIA-A100", 0, True)
+    verdict = fit_pod([first, second], {}, [card_request(1, memreq=1000)], annotations={POLICY: policy})
+    assert verdict == PodFit(ok=True, devices=(("GPU-b",),))

@@ -291,7 +291,8 @@ def pending_pod(
         *((REPELLED_REFUSAL, PORTS_REFUSAL) if placed is not None else ()),
         *(VOLUME_REFUSALS if reach is not None and not reach.unread else ()),
         *(f"Insufficient {name}" for name in sorted(scalars - attached)),
-        *((MAX_VOLUME_COUNT,) if attached else ()),
+        # Read only when the pod's attachments are counted: with its claims unread, a plan could pick a node full.
+        *((MAX_VOLUME_COUNT,) if attached and volumes is not None else ()),
     )
     return PendingPod(planned, unread_refusals(unschedulable_message(pod), config, read))
 

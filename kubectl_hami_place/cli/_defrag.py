@@ -322,7 +322,11 @@ def status(
     )
 
 
-@app.command("history", cls=Command, help="The controller's moves, newest first.")
+@app.command(
+    "history",
+    cls=Command,
+    help="The controller's moves, newest first: the node and cards each pod left, and where its replacement is pinned.",
+)
 def history(
     *,
     run: Annotated[str | None, typer.Option("--run", help="Only this run's moves.")] = None,

@@ -204,22 +204,27 @@ def _fragmentation_block(summary: Fragmentation) -> Block:
 
 @dataclass(frozen=True)
 class StatusSummary:
-    """The fleet at a glance: per card type, the most fragmented nodes, placements by phase, the source."""
+    """The fleet at a glance: per card type, the most fragmented nodes, placements by phase, the rooms kept for
+    rescued pods (`kept`: the view of the nodes their cards are on), the source."""
 
     summary: FleetSummary
     phases: dict[str, int]
     generated_at: datetime
     source: str
     from_webhook: bool
+    kept: ClusterInfo | None = None
 
     def to_data(self) -> Any:
         """The summary document (`-o json|yaml`)."""
+        from kubectl_hami_place.core.cluster_info import kept_rooms_data
+
         return {
             "source": self.source,
             "fromWebhook": self.from_webhook,
             "generatedAt": self.generated_at.isoformat().replace("+00:00", "Z"),
             "summary": self.summary.to_dict(),
             "placements": self.phases,
+            "keptRooms": kept_rooms_data(self.kept.kept if self.kept is not None else ()),
         }
 
     def to_blocks(self) -> list[Block]:
@@ -263,8 +268,10 @@ class StatusSummary:
                     + " (kubectl hami-place list -A)",
                 )
             ),
-            Text((f"Source: {self.source}",), style="dim"),
         ]
+        if self.kept is not None and self.kept.kept:
+            blocks.append(_kept_block(self.kept))
+        blocks.append(Text((f"Source: {self.source}",), style="dim"))
         return blocks
 
 
@@ -382,7 +389,12 @@ def _read(
     ]
     if shows_summary(summary, bool(wanted), len(info.nodes)):
         return StatusSummary(
-            summarize_fleet(info, top), placements_by_phase(items), info.generated_at, read.source, read.from_webhook
+            summarize_fleet(info, top),
+            placements_by_phase(items),
+            info.generated_at,
+            read.source,
+            read.from_webhook,
+            info.kept_view(),
         )
     empty = NO_GPU_NODES if labels is None else f"No HAMi GPU node has the labels {labels}."
     return Status(info, summarize(info), tuple(items), read.source, read.from_webhook, namespace is None, empty)

@@ -214,6 +214,11 @@ class ClusterInfo:
         cards = {card.uuid for node in nodes for card in node.cards}
         return replace(self, nodes=nodes, kept=tuple(room for room in self.kept if cards.intersection(room.cards)))
 
+    def kept_view(self) -> ClusterInfo:
+        """The view of the nodes a kept room's card is on, with those rooms (what the fleet summary shows of them)."""
+        cards = {uuid for room in self.kept for uuid in room.cards}
+        return self.only({node.name for node in self.nodes if any(card.uuid in cards for card in node.cards)})
+
     def to_dict(self, fragmentation: Fragmentation | None = None) -> dict[str, Any]:
         """The `GET /api/v1/cluster-info` document (shape in the module docstring); `fragmentation` is
         `summarize(self)` when the caller has it already (at 5,000 nodes it costs 0.2 s)."""

@@ -264,6 +264,25 @@ def test_the_summary_table_whole() -> None:
         "generatedAt": "2026-12-01T12:00:00Z",
         "summary": summary.summary.to_dict(),
         "placements": {"Consumed": 2, "Pending": 1},
+        "keptRooms": [],
     }
     none = StatusSummary(fleet_summary, {}, NOW, "webhook hami/gd", True)
     assert none.to_blocks()[3] == Text(("Placements: none (kubectl hami-place list -A)",))
+
+
+def test_the_summary_of_a_large_fleet_lists_the_rooms_kept_too() -> None:
+    """Above 20 nodes the summary is what `status` shows: a free card kept for a rescued pod is explained there as
+    well, in the table the detailed view prints and as cluster-info's `keptRooms`."""
+    until = datetime(2026, 12, 1, 12, 0, 30, tzinfo=UTC)
+    kept = replace(fleet(), kept=(Reservation("team/big", ("H1",), until),)).kept_view()
+    summary = StatusSummary(summarize_fleet(fleet(), top=1), {}, NOW, "webhook hami/gd", True, kept)
+    blocks = summary.to_blocks()
+    assert blocks[-2:] == [
+        Table(
+            title="Rooms kept for rescued pods (pods admitted meanwhile keep off these cards)",
+            columns=("POD", "CARDS", "UNTIL"),
+            rows=(("team/big", "h0/gpu-1", "2026-12-01 12:00:30Z"),),
+        ),
+        Text(("Source: webhook hami/gd",), style="dim"),
+    ]
+    assert summary.to_data()["keptRooms"] == [{"pod": "team/big", "cards": ["H1"], "until": "2026-12-01T12:00:30Z"}]

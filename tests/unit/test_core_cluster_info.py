@@ -360,6 +360,7 @@ def test_absent_lists_read_as_empty() -> None:
             "cluster-info: generatedAt 'noon' is not an RFC 3339 time such as 2026-01-02T03:04:05Z",
         ),
         ("nodes", {}, "cluster-info nodes must be a list"),
+        ("keptRooms", {}, "cluster-info keptRooms must be a list"),
         ("warnings", "x", "cluster-info warnings must be a list"),
         ("warnings", [1], "cluster-info warnings[] must be a string"),
         ("nodes[1]", 1, "cluster-info nodes[1] must be an object"),
@@ -461,6 +462,9 @@ def test_the_rooms_kept_read_back_and_narrow_with_the_nodes_their_cards_are_on()
     assert [node.name for node in info.only({"gpu-a100-1"}).nodes] == ["gpu-a100-1"]
     del document["keptRooms"]
     assert cluster_info_from_dict(document).kept == ()
+    assert info.kept_view() == info.only({"gpu-a100-0", "gpu-a100-1"}), "the nodes whose cards are kept"
+    assert replace(info, kept=KEPT[:1]).kept_view() == replace(info, kept=KEPT[:1]).only({"gpu-a100-1"})
+    assert cluster().kept_view() == ClusterInfo(NOW, (), cluster().warnings), "no room kept, no node shown"
 
 
 def test_only_the_rooms_still_kept_are_served_soonest_deadline_first() -> None:
@@ -500,3 +504,37 @@ def test_a_malformed_kept_room_is_named_by_its_path(key: str, value: object, mes
     assert str(caught.value) == message
     with pytest.raises(ClusterInfoError, match=r"^cluster-info keptRooms\[0\] must be an object$"):
         cluster_info_from_dict({"generatedAt": "2026-11-29T17:00:00Z", "keptRooms": [[]]})
+
+
+def test_the_document_carries_the_summary_the_caller_already_has_rather_than_its_own() -> None:
+    """The webhook's cache sums the summary from its per-node shares and hands it in: the document shows that one."""
+    info = cluster()
+    first_only = fragmentation_of([node_share(info.nodes[0])])
+    assert info.to_dict(first_only)["fragmentation"] == {
+        "openCards": 1,
+        "wholeCardsFree": 0,
+        "freeMiB": 30720,
+        "largestRequestMiB": 30720,
+        "strandedMiB": 30720,
+        "nodes": [
+            {
+                "name": "gpu-a100-0",
+                "openCards": 1,
+                "wholeCardsFree": 0,
+                "freeMiB": 30720,
+                "largestRequestMiB": 30720,
+                "strandedMiB": 30720,
+            }
+        ],
+    }
+    assert info.to_dict()["fragmentation"]["openCards"] == 2, "without one, the document sums the view itself"
+
+
+def test_a_kept_room_of_sixteen_cards_reads_back() -> None:
+    """Sixteen cards is the most a room keeps, and still a room: only a seventeenth is refused."""
+    cards = [f"GPU-{index}" for index in range(16)]
+    room = {"pod": "team/wide", "cards": cards, "until": "2026-11-29T17:01:00Z"}
+    document = {"generatedAt": "2026-11-29T17:00:00Z", "keptRooms": [room]}
+    assert cluster_info_from_dict(document).kept == (
+        Reservation("team/wide", tuple(cards), datetime(2026, 11, 29, 17, 1, tzinfo=UTC)),
+    )

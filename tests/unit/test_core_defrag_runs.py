@@ -625,3 +625,21 @@ def test_a_namespace_budget_lowered_mid_run_counts_the_runs_moves_in_that_namesp
     )
     roomier = replace(policy, budgets=replace(budgets, moves_per_namespace=3))
     assert still_allowed(roomier, [], planned[:1], planned[1:], now, "r1") == "", "exactly the moves left"
+
+
+def test_a_rescue_kept_off_nodes_for_reasons_the_plan_does_not_read_names_each_one_and_keeps_its_held_pods() -> None:
+    unread = ("1 node(s) didn't match pod anti-affinity rules", "2 node(s) had volume node affinity conflict")
+    trigger = replace(waiting(32), unread=unread)
+    decision = decide_run(ON, bystanding(one_move()), trigger, [], NOW, "r1")
+    why = (
+        "no plan: kube-scheduler keeps the pod off nodes for reasons the plan does not read (1 node(s) didn't match "
+        "pod anti-affinity rules; 2 node(s) had volume node affinity conflict), so the room its moves make could be "
+        "where the pod may not go; run `kubectl hami-place plan --for waiting -n team-a` and apply it if its target "
+        "suits the pod"
+    )
+    assert decision == RunDecision("r1", RESCUE, FitGoal(trigger.pod), (), False, why, decision.plan, SYS_HELD, why)
+    assert decision.plan is not None and [m.pod for m in decision.plan.moves] == ["team-a/q"]
+
+
+def test_a_rescued_pod_on_every_card_of_its_node_is_said_to_run_on_each_of_them() -> None:
+    assert scheduled_where(scheduled("a", ("a0", "a1")), registered("a", 2)) == "a/gpu-0,gpu-1"

@@ -399,8 +399,8 @@ class Volumes:
         self, made: tuple[tuple[str, Want], ...], labels: Mapping[str, Mapping[str, Any]]
     ) -> Mapping[str, tuple[str, str]] | str | None:
         """`_waiting_unmet` for the claims a replacement's ephemeral volumes get anew (by volume name), worked out once
-        per such set: the replicas of a template ask alike, and no volume is reserved for a claim not made yet (of no
-        namespace nor name, it matches no reservation)."""
+        per such set: the replicas of a template ask alike, and no volume is reserved for a claim not made yet
+        (`_offered` matches it to no claimRef)."""
         if made not in self._new_unmet:
             waiting = [_Waiting(f"ephemeral volume {name}'s new claim", "", want) for name, want in made]
             self._new_unmet[made] = _waiting_unmet(waiting, "", self, labels)
@@ -693,7 +693,8 @@ def _offered(claim: _Waiting, namespace: str, volumes: Iterable[Volume], reach: 
     found: list[Volume] = []
     for volume in volumes:
         offer = volume.offer
-        if offer.reserved is not None and offer.reserved[:2] != (namespace, claim.name):
+        # A claim a replacement will make (no name yet) is one no volume is reserved for, whatever a claimRef says.
+        if offer.reserved is not None and (not claim.name or offer.reserved[:2] != (namespace, claim.name)):
             continue
         if offer.reserved is not None and offer.reserved[2] and offer.reserved[2] != want.uid:
             continue

@@ -25,6 +25,7 @@ from kubectl_hami_place.core.volumes import (
     VOLUME_ZONE,
     ZONE,
     Volume,
+    VolumeReach,
     claim_names,
     default_class,
     new_claims,
@@ -811,3 +812,35 @@ def test_a_node_two_volumes_keep_the_pod_off_is_named_by_the_first() -> None:
     assert zones["a"] == (VOLUME_ZONE, f"its volume east is in {ZONE}=z2")
     hosts = volume_reach(mounting("three", "four"), "ns", "p", volumes, NODES, replacement=True).kept_off
     assert hosts["c"] == (VOLUME_BINDING, "its volume on-a's node affinity excludes it")
+
+
+def test_an_available_volume_on_a_node_that_is_not_there_holds_the_claim_nowhere() -> None:
+    """A local volume whose hostname no node has (its node gone) is passed over; the one on b still holds the claim."""
+    assert waiting_reach([waiting("data")], [offered("gone", "d"), offered("pv", "b")]) == (
+        "",
+        {"a": "data", "c": "data"},
+    )
+
+
+def test_a_claim_that_asks_no_size_is_matched_before_one_that_asks_a_byte() -> None:
+    """byPVCSize reads a missing request as zero: the sizeless claim, listed second, takes the one volume on a first,
+    so the one-byte claim is named there, and the sizeless one is named where no volume is."""
+    claims = [waiting("tiny", "1"), waiting("sizeless", "")]
+    assert waiting_reach(claims, [offered("pv", "a")]) == ("", {"a": "tiny", "b": "sizeless", "c": "sizeless"})
+
+
+def test_a_pod_without_volumes_reaches_every_node_as_itself_and_as_a_replacement() -> None:
+    """No volumes list: no claim, and no ephemeral volume a replacement claims anew."""
+    read = volumes_of([], [], [storage_class()], [])
+    assert volume_reach({}, "ns", "p", read, NODES, replacement=False) == VolumeReach()
+    assert volume_reach({}, "ns", "p", read, NODES, replacement=True) == VolumeReach()
+
+
+def test_a_volume_reserved_for_no_claim_is_not_a_replacements_new_claims() -> None:
+    """A claimRef naming no claim (the API takes one) matches no claim kube-scheduler checks (IsVolumeBoundToClaim
+    compares the real `<pod>-<volume>` name), and FindMatchingVolume skips a volume reserved at all: the new claim is
+    met by the free volume on b alone. It was read as reserved for the claim a replacement makes, of no name."""
+    nobody = offered("pv", "a", claimRef={"kind": "PersistentVolumeClaim", "apiVersion": "v1"})
+    read = volumes_of([], [nobody, offered("free", "b")], [storage_class()], [])
+    found = volume_reach(scratch(), "ns", "p", read, NODES, replacement=True)
+    assert (found.unread, dict(found.kept_off)) == ("", {node: (VOLUME_BINDING, NEW) for node in ("a", "c")})

@@ -115,6 +115,8 @@ class Status:
 
 def _kept_block(info: ClusterInfo) -> Block:
     """The rooms kept for rescued Pending pods: their cards by node and index, and until when."""
+    from kubectl_hami_place.core.defrag.budget import place
+
     names = {card.uuid: (node.name, card.name) for node in info.nodes for card in node.cards}
     rows = []
     for room in info.kept:
@@ -122,7 +124,7 @@ def _kept_block(info: ClusterInfo) -> Block:
         for uuid in room.cards:
             node, card = names.get(uuid, ("", uuid))
             by_node.setdefault(node, []).append(card)
-        cards = "; ".join(f"{node}/{','.join(named)}" if node else ",".join(named) for node, named in by_node.items())
+        cards = "; ".join(place(node, named) if node else ",".join(named) for node, named in by_node.items())
         rows.append((room.pod, cards, clock(room.until)))
     return Table(
         title="Rooms kept for rescued pods (pods admitted meanwhile keep off these cards)",

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_dns_label
 from kubectl_hami_place.core.placement import time_or_none
 
@@ -39,7 +40,7 @@ class Decision:
     def to_data(self) -> dict[str, Any]:
         """The decision as JSON, as the Lease carries it and `defrag status -o json` prints it."""
         return {
-            "time": self.time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "time": rfc3339(self.time),
             "run": self.run_id,
             "trigger": self.trigger,
             "moves": self.moves,

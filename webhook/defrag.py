@@ -110,7 +110,6 @@ from kubectl_hami_place.core.defrag.runs import (
     refuse,
     scheduled_where,
     still_allowed,
-    where,
 )
 from kubectl_hami_place.core.defrag.seal import move_sealed, refusal, refused_by
 from kubectl_hami_place.core.defrag.triggers import pending_pod, pod_priority, rescue_candidates, room_goal, room_of
@@ -145,6 +144,7 @@ from kubectl_hami_place.core.planner.apply import (
 )
 from kubectl_hami_place.core.planner.objects import pod_for_plan
 from kubectl_hami_place.core.pod_affinity import namespace_labels_of
+from kubectl_hami_place.core.refs import where
 from kubectl_hami_place.core.reservation import LeftRoom, left_room, release, reserve, settled
 from kubectl_hami_place.core.volumes import Volumes, parsed_volumes
 from kubectl_hami_place.kube import cluster_reads, evictions, moves, placements

@@ -37,7 +37,7 @@ from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack
 
 if TYPE_CHECKING:
     from kubectl_hami_place.core.hami_config import HamiConfig
-    from kubectl_hami_place.core.planner import Move, Snapshot
+    from kubectl_hami_place.core.planner import Move
     from kubectl_hami_place.core.planner.apply import MoveCheck, PlanFile
     from kubectl_hami_place.kube.client import Kube
 
@@ -121,12 +121,14 @@ class ApplyReport:
 
     def to_blocks(self) -> list[Block]:
         """One row per move with its outcome, then what stopped the run or the pod's state."""
+        from kubectl_hami_place.core.refs import where
+
         rows = tuple(
             (
                 str(outcome.number),
                 outcome.move.pod,
-                self._cards(outcome.move.from_cards),
-                self._cards(outcome.move.to_cards),
+                where(outcome.move.from_node, outcome.move.from_cards, self.names),
+                where(outcome.move.to_node, outcome.move.to_cards, self.names),
                 outcome.status,
                 outcome.detail,
             )
@@ -142,10 +144,6 @@ class ApplyReport:
         if self.pod:
             blocks.append(Text((self.pod_detail,), style="green" if self.scheduled else "yellow"))
         return blocks
-
-    def _cards(self, uuids: tuple[str, ...]) -> str:
-        """`node gpu-N` for card UUIDs."""
-        return ", ".join(self.names.get(uuid, uuid) for uuid in uuids)
 
 
 class Progress:
@@ -197,7 +195,7 @@ def carry_out(
     read = read_snapshot(kube, hami_config, gpu_policy)
     for message in read.warnings:
         warn(message)
-    names = _names(read.snapshot)
+    names = read.snapshot.card_names()
     checks = check_plan(plan, read.snapshot, _placements(kube, plan))
     report = ApplyReport(goal=plan.goal, dry_run=dry_run.value, outcomes=(), names=names)
     if dry_run is not DryRun.none:
@@ -562,8 +560,3 @@ def _placements(kube: Kube, plan: PlanFile) -> set[str]:
     for namespace in sorted({move.pod.split("/", 1)[0] for move in plan.moves}):
         found |= moves.placement_names(kube, namespace)
     return found
-
-
-def _names(snapshot: Snapshot) -> dict[str, str]:
-    """Card UUID -> `node gpu-N`."""
-    return {card.uuid: f"{node.name} gpu-{card.index}" for node in snapshot.nodes for card in node.cards}

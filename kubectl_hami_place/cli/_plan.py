@@ -46,7 +46,7 @@ from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from kubectl_hami_place.cli._moves_runner import ApplyReport
-    from kubectl_hami_place.core.planner import Goal, NodeWhy, Plan, Snapshot, Summary
+    from kubectl_hami_place.core.planner import Goal, NodeWhy, Plan, Summary
 
 HELP = (
     "Plan the pod moves that make room for a Pending pod (--for POD), free whole cards (--free-cards N [--type T]) "
@@ -63,7 +63,7 @@ HELP = (
 
 @dataclass(frozen=True)
 class PlanView:
-    """A plan, the card names of the snapshot, and for --for the pod's verdict today."""
+    """A plan, the card names of the snapshot (`gpu-N` by UUID), and for --for the pod's verdict today."""
 
     plan: Plan
     names: dict[str, str]
@@ -81,6 +81,8 @@ class PlanView:
 
     def to_blocks(self) -> list[Block]:
         """Why (for --for), the moves, before and after, and what stands in the way."""
+        from kubectl_hami_place.core.refs import where
+
         blocks: list[Block] = []
         if self.why is not None:
             blocks.extend(why_blocks(self.pod, self.why))
@@ -88,14 +90,14 @@ class PlanView:
         status = "plan" if result.complete else "plan (goal not reached)"
         gain = result.gain
         if result.target is not None:
-            gain = f"{self.pod} fits {self._cards(result.target[1])} after {len(result.moves)} move(s)"
+            gain = f"{self.pod} fits {where(*result.target, self.names)} after {len(result.moves)} move(s)"
         blocks.append(Text((f"{status}: {result.goal}: {gain}",), style="bold"))
         rows = tuple(
             (
                 str(number),
                 move.pod,
-                self._cards(move.from_cards),
-                self._cards(move.to_cards),
+                where(move.from_node, move.from_cards, self.names),
+                where(move.to_node, move.to_cards, self.names),
                 move.reason,
             )
             for number, move in enumerate(result.moves, start=1)
@@ -105,10 +107,6 @@ class PlanView:
         if result.reasons:
             blocks.append(Text(("Why not further:", *(f"  {reason}" for reason in result.reasons)), style="yellow"))
         return blocks
-
-    def _cards(self, uuids: tuple[str, ...]) -> str:
-        """`node gpu-N, gpu-M` for card UUIDs."""
-        return ", ".join(self.names.get(uuid, uuid) for uuid in uuids)
 
 
 @dataclass(frozen=True)
@@ -134,11 +132,6 @@ def _compare(before: Summary, after: Summary) -> tuple[str, ...]:
         f"  free memory:             {before.free_mib} -> {after.free_mib} MiB",
         f"  largest free on a card:  {before.largest_free_mib} -> {after.largest_free_mib} MiB",
     )
-
-
-def _names(snapshot: Snapshot) -> dict[str, str]:
-    """Card UUID -> `node gpu-N`."""
-    return {card.uuid: f"{node.name} gpu-{card.index}" for node in snapshot.nodes for card in node.cards}
 
 
 def plan(
@@ -259,7 +252,7 @@ def plan(
                 f"kube-scheduler keeps {pod_key} off nodes for reasons the plan does not read ({'; '.join(unread)}): "
                 f"check that {result.target[0]} suits the pod"
             )
-        view = PlanView(result, _names(read.snapshot), verdicts, pod_key)
+        view = PlanView(result, read.snapshot.card_names(), verdicts, pod_key)
     structured = output in (OutputFormat.json, OutputFormat.yaml)
     if not then_apply or not result.complete:
         emit(view, output)

@@ -115,7 +115,7 @@ class Status:
 
 def _kept_block(info: ClusterInfo) -> Block:
     """The rooms kept for rescued Pending pods: their cards by node and index, and until when."""
-    from kubectl_hami_place.core.defrag.budget import place
+    from kubectl_hami_place.core.refs import place
 
     names = {card.uuid: (node.name, card.name) for node in info.nodes for card in node.cards}
     rows = []

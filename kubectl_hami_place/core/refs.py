@@ -7,7 +7,7 @@ what the webhook writes into `nvidia.com/use-gpuuuid`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubectl_hami_place.core.cards import Card
@@ -92,6 +92,19 @@ def uuids_named(refs: Iterable[CardRef], cards: Iterable[Card]) -> set[str]:
         except CardRefError:
             continue
     return found
+
+
+def place(node: str, cards: Sequence[str]) -> str:
+    """Where a pod is or goes, in words: `node/gpu-1,gpu-2`, the node when no card is named, `-` when neither is."""
+    if not node:
+        return "-"
+    return f"{node}/{','.join(cards)}" if cards else node
+
+
+def where(node: str, uuids: Iterable[str], names: Mapping[str, str]) -> str:
+    """Where a pod is or goes, in words: `node/gpu-1,gpu-2` from the card names by UUID, a card `names` lacks by its
+    UUID."""
+    return place(node, [names.get(uuid, uuid) for uuid in uuids])
 
 
 def _shorten(text: str, limit: int = 60) -> str:

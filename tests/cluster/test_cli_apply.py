@@ -196,7 +196,7 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     assert report["pod"]["scheduled"] is True, report["pod"]
     big = allocation(cluster, namespace, "big")
     # Where it runs, its cards named as the node registers them (read by name, not from a list of the cluster).
-    assert re.fullmatch(rf"{namespace}/big holds gpu-\d on {big.node}", report["pod"]["detail"]), report["pod"]
+    assert re.fullmatch(rf"{namespace}/big holds {big.node}/gpu-\d", report["pod"]["detail"]), report["pod"]
     assert allocation(cluster, namespace, "big").uuids == freed
     assert evictions.deleted == {moved.metadata.name: True}, "the one move went through the Eviction API"
     assert running_pod(cluster, namespace, "keep").metadata.uid == keep_pod.metadata.uid

@@ -134,8 +134,8 @@ def test_plan_for_a_pending_pod_moves_the_smaller_pod(
 
     table = plugin(cluster, "plan", "--for", "new", "-n", namespace)
     assert table.code == 0, table.err
-    assert f"{namespace}/new fits {A100} gpu-1 after 1 move(s)" in table.out
-    assert f"{namespace}/p2" in table.out and f"{A100} gpu-0" in table.out and "Fragmentation" in table.out
+    assert f"{namespace}/new fits {A100}/gpu-1 after 1 move(s)" in table.out
+    assert f"{namespace}/p2" in table.out and f"{A100}/gpu-0" in table.out and "Fragmentation" in table.out
 
 
 def test_plan_keeps_a_pod_its_disruption_budget_protects(

@@ -42,8 +42,8 @@ from kubectl_hami_place.kube.move_values import RolledBack, Stage
 if TYPE_CHECKING:
     from kubectl_hami_place.kube.client import Kube
 
-NAMES = {"GPU-a0": "a gpu-0", "GPU-b0": "b gpu-0"}
-FIRST = Move("ns/small", "u1", "a", ("GPU-a0",), "b", ("GPU-b0",), "frees a gpu-0")
+NAMES = {"GPU-a0": "gpu-0", "GPU-b0": "gpu-0"}
+FIRST = Move("ns/small", "u1", "a", ("GPU-a0",), "b", ("GPU-b0",), "frees a/gpu-0")
 SECOND = Move("ns/other", "u2", "a", ("GPU-a1", "GPU-a0"), "b", ("GPU-b0",), "packs b")
 THIRD = Move("ns/last", "u3", "c", ("GPU-c0",), "b", ("GPU-b0",), "packs b")
 PLAN = PlanFile("fit ns/big", (FIRST, SECOND, THIRD), pod="ns/big")
@@ -68,7 +68,7 @@ def test_a_finished_run_reports_each_move_and_the_pods_state() -> None:
     }
     assert report.to_blocks() == [
         Text(("apply: fit ns/big",), style="bold"),
-        Table(columns=COLUMNS, rows=(("1", "ns/small", "a gpu-0", "b gpu-0", "done", "on b"),), empty="  no moves"),
+        Table(columns=COLUMNS, rows=(("1", "ns/small", "a/gpu-0", "b/gpu-0", "done", "on b"),), empty="  no moves"),
         Text(("ok",), style="green"),
     ]
 
@@ -88,8 +88,8 @@ def test_a_stopped_run_says_what_stopped_it_and_exits_with_its_code() -> None:
         Table(
             columns=COLUMNS,
             rows=(
-                ("1", "ns/small", "a gpu-0", "b gpu-0", "failed", "blocked"),
-                ("2", "ns/other", "GPU-a1, a gpu-0", "b gpu-0", "not run", ""),
+                ("1", "ns/small", "a/gpu-0", "b/gpu-0", "failed", "blocked"),
+                ("2", "ns/other", "a/GPU-a1,gpu-0", "b/gpu-0", "not run", ""),
             ),
             empty="  no moves",
         ),

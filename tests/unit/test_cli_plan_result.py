@@ -5,15 +5,15 @@ from __future__ import annotations
 from test_cli_why import CLOSED, OPEN
 
 from kubectl_hami_place.cli._moves_runner import ApplyReport, Outcome
-from kubectl_hami_place.cli._plan import PlanApplied, PlanView, _names
+from kubectl_hami_place.cli._plan import PlanApplied, PlanView
 from kubectl_hami_place.cli._why import why_blocks
 from kubectl_hami_place.cli.output import Table, Text
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.planner import Move, Plan, PlanNode, Snapshot, Summary
 
-NAMES = {"GPU-a0": "a gpu-0", "GPU-a1": "a gpu-1", "GPU-b0": "b gpu-0"}
-MOVE = Move("ns/small", "u1", "a", ("GPU-a0",), "b", ("GPU-b0",), "frees a gpu-0")
-# A card the snapshot does not know (gone since the plan was read) is shown by its UUID.
+NAMES = {"GPU-a0": "gpu-0", "GPU-a1": "gpu-1", "GPU-b0": "gpu-0"}
+MOVE = Move("ns/small", "u1", "a", ("GPU-a0",), "b", ("GPU-b0",), "frees a/gpu-0")
+# A card the snapshot does not know (gone since the plan was read) is shown by its UUID, on the node the plan names.
 GONE = Move("ns/other", "u2", "a", ("GPU-a1",), "c", ("GPU-c9",), "packs c")
 BEFORE = Summary(open_cards=3, whole_cards_free=1, free_mib=50000, largest_free_mib=40000)
 AFTER = Summary(open_cards=3, whole_cards_free=2, free_mib=50000, largest_free_mib=80000)
@@ -36,10 +36,10 @@ def test_a_for_plan_says_why_first_then_where_the_pod_fits_after_the_moves() -> 
     view = PlanView(FIT, NAMES, (CLOSED, OPEN), "ns/big")
     assert view.to_blocks() == [
         *why_blocks("ns/big", (CLOSED, OPEN)),
-        Text(("plan: fit ns/big: ns/big fits a gpu-0, a gpu-1 after 1 move(s)",), style="bold"),
+        Text(("plan: fit ns/big: ns/big fits a/gpu-0,gpu-1 after 1 move(s)",), style="bold"),
         Table(
             columns=("#", "Pod", "From", "To", "Reason"),
-            rows=(("1", "ns/small", "a gpu-0", "b gpu-0", "frees a gpu-0"),),
+            rows=(("1", "ns/small", "a/gpu-0", "b/gpu-0", "frees a/gpu-0"),),
             empty="  no moves",
         ),
         FRAGMENTATION,
@@ -54,8 +54,8 @@ def test_a_plan_short_of_its_goal_says_so_and_why_not_further() -> None:
         Table(
             columns=("#", "Pod", "From", "To", "Reason"),
             rows=(
-                ("1", "ns/small", "a gpu-0", "b gpu-0", "frees a gpu-0"),
-                ("2", "ns/other", "a gpu-1", "GPU-c9", "packs c"),
+                ("1", "ns/small", "a/gpu-0", "b/gpu-0", "frees a/gpu-0"),
+                ("2", "ns/other", "a/gpu-1", "c/GPU-c9", "packs c"),
             ),
             empty="  no moves",
         ),
@@ -83,7 +83,7 @@ def test_plan_apply_prints_the_plan_then_the_run_as_one_document() -> None:
     assert applied.to_blocks() == [*view.to_blocks(), *report.to_blocks()]
 
 
-def test_cards_are_named_by_node_and_index() -> None:
-    """The tables name cards as an operator does (`node gpu-N`), not by UUID."""
+def test_cards_are_named_by_index() -> None:
+    """The tables name cards as an operator does (`node/gpu-N`, the node from the move), not by UUID."""
     node = PlanNode("a", (Card("GPU-a0", 0), Card("GPU-a1", 1)))
-    assert _names(Snapshot((node, PlanNode("b", (Card("GPU-b0", 0),))), ())) == NAMES
+    assert Snapshot((node, PlanNode("b", (Card("GPU-b0", 0),))), ()).card_names() == NAMES

@@ -191,7 +191,7 @@ def test_a_plan_prints_as_the_json_apply_reads_back() -> None:
                 "uid": "uid-x",
                 "from": {"node": "a", "cards": ["GPU-a-0"]},
                 "to": {"node": "b", "cards": ["GPU-b-0"]},
-                "reason": "frees a gpu-0",
+                "reason": "frees a/gpu-0",
             }
         ],
         "cardsAfter": [
@@ -668,11 +668,32 @@ def test_the_pod_pushed_aside_is_the_one_holding_least_memory() -> None:
     for cluster in (snapshot, bound):
         result = fit_plan(cluster, pending(32 * GIB, nodes=frozenset({"a"})))
         assert [(m.pod, m.to_cards, m.reason) for m in result.moves] == [
-            ("ns/q", ("GPU-a-1",), "makes room on a gpu-0"),
-            ("ns/p", ("GPU-b-0",), "makes room on a gpu-0"),
+            ("ns/q", ("GPU-a-1",), "makes room on a/gpu-0"),
+            ("ns/p", ("GPU-b-0",), "makes room on a/gpu-0"),
         ]
         assert result.target == ("a", ("GPU-a-0",))
         replay(cluster, result)
+
+
+def test_a_room_of_two_cards_is_named_once_by_its_node() -> None:
+    """Each move's reason names the room as the controller's Events do, `node/gpu-0,gpu-1`: a pod asking two cards
+    of 30 GiB fits neither node, until both of b's cards are cleared onto a's (their 15 GiB pods move least)."""
+    snapshot = Snapshot(
+        nodes=(gpu_node("a"), gpu_node("b")),
+        pods=(
+            placed("p", "a", ["GPU-a-0"], 20 * GIB),
+            placed("q", "a", ["GPU-a-1"], 20 * GIB),
+            placed("r", "b", ["GPU-b-0"], 15 * GIB),
+            placed("s", "b", ["GPU-b-1"], 15 * GIB),
+        ),
+    )
+    result = fit_plan(snapshot, pending(30 * GIB, nums=2))
+    assert [(m.pod, m.reason) for m in result.moves] == [
+        ("ns/r", "makes room on b/gpu-0,gpu-1"),
+        ("ns/s", "makes room on b/gpu-0,gpu-1"),
+    ]
+    assert result.target == ("b", ("GPU-b-0", "GPU-b-1"))
+    replay(snapshot, result)
 
 
 # free-cards and compact ---------------------------------------------------------------------------------------
@@ -715,8 +736,8 @@ def test_a_pod_moved_onto_a_card_the_plan_then_frees_is_moved_once_from_where_it
     result = plan(snapshot, FreeCardsGoal(2))
     assert result.complete and result.freed == ("GPU-a-0", "GPU-a-1")
     assert [(m.pod, m.from_cards, m.to_cards, m.reason) for m in result.moves] == [
-        ("ns/p0", ("GPU-a-0",), ("GPU-a-2",), "frees a gpu-0"),
-        ("ns/p1", ("GPU-a-1",), ("GPU-a-2",), "frees a gpu-1"),
+        ("ns/p0", ("GPU-a-0",), ("GPU-a-2",), "frees a/gpu-0"),
+        ("ns/p1", ("GPU-a-1",), ("GPU-a-2",), "frees a/gpu-1"),
     ]
     replay(snapshot, result)
 

@@ -143,9 +143,9 @@ def test_a_move_checked_alone_is_where_it_stands_now() -> None:
     holds the target cards."""
     snapshot = fragmented()
     move = planned(snapshot).moves[0]
-    assert move_step(move, snapshot, ()) == MoveCheck(Step.ready, "ns/x is on gpu-0; the target has room")
+    assert move_step(move, snapshot, ()) == MoveCheck(Step.ready, "ns/x is on a/gpu-0; the target has room")
     after = moved(snapshot, move, move.to_cards)
-    assert move_step(move, after, ()) == MoveCheck(Step.done, "ns/x-2 holds gpu-1")
+    assert move_step(move, after, ()) == MoveCheck(Step.done, "ns/x-2 holds a/gpu-1")
 
 
 def test_the_walk_goes_past_done_moves_and_stops_at_the_first_that_is_not() -> None:
@@ -187,7 +187,7 @@ def test_later_moves_are_checked_on_the_cards_the_earlier_ones_leave() -> None:
     second = replace(base.moves[0], pod="ns/y", uid="uid-y", from_cards=("GPU-a-1",), to_cards=("GPU-a-2",))
     checks = check_plan(replace(base, moves=(first, second)), snapshot, ())
     assert [check.step for _, check in checks] == [Step.ready, Step.changed]
-    assert "a gpu-2 no longer has room for ns/y: CardInsufficientMemory" in checks[1][1].detail
+    assert "a/gpu-2 no longer has room for ns/y: CardInsufficientMemory" in checks[1][1].detail
 
 
 def test_a_move_whose_replacement_holds_the_target_is_done_and_the_next_runs() -> None:
@@ -246,7 +246,7 @@ def test_a_pod_on_other_cards_than_planned_stops_the_plan() -> None:
     move = plan_file.moves[0]
     elsewhere = replace(move, from_cards=(*move.to_cards, "GPU-gone"))
     check = check_plan(replace(plan_file, moves=(elsewhere,)), snapshot, ())[0][1]
-    assert check == MoveCheck(Step.changed, "ns/x holds gpu-0 on a; the plan found it on gpu-1, GPU-gone on a")
+    assert check == MoveCheck(Step.changed, "ns/x holds a/gpu-0; the plan found it on a/gpu-1,GPU-gone")
 
 
 def test_a_target_filled_meanwhile_stops_the_plan() -> None:
@@ -265,7 +265,7 @@ def test_a_target_cordoned_or_gone_stops_the_plan() -> None:
     move = plan_file.moves[0]
     closed = replace(snapshot, nodes=(replace(snapshot.nodes[0], cordoned=frozenset(move.to_cards)),))
     assert check_plan(plan_file, closed, ())[0][1] == MoveCheck(
-        Step.changed, "a gpu-1 takes no new pods now (unhealthy, cordoned, or its node is unschedulable)"
+        Step.changed, "a/gpu-1 takes no new pods now (unhealthy, cordoned, or its node is unschedulable)"
     )
     other = replace(move, to_node="b")
     assert check_plan(replace(plan_file, moves=(other,)), snapshot, ())[0][1] == MoveCheck(
@@ -279,7 +279,7 @@ def test_a_replacement_elsewhere_than_planned_stops_the_plan() -> None:
     move = plan_file.moves[0]
     after = moved(snapshot, move, move.from_cards)
     check = check_plan(plan_file, after, {f"ns/{placement_for(move)}"})[0][1]
-    assert check == MoveCheck(Step.changed, "ns/x's replacement ns/x-2 holds gpu-0, not gpu-1")
+    assert check == MoveCheck(Step.changed, "ns/x's replacement ns/x-2 holds a/gpu-0, not a/gpu-1")
 
 
 def test_a_pod_pinned_by_the_placement_while_the_planned_pod_still_runs_stops_the_plan() -> None:
@@ -330,12 +330,12 @@ def test_the_target_pod_is_reported_where_it_runs() -> None:
     assert target_pod_state(plan_file, None, names) == (False, "ns/new no longer exists")
     assert target_pod_state(plan_file, holding(None, []), names) == (False, "ns/new is not scheduled yet")
     running = holding(node, list(cards))
-    named = ", ".join(names[uuid] for uuid in cards)
-    assert target_pod_state(plan_file, running, names) == (True, f"ns/new holds {named} on {node}")
+    named = ",".join(names[uuid] for uuid in cards)
+    assert target_pod_state(plan_file, running, names) == (True, f"ns/new holds {node}/{named}")
     other = "GPU-a-1" if cards == ("GPU-a-0",) else "GPU-a-0"
     assert target_pod_state(plan_file, holding(node, [other]), names) == (
         True,
-        f"ns/new holds {names[other]} on {node} (the plan made room on {named} on {node})",
+        f"ns/new holds {node}/{names[other]} (the plan made room on {node}/{named})",
     )
     garbled = holding(node, [other])
     garbled["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "no,cards"
@@ -347,7 +347,7 @@ def test_the_target_pod_s_cards_unknown_by_name_are_named_by_uuid() -> None:
     """A card the cluster no longer registers still shows up, by UUID, in where the `--for` pod runs."""
     plan_file = PlanFile(goal="", moves=(), pod="ns/new", target=("a", ("GPU-a-0", "GPU-a-1")))
     running = holding("a", ["GPU-a-0", "GPU-a-1"])
-    assert target_pod_state(plan_file, running, {"GPU-a-0": "gpu-0"}) == (True, "ns/new holds gpu-0, GPU-a-1 on a")
+    assert target_pod_state(plan_file, running, {"GPU-a-0": "gpu-0"}) == (True, "ns/new holds a/gpu-0,GPU-a-1")
 
 
 def replacement_pod(placement: str, *, namespace: str = "ns", node: str = "", deleting: bool = False) -> dict:
@@ -408,7 +408,7 @@ def test_a_move_onto_a_node_whose_cpu_or_memory_no_longer_holds_the_pod_stops_th
         return Snapshot(nodes=(gpu_node("a", 1), replace(gpu_node("b", 1), room=room)), pods=(pod,))
 
     assert move_step(move, on_b(Resources(1000, GIB * 2**20, 1)), ()) == MoveCheck(
-        Step.ready, "ns/x is on gpu-0; the target has room"
+        Step.ready, "ns/x is on a/gpu-0; the target has room"
     )
     assert move_step(move, on_b(Resources(500, 0, 1)), ()) == MoveCheck(
         Step.changed, "node b no longer has the cpu and memory ns/x asks (kube-scheduler's count)"

@@ -29,6 +29,7 @@ from kubectl_hami_place.core.names import (
     Phase,
 )
 from kubectl_hami_place.core.placement import Placement, placement_from_object
+from kubectl_hami_place.core.refs import place
 from kubectl_hami_place.core.reservation import MAX_CARDS, RoomKey
 from kubectl_hami_place.core.selectors import LabelSelector, matches
 
@@ -220,14 +221,6 @@ def workload_cooldown_reason(until: datetime) -> str:
         "was made by a workload one of whose pods was moved recently; the cooldown (budgets.cooldown) ends at "
         f"{until.strftime('%H:%M:%S')} UTC"
     )
-
-
-def place(node: str, cards: Sequence[str]) -> str:
-    """Where a move's pod was or went, in words: `node/gpu-1,gpu-2`, the node when no card is named, `-` when neither
-    is."""
-    if not node:
-        return "-"
-    return f"{node}/{','.join(cards)}" if cards else node
 
 
 def card_names_value(names: Iterable[str]) -> str:

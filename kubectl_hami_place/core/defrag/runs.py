@@ -26,7 +26,6 @@ from kubectl_hami_place.core.defrag.budget import (
     allowance,
     cooldown_reason,
     cooldowns,
-    place,
     workload_cooldown_reason,
     workload_rest_until,
     workload_rests,
@@ -36,6 +35,7 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
 from kubectl_hami_place.core.planner.objects import keep_counted_on_node
+from kubectl_hami_place.core.refs import place, where
 from kubectl_hami_place.core.reservation import Reservation, barring
 from kubectl_hami_place.core.usage import pod_allocation
 
@@ -325,11 +325,6 @@ def _overrun(moves: tuple[Move, ...], left: Allowance) -> str:
 def _moves(count: int) -> str:
     """`1 move`, `2 moves`."""
     return f"{count} move" + ("" if count == 1 else "s")
-
-
-def where(node: str, cards: Iterable[str], names: Mapping[str, str]) -> str:
-    """Where a move's pod leaves or goes, in words: `node/gpu-1,gpu-2`, a card `names` lacks by its UUID."""
-    return place(node, [names.get(uuid, uuid) for uuid in cards])
 
 
 def scheduled_where(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str:

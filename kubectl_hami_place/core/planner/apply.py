@@ -23,6 +23,7 @@ from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.node_resources import count_name
 from kubectl_hami_place.core.planner.model import Limits, Move, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.state import State
+from kubectl_hami_place.core.refs import place, where
 from kubectl_hami_place.core.usage import pod_allocation
 
 NAME_ROOM = 40
@@ -230,8 +231,8 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
     if entry.node != move.from_node or set(entry.cards) != set(move.from_cards):
         return MoveCheck(
             Step.changed,
-            f"{move.pod} holds {_names(state, entry.cards)} on {entry.node}; "
-            f"the plan found it on {_names(state, move.from_cards)} on {move.from_node}",
+            f"{move.pod} holds {_at(state, entry.node, entry.cards)}; "
+            f"the plan found it on {_at(state, move.from_node, move.from_cards)}",
         )
     if not original.runs_on(move.to_node):
         taint = original.untolerated.get(move.to_node)
@@ -246,7 +247,7 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
         slot = state.by_uuid.get(uuid)
         if slot is None or slot.node != move.to_node:
             return MoveCheck(Step.changed, f"card {uuid} is no longer on node {move.to_node}")
-        name = f"{slot.node} {slot.card.name}"
+        name = place(slot.node, [slot.card.name])
         if not slot.open:
             return MoveCheck(
                 Step.changed, f"{name} takes no new pods now (unhealthy, cordoned, or its node is unschedulable)"
@@ -261,18 +262,18 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
         return MoveCheck(
             Step.changed, f"node {move.to_node} no longer has the {short} {move.pod} asks (kube-scheduler's count)"
         )
-    return MoveCheck(Step.ready, f"{move.pod} is on {_names(state, move.from_cards)}; the target has room")
+    return MoveCheck(Step.ready, f"{move.pod} is on {_at(state, move.from_node, move.from_cards)}; the target has room")
 
 
 def _landed(move: Move, replacement: PlanPod, state: State) -> MoveCheck:
     """Done when the replacement holds exactly the target cards, else the cluster went another way."""
     entry = state.pods[replacement.key]
     if entry.node == move.to_node and set(entry.cards) == set(move.to_cards):
-        return MoveCheck(Step.done, f"{replacement.key} holds {_names(state, move.to_cards)}")
+        return MoveCheck(Step.done, f"{replacement.key} holds {_at(state, move.to_node, move.to_cards)}")
     return MoveCheck(
         Step.changed,
-        f"{move.pod}'s replacement {replacement.key} holds {_names(state, entry.cards)}, not "
-        f"{_names(state, move.to_cards)}",
+        f"{move.pod}'s replacement {replacement.key} holds {_at(state, entry.node, entry.cards)}, not "
+        f"{_at(state, move.to_node, move.to_cards)}",
     )
 
 
@@ -310,17 +311,12 @@ def target_pod_state(plan: PlanFile, pod: Mapping[str, Any] | None, names: Mappi
     if allocation is None or not allocation.counted:
         return False, f"{plan.pod} is not scheduled yet"
     cards = tuple(dict.fromkeys(share.uuid for share in allocation.shares()))
-    where = f"{plan.pod} holds {_named(names, cards)} on {allocation.node}"
+    words = f"{plan.pod} holds {where(allocation.node, cards, names)}"
     if plan.target is not None and (allocation.node, set(cards)) != (plan.target[0], set(plan.target[1])):
-        where += f" (the plan made room on {_named(names, plan.target[1])} on {plan.target[0]})"
-    return True, where
+        words += f" (the plan made room on {where(*plan.target, names)})"
+    return True, words
 
 
-def _named(names: Mapping[str, str], uuids: Sequence[str]) -> str:
-    """Card names for UUIDs, the UUID where no name is known."""
-    return ", ".join(names.get(uuid, uuid) for uuid in uuids)
-
-
-def _names(state: State, uuids: Sequence[str]) -> str:
-    """`gpu-N, gpu-M` for card UUIDs the state knows, else the UUIDs."""
-    return ", ".join(state.by_uuid[uuid].card.name if uuid in state.by_uuid else uuid for uuid in uuids)
+def _at(state: State, node: str, uuids: Sequence[str]) -> str:
+    """`node/gpu-N,gpu-M` for card UUIDs the state knows, a card it does not by its UUID."""
+    return place(node, [state.by_uuid[uuid].card.name if uuid in state.by_uuid else uuid for uuid in uuids])

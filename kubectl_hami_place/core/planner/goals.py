@@ -36,6 +36,7 @@ from kubectl_hami_place.core.planner.model import (
     Summary,
 )
 from kubectl_hami_place.core.planner.state import CardSlot, SearchSpent, State
+from kubectl_hami_place.core.refs import place
 
 _REASONS_SHOWN = 5
 _AIM_STEPS = 3
@@ -153,7 +154,12 @@ def _empty(state: State, slot: CardSlot, scope: frozenset[str] | None) -> str | 
         why = state.may_move(key)
         owed = _owed(state, order[index + 1 :], [slot])
         if why is None and state.relocate(
-            key, f"frees {slot.node} {slot.card.name}", {slot.card.uuid}, scope=scope, avoid_empty=True, owed=owed
+            key,
+            f"frees {place(slot.node, [slot.card.name])}",
+            {slot.card.uuid},
+            scope=scope,
+            avoid_empty=True,
+            owed=owed,
         ):
             continue
         state.rollback(point)
@@ -224,15 +230,14 @@ def _vacate(
     exclude = {slot.card.uuid for slot in chosen}
     away = exclude | {slot.card.uuid for slot in state.by_node[node]}
     shares = {key: max(slot.pods.get(key, (0, 0, 0))[1] for slot in chosen) for key in pods}
-    names = ", ".join(slot.card.name for slot in chosen)
+    names = [slot.card.name for slot in chosen]
     does, would = words
+    reason = f"{does} {place(node, names)}"
     order = sorted(pods, key=lambda k: (-shares[k], k))
     for index, key in enumerate(order):
         why = state.may_move(key)
         barred = away if key in leave else exclude
-        if why is None and state.relocate(
-            key, f"{does} {node} {names}", barred, owed=_owed(state, order[index + 1 :], chosen)
-        ):
+        if why is None and state.relocate(key, reason, barred, owed=_owed(state, order[index + 1 :], chosen)):
             continue
         if why is None:
             refused = state.refused_for_room(key, barred) if explain else None
@@ -242,7 +247,7 @@ def _vacate(
                 else ""
             )
         state.rollback(point)
-        return f"moving {', '.join(pods)} would {would} {names}, but {key} {why}"
+        return f"moving {', '.join(pods)} would {would} {', '.join(names)}, but {key} {why}"
     return None
 
 

@@ -165,6 +165,10 @@ class Snapshot:
     port_holders: tuple[PortHolder, ...] = ()
     scalars: frozenset[str] = frozenset()
 
+    def card_names(self) -> dict[str, str]:
+        """Each card's `gpu-N` by UUID: a move's cards in words (`refs.where`)."""
+        return {card.uuid: card.name for node in self.nodes for card in node.cards}
+
 
 @dataclass(frozen=True)
 class FitGoal:

@@ -529,8 +529,8 @@ def test_keep_room_with_no_plan_says_why_and_keeps_the_plan_and_the_held_pods() 
         policy, bystanding(Snapshot((node("a"),), (placed("p", "a0", 10),))), RoomTrigger(goal), [], NOW, "r1"
     )
     why = (
-        "no plan: freed 0 of 1 card(s); the others cannot be emptied: a gpu-0: team-a/p fits no other card in use. "
-        "z gpu-0: kube-system/sys is in namespace kube-system, which the policy leaves out"
+        "no plan: freed 0 of 1 card(s); the others cannot be emptied: a/gpu-0: team-a/p fits no other card in use. "
+        "z/gpu-0: kube-system/sys is in namespace kube-system, which the policy leaves out"
     )
     trigger = "keep room: free 1 more whole card (cards already free do not count)"
     assert decision == RunDecision("r1", trigger, goal, (), False, why, decision.plan, SYS_HELD, why)

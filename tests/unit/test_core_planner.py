@@ -180,7 +180,7 @@ def test_a_plan_prints_as_the_json_apply_reads_back() -> None:
         "goal": "compact a, b",
         "complete": True,
         "gain": "1 whole card(s) freed with 1 move(s): 0 -> 1 whole cards free",
-        "reasons": ["a gpu-1: ns/y fits no other card in use", "b gpu-0: ns/z fits no other card in use"],
+        "reasons": ["a/gpu-1: ns/y fits no other card in use", "b/gpu-0: ns/z fits no other card in use"],
         "target": None,
         "freed": ["GPU-a-0"],
         "before": {"openCards": 3, "wholeCardsFree": 0, "freeMiB": 68 * GIB, "largestFreeMiB": 30 * GIB},
@@ -950,7 +950,7 @@ def test_compact_never_moves_a_pod_off_its_nodes_nor_where_it_may_not_run_even_b
         ("ns/r", "a", ("GPU-a-1",)),
     ]
     assert result.freed == ("GPU-b-0",)
-    assert result.reasons == ("a gpu-0: ns/p fits no other card in use", "a gpu-1: ns/q is resting")
+    assert result.reasons == ("a/gpu-0: ns/p fits no other card in use", "a/gpu-1: ns/q is resting")
     replay(pinned, result)
     outside = Snapshot(
         nodes=(gpu_node("a"), gpu_node("b", cards=1), gpu_node("c", cards=1)),
@@ -965,9 +965,9 @@ def test_compact_never_moves_a_pod_off_its_nodes_nor_where_it_may_not_run_even_b
     kept = plan(outside, CompactGoal(("a", "b")))
     assert (kept.moves, kept.freed) == ((), ())
     assert kept.reasons == (
-        "a gpu-0: ns/p fits no other card in use",
-        "a gpu-1: ns/q is resting",
-        "b gpu-0: ns/r fits no other card in use",
+        "a/gpu-0: ns/p fits no other card in use",
+        "a/gpu-1: ns/q is resting",
+        "b/gpu-0: ns/r fits no other card in use",
     )
 
 

@@ -9,7 +9,9 @@ to skip the cards it has no moves left to empty (8 plans say so in their reasons
 exceed the bound; 2 incomplete plans move a pod to the other card of the same node, with the same moves and cards
 freed: a card tried and failed had re-aimed that earlier move), and again when a fit search for a one-card pod came
 to try each node's other cards when it found no plan or its best chained moves (5 incomplete plans now complete, one
-takes 2 moves instead of 4). The planner must still find exactly those plans, and say exactly the same reasons.
+takes 2 moves instead of 4), and again when a reason came to name its card `node/gpu-N` (240 reasons reworded and
+nothing else: each plan found was the recorded one with its reasons worded as before). The planner must still find
+exactly those plans, and say exactly the same reasons.
 """
 
 from __future__ import annotations
@@ -149,9 +151,11 @@ def test_steps_and_plans_are_those_counted_before_walks_were_shared(seed: int) -
     # steps, none more, 17 digests changed by the reasons and the two re-aims above; and once more when a fit search
     # for a one-card pod came to try each node's other cards when it found no plan or its best chained moves: 158
     # searches take more steps (101,582 more in all, 13% of the 779,497), 30 find a plan where they found none, 11 one
-    # of fewer moves, and 16 stopped at 300 or 3,000 steps say so in their reasons): on the seeded clusters and on the
-    # same with node CPU and memory counted and cards barred by UUID (`kept_rooms`), under four limits, two of them
-    # stopping searches midway. Every step must be counted where it was, or a bounded search stops elsewhere.
+    # of fewer moves, and 16 stopped at 300 or 3,000 steps say so in their reasons; and once more when a reason came
+    # to name its card `node/gpu-N`: 181 digests, the same plans with their reasons worded as before): on the seeded
+    # clusters and on the same with node CPU and memory counted and cards barred by UUID (`kept_rooms`), under four
+    # limits, two of them stopping searches midway. Every step must be counted where it was, or a bounded search
+    # stops elsewhere.
     recorded = [entry for entry in STEPS if entry["seed"] == seed]
     assert len(recorded) == 2 * 4 * len(BOUNDS)
     for cases, make in (("fragmented", fragmented), ("kept-rooms", kept_rooms)):
@@ -297,14 +301,14 @@ def test_a_free_cards_search_says_which_cards_it_has_no_moves_left_to_empty_and_
     left = "emptying it moves 1 pod(s), and the plan has 0 of its 1 move(s) left"
     assert one_move.reasons == (
         "freed 1 of 3 card(s); the others cannot be emptied:",
-        f"b gpu-0: {left}",
-        f"c gpu-0: ns/p-c is annotated {DO_NOT_MOVE}",
-        f"a gpu-1: {left}",
-        f"b gpu-1: {left}",
-        f"c gpu-1: {left}",
+        f"b/gpu-0: {left}",
+        f"c/gpu-0: ns/p-c is annotated {DO_NOT_MOVE}",
+        f"a/gpu-1: {left}",
+        f"b/gpu-1: {left}",
+        f"c/gpu-1: {left}",
     )
     per_node = plan(snapshot, FreeCardsGoal(6), Limits(max_moves=5, max_moves_per_node=1))
-    assert "a gpu-1: emptying it moves 1 pod(s) off a, which has 0 move(s) left off it" in per_node.reasons
+    assert "a/gpu-1: emptying it moves 1 pod(s) off a, which has 0 move(s) left off it" in per_node.reasons
 
 
 def test_a_free_cards_search_stopped_mid_card_drops_that_card_s_moves() -> None:

@@ -648,7 +648,7 @@ def test_a_card_a_pod_held_on_its_node_cannot_leave_says_why() -> None:
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
     reasons = plan(snapshot, FreeCardsGoal(1)).reasons
     assert (
-        "a gpu-0: ns/small-a fits no other card in use of its node, where it stays (its volume claims were not read)"
+        "a/gpu-0: ns/small-a fits no other card in use of its node, where it stays (its volume claims were not read)"
         in (reasons)
     )
 

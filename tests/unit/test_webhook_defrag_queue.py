@@ -1288,7 +1288,7 @@ def test_keep_room_plans_toward_its_goal_once_an_interval_says_so_on_the_policy_
     assert said[6:] == [
         (
             "DefragNoPlan",
-            "no plan: freed 0 of 1 card(s); the others cannot be emptied: gpu-0 gpu-1: team-a/q fits no other card in "
+            "no plan: freed 0 of 1 card(s); the others cannot be emptied: gpu-0/gpu-1: team-a/q fits no other card in "
             "use",
             False,
         )

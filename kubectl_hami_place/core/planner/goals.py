@@ -92,7 +92,7 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
                 continue
             short = _short_of_moves(state, slot)
             if short:
-                reasons.append(f"{slot.node} {slot.card.name}: {short}")
+                reasons.append(f"{place(slot.node, [slot.card.name])}: {short}")
                 continue
             point = len(state.moves)
             try:
@@ -102,7 +102,7 @@ def _plan_free(state: State, goal: str, count: int, card_type: str, scope: froze
                 spent = str(error)
                 break
             if why is not None:
-                reasons.append(f"{slot.node} {slot.card.name}: {why}")
+                reasons.append(f"{place(slot.node, [slot.card.name])}: {why}")
                 continue
             for move in state.moves[point:]:
                 freed.update(dict.fromkeys(u for u in move.from_cards if u in was_used and not state.by_uuid[u].used))

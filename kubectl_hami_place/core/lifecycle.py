@@ -333,7 +333,7 @@ def eviction_outcome(placement: Placement, result: EvictionResult, message: str,
     done = result in DONE_EVICTIONS
     conditions = merge_condition(status.conditions, condition("Evicted", done, result.value, message, now))
     if done:
-        text = f"consumed by pod {status.consumed_by_name or ''}; {message}"
+        text = f"consumed by {_pod(status.consumed_by_name or '')}; {message}"
         updated = replace(status, phase=Phase.Consumed, message=text, eviction=eviction, conditions=conditions)
     else:
         text = f"eviction of pod {eviction.pod} {result.value.lower()}: {message}; will retry"
@@ -433,9 +433,8 @@ def _placed_pod_gone(placement: Placement, now: datetime) -> StatusWrite:
     """The pod that claimed the placement is gone while its eviction was pending: stop evicting, say so."""
     status = placement.status
     eviction = status.eviction or EvictionStatus(pod=placement.spec.evict_pod or "")
-    reason = (
-        f"placed pod {status.consumed_by_name or ''} is gone (deleted or ended); eviction of pod {eviction.pod} stopped"
-    )
+    placed = f"placed pod {status.consumed_by_name}" if status.consumed_by_name else "the placed pod"
+    reason = f"{placed} is gone (deleted or ended); eviction of {_pod(eviction.pod)} stopped"
     stopped = replace(
         status,
         phase=Phase.Failed,
@@ -446,15 +445,21 @@ def _placed_pod_gone(placement: Placement, now: datetime) -> StatusWrite:
     return StatusWrite(placement, stopped, "PlacedPodGone", reason, warning=True)
 
 
+def _pod(name: str) -> str:
+    """`pod NAME`, or `a pod` for a name a status written by hand left out."""
+    return f"pod {name}" if name else "a pod"
+
+
 def _consumed_by(placement: Placement, pod: Mapping[str, Any]) -> StatusWrite:
     """The claim's pod is stored: record its name and UID."""
     meta = as_mapping(pod.get("metadata"))
     name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
     status = placement.status
+    evict = (status.eviction.pod if status.eviction else "") or placement.spec.evict_pod or ""
     if status.phase == Phase.Consumed:
         message = f"consumed by pod {name}"
     else:
-        message = f"claimed by pod {name}; evicting pod {status.eviction.pod if status.eviction else ''}"
+        message = f"claimed by pod {name}" + (f"; evicting pod {evict}" if evict else "")
     updated = replace(status, consumed_by_name=name, consumed_by_uid=uid, message=message)
     return StatusWrite(placement, updated, "Consumed", f"pod {name} ({uid}) is stored carrying the claim")
 

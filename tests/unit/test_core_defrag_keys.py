@@ -282,6 +282,12 @@ def test_a_moves_wait_counts_from_the_end_of_the_evicted_pods_grace_period() -> 
     assert settle_deadline(1000.0, 1300.0, 0.0, timeout) == 1180.0, "gone: the deadline seen while it went holds"
 
 
+def test_a_pod_with_under_a_second_of_its_grace_period_left_still_counts_from_its_end() -> None:
+    """Any time left is time HAMi still counts its cards: half a second is waited out, not counted from the eviction."""
+    assert settle_deadline(1000.0, 1010.0, 0.5, 180.0) == 1190.5
+    assert settle_deadline(1000.0, 1010.0, 1.0, 180.0) == 1191.0
+
+
 def test_a_moves_clock_keeps_the_grace_period_it_saw_once_the_pod_is_gone() -> None:
     """Seen terminating with 40 s to go, then gone a second later, before a 3 s timeout: the move keeps its 43 s, as
     the controller (which sees its cache at each poll) gave it and `apply` (which read the pod only at the timeout,

@@ -939,3 +939,81 @@ def test_an_evicting_placement_that_names_no_pod_to_evict_ends_consumed_without_
     )
     expected = FollowUp(StatusWrite(p, ended, "EvictionNotNeeded", message))
     assert lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE) == expected
+
+
+def test_giving_up_an_eviction_that_recorded_none_names_the_evict_pod() -> None:
+    """A status with no eviction recorded still evicts `spec.evictPod`: giving up must name that pod, not none."""
+    p = _evicting(None, ago=TTL + 1)
+    reason = f"eviction of pod old did not succeed within {TTL}s: no attempt succeeded"
+    gave_up = dataclasses.replace(
+        p.status,
+        phase=Phase.Failed,
+        message=reason,
+        eviction=EvictionStatus(pod="old", result=EvictionResult.Failed, message=reason, time=NOW),
+        conditions=(Condition("Evicted", "False", "GaveUp", reason, NOW),),
+    )
+    expected = FollowUp(StatusWrite(p, gave_up, "EvictionGaveUp", reason, warning=True))
+    assert lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE) == expected
+
+
+def test_the_placed_pod_gone_with_no_pod_to_evict_named_anywhere_records_no_made_up_name() -> None:
+    """A hand-written status may name no pod to evict: the stop says `a pod` and records the empty name, no other."""
+    p = _evicting(None, evict="")
+    reason = "placed pod trainer-abc is gone (deleted or ended); eviction of a pod stopped"
+    stopped = dataclasses.replace(
+        p.status,
+        phase=Phase.Failed,
+        message=reason,
+        eviction=EvictionStatus(pod="", result=EvictionResult.Failed, message=reason, time=NOW),
+        conditions=(Condition("Evicted", "False", "PlacedPodGone", reason, NOW),),
+    )
+    expected = FollowUp(StatusWrite(p, stopped, "PlacedPodGone", reason, warning=True))
+    assert lifecycle.follow_up(p, {}, NOW, TTL, GRACE) == expected
+
+
+def test_a_status_recording_the_placed_pods_uid_but_not_its_name_names_no_pod() -> None:
+    """The CRD does not require `consumedBy.name`: a status written without it says `a pod`, no made-up name."""
+    status = claimed(phase="Evicting", eviction={"pod": "old", "uid": "uid-old", "result": "Pending", "attempts": 1})
+    status["consumedBy"] = {"uid": "uid-9"}
+    p = placement_from_object(placement(status, evict="old"))
+    evicted = lifecycle.eviction_outcome(p, EvictionResult.Evicted, "evicted pod old", NOW)
+    assert evicted == StatusWrite(
+        p,
+        dataclasses.replace(
+            p.status,
+            phase=Phase.Consumed,
+            message="consumed by a pod; evicted pod old",
+            eviction=EvictionStatus(
+                pod="old", uid="uid-old", result=EvictionResult.Evicted, message="evicted pod old", time=NOW, attempts=1
+            ),
+            conditions=(Condition("Evicted", "True", "Evicted", "evicted pod old", NOW),),
+        ),
+        "Evicted",
+        "evicted pod old",
+    )
+    reason = "the placed pod is gone (deleted or ended); eviction of pod old stopped"
+    stopped = dataclasses.replace(
+        p.status,
+        phase=Phase.Failed,
+        message=reason,
+        eviction=EvictionStatus(
+            pod="old", uid="uid-old", result=EvictionResult.Failed, message=reason, time=NOW, attempts=1
+        ),
+        conditions=(Condition("Evicted", "False", "PlacedPodGone", reason, NOW),),
+    )
+    expected = FollowUp(StatusWrite(p, stopped, "PlacedPodGone", reason, warning=True))
+    assert lifecycle.follow_up(p, {}, NOW, TTL, GRACE) == expected
+
+
+@pytest.mark.parametrize(
+    ("evict", "message"),
+    [("", "claimed by pod trainer-abc"), ("old", "claimed by pod trainer-abc; evicting pod old")],
+)
+def test_an_evicting_placement_fills_consumed_by_naming_the_pod_it_will_evict(evict: str, message: str) -> None:
+    """Evicting with no eviction recorded yet (a status written by hand): the pod named is `spec.evictPod`, the one
+    the next step evicts, and none when the placement names none."""
+    p = placement_from_object(placement(claimed(phase="Evicting"), evict=evict))
+    updated = dataclasses.replace(p.status, consumed_by_name="trainer-abc", consumed_by_uid="uid-9", message=message)
+    step = lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE)
+    assert step is not None
+    assert step.write == StatusWrite(p, updated, "Consumed", "pod trainer-abc (uid-9) is stored carrying the claim")

@@ -479,9 +479,17 @@ def _policy_ref(ref: str | None, namespace: str | None) -> tuple[str, str] | Non
 def _policy(kube: Kube, ref: tuple[str, str] | None, namespace: str | None) -> dict[str, Any]:
     """The policy ConfigMap `--policy` names, else the one the chart labels (in `namespace` when given)."""
     from kubectl_hami_place.kube import defrag
+    from kubectl_hami_place.kube.errors import KubeNotFound
 
     if ref is not None:
-        return defrag.read_policy(kube, *ref).obj
+        try:
+            return defrag.read_policy(kube, *ref).obj
+        except KubeNotFound:
+            raise CliError(
+                f"no ConfigMap {'/'.join(ref)}: a server whose --defrag-policy names it moves nothing until it exists",
+                f"create it with the DefragPolicy under {DEFRAG_POLICY_KEY} (helm upgrade renders the chart's), or "
+                "pass --policy with the ConfigMap the server reads",
+            ) from None
     found = defrag.labelled_policies(kube, namespace)
     if not found:
         where = "any namespace" if namespace is None else f"namespace {namespace}"

@@ -1153,7 +1153,7 @@ class DefragController:
         Until the ConfigMap's watch has listed, looked at again shortly."""
         if not self.policy_map.synced.is_set():
             return timedelta(seconds=WAKE_SECONDS)
-        where = f"{self.options.policy_namespace}/{self.options.policy_name}"
+        policy_ref = f"{self.options.policy_namespace}/{self.options.policy_name}"
         source = self._policy_source()
         version = source.version if source is not None else ""
         if version == self._policy_version:
@@ -1162,12 +1162,12 @@ class DefragController:
         self.policy = None  # until this version is read: nothing moves on a policy that could not be
         if source is None:
             self._invalid(
-                None, f"ConfigMap {where} not found; create it with the DefragPolicy under {DEFRAG_POLICY_KEY}"
+                None, f"ConfigMap {policy_ref} not found; create it with the DefragPolicy under {DEFRAG_POLICY_KEY}"
             )
             return None
         if source.text is None:
             self._invalid(
-                source.obj, f"{DEFRAG_POLICY_KEY}: missing from ConfigMap {where}; put the DefragPolicy there"
+                source.obj, f"{DEFRAG_POLICY_KEY}: missing from ConfigMap {policy_ref}; put the DefragPolicy there"
             )
             return None
         try:
@@ -1179,11 +1179,11 @@ class DefragController:
         self.metrics.policy_valid.set(1)
         # A shorter keepRoom.interval holds from now, not once the interval read before has passed.
         self._next_room = min(self._next_room, time.monotonic() + policy.keep_room.interval.total_seconds())
-        log.info("defrag policy %s read: mode %s", where, policy.mode.value)
+        log.info("defrag policy %s read: mode %s", policy_ref, policy.mode.value)
         kept = timedelta(seconds=self.options.finished_ttl) if self.options.finished_ttl > 0 else None
         shortfall = history_shortfall(policy.budgets, kept)
         if shortfall:
-            log.warning("defrag policy %s: %s", where, shortfall)
+            log.warning("defrag policy %s: %s", policy_ref, shortfall)
         self._event(
             source.obj,
             "DefragPolicyRead",
@@ -1200,8 +1200,8 @@ class DefragController:
         """The controller off until the policy is fixed: one log line, the metric, a Warning Event on the ConfigMap."""
         self.policy = None
         self.metrics.policy_valid.set(0)
-        where = f"{self.options.policy_namespace}/{self.options.policy_name}"
-        log.error("defrag policy %s is invalid, nothing is moved until it is fixed: %s", where, problem)
+        policy_ref = f"{self.options.policy_namespace}/{self.options.policy_name}"
+        log.error("defrag policy %s is invalid, nothing is moved until it is fixed: %s", policy_ref, problem)
         if obj is not None:
             self._event(obj, "DefragPolicyInvalid", f"nothing is moved until this is fixed: {problem}", warning=True)
 

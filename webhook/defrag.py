@@ -737,7 +737,7 @@ class DefragController:
             if self._say(about, key, "DefragDryRun", decision.message):
                 self.metrics.runs.labels(trigger, "dry_run").inc()
                 self.metrics.moves.labels("dry_run").inc(len(decision.moves))
-                self._remember(decision, len(decision.moves), decision.message)
+                self._remember(decision, len(decision.moves), decision.moves_words)
             return Look.dry_run
         self._event(about, "DefragRun", f"run {decision.run_id}: {decision.message}")
         done, failure, stopped, failed = self._carry_out(decision, config, about if trigger == "rescue" else None)
@@ -761,7 +761,7 @@ class DefragController:
             )
             return Look.failed
         self.metrics.runs.labels(trigger, "moved").inc()
-        self._remember(decision, done, f"{decision.message}; {done} of {len(decision.moves)} move(s) made")
+        self._remember(decision, done, f"{decision.moves_words}; {done} of {len(decision.moves)} move(s) made")
         if trigger == "keep_room":
             self._event(about, "DefragRoomMade", f"run {decision.run_id} made {done} move(s) toward {decision.trigger}")
         return Look.moved

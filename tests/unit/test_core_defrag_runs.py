@@ -555,7 +555,8 @@ def test_the_message_names_each_move_and_each_card_of_a_move() -> None:
         "moving team-a/p1 from a/gpu-0 to b/gpu-0; team-a/q from a/gpu-1 to a/gpu-0 to rescue team-a/waiting "
         "(CardInsufficientMemory)",
         {"a0": "gpu-0", "a1": "gpu-1", "b0": "gpu-0"},
-    ), "the names of the moves' cards only (b1 is in no move)"
+        "moving team-a/p1 from a/gpu-0 to b/gpu-0; team-a/q from a/gpu-1 to a/gpu-0",
+    ), "the names of the moves' cards only (b1 is in no move), and the moves apart from the trigger"
     devices = (tuple(ContainerDevice(uuid, "NVIDIA", 10 * GIB, 0) for uuid in ("a0", "a1")),)
     wide = PlanPod(
         namespace="team-a",

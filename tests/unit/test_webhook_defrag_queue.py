@@ -668,7 +668,9 @@ def fragmented(ctl: DefragController) -> None:
     ctl.failures.upsert(refusal("big"))
 
 
-MOVE_Q = "moving team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 to rescue team-a/big (CardInsufficientMemory)"
+# The moves of a rescue, as the Lease keeps them (its trigger apart), and as its Events say them.
+MOVED_Q = "moving team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0"
+MOVE_Q = f"{MOVED_Q} to rescue team-a/big (CardInsufficientMemory)"
 
 
 def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -732,8 +734,8 @@ def test_a_dry_run_says_once_what_it_would_move_and_never_plans_onto_a_room_kept
     rescue = "rescue team-a/big (CardInsufficientMemory)"
     assert [entry[1:] for entry in on_lease(ctl)] == [
         (rescue, 0, True, said[2][1]),
-        (rescue, 1, True, said[1][1]),
-    ], "what each look said, newest first, on the Lease"
+        (rescue, 1, True, "would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run)"),
+    ], "what each look said, newest first, on the Lease: the moves without the trigger the entry names apart"
     read_policy(ctl, "dry-run", version="2")
     ctl._read = None
     assert ctl.look(BIG) == timedelta(seconds=7), "a new policy plans for every pod again now"
@@ -881,7 +883,7 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
     [(key, rescue)] = ctl._rescues.items()
     run = rescue.run_id
     assert on_lease(ctl) == [
-        (run, "rescue team-a/big (CardInsufficientMemory)", 1, False, f"{MOVE_Q}; 1 of 1 move(s) made")
+        (run, "rescue team-a/big (CardInsufficientMemory)", 1, False, f"{MOVED_Q}; 1 of 1 move(s) made")
     ]
     assert (key, rescue.uid, [m.pod for m in rescue.moved], rescue.kept_until) == (BIG, "uid-big", ["team-a/q"], None)
     assert ctl.look(BIG) == timedelta(seconds=1) and rescue.room_made_at is None, "q is still there"
@@ -947,9 +949,9 @@ def test_a_rescue_moves_then_follows_its_pod_until_it_is_scheduled_or_refused_ag
         "qualifies"
     )
     assert [(entry[0], entry[4]) for entry in on_lease(ctl)] == [
-        (rerun, f"{MOVE_Q}; 1 of 1 move(s) made"),
+        (rerun, f"{MOVED_Q}; 1 of 1 move(s) made"),
         (run, lost),
-        (run, f"{MOVE_Q}; 1 of 1 move(s) made"),
+        (run, f"{MOVED_Q}; 1 of 1 move(s) made"),
     ]
     assert said[3:] == [
         (

@@ -74,8 +74,8 @@ class RunDecision:
     """What a run does: the moves (none when `reason` says why), whether only as a dry-run, and the plan behind them.
 
     `held` lists the pods the policy kept in place (`ns/name: why`); `message` is the outcome in one line, the text
-    of the Events; `card_names` names the cards of the moves and of the plan's target by register index (UUID ->
-    `gpu-N`), as the snapshot had them.
+    of the Events, and `moves_words` its moves alone (the Lease keeps the trigger apart); `card_names` names the cards
+    of the moves and of the plan's target by register index (UUID -> `gpu-N`), as the snapshot had them.
     """
 
     run_id: str
@@ -88,6 +88,7 @@ class RunDecision:
     held: tuple[str, ...] = ()
     message: str = ""
     card_names: Mapping[str, str] = field(default_factory=dict)
+    moves_words: str = ""
 
     @property
     def acts(self) -> bool:
@@ -165,8 +166,9 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
     elif not result.moves:
         return nothing(f"no plan: {result.why or 'nothing to gain'}", result, held)
     names = _card_names(result, snapshot)
-    message = _words(result.moves, names, dry_run, trigger)
-    return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message, names)
+    words = _words(result.moves, names, dry_run)
+    message = f"{words} to {trigger.describe()}"
+    return RunDecision(run_id, trigger.describe(), goal, result.moves, dry_run, "", result, held, message, names, words)
 
 
 def _card_names(found: Plan, snapshot: Snapshot) -> dict[str, str]:
@@ -345,13 +347,11 @@ def scheduled_where(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     return place(name, [f"gpu-{index}" for index in sorted(names[uuid] for uuid in uuids)])
 
 
-def _words(moves: tuple[Move, ...], names: Mapping[str, str], dry_run: bool, trigger: Trigger) -> str:
+def _words(moves: tuple[Move, ...], names: Mapping[str, str], dry_run: bool) -> str:
     """The moves in one line: `would move a/x from n/gpu-1 to m/gpu-0 (dry-run)`."""
     each = "; ".join(
         f"{move.pod} from {where(move.from_node, move.from_cards, names)} "
         f"to {where(move.to_node, move.to_cards, names)}"
         for move in moves
     )
-    if dry_run:
-        return f"would move {each} (dry-run) to {trigger.describe()}"
-    return f"moving {each} to {trigger.describe()}"
+    return f"would move {each} (dry-run)" if dry_run else f"moving {each}"

@@ -1,7 +1,8 @@
 """Card references in a placement: `gpu-N` (register index N), `gpu-N/P` (P% of that card's memory), a card UUID.
 
 HAMi has no way to pick a card by index, so `gpu-N` is resolved through the node's register to a UUID, which is
-what the webhook writes into `nvidia.com/use-gpuuuid`.
+what the webhook writes into `nvidia.com/use-gpuuuid`. Cards are said back the same way, by node and index
+(`node/gpu-1,gpu-2`), where plans, moves and the controller's Events say where a pod is or goes.
 """
 
 from __future__ import annotations

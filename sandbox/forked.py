@@ -10,6 +10,7 @@ at exec (libfaketime's LD_PRELOAD) or outlive its starter is not for this: start
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import functools
 import importlib
@@ -102,8 +103,11 @@ class Forked:
         return code
 
     def send_signal(self, sig: int) -> None:
+        """Signals the run unless it ended. Its parent is the fork server, which reaps it before this process hears its
+        exit code: a run that has just ended may be gone (ESRCH) while `exitcode` still says None."""
         if self._process.exitcode is None:
-            os.kill(self.pid, sig)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)

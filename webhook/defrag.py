@@ -252,6 +252,11 @@ class DefragOptions:
     """Where the leader Lease lives ("": the server's namespace); the chart gives the Leases a namespace of theirs."""
 
     @property
+    def policy_ref(self) -> str:
+        """The policy's ConfigMap as `namespace/name`, as the log and its Events name it."""
+        return f"{self.policy_namespace}/{self.policy_name}"
+
+    @property
     def leader_lease_namespace(self) -> str:
         """The namespace of the leader Lease."""
         return self.lease_namespace or self.server_namespace
@@ -1153,7 +1158,7 @@ class DefragController:
         Until the ConfigMap's watch has listed, looked at again shortly."""
         if not self.policy_map.synced.is_set():
             return timedelta(seconds=WAKE_SECONDS)
-        policy_ref = f"{self.options.policy_namespace}/{self.options.policy_name}"
+        policy_ref = self.options.policy_ref
         source = self._policy_source()
         version = source.version if source is not None else ""
         if version == self._policy_version:
@@ -1200,8 +1205,9 @@ class DefragController:
         """The controller off until the policy is fixed: one log line, the metric, a Warning Event on the ConfigMap."""
         self.policy = None
         self.metrics.policy_valid.set(0)
-        policy_ref = f"{self.options.policy_namespace}/{self.options.policy_name}"
-        log.error("defrag policy %s is invalid, nothing is moved until it is fixed: %s", policy_ref, problem)
+        log.error(
+            "defrag policy %s is invalid, nothing is moved until it is fixed: %s", self.options.policy_ref, problem
+        )
         if obj is not None:
             self._event(obj, "DefragPolicyInvalid", f"nothing is moved until this is fixed: {problem}", warning=True)
 

@@ -175,7 +175,7 @@ def _card_names(found: Plan, snapshot: Snapshot) -> dict[str, str]:
     """The cards of the plan's moves and target by register index on the snapshot: UUID -> `gpu-N`."""
     uuids = {uuid for move in found.moves for uuid in (*move.from_cards, *move.to_cards)}
     uuids.update(found.target[1] if found.target is not None else ())
-    return {card.uuid: f"gpu-{card.index}" for node in snapshot.nodes for card in node.cards if card.uuid in uuids}
+    return {uuid: name for uuid, name in snapshot.card_names().items() if uuid in uuids}
 
 
 def fits_as_is(snapshot: Snapshot, pod: PlanPod) -> bool:

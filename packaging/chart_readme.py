@@ -56,6 +56,17 @@ def type_name(value: Any) -> str:
     return names.get(type(value), "string")
 
 
+TYPED = re.compile(r"^\((?P<type>[a-z]+)\)\s*(?P<rest>.*)$")
+
+
+def typed(value: Any, description: str) -> tuple[str, str]:
+    """The type column and the description: helm-docs' `# -- (int) ...` names the type of a value whose default
+    (null) does not say it."""
+    if match := TYPED.match(description):
+        return match["type"], match["rest"]
+    return type_name(value), description
+
+
 def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -69,7 +80,8 @@ def render() -> str:
     for key, description in documented_keys(values_text):
         value = value_at(values, key)
         default = json.dumps(value, separators=(",", ":"))
-        rows.append(f"| {key} | {type_name(value)} | `{cell(default)}` | {cell(description)} |")
+        kind, text = typed(value, description)
+        rows.append(f"| {key} | {kind} | `{cell(default)}` | {cell(text)} |")
     return "\n".join(
         [
             f"# {chart['name']}",

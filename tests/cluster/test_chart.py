@@ -378,6 +378,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.budgets.cooldown=1h30m",
         "defrag.maxMovesPerPlan=5",
         "defrag.moveJobPods=true",
+        "defrag.priorityThreshold.value=100000",
         namespace="gpu-system",
         release="gd",
     )
@@ -391,6 +392,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert (room.whole_free_cards.count, room.whole_free_cards.type) == (2, "A100")
     assert policy.budgets.moves_per_hour == 3 and policy.budgets.cooldown.total_seconds() == 5400
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
+    assert policy.priority_threshold == 100000
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 
@@ -634,6 +636,7 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
         "json:defrag.budgets.movesPerNamespace=1000000",
         "json:defrag.maxMovesPerPlan=1000000",
         "json:defrag.keepRoom.wholeFreeCards.count=1000000",
+        "json:defrag.priorityThreshold.value=1000000000",
     ]
     objects = render(helm, *sets)
     assert "e+06" not in json.dumps(objects)
@@ -643,6 +646,13 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
     assert (args.finished_ttl, args.placement_ttl, args.claim_grace) == (2592000, 1209600, 1000000)
     policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
     assert (policy.budgets.moves_per_hour, policy.max_moves_per_plan) == (1000000, 1000000)
+    assert policy.priority_threshold == 1000000000
+
+
+@pytest.mark.parametrize("sets", [["json:defrag.priorityThreshold=null"], ["json:defrag.priorityThreshold.value=null"]])
+def test_a_priority_threshold_left_null_renders_no_threshold(helm: Path, sets: list[str]) -> None:
+    policy = parse_policy(defrag_policy(render(helm, *sets))["data"]["policy.yaml"], "kube-system")
+    assert policy.priority_threshold is None
 
 
 @pytest.mark.parametrize(

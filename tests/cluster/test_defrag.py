@@ -93,10 +93,11 @@ def write_policy(
     *,
     also: tuple[str, ...] = (),
     reserve_for: str = "",
+    priority_threshold: int | None = None,
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
-    kept for `reserve_for` when given, else for the policy's default."""
+    kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` or more held."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -104,6 +105,7 @@ def write_policy(
         "namespaces": {"include": [namespace, *also]},
         "rescue": {"enabled": True, "pendingFor": "1s", **({"reserveFor": reserve_for} if reserve_for else {})},
         "budgets": {"cooldown": "1h", **budgets},
+        **({"priorityThreshold": {"value": priority_threshold}} if priority_threshold is not None else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -245,11 +247,15 @@ def two_pods_one_per_card(
     return held
 
 
-def pending_big(cluster: Sandbox, namespace: str, node: GpuNode, volumes: tuple[dict[str, Any], ...] = ()) -> None:
-    """The pod that fits no card, Pending on HAMi's reasons; mounting `volumes`."""
+def pending_big(
+    cluster: Sandbox, namespace: str, node: GpuNode, volumes: tuple[dict[str, Any], ...] = (), priority_class: str = ""
+) -> None:
+    """The pod that fits no card, Pending on HAMi's reasons; mounting `volumes`, of `priority_class` when given."""
     big = pod("big", BIG, node=node.name)
     if volumes:
         big["spec"]["volumes"] = list(volumes)
+    if priority_class:
+        big["spec"]["priorityClassName"] = priority_class
     create(cluster, namespace, big)
     wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
 
@@ -477,20 +483,35 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         delete_nodes(cluster, [node])
 
 
-def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(
-    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+@pytest.mark.parametrize(
+    ("threshold", "held"),
+    [
+        (None, "has priority 1000, above the rescued pod's 0"),
+        (1000, "has priority 1000, at or above the policy's priorityThreshold 1000"),
+    ],
+)
+def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR0917 - the fixtures and the case
+    cluster: Sandbox,
+    namespace: str,
+    server_namespace: str,
+    node: GpuNode,
+    serving: dict[str, Any],
+    threshold: int | None,
+    held: str,
 ) -> None:
+    """The pods holding the cards have a PriorityClass of value 1000. The rescued pod has none (priority 0); or it
+    has the same class, which alone would let them move, and the policy's priorityThreshold holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
     try:
         two_pods_one_per_card(cluster, namespace, node, priority_class=high)
         before = uids(cluster, namespace)
-        write_policy(cluster, server_namespace, namespace, "on")
+        write_policy(cluster, server_namespace, namespace, "on", priority_threshold=threshold)
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        pending_big(cluster, namespace, node)
+        pending_big(cluster, namespace, node, priority_class=high if threshold is not None else "")
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the controller's Event")
-        assert message.startswith("no plan: "), message
+        assert message.startswith("no plan: ") and held in message, message
         assert placements(cluster, namespace) == []
         assert before <= uids(cluster, namespace), "no higher-priority pod was evicted"
         assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0

@@ -39,3 +39,9 @@ def test_every_doc_comment_documents_a_key() -> None:
 def test_a_description_spans_its_continuation_lines_and_nests_under_its_parents() -> None:
     text = "a:\n  # -- first\n  # second\n  b: 1\n\n  # not documented\n  c: 2\n# -- top\nd: [1]\n"
     assert generator().documented_keys(text) == [("a.b", "first second"), ("d", "top")]
+
+
+def test_a_typed_description_names_the_type_a_null_default_does_not() -> None:
+    assert generator().typed(None, "(int) Pods of this priority stay.") == ("int", "Pods of this priority stay.")
+    assert generator().typed(None, "A name (or none).") == ("string", "A name (or none).")
+    assert generator().typed(3, "Moves (per hour).") == ("int", "Moves (per hour).")

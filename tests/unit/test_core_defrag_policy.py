@@ -38,6 +38,7 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.rescue.pending_for == timedelta(seconds=60)
     assert policy.rescue.reserve_for == timedelta(seconds=60)
     assert policy.move_job_pods is False, "a Job's pods stay unless the operator says they may move"
+    assert policy.priority_threshold is None, "no priority holds a pod unless the operator names one"
 
 
 def test_every_field_is_read() -> None:
@@ -55,6 +56,7 @@ keepRoom:
 budgets: {movesPerRun: 1, movesPerHour: 3, movesPerNode: 1, movesPerNamespace: 2, cooldown: 90}
 maxMovesPerPlan: 5
 moveJobPods: true
+priorityThreshold: {value: 100000}
 """,
         server_namespace="hami-place",
     )
@@ -66,6 +68,22 @@ moveJobPods: true
     assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
     assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
+    assert policy.priority_threshold == 100000
+
+
+@pytest.mark.parametrize(
+    ("body", "threshold"),
+    [
+        ("priorityThreshold: null", None),
+        ("priorityThreshold: {}", None),
+        ("priorityThreshold: {value: null}", None),
+        ("priorityThreshold: {value: 0}", 0),
+        ("priorityThreshold: {value: -2147483648}", -2147483648),
+        ("priorityThreshold: {value: 2147483647}", 2147483647),
+    ],
+)
+def test_a_priority_threshold_is_a_pod_prioritys_whole_number_or_none(body: str, threshold: int | None) -> None:
+    assert parse_policy(HEAD + body).priority_threshold == threshold
 
 
 def test_namespaces_include_exclude_and_always_out() -> None:
@@ -108,6 +126,31 @@ def test_json_is_read_too() -> None:
         ("keepRoom: {interval: 0s}", "keepRoom.interval: 0s", "1s or more"),
         ("maxMovesPerPlan: 0", "maxMovesPerPlan: 0 is below 1", "write 1 or more"),
         ("moveJobPods: sometimes", "moveJobPods: 'sometimes' is not true or false", "write true or false"),
+        (
+            "priorityThreshold: 100000",
+            "priorityThreshold: 100000 goes under value",
+            "write priorityThreshold: {value: 100000}",
+        ),
+        (
+            "priorityThreshold: {name: high}",
+            "priorityThreshold.name: a PriorityClass is not looked up by name",
+            "write value: its value (the VALUE column of kubectl get priorityclass)",
+        ),
+        ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value"),
+        ("priorityThreshold: high", "priorityThreshold: expected a mapping with value", "got str"),
+        ("priorityThreshold: {value: high}", "priorityThreshold.value: 'high' is not a whole number", "e.g. 100000"),
+        ("priorityThreshold: {value: true}", "priorityThreshold.value: True is not a whole number", "e.g. 100000"),
+        ("priorityThreshold: {value: 1.5}", "priorityThreshold.value: 1.5 is not a whole number", "e.g. 100000"),
+        (
+            "priorityThreshold: {value: 2147483648}",
+            "priorityThreshold.value: 2147483648 is out of a pod priority's range",
+            "write -2147483648 to 2147483647",
+        ),
+        (
+            "priorityThreshold: {value: -2147483649}",
+            "priorityThreshold.value: -2147483649 is out of a pod priority's range",
+            "write -2147483648 to 2147483647",
+        ),
         ("budgets: {cooldown: .inf}", "budgets.cooldown: inf is longer than 720h", "at most 720h"),
         ("rescue: {pendingFor: .nan}", "rescue.pendingFor: nan is not a duration", "60s"),
         ("budgets: {cooldown: 70000000h}", "budgets.cooldown: '70000000h' is longer than 720h", "at most 720h"),
@@ -228,17 +271,17 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan, moveJobPods",
+            "maxMovesPerPlan, moveJobPods, priorityThreshold",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -230,6 +230,25 @@ def test_a_jobs_pod_stays_unless_the_policy_lets_job_pods_move() -> None:
     assert ([m.pod for m in allowed.moves], allowed.held) == (["team-a/q"], ())
 
 
+def test_a_pod_at_or_above_the_priority_threshold_stays_whatever_the_trigger() -> None:
+    """The operator's priorityThreshold (the descheduler's): a pod of that priority or more is never moved, neither
+    by a rescue of a pod of a higher priority still nor by a keep-room run, which no rescued pod's priority bounds."""
+    snapshot = one_move()
+    ranked = replace(snapshot, pods=tuple(replace(p, priority=100 if p.name == "q" else 99) for p in snapshot.pods))
+    threshold = replace(ON, priority_threshold=100)
+    rescue = decide_run(threshold, ranked, waiting(32, priority=1000), [], NOW, "r1")
+    assert [m.pod for m in rescue.moves] == ["team-a/p"], "the pod under the threshold moves instead"
+    assert rescue.held == ("team-a/q: has priority 100, at or above the policy's priorityThreshold 100",)
+    assert [m.pod for m in decide_run(ON, ranked, waiting(32, priority=1000), [], NOW, "r1").moves] == ["team-a/q"]
+    room_policy = replace(threshold, keep_room=KeepRoom(enabled=True))
+    both = replace(ranked, pods=tuple(replace(p, priority=100) for p in ranked.pods))
+    room = decide_run(room_policy, both, RoomTrigger(FreeCardsGoal(1)), [], NOW, "r1")
+    assert room.moves == () and room.reason.startswith("no plan"), room.reason
+    assert "has priority 100, at or above the policy's priorityThreshold 100" in room.reason
+    under = decide_run(replace(room_policy, priority_threshold=101), both, RoomTrigger(FreeCardsGoal(1)), [], NOW, "r1")
+    assert (len(under.moves), under.held) == (1, ())
+
+
 def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:
     cooling = decide_run(ON, one_move(), waiting(32), [spent("team-a/q", "z", 10)], NOW, "r1")
     assert [m.pod for m in cooling.moves] == ["team-a/p"]
@@ -338,6 +357,7 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
         keep_room=KeepRoom(enabled=True),
         budgets=budgets,
         max_moves_per_plan=draw(st.integers(1, 6)),
+        priority_threshold=draw(st.none() | st.integers(0, 4)),
     )
     trigger: RescueTrigger | RoomTrigger
     if draw(st.booleans()):
@@ -366,6 +386,8 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
         assert cooldowns(policy.budgets, history, NOW).get(move.pod) is None, move
         if isinstance(trigger, RescueTrigger):
             assert pod.priority <= trigger.pod.priority, move
+        if policy.priority_threshold is not None:
+            assert pod.priority < policy.priority_threshold, move
     if isinstance(trigger, RescueTrigger) and moves:
         assert decision.plan is not None and decision.plan.complete
     assert bool(moves) != bool(decision.reason)

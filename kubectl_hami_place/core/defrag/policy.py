@@ -10,6 +10,7 @@ keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, m
 budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
 maxMovesPerPlan: 8
 moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
+priorityThreshold: null       # {value: N}: pods of priority N or more never move
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -47,6 +48,7 @@ _TOP_FIELDS = (
     "budgets",
     "maxMovesPerPlan",
     "moveJobPods",
+    "priorityThreshold",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -56,6 +58,8 @@ MAX_DURATION = timedelta(days=30)
 _DURATION_DIGITS = len(str(int(MAX_DURATION.total_seconds())))
 """More digits than this in one part of a duration (leading zeros aside) is past MAX_DURATION whatever the unit."""
 _PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+"""A pod's `spec.priority` is an int32; a threshold outside it would hold every pod or none."""
 MAX_COUNT = 2**53 - 1
 """The largest whole number a float holds exactly: the budgets are exported as metrics, and float() of a count
 past a float's range raised at every look."""
@@ -151,6 +155,7 @@ class DefragPolicy:
     budgets: Budgets = field(default_factory=Budgets)
     max_moves_per_plan: int = 8
     move_job_pods: bool = False
+    priority_threshold: int | None = None
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -175,6 +180,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         budgets=_budgets(document.get("budgets", {})),
         max_moves_per_plan=_count(document, "maxMovesPerPlan", DEFAULT_POLICY.max_moves_per_plan, "", least=1),
         move_job_pods=_bool(document, "moveJobPods", DEFAULT_POLICY.move_job_pods, ""),
+        priority_threshold=_priority_threshold(document.get("priorityThreshold")),
     )
 
 
@@ -379,6 +385,33 @@ def _keep_room(value: object) -> KeepRoom:
         ),
         max_stranded_share=None if share is None else float(share),
     )
+
+
+def _priority_threshold(value: object) -> int | None:
+    """The priority from which pods never move, written as the descheduler's `priorityThreshold: {value: N}`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise PolicyError(f"priorityThreshold: {value} goes under value; write priorityThreshold: {{value: {value}}}")
+    if isinstance(value, Mapping) and "name" in value:
+        raise PolicyError(
+            "priorityThreshold.name: a PriorityClass is not looked up by name; write value: its value "
+            "(the VALUE column of kubectl get priorityclass)"
+        )
+    section = _section(value, "priorityThreshold", ("value",))
+    if section.get("value") is None:
+        return None
+    threshold = section["value"]
+    low, high = PRIORITY_RANGE
+    if isinstance(threshold, bool) or not isinstance(threshold, int):
+        raise PolicyError(
+            f"priorityThreshold.value: {_shown(threshold)} is not a whole number; write a PriorityClass's value, "
+            "e.g. 100000"
+        )
+    if not low <= threshold <= high:
+        raise PolicyError(
+            f"priorityThreshold.value: {_shown(threshold)} is out of a pod priority's range; write {low} to {high}, "
+            "e.g. a PriorityClass's value such as 100000"
+        )
+    return threshold
 
 
 def _budgets(value: object) -> Budgets:

@@ -2,8 +2,8 @@
 
 The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends
 each PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out,
-pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move, and, for a rescue, pods of a
-higher priority than the rescued pod; it bounds the moves by
+pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move, pods of the policy's
+`priorityThreshold` or above, and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by
 what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
 than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
 PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The cards
@@ -246,6 +246,8 @@ def _hold(
             # Kubernetes counts an eviction toward the Job's backoffLimit (unless its podFailurePolicy ignores
             # DisruptionTarget): one with backoffLimit 0 fails at its first move, and the pod's work starts over.
             why = "is a Job's pod, which the policy keeps in place (moveJobPods: false)"
+        elif policy.priority_threshold is not None and pod.priority >= policy.priority_threshold:
+            why = f"has priority {pod.priority}, at or above the policy's priorityThreshold {policy.priority_threshold}"
         elif ceiling is not None and pod.priority > ceiling:
             why = f"has priority {pod.priority}, above the rescued pod's {ceiling}"
         if why is None:

@@ -115,11 +115,13 @@ class Status:
     def to_data(self) -> Any:
         """The status as JSON."""
         from kubectl_hami_place.core.defrag.policy import format_duration
-        from kubectl_hami_place.core.defrag.report import move_to_data
+        from kubectl_hami_place.core.defrag.report import move_to_data, policy_says
 
         policy = self.view.policy
         budgets = None
+        says = None
         if policy is not None:
+            says = policy_says(policy).to_data()
             b = policy.budgets
             budgets = {
                 "movesPerRun": b.moves_per_run,
@@ -137,6 +139,7 @@ class Status:
                 "forbiddenWatches": list(self.leader.forbidden),
                 "lastDecisions": [decision.to_data() for decision in self.leader.decisions],
             },
+            "says": says,
             "budgets": budgets,
             "usedLastHour": {
                 "moves": self.used.hour,
@@ -151,6 +154,7 @@ class Status:
     def to_blocks(self) -> list[Block]:
         """The policy lines, the budgets table, the leader's last decisions, the runs table."""
         from kubectl_hami_place.core.defrag.policy import Mode, format_duration
+        from kubectl_hami_place.core.defrag.report import policy_says
         from kubectl_hami_place.core.defrag.watches import forbidden_watch_words
 
         view = self.view
@@ -172,6 +176,7 @@ class Status:
         blocks: list[Block] = [Text(tuple(lines))]
         policy = view.policy
         if policy is not None:
+            blocks.append(Text(("What the policy lets it do", *(f"  {line}" for line in policy_says(policy).lines()))))
             b = policy.budgets
             busiest_node = max(self.used.per_node.items(), key=lambda item: item[1], default=("", 0))
             busiest_ns = max(self.used.per_namespace.items(), key=lambda item: item[1], default=("", 0))

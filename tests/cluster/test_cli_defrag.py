@@ -51,7 +51,9 @@ def stored(cluster: Sandbox, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_pause_then_resume_restores_the_mode_and_keeps_the_rest(cluster: Sandbox, namespace: str, helm: Path) -> None:
-    config_map = chart_policy(helm, namespace, "gd", "defrag.mode=on", "defrag.budgets.movesPerHour=3")
+    config_map = chart_policy(
+        helm, namespace, "gd", "defrag.mode=on", "defrag.budgets.movesPerHour=3", "defrag.priorityThreshold.value=1000"
+    )
     apply(cluster, config_map)
     name = config_map["metadata"]["name"]
     ref = f"{namespace}/{name}"
@@ -84,8 +86,11 @@ def test_pause_then_resume_restores_the_mode_and_keeps_the_rest(cluster: Sandbox
     assert status.code == 0, status.err
     shown = status.json()
     assert (shown["mode"], shown["resumeMode"], shown["valid"]) == ("off", "on", True)
+    assert shown["says"]["namespaces"] == f"*; never kube-system, {namespace} or the server's --exclude-namespace ones"
+    assert shown["says"]["neverMoves"][-1] == "pods of priority 1000 or more (priorityThreshold)"
     table = plugin(cluster, "defrag", "status", "--policy", ref)
     assert "Mode:    off (resume restores on)" in table.out
+    assert "\n               pods of priority 1000 or more (priorityThreshold)\n" in table.out
 
     resumed = plugin(cluster, "defrag", "resume", "--policy", ref, "--yes")
     assert resumed.code == 0 and resumed.out == f"defrag policy {ref}: mode off -> on\n"

@@ -45,6 +45,18 @@ LEADER = Leader("server-0", NOW, NOW + timedelta(seconds=15), True)
 USED = Used(3, {"n9": 1, "n3": 2}, {"ns": 2, "zz": 1})
 BUDGETS = Budgets(moves_per_run=4, moves_per_hour=12, moves_per_node=2, moves_per_namespace=5, cooldown=timedelta(0))
 POLICY = DefragPolicy(mode=Mode.on, budgets=BUDGETS)
+SAYS = Text(
+    (
+        "What the policy lets it do",
+        "  rescue:      pods Pending 1m or more on HAMi's fit reasons; their room kept 1m",
+        "  keep room:   off (keepRoom.enabled: false)",
+        "  namespaces:  *; never kube-system or the server's --exclude-namespace ones",
+        "  never moves: DaemonSet, static, system-critical or controller-less pods, pods annotated "
+        "scheduling.hami.placement.com/do-not-move",
+        "               for a rescue, pods of a higher priority than the pod it rescues",
+        "               a Job's pods (moveJobPods: false)",
+    )
+)
 RUNS_TABLE = Table(
     title="Last runs",
     columns=("RUN", "STARTED", "MOVES", "RESULTS"),
@@ -67,6 +79,7 @@ def test_status_shows_the_mode_leader_budgets_runs_and_the_newest_runs_moves() -
     status = Status(view, LEADER, USED, RUNS, sealed=True, latest=(MOVED, STUCK))
     assert status.to_blocks() == [
         Text(("Policy:  hami/defrag", "Mode:    on", "Leader:  server-0")),
+        SAYS,
         Table(
             title="Budgets (rolling hour)",
             columns=("BUDGET", "LIMIT", "USED"),
@@ -116,7 +129,20 @@ def test_status_of_a_paused_broken_or_dry_run_policy_says_what_follows() -> None
             "  kubectl logs -n hami -l app.kubernetes.io/name=gpu-descheduler-webhook --tail=-1 | grep DefragDryRun",
         )
     )
-    assert dry.to_blocks()[1] == Table(
+    assert dry.to_blocks()[1] == Text(
+        (
+            "What the policy lets it do",
+            "  rescue:      pods Pending 1m or more on HAMi's fit reasons; their room kept 1m",
+            "  keep room:   off (keepRoom.enabled: false)",
+            "  namespaces:  *; never kube-system or the server's --exclude-namespace ones",
+            "  never moves: DaemonSet, static, system-critical or controller-less pods, pods annotated "
+            "scheduling.hami.placement.com/do-not-move",
+            "               for a rescue, pods of a higher priority than the pod it rescues",
+            "               a moved pod again within 1h (budgets.cooldown)",
+            "               a Job's pods (moveJobPods: false)",
+        )
+    ), "what the default policy lets it do, the cooldown among the pods it leaves"
+    assert dry.to_blocks()[2] == Table(
         title="Budgets (rolling hour)",
         columns=("BUDGET", "LIMIT", "USED"),
         rows=(
@@ -170,6 +196,17 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
             "forbiddenWatches": [],
             "lastDecisions": [],
         },
+        "says": {
+            "rescue": "pods Pending 1m or more on HAMi's fit reasons; their room kept 1m",
+            "keepRoom": "off (keepRoom.enabled: false)",
+            "namespaces": "*; never kube-system or the server's --exclude-namespace ones",
+            "neverMoves": [
+                "DaemonSet, static, system-critical or controller-less pods, pods annotated "
+                "scheduling.hami.placement.com/do-not-move",
+                "for a rescue, pods of a higher priority than the pod it rescues",
+                "a Job's pods (moveJobPods: false)",
+            ],
+        },
         "budgets": {
             "movesPerRun": 4,
             "movesPerHour": 12,
@@ -222,6 +259,7 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
             "forbiddenWatches": [],
             "lastDecisions": [],
         },
+        "says": None,
         "budgets": None,
         "usedLastHour": None,
         "runs": [],

@@ -11,14 +11,17 @@ import orjson
 import pytest
 
 from kubectl_hami_place.core.defrag.budget import MoveRecord
+from kubectl_hami_place.core.defrag.policy import parse_policy
 from kubectl_hami_place.core.defrag.report import (
     MAX_MOVES_ANSWERED,
     Leader,
+    PolicySays,
     RunSummary,
     Used,
     leader_of,
     moves_document,
     moves_from_document,
+    policy_says,
     runs_of,
     used_in_hour,
 )
@@ -207,3 +210,54 @@ def answer(**move: Any) -> dict[str, Any]:
 def test_an_answer_that_is_not_the_servers_shape_is_refused_with_the_field(document: object, message: str) -> None:
     with pytest.raises(MovesDocumentError, match="^" + re.escape(message)):
         moves_from_document(document)
+
+
+HEAD = "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\n"
+ALWAYS = (
+    "DaemonSet, static, system-critical or controller-less pods, pods annotated "
+    "scheduling.hami.placement.com/do-not-move"
+)
+RANKED = "for a rescue, pods of a higher priority than the pod it rescues"
+
+
+def test_what_a_policy_lets_the_controller_do_is_said_part_by_part() -> None:
+    """`defrag status` shows the policy as the server reads it, defaults filled in: an operator checks there that a
+    field written took (a threshold, a goal) and which pods it will never touch."""
+    written = parse_policy(
+        HEAD
+        + """
+rescue: {pendingFor: 90s, reserveFor: 0s}
+keepRoom: {enabled: true, interval: 90s, wholeFreeCards: {count: 2, type: H100}, maxStrandedShare: 0.125}
+namespaces: {include: [team-*, ml], exclude: [team-b]}
+budgets: {cooldown: 0s}
+moveJobPods: true
+priorityThreshold: {value: 1000}
+""",
+        "hami",
+    )
+    says = policy_says(written)
+    assert says == PolicySays(
+        "pods Pending 1m30s or more on HAMi's fit reasons; their room not kept (reserveFor: 0s)",
+        "every 1m30s: at least 2 whole free H100 card(s); stranded memory at most 12.5% of free memory",
+        "team-*, ml but not team-b; never kube-system, hami or the server's --exclude-namespace ones",
+        (ALWAYS, RANKED, "pods of priority 1000 or more (priorityThreshold)"),
+    )
+    assert says.lines()[3:] == (
+        f"never moves: {ALWAYS}",
+        f"             {RANKED}",
+        "             pods of priority 1000 or more (priorityThreshold)",
+    )
+    assert says.to_data()["neverMoves"] == [ALWAYS, RANKED, "pods of priority 1000 or more (priorityThreshold)"]
+    default = policy_says(parse_policy(HEAD + "keepRoom: {enabled: true, maxStrandedShare: null}", "hami"))
+    assert default == PolicySays(
+        "pods Pending 1m or more on HAMi's fit reasons; their room kept 1m",
+        "every 5m: no goal set",
+        "*; never kube-system, hami or the server's --exclude-namespace ones",
+        (ALWAYS, RANKED, "a moved pod again within 1h (budgets.cooldown)", "a Job's pods (moveJobPods: false)"),
+    )
+    off = policy_says(parse_policy(HEAD + "rescue: {enabled: false}\nnamespaces: {include: []}", "hami"))
+    assert (off.rescue, off.keep_room, off.namespaces) == (
+        "off (rescue.enabled: false)",
+        "off (keepRoom.enabled: false)",
+        "none; never kube-system, hami or the server's --exclude-namespace ones",
+    )

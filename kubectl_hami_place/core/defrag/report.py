@@ -1,4 +1,5 @@
-"""What `defrag status` reports, from plain data: who leads (the leader Lease), the runs and the budgets used."""
+"""What `defrag status` reports, from plain data: who leads (the leader Lease), what the policy lets it do, the runs
+and the budgets used."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any
 
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord, card_names_read
 from kubectl_hami_place.core.defrag.decisions import Decision, decisions_of
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, format_duration
 from kubectl_hami_place.core.defrag.watches import forbidden_watches_of
 from kubectl_hami_place.core.errors import MovesDocumentError, PlacementError
 from kubectl_hami_place.core.names import DEFRAG_DECISIONS_ANNOTATION, DEFRAG_FORBIDDEN_WATCHES_ANNOTATION
 from kubectl_hami_place.core.placement import parse_time, time_or_none
+from kubectl_hami_place.core.planner.model import DO_NOT_MOVE
 from kubectl_hami_place.core.reservation import MAX_CARDS
 
 # The most moves a server's answer may carry: far more than any hour's budget keeps (moves leave with their
@@ -61,6 +64,74 @@ def leader_of(lease: Mapping[str, Any] | None, now: datetime) -> Leader:
     forbidden = forbidden_watches_of(annotations.get(DEFRAG_FORBIDDEN_WATCHES_ANNOTATION)) if current else ()
     decisions = decisions_of(annotations.get(DEFRAG_DECISIONS_ANNOTATION))
     return Leader(holder, renewed, expires, current, forbidden, decisions)
+
+
+@dataclass(frozen=True)
+class PolicySays:
+    """What a policy, as the server reads it, lets the controller do, in words: an operator checks there what it
+    rescues, which room it keeps and which pods it never moves, the defaults filled in."""
+
+    rescue: str
+    keep_room: str
+    namespaces: str
+    never_moves: tuple[str, ...]
+
+    def lines(self) -> tuple[str, ...]:
+        """Each part under its label, as `defrag status` shows them; the pods never moved one kind a line."""
+        first, *rest = self.never_moves
+        return (
+            f"rescue:      {self.rescue}",
+            f"keep room:   {self.keep_room}",
+            f"namespaces:  {self.namespaces}",
+            f"never moves: {first}",
+            *(f"             {kind}" for kind in rest),
+        )
+
+    def to_data(self) -> dict[str, Any]:
+        """The parts as JSON."""
+        return {
+            "rescue": self.rescue,
+            "keepRoom": self.keep_room,
+            "namespaces": self.namespaces,
+            "neverMoves": list(self.never_moves),
+        }
+
+
+def policy_says(policy: DefragPolicy) -> PolicySays:
+    """The policy's parts in words (see PolicySays)."""
+    rescue = policy.rescue
+    if rescue.enabled:
+        kept = f"kept {format_duration(rescue.reserve_for)}" if rescue.reserve_for else "not kept (reserveFor: 0s)"
+        rescues = f"pods Pending {format_duration(rescue.pending_for)} or more on HAMi's fit reasons; their room {kept}"
+    else:
+        rescues = "off (rescue.enabled: false)"
+    room = policy.keep_room
+    goals = []
+    if room.whole_free_cards.count:
+        of_type = f" {room.whole_free_cards.type}" if room.whole_free_cards.type else ""
+        goals.append(f"at least {room.whole_free_cards.count} whole free{of_type} card(s)")
+    if room.max_stranded_share is not None:
+        goals.append(f"stranded memory at most {room.max_stranded_share * 100:g}% of free memory")
+    if room.enabled:
+        keeps = f"every {format_duration(room.interval)}: " + ("; ".join(goals) or "no goal set")
+    else:
+        keeps = "off (keepRoom.enabled: false)"
+    namespaces = policy.namespaces
+    allowed = ", ".join(namespaces.include) or "none"
+    if namespaces.exclude:
+        allowed += f" but not {', '.join(namespaces.exclude)}"
+    allowed += f"; never {', '.join(namespaces.always_out)} or the server's --exclude-namespace ones"
+    never = [
+        f"DaemonSet, static, system-critical or controller-less pods, pods annotated {DO_NOT_MOVE}",
+        "for a rescue, pods of a higher priority than the pod it rescues",
+    ]
+    if policy.budgets.cooldown:
+        never.append(f"a moved pod again within {format_duration(policy.budgets.cooldown)} (budgets.cooldown)")
+    if not policy.move_job_pods:
+        never.append("a Job's pods (moveJobPods: false)")
+    if policy.priority_threshold is not None:
+        never.append(f"pods of priority {policy.priority_threshold} or more (priorityThreshold)")
+    return PolicySays(rescues, keeps, allowed, tuple(never))
 
 
 @dataclass(frozen=True)

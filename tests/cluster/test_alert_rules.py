@@ -199,9 +199,28 @@ def test_a_forbidden_watch_is_alerted_once_per_kind_after_fifteen_minutes(promto
             {},
             "",
         ),
+        (
+            "HamiPlaceDefragMovesFailing",
+            {
+                'hami_place_defrag_moves_total{instance="a",result="failed"}': "0x30 1x5 2x5 3x5 4x40",
+                'hami_place_defrag_moves_total{instance="a",result="done"}': "0x30 1x50",
+            },
+            "52m",
+            "54m",
+            {},
+            "4",
+        ),
         ("HamiPlaceCRDOutdated", {'hami_place_crd_fields_pruned{instance="a"}': "2x20"}, "14m", "16m", {}, "2"),
     ],
-    ids=["failed open", "certificate", "cache stale", "evictions blocked", "budget spent", "CRD outdated"],
+    ids=[
+        "failed open",
+        "certificate",
+        "cache stale",
+        "evictions blocked",
+        "budget spent",
+        "moves failing",
+        "CRD outdated",
+    ],
 )
 def test_the_servers_other_alerts_fire_after_their_for_with_their_labels(  # noqa: PLR0917 - the fixtures and one case
     promtool: Path,
@@ -216,6 +235,23 @@ def test_the_servers_other_alerts_fire_after_their_for_with_their_labels(  # noq
     """Each alert quiet before its condition has held for its `for`, then firing once, for the series it names (an
     admission webhook's fail-open counter of another name is not ours)."""
     fires_after(promtool, tmp_path, alert, series, quiet, fired, labels, value=value)
+
+
+@pytest.mark.parametrize(
+    ("failed", "done"),
+    [("0x30 1x5 2x40", "0x80"), ("0x30 1x5 2x5 3x40", "0x30 1x5 2x5 3x40"), ("0+1x3 3x80", "0x80")],
+    ids=["two failed, none made", "as many made as failed", "failed over an hour ago"],
+)
+def test_moves_failing_is_not_alerted_for_fewer_than_three_nor_as_many_as_were_made(
+    promtool: Path, tmp_path: Path, failed: str, done: str
+) -> None:
+    """A move that fails now and then is a cluster that changed under a plan: no alert."""
+    series = {
+        'hami_place_defrag_moves_total{instance="a",result="failed"}': failed,
+        'hami_place_defrag_moves_total{instance="a",result="done"}': done,
+    }
+    alert = "HamiPlaceDefragMovesFailing"
+    check(promtool, tmp_path, series, [{"eval_time": "80m", "alertname": alert, "exp_alerts": []}])
 
 
 def test_runs_refused_while_moves_are_left_this_hour_are_not_a_spent_budget(promtool: Path, tmp_path: Path) -> None:

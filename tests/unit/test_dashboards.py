@@ -145,8 +145,10 @@ def test_the_rules_alert_on_what_the_issue_names() -> None:
         "HamiPlaceDefragPolicyInvalid",
         "HamiPlaceDefragWatchForbidden",
         "HamiPlaceDefragNoLeader",
+        "HamiPlaceDefragMovesFailing",
         "HamiPlaceCRDOutdated",
     }
+    assert metric_names(alerts["HamiPlaceDefragMovesFailing"]) == {"hami_place_defrag_moves_total"}
     assert "hami_place_crd_fields_pruned" in metric_names(alerts["HamiPlaceCRDOutdated"])
     # The controller's: the first two also read its looks, so a server that runs no controller raises neither.
     assert metric_names(alerts["HamiPlaceDefragPolicyInvalid"]) == {

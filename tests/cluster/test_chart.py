@@ -379,6 +379,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.maxMovesPerPlan=5",
         "defrag.moveJobPods=true",
         "defrag.priorityThreshold.value=100000",
+        "defrag.minReplicas=2",
         namespace="gpu-system",
         release="gd",
     )
@@ -392,7 +393,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert (room.whole_free_cards.count, room.whole_free_cards.type) == (2, "A100")
     assert policy.budgets.moves_per_hour == 3 and policy.budgets.cooldown.total_seconds() == 5400
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
-    assert policy.priority_threshold == 100000
+    assert policy.priority_threshold == 100000 and policy.min_replicas == 2
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 
@@ -637,6 +638,7 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
         "json:defrag.maxMovesPerPlan=1000000",
         "json:defrag.keepRoom.wholeFreeCards.count=1000000",
         "json:defrag.priorityThreshold.value=1000000000",
+        "json:defrag.minReplicas=1000000",
     ]
     objects = render(helm, *sets)
     assert "e+06" not in json.dumps(objects)
@@ -646,7 +648,7 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
     assert (args.finished_ttl, args.placement_ttl, args.claim_grace) == (2592000, 1209600, 1000000)
     policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
     assert (policy.budgets.moves_per_hour, policy.max_moves_per_plan) == (1000000, 1000000)
-    assert policy.priority_threshold == 1000000000
+    assert policy.priority_threshold == 1000000000 and policy.min_replicas == 1000000
 
 
 @pytest.mark.parametrize("sets", [["json:defrag.priorityThreshold=null"], ["json:defrag.priorityThreshold.value=null"]])

@@ -94,10 +94,12 @@ def write_policy(
     also: tuple[str, ...] = (),
     reserve_for: str = "",
     priority_threshold: int | None = None,
+    min_replicas: int = 0,
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
-    kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` or more held."""
+    kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` or more held, and
+    those whose controller has fewer than `min_replicas` running pods."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -106,6 +108,7 @@ def write_policy(
         "rescue": {"enabled": True, "pendingFor": "1s", **({"reserveFor": reserve_for} if reserve_for else {})},
         "budgets": {"cooldown": "1h", **budgets},
         **({"priorityThreshold": {"value": priority_threshold}} if priority_threshold is not None else {}),
+        **({"minReplicas": min_replicas} if min_replicas else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -484,10 +487,11 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
 
 
 @pytest.mark.parametrize(
-    ("threshold", "held"),
+    ("threshold", "min_replicas", "held"),
     [
-        (None, "has priority 1000, above the rescued pod's 0"),
-        (1000, "has priority 1000, at or above the policy's priorityThreshold 1000"),
+        (None, 0, "has priority 1000, above the rescued pod's 0"),
+        (1000, 0, "has priority 1000, at or above the policy's priorityThreshold 1000"),
+        (None, 2, "its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"),
     ],
 )
 def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR0917 - the fixtures and the case
@@ -497,19 +501,23 @@ def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR091
     node: GpuNode,
     serving: dict[str, Any],
     threshold: int | None,
+    min_replicas: int,
     held: str,
 ) -> None:
-    """The pods holding the cards have a PriorityClass of value 1000. The rescued pod has none (priority 0); or it
-    has the same class, which alone would let them move, and the policy's priorityThreshold holds them."""
+    """The pods holding the cards have a PriorityClass of value 1000, one pod each of two Deployments. The rescued pod
+    has none (priority 0); or it has the same class, which alone would let them move, and the policy's
+    priorityThreshold, or its minReplicas (the only running pod of a Deployment stays), holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
     try:
         two_pods_one_per_card(cluster, namespace, node, priority_class=high)
         before = uids(cluster, namespace)
-        write_policy(cluster, server_namespace, namespace, "on", priority_threshold=threshold)
+        write_policy(
+            cluster, server_namespace, namespace, "on", priority_threshold=threshold, min_replicas=min_replicas
+        )
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        pending_big(cluster, namespace, node, priority_class=high if threshold is not None else "")
+        pending_big(cluster, namespace, node, priority_class=high if threshold or min_replicas else "")
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the controller's Event")
         assert message.startswith("no plan: ") and held in message, message
         assert placements(cluster, namespace) == []

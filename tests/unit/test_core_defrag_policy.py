@@ -39,6 +39,7 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.rescue.reserve_for == timedelta(seconds=60)
     assert policy.move_job_pods is False, "a Job's pods stay unless the operator says they may move"
     assert policy.priority_threshold is None, "no priority holds a pod unless the operator names one"
+    assert policy.min_replicas == 0, "no replica count holds a pod unless the operator names one"
 
 
 def test_every_field_is_read() -> None:
@@ -57,6 +58,7 @@ budgets: {movesPerRun: 1, movesPerHour: 3, movesPerNode: 1, movesPerNamespace: 2
 maxMovesPerPlan: 5
 moveJobPods: true
 priorityThreshold: {value: 100000}
+minReplicas: 2
 """,
         server_namespace="hami-place",
     )
@@ -68,7 +70,7 @@ priorityThreshold: {value: 100000}
     assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
     assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
-    assert policy.priority_threshold == 100000
+    assert policy.priority_threshold == 100000 and policy.min_replicas == 2
 
 
 @pytest.mark.parametrize(
@@ -136,6 +138,8 @@ def test_json_is_read_too() -> None:
             "priorityThreshold.name: a PriorityClass is not looked up by name",
             "write value: its value (the VALUE column of kubectl get priorityclass)",
         ),
+        ("minReplicas: -1", "minReplicas: -1 is negative", "write 0 or more"),
+        ("minReplicas: two", "minReplicas: 'two' is not a whole number", "write a number such as 0"),
         ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value"),
         ("priorityThreshold: high", "priorityThreshold: expected a mapping with value", "got str"),
         ("priorityThreshold: {value: high}", "priorityThreshold.value: 'high' is not a whole number", "e.g. 100000"),
@@ -271,17 +275,17 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan, moveJobPods, priorityThreshold",
+            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -232,6 +232,7 @@ namespaces: {include: [team-*, ml], exclude: [team-b]}
 budgets: {cooldown: 0s}
 moveJobPods: true
 priorityThreshold: {value: 1000}
+minReplicas: 2
 """,
         "hami",
     )
@@ -240,14 +241,25 @@ priorityThreshold: {value: 1000}
         "pods Pending 1m30s or more on HAMi's fit reasons; their room not kept (reserveFor: 0s)",
         "every 1m30s: at least 2 whole free H100 card(s); stranded memory at most 12.5% of free memory",
         "team-*, ml but not team-b; never kube-system, hami or the server's --exclude-namespace ones",
-        (ALWAYS, RANKED, "pods of priority 1000 or more (priorityThreshold)"),
+        (
+            ALWAYS,
+            RANKED,
+            "pods of priority 1000 or more (priorityThreshold)",
+            "pods whose controller has fewer than 2 running pods (minReplicas)",
+        ),
     )
     assert says.lines()[3:] == (
         f"never moves: {ALWAYS}",
         f"             {RANKED}",
         "             pods of priority 1000 or more (priorityThreshold)",
+        "             pods whose controller has fewer than 2 running pods (minReplicas)",
     )
-    assert says.to_data()["neverMoves"] == [ALWAYS, RANKED, "pods of priority 1000 or more (priorityThreshold)"]
+    assert says.to_data()["neverMoves"] == [
+        ALWAYS,
+        RANKED,
+        "pods of priority 1000 or more (priorityThreshold)",
+        "pods whose controller has fewer than 2 running pods (minReplicas)",
+    ]
     default = policy_says(parse_policy(HEAD + "keepRoom: {enabled: true, maxStrandedShare: null}", "hami"))
     assert default == PolicySays(
         "pods Pending 1m or more on HAMi's fit reasons; their room kept 1m",

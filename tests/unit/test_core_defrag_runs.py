@@ -59,8 +59,9 @@ def node(name: str, cards: int = 2) -> PlanNode:
     )
 
 
-def placed(name: str, uuid: str, gib: int, namespace: str = "team-a", priority: int = 0) -> PlanPod:
-    """A ReplicaSet's pod holding `gib` GiB of one card (the node is the card's name without its index)."""
+def placed(name: str, uuid: str, gib: int, namespace: str = "team-a", priority: int = 0, *, owner: str = "") -> PlanPod:
+    """A ReplicaSet's pod holding `gib` GiB of one card (the node is the card's name without its index); `owner` the
+    ReplicaSet's UID."""
     devices = ((ContainerDevice(uuid, "NVIDIA", gib * GIB, 0),),)
     return PlanPod(
         namespace=namespace,
@@ -69,6 +70,7 @@ def placed(name: str, uuid: str, gib: int, namespace: str = "team-a", priority: 
         requests=(card_request(1, memreq=gib * GIB),),
         allocation=PodAllocation(namespace, name, f"uid-{name}", uuid[:-1], "Running", devices),
         owner_kind="ReplicaSet",
+        owner_uid=owner,
         priority=priority,
     )
 
@@ -249,6 +251,38 @@ def test_a_pod_at_or_above_the_priority_threshold_stays_whatever_the_trigger() -
     assert (len(under.moves), under.held) == (1, ())
 
 
+def test_a_pod_whose_controller_has_too_few_placed_pods_stays() -> None:
+    """The descheduler's minReplicas: moving the only running pod of a service stops it while its replacement starts.
+    Each of p and q is its ReplicaSet's only running pod; then both are of one ReplicaSet, and then p is terminating."""
+    snapshot = one_move()
+    alone = replace(snapshot, pods=tuple(replace(p, owner_uid=f"rs-{p.name}") for p in snapshot.pods))
+    policy = replace(ON, min_replicas=2)
+    held = decide_run(policy, alone, waiting(32), [], NOW, "r1")
+    assert held.moves == () and held.reason.startswith("no plan"), held.reason
+    assert held.held == (
+        "team-a/p: its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2",
+        "team-a/q: its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2",
+    )
+    assert [m.pod for m in decide_run(ON, alone, waiting(32), [], NOW, "r1").moves] == ["team-a/q"], "0: no hold"
+    pair = replace(snapshot, pods=tuple(replace(p, owner_uid="rs-1") for p in snapshot.pods))
+    assert [m.pod for m in decide_run(policy, pair, waiting(32), [], NOW, "r1").moves] == ["team-a/q"]
+    going = replace(
+        pair,
+        pods=tuple(
+            replace(p, allocation=replace(p.allocation, deleting=True)) if p.name == "p" else p for p in pair.pods
+        ),
+    )
+    stopping = decide_run(policy, going, waiting(32), [], NOW, "r1")
+    assert (
+        stopping.held[-1] == "team-a/q: its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"
+    ), "a terminating sibling serves nothing"
+    three = decide_run(replace(ON, min_replicas=3), pair, waiting(32), [], NOW, "r1")
+    assert three.held == tuple(
+        f"team-a/{name}: its ReplicaSet has 2 running pod(s), fewer than the policy's minReplicas 3"
+        for name in ("p", "q")
+    )
+
+
 def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:
     cooling = decide_run(ON, one_move(), waiting(32), [spent("team-a/q", "z", 10)], NOW, "r1")
     assert [m.pod for m in cooling.moves] == ["team-a/p"]
@@ -331,6 +365,7 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
                     gib,
                     namespace=draw(st.sampled_from(NAMESPACES)),
                     priority=draw(st.integers(0, 3)),
+                    owner=f"rs-{draw(st.integers(0, 3))}",
                 )
             )
     history = [
@@ -358,6 +393,7 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
         budgets=budgets,
         max_moves_per_plan=draw(st.integers(1, 6)),
         priority_threshold=draw(st.none() | st.integers(0, 4)),
+        min_replicas=draw(st.integers(0, 3)),
     )
     trigger: RescueTrigger | RoomTrigger
     if draw(st.booleans()):
@@ -388,6 +424,8 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
             assert pod.priority <= trigger.pod.priority, move
         if policy.priority_threshold is not None:
             assert pod.priority < policy.priority_threshold, move
+        siblings = [p for p in snapshot.pods if p.owner_uid == pod.owner_uid and p.allocation is not None]
+        assert len(siblings) >= policy.min_replicas, move
     if isinstance(trigger, RescueTrigger) and moves:
         assert decision.plan is not None and decision.plan.complete
     assert bool(moves) != bool(decision.reason)

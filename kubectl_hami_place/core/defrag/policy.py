@@ -11,6 +11,7 @@ budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 
 maxMovesPerPlan: 8
 moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
 priorityThreshold: null       # {value: N}: pods of priority N or more never move
+minReplicas: 0                # a pod whose controller has fewer pods placed than this never moves
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -49,6 +50,7 @@ _TOP_FIELDS = (
     "maxMovesPerPlan",
     "moveJobPods",
     "priorityThreshold",
+    "minReplicas",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -156,6 +158,7 @@ class DefragPolicy:
     max_moves_per_plan: int = 8
     move_job_pods: bool = False
     priority_threshold: int | None = None
+    min_replicas: int = 0
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -181,6 +184,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         max_moves_per_plan=_count(document, "maxMovesPerPlan", DEFAULT_POLICY.max_moves_per_plan, "", least=1),
         move_job_pods=_bool(document, "moveJobPods", DEFAULT_POLICY.move_job_pods, ""),
         priority_threshold=_priority_threshold(document.get("priorityThreshold")),
+        min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
     )
 
 

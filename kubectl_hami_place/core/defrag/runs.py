@@ -3,7 +3,8 @@
 The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends
 each PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out,
 pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move, pods of the policy's
-`priorityThreshold` or above, and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by
+`priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`, and, for a rescue,
+pods of a higher priority than the rescued pod; it bounds the moves by
 what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
 than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
 PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The cards
@@ -232,6 +233,10 @@ def _hold(
     ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
     resting = cooldowns(policy.budgets, history, now)
     rests = workload_rests(policy.budgets, history, now)
+    # A terminating pod of the controller serves nothing (a pod of the snapshot is placed: its allocation is set).
+    replicas = Counter(
+        pod.owner_uid for pod in snapshot.pods if pod.owner_uid and pod.allocation and not pod.allocation.deleting
+    )
     pods = []
     held = []
     for pod in snapshot.pods:
@@ -248,6 +253,12 @@ def _hold(
             why = "is a Job's pod, which the policy keeps in place (moveJobPods: false)"
         elif policy.priority_threshold is not None and pod.priority >= policy.priority_threshold:
             why = f"has priority {pod.priority}, at or above the policy's priorityThreshold {policy.priority_threshold}"
+        elif pod.owner_uid and replicas[pod.owner_uid] < policy.min_replicas:
+            # A move evicts the pod before its replacement starts: the controller's only running pod stops its service.
+            why = (
+                f"its {pod.owner_kind} has {replicas[pod.owner_uid]} running pod(s), fewer than the policy's "
+                f"minReplicas {policy.min_replicas}"
+            )
         elif ceiling is not None and pod.priority > ceiling:
             why = f"has priority {pod.priority}, above the rescued pod's {ceiling}"
         if why is None:

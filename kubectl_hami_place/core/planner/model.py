@@ -56,19 +56,19 @@ class PlanNode:
 class PlanPod:
     """A pod as the planner sees it; `allocation` is None for a pod HAMi has not placed (Pending).
 
-    `owner_kind` is the kind of its controller ("" when none), `priority` its `spec.priority`, `budgets` the
-    PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names its node selection and tolerations let it
-    run on (None: any), `untolerated` the taint (`key=value:Effect`) that keeps it off each node its tolerations
-    exclude from `nodes`, `kept_off` the kube-scheduler filter and the words of why it is kept off each node of those
-    that another filter refuses (host ports, volumes, pod affinity and spreads), a node it may not run on either
-    (`runs_on`), though not taken out of `nodes`: one set per replica of the rest of 1,213 nodes held 1.9 GiB at
-    29,000 pods (bench/pod_terms.py); `held` why a caller keeps it where it is in this
-    plan ("" when it may move; the defragmentation controller's policy), `default_policy` HAMi's
-    `--gpu-scheduler-policy`, which its fit applies when the pod names no policy, `needs` the CPU, memory and pod
-    count it asks of a node (`node_resources.pod_resources`); `labels` and `created` tell the controller's cooldown
-    which pods a moved pod's workload made after the move; `stays` why a placed pod may move only between its own
-    node's cards ("" when it may go to others); `counts` the pods where kube-scheduler lets its replacement go depends
-    on (`pod_affinity.counted_pods`), none of which a plan moves to another node beside it.
+    `owner_kind` is the kind of its controller ("" when none) and `owner_uid` its UID, `priority` its `spec.priority`,
+    `budgets` the PodDisruptionBudgets ("ns/name") that select it, `nodes` the node names its node selection and
+    tolerations let it run on (None: any), `untolerated` the taint (`key=value:Effect`) that keeps it off each node its
+    tolerations exclude from `nodes`, `kept_off` the kube-scheduler filter and the words of why it is kept off each node
+    of those that another filter refuses (host ports, volumes, pod affinity and spreads), a node it may not run on
+    either (`runs_on`), though not taken out of `nodes`: one set per replica of the rest of 1,213 nodes held 1.9 GiB at
+    29,000 pods (bench/pod_terms.py); `held` why a caller keeps it where it is in this plan ("" when it may move; the
+    defragmentation controller's policy), `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when
+    the pod names no policy, `needs` the CPU, memory and pod count it asks of a node (`node_resources.pod_resources`);
+    `labels` and `created` tell the controller's cooldown which pods a moved pod's workload made after the move; `stays`
+    why a placed pod may move only between its own node's cards ("" when it may go to others); `counts` the pods where
+    kube-scheduler lets its replacement go depends on (`pod_affinity.counted_pods`), none of which a plan moves to
+    another node beside it.
     """
 
     namespace: str
@@ -78,6 +78,7 @@ class PlanPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     allocation: PodAllocation | None = None
     owner_kind: str = ""
+    owner_uid: str = ""
     priority_class: str = ""
     priority: int = 0
     budgets: tuple[str, ...] = ()

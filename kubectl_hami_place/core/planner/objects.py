@@ -260,6 +260,7 @@ def pod_for_plan(
         annotations={key: value for key, value in annotations.items() if isinstance(value, str)},
         allocation=allocation,
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
+        owner_uid=str(owners[0].get("uid", "")) if owners else "",
         priority_class=str(spec.get("priorityClassName", "")),
         priority=_int(spec.get("priority")),
         nodes=nodes,

@@ -380,6 +380,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.moveJobPods=true",
         "defrag.priorityThreshold.value=100000",
         "defrag.minReplicas=2",
+        "defrag.labelSelector.matchLabels.tier=batch",
         namespace="gpu-system",
         release="gd",
     )
@@ -394,6 +395,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert policy.budgets.moves_per_hour == 3 and policy.budgets.cooldown.total_seconds() == 5400
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
+    assert str(policy.label_selector) == "tier=batch"
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 

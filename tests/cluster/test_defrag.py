@@ -95,11 +95,12 @@ def write_policy(
     reserve_for: str = "",
     priority_threshold: int | None = None,
     min_replicas: int = 0,
+    label_selector: dict[str, Any] | None = None,
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` or more held, and
-    those whose controller has fewer than `min_replicas` running pods."""
+    those whose controller has fewer than `min_replicas` running pods or that `label_selector` does not select."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -109,6 +110,7 @@ def write_policy(
         "budgets": {"cooldown": "1h", **budgets},
         **({"priorityThreshold": {"value": priority_threshold}} if priority_threshold is not None else {}),
         **({"minReplicas": min_replicas} if min_replicas else {}),
+        **({"labelSelector": label_selector} if label_selector is not None else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -487,12 +489,19 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
 
 
 @pytest.mark.parametrize(
-    ("threshold", "min_replicas", "held"),
+    ("threshold", "min_replicas", "selector", "held"),
     [
-        (None, 0, "has priority 1000, above the rescued pod's 0"),
-        (1000, 0, "has priority 1000, at or above the policy's priorityThreshold 1000"),
-        (None, 2, "its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"),
+        (None, 0, None, "has priority 1000, above the rescued pod's 0"),
+        (1000, 0, None, "has priority 1000, at or above the policy's priorityThreshold 1000"),
+        (None, 2, None, "its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"),
+        (
+            None,
+            0,
+            {"matchLabels": {"hami-place/movable": "true"}},
+            "is not selected by the policy's labelSelector",
+        ),
     ],
+    ids=["rescued pod's priority", "priorityThreshold", "minReplicas", "labelSelector"],
 )
 def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR0917 - the fixtures and the case
     cluster: Sandbox,
@@ -502,11 +511,13 @@ def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR091
     serving: dict[str, Any],
     threshold: int | None,
     min_replicas: int,
+    selector: dict[str, Any] | None,
     held: str,
 ) -> None:
     """The pods holding the cards have a PriorityClass of value 1000, one pod each of two Deployments. The rescued pod
     has none (priority 0); or it has the same class, which alone would let them move, and the policy's
-    priorityThreshold, or its minReplicas (the only running pod of a Deployment stays), holds them."""
+    priorityThreshold, its minReplicas (the only running pod of a Deployment stays) or its labelSelector (which selects
+    neither) holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
@@ -514,10 +525,16 @@ def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR091
         two_pods_one_per_card(cluster, namespace, node, priority_class=high)
         before = uids(cluster, namespace)
         write_policy(
-            cluster, server_namespace, namespace, "on", priority_threshold=threshold, min_replicas=min_replicas
+            cluster,
+            server_namespace,
+            namespace,
+            "on",
+            priority_threshold=threshold,
+            min_replicas=min_replicas,
+            label_selector=selector,
         )
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        pending_big(cluster, namespace, node, priority_class=high if threshold or min_replicas else "")
+        pending_big(cluster, namespace, node, priority_class=high if threshold or min_replicas or selector else "")
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the controller's Event")
         assert message.startswith("no plan: ") and held in message, message
         assert placements(cluster, namespace) == []

@@ -40,6 +40,7 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.move_job_pods is False, "a Job's pods stay unless the operator says they may move"
     assert policy.priority_threshold is None, "no priority holds a pod unless the operator names one"
     assert policy.min_replicas == 0, "no replica count holds a pod unless the operator names one"
+    assert policy.label_selector is None, "every pod may move unless the operator selects some"
 
 
 def test_every_field_is_read() -> None:
@@ -59,6 +60,7 @@ maxMovesPerPlan: 5
 moveJobPods: true
 priorityThreshold: {value: 100000}
 minReplicas: 2
+labelSelector: {matchLabels: {tier: batch}, matchExpressions: [{key: team, operator: In, values: [a, b]}]}
 """,
         server_namespace="hami-place",
     )
@@ -71,6 +73,7 @@ minReplicas: 2
     assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
+    assert str(policy.label_selector) == "tier=batch,team in (a,b)"
 
 
 @pytest.mark.parametrize(
@@ -139,6 +142,17 @@ def test_json_is_read_too() -> None:
             "write value: its value (the VALUE column of kubectl get priorityclass)",
         ),
         ("minReplicas: -1", "minReplicas: -1 is negative", "write 0 or more"),
+        ("labelSelector: tier=batch", "labelSelector: a label selector must be an object, got str", "got str"),
+        (
+            "labelSelector: {matchLabel: {tier: batch}}",
+            "labelSelector: label selector has unknown field 'matchLabel'",
+            "use matchLabels and matchExpressions",
+        ),
+        (
+            "labelSelector: {matchExpressions: [{key: tier, operator: Within, values: [a]}]}",
+            "labelSelector: matchExpressions[0]: operator 'Within' is not one of",
+            "In, NotIn, Exists, DoesNotExist",
+        ),
         ("minReplicas: two", "minReplicas: 'two' is not a whole number", "write a number such as 0"),
         ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value"),
         ("priorityThreshold: high", "priorityThreshold: expected a mapping with value", "got str"),
@@ -275,17 +289,17 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas",
+            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector",
         ),
         (
             "rescue: {pendingfor: 1m}",

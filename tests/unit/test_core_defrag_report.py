@@ -233,6 +233,7 @@ budgets: {cooldown: 0s}
 moveJobPods: true
 priorityThreshold: {value: 1000}
 minReplicas: 2
+labelSelector: {matchLabels: {tier: batch}}
 """,
         "hami",
     )
@@ -245,6 +246,7 @@ minReplicas: 2
             ALWAYS,
             RANKED,
             "pods of priority 1000 or more (priorityThreshold)",
+            "pods the labelSelector does not select (tier=batch)",
             "pods whose controller has fewer than 2 running pods (minReplicas)",
         ),
     )
@@ -252,12 +254,14 @@ minReplicas: 2
         f"never moves: {ALWAYS}",
         f"             {RANKED}",
         "             pods of priority 1000 or more (priorityThreshold)",
+        "             pods the labelSelector does not select (tier=batch)",
         "             pods whose controller has fewer than 2 running pods (minReplicas)",
     )
     assert says.to_data()["neverMoves"] == [
         ALWAYS,
         RANKED,
         "pods of priority 1000 or more (priorityThreshold)",
+        "pods the labelSelector does not select (tier=batch)",
         "pods whose controller has fewer than 2 running pods (minReplicas)",
     ]
     default = policy_says(parse_policy(HEAD + "keepRoom: {enabled: true, maxStrandedShare: null}", "hami"))

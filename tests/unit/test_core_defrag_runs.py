@@ -23,7 +23,15 @@ from kubectl_hami_place.core.allocations import (
 )
 from kubectl_hami_place.core.cards import REGISTER_ANNOTATION, Card, encode_register
 from kubectl_hami_place.core.defrag.budget import MoveRecord, allowance, cooldowns
-from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, KeepRoom, Mode, Namespaces, Rescue
+from kubectl_hami_place.core.defrag.policy import (
+    Budgets,
+    DefragPolicy,
+    KeepRoom,
+    Mode,
+    Namespaces,
+    Rescue,
+    parse_policy,
+)
 from kubectl_hami_place.core.defrag.runs import (
     RescueTrigger,
     RoomTrigger,
@@ -44,6 +52,7 @@ from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation
 
 GIB = 1024
+HEAD = "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\n"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ON = DefragPolicy(mode=Mode.on)
 
@@ -281,6 +290,20 @@ def test_a_pod_whose_controller_has_too_few_placed_pods_stays() -> None:
         f"team-a/{name}: its ReplicaSet has 2 running pod(s), fewer than the policy's minReplicas 3"
         for name in ("p", "q")
     )
+
+
+def test_only_the_pods_the_label_selector_selects_move() -> None:
+    """The descheduler's labelSelector: an operator lets workloads move one by one. q (the pod the plan would move)
+    is not selected, so p moves instead; an empty selector is no selector."""
+    snapshot = one_move()
+    labelled = replace(snapshot, pods=tuple(replace(p, labels={"movable": p.name}) for p in snapshot.pods))
+    policy = parse_policy(HEAD + "mode: on\nlabelSelector: {matchLabels: {movable: p}}")
+    decision = decide_run(policy, labelled, waiting(32), [], NOW, "r1")
+    assert [m.pod for m in decision.moves] == ["team-a/p"]
+    assert decision.held == ("team-a/q: is not selected by the policy's labelSelector",)
+    everyone = parse_policy(HEAD + "mode: on\nlabelSelector: {}")
+    assert everyone.label_selector is None
+    assert [m.pod for m in decide_run(everyone, labelled, waiting(32), [], NOW, "r1").moves] == ["team-a/q"]
 
 
 def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:

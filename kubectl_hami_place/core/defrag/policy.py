@@ -11,7 +11,8 @@ budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 
 maxMovesPerPlan: 8
 moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
 priorityThreshold: null       # {value: N}: pods of priority N or more never move
-minReplicas: 0                # a pod whose controller has fewer pods placed than this never moves
+minReplicas: 0                # a pod whose controller has fewer running pods than this never moves
+labelSelector: null           # {matchLabels, matchExpressions}: only the pods it selects may move
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -35,6 +36,7 @@ import yaml
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.reservation import MAX_RESERVE
+from kubectl_hami_place.core.selectors import LabelSelector, SelectorError, selector_from_dict
 
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
 POLICY_KIND = "DefragPolicy"
@@ -51,6 +53,7 @@ _TOP_FIELDS = (
     "moveJobPods",
     "priorityThreshold",
     "minReplicas",
+    "labelSelector",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -159,6 +162,7 @@ class DefragPolicy:
     move_job_pods: bool = False
     priority_threshold: int | None = None
     min_replicas: int = 0
+    label_selector: LabelSelector | None = None
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -185,6 +189,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         move_job_pods=_bool(document, "moveJobPods", DEFAULT_POLICY.move_job_pods, ""),
         priority_threshold=_priority_threshold(document.get("priorityThreshold")),
         min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
+        label_selector=_label_selector(document.get("labelSelector")),
     )
 
 
@@ -416,6 +421,18 @@ def _priority_threshold(value: object) -> int | None:
             "e.g. a PriorityClass's value such as 100000"
         )
     return threshold
+
+
+def _label_selector(value: object) -> LabelSelector | None:
+    """Which pods may move at all, as the descheduler's `labelSelector` (an operator lets workloads in one by one);
+    None when absent or empty: every pod the rest of the policy allows."""
+    if value is None:
+        return None
+    try:
+        selector = selector_from_dict(value)
+    except SelectorError as error:
+        raise PolicyError(f"labelSelector: {error}") from None
+    return None if selector.empty else selector
 
 
 def _budgets(value: object) -> Budgets:

@@ -131,6 +131,8 @@ def policy_says(policy: DefragPolicy) -> PolicySays:
         never.append("a Job's pods (moveJobPods: false)")
     if policy.priority_threshold is not None:
         never.append(f"pods of priority {policy.priority_threshold} or more (priorityThreshold)")
+    if policy.label_selector is not None:
+        never.append(f"pods the labelSelector does not select ({policy.label_selector})")
     if policy.min_replicas > 1:
         never.append(f"pods whose controller has fewer than {policy.min_replicas} running pods (minReplicas)")
     return PolicySays(rescues, keeps, allowed, tuple(never))

@@ -1,15 +1,15 @@
 """One run's decision: the planner's moves toward the trigger's goal within the policy's budgets, or why none.
 
-The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends
-each PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out,
-pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move, pods of the policy's
-`priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`, and, for a rescue,
-pods of a higher priority than the rescued pod; it bounds the moves by
-what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more moves
-than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
-PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The cards
-kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so do
-the cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
+The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends each
+PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out, pods its
+`labelSelector` does not select, pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move,
+pods of the policy's `priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`,
+and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by what the run's, the hour's,
+each node's and each namespace's budgets still allow. A rescue that needs more moves than the budgets allow does nothing
+(half a rescue frees no room for the pod and still evicts); one that only PodDisruptionBudgets stop says so
+(`blocked: `, naming each budget and the pods it would have to let go). The cards kept for a rescued pod
+(`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so do the cards HAMi refused a
+given-up move's replacement on, for the cooldown (`refuse`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, P
 from kubectl_hami_place.core.planner.objects import keep_counted_on_node
 from kubectl_hami_place.core.refs import place, where
 from kubectl_hami_place.core.reservation import Reservation, barring
+from kubectl_hami_place.core.selectors import matches
 from kubectl_hami_place.core.usage import pod_allocation
 
 
@@ -243,6 +244,10 @@ def _hold(
         why = None
         if not policy.namespaces.allows(pod.namespace):
             why = f"is in namespace {pod.namespace}, which the policy leaves out"
+        elif policy.label_selector is not None and not matches(policy.label_selector, pod.labels):
+            # Not the selector itself: a key's prefix (`example.com/movable`) reads as a pod of another namespace, which
+            # the tenant's Event hides (`audience`); `defrag status` shows it.
+            why = "is not selected by the policy's labelSelector"
         elif pod.key in resting:
             why = cooldown_reason(resting[pod.key])
         elif (until := workload_rest_until(rests, pod.namespace, pod.labels, pod.created)) is not None:

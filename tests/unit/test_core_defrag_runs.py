@@ -260,7 +260,7 @@ def test_a_pod_at_or_above_the_priority_threshold_stays_whatever_the_trigger() -
     assert (len(under.moves), under.held) == (1, ())
 
 
-def test_a_pod_whose_controller_has_too_few_placed_pods_stays() -> None:
+def test_a_pod_whose_controller_has_too_few_running_pods_stays() -> None:
     """The descheduler's minReplicas: moving the only running pod of a service stops it while its replacement starts.
     Each of p and q is its ReplicaSet's only running pod; then both are of one ReplicaSet, and then p is terminating."""
     snapshot = one_move()

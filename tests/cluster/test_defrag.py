@@ -503,7 +503,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
     ],
     ids=["rescued pod's priority", "priorityThreshold", "minReplicas", "labelSelector"],
 )
-def test_a_higher_priority_pod_is_never_evicted_for_a_lower_one(  # noqa: PLR0917 - the fixtures and the case
+def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
     cluster: Sandbox,
     namespace: str,
     server_namespace: str,

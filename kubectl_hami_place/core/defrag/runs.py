@@ -235,9 +235,12 @@ def _hold(
     resting = cooldowns(policy.budgets, history, now)
     rests = workload_rests(policy.budgets, history, now)
     # A terminating pod of the controller serves nothing (a pod of the snapshot is placed: its allocation is set).
-    replicas = Counter(
-        pod.owner_uid for pod in snapshot.pods if pod.owner_uid and pod.allocation and not pod.allocation.deleting
-    )
+    # Counted only when the policy asks (6 ms a run at 34,000 pods); with minReplicas 0 no count is below it.
+    replicas: Counter[str] = Counter()
+    if policy.min_replicas:
+        replicas.update(
+            pod.owner_uid for pod in snapshot.pods if pod.owner_uid and pod.allocation and not pod.allocation.deleting
+        )
     pods = []
     held = []
     for pod in snapshot.pods:

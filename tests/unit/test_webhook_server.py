@@ -1256,11 +1256,11 @@ def test_a_header_of_exactly_the_limit_is_answered_and_its_body_may_come_after_t
     line = b"POST /mutate HTTP/1.1\r\n"
     head, _, body = request[len(line) :].partition(b"\r\n\r\n")
     prefix = line + b"X-Long: "
-    with serving(app, tmp_path, header_seconds=0.5) as listener, connected(listener.port, bundle.ca_crt) as tls:
+    with serving(app, tmp_path, header_seconds=2) as listener, connected(listener.port, bundle.ca_crt) as tls:
         tls.sendall(prefix + b"a" * (MAX_HEADER_BYTES - len(prefix)))
         time.sleep(0.2)  # read as a header still not whole
         tls.sendall(b"\r\n" + head + b"\r\n\r\n")
-        time.sleep(1.0)  # past the header deadline
+        time.sleep(2.5)  # past the header deadline
         tls.sendall(body)
         assert read_answer(tls)[0] == "HTTP/1.1 200 OK"
     assert app.metrics.connections_closed.labels("header-too-large")._value.get() == 0

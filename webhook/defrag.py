@@ -55,7 +55,7 @@ from functools import partial
 from typing import Any
 
 from kubectl_hami_place.core.attach_limits import parsed_attach_limits
-from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant
+from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant, node_keys
 from kubectl_hami_place.core.defrag.budget import (
     MoveRecord,
     allowance,
@@ -1349,7 +1349,8 @@ class DefragController:
         if about.get("kind", "Pod") == "Pod":
             namespace, name = _namespace_of(about), (about.get("metadata") or {}).get("name")
             log.info("defrag: %s on pod %s/%s: %s", reason, namespace, name, message)
-            message = for_tenant(said or message, namespace, self.cache.nodes_by_name())
+            nodes = self.cache.nodes_by_name()
+            message = for_tenant(said or message, namespace, nodes, node_keys(nodes.values()))
         self.events.record(about, reason, message, warning=warning, api_version="v1", kind="Pod")
 
 

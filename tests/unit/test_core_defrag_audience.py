@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant
+from kubectl_hami_place.core.defrag.audience import failure_for_tenant, for_tenant, node_keys
 from kubectl_hami_place.core.defrag.policy import Budgets
 from kubectl_hami_place.core.defrag.runs import decide_run, keep_off
 from kubectl_hami_place.core.planner import Snapshot
@@ -110,4 +110,28 @@ def test_a_pod_of_another_namespace_named_by_digits_is_hidden() -> None:
     """Only a count (digits on both sides) stays: a pod or namespace named by digits is still a name."""
     assert for_tenant("secret-ns/7 and 7/hidden-p moved", "team-b", NODES) == (
         "a pod of another namespace and a pod of another namespace moved"
+    )
+
+
+def test_a_nodes_taint_or_label_key_stays_and_a_pod_of_the_same_words_named_as_one_does_not() -> None:
+    """`dedicated/gpu` reads as a pod `gpu` of namespace `dedicated`: it stays when it is a node's key, unless the
+    message names it a pod; a dotted prefix (`nvidia.com/gpu`) is no namespace and stays whatever the keys."""
+    nodes = [
+        {
+            "metadata": {"name": "a", "labels": {"pool/tier": "gold", "nvidia.com/gpu.product": "A100", 7: "x"}},
+            "spec": {"taints": [{"key": "dedicated/gpu", "value": "a100", "effect": "NoSchedule"}, {"key": 3}, "x"]},
+        },
+        {"metadata": {"name": "b", "labels": None}, "spec": {"taints": [{"key": "plain", "effect": "NoSchedule"}]}},
+        {},
+    ]
+    keys = node_keys(nodes)
+    assert keys == {"pool/tier", "dedicated/gpu"}
+    message = "the pod does not tolerate the taint dedicated/gpu=a100:NoSchedule; node a's pool/tier is gold"
+    assert for_tenant(message, "team-b", NODES, keys) == message
+    assert for_tenant(message, "team-b", NODES) == (
+        "the pod does not tolerate the taint a pod of another namespace=a100:NoSchedule; node a's a pod of another "
+        "namespace is gold"
+    ), "with no key known, the safe side"
+    assert for_tenant("moving pod dedicated/gpu and secret-ns/hidden-p", "team-b", NODES, keys) == (
+        "moving a pod of another namespace and a pod of another namespace"
     )

@@ -1393,3 +1393,19 @@ def test_the_snapshot_and_every_plan_are_made_with_the_collector_paused_and_it_r
     assert waiting == timedelta(seconds=defrag.SEND_BACK_AGAIN_SECONDS), "it fits no card as they are"
     assert paused == [("snapshot_of", True), ("decide_run", True)] * 2 + [("fits_as_is", True)]
     assert gc.isenabled()
+
+
+def test_a_pods_event_keeps_a_nodes_taint_key_and_hides_a_pod_of_another_namespace() -> None:
+    """The tenant's Event reads the cached nodes' keys: `dedicated/gpu` is a taint there, not a pod of a namespace
+    `dedicated`; the pod of secret-ns named beside it is still hidden."""
+    ctl = controller()
+    recorded: list[str] = []
+    ctl.events.record = lambda about, reason, message, **kw: recorded.append(message)  # type: ignore[method-assign]
+    ctl.cache.nodes.upsert(
+        {
+            "metadata": {"name": "gpu-1", "resourceVersion": "1"},
+            "spec": {"taints": [{"key": "dedicated/gpu", "value": "a100", "effect": "NoSchedule"}]},
+        }
+    )
+    ctl._event(pod("big"), "DefragNoPlan", "no plan: gpu-1 has the taint dedicated/gpu=a100:NoSchedule; secret-ns/p")
+    assert recorded == ["no plan: gpu-1 has the taint dedicated/gpu=a100:NoSchedule; a pod of another namespace"]

@@ -5,7 +5,8 @@ server's log keeps the whole text for the operator."""
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterable, Mapping
+from typing import Any
 
 OTHER_NAMESPACE = "another namespace"
 
@@ -21,10 +22,23 @@ _NAMED = re.compile(
 _CARD = re.compile(r"gpu-[0-9]+|.*[A-Z].*")
 
 
-def for_tenant(message: str, namespace: str, nodes: Container[str]) -> str:
+def node_keys(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The nodes' label and taint keys that read as `ns/name` (a prefix with no dot): a taint `dedicated/gpu` named
+    in a tenant's Event is the node's, not a pod of another namespace."""
+    keys: set[str] = set()
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        taints = (node.get("spec") or {}).get("taints") or []
+        keys.update(key for key in labels if isinstance(key, str))
+        keys.update(t["key"] for t in taints if isinstance(t, Mapping) and isinstance(t.get("key"), str))
+    return frozenset(key for key in keys if "/" in key and "." not in key.partition("/")[0])
+
+
+def for_tenant(message: str, namespace: str, nodes: Container[str], keys: Container[str] = frozenset()) -> str:
     """The message as an Event on an object of `namespace` says it: each `ns/name` of another namespace becomes "a
     pod (or PodDisruptionBudget, placement) of another namespace", each "namespace X" "another namespace"; a card's
-    `node/gpu-N` (or `node/<UUID>`) stays, for a node in `nodes`."""
+    `node/gpu-N` (or `node/<UUID>`) stays, for a node in `nodes`, and so does a node's label or taint key in `keys`
+    (`node_keys`) that no kind names."""
 
     def seen(match: re.Match[str]) -> str:
         """One name, kept when it is the reader's own namespace's or a node's card."""
@@ -34,6 +48,8 @@ def for_tenant(message: str, namespace: str, nodes: Container[str]) -> str:
             return match[0]
         if match["namespace"].isdigit() and match["name"].isdigit():
             return match[0]  # a count, as HAMi's fit writes "2/4 CardInsufficientMemory"
+        if match["kind"] is None and f"{match['namespace']}/{match['name']}" in keys:
+            return match[0]
         return f"a {match['kind'] or 'pod'} of {OTHER_NAMESPACE}"
 
     return _NAMED.sub(seen, message)

@@ -121,7 +121,7 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- end -}}
 {{- end -}}
 {{- /* The schema bounds each part of a duration alone; its parts added up must not pass 720h either (MAX_DURATION). */ -}}
-{{- $durations := dict "defrag.rescue.pendingFor" .Values.defrag.rescue.pendingFor "defrag.keepRoom.interval" .Values.defrag.keepRoom.interval "defrag.budgets.cooldown" .Values.defrag.budgets.cooldown -}}
+{{- $durations := dict "defrag.rescue.pendingFor" .Values.defrag.rescue.pendingFor "defrag.keepRoom.interval" .Values.defrag.keepRoom.interval "defrag.budgets.cooldown" .Values.defrag.budgets.cooldown "defrag.minPodAge" .Values.defrag.minPodAge -}}
 {{- range $field, $value := $durations -}}
 {{- if kindIs "string" $value -}}
 {{- if gt (include "hami-place.seconds" $value | atoi) 2592000 -}}

@@ -381,6 +381,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.priorityThreshold.value=100000",
         "defrag.minReplicas=2",
         "defrag.labelSelector.matchLabels.tier=batch",
+        "defrag.minPodAge=10m",
         namespace="gpu-system",
         release="gd",
     )
@@ -395,7 +396,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert policy.budgets.moves_per_hour == 3 and policy.budgets.cooldown.total_seconds() == 5400
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
-    assert str(policy.label_selector) == "tier=batch"
+    assert str(policy.label_selector) == "tier=batch" and policy.min_pod_age.total_seconds() == 600
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 
@@ -531,6 +532,8 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.budgets.cooldown=2592001"], "at '/defrag/budgets/cooldown': maximum: got 2.592001"),
         (["defrag.budgets.cooldown=719h61m"], "defrag.budgets.cooldown: 719h61m adds up to more than 720h"),
         (["defrag.keepRoom.interval=720h1s"], "defrag.keepRoom.interval: 720h1s adds up to more than 720h"),
+        (["defrag.minPodAge=719h61m"], "defrag.minPodAge: 719h61m adds up to more than 720h"),
+        (["defrag.minPodAge=ten"], "at '/defrag/minPodAge': 'ten' does not match"),
         (["defrag.rescue.pendingFor=1h2591999s"], "defrag.rescue.pendingFor: 1h2591999s adds up to more than 720h"),
         (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
         (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
@@ -641,6 +644,7 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
         "json:defrag.keepRoom.wholeFreeCards.count=1000000",
         "json:defrag.priorityThreshold.value=1000000000",
         "json:defrag.minReplicas=1000000",
+        "json:defrag.minPodAge=1000000",
     ]
     objects = render(helm, *sets)
     assert "e+06" not in json.dumps(objects)
@@ -651,6 +655,7 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
     policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
     assert (policy.budgets.moves_per_hour, policy.max_moves_per_plan) == (1000000, 1000000)
     assert policy.priority_threshold == 1000000000 and policy.min_replicas == 1000000
+    assert policy.min_pod_age.total_seconds() == 1000000
 
 
 @pytest.mark.parametrize("sets", [["json:defrag.priorityThreshold=null"], ["json:defrag.priorityThreshold.value=null"]])

@@ -96,11 +96,13 @@ def write_policy(
     priority_threshold: int | None = None,
     min_replicas: int = 0,
     label_selector: dict[str, Any] | None = None,
+    min_pod_age: str = "",
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` or more held, and
-    those whose controller has fewer than `min_replicas` running pods or that `label_selector` does not select."""
+    those whose controller has fewer than `min_replicas` running pods, that `label_selector` does not select or that
+    were placed less than `min_pod_age` ago."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -111,6 +113,7 @@ def write_policy(
         **({"priorityThreshold": {"value": priority_threshold}} if priority_threshold is not None else {}),
         **({"minReplicas": min_replicas} if min_replicas else {}),
         **({"labelSelector": label_selector} if label_selector is not None else {}),
+        **({"minPodAge": min_pod_age} if min_pod_age else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -489,19 +492,18 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
 
 
 @pytest.mark.parametrize(
-    ("threshold", "min_replicas", "selector", "held"),
+    ("holds", "held"),
     [
-        (None, 0, None, "has priority 1000, above the rescued pod's 0"),
-        (1000, 0, None, "has priority 1000, at or above the policy's priorityThreshold 1000"),
-        (None, 2, None, "its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"),
+        ({}, "has priority 1000, above the rescued pod's 0"),
+        ({"priority_threshold": 1000}, "has priority 1000, at or above the policy's priorityThreshold 1000"),
+        ({"min_replicas": 2}, "its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"),
         (
-            None,
-            0,
-            {"matchLabels": {"hami-place/movable": "true"}},
+            {"label_selector": {"matchLabels": {"hami-place/movable": "true"}}},
             "is not selected by the policy's labelSelector",
         ),
+        ({"min_pod_age": "1h"}, "ago, less than the policy's minPodAge 1h"),
     ],
-    ids=["rescued pod's priority", "priorityThreshold", "minReplicas", "labelSelector"],
+    ids=["rescued pod's priority", "priorityThreshold", "minReplicas", "labelSelector", "minPodAge"],
 )
 def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
     cluster: Sandbox,
@@ -509,32 +511,23 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     server_namespace: str,
     node: GpuNode,
     serving: dict[str, Any],
-    threshold: int | None,
-    min_replicas: int,
-    selector: dict[str, Any] | None,
+    holds: dict[str, Any],
     held: str,
 ) -> None:
     """The pods holding the cards have a PriorityClass of value 1000, one pod each of two Deployments. The rescued pod
     has none (priority 0); or it has the same class, which alone would let them move, and the policy's
-    priorityThreshold, its minReplicas (the only running pod of a Deployment stays) or its labelSelector (which selects
-    neither) holds them."""
+    priorityThreshold, its minReplicas (the only running pod of a Deployment stays), its labelSelector (which selects
+    neither) or its minPodAge (both were bound to the node a moment ago, as their PodScheduled condition says) holds
+    them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
     try:
         two_pods_one_per_card(cluster, namespace, node, priority_class=high)
         before = uids(cluster, namespace)
-        write_policy(
-            cluster,
-            server_namespace,
-            namespace,
-            "on",
-            priority_threshold=threshold,
-            min_replicas=min_replicas,
-            label_selector=selector,
-        )
+        write_policy(cluster, server_namespace, namespace, "on", **holds)
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
-        pending_big(cluster, namespace, node, priority_class=high if threshold or min_replicas or selector else "")
+        pending_big(cluster, namespace, node, priority_class=high if holds else "")
         message = wait_for(lambda: said(cluster, namespace, "big", "DefragNoPlan"), "the controller's Event")
         assert message.startswith("no plan: ") and held in message, message
         assert placements(cluster, namespace) == []

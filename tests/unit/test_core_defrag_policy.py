@@ -41,6 +41,8 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.priority_threshold is None, "no priority holds a pod unless the operator names one"
     assert policy.min_replicas == 0, "no replica count holds a pod unless the operator names one"
     assert policy.label_selector is None, "every pod may move unless the operator selects some"
+    assert policy.min_pod_age == timedelta(0), "no age holds a pod unless the operator names one"
+    assert parse_policy(HEAD + "minPodAge: null").min_pod_age == timedelta(0), "null: none, as not written"
 
 
 def test_every_field_is_read() -> None:
@@ -61,6 +63,7 @@ moveJobPods: true
 priorityThreshold: {value: 100000}
 minReplicas: 2
 labelSelector: {matchLabels: {tier: batch}, matchExpressions: [{key: team, operator: In, values: [a, b]}]}
+minPodAge: 10m
 """,
         server_namespace="hami-place",
     )
@@ -74,6 +77,7 @@ labelSelector: {matchLabels: {tier: batch}, matchExpressions: [{key: team, opera
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
     assert str(policy.label_selector) == "tier=batch,team in (a,b)"
+    assert policy.min_pod_age == timedelta(minutes=10)
 
 
 @pytest.mark.parametrize(
@@ -154,6 +158,9 @@ def test_json_is_read_too() -> None:
             "In, NotIn, Exists, DoesNotExist",
         ),
         ("minReplicas: two", "minReplicas: 'two' is not a whole number", "write a number such as 0"),
+        ("minPodAge: ten", "minPodAge: 'ten' is not a duration", "write e.g. 60s, 5m, 1h or 1h30m"),
+        ("minPodAge: -5", "minPodAge: -5 is negative", "write a duration of 0s or more"),
+        ("minPodAge: true", "minPodAge: True is not a duration", "write e.g. 60s, 5m or 1h"),
         ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value"),
         ("priorityThreshold: high", "priorityThreshold: expected a mapping with value", "got str"),
         ("priorityThreshold: {value: high}", "priorityThreshold.value: 'high' is not a whole number", "e.g. 100000"),
@@ -289,17 +296,17 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector",
+            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -234,6 +234,7 @@ moveJobPods: true
 priorityThreshold: {value: 1000}
 minReplicas: 2
 labelSelector: {matchLabels: {tier: batch}}
+minPodAge: 15m
 """,
         "hami",
     )
@@ -248,6 +249,7 @@ labelSelector: {matchLabels: {tier: batch}}
             "pods of priority 1000 or more (priorityThreshold)",
             "pods the labelSelector does not select (tier=batch)",
             "pods whose controller has fewer than 2 running pods (minReplicas)",
+            "pods placed on their card less than 15m ago (minPodAge)",
         ),
     )
     assert says.lines()[3:] == (
@@ -256,6 +258,7 @@ labelSelector: {matchLabels: {tier: batch}}
         "             pods of priority 1000 or more (priorityThreshold)",
         "             pods the labelSelector does not select (tier=batch)",
         "             pods whose controller has fewer than 2 running pods (minReplicas)",
+        "             pods placed on their card less than 15m ago (minPodAge)",
     )
     assert says.to_data()["neverMoves"] == [
         ALWAYS,
@@ -263,6 +266,7 @@ labelSelector: {matchLabels: {tier: batch}}
         "pods of priority 1000 or more (priorityThreshold)",
         "pods the labelSelector does not select (tier=batch)",
         "pods whose controller has fewer than 2 running pods (minReplicas)",
+        "pods placed on their card less than 15m ago (minPodAge)",
     ]
     default = policy_says(parse_policy(HEAD + "keepRoom: {enabled: true, maxStrandedShare: null}", "hami"))
     assert default == PolicySays(

@@ -292,6 +292,45 @@ def test_a_pod_whose_controller_has_too_few_running_pods_stays() -> None:
     )
 
 
+def test_a_pod_placed_less_than_min_pod_age_ago_stays() -> None:
+    """The descheduler's minPodAge: a pod that just started loses its warm-up at a move. q (the pod the plan would
+    move) was bound 4m ago and p 20m ago, so p moves instead; with both young nothing moves. The age counts from the
+    binding, else the creation, and a pod with neither stays."""
+    snapshot = one_move()
+    bound = {"p": NOW - timedelta(minutes=20), "q": NOW - timedelta(minutes=4, seconds=30)}
+    aged = replace(snapshot, pods=tuple(replace(p, scheduled=bound[p.name]) for p in snapshot.pods))
+    policy = replace(ON, min_pod_age=timedelta(minutes=10))
+    assert [m.pod for m in decide_run(ON, aged, waiting(32), [], NOW, "r1").moves] == ["team-a/q"], "0s: no hold"
+    older = decide_run(policy, aged, waiting(32), [], NOW, "r1")
+    assert [m.pod for m in older.moves] == ["team-a/p"]
+    assert older.held == ("team-a/q: was placed 4m30s ago, less than the policy's minPodAge 10m",)
+    exactly = replace(aged, pods=tuple(replace(p, scheduled=NOW - timedelta(minutes=10)) for p in aged.pods))
+    assert [m.pod for m in decide_run(policy, exactly, waiting(32), [], NOW, "r1").moves] == ["team-a/q"], "10m is old"
+    young = decide_run(replace(ON, min_pod_age=timedelta(minutes=30)), aged, waiting(32), [], NOW, "r1")
+    assert young.moves == () and young.reason.startswith("no plan"), young.reason
+    assert young.held == (
+        "team-a/p: was placed 20m ago, less than the policy's minPodAge 30m",
+        "team-a/q: was placed 4m30s ago, less than the policy's minPodAge 30m",
+    )
+    created = replace(
+        snapshot, pods=tuple(replace(p, created=bound[p.name] - timedelta(hours=2)) for p in snapshot.pods)
+    )
+    assert decide_run(policy, created, waiting(32), [], NOW, "r1").held == (), "created 2h ago, never bound: its age"
+    both = replace(created, pods=tuple(replace(p, scheduled=bound[p.name]) for p in created.pods))
+    assert [m.pod for m in decide_run(policy, both, waiting(32), [], NOW, "r1").moves] == ["team-a/p"], (
+        "bound after a long Pending: the binding counts, not the creation"
+    )
+    unknown = decide_run(policy, snapshot, waiting(32), [], NOW, "r1")
+    assert unknown.moves == () and unknown.held == tuple(
+        f"team-a/{name}: has no time it was placed, so its age is unknown against the policy's minPodAge 10m"
+        for name in ("p", "q")
+    )
+    future = replace(aged, pods=tuple(replace(p, scheduled=NOW + timedelta(minutes=1)) for p in aged.pods))
+    assert decide_run(policy, future, waiting(32), [], NOW, "r1").held[0] == (
+        "team-a/p: was placed 0s ago, less than the policy's minPodAge 10m"
+    ), "a clock ahead of ours reads as just placed"
+
+
 def test_only_the_pods_the_label_selector_selects_move() -> None:
     """The descheduler's labelSelector: an operator lets workloads move one by one. q (the pod the plan would move)
     is not selected, so p moves instead; an empty selector is no selector."""
@@ -381,16 +420,16 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
             if gib > free:
                 continue
             free -= gib
-            pods.append(
-                placed(
-                    f"p{len(pods)}",
-                    slot.uuid,
-                    gib,
-                    namespace=draw(st.sampled_from(NAMESPACES)),
-                    priority=draw(st.integers(0, 3)),
-                    owner=f"rs-{draw(st.integers(0, 3))}",
-                )
+            pod = placed(
+                f"p{len(pods)}",
+                slot.uuid,
+                gib,
+                namespace=draw(st.sampled_from(NAMESPACES)),
+                priority=draw(st.integers(0, 3)),
+                owner=f"rs-{draw(st.integers(0, 3))}",
             )
+            minutes = draw(st.none() | st.integers(0, 120))
+            pods.append(replace(pod, scheduled=None if minutes is None else NOW - timedelta(minutes=minutes)))
     history = [
         MoveRecord(
             draw(st.sampled_from(("r0", "r1"))),
@@ -417,6 +456,7 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
         max_moves_per_plan=draw(st.integers(1, 6)),
         priority_threshold=draw(st.none() | st.integers(0, 4)),
         min_replicas=draw(st.integers(0, 3)),
+        min_pod_age=timedelta(minutes=draw(st.sampled_from((0, 10, 60)))),
     )
     trigger: RescueTrigger | RoomTrigger
     if draw(st.booleans()):
@@ -449,6 +489,8 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
             assert pod.priority < policy.priority_threshold, move
         siblings = [p for p in snapshot.pods if p.owner_uid == pod.owner_uid and p.allocation is not None]
         assert len(siblings) >= policy.min_replicas, move
+        if policy.min_pod_age:
+            assert pod.scheduled is not None and NOW - pod.scheduled >= policy.min_pod_age, move
     if isinstance(trigger, RescueTrigger) and moves:
         assert decision.plan is not None and decision.plan.complete
     assert bool(moves) != bool(decision.reason)

@@ -1261,6 +1261,16 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
         {**pod_object("made", "a"), "metadata": {"creationTimestamp": "2026-12-01T12:00:00Z"}}, NodeMarks({})
     )
     assert made.created == datetime(2026, 12, 1, 12, 0, tzinfo=UTC), "the workload cooldown compares it"
+    assert by_name["web"].scheduled is None, "no PodScheduled condition"
+    conditions = [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T12:09:00Z"},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T12:05:00Z"},
+    ]
+    bound = pod_for_plan({**pod_object("bound", "a"), "status": {"conditions": conditions}}, NodeMarks({}))
+    assert bound.scheduled == datetime(2026, 12, 1, 12, 5, tzinfo=UTC), "minPodAge counts from the binding"
+    refused = [{"type": "PodScheduled", "status": "False", "lastTransitionTime": "2026-12-01T12:05:00Z"}]
+    for status in ({"conditions": refused}, {"conditions": 5}, {"conditions": ["x", None]}, "x"):
+        assert pod_for_plan({**pod_object("odd", "a"), "status": status}, NodeMarks({})).scheduled is None, status
     assert by_name["agent"].owner_kind == "DaemonSet" and by_name["agent"].priority_class == "system-node-critical"
     assert snapshot.budgets == {"ns/pdb": 0}
     waiting = pod_for_plan(pod_object("waiting", None, nodeSelector={"kubernetes.io/hostname": "b"}), node_marks(nodes))

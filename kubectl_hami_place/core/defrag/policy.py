@@ -13,6 +13,7 @@ moveJobPods: false            # a Job's pods stay where they are (see runs._hold
 priorityThreshold: null       # {value: N}: pods of priority N or more never move
 minReplicas: 0                # a pod whose controller has fewer running pods than this never moves
 labelSelector: null           # {matchLabels, matchExpressions}: only the pods it selects may move
+minPodAge: 0s                 # a pod placed on its card less than this long ago never moves
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -54,6 +55,7 @@ _TOP_FIELDS = (
     "priorityThreshold",
     "minReplicas",
     "labelSelector",
+    "minPodAge",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -163,6 +165,7 @@ class DefragPolicy:
     priority_threshold: int | None = None
     min_replicas: int = 0
     label_selector: LabelSelector | None = None
+    min_pod_age: timedelta = timedelta(0)
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -190,6 +193,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         priority_threshold=_priority_threshold(document.get("priorityThreshold")),
         min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
         label_selector=_label_selector(document.get("labelSelector")),
+        min_pod_age=_min_pod_age(document.get("minPodAge")),
     )
 
 
@@ -394,6 +398,11 @@ def _keep_room(value: object) -> KeepRoom:
         ),
         max_stranded_share=None if share is None else float(share),
     )
+
+
+def _min_pod_age(value: object) -> timedelta:
+    """How long a pod stays on its card before it may move (the descheduler's `minPodAge`); null is none, as unset."""
+    return timedelta(0) if value is None else parse_duration(value, "minPodAge")
 
 
 def _priority_threshold(value: object) -> int | None:

@@ -135,6 +135,8 @@ def policy_says(policy: DefragPolicy) -> PolicySays:
         never.append(f"pods the labelSelector does not select ({policy.label_selector})")
     if policy.min_replicas > 1:
         never.append(f"pods whose controller has fewer than {policy.min_replicas} running pods (minReplicas)")
+    if policy.min_pod_age:
+        never.append(f"pods placed on their card less than {format_duration(policy.min_pod_age)} ago (minPodAge)")
     return PolicySays(rescues, keeps, allowed, tuple(never))
 
 

@@ -4,12 +4,12 @@ The planner already refuses DaemonSet, static, controller-less, `do-not-move` an
 PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out, pods its
 `labelSelector` does not select, pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move,
 pods of the policy's `priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`,
-and, for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by what the run's, the hour's,
-each node's and each namespace's budgets still allow. A rescue that needs more moves than the budgets allow does nothing
-(half a rescue frees no room for the pod and still evicts); one that only PodDisruptionBudgets stop says so
-(`blocked: `, naming each budget and the pods it would have to let go). The cards kept for a rescued pod
-(`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so do the cards HAMi refused a
-given-up move's replacement on, for the cooldown (`refuse`).
+pods placed on their card less than its `minPodAge` ago, and, for a rescue, pods of a higher priority than the rescued
+pod; it bounds the moves by what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue
+that needs more moves than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts);
+one that only PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go).
+The cards kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and
+so do the cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kubectl_hami_place.core.defrag.budget import (
     workload_rest_until,
     workload_rests,
 )
-from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, format_duration
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.planner import FitGoal, Goal, Limits, Move, Plan, PlanNode, PlanPod, Snapshot, plan
@@ -267,6 +267,8 @@ def _hold(
                 f"its {pod.owner_kind} has {replicas[pod.owner_uid]} running pod(s), fewer than the policy's "
                 f"minReplicas {policy.min_replicas}"
             )
+        elif policy.min_pod_age and (young := _younger(pod, now, policy.min_pod_age)):
+            why = young
         elif ceiling is not None and pod.priority > ceiling:
             why = f"has priority {pod.priority}, above the rescued pod's {ceiling}"
         if why is None:
@@ -275,6 +277,20 @@ def _hold(
         pods.append(replace(pod, held=why))
         held.append(f"{pod.key}: {why}")
     return replace(snapshot, pods=tuple(pods)), tuple(held)
+
+
+def _younger(pod: PlanPod, now: datetime, min_age: timedelta) -> str:
+    """Why a pod placed less than `min_age` ago stays ("" when older): one that just started (loading its model,
+    warming its cache) loses that work at a move. Its age counts from its binding, else its creation; with neither
+    known it stays, as the descheduler keeps a pod with no start time."""
+    since = pod.scheduled or pod.created
+    limit = format_duration(min_age)
+    if since is None:
+        return f"has no time it was placed, so its age is unknown against the policy's minPodAge {limit}"
+    age = now - since
+    if age >= min_age:
+        return ""
+    return f"was placed {format_duration(max(age, timedelta(0)))} ago, less than the policy's minPodAge {limit}"
 
 
 def _unbounded(policy: DefragPolicy) -> Limits:

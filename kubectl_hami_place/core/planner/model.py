@@ -65,7 +65,8 @@ class PlanPod:
     29,000 pods (bench/pod_terms.py); `held` why a caller keeps it where it is in this plan ("" when it may move; the
     defragmentation controller's policy), `default_policy` HAMi's `--gpu-scheduler-policy`, which its fit applies when
     the pod names no policy, `needs` the CPU, memory and pod count it asks of a node (`node_resources.pod_resources`);
-    `labels` and `created` tell the controller's cooldown which pods a moved pod's workload made after the move; `stays`
+    `labels` and `created` tell the controller's cooldown which pods a moved pod's workload made after the move,
+    `scheduled` when it was bound to its node (its PodScheduled condition: the policy's minPodAge); `stays`
     why a placed pod may move only between its own node's cards ("" when it may go to others); `counts` the pods where
     kube-scheduler lets its replacement go depends on (`pod_affinity.counted_pods`), none of which a plan moves to
     another node beside it.
@@ -91,6 +92,7 @@ class PlanPod:
     needs: Resources = NOTHING
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     created: datetime | None = None
+    scheduled: datetime | None = None
     stays: str = ""
     counts: tuple[CountedPods, ...] = ()
 

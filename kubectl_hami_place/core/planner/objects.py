@@ -270,6 +270,7 @@ def pod_for_plan(
         held=unread,
         labels=labels_of(metadata),
         created=time_or_none(metadata.get("creationTimestamp")),
+        scheduled=_scheduled_at(pod),
         stays=stays,
         counts=counted_pods(spec, namespace, namespace_labels),
     )
@@ -421,3 +422,12 @@ def selected_nodes(
 def _int(value: object) -> int:
     """An integer field, 0 when absent or malformed."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _scheduled_at(pod: Mapping[str, Any]) -> datetime | None:
+    """When the pod was bound to its node (its PodScheduled=True condition's transition), else None."""
+    conditions = as_mapping(pod.get("status")).get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            return time_or_none(condition.get("lastTransitionTime")) if condition.get("status") == "True" else None
+    return None

@@ -99,7 +99,7 @@ from kubectl_hami_place.core.defrag.keys import (
     sooner_gap,
     termination_left,
 )
-from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy
+from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy, with_threshold
 from kubectl_hami_place.core.defrag.runs import (
     RescueTrigger,
     RoomTrigger,
@@ -157,11 +157,12 @@ from kubectl_hami_place.kube.defrag import (
     move_labels,
     policy_source,
     project_failed_scheduling,
+    read_priority_value,
     run_history,
     run_placements,
     send_back,
 )
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeNotFound
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeForbidden, KubeNotFound
 from kubectl_hami_place.kube.events import EventRecorder
 from kubectl_hami_place.kube.leader import Elector, LeaseTimes
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS
@@ -220,6 +221,9 @@ BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 300.0
 # How long the worker waits for a key before it checks whether the server stops.
 WAKE_SECONDS = 1.0
+# How soon a policy whose PriorityClass (priorityThreshold.name) could not be read is read again: a class created
+# after the policy is found then.
+PRIORITY_CLASS_RETRY_SECONDS = 10.0
 
 
 class NotLeading(KubeError):
@@ -338,6 +342,8 @@ class DefragController:
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=BACKOFF_FIRST_SECONDS, max_delay=BACKOFF_MAX_SECONDS)
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
+        self._class_problem = ""
+        self.priority_value: Callable[[str], object] = lambda name: read_priority_value(kube, name)
         self._said: dict[str, str] = {}
         # Newest first; replaced whole, never changed in place: the elector's thread reads it at each renewal.
         self._decisions: tuple[Decision, ...] = ()
@@ -1180,6 +1186,17 @@ class DefragController:
         except PolicyError as error:
             self._invalid(source.obj, str(error))
             return None
+        if policy.priority_class:
+            try:
+                policy = self._threshold_read(policy)
+            except PolicyError as error:
+                # Read again soon, as a new version: said once, until the problem changes.
+                self._policy_version = None
+                if str(error) != self._class_problem:
+                    self._invalid(source.obj, str(error))
+                self._class_problem = str(error)
+                return timedelta(seconds=PRIORITY_CLASS_RETRY_SECONDS)
+        self._class_problem = ""
         self.policy = policy
         self.metrics.policy_valid.set(1)
         # A shorter keepRoom.interval holds from now, not once the interval read before has passed.
@@ -1200,6 +1217,25 @@ class DefragController:
         self._backed_off.clear()
         self._add_all()
         return None
+
+    def _threshold_read(self, policy: DefragPolicy) -> DefragPolicy:
+        """The policy with the value of the PriorityClass its priorityThreshold names, or PolicyError saying why it
+        could not be read."""
+        name = policy.priority_class
+        instead = "or write value: N (its VALUE in kubectl get priorityclass) instead"
+        again = f"read again every {PRIORITY_CLASS_RETRY_SECONDS:g}s"
+        try:
+            return with_threshold(policy, self.priority_value(name))
+        except KubeNotFound:
+            problem = f"PriorityClass {name} not found ({again}); create it, {instead}"
+        except KubeForbidden:
+            problem = (
+                f"the server may not read PriorityClass {name} ({again}); grant get on "
+                f"priorityclasses.scheduling.k8s.io (the chart's ClusterRole does), {instead}"
+            )
+        except KubeError as error:
+            problem = f"PriorityClass {name} could not be read ({again}): {error}"
+        raise PolicyError(f"priorityThreshold.name: {problem}")
 
     def _invalid(self, obj: dict[str, Any] | None, problem: str) -> None:
         """The controller off until the policy is fixed: one log line, the metric, a Warning Event on the ConfigMap."""

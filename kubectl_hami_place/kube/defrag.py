@@ -33,7 +33,7 @@ from kubectl_hami_place.core.names import (
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.kube import placements
-from kubectl_hami_place.kube.client import Kube, by_path, request
+from kubectl_hami_place.kube.client import Kube, by_path, path_segment, request
 from kubectl_hami_place.kube.cluster_reads import first_webhook_answer
 from kubectl_hami_place.kube.errors import KubeNotFound
 from kubectl_hami_place.kube.list_body import list_items
@@ -115,6 +115,13 @@ def patch_policy(
         what=f"patch configmaps in namespace {namespace}",
         **kwargs,
     )
+
+
+def read_priority_value(kube: Kube, name: str) -> object:
+    """The `value` of the PriorityClass `name` (a policy's `priorityThreshold: {name: ...}`, checked as a name by
+    the policy's parse), as the API server stores it; KubeError (404 when there is none, 403 without `get` on it)."""
+    path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{path_segment(name)}"
+    return request(kube, by_path(kube.api, "GET", path), what="get priorityclasses").get("value")
 
 
 def read_leader_lease(kube: Kube, namespace: str) -> dict[str, Any] | None:

@@ -534,6 +534,11 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.keepRoom.interval=720h1s"], "defrag.keepRoom.interval: 720h1s adds up to more than 720h"),
         (["defrag.minPodAge=719h61m"], "defrag.minPodAge: 719h61m adds up to more than 720h"),
         (["defrag.minPodAge=ten"], "at '/defrag/minPodAge': 'ten' does not match"),
+        (["defrag.priorityThreshold.name=High"], "at '/defrag/priorityThreshold/name': 'High' does not match"),
+        (
+            ["defrag.priorityThreshold.name=high", "defrag.priorityThreshold.value=5"],
+            "defrag.priorityThreshold: both name and value set; set one of them",
+        ),
         (["defrag.rescue.pendingFor=1h2591999s"], "defrag.rescue.pendingFor: 1h2591999s adds up to more than 720h"),
         (["defrag.namespaces.exclude={team_a}"], "at '/defrag/namespaces/exclude/0'"),
         (["defrag.budgets.movesPerHuor=3"], "additional properties 'movesPerHuor' not allowed"),
@@ -662,6 +667,12 @@ def test_large_whole_numbers_from_a_values_file_render_as_whole_numbers(helm: Pa
 def test_a_priority_threshold_left_null_renders_no_threshold(helm: Path, sets: list[str]) -> None:
     policy = parse_policy(defrag_policy(render(helm, *sets))["data"]["policy.yaml"], "kube-system")
     assert policy.priority_threshold is None
+
+
+def test_a_priority_threshold_by_name_renders_the_name_for_the_server_to_read(helm: Path) -> None:
+    objects = render(helm, "defrag.priorityThreshold.name=system-cluster-critical")
+    policy = parse_policy(defrag_policy(objects)["data"]["policy.yaml"], "kube-system")
+    assert (policy.priority_class, policy.priority_threshold) == ("system-cluster-critical", None)
 
 
 @pytest.mark.parametrize(
@@ -806,6 +817,7 @@ def test_server_rbac_is_exactly_what_the_server_uses(helm: Path) -> None:
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     expected |= {("apiextensions.k8s.io", "customresourcedefinitions", "get")}
+    expected |= {("scheduling.k8s.io", "priorityclasses", "get")}
     assert granted == expected
     named = [rule for rule in role["rules"] if rule.get("resourceNames")]
     assert named == [

@@ -76,6 +76,8 @@ pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
 BIG = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "35000"}
 POLICY = "defrag-policy"
+# In a case of the holds test, the PriorityClass it creates (named after the test's namespace).
+HIGH = "<the test's class>"
 # The churn test: how long pods arrive and leave, and the policy it runs under (a short cooldown, a small budget;
 # movesPerNode and movesPerNamespace out of the way, so the hour's budget is the one that binds).
 CHURN_SECONDS = 180
@@ -94,13 +96,15 @@ def write_policy(
     also: tuple[str, ...] = (),
     reserve_for: str = "",
     priority_threshold: int | None = None,
+    priority_class: str = "",
     min_replicas: int = 0,
     label_selector: dict[str, Any] | None = None,
     min_pod_age: str = "",
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
-    kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` or more held, and
+    kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` (or of the value
+    of the PriorityClass `priority_class`) or more held, and
     those whose controller has fewer than `min_replicas` running pods, that `label_selector` does not select or that
     were placed less than `min_pod_age` ago."""
     policy = {
@@ -111,6 +115,7 @@ def write_policy(
         "rescue": {"enabled": True, "pendingFor": "1s", **({"reserveFor": reserve_for} if reserve_for else {})},
         "budgets": {"cooldown": "1h", **budgets},
         **({"priorityThreshold": {"value": priority_threshold}} if priority_threshold is not None else {}),
+        **({"priorityThreshold": {"name": priority_class}} if priority_class else {}),
         **({"minReplicas": min_replicas} if min_replicas else {}),
         **({"labelSelector": label_selector} if label_selector is not None else {}),
         **({"minPodAge": min_pod_age} if min_pod_age else {}),
@@ -496,6 +501,10 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
     [
         ({}, "has priority 1000, above the rescued pod's 0"),
         ({"priority_threshold": 1000}, "has priority 1000, at or above the policy's priorityThreshold 1000"),
+        (
+            {"priority_class": HIGH},
+            "has priority 1000, at or above the policy's priorityThreshold 1000 (PriorityClass high-",
+        ),
         ({"min_replicas": 2}, "its ReplicaSet has 1 running pod(s), fewer than the policy's minReplicas 2"),
         (
             {"label_selector": {"matchLabels": {"hami-place/movable": "true"}}},
@@ -503,7 +512,14 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         ),
         ({"min_pod_age": "1h"}, "ago, less than the policy's minPodAge 1h"),
     ],
-    ids=["rescued pod's priority", "priorityThreshold", "minReplicas", "labelSelector", "minPodAge"],
+    ids=[
+        "rescued pod's priority",
+        "priorityThreshold",
+        "priorityThreshold.name",
+        "minReplicas",
+        "labelSelector",
+        "minPodAge",
+    ],
 )
 def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
     cluster: Sandbox,
@@ -516,7 +532,8 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
 ) -> None:
     """The pods holding the cards have a PriorityClass of value 1000, one pod each of two Deployments. The rescued pod
     has none (priority 0); or it has the same class, which alone would let them move, and the policy's
-    priorityThreshold, its minReplicas (the only running pod of a Deployment stays), its labelSelector (which selects
+    priorityThreshold (by value, or by the class's name, which the server reads), its minReplicas (the only running
+    pod of a Deployment stays), its labelSelector (which selects
     neither) or its minPodAge (both were bound to the node a moment ago, as their PodScheduled condition says) holds
     them."""
     high = f"high-{namespace}"
@@ -525,6 +542,7 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     try:
         two_pods_one_per_card(cluster, namespace, node, priority_class=high)
         before = uids(cluster, namespace)
+        holds = {key: high if value == HIGH else value for key, value in holds.items()}
         write_policy(cluster, server_namespace, namespace, "on", **holds)
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
         pending_big(cluster, namespace, node, priority_class=high if holds else "")
@@ -584,6 +602,31 @@ def test_a_bad_policy_turns_the_controller_off_and_says_which_field(
     assert "mode: 'sometimes' is not a mode" in server.log.read_text()
     write_policy(cluster, server_namespace, namespace, "dry-run")
     wait_for(lambda: server.metric("hami_place_defrag_policy_valid") == 1, "the fixed policy to be read")
+
+
+def test_a_policy_naming_a_missing_priority_class_moves_nothing_until_the_class_is_created(
+    cluster: Sandbox, namespace: str, server_namespace: str, serving: dict[str, Any]
+) -> None:
+    """priorityThreshold: {name: CLASS} before CLASS exists: the controller stays off and says why on the ConfigMap;
+    once the class is created, the policy is read with its value (read again every 10 s)."""
+    late = f"late-{namespace}"
+    write_policy(cluster, server_namespace, namespace, "dry-run", priority_class=late)
+    server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+    warning = wait_for(
+        lambda: said(cluster, server_namespace, POLICY, "DefragPolicyInvalid"), "the Warning on the ConfigMap"
+    )
+    assert warning == (
+        f"nothing is moved until this is fixed: priorityThreshold.name: PriorityClass {late} not found (read again "
+        "every 10s); create it, or write value: N (its VALUE in kubectl get priorityclass) instead"
+    )
+    assert server.metric("hami_place_defrag_policy_valid") == 0
+    scheduling = client.SchedulingV1Api(cluster.api_client())
+    scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=late), value=7))
+    try:
+        wait_for(lambda: server.metric("hami_place_defrag_policy_valid") == 1, "the policy read with the class")
+        assert server.log.read_text().count(f"PriorityClass {late} not found") == 1, "said once while it waited"
+    finally:
+        scheduling.delete_priority_class(late)
 
 
 def earlier_run_placement(  # noqa: PLR0917 - the placement's fields

@@ -23,6 +23,7 @@ from kubectl_hami_place.core.defrag.policy import (
     parse_duration,
     parse_policy,
     with_mode,
+    with_threshold,
 )
 from webhook.metrics import DefragMetrics
 
@@ -93,6 +94,19 @@ minPodAge: 10m
 )
 def test_a_priority_threshold_is_a_pod_prioritys_whole_number_or_none(body: str, threshold: int | None) -> None:
     assert parse_policy(HEAD + body).priority_threshold == threshold
+    assert parse_policy(HEAD + body).priority_class == ""
+
+
+def test_a_priority_threshold_by_name_leaves_its_value_to_the_server() -> None:
+    """The descheduler's `{name: CLASS}`: the parse keeps the name (the server reads the class's value), and
+    `with_threshold` sets the value read, checked as a written one is."""
+    policy = parse_policy(HEAD + "priorityThreshold: {name: system-cluster-critical, value: null}")
+    assert (policy.priority_class, policy.priority_threshold) == ("system-cluster-critical", None)
+    assert parse_policy(HEAD + "priorityThreshold: {name: null}").priority_class == ""
+    resolved = with_threshold(policy, 2000000000)
+    assert (resolved.priority_class, resolved.priority_threshold) == ("system-cluster-critical", 2000000000)
+    with pytest.raises(PolicyError, match="out of a pod priority's range"):
+        with_threshold(policy, 2**31)
 
 
 def test_namespaces_include_exclude_and_always_out() -> None:
@@ -141,10 +155,17 @@ def test_json_is_read_too() -> None:
             "write priorityThreshold: {value: 100000}",
         ),
         (
-            "priorityThreshold: {name: high}",
-            "priorityThreshold.name: a PriorityClass is not looked up by name",
-            "write value: its value (the VALUE column of kubectl get priorityclass)",
+            "priorityThreshold: {name: high, value: 5}",
+            "priorityThreshold: both name and value given",
+            "write one of them, as the descheduler asks",
         ),
+        (
+            "priorityThreshold: {name: High_1}",
+            "priorityThreshold.name: 'High_1' is not a PriorityClass's name",
+            "lowercase letters, digits, '-' and '.', at most 253 characters",
+        ),
+        ("priorityThreshold: {name: 5}", "priorityThreshold.name: 5 is not a PriorityClass's name", "kubectl get"),
+        ("priorityThreshold: {name: ../x}", "priorityThreshold.name: '../x' is not a PriorityClass's name", "'-'"),
         ("minReplicas: -1", "minReplicas: -1 is negative", "write 0 or more"),
         ("labelSelector: tier=batch", "labelSelector: a label selector must be an object, got str", "got str"),
         (
@@ -161,8 +182,8 @@ def test_json_is_read_too() -> None:
         ("minPodAge: ten", "minPodAge: 'ten' is not a duration", "write e.g. 60s, 5m, 1h or 1h30m"),
         ("minPodAge: -5", "minPodAge: -5 is negative", "write a duration of 0s or more"),
         ("minPodAge: true", "minPodAge: True is not a duration", "write e.g. 60s, 5m or 1h"),
-        ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value"),
-        ("priorityThreshold: high", "priorityThreshold: expected a mapping with value", "got str"),
+        ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value, name"),
+        ("priorityThreshold: high", "priorityThreshold: expected a mapping with value, name", "got str"),
         ("priorityThreshold: {value: high}", "priorityThreshold.value: 'high' is not a whole number", "e.g. 100000"),
         ("priorityThreshold: {value: true}", "priorityThreshold.value: True is not a whole number", "e.g. 100000"),
         ("priorityThreshold: {value: 1.5}", "priorityThreshold.value: 1.5 is not a whole number", "e.g. 100000"),

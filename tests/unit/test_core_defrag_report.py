@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from kubectl_hami_place.core.defrag.budget import MoveRecord
-from kubectl_hami_place.core.defrag.policy import parse_policy
+from kubectl_hami_place.core.defrag.policy import parse_policy, with_threshold
 from kubectl_hami_place.core.defrag.report import (
     MAX_MOVES_ANSWERED,
     Leader,
@@ -281,3 +281,12 @@ minPodAge: 15m
         "off (keepRoom.enabled: false)",
         "none; never kube-system, hami or the server's --exclude-namespace ones",
     )
+
+
+def test_a_priority_threshold_by_name_is_said_with_its_value_once_read() -> None:
+    """The plugin parses the ConfigMap itself and reads no PriorityClass: it says the class; the server's reading,
+    its value too."""
+    named = parse_policy(HEAD + "priorityThreshold: {name: high}", "hami")
+    assert policy_says(named).never_moves[-1] == "pods of PriorityClass high's priority or more (priorityThreshold)"
+    read = policy_says(with_threshold(named, 1000)).never_moves[-1]
+    assert read == "pods of PriorityClass high's priority (1000) or more (priorityThreshold)"

@@ -31,6 +31,7 @@ from kubectl_hami_place.core.defrag.policy import (
     Namespaces,
     Rescue,
     parse_policy,
+    with_threshold,
 )
 from kubectl_hami_place.core.defrag.runs import (
     RescueTrigger,
@@ -258,6 +259,24 @@ def test_a_pod_at_or_above_the_priority_threshold_stays_whatever_the_trigger() -
     assert "has priority 100, at or above the policy's priorityThreshold 100" in room.reason
     under = decide_run(replace(room_policy, priority_threshold=101), both, RoomTrigger(FreeCardsGoal(1)), [], NOW, "r1")
     assert (len(under.moves), under.held) == (1, ())
+
+
+def test_a_priority_threshold_by_name_holds_every_pod_until_its_value_is_read() -> None:
+    """`{name: CLASS}`: the server sets the class's value (`with_threshold`); a policy whose value was not read
+    (a caller that forgot) moves nothing rather than every pod, and once read, the hold names the class."""
+    snapshot = one_move()
+    ranked = replace(snapshot, pods=tuple(replace(p, priority=100 if p.name == "q" else 99) for p in snapshot.pods))
+    named = replace(ON, priority_class="high")
+    unread = decide_run(named, ranked, waiting(32, priority=1000), [], NOW, "r1")
+    assert unread.moves == () and unread.held == tuple(
+        f"team-a/{name}: the policy's priorityThreshold names PriorityClass high, whose value is not read"
+        for name in ("p", "q")
+    )
+    read = decide_run(with_threshold(named, 100), ranked, waiting(32, priority=1000), [], NOW, "r1")
+    assert [m.pod for m in read.moves] == ["team-a/p"]
+    assert read.held == (
+        "team-a/q: has priority 100, at or above the policy's priorityThreshold 100 (PriorityClass high)",
+    )
 
 
 def test_a_pod_whose_controller_has_too_few_running_pods_stays() -> None:

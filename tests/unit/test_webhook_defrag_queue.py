@@ -35,7 +35,7 @@ from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, Step
 from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError
+from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeForbidden, KubeUnreachable
 from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
 from webhook import defrag
 from webhook.cache import ClusterCache
@@ -1409,3 +1409,56 @@ def test_a_pods_event_keeps_a_nodes_taint_key_and_hides_a_pod_of_another_namespa
     )
     ctl._event(pod("big"), "DefragNoPlan", "no plan: gpu-1 has the taint dedicated/gpu=a100:NoSchedule; secret-ns/p")
     assert recorded == ["no plan: gpu-1 has the taint dedicated/gpu=a100:NoSchedule; a pod of another namespace"]
+
+
+def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() -> None:
+    """priorityThreshold: {name: high}: nothing moves until the class's value is read; a problem is said once, a new
+    one again, and the policy is read again every 10 s. The reader is replaced here (no API server): the cluster test
+    reads a real class and a missing one; a refused read and an API server that does not answer are what this adds."""
+    ctl = controller()
+    said = heard(ctl)
+    answers: list[object] = [
+        KubeForbidden('priorityclasses "high" is forbidden'),
+        KubeForbidden('priorityclasses "high" is forbidden'),
+        KubeUnreachable("connection refused"),
+        1000,
+    ]
+    asked: list[str] = []
+
+    def value_of(name: str) -> object:
+        asked.append(name)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    ctl.priority_value = value_of
+    config_map = policy_map("on", "1")
+    config_map["data"]["policy.yaml"] += "priorityThreshold: {name: high}\n"
+    ctl.policy_map.synced.set()
+    ctl.policy_map.upsert(config_map)
+    for _ in range(3):
+        assert ctl.look(POLICY) == timedelta(seconds=10) and ctl.policy is None
+        assert ctl.metrics.policy_valid._value.get() == 0
+    assert ctl.look(POLICY) is None and ctl.policy is not None
+    assert (ctl.policy.priority_class, ctl.policy.priority_threshold) == ("high", 1000)
+    assert ctl.metrics.policy_valid._value.get() == 1
+    assert asked == ["high"] * 4
+    assert ctl.look(POLICY) is None and asked == ["high"] * 4, "read once per version of the policy"
+    fix = "or write value: N (its VALUE in kubectl get priorityclass) instead"
+    assert said == [
+        (
+            "DefragPolicyInvalid",
+            "nothing is moved until this is fixed: priorityThreshold.name: the server may not read PriorityClass high "
+            "(read again every 10s); grant get on priorityclasses.scheduling.k8s.io (the chart's ClusterRole does), "
+            f"{fix}",
+            True,
+        ),
+        (
+            "DefragPolicyInvalid",
+            "nothing is moved until this is fixed: priorityThreshold.name: PriorityClass high could not be read (read "
+            "again every 10s): connection refused",
+            True,
+        ),
+        ("DefragPolicyRead", "policy read: mode on", False),
+    ]

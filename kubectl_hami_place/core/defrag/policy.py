@@ -10,7 +10,7 @@ keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, m
 budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
 maxMovesPerPlan: 8
 moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
-priorityThreshold: null       # {value: N}: pods of priority N or more never move
+priorityThreshold: null       # {value: N} or {name: CLASS}: pods of priority N (CLASS's value) or more never move
 minReplicas: 0                # a pod whose controller has fewer running pods than this never moves
 labelSelector: null           # {matchLabels, matchExpressions}: only the pods it selects may move
 minPodAge: 0s                 # a pod placed on its card less than this long ago never moves
@@ -18,7 +18,9 @@ minPodAge: 0s                 # a pod placed on its card less than this long ago
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
 the same rolling hour as `movesPerHour`. `reserveFor` keeps the cards a rescue freed for the rescued pod that long
-(`core.reservation`), at most 10m. Durations are `90s`, `5m`, `1h30m` or a number of seconds.
+(`core.reservation`), at most 10m. Durations are `90s`, `5m`, `1h30m` or a number of seconds. A `priorityThreshold`
+by name is parsed into `priority_class`, its value left None: the server reads the PriorityClass and sets it
+(`with_threshold`), and until it has, a run moves nothing (`runs._hold`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -35,6 +37,7 @@ from typing import Any
 import yaml
 
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.k8s_names import SUBDOMAIN_MAX, is_object_name
 from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.reservation import MAX_RESERVE
 from kubectl_hami_place.core.selectors import LabelSelector, SelectorError, selector_from_dict
@@ -163,6 +166,7 @@ class DefragPolicy:
     max_moves_per_plan: int = 8
     move_job_pods: bool = False
     priority_threshold: int | None = None
+    priority_class: str = ""
     min_replicas: int = 0
     label_selector: LabelSelector | None = None
     min_pod_age: timedelta = timedelta(0)
@@ -191,6 +195,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         max_moves_per_plan=_count(document, "maxMovesPerPlan", DEFAULT_POLICY.max_moves_per_plan, "", least=1),
         move_job_pods=_bool(document, "moveJobPods", DEFAULT_POLICY.move_job_pods, ""),
         priority_threshold=_priority_threshold(document.get("priorityThreshold")),
+        priority_class=_priority_class(document.get("priorityThreshold")),
         min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
         label_selector=_label_selector(document.get("labelSelector")),
         min_pod_age=_min_pod_age(document.get("minPodAge")),
@@ -405,19 +410,41 @@ def _min_pod_age(value: object) -> timedelta:
     return timedelta(0) if value is None else parse_duration(value, "minPodAge")
 
 
+def with_threshold(policy: DefragPolicy, value: object) -> DefragPolicy:
+    """The policy with its PriorityClass's value read (the server reads it by `priority_class`), checked as a
+    written value is."""
+    return replace(policy, priority_threshold=_priority_value(value))
+
+
+def _priority_class(value: object) -> str:
+    """The PriorityClass the descheduler's `priorityThreshold: {name: CLASS}` names ("" for none); a name the API
+    could not store is refused here, before it reaches an API path."""
+    section = _section(value, "priorityThreshold", ("value", "name"))
+    name = section.get("name")
+    if name is None:
+        return ""
+    if section.get("value") is not None:
+        raise PolicyError("priorityThreshold: both name and value given; write one of them, as the descheduler asks")
+    if not is_object_name(name):
+        raise PolicyError(
+            f"priorityThreshold.name: {_shown(name)} is not a PriorityClass's name; write one as kubectl get "
+            f"priorityclass lists it (lowercase letters, digits, '-' and '.', at most {SUBDOMAIN_MAX} characters)"
+        )
+    return name
+
+
 def _priority_threshold(value: object) -> int | None:
     """The priority from which pods never move, written as the descheduler's `priorityThreshold: {value: N}`."""
     if isinstance(value, int) and not isinstance(value, bool):
         raise PolicyError(f"priorityThreshold: {value} goes under value; write priorityThreshold: {{value: {value}}}")
-    if isinstance(value, Mapping) and "name" in value:
-        raise PolicyError(
-            "priorityThreshold.name: a PriorityClass is not looked up by name; write value: its value "
-            "(the VALUE column of kubectl get priorityclass)"
-        )
-    section = _section(value, "priorityThreshold", ("value",))
+    section = _section(value, "priorityThreshold", ("value", "name"))
     if section.get("value") is None:
         return None
-    threshold = section["value"]
+    return _priority_value(section["value"])
+
+
+def _priority_value(threshold: object) -> int:
+    """A priority threshold within a pod priority's range."""
     low, high = PRIORITY_RANGE
     if isinstance(threshold, bool) or not isinstance(threshold, int):
         raise PolicyError(

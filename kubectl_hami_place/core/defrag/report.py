@@ -129,7 +129,10 @@ def policy_says(policy: DefragPolicy) -> PolicySays:
         never.append(f"a moved pod again within {format_duration(policy.budgets.cooldown)} (budgets.cooldown)")
     if not policy.move_job_pods:
         never.append("a Job's pods (moveJobPods: false)")
-    if policy.priority_threshold is not None:
+    if policy.priority_class:
+        value = f" ({policy.priority_threshold})" if policy.priority_threshold is not None else ""
+        never.append(f"pods of PriorityClass {policy.priority_class}'s priority{value} or more (priorityThreshold)")
+    elif policy.priority_threshold is not None:
         never.append(f"pods of priority {policy.priority_threshold} or more (priorityThreshold)")
     if policy.label_selector is not None:
         never.append(f"pods the labelSelector does not select ({policy.label_selector})")

@@ -259,8 +259,11 @@ def _hold(
             # Kubernetes counts an eviction toward the Job's backoffLimit (unless its podFailurePolicy ignores
             # DisruptionTarget): one with backoffLimit 0 fails at its first move, and the pod's work starts over.
             why = "is a Job's pod, which the policy keeps in place (moveJobPods: false)"
+        elif policy.priority_class and policy.priority_threshold is None:
+            why = f"the policy's priorityThreshold names PriorityClass {policy.priority_class}, whose value is not read"
         elif policy.priority_threshold is not None and pod.priority >= policy.priority_threshold:
             why = f"has priority {pod.priority}, at or above the policy's priorityThreshold {policy.priority_threshold}"
+            why += f" (PriorityClass {policy.priority_class})" if policy.priority_class else ""
         elif pod.owner_uid and replicas[pod.owner_uid] < policy.min_replicas:
             # A move evicts the pod before its replacement starts: the controller's only running pod stops its service.
             why = (

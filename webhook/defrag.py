@@ -106,6 +106,7 @@ from kubectl_hami_place.core.defrag.runs import (
     RunDecision,
     decide_run,
     fits_as_is,
+    in_scope,
     keep_off,
     refuse,
     scheduled_where,
@@ -1018,7 +1019,7 @@ class DefragController:
             return timedelta(seconds=wait)
         self._next_room = time.monotonic() + policy.keep_room.interval.total_seconds()
         read = self._snapshot()
-        goal = room_goal(room_of(read.snapshot), policy)
+        goal = room_goal(room_of(in_scope(read.snapshot, policy)), policy)
         source = self._policy_source()
         if goal is not None and source is not None:
             now, history = datetime.now(UTC), self._runs()

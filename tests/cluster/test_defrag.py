@@ -100,13 +100,14 @@ def write_policy(
     min_replicas: int = 0,
     label_selector: dict[str, Any] | None = None,
     min_pod_age: str = "",
+    node_selector: str = "",
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` (or of the value
     of the PriorityClass `priority_class`) or more held, and
-    those whose controller has fewer than `min_replicas` running pods, that `label_selector` does not select or that
-    were placed less than `min_pod_age` ago."""
+    those whose controller has fewer than `min_replicas` running pods, that `label_selector` does not select, that
+    were placed less than `min_pod_age` ago or that are on a node `node_selector` does not select."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -119,6 +120,7 @@ def write_policy(
         **({"minReplicas": min_replicas} if min_replicas else {}),
         **({"labelSelector": label_selector} if label_selector is not None else {}),
         **({"minPodAge": min_pod_age} if min_pod_age else {}),
+        **({"nodeSelector": node_selector} if node_selector else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -511,6 +513,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
             "is not selected by the policy's labelSelector",
         ),
         ({"min_pod_age": "1h"}, "ago, less than the policy's minPodAge 1h"),
+        ({"node_selector": "pool=elsewhere"}, "is on a node the policy's nodeSelector does not select"),
     ],
     ids=[
         "rescued pod's priority",
@@ -519,6 +522,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         "minReplicas",
         "labelSelector",
         "minPodAge",
+        "nodeSelector",
     ],
 )
 def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
@@ -534,8 +538,8 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     has none (priority 0); or it has the same class, which alone would let them move, and the policy's
     priorityThreshold (by value, or by the class's name, which the server reads), its minReplicas (the only running
     pod of a Deployment stays), its labelSelector (which selects
-    neither) or its minPodAge (both were bound to the node a moment ago, as their PodScheduled condition says) holds
-    them."""
+    neither), its minPodAge (both were bound to the node a moment ago, as their PodScheduled condition says) or its
+    nodeSelector (which selects no node of the sandbox) holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))

@@ -44,6 +44,8 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.label_selector is None, "every pod may move unless the operator selects some"
     assert policy.min_pod_age == timedelta(0), "no age holds a pod unless the operator names one"
     assert parse_policy(HEAD + "minPodAge: null").min_pod_age == timedelta(0), "null: none, as not written"
+    assert policy.node_selector is None, "every node unless the operator selects some"
+    assert parse_policy(HEAD + "nodeSelector: ''").node_selector is None, "empty: every node"
 
 
 def test_every_field_is_read() -> None:
@@ -65,6 +67,7 @@ priorityThreshold: {value: 100000}
 minReplicas: 2
 labelSelector: {matchLabels: {tier: batch}, matchExpressions: [{key: team, operator: In, values: [a, b]}]}
 minPodAge: 10m
+nodeSelector: "pool=inference,gpu in (a100,h100)"
 """,
         server_namespace="hami-place",
     )
@@ -79,6 +82,7 @@ minPodAge: 10m
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
     assert str(policy.label_selector) == "tier=batch,team in (a,b)"
     assert policy.min_pod_age == timedelta(minutes=10)
+    assert str(policy.node_selector) == "pool=inference,gpu in (a100,h100)"
 
 
 @pytest.mark.parametrize(
@@ -180,6 +184,8 @@ def test_json_is_read_too() -> None:
         ),
         ("minReplicas: two", "minReplicas: 'two' is not a whole number", "write a number such as 0"),
         ("minPodAge: ten", "minPodAge: 'ten' is not a duration", "write e.g. 60s, 5m, 1h or 1h30m"),
+        ("nodeSelector: {pool: a}", "nodeSelector: a label selector must be a string, got dict", "got dict"),
+        ("nodeSelector: 'gpu in (a'", "nodeSelector: label selector 'gpu in (a' has an unclosed '('", "'('"),
         ("minPodAge: -5", "minPodAge: -5 is negative", "write a duration of 0s or more"),
         ("minPodAge: true", "minPodAge: True is not a duration", "write e.g. 60s, 5m or 1h"),
         ("priorityThreshold: {valeu: 5}", "priorityThreshold.valeu: unknown field", "the fields here are value, name"),
@@ -317,17 +323,19 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge",
+            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, "
+            "nodeSelector",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
-            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge",
+            "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, "
+            "nodeSelector",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -283,6 +283,13 @@ minPodAge: 15m
     )
 
 
+def test_a_node_selector_is_said_with_the_pods_it_keeps() -> None:
+    scoped = parse_policy(HEAD + "nodeSelector: pool=inference", "hami")
+    assert policy_says(scoped).never_moves[-1] == (
+        "pods on, or onto, nodes the nodeSelector does not select (pool=inference)"
+    )
+
+
 def test_a_priority_threshold_by_name_is_said_with_its_value_once_read() -> None:
     """The plugin parses the ConfigMap itself and reads no PriorityClass: it says the class; the server's reading,
     its value too."""

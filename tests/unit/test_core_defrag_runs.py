@@ -39,17 +39,19 @@ from kubectl_hami_place.core.defrag.runs import (
     RunDecision,
     decide_run,
     fits_as_is,
+    in_scope,
     keep_off,
     refuse,
     scheduled_where,
     still_allowed,
 )
+from kubectl_hami_place.core.defrag.triggers import room_of
 from kubectl_hami_place.core.names import USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Move, PlanNode, PlanPod, Snapshot
 from kubectl_hami_place.core.pod_affinity import CountedPods
 from kubectl_hami_place.core.requests import card_request
 from kubectl_hami_place.core.reservation import Reservation
-from kubectl_hami_place.core.selectors import selector_from_dict
+from kubectl_hami_place.core.selectors import matches, parse_selector_string, selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation
 
 GIB = 1024
@@ -350,6 +352,38 @@ def test_a_pod_placed_less_than_min_pod_age_ago_stays() -> None:
     ), "a clock ahead of ours reads as just placed"
 
 
+def pools() -> Snapshot:
+    """Node a (pool=inference): a0 holds p (24 GiB), a1 q (10 GiB); node b (pool=training): b0 r (30 GiB), b1 s
+    (12 GiB). A 32 GiB pod fits nowhere as is."""
+    return Snapshot(
+        (replace(node("a"), labels={"pool": "inference"}), replace(node("b"), labels={"pool": "training"})),
+        (placed("p", "a0", 24), placed("q", "a1", 10), placed("r", "b0", 30), placed("s", "b1", 12)),
+    )
+
+
+def test_the_node_selector_keeps_the_runs_off_and_onto_the_nodes_it_does_not_select() -> None:
+    """The descheduler's nodeSelector: one GPU pool of several is defragmented. Selecting pool=inference, b's pods
+    stay and no pod moves onto b; selecting pool=training, no plan within b exists; and keep-room counts no room on
+    the nodes left out."""
+    inference = parse_policy(HEAD + "mode: on\nnodeSelector: pool=inference")
+    decision = decide_run(inference, pools(), waiting(32), [], NOW, "r1")
+    assert [(m.pod, m.from_node, m.to_node) for m in decision.moves] == [("team-a/q", "a", "a")]
+    assert decision.held == (
+        "team-a/r: is on node b, which the policy's nodeSelector does not select",
+        "team-a/s: is on node b, which the policy's nodeSelector does not select",
+    )
+    assert decision.plan is not None and decision.plan.target is not None and decision.plan.target[0] == "a"
+    training = decide_run(
+        parse_policy(HEAD + "mode: on\nnodeSelector: pool=training"), pools(), waiting(32), [], NOW, "r1"
+    )
+    assert training.moves == () and training.reason.startswith("no plan"), training.reason
+    assert [h.split(":")[0] for h in training.held] == ["team-a/p", "team-a/q"]
+    free_b = Snapshot(pools().nodes, pools().pods[:3])
+    assert room_of(in_scope(free_b, ON)).whole_free == {"NVIDIA-A100": 1}, "no selector: every node"
+    assert room_of(in_scope(free_b, inference)).whole_free == {}, "b1 is free, but b is left out"
+    assert in_scope(free_b, ON) is free_b
+
+
 def test_only_the_pods_the_label_selector_selects_move() -> None:
     """The descheduler's labelSelector: an operator lets workloads move one by one. q (the pod the plan would move)
     is not selected, so p moves instead; an empty selector is no selector."""
@@ -430,7 +464,10 @@ NAMESPACES = ("team-a", "team-b", "kube-system", "ml")
 @st.composite
 def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | RoomTrigger, list[MoveRecord]]:
     """A random cluster of 40 GiB cards, pods that fit them, a history, a policy in mode on and a trigger."""
-    nodes = [node(f"n{i}", draw(st.integers(1, 3))) for i in range(draw(st.integers(2, 4)))]
+    nodes = [
+        replace(node(f"n{i}", draw(st.integers(1, 3))), labels={"pool": draw(st.sampled_from("xy"))})
+        for i in range(draw(st.integers(2, 4)))
+    ]
     pods = []
     for slot in (card for n in nodes for card in n.cards):
         free = 40
@@ -476,6 +513,7 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
         priority_threshold=draw(st.none() | st.integers(0, 4)),
         min_replicas=draw(st.integers(0, 3)),
         min_pod_age=timedelta(minutes=draw(st.sampled_from((0, 10, 60)))),
+        node_selector=draw(st.sampled_from((None, parse_selector_string("pool=x"), parse_selector_string("pool!=x")))),
     )
     trigger: RescueTrigger | RoomTrigger
     if draw(st.booleans()):
@@ -510,6 +548,9 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
         assert len(siblings) >= policy.min_replicas, move
         if policy.min_pod_age:
             assert pod.scheduled is not None and NOW - pod.scheduled >= policy.min_pod_age, move
+        if policy.node_selector is not None:
+            on = {n.name: matches(policy.node_selector, n.labels) for n in snapshot.nodes}
+            assert on[move.from_node] and on[move.to_node], move
     if isinstance(trigger, RescueTrigger) and moves:
         assert decision.plan is not None and decision.plan.complete
     assert bool(moves) != bool(decision.reason)

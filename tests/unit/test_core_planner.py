@@ -1253,6 +1253,7 @@ def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:
     snapshot, warnings = snapshot_from_objects(nodes, pods, [budget], datetime.now(UTC))
     assert warnings == ()
     assert [(n.name, n.schedulable) for n in snapshot.nodes] == [("a", True), ("b", False)]
+    assert [n.labels for n in snapshot.nodes] == [{"kubernetes.io/hostname": name} for name in "ab"], "nodeSelector"
     by_name = {p.name: p for p in snapshot.pods}
     assert set(by_name) == {"web", "agent"}
     assert by_name["web"].budgets == ("ns/pdb",) and by_name["web"].owner_kind == "ReplicaSet"

@@ -1462,3 +1462,40 @@ def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() ->
         ),
         ("DefragPolicyRead", "policy read: mode on", False),
     ]
+
+
+def test_keep_room_counts_no_room_on_the_nodes_the_node_selector_leaves_out() -> None:
+    """gpu-1 (pool=training) has two whole free cards, gpu-0 (pool=inference) none: a policy for the inference pool
+    that wants one whole free card plans on gpu-0, as if gpu-1 were not there; without a nodeSelector the goal is
+    met."""
+    ctl = controller()
+    said = heard(ctl)
+    ctl.policy_map.synced.set()
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    inference = ctl.cache.nodes.get("", "gpu-0")
+    assert inference is not None
+    inference["metadata"]["labels"]["pool"] = "inference"
+    ctl.cache.nodes.upsert(inference)
+    training = whole_node("gpu-1", "a")
+    training["metadata"]["labels"]["pool"] = "training"
+    register = training["metadata"]["annotations"]["hami.io/node-nvidia-register"]
+    training["metadata"]["annotations"]["hami.io/node-nvidia-register"] = register.replace("GPU-", "GPU-t")
+    ctl.cache.nodes.upsert(training)
+    keep_room_policy(ctl, "dry-run", "1")
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1)
+    assert said[1:] == [], "gpu-1's free cards meet the goal"
+    written = policy_map("dry-run", "2")
+    written["data"]["policy.yaml"] += (
+        "keepRoom: {enabled: true, interval: 1m, wholeFreeCards: {count: 1}, maxStrandedShare: 0.9}\n"
+        "nodeSelector: pool=inference\n"
+    )
+    ctl.policy_map.upsert(written)
+    assert ctl.look(POLICY) is None and ctl.policy is not None
+    ctl._next_room, ctl._read = 0.0, None
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1)
+    goal = "keep room: free 1 more whole card (cards already free do not count)"
+    assert said[2:] == [
+        ("DefragDryRun", f"would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run) to {goal}", False)
+    ]

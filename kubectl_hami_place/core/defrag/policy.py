@@ -14,6 +14,7 @@ priorityThreshold: null       # {value: N} or {name: CLASS}: pods of priority N 
 minReplicas: 0                # a pod whose controller has fewer running pods than this never moves
 labelSelector: null           # {matchLabels, matchExpressions}: only the pods it selects may move
 minPodAge: 0s                 # a pod placed on its card less than this long ago never moves
+nodeSelector: ""              # kubectl -l syntax: only the nodes it selects are planned on, off and onto
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -40,7 +41,7 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.k8s_names import SUBDOMAIN_MAX, is_object_name
 from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.reservation import MAX_RESERVE
-from kubectl_hami_place.core.selectors import LabelSelector, SelectorError, selector_from_dict
+from kubectl_hami_place.core.selectors import LabelSelector, SelectorError, parse_selector_string, selector_from_dict
 
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
 POLICY_KIND = "DefragPolicy"
@@ -59,6 +60,7 @@ _TOP_FIELDS = (
     "minReplicas",
     "labelSelector",
     "minPodAge",
+    "nodeSelector",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -170,6 +172,7 @@ class DefragPolicy:
     min_replicas: int = 0
     label_selector: LabelSelector | None = None
     min_pod_age: timedelta = timedelta(0)
+    node_selector: LabelSelector | None = None
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -199,6 +202,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
         label_selector=_label_selector(document.get("labelSelector")),
         min_pod_age=_min_pod_age(document.get("minPodAge")),
+        node_selector=_node_selector(document.get("nodeSelector")),
     )
 
 
@@ -468,6 +472,18 @@ def _label_selector(value: object) -> LabelSelector | None:
         selector = selector_from_dict(value)
     except SelectorError as error:
         raise PolicyError(f"labelSelector: {error}") from None
+    return None if selector.empty else selector
+
+
+def _node_selector(value: object) -> LabelSelector | None:
+    """The nodes the controller works on, as the descheduler's `nodeSelector` (kubectl's `-l` syntax): one GPU pool
+    of several; None when absent or empty: every node."""
+    if value is None:
+        return None
+    try:
+        selector = parse_selector_string(value)
+    except SelectorError as error:
+        raise PolicyError(f"nodeSelector: {error}") from None
     return None if selector.empty else selector
 
 

@@ -1,15 +1,16 @@
 """One run's decision: the planner's moves toward the trigger's goal within the policy's budgets, or why none.
 
 The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends each
-PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out, pods its
-`labelSelector` does not select, pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move,
-pods of the policy's `priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`,
-pods placed on their card less than its `minPodAge` ago, and, for a rescue, pods of a higher priority than the rescued
-pod; it bounds the moves by what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue
-that needs more moves than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts);
-one that only PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go).
-The cards kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and
-so do the cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
+PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out, pods on
+nodes its `nodeSelector` does not select (whose cards take no moved pod either, `in_scope`), pods its `labelSelector`
+does not select, pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move, pods of the
+policy's `priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`, pods placed
+on their card less than its `minPodAge` ago, and, for a rescue, pods of a higher priority than the rescued pod; it
+bounds the moves by what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that
+needs more moves than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one
+that only PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The
+cards kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so
+do the cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
     left = allowance(policy.budgets, history, now, run_id)
     if left.moves == 0:
         return nothing(left.reason)
-    held_snapshot, held = _hold(policy, snapshot, trigger, history, now)
+    held_snapshot, held = _hold(policy, in_scope(snapshot, policy), trigger, history, now)
     if isinstance(trigger, RescueTrigger):
         held_snapshot = keep_counted_on_node(held_snapshot, trigger.pod)
     limits = Limits(
@@ -185,6 +186,23 @@ def fits_as_is(snapshot: Snapshot, pod: PlanPod) -> bool:
     gone): the planner's plan for it with no move allowed."""
     found = plan(snapshot, FitGoal(pod), Limits(max_moves=0))
     return found.complete and not found.moves
+
+
+def in_scope(snapshot: Snapshot, policy: DefragPolicy) -> Snapshot:
+    """The snapshot with the cards of the nodes the policy's nodeSelector does not select taking no new pod, as a
+    device cordon: no plan moves a pod onto them or makes room there, and keep-room counts no room there."""
+    if policy.node_selector is None:
+        return snapshot
+    why = "is on a node the policy's nodeSelector does not select"
+    return replace(
+        snapshot,
+        nodes=tuple(
+            node
+            if matches(policy.node_selector, node.labels)
+            else _bar(node, dict.fromkeys((card.uuid for card in node.cards), why))
+            for node in snapshot.nodes
+        ),
+    )
 
 
 def keep_off(
@@ -241,12 +259,16 @@ def _hold(
         replicas.update(
             pod.owner_uid for pod in snapshot.pods if pod.owner_uid and pod.allocation and not pod.allocation.deleting
         )
+    selector = policy.node_selector
+    outside = frozenset(n.name for n in snapshot.nodes if selector is not None and not matches(selector, n.labels))
     pods = []
     held = []
     for pod in snapshot.pods:
         why = None
         if not policy.namespaces.allows(pod.namespace):
             why = f"is in namespace {pod.namespace}, which the policy leaves out"
+        elif pod.allocation is not None and pod.allocation.node in outside:
+            why = f"is on node {pod.allocation.node}, which the policy's nodeSelector does not select"
         elif policy.label_selector is not None and not matches(policy.label_selector, pod.labels):
             # Not the selector itself: a key's prefix (`example.com/movable`) reads as a pod of another namespace, which
             # the tenant's Event hides (`audience`); `defrag status` shows it.

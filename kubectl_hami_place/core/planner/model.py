@@ -38,7 +38,8 @@ _NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 class PlanNode:
     """A GPU node: its cards, whether new pods may land on it, its device-cordoned card UUIDs, its cards' pair
     scores (`hami.io/node-nvidia-score`, by card UUID; None without them), which HAMi's topology-aware policy reads,
-    and the CPU, memory and pods it has left for kube-scheduler (`node_resources`; None: not counted).
+    the CPU, memory and pods it has left for kube-scheduler (`node_resources`; None: not counted), and its labels
+    (the defragmentation policy's nodeSelector reads them).
 
     `barred` says, by card UUID, why a caller keeps a card from new pods as the cordon does (the card is also in
     `cordoned`): a plan's reasons say that instead of the cordon annotation."""
@@ -50,6 +51,7 @@ class PlanNode:
     barred: Mapping[str, str] = field(default_factory=dict, hash=False)
     pair_scores: Mapping[str, Mapping[str, int]] | None = field(default=None, hash=False)
     room: Resources | None = None
+    labels: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

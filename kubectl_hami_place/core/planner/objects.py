@@ -113,6 +113,7 @@ def snapshot_from_objects(
             cordoned=frozenset(card.uuid for card in node.cards if card.cordoned),
             pair_scores=scores.get(node.name),
             room=rooms.get(node.name),
+            labels=marks.labels.get(node.name, {}),
         )
         for node in info.nodes
     )

@@ -101,13 +101,15 @@ def write_policy(
     label_selector: dict[str, Any] | None = None,
     min_pod_age: str = "",
     node_selector: str = "",
+    ignore_pods_without_pdb: bool = False,
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` (or of the value
     of the PriorityClass `priority_class`) or more held, and
     those whose controller has fewer than `min_replicas` running pods, that `label_selector` does not select, that
-    were placed less than `min_pod_age` ago or that are on a node `node_selector` does not select."""
+    were placed less than `min_pod_age` ago, that are on a node `node_selector` does not select or, with
+    `ignore_pods_without_pdb`, that no PodDisruptionBudget covers."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -121,6 +123,7 @@ def write_policy(
         **({"labelSelector": label_selector} if label_selector is not None else {}),
         **({"minPodAge": min_pod_age} if min_pod_age else {}),
         **({"nodeSelector": node_selector} if node_selector else {}),
+        **({"ignorePodsWithoutPDB": True} if ignore_pods_without_pdb else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -514,6 +517,10 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         ),
         ({"min_pod_age": "1h"}, "ago, less than the policy's minPodAge 1h"),
         ({"node_selector": "pool=elsewhere"}, "is on a node the policy's nodeSelector does not select"),
+        (
+            {"ignore_pods_without_pdb": True},
+            "is covered by no PodDisruptionBudget, and the policy moves only pods one covers",
+        ),
     ],
     ids=[
         "rescued pod's priority",
@@ -523,6 +530,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         "labelSelector",
         "minPodAge",
         "nodeSelector",
+        "ignorePodsWithoutPDB",
     ],
 )
 def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
@@ -539,7 +547,8 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     priorityThreshold (by value, or by the class's name, which the server reads), its minReplicas (the only running
     pod of a Deployment stays), its labelSelector (which selects
     neither), its minPodAge (both were bound to the node a moment ago, as their PodScheduled condition says) or its
-    nodeSelector (which selects no node of the sandbox) holds them."""
+    nodeSelector (which selects no node of the sandbox) or its ignorePodsWithoutPDB (no budget covers them) holds
+    them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))

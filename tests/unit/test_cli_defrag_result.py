@@ -394,7 +394,8 @@ def test_the_policy_is_read_as_the_server_reads_it() -> None:
         Mode.off,
         None,
         "budget: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-        "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector",
+        "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector, "
+        "ignorePodsWithoutPDB",
         "",
     )
     with pytest.raises(CliError) as caught:

@@ -45,6 +45,7 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert policy.min_pod_age == timedelta(0), "no age holds a pod unless the operator names one"
     assert parse_policy(HEAD + "minPodAge: null").min_pod_age == timedelta(0), "null: none, as not written"
     assert policy.node_selector is None, "every node unless the operator selects some"
+    assert policy.ignore_pods_without_budget is False, "a pod no PodDisruptionBudget covers may move"
     assert parse_policy(HEAD + "nodeSelector: ''").node_selector is None, "empty: every node"
 
 
@@ -68,6 +69,7 @@ minReplicas: 2
 labelSelector: {matchLabels: {tier: batch}, matchExpressions: [{key: team, operator: In, values: [a, b]}]}
 minPodAge: 10m
 nodeSelector: "pool=inference,gpu in (a100,h100)"
+ignorePodsWithoutPDB: true
 """,
         server_namespace="hami-place",
     )
@@ -83,6 +85,7 @@ nodeSelector: "pool=inference,gpu in (a100,h100)"
     assert str(policy.label_selector) == "tier=batch,team in (a,b)"
     assert policy.min_pod_age == timedelta(minutes=10)
     assert str(policy.node_selector) == "pool=inference,gpu in (a100,h100)"
+    assert policy.ignore_pods_without_budget is True
 
 
 @pytest.mark.parametrize(
@@ -184,6 +187,7 @@ def test_json_is_read_too() -> None:
         ),
         ("minReplicas: two", "minReplicas: 'two' is not a whole number", "write a number such as 0"),
         ("minPodAge: ten", "minPodAge: 'ten' is not a duration", "write e.g. 60s, 5m, 1h or 1h30m"),
+        ("ignorePodsWithoutPDB: yes please", "ignorePodsWithoutPDB: 'yes please' is not true or false", "true"),
         ("nodeSelector: {pool: a}", "nodeSelector: a label selector must be a string, got dict", "got dict"),
         ("nodeSelector: 'gpu in (a'", "nodeSelector: label selector 'gpu in (a' has an unclosed '('", "'('"),
         ("minPodAge: -5", "minPodAge: -5 is negative", "write a duration of 0s or more"),
@@ -323,19 +327,20 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         (
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
-            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector",
+            "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector, "
+            "ignorePodsWithoutPDB",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
             "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, "
-            "nodeSelector",
+            "nodeSelector, ignorePodsWithoutPDB",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
             "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, "
-            "nodeSelector",
+            "nodeSelector, ignorePodsWithoutPDB",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -283,6 +283,11 @@ minPodAge: 15m
     )
 
 
+def test_ignore_pods_without_pdb_is_said_with_the_pods_it_keeps() -> None:
+    covered_only = parse_policy(HEAD + "ignorePodsWithoutPDB: true", "hami")
+    assert policy_says(covered_only).never_moves[-1] == "pods no PodDisruptionBudget covers (ignorePodsWithoutPDB)"
+
+
 def test_a_node_selector_is_said_with_the_pods_it_keeps() -> None:
     scoped = parse_policy(HEAD + "nodeSelector: pool=inference", "hami")
     assert policy_says(scoped).never_moves[-1] == (

@@ -384,6 +384,25 @@ def test_the_node_selector_keeps_the_runs_off_and_onto_the_nodes_it_does_not_sel
     assert in_scope(free_b, ON) is free_b
 
 
+def test_with_ignore_pods_without_pdb_only_the_pods_a_disruption_budget_covers_move() -> None:
+    """The descheduler's ignorePodsWithoutPDB: an operator moves only the workloads that said how much disruption
+    they take. q (the pod the plan would move) has no PodDisruptionBudget, so p, which has one, moves instead."""
+    snapshot = one_move()
+    covered = replace(
+        snapshot,
+        pods=tuple(replace(p, budgets=("team-a/pdb",)) if p.name == "p" else p for p in snapshot.pods),
+        budgets={"team-a/pdb": 1},
+    )
+    policy = parse_policy(HEAD + "mode: on\nignorePodsWithoutPDB: true")
+    decision = decide_run(policy, covered, waiting(32), [], NOW, "r1")
+    assert [m.pod for m in decision.moves] == ["team-a/p"]
+    assert decision.held == (
+        "team-a/q: is covered by no PodDisruptionBudget, and the policy moves only pods one covers "
+        "(ignorePodsWithoutPDB)",
+    )
+    assert [m.pod for m in decide_run(ON, covered, waiting(32), [], NOW, "r1").moves] == ["team-a/q"], "false: q"
+
+
 def test_only_the_pods_the_label_selector_selects_move() -> None:
     """The descheduler's labelSelector: an operator lets workloads move one by one. q (the pod the plan would move)
     is not selected, so p moves instead; an empty selector is no selector."""
@@ -484,8 +503,11 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
                 priority=draw(st.integers(0, 3)),
                 owner=f"rs-{draw(st.integers(0, 3))}",
             )
-            minutes = draw(st.none() | st.integers(0, 120))
-            pods.append(replace(pod, scheduled=None if minutes is None else NOW - timedelta(minutes=minutes)))
+            minutes = draw(st.sampled_from((None, 0, 5, 30, 90, 120)))
+            scheduled = None if minutes is None else NOW - timedelta(minutes=minutes)
+            pods.append(
+                replace(pod, scheduled=scheduled, budgets=draw(st.sampled_from(((), ("team-a/pdb",), ("team-a/pdb",)))))
+            )
     history = [
         MoveRecord(
             draw(st.sampled_from(("r0", "r1"))),
@@ -512,18 +534,22 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
         max_moves_per_plan=draw(st.integers(1, 6)),
         priority_threshold=draw(st.none() | st.integers(0, 4)),
         min_replicas=draw(st.integers(0, 3)),
-        min_pod_age=timedelta(minutes=draw(st.sampled_from((0, 10, 60)))),
-        node_selector=draw(st.sampled_from((None, parse_selector_string("pool=x"), parse_selector_string("pool!=x")))),
+        # Each hold is drawn rarely, so that most scenes still move pods for the properties to judge.
+        min_pod_age=timedelta(minutes=draw(st.sampled_from((0, 0, 0, 10, 60)))),
+        ignore_pods_without_budget=draw(st.sampled_from((False, False, False, True))),
+        node_selector=draw(
+            st.sampled_from((None, None, None, parse_selector_string("pool=x"), parse_selector_string("pool!=x")))
+        ),
     )
     trigger: RescueTrigger | RoomTrigger
     if draw(st.booleans()):
         trigger = waiting(draw(st.sampled_from((28, 32, 36, 40))), priority=draw(st.integers(0, 3)))
     else:
         trigger = RoomTrigger(FreeCardsGoal(draw(st.integers(1, 3))))
-    return policy, Snapshot(tuple(nodes), tuple(pods)), trigger, history
+    return policy, Snapshot(tuple(nodes), tuple(pods), budgets={"team-a/pdb": 3}), trigger, history
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenes())
 def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scene: tuple) -> None:
     policy, snapshot, trigger, history = scene
@@ -548,6 +574,8 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
         assert len(siblings) >= policy.min_replicas, move
         if policy.min_pod_age:
             assert pod.scheduled is not None and NOW - pod.scheduled >= policy.min_pod_age, move
+        if policy.ignore_pods_without_budget:
+            assert pod.budgets, move
         if policy.node_selector is not None:
             on = {n.name: matches(policy.node_selector, n.labels) for n in snapshot.nodes}
             assert on[move.from_node] and on[move.to_node], move

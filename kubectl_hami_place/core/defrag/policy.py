@@ -15,6 +15,7 @@ minReplicas: 0                # a pod whose controller has fewer running pods th
 labelSelector: null           # {matchLabels, matchExpressions}: only the pods it selects may move
 minPodAge: 0s                 # a pod placed on its card less than this long ago never moves
 nodeSelector: ""              # kubectl -l syntax: only the nodes it selects are planned on, off and onto
+ignorePodsWithoutPDB: false   # true: only pods a PodDisruptionBudget covers may move
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -61,6 +62,7 @@ _TOP_FIELDS = (
     "labelSelector",
     "minPodAge",
     "nodeSelector",
+    "ignorePodsWithoutPDB",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -173,6 +175,7 @@ class DefragPolicy:
     label_selector: LabelSelector | None = None
     min_pod_age: timedelta = timedelta(0)
     node_selector: LabelSelector | None = None
+    ignore_pods_without_budget: bool = False
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -203,6 +206,9 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         label_selector=_label_selector(document.get("labelSelector")),
         min_pod_age=_min_pod_age(document.get("minPodAge")),
         node_selector=_node_selector(document.get("nodeSelector")),
+        ignore_pods_without_budget=_bool(
+            document, "ignorePodsWithoutPDB", DEFAULT_POLICY.ignore_pods_without_budget, ""
+        ),
     )
 
 

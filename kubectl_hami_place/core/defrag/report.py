@@ -136,6 +136,8 @@ def policy_says(policy: DefragPolicy) -> PolicySays:
         never.append(f"pods of priority {policy.priority_threshold} or more (priorityThreshold)")
     if policy.label_selector is not None:
         never.append(f"pods the labelSelector does not select ({policy.label_selector})")
+    if policy.ignore_pods_without_budget:
+        never.append("pods no PodDisruptionBudget covers (ignorePodsWithoutPDB)")
     if policy.node_selector is not None:
         never.append(f"pods on, or onto, nodes the nodeSelector does not select ({policy.node_selector})")
     if policy.min_replicas > 1:

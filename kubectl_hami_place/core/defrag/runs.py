@@ -3,14 +3,15 @@
 The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends each
 PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out, pods on
 nodes its `nodeSelector` does not select (whose cards take no moved pod either, `in_scope`), pods its `labelSelector`
-does not select, pods in their cooldown, a Job's pods unless the policy's `moveJobPods` lets them move, pods of the
-policy's `priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`, pods placed
-on their card less than its `minPodAge` ago, and, for a rescue, pods of a higher priority than the rescued pod; it
-bounds the moves by what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that
-needs more moves than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one
-that only PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The
-cards kept for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so
-do the cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
+does not select, pods in their cooldown, with its `ignorePodsWithoutPDB` pods no PodDisruptionBudget covers, a Job's
+pods unless the policy's `moveJobPods` lets them move, pods of the policy's `priorityThreshold` or above, pods whose
+controller has fewer running pods than its `minReplicas`, pods placed on their card less than its `minPodAge` ago, and,
+for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by what the run's, the hour's, each
+node's and each namespace's budgets still allow. A rescue that needs more moves than the budgets allow does nothing
+(half a rescue frees no room for the pod and still evicts); one that only PodDisruptionBudgets stop says so (`blocked:
+`, naming each budget and the pods it would have to let go). The cards kept for a rescued pod (`core.reservation`) take
+no moved pod and no other rescue while kept (`keep_off`), and so do the cards HAMi refused a given-up move's replacement
+on, for the cooldown (`refuse`).
 """
 
 from __future__ import annotations
@@ -277,6 +278,11 @@ def _hold(
             why = cooldown_reason(resting[pod.key])
         elif (until := workload_rest_until(rests, pod.namespace, pod.labels, pod.created)) is not None:
             why = workload_cooldown_reason(until)
+        elif policy.ignore_pods_without_budget and not pod.budgets:
+            # The operator moves only the workloads that said how much disruption they take.
+            why = (
+                "is covered by no PodDisruptionBudget, and the policy moves only pods one covers (ignorePodsWithoutPDB)"
+            )
         elif pod.owner_kind == "Job" and not policy.move_job_pods:
             # Kubernetes counts an eviction toward the Job's backoffLimit (unless its podFailurePolicy ignores
             # DisruptionTarget): one with backoffLimit 0 fails at its first move, and the pod's work starts over.

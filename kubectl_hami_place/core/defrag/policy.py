@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
@@ -203,9 +203,9 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         priority_threshold=_priority_threshold(document.get("priorityThreshold")),
         priority_class=_priority_class(document.get("priorityThreshold")),
         min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
-        label_selector=_label_selector(document.get("labelSelector")),
+        label_selector=_selector(document.get("labelSelector"), "labelSelector", selector_from_dict),
         min_pod_age=_min_pod_age(document.get("minPodAge")),
-        node_selector=_node_selector(document.get("nodeSelector")),
+        node_selector=_selector(document.get("nodeSelector"), "nodeSelector", parse_selector_string),
         ignore_pods_without_budget=_bool(
             document, "ignorePodsWithoutPDB", DEFAULT_POLICY.ignore_pods_without_budget, ""
         ),
@@ -469,27 +469,15 @@ def _priority_value(threshold: object) -> int:
     return threshold
 
 
-def _label_selector(value: object) -> LabelSelector | None:
-    """Which pods may move at all, as the descheduler's `labelSelector` (an operator lets workloads in one by one);
-    None when absent or empty: every pod the rest of the policy allows."""
+def _selector(value: object, path: str, parse: Callable[[object], LabelSelector]) -> LabelSelector | None:
+    """A selector as the descheduler writes it there (`labelSelector`: the pods that may move, an object;
+    `nodeSelector`: the nodes worked on, kubectl's `-l` syntax); None when absent or empty: all of them."""
     if value is None:
         return None
     try:
-        selector = selector_from_dict(value)
+        selector = parse(value)
     except SelectorError as error:
-        raise PolicyError(f"labelSelector: {error}") from None
-    return None if selector.empty else selector
-
-
-def _node_selector(value: object) -> LabelSelector | None:
-    """The nodes the controller works on, as the descheduler's `nodeSelector` (kubectl's `-l` syntax): one GPU pool
-    of several; None when absent or empty: every node."""
-    if value is None:
-        return None
-    try:
-        selector = parse_selector_string(value)
-    except SelectorError as error:
-        raise PolicyError(f"nodeSelector: {error}") from None
+        raise PolicyError(f"{path}: {error}") from None
     return None if selector.empty else selector
 
 

@@ -344,6 +344,7 @@ class DefragController:
         self.policy: DefragPolicy | None = None
         self._policy_version: str | None = None
         self._class_problem = ""
+        self._class_retry_at = 0.0
         self.priority_value: Callable[[str], object] = lambda name: read_priority_value(kube, name)
         self._said: dict[str, str] = {}
         # Newest first; replaced whole, never changed in place: the elector's thread reads it at each renewal.
@@ -1162,14 +1163,21 @@ class DefragController:
 
     def _read_policy(self) -> timedelta | None:
         """Reads the policy when its ConfigMap changed; a bad or missing one turns the controller off until fixed.
-        Until the ConfigMap's watch has listed, looked at again shortly."""
+        Until the ConfigMap's watch has listed, looked at again shortly; one whose PriorityClass could not be read,
+        again every PRIORITY_CLASS_RETRY_SECONDS (not at every pod's look, each of which reads the policy first)."""
         if not self.policy_map.synced.is_set():
             return timedelta(seconds=WAKE_SECONDS)
         policy_ref = self.options.policy_ref
         source = self._policy_source()
         version = source.version if source is not None else ""
         if version == self._policy_version:
-            return None
+            if not self._class_problem:
+                return None
+            wait = self._class_retry_at - time.monotonic()
+            if wait > 0:
+                return timedelta(seconds=wait)
+        else:
+            self._class_problem = ""
         self._policy_version = version
         self.policy = None  # until this version is read: nothing moves on a policy that could not be
         if source is None:
@@ -1191,8 +1199,8 @@ class DefragController:
             try:
                 policy = self._threshold_read(policy)
             except PolicyError as error:
-                # Read again soon, as a new version: said once, until the problem changes.
-                self._policy_version = None
+                # Read again soon: said once, until the problem changes.
+                self._class_retry_at = time.monotonic() + PRIORITY_CLASS_RETRY_SECONDS
                 if str(error) != self._class_problem:
                     self._invalid(source.obj, str(error))
                 self._class_problem = str(error)

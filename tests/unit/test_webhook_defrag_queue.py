@@ -1440,6 +1440,14 @@ def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() ->
     for _ in range(3):
         assert ctl.look(POLICY) == timedelta(seconds=10) and ctl.policy is None
         assert ctl.metrics.policy_valid._value.get() == 0
+        soon = ctl.look(POLICY)
+        assert soon is not None and timedelta(0) < soon <= timedelta(seconds=10), "not read again before its time"
+        ctl._class_retry_at = 0.0  # its time has come
+    broken = policy_map("sometimes", "2")
+    ctl.policy_map.upsert(broken)
+    assert ctl.look(POLICY) is None and ctl.look(POLICY) is None, "a new version that does not parse: not read again"
+    config_map["metadata"]["resourceVersion"] = "3"
+    ctl.policy_map.upsert(config_map)
     assert ctl.look(POLICY) is None and ctl.policy is not None
     assert (ctl.policy.priority_class, ctl.policy.priority_threshold) == ("high", 1000)
     assert ctl.metrics.policy_valid._value.get() == 1
@@ -1458,6 +1466,11 @@ def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() ->
             "DefragPolicyInvalid",
             "nothing is moved until this is fixed: priorityThreshold.name: PriorityClass high could not be read (read "
             "again every 10s): connection refused",
+            True,
+        ),
+        (
+            "DefragPolicyInvalid",
+            "nothing is moved until this is fixed: mode: 'sometimes' is not a mode; write off, dry-run or on",
             True,
         ),
         ("DefragPolicyRead", "policy read: mode on", False),

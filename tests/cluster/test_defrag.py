@@ -106,10 +106,9 @@ def write_policy(
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` (or of the value
-    of the PriorityClass `priority_class`) or more held, and
-    those whose controller has fewer than `min_replicas` running pods, that `label_selector` does not select, that
-    were placed less than `min_pod_age` ago, that are on a node `node_selector` does not select or, with
-    `ignore_pods_without_pdb`, that no PodDisruptionBudget covers."""
+    of the PriorityClass `priority_class`) or more held, and those whose controller has fewer than `min_replicas`
+    running pods, that `label_selector` does not select, that were placed less than `min_pod_age` ago, that are on a
+    node `node_selector` does not select or, with `ignore_pods_without_pdb`, that no PodDisruptionBudget covers."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -545,10 +544,9 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     """The pods holding the cards have a PriorityClass of value 1000, one pod each of two Deployments. The rescued pod
     has none (priority 0); or it has the same class, which alone would let them move, and the policy's
     priorityThreshold (by value, or by the class's name, which the server reads), its minReplicas (the only running
-    pod of a Deployment stays), its labelSelector (which selects
-    neither), its minPodAge (both were bound to the node a moment ago, as their PodScheduled condition says) or its
-    nodeSelector (which selects no node of the sandbox) or its ignorePodsWithoutPDB (no budget covers them) holds
-    them."""
+    pod of a Deployment stays), its labelSelector (which selects neither), its minPodAge (both were bound to the node
+    a moment ago, as their PodScheduled condition says), its nodeSelector (which selects no node of the sandbox) or
+    its ignorePodsWithoutPDB (no budget covers them) holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))

@@ -135,7 +135,8 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
     left = allowance(policy.budgets, history, now, run_id)
     if left.moves == 0:
         return nothing(left.reason)
-    held_snapshot, held = _hold(policy, in_scope(snapshot, policy), trigger, history, now)
+    outside = _outside(snapshot, policy)
+    held_snapshot, held = _hold(policy, _barred_outside(snapshot, outside), trigger, history, now, outside=outside)
     if isinstance(trigger, RescueTrigger):
         held_snapshot = keep_counted_on_node(held_snapshot, trigger.pod)
     limits = Limits(
@@ -192,15 +193,26 @@ def fits_as_is(snapshot: Snapshot, pod: PlanPod) -> bool:
 def in_scope(snapshot: Snapshot, policy: DefragPolicy) -> Snapshot:
     """The snapshot with the cards of the nodes the policy's nodeSelector does not select taking no new pod, as a
     device cordon: no plan moves a pod onto them or makes room there, and keep-room counts no room there."""
-    if policy.node_selector is None:
+    return _barred_outside(snapshot, _outside(snapshot, policy))
+
+
+def _outside(snapshot: Snapshot, policy: DefragPolicy) -> frozenset[str]:
+    """The nodes the policy's nodeSelector does not select (none without one)."""
+    selector = policy.node_selector
+    if selector is None:
+        return frozenset()
+    return frozenset(node.name for node in snapshot.nodes if not matches(selector, node.labels))
+
+
+def _barred_outside(snapshot: Snapshot, outside: frozenset[str]) -> Snapshot:
+    """The snapshot with every card of the `outside` nodes taking no new pod (`in_scope`)."""
+    if not outside:
         return snapshot
     why = "is on a node the policy's nodeSelector does not select"
     return replace(
         snapshot,
         nodes=tuple(
-            node
-            if matches(policy.node_selector, node.labels)
-            else _bar(node, dict.fromkeys((card.uuid for card in node.cards), why))
+            _bar(node, dict.fromkeys((card.uuid for card in node.cards), why)) if node.name in outside else node
             for node in snapshot.nodes
         ),
     )
@@ -247,9 +259,16 @@ def refuse(
 
 
 def _hold(
-    policy: DefragPolicy, snapshot: Snapshot, trigger: Trigger, history: tuple[MoveRecord, ...], now: datetime
+    policy: DefragPolicy,
+    snapshot: Snapshot,
+    trigger: Trigger,
+    history: tuple[MoveRecord, ...],
+    now: datetime,
+    *,
+    outside: frozenset[str],
 ) -> tuple[Snapshot, tuple[str, ...]]:
-    """The snapshot with the pods the policy keeps in place marked `held`, and those pods with why."""
+    """The snapshot with the pods the policy keeps in place marked `held`, and those pods with why; `outside` the
+    nodes its nodeSelector does not select (`_outside`)."""
     ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
     resting = cooldowns(policy.budgets, history, now)
     rests = workload_rests(policy.budgets, history, now)
@@ -260,8 +279,6 @@ def _hold(
         replicas.update(
             pod.owner_uid for pod in snapshot.pods if pod.owner_uid and pod.allocation and not pod.allocation.deleting
         )
-    selector = policy.node_selector
-    outside = frozenset(n.name for n in snapshot.nodes if selector is not None and not matches(selector, n.labels))
     pods = []
     held = []
     for pod in snapshot.pods:

@@ -34,7 +34,7 @@ from kubectl_hami_place.core.lifecycle import gated, waits_for_room
 from kubectl_hami_place.core.names import CLAIM_ANNOTATION, GROUP, ROOM_GATE, USE_GPUUUID_ANNOTATION
 from kubectl_hami_place.core.node_resources import Resources, counted_pod, is_scalar
 from kubectl_hami_place.core.placement import Placement, placement_from_object
-from kubectl_hami_place.core.planner.objects import claims_volume
+from kubectl_hami_place.core.planner.objects import is_local
 from kubectl_hami_place.core.requests import GPU
 from kubectl_hami_place.core.reservation import Reservation, RoomKey, reservation_of
 from kubectl_hami_place.core.usage import PodAllocation
@@ -398,9 +398,9 @@ _SCHEDULED_KEYS = {
 
 
 def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
-    """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every
-    annotation but kubectl's last applied one, node selection, tolerations, priority, resource claims, whether it
-    claims a volume, the containers' names, resources, restart policies and host ports, the pod's overhead and
+    """project_pod's pod and what a defragmentation plan reads besides: labels, controller, creation, every annotation
+    but kubectl's last applied one, node selection, tolerations, priority, resource claims, its claimed, emptyDir and
+    hostPath volumes, the containers' names, resources, restart policies and host ports, the pod's overhead and
     pod-level resources, and the PodScheduled condition (its reason and message while the pod is refused: the rescue
     trigger reads them). The parts pods of one template hold alike are kept once (`_kept_alike`)."""
     kept = project_pod(pod)
@@ -410,8 +410,10 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
         key: value for key, value in _dict(meta.get("annotations")).items() if key != LAST_APPLIED
     }
     planned_spec = {**kept["spec"], **{key: _kept_alike(spec[key]) for key in PLANNED_SPEC if key in spec}}
-    if claims_volume(spec):
-        planned_spec["volumes"] = _kept_alike([_planned_volume(v) for v in spec["volumes"] if is_claim(v)])
+    volumes = spec.get("volumes")
+    read = [_planned_volume(v) for v in volumes if is_claim(v) or is_local(v)] if isinstance(volumes, list) else []
+    if read:
+        planned_spec["volumes"] = _kept_alike(read)
     for key in ("initContainers", "containers"):
         containers = spec.get(key)
         if isinstance(containers, list):
@@ -429,7 +431,10 @@ def project_pod_for_planning(pod: dict[str, Any]) -> dict[str, Any]:
 
 def _planned_volume(volume: dict[str, Any]) -> dict[str, Any]:
     """What a plan reads of a claimed volume: its name, and its claim's name or, ephemeral, what of its claim template
-    a volume must match (`volumes.new_claims`)."""
+    a volume must match (`volumes.new_claims`); of an emptyDir or hostPath volume its name and kind (the policy's
+    evictLocalStoragePods)."""
+    if kind := is_local(volume):
+        return {"name": volume.get("name"), kind: {}}
     if "ephemeral" in volume:
         template = _dict(_dict(volume.get("ephemeral")).get("volumeClaimTemplate"))
         kept: dict[str, Any] = {"spec": _claim_asks(_dict(template.get("spec")))}

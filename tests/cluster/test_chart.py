@@ -383,6 +383,8 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.labelSelector.matchLabels.tier=batch",
         "defrag.minPodAge=10m",
         "defrag.ignorePodsWithoutPDB=true",
+        "defrag.evictLocalStoragePods=false",
+        "defrag.ignorePvcPods=true",
         "defrag.nodeSelector=pool=inference\\,gpu in (a100\\,h100)",
         namespace="gpu-system",
         release="gd",
@@ -401,6 +403,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert str(policy.label_selector) == "tier=batch" and policy.min_pod_age.total_seconds() == 600
     assert str(policy.node_selector) == "pool=inference,gpu in (a100,h100)"
     assert policy.ignore_pods_without_budget is True
+    assert policy.evict_local_storage is False and policy.ignore_claim_pods is True
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 

@@ -102,13 +102,15 @@ def write_policy(
     min_pod_age: str = "",
     node_selector: str = "",
     ignore_pods_without_pdb: bool = False,
+    evict_local_storage_pods: bool = True,
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` (or of the value
     of the PriorityClass `priority_class`) or more held, and those whose controller has fewer than `min_replicas`
     running pods, that `label_selector` does not select, that were placed less than `min_pod_age` ago, that are on a
-    node `node_selector` does not select or, with `ignore_pods_without_pdb`, that no PodDisruptionBudget covers."""
+    node `node_selector` does not select, with `ignore_pods_without_pdb` that no PodDisruptionBudget covers or,
+    without `evict_local_storage_pods`, that mount an emptyDir or hostPath volume."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -123,6 +125,7 @@ def write_policy(
         **({"minPodAge": min_pod_age} if min_pod_age else {}),
         **({"nodeSelector": node_selector} if node_selector else {}),
         **({"ignorePodsWithoutPDB": True} if ignore_pods_without_pdb else {}),
+        **({} if evict_local_storage_pods else {"evictLocalStoragePods": False}),
     }
     body = {
         "apiVersion": "v1",
@@ -520,6 +523,10 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
             {"ignore_pods_without_pdb": True},
             "is covered by no PodDisruptionBudget, and the policy moves only pods one covers",
         ),
+        (
+            {"evict_local_storage_pods": False},
+            "mounts emptyDir volume shm, and the policy keeps pods with local storage in place",
+        ),
     ],
     ids=[
         "rescued pod's priority",
@@ -530,6 +537,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         "minPodAge",
         "nodeSelector",
         "ignorePodsWithoutPDB",
+        "evictLocalStoragePods",
     ],
 )
 def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
@@ -545,13 +553,15 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     has none (priority 0); or it has the same class, which alone would let them move, and the policy's
     priorityThreshold (by value, or by the class's name, which the server reads), its minReplicas (the only running
     pod of a Deployment stays), its labelSelector (which selects neither), its minPodAge (both were bound to the node
-    a moment ago, as their PodScheduled condition says), its nodeSelector (which selects no node of the sandbox) or
-    its ignorePodsWithoutPDB (no budget covers them) holds them."""
+    a moment ago, as their PodScheduled condition says), its nodeSelector (which selects no node of the sandbox), its
+    ignorePodsWithoutPDB (no budget covers them) or its evictLocalStoragePods: false (each mounts an emptyDir for
+    /dev/shm, as GPU pods do) holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
     try:
-        two_pods_one_per_card(cluster, namespace, node, priority_class=high)
+        shm = {"name": "shm", "emptyDir": {"medium": "Memory"}}
+        two_pods_one_per_card(cluster, namespace, node, priority_class=high, template={"spec": {"volumes": [shm]}})
         before = uids(cluster, namespace)
         holds = {key: high if value == HIGH else value for key, value in holds.items()}
         write_policy(cluster, server_namespace, namespace, "on", **holds)

@@ -395,7 +395,7 @@ def test_the_policy_is_read_as_the_server_reads_it() -> None:
         None,
         "budget: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
         "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector, "
-        "ignorePodsWithoutPDB",
+        "ignorePodsWithoutPDB, evictLocalStoragePods, ignorePvcPods",
         "",
     )
     with pytest.raises(CliError) as caught:

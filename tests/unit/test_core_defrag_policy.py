@@ -46,6 +46,8 @@ def test_an_empty_policy_is_the_defaults_in_dry_run() -> None:
     assert parse_policy(HEAD + "minPodAge: null").min_pod_age == timedelta(0), "null: none, as not written"
     assert policy.node_selector is None, "every node unless the operator selects some"
     assert policy.ignore_pods_without_budget is False, "a pod no PodDisruptionBudget covers may move"
+    assert policy.evict_local_storage is True, "a pod with an emptyDir (most GPU pods' /dev/shm) may move"
+    assert policy.ignore_claim_pods is False, "a pod that mounts a PersistentVolumeClaim may move"
     assert parse_policy(HEAD + "nodeSelector: ''").node_selector is None, "empty: every node"
 
 
@@ -70,6 +72,8 @@ labelSelector: {matchLabels: {tier: batch}, matchExpressions: [{key: team, opera
 minPodAge: 10m
 nodeSelector: "pool=inference,gpu in (a100,h100)"
 ignorePodsWithoutPDB: true
+evictLocalStoragePods: false
+ignorePvcPods: true
 """,
         server_namespace="hami-place",
     )
@@ -86,6 +90,7 @@ ignorePodsWithoutPDB: true
     assert policy.min_pod_age == timedelta(minutes=10)
     assert str(policy.node_selector) == "pool=inference,gpu in (a100,h100)"
     assert policy.ignore_pods_without_budget is True
+    assert policy.evict_local_storage is False and policy.ignore_claim_pods is True
 
 
 @pytest.mark.parametrize(
@@ -188,6 +193,8 @@ def test_json_is_read_too() -> None:
         ("minReplicas: two", "minReplicas: 'two' is not a whole number", "write a number such as 0"),
         ("minPodAge: ten", "minPodAge: 'ten' is not a duration", "write e.g. 60s, 5m, 1h or 1h30m"),
         ("ignorePodsWithoutPDB: yes please", "ignorePodsWithoutPDB: 'yes please' is not true or false", "true"),
+        ("evictLocalStoragePods: 0", "evictLocalStoragePods: 0 is not true or false", "write true or false"),
+        ("ignorePvcPods: 'no'", "ignorePvcPods: 'no' is not true or false", "write true or false"),
         ("nodeSelector: {pool: a}", "nodeSelector: a label selector must be a string, got dict", "got dict"),
         ("nodeSelector: 'gpu in (a'", "nodeSelector: label selector 'gpu in (a' has an unclosed '('", "'('"),
         ("minPodAge: -5", "minPodAge: -5 is negative", "write a duration of 0s or more"),
@@ -328,19 +335,19 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
             "modes: on",
             "modes: unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, budgets, "
             "maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, nodeSelector, "
-            "ignorePodsWithoutPDB",
+            "ignorePodsWithoutPDB, evictLocalStoragePods, ignorePvcPods",
         ),
         (
             "x" * 60 + ": 1",
             "x" * 60 + ": unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
             "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, "
-            "nodeSelector, ignorePodsWithoutPDB",
+            "nodeSelector, ignorePodsWithoutPDB, evictLocalStoragePods, ignorePvcPods",
         ),
         (
             "x" * 61 + ": 1",
             f"'{'x' * 60}': unknown field; the fields here are apiVersion, kind, mode, namespaces, rescue, keepRoom, "
             "budgets, maxMovesPerPlan, moveJobPods, priorityThreshold, minReplicas, labelSelector, minPodAge, "
-            "nodeSelector, ignorePodsWithoutPDB",
+            "nodeSelector, ignorePodsWithoutPDB, evictLocalStoragePods, ignorePvcPods",
         ),
         (
             "rescue: {pendingfor: 1m}",

@@ -288,6 +288,16 @@ def test_ignore_pods_without_pdb_is_said_with_the_pods_it_keeps() -> None:
     assert policy_says(covered_only).never_moves[-1] == "pods no PodDisruptionBudget covers (ignorePodsWithoutPDB)"
 
 
+def test_local_storage_and_claims_are_said_when_the_policy_keeps_their_pods() -> None:
+    kept = parse_policy(HEAD + "evictLocalStoragePods: false\nignorePvcPods: true", "hami")
+    assert policy_says(kept).never_moves[-2:] == (
+        "pods with an emptyDir or hostPath volume (evictLocalStoragePods: false)",
+        "pods that mount a PersistentVolumeClaim (ignorePvcPods)",
+    )
+    said = policy_says(parse_policy(HEAD, "hami")).never_moves
+    assert not [line for line in said if "volume" in line], "the defaults keep neither"
+
+
 def test_a_node_selector_is_said_with_the_pods_it_keeps() -> None:
     scoped = parse_policy(HEAD + "nodeSelector: pool=inference", "hami")
     assert policy_says(scoped).never_moves[-1] == (

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -403,6 +404,40 @@ def test_with_ignore_pods_without_pdb_only_the_pods_a_disruption_budget_covers_m
     assert [m.pod for m in decide_run(ON, covered, waiting(32), [], NOW, "r1").moves] == ["team-a/q"], "false: q"
 
 
+@pytest.mark.parametrize(
+    ("field", "volume", "held"),
+    [
+        (
+            "evictLocalStoragePods: false",
+            {"local_volume": "emptyDir volume scratch"},
+            "team-a/q: mounts emptyDir volume scratch, and the policy keeps pods with local storage in place "
+            "(evictLocalStoragePods: false)",
+        ),
+        (
+            "ignorePvcPods: true",
+            {"claim": "ckpt-0"},
+            "team-a/q: mounts PersistentVolumeClaim ckpt-0, and the policy keeps pods with a claim in place "
+            "(ignorePvcPods: true)",
+        ),
+    ],
+)
+def test_the_policy_keeps_pods_with_local_storage_or_a_claim_when_it_says_so(
+    field: str, volume: dict[str, str], held: str
+) -> None:
+    """The descheduler's evictLocalStoragePods and ignorePvcPods: what a pod wrote on its node, or to a volume it
+    claims, stays where the operator wants it. q (the pod the plan would move) mounts one, so p moves instead; the
+    defaults move q, and the other field does not hold it."""
+    snapshot = one_move()
+    mounting = replace(snapshot, pods=tuple(replace(p, **volume) if p.name == "q" else p for p in snapshot.pods))
+    decision = decide_run(parse_policy(HEAD + "mode: on\n" + field), mounting, waiting(32), [], NOW, "r1")
+    assert [m.pod for m in decision.moves] == ["team-a/p"]
+    assert decision.held == (held,)
+    assert [m.pod for m in decide_run(ON, mounting, waiting(32), [], NOW, "r1").moves] == ["team-a/q"], "defaults"
+    other = "ignorePvcPods: true" if field.startswith("evict") else "evictLocalStoragePods: false"
+    crossed = decide_run(parse_policy(HEAD + "mode: on\n" + other), mounting, waiting(32), [], NOW, "r1")
+    assert [m.pod for m in crossed.moves] == ["team-a/q"], "the other field holds nothing"
+
+
 def test_only_the_pods_the_label_selector_selects_move() -> None:
     """The descheduler's labelSelector: an operator lets workloads move one by one. q (the pod the plan would move)
     is not selected, so p moves instead; an empty selector is no selector."""
@@ -506,7 +541,13 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
             minutes = draw(st.sampled_from((None, 0, 5, 30, 90, 120)))
             scheduled = None if minutes is None else NOW - timedelta(minutes=minutes)
             pods.append(
-                replace(pod, scheduled=scheduled, budgets=draw(st.sampled_from(((), ("team-a/pdb",), ("team-a/pdb",)))))
+                replace(
+                    pod,
+                    scheduled=scheduled,
+                    budgets=draw(st.sampled_from(((), ("team-a/pdb",), ("team-a/pdb",)))),
+                    local_volume=draw(st.sampled_from(("", "", "emptyDir volume shm"))),
+                    claim=draw(st.sampled_from(("", "", "ckpt"))),
+                )
             )
     history = [
         MoveRecord(
@@ -537,6 +578,8 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
         # Each hold is drawn rarely, so that most scenes still move pods for the properties to judge.
         min_pod_age=timedelta(minutes=draw(st.sampled_from((0, 0, 0, 10, 60)))),
         ignore_pods_without_budget=draw(st.sampled_from((False, False, False, True))),
+        evict_local_storage=draw(st.sampled_from((True, True, True, False))),
+        ignore_claim_pods=draw(st.sampled_from((False, False, False, True))),
         node_selector=draw(
             st.sampled_from((None, None, None, parse_selector_string("pool=x"), parse_selector_string("pool!=x")))
         ),
@@ -576,6 +619,10 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
             assert pod.scheduled is not None and NOW - pod.scheduled >= policy.min_pod_age, move
         if policy.ignore_pods_without_budget:
             assert pod.budgets, move
+        if not policy.evict_local_storage:
+            assert not pod.local_volume, move
+        if policy.ignore_claim_pods:
+            assert not pod.claim, move
         if policy.node_selector is not None:
             on = {n.name: matches(policy.node_selector, n.labels) for n in snapshot.nodes}
             assert on[move.from_node] and on[move.to_node], move

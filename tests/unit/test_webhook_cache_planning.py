@@ -280,6 +280,29 @@ def test_the_planning_projection_leaves_out_what_no_plan_reads() -> None:
     assert node["status"]["allocatable"] == {"nvidia.com/gpu": "20", **room}, "the scalars too"
 
 
+def test_the_planning_projection_keeps_the_volumes_the_policy_holds_pods_by() -> None:
+    """evictLocalStoragePods and ignorePvcPods read a pod's emptyDir, hostPath and claimed volumes: the cache keeps
+    their names and kinds (not a path, a medium or a size), so the server's plan holds the pods a whole pod's would."""
+    pod = whole_pod("big", node="gpu-0")
+    pod["spec"]["volumes"] += [
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+        {"name": "models", "hostPath": {"path": "/models", "type": "Directory"}},
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-0"}},
+    ]
+    kept = project_pod_for_planning(pod)
+    assert kept["spec"]["volumes"] == [
+        {"name": "shm", "emptyDir": {}},
+        {"name": "models", "hostPath": {}},
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-0"}},
+    ]
+    marks = node_marks([whole_node("gpu-0", "a")])
+    planned = pod_for_plan(kept, marks)
+    assert (planned.local_volume, planned.claim) == ("emptyDir volume shm", "ckpt-0")
+    assert planned == unapplied(pod_for_plan(pod, marks))
+    pod["spec"]["volumes"] = ["emptyDir", None, {"name": "cm", "configMap": {}}]
+    assert "volumes" not in project_pod_for_planning(pod)["spec"], "nothing a plan reads"
+
+
 def test_pods_of_one_template_share_their_planned_parts() -> None:
     one, other = (project_pod_for_planning(whole_pod(name, node="gpu-0")) for name in ("a-1", "a-2"))
     for part in ("containers", "initContainers", "affinity", "nodeSelector"):

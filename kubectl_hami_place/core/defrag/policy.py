@@ -16,6 +16,8 @@ labelSelector: null           # {matchLabels, matchExpressions}: only the pods i
 minPodAge: 0s                 # a pod placed on its card less than this long ago never moves
 nodeSelector: ""              # kubectl -l syntax: only the nodes it selects are planned on, off and onto
 ignorePodsWithoutPDB: false   # true: only pods a PodDisruptionBudget covers may move
+evictLocalStoragePods: true   # false: pods with an emptyDir or hostPath volume never move
+ignorePvcPods: false          # true: pods that mount a PersistentVolumeClaim never move
 ```
 
 `movesPerNode` counts the moves off one node and `movesPerNamespace` the moves of one namespace's pods, both over
@@ -63,6 +65,8 @@ _TOP_FIELDS = (
     "minPodAge",
     "nodeSelector",
     "ignorePodsWithoutPDB",
+    "evictLocalStoragePods",
+    "ignorePvcPods",
 )
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -176,6 +180,8 @@ class DefragPolicy:
     min_pod_age: timedelta = timedelta(0)
     node_selector: LabelSelector | None = None
     ignore_pods_without_budget: bool = False
+    evict_local_storage: bool = True
+    ignore_claim_pods: bool = False
 
 
 DEFAULT_POLICY = DefragPolicy()
@@ -209,6 +215,8 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         ignore_pods_without_budget=_bool(
             document, "ignorePodsWithoutPDB", DEFAULT_POLICY.ignore_pods_without_budget, ""
         ),
+        evict_local_storage=_bool(document, "evictLocalStoragePods", DEFAULT_POLICY.evict_local_storage, ""),
+        ignore_claim_pods=_bool(document, "ignorePvcPods", DEFAULT_POLICY.ignore_claim_pods, ""),
     )
 
 

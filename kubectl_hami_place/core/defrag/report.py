@@ -138,6 +138,10 @@ def policy_says(policy: DefragPolicy) -> PolicySays:
         never.append(f"pods the labelSelector does not select ({policy.label_selector})")
     if policy.ignore_pods_without_budget:
         never.append("pods no PodDisruptionBudget covers (ignorePodsWithoutPDB)")
+    if not policy.evict_local_storage:
+        never.append("pods with an emptyDir or hostPath volume (evictLocalStoragePods: false)")
+    if policy.ignore_claim_pods:
+        never.append("pods that mount a PersistentVolumeClaim (ignorePvcPods)")
     if policy.node_selector is not None:
         never.append(f"pods on, or onto, nodes the nodeSelector does not select ({policy.node_selector})")
     if policy.min_replicas > 1:

@@ -3,15 +3,16 @@
 The planner already refuses DaemonSet, static, controller-less, `do-not-move` and system-critical pods and spends each
 PodDisruptionBudget's allowance. A run also keeps where they are: pods of namespaces the policy leaves out, pods on
 nodes its `nodeSelector` does not select (whose cards take no moved pod either, `in_scope`), pods its `labelSelector`
-does not select, pods in their cooldown, with its `ignorePodsWithoutPDB` pods no PodDisruptionBudget covers, a Job's
-pods unless the policy's `moveJobPods` lets them move, pods of the policy's `priorityThreshold` or above, pods whose
-controller has fewer running pods than its `minReplicas`, pods placed on their card less than its `minPodAge` ago, and,
-for a rescue, pods of a higher priority than the rescued pod; it bounds the moves by what the run's, the hour's, each
-node's and each namespace's budgets still allow. A rescue that needs more moves than the budgets allow does nothing
-(half a rescue frees no room for the pod and still evicts); one that only PodDisruptionBudgets stop says so (`blocked:
-`, naming each budget and the pods it would have to let go). The cards kept for a rescued pod (`core.reservation`) take
-no moved pod and no other rescue while kept (`keep_off`), and so do the cards HAMi refused a given-up move's replacement
-on, for the cooldown (`refuse`).
+does not select, pods in their cooldown, with its `ignorePodsWithoutPDB` pods no PodDisruptionBudget covers, with
+`evictLocalStoragePods: false` pods with an emptyDir or hostPath volume, with `ignorePvcPods` pods that mount a
+PersistentVolumeClaim, a Job's pods unless the policy's `moveJobPods` lets them move, pods of the policy's
+`priorityThreshold` or above, pods whose controller has fewer running pods than its `minReplicas`, pods placed on their
+card less than its `minPodAge` ago, and, for a rescue, pods of a higher priority than the rescued pod; it bounds the
+moves by what the run's, the hour's, each node's and each namespace's budgets still allow. A rescue that needs more
+moves than the budgets allow does nothing (half a rescue frees no room for the pod and still evicts); one that only
+PodDisruptionBudgets stop says so (`blocked: `, naming each budget and the pods it would have to let go). The cards kept
+for a rescued pod (`core.reservation`) take no moved pod and no other rescue while kept (`keep_off`), and so do the
+cards HAMi refused a given-up move's replacement on, for the cooldown (`refuse`).
 """
 
 from __future__ import annotations
@@ -299,6 +300,17 @@ def _hold(
             # The operator moves only the workloads that said how much disruption they take.
             why = (
                 "is covered by no PodDisruptionBudget, and the policy moves only pods one covers (ignorePodsWithoutPDB)"
+            )
+        elif pod.local_volume and not policy.evict_local_storage:
+            # What the pod wrote there (a scratch dataset, a checkpoint) stays on the node a move takes it off.
+            why = (
+                f"mounts {pod.local_volume}, and the policy keeps pods with local storage in place "
+                "(evictLocalStoragePods: false)"
+            )
+        elif pod.claim and policy.ignore_claim_pods:
+            why = (
+                f"mounts PersistentVolumeClaim {pod.claim}, and the policy keeps pods with a claim in place "
+                "(ignorePvcPods: true)"
             )
         elif pod.owner_kind == "Job" and not policy.move_job_pods:
             # Kubernetes counts an eviction toward the Job's backoffLimit (unless its podFailurePolicy ignores

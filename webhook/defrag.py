@@ -225,6 +225,9 @@ WAKE_SECONDS = 1.0
 # How soon a policy whose PriorityClass (priorityThreshold.name) could not be read is read again: a class created
 # after the policy is found then.
 PRIORITY_CLASS_RETRY_SECONDS = 10.0
+# How often the value of a PriorityClass the policy names is read again once read: a class's value cannot change in
+# place, but it may be deleted, or deleted and created again with another.
+PRIORITY_CLASS_REFRESH_SECONDS = 60.0
 
 
 class NotLeading(KubeError):
@@ -345,6 +348,7 @@ class DefragController:
         self._policy_version: str | None = None
         self._class_problem = ""
         self._class_retry_at = 0.0
+        self._class_refresh_at = 0.0
         self.priority_value: Callable[[str], object] = lambda name: read_priority_value(kube, name)
         self._said: dict[str, str] = {}
         # Newest first; replaced whole, never changed in place: the elector's thread reads it at each renewal.
@@ -1164,7 +1168,8 @@ class DefragController:
     def _read_policy(self) -> timedelta | None:
         """Reads the policy when its ConfigMap changed; a bad or missing one turns the controller off until fixed.
         Until the ConfigMap's watch has listed, looked at again shortly; one whose PriorityClass could not be read,
-        again every PRIORITY_CLASS_RETRY_SECONDS (not at every pod's look, each of which reads the policy first)."""
+        again every PRIORITY_CLASS_RETRY_SECONDS (not at every pod's look, each of which reads the policy first), and
+        that class's value, once read, again every PRIORITY_CLASS_REFRESH_SECONDS (`_class_refreshed`)."""
         if not self.policy_map.synced.is_set():
             return timedelta(seconds=WAKE_SECONDS)
         policy_ref = self.options.policy_ref
@@ -1172,7 +1177,7 @@ class DefragController:
         version = source.version if source is not None else ""
         if version == self._policy_version:
             if not self._class_problem:
-                return None
+                return self._class_refreshed(source)
             wait = self._class_retry_at - time.monotonic()
             if wait > 0:
                 return timedelta(seconds=wait)
@@ -1206,6 +1211,7 @@ class DefragController:
                 self._class_problem = str(error)
                 return timedelta(seconds=PRIORITY_CLASS_RETRY_SECONDS)
         self._class_problem = ""
+        self._class_refresh_at = time.monotonic() + PRIORITY_CLASS_REFRESH_SECONDS
         self.policy = policy
         self.metrics.policy_valid.set(1)
         # A shorter keepRoom.interval holds from now, not once the interval read before has passed.
@@ -1225,7 +1231,36 @@ class DefragController:
         self._retry_at.clear()
         self._backed_off.clear()
         self._add_all()
-        return None
+        return timedelta(seconds=PRIORITY_CLASS_REFRESH_SECONDS) if policy.priority_class else None
+
+    def _class_refreshed(self, source: PolicySource | None) -> timedelta | None:
+        """Reads the value of the PriorityClass the policy names again once PRIORITY_CLASS_REFRESH_SECONDS passed:
+        a class deleted turns the controller off as at the first read, and one created again with another value holds
+        pods by that value from then on (and every pod is looked at again, as for a new policy). When to look again,
+        None when the policy names no class."""
+        policy = self.policy
+        if policy is None or source is None or not policy.priority_class:
+            return None
+        wait = self._class_refresh_at - time.monotonic()
+        if wait > 0:
+            return timedelta(seconds=wait)
+        self._class_refresh_at = time.monotonic() + PRIORITY_CLASS_REFRESH_SECONDS
+        try:
+            read = self._threshold_read(policy)
+        except PolicyError as error:
+            self._class_retry_at = time.monotonic() + PRIORITY_CLASS_RETRY_SECONDS
+            self._class_problem = str(error)
+            self._invalid(source.obj, str(error))
+            return timedelta(seconds=PRIORITY_CLASS_RETRY_SECONDS)
+        if read.priority_threshold != policy.priority_threshold:
+            self.policy = read
+            said = f"PriorityClass {policy.priority_class}'s value is now {read.priority_threshold}"
+            log.info("defrag policy %s: %s (was %s)", self.options.policy_ref, said, policy.priority_threshold)
+            self._event(source.obj, "DefragPolicyRead", f"policy read: {said}, was {policy.priority_threshold}")
+            self._retry_at.clear()
+            self._backed_off.clear()
+            self._add_all()
+        return timedelta(seconds=PRIORITY_CLASS_REFRESH_SECONDS)
 
     def _threshold_read(self, policy: DefragPolicy) -> DefragPolicy:
         """The policy with the value of the PriorityClass its priorityThreshold names, or PolicyError saying why it

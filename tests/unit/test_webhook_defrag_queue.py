@@ -35,7 +35,13 @@ from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, Step
 from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.kube.client import Kube
-from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeForbidden, KubeUnreachable
+from kubectl_hami_place.kube.errors import (
+    BlockedByDisruptionBudget,
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    KubeUnreachable,
+)
 from tests.unit.test_webhook_cache_planning import plain_pod, whole_node, whole_pod
 from webhook import defrag
 from webhook.cache import ClusterCache
@@ -1448,11 +1454,12 @@ def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() ->
     assert ctl.look(POLICY) is None and ctl.look(POLICY) is None, "a new version that does not parse: not read again"
     config_map["metadata"]["resourceVersion"] = "3"
     ctl.policy_map.upsert(config_map)
-    assert ctl.look(POLICY) is None and ctl.policy is not None
+    assert ctl.look(POLICY) == timedelta(seconds=60) and ctl.policy is not None, "its value read again in a minute"
     assert (ctl.policy.priority_class, ctl.policy.priority_threshold) == ("high", 1000)
     assert ctl.metrics.policy_valid._value.get() == 1
     assert asked == ["high"] * 4
-    assert ctl.look(POLICY) is None and asked == ["high"] * 4, "read once per version of the policy"
+    soon = ctl.look(POLICY)
+    assert soon is not None and timedelta(0) < soon <= timedelta(seconds=60) and asked == ["high"] * 4, "not before"
     fix = "or write value: N (its VALUE in kubectl get priorityclass) instead"
     assert said == [
         (
@@ -1471,6 +1478,56 @@ def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() ->
         (
             "DefragPolicyInvalid",
             "nothing is moved until this is fixed: mode: 'sometimes' is not a mode; write off, dry-run or on",
+            True,
+        ),
+        ("DefragPolicyRead", "policy read: mode on", False),
+    ]
+
+
+def test_the_value_of_the_policys_priority_class_is_read_again_every_minute() -> None:
+    """A class's value cannot change in place, but the class may be deleted, or deleted and made again with another
+    value: read again every 60 s, the same value changes nothing, a new one holds pods by it (said on the ConfigMap,
+    every pod looked at again), a deleted class turns the controller off until it is back. The reader is replaced
+    here: the clock is the controller's own monotonic one, which a cluster test would wait a minute for."""
+    ctl = controller()
+    said = heard(ctl)
+    answers: list[object] = [1000, 1000, 2000, KubeNotFound('priorityclasses "high" not found'), 3000]
+    asked: list[str] = []
+
+    def value_of(name: str) -> object:
+        asked.append(name)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    ctl.priority_value = value_of
+    config_map = policy_map("on", "1")
+    config_map["data"]["policy.yaml"] += "priorityThreshold: {name: high}\n"
+    ctl.policy_map.synced.set()
+    ctl.policy_map.upsert(config_map)
+    assert ctl.look(POLICY) == timedelta(seconds=60) and ctl.policy is not None
+    ctl._retry_at[PodKey("team-a", "big")] = time.monotonic() + 300
+    ctl._class_refresh_at = 0.0  # a minute passed
+    assert ctl.look(POLICY) == timedelta(seconds=60) and ctl.policy.priority_threshold == 1000
+    assert len(asked) == 2 and ctl._retry_at, "the same value: nothing said, no pod looked at again"
+    ctl._class_refresh_at = 0.0
+    assert ctl.look(POLICY) == timedelta(seconds=60) and ctl.policy.priority_threshold == 2000
+    assert not ctl._retry_at, "every pod is looked at again by the new threshold"
+    ctl._class_refresh_at = 0.0
+    assert ctl.look(POLICY) == timedelta(seconds=10) and ctl.policy is None, "deleted: nothing moves"
+    assert ctl.metrics.policy_valid._value.get() == 0
+    ctl._class_retry_at = 0.0  # created again
+    assert ctl.look(POLICY) == timedelta(seconds=60) and ctl.policy is not None
+    assert ctl.policy.priority_threshold == 3000 and ctl.metrics.policy_valid._value.get() == 1
+    assert asked == ["high"] * 5
+    assert said == [
+        ("DefragPolicyRead", "policy read: mode on", False),
+        ("DefragPolicyRead", "policy read: PriorityClass high's value is now 2000, was 1000", False),
+        (
+            "DefragPolicyInvalid",
+            "nothing is moved until this is fixed: priorityThreshold.name: PriorityClass high not found (read again "
+            "every 10s); create it, or write value: N (its VALUE in kubectl get priorityclass) instead",
             True,
         ),
         ("DefragPolicyRead", "policy read: mode on", False),

@@ -99,7 +99,15 @@ from kubectl_hami_place.core.defrag.keys import (
     sooner_gap,
     termination_left,
 )
-from kubectl_hami_place.core.defrag.policy import DefragPolicy, Mode, PolicyError, parse_policy, with_threshold
+from kubectl_hami_place.core.defrag.policy import (
+    CLASS_INSTEAD,
+    DefragPolicy,
+    Mode,
+    PolicyError,
+    class_not_found,
+    parse_policy,
+    with_threshold,
+)
 from kubectl_hami_place.core.defrag.runs import (
     RescueTrigger,
     RoomTrigger,
@@ -1266,20 +1274,19 @@ class DefragController:
         """The policy with the value of the PriorityClass its priorityThreshold names, or PolicyError saying why it
         could not be read."""
         name = policy.priority_class
-        instead = "or write value: N (its VALUE in kubectl get priorityclass) instead"
         again = f"read again every {PRIORITY_CLASS_RETRY_SECONDS:g}s"
         try:
             return with_threshold(policy, self.priority_value(name))
         except KubeNotFound:
-            problem = f"PriorityClass {name} not found ({again}); create it, {instead}"
+            problem = class_not_found(name, again)
         except KubeForbidden:
             problem = (
-                f"the server may not read PriorityClass {name} ({again}); grant get on "
-                f"priorityclasses.scheduling.k8s.io (the chart's ClusterRole does), {instead}"
+                f"priorityThreshold.name: the server may not read PriorityClass {name} ({again}); grant get on "
+                f"priorityclasses.scheduling.k8s.io (the chart's ClusterRole does), {CLASS_INSTEAD}"
             )
         except KubeError as error:
-            problem = f"PriorityClass {name} could not be read ({again}): {error}"
-        raise PolicyError(f"priorityThreshold.name: {problem}")
+            problem = f"priorityThreshold.name: PriorityClass {name} could not be read ({again}): {error}"
+        raise PolicyError(problem)
 
     def _invalid(self, obj: dict[str, Any] | None, problem: str) -> None:
         """The controller off until the policy is fixed: one log line, the metric, a Warning Event on the ConfigMap."""

@@ -7,7 +7,8 @@ in an annotation on the ConfigMap, `resume` restores that mode (dry-run when non
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -305,7 +306,7 @@ def status(
     ref = _policy_ref(policy, namespace)
     kube = target(kubeconfig, context, None, as_user=as_user).kube
     config_map = _policy(kube, ref, namespace)
-    view = _view(config_map)
+    view = _with_threshold(_view(config_map), lambda name: defrag.read_priority_value(kube, name))
     metadata = config_map.get("metadata") or {}
     server_namespace = str(metadata.get("namespace", ""))
     named = (metadata.get("annotations") or {}).get(DEFRAG_LEASE_NAMESPACE_ANNOTATION)
@@ -531,6 +532,26 @@ def _view(config_map: dict[str, Any]) -> PolicyView:
     except PolicyError as err:
         policy, problem = None, str(err)
     return PolicyView(ref, mode_of(text), policy, problem, str(annotations.get(DEFRAG_RESUME_ANNOTATION, "")))
+
+
+def _with_threshold(view: PolicyView, read: Callable[[str], object]) -> PolicyView:
+    """The view with the value of the PriorityClass its priorityThreshold names, `read` as the server reads it: a
+    class not found (or of a value out of range) is the problem that keeps the server's controller off; one the user
+    may not read, or that could not be read, stays shown by its name."""
+    from kubectl_hami_place.core.defrag.policy import PolicyError, class_not_found, with_threshold
+    from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
+
+    policy = view.policy
+    if policy is None or not policy.priority_class:
+        return view
+    try:
+        return replace(view, policy=with_threshold(policy, read(policy.priority_class)))
+    except KubeNotFound:
+        return replace(view, policy=None, problem=class_not_found(policy.priority_class))
+    except PolicyError as err:
+        return replace(view, policy=None, problem=str(err))
+    except KubeError:
+        return view
 
 
 def _busiest(item: tuple[str, int]) -> str:

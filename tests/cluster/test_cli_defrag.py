@@ -149,6 +149,34 @@ def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cl
     )
 
 
+def test_status_reads_the_value_of_the_priority_class_the_policy_names(
+    cluster: Sandbox, namespace: str, helm: Path
+) -> None:
+    """The server moves nothing while the PriorityClass the policy names is missing: status says so, as the server's
+    Event does, and once the class exists shows its value."""
+    tier = f"tier-{namespace}"
+    config_map = chart_policy(helm, namespace, "gd", f"defrag.priorityThreshold.name={tier}")
+    apply(cluster, config_map)
+    ref = f"{namespace}/{config_map['metadata']['name']}"
+    missing = plugin(cluster, "defrag", "status", "--policy", ref, "-o", "json")
+    assert missing.code == 0, missing.err
+    assert (missing.json()["valid"], missing.json()["problem"]) == (
+        False,
+        f"priorityThreshold.name: PriorityClass {tier} not found; create it, or write value: N (its VALUE in kubectl "
+        "get priorityclass) instead",
+    )
+    cluster.kubectl("create", "priorityclass", tier, "--value=1000")
+    try:
+        shown = plugin(cluster, "defrag", "status", "--policy", ref, "-o", "json").json()
+        assert shown["valid"] is True
+        assert (
+            shown["says"]["neverMoves"][-1]
+            == f"pods of PriorityClass {tier}'s priority (1000) or more (priorityThreshold)"
+        )
+    finally:
+        cluster.kubectl("delete", "priorityclass", tier, check=False)
+
+
 def test_status_and_history_read_the_leader_and_the_runs_placements(
     cluster: Sandbox, namespace: str, helm: Path
 ) -> None:

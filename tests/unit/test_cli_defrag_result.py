@@ -10,7 +10,15 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from kubectl_hami_place.cli._common import DryRun
-from kubectl_hami_place.cli._defrag import History, ModeChange, PolicyView, Status, _policy_ref, _view
+from kubectl_hami_place.cli._defrag import (
+    History,
+    ModeChange,
+    PolicyView,
+    Status,
+    _policy_ref,
+    _view,
+    _with_threshold,
+)
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Table, Text
 from kubectl_hami_place.core.defrag.budget import MoveRecord
@@ -18,6 +26,7 @@ from kubectl_hami_place.core.defrag.decisions import Decision
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy, Mode, parse_policy
 from kubectl_hami_place.core.defrag.report import Leader, RunSummary, Used
 from kubectl_hami_place.core.names import DEFRAG_RESUME_ANNOTATION
+from kubectl_hami_place.kube.errors import KubeForbidden, KubeUnreachable
 
 HEAD = "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\n"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -403,6 +412,32 @@ def test_the_policy_is_read_as_the_server_reads_it() -> None:
     assert caught.value.lines() == [
         "ConfigMap hami/defrag has no policy.yaml; pass --policy with the chart's defrag policy"
     ]
+
+
+def test_a_priority_class_status_may_not_read_is_shown_by_its_name() -> None:
+    """A user who may not read PriorityClasses, or a server that did not answer, leaves the threshold shown by the
+    class's name; a value no PriorityClass can hold is the server's problem too. The reader is replaced here: the
+    cluster test reads a real class and a missing one; these are the answers a real server does not give on demand."""
+    view = _view(config_map(HEAD + "priorityThreshold: {name: high}\n"))
+    asked: list[str] = []
+
+    def refusing(error: Exception) -> object:
+        def read(name: str) -> object:
+            asked.append(name)
+            raise error
+
+        return read
+
+    assert _with_threshold(view, refusing(KubeForbidden('priorityclasses "high" is forbidden'))) == view
+    assert _with_threshold(view, refusing(KubeUnreachable("connection refused"))) == view
+    assert asked == ["high", "high"]
+    odd = _with_threshold(view, lambda name: "high")
+    assert (odd.policy, odd.problem) == (
+        None,
+        "priorityThreshold.value: 'high' is not a whole number; write a PriorityClass's value, e.g. 100000",
+    )
+    plain = _view(config_map(HEAD + "priorityThreshold: {value: 5}\n"))
+    assert _with_threshold(plain, refusing(AssertionError("no class named: nothing read"))) == plain
 
 
 def test_policy_names_namespace_and_name_and_agrees_with_n() -> None:

@@ -434,6 +434,17 @@ def with_threshold(policy: DefragPolicy, value: object) -> DefragPolicy:
     return replace(policy, priority_threshold=_priority_value(value))
 
 
+CLASS_INSTEAD = "or write value: N (its VALUE in kubectl get priorityclass) instead"
+"""The other way to write a priorityThreshold whose PriorityClass cannot be read."""
+
+
+def class_not_found(name: str, again: str = "") -> str:
+    """Why a policy whose priorityThreshold names a missing PriorityClass moves nothing, and what to do (`again`: when
+    the server reads it again): the server's words and `defrag status`'s."""
+    when = f" ({again})" if again else ""
+    return f"priorityThreshold.name: PriorityClass {name} not found{when}; create it, {CLASS_INSTEAD}"
+
+
 def _priority_class(value: object) -> str:
     """The PriorityClass the descheduler's `priorityThreshold: {name: CLASS}` names ("" for none); a name the API
     could not store is refused here, before it reaches an API path."""

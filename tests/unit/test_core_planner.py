@@ -1244,7 +1244,12 @@ def pod_object(name: str, node: str | None, owner: str = "ReplicaSet", **spec: o
         ([{"name": "data", "persistentVolumeClaim": {"claimName": "ckpt-0"}}], "", "ckpt-0"),
         ([{"name": "data", "persistentVolumeClaim": {}}], "", "data"),
         (
-            [{"name": "a", "emptyDir": {}}, {"name": "b", "hostPath": {}}, {"name": "c", "persistentVolumeClaim": {}}],
+            [
+                {"name": "a", "emptyDir": {}},
+                {"name": "c", "persistentVolumeClaim": {}},
+                {"name": "b", "hostPath": {}},
+                {"name": "d", "persistentVolumeClaim": {"claimName": "ckpt-1"}},
+            ],
             "emptyDir volume a",
             "c",
         ),

@@ -251,6 +251,7 @@ def pod_for_plan(
         nodes, untolerated = _reachable(spec, marks, placed_on, {} if memo is None else memo)
         stays = on_node_only(spec, moves_volumes, placed is not None) if on else ""
         nodes = _on_node(nodes, on) if stays else nodes
+    local, claim = kept_storage(spec) if gpu else ("", "")
     named = (namespace, name)
     allocation = decoded[named] if decoded is not None and named in decoded else pod_allocation(pod)
     planned = PlanPod(
@@ -275,8 +276,8 @@ def pod_for_plan(
         scheduled=_scheduled_at(pod),
         stays=stays,
         counts=counted_pods(spec, namespace, namespace_labels),
-        local_volume=local_volume(spec) if gpu else "",
-        claim=claimed(spec) if gpu else "",
+        local_volume=local,
+        claim=claim,
     )
     if stays or not (on and gpu):
         return planned
@@ -297,45 +298,36 @@ def pod_for_plan(
     return kept_off_nodes(planned, kept)
 
 
-LOCAL_KINDS = ("emptyDir", "hostPath")
-"""The volume kinds whose contents stay on the node: the descheduler's local storage."""
-
-
 def claims_volume(spec: Mapping[str, Any]) -> bool:
     """Whether the pod mounts a PersistentVolumeClaim (its own or an ephemeral one)."""
     volumes = spec.get("volumes")
     return isinstance(volumes, list | tuple) and any(map(is_claim, volumes))
 
 
-def local_volume(spec: Mapping[str, Any]) -> str:
-    """The pod's first volume on its node's disk or memory (`emptyDir volume shm`, `hostPath volume data`), "" when
-    none: the descheduler's local storage, whose contents a move loses."""
-    for volume in _volumes(spec):
-        if kind := is_local(volume):
-            return f"{kind} volume {volume.get('name', '')}"
-    return ""
+def kept_storage(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """The pod's first volume on its node's disk or memory (`emptyDir volume shm`: the descheduler's local storage,
+    whose contents a move loses) and the name of the first PersistentVolumeClaim it mounts, "" for none (an ephemeral
+    volume's claim is made and deleted with its pod, so it keeps nothing across a move; the descheduler's
+    ignorePvcPods skips it too). One pass, as every GPU pod of each snapshot is read."""
+    volumes = spec.get("volumes")
+    if not volumes or not isinstance(volumes, list | tuple):
+        return "", ""
+    local = claim = ""
+    for volume in volumes:
+        if not isinstance(volume, Mapping):
+            continue
+        if not local and (kind := is_local(volume)):
+            local = f"{kind} volume {volume.get('name', '')}"
+        if not claim and "persistentVolumeClaim" in volume:
+            claim = str(as_mapping(volume["persistentVolumeClaim"]).get("claimName") or volume.get("name", ""))
+    return local, claim
 
 
 def is_local(volume: object) -> str:
     """The kind of a volume kept on its node (`emptyDir`, `hostPath`), "" for any other."""
     if not isinstance(volume, Mapping):
         return ""
-    return next((kind for kind in LOCAL_KINDS if kind in volume), "")
-
-
-def claimed(spec: Mapping[str, Any]) -> str:
-    """The name of the first PersistentVolumeClaim the pod mounts, "" when none (an ephemeral volume's claim is made
-    and deleted with its pod, so it keeps nothing across a move; the descheduler's ignorePvcPods skips it too)."""
-    for volume in _volumes(spec):
-        if "persistentVolumeClaim" in volume:
-            return str(as_mapping(volume["persistentVolumeClaim"]).get("claimName") or volume.get("name", ""))
-    return ""
-
-
-def _volumes(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The pod's volumes that are objects (none when `volumes` is not a list)."""
-    volumes = spec.get("volumes")
-    return [v for v in volumes if isinstance(v, Mapping)] if isinstance(volumes, list | tuple) else []
+    return "emptyDir" if "emptyDir" in volume else "hostPath" if "hostPath" in volume else ""
 
 
 def placed_by_other_pods(spec: Mapping[str, Any]) -> bool:

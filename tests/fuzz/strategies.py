@@ -30,5 +30,16 @@ json_values = st.recursive(
 
 
 def either(valid: Any) -> st.SearchStrategy[Any]:
-    """Mostly the valid value, otherwise any JSON value in its place."""
-    return st.one_of(st.just(valid), st.just(valid), json_values)
+    """Mostly the valid value (what it draws, when it is a strategy), otherwise any JSON value in its place."""
+    drawn = valid if isinstance(valid, st.SearchStrategy) else st.just(_plain(valid))
+    return st.one_of(drawn, drawn, json_values)
+
+
+def _plain(value: Any) -> Any:
+    """The value, refused when a strategy hides inside it: `st.just` would hand out the strategy object itself, not a
+    value it draws (a pod's volumes fuzzed as one object for months so)."""
+    if isinstance(value, st.SearchStrategy):
+        raise TypeError(f"a strategy inside a plain value: {value!r}; pass the strategy to either() itself")
+    for part in value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else ():
+        _plain(part)
+    return value

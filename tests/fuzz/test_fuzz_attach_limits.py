@@ -32,7 +32,7 @@ csi_nodes = st.fixed_dictionaries(
         "spec": shaped(
             {
                 "drivers": either(
-                    [shaped({"name": either(DRIVER), "allocatable": shaped({"count": either(1)})}), json_values]
+                    st.lists(shaped({"name": either(DRIVER), "allocatable": shaped({"count": either(1)})}), max_size=2)
                 )
             }
         )

@@ -50,7 +50,9 @@ volumes = st.fixed_dictionaries(
                 "capacity": shaped({"storage": either("2Gi")}),
                 "accessModes": either(["ReadWriteOnce"]),
                 "claimRef": shaped({"namespace": either("ns"), "name": either("data"), "uid": either("u")}),
-                "nodeAffinity": shaped({"required": shaped({"nodeSelectorTerms": either([either(ON_A)])})}),
+                "nodeAffinity": shaped(
+                    {"required": shaped({"nodeSelectorTerms": either(st.lists(either(ON_A), min_size=1, max_size=2))})}
+                ),
             }
         ),
         "status": shaped({"phase": either("Available")}),
@@ -62,7 +64,9 @@ classes = st.fixed_dictionaries(
     optional={
         "provisioner": either("csi.example.com"),
         "volumeBindingMode": either("WaitForFirstConsumer"),
-        "allowedTopologies": either([shaped({"matchLabelExpressions": st.lists(topology, max_size=2)})]),
+        "allowedTopologies": either(
+            st.lists(shaped({"matchLabelExpressions": st.lists(topology, max_size=2)}), min_size=1, max_size=2)
+        ),
     },
 )
 capacities = st.fixed_dictionaries(

@@ -525,7 +525,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         ),
         (
             {"evict_local_storage_pods": False},
-            "mounts emptyDir volume shm, and the policy keeps pods with local storage in place",
+            "mounts local storage (emptyDir), and the policy keeps such pods in place",
         ),
     ],
     ids=[

@@ -409,20 +409,19 @@ def test_with_ignore_pods_without_pdb_only_the_pods_a_disruption_budget_covers_m
     [
         (
             "evictLocalStoragePods: false",
-            {"local_volume": "emptyDir volume scratch"},
-            "team-a/q: mounts emptyDir volume scratch, and the policy keeps pods with local storage in place "
+            {"local_storage": "emptyDir"},
+            "team-a/q: mounts local storage (emptyDir), and the policy keeps such pods in place "
             "(evictLocalStoragePods: false)",
         ),
         (
             "ignorePvcPods: true",
-            {"claim": "ckpt-0"},
-            "team-a/q: mounts PersistentVolumeClaim ckpt-0, and the policy keeps pods with a claim in place "
-            "(ignorePvcPods: true)",
+            {"mounts_claim": True},
+            "team-a/q: mounts a PersistentVolumeClaim, and the policy keeps such pods in place (ignorePvcPods: true)",
         ),
     ],
 )
 def test_the_policy_keeps_pods_with_local_storage_or_a_claim_when_it_says_so(
-    field: str, volume: dict[str, str], held: str
+    field: str, volume: dict[str, object], held: str
 ) -> None:
     """The descheduler's evictLocalStoragePods and ignorePvcPods: what a pod wrote on its node, or to a volume it
     claims, stays where the operator wants it. q (the pod the plan would move) mounts one, so p moves instead; the
@@ -545,8 +544,8 @@ def scenes(draw: st.DrawFn) -> tuple[DefragPolicy, Snapshot, RescueTrigger | Roo
                     pod,
                     scheduled=scheduled,
                     budgets=draw(st.sampled_from(((), ("team-a/pdb",), ("team-a/pdb",)))),
-                    local_volume=draw(st.sampled_from(("", "", "emptyDir volume shm"))),
-                    claim=draw(st.sampled_from(("", "", "ckpt"))),
+                    local_storage=draw(st.sampled_from(("", "", "emptyDir"))),
+                    mounts_claim=draw(st.sampled_from((False, False, True))),
                 )
             )
     history = [
@@ -620,9 +619,9 @@ def test_a_decision_never_exceeds_a_budget_nor_moves_a_pod_the_policy_keeps(scen
         if policy.ignore_pods_without_budget:
             assert pod.budgets, move
         if not policy.evict_local_storage:
-            assert not pod.local_volume, move
+            assert not pod.local_storage, move
         if policy.ignore_claim_pods:
-            assert not pod.claim, move
+            assert not pod.mounts_claim, move
         if policy.node_selector is not None:
             on = {n.name: matches(policy.node_selector, n.labels) for n in snapshot.nodes}
             assert on[move.from_node] and on[move.to_node], move

@@ -1235,54 +1235,38 @@ def pod_object(name: str, node: str | None, owner: str = "ReplicaSet", **spec: o
 @pytest.mark.parametrize(
     ("volumes", "local", "claim"),
     [
-        ([{"name": "shm", "emptyDir": {"medium": "Memory"}}], "emptyDir volume shm", ""),
-        (
-            [{"name": "cm", "configMap": {}}, {"name": "models", "hostPath": {"path": "/m"}}],
-            "hostPath volume models",
-            "",
-        ),
-        ([{"name": "data", "persistentVolumeClaim": {"claimName": "ckpt-0"}}], "", "ckpt-0"),
-        ([{"name": "data", "persistentVolumeClaim": {}}], "", "data"),
+        ([{"name": "shm", "emptyDir": {"medium": "Memory"}}], "emptyDir", False),
+        ([{"name": "cm", "configMap": {}}, {"name": "models", "hostPath": {"path": "/m"}}], "hostPath", False),
+        ([{"name": "data", "persistentVolumeClaim": {"claimName": "ckpt-0"}}], "", True),
         (
             [
-                {"name": "a", "emptyDir": {}},
-                {"name": "c", "persistentVolumeClaim": {}},
                 {"name": "b", "hostPath": {}},
-                {"name": "d", "persistentVolumeClaim": {"claimName": "ckpt-1"}},
+                {"name": "c", "persistentVolumeClaim": {}},
+                {"name": "a", "emptyDir": {}},
             ],
-            "emptyDir volume a",
-            "c",
+            "hostPath",
+            True,
         ),
-        ([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}], "", ""),
-        ([{"name": "cm", "configMap": {}}, "emptyDir", None], "", ""),
-        ({"name": "shm", "emptyDir": {}}, "", ""),
-        (None, "", ""),
+        ([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}], "", False),
+        ([{"name": "cm", "configMap": {}}, "emptyDir", None], "", False),
+        ({"name": "shm", "emptyDir": {}}, "", False),
+        (None, "", False),
     ],
-    ids=[
-        "emptyDir",
-        "hostPath",
-        "claim",
-        "claim without a name",
-        "the first of each",
-        "ephemeral",
-        "odd",
-        "a map",
-        "none",
-    ],
+    ids=["emptyDir", "hostPath", "claim", "the first of each", "ephemeral", "odd", "a map", "none"],
 )
-def test_a_pods_local_storage_and_claim_are_read_for_the_policy(volumes: object, local: str, claim: str) -> None:
-    """What the policy's evictLocalStoragePods and ignorePvcPods hold a pod by: its first emptyDir or hostPath volume
-    and the first PersistentVolumeClaim it mounts; an ephemeral volume's claim goes with its pod, and a pod without
-    cards is not read (the planner moves none)."""
+def test_a_pods_local_storage_and_claim_are_read_for_the_policy(volumes: object, local: str, claim: bool) -> None:
+    """What the policy's evictLocalStoragePods and ignorePvcPods hold a pod by: the kind of its first emptyDir or
+    hostPath volume and whether it mounts a PersistentVolumeClaim; an ephemeral volume's claim goes with its pod, and
+    a pod without cards is not read (the planner moves none)."""
     from kubectl_hami_place.core.node_selection import NodeMarks
     from kubectl_hami_place.core.planner.objects import pod_for_plan
 
     planned = pod_for_plan(pod_object("p", "a", volumes=volumes), NodeMarks({}))
-    assert (planned.local_volume, planned.claim) == (local, claim)
+    assert (planned.local_storage, planned.mounts_claim) == (local, claim)
     cpu_only = pod_object("cpu", "a", volumes=volumes)
     cpu_only["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
     unread = pod_for_plan(cpu_only, NodeMarks({}))
-    assert (unread.local_volume, unread.claim) == ("", "")
+    assert (unread.local_storage, unread.mounts_claim) == ("", False)
 
 
 def test_snapshot_from_objects_reads_nodes_pods_owners_and_budgets() -> None:

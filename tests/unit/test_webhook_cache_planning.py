@@ -297,7 +297,7 @@ def test_the_planning_projection_keeps_the_volumes_the_policy_holds_pods_by() ->
     ]
     marks = node_marks([whole_node("gpu-0", "a")])
     planned = pod_for_plan(kept, marks)
-    assert (planned.local_volume, planned.claim) == ("emptyDir volume shm", "ckpt-0")
+    assert (planned.local_storage, planned.mounts_claim) == ("emptyDir", True)
     assert planned == unapplied(pod_for_plan(pod, marks))
     pod["spec"]["volumes"] = ["emptyDir", None, {"name": "cm", "configMap": {}}]
     assert "volumes" not in project_pod_for_planning(pod)["spec"], "nothing a plan reads"

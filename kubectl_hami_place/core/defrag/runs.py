@@ -301,17 +301,14 @@ def _hold(
             why = (
                 "is covered by no PodDisruptionBudget, and the policy moves only pods one covers (ignorePodsWithoutPDB)"
             )
-        elif pod.local_volume and not policy.evict_local_storage:
+        elif pod.local_storage and not policy.evict_local_storage:
             # What the pod wrote there (a scratch dataset, a checkpoint) stays on the node a move takes it off.
             why = (
-                f"mounts {pod.local_volume}, and the policy keeps pods with local storage in place "
+                f"mounts local storage ({pod.local_storage}), and the policy keeps such pods in place "
                 "(evictLocalStoragePods: false)"
             )
-        elif pod.claim and policy.ignore_claim_pods:
-            why = (
-                f"mounts PersistentVolumeClaim {pod.claim}, and the policy keeps pods with a claim in place "
-                "(ignorePvcPods: true)"
-            )
+        elif pod.mounts_claim and policy.ignore_claim_pods:
+            why = "mounts a PersistentVolumeClaim, and the policy keeps such pods in place (ignorePvcPods: true)"
         elif pod.owner_kind == "Job" and not policy.move_job_pods:
             # Kubernetes counts an eviction toward the Job's backoffLimit (unless its podFailurePolicy ignores
             # DisruptionTarget): one with backoffLimit 0 fails at its first move, and the pod's work starts over.

@@ -71,8 +71,8 @@ class PlanPod:
     `scheduled` when it was bound to its node (its PodScheduled condition: the policy's minPodAge); `stays`
     why a placed pod may move only between its own node's cards ("" when it may go to others); `counts` the pods where
     kube-scheduler lets its replacement go depends on (`pod_affinity.counted_pods`), none of which a plan moves to
-    another node beside it; `local_volume` its first emptyDir or hostPath volume (`emptyDir volume shm`, "" when none)
-    and `claim` the first PersistentVolumeClaim it mounts ("" when none), which the controller's policy may hold.
+    another node beside it; `local_storage` the kind of its first emptyDir or hostPath volume ("" when none) and
+    `mounts_claim` whether it mounts a PersistentVolumeClaim, by which the controller's policy may hold it.
     """
 
     namespace: str
@@ -98,8 +98,8 @@ class PlanPod:
     scheduled: datetime | None = None
     stays: str = ""
     counts: tuple[CountedPods, ...] = ()
-    local_volume: str = ""
-    claim: str = ""
+    local_storage: str = ""
+    mounts_claim: bool = False
 
     @cached_property
     def key(self) -> str:

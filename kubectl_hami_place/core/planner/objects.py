@@ -251,7 +251,7 @@ def pod_for_plan(
         nodes, untolerated = _reachable(spec, marks, placed_on, {} if memo is None else memo)
         stays = on_node_only(spec, moves_volumes, placed is not None) if on else ""
         nodes = _on_node(nodes, on) if stays else nodes
-    local, claim = kept_storage(spec) if gpu else ("", "")
+    local, claim = kept_storage(spec) if gpu else ("", False)
     named = (namespace, name)
     allocation = decoded[named] if decoded is not None and named in decoded else pod_allocation(pod)
     planned = PlanPod(
@@ -276,8 +276,8 @@ def pod_for_plan(
         scheduled=_scheduled_at(pod),
         stays=stays,
         counts=counted_pods(spec, namespace, namespace_labels),
-        local_volume=local,
-        claim=claim,
+        local_storage=local,
+        mounts_claim=claim,
     )
     if stays or not (on and gpu):
         return planned
@@ -304,22 +304,19 @@ def claims_volume(spec: Mapping[str, Any]) -> bool:
     return isinstance(volumes, list | tuple) and any(map(is_claim, volumes))
 
 
-def kept_storage(spec: Mapping[str, Any]) -> tuple[str, str]:
-    """The pod's first volume on its node's disk or memory (`emptyDir volume shm`: the descheduler's local storage,
-    whose contents a move loses) and the name of the first PersistentVolumeClaim it mounts, "" for none (an ephemeral
-    volume's claim is made and deleted with its pod, so it keeps nothing across a move; the descheduler's
-    ignorePvcPods skips it too). One pass, as every GPU pod of each snapshot is read."""
+def kept_storage(spec: Mapping[str, Any]) -> tuple[str, bool]:
+    """The kind of the pod's first volume on its node's disk or memory (`emptyDir`, `hostPath`: the descheduler's
+    local storage, whose contents a move loses; "" for none), and whether it mounts a PersistentVolumeClaim (an
+    ephemeral volume's claim is made and deleted with its pod, so it keeps nothing across a move; the descheduler's
+    ignorePvcPods skips it too). Names are left out: a hold's words reach other namespaces' Events, and a claim's
+    name in a pod's spec is not checked by the API server. One pass, as every GPU pod of each snapshot is read."""
     volumes = spec.get("volumes")
     if not volumes or not isinstance(volumes, list | tuple):
-        return "", ""
-    local = claim = ""
+        return "", False
+    local, claim = "", False
     for volume in volumes:
-        if not isinstance(volume, Mapping):
-            continue
-        if not local and (kind := is_local(volume)):
-            local = f"{kind} volume {volume.get('name', '')}"
-        if not claim and "persistentVolumeClaim" in volume:
-            claim = str(as_mapping(volume["persistentVolumeClaim"]).get("claimName") or volume.get("name", ""))
+        local = local or is_local(volume)
+        claim = claim or (isinstance(volume, Mapping) and "persistentVolumeClaim" in volume)
     return local, claim
 
 

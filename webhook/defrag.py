@@ -1024,9 +1024,13 @@ class DefragController:
             raise NotOn(f"the policy changed and no longer allows the rest of the run ({over}); it stops")
 
     def _keep_room(self, policy: DefragPolicy) -> timedelta | None:
-        """Every `keepRoom.interval`: plan toward the room goal when it is unmet; Events go on the policy."""
+        """Every `keepRoom.interval`, within its window: plan toward the room goal when it is unmet; Events go on the
+        policy. Outside the window, looked at again when it opens."""
         if not policy.keep_room.enabled:
             return None
+        closed = policy.keep_room.closed_for(datetime.now(UTC))
+        if closed:
+            return closed
         wait = self._next_room - time.monotonic()
         if wait > 0:
             return timedelta(seconds=wait)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -63,6 +63,7 @@ keepRoom:
   interval: 1h30m
   wholeFreeCards: {count: 2, type: A100}
   maxStrandedShare: 0.3
+  window: "22:00-06:00"
 budgets: {movesPerRun: 1, movesPerHour: 3, movesPerNode: 1, movesPerNamespace: 2, cooldown: 90}
 maxMovesPerPlan: 5
 moveJobPods: true
@@ -83,6 +84,7 @@ ignorePvcPods: true
     room = policy.keep_room
     assert room.enabled and room.interval == timedelta(hours=1, minutes=30)
     assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
+    assert room.window == (22 * 60, 6 * 60) and room.describe_window() == "between 22:00 and 06:00 UTC"
     assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
@@ -159,6 +161,15 @@ def test_json_is_read_too() -> None:
         ("rescue: {enabled: yes please}", "rescue.enabled: 'yes please' is not true or false", "write true"),
         ("keepRoom: {maxStrandedShare: 1.5}", "keepRoom.maxStrandedShare: 1.5 is not a share", "from 0 to 1"),
         ("keepRoom: {interval: 0s}", "keepRoom.interval: 0s", "1s or more"),
+        (
+            "keepRoom: {window: '24:00-06:00'}",
+            "keepRoom.window: '24:00-06:00' is not a window; write START-END in UTC hours, e.g. 22:00-06:00",
+            'or "" for any time',
+        ),
+        ("keepRoom: {window: 2200}", "keepRoom.window: 2200 is not a window", "e.g. 22:00-06:00"),
+        ("keepRoom: {window: '22:00'}", "keepRoom.window: '22:00' is not a window", "START-END"),
+        ("keepRoom: {window: '6:00-22:00'}", "keepRoom.window: '6:00-22:00' is not a window", "START-END"),
+        ("keepRoom: {window: '06:00-06:00'}", "keepRoom.window: 06:00-06:00 starts where it ends", "22:00-06:00"),
         ("maxMovesPerPlan: 0", "maxMovesPerPlan: 0 is below 1", "write 1 or more"),
         ("moveJobPods: sometimes", "moveJobPods: 'sometimes' is not true or false", "write true or false"),
         (
@@ -388,7 +399,7 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         ),
         (
             "keepRoom: 5",
-            "keepRoom: expected a mapping with enabled, interval, wholeFreeCards, maxStrandedShare; got int",
+            "keepRoom: expected a mapping with enabled, interval, wholeFreeCards, maxStrandedShare, window; got int",
         ),
         ("keepRoom: {enabled: yes please}", "keepRoom.enabled: 'yes please' is not true or false; write true or false"),
         ("keepRoom: {wholeFreeCards: 2}", "keepRoom.wholeFreeCards: expected a mapping with count, type; got int"),
@@ -424,6 +435,9 @@ def test_a_mistake_reads_exactly_so(body: str, message: str) -> None:
         ("keepRoom: {maxStrandedShare: 0}", DefragPolicy(keep_room=KeepRoom(max_stranded_share=0.0))),
         ("keepRoom: {maxStrandedShare: 1}", DefragPolicy(keep_room=KeepRoom(max_stranded_share=1.0))),
         ("keepRoom: {maxStrandedShare: null}", DefragPolicy(keep_room=KeepRoom(max_stranded_share=None))),
+        ("keepRoom: {window: '00:00-23:59'}", DefragPolicy(keep_room=KeepRoom(window=(0, 23 * 60 + 59)))),
+        ("keepRoom: {window: ''}", DefragPolicy()),
+        ("keepRoom: {window: null}", DefragPolicy()),
         (
             "keepRoom: {wholeFreeCards: {count: 1, type: null}}",
             DefragPolicy(keep_room=KeepRoom(whole_free_cards=WholeFreeCards(1, ""))),
@@ -434,6 +448,29 @@ def test_a_mistake_reads_exactly_so(body: str, message: str) -> None:
 def test_a_value_at_its_limit_is_read(body: str, policy: DefragPolicy) -> None:
     """The edges are part of the range: 0 and 1 are shares, 10m a reserve, 1s an interval, 63 characters a name."""
     assert parse_policy(HEAD + body) == policy
+
+
+@pytest.mark.parametrize(
+    ("window", "at", "closed"),
+    [
+        (None, "12:30:45", timedelta(0)),
+        ((22 * 60, 6 * 60), "23:00:00", timedelta(0)),
+        ((22 * 60, 6 * 60), "22:00:00", timedelta(0)),
+        ((22 * 60, 6 * 60), "22:00:30", timedelta(0)),
+        ((22 * 60, 6 * 60), "05:59:30", timedelta(0)),
+        ((22 * 60, 6 * 60), "06:00:00", timedelta(hours=16)),
+        ((22 * 60, 6 * 60), "12:30:45", timedelta(hours=9, minutes=29, seconds=15)),
+        ((22 * 60, 6 * 60), "21:59:59.5", timedelta(seconds=0.5)),
+        ((60, 5 * 60), "00:30:00", timedelta(minutes=30)),
+        ((60, 5 * 60), "03:00:00", timedelta(0)),
+        ((60, 5 * 60), "01:00:30", timedelta(0)),
+        ((60, 5 * 60), "05:00:00", timedelta(hours=20)),
+    ],
+)
+def test_keep_room_waits_for_its_window_to_open(window: tuple[int, int] | None, at: str, closed: timedelta) -> None:
+    """A window that wraps midnight is open from its start until its end the next day; at its end it is closed."""
+    now = datetime.fromisoformat(f"2026-12-07T{at}").replace(tzinfo=UTC)
+    assert KeepRoom(window=window).closed_for(now) == closed
 
 
 def test_a_policy_without_a_mode_is_read_as_dry_run_by_pause_and_resume() -> None:

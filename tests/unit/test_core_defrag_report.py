@@ -275,6 +275,8 @@ minPodAge: 15m
         "*; never kube-system, hami or the server's --exclude-namespace ones",
         (ALWAYS, RANKED, "a moved pod again within 1h (budgets.cooldown)", "a Job's pods (moveJobPods: false)"),
     )
+    windowed = policy_says(parse_policy(HEAD + "keepRoom: {enabled: true, window: '01:30-05:00'}", "hami"))
+    assert windowed.keep_room == ("every 5m between 01:30 and 05:00 UTC: stranded memory at most 20% of free memory")
     off = policy_says(parse_policy(HEAD + "rescue: {enabled: false}\nnamespaces: {include: []}", "hami"))
     assert (off.rescue, off.keep_room, off.namespaces) == (
         "off (rescue.enabled: false)",

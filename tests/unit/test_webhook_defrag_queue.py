@@ -1224,11 +1224,13 @@ def test_a_pod_carrying_a_room_is_looked_at_until_it_is_deleted_and_what_was_sen
     assert ready(ctl) == [] and ctl._sent_back == {}
 
 
-def keep_room_policy(ctl: DefragController, mode: str, version: str) -> None:
-    """A policy asking one whole free card (and tolerating stranded memory), looked at every minute."""
+def keep_room_policy(ctl: DefragController, mode: str, version: str, window: str = "") -> None:
+    """A policy asking one whole free card (and tolerating stranded memory), looked at every minute, within `window`
+    when given."""
     written = policy_map(mode, version)
     written["data"]["policy.yaml"] += (
-        "keepRoom: {enabled: true, interval: 1m, wholeFreeCards: {count: 1}, maxStrandedShare: 0.9}\n"
+        "keepRoom: {enabled: true, interval: 1m, wholeFreeCards: {count: 1}, maxStrandedShare: 0.9, "
+        f"window: '{window}'}}\n"
     )
     ctl.policy_map.upsert(written)
     assert ctl.look(POLICY) is None and ctl.policy is not None
@@ -1531,6 +1533,30 @@ def test_the_value_of_the_policys_priority_class_is_read_again_every_minute() ->
             True,
         ),
         ("DefragPolicyRead", "policy read: mode on", False),
+    ]
+
+
+def test_keep_room_outside_its_window_plans_nothing_and_looks_again_when_it_opens() -> None:
+    """The window is written around the real clock (the controller reads it): opening two hours from now, nothing is
+    planned and the look comes back then; one open now plans as without a window."""
+    ctl = controller()
+    said = heard(ctl)
+    ctl.policy_map.synced.set()
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    now = datetime.now(UTC)
+    later, after = now + timedelta(hours=2), now + timedelta(hours=3)
+    keep_room_policy(ctl, "dry-run", "1", f"{later:%H:%M}-{after:%H:%M}")
+    closed = ctl.look(KEEP_ROOM)
+    assert closed is not None and timedelta(hours=1, minutes=58) < closed <= timedelta(hours=2), closed
+    assert said[1:] == [], "nothing planned outside the window"
+    before = now - timedelta(hours=1)
+    keep_room_policy(ctl, "dry-run", "2", f"{before:%H:%M}-{later:%H:%M}")
+    assert ctl.look(KEEP_ROOM) == timedelta(minutes=1)
+    goal = "keep room: free 1 more whole card (cards already free do not count)"
+    assert said[2:] == [
+        ("DefragDryRun", f"would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run) to {goal}", False)
     ]
 
 

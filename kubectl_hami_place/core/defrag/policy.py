@@ -6,7 +6,7 @@ kind: DefragPolicy
 mode: dry-run                 # off | dry-run | on
 namespaces: {include: ["*"], exclude: []}          # glob patterns; kube-system and the server's are always out
 rescue: {enabled: true, pendingFor: 60s, reserveFor: 60s}     # reserveFor 0s: the room is not kept
-keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2}
+keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2, window: ""}
 budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
 maxMovesPerPlan: 8
 moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
@@ -33,7 +33,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
@@ -69,6 +69,8 @@ _TOP_FIELDS = (
     "ignorePvcPods",
 )
 
+MINUTES_A_DAY = 24 * 60
+_WINDOW = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-3]):([0-5][0-9])$")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
 # no wait of the controller's needs more than a month.
@@ -142,12 +144,35 @@ class WholeFreeCards:
 
 @dataclass(frozen=True)
 class KeepRoom:
-    """Every `interval`, plan toward the room goals when they are not met; `max_stranded_share` None: no such goal."""
+    """Every `interval`, plan toward the room goals when they are not met; `max_stranded_share` None: no such goal;
+    `window` the minutes of the UTC day from which and until which it may plan (`22:00-06:00` wraps midnight), None:
+    any time."""
 
     enabled: bool = False
     interval: timedelta = timedelta(minutes=5)
     whole_free_cards: WholeFreeCards = field(default_factory=WholeFreeCards)
     max_stranded_share: float | None = 0.2
+    window: tuple[int, int] | None = None
+
+    def closed_for(self, now: datetime) -> timedelta:
+        """How long until the window opens (0 while it is open, or without one): keep-room moves pods nobody waits
+        for, so an operator keeps them to the hours the cluster is quiet."""
+        if self.window is None:
+            return timedelta(0)
+        start, end = self.window
+        minute = now.hour * 60 + now.minute
+        open_now = start <= minute < end if start < end else minute >= start or minute < end
+        if open_now:
+            return timedelta(0)
+        at = now.replace(second=0, microsecond=0) + timedelta(minutes=(start - minute) % MINUTES_A_DAY)
+        return at - now
+
+    def describe_window(self) -> str:
+        """`between 22:00 and 06:00 UTC`, "" without a window."""
+        if self.window is None:
+            return ""
+        start, end = self.window
+        return f"between {start // 60:02d}:{start % 60:02d} and {end // 60:02d}:{end % 60:02d} UTC"
 
 
 @dataclass(frozen=True)
@@ -395,7 +420,7 @@ def _rescue(value: object) -> Rescue:
 
 def _keep_room(value: object) -> KeepRoom:
     """The keep-room trigger and its goals."""
-    section = _section(value, "keepRoom", ("enabled", "interval", "wholeFreeCards", "maxStrandedShare"))
+    section = _section(value, "keepRoom", ("enabled", "interval", "wholeFreeCards", "maxStrandedShare", "window"))
     default = KeepRoom()
     interval = parse_duration(section.get("interval", default.interval.total_seconds()), "keepRoom.interval")
     if interval.total_seconds() < 1:
@@ -420,7 +445,29 @@ def _keep_room(value: object) -> KeepRoom:
             count=_count(cards, "count", 0, "keepRoom.wholeFreeCards"), type=card_type.strip()
         ),
         max_stranded_share=None if share is None else float(share),
+        window=_window(section.get("window")),
     )
+
+
+def _window(value: object) -> tuple[int, int] | None:
+    """`22:00-06:00`: the UTC hours keep-room may plan in (wrapping midnight when the end comes first); "" or null:
+    any time."""
+    if value is None or value == "":
+        return None
+    found = _WINDOW.match(value) if isinstance(value, str) else None
+    if found is None:
+        raise PolicyError(
+            f"keepRoom.window: {_shown(value)} is not a window; write START-END in UTC hours, e.g. 22:00-06:00, "
+            'or "" for any time'
+        )
+    hours, minutes, end_hours, end_minutes = map(int, found.groups())
+    start, end = hours * 60 + minutes, end_hours * 60 + end_minutes
+    if start == end:
+        raise PolicyError(
+            f"keepRoom.window: {value} starts where it ends; write START-END in UTC hours, e.g. 22:00-06:00, "
+            'or "" for any time'
+        )
+    return start, end
 
 
 def _min_pod_age(value: object) -> timedelta:

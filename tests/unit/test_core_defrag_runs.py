@@ -464,6 +464,13 @@ def test_a_pod_in_its_cooldown_or_a_left_out_namespace_stays() -> None:
     assert own.reason == "namespace kube-system is out of the policy's namespaces"
 
 
+def test_a_history_that_can_be_read_only_once_still_rests_its_moved_pod() -> None:
+    """The budgets and the cooldowns both read the history: handed over as an iterator, q still rests."""
+    cooling = decide_run(ON, one_move(), waiting(32), iter([spent("team-a/q", "z", 10)]), NOW, "r1")
+    assert [m.pod for m in cooling.moves] == ["team-a/p"]
+    assert cooling.held == ("team-a/q: was moved recently; its cooldown (budgets.cooldown) ends at 12:50:00 UTC",)
+
+
 def test_a_pod_its_workload_made_after_a_move_stays_for_the_moves_cooldown() -> None:
     """q was made by a workload whose pod a given-up move evicted 10 min ago (its replacement evicted in turn, so no
     move names q): q rests; p, of that workload too but older than the move, may move."""

@@ -84,6 +84,8 @@ def test_a_reservation_written_reads_back_the_same() -> None:
         sealed({"cards": ["GPU-a,GPU-b"], "until": "2026-12-02T04:01:00Z"}),
         sealed({"cards": ["../../x y"], "until": "2026-12-02T04:01:00Z"}),
         sealed({"cards": ["GPU-a"], "until": "tomorrow"}),
+        sealed({"cards": ["GPU-a"], "until": 1796184060}),
+        sealed({"cards": ["GPU-a"]}),
         sealed({"cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z", "use": 7}),
         sealed({"cards": ["GPU-a"], "until": "2026-12-02T04:01:00Z", "extra": 1}),
         sealed({"cards": [f"GPU-{i}" for i in range(MAX_CARDS + 1)], "until": "2026-12-02T04:01:00Z"}),
@@ -309,3 +311,42 @@ def test_an_annotation_of_exactly_the_read_limit_is_read_and_one_character_longe
     at_limit = text + " " * (8192 - len(text))
     assert parsed(at_limit) == Reservation(POD, ("GPU-a",), UNTIL)
     assert parsed(at_limit + " ") is None
+
+
+def test_a_room_whose_deadline_is_no_text_is_no_reservation_even_for_release() -> None:
+    """`release` reads the annotation whatever its seal, and anyone may write one: a number or no deadline at all is
+    no reservation, and the annotation is only removed."""
+    for document in ({"cards": ["GPU-a"], "until": 1796184060}, {"cards": ["GPU-a"], "until": None}):
+        forged = json.dumps({**document, "seal": "0" * 64})
+        assert parse_reservation(POD, UID, forged, None) is None
+        assert give_back({ROOM_RESERVED_ANNOTATION: forged, USE_GPUUUID_ANNOTATION: "GPU-a"}) == {
+            USE_GPUUUID_ANNOTATION: "GPU-a"
+        }
+
+
+def test_a_plan_naming_a_card_twice_keeps_it_once_and_release_still_gives_the_pods_choice_back() -> None:
+    """The kept cards are written once each: the pod's narrowed list must read as the room's cards for `release` to
+    know it as the server's own and give the pod's choice back."""
+    own = {USE_GPUUUID_ANNOTATION: "GPU-a,GPU-b,GPU-c"}
+    wanted, why = keep(own, ["GPU-a", "GPU-b", "GPU-a"])
+    assert why == ""
+    assert wanted[USE_GPUUUID_ANNOTATION] == "GPU-a,GPU-b"
+    assert json.loads(wanted[ROOM_RESERVED_ANNOTATION])["cards"] == ["GPU-a", "GPU-b"]
+    assert give_back(wanted) == own
+
+
+def test_a_plan_naming_sixteen_cards_with_one_named_again_keeps_the_sixteen() -> None:
+    cards = [f"GPU-{i}" for i in range(MAX_CARDS)]
+    wanted, why = keep({}, [*cards, "GPU-0"])
+    assert why == "" and wanted[USE_GPUUUID_ANNOTATION] == ",".join(cards)
+
+
+def test_a_pods_own_list_too_long_to_record_is_kept_even_when_it_holds_the_planned_card() -> None:
+    """A list one character over 4096 could not be read back from the room, so the pod would never get it back: the
+    room is not kept, and the pod keeps its choice."""
+    own = "GPU-b," + "G" * 4091
+    assert len(own) == 4097
+    assert keep({USE_GPUUUID_ANNOTATION: own}, ["GPU-b"]) == (
+        {},
+        "the pod's own nvidia.com/use-gpuuuid is too long to record; its choice is kept",
+    )

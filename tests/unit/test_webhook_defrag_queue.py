@@ -1419,18 +1419,9 @@ def test_a_pods_event_keeps_a_nodes_taint_key_and_hides_a_pod_of_another_namespa
     assert recorded == ["no plan: gpu-1 has the taint dedicated/gpu=a100:NoSchedule; a pod of another namespace"]
 
 
-def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() -> None:
-    """priorityThreshold: {name: high}: nothing moves until the class's value is read; a problem is said once, a new
-    one again, and the policy is read again every 10 s. The reader is replaced here (no API server): the cluster test
-    reads a real class and a missing one; a refused read and an API server that does not answer are what this adds."""
-    ctl = controller()
-    said = heard(ctl)
-    answers: list[object] = [
-        KubeForbidden('priorityclasses "high" is forbidden'),
-        KubeForbidden('priorityclasses "high" is forbidden'),
-        KubeUnreachable("connection refused"),
-        1000,
-    ]
+def naming_a_class(ctl: DefragController, answers: list[object]) -> tuple[list[str], dict[str, Any]]:
+    """The policy naming PriorityClass high, written with the class's reader replaced by one that gives `answers` in
+    turn (a value, or an error it raises): the names it was asked for, and the ConfigMap."""
     asked: list[str] = []
 
     def value_of(name: str) -> object:
@@ -1445,6 +1436,17 @@ def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() ->
     config_map["data"]["policy.yaml"] += "priorityThreshold: {name: high}\n"
     ctl.policy_map.synced.set()
     ctl.policy_map.upsert(config_map)
+    return asked, config_map
+
+
+def test_a_policy_naming_a_priority_class_waits_until_its_value_can_be_read() -> None:
+    """priorityThreshold: {name: high}: nothing moves until the class's value is read; a problem is said once, a new
+    one again, and the policy is read again every 10 s. The reader is replaced here (no API server): the cluster test
+    reads a real class and a missing one; a refused read and an API server that does not answer are what this adds."""
+    ctl = controller()
+    said = heard(ctl)
+    refused = KubeForbidden('priorityclasses "high" is forbidden')
+    asked, config_map = naming_a_class(ctl, [refused, refused, KubeUnreachable("connection refused"), 1000])
     for _ in range(3):
         assert ctl.look(POLICY) == timedelta(seconds=10) and ctl.policy is None
         assert ctl.metrics.policy_valid._value.get() == 0
@@ -1493,21 +1495,7 @@ def test_the_value_of_the_policys_priority_class_is_read_again_every_minute() ->
     here: the clock is the controller's own monotonic one, which a cluster test would wait a minute for."""
     ctl = controller()
     said = heard(ctl)
-    answers: list[object] = [1000, 1000, 2000, KubeNotFound('priorityclasses "high" not found'), 3000]
-    asked: list[str] = []
-
-    def value_of(name: str) -> object:
-        asked.append(name)
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    ctl.priority_value = value_of
-    config_map = policy_map("on", "1")
-    config_map["data"]["policy.yaml"] += "priorityThreshold: {name: high}\n"
-    ctl.policy_map.synced.set()
-    ctl.policy_map.upsert(config_map)
+    asked, _ = naming_a_class(ctl, [1000, 1000, 2000, KubeNotFound('priorityclasses "high" not found'), 3000])
     assert ctl.look(POLICY) == timedelta(seconds=60) and ctl.policy is not None
     ctl._retry_at[PodKey("team-a", "big")] = time.monotonic() + 300
     ctl._class_refresh_at = 0.0  # a minute passed

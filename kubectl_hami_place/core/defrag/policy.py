@@ -70,14 +70,14 @@ _TOP_FIELDS = (
 )
 
 MINUTES_A_DAY = 24 * 60
-_WINDOW = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-3]):([0-5][0-9])$")
+_WINDOW = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-3]):([0-5][0-9])")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
 # no wait of the controller's needs more than a month.
 MAX_DURATION = timedelta(days=30)
 _DURATION_DIGITS = len(str(int(MAX_DURATION.total_seconds())))
 """More digits than this in one part of a duration (leading zeros aside) is past MAX_DURATION whatever the unit."""
-_PATTERN = re.compile(r"^(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+$")
+_PATTERN = re.compile(r"(?:[a-z0-9*?-]|\[!?[a-z0-9-]+\])+")
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 """A pod's `spec.priority` is an int32; a threshold outside it would hold every pod or none."""
 MAX_COUNT = 2**53 - 1
@@ -392,7 +392,7 @@ def _patterns(value: object, path: str) -> tuple[str, ...]:
         raise PolicyError(f"{path}: expected a list of namespace patterns, e.g. [team-*]; got {type(value).__name__}")
     patterns = []
     for position, pattern in enumerate(value):
-        if not isinstance(pattern, str) or len(pattern) > 63 or not _PATTERN.match(pattern):
+        if not isinstance(pattern, str) or len(pattern) > 63 or not _PATTERN.fullmatch(pattern):
             raise PolicyError(
                 f"{path}[{position}]: {_shown(pattern)} is not a namespace pattern; write a namespace name "
                 "(lowercase letters, digits, -) with * ? or [a-z] wildcards, e.g. team-*"
@@ -454,7 +454,7 @@ def _window(value: object) -> tuple[int, int] | None:
     any time."""
     if value is None or value == "":
         return None
-    found = _WINDOW.match(value) if isinstance(value, str) else None
+    found = _WINDOW.fullmatch(value) if isinstance(value, str) else None
     if found is None:
         raise PolicyError(
             f"keepRoom.window: {_shown(value)} is not a window; write START-END in UTC hours, e.g. 22:00-06:00, "

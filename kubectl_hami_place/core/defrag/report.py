@@ -113,7 +113,8 @@ def policy_says(policy: DefragPolicy) -> PolicySays:
     if room.max_stranded_share is not None:
         goals.append(f"stranded memory at most {room.max_stranded_share * 100:g}% of free memory")
     if room.enabled:
-        hours = f" {room.describe_window()}" if room.window is not None else ""
+        described = room.describe_window()
+        hours = f" {described}" if described else ""
         keeps = f"every {format_duration(room.interval)}{hours}: " + ("; ".join(goals) or "no goal set")
     else:
         keeps = "off (keepRoom.enabled: false)"

@@ -7,9 +7,10 @@ in an annotation on the ConfigMap, `resume` restores that mode (dry-run when non
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -104,7 +105,8 @@ class PolicyView:
 @dataclass(frozen=True)
 class Status:
     """Mode, leader, budgets used in the last hour, the last runs, the newest run's moves, and whether the moves'
-    seals were checked (a server's answer) or not (read from the placements)."""
+    seals were checked (a server's answer) or not (read from the placements); `now` when it was read, for how long
+    keep-room's window stays closed."""
 
     view: PolicyView
     leader: Leader
@@ -112,6 +114,18 @@ class Status:
     runs: tuple[RunSummary, ...]
     sealed: bool
     latest: tuple[MoveRecord, ...] = ()
+    now: datetime | None = None
+
+    def window_opens_in(self) -> str | None:
+        """How long until keep-room's window opens (`9h29m16s`), None while it is open or keep-room has none: why
+        keep-room has not run, said before anyone wonders."""
+        from kubectl_hami_place.core.defrag.policy import format_duration
+
+        policy = self.view.policy
+        if policy is None or not policy.keep_room.enabled or self.now is None:
+            return None
+        closed = policy.keep_room.closed_for(self.now)
+        return format_duration(timedelta(seconds=math.ceil(closed.total_seconds()))) if closed else None
 
     def to_data(self) -> Any:
         """The status as JSON."""
@@ -150,6 +164,7 @@ class Status:
             "runs": [_run_data(run) for run in self.runs],
             "latestRunMoves": [move_to_data(record) for record in self.latest],
             "sealsChecked": self.sealed,
+            "keepRoomOpensIn": self.window_opens_in(),
         }
 
     def to_blocks(self) -> list[Block]:
@@ -174,6 +189,10 @@ class Status:
             home = view.ref.split("/", 1)[0]
             logs = f"kubectl logs -n {home} -l {WEBHOOK_SERVICE_LABEL} --tail=-1 | grep DefragDryRun"
             lines += ["Dry-run: nothing moves; the server's log says what would:", f"  {logs}"]
+        opens_in = self.window_opens_in()
+        if opens_in is not None and view.policy is not None:
+            window = view.policy.keep_room.describe_window()
+            lines.append(f"Keep-room: outside its window ({window}); it opens in {opens_in}")
         blocks: list[Block] = [Text(tuple(lines))]
         policy = view.policy
         if policy is not None:
@@ -323,6 +342,7 @@ def status(
             runs=runs,
             latest=tuple(record for record in history if runs and record.run_id == runs[0].run_id),
             sealed=read.sealed,
+            now=now,
         ),
         output,
     )

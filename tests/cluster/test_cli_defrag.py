@@ -8,7 +8,7 @@ runs (the verb reads and writes only API objects).
 from __future__ import annotations
 
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +175,19 @@ def test_status_reads_the_value_of_the_priority_class_the_policy_names(
         )
     finally:
         cluster.kubectl("delete", "priorityclass", tier, check=False)
+
+
+def test_status_says_how_long_until_keep_rooms_window_opens(cluster: Sandbox, namespace: str, helm: Path) -> None:
+    """A window written around the real clock, opening in two hours: status reads the clock and says so."""
+    later, after = datetime.now(UTC) + timedelta(hours=2), datetime.now(UTC) + timedelta(hours=3)
+    window = f"{later:%H:%M}-{after:%H:%M}"
+    config_map = chart_policy(helm, namespace, "gd", "defrag.keepRoom.enabled=true", f"defrag.keepRoom.window={window}")
+    apply(cluster, config_map)
+    shown = plugin(
+        cluster, "defrag", "status", "--policy", f"{namespace}/{config_map['metadata']['name']}", "-o", "json"
+    )
+    assert shown.code == 0, shown.err
+    assert shown.json()["keepRoomOpensIn"] in {"1h59m", "2h"} or shown.json()["keepRoomOpensIn"].startswith("1h59m")
 
 
 def test_status_and_history_read_the_leader_and_the_runs_placements(

@@ -248,6 +248,7 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
             }
         ],
         "sealsChecked": True,
+        "keepRoomOpensIn": None,
     }
     assert status.to_blocks()[-1] == Table(
         title="Moves of run run-2", columns=("POD", "FROM", "TO", "RESULT"), rows=(("ns/b", "-", "-", "Pending"),)
@@ -274,7 +275,29 @@ def test_status_json_carries_the_budgets_and_what_was_spent_of_them() -> None:
         "runs": [],
         "latestRunMoves": [],
         "sealsChecked": False,
+        "keepRoomOpensIn": None,
     }
+
+
+def test_status_says_when_keep_room_is_outside_its_window_and_when_it_opens() -> None:
+    """Keep-room that has not run for hours may only be waiting for its window: status says so, and when it opens."""
+    written = HEAD + "keepRoom: {enabled: true, window: '22:00-06:00'}\n"
+    view = PolicyView("hami/defrag", Mode.on, parse_policy(written, "hami"), "", "")
+    idle = Used(0, {}, {})
+    noon = datetime(2026, 12, 7, 12, 30, 44, 500000, tzinfo=UTC)
+    closed = Status(view, LEADER, idle, (), False, now=noon)
+    assert closed.to_data()["keepRoomOpensIn"] == "9h29m16s"
+    first = closed.to_blocks()[0]
+    assert isinstance(first, Text)
+    assert first.lines[-1] == "Keep-room: outside its window (between 22:00 and 06:00 UTC); it opens in 9h29m16s"
+    night = Status(view, LEADER, idle, (), False, now=noon.replace(hour=23))
+    assert night.to_data()["keepRoomOpensIn"] is None
+    night_first = night.to_blocks()[0]
+    assert isinstance(night_first, Text) and not [line for line in night_first.lines if line.startswith("Keep-room")]
+    unwindowed = replace(view, policy=parse_policy(HEAD + "keepRoom: {enabled: true}\n", "hami"))
+    assert Status(unwindowed, LEADER, idle, (), False, now=noon).to_data()["keepRoomOpensIn"] is None
+    off = replace(view, policy=parse_policy(HEAD + "keepRoom: {window: '22:00-06:00'}\n", "hami"))
+    assert Status(off, LEADER, idle, (), False, now=noon).to_data()["keepRoomOpensIn"] is None, "keep-room is off"
 
 
 def test_status_says_each_watch_the_leader_may_not_keep_what_it_leaves_unread_and_what_to_grant() -> None:

@@ -1524,15 +1524,22 @@ def test_the_value_of_the_policys_priority_class_is_read_again_every_minute() ->
     ]
 
 
-def test_keep_room_outside_its_window_plans_nothing_and_looks_again_when_it_opens() -> None:
-    """The window is written around the real clock (the controller reads it): opening two hours from now, nothing is
-    planned and the look comes back then; one open now plans as without a window."""
+def leading_over_fragmented_cards() -> tuple[DefragController, list[tuple[str, str, bool]]]:
+    """A leading controller whose policy watch has listed, no moves made yet, over the fragmented node (`fragmented`);
+    and what it says."""
     ctl = controller()
     said = heard(ctl)
     ctl.policy_map.synced.set()
     leading(ctl)
     ctl._history = ()
     fragmented(ctl)
+    return ctl, said
+
+
+def test_keep_room_outside_its_window_plans_nothing_and_looks_again_when_it_opens() -> None:
+    """The window is written around the real clock (the controller reads it): opening two hours from now, nothing is
+    planned and the look comes back then; one open now plans as without a window."""
+    ctl, said = leading_over_fragmented_cards()
     now = datetime.now(UTC)
     later, after = now + timedelta(hours=2), now + timedelta(hours=3)
     keep_room_policy(ctl, "dry-run", "1", f"{later:%H:%M}-{after:%H:%M}")
@@ -1552,12 +1559,7 @@ def test_keep_room_counts_no_room_on_the_nodes_the_node_selector_leaves_out() ->
     """gpu-1 (pool=training) has two whole free cards, gpu-0 (pool=inference) none: a policy for the inference pool
     that wants one whole free card plans on gpu-0, as if gpu-1 were not there; without a nodeSelector the goal is
     met."""
-    ctl = controller()
-    said = heard(ctl)
-    ctl.policy_map.synced.set()
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
+    ctl, said = leading_over_fragmented_cards()
     inference = ctl.cache.nodes.get("", "gpu-0")
     assert inference is not None
     inference["metadata"]["labels"]["pool"] = "inference"

@@ -1216,12 +1216,7 @@ class DefragController:
             try:
                 policy = self._threshold_read(policy)
             except PolicyError as error:
-                # Read again soon: said once, until the problem changes.
-                self._class_retry_at = time.monotonic() + PRIORITY_CLASS_RETRY_SECONDS
-                if str(error) != self._class_problem:
-                    self._invalid(source.obj, str(error))
-                self._class_problem = str(error)
-                return timedelta(seconds=PRIORITY_CLASS_RETRY_SECONDS)
+                return self._class_unread(source.obj, error)
         self._class_problem = ""
         self._class_refresh_at = time.monotonic() + PRIORITY_CLASS_REFRESH_SECONDS
         self.policy = policy
@@ -1239,11 +1234,24 @@ class DefragController:
             f"policy read: mode {policy.mode.value}" + (f"; but {shortfall}" if shortfall else ""),
             warning=bool(shortfall),
         )
-        # A new policy (another mode, more budget) plans for every pod again now, whatever it waited for.
+        self._plan_all_again()
+        return timedelta(seconds=PRIORITY_CLASS_REFRESH_SECONDS) if policy.priority_class else None
+
+    def _plan_all_again(self) -> None:
+        """A new policy (another mode, more budget, another priority threshold) plans for every pod again now,
+        whatever it waited for."""
         self._retry_at.clear()
         self._backed_off.clear()
         self._add_all()
-        return timedelta(seconds=PRIORITY_CLASS_REFRESH_SECONDS) if policy.priority_class else None
+
+    def _class_unread(self, obj: dict[str, Any], error: PolicyError) -> timedelta:
+        """The controller off while the policy's PriorityClass cannot be read: said once while the problem stays the
+        same, read again after PRIORITY_CLASS_RETRY_SECONDS."""
+        self._class_retry_at = time.monotonic() + PRIORITY_CLASS_RETRY_SECONDS
+        if str(error) != self._class_problem:
+            self._invalid(obj, str(error))
+        self._class_problem = str(error)
+        return timedelta(seconds=PRIORITY_CLASS_RETRY_SECONDS)
 
     def _class_refreshed(self, source: PolicySource | None) -> timedelta | None:
         """Reads the value of the PriorityClass the policy names again once PRIORITY_CLASS_REFRESH_SECONDS passed:
@@ -1260,18 +1268,13 @@ class DefragController:
         try:
             read = self._threshold_read(policy)
         except PolicyError as error:
-            self._class_retry_at = time.monotonic() + PRIORITY_CLASS_RETRY_SECONDS
-            self._class_problem = str(error)
-            self._invalid(source.obj, str(error))
-            return timedelta(seconds=PRIORITY_CLASS_RETRY_SECONDS)
+            return self._class_unread(source.obj, error)
         if read.priority_threshold != policy.priority_threshold:
             self.policy = read
             said = f"PriorityClass {policy.priority_class}'s value is now {read.priority_threshold}"
             log.info("defrag policy %s: %s (was %s)", self.options.policy_ref, said, policy.priority_threshold)
             self._event(source.obj, "DefragPolicyRead", f"policy read: {said}, was {policy.priority_threshold}")
-            self._retry_at.clear()
-            self._backed_off.clear()
-            self._add_all()
+            self._plan_all_again()
         return timedelta(seconds=PRIORITY_CLASS_REFRESH_SECONDS)
 
     def _threshold_read(self, policy: DefragPolicy) -> DefragPolicy:

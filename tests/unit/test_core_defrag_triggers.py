@@ -339,11 +339,10 @@ def test_a_pod_with_neither_time_has_no_wait() -> None:
 def test_the_schedulers_word_is_empty_unless_it_refused_the_pod_as_unschedulable() -> None:
     errored = pod("errored")
     errored["status"]["conditions"][0]["reason"] = "SchedulerError"
-    assert [unschedulable_message(p) for p in (pod("ok"), errored, pod("new", status={"conditions": []}))] == [
-        FULL,
-        "",
-        "",
-    ]
+    bound = pod("bound")
+    bound["status"]["conditions"][0]["status"] = "True"  # scheduled since; the reason and message are stale
+    others = (errored, pod("new", status={"conditions": []}), bound, pod("odd", status={"conditions": 5}))
+    assert [unschedulable_message(p) for p in (pod("ok"), *others)] == [FULL, "", "", "", ""]
 
 
 def new_form(name: str = "ok", **fields: Any) -> dict:

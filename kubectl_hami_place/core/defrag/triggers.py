@@ -27,7 +27,7 @@ from kubectl_hami_place.core.node_selection import NodeMarks
 from kubectl_hami_place.core.placement import time_or_none
 from kubectl_hami_place.core.planner import FreeCardsGoal, Goal, Limits, PlanPod, Snapshot
 from kubectl_hami_place.core.planner.model import PLACED_BY
-from kubectl_hami_place.core.planner.objects import kept_off_nodes, pod_for_plan, selected_nodes
+from kubectl_hami_place.core.planner.objects import kept_off_nodes, pod_for_plan, scheduled_condition, selected_nodes
 from kubectl_hami_place.core.planner.state import State
 from kubectl_hami_place.core.pod_affinity import (
     AFFINITY_REFUSALS,
@@ -214,12 +214,9 @@ def _asks_gpu(spec: Mapping[str, Any], config: HamiConfig) -> bool:
 
 def pending_since(pod: Mapping[str, Any]) -> datetime | None:
     """When the pod became unschedulable (its PodScheduled=False condition), else when it was created."""
-    for condition in as_mapping(pod.get("status")).get("conditions") or []:
-        unscheduled = isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
-        if unscheduled and condition.get("status") == "False":
-            stamp = time_or_none(condition.get("lastTransitionTime"))
-            if stamp is not None:
-                return stamp
+    condition = scheduled_condition(pod)
+    if condition.get("status") == "False" and (stamp := time_or_none(condition.get("lastTransitionTime"))) is not None:
+        return stamp
     return time_or_none(as_mapping(pod.get("metadata")).get("creationTimestamp"))
 
 
@@ -299,13 +296,10 @@ def pending_pod(
 
 def unschedulable_message(pod: Mapping[str, Any]) -> str:
     """Why the scheduler last refused the pod, as written on it (PodScheduled=False, Unschedulable), else ""."""
-    for condition in as_mapping(pod.get("status")).get("conditions") or []:
-        if not isinstance(condition, Mapping) or condition.get("type") != "PodScheduled":
-            continue
-        message = condition.get("message")
-        refused = condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE
-        return message if refused and isinstance(message, str) else ""
-    return ""
+    condition = scheduled_condition(pod)
+    message = condition.get("message")
+    refused = condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE
+    return message if refused and isinstance(message, str) else ""
 
 
 def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:

@@ -452,10 +452,17 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _scheduled_at(pod: Mapping[str, Any]) -> datetime | None:
-    """When the pod was bound to its node (its PodScheduled=True condition's transition), else None."""
+def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod's PodScheduled condition ({} without one): when it was bound, or since when and why the scheduler
+    refuses it."""
     conditions = as_mapping(pod.get("status")).get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
-            return time_or_none(condition.get("lastTransitionTime")) if condition.get("status") == "True" else None
-    return None
+            return condition
+    return {}
+
+
+def _scheduled_at(pod: Mapping[str, Any]) -> datetime | None:
+    """When the pod was bound to its node (its PodScheduled=True condition's transition), else None."""
+    condition = scheduled_condition(pod)
+    return time_or_none(condition.get("lastTransitionTime")) if condition.get("status") == "True" else None

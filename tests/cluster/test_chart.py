@@ -386,6 +386,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
         "defrag.evictLocalStoragePods=false",
         "defrag.ignorePvcPods=true",
         "defrag.keepRoom.window=22:00-06:00",
+        "defrag.keepRoom.timeZone=America/Argentina/Buenos_Aires",
         "defrag.nodeSelector=pool=inference\\,gpu in (a100\\,h100)",
         namespace="gpu-system",
         release="gd",
@@ -406,6 +407,7 @@ def test_defrag_values_render_into_the_policy(helm: Path, mode: str, expected: M
     assert policy.ignore_pods_without_budget is True
     assert policy.evict_local_storage is False and policy.ignore_claim_pods is True
     assert policy.keep_room.window == (22 * 60, 6 * 60)
+    assert policy.keep_room.time_zone == "America/Argentina/Buenos_Aires"
     args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--defrag-policy=gpu-system/gd-defrag-policy" in args
 
@@ -533,6 +535,7 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.rescue.reserveFor=1h"], "at '/defrag/rescue/reserveFor': '1h' does not match pattern"),
         (["defrag.rescue.reserveFor=601"], "at '/defrag/rescue/reserveFor': maximum: got 601, want 600"),
         (["defrag.keepRoom.window=24:00-06:00"], "at '/defrag/keepRoom/window': '24:00-06:00' does not match pattern"),
+        (["defrag.keepRoom.timeZone=../etc/x"], "at '/defrag/keepRoom/timeZone': '../etc/x' does not match pattern"),
         (["defrag.keepRoom.interval=0s"], "at '/defrag/keepRoom/interval': '0s' does not match pattern '[1-9]'"),
         (["defrag.keepRoom.interval=0h00m0s"], "at '/defrag/keepRoom/interval': '0h00m0s' does not match pattern"),
         (["defrag.keepRoom.interval=0"], "at '/defrag/keepRoom/interval': minimum: got 0, want 1"),

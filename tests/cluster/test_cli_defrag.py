@@ -11,6 +11,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
@@ -178,10 +179,19 @@ def test_status_reads_the_value_of_the_priority_class_the_policy_names(
 
 
 def test_status_says_how_long_until_keep_rooms_window_opens(cluster: Sandbox, namespace: str, helm: Path) -> None:
-    """A window written around the real clock, opening in two hours: status reads the clock and says so."""
-    later, after = datetime.now(UTC) + timedelta(hours=2), datetime.now(UTC) + timedelta(hours=3)
+    """A window written around the real clock in Kolkata's hours (UTC+05:30), opening in two hours: status reads the
+    clock and the zone and says so (in UTC hours it would open in seven and a half, or be open)."""
+    now = datetime.now(ZoneInfo("Asia/Kolkata"))
+    later, after = now + timedelta(hours=2), now + timedelta(hours=3)
     window = f"{later:%H:%M}-{after:%H:%M}"
-    config_map = chart_policy(helm, namespace, "gd", "defrag.keepRoom.enabled=true", f"defrag.keepRoom.window={window}")
+    config_map = chart_policy(
+        helm,
+        namespace,
+        "gd",
+        "defrag.keepRoom.enabled=true",
+        f"defrag.keepRoom.window={window}",
+        "defrag.keepRoom.timeZone=Asia/Kolkata",
+    )
     apply(cluster, config_map)
     shown = plugin(
         cluster, "defrag", "status", "--policy", f"{namespace}/{config_map['metadata']['name']}", "-o", "json"

@@ -298,6 +298,16 @@ def test_status_says_when_keep_room_is_outside_its_window_and_when_it_opens() ->
     assert Status(unwindowed, LEADER, idle, (), False, now=noon).to_data()["keepRoomOpensIn"] is None
     off = replace(view, policy=parse_policy(HEAD + "keepRoom: {window: '22:00-06:00'}\n", "hami"))
     assert Status(off, LEADER, idle, (), False, now=noon).to_data()["keepRoomOpensIn"] is None, "keep-room is off"
+    tokyo = replace(
+        view,
+        policy=parse_policy(HEAD + "keepRoom: {enabled: true, window: '22:00-06:00', timeZone: Asia/Tokyo}\n", "hami"),
+    )
+    # 12:30:44.5 UTC is 21:30:44.5 in Tokyo (UTC+9, no daylight saving time)
+    tokyo_first = Status(tokyo, LEADER, idle, (), False, now=noon).to_blocks()[0]
+    assert isinstance(tokyo_first, Text)
+    assert tokyo_first.lines[-1] == (
+        "Keep-room: outside its window (between 22:00 and 06:00 Asia/Tokyo); it opens in 29m16s"
+    )
 
 
 def test_status_says_each_watch_the_leader_may_not_keep_what_it_leaves_unread_and_what_to_grant() -> None:

@@ -64,6 +64,7 @@ keepRoom:
   wholeFreeCards: {count: 2, type: A100}
   maxStrandedShare: 0.3
   window: "22:00-06:00"
+  timeZone: Europe/Berlin
 budgets: {movesPerRun: 1, movesPerHour: 3, movesPerNode: 1, movesPerNamespace: 2, cooldown: 90}
 maxMovesPerPlan: 5
 moveJobPods: true
@@ -84,7 +85,8 @@ ignorePvcPods: true
     room = policy.keep_room
     assert room.enabled and room.interval == timedelta(hours=1, minutes=30)
     assert (room.whole_free_cards.count, room.whole_free_cards.type, room.max_stranded_share) == (2, "A100", 0.3)
-    assert room.window == (22 * 60, 6 * 60) and room.describe_window() == "between 22:00 and 06:00 UTC"
+    assert room.window == (22 * 60, 6 * 60) and room.describe_window() == "between 22:00 and 06:00 Europe/Berlin"
+    assert room.time_zone == "Europe/Berlin"
     assert policy.budgets.cooldown == timedelta(seconds=90) and policy.budgets.moves_per_namespace == 2
     assert policy.max_moves_per_plan == 5 and policy.move_job_pods is True
     assert policy.priority_threshold == 100000 and policy.min_replicas == 2
@@ -164,7 +166,8 @@ def test_json_is_read_too() -> None:
         ("keepRoom: {interval: 0s}", "keepRoom.interval: 0s", "1s or more"),
         (
             "keepRoom: {window: '24:00-06:00'}",
-            "keepRoom.window: '24:00-06:00' is not a window; write START-END in UTC hours, e.g. 22:00-06:00",
+            "keepRoom.window: '24:00-06:00' is not a window; write START-END in hours of keepRoom.timeZone, "
+            "e.g. 22:00-06:00",
             'or "" for any time',
         ),
         ("keepRoom: {window: 2200}", "keepRoom.window: 2200 is not a window", "e.g. 22:00-06:00"),
@@ -172,6 +175,17 @@ def test_json_is_read_too() -> None:
         ('keepRoom: {window: "22:00-06:00\\n"}', "keepRoom.window: '22:00-06:00\\n' is not a window", "START-END"),
         ("keepRoom: {window: '6:00-22:00'}", "keepRoom.window: '6:00-22:00' is not a window", "START-END"),
         ("keepRoom: {window: '06:00-06:00'}", "keepRoom.window: 06:00-06:00 starts where it ends", "22:00-06:00"),
+        (
+            "keepRoom: {timeZone: Mars/Olympus_Mons}",
+            "keepRoom.timeZone: 'Mars/Olympus_Mons' is not a time zone; write an IANA name, e.g. Europe/Berlin,",
+            "or UTC",
+        ),
+        ("keepRoom: {timeZone: Europe}", "keepRoom.timeZone: 'Europe' is not a time zone", "an IANA name"),
+        ("keepRoom: {timeZone: ../../etc/passwd}", "keepRoom.timeZone: '../../etc/passwd' is not a", "IANA name"),
+        ("keepRoom: {timeZone: /usr/share/zoneinfo/UTC}", "keepRoom.timeZone: '/usr/share/zoneinfo/UTC' is", "IANA"),
+        ('keepRoom: {timeZone: "UTC\\n"}', "keepRoom.timeZone: 'UTC\\n' is not a time zone", "an IANA name"),
+        ("keepRoom: {timeZone: 1}", "keepRoom.timeZone: 1 is not a time zone", "e.g. Europe/Berlin"),
+        (f"keepRoom: {{timeZone: {'a' * 300}}}", f"keepRoom.timeZone: '{'a' * 76}... is not a time zone", "IANA"),
         ("maxMovesPerPlan: 0", "maxMovesPerPlan: 0 is below 1", "write 1 or more"),
         ("moveJobPods: sometimes", "moveJobPods: 'sometimes' is not true or false", "write true or false"),
         (
@@ -401,7 +415,8 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
         ),
         (
             "keepRoom: 5",
-            "keepRoom: expected a mapping with enabled, interval, wholeFreeCards, maxStrandedShare, window; got int",
+            "keepRoom: expected a mapping with enabled, interval, wholeFreeCards, maxStrandedShare, window, timeZone; "
+            "got int",
         ),
         ("keepRoom: {enabled: yes please}", "keepRoom.enabled: 'yes please' is not true or false; write true or false"),
         ("keepRoom: {wholeFreeCards: 2}", "keepRoom.wholeFreeCards: expected a mapping with count, type; got int"),
@@ -440,6 +455,14 @@ def test_a_mistake_reads_exactly_so(body: str, message: str) -> None:
         ("keepRoom: {window: '00:00-23:59'}", DefragPolicy(keep_room=KeepRoom(window=(0, 23 * 60 + 59)))),
         ("keepRoom: {window: ''}", DefragPolicy()),
         ("keepRoom: {window: null}", DefragPolicy()),
+        ("keepRoom: {timeZone: ''}", DefragPolicy()),
+        ("keepRoom: {timeZone: null}", DefragPolicy()),
+        ("keepRoom: {timeZone: UTC}", DefragPolicy()),
+        (
+            "keepRoom: {timeZone: America/Argentina/Buenos_Aires}",
+            DefragPolicy(keep_room=KeepRoom(time_zone="America/Argentina/Buenos_Aires")),
+        ),
+        ("keepRoom: {timeZone: Etc/GMT+5}", DefragPolicy(keep_room=KeepRoom(time_zone="Etc/GMT+5"))),
         (
             "keepRoom: {wholeFreeCards: {count: 1, type: null}}",
             DefragPolicy(keep_room=KeepRoom(whole_free_cards=WholeFreeCards(1, ""))),
@@ -473,6 +496,34 @@ def test_keep_room_waits_for_its_window_to_open(window: tuple[int, int] | None, 
     """A window that wraps midnight is open from its start until its end the next day; at its end it is closed."""
     now = datetime.fromisoformat(f"2026-12-07T{at}").replace(tzinfo=UTC)
     assert KeepRoom(window=window).closed_for(now) == closed
+
+
+@pytest.mark.parametrize(
+    ("window", "at", "closed"),
+    [
+        # Berlin is UTC+2 in summer and UTC+1 in winter: the window's hours are Berlin's in both.
+        ((22 * 60, 6 * 60), "2026-07-01T12:00:00", timedelta(hours=8)),
+        ((22 * 60, 6 * 60), "2026-01-15T12:00:00", timedelta(hours=9)),
+        ((22 * 60, 6 * 60), "2026-07-01T21:30:00", timedelta(0)),
+        ((22 * 60, 6 * 60), "2026-07-01T03:30:00", timedelta(0)),
+        ((22 * 60, 6 * 60), "2026-07-01T04:00:00", timedelta(hours=16)),
+        ((22 * 60, 6 * 60), "2026-07-01T19:59:30", timedelta(seconds=30)),
+        # 25 October 2026, 01:00 UTC: Berlin's clocks go back from 03:00 to 02:00, and 02:20 comes twice.
+        ((140, 160), "2026-10-25T00:10:00", timedelta(minutes=10)),
+        ((140, 160), "2026-10-25T00:30:00", timedelta(0)),
+        ((140, 160), "2026-10-25T01:10:00", timedelta(minutes=10)),
+        ((140, 160), "2026-10-25T01:30:00", timedelta(0)),
+        # 29 March 2026, 01:00 UTC: they go forward from 02:00 to 03:00, and 02:30 never comes that night.
+        ((150, 180), "2026-03-28T23:30:00", timedelta(hours=2)),
+        ((150, 180), "2026-03-29T00:30:00", timedelta(hours=1)),
+        ((150, 180), "2026-03-29T01:30:00", timedelta(hours=23)),
+    ],
+)
+def test_keep_room_waits_for_its_window_in_its_time_zone(window: tuple[int, int], at: str, closed: timedelta) -> None:
+    """Operators keep moves to their own quiet hours, which follow their clocks through daylight saving time. A start
+    the clocks skip is looked at again as if they had not (01:30 UTC, 03:30 in Berlin), and that night skipped."""
+    now = datetime.fromisoformat(at).replace(tzinfo=UTC)
+    assert KeepRoom(window=window, time_zone="Europe/Berlin").closed_for(now) == closed
 
 
 def test_a_policy_without_a_mode_is_read_as_dry_run_by_pause_and_resume() -> None:

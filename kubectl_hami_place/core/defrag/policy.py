@@ -6,7 +6,8 @@ kind: DefragPolicy
 mode: dry-run                 # off | dry-run | on
 namespaces: {include: ["*"], exclude: []}          # glob patterns; kube-system and the server's are always out
 rescue: {enabled: true, pendingFor: 60s, reserveFor: 60s}     # reserveFor 0s: the room is not kept
-keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2, window: ""}
+keepRoom: {enabled: false, interval: 5m, wholeFreeCards: {count: 0, type: ""}, maxStrandedShare: 0.2, window: "",
+           timeZone: UTC}   # window 22:00-06:00: the hours of timeZone (an IANA name) keep-room may plan in
 budgets: {movesPerRun: 4, movesPerHour: 12, movesPerNode: 2, movesPerNamespace: 4, cooldown: 1h}
 maxMovesPerPlan: 8
 moveJobPods: false            # a Job's pods stay where they are (see runs._hold)
@@ -33,10 +34,11 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
@@ -145,34 +147,41 @@ class WholeFreeCards:
 @dataclass(frozen=True)
 class KeepRoom:
     """Every `interval`, plan toward the room goals when they are not met; `max_stranded_share` None: no such goal;
-    `window` the minutes of the UTC day from which and until which it may plan (`22:00-06:00` wraps midnight), None:
-    any time."""
+    `window` the minutes of the day in `time_zone` (an IANA name) from which and until which it may plan (`22:00-06:00`
+    wraps midnight), None: any time."""
 
     enabled: bool = False
     interval: timedelta = timedelta(minutes=5)
     whole_free_cards: WholeFreeCards = field(default_factory=WholeFreeCards)
     max_stranded_share: float | None = 0.2
     window: tuple[int, int] | None = None
+    time_zone: str = "UTC"
 
     def closed_for(self, now: datetime) -> timedelta:
         """How long until the window opens (0 while it is open, or without one): keep-room moves pods nobody waits
-        for, so an operator keeps them to the hours the cluster is quiet."""
+        for, so an operator keeps them to the hours the cluster is quiet, which are local hours.
+
+        The opening is found on the local clock and placed in time on the clock's current pass: on a night the clocks
+        go back, a window that comes again on the repeated hour opens again then; a start the clocks skip is looked at
+        again an hour after it would have been, and that night skipped."""
         if self.window is None:
             return timedelta(0)
         start, end = self.window
-        minute = now.hour * 60 + now.minute
+        zone = ZoneInfo(self.time_zone)
+        local = now.astimezone(zone)
+        minute = local.hour * 60 + local.minute
         open_now = start <= minute < end if start < end else minute >= start or minute < end
         if open_now:
             return timedelta(0)
-        at = now.replace(second=0, microsecond=0) + timedelta(minutes=(start - minute) % MINUTES_A_DAY)
-        return at - now
+        wall = local.replace(second=0, microsecond=0, tzinfo=None) + timedelta(minutes=(start - minute) % MINUTES_A_DAY)
+        return wall.replace(tzinfo=zone, fold=local.fold).astimezone(UTC) - now
 
     def describe_window(self) -> str:
-        """`between 22:00 and 06:00 UTC`, "" without a window."""
+        """`between 22:00 and 06:00 UTC` (or the window's time zone), "" without a window."""
         if self.window is None:
             return ""
         start, end = self.window
-        return f"between {start // 60:02d}:{start % 60:02d} and {end // 60:02d}:{end % 60:02d} UTC"
+        return f"between {start // 60:02d}:{start % 60:02d} and {end // 60:02d}:{end % 60:02d} {self.time_zone}"
 
 
 @dataclass(frozen=True)
@@ -420,7 +429,9 @@ def _rescue(value: object) -> Rescue:
 
 def _keep_room(value: object) -> KeepRoom:
     """The keep-room trigger and its goals."""
-    section = _section(value, "keepRoom", ("enabled", "interval", "wholeFreeCards", "maxStrandedShare", "window"))
+    section = _section(
+        value, "keepRoom", ("enabled", "interval", "wholeFreeCards", "maxStrandedShare", "window", "timeZone")
+    )
     default = KeepRoom()
     interval = parse_duration(section.get("interval", default.interval.total_seconds()), "keepRoom.interval")
     if interval.total_seconds() < 1:
@@ -446,28 +457,50 @@ def _keep_room(value: object) -> KeepRoom:
         ),
         max_stranded_share=None if share is None else float(share),
         window=_window(section.get("window")),
+        time_zone=_time_zone(section.get("timeZone")),
     )
 
 
 def _window(value: object) -> tuple[int, int] | None:
-    """`22:00-06:00`: the UTC hours keep-room may plan in (wrapping midnight when the end comes first); "" or null:
-    any time."""
+    """`22:00-06:00`: the hours of `timeZone` keep-room may plan in (wrapping midnight when the end comes first); ""
+    or null: any time."""
     if value is None or value == "":
         return None
     found = _WINDOW.fullmatch(value) if isinstance(value, str) else None
     if found is None:
         raise PolicyError(
-            f"keepRoom.window: {_shown(value)} is not a window; write START-END in UTC hours, e.g. 22:00-06:00, "
+            f"keepRoom.window: {_shown(value)} is not a window; write START-END in hours of keepRoom.timeZone, "
+            "e.g. 22:00-06:00, "
             'or "" for any time'
         )
     hours, minutes, end_hours, end_minutes = map(int, found.groups())
     start, end = hours * 60 + minutes, end_hours * 60 + end_minutes
     if start == end:
         raise PolicyError(
-            f"keepRoom.window: {value} starts where it ends; write START-END in UTC hours, e.g. 22:00-06:00, "
+            f"keepRoom.window: {value} starts where it ends; write START-END in hours of keepRoom.timeZone, "
+            "e.g. 22:00-06:00, "
             'or "" for any time'
         )
     return start, end
+
+
+def _time_zone(value: object) -> str:
+    """The IANA time zone keepRoom.window's hours are in; "" or null: UTC. A name the zone database does not know is
+    refused here, so a server that could not place the window in time never runs keep-room on it (ZoneInfo takes
+    only normalized relative names: no path the policy writes leaves the zone folders)."""
+    if value is None or value == "":
+        return "UTC"
+    known = isinstance(value, str)
+    if known:
+        try:
+            ZoneInfo(str(value))
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of zones (Europe), a name too long
+            known = False
+    if not known:
+        raise PolicyError(
+            f"keepRoom.timeZone: {_shown(value)} is not a time zone; write an IANA name, e.g. Europe/Berlin, or UTC"
+        )
+    return str(value)
 
 
 def _min_pod_age(value: object) -> timedelta:

@@ -350,7 +350,6 @@ class Sandbox:
                 # A loopback advertise address is refused by the endpoint reconciler; envtest turns it off too.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
-                "--delete-collection-workers=4",
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-mode=blocking",

@@ -232,6 +232,7 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         )
     if document.get("kind") != POLICY_KIND:
         raise PolicyError(f"kind: {_shown(document.get('kind'))} is not a policy kind; write {POLICY_KIND}")
+    threshold, priority_class = _priority(document.get("priorityThreshold"))
     return DefragPolicy(
         mode=parse_mode(document.get("mode", DEFAULT_POLICY.mode.value), "mode"),
         namespaces=_namespaces(document.get("namespaces", {}), (server_namespace, *also_out)),
@@ -240,8 +241,8 @@ def parse_policy(text: str, server_namespace: str = "", also_out: Iterable[str] 
         budgets=_budgets(document.get("budgets", {})),
         max_moves_per_plan=_count(document, "maxMovesPerPlan", DEFAULT_POLICY.max_moves_per_plan, "", least=1),
         move_job_pods=_bool(document, "moveJobPods", DEFAULT_POLICY.move_job_pods, ""),
-        priority_threshold=_priority_threshold(document.get("priorityThreshold")),
-        priority_class=_priority_class(document.get("priorityThreshold")),
+        priority_threshold=threshold,
+        priority_class=priority_class,
         min_replicas=_count(document, "minReplicas", DEFAULT_POLICY.min_replicas, ""),
         label_selector=_selector(document.get("labelSelector"), "labelSelector", selector_from_dict),
         min_pod_age=_min_pod_age(document.get("minPodAge")),
@@ -525,31 +526,24 @@ def class_not_found(name: str, again: str = "") -> str:
     return f"priorityThreshold.name: PriorityClass {name} not found{when}; create it, {CLASS_INSTEAD}"
 
 
-def _priority_class(value: object) -> str:
-    """The PriorityClass the descheduler's `priorityThreshold: {name: CLASS}` names ("" for none); a name the API
-    could not store is refused here, before it reaches an API path."""
+def _priority(value: object) -> tuple[int | None, str]:
+    """The priority from which pods never move, as the descheduler writes it: `priorityThreshold: {value: N}` is
+    (N, ""), `{name: CLASS}` (None, CLASS), whose value the server reads; neither (None, ""). A name the API could not
+    store is refused here, before it reaches an API path."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise PolicyError(f"priorityThreshold: {value} goes under value; write priorityThreshold: {{value: {value}}}")
     section = _section(value, "priorityThreshold", ("value", "name"))
-    name = section.get("name")
+    name, threshold = section.get("name"), section.get("value")
     if name is None:
-        return ""
-    if section.get("value") is not None:
+        return (None if threshold is None else _priority_value(threshold)), ""
+    if threshold is not None:
         raise PolicyError("priorityThreshold: both name and value given; write one of them, as the descheduler asks")
     if not is_object_name(name):
         raise PolicyError(
             f"priorityThreshold.name: {_shown(name)} is not a PriorityClass's name; write one as kubectl get "
             f"priorityclass lists it (lowercase letters, digits, '-' and '.', at most {SUBDOMAIN_MAX} characters)"
         )
-    return name
-
-
-def _priority_threshold(value: object) -> int | None:
-    """The priority from which pods never move, written as the descheduler's `priorityThreshold: {value: N}`."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        raise PolicyError(f"priorityThreshold: {value} goes under value; write priorityThreshold: {{value: {value}}}")
-    section = _section(value, "priorityThreshold", ("value", "name"))
-    if section.get("value") is None:
-        return None
-    return _priority_value(section["value"])
+    return None, name
 
 
 def _priority_value(threshold: object) -> int:

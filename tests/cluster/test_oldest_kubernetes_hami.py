@@ -11,7 +11,6 @@ disruption controller counted blocks an eviction.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -177,7 +176,14 @@ def test_a_room_an_earlier_leader_kept_sends_its_pod_back_to_the_scheduler_once_
     freed = held["move"][1]
     pending_big(cluster, namespace, node)
     keep_room(cluster, namespace, "big", [freed], datetime.now(UTC) + timedelta(minutes=8))
-    time.sleep(15)  # the try the reservation's write causes (after the pod's backoff, 10 s at most) fails first
+    # The try the reservation's write causes (after the pod's backoff, 10 s at most) fails first: from then on
+    # kube-scheduler 1.24 leaves the pod alone until its 5-minute sweep. Only a try of the pod as written names the
+    # other card's CardUuidMismatch (the kept card is named, and full).
+    wait_for(
+        lambda: any("CardUuidMismatch" in reason for reason in hami_refusals(cluster, namespace, "big")),
+        "HAMi to refuse the big pod on its kept card",
+        timeout=30,
+    )
     write_policy(cluster, server_namespace, namespace, "on")
     controller(cluster, **serving, namespace=namespace, home=server_namespace)
     cluster.kubectl("scale", "deployment", "move", "--replicas=0", "-n", namespace)
@@ -186,6 +192,15 @@ def test_a_room_an_earlier_leader_kept_sends_its_pod_back_to_the_scheduler_once_
     stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
     assert stored.metadata.annotations.get(RESCUED_BY_ANNOTATION), stored.metadata.annotations
     assert [reason for reason, _ in events(cluster, namespace, "big") if reason == "DefragRun"] == [], "no move"
+
+
+def hami_refusals(cluster: Sandbox, namespace: str, name: str) -> list[str]:
+    """The reasons HAMi's scheduler gave for refusing the pod (its FilteringFailed Events, written at once, where
+    kube-scheduler's FailedScheduling, an events.k8s.io series, is rewritten only at its heartbeats)."""
+    listed = client.CoreV1Api(cluster.api_client()).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name},reason=FilteringFailed"
+    )
+    return [event.message for event in listed.items]
 
 
 @pytest.mark.usefixtures("placing")

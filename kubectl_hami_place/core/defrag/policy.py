@@ -471,16 +471,14 @@ def _window(value: object) -> tuple[int, int] | None:
     if found is None:
         raise PolicyError(
             f"keepRoom.window: {_shown(value)} is not a window; write START-END in hours of keepRoom.timeZone, "
-            "e.g. 22:00-06:00, "
-            'or "" for any time'
+            'e.g. 22:00-06:00, or "" for any time'
         )
     hours, minutes, end_hours, end_minutes = map(int, found.groups())
     start, end = hours * 60 + minutes, end_hours * 60 + end_minutes
     if start == end:
         raise PolicyError(
             f"keepRoom.window: {value} starts where it ends; write START-END in hours of keepRoom.timeZone, "
-            "e.g. 22:00-06:00, "
-            'or "" for any time'
+            'e.g. 22:00-06:00, or "" for any time'
         )
     return start, end
 
@@ -491,17 +489,16 @@ def _time_zone(value: object) -> str:
     only normalized relative names: no path the policy writes leaves the zone folders)."""
     if value is None or value == "":
         return "UTC"
-    known = isinstance(value, str)
-    if known:
+    if isinstance(value, str):
         try:
-            ZoneInfo(str(value))
+            ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of zones (Europe), a name too long
-            known = False
-    if not known:
-        raise PolicyError(
-            f"keepRoom.timeZone: {_shown(value)} is not a time zone; write an IANA name, e.g. Europe/Berlin, or UTC"
-        )
-    return str(value)
+            pass
+        else:
+            return value
+    raise PolicyError(
+        f"keepRoom.timeZone: {_shown(value)} is not a time zone; write an IANA name, e.g. Europe/Berlin, or UTC"
+    )
 
 
 def _min_pod_age(value: object) -> timedelta:

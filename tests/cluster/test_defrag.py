@@ -103,14 +103,16 @@ def write_policy(
     node_selector: str = "",
     ignore_pods_without_pdb: bool = False,
     evict_local_storage_pods: bool = True,
+    ignore_pvc_pods: bool = False,
     **budgets: int | str,
 ) -> None:
     """The DefragPolicy ConfigMap `name` for the test's namespace (and `also` these), created or replaced; the room
     kept for `reserve_for` when given, else for the policy's default; pods of `priority_threshold` (or of the value
     of the PriorityClass `priority_class`) or more held, and those whose controller has fewer than `min_replicas`
     running pods, that `label_selector` does not select, that were placed less than `min_pod_age` ago, that are on a
-    node `node_selector` does not select, with `ignore_pods_without_pdb` that no PodDisruptionBudget covers or,
-    without `evict_local_storage_pods`, that mount an emptyDir or hostPath volume."""
+    node `node_selector` does not select, with `ignore_pods_without_pdb` that no PodDisruptionBudget covers,
+    without `evict_local_storage_pods` that mount an emptyDir or hostPath volume, or with `ignore_pvc_pods` that mount
+    a PersistentVolumeClaim."""
     policy = {
         "apiVersion": "scheduling.hami.placement.com/v1alpha1",
         "kind": "DefragPolicy",
@@ -126,6 +128,7 @@ def write_policy(
         **({"nodeSelector": node_selector} if node_selector else {}),
         **({"ignorePodsWithoutPDB": True} if ignore_pods_without_pdb else {}),
         **({} if evict_local_storage_pods else {"evictLocalStoragePods": False}),
+        **({"ignorePvcPods": True} if ignore_pvc_pods else {}),
     }
     body = {
         "apiVersion": "v1",
@@ -527,6 +530,10 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
             {"evict_local_storage_pods": False},
             "mounts local storage (emptyDir), and the policy keeps such pods in place",
         ),
+        (
+            {"ignore_pvc_pods": True},
+            "mounts a PersistentVolumeClaim, and the policy keeps such pods in place (ignorePvcPods: true)",
+        ),
     ],
     ids=[
         "rescued pod's priority",
@@ -538,6 +545,7 @@ def test_a_rescue_over_budget_does_nothing_and_says_why(
         "nodeSelector",
         "ignorePodsWithoutPDB",
         "evictLocalStoragePods",
+        "ignorePvcPods",
     ],
 )
 def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_rescue(  # noqa: PLR0917 - the fixtures and the case
@@ -554,14 +562,17 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
     priorityThreshold (by value, or by the class's name, which the server reads), its minReplicas (the only running
     pod of a Deployment stays), its labelSelector (which selects neither), its minPodAge (both were bound to the node
     a moment ago, as their PodScheduled condition says), its nodeSelector (which selects no node of the sandbox), its
-    ignorePodsWithoutPDB (no budget covers them) or its evictLocalStoragePods: false (each mounts an emptyDir for
-    /dev/shm, as GPU pods do) holds them."""
+    ignorePodsWithoutPDB (no budget covers them), its evictLocalStoragePods: false (each mounts an emptyDir for
+    /dev/shm, as GPU pods do) or its ignorePvcPods (for that case both also mount a claim bound to a volume on the
+    node) holds them."""
     high = f"high-{namespace}"
     scheduling = client.SchedulingV1Api(cluster.api_client())
     scheduling.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name=high), value=1000))
     try:
-        shm = {"name": "shm", "emptyDir": {"medium": "Memory"}}
-        two_pods_one_per_card(cluster, namespace, node, priority_class=high, template={"spec": {"volumes": [shm]}})
+        volumes = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+        if "ignore_pvc_pods" in holds:
+            volumes.append(local_volume(cluster, namespace, "data", node.name))
+        two_pods_one_per_card(cluster, namespace, node, priority_class=high, template={"spec": {"volumes": volumes}})
         before = uids(cluster, namespace)
         holds = {key: high if value == HIGH else value for key, value in holds.items()}
         write_policy(cluster, server_namespace, namespace, "on", **holds)
@@ -574,6 +585,9 @@ def test_a_pod_of_higher_priority_or_the_policy_holds_is_never_evicted_for_a_res
         assert server.metric('hami_place_defrag_moves_total{result="done"}') == 0
     finally:
         scheduling.delete_priority_class(high)
+        if "ignore_pvc_pods" in holds:
+            with contextlib.suppress(client.ApiException):
+                client.CoreV1Api(cluster.api_client()).delete_persistent_volume(f"{namespace}-data")
 
 
 def test_two_replicas_one_leader_each_move_once(

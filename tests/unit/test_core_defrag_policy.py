@@ -511,17 +511,22 @@ def test_keep_room_waits_for_its_window_to_open(window: tuple[int, int] | None, 
         # 25 October 2026, 01:00 UTC: Berlin's clocks go back from 03:00 to 02:00, and 02:20 comes twice.
         ((140, 160), "2026-10-25T00:10:00", timedelta(minutes=10)),
         ((140, 160), "2026-10-25T00:30:00", timedelta(0)),
+        ((140, 160), "2026-10-25T00:50:00", timedelta(minutes=30)),
         ((140, 160), "2026-10-25T01:10:00", timedelta(minutes=10)),
+        ((140, 160), "2026-10-25T01:40:00", timedelta(hours=23, minutes=40)),
         ((140, 160), "2026-10-25T01:30:00", timedelta(0)),
         # 29 March 2026, 01:00 UTC: they go forward from 02:00 to 03:00, and 02:30 never comes that night.
         ((150, 180), "2026-03-28T23:30:00", timedelta(hours=2)),
+        ((150, 180), "2026-03-29T00:10:00", timedelta(minutes=80)),
         ((150, 180), "2026-03-29T00:30:00", timedelta(hours=1)),
         ((150, 180), "2026-03-29T01:30:00", timedelta(hours=23)),
     ],
 )
 def test_keep_room_waits_for_its_window_in_its_time_zone(window: tuple[int, int], at: str, closed: timedelta) -> None:
-    """Operators keep moves to their own quiet hours, which follow their clocks through daylight saving time. A start
-    the clocks skip is looked at again as if they had not (01:30 UTC, 03:30 in Berlin), and that night skipped."""
+    """Operators keep moves to their own quiet hours, which follow their clocks through daylight saving time. A window
+    that closed on the first pass of the repeated hour (02:50 summer time) opens on the second (02:20 winter time). A
+    start the clocks skip is looked at again as if they had not (01:30 UTC, 03:30 in Berlin), and that night
+    skipped."""
     now = datetime.fromisoformat(at).replace(tzinfo=UTC)
     assert KeepRoom(window=window, time_zone="Europe/Berlin").closed_for(now) == closed
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from kubernetes.client import ApiClient
@@ -1224,13 +1225,13 @@ def test_a_pod_carrying_a_room_is_looked_at_until_it_is_deleted_and_what_was_sen
     assert ready(ctl) == [] and ctl._sent_back == {}
 
 
-def keep_room_policy(ctl: DefragController, mode: str, version: str, window: str = "") -> None:
+def keep_room_policy(ctl: DefragController, mode: str, version: str, window: str = "", zone: str = "UTC") -> None:
     """A policy asking one whole free card (and tolerating stranded memory), looked at every minute, within `window`
-    when given."""
+    (the hours of `zone`) when given."""
     written = policy_map(mode, version)
     written["data"]["policy.yaml"] += (
         "keepRoom: {enabled: true, interval: 1m, wholeFreeCards: {count: 1}, maxStrandedShare: 0.9, "
-        f"window: '{window}'}}\n"
+        f"window: '{window}', timeZone: {zone}}}\n"
     )
     ctl.policy_map.upsert(written)
     assert ctl.look(POLICY) is None and ctl.policy is not None
@@ -1537,17 +1538,18 @@ def leading_over_fragmented_cards() -> tuple[DefragController, list[tuple[str, s
 
 
 def test_keep_room_outside_its_window_plans_nothing_and_looks_again_when_it_opens() -> None:
-    """The window is written around the real clock (the controller reads it): opening two hours from now, nothing is
-    planned and the look comes back then; one open now plans as without a window."""
+    """The window is written around the real clock (the controller reads it) in Kolkata's hours (UTC+05:30), as an
+    operator there writes it: opening two hours from now, nothing is planned and the look comes back then; one open
+    now plans as without a window."""
     ctl, said = leading_over_fragmented_cards()
-    now = datetime.now(UTC)
+    now = datetime.now(ZoneInfo("Asia/Kolkata"))
     later, after = now + timedelta(hours=2), now + timedelta(hours=3)
-    keep_room_policy(ctl, "dry-run", "1", f"{later:%H:%M}-{after:%H:%M}")
+    keep_room_policy(ctl, "dry-run", "1", f"{later:%H:%M}-{after:%H:%M}", "Asia/Kolkata")
     closed = ctl.look(KEEP_ROOM)
     assert closed is not None and timedelta(hours=1, minutes=58) < closed <= timedelta(hours=2), closed
     assert said[1:] == [], "nothing planned outside the window"
     before = now - timedelta(hours=1)
-    keep_room_policy(ctl, "dry-run", "2", f"{before:%H:%M}-{later:%H:%M}")
+    keep_room_policy(ctl, "dry-run", "2", f"{before:%H:%M}-{later:%H:%M}", "Asia/Kolkata")
     assert ctl.look(KEEP_ROOM) == timedelta(minutes=1)
     goal = "keep room: free 1 more whole card (cards already free do not count)"
     assert said[2:] == [

@@ -71,7 +71,6 @@ _TOP_FIELDS = (
     "ignorePvcPods",
 )
 
-MINUTES_A_DAY = 24 * 60
 _WINDOW = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-3]):([0-5][0-9])")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
@@ -161,9 +160,9 @@ class KeepRoom:
         """How long until the window opens (0 while it is open, or without one): keep-room moves pods nobody waits
         for, so an operator keeps them to the hours the cluster is quiet, which are local hours.
 
-        The opening is found on the local clock and placed in time on the clock's current pass: on a night the clocks
-        go back, a window that comes again on the repeated hour opens again then; a start the clocks skip is looked at
-        again an hour after it would have been, and that night skipped."""
+        The opening is the first start on the local clock, today's or tomorrow's, on either pass of an hour the clocks
+        go back over: a window that closed on the first pass opens again on the second. A start the clocks skip is
+        looked at again an hour after it would have been, and that night skipped."""
         if self.window is None:
             return timedelta(0)
         start, end = self.window
@@ -173,8 +172,12 @@ class KeepRoom:
         open_now = start <= minute < end if start < end else minute >= start or minute < end
         if open_now:
             return timedelta(0)
-        wall = local.replace(second=0, microsecond=0, tzinfo=None) + timedelta(minutes=(start - minute) % MINUTES_A_DAY)
-        return wall.replace(tzinfo=zone, fold=local.fold).astimezone(UTC) - now
+        today = local.replace(hour=start // 60, minute=start % 60, second=0, microsecond=0, fold=0)
+        again = today.replace(fold=1).astimezone(UTC)
+        openings = [today.astimezone(UTC), (today + timedelta(days=1)).astimezone(UTC)]
+        if again.astimezone(zone).fold:
+            openings.append(again)
+        return min(at for at in openings if at > now) - now
 
     def describe_window(self) -> str:
         """`between 22:00 and 06:00 UTC` (or the window's time zone), "" without a window."""

@@ -11,7 +11,7 @@ from typing import Any
 from kubectl_hami_place.core.fields import as_mapping
 
 # What the chart's labels and image tags carry: 0.1.0, v0.2.3, 1.0.0-rc.1.
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.-]+)?$")
+_VERSION = re.compile(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?(?:[-+][0-9A-Za-z.-]+)?")
 VERSION_LABEL = "app.kubernetes.io/version"
 SERVER_CONTAINER = "webhook"
 
@@ -26,7 +26,7 @@ class ServerVersion:
 
 def minor_of(version: str) -> tuple[int, int] | None:
     """(major, minor) of a version, None when it does not read as one."""
-    match = _VERSION.match(version.strip())
+    match = _VERSION.fullmatch(version.strip())
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 

@@ -153,6 +153,7 @@ def test_json_is_read_too() -> None:
         ("budgets: {movesPerNode: two}", "budgets.movesPerNode: 'two' is not a whole number", "write a number"),
         ("budgets: {cooldown: 1 hour}", "budgets.cooldown: '1 hour' is not a duration", "1h30m"),
         ("budgets: {cooldown: -5m}", "budgets.cooldown: '-5m' is not a duration; durations are never negative", "60s"),
+        ("budgets: {cooldown: \u0663m}", "budgets.cooldown: '\u0663m' is not a duration", "1h30m"),
         ("rescue: {pendingFor: -3}", "rescue.pendingFor: -3 is negative", "60s"),
         ("rescue: {reserveFor: 11m}", "rescue.reserveFor: 11m is longer than 10m", "0s (off) to 10m"),
         ("rescue: {reserveFor: -1}", "rescue.reserveFor: -1 is negative", "60s"),

@@ -87,6 +87,8 @@ def test_refused_groups_are_counted_reasons_with_hamis_joined_reasons_kept_toget
     )
     assert refused_groups("running Bind plugin: node lock contention") == ()
     assert refused_groups("0/1 nodes are available: 1 Insufficient cpu.") == ((1, "Insufficient cpu"),)
+    odd = f"0/9 nodes are available: 1 Insufficient cpu, \u00b2 node(s) had x, {'9' * 5000} node(s) had y."
+    assert refused_groups(odd) == ((1, f"Insufficient cpu, \u00b2 node(s) had x, {'9' * 5000} node(s) had y"),)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ def deployment(image: str, label: str | None = None, container: str = "webhook")
 
 def test_a_minor_or_major_apart_is_skewed_a_patch_apart_is_not() -> None:
     assert minor_of("v1.2.3-rc.1") == (1, 2) and minor_of("latest") is None
+    assert minor_of("v\u0661.2") is None, "an Arabic-Indic one is no digit of a version"
     assert not skewed("0.1.0", "0.1.7")
     assert skewed("0.1.0", "0.2.0") and skewed("0.1.0", "1.1.0")
     assert not skewed("0.1.0", "main")

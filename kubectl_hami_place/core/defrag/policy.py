@@ -72,7 +72,7 @@ _TOP_FIELDS = (
 )
 
 _WINDOW = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-3]):([0-5][0-9])")
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 # The longest duration a policy may give: beyond it the clock arithmetic of budgets and cooldowns overflows, and
 # no wait of the controller's needs more than a month.
 MAX_DURATION = timedelta(days=30)
@@ -297,7 +297,7 @@ def parse_duration(value: object, path: str) -> timedelta:
         seconds: int | float = value
     else:
         text = str(value).strip()
-        match = _DURATION.match(text)
+        match = _DURATION.fullmatch(text)
         if not text or match is None:
             hint = "; durations are never negative" if text.startswith("-") else ""
             raise PolicyError(f"{path}: {_shown(value)} is not a duration{hint}; write e.g. 60s, 5m, 1h or 1h30m")

@@ -89,6 +89,9 @@ FAILED_SCHEDULING = "FailedScheduling"
 UNSCHEDULABLE = "Unschedulable"
 """The reason kube-scheduler writes on a pod's PodScheduled condition when no node fits (v1.PodReasonUnschedulable)."""
 _COUNTED = re.compile(r"\b\d+/\d+ ([A-Za-z]+)\b")
+_COUNT = re.compile(r"[0-9]{1,9}")
+"""A group's count of nodes as kube-scheduler writes it; a part led by other digits (`²`, 5,000 of them) is no count,
+so int() never sees what it refuses."""
 _TRANSIENT = ("node lock contention", "is locked")
 
 
@@ -115,7 +118,7 @@ def refused_groups(message: str) -> tuple[tuple[int, str], ...]:
     groups: list[tuple[int, str]] = []
     for part in found.group(1).rstrip(".").split(", "):
         count, _, reason = part.partition(" ")
-        if count.isdigit() and reason:
+        if _COUNT.fullmatch(count) and reason:
             groups.append((int(count), reason))
         elif groups:
             groups[-1] = (groups[-1][0], f"{groups[-1][1]}, {part}")

@@ -114,6 +114,29 @@ def test_a_spread_it_would_break_keeps_a_replica_where_it_is(skew: int, moves: l
     assert runs_on(snapshot.pods[0], "abc") == ({"a"} if skew == 1 else {"a", "b", "c"})
 
 
+@pytest.mark.parametrize(
+    ("gone", "moves"),
+    [
+        ({"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z"}}, [("ns/web-2", "a")]),
+        ({"status": {"phase": "Succeeded"}}, []),
+    ],
+    ids=["terminating", "succeeded"],
+)
+def test_a_pod_gone_from_a_spread_alone_on_its_node_is_planned_around(
+    gone: dict[str, dict[str, str]], moves: list[tuple[str, str]]
+) -> None:
+    """web-1 on a is terminating (a finalizer holds it) or a finished Job's, alone in its domain, which kube-scheduler's
+    spread does not count: the snapshot is read (it raised KeyError on a's count, stopping every rescue) and web-1 is
+    never moved. Terminating, it holds its card (HAMi counts it), so web-2 goes to a, its replacement free to go
+    anywhere; finished, a's card is free for the big pod as it is."""
+    web_1 = web("web-1", "a", spread(1))
+    for part, fields in gone.items():
+        web_1[part].update(fields)
+    snapshot, made = rescue([web_1, web("web-2", "b", spread(1)), fixed("db", "c", "db")])
+    assert made == moves
+    assert [(pod.name, dict(pod.kept_off)) for pod in snapshot.pods[:2]] == [("web-1", {}), ("web-2", {})]
+
+
 def test_a_spread_counts_only_the_nodes_the_replicas_own_selection_allows() -> None:
     """web-1 and a fixed web pod on a, web-2 on b, nothing on c; the replicas select pool=ab (a and b). Under
     nodeAffinityPolicy Honor (the default) c is no domain: a and b hold one each without web-1, so web-1 may go to

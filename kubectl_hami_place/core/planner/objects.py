@@ -20,6 +20,7 @@ from kubectl_hami_place.core.cluster_info import cluster_info, counted_allocatio
 from kubectl_hami_place.core.errors import ModelError, RequestError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
+from kubectl_hami_place.core.names import ENDED_PHASES
 from kubectl_hami_place.core.node_resources import (
     NOTHING,
     CountedPod,
@@ -220,7 +221,8 @@ def pod_for_plan(
     once per distinct constraint in `memo` (pods of one template share theirs). What it asks of its node is read from
     `asked` (by namespace and name) when the caller read it already for the nodes' rooms; of the scalar resources it
     asks, those of `scalars` (the ones the nodes' rooms count) are kept. Its allocation is read from `decoded` (by
-    namespace and name) when the caller decoded it already for the cluster view.
+    namespace and name) when the caller decoded it already for the cluster view. A pod terminating or ended never
+    moves, so where its replacement could go is not worked out: kube-scheduler's spreads do not count it either.
     """
     metadata = as_mapping(pod.get("metadata"))
     spec = as_mapping(pod.get("spec"))
@@ -279,7 +281,8 @@ def pod_for_plan(
         local_storage=local,
         mounts_claim=claim,
     )
-    if stays or not (on and gpu):
+    ended = as_mapping(pod.get("status")).get("phase") in ENDED_PHASES
+    if stays or not (on and gpu) or ended or metadata.get("deletionTimestamp"):
         return planned
     if volumes is not None and moves_volumes:
         reach = volume_reach(spec, namespace, name, volumes, marks.labels, replacement=True)

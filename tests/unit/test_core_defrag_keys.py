@@ -119,6 +119,8 @@ def test_an_event_is_about_the_pod_its_object_names_a_pod_by_default() -> None:
     assert event_key({**event(), "involvedObject": {"kind": "Pod", "namespace": "team-a"}}) is None, "no name"
     assert event_key({**event(), "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": ""}}) is None
     assert event_key({**elsewhere, "involvedObject": {"kind": "Pod", "name": "big"}}) is None, "no namespace"
+    forged = {**event(), "metadata": {"namespace": "evil", "name": "big.1"}, "eventTime": NOW.isoformat()}
+    assert event_key(forged) is None, "a pod's Events live in its namespace"
 
 
 def test_a_batch_looks_at_the_policy_then_resume_then_pods_by_priority_and_wait_then_keep_room() -> None:
@@ -354,6 +356,8 @@ def test_a_refusal_counts_by_any_of_its_times_among_other_pods_events_only_once_
     untimed = event(at=done - timedelta(minutes=5), lastTimestamp=None, eventTime=NOW.isoformat())
     assert follow(pod(), "uid-big", [untimed], done, NOW) is Followed.room_lost
     assert follow(pod(), "uid-big", [event(at=done + ROOM_SETTLE)], done, NOW) is Followed.waiting
+    forged = {**event(at=NOW), "metadata": {"namespace": "evil", "name": "big.1"}}
+    assert follow(pod(), "uid-big", [forged], done, NOW) is Followed.waiting, "written in another namespace"
 
 
 def run_placement(*, labels: dict[str, str] | None = None, **meta: Any) -> dict[str, Any]:

@@ -234,6 +234,17 @@ def test_an_event_of_an_earlier_pod_of_the_same_name_does_not_count() -> None:
     assert rescue_candidates([pod("ok")], [stale], NOW, DefragPolicy()) == ()
 
 
+def test_an_event_of_another_namespace_naming_the_pod_counts_for_nothing() -> None:
+    """A pod's Events live in its namespace, but with `eventTime` set the API server lets a tenant of `evil` write one
+    naming team-a's pod: its later word, another UID, would veto the rescue of a pod that tenant may not touch."""
+    forged = event("ok", FULL, minutes=0)
+    forged["metadata"]["namespace"] = "evil"
+    forged["involvedObject"]["uid"] = "uid-not-the-pod"
+    assert [c.key for c in rescue_candidates([pod("ok")], [event("ok", FULL), forged], NOW, DefragPolicy())] == [
+        "team-a/ok"
+    ]
+
+
 def test_an_event_alone_starts_no_rescue_the_scheduler_must_have_refused_the_pod_for_room() -> None:
     """Anyone who may create Events in the namespace can write a FailedScheduling one; only a writer of pods/status
     (the scheduler) sets the pod's PodScheduled condition, so its message decides."""

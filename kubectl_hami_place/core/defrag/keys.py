@@ -17,7 +17,7 @@ from typing import Any
 from kubectl_hami_place.core.defrag.budget import HOUR, MoveRecord
 from kubectl_hami_place.core.defrag.policy import Budgets, DefragPolicy
 from kubectl_hami_place.core.defrag.seal import move_sealed
-from kubectl_hami_place.core.defrag.triggers import FAILED_SCHEDULING, pending_since, pod_priority, rescue_candidates
+from kubectl_hami_place.core.defrag.triggers import failed_pod, pending_since, pod_priority, rescue_candidates
 from kubectl_hami_place.core.errors import CardRefError
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
@@ -78,15 +78,9 @@ def pod_key(pod: Mapping[str, Any]) -> PodKey | None:
 
 
 def event_key(event: Mapping[str, Any]) -> PodKey | None:
-    """The pod a FailedScheduling Event is about (core/v1 `involvedObject` or events.k8s.io/v1 `regarding`)."""
-    if event.get("reason") != FAILED_SCHEDULING:
-        return None
-    regarding = as_mapping(event.get("involvedObject") or event.get("regarding"))
-    if regarding.get("kind", "Pod") != "Pod":
-        return None
-    namespace = regarding.get("namespace") or as_mapping(event.get("metadata")).get("namespace")
-    name = regarding.get("name")
-    return PodKey(namespace, name) if isinstance(namespace, str) and isinstance(name, str) and name else None
+    """The pod a FailedScheduling Event is about (`triggers.failed_pod`: none for one in another namespace)."""
+    about = failed_pod(event)
+    return None if about is None else PodKey(*about[:2])
 
 
 def batch_order(key: Key, pod: Mapping[str, Any] | None = None) -> tuple[int, int, float, str]:
@@ -394,7 +388,8 @@ def send_back_again_after(sends: int) -> float:
 def refused_since(events: Iterable[Mapping[str, Any]], uid: str, since: datetime) -> bool:
     """Whether the scheduler refused the pod (by UID) again after `since`."""
     for event in events:
-        if as_mapping(event.get("involvedObject")).get("uid") != uid:
+        about = failed_pod(event)
+        if about is None or about[2] != uid:
             continue
         for value in (
             event.get("lastTimestamp"),

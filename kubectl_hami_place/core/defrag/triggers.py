@@ -305,15 +305,30 @@ def unschedulable_message(pod: Mapping[str, Any]) -> str:
     return message if refused and isinstance(message, str) else ""
 
 
+def failed_pod(event: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The namespace, name and UID ("" for none) of the pod a FailedScheduling Event is about (core/v1
+    `involvedObject` or events.k8s.io/v1 `regarding`), None for another Event. A pod's Events live in its namespace:
+    one naming a pod of another namespace is a tenant's forgery (the API server lets it through once `eventTime` is
+    set) and names no pod."""
+    if event.get("reason") != FAILED_SCHEDULING:
+        return None
+    regarding = as_mapping(event.get("involvedObject") or event.get("regarding"))
+    if regarding.get("kind", "Pod") != "Pod":
+        return None
+    own = as_mapping(event.get("metadata")).get("namespace")
+    namespace, name = regarding.get("namespace") or own, regarding.get("name")
+    if not (isinstance(namespace, str) and namespace and isinstance(name, str) and name):
+        return None
+    return (namespace, name, str(regarding.get("uid", ""))) if own in (None, "", namespace) else None
+
+
 def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
     """The pod UID each pod's latest FailedScheduling event names ("" for none); core/v1 and events.k8s.io/v1 forms.
     Its message is not read: the scheduler's word is the pod's own condition (`unschedulable_message`)."""
     latest: dict[tuple[str, str], tuple[datetime, str]] = {}
     for event in events:
-        if event.get("reason") != FAILED_SCHEDULING:
-            continue
-        regarding = as_mapping(event.get("involvedObject") or event.get("regarding"))
-        if regarding.get("kind", "Pod") != "Pod":
+        about = failed_pod(event)
+        if about is None:
             continue
         metadata = as_mapping(event.get("metadata"))
         stamp = None
@@ -327,9 +342,9 @@ def _latest_failures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
             stamp = stamp or time_or_none(value)
         if stamp is None:
             continue
-        key = (str(regarding.get("namespace") or metadata.get("namespace", "")), str(regarding.get("name", "")))
-        if key not in latest or latest[key][0] <= stamp:
-            latest[key] = (stamp, str(regarding.get("uid", "")))
+        namespace, name, uid = about
+        if (namespace, name) not in latest or latest[namespace, name][0] <= stamp:
+            latest[namespace, name] = (stamp, uid)
     return {key: uid for key, (_, uid) in latest.items()}
 
 

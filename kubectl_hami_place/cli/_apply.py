@@ -93,11 +93,11 @@ _PLAN_HINT = "write one with kubectl hami-place plan ... -o json > plan.json"
 
 def _parse(text: str) -> Any:
     """JSON when the text starts as JSON does (so its errors name JSON's line and cause), else YAML."""
-    import yaml
+    from kubectl_hami_place.core.yaml_doc import load_yaml
 
     if text.lstrip().startswith(("{", "[")):
         return json.loads(text)
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def _json_problem(source: str, text: str, exc: json.JSONDecodeError) -> str:

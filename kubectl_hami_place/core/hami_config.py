@@ -17,6 +17,7 @@ import yaml
 
 from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.fields import go_text
+from kubectl_hami_place.core.yaml_doc import load_yaml
 
 DEVICE_CONFIG_KEY = "device-config.yaml"
 DEVICE_CONFIGMAP = "hami-scheduler-device"
@@ -112,8 +113,8 @@ def parse_device_config(text: object, gpu_scheduler_policy: str = HAMI_DEFAULTS.
     if not isinstance(text, str):
         raise HamiConfigError(f"{DEVICE_CONFIG_KEY} must be text, got {type(text).__name__}")
     try:
-        document = yaml.load(text, Loader=_GoYaml)  # a SafeLoader without dates
-        written = yaml.load(text, Loader=_GoText)
+        document = load_yaml(text, _GoYaml)  # a SafeLoader without dates
+        written = load_yaml(text, _GoText)
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""

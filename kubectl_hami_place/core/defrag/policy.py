@@ -47,6 +47,7 @@ from kubectl_hami_place.core.k8s_names import SUBDOMAIN_MAX, is_object_name
 from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.reservation import MAX_RESERVE
 from kubectl_hami_place.core.selectors import LabelSelector, SelectorError, parse_selector_string, selector_from_dict
+from kubectl_hami_place.core.yaml_doc import load_yaml
 
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
 POLICY_KIND = "DefragPolicy"
@@ -326,7 +327,7 @@ def format_duration(value: timedelta) -> str:
 def _load(text: str) -> dict[str, Any]:
     """The document's top-level mapping."""
     try:
-        document = yaml.safe_load(text)
+        document = load_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

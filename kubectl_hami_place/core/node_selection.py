@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubectl_hami_place.core.fields import as_mapping
+from kubectl_hami_place.core.fields import as_mapping, go_decimal
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.selectors import OPERATORS, Requirement
 
@@ -155,12 +155,18 @@ def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
     if operator in OPERATORS:
         return Requirement(key, str(operator), tuple(values)).matches({key: str(value)} if present else {})
     if operator in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            number, bound = int(str(value)), int(values[0])
-        except ValueError:
+        number, bound = _int64(str(value)), _int64(values[0])
+        if number is None or bound is None:
             return False
         return number > bound if operator == "Gt" else number < bound
     return False
+
+
+def _int64(text: str) -> int | None:
+    """The number as kube-scheduler reads a Gt or Lt one (strconv.ParseInt base 10, 64 bits), None when it reads none:
+    then the term matches no node. Python's int() also takes `1_0`, ` 5`, Arabic-Indic digits and any size."""
+    number = go_decimal(text)
+    return number if number is not None and -(2**63) <= number < 2**63 else None
 
 
 def _listed(value: object) -> list[Any] | tuple[Any, ...]:

@@ -63,11 +63,21 @@ def allowed(**spec: object) -> frozenset[str] | None:
         (expr("rack", "Gt", "five"), set()),
         (expr("rack", "Gt", "3"), {"a100-1"}),
         (expr("rack", "Lt", "12"), {"a100-0"}),
+        (expr("rack", "Gt", "+2"), {"a100-0", "a100-1"}),
+        (expr("rack", "Lt", "-0"), set()),
+        (expr("rack", "Lt", "9223372036854775807"), {"a100-0", "a100-1"}),
+        (expr("rack", "Lt", "9223372036854775808"), set()),
+        (expr("rack", "Gt", "-9223372036854775809"), set()),
+        (expr("rack", "Lt", "1_0"), set()),
+        (expr("rack", "Lt", " 10"), set()),
+        (expr("rack", "Lt", "\u0661\u0660"), set()),
         (expr("gpu", "Near", "a100"), set()),
         (expr("rack", "Near", "5"), set()),
     ],
 )
 def test_each_operator(requirement: dict[str, Any], nodes: set[str]) -> None:
+    """Gt and Lt read numbers as kube-scheduler does (strconv.ParseInt, 64 bits): a value it cannot read, past int64,
+    with an underscore, a space or Arabic-Indic digits ("10" in them), matches no node, where int() read all four."""
     assert allowed(affinity=required({"matchExpressions": [requirement]})) == nodes
 
 

@@ -429,7 +429,8 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 
 def _gpu_allocatable(node: Mapping[str, Any]) -> int:
-    """The node's allocatable `nvidia.com/gpu` (0 when absent or unreadable)."""
+    """The node's allocatable `nvidia.com/gpu` (0 when absent or unreadable), at most int64's largest, as the API
+    server's Quantity.Value() reports it: one node's 1e30 made every cluster-info read fail to serialize."""
     status = node.get("status")
     allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
     if not isinstance(allocatable, Mapping) or GPU not in allocatable:
@@ -438,7 +439,7 @@ def _gpu_allocatable(node: Mapping[str, Any]) -> int:
         value = parse_quantity(allocatable[GPU], GPU)
     except ModelError:
         return 0
-    return max(int(value), 0)
+    return min(max(int(value), 0), 2**63 - 1)
 
 
 def _node_from_dict(data: object, where: str) -> NodeInfo:

@@ -107,6 +107,13 @@ def test_gpu_nodes_cards_usage_and_pods() -> None:
     assert second is not None and second.card("GPU-b0").slots_used == 0  # type: ignore[union-attr]
 
 
+def test_a_gpu_allocatable_past_int64_is_read_as_int64s_largest() -> None:
+    """A device plugin's (or a writer of nodes/status') 1e30 is a quantity the API server stores; the webhook's JSON
+    encoder takes integers up to 64 bits only, so cluster-info failed with a 500 for every reader."""
+    info = build_cluster_info([node("huge", [a100("GPU-h0", 0)], allocatable="1e30")], [], NOW)
+    assert [(n.name, n.gpu_allocatable) for n in info.nodes] == [("huge", 2**63 - 1)]
+
+
 def test_each_node_counts_only_the_pods_hami_puts_on_it_in_list_order() -> None:
     # Pods grouped by node once: a pod naming another node's card, an unknown node and an ended pod count
     # nowhere, and each card lists its pods in the order they were listed, interleaved across nodes.

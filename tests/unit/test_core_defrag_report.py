@@ -62,6 +62,15 @@ def test_a_lease_never_renewed_is_read_from_its_acquire_time() -> None:
     assert leader_of({"spec": spec}, NOW) == Leader("server-a", renewed, renewed + timedelta(seconds=15), True)
 
 
+@pytest.mark.parametrize(
+    ("renewed", "duration", "current"), [("9999-12-31T23:59:59Z", 15, True), ("0001-01-01T00:00:00Z", -15, False)]
+)
+def test_a_lease_renewed_at_the_ends_of_time_is_read(renewed: str, duration: int, current: bool) -> None:
+    """`defrag status` raised OverflowError on such a Lease, written by hand or by a replica's clock gone wrong."""
+    leader = leader_of({"spec": {"holderIdentity": "x", "renewTime": renewed, "leaseDurationSeconds": duration}}, NOW)
+    assert (leader.current, leader.expires is not None and leader.expires.year) == (current, 9999 if current else 1)
+
+
 def test_a_lease_with_a_holder_but_no_time_is_a_lapsed_leader() -> None:
     """`defrag status` still names the last holder, without a time it cannot know."""
     leader = leader_of({"spec": {"holderIdentity": "server-a", "leaseDurationSeconds": 15}}, NOW)

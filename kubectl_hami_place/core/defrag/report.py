@@ -56,7 +56,10 @@ def leader_of(lease: Mapping[str, Any] | None, now: datetime) -> Leader:
     duration = spec.get("leaseDurationSeconds")
     expires = None
     if renewed is not None and isinstance(duration, int) and not isinstance(duration, bool):
-        expires = renewed + timedelta(seconds=duration)
+        try:
+            expires = renewed + timedelta(seconds=duration)
+        except OverflowError:  # a Lease is anyone's to write: renewed in the year 9999, it holds past any date
+            expires = (datetime.max if duration > 0 else datetime.min).replace(tzinfo=renewed.tzinfo)
     current = bool(holder) and expires is not None and expires > now
     metadata = (lease or {}).get("metadata")
     found = metadata.get("annotations") if isinstance(metadata, Mapping) else None

@@ -49,6 +49,9 @@ log = logging.getLogger("hami-place-webhook")
 MIN_VALIDITY_SECONDS = 90
 # The shortest room key `--room-key-file` may hold: an HMAC-SHA256 key of less than its output length is weak.
 MIN_ROOM_KEY_BYTES = 32
+# The longest --placement-ttl, --finished-ttl and --claim-grace: a year is past any use, and 2.5e11 s overflowed the
+# dates every placement's wait is counted in.
+MAX_TTL_SECONDS = 365 * 24 * 3600
 
 
 def _say(message: str) -> None:
@@ -388,14 +391,17 @@ def _serve(args: argparse.Namespace) -> int:
     if not 1 <= args.max_connections <= 65536:
         _fail("hami-place-webhook: --max-connections must be 1..65536")
         return 2
-    if args.placement_ttl <= 0:
-        _fail("hami-place-webhook: --placement-ttl must be a positive number of seconds")
+    if not 0 < args.placement_ttl <= MAX_TTL_SECONDS:
+        _fail(f"hami-place-webhook: --placement-ttl must be a positive number of seconds, at most {MAX_TTL_SECONDS}")
         return 2
-    if args.finished_ttl < 0:
-        _fail("hami-place-webhook: --finished-ttl must be 0 (keep) or a positive number of seconds")
+    if not 0 <= args.finished_ttl <= MAX_TTL_SECONDS:
+        _fail(
+            "hami-place-webhook: --finished-ttl must be 0 (keep) or a positive number of seconds, "
+            f"at most {MAX_TTL_SECONDS}"
+        )
         return 2
-    if args.claim_grace <= 0:
-        _fail("hami-place-webhook: --claim-grace must be a positive number of seconds")
+    if not 0 < args.claim_grace <= MAX_TTL_SECONDS:
+        _fail(f"hami-place-webhook: --claim-grace must be a positive number of seconds, at most {MAX_TTL_SECONDS}")
         return 2
     if not 1 <= args.admission_timeout <= 30:
         _fail("hami-place-webhook: --admission-timeout must be 1..30 seconds, the range of a webhook's timeoutSeconds")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
+from kubectl_hami_place.core.yaml_doc import load_yaml
 from kubectl_hami_place.kube.errors import (
     KubeConfigError,
     KubeConflict,
@@ -43,6 +46,9 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 ApiClient = client.ApiClient
 DEFAULT_TIMEOUT = (5.0, 30.0)
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+KUBECONFIG_SECTIONS = ("clusters", "contexts", "users")
+# Control characters (C0, DEL, C1): none belongs in a token, and a line break inside one would end its header.
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -171,31 +177,37 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     # An empty KUBECONFIG, --kubeconfig or --context is unset, as kubectl reads them (the client library took an
     # empty KUBECONFIG for its default file when it was imported).
     explicit = kubeconfig or os.environ.get("KUBECONFIG") or None
-    context = context or None
     default_file = DEFAULT_KUBECONFIG.expanduser()
-    if not explicit and not default_file.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if not explicit and os.environ.get("KUBERNETES_SERVICE_HOST") and not _exists(default_file):
         return _connect_in_cluster(configuration)
     where = explicit or str(default_file)
-    if context is None and not kubeconfig and explicit and os.pathsep in explicit:
-        context = first_current_context(explicit.split(os.pathsep))
-    if os.pathsep not in where and not Path(where).expanduser().exists():
-        # The client library calls a missing file "Invalid kube-config file. No configuration found."
-        raise KubeConfigError(f"cannot read kubeconfig {where}: no such file")
+    documents = _documents(where)
+    first = documents[0][0]
+    sections, current = _merged(documents)
+    selected = context or current
+    if not isinstance(selected, str):
+        raise KubeConfigError(
+            f"cannot use kubeconfig {where}: it sets no current-context; name a context with --context"
+            if selected is None
+            else f"cannot use kubeconfig {where}: its current-context must be a context's name"
+        )
+    if selected not in sections["contexts"]:
+        # The client library says "Expected object with name X in <file>/contexts list".
+        known = ", ".join(sections["contexts"]) or "none"
+        raise KubeConfigError(f"cannot use kubeconfig {where}: it has no context {selected!r} (its contexts: {known})")
+    merged = ConfigNode(first, {section: list(entries.values()) for section, entries in sections.items()}, first)
     try:
-        contexts, active = config.list_kube_config_contexts(config_file=where)
-        if context is not None and context not in (names := [str(c.get("name")) for c in contexts]):
-            # The client library says "Expected object with name X in <file>/contexts list".
-            known = ", ".join(names) or "none"
+        loader = KubeConfigLoader(config_dict=merged, active_context=selected, config_base_path=None)
+        chosen = loader.current_context
+        cluster = chosen["context"]["cluster"]
+        if not sections["clusters"][cluster].value["cluster"].get("server"):
+            # The client library leaves the host empty: "cannot reach the API server at : No host specified."
             raise KubeConfigError(
-                f"cannot use kubeconfig {where}: it has no context {context!r} (its contexts: {known})"
+                f"cannot use kubeconfig {where}: its cluster {cluster!r} has no server; "
+                "add `server: https://HOST:PORT` to it"
             )
         with _logged_failures() as failures:
-            config.load_kube_config(
-                config_file=where,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+            loader.load_and_set(configuration)
         if failures:
             # kubectl stops here too ("getting credentials: exec: ..."); going on would only say Unauthorized.
             raise KubeConfigError(
@@ -203,23 +215,107 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
             )
     except ConfigException as exc:
         raise KubeConfigError(f"cannot use kubeconfig {where}: {_one_line(str(exc))}") from exc
-    except yaml.YAMLError as exc:
-        raise KubeConfigError(f"cannot read kubeconfig {where}: not YAML ({_one_line(str(exc))})") from exc
     except (OSError, ValueError) as exc:
         raise KubeConfigError(f"cannot read kubeconfig {where}: {_one_line(str(exc))}") from exc
     except (TypeError, AttributeError, KeyError) as exc:
         # The client indexes the document as a mapping of lists of mappings; anything else fails inside it.
         raise KubeConfigError(f"cannot read kubeconfig {where}: it is not a kubeconfig (a YAML mapping)") from exc
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-    namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    user = chosen["context"].get("user")
+    _trim_token(configuration, f"cannot use kubeconfig {where}: the token of its user {user!r}")
+    namespace = chosen["context"].get("namespace") or "default"
     if not isinstance(namespace, str):
         raise KubeConfigError(f"cannot use kubeconfig {where}: its context's namespace {namespace!r} is not text")
-    return Kube(
-        api=CheckedApiClient(configuration),
-        namespace=namespace,
-        server=configuration.host,
-        context=(chosen or {}).get("name"),
-    )
+    return Kube(api=CheckedApiClient(configuration), namespace=namespace, server=configuration.host, context=selected)
+
+
+def _exists(file: Path) -> bool:
+    """Whether the file is there; a path that cannot be looked up (a name too long, a directory not searchable) is
+    the user's to fix, in one line."""
+    try:
+        return file.exists()
+    except OSError as exc:
+        raise KubeConfigError(f"cannot read kubeconfig {file}: {exc.strerror or exc}") from exc
+
+
+def _documents(where: str) -> list[tuple[str, Any]]:
+    """Each file of `where` (a KUBECONFIG list skips a missing one, as kubectl does) as its path and its document,
+    read once by libyaml (the client library's pure-Python parse took 2 s a pass on a 4 MB kubeconfig) and refused
+    when its aliases expand it without bound: the client library printed such a document out whole and hung."""
+    documents = []
+    for path in filter(None, where.split(os.pathsep)):
+        file = os.path.expanduser(path)
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            raise KubeConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise KubeConfigError(f"cannot read kubeconfig {path}: it is not UTF-8 text") from exc
+        try:
+            documents.append((file, load_yaml(text, yaml.CSafeLoader)))
+        except yaml.YAMLError as exc:
+            # libyaml names the text it read, not the file.
+            reason = _one_line(str(exc)).replace('"<unicode string>"', f'"{path}"')
+            problem = reason if isinstance(exc, yaml.constructor.ConstructorError) else f"not YAML ({reason})"
+            raise KubeConfigError(f"cannot read kubeconfig {path}: {problem}") from exc
+    if not documents:
+        # The client library calls a missing file "Invalid kube-config file. No configuration found."
+        raise KubeConfigError(f"cannot read kubeconfig {where}: no such file")
+    return documents
+
+
+def _merged(documents: list[tuple[str, Any]]) -> tuple[dict[str, dict[str, ConfigNode]], object]:
+    """The files' clusters, contexts and users by name, and their current-context, as kubectl merges them: the first
+    file to set one wins (the client library let the last current-context win: another cluster than kubectl's). Each
+    entry keeps its file, for a relative certificate or token file, and is labelled by its name, not by its contents
+    as the client library did, which put a user's token in an error."""
+    sections: dict[str, dict[str, ConfigNode]] = {section: {} for section in KUBECONFIG_SECTIONS}
+    current = None
+    for file, document in documents:
+        if document is None:
+            raise KubeConfigError(f"cannot read kubeconfig {file}: it is empty")
+        if not isinstance(document, dict):
+            raise KubeConfigError(f"cannot read kubeconfig {file}: it is not a kubeconfig (a YAML mapping)")
+        for section, entries in sections.items():
+            listed = document.get(section) or []
+            if not isinstance(listed, list) or not all(
+                isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in listed
+            ):
+                raise KubeConfigError(f"cannot read kubeconfig {file}: its {section} must be a list of named mappings")
+            for entry in listed:
+                if entry["name"] not in entries:
+                    entries[entry["name"]] = ConfigNode(f"{file}/{section}[name={entry['name']}]", entry, file)
+        current = current or document.get("current-context")
+    return sections, current
+
+
+def _trim_token(configuration: client.Configuration, whose: str) -> None:
+    """Drops the whitespace around the bearer token, now and at each refresh, as kubectl does (`echo $TOKEN > file`
+    ends it in a newline, which urllib3 refused as a header, printing the token); one it holds inside is refused,
+    without the token."""
+    refresh: Callable[[client.Configuration], None] | None = configuration.refresh_api_key_hook
+    if refresh is not None:
+
+        def trimmed(refreshing: client.Configuration) -> None:
+            refresh(refreshing)
+            _trim_token_once(refreshing, whose)
+
+        configuration.refresh_api_key_hook = trimmed  # type: ignore[assignment]  # typed as its default, None
+    _trim_token_once(configuration, whose)
+
+
+def _trim_token_once(configuration: client.Configuration, whose: str) -> None:
+    """The Authorization value the client library set, its credential stripped; KubeConfigError on a control
+    character inside it."""
+    value = configuration.api_key.get("BearerToken")
+    if value is None:
+        return
+    scheme, _, credential = value.partition(" ")
+    credential = credential.strip()
+    if CONTROL_CHARACTER.search(credential):
+        raise KubeConfigError(f"{whose} holds a control character; fix the token in the kubeconfig")
+    configuration.api_key["BearerToken"] = f"{scheme} {credential}"
 
 
 @contextmanager
@@ -243,22 +339,6 @@ def _logged_failures() -> Iterator[list[str]]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
-
-
-def first_current_context(paths: list[str]) -> str | None:
-    """The context a KUBECONFIG list selects as kubectl reads it: the first file that sets `current-context` wins
-    (the Python client lets the last one win, so the plugin would write to another cluster than kubectl). A file
-    that cannot be read is left to the client's load, which says what is wrong with it."""
-    for path in paths:
-        if not path:
-            continue
-        try:
-            document = yaml.safe_load(Path(path).expanduser().read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        if isinstance(document, dict) and document.get("current-context"):
-            return str(document["current-context"])
-    return None
 
 
 def _connect_in_cluster(configuration: client.Configuration) -> Kube:

@@ -27,7 +27,7 @@ from kubectl_hami_place.core.errors import ModelError
 from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.pin_check import GpuContainer, Workload
 from kubectl_hami_place.core.requests import CardRequest
-from kubectl_hami_place.kube.client import Kube, first_current_context, translate_api_error, translate_connection_error
+from kubectl_hami_place.kube.client import Kube, translate_api_error, translate_connection_error
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
     KubeConfigError,
@@ -168,7 +168,9 @@ def test_a_kubeconfig_list_selects_the_first_files_context_as_kubectl_does(
     monkeypatch.setenv("KUBECONFIG", f"{first}:{tmp_path / 'missing'}:{second}")
     assert run(["list"]) == 1
     assert "https://127.0.0.1:1" in one_error_line(capsys)
-    assert first_current_context([str(tmp_path / "missing"), str(second), str(first)]) == "two"
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{second}:{first}")
+    assert run(["list"]) == 1
+    assert "https://127.0.0.1:2" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize(

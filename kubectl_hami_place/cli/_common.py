@@ -17,6 +17,7 @@ import typer
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli.output import Result, formatter_for
 from kubectl_hami_place.cli.output.printable import printable
+from kubectl_hami_place.core.errors import clip
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -87,22 +88,22 @@ PlacementLabelsOption = Annotated[
 ]
 
 
-def parse_selector(text: str) -> LabelSelector:
-    """`-l` as a non-empty selector, or a usage error."""
+def parse_selector(text: str, what: str = "pod") -> LabelSelector:
+    """`-l` as a selector of `what` the verb takes, or a usage error: malformed, or empty (it would take them all)."""
     from kubectl_hami_place.core.errors import SelectorError
-    from kubectl_hami_place.core.selectors import parse_selector_string
+    from kubectl_hami_place.core.selectors import parse_selector_string, require_nonempty_selector
 
     try:
-        return parse_selector_string(text, require_nonempty=True)
+        return require_nonempty_selector(parse_selector_string(text), what)
     except SelectorError as exc:
         raise UsageProblem(
-            f"bad selector -l {text!r}: {exc}", "use kubectl's syntax, e.g. -l app=train,tier=gpu"
+            f"bad selector -l {clip(text)!r}: {exc}", "use kubectl's syntax, e.g. -l app=train,tier=gpu"
         ) from exc
 
 
-def label_query(text: str | None) -> str:
-    """`-l` of list, delete and status as the API's labelSelector ("" when not given), or a usage error."""
-    return "" if text is None else str(parse_selector(text))
+def label_query(text: str | None, what: str) -> str:
+    """`-l` of list, delete and status, which select `what`, as the API's labelSelector ("" when not given)."""
+    return "" if text is None else str(parse_selector(text, what))
 
 
 def color_enabled(stream: Any) -> bool:
@@ -215,7 +216,7 @@ def target(
         raise UsageProblem("--namespace and --all-namespaces conflict", "pass only one of them")
     if as_user is not None and not (as_user and as_user.isprintable()):
         # It goes into an HTTP header, where a line break would be refused by the client library.
-        raise UsageProblem(f"--as {as_user[:60]!r} is not a user name", "give the user to act as, e.g. --as jane")
+        raise UsageProblem(f"--as {clip(as_user, 60)!r} is not a user name", "give the user to act as, e.g. --as jane")
     kube = connect(kubeconfig, context, impersonate=as_user)
     if all_namespaces:
         return Target(kube, None)
@@ -307,9 +308,17 @@ ReqIdOption = Annotated[
     str | None, typer.Option("--req-id", help="Request id copied onto the pod (at least 5 characters; default random).")
 ]
 NameOption = Annotated[str | None, typer.Option("--name", help="Placement name (default pin-<reqID>).")]
+MAX_MEMORY_MIB = 2**31 - 1
+"""The most MiB per card HAMi can count (an int32): a larger --request-memory is refused before the cluster is read."""
+
 MemoryOption = Annotated[
     int | None,
-    typer.Option("--request-memory", min=0, help="MiB per card the pod asks (default: from its controller)."),
+    typer.Option(
+        "--request-memory",
+        min=0,
+        max=MAX_MEMORY_MIB,
+        help="MiB per card the pod asks (default: from its controller).",
+    ),
 ]
 
 
@@ -319,7 +328,7 @@ def pod_name(value: str | None) -> str | None:
 
     if value is not None and not is_object_name(value):
         raise UsageProblem(
-            f"{value[:80]!r} is not a pod name", "give the pod's name: lowercase letters, digits, '-' and '.'"
+            f"{clip(value)!r} is not a pod name", "give the pod's name: lowercase letters, digits, '-' and '.'"
         )
     return value
 
@@ -333,7 +342,7 @@ def _hami_config_ref(value: str | None) -> str | None:
         namespace, slash, name = value.rpartition("/")
         if not is_object_name(name) or (slash and not is_namespace(namespace)):
             raise UsageProblem(
-                f"--hami-config {value[:80]!r} is not NS/NAME",
+                f"--hami-config {clip(value)!r} is not NS/NAME",
                 "write e.g. --hami-config kube-system/hami-scheduler-device",
             )
     return value
@@ -356,7 +365,7 @@ def _gpu_policy(value: str | None) -> str | None:
 
     if value and not is_gpu_policy(value):
         raise UsageProblem(
-            f"--gpu-scheduler-policy {value[:80]!r} is no policy HAMi knows (it would read it as spread)",
+            f"--gpu-scheduler-policy {clip(value)!r} is no policy HAMi knows (it would read it as spread)",
             "write binpack, spread, mutex, topology-aware, or a comma list of binpack, spread and numa",
         )
     return value

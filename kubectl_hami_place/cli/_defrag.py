@@ -33,6 +33,7 @@ from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import clock, examples
 from kubectl_hami_place.cli._typer_app import Command, typer_app
 from kubectl_hami_place.cli.output import Block, Table, Text
+from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.names import (
     COMPONENT_LABEL,
     DEFRAG_LEASE_NAMESPACE_ANNOTATION,
@@ -482,7 +483,7 @@ def _check_namespace(namespace: str | None) -> None:
     from kubectl_hami_place.core.k8s_names import is_namespace
 
     if namespace is not None and not is_namespace(namespace):
-        raise UsageProblem(f"-n {namespace!r} is not a namespace name", "write e.g. -n kube-system")
+        raise UsageProblem(f"-n {clip(namespace)!r} is not a namespace name", "write e.g. -n kube-system")
 
 
 def _policy_ref(ref: str | None, namespace: str | None) -> tuple[str, str] | None:
@@ -495,7 +496,7 @@ def _policy_ref(ref: str | None, namespace: str | None) -> tuple[str, str] | Non
     policy_namespace, _, name = ref.partition("/")
     if not is_namespaced_name(policy_namespace, name):
         raise UsageProblem(
-            f"--policy {ref!r} is not NAMESPACE/NAME", "write e.g. --policy kube-system/gd-defrag-policy"
+            f"--policy {clip(ref)!r} is not NAMESPACE/NAME", "write e.g. --policy kube-system/gd-defrag-policy"
         )
     if namespace is not None and namespace != policy_namespace:
         raise UsageProblem(f"--policy {ref} is not in namespace {namespace}", "give one of -n and --policy")

@@ -26,6 +26,7 @@ from kubectl_hami_place.cli._common import (
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
+from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.names import PHASES, Phase
 from kubectl_hami_place.kube.errors import KubeNotFound
 
@@ -100,7 +101,7 @@ def delete(
 
     wanted = list(names or [])
     phases = set(phase or [])
-    labels = label_query(selector)
+    labels = label_query(selector, "placement")
     if wanted and (all_placements or labels):
         raise UsageProblem("names and --all or -l conflict", "pass placement names, or --all or -l, not both")
     if phases and not (all_placements or labels):
@@ -109,11 +110,11 @@ def delete(
         raise UsageProblem("nothing to delete", "pass placement names, --all or -l")
     unknown = sorted(phases - set(PHASES))
     if unknown:
-        raise UsageProblem(f"unknown phase {unknown[0]!r}", f"use one of {', '.join(PHASES)}")
+        raise UsageProblem(f"unknown phase {clip(unknown[0])!r}", f"use one of {', '.join(PHASES)}")
     invalid = next((name for name in wanted if not is_object_name(name)), None)
     if invalid is not None:
         # Checked before anything is deleted: a bad name part-way through the list must not leave the rest half done.
-        raise UsageProblem(f"{invalid[:80]!r} is not a placement name", "check the names (kubectl hami-place list)")
+        raise UsageProblem(f"{clip(invalid)!r} is not a placement name", "check the names (kubectl hami-place list)")
     where = target(kubeconfig, context, namespace, as_user=as_user)
     ns = where.one_namespace
     if all_placements or labels:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.names import WEBHOOK_SERVICE_LABEL
 from kubectl_hami_place.kube.errors import (
     BlockedByDisruptionBudget,
@@ -30,6 +33,11 @@ EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_BLOCKED = 4
 EXIT_INTERRUPTED = 130
+
+WORD_MAX = 256
+"""The longest word an adapter's error keeps whole: its paths, URLs and names (at most 253 characters) fit."""
+
+_WORD = re.compile(r"[^\s'\"]+")
 
 
 class CliError(Exception):
@@ -119,4 +127,10 @@ _FAMILY_HINTS: dict[type[KubeError], str] = {
 def kube_line(error: KubeError) -> str:
     """`<cause>; <what to do>`: an adapter's error as the CLI prints it."""
     hint = kube_hint(error)
-    return f"{error.cause}; {hint}" if hint else error.cause
+    cause = clip_words(error.cause, WORD_MAX)
+    return f"{cause}; {hint}" if hint else cause
+
+
+def clip_words(text: str, limit: int = 80) -> str:
+    """Each word (no spaces or quotes) cut at `limit`: click's and adapters' texts echo a user's value whole."""
+    return _WORD.sub(lambda word: clip(word.group(), limit), text)

@@ -68,7 +68,7 @@ def list_placements(
     """List HamiPodPlacements."""
     from kubectl_hami_place.kube import placements
 
-    labels = label_query(selector)
+    labels = label_query(selector, "placement")
     where = target(kubeconfig, context, namespace, all_namespaces, as_user)
     items = placements.list_placements(where.kube, where.namespace, labels)
     emit(PlacementList(tuple(items), where.namespace is None, where.namespace or "", labels), output)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kubectl_hami_place.cli._errors import CliError, Refused, UsageProblem
-from kubectl_hami_place.core.errors import CardRefError, ModelError
+from kubectl_hami_place.core.errors import CardRefError, ModelError, clip
 from kubectl_hami_place.kube.errors import NoReplacement, PinRefused
 from kubectl_hami_place.kube.move_values import Checked, Replacement
 
@@ -52,7 +52,7 @@ def parse_gpus(values: Sequence[str]) -> tuple[CardRef, ...]:
             refs.append(parse_card_ref(value))
         except CardRefError as exc:
             raise UsageProblem(
-                f"bad --gpu {value!r}: {exc}", "see the node's cards with kubectl hami-place status"
+                f"bad --gpu {clip(value)!r}: {exc}", "see the node's cards with kubectl hami-place status"
             ) from exc
     return tuple(refs)
 
@@ -102,7 +102,7 @@ def placement_name(given: str | None, spec: PlacementSpec) -> str:
     if given:
         if not is_object_name(given):
             raise UsageProblem(
-                f"--name {given!r} is not an object name", "fix --name: lowercase letters, digits, '-' and '.'"
+                f"--name {clip(given)!r} is not an object name", "fix --name: lowercase letters, digits, '-' and '.'"
             )
         return given
     named = f"pin-{spec.req_id.lower()}"

@@ -343,7 +343,7 @@ def status(
     if wanted and selector is not None:
         # As kubectl: `kubectl get nodes a -l x` is refused too.
         raise UsageProblem("name nodes or give -l, not both", "drop the node names or -l")
-    labels = label_query(selector) or None
+    labels = label_query(selector, "node") or None
     where = target(kubeconfig, context, namespace, all_namespaces=all_namespaces or not namespace, as_user=as_user)
 
     def read() -> Result:

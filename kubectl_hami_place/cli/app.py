@@ -34,14 +34,18 @@ from kubectl_hami_place.cli._errors import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
+    WORD_MAX,
     CliError,
+    clip_words,
     kube_line,
 )
 from kubectl_hami_place.cli._typer_app import Command, typer_app
-from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.errors import ModelError, clip
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, KubeInvalid, PathError
 
 PROG = "kubectl hami-place"
+SENTENCE_MAX = 240
+"""The most of a click message kept (a value with spaces, many extra arguments): the hint after it stays in sight."""
 
 app = typer_app(PROG, "Pin HAMi GPU pods to exact nodes and cards, evict to make room, and see every card's state.")
 app.command("pin", cls=Command, help=_pin.HELP, no_args_is_help=True)(_pin.pin)
@@ -92,7 +96,7 @@ def run(argv: list[str]) -> int:
     except Exception as exc:
         if os.environ.get("HAMI_PLACE_DEBUG"):
             raise
-        detail = " ".join(str(exc).split()) or type(exc).__name__
+        detail = clip_words(" ".join(str(exc).split()), WORD_MAX) or type(exc).__name__
         return _fail(
             [f"unexpected {type(exc).__name__}: {detail}; rerun with HAMI_PLACE_DEBUG=1 and report it"], EXIT_ERROR
         )
@@ -141,7 +145,7 @@ def _fail(lines: list[str], code: int) -> int:
 
 def _sentence(message: str) -> str:
     """Click's messages are sentences ("No such option: --x."); ours are clauses joined by '; '."""
-    text = " ".join(message.split()).replace("Value error, ", "").rstrip(".")
+    text = clip(clip_words(" ".join(message.split()).replace("Value error, ", "").rstrip(".")), SENTENCE_MAX)
     return text[:1].lower() + text[1:]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubectl_hami_place.core.errors import AllocationError
+from kubectl_hami_place.core.errors import AllocationError, clip
 from kubectl_hami_place.core.fields import go_decimal
 
 ALLOCATED_ANNOTATION = "hami.io/vgpu-devices-allocated"
@@ -70,7 +70,7 @@ def _parse_container(entry: str, position: int) -> ContainerDevices:
             # As HAMi writes them (status reads 40,000 a run): the checks below would accept them unchanged.
             devices.append(ContainerDevice(fields[0], fields[1], int(fields[2]), int(fields[3])))
             continue
-        where = f"allocation container {position} device {_shorten(segment)!r}"
+        where = f"allocation container {position} device {clip(segment, 60)!r}"
         if len(fields) < 4:
             raise AllocationError(f"{where} has {len(fields)} fields, expected UUID,VENDOR,MEM,CORES")
         devices.append(
@@ -108,8 +108,3 @@ def _check_encodable(device: ContainerDevice, position: int) -> None:
     for key, number in (("memory", device.usedmem), ("cores", device.usedcores)):
         if not _INT32_MIN <= number <= _INT32_MAX:
             raise AllocationError(f"allocation container {position}: {key} {number} is out of range")
-
-
-def _shorten(text: str, limit: int = 60) -> str:
-    """Clip quoted input in messages."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from kubectl_hami_place.core.errors import RegisterError
+from kubectl_hami_place.core.errors import RegisterError, clip
 from kubectl_hami_place.core.fields import go_decimal, go_text
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
@@ -402,7 +402,7 @@ def _parse_legacy(text: str) -> tuple[Card, ...]:
         if segment == "":
             continue
         fields = segment.split(",")
-        where = f"card register entry {position} {_shorten(segment)!r}"
+        where = f"card register entry {position} {clip(segment, 60)!r}"
         if len(fields) not in (7, 9):
             raise RegisterError(f"{where} has {len(fields)} fields, expected 7 or 9")
         index, mode = 0, DEFAULT_MODE
@@ -453,11 +453,6 @@ def _encode_legacy_card(card: Card) -> str:
     health = "true" if card.health else "false"
     fields = (card.uuid, card.count, card.devmem, card.devcore, card.type, card.numa, health, card.index, card.mode)
     return ",".join(str(field) for field in fields) + ":"
-
-
-def _shorten(text: str, limit: int = 60) -> str:
-    """Clip quoted input in messages so one bad annotation cannot flood a line."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _first_line(err: Exception) -> str:

@@ -40,3 +40,8 @@ class ClusterInfoError(ModelError):
 
 class MovesDocumentError(ModelError):
     """The controller's moves as a server answered them (`GET /api/v1/defrag/moves`) are malformed."""
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """`text` cut to `limit` characters, marked with "...": a long value quoted in a message cannot flood its line."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from kubectl_hami_place.core.errors import ModelError, PlacementError, SelectorError
+from kubectl_hami_place.core.errors import ModelError, PlacementError, SelectorError, clip
 from kubectl_hami_place.core.fields import rfc3339
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import API_VERSION, CLAIMED_PHASES, KIND, EvictionResult, Phase
@@ -148,7 +148,7 @@ def validate_spec(spec: PlacementSpec) -> str | None:
     if not spec.node_name:
         return "nodeName is empty"
     if not is_object_name(spec.node_name):
-        return f"nodeName {spec.node_name[:80]!r} is not a valid node name"
+        return f"nodeName {clip(spec.node_name)!r} is not a valid node name"
     if not spec.gpu_devices:
         return "gpuDevices is empty; name at least one card"
     percents = {ref.percent for ref in spec.gpu_devices}
@@ -168,7 +168,7 @@ def validate_spec(spec: PlacementSpec) -> str | None:
             return f"gpuDevices names {key} twice; a card can be given once"
         seen.add(key)
     if spec.evict_pod is not None and not is_object_name(spec.evict_pod):
-        return f"evictPod {spec.evict_pod!r} is not a valid pod name"
+        return f"evictPod {clip(spec.evict_pod)!r} is not a valid pod name"
     return None
 
 

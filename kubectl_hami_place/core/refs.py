@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.errors import CardRefError
+from kubectl_hami_place.core.errors import CardRefError, clip
 
 GPU_DEVICE_PATTERN = r"^(gpu-[0-9]+(/([1-9][0-9]?|100))?|GPU-[0-9A-Za-z-]+)$"
 """The pattern the CRD's schema puts on every `spec.gpuDevices` entry (kept identical to the CRD)."""
@@ -56,7 +56,7 @@ def parse_card_ref(text: object) -> CardRef:
         raise CardRefError(f"card reference must be a string, got {type(text).__name__}")
     if not _PATTERN.fullmatch(text):
         raise CardRefError(
-            f"{_shorten(text)!r} is not a card reference: use gpu-<index>, gpu-<index>/<percent 1..100> "
+            f"{clip(text, 60)!r} is not a card reference: use gpu-<index>, gpu-<index>/<percent 1..100> "
             "or a card UUID (GPU-...)"
         )
     if text.startswith("GPU-"):
@@ -65,7 +65,7 @@ def parse_card_ref(text: object) -> CardRef:
     index_text, _, percent_text = body.partition("/")
     index_text = index_text.lstrip("0") or "0"
     if len(index_text) > len(str(_MAX_INDEX)):  # past the range CardRef checks, and past what int() reads
-        raise CardRefError(f"{_shorten(text)!r} names a card index no node has: use gpu-<index> of a registered card")
+        raise CardRefError(f"{clip(text, 60)!r} names a card index no node has: use gpu-<index> of a registered card")
     return CardRef(index=int(index_text), percent=int(percent_text) if percent_text else None)
 
 
@@ -106,8 +106,3 @@ def where(node: str, uuids: Iterable[str], names: Mapping[str, str]) -> str:
     """Where a pod is or goes, in words: `node/gpu-1,gpu-2` from the card names by UUID, a card `names` lacks by its
     UUID."""
     return place(node, [names.get(uuid, uuid) for uuid in uuids])
-
-
-def _shorten(text: str, limit: int = 60) -> str:
-    """Clip quoted input in messages."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubectl_hami_place.core.errors import SelectorError
+from kubectl_hami_place.core.errors import SelectorError, clip
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_object_name
 
@@ -124,10 +124,10 @@ def budget_selector(budget: Mapping[str, Any]) -> LabelSelector | None:
     return None if written is None else selector_from_dict(written)
 
 
-def require_nonempty_selector(selector: LabelSelector) -> LabelSelector:
-    """The selector itself, or SelectorError when it is empty (it would match every pod)."""
+def require_nonempty_selector(selector: LabelSelector, what: str = "pod") -> LabelSelector:
+    """The selector itself, or SelectorError when it is empty: it would match every `what` (pod, node, ...)."""
     if selector.empty:
-        raise SelectorError("the pod selector is empty and would match every pod; give at least one label")
+        raise SelectorError(f"the {what} selector is empty and would match every {what}; give at least one label")
     return selector
 
 
@@ -208,10 +208,10 @@ def _check_key(key: object) -> str:
         raise SelectorError("label selector: a label key must be a non-empty string")
     prefix, slash, name = key.rpartition("/")
     if slash and not is_object_name(prefix):
-        raise SelectorError(f"label key {_clip(key)!r}: the prefix must be a lowercase DNS subdomain")
+        raise SelectorError(f"label key {clip(key)!r}: the prefix must be a lowercase DNS subdomain")
     if len(name) > 63 or not _NAME.fullmatch(name):
         raise SelectorError(
-            f"label key {_clip(key)!r}: the name must be 1-63 characters of A-Z a-z 0-9 . _ -, "
+            f"label key {clip(key)!r}: the name must be 1-63 characters of A-Z a-z 0-9 . _ -, "
             "starting and ending with a letter or digit"
         )
     return key
@@ -221,7 +221,7 @@ def _check_value(value: str, key: str) -> str:
     """A label value as the API server accepts it (empty allowed)."""
     if value and (len(value) > 63 or not _NAME.fullmatch(value)):
         raise SelectorError(
-            f"label {_clip(key)!r}: value {_clip(value)!r} must be at most 63 characters of A-Z a-z 0-9 . _ -, "
+            f"label {clip(key)!r}: value {clip(value)!r} must be at most 63 characters of A-Z a-z 0-9 . _ -, "
             "starting and ending with a letter or digit"
         )
     return value
@@ -238,20 +238,20 @@ def _split_top_level(text: str) -> list[str]:
         elif char == ")":
             depth -= 1
             if depth < 0:
-                raise SelectorError(f"label selector {_clip(text)!r} has an unmatched ')'")
+                raise SelectorError(f"label selector {clip(text)!r} has an unmatched ')'")
         if char == "," and depth == 0:
             parts.append("".join(current))
             current = []
         else:
             current.append(char)
     if depth != 0:
-        raise SelectorError(f"label selector {_clip(text)!r} has an unclosed '('")
+        raise SelectorError(f"label selector {clip(text)!r} has an unclosed '('")
     parts.append("".join(current))
     if len(parts) == 1 and not parts[0].strip():
         return []
     for part in parts:
         if not part.strip():
-            raise SelectorError(f"label selector {_clip(text)!r} has an empty term between commas")
+            raise SelectorError(f"label selector {clip(text)!r} has an empty term between commas")
     return [part.strip() for part in parts]
 
 
@@ -282,7 +282,7 @@ def _parse_part(part: str, labels: dict[str, str], expressions: list[Requirement
         expressions.append(_requirement(_check_key(part), "Exists", []))
         return
     raise SelectorError(
-        f"label selector term {_clip(part)!r} is not key, !key, key=value, key!=value, key in (a,b) or key notin (a,b)"
+        f"label selector term {clip(part)!r} is not key, !key, key=value, key!=value, key in (a,b) or key notin (a,b)"
     )
 
 
@@ -296,8 +296,3 @@ def _add_label(labels: dict[str, str], key: str, value: str) -> None:
 def _default(value: object, default: object) -> object:
     """The value, or `default` when it is absent (null); a wrong type is left for the caller to refuse."""
     return default if value is None else value
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    """Clip quoted input in messages."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."

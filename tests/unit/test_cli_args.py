@@ -713,26 +713,26 @@ def test_a_pod_nothing_recreates_is_warned_about() -> None:
     [
         (
             ["list", "-l", ""],
-            "bad selector -l '': the pod selector is empty and would match every pod; give at least one label; "
-            "use kubectl's syntax, e.g. -l app=train,tier=gpu",
+            "bad selector -l '': the placement selector is empty and would match every placement; give at least "
+            "one label; use kubectl's syntax, e.g. -l app=train,tier=gpu",
         ),
         (["list", "-n", "a", "-A"], "--namespace and --all-namespaces conflict; pass only one of them"),
         (["list", "--as", ""], "--as '' is not a user name; give the user to act as, e.g. --as jane"),
         (
             ["list", "--as", "a" * 70 + "\n"],
-            f"--as '{'a' * 60}' is not a user name; give the user to act as, e.g. --as jane",
+            f"--as '{'a' * 57}...' is not a user name; give the user to act as, e.g. --as jane",
         ),
         (
             ["why", "A" * 100],
-            f"'{'A' * 80}' is not a pod name; give the pod's name: lowercase letters, digits, '-' and '.'",
+            f"'{'A' * 77}...' is not a pod name; give the pod's name: lowercase letters, digits, '-' and '.'",
         ),
         (
             ["why", "p", "--hami-config", "X" * 100],
-            f"--hami-config '{'X' * 80}' is not NS/NAME; write e.g. --hami-config kube-system/hami-scheduler-device",
+            f"--hami-config '{'X' * 77}...' is not NS/NAME; write e.g. --hami-config kube-system/hami-scheduler-device",
         ),
         (
             ["why", "p", "--gpu-scheduler-policy", "x" * 100],
-            f"--gpu-scheduler-policy '{'x' * 80}' is no policy HAMi knows (it would read it as spread); write "
+            f"--gpu-scheduler-policy '{'x' * 77}...' is no policy HAMi knows (it would read it as spread); write "
             "binpack, spread, mutex, topology-aware, or a comma list of binpack, spread and numa",
         ),
         (
@@ -751,6 +751,112 @@ def test_a_usage_error_is_the_whole_line_with_the_fix_and_a_long_value_cut(
     CLI's own words (not pydantic's 'Value error, '), and a long value pasted by mistake is cut, not echoed whole."""
     assert run(argv) == EXIT_USAGE
     assert one_error_line(capsys) == f"error: {line}"
+
+
+LONG = "x" * 100_000
+PIN = ["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-0"]
+SELECTOR_HINT = "use kubectl's syntax, e.g. -l app=train,tier=gpu"
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        ([*PIN, "--name", LONG], "fix --name: lowercase letters, digits, '-' and '.'"),
+        ([*PIN, "--evict", LONG], "fix --evict"),
+        (["pin", "-l", "app=x", "--node", "n", "--gpu", "gpu-" + "1" * 100_000], "kubectl hami-place status"),
+        (["pin", "-l", f"a={LONG}", "--node", "n", "--gpu", "gpu-0"], SELECTOR_HINT),
+        (["list", "-l", f"a={LONG}"], SELECTOR_HINT),
+        (["status", "-l", f"a={LONG}"], SELECTOR_HINT),
+        (["delete", "-l", f"a={LONG}", "--yes"], SELECTOR_HINT),
+        (["delete", "--all", "--phase", LONG], "use one of Pending, Evicting, Consumed, Failed, Expired"),
+        (["defrag", "status", "-n", LONG], "write e.g. -n kube-system"),
+        (["defrag", "status", "--policy", LONG], "write e.g. --policy kube-system/gd-defrag-policy"),
+        (["list", "-o", LONG], "is not one of 'table', 'wide', 'json', 'yaml'; see 'kubectl hami-place list --help'"),
+        (["list", "-o", "a " * 50_000], "see 'kubectl hami-place list --help'"),
+        (["list", f"--{LONG}"], "see 'kubectl hami-place list --help'"),
+        (["list", *["a"] * 30_000], "see 'kubectl hami-place list --help'"),
+        ([LONG], "see 'kubectl hami-place --help'"),
+    ],
+    ids=[
+        "pin-name",
+        "pin-evict",
+        "pin-gpu",
+        "pin-selector",
+        "list-selector",
+        "status-selector",
+        "delete-selector",
+        "delete-phase",
+        "defrag-namespace",
+        "defrag-policy",
+        "output",
+        "output-with-spaces",
+        "option",
+        "extra-arguments",
+        "command",
+    ],
+)
+def test_a_long_value_is_cut_in_the_one_line_that_still_ends_with_the_fix(
+    argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A value pasted by mistake (100,000 characters) was echoed whole: one error line of 100 KB, its fix out of
+    sight. The line quotes the start of the value and still ends with what to do."""
+    assert run(argv) == EXIT_USAGE
+    line = one_error_line(capsys)
+    assert len(line) < 400, line[:400]
+    assert line.endswith(hint)
+
+
+def test_a_long_context_is_cut_in_the_adapters_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The adapter's words echo --context whole; its paths and names keep up to 256 characters."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    assert run(["list", "--kubeconfig", str(kubeconfig), "--context", LONG]) == 1
+    assert one_error_line(capsys) == (
+        f"error: cannot use kubeconfig {kubeconfig}: it has no context '{'x' * 253}...' (its contexts: c); "
+        "check --kubeconfig/--context or KUBECONFIG"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["list", "-l", ""], "placement"),
+        (["delete", "-l", "", "--yes"], "placement"),
+        (["status", "-l", ""], "node"),
+        ([*PIN[:1], "-l", "", *PIN[3:]], "pod"),
+    ],
+)
+def test_an_empty_selector_names_what_the_verb_selects(
+    argv: list[str], what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """list and delete select placements, status nodes, pin a pod: 'every pod' misled about what -l '' would take."""
+    assert run(argv) == EXIT_USAGE
+    assert one_error_line(capsys) == (
+        f"error: bad selector -l '': the {what} selector is empty and would match every {what}; give at least one "
+        f"label; {SELECTOR_HINT}"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*PIN, "--request-memory", "99999999999999999999999999", "--dry-run=client"],
+        ["evict", "p", "--to-node", "n", "--gpu", "gpu-0", "--request-memory", str(2**31)],
+    ],
+    ids=["pin", "evict"],
+)
+def test_a_request_memory_hami_cannot_count_is_refused_before_the_cluster_is_read(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More MiB than HAMi's int32 was refused only after the cluster was read, behind a warning about that read."""
+    from kubectl_hami_place.kube import client
+
+    def connect(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the cluster was read")
+
+    monkeypatch.setattr(client, "connect", connect)
+    assert run(argv) == EXIT_USAGE
+    line = one_error_line(capsys)
+    assert line.startswith("error: invalid value for '--request-memory': ") and "2147483647" in line, line
 
 
 def test_a_confirmation_asks_on_stderr_and_takes_only_yes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -826,11 +932,28 @@ def test_a_confirmation_asks_on_stderr_and_takes_only_yes(monkeypatch: pytest.Mo
             1,
             "error: unexpected RuntimeError: RuntimeError; rerun with HAMI_PLACE_DEBUG=1 and report it\n",
         ),
+        (
+            OSError(f"File name too long: '{'x' * 100_000}'"),
+            1,
+            f"error: unexpected OSError: File name too long: '{'x' * 253}...'; rerun with HAMI_PLACE_DEBUG=1 and "
+            "report it\n",
+        ),
         (130, 130, "error: interrupted\n"),
         (3, 3, ""),
         (None, 0, ""),
     ],
-    ids=["pdb", "invalid", "model", "ctrl-c", "unexpected", "unexpected-empty", "ctrl-c-in-verb", "code", "none"],
+    ids=[
+        "pdb",
+        "invalid",
+        "model",
+        "ctrl-c",
+        "unexpected",
+        "unexpected-empty",
+        "unexpected-long",
+        "ctrl-c-in-verb",
+        "code",
+        "none",
+    ],
 )
 def test_each_outcome_of_a_verb_has_its_exit_code_and_one_line(
     outcome: object, code: int, err: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -283,6 +283,27 @@ def pending_big(
     wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
 
 
+def forged_refusal(cluster: Sandbox, where: str, namespace: str, name: str) -> None:
+    """A FailedScheduling Event written in namespace `where` naming the pod `namespace/name` under another UID, last
+    seen in 2099: once eventTime is set the API server lets an Event of one namespace name a pod of another."""
+    now = datetime.now(UTC)
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name=f"forged-{secrets.token_hex(4)}", namespace=where),
+        involved_object=client.V1ObjectReference(kind="Pod", namespace=namespace, name=name, uid="not-the-pod"),
+        reason="FailedScheduling",
+        message="0/1 nodes are available: 1 1/2 CardInsufficientMemory.",
+        type="Warning",
+        event_time=now,
+        action="Scheduling",
+        reporting_component="forger",
+        reporting_instance="forger",
+        first_timestamp=now,
+        last_timestamp=datetime(2099, 1, 1, tzinfo=UTC),
+        count=1,
+    )
+    client.CoreV1Api(cluster.api_client()).create_namespaced_event(where, event)
+
+
 def uids(cluster: Sandbox, namespace: str) -> set[str]:
     """UIDs of the namespace's pods."""
     return {p.metadata.uid for p in client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace).items}
@@ -298,9 +319,11 @@ def test_mode_on_rescues_the_pending_pod_without_any_command(  # noqa: PLR0917 -
 ) -> None:
     """The server runs as the chart's ServiceAccount: every call of a rescue is one the chart's RBAC grants. The big
     pod mounts a claim not bound yet, of a class that waits for its pod, with a volume on the node: once room is made,
-    kube-scheduler binds it there."""
+    kube-scheduler binds it there. A tenant of another namespace forged the scheduler's last word on it, naming
+    another UID: read as the pod's, it would have vetoed the rescue."""
     held = dict(two_pods_one_per_card(cluster, namespace, node).values())
     write_policy(cluster, server_namespace, namespace, "on", name=chart_account.policy)
+    forged_refusal(cluster, server_namespace, namespace, "big")
     evictions = Evictions(cluster, namespace)
     api = client.CoreV1Api(cluster.api_client())
     try:

@@ -4,13 +4,15 @@ read them; the planner adds what moves change (`planner.objects`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubectl_hami_place.core.errors import SelectorError
 from kubectl_hami_place.core.fields import as_mapping, go_decimal
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
-from kubectl_hami_place.core.selectors import OPERATORS, Requirement
+from kubectl_hami_place.core.selectors import OPERATORS, Requirement, selector_from_dict
 
 KEEPS_OFF = ("NoSchedule", "NoExecute")
 """The taint effects for which kube-scheduler's TaintToleration filter refuses a pod (PreferNoSchedule only scores)."""
@@ -139,11 +141,32 @@ def node_allows(terms: Iterable[Mapping[str, Any]], name: str, labels: Mapping[s
         fields = [e for e in _listed(term.get("matchFields")) if isinstance(e, Mapping)]
         if not expressions and not fields:
             continue
-        by_label = all(_holds(e, labels) for e in expressions)
+        by_label = all(_parses(e) and _holds(e, labels) for e in expressions)
         by_field = all(_holds(e, {"metadata.name": name}) for e in fields)
         if by_label and by_field:
             return True
     return False
+
+
+def _parses(requirement: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler's labels package takes an In, NotIn, Exists or DoesNotExist requirement (its key and
+    values in label syntax): one it cannot parse makes its term match no node. The API server checks the values from
+    1.25 only, so on 1.24 `NotIn ["a b"]` is stored, and was read as matching every node."""
+    operator = requirement.get("operator")
+    if operator not in OPERATORS:
+        return True
+    values = tuple(str(value) for value in _listed(requirement.get("values")))
+    return _label_syntax(str(requirement.get("key", "")), str(operator), values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_syntax(key: str, operator: str, values: tuple[str, ...]) -> bool:
+    """`_parses`, once per requirement: it is asked for every node."""
+    try:
+        selector_from_dict({"matchExpressions": [{"key": key, "operator": operator, "values": list(values)}]})
+    except SelectorError:
+        return False
+    return True
 
 
 def _holds(requirement: Mapping[str, Any], have: Mapping[str, Any]) -> bool:

@@ -71,13 +71,17 @@ def allowed(**spec: object) -> frozenset[str] | None:
         (expr("rack", "Lt", "1_0"), set()),
         (expr("rack", "Lt", " 10"), set()),
         (expr("rack", "Lt", "\u0661\u0660"), set()),
+        (expr("gpu", "NotIn", "a b"), set()),
+        (expr("gpu", "In", "a100", "a b"), set()),
+        (expr("a b", "DoesNotExist"), set()),
         (expr("gpu", "Near", "a100"), set()),
         (expr("rack", "Near", "5"), set()),
     ],
 )
 def test_each_operator(requirement: dict[str, Any], nodes: set[str]) -> None:
     """Gt and Lt read numbers as kube-scheduler does (strconv.ParseInt, 64 bits): a value it cannot read, past int64,
-    with an underscore, a space or Arabic-Indic digits ("10" in them), matches no node, where int() read all four."""
+    with an underscore, a space or Arabic-Indic digits ("10" in them), matches no node, where int() read all four. A
+    key or value not in label syntax (stored on 1.24) fails its term there too: NotIn matched every node."""
     assert allowed(affinity=required({"matchExpressions": [requirement]})) == nodes
 
 

@@ -19,7 +19,6 @@ the claim (guarded by the placement's resourceVersion) before it answers, so a p
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -260,11 +259,11 @@ def _reinvoked(review: Review, placement: Placement, nodes: PinView, config: Ham
 def _without_our_annotations(pod: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the pod without our annotations and claim-digest label (copied from a pinned pod, or forged): it is
     not pinned by them."""
-    stripped: dict[str, Any] = copy.deepcopy(dict(pod))
-    metadata = _child(stripped, "metadata")
+    stripped = dict(pod)
+    metadata = _own(stripped, "metadata")
     for key, names in (("annotations", OUR_ANNOTATIONS), ("labels", (CLAIM_DIGEST_LABEL,))):
-        found = metadata.get(key)
-        if isinstance(found, dict):
+        if isinstance(metadata.get(key), dict):
+            found = _own(metadata, key)
             for name in names:
                 found.pop(name, None)
     return stripped
@@ -274,8 +273,8 @@ def _kept_off(pod: Mapping[str, Any], cards: Sequence[str]) -> Mapping[str, Any]
     """The pod with `cards` (kept for a rescued pod) added to its `nvidia.com/nouse-gpuuuid`; itself when none."""
     if not cards:
         return pod
-    kept: dict[str, Any] = copy.deepcopy(dict(pod))
-    annotations = _child(_child(kept, "metadata"), "annotations")
+    kept = dict(pod)
+    annotations = _own(_own(kept, "metadata"), "annotations")
     own = annotations.get(NOUSE_GPUUUID_ANNOTATION)
     annotations[NOUSE_GPUUUID_ANNOTATION] = kept_off(own if isinstance(own, str) else None, cards)
     return kept
@@ -297,45 +296,42 @@ def _pinned(
 ) -> dict[str, Any]:
     """A copy of the pod pinned to the node and cards, `gated` by ROOM_GATE and ROOM_ANNOTATION while the placement
     evicts; applying it to its own result changes nothing."""
-    mutated: dict[str, Any] = copy.deepcopy(dict(pod))
-    annotations = _child(_child(mutated, "metadata"), "annotations")
+    mutated = dict(pod)
+    metadata = _own(mutated, "metadata")
+    annotations = _own(metadata, "annotations")
     annotations[USE_GPUUUID_ANNOTATION] = ",".join(pin.uuids)
     annotations[PLACEMENT_ANNOTATION] = placement.name
     annotations[REQ_ID_ANNOTATION] = placement.spec.req_id
     annotations[CLAIM_ANNOTATION] = token
-    _child(_child(mutated, "metadata"), "labels")[CLAIM_DIGEST_LABEL] = claim_digest(token)
-    spec = _child(mutated, "spec")
+    _own(metadata, "labels")[CLAIM_DIGEST_LABEL] = claim_digest(token)
+    spec = _own(mutated, "spec")
     _require_hostname(spec, pin.node)
     if gated:
         _gate(spec)
         annotations[ROOM_ANNOTATION] = f"waiting for pod {placement.spec.evict_pod} to go"
-    containers = _containers(spec)
     for patch in pin.patches:
-        resources = _child(containers[patch.position], "resources")
-        _child(resources, "limits")[pin.config.resource_memory_percentage_name] = str(patch.percent)
+        resources = _own(_own_container(spec, patch.position), "resources")
+        _own(resources, "limits")[pin.config.resource_memory_percentage_name] = str(patch.percent)
         if patch.drop_cores:
             for section in ("limits", "requests"):
                 if isinstance(resources.get(section), dict):
-                    resources[section].pop(pin.config.resource_core_name, None)
+                    _own(resources, section).pop(pin.config.resource_core_name, None)
     return mutated
 
 
 def _require_hostname(spec: dict[str, Any], node: str) -> None:
     """AND `kubernetes.io/hostname In [node]` into every required node selector term (a new term if there is none)."""
     requirement = {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}
-    node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
-    required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+    node_affinity = _own(_own(spec, "affinity"), "nodeAffinity")
+    required = _own(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
-    if not isinstance(terms, list) or not terms:
-        terms = [{}]
-        required["nodeSelectorTerms"] = terms
     # A term that is no object (only a forged review holds one) becomes a term with the hostname alone.
-    terms[:] = [term if isinstance(term, dict) else {} for term in terms]
-    for term in terms:
+    owned = [dict(term) if isinstance(term, dict) else {} for term in terms] if isinstance(terms, list) else []
+    required["nodeSelectorTerms"] = owned or [{}]
+    for term in required["nodeSelectorTerms"]:
         expressions = term.get("matchExpressions")
-        if not isinstance(expressions, list):
-            expressions = []
-            term["matchExpressions"] = expressions
+        expressions = list(expressions) if isinstance(expressions, list) else []
+        term["matchExpressions"] = expressions
         if requirement not in expressions:
             expressions.append(requirement)
 
@@ -343,35 +339,58 @@ def _require_hostname(spec: dict[str, Any], node: str) -> None:
 def _gate(spec: dict[str, Any]) -> None:
     """Add ROOM_GATE to the pod's scheduling gates, once (a reinvocation finds it there)."""
     gates = spec.get("schedulingGates")
-    if not isinstance(gates, list):
-        gates = []
-        spec["schedulingGates"] = gates
+    gates = list(gates) if isinstance(gates, list) else []
+    spec["schedulingGates"] = gates
     if {"name": ROOM_GATE} not in gates:
         gates.append({"name": ROOM_GATE})
 
 
-def _containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Init containers then app containers (HAMi's order, and the pin check's positions)."""
-    found: list[dict[str, Any]] = []
+def _own_container(spec: dict[str, Any], position: int) -> dict[str, Any]:
+    """A copy of the container at `position` put in its place, init containers first (HAMi's order, and the pin
+    check's positions)."""
     for key in ("initContainers", "containers"):
-        items = pod_spec.get(key)
-        if isinstance(items, list):
-            found.extend(item if isinstance(item, dict) else {} for item in items)
-    return found
+        items = spec.get(key)
+        items = list(items) if isinstance(items, list) else []
+        if position < len(items):
+            spec[key] = items
+            item = items[position]
+            items[position] = dict(item) if isinstance(item, dict) else {}
+            return items[position]
+        position -= len(items)
+    return {}
+
+
+_SAME = "\x00hami-place: the same in both"
+"""What `_pruned` puts where the two pods agree: no JSON a review carries holds a NUL."""
 
 
 def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """The JSON patch from one pod to the other, by diff (none when they are equal: a C-speed check that saves
-    jsonpatch's walk of the whole pod on every admission that changes nothing)."""
+    """The JSON patch from one pod to the other, by diff (none when they are equal), of the parts where they differ:
+    jsonpatch serializes every item of every list it is given, a forged review's million tolerations for 5 s."""
     if before == after:
         return ()
-    return tuple(jsonpatch.JsonPatch.from_diff(dict(before), dict(after)).patch)
+    old, new = _pruned(dict(before), dict(after))
+    return tuple(jsonpatch.JsonPatch.from_diff(old, new).patch)
 
 
-def _child(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    """parent[key] as a dict, created (or replacing a null) when missing."""
+def _pruned(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Copies of both with each member equal in both (a C-speed check) replaced by _SAME in both, down the members
+    that are objects in both. The diff compares such objects member by member, never writing one whole, and lists
+    are left whole (its matching of their items could pair one with another's), so what it writes is the pods' own."""
+    old, new = dict(before), dict(after)
+    for key in before.keys() & after.keys():
+        was, now = before[key], after[key]
+        if was == now:
+            old[key] = new[key] = _SAME
+        elif isinstance(was, dict) and isinstance(now, dict):
+            old[key], new[key] = _pruned(was, now)
+    return old, new
+
+
+def _own(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """A copy of parent[key] put in its place (a new dict where it is none or no object): the pod is copied only
+    along the paths a decision changes, where a deep copy walked all of it."""
     value = parent.get(key)
-    if not isinstance(value, dict):
-        value = {}
-        parent[key] = value
-    return value
+    owned = dict(value) if isinstance(value, dict) else {}
+    parent[key] = owned
+    return owned

@@ -302,6 +302,31 @@ def test_required_terms_that_select_no_node_claim_nothing_and_a_reinvocation_pin
     assert restored["nodeSelectorTerms"] == [{"matchExpressions": [HOSTNAME_IN]}]
 
 
+def test_a_decision_copies_what_it_changes_and_leaves_the_reviews_pod_as_it_came() -> None:
+    """The pin is built on copies of the paths it changes only (a deep copy walked a forged review's million items),
+    so the pod the review holds, its terms, gates and containers, is the diff's `before` and must stay as it came:
+    changed in place, the patch would lack what it changed."""
+    terms = [{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b"]}]}]
+    original = pod(
+        containers=[gpu_container("a", extra={"nvidia.com/gpucores": "100"})],
+        affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}},
+    )
+    original["spec"]["containers"][0]["resources"]["requests"] = {"nvidia.com/gpucores": "100"}
+    original["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    came = copy.deepcopy(original)
+    stored = dataclasses.replace(view([placement(devices=["gpu-0/25"], evict="old-pod")]), pod_uids={"old-pod": "u"})
+    decision = decide(review(original), stored)
+    assert original == came
+    pinned = patched(copy.deepcopy(original), decision)
+    [term] = pinned["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][-1] == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-0"]}
+    assert pinned["spec"]["schedulingGates"] == [{"name": "example.com/quota"}, {"name": ROOM_GATE}]
+    assert limits(pinned) == {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "25"}, "HAMi's default cores go"
+    assert pinned["spec"]["containers"][0]["resources"]["requests"] == {}
+
+
 def test_percent_sets_gpumem_percentage_only_on_gpu_containers_without_a_memory_ask() -> None:
     """b's 8000 MiB take 20% of the pod's 25% share of the 40960 MiB card (rounded up): a gets the 5% left."""
     containers = [

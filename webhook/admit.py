@@ -21,6 +21,7 @@ from kubectl_hami_place.core.admission import (
     considered,
     decide,
 )
+from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.lifecycle import StatusWrite
@@ -242,7 +243,8 @@ def log_claim(review: Review, claim: StatusWrite) -> None:
         "node": claim.placement.spec.node_name,
         "namespace": review.namespace,
         "pod": review.name,
-        "generateName": generate_name if isinstance(generate_name, str) else "",
+        # The API server ignores it beside a name, unchecked: a forged one of megabytes made a line of megabytes.
+        "generateName": clip(generate_name, 253) if isinstance(generate_name, str) else "",
         "user": review.user,
         "review": review.uid,
         "dryRun": review.dry_run,

@@ -128,7 +128,7 @@ def decide(review: Review, view: AdmissionView) -> Decision:
     """The admission of one parsed review against one view."""
     pod = review.pod
     meta = as_mapping(pod.get("metadata"))
-    namespace = review.pod_namespace
+    namespace = review.namespace
     if not considered(review, view.settings):
         return Decision(uid=review.uid, result=IGNORED)
     placements = [p for p in view.placements if p.namespace == namespace]
@@ -217,7 +217,7 @@ def claimed_by_annotations(review: Review) -> tuple[str, str]:
 def considered(review: Review, settings: Settings) -> bool:
     """Only the creation of a Pod with our scheduler, outside the excluded namespaces, may claim a placement (the
     server reads nothing from the API server for any other review)."""
-    namespace = review.pod_namespace
+    namespace = review.namespace
     if review.operation != "CREATE" or review.kind != "Pod" or review.group or review.sub_resource:
         return False
     if namespace in settings.excluded_namespaces or not namespace:

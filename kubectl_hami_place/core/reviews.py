@@ -46,12 +46,6 @@ class Review:
     user: str = ""
 
     @property
-    def pod_namespace(self) -> str:
-        """The pod's namespace: the request's, else the one its metadata names."""
-        metadata = self.pod.get("metadata")
-        return self.namespace or str((metadata.get("namespace") if isinstance(metadata, Mapping) else "") or "")
-
-    @property
     def annotations(self) -> Mapping[str, Any]:
         """The object's annotations ({} when it has none)."""
         metadata = self.pod.get("metadata")
@@ -94,6 +88,11 @@ def parse_review(body: object) -> Review:
     if namespace and not is_namespace(namespace):
         # The API server only sends namespaces that exist; this one could only reach an API path as a path.
         raise ReviewError(f"the AdmissionReview request's namespace {namespace[:70]!r} is not a namespace name")
+    metadata = pod.get("metadata") if isinstance(pod, dict) else None
+    named = metadata.get("namespace") if isinstance(metadata, dict) else None
+    if operation == "CREATE" and kind.get("kind") == "Pod" and (not namespace or named not in (None, "", namespace)):
+        # The API server sends a pod's namespace and sets its metadata's to it: one namespace decides, checked.
+        raise ReviewError("a Pod's CREATE AdmissionReview request must name the namespace its object's metadata names")
     return Review(
         uid=uid,
         operation=operation,

@@ -901,6 +901,20 @@ def _request(**fields: object) -> dict[str, Any]:
             _request(uid="u", operation="CREATE", object={}, namespace="N" * 100),
             f"the AdmissionReview request's namespace {'N' * 70!r} is not a namespace name",
         ),
+        (
+            _request(uid="u", operation="CREATE", kind={"kind": "Pod"}, object={"metadata": {"namespace": NS}}),
+            "a Pod's CREATE AdmissionReview request must name the namespace its object's metadata names",
+        ),
+        (
+            _request(uid="u", operation="CREATE", kind={"kind": "Pod"}, object={}),
+            "a Pod's CREATE AdmissionReview request must name the namespace its object's metadata names",
+        ),
+        (
+            _request(
+                uid="u", operation="CREATE", kind={"kind": "Pod"}, namespace=NS, object={"metadata": {"namespace": "b"}}
+            ),
+            "a Pod's CREATE AdmissionReview request must name the namespace its object's metadata names",
+        ),
     ],
 )
 def test_a_malformed_review_is_refused_with_the_whole_reason(body: object, message: str) -> None:
@@ -908,6 +922,16 @@ def test_a_malformed_review_is_refused_with_the_whole_reason(body: object, messa
     with pytest.raises(ReviewError) as caught:
         parse_review(body)
     assert str(caught.value) == message
+
+
+def test_a_pods_review_names_its_namespace_in_the_request_and_the_metadata_alike_or_only_in_the_request() -> None:
+    """One namespace decides which placements a pod may take and where its claim is looked up: a forged review whose
+    request named none went by the metadata's, unchecked, and reached the adapters with the request's empty one."""
+    for metadata in ({"namespace": NS}, {}, {"namespace": ""}):
+        review = parse_review(
+            _request(uid="u", operation="CREATE", kind={"kind": "Pod"}, namespace=NS, object={"metadata": metadata})
+        )
+        assert review.namespace == NS
 
 
 def test_a_review_uid_of_128_characters_is_taken() -> None:

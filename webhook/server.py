@@ -119,8 +119,8 @@ def open_port_notices(options: ServeOptions) -> list[str]:
         return []
     return [
         f"the webhook port {options.webhook_port} takes an AdmissionReview from anyone who can reach it: a forged "
-        "review can hold an open placement for the claim grace, again and again; admit only the API server "
-        "(chart networkPolicy or server.clientCA; see docs/security.md)"
+        "review can hold an open placement for the claim grace, again and again, and large ones slow every "
+        "admission; admit only the API server (chart networkPolicy or server.clientCA; see docs/security.md)"
     ]
 
 

@@ -600,8 +600,8 @@ def test_cluster_info_leads_its_warnings_with_the_servers_notices() -> None:
     notices = open_port_notices(ServeOptions(kubeconfig=None))
     assert notices == [
         "the webhook port 8443 takes an AdmissionReview from anyone who can reach it: a forged review can hold an "
-        "open placement for the claim grace, again and again; admit only the API server (chart networkPolicy or "
-        "server.clientCA; see docs/security.md)"
+        "open placement for the claim grace, again and again, and large ones slow every admission; admit only the "
+        "API server (chart networkPolicy or server.clientCA; see docs/security.md)"
     ]
     api = api_app(filled_cache([], []), Metrics(), notices=notices, readers=READERS).test_client()
     assert api.get("/api/v1/cluster-info").get_json()["warnings"] == notices

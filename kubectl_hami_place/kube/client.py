@@ -49,6 +49,8 @@ DEFAULT_KUBECONFIG = Path("~/.kube/config")
 KUBECONFIG_SECTIONS = ("clusters", "contexts", "users")
 # Control characters (C0, DEL, C1): none belongs in a token, and a line break inside one would end its header.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# libyaml's loader where PyYAML was built with it (its wheels are), else the pure-Python one, which reads the same.
+KUBECONFIG_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -253,12 +255,15 @@ def _documents(where: str) -> list[tuple[str, Any]]:
         except UnicodeDecodeError as exc:
             raise KubeConfigError(f"cannot read kubeconfig {path}: it is not UTF-8 text") from exc
         try:
-            documents.append((file, load_yaml(text, yaml.CSafeLoader)))
+            documents.append((file, load_yaml(text, KUBECONFIG_LOADER)))
         except yaml.YAMLError as exc:
             # libyaml names the text it read, not the file.
             reason = _one_line(str(exc)).replace('"<unicode string>"', f'"{path}"')
             problem = reason if isinstance(exc, yaml.constructor.ConstructorError) else f"not YAML ({reason})"
             raise KubeConfigError(f"cannot read kubeconfig {path}: {problem}") from exc
+        except RecursionError as exc:
+            # The pure-Python loader recurses where libyaml stops at a nesting depth of its own.
+            raise KubeConfigError(f"cannot read kubeconfig {path}: not YAML (nested too deep)") from exc
     if not documents:
         # The client library calls a missing file "Invalid kube-config file. No configuration found."
         raise KubeConfigError(f"cannot read kubeconfig {where}: no such file")

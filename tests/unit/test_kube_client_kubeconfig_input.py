@@ -226,3 +226,21 @@ def test_a_kubeconfig_of_another_shape_is_one_line_naming_what_is_wrong(
     path.write_text(text)
     assert run(["list", "--kubeconfig", str(path)]) == 1
     assert one_error_line(capsys) == f"error: cannot read kubeconfig {path}: {words}{HINT}"
+
+
+def test_without_libyaml_the_pure_python_loader_reads_kubeconfigs_and_refuses_the_deep_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyYAML built without libyaml (a source install on a minimal image) has no CSafeLoader; its own loader recurses
+    where libyaml stops at a depth, so the deep document is one line there too."""
+    import yaml
+
+    from kubectl_hami_place.kube import client
+
+    monkeypatch.setattr(client, "KUBECONFIG_LOADER", yaml.SafeLoader)
+    assert connect(str(kubeconfig(tmp_path / "kubeconfig"))).server == "https://127.0.0.1:1"
+    deep = tmp_path / "deep"
+    deep.write_text(PAST_BOUNDS["deep"])
+    with pytest.raises(KubeConfigError) as raised:
+        connect(str(deep))
+    assert str(raised.value) == f"cannot read kubeconfig {deep}: not YAML (nested too deep)"

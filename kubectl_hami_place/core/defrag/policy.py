@@ -42,7 +42,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.errors import ModelError, clip
 from kubectl_hami_place.core.k8s_names import SUBDOMAIN_MAX, is_object_name
 from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.reservation import MAX_RESERVE
@@ -87,14 +87,9 @@ MAX_COUNT = 2**53 - 1
 past a float's range raised at every look."""
 
 
-_SHOWN = 80
-"""The most characters of a value a mistake's line quotes: the ConfigMap may hold a megabyte in one field."""
-
-
 def _shown(value: object) -> str:
-    """The value as the mistake's line quotes it, cut short."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
+    """The value as the mistake's line quotes it, cut short: the ConfigMap may hold a megabyte in one field."""
+    return clip(repr(value))
 
 
 class PolicyError(ModelError):
@@ -310,7 +305,7 @@ def parse_duration(value: object, path: str) -> timedelta:
             seconds = hours * 3600 + minutes * 60 + seconds_part
     if seconds > MAX_DURATION.total_seconds():
         longest = format_duration(MAX_DURATION)
-        shown = repr(value[:21] + "..." if isinstance(value, str) and len(value) > 24 else value)
+        shown = repr(clip(value, 24) if isinstance(value, str) else value)
         raise PolicyError(f"{path}: {shown} is longer than {longest}; write a duration of at most {longest}")
     return timedelta(seconds=seconds)
 

@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
+from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.yaml_doc import load_yaml
 from kubectl_hami_place.kube.errors import (
     KubeConfigError,
@@ -47,6 +48,8 @@ ApiClient = client.ApiClient
 DEFAULT_TIMEOUT = (5.0, 30.0)
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 KUBECONFIG_SECTIONS = ("clusters", "contexts", "users")
+# The key of each section's entry that holds its settings, as a mapping.
+KUBECONFIG_BODIES = {"clusters": "cluster", "contexts": "context", "users": "user"}
 # Control characters (C0, DEL, C1): none belongs in a token, and a line break inside one would end its header.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # libyaml's loader where PyYAML was built with it (its wheels are), else the pure-Python one, which reads the same.
@@ -197,16 +200,23 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         # The client library says "Expected object with name X in <file>/contexts list".
         known = ", ".join(sections["contexts"]) or "none"
         raise KubeConfigError(f"cannot use kubeconfig {where}: it has no context {selected!r} (its contexts: {known})")
+    _check_context_names(where, selected, sections)
     merged = ConfigNode(first, {section: list(entries.values()) for section, entries in sections.items()}, first)
     try:
         loader = KubeConfigLoader(config_dict=merged, active_context=selected, config_base_path=None)
         chosen = loader.current_context
         cluster = chosen["context"]["cluster"]
-        if not sections["clusters"][cluster].value["cluster"].get("server"):
+        server = sections["clusters"][cluster].value["cluster"].get("server")
+        if not server:
             # The client library leaves the host empty: "cannot reach the API server at : No host specified."
             raise KubeConfigError(
                 f"cannot use kubeconfig {where}: its cluster {cluster!r} has no server; "
                 "add `server: https://HOST:PORT` to it"
+            )
+        if not isinstance(server, str):
+            raise KubeConfigError(
+                f"cannot use kubeconfig {where}: its cluster {cluster!r} has a server that is not text; "
+                "write it as `server: https://HOST:PORT`"
             )
         with _logged_failures() as failures:
             loader.load_and_set(configuration)
@@ -228,6 +238,26 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     if not isinstance(namespace, str):
         raise KubeConfigError(f"cannot use kubeconfig {where}: its context's namespace {namespace!r} is not text")
     return Kube(api=CheckedApiClient(configuration), namespace=namespace, server=configuration.host, context=selected)
+
+
+def _check_context_names(where: str, selected: str, sections: dict[str, dict[str, ConfigNode]]) -> None:
+    """The context's cluster and user are names, and its cluster is there: the client library printed a list's
+    internal object for its name, or only that a cluster of that name was expected."""
+    settings = sections["contexts"][selected].value.get("context")
+    if not isinstance(settings, dict):
+        return
+    for key in ("cluster", "user"):
+        if key in settings and not isinstance(settings[key], str):
+            raise KubeConfigError(
+                f"cannot use kubeconfig {where}: its context {selected!r} must give its {key} as a name, `{key}: NAME`"
+            )
+    cluster = settings.get("cluster")
+    if cluster is not None and cluster not in sections["clusters"]:
+        known = ", ".join(clip(name) for name in sections["clusters"]) or "none"
+        raise KubeConfigError(
+            f"cannot use kubeconfig {where}: its context {selected!r} names cluster {clip(cluster)!r}, which it does "
+            f"not have (its clusters: {clip(known, 200)})"
+        )
 
 
 def _exists(file: Path) -> bool:
@@ -288,7 +318,14 @@ def _merged(documents: list[tuple[str, Any]]) -> tuple[dict[str, dict[str, Confi
                 isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in listed
             ):
                 raise KubeConfigError(f"cannot read kubeconfig {file}: its {section} must be a list of named mappings")
+            body = KUBECONFIG_BODIES[section]
             for entry in listed:
+                if entry.get(body) is not None and not isinstance(entry[body], dict):
+                    # The client library indexed it as a mapping and failed inside, on no line of the file.
+                    raise KubeConfigError(
+                        f"cannot read kubeconfig {file}: its {body} {clip(entry['name'])!r} must hold a mapping "
+                        f"under `{body}:`"
+                    )
                 if entry["name"] not in entries:
                     entries[entry["name"]] = ConfigNode(f"{file}/{section}[name={entry['name']}]", entry, file)
         current = current or document.get("current-context")

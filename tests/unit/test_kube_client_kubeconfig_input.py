@@ -170,6 +170,44 @@ def test_a_cluster_without_a_server_is_named_with_what_to_add(
     )
 
 
+@pytest.mark.parametrize(
+    ("change", "verb", "words"),
+    [
+        (
+            ("cluster: {server: 'https://127.0.0.1:1'}", "cluster: https://127.0.0.1:1"),
+            "read",
+            "its cluster 'c' must hold a mapping under `cluster:`",
+        ),
+        (("user: {token: t}", "user: [t]"), "read", "its user 'u' must hold a mapping under `user:`"),
+        (
+            ("context: {cluster: c", "context: {cluster: [c]"),
+            "use",
+            "its context 'c' must give its cluster as a name, `cluster: NAME`",
+        ),
+        (("user: u}", "user: [u]}"), "use", "its context 'c' must give its user as a name, `user: NAME`"),
+        (
+            ("context: {cluster: c", "context: {cluster: gone"),
+            "use",
+            "its context 'c' names cluster 'gone', which it does not have (its clusters: c)",
+        ),
+        (
+            ("server: 'https://127.0.0.1:1'", "server: 443"),
+            "use",
+            "its cluster 'c' has a server that is not text; write it as `server: https://HOST:PORT`",
+        ),
+    ],
+)
+def test_an_entry_of_another_shape_is_named_with_what_to_write(
+    change: tuple[str, str], verb: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client library failed inside on these: "it is not a kubeconfig (a YAML mapping)" for a file that was one,
+    a list's internal object named as a cluster, a context's user in a list taken for none."""
+    path = kubeconfig(tmp_path / "kubeconfig")
+    path.write_text(path.read_text().replace(*change))
+    assert run(["list", "--kubeconfig", str(path)]) == 1
+    assert one_error_line(capsys) == f"error: cannot {verb} kubeconfig {path}: {words}{HINT}"
+
+
 def test_an_error_about_a_user_names_it_without_printing_its_token(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kubectl_hami_place.core.allocations import parse_allocation
 from kubectl_hami_place.core.cards import parse_register
 from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.reviews import nests_deeper
 from tests.fuzz.strategies import FUZZ, either, json_values
 
 REGISTER_FIELDS = {
@@ -95,3 +96,16 @@ def test_allocation_shaped(text: str) -> None:
 @given(json_values | st.text(max_size=200))
 def test_allocation_anything(value: Any) -> None:
     parsed_or_refused(lambda: parse_allocation(value))
+
+
+def _depth(value: Any) -> int:
+    """The levels of lists and objects in a value, counted the plain recursive way: the reference the walk matches."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    return 0 if children is None else 1 + max(map(_depth, children), default=0)
+
+
+@FUZZ
+@given(st.recursive(json_values, lambda children: st.lists(children, max_size=3), max_leaves=40), st.integers(0, 12))
+def test_nests_deeper_is_the_depth_past_the_limit(value: Any, limit: int) -> None:
+    """The review's depth check walks a level at a time; it answers as the recursive count does, at every limit."""
+    assert nests_deeper(value, limit) is (_depth(value) > max(limit, 1))

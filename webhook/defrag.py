@@ -114,6 +114,7 @@ from kubectl_hami_place.core.defrag.runs import (
     RunDecision,
     decide_run,
     fits_as_is,
+    held_now,
     in_scope,
     keep_off,
     refuse,
@@ -810,6 +811,7 @@ class DefragController:
                 if stale:
                     self.metrics.moves.labels("failed").inc()
                     return done, stale, "failed", move.pod
+                self._still_held(decision, move)
                 moves.make_move(
                     self.kube,
                     move,
@@ -1022,6 +1024,16 @@ class DefragController:
         over = still_allowed(self.policy, self._runs(), made, rest, datetime.now(UTC), decision.run_id)
         if over:
             raise NotOn(f"the policy changed and no longer allows the rest of the run ({over}); it stops")
+
+    def _still_held(self, decision: RunDecision, move: Move) -> None:
+        """Raises `NotOn` when the policy, read again by `_guard`, now keeps the move's pod in place or its target out
+        of reach, on the snapshot `_stale` just read anew: what the operator's policy leaves out is not evicted."""
+        if self.policy is None:
+            return
+        snapshot = self._snapshot().snapshot
+        why = held_now(self.policy, snapshot, self._runs(), datetime.now(UTC), decision.run_id, move)
+        if why:
+            raise NotOn(f"the policy changed and now keeps the run's next move from being made ({why}); it stops")
 
     def _keep_room(self, policy: DefragPolicy) -> timedelta | None:
         """Every `keepRoom.interval`, within its window: plan toward the room goal when it is unmet; Events go on the

@@ -32,6 +32,8 @@ from kubectl_hami_place.kube.errors import (
     PinRefused,
     PlacementTaken,
     PodGone,
+    PodProtected,
+    PodReplaced,
 )
 from kubectl_hami_place.kube.move_values import ACK_TIMEOUT_SECONDS, RolledBack
 
@@ -339,7 +341,7 @@ _REPLAN_HINT = "make a new plan (kubectl hami-place plan)"
 
 def _stop(exc: KubeError) -> _Stop:
     """A move's failure in the CLI's words and exit code."""
-    if isinstance(exc, PodGone):
+    if isinstance(exc, PodGone | PodReplaced | PodProtected):
         return _Stop(exc.cause, _CHANGED_HINT)
     if isinstance(exc, PinRefused):
         return _Stop("; ".join(refusal_lines(exc)), _REPLAN_HINT, EXIT_REFUSED)

@@ -94,6 +94,10 @@ class PodReplaced(KubeNotFound):
     """The pod of that name is not the one meant (its UID precondition failed): the pod meant is gone."""
 
 
+class PodProtected(KubeError):
+    """The pod to move was annotated do-not-move since the plan: it is not evicted."""
+
+
 class NoReplacement(KubeError):
     """The pod has no controller and no labels: no selector can match the pod that would replace it."""
 

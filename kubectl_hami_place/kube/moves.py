@@ -48,7 +48,7 @@ from kubectl_hami_place.core.placement import (
     placements_from_objects,
     validate_spec,
 )
-from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner import DO_NOT_MOVE, Move
 from kubectl_hami_place.core.planner.apply import (
     MoveCheck,
     move_step,
@@ -57,6 +57,7 @@ from kubectl_hami_place.core.planner.apply import (
     settling_nodes,
     settling_pods,
 )
+from kubectl_hami_place.core.planner.model import asks_not_to_move
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.reservation import RoomKey
 from kubectl_hami_place.core.selectors import selector_from_dict
@@ -74,6 +75,8 @@ from kubectl_hami_place.kube.errors import (
     PinRefused,
     PlacementTaken,
     PodGone,
+    PodProtected,
+    PodReplaced,
 )
 from kubectl_hami_place.kube.hami_config import read_hami_config
 from kubectl_hami_place.kube.move_values import Checked, Replacement, RolledBack, Stage
@@ -383,12 +386,22 @@ def make_move(
 ) -> Checked:
     """Pins the moved pod's replacement to the move's cards and evicts the pod (the one of the move's UID).
 
-    `PodGone` when the pod is gone, `PodReplaced` (from the eviction's UID precondition) when its name now holds
-    another pod, and every error of `check_move` and `pin_then_evict`. With `key` (the controller's), the placement
+    `PodGone` when the pod is gone, `PodReplaced` when its name now holds another pod (as read, and by the
+    eviction's UID precondition), `PodProtected` when it was annotated do-not-move since the plan, and every error of
+    `check_move` and `pin_then_evict`. With `key` (the controller's), the placement
     is sealed with it. A placement of the move's name is reused as an earlier attempt when it asks the same pin and,
     with `key`, its seal checks; else `PlacementTaken`, so no one steers a move by writing its placement first.
     """
     pod = get_moved_pod(kube, move)
+    metadata = as_mapping(pod.get("metadata"))
+    if metadata.get("uid") != move.uid:
+        # The eviction below takes its UID precondition from this read: the move's own pod is the only one evicted.
+        raise PodReplaced(
+            f"pod {move.pod} is no longer the pod {move.uid} the move meant (re-created under the same name)",
+            status=409,
+        )
+    if asks_not_to_move(as_mapping(metadata.get("annotations"))):
+        raise PodProtected(f"pod {move.pod} was annotated {DO_NOT_MOVE} since the plan; it is not moved", status=409)
     checked = check_move(kube, move, pod, config=config, labels=labels, annotations=annotations)
     if key is not None:
         checked = dataclasses.replace(checked, obj=seal_move(checked.obj, key, datetime.now(UTC)))

@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from kubectl_hami_place.core.hami_config import HamiConfig
 from kubectl_hami_place.core.names import GROUP
 from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
+from kubectl_hami_place.core.planner import DO_NOT_MOVE, Move
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.kube import moves
 from kubectl_hami_place.kube.client import connect
-from kubectl_hami_place.kube.errors import PodReplaced
+from kubectl_hami_place.kube.errors import PodProtected, PodReplaced
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
@@ -432,3 +434,29 @@ def test_pin_then_evict_never_evicts_a_pod_recreated_under_the_same_name(
     recreated = get(cluster, "pod", "twin", "-n", namespace)
     assert recreated is not None and recreated["metadata"]["uid"] != stale["metadata"]["uid"]
     assert not gone_or_terminating(cluster, namespace, "twin")
+
+
+@pytest.mark.parametrize("change", ["recreated", "protected"])
+def test_make_move_evicts_only_the_planned_pod_as_the_plan_found_it(
+    change: str, cluster: Sandbox, namespace: str, acknowledging: Webhook
+) -> None:
+    """A move's pod re-created under its name (a StatefulSet's), or annotated do-not-move since the plan, is refused
+    before anything is written: the fresh read decided the eviction's UID, and the annotation was read only by plans."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    body = allocated_pod("mover", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "mover"})
+    apply(cluster, body)
+    planned = get(cluster, "pod", "mover", "-n", namespace)
+    assert planned is not None
+    if change == "recreated":
+        cluster.kubectl("delete", "pod", "mover", "-n", namespace, "--grace-period=0", "--force", "--wait=true")
+        apply(cluster, body)
+    else:
+        cluster.kubectl("annotate", "pod", "mover", "-n", namespace, f"{DO_NOT_MOVE}=true")
+    move = Move(
+        f"{namespace}/mover", planned["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
+    )
+    kube = connect(str(cluster.kubeconfig))
+    with pytest.raises(PodReplaced if change == "recreated" else PodProtected):
+        moves.make_move(kube, move, config=HamiConfig(), labels={}, ack_timeout=5)
+    assert placements(cluster, namespace) == []
+    assert not gone_or_terminating(cluster, namespace, "mover")

@@ -36,6 +36,8 @@ from kubectl_hami_place.kube.errors import (
     PinRefused,
     PlacementTaken,
     PodGone,
+    PodProtected,
+    PodReplaced,
 )
 from kubectl_hami_place.kube.move_values import RolledBack, Stage
 
@@ -113,6 +115,8 @@ def test_each_failure_of_a_move_has_its_words_hint_and_exit_code() -> None:
     refused = PinRefused(verdict("gpu-2", "gpu-1", memory=30000), "flags", None)
     errors: list[tuple[KubeError, tuple[str, str, int]]] = [
         (PodGone("pod ns/small is gone"), ("pod ns/small is gone", _CHANGED_HINT, EXIT_ERROR)),
+        (PodReplaced("pod ns/small is re-created"), ("pod ns/small is re-created", _CHANGED_HINT, EXIT_ERROR)),
+        (PodProtected("pod ns/small is annotated"), ("pod ns/small is annotated", _CHANGED_HINT, EXIT_ERROR)),
         (refused, ("; ".join(refusal_lines(refused)), _REPLAN_HINT, EXIT_REFUSED)),
         (
             NoReplacement("nothing recreates ns/small"),

@@ -40,6 +40,7 @@ from kubectl_hami_place.core.defrag.runs import (
     RunDecision,
     decide_run,
     fits_as_is,
+    held_now,
     in_scope,
     keep_off,
     refuse,
@@ -692,6 +693,29 @@ def test_a_budget_lowered_or_a_namespace_taken_out_mid_run_binds_from_the_runs_n
     out = Namespaces(exclude=("team-a",))
     assert left(roomy, [], 1, namespaces=out) == "namespace team-a is now out of the policy's namespaces"
     assert left(roomy, [], 3, namespaces=out) == "", "no move left to make"
+
+
+def test_a_pod_the_policy_leaves_out_mid_run_is_not_evicted_and_the_runs_own_moves_start_no_cooldown() -> None:
+    """The policy read again before each move: a pod its new labelSelector or priorityThreshold leaves out, or a
+    target its new nodeSelector does not select, stops the run; the run's own earlier moves hold no pod, another
+    run's do."""
+    snapshot = one_move()
+    move = decide_run(ON, snapshot, waiting(32), [], NOW, "r1").moves[0]
+    assert (move.pod, move.to_node) == ("team-a/q", "a")
+    assert held_now(ON, snapshot, [], NOW, "r1", move) == ""
+    narrowed = replace(ON, label_selector=parse_selector_string("app=web"))
+    assert held_now(narrowed, snapshot, [], NOW, "r1", move) == "team-a/q is not selected by the policy's labelSelector"
+    assert held_now(replace(ON, priority_threshold=0), snapshot, [], NOW, "r1", move) == (
+        "team-a/q has priority 0, at or above the policy's priorityThreshold 0"
+    )
+    elsewhere = replace(ON, node_selector=parse_selector_string("zone=b"))
+    assert held_now(elsewhere, snapshot, [], NOW, "r1", move) == (
+        "its target node a is no longer selected by the policy's nodeSelector"
+    )
+    assert held_now(ON, snapshot, [spent("team-a/q", "a", 10, run="r1")], NOW, "r1", move) == ""
+    assert held_now(ON, snapshot, [spent("team-a/q", "a", 10)], NOW, "r1", move) == (
+        "team-a/q was moved recently; its cooldown (budgets.cooldown) ends at 12:50:00 UTC"
+    )
 
 
 def bystanding(snapshot: Snapshot) -> Snapshot:

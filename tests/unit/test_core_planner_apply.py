@@ -9,7 +9,7 @@ import pytest
 
 from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION
 from kubectl_hami_place.core.node_resources import Resources
-from kubectl_hami_place.core.planner import FitGoal, Move, Snapshot, plan
+from kubectl_hami_place.core.planner import DO_NOT_MOVE, FitGoal, Move, Snapshot, plan
 from kubectl_hami_place.core.planner.apply import (
     MoveCheck,
     PlanFile,
@@ -238,6 +238,19 @@ def test_a_pod_recreated_under_its_name_is_not_the_pod_planned() -> None:
     move = plan_file.moves[0]
     pods = tuple(replace(p, uid="new-uid") if p.key == move.pod else p for p in snapshot.pods)
     assert check_plan(plan_file, replace(snapshot, pods=pods), ())[0][1].step is Step.changed
+
+
+def test_a_pod_annotated_do_not_move_since_the_plan_stops_it_before_its_eviction() -> None:
+    """The plan found the pod movable; its owner protected it since: neither `apply` nor the controller evicts it."""
+    snapshot = fragmented()
+    plan_file = planned(snapshot)
+    move = plan_file.moves[0]
+    pods = tuple(
+        replace(p, annotations={**p.annotations, DO_NOT_MOVE: "true"}) if p.key == move.pod else p
+        for p in snapshot.pods
+    )
+    check = check_plan(plan_file, replace(snapshot, pods=pods), ())[0][1]
+    assert (check.step, check.detail) == (Step.changed, f"{move.pod} is annotated {DO_NOT_MOVE}")
 
 
 def test_a_pod_on_other_cards_than_planned_stops_the_plan() -> None:

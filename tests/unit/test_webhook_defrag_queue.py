@@ -32,7 +32,7 @@ from kubectl_hami_place.core.names import (
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
 )
-from kubectl_hami_place.core.planner import Move
+from kubectl_hami_place.core.planner import DO_NOT_MOVE, Move
 from kubectl_hami_place.core.planner.apply import MoveCheck, Step
 from kubectl_hami_place.core.reservation import reservation_value
 from kubectl_hami_place.kube.client import Kube
@@ -416,12 +416,9 @@ def test_a_budget_lowered_while_a_run_goes_on_stops_it_before_the_move_it_no_lon
     )
 
 
-def test_a_move_whose_target_node_filled_since_the_plan_stops_the_run_before_its_pod_is_evicted(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Web pods land on the target node between the plan and the move: evicting the moved pod then would leave its
-    replacement Pending for CPU, so the run stops with nothing evicted. The move itself is replaced here (no API
-    server): a pod landing in that instant cannot be had on demand."""
+def moving_small(monkeypatch: pytest.MonkeyPatch) -> tuple[DefragController, dict[str, Any], list[str], RunDecision]:
+    """A leader, mode on, whose run moves pod small from gpu-0's card GPU-a to gpu-1's GPU-c, made once as planned
+    (the move itself replaced, recorded in the list): the controller, the pod as cached, the moves made, the run."""
     ctl = controller()
     read_policy(ctl, "on")
     leading(ctl)
@@ -431,13 +428,24 @@ def test_a_move_whose_target_node_filled_since_the_plan_stops_the_run_before_its
     target["metadata"]["annotations"]["hami.io/node-nvidia-register"] = register.replace("GPU-a", "GPU-c")
     ctl.cache.nodes.upsert(whole_node("gpu-0", "a"))
     ctl.cache.nodes.upsert(target)
-    ctl.cache.pods.upsert(whole_pod("small", node="gpu-0"))
+    small = whole_pod("small", node="gpu-0")
+    ctl.cache.pods.upsert(small)
     made: list[str] = []
     monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: made.append(move.pod))
     monkeypatch.setattr(ctl, "_settle", lambda move: "")
     move = Move("team-a/small", "uid-small", "gpu-0", ("GPU-a",), "gpu-1", ("GPU-c",), "room")
     decision = RunDecision("r1", "rescue", None, (move,), False, "")
     assert ctl._carry_out(decision, HAMI_DEFAULTS) == (1, "", "", "") and made == ["team-a/small"]
+    return ctl, small, made, decision
+
+
+def test_a_move_whose_target_node_filled_since_the_plan_stops_the_run_before_its_pod_is_evicted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Web pods land on the target node between the plan and the move: evicting the moved pod then would leave its
+    replacement Pending for CPU, so the run stops with nothing evicted. The move itself is replaced here (no API
+    server): a pod landing in that instant cannot be had on demand."""
+    ctl, _, made, decision = moving_small(monkeypatch)
     ctl.other_pods.upsert(plain_pod("web-1", "gpu-1"))
     ctl.other_pods.upsert(plain_pod("web-2", "gpu-1"))
     assert ctl._carry_out(decision, HAMI_DEFAULTS) == (
@@ -447,6 +455,33 @@ def test_a_move_whose_target_node_filled_since_the_plan_stops_the_run_before_its
         "team-a/small",
     )
     assert made == ["team-a/small"], "the pod was evicted onto a node that no longer holds it"
+
+
+@pytest.mark.parametrize("change", ["policy", "annotation"])
+def test_a_pod_the_policy_or_its_owner_protects_since_the_plan_is_not_evicted(
+    change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between a run's plan and its move the operator narrows the policy's labelSelector, or the pod's owner
+    annotates it do-not-move: the run stops with nothing evicted. The move itself is replaced here (no API server):
+    the change landing in that instant cannot be had on demand."""
+    ctl, small, made, decision = moving_small(monkeypatch)
+    if change == "policy":
+        narrowed = policy_map("on", "2")
+        narrowed["data"]["policy.yaml"] += "labelSelector:\n  matchLabels: {app: web}\n"
+        ctl.policy_map.upsert(narrowed)
+        stopped = (
+            "the policy changed and now keeps the run's next move from being made "
+            "(team-a/small is not selected by the policy's labelSelector); it stops",
+            "failed",
+            "",
+        )
+    else:
+        small["metadata"]["annotations"][DO_NOT_MOVE] = "true"
+        small["metadata"]["resourceVersion"] = "12"
+        ctl.cache.pods.upsert(small)
+        stopped = (f"team-a/small: team-a/small is annotated {DO_NOT_MOVE}", "failed", "team-a/small")
+    assert ctl._carry_out(decision, HAMI_DEFAULTS) == (0, *stopped)
+    assert made == ["team-a/small"], "a pod the plan may no longer move was evicted"
 
 
 def test_what_was_said_on_a_pod_and_its_retry_go_with_the_pod() -> None:

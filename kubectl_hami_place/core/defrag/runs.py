@@ -137,7 +137,8 @@ def decide_run(  # noqa: PLR0917 - the controller's loop passes the run's six pa
     if left.moves == 0:
         return nothing(left.reason)
     outside = _outside(snapshot, policy)
-    held_snapshot, held = _hold(policy, _barred_outside(snapshot, outside), trigger, history, now, outside=outside)
+    ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
+    held_snapshot, held = _hold(policy, _barred_outside(snapshot, outside), ceiling, history, now, outside=outside)
     if isinstance(trigger, RescueTrigger):
         held_snapshot = keep_counted_on_node(held_snapshot, trigger.pod)
     limits = Limits(
@@ -259,18 +260,39 @@ def refuse(
     return {**kept, **dict.fromkeys(cards, now + cooldown)}
 
 
+def held_now(  # noqa: PLR0917 - the policy read again, the cluster now, the history, when, the run and its move
+    policy: DefragPolicy,
+    snapshot: Snapshot,
+    history: Iterable[MoveRecord],
+    now: datetime,
+    run_id: str,
+    move: Move,
+) -> str:
+    """Why the policy, read again while the run `run_id` is under way, now keeps the move's pod in place or its
+    target node out of reach, in words; "" when it does not. A pod the operator's policy leaves out after the plan
+    (its labelSelector, priorityThreshold, nodeSelector, ...) is not evicted. The run's own moves start no cooldown
+    here, and the rescued pod's priority, which no one can change, was weighed by the plan."""
+    outside = _outside(snapshot, policy)
+    if move.to_node in outside:
+        return f"its target node {move.to_node} is no longer selected by the policy's nodeSelector"
+    earlier = tuple(record for record in history if record.run_id != run_id)
+    held_snapshot, _ = _hold(policy, snapshot, None, earlier, now, outside=outside)
+    pod = next((pod for pod in held_snapshot.pods if pod.key == move.pod), None)
+    return f"{move.pod} {pod.held}" if pod is not None and pod.held else ""
+
+
 def _hold(
     policy: DefragPolicy,
     snapshot: Snapshot,
-    trigger: Trigger,
+    ceiling: int | None,
     history: tuple[MoveRecord, ...],
     now: datetime,
     *,
     outside: frozenset[str],
 ) -> tuple[Snapshot, tuple[str, ...]]:
     """The snapshot with the pods the policy keeps in place marked `held`, and those pods with why; `outside` the
-    nodes its nodeSelector does not select (`_outside`)."""
-    ceiling = trigger.pod.priority if isinstance(trigger, RescueTrigger) else None
+    nodes its nodeSelector does not select (`_outside`); `ceiling` the priority above which no pod moves (a rescued
+    pod's), None for no bound."""
     resting = cooldowns(policy.budgets, history, now)
     rests = workload_rests(policy.budgets, history, now)
     # A terminating pod of the controller serves nothing (a pod of the snapshot is placed: its allocation is set).

@@ -227,6 +227,9 @@ def check_move(move: Move, state: State, placements: Collection[str]) -> MoveChe
             Step.changed,
             f"placement {placement} already pinned {replacement.key} while {move.pod} still runs",
         )
+    if original.never_moves:
+        # Protected since the plan (its do-not-move annotation): what the plan found movable is not evicted now.
+        return MoveCheck(Step.changed, f"{move.pod} {original.never_moves}")
     entry = state.pods[original.key]
     if entry.node != move.from_node or set(entry.cards) != set(move.from_cards):
         return MoveCheck(

@@ -34,6 +34,11 @@ _NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 """`PlanPod.fit_annotations` of every pod with none HAMi's fit reads."""
 
 
+def asks_not_to_move(annotations: Mapping[str, Any]) -> bool:
+    """Whether a pod's annotations ask that it never move: any value of DO_NOT_MOVE but "false", in any case."""
+    return str(annotations.get(DO_NOT_MOVE, "false")).lower() != "false"
+
+
 @dataclass(frozen=True)
 class PlanNode:
     """A GPU node: its cards, whether new pods may land on it, its device-cordoned card UUIDs, its cards' pair
@@ -119,7 +124,7 @@ class PlanPod:
             return self.held
         if self.allocation is not None and self.allocation.deleting:
             return "is terminating"
-        if self.annotations.get(DO_NOT_MOVE, "false").lower() != "false":
+        if asks_not_to_move(self.annotations):
             return f"is annotated {DO_NOT_MOVE}"
         if self.priority_class in SYSTEM_CRITICAL:
             return f"is system-critical ({self.priority_class})"

@@ -33,6 +33,12 @@ from kubectl_hami_place.kube.pods import change_pod
 _BUDGET_IN_CAUSE = re.compile(r"^The disruption budget (\S+) (?:needs|does not allow)")
 
 
+# How the API server words a failed UID precondition on an eviction (eviction.go: "the UID in the precondition (X)
+# does not match the UID in record (Y)"; the pod's deletion: "Precondition failed: UID in precondition: X, ..."); its
+# other 409s, a PodDisruptionBudget's update conflicting still after its retries, say nothing of the pod's identity.
+_UID_PRECONDITION = re.compile(r"UID in (?:the )?precondition")
+
+
 def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid: str = "") -> None:
     """Asks the API server to evict the pod; `BlockedByDisruptionBudget` on 429, `KubeNotFound` when it is gone.
 
@@ -54,7 +60,7 @@ def evict_pod(kube: Kube, namespace: str, name: str, dry_run: bool = False, uid:
     except ApiException as exc:
         if exc.status == 429:
             raise _blocked(kube, namespace, name, exc) from exc
-        if exc.status == 409 and uid:
+        if exc.status == 409 and uid and _UID_PRECONDITION.search(api_error_message(exc)):
             raise PodReplaced(
                 f"pod {namespace}/{name} is no longer the pod {uid} meant (re-created under the same name)", status=409
             ) from exc

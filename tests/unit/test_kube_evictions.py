@@ -1,16 +1,19 @@
 """How a refused eviction (429) names the PodDisruptionBudget that blocked it, on the API server's Status as it sends
 it and budgets as listed (plain data, no server: which budget a real server names is tested in
-tests/cluster/test_cli_evict.py)."""
+tests/cluster/test_cli_evict.py), and which 409 reads as the pod re-created under its name."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_hami_place.kube.client import api_error_causes
-from kubectl_hami_place.kube.evictions import blocked_by
+from kubectl_hami_place.kube.client import Kube, api_error_causes
+from kubectl_hami_place.kube.errors import KubeError, PodReplaced
+from kubectl_hami_place.kube.evictions import blocked_by, evict_pod
 
 MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -81,3 +84,48 @@ def test_the_causes_are_read_from_the_status_body_the_api_server_sends() -> None
     assert api_error_causes(refused) == ["The disruption budget a needs 1 healthy pods and has 1 currently"]
     refused.body = json.dumps({"kind": "Status", "message": MESSAGE}).encode()
     assert api_error_causes(refused) == []
+
+
+def refusing_kube(message: str) -> Kube:
+    """A client whose Eviction API answers 409 with this Status message."""
+
+    class Core:
+        def create_namespaced_pod_eviction(self, name: str, namespace: str, body: object, **kwargs: Any) -> None:
+            refused = ApiException(status=409, reason="Conflict")
+            refused.body = json.dumps({"kind": "Status", "code": 409, "reason": "Conflict", "message": message})
+            raise refused
+
+    kube = Kube(ApiClient(), "default", "", None)
+    object.__setattr__(kube, "core", Core)
+    return kube
+
+
+@pytest.mark.parametrize(
+    ("message", "replaced"),
+    [
+        (
+            'Operation cannot be fulfilled on Pod "web": the UID in the precondition (u-1) does not match the UID in '
+            "record (u-2). The object might have been deleted and then recreated",
+            True,
+        ),
+        (
+            'Operation cannot be fulfilled on pods "web": Precondition failed: UID in precondition: u-1, UID in object '
+            "meta: u-2",
+            True,
+        ),
+        (
+            'Operation cannot be fulfilled on poddisruptionbudgets.policy "web": the object has been modified; please '
+            "apply your changes to the latest version and try again",
+            False,
+        ),
+    ],
+)
+def test_only_a_failed_uid_precondition_reads_as_the_pod_re_created(message: str, replaced: bool) -> None:
+    """The Eviction API answers 409 when its PodDisruptionBudget's update still conflicts after its retries, too;
+    that was said to be a pod re-created under its name. A stand-in client answers here: the API server's own
+    conflict of concurrent evictions cannot be had on demand (the UID precondition's is, in
+    tests/cluster/test_cli_evict.py)."""
+    with pytest.raises(KubeError) as raised:
+        evict_pod(refusing_kube(message), "team-a", "web", uid="u-1")
+    assert isinstance(raised.value, PodReplaced) is replaced
+    assert raised.value.status == 409

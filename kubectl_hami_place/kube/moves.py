@@ -217,8 +217,8 @@ def check_pin(
     return Checked(namespace, obj, node, pin.checks, workload, spec.evict_pod, tuple(warnings))
 
 
-def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float) -> None:
-    """Returns once the webhook acknowledged the placement (status.observedGeneration); `NotAcknowledged` after
+def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float) -> Placement:
+    """The placement once the webhook acknowledged it (status.observedGeneration); `NotAcknowledged` after
     `timeout`.
 
     Evicting before the webhook has the placement in its cache would let the replacement pod through unpinned.
@@ -226,8 +226,9 @@ def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if placement_from_object(placements.get_placement(kube, namespace, name)).acknowledged:
-                return
+            placement = placement_from_object(placements.get_placement(kube, namespace, name))
+            if placement.acknowledged:
+                return placement
         except (KubeNotFound, PlacementError):
             pass
         if time.monotonic() >= deadline:
@@ -236,6 +237,15 @@ def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float)
                 "so the pod was not evicted"
             )
         time.sleep(ACK_POLL_SECONDS)
+
+
+def _closed(placement: Placement) -> str:
+    """Why admission no longer pins with the placement, in words."""
+    if placement.deleting:
+        return "it is being deleted"
+    if placement.status.claim_token:
+        return "a pod claimed it"
+    return f"it is {placement.status.phase.value}"
 
 
 def pin_then_evict(
@@ -285,7 +295,16 @@ def pin_then_evict(
         return Pinned(stored, created)
     stage = Stage.acknowledgement
     try:
-        await_acknowledgement(kube, checked.namespace, placement_name, ack_timeout)
+        acknowledged = await_acknowledgement(kube, checked.namespace, placement_name, ack_timeout)
+        if not acknowledged.open:
+            # Admission pins only with an open placement: an earlier attempt's, Expired, Failed or claimed, would let
+            # the replacement through unpinned.
+            raise PlacementTaken(
+                f"placement {checked.namespace}/{placement_name} can no longer pin a pod ({_closed(acknowledged)}), "
+                "so the pod was not evicted",
+                status=409,
+                reason="Conflict",
+            )
         stage = Stage.eviction
         if guard is not None:
             guard()

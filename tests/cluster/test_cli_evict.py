@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from kubectl_hami_place.core.hami_config import HamiConfig
-from kubectl_hami_place.core.names import GROUP
+from kubectl_hami_place.core.names import GROUP, PLURAL
 from kubectl_hami_place.core.pin_check import workload_from_pod
 from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.planner import DO_NOT_MOVE, Move
@@ -21,7 +21,7 @@ from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.kube import moves
 from kubectl_hami_place.kube.client import connect
-from kubectl_hami_place.kube.errors import PodProtected, PodReplaced
+from kubectl_hami_place.kube.errors import PlacementTaken, PodProtected, PodReplaced
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
@@ -460,3 +460,41 @@ def test_make_move_evicts_only_the_planned_pod_as_the_plan_found_it(
         moves.make_move(kube, move, config=HamiConfig(), labels={}, ack_timeout=5)
     assert placements(cluster, namespace) == []
     assert not gone_or_terminating(cluster, namespace, "mover")
+
+
+def test_a_move_whose_placement_an_earlier_attempt_left_expired_evicts_nothing(
+    cluster: Sandbox, namespace: str, acknowledging: Webhook
+) -> None:
+    """The move's placement is there from an earlier attempt (a rollback that failed, a run resumed past its TTL),
+    the same pin but Expired: admission pins with none but open placements, so evicting would let the replacement
+    through unpinned. The move stops before the eviction and leaves the placement as it was."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    body = allocated_pod("leftover", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "leftover"})
+    apply(cluster, body)
+    pod = get(cluster, "pod", "leftover", "-n", namespace)
+    assert pod is not None
+    move = Move(
+        f"{namespace}/leftover", pod["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
+    )
+    kube = connect(str(cluster.kubeconfig))
+    earlier = moves.check_move(kube, move, pod, config=HamiConfig(), labels={}).obj
+    apply(cluster, earlier)
+    name = earlier["metadata"]["name"]
+
+    def acknowledged() -> bool:
+        stored = get(cluster, f"{PLURAL}.{GROUP}", name, "-n", namespace) or {}
+        return (stored.get("status") or {}).get("observedGeneration") == 1
+
+    wait_for(acknowledged, "the webhook to acknowledge the earlier attempt's placement")
+    expired = '{"status": {"phase": "Expired", "message": "not claimed within 3600s"}}'
+    cluster.kubectl(
+        "patch", f"{PLURAL}.{GROUP}", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", expired
+    )
+    with pytest.raises(
+        PlacementTaken, match=f"placement {namespace}/{name} can no longer pin a pod \\(it is Expired\\)"
+    ):
+        moves.make_move(kube, move, config=HamiConfig(), labels={}, ack_timeout=5)
+    assert [(p["metadata"]["name"], p["status"]["phase"]) for p in placements(cluster, namespace)] == [
+        (name, "Expired")
+    ]
+    assert not gone_or_terminating(cluster, namespace, "leftover")

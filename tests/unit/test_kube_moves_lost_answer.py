@@ -5,6 +5,7 @@ adapter's calls are replaced here; the cluster tests run the same function again
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,13 +20,13 @@ POD = {"metadata": {"namespace": "team-a", "name": "x", "uid": "u1"}}
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every adapter call pin-then-evict makes, by name; the placement is created and acknowledged."""
+    """Every adapter call pin-then-evict makes, by name; the placement is created and acknowledged, open."""
     made: list[str] = []
     monkeypatch.setattr(
         placements, "create_placement", lambda kube, ns, obj, dry_run=False: made.append("create") or obj
     )
     monkeypatch.setattr(placements, "delete_placement", lambda kube, ns, name: made.append("delete"))
-    monkeypatch.setattr(moves, "await_acknowledgement", lambda kube, ns, name, timeout: None)
+    monkeypatch.setattr(moves, "await_acknowledgement", lambda kube, ns, name, timeout: SimpleNamespace(open=True))
     return made
 
 

@@ -373,6 +373,9 @@ class DefragController:
         self._plan_cost = 0.0
         self._sent_back: dict[str, tuple[int, float]] = {}
         """Pending pods sent back for room found as the cards are, by UID: how often, and when next."""
+        self._gone_seen: dict[str, float] = {}
+        """An earlier leader's unscheduled replacements, by UID: when (monotonic) this one first saw the pod their
+        move evicted gone."""
         # Each pod's FailedScheduling Events by the Event's key, kept from the Events' watch.
         self._events: dict[PodKey, dict[tuple[str, str], dict[str, Any]]] = {}
         self._events_lock = threading.Lock()
@@ -981,6 +984,12 @@ class DefragController:
         stranded = stranded_replacement(self.cache.pods.items(), namespace, opened.placement, opened.evicted_uid)
         if stranded != (name, uid):
             return timedelta(seconds=self.options.interval)  # the evicted pod still goes, or this one has a node now
+        # The leader that made the move gives the replacement move_timeout once the evicted pod is gone (its grace
+        # period can outlast the move's due time): so does this one, from when it first saw the pod gone.
+        seen = time.monotonic()
+        left = self._gone_seen.setdefault(uid, seen) + self.options.move_timeout - seen
+        if left > 0:
+            return timedelta(seconds=left)
         try:
             evictions.evict_pod(self.kube, namespace, name, uid=uid)
         except KubeNotFound:
@@ -1340,6 +1349,7 @@ class DefragController:
             self._retry_at.pop(uid, None)
             self._backed_off.pop(uid, None)
             self._sent_back.pop(uid, None)
+            self._gone_seen.pop(uid, None)
         key = pod_key(pod) if kind != "DELETED" else None
         if key is None:
             followed = PodKey(*object_key(pod))

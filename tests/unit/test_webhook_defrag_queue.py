@@ -28,7 +28,9 @@ from kubectl_hami_place.core.names import (
     DEFRAG_FROM_NODE_ANNOTATION,
     DEFRAG_POD_ANNOTATION,
     DEFRAG_POD_UID_ANNOTATION,
+    DEFRAG_RUN_LABEL,
     DEFRAG_TO_CARDS_ANNOTATION,
+    PLACEMENT_ANNOTATION,
     ROOM_RESERVED_ANNOTATION,
     USE_GPUUUID_ANNOTATION,
 )
@@ -1622,3 +1624,45 @@ def test_keep_room_counts_no_room_on_the_nodes_the_node_selector_leaves_out() ->
     assert said[2:] == [
         ("DefragDryRun", f"would move team-a/q from gpu-0/gpu-1 to gpu-0/gpu-0 (dry-run) to {goal}", False)
     ]
+
+
+def test_a_new_leader_gives_an_earlier_moves_replacement_the_move_timeout_once_the_evicted_pod_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader that made a move waits move_timeout after its evicted pod is gone (its grace period can outlast the
+    move's due time); one that took over gave up the Pending replacement at its first look after the pod went. The
+    placement read and the eviction are replaced here (no API server): a leader change in the 300 s of a grace period
+    cannot be had on demand in a test."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    now = datetime.now(UTC)
+    made = now - timedelta(seconds=200)  # the move's placement, older than the move's due time (190 s)
+    placement = {
+        "metadata": {
+            "namespace": "team-a",
+            "name": "move-web-abc",
+            "creationTimestamp": made.isoformat(),
+            "labels": {DEFRAG_RUN_LABEL: "r1"},
+            "annotations": {DEFRAG_POD_ANNOTATION: "team-a/web", DEFRAG_POD_UID_ANNOTATION: "uid-web"},
+        },
+        "spec": {"nodeName": "gpu-1", "gpuDevices": ["GPU-c"]},
+    }
+    monkeypatch.setattr(ctl, "_pinned_by", lambda pod: placement)
+    monkeypatch.setattr(ctl, "_refuse", lambda *args: "")
+    evicted: list[str] = []
+    monkeypatch.setattr(defrag.evictions, "evict_pod", lambda kube, namespace, name, **kwargs: evicted.append(name))
+    terminating = whole_pod("web", node="gpu-0")
+    terminating["metadata"]["deletionTimestamp"] = (made + timedelta(seconds=305)).isoformat()
+    ctl.cache.pods.upsert(terminating)
+    replacement = whole_pod("web-2")
+    replacement["metadata"]["annotations"][PLACEMENT_ANNOTATION] = "move-web-abc"
+    ctl.cache.pods.upsert(replacement)
+    key = PodKey("team-a", "web-2")
+    assert ctl.look(key) is not None and evicted == [], "the evicted pod still goes"
+    ctl.cache.pods.remove("team-a", "web")
+    assert ctl.look(key) is not None and evicted == [], "given up as soon as the evicted pod was gone"
+    ctl._gone_seen["uid-web-2"] -= ctl.options.move_timeout  # the move timeout passed since
+    assert ctl.look(key) is None and evicted == ["web-2"]
+    ctl.cache.pods.remove("team-a", "web-2")
+    assert ctl._gone_seen == {}, "what was seen of a pod goes with it"

@@ -19,7 +19,7 @@ app.kubernetes.io/part-of: hami-place
 {{/* The name label is fixed: the plugin finds the server's Service by it. */}}
 {{- define "hami-place.selectorLabels" -}}
 app.kubernetes.io/name: gpu-descheduler-webhook
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "hami-place.serviceAccountName" -}}
@@ -98,6 +98,9 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- $ports := list (int64 .Values.server.webhookPort) (int64 .Values.server.apiPort) (int64 .Values.server.probePort) -}}
 {{- if lt (len (uniq $ports)) 3 -}}
 {{- fail (printf "server.webhookPort, server.apiPort and server.probePort (%d, %d, %d) must differ: the server listens on each apart, and a port taken twice stops every replica at start (address in use)" (index $ports 0) (index $ports 1) (index $ports 2)) -}}
+{{- end -}}
+{{- if eq (int64 .Values.service.webhookPort) (int64 .Values.service.apiPort) -}}
+{{- fail (printf "service.webhookPort and service.apiPort (%d) must differ: the API server refuses a Service with one port twice, after every other object of the release was made" (int64 .Values.service.apiPort)) -}}
 {{- end -}}
 {{- if has .Values.leases.namespace (list "kube-system" "kube-node-lease" "kube-public") -}}
 {{- fail (printf "leases.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of their own, or name one no one else uses" .Values.leases.namespace) -}}

@@ -416,7 +416,7 @@ def test_network_policy_admits_the_api_server_and_the_listed_namespaces(helm: Pa
     objects = render(
         helm,
         "networkPolicy.enabled=true",
-        "networkPolicy.apiServerCIDRs={10.0.0.10/32,10.0.0.11/32}",
+        "networkPolicy.apiServerCIDRs={10.0.0.10/32,10.0.0.11/32,fd00::10/128}",
         "networkPolicy.apiNamespaces={monitoring,ops}",
     )
     policy = one(objects, "NetworkPolicy", "gpu-descheduler-webhook")["spec"]
@@ -425,7 +425,11 @@ def test_network_policy_admits_the_api_server_and_the_listed_namespaces(helm: Pa
     from_api_server, from_helm_test, from_namespaces = policy["ingress"]
     # helm test's Job, from the release namespace only (a podSelector alone), reaches both ports.
     assert list(from_helm_test["from"][0]) == ["podSelector"]
-    assert [peer["ipBlock"]["cidr"] for peer in from_api_server["from"]] == ["10.0.0.10/32", "10.0.0.11/32"]
+    assert [peer["ipBlock"]["cidr"] for peer in from_api_server["from"]] == [
+        "10.0.0.10/32",
+        "10.0.0.11/32",
+        "fd00::10/128",
+    ]
     assert {port["port"] for port in from_api_server["ports"]} == {"webhook", "api"}
     (selector,) = from_namespaces["from"]
     assert selector["namespaceSelector"]["matchExpressions"] == [
@@ -574,6 +578,20 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         # Each port is a listener of its own: two on one port, and every replica crash-looped (address in use).
         (["server.probePort=8083"], "server.webhookPort, server.apiPort and server.probePort (8443, 8083, 8083)"),
         (["server.apiPort=8443"], "server.webhookPort, server.apiPort and server.probePort (8443, 8443, 8084)"),
+        # What the API server refused at install, after the rest of the release was made.
+        (["service.webhookPort=8083"], "service.webhookPort and service.apiPort (8083) must differ"),
+        (["server.excludeNamespaces={kube-*}"], "at '/server/excludeNamespaces/0': 'kube-*' does not match"),
+        (["networkPolicy.apiNamespaces={Team}"], "at '/networkPolicy/apiNamespaces/0': 'Team' does not match"),
+        (
+            ["networkPolicy.apiServerCIDRs={10.0.0.1/40}"],
+            "at '/networkPolicy/apiServerCIDRs/0': '10.0.0.1/40' does not",
+        ),
+        (
+            ["networkPolicy.apiServerCIDRs={fd00::1/129}"],
+            "at '/networkPolicy/apiServerCIDRs/0': 'fd00::1/129' does not",
+        ),
+        (["nameOverride=Foo_Bar"], "at '/nameOverride': 'Foo_Bar' does not match"),
+        (["fullnameOverride=Gpu"], "at '/fullnameOverride': 'Gpu' does not match"),
     ],
 )
 def test_bad_values_fail_with_a_reason(helm: Path, sets: list[str], message: str) -> None:
@@ -728,6 +746,40 @@ def test_the_leases_namespace_is_named_and_made_as_asked(
     assert annotations["scheduling.hami.placement.com/lease-namespace"] == leases, "where defrag status looks"
     namespaces = [o["metadata"]["name"] for o in by_kind(objects, "Namespace")]
     assert namespaces == ([leases] if created else []), "never the release namespace, nor one made apart"
+
+
+def _numbers_where_names_belong(value: Any, where: str = "") -> Iterator[str]:
+    """The paths in a rendered object where a namespace, a name or a label holds a YAML number, not a string."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if key in ("namespace", "name", "app.kubernetes.io/instance", "lease-namespace") and isinstance(item, int):
+                yield path
+            yield from _numbers_where_names_belong(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _numbers_where_names_belong(item, f"{where}[{index}]")
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ['json:leases.namespace="5678"'],
+        [
+            "networkPolicy.enabled=true",
+            "networkPolicy.apiServerCIDRs={10.0.0.10/32}",
+            "serviceMonitor.enabled=true",
+            "prometheusRule.enabled=true",
+            "grafanaDashboard.enabled=true",
+            "certs.mode=certManager",
+        ],
+    ],
+)
+def test_a_release_or_namespace_named_in_digits_renders_them_as_strings(helm: Path, sets: list[str]) -> None:
+    """`123` is a release name and `1234` a namespace both Helm and Kubernetes take; written bare they were YAML
+    numbers, which the API server refused at install ("cannot unmarshal number into ... of type string")."""
+    objects = render(helm, *sets, namespace="1234", release="123", tests=True)
+    assert objects and [path for o in objects for path in _numbers_where_names_belong(o, o["kind"])] == []
 
 
 @pytest.mark.parametrize("sets", [[], ["fullnameOverride=gpu.place"]])
@@ -1202,7 +1254,8 @@ def installed(cluster: Sandbox, helm: Path) -> Iterator[tuple[str, str]]:
         yield release, namespace
     finally:
         run_helm(helm, "uninstall", release, "-n", namespace, "--wait", "--timeout=120s", check=False, env=env)
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        for made in (namespace, f"{release}-webhook-leases"):  # the Leases' namespace is kept on uninstall
+            cluster.kubectl("delete", "namespace", made, "--wait=false", check=False)
 
 
 @pytest.mark.cluster
@@ -1394,19 +1447,16 @@ def test_crd_survives_uninstall(cluster: Sandbox, namespace: str, helm: Path) ->
     adopt_crd(cluster, release, namespace)
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
     narrow = '[{"key":"hami-place-test-chart","operator":"Exists"}]'
-    run_helm(
-        helm,
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        namespace,
-        "--no-hooks",
-        "--set-json",
-        f"webhook.namespaceSelectorExpressions={narrow}",
-        env=env,
-    )
+    install = ("install", release, str(CHART), "-n", namespace, "--no-hooks")
+    selector = ("--set-json", f"webhook.namespaceSelectorExpressions={narrow}")
+    run_helm(helm, *install, *selector, env=env)
+    run_helm(helm, "uninstall", release, "-n", namespace, env=env)
+    leases = f"{release}-webhook-leases"
+    kept = json.loads(cluster.kubectl("get", "namespace", leases, "-o", "json").stdout)
+    assert kept["status"]["phase"] == "Active", "the Leases' namespace is kept, as the placements are"
+    run_helm(helm, *install, *selector, env=env)  # at once: a namespace still terminating refused its Role
     run_helm(helm, "uninstall", release, "-n", namespace, "--wait", env=env)
+    cluster.kubectl("delete", "namespace", leases, "--wait=false")
     assert cluster.kubectl("get", "crd", CRD_NAME).returncode == 0
     assert cluster.kubectl("get", "hamipodplacements", "-A").returncode == 0
 

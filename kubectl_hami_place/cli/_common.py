@@ -57,6 +57,13 @@ def _complete_contexts(ctx: typer.Context, incomplete: str) -> list[str]:
     return contexts(ctx, incomplete)
 
 
+def _namespace_option(default: str) -> Any:
+    """`-n`, its help naming what the verb does without it: most verbs use the context's namespace, status all."""
+    return typer.Option(
+        "--namespace", "-n", help=f"Namespace (default: {default}).", autocompletion=_complete_namespaces
+    )
+
+
 KubeconfigOption = Annotated[
     str | None, typer.Option("--kubeconfig", help="Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config).")
 ]
@@ -64,10 +71,9 @@ ContextOption = Annotated[
     str | None,
     typer.Option("--context", help="The kubeconfig context to use.", autocompletion=_complete_contexts),
 ]
-NamespaceOption = Annotated[
-    str | None,
-    typer.Option("--namespace", "-n", help="Namespace (default: the context's).", autocompletion=_complete_namespaces),
-]
+
+NamespaceOption = Annotated[str | None, _namespace_option("the context's")]
+NamespaceOrAllOption = Annotated[str | None, _namespace_option("all namespaces")]
 AsOption = Annotated[
     str | None, typer.Option("--as", help="Username to impersonate for the operation (as kubectl --as).")
 ]

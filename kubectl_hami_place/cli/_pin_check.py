@@ -130,6 +130,9 @@ def hami_config(kube: Kube, where: str | None, gpu_policy: str | None) -> tuple[
     from kubectl_hami_place.kube.hami_config import read_hami_config
 
     found = read_hami_config(kube, where or "", gpu_policy or "")
+    if found.unanswered is not None:
+        # One line, as every verb gives, not a notice of defaults before it.
+        raise found.unanswered
     return found.config, found.notice
 
 

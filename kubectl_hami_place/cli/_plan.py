@@ -29,6 +29,7 @@ from kubectl_hami_place.cli._common import (
     complete_nodes,
     complete_pods,
     emit,
+    error_line,
     not_found,
     not_gpu_nodes,
     pod_name,
@@ -123,6 +124,15 @@ class PlanApplied:
     def to_blocks(self) -> list[Block]:
         """The plan, then the run."""
         return [*self.view.to_blocks(), *self.report.to_blocks()]
+
+
+def _short_of_goal(result: Plan) -> str:
+    """The stderr line of a plan that exits 1: a script that keeps stdout (-o json > plan.json) still learns why.
+    A first reason that heads a list (ends in a colon) takes the list's first item with it."""
+    first, *rest = result.reasons
+    if first.endswith(":") and rest:
+        first = f"{first} {rest[0]}"
+    return f"goal not reached: {first.rstrip(':')}; see the nearest plan printed on stdout"
 
 
 def _compare(before: Summary, after: Summary) -> tuple[str, ...]:
@@ -256,7 +266,10 @@ def plan(
     structured = output in (OutputFormat.json, OutputFormat.yaml)
     if not then_apply or not result.complete:
         emit(view, output)
-        return EXIT_OK if result.complete else EXIT_ERROR
+        if result.complete:
+            return EXIT_OK
+        error_line(_short_of_goal(result))
+        return EXIT_ERROR
     if not structured:
         emit(view, output)
     report = carry_out(

@@ -22,7 +22,7 @@ from kubectl_hami_place.cli._common import (
     AsOption,
     ContextOption,
     KubeconfigOption,
-    NamespaceOption,
+    NamespaceOrAllOption,
     OutputFormat,
     OutputOption,
     collector_paused,
@@ -334,7 +334,7 @@ def status(
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     as_user: AsOption = None,
-    namespace: NamespaceOption = None,
+    namespace: NamespaceOrAllOption = None,
     all_namespaces: AllNamespacesOption = False,
     output: OutputOption = OutputFormat.table,
 ) -> int:

@@ -67,8 +67,9 @@ def run(argv: list[str]) -> int:
     try:
         result = app(args=argv, prog_name=PROG, standalone_mode=False)
     except NoArgsIsHelpError as exc:
-        sys.stdout.write(exc.format_message().rstrip("\n") + "\n")
-        return EXIT_OK
+        # As kubectl and click 8.2: a verb missing its arguments is a usage error, its help the message on stderr.
+        sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
+        return EXIT_USAGE
     except UsageError as exc:
         command = exc.ctx.command_path if exc.ctx is not None else PROG
         return _fail([f"{_sentence(exc.format_message())}; see '{command} --help'"], EXIT_USAGE)

@@ -186,7 +186,8 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     if not explicit and os.environ.get("KUBERNETES_SERVICE_HOST") and not _exists(default_file):
         return _connect_in_cluster(configuration)
     where = explicit or str(default_file)
-    documents = _documents(where)
+    # Only KUBECONFIG is a list: kubectl reads `--kubeconfig a:b` as the one file `a:b`.
+    documents = _documents(where, listed=explicit is not None and not kubeconfig)
     first = documents[0][0]
     sections, current = _merged(documents)
     selected = context or current
@@ -269,12 +270,12 @@ def _exists(file: Path) -> bool:
         raise KubeConfigError(f"cannot read kubeconfig {file}: {exc.strerror or exc}") from exc
 
 
-def _documents(where: str) -> list[tuple[str, Any]]:
+def _documents(where: str, *, listed: bool) -> list[tuple[str, Any]]:
     """Each file of `where` (a KUBECONFIG list skips a missing one, as kubectl does) as its path and its document,
     read once by libyaml (the client library's pure-Python parse took 2 s a pass on a 4 MB kubeconfig) and refused
     when its aliases expand it without bound: the client library printed such a document out whole and hung."""
     documents = []
-    for path in filter(None, where.split(os.pathsep)):
+    for path in filter(None, where.split(os.pathsep) if listed else [where]):
         file = os.path.expanduser(path)
         try:
             text = Path(file).read_text(encoding="utf-8")
@@ -307,9 +308,11 @@ def _merged(documents: list[tuple[str, Any]]) -> tuple[dict[str, dict[str, Confi
     as the client library did, which put a user's token in an error."""
     sections: dict[str, dict[str, ConfigNode]] = {section: {} for section in KUBECONFIG_SECTIONS}
     current = None
+    if all(document is None for _, document in documents):
+        raise KubeConfigError(f"cannot read kubeconfig {documents[0][0]}: it is empty")
     for file, document in documents:
         if document is None:
-            raise KubeConfigError(f"cannot read kubeconfig {file}: it is empty")
+            continue  # an empty file (or one of comments) in a KUBECONFIG list sets nothing, as kubectl reads it
         if not isinstance(document, dict):
             raise KubeConfigError(f"cannot read kubeconfig {file}: it is not a kubeconfig (a YAML mapping)")
         for section, entries in sections.items():

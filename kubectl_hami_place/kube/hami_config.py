@@ -22,7 +22,7 @@ from kubectl_hami_place.core.hami_config import (
     parse_device_config,
 )
 from kubectl_hami_place.kube.client import Kube, by_path, path_segment, request
-from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
+from kubectl_hami_place.kube.errors import KubeError, KubeNotFound, KubeUnauthorized, KubeUnreachable
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class HamiConfigInForce:
     notice: str = ""
     unreadable: bool = False
     """The API server could not be asked (unreachable, forbidden): the defaults stand in for a config not seen."""
+    unanswered: KubeError | None = None
+    """Why, when the API server did not answer or took no credentials: a command's next call would fail the same."""
 
 
 def read_hami_config(
@@ -44,8 +46,12 @@ def read_hami_config(
     try:
         found = _configmap(kube, where)
     except KubeError as error:
-        policy, policy_notice = _policy(kube, gpu_scheduler_policy, scheduler, where)
         notice = f"cannot read HAMi's device config ({error.cause}); using HAMi's defaults"
+        if isinstance(error, KubeUnreachable | KubeUnauthorized):
+            # The Deployment's read would fail so too, after another timeout.
+            policy = gpu_scheduler_policy or HAMI_DEFAULTS.gpu_scheduler_policy
+            return HamiConfigInForce(HAMI_DEFAULTS.with_policy(policy), "", notice, unreadable=True, unanswered=error)
+        policy, policy_notice = _policy(kube, gpu_scheduler_policy, scheduler, where)
         return HamiConfigInForce(
             HAMI_DEFAULTS.with_policy(policy),
             "",

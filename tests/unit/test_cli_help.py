@@ -7,6 +7,7 @@ import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from kubectl_hami_place.cli._errors import EXIT_USAGE
 from kubectl_hami_place.cli._typer_app import Command, Group, typer_app
 from kubectl_hami_place.cli.app import app, run
 
@@ -25,14 +26,24 @@ def test_help_has_examples_of_the_verb(verb: str, capsys: pytest.CaptureFixture[
     assert f"kubectl hami-place {verb} " in text or f"kubectl-hami_place {verb} " in text, text
 
 
-@pytest.mark.parametrize("verb", ["pin", "defrag"])
-def test_a_verb_run_bare_prints_its_help_as_help_does(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """`kubectl hami-place pin` with nothing after it is a user asking how: it gets the same help, byte for byte
-    (no blank line added at its end), and exit 0 (click itself would exit 2)."""
+@pytest.mark.parametrize("verb", ["pin", "evict", "delete", "why", "plan", "apply", "completion", "defrag"])
+def test_a_verb_run_bare_prints_its_help_on_stderr_and_exits_2(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl hami-place pin` with nothing after it is a usage error, as in kubectl and click 8.2: the same help,
+    byte for byte (no blank line added at its end), on stderr, and exit 2, so a script does not take it for success."""
     assert run([verb, "--help"]) == 0
     asked = capsys.readouterr()
-    assert run([verb]) == 0
-    assert capsys.readouterr() == asked
+    assert run([verb]) == EXIT_USAGE
+    bare = capsys.readouterr()
+    assert (bare.out, bare.err) == ("", asked.out)
+
+
+def test_status_help_says_it_shows_every_namespace_without_n(capsys: pytest.CaptureFixture[str]) -> None:
+    """status lists the placements of every namespace unless -n narrows it; the other verbs use the context's."""
+    assert run(["status", "--help"]) == 0
+    status = " ".join(capsys.readouterr().out.split())
+    assert "-n, --namespace <str> Namespace (default: all namespaces)." in status, status
+    assert run(["list", "--help"]) == 0
+    assert "-n, --namespace <str> Namespace (default: the context's)." in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_bounds_and_switches_default_to_the_cautious_side() -> None:

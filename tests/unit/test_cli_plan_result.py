@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
+import pytest
 from test_cli_why import CLOSED, OPEN
 
+from kubectl_hami_place.cli import _plan
 from kubectl_hami_place.cli._moves_runner import ApplyReport, Outcome
 from kubectl_hami_place.cli._plan import PlanApplied, PlanView
 from kubectl_hami_place.cli._why import why_blocks
+from kubectl_hami_place.cli.app import run
 from kubectl_hami_place.cli.output import Table, Text
 from kubectl_hami_place.core.cards import Card
+from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
+from kubectl_hami_place.core.node_selection import node_marks
 from kubectl_hami_place.core.planner import Move, Plan, PlanNode, Snapshot, Summary
+from kubectl_hami_place.kube import snapshot as snapshot_reads
+from kubectl_hami_place.kube.snapshot import SnapshotRead
+from tests.unit.test_core_planner import GIB, gpu_node, placed
 
 NAMES = {"GPU-a0": "gpu-0", "GPU-a1": "gpu-1", "GPU-b0": "gpu-0"}
 MOVE = Move("ns/small", "u1", "a", ("GPU-a0",), "b", ("GPU-b0",), "frees a/gpu-0")
@@ -87,3 +98,26 @@ def test_cards_are_named_by_index() -> None:
     """The tables name cards as an operator does (`node/gpu-N`, the node from the move), not by UUID."""
     node = PlanNode("a", (Card("GPU-a0", 0), Card("GPU-a1", 1)))
     assert Snapshot((node, PlanNode("b", (Card("GPU-b0", 0),))), ()).card_names() == NAMES
+
+
+def test_a_plan_short_of_its_goal_says_why_on_stderr_and_leaves_stdout_the_plan(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan -o json > plan.json` exiting 1 said nothing where the script still looks; a reached goal says nothing."""
+    two_pods = Snapshot(
+        nodes=(gpu_node("a"),),
+        pods=(placed("p1", "a", ["GPU-a-0"], 10 * GIB), placed("p2", "a", ["GPU-a-1"], 10 * GIB)),
+    )
+    read = SnapshotRead(two_pods, HAMI_DEFAULTS, (), node_marks([]))
+    monkeypatch.setattr(_plan, "target", lambda *args, **kwargs: SimpleNamespace(kube=None))
+    monkeypatch.setattr(snapshot_reads, "read_snapshot", lambda *args: read)
+    assert run(["plan", "--free-cards", "2", "-o", "json"]) == 1
+    short = capsys.readouterr()
+    assert json.loads(short.out)["complete"] is False
+    assert short.err == (
+        "error: goal not reached: freed 1 of 2 card(s); the others cannot be emptied: a/gpu-1: ns/p1 fits no other "
+        "card in use; see the nearest plan printed on stdout\n"
+    )
+    assert run(["plan", "--free-cards", "1", "-o", "json"]) == 0
+    reached = capsys.readouterr()
+    assert (json.loads(reached.out)["complete"], reached.err) == (True, "")

@@ -102,9 +102,11 @@ def test_a_kubeconfig_path_too_long_to_look_up_is_one_line(
     with pytest.raises(KubeConfigError) as raised:
         connect(str(too_long))
     assert str(raised.value) == f"cannot read kubeconfig {too_long}: File name too long"
+    monkeypatch.setenv("KUBECONFIG", f"{kubeconfig(tmp_path / 'kubeconfig')}{os.pathsep}{too_long}")
     with pytest.raises(KubeConfigError) as raised:
-        connect(f"{kubeconfig(tmp_path / 'kubeconfig')}{os.pathsep}{too_long}")
+        connect()
     assert str(raised.value) == f"cannot read kubeconfig {too_long}: File name too long"
+    monkeypatch.delenv("KUBECONFIG")
     monkeypatch.setenv("HOME", str(too_long))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     with pytest.raises(KubeConfigError) as raised:
@@ -231,7 +233,8 @@ def test_a_relative_token_file_is_read_beside_its_kubeconfig(tmp_path: Path, mon
         "contexts: [{name: team, context: {cluster: c, user: team}}]\nusers: [{name: team, user: {tokenFile: token}}]\n"
     )
     monkeypatch.chdir(tmp_path)
-    kube = connect(f"{kubeconfig(tmp_path / 'first')}{os.pathsep}{team / 'kubeconfig'}", "team")
+    monkeypatch.setenv("KUBECONFIG", f"{kubeconfig(tmp_path / 'first')}{os.pathsep}{team / 'kubeconfig'}")
+    kube = connect(None, "team")
     assert kube.api.configuration.auth_settings()["BearerToken"]["value"] == "Bearer team-token"
 
 
@@ -282,3 +285,29 @@ def test_without_libyaml_the_pure_python_loader_reads_kubeconfigs_and_refuses_th
     with pytest.raises(KubeConfigError) as raised:
         connect(str(deep))
     assert str(raised.value) == f"cannot read kubeconfig {deep}: not YAML (nested too deep)"
+
+
+def test_kubeconfig_flag_names_one_file_and_only_the_variable_is_a_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubectl reads `--kubeconfig a:b` as the one file `a:b` (`stat a:b: no such file`); only KUBECONFIG is a list."""
+    both = f"{kubeconfig(tmp_path / 'a')}{os.pathsep}{kubeconfig(tmp_path / 'b')}"
+    assert run(["list", "--kubeconfig", both]) == 1
+    assert one_error_line(capsys) == f"error: cannot read kubeconfig {both}: no such file{HINT}"
+    monkeypatch.setenv("KUBECONFIG", both)
+    assert connect().server == "https://127.0.0.1:1"
+
+
+@pytest.mark.parametrize("empty", ["", "# only a comment\n"])
+def test_an_empty_file_in_a_kubeconfig_list_is_skipped_as_kubectl_skips_it(
+    empty: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A KUBECONFIG list holding an empty file failed every command ("it is empty"); kubectl reads the others. Alone,
+    the file is still named as empty."""
+    blank = tmp_path / "blank"
+    blank.write_text(empty)
+    monkeypatch.setenv("KUBECONFIG", f"{blank}{os.pathsep}{kubeconfig(tmp_path / 'kubeconfig')}")
+    assert connect().server == "https://127.0.0.1:1"
+    monkeypatch.setenv("KUBECONFIG", f"{blank}{os.pathsep}{blank}")
+    assert run(["list"]) == 1
+    assert one_error_line(capsys) == f"error: cannot read kubeconfig {blank}: it is empty{HINT}"

@@ -22,13 +22,14 @@ from kubectl_hami_place.cli._common import (
     emit,
     label_query,
     target,
+    warn,
 )
 from kubectl_hami_place.cli._errors import CliError, UsageProblem
 from kubectl_hami_place.cli._present import examples
 from kubectl_hami_place.cli.output import Block, Text
 from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.names import PHASES, Phase
-from kubectl_hami_place.kube.errors import KubeNotFound
+from kubectl_hami_place.kube.errors import KubeError, KubeNotFound
 
 HELP = (
     "Delete HamiPodPlacements by name, or --all of the namespace or those -l selects (narrowed by --phase)."
@@ -49,12 +50,14 @@ def _complete_placements(ctx: typer.Context, incomplete: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Deleted:
-    """What was (or, under dry-run, would be) deleted, and names that were not found."""
+    """What was (or, under dry-run, would be) deleted, names that were not found, and those not tried after a
+    deletion failed (the first of them the one that failed)."""
 
     namespace: str
     names: tuple[str, ...]
     missing: tuple[str, ...]
     dry_run: DryRun
+    not_tried: tuple[str, ...] = ()
 
     def to_data(self) -> Any:
         """Names per outcome."""
@@ -62,6 +65,7 @@ class Deleted:
             "namespace": self.namespace,
             "deleted": list(self.names),
             "notFound": list(self.missing),
+            "notDeleted": list(self.not_tried),
             "dryRun": self.dry_run.value,
         }
 
@@ -130,7 +134,9 @@ def delete(
         description = wanted[0] if len(wanted) == 1 else f"{len(wanted)} placements"
         if dry_run is DryRun.none and not confirm(f"delete {description} in namespace {ns}", yes):
             raise CliError("not confirmed", "nothing was deleted")
-    for name in wanted:
+    failure: KubeError | None = None
+    not_tried: tuple[str, ...] = ()
+    for index, name in enumerate(wanted):
         try:
             if dry_run is DryRun.client:
                 placements.get_placement(where.kube, ns, name)
@@ -139,8 +145,16 @@ def delete(
         except KubeNotFound:
             missing.append(name)
             continue
+        except KubeError as error:
+            # Stop there (a refusal or an unreachable server repeats for every name), after saying what was deleted.
+            failure, not_tried = error, tuple(wanted[index:])
+            break
         deleted.append(name)
-    emit(Deleted(ns, tuple(deleted), tuple(missing), dry_run), output)
+    emit(Deleted(ns, tuple(deleted), tuple(missing), dry_run, not_tried), output)
+    if failure is not None:
+        if len(not_tried) > 1:
+            warn(f"{len(not_tried) - 1} placement(s) after {not_tried[0]} not tried: {clip(', '.join(not_tried[1:]))}")
+        raise failure
     if missing:
         raise CliError(
             f"placement {', '.join(missing)} not found in namespace {ns}",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.cluster import Sandbox
-from tests.cluster.cli_harness import placements, plugin
+from sandbox.cluster import Sandbox, wait_for
+from tests.cluster.cli_harness import apply, placements, plugin
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -86,3 +86,51 @@ def test_delete_by_name_all_and_missing(cluster: Sandbox, namespace: str) -> Non
     everything = plugin(cluster, "delete", "--all", "--phase", "Pending", "-n", namespace, "--yes")
     assert everything.code == 0, everything.err
     assert placements(cluster, namespace) == []
+
+
+def test_a_delete_refused_part_way_says_what_it_deleted_before_and_what_it_did_not_try(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """A user may delete alpha only: `delete alpha beta gamma` deletes alpha, is refused beta, and says both (it said
+    neither, exit 1 with no word of alpha gone); gamma is not tried, as every name would be refused again."""
+    for name in ("alpha", "beta", "gamma"):
+        make(cluster, namespace, name, name)
+    user = f"deleter-{namespace}"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "delete-alpha", "namespace": namespace},
+        "rules": [
+            {
+                "apiGroups": ["scheduling.hami.placement.com"],
+                "resources": ["hamipodplacements"],
+                "resourceNames": ["alpha"],
+                "verbs": ["delete"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "delete-alpha", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "delete-alpha"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    apply(cluster, role, binding)
+    allowed = f"--as={user}"
+    wait_for(
+        lambda: (
+            cluster.kubectl(
+                "auth", "can-i", "delete", "hamipodplacements/alpha", "-n", namespace, allowed, check=False
+            ).stdout.strip()
+            == "yes"
+        ),
+        "the RoleBinding to apply",
+    )
+    run = plugin(cluster, "delete", "alpha", "beta", "gamma", "-n", namespace, "--yes", "-o", "json", "--as", user)
+    assert run.code == 1
+    assert (run.json()["deleted"], run.json()["notDeleted"]) == (["alpha"], ["beta", "gamma"])
+    assert run.warning_lines == ["warning: 1 placement(s) after beta not tried: gamma"]
+    [refused] = run.error_lines
+    assert refused.startswith("error: forbidden: ") and '"beta" is forbidden' in refused
+    assert sorted(p["metadata"]["name"] for p in placements(cluster, namespace)) == ["beta", "gamma"]

@@ -206,7 +206,8 @@ def test_the_controller_leads_and_reads_its_policy_on_the_oldest_api_server(olde
     server = start(oldest, tmp_path, "--defrag-policy", f"{home}/defrag-policy", "--defrag-namespace", home)
     try:
         wait_for(lambda: server.metric("hami_place_defrag_leader") == 1, "the controller to lead")
-        assert server.metric("hami_place_defrag_policy_valid") == 1
+        # The lease may be won before the policy's watch has listed (a loaded CI box saw it so): read, then valid.
+        wait_for(lambda: server.metric("hami_place_defrag_policy_valid") == 1, "the policy to be read as valid")
         lease = client.CoordinationV1Api(oldest.api_client()).read_namespaced_lease(DEFRAG_LEASE, home)
         assert lease.spec is not None and lease.spec.holder_identity, lease.spec
         read = wait_for(

@@ -22,11 +22,22 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from kubectl_hami_place import __version__
 from kubectl_hami_place.core.defrag.policy import POLICY_API_VERSION, DefragPolicy, Mode, PolicyError, parse_policy
 from kubectl_hami_place.core.lifecycle import GUARD_LABEL, GUARD_LABEL_VALUE
-from kubectl_hami_place.core.names import PLACEMENT_ANNOTATION, PLACEMENT_NAMESPACE_ANNOTATION
+from kubectl_hami_place.core.names import (
+    PLACEMENT_ANNOTATION,
+    PLACEMENT_NAMESPACE_ANNOTATION,
+    RESCUED_BY_ANNOTATION,
+    ROOM_ANNOTATION,
+    ROOM_GATE,
+    USE_GPUUUID_ANNOTATION,
+)
+from kubectl_hami_place.kube.client import connect
+from kubectl_hami_place.kube.defrag import change_pod_annotations
+from kubectl_hami_place.kube.evictions import release_from_wait
 from sandbox import binaries
 from sandbox.cluster import Sandbox, free_port, primary_address, wait_for
 from tests.cluster.webhook_harness import sa_kubeconfig
@@ -1308,6 +1319,61 @@ def test_install_objects_are_accepted_and_running(cluster: Sandbox, installed: t
     assert f"kubectl krew install --manifest-url={release_url}" in notes
     assert f"helm test {release} -n {namespace}" in notes
     assert "<" not in notes and "./chart" not in notes, notes
+
+
+@pytest.mark.cluster
+def test_the_server_account_changes_of_a_pod_only_what_the_server_writes(
+    cluster: Sandbox, installed: tuple[str, str], tmp_path: Path
+) -> None:
+    """RBAC grants `patch` on pods whole; the chart's ValidatingAdmissionPolicy lets the server's account (its own
+    token here) write what the server writes, through the server's own calls (the room kept for a rescued pod, the
+    gate lifted), and nothing else: no image, label or foreign annotation, which admin may still change."""
+    release, namespace = installed
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "guarded", "namespace": namespace, "annotations": {ROOM_ANNOTATION: "x"}},
+        "spec": {
+            "schedulingGates": [{"name": ROOM_GATE}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    uid = json.loads(cluster.kubectl("get", "pod", "guarded", "-n", namespace, "-o", "json").stdout)["metadata"]["uid"]
+    server = connect(str(sa_kubeconfig(cluster, namespace, f"{release}-webhook", tmp_path / "server")))
+
+    def write(patch: dict[str, Any]) -> None:
+        server.core().patch_namespaced_pod("guarded", namespace, patch)
+
+    attempts = itertools.count()
+
+    def label_refused() -> ApiException | None:
+        """A new label value each time: the API server reads the policy from a watch of its own."""
+        try:
+            write({"metadata": {"labels": {"app": f"stolen-{next(attempts)}"}}})
+        except ApiException as error:
+            return error
+        return None
+
+    refused_label = wait_for(label_refused, "the policy to take effect")
+    assert (
+        refused_label is not None
+        and refused_label.status == 403
+        and "changes no label, owner or finalizer of a pod" in str(refused_label.body)
+    )
+    for stolen, why in (
+        ({"spec": {"containers": [{"name": "c", "image": "attacker.example/evil:1"}]}}, "nothing of a pod's spec"),
+        ({"metadata": {"annotations": {"example.com/x": "y"}}}, "no annotation of a pod but its own"),
+    ):
+        with pytest.raises(ApiException) as refused:
+            write(stolen)
+        assert refused.value.status == 403 and why in str(refused.value.body), stolen
+    kept = change_pod_annotations(
+        server, namespace, "guarded", uid, lambda a: {**a, USE_GPUUUID_ANNOTATION: "GPU-1", RESCUED_BY_ANNOTATION: "r"}
+    )
+    assert kept is not None and kept["metadata"]["annotations"][USE_GPUUUID_ANNOTATION] == "GPU-1"
+    assert release_from_wait(server, namespace, "guarded", uid, gate=ROOM_GATE, annotation=ROOM_ANNOTATION)
+    cluster.kubectl("label", "pod", "guarded", "-n", namespace, "app=admin")
 
 
 @pytest.mark.cluster

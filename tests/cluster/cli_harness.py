@@ -111,6 +111,25 @@ def apply(cluster: Sandbox, *objects: dict[str, Any]) -> None:
     cluster.apply(*objects)
 
 
+def grant(cluster: Sandbox, namespace: str, user: str, name: str, rule: dict[str, Any]) -> None:
+    """A Role `name` of one rule on placements in `namespace`, bound to `user` (RBAC reaches the authorizer through
+    its own watch: callers wait until the right shows)."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": [{"apiGroups": ["scheduling.hami.placement.com"], "resources": ["hamipodplacements"], **rule}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    apply(cluster, role, binding)
+
+
 def get(cluster: Sandbox, *args: str) -> dict[str, Any] | None:
     """`kubectl get ... -o json`, None when it does not exist."""
     proc = cluster.kubectl("get", *args, "-o", "json", check=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.cluster import Sandbox, wait_for
-from tests.cluster.cli_harness import apply, placements, plugin
+from tests.cluster.cli_harness import grant, placements, plugin
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -96,27 +96,7 @@ def test_a_delete_refused_part_way_says_what_it_deleted_before_and_what_it_did_n
     for name in ("alpha", "beta", "gamma"):
         make(cluster, namespace, name, name)
     user = f"deleter-{namespace}"
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "delete-alpha", "namespace": namespace},
-        "rules": [
-            {
-                "apiGroups": ["scheduling.hami.placement.com"],
-                "resources": ["hamipodplacements"],
-                "resourceNames": ["alpha"],
-                "verbs": ["delete"],
-            }
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "delete-alpha", "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "delete-alpha"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    apply(cluster, role, binding)
+    grant(cluster, namespace, user, "delete-alpha", {"resourceNames": ["alpha"], "verbs": ["delete"]})
     allowed = f"--as={user}"
     wait_for(
         lambda: (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sandbox.cluster import Sandbox, wait_for
-from tests.cluster.cli_harness import apply, placements, plugin
+from tests.cluster.cli_harness import grant, placements, plugin
 
 
 def test_a_user_without_rbac_gets_exit_1_and_the_permission_to_ask_for(cluster: Sandbox, namespace: str) -> None:
@@ -35,25 +35,6 @@ def test_a_user_without_rbac_gets_exit_1_and_the_permission_to_ask_for(cluster: 
     assert "forbidden" in pinned.error_lines[0] and "ask your cluster admin for RBAC permission to" in pinned.err
     assert placements(cluster, namespace) == []
 
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "read-placements", "namespace": namespace},
-        "rules": [
-            {
-                "apiGroups": ["scheduling.hami.placement.com"],
-                "resources": ["hamipodplacements"],
-                "verbs": ["list"],
-            }
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "read-placements", "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-placements"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    apply(cluster, role, binding)
+    grant(cluster, namespace, user, "read-placements", {"verbs": ["list"]})
     # RBAC reaches the authorizer through its own watch: the same call succeeds once it has the binding.
     wait_for(lambda: plugin(cluster, "list", "-n", namespace, "--as", user).code == 0, "the RoleBinding to apply")

@@ -102,6 +102,10 @@ cluster back, and must not wait on a webhook that is down), and the listed ones.
 {{- if eq (int64 .Values.service.webhookPort) (int64 .Values.service.apiPort) -}}
 {{- fail (printf "service.webhookPort and service.apiPort (%d) must differ: the API server refuses a Service with one port twice, after every other object of the release was made" (int64 .Values.service.apiPort)) -}}
 {{- end -}}
+{{- $window := splitList "-" (.Values.defrag.keepRoom.window | default "") -}}
+{{- if and (eq (len $window) 2) (eq (first $window) (last $window)) -}}
+{{- fail (printf "defrag.keepRoom.window: %s starts where it ends, which the server refuses (the controller would stay off); write START-END, e.g. 22:00-06:00, or \"\" for any time" .Values.defrag.keepRoom.window) -}}
+{{- end -}}
 {{- if has .Values.leases.namespace (list "kube-system" "kube-node-lease" "kube-public") -}}
 {{- fail (printf "leases.namespace: %s holds Leases of other components (kube-system: kube-scheduler's and kube-controller-manager's leader Leases), which the server could then delete; leave it empty for a namespace of their own, or name one no one else uses" .Values.leases.namespace) -}}
 {{- end -}}

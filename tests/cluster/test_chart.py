@@ -553,6 +553,20 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
         (["defrag.rescue.reserveFor=1h"], "at '/defrag/rescue/reserveFor': '1h' does not match pattern"),
         (["defrag.rescue.reserveFor=601"], "at '/defrag/rescue/reserveFor': maximum: got 601, want 600"),
         (["defrag.keepRoom.window=24:00-06:00"], "at '/defrag/keepRoom/window': '24:00-06:00' does not match pattern"),
+        (["defrag.keepRoom.window=10:00-10:00"], "defrag.keepRoom.window: 10:00-10:00 starts where it ends"),
+        # As the server's policy parser reads a selector: In and NotIn need values, Exists and DoesNotExist take none.
+        (
+            ["defrag.labelSelector.matchExpressions[0].key=a", "defrag.labelSelector.matchExpressions[0].operator=In"],
+            "at '/defrag/labelSelector/matchExpressions/0': missing property 'values'",
+        ),
+        (
+            [
+                "defrag.labelSelector.matchExpressions[0].key=a",
+                "defrag.labelSelector.matchExpressions[0].operator=Exists",
+                "defrag.labelSelector.matchExpressions[0].values[0]=x",
+            ],
+            "at '/defrag/labelSelector/matchExpressions/0/values': maxItems: got 1, want 0",
+        ),
         (["defrag.keepRoom.timeZone=../etc/x"], "at '/defrag/keepRoom/timeZone': '../etc/x' does not match pattern"),
         (["defrag.keepRoom.interval=0s"], "at '/defrag/keepRoom/interval': '0s' does not match pattern '[1-9]'"),
         (["defrag.keepRoom.interval=0h00m0s"], "at '/defrag/keepRoom/interval': '0h00m0s' does not match pattern"),

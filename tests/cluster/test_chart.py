@@ -773,6 +773,23 @@ def test_the_leases_namespace_is_named_and_made_as_asked(
     assert namespaces == ([leases] if created else []), "never the release namespace, nor one made apart"
 
 
+@pytest.mark.parametrize(
+    ("kube_version", "sets", "made"),
+    [("1.29.9", [], False), ("1.30.0", [], True), ("1.30.0", ["rbac.podWritePolicy=false"], False)],
+)
+def test_the_pod_write_policy_is_made_where_the_api_server_serves_it_unless_turned_off(
+    helm: Path, kube_version: str, sets: list[str], made: bool
+) -> None:
+    """admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is served from 1.30: before, the release would fail."""
+    objects = render(helm, *sets, kube_version=kube_version)
+    kinds = [o["kind"] for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert kinds == (["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] if made else [])
+    if made:
+        account = "system:serviceaccount:kube-system:gpu-descheduler-webhook"
+        condition = one(objects, "ValidatingAdmissionPolicy")["spec"]["matchConditions"][0]["expression"]
+        assert condition == f'request.userInfo.username == "{account}"', "the server's account alone"
+
+
 def _numbers_where_names_belong(value: Any, where: str = "") -> Iterator[str]:
     """The paths in a rendered object where a namespace, a name or a label holds a YAML number, not a string."""
     if isinstance(value, dict):

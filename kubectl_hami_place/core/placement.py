@@ -125,6 +125,15 @@ class Placement:
         return self.unclaimed and not self.status.claim_token and not self.deleting
 
     @property
+    def why_closed(self) -> str:
+        """Why no pod may claim it any more ("" while it is `open`): said beside the rule, so the two agree."""
+        if self.deleting:
+            return "it is being deleted"
+        if self.status.claim_token:
+            return "a pod claimed it"
+        return "" if self.unclaimed else f"it is {self.status.phase.value}"
+
+    @property
     def claimed(self) -> bool:
         """A pod has claimed it (whatever became of it since)."""
         return bool(self.status.claim_token) or self.status.phase in CLAIMED_PHASES

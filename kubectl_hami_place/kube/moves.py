@@ -239,15 +239,6 @@ def await_acknowledgement(kube: Kube, namespace: str, name: str, timeout: float)
         time.sleep(ACK_POLL_SECONDS)
 
 
-def _closed(placement: Placement) -> str:
-    """Why admission no longer pins with the placement, in words."""
-    if placement.deleting:
-        return "it is being deleted"
-    if placement.status.claim_token:
-        return "a pod claimed it"
-    return f"it is {placement.status.phase.value}"
-
-
 def pin_then_evict(
     kube: Kube,
     checked: Checked,
@@ -300,7 +291,7 @@ def pin_then_evict(
             # Admission pins only with an open placement: an earlier attempt's, Expired, Failed or claimed, would let
             # the replacement through unpinned.
             raise PlacementTaken(
-                f"placement {checked.namespace}/{placement_name} can no longer pin a pod ({_closed(acknowledged)}), "
+                f"placement {checked.namespace}/{placement_name} can no longer pin a pod ({acknowledged.why_closed}), "
                 "so the pod was not evicted",
                 status=409,
                 reason="Conflict",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from kubectl_hami_place.core.crd_schema import EVERY_STATUS
 from kubectl_hami_place.core.errors import PlacementError
 from kubectl_hami_place.core.fields import rfc3339
-from kubectl_hami_place.core.names import API_VERSION, KIND, EvictionResult
+from kubectl_hami_place.core.names import API_VERSION, KIND, EvictionResult, Phase
 from kubectl_hami_place.core.placement import (
     Condition,
     EvictionStatus,
@@ -495,3 +496,16 @@ def test_status_field_garbage_raises_only_placement_errors(key: str, value: obje
     obj = stored({key: value})
     result = outcome(lambda: placement_from_object(obj), PlacementError)
     assert isinstance(result, PlacementError | Placement)
+
+
+def test_why_a_placement_is_closed_is_said_exactly_when_it_is_not_open() -> None:
+    """`pin_then_evict` names why it stops before an eviction; the words and the rule cannot drift apart."""
+    pending = placement_from_object(stored())
+    cases = {
+        "": pending,
+        "it is being deleted": replace(pending, deleting=True),
+        "a pod claimed it": replace(pending, status=PlacementStatus(claim_token="t")),
+        "it is Expired": replace(pending, status=PlacementStatus(phase=Phase.Expired)),
+    }
+    for why, placement in cases.items():
+        assert (placement.why_closed, placement.open) == (why, not why)

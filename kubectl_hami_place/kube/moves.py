@@ -97,14 +97,16 @@ class Pinned:
 
 
 def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replacement:
-    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector;
-    `NoReplacement` when it has neither."""
+    """The pod's controller (selector and pod template), else the pod itself with its labels as the selector, marked
+    uncontrolled when it has no controller or one that is gone; `NoReplacement` when it has neither labels nor a
+    controller whose template we read."""
     metadata = pod.get("metadata") or {}
     name = metadata.get("name", "")
     owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
     labels = dict(metadata.get("labels") or {})
+    controlled = owner is not None
     if owner is not None:
-        controller = cluster_reads.get_controller(kube, namespace, owner.get("kind", ""), owner.get("name", ""))
+        controller, controlled = _controller_of(kube, namespace, owner)
         if controller is not None and controller.selector:
             try:
                 selector = selector_from_dict(controller.selector, require_nonempty=True)
@@ -117,7 +119,22 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
                 return Replacement(selector, f"{controller.kind} {controller.name}", controller.template)
     if not labels:
         raise NoReplacement(f"pod {name} has no controller and no labels, so no replacement pod can be matched")
-    return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), owner is not None)
+    return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), controlled)
+
+
+def _controller_of(
+    kube: Kube, namespace: str, owner: Mapping[str, Any]
+) -> tuple[cluster_reads.Controller | None, bool]:
+    """The controller a pod's owner reference names (None for a kind whose template we do not read), and whether one
+    re-creates the pod: not when the name is none an object has (the API server checks only that it is not empty,
+    so the pod's writer made it up) nor when it is gone."""
+    name = owner.get("name")
+    if not is_object_name(name):
+        return None, False
+    try:
+        return cluster_reads.get_controller(kube, namespace, str(owner.get("kind") or ""), name), True
+    except KubeNotFound:
+        return None, False
 
 
 PIN_UNREAD = Unread(
@@ -369,6 +386,11 @@ def check_move(
     """The placement of a planned move, checked against the cluster as it is now (`PinRefused`, `NoReplacement`)."""
     namespace = move.pod.split("/", 1)[0]
     successor = replacement(kube, namespace, pod)
+    owners = as_mapping(pod.get("metadata")).get("ownerReferences") or []
+    if not successor.controlled and any(as_mapping(ref).get("controller") for ref in owners):
+        raise NoReplacement(
+            f"pod {move.pod}: its controller is gone or names no object, so nothing re-creates it; it is not moved"
+        )
     return check_pin(
         kube,
         namespace,

@@ -21,8 +21,8 @@ from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.kube import moves
 from kubectl_hami_place.kube.client import connect
-from kubectl_hami_place.kube.errors import PlacementTaken, PodProtected, PodReplaced
-from sandbox.cluster import Sandbox, wait_for
+from kubectl_hami_place.kube.errors import NoReplacement, PlacementTaken, PodProtected, PodReplaced
+from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
 from tests.cluster.test_defrag import READS_BUT_LIMITS, plugin_as
@@ -498,3 +498,41 @@ def test_a_move_whose_placement_an_earlier_attempt_left_expired_evicts_nothing(
         (name, "Expired")
     ]
     assert not gone_or_terminating(cluster, namespace, "leftover")
+
+
+@pytest.mark.parametrize("owner", ["Made Up", "gone-replicaset"])
+def test_a_move_of_a_pod_whose_controller_names_no_object_or_is_gone_writes_nothing(
+    owner: str, cluster: Sandbox, namespace: str, acknowledging: Webhook
+) -> None:
+    """Of an owner reference's name the API server checks only that it is not empty, so the pod's writer can make one
+    up. A name no object has reaches no API path (the audited identity asked for none), a controller that is gone
+    leaves the pod's labels to match its replacement, marked uncontrolled (`evict --to-node` warns so), and a planned
+    move of such a pod stops before anything is written: nothing would re-create it."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    body = allocated_pod("orphan", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "orphan"})
+    apply(cluster, body)
+    stored = get(cluster, "pod", "orphan", "-n", namespace)
+    assert stored is not None
+    reference = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": "0" * 8, "controller": True}
+    pod = {**stored, "metadata": {**stored["metadata"], "ownerReferences": [reference]}}
+    since = len(cluster.audit_events())
+    kube = connect(str(cluster.identity_kubeconfig(AUDITED_USER)))
+    successor = moves.replacement(kube, namespace, pod)
+    assert (successor.source, successor.selector.labels, successor.controlled) == (
+        "pod orphan",
+        stored["metadata"]["labels"],
+        False,
+    )
+    move = Move(
+        f"{namespace}/orphan", stored["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
+    )
+    with pytest.raises(NoReplacement, match="its controller is gone or names no object"):
+        moves.check_move(kube, move, pod, config=HamiConfig(), labels={})
+    asked = [
+        (e.get("objectRef") or {}).get("name")
+        for e in cluster.audit_events()[since:]
+        if (e.get("objectRef") or {}).get("resource") == "replicasets"
+    ]
+    assert asked == ([] if owner == "Made Up" else [owner, owner]), asked
+    assert placements(cluster, namespace) == []
+    assert not gone_or_terminating(cluster, namespace, "orphan")

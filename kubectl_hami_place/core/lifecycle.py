@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubectl_hami_place.core.errors import clip
 from kubectl_hami_place.core.fields import as_mapping
 from kubectl_hami_place.core.k8s_names import is_object_name
 from kubectl_hami_place.core.names import (
@@ -44,6 +45,8 @@ from kubectl_hami_place.core.placement import (
 ROOM_SETTLE_SECONDS = 1.0
 EVICTION_RETRY_FIRST_SECONDS = 5
 EVICTION_RETRY_MAX_SECONDS = 60
+# How much of the last attempt's message (as the status holds it) giving up quotes.
+LAST_MESSAGE_MAX = 1024
 GUARD_LABEL = "app.kubernetes.io/managed-by"
 GUARD_LABEL_VALUE = "hami-place-reqid-guard"
 FOREVER = datetime.max.replace(tzinfo=UTC)
@@ -298,6 +301,10 @@ def follow_up(
     if not (placement.spec.evict_pod or eviction.pod):
         message = "no pod to evict is named (spec.evictPod and status.eviction.pod are empty)"
         return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
+    if not is_object_name(placement.spec.evict_pod or eviction.pod):
+        # spec.evictPod has the CRD's pattern; the status holds what its writer wrote, the API server checks no name
+        message = "status.eviction.pod is no pod name; nothing is evicted"
+        return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
     return _next_eviction(placement, claimed_at, now, ttl_seconds)
 
 
@@ -352,7 +359,8 @@ def _next_eviction(placement: Placement, claimed_at: datetime, now: datetime, tt
     eviction = status.eviction or EvictionStatus(pod=placement.spec.evict_pod or "")
     pod = placement.spec.evict_pod or eviction.pod
     if (now - claimed_at).total_seconds() > ttl_seconds:
-        last = eviction.message or "no attempt succeeded"
+        # cut: the status's writer may have written any length, and the condition's message holds 32768 at most
+        last = clip(eviction.message, LAST_MESSAGE_MAX) or "no attempt succeeded"
         reason = f"eviction of pod {pod} did not succeed within {ttl_seconds}s: {last}"
         gave_up = replace(
             status,

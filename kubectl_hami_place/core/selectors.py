@@ -186,7 +186,7 @@ def _requirement_from_dict(item: object, position: int) -> Requirement:
     if not isinstance(key, str):
         raise SelectorError(f"{where}: key must be a string")
     if operator not in OPERATORS:
-        raise SelectorError(f"{where}: operator {operator!r} is not one of {', '.join(OPERATORS)}")
+        raise SelectorError(f"{where}: operator {clip(repr(operator))} is not one of {', '.join(OPERATORS)}")
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise SelectorError(f"{where}: values must be a list of strings")
     return _requirement(_check_key(key), str(operator), values)

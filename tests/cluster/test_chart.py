@@ -568,6 +568,9 @@ def test_client_ca_mounts_the_config_map_and_requires_client_certificates(helm: 
             "at '/defrag/labelSelector/matchExpressions/0/values': maxItems: got 1, want 0",
         ),
         (["defrag.keepRoom.timeZone=../etc/x"], "at '/defrag/keepRoom/timeZone': '../etc/x' does not match pattern"),
+        # A card type the Events on the policy's ConfigMap would quote: printable, at most 128 characters.
+        (["defrag.keepRoom.wholeFreeCards.type=A100\x1b[2J"], "at '/defrag/keepRoom/wholeFreeCards/type': 'A100"),
+        (["defrag.keepRoom.wholeFreeCards.type=" + "A" * 129], "wholeFreeCards/type': maxLength: got 129, want 128"),
         (["defrag.keepRoom.interval=0s"], "at '/defrag/keepRoom/interval': '0s' does not match pattern '[1-9]'"),
         (["defrag.keepRoom.interval=0h00m0s"], "at '/defrag/keepRoom/interval': '0h00m0s' does not match pattern"),
         (["defrag.keepRoom.interval=0"], "at '/defrag/keepRoom/interval': minimum: got 0, want 1"),

@@ -425,6 +425,16 @@ def test_a_bare_on_or_off_means_the_mode_not_a_boolean() -> None:
             "keepRoom: {wholeFreeCards: {type: 5}}",
             "keepRoom.wholeFreeCards.type: 5 is not text; write part of a card type, e.g. A100",
         ),
+        (
+            'keepRoom: {wholeFreeCards: {type: "A100\\e[2J"}}',
+            "keepRoom.wholeFreeCards.type: 'A100\\x1b[2J' is no card type; write part of one in at most 128 printable "
+            "characters, e.g. A100",
+        ),
+        (
+            f"keepRoom: {{wholeFreeCards: {{type: {'A' * 129}}}}}",
+            f"keepRoom.wholeFreeCards.type: '{'A' * 76}... is no card type; write part of one in at most 128 "
+            "printable characters, e.g. A100",
+        ),
         ("mode: " + "x" * 78, f"mode: '{'x' * 78}' is not a mode; write off, dry-run or on"),
         (
             "mode: on: off",

@@ -1017,3 +1017,32 @@ def test_an_evicting_placement_fills_consumed_by_naming_the_pod_it_will_evict(ev
     step = lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE)
     assert step is not None
     assert step.write == StatusWrite(p, updated, "Consumed", "pod trainer-abc (uid-9) is stored carrying the claim")
+
+
+def test_a_status_naming_no_pod_to_evict_by_a_pod_name_ends_consumed_and_evicts_nothing() -> None:
+    """status.eviction.pod is what the status's writer wrote (the API server checks no name there): a value that is no
+    pod name is evicted at no API path; the placement ends as if no pod were named."""
+    forged = "a/../b" + "z" * 300
+    p = _evicting({"pod": forged, "result": "Pending", "attempts": 0}, evict="")
+    message = "status.eviction.pod is no pod name; nothing is evicted"
+    ended = dataclasses.replace(
+        p.status,
+        phase=Phase.Consumed,
+        message=f"consumed by pod trainer-abc; {message}",
+        eviction=EvictionStatus(pod=forged, result=EvictionResult.NotFound, message=message, time=NOW),
+        conditions=(Condition("Evicted", "True", "NotFound", message, NOW),),
+    )
+    assert lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE) == FollowUp(
+        StatusWrite(p, ended, "EvictionNotNeeded", message)
+    )
+
+
+def test_giving_up_quotes_the_last_attempts_message_cut() -> None:
+    """The last attempt's message is what the status holds, of any length: the condition the give-up writes (which
+    the CRD holds to 32768 characters) quotes it cut, so the write is not refused at every pass."""
+    p = _evicting({"pod": "old", "result": "Failed", "attempts": 3, "message": "x" * 40_000}, ago=TTL + 1)
+    written = lifecycle.follow_up(p, PLACED, NOW, TTL, GRACE)
+    assert written is not None and written.write is not None
+    reason = written.write.status.message
+    assert reason.startswith(f"eviction of pod old did not succeed within {TTL}s: xxx") and reason.endswith("...")
+    assert len(reason) < lifecycle.LAST_MESSAGE_MAX + 100

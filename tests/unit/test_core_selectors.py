@@ -203,6 +203,10 @@ VALUE_RULE = "must be at most 63 characters of A-Z a-z 0-9 . _ -, starting and e
             "matchExpressions[0]: operator 'Has' is not one of In, NotIn, Exists, DoesNotExist",
         ),
         (
+            {"matchExpressions": [{"key": "a", "operator": "H" * 900_000}]},
+            f"matchExpressions[0]: operator '{'H' * 76}... is not one of In, NotIn, Exists, DoesNotExist",
+        ),
+        (
             {"matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "a", "operator": "In", "values": "xy"}]},
             "matchExpressions[1]: values must be a list of strings",
         ),

@@ -52,6 +52,8 @@ from kubectl_hami_place.core.yaml_doc import load_yaml
 POLICY_API_VERSION = f"{GROUP}/v1alpha1"
 POLICY_KIND = "DefragPolicy"
 ALWAYS_OUT = ("kube-system",)
+# Longest keepRoom.wholeFreeCards.type: a card model's name as HAMi registers it is some 30 characters.
+CARD_TYPE_MAX = 128
 _TOP_FIELDS = (
     "apiVersion",
     "kind",
@@ -443,6 +445,12 @@ def _keep_room(value: object) -> KeepRoom:
     if not isinstance(card_type, str):
         raise PolicyError(
             f"keepRoom.wholeFreeCards.type: {_shown(card_type)} is not text; write part of a card type, e.g. A100"
+        )
+    if len(card_type) > CARD_TYPE_MAX or not card_type.isprintable():
+        # it is quoted in the Events on the ConfigMap and in the run's record on the Lease
+        raise PolicyError(
+            f"keepRoom.wholeFreeCards.type: {_shown(card_type)} is no card type; write part of one in at most "
+            f"{CARD_TYPE_MAX} printable characters, e.g. A100"
         )
     share = section.get("maxStrandedShare", default.max_stranded_share)
     if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1):

@@ -73,7 +73,7 @@ class Deleted:
         """kubectl's `hamipodplacement.scheduling.hami.placement.com "x" deleted` lines."""
         suffix = "" if self.dry_run is DryRun.none else f" ({self.dry_run.value} dry run)"
         lines = [f'hamipodplacement "{name}" deleted from namespace {self.namespace}{suffix}' for name in self.names]
-        if not lines and not self.missing:
+        if not lines and not self.missing and not self.not_tried:
             lines = [f"No placements to delete in namespace {self.namespace}."]
         return [Text(tuple(lines))]
 

@@ -114,3 +114,7 @@ def test_a_delete_refused_part_way_says_what_it_deleted_before_and_what_it_did_n
     [refused] = run.error_lines
     assert refused.startswith("error: forbidden: ") and '"beta" is forbidden' in refused
     assert sorted(p["metadata"]["name"] for p in placements(cluster, namespace)) == ["beta", "gamma"]
+    # refused at the first name: nothing deleted, and it does not say there was nothing to delete
+    first = plugin(cluster, "delete", "beta", "gamma", "-n", namespace, "--yes", "--as", user)
+    assert (first.code, first.out) == (1, ""), first.out
+    assert first.error_lines[0].startswith("error: forbidden: ")

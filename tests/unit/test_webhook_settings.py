@@ -138,6 +138,16 @@ def test_the_architecture_doc_names_the_same_defaults() -> None:
         assert f"`{flag}` {shown(getattr(DEFAULTS, name))}" in doc, flag
 
 
+@pytest.mark.parametrize("doc", ["docs/architecture.md", "README.md"])
+def test_the_docs_name_every_serve_flag(doc: str, serve_flags: dict[str, argparse.Action]) -> None:
+    """The architecture doc's flag list and the README's name every flag `serve --help` has: the test above holds
+    only the defaults the settings module keeps, and a flag without one went missing from both unnoticed."""
+    text = (ROOT / doc).read_text()
+    flags = [flag for action in serve_flags.values() for flag in action.option_strings if flag.startswith("--")]
+    missing = [flag for flag in flags if not re.search(f"`{re.escape(flag)}[` ]", text)]
+    assert len(flags) > 30 and not missing, missing
+
+
 @pytest.mark.parametrize("seconds", [3, 5, 15, 3600])
 def test_a_lease_of_any_allowed_duration_keeps_the_defaults_proportions(seconds: int) -> None:
     """`--defrag-lease-duration` scales the renew deadline and the tries: the default is the elector's own times,

@@ -352,6 +352,9 @@ class Sandbox:
                 # A loopback advertise address is refused by the endpoint reconciler; envtest turns it off too.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                # A namespace's pods go in one DeleteCollection (a test's teardown, kube-controller-manager's namespace
+                # deletion): with the default one worker, the differential test's took 9.5 s, with 4 7.2 s.
+                "--delete-collection-workers=4",
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-mode=blocking",

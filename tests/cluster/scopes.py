@@ -23,8 +23,10 @@ LOG_TAIL = 80
 
 
 @contextlib.contextmanager
-def fresh_namespace(cluster: Sandbox) -> Iterator[str]:
-    """A fresh namespace, labelled for webhook namespaceSelectors, with its default service account ready."""
+def fresh_namespace(cluster: Sandbox, *, clear_pods: bool = True) -> Iterator[str]:
+    """A fresh namespace, labelled for webhook namespaceSelectors, with its default service account ready; its pods
+    deleted and waited for at the end (`clear_namespace`) unless `clear_pods` is False, when the namespace's deletion
+    takes them in the background."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespace({"metadata": {"name": name, "labels": {"hami-place-test": name}}})
@@ -32,7 +34,11 @@ def fresh_namespace(cluster: Sandbox) -> Iterator[str]:
         make_default_service_account(core, name)
         yield name
     finally:
-        clear_namespace(core, name)
+        if clear_pods:
+            clear_namespace(core, name)
+        else:
+            with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
+                core.delete_namespace(name)
 
 
 def clear_namespace(core: client.CoreV1Api, name: str) -> None:

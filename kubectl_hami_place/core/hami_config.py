@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.errors import ModelError, clip
 from kubectl_hami_place.core.fields import go_text
 from kubectl_hami_place.core.yaml_doc import load_yaml
 
@@ -170,24 +170,65 @@ def gpu_policy_of_scheduler(deployment: Mapping[str, Any]) -> str | None:
     return None
 
 
-def gpu_policy_of_installation(deployments: Sequence[Mapping[str, Any]], config: str) -> str | None:
-    """The default GPU policy of the HAMi whose device config is `config` (`namespace/name`), of several scheduler
-    Deployments: HAMi's chart names its ConfigMap `<scheduler>-device` beside the Deployment `<scheduler>`, so that
-    one comes first, then one of the same namespace, then the rest by name; None when none is HAMi's scheduler."""
+@dataclass(frozen=True)
+class SeveralFound:
+    """HAMi's device config or scheduler, looked for by name or label in every namespace, found in several: any of
+    them may be a tenant's (who may create a ConfigMap or a Deployment in a namespace of theirs), so none is taken."""
+
+    what: str
+    namespaces: tuple[str, ...]
+    flag: str
+
+    def notice(self) -> str:
+        """One line: what was found where, and the flag that names the one HAMi reads."""
+        return (
+            f"{self.what} found in {len(self.namespaces)} namespaces ({clip(', '.join(self.namespaces))}), any of them "
+            f"may be a tenant's; none is taken (give HAMi's with {self.flag})"
+        )
+
+
+def device_config_of(configmaps: Sequence[Mapping[str, Any]]) -> tuple[str, object] | SeveralFound | None:
+    """(namespace/name, its device-config.yaml) of the one `hami-scheduler-device` ConfigMap holding one, listed in
+    every namespace; `SeveralFound` when more than one does; None when none."""
+    found = [
+        (str((item.get("metadata") or {}).get("namespace", "")), (item.get("data") or {}).get(DEVICE_CONFIG_KEY))
+        for item in configmaps
+    ]
+    found = [(namespace, text) for namespace, text in found if text is not None]
+    if len(found) > 1:
+        namespaces = tuple(sorted(namespace for namespace, _ in found))
+        return SeveralFound(f"ConfigMaps {DEVICE_CONFIGMAP}", namespaces, "--hami-config NS/NAME")
+    return (f"{found[0][0]}/{DEVICE_CONFIGMAP}", found[0][1]) if found else None
+
+
+def gpu_policy_of_installation(deployments: Sequence[Mapping[str, Any]], config: str) -> str | SeveralFound | None:
+    """The default GPU policy of the HAMi whose device config is `config` (`namespace/name`, "" when unknown), of
+    every scheduler Deployment found by label: HAMi's chart names its ConfigMap `<scheduler>-device` beside the
+    Deployment `<scheduler>`, so that one comes first, then one of the same namespace, then the only other one;
+    `SeveralFound` when none is beside the config and they are in several namespaces; None when none is HAMi's
+    scheduler."""
     namespace, _, name = config.rpartition("/")
     pair = (namespace, name.removesuffix("-device"))
 
+    def where(deployment: Mapping[str, Any]) -> tuple[str, str]:
+        metadata = deployment.get("metadata") or {}
+        return str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+
     def rank(deployment: Mapping[str, Any]) -> tuple[bool, bool, str, str]:
         """Sort key: the config's own scheduler, then its namespace's, then by namespace and name."""
-        metadata = deployment.get("metadata") or {}
-        where = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-        return (where != pair, where[0] != namespace, *where)
+        at = where(deployment)
+        return (at != pair, at[0] != namespace, *at)
 
-    for deployment in sorted(deployments, key=rank):
-        policy = gpu_policy_of_scheduler(deployment)
-        if policy is not None:
-            return policy
-    return None
+    schedulers = [d for d in sorted(deployments, key=rank) if gpu_policy_of_scheduler(d) is not None]
+    if not schedulers:
+        return None
+    beside = where(schedulers[0])[0] == namespace
+    namespaces = tuple(sorted({where(d)[0] for d in schedulers}))
+    if not beside and len(namespaces) > 1:
+        return SeveralFound(
+            f"HAMi scheduler Deployments labelled {SCHEDULER_COMPONENT_LABEL}", namespaces, "--hami-scheduler NS/NAME"
+        )
+    return gpu_policy_of_scheduler(schedulers[0])
 
 
 def _last_flag(argv: list[str], flag: str) -> str | None:

@@ -18,6 +18,8 @@ from kubectl_hami_place.core.hami_config import (
     SCHEDULER_COMPONENT_LABEL,
     HamiConfig,
     HamiConfigError,
+    SeveralFound,
+    device_config_of,
     gpu_policy_of_installation,
     parse_device_config,
 )
@@ -58,6 +60,10 @@ def read_hami_config(
             _join(notice, policy_notice),
             unreadable=not isinstance(error, KubeNotFound),
         )
+    if isinstance(found, SeveralFound):
+        policy, policy_notice = _policy(kube, gpu_scheduler_policy, scheduler, "")
+        notice = f"{found.notice()}; using HAMi's defaults"
+        return HamiConfigInForce(HAMI_DEFAULTS.with_policy(policy), "", _join(notice, policy_notice))
     policy, policy_notice = _policy(kube, gpu_scheduler_policy, scheduler, found[0] if found else "")
     defaults = HAMI_DEFAULTS.with_policy(policy)
     if found is None:
@@ -87,6 +93,8 @@ def _policy(kube: Kube, given: str, scheduler: str, config: str) -> tuple[str, s
     except KubeError as error:
         return assumed, f"cannot read HAMi's scheduler Deployment ({error.cause}); {unknown}"
     policy = gpu_policy_of_installation(deployments, config)
+    if isinstance(policy, SeveralFound):
+        return assumed, f"{policy.notice()}; {unknown}"
     if policy is not None:
         return policy, ""
     where = scheduler or f"labelled {SCHEDULER_COMPONENT_LABEL}"
@@ -112,8 +120,9 @@ def _scheduler_deployments(kube: Kube, scheduler: str) -> list[dict]:
     return list(listed.get("items") or [])
 
 
-def _configmap(kube: Kube, where: str) -> tuple[str, object] | None:
-    """(namespace/name, its device-config.yaml) of the ConfigMap, None when there is none."""
+def _configmap(kube: Kube, where: str) -> tuple[str, object] | SeveralFound | None:
+    """(namespace/name, its device-config.yaml) of the ConfigMap `where`, else of the one of its name in any
+    namespace (`SeveralFound` when several are); None when there is none."""
     if where:
         namespace, _, name = where.rpartition("/")
         namespace = namespace or kube.namespace
@@ -126,9 +135,4 @@ def _configmap(kube: Kube, where: str) -> tuple[str, object] | None:
         field_selector=f"metadata.name={DEVICE_CONFIGMAP}",
         what=f"list configmaps named {DEVICE_CONFIGMAP} in all namespaces",
     )
-    items = sorted(listed.get("items") or [], key=lambda item: item["metadata"]["namespace"])
-    for item in items:
-        text = (item.get("data") or {}).get(DEVICE_CONFIG_KEY)
-        if text is not None:
-            return f"{item['metadata']['namespace']}/{DEVICE_CONFIGMAP}", text
-    return None
+    return device_config_of(list(listed.get("items") or []))

@@ -44,6 +44,24 @@ def test_the_sandboxs_hami_configmap_is_found_without_being_named(cluster: Sandb
     assert settings.config == HAMI_DEFAULTS
 
 
+def test_a_tenants_configmap_and_scheduler_under_hamis_names_are_taken_for_none(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """Anyone who may create a ConfigMap and a Deployment in a namespace of theirs may give them HAMi's name and label:
+    found beside HAMi's own in kube-system, neither is taken (the first by namespace name was: a tenant's namespace
+    named `a` was read as HAMi's device config), HAMi's defaults stand in and the notice says why."""
+    put(cluster, f"{namespace}/hami-scheduler-device", "nvidia:\n  resourceCountName: tenant.example/gpu\n")
+    apply(cluster, scheduler_deployment(HamiSettings(gpu_policy="binpack", namespace=namespace)))
+    learned = read_hami_config(connect(str(cluster.kubeconfig)))
+    assert (learned.source, learned.config) == ("", HAMI_DEFAULTS)
+    found = f"found in 2 namespaces (kube-system, {namespace}), any of them may be a tenant's; none is taken"
+    assert learned.notice == (
+        f"ConfigMaps hami-scheduler-device {found} (give HAMi's with --hami-config NS/NAME); using HAMi's defaults; "
+        f"HAMi scheduler Deployments labelled app.kubernetes.io/component=hami-scheduler {found} (give HAMi's with "
+        "--hami-scheduler NS/NAME); assuming HAMi's default GPU policy 'spread' (give --gpu-scheduler-policy)"
+    )
+
+
 def mutex_hami(cluster: Sandbox, configmap: str) -> None:
     """A HAMi installation beside the sandbox's, as its chart renders it: `<scheduler>-device` and the scheduler
     Deployment `<scheduler>` running with `--gpu-scheduler-policy=mutex`."""

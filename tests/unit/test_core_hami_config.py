@@ -12,6 +12,8 @@ from kubectl_hami_place.core.hami_config import (
     HAMI_DEFAULTS,
     HamiConfig,
     HamiConfigError,
+    SeveralFound,
+    device_config_of,
     gpu_policy_of_installation,
     gpu_policy_of_scheduler,
     parse_device_config,
@@ -121,8 +123,45 @@ def test_the_scheduler_of_the_device_config_wins_over_others() -> None:
     ]
     assert gpu_policy_of_installation(deployments, "hami/hami-renamed-device") == "mutex"
     assert gpu_policy_of_installation(deployments[:2], "hami/elsewhere-device") == "binpack", "then its namespace"
-    assert gpu_policy_of_installation(deployments, "") == "spread", "then by namespace"
+    assert gpu_policy_of_installation(deployments[:1], "hami/hami-scheduler-device") == "spread", "then the only one"
+    assert gpu_policy_of_installation(deployments[1:], "") == "binpack", "then the first of the one namespace"
     assert gpu_policy_of_installation([scheduler("x", "y", "sleep")], "x/y-device") is None
+
+
+@pytest.mark.parametrize("config", ["", "kube-system/hami-scheduler-device"])
+def test_schedulers_in_several_namespaces_none_beside_the_config_are_none_taken(config: str) -> None:
+    """A tenant may label a Deployment of theirs as HAMi's scheduler: found by label in several namespaces, none of
+    them the device config's, none is taken (it was the first by namespace name), and the notice says which."""
+    deployments = [
+        scheduler("team-a", "hami-scheduler", "scheduler", "--gpu-scheduler-policy=binpack"),
+        scheduler("hami", "hami-scheduler", "scheduler", "--gpu-scheduler-policy=spread"),
+    ]
+    several = gpu_policy_of_installation(deployments, config)
+    assert several == SeveralFound(
+        "HAMi scheduler Deployments labelled app.kubernetes.io/component=hami-scheduler",
+        ("hami", "team-a"),
+        "--hami-scheduler NS/NAME",
+    )
+    assert isinstance(several, SeveralFound) and several.notice() == (
+        "HAMi scheduler Deployments labelled app.kubernetes.io/component=hami-scheduler found in 2 namespaces "
+        "(hami, team-a), any of them may be a tenant's; none is taken (give HAMi's with --hami-scheduler NS/NAME)"
+    )
+
+
+def configmap(namespace: str, data: dict[str, str]) -> dict:
+    return {"metadata": {"namespace": namespace, "name": "hami-scheduler-device"}, "data": data}
+
+
+def test_the_device_config_found_by_name_is_taken_only_when_one_namespace_holds_one() -> None:
+    """A tenant may create a ConfigMap named hami-scheduler-device in a namespace of theirs: of several, none is taken
+    (the first by namespace name was, `a` before `kube-system`); one without the key is no device config."""
+    real = configmap("kube-system", {"device-config.yaml": CHART})
+    assert device_config_of([real]) == ("kube-system/hami-scheduler-device", CHART)
+    assert device_config_of([configmap("a", {"other": "x"}), real]) == ("kube-system/hami-scheduler-device", CHART)
+    assert device_config_of([configmap("a", {})]) is None
+    assert device_config_of([real, configmap("a", {"device-config.yaml": "nvidia: {}"})]) == SeveralFound(
+        "ConfigMaps hami-scheduler-device", ("a", "kube-system"), "--hami-config NS/NAME"
+    )
 
 
 def test_a_date_like_value_is_text_as_hamis_go_reader_takes_it() -> None:

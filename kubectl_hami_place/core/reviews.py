@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubectl_hami_place.core.errors import ModelError
+from kubectl_hami_place.core.errors import ModelError, clip
 from kubectl_hami_place.core.k8s_names import is_namespace
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -87,7 +87,7 @@ def parse_review(body: object) -> Review:
     namespace = str(request.get("namespace") or "")
     if namespace and not is_namespace(namespace):
         # The API server only sends namespaces that exist; this one could only reach an API path as a path.
-        raise ReviewError(f"the AdmissionReview request's namespace {namespace[:70]!r} is not a namespace name")
+        raise ReviewError(f"the AdmissionReview request's namespace {clip(repr(namespace))} is not a namespace name")
     metadata = pod.get("metadata") if isinstance(pod, dict) else None
     named = metadata.get("namespace") if isinstance(metadata, dict) else None
     if operation == "CREATE" and kind.get("kind") == "Pod" and (not namespace or named not in (None, "", namespace)):
@@ -127,7 +127,7 @@ def nests_deeper(value: object, limit: int) -> bool:
 
 def _shown(value: object) -> str:
     """A value the body gave where a string belongs, for a message: the string cut short, else its JSON type."""
-    return repr(value[:60]) if isinstance(value, str) else type(value).__name__
+    return clip(repr(value), 64) if isinstance(value, str) else type(value).__name__
 
 
 def _text(value: object) -> str:

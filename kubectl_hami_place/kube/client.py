@@ -199,8 +199,10 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         )
     if selected not in sections["contexts"]:
         # The client library says "Expected object with name X in <file>/contexts list".
-        known = ", ".join(sections["contexts"]) or "none"
-        raise KubeConfigError(f"cannot use kubeconfig {where}: it has no context {selected!r} (its contexts: {known})")
+        known = ", ".join(clip(name) for name in sections["contexts"]) or "none"
+        raise KubeConfigError(
+            f"cannot use kubeconfig {where}: it has no context {selected!r} (its contexts: {clip(known, 200)})"
+        )
     _check_context_names(where, selected, sections)
     merged = ConfigNode(first, {section: list(entries.values()) for section, entries in sections.items()}, first)
     try:

@@ -877,7 +877,7 @@ def _request(**fields: object) -> dict[str, Any]:
         ([], "the body must be a JSON object (an AdmissionReview)"),
         (
             {"apiVersion": "v" * 70, "kind": 7},
-            f"expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got {'v' * 60!r} int",
+            f"expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got '{'v' * 60}... int",
         ),
         (
             {"apiVersion": "admission.k8s.io/v1", "kind": "Pod"},
@@ -899,7 +899,7 @@ def _request(**fields: object) -> dict[str, Any]:
         ),
         (
             _request(uid="u", operation="CREATE", object={}, namespace="N" * 100),
-            f"the AdmissionReview request's namespace {'N' * 70!r} is not a namespace name",
+            f"the AdmissionReview request's namespace '{'N' * 76}... is not a namespace name",
         ),
         (
             _request(uid="u", operation="CREATE", kind={"kind": "Pod"}, object={"metadata": {"namespace": NS}}),

@@ -815,6 +815,22 @@ def test_a_long_context_is_cut_in_the_adapters_line(tmp_path: Path, capsys: pyte
     )
 
 
+def test_a_kubeconfigs_many_contexts_are_listed_cut_in_the_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kubeconfig of a thousand contexts listed them all on the line that says the one asked is not there; the
+    list is cut as the clusters' list is, and the line still ends with what to do."""
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", 1)
+    text = kubeconfig.read_text().replace(
+        "contexts: [", "contexts: [" + "".join(f"{{name: ctx-{i:04}-{'y' * 90}}}, " for i in range(1000))
+    )
+    kubeconfig.write_text(text)
+    assert run(["list", "--kubeconfig", str(kubeconfig), "--context", "nope"]) == 1
+    line = one_error_line(capsys)
+    assert f"it has no context 'nope' (its contexts: ctx-0000-{'y' * 68}..., ctx-0001-" in line, line[:300]
+    assert len(line) < 500 and line.endswith("); check --kubeconfig/--context or KUBECONFIG"), line[:600]
+
+
 @pytest.mark.parametrize(
     ("argv", "what"),
     [

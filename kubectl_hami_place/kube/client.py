@@ -199,9 +199,9 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
         )
     if selected not in sections["contexts"]:
         # The client library says "Expected object with name X in <file>/contexts list".
-        known = ", ".join(clip(name) for name in sections["contexts"]) or "none"
         raise KubeConfigError(
-            f"cannot use kubeconfig {where}: it has no context {selected!r} (its contexts: {clip(known, 200)})"
+            f"cannot use kubeconfig {where}: it has no context {selected!r} (its contexts: "
+            f"{_listed(sections['contexts'])})"
         )
     _check_context_names(where, selected, sections)
     merged = ConfigNode(first, {section: list(entries.values()) for section, entries in sections.items()}, first)
@@ -243,6 +243,11 @@ def _connect(kubeconfig: str | None, context: str | None) -> Kube:
     return Kube(api=CheckedApiClient(configuration), namespace=namespace, server=configuration.host, context=selected)
 
 
+def _listed(entries: dict[str, ConfigNode]) -> str:
+    """A kubeconfig section's names for an error line, each and all cut: a file may hold thousands."""
+    return clip(", ".join(clip(name) for name in entries) or "none", 200)
+
+
 def _check_context_names(where: str, selected: str, sections: dict[str, dict[str, ConfigNode]]) -> None:
     """The context's cluster and user are names, and its cluster is there: the client library printed a list's
     internal object for its name, or only that a cluster of that name was expected."""
@@ -256,10 +261,9 @@ def _check_context_names(where: str, selected: str, sections: dict[str, dict[str
             )
     cluster = settings.get("cluster")
     if cluster is not None and cluster not in sections["clusters"]:
-        known = ", ".join(clip(name) for name in sections["clusters"]) or "none"
         raise KubeConfigError(
             f"cannot use kubeconfig {where}: its context {selected!r} names cluster {clip(cluster)!r}, which it does "
-            f"not have (its clusters: {clip(known, 200)})"
+            f"not have (its clusters: {_listed(sections['clusters'])})"
         )
 
 

@@ -102,7 +102,7 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     controller whose template we read."""
     metadata = pod.get("metadata") or {}
     name = metadata.get("name", "")
-    owner = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+    owner = _controller_reference(pod)
     labels = dict(metadata.get("labels") or {})
     controlled = owner is not None
     if owner is not None:
@@ -120,6 +120,12 @@ def replacement(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> Replaceme
     if not labels:
         raise NoReplacement(f"pod {name} has no controller and no labels, so no replacement pod can be matched")
     return Replacement(selector_from_dict({"matchLabels": labels}), f"pod {name}", dict(pod), controlled)
+
+
+def _controller_reference(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's owner reference marked as its controller, None when it has none."""
+    owners = as_mapping(pod.get("metadata")).get("ownerReferences") or []
+    return next((ref for ref in map(as_mapping, owners) if ref.get("controller")), None)
 
 
 def _controller_of(
@@ -386,8 +392,7 @@ def check_move(
     """The placement of a planned move, checked against the cluster as it is now (`PinRefused`, `NoReplacement`)."""
     namespace = move.pod.split("/", 1)[0]
     successor = replacement(kube, namespace, pod)
-    owners = as_mapping(pod.get("metadata")).get("ownerReferences") or []
-    if not successor.controlled and any(as_mapping(ref).get("controller") for ref in owners):
+    if not successor.controlled and _controller_reference(pod) is not None:
         raise NoReplacement(
             f"pod {move.pod}: its controller is gone or names no object, so nothing re-creates it; it is not moved"
         )

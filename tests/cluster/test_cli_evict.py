@@ -436,25 +436,32 @@ def test_pin_then_evict_never_evicts_a_pod_recreated_under_the_same_name(
     assert not gone_or_terminating(cluster, namespace, "twin")
 
 
+def planned_move(cluster: Sandbox, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, Any], Move]:
+    """A pod of a 1000 MiB share of gpu-a100-1's second card (as written, and as stored) and a plan's move of it to
+    gpu-6 of the H100 node."""
+    uuid = card_uuids("gpu-a100-1")[1]
+    body = allocated_pod(name, namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": name})
+    apply(cluster, body)
+    stored = get(cluster, "pod", name, "-n", namespace)
+    assert stored is not None
+    move = Move(
+        f"{namespace}/{name}", stored["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
+    )
+    return body, stored, move
+
+
 @pytest.mark.parametrize("change", ["recreated", "protected"])
 def test_make_move_evicts_only_the_planned_pod_as_the_plan_found_it(
     change: str, cluster: Sandbox, namespace: str, acknowledging: Webhook
 ) -> None:
     """A move's pod re-created under its name (a StatefulSet's), or annotated do-not-move since the plan, is refused
     before anything is written: the fresh read decided the eviction's UID, and the annotation was read only by plans."""
-    uuid = card_uuids("gpu-a100-1")[1]
-    body = allocated_pod("mover", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "mover"})
-    apply(cluster, body)
-    planned = get(cluster, "pod", "mover", "-n", namespace)
-    assert planned is not None
+    body, _, move = planned_move(cluster, namespace, "mover")
     if change == "recreated":
         cluster.kubectl("delete", "pod", "mover", "-n", namespace, "--grace-period=0", "--force", "--wait=true")
         apply(cluster, body)
     else:
         cluster.kubectl("annotate", "pod", "mover", "-n", namespace, f"{DO_NOT_MOVE}=true")
-    move = Move(
-        f"{namespace}/mover", planned["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
-    )
     kube = connect(str(cluster.kubeconfig))
     with pytest.raises(PodReplaced if change == "recreated" else PodProtected):
         moves.make_move(kube, move, config=HamiConfig(), labels={}, ack_timeout=5)
@@ -468,14 +475,7 @@ def test_a_move_whose_placement_an_earlier_attempt_left_expired_evicts_nothing(
     """The move's placement is there from an earlier attempt (a rollback that failed, a run resumed past its TTL),
     the same pin but Expired: admission pins with none but open placements, so evicting would let the replacement
     through unpinned. The move stops before the eviction and leaves the placement as it was."""
-    uuid = card_uuids("gpu-a100-1")[1]
-    body = allocated_pod("leftover", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "leftover"})
-    apply(cluster, body)
-    pod = get(cluster, "pod", "leftover", "-n", namespace)
-    assert pod is not None
-    move = Move(
-        f"{namespace}/leftover", pod["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
-    )
+    _, pod, move = planned_move(cluster, namespace, "leftover")
     kube = connect(str(cluster.kubeconfig))
     earlier = moves.check_move(kube, move, pod, config=HamiConfig(), labels={}).obj
     apply(cluster, earlier)
@@ -508,11 +508,7 @@ def test_a_move_of_a_pod_whose_controller_names_no_object_or_is_gone_writes_noth
     up. A name no object has reaches no API path (the audited identity asked for none), a controller that is gone
     leaves the pod's labels to match its replacement, marked uncontrolled (`evict --to-node` warns so), and a planned
     move of such a pod stops before anything is written: nothing would re-create it."""
-    uuid = card_uuids("gpu-a100-1")[1]
-    body = allocated_pod("orphan", namespace, "gpu-a100-1", f"{uuid},NVIDIA,1000,0:;", labels={"app": "orphan"})
-    apply(cluster, body)
-    stored = get(cluster, "pod", "orphan", "-n", namespace)
-    assert stored is not None
+    _, stored, move = planned_move(cluster, namespace, "orphan")
     reference = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": "0" * 8, "controller": True}
     pod = {**stored, "metadata": {**stored["metadata"], "ownerReferences": [reference]}}
     since = len(cluster.audit_events())
@@ -522,9 +518,6 @@ def test_a_move_of_a_pod_whose_controller_names_no_object_or_is_gone_writes_noth
         "pod orphan",
         stored["metadata"]["labels"],
         False,
-    )
-    move = Move(
-        f"{namespace}/orphan", stored["metadata"]["uid"], "gpu-a100-1", (uuid,), H100, (card_uuids(H100)[6],), ""
     )
     with pytest.raises(NoReplacement, match="its controller is gone or names no object"):
         moves.check_move(kube, move, pod, config=HamiConfig(), labels={})

@@ -89,8 +89,11 @@ pytestmark = pytest.mark.cluster
 CASES = 400
 FOCUSED = 60
 COMMALESS = 30
-RENAMED_CASES = 150
-DEFAULT_POLICY_CASES = 100
+# The variants show HAMi's configuration reaches the model; the focused cases carry most of their verdicts. With
+# these counts each still reaches both verdicts and 30 or more of HAMi's reasons, and the topology-aware default
+# decides 12 cases (DEFAULT_DECIDED asks 10), in two thirds of the time 150 and 100 took (38 s against 54 s alone).
+RENAMED_CASES = 90
+DEFAULT_POLICY_CASES = 60
 DEFAULT_POLICY_FOCUSED = 60
 DEFAULT_DECIDED = 10
 ROOM_CASES = 120

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from kubectl_hami_place.core.cards import Card
 from kubectl_hami_place.core.fit import FitReason, FitResult, fit
 from kubectl_hami_place.core.refs import CardRef
-from kubectl_hami_place.core.requests import CardRequest, memory_for
+from kubectl_hami_place.core.requests import CardRequest, cores_for, memory_for
 from kubectl_hami_place.core.usage import CardUsage
 
 
@@ -121,6 +121,6 @@ class _Sequence:
                     running,
                     used_slots=running.used_slots + 1,
                     used_mem=running.used_mem + memory_for(request, self.card),
-                    used_cores=running.used_cores + min(request.coresreq, 100),
+                    used_cores=running.used_cores + cores_for(request),
                 )
         return result

@@ -41,7 +41,7 @@ from kubectl_hami_place.core.errors import RegisterError, RequestError
 from kubectl_hami_place.core.fields import as_mapping, comma_list, go_decimal
 from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS, HamiConfig
 from kubectl_hami_place.core.names import NOUSE_GPUUUID_ANNOTATION, USE_GPUUUID_ANNOTATION
-from kubectl_hami_place.core.requests import CardRequest, memory_for, pod_requests
+from kubectl_hami_place.core.requests import CardRequest, cores_for, memory_for, pod_requests
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
 USE_UUID = USE_GPUUUID_ANNOTATION
@@ -125,7 +125,7 @@ def fit(
     used_cores = usage.used_cores if usage else 0
     label = card.label()
     memreq = memory_for(request, card)
-    coresreq = min(request.coresreq, 100)
+    coresreq = cores_for(request)
 
     def fail(reason: FitReason, message: str) -> FitResult:
         """A failed verdict."""
@@ -477,7 +477,7 @@ def _fit_container(
             counts[ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
         text = ", ".join(sorted(f"{count}/{len(typed)} {name}" for name, count in counts.items()))
         return PodFit(ok=False, reason=text, counts=dict(counts))
-    cores = min(request.coresreq, 100)
+    cores = cores_for(request)
     for slot in picked:
         used = slot.usage
         slot.usage = CardUsage(

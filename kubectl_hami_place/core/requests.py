@@ -194,6 +194,12 @@ def gpu_requests(
     return tuple(request for request in pod_requests(pod_spec, hami_webhook, config=config) if request is not None)
 
 
+def cores_for(request: CardRequest) -> int:
+    """Cores % this request takes of each card: HAMi caps an ask above 100 at 100 when it fits the card (Fit, in
+    `pkg/device/nvidia/device.go`), and records and counts the capped value."""
+    return min(request.coresreq, 100)
+
+
 def memory_for(request: CardRequest, card: Card) -> int:
     """MiB this request takes on that card: memreq, else its percentage of the card's memory, else the whole card."""
     if request.memreq > 0:

@@ -42,7 +42,7 @@ from kubectl_hami_place.core.planner.model import (
     Summary,
 )
 from kubectl_hami_place.core.pod_affinity import counts_any
-from kubectl_hami_place.core.requests import CardRequest, memory_for
+from kubectl_hami_place.core.requests import CardRequest, cores_for, memory_for
 from kubectl_hami_place.core.usage import CardUsage
 
 CHAIN_CARDS = 32
@@ -85,7 +85,7 @@ def sequence_fit(
                 uuid=running.uuid,
                 used_slots=running.used_slots + 1,
                 used_mem=running.used_mem + memory_for(request, card),
-                used_cores=running.used_cores + min(request.coresreq, 100),
+                used_cores=running.used_cores + cores_for(request),
             )
     return result
 
@@ -94,7 +94,7 @@ def pod_share(card: Card, gpu: tuple[tuple[int, CardRequest], ...], init_contain
     """(slots, MiB, cores) HAMi will count for the pod on that card: init containers' peak or app containers' sum."""
     init_mem = init_cores = app_mem = app_cores = app_slots = 0
     for position, request in gpu:
-        mem, cores = memory_for(request, card), min(request.coresreq, 100)
+        mem, cores = memory_for(request, card), cores_for(request)
         if position < init_containers:
             init_mem, init_cores = max(init_mem, mem), max(init_cores, cores)
         else:

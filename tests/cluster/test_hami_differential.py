@@ -64,7 +64,7 @@ from kubectl_hami_place.core.planner import FitGoal
 from kubectl_hami_place.core.planner import plan as planner_plan
 from kubectl_hami_place.core.planner.objects import pod_for_plan, snapshot_from_objects
 from kubectl_hami_place.core.refs import parse_card_ref
-from kubectl_hami_place.core.requests import pod_requests
+from kubectl_hami_place.core.requests import cores_for, gpu_requests, memory_for, pod_requests
 from kubectl_hami_place.core.selectors import selector_from_dict
 from kubectl_hami_place.core.usage import PodAllocation, card_usage, pod_allocation
 from sandbox.cluster import Sandbox, wait_for
@@ -127,6 +127,10 @@ class Outcome:
     asks_card: bool = True
     target: tuple[str, ...] | None = None
     contrast: PodFit | str | None = None
+    hami_amounts: tuple[tuple[tuple[int, int], ...], ...] = ()
+    """The MiB and cores HAMi recorded on each card it allocated, as `hami_devices`."""
+    model_amounts: tuple[tuple[tuple[int, int], ...], ...] | None = None
+    """What the model's requests take of the cards the model picked (None: not read, the pod does not fit)."""
 
     def decided_by_default(self) -> bool:
         """True when the model under the chart's default GPU policy answers otherwise (so HAMi's default decided)."""
@@ -168,7 +172,12 @@ class Outcome:
         model = self.model
         same_verdict = (self.hami_ok, self.hami_reason) == (model.ok, model.reason)
         if same_verdict and (not model.ok or self.hami_devices == model.devices):
-            return ""
+            if self.model_amounts is None or self.model_amounts == self.hami_amounts:
+                return ""
+            return (
+                f"{self.node}: HAMi recorded (MiB, cores) {self.hami_amounts} on {self.hami_devices}; the model's "
+                f"requests take {self.model_amounts}\n    {self.case!r}"
+            )
         return (
             f"{self.node}: HAMi ok={self.hami_ok} {self.hami_reason!r} {self.hami_devices}; "
             f"model ok={model.ok} {model.reason!r} {model.devices}\n    {self.case!r}"
@@ -398,9 +407,11 @@ class Differential:
         ok = name in (answer.get("NodeNames") or [])
         reason = denied or error.rsplit(" for pod ", 1)[0] or (answer.get("FailedNodes") or {}).get(name, "")
         devices: tuple[tuple[str, ...], ...] = ()
+        amounts: tuple[tuple[tuple[int, int], ...], ...] = ()
         if ok:
             containers = parse_allocation(annotations.get(ALLOCATED_ANNOTATION, ""))
             devices = tuple(tuple(d.uuid for d in c) for c in containers if c)
+            amounts = tuple(tuple((d.usedmem, d.usedcores) for d in c) for c in containers if c)
         allocations = [a for a in (_decoded(r) for r in residents) if a is not None]
         try:
             model: PodFit | str = fit_pod_on_node(
@@ -414,7 +425,32 @@ class Differential:
         pin = None if denied else self._pin_check(case, node, users_pod, allocations)
         target = None if denied else self._planner_target(case, node, users_pod, residents)
         return Outcome(
-            case, name, ok, reason, devices, model, pin, denied=bool(denied), target=target, contrast=contrast
+            case,
+            name,
+            ok,
+            reason,
+            devices,
+            model,
+            pin,
+            denied=bool(denied),
+            target=target,
+            contrast=contrast,
+            hami_amounts=amounts,
+            model_amounts=self._model_amounts(case, users_pod, model),
+        )
+
+    def _model_amounts(
+        self, case: Case, pod: dict[str, Any], model: PodFit | str
+    ) -> tuple[tuple[tuple[int, int], ...], ...] | None:
+        """The MiB and cores each GPU container's request takes of each card the model gave it, which HAMi records in
+        the pod's allocation and counts as the cards' usage from then on; None when the model placed no card."""
+        if not isinstance(model, PodFit) or not model.ok:
+            return None
+        requests = gpu_requests(pod["spec"], case.webhook, config=self.config)
+        cards = {card.uuid: card for card in case.cards}
+        return tuple(
+            tuple((memory_for(request, cards[uuid]), cores_for(request)) for uuid in uuids)
+            for request, uuids in zip(requests, model.devices, strict=True)
         )
 
     def _planner_target(

@@ -298,10 +298,11 @@ def follow_up(
     ):
         message = f"pod {eviction.pod} is the placed pod itself; it is never evicted"
         return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
-    if not (placement.spec.evict_pod or eviction.pod):
+    to_evict = placement.spec.evict_pod or eviction.pod
+    if not to_evict:
         message = "no pod to evict is named (spec.evictPod and status.eviction.pod are empty)"
         return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))
-    if not is_object_name(placement.spec.evict_pod or eviction.pod):
+    if not is_object_name(to_evict):
         # spec.evictPod has the CRD's pattern; the status holds what its writer wrote, the API server checks no name
         message = "status.eviction.pod is no pod name; nothing is evicted"
         return FollowUp(eviction_outcome(placement, EvictionResult.NotFound, message, now))

@@ -9,12 +9,12 @@ requests the containers will have once pinned.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kubectl_hami_place.core.cards import Card
-from kubectl_hami_place.core.fit import FitReason, FitResult, fit
+from kubectl_hami_place.core.fit import FitReason, FitResult, fit, taking
 from kubectl_hami_place.core.refs import CardRef
-from kubectl_hami_place.core.requests import CardRequest, cores_for, memory_for
+from kubectl_hami_place.core.requests import CardRequest, memory_for
 from kubectl_hami_place.core.usage import CardUsage
 
 
@@ -117,10 +117,5 @@ class _Sequence:
                 prefix = f"container {container.name}: " if len(self.placed) > 1 else ""
                 return FitResult(ok=False, reason=result.reason, message=prefix + result.message)
             if not container.init:
-                running = replace(
-                    running,
-                    used_slots=running.used_slots + 1,
-                    used_mem=running.used_mem + memory_for(request, self.card),
-                    used_cores=running.used_cores + cores_for(request),
-                )
+                running = taking(running, request, self.card)
         return result

@@ -32,7 +32,7 @@ import json
 import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -105,6 +105,17 @@ def free_memory(card: Card, usage: CardUsage | None) -> int:
 def free_cores(card: Card, usage: CardUsage | None) -> int:
     """Percent of the card's cores HAMi counts as free."""
     return card.devcore - (usage.used_cores if usage else 0)
+
+
+def taking(usage: CardUsage, request: CardRequest, card: Card) -> CardUsage:
+    """The card's usage once one more container's request holds it, as HAMi counts it after Fit: a slot, the
+    request's MiB and its cores (capped at 100)."""
+    return replace(
+        usage,
+        used_slots=usage.used_slots + 1,
+        used_mem=usage.used_mem + memory_for(request, card),
+        used_cores=usage.used_cores + cores_for(request),
+    )
 
 
 def fit(
@@ -477,16 +488,8 @@ def _fit_container(
             counts[ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
         text = ", ".join(sorted(f"{count}/{len(typed)} {name}" for name, count in counts.items()))
         return PodFit(ok=False, reason=text, counts=dict(counts))
-    cores = cores_for(request)
     for slot in picked:
-        used = slot.usage
-        slot.usage = CardUsage(
-            used.uuid,
-            used.used_slots + 1,
-            used.used_mem + memory_for(request, slot.card),
-            used.used_cores + cores,
-            used.pods,
-        )
+        slot.usage = taking(slot.usage, request, slot.card)
     return tuple(slot.card.uuid for slot in picked)
 
 

@@ -26,6 +26,7 @@ from kubectl_hami_place.core.fit import (
     fit,
     fit_pod,
     numa_bind,
+    taking,
     topology_aware,
     topology_numa,
     uuid_allowed,
@@ -81,12 +82,7 @@ def sequence_fit(
             prefix = f"container {position}: " if len(gpu) > 1 else ""
             return FitResult(ok=False, reason=result.reason, message=prefix + result.message)
         if not is_init:
-            running = CardUsage(
-                uuid=running.uuid,
-                used_slots=running.used_slots + 1,
-                used_mem=running.used_mem + memory_for(request, card),
-                used_cores=running.used_cores + cores_for(request),
-            )
+            running = taking(running, request, card)
     return result
 
 

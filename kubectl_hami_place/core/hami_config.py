@@ -219,16 +219,17 @@ def gpu_policy_of_installation(deployments: Sequence[Mapping[str, Any]], config:
         at = where(deployment)
         return (at != pair, at[0] != namespace, *at)
 
-    schedulers = [d for d in sorted(deployments, key=rank) if gpu_policy_of_scheduler(d) is not None]
+    ranked = ((d, gpu_policy_of_scheduler(d)) for d in sorted(deployments, key=rank))
+    schedulers = [(d, policy) for d, policy in ranked if policy is not None]
     if not schedulers:
         return None
-    beside = where(schedulers[0])[0] == namespace
-    namespaces = tuple(sorted({where(d)[0] for d in schedulers}))
-    if not beside and len(namespaces) > 1:
+    first, policy = schedulers[0]
+    namespaces = tuple(sorted({where(d)[0] for d, _ in schedulers}))
+    if where(first)[0] != namespace and len(namespaces) > 1:
         return SeveralFound(
             f"HAMi scheduler Deployments labelled {SCHEDULER_COMPONENT_LABEL}", namespaces, "--hami-scheduler NS/NAME"
         )
-    return gpu_policy_of_scheduler(schedulers[0])
+    return policy
 
 
 def _last_flag(argv: list[str], flag: str) -> str | None:

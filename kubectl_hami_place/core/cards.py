@@ -183,7 +183,7 @@ def _parse_json(text: str) -> tuple[Card, ...]:
     except (ValueError, RecursionError) as err:
         raise RegisterError(f"card register is not valid JSON: {_first_line(err)}") from None
     if not isinstance(data, list):
-        raise RegisterError(f"card register JSON must be a list of cards, got {_json_type(data)}")
+        raise RegisterError("card register JSON must be a list of cards, got an object")  # "{..." decodes to one
     return tuple(_json_card(item, position) for position, item in enumerate(data))
 
 

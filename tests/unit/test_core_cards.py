@@ -109,6 +109,9 @@ def test_node_cards_reads_the_annotation_and_names_the_node_on_errors() -> None:
         node_cards({"metadata": {"name": "gpu-a100-0"}})
     with pytest.raises(RegisterError, match="node cpu-0: card register"):
         node_cards({"metadata": {"name": "cpu-0", "annotations": {"hami.io/node-nvidia-register": "junk"}}})
+    for not_a_node in (["gpu-a100-0"], {"metadata": ["gpu-a100-0"]}):
+        with pytest.raises(RegisterError, match=r"node <unnamed> has no hami\.io/node-nvidia-register"):
+            node_cards(not_a_node)  # type: ignore[arg-type]
 
 
 def test_a_legacy_register_is_displayed_but_has_no_cards_hami_v2_10_schedules_on() -> None:

@@ -69,10 +69,15 @@ def parse_card_ref(text: object) -> CardRef:
     return CardRef(index=int(index_text), percent=int(percent_text) if percent_text else None)
 
 
-def resolve(ref: CardRef, cards: Iterable[Card], node: str = "the node") -> Card:
+def _named(ref: CardRef, cards: tuple[Card, ...]) -> list[Card]:
+    """The cards a reference matches: by UUID, or by index (legacy registers give several cards one index)."""
+    return [card for card in cards if card.uuid == ref.uuid or card.index == ref.index]
+
+
+def resolve(ref: CardRef, cards: Iterable[Card], node: str) -> Card:
     """The node's card a reference names, or CardRefError listing the cards the node has."""
     cards = tuple(cards)
-    found = [card for card in cards if card.uuid == ref.uuid or card.index == ref.index]
+    found = _named(ref, cards)
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
@@ -86,13 +91,7 @@ def resolve(ref: CardRef, cards: Iterable[Card], node: str = "the node") -> Card
 def uuids_named(refs: Iterable[CardRef], cards: Iterable[Card]) -> set[str]:
     """The UUIDs of the node's cards the references name (a reference that names none is left out)."""
     cards = tuple(cards)
-    found = set()
-    for ref in refs:
-        try:
-            found.add(resolve(ref, cards).uuid)
-        except CardRefError:
-            continue
-    return found
+    return {found[0].uuid for found in (_named(ref, cards) for ref in refs) if len(found) == 1}
 
 
 def place(node: str, cards: Sequence[str]) -> str:

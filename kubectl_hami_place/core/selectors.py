@@ -266,11 +266,11 @@ def _parse_part(part: str, labels: dict[str, str], expressions: list[Requirement
         operator = "In" if set_term.group("op") == "in" else "NotIn"
         expressions.append(_requirement(_check_key(set_term.group("key")), operator, values))
         return
-    for token, operator in (("!=", "NotIn"), ("==", "="), ("=", "=")):
+    for token, negated in (("!=", True), ("==", False), ("=", False)):
         key, found, value = part.partition(token)
         if found:
             key, value = key.strip(), value.strip()
-            if operator == "NotIn":
+            if negated:
                 expressions.append(_requirement(_check_key(key), "NotIn", [value]))
             else:
                 _add_label(labels, _check_key(key), _check_value(value, key))

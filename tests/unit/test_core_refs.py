@@ -37,8 +37,8 @@ def test_the_crd_pattern_accepts_exactly_what_the_parser_accepts() -> None:
 
 
 def test_resolve_by_index_and_uuid() -> None:
-    assert resolve(parse_card_ref("gpu-1/50"), CARDS) is CARDS[1]
-    assert resolve(parse_card_ref("GPU-aaa"), CARDS) is CARDS[0]
+    assert resolve(parse_card_ref("gpu-1/50"), CARDS, "n") is CARDS[1]
+    assert resolve(parse_card_ref("GPU-aaa"), CARDS, "n") is CARDS[0]
 
 
 def test_resolve_names_the_cards_the_node_has() -> None:
@@ -47,6 +47,9 @@ def test_resolve_names_the_cards_the_node_has() -> None:
     assert str(caught.value) == "node gpu-a100-0 has no card with index 3; it has gpu-0, gpu-1"
     with pytest.raises(CardRefError, match="has no card with UUID GPU-zzz; it has GPU-aaa, GPU-bbb"):
         resolve(parse_card_ref("GPU-zzz"), CARDS, "n")
+    with pytest.raises(CardRefError) as caught:
+        resolve(parse_card_ref("gpu-0"), (), "cpu-0")
+    assert str(caught.value) == "node cpu-0 has no card with index 0; it has no cards"
 
 
 def test_legacy_seven_field_registers_give_every_card_index_0() -> None:
@@ -92,8 +95,10 @@ def test_non_strings_are_refused(value: object) -> None:
 
 def test_an_index_of_thousands_of_digits_is_a_card_ref_error_not_a_crash() -> None:
     """The CRD's pattern allows any run of digits; Python refuses int() of more than 4,300 of them."""
-    with pytest.raises(CardRefError, match="names a card index no node has"):
+    with pytest.raises(CardRefError) as caught:
         parse_card_ref("gpu-" + "9" * 5000)
+    quoted = repr("gpu-" + "9" * 53 + "...")  # cut to 60 characters
+    assert str(caught.value).startswith(f"{quoted} names a card index no node has"), str(caught.value)
     assert parse_card_ref("gpu-" + "0" * 5000 + "7") == CardRef(index=7), "leading zeros are no digits"
 
 
@@ -148,3 +153,5 @@ def test_a_reference_to_a_card_the_node_lacks_does_not_hide_the_next_ones() -> N
     """Pending placements are compared by the cards they name: a stale gpu-7 must not stop gpu-1 being counted."""
     refs = [parse_card_ref("gpu-7"), parse_card_ref("gpu-1"), parse_card_ref("GPU-aaa")]
     assert uuids_named(refs, CARDS) == {"GPU-bbb", "GPU-aaa"}
+    legacy = (Card("GPU-aaa"), Card("GPU-bbb"))
+    assert uuids_named([parse_card_ref("gpu-0")], legacy) == set(), "an index two legacy cards share names neither"

@@ -238,6 +238,17 @@ def test_a_bounded_search_keeps_the_plan_it_found_before_the_bound() -> None:
                     assert not bounded.moves
 
 
+def test_a_search_of_exactly_its_bound_in_steps_is_not_stopped() -> None:
+    # The bound is the steps a search may take: one that takes exactly that many ends as it would unbounded,
+    # whatever step (a card, a walk's tail) is its last.
+    for seed in range(4):
+        snapshot, goals = fragmented(seed)
+        for goal in goals:
+            unbounded, steps = _steps(snapshot, goal, Limits(max_moves=3, max_moves_per_node=2, max_steps=10**9))
+            at_bound, taken = _steps(snapshot, goal, Limits(max_moves=3, max_moves_per_node=2, max_steps=steps))
+            assert (outcome(at_bound), taken) == (outcome(unbounded), steps), (seed, goal)
+
+
 def test_a_plan_found_before_the_bound_is_kept_when_the_search_for_a_cheaper_one_spends_it() -> None:
     # Seed 7's first pending pod: a two-move plan is found, then the search for a one-move one (96 steps in all)
     # runs out of steps.

@@ -4,6 +4,7 @@ beside another move that changes what its terms count."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +16,7 @@ from kubectl_hami_place.core.hami_config import HAMI_DEFAULTS
 from kubectl_hami_place.core.names import HOSTNAME_LABEL
 from kubectl_hami_place.core.node_resources import CountedPod, Resources
 from kubectl_hami_place.core.node_selection import node_marks
-from kubectl_hami_place.core.planner import FitGoal, FreeCardsGoal, Limits, Move, plan
+from kubectl_hami_place.core.planner import CompactGoal, FitGoal, FreeCardsGoal, Limits, Move, plan
 from kubectl_hami_place.core.planner.model import DO_NOT_MOVE, Snapshot
 from kubectl_hami_place.core.planner.objects import keep_counted_on_node, snapshot_from_objects
 from kubectl_hami_place.core.planner.state import State
@@ -223,6 +224,42 @@ def test_a_recorded_move_is_refused_once_a_pod_it_counts_has_left_its_node() -> 
     moves = [Move(f"ns/web-{n}", "", node, (f"GPU-{node}",), "c", ("GPU-c",), "") for n, node in ((1, "a"), (2, "b"))]
     assert [state.carry_out(move) for move in moves] == [True, False]
     assert state.tied_away("ns/web-2") == "ns/web-1"
+
+
+def test_a_pod_is_tied_to_a_pod_moved_off_its_node_whose_terms_count_it_or_that_its_terms_count() -> None:
+    """Either way round (web-1's anti-affinity counts the web pods, theirs count nothing), and only by a move to
+    another node: the pod's own move, or one between a node's cards, changes no domain either's terms read."""
+    two_cards = node_object("b")
+    annotations = two_cards["metadata"]["annotations"]
+    [card] = json.loads(annotations["hami.io/node-nvidia-register"])
+    annotations["hami.io/node-nvidia-register"] = json.dumps([card, {**card, "id": "GPU-b2", "index": 1}])
+    nodes = [node_object("a"), two_cards, node_object("c"), node_object("d")]
+    pods = [web("web-1", "a", APART), web("plain", "b", {}), web("plain-2", "d", {})]
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
+
+    def tied(key: str, *moves: tuple[str, str, str]) -> str:
+        state = State(snapshot, Limits())
+        for pod, node, card in moves:
+            entry = state.pods[f"ns/{pod}"]
+            move = Move(f"ns/{pod}", "", entry.node, tuple(entry.cards), node, (card,), "")
+            assert state.carry_out(move), move
+        return state.tied_away(f"ns/{key}")
+
+    assert tied("plain", ("web-1", "c", "GPU-c")) == "ns/web-1", "its terms count the pod"
+    assert tied("web-1", ("plain", "c", "GPU-c")) == "ns/plain", "the pod's terms count it"
+    assert tied("web-1", ("web-1", "c", "GPU-c")) == "", "the pod's own move"
+    assert tied("web-1", ("plain", "b", "GPU-b2")) == "", "a move between its node's cards"
+    assert tied("web-1", ("plain", "b", "GPU-b2"), ("plain-2", "c", "GPU-c")) == "ns/plain-2", "the next move"
+
+
+def test_compacting_moves_one_of_two_pods_tied_by_terms_off_its_node() -> None:
+    """web-1's anti-affinity counts plain: once either has left for c or d, the other may move only between its own
+    node's cards (it has one), though the goal's nodes would take it: one card freed, not two."""
+    nodes = [node_object(name) for name in "abcd"]
+    pods = [web("web-1", "a", APART), web("plain", "b", {}), fixed("db-c", "c", "db"), fixed("db-d", "d", "db")]
+    snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
+    result = plan(snapshot, CompactGoal(("a", "b", "c", "d")))
+    assert [(m.pod in ("ns/web-1", "ns/plain"), m.to_node in "cd") for m in result.moves] == [(True, True)], result
 
 
 def test_a_pod_whose_terms_count_the_pending_pod_stays_on_its_node() -> None:

@@ -53,12 +53,40 @@ def test_shared_and_merged_nodes_are_read_as_safe_load_reads_them() -> None:
 
 
 def test_a_document_its_aliases_expand_up_to_the_free_count_is_read() -> None:
-    """Past EXPANDED_NODES_FREE only the factor counts: 100 aliases of a 99-item list expand 102 nodes to 10,001."""
+    """Past EXPANDED_NODES_FREE only the factor counts: 99 aliases of a 98-item list expand 103 nodes to 9,904, 103 of
+    them to 10,300."""
     hundred = "a: &a [" + ", ".join(["x"] * 98) + "]\nb: [" + ", ".join(["*a"] * 99) + "]\n"
     assert len(load_yaml(hundred)["b"]) == 99
     with pytest.raises(yaml.MarkedYAMLError):
         load_yaml(hundred.replace(", ".join(["*a"] * 99), ", ".join(["*a"] * 103)))
     assert EXPANDED_NODES_FREE == 10_000
+
+
+def _aliased(items: int, aliases: int) -> str:
+    """A flow list: a list of `items` scalars anchored, then `aliases` aliases of it (1 + (1 + aliases) x (1 + items)
+    nodes once expanded, items + 2 of its own)."""
+    return "[&a [" + ", ".join(["x"] * items) + "]" + ", *a" * aliases + "]"
+
+
+def test_the_bound_is_the_most_nodes_a_document_may_expand_to() -> None:
+    """99 lists of 100 scalars in a list expand 102 nodes to exactly 10,000: read; a node more, refused."""
+    assert len(load_yaml(_aliased(100, 98))) == 99
+    with pytest.raises(yaml.MarkedYAMLError, match="expand 103 nodes to 10001"):
+        load_yaml(_aliased(100, 98)[:-1] + ", y]")
+
+
+def test_a_long_document_may_expand_to_ten_times_its_own_nodes() -> None:
+    """2,001 nodes of its own: aliases may take it to 20,010, past EXPANDED_NODES_FREE."""
+    assert len(load_yaml(_aliased(1999, 8))) == 9
+    with pytest.raises(yaml.MarkedYAMLError, match="expand 2001 nodes to 22001"):
+        load_yaml(_aliased(1999, 10))
+
+
+def test_the_mark_is_on_the_smallest_node_past_the_bound() -> None:
+    """The list under `big` expands to exactly the bound, the document to 4 nodes more: the document is marked."""
+    with pytest.raises(yaml.MarkedYAMLError) as caught:
+        load_yaml(f"extra: 1\nbig: {_aliased(100, 98)}\n")
+    assert caught.value.problem_mark is not None and caught.value.problem_mark.line + 1 == 1
 
 
 def test_a_policy_of_laughs_is_a_policy_mistake_in_one_line() -> None:

@@ -60,7 +60,7 @@ from kubectl_hami_place.core.planner import (
     Snapshot,
     plan,
 )
-from kubectl_hami_place.core.requests import CardRequest, card_request, memory_for
+from kubectl_hami_place.core.requests import CardRequest, card_request, cores_for, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -562,7 +562,7 @@ class Cluster:
         pod = None
         if request is not None:
             card_list = self.cards[node]
-            mem, cores = memory_for(request, card_list[0]), min(request.coresreq, 100)
+            mem, cores = memory_for(request, card_list[0]), cores_for(request)
             for c in cards:
                 self._change(node, c, (1, mem, cores))
             self.allocated += task.gpus
@@ -579,7 +579,7 @@ class Cluster:
             self.fgd.changed(node)
         request = task_request(task)
         if request is not None:
-            mem, cores = memory_for(request, self.cards[node][0]), min(request.coresreq, 100)
+            mem, cores = memory_for(request, self.cards[node][0]), cores_for(request)
             for c in entry.cards:
                 self._change(node, c, (-1, -mem, -cores))
             self.allocated -= task.gpus

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import pytest
 
-from webhook.allocator import ARENAS
+from webhook.allocator import ARENAS, FREEZE_WAIT_SECONDS, freeze_when_synced
 
 # A 20 MiB block freed (which raises glibc's default thresholds), then 16 MiB blocks freed under a small one.
 CHURN = """
@@ -72,3 +73,24 @@ def test_the_threads_share_the_arenas_there_are() -> None:
     assert run.returncode == 0, run.stderr
     arenas = [line for line in run.stderr.splitlines() if line.startswith("Arena ")]
     assert 1 <= len(arenas) <= ARENAS, run.stderr
+
+
+class NeverSynced:
+    """A cache whose first sync never comes; each wait for it records its timeout and, the first time, stops."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.waits: list[float | None] = []
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        self.stop.set()
+        return False
+
+
+def test_the_wait_for_the_first_sync_looks_whether_the_server_is_stopping() -> None:
+    """A server stopped before its first sync (an API server away) lets this thread end at its next look."""
+    stop = threading.Event()
+    cache = NeverSynced(stop)
+    freeze_when_synced(cache, stop)  # type: ignore[arg-type]  # the one method it calls
+    assert cache.waits == [FREEZE_WAIT_SECONDS]

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
-from webhook.logs import JsonFormatter
+import pytest
+
+from webhook.logs import JsonFormatter, log_json
 
 # A pod name as an attacker would send it: a line break, a forged next entry, quotes, a non-ASCII line separator.
 HOSTILE = 'x"\n{"level": "ERROR", "message": "forged"}\u2028\\'
@@ -36,3 +40,43 @@ def test_an_exception_is_one_field_of_the_same_line() -> None:
     line = JsonFormatter().format(record)
     assert len(line.splitlines()) == 1
     assert "ValueError: boom\nsecond line" in json.loads(line)["exception"]
+
+
+def test_the_time_is_utc_to_the_millisecond_and_a_field_json_cannot_encode_is_written_as_text() -> None:
+    record = logging.LogRecord("webhook", logging.INFO, __file__, 1, "moved", (), None)
+    record.created = 1_700_000_000.1234
+    record.fields = {"at": datetime(2026, 12, 7, tzinfo=UTC), "cards": {"gpu-1"}}
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["time"] == "2023-11-14T22:13:20.123+00:00", "UTC with its offset, whatever the host's zone"
+    assert entry["at"] == "2026-12-07 00:00:00+00:00"
+    assert entry["cards"] == "{'gpu-1'}"
+
+
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    """The root logger, its handlers and level put back afterwards: log_json replaces them."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def test_log_json_makes_every_logger_write_json_lines_to_stderr_from_its_level_up(
+    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server calls it once at start, when the root logger may have a handler already: it goes."""
+    root_logger.addHandler(logging.NullHandler())
+    log_json(logging.DEBUG)
+    logging.getLogger("webhook.admit").debug("pod %s pinned", "team-a/x")
+    log_json(logging.WARNING)
+    logging.getLogger("webhook.admit").info("not written")
+    logging.getLogger("webhook.defrag").warning("run %s blocked", "r-1")
+    lines = capsys.readouterr().err.splitlines()
+    assert [(e["level"], e["logger"], e["message"]) for e in map(json.loads, lines)] == [
+        ("DEBUG", "webhook.admit", "pod team-a/x pinned"),
+        ("WARNING", "webhook.defrag", "run r-1 blocked"),
+    ]

@@ -16,7 +16,7 @@ from tests.webhook_listener import serving
 from webhook.certs import CertBundle, generate
 from webhook.metrics import Metrics
 from webhook.mutate import MutateApp
-from webhook.tls import ReloadingCertificate
+from webhook.tls import CHECK_INTERVAL_SECONDS, ReloadingCertificate
 
 
 @pytest.fixture
@@ -93,3 +93,37 @@ def test_a_half_written_rotation_keeps_the_previous_certificate(tmp_path: Path) 
     certificate._checked = 0.0  # the test skips the once-a-second throttle instead of sleeping through it
     assert certificate.context() is before
     assert certificate.reloads == 0
+
+
+def test_the_files_are_looked_at_once_a_second_and_read_again_only_when_they_changed(tmp_path: Path) -> None:
+    """Each new connection asks for the context: a stat of the files at most once a second, a rebuild only when they
+    changed. The test moves the last look a second back instead of sleeping through the throttle."""
+    generate(["a.test"], []).write(tmp_path)
+    certificate = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    first = certificate.context()
+    certificate._checked -= CHECK_INTERVAL_SECONDS
+    assert certificate.context() is first and certificate.reloads == 0, "unchanged files were read again"
+    rotated = generate(["a.test"], [])
+    rotated.write(tmp_path)
+    assert certificate.context() is first, "the files were looked at within a second of the last look"
+    certificate._checked -= CHECK_INTERVAL_SECONDS
+    second = certificate.context()
+    assert second is not first and certificate.reloads == 1
+    not_after = x509.load_pem_x509_certificate(rotated.tls_crt).not_valid_after_utc.timestamp()
+    assert certificate.expires_at() == not_after, "the expiry is the served certificate's"
+    certificate._checked -= CHECK_INTERVAL_SECONDS
+    assert certificate.context() is second and certificate.reloads == 1, "files unchanged since were read again"
+    generate(["a.test"], []).write(tmp_path)
+    certificate._checked -= CHECK_INTERVAL_SECONDS
+    assert certificate.context() is not second and certificate.reloads == 2
+
+
+def test_a_client_ca_replaced_alone_is_read_again(tmp_path: Path) -> None:
+    generate(["a.test"], []).write(tmp_path)
+    client_ca = tmp_path / "client-ca.crt"
+    client_ca.write_bytes(generate(["client"], []).ca_crt)
+    certificate = ReloadingCertificate(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), str(client_ca))
+    first = certificate.context()
+    client_ca.write_bytes(generate(["client"], []).ca_crt)
+    certificate._checked -= CHECK_INTERVAL_SECONDS
+    assert certificate.context() is not first and certificate.reloads == 1

@@ -65,6 +65,35 @@ def test_a_delayed_key_is_ready_at_its_deadline_and_the_earliest_deadline_wins()
     assert queue.drain() == ["b"]
 
 
+class SleepOnTheClock(threading.Condition):
+    """A Condition whose timed wait records the seconds asked and moves the fake clock by them instead of sleeping."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert len(self.waits) < 10, f"woke again and again with no key due: {self.waits}"
+        self.waits.append(timeout)
+        assert timeout is not None, "a key waits for its deadline, yet get slept with none"
+        self.clock.now += timeout
+        return False
+
+
+def test_a_blocked_get_sleeps_until_the_earliest_deadline_and_no_longer() -> None:
+    """How long get sleeps, seen without timing it: the queue's Condition is swapped for one that records it."""
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock)
+    queue._changed = condition = SleepOnTheClock(clock)  # the sleep is observable only there
+    queue.add_after("late", 30)
+    queue.add_after("soon", 0.25)
+    assert queue.get() == "soon"
+    queue.done("soon")
+    assert queue.get() == "late"
+    assert condition.waits == [0.25, 29.75]
+
+
 def test_a_key_asked_again_and_again_with_its_deadline_waits_once() -> None:
     clock = FakeClock()
     queue: WorkQueue[str] = WorkQueue(clock)

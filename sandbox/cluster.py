@@ -386,6 +386,11 @@ class Sandbox:
                 # watcher receives, for kubelets kwok does not have (548 writes in the differential test alone).
                 "--controllers=*,-ttl",
                 "--use-service-account-credentials=true",
+                # Each controller's own account is read, made and given a token at start: at the default 20
+                # requests a second, every sandbox's start waited 4.97 s for the default namespace's account (0.03 s
+                # at 200).
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
                 f"--service-account-private-key-file={sa.key}",
                 f"--root-ca-file={ca.cert_path}",
                 f"--cluster-signing-cert-file={ca.cert_path}",

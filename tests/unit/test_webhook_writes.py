@@ -1185,6 +1185,19 @@ def test_a_fault_of_ours_admits_the_pod_unchanged_says_so_and_counts_an_error(ca
     assert [record.getMessage() for record in caplog.records] == ["admission u1 failed; admitting the pod unchanged"]
 
 
+def test_the_latency_observed_runs_from_the_reviews_arrival_to_its_answer() -> None:
+    """The histogram takes `started` (when the request came in) to its answer: no more than the caller saw pass."""
+    writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))
+    metrics = Metrics()
+    started = time.perf_counter()
+    admitter(writes, metrics).admit_review(parse_review(review()), started)
+    elapsed = time.perf_counter() - started
+    histogram = "hami_place_admission_duration_seconds"
+    assert metrics.registry.get_sample_value(f"{histogram}_count") == 1
+    observed = metrics.registry.get_sample_value(f"{histogram}_sum")
+    assert observed is not None and 0 < observed <= elapsed, (observed, elapsed)
+
+
 def test_a_cache_not_synced_yet_admits_the_pod_unchanged_with_a_warning() -> None:
     """Deciding from a half-filled cache would pin pods on placements it has not seen yet."""
     writes = MemoryWrites(placement("p", "gpu-0", created="2026-11-29T09:00:00Z"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 from prometheus_client import generate_latest
 
 from webhook.metrics import Metrics
@@ -36,3 +39,59 @@ def test_one_pinned_pod_names_no_more_than_its_share_of_cards() -> None:
     pod = {"metadata": {"namespace": "a", "name": "x", "annotations": annotations}, "status": {"phase": "Running"}}
     assert len(pinned_cards([pod], {("a", "p", "tok")})) == MAX_CARDS_A_POD
     assert pinned_cards([pod], {("a", "p", "other")}) == [], "no stored placement holds its claim"
+
+
+def test_the_pinned_cards_are_those_of_pinned_pods_placed_and_not_ended_each_card_once() -> None:
+    """Ended or ending pods, pods not placed yet and unreadable allocations hold no card; the ones after them do."""
+    from webhook.metrics import pinned_cards
+
+    def pod(name: str, allocated: str, *, node: str = "", phase: str = "Running", **meta: str) -> dict[str, object]:
+        annotations = {
+            "hami.io/vgpu-devices-allocated": allocated,
+            "scheduling.hami.placement.com/placement": "p",
+            "scheduling.hami.placement.com/claim": name,
+        }
+        if node:
+            annotations["hami.io/vgpu-node"] = node
+        return {
+            "metadata": {"namespace": "a", "name": name, "annotations": annotations, **meta},
+            "spec": {"nodeName": "by-spec"},
+            "status": {"phase": phase},
+        }
+
+    one = "GPU-1,NVIDIA,1000,0:;"
+    pods = [
+        pod("succeeded", one, node="gpu-0", phase="Succeeded"),
+        pod("failed", one, node="gpu-0", phase="Failed"),
+        pod("deleting", one, node="gpu-0", deletionTimestamp="2026-12-07T00:00:00Z"),
+        pod("unreadable", "GPU-9,NVIDIA,x,0:;", node="gpu-0"),
+        pod("two", "GPU-2,NVIDIA,1000,0:GPU-3,NVIDIA,1000,0:;GPU-2,NVIDIA,1000,0:;", node="gpu-0"),
+        pod("spec", one),
+    ]
+    unplaced = pod("unplaced", one)
+    unplaced["spec"] = {}
+    held = {("a", "p", str(p["metadata"]["name"])) for p in [*pods, unplaced]}  # type: ignore[index]
+    assert pinned_cards([*pods, unplaced], held) == [
+        ("a", "p", "gpu-0", "GPU-2"),
+        ("a", "p", "gpu-0", "GPU-3"),
+        ("a", "p", "by-spec", "GPU-1"),
+    ]
+
+
+def test_a_watchs_sync_age_is_infinite_before_its_first_sync_then_seconds_since_and_never_negative() -> None:
+    """Read at scrape time from the reflector's last sync (Unix seconds); a stamp ahead of this clock reads 0."""
+    metrics = Metrics()
+    reflector = SimpleNamespace(kind="pods", last_sync=None)
+    metrics.watch_sync_age(reflector)  # type: ignore[arg-type]  # the two attributes it reads
+
+    def age() -> float | None:
+        return metrics.registry.get_sample_value("hami_place_cache_sync_age_seconds", {"kind": "pods"})
+
+    assert age() == float("inf")
+    reflector.last_sync = time.time() - 5
+    before = time.time() - reflector.last_sync
+    seen = age()
+    after = time.time() - reflector.last_sync
+    assert seen is not None and before <= seen <= after
+    reflector.last_sync = time.time() + 60
+    assert age() == 0.0

@@ -473,6 +473,22 @@ def reconciler(
     return Reconciler(None, cache(writes, pods), Metrics(), 3600, clock, writes=writes)
 
 
+def test_a_pass_observes_how_long_it_held_its_thread_full_first_then_queued() -> None:
+    """The first pass asks every placement (full), the next only what the queue had ready; each observes its own
+    time, no more than the caller saw pass."""
+    loop = reconciler(MemoryWrites(evicting()))
+    spans = []
+    for _ in range(2):
+        started = time.perf_counter()
+        loop.reconcile_once()
+        spans.append(time.perf_counter() - started)
+    histogram = "hami_place_reconcile_pass_seconds"
+    for kind, span in zip(("full", "queued"), spans, strict=True):
+        assert loop.metrics.registry.get_sample_value(f"{histogram}_count", {"kind": kind}) == 1
+        observed = loop.metrics.registry.get_sample_value(f"{histogram}_sum", {"kind": kind})
+        assert observed is not None and 0 < observed <= span, (kind, observed, span)
+
+
 def test_an_eviction_is_leased_first_then_attempted_then_its_outcome_recorded() -> None:
     writes = MemoryWrites(evicting())
     writes.evict_with = [BlockedByDisruptionBudget("ns", "old", ("web",), "blocked by PodDisruptionBudget web")]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 from prometheus_client import generate_latest
@@ -18,6 +20,18 @@ def test_the_registry_exports_the_process_and_python_collectors() -> None:
     }
     assert {"process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} <= names
     assert {"python_gc_collections_total", "python_gc_objects_collected_total", "python_info"} <= names
+
+
+def test_every_metric_the_server_exports_is_one_the_readme_names_and_no_other() -> None:
+    """The names are an interface (the chart's dashboard and alerts, an operator's queries): a rename, a new series or
+    one gone fails here until the README says so. The `_created` series are prometheus_client's own."""
+    metrics = Metrics()
+    metrics.watch_placements(list, list)
+    text = generate_latest(metrics.registry).decode()
+    exported = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE hami_place_")}
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    named = {name for name in re.findall(r"hami_place_[a-z_]+", readme) if not name.endswith("_")}
+    assert {name for name in exported if not name.endswith("_created")} == named
 
 
 def test_two_servers_in_one_process_each_get_their_registry() -> None:

@@ -45,6 +45,7 @@ from kubectl_hami_place.core.reviews import parse_review
 from kubectl_hami_place.kube.claims import Guard, StaleWrite
 from kubectl_hami_place.kube.errors import BlockedByDisruptionBudget, KubeError, PodReplaced
 from tests.unit.test_webhook_api import unreachable_kube
+from tests.unit.test_webhook_server import sample
 from webhook import reconcile as reconcile_module
 from webhook.admit import MAX_CLAIM_ATTEMPTS, Admitter
 from webhook.cache import ClusterCache
@@ -482,11 +483,10 @@ def test_a_pass_observes_how_long_it_held_its_thread_full_first_then_queued() ->
         started = time.perf_counter()
         loop.reconcile_once()
         spans.append(time.perf_counter() - started)
-    histogram = "hami_place_reconcile_pass_seconds"
     for kind, span in zip(("full", "queued"), spans, strict=True):
-        assert loop.metrics.registry.get_sample_value(f"{histogram}_count", {"kind": kind}) == 1
-        observed = loop.metrics.registry.get_sample_value(f"{histogram}_sum", {"kind": kind})
-        assert observed is not None and 0 < observed <= span, (kind, observed, span)
+        assert sample(loop.metrics.reconcile_passes, "_count", kind=kind) == 1
+        observed = sample(loop.metrics.reconcile_passes, "_sum", kind=kind)
+        assert 0 < observed <= span, (kind, observed, span)
 
 
 def test_an_eviction_is_leased_first_then_attempted_then_its_outcome_recorded() -> None:
@@ -1208,10 +1208,9 @@ def test_the_latency_observed_runs_from_the_reviews_arrival_to_its_answer() -> N
     started = time.perf_counter()
     admitter(writes, metrics).admit_review(parse_review(review()), started)
     elapsed = time.perf_counter() - started
-    histogram = "hami_place_admission_duration_seconds"
-    assert metrics.registry.get_sample_value(f"{histogram}_count") == 1
-    observed = metrics.registry.get_sample_value(f"{histogram}_sum")
-    assert observed is not None and 0 < observed <= elapsed, (observed, elapsed)
+    assert sample(metrics.latency, "_count") == 1
+    observed = sample(metrics.latency, "_sum")
+    assert 0 < observed <= elapsed, (observed, elapsed)
 
 
 def test_a_cache_not_synced_yet_admits_the_pod_unchanged_with_a_warning() -> None:

@@ -179,7 +179,7 @@ def api_app(
             return _error(503, "cache not synced yet; retry in a few seconds")
         namespace = request.args.get("namespace") or None
         placements = cache.parsed_placements(namespace)
-        return _json(placements_view(placements, cache.pods_by_claim(), namespace, _last_sync(cache)))
+        return _json(placements_view(placements, cache.pods_by_claim(), _last_sync(cache)))
 
     if defrag_moves is not None:
         moves = defrag_moves
@@ -216,14 +216,12 @@ def _chunks(pieces: Iterable[bytes]) -> Iterator[bytes]:
 def placements_view(
     placements: Sequence[Placement],
     claimed_pods: Mapping[tuple[str, str], Mapping[str, Any]],
-    namespace: str | None,
     last_sync: str | None,
 ) -> dict[str, Any]:
-    """The `GET /api/v1/placements` document: every placement, its state, and the pod that consumed it (no token)."""
+    """The `GET /api/v1/placements` document: each placement given (the cache reads one namespace's or all), its
+    state, and the pod that consumed it (no token)."""
     items = []
     for placement in placements:
-        if namespace and placement.namespace != namespace:
-            continue
         status = status_to_object(placement.status)
         token = placement.status.claim_token
         pod = claimed_pods.get((placement.namespace, token)) if token else None

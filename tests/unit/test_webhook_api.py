@@ -414,6 +414,22 @@ def test_a_namespaces_placements_are_served_whole_with_their_consumer_and_evicti
     }
 
 
+def test_a_namespaces_placements_are_its_own_whichever_namespace_sorts_first() -> None:
+    """`list -n` of the namespace that sorts after another must not come back empty or hold the other's."""
+    elsewhere = placement("p0")
+    elsewhere["metadata"]["namespace"] = "aaa-team"
+    cache = filled_cache([elsewhere, placement("p1"), placement("p2")], [])
+    client = api_app(cache, Metrics(), readers=READERS).test_client()
+
+    def served(query: str) -> list[tuple[str, str]]:
+        items = client.get(f"/api/v1/placements{query}").json["placements"]
+        return [(item["namespace"], item["name"]) for item in items]
+
+    assert served(f"?namespace={NS}") == [(NS, "p1"), (NS, "p2")]
+    assert served("?namespace=aaa-team") == [("aaa-team", "p0")]
+    assert served("") == [("aaa-team", "p0"), (NS, "p1"), (NS, "p2")]
+
+
 @pytest.mark.usefixtures("east_of_utc")
 def test_the_last_sync_time_is_utc_whatever_the_servers_time_zone() -> None:
     """The CLI reads lastSyncTime as UTC (its `Z`); a server image with a local zone must not shift it by hours."""

@@ -91,6 +91,17 @@ def test_certs_command_writes_the_three_files_with_a_private_key(
     assert "wrote ca.crt, tls.crt, tls.key" in capsys.readouterr().out
 
 
+def test_certs_command_gives_the_ca_and_certificate_the_validity_asked_from_its_least(tmp_path: Path) -> None:
+    """A short `--validity` is how an operator rehearses a rotation: 90 s, the least, is taken as asked."""
+    out = tmp_path / "out"
+    started = datetime.now(UTC).replace(microsecond=0)
+    assert main(["certs", "--out-dir", str(out), "--dns", *DNS, "--validity", "90"]) == 0
+    ended = datetime.now(UTC)
+    for name in ("ca.crt", "tls.crt"):
+        certificate = x509.load_pem_x509_certificate((out / name).read_bytes())
+        assert started + timedelta(seconds=90) <= certificate.not_valid_after_utc <= ended + timedelta(seconds=90), name
+
+
 def test_certs_command_without_a_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--dns", "x"]) == 2
     assert "needs --out-dir" in capsys.readouterr().err

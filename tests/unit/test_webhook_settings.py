@@ -87,6 +87,22 @@ def test_the_flags_and_serve_options_name_the_settings_rather_than_repeat_a_valu
     assert {where: code for where, code in written.items() if "DEFAULTS." not in code} == {}
 
 
+def test_a_port_from_the_environment_stands_in_for_the_default_and_a_bad_one_is_one_line(
+    serve_flags: dict[str, argparse.Action], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chart may set the ports by env; an empty one is unset, and a typo stops the server naming the variable."""
+    monkeypatch.setenv("HAMI_PLACE_WEBHOOK_PORT", "9443")
+    monkeypatch.setenv("HAMI_PLACE_API_PORT", "")
+    args = _parser().parse_args(["serve"])
+    assert (args.webhook_port, args.api_port, args.probe_port) == (9443, DEFAULTS.api_port, DEFAULTS.probe_port)
+    monkeypatch.setenv("HAMI_PLACE_PROBE_PORT", "84a")
+    with pytest.raises(SystemExit) as stopped:
+        _parser()
+    assert str(stopped.value) == (
+        "hami-place-webhook: HAMI_PLACE_PROBE_PORT='84a' is not a port number; unset it or fix it"
+    )
+
+
 def test_the_servers_parts_default_to_the_same_settings() -> None:
     options = {field.name: field.default for field in dataclasses.fields(ServeOptions)}
     assert {name: options[name] for name in FIELDS if name in options} == {

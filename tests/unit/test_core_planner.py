@@ -269,6 +269,8 @@ def test_fit_respects_a_disruption_budget() -> None:
     blocked = replace(snapshot, pods=(pods[0], replace(pods[1], budgets=("ns/pdb",))))
     refused = fit_plan(blocked, pending(32 * GIB))
     assert not refused.complete and "PodDisruptionBudget ns/pdb" in " ".join(refused.reasons)
+    unknown = fit_plan(replace(blocked, budgets={}), pending(32 * GIB))
+    assert not unknown.complete, "a budget whose disruptions allowed are not known allows none"
 
 
 def test_fit_keeps_a_pod_on_the_cards_its_constraints_allow() -> None:
@@ -1944,6 +1946,18 @@ def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
     assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset(), explain=True) is None, (
         "HAMi's own pick is room made"
     )
+
+
+def test_the_planners_cards_stand_where_hamis_topology_aware_pick_is_none_or_another_count() -> None:
+    """hami_cards' contract: HAMi's pair-score pick replaces the planner's cards only when it is as many cards and
+    each fits; a node HAMi refuses (every card barred here) or a pick of another count leaves the planner's own."""
+    state = State(Snapshot(nodes=(scored_node("a"),), pods=()), Limits())
+    pod = pending(10 * GIB, nums=2, annotations=TOPOLOGY)
+    card = [state.by_uuid[f"GPU-a-{i}"] for i in range(3)]
+    assert state.hami_cards(pod, "a", [card[0], card[1]]) == [card[0], card[2]], "HAMi's pick (see PAIR_SCORES)"
+    everything = {slot.card.uuid for slot in card}
+    assert state.hami_cards(pod, "a", [card[0], card[1]], exclude=everything) == [card[0], card[1]]
+    assert state.hami_cards(pod, "a", [card[1]]) == [card[1]]
 
 
 def test_room_that_still_does_not_fit_after_its_moves_is_refused_and_its_moves_undone() -> None:

@@ -8,7 +8,7 @@ verdict, the pod pinned to the move's cards by use-gpuuuid as a placement pins i
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 import pytest
@@ -39,7 +39,7 @@ from kubectl_hami_place.core.planner import (
 )
 from kubectl_hami_place.core.planner.goals import _make_room
 from kubectl_hami_place.core.planner.model import PLACED_BY, CardState
-from kubectl_hami_place.core.planner.state import State, sequence_fit
+from kubectl_hami_place.core.planner.state import State, _Remembered, sequence_fit
 from kubectl_hami_place.core.requests import card_request, memory_for
 from kubectl_hami_place.core.usage import CardUsage, PodAllocation, card_usage
 
@@ -1946,6 +1946,25 @@ def test_room_made_on_cards_hamis_pair_scores_pass_over_is_refused() -> None:
     assert _make_room(state, pod, "a", picked, ["ns/duo"], leave=frozenset(), explain=True) is None, (
         "HAMi's own pick is room made"
     )
+
+
+def test_a_remembered_walk_gives_every_walk_at_its_state_all_its_items_in_order_walking_its_source_once() -> None:
+    """The search reads a card walk again at the same state: a later reader, or one begun before another read further,
+    must see every item once and in order, as a fresh walk would."""
+    source_reads: list[int] = []
+
+    def cards() -> Iterator[int]:
+        for card in (1, 2, 3, 4):
+            source_reads.append(card)
+            yield card
+
+    walk = _Remembered(cards())
+    early = iter(walk)
+    assert next(early) == 1
+    assert list(walk) == [1, 2, 3, 4]
+    assert list(early) == [2, 3, 4]
+    assert list(walk) == [1, 2, 3, 4]
+    assert source_reads == [1, 2, 3, 4]
 
 
 def test_the_planners_cards_stand_where_hamis_topology_aware_pick_is_none_or_another_count() -> None:

@@ -87,8 +87,9 @@ def test_the_flags_and_serve_options_name_the_settings_rather_than_repeat_a_valu
     assert {where: code for where, code in written.items() if "DEFAULTS." not in code} == {}
 
 
+@pytest.mark.usefixtures("serve_flags")
 def test_a_port_from_the_environment_stands_in_for_the_default_and_a_bad_one_is_one_line(
-    serve_flags: dict[str, argparse.Action], monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The chart may set the ports by env; an empty one is unset, and a typo stops the server naming the variable."""
     monkeypatch.setenv("HAMI_PLACE_WEBHOOK_PORT", "9443")

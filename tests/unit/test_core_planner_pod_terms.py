@@ -252,6 +252,27 @@ def test_a_pod_is_tied_to_a_pod_moved_off_its_node_whose_terms_count_it_or_that_
     assert tied("web-1", ("plain", "b", "GPU-b2"), ("plain-2", "c", "GPU-c")) == "ns/plain-2", "the next move"
 
 
+def test_a_tied_pod_moved_within_a_scope_of_other_nodes_stays_where_it_is() -> None:
+    """A tied pod may move only between its own node's cards, and a search kept to some nodes only within them: with
+    its node outside the scope it has nowhere to go, inside it its node's other card."""
+    two_cards = node_object("b")
+    annotations = two_cards["metadata"]["annotations"]
+    [card] = json.loads(annotations["hami.io/node-nvidia-register"])
+    annotations["hami.io/node-nvidia-register"] = json.dumps([card, {**card, "id": "GPU-b2", "index": 1}])
+    nodes = [node_object("a"), two_cards, node_object("c"), node_object("d")]
+    snapshot, _ = snapshot_from_objects(nodes, [web("web-1", "a", APART), web("plain", "b", {})], [], datetime.now(UTC))
+
+    def relocated(scope: set[str]) -> tuple[str, tuple[str, ...]] | None:
+        state = State(snapshot, Limits())
+        assert state.carry_out(Move("ns/web-1", "", "a", ("GPU-a",), "c", ("GPU-c",), ""))
+        assert state.tied_away("ns/plain") == "ns/web-1"
+        move = state.relocate("ns/plain", "test", set(), scope=frozenset(scope), chain=False)
+        return None if move is None else (move.to_node, move.to_cards)
+
+    assert relocated({"c", "d"}) is None
+    assert relocated({"b", "d"}) == ("b", ("GPU-b2",))
+
+
 def test_compacting_moves_one_of_two_pods_tied_by_terms_off_its_node() -> None:
     """web-1's anti-affinity counts plain: once either has left for c or d, the other may move only between its own
     node's cards (it has one), though the goal's nodes would take it: one card freed, not two."""

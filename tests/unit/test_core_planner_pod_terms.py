@@ -226,13 +226,19 @@ def test_a_recorded_move_is_refused_once_a_pod_it_counts_has_left_its_node() -> 
     assert state.tied_away("ns/web-2") == "ns/web-1"
 
 
+def two_card_node(name: str) -> dict[str, Any]:
+    """node_object's node with a second card, GPU-<name>2 at index 1: a pod tied to it has a card to go to."""
+    node = node_object(name)
+    annotations = node["metadata"]["annotations"]
+    [card] = json.loads(annotations["hami.io/node-nvidia-register"])
+    annotations["hami.io/node-nvidia-register"] = json.dumps([card, {**card, "id": f"GPU-{name}2", "index": 1}])
+    return node
+
+
 def test_a_pod_is_tied_to_a_pod_moved_off_its_node_whose_terms_count_it_or_that_its_terms_count() -> None:
     """Either way round (web-1's anti-affinity counts the web pods, theirs count nothing), and only by a move to
     another node: the pod's own move, or one between a node's cards, changes no domain either's terms read."""
-    two_cards = node_object("b")
-    annotations = two_cards["metadata"]["annotations"]
-    [card] = json.loads(annotations["hami.io/node-nvidia-register"])
-    annotations["hami.io/node-nvidia-register"] = json.dumps([card, {**card, "id": "GPU-b2", "index": 1}])
+    two_cards = two_card_node("b")
     nodes = [node_object("a"), two_cards, node_object("c"), node_object("d")]
     pods = [web("web-1", "a", APART), web("plain", "b", {}), web("plain-2", "d", {})]
     snapshot, _ = snapshot_from_objects(nodes, pods, [], datetime.now(UTC))
@@ -255,10 +261,7 @@ def test_a_pod_is_tied_to_a_pod_moved_off_its_node_whose_terms_count_it_or_that_
 def test_a_tied_pod_moved_within_a_scope_of_other_nodes_stays_where_it_is() -> None:
     """A tied pod may move only between its own node's cards, and a search kept to some nodes only within them: with
     its node outside the scope it has nowhere to go, inside it its node's other card."""
-    two_cards = node_object("b")
-    annotations = two_cards["metadata"]["annotations"]
-    [card] = json.loads(annotations["hami.io/node-nvidia-register"])
-    annotations["hami.io/node-nvidia-register"] = json.dumps([card, {**card, "id": "GPU-b2", "index": 1}])
+    two_cards = two_card_node("b")
     nodes = [node_object("a"), two_cards, node_object("c"), node_object("d")]
     snapshot, _ = snapshot_from_objects(nodes, [web("web-1", "a", APART), web("plain", "b", {})], [], datetime.now(UTC))
 

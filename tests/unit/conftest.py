@@ -14,12 +14,16 @@ from kubectl_hami_place.core import cards
 @pytest.fixture(autouse=True)
 def root_logging_restored() -> Iterator[None]:
     """`webhook.main` configures the process's logging (`basicConfig(force=True)`) with the stderr of the test that
-    ran it; a later test that logs wrote `--- Logging error ---` into its own stderr, once that stream was closed."""
+    ran it; a later test that logs wrote `--- Logging error ---` into its own stderr, once that stream was closed. The
+    handlers `force` took away (pytest's own) are put back."""
     root = logging.getLogger()
-    level = root.level
+    handlers, level = list(root.handlers), root.level
     yield
     for handler in [h for h in root.handlers if type(h) is logging.StreamHandler]:
         root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
     root.setLevel(level)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -52,24 +51,12 @@ def test_the_time_is_utc_to_the_millisecond_and_a_field_json_cannot_encode_is_wr
     assert entry["cards"] == "{'gpu-1'}"
 
 
-@pytest.fixture
-def root_logger() -> Iterator[logging.Logger]:
-    """The root logger, its handlers and level put back afterwards: log_json replaces them."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield root
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-
-
 def test_log_json_makes_every_logger_write_json_lines_to_stderr_from_its_level_up(
-    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The server calls it once at start, when the root logger may have a handler already: it goes."""
-    root_logger.addHandler(logging.NullHandler())
+    """The server calls it once at start, when the root logger may have a handler already: it goes. (conftest's
+    root_logging_restored puts the root logger back afterwards.)"""
+    logging.getLogger().addHandler(logging.NullHandler())
     log_json(logging.DEBUG)
     logging.getLogger("webhook.admit").debug("pod %s pinned", "team-a/x")
     log_json(logging.WARNING)

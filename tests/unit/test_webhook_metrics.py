@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from prometheus_client import generate_latest
 
-from webhook.metrics import Metrics
+from webhook.metrics import MAX_CARDS_A_POD, Metrics, pinned_cards
 
 
 def test_the_registry_exports_the_process_and_python_collectors() -> None:
@@ -41,8 +41,6 @@ def test_two_servers_in_one_process_each_get_their_registry() -> None:
 
 def test_one_pinned_pod_names_no_more_than_its_share_of_cards() -> None:
     """A pinned pod's allocation annotation is its editor's to write: its series stop at MAX_CARDS_A_POD."""
-    from webhook.metrics import MAX_CARDS_A_POD, pinned_cards
-
     devices = "".join(f"GPU-{n},NVIDIA,1,0:" for n in range(1000))
     annotations = {
         "hami.io/vgpu-node": "gpu-0",
@@ -57,7 +55,6 @@ def test_one_pinned_pod_names_no_more_than_its_share_of_cards() -> None:
 
 def test_the_pinned_cards_are_those_of_pinned_pods_placed_and_not_ended_each_card_once() -> None:
     """Ended or ending pods, pods not placed yet and unreadable allocations hold no card; the ones after them do."""
-    from webhook.metrics import pinned_cards
 
     def pod(name: str, allocated: str, *, node: str = "", phase: str = "Running", **meta: str) -> dict[str, object]:
         annotations = {

@@ -1996,6 +1996,50 @@ def test_a_room_kept_past_its_deadline_is_given_back(
     assert annotations_of(cluster, namespace, "late")[USE_GPUUUID_ANNOTATION] == "GPU-own-a,GPU-own-b"
 
 
+def test_a_rescue_whose_pod_is_not_scheduled_by_the_rooms_deadline_counts_the_room_lost_and_gives_it_back(
+    cluster: Sandbox, namespace: str, server_namespace: str, node: GpuNode, serving: dict[str, Any]
+) -> None:
+    """The big pod also asks an extended resource that the node stops advertising while the moved pod terminates
+    (a finalizer holds it): the move is made and the freed card kept for the pod (5 s here), but the scheduler cannot
+    place it there by the deadline. The controller counts the room lost, says so on the pod, and gives the pod its
+    own card choice back (it had none)."""
+    hold = "test.hami-place/checkpoint"
+    api = client.CoreV1Api(cluster.api_client())
+
+    def advertise(count: str) -> None:
+        api.patch_node_status(node.name, {"status": {"allocatable": {FPGA: count}, "capacity": {FPGA: count}}})
+
+    advertise("1")
+    try:
+        two_pods_one_per_card(cluster, namespace, node, template={"metadata": {"finalizers": [hold]}})
+        write_policy(cluster, server_namespace, namespace, "on", reserve_for="5s")
+        server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
+        create(cluster, namespace, pod("big", {**BIG, FPGA: "1"}, node=node.name))
+        [evicted] = wait_for(
+            lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
+            "the move's eviction",
+        )
+        advertise("0")
+        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        kept = wait_for(lambda: said(cluster, namespace, "big", "DefragRoomKept"), "the room to be kept")
+        lost = wait_for(lambda: said(cluster, namespace, "big", "DefragRoomLost"), "the room to be counted lost")
+        wait_for(
+            lambda: ROOM_RESERVED_ANNOTATION not in annotations_of(cluster, namespace, "big"), "the room given back"
+        )
+        assert USE_GPUUUID_ANNOTATION not in annotations_of(cluster, namespace, "big"), "its own choice: none"
+        assert server.metric("hami_place_defrag_room_lost_total") == 1
+        assert server.metric("hami_place_defrag_rescued_pods_total") == 0
+    finally:
+        for held_pod in api.list_namespaced_pod(namespace).items:
+            if held_pod.metadata.finalizers:
+                api.patch_namespaced_pod(held_pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+    until = kept.split(" are kept for the pod until ", 1)[1].split(" ", 1)[0]
+    assert lost == (
+        f"the room 1 move(s) made was kept for the pod until {until} and the pod was not scheduled meanwhile; it is "
+        "planned for again once it qualifies"
+    )
+
+
 def pod_names(cluster: Sandbox, namespace: str, selector: str = "") -> list[str]:
     """The names of the namespace's pods (those the label selector selects)."""
     listed = client.CoreV1Api(cluster.api_client()).list_namespaced_pod(namespace, label_selector=selector)

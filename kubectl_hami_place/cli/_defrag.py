@@ -438,19 +438,16 @@ def _flip(
     pausing: bool,
 ) -> None:
     """Write the new mode (and the annotation that remembers the old one) on the policy as read."""
-    from kubectl_hami_place.core.defrag.policy import Mode, PolicyError, mode_of, parse_policy, with_mode
+    from kubectl_hami_place.core.defrag.policy import Mode, PolicyError, mode_of, read_mode, with_mode
     from kubectl_hami_place.kube import defrag
 
     config_map = _policy(kube, policy, namespace)
     ref = defrag.policy_ref(config_map)
     text = _text(config_map, ref)
-    before = mode_of(text)
-    if before is None:
-        try:
-            parse_policy(text)
-        except PolicyError as err:
-            raise CliError(f"policy {ref}: {err}", f"fix the mode in {DEFRAG_POLICY_KEY} first") from None
-        raise CliError(f"policy {ref}: its mode cannot be read", f"fix the mode in {DEFRAG_POLICY_KEY} first")
+    try:
+        before = read_mode(text)
+    except PolicyError as err:
+        raise CliError(f"policy {ref}: {err}", f"fix the mode in {DEFRAG_POLICY_KEY} first") from None
     annotations = (config_map.get("metadata") or {}).get("annotations") or {}
     remember: dict[str, str | None]
     if pausing:

@@ -139,6 +139,25 @@ def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cl
     paused = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes")
     assert paused.code == 0 and paused.out == f"defrag policy {ref}: mode on -> off\n"
     assert "movesPerRun: -1" in stored(cluster, namespace, "bad")["data"]["policy.yaml"]
+    sideways = text.replace("mode: on", "mode: sideways")
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "sideways", "namespace": namespace},
+            "data": {"policy.yaml": sideways},
+        },
+    )
+    unread = plugin(cluster, "defrag", "pause", "--policy", f"{namespace}/sideways", "--yes")
+    assert (unread.code, unread.error_lines) == (
+        1,
+        [
+            f"error: policy {namespace}/sideways: mode: 'sideways' is not a mode; write off, dry-run or on; fix the "
+            "mode in policy.yaml first"
+        ],
+    )
+    assert stored(cluster, namespace, "sideways")["data"]["policy.yaml"] == sideways, "left as it was"
     missing = plugin(cluster, "defrag", "status", "--policy", f"{namespace}/nothing")
     assert (missing.code, missing.error_lines) == (
         1,

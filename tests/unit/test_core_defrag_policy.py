@@ -22,6 +22,7 @@ from kubectl_hami_place.core.defrag.policy import (
     mode_of,
     parse_duration,
     parse_policy,
+    read_mode,
     with_mode,
     with_threshold,
 )
@@ -545,6 +546,21 @@ def test_keep_room_waits_for_its_window_in_its_time_zone(window: tuple[int, int]
 def test_a_policy_without_a_mode_is_read_as_dry_run_by_pause_and_resume() -> None:
     assert mode_of(HEAD) is Mode.dry_run
     assert mode_of(HEAD + "mode: sometimes") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("apiVersion: v9\nmode: sometimes\nbogus: 1\n", "mode: 'sometimes' is not a mode; write off, dry-run or on"),
+        ("mode: [on\n", "policy: not YAML or JSON at line 2 (expected ',' or ']', but got '<stream end>')"),
+    ],
+)
+def test_the_mode_is_read_alone_and_what_keeps_it_unread_is_named_not_another_field(text: str, problem: str) -> None:
+    """pause and resume say why the mode cannot be read: the policy's other mistakes do not stop them."""
+    with pytest.raises(PolicyError) as raised:
+        read_mode(text)
+    assert str(raised.value).startswith(problem), str(raised.value)
+    assert read_mode("apiVersion: v9\nmode: on\nbogus: 1\n") is Mode.on
 
 
 def test_with_mode_refuses_a_mode_that_is_none_naming_the_mode_field() -> None:

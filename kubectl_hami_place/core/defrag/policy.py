@@ -275,10 +275,16 @@ def with_mode(text: str, mode: Mode | str) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
+def read_mode(text: str) -> Mode:
+    """The mode written in the document, read alone (pause and resume flip it whatever else the policy says wrong);
+    PolicyError naming what keeps it from being read, the document or its mode."""
+    return parse_mode(_load(text).get("mode", DEFAULT_POLICY.mode.value))
+
+
 def mode_of(text: str) -> Mode | None:
     """The mode written in the document, or None when the document or its mode cannot be read."""
     try:
-        return parse_mode(_load(text).get("mode", DEFAULT_POLICY.mode.value))
+        return read_mode(text)
     except PolicyError:
         return None
 

@@ -299,6 +299,57 @@ def test_apply_waits_out_the_evicted_pods_grace_period_before_its_timeout_counts
                 api.patch_namespaced_pod(held.metadata.name, namespace, {"metadata": {"finalizers": None}})
 
 
+def test_apply_that_times_out_names_the_placement_and_the_same_apply_resumes_once_the_move_settled(
+    cluster: Sandbox, namespace: str, node: GpuNode, placing: Webhook, tmp_path: Path
+) -> None:
+    """A finalizer holds the moved pod past `--timeout 3` (it has no grace period to wait out): apply gives up with
+    exit 1, one line naming the move, where it stands and its placement's phase, and the hint to re-run. Re-run once
+    the pod is gone, the same apply finds the move made and carries the plan to its end."""
+    hold = "test.hami-place/checkpoint"
+    api = client.CoreV1Api(cluster.api_client())
+    try:
+        for app in ("keep", "move"):
+            body = deployment(app, 0, SMALL, node=node.name)
+            if app == "move":
+                body["spec"]["template"]["metadata"]["finalizers"] = [hold]
+            create(cluster, namespace, body)
+            allocation(cluster, namespace, scale_up(cluster, namespace, app))
+        create(cluster, namespace, pod("big", BIG, node=node.name))
+        wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")
+        plan_file = tmp_path / "plan.json"
+        planned = write_plan(cluster, namespace, plan_file)
+        assert planned.code == 0, planned.err
+        [planned_move] = planned.json()["moves"]
+        to_cards = tuple(planned_move["to"]["cards"])
+        move = Move(planned_move["pod"], planned_move["uid"], node.name, (), node.name, to_cards, "")
+        timed_out = run(cluster, "apply", "-f", str(plan_file), "--yes", "--timeout", "3", "-o", "json")
+        assert timed_out.code == 1, timed_out.err
+        assert [m["status"] for m in timed_out.json()["moves"]] == ["failed"]
+        [line] = timed_out.error_lines
+        assert re.fullmatch(
+            re.escape(
+                f"error: move 1 ({move.pod}): not settled within 3 s: {move.pod} is terminating; placement "
+                f"{placement_for(move)} is Consumed: consumed by pod "
+            )
+            + r"move-[a-z0-9]+-[a-z0-9]+"
+            + re.escape("; re-run the same apply to resume once the replacement runs, or raise --timeout"),
+            line,
+        ), line
+        evicted = api.read_namespaced_pod(move.pod.split("/", 1)[1], namespace)
+        assert evicted.metadata.deletion_timestamp is not None, "evicted, held by its finalizer"
+        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        resumed = run(
+            cluster, "apply", "-f", str(plan_file), "--yes", "--wait-for-pod", "--timeout", "120", "-o", "json"
+        )
+    finally:
+        for held in api.list_namespaced_pod(namespace).items:
+            if held.metadata.finalizers:
+                api.patch_namespaced_pod(held.metadata.name, namespace, {"metadata": {"finalizers": None}})
+    assert resumed.code == 0, resumed.err
+    assert [m["status"] for m in resumed.json()["moves"]] == ["already done"]
+    assert resumed.json()["pod"]["scheduled"] is True
+
+
 def test_apply_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
     cluster: Sandbox, namespace: str, node: GpuNode, tmp_path: Path
 ) -> None:

@@ -154,6 +154,15 @@ def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: s
             "mover", namespace, "gpu-a100-1", f"{uuid},NVIDIA,3000,20:;", labels={"app": "mover", "tier": "gpu"}
         ),
     )
+    server_dry = ("evict", "mover", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6", "--dry-run=server")
+    checked = plugin(cluster, *server_dry, "--req-id", "move-12345", "-o", "json")
+    assert checked.code == 0, checked.err
+    answered = checked.json()
+    assert (answered["dryRun"], answered["evicted"]) == ("server", "mover")
+    assert answered["placement"]["metadata"]["name"] == "pin-move-12345", "as the API server answered the creation"
+    assert answered["placement"]["metadata"]["uid"], "as the API server answered the creation"
+    assert placements(cluster, namespace) == [], "the API server checked the placement and stored nothing"
+    assert not gone_or_terminating(cluster, namespace, "mover"), "nor evicted the pod"
     run = plugin(
         cluster,
         "evict",

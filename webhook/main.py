@@ -506,6 +506,16 @@ def _certs(args: argparse.Namespace) -> int:
     if args.validity is not None and args.validity < MIN_VALIDITY_SECONDS:
         _fail(f"hami-place-webhook: --validity must be at least {MIN_VALIDITY_SECONDS} seconds")
         return 2
+    namespace, _, name = (args.secret or "").partition("/")
+    if args.secret and not is_namespaced_name(namespace, name):
+        _fail(f"hami-place-webhook: --secret {args.secret!r} must be NAMESPACE/NAME")
+        return 2
+    if args.patch_webhook and not is_object_name(args.patch_webhook):
+        _fail(
+            f"hami-place-webhook: --patch-webhook {args.patch_webhook!r} must be the name of a "
+            "MutatingWebhookConfiguration"
+        )
+        return 2
     validity = timedelta(seconds=args.validity) if args.validity is not None else None
     try:
         bundle = generate(args.dns, args.ip, validity=validity)
@@ -515,10 +525,6 @@ def _certs(args: argparse.Namespace) -> int:
     if args.secret or args.patch_webhook:
         kube = connect(args.kubeconfig)
         if args.secret:
-            namespace, _, name = args.secret.partition("/")
-            if not is_namespaced_name(namespace, name):
-                _fail(f"hami-place-webhook: --secret {args.secret!r} must be NAMESPACE/NAME")
-                return 2
             bundle = _stored(kube, namespace, name, bundle, args)
         if args.patch_webhook:
             count = patch_ca_bundle(kube, args.patch_webhook, bundle.ca_crt)

@@ -175,6 +175,57 @@ def test_serve_from_a_secret_checks_its_flags_before_any_call(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["certs", "--secret", "kube-system/../x", "--dns", "x"],
+            "--secret 'kube-system/../x' must be NAMESPACE/NAME",
+        ),
+        (
+            ["certs", "--out-dir", "out", "--dns", "x", "--patch-webhook", "Bad/../Name"],
+            "--patch-webhook 'Bad/../Name' must be the name of a MutatingWebhookConfiguration",
+        ),
+        (
+            ["certs", "--out-dir", "out", "--dns", "x", "--ip", "999.1.1.1"],
+            "'999.1.1.1' does not appear to be an IPv4 or IPv6 address",
+        ),
+        (
+            ["check", "--api-url", "http://x", "--webhook-url", "https://x"],
+            "check --webhook-url needs --ca-file or --ca-data (the release's CA)",
+        ),
+        (
+            ["serve", "--tls-cert-file", "c", "--tls-key-file", "k", "--api-port", "65536"],
+            "port 65536 is out of range 1..65535",
+        ),
+        (
+            [
+                "serve",
+                "--tls-cert-file",
+                "c",
+                "--tls-key-file",
+                "k",
+                "--defrag-policy",
+                "ns/p",
+                "--defrag-interval",
+                "0",
+            ],
+            "--defrag-interval must be 0.1..3600 seconds",
+        ),
+    ],
+)
+def test_a_bad_flag_is_one_usage_line_naming_it_before_any_call(
+    argv: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 and the one line, with no kubeconfig to read: a flag checked only after connecting said that the
+    kubeconfig could not be read (exit 1), and a bad --patch-webhook name went into an API path unchecked."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"hami-place-webhook: {line}\n"
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
 def test_certs_refuses_a_validity_too_short_for_a_rotation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--secret", "kube-system/tls", "--dns", "x", "--validity", "60"]) == 2
     assert "--validity must be at least 90" in capsys.readouterr().err

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,6 +121,62 @@ def test_no_arguments_prints_help_on_stderr_and_exits_2(capsys: pytest.CaptureFi
     assert captured.out == ""
     for verb in ("pin", "evict", "status", "list", "delete", "completion"):
         assert verb in captured.err
+
+
+@pytest.fixture
+def hanging_up() -> Iterator[int]:
+    """A local port that accepts each connection, reads what comes and closes it without a word: no TLS, no HTTP."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stopping = threading.Event()
+
+    def serve() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(1)
+                with contextlib.suppress(OSError):
+                    connection.recv(4096)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stopping.set()
+        thread.join()
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    ("server", "words"),
+    [
+        ("https://no-such-host.invalid:6443", "cannot resolve the host name"),
+        ("https://127.0.0.1:{port}", "TLS handshake failed ("),
+        ("http://127.0.0.1:{port}", "the connection was dropped"),
+    ],
+)
+def test_a_server_that_cannot_be_reached_is_named_with_why_in_words(
+    server: str, words: str, hanging_up: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real failures, no fake: a name that never resolves (.invalid), and a port that hangs up on every connection,
+    for TLS and for plain HTTP. Each is one line naming the server and why in words, not urllib3's repr."""
+    url = server.format(port=hanging_up)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: '{url}', insecure-skip-tls-verify: true}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u, namespace: team-a}}]\n"
+    )
+    assert run(["list", "--kubeconfig", str(kubeconfig)]) == 1
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: cannot reach the API server at {url}: {words}"), line
+    assert line.endswith("; check --kubeconfig/--context"), line
+    assert "urllib3" not in line and "object at 0x" not in line, line
 
 
 def test_unreachable_server_is_one_line_exit_1(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

@@ -154,6 +154,30 @@ def scheduling_failures(cluster: Sandbox, namespace: str, name: str) -> list[str
     return [event.message for event in listed.items]
 
 
+HOLD = "test.hami-place/checkpoint"
+"""A finalizer that keeps an evicted pod until the test lets it go, as a checkpoint would."""
+
+
+def evicted_pod(cluster: Sandbox, namespace: str) -> client.V1Pod:
+    """The namespace's one pod going away, once an eviction set its deletionTimestamp."""
+    api = client.CoreV1Api(cluster.api_client())
+    [going] = wait_for(
+        lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
+        "the move's eviction",
+    )
+    return going
+
+
+def let_go(cluster: Sandbox, namespace: str, name: str = "") -> None:
+    """Takes the finalizers off the pod `name`, or off each pod of the namespace that has some (a test's cleanup)."""
+    api = client.CoreV1Api(cluster.api_client())
+    names = (
+        [name] if name else [p.metadata.name for p in api.list_namespaced_pod(namespace).items if p.metadata.finalizers]
+    )
+    for held in names:
+        api.patch_namespaced_pod(held, namespace, {"metadata": {"finalizers": None}})
+
+
 def create(cluster: Sandbox, namespace: str, *objects: dict[str, Any]) -> None:
     """Creates the objects as `kubectl create` would (every admission webhook sees them, unknown fields refused)."""
     for obj in objects:

@@ -30,6 +30,7 @@ from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook
 from tests.cluster.cli_harness import PLUGIN, Run, placements, plugin
 from tests.cluster.hami_harness import (
+    HOLD,
     Evictions,
     GpuNode,
     allocation,
@@ -37,7 +38,9 @@ from tests.cluster.hami_harness import (
     create,
     delete_nodes,
     deployment,
+    evicted_pod,
     fresh_node,
+    let_go,
     pod,
     scale_up,
     scheduling_failures,
@@ -259,13 +262,11 @@ def test_apply_waits_out_the_evicted_pods_grace_period_before_its_timeout_counts
     """The moved pod has 40 s to stop and a finalizer holds it past `--timeout 3`, as a checkpoint would: HAMi counts
     its card until it is gone, so apply waits for that, and the timeout counts from the grace period's end. Given up
     at 3 s after the eviction, apply exited 1 with the move not settled."""
-    hold = "test.hami-place/checkpoint"
-    api = client.CoreV1Api(cluster.api_client())
     applying: subprocess.Popen[str] | None = None
     try:
         for app in ("keep", "move"):
             body = deployment(app, 0, SMALL, node=node.name)
-            body["spec"]["template"]["metadata"]["finalizers"] = [hold]
+            body["spec"]["template"]["metadata"]["finalizers"] = [HOLD]
             body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 40
             create(cluster, namespace, body)
             allocation(cluster, namespace, scale_up(cluster, namespace, app))
@@ -281,22 +282,17 @@ def test_apply_waits_out_the_evicted_pods_grace_period_before_its_timeout_counts
             stdin=subprocess.DEVNULL,
             text=True,
         )
-        [evicted] = wait_for(
-            lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
-            "the move's eviction",
-        )
+        evicted = evicted_pod(cluster, namespace)
         time.sleep(6)  # past the timeout counted from the eviction
         assert applying.poll() is None, "apply gave the move up while its pod was stopping"
-        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace, evicted.metadata.name)
         out, err = applying.communicate(timeout=300)
         assert applying.returncode == 0, err
         assert [m["status"] for m in json.loads(out)["moves"]] == ["done"], out
     finally:
         if applying is not None and applying.poll() is None:
             applying.kill()
-        for held in api.list_namespaced_pod(namespace).items:
-            if held.metadata.finalizers:
-                api.patch_namespaced_pod(held.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace)
 
 
 def test_apply_that_times_out_names_the_placement_and_the_same_apply_resumes_once_the_move_settled(
@@ -305,13 +301,12 @@ def test_apply_that_times_out_names_the_placement_and_the_same_apply_resumes_onc
     """A finalizer holds the moved pod past `--timeout 3` (it has no grace period to wait out): apply gives up with
     exit 1, one line naming the move, where it stands and its placement's phase, and the hint to re-run. Re-run once
     the pod is gone, the same apply finds the move made and carries the plan to its end."""
-    hold = "test.hami-place/checkpoint"
     api = client.CoreV1Api(cluster.api_client())
     try:
         for app in ("keep", "move"):
             body = deployment(app, 0, SMALL, node=node.name)
             if app == "move":
-                body["spec"]["template"]["metadata"]["finalizers"] = [hold]
+                body["spec"]["template"]["metadata"]["finalizers"] = [HOLD]
             create(cluster, namespace, body)
             allocation(cluster, namespace, scale_up(cluster, namespace, app))
         create(cluster, namespace, pod("big", BIG, node=node.name))
@@ -337,14 +332,12 @@ def test_apply_that_times_out_names_the_placement_and_the_same_apply_resumes_onc
         ), line
         evicted = api.read_namespaced_pod(move.pod.split("/", 1)[1], namespace)
         assert evicted.metadata.deletion_timestamp is not None, "evicted, held by its finalizer"
-        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace, evicted.metadata.name)
         resumed = run(
             cluster, "apply", "-f", str(plan_file), "--yes", "--wait-for-pod", "--timeout", "120", "-o", "json"
         )
     finally:
-        for held in api.list_namespaced_pod(namespace).items:
-            if held.metadata.finalizers:
-                api.patch_namespaced_pod(held.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace)
     assert resumed.code == 0, resumed.err
     assert [m["status"] for m in resumed.json()["moves"]] == ["already done"]
     assert resumed.json()["pod"]["scheduled"] is True

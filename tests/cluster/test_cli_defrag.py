@@ -116,19 +116,21 @@ def test_resume_without_a_remembered_mode_goes_to_dry_run(cluster: Sandbox, name
     assert f"Dry-run: nothing moves; the server's log says what would:\n  {logs}\n" in table.out, table.out
 
 
+def policy_map(namespace: str, name: str, text: str) -> dict[str, Any]:
+    """A ConfigMap holding `text` as its DefragPolicy, written by hand rather than rendered by the chart."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"policy.yaml": text},
+    }
+
+
 def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cluster: Sandbox, namespace: str) -> None:
     text = (
         "apiVersion: scheduling.hami.placement.com/v1alpha1\nkind: DefragPolicy\nmode: on\nbudgets: {movesPerRun: -1}\n"
     )
-    apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "bad", "namespace": namespace},
-            "data": {"policy.yaml": text},
-        },
-    )
+    apply(cluster, policy_map(namespace, "bad", text))
     ref = f"{namespace}/bad"
     status = plugin(cluster, "defrag", "status", "--policy", ref)
     assert status.code == 0, status.err
@@ -140,15 +142,7 @@ def test_a_policy_the_controller_cannot_read_is_shown_and_can_still_be_paused(cl
     assert paused.code == 0 and paused.out == f"defrag policy {ref}: mode on -> off\n"
     assert "movesPerRun: -1" in stored(cluster, namespace, "bad")["data"]["policy.yaml"]
     sideways = text.replace("mode: on", "mode: sideways")
-    apply(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "sideways", "namespace": namespace},
-            "data": {"policy.yaml": sideways},
-        },
-    )
+    apply(cluster, policy_map(namespace, "sideways", sideways))
     unread = plugin(cluster, "defrag", "pause", "--policy", f"{namespace}/sideways", "--yes")
     assert (unread.code, unread.error_lines) == (
         1,

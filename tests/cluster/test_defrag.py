@@ -58,6 +58,7 @@ from sandbox.webhook import Webhook, room_key, start
 from tests.cluster import scopes
 from tests.cluster.cli_harness import PLUGIN, REPO, get, placements, plugin
 from tests.cluster.hami_harness import (
+    HOLD,
     Evictions,
     GpuNode,
     allocation,
@@ -65,7 +66,9 @@ from tests.cluster.hami_harness import (
     create,
     delete_nodes,
     deployment,
+    evicted_pod,
     fresh_node,
+    let_go,
     pod,
     scale_up,
     scheduling_failures,
@@ -914,9 +917,7 @@ def test_a_move_waits_out_the_evicted_pods_grace_period_before_its_timeout_count
     holds the evicted one past the timeout, as a checkpoint would: HAMi counts its card until it is gone, so the move
     waits for that and the timeout counts from the grace period's end. Given up at the timeout, the move evicted the
     replacement and the rescue failed."""
-    hold = "test.hami-place/checkpoint"
-    template = {"metadata": {"finalizers": [hold]}, "spec": {"terminationGracePeriodSeconds": 40}}
-    api = client.CoreV1Api(cluster.api_client())
+    template = {"metadata": {"finalizers": [HOLD]}, "spec": {"terminationGracePeriodSeconds": 40}}
     evictions = Evictions(cluster, namespace)
     try:
         held = dict(two_pods_one_per_card(cluster, namespace, node, template=template).values())
@@ -924,20 +925,15 @@ def test_a_move_waits_out_the_evicted_pods_grace_period_before_its_timeout_count
         flags = ("--defrag-move-timeout", "5")
         controller(cluster, **serving, namespace=namespace, home=server_namespace, flags=flags)
         pending_big(cluster, namespace, node)
-        [evicted] = wait_for(
-            lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
-            "the move's eviction",
-        )
+        evicted = evicted_pod(cluster, namespace)
         time.sleep(8)  # past the move's timeout counted from the eviction
         assert not said(cluster, namespace, "big", "DefragStopped"), "the move was not given up"
-        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace, evicted.metadata.name)
         big = allocation(cluster, namespace, "big", timeout=120)
         wait_for(lambda: said(cluster, namespace, "big", "DefragRescued"), "the rescue's last Event")
     finally:
         evictions.stop()
-        for held_pod in api.list_namespaced_pod(namespace).items:
-            if held_pod.metadata.finalizers:
-                api.patch_namespaced_pod(held_pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace)
     assert (big.node, big.uuids) == (node.name, [held[evicted.metadata.name]])
     assert evictions.deleted == {evicted.metadata.name: True}, f"one eviction, no replacement's: {evictions.deleted}"
 
@@ -2003,7 +1999,6 @@ def test_a_rescue_whose_pod_is_not_scheduled_by_the_rooms_deadline_counts_the_ro
     (a finalizer holds it): the move is made and the freed card kept for the pod (5 s here), but the scheduler cannot
     place it there by the deadline. The controller counts the room lost, says so on the pod, and gives the pod its
     own card choice back (it had none)."""
-    hold = "test.hami-place/checkpoint"
     api = client.CoreV1Api(cluster.api_client())
 
     def advertise(count: str) -> None:
@@ -2011,16 +2006,13 @@ def test_a_rescue_whose_pod_is_not_scheduled_by_the_rooms_deadline_counts_the_ro
 
     advertise("1")
     try:
-        two_pods_one_per_card(cluster, namespace, node, template={"metadata": {"finalizers": [hold]}})
+        two_pods_one_per_card(cluster, namespace, node, template={"metadata": {"finalizers": [HOLD]}})
         write_policy(cluster, server_namespace, namespace, "on", reserve_for="5s")
         server = controller(cluster, **serving, namespace=namespace, home=server_namespace)
         create(cluster, namespace, pod("big", {**BIG, FPGA: "1"}, node=node.name))
-        [evicted] = wait_for(
-            lambda: [p for p in api.list_namespaced_pod(namespace).items if p.metadata.deletion_timestamp],
-            "the move's eviction",
-        )
+        evicted = evicted_pod(cluster, namespace)
         advertise("0")
-        api.patch_namespaced_pod(evicted.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace, evicted.metadata.name)
         kept = wait_for(lambda: said(cluster, namespace, "big", "DefragRoomKept"), "the room to be kept")
         lost = wait_for(lambda: said(cluster, namespace, "big", "DefragRoomLost"), "the room to be counted lost")
         wait_for(
@@ -2030,9 +2022,7 @@ def test_a_rescue_whose_pod_is_not_scheduled_by_the_rooms_deadline_counts_the_ro
         assert server.metric("hami_place_defrag_room_lost_total") == 1
         assert server.metric("hami_place_defrag_rescued_pods_total") == 0
     finally:
-        for held_pod in api.list_namespaced_pod(namespace).items:
-            if held_pod.metadata.finalizers:
-                api.patch_namespaced_pod(held_pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        let_go(cluster, namespace)
     until = kept.split(" are kept for the pod until ", 1)[1].split(" ", 1)[0]
     assert lost == (
         f"the room 1 move(s) made was kept for the pod until {until} and the pod was not scheduled meanwhile; it is "

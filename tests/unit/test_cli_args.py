@@ -165,13 +165,7 @@ def test_a_server_that_cannot_be_reached_is_named_with_why_in_words(
     """Real failures, no fake: a name that never resolves (.invalid), and a port that hangs up on every connection,
     for TLS and for plain HTTP. Each is one line naming the server and why in words, not urllib3's repr."""
     url = server.format(port=hanging_up)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: c, cluster: {{server: '{url}', insecure-skip-tls-verify: true}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u, namespace: team-a}}]\n"
-    )
+    kubeconfig = kubeconfig_file(tmp_path / "kubeconfig", "c", server=url)
     assert run(["list", "--kubeconfig", str(kubeconfig)]) == 1
     line = one_error_line(capsys)
     assert line.startswith(f"error: cannot reach the API server at {url}: {words}"), line
@@ -181,15 +175,7 @@ def test_a_server_that_cannot_be_reached_is_named_with_why_in_words(
 
 def test_unreachable_server_is_one_line_exit_1(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
     """A kubeconfig pointing at a closed port: the real connection error, translated."""
-    from pathlib import Path
-
-    kubeconfig = Path(str(tmp_path)) / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u, namespace: team-a}}]\n"
-    )
+    kubeconfig = kubeconfig_file(Path(str(tmp_path)) / "kubeconfig", "c", 1)
     assert run(["list", "--kubeconfig", str(kubeconfig)]) == 1
     line = one_error_line(capsys)
     assert line == (
@@ -206,11 +192,13 @@ def test_unreachable_server_is_one_line_exit_1(tmp_path: object, capsys: pytest.
     ), "the client library's own words named '<file>/contexts list', a path that is not there"
 
 
-def kubeconfig_file(path: Path, context: str, port: int) -> Path:
-    """A kubeconfig of one context, selected, whose server is 127.0.0.1:`port` (closed: the error names it)."""
+def kubeconfig_file(path: Path, context: str, port: int = 1, *, server: str = "") -> Path:
+    """A kubeconfig of one context, selected, whose server is `server`, else https://127.0.0.1:`port` (closed: the
+    error names it)."""
+    url = server or f"https://127.0.0.1:{port}"
     path.write_text(
         f"apiVersion: v1\nkind: Config\ncurrent-context: {context}\n"
-        f"clusters: [{{name: {context}, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        f"clusters: [{{name: {context}, cluster: {{server: '{url}'}}}}]\n"
         f"users: [{{name: {context}, user: {{token: t}}}}]\n"
         f"contexts: [{{name: {context}, context: {{cluster: {context}, user: {context}}}}}]\n"
     )

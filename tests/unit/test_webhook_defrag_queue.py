@@ -1663,6 +1663,9 @@ def test_a_new_leader_gives_an_earlier_moves_replacement_the_move_timeout_once_t
     ctl.cache.pods.remove("team-a", "web")
     assert ctl.look(key) is not None and evicted == [], "given up as soon as the evicted pod was gone"
     ctl._gone_seen["uid-web-2"] -= ctl.options.move_timeout  # the move timeout passed since
+    ctl.policy_map.upsert(policy_map("dry-run", "2"))
+    assert ctl.look(key) is None and evicted == [], "a dry run evicts nothing, an earlier leader's replacement neither"
+    ctl.policy_map.upsert(policy_map("on", "3"))
     assert ctl.look(key) is None and evicted == ["web-2"]
     ctl.cache.pods.remove("team-a", "web-2")
     assert ctl._gone_seen == {}, "what was seen of a pod goes with it"

@@ -102,16 +102,6 @@ def test_certs_command_gives_the_ca_and_certificate_the_validity_asked_from_its_
         assert started + timedelta(seconds=90) <= certificate.not_valid_after_utc <= ended + timedelta(seconds=90), name
 
 
-def test_certs_command_without_a_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["certs", "--dns", "x"]) == 2
-    assert "needs --out-dir" in capsys.readouterr().err
-
-
-def test_serve_without_certificates_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--tls-cert-file", "", "--tls-key-file", ""]) == 2
-    assert "needs --tls-cert-file" in capsys.readouterr().err
-
-
 def test_serve_with_a_missing_certificate_file_says_which(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = str(tmp_path / "nope.crt")
     assert main(["serve", "--tls-cert-file", missing, "--tls-key-file", missing]) == 1
@@ -161,23 +151,30 @@ def test_a_rotation_staged_for_new_names_covers_them() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--tls-secret", "kube-system/../x", "--webhook-configuration", "w"], "must be NAMESPACE/NAME"),
-        (["--tls-secret", "kube-system/tls"], "needs --webhook-configuration"),
-        (["--tls-secret", "kube-system/tls", "--webhook-configuration", "w", "--tls-cert-file", "c"], "not both"),
-    ],
-)
-def test_serve_from_a_secret_checks_its_flags_before_any_call(
-    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["serve", *flags]) == 2
-    assert message in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
     ("argv", "line"),
     [
+        (["certs", "--dns", "x"], "certs needs --out-dir DIR or --secret NAMESPACE/NAME"),
+        (
+            ["certs", "--secret", "kube-system/tls", "--dns", "x", "--validity", "60"],
+            "--validity must be at least 90 seconds",
+        ),
+        (
+            ["serve", "--tls-cert-file", "", "--tls-key-file", ""],
+            "serve needs --tls-cert-file and --tls-key-file, or --tls-secret (make them with: hami-place-webhook certs "
+            "--out-dir DIR --dns NAME)",
+        ),
+        (
+            ["serve", "--tls-secret", "kube-system/../x", "--webhook-configuration", "w"],
+            "--tls-secret 'kube-system/../x' must be NAMESPACE/NAME of a Secret",
+        ),
+        (
+            ["serve", "--tls-secret", "kube-system/tls"],
+            "--tls-secret needs --webhook-configuration NAME, the configuration to keep",
+        ),
+        (
+            ["serve", "--tls-secret", "kube-system/tls", "--webhook-configuration", "w", "--tls-cert-file", "c"],
+            "give either --tls-secret or --tls-cert-file and --tls-key-file, not both",
+        ),
         (
             ["certs", "--secret", "kube-system/../x", "--dns", "x"],
             "--secret 'kube-system/../x' must be NAMESPACE/NAME",
@@ -217,18 +214,14 @@ def test_serve_from_a_secret_checks_its_flags_before_any_call(
 def test_a_bad_flag_is_one_usage_line_naming_it_before_any_call(
     argv: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Exit 2 and the one line, with no kubeconfig to read: a flag checked only after connecting said that the
-    kubeconfig could not be read (exit 1), and a bad --patch-webhook name went into an API path unchecked."""
+    """Each of certs', check's and serve's usage errors: exit 2 and the one line naming the flag, before any call or
+    file, with no kubeconfig to read. A flag checked only after connecting said that the kubeconfig could not be read
+    (exit 1), and a bad --patch-webhook name went into an API path unchecked."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     assert main(argv) == 2
     assert capsys.readouterr().err == f"hami-place-webhook: {line}\n"
     assert not (tmp_path / "out").exists(), "nothing written"
-
-
-def test_certs_refuses_a_validity_too_short_for_a_rotation(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["certs", "--secret", "kube-system/tls", "--dns", "x", "--validity", "60"]) == 2
-    assert "--validity must be at least 90" in capsys.readouterr().err
 
 
 def test_a_renewal_pass_that_fails_in_any_way_leaves_the_thread_renewing(

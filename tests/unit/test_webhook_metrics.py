@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from prometheus_client import generate_latest
 
+from tests.unit.test_webhook_server import sample
 from webhook.metrics import MAX_CARDS_A_POD, Metrics, pinned_cards
 
 
@@ -95,14 +96,11 @@ def test_a_watchs_sync_age_is_infinite_before_its_first_sync_then_seconds_since_
     reflector = SimpleNamespace(kind="pods", last_sync=None)
     metrics.watch_sync_age(reflector)  # type: ignore[arg-type]  # the two attributes it reads
 
-    def age() -> float | None:
-        return metrics.registry.get_sample_value("hami_place_cache_sync_age_seconds", {"kind": "pods"})
-
-    assert age() == float("inf")
+    assert sample(metrics.sync_age, "", kind="pods") == float("inf")
     reflector.last_sync = time.time() - 5
     before = time.time() - reflector.last_sync
-    seen = age()
+    seen = sample(metrics.sync_age, "", kind="pods")
     after = time.time() - reflector.last_sync
-    assert seen is not None and before <= seen <= after
+    assert before <= seen <= after
     reflector.last_sync = time.time() + 60
-    assert age() == 0.0
+    assert sample(metrics.sync_age, "", kind="pods") == 0.0

@@ -1669,3 +1669,124 @@ def test_a_new_leader_gives_an_earlier_moves_replacement_the_move_timeout_once_t
     assert ctl.look(key) is None and evicted == ["web-2"]
     ctl.cache.pods.remove("team-a", "web-2")
     assert ctl._gone_seen == {}, "what was seen of a pod goes with it"
+
+
+def refused_write(*args: Any, **kwargs: Any) -> Any:
+    """A pod's write the API server refuses."""
+    raise KubeError("the API server refused the write")
+
+
+def test_a_room_the_api_server_will_not_keep_leaves_the_rescue_followed_without_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The moves made, the pod's write keeping their room fails: the rescue goes on as one that keeps no room (one log
+    line says why, no Event claims a room) and the pod is still sent back once the moved pod is gone. The moves and
+    the pod's writes are replaced here (no API server): a write refused at that instant cannot be had on demand."""
+    ctl = controller()
+    said = heard(ctl)
+    read_policy(ctl, "on")  # the policy's default rescue.reserveFor, 60 s
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    monkeypatch.setattr(defrag, "change_pod_annotations", refused_write)
+    with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
+        assert ctl.look(BIG) == timedelta(seconds=1), "q is still there"
+    assert [r.getMessage() for r in caplog.records] == [
+        "defrag: the room freed for team-a/big is not kept: the API server refused the write"
+    ]
+    assert ctl._rescues[BIG].kept_until is None
+    assert [reason for reason, _, _ in said] == ["DefragPolicyRead", "DefragRun", "DefragMoved"]
+    sent: list[tuple[str, ...]] = []
+    monkeypatch.setattr(defrag, "send_back", lambda kube, *named: sent.append(named[:3]) or {})
+    ctl.cache.pods.remove("team-a", "q")
+    ctl.look(BIG)
+    ctl._rescues[BIG].room_made_at -= 1  # type: ignore[operator]  # q has been gone for a second
+    ctl.look(BIG)
+    assert sent == [("team-a", "big", "uid-big")]
+
+
+def test_a_send_back_the_api_server_refuses_is_one_log_line_and_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A followed rescue's send-back that fails is tried again after the interval, not given up, and not written
+    twice once it is done; a room an earlier leader kept is sent back again as it would be after a send-back that
+    did not help. `send_back` is replaced here (no API server): a write refused at that instant cannot be had on
+    demand."""
+    ctl, _ = rescuing(Metrics())
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    ctl.look(BIG)
+    rescue = ctl._rescues[BIG]
+    ctl.cache.pods.remove("team-a", "q")
+    ctl.look(BIG)
+    rescue.room_made_at -= 1  # type: ignore[operator]  # q has been gone for a second
+    monkeypatch.setattr(defrag, "send_back", refused_write)
+    with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
+        assert ctl.look(BIG) == timedelta(seconds=7), "the interval"
+    assert [r.getMessage() for r in caplog.records] == [
+        "defrag: team-a/big not sent back to the scheduler: the API server refused the write"
+    ]
+    sent: list[tuple[str, ...]] = []
+    monkeypatch.setattr(defrag, "send_back", lambda kube, *named: sent.append(named[:3]) or {})
+    ctl.look(BIG)
+    ctl.look(BIG)
+    assert (sent, rescue.sent_back) == ([("team-a", "big", "uid-big")], True)
+
+    caplog.clear()
+    monkeypatch.setattr(defrag, "send_back", refused_write)
+    with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
+        assert ctl._send_back_fitting(rescue.pod, "r1") == timedelta(seconds=10)
+    assert [r.getMessage() for r in caplog.records] == [
+        "defrag: team-a/big not sent back to the scheduler: the API server refused the write"
+    ]
+    ctl._sent_back["uid-big"] = (1, 0.0)  # the first send-back's wait is over
+    assert ctl._send_back_fitting(rescue.pod, "r1") == timedelta(seconds=20)
+
+
+def test_a_room_lost_that_the_api_server_will_not_give_back_is_given_back_at_the_pods_next_look(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kept room's deadline passed and the write giving the pod its own card choice back fails: the loss is said
+    and counted once, and the pod's next look gives the room back from its annotation. The
+    moves and the pod's writes are replaced here (no API server): a write refused at that instant cannot be had on
+    demand; the change asked for is applied to the cached pod."""
+    metrics = Metrics()
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    read_policy(ctl, "on")
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    changes: list[tuple[str, str, str]] = []
+
+    def change(kube: Kube, namespace: str, name: str, uid: str, wanted: Any, **kwargs: Any) -> dict[str, Any]:
+        stored = ctl.cache.pods.get(namespace, name)
+        assert stored is not None
+        stored["metadata"]["annotations"] = wanted(dict(stored["metadata"].get("annotations") or {}))
+        changes.append((namespace, name, uid))
+        return stored
+
+    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    ctl.look(BIG)
+    rescue = ctl._rescues[BIG]
+    big = ctl.cache.pods.get("team-a", "big")
+    assert big is not None and rescue.kept_until is not None and changes == [("team-a", "big", "uid-big")]
+    past = (datetime.now(UTC) - timedelta(seconds=1)).replace(microsecond=0)
+    rescue.kept_until = past  # the room's deadline, in the Rescue and on the pod, has passed
+    room = reservation_value(["GPU-b"], past, None, key=ctl.cache.room_key, pod="team-a/big", uid="uid-big")
+    big["metadata"]["annotations"][ROOM_RESERVED_ANNOTATION] = room
+    monkeypatch.setattr(defrag, "change_pod_annotations", refused_write)
+    with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
+        ctl.work([BIG])
+    assert [r.getMessage() for r in caplog.records] == ["defrag team-a/big: the API server refused the write"]
+    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    assert ctl.look(BIG) == timedelta(seconds=7)
+    assert changes[1:] == [("team-a", "big", "uid-big")]
+    assert ROOM_RESERVED_ANNOTATION not in big["metadata"]["annotations"]
+    assert USE_GPUUUID_ANNOTATION not in big["metadata"]["annotations"]
+    assert [reason for reason, _, _ in said].count("DefragRoomLost") == 1
+    assert counted(metrics)["hami_place_defrag_room_lost_total{}"] == 1.0

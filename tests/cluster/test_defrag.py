@@ -1544,7 +1544,8 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
     mounting a claim not bound yet whose class (WaitForFirstConsumer) has an available volume on A only (no
     provisioner), or whose CSI driver checks storage capacity and has some on A only: kube-scheduler's refusal of B is
     read, the room could only be on A, whose pod cannot move, so there is no plan, and the controller and `why` say
-    what keeps the pod off B."""
+    what keeps the pod off B. Users kept from one storage list each (claims or CSINodes for the volume, StorageClasses
+    or CSIStorageCapacities for the claim the driver provisions) get `why`'s words on what that leaves unread."""
     tag = uuid.uuid4().hex[:6]
     a, b = f"kept-a-{tag}", f"kept-b-{tag}"
     made: list[GpuNode] = []
@@ -1579,7 +1580,13 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
         assert refused["reason"] == reason, refused
         assert refused["message"].startswith(f"kube-scheduler: {kept}"), refused
         if kept_by == "volume":
-            unread_without_claims(cluster, namespace, tag)
+            unread_without(
+                cluster, namespace, tag, ("claims", "limits"), "1 node(s) didn't match PersistentVolume's node affinity"
+            )
+        if kept_by == "storage capacity":
+            unread_without(
+                cluster, namespace, tag, ("classes", "capacities"), "1 node(s) did not have enough free storage"
+            )
     finally:
         delete_nodes(cluster, made)
         api = client.CoreV1Api(cluster.api_client())
@@ -1592,35 +1599,24 @@ def test_a_pending_pods_extended_resource_and_bound_volume_are_read_and_no_room_
             storage.delete_csi_driver(f"{namespace}.csi.example.com")
         rbac = client.RbacAuthorizationV1Api(cluster.api_client())
         for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
-            for user in (f"planner-{tag}", f"planner-{tag}-limits"):
+            for suffix, *_ in STORAGE_UNREAD.values():
                 with contextlib.suppress(client.ApiException):
-                    delete(user)
+                    delete(f"planner-{tag}{suffix}")
 
 
-def unread_without_claims(cluster: Sandbox, namespace: str, tag: str) -> None:
-    """A user who may not list claims, then one who may but not CSINodes: the big pod's volume is not read, and `why`
-    says so and what it leaves unread."""
-    unread = "1 node(s) didn't match PersistentVolume's node affinity"
-    stays = "pods that claim a volume stay on their nodes"
-    cannot = (
-        (f"planner-{tag}", READS_BUT_VOLUMES, "claims and volumes", "persistentvolumeclaims", "", stays),
-        (
-            f"planner-{tag}-limits",
-            READS_BUT_LIMITS,
-            "CSI nodes and volume attachments",
-            "csinodes",
-            "storage.k8s.io",
-            f"CSI attach limits stay unread: {stays}",
-        ),
-    )
-    for user, rules, read, resource, group, without in cannot:
+def unread_without(cluster: Sandbox, namespace: str, tag: str, lists: tuple[str, ...], refusal: str) -> None:
+    """A user kept from each of these storage `lists` (and from none read after it): the big pod's volume is not
+    read, and `why` says so, what it leaves unread, and kube-scheduler's `refusal` it does not read."""
+    for unread in lists:
+        suffix, rules, read, resource, group, without = STORAGE_UNREAD[unread]
+        user = f"planner-{tag}{suffix}"
         _, words = plugin_as(cluster, user, rules, "why", "big", "-n", namespace)
         forbidden = f"{resource}.{group}" if group else resource
         assert (
             f'warning: cannot read {read} (forbidden: {forbidden} is forbidden: User "{user}" cannot list resource '
             f'"{resource}" in API group "{group}" at the cluster scope); {without}'
         ) in words, words
-        assert f"off nodes for reasons hami-place does not read: {unread}" in words, words
+        assert f"off nodes for reasons hami-place does not read: {refusal}" in words, words
 
 
 READS_BUT_VOLUMES = [
@@ -1638,6 +1634,47 @@ READS_BUT_NAMESPACES = [
     {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["list"]},
 ]
 """What `plan --for` reads, namespaces left out."""
+READS_BUT_CAPACITIES = [
+    *READS_BUT_NAMESPACES,
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csidrivers"], "verbs": ["list"]},
+]
+"""What `why` reads for a claim not bound yet, CSIStorageCapacities left out."""
+STORAGE_UNREAD = {
+    "claims": (
+        "",
+        READS_BUT_VOLUMES,
+        "claims and volumes",
+        "persistentvolumeclaims",
+        "",
+        "pods that claim a volume stay on their nodes",
+    ),
+    "limits": (
+        "-limits",
+        READS_BUT_LIMITS,
+        "CSI nodes and volume attachments",
+        "csinodes",
+        "storage.k8s.io",
+        "CSI attach limits stay unread: pods that claim a volume stay on their nodes",
+    ),
+    "classes": (
+        "-classes",
+        READS_BUT_NAMESPACES,
+        "storage classes and CSI drivers",
+        "storageclasses",
+        "storage.k8s.io",
+        "where a claim not bound yet may bind stays unread",
+    ),
+    "capacities": (
+        "-capacities",
+        READS_BUT_CAPACITIES,
+        "CSI storage capacities",
+        "csistoragecapacities",
+        "storage.k8s.io",
+        "where a capacity-checking driver may provision stays unread",
+    ),
+}
+"""For each storage list `why` may be kept from: the user's suffix, what `why` reads but that list, what it says it
+cannot read, the resource and its group, and what it says that leaves unread."""
 
 
 def plugin_as(cluster: Sandbox, user: str, rules: list[dict[str, Any]], *args: str) -> tuple[str, str]:

@@ -1790,3 +1790,47 @@ def test_a_room_lost_that_the_api_server_will_not_give_back_is_given_back_at_the
     assert USE_GPUUUID_ANNOTATION not in big["metadata"]["annotations"]
     assert [reason for reason, _, _ in said].count("DefragRoomLost") == 1
     assert counted(metrics)["hami_place_defrag_room_lost_total{}"] == 1.0
+
+
+@pytest.mark.parametrize("refused", ["refused", "gone"])
+def test_a_given_up_moves_replacement_that_cannot_be_evicted_is_said_and_its_target_stays_in_plans(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, refused: str
+) -> None:
+    """A move given up evicts its replacement Pending on the target (`_unpin`): when the API server refuses that
+    eviction the give-up says the replacement stays Pending and why, in one log line too; when the replacement is
+    gone meanwhile nothing more is said; either way the target's cards are not left out of plans, since no
+    replacement was refused on them by this eviction. The eviction is replaced here (no API server): a Pending pod's
+    eviction is a deletion a real server does not refuse on demand."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    move = Move("team-a/web", "uid-web", "gpu-0", ("GPU-a",), "gpu-1", ("GPU-c",), "room")
+    replacement = whole_pod("web-2")
+    replacement["metadata"]["annotations"][PLACEMENT_ANNOTATION] = defrag.moves.placement_for(move)
+    ctl.cache.pods.upsert(replacement)
+    left_out: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(ctl, "_refuse", lambda *args: left_out.append(args) or "; left out")
+
+    def evict_pod(kube: Kube, namespace: str, name: str, **kwargs: Any) -> None:
+        if refused == "gone":
+            raise KubeNotFound(f'pods "{name}" not found')
+        raise KubeError("the API server refused the eviction")
+
+    monkeypatch.setattr(defrag.evictions, "evict_pod", evict_pod)
+    with caplog.at_level(logging.INFO, logger="webhook.defrag"):
+        said = ctl._unpin(move)
+    logged = [record.getMessage() for record in caplog.records]
+    if refused == "gone":
+        assert (said, logged) == ("", [])
+    else:
+        assert said == "; its replacement team-a/web-2 stays Pending on the target: the API server refused the eviction"
+        assert logged == [
+            "defrag: replacement team-a/web-2 of a given-up move stays Pending: the API server refused the eviction"
+        ]
+    assert left_out == []
+    monkeypatch.setattr(defrag.evictions, "evict_pod", lambda kube, namespace, name, **kwargs: None)
+    assert (
+        ctl._unpin(move)
+        == "; its replacement team-a/web-2, Pending on the target, was evicted for an unpinned one; left out"
+    )
+    assert [args[0] for args in left_out] == [("GPU-c",)]

@@ -875,30 +875,50 @@ def on_without_room(ctl: DefragController) -> None:
     assert ctl.look(POLICY) is None and ctl.policy is not None
 
 
+def keeping_room(
+    monkeypatch: pytest.MonkeyPatch, metrics: Metrics | None = None
+) -> tuple[DefragController, list[tuple[str, str, bool]]]:
+    """A leading controller in mode on keeping a rescue's room (the policy's default rescue.reserveFor, 60 s), on the
+    `fragmented` cluster with no moves yet, each move made and settled at once (no API server); and the Events it
+    records."""
+    ctl = controller(metrics=metrics)
+    said = heard(ctl)
+    read_policy(ctl, "on")
+    leading(ctl)
+    ctl._history = ()
+    fragmented(ctl)
+    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
+    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    return ctl, said
+
+
+def pod_writes(ctl: DefragController, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The pod annotation changes the controller asks for from now on, each applied to the cached pod (no API
+    server): namespace, name, UID and keyword arguments."""
+    written: list[tuple[str, str, str, dict[str, Any]]] = []
+
+    def change(kube: Kube, namespace: str, name: str, uid: str, wanted: Any, **kwargs: Any) -> dict[str, Any]:
+        stored = ctl.cache.pods.get(namespace, name)
+        assert stored is not None and stored["metadata"]["uid"] == uid
+        stored["metadata"]["annotations"] = wanted(dict(stored["metadata"].get("annotations") or {}))
+        written.append((namespace, name, uid, kwargs))
+        return stored
+
+    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    return written
+
+
 def test_a_rescue_keeps_the_card_it_freed_for_its_pod_and_names_it_as_the_moves_are_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The kept room's Event names the card by register index, as the run's and the move's Events do (it named UUIDs
     alone). The moves and the pod's write are replaced here (no API server): the change the controller asks for is
     applied to the cached pod; `change_pod_annotations` itself is tested against a cluster."""
-    ctl = controller()
-    said = heard(ctl)
-    read_policy(ctl, "on")  # the policy's default rescue.reserveFor, 60 s
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
-    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
-    monkeypatch.setattr(ctl, "_settle", lambda move: "")
-
-    def change(kube: Kube, namespace: str, name: str, uid: str, wanted: Any, **kwargs: Any) -> dict[str, Any]:
-        stored = ctl.cache.pods.get(namespace, name)
-        assert stored is not None and stored["metadata"]["uid"] == uid and kwargs == {"unscheduled": True}
-        stored["metadata"]["annotations"] = wanted(dict(stored["metadata"].get("annotations") or {}))
-        return stored
-
-    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    ctl, said = keeping_room(monkeypatch)
+    written = pod_writes(ctl, monkeypatch)
     before = datetime.now(UTC)
     ctl.look(BIG)
+    assert written == [("team-a", "big", "uid-big", {"unscheduled": True})]
     [kept] = [message for reason, message, _ in said if reason == "DefragRoomKept"]
     until = ctl._rescues[BIG].kept_until
     assert until is not None and before + timedelta(seconds=59) <= until <= datetime.now(UTC) + timedelta(seconds=60)
@@ -1682,14 +1702,7 @@ def test_a_room_the_api_server_will_not_keep_leaves_the_rescue_followed_without_
     """The moves made, the pod's write keeping their room fails: the rescue goes on as one that keeps no room (one log
     line says why, no Event claims a room) and the pod is still sent back once the moved pod is gone. The moves and
     the pod's writes are replaced here (no API server): a write refused at that instant cannot be had on demand."""
-    ctl = controller()
-    said = heard(ctl)
-    read_policy(ctl, "on")  # the policy's default rescue.reserveFor, 60 s
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
-    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
-    monkeypatch.setattr(ctl, "_settle", lambda move: "")
+    ctl, said = keeping_room(monkeypatch)
     monkeypatch.setattr(defrag, "change_pod_annotations", refused_write)
     with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
         assert ctl.look(BIG) == timedelta(seconds=1), "q is still there"
@@ -1753,28 +1766,12 @@ def test_a_room_lost_that_the_api_server_will_not_give_back_is_given_back_at_the
     moves and the pod's writes are replaced here (no API server): a write refused at that instant cannot be had on
     demand; the change asked for is applied to the cached pod."""
     metrics = Metrics()
-    ctl = controller(metrics=metrics)
-    said = heard(ctl)
-    read_policy(ctl, "on")
-    leading(ctl)
-    ctl._history = ()
-    fragmented(ctl)
-    monkeypatch.setattr(defrag.moves, "make_move", lambda kube, move, **kwargs: None)
-    monkeypatch.setattr(ctl, "_settle", lambda move: "")
-    changes: list[tuple[str, str, str]] = []
-
-    def change(kube: Kube, namespace: str, name: str, uid: str, wanted: Any, **kwargs: Any) -> dict[str, Any]:
-        stored = ctl.cache.pods.get(namespace, name)
-        assert stored is not None
-        stored["metadata"]["annotations"] = wanted(dict(stored["metadata"].get("annotations") or {}))
-        changes.append((namespace, name, uid))
-        return stored
-
-    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    ctl, said = keeping_room(monkeypatch, metrics)
+    written = pod_writes(ctl, monkeypatch)
     ctl.look(BIG)
     rescue = ctl._rescues[BIG]
     big = ctl.cache.pods.get("team-a", "big")
-    assert big is not None and rescue.kept_until is not None and changes == [("team-a", "big", "uid-big")]
+    assert big is not None and rescue.kept_until is not None and len(written) == 1
     past = (datetime.now(UTC) - timedelta(seconds=1)).replace(microsecond=0)
     rescue.kept_until = past  # the room's deadline, in the Rescue and on the pod, has passed
     room = reservation_value(["GPU-b"], past, None, key=ctl.cache.room_key, pod="team-a/big", uid="uid-big")
@@ -1783,9 +1780,9 @@ def test_a_room_lost_that_the_api_server_will_not_give_back_is_given_back_at_the
     with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
         ctl.work([BIG])
     assert [r.getMessage() for r in caplog.records] == ["defrag team-a/big: the API server refused the write"]
-    monkeypatch.setattr(defrag, "change_pod_annotations", change)
+    written = pod_writes(ctl, monkeypatch)
     assert ctl.look(BIG) == timedelta(seconds=7)
-    assert changes[1:] == [("team-a", "big", "uid-big")]
+    assert written == [("team-a", "big", "uid-big", {})]
     assert ROOM_RESERVED_ANNOTATION not in big["metadata"]["annotations"]
     assert USE_GPUUUID_ANNOTATION not in big["metadata"]["annotations"]
     assert [reason for reason, _, _ in said].count("DefragRoomLost") == 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +54,28 @@ def plugin(cluster: Sandbox, *args: str, env: dict[str, str] | None = None) -> R
         stdout, stderr = out.read_text(), err.read_text()
     assert "Traceback" not in stderr, stderr
     return Run(code, stdout, stderr)
+
+
+def declining(cluster: Sandbox, *args: str) -> Run:
+    """The plugin on a terminal (stdin a pty, so it asks before it changes anything) where the user answers no;
+    started with subprocess, since a forked run's stdin is /dev/null. Asserts it asked, on stderr; its stderr as
+    the user reads it, the answer echoed after the question."""
+    main, terminal = pty.openpty()
+    try:
+        os.write(main, b"n\n")  # typed ahead: the terminal keeps the line until the plugin reads it
+        proc = subprocess.run(
+            [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(terminal)
+        os.close(main)
+    assert "Traceback" not in proc.stderr and proc.stderr.count("? [y/N]: ") == 1, proc.stderr
+    return Run(proc.returncode, proc.stdout, proc.stderr.replace("? [y/N]: ", "? [y/N]: n\n"))
 
 
 def card_uuids(node: str) -> dict[int, str]:

@@ -28,7 +28,7 @@ from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import placement_for
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook
-from tests.cluster.cli_harness import PLUGIN, Run, placements, plugin
+from tests.cluster.cli_harness import PLUGIN, Run, declining, placements, plugin
 from tests.cluster.hami_harness import (
     HOLD,
     Evictions,
@@ -178,6 +178,11 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     checked = run(cluster, "apply", "-f", str(plan_file), "--dry-run=server", "-o", "json")
     assert checked.code == 0, checked.err
     assert [m["status"] for m in checked.json()["moves"]] == ["ready"]
+    declined = declining(cluster, "apply", "-f", str(plan_file))
+    assert (declined.code, declined.err) == (
+        1,
+        f"Carry out 1 move(s), evicting {planned_move['pod']}? [y/N]: n\nerror: not confirmed; nothing was changed\n",
+    )
     assert running_pod(cluster, namespace, "move").metadata.uid == moved.metadata.uid
     assert placements(cluster, namespace) == []
     previewed = plugin(cluster, "plan", "--for", "big", "-n", namespace, "--apply", "--dry-run=server", "-o", "json")

@@ -20,7 +20,7 @@ from kubectl_hami_place.core.defrag.policy import Mode, parse_policy, with_mode
 from kubectl_hami_place.core.names import DEFRAG_RESUME_ANNOTATION
 from sandbox import binaries
 from sandbox.cluster import Sandbox
-from tests.cluster.cli_harness import REPO, apply, get, plugin
+from tests.cluster.cli_harness import REPO, apply, declining, get, plugin
 
 COMPONENT = "app.kubernetes.io/component"
 
@@ -70,6 +70,8 @@ def test_pause_then_resume_restores_the_mode_and_keeps_the_rest(cluster: Sandbox
         tried = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes", f"--dry-run={dry_run}")
         assert tried.code == 0, tried.err
         assert tried.out == f"defrag policy {ref}: mode on -> off ({dry_run} dry run)\n"
+    declined = declining(cluster, "defrag", "pause", "--policy", ref)
+    assert (declined.code, declined.error_lines) == (1, ["error: not confirmed; the policy was not changed"])
     assert stored(cluster, namespace, name)["data"]["policy.yaml"] == written
 
     paused = plugin(cluster, "defrag", "pause", "--policy", ref, "--yes", "-o", "json")

@@ -24,7 +24,7 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.errors import NoReplacement, PlacementTaken, PodProtected, PodReplaced
 from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
 from sandbox.webhook import Webhook, start
-from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, get, placements, plugin
+from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, declining, get, placements, plugin
 from tests.cluster.test_defrag import READS_BUT_LIMITS, plugin_as
 
 pytestmark = pytest.mark.cluster
@@ -105,6 +105,8 @@ def test_evictable_pod_is_evicted(cluster: Sandbox, namespace: str) -> None:
     dry = plugin(cluster, "evict", "victim", "-n", namespace, "--dry-run=server", "-o", "json")
     assert dry.code == 0, dry.err
     assert dry.json() == {"namespace": namespace, "pod": "victim", "evicted": True, "dryRun": "server"}
+    declined = declining(cluster, "evict", "victim", "-n", namespace)
+    assert (declined.code, declined.error_lines) == (1, ["error: not confirmed; the pod was not evicted"])
     assert not gone_or_terminating(cluster, namespace, "victim")
     run = plugin(cluster, "evict", "victim", "-n", namespace, "--yes")
     assert run.code == 0, run.err
@@ -163,6 +165,12 @@ def test_to_node_pins_the_replacement_then_evicts(cluster: Sandbox, namespace: s
     assert answered["placement"]["metadata"]["uid"], "as the API server answered the creation"
     assert placements(cluster, namespace) == [], "the API server checked the placement and stored nothing"
     assert not gone_or_terminating(cluster, namespace, "mover"), "nor evicted the pod"
+    declined = declining(cluster, "evict", "mover", "-n", namespace, "--to-node", H100, "--gpu", "gpu-6")
+    assert (declined.code, declined.error_lines) == (
+        1,
+        ["error: not confirmed; nothing was created and the pod was not evicted"],
+    )
+    assert placements(cluster, namespace) == [] and not gone_or_terminating(cluster, namespace, "mover")
     run = plugin(
         cluster,
         "evict",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.cluster import Sandbox, wait_for
-from tests.cluster.cli_harness import grant, placements, plugin
+from tests.cluster.cli_harness import declining, grant, placements, plugin
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -67,6 +67,11 @@ def test_delete_by_name_all_and_missing(cluster: Sandbox, namespace: str) -> Non
     assert refused.error_lines == [
         f"error: refusing to delete alpha in namespace {namespace} without confirmation; pass --yes to confirm"
     ]
+    declined = declining(cluster, "delete", "alpha", "-n", namespace)
+    assert (declined.code, declined.err) == (
+        1,
+        f"Delete alpha in namespace {namespace}? [y/N]: n\nerror: not confirmed; nothing was deleted\n",
+    )
     dry = plugin(cluster, "delete", "alpha", "-n", namespace, "--yes", "--dry-run=server")
     assert dry.code == 0 and "(server dry run)" in dry.out
     assert len(placements(cluster, namespace)) == 3

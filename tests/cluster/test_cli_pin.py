@@ -20,6 +20,7 @@ from tests.cluster.cli_harness import (
     apply,
     card_uuids,
     custom_node,
+    declining,
     placements,
     plugin,
 )
@@ -160,6 +161,8 @@ def test_evict_that_frees_too_little_is_refused_and_one_that_frees_enough_passes
             "pass --yes to confirm"
         ],
     )
+    declined = declining(cluster, "pin", *args, "--evict", "big")
+    assert (declined.code, declined.error_lines) == (1, ["error: not confirmed; nothing was created"])
     assert placements(cluster, namespace) == []
 
     run = plugin(cluster, "pin", *args, "--evict", "big", "--yes", "-o", "json")

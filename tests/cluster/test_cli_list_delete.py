@@ -74,7 +74,19 @@ def test_delete_by_name_all_and_missing(cluster: Sandbox, namespace: str) -> Non
     )
     dry = plugin(cluster, "delete", "alpha", "-n", namespace, "--yes", "--dry-run=server")
     assert dry.code == 0 and "(server dry run)" in dry.out
+    # A client dry run asks nothing and deletes nothing, but reads each name, as the deletion would find it.
+    local = plugin(cluster, "delete", "alpha", "ghost", "-n", namespace, "--dry-run=client")
+    assert (local.code, local.out, local.error_lines) == (
+        1,
+        f'hamipodplacement "alpha" deleted from namespace {namespace} (client dry run)\n',
+        [
+            f"error: placement ghost not found in namespace {namespace}; check the names (kubectl hami-place list) "
+            "and -n"
+        ],
+    )
     assert len(placements(cluster, namespace)) == 3
+    none = plugin(cluster, "delete", "-l", "team=nobody", "-n", namespace, "--yes")
+    assert (none.code, none.out) == (0, f"No placements to delete in namespace {namespace}.\n"), none.err
     run = plugin(cluster, "delete", "alpha", "-n", namespace, "--yes")
     assert run.code == 0, run.err
     assert run.out == f'hamipodplacement "alpha" deleted from namespace {namespace}\n'

@@ -1754,6 +1754,18 @@ def test_server_runs_with_the_chart_args_and_account(
             f"webhook https://localhost:{webhook_port}/mutate: ok",
             f"api http://localhost:{api_port}: ok",
         ]
+        # The CA as certs.caBundle gives it (base64, --ca-data), and an API URL under which the server serves nothing.
+        elsewhere = f"http://localhost:{api_port}/elsewhere"
+        inline = [
+            *(arg for arg in check if not arg.startswith(("--api-url=", "--ca-file="))),
+            f"--api-url={elsewhere}",
+            f"--ca-data={secret['data']['ca.crt']}",
+        ]
+        lost = subprocess.run([str(WEBHOOK), *inline], capture_output=True, text=True, timeout=60, check=False)
+        assert lost.returncode == 1, lost.stdout + lost.stderr
+        [mutate, api] = lost.stdout.splitlines()
+        assert mutate == f"webhook https://localhost:{webhook_port}/mutate: ok"
+        assert api.startswith(f"api {elsewhere}: FAILED: answered HTTP 404: "), api
         # The kubelet sends SIGTERM and kills after terminationGracePeriodSeconds (30 by default).
         server.terminate()
         try:

@@ -6,6 +6,7 @@ Uses gpu-h100-0's gpu-6 as the target card, which no other plugin test fills.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,16 @@ from kubectl_hami_place.core.placement import PlacementSpec
 from kubectl_hami_place.core.planner import DO_NOT_MOVE, Move
 from kubectl_hami_place.core.refs import parse_card_ref
 from kubectl_hami_place.core.selectors import selector_from_dict
-from kubectl_hami_place.kube import moves
+from kubectl_hami_place.kube import evictions, moves
 from kubectl_hami_place.kube.client import connect
-from kubectl_hami_place.kube.errors import NoReplacement, PlacementTaken, PodProtected, PodReplaced
+from kubectl_hami_place.kube.errors import (
+    KubeNotFound,
+    KubeUnreachable,
+    NoReplacement,
+    PlacementTaken,
+    PodProtected,
+    PodReplaced,
+)
 from sandbox.cluster import AUDITED_USER, Sandbox, wait_for
 from sandbox.webhook import Webhook, start
 from tests.cluster.cli_harness import allocated_pod, apply, card_uuids, declining, get, placements, plugin
@@ -451,6 +459,24 @@ def test_pin_then_evict_never_evicts_a_pod_recreated_under_the_same_name(
     recreated = get(cluster, "pod", "twin", "-n", namespace)
     assert recreated is not None and recreated["metadata"]["uid"] != stale["metadata"]["uid"]
     assert not gone_or_terminating(cluster, namespace, "twin")
+
+
+def test_an_eviction_by_uid_of_a_pod_gone_is_not_found_and_one_the_server_never_gets_says_why(
+    cluster: Sandbox, namespace: str
+) -> None:
+    """`evict_pod` as the controller calls it for a given-up move's replacement, by name and UID: a pod gone meanwhile
+    is not found (which the controller takes as nothing left to do), not a refusal; an API server it cannot reach is
+    one error naming it."""
+    kube = connect(str(cluster.kubeconfig))
+    with pytest.raises(KubeNotFound) as gone:
+        evictions.evict_pod(kube, namespace, "ghost", uid="uid-of-a-pod-gone")
+    assert (str(gone.value), gone.value.status) == (f"pod ghost not found in namespace {namespace}", 404)
+    cut_off = kube.api.configuration.__class__()
+    cut_off.host = "https://127.0.0.1:1"
+    with pytest.raises(KubeUnreachable) as unreachable:
+        evictions.evict_pod(replace(kube, api=client.ApiClient(cut_off)), namespace, "ghost", uid="u")
+    said = str(unreachable.value)
+    assert said.startswith("cannot reach the API server at ") and said.endswith(": connection refused"), said
 
 
 def planned_move(cluster: Sandbox, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, Any], Move]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes.client import ApiClient
 
@@ -33,8 +35,10 @@ from webhook.certs import (
     generate,
     issue_leaf,
     issuer_in,
+    names_of,
     new_ca,
     pem,
+    pem_key,
     stage,
     still_good,
     switch,
@@ -354,6 +358,37 @@ def test_a_served_pair_no_bundled_ca_signed_is_rotated_to_the_new_ca_alone_and_n
 def test_an_unreadable_bundle_holds_no_ca() -> None:
     """The rotation counts the bundle's CAs to know its step: garbage must count as none, not as one."""
     assert [ca_count(b"garbage"), ca_count(generate(DNS, IPS, now=T0).ca_crt)] == [0, 1]
+
+
+def test_a_brought_pair_without_a_subject_alternative_name_or_unreadable_is_never_kept() -> None:
+    """The API server (Go 1.15+) ignores a certificate's common name: a pair stored in the serving Secret whose leaf
+    names its host in the common name alone, or whose parts are not PEM, is not servable, so `certs --secret` (the
+    chart's hook) replaces it rather than keeping it or staging a rotation from it."""
+    ca_key, ca_cert = new_ca("brought-ca", T0, T0 + timedelta(days=CA_DAYS))
+    key = ec.generate_private_key(ec.SECP256R1())
+    common_name_only = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, DNS[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(T0)
+        .not_valid_after(T0 + timedelta(days=SERVING_DAYS))
+        .sign(ca_key, hashes.SHA256())
+    )
+    later = T0 + timedelta(hours=1)
+    brought = CertBundle(ca_crt=pem(ca_cert), tls_crt=pem(common_name_only), tls_key=pem_key(key))
+    assert names_of(common_name_only) == ([], [])
+    assert usable_issuer(brought.ca_crt, brought.tls_crt, brought.tls_key, now=later) is None
+    assert not still_good(brought, [], [], now=later)
+    served = generate(DNS, IPS, now=T0)
+    for parts in (
+        (b"garbage", served.tls_crt, served.tls_key),
+        (served.ca_crt, b"garbage", served.tls_key),
+        (served.ca_crt, served.tls_crt, b"garbage"),
+    ):
+        assert usable_issuer(*parts, now=later) is None
+    assert usable_issuer(served.ca_crt, served.tls_crt, served.tls_key, now=later) is not None
 
 
 def test_a_bundle_is_written_into_a_directory_made_with_its_parents(tmp_path: Path) -> None:

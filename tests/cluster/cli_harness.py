@@ -3,6 +3,8 @@ tests need. test_cli_plugin and test_krew run the installed executables themselv
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import pty
@@ -15,6 +17,7 @@ from typing import Any
 from kubernetes import client
 
 from kubectl_hami_place.core.names import GROUP, PLURAL, VERSION
+from kubectl_hami_place.kube.client import Kube
 from sandbox import forked, gpu_nodes
 from sandbox.cluster import Sandbox
 
@@ -76,6 +79,13 @@ def declining(cluster: Sandbox, *args: str) -> Run:
         os.close(main)
     assert "Traceback" not in proc.stderr and proc.stderr.count("? [y/N]: ") == 1, proc.stderr
     return Run(proc.returncode, proc.stdout, proc.stderr.replace("? [y/N]: ", "? [y/N]: n\n"))
+
+
+def cut_off(kube: Kube) -> Kube:
+    """The same client pointed at an address nothing listens on: every request fails at once."""
+    configuration = copy.copy(kube.api.configuration)
+    configuration.host = "https://127.0.0.1:1"
+    return dataclasses.replace(kube, api=client.ApiClient(configuration))
 
 
 def card_uuids(node: str) -> dict[int, str]:

@@ -4,8 +4,6 @@ another replica beat is refused, and a replica that stops gives its own Lease up
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import logging
 import threading
 import time
@@ -18,6 +16,7 @@ from kubernetes import client
 from kubectl_hami_place.kube.client import Kube, connect
 from kubectl_hami_place.kube.leader import Elector, LeaseTimes
 from sandbox.cluster import Sandbox, wait_for
+from tests.cluster.cli_harness import cut_off
 
 pytestmark = pytest.mark.cluster
 # Short, so the test waits seconds, not the controller's 15 s.
@@ -37,13 +36,6 @@ def standing(kube: Kube, namespace: str, identity: str, stop: threading.Event) -
     elector = Elector(kube, namespace, "leader", identity, times=TIMES)
     threading.Thread(target=elector.run, args=(stop,), daemon=True).start()
     return elector
-
-
-def cut_off(kube: Kube) -> Kube:
-    """The same client pointed at an address nothing listens on: every request fails at once."""
-    configuration = copy.copy(kube.api.configuration)
-    configuration.host = "https://127.0.0.1:1"
-    return dataclasses.replace(kube, api=client.ApiClient(configuration))
 
 
 def test_one_leader_and_a_cut_off_leader_stops_before_another_starts(

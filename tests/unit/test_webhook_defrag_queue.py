@@ -1762,9 +1762,9 @@ def test_a_room_lost_that_the_api_server_will_not_give_back_is_given_back_at_the
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The kept room's deadline passed and the write giving the pod its own card choice back fails: the loss is said
-    and counted once, and the pod's next look gives the room back from its annotation. The
-    moves and the pod's writes are replaced here (no API server): a write refused at that instant cannot be had on
-    demand; the change asked for is applied to the cached pod."""
+    and counted once, and the pod's next look gives the room back from its annotation. The moves and the pod's
+    writes are replaced here (no API server): a write refused at that instant cannot be had on demand; the change
+    asked for is applied to the cached pod."""
     metrics = Metrics()
     ctl, said = keeping_room(monkeypatch, metrics)
     written = pod_writes(ctl, monkeypatch)
@@ -1787,6 +1787,36 @@ def test_a_room_lost_that_the_api_server_will_not_give_back_is_given_back_at_the
     assert USE_GPUUUID_ANNOTATION not in big["metadata"]["annotations"]
     assert [reason for reason, _, _ in said].count("DefragRoomLost") == 1
     assert counted(metrics)["hami_place_defrag_room_lost_total{}"] == 1.0
+
+
+def test_a_rescued_pods_room_annotation_the_api_server_will_not_take_off_leaves_the_rescue_ended(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pod was scheduled on the room kept for it and the write taking our annotation off fails: the rescue still
+    ends rescued, said and counted, with one log line; the annotation left on a bound pod keeps nothing (admission
+    reads only Pending pods' reservations). The moves and the pod's writes are replaced here (no API server): a write
+    refused at that instant cannot be had on demand."""
+    metrics = Metrics()
+    ctl, said = keeping_room(monkeypatch, metrics)
+    pod_writes(ctl, monkeypatch)
+    ctl.look(BIG)
+    bound = ctl.cache.pods.get("team-a", "big")
+    assert bound is not None and ctl._rescues[BIG].kept_until is not None
+    bound["spec"]["nodeName"] = "gpu-0"
+    bound["metadata"]["annotations"] |= {
+        "hami.io/vgpu-node": "gpu-0",
+        "hami.io/vgpu-devices-allocated": "GPU-b,NVIDIA,32768,0:;",
+    }
+    ctl.cache.pods.upsert(bound)
+    monkeypatch.setattr(defrag, "change_pod_annotations", refused_write)
+    with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
+        ctl.look(BIG)
+    assert [r.getMessage() for r in caplog.records] == [
+        "defrag: the room-kept annotation stays on team-a/big: the API server refused the write"
+    ]
+    assert ctl._rescues == {}
+    assert said[-1] == ("DefragRescued", "rescued by 1 move(s): scheduled on gpu-0/gpu-1", False)
+    assert counted(metrics)["hami_place_defrag_rescued_pods_total{}"] == 1.0
 
 
 @pytest.mark.parametrize("refused", ["refused", "gone"])

@@ -1861,3 +1861,31 @@ def test_a_given_up_moves_replacement_that_cannot_be_evicted_is_said_and_its_tar
         == "; its replacement team-a/web-2, Pending on the target, was evicted for an unpinned one; left out"
     )
     assert [args[0] for args in left_out] == [("GPU-c",)]
+
+
+def test_cards_refused_a_given_up_move_are_left_out_here_when_their_placement_cannot_be_written(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The give-up leaves the target cards out of this replica's plans for the cooldown and says so; the placement a
+    new leader would read it from cannot be written (one log line), which leaves this replica's own plans as they
+    are. Cards no node registers are not left out. The placement's read is replaced here (no API server): a write
+    refused at that instant cannot be had on demand."""
+    ctl = controller()
+    read_policy(ctl, "on")
+    leading(ctl)
+    fragmented(ctl)
+
+    def refused_read(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+        raise KubeError("the API server refused the read")
+
+    monkeypatch.setattr(defrag.placements, "get_placement", refused_read)
+    assert ctl._refuse(("GPU-unknown",), "team-a", "move-q") == "" and ctl._refused_now() == 0
+    with caplog.at_level(logging.WARNING, logger="webhook.defrag"):
+        said = ctl._refuse(("GPU-b", "GPU-unknown"), "team-a", "move-q")
+    assert said.startswith("; its target cards are left out of plans until ") and said.endswith(
+        " UTC (budgets.cooldown)"
+    ), said
+    assert [r.getMessage() for r in caplog.records] == [
+        "defrag: the refused cards are not written on placement team-a/move-q: the API server refused the read"
+    ]
+    assert list(ctl._refused) == ["GPU-b"] and ctl._refused_now() == 1

@@ -447,6 +447,9 @@ def list_batches(
         raise translate_connection_error(exc, kube) from exc
 
 
+NOT_STATUS_CHARS = 200  # an error body that is no Status, such as a proxy's HTML page, is cut to one short line
+
+
 def translate_connection_error(exc: Exception, kube: Kube) -> KubeUnreachable:
     """Names the server and the transport failure in words, not a urllib3 repr."""
     reason = getattr(exc, "reason", None) or exc
@@ -519,7 +522,8 @@ def _family(code: int, status: dict[str, Any], message: str, *, server: str, wha
 
 
 def _status_body(exc: ApiException) -> dict[str, Any]:
-    """Parses the Status body the API server puts in every error response."""
+    """Parses the Status body the API server puts in every error response; a body that is not JSON (a proxy's
+    error page) is its message, cut to its first NOT_STATUS_CHARS characters."""
     body = exc.body
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
@@ -528,7 +532,7 @@ def _status_body(exc: ApiException) -> dict[str, Any]:
     try:
         parsed = json.loads(body)
     except ValueError:
-        return {"message": body}
+        return {"message": _one_line(body)[:NOT_STATUS_CHARS]}
     return parsed if isinstance(parsed, dict) else {}
 
 

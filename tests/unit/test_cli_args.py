@@ -308,6 +308,63 @@ def test_api_errors_are_translated_to_typed_one_line_errors() -> None:
     assert isinstance(denied, KubeInvalid)
 
 
+PROXY_PAGE = (
+    "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n" + "<p>upstream</p>\n" * 200 + "</body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "body", "line"),
+    [
+        (
+            429,
+            "Too Many Requests",
+            '{"kind":"Status","message":"too many requests, please try again later","reason":"TooManyRequests"}',
+            "the API server is throttling requests: too many requests, please try again later; retry in a moment",
+        ),
+        (
+            503,
+            "Service Unavailable",
+            b'{"kind":"Status","message":"etcdserver: leader changed","reason":"ServiceUnavailable"}',
+            "the API server failed to list pods (HTTP 503): etcdserver: leader changed; retry, or check the server",
+        ),
+        (
+            502,
+            "Bad Gateway",
+            PROXY_PAGE,
+            "the API server failed to list pods (HTTP 502): <html> <head><title>502 Bad Gateway</title></head> <body> "
+            + "<p>upstream</p> " * 8
+            + "<p>upstream</p; retry, or check the server",  # cut at 200 characters
+        ),
+        (
+            504,
+            "Gateway Timeout",
+            "",
+            "the API server failed to list pods (HTTP 504): Gateway Timeout; retry, or check the server",
+        ),
+        (500, None, "[]", "the API server failed to list pods (HTTP 500): HTTP 500; retry, or check the server"),
+        (
+            0,
+            "Connection closed mid-response",
+            None,
+            "cannot list pods: Connection closed mid-response; check --kubeconfig/--context",
+        ),
+    ],
+    ids=["throttled", "status-as-bytes", "proxy-page", "empty-body", "not-a-status", "no-http-status"],
+)
+def test_an_error_answer_that_is_no_status_or_a_throttle_is_one_line(
+    status: int, reason: str | None, body: str | bytes | None, line: str
+) -> None:
+    """A 429 (API Priority and Fairness), a proxy's HTML page, an empty or non-Status body: none can be asked of the
+    sandbox's API server on demand, so each is an ApiException built here as the client raises it."""
+    exc = ApiException(status=status, reason=reason)
+    exc.body = body
+    kube = Kube(api=None, namespace="default", server="https://example:6443", context="c")  # type: ignore[arg-type]
+    error = translate_api_error(exc, kube, "list pods")
+    assert isinstance(error, KubeServerError) and error.status == status
+    assert kube_line(error) == line
+
+
 def test_connection_errors_name_the_server() -> None:
     kube = Kube(api=None, namespace="default", server="https://example:6443", context="c")  # type: ignore[arg-type]
     error = translate_connection_error(TimeoutError("Read timed out."), kube)

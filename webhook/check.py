@@ -61,8 +61,7 @@ def check_mutate(url: str, context: ssl.SSLContext) -> str:
     body = json.dumps(review(uid)).encode()
     call = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(call, timeout=TIMEOUT_SECONDS, context=context) as reply:
-        answer = json.loads(reply.read())
-    response = answer.get("response") if isinstance(answer, dict) else None
+        response = _json_object(reply).get("response")
     if not isinstance(response, dict) or response.get("uid") != uid:
         return f"answered without a response for review {uid}"
     if response.get("allowed") is not True:
@@ -73,12 +72,29 @@ def check_mutate(url: str, context: ssl.SSLContext) -> str:
 def check_api(url: str) -> str:
     """'' when the API is ready and serves this image's version, else why not."""
     with urllib.request.urlopen(f"{url.rstrip('/')}/readyz", timeout=TIMEOUT_SECONDS) as reply:
-        ready = json.loads(reply.read())
+        ready = _json_object(reply)
     with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/version", timeout=TIMEOUT_SECONDS) as reply:
-        version = json.loads(reply.read()).get("version")
+        version = _json_object(reply).get("version")
     if version != __version__:
         return f"serves version {version!r}, this check is {__version__!r}: the release runs another image"
     return "" if ready.get("status") == "ready" else f"not ready: {ready.get('reason')}"
+
+
+class Unexpected(Exception):
+    """An answer this server never sends: another service answers at that URL."""
+
+
+def _json_object(reply: Any) -> dict[str, Any]:
+    """The JSON object an answer holds; `Unexpected`, quoting the answer, for anything else."""
+    raw = reply.read()
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        quoted = raw[:80].decode(errors="replace")
+        raise Unexpected(f"answered {quoted!r}, not the JSON object this server sends: check the URL")
+    return answer
 
 
 def run(
@@ -95,6 +111,8 @@ def run(
             problem = check()
         except urllib.error.HTTPError as exc:
             problem = f"answered HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}"
+        except Unexpected as exc:
+            problem = str(exc)
         except (OSError, ValueError, ssl.SSLError) as exc:
             problem = f"did not answer: {exc}"
         say(f"{name}: {'ok' if not problem else 'FAILED: ' + problem}")

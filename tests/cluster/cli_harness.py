@@ -8,8 +8,11 @@ import dataclasses
 import json
 import os
 import pty
+import select
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,26 +62,57 @@ def plugin(cluster: Sandbox, *args: str, env: dict[str, str] | None = None) -> R
     return Run(code, stdout, stderr)
 
 
+QUESTION = "? [y/N]: "
+
+
 def declining(cluster: Sandbox, *args: str) -> Run:
-    """The plugin on a terminal (stdin a pty, so it asks before it changes anything) where the user answers no;
-    started with subprocess, since a forked run's stdin is /dev/null. Asserts it asked, on stderr; its stderr as
-    the user reads it, the answer echoed after the question."""
+    """The plugin on a terminal where the user answers no (`answering`)."""
+    return answering(cluster, *args, answer="n")
+
+
+def answering(
+    cluster: Sandbox, *args: str, answer: str, meanwhile: Callable[[], None] = lambda: None, timeout: float = 900
+) -> Run:
+    """The plugin on a terminal (stdin a pty, so it asks before it changes anything): once it asked, on stderr,
+    `meanwhile` runs (what changes in the cluster while the user reads the question), then the user types `answer`.
+    Started with subprocess, since a forked run's stdin is /dev/null. Asserts it asked once; its stderr as the user
+    reads it, the answer echoed after the question."""
     main, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
-        os.write(main, b"n\n")  # typed ahead: the terminal keeps the line until the plugin reads it
-        proc = subprocess.run(
-            [str(PLUGIN), *args, "--kubeconfig", str(cluster.kubeconfig)],
-            stdin=terminal,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        assert proc.stderr is not None
+        asked = _read_until(proc.stderr.fileno(), QUESTION.encode(), time.monotonic() + 120)
+        assert asked.endswith(QUESTION.encode()), f"the plugin ended without asking: {asked.decode()}"
+        meanwhile()
+        os.write(main, f"{answer}\n".encode())
+        out, rest = proc.communicate(timeout=timeout)
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         os.close(terminal)
         os.close(main)
-    assert "Traceback" not in proc.stderr and proc.stderr.count("? [y/N]: ") == 1, proc.stderr
-    return Run(proc.returncode, proc.stdout, proc.stderr.replace("? [y/N]: ", "? [y/N]: n\n"))
+    err = (asked + rest).decode()
+    assert "Traceback" not in err and err.count(QUESTION) == 1, err
+    return Run(proc.returncode, out.decode(), err.replace(QUESTION, f"{QUESTION}{answer}\n"))
+
+
+def _read_until(fd: int, end: bytes, deadline: float) -> bytes:
+    """What the process wrote to `fd` up to `end`, or until it closed it; fails at `deadline`."""
+    seen = b""
+    while not seen.endswith(end):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"the plugin did not ask in time; it wrote: {seen.decode(errors='replace')}"
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        seen += chunk
+    return seen
 
 
 def cut_off(kube: Kube) -> Kube:

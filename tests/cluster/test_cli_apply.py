@@ -28,7 +28,7 @@ from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import placement_for
 from sandbox.cluster import Sandbox, wait_for
 from sandbox.webhook import Webhook
-from tests.cluster.cli_harness import PLUGIN, Run, declining, placements, plugin
+from tests.cluster.cli_harness import PLUGIN, Run, answering, declining, placements, plugin
 from tests.cluster.hami_harness import (
     HOLD,
     Evictions,
@@ -116,16 +116,31 @@ def test_plan_for_a_pending_pod_and_apply_it_through_the_eviction_api(
     assert free.code == 0, free.err
     assert [m["pod"] for m in free.json()["moves"]] == [f"{namespace}/{move_pod.metadata.name}"]
     (tmp_path / "free.json").write_text(free.out)
-    client.CoreV1Api(cluster.api_client()).delete_namespaced_pod(move_pod.metadata.name, namespace)
-    wait_for(lambda: replaced(cluster, namespace, move_pod), "the Deployment to replace the deleted pod")
+
+    def replace_move_pod() -> None:
+        client.CoreV1Api(cluster.api_client()).delete_namespaced_pod(move_pod.metadata.name, namespace)
+        wait_for(lambda: replaced(cluster, namespace, move_pod), "the Deployment to replace the deleted pod")
+
+    gone = (
+        f"{namespace}/{move_pod.metadata.name} (uid {move_pod.metadata.uid}) is gone and no pod pinned by this plan "
+        "replaced it: it was deleted or moved meanwhile; the cluster no longer matches the plan: make a new one "
+        "(kubectl hami-place plan)"
+    )
+    # The plan still matched when apply read the cluster; the pod was replaced while the user read the question.
+    answered = answering(
+        cluster, "apply", "-f", str(tmp_path / "free.json"), "-o", "json", answer="y", meanwhile=replace_move_pod
+    )
+    assert answered.code == 1, answered.err
+    assert [m["status"] for m in answered.json()["moves"]] == ["failed"]
+    assert answered.err == (
+        f"Carry out 1 move(s), evicting {namespace}/{move_pod.metadata.name}? [y/N]: y\n"
+        f"error: move 1 ({namespace}/{move_pod.metadata.name}): {gone}\n"
+    ), "stopped before its first step: no move was tried"
+    assert placements(cluster, namespace) == [], "nothing was pinned"
     changed = run(cluster, "apply", "-f", str(tmp_path / "free.json"), "--yes", "-o", "json")
     assert changed.code == 1, changed.err
     assert changed.json()["moves"][0]["status"] == "failed"
-    assert changed.error_lines == [
-        f"error: move 1: {namespace}/{move_pod.metadata.name} (uid {move_pod.metadata.uid}) is gone and no pod "
-        "pinned by this plan replaced it: it was deleted or moved meanwhile; the cluster no longer matches the "
-        "plan: make a new one (kubectl hami-place plan)"
-    ]
+    assert changed.error_lines == [f"error: move 1: {gone}"], "found before asking, this time"
 
     create(cluster, namespace, pod("big", BIG, node=node.name))
     wait_for(lambda: scheduling_failures(cluster, namespace, "big"), "HAMi to leave the big pod Pending")

@@ -805,8 +805,8 @@ class DefragController:
         done = 0
         for move in decision.moves:
             try:
-                self._guard()
-                self._still_allowed(decision, done)
+                policy = self._guard()
+                self._still_allowed(policy, decision, done)
                 unneeded = self._unneeded(rescued)
                 if unneeded:
                     return done, unneeded, "unneeded", ""
@@ -814,7 +814,7 @@ class DefragController:
                 if stale:
                     self.metrics.moves.labels("failed").inc()
                     return done, stale, "failed", move.pod
-                self._still_held(decision, move)
+                self._still_held(policy, decision, move)
                 moves.make_move(
                     self.kube,
                     move,
@@ -1014,33 +1014,30 @@ class DefragController:
         )
         return None
 
-    def _guard(self) -> None:
-        """Raises `NotLeading` once this replica may no longer act, `NotOn` once the policy, read again, no longer
-        lets it move pods."""
+    def _guard(self) -> DefragPolicy:
+        """The policy, read again, while it lets this replica move pods; `NotLeading` once this replica may no longer
+        act, `NotOn` once the policy no longer lets it."""
         if not self.elector.leading() or self._stop.is_set():
             raise NotLeading("this replica no longer holds the defragmentation lease; the new leader resumes the run")
         self._read_policy()
         if self.policy is None or self.policy.mode is not Mode.on:
             mode = "invalid" if self.policy is None else f"mode {self.policy.mode.value}"
             raise NotOn(f"the policy is now {mode}; the run stops before its next move")
+        return self.policy
 
-    def _still_allowed(self, decision: RunDecision, done: int) -> None:
-        """Raises `NotOn` when the policy, read again by `_guard`, no longer allows the run's moves left (its
+    def _still_allowed(self, policy: DefragPolicy, decision: RunDecision, done: int) -> None:
+        """Raises `NotOn` when `policy`, as `_guard` just read it, no longer allows the run's moves left (its
         namespaces or its budgets changed)."""
-        if self.policy is None:
-            return
         rest, made = decision.moves[done:], decision.moves[:done]
-        over = still_allowed(self.policy, self._runs(), made, rest, datetime.now(UTC), decision.run_id)
+        over = still_allowed(policy, self._runs(), made, rest, datetime.now(UTC), decision.run_id)
         if over:
             raise NotOn(f"the policy changed and no longer allows the rest of the run ({over}); it stops")
 
-    def _still_held(self, decision: RunDecision, move: Move) -> None:
-        """Raises `NotOn` when the policy, read again by `_guard`, now keeps the move's pod in place or its target out
+    def _still_held(self, policy: DefragPolicy, decision: RunDecision, move: Move) -> None:
+        """Raises `NotOn` when `policy`, as `_guard` just read it, now keeps the move's pod in place or its target out
         of reach, on the snapshot `_stale` just read anew: what the operator's policy leaves out is not evicted."""
-        if self.policy is None:
-            return
         snapshot = self._snapshot().snapshot
-        why = held_now(self.policy, snapshot, self._runs(), datetime.now(UTC), decision.run_id, move)
+        why = held_now(policy, snapshot, self._runs(), datetime.now(UTC), decision.run_id, move)
         if why:
             raise NotOn(f"the policy changed and now keeps the run's next move from being made ({why}); it stops")
 

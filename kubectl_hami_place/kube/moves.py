@@ -271,7 +271,7 @@ def pin_then_evict(
     reuse: Callable[[Mapping[str, Any]], str] | None = None,
     dry_run: bool = False,
     rolled_back: Callable[[RolledBack], None] | None = None,
-    guard: Callable[[], None] | None = None,
+    guard: Callable[[], object] | None = None,
 ) -> Pinned:
     """Creates the checked placement, waits for its acknowledgement and evicts `pod` by its UID.
 
@@ -418,7 +418,7 @@ def make_move(
     annotations: Mapping[str, str] | None = None,
     ack_timeout: float,
     rolled_back: Callable[[RolledBack], None] | None = None,
-    guard: Callable[[], None] | None = None,
+    guard: Callable[[], object] | None = None,
     key: RoomKey | None = None,
 ) -> Checked:
     """Pins the moved pod's replacement to the move's cards and evicts the pod (the one of the move's UID).

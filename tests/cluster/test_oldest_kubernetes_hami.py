@@ -11,7 +11,6 @@ disruption controller counted blocks an eviction.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +24,7 @@ from sandbox import binaries
 from sandbox.cluster import OLDEST, Sandbox, wait_for
 from sandbox.prepare import prepare
 from sandbox.webhook import Webhook, start
-from tests.cluster.cli_harness import PLUGIN, plugin
+from tests.cluster.cli_harness import plugin
 from tests.cluster.hami_harness import Evictions, GpuNode, allocation, create, deployment, pod, scale_up
 from tests.cluster.test_cli_apply import (  # noqa: F401 - run here on 1.24: the pod is sent back once its room is made
     test_a_two_move_plan_runs_move_after_move,
@@ -37,7 +36,6 @@ from tests.cluster.test_defrag import (  # noqa: F401 - its fixtures and tests, 
     chart_account,
     controller,
     events,
-    identity_kubeconfig_with,
     keep_room,
     pending_big,
     said,
@@ -217,50 +215,3 @@ def test_an_apply_that_does_not_wait_for_its_pod_sends_it_back_to_the_scheduler_
     assert f"the evicted pods are gone: {namespace}/big sent back to the scheduler" in applied.err, applied.err
     stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
     assert stored.metadata.annotations[RESCUED_BY_ANNOTATION].startswith("kubectl hami-place apply at ")
-
-
-def test_an_apply_whose_user_may_not_write_pods_says_its_pod_was_not_sent_back(
-    cluster: Sandbox, namespace: str, node: GpuNode, tmp_path: Path
-) -> None:
-    """HAMi refused the big pod while pods a and b held the node's two cards; a then went. kube-scheduler 1.24 tries
-    the big pod again only at its 5-minute sweep (kubernetes#122019), so its plan needs no move and apply sends it
-    back at once. Run by a user whose role lacks `patch pods`, apply says the pod was not sent back, why and what to
-    ask for, and ends with its run done (exit 0), the pod left Pending as it was; run by one who may, the pod is sent
-    back and HAMi places it on a's card."""
-    for name in ("a", "b"):
-        create(cluster, namespace, pod(name, SMALL, node=node.name))
-    freed = allocation(cluster, namespace, "a").uuids
-    assert freed != allocation(cluster, namespace, "b").uuids, "HAMi's spread policy puts the two pods on two cards"
-    pending_big(cluster, namespace, node)
-    cluster.kubectl("delete", "pod", "a", "-n", namespace, "--grace-period=0", "--wait=true")
-    planned = plugin(cluster, "plan", "--for", "big", "-n", namespace, "-o", "json")
-    assert planned.code == 0, planned.err
-    assert (planned.json()["moves"], planned.json()["target"]["cards"]) == ([], freed), planned.out
-    (tmp_path / "plan.json").write_text(planned.out)
-    reader = [
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    ]
-    user = f"applier-{namespace}"
-    kubeconfig = identity_kubeconfig_with(cluster, user, reader)
-    refused = subprocess.run(
-        [str(PLUGIN), "apply", "-f", str(tmp_path / "plan.json"), "--yes", "--kubeconfig", str(kubeconfig)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
-    assert refused.returncode == 0, refused.stderr
-    assert refused.stderr.splitlines()[-1:] == [
-        f"warning: {namespace}/big was not sent back to the scheduler, which may take up to 5 minutes to try it: "
-        f'forbidden: pods "big" is forbidden: User "{user}" cannot patch resource "pods" in API group "" in the '
-        f'namespace "{namespace}"; ask your cluster admin for RBAC permission to get and patch pods in namespace '
-        f"{namespace}"
-    ], refused.stderr
-    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
-    assert stored.spec.node_name is None and RESCUED_BY_ANNOTATION not in (stored.metadata.annotations or {})
-    sent = plugin(cluster, "apply", "-f", str(tmp_path / "plan.json"), "--yes")
-    assert sent.code == 0, sent.err
-    assert f"the evicted pods are gone: {namespace}/big sent back to the scheduler" in sent.err, sent.err
-    assert allocation(cluster, namespace, "big").uuids == freed

@@ -70,9 +70,7 @@ def declining(cluster: Sandbox, *args: str) -> Run:
     return answering(cluster, *args, answer="n")
 
 
-def answering(
-    cluster: Sandbox, *args: str, answer: str, meanwhile: Callable[[], None] = lambda: None, timeout: float = 900
-) -> Run:
+def answering(cluster: Sandbox, *args: str, answer: str, meanwhile: Callable[[], None] = lambda: None) -> Run:
     """The plugin on a terminal (stdin a pty, so it asks before it changes anything): once it asked, on stderr,
     `meanwhile` runs (what changes in the cluster while the user reads the question), then the user types `answer`.
     Started with subprocess, since a forked run's stdin is /dev/null. Asserts it asked once; its stderr as the user
@@ -86,11 +84,11 @@ def answering(
     )
     try:
         assert proc.stderr is not None
-        asked = _read_until(proc.stderr.fileno(), QUESTION.encode(), time.monotonic() + 120)
-        assert asked.endswith(QUESTION.encode()), f"the plugin ended without asking: {asked.decode()}"
+        asked = read_until(proc.stderr.fileno(), lambda seen: seen.endswith(QUESTION.encode()), 120)
+        assert asked.endswith(QUESTION.encode()), f"the plugin did not ask (within 120 s): {asked.decode()}"
         meanwhile()
         os.write(main, f"{answer}\n".encode())
-        out, rest = proc.communicate(timeout=timeout)
+        out, rest = proc.communicate(timeout=900)  # room for apply's waits, as test_cli_apply's `run` gives
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -102,16 +100,17 @@ def answering(
     return Run(proc.returncode, out.decode(), err.replace(QUESTION, f"{QUESTION}{answer}\n"))
 
 
-def _read_until(fd: int, end: bytes, deadline: float) -> bytes:
-    """What the process wrote to `fd` up to `end`, or until it closed it; fails at `deadline`."""
+def read_until(stream: int, enough: Callable[[bytes], bool], timeout: float = 60) -> bytes:
+    """Bytes read from a file descriptor until `enough` of them came, it closed, or the time is up."""
     seen = b""
-    while not seen.endswith(end):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"the plugin did not ask in time; it wrote: {seen.decode(errors='replace')}"
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        seen += chunk
+    deadline = time.monotonic() + timeout
+    while not enough(seen) and time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 1)
+        if ready:
+            chunk = os.read(stream, 65536)
+            if not chunk:
+                break
+            seen += chunk
     return seen
 
 

@@ -8,15 +8,12 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -27,8 +24,17 @@ from kubectl_hami_place.kube.client import connect
 from kubectl_hami_place.kube.cluster_reads import list_nodes, list_pods
 from sandbox import gpu_nodes
 from sandbox.cluster import Sandbox, primary_address, wait_for
-from tests.cluster.cli_harness import PLUGIN, allocated_pod, apply, node_register_uuids, plugin, route_webhook_service
+from tests.cluster.cli_harness import (
+    PLUGIN,
+    allocated_pod,
+    apply,
+    node_register_uuids,
+    plugin,
+    read_until,
+    route_webhook_service,
+)
 from tests.cluster_views import build_cluster_info
+from tests.http_stand_in import answering_gets
 
 pytestmark = pytest.mark.cluster
 H100 = "gpu-h100-0"
@@ -208,26 +214,8 @@ def cluster_info_server() -> Iterator[tuple[str, int, dict[str, Any]]]:
         datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
     ).to_dict()
     body = json.dumps(document).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status = 200 if self.path == "/api/v1/cluster-info" else 404
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body if status == 200 else b"{}")
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = ThreadingHTTPServer((address, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield address, server.server_address[1], document
-    finally:
-        server.shutdown()
-        server.server_close()
+    with answering_gets(lambda path: (200, body) if path == "/api/v1/cluster-info" else (404, b"{}"), address) as url:
+        yield address, urlsplit(url).port or 0, document
 
 
 def test_status_reads_the_webhook_through_the_service_proxy(
@@ -349,24 +337,10 @@ def _watch(cluster: Sandbox, *args: str, stdout: int) -> subprocess.Popen[bytes]
     )
 
 
-def _read_until(stream: int, enough: Callable[[bytes], bool], timeout: float = 60) -> bytes:
-    """Bytes read from a file descriptor until `enough` of them came (or the time is up)."""
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while not enough(seen) and time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], 1)
-        if ready:
-            chunk = os.read(stream, 65536)
-            if not chunk:
-                break
-            seen += chunk
-    return seen
-
-
 def test_watch_streams_documents_and_ends_cleanly_on_ctrl_c(cluster: Sandbox) -> None:
     proc = _watch(cluster, "-o", "yaml", stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    seen = _read_until(proc.stdout.fileno(), lambda out: out.count(b"\n---\n") >= 2)
+    seen = read_until(proc.stdout.fileno(), lambda out: out.count(b"\n---\n") >= 2)
     proc.send_signal(signal.SIGINT)
     code = proc.wait(timeout=30)
     err = proc.stderr.read().decode()
@@ -380,7 +354,7 @@ def test_watch_redraws_in_place_on_a_terminal(cluster: Sandbox) -> None:
     proc = _watch(cluster, stdout=terminal)
     os.close(terminal)
     assert proc.stderr is not None
-    seen = _read_until(main, lambda out: out.count(b"Every 1s: kubectl hami-place status") >= 2)
+    seen = read_until(main, lambda out: out.count(b"Every 1s: kubectl hami-place status") >= 2)
     proc.send_signal(signal.SIGINT)
     code = proc.wait(timeout=30)
     os.close(main)

@@ -8,9 +8,7 @@ only through the traversal the other checks prevent: a local HTTP server plays i
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ from kubectl_hami_place.core.reviews import ReviewError, parse_review
 from kubectl_hami_place.kube.client import CheckedApiClient, Kube, PathError, by_path, request
 from kubectl_hami_place.kube.errors import KubeInvalid, KubeServerError
 from kubectl_hami_place.kube.placements import get_placement
+from tests.http_stand_in import answering_gets
 
 TRAVERSALS = ["../../../../../../api/v1/pods", "..", ".", "p/status", "a/../../b", ""]
 
@@ -148,29 +147,16 @@ def test_a_placement_read_refuses_a_name_no_placement_can_have(namespace: str, n
 def answers_with_a_pod() -> Iterator[Kube]:
     """An API server stand-in that answers every GET with a Pod named like the placement asked for."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            name = self.path.rsplit("/", 1)[-1]
-            body = json.dumps(
-                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"}}
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, bytes]:
+        name = path.rsplit("/", 1)[-1]
+        return 200, json.dumps(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"}}
+        ).encode()
 
-        def log_message(self, *_args: object) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    configuration = Configuration()
-    configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
-    yield Kube(api=CheckedApiClient(configuration), namespace="team-a", server=configuration.host, context=None)
-    server.shutdown()
-    server.server_close()
+    with answering_gets(answer) as url:
+        configuration = Configuration()
+        configuration.host = url
+        yield Kube(api=CheckedApiClient(configuration), namespace="team-a", server=url, context=None)
 
 
 def test_a_placement_read_that_returns_another_kind_is_refused(answers_with_a_pod: Kube) -> None:

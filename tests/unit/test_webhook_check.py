@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from kubectl_hami_place import __version__
+from tests.http_stand_in import answering_gets
 from webhook import check
 
 ANSWERS = {
@@ -21,27 +20,15 @@ ANSWERS = {
 
 @pytest.fixture
 def another_service() -> Iterator[str]:
-    """A service that is not hami-place's server, answering 200 to every GET with the body its path names
-    (/<kind>/readyz): hami-place's own server answers only its JSON objects, so it cannot stand in."""
+    """A service that is not hami-place's server, answering 200 to every GET: /<kind>/readyz with the body of that
+    kind, the version as this check's. hami-place's own server answers only its JSON objects, so it cannot stand in."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            kind, _, rest = self.path.strip("/").partition("/")
-            body = ANSWERS[kind] if rest == "readyz" else b'{"version": "%s"}' % __version__.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, bytes]:
+        kind, _, rest = path.strip("/").partition("/")
+        return 200, ANSWERS[kind] if rest == "readyz" else b'{"version": "%s"}' % __version__.encode()
 
-        def log_message(self, *args: object) -> None:
-            """Quiet: the test reads the check's lines, not the server's."""
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with answering_gets(answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kubectl_hami_place.core.names import GROUP, VERSION
+from kubectl_hami_place.core.names import GROUP, RESCUED_BY_ANNOTATION, VERSION
 from kubectl_hami_place.core.planner import Move
 from kubectl_hami_place.core.planner.apply import placement_for
 from sandbox.cluster import Sandbox, wait_for
@@ -45,6 +45,7 @@ from tests.cluster.hami_harness import (
     scale_up,
     scheduling_failures,
 )
+from tests.cluster.test_defrag import plugin_as
 
 pytestmark = pytest.mark.cluster
 SMALL = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
@@ -387,3 +388,37 @@ def test_apply_without_a_webhook_to_acknowledge_the_placement_evicts_nothing(
     ), line
     assert placements(cluster, namespace) == [], "the placement is deleted again"
     assert {app: running_pod(cluster, namespace, app).metadata.uid for app in ("keep", "move")} == before
+
+
+def test_an_apply_whose_user_may_not_patch_pods_says_its_pod_was_not_sent_back(
+    cluster: Sandbox, namespace: str, node: GpuNode, tmp_path: Path
+) -> None:
+    """The big pod, held back by a scheduling gate, fits a free card as the cards are: its plan needs no move, and
+    apply sends it back to the scheduler at once. Run by a user whose role lacks `patch pods`, apply says it was not
+    sent back, why and what to ask for, and ends its run (exit 0), the pod left unannotated. The gate keeps
+    kube-scheduler from placing the pod before apply looks, whatever it would retry on its own."""
+    gated = pod("big", BIG, node=node.name)
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/held"}]
+    create(cluster, namespace, gated)
+    planned = write_plan(cluster, namespace, tmp_path / "plan.json")
+    assert planned.code == 0, planned.err
+    assert planned.json()["moves"] == [], planned.out
+    reader = [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    ]
+    user = f"applier-{namespace}"
+    _, words = plugin_as(cluster, user, reader, "apply", "-f", str(tmp_path / "plan.json"), "--yes")
+    assert words.endswith(
+        f"warning: {namespace}/big was not sent back to the scheduler, which may take up to 5 minutes to try it: "
+        f'forbidden: pods "big" is forbidden: User "{user}" cannot patch resource "pods" in API group "" in the '
+        f'namespace "{namespace}"; ask your cluster admin for RBAC permission to get and patch pods in namespace '
+        f"{namespace}"
+    ), words
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
+    assert RESCUED_BY_ANNOTATION not in (stored.metadata.annotations or {}), stored.metadata.annotations
+    sent = run(cluster, "apply", "-f", str(tmp_path / "plan.json"), "--yes")
+    assert sent.code == 0, sent.err
+    assert f"the evicted pods are gone: {namespace}/big sent back to the scheduler" in sent.err, sent.err
+    stored = client.CoreV1Api(cluster.api_client()).read_namespaced_pod("big", namespace)
+    assert stored.metadata.annotations[RESCUED_BY_ANNOTATION].startswith("kubectl hami-place apply at ")

@@ -689,7 +689,7 @@ class DefragController:
             self._release(rescue.pod, scheduled=True)
         except KubeError as error:
             # Left on a bound pod, the annotation keeps nothing: admission reads only Pending pods' reservations.
-            log.warning("defrag: the room-kept annotation stays on %s: %s", "/".join(object_key(rescue.pod)), error)
+            log.warning("defrag: the room-kept annotation stays on %s: %s", key, error)
 
     def _reserve(
         self, about: dict[str, Any], decision: RunDecision, policy: DefragPolicy, done_at: datetime

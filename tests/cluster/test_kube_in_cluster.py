@@ -9,7 +9,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 from kubernetes.config import incluster_config
 
 from kubectl_hami_place.kube import client as kube_client
@@ -31,13 +30,13 @@ def test_a_pod_connects_as_its_service_account_in_its_namespace(
     mount = tmp_path / "serviceaccount"
     mount.mkdir()
     (mount / "token").write_text(cluster.kubectl("create", "token", account, "-n", namespace).stdout.strip())
-    sandbox = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]
-    shutil.copyfile(sandbox["certificate-authority"], mount / "ca.crt")
+    assert cluster.authority is not None
+    shutil.copyfile(cluster.authority.cert_path, mount / "ca.crt")
     (mount / "namespace").write_text(f"{namespace}\n")
     monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(mount / "token"))
     monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(mount / "ca.crt"))
     monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_NAMESPACE", mount / "namespace")
-    server = urlsplit(sandbox["server"])
+    server = urlsplit(cluster.server)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", str(server.hostname))
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
     monkeypatch.delenv("KUBECONFIG", raising=False)
